@@ -1,0 +1,151 @@
+/* tk.h - byte-level BPE tokenizer with exact tiktoken parity.
+ *
+ * Public API of the tokenizer module. Every function returns an int status
+ * (TK_OK == 0, negative TK_ERR_* on failure; see tk_strerror) unless noted.
+ * A tk_tokenizer is immutable after loading and safe to share between threads.
+ */
+#ifndef TK_H
+#define TK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    TK_OK = 0,
+    TK_ERR_NOMEM = -1,       /* allocation failed */
+    TK_ERR_IO = -2,          /* file missing or unreadable */
+    TK_ERR_FORMAT = -3,      /* malformed vocabulary file */
+    TK_ERR_BASE64 = -4,      /* bad base64 in a .tiktoken line */
+    TK_ERR_DUP_RANK = -5,    /* the same rank or token given twice */
+    TK_ERR_MISSING_RANK = -6,/* ranks not contiguous / single bytes missing */
+    TK_ERR_RANGE = -7,       /* token id out of range */
+    TK_ERR_UNSUPPORTED = -8, /* e.g. tokenizer.json of another model type */
+    TK_ERR_ARG = -9,         /* invalid argument */
+    TK_ERR_PATTERN = -10,    /* unknown pre-tokenizer pattern / none given */
+    TK_ERR_NOT_FOUND = -11,  /* named vocabulary not found */
+    TK_ERR_THREAD = -12      /* could not start a thread */
+};
+const char *tk_strerror(int err);
+
+/* Pre-tokenizer patterns (the pat_str of tiktoken's encodings). */
+typedef enum {
+    TK_PAT_NONE = 0, /* not set: use the one a known vocabulary implies */
+    TK_PAT_GPT2 = 1, /* gpt2 / r50k_base / p50k_base */
+    TK_PAT_CL100K = 2,
+    TK_PAT_O200K = 3
+} tk_pattern;
+/* "gpt2"|"r50k"|"r50k_base"|"cl100k"|"cl100k_base"|"o200k"|"o200k_base" */
+int tk_pattern_parse(const char *name, tk_pattern *out);
+const char *tk_pattern_name(tk_pattern pat); /* "gpt2", "cl100k", "o200k" */
+/* The exact regex of a pattern (for tokenizer.json export and docs). */
+const char *tk_pattern_regex(tk_pattern pat);
+
+/* Split text into pre-tokens (pieces). Calls fn for every piece in order;
+ * a non-zero return from fn stops the scan and is returned. Invalid UTF-8
+ * bytes are treated as single "other" characters, so every byte lands in
+ * exactly one piece. */
+typedef int (*tk_piece_fn)(void *user, const uint8_t *piece, size_t len);
+int tk_pretokenize(tk_pattern pat, const uint8_t *text, size_t len, tk_piece_fn fn, void *user);
+
+typedef struct tk_tokenizer tk_tokenizer;
+
+/* A special token: text and id. */
+typedef struct {
+    const char *text;
+    uint32_t id;
+} tk_special;
+
+/* Load by spec: a path to a .tiktoken file, a tokenizer.json, or a folder
+ * holding encoder.json + vocab.bpe; or a name (gpt2, r50k_base, cl100k_base,
+ * o200k_base) looked up in $MKSHARDS_VOCAB_DIR and in tiktoken's cache
+ * ($TIKTOKEN_CACHE_DIR, files named by the sha1 of the download URL).
+ * pat overrides the pattern (TK_PAT_NONE: the one the vocabulary implies;
+ * vocabularies are recognised by sha256 of their rank file). On failure
+ * err (if not NULL) receives a one-line human message. */
+int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
+int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
+int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat, tk_tokenizer **out,
+                 char *err, size_t errlen);
+int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
+
+/* Build from raw token bytes in rank order (rank i = tokens[i]); the first
+ * 256 ranks need not be single bytes but every single byte must appear.
+ * Specials get the ids given (must not collide with ranks). */
+int tk_create(const uint8_t *const *tokens, const uint32_t *lens, uint32_t n_ranks, tk_pattern pat,
+              const tk_special *specials, size_t n_specials, tk_tokenizer **out);
+void tk_free(tk_tokenizer *tok);
+
+/* Save as .tiktoken (plus "<path>.meta.json" with pattern and specials when
+ * they are not implied by a known vocabulary) or as HF tokenizer.json. */
+int tk_save_tiktoken(const tk_tokenizer *tok, const char *path);
+int tk_save_hf_json(const tk_tokenizer *tok, const char *path);
+
+uint32_t tk_n_ranks(const tk_tokenizer *tok);   /* mergeable ranks */
+uint32_t tk_vocab_size(const tk_tokenizer *tok); /* max id + 1, specials included */
+tk_pattern tk_get_pattern(const tk_tokenizer *tok);
+const char *tk_name(const tk_tokenizer *tok);    /* "cl100k_base", ... or "custom" */
+size_t tk_n_specials(const tk_tokenizer *tok);
+const tk_special *tk_specials(const tk_tokenizer *tok);
+/* Id of a special token by text; TK_ERR_NOT_FOUND if it is not one. */
+int tk_special_id(const tk_tokenizer *tok, const char *text, uint32_t *id);
+/* End-of-text id (<|endoftext|>), TK_ERR_NOT_FOUND if the vocabulary has none. */
+int tk_eot_id(const tk_tokenizer *tok, uint32_t *id);
+/* Bytes of one token (specials included); TK_ERR_RANGE for unknown ids. */
+int tk_token_bytes(const tk_tokenizer *tok, uint32_t id, const uint8_t **bytes, size_t *len);
+/* Rank of an exact byte string, or -1 if it is not a token. */
+int64_t tk_rank_of(const tk_tokenizer *tok, const uint8_t *bytes, size_t len);
+/* sha256 over the ranks, specials and pattern: identifies a tokenizer. */
+void tk_fingerprint(const tk_tokenizer *tok, uint8_t out[32]);
+
+/* Growable id array. tk_ids_free(NULL-initialised) is fine. */
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} tk_ids;
+void tk_ids_free(tk_ids *v);
+
+/* Encode (tiktoken's encode_ordinary: special-token text is ordinary text);
+ * ids are appended to out. Thread-safe. */
+int tk_encode(const tk_tokenizer *tok, const uint8_t *text, size_t len, tk_ids *out);
+/* Count tokens without storing them. */
+int tk_count(const tk_tokenizer *tok, const uint8_t *text, size_t len, size_t *n_tokens);
+/* Encode mapping the listed special tokens to their ids (allowed == NULL and
+ * n_allowed == (size_t)-1 allows all of the tokenizer's specials). */
+int tk_encode_special(const tk_tokenizer *tok, const uint8_t *text, size_t len, const char *const *allowed,
+                      size_t n_allowed, tk_ids *out);
+
+/* Batch: encode n documents on `threads` threads (0 = all cores); outs[i]
+ * receives the ids of docs[i] (appended). Output order is input order. */
+typedef struct {
+    const uint8_t *text;
+    size_t len;
+} tk_span;
+int tk_encode_batch(const tk_tokenizer *tok, const tk_span *docs, size_t n, int threads, tk_ids *outs);
+
+/* Growable byte buffer. */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} tk_bytes;
+void tk_bytes_free(tk_bytes *b);
+
+/* Decode ids to bytes (appended to out). TK_ERR_RANGE on an unknown id
+ * (nothing is appended then). */
+int tk_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, tk_bytes *out);
+
+/* Streaming decoder: holds back a trailing incomplete UTF-8 sequence until
+ * the next ids complete it (or finish flushes it as-is). */
+typedef struct tk_decoder tk_decoder;
+int tk_decoder_create(const tk_tokenizer *tok, tk_decoder **out);
+int tk_decoder_feed(tk_decoder *dec, const uint32_t *ids, size_t n, tk_bytes *out);
+int tk_decoder_finish(tk_decoder *dec, tk_bytes *out);
+void tk_decoder_free(tk_decoder *dec);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
