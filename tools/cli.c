@@ -1,0 +1,190 @@
+/* cli.c - shared helpers for the mkshards subcommands (see cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void cli_getopt_reset(void)
+{
+    optind = 0; /* glibc: 0 re-initialises getopt completely */
+    opterr = 0;
+}
+
+int cli_getopt(int argc, char **argv, const char *cmd, const char *shortopts, const struct option *longopts)
+{
+    opterr = 0;
+    int prev = optind ? optind : 1;
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c == '?' || c == ':') {
+        const char *arg = (optind - 1 >= 1 && optind - 1 < argc) ? argv[optind - 1] : "?";
+        if (prev < argc && optind == prev && optopt) /* short option inside a cluster */
+            arg = argv[prev];
+        if (c == ':') {
+            if (optopt && !(arg[0] == '-' && arg[1] == '-'))
+                cli_usage_error(cmd, "option '-%c' needs a value", optopt);
+            else
+                cli_usage_error(cmd, "option '%s' needs a value", arg);
+        } else if (optopt && !(arg[0] == '-' && arg[1] == '-')) {
+            cli_usage_error(cmd, "unknown option '-%c'", optopt);
+        } else {
+            cli_usage_error(cmd, "unknown option '%s'", arg);
+        }
+        return '?';
+    }
+    return c;
+}
+
+static void vmsg(const char *cmd, const char *kind, const char *fmt, va_list ap)
+{
+    char buf[2048];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    if (cmd && *cmd)
+        fprintf(stderr, "mkshards %s: %s%s\n", cmd, kind, buf);
+    else
+        fprintf(stderr, "mkshards: %s%s\n", kind, buf);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(cmd, "", fmt, ap);
+    va_end(ap);
+    if (cmd && *cmd)
+        fprintf(stderr, "Try 'mkshards %s --help' for the list of options.\n", cmd);
+    else
+        fprintf(stderr, "Try 'mkshards --help' for the list of commands.\n");
+    return EXIT_USAGE;
+}
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(cmd, "", fmt, ap);
+    va_end(ap);
+}
+
+void cli_warn(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(cmd, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+int cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return cli_usage_error(cmd, "%s expects an integer from %ld to %ld, got '%s'", opt, min, max, s);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        goto bad;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 0: break;
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default: goto bad;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b') {
+        if (*end == 'i')
+            end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+    }
+    if (*end || (mul > 1 && v > UINT64_MAX / mul))
+        goto bad;
+    *out = (uint64_t)v * mul;
+    return 0;
+bad:
+    return cli_usage_error(cmd, "%s expects a size such as 4096, 64K, 256M or 2G, got '%s'", opt, s);
+}
+
+int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out)
+{
+    tk_pattern pat = TK_PAT_NONE;
+    *out = NULL;
+    if (!spec || !*spec) {
+        cli_error(NULL, "no tokenizer given: pass --tokenizer with a .tiktoken file, a tokenizer.json, "
+                        "a folder with encoder.json+vocab.bpe, or a name (gpt2, cl100k_base, o200k_base)");
+        return EXIT_USAGE;
+    }
+    if (pattern && *pattern && tk_pattern_parse(pattern, &pat) != TK_OK) {
+        cli_error(NULL, "unknown --pattern '%s': use gpt2, cl100k or o200k", pattern);
+        return EXIT_USAGE;
+    }
+    char err[512] = "";
+    int rc = tk_load(spec, pat, out, err, sizeof err);
+    if (rc == TK_OK && *out)
+        return EXIT_OK;
+    const char *why = err[0] ? err : tk_strerror(rc);
+    const char *hint = "";
+    if (rc == TK_ERR_NOT_FOUND)
+        hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
+    else if (rc == TK_ERR_IO)
+        hint = " (check the path exists and is readable)";
+    else if (rc == TK_ERR_PATTERN)
+        hint = " (this vocabulary is not a known one: pass --pattern gpt2|cl100k|o200k)";
+    cli_error(NULL, "cannot load tokenizer '%s': %s%s", spec, why, hint);
+    *out = NULL;
+    return EXIT_BAD_INPUT;
+}
+
+int cli_ncpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char k_digits2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+size_t cli_fmt_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *q = e;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        q -= 2;
+        q[0] = k_digits2[2 * r];
+        q[1] = k_digits2[2 * r + 1];
+    }
+    if (v >= 10) {
+        q -= 2;
+        q[0] = k_digits2[2 * v];
+        q[1] = k_digits2[2 * v + 1];
+    } else {
+        *--q = (char)('0' + v);
+    }
+    size_t n = (size_t)(e - q);
+    memcpy(p, q, n);
+    return n;
+}

@@ -1,0 +1,102 @@
+/* cli.h - shared helpers for the mkshards subcommands.
+ *
+ * Every subcommand lives in its own tools/cmd_<name>.c and defines
+ *     int cmd_<name>(int argc, char **argv);
+ * argv[0] is the subcommand name ("encode"); the return value is the
+ * process exit status (one of the CLI_EXIT_* / EXIT_* codes below).
+ * Subcommands that are not written yet have weak stubs in cmd_pending.c:
+ * adding a file with a strong definition replaces the stub.
+ *
+ * Option parsing pattern (getopt_long, GNU permutation, so positional
+ * arguments may appear anywhere):
+ *
+ *     static const struct option opts[] = {
+ *         {"tokenizer", required_argument, 0, 't'},
+ *         {"help", no_argument, 0, 'h'},
+ *         {0, 0, 0, 0}};
+ *     int c;
+ *     cli_getopt_reset();
+ *     while ((c = cli_getopt(argc, argv, "encode", ":t:h", opts)) != -1) {
+ *         switch (c) {
+ *         case 't': spec = optarg; break;
+ *         case 'h': fputs(usage, stdout); return EXIT_OK;
+ *         default: return EXIT_USAGE;   // cli_getopt already printed why
+ *         }
+ *     }
+ *     // positional arguments: argv[optind .. argc-1]
+ *
+ * Messages go to stderr, one line, prefixed "mkshards <cmd>: ", and say what
+ * to do about it. Library calls return int status codes; only the tools map
+ * them to exit codes.
+ */
+#ifndef MKS_CLI_H
+#define MKS_CLI_H
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tk.h"
+
+#ifndef MKS_VERSION
+#define MKS_VERSION "0.1.0"
+#endif
+
+/* Exit codes (documented in README.md). */
+enum {
+    EXIT_OK = 0,        /* success */
+    EXIT_FINDINGS = 1,  /* ran fine but found problems (lint warnings) */
+    EXIT_BAD_INPUT = 2, /* bad input data, missing/unreadable file, bad tokenizer */
+    EXIT_USAGE = 64     /* bad command line (sysexits EX_USAGE) */
+};
+
+/* Subcommands. */
+int cmd_encode(int argc, char **argv);
+int cmd_decode(int argc, char **argv);
+int cmd_lint(int argc, char **argv);
+int cmd_hist(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
+int cmd_build(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+
+/* Reset getopt state before parsing a subcommand's argv. */
+void cli_getopt_reset(void);
+/* getopt_long with messages: returns the option character, -1 at the end,
+ * or '?' after printing a one-line error ("unknown option", "option needs a
+ * value") plus a hint to run `mkshards <cmd> --help`. shortopts should start
+ * with ':' so that a missing value is told apart from an unknown option. */
+int cli_getopt(int argc, char **argv, const char *cmd, const char *shortopts, const struct option *longopts);
+
+/* Print "mkshards <cmd>: <message>" and the --help hint; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "mkshards <cmd>: <message>" (no hint). */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "mkshards <cmd>: warning: <message>". */
+void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse a decimal integer in [min, max] given to option `opt`. Returns 0, or
+ * prints a usage error and returns EXIT_USAGE. */
+int cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
+/* Parse a size with optional K/M/G suffix (binary units). */
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
+
+/* Load a tokenizer by spec (path to .tiktoken / tokenizer.json / folder with
+ * encoder.json+vocab.bpe, or a name such as gpt2, cl100k_base, o200k_base)
+ * with an optional pattern name (NULL = the one the vocabulary implies).
+ * Prints one actionable error and returns EXIT_BAD_INPUT (cannot load) or
+ * EXIT_USAGE (unknown pattern name); EXIT_OK on success. */
+int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out);
+
+/* Number of online CPUs (>= 1). */
+int cli_ncpus(void);
+/* Monotonic seconds. */
+double cli_now(void);
+
+/* Fast unsigned decimal formatting: writes the digits of v at p, returns the
+ * number of bytes written (1..20). No terminating NUL. */
+size_t cli_fmt_u64(char *p, uint64_t v);
+
+#endif

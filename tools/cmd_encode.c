@@ -1,0 +1,469 @@
+/* cmd_encode.c - mkshards encode: documents -> one JSON array of token ids per line. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ds.h"
+#include "tk.h"
+
+static const char k_usage[] =
+    "Usage: mkshards encode --tokenizer T [options] [INPUT...] --ids-out FILE\n"
+    "\n"
+    "Encodes every document of the inputs and writes one line per document: a JSON\n"
+    "array of token ids, e.g. [464,3290,13], in input order.\n"
+    "\n"
+    "Inputs: .txt, .jsonl, either + .zst, folders (recursive, sorted), or - for stdin\n"
+    "(default when no input is given).\n"
+    "\n"
+    "Options:\n"
+    "  -t, --tokenizer T        .tiktoken file, tokenizer.json, folder with encoder.json +\n"
+    "                           vocab.bpe, or a name: gpt2, r50k_base, cl100k_base, o200k_base\n"
+    "                           (names are looked up in $MKSHARDS_VOCAB_DIR)   [required]\n"
+    "  -i, --input FILE         an input (repeatable; positional INPUTs work too)\n"
+    "  -f, --field NAME         JSONL text field, dotted path for nested objects (default: text)\n"
+    "  -j, --threads N          encoder threads (default: all cores)\n"
+    "  -p, --pattern P          pre-tokenizer pattern: gpt2, cl100k, o200k (default: the one\n"
+    "                           the vocabulary implies)\n"
+    "      --allow-special S    map special-token text to special ids: 'all' or a comma list\n"
+    "                           such as '<|endoftext|>' (default: none, specials are ordinary text)\n"
+    "      --doc-sep MODE       for .txt inputs: file (default), line or blank-line\n"
+    "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
+    "      --batch-bytes SIZE   text per encode batch (default 64M)\n"
+    "      --batch-docs N       documents per encode batch (default 4096)\n"
+    "      --stats              print docs, bytes, tokens and MB/s to stderr at the end\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "Records the reader cannot use (bad JSON, missing field, ...) are reported on stderr\n"
+    "with file:line and skipped.\n"
+    "\n"
+    "Exit codes: 0 ok, 2 bad input or file (or nothing could be read), 64 usage error.\n"
+    "\n"
+    "Example:\n"
+    "  mkshards encode -t cl100k_base samples/tiny.jsonl --ids-out tiny.ids --stats\n";
+
+enum { OPT_ALLOW_SPECIAL = 1000, OPT_DOC_SEP, OPT_STATS, OPT_BATCH_BYTES, OPT_BATCH_DOCS };
+
+static const struct option k_opts[] = {
+    {"tokenizer", required_argument, 0, 't'},
+    {"input", required_argument, 0, 'i'},
+    {"field", required_argument, 0, 'f'},
+    {"threads", required_argument, 0, 'j'},
+    {"pattern", required_argument, 0, 'p'},
+    {"allow-special", required_argument, 0, OPT_ALLOW_SPECIAL},
+    {"doc-sep", required_argument, 0, OPT_DOC_SEP},
+    {"ids-out", required_argument, 0, 'o'},
+    {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
+    {"batch-docs", required_argument, 0, OPT_BATCH_DOCS},
+    {"stats", no_argument, 0, OPT_STATS},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+
+static const char *rec_status_name(ds_rec_status s)
+{
+    switch (s) {
+    case DS_REC_OK: return "ok";
+    case DS_REC_BAD_JSON: return "malformed JSON line";
+    case DS_REC_MISSING_FIELD: return "text field missing";
+    case DS_REC_NOT_STRING: return "text field is not a string";
+    case DS_REC_OVERLONG: return "record longer than the reader's limit";
+    case DS_REC_ZSTD_ERROR: return "zstd stream truncated or corrupt (rest of file ignored)";
+    }
+    return "unusable record";
+}
+
+/* ---- special-token encoding on our own threads (tk_encode_batch has no specials) */
+typedef struct {
+    const tk_tokenizer *tok;
+    const tk_span *docs;
+    tk_ids *outs;
+    size_t n;
+    const char *const *allowed;
+    size_t n_allowed;
+    atomic_size_t next;
+    atomic_int rc;
+} special_job;
+
+static void *special_worker(void *arg)
+{
+    special_job *j = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->n || atomic_load(&j->rc) != TK_OK)
+            break;
+        int rc = tk_encode_special(j->tok, j->docs[i].text, j->docs[i].len, j->allowed, j->n_allowed, &j->outs[i]);
+        if (rc != TK_OK)
+            atomic_store(&j->rc, rc);
+    }
+    return NULL;
+}
+
+static int encode_special_batch(const tk_tokenizer *tok, const tk_span *docs, size_t n, int threads,
+                                const char *const *allowed, size_t n_allowed, tk_ids *outs)
+{
+    special_job j = {.tok = tok, .docs = docs, .outs = outs, .n = n, .allowed = allowed, .n_allowed = n_allowed};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.rc, TK_OK);
+    if (threads > (int)n)
+        threads = n ? (int)n : 1;
+    pthread_t *th = calloc((size_t)threads, sizeof *th);
+    if (!th)
+        return TK_ERR_NOMEM;
+    int started = 0;
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&th[t], NULL, special_worker, &j) != 0)
+            break;
+        started++;
+    }
+    special_worker(&j);
+    for (int t = 1; t <= started; t++)
+        pthread_join(th[t], NULL);
+    free(th);
+    return atomic_load(&j.rc);
+}
+
+/* ---- output buffer */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    FILE *f;
+    const char *path;
+    int failed;
+} outbuf;
+
+static int out_flush(outbuf *o)
+{
+    if (o->len && !o->failed && fwrite(o->buf, 1, o->len, o->f) != o->len)
+        o->failed = errno ? errno : EIO;
+    o->len = 0;
+    return o->failed ? -1 : 0;
+}
+
+/* Make room for `need` more bytes (flushing first when over the soft limit). */
+static int out_reserve(outbuf *o, size_t need)
+{
+    if (o->len + need <= o->cap)
+        return 0;
+    if (out_flush(o))
+        return -1;
+    if (need > o->cap) {
+        char *nb = realloc(o->buf, need);
+        if (!nb)
+            return -1;
+        o->buf = nb;
+        o->cap = need;
+    }
+    return 0;
+}
+
+static int write_ids(outbuf *o, const tk_ids *v)
+{
+    /* worst case: 10 digits + ',' per id, "[]\n" */
+    const size_t chunk = 65536;
+    if (out_reserve(o, 3 + (v->len < chunk ? v->len : chunk) * 11))
+        return -1;
+    char *p = o->buf + o->len;
+    *p++ = '[';
+    for (size_t i = 0; i < v->len; i++) {
+        if ((i & (chunk - 1)) == 0 && i) {
+            o->len = (size_t)(p - o->buf);
+            if (out_reserve(o, 3 + chunk * 11))
+                return -1;
+            p = o->buf + o->len;
+        }
+        if (i)
+            *p++ = ',';
+        p += cli_fmt_u64(p, v->ids[i]);
+    }
+    *p++ = ']';
+    *p++ = '\n';
+    o->len = (size_t)(p - o->buf);
+    return 0;
+}
+
+int cmd_encode(int argc, char **argv)
+{
+    const char *cmd = "encode";
+    const char *spec = NULL, *field = NULL, *pattern = NULL, *allow = NULL, *out_path = NULL;
+    long threads = 0, batch_docs = 4096;
+    uint64_t batch_bytes = 64ull << 20;
+    int stats = 0;
+    ds_doc_sep sep = DS_SEP_FILE;
+    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    size_t n_inputs = 0;
+    int rc = EXIT_OK, c;
+    if (!inputs) {
+        cli_error(cmd, "out of memory");
+        return EXIT_BAD_INPUT;
+    }
+
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, cmd, ":t:i:f:j:p:o:h", k_opts)) != -1) {
+        switch (c) {
+        case 't': spec = optarg; break;
+        case 'i': inputs[n_inputs++] = optarg; break;
+        case 'f': field = optarg; break;
+        case 'j':
+            if (cli_parse_long(cmd, "--threads", optarg, 0, 4096, &threads)) {
+                free(inputs);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'p': pattern = optarg; break;
+        case 'o': out_path = optarg; break;
+        case OPT_ALLOW_SPECIAL: allow = optarg; break;
+        case OPT_DOC_SEP:
+            if (!strcmp(optarg, "file"))
+                sep = DS_SEP_FILE;
+            else if (!strcmp(optarg, "line"))
+                sep = DS_SEP_LINE;
+            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank"))
+                sep = DS_SEP_BLANK;
+            else {
+                free(inputs);
+                return cli_usage_error(cmd, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
+            }
+            break;
+        case OPT_BATCH_BYTES:
+            if (cli_parse_size(cmd, "--batch-bytes", optarg, &batch_bytes) || batch_bytes == 0) {
+                free(inputs);
+                return batch_bytes == 0 ? cli_usage_error(cmd, "--batch-bytes must be > 0") : EXIT_USAGE;
+            }
+            break;
+        case OPT_BATCH_DOCS:
+            if (cli_parse_long(cmd, "--batch-docs", optarg, 1, 1L << 24, &batch_docs)) {
+                free(inputs);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_STATS: stats = 1; break;
+        case 'h':
+            fputs(k_usage, stdout);
+            free(inputs);
+            return EXIT_OK;
+        default: free(inputs); return EXIT_USAGE;
+        }
+    }
+    for (int i = optind; i < argc; i++)
+        inputs[n_inputs++] = argv[i];
+    if (!spec) {
+        free(inputs);
+        return cli_usage_error(cmd, "--tokenizer is required (a .tiktoken file or a name such as cl100k_base)");
+    }
+    if (!out_path) {
+        free(inputs);
+        return cli_usage_error(cmd, "--ids-out is required (a file, or - for stdout)");
+    }
+    if (n_inputs == 0)
+        inputs[n_inputs++] = "-";
+    if (threads <= 0)
+        threads = cli_ncpus();
+
+    tk_tokenizer *tok = NULL;
+    ds_reader *rd = NULL;
+    outbuf out = {0};
+    const char **allowed = NULL;
+    char *allow_copy = NULL;
+    size_t n_allowed = 0;
+    int use_special = 0;
+    uint8_t *arena = NULL;
+    size_t arena_cap = 0;
+    size_t *offs = NULL;
+    tk_span *spans = NULL;
+    tk_ids *ids = NULL;
+    char err[512] = "";
+
+    rc = cli_load_tokenizer(spec, pattern, &tok);
+    if (rc != EXIT_OK)
+        goto done;
+
+    if (allow) {
+        use_special = 1;
+        if (!strcmp(allow, "all")) {
+            allowed = NULL;
+            n_allowed = (size_t)-1;
+        } else {
+            allow_copy = strdup(allow);
+            allowed = calloc(strlen(allow) + 1, sizeof *allowed);
+            if (!allow_copy || !allowed) {
+                cli_error(cmd, "out of memory");
+                rc = EXIT_BAD_INPUT;
+                goto done;
+            }
+            for (char *save = NULL, *t = strtok_r(allow_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                uint32_t id;
+                if (tk_special_id(tok, t, &id) != TK_OK) {
+                    char list[1024] = "";
+                    size_t ns = tk_n_specials(tok);
+                    const tk_special *sp = tk_specials(tok);
+                    for (size_t k = 0; k < ns; k++) {
+                        size_t l = strlen(list);
+                        snprintf(list + l, sizeof list - l, "%s%s", k ? ", " : "", sp[k].text);
+                    }
+                    rc = cli_usage_error(cmd, "'%s' is not a special token of %s (its specials: %s)", t,
+                                         tk_name(tok), ns ? list : "none");
+                    goto done;
+                }
+                allowed[n_allowed++] = t;
+            }
+        }
+    }
+
+    ds_reader_opts ro;
+    ds_reader_opts_init(&ro);
+    if (field)
+        ro.field = field;
+    ro.doc_sep = sep;
+    int orc = ds_reader_open(inputs, n_inputs, &ro, &rd, err, sizeof err);
+    if (orc != DS_OK) {
+        cli_error(cmd, "%s", err[0] ? err : ds_strerror(orc));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+
+    if (!strcmp(out_path, "-")) {
+        out.f = stdout;
+        out.path = "stdout";
+    } else {
+        out.f = fopen(out_path, "wb");
+        out.path = out_path;
+        if (!out.f) {
+            cli_error(cmd, "cannot create --ids-out '%s': %s", out_path, strerror(errno));
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    out.cap = 8u << 20;
+    out.buf = malloc(out.cap);
+    offs = malloc(((size_t)batch_docs + 1) * sizeof *offs);
+    spans = malloc((size_t)batch_docs * sizeof *spans);
+    ids = calloc((size_t)batch_docs, sizeof *ids);
+    if (!out.buf || !offs || !spans || !ids) {
+        cli_error(cmd, "out of memory");
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+
+    uint64_t n_docs = 0, n_bytes = 0, n_tokens = 0, n_skipped = 0;
+    double t0 = cli_now();
+    int eof = 0;
+    while (!eof) {
+        size_t nb = 0, used = 0;
+        /* fill a batch */
+        while (nb < (size_t)batch_docs && used < batch_bytes) {
+            ds_record rec;
+            int r = ds_reader_next(rd, &rec, err, sizeof err);
+            if (r == 0) {
+                eof = 1;
+                break;
+            }
+            if (r < 0) {
+                cli_error(cmd, "%s", err[0] ? err : ds_strerror(r));
+                rc = EXIT_BAD_INPUT;
+                goto done;
+            }
+            if (rec.status != DS_REC_OK) {
+                n_skipped++;
+                cli_warn(cmd, "%s:%llu: %s; record skipped", rec.file ? rec.file : "?",
+                         (unsigned long long)rec.line, rec_status_name(rec.status));
+                continue;
+            }
+            if (used + rec.len > arena_cap) {
+                size_t ncap = arena_cap ? arena_cap : (size_t)1 << 20;
+                while (ncap < used + rec.len)
+                    ncap *= 2;
+                uint8_t *na = realloc(arena, ncap);
+                if (!na) {
+                    cli_error(cmd, "out of memory (document of %zu bytes)", rec.len);
+                    rc = EXIT_BAD_INPUT;
+                    goto done;
+                }
+                arena = na;
+                arena_cap = ncap;
+            }
+            if (rec.len)
+                memcpy(arena + used, rec.text, rec.len);
+            offs[nb] = used;
+            used += rec.len;
+            nb++;
+        }
+        if (nb == 0)
+            break;
+        for (size_t i = 0; i < nb; i++) {
+            spans[i].text = arena + offs[i];
+            spans[i].len = (i + 1 < nb ? offs[i + 1] : used) - offs[i];
+            ids[i].len = 0;
+        }
+        int erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, ids)
+                              : tk_encode_batch(tok, spans, nb, (int)threads, ids);
+        if (erc != TK_OK) {
+            cli_error(cmd, "encoding failed: %s", tk_strerror(erc));
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        for (size_t i = 0; i < nb; i++) {
+            if (write_ids(&out, &ids[i])) {
+                cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : ENOMEM));
+                rc = EXIT_BAD_INPUT;
+                goto done;
+            }
+            n_tokens += ids[i].len;
+            /* do not keep a huge id array around after one giant document */
+            if (ids[i].cap > (16u << 20)) {
+                tk_ids_free(&ids[i]);
+                memset(&ids[i], 0, sizeof ids[i]);
+            }
+        }
+        n_docs += nb;
+        n_bytes += used;
+    }
+    if (out_flush(&out) || fflush(out.f) != 0 || ferror(out.f)) {
+        cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    double dt = cli_now() - t0;
+    if (n_docs == 0 && n_skipped > 0) {
+        cli_error(cmd, "no usable document in the input (%llu records skipped; see the warnings above)",
+                  (unsigned long long)n_skipped);
+        rc = EXIT_BAD_INPUT;
+    } else if (n_skipped > 0) {
+        cli_warn(cmd, "%llu record(s) skipped", (unsigned long long)n_skipped);
+    }
+    if (stats)
+        fprintf(stderr,
+                "mkshards encode: %llu docs, %llu bytes, %llu tokens, %.1f bytes/token, %.2f s, %.1f MB/s, "
+                "%ld threads, %s\n",
+                (unsigned long long)n_docs, (unsigned long long)n_bytes, (unsigned long long)n_tokens,
+                n_tokens ? (double)n_bytes / (double)n_tokens : 0.0, dt,
+                dt > 0 ? (double)n_bytes / dt / 1e6 : 0.0, threads, tk_name(tok));
+
+done:
+    if (out.f && out.f != stdout) {
+        if (fclose(out.f) != 0 && rc == EXIT_OK) {
+            cli_error(cmd, "cannot write '%s': %s", out.path, strerror(errno));
+            rc = EXIT_BAD_INPUT;
+        }
+    } else if (out.f == stdout) {
+        fflush(stdout);
+    }
+    free(out.buf);
+    if (ids)
+        for (long i = 0; i < batch_docs; i++)
+            tk_ids_free(&ids[i]);
+    free(ids);
+    free(spans);
+    free(offs);
+    free(arena);
+    free(allowed);
+    free(allow_copy);
+    if (rd)
+        ds_reader_free(rd);
+    if (tok)
+        tk_free(tok);
+    free(inputs);
+    return rc;
+}
