@@ -39,7 +39,8 @@ typedef enum {
 } ds_overlong;
 
 typedef struct {
-    const char *field;        /* JSONL text field, dotted path for nested objects; default "text" */
+    const char *field;        /* JSONL text field, dotted path for nested objects; NULL = "text".
+                                 Non-NULL also makes stdin / unknown extensions read as JSONL. */
     ds_doc_sep doc_sep;       /* for .txt inputs */
     size_t max_record_bytes;  /* bound on one record held in memory; 0 = default (256 MiB) */
     ds_overlong overlong;
@@ -67,12 +68,23 @@ typedef struct {
     uint64_t offset;        /* byte offset of the record's start in the (decompressed) input */
     uint64_t index;         /* 0-based index of the record over all inputs */
     uint32_t flags;         /* DS_RECF_* facts the reader noticed */
+    const char *detail;     /* short reason for a non-OK status (e.g. the JSON parser's message), or NULL */
 } ds_record;
+/* Payload per status:
+ *   OK            text = document (JSON string value / txt span, BOM stripped)
+ *   BAD_JSON      text = the raw line (for diagnosis only; never train on it)
+ *   MISSING_FIELD, NOT_STRING, ZSTD_ERROR: text NULL, len 0
+ *   OVERLONG      SKIP: text NULL; CUT: first max_record_bytes bytes (txt
+ *                 inputs only, cut at a UTF-8 boundary, DS_RECF_CUT); a JSONL
+ *                 line over the limit cannot be parsed, so its text is NULL.
+ * record_bytes always holds the full raw size, however large.
+ * file stays valid until ds_reader_free. JSONL blank lines are skipped. */
 
 enum {
     DS_RECF_JSON_LONE_SURROGATE = 1u << 0, /* JSON had an unpaired \uD800-\uDFFF escape */
     DS_RECF_BOM = 1u << 1,                 /* record/file started with a UTF-8 BOM */
-    DS_RECF_CUT = 1u << 2                  /* text was cut at max_record_bytes */
+    DS_RECF_CUT = 1u << 2,                 /* text was cut at max_record_bytes */
+    DS_RECF_CRLF = 1u << 3                 /* txt line mode: the line ended in \r\n (\r removed) */
 };
 
 typedef struct ds_reader ds_reader;

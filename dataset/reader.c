@@ -1,0 +1,842 @@
+/* reader.c - streaming document reader: txt / JSONL, optionally zstd,
+ * folders (recursive, sorted), stdin. Memory is bounded by the read
+ * buffers plus max_record_bytes for the record being assembled. */
+#include "ds.h"
+#include "ds_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
+#define DS_IN_CAP ((size_t)1 << 20)
+#define ZERR (-100) /* internal: zstd error on the current file */
+
+const char *ds_strerror(int err) {
+    switch (err) {
+    case DS_OK: return "ok";
+    case DS_ERR_NOMEM: return "out of memory";
+    case DS_ERR_IO: return "cannot open or read an input";
+    case DS_ERR_FORMAT: return "unknown input kind";
+    case DS_ERR_ZSTD: return "truncated or corrupt zstd stream";
+    case DS_ERR_ARG: return "invalid argument";
+    case DS_ERR_INTERNAL: return "internal error";
+    default: return "unknown error";
+    }
+}
+
+void ds_reader_opts_init(ds_reader_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->field = NULL;
+    o->doc_sep = DS_SEP_FILE;
+    o->max_record_bytes = 0;
+    o->overlong = DS_OVERLONG_SKIP;
+}
+
+void ds_set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------ input list */
+
+typedef enum { KIND_AUTO = 0, KIND_TXT = 1, KIND_JSONL = 2 } in_kind;
+
+typedef struct {
+    char *path;
+    in_kind kind;  /* from the extension; AUTO = sniff */
+    int zst;       /* 1: .zst extension, 0: sniff the magic */
+} in_file;
+
+typedef struct {
+    in_file *v;
+    size_t n, cap;
+} in_list;
+
+static int ends_with(const char *s, size_t n, const char *suf) {
+    size_t k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+/* Classify by name. Returns 1 if the name is a known dataset file. */
+static int classify(const char *path, in_kind *kind, int *zst) {
+    size_t n = strlen(path);
+    *zst = 0;
+    if (ends_with(path, n, ".zst")) {
+        *zst = 1;
+        n -= 4;
+    } else if (ends_with(path, n, ".zstd")) {
+        *zst = 1;
+        n -= 5;
+    }
+    char tmp[16];
+    static const char *const jsonl[] = {".jsonl", ".ndjson", ".json"};
+    static const char *const txt[] = {".txt", ".text"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t k = strlen(jsonl[i]);
+        if (n >= k) {
+            memcpy(tmp, path + n - k, k);
+            tmp[k] = 0;
+            if (strcmp(tmp, jsonl[i]) == 0) { *kind = KIND_JSONL; return 1; }
+        }
+    }
+    for (size_t i = 0; i < 2; i++) {
+        size_t k = strlen(txt[i]);
+        if (n >= k) {
+            memcpy(tmp, path + n - k, k);
+            tmp[k] = 0;
+            if (strcmp(tmp, txt[i]) == 0) { *kind = KIND_TXT; return 1; }
+        }
+    }
+    *kind = KIND_AUTO;
+    return 0;
+}
+
+static int list_push(in_list *l, const char *path, in_kind kind, int zst) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        in_file *nv = realloc(l->v, nc * sizeof *nv);
+        if (!nv) return DS_ERR_NOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    char *p = strdup(path);
+    if (!p) return DS_ERR_NOMEM;
+    l->v[l->n].path = p;
+    l->v[l->n].kind = kind;
+    l->v[l->n].zst = zst;
+    l->n++;
+    return DS_OK;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int walk_dir(in_list *l, const char *dir, int depth, char *err, size_t errlen) {
+    if (depth > 64) {
+        ds_set_err(err, errlen, "%s: folders nested too deep", dir);
+        return DS_ERR_IO;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        ds_set_err(err, errlen, "%s: %s", dir, strerror(errno));
+        return DS_ERR_IO;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = DS_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue; /* ., .., hidden files */
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 32;
+            char **nn = realloc(names, nc * sizeof *nn);
+            if (!nn) { rc = DS_ERR_NOMEM; break; }
+            names = nn;
+            cap = nc;
+        }
+        if (!(names[n] = strdup(e->d_name))) { rc = DS_ERR_NOMEM; break; }
+        n++;
+    }
+    closedir(d);
+    if (rc == DS_OK) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n && rc == DS_OK; i++) {
+        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        char *p = malloc(len);
+        if (!p) { rc = DS_ERR_NOMEM; break; }
+        snprintf(p, len, "%s/%s", dir, names[i]);
+        struct stat ls, st;
+        if (lstat(p, &ls) == 0 && stat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) {
+                if (!S_ISLNK(ls.st_mode)) rc = walk_dir(l, p, depth + 1, err, errlen);
+            } else if (S_ISREG(st.st_mode)) {
+                in_kind k;
+                int z;
+                if (classify(p, &k, &z)) rc = list_push(l, p, k, z);
+            }
+        }
+        free(p);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+struct ds_reader {
+    ds_reader_opts opts;
+    char **field_parts;   /* dotted path split */
+    size_t n_field_parts;
+    char *field_buf;
+    int field_explicit;
+
+    in_list files;
+    size_t cur;           /* index of the current file */
+    int open;             /* a file is open */
+    int fd;
+    int eof_raw;          /* raw input exhausted */
+    int is_zst;
+    in_kind kind;
+    ZSTD_DCtx *zd;
+    size_t zlast;         /* last ZSTD_decompressStream return (0 = frame complete) */
+    int zerr;             /* a zstd error happened on this file */
+    char zmsg[128];
+
+    uint8_t *in;          /* raw input buffer */
+    size_t in_pos, in_len;
+    uint8_t *out;         /* decompressed buffer (zstd) */
+    size_t out_cap;
+    const uint8_t *win;   /* current window of decompressed bytes */
+    size_t wpos, wlen;
+
+    uint64_t pos;         /* decompressed offset of the next unread byte */
+    uint64_t line;        /* line number of the next unread byte (1-based) */
+    int at_file_start;
+    int file_done;
+
+    uint8_t *rec;         /* record assembly buffer (<= max_record_bytes) */
+    size_t rec_len, rec_cap;
+    json_t *json;         /* parsed JSON of the last record */
+    uint64_t index;
+    char detail[256];
+};
+
+static void close_file(ds_reader *r) {
+    if (r->open) {
+        if (r->fd > 0) close(r->fd);
+        r->open = 0;
+        r->fd = -1;
+    }
+}
+
+void ds_reader_free(ds_reader *r) {
+    if (!r) return;
+    close_file(r);
+    for (size_t i = 0; i < r->files.n; i++) free(r->files.v[i].path);
+    free(r->files.v);
+    free(r->field_parts);
+    free(r->field_buf);
+    if (r->zd) ZSTD_freeDCtx(r->zd);
+    free(r->in);
+    free(r->out);
+    free(r->rec);
+    if (r->json) json_decref(r->json);
+    free(r);
+}
+
+int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_opts *opts, ds_reader **out,
+                   char *err, size_t errlen) {
+    if (!out || (!inputs && n_inputs)) return DS_ERR_ARG;
+    *out = NULL;
+    ds_reader *r = calloc(1, sizeof *r);
+    if (!r) return DS_ERR_NOMEM;
+    r->fd = -1;
+    if (opts) r->opts = *opts;
+    else ds_reader_opts_init(&r->opts);
+    if (!r->opts.max_record_bytes) r->opts.max_record_bytes = DS_DEFAULT_MAX_RECORD;
+    if (r->opts.doc_sep > DS_SEP_BLANK || r->opts.overlong > DS_OVERLONG_CUT) {
+        ds_set_err(err, errlen, "invalid reader options");
+        ds_reader_free(r);
+        return DS_ERR_ARG;
+    }
+    r->field_explicit = r->opts.field != NULL;
+    const char *field = r->opts.field ? r->opts.field : "text";
+    if (!*field) {
+        ds_set_err(err, errlen, "empty --field");
+        ds_reader_free(r);
+        return DS_ERR_ARG;
+    }
+    r->field_buf = strdup(field);
+    if (!r->field_buf) { ds_reader_free(r); return DS_ERR_NOMEM; }
+    size_t parts = 1;
+    for (const char *c = field; *c; c++) parts += *c == '.';
+    r->field_parts = calloc(parts, sizeof *r->field_parts);
+    if (!r->field_parts) { ds_reader_free(r); return DS_ERR_NOMEM; }
+    char *save = r->field_buf;
+    r->field_parts[r->n_field_parts++] = save;
+    for (char *c = save; *c; c++)
+        if (*c == '.') {
+            *c = 0;
+            r->field_parts[r->n_field_parts++] = c + 1;
+        }
+    for (size_t i = 0; i < r->n_field_parts; i++)
+        if (!*r->field_parts[i]) {
+            ds_set_err(err, errlen, "bad --field '%s': empty path component", field);
+            ds_reader_free(r);
+            return DS_ERR_ARG;
+        }
+
+    int rc = DS_OK;
+    for (size_t i = 0; i < n_inputs && rc == DS_OK; i++) {
+        const char *p = inputs[i];
+        if (!p) { rc = DS_ERR_ARG; break; }
+        if (strcmp(p, "-") == 0) {
+            rc = list_push(&r->files, "-", KIND_AUTO, 0);
+            continue;
+        }
+        struct stat st;
+        if (stat(p, &st) != 0) {
+            ds_set_err(err, errlen, "%s: %s", p, strerror(errno));
+            rc = DS_ERR_IO;
+            break;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            size_t before = r->files.n;
+            /* strip trailing slashes for nicer paths */
+            char *d = strdup(p);
+            if (!d) { rc = DS_ERR_NOMEM; break; }
+            size_t dl = strlen(d);
+            while (dl > 1 && d[dl - 1] == '/') d[--dl] = 0;
+            rc = walk_dir(&r->files, d, 0, err, errlen);
+            free(d);
+            if (rc == DS_OK && r->files.n == before) {
+                /* an empty folder is not an error, just nothing to read */
+            }
+        } else {
+            in_kind k;
+            int z;
+            classify(p, &k, &z);
+            rc = list_push(&r->files, p, k, z);
+        }
+    }
+    if (rc == DS_OK) {
+        r->in = malloc(DS_IN_CAP);
+        r->out_cap = ZSTD_DStreamOutSize() * 8;
+        r->out = malloc(r->out_cap);
+        r->rec_cap = 1 << 16;
+        if (r->rec_cap > r->opts.max_record_bytes) r->rec_cap = r->opts.max_record_bytes;
+        r->rec = malloc(r->rec_cap + 1);
+        r->zd = ZSTD_createDCtx();
+        if (!r->in || !r->out || !r->rec || !r->zd) rc = DS_ERR_NOMEM;
+    }
+    if (rc != DS_OK) {
+        if (rc == DS_ERR_NOMEM) ds_set_err(err, errlen, "out of memory");
+        ds_reader_free(r);
+        return rc;
+    }
+    *out = r;
+    return DS_OK;
+}
+
+/* Read raw bytes into r->in. Returns bytes read, 0 at EOF, <0 on error. */
+static ssize_t raw_read(ds_reader *r) {
+    for (;;) {
+        ssize_t n = read(r->fd, r->in, DS_IN_CAP);
+        if (n < 0 && errno == EINTR) continue;
+        return n;
+    }
+}
+
+static int open_file(ds_reader *r, char *err, size_t errlen) {
+    in_file *f = &r->files.v[r->cur];
+    if (strcmp(f->path, "-") == 0) {
+        r->fd = 0;
+    } else {
+        r->fd = open(f->path, O_RDONLY);
+        if (r->fd < 0) {
+            ds_set_err(err, errlen, "%s: %s", f->path, strerror(errno));
+            return DS_ERR_IO;
+        }
+#ifdef POSIX_FADV_SEQUENTIAL
+        posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    }
+    r->open = 1;
+    r->eof_raw = 0;
+    r->in_pos = r->in_len = 0;
+    r->win = NULL;
+    r->wpos = r->wlen = 0;
+    r->pos = 0;
+    r->line = 1;
+    r->zerr = 0;
+    r->zlast = 0;
+    r->at_file_start = 1;
+    r->file_done = 0;
+    r->kind = f->kind;
+    /* first raw chunk: sniff zstd magic */
+    ssize_t n = raw_read(r);
+    if (n < 0) {
+        ds_set_err(err, errlen, "%s: %s", f->path, strerror(errno));
+        return DS_ERR_IO;
+    }
+    r->in_len = (size_t)n;
+    if (n == 0) r->eof_raw = 1;
+    int magic = n >= 4 && r->in[0] == 0x28 && r->in[1] == 0xB5 && r->in[2] == 0x2F && r->in[3] == 0xFD;
+    r->is_zst = magic || f->zst;
+    if (r->is_zst) ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+    return DS_OK;
+}
+
+/* Make sure the window has unread bytes. 1: data, 0: EOF, ZERR: zstd error
+ * (r->zerr set, r->zmsg holds the reason), DS_ERR_IO on read errors. */
+static int fill(ds_reader *r) {
+    if (r->wpos < r->wlen) return 1;
+    if (r->zerr) return ZERR;
+    if (!r->is_zst) {
+        if (r->in_pos < r->in_len) {
+            r->win = r->in + r->in_pos;
+            r->wpos = 0;
+            r->wlen = r->in_len - r->in_pos;
+            r->in_pos = r->in_len;
+            return 1;
+        }
+        if (r->eof_raw) return 0;
+        ssize_t n = raw_read(r);
+        if (n < 0) return DS_ERR_IO;
+        if (n == 0) { r->eof_raw = 1; return 0; }
+        r->in_pos = 0;
+        r->in_len = (size_t)n;
+        r->win = r->in;
+        r->wpos = 0;
+        r->wlen = (size_t)n;
+        r->in_pos = r->in_len;
+        return 1;
+    }
+    for (;;) {
+        if (r->in_pos == r->in_len && !r->eof_raw) {
+            ssize_t n = raw_read(r);
+            if (n < 0) return DS_ERR_IO;
+            r->in_pos = 0;
+            r->in_len = (size_t)n;
+            if (n == 0) r->eof_raw = 1;
+        }
+        if (r->in_pos == r->in_len && r->eof_raw) {
+            if (r->zlast != 0) {
+                r->zerr = 1;
+                snprintf(r->zmsg, sizeof r->zmsg, "zstd stream truncated (input ended inside a frame)");
+                return ZERR;
+            }
+            return 0;
+        }
+        ZSTD_inBuffer ib = {r->in, r->in_len, r->in_pos};
+        ZSTD_outBuffer ob = {r->out, r->out_cap, 0};
+        size_t ret = ZSTD_decompressStream(r->zd, &ob, &ib);
+        r->in_pos = ib.pos;
+        if (ZSTD_isError(ret)) {
+            r->zerr = 1;
+            snprintf(r->zmsg, sizeof r->zmsg, "zstd: %s", ZSTD_getErrorName(ret));
+            return ZERR;
+        }
+        r->zlast = ret;
+        if (ob.pos > 0) {
+            r->win = r->out;
+            r->wpos = 0;
+            r->wlen = ob.pos;
+            return 1;
+        }
+    }
+}
+
+/* Append up to n bytes to the record buffer, respecting max_record_bytes.
+ * Returns the number of bytes that did not fit (dropped). */
+static int rec_append(ds_reader *r, const uint8_t *p, size_t n, size_t *dropped) {
+    size_t room = r->opts.max_record_bytes - r->rec_len;
+    size_t take = n < room ? n : room;
+    *dropped = n - take;
+    if (r->rec_len + take > r->rec_cap) {
+        size_t nc = r->rec_cap * 2;
+        while (nc < r->rec_len + take) nc *= 2;
+        if (nc > r->opts.max_record_bytes) nc = r->opts.max_record_bytes;
+        uint8_t *nb = realloc(r->rec, nc + 1);
+        if (!nb) return DS_ERR_NOMEM;
+        r->rec = nb;
+        r->rec_cap = nc;
+    }
+    memcpy(r->rec + r->rec_len, p, take);
+    r->rec_len += take;
+    return DS_OK;
+}
+
+typedef struct {
+    uint64_t bytes;   /* raw bytes of the line, newline excluded */
+    int had_nl;
+    int nonblank;     /* has a byte other than space, \t, \r, \f, \v */
+    int overflow;     /* some bytes did not fit */
+} line_info;
+
+static int is_blank_byte(uint8_t c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* Read one line, appending it to r->rec. 1: a line (maybe without newline),
+ * 0: EOF and nothing read, ZERR: zstd error (partial line dropped), <0 other. */
+static int read_line(ds_reader *r, line_info *li, int want_blank) {
+    memset(li, 0, sizeof *li);
+    int any = 0;
+    for (;;) {
+        int f = fill(r);
+        if (f == 0) return any ? 1 : 0;
+        if (f < 0) return f;
+        any = 1;
+        const uint8_t *s = r->win + r->wpos;
+        size_t avail = r->wlen - r->wpos;
+        const uint8_t *nl = memchr(s, '\n', avail);
+        size_t n = nl ? (size_t)(nl - s) : avail;
+        if (want_blank && !li->nonblank)
+            for (size_t i = 0; i < n; i++)
+                if (!is_blank_byte(s[i])) { li->nonblank = 1; break; }
+        size_t dropped;
+        int rc = rec_append(r, s, n, &dropped);
+        if (rc) return rc;
+        if (dropped) li->overflow = 1;
+        li->bytes += n;
+        r->pos += n;
+        r->wpos += n;
+        if (nl) {
+            r->wpos++;
+            r->pos++;
+            r->line++;
+            li->had_nl = 1;
+            return 1;
+        }
+    }
+}
+
+/* Back a cut off to a UTF-8 boundary (drops at most 3 bytes). */
+static size_t utf8_cut(const uint8_t *p, size_t n) {
+    if (n == 0) return 0;
+    size_t j = n - 1;
+    while (j > 0 && n - j < 4 && (p[j] & 0xC0) == 0x80) j--;
+    uint8_t c = p[j];
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > 1 && n - j < need) return j;
+    return n;
+}
+
+/* Replace unpaired \uD800-\uDFFF escapes by \uFFFD (same length) in place.
+ * Returns the number of replacements. */
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+static int parse_u(const uint8_t *p, size_t n, size_t i, unsigned *v) {
+    /* p[i] == '\\', p[i+1] == 'u' */
+    if (i + 6 > n || p[i + 1] != 'u') return 0;
+    unsigned x = 0;
+    for (int k = 2; k < 6; k++) {
+        int h = hexval(p[i + k]);
+        if (h < 0) return 0;
+        x = x * 16 + (unsigned)h;
+    }
+    *v = x;
+    return 1;
+}
+static size_t fix_lone_surrogates(uint8_t *p, size_t n) {
+    size_t fixed = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] != '\\') continue;
+        if (p[i + 1] != 'u') { i++; continue; } /* skip escaped char, e.g. \\ */
+        unsigned v;
+        if (!parse_u(p, n, i, &v)) { i++; continue; }
+        if (v >= 0xD800 && v <= 0xDBFF) {
+            unsigned w;
+            if (i + 12 <= n && p[i + 6] == '\\' && parse_u(p, n, i + 6, &w) && w >= 0xDC00 && w <= 0xDFFF) {
+                i += 11;
+                continue;
+            }
+        } else if (!(v >= 0xDC00 && v <= 0xDFFF)) {
+            i += 5;
+            continue;
+        }
+        memcpy(p + i, "\\uFFFD", 6);
+        fixed++;
+        i += 5;
+    }
+    return fixed;
+}
+
+static void rec_base(ds_reader *r, ds_record *rec, uint64_t line, uint64_t off) {
+    memset(rec, 0, sizeof *rec);
+    rec->file = r->files.v[r->cur].path;
+    rec->line = line;
+    rec->offset = off;
+    rec->index = r->index;
+}
+
+static void set_overlong(ds_reader *r, ds_record *rec, int txt) {
+    rec->status = DS_REC_OVERLONG;
+    snprintf(r->detail, sizeof r->detail, "record of %llu bytes over the %zu-byte limit",
+             (unsigned long long)rec->record_bytes, r->opts.max_record_bytes);
+    rec->detail = r->detail;
+    if (txt && r->opts.overlong == DS_OVERLONG_CUT) {
+        rec->text = r->rec;
+        rec->len = utf8_cut(r->rec, r->rec_len);
+        rec->flags |= DS_RECF_CUT;
+    } else {
+        rec->text = NULL;
+        rec->len = 0;
+    }
+}
+
+static void strip_bom(ds_record *rec) {
+    if (rec->text && rec->len >= 3 && rec->text[0] == 0xEF && rec->text[1] == 0xBB && rec->text[2] == 0xBF) {
+        rec->text += 3;
+        rec->len -= 3;
+        rec->flags |= DS_RECF_BOM;
+    }
+}
+
+static void zstd_record(ds_reader *r, ds_record *rec) {
+    rec_base(r, rec, r->line, r->pos);
+    rec->status = DS_REC_ZSTD_ERROR;
+    snprintf(r->detail, sizeof r->detail, "%s", r->zmsg);
+    rec->detail = r->detail;
+    r->file_done = 1;
+}
+
+static void parse_json(ds_reader *r, ds_record *rec) {
+    uint8_t *p = r->rec;
+    size_t n = r->rec_len;
+    if (n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) {
+        p += 3;
+        n -= 3;
+        rec->flags |= DS_RECF_BOM;
+    }
+    json_error_t je;
+    json_t *j = json_loadb((const char *)p, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
+    if (!j && memchr(p, '\\', n)) {
+        /* maybe a lone surrogate escape: patch a copy (same length) and retry */
+        uint8_t *copy = malloc(n ? n : 1);
+        if (copy) {
+            memcpy(copy, p, n);
+            if (fix_lone_surrogates(copy, n)) {
+                json_error_t je2;
+                j = json_loadb((const char *)copy, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je2);
+                if (j) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;
+            }
+            free(copy);
+        }
+    }
+    if (!j) {
+        rec->status = DS_REC_BAD_JSON;
+        rec->text = r->rec;
+        rec->len = r->rec_len;
+        snprintf(r->detail, sizeof r->detail, "%s (column %d)", je.text, je.column);
+        rec->detail = r->detail;
+        return;
+    }
+    r->json = j;
+    json_t *v = j;
+    for (size_t i = 0; i < r->n_field_parts; i++) {
+        if (!json_is_object(v)) {
+            rec->status = DS_REC_MISSING_FIELD;
+            snprintf(r->detail, sizeof r->detail, "%s", i == 0 ? "line is not a JSON object" : "parent of the field is not an object");
+            rec->detail = r->detail;
+            return;
+        }
+        v = json_object_get(v, r->field_parts[i]);
+        if (!v) {
+            rec->status = DS_REC_MISSING_FIELD;
+            snprintf(r->detail, sizeof r->detail, "no field '%s'", r->opts.field ? r->opts.field : "text");
+            rec->detail = r->detail;
+            return;
+        }
+    }
+    if (!json_is_string(v)) {
+        rec->status = DS_REC_NOT_STRING;
+        const char *t = json_is_null(v) ? "null" : json_is_object(v) ? "an object" : json_is_array(v) ? "an array"
+                      : json_is_number(v) ? "a number" : "a boolean";
+        snprintf(r->detail, sizeof r->detail, "field '%s' is %s, not a string", r->opts.field ? r->opts.field : "text", t);
+        rec->detail = r->detail;
+        return;
+    }
+    rec->status = DS_REC_OK;
+    rec->text = (const uint8_t *)json_string_value(v);
+    rec->len = json_string_length(v);
+}
+
+/* Decide the kind of an AUTO file from its first decompressed bytes. */
+static void sniff_kind(ds_reader *r) {
+    if (r->kind != KIND_AUTO) return;
+    if (r->field_explicit) { r->kind = KIND_JSONL; return; }
+    r->kind = KIND_TXT;
+    if (fill(r) == 1) {
+        const uint8_t *s = r->win + r->wpos;
+        size_t n = r->wlen - r->wpos;
+        size_t i = 0;
+        if (n >= 3 && s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF) i = 3;
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+        if (i < n && s[i] == '{') r->kind = KIND_JSONL;
+    }
+}
+
+/* One record from the open file. 1: produced, 0: file finished, <0 fatal. */
+static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
+    const char *path = r->files.v[r->cur].path;
+    if (r->file_done) return 0;
+    if (r->at_file_start) {
+        sniff_kind(r);
+        r->at_file_start = 0;
+    }
+    r->rec_len = 0;
+    line_info li;
+    int rc;
+    if (r->kind == KIND_JSONL) {
+        for (;;) {
+            uint64_t line = r->line, off = r->pos;
+            r->rec_len = 0;
+            rc = read_line(r, &li, 1);
+            if (rc == 0) { r->file_done = 1; return 0; }
+            if (rc == ZERR) { zstd_record(r, rec); return 1; }
+            if (rc < 0) goto io_fail;
+            if (!li.nonblank) continue;
+            rec_base(r, rec, line, off);
+            rec->record_bytes = li.bytes;
+            if (li.overflow) {
+                set_overlong(r, rec, 0);
+                return 1;
+            }
+            /* strip a trailing \r (CRLF file) */
+            if (r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--;
+            r->rec[r->rec_len] = 0;
+            parse_json(r, rec);
+            return 1;
+        }
+    }
+    if (r->opts.doc_sep == DS_SEP_FILE) {
+        uint64_t total = 0;
+        int overflow = 0;
+        for (;;) {
+            int f = fill(r);
+            if (f == 0) break;
+            if (f == ZERR) { zstd_record(r, rec); return 1; }
+            if (f < 0) { rc = f; goto io_fail; }
+            const uint8_t *s = r->win + r->wpos;
+            size_t n = r->wlen - r->wpos;
+            size_t dropped;
+            if ((rc = rec_append(r, s, n, &dropped))) goto io_fail;
+            if (dropped) overflow = 1;
+            for (const uint8_t *q = s, *e = s + n; (q = memchr(q, '\n', (size_t)(e - q))); q++) r->line++;
+            total += n;
+            r->pos += n;
+            r->wpos = r->wlen;
+        }
+        r->file_done = 1;
+        rec_base(r, rec, 1, 0);
+        rec->record_bytes = total;
+        r->rec[r->rec_len] = 0;
+        if (overflow) {
+            set_overlong(r, rec, 1);
+        } else {
+            rec->status = DS_REC_OK;
+            rec->text = r->rec;
+            rec->len = r->rec_len;
+        }
+        strip_bom(rec);
+        return 1;
+    }
+    if (r->opts.doc_sep == DS_SEP_LINE) {
+        uint64_t line = r->line, off = r->pos;
+        rc = read_line(r, &li, 0);
+        if (rc == 0) { r->file_done = 1; return 0; }
+        if (rc == ZERR) { zstd_record(r, rec); return 1; }
+        if (rc < 0) goto io_fail;
+        rec_base(r, rec, line, off);
+        rec->record_bytes = li.bytes;
+        if (!li.overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r' && li.had_nl) {
+            r->rec_len--;
+            rec->flags |= DS_RECF_CRLF;
+        }
+        r->rec[r->rec_len] = 0;
+        if (li.overflow) set_overlong(r, rec, 1);
+        else {
+            rec->status = DS_REC_OK;
+            rec->text = r->rec;
+            rec->len = r->rec_len;
+        }
+        if (line == 1) strip_bom(rec);
+        return 1;
+    }
+    /* DS_SEP_BLANK: maximal runs of non-blank lines */
+    {
+        uint64_t line = 0, off = 0;
+        uint64_t total = 0;
+        int started = 0, overflow = 0;
+        for (;;) {
+            size_t before = r->rec_len;
+            uint64_t lline = r->line, loff = r->pos;
+            if (started) {
+                size_t dropped;
+                if ((rc = rec_append(r, (const uint8_t *)"\n", 1, &dropped))) goto io_fail;
+                if (dropped) overflow = 1;
+            }
+            int ov_before = overflow;
+            rc = read_line(r, &li, 1);
+            if (rc == ZERR) { zstd_record(r, rec); return 1; }
+            if (rc < 0) goto io_fail;
+            if (rc == 0) {
+                r->rec_len = before;
+                r->file_done = 1;
+                break;
+            }
+            if (!li.nonblank) {
+                r->rec_len = before;
+                overflow = ov_before;
+                if (started) break;
+                continue;
+            }
+            if (li.overflow) overflow = 1;
+            if (!started) {
+                started = 1;
+                line = lline;
+                off = loff;
+                total = li.bytes;
+            } else {
+                total += 1 + li.bytes;
+            }
+            if (!li.had_nl) { r->file_done = 1; break; }
+        }
+        if (!started) return 0;
+        rec_base(r, rec, line, off);
+        rec->record_bytes = total;
+        r->rec[r->rec_len] = 0;
+        if (overflow) set_overlong(r, rec, 1);
+        else {
+            rec->status = DS_REC_OK;
+            rec->text = r->rec;
+            rec->len = r->rec_len;
+        }
+        if (line == 1) strip_bom(rec);
+        return 1;
+    }
+io_fail:
+    if (rc == DS_ERR_NOMEM) ds_set_err(err, errlen, "out of memory");
+    else ds_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+    return rc;
+}
+
+int ds_reader_next(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
+    if (!r || !rec) return DS_ERR_ARG;
+    if (r->json) {
+        json_decref(r->json);
+        r->json = NULL;
+    }
+    while (r->cur < r->files.n) {
+        if (!r->open) {
+            int rc = open_file(r, err, errlen);
+            if (rc) return rc;
+        }
+        int rc = next_in_file(r, rec, err, errlen);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            r->index++;
+            return 1;
+        }
+        close_file(r);
+        r->cur++;
+    }
+    return 0;
+}
