@@ -1,0 +1,78 @@
+# Top-level convenience targets. Quick start: `make demo` and `make test`.
+#
+#   make deps          install missing build dependencies (Debian/Ubuntu, apt-get)
+#   make build         configure + build build/ (Release; CUDA off unless CUDA=1)
+#   make test          build, then run the fast tests (ctest -LE slow)
+#   make test-all      build, then run every test including the slow ones
+#   make asan          build-asan/ with ASan+UBSan (Debug), run the fast tests
+#   make cuda-compile  build-cuda/ with MKS_ENABLE_CUDA=ON: nvcc compiles every .cu
+#   make demo          build, then run samples/demo.sh
+#   make clean         remove build/, build-asan/, build-cuda/
+
+SHELL := /bin/bash
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+CUDA ?= 0
+CTEST_JOBS ?= 2
+BUILD_DIR ?= build
+
+ifeq ($(CUDA),1)
+CUDA_FLAG := -DMKS_ENABLE_CUDA=ON
+else
+CUDA_FLAG := -DMKS_ENABLE_CUDA=OFF
+endif
+
+DEPS_PKGS := cmake gcc pkg-config zstd libutf8proc-dev libzstd-dev libjansson-dev libxxhash-dev nettle-dev python3
+
+.PHONY: all deps build test test-all asan cuda-compile demo clean help
+
+all: build
+
+help:
+	@sed -n '1,12p' Makefile
+
+deps:
+	@missing=""; \
+	for p in $(DEPS_PKGS); do \
+	  if ! dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q "install ok installed"; then \
+	    missing="$$missing $$p"; \
+	  fi; \
+	done; \
+	if [ -z "$$missing" ]; then \
+	  echo "deps: all present ($(DEPS_PKGS))"; \
+	else \
+	  echo "deps: installing:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAG)
+	cmake --build $(BUILD_DIR) -j$(NPROC)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -LE slow -j$(CTEST_JOBS)
+
+test-all: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
+
+asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMKS_SANITIZE=ON -DMKS_ENABLE_CUDA=OFF
+	cmake --build build-asan -j$(NPROC)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -LE slow -j$(CTEST_JOBS)
+
+cuda-compile: deps
+	@if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then \
+	  echo "cuda-compile: nvcc not found, skipping (install the CUDA toolkit to compile the kernels)"; \
+	else \
+	  export PATH="$$PATH:/usr/local/cuda/bin"; \
+	  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON && \
+	  cmake --build build-cuda -j$(NPROC); \
+	fi
+
+demo: build
+	@for s in samples/*.sh; do echo "==> $$s"; MKSHARDS=$(BUILD_DIR)/tools/mkshards bash "$$s" || exit $$?; done
+
+clean:
+	rm -rf build build-asan build-cuda
