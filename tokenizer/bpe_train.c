@@ -1,0 +1,794 @@
+/* bpe_train.c - byte-level BPE training (see tk_train.h, docs/bpe-training.md). */
+#include "tk_train.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* ------------------------------------------------------------------ utils */
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return TK_OK;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    void *np = realloc(*p, nc * elem);
+    if (!np) return TK_ERR_NOMEM;
+    *p = np;
+    *cap = nc;
+    return TK_OK;
+}
+
+/* --------------------------------------------------------- piece hash map */
+
+typedef struct {
+    uint64_t h;     /* full hash */
+    uint64_t count; /* 0: empty slot */
+    uint64_t off;   /* into arena */
+    uint32_t len;
+} pent;
+
+typedef struct {
+    pent *t;
+    size_t cap, n; /* cap is a power of two */
+    uint8_t *arena;
+    size_t alen, acap;
+} pmap;
+
+static void pmap_free(pmap *m) {
+    free(m->t);
+    free(m->arena);
+    memset(m, 0, sizeof *m);
+}
+
+static void pmap_clear(pmap *m) {
+    if (m->t) memset(m->t, 0, m->cap * sizeof *m->t);
+    m->n = 0;
+    m->alen = 0;
+}
+
+static int pmap_rehash(pmap *m, size_t ncap) {
+    pent *nt = calloc(ncap, sizeof *nt);
+    if (!nt) return TK_ERR_NOMEM;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->t[i].count) continue;
+        size_t j = (size_t)m->t[i].h & (ncap - 1);
+        while (nt[j].count) j = (j + 1) & (ncap - 1);
+        nt[j] = m->t[i];
+    }
+    free(m->t);
+    m->t = nt;
+    m->cap = ncap;
+    return TK_OK;
+}
+
+static int pmap_add_h(pmap *m, const uint8_t *s, uint32_t len, uint64_t h, uint64_t count) {
+    if ((m->n + 1) * 4 >= m->cap * 3) {
+        int rc = pmap_rehash(m, m->cap ? m->cap * 2 : 1024);
+        if (rc) return rc;
+    }
+    size_t j = (size_t)h & (m->cap - 1);
+    for (;;) {
+        pent *e = &m->t[j];
+        if (!e->count) break;
+        if (e->h == h && e->len == len && memcmp(m->arena + e->off, s, len) == 0) {
+            e->count += count;
+            return TK_OK;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    int rc = grow((void **)&m->arena, &m->acap, m->alen + len, 1);
+    if (rc) return rc;
+    memcpy(m->arena + m->alen, s, len);
+    pent *e = &m->t[j];
+    e->h = h;
+    e->count = count;
+    e->off = m->alen;
+    e->len = len;
+    m->alen += len;
+    m->n++;
+    return TK_OK;
+}
+
+static int pmap_add(pmap *m, const uint8_t *s, uint32_t len, uint64_t count) {
+    return pmap_add_h(m, s, len, XXH3_64bits(s, len), count);
+}
+
+/* ---------------------------------------------------------- piece counts */
+
+struct tk_piece_counts {
+    tk_train_opts o;
+    pmap global;
+    uint64_t total_bytes;
+    int threads;
+    pmap *local; /* one per thread, reused between batches */
+};
+
+void tk_train_opts_init(tk_train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->pattern = TK_PAT_O200K;
+    o->max_piece_bytes = TK_TRAIN_DEFAULT_MAX_PIECE;
+}
+
+int tk_piece_counts_create(const tk_train_opts *o, tk_piece_counts **out) {
+    if (!o || !out) return TK_ERR_ARG;
+    *out = NULL;
+    tk_piece_counts *pc = calloc(1, sizeof *pc);
+    if (!pc) return TK_ERR_NOMEM;
+    pc->o = *o;
+    if (pc->o.pattern == TK_PAT_NONE) pc->o.pattern = TK_PAT_O200K;
+    if (!pc->o.max_piece_bytes) pc->o.max_piece_bytes = TK_TRAIN_DEFAULT_MAX_PIECE;
+    int t = o->threads;
+    if (t <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        t = n > 0 ? (int)n : 1;
+    }
+    if (t > 256) t = 256;
+    pc->threads = t;
+    pc->local = calloc((size_t)t, sizeof *pc->local);
+    if (!pc->local) {
+        free(pc);
+        return TK_ERR_NOMEM;
+    }
+    *out = pc;
+    return TK_OK;
+}
+
+void tk_piece_counts_free(tk_piece_counts *pc) {
+    if (!pc) return;
+    pmap_free(&pc->global);
+    for (int i = 0; i < pc->threads; i++) pmap_free(&pc->local[i]);
+    free(pc->local);
+    free(pc);
+}
+
+/* Add a piece, cut into chunks of at most maxp bytes at UTF-8 boundaries. */
+static int add_piece_chunked(pmap *m, uint32_t maxp, const uint8_t *p, size_t len, uint64_t count) {
+    while (len > maxp) {
+        size_t cut = maxp;
+        /* back off over continuation bytes (at most 3) so chunks keep characters whole */
+        size_t k = cut;
+        while (k > 0 && cut - k < 3 && (p[k] & 0xC0) == 0x80) k--;
+        if (k > 0 && (p[k] & 0xC0) != 0x80) cut = k;
+        int rc = pmap_add(m, p, (uint32_t)cut, count);
+        if (rc) return rc;
+        p += cut;
+        len -= cut;
+    }
+    if (!len) return TK_OK;
+    return pmap_add(m, p, (uint32_t)len, count);
+}
+
+int tk_piece_counts_add_piece(tk_piece_counts *pc, const uint8_t *piece, size_t len, uint64_t count) {
+    if (!pc || (!piece && len)) return TK_ERR_ARG;
+    if (!len || !count) return TK_OK;
+    pc->total_bytes += (uint64_t)len * count;
+    return add_piece_chunked(&pc->global, pc->o.max_piece_bytes, piece, len, count);
+}
+
+size_t tk_piece_counts_distinct(const tk_piece_counts *pc) { return pc ? pc->global.n : 0; }
+uint64_t tk_piece_counts_total_bytes(const tk_piece_counts *pc) { return pc ? pc->total_bytes : 0; }
+
+typedef struct {
+    tk_piece_counts *pc;
+    pmap *m;
+    const tk_span *docs;
+    size_t lo, hi;
+    int rc;
+} count_job;
+
+static int count_piece_cb(void *user, const uint8_t *piece, size_t len) {
+    count_job *j = user;
+    return add_piece_chunked(j->m, j->pc->o.max_piece_bytes, piece, len, 1);
+}
+
+static void *count_thread(void *arg) {
+    count_job *j = arg;
+    for (size_t i = j->lo; i < j->hi && !j->rc; i++) {
+        if (!j->docs[i].len) continue;
+        j->rc = tk_pretokenize(j->pc->o.pattern, j->docs[i].text, j->docs[i].len, count_piece_cb, j);
+    }
+    return NULL;
+}
+
+static int merge_into_global(tk_piece_counts *pc, pmap *m) {
+    for (size_t i = 0; i < m->cap; i++) {
+        const pent *e = &m->t[i];
+        if (!e->count) continue;
+        int rc = pmap_add_h(&pc->global, m->arena + e->off, e->len, e->h, e->count);
+        if (rc) return rc;
+    }
+    return TK_OK;
+}
+
+int tk_piece_counts_add_docs(tk_piece_counts *pc, const tk_span *docs, size_t n) {
+    if (!pc || (!docs && n)) return TK_ERR_ARG;
+    if (!n) return TK_OK;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += docs[i].len;
+    pc->total_bytes += total;
+    int t = pc->threads;
+    if ((size_t)t > n) t = (int)n;
+    if (total < (1u << 16)) t = 1;
+    if (t == 1) { /* count straight into the global map */
+        count_job j = {pc, &pc->global, docs, 0, n, 0};
+        count_thread(&j);
+        return j.rc;
+    }
+    count_job jobs[256];
+    pthread_t tids[256];
+    /* contiguous ranges balanced by bytes */
+    size_t lo = 0;
+    uint64_t acc = 0;
+    for (int k = 0; k < t; k++) {
+        uint64_t goal = total * (uint64_t)(k + 1) / (uint64_t)t;
+        size_t hi = lo;
+        while (hi < n && (acc < goal || k == t - 1)) acc += docs[hi++].len;
+        pmap_clear(&pc->local[k]);
+        jobs[k] = (count_job){pc, &pc->local[k], docs, lo, hi, 0};
+        lo = hi;
+    }
+    int started = 0, rc = TK_OK;
+    for (int k = 1; k < t; k++) {
+        if (pthread_create(&tids[k], NULL, count_thread, &jobs[k]) != 0) {
+            rc = TK_ERR_THREAD;
+            break;
+        }
+        started = k;
+    }
+    count_thread(&jobs[0]);
+    for (int k = 1; k <= started; k++) pthread_join(tids[k], NULL);
+    if (rc) return rc;
+    for (int k = 0; k < t; k++) {
+        if (jobs[k].rc) return jobs[k].rc;
+    }
+    /* merge in thread order (sums: the result does not depend on it anyway) */
+    for (int k = 0; k < t; k++) {
+        rc = merge_into_global(pc, &pc->local[k]);
+        if (rc) return rc;
+        if (pc->local[k].cap > (1u << 22)) pmap_free(&pc->local[k]); /* bound memory */
+    }
+    return TK_OK;
+}
+
+/* ------------------------------------------------------------ merge state */
+
+typedef struct {
+    uint64_t key;
+    uint32_t idx; /* UINT32_MAX: empty */
+} pslot;
+
+typedef struct {
+    uint32_t *w;
+    uint32_t n, cap;
+} wlist;
+
+typedef struct {
+    uint64_t count;
+    uint32_t pair;
+} hent;
+
+typedef struct {
+    const tk_train_opts *o;
+    /* tokens (symbol id == rank) */
+    uint8_t *tarena;
+    size_t talen, tacap;
+    uint64_t *toff;
+    uint32_t *tlen;
+    size_t ntok, ntokcap;
+    pmap tokmap; /* bytes -> rank (count field = rank + 1) */
+    /* words */
+    uint32_t *syms;
+    uint64_t *woff;
+    uint32_t *wlen;
+    uint64_t *wcnt;
+    size_t nwords;
+    /* pairs */
+    pslot *ptab;
+    size_t pcap, npairs, pairscap;
+    uint32_t *pa, *pb;
+    int64_t *pcnt;
+    wlist *pw;
+    uint32_t *pstamp;
+    /* heap */
+    hent *heap;
+    size_t hn, hcap;
+    /* touched pairs of the current merge */
+    uint32_t *touched;
+    size_t ntouched, touchedcap;
+    uint32_t stamp;
+    uint64_t max_tok;
+} trainer;
+
+static inline uint64_t pkey(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
+static inline size_t phash(uint64_t k, size_t cap) {
+    return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+
+static int ptab_rehash(trainer *T, size_t ncap) {
+    pslot *nt = malloc(ncap * sizeof *nt);
+    if (!nt) return TK_ERR_NOMEM;
+    for (size_t i = 0; i < ncap; i++) nt[i].idx = UINT32_MAX;
+    for (size_t i = 0; i < T->pcap; i++) {
+        if (T->ptab[i].idx == UINT32_MAX) continue;
+        size_t j = phash(T->ptab[i].key, ncap);
+        while (nt[j].idx != UINT32_MAX) j = (j + 1) & (ncap - 1);
+        nt[j] = T->ptab[i];
+    }
+    free(T->ptab);
+    T->ptab = nt;
+    T->pcap = ncap;
+    return TK_OK;
+}
+
+/* Find or create the pair (a,b); *idx receives its index. */
+static int pair_get(trainer *T, uint32_t a, uint32_t b, uint32_t *idx) {
+    if ((T->npairs + 1) * 4 >= T->pcap * 3) {
+        int rc = ptab_rehash(T, T->pcap ? T->pcap * 2 : 4096);
+        if (rc) return rc;
+    }
+    uint64_t k = pkey(a, b);
+    size_t j = phash(k, T->pcap);
+    while (T->ptab[j].idx != UINT32_MAX) {
+        if (T->ptab[j].key == k) {
+            *idx = T->ptab[j].idx;
+            return TK_OK;
+        }
+        j = (j + 1) & (T->pcap - 1);
+    }
+    if (T->npairs >= UINT32_MAX - 1) return TK_ERR_NOMEM;
+    if (T->npairs == T->pairscap) {
+        size_t nc = T->pairscap ? T->pairscap * 2 : 4096;
+        uint32_t *na = realloc(T->pa, nc * sizeof *na);
+        if (!na) return TK_ERR_NOMEM;
+        T->pa = na;
+        uint32_t *nb = realloc(T->pb, nc * sizeof *nb);
+        if (!nb) return TK_ERR_NOMEM;
+        T->pb = nb;
+        int64_t *ncnt = realloc(T->pcnt, nc * sizeof *ncnt);
+        if (!ncnt) return TK_ERR_NOMEM;
+        T->pcnt = ncnt;
+        wlist *nw = realloc(T->pw, nc * sizeof *nw);
+        if (!nw) return TK_ERR_NOMEM;
+        T->pw = nw;
+        uint32_t *ns = realloc(T->pstamp, nc * sizeof *ns);
+        if (!ns) return TK_ERR_NOMEM;
+        T->pstamp = ns;
+        T->pairscap = nc;
+    }
+    uint32_t i = (uint32_t)T->npairs++;
+    T->pa[i] = a;
+    T->pb[i] = b;
+    T->pcnt[i] = 0;
+    T->pw[i] = (wlist){NULL, 0, 0};
+    T->pstamp[i] = 0;
+    T->ptab[j].key = k;
+    T->ptab[j].idx = i;
+    *idx = i;
+    return TK_OK;
+}
+
+static int pair_find(const trainer *T, uint32_t a, uint32_t b, uint32_t *idx) {
+    if (!T->pcap) return 0;
+    uint64_t k = pkey(a, b);
+    size_t j = phash(k, T->pcap);
+    while (T->ptab[j].idx != UINT32_MAX) {
+        if (T->ptab[j].key == k) {
+            *idx = T->ptab[j].idx;
+            return 1;
+        }
+        j = (j + 1) & (T->pcap - 1);
+    }
+    return 0;
+}
+
+static inline int pair_eligible(const trainer *T, uint32_t a, uint32_t b) {
+    return !T->max_tok || (uint64_t)T->tlen[a] + T->tlen[b] <= T->max_tok;
+}
+
+static int wlist_push(wlist *l, uint32_t w) {
+    if (l->n && l->w[l->n - 1] == w) return TK_OK;
+    if (l->n == l->cap) {
+        uint32_t nc = l->cap ? l->cap * 2 : 2;
+        if (nc < l->cap) return TK_ERR_NOMEM;
+        uint32_t *nw = realloc(l->w, (size_t)nc * sizeof *nw);
+        if (!nw) return TK_ERR_NOMEM;
+        l->w = nw;
+        l->cap = nc;
+    }
+    l->w[l->n++] = w;
+    return TK_OK;
+}
+
+/* Tie-break: lexicographically smaller (left bytes, right bytes) first. */
+static int bytes_cmp(const trainer *T, uint32_t x, uint32_t y) {
+    if (x == y) return 0;
+    uint32_t lx = T->tlen[x], ly = T->tlen[y];
+    int c = memcmp(T->tarena + T->toff[x], T->tarena + T->toff[y], lx < ly ? lx : ly);
+    if (c) return c;
+    return lx < ly ? -1 : lx > ly ? 1 : 0;
+}
+
+/* 1 if entry x should be merged before entry y. */
+static int hbetter(const trainer *T, const hent *x, const hent *y) {
+    if (x->count != y->count) return x->count > y->count;
+    if (x->pair == y->pair) return 0;
+    int c = bytes_cmp(T, T->pa[x->pair], T->pa[y->pair]);
+    if (!c) c = bytes_cmp(T, T->pb[x->pair], T->pb[y->pair]);
+    return c < 0;
+}
+
+static void heap_down(trainer *T, size_t i) {
+    hent *h = T->heap;
+    size_t n = T->hn;
+    hent v = h[i];
+    for (;;) {
+        size_t l = 2 * i + 1;
+        if (l >= n) break;
+        size_t b = l;
+        if (l + 1 < n && hbetter(T, &h[l + 1], &h[l])) b = l + 1;
+        if (!hbetter(T, &h[b], &v)) break;
+        h[i] = h[b];
+        i = b;
+    }
+    h[i] = v;
+}
+
+static int heap_push(trainer *T, uint64_t count, uint32_t pair) {
+    int rc = grow((void **)&T->heap, &T->hcap, T->hn + 1, sizeof *T->heap);
+    if (rc) return rc;
+    hent v = {count, pair};
+    size_t i = T->hn++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!hbetter(T, &v, &T->heap[p])) break;
+        T->heap[i] = T->heap[p];
+        i = p;
+    }
+    T->heap[i] = v;
+    return TK_OK;
+}
+
+static hent heap_pop(trainer *T) {
+    hent top = T->heap[0];
+    T->heap[0] = T->heap[--T->hn];
+    if (T->hn) heap_down(T, 0);
+    return top;
+}
+
+static int tok_add(trainer *T, const uint8_t *s, uint32_t len, uint32_t *rank) {
+    uint64_t h = XXH3_64bits(s, len);
+    /* lookup */
+    if (T->tokmap.cap) {
+        size_t j = (size_t)h & (T->tokmap.cap - 1);
+        while (T->tokmap.t[j].count) {
+            const pent *e = &T->tokmap.t[j];
+            if (e->h == h && e->len == len && memcmp(T->tokmap.arena + e->off, s, len) == 0) {
+                *rank = (uint32_t)(e->count - 1);
+                return TK_OK;
+            }
+            j = (j + 1) & (T->tokmap.cap - 1);
+        }
+    }
+    int rc = pmap_add_h(&T->tokmap, s, len, h, T->ntok + 1);
+    if (rc) return rc;
+    rc = grow((void **)&T->toff, &T->ntokcap, T->ntok + 1, sizeof *T->toff);
+    if (rc) return rc;
+    uint32_t *nl = realloc(T->tlen, T->ntokcap * sizeof *nl);
+    if (!nl) return TK_ERR_NOMEM;
+    T->tlen = nl;
+    rc = grow((void **)&T->tarena, &T->tacap, T->talen + len, 1);
+    if (rc) return rc;
+    memcpy(T->tarena + T->talen, s, len);
+    T->toff[T->ntok] = T->talen;
+    T->tlen[T->ntok] = len;
+    T->talen += len;
+    *rank = (uint32_t)T->ntok++;
+    return TK_OK;
+}
+
+static void trainer_free(trainer *T) {
+    free(T->tarena);
+    free(T->toff);
+    free(T->tlen);
+    pmap_free(&T->tokmap);
+    free(T->syms);
+    free(T->woff);
+    free(T->wlen);
+    free(T->wcnt);
+    free(T->ptab);
+    free(T->pa);
+    free(T->pb);
+    free(T->pcnt);
+    if (T->pw)
+        for (size_t i = 0; i < T->npairs; i++) free(T->pw[i].w);
+    free(T->pw);
+    free(T->pstamp);
+    free(T->heap);
+    free(T->touched);
+}
+
+static void touch(trainer *T, uint32_t p) {
+    if (T->pstamp[p] == T->stamp) return;
+    T->pstamp[p] = T->stamp;
+    T->touched[T->ntouched++] = p; /* capacity ensured per word */
+}
+
+/* Add delta to pair (a,b) for word w. Ineligible pairs are not tracked. */
+static int pair_delta(trainer *T, uint32_t a, uint32_t b, int64_t delta, uint32_t w) {
+    if (!pair_eligible(T, a, b)) return TK_OK;
+    uint32_t p;
+    if (delta < 0) {
+        if (!pair_find(T, a, b, &p)) return TK_OK; /* cannot happen; be safe */
+        T->pcnt[p] += delta;
+        return TK_OK;
+    }
+    int rc = pair_get(T, a, b, &p);
+    if (rc) return rc;
+    T->pcnt[p] += delta;
+    rc = wlist_push(&T->pw[p], w);
+    if (rc) return rc;
+    touch(T, p);
+    return TK_OK;
+}
+
+static void progress_line(const tk_train_opts *o, const char *phase, uint64_t done, uint64_t total, double t0) {
+    if (!o->progress) return;
+    double dt = now_sec() - t0;
+    fprintf(stderr, "\r[train] %s: %llu/%llu merges, %.0f merges/s   ", phase, (unsigned long long)done,
+            (unsigned long long)total, dt > 0 ? (double)done / dt : 0.0);
+    fflush(stderr);
+}
+
+int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err,
+                    size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    if (!pc || !o || !res) return TK_ERR_ARG;
+    memset(res, 0, sizeof *res);
+    if ((uint64_t)o->vocab_size < 256 + (uint64_t)o->n_specials) {
+        if (err)
+            snprintf(err, errlen, "vocabulary size %u is below 256 byte tokens + %zu special tokens",
+                     o->vocab_size, o->n_specials);
+        return TK_ERR_ARG;
+    }
+    for (size_t i = 0; i < o->n_specials; i++) {
+        if (!o->specials[i] || !o->specials[i][0]) {
+            if (err) snprintf(err, errlen, "empty special token");
+            return TK_ERR_ARG;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(o->specials[i], o->specials[k])) {
+                if (err) snprintf(err, errlen, "special token '%s' given twice", o->specials[i]);
+                return TK_ERR_ARG;
+            }
+    }
+    if (pc->global.n == 0) {
+        if (err) snprintf(err, errlen, "empty corpus: no text to train on");
+        return TK_ERR_ARG;
+    }
+    uint32_t target = o->vocab_size - (uint32_t)o->n_specials;
+    trainer T;
+    memset(&T, 0, sizeof T);
+    T.o = o;
+    T.max_tok = o->max_token_bytes;
+    int rc = TK_OK;
+    double t0 = now_sec();
+    for (int b = 0; b < 256 && !rc; b++) {
+        uint8_t c = (uint8_t)b;
+        uint32_t r;
+        rc = tok_add(&T, &c, 1, &r);
+    }
+    /* words: distinct pieces with >= 2 bytes */
+    size_t nw = 0;
+    uint64_t nsym = 0;
+    for (size_t i = 0; i < pc->global.cap; i++) {
+        const pent *e = &pc->global.t[i];
+        if (e->count && e->len >= 2) {
+            nw++;
+            nsym += e->len;
+        }
+    }
+    if (nw >= UINT32_MAX) rc = TK_ERR_NOMEM;
+    if (!rc) {
+        T.syms = malloc((nsym ? nsym : 1) * sizeof *T.syms);
+        T.woff = malloc((nw ? nw : 1) * sizeof *T.woff);
+        T.wlen = malloc((nw ? nw : 1) * sizeof *T.wlen);
+        T.wcnt = malloc((nw ? nw : 1) * sizeof *T.wcnt);
+        if (!T.syms || !T.woff || !T.wlen || !T.wcnt) rc = TK_ERR_NOMEM;
+    }
+    uint32_t maxwlen = 0;
+    if (!rc) {
+        uint64_t off = 0;
+        for (size_t i = 0; i < pc->global.cap; i++) {
+            const pent *e = &pc->global.t[i];
+            if (!e->count || e->len < 2) continue;
+            const uint8_t *s = pc->global.arena + e->off;
+            T.woff[T.nwords] = off;
+            T.wlen[T.nwords] = e->len;
+            T.wcnt[T.nwords] = e->count;
+            for (uint32_t k = 0; k < e->len; k++) T.syms[off + k] = s[k];
+            off += e->len;
+            if (e->len > maxwlen) maxwlen = e->len;
+            T.nwords++;
+        }
+    }
+    /* touched list: at most 2 new pairs per symbol of a word */
+    if (!rc) {
+        rc = grow((void **)&T.touched, &T.touchedcap, 2 * (size_t)maxwlen + 4, sizeof *T.touched);
+    }
+    /* initial pair counts and word index */
+    T.stamp = 1;
+    for (size_t w = 0; w < T.nwords && !rc; w++) {
+        const uint32_t *s = T.syms + T.woff[w];
+        for (uint32_t k = 0; k + 1 < T.wlen[w] && !rc; k++) {
+            if (!pair_eligible(&T, s[k], s[k + 1])) continue;
+            uint32_t p;
+            rc = pair_get(&T, s[k], s[k + 1], &p);
+            if (rc) break;
+            T.pcnt[p] += (int64_t)T.wcnt[w];
+            rc = wlist_push(&T.pw[p], (uint32_t)w);
+        }
+    }
+    /* heap of all pairs (heapify) */
+    if (!rc) rc = grow((void **)&T.heap, &T.hcap, T.npairs + 1, sizeof *T.heap);
+    if (!rc) {
+        for (size_t p = 0; p < T.npairs; p++) T.heap[p] = (hent){(uint64_t)T.pcnt[p], (uint32_t)p};
+        T.hn = T.npairs;
+        for (size_t i = T.hn / 2; i-- > 0;) heap_down(&T, i);
+    }
+    size_t mcap = 0;
+    uint64_t minf = o->min_frequency ? o->min_frequency : 1;
+    double tlast = now_sec(), tm0 = tlast;
+    uint32_t want = target - 256;
+    uint8_t *buf = NULL;
+    size_t bufcap = 0;
+    while (!rc && T.ntok < target) {
+        if (!T.hn) {
+            res->hit_limit = 1;
+            break;
+        }
+        hent top = heap_pop(&T);
+        uint32_t p = top.pair;
+        if ((int64_t)top.count != T.pcnt[p]) {
+            if (T.pcnt[p] > 0) rc = heap_push(&T, (uint64_t)T.pcnt[p], p);
+            continue;
+        }
+        if (top.count < minf || top.count == 0) {
+            res->hit_limit = 1;
+            break;
+        }
+        uint32_t A = T.pa[p], B = T.pb[p];
+        uint32_t la = T.tlen[A], lb = T.tlen[B];
+        rc = grow((void **)&buf, &bufcap, (size_t)la + lb, 1);
+        if (rc) break;
+        memcpy(buf, T.tarena + T.toff[A], la);
+        memcpy(buf + la, T.tarena + T.toff[B], lb);
+        uint32_t C;
+        rc = tok_add(&T, buf, la + lb, &C);
+        if (rc) break;
+        rc = grow((void **)&res->merges, &mcap, (size_t)res->n_merges + 1, sizeof *res->merges);
+        if (rc) break;
+        res->merges[res->n_merges++] = (tk_merge){A, B, C};
+        /* apply to every word holding the pair */
+        T.stamp++;
+        T.ntouched = 0;
+        wlist L = T.pw[p];
+        T.pw[p] = (wlist){NULL, 0, 0};
+        for (uint32_t li = 0; li < L.n && !rc; li++) {
+            uint32_t w = L.w[li];
+            uint32_t *s = T.syms + T.woff[w];
+            uint32_t n = T.wlen[w];
+            int64_t c = (int64_t)T.wcnt[w];
+            if (T.touchedcap < T.ntouched + 2 * (size_t)n + 4) {
+                rc = grow((void **)&T.touched, &T.touchedcap, T.ntouched + 2 * (size_t)n + 4,
+                          sizeof *T.touched);
+                if (rc) break;
+            }
+            uint32_t i = 0, j = 0;
+            while (i < n) {
+                if (i + 1 < n && s[i] == A && s[i + 1] == B) {
+                    if (j > 0) {
+                        if (!rc) rc = pair_delta(&T, s[j - 1], A, -c, w);
+                        if (!rc) rc = pair_delta(&T, s[j - 1], C, c, w);
+                    }
+                    if (i + 2 < n) {
+                        if (!rc) rc = pair_delta(&T, B, s[i + 2], -c, w);
+                        if (!rc) rc = pair_delta(&T, C, s[i + 2], c, w);
+                    }
+                    s[j++] = C;
+                    i += 2;
+                } else {
+                    s[j++] = s[i++];
+                }
+            }
+            T.wlen[w] = j;
+        }
+        free(L.w);
+        T.pcnt[p] = 0;
+        for (size_t k = 0; k < T.ntouched && !rc; k++) {
+            uint32_t q = T.touched[k];
+            if (T.pcnt[q] > 0) rc = heap_push(&T, (uint64_t)T.pcnt[q], q);
+        }
+        double tn = now_sec();
+        if (o->progress && tn - tlast > 0.25) {
+            tlast = tn;
+            progress_line(o, "merging", res->n_merges, want, tm0);
+        }
+    }
+    free(buf);
+    if (o->progress && !rc) {
+        progress_line(o, "merging", res->n_merges, want, tm0);
+        fprintf(stderr, "\n[train] %u merges, %zu ranks in %.2fs (%zu words, %zu pairs)\n", res->n_merges,
+                T.ntok, now_sec() - t0, T.nwords, T.npairs);
+    }
+    if (!rc) {
+        res->n_ranks = (uint32_t)T.ntok;
+        res->tokens = calloc(T.ntok, sizeof *res->tokens);
+        res->lens = calloc(T.ntok, sizeof *res->lens);
+        if (!res->tokens || !res->lens) rc = TK_ERR_NOMEM;
+        for (size_t r = 0; r < T.ntok && !rc; r++) {
+            res->lens[r] = T.tlen[r];
+            res->tokens[r] = malloc(T.tlen[r] ? T.tlen[r] : 1);
+            if (!res->tokens[r]) {
+                rc = TK_ERR_NOMEM;
+                break;
+            }
+            memcpy(res->tokens[r], T.tarena + T.toff[r], T.tlen[r]);
+        }
+    }
+    trainer_free(&T);
+    if (rc) {
+        tk_train_result_free(res);
+        if (err && !err[0]) snprintf(err, errlen, "training failed: %s", tk_strerror(rc));
+    }
+    return rc;
+}
+
+void tk_train_result_free(tk_train_result *res) {
+    if (!res) return;
+    if (res->tokens)
+        for (uint32_t r = 0; r < res->n_ranks; r++) free(res->tokens[r]);
+    free(res->tokens);
+    free(res->lens);
+    free(res->merges);
+    memset(res, 0, sizeof *res);
+}
+
+int tk_train_result_tokenizer(const tk_train_result *res, const tk_train_opts *o, tk_tokenizer **out) {
+    if (!res || !o || !out || !res->n_ranks) return TK_ERR_ARG;
+    tk_special *sp = NULL;
+    if (o->n_specials) {
+        sp = calloc(o->n_specials, sizeof *sp);
+        if (!sp) return TK_ERR_NOMEM;
+        for (size_t i = 0; i < o->n_specials; i++) {
+            sp[i].text = o->specials[i];
+            sp[i].id = res->n_ranks + (uint32_t)i;
+        }
+    }
+    tk_pattern pat = o->pattern == TK_PAT_NONE ? TK_PAT_O200K : o->pattern;
+    int rc = tk_create((const uint8_t *const *)res->tokens, res->lens, res->n_ranks, pat, sp, o->n_specials,
+                       out);
+    free(sp);
+    return rc;
+}
+
+int tk_train(const tk_span *docs, size_t n, const tk_train_opts *o, tk_train_result *res, char *err,
+             size_t errlen) {
+    if (!o || !res) return TK_ERR_ARG;
+    tk_piece_counts *pc = NULL;
+    int rc = tk_piece_counts_create(o, &pc);
+    if (!rc) rc = tk_piece_counts_add_docs(pc, docs, n);
+    if (!rc) rc = tk_train_merges(pc, o, res, err, errlen);
+    else if (err && errlen) snprintf(err, errlen, "piece counting failed: %s", tk_strerror(rc));
+    tk_piece_counts_free(pc);
+    return rc;
+}
