@@ -1,0 +1,155 @@
+/* encode.c - text to ids: pre-tokenize, BPE each piece, batch over threads. */
+#include "tk_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
+
+/* Map ranks [from, out->len) to ids when ids differ from merge priority. */
+static void ranks_to_ids(const tk_tokenizer *t, tk_ids *out, size_t from) {
+    if (!t->rank_to_id) return;
+    for (size_t k = from; k < out->len; k++) out->ids[k] = t->rank_to_id[out->ids[k]];
+}
+
+static int encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out) {
+    size_t from = out->len, i = 0;
+    tk_pattern pat = t->pattern;
+    while (i < n) {
+        size_t e = tk_pretok_next(pat, s, n, i);
+        size_t len = e - i;
+        /* fast path: whole piece is a token */
+        if (len == 1 || len == 2) {
+            if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+            uint32_t r = len == 1 ? t->byte_rank[s[i]] : t->pair2[((uint32_t)s[i] << 8) | s[i + 1]];
+            if (r != TK_NO_RANK) {
+                out->ids[out->len++] = r;
+                i = e;
+                continue;
+            }
+        }
+        int rc = tk_bpe_piece(t, s + i, len, TK_NO_RANK, out);
+        if (rc) return rc;
+        i = e;
+    }
+    ranks_to_ids(t, out, from);
+    return TK_OK;
+}
+
+int tk_encode(const tk_tokenizer *t, const uint8_t *text, size_t len, tk_ids *out) {
+    if (!t || !out || (!text && len)) return TK_ERR_ARG;
+    return encode_ordinary(t, text, len, out);
+}
+
+int tk_count(const tk_tokenizer *t, const uint8_t *text, size_t len, size_t *n_tokens) {
+    if (!t || !n_tokens || (!text && len)) return TK_ERR_ARG;
+    /* Piece by piece over the whole text, so the scanner sees the true end
+     * of input; the id buffer only ever holds one piece. */
+    tk_ids buf = {0};
+    size_t total = 0, i = 0;
+    int rc = TK_OK;
+    while (i < len) {
+        size_t e = tk_pretok_next(t->pattern, text, len, i);
+        buf.len = 0;
+        if ((rc = tk_bpe_piece(t, text + i, e - i, TK_NO_RANK, &buf))) break;
+        total += buf.len;
+        i = e;
+    }
+    tk_ids_free(&buf);
+    *n_tokens = total;
+    return rc;
+}
+
+int tk_encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len, const char *const *allowed,
+                      size_t n_allowed, tk_ids *out) {
+    if (!t || !out || (!text && len)) return TK_ERR_ARG;
+    bool all = allowed == NULL && n_allowed == (size_t)-1;
+    if (!all && n_allowed && !allowed) return TK_ERR_ARG;
+    /* the specials in force */
+    size_t ns = 0;
+    const tk_special *sp[64];
+    for (size_t k = 0; k < t->n_specials && ns < 64; k++) {
+        bool ok = all;
+        for (size_t a = 0; !ok && a < n_allowed; a++) ok = strcmp(allowed[a], t->specials[k].text) == 0;
+        if (ok) sp[ns++] = &t->specials[k];
+    }
+    if (!all)
+        for (size_t a = 0; a < n_allowed; a++)
+            if (tk_special_id(t, allowed[a], NULL) != TK_OK) return TK_ERR_NOT_FOUND;
+    size_t i = 0;
+    while (i < len) {
+        /* earliest occurrence of any special; longest on equal start */
+        size_t best = len, blen = 0;
+        uint32_t bid = 0;
+        for (size_t k = 0; k < ns; k++) {
+            size_t sl = strlen(sp[k]->text);
+            const uint8_t *f = memmem(text + i, len - i, sp[k]->text, sl);
+            if (f) {
+                size_t pos = (size_t)(f - text);
+                if (pos < best || (pos == best && sl > blen)) {
+                    best = pos;
+                    blen = sl;
+                    bid = sp[k]->id;
+                }
+            }
+        }
+        int rc = encode_ordinary(t, text + i, best - i, out);
+        if (rc) return rc;
+        if (best == len) break;
+        if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+        out->ids[out->len++] = bid;
+        i = best + blen;
+    }
+    return TK_OK;
+}
+
+/* ---- batch -------------------------------------------------------------- */
+
+typedef struct {
+    const tk_tokenizer *t;
+    const tk_span *docs;
+    tk_ids *outs;
+    size_t n;
+    size_t next; /* atomic work counter */
+    int rc;
+} batch_job;
+
+static void *batch_worker(void *arg) {
+    batch_job *j = arg;
+    for (;;) {
+        size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (k >= j->n) break;
+        int rc = encode_ordinary(j->t, j->docs[k].text, j->docs[k].len, &j->outs[k]);
+        if (rc) {
+            int z = 0;
+            __atomic_compare_exchange_n(&j->rc, &z, rc, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+int tk_encode_batch(const tk_tokenizer *t, const tk_span *docs, size_t n, int threads, tk_ids *outs) {
+    if (!t || (!docs && n) || (!outs && n)) return TK_ERR_ARG;
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)c : 1;
+    }
+    if ((size_t)threads > n) threads = (int)n;
+    batch_job j = {t, docs, outs, n, 0, 0};
+    if (threads <= 1) {
+        batch_worker(&j);
+        return j.rc;
+    }
+    pthread_t *th = malloc((size_t)threads * sizeof *th);
+    if (!th) return TK_ERR_NOMEM;
+    int started = 0;
+    for (int k = 1; k < threads; k++) {
+        if (pthread_create(&th[k], NULL, batch_worker, &j)) break;
+        started = k;
+    }
+    batch_worker(&j);
+    for (int k = 1; k <= started; k++) pthread_join(th[k], NULL);
+    free(th);
+    return j.rc;
+}

@@ -1,0 +1,375 @@
+/* pretok.c - the gpt2, cl100k_base and o200k_base pre-tokenizers, written as
+ * hand scanners over Unicode character classes (utf8proc), not a regex engine.
+ *
+ * Each scanner returns the end of the piece that starts at i, reproducing the
+ * leftmost-first, backtracking semantics of the tiktoken patterns exactly
+ * (see docs/tokenizer.md for the derivation of every branch). The work per
+ * byte is constant: no branch ever rescans input, so pathological inputs
+ * (megabyte runs of one class) cost the same per byte as normal text.
+ */
+#include "tk_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <utf8proc.h>
+
+static uint8_t *g_cls;          /* class of every code point 0..0x10FFFF */
+static uint8_t g_ascii[128];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static bool is_white_space(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
+}
+
+static uint8_t classify(uint32_t cp) {
+    uint8_t c = 0;
+    if (is_white_space(cp)) c |= TKC_S;
+    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LT: c |= TKC_L | TKC_UP; break;
+    case UTF8PROC_CATEGORY_LL: c |= TKC_L | TKC_LO; break;
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: c |= TKC_L | TKC_UP | TKC_LO; break;
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME: c |= TKC_M | TKC_UP | TKC_LO; break;
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO: c |= TKC_N; break;
+    default: break;
+    }
+    return c;
+}
+
+static void init_classes(void) {
+    for (uint32_t cp = 0; cp < 128; cp++) g_ascii[cp] = classify(cp);
+    uint8_t *t = malloc(0x110000);
+    if (!t) return; /* tk_char_class falls back to utf8proc per call */
+    for (uint32_t cp = 0; cp < 0x110000; cp++) t[cp] = classify(cp);
+    g_cls = t;
+}
+
+void tk_classes_init(void) { pthread_once(&g_once, init_classes); }
+
+/* Decode one UTF-8 character; returns its length, or 0 if the bytes at s[i]
+ * do not start a valid (shortest-form, non-surrogate) sequence. */
+static inline size_t utf8_decode(const uint8_t *s, size_t n, size_t i, uint32_t *cp) {
+    uint8_t b = s[i];
+    if (b < 0xC2) return 0;
+    if (b < 0xE0) {
+        if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
+        *cp = ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F);
+        return 2;
+    }
+    if (b < 0xF0) {
+        if (i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+        uint32_t c = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+        if (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+        *cp = c;
+        return 3;
+    }
+    if (b < 0xF5) {
+        if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
+            return 0;
+        uint32_t c = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
+                     ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+        if (c < 0x10000 || c > 0x10FFFF) return 0;
+        *cp = c;
+        return 4;
+    }
+    return 0;
+}
+
+uint8_t tk_char_class(const uint8_t *s, size_t n, size_t i, size_t *len) {
+    uint8_t b = s[i];
+    if (b < 0x80) {
+        *len = 1;
+        return g_ascii[b];
+    }
+    uint32_t cp;
+    size_t l = utf8_decode(s, n, i, &cp);
+    if (!l) {
+        *len = 1;
+        return 0;
+    }
+    *len = l;
+    return g_cls ? g_cls[cp] : classify(cp);
+}
+
+/* Hot-path inline variant. */
+static inline uint8_t cls_at(const uint8_t *s, size_t n, size_t i, size_t *len) {
+    uint8_t b = s[i];
+    if (b < 0x80) {
+        *len = 1;
+        return g_ascii[b];
+    }
+    return tk_char_class(s, n, i, len);
+}
+
+#define OTHER(c) (((c) & (TKC_L | TKC_N | TKC_S)) == 0)
+
+/* End of the maximal run of characters whose class has any bit of `want`. */
+static inline size_t run_any(const uint8_t *s, size_t n, size_t i, uint8_t want) {
+    while (i < n) {
+        size_t l;
+        uint8_t c = cls_at(s, n, i, &l);
+        if (!(c & want)) break;
+        i += l;
+    }
+    return i;
+}
+
+/* End of the maximal run of "other" characters ([^\s\p{L}\p{N}]). */
+static inline size_t run_other(const uint8_t *s, size_t n, size_t i) {
+    while (i < n) {
+        size_t l;
+        uint8_t c = cls_at(s, n, i, &l);
+        if (!OTHER(c)) break;
+        i += l;
+    }
+    return i;
+}
+
+static inline bool is_nl(uint8_t b) { return b == '\r' || b == '\n'; }
+
+/* Contractions 's 't 're 've 'm 'll 'd at s[i] == '\''. Case-insensitive
+ * variant also matches upper case and U+017F (long s, which folds to s).
+ * Returns the end, or 0 if none. */
+static inline size_t contraction(const uint8_t *s, size_t n, size_t i, bool ci) {
+    if (i + 1 >= n || s[i] != '\'') return 0;
+    uint8_t a = s[i + 1];
+    if (ci && a >= 'A' && a <= 'Z') a = (uint8_t)(a + 32);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (ci && a == 0xC5 && i + 2 < n && s[i + 2] == 0xBF) return i + 3; /* U+017F */
+    if (i + 2 < n) {
+        uint8_t b = s[i + 2];
+        if (ci && b >= 'A' && b <= 'Z') b = (uint8_t)(b + 32);
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+    return 0;
+}
+
+/* Whitespace run starting at i: its end, the start of its last character,
+ * and the position just after its last \r or \n (0 if none). */
+static inline size_t ws_run(const uint8_t *s, size_t n, size_t i, size_t *last_start, size_t *after_nl) {
+    size_t ls = i, an = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        size_t l;
+        if (b < 0x80) {
+            if (!(g_ascii[b] & TKC_S)) break;
+            if (is_nl(b)) an = i + 1;
+            l = 1;
+        } else if (!(tk_char_class(s, n, i, &l) & TKC_S)) {
+            break;
+        }
+        ls = i;
+        i += l;
+    }
+    *last_start = ls;
+    *after_nl = an;
+    return i;
+}
+
+/* ---- gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t scan_gpt2(const uint8_t *s, size_t n, size_t i) {
+    size_t e, l;
+    if (s[i] == '\'' && (e = contraction(s, n, i, false))) return e;
+    size_t j = i;
+    if (s[i] == ' ' && i + 1 < n) j = i + 1;
+    uint8_t c = cls_at(s, n, j, &l);
+    if (c & TKC_L) return run_any(s, n, j + l, TKC_L);
+    if (c & TKC_N) return run_any(s, n, j + l, TKC_N);
+    if (OTHER(c)) return run_other(s, n, j + l);
+    /* whitespace at i (s[i] == ' ' followed by whitespace lands here too) */
+    size_t last, an;
+    e = ws_run(s, n, i, &last, &an);
+    if (e == n || last == i) return e;
+    return last;
+}
+
+/* ---- cl100k_base (current Python tiktoken form):
+ * '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s */
+static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) {
+    size_t e, l, l2;
+    if (s[i] == '\'' && (e = contraction(s, n, i, true))) return e;
+    uint8_t c = cls_at(s, n, i, &l);
+    if (c & TKC_L) return run_any(s, n, i + l, TKC_L);
+    if (!(c & (TKC_L | TKC_N)) && !is_nl(s[i]) && i + l < n) {
+        uint8_t c2 = cls_at(s, n, i + l, &l2);
+        if (c2 & TKC_L) return run_any(s, n, i + l + l2, TKC_L);
+    }
+    if (c & TKC_N) {
+        e = i + l;
+        for (int k = 1; k < 3 && e < n; k++) {
+            if (!(cls_at(s, n, e, &l2) & TKC_N)) break;
+            e += l2;
+        }
+        return e;
+    }
+    size_t j = n;
+    if (OTHER(c)) j = i;
+    else if (s[i] == ' ' && i + 1 < n && OTHER(cls_at(s, n, i + 1, &l2))) j = i + 1;
+    if (j < n) {
+        e = run_other(s, n, j);
+        while (e < n && is_nl(s[e])) e++;
+        return e;
+    }
+    size_t last, an;
+    e = ws_run(s, n, i, &last, &an);
+    if (e == n) return e;   /* \s++$ */
+    if (an) return an;      /* \s*[\r\n] */
+    if (last > i) return last;
+    return e;
+}
+
+/* o200k letter branches. alt1: U*W+ with backtracking; alt2: U+W*.
+ * Both followed by an optional case-insensitive contraction. */
+static inline size_t o200k_alt1(const uint8_t *s, size_t n, size_t p) {
+    size_t i = p, last_w_end = 0, l;
+    uint8_t c = 0;
+    while (i < n) {
+        c = cls_at(s, n, i, &l);
+        if (!(c & TKC_UP)) break;
+        if (c & TKC_LO) last_w_end = i + l;
+        i += l;
+    }
+    size_t e;
+    if (i < n && (c & TKC_LO) && !(c & TKC_UP)) {
+        e = i + l;
+        while (e < n && (cls_at(s, n, e, &l) & TKC_LO)) e += l;
+    } else if (last_w_end) {
+        e = last_w_end;
+    } else {
+        return 0;
+    }
+    size_t k = contraction(s, n, e, true);
+    return k ? k : e;
+}
+
+static inline size_t o200k_alt2(const uint8_t *s, size_t n, size_t p) {
+    size_t e = run_any(s, n, p, TKC_UP);
+    if (e == p) return 0;
+    size_t l;
+    while (e < n && (cls_at(s, n, e, &l) & TKC_LO)) e += l;
+    size_t k = contraction(s, n, e, true);
+    return k ? k : e;
+}
+
+/* ---- o200k_base: see tk_pattern_regex(TK_PAT_O200K). */
+static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
+    size_t e, l, l2;
+    uint8_t c = cls_at(s, n, i, &l);
+    if (c & TKC_L) {
+        if ((e = o200k_alt1(s, n, i))) return e;
+        return o200k_alt2(s, n, i);
+    }
+    if (!(c & TKC_N) && !is_nl(s[i])) {
+        /* [^\r\n\p{L}\p{N}]? prefix taken first, then without it (only a
+         * mark can start the letter part itself). */
+        size_t j = i + l;
+        bool mark = (c & TKC_M) != 0;
+        if (j < n && (e = o200k_alt1(s, n, j))) return e;
+        if (mark && (e = o200k_alt1(s, n, i))) return e;
+        if (j < n && (e = o200k_alt2(s, n, j))) return e;
+        if (mark && (e = o200k_alt2(s, n, i))) return e;
+    }
+    if (c & TKC_N) {
+        e = i + l;
+        for (int k = 1; k < 3 && e < n; k++) {
+            if (!(cls_at(s, n, e, &l2) & TKC_N)) break;
+            e += l2;
+        }
+        return e;
+    }
+    size_t j = n;
+    if (OTHER(c)) j = i;
+    else if (s[i] == ' ' && i + 1 < n && OTHER(cls_at(s, n, i + 1, &l2))) j = i + 1;
+    if (j < n) {
+        e = run_other(s, n, j);
+        while (e < n && (is_nl(s[e]) || s[e] == '/')) e++;
+        return e;
+    }
+    size_t last, an;
+    e = ws_run(s, n, i, &last, &an);
+    if (an) return an;      /* \s*[\r\n]+ */
+    if (e == n) return e;   /* \s+(?!\S) at the end */
+    if (last > i) return last;
+    return e;
+}
+
+typedef size_t (*scan_fn)(const uint8_t *, size_t, size_t);
+
+static scan_fn scanner(tk_pattern pat) {
+    switch (pat) {
+    case TK_PAT_GPT2: return scan_gpt2;
+    case TK_PAT_CL100K: return scan_cl100k;
+    case TK_PAT_O200K: return scan_o200k;
+    default: return NULL;
+    }
+}
+
+int tk_pretokenize(tk_pattern pat, const uint8_t *text, size_t len, tk_piece_fn fn, void *user) {
+    scan_fn scan = scanner(pat);
+    if (!scan || (!text && len) || !fn) return scan ? TK_ERR_ARG : TK_ERR_PATTERN;
+    tk_classes_init();
+    size_t i = 0;
+    while (i < len) {
+        size_t e = scan(text, len, i);
+        int rc = fn(user, text + i, e - i);
+        if (rc) return rc;
+        i = e;
+    }
+    return TK_OK;
+}
+
+/* Internal fast path used by the encoder: no callback indirection. */
+size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
+size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i) {
+    switch (pat) {
+    case TK_PAT_GPT2: return scan_gpt2(s, n, i);
+    case TK_PAT_CL100K: return scan_cl100k(s, n, i);
+    default: return scan_o200k(s, n, i);
+    }
+}
+
+int tk_pattern_parse(const char *name, tk_pattern *out) {
+    static const struct {
+        const char *name;
+        tk_pattern pat;
+    } names[] = {{"gpt2", TK_PAT_GPT2},     {"r50k", TK_PAT_GPT2},         {"r50k_base", TK_PAT_GPT2},
+                 {"p50k_base", TK_PAT_GPT2}, {"cl100k", TK_PAT_CL100K},    {"cl100k_base", TK_PAT_CL100K},
+                 {"o200k", TK_PAT_O200K},    {"o200k_base", TK_PAT_O200K}};
+    if (!name || !out) return TK_ERR_ARG;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (strcmp(name, names[k].name) == 0) {
+            *out = names[k].pat;
+            return TK_OK;
+        }
+    return TK_ERR_PATTERN;
+}
+
+const char *tk_pattern_name(tk_pattern pat) {
+    switch (pat) {
+    case TK_PAT_GPT2: return "gpt2";
+    case TK_PAT_CL100K: return "cl100k";
+    case TK_PAT_O200K: return "o200k";
+    default: return "none";
+    }
+}
+
+const char *tk_pattern_regex(tk_pattern pat) {
+    switch (pat) {
+    case TK_PAT_GPT2: return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+    case TK_PAT_CL100K:
+        return "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|"
+               "\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+    case TK_PAT_O200K:
+        return "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|"
+               "'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+               "*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    default: return NULL;
+    }
+}

@@ -1,0 +1,119 @@
+/* tk_internal.h - shared internals of the tokenizer module (not public). */
+#ifndef TK_INTERNAL_H
+#define TK_INTERNAL_H
+
+#include "tk.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#define TK_NO_RANK UINT32_MAX
+
+/* Character classes used by the pre-tokenizers (bit flags). */
+enum {
+    TKC_L = 1u << 0,     /* \p{L} */
+    TKC_N = 1u << 1,     /* \p{N} */
+    TKC_S = 1u << 2,     /* \s (Unicode White_Space) */
+    TKC_M = 1u << 3,     /* \p{M} */
+    TKC_UP = 1u << 4,    /* o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
+    TKC_LO = 1u << 5,    /* o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+};
+
+/* Class of the character at s[i] (n = end); *len receives its byte length.
+ * Invalid UTF-8 yields class 0 ("other") with length 1. */
+uint8_t tk_char_class(const uint8_t *s, size_t n, size_t i, size_t *len);
+void tk_classes_init(void);
+
+/* Hash map from byte strings (token bytes) to ranks. */
+typedef struct {
+    uint64_t *slots; /* (tag << 32) | (rank + 1); 0 = empty */
+    uint64_t mask;
+} tk_rankmap;
+
+struct tk_tokenizer {
+    uint32_t n_ranks;      /* mergeable tokens: ranks 0..n_ranks-1 */
+    uint32_t vocab_size;   /* max id + 1 (specials included) */
+    uint8_t *arena;        /* token bytes */
+    uint64_t *tok_off;     /* n_ranks + 1 offsets into arena */
+    tk_rankmap map;
+    uint32_t byte_rank[256];
+    uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
+    /* Ids: rank r is emitted as id r unless rank_to_id is set (vocabularies
+     * whose ids are not their merge priority, e.g. some tokenizer.json). */
+    uint32_t *rank_to_id;
+    uint32_t *id_to_rank;  /* vocab_size entries, TK_NO_RANK for specials/gaps */
+    tk_pattern pattern;
+    char name[64];
+    tk_special *specials;  /* texts owned */
+    size_t n_specials;
+    uint32_t eot;          /* TK_NO_RANK if none */
+    uint8_t fingerprint[32];
+    bool known;            /* a known upstream vocabulary (sha256 matched) */
+};
+
+static inline uint64_t tk_hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, p, 4);
+            memcpy(&b, p + n - 4, 4);
+            w = ((uint64_t)a << 32) | b;
+        } else {
+            w = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+        }
+        h = (h ^ w) * 0x94d049bb133111ebull;
+    }
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_t n) {
+    uint64_t h = tk_hash_bytes(p, n);
+    uint64_t tag = h >> 32, i = h & t->map.mask;
+    for (;;) {
+        uint64_t s = t->map.slots[i];
+        if (!s) return TK_NO_RANK;
+        if ((s >> 32) == tag) {
+            uint32_t r = (uint32_t)s - 1;
+            uint64_t off = t->tok_off[r], len = t->tok_off[r + 1] - off;
+            if (len == n && memcmp(t->arena + off, p, n) == 0) return r;
+        }
+        i = (i + 1) & t->map.mask;
+    }
+}
+
+/* BPE-encode one piece, appending ranks to out. max_rank limits the merges
+ * to tokens of rank < max_rank (TK_NO_RANK: no limit). */
+int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out);
+
+int tk_ids_reserve(tk_ids *v, size_t extra);
+int tk_bytes_append(tk_bytes *b, const void *p, size_t n);
+
+/* sha256 / sha1 helpers (nettle). */
+void tk_sha256(const void *p, size_t n, uint8_t out[32]);
+void tk_sha1_hex(const char *s, char out[41]);
+
+/* Finish construction: build map, pair table, fingerprint. Takes ownership
+ * of arena/tok_off already set on t. */
+int tk_finalize(tk_tokenizer *t);
+int tk_set_specials(tk_tokenizer *t, const tk_special *sp, size_t n);
+
+/* GPT-2 bytes_to_unicode: byte -> code point, and inverse for cp < 512. */
+uint32_t tk_byte_to_cp(uint8_t b);
+int tk_cp_to_byte(uint32_t cp); /* -1 if not a mapped code point */
+
+void tk_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

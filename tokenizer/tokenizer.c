@@ -1,0 +1,299 @@
+/* tokenizer.c - construction, accessors, fingerprint and error strings. */
+#include "tk_internal.h"
+
+#include <nettle/sha1.h>
+#include <nettle/sha2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *tk_strerror(int err) {
+    switch (err) {
+    case TK_OK: return "ok";
+    case TK_ERR_NOMEM: return "out of memory";
+    case TK_ERR_IO: return "file missing or unreadable";
+    case TK_ERR_FORMAT: return "malformed vocabulary file";
+    case TK_ERR_BASE64: return "bad base64 in rank file";
+    case TK_ERR_DUP_RANK: return "duplicate rank or token";
+    case TK_ERR_MISSING_RANK: return "ranks not contiguous or single bytes missing";
+    case TK_ERR_RANGE: return "token id out of range";
+    case TK_ERR_UNSUPPORTED: return "unsupported tokenizer type";
+    case TK_ERR_ARG: return "invalid argument";
+    case TK_ERR_PATTERN: return "unknown or missing pre-tokenizer pattern";
+    case TK_ERR_NOT_FOUND: return "not found";
+    case TK_ERR_THREAD: return "could not start a thread";
+    default: return "unknown error";
+    }
+}
+
+void tk_set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void tk_sha256(const void *p, size_t n, uint8_t out[32]) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, n, p);
+    sha256_digest(&c, 32, out);
+}
+
+void tk_sha1_hex(const char *s, char out[41]) {
+    struct sha1_ctx c;
+    uint8_t d[20];
+    sha1_init(&c);
+    sha1_update(&c, strlen(s), (const uint8_t *)s);
+    sha1_digest(&c, 20, d);
+    for (int i = 0; i < 20; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* GPT-2's bytes_to_unicode: printable bytes map to themselves, the other 68
+ * to U+0100.. in byte order. */
+uint32_t tk_byte_to_cp(uint8_t b) {
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) return b;
+    uint32_t k = 0;
+    for (uint32_t x = 0; x < b; x++)
+        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE))) k++;
+    return 256 + k;
+}
+
+int tk_cp_to_byte(uint32_t cp) {
+    static int inv[512];
+    static int ready = 0;
+    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+        int tmp[512];
+        for (int i = 0; i < 512; i++) tmp[i] = -1;
+        for (int b = 0; b < 256; b++) tmp[tk_byte_to_cp((uint8_t)b)] = b;
+        memcpy(inv, tmp, sizeof inv);
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    return cp < 512 ? inv[cp] : -1;
+}
+
+static int map_build(tk_tokenizer *t) {
+    uint64_t cap = 1;
+    while (cap < (uint64_t)t->n_ranks * 2 + 16) cap <<= 1;
+    t->map.slots = calloc(cap, sizeof *t->map.slots);
+    if (!t->map.slots) return TK_ERR_NOMEM;
+    t->map.mask = cap - 1;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        const uint8_t *p = t->arena + t->tok_off[r];
+        size_t n = t->tok_off[r + 1] - t->tok_off[r];
+        if (n == 0) return TK_ERR_FORMAT;
+        if (tk_map_get(t, p, n) != TK_NO_RANK) return TK_ERR_DUP_RANK;
+        uint64_t h = tk_hash_bytes(p, n), i = h & t->map.mask;
+        while (t->map.slots[i]) i = (i + 1) & t->map.mask;
+        t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(r + 1);
+    }
+    return TK_OK;
+}
+
+static void compute_fingerprint(tk_tokenizer *t) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    uint8_t hdr[12] = {'t', 'k', 'f', 'p', 1, (uint8_t)t->pattern, 0, 0};
+    memcpy(hdr + 8, &t->n_ranks, 4);
+    sha256_update(&c, sizeof hdr, hdr);
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        uint32_t len = (uint32_t)(t->tok_off[r + 1] - t->tok_off[r]);
+        sha256_update(&c, 4, (const uint8_t *)&len);
+        sha256_update(&c, len, t->arena + t->tok_off[r]);
+        if (t->rank_to_id) sha256_update(&c, 4, (const uint8_t *)&t->rank_to_id[r]);
+    }
+    for (size_t k = 0; k < t->n_specials; k++) {
+        uint32_t len = (uint32_t)strlen(t->specials[k].text);
+        sha256_update(&c, 4, (const uint8_t *)&len);
+        sha256_update(&c, len, (const uint8_t *)t->specials[k].text);
+        sha256_update(&c, 4, (const uint8_t *)&t->specials[k].id);
+    }
+    sha256_digest(&c, 32, t->fingerprint);
+}
+
+int tk_set_specials(tk_tokenizer *t, const tk_special *sp, size_t n) {
+    for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);
+    free(t->specials);
+    t->specials = NULL;
+    t->n_specials = 0;
+    t->eot = TK_NO_RANK;
+    if (!n) return TK_OK;
+    t->specials = calloc(n, sizeof *t->specials);
+    if (!t->specials) return TK_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++) {
+        if (!sp[k].text || !sp[k].text[0]) return TK_ERR_ARG;
+        t->specials[k].text = strdup(sp[k].text);
+        t->specials[k].id = sp[k].id;
+        t->n_specials = k + 1;
+        if (!t->specials[k].text) return TK_ERR_NOMEM;
+        if (strcmp(sp[k].text, "<|endoftext|>") == 0) t->eot = sp[k].id;
+    }
+    return TK_OK;
+}
+
+/* Validate and index a tokenizer whose arena/tok_off/n_ranks are set. */
+int tk_finalize(tk_tokenizer *t) {
+    int rc;
+    tk_classes_init();
+    for (int b = 0; b < 256; b++) t->byte_rank[b] = TK_NO_RANK;
+    if ((rc = map_build(t))) return rc;
+    for (int b = 0; b < 256; b++) {
+        uint8_t c = (uint8_t)b;
+        t->byte_rank[b] = tk_map_get(t, &c, 1);
+        if (t->byte_rank[b] == TK_NO_RANK) return TK_ERR_MISSING_RANK;
+    }
+    t->pair2 = malloc(65536 * sizeof *t->pair2);
+    if (!t->pair2) return TK_ERR_NOMEM;
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint8_t two[2] = {(uint8_t)(i >> 8), (uint8_t)i};
+        t->pair2[i] = tk_map_get(t, two, 2);
+    }
+    uint32_t vs = t->n_ranks;
+    if (t->rank_to_id) {
+        vs = 0;
+        for (uint32_t r = 0; r < t->n_ranks; r++)
+            if (t->rank_to_id[r] + 1 > vs) vs = t->rank_to_id[r] + 1;
+    }
+    for (size_t k = 0; k < t->n_specials; k++) {
+        uint32_t id = t->specials[k].id;
+        if (!t->rank_to_id && id < t->n_ranks) return TK_ERR_DUP_RANK;
+        if (id + 1 > vs) vs = id + 1;
+    }
+    t->vocab_size = vs;
+    t->id_to_rank = malloc((size_t)vs * sizeof *t->id_to_rank);
+    if (!t->id_to_rank) return TK_ERR_NOMEM;
+    for (uint32_t i = 0; i < vs; i++) t->id_to_rank[i] = TK_NO_RANK;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        uint32_t id = t->rank_to_id ? t->rank_to_id[r] : r;
+        if (t->id_to_rank[id] != TK_NO_RANK) return TK_ERR_DUP_RANK;
+        t->id_to_rank[id] = r;
+    }
+    for (size_t k = 0; k < t->n_specials; k++)
+        if (t->id_to_rank[t->specials[k].id] != TK_NO_RANK) return TK_ERR_DUP_RANK;
+    if (!t->name[0]) snprintf(t->name, sizeof t->name, "custom");
+    compute_fingerprint(t);
+    return TK_OK;
+}
+
+int tk_create(const uint8_t *const *tokens, const uint32_t *lens, uint32_t n_ranks, tk_pattern pat,
+              const tk_special *specials, size_t n_specials, tk_tokenizer **out) {
+    if (!out || !tokens || !lens || n_ranks < 256) return TK_ERR_ARG;
+    *out = NULL;
+    if (pat < TK_PAT_GPT2 || pat > TK_PAT_O200K) return TK_ERR_PATTERN;
+    tk_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return TK_ERR_NOMEM;
+    t->eot = TK_NO_RANK;
+    t->pattern = pat;
+    size_t total = 0;
+    for (uint32_t r = 0; r < n_ranks; r++) total += lens[r];
+    t->arena = malloc(total ? total : 1);
+    t->tok_off = malloc(((size_t)n_ranks + 1) * sizeof *t->tok_off);
+    int rc = TK_ERR_NOMEM;
+    if (!t->arena || !t->tok_off) goto fail;
+    t->n_ranks = n_ranks;
+    size_t off = 0;
+    for (uint32_t r = 0; r < n_ranks; r++) {
+        t->tok_off[r] = off;
+        memcpy(t->arena + off, tokens[r], lens[r]);
+        off += lens[r];
+    }
+    t->tok_off[n_ranks] = off;
+    if ((rc = tk_set_specials(t, specials, n_specials))) goto fail;
+    if ((rc = tk_finalize(t))) goto fail;
+    *out = t;
+    return TK_OK;
+fail:
+    tk_free(t);
+    return rc;
+}
+
+void tk_free(tk_tokenizer *t) {
+    if (!t) return;
+    free(t->arena);
+    free(t->tok_off);
+    free(t->map.slots);
+    free(t->pair2);
+    free(t->rank_to_id);
+    free(t->id_to_rank);
+    for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);
+    free(t->specials);
+    free(t);
+}
+
+uint32_t tk_n_ranks(const tk_tokenizer *t) { return t ? t->n_ranks : 0; }
+uint32_t tk_vocab_size(const tk_tokenizer *t) { return t ? t->vocab_size : 0; }
+tk_pattern tk_get_pattern(const tk_tokenizer *t) { return t ? t->pattern : TK_PAT_NONE; }
+const char *tk_name(const tk_tokenizer *t) { return t ? t->name : ""; }
+size_t tk_n_specials(const tk_tokenizer *t) { return t ? t->n_specials : 0; }
+const tk_special *tk_specials(const tk_tokenizer *t) { return t ? t->specials : NULL; }
+void tk_fingerprint(const tk_tokenizer *t, uint8_t out[32]) { memcpy(out, t->fingerprint, 32); }
+
+int tk_special_id(const tk_tokenizer *t, const char *text, uint32_t *id) {
+    if (!t || !text) return TK_ERR_ARG;
+    for (size_t k = 0; k < t->n_specials; k++)
+        if (strcmp(t->specials[k].text, text) == 0) {
+            if (id) *id = t->specials[k].id;
+            return TK_OK;
+        }
+    return TK_ERR_NOT_FOUND;
+}
+
+int tk_eot_id(const tk_tokenizer *t, uint32_t *id) {
+    if (!t) return TK_ERR_ARG;
+    if (t->eot == TK_NO_RANK) return TK_ERR_NOT_FOUND;
+    if (id) *id = t->eot;
+    return TK_OK;
+}
+
+int tk_token_bytes(const tk_tokenizer *t, uint32_t id, const uint8_t **bytes, size_t *len) {
+    if (!t) return TK_ERR_ARG;
+    if (id >= t->vocab_size) return TK_ERR_RANGE;
+    uint32_t r = t->id_to_rank[id];
+    if (r != TK_NO_RANK) {
+        *bytes = t->arena + t->tok_off[r];
+        *len = t->tok_off[r + 1] - t->tok_off[r];
+        return TK_OK;
+    }
+    for (size_t k = 0; k < t->n_specials; k++)
+        if (t->specials[k].id == id) {
+            *bytes = (const uint8_t *)t->specials[k].text;
+            *len = strlen(t->specials[k].text);
+            return TK_OK;
+        }
+    return TK_ERR_RANGE;
+}
+
+int64_t tk_rank_of(const tk_tokenizer *t, const uint8_t *bytes, size_t len) {
+    if (!t || !len) return -1;
+    uint32_t r = tk_map_get(t, bytes, len);
+    return r == TK_NO_RANK ? -1 : (int64_t)r;
+}
+
+void tk_ids_free(tk_ids *v) {
+    if (!v) return;
+    free(v->ids);
+    v->ids = NULL;
+    v->len = v->cap = 0;
+}
+
+void tk_bytes_free(tk_bytes *b) {
+    if (!b) return;
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+int tk_bytes_append(tk_bytes *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n) cap *= 2;
+        uint8_t *d = realloc(b->data, cap);
+        if (!d) return TK_ERR_NOMEM;
+        b->data = d;
+        b->cap = cap;
+    }
+    if (n && p) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return TK_OK;
+}
