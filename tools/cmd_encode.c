@@ -125,6 +125,99 @@ static int encode_special_batch(const tk_tokenizer *tok, const tk_span *docs, si
     return atomic_load(&j.rc);
 }
 
+/* ---- reader thread: fills batches while the previous one is encoded */
+typedef struct {
+    uint8_t *arena;
+    size_t cap, used;
+    size_t *offs; /* n + 1 entries */
+    size_t n;
+    int eof;   /* no batch after this one */
+    int fatal; /* reader error: message in errmsg, batch contents invalid */
+    char errmsg[512];
+} batch;
+
+typedef struct {
+    ds_reader *rd;
+    const char *cmd;
+    size_t max_docs;
+    uint64_t max_bytes;
+    batch slot[2];
+    int full[2]; /* 1: ready for the encoder; 0: free for the reader */
+    int stop;    /* the encoder gave up: reader quits at the next batch */
+    uint64_t skipped;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} pipeline;
+
+static void fill_batch(pipeline *pl, batch *b)
+{
+    b->n = 0;
+    b->used = 0;
+    b->eof = 0;
+    b->fatal = 0;
+    while (b->n < pl->max_docs && b->used < pl->max_bytes) {
+        ds_record rec;
+        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        if (r == 0) {
+            b->eof = 1;
+            break;
+        }
+        if (r < 0) {
+            if (!b->errmsg[0])
+                snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
+            b->fatal = 1;
+            b->eof = 1;
+            return;
+        }
+        if (rec.status != DS_REC_OK) {
+            pl->skipped++;
+            cli_warn(pl->cmd, "%s:%llu: %s; record skipped", rec.file ? rec.file : "?",
+                     (unsigned long long)rec.line, rec_status_name(rec.status));
+            continue;
+        }
+        if (b->used + rec.len > b->cap) {
+            size_t ncap = b->cap ? b->cap : (size_t)1 << 20;
+            while (ncap < b->used + rec.len)
+                ncap *= 2;
+            uint8_t *na = realloc(b->arena, ncap);
+            if (!na) {
+                snprintf(b->errmsg, sizeof b->errmsg, "out of memory (document of %zu bytes)", rec.len);
+                b->fatal = 1;
+                b->eof = 1;
+                return;
+            }
+            b->arena = na;
+            b->cap = ncap;
+        }
+        if (rec.len)
+            memcpy(b->arena + b->used, rec.text, rec.len);
+        b->offs[b->n++] = b->used;
+        b->used += rec.len;
+    }
+    b->offs[b->n] = b->used;
+}
+
+static void *reader_main(void *arg)
+{
+    pipeline *pl = arg;
+    for (unsigned k = 0;; k ^= 1) {
+        pthread_mutex_lock(&pl->mu);
+        while (pl->full[k] && !pl->stop)
+            pthread_cond_wait(&pl->cv, &pl->mu);
+        int stop = pl->stop;
+        pthread_mutex_unlock(&pl->mu);
+        if (stop)
+            return NULL;
+        fill_batch(pl, &pl->slot[k]);
+        pthread_mutex_lock(&pl->mu);
+        pl->full[k] = 1;
+        pthread_cond_broadcast(&pl->cv);
+        pthread_mutex_unlock(&pl->mu);
+        if (pl->slot[k].eof)
+            return NULL;
+    }
+}
+
 /* ---- output buffer */
 typedef struct {
     char *buf;
@@ -269,9 +362,9 @@ int cmd_encode(int argc, char **argv)
     char *allow_copy = NULL;
     size_t n_allowed = 0;
     int use_special = 0;
-    uint8_t *arena = NULL;
-    size_t arena_cap = 0;
-    size_t *offs = NULL;
+    pipeline pl = {0};
+    pthread_t reader_thread;
+    int reader_started = 0, pl_inited = 0;
     tk_span *spans = NULL;
     tk_ids *ids = NULL;
     char err[512] = "";
@@ -338,10 +431,9 @@ int cmd_encode(int argc, char **argv)
     }
     out.cap = 8u << 20;
     out.buf = malloc(out.cap);
-    offs = malloc(((size_t)batch_docs + 1) * sizeof *offs);
     spans = malloc((size_t)batch_docs * sizeof *spans);
     ids = calloc((size_t)batch_docs, sizeof *ids);
-    if (!out.buf || !offs || !spans || !ids) {
+    if (!out.buf || !spans || !ids) {
         cli_error(cmd, "out of memory");
         rc = EXIT_BAD_INPUT;
         goto done;
@@ -349,55 +441,47 @@ int cmd_encode(int argc, char **argv)
 
     uint64_t n_docs = 0, n_bytes = 0, n_tokens = 0, n_skipped = 0;
     double t0 = cli_now();
-    int eof = 0;
-    while (!eof) {
-        size_t nb = 0, used = 0;
-        /* fill a batch */
-        while (nb < (size_t)batch_docs && used < batch_bytes) {
-            ds_record rec;
-            int r = ds_reader_next(rd, &rec, err, sizeof err);
-            if (r == 0) {
-                eof = 1;
-                break;
-            }
-            if (r < 0) {
-                cli_error(cmd, "%s", err[0] ? err : ds_strerror(r));
-                rc = EXIT_BAD_INPUT;
-                goto done;
-            }
-            if (rec.status != DS_REC_OK) {
-                n_skipped++;
-                cli_warn(cmd, "%s:%llu: %s; record skipped", rec.file ? rec.file : "?",
-                         (unsigned long long)rec.line, rec_status_name(rec.status));
-                continue;
-            }
-            if (used + rec.len > arena_cap) {
-                size_t ncap = arena_cap ? arena_cap : (size_t)1 << 20;
-                while (ncap < used + rec.len)
-                    ncap *= 2;
-                uint8_t *na = realloc(arena, ncap);
-                if (!na) {
-                    cli_error(cmd, "out of memory (document of %zu bytes)", rec.len);
-                    rc = EXIT_BAD_INPUT;
-                    goto done;
-                }
-                arena = na;
-                arena_cap = ncap;
-            }
-            if (rec.len)
-                memcpy(arena + used, rec.text, rec.len);
-            offs[nb] = used;
-            used += rec.len;
-            nb++;
+    pl.rd = rd;
+    pl.cmd = cmd;
+    pl.max_docs = (size_t)batch_docs;
+    pl.max_bytes = batch_bytes;
+    for (int k = 0; k < 2; k++) {
+        pl.slot[k].offs = malloc(((size_t)batch_docs + 1) * sizeof *pl.slot[k].offs);
+        if (!pl.slot[k].offs) {
+            cli_error(cmd, "out of memory");
+            rc = EXIT_BAD_INPUT;
+            goto done;
         }
-        if (nb == 0)
-            break;
+    }
+    pthread_mutex_init(&pl.mu, NULL);
+    pthread_cond_init(&pl.cv, NULL);
+    pl_inited = 1;
+    if (pthread_create(&reader_thread, NULL, reader_main, &pl) != 0) {
+        cli_error(cmd, "cannot start the reader thread");
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    reader_started = 1;
+    for (unsigned k = 0;; k ^= 1) {
+        pthread_mutex_lock(&pl.mu);
+        while (!pl.full[k])
+            pthread_cond_wait(&pl.cv, &pl.mu);
+        pthread_mutex_unlock(&pl.mu);
+        batch *b = &pl.slot[k];
+        if (b->fatal) {
+            cli_error(cmd, "%s", b->errmsg);
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        size_t nb = b->n;
         for (size_t i = 0; i < nb; i++) {
-            spans[i].text = arena + offs[i];
-            spans[i].len = (i + 1 < nb ? offs[i + 1] : used) - offs[i];
+            spans[i].text = b->arena + b->offs[i];
+            spans[i].len = b->offs[i + 1] - b->offs[i];
             ids[i].len = 0;
         }
-        int erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, ids)
+        int erc = TK_OK;
+        if (nb)
+            erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, ids)
                               : tk_encode_batch(tok, spans, nb, (int)threads, ids);
         if (erc != TK_OK) {
             cli_error(cmd, "encoding failed: %s", tk_strerror(erc));
@@ -418,8 +502,18 @@ int cmd_encode(int argc, char **argv)
             }
         }
         n_docs += nb;
-        n_bytes += used;
+        n_bytes += b->used;
+        int last = b->eof;
+        pthread_mutex_lock(&pl.mu);
+        pl.full[k] = 0;
+        pthread_cond_broadcast(&pl.cv);
+        pthread_mutex_unlock(&pl.mu);
+        if (last)
+            break;
     }
+    pthread_join(reader_thread, NULL);
+    reader_started = 0;
+    n_skipped = pl.skipped;
     if (out_flush(&out) || fflush(out.f) != 0 || ferror(out.f)) {
         cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : errno));
         rc = EXIT_BAD_INPUT;
@@ -442,6 +536,21 @@ int cmd_encode(int argc, char **argv)
                 dt > 0 ? (double)n_bytes / dt / 1e6 : 0.0, threads, tk_name(tok));
 
 done:
+    if (reader_started) { /* error path: stop the reader and wait for it */
+        pthread_mutex_lock(&pl.mu);
+        pl.stop = 1;
+        pthread_cond_broadcast(&pl.cv);
+        pthread_mutex_unlock(&pl.mu);
+        pthread_join(reader_thread, NULL);
+    }
+    if (pl_inited) {
+        pthread_mutex_destroy(&pl.mu);
+        pthread_cond_destroy(&pl.cv);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(pl.slot[k].arena);
+        free(pl.slot[k].offs);
+    }
     if (out.f && out.f != stdout) {
         if (fclose(out.f) != 0 && rc == EXIT_OK) {
             cli_error(cmd, "cannot write '%s': %s", out.path, strerror(errno));
@@ -456,8 +565,6 @@ done:
             tk_ids_free(&ids[i]);
     free(ids);
     free(spans);
-    free(offs);
-    free(arena);
     free(allowed);
     free(allow_copy);
     if (rd)
