@@ -31,7 +31,11 @@ help:
 	@sed -n '1,12p' Makefile
 
 deps:
-	@missing=""; \
+	@if ! command -v dpkg-query >/dev/null 2>&1; then \
+	  echo "deps: no dpkg-query (not Debian/Ubuntu): install $(DEPS_PKGS) or their equivalents yourself"; \
+	  exit 0; \
+	fi; \
+	missing=""; \
 	for p in $(DEPS_PKGS); do \
 	  if ! dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q "install ok installed"; then \
 	    missing="$$missing $$p"; \

@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 MKS=${MKSHARDS:-build/tools/mkshards}
-VOCAB=${MKSHARDS_VOCAB_DIR:-$ROOT/../shared/vocab}
+VOCAB=${MKSHARDS_VOCAB_DIR:-$(cd "$ROOT/.." && pwd)/shared/vocab}
 OUT=${DEMO_OUT:-$ROOT/build/demo}
 
 if [ ! -x "$MKS" ]; then
