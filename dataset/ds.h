@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,141 @@ int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_o
 /* 1: a record was produced; 0: end of all inputs; <0: fatal error (err set). */
 int ds_reader_next(ds_reader *r, ds_record *rec, char *err, size_t errlen);
 void ds_reader_free(ds_reader *r);
+
+/* ------------------------------------------------------------ lint / hist
+ * One streaming pass over the inputs: the reader runs on the calling thread,
+ * documents are checked (one byte pass + one tk_count each) on worker
+ * threads in batches, and results are merged in input order, so reports do
+ * not depend on the thread count. Memory: two batches of text, 4 bytes per
+ * document (lengths / token counts, for exact medians and percentiles) and
+ * 16 bytes per distinct document (duplicate detection). */
+
+struct tk_tokenizer;
+
+typedef enum { DS_SEV_INFO = 0, DS_SEV_WARNING = 1, DS_SEV_ERROR = 2 } ds_severity;
+
+/* Lint rules (ids are stable; see docs/lint-rules.md). */
+typedef enum {
+    DS_RULE_ZSTD = 0,          /* zstd-corrupt        error   */
+    DS_RULE_JSON,              /* json-malformed      error   */
+    DS_RULE_FIELD_MISSING,     /* field-missing       error   */
+    DS_RULE_FIELD_TYPE,        /* field-not-string    error   */
+    DS_RULE_UTF8,              /* utf8-invalid        error   */
+    DS_RULE_NUL,               /* nul-byte            error   */
+    DS_RULE_RECORD_TOO_LARGE,  /* record-too-large    error   */
+    DS_RULE_CONTROL,           /* control-char        warning */
+    DS_RULE_EMPTY,             /* empty-doc           warning */
+    DS_RULE_TOO_LONG,          /* doc-too-long        warning */
+    DS_RULE_OUTLIER,           /* outlier-doc         warning */
+    DS_RULE_LONG_LINE,         /* long-line           warning */
+    DS_RULE_LOW_BPT,           /* low-bytes-per-token warning */
+    DS_RULE_BLOB,              /* blob                warning */
+    DS_RULE_LONG_RUN,          /* long-run            warning */
+    DS_RULE_DUPLICATE,         /* duplicate           warning */
+    DS_RULE_SPECIAL,           /* special-token       warning */
+    DS_RULE_SURROGATE,         /* json-lone-surrogate warning */
+    DS_RULE_BOM,               /* bom                 info    */
+    DS_RULE_MIXED_NL,          /* mixed-newlines      info    */
+    DS_RULE_COUNT
+} ds_rule;
+
+typedef struct {
+    const char *id;         /* "utf8-invalid" */
+    ds_severity severity;
+    const char *title;      /* one line: what it means */
+    const char *fix;        /* one line: what to do */
+} ds_rule_info;
+const ds_rule_info *ds_rule_get(int rule);           /* NULL if out of range */
+int ds_rule_find(const char *id);                    /* rule index or -1 */
+const char *ds_severity_name(ds_severity s);         /* "info", "warning", "error" */
+
+typedef struct {
+    const struct tk_tokenizer *tok; /* NULL: byte checks only (no token counts) */
+    uint64_t seq_len;               /* L in tokens (0: not set) */
+    uint64_t max_doc_bytes;         /* doc-too-long limit when there is no tokenizer or no L
+                                       (0: 8 MiB; with L and no tokenizer: 8*L) */
+    size_t max_examples;            /* per rule (default 5; 0 keeps 0 when set_examples) */
+    int set_examples;               /* 1: max_examples is meant as given (even 0) */
+    int threads;                    /* worker threads (0 = all cores) */
+    int lint;                       /* run the lint checks */
+    int hist;                       /* collect per-document token counts (needs tok) */
+    /* thresholds (0 = default) */
+    double outlier_factor;          /* outlier-doc: > factor x median bytes (100) ... */
+    uint64_t outlier_min_bytes;     /* ... and > this many bytes (1 MiB) */
+    uint64_t long_line_bytes;       /* long-line: a line of at least this (1 MiB) */
+    uint64_t long_run_bytes;        /* long-run: non-whitespace run of at least this (4096) */
+    double min_bytes_per_token;     /* low-bytes-per-token below this (1.2) ... */
+    uint64_t bpt_min_bytes;         /* ... for documents of at least this many bytes (1024) */
+    uint64_t batch_bytes;           /* text per batch (8 MiB) */
+} ds_analyze_opts;
+void ds_analyze_opts_init(ds_analyze_opts *o);
+
+typedef struct {
+    char *file;
+    uint64_t line;      /* 1-based line of the record */
+    uint64_t offset;    /* byte offset of the record in the decompressed input */
+    uint64_t index;     /* 0-based record index over all inputs */
+    uint64_t pos;       /* byte position inside the document text (in-document rules), else 0 */
+    uint64_t value;     /* rule-specific number (tokens, bytes, count ...) */
+    char note[120];     /* short human detail */
+} ds_lint_example;
+
+typedef struct {
+    uint64_t count;
+    size_t n_examples;
+    ds_lint_example *examples;
+} ds_lint_finding;
+
+typedef struct {
+    ds_lint_finding rules[DS_RULE_COUNT];
+    uint64_t records, docs, bytes, tokens; /* docs = records with usable text */
+    uint64_t files;
+    uint64_t median_bytes;
+    int has_tokens;
+    uint64_t seq_len, max_doc_bytes;
+    char tokenizer[64];
+} ds_lint_report;
+
+/* Token-count statistics (hist). Counts exclude any end-of-text token. */
+#define DS_HIST_MAX_BINS 48
+typedef struct {
+    uint64_t docs, tokens, bytes, skipped; /* skipped: records without usable text */
+    double mean;
+    uint64_t min, p50, p90, p99, p999, max;
+    uint64_t seq_len;
+    uint64_t docs_over, tokens_over;       /* docs with > L tokens, and their tokens */
+    uint64_t trunc_lost;                   /* truncate: tokens past L */
+    uint64_t chunk_rows;                   /* chunk: sum ceil(t/L) */
+    uint64_t drop_docs, drop_tokens;       /* drop: docs over L and their tokens */
+    uint64_t pad_rows, pad_waste;          /* pad-to-L: one row per doc (cut at L), pad tokens */
+    uint64_t pack_rows;                    /* pack: ceil(sum(t+1)/L) rows (1 separator per doc) */
+    double pack_util;                      /* sum(t+1) / (rows*L) */
+    size_t n_bins;                         /* bin 0: 0 tokens; bin k: [2^(k-1), 2^k) */
+    uint64_t bin_docs[DS_HIST_MAX_BINS];
+    uint64_t bin_tokens[DS_HIST_MAX_BINS];
+    char tokenizer[64];
+} ds_hist;
+
+/* Run lint and/or hist in one pass. Either output may be NULL. <0 on a
+ * fatal error (cannot open an input, out of memory, tokenizer failure). */
+int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts,
+               const ds_analyze_opts *aopts, ds_lint_report **lint_out, ds_hist **hist_out, char *err,
+               size_t errlen);
+void ds_lint_report_free(ds_lint_report *r);
+void ds_hist_free(ds_hist *h);
+
+/* Worst severity present (count > 0): -1 if clean. */
+int ds_lint_worst(const ds_lint_report *r);
+/* Exit status for `mkshards lint`: 0 clean (info only), 1 warnings, 2 errors. */
+int ds_lint_exit_code(const ds_lint_report *r);
+int ds_lint_print(const ds_lint_report *r, FILE *f);   /* human table + examples */
+int ds_lint_write_json(const ds_lint_report *r, FILE *f);
+int ds_hist_print(const ds_hist *h, FILE *f, int width); /* terminal report and bar chart */
+int ds_hist_write_json(const ds_hist *h, FILE *f);
+int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errlen);
+/* Fill the derived fields (mean, percentiles, policies, bins) of h from
+ * per-document counts (exposed for tests and other tools). */
+int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_len);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,886 @@
+/* analyze.c - one streaming pass for lint and hist: the reader runs on the
+ * calling thread and fills batches; worker threads check/count documents;
+ * results are merged in input order (deterministic for any thread count). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ds.h"
+#include "ds_internal.h"
+#include "tk.h"
+
+/* ------------------------------------------------------------ rule table */
+
+static const ds_rule_info k_rules[DS_RULE_COUNT] = {
+    [DS_RULE_ZSTD] = {"zstd-corrupt", DS_SEV_ERROR, "truncated or corrupt zstd stream; the rest of the file is lost",
+                      "re-download or re-compress the file (zstd -t FILE shows the damage)"},
+    [DS_RULE_JSON] = {"json-malformed", DS_SEV_ERROR, "line is not valid JSON",
+                      "fix the writer; look for unescaped quotes/newlines or a cut line"},
+    [DS_RULE_FIELD_MISSING] = {"field-missing", DS_SEV_ERROR, "the text field is absent (or the line is not an object)",
+                               "pass --field with the right (dotted) name, or fix the records"},
+    [DS_RULE_FIELD_TYPE] = {"field-not-string", DS_SEV_ERROR, "the text field is not a string (null, number, object...)",
+                            "point --field at the string, or fix the records"},
+    [DS_RULE_UTF8] = {"utf8-invalid", DS_SEV_ERROR, "invalid UTF-8 bytes",
+                      "re-decode the source with its real encoding (iconv -f latin1 ...)"},
+    [DS_RULE_NUL] = {"nul-byte", DS_SEV_ERROR, "NUL byte (or \\u0000) inside a document",
+                     "binary data leaked in; drop the document or strip NULs"},
+    [DS_RULE_RECORD_TOO_LARGE] = {"record-too-large", DS_SEV_ERROR,
+                                  "record over the reader's byte limit; it is skipped (or cut)",
+                                  "a missed separator? use --doc-sep line|blank-line or split the file"},
+    [DS_RULE_CONTROL] = {"control-char", DS_SEV_WARNING, "C0/C1 control characters other than tab, newline, CR, FF",
+                         "strip them, or check for mis-decoded text (cp1252 read as latin1)"},
+    [DS_RULE_EMPTY] = {"empty-doc", DS_SEV_WARNING, "empty or whitespace-only document", "drop such records"},
+    [DS_RULE_TOO_LONG] = {"doc-too-long", DS_SEV_WARNING,
+                          "document longer than L tokens (or than the byte limit without a tokenizer)",
+                          "pick an over-long policy (see mkshards hist) or split the documents"},
+    [DS_RULE_OUTLIER] = {"outlier-doc", DS_SEV_WARNING,
+                         "document many times longer than the median: is a whole file one document?",
+                         "check the separator (--doc-sep) / the JSONL writer"},
+    [DS_RULE_LONG_LINE] = {"long-line", DS_SEV_WARNING, "a single line of megabytes",
+                           "a missed separator or a minified/serialized blob; split or drop it"},
+    [DS_RULE_LOW_BPT] = {"low-bytes-per-token", DS_SEV_WARNING,
+                         "very few bytes per token: binary-ish or garbage text that explodes into tokens",
+                         "inspect and drop the document"},
+    [DS_RULE_BLOB] = {"blob", DS_SEV_WARNING, "base64 or hex-dump data inside a document",
+                      "strip embedded data (data: URIs, dumps) before training"},
+    [DS_RULE_LONG_RUN] = {"long-run", DS_SEV_WARNING,
+                          "a run of non-whitespace so long that BPE cost explodes (minified data, blobs)",
+                          "drop or split the run"},
+    [DS_RULE_DUPLICATE] = {"duplicate", DS_SEV_WARNING, "exact duplicate of an earlier document (64-bit hash)",
+                           "deduplicate the corpus"},
+    [DS_RULE_SPECIAL] = {"special-token", DS_SEV_WARNING, "special-token text such as <|endoftext|> inside a document",
+                         "it is encoded as plain text by encode; remove it if it was meant as a separator"},
+    [DS_RULE_SURROGATE] = {"json-lone-surrogate", DS_SEV_WARNING,
+                           "unpaired \\uD800-\\uDFFF escape in JSON (replaced by U+FFFD)",
+                           "fix the writer (usually text cut inside a UTF-16 pair)"},
+    [DS_RULE_BOM] = {"bom", DS_SEV_INFO, "UTF-8 byte-order mark at the start (stripped by the reader)", "none needed"},
+    [DS_RULE_MIXED_NL] = {"mixed-newlines", DS_SEV_INFO, "both CRLF and LF line endings in one document",
+                          "normalise line endings (dos2unix)"},
+};
+
+const ds_rule_info *ds_rule_get(int rule) {
+    if (rule < 0 || rule >= DS_RULE_COUNT) return NULL;
+    return &k_rules[rule];
+}
+int ds_rule_find(const char *id) {
+    for (int i = 0; i < DS_RULE_COUNT; i++)
+        if (id && strcmp(k_rules[i].id, id) == 0) return i;
+    return -1;
+}
+const char *ds_severity_name(ds_severity s) {
+    return s == DS_SEV_ERROR ? "error" : s == DS_SEV_WARNING ? "warning" : "info";
+}
+
+void ds_analyze_opts_init(ds_analyze_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->max_examples = 5;
+    o->lint = 1;
+}
+
+/* ------------------------------------------------------ per-doc checks */
+
+typedef struct {
+    uint32_t hits;                   /* bit per rule */
+    uint64_t pos[DS_RULE_COUNT];
+    uint64_t val[DS_RULE_COUNT];
+    uint8_t note[DS_RULE_COUNT];     /* small code per rule (e.g. blob kind) */
+    uint64_t tokens;
+    int tok_rc;
+    uint64_t hash;
+} doc_res;
+
+#define HIT(res, rule, p, v)                          \
+    do {                                              \
+        if (!((res)->hits & (1u << (rule)))) {        \
+            (res)->hits |= 1u << (rule);              \
+            (res)->pos[rule] = (p);                   \
+            (res)->val[rule] = (v);                   \
+        }                                             \
+    } while (0)
+
+typedef struct {
+    uint64_t long_line, long_run;
+} scan_cfg;
+
+static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* Character classes for runs. */
+enum { CL_UPPER = 1, CL_LOWER = 2, CL_DIGIT = 4, CL_B64 = 8, CL_HEX = 16 };
+static uint8_t k_cls[256];
+static void init_cls(void) {
+    for (int c = 0; c < 256; c++) {
+        uint8_t m = 0;
+        if (c >= 'A' && c <= 'Z') m |= CL_UPPER | CL_B64;
+        if (c >= 'a' && c <= 'z') m |= CL_LOWER | CL_B64;
+        if (c >= '0' && c <= '9') m |= CL_DIGIT | CL_B64 | CL_HEX;
+        if ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) m |= CL_HEX;
+        if (c == '+' || c == '/' || c == '=' || c == '-' || c == '_') m |= CL_B64;
+        k_cls[c] = m;
+    }
+}
+
+/* Validate one UTF-8 sequence at p[i]; returns its length or 0 if invalid. */
+static size_t utf8_seq(const uint8_t *p, size_t n, size_t i) {
+    uint8_t c = p[i];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) {
+        if (i + 1 < n && (p[i + 1] & 0xC0) == 0x80) return 2;
+        return 0;
+    }
+    if (c < 0xF0) {
+        if (i + 2 >= n) return 0;
+        uint8_t c1 = p[i + 1], c2 = p[i + 2];
+        if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && c1 < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && c1 >= 0xA0) return 0; /* surrogates */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (i + 3 >= n) return 0;
+        uint8_t c1 = p[i + 1], c2 = p[i + 2], c3 = p[i + 3];
+        if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80 || (c3 & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && c1 < 0x90) return 0;
+        if (c == 0xF4 && c1 >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+/* First invalid UTF-8 position, or n if valid. */
+static size_t utf8_first_invalid(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = utf8_seq(p, n, i);
+        if (!k) return i;
+        i += k;
+    }
+    return n;
+}
+
+/* Blob note codes */
+enum { BLOB_BASE64 = 1, BLOB_HEX = 2, BLOB_HEXDUMP = 3 };
+
+/* One pass over the bytes: every in-document byte rule. */
+static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *res) {
+    int nonws = 0;
+    uint64_t line_start = 0, crlf = 0, lf = 0;
+    uint64_t run_start = 0, run_len = 0;
+    uint8_t run_and = 0xFF, run_or = 0;
+    uint64_t b64_bytes = 0, hex_bytes = 0, hexword_bytes = 0, nonws_bytes = 0, longest_blob = 0, blob_pos = 0;
+    int blob_kind = 0;
+    uint64_t ctrl_count = 0, nul_count = 0, special_count = 0;
+    size_t i = 0;
+    while (i <= n) {
+        uint8_t c = i < n ? p[i] : '\n'; /* sentinel newline ends line/run */
+        int at_end = i == n;
+        if (!at_end && c >= 0x80) {
+            size_t k = utf8_seq(p, n, i);
+            if (!k) {
+                HIT(res, DS_RULE_UTF8, i, p[i]);
+                k = 1;
+            } else if (k == 2 && c == 0xC2 && p[i + 1] < 0xA0) {
+                /* C1 control U+0080..U+009F */
+                ctrl_count++;
+                HIT(res, DS_RULE_CONTROL, i, 0x80 + (p[i + 1] & 0x1F));
+            }
+            nonws = 1;
+            if (run_len == 0) run_start = i;
+            run_len += k;
+            run_and = 0; /* non-ASCII: not base64/hex */
+            nonws_bytes += k;
+            i += k;
+            continue;
+        }
+        if (!at_end) {
+            if (c == 0) {
+                nul_count++;
+                HIT(res, DS_RULE_NUL, i, 0);
+            } else if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f') || c == 0x7F) {
+                ctrl_count++;
+                HIT(res, DS_RULE_CONTROL, i, c);
+            }
+            if (c == '<' && i + 3 < n && p[i + 1] == '|') {
+                size_t j = i + 2, lim = i + 66 < n ? i + 66 : n;
+                while (j < lim && (k_cls[p[j]] & (CL_UPPER | CL_LOWER | CL_DIGIT) || p[j] == '_')) j++;
+                if (j > i + 2 && j + 1 < n && p[j] == '|' && p[j + 1] == '>') {
+                    special_count++;
+                    HIT(res, DS_RULE_SPECIAL, i, j + 2 - i);
+                }
+            }
+        }
+        if (at_end || is_ws(c)) {
+            if (run_len) {
+                if (run_len >= cfg->long_run) HIT(res, DS_RULE_LONG_RUN, run_start, run_len);
+                uint8_t need = CL_UPPER | CL_LOWER | CL_DIGIT;
+                int kind = 0;
+                if ((run_and & CL_B64) && (run_or & need) == need && run_len >= 64) {
+                    b64_bytes += run_len;
+                    kind = BLOB_BASE64;
+                } else if ((run_and & CL_HEX) && (run_or & CL_DIGIT) && run_len >= 32) {
+                    hex_bytes += run_len;
+                    kind = BLOB_HEX;
+                } else if (run_len >= 2 && run_len <= 10) {
+                    /* hex-dump words: 2..8 hex digits, or 0x-prefixed */
+                    const uint8_t *w = p + run_start;
+                    size_t wl = run_len;
+                    if (wl > 0 && w[wl - 1] == ',') wl--;
+                    if (wl > 2 && w[0] == '0' && (w[1] == 'x' || w[1] == 'X')) w += 2, wl -= 2;
+                    int ok = wl >= 2 && wl <= 8;
+                    for (size_t q = 0; ok && q < wl; q++) ok = (k_cls[w[q]] & CL_HEX) != 0;
+                    if (ok) hexword_bytes += run_len;
+                }
+                if (kind && run_len > longest_blob) {
+                    longest_blob = run_len;
+                    blob_pos = run_start;
+                    blob_kind = kind;
+                }
+                run_len = 0;
+                run_and = 0xFF;
+                run_or = 0;
+            }
+            if (c == '\n') {
+                uint64_t ll = i - line_start;
+                if (ll >= cfg->long_line) HIT(res, DS_RULE_LONG_LINE, line_start, ll);
+                if (!at_end) {
+                    if (i > 0 && p[i - 1] == '\r') crlf++;
+                    else lf++;
+                }
+                line_start = i + 1;
+            }
+        } else {
+            nonws = 1;
+            if (run_len == 0) run_start = i;
+            run_len++;
+            nonws_bytes++;
+            run_and &= k_cls[c];
+            run_or |= k_cls[c];
+        }
+        i++;
+    }
+    if (!nonws) HIT(res, DS_RULE_EMPTY, 0, n);
+    if (crlf && lf) HIT(res, DS_RULE_MIXED_NL, 0, crlf < lf ? crlf : lf);
+    if (res->hits & (1u << DS_RULE_CONTROL)) res->val[DS_RULE_CONTROL] |= ctrl_count << 8;
+    if (res->hits & (1u << DS_RULE_NUL)) res->val[DS_RULE_NUL] = nul_count;
+    if (res->hits & (1u << DS_RULE_SPECIAL)) res->val[DS_RULE_SPECIAL] = special_count;
+    uint64_t blob = b64_bytes + hex_bytes;
+    if (nonws_bytes >= 256 && hexword_bytes * 2 >= nonws_bytes) {
+        HIT(res, DS_RULE_BLOB, 0, hexword_bytes);
+        res->note[DS_RULE_BLOB] = BLOB_HEXDUMP;
+    } else if (longest_blob >= 4096 || (blob >= 1024 && blob * 2 >= nonws_bytes)) {
+        HIT(res, DS_RULE_BLOB, blob_pos, blob);
+        res->note[DS_RULE_BLOB] = (uint8_t)blob_kind;
+    }
+}
+
+/* ---------------------------------------------------------- batches */
+
+typedef struct {
+    ds_rec_status status;
+    uint32_t flags;
+    const char *file;
+    uint64_t line, offset, index, record_bytes;
+    size_t text_off, len; /* into the arena */
+    int has_text;
+    size_t detail_off;    /* into the arena, (size_t)-1 = none */
+} item;
+
+typedef struct {
+    item *items;
+    doc_res *res;
+    size_t n, cap;
+    uint8_t *arena;
+    size_t alen, acap;
+    atomic_size_t next;
+} batch;
+
+typedef struct analyzer analyzer;
+struct analyzer {
+    const ds_analyze_opts *o;
+    scan_cfg cfg;
+    const tk_tokenizer *tok;
+    /* pool */
+    pthread_t *th;
+    int nth;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    batch *cur;
+    uint64_t gen;
+    int finished;
+    int quit;
+    atomic_int tok_err;
+};
+
+static int arena_put(batch *b, const void *p, size_t n, size_t *off) {
+    if (b->alen + n + 1 > b->acap) {
+        size_t nc = b->acap ? b->acap : 1 << 20;
+        while (nc < b->alen + n + 1) nc *= 2;
+        uint8_t *na = realloc(b->arena, nc);
+        if (!na) return DS_ERR_NOMEM;
+        b->arena = na;
+        b->acap = nc;
+    }
+    *off = b->alen;
+    if (n) memcpy(b->arena + b->alen, p, n);
+    b->alen += n;
+    b->arena[b->alen++] = 0;
+    return DS_OK;
+}
+
+static void process_item(analyzer *a, batch *b, size_t i) {
+    item *it = &b->items[i];
+    doc_res *res = &b->res[i];
+    memset(res, 0, sizeof *res);
+    if (!it->has_text) return;
+    const uint8_t *t = b->arena + it->text_off;
+    if (it->status == DS_REC_BAD_JSON) {
+        if (a->o->lint) {
+            size_t bad = utf8_first_invalid(t, it->len);
+            if (bad < it->len) HIT(res, DS_RULE_UTF8, bad, t[bad]);
+        }
+        return;
+    }
+    if (a->o->lint) {
+        scan_doc(t, it->len, &a->cfg, res);
+        res->hash = XXH3_64bits(t, it->len);
+    }
+    if (a->tok) {
+        size_t nt = 0;
+        res->tok_rc = tk_count(a->tok, t, it->len, &nt);
+        res->tokens = nt;
+        if (res->tok_rc) atomic_store(&a->tok_err, res->tok_rc);
+    }
+}
+
+static void *worker(void *arg) {
+    analyzer *a = arg;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (!a->quit && a->gen == seen) pthread_cond_wait(&a->cv_work, &a->mu);
+        if (a->quit) {
+            pthread_mutex_unlock(&a->mu);
+            return NULL;
+        }
+        seen = a->gen;
+        batch *b = a->cur;
+        pthread_mutex_unlock(&a->mu);
+        for (;;) {
+            size_t i = atomic_fetch_add(&b->next, 1);
+            if (i >= b->n) break;
+            process_item(a, b, i);
+        }
+        pthread_mutex_lock(&a->mu);
+        if (++a->finished == a->nth) pthread_cond_signal(&a->cv_done);
+        pthread_mutex_unlock(&a->mu);
+    }
+}
+
+static void submit(analyzer *a, batch *b) {
+    atomic_store(&b->next, 0);
+    if (a->nth == 0) {
+        for (size_t i = 0; i < b->n; i++) process_item(a, b, i);
+        return;
+    }
+    pthread_mutex_lock(&a->mu);
+    a->cur = b;
+    a->finished = 0;
+    a->gen++;
+    pthread_cond_broadcast(&a->cv_work);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void wait_batch(analyzer *a) {
+    if (a->nth == 0) return;
+    pthread_mutex_lock(&a->mu);
+    while (a->finished < a->nth) pthread_cond_wait(&a->cv_done, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* ------------------------------------------------------- aggregation */
+
+typedef struct {
+    uint64_t *keys; /* hash (0 is remapped to 1) */
+    uint64_t *first;
+    size_t cap, n;
+} hset;
+
+static int hset_insert(hset *h, uint64_t key, uint64_t idx, uint64_t *first) {
+    if (key == 0) key = 1;
+    if ((h->n + 1) * 4 > h->cap * 3) {
+        size_t nc = h->cap ? h->cap * 2 : 1 << 12;
+        uint64_t *nk = calloc(nc, sizeof *nk), *nf = malloc(nc * sizeof *nf);
+        if (!nk || !nf) {
+            free(nk);
+            free(nf);
+            return DS_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < h->cap; i++)
+            if (h->keys[i]) {
+                size_t j = h->keys[i] & (nc - 1);
+                while (nk[j]) j = (j + 1) & (nc - 1);
+                nk[j] = h->keys[i];
+                nf[j] = h->first[i];
+            }
+        free(h->keys);
+        free(h->first);
+        h->keys = nk;
+        h->first = nf;
+        h->cap = nc;
+    }
+    size_t j = key & (h->cap - 1);
+    while (h->keys[j]) {
+        if (h->keys[j] == key) {
+            *first = h->first[j];
+            return 1;
+        }
+        j = (j + 1) & (h->cap - 1);
+    }
+    h->keys[j] = key;
+    h->first[j] = idx;
+    h->n++;
+    return 0;
+}
+
+typedef struct {
+    uint64_t len;
+    ds_lint_example ex;
+} big_doc;
+
+typedef struct {
+    analyzer *a;
+    ds_lint_report *rep;
+    uint32_t *lens;   /* bytes per doc (capped at 4G) for the median */
+    uint32_t *counts; /* tokens per doc (hist) */
+    size_t n_docs, cap_lens, cap_counts;
+    uint64_t hist_bytes, hist_skipped;
+    hset dup;
+    big_doc *big;     /* min-heap of the largest docs (outlier candidates) */
+    size_t n_big, cap_big;
+    const char *last_file;
+} agg;
+
+static void add_example(agg *g, int rule, const item *it, uint64_t pos, uint64_t value, const char *note) {
+    ds_lint_finding *f = &g->rep->rules[rule];
+    f->count++;
+    size_t maxex = g->a->o->max_examples;
+    if (f->n_examples >= maxex) return;
+    if (!f->examples) {
+        f->examples = calloc(maxex, sizeof *f->examples);
+        if (!f->examples) return;
+    }
+    ds_lint_example *e = &f->examples[f->n_examples];
+    e->file = strdup(it->file);
+    if (!e->file) return;
+    e->line = it->line;
+    e->offset = it->offset;
+    e->index = it->index;
+    e->pos = pos;
+    e->value = value;
+    snprintf(e->note, sizeof e->note, "%s", note ? note : "");
+    f->n_examples++;
+}
+
+static int push_u32(uint32_t **v, size_t n, size_t *cap, uint32_t x) {
+    if (n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4096;
+        uint32_t *nv = realloc(*v, nc * sizeof *nv);
+        if (!nv) return DS_ERR_NOMEM;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[n] = x;
+    return DS_OK;
+}
+
+static void heap_push(agg *g, uint64_t len, const item *it) {
+    size_t cap = g->cap_big;
+    big_doc d = {len, {0}};
+    d.ex.line = it->line;
+    d.ex.offset = it->offset;
+    d.ex.index = it->index;
+    d.ex.value = len;
+    if (g->n_big == cap) {
+        if (len <= g->big[0].len) return;
+        free(g->big[0].ex.file);
+        g->big[0] = g->big[--g->n_big];
+        /* sift down */
+        size_t i = 0;
+        for (;;) {
+            size_t l = 2 * i + 1, r = l + 1, m = i;
+            if (l < g->n_big && g->big[l].len < g->big[m].len) m = l;
+            if (r < g->n_big && g->big[r].len < g->big[m].len) m = r;
+            if (m == i) break;
+            big_doc t = g->big[i];
+            g->big[i] = g->big[m];
+            g->big[m] = t;
+            i = m;
+        }
+    }
+    d.ex.file = strdup(it->file);
+    if (!d.ex.file) return;
+    size_t i = g->n_big++;
+    g->big[i] = d;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (g->big[p].len <= g->big[i].len) break;
+        big_doc t = g->big[i];
+        g->big[i] = g->big[p];
+        g->big[p] = t;
+        i = p;
+    }
+}
+
+static const char *blob_name(int k) {
+    return k == BLOB_BASE64 ? "base64" : k == BLOB_HEX ? "hex string" : k == BLOB_HEXDUMP ? "hex dump" : "blob";
+}
+
+static int aggregate(agg *g, batch *b) {
+    const ds_analyze_opts *o = g->a->o;
+    ds_lint_report *rep = g->rep;
+    char note[160];
+    for (size_t i = 0; i < b->n; i++) {
+        const item *it = &b->items[i];
+        const doc_res *r = &b->res[i];
+        const char *detail = it->detail_off != (size_t)-1 ? (const char *)b->arena + it->detail_off : NULL;
+        if (rep) {
+            rep->records++;
+            if (it->file != g->last_file) {
+                g->last_file = it->file;
+                rep->files++;
+            }
+        }
+        int usable = it->has_text && (it->status == DS_REC_OK || it->status == DS_REC_OVERLONG);
+        if (!usable) g->hist_skipped++;
+        if (rep) {
+            switch (it->status) {
+            case DS_REC_ZSTD_ERROR: add_example(g, DS_RULE_ZSTD, it, 0, 0, detail); break;
+            case DS_REC_BAD_JSON:
+                if (r->hits & (1u << DS_RULE_UTF8)) {
+                    snprintf(note, sizeof note, "byte 0x%02X in the JSON line (the parser rejects it)",
+                             (unsigned)r->val[DS_RULE_UTF8]);
+                    add_example(g, DS_RULE_UTF8, it, r->pos[DS_RULE_UTF8], r->val[DS_RULE_UTF8], note);
+                } else add_example(g, DS_RULE_JSON, it, 0, 0, detail);
+                break;
+            case DS_REC_MISSING_FIELD: add_example(g, DS_RULE_FIELD_MISSING, it, 0, 0, detail); break;
+            case DS_REC_NOT_STRING: add_example(g, DS_RULE_FIELD_TYPE, it, 0, 0, detail); break;
+            case DS_REC_OVERLONG:
+                snprintf(note, sizeof note, "%llu bytes%s", (unsigned long long)it->record_bytes,
+                         (it->flags & DS_RECF_CUT) ? ", cut" : ", skipped");
+                add_example(g, DS_RULE_RECORD_TOO_LARGE, it, 0, it->record_bytes, note);
+                break;
+            default: break;
+            }
+            if (it->flags & DS_RECF_JSON_LONE_SURROGATE) add_example(g, DS_RULE_SURROGATE, it, 0, 0, NULL);
+            if (it->flags & DS_RECF_BOM) add_example(g, DS_RULE_BOM, it, 0, 0, NULL);
+        }
+        if (!usable) continue;
+        uint64_t len = it->len;
+        if (rep) {
+            rep->docs++;
+            rep->bytes += len;
+            if (g->a->tok) rep->tokens += r->tokens;
+        }
+        if (g->a->tok && o->hist) {
+            if (push_u32(&g->counts, g->n_docs, &g->cap_counts, (uint32_t)r->tokens)) return DS_ERR_NOMEM;
+            g->hist_bytes += len;
+        }
+        if (rep && push_u32(&g->lens, g->n_docs, &g->cap_lens, len > UINT32_MAX ? UINT32_MAX : (uint32_t)len))
+            return DS_ERR_NOMEM;
+        g->n_docs++;
+        if (!rep) continue;
+        /* in-document rules, in rule order */
+        for (int rule = 0; rule < DS_RULE_COUNT; rule++) {
+            if (!(r->hits & (1u << rule))) continue;
+            uint64_t pos = r->pos[rule], v = r->val[rule];
+            note[0] = 0;
+            switch (rule) {
+            case DS_RULE_UTF8: snprintf(note, sizeof note, "byte 0x%02X", (unsigned)v); break;
+            case DS_RULE_NUL: snprintf(note, sizeof note, "%llu NUL byte(s)", (unsigned long long)v); break;
+            case DS_RULE_CONTROL:
+                snprintf(note, sizeof note, "U+%04X, %llu control char(s)", (unsigned)(v & 0xFF),
+                         (unsigned long long)(v >> 8));
+                v >>= 8;
+                break;
+            case DS_RULE_EMPTY: snprintf(note, sizeof note, "%llu bytes, no visible text", (unsigned long long)v); break;
+            case DS_RULE_LONG_LINE: snprintf(note, sizeof note, "line of %llu bytes", (unsigned long long)v); break;
+            case DS_RULE_LONG_RUN:
+                snprintf(note, sizeof note, "%llu bytes without whitespace", (unsigned long long)v);
+                break;
+            case DS_RULE_BLOB:
+                snprintf(note, sizeof note, "%s, %llu bytes", blob_name(r->note[DS_RULE_BLOB]), (unsigned long long)v);
+                break;
+            case DS_RULE_SPECIAL: snprintf(note, sizeof note, "%llu occurrence(s)", (unsigned long long)v); break;
+            case DS_RULE_MIXED_NL: break;
+            default: break;
+            }
+            if (rule == DS_RULE_SPECIAL) {
+                /* quote the first occurrence */
+                const uint8_t *t = b->arena + it->text_off + pos;
+                size_t k = 2;
+                while (k < 64 && pos + k < it->len && t[k] != '>') k++;
+                snprintf(note, sizeof note, "%.*s, %llu occurrence(s)", (int)(k + 1), (const char *)t,
+                         (unsigned long long)v);
+            }
+            add_example(g, rule, it, pos, v, note);
+        }
+        /* length rules */
+        if (g->a->tok && o->seq_len) {
+            if (r->tokens > o->seq_len) {
+                snprintf(note, sizeof note, "%llu tokens > L=%llu", (unsigned long long)r->tokens,
+                         (unsigned long long)o->seq_len);
+                add_example(g, DS_RULE_TOO_LONG, it, 0, r->tokens, note);
+            }
+        } else if (len > rep->max_doc_bytes) {
+            snprintf(note, sizeof note, "%llu bytes > %llu", (unsigned long long)len,
+                     (unsigned long long)rep->max_doc_bytes);
+            add_example(g, DS_RULE_TOO_LONG, it, 0, len, note);
+        }
+        double min_bpt = o->min_bytes_per_token > 0 ? o->min_bytes_per_token : 1.2;
+        uint64_t bpt_min = o->bpt_min_bytes ? o->bpt_min_bytes : 1024;
+        if (g->a->tok && len >= bpt_min && r->tokens && (double)len / (double)r->tokens < min_bpt) {
+            snprintf(note, sizeof note, "%.2f bytes/token (%llu tokens)", (double)len / (double)r->tokens,
+                     (unsigned long long)r->tokens);
+            add_example(g, DS_RULE_LOW_BPT, it, 0, r->tokens, note);
+        }
+        /* duplicates (non-empty only) */
+        if (!(r->hits & (1u << DS_RULE_EMPTY))) {
+            uint64_t first;
+            int d = hset_insert(&g->dup, r->hash, it->index, &first);
+            if (d < 0) return d;
+            if (d == 1) {
+                snprintf(note, sizeof note, "same text as record #%llu", (unsigned long long)first);
+                add_example(g, DS_RULE_DUPLICATE, it, 0, first, note);
+            }
+        }
+        heap_push(g, len, it);
+    }
+    return DS_OK;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+static int cmp_big_desc(const void *a, const void *b) {
+    const big_doc *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->ex.index < y->ex.index ? -1 : x->ex.index > y->ex.index;
+}
+
+static void finish_outliers(agg *g) {
+    ds_lint_report *rep = g->rep;
+    const ds_analyze_opts *o = g->a->o;
+    if (!g->n_docs) return;
+    uint32_t *tmp = malloc(g->n_docs * sizeof *tmp);
+    if (!tmp) return;
+    memcpy(tmp, g->lens, g->n_docs * sizeof *tmp);
+    qsort(tmp, g->n_docs, sizeof *tmp, cmp_u32);
+    uint64_t med = tmp[(g->n_docs - 1) / 2];
+    rep->median_bytes = med;
+    double factor = o->outlier_factor > 0 ? o->outlier_factor : 100.0;
+    uint64_t minb = o->outlier_min_bytes ? o->outlier_min_bytes : (1u << 20);
+    double thr = factor * (double)(med ? med : 1);
+    if (thr < (double)minb) thr = (double)minb;
+    uint64_t count = 0;
+    for (size_t i = 0; i < g->n_docs; i++)
+        if ((double)tmp[i] > thr) count++;
+    free(tmp);
+    qsort(g->big, g->n_big, sizeof *g->big, cmp_big_desc);
+    ds_lint_finding *f = &rep->rules[DS_RULE_OUTLIER];
+    f->count = count;
+    size_t maxex = o->max_examples;
+    for (size_t i = 0; i < g->n_big && f->n_examples < maxex; i++) {
+        if ((double)g->big[i].len <= thr) break;
+        if (!f->examples && !(f->examples = calloc(maxex, sizeof *f->examples))) return;
+        ds_lint_example *e = &f->examples[f->n_examples++];
+        *e = g->big[i].ex;
+        g->big[i].ex.file = NULL;
+        snprintf(e->note, sizeof e->note, "%llu bytes = %.0fx the median (%llu)", (unsigned long long)g->big[i].len,
+                 (double)g->big[i].len / (double)(med ? med : 1), (unsigned long long)med);
+    }
+}
+
+static int fill_batch(ds_reader *rd, batch *b, uint64_t batch_bytes, int *eof, char *err, size_t errlen) {
+    b->n = 0;
+    b->alen = 0;
+    while (b->n < 4096 && b->alen < batch_bytes) {
+        ds_record rec;
+        int rc = ds_reader_next(rd, &rec, err, errlen);
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            *eof = 1;
+            break;
+        }
+        if (b->n == b->cap) {
+            size_t nc = b->cap ? b->cap * 2 : 256;
+            item *ni = realloc(b->items, nc * sizeof *ni);
+            if (!ni) return DS_ERR_NOMEM;
+            b->items = ni;
+            doc_res *nr = realloc(b->res, nc * sizeof *nr);
+            if (!nr) return DS_ERR_NOMEM;
+            b->res = nr;
+            b->cap = nc;
+        }
+        item *it = &b->items[b->n];
+        it->status = rec.status;
+        it->flags = rec.flags;
+        it->file = rec.file;
+        it->line = rec.line;
+        it->offset = rec.offset;
+        it->index = rec.index;
+        it->record_bytes = rec.record_bytes;
+        it->has_text = rec.text != NULL;
+        it->len = rec.len;
+        it->detail_off = (size_t)-1;
+        if (rec.text && arena_put(b, rec.text, rec.len, &it->text_off)) return DS_ERR_NOMEM;
+        if (rec.detail && arena_put(b, rec.detail, strlen(rec.detail), &it->detail_off)) return DS_ERR_NOMEM;
+        b->n++;
+    }
+    return DS_OK;
+}
+
+void ds_lint_report_free(ds_lint_report *r) {
+    if (!r) return;
+    for (int i = 0; i < DS_RULE_COUNT; i++) {
+        for (size_t k = 0; k < r->rules[i].n_examples; k++) free(r->rules[i].examples[k].file);
+        free(r->rules[i].examples);
+    }
+    free(r);
+}
+
+void ds_hist_free(ds_hist *h) { free(h); }
+
+int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts,
+               const ds_analyze_opts *aopts, ds_lint_report **lint_out, ds_hist **hist_out, char *err,
+               size_t errlen) {
+    if (lint_out) *lint_out = NULL;
+    if (hist_out) *hist_out = NULL;
+    ds_analyze_opts o;
+    if (aopts) o = *aopts;
+    else ds_analyze_opts_init(&o);
+    if (!o.set_examples && !o.max_examples) o.max_examples = 5;
+    o.lint = lint_out != NULL;
+    o.hist = hist_out != NULL;
+    if (o.hist && !o.tok) {
+        ds_set_err(err, errlen, "hist needs a tokenizer");
+        return DS_ERR_ARG;
+    }
+    init_cls();
+    analyzer a;
+    memset(&a, 0, sizeof a);
+    a.o = &o;
+    a.tok = (const tk_tokenizer *)o.tok;
+    a.cfg.long_line = o.long_line_bytes ? o.long_line_bytes : (1u << 20);
+    a.cfg.long_run = o.long_run_bytes ? o.long_run_bytes : 4096;
+    uint64_t batch_bytes = o.batch_bytes ? o.batch_bytes : (8u << 20);
+
+    ds_reader *rd = NULL;
+    int rc = ds_reader_open(inputs, n_inputs, ropts, &rd, err, errlen);
+    if (rc) return rc;
+
+    agg g;
+    memset(&g, 0, sizeof g);
+    g.a = &a;
+    g.cap_big = o.max_examples > 64 ? o.max_examples : 64;
+    g.big = calloc(g.cap_big, sizeof *g.big);
+    if (o.lint) {
+        g.rep = calloc(1, sizeof *g.rep);
+        if (!g.rep || !g.big) {
+            ds_reader_free(rd);
+            free(g.rep);
+            free(g.big);
+            return DS_ERR_NOMEM;
+        }
+        g.rep->seq_len = o.seq_len;
+        g.rep->has_tokens = a.tok != NULL;
+        g.rep->max_doc_bytes =
+            o.max_doc_bytes ? o.max_doc_bytes : (o.seq_len && !a.tok ? 8 * o.seq_len : (8u << 20));
+        if (a.tok) snprintf(g.rep->tokenizer, sizeof g.rep->tokenizer, "%s", tk_name(a.tok));
+    }
+
+    int nth = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (nth < 1) nth = 1;
+    if (nth > 256) nth = 256;
+    pthread_mutex_init(&a.mu, NULL);
+    pthread_cond_init(&a.cv_work, NULL);
+    pthread_cond_init(&a.cv_done, NULL);
+    a.th = calloc((size_t)nth, sizeof *a.th);
+    if (a.th)
+        for (int i = 0; i < nth; i++) {
+            if (pthread_create(&a.th[i], NULL, worker, &a) != 0) break;
+            a.nth++;
+        }
+
+    batch bt[2];
+    memset(bt, 0, sizeof bt);
+    int eof = 0, cur = 0, pending = 0;
+    rc = fill_batch(rd, &bt[cur], batch_bytes, &eof, err, errlen);
+    while (rc == DS_OK && bt[cur].n) {
+        submit(&a, &bt[cur]);
+        pending = 1;
+        int nxt = cur ^ 1;
+        bt[nxt].n = 0;
+        if (!eof) rc = fill_batch(rd, &bt[nxt], batch_bytes, &eof, err, errlen);
+        wait_batch(&a);
+        pending = 0;
+        if (atomic_load(&a.tok_err)) {
+            ds_set_err(err, errlen, "tokenizer failed: %s", tk_strerror(atomic_load(&a.tok_err)));
+            rc = DS_ERR_INTERNAL;
+            break;
+        }
+        if (rc == DS_OK) rc = aggregate(&g, &bt[cur]);
+        cur = nxt;
+    }
+    if (pending) wait_batch(&a);
+    pthread_mutex_lock(&a.mu);
+    a.quit = 1;
+    pthread_cond_broadcast(&a.cv_work);
+    pthread_mutex_unlock(&a.mu);
+    for (int i = 0; i < a.nth; i++) pthread_join(a.th[i], NULL);
+    free(a.th);
+    pthread_mutex_destroy(&a.mu);
+    pthread_cond_destroy(&a.cv_work);
+    pthread_cond_destroy(&a.cv_done);
+    for (int i = 0; i < 2; i++) {
+        free(bt[i].items);
+        free(bt[i].res);
+        free(bt[i].arena);
+    }
+
+    if (rc == DS_OK && g.rep) finish_outliers(&g);
+    ds_hist *h = NULL;
+    if (rc == DS_OK && o.hist) {
+        h = calloc(1, sizeof *h);
+        if (!h) rc = DS_ERR_NOMEM;
+        else {
+            rc = ds_hist_compute(h, g.counts, g.n_docs, o.seq_len);
+            h->bytes = g.hist_bytes;
+            h->skipped = g.hist_skipped;
+            snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tk_name(a.tok));
+        }
+    }
+    ds_reader_free(rd);
+    for (size_t i = 0; i < g.n_big; i++) free(g.big[i].ex.file);
+    free(g.big);
+    free(g.lens);
+    free(g.counts);
+    free(g.dup.keys);
+    free(g.dup.first);
+    if (rc != DS_OK) {
+        if (rc == DS_ERR_NOMEM) ds_set_err(err, errlen, "out of memory");
+        ds_lint_report_free(g.rep);
+        ds_hist_free(h);
+        return rc;
+    }
+    if (lint_out) *lint_out = g.rep;
+    if (hist_out) *hist_out = h;
+    return DS_OK;
+}
