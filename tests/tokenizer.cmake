@@ -1,4 +1,4 @@
 # Tokenizer tests.
 mks_add_test(test_tk_parity SOURCES test_tk_parity.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON LABELS cpu TIMEOUT 600)
-mks_add_test(test_tk_unit SOURCES test_tk_unit.c LIBS tk LABELS cpu)
+mks_add_test(test_tk_unit SOURCES test_tk_unit.c LIBS tk PkgConfig::JANSSON LABELS cpu)
 mks_add_test(test_tk_pathological SOURCES test_tk_pathological.c LIBS tk LABELS cpu TIMEOUT 300)

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 
 #define SMALL_PIECE 96
+#define PC_BITS 14
+#define PC_SIZE (1u << PC_BITS)
 
 static inline uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     uint32_t r;
@@ -74,20 +76,40 @@ static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t
 
 /* ---- long pieces: bucket queue ---------------------------------------- */
 
+/* Buckets are chains of fixed-size blocks so that walking one touches
+ * contiguous memory (a per-entry linked list costs a cache miss per entry). */
+#define BLOCK_NODES 62
 typedef struct {
-    uint32_t node, next;
-} entry;
+    uint32_t next; /* previous block of the same bucket + 1, 0 = none */
+    uint32_t count;
+    uint32_t node[BLOCK_NODES];
+} block;
+
+typedef struct {
+    uint32_t nxt, prv; /* linked list of live parts (NIL ends) */
+    uint32_t tok;      /* rank of the part starting here */
+    uint32_t pr;       /* rank of this part + the next, TK_NO_RANK if none */
+} node;
 
 typedef struct {
     uint32_t n_ranks;
-    uint32_t *head;       /* per rank: first entry + 1, 0 = empty bucket */
-    entry *ent;
-    size_t n_ent, cap_ent;
+    uint32_t *head;       /* per rank: newest block + 1, 0 = empty bucket */
+    block *blk;
+    size_t n_blk, cap_blk;
     uint32_t *heap;       /* min-heap of ranks whose bucket is non-empty */
     size_t n_heap, cap_heap;
-    uint32_t *nxt, *prv, *tok, *pr; /* per node: next, prev, token rank, pair rank */
+    node *nd;             /* per node (one per byte of the piece) */
     uint32_t *batch;
     size_t cap_nodes;
+    /* Direct-mapped cache: (left token, right token) -> rank of their
+     * concatenation. Long pathological pieces repeat the same few pairs, so
+     * this replaces most hash-table probes over growing byte strings. */
+    uint64_t *pc_key;
+    uint32_t *pc_val;
+    const tk_tokenizer *pc_tok;
+    uint32_t pc_max;
+    uint64_t *local;      /* min-heap of (rank << 32 | node) outranking the current bucket */
+    size_t n_local, cap_local;
 } scratch;
 
 static pthread_key_t g_key;
@@ -97,13 +119,13 @@ static void scratch_free(void *p) {
     scratch *s = p;
     if (!s) return;
     free(s->head);
-    free(s->ent);
+    free(s->blk);
     free(s->heap);
-    free(s->nxt);
-    free(s->prv);
-    free(s->tok);
-    free(s->pr);
+    free(s->nd);
     free(s->batch);
+    free(s->local);
+    free(s->pc_key);
+    free(s->pc_val);
     free(s);
 }
 
@@ -130,14 +152,9 @@ static scratch *get_scratch(uint32_t n_ranks, size_t nodes) {
     }
     if (s->cap_nodes < nodes) {
         size_t c = nodes + nodes / 2;
-        uint32_t *a = realloc(s->nxt, c * 4), *b = a ? realloc(s->prv, c * 4) : NULL;
-        if (a) s->nxt = a;
-        if (b) s->prv = b;
-        uint32_t *d = b ? realloc(s->tok, c * 4) : NULL;
-        if (d) s->tok = d;
-        uint32_t *e = d ? realloc(s->pr, c * 4) : NULL;
-        if (e) s->pr = e;
-        uint32_t *f = e ? realloc(s->batch, c * 4) : NULL;
+        node *a = realloc(s->nd, c * sizeof *a);
+        if (a) s->nd = a;
+        uint32_t *f = a ? realloc(s->batch, c * 4) : NULL;
         if (f) s->batch = f;
         if (!f) return NULL;
         s->cap_nodes = c;
@@ -146,12 +163,18 @@ static scratch *get_scratch(uint32_t n_ranks, size_t nodes) {
 }
 
 static int push_entry(scratch *s, uint32_t rank, uint32_t node) {
-    if (s->n_ent == s->cap_ent) {
-        size_t c = s->cap_ent ? s->cap_ent * 2 : 4096;
-        entry *e = realloc(s->ent, c * sizeof *e);
-        if (!e) return TK_ERR_NOMEM;
-        s->ent = e;
-        s->cap_ent = c;
+    uint32_t h = s->head[rank];
+    if (h && s->blk[h - 1].count < BLOCK_NODES) {
+        block *bk = &s->blk[h - 1];
+        bk->node[bk->count++] = node;
+        return TK_OK;
+    }
+    if (s->n_blk == s->cap_blk) {
+        size_t c = s->cap_blk ? s->cap_blk * 2 : 1024;
+        block *nb = realloc(s->blk, c * sizeof *nb);
+        if (!nb) return TK_ERR_NOMEM;
+        s->blk = nb;
+        s->cap_blk = c;
     }
     if (!s->head[rank]) {
         /* bucket becomes non-empty: push its rank on the heap */
@@ -169,8 +192,11 @@ static int push_entry(scratch *s, uint32_t rank, uint32_t node) {
         }
         s->heap[i] = rank;
     }
-    s->ent[s->n_ent] = (entry){node, s->head[rank]};
-    s->head[rank] = (uint32_t)++s->n_ent;
+    block *bk = &s->blk[s->n_blk];
+    bk->next = h;
+    bk->count = 1;
+    bk->node[0] = node;
+    s->head[rank] = (uint32_t)++s->n_blk;
     return TK_OK;
 }
 
@@ -189,95 +215,184 @@ static uint32_t pop_rank(scratch *s) {
     return top;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
+#define NIL UINT32_MAX
+
+typedef struct {
+    const tk_tokenizer *t;
+    const uint8_t *p;
+    size_t n;
+    uint32_t max_rank;
+    scratch *s;
+} longctx;
+
+static int local_push(scratch *s, uint64_t key) {
+    if (s->n_local == s->cap_local) {
+        size_t c = s->cap_local ? s->cap_local * 2 : 256;
+        uint64_t *h = realloc(s->local, c * sizeof *h);
+        if (!h) return TK_ERR_NOMEM;
+        s->local = h;
+        s->cap_local = c;
+    }
+    size_t i = s->n_local++;
+    while (i && s->local[(i - 1) / 2] > key) {
+        s->local[i] = s->local[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->local[i] = key;
+    return TK_OK;
 }
 
-#define NIL UINT32_MAX
+static uint64_t local_pop(scratch *s) {
+    uint64_t top = s->local[0], last = s->local[--s->n_local];
+    size_t i = 0, n = s->n_local;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && s->local[c + 1] < s->local[c]) c++;
+        if (s->local[c] >= last) break;
+        s->local[i] = s->local[c];
+        i = c;
+    }
+    if (n) s->local[i] = last;
+    return top;
+}
+
+/* A new pair: below the rank being processed it must run before the rest of
+ * that bucket (local heap, ordered by rank then position); otherwise it
+ * waits in its bucket. */
+static inline int add_pair(scratch *s, uint32_t rank, uint32_t node, uint32_t cur) {
+    if (rank < cur) return local_push(s, ((uint64_t)rank << 32) | node);
+    return push_entry(s, rank, node);
+}
+
+#define END(c, k) (c->s->nd[k].nxt == NIL ? (uint32_t)c->n : c->s->nd[k].nxt)
+
+/* Rank of the concatenation of the parts at a and b (b = a's successor). */
+static inline uint32_t pair_rank(longctx *c, uint32_t a, uint32_t b) {
+    scratch *s = c->s;
+    uint32_t ta = s->nd[a].tok, tb = s->nd[b].tok;
+    uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
+    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS);
+    if (s->pc_key[h] == key) return s->pc_val[h];
+    uint32_t len = END(c, b) - a;
+    uint32_t r = len > c->t->max_token_len ? TK_NO_RANK : rank_of_span(c->t, c->p + a, len, c->max_rank);
+    s->pc_key[h] = key;
+    s->pc_val[h] = r;
+    return r;
+}
+
+/* Merge node k with its successor into token `rank`; queue the two new pairs. */
+static int merge_at(longctx *c, uint32_t k, uint32_t rank, uint32_t cur) {
+    scratch *s = c->s;
+    node *nd = s->nd;
+    uint32_t dead = nd[k].nxt;
+    nd[k].nxt = nd[dead].nxt;
+    if (nd[k].nxt != NIL) nd[nd[k].nxt].prv = k;
+    nd[dead].pr = TK_NO_RANK;
+    s->nd[k].tok = rank;
+    int rc;
+    uint32_t q = nd[k].prv;
+    if (q != NIL) {
+        uint32_t nr = pair_rank(c, q, k);
+        nd[q].pr = nr;
+        if (nr != TK_NO_RANK && (rc = add_pair(s, nr, q, cur))) return rc;
+    }
+    nd[k].pr = TK_NO_RANK;
+    if (nd[k].nxt != NIL) {
+        uint32_t nr = pair_rank(c, k, nd[k].nxt);
+        nd[k].pr = nr;
+        if (nr != TK_NO_RANK && (rc = add_pair(s, nr, k, cur))) return rc;
+    }
+    return TK_OK;
+}
+
+/* Run every queued pair that outranks the current bucket. */
+static int drain_local(longctx *c, uint32_t cur) {
+    scratch *s = c->s;
+    while (s->n_local) {
+        uint64_t key = local_pop(s);
+        uint32_t rank = (uint32_t)(key >> 32), k = (uint32_t)key;
+        if (s->nd[k].pr != rank || s->nd[k].nxt == NIL) continue; /* stale */
+        int rc = merge_at(c, k, rank, cur);
+        if (rc) return rc;
+    }
+    return TK_OK;
+}
 
 static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (n >= UINT32_MAX - 1) return TK_ERR_ARG;
     scratch *s = get_scratch(t->n_ranks, n);
     if (!s) return TK_ERR_NOMEM;
-    uint32_t *nxt = s->nxt, *prv = s->prv, *tok = s->tok, *pr = s->pr;
+    if (!s->pc_key) {
+        s->pc_key = malloc(PC_SIZE * sizeof *s->pc_key);
+        s->pc_val = malloc(PC_SIZE * sizeof *s->pc_val);
+        if (!s->pc_key || !s->pc_val) return TK_ERR_NOMEM;
+        s->pc_tok = NULL;
+    }
+    if (s->pc_tok != t || s->pc_max != max_rank) {
+        memset(s->pc_key, 0, PC_SIZE * sizeof *s->pc_key);
+        s->pc_tok = t;
+        s->pc_max = max_rank;
+    }
+    longctx c = {t, p, n, max_rank, s};
+    node *nd = s->nd;
     int rc = TK_OK;
-    s->n_ent = 0;
+    s->n_blk = 0;
     s->n_heap = 0;
+    s->n_local = 0;
     /* Node k starts at byte k; a node that was merged away is unreachable. */
     for (size_t k = 0; k < n; k++) {
-        nxt[k] = k + 1 < n ? (uint32_t)(k + 1) : NIL;
-        prv[k] = k ? (uint32_t)(k - 1) : NIL;
-        tok[k] = t->byte_rank[p[k]];
-        pr[k] = TK_NO_RANK;
+        nd[k].nxt = k + 1 < n ? (uint32_t)(k + 1) : NIL;
+        nd[k].prv = k ? (uint32_t)(k - 1) : NIL;
+        nd[k].tok = t->byte_rank[p[k]];
+        nd[k].pr = TK_NO_RANK;
     }
     for (size_t k = 0; k + 1 < n; k++) {
         uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
         if (r < max_rank) {
-            pr[k] = r;
+            nd[k].pr = r;
             if ((rc = push_entry(s, r, (uint32_t)k))) goto fail;
         }
     }
-    /* a node's end is the start of its successor (or n) */
-#define END(k) (nxt[k] == NIL ? (uint32_t)n : nxt[k])
     while (s->n_heap) {
         uint32_t r = pop_rank(s);
-        /* take the whole bucket, in ascending position (leftmost first) */
+        /* Take the whole bucket. Only overlapping pairs of equal rank (a
+         * chain such as "a a a a") need leftmost-first order; disjoint
+         * chains commute. So each entry walks left to the start of its
+         * chain and the chain is merged left to right: no sort needed. */
         size_t m = 0;
-        for (uint32_t e = s->head[r]; e; e = s->ent[e - 1].next) s->batch[m++] = s->ent[e - 1].node;
-        s->head[r] = 0;
-        bool sorted = true;
-        for (size_t a = 0, b = m - 1; a < b; a++, b--) {
-            uint32_t x = s->batch[a];
-            s->batch[a] = s->batch[b];
-            s->batch[b] = x;
+        for (uint32_t b = s->head[r]; b; b = s->blk[b - 1].next) {
+            const block *bk = &s->blk[b - 1];
+            if (m + bk->count > s->cap_nodes) {
+                uint32_t *nb = realloc(s->batch, (m + bk->count) * 2 * sizeof *nb);
+                if (!nb) {
+                    rc = TK_ERR_NOMEM;
+                    goto fail;
+                }
+                s->batch = nb;
+                s->cap_nodes = (m + bk->count) * 2;
+            }
+            memcpy(s->batch + m, bk->node, bk->count * sizeof bk->node[0]);
+            m += bk->count;
         }
-        for (size_t a = 1; a < m && sorted; a++) sorted = s->batch[a - 1] < s->batch[a];
-        if (!sorted) qsort(s->batch, m, sizeof *s->batch, cmp_u32);
+        s->head[r] = 0;
         for (size_t a = 0; a < m; a++) {
             uint32_t k = s->batch[a];
-            if (pr[k] != r || nxt[k] == NIL) continue; /* stale */
-            uint32_t dead = nxt[k];
-            nxt[k] = nxt[dead];
-            if (nxt[k] != NIL) prv[nxt[k]] = k;
-            pr[dead] = TK_NO_RANK;
-            tok[k] = r;
-            bool lower = false;
-            if (nxt[k] != NIL) {
-                uint32_t nr = rank_of_span(t, p + k, END(nxt[k]) - k, max_rank);
-                pr[k] = nr;
-                if (nr != TK_NO_RANK) {
-                    if ((rc = push_entry(s, nr, k))) goto fail;
-                    lower |= nr < r;
-                }
-            } else {
-                pr[k] = TK_NO_RANK;
-            }
-            uint32_t q = prv[k];
-            if (q != NIL) {
-                uint32_t nr = rank_of_span(t, p + q, END(k) - q, max_rank);
-                pr[q] = nr;
-                if (nr != TK_NO_RANK) {
-                    if ((rc = push_entry(s, nr, q))) goto fail;
-                    lower |= nr < r;
-                }
-            }
-            if (lower) {
-                /* A merge made a pair that outranks the rest of this bucket
-                 * (never seen with trained vocabularies, but possible): give
-                 * the rest back so the global order stays exact. */
-                for (size_t b = a + 1; b < m; b++)
-                    if ((rc = push_entry(s, r, s->batch[b]))) goto fail;
-                break;
+            if (nd[k].pr != r || nd[k].nxt == NIL) continue; /* stale */
+            while (nd[k].prv != NIL && nd[nd[k].prv].pr == r) k = nd[k].prv;
+            while (k != NIL && nd[k].pr == r) {
+                if ((rc = merge_at(&c, k, r, r))) goto fail;
+                uint32_t after = nd[k].nxt;
+                if (s->n_local && (rc = drain_local(&c, r))) goto fail;
+                k = after;
             }
         }
     }
-#undef END
     {
         size_t cnt = 0;
-        for (uint32_t k = 0; k != NIL; k = nxt[k]) cnt++;
+        for (uint32_t k = 0; k != NIL; k = nd[k].nxt) cnt++;
         if ((rc = tk_ids_reserve(out, cnt))) goto fail;
-        for (uint32_t k = 0; k != NIL; k = nxt[k]) out->ids[out->len++] = tok[k];
+        for (uint32_t k = 0; k != NIL; k = nd[k].nxt) out->ids[out->len++] = nd[k].tok;
     }
     return TK_OK;
 fail:

@@ -456,7 +456,7 @@ int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat
             if (!nl) nl = end;
             *nl = 0;
             lineno++;
-            if (line[0] && line[0] != '#') {
+            if (line[0] && !(lineno == 1 && strncmp(line, "#version", 8) == 0)) {
                 char *sp1 = strchr(line, ' ');
                 if (!sp1) {
                     tk_set_err(err, errlen, "%s:%u: expected \"<a> <b>\"", vocab_bpe, lineno);
@@ -817,15 +817,19 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
         cd = tmpd;
     }
     char h[41];
+    if (strlen(cd) > sizeof a - 64) {
+        tk_set_err(err, errlen, "cache folder path too long: %s", cd);
+        return TK_ERR_ARG;
+    }
     tk_sha1_hex(names[which].url, h);
-    snprintf(a, sizeof a, "%s/%s", cd, h);
+    snprintf(a, sizeof a, "%.4000s/%s", cd, h);
     if (is_file(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
     if (which == 0) {
         char h2[41];
         tk_sha1_hex(BLOB "gpt-2/encodings/main/encoder.json", h);
         tk_sha1_hex(BLOB "gpt-2/encodings/main/vocab.bpe", h2);
-        snprintf(a, sizeof a, "%s/%s", cd, h);
-        snprintf(b, sizeof b, "%s/%s", cd, h2);
+        snprintf(a, sizeof a, "%.4000s/%s", cd, h);
+        snprintf(b, sizeof b, "%.4000s/%s", cd, h2);
         if (is_file(a) && is_file(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
     }
     tk_set_err(err, errlen, "vocabulary %s not found: looked in $MKSHARDS_VOCAB_DIR (%s) for %s and in tiktoken's "

@@ -83,6 +83,7 @@ static int map_build(tk_tokenizer *t) {
         const uint8_t *p = t->arena + t->tok_off[r];
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
         if (n == 0) return TK_ERR_FORMAT;
+        if (n > t->max_token_len) t->max_token_len = (uint32_t)n;
         if (tk_map_get(t, p, n) != TK_NO_RANK) return TK_ERR_DUP_RANK;
         uint64_t h = tk_hash_bytes(p, n), i = h & t->map.mask;
         while (t->map.slots[i]) i = (i + 1) & t->map.mask;
