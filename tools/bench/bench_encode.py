@@ -269,7 +269,12 @@ def main():
                 try:
                     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                          timeout=args.timeout)
-                    tk_s = f"{float(out.stdout.strip()):.3f}" if out.returncode == 0 else "error"
+                    if out.returncode == 0:
+                        tk_s = f"{float(out.stdout.strip()):.3f}"
+                    else:
+                        tk_s = "crashed"
+                        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+                        notes.append(f"tiktoken crashed on '{label}' ({name}): {last[:160]}")
                 except subprocess.TimeoutExpired:
                     tk_s = f">{args.timeout:.0f}s"
                 rel = ours_s / (normal_per_byte[name] * MIB)
