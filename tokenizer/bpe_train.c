@@ -278,6 +278,29 @@ typedef struct {
 } hent;
 
 typedef struct {
+    uint32_t a, b;
+    uint32_t stamp;
+    wlist w;
+    int64_t cnt;
+} prec; /* one pair: 40 bytes, one cache line with its neighbours */
+
+typedef struct {
+    int64_t dec, inc;
+    uint32_t stamp, pid;
+} nbacc; /* per-merge deltas for one neighbour symbol */
+
+typedef struct {
+    uint32_t nb; /* neighbour symbol, top bit: right side */
+    uint32_t w;
+} nbev;
+
+typedef struct {
+    uint64_t off; /* into syms */
+    uint64_t cnt;
+    uint32_t len;
+} wrec;
+
+typedef struct {
     const tk_train_opts *o;
     /* tokens (symbol id == rank) */
     uint8_t *tarena;
@@ -288,17 +311,12 @@ typedef struct {
     pmap tokmap; /* bytes -> rank (count field = rank + 1) */
     /* words */
     uint32_t *syms;
-    uint64_t *woff;
-    uint32_t *wlen;
-    uint64_t *wcnt;
+    wrec *words;
     size_t nwords;
     /* pairs */
     pslot *ptab;
     size_t pcap, npairs, pairscap;
-    uint32_t *pa, *pb;
-    int64_t *pcnt;
-    wlist *pw;
-    uint32_t *pstamp;
+    prec *pr;
     /* heap */
     hent *heap;
     size_t hn, hcap;
@@ -307,6 +325,12 @@ typedef struct {
     size_t ntouched, touchedcap;
     uint32_t stamp;
     uint64_t max_tok;
+    /* neighbour accumulators, indexed by symbol id (< target) */
+    nbacc *left, *right;
+    uint32_t *lx, *ry;
+    size_t nlx, nry;
+    nbev *ev;
+    size_t nev, evcap;
 } trainer;
 
 static inline uint64_t pkey(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
@@ -348,29 +372,13 @@ static int pair_get(trainer *T, uint32_t a, uint32_t b, uint32_t *idx) {
     if (T->npairs >= UINT32_MAX - 1) return TK_ERR_NOMEM;
     if (T->npairs == T->pairscap) {
         size_t nc = T->pairscap ? T->pairscap * 2 : 4096;
-        uint32_t *na = realloc(T->pa, nc * sizeof *na);
-        if (!na) return TK_ERR_NOMEM;
-        T->pa = na;
-        uint32_t *nb = realloc(T->pb, nc * sizeof *nb);
-        if (!nb) return TK_ERR_NOMEM;
-        T->pb = nb;
-        int64_t *ncnt = realloc(T->pcnt, nc * sizeof *ncnt);
-        if (!ncnt) return TK_ERR_NOMEM;
-        T->pcnt = ncnt;
-        wlist *nw = realloc(T->pw, nc * sizeof *nw);
-        if (!nw) return TK_ERR_NOMEM;
-        T->pw = nw;
-        uint32_t *ns = realloc(T->pstamp, nc * sizeof *ns);
-        if (!ns) return TK_ERR_NOMEM;
-        T->pstamp = ns;
+        prec *np = realloc(T->pr, nc * sizeof *np);
+        if (!np) return TK_ERR_NOMEM;
+        T->pr = np;
         T->pairscap = nc;
     }
     uint32_t i = (uint32_t)T->npairs++;
-    T->pa[i] = a;
-    T->pb[i] = b;
-    T->pcnt[i] = 0;
-    T->pw[i] = (wlist){NULL, 0, 0};
-    T->pstamp[i] = 0;
+    T->pr[i] = (prec){a, b, 0, {NULL, 0, 0}, 0};
     T->ptab[j].key = k;
     T->ptab[j].idx = i;
     *idx = i;
@@ -422,8 +430,8 @@ static int bytes_cmp(const trainer *T, uint32_t x, uint32_t y) {
 static int hbetter(const trainer *T, const hent *x, const hent *y) {
     if (x->count != y->count) return x->count > y->count;
     if (x->pair == y->pair) return 0;
-    int c = bytes_cmp(T, T->pa[x->pair], T->pa[y->pair]);
-    if (!c) c = bytes_cmp(T, T->pb[x->pair], T->pb[y->pair]);
+    int c = bytes_cmp(T, T->pr[x->pair].a, T->pr[y->pair].a);
+    if (!c) c = bytes_cmp(T, T->pr[x->pair].b, T->pr[y->pair].b);
     return c < 0;
 }
 
@@ -502,43 +510,24 @@ static void trainer_free(trainer *T) {
     free(T->tlen);
     pmap_free(&T->tokmap);
     free(T->syms);
-    free(T->woff);
-    free(T->wlen);
-    free(T->wcnt);
+    free(T->words);
     free(T->ptab);
-    free(T->pa);
-    free(T->pb);
-    free(T->pcnt);
-    if (T->pw)
-        for (size_t i = 0; i < T->npairs; i++) free(T->pw[i].w);
-    free(T->pw);
-    free(T->pstamp);
+    if (T->pr)
+        for (size_t i = 0; i < T->npairs; i++) free(T->pr[i].w.w);
+    free(T->pr);
     free(T->heap);
     free(T->touched);
+    free(T->left);
+    free(T->right);
+    free(T->lx);
+    free(T->ry);
+    free(T->ev);
 }
 
 static void touch(trainer *T, uint32_t p) {
-    if (T->pstamp[p] == T->stamp) return;
-    T->pstamp[p] = T->stamp;
-    T->touched[T->ntouched++] = p; /* capacity ensured per word */
-}
-
-/* Add delta to pair (a,b) for word w. Ineligible pairs are not tracked. */
-static int pair_delta(trainer *T, uint32_t a, uint32_t b, int64_t delta, uint32_t w) {
-    if (!pair_eligible(T, a, b)) return TK_OK;
-    uint32_t p;
-    if (delta < 0) {
-        if (!pair_find(T, a, b, &p)) return TK_OK; /* cannot happen; be safe */
-        T->pcnt[p] += delta;
-        return TK_OK;
-    }
-    int rc = pair_get(T, a, b, &p);
-    if (rc) return rc;
-    T->pcnt[p] += delta;
-    rc = wlist_push(&T->pw[p], w);
-    if (rc) return rc;
-    touch(T, p);
-    return TK_OK;
+    if (T->pr[p].stamp == T->stamp) return;
+    T->pr[p].stamp = T->stamp;
+    T->touched[T->ntouched++] = p; /* capacity ensured per merge */
 }
 
 static void progress_line(const tk_train_opts *o, const char *phase, uint64_t done, uint64_t total, double t0) {
@@ -600,51 +589,50 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
     if (nw >= UINT32_MAX) rc = TK_ERR_NOMEM;
     if (!rc) {
         T.syms = malloc((nsym ? nsym : 1) * sizeof *T.syms);
-        T.woff = malloc((nw ? nw : 1) * sizeof *T.woff);
-        T.wlen = malloc((nw ? nw : 1) * sizeof *T.wlen);
-        T.wcnt = malloc((nw ? nw : 1) * sizeof *T.wcnt);
-        if (!T.syms || !T.woff || !T.wlen || !T.wcnt) rc = TK_ERR_NOMEM;
+        T.words = malloc((nw ? nw : 1) * sizeof *T.words);
+        if (!T.syms || !T.words) rc = TK_ERR_NOMEM;
     }
-    uint32_t maxwlen = 0;
     if (!rc) {
         uint64_t off = 0;
         for (size_t i = 0; i < pc->global.cap; i++) {
             const pent *e = &pc->global.t[i];
             if (!e->count || e->len < 2) continue;
             const uint8_t *s = pc->global.arena + e->off;
-            T.woff[T.nwords] = off;
-            T.wlen[T.nwords] = e->len;
-            T.wcnt[T.nwords] = e->count;
+            T.words[T.nwords] = (wrec){off, e->count, e->len};
             for (uint32_t k = 0; k < e->len; k++) T.syms[off + k] = s[k];
             off += e->len;
-            if (e->len > maxwlen) maxwlen = e->len;
             T.nwords++;
         }
     }
-    /* touched list: at most 2 new pairs per symbol of a word */
     if (!rc) {
-        rc = grow((void **)&T.touched, &T.touchedcap, 2 * (size_t)maxwlen + 4, sizeof *T.touched);
+        T.left = calloc(target, sizeof *T.left);
+        T.right = calloc(target, sizeof *T.right);
+        T.lx = malloc(target * sizeof *T.lx);
+        T.ry = malloc(target * sizeof *T.ry);
+        if (!T.left || !T.right || !T.lx || !T.ry) rc = TK_ERR_NOMEM;
     }
     /* initial pair counts and word index */
     T.stamp = 1;
     for (size_t w = 0; w < T.nwords && !rc; w++) {
-        const uint32_t *s = T.syms + T.woff[w];
-        for (uint32_t k = 0; k + 1 < T.wlen[w] && !rc; k++) {
+        const uint32_t *s = T.syms + T.words[w].off;
+        for (uint32_t k = 0; k + 1 < T.words[w].len && !rc; k++) {
             if (!pair_eligible(&T, s[k], s[k + 1])) continue;
             uint32_t p;
             rc = pair_get(&T, s[k], s[k + 1], &p);
             if (rc) break;
-            T.pcnt[p] += (int64_t)T.wcnt[w];
-            rc = wlist_push(&T.pw[p], (uint32_t)w);
+            T.pr[p].cnt += (int64_t)T.words[w].cnt;
+            rc = wlist_push(&T.pr[p].w, (uint32_t)w);
         }
     }
     /* heap of all pairs (heapify) */
     if (!rc) rc = grow((void **)&T.heap, &T.hcap, T.npairs + 1, sizeof *T.heap);
     if (!rc) {
-        for (size_t p = 0; p < T.npairs; p++) T.heap[p] = (hent){(uint64_t)T.pcnt[p], (uint32_t)p};
+        for (size_t p = 0; p < T.npairs; p++) T.heap[p] = (hent){(uint64_t)T.pr[p].cnt, (uint32_t)p};
         T.hn = T.npairs;
         for (size_t i = T.hn / 2; i-- > 0;) heap_down(&T, i);
     }
+    if (o->progress && !rc)
+        fprintf(stderr, "[train] index: %zu words, %zu pairs in %.2fs\n", T.nwords, T.npairs, now_sec() - t0);
     size_t mcap = 0;
     uint64_t minf = o->min_frequency ? o->min_frequency : 1;
     double tlast = now_sec(), tm0 = tlast;
@@ -658,15 +646,15 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
         }
         hent top = heap_pop(&T);
         uint32_t p = top.pair;
-        if ((int64_t)top.count != T.pcnt[p]) {
-            if (T.pcnt[p] > 0) rc = heap_push(&T, (uint64_t)T.pcnt[p], p);
+        if ((int64_t)top.count != T.pr[p].cnt) {
+            if (T.pr[p].cnt > 0) rc = heap_push(&T, (uint64_t)T.pr[p].cnt, p);
             continue;
         }
         if (top.count < minf || top.count == 0) {
             res->hit_limit = 1;
             break;
         }
-        uint32_t A = T.pa[p], B = T.pb[p];
+        uint32_t A = T.pr[p].a, B = T.pr[p].b;
         uint32_t la = T.tlen[A], lb = T.tlen[B];
         rc = grow((void **)&buf, &bufcap, (size_t)la + lb, 1);
         if (rc) break;
@@ -678,31 +666,50 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
         rc = grow((void **)&res->merges, &mcap, (size_t)res->n_merges + 1, sizeof *res->merges);
         if (rc) break;
         res->merges[res->n_merges++] = (tk_merge){A, B, C};
-        /* apply to every word holding the pair */
+        /* apply to every word holding the pair. Neighbour deltas are gathered
+         * per neighbour symbol (left x: pairs (x,A)/(x,C); right y: (B,y)/(C,y))
+         * and applied once per neighbour: increments first (a decrement may
+         * hit a pair such as (C,A) that this very merge created). */
         T.stamp++;
         T.ntouched = 0;
-        wlist L = T.pw[p];
-        T.pw[p] = (wlist){NULL, 0, 0};
+        T.nlx = T.nry = T.nev = 0;
+        wlist L = T.pr[p].w;
+        T.pr[p].w = (wlist){NULL, 0, 0};
         for (uint32_t li = 0; li < L.n && !rc; li++) {
             uint32_t w = L.w[li];
-            uint32_t *s = T.syms + T.woff[w];
-            uint32_t n = T.wlen[w];
-            int64_t c = (int64_t)T.wcnt[w];
-            if (T.touchedcap < T.ntouched + 2 * (size_t)n + 4) {
-                rc = grow((void **)&T.touched, &T.touchedcap, T.ntouched + 2 * (size_t)n + 4,
-                          sizeof *T.touched);
+            if (li + 16 < L.n) __builtin_prefetch(&T.words[L.w[li + 16]]);
+            if (li + 4 < L.n) __builtin_prefetch(T.syms + T.words[L.w[li + 4]].off);
+            uint32_t *s = T.syms + T.words[w].off;
+            uint32_t n = T.words[w].len;
+            int64_t c = (int64_t)T.words[w].cnt;
+            if (T.evcap < T.nev + (size_t)n + 2) {
+                rc = grow((void **)&T.ev, &T.evcap, T.nev + (size_t)n + 2, sizeof *T.ev);
                 if (rc) break;
             }
             uint32_t i = 0, j = 0;
             while (i < n) {
                 if (i + 1 < n && s[i] == A && s[i + 1] == B) {
                     if (j > 0) {
-                        if (!rc) rc = pair_delta(&T, s[j - 1], A, -c, w);
-                        if (!rc) rc = pair_delta(&T, s[j - 1], C, c, w);
+                        uint32_t x = s[j - 1];
+                        nbacc *e = &T.left[x];
+                        if (e->stamp != T.stamp) {
+                            *e = (nbacc){0, 0, T.stamp, UINT32_MAX};
+                            T.lx[T.nlx++] = x;
+                        }
+                        e->dec -= c;
+                        e->inc += c;
+                        T.ev[T.nev++] = (nbev){x, w};
                     }
                     if (i + 2 < n) {
-                        if (!rc) rc = pair_delta(&T, B, s[i + 2], -c, w);
-                        if (!rc) rc = pair_delta(&T, C, s[i + 2], c, w);
+                        uint32_t y = s[i + 2];
+                        nbacc *e = &T.right[y];
+                        if (e->stamp != T.stamp) {
+                            *e = (nbacc){0, 0, T.stamp, UINT32_MAX};
+                            T.ry[T.nry++] = y;
+                        }
+                        e->dec -= c;
+                        e->inc += c;
+                        T.ev[T.nev++] = (nbev){y | 0x80000000u, w};
                     }
                     s[j++] = C;
                     i += 2;
@@ -710,13 +717,48 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
                     s[j++] = s[i++];
                 }
             }
-            T.wlen[w] = j;
+            T.words[w].len = j;
         }
         free(L.w);
-        T.pcnt[p] = 0;
+        T.pr[p].cnt = 0;
+        if (!rc) rc = grow((void **)&T.touched, &T.touchedcap, T.nlx + T.nry + 1, sizeof *T.touched);
+        /* increments: (x,C) and (C,y) */
+        for (size_t k = 0; k < T.nlx && !rc; k++) {
+            uint32_t x = T.lx[k];
+            if (!pair_eligible(&T, x, C)) continue;
+            rc = pair_get(&T, x, C, &T.left[x].pid);
+            if (!rc) {
+                T.pr[T.left[x].pid].cnt += T.left[x].inc;
+                touch(&T, T.left[x].pid);
+            }
+        }
+        for (size_t k = 0; k < T.nry && !rc; k++) {
+            uint32_t y = T.ry[k];
+            if (!pair_eligible(&T, C, y)) continue;
+            rc = pair_get(&T, C, y, &T.right[y].pid);
+            if (!rc) {
+                T.pr[T.right[y].pid].cnt += T.right[y].inc;
+                touch(&T, T.right[y].pid);
+            }
+        }
+        /* decrements: (x,A) and (B,y) */
+        for (size_t k = 0; k < T.nlx && !rc; k++) {
+            uint32_t x = T.lx[k], q;
+            if (pair_eligible(&T, x, A) && pair_find(&T, x, A, &q)) T.pr[q].cnt += T.left[x].dec;
+        }
+        for (size_t k = 0; k < T.nry && !rc; k++) {
+            uint32_t y = T.ry[k], q;
+            if (pair_eligible(&T, B, y) && pair_find(&T, B, y, &q)) T.pr[q].cnt += T.right[y].dec;
+        }
+        /* word lists of the new pairs (in word order; wlist_push drops repeats) */
+        for (size_t k = 0; k < T.nev && !rc; k++) {
+            uint32_t v = T.ev[k].nb;
+            uint32_t pid = (v & 0x80000000u) ? T.right[v & 0x7fffffffu].pid : T.left[v].pid;
+            if (pid != UINT32_MAX) rc = wlist_push(&T.pr[pid].w, T.ev[k].w);
+        }
         for (size_t k = 0; k < T.ntouched && !rc; k++) {
             uint32_t q = T.touched[k];
-            if (T.pcnt[q] > 0) rc = heap_push(&T, (uint64_t)T.pcnt[q], q);
+            if (T.pr[q].cnt > 0) rc = heap_push(&T, (uint64_t)T.pr[q].cnt, q);
         }
         double tn = now_sec();
         if (o->progress && tn - tlast > 0.25) {
