@@ -530,6 +530,8 @@ done:
 
 /* ---- HF tokenizer.json ----------------------------------------------------- */
 
+#define SPECIAL_ID (TK_NO_RANK - 1)
+
 static tk_pattern pattern_from_regex(const char *re) {
     /* exact matches with our exports, the README forms and Python's forms */
     static const struct {
@@ -540,6 +542,9 @@ static tk_pattern pattern_from_regex(const char *re) {
         {"'(?:[sdmt]|ll|ve|re)| ?\\p{L}++| ?\\p{N}++| ?[^\\s\\p{L}\\p{N}]++|\\s++$|\\s+(?!\\S)|\\s", TK_PAT_GPT2},
         {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*["
          "\\r\\n]+|\\s+(?!\\S)|\\s+",
+         TK_PAT_CL100K},
+        {"'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|"
+         "\\s*[\\r\\n]|\\s+(?!\\S)|\\s",
          TK_PAT_CL100K},
     };
     for (int p = TK_PAT_GPT2; p <= TK_PAT_O200K; p++)
@@ -620,6 +625,18 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         goto done;
     }
     for (uint32_t i = 0; i <= max_id; i++) rank_of_id[i] = TK_NO_RANK;
+    /* added tokens are specials, never ranks (our exports list them in the
+     * model vocab too): mark their ids as taken */
+    {
+        json_t *added = json_object_get(root, "added_tokens");
+        size_t i;
+        json_t *a;
+        json_array_foreach(added, i, a) {
+            json_t *idv = json_object_get(a, "id");
+            if (json_is_integer(idv) && json_integer_value(idv) >= 0 && (uint32_t)json_integer_value(idv) <= max_id)
+                rank_of_id[json_integer_value(idv)] = SPECIAL_ID;
+        }
+    }
     /* Merge priority: single bytes first (by id), then merge i -> rank 256 + i,
      * then any other vocab entry (unreachable by merges) last. */
     uint32_t next_rank = 0;
@@ -637,6 +654,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         }
         if (l == 1) {
             uint32_t id = (uint32_t)json_integer_value(val);
+            if (rank_of_id[id] == SPECIAL_ID) continue;
             if (rank_of_id[id] != TK_NO_RANK) {
                 rc = TK_ERR_DUP_RANK;
                 goto done;
@@ -718,7 +736,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             json_t *idv = json_object_get(a, "id");
             if (!c || !json_is_integer(idv)) continue;
             uint32_t id = (uint32_t)json_integer_value(idv);
-            if (id <= max_id && rank_of_id[id] != TK_NO_RANK) continue;
+            if (id <= max_id && rank_of_id[id] != TK_NO_RANK && rank_of_id[id] != SPECIAL_ID) continue;
             sp[nsp].text = strdup(c);
             sp[nsp].id = id;
             nsp++;

@@ -364,8 +364,12 @@ const char *tk_pattern_regex(tk_pattern pat) {
     switch (pat) {
     case TK_PAT_GPT2: return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
     case TK_PAT_CL100K:
-        return "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|"
-               "\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+        /* Python tiktoken's pattern without possessive quantifiers (same
+         * matches here) and with \\z for its \\s++$, so that Oniguruma (HF
+         * tokenizers) reads it the same way: there `{1,3}+` is not
+         * possessive and `$` also matches before a newline. */
+        return "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+               "\\s+\\z|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
     case TK_PAT_O200K:
         return "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|"
                "'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"

@@ -165,6 +165,10 @@ int tk_save_hf_json(const tk_tokenizer *t, const char *path) {
         json_object_set_new(vocab, s, json_integer(t->rank_to_id ? t->rank_to_id[r] : r));
         free(s);
     }
+    /* Specials also go in the model vocab: HF gives an added token that is
+     * not in it the next free id, which breaks vocabularies with id gaps. */
+    for (size_t k = 0; k < t->n_specials; k++)
+        json_object_set_new(vocab, t->specials[k].text, json_integer(t->specials[k].id));
     /* Merges: the pair a token splits into when BPE may only use lower ranks
      * (the standard recovery of merges from a rank table). */
     for (uint32_t r = 0; r < t->n_ranks; r++) {
