@@ -106,7 +106,7 @@ typedef struct {
      * this replaces most hash-table probes over growing byte strings. */
     uint64_t *pc_key;
     uint32_t *pc_val;
-    const tk_tokenizer *pc_tok;
+    uint64_t pc_serial;  /* tokenizer the cache belongs to (0 = none) */
     uint32_t pc_max;
     uint64_t *local;      /* min-heap of (rank << 32 | node) outranking the current bucket */
     size_t n_local, cap_local;
@@ -327,11 +327,11 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
         s->pc_key = malloc(PC_SIZE * sizeof *s->pc_key);
         s->pc_val = malloc(PC_SIZE * sizeof *s->pc_val);
         if (!s->pc_key || !s->pc_val) return TK_ERR_NOMEM;
-        s->pc_tok = NULL;
+        s->pc_serial = 0;
     }
-    if (s->pc_tok != t || s->pc_max != max_rank) {
+    if (s->pc_serial != t->serial || s->pc_max != max_rank) {
         memset(s->pc_key, 0, PC_SIZE * sizeof *s->pc_key);
-        s->pc_tok = t;
+        s->pc_serial = t->serial;
         s->pc_max = max_rank;
     }
     longctx c = {t, p, n, max_rank, s};

@@ -39,6 +39,7 @@ struct tk_tokenizer {
     uint32_t byte_rank[256];
     uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
     uint32_t max_token_len;
+    uint64_t serial;       /* unique per tokenizer instance (caches key on it, not on the address) */
     /* Ids: rank r is emitted as id r unless rank_to_id is set (vocabularies
      * whose ids are not their merge priority, e.g. some tokenizer.json). */
     uint32_t *rank_to_id;

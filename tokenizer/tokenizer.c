@@ -162,6 +162,8 @@ int tk_finalize(tk_tokenizer *t) {
         if (id + 1 > vs) vs = id + 1;
     }
     t->vocab_size = vs;
+    static uint64_t next_serial;
+    t->serial = __atomic_add_fetch(&next_serial, 1, __ATOMIC_RELAXED);
     t->id_to_rank = malloc((size_t)vs * sizeof *t->id_to_rank);
     if (!t->id_to_rank) return TK_ERR_NOMEM;
     for (uint32_t i = 0; i < vs; i++) t->id_to_rank[i] = TK_NO_RANK;
