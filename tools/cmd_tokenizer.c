@@ -1,5 +1,6 @@
 /* cmd_tokenizer.c - mkshards tokenizer train|export|info (issue 5). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,13 @@ static const char k_usage[] =
     "  -f, --field NAME          JSONL text field (default: text)\n"
     "      --doc-sep MODE        for .txt inputs: file (default), line or blank-line\n"
     "  -j, --threads N           counting threads (default: all cores)\n"
-    "      --batch-bytes SIZE    text counted per batch (default 64M)\n"
+    "      --batch-bytes SIZE    text counted per batch; two are held (default 32M)\n"
     "  -q, --quiet               no progress and no summary\n"
     "  -h, --help                show this help\n"
     "\n"
-    "Documents the reader cannot use (bad JSON, missing field, overlong), invalid UTF-8 and\n"
-    "empty documents are skipped and counted.\n"
+    "Documents that lint rejects with an error (corrupt zstd, bad JSON, missing or non-string\n"
+    "field, record too large, invalid UTF-8, NUL bytes) and empty documents are skipped and\n"
+    "counted.\n"
     "\n"
     "Exit codes: 0 ok, 2 bad input (nothing to train on, unreadable file), 64 usage error.\n"
     "\n"
@@ -93,7 +95,7 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 }
 
 typedef struct {
-    uint64_t docs, bytes, skipped_reader, skipped_utf8, skipped_empty, not_sampled;
+    uint64_t docs, bytes, skipped_reader, skipped_utf8, skipped_nul, skipped_empty, not_sampled;
 } read_stats;
 
 /* 1: usable document; 0: skipped (counted). */
@@ -110,16 +112,91 @@ static int usable(const ds_record *rec, read_stats *st) {
         st->skipped_utf8++;
         return 0;
     }
+    if (memchr(rec->text, 0, rec->len)) {
+        st->skipped_nul++;
+        return 0;
+    }
     return 1;
 }
 
 static uint64_t doc_hash(const uint8_t *t, size_t n) { return XXH3_64bits_withSeed(t, n, 0x6d6b736861726473ull); }
 
+/* A batch of copied documents. */
+typedef struct {
+    uint8_t *buf;
+    size_t blen, bcap;
+    size_t *doff, nd, dcap;
+    tk_span *spans;
+    size_t scap;
+} batch;
+
+static int batch_add(batch *b, const uint8_t *t, size_t len) {
+    if (b->blen + len > b->bcap) {
+        size_t nc = b->bcap ? b->bcap : 1 << 20;
+        while (nc < b->blen + len) nc *= 2;
+        uint8_t *nb = realloc(b->buf, nc);
+        if (!nb) return -1;
+        b->buf = nb;
+        b->bcap = nc;
+    }
+    if (b->nd + 1 >= b->dcap) {
+        size_t nc = b->dcap ? b->dcap * 2 : 1024;
+        size_t *nn = realloc(b->doff, nc * sizeof *nn);
+        if (!nn) return -1;
+        b->doff = nn;
+        b->dcap = nc;
+    }
+    b->doff[b->nd++] = b->blen;
+    memcpy(b->buf + b->blen, t, len);
+    b->blen += len;
+    return 0;
+}
+
+static int batch_spans(batch *b) {
+    if (b->nd > b->scap) {
+        tk_span *ns = realloc(b->spans, b->nd * sizeof *ns);
+        if (!ns) return -1;
+        b->spans = ns;
+        b->scap = b->nd;
+    }
+    for (size_t i = 0; i < b->nd; i++)
+        b->spans[i] = (tk_span){b->buf + b->doff[i], (i + 1 < b->nd ? b->doff[i + 1] : b->blen) - b->doff[i]};
+    return 0;
+}
+
+static void batch_reset(batch *b, uint64_t batch_bytes) {
+    b->nd = 0;
+    b->blen = 0;
+    if (b->bcap > 2 * batch_bytes + (1u << 20)) { /* one huge document: give the memory back */
+        free(b->buf);
+        b->buf = NULL;
+        b->bcap = 0;
+    }
+}
+
+static void batch_free(batch *b) {
+    free(b->buf);
+    free(b->doff);
+    free(b->spans);
+}
+
+typedef struct {
+    tk_piece_counts *pc;
+    batch *b;
+    int rc;
+} count_task;
+
+static void *count_main(void *arg) {
+    count_task *t = arg;
+    t->rc = tk_piece_counts_add_docs(t->pc, t->b->spans, t->b->nd);
+    return NULL;
+}
+
 static int cmd_train(int argc, char **argv) {
     const char *cmd = "tokenizer train";
     const char *out = NULL, *field = NULL, *pattern = "o200k";
     long vocab = 0, threads = 0, minf = 0, maxtok = 0, maxpiece = TK_TRAIN_DEFAULT_MAX_PIECE;
-    uint64_t sample = 0, batch_bytes = 64ull << 20;
+    uint64_t sample = 0, batch_bytes = 32ull << 20;
     int quiet = 0, c, rc = EXIT_OK;
     ds_doc_sep sep = DS_SEP_FILE;
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
@@ -279,12 +356,13 @@ static int cmd_train(int argc, char **argv) {
         free(specials);
         return EXIT_BAD_INPUT;
     }
-    /* batch of copied documents */
-    uint8_t *buf = NULL;
-    size_t blen = 0, bcap = 0;
-    size_t *doff = NULL, nd = 0, dcap = 0;
-    tk_span *spans = NULL;
-    size_t scap = 0;
+    /* Double-buffered batches: the reader fills one while the other is counted. */
+    batch bt[2];
+    memset(bt, 0, sizeof bt);
+    int cur = 0, running = 0;
+    count_task task = {0};
+    pthread_t th;
+    size_t distinct_seen = 0;
     double tlast = 0;
     int done = 0;
     while (!done && rc == EXIT_OK) {
@@ -294,6 +372,7 @@ static int cmd_train(int argc, char **argv) {
             rc = EXIT_BAD_INPUT;
             break;
         }
+        batch *b = &bt[cur];
         if (n == 1 && usable(&rec, &st)) {
             int keep = 1;
             if (prefix_sample) {
@@ -302,32 +381,11 @@ static int cmd_train(int argc, char **argv) {
                 keep = 0;
             }
             if (keep) {
-                if (blen + rec.len > bcap) {
-                    size_t nc = bcap ? bcap : 1 << 20;
-                    while (nc < blen + rec.len) nc *= 2;
-                    uint8_t *nb = realloc(buf, nc);
-                    if (!nb) {
-                        cli_error(cmd, "out of memory");
-                        rc = EXIT_BAD_INPUT;
-                        break;
-                    }
-                    buf = nb;
-                    bcap = nc;
+                if (batch_add(b, rec.text, rec.len)) {
+                    cli_error(cmd, "out of memory");
+                    rc = EXIT_BAD_INPUT;
+                    break;
                 }
-                if (nd + 1 >= dcap) {
-                    size_t nc = dcap ? dcap * 2 : 1024;
-                    size_t *nn = realloc(doff, nc * sizeof *nn);
-                    if (!nn) {
-                        cli_error(cmd, "out of memory");
-                        rc = EXIT_BAD_INPUT;
-                        break;
-                    }
-                    doff = nn;
-                    dcap = nc;
-                }
-                doff[nd++] = blen;
-                memcpy(buf + blen, rec.text, rec.len);
-                blen += rec.len;
                 st.docs++;
                 st.bytes += rec.len;
             } else if (!done) {
@@ -335,54 +393,55 @@ static int cmd_train(int argc, char **argv) {
             }
         }
         if (n == 0) done = 1;
-        if (nd && (done || blen >= batch_bytes)) {
-            if (nd > scap) {
-                tk_span *ns = realloc(spans, nd * sizeof *ns);
-                if (!ns) {
-                    cli_error(cmd, "out of memory");
-                    rc = EXIT_BAD_INPUT;
-                    break;
-                }
-                spans = ns;
-                scap = nd;
+        if (b->nd && (done || b->blen >= batch_bytes)) {
+            if (running) {
+                pthread_join(th, NULL);
+                running = 0;
+                distinct_seen = tk_piece_counts_distinct(pc);
+                if (task.rc) break;
             }
-            for (size_t i = 0; i < nd; i++)
-                spans[i] = (tk_span){buf + doff[i], (i + 1 < nd ? doff[i + 1] : blen) - doff[i]};
-            trc = tk_piece_counts_add_docs(pc, spans, nd);
-            if (trc) {
-                cli_error(cmd, "counting pieces failed: %s", tk_strerror(trc));
+            if (batch_spans(b)) {
+                cli_error(cmd, "out of memory");
                 rc = EXIT_BAD_INPUT;
                 break;
             }
-            nd = 0;
-            blen = 0;
-            if (bcap > 2 * batch_bytes + (1u << 20)) { /* one huge doc: give it back */
-                free(buf);
-                buf = NULL;
-                bcap = 0;
+            task = (count_task){pc, b, 0};
+            if (pthread_create(&th, NULL, count_main, &task) != 0) {
+                count_main(&task); /* no thread: count here */
+                distinct_seen = tk_piece_counts_distinct(pc);
+                if (task.rc) break;
+            } else {
+                running = 1;
             }
+            cur ^= 1;
+            batch_reset(&bt[cur], batch_bytes);
         }
         double tn = cli_now();
         if (progress && (tn - tlast > 0.25 || done)) {
             tlast = tn;
             fprintf(stderr, "\r[train] counting: %llu docs, %.1f MB, %.1f MB/s, %zu distinct pieces   ",
                     (unsigned long long)st.docs, (double)st.bytes / 1e6,
-                    (double)st.bytes / 1e6 / (tn - t0 > 1e-9 ? tn - t0 : 1e-9), tk_piece_counts_distinct(pc));
+                    (double)st.bytes / 1e6 / (tn - t0 > 1e-9 ? tn - t0 : 1e-9), distinct_seen);
             fflush(stderr);
         }
     }
+    if (running) pthread_join(th, NULL);
+    if (rc == EXIT_OK && task.rc) {
+        cli_error(cmd, "counting pieces failed: %s", tk_strerror(task.rc));
+        rc = EXIT_BAD_INPUT;
+    }
     if (progress) fputc('\n', stderr);
     ds_reader_free(r);
-    free(buf);
-    free(doff);
-    free(spans);
+    for (int k = 0; k < 2; k++) batch_free(&bt[k]);
     double t_count = cli_now() - t0;
-    uint64_t skipped = st.skipped_reader + st.skipped_utf8 + st.skipped_empty;
+    uint64_t skipped = st.skipped_reader + st.skipped_utf8 + st.skipped_nul + st.skipped_empty;
     if (rc == EXIT_OK && skipped)
         cli_warn(cmd,
-                 "skipped %llu document(s): %llu unusable record(s), %llu invalid UTF-8, %llu empty",
+                 "skipped %llu document(s): %llu unusable record(s), %llu invalid UTF-8, %llu with NUL "
+                 "bytes, %llu empty",
                  (unsigned long long)skipped, (unsigned long long)st.skipped_reader,
-                 (unsigned long long)st.skipped_utf8, (unsigned long long)st.skipped_empty);
+                 (unsigned long long)st.skipped_utf8, (unsigned long long)st.skipped_nul,
+                 (unsigned long long)st.skipped_empty);
     if (rc == EXIT_OK && tk_piece_counts_distinct(pc) == 0) {
         cli_error(cmd, "empty corpus: no usable text in the inputs (%llu document(s) skipped)",
                   (unsigned long long)skipped);
