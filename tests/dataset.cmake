@@ -22,3 +22,6 @@ if(MKS_FUZZ)
            COMMAND bash -c "d=$(mktemp -d) && $<TARGET_FILE:fuzz_reader> -max_total_time=${MKS_FUZZ_SECONDS} -timeout=10 -rss_limit_mb=2048 -max_len=65536 \"$d\" ${CMAKE_CURRENT_SOURCE_DIR}/data/fuzz/reader; rc=$?; rm -rf \"$d\"; exit $rc")
   set_tests_properties(fuzz_reader_run PROPERTIES LABELS "fuzz" TIMEOUT 600)
 endif()
+
+# 1 GB single-line inputs through a pipe: peak RSS stays bounded (slow).
+mks_add_test(test_rss SOURCES test_rss.c LIBS ds LABELS slow TIMEOUT 600)
