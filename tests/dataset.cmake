@@ -25,3 +25,4 @@ endif()
 
 # 1 GB single-line inputs through a pipe: peak RSS stays bounded (slow).
 mks_add_test(test_rss SOURCES test_rss.c LIBS ds LABELS slow TIMEOUT 600)
+mks_add_cli_test(cli_lint cli_lint.sh LABELS cpu TIMEOUT 120)
