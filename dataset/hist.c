@@ -225,7 +225,8 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
     for (double y = 0; y <= ymax + 1e-9; y += step) {
         double py = mt + ph - y / ymax * ph;
         char lab[32];
-        fmt_count(lab, sizeof lab, (uint64_t)(y + 0.5));
+        if (ymax >= 10000) fmt_count(lab, sizeof lab, (uint64_t)(y + 0.5));
+        else snprintf(lab, sizeof lab, "%llu", (unsigned long long)(y + 0.5));
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>\n", ml, py, ml + pw, py);
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", ml - 6, py + 4, lab);
     }
@@ -235,7 +236,8 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
         double bh = (double)h->bin_docs[b] / ymax * ph;
         char r[48];
         bin_range(b, r, sizeof r);
-        int over = h->seq_len && b > lbin;
+        uint64_t lo = b ? 1ULL << (b - 1) : 0;
+        int over = h->seq_len && lo >= h->seq_len; /* (nearly) all of the bin is over L */
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s tokens: %llu docs "
                    "(%.2f%%)</title></rect>\n",
                 x + 1, mt + ph - bh, bw - 2, bh, over ? "#e07b39" : "#4a7fb5", r, (unsigned long long)h->bin_docs[b],
@@ -264,6 +266,13 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
                    "stroke-dasharray=\"6,4\"/>\n", x, mt - 4, x, mt + ph);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"#c0392b\" font-weight=\"bold\">L = %llu</text>\n", x + 4, mt + 10,
                 (unsigned long long)h->seq_len);
+    }
+    if (h->seq_len) { /* legend */
+        int lx = ml + pw - 170;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#4a7fb5\"/>"
+                   "<text x=\"%d\" y=\"%d\">up to L</text>\n", lx, mt - 2, lx + 16, mt + 8);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#e07b39\"/>"
+                   "<text x=\"%d\" y=\"%d\">over L</text>\n", lx + 80, mt - 2, lx + 96, mt + 8);
     }
     fprintf(f, "</svg>\n");
     int bad = ferror(f);
