@@ -13,8 +13,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define SMALL_PIECE 96
+#define FLAT_PIECE 8   /* up to here: flat array scan */
+#define SMALL_PIECE 255 /* up to here: stack heap (bpe_mid); beyond: bucket queue */
 #define PC_BITS 14
+/* Piece cache: results of pieces that needed merging (words recur). */
+#define PIECE_CACHE_SETS 4096
+#define PIECE_CACHE_BYTES 44
+#define PIECE_CACHE_IDS 14
 #define PC_SIZE (1u << PC_BITS)
 
 static inline uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
@@ -39,7 +44,7 @@ int tk_ids_reserve(tk_ids *v, size_t extra) {
 
 static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     /* start[k]: byte start of part k (start[m] = n); rk[k]: rank of part k + part k+1 */
-    uint32_t start[SMALL_PIECE + 1], rk[SMALL_PIECE + 1];
+    uint32_t start[FLAT_PIECE + 1], rk[FLAT_PIECE + 1];
     size_t m = n;
     for (size_t k = 0; k <= n; k++) start[k] = (uint32_t)k;
     for (size_t k = 0; k + 1 < n; k++) {
@@ -92,6 +97,13 @@ typedef struct {
 } node;
 
 typedef struct {
+    uint64_t h;     /* tk_hash_bytes of the piece; 0 = empty */
+    uint16_t len, n_ids;
+    uint8_t bytes[PIECE_CACHE_BYTES];
+    uint32_t ids[PIECE_CACHE_IDS];
+} piece_entry;
+
+typedef struct {
     uint32_t n_ranks;
     uint32_t *head;       /* per rank: newest block + 1, 0 = empty bucket */
     block *blk;
@@ -108,6 +120,8 @@ typedef struct {
     uint32_t *pc_val;
     uint64_t pc_serial;  /* tokenizer the cache belongs to (0 = none) */
     uint32_t pc_max;
+    piece_entry *pcache;
+    uint64_t pcache_serial;
     uint64_t *local;      /* min-heap of (rank << 32 | node) outranking the current bucket */
     size_t n_local, cap_local;
 } scratch;
@@ -125,6 +139,7 @@ static void scratch_free(void *p) {
     free(s->batch);
     free(s->local);
     free(s->pc_key);
+    free(s->pcache);
     free(s->pc_val);
     free(s);
 }
@@ -215,6 +230,45 @@ static uint32_t pop_rank(scratch *s) {
     return top;
 }
 
+/* The per-thread (left token, right token) -> rank cache, reset when the
+ * tokenizer or the rank limit changes. NULL if it cannot be allocated. */
+static scratch *thread_scratch(void);
+static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
+    scratch *s = thread_scratch();
+    if (!s) return NULL;
+    if (!s->pc_key) {
+        s->pc_key = malloc(PC_SIZE * sizeof *s->pc_key);
+        s->pc_val = malloc(PC_SIZE * sizeof *s->pc_val);
+        if (!s->pc_key || !s->pc_val) {
+            free(s->pc_key);
+            free(s->pc_val);
+            s->pc_key = NULL;
+            s->pc_val = NULL;
+            return NULL;
+        }
+        s->pc_serial = 0;
+    }
+    if (s->pc_serial != t->serial || s->pc_max != max_rank) {
+        memset(s->pc_key, 0, PC_SIZE * sizeof *s->pc_key);
+        s->pc_serial = t->serial;
+        s->pc_max = max_rank;
+    }
+    return s;
+}
+
+static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
+                                        const uint8_t *p, size_t len, uint32_t max_rank) {
+    if (len > t->max_token_len) return TK_NO_RANK;
+    if (!s) return rank_of_span(t, p, len, max_rank);
+    uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
+    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS);
+    if (s->pc_key[h] == key) return s->pc_val[h];
+    uint32_t r = rank_of_span(t, p, len, max_rank);
+    s->pc_key[h] = key;
+    s->pc_val[h] = r;
+    return r;
+}
+
 #define NIL UINT32_MAX
 
 typedef struct {
@@ -270,15 +324,7 @@ static inline int add_pair(scratch *s, uint32_t rank, uint32_t node, uint32_t cu
 /* Rank of the concatenation of the parts at a and b (b = a's successor). */
 static inline uint32_t pair_rank(longctx *c, uint32_t a, uint32_t b) {
     scratch *s = c->s;
-    uint32_t ta = s->nd[a].tok, tb = s->nd[b].tok;
-    uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
-    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS);
-    if (s->pc_key[h] == key) return s->pc_val[h];
-    uint32_t len = END(c, b) - a;
-    uint32_t r = len > c->t->max_token_len ? TK_NO_RANK : rank_of_span(c->t, c->p + a, len, c->max_rank);
-    s->pc_key[h] = key;
-    s->pc_val[h] = r;
-    return r;
+    return cached_pair_rank(s, c->t, s->nd[a].tok, s->nd[b].tok, c->p + a, END(c, b) - a, c->max_rank);
 }
 
 /* Merge node k with its successor into token `rank`; queue the two new pairs. */
@@ -319,21 +365,88 @@ static int drain_local(longctx *c, uint32_t cur) {
     return TK_OK;
 }
 
+/* Mid-size pieces: doubly linked parts and a binary min-heap of
+ * (rank << 8 | position) on the stack; stale heap keys are skipped. */
+static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    uint8_t nxt[SMALL_PIECE + 1], prv[SMALL_PIECE + 1];
+    uint32_t pr[SMALL_PIECE + 1], tok[SMALL_PIECE + 1], heap[3 * SMALL_PIECE];
+    scratch *s = pair_cache(t, max_rank);
+    size_t hn = 0;
+#define HPUSH(key)                                                                                                     \
+    do {                                                                                                               \
+        uint32_t k_ = (key);                                                                                           \
+        size_t i_ = hn++;                                                                                              \
+        while (i_ && heap[(i_ - 1) / 2] > k_) {                                                                        \
+            heap[i_] = heap[(i_ - 1) / 2];                                                                             \
+            i_ = (i_ - 1) / 2;                                                                                         \
+        }                                                                                                              \
+        heap[i_] = k_;                                                                                                 \
+    } while (0)
+    /* positions 0..n-1; n is the end sentinel (nxt == n means last part) */
+    for (size_t k = 0; k < n; k++) {
+        nxt[k] = (uint8_t)(k + 1);
+        prv[k] = (uint8_t)(k ? k - 1 : 0);
+        pr[k] = TK_NO_RANK;
+        tok[k] = t->byte_rank[p[k]];
+    }
+    for (size_t k = 0; k + 1 < n; k++) {
+        uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
+        if (r < max_rank) {
+            pr[k] = r;
+            HPUSH(r << 8 | (uint32_t)k);
+        }
+    }
+    while (hn) {
+        uint32_t top = heap[0], last = heap[--hn];
+        size_t i = 0;
+        for (;;) {
+            size_t c = 2 * i + 1;
+            if (c >= hn) break;
+            if (c + 1 < hn && heap[c + 1] < heap[c]) c++;
+            if (heap[c] >= last) break;
+            heap[i] = heap[c];
+            i = c;
+        }
+        if (hn) heap[i] = last;
+        uint32_t r = top >> 8, k = top & 0xFF;
+        if (pr[k] != r) continue; /* stale */
+        /* merge k with its successor */
+        uint32_t dead = nxt[k];
+        nxt[k] = nxt[dead];
+        if (nxt[k] < n) prv[nxt[k]] = (uint8_t)k;
+        pr[dead] = TK_NO_RANK;
+        pr[k] = TK_NO_RANK;
+        tok[k] = r;
+        if (nxt[k] < n) {
+            uint32_t end = nxt[nxt[k]];
+            uint32_t nr = cached_pair_rank(s, t, tok[k], tok[nxt[k]], p + k, end - k, max_rank);
+            pr[k] = nr;
+            if (nr != TK_NO_RANK) HPUSH(nr << 8 | k);
+        }
+        if (k > 0) {
+            uint32_t q = prv[k];
+            uint32_t nr = cached_pair_rank(s, t, tok[q], tok[k], p + q, nxt[k] - q, max_rank);
+            pr[q] = nr;
+            if (nr != TK_NO_RANK) HPUSH(nr << 8 | q);
+        }
+    }
+#undef HPUSH
+    size_t cnt = 0;
+    for (size_t k = 0; k < n; k = nxt[k]) cnt++;
+    if (tk_ids_reserve(out, cnt)) return TK_ERR_NOMEM;
+    for (size_t k = 0; k < n; k = nxt[k]) out->ids[out->len++] = tok[k];
+    return TK_OK;
+}
+
+static int bpe_short(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    return n <= FLAT_PIECE ? bpe_small(t, p, n, max_rank, out) : bpe_mid(t, p, n, max_rank, out);
+}
+
 static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (n >= UINT32_MAX - 1) return TK_ERR_ARG;
     scratch *s = get_scratch(t->n_ranks, n);
     if (!s) return TK_ERR_NOMEM;
-    if (!s->pc_key) {
-        s->pc_key = malloc(PC_SIZE * sizeof *s->pc_key);
-        s->pc_val = malloc(PC_SIZE * sizeof *s->pc_val);
-        if (!s->pc_key || !s->pc_val) return TK_ERR_NOMEM;
-        s->pc_serial = 0;
-    }
-    if (s->pc_serial != t->serial || s->pc_max != max_rank) {
-        memset(s->pc_key, 0, PC_SIZE * sizeof *s->pc_key);
-        s->pc_serial = t->serial;
-        s->pc_max = max_rank;
-    }
+    if (!pair_cache(t, max_rank)) return TK_ERR_NOMEM;
     longctx c = {t, p, n, max_rank, s};
     node *nd = s->nd;
     int rc = TK_OK;
@@ -401,6 +514,19 @@ fail:
     return rc;
 }
 
+static scratch *thread_scratch(void) {
+    pthread_once(&g_key_once, make_key);
+    scratch *s = pthread_getspecific(g_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s || pthread_setspecific(g_key, s)) {
+            free(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
 int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (n == 0) return TK_OK;
     if (n == 1) {
@@ -408,12 +534,38 @@ int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max
         out->ids[out->len++] = t->byte_rank[p[0]];
         return TK_OK;
     }
-    uint32_t r = rank_of_span(t, p, n, max_rank);
-    if (r != TK_NO_RANK) {
+    uint64_t h = tk_hash_bytes(p, n);
+    uint32_t r = n == 2 ? t->pair2[((uint32_t)p[0] << 8) | p[1]] : tk_map_get_h(t, p, n, h);
+    if (r < max_rank) {
         if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
         out->ids[out->len++] = r;
         return TK_OK;
     }
-    if (n <= SMALL_PIECE) return bpe_small(t, p, n, max_rank, out);
-    return bpe_long(t, p, n, max_rank, out);
+    if (n > SMALL_PIECE) return bpe_long(t, p, n, max_rank, out);
+    if (max_rank != TK_NO_RANK || n > PIECE_CACHE_BYTES) return bpe_short(t, p, n, max_rank, out);
+    scratch *s = thread_scratch();
+    if (s && !s->pcache) s->pcache = calloc(PIECE_CACHE_SETS, sizeof *s->pcache);
+    if (!s || !s->pcache) return bpe_short(t, p, n, max_rank, out);
+    if (s->pcache_serial != t->serial) {
+        memset(s->pcache, 0, PIECE_CACHE_SETS * sizeof *s->pcache);
+        s->pcache_serial = t->serial;
+    }
+    h |= 1; /* never 0 */
+    piece_entry *e = &s->pcache[(h >> 20) & (PIECE_CACHE_SETS - 1)];
+    if (e->h == h && e->len == n && tk_bytes_eq(e->bytes, p, n)) {
+        if (tk_ids_reserve(out, e->n_ids)) return TK_ERR_NOMEM;
+        memcpy(out->ids + out->len, e->ids, e->n_ids * sizeof *e->ids);
+        out->len += e->n_ids;
+        return TK_OK;
+    }
+    size_t from = out->len;
+    int rc = bpe_short(t, p, n, max_rank, out);
+    if (rc == TK_OK && out->len - from <= PIECE_CACHE_IDS) {
+        e->h = h;
+        e->len = (uint16_t)n;
+        e->n_ids = (uint16_t)(out->len - from);
+        memcpy(e->bytes, p, n);
+        memcpy(e->ids, out->ids + from, e->n_ids * sizeof *e->ids);
+    }
+    return rc;
 }

@@ -81,8 +81,34 @@ static inline uint64_t tk_hash_bytes(const uint8_t *p, size_t n) {
     return h;
 }
 
-static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_t n) {
-    uint64_t h = tk_hash_bytes(p, n);
+/* Equality of two n-byte strings without a libc call for short keys. */
+static inline bool tk_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t x0, y0, x1, y1;
+        memcpy(&x0, a, 8);
+        memcpy(&y0, b, 8);
+        memcpy(&x1, a + n - 8, 8);
+        memcpy(&y1, b + n - 8, 8);
+        return x0 == y0 && x1 == y1;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t x0, y0, x1, y1;
+        memcpy(&x0, a, 4);
+        memcpy(&y0, b, 4);
+        memcpy(&x1, a + n - 4, 4);
+        memcpy(&y1, b + n - 4, 4);
+        return x0 == y0 && x1 == y1;
+    }
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return false;
+        return true;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
+/* Rank of bytes p[0..n) whose tk_hash_bytes is h, or TK_NO_RANK. */
+static inline uint32_t tk_map_get_h(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t h) {
     uint64_t tag = h >> 32, i = h & t->map.mask;
     for (;;) {
         uint64_t s = t->map.slots[i];
@@ -90,10 +116,14 @@ static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_
         if ((s >> 32) == tag) {
             uint32_t r = (uint32_t)s - 1;
             uint64_t off = t->tok_off[r], len = t->tok_off[r + 1] - off;
-            if (len == n && memcmp(t->arena + off, p, n) == 0) return r;
+            if (len == n && tk_bytes_eq(t->arena + off, p, n)) return r;
         }
         i = (i + 1) & t->map.mask;
     }
+}
+
+static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_t n) {
+    return tk_map_get_h(t, p, n, tk_hash_bytes(p, n));
 }
 
 /* BPE-encode one piece, appending ranks to out. max_rank limits the merges
