@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 /* ------------------------------------------------------------------ utils */
