@@ -83,6 +83,12 @@ void ds_analyze_opts_init(ds_analyze_opts *o) {
 /* ------------------------------------------------------ per-doc checks */
 
 typedef struct {
+    ds_rec_status status;            /* effective record facts (after deferred JSON parsing) */
+    uint32_t flags;
+    size_t len;
+    int has_text;
+    char detail[160];
+    char special[72];                /* first special-token text seen */
     uint32_t hits;                   /* bit per rule */
     uint64_t pos[DS_RULE_COUNT];
     uint64_t val[DS_RULE_COUNT];
@@ -211,6 +217,7 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
                 size_t j = i + 2, lim = i + 66 < n ? i + 66 : n;
                 while (j < lim && (k_cls[p[j]] & (CL_UPPER | CL_LOWER | CL_DIGIT) || p[j] == '_')) j++;
                 if (j > i + 2 && j + 1 < n && p[j] == '|' && p[j + 1] == '>') {
+                    if (!special_count) snprintf(res->special, sizeof res->special, "%.*s", (int)(j + 2 - i), (const char *)p + i);
                     special_count++;
                     HIT(res, DS_RULE_SPECIAL, i, j + 2 - i);
                 }
@@ -304,6 +311,8 @@ typedef struct {
 typedef struct analyzer analyzer;
 struct analyzer {
     const ds_analyze_opts *o;
+    const ds_reader_opts *ro;
+    atomic_int nomem;
     scan_cfg cfg;
     const tk_tokenizer *tok;
     /* pool */
@@ -334,26 +343,54 @@ static int arena_put(batch *b, const void *p, size_t n, size_t *off) {
     return DS_OK;
 }
 
-static void process_item(analyzer *a, batch *b, size_t i) {
+static void process_item(analyzer *a, batch *b, size_t i, ds_json_ctx *jc) {
     item *it = &b->items[i];
     doc_res *res = &b->res[i];
-    memset(res, 0, sizeof *res);
+    res->hits = 0;
+    res->tokens = 0;
+    res->tok_rc = 0;
+    res->hash = 0;
+    res->detail[0] = 0;
+    res->special[0] = 0;
+    res->status = it->status;
+    res->flags = it->flags;
+    res->len = it->len;
+    res->has_text = it->has_text;
     if (!it->has_text) return;
     const uint8_t *t = b->arena + it->text_off;
-    if (it->status == DS_REC_BAD_JSON) {
+    size_t len = it->len;
+    if (it->flags & DS_RECF_RAW_JSON) {
+        ds_record rec;
+        memset(&rec, 0, sizeof rec);
+        rec.flags = it->flags;
+        if (!jc || ds_json_extract(jc, t, len, &rec) != DS_OK) {
+            atomic_store(&a->nomem, 1);
+            res->has_text = 0;
+            return;
+        }
+        res->status = rec.status;
+        res->flags = rec.flags;
+        if (rec.detail) snprintf(res->detail, sizeof res->detail, "%s", rec.detail);
+        res->has_text = rec.text != NULL;
+        if (!rec.text) return;
+        t = rec.text;
+        len = rec.len;
+        res->len = len;
+    }
+    if (res->status == DS_REC_BAD_JSON) {
         if (a->o->lint) {
-            size_t bad = utf8_first_invalid(t, it->len);
-            if (bad < it->len) HIT(res, DS_RULE_UTF8, bad, t[bad]);
+            size_t bad = utf8_first_invalid(t, len);
+            if (bad < len) HIT(res, DS_RULE_UTF8, bad, t[bad]);
         }
         return;
     }
     if (a->o->lint) {
-        scan_doc(t, it->len, &a->cfg, res);
-        res->hash = XXH3_64bits(t, it->len);
+        scan_doc(t, len, &a->cfg, res);
+        res->hash = XXH3_64bits(t, len);
     }
     if (a->tok) {
         size_t nt = 0;
-        res->tok_rc = tk_count(a->tok, t, it->len, &nt);
+        res->tok_rc = tk_count(a->tok, t, len, &nt);
         res->tokens = nt;
         if (res->tok_rc) atomic_store(&a->tok_err, res->tok_rc);
     }
@@ -362,11 +399,14 @@ static void process_item(analyzer *a, batch *b, size_t i) {
 static void *worker(void *arg) {
     analyzer *a = arg;
     uint64_t seen = 0;
+    ds_json_ctx *jc = NULL;
+    ds_json_ctx_new(a->ro, &jc); /* NULL on failure: process_item reports it */
     for (;;) {
         pthread_mutex_lock(&a->mu);
         while (!a->quit && a->gen == seen) pthread_cond_wait(&a->cv_work, &a->mu);
         if (a->quit) {
             pthread_mutex_unlock(&a->mu);
+            ds_json_ctx_free(jc);
             return NULL;
         }
         seen = a->gen;
@@ -375,7 +415,7 @@ static void *worker(void *arg) {
         for (;;) {
             size_t i = atomic_fetch_add(&b->next, 1);
             if (i >= b->n) break;
-            process_item(a, b, i);
+            process_item(a, b, i, jc);
         }
         pthread_mutex_lock(&a->mu);
         if (++a->finished == a->nth) pthread_cond_signal(&a->cv_done);
@@ -386,7 +426,10 @@ static void *worker(void *arg) {
 static void submit(analyzer *a, batch *b) {
     atomic_store(&b->next, 0);
     if (a->nth == 0) {
-        for (size_t i = 0; i < b->n; i++) process_item(a, b, i);
+        ds_json_ctx *jc = NULL;
+        ds_json_ctx_new(a->ro, &jc);
+        for (size_t i = 0; i < b->n; i++) process_item(a, b, i, jc);
+        ds_json_ctx_free(jc);
         return;
     }
     pthread_mutex_lock(&a->mu);
@@ -549,7 +592,8 @@ static int aggregate(agg *g, batch *b) {
     for (size_t i = 0; i < b->n; i++) {
         const item *it = &b->items[i];
         const doc_res *r = &b->res[i];
-        const char *detail = it->detail_off != (size_t)-1 ? (const char *)b->arena + it->detail_off : NULL;
+        const char *detail = r->detail[0] ? r->detail
+                           : it->detail_off != (size_t)-1 ? (const char *)b->arena + it->detail_off : NULL;
         if (rep) {
             rep->records++;
             if (it->file != g->last_file) {
@@ -557,10 +601,10 @@ static int aggregate(agg *g, batch *b) {
                 rep->files++;
             }
         }
-        int usable = it->has_text && (it->status == DS_REC_OK || it->status == DS_REC_OVERLONG);
+        int usable = r->has_text && (r->status == DS_REC_OK || r->status == DS_REC_OVERLONG);
         if (!usable) g->hist_skipped++;
         if (rep) {
-            switch (it->status) {
+            switch (r->status) {
             case DS_REC_ZSTD_ERROR: add_example(g, DS_RULE_ZSTD, it, 0, 0, detail); break;
             case DS_REC_BAD_JSON:
                 if (r->hits & (1u << DS_RULE_UTF8)) {
@@ -578,11 +622,11 @@ static int aggregate(agg *g, batch *b) {
                 break;
             default: break;
             }
-            if (it->flags & DS_RECF_JSON_LONE_SURROGATE) add_example(g, DS_RULE_SURROGATE, it, 0, 0, NULL);
-            if (it->flags & DS_RECF_BOM) add_example(g, DS_RULE_BOM, it, 0, 0, NULL);
+            if (r->flags & DS_RECF_JSON_LONE_SURROGATE) add_example(g, DS_RULE_SURROGATE, it, 0, 0, NULL);
+            if (r->flags & DS_RECF_BOM) add_example(g, DS_RULE_BOM, it, 0, 0, NULL);
         }
         if (!usable) continue;
-        uint64_t len = it->len;
+        uint64_t len = r->len;
         if (rep) {
             rep->docs++;
             rep->bytes += len;
@@ -621,14 +665,8 @@ static int aggregate(agg *g, batch *b) {
             case DS_RULE_MIXED_NL: break;
             default: break;
             }
-            if (rule == DS_RULE_SPECIAL) {
-                /* quote the first occurrence */
-                const uint8_t *t = b->arena + it->text_off + pos;
-                size_t k = 2;
-                while (k < 64 && pos + k < it->len && t[k] != '>') k++;
-                snprintf(note, sizeof note, "%.*s, %llu occurrence(s)", (int)(k + 1), (const char *)t,
-                         (unsigned long long)v);
-            }
+            if (rule == DS_RULE_SPECIAL)
+                snprintf(note, sizeof note, "%s, %llu occurrence(s)", r->special, (unsigned long long)v);
             add_example(g, rule, it, pos, v, note);
         }
         /* length rules */
@@ -782,8 +820,13 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
     a.cfg.long_run = o.long_run_bytes ? o.long_run_bytes : 4096;
     uint64_t batch_bytes = o.batch_bytes ? o.batch_bytes : (8u << 20);
 
+    ds_reader_opts ro;
+    if (ropts) ro = *ropts;
+    else ds_reader_opts_init(&ro);
+    ro.defer_json = 1; /* JSON parsing runs on the workers */
+    a.ro = &ro;
     ds_reader *rd = NULL;
-    int rc = ds_reader_open(inputs, n_inputs, ropts, &rd, err, errlen);
+    int rc = ds_reader_open(inputs, n_inputs, &ro, &rd, err, errlen);
     if (rc) return rc;
 
     agg g;
@@ -831,6 +874,10 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
         if (!eof) rc = fill_batch(rd, &bt[nxt], batch_bytes, &eof, err, errlen);
         wait_batch(&a);
         pending = 0;
+        if (atomic_load(&a.nomem)) {
+            rc = DS_ERR_NOMEM;
+            break;
+        }
         if (atomic_load(&a.tok_err)) {
             ds_set_err(err, errlen, "tokenizer failed: %s", tk_strerror(atomic_load(&a.tok_err)));
             rc = DS_ERR_INTERNAL;

@@ -45,6 +45,8 @@ typedef struct {
     ds_doc_sep doc_sep;       /* for .txt inputs */
     size_t max_record_bytes;  /* bound on one record held in memory; 0 = default (256 MiB) */
     ds_overlong overlong;
+    int defer_json;           /* 1: JSONL lines are delivered unparsed (status OK, DS_RECF_RAW_JSON,
+                                 text = the line) so that ds_json_extract can run on worker threads */
 } ds_reader_opts;
 void ds_reader_opts_init(ds_reader_opts *o);
 
@@ -85,7 +87,8 @@ enum {
     DS_RECF_JSON_LONE_SURROGATE = 1u << 0, /* JSON had an unpaired \uD800-\uDFFF escape */
     DS_RECF_BOM = 1u << 1,                 /* record/file started with a UTF-8 BOM */
     DS_RECF_CUT = 1u << 2,                 /* text was cut at max_record_bytes */
-    DS_RECF_CRLF = 1u << 3                 /* txt line mode: the line ended in \r\n (\r removed) */
+    DS_RECF_CRLF = 1u << 3,                /* txt line mode: the line ended in \r\n (\r removed) */
+    DS_RECF_RAW_JSON = 1u << 4             /* defer_json: text is the raw JSONL line, not yet parsed */
 };
 
 typedef struct ds_reader ds_reader;
@@ -97,6 +100,16 @@ int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_o
 /* 1: a record was produced; 0: end of all inputs; <0: fatal error (err set). */
 int ds_reader_next(ds_reader *r, ds_record *rec, char *err, size_t errlen);
 void ds_reader_free(ds_reader *r);
+
+/* JSON field extraction, usable on any thread (one ctx per thread). With
+ * defer_json, pass each DS_RECF_RAW_JSON record's text/len here: rec gets
+ * status, text/len (valid until the next call on this ctx), flags (BOM,
+ * lone surrogate) and detail, exactly as ds_reader_next would have set them.
+ * Returns DS_OK or DS_ERR_NOMEM. */
+typedef struct ds_json_ctx ds_json_ctx;
+int ds_json_ctx_new(const ds_reader_opts *opts, ds_json_ctx **out); /* DS_ERR_ARG: bad field path */
+void ds_json_ctx_free(ds_json_ctx *c);
+int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *rec);
 
 /* ------------------------------------------------------------ lint / hist
  * One streaming pass over the inputs: the reader runs on the calling thread,

@@ -178,9 +178,7 @@ static int walk_dir(in_list *l, const char *dir, int depth, char *err, size_t er
 
 struct ds_reader {
     ds_reader_opts opts;
-    char **field_parts;   /* dotted path split */
-    size_t n_field_parts;
-    char *field_buf;
+    ds_json_ctx *jctx;    /* field path + parser scratch */
     int field_explicit;
 
     in_list files;
@@ -209,7 +207,6 @@ struct ds_reader {
 
     uint8_t *rec;         /* record assembly buffer (<= max_record_bytes) */
     size_t rec_len, rec_cap;
-    json_t *json;         /* parsed JSON of the last record */
     uint64_t index;
     char detail[256];
 };
@@ -227,13 +224,11 @@ void ds_reader_free(ds_reader *r) {
     close_file(r);
     for (size_t i = 0; i < r->files.n; i++) free(r->files.v[i].path);
     free(r->files.v);
-    free(r->field_parts);
-    free(r->field_buf);
+    ds_json_ctx_free(r->jctx);
     if (r->zd) ZSTD_freeDCtx(r->zd);
     free(r->in);
     free(r->out);
     free(r->rec);
-    if (r->json) json_decref(r->json);
     free(r);
 }
 
@@ -253,31 +248,13 @@ int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_o
         return DS_ERR_ARG;
     }
     r->field_explicit = r->opts.field != NULL;
-    const char *field = r->opts.field ? r->opts.field : "text";
-    if (!*field) {
-        ds_set_err(err, errlen, "empty --field");
+    int frc = ds_json_ctx_new(&r->opts, &r->jctx);
+    if (frc) {
+        if (frc == DS_ERR_ARG)
+            ds_set_err(err, errlen, "bad --field '%s': empty path component", r->opts.field ? r->opts.field : "");
         ds_reader_free(r);
-        return DS_ERR_ARG;
+        return frc;
     }
-    r->field_buf = strdup(field);
-    if (!r->field_buf) { ds_reader_free(r); return DS_ERR_NOMEM; }
-    size_t parts = 1;
-    for (const char *c = field; *c; c++) parts += *c == '.';
-    r->field_parts = calloc(parts, sizeof *r->field_parts);
-    if (!r->field_parts) { ds_reader_free(r); return DS_ERR_NOMEM; }
-    char *save = r->field_buf;
-    r->field_parts[r->n_field_parts++] = save;
-    for (char *c = save; *c; c++)
-        if (*c == '.') {
-            *c = 0;
-            r->field_parts[r->n_field_parts++] = c + 1;
-        }
-    for (size_t i = 0; i < r->n_field_parts; i++)
-        if (!*r->field_parts[i]) {
-            ds_set_err(err, errlen, "bad --field '%s': empty path component", field);
-            ds_reader_free(r);
-            return DS_ERR_ARG;
-        }
 
     int rc = DS_OK;
     for (size_t i = 0; i < n_inputs && rc == DS_OK; i++) {
@@ -597,9 +574,66 @@ static void zstd_record(ds_reader *r, ds_record *rec) {
     r->file_done = 1;
 }
 
-static void parse_json(ds_reader *r, ds_record *rec) {
-    uint8_t *p = r->rec;
-    size_t n = r->rec_len;
+struct ds_json_ctx {
+    char **parts;      /* dotted path split */
+    size_t n_parts;
+    char *buf;
+    char *name;        /* the field as given */
+    json_t *json;      /* parsed JSON of the last record */
+    uint8_t *copy;     /* scratch for the lone-surrogate retry */
+    size_t copy_cap;
+    char detail[256];
+};
+
+void ds_json_ctx_free(ds_json_ctx *c) {
+    if (!c) return;
+    if (c->json) json_decref(c->json);
+    free(c->parts);
+    free(c->buf);
+    free(c->name);
+    free(c->copy);
+    free(c);
+}
+
+int ds_json_ctx_new(const ds_reader_opts *o, ds_json_ctx **out) {
+    *out = NULL;
+    const char *field = o && o->field ? o->field : "text";
+    if (!*field) return DS_ERR_ARG;
+    ds_json_ctx *c = calloc(1, sizeof *c);
+    if (!c) return DS_ERR_NOMEM;
+    c->buf = strdup(field);
+    c->name = strdup(field);
+    size_t parts = 1;
+    for (const char *q = field; *q; q++) parts += *q == '.';
+    c->parts = calloc(parts, sizeof *c->parts);
+    if (!c->buf || !c->name || !c->parts) {
+        ds_json_ctx_free(c);
+        return DS_ERR_NOMEM;
+    }
+    c->parts[c->n_parts++] = c->buf;
+    for (char *q = c->buf; *q; q++)
+        if (*q == '.') {
+            *q = 0;
+            c->parts[c->n_parts++] = q + 1;
+        }
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (!*c->parts[i]) {
+            ds_json_ctx_free(c);
+            return DS_ERR_ARG;
+        }
+    *out = c;
+    return DS_OK;
+}
+
+int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *rec) {
+    if (c->json) {
+        json_decref(c->json);
+        c->json = NULL;
+    }
+    rec->flags &= ~(uint32_t)DS_RECF_RAW_JSON;
+    rec->detail = NULL;
+    const uint8_t *p = line;
+    size_t n = len;
     if (n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) {
         p += 3;
         n -= 3;
@@ -609,53 +643,59 @@ static void parse_json(ds_reader *r, ds_record *rec) {
     json_t *j = json_loadb((const char *)p, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
     if (!j && memchr(p, '\\', n)) {
         /* maybe a lone surrogate escape: patch a copy (same length) and retry */
-        uint8_t *copy = malloc(n ? n : 1);
-        if (copy) {
-            memcpy(copy, p, n);
-            if (fix_lone_surrogates(copy, n)) {
-                json_error_t je2;
-                j = json_loadb((const char *)copy, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je2);
-                if (j) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;
-            }
-            free(copy);
+        if (c->copy_cap < n) {
+            uint8_t *nc = realloc(c->copy, n);
+            if (!nc) return DS_ERR_NOMEM;
+            c->copy = nc;
+            c->copy_cap = n;
+        }
+        memcpy(c->copy, p, n);
+        if (fix_lone_surrogates(c->copy, n)) {
+            json_error_t je2;
+            j = json_loadb((const char *)c->copy, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je2);
+            if (j) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;
         }
     }
     if (!j) {
         rec->status = DS_REC_BAD_JSON;
-        rec->text = r->rec;
-        rec->len = r->rec_len;
-        snprintf(r->detail, sizeof r->detail, "%s (column %d)", je.text, je.column);
-        rec->detail = r->detail;
-        return;
+        rec->text = line;
+        rec->len = len;
+        snprintf(c->detail, sizeof c->detail, "%s (column %d)", je.text, je.column);
+        rec->detail = c->detail;
+        return DS_OK;
     }
-    r->json = j;
+    c->json = j;
+    rec->text = NULL;
+    rec->len = 0;
     json_t *v = j;
-    for (size_t i = 0; i < r->n_field_parts; i++) {
+    for (size_t i = 0; i < c->n_parts; i++) {
         if (!json_is_object(v)) {
             rec->status = DS_REC_MISSING_FIELD;
-            snprintf(r->detail, sizeof r->detail, "%s", i == 0 ? "line is not a JSON object" : "parent of the field is not an object");
-            rec->detail = r->detail;
-            return;
+            snprintf(c->detail, sizeof c->detail, "%s",
+                     i == 0 ? "line is not a JSON object" : "parent of the field is not an object");
+            rec->detail = c->detail;
+            return DS_OK;
         }
-        v = json_object_get(v, r->field_parts[i]);
+        v = json_object_get(v, c->parts[i]);
         if (!v) {
             rec->status = DS_REC_MISSING_FIELD;
-            snprintf(r->detail, sizeof r->detail, "no field '%s'", r->opts.field ? r->opts.field : "text");
-            rec->detail = r->detail;
-            return;
+            snprintf(c->detail, sizeof c->detail, "no field '%s'", c->name);
+            rec->detail = c->detail;
+            return DS_OK;
         }
     }
     if (!json_is_string(v)) {
         rec->status = DS_REC_NOT_STRING;
         const char *t = json_is_null(v) ? "null" : json_is_object(v) ? "an object" : json_is_array(v) ? "an array"
                       : json_is_number(v) ? "a number" : "a boolean";
-        snprintf(r->detail, sizeof r->detail, "field '%s' is %s, not a string", r->opts.field ? r->opts.field : "text", t);
-        rec->detail = r->detail;
-        return;
+        snprintf(c->detail, sizeof c->detail, "field '%s' is %s, not a string", c->name, t);
+        rec->detail = c->detail;
+        return DS_OK;
     }
     rec->status = DS_REC_OK;
     rec->text = (const uint8_t *)json_string_value(v);
     rec->len = json_string_length(v);
+    return DS_OK;
 }
 
 /* Decide the kind of an AUTO file from its first decompressed bytes. */
@@ -702,7 +742,14 @@ static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) 
             /* strip a trailing \r (CRLF file) */
             if (r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--;
             r->rec[r->rec_len] = 0;
-            parse_json(r, rec);
+            if (r->opts.defer_json) {
+                rec->status = DS_REC_OK;
+                rec->text = r->rec;
+                rec->len = r->rec_len;
+                rec->flags |= DS_RECF_RAW_JSON;
+                return 1;
+            }
+            if ((rc = ds_json_extract(r->jctx, r->rec, r->rec_len, rec))) goto io_fail;
             return 1;
         }
     }
@@ -820,10 +867,6 @@ io_fail:
 
 int ds_reader_next(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
     if (!r || !rec) return DS_ERR_ARG;
-    if (r->json) {
-        json_decref(r->json);
-        r->json = NULL;
-    }
     while (r->cur < r->files.n) {
         if (!r->open) {
             int rc = open_file(r, err, errlen);
