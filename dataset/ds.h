@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ds_shard.h" /* token shards: writer format and the trainer-facing reader */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

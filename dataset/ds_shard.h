@@ -1,0 +1,133 @@
+/* ds_shard.h - token shards: fixed-length rows of token ids written by
+ * `mkshards build`, read by trainers. Included by ds.h.
+ *
+ * Format: docs/shard-format.md. A shard set is a directory holding
+ * manifest.json and shard files (*.mks); the manifest lists the shards of
+ * the train and validation splits in order.
+ *
+ * Reading is thread-safe: any number of threads may call ds_shardset_read /
+ * ds_shard_read on the same handle at once (the files are mmap'ed; zstd
+ * compressed shards are read with pread and decoded into a per-call buffer).
+ *
+ * Row semantics (what a trainer needs):
+ *   tokens[i]    token id at position i (u32, whatever the on-disk dtype);
+ *                padding positions hold the pad id (the EOT id).
+ *   pos_ids[i]   position of token i inside its document segment: restarts
+ *                at 0 where a document (or a piece of one) starts in the row;
+ *                the first segment of a row starts at 0 as well.
+ *   doc_ids[i]   0-based segment number inside the row (attention mask:
+ *                token i may attend to j <= i iff doc_ids[i] == doc_ids[j]);
+ *                padding positions get their own segment number (last + 1).
+ *   loss_mask[i] 1 for real tokens (document tokens and their EOT), 0 for
+ *                padding.
+ * Any of the output arrays may be NULL. Arrays hold row_len entries.
+ */
+#ifndef DS_SHARD_H
+#define DS_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DS_SHARD_MAGIC "MKSHARD\0" /* 8 bytes */
+#define DS_SHARD_VERSION 1u
+#define DS_SHARD_HEADER_BYTES 192u
+#define DS_SHARD_BLOCK_BYTES 65536u /* granularity of the per-block checksums */
+
+enum {
+    DS_SHARD_F_ZSTD = 1u << 0,  /* token rows stored as independent zstd frames */
+    DS_SHARD_F_VAL = 1u << 1,   /* the shard belongs to the validation split */
+    DS_SHARD_F_SHUFFLED = 1u << 2 /* rows were permuted with the seeded shuffle */
+};
+
+/* Shard header as decoded from disk (all little-endian on disk). */
+typedef struct {
+    uint32_t version;
+    uint32_t dtype_bytes;   /* 2 (u16, vocab <= 65536) or 4 (u32) */
+    uint32_t flags;         /* DS_SHARD_F_* */
+    uint32_t row_len;       /* L */
+    uint64_t n_rows;
+    uint32_t vocab_size;
+    uint32_t pad_id;        /* id stored at padding positions (= EOT id) */
+    uint32_t eot_id;
+    uint32_t frame_rows;    /* rows per zstd frame (0 when not compressed) */
+    uint64_t n_frames;
+    uint64_t n_starts;      /* entries in the document-start table */
+    uint64_t tokens_bytes;  /* size of the token section on disk */
+    uint64_t meta_bytes;    /* size of the row-metadata section */
+    uint64_t n_blocks;      /* per-block checksums that follow the metadata */
+    uint64_t payload_xxh3;  /* XXH3-64 of tokens + metadata sections */
+    uint64_t blocks_xxh3;   /* XXH3-64 of the block checksum table */
+    uint8_t fingerprint[32];/* tokenizer fingerprint (tk_fingerprint) */
+} ds_shard_header;
+
+/* ------------------------------------------------------------ one shard */
+typedef struct ds_shard ds_shard;
+
+enum {
+    DS_SHARD_OPEN_VERIFY = 1 /* hash the whole file on open (payload and block checksums) */
+};
+
+/* Open a shard: checks magic, version, header checksum and that the file
+ * size matches the header (cheap); with DS_SHARD_OPEN_VERIFY also the payload
+ * checksum. Returns DS_OK or DS_ERR_IO / DS_ERR_FORMAT (err says why). */
+int ds_shard_open(const char *path, int flags, ds_shard **out, char *err, size_t errlen);
+void ds_shard_close(ds_shard *s);
+const ds_shard_header *ds_shard_get_header(const ds_shard *s);
+/* Read row `row` (0-based) into caller buffers (row_len entries each, any may
+ * be NULL). n_valid (may be NULL) receives the count of non-pad tokens.
+ * Thread-safe. DS_ERR_ARG for a row out of range, DS_ERR_FORMAT for corrupt
+ * metadata or a frame that does not decode. */
+int ds_shard_read(const ds_shard *s, uint64_t row, uint32_t *tokens, uint32_t *pos_ids, uint32_t *doc_ids,
+                  uint8_t *loss_mask, uint32_t *n_valid);
+
+/* Full check of one shard file (what `mkshards verify` runs per shard):
+ * header, size, header/payload/block checksums, every id < vocab_size,
+ * metadata invariants, every zstd frame. On failure returns DS_ERR_FORMAT
+ * (or DS_ERR_IO) and err names the byte offset or range that is wrong.
+ * file_xxh3 (may be NULL) receives the XXH3-64 of the whole file. */
+int ds_shard_verify(const char *path, uint64_t *file_xxh3, char *err, size_t errlen);
+
+/* ------------------------------------------------------------- shard set */
+typedef enum { DS_SPLIT_TRAIN = 0, DS_SPLIT_VAL = 1 } ds_split;
+
+typedef struct {
+    uint32_t row_len;
+    uint32_t vocab_size;
+    uint32_t eot_id;
+    uint32_t pad_id;
+    uint32_t dtype_bytes;
+    uint8_t fingerprint[32];   /* tokenizer fingerprint; compare with tk_fingerprint */
+    char tokenizer[64];        /* tokenizer name recorded in the manifest */
+    uint64_t rows[2];          /* rows per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
+    uint64_t tokens[2];        /* non-pad tokens per split */
+    size_t n_shards[2];
+} ds_shardset_info;
+
+typedef struct ds_shardset ds_shardset;
+/* Open the shard set in dir (reads dir/manifest.json, opens every shard with
+ * the cheap checks, checks that each agrees with the manifest: rows, row
+ * length, vocabulary, fingerprint). flags: DS_SHARD_OPEN_VERIFY also hashes
+ * every file against the manifest. */
+int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, size_t errlen);
+void ds_shardset_close(ds_shardset *s);
+void ds_shardset_get_info(const ds_shardset *s, ds_shardset_info *info);
+uint64_t ds_shardset_rows(const ds_shardset *s, ds_split split);
+/* Read row `row` (0-based within the split, shards in manifest order). */
+int ds_shardset_read(const ds_shardset *s, ds_split split, uint64_t row, uint32_t *tokens, uint32_t *pos_ids,
+                     uint32_t *doc_ids, uint8_t *loss_mask);
+/* Shards of a split, in order (paths valid until close). */
+size_t ds_shardset_n_shards(const ds_shardset *s, ds_split split);
+const ds_shard *ds_shardset_shard(const ds_shardset *s, ds_split split, size_t i, const char **path);
+
+/* Helpers shared with the tools. */
+void ds_shard_hex(const uint8_t *bytes, size_t n, char *out); /* out: 2n+1 chars */
+int ds_shard_unhex(const char *hex, uint8_t *bytes, size_t n); /* 0 ok, -1 bad */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
