@@ -605,11 +605,15 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
             T.nwords++;
         }
     }
+    /* symbol ids stay below min(target, 256 + merges possible); every merge
+     * removes at least one symbol, so at most nsym - nwords merges happen */
+    size_t nsymcap = target;
+    if (256 + nsym - T.nwords + 1 < nsymcap) nsymcap = (size_t)(256 + nsym - T.nwords + 1);
     if (!rc) {
-        T.left = calloc(target, sizeof *T.left);
-        T.right = calloc(target, sizeof *T.right);
-        T.lx = malloc(target * sizeof *T.lx);
-        T.ry = malloc(target * sizeof *T.ry);
+        T.left = calloc(nsymcap, sizeof *T.left);
+        T.right = calloc(nsymcap, sizeof *T.right);
+        T.lx = malloc(nsymcap * sizeof *T.lx);
+        T.ry = malloc(nsymcap * sizeof *T.ry);
         if (!T.left || !T.right || !T.lx || !T.ry) rc = TK_ERR_NOMEM;
     }
     /* initial pair counts and word index */
