@@ -849,6 +849,7 @@ static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) 
         if (!started) return 0;
         rec_base(r, rec, line, off);
         rec->record_bytes = total;
+        if (!overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--; /* CRLF file */
         r->rec[r->rec_len] = 0;
         if (overflow) set_overlong(r, rec, 1);
         else {

@@ -130,6 +130,13 @@ int main(void) {
     CHECK(streq(R.text[0], "one\r\ntwo") && R.rec[0].line == 1);
     CHECK(streq(R.text[1], "three\nfour") && R.rec[1].line == 5 && R.rec[1].offset == 16);
 
+    /* blank-line mode on a CRLF file: no trailing \r in documents */
+    const char *crlf = "a1\r\na2\r\n\r\nb1\r\n";
+    write_file("crlf.txt", crlf, strlen(crlf));
+    const char *cf[] = {"crlf.txt"};
+    read_all(cf, 1, &o, &R);
+    CHECK(R.n == 2 && streq(R.text[0], "a1\r\na2") && streq(R.text[1], "b1") && R.rec[1].line == 4 && R.rec[1].offset == 10);
+
     /* --- zstd: good, concatenated frames, truncated, corrupt --- */
     write_zst("z.jsonl.zst", jl, strlen(jl), 0);
     const char *z[] = {"z.jsonl.zst"};
