@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh - the one prepared GPU check of issue 7 (H200; well under 8 minutes).
+#
+#   bash tests/gpu/run.sh              on the lent GPU machine (from the repository root)
+#   bash tests/gpu/run.sh --dry-run    anywhere: everything up to the first GPU use, then stop
+#
+# Steps: (1) tools and paths; (2) build for sm_90 (cmake + make -j16) in build-gpu/;
+# (3) shards from samples/ built here (../shared does not travel); (4) `llmtrain --plan` for
+# d12 (CPU only); --- first GPU use below this line ---
+# (5) nvidia-smi; (6) ctest -L gpu; (7) `llmtrain --device cuda` d12, T=1024, bf16, a bounded
+# number of steps; (8) tools/bench/nanogpt_torch.py at the same batch; (9) a sweep of configs
+# near the memory limit (each: refused at plan time / trained / OOM / failed);
+# (10) ONE table, printed last and appended to docs/gpu-results.md with the date and commit.
+#
+# Vocabulary: GPT-2's when one is found (GPT2_VOCAB=..., tmp/vocab/gpt2.tiktoken - an ignored
+# path: put a copy there and name it in the device tool's `carry` -, or ../shared/vocab);
+# otherwise a BPE vocabulary trained on samples/ (then the model is smaller than 124M: the
+# table says so).
+#
+# Environment knobs: STEPS (d12 timed steps, 40), BATCH (rows per micro-batch, 32),
+# SEQ (1024), JOBS (16; nproc in a dry run), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 150),
+# SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_CTEST=1. Logs and JSON go to $OUT (the device tool's folder)
+# when set, else to $BUILD_DIR/gpu-run.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 2
+
+DRY=0
+for a in "$@"; do
+    case "$a" in
+        --dry-run) DRY=1 ;;
+        -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) echo "run.sh: unknown argument '$a' (try --help)" >&2; exit 64 ;;
+    esac
+done
+
+STEPS=${STEPS:-40}
+BATCH=${BATCH:-32}
+SEQ=${SEQ:-1024}
+if [ "$DRY" = 1 ]; then JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}; else JOBS=${JOBS:-16}; fi
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+SWEEP_SECONDS=${SWEEP_SECONDS:-150}
+LOGDIR=${OUT:-$ROOT/$BUILD_DIR/gpu-run}
+WORK=$ROOT/$BUILD_DIR/gpu-work
+PY=${PYTHON:-python3}
+T_START=$(date +%s)
+mkdir -p "$LOGDIR" "$WORK"
+
+say() { printf '[run.sh %4ss] %s\n' "$(($(date +%s) - T_START))" "$*"; }
+die() { say "FATAL: $*"; exit 2; }
+have() { command -v "$1" >/dev/null 2>&1; }
+# Result rows for the final table: "section|key|value".
+RESULTS=$LOGDIR/results.txt
+: >"$RESULTS"
+res() { printf '%s|%s|%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
+
+# ---------------------------------------------------------------------------------------------
+say "1. tools and paths (dry run: $DRY)"
+missing=""
+for t in cmake make "$PY" git awk sed; do have "$t" || missing="$missing $t"; done
+have nvcc || [ -x /usr/local/cuda/bin/nvcc ] || missing="$missing nvcc"
+[ -n "$missing" ] && die "missing tools:$missing"
+have nvcc || export PATH=/usr/local/cuda/bin:$PATH
+for f in samples/tiny.jsonl tools/bench/nanogpt_torch.py tests/gpu/summarize.py CMakeLists.txt; do
+    [ -f "$f" ] || die "missing file $f"
+done
+say "nvcc: $(nvcc --version | tail -1)"
+PYDEPS=$("$PY" - <<'EOF'
+import importlib
+out = []
+for m in ("numpy", "torch", "triton"):
+    try:
+        mod = importlib.import_module(m)
+        out.append(f"{m}={getattr(mod, '__version__', '?')}")
+    except Exception as e:
+        out.append(f"{m}=MISSING({type(e).__name__})")
+print(" ".join(out))
+EOF
+)
+say "python deps: $PYDEPS"
+case "$PYDEPS" in *numpy=MISSING*) die "numpy is required (tests/gpu/summarize.py does not need it, the reader does)" ;; esac
+TORCH_OK=1
+case "$PYDEPS" in *torch=MISSING*) TORCH_OK=0; say "torch missing: the PyTorch baseline will be skipped" ;; esac
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)
+[ -n "$DIRTY" ] && COMMIT="$COMMIT+dirty"
+res meta commit "$COMMIT"
+res meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
+
+# ---------------------------------------------------------------------------------------------
+say "2. build for sm_90 in $BUILD_DIR (-j$JOBS)"
+if ! cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGDIR/cmake.log" 2>&1; then
+    tail -30 "$LOGDIR/cmake.log"; die "cmake configure failed (log: $LOGDIR/cmake.log)"
+fi
+if ! cmake --build "$BUILD_DIR" -j"$JOBS" >"$LOGDIR/build.log" 2>&1; then
+    grep -E 'error|Error' "$LOGDIR/build.log" | head -30; die "build failed (log: $LOGDIR/build.log)"
+fi
+nwarn=$(grep -c -i 'warning' "$LOGDIR/build.log" || true)
+say "build ok ($nwarn warning lines)"
+res build warnings "$nwarn"
+MKS=$BUILD_DIR/tools/mkshards
+LLMTRAIN=""
+for c in "$BUILD_DIR/train/llmtrain" "$BUILD_DIR/tools/llmtrain" "$BUILD_DIR/llmtrain"; do
+    [ -x "$c" ] && LLMTRAIN=$c && break
+done
+[ -x "$MKS" ] || die "no $MKS after the build"
+if [ -z "$LLMTRAIN" ]; then
+    say "llmtrain: NOT BUILT (no train/llmtrain target yet): the trainer rows will say so"
+    res ours status "llmtrain not built"
+elif ! "$LLMTRAIN" --help 2>&1 | grep -q -- 'cuda'; then
+    say "llmtrain: built, but its --help names no cuda device: CUDA path missing"
+    res ours status "llmtrain has no --device cuda"
+    LLMTRAIN_NOCUDA=1
+fi
+
+# ---------------------------------------------------------------------------------------------
+say "3. shards from samples/"
+VOCAB=""
+for c in "${GPT2_VOCAB:-}" tmp/vocab/gpt2.tiktoken ../shared/vocab/gpt2.tiktoken; do
+    [ -n "$c" ] && [ -f "$c" ] && VOCAB=$c && break
+done
+if [ -n "$VOCAB" ]; then
+    say "vocabulary: GPT-2 ($VOCAB)"
+    res data vocab "gpt2 ($VOCAB)"
+else
+    VOCAB=$WORK/samples.tiktoken
+    say "no GPT-2 vocabulary here: training one on samples/ (model will be smaller than 124M)"
+    if ! "$MKS" tokenizer train -q -n 50257 -p gpt2 -s '<|endoftext|>' -o "$VOCAB" samples/tiny.jsonl \
+            >"$LOGDIR/tokenizer.log" 2>&1; then
+        tail -5 "$LOGDIR/tokenizer.log"; die "mkshards tokenizer train failed"
+    fi
+    res data vocab "trained on samples/ ($(wc -l <"$VOCAB") ranks; not GPT-2's)"
+fi
+SHARDS=$WORK/shards
+SHARDS_OK=0
+rm -rf "$SHARDS"
+if "$MKS" build --help 2>&1 | grep -qi 'not implemented'; then
+    say "mkshards build: not implemented yet -> no shards; llmtrain cannot run, torch uses random tokens"
+    res data shards "mkshards build not implemented"
+elif "$MKS" build --tokenizer "$VOCAB" --seq-len "$SEQ" --out "$SHARDS" samples/tiny.jsonl \
+        >"$LOGDIR/shards.log" 2>&1; then
+    SHARDS_OK=1
+    say "shards: $(find "$SHARDS" -type f | wc -l) files in $SHARDS"
+    res data shards "samples/tiny.jsonl, seq-len $SEQ"
+else
+    tail -5 "$LOGDIR/shards.log"
+    say "mkshards build failed (log: $LOGDIR/shards.log)"
+    res data shards "mkshards build FAILED"
+fi
+# vocabulary size: the manifest's if it says, else the rank file's line count
+VOCAB_N=$("$PY" - "$SHARDS" "$VOCAB" <<'EOF'
+import glob, json, os, sys
+shards, vocab = sys.argv[1], sys.argv[2]
+for m in sorted(glob.glob(os.path.join(shards, "*.json"))):
+    try:
+        j = json.load(open(m))
+    except Exception:
+        continue
+    def find(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k in ("vocab_size", "vocab") and isinstance(v, int):
+                    return v
+                r = find(v)
+                if r:
+                    return r
+        return None
+    v = find(j)
+    if v:
+        print(v); sys.exit(0)
+n = sum(1 for _ in open(vocab))
+print(50257 if n == 50256 else n + 1)  # gpt2.tiktoken: 50256 ranks + <|endoftext|>
+EOF
+)
+say "vocabulary size: $VOCAB_N"
+res data vocab_size "$VOCAB_N"
+
+# ---------------------------------------------------------------------------------------------
+say "4. plan for d12 (no GPU)"
+TOKB=$((BATCH * SEQ))
+TRAIN_ARGS=(--data "$SHARDS" --model d12 --seq-len "$SEQ" --token-budget "$TOKB" --batch-tokens "$TOKB"
+            --precision bf16)
+CAN_TRAIN=0
+if [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
+    "$LLMTRAIN" --plan "${TRAIN_ARGS[@]}" --device cuda --mem-budget 139GiB >"$LOGDIR/plan_d12.txt" 2>&1
+    prc=$?
+    say "llmtrain --plan exit $prc"
+    sed -n '1,40p' "$LOGDIR/plan_d12.txt"
+    [ "$prc" = 0 ] && [ -z "${LLMTRAIN_NOCUDA:-}" ] && CAN_TRAIN=1
+    [ "$prc" != 0 ] && res ours status "plan exit $prc (see plan_d12.txt)"
+fi
+
+say "4b. torch script check (CPU, tiny, 2 steps)"
+if [ "$TORCH_OK" = 1 ]; then
+    if "$PY" tools/bench/nanogpt_torch.py --check >"$LOGDIR/torch_check.json" 2>"$LOGDIR/torch_check.err"; then
+        say "torch check: $(cat "$LOGDIR/torch_check.json")"
+    else
+        tail -5 "$LOGDIR/torch_check.err"; say "torch check FAILED"; TORCH_OK=0
+        res torch status "CPU check failed"
+    fi
+else
+    "$PY" -m py_compile tools/bench/nanogpt_torch.py && say "torch missing; script compiles"
+    res torch status "torch not installed"
+fi
+
+if [ "$DRY" = 1 ]; then
+    say "dry run: stopping before the first GPU use. Results so far:"
+    "$PY" tests/gpu/summarize.py --results "$RESULTS" --logdir "$LOGDIR" --dry-run
+    exit 0
+fi
+
+# ===================================== GPU from here on ========================================
+say "5. the device"
+if ! have nvidia-smi || ! nvidia-smi >"$LOGDIR/nvidia-smi.txt" 2>&1; then
+    die "nvidia-smi failed: no GPU here (use --dry-run on machines without one)"
+fi
+GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
+say "gpu: $GPU"
+res meta gpu "$GPU"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$LOGDIR/nvidia-smi.txt" 2>&1
+
+# ---------------------------------------------------------------------------------------------
+if [ -z "${SKIP_CTEST:-}" ]; then
+    say "6. gpu-labelled tests"
+    ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 120 >"$LOGDIR/ctest_gpu.log" 2>&1
+    crc=$?
+    grep -E 'tests passed|tests failed|Test +#' "$LOGDIR/ctest_gpu.log" | tail -20
+    # the kernel table (op/dtype/err/pass) printed by test_kernels_gpu
+    grep -E '^\| ' "$LOGDIR/ctest_gpu.log" >"$LOGDIR/kernel_table.txt" || true
+    res ctest gpu "$(grep -E 'tests passed' "$LOGDIR/ctest_gpu.log" | tail -1 | sed 's/^ *//') (exit $crc)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+say "7. llmtrain --device cuda d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
+if [ "$CAN_TRAIN" = 1 ]; then
+    timeout 240 "$LLMTRAIN" "${TRAIN_ARGS[@]}" --device cuda --steps "$STEPS" --seed 1 \
+        --log "$LOGDIR/ours_d12.jsonl" >"$LOGDIR/ours_d12.txt" 2>&1
+    orc=$?
+    tail -8 "$LOGDIR/ours_d12.txt"
+    res ours exit "$orc"
+    grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
+else
+    say "llmtrain d12 on cuda: SKIPPED (no llmtrain, no cuda path, no shards or plan refused)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [ -z "${SKIP_TORCH:-}" ] && [ "$TORCH_OK" = 1 ]; then
+    say "8. PyTorch nanoGPT-style d12, same batch"
+    DATA_ARG=()
+    [ "$SHARDS_OK" = 1 ] && DATA_ARG=(--data "$SHARDS")
+    timeout 300 "$PY" tools/bench/nanogpt_torch.py --model d12 --seq-len "$SEQ" --batch "$BATCH" \
+        --steps "$STEPS" --vocab-size "$VOCAB_N" "${DATA_ARG[@]}" >"$LOGDIR/torch_d12.json" 2>"$LOGDIR/torch_d12.err"
+    trc=$?
+    tail -3 "$LOGDIR/torch_d12.err"
+    say "torch: exit $trc $(tail -1 "$LOGDIR/torch_d12.json")"
+    res torch exit "$trc"
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -z "${LLMTRAIN_NOCUDA:-}" ]; then
+    say "9. sweep near the memory limit (budget ${SWEEP_SECONDS}s)"
+    SWEEP_END=$(($(date +%s) + SWEEP_SECONDS))
+    # model seq precision token-budget mem-budget: the token budget asks for far more rows than fit,
+    # so the planner must pick the largest micro-batch under the device's memory (or refuse).
+    while read -r m s p tb mb; do
+        [ -z "$m" ] && continue
+        tag="$m/T$s/$p/tok$tb/mem$mb"
+        if [ "$(date +%s)" -ge "$SWEEP_END" ]; then res sweep "$tag" "skipped (time)"; continue; fi
+        args=(--data "$SHARDS" --model "$m" --seq-len "$s" --precision "$p" --token-budget "$tb"
+              --batch-tokens "$tb" --device cuda)
+        mbarg=()
+        [ "$mb" != dev ] && mbarg=(--mem-budget "$mb")
+        "$LLMTRAIN" --plan "${args[@]}" "${mbarg[@]}" >"$LOGDIR/sweep_plan_${tag//\//_}.txt" 2>&1
+        prc=$?
+        if [ "$prc" = 3 ]; then res sweep "$tag" "refused at plan time"; continue; fi
+        if [ "$prc" != 0 ]; then res sweep "$tag" "plan error (exit $prc)"; continue; fi
+        timeout 90 "$LLMTRAIN" "${args[@]}" "${mbarg[@]}" --steps 3 \
+            >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
+        trc=$?
+        if grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM"
+        elif [ "$trc" = 0 ]; then res sweep "$tag" "trained"
+        elif [ "$trc" = 3 ]; then res sweep "$tag" "refused at start (exit 3)"
+        else res sweep "$tag" "failed (exit $trc)"; fi
+    done <<'EOF'
+d12 1024 bf16 1048576 dev
+d24 1024 bf16 1048576 dev
+d36 2048 bf16 1048576 dev
+d48 1024 bf16 1048576 dev
+d48 4096 fp32 1048576 dev
+d12 8192 bf16 1048576 dev
+d48 1024 bf16 8192 4GiB
+d24 1024 fp32 1048576 24GiB
+EOF
+fi
+
+# ---------------------------------------------------------------------------------------------
+say "10. summary"
+"$PY" tests/gpu/summarize.py --results "$RESULTS" --logdir "$LOGDIR" --seq "$SEQ" --batch "$BATCH" \
+    --append docs/gpu-results.md
+say "done in $(($(date +%s) - T_START)) s; logs in $LOGDIR"
