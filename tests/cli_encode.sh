@@ -94,6 +94,10 @@ expect_rc "encode --threads 2" 0
 same_file "--threads 1 and --threads 2 agree" "$TMP/t1.ids" "$TMP/t2.ids"
 same_file "--threads 2 equals tiktoken's" "$TMP/t2.ids" "$DATA/small.gpt2.ids"
 
+run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --threads 2 --batch-bytes 64 "$DATA/small.jsonl" --ids-out "$TMP/bb.ids"
+expect_rc "encode --batch-bytes 64 (one document per batch)" 0
+same_file "tiny batches give the same ids" "$TMP/bb.ids" "$DATA/small.gpt2.ids"
+
 if command -v zstd >/dev/null; then
     zstd -q -c "$DATA/small.jsonl" >"$TMP/small.jsonl.zst"
     run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" "$TMP/small.jsonl.zst" --ids-out "$TMP/z.ids"
@@ -160,6 +164,10 @@ expect_rc "encode --allow-special all" 0
 if grep -q "50256" "$TMP/sp.ids"; then pass "--allow-special maps <|endoftext|> to 50256"; else fail "--allow-special: $(cat "$TMP/sp.ids")"; fi
 run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" "$TMP/sp.jsonl" --ids-out "$TMP/sp0.ids"
 if grep -q "50256" "$TMP/sp0.ids"; then fail "without --allow-special the special text must stay ordinary"; else pass "specials are ordinary text by default"; fi
+run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --allow-special '<|endoftext|>' "$TMP/sp.jsonl" --ids-out "$TMP/sp2.ids"
+expect_rc "encode --allow-special '<|endoftext|>'" 0
+same_file "--allow-special by name equals 'all' for gpt2" "$TMP/sp2.ids" "$TMP/sp.ids"
+run "$MKS" help encode;                    expect_rc "mkshards help encode" 0
 run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --allow-special '<|nope|>' "$TMP/sp.jsonl" --ids-out "$TMP/sp1.ids"
 expect_rc "encode --allow-special unknown token" 64
 
