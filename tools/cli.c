@@ -137,7 +137,9 @@ int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out
         return EXIT_OK;
     const char *why = err[0] ? err : tk_strerror(rc);
     const char *hint = "";
-    if (rc == TK_ERR_NOT_FOUND)
+    if (err[0] && rc != TK_ERR_PATTERN)
+        hint = ""; /* tk_load's message already says what was tried */
+    else if (rc == TK_ERR_NOT_FOUND)
         hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
     else if (rc == TK_ERR_IO)
         hint = " (check the path exists and is readable)";
