@@ -136,15 +136,14 @@ int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out
     if (rc == TK_OK && *out)
         return EXIT_OK;
     const char *why = err[0] ? err : tk_strerror(rc);
+    /* tk_load's own message already says what was tried; add a hint only without one */
     const char *hint = "";
-    if (err[0] && rc != TK_ERR_PATTERN)
-        hint = ""; /* tk_load's message already says what was tried */
-    else if (rc == TK_ERR_NOT_FOUND)
-        hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
-    else if (rc == TK_ERR_IO)
-        hint = " (check the path exists and is readable)";
-    else if (rc == TK_ERR_PATTERN)
+    if (rc == TK_ERR_PATTERN)
         hint = " (this vocabulary is not a known one: pass --pattern gpt2|cl100k|o200k)";
+    else if (!err[0] && rc == TK_ERR_NOT_FOUND)
+        hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
+    else if (!err[0] && rc == TK_ERR_IO)
+        hint = " (check the path exists and is readable)";
     cli_error(NULL, "cannot load tokenizer '%s': %s%s", spec, why, hint);
     *out = NULL;
     return EXIT_BAD_INPUT;
