@@ -1,7 +1,7 @@
 /* kn.h - fp32 compute kernels of the GPT-2 trainer.
  *
- * Every op has a C reference (kernels/*_ref.c, suffix _ref) that is the
- * numerical specification; CUDA versions (kernels/*.cu) must match them.
+ * Every op has a C reference (kernels/<op>_ref.c files, suffix _ref) that is the
+ * numerical specification; CUDA versions (kernels/ .cu files) must match them.
  *
  * Conventions
  *  - All tensors are flat, row-major, fp32 (token ids uint32, ids int32).
@@ -128,12 +128,13 @@ int kn_adamw_step_ref(float *params, const float *grads, float *m, float *v,
                       float weight_decay, int decay, int t);
 
 /* ---- global gradient L2 norm and clipping -------------------------------
- * kn_sumsq_ref: *out = sum g^2, accumulated in double in fixed 4096-element
- *   chunks (deterministic for any thread count).
+ * kn_sumsq_ref: *out = sum g^2, accumulated in double over 256 fixed
+ *   contiguous ranges summed in order (deterministic for any thread count).
  * kn_scale_ref: g *= s.
  * kn_clip_grad_norm_ref: norm = sqrt(sumsq(g)); if max_norm > 0 and
  *   norm > max_norm, g *= max_norm / (norm + 1e-6) (PyTorch
- *   clip_grad_norm_).  *norm_out (may be NULL) = the pre-clip norm.       */
+ *   clip_grad_norm_: coefficient max_norm/(norm+1e-6) applied when < 1).
+ *   *norm_out (may be NULL) = the pre-clip norm.       */
 int kn_sumsq_ref(const float *g, size_t n, double *out);
 int kn_scale_ref(float *g, size_t n, float s);
 int kn_clip_grad_norm_ref(float *g, size_t n, float max_norm, float *norm_out);

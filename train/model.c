@@ -1,0 +1,523 @@
+/* model.c - GPT-2 on the kn reference kernels (see model.h, docs/model.md). */
+#include "model.h"
+
+#include "kn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- config ---------------------------------------------------------------- */
+
+int tr_model_config_check(const tr_model_config *c)
+{
+    if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->d_model <= 0 ||
+        c->max_seq <= 0 || c->vocab <= 0 || c->d_model % c->n_head)
+        return TR_MODEL_EINVAL;
+    if (c->vocab_padded != kn_pad_vocab(c->vocab)) return TR_MODEL_EINVAL;
+    return TR_MODEL_OK;
+}
+
+int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq,
+                         int vocab, tr_model_config *out)
+{
+    if (!out) return TR_MODEL_EINVAL;
+    tr_model_config c = {n_layer, n_head, d_model, max_seq, vocab,
+                         vocab > 0 ? kn_pad_vocab(vocab) : 0};
+    if (tr_model_config_check(&c)) return TR_MODEL_EINVAL;
+    *out = c;
+    return TR_MODEL_OK;
+}
+
+int tr_model_config_preset(const char *name, int vocab, int max_seq,
+                           tr_model_config *out)
+{
+    static const struct { const char *name; int L, NH, C; } presets[] = {
+        {"tiny", 2, 2, 64},    {"d12", 12, 12, 768},  {"d24", 24, 16, 1024},
+        {"d36", 36, 20, 1280}, {"d48", 48, 25, 1600},
+    };
+    if (!name) return TR_MODEL_EINVAL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(name, presets[i].name))
+            return tr_model_config_make(presets[i].L, presets[i].NH, presets[i].C,
+                                        max_seq, vocab, out);
+    return TR_MODEL_EINVAL;
+}
+
+/* ---- parameter layout ------------------------------------------------------ */
+
+static const char *const param_names[TR_NUM_PARAM_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+void tr_model_param_sizes(const tr_model_config *c,
+                          size_t s[TR_NUM_PARAM_TENSORS])
+{
+    size_t L = (size_t)c->n_layer, C = (size_t)c->d_model;
+    s[TR_P_WTE] = (size_t)c->vocab_padded * C;
+    s[TR_P_WPE] = (size_t)c->max_seq * C;
+    s[TR_P_LN1W] = L * C;
+    s[TR_P_LN1B] = L * C;
+    s[TR_P_QKVW] = L * 3 * C * C;
+    s[TR_P_QKVB] = L * 3 * C;
+    s[TR_P_ATTPROJW] = L * C * C;
+    s[TR_P_ATTPROJB] = L * C;
+    s[TR_P_LN2W] = L * C;
+    s[TR_P_LN2B] = L * C;
+    s[TR_P_FCW] = L * 4 * C * C;
+    s[TR_P_FCB] = L * 4 * C;
+    s[TR_P_FCPROJW] = L * C * 4 * C;
+    s[TR_P_FCPROJB] = L * C;
+    s[TR_P_LNFW] = C;
+    s[TR_P_LNFB] = C;
+}
+
+const char *tr_model_param_name(int i)
+{
+    return i >= 0 && i < TR_NUM_PARAM_TENSORS ? param_names[i] : NULL;
+}
+
+int tr_model_param_decay(int i)
+{
+    switch (i) {
+    case TR_P_WTE: case TR_P_WPE: case TR_P_QKVW: case TR_P_ATTPROJW:
+    case TR_P_FCW: case TR_P_FCPROJW:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+size_t tr_model_param_count(const tr_model_config *c)
+{
+    size_t s[TR_NUM_PARAM_TENSORS], n = 0;
+    if (tr_model_config_check(c)) return 0;
+    tr_model_param_sizes(c, s);
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) n += s[i];
+    return n;
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+typedef struct {
+    float *encoded;                    /* (B,T,C) */
+    float *ln1, *ln1_mean, *ln1_rstd;  /* (L,B,T,C) (L,B,T) (L,B,T) */
+    float *qkv;                        /* (L,B,T,3C) */
+    float *atty;                       /* (L,B,T,C) */
+    float *att;                        /* (L,B,NH,T,T) */
+    float *residual2;                  /* (L,B,T,C) */
+    float *ln2, *ln2_mean, *ln2_rstd;  /* (L,B,T,C) (L,B,T) (L,B,T) */
+    float *fch, *fch_gelu;             /* (L,B,T,4C) each */
+    float *residual3;                  /* (L,B,T,C) */
+    float *lnf, *lnf_mean, *lnf_rstd;  /* (B,T,C) (B,T) (B,T) */
+    float *proj;                       /* (B,T,C) projection scratch */
+    float *logits;                     /* (B,T,Vp): logits / probs / dlogits */
+    float *losses;                     /* (B,T) */
+    /* backward scratch */
+    float *dres, *dbuf;                /* (B,T,C) each */
+    float *dbig;                       /* (B,T,4C): dfch, dqkv */
+} acts_t;
+
+static size_t acts_floats(const tr_model_config *c, size_t B, size_t T)
+{
+    size_t L = (size_t)c->n_layer, C = (size_t)c->d_model, BT = B * T;
+    return BT * (C * (16 * L + 3) + 4 * L + 3 + (size_t)c->vocab_padded) +
+           L * B * (size_t)c->n_head * T * T;
+}
+
+static size_t grad_acts_floats(const tr_model_config *c, size_t B, size_t T)
+{
+    return B * T * 6 * (size_t)c->d_model;
+}
+
+static void carve(const tr_model_config *c, size_t B, size_t T, float *p,
+                  acts_t *a)
+{
+    size_t L = (size_t)c->n_layer, C = (size_t)c->d_model, BT = B * T;
+    size_t NH = (size_t)c->n_head, Vp = (size_t)c->vocab_padded;
+#define TAKE(field, n) (a->field = p, p += (n))
+    TAKE(encoded, BT * C);
+    TAKE(ln1, L * BT * C);
+    TAKE(ln1_mean, L * BT);
+    TAKE(ln1_rstd, L * BT);
+    TAKE(qkv, L * BT * 3 * C);
+    TAKE(atty, L * BT * C);
+    TAKE(att, L * B * NH * T * T);
+    TAKE(residual2, L * BT * C);
+    TAKE(ln2, L * BT * C);
+    TAKE(ln2_mean, L * BT);
+    TAKE(ln2_rstd, L * BT);
+    TAKE(fch, L * BT * 4 * C);
+    TAKE(fch_gelu, L * BT * 4 * C);
+    TAKE(residual3, L * BT * C);
+    TAKE(lnf, BT * C);
+    TAKE(lnf_mean, BT);
+    TAKE(lnf_rstd, BT);
+    TAKE(proj, BT * C);
+    TAKE(logits, BT * Vp);
+    TAKE(losses, BT);
+    TAKE(dres, BT * C);
+    TAKE(dbuf, BT * C);
+    TAKE(dbig, BT * 4 * C);
+#undef TAKE
+}
+
+int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out)
+{
+    if (!out || tr_model_config_check(c) || B <= 0 || T <= 0) return TR_MODEL_EINVAL;
+    size_t P = tr_model_param_count(c);
+    out->params = 4 * P;
+    out->grads = 4 * P;
+    out->adam = 8 * P;
+    out->acts = 4 * acts_floats(c, (size_t)B, (size_t)T);
+    out->grad_acts = 4 * grad_acts_floats(c, (size_t)B, (size_t)T);
+    out->total = out->params + out->grads + out->adam + out->acts + out->grad_acts;
+    return TR_MODEL_OK;
+}
+
+/* ---- model ------------------------------------------------------------------ */
+
+struct tr_model {
+    tr_model_config cfg;
+    size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], nparams;
+    float *params, *grads, *adam_m, *adam_v;
+    float *acts;
+    size_t acts_cap; /* floats */
+    acts_t a;
+    int have_logits;
+};
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill_normal(float *p, size_t n, float std, uint64_t *s)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        double u1 = ((splitmix64(s) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+        double u2 = (splitmix64(s) >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+        p[i] = (float)(std * r * cos(th));
+        if (i + 1 < n) p[i + 1] = (float)(std * r * sin(th));
+    }
+}
+
+int tr_model_create(const tr_model_config *c, uint64_t seed, tr_model **out)
+{
+    if (!out) return TR_MODEL_EINVAL;
+    *out = NULL;
+    if (tr_model_config_check(c)) return TR_MODEL_EINVAL;
+    tr_model *m = calloc(1, sizeof *m);
+    if (!m) return TR_MODEL_ENOMEM;
+    m->cfg = *c;
+    tr_model_param_sizes(c, m->sizes);
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        m->offs[i] = m->nparams;
+        m->nparams += m->sizes[i];
+    }
+    m->params = malloc(sizeof(float) * m->nparams);
+    m->grads = calloc(m->nparams, sizeof(float));
+    if (!m->params || !m->grads) {
+        tr_model_free(m);
+        return TR_MODEL_ENOMEM;
+    }
+    uint64_t s = seed;
+    float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * c->n_layer);
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        float *p = m->params + m->offs[i];
+        size_t n = m->sizes[i];
+        switch (i) {
+        case TR_P_WTE:
+            fill_normal(p, (size_t)c->vocab * c->d_model, std, &s);
+            memset(p + (size_t)c->vocab * c->d_model, 0,
+                   sizeof(float) * (n - (size_t)c->vocab * c->d_model));
+            break;
+        case TR_P_WPE: case TR_P_QKVW: case TR_P_FCW:
+            fill_normal(p, n, std, &s);
+            break;
+        case TR_P_ATTPROJW: case TR_P_FCPROJW:
+            fill_normal(p, n, pstd, &s);
+            break;
+        case TR_P_LN1W: case TR_P_LN2W: case TR_P_LNFW:
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+            break;
+        default:
+            memset(p, 0, sizeof(float) * n);
+        }
+    }
+    *out = m;
+    return TR_MODEL_OK;
+}
+
+void tr_model_free(tr_model *m)
+{
+    if (!m) return;
+    free(m->params);
+    free(m->grads);
+    free(m->adam_m);
+    free(m->adam_v);
+    free(m->acts);
+    free(m);
+}
+
+const tr_model_config *tr_model_get_config(const tr_model *m) { return m ? &m->cfg : NULL; }
+float *tr_model_params(tr_model *m) { return m ? m->params : NULL; }
+float *tr_model_grads(tr_model *m) { return m ? m->grads : NULL; }
+float *tr_model_adam_m(tr_model *m) { return m ? m->adam_m : NULL; }
+float *tr_model_adam_v(tr_model *m) { return m ? m->adam_v : NULL; }
+
+float *tr_model_param_tensor(tr_model *m, int i)
+{
+    return m && i >= 0 && i < TR_NUM_PARAM_TENSORS ? m->params + m->offs[i] : NULL;
+}
+
+float *tr_model_grad_tensor(tr_model *m, int i)
+{
+    return m && i >= 0 && i < TR_NUM_PARAM_TENSORS ? m->grads + m->offs[i] : NULL;
+}
+
+void tr_model_zero_grad(tr_model *m)
+{
+    if (m) memset(m->grads, 0, sizeof(float) * m->nparams);
+}
+
+const float *tr_model_logits(const tr_model *m)
+{
+    return m && m->have_logits ? m->a.logits : NULL;
+}
+
+int tr_model_reserve(tr_model *m, int B, int T)
+{
+    if (!m || B <= 0 || T <= 0 || T > m->cfg.max_seq) return TR_MODEL_EINVAL;
+    size_t need = acts_floats(&m->cfg, (size_t)B, (size_t)T) +
+                  grad_acts_floats(&m->cfg, (size_t)B, (size_t)T);
+    if (need > m->acts_cap) {
+        free(m->acts);
+        m->acts_cap = 0;
+        m->have_logits = 0;
+        m->acts = malloc(sizeof(float) * need);
+        if (!m->acts) return TR_MODEL_ENOMEM;
+        m->acts_cap = need;
+    }
+    return TR_MODEL_OK;
+}
+
+/* ---- forward / backward ------------------------------------------------------ */
+
+#define CK(x) do { int rc_ = (x); if (rc_) return rc_ == KN_ENOMEM ? TR_MODEL_ENOMEM : TR_MODEL_EINVAL; } while (0)
+
+static int check_batch(tr_model *m, int B, int T, const uint32_t *inputs,
+                       const int32_t *targets, const int32_t *pos)
+{
+    const tr_model_config *c = &m->cfg;
+    if (!inputs || B <= 0 || T <= 0 || T > c->max_seq) return TR_MODEL_EINVAL;
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        if (inputs[i] >= (uint32_t)c->vocab) return TR_MODEL_EINVAL;
+        if (targets && targets[i] >= c->vocab) return TR_MODEL_EINVAL;
+        if (pos && (pos[i] < 0 || pos[i] >= c->max_seq)) return TR_MODEL_EINVAL;
+    }
+    return TR_MODEL_OK;
+}
+
+static int forward(tr_model *m, int B, int T, const uint32_t *inputs,
+                   const int32_t *pos, const int32_t *doc)
+{
+    const tr_model_config *c = &m->cfg;
+    int rc = tr_model_reserve(m, B, T);
+    if (rc) return rc;
+    m->have_logits = 0;
+    carve(c, (size_t)B, (size_t)T, m->acts, &m->a);
+    acts_t *a = &m->a;
+    int L = c->n_layer, C = c->d_model, NH = c->n_head, N = B * T;
+    size_t BTC = (size_t)N * C;
+    float *P[TR_NUM_PARAM_TENSORS];
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) P[i] = m->params + m->offs[i];
+
+    CK(kn_encoder_forward_ref(a->encoded, inputs, pos, P[TR_P_WTE], P[TR_P_WPE],
+                              B, T, C, c->vocab, c->max_seq));
+    for (int l = 0; l < L; l++) {
+        const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BTC * 3;
+        float *atty = a->atty + l * BTC, *res2 = a->residual2 + l * BTC;
+        float *ln2 = a->ln2 + l * BTC, *fch = a->fch + l * BTC * 4;
+        float *fchg = a->fch_gelu + l * BTC * 4, *res3 = a->residual3 + l * BTC;
+        float *att = a->att + (size_t)l * B * NH * T * T;
+        CK(kn_layernorm_forward_ref(ln1, a->ln1_mean + (size_t)l * N,
+                                    a->ln1_rstd + (size_t)l * N, res,
+                                    P[TR_P_LN1W] + (size_t)l * C,
+                                    P[TR_P_LN1B] + (size_t)l * C, N, C));
+        CK(kn_matmul_forward_ref(qkv, ln1, P[TR_P_QKVW] + (size_t)l * 3 * C * C,
+                                 P[TR_P_QKVB] + (size_t)l * 3 * C, N, C, 3 * C));
+        CK(kn_attention_forward_ref(atty, att, qkv, doc, B, T, C, NH));
+        CK(kn_matmul_forward_ref(a->proj, atty, P[TR_P_ATTPROJW] + (size_t)l * C * C,
+                                 P[TR_P_ATTPROJB] + (size_t)l * C, N, C, C));
+        for (size_t i = 0; i < BTC; i++) res2[i] = res[i] + a->proj[i];
+        CK(kn_layernorm_forward_ref(ln2, a->ln2_mean + (size_t)l * N,
+                                    a->ln2_rstd + (size_t)l * N, res2,
+                                    P[TR_P_LN2W] + (size_t)l * C,
+                                    P[TR_P_LN2B] + (size_t)l * C, N, C));
+        CK(kn_matmul_forward_ref(fch, ln2, P[TR_P_FCW] + (size_t)l * 4 * C * C,
+                                 P[TR_P_FCB] + (size_t)l * 4 * C, N, C, 4 * C));
+        CK(kn_gelu_forward_ref(fchg, fch, BTC * 4));
+        CK(kn_matmul_forward_ref(a->proj, fchg, P[TR_P_FCPROJW] + (size_t)l * 4 * C * C,
+                                 P[TR_P_FCPROJB] + (size_t)l * C, N, 4 * C, C));
+        for (size_t i = 0; i < BTC; i++) res3[i] = res2[i] + a->proj[i];
+    }
+    CK(kn_layernorm_forward_ref(a->lnf, a->lnf_mean, a->lnf_rstd,
+                                a->residual3 + (size_t)(L - 1) * BTC,
+                                P[TR_P_LNFW], P[TR_P_LNFB], N, C));
+    CK(kn_matmul_forward_ref(a->logits, a->lnf, P[TR_P_WTE], NULL, N, C,
+                             c->vocab_padded));
+    return TR_MODEL_OK;
+}
+
+static void sum_losses(const acts_t *a, const int32_t *targets, size_t n,
+                       double *loss_sum, uint64_t *n_targets)
+{
+    double s = 0.0;
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (targets[i] >= 0) {
+            s += a->losses[i];
+            k++;
+        }
+    if (loss_sum) *loss_sum = s;
+    if (n_targets) *n_targets = k;
+}
+
+int tr_model_forward(tr_model *m, int B, int T, const uint32_t *inputs,
+                     const int32_t *targets, const int32_t *pos,
+                     const int32_t *doc, double *loss_sum, uint64_t *n_targets)
+{
+    if (loss_sum) *loss_sum = 0.0;
+    if (n_targets) *n_targets = 0;
+    if (!m) return TR_MODEL_EINVAL;
+    int rc = check_batch(m, B, T, inputs, targets, pos);
+    if (!rc) rc = forward(m, B, T, inputs, pos, doc);
+    if (rc) return rc;
+    m->have_logits = 1;
+    if (targets) {
+        CK(kn_softmax_xent_forward_ref(m->a.losses, NULL, m->a.logits, targets,
+                                       B * T, m->cfg.vocab, m->cfg.vocab_padded));
+        sum_losses(&m->a, targets, (size_t)B * T, loss_sum, n_targets);
+    }
+    return TR_MODEL_OK;
+}
+
+int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs,
+                     const int32_t *targets, const int32_t *pos,
+                     const int32_t *doc, float grad_scale, double *loss_sum,
+                     uint64_t *n_targets)
+{
+    if (loss_sum) *loss_sum = 0.0;
+    if (n_targets) *n_targets = 0;
+    if (!m || !targets) return TR_MODEL_EINVAL;
+    int rc = check_batch(m, B, T, inputs, targets, pos);
+    if (!rc) rc = forward(m, B, T, inputs, pos, doc);
+    if (rc) return rc;
+    const tr_model_config *c = &m->cfg;
+    acts_t *a = &m->a;
+    int L = c->n_layer, C = c->d_model, NH = c->n_head, N = B * T;
+    int V = c->vocab, Vp = c->vocab_padded;
+    size_t BTC = (size_t)N * C;
+    float *P[TR_NUM_PARAM_TENSORS], *G[TR_NUM_PARAM_TENSORS];
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        P[i] = m->params + m->offs[i];
+        G[i] = m->grads + m->offs[i];
+    }
+    /* softmax in place, then dlogits in place */
+    CK(kn_softmax_xent_forward_ref(a->losses, a->logits, a->logits, targets, N, V, Vp));
+    sum_losses(a, targets, (size_t)N, loss_sum, n_targets);
+    CK(kn_softmax_xent_backward_ref(a->logits, a->logits, targets, NULL, grad_scale,
+                                    N, V, Vp));
+    CK(kn_matmul_backward_ref(a->dbuf, G[TR_P_WTE], NULL, a->logits, a->lnf,
+                              P[TR_P_WTE], N, C, Vp));
+    memset(a->dres, 0, sizeof(float) * BTC);
+    CK(kn_layernorm_backward_ref(a->dres, G[TR_P_LNFW], G[TR_P_LNFB], a->dbuf,
+                                 a->residual3 + (size_t)(L - 1) * BTC, P[TR_P_LNFW],
+                                 a->lnf_mean, a->lnf_rstd, N, C));
+    for (int l = L - 1; l >= 0; l--) {
+        const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BTC * 3;
+        float *atty = a->atty + l * BTC, *res2 = a->residual2 + l * BTC;
+        float *ln2 = a->ln2 + l * BTC, *fch = a->fch + l * BTC * 4;
+        float *fchg = a->fch_gelu + l * BTC * 4;
+        float *att = a->att + (size_t)l * B * NH * T * T;
+        size_t C2 = (size_t)C * C;
+        /* dres holds d(residual3[l]) */
+        CK(kn_matmul_backward_ref(a->dbig, G[TR_P_FCPROJW] + l * 4 * C2,
+                                  G[TR_P_FCPROJB] + (size_t)l * C, a->dres, fchg,
+                                  P[TR_P_FCPROJW] + l * 4 * C2, N, 4 * C, C));
+        CK(kn_gelu_backward_ref(a->dbig, fch, a->dbig, BTC * 4));
+        CK(kn_matmul_backward_ref(a->dbuf, G[TR_P_FCW] + l * 4 * C2,
+                                  G[TR_P_FCB] + (size_t)l * 4 * C, a->dbig, ln2,
+                                  P[TR_P_FCW] + l * 4 * C2, N, C, 4 * C));
+        CK(kn_layernorm_backward_ref(a->dres, G[TR_P_LN2W] + (size_t)l * C,
+                                     G[TR_P_LN2B] + (size_t)l * C, a->dbuf, res2,
+                                     P[TR_P_LN2W] + (size_t)l * C,
+                                     a->ln2_mean + (size_t)l * N,
+                                     a->ln2_rstd + (size_t)l * N, N, C));
+        /* dres holds d(residual2[l]) */
+        CK(kn_matmul_backward_ref(a->dbuf, G[TR_P_ATTPROJW] + l * C2,
+                                  G[TR_P_ATTPROJB] + (size_t)l * C, a->dres, atty,
+                                  P[TR_P_ATTPROJW] + l * C2, N, C, C));
+        CK(kn_attention_backward_ref(a->dbig, a->dbuf, qkv, att, doc, B, T, C, NH));
+        CK(kn_matmul_backward_ref(a->dbuf, G[TR_P_QKVW] + l * 3 * C2,
+                                  G[TR_P_QKVB] + (size_t)l * 3 * C, a->dbig, ln1,
+                                  P[TR_P_QKVW] + l * 3 * C2, N, C, 3 * C));
+        CK(kn_layernorm_backward_ref(a->dres, G[TR_P_LN1W] + (size_t)l * C,
+                                     G[TR_P_LN1B] + (size_t)l * C, a->dbuf, res,
+                                     P[TR_P_LN1W] + (size_t)l * C,
+                                     a->ln1_mean + (size_t)l * N,
+                                     a->ln1_rstd + (size_t)l * N, N, C));
+        /* dres holds d(residual3[l-1]) (or d(encoded)) */
+    }
+    CK(kn_encoder_backward_ref(G[TR_P_WTE], G[TR_P_WPE], a->dres, inputs, pos, B, T,
+                               C, V, c->max_seq));
+    return TR_MODEL_OK;
+}
+
+/* ---- optimiser ---------------------------------------------------------------- */
+
+int tr_model_adamw_init(tr_model *m)
+{
+    if (!m) return TR_MODEL_EINVAL;
+    if (m->adam_m && m->adam_v) return TR_MODEL_OK;
+    free(m->adam_m);
+    free(m->adam_v);
+    m->adam_m = calloc(m->nparams, sizeof(float));
+    m->adam_v = calloc(m->nparams, sizeof(float));
+    if (!m->adam_m || !m->adam_v) {
+        free(m->adam_m);
+        free(m->adam_v);
+        m->adam_m = m->adam_v = NULL;
+        return TR_MODEL_ENOMEM;
+    }
+    return TR_MODEL_OK;
+}
+
+int tr_model_adamw_step(tr_model *m, const tr_adamw_hparams *h, int t,
+                        const int *decay_mask)
+{
+    if (!m || !h || t < 1) return TR_MODEL_EINVAL;
+    if (!m->adam_m || !m->adam_v) return TR_MODEL_ESTATE;
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        size_t o = m->offs[i];
+        int decay = decay_mask ? decay_mask[i] != 0 : tr_model_param_decay(i);
+        CK(kn_adamw_step_ref(m->params + o, m->grads + o, m->adam_m + o,
+                             m->adam_v + o, m->sizes[i], h->lr, h->beta1, h->beta2,
+                             h->eps, h->weight_decay, decay, t));
+    }
+    return TR_MODEL_OK;
+}
+
+int tr_model_clip_grad_norm(tr_model *m, float max_norm, float *norm_out)
+{
+    if (!m) return TR_MODEL_EINVAL;
+    CK(kn_clip_grad_norm_ref(m->grads, m->nparams, max_norm, norm_out));
+    return TR_MODEL_OK;
+}
