@@ -96,6 +96,7 @@ typedef struct {
     uint64_t tokens;
     int tok_rc;
     uint64_t hash;
+    uint64_t nonascii;               /* bytes >= 0x80 */
 } doc_res;
 
 #define HIT(res, rule, p, v)                          \
@@ -189,6 +190,7 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
         int at_end = i == n;
         if (!at_end && c >= 0x80) {
             size_t k = utf8_seq(p, n, i);
+            res->nonascii += k ? k : 1;
             if (!k) {
                 HIT(res, DS_RULE_UTF8, i, p[i]);
                 k = 1;
@@ -347,6 +349,7 @@ static void process_item(analyzer *a, batch *b, size_t i, ds_json_ctx *jc) {
     item *it = &b->items[i];
     doc_res *res = &b->res[i];
     res->hits = 0;
+    res->nonascii = 0;
     res->tokens = 0;
     res->tok_rc = 0;
     res->hash = 0;
@@ -681,9 +684,12 @@ static int aggregate(agg *g, batch *b) {
                      (unsigned long long)rep->max_doc_bytes);
             add_example(g, DS_RULE_TOO_LONG, it, 0, len, note);
         }
-        double min_bpt = o->min_bytes_per_token > 0 ? o->min_bytes_per_token : 1.2;
+        /* Only mostly-ASCII documents: in scripts a vocabulary covers poorly
+         * (Thai, Armenian with cl100k) one token per byte is normal text. */
+        double min_bpt = o->min_bytes_per_token > 0 ? o->min_bytes_per_token : 1.5;
         uint64_t bpt_min = o->bpt_min_bytes ? o->bpt_min_bytes : 1024;
-        if (g->a->tok && len >= bpt_min && r->tokens && (double)len / (double)r->tokens < min_bpt) {
+        if (g->a->tok && len >= bpt_min && r->tokens && r->nonascii * 5 <= len &&
+            (double)len / (double)r->tokens < min_bpt) {
             snprintf(note, sizeof note, "%.2f bytes/token (%llu tokens)", (double)len / (double)r->tokens,
                      (unsigned long long)r->tokens);
             add_example(g, DS_RULE_LOW_BPT, it, 0, r->tokens, note);

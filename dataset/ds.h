@@ -175,7 +175,7 @@ typedef struct {
     uint64_t outlier_min_bytes;     /* ... and > this many bytes (1 MiB) */
     uint64_t long_line_bytes;       /* long-line: a line of at least this (1 MiB) */
     uint64_t long_run_bytes;        /* long-run: non-whitespace run of at least this (4096) */
-    double min_bytes_per_token;     /* low-bytes-per-token below this (1.2) ... */
+    double min_bytes_per_token;     /* low-bytes-per-token below this (1.5), mostly-ASCII docs ... */
     uint64_t bpt_min_bytes;         /* ... for documents of at least this many bytes (1024) */
     uint64_t batch_bytes;           /* text per batch (8 MiB) */
 } ds_analyze_opts;

@@ -59,9 +59,10 @@ b64 = base64.b64encode(bytes(rng.getrandbits(8) for _ in range(2400))).decode()
 simple("blob_base64.jsonl", {"text": "image: " + b64 + " done"}, "blob")
 # invalid UTF-8 inside a JSON line (the JSON parser rejects it: reported as utf8-invalid)
 simple("utf8_invalid.jsonl", b'{"text": "caf\xe9 au lait"}', "utf8-invalid")
-# low bytes per token: rare symbols, each several byte-level tokens
-sym = "".join(chr(rng.randrange(0x1F300, 0x1F5FF)) + ("" if i % 6 else " ") for i in range(400))
-simple("low_bytes_per_token.jsonl", {"text": sym}, "low-bytes-per-token", "tok=1,bpt=1.5")
+# low bytes per token: ASCII junk where letters, digits and punctuation
+# alternate, so nearly every byte becomes its own token
+junk = "".join(rng.choice("aq7;]Z,2!x") + ("" if (i + 1) % 24 else " ") for i in range(2400))
+simple("low_bytes_per_token.jsonl", {"text": junk}, "low-bytes-per-token", "tok=1")
 
 # duplicate: record 4 repeats record 1
 objs = [{"text": words(12, 300 + i)} for i in range(3)] + [{"text": words(12, 300)}]
