@@ -7,7 +7,7 @@
 
 enum {
     OPT_JSON = 1000, OPT_MAX_EX, OPT_DOC_SEP, OPT_SVG, OPT_HIST, OPT_MAX_DOC_BYTES, OPT_MAX_RECORD,
-    OPT_CUT, OPT_OUTLIER, OPT_LONG_RUN, OPT_LONG_LINE, OPT_MIN_BPT
+    OPT_CUT, OPT_OUTLIER, OPT_LONG_RUN, OPT_LONG_LINE, OPT_MIN_BPT, OPT_LIST_RULES
 };
 
 static const struct option k_opts[] = {
@@ -29,6 +29,7 @@ static const struct option k_opts[] = {
     {"long-run", required_argument, 0, OPT_LONG_RUN},
     {"long-line", required_argument, 0, OPT_LONG_LINE},
     {"min-bytes-per-token", required_argument, 0, OPT_MIN_BPT},
+    {"list-rules", no_argument, 0, OPT_LIST_RULES},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -120,6 +121,13 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
             a->ao.long_line_bytes = sz ? sz : 1;
             break;
         case 'h': fputs(usage, stdout); return EXIT_OK;
+        case OPT_LIST_RULES:
+            printf("%-20s %-8s %s\n", "RULE", "SEVERITY", "MEANING / FIX");
+            for (int i = 0; i < DS_RULE_COUNT; i++) {
+                const ds_rule_info *ri = ds_rule_get(i);
+                printf("%-20s %-8s %s\n%-29s fix: %s\n", ri->id, ds_severity_name(ri->severity), ri->title, "", ri->fix);
+            }
+            return EXIT_OK;
         default: return EXIT_USAGE;
         }
     }

@@ -29,6 +29,7 @@ static const char k_usage[] =
     "      --long-line B          long-line threshold (default 1M)\n"
     "      --long-run B           long-run threshold (default 4096)\n"
     "      --min-bytes-per-token X  low-bytes-per-token threshold (default 1.5)\n"
+    "      --list-rules           print the rule ids, severities and fixes\n"
     "  -h, --help                 show this help\n"
     "\n"
     "Exit codes: 0 clean (info findings only), 1 warnings only, 2 errors (or an input\n"
