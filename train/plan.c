@@ -1,0 +1,375 @@
+/* plan.c - the memory planner: a pure function from (model, T, budgets,
+ * device, precision, recompute) to an exact byte table and the largest
+ * micro-batch that fits. docs/memory-plan.md documents every line; the CPU
+ * lines are exactly what train/model.c and train/loader.c allocate (the
+ * model's own tr_model_memory), the GPU lines are the layout the CUDA
+ * backend carves out of its single device arena. */
+#include "tr.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "model.h"
+
+/* Fixed CPU-side costs that are not model tensors (see docs/memory-plan.md).
+ * Kernel workspaces: kn_matmul packs an A panel (64x256 floats) and a B panel
+ * (256x256 floats) per thread, attention keeps a T-float row per thread. */
+#define TR_PLAN_CPU_KN_WS (4u * (64u * 256u + 256u * 256u))
+#define TR_PLAN_CUBLAS_WS (32ull << 20)   /* cuBLAS/cuBLASLt workspace (Hopper recommendation) */
+#define TR_PLAN_CUDA_CTX (512ull << 20)   /* CUDA context + kernels image, outside the arena */
+#define TR_PLAN_GIB (1024ull * 1024 * 1024)
+
+static void item(tr_plan_out *o, const char *name, uint64_t fixed, uint64_t per_row, int B, const char *where)
+{
+    if (o->n_items >= TR_PLAN_MAX_ITEMS)
+        return;
+    tr_plan_item *it = &o->items[o->n_items++];
+    it->name = name;
+    it->per_row = per_row * (uint64_t)B;
+    it->bytes = fixed + it->per_row;
+    it->where = where;
+}
+
+static uint64_t dtype_bytes(tr_precision p) { return p == TR_FP32 ? 4 : 2; }
+
+/* Evaluate the table for one B. Returns the total of the budgeted side. */
+static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o)
+{
+    o->n_items = 0;
+    uint64_t T = (uint64_t)in->seq_len, L = (uint64_t)mc->n_layer, C = (uint64_t)mc->d_model;
+    uint64_t NH = (uint64_t)mc->n_head, Vp = (uint64_t)mc->vocab_padded;
+    uint64_t P = (uint64_t)tr_model_param_count(mc);
+    int nbuf = in->nbuf >= 2 ? in->nbuf : 2;
+    uint64_t lb1 = tr_loader_buffer_bytes(1, in->seq_len);
+    /* tr_loader_buffer_bytes rounds each array to 64 bytes: exact for B,
+     * evaluated directly (not linear), spread as fixed part. */
+    uint64_t lbB = tr_loader_buffer_bytes(B, in->seq_len);
+    o->params = P;
+    if (in->device == TR_DEV_CPU) {
+        tr_model_mem mm, m1;
+        tr_model_memory(mc, B, in->seq_len, &mm);
+        tr_model_memory(mc, 1, in->seq_len, &m1);
+        (void)m1;
+        item(o, "parameters (fp32)", mm.params, 0, B, "host");
+        item(o, "gradients (fp32)", mm.grads, 0, B, "host");
+        item(o, "AdamW m+v (fp32)", mm.adam, 0, B, "host");
+        /* activations: split into per-layer and the rest for the table */
+        uint64_t per_tok_layer = 4 * (16 * C + 4);
+        uint64_t att_layer = 4 * NH * T * T;
+        uint64_t layers = (uint64_t)B * L * (T * per_tok_layer + att_layer);
+        item(o, "activations: blocks (ln, qkv, att, mlp, residuals)", 0, L * (T * per_tok_layer + att_layer), B,
+             "host");
+        item(o, "activations: embed, lnf, logits, loss", mm.acts - layers, 0, B, "host");
+        item(o, "backward scratch (grad acts)", mm.grad_acts, 0, B, "host");
+        item(o, "loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
+        item(o, "loader row scratch + val batch", 9 * (T + 1) + lbB, 0, B, "host");
+        item(o, "kernel workspaces (per thread: matmul panels, att row)",
+             (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
+        uint64_t tot = 0;
+        for (int i = 0; i < o->n_items; i++)
+            tot += o->items[i].bytes;
+        o->host_bytes = tot;
+        o->device_bytes = 0;
+        return tot;
+    }
+    /* GPU: bf16/fp16 keep a half-precision compute copy of the weights, fp32
+     * master weights, fp32 gradients and fp32 AdamW state. */
+    uint64_t ab = dtype_bytes(in->precision);
+    int mixed = in->precision != TR_FP32;
+    item(o, mixed ? "parameters (compute copy, 16-bit)" : "parameters (fp32)", P * ab, 0, B, "device");
+    if (mixed)
+        item(o, "master weights (fp32)", P * 4, 0, B, "device");
+    item(o, "gradients (fp32)", P * 4, 0, B, "device");
+    item(o, "AdamW m+v (fp32)", P * 8, 0, B, "device");
+    /* per token, per layer, stored for backward */
+    uint64_t keep_elems, keep_f32, scratch_elems;
+    uint64_t att_probs = NH * T; /* per token */
+    switch (in->recompute) {
+    case 0:
+        keep_elems = 16 * C + att_probs;
+        keep_f32 = 4; /* ln1/ln2 mean+rstd */
+        scratch_elems = 0;
+        break;
+    case 1: /* GELU output and attention probabilities recomputed in backward */
+        keep_elems = 12 * C;
+        keep_f32 = 4 + NH; /* + softmax log-sum-exp per head */
+        scratch_elems = 4 * C + att_probs; /* one layer's recomputed tensors */
+        break;
+    default: /* only each block's input kept; one block recomputed at a time */
+        keep_elems = C;
+        keep_f32 = 0;
+        scratch_elems = 16 * C + att_probs + 2; /* one full layer, stats in act dtype slots */
+        break;
+    }
+    uint64_t per_row_layers = T * L * (keep_elems * ab + keep_f32 * 4);
+    item(o, in->recompute == 0 ? "activations: blocks (all stored)"
+         : in->recompute == 1 ? "activations: blocks (recompute 1: no GELU out / att probs)"
+                              : "activations: blocks (recompute 2: block inputs only)",
+         0, per_row_layers, B, "device");
+    if (scratch_elems)
+        item(o, "recompute scratch (one layer)", 0, T * (scratch_elems * ab + 16 * (in->recompute == 2)), B,
+             "device");
+    item(o, "activations: embed, lnf (+stats)", 0, T * (2 * C * ab + 8), B, "device");
+    item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
+    item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
+    item(o, "backward scratch (dresidual fp32, dln, d4C)", 0, T * (C * 4 + 5 * C * ab), B, "device");
+    item(o, "device input batch (ids, targets, pos, doc)", 0, T * 16, B, "device");
+    item(o, "cuBLAS workspace", TR_PLAN_CUBLAS_WS, 0, B, "device");
+    item(o, "CUDA context (outside the arena)", TR_PLAN_CUDA_CTX, 0, B, "device");
+    item(o, "pinned loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
+    (void)lb1;
+    uint64_t dev = 0, host = 0;
+    for (int i = 0; i < o->n_items; i++) {
+        if (!strcmp(o->items[i].where, "device"))
+            dev += o->items[i].bytes;
+        else
+            host += o->items[i].bytes;
+    }
+    o->device_bytes = dev;
+    o->host_bytes = host;
+    return dev;
+}
+
+static int max_rows_tokens(const tr_plan_in *in, int R)
+{
+    uint64_t b = in->token_budget ? in->token_budget / (uint64_t)in->seq_len : (uint64_t)R;
+    if (b > (uint64_t)R)
+        b = (uint64_t)R;
+    return (int)b;
+}
+
+static void human(char *buf, size_t n, uint64_t b)
+{
+    if (b >= TR_PLAN_GIB)
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)TR_PLAN_GIB);
+    else if (b >= (1ull << 20))
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
+/* Does (in) fit with B = 1? Used for advice. */
+static int fits1(const tr_plan_in *in)
+{
+    tr_model_config mc;
+    if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
+        return 0;
+    tr_plan_out o;
+    memset(&o, 0, sizeof o);
+    uint64_t t = eval(in, &mc, 1, &o);
+    if (in->token_budget && (uint64_t)in->seq_len > in->token_budget)
+        return 0;
+    return !in->mem_budget || t <= in->mem_budget;
+}
+
+static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1)
+{
+    char *a = o->advice;
+    size_t n = sizeof o->advice, u = 0;
+    char hb[32];
+    human(hb, sizeof hb, need1);
+#define ADD(...)                                                                                                  \
+    do {                                                                                                          \
+        if (u < n)                                                                                                \
+            u += (size_t)snprintf(a + u, n - u, __VA_ARGS__);                                                     \
+    } while (0)
+    if (in->mem_budget && need1 > in->mem_budget)
+        ADD("a budget of at least %s (one row); ", hb);
+    /* shorter rows */
+    for (int T = in->seq_len / 2; T >= 16; T /= 2) {
+        tr_plan_in t = *in;
+        t.seq_len = T;
+        if (t.max_seq > T)
+            t.max_seq = T;
+        if (fits1(&t)) {
+            ADD("--seq-len %d; ", T);
+            break;
+        }
+    }
+    if (in->device == TR_DEV_CUDA) {
+        for (int r = in->recompute + 1; r <= 2; r++) {
+            tr_plan_in t = *in;
+            t.recompute = r;
+            if (fits1(&t)) {
+                ADD("--recompute %d; ", r);
+                break;
+            }
+        }
+        if (in->precision == TR_FP32) {
+            tr_plan_in t = *in;
+            t.precision = TR_BF16;
+            if (fits1(&t))
+                ADD("--precision bf16; ");
+            else {
+                t.recompute = 2;
+                if (fits1(&t))
+                    ADD("--precision bf16 --recompute 2; ");
+            }
+        }
+    }
+    static const char *names[] = {"d36", "d24", "d12", "tiny"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        tr_plan_in t = *in;
+        if (tr_model_preset(names[i], &t.n_layer, &t.n_head, &t.n_embd))
+            continue;
+        if ((uint64_t)t.n_layer * (uint64_t)t.n_embd >= (uint64_t)in->n_layer * (uint64_t)in->n_embd)
+            continue;
+        if (fits1(&t)) {
+            ADD("a smaller model (--model %s); ", names[i]);
+            break;
+        }
+    }
+    if (u >= 2 && a[u - 2] == ';')
+        a[u - 2] = 0;
+    if (!u)
+        snprintf(a, n, "nothing short of a larger memory budget");
+#undef ADD
+}
+
+int tr_plan(const tr_plan_in *in, tr_plan_out *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!in || in->seq_len < 1 || in->n_layer < 1 || in->n_head < 1 || in->n_embd < 1 || in->vocab_size < 1 ||
+        in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2)
+        return TR_ERR_ARG;
+    tr_model_config mc;
+    if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
+        return TR_ERR_ARG;
+    uint64_t bt = in->batch_tokens ? in->batch_tokens : (uint64_t)in->seq_len;
+    uint64_t R = bt / (uint64_t)in->seq_len;
+    if (R < 1)
+        R = 1;
+    if (R > (1u << 30))
+        return TR_ERR_ARG;
+    o->rows_per_step = (int)R;
+    o->budget = in->mem_budget;
+    int Bt = max_rows_tokens(in, (int)R);
+    /* linear model of the total in B */
+    tr_plan_out t1, t2;
+    uint64_t c1 = eval(in, &mc, 1, &t1), c2 = eval(in, &mc, 2, &t2);
+    o->per_row_bytes = c2 - c1;
+    o->fixed_bytes = c1 - o->per_row_bytes;
+    int B = Bt;
+    if (in->force_micro_rows > 0)
+        B = in->force_micro_rows;
+    else if (in->mem_budget && B > 0) {
+        uint64_t room = in->mem_budget > o->fixed_bytes ? in->mem_budget - o->fixed_bytes : 0;
+        uint64_t bm = o->per_row_bytes ? room / o->per_row_bytes : (uint64_t)B;
+        if (bm < (uint64_t)B)
+            B = (int)bm;
+        /* exact check (loader buffers round per array) */
+        while (B > 0) {
+            tr_plan_out tt;
+            if (eval(in, &mc, B, &tt) <= in->mem_budget)
+                break;
+            B--;
+        }
+    }
+    int show = B > 0 ? B : 1;
+    uint64_t tot = eval(in, &mc, show, o);
+    o->params = (uint64_t)tr_model_param_count(&mc);
+    o->micro_rows = B;
+    o->rows_per_step = (int)R;
+    o->n_micro = B > 0 ? (int)((R + (uint64_t)B - 1) / (uint64_t)B) : 0;
+    o->micro_tokens = (uint64_t)B * (uint64_t)in->seq_len;
+    o->step_tokens = R * (uint64_t)in->seq_len;
+    o->total_bytes = tot;
+    o->budget = in->mem_budget;
+    o->fits = 1;
+    if (Bt < 1) {
+        o->fits = 0;
+        snprintf(o->reason, sizeof o->reason,
+                 "one row of %d tokens exceeds the token budget of %" PRIu64 " tokens per micro-batch", in->seq_len,
+                 in->token_budget);
+    } else if (in->force_micro_rows > 0 && (uint64_t)in->force_micro_rows * (uint64_t)in->seq_len >
+                                                   (in->token_budget ? in->token_budget : UINT64_MAX)) {
+        o->fits = 0;
+        snprintf(o->reason, sizeof o->reason, "%d rows x %d tokens exceed the token budget of %" PRIu64,
+                 in->force_micro_rows, in->seq_len, in->token_budget);
+    } else if (in->mem_budget && tot > in->mem_budget) {
+        o->fits = 0;
+        char a[32], b[32], c[32], d[32];
+        human(a, sizeof a, tot);
+        human(b, sizeof b, o->fixed_bytes);
+        human(c, sizeof c, o->per_row_bytes);
+        human(d, sizeof d, in->mem_budget);
+        snprintf(o->reason, sizeof o->reason,
+                 "%s needed for %d row(s) of %d tokens (%s fixed + %s per row) > budget %s", a, show, in->seq_len, b,
+                 c, d);
+    }
+    if (!o->fits)
+        advise(in, o, o->fixed_bytes + o->per_row_bytes);
+    return o->fits ? TR_OK : TR_ERR_NOFIT;
+}
+
+void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
+{
+    char h[32];
+    fprintf(f, "memory plan: model %dL %dH C=%d V=%u (%" PRIu64 " params), T=%d, device %s, %s, recompute %d\n",
+            in->n_layer, in->n_head, in->n_embd, in->vocab_size, o->params, in->seq_len, tr_device_name(in->device),
+            tr_precision_name(in->precision), in->recompute);
+    fprintf(f, "  micro-batch %d rows x %d = %" PRIu64 " tokens (token budget %" PRIu64 "), %d micro-batches x %d "
+               "rows = %" PRIu64 " tokens per step\n",
+            o->micro_rows, in->seq_len, o->micro_tokens, in->token_budget, o->n_micro, o->rows_per_step,
+            o->step_tokens);
+    fprintf(f, "  %-58s %6s %16s %12s\n", "item", "where", "bytes", "");
+    for (int i = 0; i < o->n_items; i++) {
+        human(h, sizeof h, o->items[i].bytes);
+        fprintf(f, "  %-58s %6s %16" PRIu64 " %12s\n", o->items[i].name, o->items[i].where, o->items[i].bytes, h);
+    }
+    human(h, sizeof h, o->total_bytes);
+    fprintf(f, "  %-58s %6s %16" PRIu64 " %12s\n", "total (budgeted side)",
+            in->device == TR_DEV_CPU ? "host" : "device", o->total_bytes, h);
+    human(h, sizeof h, o->fixed_bytes);
+    fprintf(f, "  fixed %s", h);
+    human(h, sizeof h, o->per_row_bytes);
+    fprintf(f, " + %s per row", h);
+    if (o->budget) {
+        human(h, sizeof h, o->budget);
+        fprintf(f, "; budget %s", h);
+    }
+    fprintf(f, "\n  %s\n", o->fits ? "fits" : "DOES NOT FIT");
+    if (!o->fits) {
+        fprintf(f, "  reason: %s\n", o->reason);
+        fprintf(f, "  would fit with: %s\n", o->advice);
+    }
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
+{
+    fprintf(f, "{\"fits\":%s,\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,", o->fits ? "true" : "false",
+            tr_device_name(in->device), tr_precision_name(in->precision), in->recompute);
+    fprintf(f, "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"vocab_size\":%u,\"params\":%" PRIu64 ",", in->n_layer,
+            in->n_head, in->n_embd, in->vocab_size, o->params);
+    fprintf(f, "\"seq_len\":%d,\"token_budget\":%" PRIu64 ",\"batch_tokens\":%" PRIu64 ",\"micro_rows\":%d,"
+               "\"micro_tokens\":%" PRIu64 ",\"rows_per_step\":%d,\"n_micro\":%d,\"step_tokens\":%" PRIu64 ",",
+            in->seq_len, in->token_budget, in->batch_tokens, o->micro_rows, o->micro_tokens, o->rows_per_step,
+            o->n_micro, o->step_tokens);
+    fprintf(f, "\"mem_budget\":%" PRIu64 ",\"fixed_bytes\":%" PRIu64 ",\"per_row_bytes\":%" PRIu64
+               ",\"total_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 ",\"device_bytes\":%" PRIu64 ",\"items\":[",
+            o->budget, o->fixed_bytes, o->per_row_bytes, o->total_bytes, o->host_bytes, o->device_bytes);
+    for (int i = 0; i < o->n_items; i++) {
+        fprintf(f, "%s{\"name\":", i ? "," : "");
+        json_str(f, o->items[i].name);
+        fprintf(f, ",\"where\":\"%s\",\"bytes\":%" PRIu64 "}", o->items[i].where, o->items[i].bytes);
+    }
+    fprintf(f, "]");
+    if (!o->fits) {
+        fprintf(f, ",\"reason\":");
+        json_str(f, o->reason);
+        fprintf(f, ",\"advice\":");
+        json_str(f, o->advice);
+    }
+    fprintf(f, "}\n");
+}

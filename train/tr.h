@@ -1,0 +1,301 @@
+/* tr.h - the trainer system: data loader, memory planner, checkpoints,
+ * logging, LR schedule and the training driver (llmtrain).
+ *
+ * The model math (GPT-2 forward/backward, AdamW) lives in train/model.h; this
+ * header is everything around it. Library functions return int status codes
+ * (TR_OK == 0, negative TR_ERR_* on failure; see tr_strerror) and never exit.
+ */
+#ifndef TR_H
+#define TR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    TR_OK = 0,
+    TR_ERR_NOMEM = -1,
+    TR_ERR_IO = -2,          /* cannot open/read/write a file */
+    TR_ERR_ARG = -3,         /* bad argument / configuration */
+    TR_ERR_CORRUPT = -4,     /* corrupt shard or checkpoint (bad magic, checksum, sizes) */
+    TR_ERR_FINGERPRINT = -5, /* tokenizer fingerprint differs from the run's */
+    TR_ERR_NOFIT = -6,       /* the memory plan does not fit the budget */
+    TR_ERR_NODEVICE = -7,    /* --device cuda without a CUDA build / GPU */
+    TR_ERR_DATA = -8,        /* data cannot serve the request (no rows, rows too short) */
+    TR_ERR_INTERNAL = -9
+};
+const char *tr_strerror(int err);
+
+/* ================================================================ rows
+ * A row source is the loader's view of a shard set: a train split and a
+ * validation split of fixed-length rows. Row i of a split is read into caller
+ * buffers of row_len entries:
+ *   tokens[j]  token id (< vocab_size)
+ *   pos[j]     position of token j inside its document (0 = the document
+ *              starts here); NULL when the caller does not need it
+ *   mask[j]    1 when token j is real data and may be a prediction target,
+ *              0 for padding / masked tokens (never carries loss); may be NULL
+ * The shard-set adapter (tr_rows_open_shards) fills this from dataset/ds.h;
+ * tests use tr_rows_mem. read_row must be callable from the loader thread
+ * (one caller at a time per source). */
+enum { TR_SPLIT_TRAIN = 0, TR_SPLIT_VAL = 1 };
+
+typedef struct tr_rows {
+    void *ctx;
+    uint64_t n_rows[2]; /* rows in the train / val split */
+    int row_len;        /* tokens per row */
+    uint32_t vocab_size;
+    uint8_t fingerprint[32]; /* tokenizer fingerprint (all zero: unknown) */
+    int has_pos;             /* 1: pos[] carries document boundaries */
+    uint32_t eot_id;         /* end-of-text id (sampling prompt) */
+    char tokenizer[64];      /* tokenizer name recorded with the data ("" unknown) */
+    int (*read_row)(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask);
+    void (*close)(void *ctx);
+    char desc[256]; /* human description (path) for messages */
+} tr_rows;
+
+/* In-memory rows (tests, synthetic data): tokens/pos/mask are n_train+n_val
+ * rows of row_len, train rows first; pos/mask may be NULL (pos = j, mask = 1).
+ * The arrays are copied. */
+int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uint32_t vocab_size,
+                const uint32_t *tokens, const uint32_t *pos, const uint8_t *mask);
+/* Open a shard set directory (manifest written by `mkshards build`).
+ * TR_ERR_CORRUPT with a message in err for corrupt shards. */
+int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen);
+void tr_rows_close(tr_rows *r);
+
+/* ================================================================ loader
+ * Rows are cut to seq_len T <= row_len: inputs are tokens[0..T), targets
+ * tokens[1..T] (a target beyond the row, T == row_len, carries no loss).
+ * Background thread, nbuf >= 2 host buffers (pinned on the GPU backend via
+ * the alloc/free hooks), deterministic order for a seed, epochs, exact
+ * resume. The stream is a sequence of optimiser steps; step s consists of
+ * rows_per_step rows cut into micro-batches of at most micro_rows rows
+ * (the last one may be shorter). Every micro-batch has rows * seq_len <=
+ * micro_rows * seq_len tokens. Row order: epoch e visits every train row
+ * once in a pseudo-random permutation keyed by (seed, e); the loader
+ * position is the number of rows consumed so far. */
+typedef struct {
+    int seq_len;          /* T: tokens per row fed to the model (T <= row_len) */
+    int micro_rows;       /* B: max rows per micro-batch */
+    int rows_per_step;    /* R: rows per optimiser step */
+    int nbuf;             /* host buffers (>= 2); 0 = 2 */
+    uint64_t seed;
+    uint64_t start_row;   /* resume position: rows consumed before */
+    int doc_mask;         /* 1: pos/seg restart at document boundaries */
+    int shuffle;          /* 1 (default via tr_loader_opts_init): permute rows per epoch */
+    void *(*alloc)(size_t bytes, void *user); /* NULL: malloc */
+    void (*free)(void *p, void *user);
+    void *alloc_user;
+} tr_loader_opts;
+void tr_loader_opts_init(tr_loader_opts *o);
+
+/* One micro-batch, rows x T, row-major. */
+typedef struct {
+    int rows, T;
+    uint32_t *inputs;  /* [rows*T] */
+    int32_t *targets;  /* [rows*T] next token, -1 where the target carries no loss */
+    uint8_t *tmask;    /* [rows*T] 1: this target carries loss */
+    int32_t *pos;      /* [rows*T] position ids (restart per document with doc_mask) */
+    int32_t *seg;      /* [rows*T] document index within the row (0 everywhere without doc_mask) */
+    uint64_t n_targets; /* sum of tmask */
+    uint64_t step;      /* optimiser step index (0-based, since the start of the run) */
+    int micro, n_micro; /* index of this micro-batch in its step, micro-batches in the step */
+    uint64_t first_row; /* loader position of this batch's first row */
+} tr_batch;
+
+/* Bytes one host buffer takes for micro_rows x seq_len (what the planner
+ * counts, per buffer). */
+size_t tr_loader_buffer_bytes(int micro_rows, int seq_len);
+
+typedef struct tr_loader tr_loader;
+int tr_loader_open(tr_rows *rows, const tr_loader_opts *o, tr_loader **out);
+/* Next micro-batch (blocks until ready); valid until tr_loader_release.
+ * *wait_s (may be NULL) gets the seconds spent waiting for the producer. */
+int tr_loader_next(tr_loader *l, const tr_batch **b, double *wait_s);
+void tr_loader_release(tr_loader *l);
+/* Position (rows consumed by released batches): checkpoint this. */
+uint64_t tr_loader_position(const tr_loader *l);
+void tr_loader_close(tr_loader *l);
+
+/* Validation rows (synchronous): fill b (allocated by tr_batch_alloc) with
+ * val rows [first, first + rows), wrapping. */
+int tr_batch_alloc(tr_batch *b, int rows, int T);
+void tr_batch_free(tr_batch *b);
+int tr_fill_rows(tr_rows *src, int split, uint64_t first, int rows, int T, int doc_mask, tr_batch *b,
+                 uint32_t *scratch_tok, uint32_t *scratch_pos, uint8_t *scratch_mask);
+
+/* Train row visited at loader position p (epoch p / n, permuted). */
+uint64_t tr_row_at(uint64_t p, uint64_t n, uint64_t seed, int shuffle);
+
+/* ================================================================ planner
+ * Pure function: no allocation, no I/O. See docs/memory-plan.md for the
+ * table the CUDA backend follows when it carves its single device arena. */
+typedef enum { TR_DEV_CPU = 0, TR_DEV_CUDA = 1 } tr_device;
+typedef enum { TR_FP32 = 0, TR_BF16 = 1, TR_FP16 = 2 } tr_precision;
+/* Recompute levels (GPU): 0 none, 1 recompute the GELU input/output and
+ * the attention probabilities in backward, 2 keep only each block's input
+ * (whole block recomputed). The CPU reference stores everything (level 0). */
+
+typedef struct {
+    int n_layer, n_head, n_embd, max_seq; /* model config */
+    uint32_t vocab_size;      /* as stored (may be padded) */
+    int seq_len;              /* T */
+    uint64_t token_budget;    /* max rows*T per micro-batch; 0 = unlimited */
+    uint64_t batch_tokens;    /* tokens per optimiser step */
+    uint64_t mem_budget;      /* bytes; 0 = unlimited (CPU) / device memory (GPU) */
+    tr_device device;
+    tr_precision precision;
+    int recompute;            /* 0, 1, 2 */
+    int nbuf;                 /* loader buffers (0 = 2) */
+    int doc_mask;
+    int force_micro_rows;     /* >0: evaluate exactly this B (no search) */
+    int cpu_threads;          /* kernel threads (CPU workspaces); 0 = 1 */
+} tr_plan_in;
+
+enum { TR_PLAN_MAX_ITEMS = 32 };
+typedef struct {
+    const char *name;
+    uint64_t bytes;     /* total for the chosen micro-batch */
+    uint64_t per_row;   /* part of bytes that scales with rows (0 = fixed) */
+    const char *where;  /* "host" or "device" */
+} tr_plan_item;
+
+typedef struct {
+    int fits;                  /* 1: the plan fits both budgets */
+    int micro_rows;            /* B chosen */
+    int rows_per_step;         /* R */
+    int n_micro;               /* ceil(R / B) */
+    uint64_t micro_tokens;     /* B*T */
+    uint64_t step_tokens;      /* R*T */
+    uint64_t fixed_bytes;      /* total that does not depend on B */
+    uint64_t per_row_bytes;    /* bytes per micro-batch row */
+    uint64_t total_bytes;      /* total for the chosen B on the budgeted side */
+    uint64_t host_bytes, device_bytes;
+    uint64_t budget;           /* effective memory budget (0 = none) */
+    uint64_t params;           /* parameter count */
+    int n_items;
+    tr_plan_item items[TR_PLAN_MAX_ITEMS];
+    char reason[512];          /* why it does not fit */
+    char advice[1024];         /* what would make it fit */
+} tr_plan_out;
+
+int tr_plan(const tr_plan_in *in, tr_plan_out *out);
+/* Human table / JSON. */
+void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *out);
+void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *out);
+const char *tr_precision_name(tr_precision p);
+const char *tr_device_name(tr_device d);
+
+/* Named model configs: tiny, d12, d24, d36, d48. */
+int tr_model_preset(const char *name, int *n_layer, int *n_head, int *n_embd);
+
+/* ================================================================ schedule */
+/* Linear warmup to lr_max over warmup steps, cosine decay to lr_min at
+ * total steps. */
+double tr_lr_at(uint64_t step, uint64_t warmup, uint64_t total, double lr_max, double lr_min);
+
+/* ================================================================ rng */
+typedef struct { uint64_t s[4]; } tr_rng;
+void tr_rng_seed(tr_rng *r, uint64_t seed);
+uint64_t tr_rng_u64(tr_rng *r);
+double tr_rng_f64(tr_rng *r); /* [0, 1) */
+
+/* ================================================================ checkpoints
+ * One file per checkpoint, written to DIR/ckpt.tmp, fsynced and renamed to
+ * DIR/ckpt.bin (atomic: a crash leaves the previous checkpoint intact). The
+ * payload is checksummed (XXH64); a bad checksum is TR_ERR_CORRUPT. */
+typedef struct {
+    uint64_t step;          /* optimiser steps done */
+    uint64_t loader_pos;    /* rows consumed */
+    uint64_t seed;
+    tr_rng rng;
+    uint8_t fingerprint[32];
+    int n_layer, n_head, n_embd, max_seq, seq_len;
+    uint32_t vocab_size;
+    uint64_t n_sections;
+} tr_ckpt_meta;
+
+typedef struct {
+    const char *name;
+    void *data;
+    uint64_t bytes;
+} tr_ckpt_section;
+
+int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen);
+/* Load into preallocated sections (sizes must match). meta may be read first
+ * with s == NULL, n == 0. */
+int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen);
+
+/* ================================================================ training
+ * The whole CPU training run behind llmtrain. Messages (one line, say what
+ * to do) go to err; per-step lines to opts.out, JSON lines to opts.log_path. */
+typedef struct {
+    const char *data_dir;     /* shard set (or rows != NULL) */
+    tr_rows *rows;            /* borrowed row source (tests); NULL: open data_dir */
+    const char *model;        /* tiny|d12|d24|d36|d48 */
+    int seq_len;              /* T (0: the rows' length) */
+    uint64_t steps;           /* optimiser steps (schedule length) */
+    uint64_t stop_after;      /* >0: stop (checkpointing) after this step, as if interrupted */
+    uint64_t token_budget;    /* max rows*T per micro-batch (0: batch_tokens) */
+    uint64_t batch_tokens;    /* tokens per optimiser step */
+    uint64_t mem_budget;      /* bytes, 0 = unlimited */
+    tr_precision precision;
+    tr_device device;
+    int recompute;
+    uint64_t seed;
+    double lr, lr_min;        /* lr_min < 0: lr / 10 */
+    uint64_t warmup;          /* UINT64_MAX: automatic (steps / 20, >= 1) */
+    float weight_decay, grad_clip, beta1, beta2, eps;
+    const char *log_path;     /* JSONL, one object per step */
+    const char *ckpt_dir;
+    uint64_t ckpt_every;      /* 0: only at the end / stop */
+    int resume;
+    uint64_t val_every;       /* 0: never */
+    int val_rows;             /* rows per validation (0: min(n_val, 8 micro-batches)) */
+    int doc_mask;
+    int nbuf;
+    const char *tokenizer;    /* for --sample decoding and the fingerprint check */
+    int sample_tokens;        /* 0: no sample */
+    float sample_temp;
+    int log_every;            /* print every K steps (1) */
+    int quiet;
+    FILE *out;                /* step lines (stdout) */
+} tr_train_opts;
+void tr_train_opts_init(tr_train_opts *o);
+
+typedef struct {
+    uint64_t steps_done;      /* steps completed in this process */
+    uint64_t last_step;       /* global step count at the end */
+    double first_loss, last_loss, last_val_loss;
+    double last_grad_norm;    /* pre-clip norm of the last step's (token-normalised) gradient */
+    double mean_wait_s, total_wait_s;
+    uint64_t max_micro_tokens;/* largest rows*T fed to the model */
+    uint64_t baseline_rss, peak_rss; /* VmRSS before allocating, VmHWM at the end */
+    tr_plan_in plan_in;
+    tr_plan_out plan;
+} tr_train_result;
+/* TR_ERR_NOFIT: the plan (res->plan) does not fit; nothing was allocated. */
+int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen);
+
+/* The llmtrain command line (also `mkshards plan` with plan_only = 1).
+ * Returns the exit status: 0 ok, 1 failure, 2 bad input/data/device,
+ * 3 plan does not fit, 64 usage. */
+int tr_cli_main(const char *prog, int argc, char **argv, int plan_only);
+
+/* ================================================================ memory */
+/* Peak resident set (VmHWM) and current resident set (VmRSS) in bytes, 0 if
+ * unknown. */
+uint64_t tr_peak_rss(void);
+uint64_t tr_cur_rss(void);
+/* Parse "123", "64M", "2GiB", "1.5G" (binary units). */
+int tr_parse_bytes(const char *s, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

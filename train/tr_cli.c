@@ -1,0 +1,283 @@
+/* tr_cli.c - the llmtrain command line (also `mkshards plan`): option
+ * parsing, --plan, and the training run. Returns the process exit status:
+ *   0 ok / plan fits, 1 runtime failure, 2 bad input (corrupt shard, wrong
+ *   tokenizer, missing file, --device cuda unavailable), 3 plan does not fit,
+ *   64 usage error. */
+#include "tr.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+enum { X_OK = 0, X_FAIL = 1, X_INPUT = 2, X_NOFIT = 3, X_USAGE = 64 };
+
+static const char *usage_text =
+    "Usage: %s --data DIR --model tiny|d12|d24|d36|d48 --seq-len L --steps N\n"
+    "          --token-budget N --batch-tokens M [options]\n"
+    "       %s --plan [same options] [--mem-budget BYTES|NGiB] [--json]\n"
+    "\n"
+    "Trains a GPT-2 on a shard set (mkshards build) without ever exceeding the\n"
+    "memory it planned before step 1.\n"
+    "\n"
+    "Data and batch:\n"
+    "  --data DIR            shard set (manifest.json + shards)\n"
+    "  --seq-len L           tokens per row fed to the model (default: the rows' length)\n"
+    "  --token-budget N      max tokens per micro-batch: rows x L <= N, always\n"
+    "  --batch-tokens M      tokens per optimiser step (gradient accumulation)\n"
+    "  --doc-mask            attention does not cross documents; positions restart\n"
+    "  --nbuf K              loader host buffers (default 2)\n"
+    "Model and optimiser:\n"
+    "  --model NAME          tiny, d12, d24, d36, d48 (default tiny)\n"
+    "  --steps N             optimiser steps (default 100)\n"
+    "  --lr X  --lr-min X    peak / final learning rate (1e-3, lr/10), warmup + cosine\n"
+    "  --warmup N            warmup steps (default steps/20)\n"
+    "  --weight-decay X      AdamW decay on 2-D weights (0.1; none on biases/norms)\n"
+    "  --grad-clip X         global gradient norm clip (1.0; 0 = off)\n"
+    "  --seed S              init, data order and sampling seed (1337)\n"
+    "Device and memory:\n"
+    "  --device cpu|cuda     (cuda: exit 2 when this build or machine has none)\n"
+    "  --precision fp32|bf16|fp16\n"
+    "  --recompute 0|1|2     GPU activation recompute level (plan)\n"
+    "  --mem-budget SIZE     memory budget (bytes or 64M / 2GiB); default none on\n"
+    "                        the CPU, 80GiB for --device cuda\n"
+    "  --plan                print the memory plan and exit (0 fits, 3 does not)\n"
+    "  --json                plan as JSON\n"
+    "  --vocab-size V        vocabulary for --plan without --data (50257)\n"
+    "Checkpoints, logs, evaluation:\n"
+    "  --log FILE            JSON lines, one per step (step, loss, tokens, lr, ...)\n"
+    "  --log-every K         print every K-th step (1)\n"
+    "  --ckpt-dir DIR  --ckpt-every K  --resume\n"
+    "  --val-every K  --val-rows N\n"
+    "  --sample [N]          print N generated tokens at the end (default 200)\n"
+    "  --tokenizer SPEC      decode samples; must match the shards' fingerprint\n"
+    "  --quiet\n"
+    "\n"
+    "Exit codes: 0 ok, 1 failure, 2 bad input/data/device, 3 plan does not fit, 64 usage.\n";
+
+static int uerr(const char *prog, const char *fmt, const char *a)
+{
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, a);
+    fprintf(stderr, "\nTry '%s --help' for the list of options.\n", prog);
+    return X_USAGE;
+}
+
+static int pu64(const char *prog, const char *opt, const char *s, uint64_t *out)
+{
+    char *e;
+    if (!s || !*s || *s == '-')
+        return uerr(prog, "bad value for %s", opt);
+    unsigned long long v = strtoull(s, &e, 10);
+    if (*e)
+        return uerr(prog, "bad value for %s (want a non-negative integer)", opt);
+    *out = v;
+    return 0;
+}
+
+static int pdbl(const char *prog, const char *opt, const char *s, double *out)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || *e)
+        return uerr(prog, "bad value for %s (want a number)", opt);
+    *out = v;
+    return 0;
+}
+
+int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
+{
+    tr_train_opts o;
+    tr_train_opts_init(&o);
+    int plan = plan_only, json = 0;
+    uint64_t vocab = 0, u;
+    double d;
+    int sample = 0;
+    enum {
+        O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
+        O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
+        O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_HELP
+    };
+    static const struct option lo[] = {
+        {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
+        {"seq-len", required_argument, 0, O_SEQ},     {"steps", required_argument, 0, O_STEPS},
+        {"token-budget", required_argument, 0, O_TB}, {"batch-tokens", required_argument, 0, O_BT},
+        {"precision", required_argument, 0, O_PREC},  {"device", required_argument, 0, O_DEV},
+        {"seed", required_argument, 0, O_SEED},       {"log", required_argument, 0, O_LOG},
+        {"ckpt-dir", required_argument, 0, O_CKD},    {"ckpt-every", required_argument, 0, O_CKE},
+        {"resume", no_argument, 0, O_RES},            {"plan", no_argument, 0, O_PLAN},
+        {"mem-budget", required_argument, 0, O_MEM},  {"json", no_argument, 0, O_JSON},
+        {"recompute", required_argument, 0, O_REC},   {"doc-mask", no_argument, 0, O_DOC},
+        {"lr", required_argument, 0, O_LR},           {"lr-min", required_argument, 0, O_LRMIN},
+        {"warmup", required_argument, 0, O_WARM},     {"weight-decay", required_argument, 0, O_WD},
+        {"grad-clip", required_argument, 0, O_CLIP},  {"val-every", required_argument, 0, O_VALE},
+        {"val-rows", required_argument, 0, O_VALR},   {"sample", optional_argument, 0, O_SAMPLE},
+        {"tokenizer", required_argument, 0, O_TOK},   {"nbuf", required_argument, 0, O_NBUF},
+        {"stop-after", required_argument, 0, O_STOP}, {"log-every", required_argument, 0, O_LOGE},
+        {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
+        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        int r = 0;
+        switch (c) {
+        case O_DATA: o.data_dir = optarg; break;
+        case O_MODEL: o.model = optarg; break;
+        case O_SEQ: r = pu64(prog, "--seq-len", optarg, &u); o.seq_len = (int)u;
+            if (!r && (u < 1 || u > (1u << 20))) r = uerr(prog, "--seq-len %s out of range", optarg);
+            break;
+        case O_STEPS: r = pu64(prog, "--steps", optarg, &o.steps); break;
+        case O_TB: r = pu64(prog, "--token-budget", optarg, &o.token_budget); break;
+        case O_BT: r = pu64(prog, "--batch-tokens", optarg, &o.batch_tokens); break;
+        case O_PREC:
+            if (!strcmp(optarg, "fp32")) o.precision = TR_FP32;
+            else if (!strcmp(optarg, "bf16")) o.precision = TR_BF16;
+            else if (!strcmp(optarg, "fp16")) o.precision = TR_FP16;
+            else r = uerr(prog, "unknown --precision '%s' (fp32, bf16, fp16)", optarg);
+            break;
+        case O_DEV:
+            if (!strcmp(optarg, "cpu")) o.device = TR_DEV_CPU;
+            else if (!strcmp(optarg, "cuda") || !strcmp(optarg, "gpu")) o.device = TR_DEV_CUDA;
+            else r = uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
+            break;
+        case O_SEED: r = pu64(prog, "--seed", optarg, &o.seed); break;
+        case O_LOG: o.log_path = optarg; break;
+        case O_CKD: o.ckpt_dir = optarg; break;
+        case O_CKE: r = pu64(prog, "--ckpt-every", optarg, &o.ckpt_every); break;
+        case O_RES: o.resume = 1; break;
+        case O_PLAN: plan = 1; break;
+        case O_MEM:
+            if (tr_parse_bytes(optarg, &o.mem_budget))
+                r = uerr(prog, "bad --mem-budget '%s' (bytes, or with K/M/G/T[iB])", optarg);
+            break;
+        case O_JSON: json = 1; break;
+        case O_REC: r = pu64(prog, "--recompute", optarg, &u); o.recompute = (int)u;
+            if (!r && u > 2) r = uerr(prog, "--recompute %s: levels are 0, 1, 2", optarg);
+            break;
+        case O_DOC: o.doc_mask = 1; break;
+        case O_LR: r = pdbl(prog, "--lr", optarg, &o.lr); break;
+        case O_LRMIN: r = pdbl(prog, "--lr-min", optarg, &o.lr_min); break;
+        case O_WARM: r = pu64(prog, "--warmup", optarg, &o.warmup); break;
+        case O_WD: r = pdbl(prog, "--weight-decay", optarg, &d); o.weight_decay = (float)d; break;
+        case O_CLIP: r = pdbl(prog, "--grad-clip", optarg, &d); o.grad_clip = (float)d; break;
+        case O_VALE: r = pu64(prog, "--val-every", optarg, &o.val_every); break;
+        case O_VALR: r = pu64(prog, "--val-rows", optarg, &u); o.val_rows = (int)u; break;
+        case O_SAMPLE:
+            sample = 200;
+            if (optarg) { r = pu64(prog, "--sample", optarg, &u); sample = (int)u; }
+            break;
+        case O_TOK: o.tokenizer = optarg; break;
+        case O_NBUF: r = pu64(prog, "--nbuf", optarg, &u); o.nbuf = (int)u;
+            if (!r && (u < 2 || u > 64)) r = uerr(prog, "--nbuf %s: 2..64 buffers", optarg);
+            break;
+        case O_STOP: r = pu64(prog, "--stop-after", optarg, &o.stop_after); break;
+        case O_LOGE: r = pu64(prog, "--log-every", optarg, &u); o.log_every = (int)u; break;
+        case O_QUIET: o.quiet = 1; break;
+        case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, &vocab);
+            if (!r && (vocab < 1 || vocab > (1u << 24))) r = uerr(prog, "--vocab-size %s out of range", optarg);
+            break;
+        case 'h':
+        case O_HELP: printf(usage_text, prog, prog); return X_OK;
+        case ':': return uerr(prog, "option '%s' needs a value", argv[optind - 1]);
+        default: return uerr(prog, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (r)
+            return r;
+    }
+    if (optind < argc)
+        return uerr(prog, "unexpected argument '%s'", argv[optind]);
+    o.sample_tokens = sample;
+    if (o.batch_tokens && o.token_budget == 0)
+        o.token_budget = o.batch_tokens;
+
+    if (plan) {
+        tr_plan_in pi;
+        memset(&pi, 0, sizeof pi);
+        if (tr_model_preset(o.model, &pi.n_layer, &pi.n_head, &pi.n_embd))
+            return uerr(prog, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o.model);
+        uint32_t V = vocab ? (uint32_t)vocab : 50257;
+        int T = o.seq_len;
+        if (o.data_dir) {
+            tr_rows rows;
+            char e[512];
+            int rc = tr_rows_open_shards(&rows, o.data_dir, e, sizeof e);
+            if (rc) {
+                fprintf(stderr, "%s: cannot use shard set %s: %s\n", prog, o.data_dir, e);
+                return X_INPUT;
+            }
+            V = rows.vocab_size;
+            if (!T)
+                T = rows.row_len;
+            if (T > rows.row_len) {
+                fprintf(stderr, "%s: --seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d\n", prog, T,
+                        o.data_dir, rows.row_len, rows.row_len);
+                tr_rows_close(&rows);
+                return X_INPUT;
+            }
+            tr_rows_close(&rows);
+        }
+        if (!T)
+            return uerr(prog, "%s needs --seq-len (or --data)", "--plan");
+        pi.vocab_size = V;
+        pi.seq_len = T;
+        pi.max_seq = T;
+        pi.batch_tokens = o.batch_tokens ? o.batch_tokens : (uint64_t)T;
+        pi.token_budget = o.token_budget ? o.token_budget : pi.batch_tokens;
+        pi.mem_budget = o.mem_budget;
+        pi.device = o.device;
+        pi.precision = o.precision;
+        pi.recompute = o.recompute;
+        pi.nbuf = o.nbuf;
+        pi.doc_mask = o.doc_mask;
+        pi.cpu_threads = 1;
+        if (o.device == TR_DEV_CUDA && !pi.mem_budget) {
+            pi.mem_budget = 80ull << 30;
+            if (!json)
+                printf("note: no --mem-budget given: assuming an 80 GiB device\n");
+        }
+        tr_plan_out po;
+        int rc = tr_plan(&pi, &po);
+        if (rc != TR_OK && rc != TR_ERR_NOFIT)
+            return uerr(prog, "%s", "bad model/plan configuration");
+        if (json)
+            tr_plan_print_json(stdout, &pi, &po);
+        else
+            tr_plan_print(stdout, &pi, &po);
+        if (!po.fits) {
+            fprintf(stderr, "%s: plan does not fit: %s; would fit with: %s\n", prog, po.reason, po.advice);
+            return X_NOFIT;
+        }
+        return X_OK;
+    }
+
+    if (!o.data_dir)
+        return uerr(prog, "%s", "missing --data DIR (a shard set from 'mkshards build')");
+    if (o.resume && !o.ckpt_dir)
+        return uerr(prog, "%s", "--resume needs --ckpt-dir");
+    tr_train_result res;
+    char err[1024];
+    int rc = tr_train(&o, &res, err, sizeof err);
+    if (rc == TR_OK)
+        return X_OK;
+    if (rc == TR_ERR_NOFIT) {
+        tr_plan_print(stderr, &res.plan_in, &res.plan);
+        fprintf(stderr, "%s: refusing to start: %s; would fit with: %s\n", prog, res.plan.reason, res.plan.advice);
+        return X_NOFIT;
+    }
+    fprintf(stderr, "%s: %s\n", prog, err[0] ? err : tr_strerror(rc));
+    switch (rc) {
+    case TR_ERR_CORRUPT:
+    case TR_ERR_FINGERPRINT:
+    case TR_ERR_NODEVICE:
+    case TR_ERR_DATA:
+    case TR_ERR_IO:
+        return X_INPUT;
+    case TR_ERR_ARG:
+        return X_USAGE;
+    default:
+        return X_FAIL;
+    }
+}

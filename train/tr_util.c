@@ -1,0 +1,137 @@
+/* tr_util.c - status strings, RNG, LR schedule, RSS probes, size parsing,
+ * model presets (see tr.h). */
+#include "tr.h"
+#include "model.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *tr_strerror(int err)
+{
+    switch (err) {
+    case TR_OK: return "ok";
+    case TR_ERR_NOMEM: return "out of memory";
+    case TR_ERR_IO: return "I/O error";
+    case TR_ERR_ARG: return "bad argument";
+    case TR_ERR_CORRUPT: return "corrupt file";
+    case TR_ERR_FINGERPRINT: return "tokenizer fingerprint mismatch";
+    case TR_ERR_NOFIT: return "does not fit the memory budget";
+    case TR_ERR_NODEVICE: return "device not available";
+    case TR_ERR_DATA: return "data cannot serve the request";
+    case TR_ERR_INTERNAL: return "internal error";
+    default: return "unknown error";
+    }
+}
+
+/* xoshiro256** seeded with splitmix64. */
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void tr_rng_seed(tr_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t tr_rng_u64(tr_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+double tr_rng_f64(tr_rng *r) { return (double)(tr_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double tr_lr_at(uint64_t step, uint64_t warmup, uint64_t total, double lr_max, double lr_min)
+{
+    if (warmup > 0 && step < warmup)
+        return lr_max * (double)(step + 1) / (double)warmup;
+    if (total <= warmup || step >= total)
+        return total <= warmup ? lr_max : lr_min;
+    double p = (double)(step - warmup) / (double)(total - warmup);
+    return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(M_PI * p));
+}
+
+static uint64_t status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t kl = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v * 1024;
+}
+
+uint64_t tr_peak_rss(void) { return status_kb("VmHWM"); }
+uint64_t tr_cur_rss(void) { return status_kb("VmRSS"); }
+
+int tr_parse_bytes(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return TR_ERR_ARG;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return TR_ERR_ARG;
+    double mul = 1;
+    char u = (char)toupper((unsigned char)*end);
+    if (u == 'K') mul = 1024.0;
+    else if (u == 'M') mul = 1024.0 * 1024;
+    else if (u == 'G') mul = 1024.0 * 1024 * 1024;
+    else if (u == 'T') mul = 1024.0 * 1024 * 1024 * 1024;
+    else if (u == 'B' || u == 0) mul = 1;
+    else return TR_ERR_ARG;
+    if (u && u != 'B') {
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+    } else if (u == 'B') {
+        end++;
+    }
+    if (*end)
+        return TR_ERR_ARG;
+    *out = (uint64_t)(v * mul + 0.5);
+    return TR_OK;
+}
+
+int tr_model_preset(const char *name, int *n_layer, int *n_head, int *n_embd)
+{
+    tr_model_config c;
+    if (!name || tr_model_config_preset(name, 1, 1, &c) != TR_MODEL_OK)
+        return TR_ERR_ARG;
+    *n_layer = c.n_layer;
+    *n_head = c.n_head;
+    *n_embd = c.d_model;
+    return TR_OK;
+}
+
+const char *tr_precision_name(tr_precision p)
+{
+    return p == TR_BF16 ? "bf16" : p == TR_FP16 ? "fp16" : "fp32";
+}
+const char *tr_device_name(tr_device d) { return d == TR_DEV_CUDA ? "cuda" : "cpu"; }

@@ -1,0 +1,498 @@
+/* trainer.c - the CPU training run (see tr.h, tr_train).
+ *
+ * Order of events, so that nothing is allocated before the plan is known to
+ * fit: open rows -> check tokenizer fingerprints -> plan (pure) -> refuse or
+ * allocate model/optimiser/loader -> (resume) -> steps -> checkpoint ->
+ * sample. Gradient accumulation: every micro-batch adds the gradient of its
+ * summed per-token loss; before clipping the step's gradient is divided by
+ * the number of target tokens in the whole step (token-mean loss of the
+ * step, not the mean of micro-batch means). */
+#include "tr.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kn.h"
+#include "model.h"
+#include "tk.h"
+
+void tr_train_opts_init(tr_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "tiny";
+    o->steps = 100;
+    o->seed = 1337;
+    o->lr = 1e-3;
+    o->lr_min = -1;
+    o->warmup = UINT64_MAX;
+    o->weight_decay = 0.1f;
+    o->grad_clip = 1.0f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->eps = 1e-8f;
+    o->sample_temp = 0.8f;
+    o->log_every = 1;
+    o->nbuf = 2;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int zero32(const uint8_t *f)
+{
+    for (int i = 0; i < 32; i++)
+        if (f[i])
+            return 0;
+    return 1;
+}
+
+static void hex8(const uint8_t *f, char *out)
+{
+    for (int i = 0; i < 8; i++)
+        sprintf(out + 2 * i, "%02x", f[i]);
+}
+
+static int mrc(int rc)
+{
+    return rc == TR_MODEL_ENOMEM ? TR_ERR_NOMEM : rc == TR_MODEL_EINVAL ? TR_ERR_ARG : TR_ERR_INTERNAL;
+}
+
+/* Mean validation loss over val_rows rows of the validation split. */
+static int validate(tr_model *m, tr_rows *rows, int B, int T, int val_rows, int doc_mask, tr_batch *vb,
+                    uint32_t *st, uint32_t *sp, uint8_t *sm, double *out)
+{
+    double ls = 0;
+    uint64_t nt = 0;
+    for (int r0 = 0; r0 < val_rows; r0 += B) {
+        int n = val_rows - r0 < B ? val_rows - r0 : B;
+        int rc = tr_fill_rows(rows, TR_SPLIT_VAL, (uint64_t)r0, n, T, doc_mask, vb, st, sp, sm);
+        if (rc)
+            return rc;
+        double l = 0;
+        uint64_t k = 0;
+        rc = tr_model_forward(m, n, T, vb->inputs, vb->targets, vb->pos, doc_mask ? vb->seg : NULL, &l, &k);
+        if (rc)
+            return mrc(rc);
+        ls += l;
+        nt += k;
+    }
+    *out = nt ? ls / (double)nt : NAN;
+    return TR_OK;
+}
+
+static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok, int T, int n_tokens, float temp,
+                   tr_rng *rng)
+{
+    const tr_model_config *c = tr_model_get_config(m);
+    uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)(n_tokens + 1));
+    double *p = malloc(sizeof(double) * (size_t)c->vocab);
+    if (!ids || !p) {
+        free(ids);
+        free(p);
+        return;
+    }
+    int n = 0;
+    ids[n++] = rows->eot_id < (uint32_t)c->vocab ? rows->eot_id : 0;
+    for (int g = 0; g < n_tokens; g++) {
+        int start = n > T ? n - T : 0, len = n - start;
+        if (tr_model_forward(m, 1, len, ids + start, NULL, NULL, NULL, NULL, NULL))
+            break;
+        const float *lg = tr_model_logits(m) + (size_t)(len - 1) * (size_t)c->vocab_padded;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < c->vocab; v++)
+            if (lg[v] > mx)
+                mx = lg[v];
+        for (int v = 0; v < c->vocab; v++)
+            sum += (p[v] = exp(((double)lg[v] - mx) / (temp > 0 ? temp : 1.0f)));
+        double u = tr_rng_f64(rng) * sum, acc = 0;
+        int pick = c->vocab - 1;
+        for (int v = 0; v < c->vocab; v++) {
+            acc += p[v];
+            if (acc > u) {
+                pick = v;
+                break;
+            }
+        }
+        ids[n++] = (uint32_t)pick;
+        if ((uint32_t)pick == rows->eot_id)
+            break;
+    }
+    if (tok) {
+        tk_bytes b = {0};
+        if (tk_decode(tok, ids + 1, (size_t)(n - 1), &b) == 0) {
+            fprintf(f, "--- sample (%d tokens) ---\n", n - 1);
+            fwrite(b.data, 1, b.len, f);
+            fprintf(f, "\n--- end of sample ---\n");
+        }
+        tk_bytes_free(&b);
+    } else {
+        fprintf(f, "--- sample (%d token ids; pass --tokenizer to decode) ---\n", n - 1);
+        for (int i = 1; i < n; i++)
+            fprintf(f, "%s%u", i > 1 ? " " : "", ids[i]);
+        fprintf(f, "\n");
+    }
+    free(ids);
+    free(p);
+}
+
+int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    err[0] = 0;
+    FILE *out = o->out ? o->out : stdout;
+    tr_rows own_rows, *rows = o->rows;
+    tk_tokenizer *tok = NULL;
+    tr_model *m = NULL;
+    tr_loader *ld = NULL;
+    FILE *logf = NULL;
+    tr_batch vb = {0};
+    uint32_t *st = NULL, *sp = NULL;
+    uint8_t *sm = NULL;
+    int rc = TR_OK;
+    memset(&own_rows, 0, sizeof own_rows);
+
+    if (o->device == TR_DEV_CUDA) {
+        snprintf(err, errlen, "--device cuda: this build has no CUDA backend (built without CUDA or no GPU); "
+                              "use --device cpu, or --plan to see the GPU memory plan");
+        return TR_ERR_NODEVICE;
+    }
+    if (o->precision != TR_FP32) {
+        snprintf(err, errlen, "--precision %s: the CPU reference trains in fp32 (bf16/fp16 are GPU precisions; "
+                              "--plan accounts for them)", tr_precision_name(o->precision));
+        return TR_ERR_ARG;
+    }
+    if (!rows) {
+        if (!o->data_dir) {
+            snprintf(err, errlen, "no --data directory given");
+            return TR_ERR_ARG;
+        }
+        char e[512];
+        rc = tr_rows_open_shards(&own_rows, o->data_dir, e, sizeof e);
+        if (rc) {
+            snprintf(err, errlen, "cannot use shard set %s: %s", o->data_dir, e);
+            return rc;
+        }
+        rows = &own_rows;
+    }
+    if (rows->n_rows[TR_SPLIT_TRAIN] == 0) {
+        snprintf(err, errlen, "%s has no training rows", rows->desc);
+        rc = TR_ERR_DATA;
+        goto done;
+    }
+    int T = o->seq_len ? o->seq_len : rows->row_len;
+    if (T < 1 || T > rows->row_len) {
+        snprintf(err, errlen, "--seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d", T, rows->desc,
+                 rows->row_len, rows->row_len);
+        rc = TR_ERR_DATA;
+        goto done;
+    }
+    if (o->tokenizer) {
+        char e[512];
+        if (tk_load(o->tokenizer, TK_PAT_NONE, &tok, e, sizeof e)) {
+            snprintf(err, errlen, "cannot load tokenizer %s: %s", o->tokenizer, e);
+            rc = TR_ERR_IO;
+            goto done;
+        }
+        uint8_t fp[32];
+        tk_fingerprint(tok, fp);
+        if (!zero32(rows->fingerprint) && memcmp(fp, rows->fingerprint, 32)) {
+            char a[17], b[17];
+            hex8(fp, a);
+            hex8(rows->fingerprint, b);
+            snprintf(err, errlen, "tokenizer %s (fingerprint %s...) is not the one %s was built with (%s...): "
+                                  "rebuild the shards or pass the matching --tokenizer",
+                     o->tokenizer, a, rows->desc, b);
+            rc = TR_ERR_FINGERPRINT;
+            goto done;
+        }
+    }
+    /* ------------------------------------------------------------ plan */
+    tr_plan_in *pi = &res->plan_in;
+    memset(pi, 0, sizeof *pi);
+    if (tr_model_preset(o->model, &pi->n_layer, &pi->n_head, &pi->n_embd)) {
+        snprintf(err, errlen, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
+        rc = TR_ERR_ARG;
+        goto done;
+    }
+    pi->vocab_size = rows->vocab_size;
+    pi->seq_len = T;
+    pi->max_seq = T;
+    pi->batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)T;
+    pi->token_budget = o->token_budget ? o->token_budget : pi->batch_tokens;
+    pi->mem_budget = o->mem_budget;
+    pi->device = TR_DEV_CPU;
+    pi->precision = TR_FP32;
+    pi->nbuf = o->nbuf;
+    pi->doc_mask = o->doc_mask;
+    pi->cpu_threads = kn_num_threads();
+    rc = tr_plan(pi, &res->plan);
+    if (rc) {
+        snprintf(err, errlen, "%s", rc == TR_ERR_NOFIT ? res->plan.reason : "bad model/plan configuration");
+        goto done;
+    }
+    int B = res->plan.micro_rows, R = res->plan.rows_per_step;
+
+    /* ------------------------------------------------------------ resume meta */
+    tr_ckpt_meta cm;
+    memset(&cm, 0, sizeof cm);
+    if (o->resume) {
+        if (!o->ckpt_dir) {
+            snprintf(err, errlen, "--resume needs --ckpt-dir");
+            rc = TR_ERR_ARG;
+            goto done;
+        }
+        rc = tr_ckpt_load(o->ckpt_dir, &cm, NULL, 0, err, errlen);
+        if (rc)
+            goto done;
+        if (memcmp(cm.fingerprint, rows->fingerprint, 32)) {
+            char a[17], b[17];
+            hex8(cm.fingerprint, a);
+            hex8(rows->fingerprint, b);
+            snprintf(err, errlen, "checkpoint in %s was trained with tokenizer %s..., but %s has %s...: refusing "
+                                  "to mix tokenizers",
+                     o->ckpt_dir, a, rows->desc, b);
+            rc = TR_ERR_FINGERPRINT;
+            goto done;
+        }
+        if (cm.n_layer != pi->n_layer || cm.n_embd != pi->n_embd || cm.n_head != pi->n_head ||
+            cm.seq_len != T || cm.vocab_size != rows->vocab_size) {
+            snprintf(err, errlen, "checkpoint in %s is for a different model or --seq-len (%dL C=%d T=%d V=%u)",
+                     o->ckpt_dir, cm.n_layer, cm.n_embd, cm.seq_len, cm.vocab_size);
+            rc = TR_ERR_ARG;
+            goto done;
+        }
+    }
+
+    /* ------------------------------------------------------------ allocate */
+    res->baseline_rss = tr_cur_rss();
+    tr_model_config mc;
+    if (tr_model_config_make(pi->n_layer, pi->n_head, pi->n_embd, T, (int)rows->vocab_size, &mc)) {
+        snprintf(err, errlen, "bad model configuration");
+        rc = TR_ERR_ARG;
+        goto done;
+    }
+    int mr = tr_model_create(&mc, o->seed, &m);
+    if (!mr)
+        mr = tr_model_adamw_init(m);
+    if (!mr)
+        mr = tr_model_reserve(m, B, T);
+    if (mr) {
+        snprintf(err, errlen, "cannot allocate the model");
+        rc = mrc(mr);
+        goto done;
+    }
+    size_t P = tr_model_param_count(&mc);
+    tr_rng rng;
+    tr_rng_seed(&rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
+    uint64_t step0 = 0, pos0 = 0;
+    if (o->resume) {
+        tr_ckpt_section sec[3] = {{"params", tr_model_params(m), P * 4},
+                                  {"adam_m", tr_model_adam_m(m), P * 4},
+                                  {"adam_v", tr_model_adam_v(m), P * 4}};
+        rc = tr_ckpt_load(o->ckpt_dir, &cm, sec, 3, err, errlen);
+        if (rc)
+            goto done;
+        step0 = cm.step;
+        pos0 = cm.loader_pos;
+        rng = cm.rng;
+        if (!o->quiet)
+            fprintf(out, "resumed from %s/ckpt.bin at step %" PRIu64 " (loader position %" PRIu64 " rows)\n",
+                    o->ckpt_dir, step0, pos0);
+    }
+    tr_loader_opts lo;
+    tr_loader_opts_init(&lo);
+    lo.seq_len = T;
+    lo.micro_rows = B;
+    lo.rows_per_step = R;
+    lo.nbuf = o->nbuf;
+    lo.seed = o->seed;
+    lo.start_row = pos0;
+    lo.doc_mask = o->doc_mask;
+    rc = tr_loader_open(rows, &lo, &ld);
+    if (rc) {
+        snprintf(err, errlen, "cannot start the loader: %s", tr_strerror(rc));
+        goto done;
+    }
+    int val_rows = 0;
+    if (o->val_every && rows->n_rows[TR_SPLIT_VAL]) {
+        val_rows = o->val_rows ? o->val_rows : 8 * B;
+        if ((uint64_t)val_rows > rows->n_rows[TR_SPLIT_VAL])
+            val_rows = (int)rows->n_rows[TR_SPLIT_VAL];
+    }
+    /* val batch + row scratch: counted by the planner in every run */
+    if (tr_batch_alloc(&vb, B, T)) {
+        rc = TR_ERR_NOMEM;
+        goto done;
+    }
+    st = malloc((size_t)rows->row_len * 4);
+    sp = malloc((size_t)rows->row_len * 4);
+    sm = malloc((size_t)rows->row_len);
+    if (!st || !sp || !sm) {
+        rc = TR_ERR_NOMEM;
+        goto done;
+    }
+    if (o->log_path) {
+        logf = fopen(o->log_path, o->resume ? "a" : "w");
+        if (!logf) {
+            snprintf(err, errlen, "cannot write log %s", o->log_path);
+            rc = TR_ERR_IO;
+            goto done;
+        }
+    }
+    if (!o->quiet)
+        fprintf(out,
+                "training %s (%zu params) on %s: T=%d, micro-batch %d rows (%d tokens <= budget %" PRIu64
+                "), %d micro-batches/step, %" PRIu64 " tokens/step, plan %.1f MiB\n",
+                o->model, P, rows->desc, T, B, B * T, pi->token_budget, res->plan.n_micro,
+                (uint64_t)R * (uint64_t)T, (double)res->plan.total_bytes / 1048576.0);
+
+    uint64_t warm = o->warmup;
+    if (warm == UINT64_MAX) {
+        warm = o->steps / 20;
+        if (warm < 1)
+            warm = 1;
+    }
+    double lr_min = o->lr_min >= 0 ? o->lr_min : o->lr / 10;
+    uint64_t end = o->steps;
+    if (o->stop_after && o->stop_after < end)
+        end = o->stop_after;
+    float *grads = tr_model_grads(m);
+    double t_run = now_s();
+    for (uint64_t step = step0; step < end; step++) {
+        double t0 = now_s(), wait = 0, lsum = 0;
+        uint64_t ntgt = 0, ntok = 0;
+        tr_model_zero_grad(m);
+        int nm = 0;
+        do {
+            const tr_batch *b;
+            double w;
+            rc = tr_loader_next(ld, &b, &w);
+            if (rc) {
+                snprintf(err, errlen, "reading %s: %s", rows->desc, tr_strerror(rc));
+                goto done;
+            }
+            wait += w;
+            uint64_t mt = (uint64_t)b->rows * (uint64_t)b->T;
+            if (mt > res->max_micro_tokens)
+                res->max_micro_tokens = mt;
+            double l = 0;
+            uint64_t k = 0;
+            mr = tr_model_fwd_bwd(m, b->rows, b->T, b->inputs, b->targets, b->pos, o->doc_mask ? b->seg : NULL,
+                                  1.0f, &l, &k);
+            nm = b->n_micro;
+            int last = b->micro == b->n_micro - 1;
+            tr_loader_release(ld);
+            if (mr) {
+                snprintf(err, errlen, "model step failed");
+                rc = mrc(mr);
+                goto done;
+            }
+            lsum += l;
+            ntgt += k;
+            ntok += mt;
+            if (last)
+                break;
+        } while (1);
+        if (ntgt)
+            kn_scale_ref(grads, P, (float)(1.0 / (double)ntgt));
+        float gnorm = 0;
+        tr_model_clip_grad_norm(m, o->grad_clip, &gnorm);
+        double lr = tr_lr_at(step, warm, o->steps, o->lr, lr_min);
+        tr_adamw_hparams h = {(float)lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+        mr = tr_model_adamw_step(m, &h, (int)(step + 1), NULL);
+        if (mr) {
+            snprintf(err, errlen, "optimiser step failed");
+            rc = mrc(mr);
+            goto done;
+        }
+        double loss = ntgt ? lsum / (double)ntgt : NAN;
+        double dt = now_s() - t0;
+        if (res->steps_done == 0)
+            res->first_loss = loss;
+        res->last_loss = loss;
+        res->last_grad_norm = gnorm;
+        res->steps_done++;
+        res->total_wait_s += wait;
+        res->last_step = step + 1;
+        double tps = dt > 0 ? (double)ntok / dt : 0;
+        if (!o->quiet && (o->log_every <= 1 || (step + 1) % (uint64_t)o->log_every == 0 || step + 1 == end ||
+                          step == step0))
+            fprintf(out,
+                    "step %5" PRIu64 "/%" PRIu64 " | loss %.4f | lr %.2e | gnorm %.3f | tokens %" PRIu64
+                    " (%" PRIu64 " targets, %d x %d) | %.0f tok/s | wait %.2f ms\n",
+                    step + 1, o->steps, loss, lr, gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3);
+        if (logf) {
+            fprintf(logf,
+                    "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
+                    ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
+                    "\"wait_ms\":%.3f,\"step_ms\":%.3f}\n",
+                    step + 1, loss, lr, (double)gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3, dt * 1e3);
+            fflush(logf);
+        }
+        if (val_rows && (step + 1) % o->val_every == 0) {
+            double vl;
+            rc = validate(m, rows, B, T, val_rows, o->doc_mask, &vb, st, sp, sm, &vl);
+            if (rc) {
+                snprintf(err, errlen, "validation on %s failed: %s", rows->desc, tr_strerror(rc));
+                goto done;
+            }
+            res->last_val_loss = vl;
+            if (!o->quiet)
+                fprintf(out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, vl, val_rows);
+            if (logf)
+                fprintf(logf, "{\"step\":%" PRIu64 ",\"val_loss\":%.9g,\"val_rows\":%d}\n", step + 1, vl, val_rows);
+        }
+        int ck = o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == end);
+        if (ck) {
+            tr_ckpt_meta km;
+            memset(&km, 0, sizeof km);
+            km.step = step + 1;
+            km.loader_pos = tr_loader_position(ld);
+            km.seed = o->seed;
+            km.rng = rng;
+            memcpy(km.fingerprint, rows->fingerprint, 32);
+            km.n_layer = mc.n_layer;
+            km.n_head = mc.n_head;
+            km.n_embd = mc.d_model;
+            km.max_seq = mc.max_seq;
+            km.seq_len = T;
+            km.vocab_size = rows->vocab_size;
+            tr_ckpt_section sec[3] = {{"params", tr_model_params(m), P * 4},
+                                      {"adam_m", tr_model_adam_m(m), P * 4},
+                                      {"adam_v", tr_model_adam_v(m), P * 4}};
+            rc = tr_ckpt_save(o->ckpt_dir, &km, sec, 3, err, errlen);
+            if (rc)
+                goto done;
+        }
+    }
+    if (res->steps_done)
+        res->mean_wait_s = res->total_wait_s / (double)res->steps_done;
+    if (!o->quiet && res->steps_done)
+        fprintf(out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
+                res->steps_done, now_s() - t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
+    if (o->sample_tokens > 0)
+        sample(out, m, rows, tok, T, o->sample_tokens, o->sample_temp, &rng);
+    res->peak_rss = tr_peak_rss();
+done:
+    if (ld)
+        tr_loader_close(ld);
+    if (logf)
+        fclose(logf);
+    tr_batch_free(&vb);
+    free(st);
+    free(sp);
+    free(sm);
+    tr_model_free(m);
+    if (tok)
+        tk_free(tok);
+    if (rows == &own_rows)
+        tr_rows_close(&own_rows);
+    return rc;
+}
