@@ -9,6 +9,13 @@ MKS=${MKSHARDS:-build/tools/mkshards}
 VOCAB=${MKSHARDS_VOCAB_DIR:-$(cd "$ROOT/.." && pwd)/shared/vocab}
 OUT=${DEMO_OUT:-$ROOT/build/demo}
 
+for enc in gpt2 cl100k_base o200k_base; do
+    if [ ! -f "$VOCAB/$enc.tiktoken" ]; then
+        echo "demo: $VOCAB/$enc.tiktoken not found: the demo needs the shared vocabularies" \
+             "(../shared/vocab next to the repository, or set MKSHARDS_VOCAB_DIR)" >&2
+        exit 2
+    fi
+done
 if [ ! -x "$MKS" ]; then
     echo "demo: building mkshards first (make build)"
     make -C "$ROOT" build >/dev/null
@@ -56,12 +63,26 @@ section "Names instead of paths"
 echo "\$ MKSHARDS_VOCAB_DIR=$VOCAB mkshards encode -t o200k_base samples/notes.txt --ids-out - | head -c 80"
 MKSHARDS_VOCAB_DIR=$VOCAB "$MKS" encode -t o200k_base samples/notes.txt --ids-out - | head -c 80; echo "..."
 
+available() { ! "$MKS" "$1" --help 2>&1 | grep -qi "not implemented yet"; }
+if available lint; then
+    section "Stage 2: lint (checks the corpus before training; exit 1 = findings)"
+    echo "\$ mkshards lint -t gpt2 --seq-len 1024 samples/tiny.jsonl"
+    set +e
+    "$MKS" lint -t "$VOCAB/gpt2.tiktoken" --seq-len 1024 samples/tiny.jsonl 2>&1 | head -25
+    set -e
+fi
+if available hist; then
+    section "Stage 2: hist (document lengths in tokens vs a 1024-token context)"
+    echo "\$ mkshards hist -t gpt2 --seq-len 1024 samples/tiny.jsonl"
+    "$MKS" hist -t "$VOCAB/gpt2.tiktoken" --seq-len 1024 samples/tiny.jsonl 2>&1 | head -30
+fi
+
 section "Later stages"
-for sub in lint hist build tokenizer; do
-    if "$MKS" "$sub" --help 2>&1 | grep -qi "not implemented yet"; then
+for sub in lint hist tokenizer build; do
+    if ! available "$sub"; then
         echo "mkshards $sub: not implemented yet - comes in a later stage"
-    else
-        echo "mkshards $sub: available (see 'mkshards $sub --help'); not part of this demo yet"
+    elif [ "$sub" != lint ] && [ "$sub" != hist ]; then
+        echo "mkshards $sub: available in this build (see 'mkshards $sub --help'); not demonstrated here yet"
     fi
 done
 echo "train (tiny GPT on samples/): comes in a later stage (train/, kernels/)"
