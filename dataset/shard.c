@@ -744,3 +744,12 @@ int ds_shardset_read(const ds_shardset *s, ds_split split, uint64_t row, uint32_
     const set_entry *e = &s->e[k][lo];
     return ds_shard_read(e->sh, row - e->first_row, tokens, pos_ids, doc_ids, loss_mask, NULL);
 }
+
+int ds_shard_row_starts(const ds_shard *s, uint64_t row, uint32_t *starts, uint32_t *n_starts) {
+    if (row >= s->h.n_rows) return DS_ERR_ARG;
+    uint32_t a = get32(s->sidx + 4 * row), b = get32(s->sidx + 4 * (row + 1));
+    if (a > b || b > s->h.n_starts || b - a > s->h.row_len) return DS_ERR_FORMAT;
+    for (uint32_t k = a; k < b; k++) starts[k - a] = get32(s->starts + 4 * k);
+    *n_starts = b - a;
+    return DS_OK;
+}

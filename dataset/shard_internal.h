@@ -34,6 +34,9 @@ void ds_shard_image_free(ds_shard_image *img);
 int ds_write_file_atomic(const char *path, const void *data, size_t len, int *skipped, char *err,
                          size_t errlen);
 
+/* Document starts of one row (at most row_len entries). */
+int ds_shard_row_starts(const ds_shard *s, uint64_t row, uint32_t *starts, uint32_t *n_starts);
+
 uint64_t ds_xxh3(const void *data, size_t len);
 
 #endif

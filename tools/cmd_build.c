@@ -1,0 +1,1212 @@
+/* cmd_build.c - mkshards build: raw corpus in, fixed-length token rows out.
+ *
+ * Pipeline: a reader thread fills batches of records (JSON parsing deferred);
+ * worker threads parse, validate (the lint error rules) and encode each
+ * document; the calling thread then packs and writes in input order, so the
+ * output does not depend on the thread count. Packing restarts at every input
+ * file, which makes `--part K/N` + `merge` byte-identical to a single build.
+ * Format: docs/shard-format.md. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "cli.h"
+#include "ds.h"
+#include "shards_common.h"
+#include "tk.h"
+
+static const char k_usage[] =
+    "Usage: mkshards build --tokenizer T --seq-len L --out DIR [options] INPUT...\n"
+    "\n"
+    "Tokenizes the inputs and writes fixed-length rows of L tokens into shards\n"
+    "(DIR/train-NNNNN.mks, DIR/val-NNNNN.mks), DIR/rejects.jsonl and, last,\n"
+    "DIR/manifest.json. Format: docs/shard-format.md.\n"
+    "\n"
+    "Options:\n"
+    "  -t, --tokenizer T       .tiktoken file, tokenizer.json, or a name (gpt2, cl100k_base,\n"
+    "                          o200k_base; looked up in $MKSHARDS_VOCAB_DIR)      [required]\n"
+    "  -L, --seq-len L         tokens per row                                      [required]\n"
+    "  -o, --out DIR           output directory (created)                          [required]\n"
+    "  -j, --threads N         worker threads (default: all cores); output is byte-identical\n"
+    "                          for any N\n"
+    "      --pack P            concat (default): documents joined with EOT, cut into rows;\n"
+    "                          bfd: documents cut into pieces of <= L, best-fit-decreasing\n"
+    "                          packed within a window; none: one document per row, padded\n"
+    "      --over-long M       --pack none: truncate (default), chunk or drop documents\n"
+    "                          longer than L (document + EOT)\n"
+    "      --bfd-window R      rows per BFD packing window (default 1024)\n"
+    "      --val-fraction F    fraction of documents for validation, by document hash (0)\n"
+    "      --seed S            seed of the per-shard row shuffle (default 0)\n"
+    "      --no-shuffle        keep rows in packing order\n"
+    "      --shard-tokens N    target tokens per shard, K/M/G suffixes (default 32M)\n"
+    "      --zstd LEVEL        compress rows in independent zstd frames (0 = off, default)\n"
+    "      --frame-rows N      rows per zstd frame (default 64)\n"
+    "  -f, --field NAME        JSONL text field (default: text)\n"
+    "      --doc-sep MODE      .txt inputs: file (default), line or blank-line\n"
+    "      --part K/N          build the K-th of N partitions of the input files\n"
+    "      --resume            finish an interrupted build (running again does the same)\n"
+    "      --force             overwrite DIR even if it holds a build with another config\n"
+    "  -q, --quiet             no progress line\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Records with lint errors (bad JSON, missing field, invalid UTF-8, NUL bytes, zstd\n"
+    "damage, oversized records) are rejected and listed in DIR/rejects.jsonl with file,\n"
+    "line and reason, as are documents dropped by --over-long drop.\n"
+    "\n"
+    "Exit codes: 0 ok, 2 bad input or output error, 64 usage error.\n"
+    "\n"
+    "Example:\n"
+    "  mkshards build -t gpt2 -L 1024 --val-fraction 0.01 -o shards/ corpus/*.jsonl.zst\n";
+
+enum {
+    OPT_PACK = 1000, OPT_OVERLONG, OPT_BFD_WINDOW, OPT_VAL, OPT_SEED, OPT_NO_SHUFFLE, OPT_SHARD_TOKENS, OPT_ZSTD,
+    OPT_FRAME_ROWS, OPT_DOC_SEP, OPT_PART, OPT_RESUME, OPT_FORCE, OPT_BATCH_BYTES
+};
+
+static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                       {"seq-len", required_argument, 0, 'L'},
+                                       {"out", required_argument, 0, 'o'},
+                                       {"threads", required_argument, 0, 'j'},
+                                       {"pack", required_argument, 0, OPT_PACK},
+                                       {"over-long", required_argument, 0, OPT_OVERLONG},
+                                       {"bfd-window", required_argument, 0, OPT_BFD_WINDOW},
+                                       {"val-fraction", required_argument, 0, OPT_VAL},
+                                       {"seed", required_argument, 0, OPT_SEED},
+                                       {"no-shuffle", no_argument, 0, OPT_NO_SHUFFLE},
+                                       {"shard-tokens", required_argument, 0, OPT_SHARD_TOKENS},
+                                       {"zstd", required_argument, 0, OPT_ZSTD},
+                                       {"frame-rows", required_argument, 0, OPT_FRAME_ROWS},
+                                       {"field", required_argument, 0, 'f'},
+                                       {"doc-sep", required_argument, 0, OPT_DOC_SEP},
+                                       {"part", required_argument, 0, OPT_PART},
+                                       {"resume", no_argument, 0, OPT_RESUME},
+                                       {"force", no_argument, 0, OPT_FORCE},
+                                       {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+
+static const char *CMD = "build";
+
+/* ------------------------------------------------------------ input files */
+typedef struct {
+    char **path;
+    uint64_t *bytes;
+    size_t n, cap;
+} flist;
+
+static int flist_push(flist *l, const char *p, uint64_t bytes) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 16;
+        char **np = realloc(l->path, nc * sizeof *np);
+        if (np) l->path = np;
+        uint64_t *nb = realloc(l->bytes, nc * sizeof *nb);
+        if (nb) l->bytes = nb;
+        if (!np || !nb) return -1;
+        l->cap = nc;
+    }
+    if (!(l->path[l->n] = strdup(p))) return -1;
+    l->bytes[l->n++] = bytes;
+    return 0;
+}
+
+static int known_ext(const char *p) {
+    static const char *const ex[] = {".jsonl", ".ndjson", ".json", ".txt", ".text"};
+    size_t n = strlen(p);
+    if (n > 4 && !strcmp(p + n - 4, ".zst")) n -= 4;
+    else if (n > 5 && !strcmp(p + n - 5, ".zstd")) n -= 5;
+    for (size_t i = 0; i < 5; i++) {
+        size_t k = strlen(ex[i]);
+        if (n >= k && !strncmp(p + n - k, ex[i], k)) return 1;
+    }
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Same expansion as the reader: folders recursive, sorted by name, hidden
+ * names skipped, files with a dataset extension. */
+static int walk(flist *l, const char *dir, int depth) {
+    if (depth > 64) return -1;
+    DIR *d = opendir(dir);
+    if (!d) {
+        cli_error(CMD, "cannot read folder '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            names = realloc(names, cap * sizeof *names);
+            if (!names) {
+                closedir(d);
+                return -1;
+            }
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        char *p = malloc(len);
+        snprintf(p, len, "%s/%s", dir, names[i]);
+        struct stat ls, st;
+        if (lstat(p, &ls) == 0 && stat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) {
+                if (!S_ISLNK(ls.st_mode)) rc = walk(l, p, depth + 1);
+            } else if (S_ISREG(st.st_mode) && known_ext(p)) {
+                rc = flist_push(l, p, (uint64_t)st.st_size);
+            }
+        }
+        free(p);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static int expand_inputs(char **inputs, size_t n, flist *out) {
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (!strcmp(inputs[i], "-")) {
+            if (flist_push(out, "-", 0)) return -1;
+            continue;
+        }
+        if (stat(inputs[i], &st) != 0) {
+            cli_error(CMD, "cannot open input '%s': %s", inputs[i], strerror(errno));
+            return -1;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            if (walk(out, inputs[i], 0)) return -1;
+        } else if (flist_push(out, inputs[i], (uint64_t)st.st_size))
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ batches */
+typedef struct {
+    size_t off, len;
+    uint64_t line, offset, record_bytes;
+    const char *file;
+    int status;
+    uint32_t flags;
+    char detail[96];
+} brec;
+
+typedef struct {
+    uint8_t *arena;
+    size_t cap, used;
+    brec *recs;
+    size_t n, cap_recs;
+    uint64_t raw_bytes;
+    int eof, fatal;
+    char errmsg[512];
+} batch;
+
+typedef struct {
+    ds_reader *rd;
+    uint64_t max_bytes;
+    size_t max_docs;
+    batch slot[2];
+    int full[2];
+    int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} pipeline;
+
+static void fill_batch(pipeline *pl, batch *b) {
+    b->n = 0;
+    b->used = 0;
+    b->eof = 0;
+    b->fatal = 0;
+    b->raw_bytes = 0;
+    if (!pl->rd) {
+        b->eof = 1;
+        return;
+    }
+    while (b->n < pl->max_docs && b->used < pl->max_bytes) {
+        ds_record rec;
+        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        if (r == 0) {
+            b->eof = 1;
+            break;
+        }
+        if (r < 0) {
+            if (!b->errmsg[0]) snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
+            b->fatal = b->eof = 1;
+            return;
+        }
+        if (b->n == b->cap_recs) {
+            size_t nc = b->cap_recs ? 2 * b->cap_recs : 1024;
+            brec *nr = realloc(b->recs, nc * sizeof *nr);
+            if (!nr) goto oom;
+            b->recs = nr;
+            b->cap_recs = nc;
+        }
+        size_t len = rec.text ? rec.len : 0;
+        if (rec.status != DS_REC_OK) len = 0; /* never train on a bad record's payload */
+        if (b->used + len > b->cap) {
+            size_t nc = b->cap ? b->cap : (size_t)1 << 20;
+            while (nc < b->used + len) nc *= 2;
+            uint8_t *na = realloc(b->arena, nc);
+            if (!na) goto oom;
+            b->arena = na;
+            b->cap = nc;
+        }
+        brec *br = &b->recs[b->n++];
+        if (len) memcpy(b->arena + b->used, rec.text, len);
+        br->off = b->used;
+        br->len = len;
+        b->used += len;
+        br->line = rec.line;
+        br->offset = rec.offset;
+        br->record_bytes = rec.record_bytes;
+        br->file = rec.file;
+        br->status = rec.status;
+        br->flags = rec.flags;
+        snprintf(br->detail, sizeof br->detail, "%s", rec.detail ? rec.detail : "");
+        b->raw_bytes += rec.record_bytes;
+    }
+    return;
+oom:
+    snprintf(b->errmsg, sizeof b->errmsg, "out of memory");
+    b->fatal = b->eof = 1;
+}
+
+static void *reader_main(void *arg) {
+    pipeline *pl = arg;
+    for (unsigned k = 0;; k ^= 1) {
+        pthread_mutex_lock(&pl->mu);
+        while (pl->full[k] && !pl->stop) pthread_cond_wait(&pl->cv, &pl->mu);
+        int stop = pl->stop;
+        pthread_mutex_unlock(&pl->mu);
+        if (stop) return NULL;
+        fill_batch(pl, &pl->slot[k]);
+        pthread_mutex_lock(&pl->mu);
+        pl->full[k] = 1;
+        pthread_cond_broadcast(&pl->cv);
+        pthread_mutex_unlock(&pl->mu);
+        if (pl->slot[k].eof) return NULL;
+    }
+}
+
+/* ------------------------------------------------------------ workers */
+typedef struct {
+    tk_ids ids;
+    int reason; /* -1: accepted */
+    uint64_t hash;
+    char detail[96];
+} dres;
+
+typedef struct {
+    const tk_tokenizer *tok;
+    batch *b;
+    dres *res;
+    ds_json_ctx **jctx;
+    atomic_size_t next;
+    atomic_int rc;
+} work;
+
+typedef struct {
+    work *w;
+    int t;
+} warg;
+
+static int status_reason(int st) {
+    switch (st) {
+    case DS_REC_BAD_JSON: return SH_R_JSON;
+    case DS_REC_MISSING_FIELD: return SH_R_FIELD_MISSING;
+    case DS_REC_NOT_STRING: return SH_R_FIELD_TYPE;
+    case DS_REC_OVERLONG: return SH_R_TOO_LARGE;
+    case DS_REC_ZSTD_ERROR: return SH_R_ZSTD;
+    }
+    return SH_R_JSON;
+}
+
+static void do_doc(work *w, int t, size_t i) {
+    const brec *br = &w->b->recs[i];
+    dres *r = &w->res[i];
+    r->ids.len = 0;
+    r->reason = -1;
+    r->detail[0] = 0;
+    if (br->status != DS_REC_OK) {
+        r->reason = status_reason(br->status);
+        snprintf(r->detail, sizeof r->detail, "%s", br->detail);
+        return;
+    }
+    const uint8_t *text = w->b->arena + br->off;
+    size_t len = br->len;
+    if (br->flags & DS_RECF_RAW_JSON) {
+        ds_record rec = {0};
+        if (ds_json_extract(w->jctx[t], text, len, &rec) != DS_OK) {
+            atomic_store(&w->rc, TK_ERR_NOMEM);
+            return;
+        }
+        if (rec.status != DS_REC_OK) {
+            r->reason = status_reason(rec.status);
+            snprintf(r->detail, sizeof r->detail, "%s", rec.detail ? rec.detail : "");
+            return;
+        }
+        text = rec.text;
+        len = rec.text ? rec.len : 0;
+    }
+    const void *nul = len ? memchr(text, 0, len) : NULL;
+    if (nul) {
+        r->reason = SH_R_NUL;
+        snprintf(r->detail, sizeof r->detail, "NUL byte at text offset %zu", (size_t)((const uint8_t *)nul - text));
+        return;
+    }
+    size_t bad = sh_utf8_invalid_at(text, len);
+    if (bad < len) {
+        r->reason = SH_R_UTF8;
+        snprintf(r->detail, sizeof r->detail, "invalid UTF-8 at text offset %zu", bad);
+        return;
+    }
+    r->hash = XXH3_64bits(text, len);
+    int rc = tk_encode(w->tok, text, len, &r->ids);
+    if (rc != TK_OK) atomic_store(&w->rc, rc);
+}
+
+static void *worker_main(void *arg) {
+    warg *a = arg;
+    work *w = a->w;
+    for (;;) {
+        size_t i = atomic_fetch_add(&w->next, 1);
+        if (i >= w->b->n || atomic_load(&w->rc) != TK_OK) break;
+        do_doc(w, a->t, i);
+    }
+    return NULL;
+}
+
+static int run_workers(work *w, int threads) {
+    atomic_store(&w->next, 0);
+    pthread_t th[256];
+    warg args[256];
+    if (threads > 256) threads = 256;
+    int started = 0;
+    for (int t = 1; t < threads; t++) {
+        args[t].w = w;
+        args[t].t = t;
+        if (pthread_create(&th[t], NULL, worker_main, &args[t]) != 0) break;
+        started++;
+    }
+    args[0].w = w;
+    args[0].t = 0;
+    worker_main(&args[0]);
+    for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+    return atomic_load(&w->rc);
+}
+
+/* ------------------------------------------------------------ packers */
+typedef struct {
+    uint32_t off, len, order, next;
+} piece;
+
+typedef struct {
+    const sh_config *cfg;
+    sh_writer *wr;
+    sh_account *acc;
+    /* concat */
+    uint32_t *row;
+    uint32_t fill;
+    uint32_t starts[1]; /* unused placeholder */
+    uint32_t *st;
+    uint32_t n_st;
+    /* bfd */
+    uint32_t *pool;
+    size_t pool_len, pool_cap;
+    piece *pc;
+    size_t n_pc, cap_pc;
+} packer;
+
+static int emit(packer *p, const uint32_t *toks, uint32_t n, const uint32_t *starts, uint32_t ns) {
+    return sh_writer_add(p->wr, toks, n, starts, ns, p->acc);
+}
+
+static int concat_push(packer *p, const uint32_t *src, uint32_t n, int doc_start) {
+    uint32_t L = p->cfg->seq_len;
+    while (n) {
+        if (doc_start) {
+            p->st[p->n_st++] = p->fill;
+            doc_start = 0;
+        }
+        uint32_t k = L - p->fill < n ? L - p->fill : n;
+        memcpy(p->row + p->fill, src, k * sizeof *src);
+        p->fill += k;
+        src += k;
+        n -= k;
+        if (p->fill == L) {
+            int rc = emit(p, p->row, L, p->st, p->n_st);
+            p->fill = 0;
+            p->n_st = 0;
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+static int concat_add(packer *p, const tk_ids *ids) {
+    uint32_t eot = p->cfg->eot_id;
+    p->acc->docs_whole++;
+    p->acc->tok_whole += ids->len;
+    p->acc->eot++;
+    int rc = 0;
+    if (ids->len) rc = concat_push(p, ids->ids, (uint32_t)ids->len, 1);
+    if (!rc) rc = concat_push(p, &eot, 1, ids->len == 0);
+    return rc;
+}
+
+static int concat_flush(packer *p) {
+    int rc = 0;
+    if (p->fill) rc = emit(p, p->row, p->fill, p->st, p->n_st);
+    p->fill = 0;
+    p->n_st = 0;
+    return rc;
+}
+
+static int pool_add(packer *p, const uint32_t *src, size_t n) {
+    if (p->pool_len + n > p->pool_cap) {
+        size_t nc = p->pool_cap ? p->pool_cap : 65536;
+        while (nc < p->pool_len + n) nc *= 2;
+        uint32_t *np = realloc(p->pool, nc * sizeof *np);
+        if (!np) return DS_ERR_NOMEM;
+        p->pool = np;
+        p->pool_cap = nc;
+    }
+    memcpy(p->pool + p->pool_len, src, n * sizeof *src);
+    p->pool_len += n;
+    return 0;
+}
+
+static int cmp_piece(const void *a, const void *b) {
+    const piece *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Best-fit decreasing over the window's pieces: each piece goes into the open
+ * row with the least room that still fits it (ties: the most recently
+ * refilled such row), else into a new row. Rows are written in the order they
+ * were opened; inside a row pieces keep their placement order. */
+static int bfd_flush(packer *p) {
+    if (!p->n_pc) return 0;
+    uint32_t L = p->cfg->seq_len;
+    qsort(p->pc, p->n_pc, sizeof *p->pc, cmp_piece);
+    size_t nb = 0;
+    uint32_t *rem = malloc(p->n_pc * sizeof *rem), *head = malloc(p->n_pc * sizeof *head),
+             *tail = malloc(p->n_pc * sizeof *tail), *bnext = malloc(p->n_pc * sizeof *bnext);
+    uint32_t *bucket = malloc(((size_t)L + 1) * sizeof *bucket);
+    size_t words = (L + 64) / 64;
+    uint64_t *bits = calloc(words, sizeof *bits);
+    uint32_t *row = malloc((size_t)L * sizeof *row), *st = malloc((size_t)L * sizeof *st);
+    int rc = 0;
+    if (!rem || !head || !tail || !bnext || !bucket || !bits || !row || !st) {
+        rc = DS_ERR_NOMEM;
+        goto out;
+    }
+    for (uint32_t r = 0; r <= L; r++) bucket[r] = UINT32_MAX;
+    for (size_t i = 0; i < p->n_pc; i++) {
+        piece *pc = &p->pc[i];
+        pc->next = UINT32_MAX;
+        uint32_t need = pc->len, found = UINT32_MAX;
+        for (size_t wd = need / 64; wd < words; wd++) {
+            uint64_t m = bits[wd];
+            if (wd == need / 64) m &= ~0ull << (need % 64);
+            if (m) {
+                found = (uint32_t)(wd * 64 + (size_t)__builtin_ctzll(m));
+                break;
+            }
+        }
+        uint32_t b;
+        if (found != UINT32_MAX && found <= L) {
+            b = bucket[found];
+            bucket[found] = bnext[b];
+            if (bucket[found] == UINT32_MAX) bits[found / 64] &= ~(1ull << (found % 64));
+            p->pc[tail[b]].next = (uint32_t)i;
+            tail[b] = (uint32_t)i;
+            rem[b] -= need;
+        } else {
+            b = (uint32_t)nb++;
+            head[b] = tail[b] = (uint32_t)i;
+            rem[b] = L - need;
+        }
+        if (rem[b] > 0) {
+            bnext[b] = bucket[rem[b]];
+            bucket[rem[b]] = b;
+            bits[rem[b] / 64] |= 1ull << (rem[b] % 64);
+        }
+    }
+    for (size_t b = 0; b < nb && !rc; b++) {
+        uint32_t n = 0, ns = 0;
+        for (uint32_t i = head[b]; i != UINT32_MAX; i = p->pc[i].next) {
+            st[ns++] = n;
+            memcpy(row + n, p->pool + p->pc[i].off, p->pc[i].len * sizeof *row);
+            n += p->pc[i].len;
+        }
+        rc = emit(p, row, n, st, ns);
+    }
+out:
+    free(rem), free(head), free(tail), free(bnext), free(bucket), free(bits), free(row), free(st);
+    p->n_pc = 0;
+    p->pool_len = 0;
+    return rc;
+}
+
+static int bfd_add(packer *p, const tk_ids *ids) {
+    uint32_t L = p->cfg->seq_len, eot = p->cfg->eot_id;
+    uint64_t t = ids->len, n = t + 1;
+    uint64_t npieces = (n + L - 1) / L;
+    if (npieces == 1) {
+        p->acc->docs_whole++;
+        p->acc->tok_whole += t;
+    } else {
+        p->acc->docs_chunked++;
+        p->acc->tok_chunked += t;
+    }
+    p->acc->pieces += npieces;
+    p->acc->eot++;
+    size_t off = p->pool_len;
+    if (pool_add(p, ids->ids, t) || pool_add(p, &eot, 1)) return DS_ERR_NOMEM;
+    for (uint64_t k = 0; k < npieces; k++) {
+        if (p->n_pc == p->cap_pc) {
+            size_t nc = p->cap_pc ? 2 * p->cap_pc : 1024;
+            piece *np = realloc(p->pc, nc * sizeof *np);
+            if (!np) return DS_ERR_NOMEM;
+            p->pc = np;
+            p->cap_pc = nc;
+        }
+        piece *pc = &p->pc[p->n_pc];
+        pc->off = (uint32_t)(off + k * L);
+        pc->len = (uint32_t)(k + 1 < npieces ? L : n - k * L);
+        pc->order = (uint32_t)p->n_pc;
+        p->n_pc++;
+    }
+    if (p->pool_len >= p->cfg->bfd_window * (uint64_t)L) return bfd_flush(p);
+    return 0;
+}
+
+/* --pack none; returns 1 when the document was dropped. */
+static int none_add(packer *p, const tk_ids *ids, int *dropped) {
+    uint32_t L = p->cfg->seq_len, eot = p->cfg->eot_id;
+    uint64_t t = ids->len;
+    uint32_t zero = 0;
+    *dropped = 0;
+    if (t + 1 <= L) {
+        p->acc->docs_whole++;
+        p->acc->tok_whole += t;
+        p->acc->eot++;
+        memcpy(p->row, ids->ids, t * sizeof *p->row);
+        p->row[t] = eot;
+        return emit(p, p->row, (uint32_t)t + 1, &zero, 1);
+    }
+    switch (p->cfg->over_long) {
+    case OL_TRUNCATE:
+        p->acc->docs_truncated++;
+        p->acc->tok_trunc_kept += L;
+        p->acc->tok_trunc_lost += t - L;
+        return emit(p, ids->ids, L, &zero, 1);
+    case OL_DROP:
+        p->acc->docs_dropped++;
+        p->acc->tok_dropped += t;
+        *dropped = 1;
+        return 0;
+    case OL_CHUNK: {
+        p->acc->docs_chunked++;
+        p->acc->tok_chunked += t;
+        p->acc->eot++;
+        uint64_t n = t + 1, np = (n + L - 1) / L;
+        p->acc->pieces += np;
+        for (uint64_t k = 0; k < np; k++) {
+            uint64_t a = k * L, len = k + 1 < np ? L : n - a;
+            for (uint64_t i = 0; i < len; i++) p->row[i] = a + i < t ? ids->ids[a + i] : eot;
+            int rc = emit(p, p->row, (uint32_t)len, &zero, 1);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static int pack_flush(packer *p) {
+    if (p->cfg->pack == PACK_CONCAT) return concat_flush(p);
+    if (p->cfg->pack == PACK_BFD) return bfd_flush(p);
+    return 0;
+}
+
+/* ------------------------------------------------------------ helpers */
+static int write_reject(FILE *f, const char *file, uint64_t line, uint64_t offset, int reason, const char *detail,
+                        uint64_t bytes) {
+    json_t *o = json_object();
+    json_object_set_new(o, "file", json_string(file ? file : "?"));
+    json_object_set_new(o, "line", json_integer((json_int_t)line));
+    json_object_set_new(o, "offset", json_integer((json_int_t)offset));
+    json_object_set_new(o, "reason", json_string(sh_reason_name(reason)));
+    json_object_set_new(o, "detail", json_string(detail && detail[0] ? detail : sh_reason_name(reason)));
+    json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(o);
+    if (rc || fputc('\n', f) == EOF) return -1;
+    return 0;
+}
+
+static uint64_t estimate_bytes(const char *path, uint64_t size) {
+    size_t n = strlen(path);
+    if (!(n > 4 && !strcmp(path + n - 4, ".zst"))) return size;
+    uint8_t hb[32];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return size * 4;
+    ssize_t r = read(fd, hb, sizeof hb);
+    close(fd);
+    if (r > 0) {
+        unsigned long long cs = ZSTD_getFrameContentSize(hb, (size_t)r);
+        if (cs != ZSTD_CONTENTSIZE_UNKNOWN && cs != ZSTD_CONTENTSIZE_ERROR && cs > size) return cs;
+    }
+    return size * 4;
+}
+
+static int mkdir_p(const char *dir) {
+    char *d = strdup(dir);
+    if (!d) return -1;
+    for (char *p = d + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(d, 0755);
+            *p = '/';
+        }
+    int r = mkdir(d, 0755);
+    free(d);
+    return r == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* Quick resume: a complete manifest with the same config whose shards are all
+ * present with the recorded sizes means there is nothing to do. 1: up to date,
+ * 0: rebuild, -1: refuse (different config, no --force). */
+static int check_existing(const char *dir, json_t *cfgj, int force) {
+    char err[512];
+    json_t *m = sh_manifest_load(dir, err, sizeof err);
+    if (!m) return 0;
+    int same = json_equal(json_object_get(m, "config"), cfgj);
+    if (!same && !force) {
+        json_decref(m);
+        cli_error(CMD, "'%s' holds a build with a different configuration; use another --out or --force", dir);
+        return -1;
+    }
+    int ok = same;
+    json_t *sh = json_object_get(m, "shards");
+    for (size_t i = 0; ok && i < json_array_size(sh); i++) {
+        json_t *s = json_array_get(sh, i);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(s, "file")));
+        ds_shard *h = NULL;
+        if (ds_shard_open(path, 0, &h, err, sizeof err) != DS_OK) ok = 0;
+        else ds_shard_close(h);
+        struct stat st;
+        if (ok && (stat(path, &st) != 0 || (json_int_t)st.st_size != json_integer_value(json_object_get(s, "bytes"))))
+            ok = 0;
+    }
+    char rp[4200];
+    snprintf(rp, sizeof rp, "%s/rejects.jsonl", dir);
+    if (ok && access(rp, R_OK) != 0) ok = 0;
+    json_decref(m);
+    if (ok) return 1;
+    /* the old manifest must not reference shards we are about to rewrite */
+    char mp[4200];
+    snprintf(mp, sizeof mp, "%s/manifest.json", dir);
+    unlink(mp);
+    return 0;
+}
+
+/* ------------------------------------------------------------ main */
+int cmd_build(int argc, char **argv) {
+    const char *spec = NULL, *out_dir = NULL, *field = NULL;
+    long seq_len = 0, threads = 0, frame_rows = 64, zstd_level = 0;
+    uint64_t shard_tokens = 32ull << 20, bfd_window = 1024, seed = 0, batch_bytes = 32ull << 20;
+    double val_fraction = 0;
+    sh_pack pack = PACK_CONCAT;
+    sh_overlong ol = OL_TRUNCATE;
+    int shuffle = 1, force = 0, quiet = 0, c;
+    long part_k = 1, part_n = 1;
+    const char *doc_sep = "file";
+    ds_doc_sep sep = DS_SEP_FILE;
+    char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    size_t n_inputs = 0;
+    if (!inputs) return EXIT_BAD_INPUT;
+
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, CMD, ":t:L:o:j:f:qh", k_opts)) != -1) {
+        long v;
+        switch (c) {
+        case 't': spec = optarg; break;
+        case 'L':
+            if (cli_parse_long(CMD, "--seq-len", optarg, 1, 1L << 24, &seq_len)) goto usage;
+            break;
+        case 'o': out_dir = optarg; break;
+        case 'j':
+            if (cli_parse_long(CMD, "--threads", optarg, 0, 256, &threads)) goto usage;
+            break;
+        case 'f': field = optarg; break;
+        case 'q': quiet = 1; break;
+        case OPT_PACK:
+            if (!strcmp(optarg, "concat")) pack = PACK_CONCAT;
+            else if (!strcmp(optarg, "bfd")) pack = PACK_BFD;
+            else if (!strcmp(optarg, "none")) pack = PACK_NONE;
+            else {
+                free(inputs);
+                return cli_usage_error(CMD, "--pack expects concat, bfd or none, got '%s'", optarg);
+            }
+            break;
+        case OPT_OVERLONG:
+            if (!strcmp(optarg, "truncate")) ol = OL_TRUNCATE;
+            else if (!strcmp(optarg, "chunk")) ol = OL_CHUNK;
+            else if (!strcmp(optarg, "drop")) ol = OL_DROP;
+            else {
+                free(inputs);
+                return cli_usage_error(CMD, "--over-long expects truncate, chunk or drop, got '%s'", optarg);
+            }
+            break;
+        case OPT_BFD_WINDOW:
+            if (cli_parse_long(CMD, "--bfd-window", optarg, 1, 1L << 24, &v)) goto usage;
+            bfd_window = (uint64_t)v;
+            break;
+        case OPT_VAL: {
+            char *end;
+            errno = 0;
+            val_fraction = strtod(optarg, &end);
+            if (errno || *end || !(val_fraction >= 0 && val_fraction <= 1)) {
+                free(inputs);
+                return cli_usage_error(CMD, "--val-fraction expects a number in [0, 1], got '%s'", optarg);
+            }
+            break;
+        }
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            seed = strtoull(optarg, &end, 10);
+            if (errno || *end || !*optarg) {
+                free(inputs);
+                return cli_usage_error(CMD, "--seed expects a non-negative integer, got '%s'", optarg);
+            }
+            break;
+        }
+        case OPT_NO_SHUFFLE: shuffle = 0; break;
+        case OPT_SHARD_TOKENS:
+            if (cli_parse_size(CMD, "--shard-tokens", optarg, &shard_tokens)) goto usage;
+            if (!shard_tokens) {
+                free(inputs);
+                return cli_usage_error(CMD, "--shard-tokens must be > 0");
+            }
+            break;
+        case OPT_ZSTD:
+            if (cli_parse_long(CMD, "--zstd", optarg, 0, 22, &zstd_level)) goto usage;
+            break;
+        case OPT_FRAME_ROWS:
+            if (cli_parse_long(CMD, "--frame-rows", optarg, 1, 1L << 20, &frame_rows)) goto usage;
+            break;
+        case OPT_DOC_SEP:
+            if (!strcmp(optarg, "file")) sep = DS_SEP_FILE, doc_sep = "file";
+            else if (!strcmp(optarg, "line")) sep = DS_SEP_LINE, doc_sep = "line";
+            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank")) sep = DS_SEP_BLANK, doc_sep = "blank-line";
+            else {
+                free(inputs);
+                return cli_usage_error(CMD, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
+            }
+            break;
+        case OPT_PART:
+            if (sscanf(optarg, "%ld/%ld", &part_k, &part_n) != 2 || part_n < 1 || part_k < 1 || part_k > part_n ||
+                part_n > 1000000) {
+                free(inputs);
+                return cli_usage_error(CMD, "--part expects K/N with 1 <= K <= N, got '%s'", optarg);
+            }
+            break;
+        case OPT_RESUME: break; /* resuming is what every run does */
+        case OPT_FORCE: force = 1; break;
+        case OPT_BATCH_BYTES:
+            if (cli_parse_size(CMD, "--batch-bytes", optarg, &batch_bytes) || !batch_bytes) goto usage;
+            break;
+        case 'h':
+            fputs(k_usage, stdout);
+            free(inputs);
+            return EXIT_OK;
+        default: goto usage;
+        }
+    }
+    for (int i = optind; i < argc; i++) inputs[n_inputs++] = argv[i];
+    if (!spec) {
+        free(inputs);
+        return cli_usage_error(CMD, "--tokenizer is required (a .tiktoken file or a name such as gpt2)");
+    }
+    if (!seq_len) {
+        free(inputs);
+        return cli_usage_error(CMD, "--seq-len is required (tokens per row, e.g. 1024)");
+    }
+    if (!out_dir) {
+        free(inputs);
+        return cli_usage_error(CMD, "--out is required (the output folder)");
+    }
+    if (!n_inputs) {
+        free(inputs);
+        return cli_usage_error(CMD, "no INPUT given (files, folders, or - for stdin)");
+    }
+    if (threads <= 0) threads = cli_ncpus();
+
+    int rc = EXIT_OK;
+    tk_tokenizer *tok = NULL;
+    sh_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    flist all = {0};
+    ds_reader *rd = NULL;
+    pipeline pl;
+    memset(&pl, 0, sizeof pl);
+    int pl_inited = 0, reader_started = 0;
+    pthread_t reader_thread;
+    ds_json_ctx **jctx = NULL;
+    dres *res = NULL;
+    size_t cap_res = 0;
+    sh_writer wr[2];
+    memset(wr, 0, sizeof wr);
+    packer pk[2];
+    memset(pk, 0, sizeof pk);
+    sh_account acc;
+    memset(&acc, 0, sizeof acc);
+    sh_shard_rec *recs = NULL;
+    size_t n_recs = 0, cap_recs = 0;
+    FILE *rej = NULL;
+    char rej_tmp[4200], rej_path[4200];
+    char err[512] = "";
+    json_t *cfgj = NULL;
+
+    rc = cli_load_tokenizer(spec, NULL, &tok);
+    if (rc != EXIT_OK) goto done;
+    uint32_t eot;
+    if (tk_eot_id(tok, &eot) != TK_OK) {
+        cli_error(CMD, "tokenizer %s has no <|endoftext|> token (needed to separate documents)", tk_name(tok));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    snprintf(cfg.tokenizer_spec, sizeof cfg.tokenizer_spec, "%s", spec);
+    snprintf(cfg.tokenizer_name, sizeof cfg.tokenizer_name, "%s", tk_name(tok));
+    tk_fingerprint(tok, cfg.fingerprint);
+    cfg.vocab_size = tk_vocab_size(tok);
+    cfg.eot_id = eot;
+    cfg.seq_len = (uint32_t)seq_len;
+    cfg.pack = pack;
+    cfg.over_long = ol;
+    cfg.bfd_window = bfd_window;
+    cfg.val_fraction = val_fraction;
+    cfg.seed = seed;
+    cfg.shuffle = shuffle;
+    cfg.shard_tokens = shard_tokens;
+    cfg.zstd_level = (int)zstd_level;
+    cfg.frame_rows = zstd_level ? (uint32_t)frame_rows : 0;
+    snprintf(cfg.field, sizeof cfg.field, "%s", field ? field : "text");
+    snprintf(cfg.doc_sep, sizeof cfg.doc_sep, "%s", doc_sep);
+    cfg.part_k = (uint32_t)part_k;
+    cfg.part_n = (uint32_t)part_n;
+    cfg.n_inputs = n_inputs;
+    cfg.inputs = calloc(n_inputs, sizeof *cfg.inputs);
+    for (size_t i = 0; i < n_inputs; i++) cfg.inputs[i] = strdup(inputs[i]);
+
+    if (expand_inputs(inputs, n_inputs, &all)) {
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    /* partition: contiguous ranges of the file list, balanced by bytes */
+    {
+        uint64_t total = 0, cum = 0;
+        for (size_t i = 0; i < all.n; i++) total += all.bytes[i];
+        cfg.files = calloc(all.n + 1, sizeof *cfg.files);
+        cfg.file_bytes = calloc(all.n + 1, sizeof *cfg.file_bytes);
+        for (size_t i = 0; i < all.n; i++) {
+            if (part_n > 1 && !strcmp(all.path[i], "-")) {
+                cli_error(CMD, "--part cannot split stdin; give files or folders");
+                rc = EXIT_USAGE;
+                goto done;
+            }
+            uint64_t p = total ? (uint64_t)(((unsigned __int128)(2 * cum + all.bytes[i]) * (uint64_t)part_n) / (2 * (unsigned __int128)total))
+                               : (uint64_t)i * (uint64_t)part_n / all.n;
+            if (p >= (uint64_t)part_n) p = (uint64_t)part_n - 1;
+            cum += all.bytes[i];
+            if (p + 1 == (uint64_t)part_k) {
+                cfg.files[cfg.n_files] = strdup(all.path[i]);
+                cfg.file_bytes[cfg.n_files++] = all.bytes[i];
+            }
+        }
+    }
+    cfgj = sh_config_json(&cfg);
+
+    if (mkdir_p(out_dir)) {
+        cli_error(CMD, "cannot create --out '%s': %s", out_dir, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    {
+        int ex = check_existing(out_dir, cfgj, force);
+        if (ex < 0) {
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        if (ex == 1) {
+            if (!quiet) fprintf(stderr, "mkshards build: %s is complete and up to date; nothing to do\n", out_dir);
+            goto done;
+        }
+    }
+    sh_clean_dir(out_dir, NULL, 0); /* stale *.tmp from an interrupted run */
+
+    ds_reader_opts ro;
+    ds_reader_opts_init(&ro);
+    if (field) ro.field = field;
+    ro.doc_sep = sep;
+    ro.defer_json = 1;
+    if (cfg.n_files) {
+        int orc = ds_reader_open((const char *const *)cfg.files, cfg.n_files, &ro, &rd, err, sizeof err);
+        if (orc != DS_OK) {
+            cli_error(CMD, "%s", err[0] ? err : ds_strerror(orc));
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    jctx = calloc((size_t)threads, sizeof *jctx);
+    for (long t = 0; jctx && t < threads; t++)
+        if (ds_json_ctx_new(&ro, &jctx[t]) != DS_OK) {
+            cli_usage_error(CMD, "bad --field '%s'", field ? field : "text");
+            rc = EXIT_USAGE;
+            goto done;
+        }
+    snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", out_dir);
+    snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.tmp", out_dir);
+    rej = fopen(rej_tmp, "w");
+    if (!rej || !jctx) {
+        cli_error(CMD, "cannot create '%s': %s", rej_tmp, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    for (int s = 0; s < 2; s++) {
+        sh_writer_init(&wr[s], &cfg, s, out_dir, &recs, &n_recs, &cap_recs);
+        pk[s].cfg = &cfg;
+        pk[s].wr = &wr[s];
+        pk[s].acc = &acc;
+        pk[s].row = malloc((size_t)seq_len * sizeof *pk[s].row);
+        pk[s].st = malloc(((size_t)seq_len + 1) * sizeof *pk[s].st);
+        if (!pk[s].row || !pk[s].st) {
+            cli_error(CMD, "out of memory");
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+
+    uint64_t est_total = 0;
+    for (size_t i = 0; i < cfg.n_files; i++) est_total += estimate_bytes(cfg.files[i], cfg.file_bytes[i]);
+    int progress = !quiet && isatty(2);
+    double t0 = cli_now(), last_prog = t0;
+    uint64_t toks_total = 0;
+
+    pl.rd = rd;
+    pl.max_bytes = batch_bytes;
+    pl.max_docs = 1u << 18;
+    pthread_mutex_init(&pl.mu, NULL);
+    pthread_cond_init(&pl.cv, NULL);
+    pl_inited = 1;
+    if (pthread_create(&reader_thread, NULL, reader_main, &pl) != 0) {
+        cli_error(CMD, "cannot start the reader thread");
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    reader_started = 1;
+    const char *cur_file = NULL;
+    double vthr = val_fraction * 18446744073709551616.0; /* 2^64 */
+    for (unsigned k = 0;; k ^= 1) {
+        pthread_mutex_lock(&pl.mu);
+        while (!pl.full[k]) pthread_cond_wait(&pl.cv, &pl.mu);
+        pthread_mutex_unlock(&pl.mu);
+        batch *b = &pl.slot[k];
+        if (b->fatal) {
+            cli_error(CMD, "%s", b->errmsg);
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        if (b->n > cap_res) {
+            dres *nr = realloc(res, b->n * sizeof *nr);
+            if (!nr) {
+                cli_error(CMD, "out of memory");
+                rc = EXIT_BAD_INPUT;
+                goto done;
+            }
+            memset(nr + cap_res, 0, (b->n - cap_res) * sizeof *nr);
+            res = nr;
+            cap_res = b->n;
+        }
+        work w = {.tok = tok, .b = b, .res = res, .jctx = jctx};
+        atomic_init(&w.rc, TK_OK);
+        if (b->n && run_workers(&w, (int)threads) != TK_OK) {
+            cli_error(CMD, "encoding failed: %s", tk_strerror(atomic_load(&w.rc)));
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        int prc = 0;
+        for (size_t i = 0; i < b->n && !prc; i++) {
+            const brec *br = &b->recs[i];
+            dres *r = &res[i];
+            if (!cur_file || (br->file != cur_file && strcmp(br->file, cur_file) != 0)) {
+                if (cur_file) prc = pack_flush(&pk[0]) ? -1 : pack_flush(&pk[1]) ? -1 : 0;
+                cur_file = br->file;
+            }
+            acc.records++;
+            acc.bytes_in += br->record_bytes;
+            if (r->reason >= 0) {
+                acc.docs_rejected++;
+                acc.rejected_bytes += br->record_bytes;
+                acc.reasons[r->reason]++;
+                if (write_reject(rej, br->file, br->line, br->offset, r->reason, r->detail, br->record_bytes)) prc = -2;
+                continue;
+            }
+            uint64_t t = r->ids.len;
+            int bin = 0;
+            while (bin < SH_HIST_BINS - 1 && t >= (1ull << bin)) bin++;
+            acc.hist[bin]++;
+            int split = val_fraction > 0 && (double)r->hash < vthr;
+            acc.docs_split[split]++;
+            toks_total += t;
+            packer *p = &pk[split];
+            if (pack == PACK_CONCAT) prc = concat_add(p, &r->ids);
+            else if (pack == PACK_BFD) prc = bfd_add(p, &r->ids);
+            else {
+                int dropped = 0;
+                prc = none_add(p, &r->ids, &dropped);
+                if (!prc && dropped) {
+                    char d[96];
+                    snprintf(d, sizeof d, "%" PRIu64 " tokens + EOT > seq-len %ld", t, seq_len);
+                    acc.reasons[SH_R_OVERLONG_DROP]++;
+                    if (write_reject(rej, br->file, br->line, br->offset, SH_R_OVERLONG_DROP, d, br->record_bytes))
+                        prc = -2;
+                }
+            }
+            if (r->ids.cap > (16u << 20)) {
+                tk_ids_free(&r->ids);
+                memset(&r->ids, 0, sizeof r->ids);
+            }
+        }
+        if (prc) {
+            if (prc == -2) cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(errno));
+            else cli_error(CMD, "%s", wr[0].err[0] ? wr[0].err : wr[1].err[0] ? wr[1].err : "out of memory");
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        double now = cli_now();
+        if (progress && (now - last_prog > 0.5 || b->eof)) {
+            double mb = (double)acc.bytes_in / 1e6, dt = now - t0, rate = dt > 0 ? mb / dt : 0;
+            double left = est_total > acc.bytes_in ? (double)(est_total - acc.bytes_in) / 1e6 : 0;
+            double eta = rate > 0 ? left / rate : 0;
+            fprintf(stderr, "\r  %" PRIu64 " docs  %.1f MB  %" PRIu64 " tokens  %.1f MB/s  ETA %d:%02d   ",
+                    acc.records, mb, toks_total, rate, (int)eta / 60, (int)eta % 60);
+            last_prog = now;
+        }
+        int last = b->eof;
+        pthread_mutex_lock(&pl.mu);
+        pl.full[k] = 0;
+        pthread_cond_broadcast(&pl.cv);
+        pthread_mutex_unlock(&pl.mu);
+        if (last) break;
+    }
+    pthread_join(reader_thread, NULL);
+    reader_started = 0;
+    if (progress) fputc('\n', stderr);
+    for (int s = 0; s < 2; s++) {
+        if (pack_flush(&pk[s]) || sh_writer_finish(&wr[s], &acc)) {
+            cli_error(CMD, "%s", wr[s].err[0] ? wr[s].err : "out of memory");
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    if (fflush(rej) != 0 || fsync(fileno(rej)) != 0 || fclose(rej) != 0) {
+        rej = NULL;
+        cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    rej = NULL;
+    if (rename(rej_tmp, rej_path) != 0) {
+        cli_error(CMD, "cannot rename '%s': %s", rej_tmp, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    sh_clean_dir(out_dir, recs, n_recs);
+    if (sh_manifest_write(out_dir, &cfg, &acc, recs, n_recs, err, sizeof err) != DS_OK) {
+        cli_error(CMD, "%s", err);
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    if (!quiet) {
+        double dt = cli_now() - t0;
+        uint64_t written = acc.tok_whole + acc.tok_trunc_kept + acc.tok_chunked + acc.eot;
+        uint64_t cells = (acc.rows[0] + acc.rows[1]) * (uint64_t)seq_len;
+        fprintf(stderr,
+                "mkshards build: %" PRIu64 " docs (%" PRIu64 " whole, %" PRIu64 " truncated, %" PRIu64
+                " chunked, %" PRIu64 " dropped, %" PRIu64 " rejected), %" PRIu64 " rows (%" PRIu64
+                " train, %" PRIu64 " val) in %" PRIu64 " shards, utilisation %.4f, %.1f MB in %.2f s (%.1f MB/s)\n",
+                acc.records, acc.docs_whole, acc.docs_truncated, acc.docs_chunked, acc.docs_dropped,
+                acc.docs_rejected, acc.rows[0] + acc.rows[1], acc.rows[0], acc.rows[1], (uint64_t)n_recs,
+                cells ? (double)written / (double)cells : 0.0, (double)acc.bytes_in / 1e6, dt,
+                dt > 0 ? (double)acc.bytes_in / 1e6 / dt : 0.0);
+        if (acc.docs_rejected || acc.docs_dropped)
+            fprintf(stderr, "mkshards build: %" PRIu64 " record(s) listed in %s\n",
+                    acc.docs_rejected + acc.docs_dropped, rej_path);
+    }
+
+done:
+    if (reader_started) {
+        pthread_mutex_lock(&pl.mu);
+        pl.stop = 1;
+        pthread_cond_broadcast(&pl.cv);
+        pthread_mutex_unlock(&pl.mu);
+        pthread_join(reader_thread, NULL);
+    }
+    if (pl_inited) {
+        pthread_mutex_destroy(&pl.mu);
+        pthread_cond_destroy(&pl.cv);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(pl.slot[k].arena);
+        free(pl.slot[k].recs);
+        sh_writer_free(&wr[k]);
+        free(pk[k].row);
+        free(pk[k].st);
+        free(pk[k].pool);
+        free(pk[k].pc);
+    }
+    if (rej) fclose(rej);
+    for (size_t i = 0; i < cap_res; i++) tk_ids_free(&res[i].ids);
+    free(res);
+    if (jctx)
+        for (long t = 0; t < threads; t++) ds_json_ctx_free(jctx[t]);
+    free(jctx);
+    if (rd) ds_reader_free(rd);
+    for (size_t i = 0; i < all.n; i++) free(all.path[i]);
+    free(all.path);
+    free(all.bytes);
+    json_decref(cfgj);
+    sh_config_free(&cfg);
+    free(recs);
+    if (tok) tk_free(tok);
+    free(inputs);
+    return rc;
+usage:
+    free(inputs);
+    return EXIT_USAGE;
+}

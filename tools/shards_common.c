@@ -1,0 +1,531 @@
+/* shards_common.c - shard writer, accounting, config and manifest I/O shared
+ * by mkshards build and merge (see shards_common.h). */
+#include "shards_common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const k_reasons[SH_R_COUNT] = {"zstd-corrupt",     "json-malformed", "field-missing",
+                                                   "field-not-string", "record-too-large", "utf8-invalid",
+                                                   "nul-byte",         "over-long"};
+const char *sh_reason_name(int r) { return r >= 0 && r < SH_R_COUNT ? k_reasons[r] : "?"; }
+
+static const char *pack_name(sh_pack p) { return p == PACK_BFD ? "bfd" : p == PACK_NONE ? "none" : "concat"; }
+static const char *ol_name(sh_overlong o) { return o == OL_CHUNK ? "chunk" : o == OL_DROP ? "drop" : "truncate"; }
+
+void sh_config_free(sh_config *c) {
+    for (size_t i = 0; i < c->n_inputs; i++) free(c->inputs[i]);
+    for (size_t i = 0; i < c->n_files; i++) free(c->files[i]);
+    free(c->inputs);
+    free(c->files);
+    free(c->file_bytes);
+    c->inputs = c->files = NULL;
+    c->file_bytes = NULL;
+    c->n_inputs = c->n_files = 0;
+}
+
+uint64_t sh_rows_per_shard(const sh_config *c) {
+    uint64_t r = c->shard_tokens / c->seq_len;
+    if (r == 0) r = 1;
+    uint64_t max = ((1ull << 32) - 1) / c->seq_len;
+    return r > max ? max : r;
+}
+
+json_t *sh_config_json(const sh_config *c) {
+    char fp[65];
+    ds_shard_hex(c->fingerprint, 32, fp);
+    json_t *in = json_array(), *files = json_array();
+    for (size_t i = 0; i < c->n_inputs; i++) json_array_append_new(in, json_string(c->inputs[i]));
+    for (size_t i = 0; i < c->n_files; i++) {
+        json_t *f = json_object();
+        json_object_set_new(f, "path", json_string(c->files[i]));
+        json_object_set_new(f, "bytes", json_integer((json_int_t)c->file_bytes[i]));
+        json_array_append_new(files, f);
+    }
+    json_t *part = json_array();
+    json_array_append_new(part, json_integer(c->part_k));
+    json_array_append_new(part, json_integer(c->part_n));
+    json_t *j = json_object();
+    json_object_set_new(j, "tokenizer", json_string(c->tokenizer_spec));
+    json_object_set_new(j, "seq_len", json_integer(c->seq_len));
+    json_object_set_new(j, "pack", json_string(pack_name(c->pack)));
+    json_object_set_new(j, "over_long", json_string(ol_name(c->over_long)));
+    json_object_set_new(j, "bfd_window_rows", json_integer((json_int_t)c->bfd_window));
+    json_object_set_new(j, "val_fraction", json_real(c->val_fraction));
+    json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
+    json_object_set_new(j, "shuffle", json_boolean(c->shuffle));
+    json_object_set_new(j, "shard_tokens", json_integer((json_int_t)c->shard_tokens));
+    json_object_set_new(j, "zstd_level", json_integer(c->zstd_level));
+    json_object_set_new(j, "frame_rows", json_integer(c->frame_rows));
+    json_object_set_new(j, "field", json_string(c->field));
+    json_object_set_new(j, "doc_sep", json_string(c->doc_sep));
+    json_object_set_new(j, "part", part);
+    json_object_set_new(j, "inputs", in);
+    json_object_set_new(j, "files", files);
+    return j;
+}
+
+static const char *jstr(json_t *o, const char *k) {
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+int sh_config_from_json(json_t *j, sh_config *c, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    if (!json_is_object(j)) {
+        snprintf(err, errlen, "manifest has no config");
+        return -1;
+    }
+    snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s", jstr(j, "tokenizer"));
+    c->seq_len = (uint32_t)json_integer_value(json_object_get(j, "seq_len"));
+    const char *p = jstr(j, "pack");
+    c->pack = !strcmp(p, "bfd") ? PACK_BFD : !strcmp(p, "none") ? PACK_NONE : PACK_CONCAT;
+    p = jstr(j, "over_long");
+    c->over_long = !strcmp(p, "chunk") ? OL_CHUNK : !strcmp(p, "drop") ? OL_DROP : OL_TRUNCATE;
+    c->bfd_window = (uint64_t)json_integer_value(json_object_get(j, "bfd_window_rows"));
+    c->val_fraction = json_real_value(json_object_get(j, "val_fraction"));
+    c->seed = (uint64_t)json_integer_value(json_object_get(j, "seed"));
+    c->shuffle = json_is_true(json_object_get(j, "shuffle"));
+    c->shard_tokens = (uint64_t)json_integer_value(json_object_get(j, "shard_tokens"));
+    c->zstd_level = (int)json_integer_value(json_object_get(j, "zstd_level"));
+    c->frame_rows = (uint32_t)json_integer_value(json_object_get(j, "frame_rows"));
+    snprintf(c->field, sizeof c->field, "%s", jstr(j, "field"));
+    snprintf(c->doc_sep, sizeof c->doc_sep, "%s", jstr(j, "doc_sep"));
+    json_t *part = json_object_get(j, "part");
+    c->part_k = (uint32_t)json_integer_value(json_array_get(part, 0));
+    c->part_n = (uint32_t)json_integer_value(json_array_get(part, 1));
+    json_t *in = json_object_get(j, "inputs"), *files = json_object_get(j, "files");
+    c->n_inputs = json_array_size(in);
+    c->n_files = json_array_size(files);
+    c->inputs = calloc(c->n_inputs + 1, sizeof *c->inputs);
+    c->files = calloc(c->n_files + 1, sizeof *c->files);
+    c->file_bytes = calloc(c->n_files + 1, sizeof *c->file_bytes);
+    if (!c->inputs || !c->files || !c->file_bytes) return -1;
+    for (size_t i = 0; i < c->n_inputs; i++) c->inputs[i] = strdup(json_string_value(json_array_get(in, i)) ? json_string_value(json_array_get(in, i)) : "");
+    for (size_t i = 0; i < c->n_files; i++) {
+        json_t *f = json_array_get(files, i);
+        c->files[i] = strdup(jstr(f, "path"));
+        c->file_bytes[i] = (uint64_t)json_integer_value(json_object_get(f, "bytes"));
+    }
+    if (c->seq_len == 0 || c->part_n == 0) {
+        snprintf(err, errlen, "manifest config lacks seq_len or part");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- shuffle */
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void sh_shuffle_perm(uint64_t seed, int split, uint64_t shard_index, uint32_t *perm, uint64_t n) {
+    uint64_t st = seed ^ (0xA0761D6478BD642Full * (uint64_t)(split + 1)) ^ (0xE7037ED1A0B428DBull * (shard_index + 1));
+    for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    for (uint64_t i = n; i > 1; i--) { /* Fisher-Yates; j uniform in [0, i) (128-bit multiply, no modulo bias to speak of) */
+        uint64_t j = (uint64_t)(((unsigned __int128)splitmix64(&st) * i) >> 64);
+        uint32_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+}
+
+void sh_shard_name(int split, uint64_t index, char *out, size_t outlen) {
+    snprintf(out, outlen, "%s-%05" PRIu64 ".mks", split ? "val" : "train", index);
+}
+
+/* ---------------------------------------------------------- writer */
+void sh_writer_init(sh_writer *w, const sh_config *cfg, int split, const char *out_dir, sh_shard_rec **recs,
+                    size_t *n_recs, size_t *cap_recs) {
+    memset(w, 0, sizeof *w);
+    w->cfg = cfg;
+    w->split = split;
+    w->rows_per_shard = sh_rows_per_shard(cfg);
+    w->out_dir = out_dir;
+    w->recs = recs;
+    w->n_recs = n_recs;
+    w->cap_recs = cap_recs;
+}
+
+static int push_rec(sh_writer *w, const sh_shard_rec *r) {
+    sh_shard_rec **list = w->recs;
+    if (*w->n_recs == *w->cap_recs) {
+        size_t nc = *w->cap_recs ? 2 * *w->cap_recs : 64;
+        sh_shard_rec *nl = realloc(*list, nc * sizeof *nl);
+        if (!nl) return DS_ERR_NOMEM;
+        *list = nl;
+        *w->cap_recs = nc;
+    }
+    (*list)[(*w->n_recs)++] = *r;
+    return DS_OK;
+}
+
+static int flush_shard(sh_writer *w, sh_account *acc) {
+    if (w->n_rows == 0) return DS_OK;
+    const sh_config *c = w->cfg;
+    uint64_t n = w->n_rows, L = c->seq_len;
+    uint32_t *perm = malloc(n * sizeof *perm);
+    uint32_t *rows = malloc(n * L * sizeof *rows);
+    uint32_t *valid = malloc(n * sizeof *valid);
+    uint32_t *sidx = malloc((n + 1) * sizeof *sidx);
+    uint32_t *starts = malloc((w->n_starts + 1) * sizeof *starts);
+    int rc = DS_OK;
+    if (!perm || !rows || !valid || !sidx || !starts) {
+        rc = DS_ERR_NOMEM;
+        snprintf(w->err, sizeof w->err, "out of memory");
+        goto out;
+    }
+    if (c->shuffle) sh_shuffle_perm(c->seed, w->split, w->shard_index, perm, n);
+    else
+        for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    uint64_t ns = 0, ntok = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint32_t r = perm[j];
+        memcpy(rows + j * L, w->tok + (uint64_t)r * L, L * sizeof *rows);
+        valid[j] = w->valid[r];
+        ntok += w->valid[r];
+        sidx[j] = (uint32_t)ns;
+        uint32_t a = w->sidx[r], b = w->sidx[r + 1];
+        memcpy(starts + ns, w->starts + a, (b - a) * sizeof *starts);
+        ns += b - a;
+    }
+    sidx[n] = (uint32_t)ns;
+    ds_shard_header h = {0};
+    h.dtype_bytes = c->vocab_size <= 65536 ? 2 : 4;
+    h.flags = (w->split ? DS_SHARD_F_VAL : 0) | (c->shuffle ? DS_SHARD_F_SHUFFLED : 0) |
+              (c->zstd_level ? DS_SHARD_F_ZSTD : 0);
+    h.row_len = c->seq_len;
+    h.n_rows = n;
+    h.vocab_size = c->vocab_size;
+    h.pad_id = c->eot_id;
+    h.eot_id = c->eot_id;
+    h.frame_rows = c->frame_rows;
+    memcpy(h.fingerprint, c->fingerprint, 32);
+    ds_shard_image img = {0};
+    rc = ds_shard_build_image(&h, rows, valid, sidx, starts, c->zstd_level, &img, w->err, sizeof w->err);
+    if (rc != DS_OK) goto out;
+    sh_shard_rec rec = {0};
+    sh_shard_name(w->split, w->shard_index, rec.file, sizeof rec.file);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", w->out_dir, rec.file);
+    int skipped = 0;
+    rc = ds_write_file_atomic(path, img.data, img.len, &skipped, w->err, sizeof w->err);
+    w->written_skipped += skipped;
+    rec.split = w->split;
+    rec.rows = n;
+    rec.tokens = ntok;
+    rec.bytes = img.len;
+    rec.xxh3 = img.file_xxh3;
+    ds_shard_image_free(&img);
+    if (rc != DS_OK) goto out;
+    rc = push_rec(w, &rec);
+    acc->shards[w->split]++;
+    w->shard_index++;
+    w->n_rows = 0;
+    w->n_starts = 0;
+out:
+    free(perm), free(rows), free(valid), free(sidx), free(starts);
+    return rc;
+}
+
+int sh_writer_add(sh_writer *w, const uint32_t *tokens, uint32_t n_valid, const uint32_t *starts, uint32_t n_starts,
+                  sh_account *acc) {
+    uint64_t L = w->cfg->seq_len;
+    if (w->n_rows == w->cap_rows) {
+        size_t nc = w->cap_rows ? 2 * w->cap_rows : 64;
+        if (nc > w->rows_per_shard) nc = (size_t)w->rows_per_shard;
+        if (nc <= w->n_rows) nc = w->n_rows + 1;
+        uint32_t *t = realloc(w->tok, nc * L * sizeof *t);
+        if (t) w->tok = t;
+        uint32_t *v = realloc(w->valid, nc * sizeof *v);
+        if (v) w->valid = v;
+        uint32_t *s = realloc(w->sidx, (nc + 1) * sizeof *s);
+        if (s) w->sidx = s;
+        if (!t || !v || !s) {
+            snprintf(w->err, sizeof w->err, "out of memory");
+            return DS_ERR_NOMEM;
+        }
+        w->cap_rows = nc;
+    }
+    if (w->n_starts + n_starts > w->cap_starts) {
+        size_t nc = w->cap_starts ? 2 * w->cap_starts : 256;
+        while (nc < w->n_starts + n_starts) nc *= 2;
+        uint32_t *s = realloc(w->starts, nc * sizeof *s);
+        if (!s) {
+            snprintf(w->err, sizeof w->err, "out of memory");
+            return DS_ERR_NOMEM;
+        }
+        w->starts = s;
+        w->cap_starts = nc;
+    }
+    uint32_t *row = w->tok + w->n_rows * L;
+    memcpy(row, tokens, n_valid * sizeof *row);
+    for (uint64_t i = n_valid; i < L; i++) row[i] = w->cfg->eot_id;
+    w->valid[w->n_rows] = n_valid;
+    w->sidx[w->n_rows] = (uint32_t)w->n_starts;
+    memcpy(w->starts + w->n_starts, starts, n_starts * sizeof *starts);
+    w->n_starts += n_starts;
+    w->n_rows++;
+    w->sidx[w->n_rows] = (uint32_t)w->n_starts;
+    acc->rows[w->split]++;
+    acc->pad += L - n_valid;
+    if (w->n_rows == w->rows_per_shard) return flush_shard(w, acc);
+    return DS_OK;
+}
+
+int sh_writer_finish(sh_writer *w, sh_account *acc) { return flush_shard(w, acc); }
+
+void sh_writer_free(sh_writer *w) {
+    free(w->tok), free(w->valid), free(w->sidx), free(w->starts);
+    w->tok = w->valid = w->sidx = w->starts = NULL;
+}
+
+/* ---------------------------------------------------------- accounting */
+#define ACC_FIELDS(X)                                                                                          \
+    X(records) X(bytes_in) X(docs_whole) X(docs_truncated) X(docs_chunked) X(docs_dropped) X(docs_rejected)     \
+    X(tok_whole) X(tok_trunc_kept) X(tok_trunc_lost) X(tok_chunked) X(tok_dropped) X(eot) X(pad) X(pieces)     \
+    X(rejected_bytes)
+
+json_t *sh_account_json(const sh_account *a, const sh_config *cfg) {
+    json_t *j = json_object();
+    uint64_t docs_in = a->docs_whole + a->docs_truncated + a->docs_chunked + a->docs_dropped + a->docs_rejected;
+    json_t *d = json_object();
+    json_object_set_new(d, "in", json_integer((json_int_t)docs_in));
+    json_object_set_new(d, "whole", json_integer((json_int_t)a->docs_whole));
+    json_object_set_new(d, "truncated", json_integer((json_int_t)a->docs_truncated));
+    json_object_set_new(d, "chunked", json_integer((json_int_t)a->docs_chunked));
+    json_object_set_new(d, "dropped", json_integer((json_int_t)a->docs_dropped));
+    json_object_set_new(d, "rejected", json_integer((json_int_t)a->docs_rejected));
+    json_object_set_new(d, "train", json_integer((json_int_t)a->docs_split[0]));
+    json_object_set_new(d, "val", json_integer((json_int_t)a->docs_split[1]));
+    json_object_set_new(j, "documents", d);
+    uint64_t tin = a->tok_whole + a->tok_trunc_kept + a->tok_trunc_lost + a->tok_chunked + a->tok_dropped;
+    uint64_t written = a->tok_whole + a->tok_trunc_kept + a->tok_chunked + a->eot;
+    json_t *t = json_object();
+    json_object_set_new(t, "in", json_integer((json_int_t)tin));
+    json_object_set_new(t, "whole", json_integer((json_int_t)a->tok_whole));
+    json_object_set_new(t, "truncated_kept", json_integer((json_int_t)a->tok_trunc_kept));
+    json_object_set_new(t, "truncated_lost", json_integer((json_int_t)a->tok_trunc_lost));
+    json_object_set_new(t, "chunked", json_integer((json_int_t)a->tok_chunked));
+    json_object_set_new(t, "dropped", json_integer((json_int_t)a->tok_dropped));
+    json_object_set_new(t, "eot", json_integer((json_int_t)a->eot));
+    json_object_set_new(t, "written", json_integer((json_int_t)written));
+    json_object_set_new(t, "pad", json_integer((json_int_t)a->pad));
+    json_object_set_new(j, "tokens", t);
+    json_t *r = json_object();
+    for (int i = 0; i < SH_R_COUNT; i++) json_object_set_new(r, k_reasons[i], json_integer((json_int_t)a->reasons[i]));
+    json_object_set_new(j, "reject_reasons", r);
+    json_object_set_new(j, "records", json_integer((json_int_t)a->records));
+    json_object_set_new(j, "bytes_in", json_integer((json_int_t)a->bytes_in));
+    json_object_set_new(j, "rejected_bytes", json_integer((json_int_t)a->rejected_bytes));
+    json_object_set_new(j, "pieces", json_integer((json_int_t)a->pieces));
+    json_t *rows = json_object();
+    json_object_set_new(rows, "train", json_integer((json_int_t)a->rows[0]));
+    json_object_set_new(rows, "val", json_integer((json_int_t)a->rows[1]));
+    json_object_set_new(j, "rows", rows);
+    uint64_t cells = (a->rows[0] + a->rows[1]) * (uint64_t)cfg->seq_len;
+    /* utilisation as a string with fixed digits: byte-identical everywhere */
+    char u[32];
+    snprintf(u, sizeof u, "%.6f", cells ? (double)written / (double)cells : 0.0);
+    json_object_set_new(j, "utilisation", json_string(u));
+    json_t *h = json_array();
+    int last = 0;
+    for (int i = 0; i < SH_HIST_BINS; i++)
+        if (a->hist[i]) last = i + 1;
+    for (int i = 0; i < last; i++) json_array_append_new(h, json_integer((json_int_t)a->hist[i]));
+    json_object_set_new(j, "doc_tokens_log2_hist", h);
+    return j;
+}
+
+static uint64_t jget(json_t *o, const char *k) { return (uint64_t)json_integer_value(json_object_get(o, k)); }
+
+int sh_account_from_json(json_t *j, sh_account *a) {
+    memset(a, 0, sizeof *a);
+    if (!json_is_object(j)) return -1;
+    json_t *d = json_object_get(j, "documents"), *t = json_object_get(j, "tokens"), *r = json_object_get(j, "reject_reasons");
+    a->records = jget(j, "records");
+    a->bytes_in = jget(j, "bytes_in");
+    a->rejected_bytes = jget(j, "rejected_bytes");
+    a->pieces = jget(j, "pieces");
+    a->docs_whole = jget(d, "whole");
+    a->docs_truncated = jget(d, "truncated");
+    a->docs_chunked = jget(d, "chunked");
+    a->docs_dropped = jget(d, "dropped");
+    a->docs_rejected = jget(d, "rejected");
+    a->docs_split[0] = jget(d, "train");
+    a->docs_split[1] = jget(d, "val");
+    a->tok_whole = jget(t, "whole");
+    a->tok_trunc_kept = jget(t, "truncated_kept");
+    a->tok_trunc_lost = jget(t, "truncated_lost");
+    a->tok_chunked = jget(t, "chunked");
+    a->tok_dropped = jget(t, "dropped");
+    a->eot = jget(t, "eot");
+    a->pad = jget(t, "pad");
+    for (int i = 0; i < SH_R_COUNT; i++) a->reasons[i] = jget(r, k_reasons[i]);
+    json_t *rows = json_object_get(j, "rows");
+    a->rows[0] = jget(rows, "train");
+    a->rows[1] = jget(rows, "val");
+    json_t *h = json_object_get(j, "doc_tokens_log2_hist");
+    for (size_t i = 0; i < json_array_size(h) && i < SH_HIST_BINS; i++)
+        a->hist[i] = (uint64_t)json_integer_value(json_array_get(h, i));
+    return 0;
+}
+
+/* ---------------------------------------------------------- manifest */
+int sh_manifest_write(const char *dir, const sh_config *cfg, const sh_account *acc, const sh_shard_rec *recs,
+                      size_t n_recs, char *err, size_t errlen) {
+    json_t *m = json_object();
+    json_object_set_new(m, "format", json_string("mkshards-manifest"));
+    json_object_set_new(m, "version", json_integer(1));
+    json_object_set_new(m, "shard_format_version", json_integer(DS_SHARD_VERSION));
+    json_object_set_new(m, "seq_len", json_integer(cfg->seq_len));
+    json_object_set_new(m, "dtype", json_string(cfg->vocab_size <= 65536 ? "u16" : "u32"));
+    json_t *tk = json_object();
+    char fp[65];
+    ds_shard_hex(cfg->fingerprint, 32, fp);
+    json_object_set_new(tk, "name", json_string(cfg->tokenizer_name));
+    json_object_set_new(tk, "fingerprint", json_string(fp));
+    json_object_set_new(tk, "vocab_size", json_integer(cfg->vocab_size));
+    json_object_set_new(tk, "eot_id", json_integer(cfg->eot_id));
+    json_object_set_new(tk, "pad_id", json_integer(cfg->eot_id));
+    json_object_set_new(m, "tokenizer", tk);
+    json_object_set_new(m, "config", sh_config_json(cfg));
+    json_t *splits = json_object();
+    for (int s = 0; s < 2; s++) {
+        json_t *o = json_object();
+        uint64_t shards = 0, rows = 0, toks = 0;
+        for (size_t i = 0; i < n_recs; i++)
+            if (recs[i].split == s) shards++, rows += recs[i].rows, toks += recs[i].tokens;
+        json_object_set_new(o, "shards", json_integer((json_int_t)shards));
+        json_object_set_new(o, "rows", json_integer((json_int_t)rows));
+        json_object_set_new(o, "tokens", json_integer((json_int_t)toks));
+        json_object_set_new(splits, s ? "val" : "train", o);
+    }
+    json_object_set_new(m, "splits", splits);
+    json_t *sh = json_array();
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < n_recs; i++) {
+            if (recs[i].split != s) continue;
+            json_t *o = json_object();
+            char hx[17];
+            snprintf(hx, sizeof hx, "%016" PRIx64, recs[i].xxh3);
+            json_object_set_new(o, "file", json_string(recs[i].file));
+            json_object_set_new(o, "split", json_string(s ? "val" : "train"));
+            json_object_set_new(o, "rows", json_integer((json_int_t)recs[i].rows));
+            json_object_set_new(o, "tokens", json_integer((json_int_t)recs[i].tokens));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)recs[i].bytes));
+            json_object_set_new(o, "xxh3", json_string(hx));
+            json_array_append_new(sh, o);
+        }
+    json_object_set_new(m, "shards", sh);
+    json_object_set_new(m, "accounting", sh_account_json(acc, cfg));
+    json_object_set_new(m, "rejects", json_string("rejects.jsonl"));
+    char *txt = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(m);
+    if (!txt) {
+        snprintf(err, errlen, "out of memory");
+        return DS_ERR_NOMEM;
+    }
+    size_t n = strlen(txt);
+    char *buf = malloc(n + 2);
+    if (!buf) {
+        free(txt);
+        return DS_ERR_NOMEM;
+    }
+    memcpy(buf, txt, n);
+    buf[n] = '\n';
+    free(txt);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    int rc = ds_write_file_atomic(path, buf, n + 1, NULL, err, errlen);
+    free(buf);
+    return rc;
+}
+
+json_t *sh_manifest_load(const char *dir, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    json_error_t je;
+    json_t *m = json_load_file(path, 0, &je);
+    if (!m) {
+        snprintf(err, errlen, "%s: %s", path, access(path, F_OK) == 0 ? je.text : "no manifest.json");
+        return NULL;
+    }
+    if (strcmp(jstr(m, "format"), "mkshards-manifest") != 0) {
+        snprintf(err, errlen, "%s: not a mkshards manifest", path);
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
+static int is_shard_name(const char *n) {
+    size_t l = strlen(n);
+    return l > 4 && !strcmp(n + l - 4, ".mks") && (!strncmp(n, "train-", 6) || !strncmp(n, "val-", 4));
+}
+
+void sh_clean_dir(const char *dir, const sh_shard_rec *keep, size_t n_keep) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4200];
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        size_t l = strlen(n);
+        int del = 0;
+        if (l > 4 && !strcmp(n + l - 4, ".tmp")) del = 1;
+        else if (is_shard_name(n) && keep) {
+            del = 1;
+            for (size_t i = 0; i < n_keep; i++)
+                if (!strcmp(keep[i].file, n)) del = 0;
+        }
+        if (del) {
+            snprintf(path, sizeof path, "%s/%s", dir, n);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+/* ---------------------------------------------------------- utf-8 */
+size_t sh_utf8_invalid_at(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = p[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        uint32_t cp;
+        if (c >= 0xC2 && c < 0xE0) k = 2, cp = c & 0x1F;
+        else if (c >= 0xE0 && c < 0xF0) k = 3, cp = c & 0x0F;
+        else if (c >= 0xF0 && c < 0xF5) k = 4, cp = c & 0x07;
+        else return i;
+        if (i + k > n) return i;
+        for (size_t q = 1; q < k; q++) {
+            if ((p[i + q] & 0xC0) != 0x80) return i;
+            cp = cp << 6 | (p[i + q] & 0x3F);
+        }
+        if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return i;
+        i += k;
+    }
+    return n;
+}
