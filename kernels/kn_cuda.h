@@ -1,0 +1,172 @@
+/* kn_cuda.h - CUDA twins of the kernels in kn.h (library kn_cuda, the .cu files in kernels/).
+ *
+ * Plain C API (callable from C and CUDA); CUDA types appear only as opaque
+ * pointers, so including this header needs no CUDA headers.
+ *
+ * Conventions (in addition to kn.h's)
+ *  - Every pointer is a DEVICE pointer unless it says host.  All work is
+ *    enqueued on `stream` (NULL = the legacy default stream); nothing is
+ *    synchronised and nothing is allocated: scratch buffers come from the
+ *    caller (the trainer's one arena), sized by the *_scratch_bytes calls.
+ *  - Activation dtype `dt`: KN_F32 (float) or KN_BF16 (__nv_bfloat16).
+ *    Tensors typed `void *` are in dt; `float *` are always fp32.  Parameter
+ *    gradients are always fp32 and accumulated (+=), as in kn.h; arithmetic
+ *    is fp32 everywhere (bf16 is a storage format here).
+ *  - Deterministic: no floating-point atomics; every sum has a fixed order,
+ *    so a run repeats bit for bit on the same GPU (bit-exact resume).
+ *  - Return KN_OK or KN_EINVAL (bad argument) or KN_ECUDA (a launch or
+ *    library call failed; kn_cuda_last_error() says which).
+ *
+ * Differences from the references, by design
+ *  - attention never stores the (B,NH,T,T) probabilities: forward saves the
+ *    log-sum-exp per row, lse (B,NH,T) fp32, and backward recomputes
+ *    (flash-attention style, O(T) memory).  Head size 32 or 64.
+ *  - softmax + cross-entropy never materialises probabilities: forward
+ *    saves lse (N) fp32; backward writes dlogits from logits and lse, and
+ *    may run in place over the logits.  kn_softmax_xent_fused_cuda does
+ *    both in one launch when dloss is known before the forward (training).
+ *  - matmuls go through cuBLASLt with bias / GELU epilogues; fp32 uses
+ *    CUBLAS_COMPUTE_32F (no TF32) so it matches the C reference to 1e-5.
+ */
+#ifndef KN_CUDA_H
+#define KN_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_ECUDA (-3)
+
+typedef enum { KN_F32 = 0, KN_BF16 = 1 } kn_dtype;
+typedef struct CUstream_st *kn_stream; /* == cudaStream_t */
+
+/* Size of one element of dt in bytes (4 or 2). */
+size_t kn_dtype_size(kn_dtype dt);
+/* Text of the last CUDA / cuBLAS error seen by this library (thread-local). */
+const char *kn_cuda_last_error(void);
+
+/* ---- context: cuBLASLt handle + caller-provided workspace ------------------ */
+typedef struct kn_cuda_ctx kn_cuda_ctx;
+/* Creates the cuBLASLt handle (host memory only).  workspace: device bytes
+ * for cuBLASLt (KN_CUBLASLT_WORKSPACE recommended; may be 0/NULL). */
+#define KN_CUBLASLT_WORKSPACE ((size_t)32 << 20)
+int kn_cuda_ctx_create(kn_cuda_ctx **out, kn_stream stream, void *workspace, size_t workspace_bytes);
+void kn_cuda_ctx_destroy(kn_cuda_ctx *ctx);
+kn_stream kn_cuda_ctx_stream(const kn_cuda_ctx *ctx);
+
+/* ---- conversions ---------------------------------------------------------- */
+int kn_cast_cuda(void *dst, kn_dtype dst_dt, const void *src, kn_dtype src_dt, size_t n, kn_stream s);
+int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s); /* also NaN poisoning */
+
+/* ---- encoder ----------------------------------------------------------------
+ * forward as kn_encoder_forward_ref; wte/wpe/out in dt.
+ * backward: dwte/dwpe fp32 +=.  Deterministic: ids are sorted (stable radix
+ * sort, CUB) into scratch and each vocabulary row sums its positions in
+ * order.  scratch: kn_encoder_backward_scratch_bytes(B*T) bytes. */
+int kn_encoder_forward_cuda(void *out, const uint32_t *inp, const int32_t *pos, const void *wte,
+                            const void *wpe, int B, int T, int C, int V, int maxT, kn_dtype dt,
+                            kn_stream s);
+size_t kn_encoder_backward_scratch_bytes(int N);
+int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, const uint32_t *inp,
+                             const int32_t *pos, int B, int T, int C, int V, int maxT, void *scratch,
+                             size_t scratch_bytes, kn_dtype dt, kn_stream s);
+
+/* ---- layernorm ----------------------------------------------------------------
+ * forward: x = inp (+ inp2 when inp2 != NULL; then x is also written to
+ * resid_out, the fused residual add), out = LN(x).  out/inp/inp2/resid_out
+ * in dt; weight/bias/mean/rstd fp32.
+ * backward as kn_layernorm_backward_ref (dinp += in dt; dweight/dbias fp32
+ * +=), deterministic two-pass column sums through scratch
+ * (kn_layernorm_backward_scratch_bytes(N, C)). */
+int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, void *resid_out, const void *inp,
+                              const void *inp2, const float *weight, const float *bias, int N, int C,
+                              kn_dtype dt, kn_stream s);
+size_t kn_layernorm_backward_scratch_bytes(int N, int C);
+int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout,
+                               const void *inp, const float *weight, const float *mean,
+                               const float *rstd, int N, int C, void *scratch, size_t scratch_bytes,
+                               kn_dtype dt, kn_stream s);
+
+/* ---- matmul (cuBLASLt) ----------------------------------------------------------
+ * out (N,OC) = inp (N,C) @ weight(OC,C)^T (+ bias(OC)) ; all in dt.
+ * gelu_pre != NULL: GELU epilogue: gelu_pre receives the pre-activation
+ * (N,OC) and out = gelu(pre) (cuBLASLt GELU_AUX[_BIAS]).
+ * backward: dinp (N,C) = dout @ weight (overwritten, dt, may be NULL);
+ * dweight (OC,C) fp32 += dout^T @ inp (may be NULL); dbias (OC) fp32 +=
+ * column sums of dout (may be NULL; deterministic, scratch
+ * kn_matmul_backward_scratch_bytes(N, OC)). */
+int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp,
+                           const void *weight, const void *bias, int N, int C, int OC, kn_dtype dt);
+size_t kn_matmul_backward_scratch_bytes(int N, int OC);
+int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
+                            const void *dout, const void *inp, const void *weight, int N, int C,
+                            int OC, void *scratch, size_t scratch_bytes, kn_dtype dt);
+
+/* ---- attention (flash-style: O(T) memory, never a T x T matrix) ----------------
+ * qkv (B,T,3C) and out (B,T,C) in dt; lse (B,NH,T) fp32 saved for backward;
+ * doc (B,T) or NULL as kn_attention_forward_ref.
+ * backward: dqkv (B,T,3C) overwritten (dt); needs qkv, out, dout, lse;
+ * scratch kn_attention_backward_scratch_bytes(B,T,NH) (fp32 row sums). */
+int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B,
+                              int T, int C, int NH, kn_dtype dt, kn_stream s);
+size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
+int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
+                               const float *lse, const int32_t *doc, int B, int T, int C, int NH,
+                               void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s);
+
+/* ---- GELU (tanh) ---------------------------------------------------------------- */
+int kn_gelu_forward_cuda(void *out, const void *inp, size_t n, kn_dtype dt, kn_stream s);
+int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *dout, size_t n, kn_dtype dt,
+                          kn_stream s);
+
+/* ---- softmax + cross-entropy over a padded vocabulary -------------------------
+ * logits (N,Vp) in dt; targets (N) int32 (< 0: no loss); losses (N) fp32
+ * (may be NULL); lse (N) fp32 (may be NULL in forward).
+ * backward: dlogits[n,v] = dloss[n] * (softmax[n,v] - [v == target]) for
+ * v < V, 0 for padding columns and rows with target < 0; dloss NULL means
+ * dloss_scale for every row.  dlogits may alias logits.
+ * fused: forward + backward in one pass pair per row, dlogits in place over
+ * logits when dlogits == logits. */
+int kn_softmax_xent_forward_cuda(float *losses, float *lse, const void *logits,
+                                 const int32_t *targets, int N, int V, int Vp, kn_dtype dt,
+                                 kn_stream s);
+int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, const float *lse,
+                                  const int32_t *targets, const float *dloss, float dloss_scale,
+                                  int N, int V, int Vp, kn_dtype dt, kn_stream s);
+int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits,
+                               const int32_t *targets, const float *dloss, float dloss_scale, int N,
+                               int V, int Vp, kn_dtype dt, kn_stream s);
+
+/* ---- AdamW on fp32 master weights ------------------------------------------------
+ * As kn_adamw_step_ref on grads * (*grad_scale) (grad_scale: device float,
+ * NULL = 1; the clip factor of kn_clip_scale_cuda).  params_lp != NULL
+ * receives a copy of the updated params in lp_dt (the bf16 compute copy). */
+int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads,
+                       float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, int decay, int t, const float *grad_scale, kn_stream s);
+
+/* ---- global gradient norm ---------------------------------------------------------
+ * kn_sumsq_cuda: *out (device double) = sum g^2, in double over fixed
+ * 4096-element chunks, then the chunk sums in order (deterministic; equals
+ * kn_sumsq_ref up to double rounding).  scratch:
+ * kn_sumsq_scratch_bytes(n).
+ * kn_clip_scale_cuda: *scale = (max_norm > 0 && norm > max_norm) ?
+ * max_norm / (norm + 1e-6) : 1, norm = sqrt(*sumsq); *norm_out (may be
+ * NULL) = norm.  Both device pointers (no host sync).
+ * kn_scale_cuda: g *= s (host float). */
+size_t kn_sumsq_scratch_bytes(size_t n);
+int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes,
+                  kn_stream s);
+int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm,
+                       kn_stream s);
+int kn_scale_cuda(float *g, size_t n, float scale, kn_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KN_CUDA_H */

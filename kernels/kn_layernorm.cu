@@ -1,0 +1,146 @@
+/* kn_layernorm.cu - LayerNorm forward (with the fused residual add) and a
+ * deterministic backward (CUDA twin of layernorm_ref; see kn_cuda.h). */
+#include "kn_cuda_common.cuh"
+
+template <typename T> __device__ __forceinline__ float kn_round(float x);
+template <> __device__ __forceinline__ float kn_round<float>(float x) { return x; }
+template <> __device__ __forceinline__ float kn_round<kn_bf16>(float x)
+{
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+/* One warp per row.  x = inp (+ inp2, stored to resid_out as T). */
+template <typename T>
+__global__ void ln_fwd_kernel(T *out, float *mean, float *rstd, T *resid_out, const T *inp, const T *inp2,
+                              const float *w, const float *b, int N, int C)
+{
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const T *x = inp + (size_t)row * C;
+    const T *x2 = inp2 ? inp2 + (size_t)row * C : nullptr;
+    T *xr = resid_out ? resid_out + (size_t)row * C : nullptr;
+    float sum = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float v = kn_ld(x + c);
+        if (x2) {
+            v = kn_round<T>(v + kn_ld(x2 + c));
+            if (xr) kn_st(xr + c, v);
+        }
+        sum += v;
+    }
+    float m = kn_warp_sum(sum) / C;
+    float var = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float v = x2 ? kn_round<T>(kn_ld(x + c) + kn_ld(x2 + c)) : kn_ld(x + c);
+        float d = v - m;
+        var += d * d;
+    }
+    float rs = 1.0f / sqrtf(kn_warp_sum(var) / C + KN_LN_EPS);
+    T *o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += 32) {
+        float v = x2 ? kn_round<T>(kn_ld(x + c) + kn_ld(x2 + c)) : kn_ld(x + c);
+        kn_st(o + c, (v - m) * rs * w[c] + b[c]);
+    }
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = rs;
+    }
+}
+
+extern "C" int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, void *resid_out, const void *inp,
+                                         const void *inp2, const float *weight, const float *bias, int N, int C,
+                                         kn_dtype dt, kn_stream s)
+{
+    if (!out || !inp || !weight || !bias || N <= 0 || C <= 0) return KN_EINVAL;
+    if (resid_out && !inp2) return KN_EINVAL;
+    unsigned grid = (unsigned)((N + 7) / 8);
+    KN_DISPATCH(dt, (ln_fwd_kernel<DT><<<grid, 256, 0, s>>>((DT *)out, mean, rstd, (DT *)resid_out, (const DT *)inp,
+                                                            (const DT *)inp2, weight, bias, N, C)));
+    KN_CUDA_LAUNCHED("layernorm_forward");
+    return KN_OK;
+}
+
+/* ---- backward ------------------------------------------------------------------------------ */
+#define LN_BWD_ROWS 64
+
+static int ln_bwd_blocks(int N) { return (N + LN_BWD_ROWS - 1) / LN_BWD_ROWS; }
+
+extern "C" size_t kn_layernorm_backward_scratch_bytes(int N, int C)
+{
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)ln_bwd_blocks(N) * 2 * C * sizeof(float);
+}
+
+/* Block: LN_BWD_ROWS rows, 8 warps.  Phase A (a warp per row): dinp +=.
+ * Phase B (a thread per column): partial dweight/dbias of these rows, in
+ * row order, to partial[block][2C]. */
+template <typename T>
+__global__ void ln_bwd_kernel(T *dinp, float *partial, const T *dout, const T *inp, const float *w, const float *mean,
+                              const float *rstd, int N, int C)
+{
+    int r0 = blockIdx.x * LN_BWD_ROWS;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    for (int r = r0 + warp; r < r0 + LN_BWD_ROWS && r < N; r += nw) {
+        const T *dy = dout + (size_t)r * C;
+        const T *x = inp + (size_t)r * C;
+        float m = mean[r], rs = rstd[r];
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            float xh = (kn_ld(x + c) - m) * rs;
+            float dn = kn_ld(dy + c) * w[c];
+            s1 += dn;
+            s2 += dn * xh;
+        }
+        s1 = kn_warp_sum(s1) / C;
+        s2 = kn_warp_sum(s2) / C;
+        T *dx = dinp + (size_t)r * C;
+        for (int c = lane; c < C; c += 32) {
+            float xh = (kn_ld(x + c) - m) * rs;
+            float dn = kn_ld(dy + c) * w[c];
+            kn_st(dx + c, kn_ld(dx + c) + (dn - s1 - xh * s2) * rs);
+        }
+    }
+    float *pw = partial + (size_t)blockIdx.x * 2 * C, *pb = pw + C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float aw = 0.0f, ab = 0.0f;
+        for (int r = r0; r < r0 + LN_BWD_ROWS && r < N; r++) {
+            float dy = kn_ld(dout + (size_t)r * C + c);
+            aw += dy * (kn_ld(inp + (size_t)r * C + c) - mean[r]) * rstd[r];
+            ab += dy;
+        }
+        pw[c] = aw;
+        pb[c] = ab;
+    }
+}
+
+__global__ void ln_bwd_reduce_kernel(float *dweight, float *dbias, const float *partial, int nblocks, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float aw = 0.0f, ab = 0.0f;
+    for (int k = 0; k < nblocks; k++) {
+        aw += partial[(size_t)k * 2 * C + c];
+        ab += partial[(size_t)k * 2 * C + C + c];
+    }
+    if (dweight) dweight[c] += aw;
+    if (dbias) dbias[c] += ab;
+}
+
+extern "C" int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout,
+                                          const void *inp, const float *weight, const float *mean,
+                                          const float *rstd, int N, int C, void *scratch, size_t scratch_bytes,
+                                          kn_dtype dt, kn_stream s)
+{
+    if (!dinp || !dout || !inp || !weight || !mean || !rstd || N <= 0 || C <= 0) return KN_EINVAL;
+    if (!scratch || scratch_bytes < kn_layernorm_backward_scratch_bytes(N, C)) return KN_EINVAL;
+    int nb = ln_bwd_blocks(N);
+    KN_DISPATCH(dt, (ln_bwd_kernel<DT><<<nb, 256, 0, s>>>((DT *)dinp, (float *)scratch, (const DT *)dout,
+                                                          (const DT *)inp, weight, mean, rstd, N, C)));
+    KN_CUDA_LAUNCHED("layernorm_backward");
+    if (dweight || dbias) {
+        ln_bwd_reduce_kernel<<<(C + 255) / 256, 256, 0, s>>>(dweight, dbias, (const float *)scratch, nb, C);
+        KN_CUDA_LAUNCHED("layernorm_backward reduce");
+    }
+    return KN_OK;
+}
