@@ -117,8 +117,10 @@ static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 /* Character classes for runs. */
 enum { CL_UPPER = 1, CL_LOWER = 2, CL_DIGIT = 4, CL_B64 = 8, CL_HEX = 16 };
 static uint8_t k_cls[256];
+static uint8_t k_ord[256]; /* printable ASCII, not space, not '<': the fast path */
 static void init_cls(void) {
     for (int c = 0; c < 256; c++) {
+        k_ord[c] = c > 0x20 && c < 0x7F && c != '<';
         uint8_t m = 0;
         if (c >= 'A' && c <= 'Z') m |= CL_UPPER | CL_B64;
         if (c >= 'a' && c <= 'z') m |= CL_LOWER | CL_B64;
@@ -186,6 +188,23 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
     uint64_t ctrl_count = 0, nul_count = 0, special_count = 0;
     size_t i = 0;
     while (i <= n) {
+        if (i < n && k_ord[p[i]]) { /* fast path: a stretch of ordinary ASCII */
+            if (run_len == 0) run_start = i;
+            size_t j = i;
+            uint8_t ra = run_and, ro = run_or;
+            while (j < n && k_ord[p[j]]) {
+                ra &= k_cls[p[j]];
+                ro |= k_cls[p[j]];
+                j++;
+            }
+            run_and = ra;
+            run_or = ro;
+            run_len += j - i;
+            nonws_bytes += j - i;
+            nonws = 1;
+            i = j;
+            continue;
+        }
         uint8_t c = i < n ? p[i] : '\n'; /* sentinel newline ends line/run */
         int at_end = i == n;
         if (!at_end && c >= 0x80) {
