@@ -167,6 +167,8 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         case O_VALR: r = pu64(prog, "--val-rows", optarg, &u); o.val_rows = (int)u; break;
         case O_SAMPLE:
             sample = 200;
+            if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+                optarg = argv[optind++]; /* --sample N */
             if (optarg) { r = pu64(prog, "--sample", optarg, &u); sample = (int)u; }
             break;
         case O_TOK: o.tokenizer = optarg; break;

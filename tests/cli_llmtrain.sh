@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# cli_llmtrain.sh MKSHARDS SHARED_DIR DATA_DIR - llmtrain / mkshards plan
+# acceptance checks on real shards built from samples/:
+#   plan exit codes (0 fits, 3 refused with reasons), JSON plan, --device cuda
+#   without a backend (exit 2), JSONL log fields, token budget never exceeded
+#   over random shard sets, bit-exact resume, corrupt shard and wrong
+#   tokenizer refused with a clear message (exit 2).
+set -u
+MKS=$1
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LLM=${LLMTRAIN:-$(dirname "$MKS")/llmtrain/llmtrain}
+[ -x "$LLM" ] || { echo "skip: no llmtrain at $LLM"; exit 77; }
+if "$MKS" build --help 2>&1 | grep -q "not implemented yet"; then echo "skip: mkshards build not implemented"; exit 77; fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+expect_rc() { # want got what
+    if [ "$1" = "$2" ]; then ok "$3 (exit $2)"; else bad "$3: exit $2, want $1"; cat "$T/err" 2>/dev/null | head -5; fi
+}
+
+"$MKS" tokenizer train --vocab-size 512 --out "$T/tok.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/tiny.jsonl" 2>/dev/null ||
+    { bad "tokenizer train"; exit 1; }
+"$MKS" build -t "$T/tok.tiktoken" -L 33 -o "$T/shards" --val-fraction 0.05 -q "$ROOT/samples/tiny.jsonl" ||
+    { bad "build shards"; exit 1; }
+
+# ---- plan
+"$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 >"$T/out" 2>"$T/err"
+expect_rc 0 $? "plan fits"
+grep -q "micro-batch 8 rows x 32 = 256 tokens" "$T/out" && ok "plan picks B = budget / T" || bad "plan B: $(head -3 "$T/out")"
+"$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 --mem-budget 1M >"$T/out" 2>"$T/err"
+expect_rc 3 $? "plan over a 1 MiB budget refused"
+grep -q "would fit with" "$T/err" && grep -q "DOES NOT FIT" "$T/out" && ok "refusal says why and what fits" || bad "refusal message: $(cat "$T/err")"
+"$LLM" --plan --model d12 --seq-len 1024 --token-budget 8192 --batch-tokens 524288 --device cuda --precision bf16 --recompute 1 --mem-budget 40GiB --json >"$T/out" 2>"$T/err"
+expect_rc 0 $? "GPU bf16 plan"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["fits"] and p["micro_rows"]==8 and p["total_bytes"]<=40*2**30, p' "$T/out" &&
+    ok "JSON plan" || bad "JSON plan: $(head -c 300 "$T/out")"
+"$MKS" plan --model d48 --seq-len 2048 --token-budget 65536 --batch-tokens 524288 --device cuda --mem-budget 16GiB >"$T/out" 2>"$T/err"
+expect_rc 3 $? "mkshards plan: d48 on 16 GiB refused"
+"$MKS" plan --model tiny --seq-len 100 --token-budget 64 --vocab-size 512 >"$T/out" 2>"$T/err"
+expect_rc 3 $? "row longer than the token budget refused"
+grep -q "token budget" "$T/err" && ok "token budget reason" || bad "reason: $(cat "$T/err")"
+
+# ---- device
+"$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 2 --token-budget 256 --batch-tokens 256 --device cuda >"$T/out" 2>"$T/err"
+expect_rc 2 $? "--device cuda without a CUDA backend"
+grep -q "CUDA" "$T/err" && ok "cuda message" || bad "cuda message: $(cat "$T/err")"
+
+# ---- training log fields + budget over random shard sets
+for i in 1 2 3; do
+    L=$((9 + RANDOM % 40)); S=$((4 + RANDOM % (L - 4))); B=$((S * (1 + RANDOM % 4) + RANDOM % S)); M=$((S * (1 + RANDOM % 10)))
+    "$MKS" build -t "$T/tok.tiktoken" -L $L -o "$T/r$i" --pack $([ $((RANDOM % 2)) = 0 ] && echo concat || echo bfd) \
+        --val-fraction 0.05 --seed $RANDOM -q "$ROOT/samples/tiny.jsonl" || { bad "build r$i"; continue; }
+    "$LLM" --data "$T/r$i" --model tiny --seq-len $S --steps 3 --token-budget $B --batch-tokens $M --doc-mask \
+        --seed $i --log "$T/r$i.jsonl" --quiet >"$T/out" 2>"$T/err"
+    expect_rc 0 $? "train L=$L T=$S budget=$B batch=$M"
+    python3 - "$T/r$i.jsonl" $B <<'EOF' && ok "log fields; micro-batches <= $B tokens" || bad "log r$i"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if "loss" in r]
+assert len(steps) == 3, steps
+for r in steps:
+    for k in ("step", "loss", "tokens", "lr", "grad_norm", "tok_per_s", "wait_ms"):
+        assert k in r, (k, r)
+    assert r["micro_tokens"] <= int(sys.argv[2]), r
+EOF
+done
+
+# ---- bit-exact resume
+common=(--data "$T/shards" --model tiny --seq-len 32 --steps 8 --token-budget 128 --batch-tokens 256 --seed 7 --val-every 4 --quiet)
+"$LLM" "${common[@]}" --log "$T/a.jsonl" --ckpt-dir "$T/ca" 2>"$T/err"; expect_rc 0 $? "uninterrupted run"
+"$LLM" "${common[@]}" --log "$T/b.jsonl" --ckpt-dir "$T/cb" --ckpt-every 2 --stop-after 5 2>"$T/err"; expect_rc 0 $? "run stopped at step 5"
+"$LLM" "${common[@]}" --log "$T/b.jsonl" --ckpt-dir "$T/cb" --ckpt-every 2 --resume 2>"$T/err"; expect_rc 0 $? "resumed run"
+if [ "$(grep -o '"loss":[^,]*' "$T/a.jsonl")" = "$(grep -o '"loss":[^,]*' "$T/b.jsonl")" ] &&
+   [ "$(grep -c '"loss"' "$T/a.jsonl")" = 8 ]; then ok "resume: losses bit-identical"; else
+    bad "resume losses differ"; paste <(grep -o '"loss":[^,]*' "$T/a.jsonl") <(grep -o '"loss":[^,]*' "$T/b.jsonl"); fi
+
+# ---- wrong tokenizer
+"$MKS" tokenizer train --vocab-size 400 --out "$T/tok2.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/notes.txt" 2>/dev/null
+"$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 2 --token-budget 128 --batch-tokens 128 --tokenizer "$T/tok2.tiktoken" >"$T/out" 2>"$T/err"
+expect_rc 2 $? "--tokenizer differing from the shards' refused"
+grep -q "fingerprint" "$T/err" && ok "tokenizer message: $(head -c 120 "$T/err")" || bad "message: $(cat "$T/err")"
+"$MKS" build -t "$T/tok2.tiktoken" -L 33 -o "$T/shards2" -q "$ROOT/samples/tiny.jsonl" || bad "build shards2"
+"$LLM" "${common[@]}" --data "$T/shards2" --steps 10 --ckpt-dir "$T/ca" --resume >"$T/out" 2>"$T/err"
+expect_rc 2 $? "resume on shards of another tokenizer refused"
+grep -q "tokenizer" "$T/err" && ok "resume tokenizer message" || bad "message: $(cat "$T/err")"
+
+# ---- corrupt shard
+cp -r "$T/shards" "$T/bad"
+f=$(ls "$T/bad"/train-*.mks | head -1)
+sz=$(stat -c %s "$f")
+printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=$((sz / 2)) conv=notrunc status=none
+"$LLM" --data "$T/bad" --model tiny --seq-len 32 --steps 2 --token-budget 128 --batch-tokens 128 >"$T/out" 2>"$T/err"
+expect_rc 2 $? "corrupt shard refused"
+grep -qi "train-" "$T/err" && ok "corrupt message: $(head -c 160 "$T/err")" || bad "message: $(cat "$T/err")"
+
+exit $fail
