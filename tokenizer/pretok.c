@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
-static uint8_t *g_cls;          /* class of every code point 0..0x10FFFF */
+#define TABLE_CPS 0x40000u
+static uint8_t *g_cls;          /* class of code points below TABLE_CPS */
 static uint8_t g_ascii[128];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -45,9 +46,11 @@ static uint8_t classify(uint32_t cp) {
 
 static void init_classes(void) {
     for (uint32_t cp = 0; cp < 128; cp++) g_ascii[cp] = classify(cp);
-    uint8_t *t = malloc(0x110000);
+    /* Planes 0-3 hold every script and symbol in use; the rest (mostly
+     * unassigned) is classified per call, which keeps start-up cheap. */
+    uint8_t *t = malloc(TABLE_CPS);
     if (!t) return; /* tk_char_class falls back to utf8proc per call */
-    for (uint32_t cp = 0; cp < 0x110000; cp++) t[cp] = classify(cp);
+    for (uint32_t cp = 0; cp < TABLE_CPS; cp++) t[cp] = classify(cp);
     g_cls = t;
 }
 
@@ -95,7 +98,7 @@ uint8_t tk_char_class(const uint8_t *s, size_t n, size_t i, size_t *len) {
         return 0;
     }
     *len = l;
-    return g_cls ? g_cls[cp] : classify(cp);
+    return g_cls && cp < TABLE_CPS ? g_cls[cp] : classify(cp);
 }
 
 /* Hot-path inline variant. */

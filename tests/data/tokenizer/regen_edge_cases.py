@@ -34,6 +34,8 @@ CASES = [
     # emoji, ZWJ sequences, flags, variation selectors
     "👍", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇺🇸🇫🇷", "a👍b", " 👍", "❤️", "1️⃣", "👍🏽",
     # misc
+    # planes above 3 (classified per call, not from the table)
+    "a\U000E0041b", " \U000F0000x", "\U0010FFFD", "x\U000E0100y", "\U0002A700\U00030000",
     "", "a", " a", "  a", "x" * 300, "ab" * 200, " " * 200 + "x", "9" * 100, "\u200b", "\ufeffBOM",
 ]
 
