@@ -1,0 +1,8 @@
+# GPU tests (label gpu): built only with MKS_ENABLE_CUDA; each exits 77 when
+# no GPU is present, so ctest reports them skipped on CPU-only machines.
+if(MKS_ENABLE_CUDA)
+  mks_add_test(test_kernels_gpu SOURCES test_kernels_gpu.cu LIBS kn_cuda LABELS gpu TIMEOUT 300)
+  # nvcc does not take the project's C warning flags: use their -Xcompiler forms.
+  set_target_properties(test_kernels_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  target_compile_options(test_kernels_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
+endif()
