@@ -11,19 +11,20 @@ IN="$SHARED/corpus/web.jsonl.zst $SHARED/corpus/code.jsonl.zst"
 for f in $IN; do [ -r "$f" ] || { echo "skip: $f missing"; exit 77; }; done
 T=$(mktemp -d /tmp/cli_shards_kill.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-OPTS="-t gpt2 -L 512 --val-fraction 0.02 --shard-tokens 128K -q"
+OPTS="-t gpt2 -L 512 --val-fraction 0.02 --shard-tokens 128K --batch-bytes 1M"
 fail() { echo "FAIL: $*"; trap - EXIT; echo "outputs kept in $T"; exit 1; }
 
 start=$(date +%s.%N)
 "$M" build $OPTS -j 1 -o "$T/ref" $IN || fail "reference build"
 dur=$(echo "$(date +%s.%N) - $start" | bc)
+dur_ms=$(echo "$dur * 1000 / 1" | bc)
 echo "reference build: ${dur}s, $(ls "$T/ref" | wc -l) files"
 
 RANDOM=4242
 kills=0
-for i in 1 2 3 4 5 6; do
+for i in 1 2 3 4 5 6 7 8; do
   # a random point inside the expected run time
-  ms=$(( (RANDOM % 1000) * ${dur%.*}000 / 1000 + RANDOM % 300 + 20 ))
+  ms=$(( 20 + RANDOM % (dur_ms * 3 / 10 + 1) ))
   "$M" build $OPTS -j 2 --resume -o "$T/out" $IN &
   pid=$!
   sleep "$(printf '0.%03d' $((ms % 1000)))"; sleep $((ms / 1000))
@@ -36,7 +37,7 @@ for i in 1 2 3 4 5 6; do
   if [ -e "$T/out/manifest.json" ]; then
     "$M" verify -q "$T/out" || fail "after kill $i: manifest references a bad shard"
   fi
-  echo "kill $i at ${ms} ms: $(ls "$T/out" | grep -c '\.mks$') shards on disk, $(ls "$T/out" | grep -c '\.tmp$') tmp"
+  echo "kill $i at ${ms} ms: $(ls "$T/out" | grep -c '\.mks$') shards on disk, $(ls "$T/out" | grep -c '\.tmp$') tmp, checkpoint: $([ -e "$T/out/build.ckpt" ] && echo yes || echo no)"
 done
 [ $kills -ge 3 ] || fail "only $kills runs were killed (machine too fast for the chosen delays?)"
 "$M" build $OPTS -j 2 --resume -o "$T/out" $IN || fail "resume"
@@ -45,4 +46,5 @@ diff -r "$T/ref" "$T/out" || fail "resumed output differs from the uninterrupted
 "$M" build $OPTS -o "$T/out" $IN || fail "rerun"
 diff -r "$T/ref" "$T/out" || fail "rerun changed the output"
 "$M" verify -q "$T/out" || fail "verify"
+[ -e "$T/out/build.ckpt" ] && fail "checkpoint left behind"
 echo "ok: $kills kills, resumed output byte-identical"

@@ -54,7 +54,8 @@ static const char k_usage[] =
     "  -f, --field NAME        JSONL text field (default: text)\n"
     "      --doc-sep MODE      .txt inputs: file (default), line or blank-line\n"
     "      --part K/N          build the K-th of N partitions of the input files\n"
-    "      --resume            finish an interrupted build (running again does the same)\n"
+    "      --resume            finish an interrupted build from its last checkpoint\n"
+    "                          (running the same command again does the same)\n"
     "      --force             overwrite DIR even if it holds a build with another config\n"
     "  -q, --quiet             no progress line\n"
     "  -h, --help              show this help\n"
@@ -223,6 +224,7 @@ typedef struct {
     ds_reader *rd;
     uint64_t max_bytes;
     size_t max_docs;
+    uint64_t skip; /* resume: records already processed (read and discarded before the first batch) */
     batch slot[2];
     int full[2];
     int stop;
@@ -239,6 +241,18 @@ static void fill_batch(pipeline *pl, batch *b) {
     if (!pl->rd) {
         b->eof = 1;
         return;
+    }
+    while (pl->skip) {
+        ds_record rec;
+        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        if (r <= 0) {
+            if (r == 0) snprintf(b->errmsg, sizeof b->errmsg, "the inputs have fewer records than the checkpoint "
+                                 "says were processed; they changed: delete the output folder and build again");
+            else if (!b->errmsg[0]) snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
+            b->fatal = b->eof = 1;
+            return;
+        }
+        pl->skip--;
     }
     while (b->n < pl->max_docs && b->used < pl->max_bytes) {
         ds_record rec;
@@ -725,12 +739,215 @@ static int check_existing(const char *dir, json_t *cfgj, int force) {
     snprintf(rp, sizeof rp, "%s/rejects.jsonl", dir);
     if (ok && access(rp, R_OK) != 0) ok = 0;
     json_decref(m);
-    if (ok) return 1;
+    if (ok) {
+        char cp[4200];
+        snprintf(cp, sizeof cp, "%s/build.ckpt", dir);
+        unlink(cp);
+        return 1;
+    }
     /* the old manifest must not reference shards we are about to rewrite */
     char mp[4200];
     snprintf(mp, sizeof mp, "%s/manifest.json", dir);
     unlink(mp);
     return 0;
+}
+
+/* ------------------------------------------------------------ checkpoint
+ * DIR/build.ckpt, written (crash-safe) at batch boundaries after a shard was
+ * written: records processed, accounting, both splits' packer and writer
+ * state (rows not yet in a shard), the shards written so far and the length
+ * of rejects.jsonl.part. A rerun with the same config restores it, skips the
+ * processed records (read, not parsed or encoded) and continues; the output
+ * is the same bytes as an uninterrupted run. */
+#define CKPT_MAGIC "MKSCKPT1"
+
+typedef struct {
+    uint8_t *d;
+    size_t n, cap;
+    int oom;
+} obuf;
+
+static void ob_put(obuf *o, const void *p, size_t n) {
+    if (o->oom) return;
+    if (o->n + n > o->cap) {
+        size_t nc = o->cap ? o->cap : 1 << 16;
+        while (nc < o->n + n) nc *= 2;
+        uint8_t *nd = realloc(o->d, nc);
+        if (!nd) {
+            o->oom = 1;
+            return;
+        }
+        o->d = nd;
+        o->cap = nc;
+    }
+    if (n) memcpy(o->d + o->n, p, n);
+    o->n += n;
+}
+static void ob_u64(obuf *o, uint64_t v) { ob_put(o, &v, 8); }
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, at;
+    int bad;
+} ibuf;
+
+static int ib_get(ibuf *b, void *dst, size_t n) {
+    if (b->bad || b->n - b->at < n) {
+        b->bad = 1;
+        return -1;
+    }
+    if (n) memcpy(dst, b->p + b->at, n);
+    b->at += n;
+    return 0;
+}
+static uint64_t ib_u64(ibuf *b) {
+    uint64_t v = 0;
+    ib_get(b, &v, 8);
+    return v;
+}
+
+static uint64_t config_hash(json_t *cfgj) {
+    char *t = json_dumps(cfgj, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    uint64_t h = t ? XXH3_64bits(t, strlen(t)) : 0;
+    free(t);
+    return h;
+}
+
+static int ckpt_save(const char *dir, uint64_t cfg_hash, const sh_account *acc, uint64_t toks_total,
+                     const char *cur_file, packer *pk, sh_writer *wr, const sh_shard_rec *recs, size_t n_recs,
+                     uint64_t rej_len) {
+    obuf o = {0};
+    uint32_t L = pk[0].cfg->seq_len;
+    ob_put(&o, CKPT_MAGIC, 8);
+    ob_u64(&o, cfg_hash);
+    ob_put(&o, acc, sizeof *acc);
+    ob_u64(&o, toks_total);
+    ob_u64(&o, rej_len);
+    uint64_t fl = cur_file ? strlen(cur_file) + 1 : 0;
+    ob_u64(&o, fl);
+    ob_put(&o, cur_file, fl);
+    ob_u64(&o, n_recs);
+    ob_put(&o, recs, n_recs * sizeof *recs);
+    for (int s = 0; s < 2; s++) {
+        packer *p = &pk[s];
+        sh_writer *w = &wr[s];
+        ob_u64(&o, p->fill);
+        ob_put(&o, p->row, p->fill * sizeof(uint32_t));
+        ob_u64(&o, p->n_st);
+        ob_put(&o, p->st, p->n_st * sizeof(uint32_t));
+        ob_u64(&o, p->pool_len);
+        ob_put(&o, p->pool, p->pool_len * sizeof(uint32_t));
+        ob_u64(&o, p->n_pc);
+        ob_put(&o, p->pc, p->n_pc * sizeof *p->pc);
+        ob_u64(&o, w->shard_index);
+        ob_u64(&o, w->n_rows);
+        ob_u64(&o, w->n_starts);
+        ob_put(&o, w->tok, w->n_rows * L * sizeof(uint32_t));
+        ob_put(&o, w->valid, w->n_rows * sizeof(uint32_t));
+        ob_put(&o, w->sidx, (w->n_rows ? w->n_rows + 1 : 0) * sizeof(uint32_t));
+        ob_put(&o, w->starts, w->n_starts * sizeof(uint32_t));
+    }
+    uint64_t h = XXH3_64bits(o.d, o.n);
+    ob_u64(&o, h);
+    if (o.oom) {
+        free(o.d);
+        return -1;
+    }
+    char path[4200], err[512];
+    snprintf(path, sizeof path, "%s/build.ckpt", dir);
+    int rc = ds_write_file_atomic(path, o.d, o.n, NULL, err, sizeof err);
+    free(o.d);
+    return rc;
+}
+
+static int grow_u32(uint32_t **a, size_t n) {
+    uint32_t *x = realloc(*a, (n ? n : 1) * sizeof **a);
+    if (!x) return -1;
+    *a = x;
+    return 0;
+}
+
+/* 0: restored; -1: no usable checkpoint (start from scratch). */
+static int ckpt_load(const char *dir, uint64_t cfg_hash, sh_account *acc, uint64_t *toks_total, char **cur_file,
+                     packer *pk, sh_writer *wr, sh_shard_rec **recs, size_t *n_recs, size_t *cap_recs,
+                     uint64_t *rej_len) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/build.ckpt", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *d = sz > 16 ? malloc((size_t)sz) : NULL;
+    if (!d || fread(d, 1, (size_t)sz, f) != (size_t)sz) {
+        fclose(f);
+        free(d);
+        return -1;
+    }
+    fclose(f);
+    uint64_t h;
+    memcpy(&h, d + sz - 8, 8);
+    ibuf b = {d, (size_t)sz - 8, 0, 0};
+    char magic[8];
+    uint32_t L = pk[0].cfg->seq_len;
+    if (XXH3_64bits(d, (size_t)sz - 8) != h || ib_get(&b, magic, 8) || memcmp(magic, CKPT_MAGIC, 8) ||
+        ib_u64(&b) != cfg_hash) {
+        free(d);
+        return -1;
+    }
+    ib_get(&b, acc, sizeof *acc);
+    *toks_total = ib_u64(&b);
+    *rej_len = ib_u64(&b);
+    uint64_t fl = ib_u64(&b);
+    if (fl) {
+        *cur_file = malloc(fl);
+        if (!*cur_file || ib_get(&b, *cur_file, fl)) b.bad = 1;
+    }
+    uint64_t nr = ib_u64(&b);
+    if (!b.bad && nr < (1u << 30)) {
+        *recs = malloc((nr ? nr : 1) * sizeof **recs);
+        *cap_recs = nr ? nr : 1;
+        *n_recs = nr;
+        if (!*recs || ib_get(&b, *recs, nr * sizeof **recs)) b.bad = 1;
+    } else b.bad = 1;
+    for (int s = 0; s < 2 && !b.bad; s++) {
+        packer *p = &pk[s];
+        sh_writer *w = &wr[s];
+        p->fill = (uint32_t)ib_u64(&b);
+        if (p->fill > L || ib_get(&b, p->row, p->fill * sizeof(uint32_t))) break;
+        p->n_st = (uint32_t)ib_u64(&b);
+        if (p->n_st > L || ib_get(&b, p->st, p->n_st * sizeof(uint32_t))) break;
+        uint64_t pl = ib_u64(&b);
+        if (b.bad || pl > b.n || grow_u32(&p->pool, (size_t)pl)) break;
+        p->pool_len = p->pool_cap = (size_t)pl;
+        if (!p->pool_cap) p->pool_cap = 1;
+        if (ib_get(&b, p->pool, pl * sizeof(uint32_t))) break;
+        uint64_t npc = ib_u64(&b);
+        if (b.bad || npc > b.n) break;
+        p->pc = malloc((npc ? npc : 1) * sizeof *p->pc);
+        p->n_pc = p->cap_pc = (size_t)(npc ? npc : 1);
+        p->n_pc = (size_t)npc;
+        if (!p->pc || ib_get(&b, p->pc, npc * sizeof *p->pc)) break;
+        w->shard_index = ib_u64(&b);
+        uint64_t rows = ib_u64(&b), ns = ib_u64(&b);
+        if (b.bad || rows > b.n || ns > b.n || grow_u32(&w->tok, (size_t)(rows * L)) || grow_u32(&w->valid, rows) ||
+            grow_u32(&w->sidx, rows + 1) || grow_u32(&w->starts, ns)) {
+            b.bad = 1;
+            break;
+        }
+        w->n_rows = w->cap_rows = (size_t)rows;
+        if (!w->cap_rows) w->cap_rows = 1;
+        w->n_starts = w->cap_starts = (size_t)ns;
+        if (!w->cap_starts) w->cap_starts = 1;
+        ib_get(&b, w->tok, rows * L * sizeof(uint32_t));
+        ib_get(&b, w->valid, rows * sizeof(uint32_t));
+        ib_get(&b, w->sidx, (rows ? rows + 1 : 0) * sizeof(uint32_t));
+        if (!rows) w->sidx[0] = 0;
+        ib_get(&b, w->starts, ns * sizeof(uint32_t));
+    }
+    int ok = !b.bad && b.at == b.n;
+    free(d);
+    return ok ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ main */
@@ -891,6 +1108,7 @@ int cmd_build(int argc, char **argv) {
     char rej_tmp[4200], rej_path[4200];
     char err[512] = "";
     json_t *cfgj = NULL;
+    char *resume_file = NULL;
 
     rc = cli_load_tokenizer(spec, NULL, &tok);
     if (rc != EXIT_OK) goto done;
@@ -989,11 +1207,8 @@ int cmd_build(int argc, char **argv) {
             rc = EXIT_USAGE;
             goto done;
         }
-    snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", out_dir);
-    snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.tmp", out_dir);
-    rej = fopen(rej_tmp, "w");
-    if (!rej || !jctx) {
-        cli_error(CMD, "cannot create '%s': %s", rej_tmp, strerror(errno));
+    if (!jctx) {
+        cli_error(CMD, "out of memory");
         rc = EXIT_BAD_INPUT;
         goto done;
     }
@@ -1010,12 +1225,47 @@ int cmd_build(int argc, char **argv) {
             goto done;
         }
     }
+    uint64_t toks_total = 0, cfg_hash = config_hash(cfgj), rej_len = 0;
+    snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", out_dir);
+    snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.part", out_dir);
+    {
+        struct stat rs;
+        int resumed = ckpt_load(out_dir, cfg_hash, &acc, &toks_total, &resume_file, pk, wr, &recs, &n_recs, &cap_recs,
+                                &rej_len) == 0 &&
+                      stat(rej_tmp, &rs) == 0 && (uint64_t)rs.st_size >= rej_len && truncate(rej_tmp, (off_t)rej_len) == 0;
+        if (resumed) {
+            rej = fopen(rej_tmp, "a");
+            pl.skip = acc.records;
+            if (!quiet)
+                fprintf(stderr, "mkshards build: resuming after %" PRIu64 " records (%zu shards already written)\n",
+                        acc.records, n_recs);
+        } else { /* fresh start */
+            memset(&acc, 0, sizeof acc);
+            toks_total = 0;
+            free(resume_file);
+            resume_file = NULL;
+            n_recs = 0;
+            for (int s = 0; s < 2; s++) {
+                pk[s].fill = pk[s].n_st = 0;
+                pk[s].pool_len = pk[s].n_pc = 0;
+                wr[s].n_rows = wr[s].n_starts = 0;
+                wr[s].shard_index = 0;
+            }
+            rej = fopen(rej_tmp, "w");
+        }
+        if (!rej) {
+            cli_error(CMD, "cannot create '%s': %s", rej_tmp, strerror(errno));
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+    size_t ckpt_recs = n_recs;
+    double last_ckpt = cli_now();
 
     uint64_t est_total = 0;
     for (size_t i = 0; i < cfg.n_files; i++) est_total += estimate_bytes(cfg.files[i], cfg.file_bytes[i]);
     int progress = !quiet && isatty(2);
     double t0 = cli_now(), last_prog = t0;
-    uint64_t toks_total = 0;
 
     pl.rd = rd;
     pl.max_bytes = batch_bytes;
@@ -1029,7 +1279,7 @@ int cmd_build(int argc, char **argv) {
         goto done;
     }
     reader_started = 1;
-    const char *cur_file = NULL;
+    const char *cur_file = resume_file;
     double vthr = val_fraction * 18446744073709551616.0; /* 2^64 */
     for (unsigned k = 0;; k ^= 1) {
         pthread_mutex_lock(&pl.mu);
@@ -1065,8 +1315,8 @@ int cmd_build(int argc, char **argv) {
             dres *r = &res[i];
             if (!cur_file || (br->file != cur_file && strcmp(br->file, cur_file) != 0)) {
                 if (cur_file) prc = pack_flush(&pk[0]) ? -1 : pack_flush(&pk[1]) ? -1 : 0;
-                cur_file = br->file;
             }
+            cur_file = br->file;
             acc.records++;
             acc.bytes_in += br->record_bytes;
             if (r->reason >= 0) {
@@ -1109,6 +1359,19 @@ int cmd_build(int argc, char **argv) {
             goto done;
         }
         double now = cli_now();
+        if (n_recs != ckpt_recs && now - last_ckpt >= 0.5 && !b->eof) {
+            /* records so far are all packed: a consistent point to resume from */
+            if (fflush(rej) != 0 || fsync(fileno(rej)) != 0) {
+                cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(errno));
+                rc = EXIT_BAD_INPUT;
+                goto done;
+            }
+            long rl = ftell(rej);
+            if (ckpt_save(out_dir, cfg_hash, &acc, toks_total, cur_file, pk, wr, recs, n_recs, (uint64_t)rl) != DS_OK)
+                cli_warn(CMD, "cannot write the checkpoint %s/build.ckpt (the build goes on)", out_dir);
+            ckpt_recs = n_recs;
+            last_ckpt = now;
+        }
         if (progress && (now - last_prog > 0.5 || b->eof)) {
             double mb = (double)acc.bytes_in / 1e6, dt = now - t0, rate = dt > 0 ? mb / dt : 0;
             double left = est_total > acc.bytes_in ? (double)(est_total - acc.bytes_in) / 1e6 : 0;
@@ -1151,6 +1414,11 @@ int cmd_build(int argc, char **argv) {
         cli_error(CMD, "%s", err);
         rc = EXIT_BAD_INPUT;
         goto done;
+    }
+    {
+        char cp[4200];
+        snprintf(cp, sizeof cp, "%s/build.ckpt", out_dir);
+        unlink(cp);
     }
     if (!quiet) {
         double dt = cli_now() - t0;
@@ -1201,6 +1469,7 @@ done:
     free(all.path);
     free(all.bytes);
     json_decref(cfgj);
+    free(resume_file);
     sh_config_free(&cfg);
     free(recs);
     if (tok) tk_free(tok);
