@@ -18,7 +18,7 @@
 # table says so).
 #
 # Environment knobs: STEPS (d12 timed steps, 40), BATCH (rows per micro-batch, 32),
-# SEQ (1024), JOBS (16; nproc in a dry run), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 150),
+# SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 150),
 # SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_CTEST=1. Logs and JSON go to $OUT (the device tool's folder)
 # when set, else to $BUILD_DIR/gpu-run.
 set -uo pipefail
@@ -102,8 +102,9 @@ say "build ok ($nwarn warning lines)"
 res build warnings "$nwarn"
 MKS=$BUILD_DIR/tools/mkshards
 LLMTRAIN=""
-for c in "$BUILD_DIR/train/llmtrain" "$BUILD_DIR/tools/llmtrain" "$BUILD_DIR/llmtrain"; do
-    [ -x "$c" ] && LLMTRAIN=$c && break
+for c in "$BUILD_DIR/tools/llmtrain/llmtrain" "$BUILD_DIR/train/llmtrain" "$BUILD_DIR/tools/llmtrain" \
+         "$BUILD_DIR/llmtrain"; do
+    [ -f "$c" ] && [ -x "$c" ] && LLMTRAIN=$c && break
 done
 [ -x "$MKS" ] || die "no $MKS after the build"
 if [ -z "$LLMTRAIN" ]; then
@@ -184,7 +185,7 @@ TRAIN_ARGS=(--data "$SHARDS" --model d12 --seq-len "$SEQ" --token-budget "$TOKB"
             --precision bf16)
 CAN_TRAIN=0
 if [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
-    "$LLMTRAIN" --plan "${TRAIN_ARGS[@]}" --device cuda --mem-budget 139GiB >"$LOGDIR/plan_d12.txt" 2>&1
+    "$LLMTRAIN" --plan "${TRAIN_ARGS[@]}" --device cuda --mem-budget "${MEM_BUDGET:-139GiB}" >"$LOGDIR/plan_d12.txt" 2>&1
     prc=$?
     say "llmtrain --plan exit $prc"
     sed -n '1,40p' "$LOGDIR/plan_d12.txt"
@@ -217,6 +218,8 @@ if ! have nvidia-smi || ! nvidia-smi >"$LOGDIR/nvidia-smi.txt" 2>&1; then
     die "nvidia-smi failed: no GPU here (use --dry-run on machines without one)"
 fi
 GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
+DEV_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | tr -dc '0-9')
+DEV_BYTES=$((${DEV_MIB:-81920} * 1048576))
 say "gpu: $GPU"
 res meta gpu "$GPU"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$LOGDIR/nvidia-smi.txt" 2>&1
@@ -224,23 +227,28 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=
 # ---------------------------------------------------------------------------------------------
 if [ -z "${SKIP_CTEST:-}" ]; then
     say "6. gpu-labelled tests"
-    ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure --timeout 120 >"$LOGDIR/ctest_gpu.log" 2>&1
+    ctest --test-dir "$BUILD_DIR" -L gpu -V --timeout 120 >"$LOGDIR/ctest_gpu.log" 2>&1
     crc=$?
     grep -E 'tests passed|tests failed|Test +#' "$LOGDIR/ctest_gpu.log" | tail -20
     # the kernel table (op/dtype/err/pass) printed by test_kernels_gpu
-    grep -E '^\| ' "$LOGDIR/ctest_gpu.log" >"$LOGDIR/kernel_table.txt" || true
+    sed -E 's/^[0-9]+: //' "$LOGDIR/ctest_gpu.log" | grep -E '^\|' >"$LOGDIR/kernel_table.txt" || true
+    grep -E 'FAIL' "$LOGDIR/kernel_table.txt" | head -20
     res ctest gpu "$(grep -E 'tests passed' "$LOGDIR/ctest_gpu.log" | tail -1 | sed 's/^ *//') (exit $crc)"
 fi
 
 # ---------------------------------------------------------------------------------------------
 say "7. llmtrain --device cuda d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
 if [ "$CAN_TRAIN" = 1 ]; then
-    timeout 240 "$LLMTRAIN" "${TRAIN_ARGS[@]}" --device cuda --steps "$STEPS" --seed 1 \
+    timeout 240 "$LLMTRAIN" "${TRAIN_ARGS[@]}" --device cuda --mem-budget "$DEV_BYTES" --steps "$STEPS" --seed 1 \
         --log "$LOGDIR/ours_d12.jsonl" >"$LOGDIR/ours_d12.txt" 2>&1
     orc=$?
     tail -8 "$LOGDIR/ours_d12.txt"
     res ours exit "$orc"
     grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
+    if [ "$orc" != 0 ]; then
+        # exit 2 with a device message: this build's llmtrain has no CUDA backend yet
+        res ours status "llmtrain exit $orc: $(grep -v '^ *$' "$LOGDIR/ours_d12.txt" | tail -1 | cut -c1-120 | tr '|' '/')"
+    fi
 else
     say "llmtrain d12 on cuda: SKIPPED (no llmtrain, no cuda path, no shards or plan refused)"
 fi
@@ -270,7 +278,7 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -
         if [ "$(date +%s)" -ge "$SWEEP_END" ]; then res sweep "$tag" "skipped (time)"; continue; fi
         args=(--data "$SHARDS" --model "$m" --seq-len "$s" --precision "$p" --token-budget "$tb"
               --batch-tokens "$tb" --device cuda)
-        mbarg=()
+        mbarg=(--mem-budget "$DEV_BYTES")
         [ "$mb" != dev ] && mbarg=(--mem-budget "$mb")
         "$LLMTRAIN" --plan "${args[@]}" "${mbarg[@]}" >"$LOGDIR/sweep_plan_${tag//\//_}.txt" 2>&1
         prc=$?

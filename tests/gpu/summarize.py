@@ -65,6 +65,11 @@ def pick(d, *want, avoid=()):
 
 def bytes_in_text(text, *words):
     """A byte count on a line that holds all `words` (e.g. 'planned', 'peak')."""
+    unit = r"([0-9]+(?:\.[0-9]+)?)\s*(GiB|MiB|KiB|GB|MB|kB|bytes|B)\b"
+    for line in text.splitlines():  # "plan 1234.5 MiB": the number right after the word first
+        m = re.search(re.escape(words[0]) + r"\w*\s*[:=]?\s*" + unit, line, re.I)
+        if m:
+            return float(m.group(1)) * UNITS[m.group(2).lower()]
     for line in text.splitlines():
         ll = line.lower()
         if all(w in ll for w in words):
@@ -158,7 +163,7 @@ def main():
     lines.append("")
     lines.append("| metric | ours (llmtrain) | PyTorch | ratio ours/torch | target |")
     lines.append("|---|---|---|---|---|")
-    why_o = ours.get("why") or res.get(("ours", "status"), "")
+    why_o = res.get(("ours", "status"), "") or ours.get("why")
     why_t = tj.get("error") or res.get(("torch", "status"), "")
     def cell(v, fmt, why):
         return fmt(v) if v is not None else f"n/a{' (' + why + ')' if why else ''}"
