@@ -1,0 +1,221 @@
+/* tr_cuda.cu - CUDA backend skeleton: the one device arena, pinned loader
+ * buffers, the input copy stream with its events (see tr_cuda.h). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+extern "C" {
+#include "tr_cuda.h"
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_bytes, uint64_t *free_bytes)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return TR_ERR_NODEVICE;
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return TR_ERR_NODEVICE;
+    if (name && name_len) snprintf(name, name_len, "%s (sm_%d%d, %d SMs)", p.name, p.major, p.minor,
+                                   p.multiProcessorCount);
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return TR_ERR_NODEVICE;
+    if (total_bytes) *total_bytes = tot;
+    if (free_bytes) *free_bytes = fr;
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_mem_used(uint64_t *used)
+{
+    size_t fr = 0, tot = 0;
+    if (!used) return TR_ERR_ARG;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return TR_ERR_NODEVICE;
+    *used = (uint64_t)(tot - fr);
+    return TR_OK;
+}
+
+/* ---- arena ------------------------------------------------------------------------------ */
+extern "C" size_t tr_cuda_arena_bytes(const tr_plan_out *plan)
+{
+    if (!plan) return 0;
+    size_t sum = 0;
+    for (int i = 0; i < plan->n_items; i++) {
+        const tr_plan_item *it = &plan->items[i];
+        if (!it->where || strcmp(it->where, "device")) continue;
+        if (it->name && strstr(it->name, "CUDA context")) continue; /* outside the arena */
+        sum += (size_t)it->bytes + TR_CUDA_ALIGN;
+    }
+    return sum;
+}
+
+extern "C" int tr_cuda_arena_create(tr_cuda_arena *a, const tr_plan_out *plan)
+{
+    if (!a || !plan) return TR_ERR_ARG;
+    memset(a, 0, sizeof *a);
+    size_t bytes = tr_cuda_arena_bytes(plan);
+    if (bytes == 0) return TR_ERR_ARG;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        snprintf(a->last_error, sizeof a->last_error, "no CUDA device");
+        return TR_ERR_NODEVICE;
+    }
+    void *p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        snprintf(a->last_error, sizeof a->last_error, "cudaMalloc(%zu) for the arena: %s", bytes,
+                 cudaGetErrorString(e));
+        cudaGetLastError(); /* clear */
+        return TR_ERR_NOMEM;
+    }
+    a->base = (char *)p;
+    a->size = bytes;
+    return TR_OK;
+}
+
+extern "C" void *tr_cuda_arena_take(tr_cuda_arena *a, size_t bytes, const char *what)
+{
+    if (!a || !a->base) return nullptr;
+    if (a->sealed) {
+        snprintf(a->last_error, sizeof a->last_error, "arena sealed: '%s' (%zu bytes) asked for after step 1",
+                 what ? what : "?", bytes);
+        return nullptr;
+    }
+    size_t off = (a->used + TR_CUDA_ALIGN - 1) & ~(size_t)(TR_CUDA_ALIGN - 1);
+    if (off > a->size || bytes > a->size - off) {
+        snprintf(a->last_error, sizeof a->last_error,
+                 "arena exhausted: '%s' needs %zu bytes, %zu of %zu left (the plan is short)", what ? what : "?",
+                 bytes, off > a->size ? (size_t)0 : a->size - off, a->size);
+        return nullptr;
+    }
+    a->used = off + bytes;
+    a->n_takes++;
+    return a->base + off;
+}
+
+extern "C" void tr_cuda_arena_seal(tr_cuda_arena *a)
+{
+    if (a) a->sealed = 1;
+}
+
+extern "C" void tr_cuda_arena_destroy(tr_cuda_arena *a)
+{
+    if (!a) return;
+    if (a->base) cudaFree(a->base);
+    a->base = nullptr;
+    a->size = a->used = 0;
+}
+
+/* ---- pinned host buffers ---------------------------------------------------------------- */
+extern "C" void *tr_cuda_pinned_alloc(size_t bytes, void *user)
+{
+    (void)user;
+    void *p = nullptr;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    return p;
+}
+
+extern "C" void tr_cuda_pinned_free(void *p, void *user)
+{
+    (void)user;
+    if (p) cudaFreeHost(p);
+}
+
+/* ---- input upload ------------------------------------------------------------------------- */
+struct tr_cuda_input {
+    cudaStream_t copy, compute;
+    cudaEvent_t copied;   /* recorded on copy after the H2D copies */
+    cudaEvent_t consumed; /* recorded on compute after the batch's last use */
+    int consumed_recorded;
+    int max_rows, T;
+    tr_cuda_batch dev;
+};
+
+extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int max_rows, int T,
+                                    tr_cuda_stream compute)
+{
+    if (!out || !a || max_rows <= 0 || T <= 0) return TR_ERR_ARG;
+    tr_cuda_input *in = (tr_cuda_input *)calloc(1, sizeof *in);
+    if (!in) return TR_ERR_NOMEM;
+    size_t n = (size_t)max_rows * T;
+    in->dev.inputs = (uint32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: inputs");
+    in->dev.targets = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: targets");
+    in->dev.pos = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: pos");
+    in->dev.seg = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: seg");
+    if (!in->dev.inputs || !in->dev.targets || !in->dev.pos || !in->dev.seg) {
+        free(in);
+        return TR_ERR_NOMEM;
+    }
+    if (cudaStreamCreateWithFlags(&in->copy, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&in->copied, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&in->consumed, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        free(in);
+        return TR_ERR_NODEVICE;
+    }
+    in->compute = (cudaStream_t)compute;
+    in->max_rows = max_rows;
+    in->T = T;
+    *out = in;
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cuda_batch *dev)
+{
+    if (!in || !b || b->rows <= 0 || b->rows > in->max_rows || b->T != in->T) return TR_ERR_ARG;
+    size_t bytes = (size_t)b->rows * b->T * 4;
+    /* the device batch is reused: wait until compute released the previous one */
+    if (in->consumed_recorded && cudaStreamWaitEvent(in->copy, in->consumed, 0) != cudaSuccess) return TR_ERR_NODEVICE;
+    if (cudaMemcpyAsync(in->dev.inputs, b->inputs, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
+        cudaMemcpyAsync(in->dev.targets, b->targets, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
+        cudaMemcpyAsync(in->dev.pos, b->pos, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
+        cudaMemcpyAsync(in->dev.seg, b->seg, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
+        cudaEventRecord(in->copied, in->copy) != cudaSuccess ||
+        cudaStreamWaitEvent(in->compute, in->copied, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return TR_ERR_NODEVICE;
+    }
+    in->consumed_recorded = 0;
+    if (dev) {
+        *dev = in->dev;
+        dev->rows = b->rows;
+        dev->T = b->T;
+    }
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s)
+{
+    if (!in) return TR_ERR_ARG;
+    double t0 = now_s();
+    cudaError_t e = cudaEventSynchronize(in->copied);
+    if (wait_s) *wait_s = now_s() - t0;
+    return e == cudaSuccess ? TR_OK : TR_ERR_NODEVICE;
+}
+
+extern "C" int tr_cuda_input_consumed(tr_cuda_input *in)
+{
+    if (!in) return TR_ERR_ARG;
+    if (cudaEventRecord(in->consumed, in->compute) != cudaSuccess) return TR_ERR_NODEVICE;
+    in->consumed_recorded = 1;
+    return TR_OK;
+}
+
+extern "C" void tr_cuda_input_destroy(tr_cuda_input *in)
+{
+    if (!in) return;
+    cudaStreamSynchronize(in->copy);
+    cudaEventDestroy(in->copied);
+    cudaEventDestroy(in->consumed);
+    cudaStreamDestroy(in->copy);
+    free(in);
+}
