@@ -145,9 +145,9 @@ void ds_shard_image_free(ds_shard_image *img) {
     img->len = 0;
 }
 
-int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *valid,
-                         const uint32_t *sidx, const uint32_t *starts, int zstd_level, ds_shard_image *out,
-                         char *err, size_t errlen) {
+int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *perm,
+                         const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, int zstd_level,
+                         ds_shard_image *out, char *err, size_t errlen) {
     ds_shard_header h = *hin;
     h.version = DS_SHARD_VERSION;
     int zstd = (h.flags & DS_SHARD_F_ZSTD) != 0;
@@ -156,75 +156,103 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
         ds_set_err(err, errlen, "a shard holds at most 2^32-1 tokens (use a smaller --shard-tokens)");
         return DS_ERR_ARG;
     }
-    h.n_starts = sidx[n];
+    /* metadata in output row order */
+    uint64_t n_starts = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t r = perm ? perm[j] : j;
+        n_starts += sidx[r + 1] - sidx[r];
+    }
+    h.n_starts = n_starts;
     h.n_frames = zstd ? (n + h.frame_rows - 1) / h.frame_rows : 0;
     if (!zstd) h.frame_rows = 0;
     uint64_t raw_bytes = n * L * dt;
-    /* token section */
-    uint8_t *tok = NULL;
     uint64_t *foff = NULL;
     uint64_t tok_bytes = 0;
-    uint8_t *rawbuf = malloc(raw_bytes ? raw_bytes : 1);
-    if (!rawbuf) return DS_ERR_NOMEM;
-    for (uint64_t i = 0; i < n * L; i++) {
-        if (dt == 2) {
-            rawbuf[2 * i] = (uint8_t)rows[i];
-            rawbuf[2 * i + 1] = (uint8_t)(rows[i] >> 8);
-        } else {
-            put32(rawbuf + 4 * i, rows[i]);
-        }
-    }
-    if (!zstd) {
-        tok = rawbuf;
-        tok_bytes = raw_bytes;
-    } else {
-        size_t fbytes = (size_t)(h.frame_rows * L * dt);
-        size_t bound = ZSTD_compressBound(fbytes);
-        tok = malloc(h.n_frames * bound + 1);
+    size_t bound = 0;
+    if (zstd) {
+        bound = ZSTD_compressBound((size_t)(h.frame_rows * L * dt));
+        tok_bytes = h.n_frames * bound; /* upper bound for the allocation */
         foff = malloc((h.n_frames + 1) * sizeof *foff);
-        ZSTD_CCtx *cc = ZSTD_createCCtx();
-        if (!tok || !foff || !cc) {
-            free(rawbuf), free(tok), free(foff), ZSTD_freeCCtx(cc);
+        if (!foff) return DS_ERR_NOMEM;
+    } else {
+        tok_bytes = raw_bytes;
+    }
+    uint64_t meta_bytes = 4 * (2 * n + 1 + n_starts) + (zstd ? 8 * (h.n_frames + 1) : 0);
+    uint64_t max_payload = tok_bytes + meta_bytes;
+    uint64_t max_blocks = (max_payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
+    uint8_t *img = malloc((size_t)(DS_SHARD_HEADER_BYTES + max_payload + 8 * max_blocks));
+    uint8_t *rawbuf = zstd ? malloc((size_t)(h.frame_rows * L * dt) + 1) : NULL;
+    if (!img || (zstd && !rawbuf)) {
+        free(img), free(rawbuf), free(foff);
+        return DS_ERR_NOMEM;
+    }
+    /* tokens: gather rows through perm, convert to the dtype */
+    uint8_t *tp = img + DS_SHARD_HEADER_BYTES;
+    ZSTD_CCtx *cc = NULL;
+    if (zstd) {
+        cc = ZSTD_createCCtx();
+        if (!cc) {
+            free(img), free(rawbuf), free(foff);
             return DS_ERR_NOMEM;
         }
         ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, zstd_level);
         ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 0);
         ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
-        for (uint64_t f = 0; f < h.n_frames; f++) {
-            uint64_t r0 = f * h.frame_rows, r1 = r0 + h.frame_rows < n ? r0 + h.frame_rows : n;
-            foff[f] = tok_bytes;
-            size_t z = ZSTD_compress2(cc, tok + tok_bytes, bound, rawbuf + r0 * L * dt, (size_t)((r1 - r0) * L * dt));
+    }
+    uint64_t zused = 0;
+    uint64_t fr = zstd ? h.frame_rows : (n ? n : 1);
+    for (uint64_t r0 = 0, f = 0; r0 < n; r0 += fr, f++) {
+        uint64_t r1 = r0 + fr < n ? r0 + fr : n;
+        uint8_t *dst = zstd ? rawbuf : tp + r0 * L * dt;
+        for (uint64_t j = r0; j < r1; j++) {
+            const uint32_t *src = rows + (uint64_t)(perm ? perm[j] : j) * L;
+            uint8_t *d = dst + (j - r0) * L * dt;
+            if (dt == 2)
+                for (uint64_t i = 0; i < L; i++) {
+                    d[2 * i] = (uint8_t)src[i];
+                    d[2 * i + 1] = (uint8_t)(src[i] >> 8);
+                }
+            else
+                for (uint64_t i = 0; i < L; i++) put32(d + 4 * i, src[i]);
+        }
+        if (zstd) {
+            foff[f] = zused;
+            size_t z = ZSTD_compress2(cc, tp + zused, bound, rawbuf, (size_t)((r1 - r0) * L * dt));
             if (ZSTD_isError(z)) {
                 ds_set_err(err, errlen, "zstd: %s", ZSTD_getErrorName(z));
-                free(rawbuf), free(tok), free(foff), ZSTD_freeCCtx(cc);
+                free(img), free(rawbuf), free(foff), ZSTD_freeCCtx(cc);
                 return DS_ERR_INTERNAL;
             }
-            tok_bytes += z;
+            zused += z;
         }
-        foff[h.n_frames] = tok_bytes;
+    }
+    if (zstd) {
+        foff[h.n_frames] = zused;
+        tok_bytes = zused;
         ZSTD_freeCCtx(cc);
         free(rawbuf);
-        rawbuf = NULL;
     }
     h.tokens_bytes = tok_bytes;
-    h.meta_bytes = 4 * (2 * n + 1 + h.n_starts) + (zstd ? 8 * (h.n_frames + 1) : 0);
-    uint64_t payload = tok_bytes + h.meta_bytes;
+    h.meta_bytes = meta_bytes;
+    uint64_t payload = tok_bytes + meta_bytes;
     h.n_blocks = (payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
     size_t total = (size_t)(DS_SHARD_HEADER_BYTES + payload + 8 * h.n_blocks);
-    uint8_t *img = malloc(total);
-    if (!img) {
-        free(tok), free(foff);
-        return DS_ERR_NOMEM;
+    uint8_t *p = img + DS_SHARD_HEADER_BYTES + tok_bytes;
+    for (uint64_t j = 0; j < n; j++, p += 4) put32(p, valid[perm ? perm[j] : j]);
+    uint64_t acc = 0;
+    for (uint64_t j = 0; j < n; j++, p += 4) {
+        put32(p, (uint32_t)acc);
+        uint64_t r = perm ? perm[j] : j;
+        acc += sidx[r + 1] - sidx[r];
     }
-    uint8_t *p = img + DS_SHARD_HEADER_BYTES;
-    memcpy(p, tok, tok_bytes);
-    p += tok_bytes;
-    for (uint64_t i = 0; i < n; i++, p += 4) put32(p, valid[i]);
-    for (uint64_t i = 0; i <= n; i++, p += 4) put32(p, sidx[i]);
-    for (uint64_t i = 0; i < h.n_starts; i++, p += 4) put32(p, starts[i]);
+    put32(p, (uint32_t)acc);
+    p += 4;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t r = perm ? perm[j] : j;
+        for (uint32_t k = sidx[r]; k < sidx[r + 1]; k++, p += 4) put32(p, starts[k]);
+    }
     if (zstd)
         for (uint64_t i = 0; i <= h.n_frames; i++, p += 8) put64(p, foff[i]);
-    free(tok);
     free(foff);
     const uint8_t *pay = img + DS_SHARD_HEADER_BYTES;
     for (uint64_t b = 0; b < h.n_blocks; b++, p += 8) {

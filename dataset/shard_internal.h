@@ -23,10 +23,11 @@ typedef struct {
 /* Build the file image of a shard. h supplies dtype_bytes, flags, row_len,
  * n_rows, vocab_size, pad_id, eot_id, frame_rows (if DS_SHARD_F_ZSTD) and
  * fingerprint; the other fields are computed. rows: n_rows*row_len ids
- * (u32). valid[n_rows], sidx[n_rows+1], starts[sidx[n_rows]]. */
-int ds_shard_build_image(const ds_shard_header *h, const uint32_t *rows, const uint32_t *valid,
-                         const uint32_t *sidx, const uint32_t *starts, int zstd_level, ds_shard_image *out,
-                         char *err, size_t errlen);
+ * (u32), valid[n_rows], sidx[n_rows+1], starts[sidx[n_rows]], all in input
+ * order; output row j is input row perm[j] (perm NULL: identity). */
+int ds_shard_build_image(const ds_shard_header *h, const uint32_t *rows, const uint32_t *perm,
+                         const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, int zstd_level,
+                         ds_shard_image *out, char *err, size_t errlen);
 void ds_shard_image_free(ds_shard_image *img);
 
 /* Crash-safe write: path.tmp, fsync, rename, fsync of the directory. If the

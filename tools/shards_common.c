@@ -171,33 +171,19 @@ static int push_rec(sh_writer *w, const sh_shard_rec *r) {
 static int flush_shard(sh_writer *w, sh_account *acc) {
     if (w->n_rows == 0) return DS_OK;
     const sh_config *c = w->cfg;
-    uint64_t n = w->n_rows, L = c->seq_len;
-    uint32_t *perm = malloc(n * sizeof *perm);
-    uint32_t *rows = malloc(n * L * sizeof *rows);
-    uint32_t *valid = malloc(n * sizeof *valid);
-    uint32_t *sidx = malloc((n + 1) * sizeof *sidx);
-    uint32_t *starts = malloc((w->n_starts + 1) * sizeof *starts);
+    uint64_t n = w->n_rows;
+    uint32_t *perm = NULL;
     int rc = DS_OK;
-    if (!perm || !rows || !valid || !sidx || !starts) {
-        rc = DS_ERR_NOMEM;
-        snprintf(w->err, sizeof w->err, "out of memory");
-        goto out;
+    if (c->shuffle) {
+        perm = malloc(n * sizeof *perm);
+        if (!perm) {
+            snprintf(w->err, sizeof w->err, "out of memory");
+            return DS_ERR_NOMEM;
+        }
+        sh_shuffle_perm(c->seed, w->split, w->shard_index, perm, n);
     }
-    if (c->shuffle) sh_shuffle_perm(c->seed, w->split, w->shard_index, perm, n);
-    else
-        for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
-    uint64_t ns = 0, ntok = 0;
-    for (uint64_t j = 0; j < n; j++) {
-        uint32_t r = perm[j];
-        memcpy(rows + j * L, w->tok + (uint64_t)r * L, L * sizeof *rows);
-        valid[j] = w->valid[r];
-        ntok += w->valid[r];
-        sidx[j] = (uint32_t)ns;
-        uint32_t a = w->sidx[r], b = w->sidx[r + 1];
-        memcpy(starts + ns, w->starts + a, (b - a) * sizeof *starts);
-        ns += b - a;
-    }
-    sidx[n] = (uint32_t)ns;
+    uint64_t ntok = 0;
+    for (uint64_t j = 0; j < n; j++) ntok += w->valid[j];
     ds_shard_header h = {0};
     h.dtype_bytes = c->vocab_size <= 65536 ? 2 : 4;
     h.flags = (w->split ? DS_SHARD_F_VAL : 0) | (c->shuffle ? DS_SHARD_F_SHUFFLED : 0) |
@@ -210,8 +196,10 @@ static int flush_shard(sh_writer *w, sh_account *acc) {
     h.frame_rows = c->frame_rows;
     memcpy(h.fingerprint, c->fingerprint, 32);
     ds_shard_image img = {0};
-    rc = ds_shard_build_image(&h, rows, valid, sidx, starts, c->zstd_level, &img, w->err, sizeof w->err);
-    if (rc != DS_OK) goto out;
+    rc = ds_shard_build_image(&h, w->tok, perm, w->valid, w->sidx, w->starts, c->zstd_level, &img, w->err,
+                              sizeof w->err);
+    free(perm);
+    if (rc != DS_OK) return rc;
     sh_shard_rec rec = {0};
     sh_shard_name(w->split, w->shard_index, rec.file, sizeof rec.file);
     char path[4200];
@@ -225,14 +213,12 @@ static int flush_shard(sh_writer *w, sh_account *acc) {
     rec.bytes = img.len;
     rec.xxh3 = img.file_xxh3;
     ds_shard_image_free(&img);
-    if (rc != DS_OK) goto out;
+    if (rc != DS_OK) return rc;
     rc = push_rec(w, &rec);
     acc->shards[w->split]++;
     w->shard_index++;
     w->n_rows = 0;
     w->n_starts = 0;
-out:
-    free(perm), free(rows), free(valid), free(sidx), free(starts);
     return rc;
 }
 
