@@ -165,6 +165,8 @@ static int compare_with_ref(const uint8_t *const *pieces, const uint32_t *plen, 
     o.min_frequency = minf;
     o.max_token_bytes = maxtok;
     o.max_piece_bytes = 1u << 20;
+    o.threads = 3;
+    o.par_min_words = 8; /* exercise the parallel merge path on small corpora */
     tk_piece_counts *pc = NULL;
     CHECK(tk_piece_counts_create(&o, &pc) == TK_OK);
     for (size_t i = 0; i < n; i++) CHECK(tk_piece_counts_add_piece(pc, pieces[i], plen[i], pcnt[i]) == TK_OK);
@@ -452,6 +454,7 @@ static void test_threads(void) {
         tk_train_opts_init(&o);
         o.vocab_size = 2000;
         o.threads = threads[k];
+        o.par_min_words = k == 2 ? 16 : 0; /* 8 threads: split even short word lists */
         o.specials = specials;
         o.n_specials = 2;
         o.pattern = TK_PAT_CL100K;

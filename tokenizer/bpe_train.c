@@ -295,6 +295,16 @@ typedef struct {
     uint32_t w;
 } nbev;
 
+/* Neighbour accumulators of one scanning thread, indexed by symbol id. */
+typedef struct {
+    nbacc *left, *right;
+    uint32_t *lx, *ry;
+    size_t nlx, nry;
+    nbev *ev;
+    size_t nev, evcap;
+    int rc;
+} scanctx;
+
 typedef struct {
     uint64_t off; /* into syms */
     uint64_t cnt;
@@ -326,12 +336,18 @@ typedef struct {
     size_t ntouched, touchedcap;
     uint32_t stamp;
     uint64_t max_tok;
-    /* neighbour accumulators, indexed by symbol id (< target) */
-    nbacc *left, *right;
-    uint32_t *lx, *ry;
-    size_t nlx, nry;
-    nbev *ev;
-    size_t nev, evcap;
+    /* per-thread scan contexts (sc[0]: the calling thread) */
+    scanctx *sc;
+    int nsc;
+    /* worker pool for merges whose word list is long */
+    pthread_t *tid;
+    int nthreads; /* workers started */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_go, cv_done;
+    uint64_t gen;
+    int pending, quit;
+    const uint32_t *job_w;
+    uint32_t job_n, job_A, job_B, job_C;
 } trainer;
 
 static inline uint64_t pkey(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
@@ -505,7 +521,10 @@ static int tok_add(trainer *T, const uint8_t *s, uint32_t len, uint32_t *rank) {
     return TK_OK;
 }
 
+static void pool_stop(trainer *T);
+
 static void trainer_free(trainer *T) {
+    pool_stop(T);
     free(T->tarena);
     free(T->toff);
     free(T->tlen);
@@ -518,17 +537,208 @@ static void trainer_free(trainer *T) {
     free(T->pr);
     free(T->heap);
     free(T->touched);
-    free(T->left);
-    free(T->right);
-    free(T->lx);
-    free(T->ry);
-    free(T->ev);
+    if (T->sc)
+        for (int k = 0; k < T->nsc; k++) {
+            free(T->sc[k].left);
+            free(T->sc[k].right);
+            free(T->sc[k].lx);
+            free(T->sc[k].ry);
+            free(T->sc[k].ev);
+        }
+    free(T->sc);
 }
 
 static void touch(trainer *T, uint32_t p) {
     if (T->pr[p].stamp == T->stamp) return;
     T->pr[p].stamp = T->stamp;
     T->touched[T->ntouched++] = p; /* capacity ensured per merge */
+}
+
+
+/* Rewrite words lw[lo..hi) replacing (A,B) by C; gather neighbour deltas and
+ * new-pair events in S (appended; S->nlx etc. are not reset here). */
+static int scan_words(trainer *T, scanctx *S, const uint32_t *lw, uint32_t lo, uint32_t hi, uint32_t A,
+                      uint32_t B, uint32_t C) {
+    const uint32_t stamp = T->stamp;
+    for (uint32_t li = lo; li < hi; li++) {
+        uint32_t w = lw[li];
+        if (li + 16 < hi) __builtin_prefetch(&T->words[lw[li + 16]]);
+        if (li + 4 < hi) __builtin_prefetch(T->syms + T->words[lw[li + 4]].off);
+        uint32_t *s = T->syms + T->words[w].off;
+        uint32_t n = T->words[w].len;
+        int64_t c = (int64_t)T->words[w].cnt;
+        if (S->evcap < S->nev + (size_t)n + 2) {
+            int rc = grow((void **)&S->ev, &S->evcap, S->nev + (size_t)n + 2, sizeof *S->ev);
+            if (rc) return rc;
+        }
+        uint32_t i = 0, j = 0;
+        while (i < n) {
+            if (i + 1 < n && s[i] == A && s[i + 1] == B) {
+                if (j > 0) {
+                    uint32_t x = s[j - 1];
+                    nbacc *e = &S->left[x];
+                    if (e->stamp != stamp) {
+                        *e = (nbacc){0, 0, stamp, UINT32_MAX};
+                        S->lx[S->nlx++] = x;
+                    }
+                    e->dec -= c;
+                    e->inc += c;
+                    S->ev[S->nev++] = (nbev){x, w};
+                }
+                if (i + 2 < n) {
+                    uint32_t y = s[i + 2];
+                    nbacc *e = &S->right[y];
+                    if (e->stamp != stamp) {
+                        *e = (nbacc){0, 0, stamp, UINT32_MAX};
+                        S->ry[S->nry++] = y;
+                    }
+                    e->dec -= c;
+                    e->inc += c;
+                    S->ev[S->nev++] = (nbev){y | 0x80000000u, w};
+                }
+                s[j++] = C;
+                i += 2;
+            } else {
+                s[j++] = s[i++];
+            }
+        }
+        T->words[w].len = j;
+    }
+    return TK_OK;
+}
+
+static void job_range(const trainer *T, int k, uint32_t *lo, uint32_t *hi) {
+    uint64_t n = T->job_n, P = (uint64_t)T->nsc;
+    *lo = (uint32_t)(n * (uint64_t)k / P);
+    *hi = (uint32_t)(n * (uint64_t)(k + 1) / P);
+}
+
+typedef struct {
+    trainer *T;
+    int k;
+} wargs;
+
+static void *merge_worker(void *arg) {
+    wargs *a = arg;
+    trainer *T = a->T;
+    int k = a->k;
+    free(a);
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&T->mu);
+        while (!T->quit && T->gen == seen) pthread_cond_wait(&T->cv_go, &T->mu);
+        if (T->quit) {
+            pthread_mutex_unlock(&T->mu);
+            return NULL;
+        }
+        seen = T->gen;
+        pthread_mutex_unlock(&T->mu);
+        scanctx *S = &T->sc[k];
+        uint32_t lo, hi;
+        job_range(T, k, &lo, &hi);
+        S->nlx = S->nry = S->nev = 0;
+        S->rc = scan_words(T, S, T->job_w, lo, hi, T->job_A, T->job_B, T->job_C);
+        pthread_mutex_lock(&T->mu);
+        if (--T->pending == 0) pthread_cond_signal(&T->cv_done);
+        pthread_mutex_unlock(&T->mu);
+    }
+}
+
+static void pool_stop(trainer *T) {
+    if (!T->tid) return;
+    pthread_mutex_lock(&T->mu);
+    T->quit = 1;
+    pthread_cond_broadcast(&T->cv_go);
+    pthread_mutex_unlock(&T->mu);
+    for (int k = 0; k < T->nthreads; k++) pthread_join(T->tid[k], NULL);
+    free(T->tid);
+    T->tid = NULL;
+    T->nthreads = 0;
+    pthread_mutex_destroy(&T->mu);
+    pthread_cond_destroy(&T->cv_go);
+    pthread_cond_destroy(&T->cv_done);
+}
+
+/* Start nsc-1 workers; on failure run single-threaded (nthreads stays 0). */
+static int pool_start(trainer *T) {
+    T->tid = calloc((size_t)T->nsc, sizeof *T->tid);
+    if (!T->tid) return TK_ERR_NOMEM;
+    pthread_mutex_init(&T->mu, NULL);
+    pthread_cond_init(&T->cv_go, NULL);
+    pthread_cond_init(&T->cv_done, NULL);
+    for (int k = 1; k < T->nsc; k++) {
+        wargs *a = malloc(sizeof *a);
+        if (!a) break;
+        *a = (wargs){T, k};
+        if (pthread_create(&T->tid[T->nthreads], NULL, merge_worker, a) != 0) {
+            free(a);
+            break;
+        }
+        T->nthreads++;
+    }
+    if (T->nthreads != T->nsc - 1) { /* partial pool: give up on parallel merges */
+        pool_stop(T);
+        return TK_OK;
+    }
+    return TK_OK;
+}
+
+/* Scan list w[0..n) on all threads, then fold contexts 1.. into context 0 in
+ * thread order (so events stay in word-list order). */
+static int pool_run(trainer *T, const uint32_t *w, uint32_t n, uint32_t A, uint32_t B, uint32_t C) {
+    pthread_mutex_lock(&T->mu);
+    T->job_w = w;
+    T->job_n = n;
+    T->job_A = A;
+    T->job_B = B;
+    T->job_C = C;
+    T->pending = T->nthreads;
+    T->gen++;
+    pthread_cond_broadcast(&T->cv_go);
+    pthread_mutex_unlock(&T->mu);
+    scanctx *S0 = &T->sc[0];
+    uint32_t lo, hi;
+    job_range(T, 0, &lo, &hi);
+    S0->nlx = S0->nry = S0->nev = 0;
+    int rc = scan_words(T, S0, w, lo, hi, A, B, C);
+    pthread_mutex_lock(&T->mu);
+    while (T->pending > 0) pthread_cond_wait(&T->cv_done, &T->mu);
+    pthread_mutex_unlock(&T->mu);
+    const uint32_t stamp = T->stamp;
+    for (int k = 1; k < T->nsc && !rc; k++) {
+        scanctx *S = &T->sc[k];
+        if (S->rc) {
+            rc = S->rc;
+            break;
+        }
+        for (size_t i = 0; i < S->nlx; i++) {
+            uint32_t x = S->lx[i];
+            nbacc *e = &S0->left[x];
+            if (e->stamp != stamp) {
+                *e = (nbacc){0, 0, stamp, UINT32_MAX};
+                S0->lx[S0->nlx++] = x;
+            }
+            e->dec += S->left[x].dec;
+            e->inc += S->left[x].inc;
+        }
+        for (size_t i = 0; i < S->nry; i++) {
+            uint32_t y = S->ry[i];
+            nbacc *e = &S0->right[y];
+            if (e->stamp != stamp) {
+                *e = (nbacc){0, 0, stamp, UINT32_MAX};
+                S0->ry[S0->nry++] = y;
+            }
+            e->dec += S->right[y].dec;
+            e->inc += S->right[y].inc;
+        }
+        if (S->nev) {
+            rc = grow((void **)&S0->ev, &S0->evcap, S0->nev + S->nev, sizeof *S0->ev);
+            if (rc) break;
+            memcpy(S0->ev + S0->nev, S->ev, S->nev * sizeof *S->ev);
+            S0->nev += S->nev;
+        }
+    }
+    return rc;
 }
 
 static void progress_line(const tk_train_opts *o, const char *phase, uint64_t done, uint64_t total, double t0) {
@@ -609,13 +819,29 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
      * removes at least one symbol, so at most nsym - nwords merges happen */
     size_t nsymcap = target;
     if (256 + nsym - T.nwords + 1 < nsymcap) nsymcap = (size_t)(256 + nsym - T.nwords + 1);
-    if (!rc) {
-        T.left = calloc(nsymcap, sizeof *T.left);
-        T.right = calloc(nsymcap, sizeof *T.right);
-        T.lx = malloc(nsymcap * sizeof *T.lx);
-        T.ry = malloc(nsymcap * sizeof *T.ry);
-        if (!T.left || !T.right || !T.lx || !T.ry) rc = TK_ERR_NOMEM;
+    int nthr = o->threads;
+    if (nthr <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        nthr = nc > 0 ? (int)nc : 1;
     }
+    if (nthr > 64) nthr = 64;
+    uint32_t par_min = o->par_min_words ? o->par_min_words : TK_TRAIN_DEFAULT_PAR_MIN;
+    if (par_min < 2) par_min = 2;
+    if (T.nwords < par_min) nthr = 1;
+    if (!rc) {
+        T.sc = calloc((size_t)nthr, sizeof *T.sc);
+        if (!T.sc) rc = TK_ERR_NOMEM;
+        else T.nsc = nthr;
+    }
+    for (int k = 0; k < T.nsc && !rc; k++) {
+        scanctx *S = &T.sc[k];
+        S->left = calloc(nsymcap, sizeof *S->left);
+        S->right = calloc(nsymcap, sizeof *S->right);
+        S->lx = malloc(nsymcap * sizeof *S->lx);
+        S->ry = malloc(nsymcap * sizeof *S->ry);
+        if (!S->left || !S->right || !S->lx || !S->ry) rc = TK_ERR_NOMEM;
+    }
+    if (!rc && T.nsc > 1) rc = pool_start(&T);
     /* initial pair counts and word index */
     T.stamp = 1;
     for (size_t w = 0; w < T.nwords && !rc; w++) {
@@ -677,89 +903,51 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
          * hit a pair such as (C,A) that this very merge created). */
         T.stamp++;
         T.ntouched = 0;
-        T.nlx = T.nry = T.nev = 0;
         wlist L = T.pr[p].w;
         T.pr[p].w = (wlist){NULL, 0, 0};
-        for (uint32_t li = 0; li < L.n && !rc; li++) {
-            uint32_t w = L.w[li];
-            if (li + 16 < L.n) __builtin_prefetch(&T.words[L.w[li + 16]]);
-            if (li + 4 < L.n) __builtin_prefetch(T.syms + T.words[L.w[li + 4]].off);
-            uint32_t *s = T.syms + T.words[w].off;
-            uint32_t n = T.words[w].len;
-            int64_t c = (int64_t)T.words[w].cnt;
-            if (T.evcap < T.nev + (size_t)n + 2) {
-                rc = grow((void **)&T.ev, &T.evcap, T.nev + (size_t)n + 2, sizeof *T.ev);
-                if (rc) break;
-            }
-            uint32_t i = 0, j = 0;
-            while (i < n) {
-                if (i + 1 < n && s[i] == A && s[i + 1] == B) {
-                    if (j > 0) {
-                        uint32_t x = s[j - 1];
-                        nbacc *e = &T.left[x];
-                        if (e->stamp != T.stamp) {
-                            *e = (nbacc){0, 0, T.stamp, UINT32_MAX};
-                            T.lx[T.nlx++] = x;
-                        }
-                        e->dec -= c;
-                        e->inc += c;
-                        T.ev[T.nev++] = (nbev){x, w};
-                    }
-                    if (i + 2 < n) {
-                        uint32_t y = s[i + 2];
-                        nbacc *e = &T.right[y];
-                        if (e->stamp != T.stamp) {
-                            *e = (nbacc){0, 0, T.stamp, UINT32_MAX};
-                            T.ry[T.nry++] = y;
-                        }
-                        e->dec -= c;
-                        e->inc += c;
-                        T.ev[T.nev++] = (nbev){y | 0x80000000u, w};
-                    }
-                    s[j++] = C;
-                    i += 2;
-                } else {
-                    s[j++] = s[i++];
-                }
-            }
-            T.words[w].len = j;
+        scanctx *S0 = &T.sc[0];
+        if (T.nthreads > 0 && L.n >= par_min) {
+            rc = pool_run(&T, L.w, L.n, A, B, C);
+        } else {
+            S0->nlx = S0->nry = S0->nev = 0;
+            rc = scan_words(&T, S0, L.w, 0, L.n, A, B, C);
         }
         free(L.w);
         T.pr[p].cnt = 0;
-        if (!rc) rc = grow((void **)&T.touched, &T.touchedcap, T.nlx + T.nry + 1, sizeof *T.touched);
+        if (!rc) rc = grow((void **)&T.touched, &T.touchedcap, S0->nlx + S0->nry + 1, sizeof *T.touched);
         /* increments: (x,C) and (C,y) */
-        for (size_t k = 0; k < T.nlx && !rc; k++) {
-            uint32_t x = T.lx[k];
+        for (size_t k = 0; k < S0->nlx && !rc; k++) {
+            uint32_t x = S0->lx[k];
             if (!pair_eligible(&T, x, C)) continue;
-            rc = pair_get(&T, x, C, &T.left[x].pid);
+            rc = pair_get(&T, x, C, &S0->left[x].pid);
             if (!rc) {
-                T.pr[T.left[x].pid].cnt += T.left[x].inc;
-                touch(&T, T.left[x].pid);
+                T.pr[S0->left[x].pid].cnt += S0->left[x].inc;
+                touch(&T, S0->left[x].pid);
             }
         }
-        for (size_t k = 0; k < T.nry && !rc; k++) {
-            uint32_t y = T.ry[k];
+        for (size_t k = 0; k < S0->nry && !rc; k++) {
+            uint32_t y = S0->ry[k];
             if (!pair_eligible(&T, C, y)) continue;
-            rc = pair_get(&T, C, y, &T.right[y].pid);
+            rc = pair_get(&T, C, y, &S0->right[y].pid);
             if (!rc) {
-                T.pr[T.right[y].pid].cnt += T.right[y].inc;
-                touch(&T, T.right[y].pid);
+                T.pr[S0->right[y].pid].cnt += S0->right[y].inc;
+                touch(&T, S0->right[y].pid);
             }
         }
         /* decrements: (x,A) and (B,y) */
-        for (size_t k = 0; k < T.nlx && !rc; k++) {
-            uint32_t x = T.lx[k], q;
-            if (pair_eligible(&T, x, A) && pair_find(&T, x, A, &q)) T.pr[q].cnt += T.left[x].dec;
+        for (size_t k = 0; k < S0->nlx && !rc; k++) {
+            uint32_t x = S0->lx[k], q;
+            if (pair_eligible(&T, x, A) && pair_find(&T, x, A, &q)) T.pr[q].cnt += S0->left[x].dec;
         }
-        for (size_t k = 0; k < T.nry && !rc; k++) {
-            uint32_t y = T.ry[k], q;
-            if (pair_eligible(&T, B, y) && pair_find(&T, B, y, &q)) T.pr[q].cnt += T.right[y].dec;
+        for (size_t k = 0; k < S0->nry && !rc; k++) {
+            uint32_t y = S0->ry[k], q;
+            if (pair_eligible(&T, B, y) && pair_find(&T, B, y, &q)) T.pr[q].cnt += S0->right[y].dec;
         }
         /* word lists of the new pairs (in word order; wlist_push drops repeats) */
-        for (size_t k = 0; k < T.nev && !rc; k++) {
-            uint32_t v = T.ev[k].nb;
-            uint32_t pid = (v & 0x80000000u) ? T.right[v & 0x7fffffffu].pid : T.left[v].pid;
-            if (pid != UINT32_MAX) rc = wlist_push(&T.pr[pid].w, T.ev[k].w);
+        for (size_t k = 0; k < S0->nev && !rc; k++) {
+            uint32_t v = S0->ev[k].nb;
+            uint32_t pid = (v & 0x80000000u) ? S0->right[v & 0x7fffffffu].pid : S0->left[v].pid;
+            if (pid != UINT32_MAX) rc = wlist_push(&T.pr[pid].w, S0->ev[k].w);
         }
         for (size_t k = 0; k < T.ntouched && !rc; k++) {
             uint32_t q = T.touched[k];

@@ -36,11 +36,14 @@ typedef struct {
     uint32_t max_token_bytes;     /* merged tokens longer than this are never made (0: no limit) */
     uint32_t max_piece_bytes;     /* longer pieces are cut into chunks at UTF-8 boundaries
                                      (0: default TK_TRAIN_DEFAULT_MAX_PIECE) */
-    int threads;                  /* piece counting threads (0: all cores) */
+    int threads;                  /* counting and merging threads (0: all cores) */
+    uint32_t par_min_words;       /* a merge whose word list is at least this long is applied
+                                     on all threads (0: default TK_TRAIN_DEFAULT_PAR_MIN) */
     int progress;                 /* print phase / merges / rate to stderr */
 } tk_train_opts;
 
 #define TK_TRAIN_DEFAULT_MAX_PIECE 1024u
+#define TK_TRAIN_DEFAULT_PAR_MIN 16384u
 
 void tk_train_opts_init(tk_train_opts *o);
 

@@ -37,7 +37,7 @@ static const char k_usage[] =
     "  -i, --input FILE          an input (repeatable; positional INPUTs work too)\n"
     "  -f, --field NAME          JSONL text field (default: text)\n"
     "      --doc-sep MODE        for .txt inputs: file (default), line or blank-line\n"
-    "  -j, --threads N           counting threads (default: all cores)\n"
+    "  -j, --threads N           counting and merging threads (default: all cores)\n"
     "      --batch-bytes SIZE    text counted per batch; two are held (default 32M)\n"
     "  -q, --quiet               no progress and no summary\n"
     "  -h, --help                show this help\n"
