@@ -2,11 +2,11 @@
  * register-tiled SGEMM.
  *
  * gemm computes C (M,N) (+)= A (M,K) * B (K,N) where A and B are strided
- * views (any transpose is a stride swap).  The output is split into MC x NC
- * tiles handed to threads; for each tile the K dimension is walked in KC
- * blocks: the A block is packed into MR-row micro-panels and the B block
- * into NR-column micro-panels (zero padded), and a 4x16 micro-kernel keeps
- * the tile in registers.  Each output element is computed by one thread in
+ * views (any transpose is a stride swap).  The output is split into MB x NB
+ * tasks handed to threads; for each task the K dimension is walked in KC
+ * blocks: the B block is packed once into NR-column micro-panels, then each
+ * MC-row A block into MR-row micro-panels (zero padded), and a 4x16
+ * micro-kernel keeps the tile in registers.  Each output element is computed by one thread in
  * a fixed order, so results do not depend on the thread count.
  */
 #include "kn.h"
@@ -17,8 +17,9 @@
 
 #define MR 4
 #define NR 16
-#define MC 64   /* multiple of MR */
-#define NC 256  /* multiple of NR */
+#define MC 64   /* rows of a packed A block, multiple of MR */
+#define MB 256  /* rows of a thread task, multiple of MC */
+#define NB 256  /* columns of a thread task / packed B block, multiple of NR */
 #define KC 256
 
 typedef float v8f __attribute__((vector_size(32)));
@@ -112,13 +113,15 @@ static void micro_kernel(int kc, const float *ap, const float *bp, float *c,
 static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc,
                 int accumulate)
 {
-    int mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
+    /* task = MB x NB output block; inside it each KC x NB B panel is packed
+     * once and reused by MB/MC packed A panels (packing ~2/256 of the work) */
+    int mt = (M + MB - 1) / MB, nt = (N + NB - 1) / NB;
     long ntiles = (long)mt * nt;
     int err = 0;
     KN_OMP(parallel)
     {
         float *abuf = aligned_alloc(64, sizeof(float) * MC * KC);
-        float *bbuf = aligned_alloc(64, sizeof(float) * KC * NC);
+        float *bbuf = aligned_alloc(64, sizeof(float) * KC * NB);
         if (!abuf || !bbuf) {
             KN_OMP(atomic write)
             err = 1;
@@ -126,20 +129,23 @@ static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc,
         KN_OMP(for schedule(dynamic, 1))
         for (long tile = 0; tile < ntiles; tile++) {
             if (!abuf || !bbuf) continue;
-            int i0 = (int)(tile / nt) * MC, j0 = (int)(tile % nt) * NC;
-            int mc = M - i0 < MC ? M - i0 : MC;
-            int nc = N - j0 < NC ? N - j0 : NC;
+            int i0 = (int)(tile / nt) * MB, j0 = (int)(tile % nt) * NB;
+            int mb = M - i0 < MB ? M - i0 : MB;
+            int nb = N - j0 < NB ? N - j0 : NB;
             for (int k0 = 0; k0 < K; k0 += KC) {
                 int kc = K - k0 < KC ? K - k0 : KC;
-                pack_a(abuf, A, i0, mc, k0, kc);
-                pack_b(bbuf, B, k0, kc, j0, nc);
                 int first = (k0 == 0 && !accumulate);
-                for (int jp = 0; jp < nc; jp += NR)
-                    for (int ip = 0; ip < mc; ip += MR)
-                        micro_kernel(kc, abuf + (size_t)ip * kc, bbuf + (size_t)jp * kc,
-                                     C + (ptrdiff_t)(i0 + ip) * ldc + j0 + jp, ldc,
-                                     mc - ip < MR ? mc - ip : MR,
-                                     nc - jp < NR ? nc - jp : NR, first);
+                pack_b(bbuf, B, k0, kc, j0, nb);
+                for (int ic = 0; ic < mb; ic += MC) {
+                    int mc = mb - ic < MC ? mb - ic : MC;
+                    pack_a(abuf, A, i0 + ic, mc, k0, kc);
+                    for (int jp = 0; jp < nb; jp += NR)
+                        for (int ip = 0; ip < mc; ip += MR)
+                            micro_kernel(kc, abuf + (size_t)ip * kc, bbuf + (size_t)jp * kc,
+                                         C + (ptrdiff_t)(i0 + ic + ip) * ldc + j0 + jp, ldc,
+                                         mc - ip < MR ? mc - ip : MR,
+                                         nb - jp < NR ? nb - jp : NR, first);
+                }
             }
         }
         free(abuf);
