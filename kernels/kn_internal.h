@@ -10,4 +10,33 @@
 #define KN_OMP(x)
 #endif
 
+#include <string.h>
+
+/* 8-float GCC/Clang vector (two SSE registers without AVX). */
+typedef float kn_v8f __attribute__((vector_size(32)));
+
+/* x86-64 GCC: compile hot functions twice (AVX2 and baseline) and pick at
+ * load time (ifunc), so a portable -O2 build still uses 256-bit vectors. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KN_NO_CLONES)
+#define KN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KN_CLONES
+#endif
+
+/* dot product with 8 partial sums (fixed order: deterministic) */
+static inline float kn_dot(const float *a, const float *b, int n)
+{
+    kn_v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        kn_v8f x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        acc += x * y;
+    }
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 #endif

@@ -22,7 +22,7 @@
 #define NB 256  /* columns of a thread task / packed B block, multiple of NR */
 #define KC 256
 
-typedef float v8f __attribute__((vector_size(32)));
+typedef kn_v8f v8f;
 
 typedef struct {
     const float *p;
@@ -75,12 +75,6 @@ static void pack_b(float *dst, view B, int k0, int kc, int j0, int nc)
         }
     }
 }
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KN_NO_CLONES)
-#define KN_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KN_CLONES
-#endif
 
 /* C[MR x NR] (first ? = : +=) Ap(MR x kc) * Bp(kc x NR); only mr x nr valid. */
 KN_CLONES
