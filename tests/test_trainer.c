@@ -291,7 +291,7 @@ static void read_log(const char *path, losses *l)
     char line[1024];
     while (fgets(line, sizeof line, f) && l->n < 512) {
         const char *p = strstr(line, "\"loss\":");
-        if (p && !strstr(line, "val_loss"))
+        if (p)
             l->loss[l->n++] = strtod(p + 7, NULL);
     }
     fclose(f);

@@ -428,16 +428,8 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
                     "step %5" PRIu64 "/%" PRIu64 " | loss %.4f | lr %.2e | gnorm %.3f | tokens %" PRIu64
                     " (%" PRIu64 " targets, %d x %d) | %.0f tok/s | wait %.2f ms\n",
                     step + 1, o->steps, loss, lr, gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3);
-        if (logf) {
-            fprintf(logf,
-                    "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
-                    ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
-                    "\"wait_ms\":%.3f,\"step_ms\":%.3f}\n",
-                    step + 1, loss, lr, (double)gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3, dt * 1e3);
-            fflush(logf);
-        }
+        double vl = NAN;
         if (val_rows && (step + 1) % o->val_every == 0) {
-            double vl;
             rc = validate(m, rows, B, T, val_rows, o->doc_mask, &vb, st, sp, sm, &vl);
             if (rc) {
                 snprintf(err, errlen, "validation on %s failed: %s", rows->desc, tr_strerror(rc));
@@ -446,8 +438,19 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             res->last_val_loss = vl;
             if (!o->quiet)
                 fprintf(out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, vl, val_rows);
-            if (logf)
-                fprintf(logf, "{\"step\":%" PRIu64 ",\"val_loss\":%.9g,\"val_rows\":%d}\n", step + 1, vl, val_rows);
+        }
+        if (logf) {
+            /* one object per step; validation steps carry val_loss too */
+            fprintf(logf,
+                    "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
+                    ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
+                    "\"wait_ms\":%.3f,\"step_ms\":%.3f",
+                    step + 1, isnan(loss) ? 0.0 : loss, lr, (double)gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3,
+                    dt * 1e3);
+            if (!isnan(vl))
+                fprintf(logf, ",\"val_loss\":%.9g,\"val_rows\":%d", vl, val_rows);
+            fprintf(logf, "}\n");
+            fflush(logf);
         }
         int ck = o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == end);
         if (ck) {
