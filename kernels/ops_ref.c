@@ -202,19 +202,24 @@ int kn_softmax_xent_forward_ref(float *losses, float *probs, const float *logits
         float mx = -INFINITY;
         for (int v = 0; v < V; v++)
             if (l[v] > mx) mx = l[v];
-        double s = 0.0;
-        for (int v = 0; v < V; v++) s += exp((double)l[v] - mx);
-        if (losses) {
-            int t = targets[n];
-            /* read the target logit before probs (maybe == logits) is written */
-            losses[n] = t < 0 ? 0.0f : (float)(log(s) + mx - l[t]);
-        }
+        /* read the target logit before probs (maybe == logits) is written */
+        int t = targets ? targets[n] : -1;
+        float lt = t >= 0 ? l[t] : 0.0f;
+        double s = 0.0; /* float exponentials, double sum */
         if (probs) {
             float *p = probs + (size_t)n * Vp;
-            double inv = 1.0 / s;
-            for (int v = 0; v < V; v++) p[v] = (float)(exp((double)l[v] - mx) * inv);
+            for (int v = 0; v < V; v++) {
+                float e = expf(l[v] - mx);
+                p[v] = e;
+                s += e;
+            }
+            float inv = (float)(1.0 / s);
+            for (int v = 0; v < V; v++) p[v] *= inv;
             for (int v = V; v < Vp; v++) p[v] = 0.0f;
+        } else {
+            for (int v = 0; v < V; v++) s += expf(l[v] - mx);
         }
+        if (losses) losses[n] = t < 0 ? 0.0f : (float)(log(s) + mx - lt);
     }
     return KN_OK;
 }
