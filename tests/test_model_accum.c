@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int failures;
 
@@ -91,6 +94,22 @@ static void run(int use_doc)
     rc |= tr_model_fwd_bwd(m, B, T, in, tg, pos, D, 1.0f / (float)N, NULL, NULL);
     snprintf(what, sizeof what, "fwd_bwd bitwise deterministic%s", tag);
     check(!rc && !memcmp(big, tr_model_grads(m), P * sizeof(float)), what, 0, 0);
+
+#ifdef _OPENMP
+    /* bitwise independent of the thread count */
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    tr_model_zero_grad(m);
+    rc |= tr_model_fwd_bwd(m, B, T, in, tg, pos, D, 1.0f / (float)N, NULL, NULL);
+    omp_set_num_threads(3);
+    memcpy(acc, tr_model_grads(m), P * sizeof(float));
+    tr_model_zero_grad(m);
+    rc |= tr_model_fwd_bwd(m, B, T, in, tg, pos, D, 1.0f / (float)N, NULL, NULL);
+    omp_set_num_threads(saved);
+    snprintf(what, sizeof what, "grads bitwise equal for 1 and 3 threads%s", tag);
+    check(!rc && !memcmp(acc, tr_model_grads(m), P * sizeof(float)) &&
+              !memcmp(big, acc, P * sizeof(float)), what, 0, 0);
+#endif
 
     /* 4 micro-batches of one row */
     tr_model_zero_grad(m);

@@ -31,6 +31,8 @@
 typedef struct {
     char name[64];
     int dtype; /* 0 f32, 1 i32, 2 u32 */
+    int ndim;
+    uint32_t dims[8];
     size_t n;
     void *data;
 } fx_t;
@@ -62,6 +64,8 @@ static int load(const char *path)
         size_t n = 1;
         for (uint32_t d = 0; d < nd; d++) n *= dims[d];
         fx[i].dtype = (int)dt;
+        fx[i].ndim = (int)nd;
+        memcpy(fx[i].dims, dims, sizeof(uint32_t) * nd);
         fx[i].n = n;
         fx[i].data = malloc(n * 4 + 1);
         if (!fx[i].data || fread(fx[i].data, 4, n, f) != n) goto bad;
@@ -150,8 +154,9 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
     char k[96];
 #define FX(suffix, n) (snprintf(k, sizeof k, "%s/%s", tag, suffix), get(k, n))
     const fx_t *fin = FX("inputs", 0);
-    T = 16;
-    B = (int)(fin->n / T);
+    if (fin->ndim != 2) return -1;
+    B = (int)fin->dims[0];
+    T = (int)fin->dims[1];
     size_t BT = (size_t)B * T;
     const uint32_t *inputs = fin->data;
     const int32_t *targets = FX("targets", BT)->data;
