@@ -234,8 +234,10 @@ int tk_piece_counts_add_docs(tk_piece_counts *pc, const tk_span *docs, size_t n)
         uint64_t goal = total * (uint64_t)(k + 1) / (uint64_t)t;
         size_t hi = lo;
         while (hi < n && (acc < goal || k == t - 1)) acc += docs[hi++].len;
-        pmap_clear(&pc->local[k]);
-        jobs[k] = (count_job){pc, &pc->local[k], docs, lo, hi, 0};
+        /* thread 0 counts straight into the global map; the others into
+         * their own maps, added in afterwards (sums: order-independent) */
+        if (k) pmap_clear(&pc->local[k]);
+        jobs[k] = (count_job){pc, k ? &pc->local[k] : &pc->global, docs, lo, hi, 0};
         lo = hi;
     }
     int started = 0, rc = TK_OK;
@@ -253,7 +255,7 @@ int tk_piece_counts_add_docs(tk_piece_counts *pc, const tk_span *docs, size_t n)
         if (jobs[k].rc) return jobs[k].rc;
     }
     /* merge in thread order (sums: the result does not depend on it anyway) */
-    for (int k = 0; k < t; k++) {
+    for (int k = 1; k < t; k++) {
         rc = merge_into_global(pc, &pc->local[k]);
         if (rc) return rc;
         if (pc->local[k].cap > (1u << 22)) pmap_free(&pc->local[k]); /* bound memory */
