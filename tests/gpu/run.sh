@@ -237,6 +237,35 @@ if [ -z "${SKIP_CTEST:-}" ]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
+say "6b. ceilings (torch: device copy, 8192^3 bf16 matmul) and kernel timings at d12 shapes"
+if [ "$TORCH_OK" = 1 ]; then
+    timeout 60 "$PY" - >"$LOGDIR/ceilings.txt" 2>&1 <<'EOF'
+import torch
+d = torch.device("cuda")
+def t(f, n=10):
+    for _ in range(3): f()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(n):
+        s.record(); f(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e) / 1e3)
+    return sorted(ts)[len(ts) // 2]
+x = torch.rand(2**30, device=d, dtype=torch.float32); y = torch.empty_like(x)
+bw = 2 * x.numel() * 4 / t(lambda: y.copy_(x))
+a = torch.randn(8192, 8192, device=d, dtype=torch.bfloat16); b = torch.randn_like(a)
+tf = 2 * 8192**3 / t(lambda: a @ b)
+print(f"CEILINGS copy_GBps={bw / 1e9:.0f} bf16_matmul_TFLOPs={tf / 1e12:.0f}")
+EOF
+    tail -1 "$LOGDIR/ceilings.txt"
+    res meta ceilings "$(grep CEILINGS "$LOGDIR/ceilings.txt" | sed 's/CEILINGS //')"
+fi
+if [ -x "$BUILD_DIR/tests/bench_kernels_gpu" ]; then
+    timeout 120 "$BUILD_DIR/tests/bench_kernels_gpu" --model d12 --B 16 --T "$SEQ" >"$LOGDIR/bench_kernels.txt" 2>&1
+    say "bench_kernels_gpu exit $?"
+    tail -5 "$LOGDIR/bench_kernels.txt"
+    res kernels projection "$(grep '^PROJECTION' "$LOGDIR/bench_kernels.txt" | sed 's/PROJECTION //')"
+fi
+
+# ---------------------------------------------------------------------------------------------
 say "7. llmtrain --device cuda d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
 if [ "$CAN_TRAIN" = 1 ]; then
     timeout 240 "$LLMTRAIN" "${TRAIN_ARGS[@]}" --device cuda --mem-budget "$DEV_BYTES" --steps "$STEPS" --seed 1 \

@@ -195,6 +195,19 @@ def main():
         n_oom = sum(1 for _, r in sweep if r == "OOM")
         n_fail = sum(1 for _, r in sweep if r.startswith("failed") or r.startswith("plan error"))
         lines.append(f"| **OOMs** | **{n_oom}** (other failures: {n_fail}; target 0) |")
+    proj = res.get(("kernels", "projection"), "")
+    if proj:
+        lines.append("")
+        lines.append(f"Projected from kn_cuda kernel timings (bench_kernels_gpu, d12, 16 x {a.seq} tokens): {proj}")
+    ceil = res.get(("meta", "ceilings"), "")
+    if ceil:
+        lines.append(f"Measured ceilings: {ceil}")
+    bt = [ln for ln in read(os.path.join(a.logdir, "bench_kernels.txt")).splitlines() if ln.startswith("|")]
+    if bt:
+        lines.append("")
+        lines.append("Kernel timings (bench_kernels_gpu):")
+        lines.append("")
+        lines.extend(bt)
     kt = read(os.path.join(a.logdir, "kernel_table.txt")).strip()
     if kt:
         lines.append("")
