@@ -503,7 +503,7 @@ static int pool_add(packer *p, const uint32_t *src, size_t n) {
         p->pool = np;
         p->pool_cap = nc;
     }
-    memcpy(p->pool + p->pool_len, src, n * sizeof *src);
+    if (n) memcpy(p->pool + p->pool_len, src, n * sizeof *src);
     p->pool_len += n;
     return 0;
 }
@@ -625,7 +625,7 @@ static int none_add(packer *p, const tk_ids *ids, int *dropped) {
         p->acc->docs_whole++;
         p->acc->tok_whole += t;
         p->acc->eot++;
-        memcpy(p->row, ids->ids, t * sizeof *p->row);
+        if (t) memcpy(p->row, ids->ids, t * sizeof *p->row);
         p->row[t] = eot;
         return emit(p, p->row, (uint32_t)t + 1, &zero, 1);
     }

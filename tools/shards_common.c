@@ -257,7 +257,7 @@ int sh_writer_add(sh_writer *w, const uint32_t *tokens, uint32_t n_valid, const 
     for (uint64_t i = n_valid; i < L; i++) row[i] = w->cfg->eot_id;
     w->valid[w->n_rows] = n_valid;
     w->sidx[w->n_rows] = (uint32_t)w->n_starts;
-    memcpy(w->starts + w->n_starts, starts, n_starts * sizeof *starts);
+    if (n_starts) memcpy(w->starts + w->n_starts, starts, n_starts * sizeof *starts);
     w->n_starts += n_starts;
     w->n_rows++;
     w->sidx[w->n_rows] = (uint32_t)w->n_starts;
