@@ -52,6 +52,9 @@ int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout,
                             const uint32_t *inp, const int32_t *pos,
                             int B, int T, int C, int V, int maxT);
 
+/* ---- residual add: out = a + b (n elements; out may alias a or b) -------- */
+int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n);
+
 /* ---- layernorm over the last dim (eps KN_LN_EPS, biased variance) ---------
  *   inp/out (N,C)  weight/bias (C)  mean/rstd (N) saved for backward
  * backward: dinp (N,C) +=, dweight (C) +=, dbias (C) += ; dout (N,C)   */

@@ -67,6 +67,16 @@ int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout,
     return KN_OK;
 }
 
+/* ---- residual ------------------------------------------------------------ */
+
+int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n)
+{
+    if (!out || !a || !b) return KN_EINVAL;
+    KN_OMP(parallel for schedule(static))
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    return KN_OK;
+}
+
 /* ---- layernorm ----------------------------------------------------------- */
 
 int kn_layernorm_forward_ref(float *out, float *mean, float *rstd,

@@ -493,8 +493,16 @@ static void test_errors(void)
              kn_attention_forward_ref(x, x, x, NULL, 1, 1, 3, 2) == KN_EINVAL &&
              kn_layernorm_forward_ref(x, NULL, NULL, x, NULL, x, 1, 1) == KN_EINVAL &&
              kn_adamw_step_ref(x, x, x, x, 1, 1, 0.9f, 0.9f, 0, 0, 0, 0) == KN_EINVAL &&
+             kn_residual_forward_ref(x, x, NULL, 1) == KN_EINVAL &&
              kn_pad_vocab(50257) == 50304 && kn_pad_vocab(128) == 128 && kn_pad_vocab(0) == KN_EINVAL;
     check(ok, "argument errors / kn_pad_vocab", 0, 0);
+    float ra[5] = {1, 2, 3, 4, 5}, rb[5] = {0.5f, -2, 1e-8f, 4, -5}, ro[5];
+    kn_residual_forward_ref(ro, ra, rb, 5);
+    int rok = 1;
+    for (int i = 0; i < 5; i++) rok &= ro[i] == ra[i] + rb[i];
+    kn_residual_forward_ref(ra, ra, rb, 5); /* in place */
+    rok &= !memcmp(ra, ro, sizeof ro);
+    check(rok, "residual add (and in place)", 0, 0);
     /* the checker itself must reject NaN */
     float a[3] = {1, NAN, 3};
     double b[3] = {1, 2, 3};

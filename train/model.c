@@ -355,7 +355,7 @@ static int forward(tr_model *m, int B, int T, const uint32_t *inputs,
         CK(kn_attention_forward_ref(atty, att, qkv, doc, B, T, C, NH));
         CK(kn_matmul_forward_ref(a->proj, atty, P[TR_P_ATTPROJW] + (size_t)l * C * C,
                                  P[TR_P_ATTPROJB] + (size_t)l * C, N, C, C));
-        for (size_t i = 0; i < BTC; i++) res2[i] = res[i] + a->proj[i];
+        CK(kn_residual_forward_ref(res2, res, a->proj, BTC));
         CK(kn_layernorm_forward_ref(ln2, a->ln2_mean + (size_t)l * N,
                                     a->ln2_rstd + (size_t)l * N, res2,
                                     P[TR_P_LN2W] + (size_t)l * C,
@@ -365,7 +365,7 @@ static int forward(tr_model *m, int B, int T, const uint32_t *inputs,
         CK(kn_gelu_forward_ref(fchg, fch, BTC * 4));
         CK(kn_matmul_forward_ref(a->proj, fchg, P[TR_P_FCPROJW] + (size_t)l * 4 * C * C,
                                  P[TR_P_FCPROJB] + (size_t)l * C, N, 4 * C, C));
-        for (size_t i = 0; i < BTC; i++) res3[i] = res2[i] + a->proj[i];
+        CK(kn_residual_forward_ref(res3, res2, a->proj, BTC));
     }
     CK(kn_layernorm_forward_ref(a->lnf, a->lnf_mean, a->lnf_rstd,
                                 a->residual3 + (size_t)(L - 1) * BTC,
