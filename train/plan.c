@@ -15,6 +15,11 @@
  * Kernel workspaces: kn_matmul packs an A panel (64x256 floats) and a B panel
  * (256x256 floats) per thread, attention keeps a T-float row per thread. */
 #define TR_PLAN_CPU_KN_WS (4u * (64u * 256u + 256u * 256u))
+/* Process runtime that appears after the trainer starts allocating, per
+ * kernel thread: thread stack pages, malloc arena headroom and code pages
+ * first touched by the kernels. Calibrated against VmHWM
+ * (test_trainer_rss; 0.37 MiB with 1 thread, 0.84 MiB with 2). */
+#define TR_PLAN_CPU_RUNTIME_PER_THREAD (448u * 1024u)
 #define TR_PLAN_CUBLAS_WS (32ull << 20)   /* cuBLAS/cuBLASLt workspace (Hopper recommendation) */
 #define TR_PLAN_CUDA_CTX (512ull << 20)   /* CUDA context + kernels image, outside the arena */
 #define TR_PLAN_GIB (1024ull * 1024 * 1024)
@@ -65,6 +70,8 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
         item(o, "loader row scratch + val batch", 9 * (T + 1) + lbB, 0, B, "host");
         item(o, "kernel workspaces (per thread: matmul panels, att row)",
              (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
+        item(o, "runtime (per thread: stack, malloc arena, code pages)",
+             (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * TR_PLAN_CPU_RUNTIME_PER_THREAD, 0, B, "host");
         uint64_t tot = 0;
         for (int i = 0; i < o->n_items; i++)
             tot += o->items[i].bytes;

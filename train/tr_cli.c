@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kn.h"
 #include "model.h"
 
 enum { X_OK = 0, X_FAIL = 1, X_INPUT = 2, X_NOFIT = 3, X_USAGE = 64 };
@@ -234,7 +235,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         pi.recompute = o.recompute;
         pi.nbuf = o.nbuf;
         pi.doc_mask = o.doc_mask;
-        pi.cpu_threads = 1;
+        pi.cpu_threads = kn_num_threads();
         if (o.device == TR_DEV_CUDA && !pi.mem_budget) {
             pi.mem_budget = 80ull << 30;
             if (!json)

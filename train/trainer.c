@@ -444,9 +444,9 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             fprintf(logf,
                     "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
                     ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
-                    "\"wait_ms\":%.3f,\"step_ms\":%.3f",
+                    "\"wait_ms\":%.3f,\"step_ms\":%.3f,\"epoch\":%.4f",
                     step + 1, isnan(loss) ? 0.0 : loss, lr, (double)gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3,
-                    dt * 1e3);
+                    dt * 1e3, (double)tr_loader_position(ld) / (double)rows->n_rows[TR_SPLIT_TRAIN]);
             if (!isnan(vl))
                 fprintf(logf, ",\"val_loss\":%.9g,\"val_rows\":%d", vl, val_rows);
             fprintf(logf, "}\n");
@@ -480,9 +480,14 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     if (!o->quiet && res->steps_done)
         fprintf(out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
                 res->steps_done, now_s() - t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
+    res->peak_rss = tr_peak_rss();
+    if (!o->quiet && res->peak_rss && res->baseline_rss)
+        fprintf(out, "memory: plan %.2f MiB, measured peak RSS growth %.2f MiB (%+.1f%%)\n",
+                (double)res->plan.total_bytes / 1048576.0, (double)(res->peak_rss - res->baseline_rss) / 1048576.0,
+                100.0 * ((double)(res->peak_rss - res->baseline_rss) - (double)res->plan.total_bytes) /
+                    (double)res->plan.total_bytes);
     if (o->sample_tokens > 0)
         sample(out, m, rows, tok, T, o->sample_tokens, o->sample_temp, &rng);
-    res->peak_rss = tr_peak_rss();
 done:
     if (ld)
         tr_loader_close(ld);
