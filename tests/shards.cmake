@@ -1,6 +1,6 @@
 # Token shards: mkshards build / inspect / verify / merge, the shard reader API,
 # the Python reader, and (slow) kill -9 + resume.
-mks_add_test(test_shards SOURCES test_shards.c LIBS ds tk PkgConfig::JANSSON LABELS cpu TIMEOUT 300)
+mks_add_test(test_shards SOURCES test_shards.c LIBS ds tk PkgConfig::JANSSON Threads::Threads LABELS cpu TIMEOUT 300)
 add_dependencies(test_shards mkshards)
 target_include_directories(test_shards PRIVATE ${PROJECT_SOURCE_DIR}/dataset)
 mks_add_cli_test(cli_shards_kill cli_shards_kill.sh LABELS slow TIMEOUT 900)

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "ds.h"
 #include "shard_internal.h"
 #include "tk.h"
+#include <xxhash.h>
 
 static int g_fail = 0;
 #define CHECK(c)                                                                                 \
@@ -377,6 +379,67 @@ static void test_corruption(void) {
     }
 }
 
+/* concurrent readers on one handle see the same rows as one reader */
+typedef struct {
+    ds_shardset *set;
+    int split;
+    uint64_t sum;
+} rd_arg;
+
+static void *reader_thread(void *p) {
+    rd_arg *a = p;
+    ds_shardset_info in;
+    ds_shardset_get_info(a->set, &in);
+    uint32_t *t = malloc(in.row_len * sizeof *t), *pos = malloc(in.row_len * sizeof *pos),
+             *doc = malloc(in.row_len * sizeof *doc);
+    uint8_t *m = malloc(in.row_len);
+    uint64_t n = ds_shardset_rows(a->set, (ds_split)a->split);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t r = (k * 7919) % n; /* scattered order */
+        if (ds_shardset_read(a->set, (ds_split)a->split, r, t, pos, doc, m) != DS_OK) {
+            a->sum = 0;
+            break;
+        }
+        a->sum += XXH3_64bits(t, in.row_len * 4) ^ XXH3_64bits(pos, in.row_len * 4) ^ XXH3_64bits(doc, in.row_len * 4) ^
+                  XXH3_64bits(m, in.row_len) ^ r;
+    }
+    free(t), free(pos), free(doc), free(m);
+    return NULL;
+}
+
+static void test_concurrent_read(void) {
+    for (int z = 0; z < 2; z++) {
+        char dir[512], err[512];
+        snprintf(dir, sizeof dir, "%s/t%d_1", g_tmp, z);
+        ds_shardset *set = NULL;
+        CHECK(ds_shardset_open(dir, DS_SHARD_OPEN_VERIFY, &set, err, sizeof err) == DS_OK);
+        if (!set) continue;
+        ds_shardset_info in;
+        ds_shardset_get_info(set, &in);
+        CHECK(in.row_len == 64 && in.vocab_size == 50257 && in.dtype_bytes == 2 && in.rows[0] > 0 && in.rows[1] > 0);
+        uint8_t fp[32];
+        tk_fingerprint(g_tok, fp);
+        CHECK(memcmp(fp, in.fingerprint, 32) == 0);
+        for (int split = 0; split < 2; split++) {
+            rd_arg one = {set, split, 0};
+            reader_thread(&one);
+            CHECK(one.sum != 0);
+            pthread_t th[4];
+            rd_arg a[4];
+            for (int i = 0; i < 4; i++) {
+                a[i] = (rd_arg){set, split, 0};
+                pthread_create(&th[i], NULL, reader_thread, &a[i]);
+            }
+            for (int i = 0; i < 4; i++) {
+                pthread_join(th[i], NULL);
+                CHECK(a[i].sum == one.sum);
+            }
+        }
+        CHECK(ds_shardset_read(set, DS_SPLIT_TRAIN, in.rows[0], NULL, NULL, NULL, NULL) == DS_ERR_ARG);
+        ds_shardset_close(set);
+    }
+}
+
 int main(void) {
     setenv("MKSHARDS_VOCAB_DIR", MKS_SHARED_DIR "/vocab", 1);
     if (access(MKS_SHARED_DIR "/vocab/gpt2.tiktoken", R_OK) != 0) {
@@ -394,6 +457,7 @@ int main(void) {
     test_policies();
     test_rejects();
     test_threads_parts();
+    test_concurrent_read();
     test_corruption();
     if (!g_fail) sh("rm -rf %s", g_tmp);
     else fprintf(stderr, "outputs kept in %s\n", g_tmp);
