@@ -958,7 +958,7 @@ int cmd_build(int argc, char **argv) {
     double val_fraction = 0;
     sh_pack pack = PACK_CONCAT;
     sh_overlong ol = OL_TRUNCATE;
-    int shuffle = 1, force = 0, quiet = 0, c;
+    int shuffle = 1, force = 0, quiet = 0, ol_given = 0, c;
     long part_k = 1, part_n = 1;
     const char *doc_sep = "file";
     ds_doc_sep sep = DS_SEP_FILE;
@@ -993,6 +993,7 @@ int cmd_build(int argc, char **argv) {
             if (!strcmp(optarg, "truncate")) ol = OL_TRUNCATE;
             else if (!strcmp(optarg, "chunk")) ol = OL_CHUNK;
             else if (!strcmp(optarg, "drop")) ol = OL_DROP;
+            if (!strcmp(optarg, "truncate") || !strcmp(optarg, "chunk") || !strcmp(optarg, "drop")) ol_given = 1;
             else {
                 free(inputs);
                 return cli_usage_error(CMD, "--over-long expects truncate, chunk or drop, got '%s'", optarg);
@@ -1082,6 +1083,8 @@ int cmd_build(int argc, char **argv) {
         return cli_usage_error(CMD, "no INPUT given (files, folders, or - for stdin)");
     }
     if (threads <= 0) threads = cli_ncpus();
+    if (ol_given && pack != PACK_NONE)
+        cli_warn(CMD, "--over-long applies to --pack none only (concat keeps every token; bfd chunks)");
 
     int rc = EXIT_OK;
     tk_tokenizer *tok = NULL;
@@ -1427,7 +1430,7 @@ int cmd_build(int argc, char **argv) {
         fprintf(stderr,
                 "mkshards build: %" PRIu64 " docs (%" PRIu64 " whole, %" PRIu64 " truncated, %" PRIu64
                 " chunked, %" PRIu64 " dropped, %" PRIu64 " rejected), %" PRIu64 " rows (%" PRIu64
-                " train, %" PRIu64 " val) in %" PRIu64 " shards, utilisation %.4f, %.1f MB in %.2f s (%.1f MB/s)\n",
+                " train, %" PRIu64 " val) in %" PRIu64 " shard(s), utilisation %.4f, %.1f MB in %.2f s (%.1f MB/s)\n",
                 acc.records, acc.docs_whole, acc.docs_truncated, acc.docs_chunked, acc.docs_dropped,
                 acc.docs_rejected, acc.rows[0] + acc.rows[1], acc.rows[0], acc.rows[1], (uint64_t)n_recs,
                 cells ? (double)written / (double)cells : 0.0, (double)acc.bytes_in / 1e6, dt,
