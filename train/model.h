@@ -90,7 +90,11 @@ size_t tr_model_param_count(const tr_model_config *c);
  *              and the L attention probability matrices)
  *   grad_acts  backward scratch = 4 * B*T*6C (dresidual, dln, d 4C)
  *   total      = sum of the above
- * tr_model_reserve(m, B, T) makes acts+grad_acts exactly this size. */
+ * tr_model_reserve(m, B, T) allocates acts + grad_acts as one block of
+ * exactly that size (unless a larger block is already held).  Not included:
+ * transient kernel workspace malloc'd per call and thread, freed on return
+ * (kn matmul: (64*256 + 256*256) floats = 320 KiB per thread; attention
+ * backward: T floats per thread). */
 typedef struct {
     size_t params, grads, adam, acts, grad_acts, total;
 } tr_model_mem;
