@@ -76,6 +76,10 @@ int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, const u
                              const int32_t *pos, int B, int T, int C, int V, int maxT, void *scratch,
                              size_t scratch_bytes, kn_dtype dt, kn_stream s);
 
+/* ---- residual add: out = a + b (n elements, dt; out may alias a or b) --------
+ * (the trainer normally fuses it into kn_layernorm_forward_cuda) */
+int kn_residual_forward_cuda(void *out, const void *a, const void *b, size_t n, kn_dtype dt, kn_stream s);
+
 /* ---- layernorm ----------------------------------------------------------------
  * forward: x = inp (+ inp2 when inp2 != NULL; then x is also written to
  * resid_out, the fused residual add), out = LN(x).  out/inp/inp2/resid_out

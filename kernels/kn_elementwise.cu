@@ -62,6 +62,23 @@ extern "C" int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s)
     return KN_OK;
 }
 
+/* ---- residual add ------------------------------------------------------------------------ */
+template <typename T>
+__global__ void residual_kernel(T *out, const T *a, const T *b, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        kn_st(out + i, kn_ld(a + i) + kn_ld(b + i));
+}
+
+extern "C" int kn_residual_forward_cuda(void *out, const void *a, const void *b, size_t n, kn_dtype dt, kn_stream s)
+{
+    if (!out || !a || !b) return KN_EINVAL;
+    if (n == 0) return KN_OK;
+    KN_DISPATCH(dt, (residual_kernel<DT><<<kn_blocks(n, 256), 256, 0, s>>>((DT *)out, (const DT *)a, (const DT *)b, n)));
+    KN_CUDA_LAUNCHED("residual_forward");
+    return KN_OK;
+}
+
 /* ---- GELU (tanh approximation) ------------------------------------------------------ */
 #define KN_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 #define KN_GELU_A 0.044715f

@@ -236,7 +236,8 @@ static void t_layernorm(kn_dtype dt, bool fused)
     round_to(b2, dt);
     vf x = a;
     if (fused) {
-        for (size_t i = 0; i < x.size(); i++) x[i] = dt == KN_BF16 ? bf16_round(a[i] + b2[i]) : a[i] + b2[i];
+        REF(kn_residual_forward_ref(x.data(), a.data(), b2.data(), x.size()));
+        round_to(x, dt); /* the residual stream is stored in dt */
     }
     dbuf d_a((size_t)N * C, dt), d_b((size_t)N * C, dt), d_out((size_t)N * C, dt), d_res((size_t)N * C, dt);
     dbuf d_w(C, KN_F32), d_bias(C, KN_F32), d_mean(N, KN_F32), d_rstd(N, KN_F32);
@@ -377,6 +378,24 @@ static void t_gelu(kn_dtype dt)
     check("gelu_backward", dt, "n100003", d_dinp.get(), dinp);
 }
 
+static void t_residual(kn_dtype dt)
+{
+    size_t n = 70001;
+    vf a = randn(n), b = randn(n);
+    round_to(a, dt);
+    round_to(b, dt);
+    dbuf d_a(n, dt), d_b(n, dt), d_out(n, dt);
+    d_a.put(a);
+    d_b.put(b);
+    KN(kn_residual_forward_cuda(d_out.p, d_a.p, d_b.p, n, dt, nullptr));
+    vf out(n);
+    REF(kn_residual_forward_ref(out.data(), a.data(), b.data(), n));
+    round_to(out, dt);
+    check("residual_forward", dt, "n70001", d_out.get(), out);
+    KN(kn_residual_forward_cuda(d_a.p, d_a.p, d_b.p, n, dt, nullptr)); /* in place */
+    check("residual_forward (in place)", dt, "n70001", d_a.get(), out);
+}
+
 static void t_xent(kn_dtype dt)
 {
     int N = 96, V = 1000, Vp = 1024;
@@ -507,6 +526,7 @@ int main(void)
         t_attention(dt, 2, 200, 128, 2, false);  /* hs 64, T not a multiple of the tiles */
         t_attention(dt, 2, 200, 128, 2, true);   /* document mask */
         t_attention(dt, 1, 130, 128, 4, true);   /* hs 32 */
+        t_residual(dt);
         t_gelu(dt);
         t_xent(dt);
         t_adamw(dt);
