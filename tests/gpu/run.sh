@@ -274,6 +274,10 @@ if [ "$CAN_TRAIN" = 1 ]; then
     tail -8 "$LOGDIR/ours_d12.txt"
     res ours exit "$orc"
     grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
+    if [ "$orc" = 2 ] && grep -qi 'no CUDA backend\|--device cuda' "$LOGDIR/ours_d12.txt"; then
+        NO_CUDA_BACKEND=1
+        say "llmtrain has no CUDA backend in this build: the sweep will only plan"
+    fi
     if [ "$orc" != 0 ]; then
         # exit 2 with a device message: this build's llmtrain has no CUDA backend yet
         res ours status "llmtrain exit $orc: $(grep -v '^ *$' "$LOGDIR/ours_d12.txt" | tail -1 | cut -c1-120 | tr '|' '/')"
@@ -313,6 +317,7 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -
         prc=$?
         if [ "$prc" = 3 ]; then res sweep "$tag" "refused at plan time"; continue; fi
         if [ "$prc" != 0 ]; then res sweep "$tag" "plan error (exit $prc)"; continue; fi
+        if [ -n "${NO_CUDA_BACKEND:-}" ]; then res sweep "$tag" "plan fits; not trained (no CUDA backend)"; continue; fi
         timeout 90 "$LLMTRAIN" "${args[@]}" "${mbarg[@]}" --steps 3 \
             >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
         trc=$?

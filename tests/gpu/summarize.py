@@ -194,6 +194,9 @@ def main():
             lines.append(f"| {tag} | {r} |")
         n_oom = sum(1 for _, r in sweep if r == "OOM")
         n_fail = sum(1 for _, r in sweep if r.startswith("failed") or r.startswith("plan error"))
+        n_untrained = sum(1 for _, r in sweep if "not trained" in r)
+        if n_untrained:
+            lines.append(f"| (not trained: no CUDA backend) | {n_untrained} configs only planned |")
         lines.append(f"| **OOMs** | **{n_oom}** (other failures: {n_fail}; target 0) |")
     proj = res.get(("kernels", "projection"), "")
     if proj:

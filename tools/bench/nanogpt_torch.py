@@ -147,6 +147,24 @@ def _open_reader(data_dir, seq_len):
             except Exception as e:
                 tried.append(f"{mod_name}.{fn_name}: {type(e).__name__}: {e}")
                 continue
+            if callable(getattr(obj, "row", None)) and callable(getattr(obj, "num_rows", None)):
+                # mkshards_reader.ShardSet: row(i) -> {"tokens", "loss_mask", ...}
+                class _Rows:
+                    def __init__(self, ds):
+                        self.ds, self.n = ds, ds.num_rows("train")
+
+                    def __len__(self):
+                        return self.n
+
+                    def __getitem__(self, i):
+                        r = self.ds.row(i, split="train")
+                        return (r["tokens"], r.get("loss_mask"))
+
+                wrapped = _Rows(obj)
+                if len(wrapped) == 0:
+                    tried.append(f"{mod_name}.{fn_name}: no train rows")
+                    continue
+                return wrapped, f"shards: {data_dir} via tools/python/{mod_name}.{fn_name} ({len(wrapped)} rows)"
             rows = getattr(obj, "rows", None)
             if callable(rows):
                 try:
@@ -211,16 +229,27 @@ def main(argv=None):
     def next_batch():
         if rows is None:
             x = torch.randint(0, args.vocab_size, (B, T + 1), dtype=torch.int64)
+            xb, yb = x[:, :-1], x[:, 1:].clone()
         else:
             idx = [(cursor[0] + i) % len(rows) for i in range(B)]
             cursor[0] += B
-            arr = np.stack([np.asarray(rows[i][: T + 1], dtype=np.int64) for i in idx])
-            if arr.shape[1] < T + 1:  # rows of exactly T: the last target is a shifted repeat
-                arr = np.concatenate([arr, arr[:, -1:]], axis=1)
-            x = torch.from_numpy(arr)
+            xs, ys = [], []
+            for i in idx:
+                r = rows[i]
+                tok, mask = (r[0], r[1]) if isinstance(r, tuple) else (r, None)
+                tok = np.asarray(tok[: T + 1], dtype=np.int64)
+                y = np.full(T, -1, dtype=np.int64)  # a target beyond the row carries no loss (as llmtrain)
+                y[: len(tok) - 1] = tok[1:T + 1]
+                if mask is not None:  # padding targets carry no loss
+                    m = np.asarray(mask[1:T + 1])
+                    y[: len(m)][m == 0] = -1
+                xs.append(tok[:T])
+                ys.append(y)
+            xb, yb = torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
         if dev.type == "cuda":
-            x = x.pin_memory().to(dev, non_blocking=True)
-        return x[:, :-1], x[:, 1:]
+            xb = xb.pin_memory().to(dev, non_blocking=True)
+            yb = yb.pin_memory().to(dev, non_blocking=True)
+        return xb, yb
 
     amp = torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=(args.precision == "bf16"))
 
