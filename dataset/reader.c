@@ -582,6 +582,7 @@ struct ds_json_ctx {
     json_t *json;      /* parsed JSON of the last record */
     uint8_t *copy;     /* scratch for the lone-surrogate retry */
     size_t copy_cap;
+    ds_jscan_buf scan; /* json_scan.c: decoded field of the last record */
     char detail[256];
 };
 
@@ -592,6 +593,7 @@ void ds_json_ctx_free(ds_json_ctx *c) {
     free(c->buf);
     free(c->name);
     free(c->copy);
+    ds_jscan_buf_free(&c->scan);
     free(c);
 }
 
@@ -638,6 +640,49 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
         p += 3;
         n -= 3;
         rec->flags |= DS_RECF_BOM;
+    }
+    /* Fast path (json_scan.c): same acceptance and results as the jansson
+     * code below, ~40x fewer instructions (docs/reader.md). Invalid or undecided lines
+     * go to jansson, so the error details stay jansson's. */
+    ds_jscan_result sr;
+    switch (ds_json_scan(p, n, c->parts, c->n_parts, &c->scan, &sr)) {
+    case DS_JSCAN_OK:
+        if (sr.lone_surrogate) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;
+        rec->status = DS_REC_OK;
+        rec->text = sr.text;
+        rec->len = sr.len;
+        return DS_OK;
+    case DS_JSCAN_NOT_OBJECT:
+    case DS_JSCAN_PARENT_NOT_OBJECT:
+    case DS_JSCAN_MISSING:
+        if (sr.lone_surrogate) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;
+        rec->text = NULL;
+        rec->len = 0;
+        rec->status = DS_REC_MISSING_FIELD;
+        if (sr.status == DS_JSCAN_MISSING)
+            snprintf(c->detail, sizeof c->detail, "no field '%s'", c->name);
+        else
+            snprintf(c->detail, sizeof c->detail, "%s",
+                     sr.status == DS_JSCAN_NOT_OBJECT ? "line is not a JSON object"
+                                                      : "parent of the field is not an object");
+        rec->detail = c->detail;
+        return DS_OK;
+    case DS_JSCAN_NOT_STRING: {
+        if (sr.lone_surrogate) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;
+        rec->text = NULL;
+        rec->len = 0;
+        rec->status = DS_REC_NOT_STRING;
+        const char *t = sr.type == DS_JSCAN_T_NULL ? "null" : sr.type == DS_JSCAN_T_OBJECT ? "an object"
+                      : sr.type == DS_JSCAN_T_ARRAY ? "an array" : sr.type == DS_JSCAN_T_NUMBER ? "a number"
+                      : "a boolean";
+        snprintf(c->detail, sizeof c->detail, "field '%s' is %s, not a string", c->name, t);
+        rec->detail = c->detail;
+        return DS_OK;
+    }
+    case DS_JSCAN_NOMEM:
+        return DS_ERR_NOMEM;
+    default: /* invalid or unsure: jansson decides */
+        break;
     }
     json_error_t je;
     json_t *j = json_loadb((const char *)p, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);

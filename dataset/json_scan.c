@@ -1,0 +1,443 @@
+/* json_scan.c - single-pass strict JSON scanner for one JSONL line.
+ *
+ * Replaces jansson on the hot path of ds_json_extract (jansson built a full
+ * DOM for every line: ~138 instructions per input byte). This scanner
+ * validates the whole line with jansson's acceptance rules and decodes only
+ * the string at the field path, into a reused buffer:
+ *   - RFC 8259 grammar; whitespace is space, \t, \n, \r;
+ *   - strings: no raw bytes < 0x20, strict UTF-8 (no overlongs, no encoded
+ *     surrogates, <= U+10FFFF), escapes \" \\ \/ \b \f \n \r \t \uXXXX;
+ *     \u0000 allowed in values (JSON_ALLOW_NUL), rejected in keys;
+ *   - unpaired surrogate escapes decode to U+FFFD and set lone_surrogate,
+ *     as reader.c's fix_lone_surrogates + second json_loadb do;
+ *   - integers outside int64 are invalid (jansson: "too big integer");
+ *     reals that might overflow a double are UNSURE (left to jansson);
+ *   - nesting: a value deeper than 2048 is invalid (JSON_PARSER_MAX_DEPTH);
+ *   - a raw NUL byte right after a number or literal (which jansson drops)
+ *     is UNSURE.
+ * See tests/test_json_scan.c for the differential test against jansson. */
+#include "ds_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#define JS_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
+
+/* byte classes inside a string: 0 plain ASCII, 1 '"', 2 '\\', 3 control, 4 >= 0x80 */
+static const uint8_t str_class[256] = {
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+};
+
+#define STR_ESC 1u /* the string had an escape */
+#define STR_NUL 2u /* ... decoding to U+0000 */
+
+static inline int is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+static inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e) {
+    while (p < e && is_ws(*p)) p++;
+    return p;
+}
+
+static inline int hex4(const uint8_t *p, unsigned *v) {
+    unsigned x = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned c = p[k], d;
+        if (c - '0' < 10) d = c - '0';
+        else if ((c | 0x20) - 'a' < 6) d = (c | 0x20) - 'a' + 10;
+        else return 0;
+        x = x * 16 + d;
+    }
+    *v = x;
+    return 1;
+}
+
+/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), 0 if invalid
+ * (the rules of jansson's utf8_check_first/utf8_check_full). */
+static inline size_t utf8_seq(const uint8_t *p, const uint8_t *e) {
+    uint8_t c = p[0];
+    size_t left = (size_t)(e - p);
+    if (c >= 0xC2 && c <= 0xDF) return left >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && p[1] > 0x9F) return 0; /* UTF-16 surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && p[1] > 0x8F) return 0; /* > U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+static inline size_t put_utf8(uint8_t *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | (cp >> 6));
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | (cp >> 12));
+        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | (cp >> 18));
+    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Scan a string body; *pp is just after the opening quote. On success *pp is
+ * after the closing quote and 1 is returned; 0: invalid. With decode, the
+ * decoded bytes go to out (room for (e - *pp) + 16 bytes) and *olen is set.
+ * The decoded form is never longer than the raw form, so that room also
+ * covers the 16-byte stores of the fast path. */
+static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp, const uint8_t *e, int decode,
+                                                             uint8_t *out, size_t *olen, unsigned *fl,
+                                                             int *lone) {
+    const uint8_t *p = *pp;
+    size_t o = 0;
+    for (;;) {
+#if defined(__SSE2__)
+        {
+            const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), sp = _mm_set1_epi8(0x20);
+            while (e - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)p);
+                if (decode) _mm_storeu_si128((__m128i *)(out + o), v);
+                /* signed compare: control bytes and bytes >= 0x80 are both < 0x20 */
+                __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
+                                         _mm_cmplt_epi8(v, sp));
+                unsigned mask = (unsigned)_mm_movemask_epi8(m);
+                if (mask) {
+                    unsigned k = (unsigned)__builtin_ctz(mask);
+                    p += k;
+                    o += k;
+                    break;
+                }
+                p += 16;
+                o += 16;
+            }
+        }
+#endif
+        uint8_t c = 0, cls = 0;
+        while (p < e && (cls = str_class[c = *p]) == 0) {
+            if (decode) out[o] = c;
+            o++;
+            p++;
+        }
+        if (p >= e) return 0;
+        if (cls == 1) {
+            *pp = p + 1;
+            if (decode) {
+                out[o] = 0;
+                *olen = o;
+            }
+            return 1;
+        }
+        if (cls == 3) return 0;
+        if (cls == 4) {
+            size_t k = utf8_seq(p, e);
+            if (!k) return 0;
+            if (decode) memcpy(out + o, p, k);
+            o += k;
+            p += k;
+            continue;
+        }
+        /* escape */
+        *fl |= STR_ESC;
+        if (e - p < 2) return 0;
+        uint8_t ch;
+        switch (p[1]) {
+        case '"': ch = '"'; break;
+        case '\\': ch = '\\'; break;
+        case '/': ch = '/'; break;
+        case 'b': ch = '\b'; break;
+        case 'f': ch = '\f'; break;
+        case 'n': ch = '\n'; break;
+        case 'r': ch = '\r'; break;
+        case 't': ch = '\t'; break;
+        case 'u': {
+            unsigned v, w;
+            if (e - p < 6 || !hex4(p + 2, &v)) return 0;
+            p += 6;
+            if (v >= 0xD800 && v <= 0xDBFF) {
+                if (e - p >= 6 && p[0] == '\\' && p[1] == 'u' && hex4(p + 2, &w) && w >= 0xDC00 && w <= 0xDFFF) {
+                    v = 0x10000 + ((v - 0xD800) << 10) + (w - 0xDC00);
+                    p += 6;
+                } else {
+                    v = 0xFFFD; /* as fix_lone_surrogates */
+                    *lone = 1;
+                }
+            } else if (v >= 0xDC00 && v <= 0xDFFF) {
+                v = 0xFFFD;
+                *lone = 1;
+            } else if (v == 0) {
+                *fl |= STR_NUL;
+            }
+            if (decode) o += put_utf8(out + o, v);
+            else o += 1;
+            continue;
+        }
+        default: return 0;
+        }
+        if (decode) out[o] = ch;
+        o++;
+        p += 2;
+    }
+}
+
+/* Number at *pp (first byte '-' or a digit). 1: valid, 0: invalid (as
+ * jansson), 2: valid grammar but maybe a double overflow (jansson decides). */
+static int scan_number(const uint8_t **pp, const uint8_t *e) {
+    const uint8_t *p = *pp;
+    int neg = 0, real = 0;
+    if (*p == '-') { neg = 1; p++; }
+    const uint8_t *ds = p;
+    if (p >= e) return 0;
+    if (*p == '0') {
+        p++;
+        if (p < e && is_digit(*p)) return 0;
+    } else if (is_digit(*p)) {
+        while (p < e && is_digit(*p)) p++;
+    } else {
+        return 0;
+    }
+    size_t nd = (size_t)(p - ds);
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || !is_digit(*p)) return 0;
+        while (p < e && is_digit(*p)) p++;
+        real = 1;
+    }
+    long ex = 0;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < e && (*p == '+' || *p == '-')) { eneg = *p == '-'; p++; }
+        if (p >= e || !is_digit(*p)) return 0;
+        while (p < e && is_digit(*p)) {
+            if (ex < 100000000L) ex = ex * 10 + (*p - '0');
+            p++;
+        }
+        if (eneg) ex = -ex;
+        real = 1;
+    }
+    *pp = p;
+    if (!real) { /* strtoll range */
+        if (nd > 19) return 0;
+        if (nd == 19 && memcmp(ds, neg ? "9223372036854775808" : "9223372036854775807", 19) > 0) return 0;
+        return 1;
+    }
+    /* value < 10^(integer digits + exponent); below 10^308 strtod cannot overflow */
+    size_t lead = ds[0] == '0' ? 0 : nd;
+    if (lead > 100000000u) return 2;
+    return (long)lead + ex > 308 ? 2 : 1;
+}
+
+static int grow(uint8_t **b, size_t *cap, size_t need) {
+    if (*cap >= need) return 1;
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < need) nc *= 2;
+    uint8_t *nb = realloc(*b, nc);
+    if (!nb) return 0;
+    *b = nb;
+    *cap = nc;
+    return 1;
+}
+
+void ds_jscan_buf_free(ds_jscan_buf *b) {
+    if (!b) return;
+    free(b->text);
+    free(b->key);
+    b->text = b->key = NULL;
+    b->cap = b->key_cap = 0;
+}
+
+ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts,
+                             ds_jscan_buf *b, ds_jscan_result *r) {
+    const uint8_t *p = line, *e = line + n;
+    uint8_t stk[JS_MAX_DEPTH]; /* 1: object, 0: array */
+    size_t depth = 0;          /* open containers */
+    size_t on = 0;             /* the first `on` open containers are objects on the field path */
+    long match = 0;            /* path level of the value about to be parsed, -1: off the path */
+    ds_jscan_status st = DS_JSCAN_MISSING;
+    ds_jscan_type ty = DS_JSCAN_T_NULL, vt = DS_JSCAN_T_NULL;
+    size_t tlen = 0;
+    int lone = 0, unsure = 0;
+    unsigned fl;
+
+    r->text = NULL;
+    r->len = 0;
+    r->lone_surrogate = 0;
+    r->type = DS_JSCAN_T_NULL;
+    if (!n_parts) return r->status = DS_JSCAN_UNSURE;
+
+value:
+    p = skip_ws(p, e);
+    if (p >= e || depth >= JS_MAX_DEPTH) goto invalid;
+    switch (*p) {
+    case '{':
+        p++;
+        if (match >= 0) {
+            if ((size_t)match == n_parts) {
+                st = DS_JSCAN_NOT_STRING;
+                ty = DS_JSCAN_T_OBJECT;
+            } else {
+                st = DS_JSCAN_MISSING;
+                on = depth + 1;
+            }
+        }
+        stk[depth++] = 1;
+        p = skip_ws(p, e);
+        if (p < e && *p == '}') {
+            p++;
+            goto pop;
+        }
+        goto key;
+    case '[':
+        p++;
+        if (match >= 0) {
+            if ((size_t)match == n_parts) {
+                st = DS_JSCAN_NOT_STRING;
+                ty = DS_JSCAN_T_ARRAY;
+            } else {
+                st = match ? DS_JSCAN_PARENT_NOT_OBJECT : DS_JSCAN_NOT_OBJECT;
+            }
+        }
+        stk[depth++] = 0;
+        p = skip_ws(p, e);
+        if (p < e && *p == ']') {
+            p++;
+            goto pop;
+        }
+        match = -1;
+        goto value;
+    case '"':
+        p++;
+        fl = 0;
+        if (match >= 0 && (size_t)match == n_parts) {
+            if (!grow(&b->text, &b->cap, (size_t)(e - p) + 32)) return r->status = DS_JSCAN_NOMEM;
+            if (!scan_string(&p, e, 1, b->text, &tlen, &fl, &lone)) goto invalid;
+            st = DS_JSCAN_OK;
+            ty = DS_JSCAN_T_STRING;
+        } else {
+            if (!scan_string(&p, e, 0, NULL, NULL, &fl, &lone)) goto invalid;
+            if (match >= 0) st = match ? DS_JSCAN_PARENT_NOT_OBJECT : DS_JSCAN_NOT_OBJECT;
+        }
+        goto after;
+    case 't':
+    case 'f':
+    case 'n': {
+        const char *lit = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+        size_t ll = strlen(lit);
+        if ((size_t)(e - p) < ll || memcmp(p, lit, ll)) goto invalid;
+        p += ll;
+        vt = *lit == 'n' ? DS_JSCAN_T_NULL : DS_JSCAN_T_BOOLEAN;
+        goto scalar;
+    }
+    default: {
+        if (*p != '-' && !is_digit(*p)) goto invalid;
+        int k = scan_number(&p, e);
+        if (!k) goto invalid;
+        if (k == 2) unsure = 1;
+        vt = DS_JSCAN_T_NUMBER;
+        goto scalar;
+    }
+    }
+
+scalar:
+    /* jansson quirk: the byte after a number or literal is read ahead and
+     * pushed back; a pushed-back NUL byte is lost, so "1\0," parses as "1,".
+     * Not RFC JSON: leave such lines to jansson. */
+    if (p < e && !*p) return r->status = DS_JSCAN_UNSURE;
+    if (match >= 0) {
+        if ((size_t)match == n_parts) {
+            st = DS_JSCAN_NOT_STRING;
+            ty = vt;
+        } else
+            st = match ? DS_JSCAN_PARENT_NOT_OBJECT : DS_JSCAN_NOT_OBJECT;
+    }
+    goto after;
+
+key:
+    /* p at the key's opening quote (whitespace skipped) */
+    if (p >= e || *p != '"') goto invalid;
+    {
+        const uint8_t *ks = ++p;
+        fl = 0;
+        if (!scan_string(&p, e, 0, NULL, NULL, &fl, &lone)) goto invalid;
+        if (fl & STR_NUL) goto invalid; /* jansson: NUL byte in object key not supported */
+        match = -1;
+        if (on == depth && depth - 1 < n_parts) {
+            const char *part = parts[depth - 1];
+            size_t pl = strlen(part);
+            const uint8_t *k = ks;
+            size_t kl = (size_t)(p - 1 - ks);
+            if (fl & STR_ESC) {
+                const uint8_t *q = ks;
+                unsigned fl2 = 0;
+                int lone2 = 0;
+                if (!grow(&b->key, &b->key_cap, kl + 32)) return r->status = DS_JSCAN_NOMEM;
+                scan_string(&q, p, 1, b->key, &kl, &fl2, &lone2);
+                k = b->key;
+            }
+            if (kl == pl && memcmp(k, part, pl) == 0) match = (long)depth;
+        }
+    }
+    p = skip_ws(p, e);
+    if (p >= e || *p != ':') goto invalid;
+    p++;
+    goto value;
+
+after:
+    p = skip_ws(p, e);
+    if (depth == 0) {
+        if (p != e) goto invalid;
+        goto done;
+    }
+    if (p >= e) goto invalid;
+    if (*p == ',') {
+        p = skip_ws(p + 1, e);
+        if (stk[depth - 1]) goto key;
+        match = -1;
+        goto value;
+    }
+    if (*p != (stk[depth - 1] ? '}' : ']')) goto invalid;
+    p++;
+pop:
+    depth--;
+    if (on > depth) on = depth;
+    goto after;
+
+done:
+    r->lone_surrogate = lone;
+    r->type = ty;
+    if (unsure) return r->status = DS_JSCAN_UNSURE;
+    if (st == DS_JSCAN_OK) {
+        r->text = b->text;
+        r->len = tlen;
+    }
+    if (st == DS_JSCAN_MISSING) r->type = DS_JSCAN_T_NULL;
+    return r->status = st;
+
+invalid:
+    r->lone_surrogate = lone;
+    return r->status = DS_JSCAN_INVALID;
+}
