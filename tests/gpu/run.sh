@@ -341,4 +341,6 @@ fi
 say "10. summary"
 "$PY" tests/gpu/summarize.py --results "$RESULTS" --logdir "$LOGDIR" --seq "$SEQ" --batch "$BATCH" \
     --append docs/gpu-results.md
-say "done in $(($(date +%s) - T_START)) s; logs in $LOGDIR"
+# the device machine's working tree does not come back: $OUT does
+[ -f docs/gpu-results.md ] && [ "$LOGDIR" != "$ROOT/docs" ] && cp docs/gpu-results.md "$LOGDIR/gpu-results.md"
+say "done in $(($(date +%s) - T_START)) s; logs in $LOGDIR (gpu-results.md there: copy it over docs/gpu-results.md)"
