@@ -265,7 +265,7 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             cm.seq_len != T || cm.vocab_size != rows->vocab_size) {
             snprintf(err, errlen, "checkpoint in %s is for a different model or --seq-len (%dL C=%d T=%d V=%u)",
                      o->ckpt_dir, cm.n_layer, cm.n_embd, cm.seq_len, cm.vocab_size);
-            rc = TR_ERR_ARG;
+            rc = TR_ERR_DATA;
             goto done;
         }
     }
