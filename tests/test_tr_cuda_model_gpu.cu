@@ -1,0 +1,200 @@
+/* test_tr_cuda_model_gpu.cu - the GPU model (train/tr_cuda_model.h) against
+ * the CPU reference model (train/model.h) on the tiny config: loss, every
+ * parameter gradient, the gradient norm and the parameters after one clipped
+ * AdamW step; plain and with document masking; fp32 (tight) and bf16 (loss).
+ * Label gpu; exit 77 without a GPU. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+extern "C" {
+#include "model.h"
+#include "tr_cuda_model.h"
+}
+
+static int fails = 0;
+
+static double relerr(const float *a, const float *r, size_t n, double *l2)
+{
+    double md = 0, mr = 0, sd = 0, sr = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        double d = fabs((double)a[i] - r[i]);
+        md = fmax(md, d);
+        mr = fmax(mr, fabs((double)r[i]));
+        sd += d * d;
+        sr += (double)r[i] * r[i];
+    }
+    if (l2) *l2 = sr > 0 ? sqrt(sd / sr) : sqrt(sd);
+    return mr > 0 ? md / mr : md;
+}
+
+static void row(const char *what, const char *mode, double rel, double l2, double tol)
+{
+    bool ok = rel <= tol && l2 <= tol;
+    if (!ok) fails++;
+    printf("| %-22s | %-12s | %9.2e | %9.2e | %7.0e | %s |\n", what, mode, rel, l2, tol, ok ? "PASS" : "FAIL");
+}
+
+static void run(kn_dtype dt, bool docmask)
+{
+    const char *mode = dt == KN_BF16 ? (docmask ? "bf16 doc" : "bf16") : (docmask ? "fp32 doc" : "fp32");
+    tr_model_config cfg;
+    if (tr_model_config_preset("tiny", 300, 64, &cfg) != TR_MODEL_OK) {
+        printf("preset failed\n");
+        fails++;
+        return;
+    }
+    tr_model *cpu = NULL;
+    if (tr_model_create(&cfg, 42, &cpu) != TR_MODEL_OK) {
+        printf("tr_model_create failed\n");
+        fails++;
+        return;
+    }
+    int B = 3, T = 48, N = B * T;
+    std::vector<uint32_t> in(N);
+    std::vector<int32_t> tg(N), pos(N), doc(N);
+    uint64_t s = 0x1234 + (docmask ? 1 : 0);
+    for (int b = 0; b < B; b++) {
+        int d = 0, p = 0;
+        for (int t = 0; t < T; t++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            int i = b * T + t;
+            in[i] = (uint32_t)((s >> 33) % 300);
+            tg[i] = (int32_t)((s >> 13) % 300);
+            if ((s >> 50) % 9 == 0) tg[i] = -1;
+            if (docmask && t > 0 && (s >> 40) % 13 == 0) {
+                d++;
+                p = 0;
+            }
+            doc[i] = d;
+            pos[i] = p++;
+        }
+    }
+    const int32_t *hp = docmask ? pos.data() : NULL, *hd = docmask ? doc.data() : NULL;
+    int ntg = 0;
+    for (int i = 0; i < N; i++) ntg += tg[i] >= 0;
+    float gs = 1.0f / (float)ntg;
+    size_t P = tr_model_param_count(&cfg);
+    std::vector<float> p0(tr_model_params(cpu), tr_model_params(cpu) + P);
+
+    tr_model_zero_grad(cpu);
+    double closs = 0;
+    uint64_t cn = 0;
+    if (tr_model_fwd_bwd(cpu, B, T, in.data(), tg.data(), hp, hd, gs, &closs, &cn) != TR_MODEL_OK) {
+        printf("cpu fwd_bwd failed\n");
+        fails++;
+        tr_model_free(cpu);
+        return;
+    }
+    std::vector<float> cgrad(tr_model_grads(cpu), tr_model_grads(cpu) + P);
+
+    /* GPU: one arena for the model and the batch */
+    tr_plan_out po;
+    memset(&po, 0, sizeof po);
+    po.n_items = 2;
+    po.items[0].name = "model";
+    po.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt);
+    po.items[0].where = "device";
+    po.items[1].name = "batch";
+    po.items[1].bytes = (uint64_t)N * 16;
+    po.items[1].where = "device";
+    tr_cuda_arena a;
+    if (tr_cuda_arena_create(&a, &po) != TR_OK) {
+        printf("arena: %s\n", a.last_error);
+        fails++;
+        tr_model_free(cpu);
+        return;
+    }
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    tr_cuda_model *g = NULL;
+    uint32_t *d_in = (uint32_t *)tr_cuda_arena_take(&a, N * 4, "inputs");
+    int32_t *d_tg = (int32_t *)tr_cuda_arena_take(&a, N * 4, "targets");
+    int32_t *d_pos = (int32_t *)tr_cuda_arena_take(&a, N * 4, "pos");
+    int32_t *d_doc = (int32_t *)tr_cuda_arena_take(&a, N * 4, "doc");
+    int rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &a, st);
+    if (rc != TR_OK || !d_in || !d_doc) {
+        printf("tr_cuda_model_create: %d (%s; %s)\n", rc, a.last_error, kn_cuda_last_error());
+        fails++;
+        tr_cuda_arena_destroy(&a);
+        tr_model_free(cpu);
+        return;
+    }
+    tr_cuda_arena_seal(&a);
+    printf("(%s: arena %zu bytes, %zu used)\n", mode, a.size, a.used);
+    cudaMemcpy(d_in, in.data(), N * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_tg, tg.data(), N * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_pos, pos.data(), N * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_doc, doc.data(), N * 4, cudaMemcpyHostToDevice);
+    tr_cuda_model_set_params(g, p0.data());
+    double gloss = 0;
+    uint64_t gn = 0;
+    rc = tr_cuda_model_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs, &gloss, &gn);
+    if (rc != TR_OK) {
+        printf("gpu fwd_bwd: %d (%s / %s)\n", rc, kn_cuda_last_error(), cudaGetErrorString(cudaGetLastError()));
+        fails++;
+    } else {
+        std::vector<float> ggrad(P);
+        tr_cuda_model_get(g, NULL, ggrad.data(), NULL, NULL);
+        float lc = (float)(closs / cn), lg = (float)(gloss / (gn ? gn : 1));
+        double l2 = 0, rel = relerr(&lg, &lc, 1, &l2);
+        row("loss (mean)", mode, rel, l2, dt == KN_BF16 ? 1e-2 : 1e-5);
+        if (gn != cn) {
+            printf("target count %llu vs %llu\n", (unsigned long long)gn, (unsigned long long)cn);
+            fails++;
+        }
+        size_t sizes[TR_NUM_PARAM_TENSORS];
+        tr_model_param_sizes(&cfg, sizes);
+        size_t off = 0;
+        for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+            char w[64];
+            snprintf(w, sizeof w, "grad %s", tr_model_param_name(i));
+            rel = relerr(ggrad.data() + off, cgrad.data() + off, sizes[i], &l2);
+            row(w, mode, rel, l2, dt == KN_BF16 ? 1e-1 : 1e-4);
+            off += sizes[i];
+        }
+        /* one clipped AdamW step */
+        tr_adamw_hparams h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+        float cnorm = 0, gnorm = 0;
+        tr_model_adamw_init(cpu);
+        tr_model_clip_grad_norm(cpu, 0.5f, &cnorm);
+        tr_model_adamw_step(cpu, &h, 1, NULL);
+        if (tr_cuda_model_step(g, &h, 1, 0.5f, &gnorm) != TR_OK) {
+            printf("gpu step failed: %s\n", kn_cuda_last_error());
+            fails++;
+        } else {
+            rel = relerr(&gnorm, &cnorm, 1, &l2);
+            row("grad norm", mode, rel, l2, dt == KN_BF16 ? 1e-1 : 1e-4);
+            std::vector<float> gp(P);
+            tr_cuda_model_get(g, gp.data(), NULL, NULL, NULL);
+            rel = relerr(gp.data(), tr_model_params(cpu), P, &l2);
+            row("params after AdamW", mode, rel, l2, dt == KN_BF16 ? 1e-2 : 1e-5);
+        }
+    }
+    tr_cuda_model_destroy(g);
+    cudaStreamDestroy(st);
+    tr_cuda_arena_destroy(&a);
+    tr_model_free(cpu);
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("test_tr_cuda_model_gpu: no CUDA device: skipped\n");
+        return 77;
+    }
+    printf("| %-22s | %-12s | %-9s | %-9s | %-7s | result |\n", "what", "mode", "max-rel", "l2-rel", "tol");
+    printf("|------------------------|--------------|-----------|-----------|---------|--------|\n");
+    run(KN_F32, false);
+    run(KN_F32, true);
+    run(KN_BF16, false);
+    run(KN_BF16, true);
+    printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,365 @@
+/* tr_cuda_model.cu - GPT-2 forward/backward/AdamW on the GPU, op for op the
+ * CUDA twin of train/model.c's tr_model_fwd_bwd (see tr_cuda_model.h). */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "tr_cuda_model.h"
+}
+
+struct tr_cuda_model {
+    tr_model_config c;
+    int Bmax, Tmax;
+    kn_dtype dt;
+    size_t esz;
+    cudaStream_t s;
+    kn_cuda_ctx *ctx;
+    size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
+    float *master, *grads, *adam_m, *adam_v;
+    void *wc; /* compute weights: == master (fp32) or the bf16 copy */
+    /* activations: per layer, [L][...] */
+    void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg, *res3;
+    float *ln1m, *ln1r, *ln2m, *ln2r, *lse;
+    void *encoded, *proj, *lnf, *logits, *dres, *dbuf, *dbig;
+    float *lnfm, *lnfr, *losses;
+    void *scratch;
+    size_t scratch_bytes;
+    void *cublas_ws;
+    double *lossacc; /* [0] loss sum, [1] target count (as double) */
+    double *sumsq;
+    float *clip_scale, *gnorm;
+};
+
+/* Counting (a == NULL) or carving pass over every piece, in one order. */
+struct carver {
+    tr_cuda_arena *a;
+    size_t total;
+    int failed;
+    void *take(size_t bytes, const char *what)
+    {
+        total += bytes + TR_CUDA_ALIGN;
+        if (!a) return (void *)(uintptr_t)TR_CUDA_ALIGN; /* counting: any non-NULL */
+        void *p = tr_cuda_arena_take(a, bytes, what);
+        if (!p) failed = 1;
+        return p;
+    }
+};
+
+static size_t scratch_need(const tr_model_config *c, int B, int T, size_t P)
+{
+    int N = B * T, C = c->d_model;
+    size_t s = kn_encoder_backward_scratch_bytes(N);
+    size_t x;
+    if ((x = kn_layernorm_backward_scratch_bytes(N, C)) > s) s = x;
+    if ((x = kn_matmul_backward_scratch_bytes(N, 4 * C)) > s) s = x;
+    if ((x = kn_matmul_backward_scratch_bytes(N, c->vocab_padded)) > s) s = x;
+    if ((x = kn_attention_backward_scratch_bytes(B, T, c->n_head)) > s) s = x;
+    if ((x = kn_sumsq_scratch_bytes(P)) > s) s = x;
+    return s;
+}
+
+static void carve(tr_cuda_model *m, carver *cv)
+{
+    const tr_model_config *c = &m->c;
+    size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)c->d_model, L = (size_t)c->n_layer, e = m->esz;
+    size_t P = m->P;
+    m->master = (float *)cv->take(P * 4, "master weights (fp32)");
+    m->wc = m->dt == KN_F32 ? (void *)m->master : cv->take(P * e, "parameters (compute copy)");
+    m->grads = (float *)cv->take(P * 4, "gradients (fp32)");
+    m->adam_m = (float *)cv->take(P * 4, "AdamW m");
+    m->adam_v = (float *)cv->take(P * 4, "AdamW v");
+    m->ln1 = cv->take(L * N * C * e, "ln1");
+    m->qkv = cv->take(L * N * 3 * C * e, "qkv");
+    m->atty = cv->take(L * N * C * e, "attention out");
+    m->res2 = cv->take(L * N * C * e, "residual2");
+    m->ln2 = cv->take(L * N * C * e, "ln2");
+    m->fch = cv->take(L * N * 4 * C * e, "fc");
+    m->fchg = cv->take(L * N * 4 * C * e, "fc gelu");
+    m->res3 = cv->take(L * N * C * e, "residual3");
+    m->ln1m = (float *)cv->take(L * N * 4, "ln1 mean");
+    m->ln1r = (float *)cv->take(L * N * 4, "ln1 rstd");
+    m->ln2m = (float *)cv->take(L * N * 4, "ln2 mean");
+    m->ln2r = (float *)cv->take(L * N * 4, "ln2 rstd");
+    m->lse = (float *)cv->take(L * N * (size_t)c->n_head * 4, "attention lse");
+    m->encoded = cv->take(N * C * e, "encoded");
+    m->proj = cv->take(N * C * e, "projection");
+    m->lnf = cv->take(N * C * e, "lnf");
+    m->lnfm = (float *)cv->take(N * 4, "lnf mean");
+    m->lnfr = (float *)cv->take(N * 4, "lnf rstd");
+    m->logits = cv->take(N * (size_t)c->vocab_padded * e, "logits / dlogits");
+    m->losses = (float *)cv->take(N * 4, "losses");
+    m->dres = cv->take(N * C * e, "dresidual");
+    m->dbuf = cv->take(N * C * e, "dln");
+    m->dbig = cv->take(N * 4 * C * e, "d4C");
+    m->scratch_bytes = scratch_need(c, m->Bmax, m->Tmax, P);
+    m->scratch = cv->take(m->scratch_bytes, "kernel scratch");
+    m->cublas_ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
+    m->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
+    m->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");
+    m->clip_scale = (float *)cv->take(sizeof(float), "clip scale");
+    m->gnorm = (float *)cv->take(sizeof(float), "grad norm");
+}
+
+static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt)
+{
+    if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16)) return TR_ERR_ARG;
+    if (tr_model_config_check(c) != TR_MODEL_OK) return TR_ERR_ARG;
+    m->c = *c;
+    m->Bmax = B;
+    m->Tmax = T;
+    m->dt = dt;
+    m->esz = kn_dtype_size(dt);
+    tr_model_param_sizes(c, m->sizes);
+    size_t off = 0;
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        m->offs[i] = off;
+        off += m->sizes[i];
+    }
+    m->P = off;
+    return TR_OK;
+}
+
+extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt)
+{
+    tr_cuda_model m;
+    memset(&m, 0, sizeof m);
+    if (init_shape(&m, c, B, T, dt) != TR_OK) return 0;
+    carver cv = {nullptr, 0, 0};
+    carve(&m, &cv);
+    return cv.total;
+}
+
+extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
+                                    tr_cuda_arena *a, tr_cuda_stream s)
+{
+    if (!out || !a) return TR_ERR_ARG;
+    tr_cuda_model *m = (tr_cuda_model *)calloc(1, sizeof *m);
+    if (!m) return TR_ERR_NOMEM;
+    int rc = init_shape(m, c, B, T, dt);
+    if (rc != TR_OK) {
+        free(m);
+        return rc;
+    }
+    carver cv = {a, 0, 0};
+    carve(m, &cv);
+    if (cv.failed) {
+        free(m);
+        return TR_ERR_NOMEM; /* a->last_error names the piece */
+    }
+    m->s = (cudaStream_t)s;
+    if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
+        free(m);
+        return TR_ERR_NODEVICE;
+    }
+    *out = m;
+    return TR_OK;
+}
+
+extern "C" void tr_cuda_model_destroy(tr_cuda_model *m)
+{
+    if (!m) return;
+    kn_cuda_ctx_destroy(m->ctx);
+    free(m); /* the arena owns the memory */
+}
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != cudaSuccess) {                                                               \
+            cudaGetLastError();                                                                    \
+            return TR_ERR_NODEVICE;                                                                \
+        }                                                                                          \
+    } while (0)
+#define KC(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != KN_OK) return TR_ERR_NODEVICE; /* kn_cuda_last_error() says why */           \
+    } while (0)
+
+extern "C" int tr_cuda_model_zero_grad(tr_cuda_model *m)
+{
+    if (!m) return TR_ERR_ARG;
+    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params)
+{
+    if (!m || !host_params) return TR_ERR_ARG;
+    CU(cudaMemcpyAsync(m->master, host_params, m->P * 4, cudaMemcpyHostToDevice, m->s));
+    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
+    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
+    CU(cudaMemsetAsync(m->adam_m, 0, m->P * 4, m->s));
+    CU(cudaMemsetAsync(m->adam_v, 0, m->P * 4, m->s));
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v)
+{
+    if (!m) return TR_ERR_ARG;
+    if (params) CU(cudaMemcpyAsync(params, m->master, m->P * 4, cudaMemcpyDeviceToHost, m->s));
+    if (grads) CU(cudaMemcpyAsync(grads, m->grads, m->P * 4, cudaMemcpyDeviceToHost, m->s));
+    if (adam_m) CU(cudaMemcpyAsync(adam_m, m->adam_m, m->P * 4, cudaMemcpyDeviceToHost, m->s));
+    if (adam_v) CU(cudaMemcpyAsync(adam_v, m->adam_v, m->P * 4, cudaMemcpyDeviceToHost, m->s));
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
+/* loss sum over target tokens, fixed order (one block) */
+__global__ void loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N)
+{
+    __shared__ double s[1024], k[1024];
+    double a = 0, n = 0;
+    for (int i = threadIdx.x; i < N; i += 1024)
+        if (targets[i] >= 0) {
+            a += losses[i];
+            n += 1;
+        }
+    s[threadIdx.x] = a;
+    k[threadIdx.x] = n;
+    __syncthreads();
+    for (int o = 512; o > 0; o >>= 1) {
+        if ((int)threadIdx.x < o) {
+            s[threadIdx.x] += s[threadIdx.x + o];
+            k[threadIdx.x] += k[threadIdx.x + o];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = s[0];
+        out[1] = k[0];
+    }
+}
+
+/* pointer helpers */
+static inline void *ep(void *base, size_t elems, size_t esz) { return (char *)base + elems * esz; }
+
+extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
+                                     const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
+                                     uint64_t *n_targets)
+{
+    if (loss_sum) *loss_sum = 0;
+    if (n_targets) *n_targets = 0;
+    if (!m || !inputs || !targets || B <= 0 || T <= 0 || B * T > m->Bmax * m->Tmax || T > m->Tmax) return TR_ERR_ARG;
+    const tr_model_config *c = &m->c;
+    int L = c->n_layer, C = c->d_model, NH = c->n_head, N = B * T, V = c->vocab, Vp = c->vocab_padded;
+    size_t BTC = (size_t)N * C, e = m->esz, C2 = (size_t)C * C;
+    kn_dtype dt = m->dt;
+    cudaStream_t s = m->s;
+    /* activation strides use the capacity (Bmax*Tmax) so the carve is fixed */
+    size_t cap = (size_t)m->Bmax * m->Tmax * C;
+    void *W[TR_NUM_PARAM_TENSORS];
+    float *G[TR_NUM_PARAM_TENSORS];
+    const float *Wf[TR_NUM_PARAM_TENSORS]; /* fp32 master: LayerNorm weights are fp32 in the kernels */
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        W[i] = ep(m->wc, m->offs[i], e);
+        G[i] = m->grads + m->offs[i];
+        Wf[i] = m->master + m->offs[i];
+    }
+#define LAYER(buf, l, width) ep(m->buf, (size_t)(l) * cap * (width), e)
+    KC(kn_encoder_forward_cuda(m->encoded, inputs, pos, W[TR_P_WTE], W[TR_P_WPE], B, T, C, V, c->max_seq, dt, s));
+    for (int l = 0; l < L; l++) {
+        void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
+        void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
+        void *fchg = LAYER(fchg, l, 4);
+        float *l1m = m->ln1m + (size_t)l * m->Bmax * m->Tmax, *l1r = m->ln1r + (size_t)l * m->Bmax * m->Tmax;
+        float *l2m = m->ln2m + (size_t)l * m->Bmax * m->Tmax, *l2r = m->ln2r + (size_t)l * m->Bmax * m->Tmax;
+        float *lse = m->lse + (size_t)l * m->Bmax * m->Tmax * NH;
+        if (l == 0) {
+            KC(kn_layernorm_forward_cuda(ln1, l1m, l1r, nullptr, m->encoded, nullptr, Wf[TR_P_LN1W],
+                                         Wf[TR_P_LN1B], N, C, dt, s));
+        } else { /* residual3[l-1] = residual2[l-1] + proj, fused into ln1 */
+            KC(kn_layernorm_forward_cuda(ln1, l1m, l1r, LAYER(res3, l - 1, 1), LAYER(res2, l - 1, 1), m->proj,
+                                         Wf[TR_P_LN1W] + (size_t)l * C, Wf[TR_P_LN1B] + (size_t)l * C, N, C, dt, s));
+        }
+        const void *res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
+        KC(kn_matmul_forward_cuda(m->ctx, qkv, nullptr, ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e),
+                                  ep(W[TR_P_QKVB], (size_t)l * 3 * C, e), N, C, 3 * C, dt));
+        KC(kn_attention_forward_cuda(atty, lse, qkv, doc, B, T, C, NH, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e),
+                                  ep(W[TR_P_ATTPROJB], (size_t)l * C, e), N, C, C, dt));
+        KC(kn_layernorm_forward_cuda(ln2, l2m, l2r, res2, res, m->proj, Wf[TR_P_LN2W] + (size_t)l * C,
+                                     Wf[TR_P_LN2B] + (size_t)l * C, N, C, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, fch, nullptr, ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e),
+                                  ep(W[TR_P_FCB], (size_t)l * 4 * C, e), N, C, 4 * C, dt));
+        KC(kn_gelu_forward_cuda(fchg, fch, BTC * 4, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, fchg, ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e),
+                                  ep(W[TR_P_FCPROJB], (size_t)l * C, e), N, 4 * C, C, dt));
+    }
+    /* residual3[L-1] = residual2[L-1] + proj, fused into lnf */
+    KC(kn_layernorm_forward_cuda(m->lnf, m->lnfm, m->lnfr, LAYER(res3, L - 1, 1), LAYER(res2, L - 1, 1), m->proj,
+                                 Wf[TR_P_LNFW], Wf[TR_P_LNFB], N, C, dt, s));
+    KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->lnf, W[TR_P_WTE], nullptr, N, C, Vp, dt));
+    /* loss and dlogits in place (no probability tensor) */
+    KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, targets, nullptr, grad_scale, N, V, Vp, dt, s));
+    loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, targets, N);
+    CU(cudaGetLastError());
+    KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
+                               m->scratch, m->scratch_bytes, dt));
+    CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
+    KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LNFW], G[TR_P_LNFB], m->dbuf, LAYER(res3, L - 1, 1), Wf[TR_P_LNFW],
+                                  m->lnfm, m->lnfr, N, C, m->scratch, m->scratch_bytes, dt, s));
+    for (int l = L - 1; l >= 0; l--) {
+        void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
+        void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
+        void *fchg = LAYER(fchg, l, 4);
+        const void *res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
+        float *l1m = m->ln1m + (size_t)l * m->Bmax * m->Tmax, *l1r = m->ln1r + (size_t)l * m->Bmax * m->Tmax;
+        float *l2m = m->ln2m + (size_t)l * m->Bmax * m->Tmax, *l2r = m->ln2r + (size_t)l * m->Bmax * m->Tmax;
+        float *lse = m->lse + (size_t)l * m->Bmax * m->Tmax * NH;
+        /* dres holds d(residual3[l]) */
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2, G[TR_P_FCPROJB] + (size_t)l * C,
+                                   m->dres, fchg, ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->scratch,
+                                   m->scratch_bytes, dt));
+        KC(kn_gelu_backward_cuda(m->dbig, fch, m->dbig, BTC * 4, dt, s));
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_FCW] + (size_t)l * 4 * C2, G[TR_P_FCB] + (size_t)l * 4 * C,
+                                   m->dbig, ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e), N, C, 4 * C, m->scratch,
+                                   m->scratch_bytes, dt));
+        KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN2W] + (size_t)l * C, G[TR_P_LN2B] + (size_t)l * C, m->dbuf, res2,
+                                      Wf[TR_P_LN2W] + (size_t)l * C, l2m, l2r, N, C, m->scratch, m->scratch_bytes, dt,
+                                      s));
+        /* dres holds d(residual2[l]) */
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_ATTPROJW] + (size_t)l * C2, G[TR_P_ATTPROJB] + (size_t)l * C,
+                                   m->dres, atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->scratch,
+                                   m->scratch_bytes, dt));
+        KC(kn_attention_backward_cuda(m->dbig, m->dbuf, qkv, atty, lse, doc, B, T, C, NH, m->scratch, m->scratch_bytes,
+                                      dt, s));
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_QKVW] + (size_t)l * 3 * C2, G[TR_P_QKVB] + (size_t)l * 3 * C,
+                                   m->dbig, ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e), N, C, 3 * C, m->scratch,
+                                   m->scratch_bytes, dt));
+        KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN1W] + (size_t)l * C, G[TR_P_LN1B] + (size_t)l * C, m->dbuf, res,
+                                      Wf[TR_P_LN1W] + (size_t)l * C, l1m, l1r, N, C, m->scratch, m->scratch_bytes, dt,
+                                      s));
+        /* dres holds d(residual3[l-1]) (or d(encoded)) */
+    }
+    KC(kn_encoder_backward_cuda(G[TR_P_WTE], G[TR_P_WPE], m->dres, inputs, pos, B, T, C, V, c->max_seq, m->scratch,
+                                m->scratch_bytes, dt, s));
+#undef LAYER
+    if (loss_sum || n_targets) {
+        double h[2];
+        CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, s));
+        CU(cudaStreamSynchronize(s));
+        if (loss_sum) *loss_sum = h[0];
+        if (n_targets) *n_targets = (uint64_t)h[1];
+    }
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float *norm_out)
+{
+    if (!m || !h || t < 1) return TR_ERR_ARG;
+    KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
+    KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        if (!m->sizes[i]) continue;
+        void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, m->offs[i], m->esz);
+        KC(kn_adamw_step_cuda(m->master + m->offs[i], lp, m->dt, m->grads + m->offs[i], m->adam_m + m->offs[i],
+                              m->adam_v + m->offs[i], m->sizes[i], h->lr, h->beta1, h->beta2, h->eps, h->weight_decay,
+                              tr_model_param_decay(i), t, m->clip_scale, m->s));
+    }
+    if (norm_out) {
+        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
+        CU(cudaStreamSynchronize(m->s));
+    }
+    return TR_OK;
+}

@@ -1,0 +1,57 @@
+/* tr_cuda_model.h - GPT-2 forward + backward + AdamW on the GPU: the CUDA twin
+ * of tr_model_fwd_bwd / tr_model_adamw_step / tr_model_clip_grad_norm
+ * (train/model.h), built from kernels/kn_cuda.h, every byte carved from the
+ * trainer's one arena (train/tr_cuda.h).  Library tr_cuda.
+ *
+ * Same parameter layout as train/model.h (16 tensors, one contiguous
+ * buffer).  Device state: fp32 master parameters, fp32 gradients, fp32 AdamW
+ * m and v, and - for bf16 - a bf16 compute copy of the parameters; the
+ * activations are in the compute dtype (fp32 or bf16), LayerNorm statistics,
+ * attention log-sum-exp and losses in fp32.  The residual-stream gradient is
+ * kept in the compute dtype (bf16 in bf16 runs).
+ *
+ * Not wired into tr_train() yet (llmtrain --device cuda): this is the piece
+ * it will call per micro-batch.  Compiled only; the GPU test
+ * tests/test_tr_cuda_model_gpu.cu compares it with the CPU model. */
+#ifndef TR_CUDA_MODEL_H
+#define TR_CUDA_MODEL_H
+
+#include "kn_cuda.h"
+#include "model.h"
+#include "tr_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_cuda_model tr_cuda_model;
+
+/* Exact arena bytes tr_cuda_model_create takes for micro-batches up to
+ * (B, T) (TR_CUDA_ALIGN slack per piece included). */
+size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt);
+/* Carves everything from a (not sealed), creates the cuBLASLt context on
+ * stream s.  Parameters are uninitialised until tr_cuda_model_set_params. */
+int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
+                         tr_cuda_arena *a, tr_cuda_stream s);
+void tr_cuda_model_destroy(tr_cuda_model *m);
+/* Host fp32 params (tr_model_params layout) -> master (+ compute copy);
+ * zeroes grads, m and v. */
+int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params);
+/* Device -> host copies (any may be NULL); synchronises the stream. */
+int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v);
+int tr_cuda_model_zero_grad(tr_cuda_model *m);
+/* As tr_model_fwd_bwd; the batch arrays are DEVICE pointers (tr_cuda_batch);
+ * pos/doc may be NULL.  *loss_sum / *n_targets (host, may be NULL) make
+ * this call wait for the step; pass NULL to stay asynchronous. */
+int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
+                          const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
+                          uint64_t *n_targets);
+/* Clip (max_norm > 0) then AdamW at step t (1-based) over every tensor, decay
+ * where tr_model_param_decay(i); refreshes the compute copy.  *norm_out
+ * (host, may be NULL; waits) = the pre-clip gradient norm. */
+int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float *norm_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TR_CUDA_MODEL_H */
