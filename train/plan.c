@@ -88,34 +88,37 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
         item(o, "master weights (fp32)", P * 4, 0, B, "device");
     item(o, "gradients (fp32)", P * 4, 0, B, "device");
     item(o, "AdamW m+v (fp32)", P * 8, 0, B, "device");
-    /* per token, per layer, stored for backward */
-    uint64_t keep_elems, keep_f32, scratch_elems;
-    uint64_t att_probs = NH * T; /* per token */
+    /* per token, per layer, stored for backward. The CUDA attention is
+     * flash-style: it never stores the NH x T probabilities, only a fp32
+     * log-sum-exp per head (4*NH bytes) and recomputes tiles in backward. */
+    uint64_t keep_elems, keep_f32, scratch_elems, scratch_f32;
     switch (in->recompute) {
     case 0:
-        keep_elems = 16 * C + att_probs;
-        keep_f32 = 4; /* ln1/ln2 mean+rstd */
+        keep_elems = 16 * C;
+        keep_f32 = 4 + NH; /* ln1/ln2 mean+rstd, attention lse */
         scratch_elems = 0;
+        scratch_f32 = 0;
         break;
-    case 1: /* GELU output and attention probabilities recomputed in backward */
+    case 1: /* GELU output recomputed from the fc output in backward */
         keep_elems = 12 * C;
-        keep_f32 = 4 + NH; /* + softmax log-sum-exp per head */
-        scratch_elems = 4 * C + att_probs; /* one layer's recomputed tensors */
+        keep_f32 = 4 + NH;
+        scratch_elems = 4 * C; /* one layer's GELU output */
+        scratch_f32 = 0;
         break;
     default: /* only each block's input kept; one block recomputed at a time */
         keep_elems = C;
         keep_f32 = 0;
-        scratch_elems = 16 * C + att_probs + 2; /* one full layer, stats in act dtype slots */
+        scratch_elems = 16 * C; /* one full level-0 layer */
+        scratch_f32 = 4 + NH;
         break;
     }
     uint64_t per_row_layers = T * L * (keep_elems * ab + keep_f32 * 4);
-    item(o, in->recompute == 0 ? "activations: blocks (all stored)"
-         : in->recompute == 1 ? "activations: blocks (recompute 1: no GELU out / att probs)"
+    item(o, in->recompute == 0 ? "activations: blocks (all stored, attention lse only)"
+         : in->recompute == 1 ? "activations: blocks (recompute 1: no GELU output)"
                               : "activations: blocks (recompute 2: block inputs only)",
          0, per_row_layers, B, "device");
     if (scratch_elems)
-        item(o, "recompute scratch (one layer)", 0, T * (scratch_elems * ab + 16 * (in->recompute == 2)), B,
-             "device");
+        item(o, "recompute scratch (one layer)", 0, T * (scratch_elems * ab + scratch_f32 * 4), B, "device");
     item(o, "activations: embed, lnf (+stats)", 0, T * (2 * C * ab + 8), B, "device");
     item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
