@@ -119,11 +119,28 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
          0, per_row_layers, B, "device");
     if (scratch_elems)
         item(o, "recompute scratch (one layer)", 0, T * (scratch_elems * ab + scratch_f32 * 4), B, "device");
-    item(o, "activations: embed, lnf (+stats)", 0, T * (2 * C * ab + 8), B, "device");
+    item(o, "activations: embed, projection, lnf (+stats)", 0, T * (3 * C * ab + 8), B, "device");
     item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
-    item(o, "backward scratch (dresidual fp32, dln, d4C)", 0, T * (C * 4 + 5 * C * ab), B, "device");
+    item(o, "backward scratch (dresidual, dln, d4C)", 0, T * 6 * C * ab, B, "device");
     item(o, "device input batch (ids, targets, pos, doc)", 0, T * 16, B, "device");
+    {
+        /* the largest backward op scratch (kernels/kn_cuda.h *_scratch_bytes
+         * for this shape): bias-gradient partials over 256-row chunks (OC up
+         * to Vp), LayerNorm partials over 64-row blocks, attention row sums,
+         * the embedding backward's radix sort (4 key/value arrays + CUB
+         * temporary, bounded by 16 N + 64 KiB), grad-norm chunk sums */
+        uint64_t N = (uint64_t)B * T, ks = 0, x;
+        uint64_t big = Vp > 4 * C ? Vp : 4 * C;
+        if ((x = ((N + 255) / 256) * big * 4) > ks) ks = x;
+        if ((x = ((N + 63) / 64) * 2 * C * 4) > ks) ks = x;
+        if ((x = N * NH * 4) > ks) ks = x;
+        if ((x = 4 * ((N * 4 + 255) & ~255ull) + 16 * N + 65536) > ks) ks = x;
+        if ((x = ((P + 4095) / 4096) * 8) > ks) ks = x;
+        item(o, "kernel scratch (largest backward op)", ks, 0, B, "device");
+    }
+    /* loss/norm accumulators and 256-byte alignment of every carved piece */
+    item(o, "small buffers + arena alignment", 64 * 256 + 64, 0, B, "device");
     item(o, "cuBLAS workspace", TR_PLAN_CUBLAS_WS, 0, B, "device");
     item(o, "CUDA context (outside the arena)", TR_PLAN_CUDA_CTX, 0, B, "device");
     item(o, "pinned loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
