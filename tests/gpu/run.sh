@@ -285,6 +285,17 @@ if [ "$CAN_TRAIN" = 1 ]; then
 else
     say "llmtrain d12 on cuda: SKIPPED (no llmtrain, no cuda path, no shards or plan refused)"
 fi
+BTG=$BUILD_DIR/tests/bench_train_gpu
+if { [ "$CAN_TRAIN" = 0 ] || [ -n "${NO_CUDA_BACKEND:-}" ]; } && [ -x "$BTG" ] && [ "$SHARDS_OK" = 1 ]; then
+    say "7b. the GPU model without llmtrain: bench_train_gpu d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
+    [ -f "$LOGDIR/ours_d12.txt" ] && mv "$LOGDIR/ours_d12.txt" "$LOGDIR/llmtrain_d12.txt"
+    timeout 240 "$BTG" --data "$SHARDS" --model d12 --seq-len "$SEQ" --batch "$BATCH" --steps "$STEPS" \
+        --precision bf16 --log "$LOGDIR/ours_d12.jsonl" >"$LOGDIR/ours_d12.txt" 2>&1
+    brc=$?
+    tail -4 "$LOGDIR/ours_d12.txt"
+    res ours source "bench_train_gpu (tr_cuda_model + loader + arena; llmtrain not wired to it yet), exit $brc"
+    grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
+fi
 
 # ---------------------------------------------------------------------------------------------
 if [ -z "${SKIP_TORCH:-}" ] && [ "$TORCH_OK" = 1 ]; then

@@ -158,12 +158,14 @@ def main():
     lines.append(f"d12: T={a.seq}, {a.batch} rows/micro-batch, bf16, vocab {V} "
                  f"({res.get(('data', 'vocab'), '?')}), N={nparams / 1e6:.1f}M, "
                  f"{fpt / 1e9:.3f} GFLOP/token (6N + 6LTC), peak {PEAK_FLOPS / 1e12:.0f} TFLOP/s")
+    if res.get(("ours", "source")):
+        lines.append(f"ours = {res[('ours', 'source')]}; llmtrain: {res.get(('ours', 'status'), 'ran')}")
     lines.append(f"build warnings: {res.get(('build', 'warnings'), '?')}; gpu tests: "
                  f"{res.get(('ctest', 'gpu'), 'not run')}; shards: {res.get(('data', 'shards'), '?')}")
     lines.append("")
-    lines.append("| metric | ours (llmtrain) | PyTorch | ratio ours/torch | target |")
+    lines.append("| metric | ours | PyTorch | ratio ours/torch | target |")
     lines.append("|---|---|---|---|---|")
-    why_o = res.get(("ours", "status"), "") or ours.get("why")
+    why_o = ("" if res.get(("ours", "source")) else res.get(("ours", "status"), "")) or ours.get("why")
     why_t = tj.get("error") or res.get(("torch", "status"), "")
     def cell(v, fmt, why):
         return fmt(v) if v is not None else f"n/a{' (' + why + ')' if why else ''}"
