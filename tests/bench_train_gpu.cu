@@ -7,7 +7,10 @@
  *
  *   bench_train_gpu --data DIR [--model d12] [--seq-len 1024] [--batch 32]
  *                   [--steps 40] [--precision bf16|fp32] [--doc-mask]
- *                   [--log FILE] [--seed 1]
+ *                   [--log FILE] [--seed 1] [--fast-init]
+ *
+ * --fast-init: parameters initialised on the device (tr_cuda_model_init_random)
+ * instead of by the CPU model (seconds saved for the big models of the sweep).
  *
  * --log: one JSON object per step (step, loss, tokens, tok_per_s, wait_ms,
  * step_ms - llmtrain's keys) and a last line with planned_bytes (the
@@ -40,11 +43,12 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     const char *data = NULL, *model = "d12", *logp = NULL, *prec = "bf16";
-    int T = 1024, B = 32, steps = 40, docmask = 0;
+    int T = 1024, B = 32, steps = 40, docmask = 0, fast_init = 0;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--doc-mask")) { docmask = 1; continue; }
+        if (!strcmp(a, "--fast-init")) { fast_init = 1; continue; }
         if (!v) { fprintf(stderr, "bench_train_gpu: %s needs a value\n", a); return 64; }
         if (!strcmp(a, "--data")) data = v;
         else if (!strcmp(a, "--model")) model = v;
@@ -109,7 +113,9 @@ int main(int argc, char **argv)
         return 1;
     }
     tr_cuda_arena_seal(&arena); /* nothing is allocated on the device after this */
-    {
+    if (fast_init) {
+        if (tr_cuda_model_init_random(g, seed) != TR_OK) { fprintf(stderr, "device init failed\n"); return 1; }
+    } else {
         tr_model *cpu = NULL;
         if (tr_model_create(&cfg, seed, &cpu) != TR_MODEL_OK) { fprintf(stderr, "model init failed\n"); return 1; }
         tr_cuda_model_set_params(g, tr_model_params(cpu));

@@ -194,6 +194,46 @@ extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_para
     return TR_OK;
 }
 
+__global__ void init_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        if (constant) {
+            p[i] = lo;
+            continue;
+        }
+        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        p[i] = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
+    }
+}
+
+extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
+{
+    if (!m) return TR_ERR_ARG;
+    const float a = 0.0346f; /* uniform(-a, a): std 0.02 */
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+        if (!m->sizes[i]) continue;
+        int ln_w = i == TR_P_LN1W || i == TR_P_LN2W || i == TR_P_LNFW;
+        int decay = tr_model_param_decay(i);
+        float *p = m->master + m->offs[i];
+        if (ln_w)
+            init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 1.0f, 1.0f, 1);
+        else if (!decay)
+            init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 0.0f, 0.0f, 1);
+        else
+            init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], seed + (uint64_t)i, -a, a, 0);
+        CU(cudaGetLastError());
+    }
+    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
+    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
+    CU(cudaMemsetAsync(m->adam_m, 0, m->P * 4, m->s));
+    CU(cudaMemsetAsync(m->adam_v, 0, m->P * 4, m->s));
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
 extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v)
 {
     if (!m) return TR_ERR_ARG;

@@ -37,6 +37,10 @@ void tr_cuda_model_destroy(tr_cuda_model *m);
 /* Host fp32 params (tr_model_params layout) -> master (+ compute copy);
  * zeroes grads, m and v. */
 int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params);
+/* Device-side init for throughput / memory runs (no host model needed):
+ * weights uniform with std 0.02, LayerNorm weights 1, biases 0; zeroes
+ * grads, m and v.  Deterministic in seed; not GPT-2's exact init. */
+int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed);
 /* Device -> host copies (any may be NULL); synchronises the stream. */
 int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v);
 int tr_cuda_model_zero_grad(tr_cuda_model *m);

@@ -17,8 +17,8 @@
 # otherwise a BPE vocabulary trained on samples/ (then the model is smaller than 124M: the
 # table says so).
 #
-# Environment knobs: STEPS (d12 timed steps, 40), BATCH (rows per micro-batch, 32),
-# SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 150),
+# Environment knobs: STEPS (d12 timed steps, 30), BATCH (rows per micro-batch, 32),
+# SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 120),
 # SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_CTEST=1. Logs and JSON go to $OUT (the device tool's folder)
 # when set, else to $BUILD_DIR/gpu-run.
 set -uo pipefail
@@ -35,12 +35,12 @@ for a in "$@"; do
     esac
 done
 
-STEPS=${STEPS:-40}
+STEPS=${STEPS:-30}
 BATCH=${BATCH:-32}
 SEQ=${SEQ:-1024}
 if [ "$DRY" = 1 ]; then JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}; else JOBS=${JOBS:-16}; fi
 BUILD_DIR=${BUILD_DIR:-build-gpu}
-SWEEP_SECONDS=${SWEEP_SECONDS:-150}
+SWEEP_SECONDS=${SWEEP_SECONDS:-120}
 LOGDIR=${OUT:-$ROOT/$BUILD_DIR/gpu-run}
 WORK=$ROOT/$BUILD_DIR/gpu-work
 PY=${PYTHON:-python3}
@@ -149,6 +149,16 @@ else
     tail -5 "$LOGDIR/shards.log"
     say "mkshards build failed (log: $LOGDIR/shards.log)"
     res data shards "mkshards build FAILED"
+fi
+# longer rows for the sweep (tiny data: a few rows each; the loader wraps epochs)
+shards_for() { if [ "$1" = "$SEQ" ]; then echo "$SHARDS"; else echo "$WORK/shards_T$1"; fi; }
+if [ "$SHARDS_OK" = 1 ]; then
+    for s in 1024 2048 4096 8192; do
+        [ "$s" = "$SEQ" ] && continue
+        rm -rf "$WORK/shards_T$s"
+        "$MKS" build --tokenizer "$VOCAB" --seq-len "$s" --out "$WORK/shards_T$s" samples/tiny.jsonl \
+            >>"$LOGDIR/shards.log" 2>&1 || say "mkshards build --seq-len $s failed"
+    done
 fi
 # vocabulary size: the manifest's if it says, else the rank file's line count
 VOCAB_N=$("$PY" - "$SHARDS" "$VOCAB" <<'EOF'
@@ -320,7 +330,7 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -
         [ -z "$m" ] && continue
         tag="$m/T$s/$p/tok$tb/mem$mb"
         if [ "$(date +%s)" -ge "$SWEEP_END" ]; then res sweep "$tag" "skipped (time)"; continue; fi
-        args=(--data "$SHARDS" --model "$m" --seq-len "$s" --precision "$p" --token-budget "$tb"
+        args=(--data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" --token-budget "$tb"
               --batch-tokens "$tb" --device cuda)
         mbarg=(--mem-budget "$DEV_BYTES")
         [ "$mb" != dev ] && mbarg=(--mem-budget "$mb")
@@ -328,7 +338,21 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -
         prc=$?
         if [ "$prc" = 3 ]; then res sweep "$tag" "refused at plan time"; continue; fi
         if [ "$prc" != 0 ]; then res sweep "$tag" "plan error (exit $prc)"; continue; fi
-        if [ -n "${NO_CUDA_BACKEND:-}" ]; then res sweep "$tag" "plan fits; not trained (no CUDA backend)"; continue; fi
+        if [ -n "${NO_CUDA_BACKEND:-}" ]; then
+            # llmtrain cannot train on the GPU yet: train the planned micro-batch with the GPU model
+            rows=$("$LLMTRAIN" --plan "${args[@]}" "${mbarg[@]}" --json 2>/dev/null |
+                   "$PY" -c 'import json,sys; print(json.load(sys.stdin)["micro_rows"])' 2>/dev/null)
+            if [ -z "$rows" ] || [ ! -x "$BTG" ]; then
+                res sweep "$tag" "plan fits; not trained (no CUDA backend)"; continue
+            fi
+            timeout 120 "$BTG" --data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" \
+                --batch "$rows" --steps 2 --fast-init >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
+            trc=$?
+            if grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM (bench_train_gpu, B=$rows)"
+            elif [ "$trc" = 0 ]; then res sweep "$tag" "trained (bench_train_gpu, B=$rows)"
+            else res sweep "$tag" "failed (bench_train_gpu B=$rows, exit $trc)"; fi
+            continue
+        fi
         timeout 90 "$LLMTRAIN" "${args[@]}" "${mbarg[@]}" --steps 3 \
             >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
         trc=$?

@@ -194,7 +194,7 @@ def main():
         lines.append("|---|---|")
         for tag, r in sweep:
             lines.append(f"| {tag} | {r} |")
-        n_oom = sum(1 for _, r in sweep if r == "OOM")
+        n_oom = sum(1 for _, r in sweep if r.startswith("OOM"))
         n_fail = sum(1 for _, r in sweep if r.startswith("failed") or r.startswith("plan error"))
         n_untrained = sum(1 for _, r in sweep if "not trained" in r)
         if n_untrained:
