@@ -77,6 +77,25 @@ if [ "$(grep -o '"loss":[^,]*' "$T/a.jsonl")" = "$(grep -o '"loss":[^,]*' "$T/b.
    [ "$(grep -c '"loss"' "$T/a.jsonl")" = 8 ]; then ok "resume: losses bit-identical"; else
     bad "resume losses differ"; paste <(grep -o '"loss":[^,]*' "$T/a.jsonl") <(grep -o '"loss":[^,]*' "$T/b.jsonl"); fi
 
+# a run killed after its last checkpoint logged steps that the resume redoes:
+# the log keeps only the checkpointed steps, then the resumed ones
+"$LLM" "${common[@]}" --log "$T/c.jsonl" --ckpt-dir "$T/cc" --stop-after 5 2>"$T/err"
+echo '{"step":6,"loss":123,"tokens":1,"lr":0}' >>"$T/c.jsonl"
+printf '{"step":7,"lo' >>"$T/c.jsonl"
+"$LLM" "${common[@]}" --log "$T/c.jsonl" --ckpt-dir "$T/cc" --resume 2>"$T/err"; expect_rc 0 $? "resume after a killed run"
+cmp -s <(grep -o '"step":[0-9]*,"loss":[^,]*' "$T/a.jsonl") <(grep -o '"step":[0-9]*,"loss":[^,]*' "$T/c.jsonl") &&
+    ok "log after resume = uninterrupted log" || { bad "log after resume"; cat "$T/c.jsonl"; }
+# kill -9 at a random moment (whatever step it reached), then resume
+"$LLM" "${common[@]}" --steps 60 --log "$T/k0.jsonl" --ckpt-dir "$T/k0" 2>"$T/err"
+"$LLM" "${common[@]}" --steps 60 --log "$T/k1.jsonl" --ckpt-dir "$T/k1" --ckpt-every 7 2>"$T/err" &
+kpid=$!
+sleep 0.$((15 + RANDOM % 30)); kill -9 $kpid 2>/dev/null; wait $kpid 2>/dev/null
+killed_at=$(grep -c '"loss"' "$T/k1.jsonl" 2>/dev/null)
+"$LLM" "${common[@]}" --steps 60 --log "$T/k1.jsonl" --ckpt-dir "$T/k1" --ckpt-every 7 --resume 2>"$T/err"
+expect_rc 0 $? "resume after kill -9 at step ${killed_at:-0} of 60"
+cmp -s <(grep -o '"step":[0-9]*,"loss":[^,]*' "$T/k0.jsonl") <(grep -o '"step":[0-9]*,"loss":[^,]*' "$T/k1.jsonl") &&
+    ok "kill -9 + resume: losses bit-identical" || bad "kill -9 + resume: losses differ"
+
 # ---- wrong tokenizer
 "$MKS" tokenizer train --vocab-size 400 --out "$T/tok2.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/notes.txt" 2>/dev/null
 "$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 2 --token-budget 128 --batch-tokens 128 --tokenizer "$T/tok2.tiktoken" >"$T/out" 2>"$T/err"

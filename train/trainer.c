@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kn.h"
 #include "model.h"
@@ -57,6 +58,38 @@ static void hex8(const uint8_t *f, char *out)
 {
     for (int i = 0; i < 8; i++)
         sprintf(out + 2 * i, "%02x", f[i]);
+}
+
+/* Keep only the JSON lines of steps <= last_step (atomic rewrite). */
+static void truncate_log(const char *path, uint64_t last_step)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *w = fopen(tmp, "w");
+    if (!w) {
+        fclose(in);
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        const char *p = strstr(line, "\"step\":");
+        if (p && strtoull(p + 7, NULL, 10) > last_step)
+            continue;
+        if (line[n - 1] != '\n')
+            continue; /* a line cut by a kill */
+        fwrite(line, 1, (size_t)n, w);
+    }
+    free(line);
+    fclose(in);
+    if (fclose(w) == 0)
+        rename(tmp, path);
+    else
+        unlink(tmp);
 }
 
 static int mrc(int rc)
@@ -242,12 +275,20 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     /* ------------------------------------------------------------ resume meta */
     tr_ckpt_meta cm;
     memset(&cm, 0, sizeof cm);
+    int resuming = 0;
     if (o->resume) {
         if (!o->ckpt_dir) {
             snprintf(err, errlen, "--resume needs --ckpt-dir");
             rc = TR_ERR_ARG;
             goto done;
         }
+        char ck[4096];
+        snprintf(ck, sizeof ck, "%s/ckpt.bin", o->ckpt_dir);
+        resuming = access(ck, F_OK) == 0;
+        if (!resuming && !o->quiet)
+            fprintf(out, "--resume: no checkpoint in %s yet: starting from step 0\n", o->ckpt_dir);
+    }
+    if (resuming) {
         rc = tr_ckpt_load(o->ckpt_dir, &cm, NULL, 0, err, errlen);
         if (rc)
             goto done;
@@ -291,8 +332,8 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     size_t P = tr_model_param_count(&mc);
     tr_rng rng;
     tr_rng_seed(&rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
-    uint64_t step0 = 0, pos0 = 0;
-    if (o->resume) {
+    uint64_t step0 = 0, pos0 = 0, seed = o->seed;
+    if (resuming) {
         tr_ckpt_section sec[3] = {{"params", tr_model_params(m), P * 4},
                                   {"adam_m", tr_model_adam_m(m), P * 4},
                                   {"adam_v", tr_model_adam_v(m), P * 4}};
@@ -302,6 +343,7 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
         step0 = cm.step;
         pos0 = cm.loader_pos;
         rng = cm.rng;
+        seed = cm.seed; /* the data order is the checkpointed run's */
         if (!o->quiet)
             fprintf(out, "resumed from %s/ckpt.bin at step %" PRIu64 " (loader position %" PRIu64 " rows)\n",
                     o->ckpt_dir, step0, pos0);
@@ -312,7 +354,7 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     lo.micro_rows = B;
     lo.rows_per_step = R;
     lo.nbuf = o->nbuf;
-    lo.seed = o->seed;
+    lo.seed = seed;
     lo.start_row = pos0;
     lo.doc_mask = o->doc_mask;
     rc = tr_loader_open(rows, &lo, &ld);
@@ -339,7 +381,9 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
         goto done;
     }
     if (o->log_path) {
-        logf = fopen(o->log_path, o->resume ? "a" : "w");
+        if (resuming)
+            truncate_log(o->log_path, step0); /* drop steps logged after the checkpoint (killed run) */
+        logf = fopen(o->log_path, resuming ? "a" : "w");
         if (!logf) {
             snprintf(err, errlen, "cannot write log %s", o->log_path);
             rc = TR_ERR_IO;
@@ -380,6 +424,12 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             }
             wait += w;
             uint64_t mt = (uint64_t)b->rows * (uint64_t)b->T;
+            if (mt > pi->token_budget) { /* cannot happen: the loader cuts at B rows */
+                tr_loader_release(ld);
+                snprintf(err, errlen, "internal: micro-batch of %" PRIu64 " tokens over the budget", mt);
+                rc = TR_ERR_INTERNAL;
+                goto done;
+            }
             if (mt > res->max_micro_tokens)
                 res->max_micro_tokens = mt;
             double l = 0;
@@ -458,7 +508,7 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             memset(&km, 0, sizeof km);
             km.step = step + 1;
             km.loader_pos = tr_loader_position(ld);
-            km.seed = o->seed;
+            km.seed = seed;
             km.rng = rng;
             memcpy(km.fingerprint, rows->fingerprint, 32);
             km.n_layer = mc.n_layer;
