@@ -246,6 +246,20 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             goto done;
         }
     }
+    if (!tok && o->sample_tokens > 0 && rows->tokenizer[0] && strcmp(rows->tokenizer, "custom")) {
+        /* decode samples with the tokenizer the shards name (gpt2, ...) when
+         * it loads and its fingerprint matches; ids otherwise */
+        uint8_t fp[32];
+        if (tk_load(rows->tokenizer, TK_PAT_NONE, &tok, NULL, 0) == 0) {
+            tk_fingerprint(tok, fp);
+            if (memcmp(fp, rows->fingerprint, 32)) {
+                tk_free(tok);
+                tok = NULL;
+            }
+        } else {
+            tok = NULL;
+        }
+    }
     /* ------------------------------------------------------------ plan */
     tr_plan_in *pi = &res->plan_in;
     memset(pi, 0, sizeof *pi);
