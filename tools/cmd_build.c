@@ -712,11 +712,14 @@ static int mkdir_p(const char *dir) {
 /* Quick resume: a complete manifest with the same config whose shards are all
  * present with the recorded sizes means there is nothing to do. 1: up to date,
  * 0: rebuild, -1: refuse (different config, no --force). */
-static int check_existing(const char *dir, json_t *cfgj, int force) {
+static int check_existing(const char *dir, json_t *cfgj, const uint8_t fp[32], int force) {
     char err[512];
     json_t *m = sh_manifest_load(dir, err, sizeof err);
     if (!m) return 0;
-    int same = json_equal(json_object_get(m, "config"), cfgj);
+    char fph[65];
+    ds_shard_hex(fp, 32, fph);
+    const char *mfp = json_string_value(json_object_get(json_object_get(m, "tokenizer"), "fingerprint"));
+    int same = json_equal(json_object_get(m, "config"), cfgj) && mfp && !strcmp(mfp, fph);
     if (!same && !force) {
         json_decref(m);
         cli_error(CMD, "'%s' holds a build with a different configuration; use another --out or --force", dir);
@@ -806,9 +809,9 @@ static uint64_t ib_u64(ibuf *b) {
     return v;
 }
 
-static uint64_t config_hash(json_t *cfgj) {
+static uint64_t config_hash(json_t *cfgj, const uint8_t fp[32]) {
     char *t = json_dumps(cfgj, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
-    uint64_t h = t ? XXH3_64bits(t, strlen(t)) : 0;
+    uint64_t h = t ? XXH3_64bits_withSeed(t, strlen(t), XXH3_64bits(fp, 32)) : 0;
     free(t);
     return h;
 }
@@ -1178,7 +1181,7 @@ int cmd_build(int argc, char **argv) {
         goto done;
     }
     {
-        int ex = check_existing(out_dir, cfgj, force);
+        int ex = check_existing(out_dir, cfgj, cfg.fingerprint, force);
         if (ex < 0) {
             rc = EXIT_BAD_INPUT;
             goto done;
@@ -1228,7 +1231,7 @@ int cmd_build(int argc, char **argv) {
             goto done;
         }
     }
-    uint64_t toks_total = 0, cfg_hash = config_hash(cfgj), rej_len = 0;
+    uint64_t toks_total = 0, cfg_hash = config_hash(cfgj, cfg.fingerprint), rej_len = 0;
     snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", out_dir);
     snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.part", out_dir);
     {

@@ -238,6 +238,20 @@ int cmd_inspect(int argc, char **argv) {
     tk_tokenizer *tok = NULL;
     if (isdir) {
         print_manifest(m);
+        json_t *sh0 = json_array_get(json_object_get(m, "shards"), 0);
+        if (sh0) {
+            char p0[4200];
+            snprintf(p0, sizeof p0, "%s/%s", target, json_string_value(json_object_get(sh0, "file")));
+            if (ds_shard_open(p0, 0, &one, err, sizeof err) == DS_OK) {
+                printf("\nheader of %s:\n", p0);
+                print_header(ds_shard_get_header(one));
+                ds_shard_close(one);
+                one = NULL;
+            } else {
+                cli_error(cmd, "%s", err);
+                rc = EXIT_BAD_INPUT;
+            }
+        }
     } else {
         if (ds_shard_open(target, 0, &one, err, sizeof err) != DS_OK) {
             cli_error(cmd, "%s", err);
