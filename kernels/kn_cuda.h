@@ -118,6 +118,11 @@ int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float 
  * scratch kn_attention_backward_scratch_bytes(B,T,NH) (fp32 row sums). */
 int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B,
                               int T, int C, int NH, kn_dtype dt, kn_stream s);
+/* The same forward on the tensor cores (mma.sync bf16, flash-attention-2
+ * layout): bf16 and head size 64 only (KN_EINVAL otherwise), qkv 16-byte
+ * aligned.  Not yet the default: it has not run on a GPU. */
+int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
+                                 int NH, kn_dtype dt, kn_stream s);
 size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
 int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
                                const float *lse, const int32_t *doc, int B, int T, int C, int NH,

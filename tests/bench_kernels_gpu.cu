@@ -234,6 +234,9 @@ int main(int argc, char **argv)
     bench("attention_forward", sh, att_f, a2 * (3.0 * nC + nC), 1, [&] {
         return kn_attention_forward_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
     });
+    bench("attention_forward (tc)", sh, att_f, a2 * (3.0 * nC + nC), 0, [&] {
+        return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
+    });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, C);
     bench("matmul_fwd attproj", sh, 2.0 * N * C * C, a2 * (2.0 * nC + 1.0 * C * C), 1, [&] {
         return kn_matmul_forward_cuda(ctx, x2, nullptr, att, wproj, bqkv, N, C, C, bf);
@@ -321,7 +324,8 @@ int main(int argc, char **argv)
         double s = r.ms / 1e3;
         double tf = r.flops / s / 1e12, bw = r.bytes / s / 1e9;
         int mult = r.per_layer ? r.per_layer * L : 1;
-        bool in_step = !strstr(r.op, "unfused") && !strstr(r.op, "no epilogue") && !strstr(r.op, "(plain)");
+        bool in_step = !strstr(r.op, "unfused") && !strstr(r.op, "no epilogue") && !strstr(r.op, "(plain)") &&
+                       !strstr(r.op, "(tc)");
         printf("| %-30s | %-26s | %9.3f | %9.1f | %7.1f%% | %6.0f | %7.1f%% | %6s |\n", r.op, r.shape, r.ms, tf,
                100.0 * r.flops / s / PEAK_FLOPS, bw, 100.0 * r.bytes / s / PEAK_BW,
                in_step ? (mult > 1 ? (r.per_layer == 2 ? "2L" : "L") : "1") : "-");
@@ -331,6 +335,12 @@ int main(int argc, char **argv)
             if (strstr(r.op, "matmul")) mm_ms += r.ms * mult;
         }
     }
+    double simt_fwd = 0, tc_fwd = 0;
+    for (auto &r : g_rows) {
+        if (r.failed) continue;
+        if (!strcmp(r.op, "attention_forward")) simt_fwd = r.ms;
+        if (!strcmp(r.op, "attention_forward (tc)")) tc_fwd = r.ms;
+    }
     double fpt = 6.0 * (P - (double)T * C) + 6.0 * L * T * C;
     double tps = N / (step_ms / 1e3);
     printf("\nprojected step (sum of the ops above, no launch gaps, no recompute): %.2f ms for %d tokens\n", step_ms, N);
@@ -338,8 +348,12 @@ int main(int argc, char **argv)
            100 * mm_ms / step_ms, attn_ms, 100 * attn_ms / step_ms, step_ms - mm_ms - attn_ms);
     printf("  -> %.0f tokens/s, MFU %.1f%% (6N + 6LTC = %.3f GFLOP/token, peak 989 TFLOP/s)\n", tps,
            100.0 * tps * fpt / PEAK_FLOPS, fpt / 1e9);
-    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f\n", tps, tps * fpt / PEAK_FLOPS,
-           step_ms, attn_ms, mm_ms);
+    double tc_step = step_ms - L * simt_fwd + L * tc_fwd, tc_tps = tc_fwd > 0 ? N / (tc_step / 1e3) : 0;
+    if (tc_fwd > 0)
+        printf("  with the tensor-core attention forward: %.2f ms -> %.0f tokens/s, MFU %.1f%%\n", tc_step, tc_tps,
+               100.0 * tc_tps * fpt / PEAK_FLOPS);
+    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f tc_fwd_tokens_per_s=%.0f\n",
+           tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, tc_tps);
     kn_cuda_ctx_destroy(ctx);
     return 0;
 }

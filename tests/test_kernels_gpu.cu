@@ -344,6 +344,12 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs)
     vf out((size_t)B * T * C), att((size_t)B * NH * T * T);
     REF(kn_attention_forward_ref(out.data(), att.data(), qkv.data(), docs ? doc.data() : nullptr, B, T, C, NH));
     check("attention_forward", dt, shape, d_out.get(), out);
+    if (dt == KN_BF16 && C / NH == 64) { /* the tensor-core variant, same reference */
+        dbuf t_out((size_t)B * T * C, dt), t_lse((size_t)B * NH * T, KN_F32);
+        KN(kn_attention_forward_tc_cuda(t_out.p, t_lse.f(), d_qkv.p, dd, B, T, C, NH, dt, nullptr));
+        check("attention_forward (tc)", dt, shape, t_out.get(), out);
+        check("attention_fwd lse tc vs simt", KN_F32, shape, t_lse.get(), d_lse.get(), 1e-2);
+    }
 
     vf dout = randn((size_t)B * T * C), dqkv((size_t)B * T * 3 * C);
     round_to(dout, dt);
@@ -526,6 +532,7 @@ int main(void)
         t_attention(dt, 2, 200, 128, 2, false);  /* hs 64, T not a multiple of the tiles */
         t_attention(dt, 2, 200, 128, 2, true);   /* document mask */
         t_attention(dt, 1, 130, 128, 4, true);   /* hs 32 */
+        t_attention(dt, 2, 333, 256, 4, true);   /* hs 64, 6 tiles, doc mask */
         t_residual(dt);
         t_gelu(dt);
         t_xent(dt);
