@@ -375,6 +375,13 @@ static void do_doc(work *w, int t, size_t i) {
         if (rec.status != DS_REC_OK) {
             r->reason = status_reason(rec.status);
             snprintf(r->detail, sizeof r->detail, "%s", rec.detail ? rec.detail : "");
+            size_t bad;
+            if (rec.status == DS_REC_BAD_JSON && (bad = sh_utf8_invalid_at(text, len)) < len) {
+                /* as lint reports it: the invalid byte is why the parser failed */
+                r->reason = SH_R_UTF8;
+                snprintf(r->detail, sizeof r->detail, "byte 0x%02X at line offset %zu (the JSON parser rejects it)",
+                         text[bad], bad);
+            }
             return;
         }
         text = rec.text;
