@@ -1093,6 +1093,10 @@ int cmd_build(int argc, char **argv) {
         return cli_usage_error(CMD, "no INPUT given (files, folders, or - for stdin)");
     }
     if (threads <= 0) threads = cli_ncpus();
+    if (bfd_window * (uint64_t)seq_len >= (1ull << 31)) {
+        free(inputs);
+        return cli_usage_error(CMD, "--bfd-window x --seq-len must stay below 2^31 tokens");
+    }
     if (ol_given && pack != PACK_NONE)
         cli_warn(CMD, "--over-long applies to --pack none only (concat keeps every token; bfd chunks)");
 
