@@ -303,6 +303,25 @@ static void test_lint_agreement(void) {
     json_decref(m);
 }
 
+/* exit codes and refusals */
+static void test_cli_errors(void) {
+    CHECK(sh("%s build -q -L 8 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);  /* no tokenizer */
+    CHECK(sh("%s build -q -t gpt2 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64); /* no L */
+    CHECK(sh("%s build -q -t gpt2 -L 8 --pack zig -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);
+    CHECK(sh("%s build -q -t gpt2 -L 8 --part 3/2 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);
+    CHECK(sh("%s build -q -t gpt2 -L 8 -o %s/e1 %s/nonexistent.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 2);
+    CHECK(sh("%s verify %s/nonexistent 2>/dev/null", g_bin, g_tmp) == 2);
+    CHECK(sh("%s inspect %s/concat --row 999 2>/dev/null >/dev/null", g_bin, g_tmp) == 64);
+    CHECK(sh("%s inspect %s/concat --row 1 >/dev/null", g_bin, g_tmp) == 0);
+    CHECK(sh("%s inspect %s/concat/train-00000.mks --row 0 >/dev/null", g_bin, g_tmp) == 0);
+    /* the same folder with another configuration is refused unless --force */
+    CHECK(sh("%s build -q -t gpt2 -L 16 -o %s/concat %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 2);
+    CHECK(sh("%s build -q -t gpt2 -L 16 --force -o %s/e2 %s/docs.jsonl", g_bin, g_tmp, g_tmp) == 0);
+    CHECK(sh("%s build -q -t gpt2 -L 8 --force -o %s/e2 %s/docs.jsonl", g_bin, g_tmp, g_tmp) == 0);
+    CHECK(sh("%s verify -q %s/e2", g_bin, g_tmp) == 0);
+    CHECK(sh("ls %s/e2 | grep -c mks | grep -qx 1", g_tmp) == 0); /* the L=16 shard is gone */
+}
+
 static int same_dirs(const char *a, const char *b) { return sh("diff -r %s %s >/dev/null", a, b) == 0; }
 
 #define INPUTS MKS_TEST_DATA "/clean " MKS_SOURCE_DIR "/samples/tiny.jsonl " MKS_TEST_DATA "/bad"
@@ -489,6 +508,7 @@ int main(void) {
     test_policies();
     test_rejects();
     test_lint_agreement();
+    test_cli_errors();
     test_threads_parts();
     test_concurrent_read();
     test_corruption();
