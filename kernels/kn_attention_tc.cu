@@ -203,3 +203,252 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
     KN_CUDA_LAUNCHED("attention_forward_tc");
     return KN_OK;
 }
+
+/* ================================ backward ================================================
+ * Two kernels, no atomics (deterministic): dq per query block (64 rows, key
+ * tiles), dk/dv per key block (64 keys, query tiles).  D = rowsum(dout * out)
+ * first (fp32, scratch).  Same fragment conventions as the forward. */
+
+/* A fragments (16 rows x 64 cols, 4 k-steps) of a row-major bf16 matrix in
+ * global memory: rows r0 / r0 + 8 of `base` with row stride `ld`. */
+static __device__ __forceinline__ void load_a_frags(uint32_t a[4][4], const kn_bf16 *base, size_t ld, int r0, int Tn,
+                                                    int t4)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int c = ks * 16 + 2 * t4 + half * 8;
+            a[ks][half * 2 + 0] = r0 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)r0 * ld + c) : 0u;
+            a[ks][half * 2 + 1] = r0 + 8 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)(r0 + 8) * ld + c) : 0u;
+        }
+}
+
+/* 64 rows x 64 cols of bf16 (row stride ld, rows from `first`) into shared
+ * memory, as rows (dst) and/or transposed (dstT: [col][row]); zero past T. */
+static __device__ __forceinline__ void load_tile(kn_bf16 (*dst)[TC_PAD], kn_bf16 (*dstT)[TC_PAD], const kn_bf16 *base,
+                                                 size_t ld, int first, int Tn)
+{
+    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+        int j = i / 8, d0 = (i % 8) * 8, r = first + j;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < Tn) v = *reinterpret_cast<const uint4 *>(base + (size_t)r * ld + d0);
+        if (dst) *reinterpret_cast<uint4 *>(&dst[j][d0]) = v;
+        if (dstT) {
+            const kn_bf16 *e = reinterpret_cast<const kn_bf16 *>(&v);
+#pragma unroll
+            for (int k = 0; k < 8; k++) dstT[d0 + k][j] = e[k];
+        }
+    }
+}
+
+/* acc[n] (16 x 64) += A (16 x 64, frags) . B where B[k][n] = M[n][k] and M is
+ * a shared 64 x 64 tile (row n, col k). */
+static __device__ __forceinline__ void mma_rows(float acc[8][4], const uint32_t a[4][4], kn_bf16 (*M)[TC_PAD], int g,
+                                                int t4)
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            uint32_t bb[2];
+            bb[0] = *reinterpret_cast<const uint32_t *>(&M[n * 8 + g][ks * 16 + 2 * t4]);
+            bb[1] = *reinterpret_cast<const uint32_t *>(&M[n * 8 + g][ks * 16 + 8 + 2 * t4]);
+            mma_bf16(acc[n], a[ks], bb);
+        }
+}
+
+/* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
+static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t pa[4];
+        pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
+        pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
+        pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+        pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            uint32_t bb[2];
+            bb[0] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 2 * t4]);
+            bb[1] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 8 + 2 * t4]);
+            mma_bf16(acc[n], pa, bb);
+        }
+    }
+}
+
+static __device__ __forceinline__ void zero8x4(float a[8][4])
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++) a[n][0] = a[n][1] = a[n][2] = a[n][3] = 0.0f;
+}
+
+/* store a 16 x 64 C-fragment accumulator (rows r0, r0 + 8) as bf16 */
+static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, const float acc[8][4], int r0, int Tn,
+                                                   int t4, float mul)
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        int col = n * 8 + 2 * t4;
+        if (r0 < Tn)
+            *reinterpret_cast<__nv_bfloat162 *>(base + (size_t)r0 * ld + col) =
+                __floats2bfloat162_rn(acc[n][0] * mul, acc[n][1] * mul);
+        if (r0 + 8 < Tn)
+            *reinterpret_cast<__nv_bfloat162 *>(base + (size_t)(r0 + 8) * ld + col) =
+                __floats2bfloat162_rn(acc[n][2] * mul, acc[n][3] * mul);
+    }
+}
+
+__global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C, int NH)
+{
+    size_t total = (size_t)B * NH * Tn;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int t = (int)(i % Tn), h = (int)((i / Tn) % NH), b = (int)(i / ((size_t)Tn * NH));
+        size_t base = ((size_t)b * Tn + t) * C + (size_t)h * TC_HS;
+        float acc = 0.0f;
+        for (int d = 0; d < TC_HS; d++) acc += __bfloat162float(dout[base + d]) * __bfloat162float(out[base + d]);
+        Dsum[i] = acc;
+    }
+}
+
+/* dq: grid (ceil(T/64), NH, B), block 128 */
+__global__ void __launch_bounds__(128) att_dq_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
+                                                        const float *lse, const float *Dsum, const int32_t *doc,
+                                                        int Tn, int C, int NH, float scale)
+{
+    __shared__ __align__(16) kn_bf16 Ks[64][TC_PAD];
+    __shared__ __align__(16) kn_bf16 Vs[64][TC_PAD];
+    __shared__ __align__(16) kn_bf16 Kt[64][TC_PAD];
+    __shared__ int Dk[64];
+    const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * 64;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const size_t C3 = 3 * (size_t)C;
+    const int32_t *drow = doc ? doc + (size_t)b * Tn : nullptr;
+    const int rw = q0 + warp * 16, r0 = rw + g, r1 = r0 + 8;
+    const int dq0 = (drow && r0 < Tn) ? drow[r0] : 0, dq1 = (drow && r1 < Tn) ? drow[r1] : 0;
+    const float *lrow = lse + ((size_t)b * NH + h) * Tn, *drw = Dsum + ((size_t)b * NH + h) * Tn;
+    const float L0 = r0 < Tn ? lrow[r0] : 0.0f, L1 = r1 < Tn ? lrow[r1] : 0.0f;
+    const float D0 = r0 < Tn ? drw[r0] : 0.0f, D1 = r1 < Tn ? drw[r1] : 0.0f;
+    uint32_t qa[4][4], da[4][4];
+    load_a_frags(qa, qkv + (size_t)b * Tn * C3 + h * TC_HS, C3, rw + g, Tn, t4);
+    load_a_frags(da, dout + (size_t)b * Tn * C + h * TC_HS, C, rw + g, Tn, t4);
+    float dq[8][4];
+    zero8x4(dq);
+    const int last = min(q0 + 64, Tn) - 1, warp_last = min(rw + 15, Tn - 1);
+    for (int k0 = 0; k0 <= last; k0 += 64) {
+        __syncthreads();
+        const kn_bf16 *kb = qkv + (size_t)b * Tn * C3 + C + h * TC_HS;
+        load_tile(Ks, Kt, kb, C3, k0, Tn);
+        load_tile(Vs, nullptr, kb + C, C3, k0, Tn);
+        if (threadIdx.x < 64) Dk[threadIdx.x] = (drow && k0 + (int)threadIdx.x < Tn) ? drow[k0 + threadIdx.x] : 0;
+        __syncthreads();
+        if (k0 > warp_last) continue;
+        float s[8][4], dp[8][4];
+        zero8x4(s);
+        zero8x4(dp);
+        mma_rows(s, qa, Ks, g, t4);
+        mma_rows(dp, da, Vs, g, t4);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int col = n * 8 + 2 * t4 + (e & 1), key = k0 + col, row = e < 2 ? r0 : r1;
+                bool ok = key <= row && row < Tn && key < Tn && (!drow || Dk[col] == (e < 2 ? dq0 : dq1));
+                float p = ok ? __expf(s[n][e] * scale - (e < 2 ? L0 : L1)) : 0.0f;
+                s[n][e] = p * (dp[n][e] - (e < 2 ? D0 : D1)) * scale; /* dS (d/d raw score) */
+            }
+        mma_cfrag(dq, s, Kt, g, t4);
+    }
+    store_cfrag(dqkv + (size_t)b * Tn * C3 + h * TC_HS, C3, dq, rw + g, Tn, t4, 1.0f);
+}
+
+/* dk, dv: grid (ceil(T/64), NH, B), block 128; rows are keys */
+__global__ void __launch_bounds__(128) att_dkdv_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
+                                                          const float *lse, const float *Dsum, const int32_t *doc,
+                                                          int Tn, int C, int NH, float scale)
+{
+    __shared__ __align__(16) kn_bf16 Qs[64][TC_PAD];
+    __shared__ __align__(16) kn_bf16 Qt[64][TC_PAD];
+    __shared__ __align__(16) kn_bf16 Os[64][TC_PAD];  /* dout rows */
+    __shared__ __align__(16) kn_bf16 Ot[64][TC_PAD];  /* dout transposed */
+    __shared__ float Ls[64], Dd[64];
+    __shared__ int Dq[64];
+    const int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * 64;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const size_t C3 = 3 * (size_t)C;
+    const int32_t *drow = doc ? doc + (size_t)b * Tn : nullptr;
+    const int kw = k0 + warp * 16, kr0 = kw + g, kr1 = kr0 + 8;
+    const int dk0 = (drow && kr0 < Tn) ? drow[kr0] : 0, dk1 = (drow && kr1 < Tn) ? drow[kr1] : 0;
+    const float *lrow = lse + ((size_t)b * NH + h) * Tn, *drw = Dsum + ((size_t)b * NH + h) * Tn;
+    uint32_t ka[4][4], va[4][4];
+    const kn_bf16 *qb = qkv + (size_t)b * Tn * C3 + h * TC_HS;
+    load_a_frags(ka, qb + C, C3, kw + g, Tn, t4);
+    load_a_frags(va, qb + 2 * C, C3, kw + g, Tn, t4);
+    float dk[8][4], dv[8][4];
+    zero8x4(dk);
+    zero8x4(dv);
+    const kn_bf16 *ob = dout + (size_t)b * Tn * C + h * TC_HS;
+    for (int q0 = k0; q0 < Tn; q0 += 64) {
+        __syncthreads();
+        load_tile(Qs, Qt, qb, C3, q0, Tn);
+        load_tile(Os, Ot, ob, C, q0, Tn);
+        if (threadIdx.x < 64) {
+            int q = q0 + threadIdx.x;
+            Ls[threadIdx.x] = q < Tn ? lrow[q] : 0.0f;
+            Dd[threadIdx.x] = q < Tn ? drw[q] : 0.0f;
+            Dq[threadIdx.x] = (drow && q < Tn) ? drow[q] : 0;
+        }
+        __syncthreads();
+        if (q0 + 63 < kw) continue; /* every query of this tile is before every key of this warp */
+        float s[8][4], dp[8][4];
+        zero8x4(s);
+        zero8x4(dp);
+        mma_rows(s, ka, Qs, g, t4);  /* S^T: keys x queries */
+        mma_rows(dp, va, Os, g, t4); /* dP^T = V dO^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int col = n * 8 + 2 * t4 + (e & 1), q = q0 + col, key = e < 2 ? kr0 : kr1;
+                bool ok = key <= q && q < Tn && key < Tn && (!drow || Dq[col] == (e < 2 ? dk0 : dk1));
+                float p = ok ? __expf(s[n][e] * scale - Ls[col]) : 0.0f;
+                s[n][e] = p;
+                dp[n][e] = p * (dp[n][e] - Dd[col]) * scale; /* dS^T */
+            }
+        mma_cfrag(dv, s, Ot, g, t4);  /* dV += P^T dO */
+        mma_cfrag(dk, dp, Qt, g, t4); /* dK += dS^T Q */
+    }
+    kn_bf16 *base = dqkv + (size_t)b * Tn * C3 + h * TC_HS;
+    store_cfrag(base + C, C3, dk, kw + g, Tn, t4, 1.0f);
+    store_cfrag(base + 2 * C, C3, dv, kw + g, Tn, t4, 1.0f);
+}
+
+extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
+                                             const float *lse, const int32_t *doc, int B, int T, int C, int NH,
+                                             void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s)
+{
+    if (!dqkv || !dout || !qkv || !out || !lse || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
+    if (dt != KN_BF16 || C / NH != TC_HS || C % 8 || B > 65535 || NH > 65535) {
+        kn_cuda_set_error("attention_backward_tc: bf16 with head size 64 only");
+        return KN_EINVAL;
+    }
+    if (((uintptr_t)qkv % 16) || ((uintptr_t)dout % 16) || ((uintptr_t)dqkv % 4)) {
+        kn_cuda_set_error("attention_backward_tc: qkv and dout must be 16-byte aligned");
+        return KN_EINVAL;
+    }
+    if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
+    float *Dsum = (float *)scratch, scale = 1.0f / sqrtf((float)TC_HS);
+    size_t rows = (size_t)B * NH * T;
+    att_dsum_tc_kernel<<<kn_blocks(rows, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T, C,
+                                                            NH);
+    KN_CUDA_LAUNCHED("attention_backward_tc dsum");
+    dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
+    att_dq_tc_kernel<<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc,
+                                          T, C, NH, scale);
+    KN_CUDA_LAUNCHED("attention_backward_tc dq");
+    att_dkdv_tc_kernel<<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum,
+                                            doc, T, C, NH, scale);
+    KN_CUDA_LAUNCHED("attention_backward_tc dkdv");
+    return KN_OK;
+}

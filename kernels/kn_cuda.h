@@ -124,6 +124,11 @@ int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int3
 int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
                                  int NH, kn_dtype dt, kn_stream s);
 size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
+/* Backward on the tensor cores, same contract as kn_attention_backward_cuda
+ * (bf16, head size 64, qkv/dout 16-byte aligned); not yet the default. */
+int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
+                                  const int32_t *doc, int B, int T, int C, int NH, void *scratch,
+                                  size_t scratch_bytes, kn_dtype dt, kn_stream s);
 int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
                                const float *lse, const int32_t *doc, int B, int T, int C, int NH,
                                void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s);

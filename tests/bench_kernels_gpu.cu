@@ -280,6 +280,9 @@ int main(int argc, char **argv)
     bench("attention_backward", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 1, [&] {
         return kn_attention_backward_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
+    bench("attention_backward (tc)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
+        return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
+    });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, 3 * C);
     bench("matmul_bwd qkv", sh, 4.0 * N * C * 3 * C, a2 * (3.0 * nC + 2.0 * nC) + 12.0 * C * C, 1, [&] {
         return kn_matmul_backward_cuda(ctx, dx, gw, gb, dqkv, ln, wqkv, N, C, 3 * C, scratch, sb, bf);
@@ -335,11 +338,13 @@ int main(int argc, char **argv)
             if (strstr(r.op, "matmul")) mm_ms += r.ms * mult;
         }
     }
-    double simt_fwd = 0, tc_fwd = 0;
+    double simt_fwd = 0, tc_fwd = 0, simt_bwd = 0, tc_bwd = 0;
     for (auto &r : g_rows) {
         if (r.failed) continue;
         if (!strcmp(r.op, "attention_forward")) simt_fwd = r.ms;
         if (!strcmp(r.op, "attention_forward (tc)")) tc_fwd = r.ms;
+        if (!strcmp(r.op, "attention_backward")) simt_bwd = r.ms;
+        if (!strcmp(r.op, "attention_backward (tc)")) tc_bwd = r.ms;
     }
     double fpt = 6.0 * (P - (double)T * C) + 6.0 * L * T * C;
     double tps = N / (step_ms / 1e3);
@@ -348,11 +353,13 @@ int main(int argc, char **argv)
            100 * mm_ms / step_ms, attn_ms, 100 * attn_ms / step_ms, step_ms - mm_ms - attn_ms);
     printf("  -> %.0f tokens/s, MFU %.1f%% (6N + 6LTC = %.3f GFLOP/token, peak 989 TFLOP/s)\n", tps,
            100.0 * tps * fpt / PEAK_FLOPS, fpt / 1e9);
-    double tc_step = step_ms - L * simt_fwd + L * tc_fwd, tc_tps = tc_fwd > 0 ? N / (tc_step / 1e3) : 0;
-    if (tc_fwd > 0)
-        printf("  with the tensor-core attention forward: %.2f ms -> %.0f tokens/s, MFU %.1f%%\n", tc_step, tc_tps,
-               100.0 * tc_tps * fpt / PEAK_FLOPS);
-    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f tc_fwd_tokens_per_s=%.0f\n",
+    double tc_step = step_ms - L * (simt_fwd + simt_bwd) + L * ((tc_fwd > 0 ? tc_fwd : simt_fwd) +
+                                                                  (tc_bwd > 0 ? tc_bwd : simt_bwd));
+    double tc_tps = (tc_fwd > 0 || tc_bwd > 0) ? N / (tc_step / 1e3) : 0;
+    if (tc_tps > 0)
+        printf("  with the tensor-core attention (fwd %s, bwd %s): %.2f ms -> %.0f tokens/s, MFU %.1f%%\n",
+               tc_fwd > 0 ? "tc" : "simt", tc_bwd > 0 ? "tc" : "simt", tc_step, tc_tps, 100.0 * tc_tps * fpt / PEAK_FLOPS);
+    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f tc_attention_tokens_per_s=%.0f\n",
            tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, tc_tps);
     kn_cuda_ctx_destroy(ctx);
     return 0;

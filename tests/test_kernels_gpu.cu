@@ -363,6 +363,12 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs)
     REF(kn_attention_backward_ref(dqkv.data(), dout.data(), qkv.data(), att.data(), docs ? doc.data() : nullptr, B, T,
                                   C, NH));
     check("attention_backward dqkv", dt, shape, g_dqkv.get(), dqkv);
+    if (dt == KN_BF16 && C / NH == 64) {
+        g_dqkv.poison();
+        KN(kn_attention_backward_tc_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, C, NH, scratch.p,
+                                         scratch.bytes(), dt, nullptr));
+        check("attention_backward (tc)", dt, shape, g_dqkv.get(), dqkv);
+    }
     cudaFree(d_doc);
 }
 

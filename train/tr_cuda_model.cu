@@ -13,6 +13,7 @@ struct tr_cuda_model {
     int Bmax, Tmax;
     kn_dtype dt;
     size_t esz;
+    int attn_tc; /* 1: tensor-core attention (bf16, hs 64, MKS_CUDA_ATTENTION=tc) */
     cudaStream_t s;
     kn_cuda_ctx *ctx;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
@@ -148,6 +149,10 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
         return TR_ERR_NOMEM; /* a->last_error names the piece */
     }
     m->s = (cudaStream_t)s;
+    {
+        const char *att = getenv("MKS_CUDA_ATTENTION");
+        m->attn_tc = att && !strcmp(att, "tc") && dt == KN_BF16 && c->d_model / c->n_head == 64;
+    }
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free(m);
         return TR_ERR_NODEVICE;
@@ -315,7 +320,10 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
         const void *res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
         KC(kn_matmul_forward_cuda(m->ctx, qkv, nullptr, ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e),
                                   ep(W[TR_P_QKVB], (size_t)l * 3 * C, e), N, C, 3 * C, dt));
-        KC(kn_attention_forward_cuda(atty, lse, qkv, doc, B, T, C, NH, dt, s));
+        if (m->attn_tc)
+            KC(kn_attention_forward_tc_cuda(atty, lse, qkv, doc, B, T, C, NH, dt, s));
+        else
+            KC(kn_attention_forward_cuda(atty, lse, qkv, doc, B, T, C, NH, dt, s));
         KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e),
                                   ep(W[TR_P_ATTPROJB], (size_t)l * C, e), N, C, C, dt));
         KC(kn_layernorm_forward_cuda(ln2, l2m, l2r, res2, res, m->proj, Wf[TR_P_LN2W] + (size_t)l * C,
@@ -362,8 +370,12 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_ATTPROJW] + (size_t)l * C2, G[TR_P_ATTPROJB] + (size_t)l * C,
                                    m->dres, atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->scratch,
                                    m->scratch_bytes, dt));
-        KC(kn_attention_backward_cuda(m->dbig, m->dbuf, qkv, atty, lse, doc, B, T, C, NH, m->scratch, m->scratch_bytes,
-                                      dt, s));
+        if (m->attn_tc)
+            KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, qkv, atty, lse, doc, B, T, C, NH, m->scratch,
+                                             m->scratch_bytes, dt, s));
+        else
+            KC(kn_attention_backward_cuda(m->dbig, m->dbuf, qkv, atty, lse, doc, B, T, C, NH, m->scratch,
+                                          m->scratch_bytes, dt, s));
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_QKVW] + (size_t)l * 3 * C2, G[TR_P_QKVB] + (size_t)l * 3 * C,
                                    m->dbig, ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e), N, C, 3 * C, m->scratch,
                                    m->scratch_bytes, dt));

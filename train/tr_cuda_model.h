@@ -8,7 +8,9 @@
  * m and v, and - for bf16 - a bf16 compute copy of the parameters; the
  * activations are in the compute dtype (fp32 or bf16), LayerNorm statistics,
  * attention log-sum-exp and losses in fp32.  The residual-stream gradient is
- * kept in the compute dtype (bf16 in bf16 runs).
+ * kept in the compute dtype (bf16 in bf16 runs).  MKS_CUDA_ATTENTION=tc in
+ * the environment selects the tensor-core attention (bf16, head size 64)
+ * instead of the SIMT one; read once at create.
  *
  * Not wired into tr_train() yet (llmtrain --device cuda): this is the piece
  * it will call per micro-batch.  Compiled only; the GPU test

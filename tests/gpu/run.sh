@@ -305,6 +305,18 @@ if { [ "$CAN_TRAIN" = 0 ] || [ -n "${NO_CUDA_BACKEND:-}" ]; } && [ -x "$BTG" ] &
     tail -4 "$LOGDIR/ours_d12.txt"
     res ours source "bench_train_gpu (tr_cuda_model + loader + arena; llmtrain not wired to it yet), exit $brc"
     grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
+    if grep -q 'attention_backward (tc).*PASS' "$LOGDIR/kernel_table.txt" 2>/dev/null &&
+       grep -q 'attention_forward (tc).*PASS' "$LOGDIR/kernel_table.txt" 2>/dev/null; then
+        say "7c. the same with the tensor-core attention (its kernel tests passed)"
+        MKS_CUDA_ATTENTION=tc timeout 240 "$BTG" --data "$SHARDS" --model d12 --seq-len "$SEQ" --batch "$BATCH" \
+            --steps "$STEPS" --precision bf16 --log "$LOGDIR/ours_d12_tc.jsonl" >"$LOGDIR/ours_d12_tc.txt" 2>&1
+        say "tc run exit $?"
+        tail -2 "$LOGDIR/ours_d12_tc.txt"
+        res ours tc_tokens_per_s "$("$PY" -c 'import json,statistics,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if "tok_per_s" in l]
+r=r[len(r)//4:]
+print("%.0f" % statistics.median([x["tok_per_s"] for x in r]) if r else "n/a")' "$LOGDIR/ours_d12_tc.jsonl" 2>/dev/null)"
+    fi
 fi
 
 # ---------------------------------------------------------------------------------------------

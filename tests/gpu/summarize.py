@@ -173,6 +173,11 @@ def main():
     lines.append(f"| tokens/s | {cell(o_tps, lambda v: f'{v:,.0f}', why_o)} | "
                  f"{cell(t_tps, lambda v: f'{v:,.0f}', why_t)} | {ratio} | >= 1.2x |")
     lines.append(f"| MFU | {mfu(o_tps)} | {mfu(t_tps)} | | >= 50% (ours) |")
+    tc = res.get(("ours", "tc_tokens_per_s"), "")
+    if tc and tc != "n/a":
+        tcv = float(tc)
+        lines.append(f"| tokens/s, tensor-core attention | {tcv:,.0f} (MFU {mfu(tcv)}) | | "
+                     f"{f'{tcv / t_tps:.2f}x' if t_tps else 'n/a'} | >= 1.2x |")
     ws = ours.get("wait_share")
     lines.append(f"| input wait / step time | {cell(ws, lambda v: f'{100 * v:.2f}%', why_o)} | n/a | | < 1% |")
     tpk = tj.get("peak_mem_bytes")
