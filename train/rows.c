@@ -98,10 +98,15 @@ static void shard_close(void *ctx) { ds_shardset_close((ds_shardset *)ctx); }
 
 int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen)
 {
+    return tr_rows_open_shards_ex(out, dir, 1, err, errlen);
+}
+
+int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     ds_shardset *s = NULL;
     char e[512] = "";
-    int rc = ds_shardset_open(dir, DS_SHARD_OPEN_VERIFY, &s, e, sizeof e);
+    int rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_VERIFY : 0, &s, e, sizeof e);
     if (rc != DS_OK) {
         if (err && errlen)
             snprintf(err, errlen, "%s", e[0] ? e : ds_strerror(rc));

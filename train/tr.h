@@ -66,6 +66,9 @@ int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uin
 /* Open a shard set directory (manifest written by `mkshards build`).
  * TR_ERR_CORRUPT with a message in err for corrupt shards. */
 int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen);
+/* verify = 0: only the cheap checks on open (header, sizes, manifest
+ * agreement); tr_rows_open_shards hashes every file (verify = 1). */
+int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err, size_t errlen);
 void tr_rows_close(tr_rows *r);
 
 /* ================================================================ loader
@@ -259,6 +262,7 @@ typedef struct {
     int val_rows;             /* rows per validation (0: min(n_val, 8 micro-batches)) */
     int doc_mask;
     int nbuf;
+    int no_verify;            /* 1: skip hashing the shard files on open */
     const char *tokenizer;    /* for --sample decoding and the fingerprint check */
     int sample_tokens;        /* 0: no sample */
     float sample_temp;

@@ -24,7 +24,8 @@ static const char *usage_text =
     "memory it planned before step 1.\n"
     "\n"
     "Data and batch:\n"
-    "  --data DIR            shard set (manifest.json + shards)\n"
+    "  --data DIR            shard set (manifest.json + shards); every file's checksum is\n"
+    "                        verified on open (--no-verify: header/size checks only)\n"
     "  --seq-len L           tokens per row fed to the model (default: the rows' length)\n"
     "  --token-budget N      max tokens per micro-batch: rows x L <= N, always\n"
     "  --batch-tokens M      tokens per optimiser step (gradient accumulation)\n"
@@ -99,7 +100,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     enum {
         O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
         O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
-        O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_HELP
+        O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP
     };
     static const struct option lo[] = {
         {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
@@ -118,7 +119,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         {"tokenizer", required_argument, 0, O_TOK},   {"nbuf", required_argument, 0, O_NBUF},
         {"stop-after", required_argument, 0, O_STOP}, {"log-every", required_argument, 0, O_LOGE},
         {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
-        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+        {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
     optind = 0;
     opterr = 0;
     int c;
@@ -179,6 +180,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         case O_STOP: r = pu64(prog, "--stop-after", optarg, &o.stop_after); break;
         case O_LOGE: r = pu64(prog, "--log-every", optarg, &u); o.log_every = (int)u; break;
         case O_QUIET: o.quiet = 1; break;
+        case O_NOVERIFY: o.no_verify = 1; break;
         case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, &vocab);
             if (!r && (vocab < 1 || vocab > (1u << 24))) r = uerr(prog, "--vocab-size %s out of range", optarg);
             break;
@@ -206,7 +208,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         if (o.data_dir) {
             tr_rows rows;
             char e[512];
-            int rc = tr_rows_open_shards(&rows, o.data_dir, e, sizeof e);
+            int rc = tr_rows_open_shards_ex(&rows, o.data_dir, 0, e, sizeof e);
             if (rc) {
                 fprintf(stderr, "%s: cannot use shard set %s: %s\n", prog, o.data_dir, e);
                 return X_INPUT;

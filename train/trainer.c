@@ -207,7 +207,7 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             return TR_ERR_ARG;
         }
         char e[512];
-        rc = tr_rows_open_shards(&own_rows, o->data_dir, e, sizeof e);
+        rc = tr_rows_open_shards_ex(&own_rows, o->data_dir, !o->no_verify, e, sizeof e);
         if (rc) {
             snprintf(err, errlen, "cannot use shard set %s: %s", o->data_dir, e);
             return rc;
