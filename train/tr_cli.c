@@ -185,7 +185,19 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
             if (!r && (vocab < 1 || vocab > (1u << 24))) r = uerr(prog, "--vocab-size %s out of range", optarg);
             break;
         case 'h':
-        case O_HELP: printf(usage_text, prog, prog); return X_OK;
+        case O_HELP:
+            if (plan_only)
+                printf("Usage: %s --model tiny|d12|d24|d36|d48 --seq-len L --token-budget N --batch-tokens M\n"
+                       "          [--data DIR | --vocab-size V] [--device cpu|cuda] [--precision fp32|bf16|fp16]\n"
+                       "          [--recompute 0|1|2] [--mem-budget BYTES|NGiB] [--nbuf K] [--json]\n\n"
+                       "The trainer's memory plan (same as llmtrain --plan): exact bytes per item, the\n"
+                       "largest micro-batch under the token and memory budgets. Table: docs/memory-plan.md.\n"
+                       "Exit codes: 0 fits, 3 does not fit (with the reasons and what would fit),\n"
+                       "2 unreadable shard set, 64 usage.\n",
+                       prog);
+            else
+                printf(usage_text, prog, prog);
+            return X_OK;
         case ':': return uerr(prog, "option '%s' needs a value", argv[optind - 1]);
         default: return uerr(prog, "unknown option '%s'", argv[optind - 1]);
         }
