@@ -12,10 +12,12 @@
 # near the memory limit (each: refused at plan time / trained / OOM / failed);
 # (10) ONE table, printed last and appended to docs/gpu-results.md with the date and commit.
 #
-# Vocabulary: GPT-2's when one is found (GPT2_VOCAB=..., tmp/vocab/gpt2.tiktoken - an ignored
-# path: put a copy there and name it in the device tool's `carry` -, or ../shared/vocab);
-# otherwise a BPE vocabulary trained on samples/ (then the model is smaller than 124M: the
-# table says so).
+# Before the device call, here: `bash tests/gpu/pack_deps.sh` (tmp/gpu-deps: the C
+# dependencies as static libraries, in case the GPU image lacks them; tmp/vocab: GPT-2's
+# vocabulary), then carry ["tmp/gpu-deps", "tmp/vocab"] (docs/gpu-notes.md).
+# Vocabulary: GPT-2's when one is found (GPT2_VOCAB=..., tmp/vocab/gpt2.tiktoken, or
+# ../shared/vocab); otherwise a BPE vocabulary trained on samples/ (then the model is smaller
+# than 124M: the table says so). FORCE_FALLBACK=1 tries the CUDA-only build.
 #
 # Environment knobs: STEPS (d12 timed steps, 30), BATCH (rows per micro-batch, 32),
 # SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 120),
@@ -30,7 +32,7 @@ DRY=0
 for a in "$@"; do
     case "$a" in
         --dry-run) DRY=1 ;;
-        -h | --help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h | --help) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "run.sh: unknown argument '$a' (try --help)" >&2; exit 64 ;;
     esac
 done
@@ -82,6 +84,25 @@ say "python deps: $PYDEPS"
 case "$PYDEPS" in *numpy=MISSING*) die "numpy is required (tests/gpu/summarize.py does not need it, the reader does)" ;; esac
 TORCH_OK=1
 case "$PYDEPS" in *torch=MISSING*) TORCH_OK=0; say "torch missing: the PyTorch baseline will be skipped" ;; esac
+# The project's C dependencies: the system's, else the static ones packed here by
+# tests/gpu/pack_deps.sh (carried as tmp/gpu-deps), else a CUDA-only fallback build
+# (kernels, their tests and timings; no mkshards, no trainer).
+PC_MODS=(libutf8proc libzstd jansson libxxhash nettle)
+DEPS=system
+if [ -n "${FORCE_FALLBACK:-}" ]; then
+    DEPS=none
+elif ! have pkg-config; then
+    DEPS=none
+elif ! pkg-config --exists "${PC_MODS[@]}"; then
+    if [ -d "$ROOT/tmp/gpu-deps/lib/pkgconfig" ]; then
+        export PKG_CONFIG_PATH="$ROOT/tmp/gpu-deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+        if pkg-config --exists "${PC_MODS[@]}"; then DEPS=packed; else DEPS=none; fi
+    else
+        DEPS=none
+    fi
+fi
+say "C dependencies: $DEPS$([ "$DEPS" = none ] && echo ' -> CUDA-only fallback build (run tests/gpu/pack_deps.sh here and carry tmp/gpu-deps to avoid it)')"
+res build deps "$DEPS"
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)
 [ -n "$DIRTY" ] && COMMIT="$COMMIT+dirty"
@@ -90,24 +111,56 @@ res meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
 
 # ---------------------------------------------------------------------------------------------
 say "2. build for sm_90 in $BUILD_DIR (-j$JOBS)"
-if ! cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON \
+fallback_build() {
+    # kernels + their C references + the GPU kernel test and bench, with gcc/nvcc only
+    local d=$BUILD_DIR/fallback
+    mkdir -p "$d" "$BUILD_DIR/tests"
+    local nv=(nvcc -O3 -std=c++17 "-gencode=arch=compute_90,code=sm_90" "-Xcompiler=-Wall,-Wextra" -Ikernels)
+    for f in kernels/*_ref.c; do
+        gcc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unknown-pragmas -Ikernels -c "$f" \
+            -o "$d/$(basename "$f" .c).o" || return 1
+    done
+    local pids=() f p
+    for f in kernels/*.cu; do
+        "${nv[@]}" -c "$f" -o "$d/$(basename "$f" .cu).o" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || return 1; done
+    local objs=("$d"/*.o)
+    "${nv[@]}" tests/test_kernels_gpu.cu "${objs[@]}" -lcublasLt -lm -o "$BUILD_DIR/tests/test_kernels_gpu" || return 1
+    "${nv[@]}" tests/bench_kernels_gpu.cu "${objs[@]}" -lcublasLt -lm -o "$BUILD_DIR/tests/bench_kernels_gpu" || return 1
+}
+FALLBACK=0
+if [ "$DEPS" = none ]; then
+    FALLBACK=1
+    if ! fallback_build >"$LOGDIR/build.log" 2>&1; then
+        grep -E 'error' "$LOGDIR/build.log" | head -30; die "fallback build failed (log: $LOGDIR/build.log)"
+    fi
+    nwarn=$(grep -c -i 'warning' "$LOGDIR/build.log" || true)
+    say "fallback build ok ($nwarn warning lines): kernels only"
+    res build warnings "$nwarn (fallback build)"
+elif ! cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGDIR/cmake.log" 2>&1; then
     tail -30 "$LOGDIR/cmake.log"; die "cmake configure failed (log: $LOGDIR/cmake.log)"
 fi
-if ! cmake --build "$BUILD_DIR" -j"$JOBS" >"$LOGDIR/build.log" 2>&1; then
-    grep -E 'error|Error' "$LOGDIR/build.log" | head -30; die "build failed (log: $LOGDIR/build.log)"
+if [ "$FALLBACK" = 0 ]; then
+    if ! cmake --build "$BUILD_DIR" -j"$JOBS" >"$LOGDIR/build.log" 2>&1; then
+        grep -E 'error|Error' "$LOGDIR/build.log" | head -30; die "build failed (log: $LOGDIR/build.log)"
+    fi
+    nwarn=$(grep -c -i 'warning' "$LOGDIR/build.log" || true)
+    say "build ok ($nwarn warning lines)"
+    res build warnings "$nwarn"
 fi
-nwarn=$(grep -c -i 'warning' "$LOGDIR/build.log" || true)
-say "build ok ($nwarn warning lines)"
-res build warnings "$nwarn"
 MKS=$BUILD_DIR/tools/mkshards
 LLMTRAIN=""
 for c in "$BUILD_DIR/tools/llmtrain/llmtrain" "$BUILD_DIR/train/llmtrain" "$BUILD_DIR/tools/llmtrain" \
          "$BUILD_DIR/llmtrain"; do
     [ -f "$c" ] && [ -x "$c" ] && LLMTRAIN=$c && break
 done
-[ -x "$MKS" ] || die "no $MKS after the build"
-if [ -z "$LLMTRAIN" ]; then
+[ -x "$MKS" ] || [ "$FALLBACK" = 1 ] || die "no $MKS after the build"
+if [ "$FALLBACK" = 1 ]; then
+    res ours status "fallback build: no trainer"
+elif [ -z "$LLMTRAIN" ]; then
     say "llmtrain: NOT BUILT (no train/llmtrain target yet): the trainer rows will say so"
     res ours status "llmtrain not built"
 elif ! "$LLMTRAIN" --help 2>&1 | grep -q -- 'cuda'; then
@@ -122,7 +175,11 @@ VOCAB=""
 for c in "${GPT2_VOCAB:-}" tmp/vocab/gpt2.tiktoken ../shared/vocab/gpt2.tiktoken; do
     [ -n "$c" ] && [ -f "$c" ] && VOCAB=$c && break
 done
-if [ -n "$VOCAB" ]; then
+if [ "$FALLBACK" = 1 ]; then
+    VOCAB=none
+    say "fallback build: no mkshards, no shards (torch uses random tokens)"
+    res data vocab "gpt2 size, random tokens (fallback build)"
+elif [ -n "$VOCAB" ]; then
     say "vocabulary: GPT-2 ($VOCAB)"
     res data vocab "gpt2 ($VOCAB)"
 else
@@ -137,7 +194,9 @@ fi
 SHARDS=$WORK/shards
 SHARDS_OK=0
 rm -rf "$SHARDS"
-if "$MKS" build --help 2>&1 | grep -qi 'not implemented'; then
+if [ "$FALLBACK" = 1 ]; then
+    res data shards "none (fallback build)"
+elif "$MKS" build --help 2>&1 | grep -qi 'not implemented'; then
     say "mkshards build: not implemented yet -> no shards; llmtrain cannot run, torch uses random tokens"
     res data shards "mkshards build not implemented"
 elif "$MKS" build --tokenizer "$VOCAB" --seq-len "$SEQ" --out "$SHARDS" samples/tiny.jsonl \
@@ -181,6 +240,8 @@ for m in sorted(glob.glob(os.path.join(shards, "*.json"))):
     v = find(j)
     if v:
         print(v); sys.exit(0)
+if vocab == "none":
+    print(50257); sys.exit(0)
 n = sum(1 for _ in open(vocab))
 print(50257 if n == 50256 else n + 1)  # gpt2.tiktoken: 50256 ranks + <|endoftext|>
 EOF
@@ -237,13 +298,20 @@ nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=
 # ---------------------------------------------------------------------------------------------
 if [ -z "${SKIP_CTEST:-}" ]; then
     say "6. gpu-labelled tests"
-    ctest --test-dir "$BUILD_DIR" -L gpu -V --timeout 120 >"$LOGDIR/ctest_gpu.log" 2>&1
-    crc=$?
+    if [ "$FALLBACK" = 1 ]; then
+        timeout 300 "$BUILD_DIR/tests/test_kernels_gpu" >"$LOGDIR/ctest_gpu.log" 2>&1
+        crc=$?
+        echo "test_kernels_gpu exit $crc (fallback build: run directly; $([ $crc = 0 ] && echo '100% tests passed' || echo 'tests failed'))" \
+            >>"$LOGDIR/ctest_gpu.log"
+    else
+        ctest --test-dir "$BUILD_DIR" -L gpu -V --timeout 120 >"$LOGDIR/ctest_gpu.log" 2>&1
+        crc=$?
+    fi
     grep -E 'tests passed|tests failed|Test +#' "$LOGDIR/ctest_gpu.log" | tail -20
     # the kernel table (op/dtype/err/pass) printed by test_kernels_gpu
     sed -E 's/^[0-9]+: //' "$LOGDIR/ctest_gpu.log" | grep -E '^\|' >"$LOGDIR/kernel_table.txt" || true
     grep -E 'FAIL' "$LOGDIR/kernel_table.txt" | head -20
-    res ctest gpu "$(grep -E 'tests passed' "$LOGDIR/ctest_gpu.log" | tail -1 | sed 's/^ *//') (exit $crc)"
+    res ctest gpu "$(grep -E 'tests passed|tests failed|checks passed' "$LOGDIR/ctest_gpu.log" | tail -1 | sed 's/^ *//') (exit $crc)"
 fi
 
 # ---------------------------------------------------------------------------------------------
