@@ -32,7 +32,7 @@ DRY=0
 for a in "$@"; do
     case "$a" in
         --dry-run) DRY=1 ;;
-        -h | --help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "run.sh: unknown argument '$a' (try --help)" >&2; exit 64 ;;
     esac
 done
