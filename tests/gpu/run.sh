@@ -20,7 +20,7 @@
 # than 124M: the table says so). FORCE_FALLBACK=1 tries the CUDA-only build.
 #
 # Environment knobs: STEPS (d12 timed steps, 30), BATCH (rows per micro-batch, 32),
-# SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 120),
+# SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 90), TOTAL_BUDGET (510 s: later steps skip past it),
 # SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_CTEST=1. Logs and JSON go to $OUT (the device tool's folder)
 # when set, else to $BUILD_DIR/gpu-run.
 set -uo pipefail
@@ -42,7 +42,8 @@ BATCH=${BATCH:-32}
 SEQ=${SEQ:-1024}
 if [ "$DRY" = 1 ]; then JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}; else JOBS=${JOBS:-16}; fi
 BUILD_DIR=${BUILD_DIR:-build-gpu}
-SWEEP_SECONDS=${SWEEP_SECONDS:-120}
+SWEEP_SECONDS=${SWEEP_SECONDS:-90}
+TOTAL_BUDGET=${TOTAL_BUDGET:-510} # seconds: later steps are skipped (and say so) past this
 LOGDIR=${OUT:-$ROOT/$BUILD_DIR/gpu-run}
 WORK=$ROOT/$BUILD_DIR/gpu-work
 PY=${PYTHON:-python3}
@@ -388,6 +389,12 @@ print("%.0f" % statistics.median([x["tok_per_s"] for x in r]) if r else "n/a")' 
 fi
 
 # ---------------------------------------------------------------------------------------------
+elapsed() { echo $(($(date +%s) - T_START)); }
+if [ "$(elapsed)" -gt $((TOTAL_BUDGET - 150)) ] && [ -z "${SKIP_TORCH:-}" ]; then
+    say "8. PyTorch baseline SKIPPED: $(elapsed) s used of the $TOTAL_BUDGET s budget"
+    res torch status "skipped (time budget)"
+    SKIP_TORCH=1
+fi
 if [ -z "${SKIP_TORCH:-}" ] && [ "$TORCH_OK" = 1 ]; then
     say "8. PyTorch nanoGPT-style d12, same batch"
     DATA_ARG=()
@@ -404,6 +411,7 @@ fi
 if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -z "${LLMTRAIN_NOCUDA:-}" ]; then
     say "9. sweep near the memory limit (budget ${SWEEP_SECONDS}s)"
     SWEEP_END=$(($(date +%s) + SWEEP_SECONDS))
+    [ "$SWEEP_END" -gt $((T_START + TOTAL_BUDGET)) ] && SWEEP_END=$((T_START + TOTAL_BUDGET))
     # model seq precision token-budget mem-budget: the token budget asks for far more rows than fit,
     # so the planner must pick the largest micro-batch under the device's memory (or refuse).
     while read -r m s p tb mb; do
