@@ -418,6 +418,8 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -
         [ -z "$m" ] && continue
         tag="$m/T$s/$p/tok$tb/mem$mb"
         if [ "$(date +%s)" -ge "$SWEEP_END" ]; then res sweep "$tag" "skipped (time)"; continue; fi
+        tmo=$((SWEEP_END - $(date +%s) + 20))
+        [ "$tmo" -gt 120 ] && tmo=120
         args=(--data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" --token-budget "$tb"
               --batch-tokens "$tb" --device cuda)
         mbarg=(--mem-budget "$DEV_BYTES")
@@ -433,15 +435,16 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -
             if [ -z "$rows" ] || [ ! -x "$BTG" ]; then
                 res sweep "$tag" "plan fits; not trained (no CUDA backend)"; continue
             fi
-            timeout 120 "$BTG" --data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" \
+            timeout "$tmo" "$BTG" --data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" \
                 --batch "$rows" --steps 2 --fast-init >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
             trc=$?
-            if grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM (bench_train_gpu, B=$rows)"
+            if [ "$trc" = 124 ]; then res sweep "$tag" "timed out (${tmo}s; bench_train_gpu B=$rows)"
+            elif grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM (bench_train_gpu, B=$rows)"
             elif [ "$trc" = 0 ]; then res sweep "$tag" "trained (bench_train_gpu, B=$rows)"
             else res sweep "$tag" "failed (bench_train_gpu B=$rows, exit $trc)"; fi
             continue
         fi
-        timeout 90 "$LLMTRAIN" "${args[@]}" "${mbarg[@]}" --steps 3 \
+        timeout "$tmo" "$LLMTRAIN" "${args[@]}" "${mbarg[@]}" --steps 3 \
             >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
         trc=$?
         if grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM"
