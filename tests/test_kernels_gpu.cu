@@ -278,9 +278,8 @@ static void t_layernorm(kn_dtype dt, bool fused)
     check("layernorm_backward dbias", dt, shape, g_db.get(), db);
 }
 
-static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu)
+static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, int N = 264, int C = 192, int OC = 320)
 {
-    int N = 264, C = 192, OC = 320;
     char shape[64];
     snprintf(shape, sizeof shape, "N%d C%d OC%d%s%s", N, C, OC, with_bias ? " bias" : "", gelu ? " gelu" : "");
     vf inp = randn((size_t)N * C), w = randn((size_t)OC * C, 0.1f), bias = randn(OC);
@@ -539,6 +538,8 @@ int main(void)
         t_attention(dt, 2, 200, 128, 2, true);   /* document mask */
         t_attention(dt, 1, 130, 128, 4, true);   /* hs 32 */
         t_attention(dt, 2, 333, 256, 4, true);   /* hs 64, 6 tiles, doc mask */
+        t_attention(dt, 1, 1024, 768, 12, true); /* d12's shape (one row) */
+        t_matmul(ctx, dt, true, false, 1024, 768, 3072); /* d12's fc layer, 1024 tokens */
         t_residual(dt);
         t_gelu(dt);
         t_xent(dt);
