@@ -8,7 +8,8 @@
  *    enqueued on `stream` (NULL = the legacy default stream); nothing is
  *    synchronised and nothing is allocated: scratch buffers come from the
  *    caller (the trainer's one arena), sized by the *_scratch_bytes calls.
- *  - Activation dtype `dt`: KN_F32 (float) or KN_BF16 (__nv_bfloat16).
+ *  - Activation dtype `dt`: KN_F32 (float), KN_BF16 (__nv_bfloat16) or
+ *    KN_F16 (__half; for --precision fp16 with loss scaling).
  *    Tensors typed `void *` are in dt; `float *` are always fp32.  Parameter
  *    gradients are always fp32 and accumulated (+=), as in kn.h; arithmetic
  *    is fp32 everywhere (bf16 is a storage format here).
@@ -42,7 +43,7 @@ extern "C" {
 
 #define KN_ECUDA (-3)
 
-typedef enum { KN_F32 = 0, KN_BF16 = 1 } kn_dtype;
+typedef enum { KN_F32 = 0, KN_BF16 = 1, KN_F16 = 2 } kn_dtype;
 typedef struct CUstream_st *kn_stream; /* == cudaStream_t */
 
 /* Size of one element of dt in bytes (4 or 2). */

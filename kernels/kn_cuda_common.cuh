@@ -3,6 +3,7 @@
 #define KN_CUDA_COMMON_CUH
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -30,11 +31,14 @@ void kn_cuda_set_error(const char *fmt, ...);
     } while (0)
 
 typedef __nv_bfloat16 kn_bf16;
+typedef __half kn_f16;
 
 __device__ __forceinline__ float kn_ld(const float *p) { return *p; }
 __device__ __forceinline__ float kn_ld(const kn_bf16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float kn_ld(const kn_f16 *p) { return __half2float(*p); }
 __device__ __forceinline__ void kn_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void kn_st(kn_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void kn_st(kn_f16 *p, float v) { *p = __float2half_rn(v); }
 
 __device__ __forceinline__ float kn_warp_sum(float v)
 {
@@ -62,6 +66,9 @@ static inline unsigned kn_blocks(size_t n, unsigned threads, unsigned cap = 6553
             __VA_ARGS__;                                                                          \
         } else if ((dt) == KN_BF16) {                                                             \
             typedef kn_bf16 DT;                                                                   \
+            __VA_ARGS__;                                                                          \
+        } else if ((dt) == KN_F16) {                                                             \
+            typedef kn_f16 DT ;                                                                   \
             __VA_ARGS__;                                                                          \
         } else {                                                                                  \
             return KN_EINVAL;                                                                     \

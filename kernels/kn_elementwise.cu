@@ -17,7 +17,7 @@ void kn_cuda_set_error(const char *fmt, ...)
 
 extern "C" const char *kn_cuda_last_error(void) { return g_err[0] ? g_err : "no error"; }
 
-extern "C" size_t kn_dtype_size(kn_dtype dt) { return dt == KN_BF16 ? 2 : 4; }
+extern "C" size_t kn_dtype_size(kn_dtype dt) { return dt == KN_F32 ? 4 : 2; }
 
 /* ---- casts and fills ------------------------------------------------------------ */
 template <typename D, typename S>
@@ -33,16 +33,15 @@ extern "C" int kn_cast_cuda(void *dst, kn_dtype dst_dt, const void *src, kn_dtyp
     if (!dst || !src) return KN_EINVAL;
     if (n == 0) return KN_OK;
     unsigned g = kn_blocks(n, 256);
-    if (dst_dt == KN_F32 && src_dt == KN_F32)
-        cast_kernel<<<g, 256, 0, s>>>((float *)dst, (const float *)src, n);
-    else if (dst_dt == KN_BF16 && src_dt == KN_F32)
-        cast_kernel<<<g, 256, 0, s>>>((kn_bf16 *)dst, (const float *)src, n);
-    else if (dst_dt == KN_F32 && src_dt == KN_BF16)
-        cast_kernel<<<g, 256, 0, s>>>((float *)dst, (const kn_bf16 *)src, n);
-    else if (dst_dt == KN_BF16 && src_dt == KN_BF16)
-        cast_kernel<<<g, 256, 0, s>>>((kn_bf16 *)dst, (const kn_bf16 *)src, n);
-    else
+    if (src_dt == KN_F32) {
+        KN_DISPATCH(dst_dt, (cast_kernel<<<g, 256, 0, s>>>((DT *)dst, (const float *)src, n)));
+    } else if (src_dt == KN_BF16) {
+        KN_DISPATCH(dst_dt, (cast_kernel<<<g, 256, 0, s>>>((DT *)dst, (const kn_bf16 *)src, n)));
+    } else if (src_dt == KN_F16) {
+        KN_DISPATCH(dst_dt, (cast_kernel<<<g, 256, 0, s>>>((DT *)dst, (const kn_f16 *)src, n)));
+    } else {
         return KN_EINVAL;
+    }
     KN_CUDA_LAUNCHED("cast");
     return KN_OK;
 }
@@ -157,6 +156,9 @@ extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt
     unsigned g = kn_blocks(n, 256);
     if (lp_dt == KN_BF16)
         adamw_kernel<<<g, 256, 0, s>>>(params, (kn_bf16 *)params_lp, grads, m, v, n, lr, beta1, beta2, eps,
+                                       weight_decay, decay, bc1, bc2, grad_scale);
+    else if (lp_dt == KN_F16)
+        adamw_kernel<<<g, 256, 0, s>>>(params, (kn_f16 *)params_lp, grads, m, v, n, lr, beta1, beta2, eps,
                                        weight_decay, decay, bc1, bc2, grad_scale);
     else
         adamw_kernel<<<g, 256, 0, s>>>(params, (float *)params_lp, grads, m, v, n, lr, beta1, beta2, eps,

@@ -4,6 +4,7 @@
 
 template <typename T> __device__ __forceinline__ float kn_round(float x);
 template <> __device__ __forceinline__ float kn_round<float>(float x) { return x; }
+template <> __device__ __forceinline__ float kn_round<kn_f16>(float x) { return __half2float(__float2half_rn(x)); }
 template <> __device__ __forceinline__ float kn_round<kn_bf16>(float x)
 {
     return __bfloat162float(__float2bfloat16_rn(x));

@@ -121,13 +121,16 @@ done:
     return rc;
 }
 
-static cudaDataType_t cu_type(kn_dtype dt) { return dt == KN_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+static cudaDataType_t cu_type(kn_dtype dt)
+{
+    return dt == KN_BF16 ? CUDA_R_16BF : (dt == KN_F16 ? CUDA_R_16F : CUDA_R_32F);
+}
 
 extern "C" int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp,
                                       const void *weight, const void *bias, int N, int C, int OC, kn_dtype dt)
 {
     if (!ctx || !out || !inp || !weight || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
-    if (dt != KN_F32 && dt != KN_BF16) return KN_EINVAL;
+    if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return KN_EINVAL;
     cublasLtEpilogue_t epi = gelu_pre ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     /* out^T (OC,N) = W (OC,C) [col-major (C,OC), transposed] x inp^T (C,N) */
@@ -171,7 +174,7 @@ extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dwei
                                        int OC, void *scratch, size_t scratch_bytes, kn_dtype dt)
 {
     if (!ctx || !dout || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
-    if (dt != KN_F32 && dt != KN_BF16) return KN_EINVAL;
+    if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return KN_EINVAL;
     int rc;
     if (dinp) {
         if (!weight) return KN_EINVAL;

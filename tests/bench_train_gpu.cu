@@ -6,7 +6,7 @@
  * llmtrain has no CUDA backend.
  *
  *   bench_train_gpu --data DIR [--model d12] [--seq-len 1024] [--batch 32]
- *                   [--steps 40] [--precision bf16|fp32] [--doc-mask]
+ *                   [--steps 40] [--precision bf16|fp16|fp32] [--doc-mask]
  *                   [--log FILE] [--seed 1] [--fast-init]
  *
  * --fast-init: parameters initialised on the device (tr_cuda_model_init_random)
@@ -62,7 +62,7 @@ int main(int argc, char **argv)
         i++;
     }
     if (!data || T <= 0 || B <= 0 || steps <= 0) { fprintf(stderr, "bench_train_gpu: --data DIR required\n"); return 64; }
-    kn_dtype dt = !strcmp(prec, "fp32") ? KN_F32 : KN_BF16;
+    kn_dtype dt = !strcmp(prec, "fp32") ? KN_F32 : (!strcmp(prec, "fp16") ? KN_F16 : KN_BF16);
     char name[256];
     uint64_t total = 0, fr = 0, used0 = 0, used1 = 0;
     if (tr_cuda_device_info(name, sizeof name, &total, &fr) != TR_OK) { fprintf(stderr, "bench_train_gpu: no GPU\n"); return 2; }
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
     pi.seq_len = pi.max_seq = T;
     pi.batch_tokens = pi.token_budget = (uint64_t)B * T;
     pi.device = TR_DEV_CUDA;
-    pi.precision = dt == KN_F32 ? TR_FP32 : TR_BF16;
+    pi.precision = dt == KN_F32 ? TR_FP32 : (dt == KN_F16 ? TR_FP16 : TR_BF16);
     pi.mem_budget = total;
     pi.doc_mask = docmask;
     pi.force_micro_rows = B;
@@ -137,6 +137,9 @@ int main(int argc, char **argv)
     printf("bench_train_gpu: %s; %s (%zu params) %s, %d x %d tokens/step, arena %.1f MiB, plan %.1f MiB\n", name,
            model, tr_model_param_count(&cfg), prec, B, T, arena.size / 1048576.0, po.total_bytes / 1048576.0);
     tr_adamw_hparams h = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    tr_loss_scaler scaler;
+    tr_loss_scaler_init(&scaler);
+    int opt_step = 0;
     for (int step = 1; step <= steps; step++) {
         double t0 = now_s(), w1 = 0, w2 = 0;
         const tr_batch *b = NULL;
@@ -152,11 +155,20 @@ int main(int argc, char **argv)
         tr_cuda_model_zero_grad(g);
         double ls = 0;
         uint64_t n = 0;
+        float ls_mul = dt == KN_F16 ? scaler.scale : 1.0f;
         rc = tr_cuda_model_fwd_bwd(g, rowsb, T, dev.inputs, dev.targets, docmask ? dev.pos : NULL,
-                                   docmask ? dev.seg : NULL, ntg ? 1.0f / (float)ntg : 0.0f, &ls, &n);
+                                   docmask ? dev.seg : NULL, ntg ? ls_mul / (float)ntg : 0.0f, &ls, &n);
         tr_cuda_input_consumed(in);
         float gn = 0;
-        if (rc == TR_OK) rc = tr_cuda_model_step(g, &h, step, 1.0f, &gn);
+        int skipped = 0;
+        if (rc == TR_OK && dt == KN_F16) {
+            rc = tr_cuda_model_step_scaled(g, &h, opt_step + 1, 1.0f, scaler.scale, &gn, &skipped);
+            if (skipped) printf("step %d: non-finite gradient at loss scale %.0f: skipped\n", step, scaler.scale);
+            tr_loss_scaler_update(&scaler, skipped);
+        } else if (rc == TR_OK) {
+            rc = tr_cuda_model_step(g, &h, opt_step + 1, 1.0f, &gn);
+        }
+        if (!skipped) opt_step++;
         if (rc != TR_OK) {
             fprintf(stderr, "bench_train_gpu: step %d failed: %s / %s\n", step, kn_cuda_last_error(),
                     cudaGetErrorString(cudaGetLastError()));

@@ -1,11 +1,11 @@
 /* test_kernels_gpu.cu - every CUDA kernel (kernels/kn_cuda.h) against its C
  * reference (kernels/kn.h) on fresh random inputs, fp32 and bf16.
  *
- * Pass: error <= 1e-5 (fp32) / 1e-2 (bf16), measured both as max|d|/max|ref|
+ * Pass: error <= 1e-5 (fp32) / 1e-2 (bf16, fp16), measured both as max|d|/max|ref|
  * and as ||d||_2/||ref||_2; any NaN or Inf in an output fails.  Outputs that
  * the kernel overwrites are poisoned with NaN (0xFF bytes) before the run, so
  * an element it never writes fails; outputs it accumulates into (+=) start
- * from random values on both sides.  bf16 inputs are rounded to bf16 first
+ * from random values on both sides.  bf16/fp16 inputs are rounded first
  * and the reference runs on the rounded values.
  *
  * Exit: 0 all pass, 1 a check failed (a kernel returning an error counts as
@@ -15,6 +15,7 @@
  * Label gpu: it only ever runs on a machine with a GPU.
  */
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -93,10 +94,13 @@ static vf randn(size_t n, float scale = 1.0f)
     return v;
 }
 static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+static float f16_round(float x) { return __half2float(__float2half_rn(x)); }
 static void round_to(vf &v, kn_dtype dt)
 {
     if (dt == KN_BF16)
         for (auto &x : v) x = bf16_round(x);
+    else if (dt == KN_F16)
+        for (auto &x : v) x = f16_round(x);
 }
 
 /* A device buffer of n elements of dt. */
@@ -114,6 +118,10 @@ struct dbuf {
     {
         if (dt == KN_F32) {
             CK(cudaMemcpy(p, v.data(), bytes(), cudaMemcpyHostToDevice));
+        } else if (dt == KN_F16) {
+            std::vector<__half> h(n);
+            for (size_t i = 0; i < n; i++) h[i] = __float2half_rn(v[i]);
+            CK(cudaMemcpy(p, h.data(), bytes(), cudaMemcpyHostToDevice));
         } else {
             std::vector<__nv_bfloat16> h(n);
             for (size_t i = 0; i < n; i++) h[i] = __float2bfloat16_rn(v[i]);
@@ -125,6 +133,10 @@ struct dbuf {
         vf v(n);
         if (dt == KN_F32) {
             CK(cudaMemcpy(v.data(), p, bytes(), cudaMemcpyDeviceToHost));
+        } else if (dt == KN_F16) {
+            std::vector<__half> h(n);
+            CK(cudaMemcpy(h.data(), p, bytes(), cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < n; i++) v[i] = __half2float(h[i]);
         } else {
             std::vector<__nv_bfloat16> h(n);
             CK(cudaMemcpy(h.data(), p, bytes(), cudaMemcpyDeviceToHost));
@@ -143,11 +155,11 @@ template <typename T> static T *dput(const std::vector<T> &v)
     return p;
 }
 
-static const char *dtn(kn_dtype dt) { return dt == KN_BF16 ? "bf16" : "fp32"; }
+static const char *dtn(kn_dtype dt) { return dt == KN_BF16 ? "bf16" : (dt == KN_F16 ? "fp16" : "fp32"); }
 
 static void check(const char *op, kn_dtype dt, const char *shape, const vf &got, const vf &ref, double tol_override = 0)
 {
-    double tol = tol_override > 0 ? tol_override : (dt == KN_BF16 ? 1e-2 : 1e-5);
+    double tol = tol_override > 0 ? tol_override : (dt == KN_F32 ? 1e-5 : 1e-2);
     double maxd = 0, maxr = 0, sd = 0, sr = 0;
     size_t bad = 0, first_bad = (size_t)-1;
     bool sizes_ok = got.size() == ref.size();
@@ -250,7 +262,7 @@ static void t_layernorm(kn_dtype dt, bool fused)
     vf out((size_t)N * C), mean(N), rstd(N);
     REF(kn_layernorm_forward_ref(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), N, C));
     check(fused ? "layernorm_fwd (fused add)" : "layernorm_forward", dt, shape, d_out.get(), out);
-    check("layernorm_forward mean", dt, shape, d_mean.get(), mean, dt == KN_BF16 ? 1e-2 : 1e-5);
+    check("layernorm_forward mean", dt, shape, d_mean.get(), mean, dt == KN_F32 ? 1e-5 : 1e-2);
     check("layernorm_forward rstd", dt, shape, d_rstd.get(), rstd);
     if (fused) check("layernorm_fwd residual out", dt, shape, d_res.get(), x);
 
@@ -524,8 +536,8 @@ int main(void)
         return 2;
     }
 
-    const kn_dtype dts[2] = {KN_F32, KN_BF16};
-    for (int i = 0; i < 2; i++) {
+    const kn_dtype dts[3] = {KN_F32, KN_BF16, KN_F16};
+    for (int i = 0; i < 3; i++) {
         kn_dtype dt = dts[i];
         t_encoder(dt, false);
         t_encoder(dt, true);

@@ -1,7 +1,8 @@
 /* test_tr_cuda_model_gpu.cu - the GPU model (train/tr_cuda_model.h) against
  * the CPU reference model (train/model.h) on the tiny config: loss, every
  * parameter gradient, the gradient norm and the parameters after one clipped
- * AdamW step; plain and with document masking; fp32 (tight) and bf16 (loss).
+ * AdamW step; plain and with document masking; fp32 (tight), bf16 and fp16
+ * (loss scaling through tr_cuda_model_step_scaled).
  * Label gpu; exit 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -42,7 +43,10 @@ static void row(const char *what, const char *mode, double rel, double l2, doubl
 
 static void run(kn_dtype dt, bool docmask)
 {
-    const char *mode = dt == KN_BF16 ? (docmask ? "bf16 doc" : "bf16") : (docmask ? "fp32 doc" : "fp32");
+    const char *mode = dt == KN_BF16 ? (docmask ? "bf16 doc" : "bf16")
+                       : dt == KN_F16 ? (docmask ? "fp16 doc" : "fp16") : (docmask ? "fp32 doc" : "fp32");
+    const float lscale = dt == KN_F16 ? 1024.0f : 1.0f; /* loss scaling in fp16 */
+    const bool lowp = dt != KN_F32;
     tr_model_config cfg;
     if (tr_model_config_preset("tiny", 300, 64, &cfg) != TR_MODEL_OK) {
         printf("preset failed\n");
@@ -134,24 +138,28 @@ static void run(kn_dtype dt, bool docmask)
     tr_cuda_model_set_params(g, p0.data());
     double gloss = 0;
     uint64_t gn = 0;
-    rc = tr_cuda_model_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs, &gloss, &gn);
+    rc = tr_cuda_model_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs * lscale, &gloss,
+                               &gn);
     if (rc != TR_OK) {
         printf("gpu fwd_bwd: %d (%s / %s)\n", rc, kn_cuda_last_error(), cudaGetErrorString(cudaGetLastError()));
         fails++;
     } else {
         std::vector<float> ggrad(P), again(P);
         tr_cuda_model_get(g, NULL, ggrad.data(), NULL, NULL);
+        std::vector<float> ggrad_u(ggrad);
+        for (auto &x : ggrad_u) x /= lscale;
         /* the same micro-batch again from zeroed grads: bit for bit (no atomics anywhere) */
         double gloss2 = 0;
         tr_cuda_model_zero_grad(g);
-        tr_cuda_model_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs, &gloss2, NULL);
+        tr_cuda_model_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs * lscale, &gloss2,
+                              NULL);
         tr_cuda_model_get(g, NULL, again.data(), NULL, NULL);
         bool same = gloss2 == gloss && memcmp(again.data(), ggrad.data(), P * sizeof(float)) == 0;
         if (!same) fails++;
         printf("| %-22s | %-12s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0", same ? "PASS" : "FAIL");
         float lc = (float)(closs / cn), lg = (float)(gloss / (gn ? gn : 1));
         double l2 = 0, rel = relerr(&lg, &lc, 1, &l2);
-        row("loss (mean)", mode, rel, l2, dt == KN_BF16 ? 1e-2 : 1e-5);
+        row("loss (mean)", mode, rel, l2, lowp ? 1e-2 : 1e-5);
         if (gn != cn) {
             printf("target count %llu vs %llu\n", (unsigned long long)gn, (unsigned long long)cn);
             fails++;
@@ -162,8 +170,8 @@ static void run(kn_dtype dt, bool docmask)
         for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
             char w[64];
             snprintf(w, sizeof w, "grad %s", tr_model_param_name(i));
-            rel = relerr(ggrad.data() + off, cgrad.data() + off, sizes[i], &l2);
-            row(w, mode, rel, l2, dt == KN_BF16 ? 1e-1 : 1e-4);
+            rel = relerr(ggrad_u.data() + off, cgrad.data() + off, sizes[i], &l2);
+            row(w, mode, rel, l2, lowp ? 1e-1 : 1e-4);
             off += sizes[i];
         }
         /* one clipped AdamW step */
@@ -172,16 +180,18 @@ static void run(kn_dtype dt, bool docmask)
         tr_model_adamw_init(cpu);
         tr_model_clip_grad_norm(cpu, 0.5f, &cnorm);
         tr_model_adamw_step(cpu, &h, 1, NULL);
-        if (tr_cuda_model_step(g, &h, 1, 0.5f, &gnorm) != TR_OK) {
+        int skipped = 0;
+        if ((dt == KN_F16 ? tr_cuda_model_step_scaled(g, &h, 1, 0.5f, lscale, &gnorm, &skipped)
+                          : tr_cuda_model_step(g, &h, 1, 0.5f, &gnorm)) != TR_OK || skipped) {
             printf("gpu step failed: %s\n", kn_cuda_last_error());
             fails++;
         } else {
             rel = relerr(&gnorm, &cnorm, 1, &l2);
-            row("grad norm", mode, rel, l2, dt == KN_BF16 ? 1e-1 : 1e-4);
+            row("grad norm", mode, rel, l2, lowp ? 1e-1 : 1e-4);
             std::vector<float> gp(P);
             tr_cuda_model_get(g, gp.data(), NULL, NULL, NULL);
             rel = relerr(gp.data(), tr_model_params(cpu), P, &l2);
-            row("params after AdamW", mode, rel, l2, dt == KN_BF16 ? 1e-2 : 1e-5);
+            row("params after AdamW", mode, rel, l2, lowp ? 1e-2 : 1e-5);
         }
     }
     tr_cuda_model_destroy(g);
@@ -203,6 +213,8 @@ int main(void)
     run(KN_F32, true);
     run(KN_BF16, false);
     run(KN_BF16, true);
+    run(KN_F16, false);
+    run(KN_F16, true);
     printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");
     return fails ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* tr_cuda_model.cu - GPT-2 forward/backward/AdamW on the GPU, op for op the
  * CUDA twin of train/model.c's tr_model_fwd_bwd (see tr_cuda_model.h). */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,7 +105,7 @@ static void carve(tr_cuda_model *m, carver *cv)
 
 static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt)
 {
-    if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16)) return TR_ERR_ARG;
+    if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
     if (tr_model_config_check(c) != TR_MODEL_OK) return TR_ERR_ARG;
     m->c = *c;
     m->Bmax = B;
@@ -397,21 +398,84 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     return TR_OK;
 }
 
+/* factor = clip(unscaled norm) / loss_scale; norm = unscaled norm */
+__global__ void scaled_clip_kernel(float *factor, float *norm_out, const double *sumsq, float max_norm, float inv_ls)
+{
+    float norm = (float)(sqrt(*sumsq) * (double)inv_ls);
+    *norm_out = norm;
+    float clip = (max_norm > 0.0f && norm > max_norm) ? max_norm / (norm + 1e-6f) : 1.0f;
+    *factor = clip * inv_ls;
+}
+
+extern "C" void tr_loss_scaler_init(tr_loss_scaler *s)
+{
+    if (!s) return;
+    s->scale = 65536.0f;
+    s->clean_steps = 0;
+    s->skipped_total = 0;
+}
+
+extern "C" void tr_loss_scaler_update(tr_loss_scaler *s, int skipped)
+{
+    if (!s) return;
+    if (skipped) {
+        s->scale = s->scale > 1.0f ? s->scale * 0.5f : 1.0f;
+        s->clean_steps = 0;
+        s->skipped_total++;
+    } else if (++s->clean_steps >= 2000) {
+        s->scale = s->scale < 16777216.0f ? s->scale * 2.0f : s->scale;
+        s->clean_steps = 0;
+    }
+}
+
+static int adamw_all(tr_cuda_model *m, const tr_adamw_hparams *h, int t);
+
+extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm,
+                                         float loss_scale, float *norm_out, int *skipped)
+{
+    if (!m || !h || t < 1 || !(loss_scale > 0.0f)) return TR_ERR_ARG;
+    KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
+    double ss = 0;
+    CU(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, m->s));
+    CU(cudaStreamSynchronize(m->s));
+    int skip = !isfinite(ss);
+    if (skipped) *skipped = skip;
+    if (skip) {
+        if (norm_out) *norm_out = NAN;
+        return TR_OK; /* no update: parameters, m and v untouched */
+    }
+    scaled_clip_kernel<<<1, 1, 0, m->s>>>(m->clip_scale, m->gnorm, m->sumsq, max_norm, 1.0f / loss_scale);
+    CU(cudaGetLastError());
+    int rc = adamw_all(m, h, t);
+    if (rc == TR_OK && norm_out) {
+        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
+        CU(cudaStreamSynchronize(m->s));
+    }
+    return rc;
+}
+
 extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float *norm_out)
 {
     if (!m || !h || t < 1) return TR_ERR_ARG;
     KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
     KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
+    int rc = adamw_all(m, h, t);
+    if (rc == TR_OK && norm_out) {
+        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
+        CU(cudaStreamSynchronize(m->s));
+    }
+    return rc;
+}
+
+/* AdamW over every tensor with the factor in m->clip_scale */
+static int adamw_all(tr_cuda_model *m, const tr_adamw_hparams *h, int t)
+{
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         if (!m->sizes[i]) continue;
         void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, m->offs[i], m->esz);
         KC(kn_adamw_step_cuda(m->master + m->offs[i], lp, m->dt, m->grads + m->offs[i], m->adam_m + m->offs[i],
                               m->adam_v + m->offs[i], m->sizes[i], h->lr, h->beta1, h->beta2, h->eps, h->weight_decay,
                               tr_model_param_decay(i), t, m->clip_scale, m->s));
-    }
-    if (norm_out) {
-        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
-        CU(cudaStreamSynchronize(m->s));
     }
     return TR_OK;
 }

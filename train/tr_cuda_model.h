@@ -4,7 +4,9 @@
  * trainer's one arena (train/tr_cuda.h).  Library tr_cuda.
  *
  * Same parameter layout as train/model.h (16 tensors, one contiguous
- * buffer).  Device state: fp32 master parameters, fp32 gradients, fp32 AdamW
+ * buffer).  Compute dtype fp32, bf16 or fp16 (fp16: scale the loss with a
+ * tr_loss_scaler, pass grad_scale * scale to fwd_bwd, step with
+ * tr_cuda_model_step_scaled).  Device state: fp32 master parameters, fp32 gradients, fp32 AdamW
  * m and v, and - for bf16 - a bf16 compute copy of the parameters; the
  * activations are in the compute dtype (fp32 or bf16), LayerNorm statistics,
  * attention log-sum-exp and losses in fp32.  The residual-stream gradient is
@@ -56,6 +58,23 @@ int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs
  * where tr_model_param_decay(i); refreshes the compute copy.  *norm_out
  * (host, may be NULL; waits) = the pre-clip gradient norm. */
 int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float *norm_out);
+/* The same for gradients computed with the loss multiplied by loss_scale
+ * (fp16): the norm is unscaled, clipping and 1/loss_scale are folded into the
+ * AdamW update, and a non-finite gradient skips the update (*skipped = 1;
+ * this call then waits for the device to decide). */
+int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float loss_scale,
+                              float *norm_out, int *skipped);
+
+/* Dynamic loss scaling (issue 7): start at 65536; on a skipped (non-finite)
+ * step halve the scale; after 2000 clean steps in a row double it. */
+typedef struct {
+    float scale;
+    int clean_steps;
+    uint64_t skipped_total;
+} tr_loss_scaler;
+void tr_loss_scaler_init(tr_loss_scaler *s);
+/* Call after each optimiser step with its `skipped` result. */
+void tr_loss_scaler_update(tr_loss_scaler *s, int skipped);
 
 #ifdef __cplusplus
 }
