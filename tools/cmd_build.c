@@ -1243,11 +1243,14 @@ int cmd_build(int argc, char **argv) {
         }
     }
     uint64_t toks_total = 0, cfg_hash = config_hash(cfgj, cfg.fingerprint), rej_len = 0;
+    int use_ckpt = 1;
     snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", out_dir);
     snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.part", out_dir);
     {
         struct stat rs;
-        int resumed = ckpt_load(out_dir, cfg_hash, &acc, &toks_total, &resume_file, pk, wr, &recs, &n_recs, &cap_recs,
+        for (size_t i = 0; i < cfg.n_files; i++)
+            if (!strcmp(cfg.files[i], "-")) use_ckpt = 0; /* stdin cannot be replayed */
+        int resumed = use_ckpt && ckpt_load(out_dir, cfg_hash, &acc, &toks_total, &resume_file, pk, wr, &recs, &n_recs, &cap_recs,
                                 &rej_len) == 0 &&
                       stat(rej_tmp, &rs) == 0 && (uint64_t)rs.st_size >= rej_len && truncate(rej_tmp, (off_t)rej_len) == 0;
         if (resumed) {
@@ -1376,7 +1379,7 @@ int cmd_build(int argc, char **argv) {
             goto done;
         }
         double now = cli_now();
-        if (n_recs != ckpt_recs && now - last_ckpt >= 0.5 && !b->eof) {
+        if (use_ckpt && n_recs != ckpt_recs && now - last_ckpt >= 0.5 && !b->eof) {
             /* records so far are all packed: a consistent point to resume from */
             if (fflush(rej) != 0 || fsync(fileno(rej)) != 0) {
                 cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(errno));
