@@ -1194,7 +1194,7 @@ int cmd_build(int argc, char **argv) {
     {
         int from_stdin = 0;
         for (size_t i = 0; i < cfg.n_files; i++) from_stdin |= !strcmp(cfg.files[i], "-");
-        int ex = check_existing(out_dir, cfgj, cfg.fingerprint, force || from_stdin);
+        int ex = check_existing(out_dir, cfgj, cfg.fingerprint, force);
         if (ex == 1 && from_stdin) { /* stdin may differ each time: never "up to date" */
             char mp[4200];
             snprintf(mp, sizeof mp, "%s/manifest.json", out_dir);
