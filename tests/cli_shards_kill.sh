@@ -7,11 +7,12 @@
 set -u
 M=$1 SHARED=$2
 export MKSHARDS_VOCAB_DIR=$SHARED/vocab
-IN="$SHARED/corpus/web.jsonl.zst $SHARED/corpus/code.jsonl.zst"
+IN="$SHARED/corpus/web.jsonl.zst $SHARED/corpus/code.jsonl.zst $SHARED/corpus/multi.jsonl.zst"
 for f in $IN; do [ -r "$f" ] || { echo "skip: $f missing"; exit 77; }; done
 T=$(mktemp -d /tmp/cli_shards_kill.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-OPTS="-t gpt2 -L 512 --val-fraction 0.02 --shard-tokens 128K --batch-bytes 1M"
+OPTS="-t gpt2 -L 512 --val-fraction 0.02 --shard-tokens 128K --batch-bytes 256K"
+export MKSHARDS_CHECKPOINT_SECONDS=0   # checkpoint at every batch that wrote a shard (default: every 0.5 s)
 fail() { echo "FAIL: $*"; trap - EXIT; echo "outputs kept in $T"; exit 1; }
 
 start=$(date +%s.%N)
@@ -25,7 +26,7 @@ kills=0
 for i in 1 2 3 4 5 6 7 8; do
   # a random point inside the expected run time
   ms=$(( 20 + RANDOM % (dur_ms * 3 / 10 + 1) ))
-  "$M" build $OPTS -j 2 --resume -o "$T/out" $IN &
+  "$M" build $OPTS -j 2 --resume -o "$T/out" $IN 2> >(tee -a "$T/stderr.log" >&2) &
   pid=$!
   sleep "$(printf '0.%03d' $((ms % 1000)))"; sleep $((ms / 1000))
   if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); fi
@@ -39,6 +40,7 @@ for i in 1 2 3 4 5 6 7 8; do
   fi
   echo "kill $i at ${ms} ms: $(ls "$T/out" | grep -c '\.mks$') shards on disk, $(ls "$T/out" | grep -c '\.tmp$') tmp, checkpoint: $([ -e "$T/out/build.ckpt" ] && echo yes || echo no)"
 done
+grep -q "resuming after" "$T/stderr.log" || fail "no run resumed from a checkpoint"
 [ $kills -ge 3 ] || fail "only $kills runs were killed (machine too fast for the chosen delays?)"
 "$M" build $OPTS -j 2 --resume -o "$T/out" $IN || fail "resume"
 diff -r "$T/ref" "$T/out" || fail "resumed output differs from the uninterrupted build"

@@ -1288,7 +1288,11 @@ int cmd_build(int argc, char **argv) {
         }
     }
     size_t ckpt_recs = n_recs;
-    double last_ckpt = cli_now();
+    double last_ckpt = cli_now(), ckpt_every = 0.5;
+    {
+        const char *e = getenv("MKSHARDS_CHECKPOINT_SECONDS"); /* tests: 0 = at every batch that wrote a shard */
+        if (e && *e) ckpt_every = atof(e);
+    }
 
     uint64_t est_total = 0;
     for (size_t i = 0; i < cfg.n_files; i++) est_total += estimate_bytes(cfg.files[i], cfg.file_bytes[i]);
@@ -1387,7 +1391,7 @@ int cmd_build(int argc, char **argv) {
             goto done;
         }
         double now = cli_now();
-        if (use_ckpt && n_recs != ckpt_recs && now - last_ckpt >= 0.5 && !b->eof) {
+        if (use_ckpt && n_recs != ckpt_recs && now - last_ckpt >= ckpt_every && !b->eof) {
             /* records so far are all packed: a consistent point to resume from */
             if (fflush(rej) != 0 || fsync(fileno(rej)) != 0) {
                 cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(errno));
