@@ -527,40 +527,62 @@ static scratch *thread_scratch(void) {
     return s;
 }
 
-int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
-    if (n == 0) return TK_OK;
-    if (n == 1) {
-        if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
-        out->ids[out->len++] = t->byte_rank[p[0]];
-        return TK_OK;
-    }
-    uint64_t h = tk_hash_bytes(p, n);
-    uint32_t r = n == 2 ? t->pair2[((uint32_t)p[0] << 8) | p[1]] : tk_map_get_h(t, p, n, h);
-    if (r < max_rank) {
-        if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
-        out->ids[out->len++] = r;
-        return TK_OK;
-    }
-    if (n > SMALL_PIECE) return bpe_long(t, p, n, max_rank, out);
-    if (max_rank != TK_NO_RANK || n > PIECE_CACHE_BYTES) return bpe_short(t, p, n, max_rank, out);
+static piece_entry *piece_cache_slot(const tk_tokenizer *t, uint64_t h) {
     scratch *s = thread_scratch();
-    if (s && !s->pcache) s->pcache = calloc(PIECE_CACHE_SETS, sizeof *s->pcache);
-    if (!s || !s->pcache) return bpe_short(t, p, n, max_rank, out);
+    if (!s) return NULL;
+    if (!s->pcache) {
+        s->pcache = calloc(PIECE_CACHE_SETS, sizeof *s->pcache);
+        if (!s->pcache) return NULL;
+        s->pcache_serial = t->serial;
+    }
     if (s->pcache_serial != t->serial) {
         memset(s->pcache, 0, PIECE_CACHE_SETS * sizeof *s->pcache);
         s->pcache_serial = t->serial;
     }
-    h |= 1; /* never 0 */
-    piece_entry *e = &s->pcache[(h >> 20) & (PIECE_CACHE_SETS - 1)];
-    if (e->h == h && e->len == n && tk_bytes_eq(e->bytes, p, n)) {
+    return &s->pcache[(h >> 20) & (PIECE_CACHE_SETS - 1)];
+}
+
+static inline int emit1(tk_ids *out, uint32_t r) {
+    if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+    out->ids[out->len++] = r;
+    return TK_OK;
+}
+
+int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    if (n == 0) return TK_OK;
+    if (n == 1) return emit1(out, t->byte_rank[p[0]]);
+    if (n == 2) {
+        uint32_t r = t->pair2[((uint32_t)p[0] << 8) | p[1]];
+        if (r < max_rank) return emit1(out, r);
+        return bpe_short(t, p, n, max_rank, out);
+    }
+    if (n <= 8) {
+        /* the short map is one probe: try it before anything else */
+        uint32_t r = tk_smap_get(t, tk_short_word(p, n), n);
+        if (r < max_rank) return emit1(out, r);
+        if (max_rank != TK_NO_RANK) return bpe_short(t, p, n, max_rank, out);
+    }
+    if (n > SMALL_PIECE || max_rank != TK_NO_RANK || n > PIECE_CACHE_BYTES) {
+        uint32_t r = n > 8 ? tk_lmap_get(t, p, n, tk_hash_bytes(p, n)) : TK_NO_RANK;
+        if (r < max_rank) return emit1(out, r);
+        return n > SMALL_PIECE ? bpe_long(t, p, n, max_rank, out) : bpe_short(t, p, n, max_rank, out);
+    }
+    /* 3..44 bytes: the per-thread piece cache (L2-sized) answers recurring
+     * words before the vocabulary (a few cache misses) or a merge loop. */
+    uint64_t h0 = tk_hash_bytes(p, n), h = h0 | 1; /* cache tags are never 0 */
+    piece_entry *e = piece_cache_slot(t, h);
+    if (e && e->h == h && e->len == n && tk_bytes_eq(e->bytes, p, n)) {
         if (tk_ids_reserve(out, e->n_ids)) return TK_ERR_NOMEM;
         memcpy(out->ids + out->len, e->ids, e->n_ids * sizeof *e->ids);
         out->len += e->n_ids;
         return TK_OK;
     }
     size_t from = out->len;
-    int rc = bpe_short(t, p, n, max_rank, out);
-    if (rc == TK_OK && out->len - from <= PIECE_CACHE_IDS) {
+    int rc;
+    uint32_t r = n > 8 ? tk_lmap_get(t, p, n, h0) : TK_NO_RANK;
+    if (r != TK_NO_RANK) rc = emit1(out, r);
+    else rc = bpe_short(t, p, n, max_rank, out);
+    if (e && rc == TK_OK && out->len - from <= PIECE_CACHE_IDS) {
         e->h = h;
         e->len = (uint16_t)n;
         e->n_ids = (uint16_t)(out->len - from);

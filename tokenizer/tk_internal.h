@@ -24,18 +24,33 @@ enum {
 uint8_t tk_char_class(const uint8_t *s, size_t n, size_t i, size_t *len);
 void tk_classes_init(void);
 
-/* Hash map from byte strings (token bytes) to ranks. */
+/* Hash map from byte strings (token bytes) to ranks, for tokens longer
+ * than 8 bytes: the key bytes live in the arena. */
 typedef struct {
     uint64_t *slots; /* (tag << 32) | (rank + 1); 0 = empty */
     uint64_t mask;
 } tk_rankmap;
+
+/* Tokens of at most 8 bytes (almost every look-up during merging): the
+ * bytes are stored in the slot, so a probe is one cache line. */
+typedef struct {
+    uint64_t word;  /* the bytes, little-endian, zero-padded */
+    uint32_t rank1; /* rank + 1; 0 = empty */
+    uint32_t len;
+} tk_shortslot;
+
+typedef struct {
+    tk_shortslot *slots;
+    uint64_t mask;
+} tk_shortmap;
 
 struct tk_tokenizer {
     uint32_t n_ranks;      /* mergeable tokens: ranks 0..n_ranks-1 */
     uint32_t vocab_size;   /* max id + 1 (specials included) */
     uint8_t *arena;        /* token bytes */
     uint64_t *tok_off;     /* n_ranks + 1 offsets into arena */
-    tk_rankmap map;
+    tk_rankmap map;       /* tokens > 8 bytes */
+    tk_shortmap smap;     /* tokens <= 8 bytes */
     uint32_t byte_rank[256];
     uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
     uint32_t max_token_len;
@@ -107,8 +122,41 @@ static inline bool tk_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n) {
     return memcmp(a, b, n) == 0;
 }
 
-/* Rank of bytes p[0..n) whose tk_hash_bytes is h, or TK_NO_RANK. */
-static inline uint32_t tk_map_get_h(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t h) {
+/* The n <= 8 bytes at p as a zero-padded little-endian word. */
+static inline uint64_t tk_short_word(const uint8_t *p, size_t n) {
+    uint64_t w;
+    if (n == 8) {
+        memcpy(&w, p, 8);
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        w = (uint64_t)lo | ((uint64_t)hi << ((n - 4) * 8)); /* overlap ORs equal bytes */
+    } else {
+        w = p[0];
+        if (n > 1) w |= (uint64_t)p[1] << 8;
+        if (n > 2) w |= (uint64_t)p[2] << 16;
+    }
+    return w;
+}
+
+static inline uint64_t tk_short_hash(uint64_t word, size_t n) {
+    uint64_t h = (word ^ ((uint64_t)n << 59)) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static inline uint32_t tk_smap_get(const tk_tokenizer *t, uint64_t word, size_t n) {
+    uint64_t i = tk_short_hash(word, n) & t->smap.mask;
+    for (;;) {
+        const tk_shortslot *s = &t->smap.slots[i];
+        if (!s->rank1) return TK_NO_RANK;
+        if (s->word == word && s->len == n) return s->rank1 - 1;
+        i = (i + 1) & t->smap.mask;
+    }
+}
+
+/* Rank of bytes p[0..n) (n > 8) whose tk_hash_bytes is h, or TK_NO_RANK. */
+static inline uint32_t tk_lmap_get(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t h) {
     uint64_t tag = h >> 32, i = h & t->map.mask;
     for (;;) {
         uint64_t s = t->map.slots[i];
@@ -122,8 +170,16 @@ static inline uint32_t tk_map_get_h(const tk_tokenizer *t, const uint8_t *p, siz
     }
 }
 
+/* Rank of bytes p[0..n), or TK_NO_RANK. h: tk_hash_bytes(p, n), only
+ * used for keys longer than 8 bytes. */
+static inline uint32_t tk_map_get_h(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t h) {
+    if (n <= 8) return n ? tk_smap_get(t, tk_short_word(p, n), n) : TK_NO_RANK;
+    return tk_lmap_get(t, p, n, h);
+}
+
 static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_t n) {
-    return tk_map_get_h(t, p, n, tk_hash_bytes(p, n));
+    if (n <= 8) return n ? tk_smap_get(t, tk_short_word(p, n), n) : TK_NO_RANK;
+    return tk_lmap_get(t, p, n, tk_hash_bytes(p, n));
 }
 
 /* BPE-encode one piece, appending ranks to out. max_rank limits the merges

@@ -74,20 +74,36 @@ int tk_cp_to_byte(uint32_t cp) {
 }
 
 static int map_build(tk_tokenizer *t) {
-    uint64_t cap = 1;
-    while (cap < (uint64_t)t->n_ranks * 2 + 16) cap <<= 1;
-    t->map.slots = calloc(cap, sizeof *t->map.slots);
-    if (!t->map.slots) return TK_ERR_NOMEM;
-    t->map.mask = cap - 1;
+    uint32_t n_short = 0, n_long = 0;
     for (uint32_t r = 0; r < t->n_ranks; r++) {
-        const uint8_t *p = t->arena + t->tok_off[r];
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
         if (n == 0) return TK_ERR_FORMAT;
         if (n > t->max_token_len) t->max_token_len = (uint32_t)n;
+        if (n <= 8) n_short++;
+        else n_long++;
+    }
+    uint64_t cap = 16;
+    while (cap < (uint64_t)n_long * 2 + 16) cap <<= 1;
+    t->map.slots = calloc(cap, sizeof *t->map.slots);
+    t->map.mask = cap - 1;
+    uint64_t scap = 16;
+    while (scap * 3 < (uint64_t)n_short * 5) scap <<= 1; /* load <= 0.6 */
+    t->smap.slots = calloc(scap, sizeof *t->smap.slots);
+    t->smap.mask = scap - 1;
+    if (!t->map.slots || !t->smap.slots) return TK_ERR_NOMEM;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        const uint8_t *p = t->arena + t->tok_off[r];
+        size_t n = t->tok_off[r + 1] - t->tok_off[r];
         if (tk_map_get(t, p, n) != TK_NO_RANK) return TK_ERR_DUP_RANK;
-        uint64_t h = tk_hash_bytes(p, n), i = h & t->map.mask;
-        while (t->map.slots[i]) i = (i + 1) & t->map.mask;
-        t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(r + 1);
+        if (n <= 8) {
+            uint64_t w = tk_short_word(p, n), i = tk_short_hash(w, n) & t->smap.mask;
+            while (t->smap.slots[i].rank1) i = (i + 1) & t->smap.mask;
+            t->smap.slots[i] = (tk_shortslot){w, r + 1, (uint32_t)n};
+        } else {
+            uint64_t h = tk_hash_bytes(p, n), i = h & t->map.mask;
+            while (t->map.slots[i]) i = (i + 1) & t->map.mask;
+            t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(r + 1);
+        }
     }
     return TK_OK;
 }
@@ -216,6 +232,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->arena);
     free(t->tok_off);
     free(t->map.slots);
+    free(t->smap.slots);
     free(t->pair2);
     free(t->rank_to_id);
     free(t->id_to_rank);
