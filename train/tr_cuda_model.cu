@@ -240,6 +240,17 @@ extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
     return TR_OK;
 }
 
+extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, const float *adam_m,
+                                       const float *adam_v)
+{
+    int rc = tr_cuda_model_set_params(m, params);
+    if (rc != TR_OK) return rc;
+    if (adam_m) CU(cudaMemcpyAsync(m->adam_m, adam_m, m->P * 4, cudaMemcpyHostToDevice, m->s));
+    if (adam_v) CU(cudaMemcpyAsync(m->adam_v, adam_v, m->P * 4, cudaMemcpyHostToDevice, m->s));
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
 extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v)
 {
     if (!m) return TR_ERR_ARG;

@@ -45,6 +45,9 @@ int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params);
  * weights uniform with std 0.02, LayerNorm weights 1, biases 0; zeroes
  * grads, m and v.  Deterministic in seed; not GPT-2's exact init. */
 int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed);
+/* Resume: host params (master fp32) and AdamW m, v (either may be NULL:
+ * zeroed) -> device; refreshes the compute copy; zeroes grads. */
+int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, const float *adam_m, const float *adam_v);
 /* Device -> host copies (any may be NULL); synchronises the stream. */
 int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v);
 int tr_cuda_model_zero_grad(tr_cuda_model *m);
