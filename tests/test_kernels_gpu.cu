@@ -333,7 +333,9 @@ static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, i
     if (with_bias) check("matmul_backward dbias(+=)", dt, shape, g_db.get(), db);
 }
 
-static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs)
+/* tc: check the tensor-core kernels too (run last: a fault there must not
+ * take the other rows with it) */
+static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, bool tc = false)
 {
     char shape[64];
     snprintf(shape, sizeof shape, "B%d T%d C%d NH%d%s", B, T, C, NH, docs ? " doc" : "");
@@ -355,7 +357,7 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs)
     vf out((size_t)B * T * C), att((size_t)B * NH * T * T);
     REF(kn_attention_forward_ref(out.data(), att.data(), qkv.data(), docs ? doc.data() : nullptr, B, T, C, NH));
     check("attention_forward", dt, shape, d_out.get(), out);
-    if (dt == KN_BF16 && C / NH == 64) { /* the tensor-core variant, same reference */
+    if (tc && dt == KN_BF16 && C / NH == 64) { /* the tensor-core variant, same reference */
         dbuf t_out((size_t)B * T * C, dt), t_lse((size_t)B * NH * T, KN_F32);
         KN(kn_attention_forward_tc_cuda(t_out.p, t_lse.f(), d_qkv.p, dd, B, T, C, NH, dt, nullptr));
         check("attention_forward (tc)", dt, shape, t_out.get(), out);
@@ -374,7 +376,7 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs)
     REF(kn_attention_backward_ref(dqkv.data(), dout.data(), qkv.data(), att.data(), docs ? doc.data() : nullptr, B, T,
                                   C, NH));
     check("attention_backward dqkv", dt, shape, g_dqkv.get(), dqkv);
-    if (dt == KN_BF16 && C / NH == 64) {
+    if (tc && dt == KN_BF16 && C / NH == 64) {
         g_dqkv.poison();
         KN(kn_attention_backward_tc_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, C, NH, scratch.p,
                                          scratch.bytes(), dt, nullptr));
@@ -558,6 +560,10 @@ int main(void)
         t_adamw(dt);
     }
     t_gradnorm();
+    /* last: the tensor-core attention (written without a GPU) */
+    t_attention(KN_BF16, 2, 200, 128, 2, false, true);
+    t_attention(KN_BF16, 2, 333, 256, 4, true, true);
+    t_attention(KN_BF16, 1, 1024, 768, 12, true, true);
 
     kn_cuda_ctx_destroy(ctx);
     cudaFree(ws);
