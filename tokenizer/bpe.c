@@ -96,6 +96,44 @@ typedef struct {
     uint32_t pr;       /* rank of this part + the next, TK_NO_RANK if none */
 } node;
 
+/* Growable binary min-heap of 64-bit keys. */
+typedef struct {
+    uint64_t *v;
+    size_t n, cap;
+} u64heap;
+
+static int heap_push(u64heap *h, uint64_t key) {
+    if (h->n == h->cap) {
+        size_t c = h->cap ? h->cap * 2 : 256;
+        uint64_t *v = realloc(h->v, c * sizeof *v);
+        if (!v) return TK_ERR_NOMEM;
+        h->v = v;
+        h->cap = c;
+    }
+    size_t i = h->n++;
+    while (i && h->v[(i - 1) / 2] > key) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = key;
+    return TK_OK;
+}
+
+static uint64_t heap_pop(u64heap *h) {
+    uint64_t top = h->v[0], last = h->v[--h->n];
+    size_t i = 0, n = h->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && h->v[c + 1] < h->v[c]) c++;
+        if (h->v[c] >= last) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (n) h->v[i] = last;
+    return top;
+}
+
 typedef struct {
     uint64_t h;     /* tk_hash_bytes of the piece; 0 = empty */
     uint16_t len, n_ids;
@@ -108,8 +146,7 @@ typedef struct {
     uint32_t *head;       /* per rank: newest block + 1, 0 = empty bucket */
     block *blk;
     size_t n_blk, cap_blk;
-    uint32_t *heap;       /* min-heap of ranks whose bucket is non-empty */
-    size_t n_heap, cap_heap;
+    u64heap ranks;        /* ranks whose bucket is non-empty */
     node *nd;             /* per node (one per byte of the piece) */
     uint32_t *batch;
     size_t cap_nodes;
@@ -122,8 +159,7 @@ typedef struct {
     uint32_t pc_max;
     piece_entry *pcache;
     uint64_t pcache_serial;
-    uint64_t *local;      /* min-heap of (rank << 32 | node) outranking the current bucket */
-    size_t n_local, cap_local;
+    u64heap local;        /* (rank << 32 | node) outranking the current bucket */
 } scratch;
 
 static pthread_key_t g_key;
@@ -134,10 +170,10 @@ static void scratch_free(void *p) {
     if (!s) return;
     free(s->head);
     free(s->blk);
-    free(s->heap);
+    free(s->ranks.v);
     free(s->nd);
     free(s->batch);
-    free(s->local);
+    free(s->local.v);
     free(s->pc_key);
     free(s->pcache);
     free(s->pc_val);
@@ -192,20 +228,8 @@ static int push_entry(scratch *s, uint32_t rank, uint32_t node) {
         s->cap_blk = c;
     }
     if (!s->head[rank]) {
-        /* bucket becomes non-empty: push its rank on the heap */
-        if (s->n_heap == s->cap_heap) {
-            size_t c = s->cap_heap ? s->cap_heap * 2 : 256;
-            uint32_t *h = realloc(s->heap, c * sizeof *h);
-            if (!h) return TK_ERR_NOMEM;
-            s->heap = h;
-            s->cap_heap = c;
-        }
-        size_t i = s->n_heap++;
-        while (i && s->heap[(i - 1) / 2] > rank) {
-            s->heap[i] = s->heap[(i - 1) / 2];
-            i = (i - 1) / 2;
-        }
-        s->heap[i] = rank;
+        /* bucket becomes non-empty: its rank goes on the heap */
+        if (heap_push(&s->ranks, rank)) return TK_ERR_NOMEM;
     }
     block *bk = &s->blk[s->n_blk];
     bk->next = h;
@@ -213,21 +237,6 @@ static int push_entry(scratch *s, uint32_t rank, uint32_t node) {
     bk->node[0] = node;
     s->head[rank] = (uint32_t)++s->n_blk;
     return TK_OK;
-}
-
-static uint32_t pop_rank(scratch *s) {
-    uint32_t top = s->heap[0], last = s->heap[--s->n_heap];
-    size_t i = 0, n = s->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && s->heap[c + 1] < s->heap[c]) c++;
-        if (s->heap[c] >= last) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n) s->heap[i] = last;
-    return top;
 }
 
 /* The per-thread (left token, right token) -> rank cache, reset when the
@@ -279,43 +288,11 @@ typedef struct {
     scratch *s;
 } longctx;
 
-static int local_push(scratch *s, uint64_t key) {
-    if (s->n_local == s->cap_local) {
-        size_t c = s->cap_local ? s->cap_local * 2 : 256;
-        uint64_t *h = realloc(s->local, c * sizeof *h);
-        if (!h) return TK_ERR_NOMEM;
-        s->local = h;
-        s->cap_local = c;
-    }
-    size_t i = s->n_local++;
-    while (i && s->local[(i - 1) / 2] > key) {
-        s->local[i] = s->local[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->local[i] = key;
-    return TK_OK;
-}
-
-static uint64_t local_pop(scratch *s) {
-    uint64_t top = s->local[0], last = s->local[--s->n_local];
-    size_t i = 0, n = s->n_local;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && s->local[c + 1] < s->local[c]) c++;
-        if (s->local[c] >= last) break;
-        s->local[i] = s->local[c];
-        i = c;
-    }
-    if (n) s->local[i] = last;
-    return top;
-}
-
 /* A new pair: below the rank being processed it must run before the rest of
  * that bucket (local heap, ordered by rank then position); otherwise it
  * waits in its bucket. */
 static inline int add_pair(scratch *s, uint32_t rank, uint32_t node, uint32_t cur) {
-    if (rank < cur) return local_push(s, ((uint64_t)rank << 32) | node);
+    if (rank < cur) return heap_push(&s->local, ((uint64_t)rank << 32) | node);
     return push_entry(s, rank, node);
 }
 
@@ -355,8 +332,8 @@ static int merge_at(longctx *c, uint32_t k, uint32_t rank, uint32_t cur) {
 /* Run every queued pair that outranks the current bucket. */
 static int drain_local(longctx *c, uint32_t cur) {
     scratch *s = c->s;
-    while (s->n_local) {
-        uint64_t key = local_pop(s);
+    while (s->local.n) {
+        uint64_t key = heap_pop(&s->local);
         uint32_t rank = (uint32_t)(key >> 32), k = (uint32_t)key;
         if (s->nd[k].pr != rank || s->nd[k].nxt == NIL) continue; /* stale */
         int rc = merge_at(c, k, rank, cur);
@@ -451,8 +428,8 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
     node *nd = s->nd;
     int rc = TK_OK;
     s->n_blk = 0;
-    s->n_heap = 0;
-    s->n_local = 0;
+    s->ranks.n = 0;
+    s->local.n = 0;
     /* Node k starts at byte k; a node that was merged away is unreachable. */
     for (size_t k = 0; k < n; k++) {
         nd[k].nxt = k + 1 < n ? (uint32_t)(k + 1) : NIL;
@@ -467,8 +444,8 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
             if ((rc = push_entry(s, r, (uint32_t)k))) goto fail;
         }
     }
-    while (s->n_heap) {
-        uint32_t r = pop_rank(s);
+    while (s->ranks.n) {
+        uint32_t r = (uint32_t)heap_pop(&s->ranks);
         /* Take the whole bucket. Only overlapping pairs of equal rank (a
          * chain such as "a a a a") need leftmost-first order; disjoint
          * chains commute. So each entry walks left to the start of its
@@ -496,7 +473,7 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
             while (k != NIL && nd[k].pr == r) {
                 if ((rc = merge_at(&c, k, r, r))) goto fail;
                 uint32_t after = nd[k].nxt;
-                if (s->n_local && (rc = drain_local(&c, r))) goto fail;
+                if (s->local.n && (rc = drain_local(&c, r))) goto fail;
                 k = after;
             }
         }
@@ -510,7 +487,7 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
     return TK_OK;
 fail:
     /* leave the scratch reusable */
-    while (s->n_heap) s->head[pop_rank(s)] = 0;
+    while (s->ranks.n) s->head[(uint32_t)heap_pop(&s->ranks)] = 0;
     return rc;
 }
 

@@ -176,6 +176,28 @@ static inline size_t ws_run(const uint8_t *s, size_t n, size_t i, size_t *last_s
     return i;
 }
 
+/* \p{N}{1,3} after the first digit (which ends at e). */
+static inline size_t digits3(const uint8_t *s, size_t n, size_t e) {
+    size_t l;
+    for (int k = 1; k < 3 && e < n; k++) {
+        if (!(cls_at(s, n, e, &l) & TKC_N)) break;
+        e += l;
+    }
+    return e;
+}
+
+/* ` ?[^\s\p{L}\p{N}]+[\r\n]*` (cl100k) or `...[\r\n/]*` (o200k) at i, whose
+ * class is c; 0 if it does not match. */
+static inline size_t punct_run(const uint8_t *s, size_t n, size_t i, uint8_t c, bool slash) {
+    size_t j, l;
+    if (OTHER(c)) j = i;
+    else if (s[i] == ' ' && i + 1 < n && OTHER(cls_at(s, n, i + 1, &l))) j = i + 1;
+    else return 0;
+    size_t e = run_other(s, n, j);
+    while (e < n && (is_nl(s[e]) || (slash && s[e] == '/'))) e++;
+    return e;
+}
+
 /* ---- gpt2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
 static size_t scan_gpt2(const uint8_t *s, size_t n, size_t i) {
     size_t e, l;
@@ -204,22 +226,8 @@ static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) {
         uint8_t c2 = cls_at(s, n, i + l, &l2);
         if (c2 & TKC_L) return run_any(s, n, i + l + l2, TKC_L);
     }
-    if (c & TKC_N) {
-        e = i + l;
-        for (int k = 1; k < 3 && e < n; k++) {
-            if (!(cls_at(s, n, e, &l2) & TKC_N)) break;
-            e += l2;
-        }
-        return e;
-    }
-    size_t j = n;
-    if (OTHER(c)) j = i;
-    else if (s[i] == ' ' && i + 1 < n && OTHER(cls_at(s, n, i + 1, &l2))) j = i + 1;
-    if (j < n) {
-        e = run_other(s, n, j);
-        while (e < n && is_nl(s[e])) e++;
-        return e;
-    }
+    if (c & TKC_N) return digits3(s, n, i + l);
+    if ((e = punct_run(s, n, i, c, false))) return e;
     size_t last, an;
     e = ws_run(s, n, i, &last, &an);
     if (e == n) return e;   /* \s++$ */
@@ -263,7 +271,7 @@ static inline size_t o200k_alt2(const uint8_t *s, size_t n, size_t p) {
 
 /* ---- o200k_base: see tk_pattern_regex(TK_PAT_O200K). */
 static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
-    size_t e, l, l2;
+    size_t e, l;
     uint8_t c = cls_at(s, n, i, &l);
     if (c & TKC_L) {
         if ((e = o200k_alt1(s, n, i))) return e;
@@ -279,22 +287,8 @@ static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
         if (j < n && (e = o200k_alt2(s, n, j))) return e;
         if (mark && (e = o200k_alt2(s, n, i))) return e;
     }
-    if (c & TKC_N) {
-        e = i + l;
-        for (int k = 1; k < 3 && e < n; k++) {
-            if (!(cls_at(s, n, e, &l2) & TKC_N)) break;
-            e += l2;
-        }
-        return e;
-    }
-    size_t j = n;
-    if (OTHER(c)) j = i;
-    else if (s[i] == ' ' && i + 1 < n && OTHER(cls_at(s, n, i + 1, &l2))) j = i + 1;
-    if (j < n) {
-        e = run_other(s, n, j);
-        while (e < n && (is_nl(s[e]) || s[e] == '/')) e++;
-        return e;
-    }
+    if (c & TKC_N) return digits3(s, n, i + l);
+    if ((e = punct_run(s, n, i, c, true))) return e;
     size_t last, an;
     e = ws_run(s, n, i, &last, &an);
     if (an) return an;      /* \s*[\r\n]+ */
