@@ -14,8 +14,8 @@
  * the environment selects the tensor-core attention (bf16, head size 64)
  * instead of the SIMT one; read once at create.
  *
- * Not wired into tr_train() yet (llmtrain --device cuda): this is the piece
- * it will call per micro-batch.  Compiled only; the GPU test
+ * tr_train() (llmtrain --device cuda) calls it per micro-batch through
+ * train/tr_gpu.h (train/trainer_cuda.cu).  Compiled only; the GPU test
  * tests/test_tr_cuda_model_gpu.cu compares it with the CPU model. */
 #ifndef TR_CUDA_MODEL_H
 #define TR_CUDA_MODEL_H

@@ -19,6 +19,9 @@
 #include "kn.h"
 #include "model.h"
 #include "tk.h"
+#ifdef MKS_HAVE_CUDA
+#include "tr_gpu.h" /* the GPU step (train/trainer_cuda.cu): plain C interface */
+#endif
 
 void tr_train_opts_init(tr_train_opts *o)
 {
@@ -98,9 +101,12 @@ static int mrc(int rc)
 }
 
 /* Mean validation loss over val_rows rows of the validation split. */
-static int validate(tr_model *m, tr_rows *rows, int B, int T, int val_rows, int doc_mask, tr_batch *vb,
+static int validate(tr_model *m, void *gpu, tr_rows *rows, int B, int T, int val_rows, int doc_mask, tr_batch *vb,
                     uint32_t *st, uint32_t *sp, uint8_t *sm, double *out)
 {
+#ifndef MKS_HAVE_CUDA
+    (void)gpu;
+#endif
     double ls = 0;
     uint64_t nt = 0;
     for (int r0 = 0; r0 < val_rows; r0 += B) {
@@ -110,9 +116,19 @@ static int validate(tr_model *m, tr_rows *rows, int B, int T, int val_rows, int 
             return rc;
         double l = 0;
         uint64_t k = 0;
-        rc = tr_model_forward(m, n, T, vb->inputs, vb->targets, vb->pos, doc_mask ? vb->seg : NULL, &l, &k);
-        if (rc)
-            return mrc(rc);
+#ifdef MKS_HAVE_CUDA
+        if (gpu) {
+            char e[256];
+            rc = tr_gpu_eval((tr_gpu *)gpu, vb, doc_mask, &l, &k, e, sizeof e);
+            if (rc)
+                return rc;
+        } else
+#endif
+        {
+            rc = tr_model_forward(m, n, T, vb->inputs, vb->targets, vb->pos, doc_mask ? vb->seg : NULL, &l, &k);
+            if (rc)
+                return mrc(rc);
+        }
         ls += l;
         nt += k;
     }
@@ -190,13 +206,35 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     uint8_t *sm = NULL;
     int rc = TR_OK;
     memset(&own_rows, 0, sizeof own_rows);
-
-    if (o->device == TR_DEV_CUDA) {
+    const int cuda = o->device == TR_DEV_CUDA;
+    uint64_t dev_total = 0;
+#ifdef MKS_HAVE_CUDA
+    tr_gpu *gpu = NULL;
+    char dev_name[256] = "";
+    uint64_t dev_used0 = 0, dev_used1 = 0, arena_bytes = 0;
+    float *ck_params = NULL; /* host staging of the GPU state for checkpoints (the CPU model's buffers) */
+    if (cuda) {
+        uint64_t fr = 0;
+        char why[256] = "";
+        if (tr_gpu_device(dev_name, sizeof dev_name, &dev_total, &fr, why, sizeof why) != TR_OK) {
+            snprintf(err, errlen, "--device cuda: no usable CUDA GPU on this machine (%s); use --device cpu, or "
+                                  "--plan to see the GPU memory plan", why);
+            return TR_ERR_NODEVICE;
+        }
+        if (o->recompute) {
+            snprintf(err, errlen, "--recompute %d: the GPU model stores every activation (recompute is not "
+                                  "implemented on the GPU yet); drop --recompute", o->recompute);
+            return TR_ERR_ARG;
+        }
+    }
+#else
+    if (cuda) {
         snprintf(err, errlen, "--device cuda: this build has no CUDA backend (built without CUDA or no GPU); "
                               "use --device cpu, or --plan to see the GPU memory plan");
         return TR_ERR_NODEVICE;
     }
-    if (o->precision != TR_FP32) {
+#endif
+    if (!cuda && o->precision != TR_FP32) {
         snprintf(err, errlen, "--precision %s: the CPU reference trains in fp32 (bf16/fp16 are GPU precisions; "
                               "--plan accounts for them)", tr_precision_name(o->precision));
         return TR_ERR_ARG;
@@ -273,9 +311,9 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     pi->max_seq = T;
     pi->batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)T;
     pi->token_budget = o->token_budget ? o->token_budget : pi->batch_tokens;
-    pi->mem_budget = o->mem_budget;
-    pi->device = TR_DEV_CPU;
-    pi->precision = TR_FP32;
+    pi->mem_budget = o->mem_budget ? o->mem_budget : (cuda ? dev_total : 0);
+    pi->device = cuda ? TR_DEV_CUDA : TR_DEV_CPU;
+    pi->precision = cuda ? o->precision : TR_FP32;
     pi->nbuf = o->nbuf;
     pi->doc_mask = o->doc_mask;
     pi->cpu_threads = kn_num_threads();
@@ -285,6 +323,13 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
         goto done;
     }
     int B = res->plan.micro_rows, R = res->plan.rows_per_step;
+#ifdef MKS_HAVE_CUDA
+    if (cuda && !o->quiet) {
+        fprintf(out, "device: %s, %.1f GiB; precision %s\n", dev_name, (double)dev_total / 1073741824.0,
+                tr_precision_name(o->precision));
+        tr_plan_print(out, pi, &res->plan); /* the plan, before step 1 */
+    }
+#endif
 
     /* ------------------------------------------------------------ resume meta */
     tr_ckpt_meta cm;
@@ -335,8 +380,8 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     }
     int mr = tr_model_create(&mc, o->seed, &m);
     if (!mr)
-        mr = tr_model_adamw_init(m);
-    if (!mr)
+        mr = tr_model_adamw_init(m); /* GPU: host staging of params/m/v for checkpoints */
+    if (!mr && !cuda)
         mr = tr_model_reserve(m, B, T);
     if (mr) {
         snprintf(err, errlen, "cannot allocate the model");
@@ -347,11 +392,17 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     tr_rng rng;
     tr_rng_seed(&rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
     uint64_t step0 = 0, pos0 = 0, seed = o->seed;
+    /* GPU runs add a 4th section: the optimiser counters (fp16 loss scaler,
+     * AdamW step); either device resumes from either kind */
+    uint64_t gpu_extra[4] = {0, 0, 0, 0};
+    int have_extra = 0;
     if (resuming) {
-        tr_ckpt_section sec[3] = {{"params", tr_model_params(m), P * 4},
+        tr_ckpt_section sec[4] = {{"params", tr_model_params(m), P * 4},
                                   {"adam_m", tr_model_adam_m(m), P * 4},
-                                  {"adam_v", tr_model_adam_v(m), P * 4}};
-        rc = tr_ckpt_load(o->ckpt_dir, &cm, sec, 3, err, errlen);
+                                  {"adam_v", tr_model_adam_v(m), P * 4},
+                                  {"gpu_opt", gpu_extra, sizeof gpu_extra}};
+        have_extra = cm.n_sections == 4;
+        rc = tr_ckpt_load(o->ckpt_dir, &cm, sec, have_extra ? 4 : 3, err, errlen);
         if (rc)
             goto done;
         step0 = cm.step;
@@ -362,6 +413,27 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             fprintf(out, "resumed from %s/ckpt.bin at step %" PRIu64 " (loader position %" PRIu64 " rows)\n",
                     o->ckpt_dir, step0, pos0);
     }
+#ifdef MKS_HAVE_CUDA
+    if (cuda) {
+        tr_gpu_mem_used(&dev_used0);
+        uint64_t need = tr_gpu_arena_need(&mc, B, T, o->precision);
+        rc = tr_gpu_open(&gpu, &mc, B, T, o->precision, &res->plan, tr_model_params(m), &arena_bytes, err, errlen);
+        if (rc)
+            goto done;
+        if (resuming) {
+            rc = tr_gpu_set_state(gpu, tr_model_params(m), tr_model_adam_m(m), tr_model_adam_v(m),
+                                  have_extra ? gpu_extra : NULL, step0);
+            if (rc) {
+                snprintf(err, errlen, "cannot restore the checkpoint on the GPU: %s", tr_gpu_last_error());
+                goto done;
+            }
+        }
+        if (!o->quiet)
+            fprintf(out, "device arena %.1f MiB (model + input batch need %.1f MiB)\n",
+                    (double)arena_bytes / 1048576.0, (double)need / 1048576.0);
+        ck_params = tr_model_params(m);
+    }
+#endif
     tr_loader_opts lo;
     tr_loader_opts_init(&lo);
     lo.seq_len = T;
@@ -371,6 +443,10 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     lo.seed = seed;
     lo.start_row = pos0;
     lo.doc_mask = o->doc_mask;
+#ifdef MKS_HAVE_CUDA
+    if (cuda)
+        tr_gpu_loader_hooks(&lo); /* pinned host buffers: asynchronous copies */
+#endif
     rc = tr_loader_open(rows, &lo, &ld);
     if (rc) {
         snprintf(err, errlen, "cannot start the loader: %s", tr_strerror(rc));
@@ -422,11 +498,18 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     if (o->stop_after && o->stop_after < end)
         end = o->stop_after;
     float *grads = tr_model_grads(m);
+    float lscale = 1.0f;
+    int skipped = 0;
     double t_run = now_s();
     for (uint64_t step = step0; step < end; step++) {
         double t0 = now_s(), wait = 0, lsum = 0;
         uint64_t ntgt = 0, ntok = 0;
-        tr_model_zero_grad(m);
+#ifdef MKS_HAVE_CUDA
+        if (gpu)
+            tr_gpu_zero_grad(gpu);
+        else
+#endif
+            tr_model_zero_grad(m);
         int nm = 0;
         do {
             const tr_batch *b;
@@ -448,11 +531,22 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
                 res->max_micro_tokens = mt;
             double l = 0;
             uint64_t k = 0;
-            mr = tr_model_fwd_bwd(m, b->rows, b->T, b->inputs, b->targets, b->pos, o->doc_mask ? b->seg : NULL,
-                                  1.0f, &l, &k);
             nm = b->n_micro;
             int last = b->micro == b->n_micro - 1;
-            tr_loader_release(ld);
+#ifdef MKS_HAVE_CUDA
+            if (gpu) {
+                /* upload, hand the buffer back, forward + backward (summed loss) */
+                rc = tr_gpu_micro(gpu, ld, b, o->doc_mask, &l, &k, &wait, err, errlen);
+                if (rc)
+                    goto done;
+                mr = 0;
+            } else
+#endif
+            {
+                mr = tr_model_fwd_bwd(m, b->rows, b->T, b->inputs, b->targets, b->pos,
+                                      o->doc_mask ? b->seg : NULL, 1.0f, &l, &k);
+                tr_loader_release(ld);
+            }
             if (mr) {
                 snprintf(err, errlen, "model step failed");
                 rc = mrc(mr);
@@ -464,13 +558,29 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             if (last)
                 break;
         } while (1);
-        if (ntgt)
-            kn_scale_ref(grads, P, (float)(1.0 / (double)ntgt));
         float gnorm = 0;
-        tr_model_clip_grad_norm(m, o->grad_clip, &gnorm);
         double lr = tr_lr_at(step, warm, o->steps, o->lr, lr_min);
         tr_adamw_hparams h = {(float)lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-        mr = tr_model_adamw_step(m, &h, (int)(step + 1), NULL);
+#ifdef MKS_HAVE_CUDA
+        if (gpu) {
+            /* 1/targets and the clip folded into AdamW; fp16: loss scaling */
+            rc = tr_gpu_step(gpu, &h, o->grad_clip, ntgt, &gnorm, &skipped, &lscale, err, errlen);
+            if (rc)
+                goto done;
+            if (skipped && !o->quiet)
+                fprintf(out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n",
+                        step + 1, (double)lscale);
+            if (res->steps_done == 0)
+                tr_gpu_mem_used(&dev_used1); /* measured peak: device memory in use after step 1 */
+            mr = 0;
+        } else
+#endif
+        {
+            if (ntgt)
+                kn_scale_ref(grads, P, (float)(1.0 / (double)ntgt));
+            tr_model_clip_grad_norm(m, o->grad_clip, &gnorm);
+            mr = tr_model_adamw_step(m, &h, (int)(step + 1), NULL);
+        }
         if (mr) {
             snprintf(err, errlen, "optimiser step failed");
             rc = mrc(mr);
@@ -494,7 +604,12 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
                     step + 1, o->steps, loss, lr, gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3);
         double vl = NAN;
         if (val_rows && (step + 1) % o->val_every == 0) {
-            rc = validate(m, rows, B, T, val_rows, o->doc_mask, &vb, st, sp, sm, &vl);
+#ifdef MKS_HAVE_CUDA
+            void *vg = gpu;
+#else
+            void *vg = NULL;
+#endif
+            rc = validate(m, vg, rows, B, T, val_rows, o->doc_mask, &vb, st, sp, sm, &vl);
             if (rc) {
                 snprintf(err, errlen, "validation on %s failed: %s", rows->desc, tr_strerror(rc));
                 goto done;
@@ -513,6 +628,8 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
                     dt * 1e3, (double)tr_loader_position(ld) / (double)rows->n_rows[TR_SPLIT_TRAIN]);
             if (!isnan(vl))
                 fprintf(logf, ",\"val_loss\":%.9g,\"val_rows\":%d", vl, val_rows);
+            if (cuda)
+                fprintf(logf, ",\"loss_scale\":%.9g,\"skipped\":%d", (double)lscale, skipped);
             fprintf(logf, "}\n");
             fflush(logf);
         }
@@ -531,10 +648,21 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             km.max_seq = mc.max_seq;
             km.seq_len = T;
             km.vocab_size = rows->vocab_size;
-            tr_ckpt_section sec[3] = {{"params", tr_model_params(m), P * 4},
+#ifdef MKS_HAVE_CUDA
+            if (gpu) {
+                /* device -> the host model's buffers (master fp32 params, m, v) */
+                rc = tr_gpu_get_state(gpu, ck_params, tr_model_adam_m(m), tr_model_adam_v(m), gpu_extra);
+                if (rc) {
+                    snprintf(err, errlen, "cannot read the GPU state for the checkpoint: %s", tr_gpu_last_error());
+                    goto done;
+                }
+            }
+#endif
+            tr_ckpt_section sec[4] = {{"params", tr_model_params(m), P * 4},
                                       {"adam_m", tr_model_adam_m(m), P * 4},
-                                      {"adam_v", tr_model_adam_v(m), P * 4}};
-            rc = tr_ckpt_save(o->ckpt_dir, &km, sec, 3, err, errlen);
+                                      {"adam_v", tr_model_adam_v(m), P * 4},
+                                      {"gpu_opt", gpu_extra, sizeof gpu_extra}};
+            rc = tr_ckpt_save(o->ckpt_dir, &km, sec, cuda ? 4 : 3, err, errlen);
             if (rc)
                 goto done;
         }
@@ -544,8 +672,39 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     if (!o->quiet && res->steps_done)
         fprintf(out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
                 res->steps_done, now_s() - t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
+#ifdef MKS_HAVE_CUDA
+    if (gpu && res->steps_done) {
+        uint64_t dev_plan = res->plan.device_bytes ? res->plan.device_bytes : res->plan.total_bytes;
+        if (!o->quiet)
+            fprintf(out,
+                    "device memory: planned %.1f MiB, measured peak %.1f MiB in use after step 1 (cudaMemGetInfo; "
+                    "%+.1f%%; %.1f MiB before the arena), arena %.1f MiB\n",
+                    (double)dev_plan / 1048576.0, (double)dev_used1 / 1048576.0,
+                    dev_plan ? 100.0 * ((double)dev_used1 - (double)dev_plan) / (double)dev_plan : 0.0,
+                    (double)dev_used0 / 1048576.0, (double)arena_bytes / 1048576.0);
+        if (logf) {
+            fprintf(logf,
+                    "{\"planned_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
+                    ",\"baseline_bytes\":%" PRIu64 "}\n",
+                    dev_plan, dev_used1, arena_bytes, dev_used0);
+            fflush(logf);
+        }
+    }
+    if (gpu && o->sample_tokens > 0) {
+        /* sample on the CPU model with the trained parameters */
+        rc = tr_gpu_get_state(gpu, tr_model_params(m), NULL, NULL, NULL);
+        if (rc) {
+            snprintf(err, errlen, "cannot read the GPU parameters: %s", tr_gpu_last_error());
+            goto done;
+        }
+    }
+#endif
     res->peak_rss = tr_peak_rss();
-    if (!o->quiet && res->peak_rss && res->baseline_rss)
+    if (!o->quiet && cuda && res->peak_rss && res->baseline_rss)
+        fprintf(out, "host memory: plan %.2f MiB (host lines), measured peak RSS growth %.2f MiB\n",
+                (double)res->plan.host_bytes / 1048576.0,
+                (double)(res->peak_rss - res->baseline_rss) / 1048576.0);
+    else if (!o->quiet && res->peak_rss && res->baseline_rss)
         fprintf(out, "memory: plan %.2f MiB, measured peak RSS growth %.2f MiB (%+.1f%%)\n",
                 (double)res->plan.total_bytes / 1048576.0, (double)(res->peak_rss - res->baseline_rss) / 1048576.0,
                 100.0 * ((double)(res->peak_rss - res->baseline_rss) - (double)res->plan.total_bytes) /
@@ -554,7 +713,10 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
         sample(out, m, rows, tok, T, o->sample_tokens, o->sample_temp, &rng);
 done:
     if (ld)
-        tr_loader_close(ld);
+        tr_loader_close(ld); /* before the GPU: its buffers may be pinned */
+#ifdef MKS_HAVE_CUDA
+    tr_gpu_close(gpu);
+#endif
     if (logf)
         fclose(logf);
     tr_batch_free(&vb);

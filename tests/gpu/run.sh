@@ -358,21 +358,24 @@ if [ "$CAN_TRAIN" = 1 ]; then
         say "llmtrain has no CUDA backend in this build: the sweep will only plan"
     fi
     if [ "$orc" != 0 ]; then
-        # exit 2 with a device message: this build's llmtrain has no CUDA backend yet
+        # exit 2 with a device message: this build's llmtrain has no CUDA backend (or sees no GPU);
+        # any other failure of the wired trainer: measure the GPU model with bench_train_gpu too
+        LLMTRAIN_CUDA_FAILED=1
         res ours status "llmtrain exit $orc: $(grep -v '^ *$' "$LOGDIR/ours_d12.txt" | tail -1 | cut -c1-120 | tr '|' '/')"
     fi
 else
     say "llmtrain d12 on cuda: SKIPPED (no llmtrain, no cuda path, no shards or plan refused)"
 fi
 BTG=$BUILD_DIR/tests/bench_train_gpu
-if { [ "$CAN_TRAIN" = 0 ] || [ -n "${NO_CUDA_BACKEND:-}" ]; } && [ -x "$BTG" ] && [ "$SHARDS_OK" = 1 ]; then
+if { [ "$CAN_TRAIN" = 0 ] || [ -n "${NO_CUDA_BACKEND:-}" ] || [ -n "${LLMTRAIN_CUDA_FAILED:-}" ]; } &&
+   [ -x "$BTG" ] && [ "$SHARDS_OK" = 1 ]; then
     say "7b. the GPU model without llmtrain: bench_train_gpu d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
     [ -f "$LOGDIR/ours_d12.txt" ] && mv "$LOGDIR/ours_d12.txt" "$LOGDIR/llmtrain_d12.txt"
     timeout 240 "$BTG" --data "$SHARDS" --model d12 --seq-len "$SEQ" --batch "$BATCH" --steps "$STEPS" \
         --precision bf16 --log "$LOGDIR/ours_d12.jsonl" >"$LOGDIR/ours_d12.txt" 2>&1
     brc=$?
     tail -4 "$LOGDIR/ours_d12.txt"
-    res ours source "bench_train_gpu (tr_cuda_model + loader + arena; llmtrain not wired to it yet), exit $brc"
+    res ours source "bench_train_gpu (tr_cuda_model + loader + arena; llmtrain --device cuda failed or has no CUDA path), exit $brc"
     grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
     if grep -q 'attention_backward (tc).*PASS' "$LOGDIR/kernel_table.txt" 2>/dev/null &&
        grep -q 'attention_forward (tc).*PASS' "$LOGDIR/kernel_table.txt" 2>/dev/null; then

@@ -1,0 +1,78 @@
+/* tr_gpu.h - the GPU step of tr_train (train/trainer_cuda.cu, library
+ * tr_cuda; only in MKS_ENABLE_CUDA builds, where trainer.c is compiled with
+ * MKS_HAVE_CUDA).  Plain C: no CUDA header is needed to include it.
+ *
+ * It wraps train/tr_cuda.h (arena, pinned loader buffers, copy stream) and
+ * train/tr_cuda_model.h (GPT-2 forward/backward/AdamW on the device) in the
+ * few calls the trainer loop makes (docs/gpu-notes.md, "Wiring"):
+ *   tr_gpu_device        -> TR_ERR_NODEVICE without a usable GPU
+ *   tr_gpu_open          -> one arena (from the plan), model, input uploader,
+ *                           arena sealed; parameters from the host
+ *   tr_gpu_loader_hooks  -> pinned loader buffers (cudaHostAlloc)
+ *   per step: tr_gpu_zero_grad; per micro-batch tr_gpu_micro (upload, hand
+ *   the host buffer back to the loader, fwd_bwd); tr_gpu_step (1/targets
+ *   folded into AdamW, clip, fp16 loss scaling).
+ * Return values: TR_OK or a negative tr_err; err gets a message. */
+#ifndef TR_GPU_H
+#define TR_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "tr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tr_gpu tr_gpu;
+
+/* Device 0's name and memory (total / free bytes); TR_ERR_NODEVICE with
+ * the reason in why when there is no usable GPU. */
+int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint64_t *free_bytes, char *why, size_t why_len);
+/* Bytes in use on the device now (cudaMemGetInfo). */
+int tr_gpu_mem_used(uint64_t *used);
+/* Exact device arena bytes the run needs (model carve + input batch). */
+uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p);
+
+/* Arena sized from plan (its device lines; the exact carve when that is
+ * larger: *arena_bytes says what was allocated), model for micro-batches up
+ * to (B, T), params from host (fp32, model.h layout). */
+int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p, const tr_plan_out *plan,
+                const float *host_params, uint64_t *arena_bytes, char *err, size_t errlen);
+void tr_gpu_close(tr_gpu *g);
+void tr_gpu_loader_hooks(tr_loader_opts *lo);
+
+int tr_gpu_zero_grad(tr_gpu *g);
+/* One micro-batch: upload b, wait for the copy (*wait_s += that), release
+ * b to the loader, forward + backward (summed loss, times the fp16 loss
+ * scale).  *loss_sum / *n_targets: as tr_model_fwd_bwd (waits for the
+ * device). */
+int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets,
+                 double *wait_s, char *err, size_t errlen);
+/* Forward (loss only) of a host batch (validation; not pinned); leaves
+ * zero-weighted gradients that the next tr_gpu_zero_grad clears. */
+int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
+                size_t errlen);
+/* Scale by 1/n_targets, clip to grad_clip, AdamW at the run's optimiser
+ * step (fp16: not advanced on a skipped, non-finite step; *skipped = 1).
+ * *gnorm: pre-clip norm of the token-mean gradient; *scale: the loss scale
+ * used (1 outside fp16). */
+int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
+                int *skipped, float *scale, char *err, size_t errlen);
+
+/* Checkpoint state: fp32 params and AdamW moments (host buffers of the
+ * model's param count) and the optimiser counters (fp16 loss scaler, AdamW
+ * step t) as TR_GPU_EXTRA u64 words. */
+enum { TR_GPU_EXTRA = 4 };
+int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *adam_v, uint64_t extra[TR_GPU_EXTRA]);
+/* extra may be NULL: AdamW step = opt_step, a fresh loss scaler. */
+int tr_gpu_set_state(tr_gpu *g, const float *params, const float *adam_m, const float *adam_v,
+                     const uint64_t extra[TR_GPU_EXTRA], uint64_t opt_step);
+const char *tr_gpu_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TR_GPU_H */

@@ -1,0 +1,233 @@
+/* trainer_cuda.cu - the GPU step of tr_train (train/tr_gpu.h): the loop of
+ * tests/bench_train_gpu.cu behind a small C interface, so that trainer.c
+ * stays plain C (it calls these under MKS_HAVE_CUDA). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "model.h"
+#include "tr.h"
+#include "tr_cuda.h"
+#include "tr_cuda_model.h"
+#include "tr_gpu.h"
+}
+
+struct tr_gpu {
+    tr_cuda_arena arena;
+    int arena_ok;
+    cudaStream_t s;
+    tr_cuda_model *m;
+    tr_cuda_input *in;
+    kn_dtype dt;
+    int T;
+    tr_loss_scaler scaler;
+    uint64_t opt_step; /* AdamW steps taken (t of the next step - 1) */
+};
+
+static kn_dtype dtype_of(tr_precision p)
+{
+    return p == TR_FP32 ? KN_F32 : (p == TR_FP16 ? KN_F16 : KN_BF16);
+}
+
+static const char *cuda_msg(void)
+{
+    const char *k = kn_cuda_last_error();
+    return k && k[0] ? k : cudaGetErrorString(cudaGetLastError());
+}
+
+extern "C" const char *tr_gpu_last_error(void) { return cuda_msg(); }
+
+extern "C" int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint64_t *free_bytes, char *why,
+                             size_t why_len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n < 1) {
+        snprintf(why, why_len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
+        cudaGetLastError(); /* clear it */
+        return TR_ERR_NODEVICE;
+    }
+    int rc = tr_cuda_device_info(name, name_len, total, free_bytes);
+    if (rc != TR_OK)
+        snprintf(why, why_len, "device 0 is not usable: %s", cudaGetErrorString(cudaGetLastError()));
+    return rc;
+}
+
+extern "C" int tr_gpu_mem_used(uint64_t *used) { return tr_cuda_mem_used(used); }
+
+static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
+
+extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p)
+{
+    return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p)) + input_bytes(B, T);
+}
+
+extern "C" void tr_gpu_close(tr_gpu *g)
+{
+    if (!g) return;
+    if (g->s) cudaStreamSynchronize(g->s);
+    if (g->in) tr_cuda_input_destroy(g->in);
+    if (g->m) tr_cuda_model_destroy(g->m);
+    if (g->arena_ok) tr_cuda_arena_destroy(&g->arena);
+    if (g->s) cudaStreamDestroy(g->s);
+    free(g);
+}
+
+extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p,
+                           const tr_plan_out *plan, const float *host_params, uint64_t *arena_bytes, char *err,
+                           size_t errlen)
+{
+    *out = NULL;
+    tr_gpu *g = (tr_gpu *)calloc(1, sizeof *g);
+    if (!g) return TR_ERR_NOMEM;
+    g->dt = dtype_of(p);
+    g->T = T;
+    tr_loss_scaler_init(&g->scaler);
+    /* the plan's device lines, unless the exact carve is larger (then the
+     * plan under-counts: allocate what is needed, the caller reports it) */
+    uint64_t need = tr_gpu_arena_need(c, B, T, p);
+    static tr_plan_out exact; /* large struct: not on the stack; only read by arena_create */
+    const tr_plan_out *ap = plan;
+    if (!plan || tr_cuda_arena_bytes(plan) < need) {
+        memset(&exact, 0, sizeof exact);
+        exact.n_items = 2;
+        exact.items[0].name = "model";
+        exact.items[0].bytes = tr_cuda_model_arena_bytes(c, B, T, g->dt);
+        exact.items[0].where = "device";
+        exact.items[1].name = "device input batch";
+        exact.items[1].bytes = input_bytes(B, T);
+        exact.items[1].where = "device";
+        ap = &exact;
+    }
+    int rc = tr_cuda_arena_create(&g->arena, ap);
+    if (rc != TR_OK) {
+        snprintf(err, errlen, "cannot allocate the device arena (%.1f MiB): %s",
+                 (double)tr_cuda_arena_bytes(ap) / 1048576.0, g->arena.last_error);
+        free(g);
+        return rc;
+    }
+    g->arena_ok = 1;
+    if (arena_bytes) *arena_bytes = g->arena.size;
+    if (cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking) != cudaSuccess) {
+        snprintf(err, errlen, "cannot create a CUDA stream: %s", cuda_msg());
+        g->s = NULL;
+        tr_gpu_close(g);
+        return TR_ERR_NODEVICE;
+    }
+    if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s)) != TR_OK ||
+        (rc = tr_cuda_input_create(&g->in, &g->arena, B, T, (tr_cuda_stream)g->s)) != TR_OK) {
+        snprintf(err, errlen, "GPU setup failed: %s %s", g->arena.last_error, cuda_msg());
+        tr_gpu_close(g);
+        return rc;
+    }
+    tr_cuda_arena_seal(&g->arena); /* nothing is allocated on the device after this */
+    if (host_params && (rc = tr_cuda_model_set_params(g->m, host_params)) != TR_OK) {
+        snprintf(err, errlen, "cannot copy the parameters to the GPU: %s", cuda_msg());
+        tr_gpu_close(g);
+        return rc;
+    }
+    *out = g;
+    return TR_OK;
+}
+
+extern "C" void tr_gpu_loader_hooks(tr_loader_opts *lo)
+{
+    lo->alloc = tr_cuda_pinned_alloc;
+    lo->free = tr_cuda_pinned_free;
+    lo->alloc_user = NULL;
+}
+
+extern "C" int tr_gpu_zero_grad(tr_gpu *g) { return tr_cuda_model_zero_grad(g->m); }
+
+static float loss_scale(const tr_gpu *g) { return g->dt == KN_F16 ? g->scaler.scale : 1.0f; }
+
+extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum,
+                            uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
+{
+    tr_cuda_batch dev;
+    double w = 0;
+    int rc = tr_cuda_input_upload(g->in, b, &dev);
+    if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
+    int rows = b->rows, T = b->T;
+    tr_loader_release(ld); /* the copy is done: the host buffer goes back */
+    if (wait_s) *wait_s += w;
+    if (rc != TR_OK) {
+        snprintf(err, errlen, "input upload failed: %s", cuda_msg());
+        return rc;
+    }
+    rc = tr_cuda_model_fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL,
+                               loss_scale(g), loss_sum, n_targets);
+    int rc2 = tr_cuda_input_consumed(g->in);
+    if (rc == TR_OK) rc = rc2;
+    if (rc != TR_OK) snprintf(err, errlen, "GPU forward/backward failed: %s", cuda_msg());
+    return rc;
+}
+
+extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets,
+                           char *err, size_t errlen)
+{
+    tr_cuda_batch dev;
+    double w = 0;
+    int rc = tr_cuda_input_upload(g->in, b, &dev);
+    if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
+    if (rc == TR_OK)
+        rc = tr_cuda_model_fwd_bwd(g->m, b->rows, b->T, dev.inputs, dev.targets, dev.pos,
+                                   doc_mask ? dev.seg : NULL, 0.0f, loss_sum, n_targets);
+    int rc2 = tr_cuda_input_consumed(g->in);
+    if (rc == TR_OK) rc = rc2;
+    if (rc != TR_OK) snprintf(err, errlen, "GPU validation forward failed: %s", cuda_msg());
+    return rc;
+}
+
+extern "C" int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
+                           int *skipped, float *scale, char *err, size_t errlen)
+{
+    float ls = loss_scale(g);
+    int sk = 0;
+    if (scale) *scale = ls;
+    /* "scale by 1/targets, then clip": the factor is folded into AdamW */
+    float factor = n_targets ? (float)((double)n_targets * (double)ls) : ls;
+    int rc = tr_cuda_model_step_scaled(g->m, h, (int)(g->opt_step + 1), grad_clip, factor, gnorm, &sk);
+    if (rc != TR_OK) {
+        snprintf(err, errlen, "GPU optimiser step failed: %s", cuda_msg());
+        return rc;
+    }
+    if (g->dt == KN_F16) tr_loss_scaler_update(&g->scaler, sk);
+    if (!sk) g->opt_step++;
+    if (skipped) *skipped = sk;
+    return TR_OK;
+}
+
+extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *adam_v,
+                                uint64_t extra[TR_GPU_EXTRA])
+{
+    int rc = tr_cuda_model_get(g->m, params, NULL, adam_m, adam_v);
+    if (extra) {
+        uint32_t bits;
+        memcpy(&bits, &g->scaler.scale, 4);
+        extra[0] = bits;
+        extra[1] = (uint64_t)g->scaler.clean_steps;
+        extra[2] = g->scaler.skipped_total;
+        extra[3] = g->opt_step;
+    }
+    return rc;
+}
+
+extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, const float *adam_m, const float *adam_v,
+                                const uint64_t extra[TR_GPU_EXTRA], uint64_t opt_step)
+{
+    tr_loss_scaler_init(&g->scaler);
+    g->opt_step = opt_step;
+    if (extra) {
+        uint32_t bits = (uint32_t)extra[0];
+        float s;
+        memcpy(&s, &bits, 4);
+        if (s > 0.0f) g->scaler.scale = s;
+        g->scaler.clean_steps = (int)extra[1];
+        g->scaler.skipped_total = extra[2];
+        g->opt_step = extra[3];
+    }
+    return tr_cuda_model_set_state(g->m, params, adam_m, adam_v);
+}
