@@ -32,7 +32,7 @@ static const char k_usage[] =
     "                           such as '<|endoftext|>' (default: none, specials are ordinary text)\n"
     "      --doc-sep MODE       for .txt inputs: file (default), line or blank-line\n"
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
-    "      --batch-bytes SIZE   text per encode batch (default 64M)\n"
+    "      --batch-bytes SIZE   text per encode batch (default 2M)\n"
     "      --batch-docs N       documents per encode batch (default 4096)\n"
     "      --stats              print docs, bytes, tokens and MB/s to stderr at the end\n"
     "  -h, --help               show this help\n"
@@ -277,12 +277,58 @@ static int write_ids(outbuf *o, const tk_ids *v)
     return 0;
 }
 
+/* ---- writer thread: formats and writes batch k while batch k+1 is encoded */
+typedef struct {
+    outbuf *out;
+    tk_ids *set[2];
+    size_t n[2];
+    int full[2]; /* 1: encoded, waiting to be written; 0: free for the encoder */
+    int last[2];
+    int stop;    /* error elsewhere: quit when idle */
+    int failed;  /* a write failed (out->failed / ENOMEM) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} writer;
+
+static void *writer_main(void *arg)
+{
+    writer *w = arg;
+    for (unsigned k = 0;; k ^= 1) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->full[k] && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        int have = w->full[k];
+        pthread_mutex_unlock(&w->mu);
+        if (!have)
+            return NULL;
+        int failed = 0;
+        for (size_t i = 0; i < w->n[k]; i++) {
+            tk_ids *v = &w->set[k][i];
+            if (!failed && write_ids(w->out, v))
+                failed = 1;
+            /* do not keep a huge id array around after one giant document */
+            if (v->cap > (16u << 20)) {
+                tk_ids_free(v);
+                memset(v, 0, sizeof *v);
+            }
+        }
+        pthread_mutex_lock(&w->mu);
+        w->full[k] = 0;
+        w->failed |= failed;
+        int last = w->last[k];
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        if (last || failed)
+            return NULL;
+    }
+}
+
 int cmd_encode(int argc, char **argv)
 {
     const char *cmd = "encode";
     const char *spec = NULL, *field = NULL, *pattern = NULL, *allow = NULL, *out_path = NULL;
     long threads = 0, batch_docs = 4096;
-    uint64_t batch_bytes = 64ull << 20;
+    uint64_t batch_bytes = 2ull << 20; /* small enough that reading, encoding and writing overlap */
     int stats = 0;
     ds_doc_sep sep = DS_SEP_FILE;
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
@@ -365,6 +411,10 @@ int cmd_encode(int argc, char **argv)
     pipeline pl = {0};
     pthread_t reader_thread;
     int reader_started = 0, pl_inited = 0;
+    writer wr;
+    memset(&wr, 0, sizeof wr);
+    pthread_t writer_thread;
+    int writer_started = 0, wr_inited = 0;
     tk_span *spans = NULL;
     tk_ids *ids = NULL;
     char err[512] = "";
@@ -432,7 +482,7 @@ int cmd_encode(int argc, char **argv)
     out.cap = 8u << 20;
     out.buf = malloc(out.cap);
     spans = malloc((size_t)batch_docs * sizeof *spans);
-    ids = calloc((size_t)batch_docs, sizeof *ids);
+    ids = calloc(2 * (size_t)batch_docs, sizeof *ids); /* two sets: one encoded, one being written */
     if (!out.buf || !spans || !ids) {
         cli_error(cmd, "out of memory");
         rc = EXIT_BAD_INPUT;
@@ -462,6 +512,18 @@ int cmd_encode(int argc, char **argv)
         goto done;
     }
     reader_started = 1;
+    wr.out = &out;
+    wr.set[0] = ids;
+    wr.set[1] = ids + batch_docs;
+    pthread_mutex_init(&wr.mu, NULL);
+    pthread_cond_init(&wr.cv, NULL);
+    wr_inited = 1;
+    if (pthread_create(&writer_thread, NULL, writer_main, &wr) != 0) {
+        cli_error(cmd, "cannot start the writer thread");
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    writer_started = 1;
     for (unsigned k = 0;; k ^= 1) {
         pthread_mutex_lock(&pl.mu);
         while (!pl.full[k])
@@ -473,37 +535,45 @@ int cmd_encode(int argc, char **argv)
             rc = EXIT_BAD_INPUT;
             goto done;
         }
+        /* the id set of this parity must have been written out */
+        pthread_mutex_lock(&wr.mu);
+        while (wr.full[k] && !wr.failed)
+            pthread_cond_wait(&wr.cv, &wr.mu);
+        int wfailed = wr.failed;
+        pthread_mutex_unlock(&wr.mu);
+        if (wfailed) {
+            cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : ENOMEM));
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        tk_ids *set = wr.set[k];
         size_t nb = b->n;
         for (size_t i = 0; i < nb; i++) {
             spans[i].text = b->arena + b->offs[i];
             spans[i].len = b->offs[i + 1] - b->offs[i];
-            ids[i].len = 0;
+            set[i].len = 0;
         }
         int erc = TK_OK;
         if (nb)
-            erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, ids)
-                              : tk_encode_batch(tok, spans, nb, (int)threads, ids);
+            erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, set)
+                              : tk_encode_batch(tok, spans, nb, (int)threads, set);
         if (erc != TK_OK) {
             cli_error(cmd, "encoding failed: %s", tk_strerror(erc));
             rc = EXIT_BAD_INPUT;
             goto done;
         }
-        for (size_t i = 0; i < nb; i++) {
-            if (write_ids(&out, &ids[i])) {
-                cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : ENOMEM));
-                rc = EXIT_BAD_INPUT;
-                goto done;
-            }
-            n_tokens += ids[i].len;
-            /* do not keep a huge id array around after one giant document */
-            if (ids[i].cap > (16u << 20)) {
-                tk_ids_free(&ids[i]);
-                memset(&ids[i], 0, sizeof ids[i]);
-            }
-        }
+        for (size_t i = 0; i < nb; i++)
+            n_tokens += set[i].len;
         n_docs += nb;
         n_bytes += b->used;
         int last = b->eof;
+        pthread_mutex_lock(&wr.mu);
+        wr.n[k] = nb;
+        wr.last[k] = last;
+        wr.full[k] = 1;
+        pthread_cond_broadcast(&wr.cv);
+        pthread_mutex_unlock(&wr.mu);
+        /* the text is no longer needed: the reader may refill this slot */
         pthread_mutex_lock(&pl.mu);
         pl.full[k] = 0;
         pthread_cond_broadcast(&pl.cv);
@@ -513,8 +583,10 @@ int cmd_encode(int argc, char **argv)
     }
     pthread_join(reader_thread, NULL);
     reader_started = 0;
+    pthread_join(writer_thread, NULL);
+    writer_started = 0;
     n_skipped = pl.skipped;
-    if (out_flush(&out) || fflush(out.f) != 0 || ferror(out.f)) {
+    if (wr.failed || out_flush(&out) || fflush(out.f) != 0 || ferror(out.f)) {
         cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : errno));
         rc = EXIT_BAD_INPUT;
         goto done;
@@ -536,6 +608,17 @@ int cmd_encode(int argc, char **argv)
                 dt > 0 ? (double)n_bytes / dt / 1e6 : 0.0, threads, tk_name(tok));
 
 done:
+    if (writer_started) { /* error path: stop the writer and wait for it */
+        pthread_mutex_lock(&wr.mu);
+        wr.stop = 1;
+        pthread_cond_broadcast(&wr.cv);
+        pthread_mutex_unlock(&wr.mu);
+        pthread_join(writer_thread, NULL);
+    }
+    if (wr_inited) {
+        pthread_mutex_destroy(&wr.mu);
+        pthread_cond_destroy(&wr.cv);
+    }
     if (reader_started) { /* error path: stop the reader and wait for it */
         pthread_mutex_lock(&pl.mu);
         pl.stop = 1;
@@ -561,7 +644,7 @@ done:
     }
     free(out.buf);
     if (ids)
-        for (long i = 0; i < batch_docs; i++)
+        for (long i = 0; i < 2 * batch_docs; i++)
             tk_ids_free(&ids[i]);
     free(ids);
     free(spans);
