@@ -16,6 +16,7 @@
 #define FLAT_PIECE 8   /* up to here: flat array scan */
 #define SMALL_PIECE 255 /* up to here: stack heap (bpe_mid); beyond: bucket queue */
 #define PC_BITS 14
+#define PREFETCH_AHEAD 16
 /* Piece cache: results of pieces that needed merging (words recur). */
 #define PIECE_CACHE_SETS 4096
 #define PIECE_CACHE_BYTES 44
@@ -467,6 +468,8 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
         }
         s->head[r] = 0;
         for (size_t a = 0; a < m; a++) {
+            /* the bucket's nodes are scattered over the piece: fetch ahead */
+            if (a + PREFETCH_AHEAD < m) __builtin_prefetch(&nd[s->batch[a + PREFETCH_AHEAD]]);
             uint32_t k = s->batch[a];
             if (nd[k].pr != r || nd[k].nxt == NIL) continue; /* stale */
             while (nd[k].prv != NIL && nd[nd[k].prv].pr == r) k = nd[k].prv;
