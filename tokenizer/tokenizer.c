@@ -90,17 +90,22 @@ static int map_build(tk_tokenizer *t) {
     while (scap * 3 < (uint64_t)n_short * 5) scap <<= 1; /* load <= 0.6 */
     t->smap.slots = calloc(scap, sizeof *t->smap.slots);
     t->smap.mask = scap - 1;
-    if (!t->map.slots || !t->smap.slots) return TK_ERR_NOMEM;
+    t->filter = calloc((1u << TK_FILTER_BITS) / 64, sizeof *t->filter);
+    if (!t->map.slots || !t->smap.slots || !t->filter) return TK_ERR_NOMEM;
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         const uint8_t *p = t->arena + t->tok_off[r];
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
         if (tk_map_get(t, p, n) != TK_NO_RANK) return TK_ERR_DUP_RANK;
         if (n <= 8) {
-            uint64_t w = tk_short_word(p, n), i = tk_short_hash(w, n) & t->smap.mask;
+            uint64_t w = tk_short_word(p, n), sh = tk_short_hash(w, n), i = sh & t->smap.mask;
+            uint64_t fb = sh >> (64 - TK_FILTER_BITS);
+            t->filter[fb >> 6] |= 1ull << (fb & 63);
             while (t->smap.slots[i].rank1) i = (i + 1) & t->smap.mask;
             t->smap.slots[i] = (tk_shortslot){w, r + 1, (uint32_t)n};
         } else {
             uint64_t h = tk_hash_bytes(p, n), i = h & t->map.mask;
+            uint64_t fb = h >> (64 - TK_FILTER_BITS);
+            t->filter[fb >> 6] |= 1ull << (fb & 63);
             while (t->map.slots[i]) i = (i + 1) & t->map.mask;
             t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(r + 1);
         }
@@ -233,6 +238,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->tok_off);
     free(t->map.slots);
     free(t->smap.slots);
+    free(t->filter);
     free(t->pair2);
     free(t->rank_to_id);
     free(t->id_to_rank);
