@@ -451,20 +451,25 @@ static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t 
          * chain such as "a a a a") need leftmost-first order; disjoint
          * chains commute. So each entry walks left to the start of its
          * chain and the chain is merged left to right: no sort needed. */
+        /* Blocks are chained newest first: lay them out oldest first, so a
+         * bucket filled left to right comes out in ascending positions and
+         * the walk to a chain's start below stays short. */
         size_t m = 0;
+        for (uint32_t b = s->head[r]; b; b = s->blk[b - 1].next) m += s->blk[b - 1].count;
+        if (m > s->cap_nodes) {
+            uint32_t *nb = realloc(s->batch, m * 2 * sizeof *nb);
+            if (!nb) {
+                rc = TK_ERR_NOMEM;
+                goto fail;
+            }
+            s->batch = nb;
+            s->cap_nodes = m * 2;
+        }
+        size_t end = m;
         for (uint32_t b = s->head[r]; b; b = s->blk[b - 1].next) {
             const block *bk = &s->blk[b - 1];
-            if (m + bk->count > s->cap_nodes) {
-                uint32_t *nb = realloc(s->batch, (m + bk->count) * 2 * sizeof *nb);
-                if (!nb) {
-                    rc = TK_ERR_NOMEM;
-                    goto fail;
-                }
-                s->batch = nb;
-                s->cap_nodes = (m + bk->count) * 2;
-            }
-            memcpy(s->batch + m, bk->node, bk->count * sizeof bk->node[0]);
-            m += bk->count;
+            end -= bk->count;
+            memcpy(s->batch + end, bk->node, bk->count * sizeof bk->node[0]);
         }
         s->head[r] = 0;
         for (size_t a = 0; a < m; a++) {
