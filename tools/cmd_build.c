@@ -21,6 +21,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "handoff.h"
 #include "ds.h"
 #include "shards_common.h"
 #include "tk.h"
@@ -226,10 +227,7 @@ typedef struct {
     size_t max_docs;
     uint64_t skip; /* resume: records already processed (read and discarded before the first batch) */
     batch slot[2];
-    int full[2];
-    int stop;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    handoff h; /* slot full: ready for the builder; free: for the reader */
 } pipeline;
 
 static void fill_batch(pipeline *pl, batch *b) {
@@ -306,16 +304,9 @@ oom:
 static void *reader_main(void *arg) {
     pipeline *pl = arg;
     for (unsigned k = 0;; k ^= 1) {
-        pthread_mutex_lock(&pl->mu);
-        while (pl->full[k] && !pl->stop) pthread_cond_wait(&pl->cv, &pl->mu);
-        int stop = pl->stop;
-        pthread_mutex_unlock(&pl->mu);
-        if (stop) return NULL;
+        if (handoff_wait_free(&pl->h, k)) return NULL; /* the builder gave up */
         fill_batch(pl, &pl->slot[k]);
-        pthread_mutex_lock(&pl->mu);
-        pl->full[k] = 1;
-        pthread_cond_broadcast(&pl->cv);
-        pthread_mutex_unlock(&pl->mu);
+        handoff_publish(&pl->h, k);
         if (pl->slot[k].eof) return NULL;
     }
 }
@@ -1302,8 +1293,7 @@ int cmd_build(int argc, char **argv) {
     pl.rd = rd;
     pl.max_bytes = batch_bytes;
     pl.max_docs = 1u << 18;
-    pthread_mutex_init(&pl.mu, NULL);
-    pthread_cond_init(&pl.cv, NULL);
+    handoff_init(&pl.h);
     pl_inited = 1;
     if (pthread_create(&reader_thread, NULL, reader_main, &pl) != 0) {
         cli_error(CMD, "cannot start the reader thread");
@@ -1314,9 +1304,7 @@ int cmd_build(int argc, char **argv) {
     const char *cur_file = resume_file;
     double vthr = val_fraction * 18446744073709551616.0; /* 2^64 */
     for (unsigned k = 0;; k ^= 1) {
-        pthread_mutex_lock(&pl.mu);
-        while (!pl.full[k]) pthread_cond_wait(&pl.cv, &pl.mu);
-        pthread_mutex_unlock(&pl.mu);
+        handoff_wait_full(&pl.h, k); /* the reader always publishes, eof included */
         batch *b = &pl.slot[k];
         if (b->fatal) {
             cli_error(CMD, "%s", b->errmsg);
@@ -1413,10 +1401,7 @@ int cmd_build(int argc, char **argv) {
             last_prog = now;
         }
         int last = b->eof;
-        pthread_mutex_lock(&pl.mu);
-        pl.full[k] = 0;
-        pthread_cond_broadcast(&pl.cv);
-        pthread_mutex_unlock(&pl.mu);
+        handoff_release(&pl.h, k);
         if (last) break;
     }
     pthread_join(reader_thread, NULL);
@@ -1471,16 +1456,10 @@ int cmd_build(int argc, char **argv) {
 
 done:
     if (reader_started) {
-        pthread_mutex_lock(&pl.mu);
-        pl.stop = 1;
-        pthread_cond_broadcast(&pl.cv);
-        pthread_mutex_unlock(&pl.mu);
+        handoff_stop(&pl.h);
         pthread_join(reader_thread, NULL);
     }
-    if (pl_inited) {
-        pthread_mutex_destroy(&pl.mu);
-        pthread_cond_destroy(&pl.cv);
-    }
+    if (pl_inited) handoff_destroy(&pl.h);
     for (int k = 0; k < 2; k++) {
         free(pl.slot[k].arena);
         free(pl.slot[k].recs);

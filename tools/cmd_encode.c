@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "handoff.h"
 #include "ds.h"
 #include "tk.h"
 
@@ -142,11 +143,8 @@ typedef struct {
     size_t max_docs;
     uint64_t max_bytes;
     batch slot[2];
-    int full[2]; /* 1: ready for the encoder; 0: free for the reader */
-    int stop;    /* the encoder gave up: reader quits at the next batch */
+    handoff h; /* slot full: ready for the encoder; free: for the reader */
     uint64_t skipped;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
 } pipeline;
 
 static void fill_batch(pipeline *pl, batch *b)
@@ -201,18 +199,10 @@ static void *reader_main(void *arg)
 {
     pipeline *pl = arg;
     for (unsigned k = 0;; k ^= 1) {
-        pthread_mutex_lock(&pl->mu);
-        while (pl->full[k] && !pl->stop)
-            pthread_cond_wait(&pl->cv, &pl->mu);
-        int stop = pl->stop;
-        pthread_mutex_unlock(&pl->mu);
-        if (stop)
-            return NULL;
+        if (handoff_wait_free(&pl->h, k))
+            return NULL; /* the encoder gave up */
         fill_batch(pl, &pl->slot[k]);
-        pthread_mutex_lock(&pl->mu);
-        pl->full[k] = 1;
-        pthread_cond_broadcast(&pl->cv);
-        pthread_mutex_unlock(&pl->mu);
+        handoff_publish(&pl->h, k);
         if (pl->slot[k].eof)
             return NULL;
     }
@@ -282,25 +272,17 @@ typedef struct {
     outbuf *out;
     tk_ids *set[2];
     size_t n[2];
-    int full[2]; /* 1: encoded, waiting to be written; 0: free for the encoder */
     int last[2];
-    int stop;    /* error elsewhere: quit when idle */
-    int failed;  /* a write failed (out->failed / ENOMEM) */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    handoff h;  /* set full: encoded, waiting to be written; free: for the encoder */
+    int failed; /* a write failed (out->failed / ENOMEM); set before the writer stops */
 } writer;
 
 static void *writer_main(void *arg)
 {
     writer *w = arg;
     for (unsigned k = 0;; k ^= 1) {
-        pthread_mutex_lock(&w->mu);
-        while (!w->full[k] && !w->stop)
-            pthread_cond_wait(&w->cv, &w->mu);
-        int have = w->full[k];
-        pthread_mutex_unlock(&w->mu);
-        if (!have)
-            return NULL;
+        if (handoff_wait_full(&w->h, k))
+            return NULL; /* stopped while idle */
         int failed = 0;
         for (size_t i = 0; i < w->n[k]; i++) {
             tk_ids *v = &w->set[k][i];
@@ -312,13 +294,14 @@ static void *writer_main(void *arg)
                 memset(v, 0, sizeof *v);
             }
         }
-        pthread_mutex_lock(&w->mu);
-        w->full[k] = 0;
-        w->failed |= failed;
+        if (failed) {
+            w->failed = 1;
+            handoff_stop(&w->h); /* wakes the encoder waiting for this set */
+            return NULL;
+        }
         int last = w->last[k];
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        if (last || failed)
+        handoff_release(&w->h, k);
+        if (last)
             return NULL;
     }
 }
@@ -503,8 +486,7 @@ int cmd_encode(int argc, char **argv)
             goto done;
         }
     }
-    pthread_mutex_init(&pl.mu, NULL);
-    pthread_cond_init(&pl.cv, NULL);
+    handoff_init(&pl.h);
     pl_inited = 1;
     if (pthread_create(&reader_thread, NULL, reader_main, &pl) != 0) {
         cli_error(cmd, "cannot start the reader thread");
@@ -515,8 +497,7 @@ int cmd_encode(int argc, char **argv)
     wr.out = &out;
     wr.set[0] = ids;
     wr.set[1] = ids + batch_docs;
-    pthread_mutex_init(&wr.mu, NULL);
-    pthread_cond_init(&wr.cv, NULL);
+    handoff_init(&wr.h);
     wr_inited = 1;
     if (pthread_create(&writer_thread, NULL, writer_main, &wr) != 0) {
         cli_error(cmd, "cannot start the writer thread");
@@ -525,10 +506,7 @@ int cmd_encode(int argc, char **argv)
     }
     writer_started = 1;
     for (unsigned k = 0;; k ^= 1) {
-        pthread_mutex_lock(&pl.mu);
-        while (!pl.full[k])
-            pthread_cond_wait(&pl.cv, &pl.mu);
-        pthread_mutex_unlock(&pl.mu);
+        handoff_wait_full(&pl.h, k); /* the reader always publishes, eof included */
         batch *b = &pl.slot[k];
         if (b->fatal) {
             cli_error(cmd, "%s", b->errmsg);
@@ -536,12 +514,7 @@ int cmd_encode(int argc, char **argv)
             goto done;
         }
         /* the id set of this parity must have been written out */
-        pthread_mutex_lock(&wr.mu);
-        while (wr.full[k] && !wr.failed)
-            pthread_cond_wait(&wr.cv, &wr.mu);
-        int wfailed = wr.failed;
-        pthread_mutex_unlock(&wr.mu);
-        if (wfailed) {
+        if (handoff_wait_free(&wr.h, k) || wr.failed) {
             cli_error(cmd, "cannot write '%s': %s", out.path, strerror(out.failed ? out.failed : ENOMEM));
             rc = EXIT_BAD_INPUT;
             goto done;
@@ -567,17 +540,11 @@ int cmd_encode(int argc, char **argv)
         n_docs += nb;
         n_bytes += b->used;
         int last = b->eof;
-        pthread_mutex_lock(&wr.mu);
         wr.n[k] = nb;
         wr.last[k] = last;
-        wr.full[k] = 1;
-        pthread_cond_broadcast(&wr.cv);
-        pthread_mutex_unlock(&wr.mu);
+        handoff_publish(&wr.h, k);
         /* the text is no longer needed: the reader may refill this slot */
-        pthread_mutex_lock(&pl.mu);
-        pl.full[k] = 0;
-        pthread_cond_broadcast(&pl.cv);
-        pthread_mutex_unlock(&pl.mu);
+        handoff_release(&pl.h, k);
         if (last)
             break;
     }
@@ -609,27 +576,17 @@ int cmd_encode(int argc, char **argv)
 
 done:
     if (writer_started) { /* error path: stop the writer and wait for it */
-        pthread_mutex_lock(&wr.mu);
-        wr.stop = 1;
-        pthread_cond_broadcast(&wr.cv);
-        pthread_mutex_unlock(&wr.mu);
+        handoff_stop(&wr.h);
         pthread_join(writer_thread, NULL);
     }
-    if (wr_inited) {
-        pthread_mutex_destroy(&wr.mu);
-        pthread_cond_destroy(&wr.cv);
-    }
+    if (wr_inited)
+        handoff_destroy(&wr.h);
     if (reader_started) { /* error path: stop the reader and wait for it */
-        pthread_mutex_lock(&pl.mu);
-        pl.stop = 1;
-        pthread_cond_broadcast(&pl.cv);
-        pthread_mutex_unlock(&pl.mu);
+        handoff_stop(&pl.h);
         pthread_join(reader_thread, NULL);
     }
-    if (pl_inited) {
-        pthread_mutex_destroy(&pl.mu);
-        pthread_cond_destroy(&pl.cv);
-    }
+    if (pl_inited)
+        handoff_destroy(&pl.h);
     for (int k = 0; k < 2; k++) {
         free(pl.slot[k].arena);
         free(pl.slot[k].offs);
