@@ -53,6 +53,11 @@ typedef struct {
 } ds_jscan_result;
 
 /* line: one line without BOM or newline. parts: n_parts non-empty keys. */
+/* Replace unpaired \uD800-\uDFFF escapes in a JSON line by \uFFFD (same
+ * length) in place, so that a strict parser accepts it. Returns the number of
+ * replacements. (reader.c) */
+size_t ds_fix_lone_surrogates(uint8_t *p, size_t n);
+
 ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts,
                              ds_jscan_buf *buf, ds_jscan_result *res);
 void ds_jscan_buf_free(ds_jscan_buf *buf);

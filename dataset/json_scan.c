@@ -9,7 +9,7 @@
  *     surrogates, <= U+10FFFF), escapes \" \\ \/ \b \f \n \r \t \uXXXX;
  *     \u0000 allowed in values (JSON_ALLOW_NUL), rejected in keys;
  *   - unpaired surrogate escapes decode to U+FFFD and set lone_surrogate,
- *     as reader.c's fix_lone_surrogates + second json_loadb do;
+ *     as ds_fix_lone_surrogates + a second json_loadb do;
  *   - integers outside int64 are invalid (jansson: "too big integer");
  *     reals that might overflow a double are UNSURE (left to jansson);
  *   - nesting: a value deeper than 2048 is invalid (JSON_PARSER_MAX_DEPTH);
@@ -182,7 +182,7 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
                     v = 0x10000 + ((v - 0xD800) << 10) + (w - 0xDC00);
                     p += 6;
                 } else {
-                    v = 0xFFFD; /* as fix_lone_surrogates */
+                    v = 0xFFFD; /* as ds_fix_lone_surrogates */
                     *lone = 1;
                 }
             } else if (v >= 0xDC00 && v <= 0xDFFF) {

@@ -491,8 +491,6 @@ static size_t utf8_cut(const uint8_t *p, size_t n) {
     return n;
 }
 
-/* Replace unpaired \uD800-\uDFFF escapes by \uFFFD (same length) in place.
- * Returns the number of replacements. */
 static int hexval(uint8_t c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -511,7 +509,7 @@ static int parse_u(const uint8_t *p, size_t n, size_t i, unsigned *v) {
     *v = x;
     return 1;
 }
-static size_t fix_lone_surrogates(uint8_t *p, size_t n) {
+size_t ds_fix_lone_surrogates(uint8_t *p, size_t n) {
     size_t fixed = 0;
     for (size_t i = 0; i + 1 < n; i++) {
         if (p[i] != '\\') continue;
@@ -695,7 +693,7 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
             c->copy_cap = n;
         }
         memcpy(c->copy, p, n);
-        if (fix_lone_surrogates(c->copy, n)) {
+        if (ds_fix_lone_surrogates(c->copy, n)) {
             json_error_t je2;
             j = json_loadb((const char *)c->copy, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je2);
             if (j) rec->flags |= DS_RECF_JSON_LONE_SURROGATE;

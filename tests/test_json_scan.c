@@ -25,47 +25,6 @@ static long n_checked, n_fail, n_unsure, n_valid, n_invalid, n_lone;
 
 /* ---------------------------------------------------------------- reference */
 
-static int hexval(uint8_t c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-static int parse_u(const uint8_t *p, size_t n, size_t i, unsigned *v) {
-    if (i + 6 > n || p[i + 1] != 'u') return 0;
-    unsigned x = 0;
-    for (int k = 2; k < 6; k++) {
-        int h = hexval(p[i + k]);
-        if (h < 0) return 0;
-        x = x * 16 + (unsigned)h;
-    }
-    *v = x;
-    return 1;
-}
-/* copy of reader.c's fix_lone_surrogates */
-static size_t fix_lone_surrogates(uint8_t *p, size_t n) {
-    size_t fixed = 0;
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] != '\\') continue;
-        if (p[i + 1] != 'u') { i++; continue; }
-        unsigned v;
-        if (!parse_u(p, n, i, &v)) { i++; continue; }
-        if (v >= 0xD800 && v <= 0xDBFF) {
-            unsigned w;
-            if (i + 12 <= n && p[i + 6] == '\\' && parse_u(p, n, i + 6, &w) && w >= 0xDC00 && w <= 0xDFFF) {
-                i += 11;
-                continue;
-            }
-        } else if (!(v >= 0xDC00 && v <= 0xDFFF)) {
-            i += 5;
-            continue;
-        }
-        memcpy(p + i, "\\uFFFD", 6);
-        fixed++;
-        i += 5;
-    }
-    return fixed;
-}
 
 typedef struct {
     ds_jscan_status st; /* OK, MISSING, NOT_OBJECT, PARENT_NOT_OBJECT, NOT_STRING, INVALID */
@@ -83,7 +42,7 @@ static void ref_extract(const uint8_t *line, size_t n, char **parts, size_t n_pa
     if (!j && memchr(line, '\\', n)) {
         uint8_t *c = malloc(n ? n : 1);
         memcpy(c, line, n);
-        if (fix_lone_surrogates(c, n)) {
+        if (ds_fix_lone_surrogates(c, n)) {
             j = json_loadb((const char *)c, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
             if (j) r->lone = 1;
         }
