@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "handoff.h"
+#include "record_batch.h"
 #include "ds.h"
 #include "shards_common.h"
 #include "tk.h"
@@ -254,15 +255,12 @@ static void fill_batch(pipeline *pl, batch *b) {
     }
     while (b->n < pl->max_docs && b->used < pl->max_bytes) {
         ds_record rec;
-        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
-        if (r == 0) {
+        int r = batch_next_record(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        if (r <= 0) {
             b->eof = 1;
+            b->fatal = r < 0;
+            if (r < 0) return;
             break;
-        }
-        if (r < 0) {
-            if (!b->errmsg[0]) snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
-            b->fatal = b->eof = 1;
-            return;
         }
         if (b->n == b->cap_recs) {
             size_t nc = b->cap_recs ? 2 * b->cap_recs : 1024;
@@ -273,19 +271,11 @@ static void fill_batch(pipeline *pl, batch *b) {
         }
         size_t len = rec.text ? rec.len : 0;
         if (rec.status != DS_REC_OK) len = 0; /* never train on a bad record's payload */
-        if (b->used + len > b->cap) {
-            size_t nc = b->cap ? b->cap : (size_t)1 << 20;
-            while (nc < b->used + len) nc *= 2;
-            uint8_t *na = realloc(b->arena, nc);
-            if (!na) goto oom;
-            b->arena = na;
-            b->cap = nc;
-        }
+        size_t off = b->used;
+        if (batch_arena_append(&b->arena, &b->cap, &b->used, rec.text, len)) goto oom;
         brec *br = &b->recs[b->n++];
-        if (len) memcpy(b->arena + b->used, rec.text, len);
-        br->off = b->used;
+        br->off = off;
         br->len = len;
-        b->used += len;
         br->line = rec.line;
         br->offset = rec.offset;
         br->record_bytes = rec.record_bytes;

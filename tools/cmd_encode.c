@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "handoff.h"
+#include "record_batch.h"
 #include "ds.h"
 #include "tk.h"
 
@@ -155,17 +156,13 @@ static void fill_batch(pipeline *pl, batch *b)
     b->fatal = 0;
     while (b->n < pl->max_docs && b->used < pl->max_bytes) {
         ds_record rec;
-        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
-        if (r == 0) {
+        int r = batch_next_record(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        if (r <= 0) {
             b->eof = 1;
+            b->fatal = r < 0;
+            if (r < 0)
+                return;
             break;
-        }
-        if (r < 0) {
-            if (!b->errmsg[0])
-                snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
-            b->fatal = 1;
-            b->eof = 1;
-            return;
         }
         if (rec.status != DS_REC_OK) {
             pl->skipped++;
@@ -173,24 +170,14 @@ static void fill_batch(pipeline *pl, batch *b)
                      (unsigned long long)rec.line, rec_status_name(rec.status));
             continue;
         }
-        if (b->used + rec.len > b->cap) {
-            size_t ncap = b->cap ? b->cap : (size_t)1 << 20;
-            while (ncap < b->used + rec.len)
-                ncap *= 2;
-            uint8_t *na = realloc(b->arena, ncap);
-            if (!na) {
-                snprintf(b->errmsg, sizeof b->errmsg, "out of memory (document of %zu bytes)", rec.len);
-                b->fatal = 1;
-                b->eof = 1;
-                return;
-            }
-            b->arena = na;
-            b->cap = ncap;
+        size_t off = b->used;
+        if (batch_arena_append(&b->arena, &b->cap, &b->used, rec.text, rec.len)) {
+            snprintf(b->errmsg, sizeof b->errmsg, "out of memory (document of %zu bytes)", rec.len);
+            b->fatal = 1;
+            b->eof = 1;
+            return;
         }
-        if (rec.len)
-            memcpy(b->arena + b->used, rec.text, rec.len);
-        b->offs[b->n++] = b->used;
-        b->used += rec.len;
+        b->offs[b->n++] = off;
     }
     b->offs[b->n] = b->used;
 }
