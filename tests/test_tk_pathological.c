@@ -1,8 +1,11 @@
-/* Long pieces: the linear-time bucket-queue BPE must give exactly what the
- * textbook quadratic merge loop gives (tiktoken's algorithm, written here
+/* Long pieces: the linear-time BPE must give exactly what the textbook
+ * quadratic merge loop gives (tiktoken's algorithm, written here
  * independently on top of tk_rank_of), and 1 MiB pathological inputs must
- * encode, count and round-trip. Correctness only: speed is measured by
- * tools/bench/bench_encode.py, never in a unit test. */
+ * encode, count and round-trip. Long pieces are merged as independent
+ * chunks whose junctions are checked and repaired (bpe.c); the chunk size is
+ * forced down to 1..32 bytes here so that nearly every junction needs a
+ * repair and some pieces need the whole-piece fallback. Correctness only:
+ * speed is measured by tools/bench/bench_encode.py, never in a unit test. */
 #include "tk.h"
 
 #include <stdio.h>
@@ -35,6 +38,9 @@ static size_t reference_bpe(const tk_tokenizer *t, const uint8_t *p, size_t n, u
     return m;
 }
 
+/* bpe.c's long-piece path with an explicit chunk size (tk_internal.h) */
+int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out);
+
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void) {
     rng ^= rng << 13;
@@ -54,6 +60,34 @@ static void compare(const tk_tokenizer *t, const char *name, const uint8_t *p, s
     }
     free(ref);
     tk_ids_free(&ids);
+}
+
+/* One piece through every chunk size against one reference run. */
+static void compare_chunked(const tk_tokenizer *t, const char *name, const uint8_t *p, size_t n, const char *what) {
+    static const size_t chunks[] = {1, 2, 3, 5, 8, 13, 16, 31, 32};
+    uint32_t *ref = malloc(n * sizeof *ref);
+    size_t m = reference_bpe(t, p, n, ref);
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        tk_ids ids = {0};
+        int rc = tk_bpe_chunked(t, p, n, chunks[c], &ids);
+        if (rc || m != ids.len || memcmp(ref, ids.ids, m * 4) != 0) {
+            size_t k = 0;
+            while (k < m && k < ids.len && ref[k] == ids.ids[k]) k++;
+            fprintf(stderr, "FAIL %s %s (%zu bytes, chunk %zu): rc %d, %zu tokens vs reference %zu, first difference at token %zu\n",
+                    name, what, n, chunks[c], rc, ids.len, m, k);
+            failures++;
+        }
+        tk_ids_free(&ids);
+    }
+    free(ref);
+}
+
+static size_t read_file(const char *path, uint8_t *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
 }
 
 int main(void) {
@@ -98,6 +132,36 @@ int main(void) {
             n += 3;
         }
         compare(t, names[e], buf, n, "cjk");
+        /* chunked merging with tiny chunks: small alphabets, runs, digits,
+         * arbitrary bytes and stretches of real text taken as one piece */
+        static const char *sets[] = {"a", "ab", "aab", "0123456789", " ", "  \n", "abcdefghijklmnopqrstuvwxyz",
+                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz 0123456789"};
+        for (int a = 0; a < 8; a++) {
+            size_t al = strlen(sets[a]);
+            for (int rep = 0; rep < 3; rep++) {
+                size_t len = 40 + rnd() % 1500;
+                for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)sets[a][rnd() % al];
+                compare_chunked(t, names[e], buf, len, sets[a]);
+            }
+        }
+        for (int rep = 0; rep < 6; rep++) {
+            size_t len = 40 + rnd() % 1200;
+            for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)rnd();
+            compare_chunked(t, names[e], buf, len, "random bytes");
+            size_t per = 1 + rnd() % 7; /* periodic text, period not a power of two */
+            for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)("xyzzy pq"[k % per]);
+            compare_chunked(t, names[e], buf, len, "periodic");
+        }
+        snprintf(p, sizeof p, "%s/../../README.md", MKS_TEST_DATA); /* English prose, code, tables */
+        size_t text_n = read_file(p, buf, big);
+        if (!text_n) {
+            fprintf(stderr, "FAIL cannot read %s\n", p);
+            failures++;
+        }
+        for (int rep = 0; rep < 12 && text_n > 2000; rep++) {
+            size_t len = 200 + rnd() % 1800, at = rnd() % (text_n - len);
+            compare_chunked(t, names[e], buf + at, len, "real text");
+        }
         /* 1 MiB pathological inputs: encode, count, round trip */
         for (int kind = 0; kind < 4; kind++) {
             for (size_t k = 0; k < big; k++)

@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define FLAT_PIECE 8   /* up to here: flat array scan */
+#define FLAT_PIECE 32  /* up to here: flat array scan */
 #define SMALL_PIECE 255 /* up to here: stack heap (bpe_mid); beyond: bucket queue */
 #define PC_BITS 14
 #define PREFETCH_AHEAD 16
@@ -24,9 +24,11 @@
 #define PC_SIZE (1u << PC_BITS)
 
 static inline uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
-    uint32_t r;
+    uint32_t r, k = ((uint32_t)p[0] << 8) | p[1];
     if (n == 2)
-        r = t->pair2[((uint32_t)p[0] << 8) | p[1]];
+        r = t->pair2[k];
+    else if (n > t->maxlen2[k] && t->maxlen2[k] != 255)
+        return TK_NO_RANK;
     else
         r = tk_map_get(t, p, n);
     return r < max_rank ? r : TK_NO_RANK;
@@ -43,41 +45,148 @@ int tk_ids_reserve(tk_ids *v, size_t extra) {
     return TK_OK;
 }
 
-static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
-    /* start[k]: byte start of part k (start[m] = n); rk[k]: rank of part k + part k+1 */
-    uint32_t start[FLAT_PIECE + 1], rk[FLAT_PIECE + 1];
-    size_t m = n;
-    for (size_t k = 0; k <= n; k++) start[k] = (uint32_t)k;
+/* Short pieces (up to FLAT_PIECE bytes): one lane per byte holds the rank
+ * of the pair starting there (FLAT_INF once that byte is inside a part or
+ * has no pair). Each step takes the lowest rank and its leftmost lane with
+ * a branch-free scan over all lanes (SSE2 where available), then relinks
+ * the parts. For a few dozen bytes this beats a heap, whose sift loops
+ * mispredict on every level. Ranks must fit in 31 bits (checked). */
+#define FLAT_INF INT32_MAX
+
+static inline int32_t flat_rank(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
+    uint32_t r = rank_of_span(t, p, n, max_rank);
+    return r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline __m128i flat_min4(__m128i a, __m128i b) {
+    __m128i lt = _mm_cmplt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(lt, a), _mm_andnot_si128(lt, b));
+}
+/* Lowest value of rk[0..4*nvec) and the first lane holding it. Always
+ * inlined with a constant nvec, so the loops unroll into registers. */
+static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec, unsigned *at) {
+    __m128i v[FLAT_PIECE / 4] = {0};
+    for (unsigned i = 0; i < nvec; i++) v[i] = _mm_loadu_si128((const __m128i *)(rk + 4 * i));
+    __m128i m = v[0];
+    for (unsigned i = 1; i < nvec; i++) m = flat_min4(m, v[i]);
+    m = flat_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = flat_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    int32_t best = _mm_cvtsi128_si32(m);
+    uint32_t mask = 0;
+    for (unsigned i = 0; i < nvec; i++)
+        mask |= (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v[i], m))) << (4 * i);
+    *at = (unsigned)__builtin_ctz(mask);
+    return best;
+}
+#else
+static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec, unsigned *at) {
+    int32_t best = FLAT_INF;
+    unsigned bi = 0;
+    for (unsigned k = 0; k < 4 * nvec; k++)
+        if (rk[k] < best) {
+            best = rk[k];
+            bi = k;
+        }
+    *at = bi;
+    return best;
+}
+#endif
+
+struct scratch;
+static inline uint32_t cached_pair_rank(struct scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
+                                        const uint8_t *p, size_t len, uint32_t max_rank);
+
+/* One short piece being merged; several can be stepped in turn so that
+ * the rank look-ups of one overlap the scans of the others. */
+typedef struct {
+    int32_t rk[FLAT_PIECE];
+    uint32_t tok[FLAT_PIECE];
+    uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
+    const uint8_t *p;
+    uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
+    struct scratch *pc; /* pair cache to ask first, or NULL */
+} flat_state;
+
+/* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
+static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned b, unsigned end,
+                                uint32_t max_rank) {
+    if (!st->pc) return flat_rank(t, st->p + a, end - a, max_rank);
+    uint32_t r = cached_pair_rank(st->pc, t, st->tok[a], st->tok[b], st->p + a, end - a, max_rank);
+    return r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
+}
+
+static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
+    st->p = p;
+    st->pc = NULL;
+    st->n = (uint32_t)n;
+    st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : FLAT_PIECE / 4;
+    for (size_t k = 0; k < n; k++) {
+        st->tok[k] = t->byte_rank[p[k]];
+        st->nxt[k] = (uint8_t)(k + 1);
+        st->prv[k] = (uint8_t)(k - 1);
+    }
     for (size_t k = 0; k + 1 < n; k++) {
         uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
-        rk[k] = r < max_rank ? r : TK_NO_RANK;
+        st->rk[k] = r < max_rank && r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
     }
-    rk[n - 1] = TK_NO_RANK;
-    for (;;) {
-        uint32_t best = TK_NO_RANK;
-        size_t bi = 0;
-        for (size_t k = 0; k + 1 < m; k++)
-            if (rk[k] < best) {
-                best = rk[k];
-                bi = k;
-            }
-        if (best == TK_NO_RANK) break;
-        /* merge part bi with bi+1 */
-        memmove(start + bi + 1, start + bi + 2, (m - bi - 1) * sizeof start[0]);
-        memmove(rk + bi + 1, rk + bi + 2, (m - bi - 2) * sizeof rk[0]);
-        m--;
-        if (bi + 1 < m)
-            rk[bi] = rank_of_span(t, p + start[bi], start[bi + 2] - start[bi], max_rank);
-        else
-            rk[bi] = TK_NO_RANK;
-        if (bi > 0) rk[bi - 1] = rank_of_span(t, p + start[bi - 1], start[bi + 1] - start[bi - 1], max_rank);
+    for (size_t k = n ? n - 1 : 0; k < 4 * st->nvec; k++) st->rk[k] = FLAT_INF;
+}
+
+/* One merge; 0 once no pair is left. */
+static inline int flat_step(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
+    unsigned k;
+    int32_t best;
+    if (st->nvec == 2) {
+        /* 8 lanes: scalar, since a vector load of lanes just written one
+         * by one stalls on store forwarding; (rank, lane) keys make the
+         * leftmost of equal ranks the smallest */
+        uint64_t key = ((uint64_t)(uint32_t)st->rk[0] << 8);
+        for (unsigned i = 1; i < 7; i++) {
+            uint64_t c = ((uint64_t)(uint32_t)st->rk[i] << 8) | i;
+            key = c < key ? c : key;
+        }
+        best = (int32_t)(key >> 8);
+        k = (unsigned)(key & 0xff);
+    } else if (st->nvec == 4) {
+        best = flat_argmin(st->rk, 4, &k);
+    } else {
+        best = flat_argmin(st->rk, FLAT_PIECE / 4, &k);
     }
+    if (best == FLAT_INF) return 0;
+    /* merge the part at k with the next one */
+    unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
+    st->tok[k] = (uint32_t)best;
+    st->rk[d] = FLAT_INF;
+    st->nxt[k] = (uint8_t)e;
+    if (e < n) {
+        st->prv[e] = (uint8_t)k;
+        st->rk[k] = flat_join(st, t, k, e, st->nxt[e], max_rank);
+    } else {
+        st->rk[k] = FLAT_INF;
+    }
+    if (k) {
+        unsigned q = st->prv[k];
+        st->rk[q] = flat_join(st, t, q, k, e, max_rank);
+    }
+    return 1;
+}
+
+static inline int flat_emit(const flat_state *st, tk_ids *out) {
+    size_t m = 0;
+    for (size_t k = 0; k < st->n; k = st->nxt[k]) m++;
     if (tk_ids_reserve(out, m)) return TK_ERR_NOMEM;
-    for (size_t k = 0; k < m; k++) {
-        size_t len = start[k + 1] - start[k];
-        out->ids[out->len++] = len == 1 ? t->byte_rank[p[start[k]]] : tk_map_get(t, p + start[k], len);
-    }
+    for (size_t k = 0; k < st->n; k = st->nxt[k]) out->ids[out->len++] = st->tok[k];
     return TK_OK;
+}
+
+static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    flat_state st;
+    flat_init(&st, t, p, n, max_rank);
+    while (flat_step(&st, t, max_rank)) {
+    }
+    return flat_emit(&st, out);
 }
 
 /* ---- long pieces: bucket queue ---------------------------------------- */
@@ -142,7 +251,7 @@ typedef struct {
     uint32_t ids[PIECE_CACHE_IDS];
 } piece_entry;
 
-typedef struct {
+typedef struct scratch {
     uint32_t n_ranks;
     uint32_t *head;       /* per rank: newest block + 1, 0 = empty bucket */
     block *blk;
@@ -161,6 +270,15 @@ typedef struct {
     piece_entry *pcache;
     uint64_t pcache_serial;
     u64heap local;        /* (rank << 32 | node) outranking the current bucket */
+    /* Chunked long pieces: (left, right) -> "BPE of their bytes gives
+     * exactly these two tokens", and buffers for re-encoding windows. */
+    uint64_t *cc_key;
+    uint8_t *cc_val;
+    uint64_t cc_serial;
+    tk_ids win, pair;
+    uint8_t *cat;
+    size_t cat_cap;
+    uint64_t pc_hits, pc_misses; /* pair cache use by chunked long pieces */
 } scratch;
 
 static pthread_key_t g_key;
@@ -178,6 +296,11 @@ static void scratch_free(void *p) {
     free(s->pc_key);
     free(s->pcache);
     free(s->pc_val);
+    free(s->cc_key);
+    free(s->cc_val);
+    free(s->win.ids);
+    free(s->pair.ids);
+    free(s->cat);
     free(s);
 }
 
@@ -272,7 +395,11 @@ static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint3
     if (!s) return rank_of_span(t, p, len, max_rank);
     uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
     uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS);
-    if (s->pc_key[h] == key) return s->pc_val[h];
+    if (s->pc_key[h] == key) {
+        s->pc_hits++;
+        return s->pc_val[h];
+    }
+    s->pc_misses++;
     uint32_t r = rank_of_span(t, p, len, max_rank);
     s->pc_key[h] = key;
     s->pc_val[h] = r;
@@ -417,10 +544,11 @@ static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t m
 }
 
 static int bpe_short(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
-    return n <= FLAT_PIECE ? bpe_small(t, p, n, max_rank, out) : bpe_mid(t, p, n, max_rank, out);
+    if (n <= FLAT_PIECE && t->n_ranks < (uint32_t)FLAT_INF) return bpe_small(t, p, n, max_rank, out);
+    return bpe_mid(t, p, n, max_rank, out);
 }
 
-static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+static int bpe_merge_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (n >= UINT32_MAX - 1) return TK_ERR_ARG;
     scratch *s = get_scratch(t->n_ranks, n);
     if (!s) return TK_ERR_NOMEM;
@@ -512,6 +640,183 @@ static scratch *thread_scratch(void) {
     return s;
 }
 
+/* ---- long pieces: chunks joined by a pair check -------------------------
+ *
+ * A token sequence is the BPE encoding of its bytes exactly when every
+ * token is its own encoding and every two neighbours (a, b) are
+ * "compatible": BPE(bytes(a) bytes(b)) = [a, b]. (If the merge loop over
+ * the whole text ever merged across a boundary of the sequence, take the
+ * first such merge: until then each token's span evolved on its own, so
+ * the same merge is the first choice of the loop run on just those two
+ * neighbours. The converse holds because any stretch of a BPE encoding is
+ * the encoding of its bytes.) docs/tokenizer.md has the argument at length.
+ *
+ * So a long piece is cut into CHUNK-byte chunks encoded on their own
+ * (cache-resident, mostly answered by the piece cache), and each junction
+ * is checked with one cached pair test. A failed junction is repaired by
+ * re-encoding a window of tokens around it, doubling the window until both
+ * of its outer junctions pass. Should a window outgrow REPAIR_MAX bytes,
+ * the whole piece goes to the global merge (bpe_merge_long), so the cost
+ * stays linear whatever the input. */
+#define CHUNK 32
+#define CHUNK_GROUP 8
+#define CC_BITS 14
+#define CC_SIZE (1u << CC_BITS)
+
+static inline uint32_t tok_len(const tk_tokenizer *t, uint32_t r) {
+    return (uint32_t)(t->tok_off[r + 1] - t->tok_off[r]);
+}
+
+/* Exact BPE of n bytes without chunking (used on windows and pairs). */
+static int bpe_exact(const tk_tokenizer *t, const uint8_t *p, size_t n, tk_ids *out) {
+    if (n > SMALL_PIECE) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
+    return tk_bpe_piece(t, p, n, TK_NO_RANK, out);
+}
+
+/* 1 if BPE(bytes(a) bytes(b)) = [a, b], 0 if not, <0 on error. */
+static int compatible(const tk_tokenizer *t, scratch *s, uint32_t a, uint32_t b) {
+    uint64_t key = (((uint64_t)a << 32) | b) + 1;
+    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - CC_BITS);
+    if (s->cc_key[h] == key) return s->cc_val[h];
+    uint32_t la = tok_len(t, a), lb = tok_len(t, b);
+    if (la + lb > s->cat_cap) {
+        uint8_t *c = realloc(s->cat, la + lb);
+        if (!c) return TK_ERR_NOMEM;
+        s->cat = c;
+        s->cat_cap = la + lb;
+    }
+    memcpy(s->cat, t->arena + t->tok_off[a], la);
+    memcpy(s->cat + la, t->arena + t->tok_off[b], lb);
+    s->pair.len = 0;
+    int rc = bpe_exact(t, s->cat, la + lb, &s->pair);
+    if (rc) return rc;
+    int ok = s->pair.len == 2 && s->pair.ids[0] == a && s->pair.ids[1] == b;
+    s->cc_key[h] = key;
+    s->cc_val[h] = (uint8_t)ok;
+    return ok;
+}
+
+/* out->ids[base..] encodes p[0..pos) except that the junction before
+ * token j (at byte jpos) failed the pair test. Re-encode windows around it.
+ * 1: repaired, 0: window too large (caller falls back), <0: error. */
+static int repair(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t base, size_t j, size_t jpos,
+                  tk_ids *out) {
+    size_t limit = 4 * (size_t)t->max_token_len;
+    if (limit < 1024) limit = 1024;
+    /* Each side of the window grows only while its own outer junction fails:
+     * usually the new chunk is just out of phase (repeated text) and the
+     * window needs more of the right side, not of the settled left. */
+    for (size_t kl = 1, kr = 1;;) {
+        size_t lo = j - base < kl ? base : j - kl;
+        size_t hi = out->len - j < kr ? out->len : j + kr;
+        size_t start = jpos, end = jpos;
+        for (size_t i = lo; i < j; i++) start -= tok_len(t, out->ids[i]);
+        for (size_t i = j; i < hi; i++) end += tok_len(t, out->ids[i]);
+        if (end - start > limit) return 0;
+        s->win.len = 0;
+        int rc = bpe_exact(t, p + start, end - start, &s->win);
+        if (rc) return rc;
+        const uint32_t *w = s->win.ids;
+        size_t m = s->win.len;
+        int okl = 1, okr = 1;
+        if (lo > base && (okl = compatible(t, s, out->ids[lo - 1], w[0])) < 0) return okl;
+        if (hi < out->len && (okr = compatible(t, s, w[m - 1], out->ids[hi])) < 0) return okr;
+        if (!okl) kl *= 2;
+        if (!okr) kr *= 2;
+        if (!okl || !okr) continue;
+        /* splice: out[lo..hi) := window */
+        size_t tail = out->len - hi;
+        if (m > hi - lo && (rc = tk_ids_reserve(out, m - (hi - lo)))) return rc;
+        memmove(out->ids + lo + m, out->ids + hi, tail * sizeof *out->ids);
+        memcpy(out->ids + lo, w, m * sizeof *w);
+        out->len = lo + m + tail;
+        return 1;
+    }
+}
+
+int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out) {
+    scratch *s = thread_scratch();
+    if (!s) return TK_ERR_NOMEM;
+    if (!s->cc_key) {
+        s->cc_key = calloc(CC_SIZE, sizeof *s->cc_key);
+        s->cc_val = malloc(CC_SIZE);
+        if (!s->cc_key || !s->cc_val) {
+            free(s->cc_key);
+            free(s->cc_val);
+            s->cc_key = NULL;
+            s->cc_val = NULL;
+            return TK_ERR_NOMEM;
+        }
+        s->cc_serial = t->serial;
+    }
+    if (s->cc_serial != t->serial) {
+        memset(s->cc_key, 0, CC_SIZE * sizeof *s->cc_key);
+        s->cc_serial = t->serial;
+    }
+    if (chunk < 1) chunk = 1;
+    if (chunk > FLAT_PIECE) chunk = FLAT_PIECE;
+    if (t->n_ranks >= (uint32_t)FLAT_INF) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
+    size_t base = out->len;
+    flat_state st[CHUNK_GROUP];
+    uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
+    size_t raw_n = 0, n_groups = 0;
+    int rc;
+    /* The (left, right) -> rank cache pays where the same few pairs recur
+     * (digit runs: ~80% hits) and costs where they do not (random letters:
+     * ~35%): keep it only if it earns its keep over the first groups. */
+    scratch *pc = pair_cache(t, TK_NO_RANK);
+    if (pc) pc->pc_hits = pc->pc_misses = 0;
+    for (size_t pos = 0; pos < n;) {
+        if (pc && ++n_groups == 64 && pc->pc_hits * 10 < (pc->pc_hits + pc->pc_misses) * 6) pc = NULL;
+        /* A group of chunks is merged in turn, one step each, so that the
+         * rank look-ups of different chunks overlap. A chunk equal to the
+         * one before it (runs, repeated text) reuses its tokens. */
+        size_t g = 0, end = pos;
+        unsigned copy = 0, live = 0;
+        for (; g < CHUNK_GROUP && end < n; g++) {
+            size_t m = n - end < chunk ? n - end : chunk;
+            if (end >= chunk && m == chunk && memcmp(p + end, p + end - chunk, chunk) == 0) {
+                copy |= 1u << g;
+            } else {
+                flat_init(&st[g], t, p + end, m, TK_NO_RANK);
+                st[g].pc = pc;
+                live |= 1u << g;
+            }
+            end += m;
+        }
+        while (live)
+            for (size_t i = 0; i < g; i++)
+                if ((live >> i & 1) && !flat_step(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
+        for (size_t i = 0; i < g; i++) {
+            size_t m = n - pos < chunk ? n - pos : chunk;
+            if (!(copy >> i & 1)) {
+                raw_n = 0;
+                for (size_t k = 0; k < st[i].n; k = st[i].nxt[k]) raw[raw_n++] = st[i].tok[k];
+            }
+            size_t j = out->len;
+            if ((rc = tk_ids_reserve(out, raw_n))) return rc;
+            memcpy(out->ids + j, raw, raw_n * sizeof *raw);
+            out->len += raw_n;
+            if (j > base) {
+                rc = compatible(t, s, out->ids[j - 1], out->ids[j]);
+                if (rc == 0) rc = repair(t, s, p, base, j, pos, out);
+                if (rc < 0) return rc;
+                if (rc == 0) { /* no small window fits: merge the whole piece at once */
+                    out->len = base;
+                    return bpe_merge_long(t, p, n, TK_NO_RANK, out);
+                }
+            }
+            pos += m;
+        }
+    }
+    return TK_OK;
+}
+
+static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    if (max_rank != TK_NO_RANK) return bpe_merge_long(t, p, n, max_rank, out);
+    return tk_bpe_chunked(t, p, n, CHUNK, out);
+}
+
 static piece_entry *piece_cache_slot(const tk_tokenizer *t, uint64_t h) {
     scratch *s = thread_scratch();
     if (!s) return NULL;
@@ -545,7 +850,8 @@ int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max
         /* the short map is one probe: try it before anything else */
         uint32_t r = tk_smap_get(t, tk_short_word(p, n), n);
         if (r < max_rank) return emit1(out, r);
-        if (max_rank != TK_NO_RANK) return bpe_short(t, p, n, max_rank, out);
+        /* a short miss merges in a few steps: cheaper than the piece cache */
+        return bpe_short(t, p, n, max_rank, out);
     }
     if (n > SMALL_PIECE || max_rank != TK_NO_RANK || n > PIECE_CACHE_BYTES) {
         uint32_t r = n > 8 ? tk_lmap_get(t, p, n, tk_hash_bytes(p, n)) : TK_NO_RANK;

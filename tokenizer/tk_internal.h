@@ -54,6 +54,7 @@ struct tk_tokenizer {
     uint64_t *filter;     /* TK_FILTER_BITS-bit filter over token hashes: most failed look-ups stop here */
     uint32_t byte_rank[256];
     uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
+    uint8_t *maxlen2;      /* 65536: longest token starting with these two bytes (255: or longer) */
     uint32_t max_token_len;
     uint64_t serial;       /* unique per tokenizer instance (caches key on it, not on the address) */
     /* Ids: rank r is emitted as id r unless rank_to_id is set (vocabularies
@@ -198,6 +199,8 @@ static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_
 /* BPE-encode one piece, appending ranks to out. max_rank limits the merges
  * to tokens of rank < max_rank (TK_NO_RANK: no limit). */
 int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out);
+/* The long-piece path with an explicit chunk size (1..255), for tests. */
+int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out);
 
 int tk_ids_reserve(tk_ids *v, size_t extra);
 int tk_bytes_append(tk_bytes *b, const void *p, size_t n);

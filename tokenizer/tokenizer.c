@@ -171,6 +171,17 @@ int tk_finalize(tk_tokenizer *t) {
         uint8_t two[2] = {(uint8_t)(i >> 8), (uint8_t)i};
         t->pair2[i] = tk_map_get(t, two, 2);
     }
+    /* Longest token behind each two-byte prefix: merging a long run asks
+     * mostly for 3-6 byte strings that no token of that length begins with. */
+    t->maxlen2 = calloc(65536, 1);
+    if (!t->maxlen2) return TK_ERR_NOMEM;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        uint64_t off = t->tok_off[r], len = t->tok_off[r + 1] - off;
+        if (len < 2) continue;
+        uint32_t k = ((uint32_t)t->arena[off] << 8) | t->arena[off + 1];
+        uint8_t l = len > 255 ? 255 : (uint8_t)len;
+        if (l > t->maxlen2[k]) t->maxlen2[k] = l;
+    }
     uint32_t vs = t->n_ranks;
     if (t->rank_to_id) {
         vs = 0;
@@ -240,6 +251,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->smap.slots);
     free(t->filter);
     free(t->pair2);
+    free(t->maxlen2);
     free(t->rank_to_id);
     free(t->id_to_rank);
     for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);

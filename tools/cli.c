@@ -162,30 +162,7 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char k_digits2[201] =
+const char cli_digits2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
-
-size_t cli_fmt_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    char *e = tmp + sizeof tmp, *q = e;
-    while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
-        v /= 100;
-        q -= 2;
-        q[0] = k_digits2[2 * r];
-        q[1] = k_digits2[2 * r + 1];
-    }
-    if (v >= 10) {
-        q -= 2;
-        q[0] = k_digits2[2 * v];
-        q[1] = k_digits2[2 * v + 1];
-    } else {
-        *--q = (char)('0' + v);
-    }
-    size_t n = (size_t)(e - q);
-    memcpy(p, q, n);
-    return n;
-}

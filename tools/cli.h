@@ -96,7 +96,59 @@ int cli_ncpus(void);
 double cli_now(void);
 
 /* Fast unsigned decimal formatting: writes the digits of v at p, returns the
- * number of bytes written (1..20). No terminating NUL. */
-size_t cli_fmt_u64(char *p, uint64_t v);
+ * number of bytes written (1..20). No terminating NUL. Inline: writing ids
+ * calls it once per token. */
+extern const char cli_digits2[201];
+static inline void cli_put2(char *p, unsigned v) /* v < 100, two digits */
+{
+    p[0] = cli_digits2[2 * v];
+    p[1] = cli_digits2[2 * v + 1];
+}
+static inline size_t cli_fmt_u64(char *p, uint64_t v)
+{
+    /* token ids: almost always below 10^6, so branch on the size first and
+     * write pairs of digits without a loop */
+    if (v < 100) {
+        if (v < 10) {
+            p[0] = (char)('0' + v);
+            return 1;
+        }
+        cli_put2(p, (unsigned)v);
+        return 2;
+    }
+    if (v < 10000) {
+        unsigned hi = (unsigned)v / 100, lo = (unsigned)v % 100;
+        if (hi < 10) {
+            p[0] = (char)('0' + hi);
+            cli_put2(p + 1, lo);
+            return 3;
+        }
+        cli_put2(p, hi);
+        cli_put2(p + 2, lo);
+        return 4;
+    }
+    if (v < 1000000) {
+        unsigned top = (unsigned)v / 10000, rest = (unsigned)v % 10000;
+        size_t n = 0;
+        if (top < 10)
+            p[n++] = (char)('0' + top);
+        else {
+            cli_put2(p, top);
+            n = 2;
+        }
+        cli_put2(p + n, rest / 100);
+        cli_put2(p + n + 2, rest % 100);
+        return n + 4;
+    }
+    char tmp[20];
+    size_t n = 0;
+    while (v) {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
 
 #endif

@@ -231,26 +231,29 @@ static int out_reserve(outbuf *o, size_t need)
 
 static int write_ids(outbuf *o, const tk_ids *v)
 {
-    /* worst case: 10 digits + ',' per id, "[]\n" */
-    const size_t chunk = 65536;
-    if (out_reserve(o, 3 + (v->len < chunk ? v->len : chunk) * 11))
+    /* worst case: 20 digits + ',' per id, "[]\n"; a block at a time so the
+     * inner loop keeps its pointers in registers */
+    const size_t block = 65536;
+    const uint32_t *ids = v->ids;
+    size_t n = v->len;
+    if (out_reserve(o, 3 + (n < block ? n : block) * 21))
         return -1;
-    char *p = o->buf + o->len;
-    *p++ = '[';
-    for (size_t i = 0; i < v->len; i++) {
-        if ((i & (chunk - 1)) == 0 && i) {
-            o->len = (size_t)(p - o->buf);
-            if (out_reserve(o, 3 + chunk * 11))
-                return -1;
-            p = o->buf + o->len;
+    o->buf[o->len++] = '[';
+    for (size_t i = 0; i < n;) {
+        size_t m = n - i < block ? n - i : block;
+        if (out_reserve(o, 3 + m * 21))
+            return -1;
+        char *p = o->buf + o->len;
+        for (size_t k = i; k < i + m; k++) {
+            *p = ',';
+            p += k != 0;
+            p += cli_fmt_u64(p, ids[k]);
         }
-        if (i)
-            *p++ = ',';
-        p += cli_fmt_u64(p, v->ids[i]);
+        o->len = (size_t)(p - o->buf);
+        i += m;
     }
-    *p++ = ']';
-    *p++ = '\n';
-    o->len = (size_t)(p - o->buf);
+    o->buf[o->len++] = ']';
+    o->buf[o->len++] = '\n';
     return 0;
 }
 
