@@ -27,6 +27,8 @@ static inline uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, siz
     uint32_t r, k = ((uint32_t)p[0] << 8) | p[1];
     if (n == 2)
         r = t->pair2[k];
+    else if (n == 3)
+        r = tk_map3_get(t, p);
     else if (n > t->maxlen2[k] && t->maxlen2[k] != 255)
         return TK_NO_RANK;
     else
@@ -95,24 +97,28 @@ static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *
 #endif
 
 struct scratch;
+static inline int pair_cached(const struct scratch *s, uint32_t ta, uint32_t tb);
 static inline uint32_t cached_pair_rank(struct scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
                                         const uint8_t *p, size_t len, uint32_t max_rank);
 
 /* One short piece being merged; several can be stepped in turn so that
  * the rank look-ups of one overlap the scans of the others. */
 typedef struct {
-    int32_t rk[FLAT_PIECE];
+    _Alignas(16) int32_t rk[FLAT_PIECE];
     uint32_t tok[FLAT_PIECE];
     uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
     const uint8_t *p;
     uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
     struct scratch *pc; /* pair cache to ask first, or NULL */
+    uint32_t pc_asked, pc_known; /* its use, counted while on trial */
 } flat_state;
 
 /* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
-static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned b, unsigned end,
+static inline int32_t flat_join(flat_state *st, const tk_tokenizer *t, unsigned a, unsigned b, unsigned end,
                                 uint32_t max_rank) {
     if (!st->pc) return flat_rank(t, st->p + a, end - a, max_rank);
+    st->pc_asked++;
+    st->pc_known += pair_cached(st->pc, st->tok[a], st->tok[b]);
     uint32_t r = cached_pair_rank(st->pc, t, st->tok[a], st->tok[b], st->p + a, end - a, max_rank);
     return r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
 }
@@ -132,6 +138,19 @@ static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_
         st->rk[k] = r < max_rank && r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
     }
     for (size_t k = n ? n - 1 : 0; k < 4 * st->nvec; k++) st->rk[k] = FLAT_INF;
+}
+
+/* rk[lane] = val. With SSE2 the whole 4-lane vector is rewritten: the next
+ * scan loads it as a vector, and a vector load of lanes written one by one
+ * stalls on store forwarding (this was the longest step of a merge). */
+static inline void flat_set(flat_state *st, unsigned lane, int32_t val) {
+#if defined(__SSE2__)
+    __m128i *v = (__m128i *)st->rk + (lane >> 2);
+    __m128i m = _mm_cmpeq_epi32(_mm_set_epi32(3, 2, 1, 0), _mm_set1_epi32((int)(lane & 3)));
+    _mm_store_si128(v, _mm_or_si128(_mm_and_si128(m, _mm_set1_epi32(val)), _mm_andnot_si128(m, _mm_load_si128(v))));
+#else
+    st->rk[lane] = val;
+#endif
 }
 
 /* One merge; 0 once no pair is left. */
@@ -158,17 +177,17 @@ static inline int flat_step(flat_state *st, const tk_tokenizer *t, uint32_t max_
     /* merge the part at k with the next one */
     unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
     st->tok[k] = (uint32_t)best;
-    st->rk[d] = FLAT_INF;
+    flat_set(st, d, FLAT_INF);
     st->nxt[k] = (uint8_t)e;
     if (e < n) {
         st->prv[e] = (uint8_t)k;
-        st->rk[k] = flat_join(st, t, k, e, st->nxt[e], max_rank);
+        flat_set(st, k, flat_join(st, t, k, e, st->nxt[e], max_rank));
     } else {
-        st->rk[k] = FLAT_INF;
+        flat_set(st, k, FLAT_INF);
     }
     if (k) {
         unsigned q = st->prv[k];
-        st->rk[q] = flat_join(st, t, q, k, e, max_rank);
+        flat_set(st, q, flat_join(st, t, q, k, e, max_rank));
     }
     return 1;
 }
@@ -275,10 +294,9 @@ typedef struct scratch {
     uint64_t *cc_key;
     uint8_t *cc_val;
     uint64_t cc_serial;
-    tk_ids win, pair;
+    tk_ids win, pair, reach_tmp;
     uint8_t *cat;
     size_t cat_cap;
-    uint64_t pc_hits, pc_misses; /* pair cache use by chunked long pieces */
 } scratch;
 
 static pthread_key_t g_key;
@@ -300,6 +318,7 @@ static void scratch_free(void *p) {
     free(s->cc_val);
     free(s->win.ids);
     free(s->pair.ids);
+    free(s->reach_tmp.ids);
     free(s->cat);
     free(s);
 }
@@ -389,17 +408,18 @@ static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
     return s;
 }
 
+static inline int pair_cached(const scratch *s, uint32_t ta, uint32_t tb) {
+    uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
+    return s->pc_key[(key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS)] == key;
+}
+
 static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
                                         const uint8_t *p, size_t len, uint32_t max_rank) {
     if (len > t->max_token_len) return TK_NO_RANK;
     if (!s) return rank_of_span(t, p, len, max_rank);
     uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
     uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS);
-    if (s->pc_key[h] == key) {
-        s->pc_hits++;
-        return s->pc_val[h];
-    }
-    s->pc_misses++;
+    if (s->pc_key[h] == key) return s->pc_val[h];
     uint32_t r = rank_of_span(t, p, len, max_rank);
     s->pc_key[h] = key;
     s->pc_val[h] = r;
@@ -660,6 +680,8 @@ static scratch *thread_scratch(void) {
  * stays linear whatever the input. */
 #define CHUNK 32
 #define CHUNK_GROUP 8
+#define PC_TRIAL_START 256 /* groups */
+#define PC_TRIAL_END 512
 #define CC_BITS 14
 #define CC_SIZE (1u << CC_BITS)
 
@@ -667,17 +689,52 @@ static inline uint32_t tok_len(const tk_tokenizer *t, uint32_t r) {
     return (uint32_t)(t->tok_off[r + 1] - t->tok_off[r]);
 }
 
-/* Exact BPE of n bytes without chunking (used on windows and pairs). */
-static int bpe_exact(const tk_tokenizer *t, const uint8_t *p, size_t n, tk_ids *out) {
-    if (n > SMALL_PIECE) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
-    return tk_bpe_piece(t, p, n, TK_NO_RANK, out);
+static inline int emit1(tk_ids *out, uint32_t r) {
+    if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+    out->ids[out->len++] = r;
+    return TK_OK;
 }
 
-/* 1 if BPE(bytes(a) bytes(b)) = [a, b], 0 if not, <0 on error. */
-static int compatible(const tk_tokenizer *t, scratch *s, uint32_t a, uint32_t b) {
-    uint64_t key = (((uint64_t)a << 32) | b) + 1;
-    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - CC_BITS);
-    if (s->cc_key[h] == key) return s->cc_val[h];
+/* The merge loop on n bytes, without chunking. Unlike tk_bpe_piece it may
+ * not answer a window that spells a token with that token unless the merge
+ * loop reaches it from the token's own bytes (a few vocabulary entries are
+ * unreachable); reachability is worked out once per token and kept. */
+static int bpe_merge_only(const tk_tokenizer *t, const uint8_t *p, size_t n, tk_ids *out) {
+    if (n > SMALL_PIECE) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
+    if (n == 1) return emit1(out, t->byte_rank[p[0]]);
+    return bpe_short(t, p, n, TK_NO_RANK, out);
+}
+
+static int reachable(const tk_tokenizer *t, uint32_t r, tk_ids *tmp) {
+    uint8_t state = __atomic_load_n(&t->reach[r], __ATOMIC_RELAXED);
+    if (state) return state == 1;
+    tmp->len = 0;
+    int rc = bpe_merge_only(t, t->arena + t->tok_off[r], tok_len(t, r), tmp);
+    if (rc) return rc;
+    int yes = tmp->len == 1 && tmp->ids[0] == r;
+    __atomic_store_n(&t->reach[r], (uint8_t)(yes ? 1 : 2), __ATOMIC_RELAXED);
+    return yes;
+}
+
+static int bpe_exact(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t n, tk_ids *out) {
+    if (n >= 3 && n <= t->max_token_len) {
+        uint32_t r = rank_of_span(t, p, n, TK_NO_RANK);
+        if (r != TK_NO_RANK) {
+            int yes = reachable(t, r, &s->reach_tmp);
+            if (yes < 0) return yes;
+            if (yes) return emit1(out, r);
+        }
+    }
+    return bpe_merge_only(t, p, n, out);
+}
+
+static inline uint64_t cc_slot(uint32_t a, uint32_t b, uint64_t *key) {
+    *key = (((uint64_t)a << 32) | b) + 1;
+    return (*key * 0x9E3779B97F4A7C15ull) >> (64 - CC_BITS);
+}
+
+/* BPE of bytes(a) bytes(b) into *w; 1 if it is [a, b], 0 if not, <0 on error. */
+static int join_pair(const tk_tokenizer *t, scratch *s, uint32_t a, uint32_t b, tk_ids *w) {
     uint32_t la = tok_len(t, a), lb = tok_len(t, b);
     if (la + lb > s->cat_cap) {
         uint8_t *c = realloc(s->cat, la + lb);
@@ -687,35 +744,54 @@ static int compatible(const tk_tokenizer *t, scratch *s, uint32_t a, uint32_t b)
     }
     memcpy(s->cat, t->arena + t->tok_off[a], la);
     memcpy(s->cat + la, t->arena + t->tok_off[b], lb);
-    s->pair.len = 0;
-    int rc = bpe_exact(t, s->cat, la + lb, &s->pair);
-    if (rc) return rc;
-    int ok = s->pair.len == 2 && s->pair.ids[0] == a && s->pair.ids[1] == b;
+    w->len = 0;
+    uint64_t key, h = cc_slot(a, b, &key);
+    int rc;
+    if (la + lb <= t->max_token_len && rank_of_span(t, s->cat, la + lb, TK_NO_RANK) != TK_NO_RANK) {
+        /* a and b spell a token: were the merge loop ever to hold the
+         * parts [a, b] it would join them, so they are not compatible */
+        s->cc_key[h] = key;
+        s->cc_val[h] = 0;
+        return (rc = bpe_exact(t, s, s->cat, la + lb, w)) ? rc : 0;
+    }
+    if ((rc = bpe_merge_only(t, s->cat, la + lb, w))) return rc;
+    int ok = w->len == 2 && w->ids[0] == a && w->ids[1] == b;
     s->cc_key[h] = key;
     s->cc_val[h] = (uint8_t)ok;
     return ok;
 }
 
-/* out->ids[base..] encodes p[0..pos) except that the junction before
- * token j (at byte jpos) failed the pair test. Re-encode windows around it.
- * 1: repaired, 0: window too large (caller falls back), <0: error. */
+/* 1 if BPE(bytes(a) bytes(b)) = [a, b], 0 if not, <0 on error. */
+static int compatible(const tk_tokenizer *t, scratch *s, uint32_t a, uint32_t b) {
+    uint64_t key, h = cc_slot(a, b, &key);
+    if (s->cc_key[h] == key) return s->cc_val[h];
+    return join_pair(t, s, a, b, &s->pair);
+}
+
+/* out->ids[base..] encodes p[0..jpos) and tokens j.. encode the bytes after
+ * it, but the junction before token j failed the pair test. Re-encode windows
+ * around it; if win_ready, s->win already holds the encoding of the first
+ * window (the two tokens at the junction). 1: repaired, 0: window too large
+ * (caller falls back), <0: error. */
 static int repair(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t base, size_t j, size_t jpos,
-                  tk_ids *out) {
+                  int win_ready, tk_ids *out) {
     size_t limit = 4 * (size_t)t->max_token_len;
     if (limit < 1024) limit = 1024;
     /* Each side of the window grows only while its own outer junction fails:
      * usually the new chunk is just out of phase (repeated text) and the
      * window needs more of the right side, not of the settled left. */
-    for (size_t kl = 1, kr = 1;;) {
+    for (size_t kl = 1, kr = 1;; win_ready = 0) {
         size_t lo = j - base < kl ? base : j - kl;
         size_t hi = out->len - j < kr ? out->len : j + kr;
         size_t start = jpos, end = jpos;
         for (size_t i = lo; i < j; i++) start -= tok_len(t, out->ids[i]);
         for (size_t i = j; i < hi; i++) end += tok_len(t, out->ids[i]);
         if (end - start > limit) return 0;
-        s->win.len = 0;
-        int rc = bpe_exact(t, p + start, end - start, &s->win);
-        if (rc) return rc;
+        int rc;
+        if (!win_ready) {
+            s->win.len = 0;
+            if ((rc = bpe_exact(t, s, p + start, end - start, &s->win))) return rc;
+        }
         const uint32_t *w = s->win.ids;
         size_t m = s->win.len;
         int okl = 1, okr = 1;
@@ -765,9 +841,12 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
      * (digit runs: ~80% hits) and costs where they do not (random letters:
      * ~35%): keep it only if it earns its keep over the first groups. */
     scratch *pc = pair_cache(t, TK_NO_RANK);
-    if (pc) pc->pc_hits = pc->pc_misses = 0;
+    uint64_t asked = 0, known = 0;
     for (size_t pos = 0; pos < n;) {
-        if (pc && ++n_groups == 64 && pc->pc_hits * 10 < (pc->pc_hits + pc->pc_misses) * 6) pc = NULL;
+        /* on trial from group 256 to 512 (a warm cache): keep it only for
+         * a hit rate of 70% or more */
+        n_groups++;
+        if (pc && n_groups == PC_TRIAL_END && known * 10 < asked * 7) pc = NULL;
         /* A group of chunks is merged in turn, one step each, so that the
          * rank look-ups of different chunks overlap. A chunk equal to the
          * one before it (runs, repeated text) reuses its tokens. */
@@ -780,6 +859,7 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
             } else {
                 flat_init(&st[g], t, p + end, m, TK_NO_RANK);
                 st[g].pc = pc;
+                st[g].pc_asked = st[g].pc_known = 0;
                 live |= 1u << g;
             }
             end += m;
@@ -787,6 +867,12 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
         while (live)
             for (size_t i = 0; i < g; i++)
                 if ((live >> i & 1) && !flat_step(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
+        if (pc && n_groups > PC_TRIAL_START && n_groups < PC_TRIAL_END)
+            for (size_t i = 0; i < g; i++)
+                if (!(copy >> i & 1)) {
+                    asked += st[i].pc_asked;
+                    known += st[i].pc_known;
+                }
         for (size_t i = 0; i < g; i++) {
             size_t m = n - pos < chunk ? n - pos : chunk;
             if (!(copy >> i & 1)) {
@@ -798,8 +884,12 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
             memcpy(out->ids + j, raw, raw_n * sizeof *raw);
             out->len += raw_n;
             if (j > base) {
-                rc = compatible(t, s, out->ids[j - 1], out->ids[j]);
-                if (rc == 0) rc = repair(t, s, p, base, j, pos, out);
+                /* the junction: a cached verdict, or the pair's encoding,
+                 * which is also the first repair window */
+                uint64_t key, h = cc_slot(out->ids[j - 1], out->ids[j], &key);
+                int fresh = s->cc_key[h] != key;
+                rc = fresh ? join_pair(t, s, out->ids[j - 1], out->ids[j], &s->win) : s->cc_val[h];
+                if (rc == 0) rc = repair(t, s, p, base, j, pos, fresh, out);
                 if (rc < 0) return rc;
                 if (rc == 0) { /* no small window fits: merge the whole piece at once */
                     out->len = base;
@@ -832,11 +922,6 @@ static piece_entry *piece_cache_slot(const tk_tokenizer *t, uint64_t h) {
     return &s->pcache[(h >> 20) & (PIECE_CACHE_SETS - 1)];
 }
 
-static inline int emit1(tk_ids *out, uint32_t r) {
-    if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
-    out->ids[out->len++] = r;
-    return TK_OK;
-}
 
 int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (n == 0) return TK_OK;

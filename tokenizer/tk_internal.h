@@ -55,6 +55,9 @@ struct tk_tokenizer {
     uint32_t byte_rank[256];
     uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
     uint8_t *maxlen2;      /* 65536: longest token starting with these two bytes (255: or longer) */
+    uint8_t *reach;        /* per rank, filled lazily: 1 = the merge loop on its bytes yields it, 2 = not, 0 = unknown */
+    uint64_t *map3;        /* 3-byte tokens: (bytes + 1) << 32 | rank, open addressing; 0 = empty */
+    uint32_t map3_shift;   /* 64 - log2(slots) */
     uint32_t max_token_len;
     uint64_t serial;       /* unique per tokenizer instance (caches key on it, not on the address) */
     /* Ids: rank r is emitted as id r unless rank_to_id is set (vocabularies
@@ -165,6 +168,19 @@ static inline uint32_t tk_smap_get(const tk_tokenizer *t, uint64_t word, size_t 
         if (!s->rank1) return TK_NO_RANK;
         if (s->word == word && s->len == n) return s->rank1 - 1;
         i = (i + 1) & t->smap.mask;
+    }
+}
+
+/* Rank of the 3 bytes at p, or TK_NO_RANK: merging long runs asks mostly for
+ * 3-byte strings, and this table is a few hundred KiB where the short map
+ * and its filter are megabytes. */
+static inline uint32_t tk_map3_get(const tk_tokenizer *t, const uint8_t *p) {
+    uint64_t key = ((uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16) + 1;
+    uint64_t mask = (~0ull) >> t->map3_shift;
+    for (uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> t->map3_shift;; i = (i + 1) & mask) {
+        uint64_t s = t->map3[i];
+        if (!s) return TK_NO_RANK;
+        if (s >> 32 == key) return (uint32_t)s;
     }
 }
 

@@ -171,8 +171,26 @@ int tk_finalize(tk_tokenizer *t) {
         uint8_t two[2] = {(uint8_t)(i >> 8), (uint8_t)i};
         t->pair2[i] = tk_map_get(t, two, 2);
     }
+    uint32_t n3 = 0;
+    for (uint32_t r = 0; r < t->n_ranks; r++) n3 += t->tok_off[r + 1] - t->tok_off[r] == 3;
+    uint32_t bits = 4;
+    while ((1u << bits) < n3 * 4u) bits++; /* load <= 1/4: a miss ends on the first slot */
+    t->map3 = calloc((size_t)1 << bits, sizeof *t->map3);
+    if (!t->map3) return TK_ERR_NOMEM;
+    t->map3_shift = 64 - bits;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        uint64_t off = t->tok_off[r];
+        if (t->tok_off[r + 1] - off != 3) continue;
+        const uint8_t *b = t->arena + off;
+        uint64_t key = ((uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16) + 1, mask = ((uint64_t)1 << bits) - 1;
+        uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> t->map3_shift;
+        while (t->map3[i]) i = (i + 1) & mask;
+        t->map3[i] = key << 32 | r;
+    }
     /* Longest token behind each two-byte prefix: merging a long run asks
      * mostly for 3-6 byte strings that no token of that length begins with. */
+    t->reach = calloc(t->n_ranks, 1);
+    if (!t->reach) return TK_ERR_NOMEM;
     t->maxlen2 = calloc(65536, 1);
     if (!t->maxlen2) return TK_ERR_NOMEM;
     for (uint32_t r = 0; r < t->n_ranks; r++) {
@@ -252,6 +270,8 @@ void tk_free(tk_tokenizer *t) {
     free(t->filter);
     free(t->pair2);
     free(t->maxlen2);
+    free(t->reach);
+    free(t->map3);
     free(t->rank_to_id);
     free(t->id_to_rank);
     for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);
