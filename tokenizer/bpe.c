@@ -23,7 +23,7 @@
 #define PIECE_CACHE_IDS 14
 #define PC_SIZE (1u << PC_BITS)
 
-static inline uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
+static inline __attribute__((always_inline)) uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     uint32_t r, k = ((uint32_t)p[0] << 8) | p[1];
     if (n == 2)
         r = t->pair2[k];
@@ -96,11 +96,6 @@ static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *
 }
 #endif
 
-struct scratch;
-static inline int pair_cached(const struct scratch *s, uint32_t ta, uint32_t tb);
-static inline uint32_t cached_pair_rank(struct scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
-                                        const uint8_t *p, size_t len, uint32_t max_rank);
-
 /* One short piece being merged; several can be stepped in turn so that
  * the rank look-ups of one overlap the scans of the others. */
 typedef struct {
@@ -109,23 +104,16 @@ typedef struct {
     uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
     const uint8_t *p;
     uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
-    struct scratch *pc; /* pair cache to ask first, or NULL */
-    uint32_t pc_asked, pc_known; /* its use, counted while on trial */
 } flat_state;
 
 /* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
-static inline int32_t flat_join(flat_state *st, const tk_tokenizer *t, unsigned a, unsigned b, unsigned end,
+static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned end,
                                 uint32_t max_rank) {
-    if (!st->pc) return flat_rank(t, st->p + a, end - a, max_rank);
-    st->pc_asked++;
-    st->pc_known += pair_cached(st->pc, st->tok[a], st->tok[b]);
-    uint32_t r = cached_pair_rank(st->pc, t, st->tok[a], st->tok[b], st->p + a, end - a, max_rank);
-    return r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
+    return flat_rank(t, st->p + a, end - a, max_rank);
 }
 
 static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     st->p = p;
-    st->pc = NULL;
     st->n = (uint32_t)n;
     st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : FLAT_PIECE / 4;
     for (size_t k = 0; k < n; k++) {
@@ -181,13 +169,13 @@ static inline int flat_step(flat_state *st, const tk_tokenizer *t, uint32_t max_
     st->nxt[k] = (uint8_t)e;
     if (e < n) {
         st->prv[e] = (uint8_t)k;
-        flat_set(st, k, flat_join(st, t, k, e, st->nxt[e], max_rank));
+        flat_set(st, k, flat_join(st, t, k, st->nxt[e], max_rank));
     } else {
         flat_set(st, k, FLAT_INF);
     }
     if (k) {
         unsigned q = st->prv[k];
-        flat_set(st, q, flat_join(st, t, q, k, e, max_rank));
+        flat_set(st, q, flat_join(st, t, q, e, max_rank));
     }
     return 1;
 }
@@ -406,11 +394,6 @@ static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
         s->pc_max = max_rank;
     }
     return s;
-}
-
-static inline int pair_cached(const scratch *s, uint32_t ta, uint32_t tb) {
-    uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
-    return s->pc_key[(key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS)] == key;
 }
 
 static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
@@ -680,8 +663,6 @@ static scratch *thread_scratch(void) {
  * stays linear whatever the input. */
 #define CHUNK 32
 #define CHUNK_GROUP 8
-#define PC_TRIAL_START 256 /* groups */
-#define PC_TRIAL_END 512
 #define CC_BITS 14
 #define CC_SIZE (1u << CC_BITS)
 
@@ -835,18 +816,9 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
     size_t base = out->len;
     flat_state st[CHUNK_GROUP];
     uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
-    size_t raw_n = 0, n_groups = 0;
+    size_t raw_n = 0;
     int rc;
-    /* The (left, right) -> rank cache pays where the same few pairs recur
-     * (digit runs: ~80% hits) and costs where they do not (random letters:
-     * ~35%): keep it only if it earns its keep over the first groups. */
-    scratch *pc = pair_cache(t, TK_NO_RANK);
-    uint64_t asked = 0, known = 0;
     for (size_t pos = 0; pos < n;) {
-        /* on trial from group 256 to 512 (a warm cache): keep it only for
-         * a hit rate of 70% or more */
-        n_groups++;
-        if (pc && n_groups == PC_TRIAL_END && known * 10 < asked * 7) pc = NULL;
         /* A group of chunks is merged in turn, one step each, so that the
          * rank look-ups of different chunks overlap. A chunk equal to the
          * one before it (runs, repeated text) reuses its tokens. */
@@ -858,8 +830,6 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
                 copy |= 1u << g;
             } else {
                 flat_init(&st[g], t, p + end, m, TK_NO_RANK);
-                st[g].pc = pc;
-                st[g].pc_asked = st[g].pc_known = 0;
                 live |= 1u << g;
             }
             end += m;
@@ -867,12 +837,6 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
         while (live)
             for (size_t i = 0; i < g; i++)
                 if ((live >> i & 1) && !flat_step(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
-        if (pc && n_groups > PC_TRIAL_START && n_groups < PC_TRIAL_END)
-            for (size_t i = 0; i < g; i++)
-                if (!(copy >> i & 1)) {
-                    asked += st[i].pc_asked;
-                    known += st[i].pc_known;
-                }
         for (size_t i = 0; i < g; i++) {
             size_t m = n - pos < chunk ? n - pos : chunk;
             if (!(copy >> i & 1)) {
