@@ -99,7 +99,7 @@ static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *
 /* One short piece being merged; several can be stepped in turn so that
  * the rank look-ups of one overlap the scans of the others. */
 typedef struct {
-    _Alignas(16) int32_t rk[FLAT_PIECE];
+    _Alignas(32) int32_t rk[FLAT_PIECE];
     uint32_t tok[FLAT_PIECE];
     uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
     const uint8_t *p;
@@ -141,44 +141,7 @@ static inline void flat_set(flat_state *st, unsigned lane, int32_t val) {
 #endif
 }
 
-/* One merge; 0 once no pair is left. */
-static inline int flat_step(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
-    unsigned k;
-    int32_t best;
-    if (st->nvec == 2) {
-        /* 8 lanes: scalar, since a vector load of lanes just written one
-         * by one stalls on store forwarding; (rank, lane) keys make the
-         * leftmost of equal ranks the smallest */
-        uint64_t key = ((uint64_t)(uint32_t)st->rk[0] << 8);
-        for (unsigned i = 1; i < 7; i++) {
-            uint64_t c = ((uint64_t)(uint32_t)st->rk[i] << 8) | i;
-            key = c < key ? c : key;
-        }
-        best = (int32_t)(key >> 8);
-        k = (unsigned)(key & 0xff);
-    } else if (st->nvec == 4) {
-        best = flat_argmin(st->rk, 4, &k);
-    } else {
-        best = flat_argmin(st->rk, FLAT_PIECE / 4, &k);
-    }
-    if (best == FLAT_INF) return 0;
-    /* merge the part at k with the next one */
-    unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
-    st->tok[k] = (uint32_t)best;
-    flat_set(st, d, FLAT_INF);
-    st->nxt[k] = (uint8_t)e;
-    if (e < n) {
-        st->prv[e] = (uint8_t)k;
-        flat_set(st, k, flat_join(st, t, k, st->nxt[e], max_rank));
-    } else {
-        flat_set(st, k, FLAT_INF);
-    }
-    if (k) {
-        unsigned q = st->prv[k];
-        flat_set(st, q, flat_join(st, t, q, e, max_rank));
-    }
-    return 1;
-}
+static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out);
 
 static inline int flat_emit(const flat_state *st, tk_ids *out) {
     size_t m = 0;
@@ -186,14 +149,6 @@ static inline int flat_emit(const flat_state *st, tk_ids *out) {
     if (tk_ids_reserve(out, m)) return TK_ERR_NOMEM;
     for (size_t k = 0; k < st->n; k = st->nxt[k]) out->ids[out->len++] = st->tok[k];
     return TK_OK;
-}
-
-static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
-    flat_state st;
-    flat_init(&st, t, p, n, max_rank);
-    while (flat_step(&st, t, max_rank)) {
-    }
-    return flat_emit(&st, out);
 }
 
 /* ---- long pieces: bucket queue ---------------------------------------- */
@@ -791,6 +746,58 @@ static int repair(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t ba
     }
 }
 
+/* Append a chunk's tokens (raw[0..m), encoding p[pos..]) to out and make
+ * the junction before them sound: a cached verdict, or the pair's encoding,
+ * which is also the first repair window. 1: ok, 0: no small window repairs
+ * it (fall back to the whole piece), <0: error. */
+static int chunk_joined(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t base, size_t pos,
+                        const uint32_t *raw, size_t m, tk_ids *out) {
+    size_t j = out->len;
+    int rc;
+    if ((rc = tk_ids_reserve(out, m))) return rc;
+    memcpy(out->ids + j, raw, m * sizeof *raw);
+    out->len += m;
+    if (j == base) return 1;
+    uint64_t key, h = cc_slot(out->ids[j - 1], out->ids[j], &key);
+    int fresh = s->cc_key[h] != key;
+    rc = fresh ? join_pair(t, s, out->ids[j - 1], out->ids[j], &s->win) : s->cc_val[h];
+    if (rc == 0) rc = repair(t, s, p, base, j, pos, fresh, out);
+    return rc;
+}
+
+#define FLAT_FN(name) name##_base
+#include "bpe_flat.h"
+#undef FLAT_FN
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define BPE_HAVE_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#include <immintrin.h>
+#define FLAT_FN(name) name##_avx2
+#include "bpe_flat.h"
+#undef FLAT_FN
+#pragma GCC pop_options
+
+static int have_avx2(void) {
+    static int known = -1;
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+#endif
+
+static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+#ifdef BPE_HAVE_AVX2
+    if (n > 16 && have_avx2()) return small_avx2(t, p, n, max_rank, out); /* only the 32-lane scan differs */
+#endif
+    return small_base(t, p, n, max_rank, out);
+}
+
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out) {
     scratch *s = thread_scratch();
     if (!s) return TK_ERR_NOMEM;
@@ -814,54 +821,15 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
     if (chunk > FLAT_PIECE) chunk = FLAT_PIECE;
     if (t->n_ranks >= (uint32_t)FLAT_INF) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
     size_t base = out->len;
-    flat_state st[CHUNK_GROUP];
-    uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
-    size_t raw_n = 0;
-    int rc;
-    for (size_t pos = 0; pos < n;) {
-        /* A group of chunks is merged in turn, one step each, so that the
-         * rank look-ups of different chunks overlap. A chunk equal to the
-         * one before it (runs, repeated text) reuses its tokens. */
-        size_t g = 0, end = pos;
-        unsigned copy = 0, live = 0;
-        for (; g < CHUNK_GROUP && end < n; g++) {
-            size_t m = n - end < chunk ? n - end : chunk;
-            if (end >= chunk && m == chunk && memcmp(p + end, p + end - chunk, chunk) == 0) {
-                copy |= 1u << g;
-            } else {
-                flat_init(&st[g], t, p + end, m, TK_NO_RANK);
-                live |= 1u << g;
-            }
-            end += m;
-        }
-        while (live)
-            for (size_t i = 0; i < g; i++)
-                if ((live >> i & 1) && !flat_step(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
-        for (size_t i = 0; i < g; i++) {
-            size_t m = n - pos < chunk ? n - pos : chunk;
-            if (!(copy >> i & 1)) {
-                raw_n = 0;
-                for (size_t k = 0; k < st[i].n; k = st[i].nxt[k]) raw[raw_n++] = st[i].tok[k];
-            }
-            size_t j = out->len;
-            if ((rc = tk_ids_reserve(out, raw_n))) return rc;
-            memcpy(out->ids + j, raw, raw_n * sizeof *raw);
-            out->len += raw_n;
-            if (j > base) {
-                /* the junction: a cached verdict, or the pair's encoding,
-                 * which is also the first repair window */
-                uint64_t key, h = cc_slot(out->ids[j - 1], out->ids[j], &key);
-                int fresh = s->cc_key[h] != key;
-                rc = fresh ? join_pair(t, s, out->ids[j - 1], out->ids[j], &s->win) : s->cc_val[h];
-                if (rc == 0) rc = repair(t, s, p, base, j, pos, fresh, out);
-                if (rc < 0) return rc;
-                if (rc == 0) { /* no small window fits: merge the whole piece at once */
-                    out->len = base;
-                    return bpe_merge_long(t, p, n, TK_NO_RANK, out);
-                }
-            }
-            pos += m;
-        }
+#ifdef BPE_HAVE_AVX2
+    int rc = have_avx2() ? chunks_avx2(t, s, p, n, chunk, out) : chunks_base(t, s, p, n, chunk, out);
+#else
+    int rc = chunks_base(t, s, p, n, chunk, out);
+#endif
+    if (rc < 0) return rc;
+    if (rc == 0) { /* no small window fits: merge the whole piece at once */
+        out->len = base;
+        return bpe_merge_long(t, p, n, TK_NO_RANK, out);
     }
     return TK_OK;
 }

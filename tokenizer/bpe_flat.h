@@ -1,0 +1,114 @@
+/* bpe_flat.h - the hot loops of the flat merge (bpe.c), compiled twice by
+ * bpe.c: once for the baseline target (SSE2 on x86-64) and once for AVX2,
+ * chosen at run time. Not a header to include anywhere else: it expects
+ * bpe.c's flat_state, flat_init, flat_join and chunk_joined, and FLAT_FN()
+ * to name its functions. */
+
+/* Lowest rank of all FLAT_PIECE lanes and the first lane holding it. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin_all)(const int32_t *rk, unsigned *at) {
+#if defined(__AVX2__)
+    const __m256i *v = (const __m256i *)rk;
+    __m256i a0 = _mm256_load_si256(v), a1 = _mm256_load_si256(v + 1), a2 = _mm256_load_si256(v + 2),
+            a3 = _mm256_load_si256(v + 3);
+    __m256i m = _mm256_min_epi32(_mm256_min_epi32(a0, a1), _mm256_min_epi32(a2, a3));
+    m = _mm256_min_epi32(m, _mm256_permute2x128_si256(m, m, 1));
+    m = _mm256_min_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_min_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    uint32_t mask = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a0, m))) |
+                    (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a1, m))) << 8 |
+                    (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a2, m))) << 16 |
+                    (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a3, m))) << 24;
+    *at = (unsigned)__builtin_ctz(mask);
+    return _mm256_cvtsi256_si32(m);
+#else
+    return flat_argmin(rk, FLAT_PIECE / 4, at);
+#endif
+}
+
+/* One merge; 0 once no pair is left. */
+static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
+    unsigned k;
+    int32_t best;
+    if (st->nvec == 2) {
+        /* 8 lanes: scalar, since a vector load of lanes just written one
+         * by one stalls on store forwarding; (rank, lane) keys make the
+         * leftmost of equal ranks the smallest */
+        uint64_t key = ((uint64_t)(uint32_t)st->rk[0] << 8);
+        for (unsigned i = 1; i < 7; i++) {
+            uint64_t c = ((uint64_t)(uint32_t)st->rk[i] << 8) | i;
+            key = c < key ? c : key;
+        }
+        best = (int32_t)(key >> 8);
+        k = (unsigned)(key & 0xff);
+    } else if (st->nvec == 4) {
+        best = flat_argmin(st->rk, 4, &k);
+    } else {
+        best = FLAT_FN(argmin_all)(st->rk, &k);
+    }
+    if (best == FLAT_INF) return 0;
+    /* merge the part at k with the next one */
+    unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
+    st->tok[k] = (uint32_t)best;
+    flat_set(st, d, FLAT_INF);
+    st->nxt[k] = (uint8_t)e;
+    if (e < n) {
+        st->prv[e] = (uint8_t)k;
+        flat_set(st, k, flat_join(st, t, k, st->nxt[e], max_rank));
+    } else {
+        flat_set(st, k, FLAT_INF);
+    }
+    if (k) {
+        unsigned q = st->prv[k];
+        flat_set(st, q, flat_join(st, t, q, e, max_rank));
+    }
+    return 1;
+}
+
+static int FLAT_FN(small)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    flat_state st;
+    flat_init(&st, t, p, n, max_rank);
+    while (FLAT_FN(step)(&st, t, max_rank)) {
+    }
+    return flat_emit(&st, out);
+}
+
+/* The chunks of a long piece, CHUNK_GROUP at a time: the chunks of a group
+ * are merged in turn, one step each, so that the rank look-ups of different
+ * chunks overlap. A chunk equal to the one before it (runs, repeated text)
+ * reuses its tokens. Each chunk's tokens go to chunk_joined, which checks and
+ * repairs the junction. 1: done, 0: fall back to the whole piece, <0: error. */
+static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t n, size_t chunk,
+                           tk_ids *out) {
+    size_t base = out->len;
+    flat_state st[CHUNK_GROUP];
+    uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
+    size_t raw_n = 0;
+    for (size_t pos = 0; pos < n;) {
+        size_t g = 0, end = pos;
+        unsigned copy = 0, live = 0;
+        for (; g < CHUNK_GROUP && end < n; g++) {
+            size_t m = n - end < chunk ? n - end : chunk;
+            if (end >= chunk && m == chunk && memcmp(p + end, p + end - chunk, chunk) == 0) {
+                copy |= 1u << g;
+            } else {
+                flat_init(&st[g], t, p + end, m, TK_NO_RANK);
+                live |= 1u << g;
+            }
+            end += m;
+        }
+        while (live)
+            for (size_t i = 0; i < g; i++)
+                if ((live >> i & 1) && !FLAT_FN(step)(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
+        for (size_t i = 0; i < g; i++) {
+            size_t m = n - pos < chunk ? n - pos : chunk;
+            if (!(copy >> i & 1)) {
+                raw_n = 0;
+                for (size_t k = 0; k < st[i].n; k = st[i].nxt[k]) raw[raw_n++] = st[i].tok[k];
+            }
+            int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);
+            if (rc <= 0) return rc;
+            pos += m;
+        }
+    }
+    return 1;
+}
