@@ -25,6 +25,17 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin_all)(const i
 #endif
 }
 
+/* rk[lane] = val, rewriting the whole vector the scan will load (see flat_set). */
+static inline void FLAT_FN(set)(flat_state *st, unsigned lane, int32_t val) {
+#if defined(__AVX2__)
+    __m256i *v = (__m256i *)st->rk + (lane >> 3);
+    __m256i m = _mm256_cmpeq_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)(lane & 7)));
+    _mm256_store_si256(v, _mm256_blendv_epi8(_mm256_load_si256(v), _mm256_set1_epi32(val), m));
+#else
+    flat_set(st, lane, val);
+#endif
+}
+
 /* One merge; 0 once no pair is left. */
 static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
     unsigned k;
@@ -49,17 +60,17 @@ static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t 
     /* merge the part at k with the next one */
     unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
     st->tok[k] = (uint32_t)best;
-    flat_set(st, d, FLAT_INF);
+    FLAT_FN(set)(st, d, FLAT_INF);
     st->nxt[k] = (uint8_t)e;
     if (e < n) {
         st->prv[e] = (uint8_t)k;
-        flat_set(st, k, flat_join(st, t, k, st->nxt[e], max_rank));
+        FLAT_FN(set)(st, k, flat_join(st, t, k, st->nxt[e], max_rank));
     } else {
-        flat_set(st, k, FLAT_INF);
+        FLAT_FN(set)(st, k, FLAT_INF);
     }
     if (k) {
         unsigned q = st->prv[k];
-        flat_set(st, q, flat_join(st, t, q, e, max_rank));
+        FLAT_FN(set)(st, q, flat_join(st, t, q, e, max_rank));
     }
     return 1;
 }
