@@ -765,6 +765,26 @@ static int chunk_joined(const tk_tokenizer *t, scratch *s, const uint8_t *p, siz
     return rc;
 }
 
+/* Length of the chunk starting at pos: up to `chunk` bytes, cut before the
+ * byte pair of the highest rank among the last few candidates (a pair that
+ * is no token at all ranks highest). The merge loop joins such a pair late
+ * if ever, so the junction more often holds and needs no repair. */
+#define CUT_CHOICE 8
+static inline size_t chunk_cut(const tk_tokenizer *t, const uint8_t *p, size_t pos, size_t n, size_t chunk) {
+    if (n - pos <= chunk) return n - pos;
+    if (chunk <= CUT_CHOICE) return chunk;
+    size_t best = chunk;
+    uint32_t best_r = t->pair2[((uint32_t)p[pos + chunk - 1] << 8) | p[pos + chunk]];
+    for (size_t m = chunk - 1; m > chunk - CUT_CHOICE; m--) {
+        uint32_t r = t->pair2[((uint32_t)p[pos + m - 1] << 8) | p[pos + m]];
+        if (r > best_r) {
+            best_r = r;
+            best = m;
+        }
+    }
+    return best;
+}
+
 #define FLAT_FN(name) name##_base
 #include "bpe_flat.h"
 #undef FLAT_FN

@@ -94,12 +94,14 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
     flat_state st[CHUNK_GROUP];
     uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
     size_t raw_n = 0;
+    size_t len[CHUNK_GROUP];
     for (size_t pos = 0; pos < n;) {
         size_t g = 0, end = pos;
         unsigned copy = 0, live = 0;
         for (; g < CHUNK_GROUP && end < n; g++) {
-            size_t m = n - end < chunk ? n - end : chunk;
-            if (end >= chunk && m == chunk && memcmp(p + end, p + end - chunk, chunk) == 0) {
+            size_t m = chunk_cut(t, p, end, n, chunk);
+            len[g] = m;
+            if (end >= m && memcmp(p + end, p + end - m, m) == 0 && g > 0 && len[g - 1] == m) {
                 copy |= 1u << g;
             } else {
                 flat_init(&st[g], t, p + end, m, TK_NO_RANK);
@@ -111,14 +113,13 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
             for (size_t i = 0; i < g; i++)
                 if ((live >> i & 1) && !FLAT_FN(step)(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
         for (size_t i = 0; i < g; i++) {
-            size_t m = n - pos < chunk ? n - pos : chunk;
             if (!(copy >> i & 1)) {
                 raw_n = 0;
                 for (size_t k = 0; k < st[i].n; k = st[i].nxt[k]) raw[raw_n++] = st[i].tok[k];
             }
             int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);
             if (rc <= 0) return rc;
-            pos += m;
+            pos += len[i];
         }
     }
     return 1;
