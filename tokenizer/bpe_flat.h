@@ -93,7 +93,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
     size_t base = out->len;
     flat_state st[CHUNK_GROUP];
     uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
-    size_t raw_n = 0;
+    size_t raw_n = 0, prev_len = 0;
     size_t len[CHUNK_GROUP];
     for (size_t pos = 0; pos < n;) {
         size_t g = 0, end = pos;
@@ -101,7 +101,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
         for (; g < CHUNK_GROUP && end < n; g++) {
             size_t m = chunk_cut(t, p, end, n, chunk);
             len[g] = m;
-            if (end >= m && memcmp(p + end, p + end - m, m) == 0 && g > 0 && len[g - 1] == m) {
+            if (m == (g ? len[g - 1] : prev_len) && memcmp(p + end, p + end - m, m) == 0) {
                 copy |= 1u << g;
             } else {
                 flat_init(&st[g], t, p + end, m, TK_NO_RANK);
@@ -120,6 +120,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
             int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);
             if (rc <= 0) return rc;
             pos += len[i];
+            prev_len = len[i];
         }
     }
     return 1;

@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--no-hf", action="store_true", help="skip HF tokenizers")
     ap.add_argument("--no-patho", action="store_true", help="skip the pathological inputs")
     ap.add_argument("--timeout", type=float, default=60.0, help="tiktoken guard on pathological inputs (s)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of mkshards and of tiktoken per figure; the fastest counts (HF: one run)")
     args = ap.parse_args()
 
     mks = os.path.abspath(args.mkshards)
@@ -142,6 +144,7 @@ def main():
     corpus = os.path.join(args.shared, "corpus")
     encodings = [e for e in args.encodings.split(",") if e]
     nthr = max(1, args.threads)
+    reps = max(1, args.repeat)
 
     import tiktoken
     try:
@@ -170,12 +173,14 @@ def main():
     for name in encodings:
         log(f"bench: {name}: tiktoken ...")
         enc = tiktoken_encoding(vocab, name)
-        t0 = time.perf_counter()
-        ref = enc.encode_ordinary_batch(docs, num_threads=1)
-        tt1 = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        ref_n = enc.encode_ordinary_batch(docs, num_threads=nthr)
-        ttn = time.perf_counter() - t0
+        tt1 = ttn = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            ref = enc.encode_ordinary_batch(docs, num_threads=1)
+            tt1 = min(tt1, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            ref_n = enc.encode_ordinary_batch(docs, num_threads=nthr)
+            ttn = min(ttn, time.perf_counter() - t0)
         if ref_n != ref:
             notes.append(f"{name}: tiktoken 1-thread and {nthr}-thread outputs differ")
         del ref_n
@@ -184,8 +189,8 @@ def main():
         log(f"bench: {name}: mkshards encode ...")
         ids1 = os.path.join(tmp, f"{name}.1.ids")
         idsn = os.path.join(tmp, f"{name}.n.ids")
-        o1 = run_ours(mks, vocab, name, inputs, 1, ids1)
-        on = run_ours(mks, vocab, name, inputs, nthr, idsn)
+        o1 = min(run_ours(mks, vocab, name, inputs, 1, ids1) for _ in range(reps))
+        on = min(run_ours(mks, vocab, name, inputs, nthr, idsn) for _ in range(reps))
         bad1 = count_mismatches(ids1, ref)
         badn = count_mismatches(idsn, ref)
         os.remove(ids1)
@@ -237,6 +242,7 @@ def main():
           f"{' (--quick: first 20 MB)' if args.quick else ''}; {nthr} threads = all cores of this machine.")
     print("mkshards: whole process (start, vocab load, zstd+JSON read, encode, write ids);"
           " peers: encode calls only, docs already in memory.")
+    print(f"Each mkshards and tiktoken figure is the fastest of {reps} runs (HF tokenizers: one run).")
     print()
     hdr = f"| {'encoding':<12} | {'tokenizer':<14} | {'threads':>7} | {'seconds':>8} | {'MB/s':>8} | {'ours/peer':>9} | {'docs != tiktoken':>16} |"
     print(hdr)
@@ -264,7 +270,7 @@ def main():
         for name in encodings:
             base = min(run_ours(mks, vocab, name, [empty], 1, os.devnull) for _ in range(3))
             for label, p in paths.items():
-                ours_s = max(1e-6, run_ours(mks, vocab, name, [p], 1, os.devnull) - base)
+                ours_s = max(1e-6, min(run_ours(mks, vocab, name, [p], 1, os.devnull) for _ in range(reps)) - base)
                 code = PATHO_TIKTOKEN.format(bench_dir=bench_dir, vocab=vocab, name=name, path=p)
                 try:
                     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
