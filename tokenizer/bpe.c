@@ -105,7 +105,17 @@ typedef struct {
     uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
     const uint8_t *p;
     uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
+    uint64_t alive;    /* bit k: a part starts at byte k */
 } flat_state;
+
+/* nxt and prv of unmerged bytes, copied in one go */
+_Static_assert(FLAT_PIECE == 32, "flat_iota_* and the 32-lane scans assume 32 lanes");
+static const uint8_t flat_iota_next[FLAT_PIECE] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                                   12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+static const uint8_t flat_iota_prev[FLAT_PIECE] = {255, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,
+                                                   10,  11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                                   21,  22, 23, 24, 25, 26, 27, 28, 29, 30};
 
 /* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
 static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned end,
@@ -117,11 +127,10 @@ static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_
     st->p = p;
     st->n = (uint32_t)n;
     st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : FLAT_PIECE / 4;
-    for (size_t k = 0; k < n; k++) {
-        st->tok[k] = t->byte_rank[p[k]];
-        st->nxt[k] = (uint8_t)(k + 1);
-        st->prv[k] = (uint8_t)(k - 1);
-    }
+    st->alive = n >= 64 ? ~0ull : (1ull << n) - 1;
+    memcpy(st->nxt, flat_iota_next, sizeof st->nxt);
+    memcpy(st->prv, flat_iota_prev, sizeof st->prv);
+    for (size_t k = 0; k < n; k++) st->tok[k] = t->byte_rank[p[k]];
     for (size_t k = 0; k + 1 < n; k++) {
         uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
         st->rk[k] = r < max_rank && r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
@@ -144,11 +153,16 @@ static inline void flat_set(flat_state *st, unsigned lane, int32_t val) {
 
 static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out);
 
-static inline int flat_emit(const flat_state *st, tk_ids *out) {
+/* The tokens left, in order; returns how many. */
+static inline size_t flat_tokens(const flat_state *st, uint32_t *dst) {
     size_t m = 0;
-    for (size_t k = 0; k < st->n; k = st->nxt[k]) m++;
-    if (tk_ids_reserve(out, m)) return TK_ERR_NOMEM;
-    for (size_t k = 0; k < st->n; k = st->nxt[k]) out->ids[out->len++] = st->tok[k];
+    for (uint64_t a = st->alive; a; a &= a - 1) dst[m++] = st->tok[__builtin_ctzll(a)];
+    return m;
+}
+
+static inline int flat_emit(const flat_state *st, tk_ids *out) {
+    if (tk_ids_reserve(out, (size_t)__builtin_popcountll(st->alive))) return TK_ERR_NOMEM;
+    out->len += flat_tokens(st, out->ids + out->len);
     return TK_OK;
 }
 

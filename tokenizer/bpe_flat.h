@@ -60,6 +60,7 @@ static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t 
     /* merge the part at k with the next one */
     unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
     st->tok[k] = (uint32_t)best;
+    st->alive &= ~(1ull << d);
     FLAT_FN(set)(st, d, FLAT_INF);
     st->nxt[k] = (uint8_t)e;
     if (e < n) {
@@ -113,10 +114,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
             for (size_t i = 0; i < g; i++)
                 if ((live >> i & 1) && !FLAT_FN(step)(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
         for (size_t i = 0; i < g; i++) {
-            if (!(copy >> i & 1)) {
-                raw_n = 0;
-                for (size_t k = 0; k < st[i].n; k = st[i].nxt[k]) raw[raw_n++] = st[i].tok[k];
-            }
+            if (!(copy >> i & 1)) raw_n = flat_tokens(&st[i], raw);
             int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);
             if (rc <= 0) return rc;
             pos += len[i];
