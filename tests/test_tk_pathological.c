@@ -38,8 +38,10 @@ static size_t reference_bpe(const tk_tokenizer *t, const uint8_t *p, size_t n, u
     return m;
 }
 
-/* bpe.c's long-piece path with an explicit chunk size (tk_internal.h) */
+/* from tk_internal.h: the long-piece path with an explicit chunk size, and
+ * the choice of vector code (0 baseline, 1 AVX2, 2 AVX-512) */
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out);
+int tk_simd_level(int force);
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void) {
@@ -67,18 +69,25 @@ static void compare_chunked(const tk_tokenizer *t, const char *name, const uint8
     static const size_t chunks[] = {1, 2, 3, 5, 8, 13, 16, 31, 32};
     uint32_t *ref = malloc(n * sizeof *ref);
     size_t m = reference_bpe(t, p, n, ref);
-    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
-        tk_ids ids = {0};
-        int rc = tk_bpe_chunked(t, p, n, chunks[c], &ids);
-        if (rc || m != ids.len || memcmp(ref, ids.ids, m * 4) != 0) {
-            size_t k = 0;
-            while (k < m && k < ids.len && ref[k] == ids.ids[k]) k++;
-            fprintf(stderr, "FAIL %s %s (%zu bytes, chunk %zu): rc %d, %zu tokens vs reference %zu, first difference at token %zu\n",
-                    name, what, n, chunks[c], rc, ids.len, m, k);
-            failures++;
+    int top = tk_simd_level(-1);
+    for (int level = 0; level <= top; level++) { /* every vector path this CPU can run */
+        tk_simd_level(level);
+        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+            tk_ids ids = {0};
+            int rc = tk_bpe_chunked(t, p, n, chunks[c], &ids);
+            if (rc || m != ids.len || memcmp(ref, ids.ids, m * 4) != 0) {
+                size_t k = 0;
+                while (k < m && k < ids.len && ref[k] == ids.ids[k]) k++;
+                fprintf(stderr,
+                        "FAIL %s %s (%zu bytes, chunk %zu, simd level %d): rc %d, %zu tokens vs reference %zu, first "
+                        "difference at token %zu\n",
+                        name, what, n, chunks[c], level, rc, ids.len, m, k);
+                failures++;
+            }
+            tk_ids_free(&ids);
         }
-        tk_ids_free(&ids);
     }
+    tk_simd_level(-1);
     free(ref);
 }
 
@@ -182,7 +191,8 @@ int main(void) {
             tk_ids_free(&ids);
             tk_bytes_free(&back);
         }
-        printf("%s: long pieces identical to the reference merge loop; 1 MiB inputs round-trip\n", names[e]);
+        printf("%s: long pieces identical to the reference merge loop (vector levels 0..%d); 1 MiB inputs round-trip\n",
+               names[e], tk_simd_level(-1));
         tk_free(t);
     }
     free(buf);

@@ -100,7 +100,7 @@ static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *
 /* One short piece being merged; several can be stepped in turn so that
  * the rank look-ups of one overlap the scans of the others. */
 typedef struct {
-    _Alignas(32) int32_t rk[FLAT_PIECE];
+    _Alignas(64) int32_t rk[FLAT_PIECE];
     uint32_t tok[FLAT_PIECE];
     uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
     const uint8_t *p;
@@ -814,21 +814,47 @@ static inline size_t chunk_cut(const tk_tokenizer *t, const uint8_t *p, size_t p
 #undef FLAT_FN
 #pragma GCC pop_options
 
-static int have_avx2(void) {
-    static int known = -1;
-    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2")
+#define FLAT_FN(name) name##_avx512
+#include "bpe_flat.h"
+#undef FLAT_FN
+#pragma GCC pop_options
+
+/* 0: baseline, 1: AVX2, 2: AVX-512 (F, VL, BW, DQ) */
+static int simd_known = -1;
+static int simd_level(void) {
+    int v = __atomic_load_n(&simd_known, __ATOMIC_RELAXED);
     if (v < 0) {
         __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") ? 1 : 0;
-        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+        v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")
+                ? 2
+                : __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&simd_known, v, __ATOMIC_RELAXED);
     }
     return v;
 }
 #endif
 
+int tk_simd_level(int force) {
+#ifdef BPE_HAVE_AVX2
+    int best = (__atomic_store_n(&simd_known, -1, __ATOMIC_RELAXED), simd_level());
+    if (force >= 0 && force < best) __atomic_store_n(&simd_known, force, __ATOMIC_RELAXED);
+    return simd_level();
+#else
+    (void)force;
+    return 0;
+#endif
+}
+
 static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
 #ifdef BPE_HAVE_AVX2
-    if (n > 16 && have_avx2()) return small_avx2(t, p, n, max_rank, out); /* only the 32-lane scan differs */
+    if (n > 16) { /* only the 32-lane scan differs */
+        int level = simd_level();
+        if (level == 2) return small_avx512(t, p, n, max_rank, out);
+        if (level == 1) return small_avx2(t, p, n, max_rank, out);
+    }
 #endif
     return small_base(t, p, n, max_rank, out);
 }
@@ -857,7 +883,10 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
     if (t->n_ranks >= (uint32_t)FLAT_INF) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
     size_t base = out->len;
 #ifdef BPE_HAVE_AVX2
-    int rc = have_avx2() ? chunks_avx2(t, s, p, n, chunk, out) : chunks_base(t, s, p, n, chunk, out);
+    int level = simd_level();
+    int rc = level == 2   ? chunks_avx512(t, s, p, n, chunk, out)
+             : level == 1 ? chunks_avx2(t, s, p, n, chunk, out)
+                          : chunks_base(t, s, p, n, chunk, out);
 #else
     int rc = chunks_base(t, s, p, n, chunk, out);
 #endif

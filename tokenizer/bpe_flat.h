@@ -1,12 +1,18 @@
-/* bpe_flat.h - the hot loops of the flat merge (bpe.c), compiled twice by
- * bpe.c: once for the baseline target (SSE2 on x86-64) and once for AVX2,
- * chosen at run time. Not a header to include anywhere else: it expects
+/* bpe_flat.h - the hot loops of the flat merge (bpe.c), compiled three
+ * times by bpe.c: for the baseline target (SSE2 on x86-64), for AVX2 and
+ * for AVX-512, chosen at run time. Not a header to include anywhere else: it expects
  * bpe.c's flat_state, flat_init, flat_join and chunk_joined, and FLAT_FN()
  * to name its functions. */
 
 /* Lowest rank of all FLAT_PIECE lanes and the first lane holding it. */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin_all)(const int32_t *rk, unsigned *at) {
-#if defined(__AVX2__)
+#if defined(__AVX512F__)
+    __m512i a0 = _mm512_load_si512(rk), a1 = _mm512_load_si512(rk + 16);
+    __m512i m = _mm512_set1_epi32(_mm512_reduce_min_epi32(_mm512_min_epi32(a0, a1)));
+    uint32_t mask = (uint32_t)_mm512_cmpeq_epi32_mask(a0, m) | (uint32_t)_mm512_cmpeq_epi32_mask(a1, m) << 16;
+    *at = (unsigned)__builtin_ctz(mask);
+    return _mm_cvtsi128_si32(_mm512_castsi512_si128(m));
+#elif defined(__AVX2__)
     const __m256i *v = (const __m256i *)rk;
     __m256i a0 = _mm256_load_si256(v), a1 = _mm256_load_si256(v + 1), a2 = _mm256_load_si256(v + 2),
             a3 = _mm256_load_si256(v + 3);
@@ -27,7 +33,10 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin_all)(const i
 
 /* rk[lane] = val, rewriting the whole vector the scan will load (see flat_set). */
 static inline void FLAT_FN(set)(flat_state *st, unsigned lane, int32_t val) {
-#if defined(__AVX2__)
+#if defined(__AVX512F__)
+    __m512i *v = (__m512i *)st->rk + (lane >> 4);
+    _mm512_store_si512(v, _mm512_mask_set1_epi32(_mm512_load_si512(v), (__mmask16)(1u << (lane & 15)), val));
+#elif defined(__AVX2__)
     __m256i *v = (__m256i *)st->rk + (lane >> 3);
     __m256i m = _mm256_cmpeq_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)(lane & 7)));
     _mm256_store_si256(v, _mm256_blendv_epi8(_mm256_load_si256(v), _mm256_set1_epi32(val), m));

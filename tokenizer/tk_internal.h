@@ -215,7 +215,11 @@ static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_
 /* BPE-encode one piece, appending ranks to out. max_rank limits the merges
  * to tokens of rank < max_rank (TK_NO_RANK: no limit). */
 int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out);
-/* The long-piece path with an explicit chunk size (1..255), for tests. */
+/* Which vector code the flat merge runs: 0 baseline (SSE2), 1 AVX2, 2
+ * AVX-512. force < 0: the best this CPU has; else at most force (tests run
+ * every level the CPU allows). Returns the level now in force. */
+int tk_simd_level(int force);
+/* The long-piece path with an explicit chunk size (1..32), for tests. */
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out);
 
 int tk_ids_reserve(tk_ids *v, size_t extra);
