@@ -3,7 +3,7 @@
  * independently on top of tk_rank_of), and 1 MiB pathological inputs must
  * encode, count and round-trip. Long pieces are merged as independent
  * chunks whose junctions are checked and repaired (bpe.c); the chunk size is
- * forced down to 1..32 bytes here so that nearly every junction needs a
+ * forced to 1..64 bytes here so that nearly every junction needs a
  * repair and some pieces need the whole-piece fallback. Correctness only:
  * speed is measured by tools/bench/bench_encode.py, never in a unit test. */
 #include "tk.h"
@@ -66,7 +66,7 @@ static void compare(const tk_tokenizer *t, const char *name, const uint8_t *p, s
 
 /* One piece through every chunk size against one reference run. */
 static void compare_chunked(const tk_tokenizer *t, const char *name, const uint8_t *p, size_t n, const char *what) {
-    static const size_t chunks[] = {1, 2, 3, 5, 8, 13, 16, 31, 32};
+    static const size_t chunks[] = {1, 2, 3, 5, 8, 13, 16, 31, 32, 47, 64};
     uint32_t *ref = malloc(n * sizeof *ref);
     size_t m = reference_bpe(t, p, n, ref);
     int top = tk_simd_level(-1);

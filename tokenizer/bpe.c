@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #define FLAT_PIECE 32  /* up to here: flat array scan */
+#define FLAT_LANES 64  /* lanes of the flat merge (chunks of long pieces use up to 64) */
 #define SMALL_PIECE 255 /* up to here: stack heap (bpe_mid); beyond: chunks (tk_bpe_chunked) */
 #define PC_BITS 14
 #define PREFETCH_AHEAD 16
@@ -70,17 +71,17 @@ static inline __m128i flat_min4(__m128i a, __m128i b) {
 /* Lowest value of rk[0..4*nvec) and the first lane holding it. Always
  * inlined with a constant nvec, so the loops unroll into registers. */
 static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec, unsigned *at) {
-    __m128i v[FLAT_PIECE / 4] = {0};
+    __m128i v[FLAT_LANES / 4] = {0};
     for (unsigned i = 0; i < nvec; i++) v[i] = _mm_loadu_si128((const __m128i *)(rk + 4 * i));
     __m128i m = v[0];
     for (unsigned i = 1; i < nvec; i++) m = flat_min4(m, v[i]);
     m = flat_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
     m = flat_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
     int32_t best = _mm_cvtsi128_si32(m);
-    uint32_t mask = 0;
+    uint64_t mask = 0;
     for (unsigned i = 0; i < nvec; i++)
-        mask |= (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v[i], m))) << (4 * i);
-    *at = (unsigned)__builtin_ctz(mask);
+        mask |= (uint64_t)(uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v[i], m))) << (4 * i);
+    *at = (unsigned)__builtin_ctzll(mask);
     return best;
 }
 #else
@@ -100,22 +101,20 @@ static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *
 /* One short piece being merged; several can be stepped in turn so that
  * the rank look-ups of one overlap the scans of the others. */
 typedef struct {
-    _Alignas(64) int32_t rk[FLAT_PIECE];
-    uint32_t tok[FLAT_PIECE];
-    uint8_t nxt[FLAT_PIECE], prv[FLAT_PIECE];
+    _Alignas(64) int32_t rk[FLAT_LANES];
+    uint32_t tok[FLAT_LANES];
+    uint8_t nxt[FLAT_LANES], prv[FLAT_LANES];
     const uint8_t *p;
     uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
     uint64_t alive;    /* bit k: a part starts at byte k */
 } flat_state;
 
 /* nxt and prv of unmerged bytes, copied in one go */
-_Static_assert(FLAT_PIECE == 32, "flat_iota_* and the 32-lane scans assume 32 lanes");
-static const uint8_t flat_iota_next[FLAT_PIECE] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
-                                                   12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
-                                                   23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
-static const uint8_t flat_iota_prev[FLAT_PIECE] = {255, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,
-                                                   10,  11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-                                                   21,  22, 23, 24, 25, 26, 27, 28, 29, 30};
+_Static_assert(FLAT_LANES == 64, "flat_iota_* and the 64-lane scans assume 64 lanes");
+static const uint8_t flat_iota_next[FLAT_LANES] = {
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64};
+static const uint8_t flat_iota_prev[FLAT_LANES] = {
+    255, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62};
 
 /* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
 static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned end,
@@ -126,7 +125,7 @@ static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, uns
 static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     st->p = p;
     st->n = (uint32_t)n;
-    st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : FLAT_PIECE / 4;
+    st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : n <= 32 ? 8 : 16;
     st->alive = n >= 64 ? ~0ull : (1ull << n) - 1;
     memcpy(st->nxt, flat_iota_next, sizeof st->nxt);
     memcpy(st->prv, flat_iota_prev, sizeof st->prv);
@@ -879,7 +878,7 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
         s->cc_serial = t->serial;
     }
     if (chunk < 1) chunk = 1;
-    if (chunk > FLAT_PIECE) chunk = FLAT_PIECE;
+    if (chunk > FLAT_LANES) chunk = FLAT_LANES;
     if (t->n_ranks >= (uint32_t)FLAT_INF) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
     size_t base = out->len;
 #ifdef BPE_HAVE_AVX2
@@ -900,6 +899,11 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
 
 static int bpe_long(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (max_rank != TK_NO_RANK) return bpe_merge_long(t, p, n, max_rank, out);
+#ifdef BPE_HAVE_AVX2
+    /* with AVX-512 a 64-lane scan costs little more than a 32-lane one, and
+     * half as many junctions need testing */
+    if (simd_level() == 2) return tk_bpe_chunked(t, p, n, 2 * CHUNK, out);
+#endif
     return tk_bpe_chunked(t, p, n, CHUNK, out);
 }
 

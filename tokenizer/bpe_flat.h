@@ -1,11 +1,11 @@
 /* bpe_flat.h - the hot loops of the flat merge (bpe.c), compiled three
  * times by bpe.c: for the baseline target (SSE2 on x86-64), for AVX2 and
- * for AVX-512, chosen at run time. Not a header to include anywhere else: it expects
+ * for AVX-512, chosen at run time (tk_simd_level). Up to 64 lanes. Not a header to include anywhere else: it expects
  * bpe.c's flat_state, flat_init, flat_join and chunk_joined, and FLAT_FN()
  * to name its functions. */
 
-/* Lowest rank of all FLAT_PIECE lanes and the first lane holding it. */
-static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin_all)(const int32_t *rk, unsigned *at) {
+/* Lowest rank of lanes 0..31, and the first lane holding it. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int32_t *rk, unsigned *at) {
 #if defined(__AVX512F__)
     __m512i a0 = _mm512_load_si512(rk), a1 = _mm512_load_si512(rk + 16);
     __m512i m = _mm512_set1_epi32(_mm512_reduce_min_epi32(_mm512_min_epi32(a0, a1)));
@@ -27,7 +27,26 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin_all)(const i
     *at = (unsigned)__builtin_ctz(mask);
     return _mm256_cvtsi256_si32(m);
 #else
-    return flat_argmin(rk, FLAT_PIECE / 4, at);
+    return flat_argmin(rk, 8, at);
+#endif
+}
+
+/* Lowest rank of lanes 0..63, and the first lane holding it. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int32_t *rk, unsigned *at) {
+#if defined(__AVX512F__)
+    __m512i a0 = _mm512_load_si512(rk), a1 = _mm512_load_si512(rk + 16), a2 = _mm512_load_si512(rk + 32),
+            a3 = _mm512_load_si512(rk + 48);
+    __m512i m = _mm512_set1_epi32(
+        _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_min_epi32(a0, a1), _mm512_min_epi32(a2, a3))));
+    uint64_t mask = (uint64_t)_mm512_cmpeq_epi32_mask(a0, m) | (uint64_t)_mm512_cmpeq_epi32_mask(a1, m) << 16 |
+                    (uint64_t)_mm512_cmpeq_epi32_mask(a2, m) << 32 | (uint64_t)_mm512_cmpeq_epi32_mask(a3, m) << 48;
+    *at = (unsigned)__builtin_ctzll(mask);
+    return _mm_cvtsi128_si32(_mm512_castsi512_si128(m));
+#else
+    unsigned lo, hi;
+    int32_t a = FLAT_FN(argmin32)(rk, &lo), b = FLAT_FN(argmin32)(rk + 32, &hi);
+    *at = a <= b ? lo : 32 + hi;
+    return a <= b ? a : b;
 #endif
 }
 
@@ -62,8 +81,10 @@ static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t 
         k = (unsigned)(key & 0xff);
     } else if (st->nvec == 4) {
         best = flat_argmin(st->rk, 4, &k);
+    } else if (st->nvec == 8) {
+        best = FLAT_FN(argmin32)(st->rk, &k);
     } else {
-        best = FLAT_FN(argmin_all)(st->rk, &k);
+        best = FLAT_FN(argmin64)(st->rk, &k);
     }
     if (best == FLAT_INF) return 0;
     /* merge the part at k with the next one */
@@ -102,7 +123,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
                            tk_ids *out) {
     size_t base = out->len;
     flat_state st[CHUNK_GROUP];
-    uint32_t raw[FLAT_PIECE]; /* tokens of the previous chunk on its own */
+    uint32_t raw[FLAT_LANES]; /* tokens of the previous chunk on its own */
     size_t raw_n = 0, prev_len = 0;
     size_t len[CHUNK_GROUP];
     for (size_t pos = 0; pos < n;) {

@@ -219,7 +219,7 @@ int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max
  * AVX-512. force < 0: the best this CPU has; else at most force (tests run
  * every level the CPU allows). Returns the level now in force. */
 int tk_simd_level(int force);
-/* The long-piece path with an explicit chunk size (1..32), for tests. */
+/* The long-piece path with an explicit chunk size (1..64), for tests. */
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out);
 
 int tk_ids_reserve(tk_ids *v, size_t extra);
