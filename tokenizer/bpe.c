@@ -118,7 +118,7 @@ static const uint8_t flat_iota_prev[FLAT_LANES] = {
     255, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62};
 
 /* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
-static inline int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned end,
+static inline __attribute__((always_inline)) int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned end,
                                 uint32_t max_rank) {
     return flat_rank(t, st->p + a, end - a, max_rank);
 }
