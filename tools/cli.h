@@ -35,6 +35,7 @@
 #include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tk.h"
 
@@ -99,45 +100,27 @@ double cli_now(void);
  * number of bytes written (1..20). No terminating NUL. Inline: writing ids
  * calls it once per token. */
 extern const char cli_digits2[201];
-static inline void cli_put2(char *p, unsigned v) /* v < 100, two digits */
-{
-    p[0] = cli_digits2[2 * v];
-    p[1] = cli_digits2[2 * v + 1];
-}
+/* For v < 10000: its digits without leading zeros, left-aligned in a
+ * 4-byte word (cli_digits4_lead, length in cli_digits4_len), and with
+ * leading zeros (cli_digits4_full). Filled before main(). */
+extern uint32_t cli_digits4_lead[10000], cli_digits4_full[10000];
+extern uint8_t cli_digits4_len[10000];
+
+/* Fast unsigned decimal formatting: writes the digits of v at p, returns the
+ * number of bytes written (1..20). No terminating NUL. May write up to 8
+ * bytes past the digits for v < 10^8: callers keep that much slack. Inline:
+ * writing ids calls it once per token. */
 static inline size_t cli_fmt_u64(char *p, uint64_t v)
 {
-    /* token ids: almost always below 10^6, so branch on the size first and
-     * write pairs of digits without a loop */
-    if (v < 100) {
-        if (v < 10) {
-            p[0] = (char)('0' + v);
-            return 1;
-        }
-        cli_put2(p, (unsigned)v);
-        return 2;
-    }
     if (v < 10000) {
-        unsigned hi = (unsigned)v / 100, lo = (unsigned)v % 100;
-        if (hi < 10) {
-            p[0] = (char)('0' + hi);
-            cli_put2(p + 1, lo);
-            return 3;
-        }
-        cli_put2(p, hi);
-        cli_put2(p + 2, lo);
-        return 4;
+        memcpy(p, &cli_digits4_lead[v], 4);
+        return cli_digits4_len[v];
     }
-    if (v < 1000000) {
-        unsigned top = (unsigned)v / 10000, rest = (unsigned)v % 10000;
-        size_t n = 0;
-        if (top < 10)
-            p[n++] = (char)('0' + top);
-        else {
-            cli_put2(p, top);
-            n = 2;
-        }
-        cli_put2(p + n, rest / 100);
-        cli_put2(p + n + 2, rest % 100);
+    if (v < 100000000) {
+        uint32_t hi = (uint32_t)v / 10000, lo = (uint32_t)v % 10000;
+        size_t n = cli_digits4_len[hi];
+        memcpy(p, &cli_digits4_lead[hi], 4);
+        memcpy(p + n, &cli_digits4_full[lo], 4);
         return n + 4;
     }
     char tmp[20];
