@@ -91,6 +91,20 @@ static void compare_chunked(const tk_tokenizer *t, const char *name, const uint8
     free(ref);
 }
 
+/* reps pieces of min + rnd() % spread bytes drawn from each alphabet, through fn */
+typedef void (*piece_check)(const tk_tokenizer *, const char *, const uint8_t *, size_t, const char *);
+static void random_pieces(const tk_tokenizer *t, const char *name, const char *const *sets, int n_sets, int reps,
+                          size_t min, size_t spread, uint8_t *buf, piece_check fn) {
+    for (int a = 0; a < n_sets; a++) {
+        size_t al = strlen(sets[a]);
+        for (int rep = 0; rep < reps; rep++) {
+            size_t n = min + rnd() % spread;
+            for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)sets[a][rnd() % al];
+            fn(t, name, buf, n, sets[a]);
+        }
+    }
+}
+
 static size_t read_file(const char *path, uint8_t *buf, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
@@ -116,14 +130,7 @@ int main(void) {
         /* single long pieces (letters only: one piece in every pattern) */
         static const char *alphabets[] = {"a", "ab", "abc", "aab", "etaoinshrdlu", "abcdefghijklmnopqrstuvwxyz",
                                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"};
-        for (int a = 0; a < 7; a++) {
-            size_t al = strlen(alphabets[a]);
-            for (int rep = 0; rep < 4; rep++) {
-                size_t n = 97 + rnd() % 3000;
-                for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)alphabets[a][rnd() % al];
-                compare(t, names[e], buf, n, alphabets[a]);
-            }
-        }
+        random_pieces(t, names[e], alphabets, 7, 4, 97, 3000, buf, compare);
         /* runs of one character and of spaces, digits (gpt2: one piece) */
         memset(buf, 'z', 5000);
         compare(t, names[e], buf, 5000, "z*5000");
@@ -145,14 +152,7 @@ int main(void) {
          * arbitrary bytes and stretches of real text taken as one piece */
         static const char *sets[] = {"a", "ab", "aab", "0123456789", " ", "  \n", "abcdefghijklmnopqrstuvwxyz",
                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz 0123456789"};
-        for (int a = 0; a < 8; a++) {
-            size_t al = strlen(sets[a]);
-            for (int rep = 0; rep < 3; rep++) {
-                size_t len = 40 + rnd() % 1500;
-                for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)sets[a][rnd() % al];
-                compare_chunked(t, names[e], buf, len, sets[a]);
-            }
-        }
+        random_pieces(t, names[e], sets, 8, 3, 40, 1500, buf, compare_chunked);
         for (int rep = 0; rep < 6; rep++) {
             size_t len = 40 + rnd() % 1200;
             for (size_t k = 0; k < len; k++) buf[k] = (uint8_t)rnd();

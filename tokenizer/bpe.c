@@ -342,20 +342,25 @@ static int push_entry(scratch *s, uint32_t rank, uint32_t node) {
 
 /* The per-thread (left token, right token) -> rank cache, reset when the
  * tokenizer or the rank limit changes. NULL if it cannot be allocated. */
+/* The key and value arrays of a direct-mapped per-thread cache (keys
+ * zeroed: 0 marks an empty slot). 0, or -1 with both left NULL. */
+static int cache_alloc(uint64_t **key, void **val, size_t slots, size_t val_size) {
+    *key = calloc(slots, sizeof **key);
+    *val = malloc(slots * val_size);
+    if (*key && *val) return 0;
+    free(*key);
+    free(*val);
+    *key = NULL;
+    *val = NULL;
+    return -1;
+}
+
 static scratch *thread_scratch(void);
 static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
     scratch *s = thread_scratch();
     if (!s) return NULL;
     if (!s->pc_key) {
-        s->pc_key = malloc(PC_SIZE * sizeof *s->pc_key);
-        s->pc_val = malloc(PC_SIZE * sizeof *s->pc_val);
-        if (!s->pc_key || !s->pc_val) {
-            free(s->pc_key);
-            free(s->pc_val);
-            s->pc_key = NULL;
-            s->pc_val = NULL;
-            return NULL;
-        }
+        if (cache_alloc(&s->pc_key, (void **)&s->pc_val, PC_SIZE, sizeof *s->pc_val)) return NULL;
         s->pc_serial = 0;
     }
     if (s->pc_serial != t->serial || s->pc_max != max_rank) {
@@ -863,15 +868,7 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
     scratch *s = thread_scratch();
     if (!s) return TK_ERR_NOMEM;
     if (!s->cc_key) {
-        s->cc_key = calloc(CC_SIZE, sizeof *s->cc_key);
-        s->cc_val = malloc(CC_SIZE);
-        if (!s->cc_key || !s->cc_val) {
-            free(s->cc_key);
-            free(s->cc_val);
-            s->cc_key = NULL;
-            s->cc_val = NULL;
-            return TK_ERR_NOMEM;
-        }
+        if (cache_alloc(&s->cc_key, (void **)&s->cc_val, CC_SIZE, sizeof *s->cc_val)) return TK_ERR_NOMEM;
         s->cc_serial = t->serial;
     }
     if (s->cc_serial != t->serial) {
