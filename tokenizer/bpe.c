@@ -117,11 +117,6 @@ static const uint8_t flat_iota_next[FLAT_LANES] = {
 static const uint8_t flat_iota_prev[FLAT_LANES] = {
     255, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62};
 
-/* Rank of the two parts at a and b joined (b follows a; the join ends at end). */
-static inline __attribute__((always_inline)) int32_t flat_join(const flat_state *st, const tk_tokenizer *t, unsigned a, unsigned end,
-                                uint32_t max_rank) {
-    return flat_rank(t, st->p + a, end - a, max_rank);
-}
 
 static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     st->p = p;
@@ -283,7 +278,7 @@ static void scratch_free(void *p) {
 
 static void make_key(void) { pthread_key_create(&g_key, scratch_free); }
 
-static scratch *get_scratch(uint32_t n_ranks, size_t nodes) {
+static scratch *thread_scratch(void) {
     pthread_once(&g_key_once, make_key);
     scratch *s = pthread_getspecific(g_key);
     if (!s) {
@@ -293,6 +288,12 @@ static scratch *get_scratch(uint32_t n_ranks, size_t nodes) {
             return NULL;
         }
     }
+    return s;
+}
+
+static scratch *get_scratch(uint32_t n_ranks, size_t nodes) {
+    scratch *s = thread_scratch();
+    if (!s) return NULL;
     if (s->n_ranks < n_ranks) {
         free(s->head);
         s->head = calloc(n_ranks, sizeof *s->head);
@@ -355,7 +356,6 @@ static int cache_alloc(uint64_t **key, void **val, size_t slots, size_t val_size
     return -1;
 }
 
-static scratch *thread_scratch(void);
 static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
     scratch *s = thread_scratch();
     if (!s) return NULL;
@@ -605,18 +605,6 @@ fail:
     return rc;
 }
 
-static scratch *thread_scratch(void) {
-    pthread_once(&g_key_once, make_key);
-    scratch *s = pthread_getspecific(g_key);
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (!s || pthread_setspecific(g_key, s)) {
-            free(s);
-            return NULL;
-        }
-    }
-    return s;
-}
 
 /* ---- long pieces: chunks joined by a pair check -------------------------
  *

@@ -1,7 +1,7 @@
 /* bpe_flat.h - the hot loops of the flat merge (bpe.c), compiled three
  * times by bpe.c: for the baseline target (SSE2 on x86-64), for AVX2 and
  * for AVX-512, chosen at run time (tk_simd_level). Up to 64 lanes. Not a header to include anywhere else: it expects
- * bpe.c's flat_state, flat_init, flat_join and chunk_joined, and FLAT_FN()
+ * bpe.c's flat_state, flat_init, flat_rank and chunk_joined, and FLAT_FN()
  * to name its functions. */
 
 /* Lowest rank of lanes 0..31, and the first lane holding it. */
@@ -95,13 +95,13 @@ static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t 
     st->nxt[k] = (uint8_t)e;
     if (e < n) {
         st->prv[e] = (uint8_t)k;
-        FLAT_FN(set)(st, k, flat_join(st, t, k, st->nxt[e], max_rank));
+        FLAT_FN(set)(st, k, flat_rank(t, st->p + k, st->nxt[e] - k, max_rank));
     } else {
         FLAT_FN(set)(st, k, FLAT_INF);
     }
     if (k) {
         unsigned q = st->prv[k];
-        FLAT_FN(set)(st, q, flat_join(st, t, q, e, max_rank));
+        FLAT_FN(set)(st, q, flat_rank(t, st->p + q, e - q, max_rank));
     }
     return 1;
 }
