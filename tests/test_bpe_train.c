@@ -11,15 +11,8 @@
 
 #include "tk.h"
 #include "tk_train.h"
+#include "test_check.h"
 
-static int failures = 0;
-#define CHECK(c)                                                                                        \
-    do {                                                                                                \
-        if (!(c)) {                                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                     \
-            failures++;                                                                                 \
-        }                                                                                               \
-    } while (0)
 
 /* ------------------------------------------------------------------------
  * Brute-force reference: words are lists of token ids into a table of byte

@@ -9,17 +9,8 @@
 
 #include "ds.h"
 #include "tk.h"
+#include "test_check.h"
 
-static int failures;
-#define CHECK(c, ...)                                                      \
-    do {                                                                   \
-        if (!(c)) {                                                        \
-            fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #c); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
 #define EQ(a, b) CHECK((unsigned long long)(a) == (unsigned long long)(b), "%s=%llu vs %s=%llu", #a, \
                        (unsigned long long)(a), #b, (unsigned long long)(b))
 

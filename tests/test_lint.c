@@ -8,17 +8,8 @@
 
 #include "ds.h"
 #include "tk.h"
+#include "test_check.h"
 
-static int failures;
-#define CHECK(c, ...)                                            \
-    do {                                                         \
-        if (!(c)) {                                              \
-            fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #c); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fputc('\n', stderr);                                 \
-            failures++;                                          \
-        }                                                        \
-    } while (0)
 
 typedef struct {
     char file[128], opts[128], rule[64];

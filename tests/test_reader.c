@@ -8,15 +8,8 @@
 #include <zstd.h>
 
 #include "ds.h"
+#include "test_check.h"
 
-static int failures;
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
 
 static char tmpdir[256];
 

@@ -20,15 +20,8 @@
 #include "shard_internal.h"
 #include "tk.h"
 #include <xxhash.h>
+#include "test_check.h"
 
-static int g_fail = 0;
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c)) {                                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                \
-            g_fail++;                                                                            \
-        }                                                                                        \
-    } while (0)
 
 static char g_tmp[256];
 static const char *g_bin = MKS_BINARY_DIR "/tools/mkshards";
@@ -91,7 +84,7 @@ static void check_row(ds_shardset *set, uint64_t r, const xrow *x, uint32_t L, c
                 fprintf(stderr, "%s: row %llu pos %u: got tok %u mask %u doc %u pos %u, want tok %u doc %d pos %d\n",
                         what, (unsigned long long)r, i, tok[i], mask[i], doc[i], pos[i],
                         seqtok(x->s[k].doc, x->s[k].from + j), k, j);
-                g_fail++;
+                failures++;
             }
         }
     uint32_t nv = i;
@@ -100,7 +93,7 @@ static void check_row(ds_shardset *set, uint64_t r, const xrow *x, uint32_t L, c
         if (!ok) {
             fprintf(stderr, "%s: row %llu pad pos %u: tok %u mask %u doc %u pos %u\n", what, (unsigned long long)r, i,
                     tok[i], mask[i], doc[i], pos[i]);
-            g_fail++;
+            failures++;
         }
     }
 }
@@ -295,7 +288,7 @@ static void test_lint_agreement(void) {
         if (json_integer_value(json_object_get(reasons, rule)) != n) {
             fprintf(stderr, "rule %s: lint %lld, build rejected %lld\n", rule, n,
                     (long long)json_integer_value(json_object_get(reasons, rule)));
-            g_fail++;
+            failures++;
         }
     }
     CHECK(lint_errors > 10 && acc(m, "documents", "rejected") == lint_errors);
@@ -512,10 +505,10 @@ int main(void) {
     test_threads_parts();
     test_concurrent_read();
     test_corruption();
-    if (!g_fail) sh("rm -rf %s", g_tmp);
+    if (!failures) sh("rm -rf %s", g_tmp);
     else fprintf(stderr, "outputs kept in %s\n", g_tmp);
     for (int d = 0; d < ND; d++) tk_ids_free(&g_ids[d]);
     tk_free(g_tok);
-    printf("%s (%d failures)\n", g_fail ? "FAIL" : "ok", g_fail);
-    return g_fail ? 1 : 0;
+    printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+    return failures ? 1 : 0;
 }

@@ -14,17 +14,8 @@
 #include <unistd.h>
 
 #include "tr.h"
+#include "test_check.h"
 
-static int fails;
-#define CHECK(c, ...)                                                                                              \
-    do {                                                                                                           \
-        if (!(c)) {                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c);                                         \
-            fprintf(stderr, __VA_ARGS__);                                                                          \
-            fprintf(stderr, "\n");                                                                                 \
-            fails++;                                                                                               \
-        }                                                                                                          \
-    } while (0)
 
 static uint64_t rs = 88172645463325252ULL;
 static uint64_t rnd(void)
@@ -490,8 +481,8 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) {
     }
-    if (fails) {
-        fprintf(stderr, "%d check(s) failed\n", fails);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
     }
     printf("test_trainer: all checks passed\n");
