@@ -182,17 +182,18 @@ static void fill_batch(pipeline *pl, batch *b)
     b->offs[b->n] = b->used;
 }
 
+static int fill_slot(void *ctx, unsigned k)
+{
+    pipeline *pl = ctx;
+    fill_batch(pl, &pl->slot[k]);
+    return pl->slot[k].eof;
+}
+
 static void *reader_main(void *arg)
 {
     pipeline *pl = arg;
-    for (unsigned k = 0;; k ^= 1) {
-        if (handoff_wait_free(&pl->h, k))
-            return NULL; /* the encoder gave up */
-        fill_batch(pl, &pl->slot[k]);
-        handoff_publish(&pl->h, k);
-        if (pl->slot[k].eof)
-            return NULL;
-    }
+    handoff_produce(&pl->h, fill_slot, pl);
+    return NULL;
 }
 
 /* ---- output buffer */

@@ -47,3 +47,12 @@ void handoff_stop(handoff *h) {
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
 }
+
+void handoff_produce(handoff *h, int (*fill)(void *ctx, unsigned k), void *ctx) {
+    for (unsigned k = 0;; k ^= 1) {
+        if (handoff_wait_free(h, k)) return; /* the consumer gave up */
+        int last = fill(ctx, k);
+        handoff_publish(h, k);
+        if (last) return;
+    }
+}

@@ -24,6 +24,10 @@ void handoff_publish(handoff *h, unsigned k);
 int handoff_wait_full(handoff *h, unsigned k);
 /* Consumer: slot k may be refilled. */
 void handoff_release(handoff *h, unsigned k);
+/* A producer thread's whole loop: fill slots 0, 1, 0, ... in turn with
+ * fill(ctx, k), which returns nonzero for the last one; stops early if the
+ * consumer gave up. */
+void handoff_produce(handoff *h, int (*fill)(void *ctx, unsigned k), void *ctx);
 /* Either side: make every wait return (error paths). */
 void handoff_stop(handoff *h);
 
