@@ -19,6 +19,26 @@ static __device__ __forceinline__ bool att_ok(int tq, int tk, const int32_t *doc
     return tk <= tq && (!doc_row || dq == dk);
 }
 
+/* Stage keys k0 .. k0+ATT_BK-1 of head h in shared memory: their K and V rows
+ * from qkv and their document ids (keys past Tn read as zero). Called by the
+ * forward and dq kernels, whose blocks are ATT_BQ threads. */
+template <int HS, typename T>
+static __device__ __forceinline__ void att_stage_keys(float (*Ks)[HS], float (*Vs)[HS], int *Ds, const T *qkv,
+                                                      const int32_t *drow, int b, int h, int k0, int Tn, int C)
+{
+    size_t C3 = 3 * (size_t)C;
+    for (int i = threadIdx.x; i < ATT_BK * HS; i += ATT_BQ) {
+        int j = i / HS, d = i % HS, tk = k0 + j;
+        const T *row = qkv + ((size_t)b * Tn + (tk < Tn ? tk : 0)) * C3 + h * HS + d;
+        Ks[j][d] = tk < Tn ? kn_ld(row + C) : 0.0f;
+        Vs[j][d] = tk < Tn ? kn_ld(row + 2 * C) : 0.0f;
+    }
+    if (threadIdx.x < ATT_BK) {
+        int tk = k0 + threadIdx.x;
+        Ds[threadIdx.x] = (drow && tk < Tn) ? drow[tk] : 0;
+    }
+}
+
 /* grid (ceil(T/64), NH, B), block 64. */
 template <int HS, typename T>
 __global__ void __launch_bounds__(ATT_BQ) att_fwd_kernel(T *out, float *lse, const T *qkv, const int32_t *doc,
@@ -44,16 +64,7 @@ __global__ void __launch_bounds__(ATT_BQ) att_fwd_kernel(T *out, float *lse, con
     int last = min(q0 + ATT_BQ, Tn) - 1; /* largest query of the block */
     for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
         __syncthreads();
-        for (int i = threadIdx.x; i < ATT_BK * HS; i += ATT_BQ) {
-            int j = i / HS, d = i % HS, tk = k0 + j;
-            const T *row = qkv + ((size_t)b * Tn + (tk < Tn ? tk : 0)) * C3 + h * HS + d;
-            Ks[j][d] = tk < Tn ? kn_ld(row + C) : 0.0f;
-            Vs[j][d] = tk < Tn ? kn_ld(row + 2 * C) : 0.0f;
-        }
-        if (threadIdx.x < ATT_BK) {
-            int tk = k0 + threadIdx.x;
-            Ds[threadIdx.x] = (drow && tk < Tn) ? drow[tk] : 0;
-        }
+        att_stage_keys<HS>(Ks, Vs, Ds, qkv, drow, b, h, k0, Tn, C);
         __syncthreads();
         if (!active || k0 > t) continue;
         float sc[ATT_BK];
@@ -135,16 +146,7 @@ __global__ void __launch_bounds__(ATT_BQ) att_dq_kernel(T *dqkv, const T *dout, 
     int last = min(q0 + ATT_BQ, Tn) - 1;
     for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
         __syncthreads();
-        for (int i = threadIdx.x; i < ATT_BK * HS; i += ATT_BQ) {
-            int j = i / HS, d = i % HS, tk = k0 + j;
-            const T *row = qkv + ((size_t)b * Tn + (tk < Tn ? tk : 0)) * C3 + h * HS + d;
-            Ks[j][d] = tk < Tn ? kn_ld(row + C) : 0.0f;
-            Vs[j][d] = tk < Tn ? kn_ld(row + 2 * C) : 0.0f;
-        }
-        if (threadIdx.x < ATT_BK) {
-            int tk = k0 + threadIdx.x;
-            Ds[threadIdx.x] = (drow && tk < Tn) ? drow[tk] : 0;
-        }
+        att_stage_keys<HS>(Ks, Vs, Ds, qkv, drow, b, h, k0, Tn, C);
         __syncthreads();
         if (!active || k0 > t) continue;
         for (int j = 0; j < ATT_BK; j++) {

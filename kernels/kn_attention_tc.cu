@@ -28,6 +28,26 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
+static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t pa[4];
+        pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
+        pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
+        pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+        pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            uint32_t bb[2];
+            bb[0] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 2 * t4]);
+            bb[1] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 8 + 2 * t4]);
+            mma_bf16(acc[n], pa, bb);
+        }
+    }
+}
+
 /* grid (ceil(T/64), NH, B), block 128 */
 __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *lse, const kn_bf16 *qkv,
                                                          const int32_t *doc, int Tn, int C, int NH, float scale)
@@ -150,21 +170,7 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
             o[n][3] *= corr1;
         }
         /* O += P V: k-steps of 16 keys; P's A fragment is two S n-tiles */
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++) {
-            uint32_t pa[4];
-            pa[0] = pack_bf16(sc[2 * ks][0], sc[2 * ks][1]);
-            pa[1] = pack_bf16(sc[2 * ks][2], sc[2 * ks][3]);
-            pa[2] = pack_bf16(sc[2 * ks + 1][0], sc[2 * ks + 1][1]);
-            pa[3] = pack_bf16(sc[2 * ks + 1][2], sc[2 * ks + 1][3]);
-#pragma unroll
-            for (int n = 0; n < 8; n++) { /* n-tile over the head dimension */
-                uint32_t bb[2];
-                bb[0] = *reinterpret_cast<const uint32_t *>(&Vt[n * 8 + g][ks * 16 + 2 * t4]);
-                bb[1] = *reinterpret_cast<const uint32_t *>(&Vt[n * 8 + g][ks * 16 + 8 + 2 * t4]);
-                mma_bf16(o[n], pa, bb);
-            }
-        }
+        mma_cfrag(o, sc, Vt, g, t4);
     }
     /* normalise and store: thread holds rows r0 (o[n][0..1]) and r1 (o[n][2..3]), cols n*8 + 2*t4 (+1) */
     float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
@@ -256,26 +262,6 @@ static __device__ __forceinline__ void mma_rows(float acc[8][4], const uint32_t 
             bb[1] = *reinterpret_cast<const uint32_t *>(&M[n * 8 + g][ks * 16 + 8 + 2 * t4]);
             mma_bf16(acc[n], a[ks], bb);
         }
-}
-
-/* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
-static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4)
-{
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-        uint32_t pa[4];
-        pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
-        pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
-        pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
-        pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            uint32_t bb[2];
-            bb[0] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 2 * t4]);
-            bb[1] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 8 + 2 * t4]);
-            mma_bf16(acc[n], pa, bb);
-        }
-    }
 }
 
 static __device__ __forceinline__ void zero8x4(float a[8][4])
