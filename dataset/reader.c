@@ -17,7 +17,7 @@
 #include <zstd.h>
 
 #define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
-#define DS_IN_CAP ((size_t)1 << 20)
+#define DS_IN_CAP ((size_t)256 << 10) /* reused per read; larger only adds first-touch page faults */
 #define ZERR (-100) /* internal: zstd error on the current file */
 
 const char *ds_strerror(int err) {
@@ -417,21 +417,27 @@ static int fill(ds_reader *r) {
     }
 }
 
+/* Room for `want` bytes in the record buffer (capped at max_record_bytes). */
+static int rec_reserve(ds_reader *r, uint64_t want) {
+    if (want <= r->rec_cap) return DS_OK;
+    uint64_t nc = r->rec_cap * 2;
+    while (nc < want) nc *= 2;
+    if (nc > r->opts.max_record_bytes) nc = r->opts.max_record_bytes;
+    if (nc <= r->rec_cap) return DS_OK;
+    uint8_t *nb = realloc(r->rec, (size_t)nc + 1);
+    if (!nb) return DS_ERR_NOMEM;
+    r->rec = nb;
+    r->rec_cap = (size_t)nc;
+    return DS_OK;
+}
+
 /* Append up to n bytes to the record buffer, respecting max_record_bytes.
  * Returns the number of bytes that did not fit (dropped). */
 static int rec_append(ds_reader *r, const uint8_t *p, size_t n, size_t *dropped) {
     size_t room = r->opts.max_record_bytes - r->rec_len;
     size_t take = n < room ? n : room;
     *dropped = n - take;
-    if (r->rec_len + take > r->rec_cap) {
-        size_t nc = r->rec_cap * 2;
-        while (nc < r->rec_len + take) nc *= 2;
-        if (nc > r->opts.max_record_bytes) nc = r->opts.max_record_bytes;
-        uint8_t *nb = realloc(r->rec, nc + 1);
-        if (!nb) return DS_ERR_NOMEM;
-        r->rec = nb;
-        r->rec_cap = nc;
-    }
+    if (r->rec_len + take > r->rec_cap && rec_reserve(r, r->rec_len + take)) return DS_ERR_NOMEM;
     memcpy(r->rec + r->rec_len, p, take);
     r->rec_len += take;
     return DS_OK;
@@ -799,6 +805,11 @@ static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) 
     if (r->opts.doc_sep == DS_SEP_FILE) {
         uint64_t total = 0;
         int overflow = 0;
+        /* a plain file's size is known: one buffer of that size, instead of
+         * doubling it and copying the text into fresh pages each time */
+        struct stat st;
+        if (!r->is_zst && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) && (rc = rec_reserve(r, (uint64_t)st.st_size)))
+            goto io_fail;
         for (;;) {
             int f = fill(r);
             if (f == 0) break;

@@ -54,13 +54,23 @@ int tk_ids_reserve(tk_ids *v, size_t extra) {
  * has no pair). Each step takes the lowest rank and its leftmost lane with
  * a branch-free scan over all lanes (SSE2 where available), then relinks
  * the parts. For a few dozen bytes this beats a heap, whose sift loops
- * mispredict on every level. Ranks must fit in 31 bits (checked). */
+ * mispredict on every level. */
 #define FLAT_INF INT32_MAX
+/* A lane holds the key (rank << 6) | lane, so the lowest key names both the
+ * lowest rank and its leftmost lane: one min-reduction, no compare-and-find
+ * pass after it. Ranks must stay below 2^25 (larger vocabularies take the
+ * heap merges). */
+#define FLAT_LANE_BITS 6
+#define FLAT_MAX_RANKS (1u << (31 - FLAT_LANE_BITS))
 
+static inline __attribute__((always_inline)) int32_t flat_key(uint32_t rank, unsigned lane) {
+    return rank < FLAT_MAX_RANKS ? (int32_t)(rank << FLAT_LANE_BITS | lane) : FLAT_INF;
+}
+
+/* Key of the pair spanning p[0..n), which starts at lane `lane`. */
 static inline __attribute__((always_inline)) int32_t flat_rank(const tk_tokenizer *t, const uint8_t *p, size_t n,
-                                                               uint32_t max_rank) {
-    uint32_t r = rank_of_span(t, p, n, max_rank);
-    return r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
+                                                               uint32_t max_rank, unsigned lane) {
+    return flat_key(rank_of_span(t, p, n, max_rank), lane);
 }
 
 #if defined(__SSE2__)
@@ -69,32 +79,19 @@ static inline __m128i flat_min4(__m128i a, __m128i b) {
     __m128i lt = _mm_cmplt_epi32(a, b);
     return _mm_or_si128(_mm_and_si128(lt, a), _mm_andnot_si128(lt, b));
 }
-/* Lowest value of rk[0..4*nvec) and the first lane holding it. Always
- * inlined with a constant nvec, so the loops unroll into registers. */
-static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec, unsigned *at) {
-    __m128i v[FLAT_LANES / 4] = {0};
-    for (unsigned i = 0; i < nvec; i++) v[i] = _mm_loadu_si128((const __m128i *)(rk + 4 * i));
-    __m128i m = v[0];
-    for (unsigned i = 1; i < nvec; i++) m = flat_min4(m, v[i]);
+/* Lowest key of rk[0..4*nvec). Always inlined with a constant nvec, so the
+ * loops unroll into registers. */
+static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec) {
+    __m128i m = _mm_loadu_si128((const __m128i *)rk);
+    for (unsigned i = 1; i < nvec; i++) m = flat_min4(m, _mm_loadu_si128((const __m128i *)(rk + 4 * i)));
     m = flat_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
     m = flat_min4(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-    int32_t best = _mm_cvtsi128_si32(m);
-    uint64_t mask = 0;
-    for (unsigned i = 0; i < nvec; i++)
-        mask |= (uint64_t)(uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(v[i], m))) << (4 * i);
-    *at = (unsigned)__builtin_ctzll(mask);
-    return best;
+    return _mm_cvtsi128_si32(m);
 }
 #else
-static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec, unsigned *at) {
+static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *rk, unsigned nvec) {
     int32_t best = FLAT_INF;
-    unsigned bi = 0;
-    for (unsigned k = 0; k < 4 * nvec; k++)
-        if (rk[k] < best) {
-            best = rk[k];
-            bi = k;
-        }
-    *at = bi;
+    for (unsigned k = 0; k < 4 * nvec; k++) best = rk[k] < best ? rk[k] : best;
     return best;
 }
 #endif
@@ -104,31 +101,20 @@ static inline __attribute__((always_inline)) int32_t flat_argmin(const int32_t *
 typedef struct {
     _Alignas(64) int32_t rk[FLAT_LANES];
     uint32_t tok[FLAT_LANES];
-    uint8_t nxt[FLAT_LANES], prv[FLAT_LANES];
     const uint8_t *p;
     uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
     uint64_t alive;    /* bit k: a part starts at byte k */
 } flat_state;
-
-/* nxt and prv of unmerged bytes, copied in one go */
-_Static_assert(FLAT_LANES == 64, "flat_iota_* and the 64-lane scans assume 64 lanes");
-static const uint8_t flat_iota_next[FLAT_LANES] = {
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64};
-static const uint8_t flat_iota_prev[FLAT_LANES] = {
-    255, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62};
-
 
 static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     st->p = p;
     st->n = (uint32_t)n;
     st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : n <= 32 ? 8 : 16;
     st->alive = n >= 64 ? ~0ull : (1ull << n) - 1;
-    memcpy(st->nxt, flat_iota_next, sizeof st->nxt);
-    memcpy(st->prv, flat_iota_prev, sizeof st->prv);
     for (size_t k = 0; k < n; k++) st->tok[k] = t->byte_rank[p[k]];
     for (size_t k = 0; k + 1 < n; k++) {
         uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
-        st->rk[k] = r < max_rank && r < (uint32_t)FLAT_INF ? (int32_t)r : FLAT_INF;
+        st->rk[k] = flat_key(r < max_rank ? r : TK_NO_RANK, (unsigned)k);
     }
     for (size_t k = n ? n - 1 : 0; k < 4 * st->nvec; k++) st->rk[k] = FLAT_INF;
 }
@@ -522,7 +508,7 @@ static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t m
 }
 
 static int bpe_short(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
-    if (n <= FLAT_PIECE && t->n_ranks < (uint32_t)FLAT_INF) return bpe_small(t, p, n, max_rank, out);
+    if (n <= FLAT_PIECE && t->n_ranks <= FLAT_MAX_RANKS) return bpe_small(t, p, n, max_rank, out);
     return bpe_mid(t, p, n, max_rank, out);
 }
 
@@ -865,7 +851,7 @@ int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chu
     }
     if (chunk < 1) chunk = 1;
     if (chunk > FLAT_LANES) chunk = FLAT_LANES;
-    if (t->n_ranks >= (uint32_t)FLAT_INF) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
+    if (t->n_ranks > FLAT_MAX_RANKS) return bpe_merge_long(t, p, n, TK_NO_RANK, out);
     size_t base = out->len;
 #ifdef BPE_HAVE_AVX2
     int level = simd_level();

@@ -4,49 +4,31 @@
  * bpe.c's flat_state, flat_init, flat_rank and chunk_joined, and FLAT_FN()
  * to name its functions. */
 
-/* Lowest rank of lanes 0..31, and the first lane holding it. */
-static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int32_t *rk, unsigned *at) {
+/* Lowest key of lanes 0..31 (see flat_key). */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int32_t *rk) {
 #if defined(__AVX512F__)
-    __m512i a0 = _mm512_load_si512(rk), a1 = _mm512_load_si512(rk + 16);
-    __m512i m = _mm512_set1_epi32(_mm512_reduce_min_epi32(_mm512_min_epi32(a0, a1)));
-    uint32_t mask = (uint32_t)_mm512_cmpeq_epi32_mask(a0, m) | (uint32_t)_mm512_cmpeq_epi32_mask(a1, m) << 16;
-    *at = (unsigned)__builtin_ctz(mask);
-    return _mm_cvtsi128_si32(_mm512_castsi512_si128(m));
+    return _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)));
 #elif defined(__AVX2__)
     const __m256i *v = (const __m256i *)rk;
-    __m256i a0 = _mm256_load_si256(v), a1 = _mm256_load_si256(v + 1), a2 = _mm256_load_si256(v + 2),
-            a3 = _mm256_load_si256(v + 3);
-    __m256i m = _mm256_min_epi32(_mm256_min_epi32(a0, a1), _mm256_min_epi32(a2, a3));
-    m = _mm256_min_epi32(m, _mm256_permute2x128_si256(m, m, 1));
-    m = _mm256_min_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-    m = _mm256_min_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-    uint32_t mask = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a0, m))) |
-                    (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a1, m))) << 8 |
-                    (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a2, m))) << 16 |
-                    (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a3, m))) << 24;
-    *at = (unsigned)__builtin_ctz(mask);
-    return _mm256_cvtsi256_si32(m);
+    __m256i m = _mm256_min_epi32(_mm256_min_epi32(_mm256_load_si256(v), _mm256_load_si256(v + 1)),
+                                 _mm256_min_epi32(_mm256_load_si256(v + 2), _mm256_load_si256(v + 3)));
+    __m128i h = _mm_min_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
 #else
-    return flat_argmin(rk, 8, at);
+    return flat_argmin(rk, 8);
 #endif
 }
 
-/* Lowest rank of lanes 0..63, and the first lane holding it. */
-static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int32_t *rk, unsigned *at) {
+/* Lowest key of lanes 0..63. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int32_t *rk) {
 #if defined(__AVX512F__)
-    __m512i a0 = _mm512_load_si512(rk), a1 = _mm512_load_si512(rk + 16), a2 = _mm512_load_si512(rk + 32),
-            a3 = _mm512_load_si512(rk + 48);
-    __m512i m = _mm512_set1_epi32(
-        _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_min_epi32(a0, a1), _mm512_min_epi32(a2, a3))));
-    uint64_t mask = (uint64_t)_mm512_cmpeq_epi32_mask(a0, m) | (uint64_t)_mm512_cmpeq_epi32_mask(a1, m) << 16 |
-                    (uint64_t)_mm512_cmpeq_epi32_mask(a2, m) << 32 | (uint64_t)_mm512_cmpeq_epi32_mask(a3, m) << 48;
-    *at = (unsigned)__builtin_ctzll(mask);
-    return _mm_cvtsi128_si32(_mm512_castsi512_si128(m));
+    return _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)),
+                                                    _mm512_min_epi32(_mm512_load_si512(rk + 32), _mm512_load_si512(rk + 48))));
 #else
-    unsigned lo, hi;
-    int32_t a = FLAT_FN(argmin32)(rk, &lo), b = FLAT_FN(argmin32)(rk + 32, &hi);
-    *at = a <= b ? lo : 32 + hi;
-    return a <= b ? a : b;
+    int32_t a = FLAT_FN(argmin32)(rk), b = FLAT_FN(argmin32)(rk + 32);
+    return a < b ? a : b;
 #endif
 }
 
@@ -64,45 +46,58 @@ static inline void FLAT_FN(set)(flat_state *st, unsigned lane, int32_t val) {
 #endif
 }
 
-/* One merge; 0 once no pair is left. */
-static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
-    unsigned k;
-    int32_t best;
-    if (st->nvec == 2) {
-        /* 8 lanes: scalar, since a vector load of lanes just written one
-         * by one stalls on store forwarding; (rank, lane) keys make the
-         * leftmost of equal ranks the smallest */
-        uint64_t key = ((uint64_t)(uint32_t)st->rk[0] << 8);
-        for (unsigned i = 1; i < 7; i++) {
-            uint64_t c = ((uint64_t)(uint32_t)st->rk[i] << 8) | i;
-            key = c < key ? c : key;
-        }
-        best = (int32_t)(key >> 8);
-        k = (unsigned)(key & 0xff);
-    } else if (st->nvec == 4) {
-        best = flat_argmin(st->rk, 4, &k);
-    } else if (st->nvec == 8) {
-        best = FLAT_FN(argmin32)(st->rk, &k);
-    } else {
-        best = FLAT_FN(argmin64)(st->rk, &k);
-    }
-    if (best == FLAT_INF) return 0;
-    /* merge the part at k with the next one */
-    unsigned n = st->n, d = st->nxt[k], e = st->nxt[d];
-    st->tok[k] = (uint32_t)best;
-    st->alive &= ~(1ull << d);
-    FLAT_FN(set)(st, d, FLAT_INF);
-    st->nxt[k] = (uint8_t)e;
+/* Merge the part whose pair holds the lowest key with the next part. */
+static inline __attribute__((always_inline)) void FLAT_FN(merge)(flat_state *st, const tk_tokenizer *t,
+                                                                 uint32_t max_rank, int32_t key) {
+    unsigned k = (unsigned)key & ((1u << FLAT_LANE_BITS) - 1);
+    /* the parts are the set bits of alive: the next part after lane x
+     * starts at the lowest set bit above x (n if none) */
+    uint64_t alive = st->alive;
+    unsigned n = st->n;
+    uint64_t above_k = alive & (~1ull << k), d = (uint64_t)__builtin_ctzll(above_k); /* the part merged in */
+    uint64_t above_d = above_k & (above_k - 1), e = above_d ? (uint64_t)__builtin_ctzll(above_d) : n;
+    st->tok[k] = (uint32_t)key >> FLAT_LANE_BITS;
+    st->alive = alive & ~(1ull << d);
+    FLAT_FN(set)(st, (unsigned)d, FLAT_INF);
     if (e < n) {
-        st->prv[e] = (uint8_t)k;
-        FLAT_FN(set)(st, k, flat_rank(t, st->p + k, st->nxt[e] - k, max_rank));
+        uint64_t above_e = above_d & (above_d - 1), f = above_e ? (uint64_t)__builtin_ctzll(above_e) : n;
+        FLAT_FN(set)(st, k, flat_rank(t, st->p + k, f - k, max_rank, k));
     } else {
         FLAT_FN(set)(st, k, FLAT_INF);
     }
     if (k) {
-        unsigned q = st->prv[k];
-        FLAT_FN(set)(st, q, flat_rank(t, st->p + q, e - q, max_rank));
+        unsigned q = 63u - (unsigned)__builtin_clzll(alive & ((1ull << k) - 1));
+        FLAT_FN(set)(st, q, flat_rank(t, st->p + q, e - q, max_rank, q));
     }
+}
+
+/* One merge; 0 once no pair is left. */
+static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
+    int32_t key;
+    if (st->nvec == 2) {
+        /* 8 lanes: scalar, since a vector load of lanes just written one
+         * by one stalls on store forwarding */
+        key = st->rk[0];
+        for (unsigned i = 1; i < 7; i++) key = st->rk[i] < key ? st->rk[i] : key;
+    } else if (st->nvec == 4) {
+        key = flat_argmin(st->rk, 4);
+    } else if (st->nvec == 8) {
+        key = FLAT_FN(argmin32)(st->rk);
+    } else {
+        key = FLAT_FN(argmin64)(st->rk);
+    }
+    if (key == FLAT_INF) return 0;
+    FLAT_FN(merge)(st, t, max_rank, key);
+    return 1;
+}
+
+/* A step of a chunk scanned at a fixed width (32 or 64 lanes), inlined into
+ * the chunk loop: no dispatch on the width, no call. */
+static inline __attribute__((always_inline)) int FLAT_FN(step_fixed)(flat_state *st, const tk_tokenizer *t,
+                                                                     unsigned lanes) {
+    int32_t key = lanes == 64 ? FLAT_FN(argmin64)(st->rk) : FLAT_FN(argmin32)(st->rk);
+    if (key == FLAT_INF) return 0;
+    FLAT_FN(merge)(st, t, TK_NO_RANK, key);
     return 1;
 }
 
@@ -136,13 +131,20 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
                 copy |= 1u << g;
             } else {
                 flat_init(&st[g], t, p + end, m, TK_NO_RANK);
+                for (size_t k = 4 * st[g].nvec; k < (chunk > 32 ? 64 : 32); k++) st[g].rk[k] = FLAT_INF;
                 live |= 1u << g;
             }
             end += m;
         }
-        while (live)
-            for (size_t i = 0; i < g; i++)
-                if ((live >> i & 1) && !FLAT_FN(step)(&st[i], t, TK_NO_RANK)) live &= ~(1u << i);
+        if (chunk > 32) {
+            while (live)
+                for (size_t i = 0; i < g; i++)
+                    if ((live >> i & 1) && !FLAT_FN(step_fixed)(&st[i], t, 64)) live &= ~(1u << i);
+        } else {
+            while (live)
+                for (size_t i = 0; i < g; i++)
+                    if ((live >> i & 1) && !FLAT_FN(step_fixed)(&st[i], t, 32)) live &= ~(1u << i);
+        }
         for (size_t i = 0; i < g; i++) {
             if (!(copy >> i & 1)) raw_n = flat_tokens(&st[i], raw);
             int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);

@@ -12,6 +12,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <utf8proc.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define TABLE_CPS 0x40000u
 static uint8_t *g_cls;          /* class of code points below TABLE_CPS */
@@ -113,8 +116,32 @@ static inline uint8_t cls_at(const uint8_t *s, size_t n, size_t i, size_t *len) 
 
 #define OTHER(c) (((c) & (TKC_L | TKC_N | TKC_S)) == 0)
 
+/* Past the ASCII digits (want == TKC_N) or ASCII letters (TKC_L) from i,
+ * 16 bytes at a time; stops early near the end or at any other byte (the
+ * caller's loop goes on from there, non-ASCII letters and digits included).
+ * In ASCII, \p{N} is exactly 0-9 and \p{L} exactly A-Z and a-z. */
+static inline size_t ascii_run(const uint8_t *s, size_t n, size_t i, uint8_t want) {
+#if defined(__SSE2__)
+    /* x = byte + (0x80 - first), as signed: in range iff x < -128 + count */
+    const int letters = want == TKC_L;
+    const __m128i fold = _mm_set1_epi8(letters ? 0x20 : 0);
+    const __m128i bias = _mm_set1_epi8((char)(0x80 - (letters ? 'a' : '0')));
+    const __m128i limit = _mm_set1_epi8((char)(-128 + (letters ? 26 : 10)));
+    while (i + 16 <= n) {
+        __m128i v = _mm_or_si128(_mm_loadu_si128((const __m128i *)(s + i)), fold);
+        unsigned in = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(_mm_add_epi8(v, bias), limit));
+        if (in != 0xFFFF) return i + (size_t)__builtin_ctz(~in);
+        i += 16;
+    }
+#else
+    (void)s, (void)n, (void)want;
+#endif
+    return i;
+}
+
 /* End of the maximal run of characters whose class has any bit of `want`. */
 static inline size_t run_any(const uint8_t *s, size_t n, size_t i, uint8_t want) {
+    if (want == TKC_L || want == TKC_N) i = ascii_run(s, n, i, want);
     while (i < n) {
         size_t l;
         uint8_t c = cls_at(s, n, i, &l);
