@@ -16,6 +16,7 @@
 
 #define FLAT_PIECE 32  /* up to here: flat array scan */
 #define FLAT_LANES 64  /* lanes of the flat merge (chunks of long pieces use up to 64) */
+_Static_assert(FLAT_LANES <= 64, "the parts of a flat merge are the bits of one uint64_t");
 #define SMALL_PIECE 255 /* up to here: stack heap (bpe_mid); beyond: chunks (tk_bpe_chunked) */
 #define PC_BITS 14
 #define PREFETCH_AHEAD 16

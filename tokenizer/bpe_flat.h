@@ -109,6 +109,55 @@ static int FLAT_FN(small)(const tk_tokenizer *t, const uint8_t *p, size_t n, uin
     return flat_emit(&st, out);
 }
 
+/* flat_init for a chunk of 2..`lanes` bytes (lanes 32 or 64, all of them
+ * filled): the first pair ranks come from vector gathers of pair2. */
+static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n,
+                                       unsigned lanes) {
+#if defined(__AVX2__)
+    st->p = p;
+    st->n = (uint32_t)n;
+    st->nvec = lanes / 4;
+    st->alive = n >= 64 ? ~0ull : (1ull << n) - 1;
+    uint8_t b[FLAT_LANES + 16]; /* the bytes, zero-padded: every load below stays inside */
+    memcpy(b, p, n);
+    memset(b + n, 0, sizeof b - n);
+#if defined(__AVX512F__)
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (unsigned v = 0; v < lanes; v += 16) {
+        __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + v)));
+        __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + v + 1)));
+        _mm512_storeu_si512(st->tok + v, _mm512_i32gather_epi32(lo, (const void *)t->byte_rank, 4));
+        __m512i r = _mm512_i32gather_epi32(_mm512_or_si512(_mm512_slli_epi32(lo, 8), hi), (const void *)t->pair2, 4);
+        __m512i lane = _mm512_add_epi32(iota, _mm512_set1_epi32((int)v));
+        /* a pair exists where lane + 1 < n, and its rank fits a key */
+        __mmask16 ok = _mm512_cmplt_epu32_mask(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), _mm512_set1_epi32((int)n)) &
+                       _mm512_cmplt_epu32_mask(r, _mm512_set1_epi32((int)FLAT_MAX_RANKS));
+        __m512i key = _mm512_or_si512(_mm512_slli_epi32(r, FLAT_LANE_BITS), lane);
+        _mm512_store_si512(st->rk + v, _mm512_mask_blend_epi32(ok, _mm512_set1_epi32(FLAT_INF), key));
+    }
+#else
+    const __m256i iota = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    for (unsigned v = 0; v < lanes; v += 8) {
+        __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + v)));
+        __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b + v + 1)));
+        _mm256_storeu_si256((__m256i *)(st->tok + v), _mm256_i32gather_epi32((const int *)t->byte_rank, lo, 4));
+        __m256i r = _mm256_i32gather_epi32((const int *)t->pair2, _mm256_or_si256(_mm256_slli_epi32(lo, 8), hi), 4);
+        __m256i lane = _mm256_add_epi32(iota, _mm256_set1_epi32((int)v));
+        /* signed compares are safe: lanes < 64, and ranks >= 2^31 are out of range either way */
+        __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_add_epi32(lane, _mm256_set1_epi32(1))),
+                                      _mm256_and_si256(_mm256_cmpgt_epi32(r, _mm256_set1_epi32(-1)),
+                                                       _mm256_cmpgt_epi32(_mm256_set1_epi32((int)FLAT_MAX_RANKS), r)));
+        __m256i key = _mm256_or_si256(_mm256_slli_epi32(r, FLAT_LANE_BITS), lane);
+        _mm256_store_si256((__m256i *)(st->rk + v), _mm256_blendv_epi8(_mm256_set1_epi32(FLAT_INF), key, ok));
+    }
+#endif
+#else
+    flat_init(st, t, p, n, TK_NO_RANK);
+    for (size_t k = 4 * st->nvec; k < lanes; k++) st->rk[k] = FLAT_INF;
+    st->nvec = lanes / 4;
+#endif
+}
+
 /* The chunks of a long piece, CHUNK_GROUP at a time: the chunks of a group
  * are merged in turn, one step each, so that the rank look-ups of different
  * chunks overlap. A chunk equal to the one before it (runs, repeated text)
@@ -130,8 +179,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
             if (m == (g ? len[g - 1] : prev_len) && memcmp(p + end, p + end - m, m) == 0) {
                 copy |= 1u << g;
             } else {
-                flat_init(&st[g], t, p + end, m, TK_NO_RANK);
-                for (size_t k = 4 * st[g].nvec; k < (chunk > 32 ? 64 : 32); k++) st[g].rk[k] = FLAT_INF;
+                FLAT_FN(init_chunk)(&st[g], t, p + end, m, chunk > 32 ? 64 : 32);
                 live |= 1u << g;
             }
             end += m;
