@@ -32,10 +32,12 @@ static inline __attribute__((always_inline)) uint32_t rank_of_span(const tk_toke
         r = t->pair2[k];
     else if (n == 3)
         r = tk_map3_get(t, p);
+    else if (n <= 8) /* the short map's filter answers most misses as cheaply as maxlen2 would */
+        r = tk_smap_get(t, tk_short_word(p, n), n);
     else if (n > t->maxlen2[k] && t->maxlen2[k] != 255)
         return TK_NO_RANK;
     else
-        r = tk_map_get(t, p, n);
+        r = tk_lmap_get(t, p, n, tk_hash_bytes(p, n));
     return r < max_rank ? r : TK_NO_RANK;
 }
 
