@@ -766,7 +766,7 @@ static int chunk_joined(const tk_tokenizer *t, scratch *s, const uint8_t *p, siz
  * byte pair of the highest rank among the last few candidates (a pair that
  * is no token at all ranks highest). The merge loop joins such a pair late
  * if ever, so the junction more often holds and needs no repair. */
-#define CUT_CHOICE 16
+#define CUT_CHOICE 8
 static inline size_t chunk_cut(const tk_tokenizer *t, const uint8_t *p, size_t pos, size_t n, size_t chunk) {
     if (n - pos <= chunk) return n - pos;
     if (chunk <= CUT_CHOICE) return chunk;

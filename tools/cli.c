@@ -162,6 +162,13 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double cli_thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 uint32_t cli_digits4_lead[10000], cli_digits4_full[10000];
 uint8_t cli_digits4_len[10000];
 

@@ -94,7 +94,8 @@ int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out
 /* Number of online CPUs (>= 1). */
 int cli_ncpus(void);
 /* Monotonic seconds. */
-double cli_now(void);
+double cli_now(void);        /* monotonic wall clock, seconds */
+double cli_thread_cpu(void); /* CPU time of the calling thread, seconds */
 
 /* Fast unsigned decimal formatting: writes the digits of v at p, returns the
  * number of bytes written (1..20). No terminating NUL. Inline: writing ids

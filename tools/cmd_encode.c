@@ -36,7 +36,8 @@ static const char k_usage[] =
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
     "      --batch-bytes SIZE   text per encode batch (default 2M)\n"
     "      --batch-docs N       documents per encode batch (default 4096)\n"
-    "      --stats              print docs, bytes, tokens and MB/s to stderr at the end\n"
+    "      --stats              print docs, bytes, tokens, MB/s and the time spent encoding\n"
+    "                           alone (reading and writing excluded) to stderr at the end\n"
     "  -h, --help               show this help\n"
     "\n"
     "Records the reader cannot use (bad JSON, missing field, ...) are reported on stderr\n"
@@ -465,6 +466,9 @@ int cmd_encode(int argc, char **argv)
 
     uint64_t n_docs = 0, n_bytes = 0, n_tokens = 0, n_skipped = 0;
     double t0 = cli_now();
+    /* time inside the encode calls: CPU time of this thread when it encodes
+     * alone (the reader and writer threads may share its core), else wall */
+    double t_encode = 0;
     pl.rd = rd;
     pl.cmd = cmd;
     pl.max_docs = (size_t)batch_docs;
@@ -518,9 +522,11 @@ int cmd_encode(int argc, char **argv)
             set[i].len = 0;
         }
         int erc = TK_OK;
+        double te = threads == 1 ? cli_thread_cpu() : cli_now();
         if (nb)
             erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, set)
                               : tk_encode_batch(tok, spans, nb, (int)threads, set);
+        t_encode += (threads == 1 ? cli_thread_cpu() : cli_now()) - te;
         if (erc != TK_OK) {
             cli_error(cmd, "encoding failed: %s", tk_strerror(erc));
             rc = EXIT_BAD_INPUT;
@@ -560,10 +566,11 @@ int cmd_encode(int argc, char **argv)
     if (stats)
         fprintf(stderr,
                 "mkshards encode: %llu docs, %llu bytes, %llu tokens, %.1f bytes/token, %.2f s, %.1f MB/s, "
-                "%ld threads, %s\n",
+                "%ld threads, %s; encoding alone %.4f s (%s), %.1f MB/s\n",
                 (unsigned long long)n_docs, (unsigned long long)n_bytes, (unsigned long long)n_tokens,
                 n_tokens ? (double)n_bytes / (double)n_tokens : 0.0, dt,
-                dt > 0 ? (double)n_bytes / dt / 1e6 : 0.0, threads, tk_name(tok));
+                dt > 0 ? (double)n_bytes / dt / 1e6 : 0.0, threads, tk_name(tok), t_encode,
+                threads == 1 ? "CPU" : "wall", t_encode > 0 ? (double)n_bytes / t_encode / 1e6 : 0.0);
 
 done:
     if (writer_started) { /* error path: stop the writer and wait for it */
