@@ -102,6 +102,14 @@ int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_o
 /* 1: a record was produced; 0: end of all inputs; <0: fatal error (err set). */
 int ds_reader_next(ds_reader *r, ds_record *rec, char *err, size_t errlen);
 void ds_reader_free(ds_reader *r);
+/* Take over the buffer that holds rec's text (rec: the record ds_reader_next
+ * just produced) instead of copying a large document out of it: *buf
+ * receives that buffer (*cap its size in bytes) and the reader keeps the
+ * buffer passed in *buf / *cap (NULL / 0: it allocates one) for its next
+ * records. Returns the text's offset in the buffer handed over; -1 if rec's
+ * text does not live in it (JSONL records: the text is unescaped elsewhere),
+ * nothing exchanged then. */
+long long ds_reader_take_text(ds_reader *r, const ds_record *rec, uint8_t **buf, size_t *cap);
 
 /* JSON field extraction, usable on any thread (one ctx per thread). With
  * defer_json, pass each DS_RECF_RAW_JSON record's text/len here: rec gets

@@ -417,6 +417,28 @@ static int fill(ds_reader *r) {
     }
 }
 
+long long ds_reader_take_text(ds_reader *r, const ds_record *rec, uint8_t **buf, size_t *cap) {
+    if (!r || !rec || !buf || !cap || !rec->text || !r->rec) return -1;
+    const uint8_t *t = rec->text;
+    if (t < r->rec || t > r->rec + r->rec_len || rec->len > (size_t)(r->rec + r->rec_len - t)) return -1;
+    uint8_t *mine = r->rec, *next = *buf;
+    size_t mine_size = r->rec_cap + 1, next_cap;
+    if (next && *cap >= 2) {
+        next_cap = *cap - 1; /* one byte stays for the terminating NUL */
+    } else {
+        next_cap = (size_t)1 << 16;
+        if (next_cap > r->opts.max_record_bytes) next_cap = r->opts.max_record_bytes;
+        if (!(next = malloc(next_cap + 1))) return -1;
+        free(*buf);
+    }
+    r->rec = next;
+    r->rec_cap = next_cap;
+    r->rec_len = 0;
+    *buf = mine;
+    *cap = mine_size;
+    return (long long)(t - mine);
+}
+
 /* Room for `want` bytes in the record buffer (capped at max_record_bytes). */
 static int rec_reserve(ds_reader *r, uint64_t want) {
     if (want <= r->rec_cap) return DS_OK;

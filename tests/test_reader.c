@@ -224,6 +224,65 @@ int main(void) {
         CHECK(R.n == 7 && streq(R.text[0], "a") && streq(R.last_file, "-"));
     }
 
+    /* --- ds_reader_take_text: the text's buffer changes hands, the reader
+     * goes on with the buffer it got in exchange (or one of its own) --- */
+    {
+        const char *t1 = "\xEF\xBB\xBF" "first document\nwith two lines\n", *t2 = "second";
+        write_file("take1.txt", t1, strlen(t1));
+        write_file("take2.txt", t2, strlen(t2));
+        const char *jt = "{\"text\":\"plain\"}\n{\"text\":\"esc\\n\"}\n{\"text\":\"last\"}\n";
+        write_file("take.jsonl", jt, strlen(jt));
+        char p1[512], p2[512], p3[512];
+        snprintf(p1, sizeof p1, "%s/take1.txt", tmpdir);
+        snprintf(p2, sizeof p2, "%s/take2.txt", tmpdir);
+        snprintf(p3, sizeof p3, "%s/take.jsonl", tmpdir);
+        const char *ins[] = {p1, p2};
+        ds_reader *r;
+        ds_record rec;
+        char err[256];
+        ds_reader_opts_init(&o);
+        CHECK(ds_reader_open(ins, 2, &o, &r, err, sizeof err) == 0);
+        CHECK(ds_reader_next(r, &rec, err, sizeof err) == 1);
+        uint8_t *buf = NULL;
+        size_t cap = 0;
+        long long at = ds_reader_take_text(r, &rec, &buf, &cap);
+        CHECK(at == 3 && buf && cap > strlen(t1)); /* BOM stripped: the text starts 3 bytes in */
+        CHECK(at >= 0 && rec.len == strlen(t1) - 3 && memcmp(buf + at, t1 + 3, rec.len) == 0);
+        CHECK(ds_reader_next(r, &rec, err, sizeof err) == 1 && rec.len == 6 && memcmp(rec.text, "second", 6) == 0);
+        uint8_t *spare = malloc(16); /* the reader takes this one for what follows */
+        size_t spare_cap = 16;
+        at = ds_reader_take_text(r, &rec, &spare, &spare_cap);
+        CHECK(at == 0 && spare && memcmp(spare, "second", 6) == 0);
+        CHECK(ds_reader_next(r, &rec, err, sizeof err) == 0);
+        ds_reader_free(r);
+        free(spare);
+        free(buf);
+        /* JSONL: a text without escapes may live in the line buffer (then it
+         * is handed over), one with escapes does not (-1, nothing changes) */
+        const char *jin[] = {p3};
+        CHECK(ds_reader_open(jin, 1, &o, &r, err, sizeof err) == 0);
+        buf = NULL;
+        cap = 0;
+        int handed = 0;
+        for (int k = 0; ds_reader_next(r, &rec, err, sizeof err) == 1; k++) {
+            const char *want = k == 0 ? "plain" : k == 1 ? "esc\n" : "last";
+            CHECK(rec.status == DS_REC_OK && rec.len == strlen(want) && memcmp(rec.text, want, rec.len) == 0);
+            uint8_t *b2 = NULL;
+            size_t c2 = 0;
+            at = ds_reader_take_text(r, &rec, &b2, &c2);
+            if (at >= 0) {
+                handed++;
+                CHECK(b2 && memcmp(b2 + at, want, strlen(want)) == 0);
+            } else {
+                CHECK(!b2 && c2 == 0);
+            }
+            free(b2);
+        }
+        CHECK(ds_reader_take_text(NULL, &rec, &buf, &cap) == -1);
+        printf("take_text: %d of 3 JSONL texts handed over\n", handed);
+        ds_reader_free(r);
+    }
+
     /* --- errors --- */
     {
         ds_reader *r;

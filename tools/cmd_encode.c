@@ -149,6 +149,8 @@ typedef struct {
     uint64_t skipped;
 } pipeline;
 
+#define TAKE_TEXT_MIN ((size_t)256 << 10)
+
 static void fill_batch(pipeline *pl, batch *b)
 {
     b->n = 0;
@@ -170,6 +172,16 @@ static void fill_batch(pipeline *pl, batch *b)
             cli_warn(pl->cmd, "%s:%llu: %s; record skipped", rec.file ? rec.file : "?",
                      (unsigned long long)rec.line, rec_status_name(rec.status));
             continue;
+        }
+        if (b->used == 0 && rec.len >= TAKE_TEXT_MIN) {
+            /* a large document first in the batch: swap buffers with the
+             * reader rather than copy it into fresh pages */
+            long long at = ds_reader_take_text(pl->rd, &rec, &b->arena, &b->cap);
+            if (at >= 0) {
+                b->offs[b->n++] = (size_t)at;
+                b->used = (size_t)at + rec.len;
+                continue;
+            }
         }
         size_t off = b->used;
         if (batch_arena_append(&b->arena, &b->cap, &b->used, rec.text, rec.len)) {

@@ -37,6 +37,13 @@ CASES = [
     # planes above 3 (classified per call, not from the table)
     "a\U000E0041b", " \U000F0000x", "\U0010FFFD", "x\U000E0100y", "\U0002A700\U00030000",
     "", "a", " a", "  a", "x" * 300, "ab" * 200, " " * 200 + "x", "9" * 100, "\u200b", "\ufeffBOM",
+    # runs of ASCII letters/digits scanned 16 bytes at a time: a different
+    # character just before, at and after each 16-byte boundary, at the end
+    *[("abcdefghijklmnopqrstuvwxyzABCDEFGH"[:k] + c + "xyz") for k in (14, 15, 16, 17, 31, 32, 33)
+      for c in ("é", "1", " ", "@", "`", "[", "{", "_")],
+    *[("0123456789012345678901234567890123"[:k] + c + "42") for k in (14, 15, 16, 17, 31, 32, 33)
+      for c in ("٣", "a", "/", ":", " ")],
+    "abcdefghijklmnopq", "0123456789012345", "01234567890123456", " abcdefghijklmnopqrstuvwxyz0123456789",
 ]
 
 ENCODINGS = {
