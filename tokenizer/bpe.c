@@ -934,7 +934,8 @@ int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max
         }
     }
     if (n > SMALL_PIECE || max_rank != TK_NO_RANK || n > PIECE_CACHE_BYTES) {
-        uint32_t r = n > 8 ? tk_lmap_get(t, p, n, tk_hash_bytes(p, n)) : TK_NO_RANK;
+        /* no hashing a megabyte to learn it is not a token */
+        uint32_t r = n > 8 && n <= t->max_token_len ? tk_lmap_get(t, p, n, tk_hash_bytes(p, n)) : TK_NO_RANK;
         if (r < max_rank) return emit1(out, r);
         return n > SMALL_PIECE ? bpe_long(t, p, n, max_rank, out) : bpe_short(t, p, n, max_rank, out);
     }
