@@ -1,5 +1,5 @@
 /* test_cli_fmt.c - the id formatter of `mkshards encode` (tools/cli.h)
- * against printf, on every value below 3e6, a stride up to 1.2e8 and the
+ * against printf, on every value below 3e6, a stride up to 1.2e9 and the
  * edges of the fast ranges and of uint64. */
 #include "cli.h"
 
@@ -23,8 +23,8 @@ static int check(uint64_t v) {
 int main(void) {
     int bad = 0;
     for (uint64_t v = 0; v < 3000000 && bad < 10; v++) bad += check(v);
-    for (uint64_t v = 3000000; v < 120000000 && bad < 10; v += 7) bad += check(v);
-    static const uint64_t edges[] = {9999, 10000, 99999999, 100000000, 4294967295ull, 18446744073709551615ull};
+    for (uint64_t v = 3000000; v < 1200000000 && bad < 10; v += 71) bad += check(v);
+    static const uint64_t edges[] = {999, 1000, 999999, 1000000, 999999999, 1000000000, 4294967295ull, 18446744073709551615ull};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) bad += check(edges[i]);
     printf("%s\n", bad ? "FAILED" : "cli_fmt_u64 agrees with printf");
     return bad ? 1 : 0;

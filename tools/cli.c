@@ -169,24 +169,21 @@ double cli_thread_cpu(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-uint32_t cli_digits4_lead[10000], cli_digits4_full[10000];
-uint8_t cli_digits4_len[10000];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "cli_digits3_* are laid out for little-endian words (the digits first in memory, the count last)"
+#endif
+uint32_t cli_digits3_lead[1000], cli_digits3_full[1000];
 
-__attribute__((constructor)) static void cli_digits4_init(void)
+__attribute__((constructor)) static void cli_digits3_init(void)
 {
-    for (unsigned v = 0; v < 10000; v++) {
-        char full[4] = {(char)('0' + v / 1000), (char)('0' + v / 100 % 10), (char)('0' + v / 10 % 10),
-                        (char)('0' + v % 10)};
-        unsigned n = v >= 1000 ? 4 : v >= 100 ? 3 : v >= 10 ? 2 : 1;
-        char lead[4] = {0, 0, 0, 0};
-        memcpy(lead, full + 4 - n, n);
-        memcpy(&cli_digits4_full[v], full, 4);
-        memcpy(&cli_digits4_lead[v], lead, 4);
-        cli_digits4_len[v] = (uint8_t)n;
+    for (unsigned v = 0; v < 1000; v++) {
+        unsigned char d[3] = {(unsigned char)('0' + v / 100), (unsigned char)('0' + v / 10 % 10),
+                              (unsigned char)('0' + v % 10)};
+        unsigned n = v >= 100 ? 3 : v >= 10 ? 2 : 1;
+        uint32_t lead = (uint32_t)n << 24;
+        for (unsigned k = 0; k < n; k++)
+            lead |= (uint32_t)d[3 - n + k] << (8 * k);
+        cli_digits3_lead[v] = lead; /* little-endian: the digits come first in memory */
+        cli_digits3_full[v] = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16;
     }
 }
-
-const char cli_digits2[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";

@@ -97,32 +97,37 @@ int cli_ncpus(void);
 double cli_now(void);        /* monotonic wall clock, seconds */
 double cli_thread_cpu(void); /* CPU time of the calling thread, seconds */
 
-/* Fast unsigned decimal formatting: writes the digits of v at p, returns the
- * number of bytes written (1..20). No terminating NUL. Inline: writing ids
- * calls it once per token. */
-extern const char cli_digits2[201];
-/* For v < 10000: its digits without leading zeros, left-aligned in a
- * 4-byte word (cli_digits4_lead, length in cli_digits4_len), and with
- * leading zeros (cli_digits4_full). Filled before main(). */
-extern uint32_t cli_digits4_lead[10000], cli_digits4_full[10000];
-extern uint8_t cli_digits4_len[10000];
+/* For v < 1000: its digits without leading zeros in the low bytes of a
+ * 4-byte word with their count in the top byte (cli_digits3_lead), and with
+ * leading zeros (cli_digits3_full). 8 KiB in all, so they stay in L1 while
+ * ids are written. Filled before main(). */
+extern uint32_t cli_digits3_lead[1000], cli_digits3_full[1000];
 
 /* Fast unsigned decimal formatting: writes the digits of v at p, returns the
- * number of bytes written (1..20). No terminating NUL. May write up to 8
- * bytes past the digits for v < 10^8: callers keep that much slack. Inline:
- * writing ids calls it once per token. */
+ * number of bytes written (1..20). No terminating NUL. May write up to 4
+ * bytes past the digits below 10^9: callers keep that much slack. Below 10^6
+ * (every id of the known vocabularies) nothing branches on the value: the
+ * leading group is picked arithmetically, since ids of real text mix 1-3 and
+ * 4-6 digits at random (measured 1.6-1.9x faster than 4-digit tables, which
+ * also miss L1). Inline: writing ids calls it once per token. */
 static inline size_t cli_fmt_u64(char *p, uint64_t v)
 {
-    if (v < 10000) {
-        memcpy(p, &cli_digits4_lead[v], 4);
-        return cli_digits4_len[v];
+    if (v < 1000000) {
+        uint32_t hi = (uint32_t)v / 1000, lo = (uint32_t)v - hi * 1000, two = hi != 0;
+        uint32_t lead = cli_digits3_lead[lo + (hi - lo) * two], full = cli_digits3_full[lo];
+        size_t n = lead >> 24;
+        memcpy(p, &lead, 4);
+        memcpy(p + n, &full, 4);
+        return n + 3 * two;
     }
-    if (v < 100000000) {
-        uint32_t hi = (uint32_t)v / 10000, lo = (uint32_t)v % 10000;
-        size_t n = cli_digits4_len[hi];
-        memcpy(p, &cli_digits4_lead[hi], 4);
-        memcpy(p + n, &cli_digits4_full[lo], 4);
-        return n + 4;
+    if (v < 1000000000) {
+        uint32_t a = (uint32_t)v / 1000000, b = (uint32_t)v / 1000 % 1000, c = (uint32_t)v % 1000;
+        uint32_t lead = cli_digits3_lead[a], mid = cli_digits3_full[b], low = cli_digits3_full[c];
+        size_t n = lead >> 24;
+        memcpy(p, &lead, 4);
+        memcpy(p + n, &mid, 4);
+        memcpy(p + n + 3, &low, 4);
+        return n + 6;
     }
     char tmp[20];
     size_t n = 0;
