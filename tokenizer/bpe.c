@@ -109,11 +109,20 @@ typedef struct {
     uint64_t alive;    /* bit k: a part starts at byte k */
 } flat_state;
 
+/* alive before any merge: one part per byte */
+static inline uint64_t flat_all_parts(size_t n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+/* Start of the first part in `above` (alive masked to the lanes past some
+ * part), or n when there is none. */
+static inline __attribute__((always_inline)) unsigned flat_next(uint64_t above, unsigned n) {
+    return above ? (unsigned)__builtin_ctzll(above) : n;
+}
+
 static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
     st->p = p;
     st->n = (uint32_t)n;
     st->nvec = n <= 8 ? 2 : n <= 16 ? 4 : n <= 32 ? 8 : 16;
-    st->alive = n >= 64 ? ~0ull : (1ull << n) - 1;
+    st->alive = flat_all_parts(n);
     for (size_t k = 0; k < n; k++) st->tok[k] = t->byte_rank[p[k]];
     for (size_t k = 0; k + 1 < n; k++) {
         uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];

@@ -1,8 +1,9 @@
 /* bpe_flat.h - the hot loops of the flat merge (bpe.c), compiled three
  * times by bpe.c: for the baseline target (SSE2 on x86-64), for AVX2 and
- * for AVX-512, chosen at run time (tk_simd_level). Up to 64 lanes. Not a header to include anywhere else: it expects
- * bpe.c's flat_state, flat_init, flat_rank and chunk_joined, and FLAT_FN()
- * to name its functions. */
+ * for AVX-512, chosen at run time (tk_simd_level). Up to 64 lanes. Not a
+ * header to include anywhere else: it expects bpe.c's flat_state, flat_init,
+ * flat_rank, flat_next and chunk_joined, and FLAT_FN() to name its
+ * functions. */
 
 /* Lowest key of lanes 0..31 (see flat_key). */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int32_t *rk) {
@@ -50,17 +51,16 @@ static inline void FLAT_FN(set)(flat_state *st, unsigned lane, int32_t val) {
 static inline __attribute__((always_inline)) void FLAT_FN(merge)(flat_state *st, const tk_tokenizer *t,
                                                                  uint32_t max_rank, int32_t key) {
     unsigned k = (unsigned)key & ((1u << FLAT_LANE_BITS) - 1);
-    /* the parts are the set bits of alive: the next part after lane x
-     * starts at the lowest set bit above x (n if none) */
+    /* the parts are the set bits of alive (flat_next) */
     uint64_t alive = st->alive;
     unsigned n = st->n;
-    uint64_t above_k = alive & (~1ull << k), d = (uint64_t)__builtin_ctzll(above_k); /* the part merged in */
-    uint64_t above_d = above_k & (above_k - 1), e = above_d ? (uint64_t)__builtin_ctzll(above_d) : n;
+    uint64_t above_k = alive & (~1ull << k), above_d = above_k & (above_k - 1);
+    unsigned d = flat_next(above_k, n), e = flat_next(above_d, n); /* d: the part merged in */
     st->tok[k] = (uint32_t)key >> FLAT_LANE_BITS;
     st->alive = alive & ~(1ull << d);
-    FLAT_FN(set)(st, (unsigned)d, FLAT_INF);
+    FLAT_FN(set)(st, d, FLAT_INF);
     if (e < n) {
-        uint64_t above_e = above_d & (above_d - 1), f = above_e ? (uint64_t)__builtin_ctzll(above_e) : n;
+        unsigned f = flat_next(above_d & (above_d - 1), n);
         FLAT_FN(set)(st, k, flat_rank(t, st->p + k, f - k, max_rank, k));
     } else {
         FLAT_FN(set)(st, k, FLAT_INF);
@@ -71,34 +71,32 @@ static inline __attribute__((always_inline)) void FLAT_FN(merge)(flat_state *st,
     }
 }
 
-/* One merge; 0 once no pair is left. */
-static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
-    int32_t key;
-    if (st->nvec == 2) {
+/* Lowest key of the first 4 * nvec lanes. Inlined with a constant nvec
+ * (the chunk loop) it is one fixed-width scan, no dispatch. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(lowest)(const int32_t *rk, unsigned nvec) {
+    if (nvec == 2) {
         /* 8 lanes: scalar, since a vector load of lanes just written one
          * by one stalls on store forwarding */
-        key = st->rk[0];
-        for (unsigned i = 1; i < 7; i++) key = st->rk[i] < key ? st->rk[i] : key;
-    } else if (st->nvec == 4) {
-        key = flat_argmin(st->rk, 4);
-    } else if (st->nvec == 8) {
-        key = FLAT_FN(argmin32)(st->rk);
-    } else {
-        key = FLAT_FN(argmin64)(st->rk);
+        int32_t key = rk[0];
+        for (unsigned i = 1; i < 7; i++) key = rk[i] < key ? rk[i] : key;
+        return key;
     }
+    if (nvec == 4) return flat_argmin(rk, 4);
+    if (nvec == 8) return FLAT_FN(argmin32)(rk);
+    return FLAT_FN(argmin64)(rk);
+}
+
+/* One merge over the first 4 * nvec lanes; 0 once no pair is left. */
+static inline __attribute__((always_inline)) int FLAT_FN(step_at)(flat_state *st, const tk_tokenizer *t,
+                                                                  uint32_t max_rank, unsigned nvec) {
+    int32_t key = FLAT_FN(lowest)(st->rk, nvec);
     if (key == FLAT_INF) return 0;
     FLAT_FN(merge)(st, t, max_rank, key);
     return 1;
 }
 
-/* A step of a chunk scanned at a fixed width (32 or 64 lanes), inlined into
- * the chunk loop: no dispatch on the width, no call. */
-static inline __attribute__((always_inline)) int FLAT_FN(step_fixed)(flat_state *st, const tk_tokenizer *t,
-                                                                     unsigned lanes) {
-    int32_t key = lanes == 64 ? FLAT_FN(argmin64)(st->rk) : FLAT_FN(argmin32)(st->rk);
-    if (key == FLAT_INF) return 0;
-    FLAT_FN(merge)(st, t, TK_NO_RANK, key);
-    return 1;
+static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
+    return FLAT_FN(step_at)(st, t, max_rank, st->nvec);
 }
 
 static int FLAT_FN(small)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
@@ -117,7 +115,7 @@ static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, co
     st->p = p;
     st->n = (uint32_t)n;
     st->nvec = lanes / 4;
-    st->alive = n >= 64 ? ~0ull : (1ull << n) - 1;
+    st->alive = flat_all_parts(n);
     uint8_t b[FLAT_LANES + 16]; /* the bytes, zero-padded: every load below stays inside */
     memcpy(b, p, n);
     memset(b + n, 0, sizeof b - n);
@@ -158,6 +156,16 @@ static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, co
 #endif
 }
 
+/* Step the live chunks of a group in turn, one merge each, until all are
+ * done: the rank look-ups of different chunks overlap. Inlined with a
+ * constant nvec, so each step is a fixed-width scan. */
+static inline __attribute__((always_inline)) void FLAT_FN(merge_group)(flat_state *st, size_t g, unsigned live,
+                                                                       const tk_tokenizer *t, unsigned nvec) {
+    while (live)
+        for (size_t i = 0; i < g; i++)
+            if ((live >> i & 1) && !FLAT_FN(step_at)(&st[i], t, TK_NO_RANK, nvec)) live &= ~(1u << i);
+}
+
 /* The chunks of a long piece, CHUNK_GROUP at a time: the chunks of a group
  * are merged in turn, one step each, so that the rank look-ups of different
  * chunks overlap. A chunk equal to the one before it (runs, repeated text)
@@ -170,6 +178,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
     uint32_t raw[FLAT_LANES]; /* tokens of the previous chunk on its own */
     size_t raw_n = 0, prev_len = 0;
     size_t len[CHUNK_GROUP];
+    const unsigned nvec = chunk > 32 ? 16 : 8; /* every chunk is scanned at this width */
     for (size_t pos = 0; pos < n;) {
         size_t g = 0, end = pos;
         unsigned copy = 0, live = 0;
@@ -179,20 +188,15 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
             if (m == (g ? len[g - 1] : prev_len) && memcmp(p + end, p + end - m, m) == 0) {
                 copy |= 1u << g;
             } else {
-                FLAT_FN(init_chunk)(&st[g], t, p + end, m, chunk > 32 ? 64 : 32);
+                FLAT_FN(init_chunk)(&st[g], t, p + end, m, 4 * nvec);
                 live |= 1u << g;
             }
             end += m;
         }
-        if (chunk > 32) {
-            while (live)
-                for (size_t i = 0; i < g; i++)
-                    if ((live >> i & 1) && !FLAT_FN(step_fixed)(&st[i], t, 64)) live &= ~(1u << i);
-        } else {
-            while (live)
-                for (size_t i = 0; i < g; i++)
-                    if ((live >> i & 1) && !FLAT_FN(step_fixed)(&st[i], t, 32)) live &= ~(1u << i);
-        }
+        if (nvec == 16)
+            FLAT_FN(merge_group)(st, g, live, t, 16);
+        else
+            FLAT_FN(merge_group)(st, g, live, t, 8);
         for (size_t i = 0; i < g; i++) {
             if (!(copy >> i & 1)) raw_n = flat_tokens(&st[i], raw);
             int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);

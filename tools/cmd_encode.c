@@ -480,6 +480,7 @@ int cmd_encode(int argc, char **argv)
     double t0 = cli_now();
     /* time inside the encode calls: CPU time of this thread when it encodes
      * alone (the reader and writer threads may share its core), else wall */
+    double (*encode_clock)(void) = threads == 1 ? cli_thread_cpu : cli_now;
     double t_encode = 0;
     pl.rd = rd;
     pl.cmd = cmd;
@@ -534,11 +535,11 @@ int cmd_encode(int argc, char **argv)
             set[i].len = 0;
         }
         int erc = TK_OK;
-        double te = threads == 1 ? cli_thread_cpu() : cli_now();
+        double te = encode_clock();
         if (nb)
             erc = use_special ? encode_special_batch(tok, spans, nb, (int)threads, allowed, n_allowed, set)
                               : tk_encode_batch(tok, spans, nb, (int)threads, set);
-        t_encode += (threads == 1 ? cli_thread_cpu() : cli_now()) - te;
+        t_encode += encode_clock() - te;
         if (erc != TK_OK) {
             cli_error(cmd, "encoding failed: %s", tk_strerror(erc));
             rc = EXIT_BAD_INPUT;
