@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# run_fuzz.sh [SECONDS] - bounded libFuzzer + ASan/UBSan run of the reader /
-# lint fuzz target (tests/fuzz_reader.c) for CI. Configures build-fuzz/ with
-# clang and -DMKS_FUZZ=ON, then runs the ctest `fuzz_reader_run` (label fuzz):
-# the committed corpus tests/data/fuzz/reader is replayed first, then new
-# inputs are explored for SECONDS (default 60) into a temporary folder.
+# run_fuzz.sh [SECONDS] - bounded libFuzzer + ASan/UBSan runs of every fuzz
+# target (mks_add_fuzz in tests/CMakeLists.txt: one per parser of untrusted
+# bytes) for CI. Configures build-fuzz/ with clang and -DMKS_FUZZ=ON, then runs
+# the ctests labelled fuzz, two at a time: each replays its committed corpus
+# (tests/data/fuzz/NAME) first, then explores new inputs for SECONDS (default
+# 30) into a temporary folder.
 # Needs: clang, libclang-rt-14-dev (or the matching compiler-rt).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-secs=${1:-60}
+secs=${1:-30}
 bd=${FUZZ_BUILD_DIR:-build-fuzz}
 if ! command -v clang > /dev/null; then
     echo "run_fuzz.sh: clang not found (apt-get install clang libclang-rt-14-dev)" >&2
@@ -15,5 +16,5 @@ if ! command -v clang > /dev/null; then
 fi
 CC=clang cmake -S . -B "$bd" -DCMAKE_BUILD_TYPE=Debug -DMKS_FUZZ=ON -DMKS_ENABLE_CUDA=OFF \
     -DMKS_FUZZ_SECONDS="$secs" > /dev/null
-cmake --build "$bd" -j"$(nproc)" --target fuzz_reader test_fuzz_replay
-ctest --test-dir "$bd" --output-on-failure -R '^(fuzz_reader_run|test_fuzz_replay)$'
+cmake --build "$bd" -j"$(nproc)"
+ctest --test-dir "$bd" --output-on-failure -L fuzz -j2
