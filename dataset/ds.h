@@ -28,6 +28,21 @@ enum {
 };
 const char *ds_strerror(int err);
 
+/* ---------------------------------------------------------------- files */
+
+/* Opens PATH read-only only when it is a regular file (a FIFO, device or
+ * socket is refused without blocking). Returns the descriptor (close-on-exec),
+ * or DS_ERR_IO with a message naming the path in err. */
+int ds_open_regular(const char *path, char *err, size_t errlen);
+/* ds_open_regular as a FILE* ("rb"); NULL on failure, message in err. */
+FILE *ds_fopen_regular(const char *path, char *err, size_t errlen);
+/* 1 when both paths exist and name the same file (device + inode), else 0:
+ * used to refuse an output that would overwrite an input. */
+int ds_same_file(const char *a, const char *b);
+/* 1 when PATH is DIR or lies inside it (symbolic links and .. resolved; PATH
+ * need not exist yet), 0 when not, -1 when either cannot be resolved. */
+int ds_path_within(const char *path, const char *dir);
+
 /* ---------------------------------------------------------------- reader */
 
 typedef enum {

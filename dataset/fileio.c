@@ -1,0 +1,97 @@
+/* fileio.c - opening untrusted paths safely (see docs/threat-model.md).
+ *
+ * Data files (inputs, shards, manifests, checkpoints) are opened only when they
+ * are regular files: a FIFO, a character device or a socket in their place
+ * would block a reader forever or feed it unbounded bytes. The open itself uses
+ * O_NONBLOCK so that opening a FIFO with no writer cannot hang before fstat
+ * sees what it is; the flag is cleared again for a regular file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ds.h"
+
+int ds_open_regular(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return DS_ERR_IO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return DS_ERR_IO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        if (err) snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return DS_ERR_IO;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return DS_ERR_IO;
+    }
+    return fd;
+}
+
+FILE *ds_fopen_regular(const char *path, char *err, size_t errlen) {
+    int fd = ds_open_regular(path, err, errlen);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+int ds_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* realpath of the longest existing prefix of path, with the rest appended:
+ * a folder that does not exist yet still resolves through its parents. */
+static int resolve_existing(const char *path, char *out, size_t outlen) {
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf) return -1;
+    strcpy(buf, path);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    char rest[PATH_MAX] = "";
+    for (;;) {
+        char real[PATH_MAX];
+        if (realpath(buf[0] ? buf : ".", real)) {
+            int w = snprintf(out, outlen, "%s%s%s", real, rest[0] && strcmp(real, "/") ? "/" : "", rest);
+            return w < 0 || (size_t)w >= outlen ? -1 : 0;
+        }
+        if (errno != ENOENT && errno != ENOTDIR) return -1;
+        char *slash = strrchr(buf, '/');
+        const char *last = slash ? slash + 1 : buf;
+        if (!strcmp(last, "..") || !strcmp(last, ".")) return -1; /* cannot resolve lexically */
+        char tmp[PATH_MAX];
+        int w = snprintf(tmp, sizeof tmp, "%s%s%s", last, rest[0] ? "/" : "", rest);
+        if (w < 0 || (size_t)w >= sizeof tmp) return -1;
+        strcpy(rest, tmp);
+        if (!slash) buf[0] = 0;
+        else if (slash == buf) buf[1] = 0;
+        else *slash = 0;
+    }
+}
+
+int ds_path_within(const char *path, const char *dir) {
+    char p[PATH_MAX], d[PATH_MAX];
+    if (resolve_existing(path, p, sizeof p) != 0 || resolve_existing(dir, d, sizeof d) != 0) return -1;
+    size_t n = strlen(d);
+    if (!strcmp(d, "/")) return 1;
+    return strncmp(p, d, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
