@@ -89,36 +89,29 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
         case OPT_SVG: a->svg = optarg; break;
         case OPT_HIST: a->hist = 1; break;
         case OPT_MAX_DOC_BYTES:
-            if (cli_parse_size(cmd, "--max-doc-bytes", optarg, &sz)) return EXIT_USAGE;
+            if (cli_parse_size(cmd, "--max-doc-bytes", optarg, 1, 1ull << 40, &sz)) return EXIT_USAGE;
             a->ao.max_doc_bytes = sz;
             break;
         case OPT_MAX_RECORD:
-            if (cli_parse_size(cmd, "--max-record-bytes", optarg, &sz)) return EXIT_USAGE;
-            if (sz < 1) return cli_usage_error(cmd, "--max-record-bytes must be at least 1");
+            if (cli_parse_size(cmd, "--max-record-bytes", optarg, 1, 1ull << 40, &sz)) return EXIT_USAGE;
             a->ro.max_record_bytes = (size_t)sz;
             break;
         case OPT_CUT: a->ro.overlong = DS_OVERLONG_CUT; break;
-        case OPT_OUTLIER: {
-            char *end;
-            double d = strtod(optarg, &end);
-            if (*end || d <= 1) return cli_usage_error(cmd, "--outlier-factor needs a number > 1, not '%s'", optarg);
-            a->ao.outlier_factor = d;
+        case OPT_OUTLIER:
+            if (cli_parse_double(cmd, "--outlier-factor", optarg, 1, 1, 1e12, 0, &a->ao.outlier_factor))
+                return EXIT_USAGE;
             break;
-        }
-        case OPT_MIN_BPT: {
-            char *end;
-            double d = strtod(optarg, &end);
-            if (*end || d <= 0) return cli_usage_error(cmd, "--min-bytes-per-token needs a number > 0, not '%s'", optarg);
-            a->ao.min_bytes_per_token = d;
+        case OPT_MIN_BPT:
+            if (cli_parse_double(cmd, "--min-bytes-per-token", optarg, 0, 1, 1e6, 0, &a->ao.min_bytes_per_token))
+                return EXIT_USAGE;
             break;
-        }
         case OPT_LONG_RUN:
-            if (cli_parse_size(cmd, "--long-run", optarg, &sz)) return EXIT_USAGE;
-            a->ao.long_run_bytes = sz ? sz : 1;
+            if (cli_parse_size(cmd, "--long-run", optarg, 1, 1ull << 40, &sz)) return EXIT_USAGE;
+            a->ao.long_run_bytes = sz;
             break;
         case OPT_LONG_LINE:
-            if (cli_parse_size(cmd, "--long-line", optarg, &sz)) return EXIT_USAGE;
-            a->ao.long_line_bytes = sz ? sz : 1;
+            if (cli_parse_size(cmd, "--long-line", optarg, 1, 1ull << 40, &sz)) return EXIT_USAGE;
+            a->ao.long_line_bytes = sz;
             break;
         case 'h': fputs(usage, stdout); return EXIT_OK;
         case OPT_LIST_RULES:
@@ -137,6 +130,10 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
     if (!a->lint && !a->tokenizer) return cli_usage_error(cmd, "--tokenizer is required");
     if (a->lint && a->hist && !a->tokenizer) return cli_usage_error(cmd, "--hist needs --tokenizer");
     if (a->svg && !a->hist) return cli_usage_error(cmd, "--svg needs --hist");
+    /* before the (long) analysis: the chart must not overwrite an input */
+    if (a->svg && (cli_refuse_overwrite(cmd, "--svg", a->svg, "the input", a->inputs, a->n_inputs) ||
+                   cli_refuse_overwrite_tokenizer(cmd, "--svg", a->svg, a->tokenizer)))
+        return EXIT_BAD_INPUT;
     return -1;
 }
 

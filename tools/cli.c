@@ -2,12 +2,18 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "ds.h"
 
 void cli_getopt_reset(void)
 {
@@ -78,23 +84,46 @@ void cli_warn(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Leading characters strto* would skip or accept that a strict value must not
+ * start with: blanks, '+', and '-' where no sign is allowed. */
+static int bad_start(const char *s, int allow_minus)
+{
+    if (!s || !*s)
+        return 1;
+    if (allow_minus && s[0] == '-')
+        s++;
+    return !(*s >= '0' && *s <= '9');
+}
+
 int cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out)
 {
     char *end = NULL;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return cli_usage_error(cmd, "%s expects an integer from %ld to %ld, got '%s'", opt, min, max, s);
+    long v = bad_start(s, min < 0) ? 0 : strtol(s, &end, 10);
+    if (!end || errno || end == s || *end || v < min || v > max)
+        return cli_usage_error(cmd, "%s expects an integer from %ld to %ld, got '%s'", opt, min, max, s ? s : "");
     *out = v;
     return 0;
 }
 
-int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out)
+int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
     char *end = NULL;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
+    unsigned long long v = bad_start(s, 0) ? 0 : strtoull(s, &end, 10);
+    if (!end || errno || end == s || *end || v < min || v > max)
+        return cli_usage_error(cmd, "%s expects an integer from %llu to %llu, got '%s'", opt, (unsigned long long)min,
+                               (unsigned long long)max, s ? s : "");
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = bad_start(s, 0) ? 0 : strtoull(s, &end, 10);
+    if (!end || errno || end == s)
         goto bad;
     uint64_t mul = 1;
     switch (*end) {
@@ -104,18 +133,191 @@ int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *ou
     case 'g': case 'G': mul = 1ull << 30; end++; break;
     default: goto bad;
     }
-    if (*end == 'i' || *end == 'B' || *end == 'b') {
-        if (*end == 'i')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-    }
-    if (*end || (mul > 1 && v > UINT64_MAX / mul))
+    if (mul > 1 && *end == 'i')
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v > UINT64_MAX / mul)
         goto bad;
-    *out = (uint64_t)v * mul;
+    v *= mul;
+    if (v < min || v > max)
+        goto bad;
+    *out = (uint64_t)v;
     return 0;
 bad:
-    return cli_usage_error(cmd, "%s expects a size such as 4096, 64K, 256M or 2G, got '%s'", opt, s);
+    return cli_usage_error(cmd, "%s expects a size from %llu to %llu bytes (e.g. 4096, 64K, 256M, 2G), got '%s'", opt,
+                           (unsigned long long)min, (unsigned long long)max, s ? s : "");
+}
+
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, int lo_open, double hi, int hi_open,
+                     double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = 0;
+    int ok = !bad_start(s, lo < 0) || (s && s[0] == '.' && s[1] >= '0' && s[1] <= '9');
+    /* digits, '.', exponent only: strtod also takes nan, inf and hex floats */
+    for (const char *p = s; ok && *p; p++)
+        if (!strchr("0123456789.eE+-", *p))
+            ok = 0;
+    if (ok)
+        v = strtod(s, &end);
+    if (!ok || !end || errno == ERANGE || end == s || *end || !isfinite(v) || (lo_open ? v <= lo : v < lo) ||
+        (hi_open ? v >= hi : v > hi))
+        return cli_usage_error(cmd, "%s expects a number with %g %s F %s %g, got '%s'", opt, lo, lo_open ? "<" : "<=",
+                               hi_open ? "<" : "<=", hi, s ? s : "");
+    *out = v;
+    return 0;
+}
+
+int cli_parse_part(const char *cmd, const char *opt, const char *s, long max_n, long *k, long *n)
+{
+    const char *slash = s ? strchr(s, '/') : NULL;
+    char *end = NULL;
+    long a = 0, b = 0;
+    int ok = slash && !bad_start(s, 0) && !bad_start(slash + 1, 0);
+    if (ok) {
+        errno = 0;
+        a = strtol(s, &end, 10);
+        ok = !errno && end == slash;
+    }
+    if (ok) {
+        b = strtol(slash + 1, &end, 10);
+        ok = !errno && !*end && b >= 1 && b <= max_n && a >= 1 && a <= b;
+    }
+    if (!ok)
+        return cli_usage_error(cmd, "%s expects K/N with 1 <= K <= N <= %ld (e.g. 2/8), got '%s'", opt, max_n,
+                               s ? s : "");
+    *k = a;
+    *n = b;
+    return 0;
+}
+
+int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, const char *in_what,
+                         const char *const *inputs, size_t n_inputs)
+{
+    if (!out || !*out || !strcmp(out, "-"))
+        return 0;
+    for (size_t i = 0; i < n_inputs; i++) {
+        const char *in = inputs[i];
+        if (!in || !*in || !strcmp(in, "-"))
+            continue;
+        if (ds_same_file(out, in)) {
+            cli_error(cmd, "%s '%s' is the same file as %s '%s': writing it would destroy the input; "
+                           "choose another output path",
+                      out_opt, out, in_what, in);
+            return EXIT_BAD_INPUT;
+        }
+        struct stat st;
+        if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1) {
+            cli_error(cmd, "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
+                           "choose an output outside it",
+                      out_opt, out, in);
+            return EXIT_BAD_INPUT;
+        }
+    }
+    return 0;
+}
+
+static int add_existing(char paths[][CLI_TK_PATH_LEN], size_t *n, size_t max, const char *a, const char *b)
+{
+    struct stat st;
+    if (*n >= max)
+        return 0;
+    int w = snprintf(paths[*n], CLI_TK_PATH_LEN, "%s%s", a, b);
+    if (w < 0 || w >= CLI_TK_PATH_LEN || stat(paths[*n], &st) != 0 || S_ISDIR(st.st_mode))
+        return 0;
+    (*n)++;
+    return 1;
+}
+
+size_t cli_tokenizer_sources(const char *spec, char paths[][CLI_TK_PATH_LEN], size_t max)
+{
+    size_t n = 0;
+    struct stat st;
+    if (!spec || !*spec)
+        return 0;
+    if (stat(spec, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            add_existing(paths, &n, max, spec, "/encoder.json");
+            add_existing(paths, &n, max, spec, "/vocab.bpe");
+            add_existing(paths, &n, max, spec, "/tokenizer.json");
+        } else {
+            add_existing(paths, &n, max, spec, "");
+            add_existing(paths, &n, max, spec, ".meta.json");
+        }
+        return n;
+    }
+    const char *vd = getenv("MKSHARDS_VOCAB_DIR");
+    if (!vd || !*vd || strchr(spec, '/'))
+        return 0;
+    char dir[CLI_TK_PATH_LEN];
+    snprintf(dir, sizeof dir, "%s/", vd);
+    static const char *const files[] = {"gpt2.tiktoken", "r50k_base.tiktoken", "encoder.json", "vocab.bpe"};
+    if (!strcmp(spec, "gpt2") || !strcmp(spec, "r50k_base")) {
+        for (size_t i = 0; i < 4; i++)
+            add_existing(paths, &n, max, dir, files[i]);
+    } else {
+        char f[300];
+        snprintf(f, sizeof f, "%.200s.tiktoken", spec);
+        add_existing(paths, &n, max, dir, f);
+    }
+    return n;
+}
+
+int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const char *out, const char *spec)
+{
+    char paths[CLI_TK_PATHS_MAX][CLI_TK_PATH_LEN];
+    const char *list[CLI_TK_PATHS_MAX];
+    size_t n = cli_tokenizer_sources(spec, paths, CLI_TK_PATHS_MAX);
+    for (size_t i = 0; i < n; i++)
+        list[i] = paths[i];
+    return cli_refuse_overwrite(cmd, out_opt, out, "the tokenizer file", list, n);
+}
+
+int cli_lock_dir(const char *cmd, const char *dir, const char *what)
+{
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/.lock", dir) >= (int)sizeof path) {
+        cli_error(cmd, "output folder path too long: %s", dir);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        cli_error(cmd, "cannot open the lock file '%s': %s", path,
+                  fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK || e == EAGAIN) {
+            char buf[32] = "";
+            ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+            long pid = 0;
+            if (n > 0) {
+                buf[n] = 0;
+                pid = strtol(buf, NULL, 10);
+            }
+            if (pid > 0)
+                cli_error(cmd, "another %s holds %s (pid %ld); wait for it to finish or use another --out", what,
+                          path, pid);
+            else
+                cli_error(cmd, "another %s holds %s; wait for it to finish or use another --out", what, path);
+        } else {
+            cli_error(cmd, "cannot lock '%s': %s", path, strerror(e));
+        }
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        /* the lock is held all the same; only the pid in messages is missing */
+    }
+    return fd;
 }
 
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out)

@@ -78,11 +78,56 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 /* Print "mkshards <cmd>: warning: <message>". */
 void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parse a decimal integer in [min, max] given to option `opt`. Returns 0, or
- * prints a usage error and returns EXIT_USAGE. */
+/* Strict option-value parsers. Each accepts the whole string only (no
+ * leading blanks or '+', no trailing text, no empty value), checks ERANGE and
+ * the documented [min, max], and on failure prints one usage error naming the
+ * option, the accepted range and the value given, and returns EXIT_USAGE
+ * (0 on success). */
+/* Decimal integer in [min, max] ('-' only when min < 0). */
 int cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
-/* Parse a size with optional K/M/G suffix (binary units). */
-int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
+/* Unsigned decimal integer in [min, max]; a leading '-' is refused (strtoull
+ * would wrap "-1" to 2^64-1). */
+int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Size with optional K/M/G suffix (binary units, optional "iB"/"B"), in [min, max]. */
+int cli_parse_size(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* Finite decimal number (no nan/inf, no hex floats) with lo <= v <= hi; when
+ * lo_open / hi_open, the bound itself is excluded. */
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, int lo_open, double hi, int hi_open,
+                     double *out);
+/* "K/N" with 1 <= K <= N <= max_n. */
+int cli_parse_part(const char *cmd, const char *opt, const char *s, long max_n, long *k, long *n);
+
+/* Refuse an output that would overwrite or land inside an input: OUT is
+ * compared with every entry of INPUTS (skipping NULL and "-") by device +
+ * inode (ds_same_file, so links and other names of the same file count),
+ * and, for inputs that are folders, by path containment (ds_path_within).
+ * Returns 0, or prints "mkshards CMD: OUT_OPT 'OUT' is the same file as
+ * IN_WHAT 'IN' ..." and returns EXIT_BAD_INPUT (2) before anything has been
+ * written. */
+int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, const char *in_what,
+                         const char *const *inputs, size_t n_inputs);
+
+/* The files a tokenizer spec loads from (as tk_load resolves it): SPEC and
+ * SPEC.meta.json for a file; encoder.json, vocab.bpe and tokenizer.json in a
+ * folder; for a name, the candidates in $MKSHARDS_VOCAB_DIR (tiktoken's cache
+ * is not listed: its files are named by hash). Only existing paths are
+ * written to paths[0..max), each of PATHS_LEN bytes; returns their number.
+ * Used with cli_refuse_overwrite so that no output replaces the tokenizer. */
+#define CLI_TK_PATHS_MAX 8
+#define CLI_TK_PATH_LEN 4200
+size_t cli_tokenizer_sources(const char *spec, char paths[][CLI_TK_PATH_LEN], size_t max);
+/* cli_refuse_overwrite of OUT against the tokenizer's source files. */
+int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const char *out, const char *spec);
+
+/* Exclusive lock of an output folder for a writer (build, merge): opens
+ * DIR/.lock (created 0644, O_NOFOLLOW, O_CLOEXEC, regular file only), takes a
+ * non-blocking flock and writes the holder's pid into it. Returns the fd to
+ * keep open for the whole run (closing it, or exiting, releases the lock),
+ * or -1 after printing "mkshards CMD: another WHAT holds DIR/.lock (pid N);
+ * wait for it to finish or use another --out" (or why the lock file cannot be
+ * opened); callers then exit with EXIT_BAD_INPUT. The file is left in place:
+ * deleting a lock file that another process may have opened breaks the lock. */
+int cli_lock_dir(const char *cmd, const char *dir, const char *what);
 
 /* Load a tokenizer by spec (path to .tiktoken / tokenizer.json / folder with
  * encoder.json+vocab.bpe, or a name such as gpt2, cl100k_base, o200k_base)

@@ -37,28 +37,33 @@ static const char k_usage[] =
     "Options:\n"
     "  -t, --tokenizer T       .tiktoken file, tokenizer.json, or a name (gpt2, cl100k_base,\n"
     "                          o200k_base; looked up in $MKSHARDS_VOCAB_DIR)      [required]\n"
-    "  -L, --seq-len L         tokens per row                                      [required]\n"
+    "  -L, --seq-len L         tokens per row, 1..16777216                         [required]\n"
     "  -o, --out DIR           output directory (created)                          [required]\n"
-    "  -j, --threads N         worker threads (default: all cores); output is byte-identical\n"
+    "  -j, --threads N         worker threads, 0..256 (default 0: all cores); output is byte-identical\n"
     "                          for any N\n"
     "      --pack P            concat (default): documents joined with EOT, cut into rows;\n"
     "                          bfd: documents cut into pieces of <= L, best-fit-decreasing\n"
     "                          packed within a window; none: one document per row, padded\n"
     "      --over-long M       --pack none: truncate (default), chunk or drop documents\n"
     "                          longer than L (document + EOT)\n"
-    "      --bfd-window R      rows per BFD packing window (default 1024)\n"
-    "      --val-fraction F    fraction of documents for validation, by document hash (0)\n"
-    "      --seed S            seed of the per-shard row shuffle (default 0)\n"
+    "      --bfd-window R      rows per BFD packing window, 1..16777216 (default 1024);\n"
+    "                          R x L must stay below 2^31\n"
+    "      --val-fraction F    fraction of documents for validation, by document hash,\n"
+    "                          0 <= F < 1 (default 0)\n"
+    "      --seed S            seed of the per-shard row shuffle, 0..2^64-1 (default 0)\n"
     "      --no-shuffle        keep rows in packing order\n"
     "      --shard-tokens N    target tokens per shard, K/M/G suffixes (default 32M)\n"
-    "      --zstd LEVEL        compress rows in independent zstd frames (0 = off, default)\n"
-    "      --frame-rows N      rows per zstd frame (default 64)\n"
+    "      --zstd LEVEL        compress rows in independent zstd frames, 0..22 (0 = off, default)\n"
+    "      --frame-rows N      rows per zstd frame, 1..1048576 (default 64)\n"
     "  -f, --field NAME        JSONL text field (default: text)\n"
     "      --doc-sep MODE      .txt inputs: file (default), line or blank-line\n"
     "      --part K/N          build the K-th of N partitions of the input files\n"
+    "                          (1 <= K <= N <= 1000000)\n"
+    "      --batch-bytes SIZE  text read per batch, 1..1T (default 32M)\n"
     "      --resume            finish an interrupted build from its last checkpoint\n"
     "                          (running the same command again does the same)\n"
     "      --force             overwrite DIR even if it holds a build with another config\n"
+    "                          (never when DIR is, or lies inside, an input folder)\n"
     "  -q, --quiet             no progress line\n"
     "  -h, --help              show this help\n"
     "\n"
@@ -66,7 +71,14 @@ static const char k_usage[] =
     "damage, oversized records) are rejected and listed in DIR/rejects.jsonl with file,\n"
     "line and reason, as are documents dropped by --over-long drop.\n"
     "\n"
-    "Exit codes: 0 ok, 2 bad input or output error, 64 usage error.\n"
+    "DIR is locked (DIR/.lock) for the whole build: a second build or merge into DIR\n"
+    "fails at once. An existing DIR is \"complete and up to date\" only when its manifest\n"
+    "has the same configuration and every shard passes the checks of `mkshards verify`\n"
+    "(file checksum, size and rows against the manifest); otherwise it is rebuilt.\n"
+    "\n"
+    "Exit codes: 0 ok, 2 bad input or output error (also: no row could be written because\n"
+    "every record was rejected or dropped; --out is, holds or lies inside an input; DIR is\n"
+    "locked by another build), 64 usage error (every one with a message).\n"
     "\n"
     "Example:\n"
     "  mkshards build -t gpt2 -L 1024 --val-fraction 0.01 -o shards/ corpus/*.jsonl.zst\n";
@@ -670,6 +682,31 @@ static int write_reject(FILE *f, const char *file, uint64_t line, uint64_t offse
     return 0;
 }
 
+/* DIR/rejects.jsonl.part, opened without following a link planted in the
+ * output folder: fresh (whatever was there is unlinked, then created
+ * exclusively) or, on resume, the existing regular file cut back to len (the
+ * length the checkpoint recorded) and appended to. NULL + errno on failure. */
+static FILE *open_rejects(const char *path, int resume, uint64_t len) {
+    int fd;
+    if (resume) {
+        struct stat st;
+        fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len ||
+                        len > (uint64_t)INT64_MAX || ftruncate(fd, (off_t)len) != 0)) {
+            close(fd);
+            errno = EINVAL;
+            return NULL;
+        }
+    } else {
+        if (unlink(path) != 0 && errno != ENOENT) return NULL;
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, resume ? "a" : "w");
+    if (!f) close(fd);
+    return f;
+}
+
 static uint64_t estimate_bytes(const char *path, uint64_t size) {
     size_t n = strlen(path);
     if (!(n > 4 && !strcmp(path + n - 4, ".zst"))) return size;
@@ -699,10 +736,23 @@ static int mkdir_p(const char *dir) {
     return r == 0 || errno == EEXIST ? 0 : -1;
 }
 
-/* Quick resume: a complete manifest with the same config whose shards are all
- * present with the recorded sizes means there is nothing to do. 1: up to date,
- * 0: rebuild, -1: refuse (different config, no --force). */
-static int check_existing(const char *dir, json_t *cfgj, const uint8_t fp[32], int force) {
+/* A shard name as this tool writes it: train-NNNNN.mks / val-NNNNN.mks, no
+ * '/' or "..", so a crafted manifest cannot point outside DIR. */
+static int plain_shard_name(const char *n) {
+    if (!n || !*n || strchr(n, '/') || strstr(n, "..") || strlen(n) >= 64) return 0;
+    size_t l = strlen(n);
+    return l > 4 && !strcmp(n + l - 4, ".mks") && (!strncmp(n, "train-", 6) || !strncmp(n, "val-", 4));
+}
+
+/* Nothing to do when DIR holds a complete manifest with the same config whose
+ * shards all pass what `mkshards verify` checks per shard: the structure
+ * (header, block checksums, metadata) and the whole-file XXH3, size and rows
+ * recorded in the manifest. *n_checked: shards checked. 1: up to date, 0:
+ * rebuild, -1: refuse (different config, no --force). */
+static int check_existing(const char *dir, json_t *cfgj, const uint8_t fp[32], int force, size_t *n_checked,
+                          char *why, size_t whylen) {
+    *n_checked = 0;
+    why[0] = 0;
     char err[512];
     json_t *m = sh_manifest_load(dir, err, sizeof err);
     if (!m) return 0;
@@ -717,16 +767,45 @@ static int check_existing(const char *dir, json_t *cfgj, const uint8_t fp[32], i
     }
     int ok = same;
     json_t *sh = json_object_get(m, "shards");
+    if (!json_is_array(sh)) ok = 0;
     for (size_t i = 0; ok && i < json_array_size(sh); i++) {
         json_t *s = json_array_get(sh, i);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, json_string_value(json_object_get(s, "file")));
-        ds_shard *h = NULL;
-        if (ds_shard_open(path, 0, &h, err, sizeof err) != DS_OK) ok = 0;
-        else ds_shard_close(h);
-        struct stat st;
-        if (ok && (stat(path, &st) != 0 || (json_int_t)st.st_size != json_integer_value(json_object_get(s, "bytes"))))
+        const char *name = json_string_value(json_object_get(s, "file"));
+        const char *mx = json_string_value(json_object_get(s, "xxh3"));
+        char path[4200], hx[17];
+        if (!plain_shard_name(name) || !mx) {
+            snprintf(why, whylen, "shard %zu of the manifest has no valid file name or xxh3", i);
             ok = 0;
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        /* regular file only: ds_shard_verify must not block on a FIFO */
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+            (json_int_t)st.st_size != json_integer_value(json_object_get(s, "bytes"))) {
+            snprintf(why, whylen, "%.400s is missing, not a regular file or not the size the manifest records", path);
+            ok = 0;
+            break;
+        }
+        uint64_t xx = 0;
+        if (ds_shard_verify(path, &xx, err, sizeof err) != DS_OK) {
+            snprintf(why, whylen, "%s", err);
+            ok = 0;
+            break;
+        }
+        snprintf(hx, sizeof hx, "%016" PRIx64, xx);
+        ds_shard *h = NULL;
+        if (strcmp(hx, mx) || ds_shard_open(path, 0, &h, err, sizeof err) != DS_OK) {
+            snprintf(why, whylen, "%.400s: file checksum %s disagrees with the manifest's %s", path, hx, mx);
+            ok = 0;
+            break;
+        }
+        if (ds_shard_get_header(h)->n_rows != (uint64_t)json_integer_value(json_object_get(s, "rows"))) {
+            snprintf(why, whylen, "%.400s: rows disagree with the manifest", path);
+            ok = 0;
+        }
+        ds_shard_close(h);
+        if (ok) ++*n_checked;
     }
     char rp[4200];
     snprintf(rp, sizeof rp, "%s/rejects.jsonl", dir);
@@ -860,30 +939,80 @@ static int grow_u32(uint32_t **a, size_t n) {
     return 0;
 }
 
-/* 0: restored; -1: no usable checkpoint (start from scratch). */
+/* Bytes left in b; n_items of item_bytes each fit in them (no overflow). */
+static int ib_fits(const ibuf *b, uint64_t n_items, uint64_t item_bytes) {
+    uint64_t need;
+    return !b->bad && !__builtin_mul_overflow(n_items, item_bytes, &need) && need <= b->n - b->at;
+}
+
+static int ids_below(const uint32_t *ids, size_t n, uint32_t vocab) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= vocab) return 0;
+    return 1;
+}
+
+/* Document starts of one row: strictly increasing and below its valid count. */
+static int starts_ok(const uint32_t *st, size_t n, uint32_t valid) {
+    for (size_t i = 0; i < n; i++)
+        if (st[i] >= valid || (i && st[i] <= st[i - 1])) return 0;
+    return 1;
+}
+
+/* A shard the checkpoint says was written: its name is the one the writer
+ * gives the split's next shard, and the file in DIR is a regular file with
+ * the recorded size and whole-file XXH3 (what resume builds the manifest
+ * from; a tampered or missing shard means starting over). */
+static int ckpt_shard_ok(const char *dir, const sh_shard_rec *r, uint64_t index) {
+    char want[64], path[4200], err[256];
+    if ((r->split != 0 && r->split != 1) || !memchr(r->file, 0, sizeof r->file)) return 0;
+    sh_shard_name(r->split, index, want, sizeof want);
+    if (strcmp(want, r->file)) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, r->file);
+    struct stat st;
+    uint64_t xx = 0;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->bytes) return 0;
+    if (ds_shard_verify(path, &xx, err, sizeof err) != DS_OK || xx != r->xxh3) return 0;
+    return 1;
+}
+
+/* Restore the state saved by ckpt_save. The file lies in the output folder,
+ * which other users may be able to write: everything is checked before it is
+ * used (checksum, every count against the bytes present and the limits the
+ * writer keeps, ids < vocab, piece and start offsets inside their buffers,
+ * the listed shards on disk), and memory is bounded by the file's size.
+ * 0: restored; -1: no usable checkpoint (start from scratch). */
 static int ckpt_load(const char *dir, uint64_t cfg_hash, sh_account *acc, uint64_t *toks_total, char **cur_file,
                      packer *pk, sh_writer *wr, sh_shard_rec **recs, size_t *n_recs, size_t *cap_recs,
                      uint64_t *rej_len) {
-    char path[4200];
+    char path[4200], err[256];
     snprintf(path, sizeof path, "%s/build.ckpt", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *d = sz > 16 ? malloc((size_t)sz) : NULL;
-    if (!d || fread(d, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
+    int fd = ds_open_regular(path, err, sizeof err); /* a FIFO here must not hang the build */
+    if (fd < 0) return -1;
+    struct stat fst;
+    if (fstat(fd, &fst) != 0 || fst.st_size <= 16 || (uint64_t)fst.st_size > SIZE_MAX / 2) {
+        close(fd);
+        return -1;
+    }
+    size_t sz = (size_t)fst.st_size, got = 0;
+    uint8_t *d = malloc(sz);
+    while (d && got < sz) {
+        ssize_t r = read(fd, d + got, sz - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!d || got != sz) {
         free(d);
         return -1;
     }
-    fclose(f);
     uint64_t h;
     memcpy(&h, d + sz - 8, 8);
-    ibuf b = {d, (size_t)sz - 8, 0, 0};
+    ibuf b = {d, sz - 8, 0, 0};
     char magic[8];
-    uint32_t L = pk[0].cfg->seq_len;
-    if (XXH3_64bits(d, (size_t)sz - 8) != h || ib_get(&b, magic, 8) || memcmp(magic, CKPT_MAGIC, 8) ||
+    const sh_config *cfg = pk[0].cfg;
+    uint32_t L = cfg->seq_len, vocab = cfg->vocab_size;
+    if (XXH3_64bits(d, sz - 8) != h || ib_get(&b, magic, 8) || memcmp(magic, CKPT_MAGIC, 8) ||
         ib_u64(&b) != cfg_hash) {
         free(d);
         return -1;
@@ -893,38 +1022,71 @@ static int ckpt_load(const char *dir, uint64_t cfg_hash, sh_account *acc, uint64
     *rej_len = ib_u64(&b);
     uint64_t fl = ib_u64(&b);
     if (fl) {
-        *cur_file = malloc(fl);
-        if (!*cur_file || ib_get(&b, *cur_file, fl)) b.bad = 1;
+        /* the file being packed when the checkpoint was taken: one of this build's files */
+        if (!ib_fits(&b, fl, 1) || !(*cur_file = malloc(fl)) || ib_get(&b, *cur_file, fl) ||
+            memchr(*cur_file, 0, fl) != *cur_file + fl - 1) {
+            b.bad = 1;
+        } else {
+            int known = 0;
+            for (size_t i = 0; i < cfg->n_files && !known; i++) known = !strcmp(cfg->files[i], *cur_file);
+            if (!known) b.bad = 1;
+        }
     }
     uint64_t nr = ib_u64(&b);
-    if (!b.bad && nr < (1u << 30)) {
+    if (ib_fits(&b, nr, sizeof **recs)) {
         *recs = malloc((nr ? nr : 1) * sizeof **recs);
         *cap_recs = nr ? nr : 1;
         *n_recs = nr;
         if (!*recs || ib_get(&b, *recs, nr * sizeof **recs)) b.bad = 1;
     } else b.bad = 1;
+    uint64_t per_split[2] = {0, 0};
+    for (uint64_t i = 0; i < nr && !b.bad; i++) {
+        const sh_shard_rec *r = &(*recs)[i];
+        if (r->split != 0 && r->split != 1) b.bad = 1;
+        else if (!ckpt_shard_ok(dir, r, per_split[r->split]++)) b.bad = 1;
+    }
+    if (!b.bad && (acc->shards[0] != per_split[0] || acc->shards[1] != per_split[1])) b.bad = 1;
     for (int s = 0; s < 2 && !b.bad; s++) {
         packer *p = &pk[s];
         sh_writer *w = &wr[s];
-        p->fill = (uint32_t)ib_u64(&b);
-        if (p->fill > L || ib_get(&b, p->row, p->fill * sizeof(uint32_t))) break;
-        p->n_st = (uint32_t)ib_u64(&b);
-        if (p->n_st > L || ib_get(&b, p->st, p->n_st * sizeof(uint32_t))) break;
+        /* concat: the row being filled and its document starts */
+        uint64_t fill = ib_u64(&b);
+        if (fill > L || ib_get(&b, p->row, (size_t)fill * sizeof(uint32_t))) { b.bad = 1; break; }
+        p->fill = (uint32_t)fill;
+        uint64_t nst = ib_u64(&b);
+        if (nst > L || ib_get(&b, p->st, (size_t)nst * sizeof(uint32_t))) { b.bad = 1; break; }
+        p->n_st = (uint32_t)nst;
+        if (!ids_below(p->row, p->fill, vocab) || !starts_ok(p->st, p->n_st, p->fill)) { b.bad = 1; break; }
+        /* bfd: the window's token pool (flushed at bfd_window x L) and its pieces */
         uint64_t pl = ib_u64(&b);
-        if (b.bad || pl > b.n || grow_u32(&p->pool, (size_t)pl)) break;
+        if (pl > cfg->bfd_window * (uint64_t)L || !ib_fits(&b, pl, sizeof(uint32_t)) || grow_u32(&p->pool, (size_t)pl)) {
+            b.bad = 1;
+            break;
+        }
         p->pool_len = p->pool_cap = (size_t)pl;
         if (!p->pool_cap) p->pool_cap = 1;
-        if (ib_get(&b, p->pool, pl * sizeof(uint32_t))) break;
+        if (ib_get(&b, p->pool, (size_t)pl * sizeof(uint32_t)) || !ids_below(p->pool, p->pool_len, vocab)) {
+            b.bad = 1;
+            break;
+        }
         uint64_t npc = ib_u64(&b);
-        if (b.bad || npc > b.n) break;
+        if (npc > pl || !ib_fits(&b, npc, sizeof *p->pc)) { b.bad = 1; break; }
+        free(p->pc);
         p->pc = malloc((npc ? npc : 1) * sizeof *p->pc);
-        p->n_pc = p->cap_pc = (size_t)(npc ? npc : 1);
+        p->cap_pc = (size_t)(npc ? npc : 1);
+        p->n_pc = 0;
+        if (!p->pc || ib_get(&b, p->pc, (size_t)npc * sizeof *p->pc)) { b.bad = 1; break; }
         p->n_pc = (size_t)npc;
-        if (!p->pc || ib_get(&b, p->pc, npc * sizeof *p->pc)) break;
+        for (size_t i = 0; i < p->n_pc && !b.bad; i++) /* bfd_flush copies pool[off, off + len) into a row of L */
+            if (p->pc[i].len == 0 || p->pc[i].len > L || p->pc[i].off > pl || p->pc[i].len > pl - p->pc[i].off)
+                b.bad = 1;
+        if (b.bad) break;
+        /* the writer: rows not yet in a shard (fewer than a shard's worth) */
         w->shard_index = ib_u64(&b);
         uint64_t rows = ib_u64(&b), ns = ib_u64(&b);
-        if (b.bad || rows > b.n || ns > b.n || grow_u32(&w->tok, (size_t)(rows * L)) || grow_u32(&w->valid, rows) ||
-            grow_u32(&w->sidx, rows + 1) || grow_u32(&w->starts, ns)) {
+        if (b.bad || w->shard_index != per_split[s] || rows >= w->rows_per_shard ||
+            !ib_fits(&b, rows, (uint64_t)L * 4 + 8) || !ib_fits(&b, ns, 4) || grow_u32(&w->tok, (size_t)(rows * L)) ||
+            grow_u32(&w->valid, (size_t)rows) || grow_u32(&w->sidx, (size_t)rows + 1) || grow_u32(&w->starts, (size_t)ns)) {
             b.bad = 1;
             break;
         }
@@ -932,11 +1094,18 @@ static int ckpt_load(const char *dir, uint64_t cfg_hash, sh_account *acc, uint64
         if (!w->cap_rows) w->cap_rows = 1;
         w->n_starts = w->cap_starts = (size_t)ns;
         if (!w->cap_starts) w->cap_starts = 1;
-        ib_get(&b, w->tok, rows * L * sizeof(uint32_t));
-        ib_get(&b, w->valid, rows * sizeof(uint32_t));
-        ib_get(&b, w->sidx, (rows ? rows + 1 : 0) * sizeof(uint32_t));
+        ib_get(&b, w->tok, (size_t)rows * L * sizeof(uint32_t));
+        ib_get(&b, w->valid, (size_t)rows * sizeof(uint32_t));
+        ib_get(&b, w->sidx, (rows ? (size_t)rows + 1 : 0) * sizeof(uint32_t));
         if (!rows) w->sidx[0] = 0;
-        ib_get(&b, w->starts, ns * sizeof(uint32_t));
+        ib_get(&b, w->starts, (size_t)ns * sizeof(uint32_t));
+        if (b.bad || w->sidx[0] != 0 || w->sidx[rows] != ns) { b.bad = 1; break; }
+        for (size_t j = 0; j < rows && !b.bad; j++) {
+            if (w->valid[j] > L || w->sidx[j] > w->sidx[j + 1] || w->sidx[j + 1] > ns ||
+                !ids_below(w->tok + j * L, L, vocab) ||
+                !starts_ok(w->starts + w->sidx[j], w->sidx[j + 1] - w->sidx[j], w->valid[j]))
+                b.bad = 1;
+        }
     }
     int ok = !b.bad && b.at == b.n;
     free(d);
@@ -961,7 +1130,6 @@ int cmd_build(int argc, char **argv) {
 
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, CMD, ":t:L:o:j:f:qh", k_opts)) != -1) {
-        long v;
         switch (c) {
         case 't': spec = optarg; break;
         case 'L':
@@ -993,36 +1161,18 @@ int cmd_build(int argc, char **argv) {
             }
             break;
         case OPT_BFD_WINDOW:
-            if (cli_parse_long(CMD, "--bfd-window", optarg, 1, 1L << 24, &v)) goto usage;
-            bfd_window = (uint64_t)v;
+            if (cli_parse_u64(CMD, "--bfd-window", optarg, 1, 1u << 24, &bfd_window)) goto usage;
             break;
-        case OPT_VAL: {
-            char *end;
-            errno = 0;
-            val_fraction = strtod(optarg, &end);
-            if (errno || *end || !(val_fraction >= 0 && val_fraction <= 1)) {
-                free(inputs);
-                return cli_usage_error(CMD, "--val-fraction expects a number in [0, 1], got '%s'", optarg);
-            }
+        case OPT_VAL:
+            /* 1 would send every document to validation and leave no training rows */
+            if (cli_parse_double(CMD, "--val-fraction", optarg, 0, 0, 1, 1, &val_fraction)) goto usage;
             break;
-        }
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            seed = strtoull(optarg, &end, 10);
-            if (errno || *end || !*optarg) {
-                free(inputs);
-                return cli_usage_error(CMD, "--seed expects a non-negative integer, got '%s'", optarg);
-            }
+        case OPT_SEED:
+            if (cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &seed)) goto usage;
             break;
-        }
         case OPT_NO_SHUFFLE: shuffle = 0; break;
         case OPT_SHARD_TOKENS:
-            if (cli_parse_size(CMD, "--shard-tokens", optarg, &shard_tokens)) goto usage;
-            if (!shard_tokens) {
-                free(inputs);
-                return cli_usage_error(CMD, "--shard-tokens must be > 0");
-            }
+            if (cli_parse_size(CMD, "--shard-tokens", optarg, 1, 1ull << 40, &shard_tokens)) goto usage;
             break;
         case OPT_ZSTD:
             if (cli_parse_long(CMD, "--zstd", optarg, 0, 22, &zstd_level)) goto usage;
@@ -1040,16 +1190,12 @@ int cmd_build(int argc, char **argv) {
             }
             break;
         case OPT_PART:
-            if (sscanf(optarg, "%ld/%ld", &part_k, &part_n) != 2 || part_n < 1 || part_k < 1 || part_k > part_n ||
-                part_n > 1000000) {
-                free(inputs);
-                return cli_usage_error(CMD, "--part expects K/N with 1 <= K <= N, got '%s'", optarg);
-            }
+            if (cli_parse_part(CMD, "--part", optarg, 1000000, &part_k, &part_n)) goto usage;
             break;
         case OPT_RESUME: break; /* resuming is what every run does */
         case OPT_FORCE: force = 1; break;
         case OPT_BATCH_BYTES:
-            if (cli_parse_size(CMD, "--batch-bytes", optarg, &batch_bytes) || !batch_bytes) goto usage;
+            if (cli_parse_size(CMD, "--batch-bytes", optarg, 1, 1ull << 40, &batch_bytes)) goto usage;
             break;
         case 'h':
             fputs(k_usage, stdout);
@@ -1109,6 +1255,7 @@ int cmd_build(int argc, char **argv) {
     char err[512] = "";
     json_t *cfgj = NULL;
     char *resume_file = NULL;
+    int lock_fd = -1;
 
     rc = cli_load_tokenizer(spec, NULL, &tok);
     if (rc != EXIT_OK) goto done;
@@ -1169,15 +1316,44 @@ int cmd_build(int argc, char **argv) {
     }
     cfgj = sh_config_json(&cfg);
 
+    /* before anything is created or deleted: --out must be neither an input,
+     * nor inside an input folder, nor hold an input (it would read its own
+     * manifest and shards, and --force would delete them) */
+    if (cli_refuse_overwrite(CMD, "--out", out_dir, "the input", (const char *const *)inputs, n_inputs)) {
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    for (size_t i = 0; i < n_inputs + all.n; i++) {
+        const char *in = i < n_inputs ? inputs[i] : all.path[i - n_inputs];
+        if (strcmp(in, "-") && ds_path_within(in, out_dir) == 1) {
+            cli_error(CMD, "the input '%s' lies inside --out '%s': the build would overwrite or delete its own "
+                           "input; choose an --out outside the inputs",
+                      in, out_dir);
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+    }
+
     if (mkdir_p(out_dir)) {
         cli_error(CMD, "cannot create --out '%s': %s", out_dir, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    /* held until exit: resume, shard writes, manifest and cleanup */
+    lock_fd = cli_lock_dir(CMD, out_dir, "build or merge");
+    if (lock_fd < 0) {
         rc = EXIT_BAD_INPUT;
         goto done;
     }
     {
         int from_stdin = 0;
         for (size_t i = 0; i < cfg.n_files; i++) from_stdin |= !strcmp(cfg.files[i], "-");
-        int ex = check_existing(out_dir, cfgj, cfg.fingerprint, force);
+        size_t n_checked = 0;
+        char why[600];
+        int ex = check_existing(out_dir, cfgj, cfg.fingerprint, force, &n_checked, why, sizeof why);
+        if (ex == 0 && why[0] && !quiet)
+            fprintf(stderr, "mkshards build: the previous build in %s fails verification (%s); building again\n",
+                    out_dir, why);
         if (ex == 1 && from_stdin) { /* stdin may differ each time: never "up to date" */
             char mp[4200];
             snprintf(mp, sizeof mp, "%s/manifest.json", out_dir);
@@ -1189,7 +1365,11 @@ int cmd_build(int argc, char **argv) {
             goto done;
         }
         if (ex == 1) {
-            if (!quiet) fprintf(stderr, "mkshards build: %s is complete and up to date; nothing to do\n", out_dir);
+            if (!quiet)
+                fprintf(stderr,
+                        "mkshards build: %s is complete and up to date (same configuration; %zu shard(s) verified: "
+                        "structure, file checksum, size and rows match the manifest); nothing to do\n",
+                        out_dir, n_checked);
             goto done;
         }
     }
@@ -1238,14 +1418,12 @@ int cmd_build(int argc, char **argv) {
     snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", out_dir);
     snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.part", out_dir);
     {
-        struct stat rs;
         for (size_t i = 0; i < cfg.n_files; i++)
             if (!strcmp(cfg.files[i], "-")) use_ckpt = 0; /* stdin cannot be replayed */
         int resumed = use_ckpt && ckpt_load(out_dir, cfg_hash, &acc, &toks_total, &resume_file, pk, wr, &recs, &n_recs, &cap_recs,
                                 &rej_len) == 0 &&
-                      stat(rej_tmp, &rs) == 0 && (uint64_t)rs.st_size >= rej_len && truncate(rej_tmp, (off_t)rej_len) == 0;
+                      (rej = open_rejects(rej_tmp, 1, rej_len)) != NULL;
         if (resumed) {
-            rej = fopen(rej_tmp, "a");
             pl.skip = acc.records;
             if (!quiet)
                 fprintf(stderr, "mkshards build: resuming after %" PRIu64 " records (%zu shards already written)\n",
@@ -1262,7 +1440,7 @@ int cmd_build(int argc, char **argv) {
                 wr[s].n_rows = wr[s].n_starts = 0;
                 wr[s].shard_index = 0;
             }
-            rej = fopen(rej_tmp, "w");
+            rej = open_rejects(rej_tmp, 0, 0);
         }
         if (!rej) {
             cli_error(CMD, "cannot create '%s': %s", rej_tmp, strerror(errno));
@@ -1274,7 +1452,10 @@ int cmd_build(int argc, char **argv) {
     double last_ckpt = cli_now(), ckpt_every = 0.5;
     {
         const char *e = getenv("MKSHARDS_CHECKPOINT_SECONDS"); /* tests: 0 = at every batch that wrote a shard */
-        if (e && *e) ckpt_every = atof(e);
+        if (e && *e) {
+            ckpt_every = atof(e);
+            if (!(ckpt_every >= 0 && ckpt_every < 1e9)) ckpt_every = 0.5;
+        }
     }
 
     uint64_t est_total = 0;
@@ -1321,7 +1502,7 @@ int cmd_build(int argc, char **argv) {
             rc = EXIT_BAD_INPUT;
             goto done;
         }
-        int prc = 0;
+        int prc = 0, rej_errno = 0;
         for (size_t i = 0; i < b->n && !prc; i++) {
             const brec *br = &b->recs[i];
             dres *r = &res[i];
@@ -1335,7 +1516,10 @@ int cmd_build(int argc, char **argv) {
                 acc.docs_rejected++;
                 acc.rejected_bytes += br->record_bytes;
                 acc.reasons[r->reason]++;
-                if (write_reject(rej, br->file, br->line, br->offset, r->reason, r->detail, br->record_bytes)) prc = -2;
+                if (write_reject(rej, br->file, br->line, br->offset, r->reason, r->detail, br->record_bytes)) {
+                    rej_errno = errno ? errno : EIO;
+                    prc = -1;
+                }
                 continue;
             }
             uint64_t t = r->ids.len;
@@ -1355,8 +1539,10 @@ int cmd_build(int argc, char **argv) {
                     char d[96];
                     snprintf(d, sizeof d, "%" PRIu64 " tokens + EOT > seq-len %ld", t, seq_len);
                     acc.reasons[SH_R_OVERLONG_DROP]++;
-                    if (write_reject(rej, br->file, br->line, br->offset, SH_R_OVERLONG_DROP, d, br->record_bytes))
-                        prc = -2;
+                    if (write_reject(rej, br->file, br->line, br->offset, SH_R_OVERLONG_DROP, d, br->record_bytes)) {
+                        rej_errno = errno ? errno : EIO;
+                        prc = -1;
+                    }
                 }
             }
             if (r->ids.cap > (16u << 20)) {
@@ -1365,7 +1551,9 @@ int cmd_build(int argc, char **argv) {
             }
         }
         if (prc) {
-            if (prc == -2) cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(errno));
+            /* the rejects file and the shard writer fail separately: name the one that failed (a
+             * DS_ERR_* of the writer must never read as a rejects.jsonl.part failure) */
+            if (rej_errno) cli_error(CMD, "cannot write '%s': %s", rej_tmp, strerror(rej_errno));
             else cli_error(CMD, "%s", wr[0].err[0] ? wr[0].err : wr[1].err[0] ? wr[1].err : "out of memory");
             rc = EXIT_BAD_INPUT;
             goto done;
@@ -1415,6 +1603,21 @@ int cmd_build(int argc, char **argv) {
     rej = NULL;
     if (rename(rej_tmp, rej_path) != 0) {
         cli_error(CMD, "cannot rename '%s': %s", rej_tmp, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
+    if (cfg.n_files && acc.rows[0] + acc.rows[1] == 0) {
+        /* a manifest without rows would make the next run report "up to date" */
+        char cp[4200];
+        snprintf(cp, sizeof cp, "%s/build.ckpt", out_dir);
+        unlink(cp);
+        if (acc.records == 0)
+            cli_error(CMD, "no documents in the inputs: nothing to write (no manifest written)");
+        else
+            cli_error(CMD,
+                      "no row written: all %" PRIu64 " record(s) were rejected (%" PRIu64 ") or dropped (%" PRIu64
+                      "); reasons in %s (no manifest written)",
+                      acc.records, acc.docs_rejected, acc.docs_dropped, rej_path);
         rc = EXIT_BAD_INPUT;
         goto done;
     }
@@ -1477,6 +1680,7 @@ done:
     free(recs);
     if (tok) tk_free(tok);
     free(inputs);
+    if (lock_fd >= 0) close(lock_fd);
     return rc;
 usage:
     free(inputs);

@@ -23,8 +23,8 @@ static const char k_usage[] =
     "  -o, --out FILE      output (default: - = stdout)\n"
     "  -h, --help          show this help\n"
     "\n"
-    "Exit codes: 0 ok, 2 bad input (malformed line, id out of range, unreadable file),\n"
-    "64 usage error.\n"
+    "Exit codes: 0 ok, 2 bad input (malformed line, id out of range, unreadable file;\n"
+    "--out naming the --ids file or the tokenizer is refused before writing), 64 usage error.\n"
     "\n"
     "Example:\n"
     "  mkshards encode -t gpt2 notes.txt --ids-out - | mkshards decode -t gpt2\n";
@@ -126,6 +126,14 @@ int cmd_decode(int argc, char **argv)
     if (!out_path)
         out_path = "-";
 
+    /* before --out is created (fopen "wb" truncates) */
+    {
+        const char *ids_in[1] = {in_path};
+        if (cli_refuse_overwrite(cmd, "--out", out_path, "--ids", ids_in, 1) ||
+            cli_refuse_overwrite_tokenizer(cmd, "--out", out_path, spec))
+            return EXIT_BAD_INPUT;
+    }
+
     tk_tokenizer *tok = NULL;
     FILE *in = NULL, *out = NULL;
     char *line = NULL;
@@ -137,7 +145,7 @@ int cmd_decode(int argc, char **argv)
     if (rc != EXIT_OK)
         goto done;
     const char *in_name = strcmp(in_path, "-") ? in_path : "<stdin>";
-    in = strcmp(in_path, "-") ? fopen(in_path, "rb") : stdin;
+    in = strcmp(in_path, "-") ? fopen(in_path, "rb") : stdin; /* a pipe is fine: decode streams */
     if (!in) {
         cli_error(cmd, "cannot open --ids '%s': %s", in_path, strerror(errno));
         rc = EXIT_BAD_INPUT;

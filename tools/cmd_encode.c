@@ -27,15 +27,15 @@ static const char k_usage[] =
     "                           (names are looked up in $MKSHARDS_VOCAB_DIR)   [required]\n"
     "  -i, --input FILE         an input (repeatable; positional INPUTs work too)\n"
     "  -f, --field NAME         JSONL text field, dotted path for nested objects (default: text)\n"
-    "  -j, --threads N          encoder threads (default: all cores)\n"
+    "  -j, --threads N          encoder threads, 0..4096 (default 0: all cores)\n"
     "  -p, --pattern P          pre-tokenizer pattern: gpt2, cl100k, o200k (default: the one\n"
     "                           the vocabulary implies)\n"
     "      --allow-special S    map special-token text to special ids: 'all' or a comma list\n"
     "                           such as '<|endoftext|>' (default: none, specials are ordinary text)\n"
     "      --doc-sep MODE       for .txt inputs: file (default), line or blank-line\n"
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
-    "      --batch-bytes SIZE   text per encode batch (default 2M)\n"
-    "      --batch-docs N       documents per encode batch (default 4096)\n"
+    "      --batch-bytes SIZE   text per encode batch, 1..1T (default 2M)\n"
+    "      --batch-docs N       documents per encode batch, 1..16777216 (default 4096)\n"
     "      --stats              print docs, bytes, tokens, MB/s and the time spent encoding\n"
     "                           alone (reading and writing excluded) to stderr at the end\n"
     "  -h, --help               show this help\n"
@@ -43,7 +43,9 @@ static const char k_usage[] =
     "Records the reader cannot use (bad JSON, missing field, ...) are reported on stderr\n"
     "with file:line and skipped.\n"
     "\n"
-    "Exit codes: 0 ok, 2 bad input or file (or nothing could be read), 64 usage error.\n"
+    "Exit codes: 0 ok, 2 bad input or file (or nothing could be read; or --ids-out is an\n"
+    "input, lies inside an input folder or is the tokenizer: refused before writing),\n"
+    "64 usage error.\n"
     "\n"
     "Example:\n"
     "  mkshards encode -t cl100k_base samples/tiny.jsonl --ids-out tiny.ids --stats\n";
@@ -354,9 +356,9 @@ int cmd_encode(int argc, char **argv)
             }
             break;
         case OPT_BATCH_BYTES:
-            if (cli_parse_size(cmd, "--batch-bytes", optarg, &batch_bytes) || batch_bytes == 0) {
+            if (cli_parse_size(cmd, "--batch-bytes", optarg, 1, 1ull << 40, &batch_bytes)) {
                 free(inputs);
-                return batch_bytes == 0 ? cli_usage_error(cmd, "--batch-bytes must be > 0") : EXIT_USAGE;
+                return EXIT_USAGE;
             }
             break;
         case OPT_BATCH_DOCS:
@@ -387,6 +389,13 @@ int cmd_encode(int argc, char **argv)
         inputs[n_inputs++] = "-";
     if (threads <= 0)
         threads = cli_ncpus();
+    /* before the output is created (fopen "wb" truncates): it must be
+     * neither an input, nor inside an input folder, nor the tokenizer */
+    if (cli_refuse_overwrite(cmd, "--ids-out", out_path, "the input", inputs, n_inputs) ||
+        cli_refuse_overwrite_tokenizer(cmd, "--ids-out", out_path, spec)) {
+        free(inputs);
+        return EXIT_BAD_INPUT;
+    }
 
     tk_tokenizer *tok = NULL;
     ds_reader *rd = NULL;

@@ -33,12 +33,13 @@ static const char k_usage[] =
     "      --max-token-bytes N   never create a token longer than N bytes (default: no cap)\n"
     "      --max-piece-bytes N   cut longer pre-tokens into chunks (default 1024)\n"
     "      --sample-bytes SIZE   train on a deterministic sample of about SIZE bytes of text\n"
+    "                            (0 = all, default)\n"
     "                            (documents chosen by a hash of their text; stdin: first SIZE)\n"
     "  -i, --input FILE          an input (repeatable; positional INPUTs work too)\n"
     "  -f, --field NAME          JSONL text field (default: text)\n"
     "      --doc-sep MODE        for .txt inputs: file (default), line or blank-line\n"
     "  -j, --threads N           counting and merging threads (default: all cores)\n"
-    "      --batch-bytes SIZE    text counted per batch; two are held (default 32M)\n"
+    "      --batch-bytes SIZE    text counted per batch, 4K..1T; two are held (default 32M)\n"
     "  -q, --quiet               no progress and no summary\n"
     "  -h, --help                show this help\n"
     "\n"
@@ -46,7 +47,9 @@ static const char k_usage[] =
     "field, record too large, invalid UTF-8, NUL bytes) and empty documents are skipped and\n"
     "counted.\n"
     "\n"
-    "Exit codes: 0 ok, 2 bad input (nothing to train on, unreadable file), 64 usage error.\n"
+    "Exit codes: 0 ok, 2 bad input (nothing to train on, unreadable file; --out or its\n"
+    ".meta.json naming an input, a file in an input folder or the source tokenizer is\n"
+    "refused before anything is written), 64 usage error.\n"
     "\n"
     "Example:\n"
     "  mkshards tokenizer train -n 32768 -s '<|endoftext|>' -o my.tiktoken corpus/\n";
@@ -56,6 +59,22 @@ enum { OPT_MINF = 1000, OPT_MAXTOK, OPT_MAXPIECE, OPT_SAMPLE, OPT_DOCSEP, OPT_BA
 static int has_suffix(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The files an output path becomes: OUT, and OUT.meta.json next to a .tiktoken.
+ * None of them may be an input (or lie in an input folder): refused before
+ * any work, with exit 2. */
+static int refuse_outputs(const char *cmd, const char *out, const char *in_what, const char *const *inputs,
+                          size_t n_inputs, const char *tokenizer) {
+    char meta[4200];
+    snprintf(meta, sizeof meta, "%s.meta.json", out);
+    const char *outs[2] = {out, meta};
+    for (int k = 0; k < (has_suffix(out, ".json") ? 1 : 2); k++) {
+        const char *opt = k ? "--out (its .meta.json sidecar)" : "--out";
+        if (inputs && cli_refuse_overwrite(cmd, opt, outs[k], in_what, inputs, n_inputs)) return EXIT_BAD_INPUT;
+        if (tokenizer && cli_refuse_overwrite_tokenizer(cmd, opt, outs[k], tokenizer)) return EXIT_BAD_INPUT;
+    }
+    return EXIT_OK;
 }
 
 static int save_by_ext(const char *cmd, const tk_tokenizer *tok, const char *out) {
@@ -236,7 +255,7 @@ static int cmd_train(int argc, char **argv) {
         case OPT_MAXPIECE:
             rc = cli_parse_long(cmd, "--max-piece-bytes", optarg, 2, 1L << 24, &maxpiece);
             break;
-        case OPT_SAMPLE: rc = cli_parse_size(cmd, "--sample-bytes", optarg, &sample); break;
+        case OPT_SAMPLE: rc = cli_parse_size(cmd, "--sample-bytes", optarg, 0, 1ull << 50, &sample); break;
         case 'i': inputs[n_inputs++] = optarg; break;
         case 'f': field = optarg; break;
         case OPT_DOCSEP:
@@ -246,7 +265,7 @@ static int cmd_train(int argc, char **argv) {
             else rc = cli_usage_error(cmd, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
             break;
         case 'j': rc = cli_parse_long(cmd, "--threads", optarg, 0, 256, &threads); break;
-        case OPT_BATCH: rc = cli_parse_size(cmd, "--batch-bytes", optarg, &batch_bytes); break;
+        case OPT_BATCH: rc = cli_parse_size(cmd, "--batch-bytes", optarg, 4096, 1ull << 40, &batch_bytes); break;
         case 'q': quiet = 1; break;
         case 'h':
             fputs(k_usage, stdout);
@@ -283,6 +302,11 @@ static int cmd_train(int argc, char **argv) {
         return rc;
     }
     if (!n_inputs) inputs[n_inputs++] = "-";
+    if (refuse_outputs(cmd, out, "the input", inputs, n_inputs, NULL)) {
+        free(inputs);
+        free(specials);
+        return EXIT_BAD_INPUT;
+    }
     int from_stdin = 0;
     for (size_t i = 0; i < n_inputs; i++)
         if (!strcmp(inputs[i], "-")) from_stdin = 1;
@@ -510,6 +534,7 @@ static int cmd_export(int argc, char **argv, int info) {
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!spec) return cli_usage_error(cmd, "--tokenizer is required");
     if (!info && !out) return cli_usage_error(cmd, "--out is required (a .tiktoken or tokenizer.json path)");
+    if (!info && refuse_outputs(cmd, out, NULL, NULL, 0, spec)) return EXIT_BAD_INPUT;
     tk_tokenizer *tok = NULL;
     rc = cli_load_tokenizer(spec, pattern, &tok);
     if (rc != EXIT_OK) return rc;
