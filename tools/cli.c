@@ -282,42 +282,63 @@ int cli_lock_dir(const char *cmd, const char *dir, const char *what)
         cli_error(cmd, "output folder path too long: %s", dir);
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        cli_error(cmd, "cannot open the lock file '%s': %s", path,
-                  fd < 0 ? strerror(errno) : "not a regular file");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        if (e == EWOULDBLOCK || e == EAGAIN) {
-            char buf[32] = "";
-            ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-            long pid = 0;
-            if (n > 0) {
-                buf[n] = 0;
-                pid = strtol(buf, NULL, 10);
-            }
-            if (pid > 0)
-                cli_error(cmd, "another %s holds %s (pid %ld); wait for it to finish or use another --out", what,
-                          path, pid);
-            else
-                cli_error(cmd, "another %s holds %s; wait for it to finish or use another --out", what, path);
-        } else {
-            cli_error(cmd, "cannot lock '%s': %s", path, strerror(e));
+    for (int attempt = 0;; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+        struct stat st, now;
+        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            cli_error(cmd, "cannot open the lock file '%s': %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+            if (fd >= 0)
+                close(fd);
+            return -1;
         }
-        close(fd);
-        return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            if (e == EWOULDBLOCK || e == EAGAIN) {
+                char buf[32] = "";
+                ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+                long pid = 0;
+                if (n > 0) {
+                    buf[n] = 0;
+                    pid = strtol(buf, NULL, 10);
+                }
+                if (pid > 0)
+                    cli_error(cmd, "another %s holds %s (pid %ld); wait for it to finish or use another --out", what,
+                              path, pid);
+                else
+                    cli_error(cmd, "another %s holds %s; wait for it to finish or use another --out", what, path);
+            } else {
+                cli_error(cmd, "cannot lock '%s': %s", path, strerror(e));
+            }
+            close(fd);
+            return -1;
+        }
+        /* the holder before us unlinks the file while it still holds the lock
+         * (cli_unlock_dir): a lock on an inode no longer at PATH protects
+         * nothing, so open the new one */
+        if (lstat(path, &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+            close(fd);
+            if (attempt < 100)
+                continue;
+            cli_error(cmd, "cannot lock '%s': it keeps being replaced", path);
+            return -1;
+        }
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            /* the lock is held all the same; only the pid in messages is missing */
+        }
+        return fd;
     }
-    char pid[32];
-    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
-        /* the lock is held all the same; only the pid in messages is missing */
-    }
-    return fd;
+}
+
+void cli_unlock_dir(const char *dir, int fd)
+{
+    if (fd < 0)
+        return;
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/.lock", dir) < (int)sizeof path)
+        unlink(path); /* while still held: see cli_lock_dir */
+    close(fd);
 }
 
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out)

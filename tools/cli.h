@@ -125,9 +125,15 @@ int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const c
  * keep open for the whole run (closing it, or exiting, releases the lock),
  * or -1 after printing "mkshards CMD: another WHAT holds DIR/.lock (pid N);
  * wait for it to finish or use another --out" (or why the lock file cannot be
- * opened); callers then exit with EXIT_BAD_INPUT. The file is left in place:
- * deleting a lock file that another process may have opened breaks the lock. */
+ * opened); callers then exit with EXIT_BAD_INPUT. A process killed while
+ * holding it leaves DIR/.lock behind, which is harmless (the kernel released
+ * the flock); the next holder reuses it. */
 int cli_lock_dir(const char *cmd, const char *dir, const char *what);
+/* Release a lock from cli_lock_dir (fd < 0: nothing): unlinks DIR/.lock while
+ * still holding it, then closes. cli_lock_dir re-checks after locking that the
+ * inode it locked is still DIR/.lock, so removing the file is race-free and a
+ * finished DIR holds no stray file. */
+void cli_unlock_dir(const char *dir, int fd);
 
 /* Load a tokenizer by spec (path to .tiktoken / tokenizer.json / folder with
  * encoder.json+vocab.bpe, or a name such as gpt2, cl100k_base, o200k_base)

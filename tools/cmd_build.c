@@ -152,7 +152,10 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 /* Same expansion as the reader: folders recursive, sorted by name, hidden
  * names skipped, files with a dataset extension. */
 static int walk(flist *l, const char *dir, int depth) {
-    if (depth > 64) return -1;
+    if (depth > 64) {
+        cli_error(CMD, "folder '%s' is nested more than 64 levels deep", dir);
+        return -1;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         cli_error(CMD, "cannot read folder '%s': %s", dir, strerror(errno));
@@ -161,24 +164,32 @@ static int walk(flist *l, const char *dir, int depth) {
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         if (n == cap) {
-            cap = cap ? 2 * cap : 32;
-            names = realloc(names, cap * sizeof *names);
-            if (!names) {
-                closedir(d);
-                return -1;
+            size_t nc = cap ? 2 * cap : 32;
+            char **nn = realloc(names, nc * sizeof *names);
+            if (!nn) {
+                rc = -1;
+                break;
             }
+            names = nn;
+            cap = nc;
         }
-        names[n++] = strdup(e->d_name);
+        if (!(names[n] = strdup(e->d_name))) rc = -1;
+        else n++;
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
-    int rc = 0;
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str); /* an empty folder: names is NULL */
+    if (rc) cli_error(CMD, "out of memory listing '%s'", dir);
     for (size_t i = 0; i < n && rc == 0; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *p = malloc(len);
+        if (!p) {
+            rc = -1;
+            break;
+        }
         snprintf(p, len, "%s/%s", dir, names[i]);
         struct stat ls, st;
         if (lstat(p, &ls) == 0 && stat(p, &st) == 0) {
@@ -736,6 +747,43 @@ static int mkdir_p(const char *dir) {
     return r == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* Names this build reads back or replaces in DIR. Anything under one of them
+ * that is not a regular file (a FIFO, a device, a symbolic link planted in
+ * the folder) is removed before the build looks at DIR: opening a FIFO would
+ * block (reading the manifest, the checkpoint, or comparing a shard before
+ * rewriting it), and a link would make the build read or write outside DIR.
+ * 0, or -1 with a message (a folder under such a name). */
+static int remove_special_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        cli_error(CMD, "cannot read --out '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        size_t l = strlen(n);
+        int ours = !strcmp(n, "manifest.json") || !strcmp(n, "build.ckpt") || !strcmp(n, "rejects.jsonl") ||
+                   !strcmp(n, "rejects.jsonl.part") || (l > 4 && !strcmp(n + l - 4, ".tmp")) ||
+                   (l > 4 && !strcmp(n + l - 4, ".mks") && (!strncmp(n, "train-", 6) || !strncmp(n, "val-", 4)));
+        if (!ours) continue;
+        char path[4200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, n);
+        if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) continue;
+        if (S_ISDIR(st.st_mode)) {
+            cli_error(CMD, "'%s' is a folder where the build writes a file; remove it or use another --out", path);
+            rc = -1;
+        } else if (unlink(path) != 0) {
+            cli_error(CMD, "cannot remove '%s' (not a regular file): %s", path, strerror(errno));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
 /* A shard name as this tool writes it: train-NNNNN.mks / val-NNNNN.mks, no
  * '/' or "..", so a crafted manifest cannot point outside DIR. */
 static int plain_shard_name(const char *n) {
@@ -1284,9 +1332,9 @@ int cmd_build(int argc, char **argv) {
     snprintf(cfg.doc_sep, sizeof cfg.doc_sep, "%s", doc_sep);
     cfg.part_k = (uint32_t)part_k;
     cfg.part_n = (uint32_t)part_n;
-    cfg.n_inputs = n_inputs;
     cfg.inputs = calloc(n_inputs, sizeof *cfg.inputs);
-    for (size_t i = 0; i < n_inputs; i++) cfg.inputs[i] = strdup(inputs[i]);
+    cfg.n_inputs = cfg.inputs ? n_inputs : 0;
+    for (size_t i = 0; i < cfg.n_inputs; i++) cfg.inputs[i] = strdup(inputs[i]);
 
     if (expand_inputs(inputs, n_inputs, &all)) {
         rc = EXIT_BAD_INPUT;
@@ -1298,6 +1346,11 @@ int cmd_build(int argc, char **argv) {
         for (size_t i = 0; i < all.n; i++) total += all.bytes[i];
         cfg.files = calloc(all.n + 1, sizeof *cfg.files);
         cfg.file_bytes = calloc(all.n + 1, sizeof *cfg.file_bytes);
+        if (!cfg.files || !cfg.file_bytes || !cfg.inputs) {
+            cli_error(CMD, "out of memory");
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
         for (size_t i = 0; i < all.n; i++) {
             if (part_n > 1 && !strcmp(all.path[i], "-")) {
                 cli_error(CMD, "--part cannot split stdin; give files or folders");
@@ -1341,7 +1394,7 @@ int cmd_build(int argc, char **argv) {
     }
     /* held until exit: resume, shard writes, manifest and cleanup */
     lock_fd = cli_lock_dir(CMD, out_dir, "build or merge");
-    if (lock_fd < 0) {
+    if (lock_fd < 0 || remove_special_entries(out_dir)) {
         rc = EXIT_BAD_INPUT;
         goto done;
     }
@@ -1680,7 +1733,7 @@ done:
     free(recs);
     if (tok) tk_free(tok);
     free(inputs);
-    if (lock_fd >= 0) close(lock_fd);
+    cli_unlock_dir(out_dir, lock_fd);
     return rc;
 usage:
     free(inputs);
