@@ -47,45 +47,84 @@ static size_t n_known_specials(const known_vocab *kv) {
     return n;
 }
 
-static int read_file(const char *path, uint8_t **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return TK_ERR_IO;
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            cap = cap ? cap * 2 : 1 << 20;
-            uint8_t *b = realloc(buf, cap + 1);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return TK_ERR_NOMEM;
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return TK_ERR_IO;
-    }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
-    return TK_OK;
-}
-
 static bool is_dir(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
-static bool is_file(const char *p) {
+/* Something is there (a file, FIFO, device ...): the loaders refuse what is
+ * not a regular file, with a message, instead of looking elsewhere. */
+static bool exists(const char *p) {
     struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    return stat(p, &st) == 0;
+}
+
+/* A path built from parts; false (and a message) if it does not fit. */
+static bool join_path(char *out, size_t cap, const char *dir, const char *name, char *err, size_t errlen) {
+    int n = snprintf(out, cap, "%s%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) {
+        tk_set_err(err, errlen, "path too long: %.200s...%s", dir, name);
+        return false;
+    }
+    return true;
+}
+
+/* A token text or key as it may be shown in a message: control bytes
+ * (terminal escapes in a hostile file) as \xNN, at most ~60 bytes. */
+static const char *shown(const char *s, char buf[static 160]) {
+    size_t o = 0;
+    for (const uint8_t *p = (const uint8_t *)s; *p && o < 150; p++) {
+        bool c1 = p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F; /* U+0080..U+009F */
+        if (*p < 0x20 || *p == 0x7F || *p == '"' || *p == '\\' || c1) {
+            if (o > 140) break;
+            o += (size_t)snprintf(buf + o, 160 - o, "\\x%02x", *p);
+            if (c1) o += (size_t)snprintf(buf + o, 160 - o, "\\x%02x", *++p);
+        } else {
+            buf[o++] = (char)*p;
+        }
+        if (o >= 60 && p[1]) {
+            /* stop at a character boundary */
+            while ((p[1] & 0xC0) == 0x80 && o < 150) buf[o++] = (char)*++p;
+            memcpy(buf + o, "...", 4);
+            return buf;
+        }
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static const char *json_kind(const json_t *v) {
+    if (!v) return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a float";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* A token id from JSON: an integer (not a float, string or boolean) in
+ * 0..TK_MAX_VOCAB-1; what/entry name it in the message. */
+static int json_id(const json_t *v, const char *file, const char *what, const char *entry, uint32_t *id, char *err,
+                   size_t errlen) {
+    char sb[160];
+    if (!json_is_integer(v)) {
+        tk_set_err(err, errlen, "%s: %s \"%s\": the id is %s, not an integer", file, what, shown(entry, sb),
+                   json_kind(v));
+        return TK_ERR_FORMAT;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < 0 || x >= (json_int_t)TK_MAX_VOCAB) {
+        tk_set_err(err, errlen, "%s: %s \"%s\": id %lld out of range (0..%u)", file, what, shown(entry, sb),
+                   (long long)x, TK_MAX_VOCAB - 1);
+        return TK_ERR_RANGE;
+    }
+    *id = (uint32_t)x;
+    return TK_OK;
 }
 
 /* ---- tokens under construction ------------------------------------------ */
@@ -98,9 +137,12 @@ typedef struct {
     uint32_t n;    /* number of ranks (slots) */
 } tokvec;
 
+/* n slots: callers size it by entries actually present in the file, so it
+ * is bounded by the file's size (and by TK_MAX_VOCAB). */
 static int tv_init(tokvec *v, uint32_t n) {
     memset(v, 0, sizeof *v);
-    v->off = malloc((size_t)n * sizeof *v->off);
+    if (n > TK_MAX_VOCAB) return TK_ERR_RANGE;
+    v->off = malloc((n ? n : 1) * sizeof *v->off);
     v->tlen = calloc(n ? n : 1, sizeof *v->tlen);
     if (!v->off || !v->tlen) return TK_ERR_NOMEM;
     for (uint32_t i = 0; i < n; i++) v->off[i] = UINT64_MAX;
@@ -111,9 +153,12 @@ static int tv_init(tokvec *v, uint32_t n) {
 static int tv_set(tokvec *v, uint32_t rank, const uint8_t *p, size_t n) {
     if (rank >= v->n) return TK_ERR_MISSING_RANK;
     if (v->off[rank] != UINT64_MAX) return TK_ERR_DUP_RANK;
-    if (v->len + n > v->cap) {
-        size_t c = v->cap ? v->cap * 2 : 1 << 20;
-        while (c < v->len + n) c *= 2;
+    if (n > TK_MAX_TOKEN_BYTES) return TK_ERR_LIMIT;
+    if (n > v->cap - v->len) {
+        size_t c = v->cap ? v->cap : 1 << 16;
+        while (c - v->len < n) {
+            if (__builtin_mul_overflow(c, (size_t)2, &c)) return TK_ERR_NOMEM;
+        }
         uint8_t *a = realloc(v->arena, c);
         if (!a) return TK_ERR_NOMEM;
         v->arena = a;
@@ -132,14 +177,42 @@ static void tv_free(tokvec *v) {
     free(v->tlen);
 }
 
+/* What tk_finalize refused, as a message naming the file and the entries. */
+static void finalize_msg(const tk_tokenizer *t, int rc, const char *file, const char *sp_file, char *err,
+                         size_t errlen) {
+    const char *what = t->bad_what ? t->bad_what : tk_strerror(rc);
+    /* ranks are contiguous by now: an id out of range or too far out is a special's */
+    if (rc == TK_ERR_RANGE || strstr(what, "special")) file = sp_file;
+#define ID_OF(r) (t->rank_to_id ? t->rank_to_id[r] : (r))
+    if (rc == TK_ERR_MISSING_RANK && t->bad_id != TK_NO_RANK)
+        tk_set_err(err, errlen, "%s: %s (byte 0x%02x has no token)", file, what, t->bad_id);
+    else if (t->bad_rank != TK_NO_RANK && t->bad_rank2 != TK_NO_RANK && t->bad_rank < t->n_ranks &&
+             t->bad_rank2 < t->n_ranks)
+        tk_set_err(err, errlen, "%s: %s (ids %u and %u)", file, what, ID_OF(t->bad_rank2), ID_OF(t->bad_rank));
+    else if (t->bad_id != TK_NO_RANK)
+        tk_set_err(err, errlen, "%s: %s (id %u)", file, what, t->bad_id);
+    else if (t->bad_rank != TK_NO_RANK && t->bad_rank < t->n_ranks)
+        tk_set_err(err, errlen, "%s: %s (id %u)", file, what, ID_OF(t->bad_rank));
+    else
+        tk_set_err(err, errlen, "%s: %s", file, what);
+#undef ID_OF
+}
+
 /* Move a complete tokvec into a new tokenizer (arena laid out by rank). */
 static int tv_build(tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
-                    const char *name, tk_tokenizer **out, char *err, size_t errlen) {
+                    const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
+                    size_t errlen) {
     for (uint32_t r = 0; r < v->n; r++)
         if (v->off[r] == UINT64_MAX) {
-            tk_set_err(err, errlen, "rank %u is missing (ranks must be contiguous from 0)", r);
+            tk_set_err(err, errlen, "%s: rank %u is missing (ranks must be contiguous from 0)", file, r);
             free(rank_to_id);
             return TK_ERR_MISSING_RANK;
+        }
+    for (size_t k = 0; k < nsp; k++)
+        if (!sp[k].text || !sp[k].text[0]) {
+            tk_set_err(err, errlen, "%s: special token with id %u has an empty text", sp_file, sp[k].id);
+            free(rank_to_id);
+            return TK_ERR_FORMAT;
         }
     tk_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
@@ -164,8 +237,7 @@ static int tv_build(tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp,
     if (name) snprintf(t->name, sizeof t->name, "%s", name);
     if ((rc = tk_set_specials(t, sp, nsp))) goto fail;
     if ((rc = tk_finalize(t))) {
-        if (rc == TK_ERR_DUP_RANK) tk_set_err(err, errlen, "the same token appears twice, or a special id collides");
-        else if (rc == TK_ERR_MISSING_RANK) tk_set_err(err, errlen, "not every single byte is a token");
+        finalize_msg(t, rc, file, sp_file, err, errlen);
         goto fail;
     }
     *out = t;
@@ -186,7 +258,8 @@ static int b64val(uint8_t c) {
     return -1;
 }
 
-/* Strict base64 with padding; returns decoded length or -1. */
+/* Strict base64 with padding; returns decoded length or -1. out holds at
+ * least n / 4 * 3 bytes. */
 static long b64_decode(const uint8_t *s, size_t n, uint8_t *out) {
     if (n == 0 || n % 4) return -1;
     size_t o = 0;
@@ -211,28 +284,49 @@ static long b64_decode(const uint8_t *s, size_t n, uint8_t *out) {
     return (long)o;
 }
 
+static void free_specials(tk_special *sp, size_t n) {
+    for (size_t k = 0; k < n; k++) free((char *)sp[k].text);
+    free(sp);
+}
+
 /* Optional sidecar "<path>.meta.json": {"pattern": "...", "special_tokens": {"text": id}} */
 static int read_meta(const char *path, tk_pattern *pat, tk_special **sp, size_t *nsp, char *err, size_t errlen) {
     char mp[4096];
-    snprintf(mp, sizeof mp, "%s.meta.json", path);
     *sp = NULL;
     *nsp = 0;
-    if (!is_file(mp)) return TK_OK;
-    json_error_t je;
-    json_t *root = json_load_file(mp, 0, &je);
-    if (!root || !json_is_object(root)) {
-        tk_set_err(err, errlen, "%s: line %d: %s", mp, je.line, je.text);
+    if (!join_path(mp, sizeof mp, path, ".meta.json", err, errlen)) return TK_ERR_ARG;
+    if (!exists(mp)) return TK_OK;
+    json_t *root;
+    int rc = tk_json_load(mp, &root, err, errlen);
+    if (rc) return rc;
+    if (!json_is_object(root)) {
+        tk_set_err(err, errlen, "%s: not a JSON object", mp);
         json_decref(root);
         return TK_ERR_FORMAT;
     }
     json_t *p = json_object_get(root, "pattern");
-    if (json_is_string(p) && *pat == TK_PAT_NONE && tk_pattern_parse(json_string_value(p), pat)) {
-        tk_set_err(err, errlen, "%s: unknown pattern \"%s\"", mp, json_string_value(p));
+    tk_pattern named = TK_PAT_NONE;
+    char sb[160];
+    if (p && !json_is_string(p)) {
+        tk_set_err(err, errlen, "%s: \"pattern\" is %s, not a string", mp, json_kind(p));
+        json_decref(root);
+        return TK_ERR_FORMAT;
+    }
+    /* only the known names: a sidecar never supplies a regex */
+    if (p && tk_pattern_parse(json_string_value(p), &named)) {
+        tk_set_err(err, errlen, "%s: unknown pattern \"%s\" (gpt2, cl100k or o200k)", mp,
+                   shown(json_string_value(p), sb));
         json_decref(root);
         return TK_ERR_PATTERN;
     }
+    if (*pat == TK_PAT_NONE) *pat = named;
     json_t *st = json_object_get(root, "special_tokens");
-    if (json_is_object(st) && json_object_size(st)) {
+    if (st && !json_is_object(st)) {
+        tk_set_err(err, errlen, "%s: \"special_tokens\" is %s, not an object", mp, json_kind(st));
+        json_decref(root);
+        return TK_ERR_FORMAT;
+    }
+    if (json_object_size(st)) {
         *sp = calloc(json_object_size(st), sizeof **sp);
         if (!*sp) {
             json_decref(root);
@@ -241,19 +335,111 @@ static int read_meta(const char *path, tk_pattern *pat, tk_special **sp, size_t 
         const char *k;
         json_t *v;
         json_object_foreach(st, k, v) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX) continue;
+            uint32_t id;
+            if ((rc = json_id(v, mp, "special token", k, &id, err, errlen))) break;
+            if (!k[0]) {
+                tk_set_err(err, errlen, "%s: special token with id %u has an empty text", mp, id);
+                rc = TK_ERR_FORMAT;
+                break;
+            }
             (*sp)[*nsp].text = strdup(k);
-            (*sp)[*nsp].id = (uint32_t)json_integer_value(v);
+            if (!(*sp)[*nsp].text) {
+                rc = TK_ERR_NOMEM;
+                break;
+            }
+            (*sp)[*nsp].id = id;
             (*nsp)++;
+        }
+        if (rc) {
+            free_specials(*sp, *nsp);
+            *sp = NULL;
+            *nsp = 0;
         }
     }
     json_decref(root);
+    return rc;
+}
+
+/* A rank: decimal digits only (no sign, no spaces), below TK_MAX_VOCAB. */
+static int parse_rank(const uint8_t *s, size_t n, uint32_t *rank) {
+    if (n == 0 || n > 10) return n ? TK_ERR_RANGE : TK_ERR_FORMAT;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return TK_ERR_FORMAT;
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (x >= TK_MAX_VOCAB) return TK_ERR_RANGE;
+    *rank = (uint32_t)x;
     return TK_OK;
 }
 
-static void free_specials(tk_special *sp, size_t n) {
-    for (size_t k = 0; k < n; k++) free((char *)sp[k].text);
-    free(sp);
+/* One pass over the rank lines; a blank line is skipped. Each entry needs
+ * at least 7 bytes ("AA== 0\n"), so the tables are bounded by the file. */
+static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tokvec *v, char *err, size_t errlen) {
+    uint32_t entries = 0;
+    for (size_t i = 0; i < len;) {
+        const uint8_t *nl = memchr(data + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - data) : len;
+        if (e > i && !(e == i + 1 && data[i] == '\r')) {
+            if (entries == TK_MAX_VOCAB) {
+                tk_set_err(err, errlen, "%s: more than %u entries", path, TK_MAX_VOCAB);
+                return TK_ERR_RANGE;
+            }
+            entries++;
+        }
+        i = e + 1;
+    }
+    int rc = tv_init(v, entries);
+    if (rc) return rc;
+    uint8_t tokbuf[TK_MAX_TOKEN_BYTES];
+    uint32_t lineno = 0;
+    for (size_t i = 0; i < len;) {
+        const uint8_t *nl = memchr(data + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - data) : len, le = e;
+        lineno++;
+        if (le > i && data[le - 1] == '\r') le--;
+        if (le > i) {
+            const uint8_t *spc = memchr(data + i, ' ', le - i);
+            size_t sp = spc ? (size_t)(spc - data) : le;
+            if (sp == le || sp == i) {
+                tk_set_err(err, errlen, "%s:%u: expected \"<base64> <rank>\"", path, lineno);
+                return TK_ERR_FORMAT;
+            }
+            if ((sp - i) / 4 * 3 > sizeof tokbuf) {
+                tk_set_err(err, errlen, "%s:%u: token longer than %u bytes", path, lineno, TK_MAX_TOKEN_BYTES);
+                return TK_ERR_LIMIT;
+            }
+            long tl = b64_decode(data + i, sp - i, tokbuf);
+            if (tl <= 0) {
+                tk_set_err(err, errlen, "%s:%u: bad base64 \"%.*s\"", path, lineno, (int)(sp - i > 40 ? 40 : sp - i),
+                           data + i);
+                return TK_ERR_BASE64;
+            }
+            uint32_t r = 0;
+            if ((rc = parse_rank(data + sp + 1, le - sp - 1, &r))) {
+                if (rc == TK_ERR_RANGE)
+                    tk_set_err(err, errlen, "%s:%u: rank \"%.*s\" out of range (0..%u)", path, lineno,
+                               (int)(le - sp - 1 > 24 ? 24 : le - sp - 1), data + sp + 1, TK_MAX_VOCAB - 1);
+                else
+                    tk_set_err(err, errlen, "%s:%u: bad rank (decimal digits expected)", path, lineno);
+                return rc;
+            }
+            if (r >= v->n) {
+                tk_set_err(err, errlen, "%s:%u: rank %u leaves a gap (file has %u entries)", path, lineno, r, v->n);
+                return TK_ERR_MISSING_RANK;
+            }
+            if ((rc = tv_set(v, r, tokbuf, (size_t)tl))) {
+                tk_set_err(err, errlen, "%s:%u: rank %u given twice", path, lineno, r);
+                return rc;
+            }
+        }
+        i = e + 1;
+    }
+    if (entries == 0) {
+        tk_set_err(err, errlen, "%s: empty rank file", path);
+        return TK_ERR_FORMAT;
+    }
+    return TK_OK;
 }
 
 int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
@@ -261,72 +447,10 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
     *out = NULL;
     uint8_t *data;
     size_t len;
-    int rc = read_file(path, &data, &len);
-    if (rc) {
-        tk_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return rc;
-    }
-    uint32_t lines = 0;
-    for (size_t i = 0; i < len; i++) lines += data[i] == '\n';
-    if (len && data[len - 1] != '\n') lines++;
-    tokvec v;
-    if ((rc = tv_init(&v, lines))) goto done;
-    uint8_t tokbuf[1024];
-    size_t i = 0;
-    uint32_t lineno = 0, n_ranks = 0;
-    while (i < len) {
-        size_t e = i;
-        while (e < len && data[e] != '\n') e++;
-        lineno++;
-        size_t le = e;
-        if (le > i && data[le - 1] == '\r') le--;
-        if (le > i) {
-            size_t sp = i;
-            while (sp < le && data[sp] != ' ') sp++;
-            if (sp == le || sp == i) {
-                tk_set_err(err, errlen, "%s:%u: expected \"<base64> <rank>\"", path, lineno);
-                rc = TK_ERR_FORMAT;
-                goto done;
-            }
-            if ((sp - i) / 4 * 3 > sizeof tokbuf) {
-                tk_set_err(err, errlen, "%s:%u: token longer than %zu bytes", path, lineno, sizeof tokbuf);
-                rc = TK_ERR_FORMAT;
-                goto done;
-            }
-            long tl = b64_decode(data + i, sp - i, tokbuf);
-            if (tl <= 0) {
-                tk_set_err(err, errlen, "%s:%u: bad base64 \"%.*s\"", path, lineno, (int)(sp - i > 40 ? 40 : sp - i),
-                           data + i);
-                rc = TK_ERR_BASE64;
-                goto done;
-            }
-            char *endp;
-            errno = 0;
-            unsigned long r = strtoul((const char *)data + sp + 1, &endp, 10);
-            if (endp != (const char *)data + le || errno || sp + 1 == le) {
-                tk_set_err(err, errlen, "%s:%u: bad rank", path, lineno);
-                rc = TK_ERR_FORMAT;
-                goto done;
-            }
-            if (r >= lines) {
-                tk_set_err(err, errlen, "%s:%u: rank %lu leaves a gap (file has %u entries)", path, lineno, r, lines);
-                rc = TK_ERR_MISSING_RANK;
-                goto done;
-            }
-            if ((rc = tv_set(&v, (uint32_t)r, tokbuf, (size_t)tl))) {
-                if (rc == TK_ERR_DUP_RANK) tk_set_err(err, errlen, "%s:%u: rank %lu given twice", path, lineno, r);
-                goto done;
-            }
-            n_ranks++;
-        }
-        i = e + 1;
-    }
-    if (n_ranks == 0) {
-        tk_set_err(err, errlen, "%s: empty rank file", path);
-        rc = TK_ERR_FORMAT;
-        goto done;
-    }
-    v.n = n_ranks; /* blank lines do not count */
+    int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
+    if (rc) return rc;
+    tokvec v = {0};
+    if ((rc = tiktoken_lines(path, data, len, &v, err, errlen))) goto done;
     {
         const known_vocab *kv = known_by_sha(data, len);
         tk_special *msp = NULL;
@@ -341,11 +465,12 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
             rc = TK_ERR_PATTERN;
             goto done;
         }
+        char mp[4096];
+        snprintf(mp, sizeof mp, "%s%s", path, nmsp ? ".meta.json" : "");
         rc = tv_build(&v, p, kv ? kv->specials : msp, kv ? n_known_specials(kv) : nmsp, NULL, kv ? kv->name : NULL,
-                      out, err, errlen);
+                      path, mp, out, err, errlen);
         free_specials(msp, nmsp);
         if (rc == TK_OK && kv) (*out)->known = true;
-        if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
     }
 done:
     if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
@@ -357,7 +482,7 @@ done:
 /* ---- byte-level strings (GPT-2 encoder.json / tokenizer.json) ---------- */
 
 /* Decode a byte-level-mapped UTF-8 string into raw bytes; -1 if a character
- * is not in the byte map. */
+ * is not in the byte map or the result exceeds cap. */
 static long bytelevel_decode(const char *s, uint8_t *out, size_t cap) {
     size_t o = 0;
     const uint8_t *p = (const uint8_t *)s;
@@ -366,7 +491,7 @@ static long bytelevel_decode(const char *s, uint8_t *out, size_t cap) {
         if (p[0] < 0x80) {
             cp = p[0];
             p++;
-        } else if ((p[0] & 0xE0) == 0xC0 && p[1]) {
+        } else if ((p[0] & 0xE0) == 0xC0 && (p[1] & 0xC0) == 0x80) {
             cp = ((uint32_t)(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
             p += 2;
         } else {
@@ -402,6 +527,7 @@ static long ss_find(const strset *s, const uint8_t *p, size_t n) {
     }
     return -1 - (long)i;
 }
+/* Adds p (the set must have room: its capacity is twice what it may hold). */
 static int ss_add(strset *s, const uint8_t *p, size_t n) {
     long f = ss_find(s, p, n);
     if (f >= 0) return TK_OK;
@@ -419,67 +545,114 @@ static void ss_free(strset *s) {
     free(s->lens);
 }
 
+/* vocab.bpe: "<a> <b>" per line, an optional "#version" first line. Every
+ * part and every result must be an entry of encoder.json (the set then holds
+ * at most 256 + its entries, so its capacity is never exceeded). */
+static int gpt2_merges(const char *vocab_bpe, uint8_t *bpe, size_t bpe_len, json_t *enc, strset *set, char *err,
+                       size_t errlen) {
+    char *line = (char *)bpe, *end = (char *)bpe + bpe_len;
+    uint32_t lineno = 0;
+    int rc;
+    char sb[160];
+    const uint8_t *nul = memchr(bpe, 0, bpe_len);
+    if (nul) {
+        tk_set_err(err, errlen, "%s: NUL byte at offset %zu", vocab_bpe, (size_t)(nul - bpe));
+        return TK_ERR_FORMAT;
+    }
+    while (line < end) {
+        char *nl = memchr(line, '\n', (size_t)(end - line));
+        if (!nl) nl = end;
+        *nl = 0;
+        lineno++;
+        if (nl > line && nl[-1] == '\r') nl[-1] = 0;
+        if (line[0] && !(lineno == 1 && strncmp(line, "#version", 8) == 0)) {
+            char *sp1 = strchr(line, ' ');
+            if (!sp1 || sp1 == line || !sp1[1] || strchr(sp1 + 1, ' ')) {
+                tk_set_err(err, errlen, "%s:%u: expected \"<a> <b>\"", vocab_bpe, lineno);
+                return TK_ERR_FORMAT;
+            }
+            *sp1 = 0;
+            for (const char *part = line; part; part = part == line ? sp1 + 1 : NULL)
+                if (!json_object_get(enc, part)) {
+                    tk_set_err(err, errlen, "%s:%u: merge part \"%s\" is not in encoder.json", vocab_bpe, lineno,
+                               shown(part, sb));
+                    return TK_ERR_FORMAT;
+                }
+            uint8_t buf[2 * TK_MAX_TOKEN_BYTES];
+            long a = bytelevel_decode(line, buf, TK_MAX_TOKEN_BYTES);
+            long b = a < 0 ? -1 : bytelevel_decode(sp1 + 1, buf + a, TK_MAX_TOKEN_BYTES);
+            if (a < 0 || b < 0) {
+                tk_set_err(err, errlen, "%s:%u: not a byte-level token (or longer than %u bytes)", vocab_bpe, lineno,
+                           TK_MAX_TOKEN_BYTES);
+                return TK_ERR_FORMAT;
+            }
+            if (a + b > (long)TK_MAX_TOKEN_BYTES) {
+                tk_set_err(err, errlen, "%s:%u: merge result longer than %u bytes", vocab_bpe, lineno,
+                           TK_MAX_TOKEN_BYTES);
+                return TK_ERR_LIMIT;
+            }
+            /* the result as encoder.json spells it: the two strings joined */
+            size_t la = strlen(line), lb = strlen(sp1 + 1);
+            char joined[4 * TK_MAX_TOKEN_BYTES + 1];
+            memcpy(joined, line, la);
+            memcpy(joined + la, sp1 + 1, lb + 1);
+            if (!json_object_get(enc, joined)) {
+                tk_set_err(err, errlen, "%s:%u: merge result \"%s\" is not in encoder.json", vocab_bpe, lineno,
+                           shown(joined, sb));
+                return TK_ERR_FORMAT;
+            }
+            if ((rc = ss_add(set, buf, (size_t)(a + b)))) return rc;
+        }
+        line = nl + 1;
+    }
+    return TK_OK;
+}
+
 int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat, tk_tokenizer **out, char *err,
                  size_t errlen) {
     if (!encoder_json || !vocab_bpe || !out) return TK_ERR_ARG;
     *out = NULL;
     uint8_t *bpe;
     size_t bpe_len;
-    int rc = read_file(vocab_bpe, &bpe, &bpe_len);
-    if (rc) {
-        tk_set_err(err, errlen, "cannot read %s: %s", vocab_bpe, strerror(errno));
-        return rc;
-    }
+    int rc = tk_read_regular(vocab_bpe, TK_MAX_FILE_BYTES, &bpe, &bpe_len, err, errlen);
+    if (rc) return rc;
     const known_vocab *kv = known_by_sha(bpe, bpe_len);
-    json_error_t je;
-    json_t *enc = json_load_file(encoder_json, 0, &je);
+    json_t *enc = NULL;
     strset set = {0};
     tokvec v = {0};
     tk_special *sp = NULL;
     size_t nsp = 0;
-    if (!enc || !json_is_object(enc)) {
-        tk_set_err(err, errlen, "%s: %s", encoder_json, enc ? "not a JSON object" : je.text);
-        rc = enc ? TK_ERR_FORMAT : (is_file(encoder_json) ? TK_ERR_FORMAT : TK_ERR_IO);
+    char sb[160];
+    if ((rc = tk_json_load(encoder_json, &enc, err, errlen))) goto done;
+    if (!json_is_object(enc)) {
+        tk_set_err(err, errlen, "%s: not a JSON object", encoder_json);
+        rc = TK_ERR_FORMAT;
         goto done;
     }
+    if (json_object_size(enc) > TK_MAX_VOCAB) {
+        tk_set_err(err, errlen, "%s: more than %u entries", encoder_json, TK_MAX_VOCAB);
+        rc = TK_ERR_RANGE;
+        goto done;
+    }
+    /* every id first: type, range */
+    {
+        const char *k;
+        json_t *val;
+        uint32_t id;
+        json_object_foreach(enc, k, val) {
+            if ((rc = json_id(val, encoder_json, "token", k, &id, err, errlen))) goto done;
+        }
+    }
     /* mergeable set: the 256 bytes + every merge result of vocab.bpe */
-    if ((rc = ss_init(&set, json_object_size(enc) + 512))) goto done;
+    if ((rc = ss_init(&set, json_object_size(enc) + 256))) goto done;
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         if ((rc = ss_add(&set, &c, 1))) goto done;
     }
-    {
-        char *line = (char *)bpe, *end = (char *)bpe + bpe_len;
-        uint32_t lineno = 0;
-        while (line < end) {
-            char *nl = memchr(line, '\n', (size_t)(end - line));
-            if (!nl) nl = end;
-            *nl = 0;
-            lineno++;
-            if (line[0] && !(lineno == 1 && strncmp(line, "#version", 8) == 0)) {
-                char *sp1 = strchr(line, ' ');
-                if (!sp1) {
-                    tk_set_err(err, errlen, "%s:%u: expected \"<a> <b>\"", vocab_bpe, lineno);
-                    rc = TK_ERR_FORMAT;
-                    goto done;
-                }
-                *sp1 = 0;
-                uint8_t buf[1024];
-                long a = bytelevel_decode(line, buf, sizeof buf);
-                long b = a < 0 ? -1 : bytelevel_decode(sp1 + 1, buf + a, sizeof buf - (size_t)a);
-                if (a < 0 || b < 0) {
-                    tk_set_err(err, errlen, "%s:%u: not a byte-level token", vocab_bpe, lineno);
-                    rc = TK_ERR_FORMAT;
-                    goto done;
-                }
-                if ((rc = ss_add(&set, buf, (size_t)(a + b)))) goto done;
-            }
-            line = nl + 1;
-        }
-    }
+    if ((rc = gpt2_merges(vocab_bpe, bpe, bpe_len, enc, &set, err, errlen))) goto done;
     {
         size_t n = json_object_size(enc);
-        sp = calloc(n, sizeof *sp);
+        sp = calloc(n ? n : 1, sizeof *sp);
         if (!sp) {
             rc = TK_ERR_NOMEM;
             goto done;
@@ -488,35 +661,40 @@ int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat
         const char *k;
         json_t *val;
         json_object_foreach(enc, k, val) {
-            uint8_t buf[1024];
+            uint8_t buf[TK_MAX_TOKEN_BYTES];
             long l = bytelevel_decode(k, buf, sizeof buf);
             if (l > 0 && ss_find(&set, buf, (size_t)l) >= 0) n_ranks++;
         }
         if ((rc = tv_init(&v, n_ranks))) goto done;
         json_object_foreach(enc, k, val) {
-            if (!json_is_integer(val) || json_integer_value(val) < 0) {
-                tk_set_err(err, errlen, "%s: id of \"%s\" is not a non-negative integer", encoder_json, k);
-                rc = TK_ERR_FORMAT;
-                goto done;
-            }
-            uint32_t id = (uint32_t)json_integer_value(val);
-            uint8_t buf[1024];
+            uint32_t id = (uint32_t)json_integer_value(val); /* checked above */
+            uint8_t buf[TK_MAX_TOKEN_BYTES];
             long l = bytelevel_decode(k, buf, sizeof buf);
             if (l > 0 && ss_find(&set, buf, (size_t)l) >= 0) {
                 if ((rc = tv_set(&v, id, buf, (size_t)l))) {
-                    tk_set_err(err, errlen, "%s: id %u of \"%s\" %s", encoder_json, id, k,
-                               rc == TK_ERR_DUP_RANK ? "given twice" : "leaves a gap in the ranks");
+                    tk_set_err(err, errlen, "%s: token \"%s\": id %u %s", encoder_json, shown(k, sb), id,
+                               rc == TK_ERR_DUP_RANK ? "is given twice"
+                                                     : "leaves a gap in the ranks (mergeable tokens must have ids "
+                                                       "0..n-1)");
                     goto done;
                 }
             } else {
-                sp[nsp].text = strdup(k);
+                if (!k[0]) {
+                    tk_set_err(err, errlen, "%s: the empty string is not a token", encoder_json);
+                    rc = TK_ERR_FORMAT;
+                    goto done;
+                }
+                if (!(sp[nsp].text = strdup(k))) {
+                    rc = TK_ERR_NOMEM;
+                    goto done;
+                }
                 sp[nsp].id = id;
                 nsp++;
             }
         }
     }
     if (pat == TK_PAT_NONE) pat = TK_PAT_GPT2; /* GPT-2's own format implies its pattern */
-    rc = tv_build(&v, pat, sp, nsp, NULL, kv ? kv->name : NULL, out, err, errlen);
+    rc = tv_build(&v, pat, sp, nsp, NULL, kv ? kv->name : NULL, encoder_json, encoder_json, out, err, errlen);
     if (rc == TK_OK && kv) (*out)->known = true;
 done:
     if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", encoder_json, tk_strerror(rc));
@@ -576,48 +754,115 @@ static tk_pattern hf_pattern(json_t *pt) {
     return TK_PAT_NONE;
 }
 
+/* The two parts of merge i (a string "a b" or an array ["a", "b"]), copied
+ * to a and b (each of cap bytes). */
+static int hf_merge_parts(const json_t *m, size_t i, char *a, char *b, size_t cap, const char *path, char *err,
+                          size_t errlen) {
+    const char *sa = NULL, *sb = NULL;
+    size_t la = 0, lb = 0;
+    if (json_is_string(m)) {
+        const char *s = json_string_value(m), *spc = strchr(s, ' ');
+        if (spc) {
+            sa = s;
+            la = (size_t)(spc - s);
+            sb = spc + 1;
+            lb = strlen(sb);
+            if (memchr(sb, ' ', lb)) sa = NULL;
+        }
+    } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+               json_is_string(json_array_get(m, 1))) {
+        sa = json_string_value(json_array_get(m, 0));
+        sb = json_string_value(json_array_get(m, 1));
+        la = strlen(sa);
+        lb = strlen(sb);
+    }
+    if (!sa || !la || !lb) {
+        tk_set_err(err, errlen, "%s: merge %zu malformed (expected \"a b\" or [\"a\", \"b\"])", path, i);
+        return TK_ERR_FORMAT;
+    }
+    if (la >= cap || lb >= cap) {
+        tk_set_err(err, errlen, "%s: merge %zu: a part is longer than %u bytes", path, i, TK_MAX_TOKEN_BYTES);
+        return TK_ERR_LIMIT;
+    }
+    memcpy(a, sa, la);
+    a[la] = 0;
+    memcpy(b, sb, lb);
+    b[lb] = 0;
+    return TK_OK;
+}
+
+/* Ids of model.vocab and added_tokens: type and range of each, no id named
+ * by two vocab entries, and no more ids than the entries can account for
+ * (checked before rank_of_id, 4 bytes per id, is allocated). */
+static int hf_check_ids(const char *path, json_t *vocab, json_t *added, uint32_t *max_id, char *err, size_t errlen) {
+    const char *k;
+    json_t *val;
+    uint32_t id;
+    int rc;
+    size_t nv = json_object_size(vocab), na = json_array_size(added);
+    if (nv > TK_MAX_VOCAB || na > TK_MAX_VOCAB) {
+        tk_set_err(err, errlen, "%s: more than %u entries", path, TK_MAX_VOCAB);
+        return TK_ERR_RANGE;
+    }
+    *max_id = 0;
+    json_object_foreach(vocab, k, val) {
+        if ((rc = json_id(val, path, "model.vocab entry", k, &id, err, errlen))) return rc;
+        if (id > *max_id) *max_id = id;
+    }
+    if (added && !json_is_array(added)) {
+        tk_set_err(err, errlen, "%s: added_tokens is %s, not an array", path, json_kind(added));
+        return TK_ERR_FORMAT;
+    }
+    size_t i;
+    json_t *a;
+    json_array_foreach(added, i, a) {
+        json_t *c = json_object_get(a, "content");
+        if (!json_is_string(c) || !json_string_length(c)) {
+            tk_set_err(err, errlen, "%s: added_tokens[%zu]: \"content\" is %s, not a non-empty string", path, i,
+                       json_is_string(c) ? "empty" : json_kind(c));
+            return TK_ERR_FORMAT;
+        }
+        if ((rc = json_id(json_object_get(a, "id"), path, "added token", json_string_value(c), &id, err, errlen)))
+            return rc;
+        if (id > *max_id) *max_id = id;
+    }
+    if ((uint64_t)*max_id + 1 > (uint64_t)nv + na + TK_MAX_ID_GAP) {
+        tk_set_err(err, errlen, "%s: id %u leaves more than %u ids unused (%zu vocab entries, %zu added tokens): "
+                   "the vocabulary would be far larger than its entries", path, *max_id, TK_MAX_ID_GAP, nv, na);
+        return TK_ERR_RANGE;
+    }
+    return TK_OK;
+}
+
 int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
     if (!path || !out) return TK_ERR_ARG;
     *out = NULL;
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) {
-        tk_set_err(err, errlen, "%s: %s", path, is_file(path) ? je.text : "cannot read file");
-        return is_file(path) ? TK_ERR_FORMAT : TK_ERR_IO;
-    }
-    int rc = TK_OK;
+    json_t *root;
+    int rc = tk_json_load(path, &root, err, errlen);
+    if (rc) return rc;
     tokvec v = {0};
     tk_special *sp = NULL;
     size_t nsp = 0;
     uint32_t *rank_of_id = NULL, *rank_to_id = NULL;
+    char sb[160];
     json_t *model = json_object_get(root, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
     if (!type || strcmp(type, "BPE") != 0) {
         tk_set_err(err, errlen, "%s: model type \"%s\" is not supported (only byte-level BPE)", path,
-                   type ? type : "?");
+                   type ? shown(type, sb) : "?");
         rc = TK_ERR_UNSUPPORTED;
         goto done;
     }
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
+    json_t *added = json_object_get(root, "added_tokens");
     if (!json_is_object(vocab) || !json_is_array(merges)) {
         tk_set_err(err, errlen, "%s: model.vocab or model.merges missing", path);
         rc = TK_ERR_FORMAT;
         goto done;
     }
     size_t nv = json_object_size(vocab);
-    /* id -> bytes (byte-level decode); find max id */
-    uint32_t max_id = 0;
-    const char *k;
-    json_t *val;
-    json_object_foreach(vocab, k, val) {
-        json_int_t id = json_integer_value(val);
-        if (!json_is_integer(val) || id < 0 || id > 0x7fffffff) {
-            tk_set_err(err, errlen, "%s: bad id for \"%s\"", path, k);
-            rc = TK_ERR_FORMAT;
-            goto done;
-        }
-        if ((uint32_t)id > max_id) max_id = (uint32_t)id;
-    }
+    uint32_t max_id;
+    if ((rc = hf_check_ids(path, vocab, added, &max_id, err, errlen))) goto done;
     rank_of_id = malloc(((size_t)max_id + 1) * sizeof *rank_of_id);
     rank_to_id = malloc((nv ? nv : 1) * sizeof *rank_to_id);
     if (!rank_of_id || !rank_to_id || (rc = tv_init(&v, (uint32_t)nv))) {
@@ -625,40 +870,43 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         goto done;
     }
     for (uint32_t i = 0; i <= max_id; i++) rank_of_id[i] = TK_NO_RANK;
+    const char *k;
+    json_t *val;
+    /* two vocab entries with one id: one of them would silently vanish */
+    json_object_foreach(vocab, k, val) {
+        uint32_t id = (uint32_t)json_integer_value(val);
+        if (rank_of_id[id] == SPECIAL_ID) {
+            tk_set_err(err, errlen, "%s: model.vocab entry \"%s\": id %u is also the id of another entry", path,
+                       shown(k, sb), id);
+            rc = TK_ERR_DUP_RANK;
+            goto done;
+        }
+        rank_of_id[id] = SPECIAL_ID;
+    }
+    for (uint32_t i = 0; i <= max_id; i++) rank_of_id[i] = TK_NO_RANK;
     /* added tokens are specials, never ranks (our exports list them in the
      * model vocab too): mark their ids as taken */
     {
-        json_t *added = json_object_get(root, "added_tokens");
         size_t i;
         json_t *a;
-        json_array_foreach(added, i, a) {
-            json_t *idv = json_object_get(a, "id");
-            if (json_is_integer(idv) && json_integer_value(idv) >= 0 && (uint32_t)json_integer_value(idv) <= max_id)
-                rank_of_id[json_integer_value(idv)] = SPECIAL_ID;
-        }
+        json_array_foreach(added, i, a) rank_of_id[json_integer_value(json_object_get(a, "id"))] = SPECIAL_ID;
     }
     /* Merge priority: single bytes first (by id), then merge i -> rank 256 + i,
      * then any other vocab entry (unreachable by merges) last. */
     uint32_t next_rank = 0;
-    strset byid = {0};
-    (void)byid;
     /* pass 1: single bytes */
     json_object_foreach(vocab, k, val) {
-        uint8_t buf[1024];
+        uint32_t id = (uint32_t)json_integer_value(val);
+        if (rank_of_id[id] == SPECIAL_ID) continue;
+        uint8_t buf[TK_MAX_TOKEN_BYTES];
         long l = bytelevel_decode(k, buf, sizeof buf);
-        if (l < 0) {
-            tk_set_err(err, errlen, "%s: vocab entry \"%s\" is not byte-level (only ByteLevel BPE is supported)", path,
-                       k);
-            rc = TK_ERR_UNSUPPORTED;
+        if (l <= 0) {
+            tk_set_err(err, errlen, "%s: model.vocab entry \"%s\" is %s", path, shown(k, sb),
+                       l == 0 ? "empty" : "not byte-level or longer than 1024 bytes (only ByteLevel BPE is supported)");
+            rc = l == 0 ? TK_ERR_FORMAT : TK_ERR_UNSUPPORTED;
             goto done;
         }
         if (l == 1) {
-            uint32_t id = (uint32_t)json_integer_value(val);
-            if (rank_of_id[id] == SPECIAL_ID) continue;
-            if (rank_of_id[id] != TK_NO_RANK) {
-                rc = TK_ERR_DUP_RANK;
-                goto done;
-            }
             rank_of_id[id] = next_rank;
             rank_to_id[next_rank] = id;
             if ((rc = tv_set(&v, next_rank++, buf, 1))) goto done;
@@ -669,39 +917,27 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         size_t i;
         json_t *m;
         json_array_foreach(merges, i, m) {
-            char a[1024], b[1024];
-            if (json_is_string(m)) {
-                const char *s = json_string_value(m), *spc = strchr(s, ' ');
-                if (!spc || (size_t)(spc - s) >= sizeof a || strlen(spc + 1) >= sizeof b) {
+            char a[4 * TK_MAX_TOKEN_BYTES + 2], b[4 * TK_MAX_TOKEN_BYTES + 2], ab[8 * TK_MAX_TOKEN_BYTES + 4];
+            if ((rc = hf_merge_parts(m, i, a, b, 4 * TK_MAX_TOKEN_BYTES, path, err, errlen))) goto done;
+            for (const char *part = a; part; part = part == a ? b : NULL)
+                if (!json_object_get(vocab, part)) {
+                    tk_set_err(err, errlen, "%s: merge %zu: part \"%s\" is not in model.vocab", path, i,
+                               shown(part, sb));
                     rc = TK_ERR_FORMAT;
-                    tk_set_err(err, errlen, "%s: merge %zu malformed", path, i);
                     goto done;
                 }
-                memcpy(a, s, (size_t)(spc - s));
-                a[spc - s] = 0;
-                snprintf(b, sizeof b, "%s", spc + 1);
-            } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                       json_is_string(json_array_get(m, 1))) {
-                snprintf(a, sizeof a, "%s", json_string_value(json_array_get(m, 0)));
-                snprintf(b, sizeof b, "%s", json_string_value(json_array_get(m, 1)));
-            } else {
-                rc = TK_ERR_FORMAT;
-                tk_set_err(err, errlen, "%s: merge %zu malformed", path, i);
-                goto done;
-            }
-            char ab[2048];
             snprintf(ab, sizeof ab, "%s%s", a, b);
             json_t *idv = json_object_get(vocab, ab);
             if (!idv) {
+                tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is not in model.vocab", path, i, shown(ab, sb));
                 rc = TK_ERR_FORMAT;
-                tk_set_err(err, errlen, "%s: merge %zu (\"%s\" + \"%s\") result is not in the vocab", path, i, a, b);
                 goto done;
             }
             uint32_t id = (uint32_t)json_integer_value(idv);
             if (rank_of_id[id] != TK_NO_RANK) continue; /* first merge producing it wins */
-            uint8_t buf[2048];
-            long l = bytelevel_decode(ab, buf, sizeof buf);
-            if (l < 0) {
+            uint8_t buf[TK_MAX_TOKEN_BYTES];
+            long l = bytelevel_decode(ab, buf, sizeof buf); /* a vocab entry: decoded in pass 1 */
+            if (l <= 0) {
                 rc = TK_ERR_UNSUPPORTED;
                 goto done;
             }
@@ -714,8 +950,12 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     json_object_foreach(vocab, k, val) {
         uint32_t id = (uint32_t)json_integer_value(val);
         if (rank_of_id[id] != TK_NO_RANK) continue;
-        uint8_t buf[1024];
-        long l = bytelevel_decode(k, buf, sizeof buf);
+        uint8_t buf[TK_MAX_TOKEN_BYTES];
+        long l = bytelevel_decode(k, buf, sizeof buf); /* decoded in pass 1 */
+        if (l <= 0) {
+            rc = TK_ERR_UNSUPPORTED;
+            goto done;
+        }
         rank_of_id[id] = next_rank;
         rank_to_id[next_rank] = id;
         if ((rc = tv_set(&v, next_rank++, buf, (size_t)l))) goto done;
@@ -723,7 +963,6 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     v.n = next_rank;
     /* added tokens -> specials (those not already mergeable tokens) */
     {
-        json_t *added = json_object_get(root, "added_tokens");
         size_t i;
         json_t *a;
         sp = calloc(json_array_size(added) + 1, sizeof *sp);
@@ -733,11 +972,12 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         }
         json_array_foreach(added, i, a) {
             const char *c = json_string_value(json_object_get(a, "content"));
-            json_t *idv = json_object_get(a, "id");
-            if (!c || !json_is_integer(idv)) continue;
-            uint32_t id = (uint32_t)json_integer_value(idv);
-            if (id <= max_id && rank_of_id[id] != TK_NO_RANK && rank_of_id[id] != SPECIAL_ID) continue;
-            sp[nsp].text = strdup(c);
+            uint32_t id = (uint32_t)json_integer_value(json_object_get(a, "id")); /* checked */
+            if (rank_of_id[id] != SPECIAL_ID) continue;
+            if (!(sp[nsp].text = strdup(c))) {
+                rc = TK_ERR_NOMEM;
+                goto done;
+            }
             sp[nsp].id = id;
             nsp++;
         }
@@ -755,7 +995,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             free(rank_to_id);
             rank_to_id = NULL;
         }
-        rc = tv_build(&v, pat, sp, nsp, rank_to_id, NULL, out, err, errlen);
+        rc = tv_build(&v, pat, sp, nsp, rank_to_id, NULL, path, path, out, err, errlen);
         rank_to_id = NULL; /* owned by tv_build now */
     }
 done:
@@ -781,16 +1021,26 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
     if (!spec || !out) return TK_ERR_ARG;
     if (err && errlen) err[0] = 0;
     char a[4096], b[4096];
+    /* Whatever exists under a path is handed to its loader, which refuses a
+     * FIFO or device with a message instead of blocking on it. */
     if (is_dir(spec)) {
-        snprintf(a, sizeof a, "%s/encoder.json", spec);
-        snprintf(b, sizeof b, "%s/vocab.bpe", spec);
-        if (is_file(a) && is_file(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
-        snprintf(a, sizeof a, "%s/tokenizer.json", spec);
-        if (is_file(a)) return tk_load_hf_json(a, pat, out, err, errlen);
+        if (!join_path(a, sizeof a, spec, "/encoder.json", err, errlen) ||
+            !join_path(b, sizeof b, spec, "/vocab.bpe", err, errlen))
+            return TK_ERR_ARG;
+        if (exists(a) || exists(b)) {
+            if (!exists(a) || !exists(b)) {
+                tk_set_err(err, errlen, "%s: has %s but not %s", spec, exists(a) ? "encoder.json" : "vocab.bpe",
+                           exists(a) ? "vocab.bpe" : "encoder.json");
+                return TK_ERR_NOT_FOUND;
+            }
+            return tk_load_gpt2(a, b, pat, out, err, errlen);
+        }
+        if (!join_path(a, sizeof a, spec, "/tokenizer.json", err, errlen)) return TK_ERR_ARG;
+        if (exists(a)) return tk_load_hf_json(a, pat, out, err, errlen);
         tk_set_err(err, errlen, "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json", spec);
         return TK_ERR_NOT_FOUND;
     }
-    if (is_file(spec)) {
+    if (exists(spec)) {
         if (has_suffix(spec, ".json")) return tk_load_hf_json(spec, pat, out, err, errlen);
         return tk_load_tiktoken(spec, pat, out, err, errlen);
     }
@@ -816,13 +1066,13 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
     const char *vd = getenv("MKSHARDS_VOCAB_DIR");
     if (vd && *vd) {
         for (int f = 0; f < 2 && names[which].files[f]; f++) {
-            snprintf(a, sizeof a, "%s/%s", vd, names[which].files[f]);
-            if (is_file(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
+            if (snprintf(a, sizeof a, "%s/%s", vd, names[which].files[f]) >= (int)sizeof a) break;
+            if (exists(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
         }
         if (which == 0) {
-            snprintf(a, sizeof a, "%s/encoder.json", vd);
-            snprintf(b, sizeof b, "%s/vocab.bpe", vd);
-            if (is_file(a) && is_file(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
+            if (join_path(a, sizeof a, vd, "/encoder.json", NULL, 0) && join_path(b, sizeof b, vd, "/vocab.bpe", NULL, 0) &&
+                exists(a) && exists(b))
+                return tk_load_gpt2(a, b, pat, out, err, errlen);
         }
     }
     /* tiktoken's cache: files named by sha1 of the download URL */
@@ -841,14 +1091,14 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
     }
     tk_sha1_hex(names[which].url, h);
     snprintf(a, sizeof a, "%.4000s/%s", cd, h);
-    if (is_file(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
+    if (exists(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
     if (which == 0) {
         char h2[41];
         tk_sha1_hex(BLOB "gpt-2/encodings/main/encoder.json", h);
         tk_sha1_hex(BLOB "gpt-2/encodings/main/vocab.bpe", h2);
         snprintf(a, sizeof a, "%.4000s/%s", cd, h);
         snprintf(b, sizeof b, "%.4000s/%s", cd, h2);
-        if (is_file(a) && is_file(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
+        if (exists(a) && exists(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
     }
     tk_set_err(err, errlen, "vocabulary %s not found: looked in $MKSHARDS_VOCAB_DIR (%s) for %s and in tiktoken's "
                "cache %s; set MKSHARDS_VOCAB_DIR to a folder holding %s", spec, vd && *vd ? vd : "unset",

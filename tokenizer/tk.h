@@ -27,8 +27,18 @@ enum {
     TK_ERR_ARG = -9,         /* invalid argument */
     TK_ERR_PATTERN = -10,    /* unknown pre-tokenizer pattern / none given */
     TK_ERR_NOT_FOUND = -11,  /* named vocabulary not found */
-    TK_ERR_THREAD = -12      /* could not start a thread */
+    TK_ERR_THREAD = -12,     /* could not start a thread */
+    TK_ERR_LIMIT = -13       /* beyond a documented limit (file size, token length, JSON memory) */
 };
+
+/* Limits on what a tokenizer file may ask for (docs/tokenizer.md, "Hostile
+ * files"). A loader refuses, with a message naming the file and the entry,
+ * anything beyond them, so memory is bounded by the file's size. */
+#define TK_MAX_FILE_BYTES ((size_t)1 << 30) /* a rank file, JSON file or vocab.bpe */
+#define TK_MAX_VOCAB ((uint32_t)1 << 24)    /* ids 0..2^24-1 (o200k: 200k, Gemma: 256k) */
+#define TK_MAX_ID_GAP 65536u                /* ids named by no entry, at most */
+#define TK_MAX_TOKEN_BYTES 1024u            /* bytes of one mergeable token */
+#define TK_JSON_MEM_FACTOR 32u              /* a JSON file's parse tree: at most 32 x its size */
 const char *tk_strerror(int err);
 
 /* Pre-tokenizer patterns (the pat_str of tiktoken's encodings). */

@@ -71,6 +71,10 @@ struct tk_tokenizer {
     uint32_t eot;          /* TK_NO_RANK if none */
     uint8_t fingerprint[32];
     bool known;            /* a known upstream vocabulary (sha256 matched) */
+    /* Set by tk_finalize when it refuses: the entries at fault, for the
+     * loaders' messages (TK_NO_RANK when not applicable). */
+    uint32_t bad_rank, bad_rank2, bad_id;
+    const char *bad_what;  /* what was wrong, a static string */
 };
 
 static inline uint64_t tk_hash_bytes(const uint8_t *p, size_t n) {
@@ -239,5 +243,16 @@ uint32_t tk_byte_to_cp(uint8_t b);
 int tk_cp_to_byte(uint32_t cp); /* -1 if not a mapped code point */
 
 void tk_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Untrusted files (tk_file.c). tk_open_regular: an fd open for blocking
+ * reads on a regular file of at most max_bytes (its size in *size), or a
+ * negative TK_ERR_* with err set; never blocks on a FIFO or device.
+ * tk_read_regular: the whole file, NUL-terminated, read exactly.
+ * tk_json_load: a JSON file parsed with duplicate keys refused and memory
+ * bounded by TK_JSON_MEM_FACTOR x its size (TK_ERR_LIMIT beyond). */
+int tk_open_regular(const char *path, size_t max_bytes, size_t *size, char *err, size_t errlen);
+int tk_read_regular(const char *path, size_t max_bytes, uint8_t **data, size_t *len, char *err, size_t errlen);
+struct json_t;
+int tk_json_load(const char *path, struct json_t **out, char *err, size_t errlen);
 
 #endif

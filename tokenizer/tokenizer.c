@@ -22,6 +22,7 @@ const char *tk_strerror(int err) {
     case TK_ERR_PATTERN: return "unknown or missing pre-tokenizer pattern";
     case TK_ERR_NOT_FOUND: return "not found";
     case TK_ERR_THREAD: return "could not start a thread";
+    case TK_ERR_LIMIT: return "beyond a tokenizer size limit";
     default: return "unknown error";
     }
 }
@@ -77,7 +78,11 @@ static int map_build(tk_tokenizer *t) {
     uint32_t n_short = 0, n_long = 0;
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
-        if (n == 0) return TK_ERR_FORMAT;
+        if (n == 0) {
+            t->bad_rank = r;
+            t->bad_what = "empty token";
+            return TK_ERR_FORMAT;
+        }
         if (n > t->max_token_len) t->max_token_len = (uint32_t)n;
         if (n <= 8) n_short++;
         else n_long++;
@@ -95,7 +100,13 @@ static int map_build(tk_tokenizer *t) {
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         const uint8_t *p = t->arena + t->tok_off[r];
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
-        if (tk_map_get(t, p, n) != TK_NO_RANK) return TK_ERR_DUP_RANK;
+        uint32_t same = tk_map_get(t, p, n);
+        if (same != TK_NO_RANK) {
+            t->bad_rank = r;
+            t->bad_rank2 = same;
+            t->bad_what = "two tokens have the same bytes";
+            return TK_ERR_DUP_RANK;
+        }
         if (n <= 8) {
             uint64_t w = tk_short_word(p, n), sh = tk_short_hash(w, n), i = sh & t->smap.mask;
             uint64_t fb = sh >> (64 - TK_FILTER_BITS);
@@ -154,16 +165,93 @@ int tk_set_specials(tk_tokenizer *t, const tk_special *sp, size_t n) {
     return TK_OK;
 }
 
+static int cmp_text(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Two specials with the same text: tk_special_id would answer only one. */
+static int specials_distinct(tk_tokenizer *t) {
+    if (t->n_specials < 2) return TK_OK;
+    const char **texts = malloc(t->n_specials * sizeof *texts);
+    if (!texts) return TK_ERR_NOMEM;
+    for (size_t k = 0; k < t->n_specials; k++) texts[k] = t->specials[k].text;
+    qsort(texts, t->n_specials, sizeof *texts, cmp_text);
+    int rc = TK_OK;
+    for (size_t k = 1; k < t->n_specials && rc == TK_OK; k++)
+        if (strcmp(texts[k - 1], texts[k]) == 0) {
+            for (size_t j = 0; j < t->n_specials; j++)
+                if (t->specials[j].text == texts[k]) t->bad_id = t->specials[j].id;
+            t->bad_what = "two special tokens have the same text";
+            rc = TK_ERR_DUP_RANK;
+        }
+    free(texts);
+    return rc;
+}
+
+/* vocab_size from the ids in use, within TK_MAX_VOCAB and with at most
+ * TK_MAX_ID_GAP ids that name nothing (the table of ids is 4 bytes each, so
+ * a few-byte file naming id 2^31 must not get 8 GiB). Ids are checked before
+ * any + 1, so 2^32 - 1 cannot wrap. */
+static int vocab_size_of(tk_tokenizer *t) {
+    uint64_t vs = t->n_ranks;
+    if (t->rank_to_id) {
+        vs = 0;
+        for (uint32_t r = 0; r < t->n_ranks; r++) {
+            if (t->rank_to_id[r] >= TK_MAX_VOCAB) {
+                t->bad_rank = r;
+                t->bad_id = t->rank_to_id[r];
+                t->bad_what = "token id out of range";
+                return TK_ERR_RANGE;
+            }
+            if ((uint64_t)t->rank_to_id[r] + 1 > vs) vs = (uint64_t)t->rank_to_id[r] + 1;
+        }
+    }
+    for (size_t k = 0; k < t->n_specials; k++) {
+        uint32_t id = t->specials[k].id;
+        if (id >= TK_MAX_VOCAB) {
+            t->bad_id = id;
+            t->bad_what = "special token id out of range";
+            return TK_ERR_RANGE;
+        }
+        if (!t->rank_to_id && id < t->n_ranks) {
+            t->bad_id = id;
+            t->bad_rank = id;
+            t->bad_what = "a special token has the id of a mergeable token";
+            return TK_ERR_DUP_RANK;
+        }
+        if ((uint64_t)id + 1 > vs) vs = (uint64_t)id + 1;
+    }
+    if (vs > TK_MAX_VOCAB || vs > (uint64_t)t->n_ranks + t->n_specials + TK_MAX_ID_GAP) {
+        t->bad_id = (uint32_t)(vs - 1);
+        t->bad_what = vs > TK_MAX_VOCAB ? "vocabulary larger than the limit of 2^24 ids"
+                                        : "ids leave more than 65536 unused (the vocabulary would be far larger "
+                                          "than its entries)";
+        return TK_ERR_RANGE;
+    }
+    t->vocab_size = (uint32_t)vs;
+    return TK_OK;
+}
+
 /* Validate and index a tokenizer whose arena/tok_off/n_ranks are set. */
 int tk_finalize(tk_tokenizer *t) {
     int rc;
+    t->bad_rank = t->bad_rank2 = t->bad_id = TK_NO_RANK;
+    t->bad_what = NULL;
+    if (t->n_ranks > TK_MAX_VOCAB) {
+        t->bad_what = "more than 2^24 tokens";
+        return TK_ERR_RANGE;
+    }
     tk_classes_init();
     for (int b = 0; b < 256; b++) t->byte_rank[b] = TK_NO_RANK;
     if ((rc = map_build(t))) return rc;
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         t->byte_rank[b] = tk_map_get(t, &c, 1);
-        if (t->byte_rank[b] == TK_NO_RANK) return TK_ERR_MISSING_RANK;
+        if (t->byte_rank[b] == TK_NO_RANK) {
+            t->bad_what = "not every single byte is a token";
+            t->bad_id = (uint32_t)b;
+            return TK_ERR_MISSING_RANK;
+        }
     }
     t->pair2 = malloc(65536 * sizeof *t->pair2);
     if (!t->pair2) return TK_ERR_NOMEM;
@@ -200,18 +288,9 @@ int tk_finalize(tk_tokenizer *t) {
         uint8_t l = len > 255 ? 255 : (uint8_t)len;
         if (l > t->maxlen2[k]) t->maxlen2[k] = l;
     }
-    uint32_t vs = t->n_ranks;
-    if (t->rank_to_id) {
-        vs = 0;
-        for (uint32_t r = 0; r < t->n_ranks; r++)
-            if (t->rank_to_id[r] + 1 > vs) vs = t->rank_to_id[r] + 1;
-    }
-    for (size_t k = 0; k < t->n_specials; k++) {
-        uint32_t id = t->specials[k].id;
-        if (!t->rank_to_id && id < t->n_ranks) return TK_ERR_DUP_RANK;
-        if (id + 1 > vs) vs = id + 1;
-    }
-    t->vocab_size = vs;
+    if ((rc = vocab_size_of(t))) return rc;
+    if ((rc = specials_distinct(t))) return rc;
+    uint32_t vs = t->vocab_size;
     static uint64_t next_serial;
     t->serial = __atomic_add_fetch(&next_serial, 1, __ATOMIC_RELAXED);
     t->id_to_rank = malloc((size_t)vs * sizeof *t->id_to_rank);
@@ -219,11 +298,29 @@ int tk_finalize(tk_tokenizer *t) {
     for (uint32_t i = 0; i < vs; i++) t->id_to_rank[i] = TK_NO_RANK;
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         uint32_t id = t->rank_to_id ? t->rank_to_id[r] : r;
-        if (t->id_to_rank[id] != TK_NO_RANK) return TK_ERR_DUP_RANK;
+        if (t->id_to_rank[id] != TK_NO_RANK) {
+            t->bad_id = id;
+            t->bad_rank = r;
+            t->bad_rank2 = t->id_to_rank[id];
+            t->bad_what = "two tokens have the same id";
+            return TK_ERR_DUP_RANK;
+        }
         t->id_to_rank[id] = r;
     }
-    for (size_t k = 0; k < t->n_specials; k++)
-        if (t->id_to_rank[t->specials[k].id] != TK_NO_RANK) return TK_ERR_DUP_RANK;
+    /* a special's id must be free: not a rank's, not another special's
+     * (marked with TK_NO_RANK - 1 here, cleared again below) */
+    for (size_t k = 0; k < t->n_specials; k++) {
+        uint32_t *slot = &t->id_to_rank[t->specials[k].id];
+        if (*slot != TK_NO_RANK) {
+            t->bad_id = t->specials[k].id;
+            if (*slot != TK_NO_RANK - 1) t->bad_rank = *slot;
+            t->bad_what = *slot == TK_NO_RANK - 1 ? "two special tokens have the same id"
+                                                   : "a special token has the id of a mergeable token";
+            return TK_ERR_DUP_RANK; /* t is freed: the marks need no clearing */
+        }
+        *slot = TK_NO_RANK - 1;
+    }
+    for (size_t k = 0; k < t->n_specials; k++) t->id_to_rank[t->specials[k].id] = TK_NO_RANK;
     if (!t->name[0]) snprintf(t->name, sizeof t->name, "custom");
     compute_fingerprint(t);
     return TK_OK;

@@ -1,0 +1,586 @@
+/* test_tk_hostile.c - crafted tokenizer files are refused with the right
+ * TK_ERR_* code and a message naming the file (issue 12, items 4, 7, 8):
+ * ids of 2^32-1, -1, 10^9, 2^31, floats, strings, booleans and duplicates in
+ * each format (.tiktoken + .meta.json sidecar, encoder.json + vocab.bpe,
+ * tokenizer.json); vocabularies far larger than their entries; FIFOs in place
+ * of every file (alarm() turns a hang into a failure); bad base64, empty and
+ * over-long tokens, merges naming unknown tokens, NUL bytes, deep nesting.
+ * Every file is written here, at run time, into a fresh temporary folder.
+ * Also: the real vocabularies in ../shared/vocab still load, and the memory
+ * a worst-case file takes while loading stays under the documented bound. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tk.h"
+
+static int failures;
+#define CHECK(c, ...)                                                                                                  \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+static char dir[200];
+
+static const char *path_of(const char *name) {
+    static char p[8][768];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void write_bytes(const char *name, const void *data, size_t n) {
+    const char *p = path_of(name);
+    unlink(p);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f)) {
+        perror(p);
+        exit(1);
+    }
+}
+
+/* A growable string. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} str;
+
+static void put(str *b, const char *fmt, ...) {
+    va_list ap, aq;
+    va_start(ap, fmt);
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->len + (size_t)n + 1 > b->cap) {
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+        if (!b->s) exit(1);
+    }
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, aq);
+    va_end(aq);
+    b->len += (size_t)n;
+}
+
+static void write_str(const char *name, str *b) {
+    write_bytes(name, b->s ? b->s : "", b->len);
+    free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+static void b64(const uint8_t *p, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t x = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = A[x >> 18 & 63];
+        out[o++] = A[x >> 12 & 63];
+        out[o++] = i + 1 < n ? A[x >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? A[x & 63] : '=';
+    }
+    out[o] = 0;
+}
+
+/* The 256 single-byte lines of a rank file. */
+static void tiktoken_bytes(str *b) {
+    for (int i = 0; i < 256; i++) {
+        uint8_t c = (uint8_t)i;
+        char e[8];
+        b64(&c, 1, e);
+        put(b, "%s %d\n", e, i);
+    }
+}
+
+/* GPT-2's byte-level character of a byte, as UTF-8 (JSON-escaped where needed). */
+static const char *bl(int byte) {
+    static char out[8][8];
+    static int k;
+    k = (k + 1) % 8;
+    int printable = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
+    unsigned cp = (unsigned)byte;
+    if (!printable) {
+        unsigned n = 0;
+        for (int x = 0; x < byte; x++)
+            if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE)) n++;
+        cp = 256 + n;
+    }
+    if (cp == '"' || cp == '\\') snprintf(out[k], 8, "\\%c", (char)cp);
+    else if (cp < 0x80) snprintf(out[k], 8, "%c", (char)cp);
+    else snprintf(out[k], 8, "%c%c", (char)(0xC0 | cp >> 6), (char)(0x80 | (cp & 63)));
+    return out[k];
+}
+
+/* {"<byte 0>": 0, ... "<byte 255>": 255, "he": 256 <extra>} */
+static void vocab_json(str *b, const char *extra) {
+    put(b, "{");
+    for (int i = 0; i < 256; i++) put(b, "\"%s\":%d,", bl(i), i);
+    put(b, "\"he\":256%s}", extra);
+}
+
+/* tokenizer.json with the given vocab extra entries, merges and added tokens */
+static void write_hf(const char *name, const char *vocab_extra, const char *merges, const char *added) {
+    str b = {0};
+    put(&b, "{\"added_tokens\":[%s],\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},", added);
+    put(&b, "\"model\":{\"type\":\"BPE\",\"vocab\":");
+    vocab_json(&b, vocab_extra);
+    put(&b, ",\"merges\":[%s]}}", merges);
+    write_str(name, &b);
+}
+
+/* folder name/ with encoder.json (+ extra entries) and vocab.bpe (lines) */
+static const char *write_gpt2(const char *name, const char *enc_extra, const char *bpe_lines) {
+    mkdir(path_of(name), 0755);
+    char p[600];
+    str b = {0};
+    vocab_json(&b, enc_extra);
+    snprintf(p, sizeof p, "%s/encoder.json", name);
+    write_str(p, &b);
+    put(&b, "#version: 0.2\n%s", bpe_lines);
+    snprintf(p, sizeof p, "%s/vocab.bpe", name);
+    write_str(p, &b);
+    return path_of(name);
+}
+
+/* A rank file with the 256 bytes (+ extra lines) and, if meta, a sidecar. */
+static const char *write_tiktoken(const char *name, const char *extra, const char *meta) {
+    str b = {0};
+    tiktoken_bytes(&b);
+    put(&b, "%s", extra);
+    write_str(name, &b);
+    char mp[300];
+    snprintf(mp, sizeof mp, "%s.meta.json", name);
+    unlink(path_of(mp));
+    if (meta) write_bytes(mp, meta, strlen(meta));
+    return path_of(name);
+}
+
+/* Loading spec must fail with want, and the message must name `file` (a
+ * path) and contain `what`. */
+static void expect_fail_at(int line, const char *spec, int want, const char *file, const char *what) {
+    char err[1024] = "";
+    tk_tokenizer *t = NULL;
+    int rc = tk_load(spec, TK_PAT_NONE, &t, err, sizeof err);
+    if (rc == TK_OK) tk_free(t);
+    if (getenv("TK_HOSTILE_VERBOSE")) printf("line %d: rc %d: %s\n", line, rc, err);
+    if (rc != want || !strstr(err, file) || (what && !strstr(err, what))) {
+        failures++;
+        fprintf(stderr, "FAIL line %d: %s: rc %d (%s), want %d (%s); message: %s\n  (want it to name %s%s%s)\n", line,
+                spec, rc, tk_strerror(rc), want, tk_strerror(want), err, file, what ? " and say " : "",
+                what ? what : "");
+    }
+}
+#define EXPECT_FAIL(spec, want, file, what) expect_fail_at(__LINE__, spec, want, file, what)
+
+static void expect_ok_at(int line, const char *spec, uint32_t want_vocab) {
+    char err[1024] = "";
+    tk_tokenizer *t = NULL;
+    int rc = tk_load(spec, TK_PAT_NONE, &t, err, sizeof err);
+    if (rc != TK_OK) {
+        failures++;
+        fprintf(stderr, "FAIL line %d: %s should load: %s\n", line, spec, err);
+        return;
+    }
+    if (want_vocab && tk_vocab_size(t) != want_vocab) {
+        failures++;
+        fprintf(stderr, "FAIL line %d: %s: vocab size %u, want %u\n", line, spec, tk_vocab_size(t), want_vocab);
+    }
+    tk_ids ids = {0};
+    tk_bytes out = {0};
+    const char *text = "hello, hostile world \xff";
+    CHECK(tk_encode(t, (const uint8_t *)text, strlen(text), &ids) == TK_OK, "encode");
+    CHECK(tk_decode(t, ids.ids, ids.len, &out) == TK_OK && out.len == strlen(text) &&
+              memcmp(out.data, text, out.len) == 0,
+          "%s: round trip", spec);
+    tk_ids_free(&ids);
+    tk_bytes_free(&out);
+    tk_free(t);
+}
+#define EXPECT_OK(spec, vs) expect_ok_at(__LINE__, spec, vs)
+
+/* ---- item 4 / 7: ids in the three formats ---------------------------------- */
+
+static const char *const BAD_IDS[] = {"4294967295", "-1", "1000000000", "2147483648", "16777216"};
+
+static void test_tiktoken_ids(void) {
+    const char *good = write_tiktoken("ok.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|eot|>\":256}}");
+    EXPECT_OK(good, 257);
+    char line[64], meta[256];
+    for (size_t k = 0; k < sizeof BAD_IDS / sizeof BAD_IDS[0]; k++) {
+        /* as a rank */
+        snprintf(line, sizeof line, "aGk= %s\n", BAD_IDS[k]);
+        const char *p = write_tiktoken("rank.tiktoken", line, "{\"pattern\":\"gpt2\"}");
+        EXPECT_FAIL(p, BAD_IDS[k][0] == '-' ? TK_ERR_FORMAT : TK_ERR_RANGE, path_of("rank.tiktoken:257"), NULL);
+        /* as a special in the sidecar */
+        snprintf(meta, sizeof meta, "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":%s}}", BAD_IDS[k]);
+        p = write_tiktoken("sp.tiktoken", "", meta);
+        EXPECT_FAIL(p, TK_ERR_RANGE, path_of("sp.tiktoken.meta.json"), "<|x|>");
+    }
+    /* an id far beyond the entries but under 2^24: the vocabulary would be 64 MiB of nothing */
+    const char *p = write_tiktoken("gap.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":16777215}}");
+    EXPECT_FAIL(p, TK_ERR_RANGE, path_of("gap.tiktoken.meta.json"), "unused");
+    /* a gap that a real vocabulary has (cl100k: 100257 -> 100276) is fine */
+    p = write_tiktoken("smallgap.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":1000}}");
+    EXPECT_OK(p, 1001);
+    /* types */
+    const char *types[] = {"256.0", "2.56e2", "\"256\"", "true", "null", "[256]"};
+    for (size_t k = 0; k < 6; k++) {
+        snprintf(meta, sizeof meta, "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":%s}}", types[k]);
+        p = write_tiktoken("ty.tiktoken", "", meta);
+        EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("ty.tiktoken.meta.json"), "not an integer");
+    }
+    /* duplicates: rank twice, special id twice, special on a rank, text twice (JSON duplicate key) */
+    p = write_tiktoken("d1.tiktoken", "aGk= 5\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_DUP_RANK, path_of("d1.tiktoken:257"), "twice");
+    p = write_tiktoken("d2.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|a|>\":256,\"<|b|>\":256}}");
+    EXPECT_FAIL(p, TK_ERR_DUP_RANK, path_of("d2.tiktoken.meta.json"), "same id");
+    p = write_tiktoken("d3.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|a|>\":65}}");
+    EXPECT_FAIL(p, TK_ERR_DUP_RANK, path_of("d3.tiktoken.meta.json"), "id of a mergeable token");
+    p = write_tiktoken("d4.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|a|>\":256,\"<|a|>\":257}}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("d4.tiktoken.meta.json"), "duplicate");
+    p = write_tiktoken("d5.tiktoken", "QQ== 256\n", "{\"pattern\":\"gpt2\"}"); /* "A" again */
+    EXPECT_FAIL(p, TK_ERR_DUP_RANK, path_of("d5.tiktoken"), "same bytes");
+    /* rank syntax, base64, token length */
+    p = write_tiktoken("s1.tiktoken", "aGk= +256\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("s1.tiktoken:257"), "bad rank");
+    p = write_tiktoken("s2.tiktoken", "aGk=  256\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("s2.tiktoken:257"), "bad rank");
+    p = write_tiktoken("s3.tiktoken", "aG!= 256\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_BASE64, path_of("s3.tiktoken:257"), "base64");
+    p = write_tiktoken("s4.tiktoken", "= 256\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_BASE64, path_of("s4.tiktoken:257"), "base64");
+    p = write_tiktoken("s5.tiktoken", "aGk= 300\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_MISSING_RANK, path_of("s5.tiktoken:257"), "gap");
+    {
+        str b = {0};
+        uint8_t tok[1100];
+        char e[1500];
+        memset(tok, 'x', sizeof tok);
+        b64(tok, sizeof tok, e);
+        put(&b, "%s 256\n", e);
+        p = write_tiktoken("s6.tiktoken", b.s, "{\"pattern\":\"gpt2\"}");
+        free(b.s);
+        EXPECT_FAIL(p, TK_ERR_LIMIT, path_of("s6.tiktoken:257"), "longer than 1024");
+    }
+    /* sidecar: unknown pattern names and non-string patterns, empty special text, NUL in a text */
+    p = write_tiktoken("m1.tiktoken", "", "{\"pattern\":\"(?s).*\"}");
+    EXPECT_FAIL(p, TK_ERR_PATTERN, path_of("m1.tiktoken.meta.json"), "unknown pattern");
+    p = write_tiktoken("m2.tiktoken", "", "{\"pattern\":3}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("m2.tiktoken.meta.json"), "not a string");
+    p = write_tiktoken("m3.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"\":256}}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("m3.tiktoken.meta.json"), "empty");
+    p = write_tiktoken("m4.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"a\\u0000b\":256}}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("m4.tiktoken.meta.json"), NULL);
+    p = write_tiktoken("m5.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":[1]}");
+    EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("m5.tiktoken.meta.json"), "not an object");
+    /* a control character in a token text is shown escaped, never raw */
+    p = write_tiktoken("m6.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"\\u001b[31m\":-1}}");
+    EXPECT_FAIL(p, TK_ERR_RANGE, path_of("m6.tiktoken.meta.json"), "\\x1b[31m");
+}
+
+static void test_gpt2_ids(void) {
+    EXPECT_OK(write_gpt2("g_ok", ",\"<|endoftext|>\":257", "h e\n"), 258);
+    char extra[128];
+    for (size_t k = 0; k < sizeof BAD_IDS / sizeof BAD_IDS[0]; k++) {
+        snprintf(extra, sizeof extra, ",\"<|endoftext|>\":%s", BAD_IDS[k]);
+        const char *d = write_gpt2("g_bad", extra, "h e\n");
+        EXPECT_FAIL(d, TK_ERR_RANGE, path_of("g_bad/encoder.json"), "<|endoftext|>");
+    }
+    const char *d = write_gpt2("g_gap", ",\"<|endoftext|>\":10000000", "h e\n");
+    EXPECT_FAIL(d, TK_ERR_RANGE, path_of("g_gap/encoder.json"), "unused");
+    const char *types[] = {"257.0", "\"257\"", "false", "{}"};
+    for (size_t k = 0; k < 4; k++) {
+        snprintf(extra, sizeof extra, ",\"<|endoftext|>\":%s", types[k]);
+        d = write_gpt2("g_ty", extra, "h e\n");
+        EXPECT_FAIL(d, TK_ERR_FORMAT, path_of("g_ty/encoder.json"), "not an integer");
+    }
+    d = write_gpt2("g_d1", ",\"<|endoftext|>\":256", "h e\n");
+    EXPECT_FAIL(d, TK_ERR_DUP_RANK, path_of("g_d1/encoder.json"), "id");
+    d = write_gpt2("g_d2", ",\"he\":257", "h e\n");
+    EXPECT_FAIL(d, TK_ERR_FORMAT, path_of("g_d2/encoder.json"), "duplicate");
+    d = write_gpt2("g_d3", ",\"<|a|>\":257,\"<|b|>\":257", "h e\n");
+    EXPECT_FAIL(d, TK_ERR_DUP_RANK, path_of("g_d3/encoder.json"), "same id");
+    d = write_gpt2("g_m1", "", "h e\nq zz\n");
+    EXPECT_FAIL(d, TK_ERR_FORMAT, path_of("g_m1/vocab.bpe:3"), "not in encoder.json");
+    d = write_gpt2("g_m2", "", "h e\nh h\n");
+    EXPECT_FAIL(d, TK_ERR_FORMAT, path_of("g_m2/vocab.bpe:3"), "result \"hh\" is not in encoder.json");
+    d = write_gpt2("g_m3", "", "h e x\n");
+    EXPECT_FAIL(d, TK_ERR_FORMAT, path_of("g_m3/vocab.bpe:2"), "expected");
+    d = write_gpt2("g_e", ",\"\":257", "h e\n");
+    EXPECT_FAIL(d, TK_ERR_FORMAT, path_of("g_e/encoder.json"), "empty");
+    /* a NUL byte in vocab.bpe */
+    mkdir(path_of("g_nul"), 0755);
+    str b = {0};
+    vocab_json(&b, "");
+    write_str("g_nul/encoder.json", &b);
+    write_bytes("g_nul/vocab.bpe", "h e\n\0x y\n", 9);
+    EXPECT_FAIL(path_of("g_nul"), TK_ERR_FORMAT, path_of("g_nul/vocab.bpe"), "NUL");
+}
+
+static void test_hf_ids(void) {
+    write_hf("h_ok.json", "", "\"h e\"", "{\"id\":257,\"content\":\"<|endoftext|>\"}");
+    EXPECT_OK(path_of("h_ok.json"), 258);
+    write_hf("h_ok2.json", "", "[\"h\",\"e\"]", "");
+    EXPECT_OK(path_of("h_ok2.json"), 257);
+    char extra[160];
+    for (size_t k = 0; k < sizeof BAD_IDS / sizeof BAD_IDS[0]; k++) {
+        snprintf(extra, sizeof extra, "{\"id\":%s,\"content\":\"<|endoftext|>\"}", BAD_IDS[k]);
+        write_hf("h_add.json", "", "\"h e\"", extra);
+        EXPECT_FAIL(path_of("h_add.json"), TK_ERR_RANGE, path_of("h_add.json"), "<|endoftext|>");
+        snprintf(extra, sizeof extra, ",\"xyz\":%s", BAD_IDS[k]);
+        write_hf("h_voc.json", extra, "\"h e\"", "");
+        EXPECT_FAIL(path_of("h_voc.json"), TK_ERR_RANGE, path_of("h_voc.json"), "xyz");
+    }
+    write_hf("h_gap.json", ",\"xyz\":5000000", "\"h e\"", "");
+    EXPECT_FAIL(path_of("h_gap.json"), TK_ERR_RANGE, path_of("h_gap.json"), "unused");
+    write_hf("h_gap2.json", "", "\"h e\"", "{\"id\":5000000,\"content\":\"<|x|>\"}");
+    EXPECT_FAIL(path_of("h_gap2.json"), TK_ERR_RANGE, path_of("h_gap2.json"), "unused");
+    const char *types[] = {"257.5", "\"257\"", "true", "null"};
+    for (size_t k = 0; k < 4; k++) {
+        snprintf(extra, sizeof extra, "{\"id\":%s,\"content\":\"<|x|>\"}", types[k]);
+        write_hf("h_ty.json", "", "\"h e\"", extra);
+        EXPECT_FAIL(path_of("h_ty.json"), TK_ERR_FORMAT, path_of("h_ty.json"), "not an integer");
+        snprintf(extra, sizeof extra, ",\"xyz\":%s", types[k]);
+        write_hf("h_ty2.json", extra, "\"h e\"", "");
+        EXPECT_FAIL(path_of("h_ty2.json"), TK_ERR_FORMAT, path_of("h_ty2.json"), "not an integer");
+    }
+    /* duplicates: one id for two vocab entries, one key twice, two added tokens on one id or one text */
+    write_hf("h_d1.json", ",\"xyz\":256", "\"h e\"", "");
+    EXPECT_FAIL(path_of("h_d1.json"), TK_ERR_DUP_RANK, path_of("h_d1.json"), "id 256");
+    write_hf("h_d2.json", ",\"he\":257", "\"h e\"", "");
+    EXPECT_FAIL(path_of("h_d2.json"), TK_ERR_FORMAT, path_of("h_d2.json"), "duplicate");
+    write_hf("h_d3.json", "", "\"h e\"", "{\"id\":257,\"content\":\"<|a|>\"},{\"id\":257,\"content\":\"<|b|>\"}");
+    EXPECT_FAIL(path_of("h_d3.json"), TK_ERR_DUP_RANK, path_of("h_d3.json"), "same id");
+    write_hf("h_d4.json", "", "\"h e\"", "{\"id\":257,\"content\":\"<|a|>\"},{\"id\":258,\"content\":\"<|a|>\"}");
+    EXPECT_FAIL(path_of("h_d4.json"), TK_ERR_DUP_RANK, path_of("h_d4.json"), "same text");
+    /* merges naming unknown tokens or producing one not in the vocab */
+    write_hf("h_m1.json", "", "\"h e\",\"he zz\"", "");
+    EXPECT_FAIL(path_of("h_m1.json"), TK_ERR_FORMAT, path_of("h_m1.json"), "merge 1: part \"zz\"");
+    write_hf("h_m2.json", "", "\"h e\",\"e h\"", "");
+    EXPECT_FAIL(path_of("h_m2.json"), TK_ERR_FORMAT, path_of("h_m2.json"), "merge 1: result \"eh\"");
+    write_hf("h_m3.json", "", "\"he\"", "");
+    EXPECT_FAIL(path_of("h_m3.json"), TK_ERR_FORMAT, path_of("h_m3.json"), "malformed");
+    write_hf("h_m4.json", "", "[\"h\"]", "");
+    EXPECT_FAIL(path_of("h_m4.json"), TK_ERR_FORMAT, path_of("h_m4.json"), "malformed");
+    /* empty or missing added-token text, empty vocab key, NUL inside a string */
+    write_hf("h_e1.json", "", "\"h e\"", "{\"id\":257,\"content\":\"\"}");
+    EXPECT_FAIL(path_of("h_e1.json"), TK_ERR_FORMAT, path_of("h_e1.json"), "content");
+    write_hf("h_e2.json", "", "\"h e\"", "{\"id\":257}");
+    EXPECT_FAIL(path_of("h_e2.json"), TK_ERR_FORMAT, path_of("h_e2.json"), "content");
+    write_hf("h_e3.json", ",\"\":257", "\"h e\"", "");
+    EXPECT_FAIL(path_of("h_e3.json"), TK_ERR_FORMAT, path_of("h_e3.json"), "empty");
+    write_hf("h_e4.json", "", "\"h e\"", "{\"id\":257,\"content\":\"a\\u0000b\"}");
+    EXPECT_FAIL(path_of("h_e4.json"), TK_ERR_FORMAT, path_of("h_e4.json"), "NUL");
+    /* deep nesting: jansson's depth limit, not the stack */
+    {
+        str b = {0};
+        put(&b, "{\"x\":");
+        for (int i = 0; i < 100000; i++) put(&b, "[");
+        write_str("h_deep.json", &b);
+        EXPECT_FAIL(path_of("h_deep.json"), TK_ERR_FORMAT, path_of("h_deep.json"), "depth");
+    }
+    /* a JSON file whose parse tree would be far bigger than the file */
+    {
+        str b = {0};
+        put(&b, "{\"model\":[");
+        for (int i = 0; i < 400000; i++) put(&b, "{},");
+        put(&b, "{}]}");
+        write_str("h_mem.json", &b);
+        EXPECT_FAIL(path_of("h_mem.json"), TK_ERR_LIMIT, path_of("h_mem.json"), "memory");
+    }
+}
+
+/* ---- item 8: FIFOs and other non-regular files ------------------------------ */
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char m[] = "FAIL: a tokenizer load blocked on a FIFO (alarm)\n";
+    if (write(2, m, sizeof m - 1) < 0) _exit(3);
+    _exit(3);
+}
+
+static void test_fifos(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    /* the tokenizer itself */
+    unlink(path_of("fifo.tiktoken"));
+    CHECK(mkfifo(path_of("fifo.tiktoken"), 0600) == 0, "mkfifo");
+    EXPECT_FAIL(path_of("fifo.tiktoken"), TK_ERR_IO, path_of("fifo.tiktoken"), "not a regular file");
+    unlink(path_of("fifo.json"));
+    CHECK(mkfifo(path_of("fifo.json"), 0600) == 0, "mkfifo");
+    EXPECT_FAIL(path_of("fifo.json"), TK_ERR_IO, path_of("fifo.json"), "not a regular file");
+    /* the sidecar */
+    const char *p = write_tiktoken("fside.tiktoken", "", NULL);
+    CHECK(mkfifo(path_of("fside.tiktoken.meta.json"), 0600) == 0, "mkfifo");
+    EXPECT_FAIL(p, TK_ERR_IO, path_of("fside.tiktoken.meta.json"), "not a regular file");
+    /* encoder.json / vocab.bpe / tokenizer.json inside a folder */
+    const char *d = write_gpt2("ffold1", "", "h e\n");
+    unlink(path_of("ffold1/encoder.json"));
+    CHECK(mkfifo(path_of("ffold1/encoder.json"), 0600) == 0, "mkfifo");
+    EXPECT_FAIL(d, TK_ERR_IO, path_of("ffold1/encoder.json"), "not a regular file");
+    d = write_gpt2("ffold2", "", "h e\n");
+    unlink(path_of("ffold2/vocab.bpe"));
+    CHECK(mkfifo(path_of("ffold2/vocab.bpe"), 0600) == 0, "mkfifo");
+    EXPECT_FAIL(d, TK_ERR_IO, path_of("ffold2/vocab.bpe"), "not a regular file");
+    mkdir(path_of("ffold3"), 0755);
+    CHECK(mkfifo(path_of("ffold3/tokenizer.json"), 0600) == 0, "mkfifo");
+    EXPECT_FAIL(path_of("ffold3"), TK_ERR_IO, path_of("ffold3/tokenizer.json"), "not a regular file");
+    /* a character device: /dev/zero would otherwise be read forever */
+    EXPECT_FAIL("/dev/zero", TK_ERR_IO, "/dev/zero", "not a regular file");
+    /* the direct entry points too */
+    tk_tokenizer *t = NULL;
+    char err[512] = "";
+    CHECK(tk_load_tiktoken(path_of("fifo.tiktoken"), TK_PAT_GPT2, &t, err, sizeof err) == TK_ERR_IO, "fifo direct");
+    CHECK(tk_load_hf_json(path_of("fifo.json"), TK_PAT_GPT2, &t, err, sizeof err) == TK_ERR_IO, "fifo direct");
+    alarm(0);
+}
+
+/* ---- real vocabularies still load ------------------------------------------- */
+
+static void test_real(void) {
+    static const struct {
+        const char *rel;
+        uint32_t vocab;
+    } real[] = {
+        {"vocab/gpt2.tiktoken", 50257},
+        {"vocab/cl100k_base.tiktoken", 100277},
+        {"vocab/o200k_base.tiktoken", 200019},
+        {"vocab", 50257}, /* encoder.json + vocab.bpe */
+        {"vocab/hf/llama3/tokenizer.json", 128256},
+    };
+    int n = 0;
+    for (size_t k = 0; k < sizeof real / sizeof real[0]; k++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", MKS_SHARED_DIR, real[k].rel);
+        if (access(p, R_OK) != 0) {
+            printf("skip %s (not present)\n", p);
+            continue;
+        }
+        EXPECT_OK(p, real[k].vocab);
+        n++;
+    }
+    /* qwen2 needs --pattern (issue 15); with it, it loads */
+    char p[1024];
+    snprintf(p, sizeof p, "%s/vocab/hf/qwen2/tokenizer.json", MKS_SHARED_DIR);
+    if (access(p, R_OK) == 0) {
+        tk_tokenizer *t = NULL;
+        char err[512] = "";
+        CHECK(tk_load(p, TK_PAT_CL100K, &t, err, sizeof err) == TK_OK, "qwen2 with cl100k pattern: %s", err);
+        tk_free(t);
+        n++;
+    }
+    printf("%d real vocabularies loaded\n", n);
+}
+
+/* ---- memory bound while loading --------------------------------------------- */
+
+/* Peak RSS growth (KiB) of loading spec in a child process. */
+static long load_rss_kib(const char *spec, tk_pattern pat) {
+    fflush(stdout);
+    int fds[2];
+    if (pipe(fds)) return -1;
+    pid_t c = fork();
+    if (c == 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        long before = ru.ru_maxrss;
+        tk_tokenizer *t = NULL;
+        char err[512];
+        int rc = tk_load(spec, pat, &t, err, sizeof err);
+        getrusage(RUSAGE_SELF, &ru);
+        long grow = rc == TK_OK ? ru.ru_maxrss - before : -2;
+        if (rc) fprintf(stderr, "%s\n", err);
+        if (write(fds[1], &grow, sizeof grow) != sizeof grow) _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    long grow = -1;
+    if (read(fds[0], &grow, sizeof grow) != sizeof grow) grow = -1;
+    close(fds[0]);
+    waitpid(c, NULL, 0);
+    return grow;
+}
+
+static void test_memory_bound(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    printf("skip memory bound (ASan changes the heap)\n");
+    return;
+#else
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    printf("skip memory bound (ASan changes the heap)\n");
+    return;
+#endif
+#endif
+    /* worst case for a rank file: many 3-byte tokens with short lines */
+    str b = {0};
+    tiktoken_bytes(&b);
+    for (uint32_t i = 0; i < 300000; i++) {
+        uint8_t t[3] = {(uint8_t)(i >> 16 | 0x80), (uint8_t)(i >> 8), (uint8_t)i};
+        char e[8];
+        b64(t, 3, e);
+        put(&b, "%s %u\n", e, 256 + i);
+    }
+    size_t tk_bytes_ = b.len;
+    write_str("big.tiktoken", &b);
+    long kib = load_rss_kib(path_of("big.tiktoken"), TK_PAT_GPT2);
+    long bound = (long)(48 * tk_bytes_ / 1024) + 16 * 1024;
+    printf("rank file of %zu bytes: %ld KiB while loading (bound %ld KiB = 48 x file + 16 MiB)\n", tk_bytes_, kib,
+           bound);
+    CHECK(kib > 0 && kib <= bound, "rank file load took %ld KiB, bound %ld", kib, bound);
+    /* worst case for tokenizer.json: many short vocab entries */
+    put(&b, "{\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"merges\":[],"
+            "\"vocab\":{");
+    for (int i = 0; i < 256; i++) put(&b, "\"%s\":%d,", bl(i), i);
+    for (uint32_t i = 0; i < 200000; i++) put(&b, "\"%c%c%c%c\":%u,", 'a' + i % 26, 'a' + i / 26 % 26,
+                                             'a' + i / 676 % 26, 'a' + i / 17576 % 26, 256 + i);
+    b.len--; /* the last comma */
+    put(&b, "}}}");
+    size_t hf_bytes = b.len;
+    write_str("big.json", &b);
+    kib = load_rss_kib(path_of("big.json"), TK_PAT_NONE);
+    bound = (long)(48 * hf_bytes / 1024) + 16 * 1024;
+    printf("tokenizer.json of %zu bytes: %ld KiB while loading (bound %ld KiB = 48 x file + 16 MiB)\n", hf_bytes, kib,
+           bound);
+    CHECK(kib > 0 && kib <= bound, "tokenizer.json load took %ld KiB, bound %ld", kib, bound);
+#endif
+}
+
+static void cleanup(void) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void) {
+    const char *td = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tk_hostile.XXXXXX", td && *td ? td : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_tiktoken_ids();
+    test_gpt2_ids();
+    test_hf_ids();
+    test_fifos();
+    test_real();
+    test_memory_bound();
+    cleanup();
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("all hostile-tokenizer checks passed\n");
+    return 0;
+}
