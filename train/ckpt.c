@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ds.h"
+
 #define CK_MAGIC "TRCKPT01"
 
 typedef struct {
@@ -72,7 +74,13 @@ int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *
     }
     snprintf(tmp, sizeof tmp, "%s/ckpt.tmp", dir);
     snprintf(fin, sizeof fin, "%s/ckpt.bin", dir);
-    wr o = {fopen(tmp, "wb"), XXH64_createState(), 0};
+    /* a FIFO or symbolic link planted as ckpt.tmp must not block or redirect
+     * the write: remove it and create a fresh file */
+    unlink(tmp);
+    int tfd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    wr o = {tfd >= 0 ? fdopen(tfd, "wb") : NULL, XXH64_createState(), 0};
+    if (tfd >= 0 && !o.f)
+        close(tfd);
     if (!o.f || !o.h) {
         snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
         if (o.f)
@@ -139,15 +147,58 @@ static uint64_t r64(rd *o)
     return v;
 }
 
+/* magic + step, loader_pos, seed, rng[4] + fingerprint + 6 x i32 + n_sections */
+#define CK_HEADER_BYTES (8u + 7u * 8u + 32u + 6u * 4u + 8u)
+#define CK_SECTION_ENTRY_BYTES 40u
+
+/* Model shape as a checkpoint may state it: each field within what the
+ * trainer can build (the run compares them with its own config). */
+static int meta_sane(const tr_ckpt_meta *m)
+{
+    return m->n_layer >= 1 && m->n_layer <= 1024 && m->n_head >= 1 && m->n_head <= 1024 && m->n_embd >= 1 &&
+           m->n_embd <= 65536 && m->max_seq >= 1 && (uint32_t)m->max_seq <= TR_MAX_ROW_LEN && m->seq_len >= 1 &&
+           m->seq_len <= m->max_seq && m->vocab_size >= 1 && m->vocab_size <= TR_MAX_VOCAB &&
+           m->step <= TR_MAX_STEPS;
+}
+
 int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen)
 {
     char fin[4096];
-    snprintf(fin, sizeof fin, "%s/ckpt.bin", dir);
-    rd o = {fopen(fin, "rb"), XXH64_createState(), 0};
+    if ((size_t)snprintf(fin, sizeof fin, "%s/ckpt.bin", dir) >= sizeof fin) {
+        snprintf(err, errlen, "checkpoint directory name too long");
+        return TR_ERR_ARG;
+    }
+    return tr_ckpt_load_path(fin, m, s, n, err, errlen);
+}
+
+int tr_ckpt_load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen)
+{
+    char e[512] = "";
+    memset(m, 0, sizeof *m);
+    if (n < 0 || n > TR_CKPT_MAX_SECTIONS || (n && !s)) {
+        snprintf(err, errlen, "tr_ckpt_load: bad section list");
+        return TR_ERR_ARG;
+    }
+    /* a FIFO or device in place of ckpt.bin is refused without blocking */
+    int fd = ds_open_regular(fin, e, sizeof e);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open checkpoint %s", e);
+        return TR_ERR_IO;
+    }
+    struct stat st;
+    if (fstat(fd, &st)) {
+        snprintf(err, errlen, "cannot open checkpoint %s: %s", fin, strerror(errno));
+        close(fd);
+        return TR_ERR_IO;
+    }
+    uint64_t fsize = (uint64_t)st.st_size;
+    rd o = {fdopen(fd, "rb"), XXH64_createState(), 0};
     if (!o.f || !o.h) {
         snprintf(err, errlen, "cannot open checkpoint %s: %s", fin, strerror(errno));
         if (o.f)
             fclose(o.f);
+        else
+            close(fd);
         XXH64_freeState(o.h);
         return TR_ERR_IO;
     }
@@ -160,7 +211,6 @@ int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, ch
         rc = TR_ERR_CORRUPT;
         goto done;
     }
-    memset(m, 0, sizeof *m);
     m->step = r64(&o);
     m->loader_pos = r64(&o);
     m->seed = r64(&o);
@@ -176,27 +226,58 @@ int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, ch
     m->seq_len = v[4];
     m->vocab_size = (uint32_t)v[5];
     m->n_sections = r64(&o);
-    if (o.err || m->n_sections > 1024) {
-        snprintf(err, errlen, "%s: truncated or corrupt header", fin);
+    if (o.err) {
+        snprintf(err, errlen, "%s: truncated header (%llu bytes)", fin, (unsigned long long)fsize);
         rc = TR_ERR_CORRUPT;
         goto done;
     }
-    if (!s || n == 0)
+    if (m->n_sections < 1 || m->n_sections > TR_CKPT_MAX_SECTIONS || !meta_sane(m)) {
+        snprintf(err, errlen,
+                 "%s: corrupt header (%llu sections, step %llu, %dL H=%d C=%d max_seq=%d T=%d V=%u out of range)", fin,
+                 (unsigned long long)m->n_sections, (unsigned long long)m->step, m->n_layer, m->n_head, m->n_embd,
+                 m->max_seq, m->seq_len, m->vocab_size);
+        rc = TR_ERR_CORRUPT;
+        goto done;
+    }
+    /* the section table, then the exact file size it implies, before any
+     * payload is touched */
+    char names[TR_CKPT_MAX_SECTIONS][32];
+    uint64_t sizes[TR_CKPT_MAX_SECTIONS];
+    uint64_t want_size = CK_HEADER_BYTES + m->n_sections * CK_SECTION_ENTRY_BYTES + 8;
+    for (uint64_t i = 0; i < m->n_sections; i++) {
+        r(&o, names[i], 32);
+        sizes[i] = r64(&o);
+        if (o.err) {
+            snprintf(err, errlen, "%s: truncated section table (%llu bytes)", fin, (unsigned long long)fsize);
+            rc = TR_ERR_CORRUPT;
+            goto done;
+        }
+        if (!memchr(names[i], 0, 32) || __builtin_add_overflow(want_size, sizes[i], &want_size)) {
+            snprintf(err, errlen, "%s: corrupt section table entry %llu", fin, (unsigned long long)i);
+            rc = TR_ERR_CORRUPT;
+            goto done;
+        }
+    }
+    if (fsize != want_size) {
+        snprintf(err, errlen,
+                 fsize < want_size ? "%s: truncated: %llu bytes, the header describes %llu"
+                                   : "%s: %llu bytes, the header describes %llu: trailing bytes after the checksum",
+                 fin, (unsigned long long)fsize, (unsigned long long)want_size);
+        rc = TR_ERR_CORRUPT;
+        goto done;
+    }
+    if (n == 0)
         goto done; /* meta only */
-    if ((int)m->n_sections != n) {
+    if (m->n_sections != (uint64_t)n) {
         snprintf(err, errlen, "%s: %llu sections, expected %d (different model?)", fin,
                  (unsigned long long)m->n_sections, n);
         rc = TR_ERR_CORRUPT;
         goto done;
     }
     for (int i = 0; i < n; i++) {
-        char name[32];
-        r(&o, name, 32);
-        name[31] = 0;
-        uint64_t b = r64(&o);
-        if (o.err || strcmp(name, s[i].name) || b != s[i].bytes) {
-            snprintf(err, errlen, "%s: section %d is '%s' (%llu bytes), expected '%s' (%llu bytes)", fin, i, name,
-                     (unsigned long long)b, s[i].name, (unsigned long long)s[i].bytes);
+        if (strcmp(names[i], s[i].name) || sizes[i] != s[i].bytes) {
+            snprintf(err, errlen, "%s: section %d is '%.31s' (%llu bytes), expected '%s' (%llu bytes)", fin, i,
+                     names[i], (unsigned long long)sizes[i], s[i].name, (unsigned long long)s[i].bytes);
             rc = TR_ERR_CORRUPT;
             goto done;
         }

@@ -9,6 +9,7 @@
 #include "tr.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -118,9 +119,41 @@ static void fill_one(tr_batch *b, int r, int T, int row_len, int doc_mask, int h
     }
 }
 
+/* Read row i of a split and check what the model will index with it: every
+ * id < vocab_size (the shards are untrusted even when their checksums match
+ * the manifest). On failure src->read_err[split] names the file and row. */
+static int read_checked(tr_rows *src, int split, uint64_t i, uint32_t *st, uint32_t *sp, uint8_t *sm)
+{
+    char where[384];
+    int rc = src->read_row(src->ctx, split, i, st, sp, sm);
+    if (rc == TR_OK) {
+        for (int j = 0; j < src->row_len; j++)
+            if (st[j] >= src->vocab_size) {
+                if (src->where)
+                    src->where(src->ctx, split, i, where, sizeof where);
+                else
+                    snprintf(where, sizeof where, "%s row %llu", split == TR_SPLIT_VAL ? "val" : "train",
+                             (unsigned long long)i);
+                snprintf(src->read_err[split], sizeof src->read_err[split],
+                         "%s: token %d is id %u, outside the vocabulary of %u ids (corrupt or foreign shard)", where,
+                         j, st[j], src->vocab_size);
+                return TR_ERR_CORRUPT;
+            }
+        return TR_OK;
+    }
+    if (src->where)
+        src->where(src->ctx, split, i, where, sizeof where);
+    else
+        snprintf(where, sizeof where, "%s row %llu", split == TR_SPLIT_VAL ? "val" : "train", (unsigned long long)i);
+    snprintf(src->read_err[split], sizeof src->read_err[split], "%s: %s", where, tr_strerror(rc));
+    return rc;
+}
+
 int tr_fill_rows(tr_rows *src, int split, uint64_t first, int rows, int T, int doc_mask, tr_batch *b,
                  uint32_t *st, uint32_t *sp, uint8_t *sm)
 {
+    if (split != TR_SPLIT_TRAIN && split != TR_SPLIT_VAL)
+        return TR_ERR_ARG;
     uint64_t n = src->n_rows[split];
     if (n == 0 || T > src->row_len)
         return TR_ERR_DATA;
@@ -128,7 +161,7 @@ int tr_fill_rows(tr_rows *src, int split, uint64_t first, int rows, int T, int d
     b->T = T;
     b->n_targets = 0;
     for (int r = 0; r < rows; r++) {
-        int rc = src->read_row(src->ctx, split, (first + (uint64_t)r) % n, st, sp, sm);
+        int rc = read_checked(src, split, (first + (uint64_t)r) % n, st, sp, sm);
         if (rc)
             return rc;
         fill_one(b, r, T, src->row_len, doc_mask, src->has_pos, st, sp, sm);
@@ -221,7 +254,7 @@ static void *producer(void *arg)
         int rc = TR_OK;
         for (int r = 0; r < rows && rc == TR_OK; r++) {
             uint64_t row = tr_row_at(first + (uint64_t)r, n, l->o.seed, l->o.shuffle);
-            rc = l->src->read_row(l->src->ctx, TR_SPLIT_TRAIN, row, l->st, l->sp, l->sm);
+            rc = read_checked(l->src, TR_SPLIT_TRAIN, row, l->st, l->sp, l->sm);
             if (rc == TR_OK)
                 fill_one(b, r, l->o.seq_len, l->src->row_len, l->o.doc_mask, l->src->has_pos, l->st, l->sp, l->sm);
         }

@@ -2,6 +2,7 @@
  * dataset/ds_shard.h (see tr.h). */
 #include "tr.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,10 +51,14 @@ int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uin
     memset(out, 0, sizeof *out);
     if (row_len < 1 || !tokens)
         return TR_ERR_ARG;
+    uint64_t n_all, n64, n4;
+    if (__builtin_add_overflow(n_train, n_val, &n_all) || __builtin_mul_overflow(n_all, (uint64_t)row_len, &n64) ||
+        __builtin_mul_overflow(n64, (uint64_t)4, &n4) || n4 >= SIZE_MAX)
+        return TR_ERR_ARG;
+    size_t n = (size_t)n64;
     memsrc *m = calloc(1, sizeof *m);
     if (!m)
         return TR_ERR_NOMEM;
-    size_t n = (size_t)(n_train + n_val) * (size_t)row_len;
     m->n_train = n_train;
     m->n_val = n_val;
     m->L = row_len;
@@ -84,17 +89,74 @@ int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uin
 }
 
 /* ------------------------------------------------------------ shard sets */
+/* The shard-set source: the set, its folder (for the manifest path) and,
+ * per split, the first split row of every shard (to name the file and row
+ * of a bad row in messages). */
+typedef struct {
+    ds_shardset *set;
+    char *manifest;
+    size_t n_shards[2];
+    uint64_t *first_row[2];
+} shardsrc;
+
 static int shard_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask)
 {
-    int rc = ds_shardset_read((const ds_shardset *)ctx, split == TR_SPLIT_VAL ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i,
-                              tokens, pos, NULL, mask);
+    const shardsrc *src = ctx;
+    int rc = ds_shardset_read(src->set, split == TR_SPLIT_VAL ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, tokens, pos, NULL,
+                              mask);
     if (rc == DS_OK)
         return TR_OK;
     return rc == DS_ERR_NOMEM ? TR_ERR_NOMEM : rc == DS_ERR_IO ? TR_ERR_IO : rc == DS_ERR_ARG ? TR_ERR_ARG
                                                                                                 : TR_ERR_CORRUPT;
 }
 
-static void shard_close(void *ctx) { ds_shardset_close((ds_shardset *)ctx); }
+static void shard_where(void *ctx, int split, uint64_t i, char *buf, size_t len)
+{
+    const shardsrc *src = ctx;
+    int k = split == TR_SPLIT_VAL;
+    size_t n = src->n_shards[k], lo = 0, hi = n;
+    while (hi - lo > 1) { /* last shard whose first row <= i */
+        size_t mid = lo + (hi - lo) / 2;
+        if (src->first_row[k][mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const char *path = NULL;
+    if (n == 0 || !ds_shardset_shard(src->set, k ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, lo, &path) || !path) {
+        snprintf(buf, len, "%s row %llu", k ? "val" : "train", (unsigned long long)i);
+        return;
+    }
+    snprintf(buf, len, "shard %s row %llu (%s row %llu)", path, (unsigned long long)(i - src->first_row[k][lo]),
+             k ? "val" : "train", (unsigned long long)i);
+}
+
+static int shard_is_input(void *ctx, const char *path)
+{
+    const shardsrc *src = ctx;
+    if (ds_same_file(path, src->manifest))
+        return 1;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < src->n_shards[k]; i++) {
+            const char *sp = NULL;
+            if (ds_shardset_shard(src->set, k ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, &sp) && sp &&
+                ds_same_file(path, sp))
+                return 1;
+        }
+    return 0;
+}
+
+static void shard_close(void *ctx)
+{
+    shardsrc *src = ctx;
+    if (!src)
+        return;
+    ds_shardset_close(src->set);
+    free(src->manifest);
+    free(src->first_row[0]);
+    free(src->first_row[1]);
+    free(src);
+}
 
 int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen)
 {
@@ -114,7 +176,62 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
     }
     ds_shardset_info info;
     ds_shardset_get_info(s, &info);
-    out->ctx = s;
+    /* what the manifest declares sizes the trainer's allocations (row
+     * scratch, model): bounded here, and every shard header must agree */
+    if (info.row_len < 1 || info.row_len > TR_MAX_ROW_LEN || info.vocab_size < 1 ||
+        info.vocab_size > TR_MAX_VOCAB) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: row length %u / vocabulary %u out of range (at most %u / %u)", dir,
+                     info.row_len, info.vocab_size, TR_MAX_ROW_LEN, TR_MAX_VOCAB);
+        ds_shardset_close(s);
+        return TR_ERR_CORRUPT;
+    }
+    shardsrc *src = calloc(1, sizeof *src);
+    size_t dl = strlen(dir);
+    if (src)
+        src->manifest = malloc(dl + sizeof "/manifest.json");
+    if (!src || !src->manifest) {
+        free(src);
+        ds_shardset_close(s);
+        return TR_ERR_NOMEM;
+    }
+    src->set = s;
+    snprintf(src->manifest, dl + sizeof "/manifest.json", "%s/manifest.json", dir);
+    for (int k = 0; k < 2; k++) {
+        ds_split sp = k ? DS_SPLIT_VAL : DS_SPLIT_TRAIN;
+        size_t n = ds_shardset_n_shards(s, sp);
+        src->n_shards[k] = n;
+        src->first_row[k] = calloc(n ? n : 1, sizeof(uint64_t));
+        if (!src->first_row[k]) {
+            shard_close(src);
+            return TR_ERR_NOMEM;
+        }
+        uint64_t acc = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *path = NULL;
+            const ds_shard *sh = ds_shardset_shard(s, sp, i, &path);
+            const ds_shard_header *h = sh ? ds_shard_get_header(sh) : NULL;
+            if (!h || h->vocab_size > info.vocab_size || h->row_len != info.row_len ||
+                __builtin_add_overflow(acc, h->n_rows, &acc)) {
+                if (err && errlen)
+                    snprintf(err, errlen, "%s: header (vocabulary %u, row length %u) disagrees with the manifest's "
+                                          "model vocabulary %u / row length %u",
+                             path ? path : dir, h ? h->vocab_size : 0, h ? h->row_len : 0, info.vocab_size,
+                             info.row_len);
+                shard_close(src);
+                return TR_ERR_CORRUPT;
+            }
+            src->first_row[k][i] = acc - h->n_rows;
+        }
+        if (acc != info.rows[k]) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s: the shards hold %llu %s rows, the set counts %llu", dir,
+                         (unsigned long long)acc, k ? "val" : "train", (unsigned long long)info.rows[k]);
+            shard_close(src);
+            return TR_ERR_CORRUPT;
+        }
+    }
+    out->ctx = src;
     out->n_rows[0] = info.rows[DS_SPLIT_TRAIN];
     out->n_rows[1] = info.rows[DS_SPLIT_VAL];
     out->row_len = (int)info.row_len;
@@ -125,6 +242,8 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
     snprintf(out->tokenizer, sizeof out->tokenizer, "%s", info.tokenizer);
     out->read_row = shard_read;
     out->close = shard_close;
+    out->where = shard_where;
+    out->is_input = shard_is_input;
     snprintf(out->desc, sizeof out->desc, "%s", dir);
     return TR_OK;
 }

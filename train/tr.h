@@ -56,7 +56,23 @@ typedef struct tr_rows {
     int (*read_row)(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask);
     void (*close)(void *ctx);
     char desc[256]; /* human description (path) for messages */
+    /* Optional (NULL: none). where: names the file and row that hold row i
+     * of a split ("shard DIR/x.mks row 17"), for messages. is_input: 1 when
+     * PATH is one of the files the source reads (device + inode), so that
+     * no output is ever written over an input. */
+    void (*where)(void *ctx, int split, uint64_t i, char *buf, size_t len);
+    int (*is_input)(void *ctx, const char *path);
+    /* Message of the last failed read per split, written by the reader of
+     * that split only (loader thread: train; validation: val); "" if none. */
+    char read_err[2][512];
 } tr_rows;
+
+/* Limits on what a row source may declare (a hostile manifest cannot make
+ * the trainer allocate more): tokens per row and vocabulary size. */
+#define TR_MAX_ROW_LEN (1u << 24)
+#define TR_MAX_VOCAB (1u << 24)
+/* Longest schedule: optimiser steps are counted in an int by AdamW. */
+#define TR_MAX_STEPS 1000000000ull
 
 /* In-memory rows (tests, synthetic data): tokens/pos/mask are n_train+n_val
  * rows of row_len, train rows first; pos/mask may be NULL (pos = j, mask = 1).
@@ -64,7 +80,10 @@ typedef struct tr_rows {
 int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uint32_t vocab_size,
                 const uint32_t *tokens, const uint32_t *pos, const uint8_t *mask);
 /* Open a shard set directory (manifest written by `mkshards build`).
- * TR_ERR_CORRUPT with a message in err for corrupt shards. */
+ * TR_ERR_CORRUPT with a message in err for corrupt shards, a row length over
+ * TR_MAX_ROW_LEN or a vocabulary over TR_MAX_VOCAB. Every row read is
+ * checked by the loader: an id >= vocab_size fails with TR_ERR_CORRUPT and
+ * read_err naming the shard file and its row. */
 int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen);
 /* verify = 0: only the cheap checks on open (header, sizes, manifest
  * agreement); tr_rows_open_shards hashes every file (verify = 1). */
@@ -230,9 +249,20 @@ typedef struct {
 } tr_ckpt_section;
 
 int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen);
-/* Load into preallocated sections (sizes must match). meta may be read first
- * with s == NULL, n == 0. */
+/* Load DIR/ckpt.bin into preallocated sections (names and sizes must match).
+ * meta may be read first with s == NULL, n == 0. A checkpoint is untrusted:
+ * only a regular file is opened (a FIFO is refused without blocking), the
+ * header fields are range-checked (model shape, at most TR_CKPT_MAX_SECTIONS
+ * sections, step <= TR_MAX_STEPS), the section sizes are summed with
+ * overflow checks and the file size must equal exactly what the header
+ * describes (no trailing bytes) before any payload is read; nothing is
+ * allocated from header values. The meta-only call checks all of that but
+ * not the payload checksum (the full load does). TR_ERR_IO: cannot open /
+ * not a regular file; TR_ERR_CORRUPT: anything else wrong. */
+#define TR_CKPT_MAX_SECTIONS 16
 int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen);
+/* The same on the file PATH itself. */
+int tr_ckpt_load_path(const char *path, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen);
 
 /* ================================================================ training
  * The whole CPU training run behind llmtrain. Messages (one line, say what
@@ -296,7 +326,9 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only);
  * unknown. */
 uint64_t tr_peak_rss(void);
 uint64_t tr_cur_rss(void);
-/* Parse "123", "64M", "2GiB", "1.5G" (binary units). */
+/* Parse "123", "64M", "2GiB", "1.5G" (binary units), strictly: digits with an
+ * optional fraction and unit, nothing else; TR_ERR_ARG when the value does
+ * not fit in 64 bits. */
 int tr_parse_bytes(const char *s, uint64_t *out);
 
 #ifdef __cplusplus

@@ -5,7 +5,10 @@
  *   64 usage error. */
 #include "tr.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +60,14 @@ static const char *usage_text =
     "  --tokenizer SPEC      decode samples; must match the shards' fingerprint\n"
     "  --quiet\n"
     "\n"
+    "\n"
+    "Numbers are checked whole and in range, else exit 64 naming the option:\n"
+    "  --steps 1..1000000000, --warmup 0..steps, --lr (0, 10], --lr-min [0, lr],\n"
+    "  --seq-len 1..1048576, --token-budget/--batch-tokens 1..2^40, --mem-budget <= 1 EiB,\n"
+    "  --weight-decay [0, 10], --grad-clip [0, 1e6], --nbuf 2..64, --val-rows 0..2^24.\n"
+    "--log never names an input (manifest, shard, checkpoint, tokenizer) and --ckpt-dir\n"
+    "is never inside the data folder: both refused with exit 64 before anything is written.\n"
+    "\n"
     "Exit codes: 0 ok, 1 failure, 2 bad input/data/device, 3 plan does not fit, 64 usage.\n";
 
 static int uerr(const char *prog, const char *fmt, const char *a)
@@ -67,27 +78,43 @@ static int uerr(const char *prog, const char *fmt, const char *a)
     return X_USAGE;
 }
 
-static int pu64(const char *prog, const char *opt, const char *s, uint64_t *out)
+/* Strict numbers: the whole string, digits only for integers (no sign,
+ * space, hex or exponent surprises), no ERANGE, finite floats, and each
+ * option's documented range; a refusal names the option and the value. */
+static int pu64(const char *prog, const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    char *e;
-    if (!s || !*s || *s == '-')
-        return uerr(prog, "bad value for %s", opt);
-    unsigned long long v = strtoull(s, &e, 10);
-    if (*e)
-        return uerr(prog, "bad value for %s (want a non-negative integer)", opt);
+    int digits = s && *s;
+    for (const char *p = s; digits && *p; p++)
+        digits = *p >= '0' && *p <= '9';
+    errno = 0;
+    unsigned long long v = digits ? strtoull(s, NULL, 10) : 0;
+    if (!digits || errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s '%s': want an integer %" PRIu64 "..%" PRIu64 "\n", prog, opt, s ? s : "", lo, hi);
+        fprintf(stderr, "Try '%s --help' for the list of options.\n", prog);
+        return X_USAGE;
+    }
     *out = v;
     return 0;
 }
 
-static int pdbl(const char *prog, const char *opt, const char *s, double *out)
+/* lo_open: the value must be > lo (else >= lo). */
+static int pdbl(const char *prog, const char *opt, const char *s, double lo, int lo_open, double hi, double *out)
 {
-    char *e;
-    double v = strtod(s, &e);
-    if (e == s || *e)
-        return uerr(prog, "bad value for %s (want a number)", opt);
+    char *e = NULL;
+    errno = 0;
+    double v = s && *s && !isspace((unsigned char)*s) ? strtod(s, &e) : NAN;
+    if (!e || e == s || *e || errno == ERANGE || !isfinite(v) || (lo_open ? v <= lo : v < lo) || v > hi) {
+        fprintf(stderr, "%s: %s '%s': want a finite number %s %g and <= %g\n", prog, opt, s ? s : "",
+                lo_open ? ">" : ">=", lo, hi);
+        fprintf(stderr, "Try '%s --help' for the list of options.\n", prog);
+        return X_USAGE;
+    }
     *out = v;
     return 0;
 }
+
+#define TB_MAX (1ull << 40)      /* --token-budget / --batch-tokens: tokens */
+#define MEM_MAX (1ull << 60)     /* --mem-budget: 1 EiB */
 
 int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
 {
@@ -128,12 +155,10 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         switch (c) {
         case O_DATA: o.data_dir = optarg; break;
         case O_MODEL: o.model = optarg; break;
-        case O_SEQ: r = pu64(prog, "--seq-len", optarg, &u); o.seq_len = (int)u;
-            if (!r && (u < 1 || u > (1u << 20))) r = uerr(prog, "--seq-len %s out of range", optarg);
-            break;
-        case O_STEPS: r = pu64(prog, "--steps", optarg, &o.steps); break;
-        case O_TB: r = pu64(prog, "--token-budget", optarg, &o.token_budget); break;
-        case O_BT: r = pu64(prog, "--batch-tokens", optarg, &o.batch_tokens); break;
+        case O_SEQ: r = pu64(prog, "--seq-len", optarg, 1, 1u << 20, &u); o.seq_len = (int)u; break;
+        case O_STEPS: r = pu64(prog, "--steps", optarg, 1, TR_MAX_STEPS, &o.steps); break;
+        case O_TB: r = pu64(prog, "--token-budget", optarg, 1, TB_MAX, &o.token_budget); break;
+        case O_BT: r = pu64(prog, "--batch-tokens", optarg, 1, TB_MAX, &o.batch_tokens); break;
         case O_PREC:
             if (!strcmp(optarg, "fp32")) o.precision = TR_FP32;
             else if (!strcmp(optarg, "bf16")) o.precision = TR_BF16;
@@ -145,45 +170,39 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
             else if (!strcmp(optarg, "cuda") || !strcmp(optarg, "gpu")) o.device = TR_DEV_CUDA;
             else r = uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
             break;
-        case O_SEED: r = pu64(prog, "--seed", optarg, &o.seed); break;
+        case O_SEED: r = pu64(prog, "--seed", optarg, 0, UINT64_MAX, &o.seed); break;
         case O_LOG: o.log_path = optarg; break;
         case O_CKD: o.ckpt_dir = optarg; break;
-        case O_CKE: r = pu64(prog, "--ckpt-every", optarg, &o.ckpt_every); break;
+        case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o.ckpt_every); break;
         case O_RES: o.resume = 1; break;
         case O_PLAN: plan = 1; break;
         case O_MEM:
-            if (tr_parse_bytes(optarg, &o.mem_budget))
-                r = uerr(prog, "bad --mem-budget '%s' (bytes, or with K/M/G/T[iB])", optarg);
+            if (tr_parse_bytes(optarg, &o.mem_budget) || o.mem_budget > MEM_MAX)
+                r = uerr(prog, "--mem-budget '%s': want bytes, or a number with K/M/G/T[iB], at most 1 EiB", optarg);
             break;
         case O_JSON: json = 1; break;
-        case O_REC: r = pu64(prog, "--recompute", optarg, &u); o.recompute = (int)u;
-            if (!r && u > 2) r = uerr(prog, "--recompute %s: levels are 0, 1, 2", optarg);
-            break;
+        case O_REC: r = pu64(prog, "--recompute", optarg, 0, 2, &u); o.recompute = (int)u; break;
         case O_DOC: o.doc_mask = 1; break;
-        case O_LR: r = pdbl(prog, "--lr", optarg, &o.lr); break;
-        case O_LRMIN: r = pdbl(prog, "--lr-min", optarg, &o.lr_min); break;
-        case O_WARM: r = pu64(prog, "--warmup", optarg, &o.warmup); break;
-        case O_WD: r = pdbl(prog, "--weight-decay", optarg, &d); o.weight_decay = (float)d; break;
-        case O_CLIP: r = pdbl(prog, "--grad-clip", optarg, &d); o.grad_clip = (float)d; break;
-        case O_VALE: r = pu64(prog, "--val-every", optarg, &o.val_every); break;
-        case O_VALR: r = pu64(prog, "--val-rows", optarg, &u); o.val_rows = (int)u; break;
+        case O_LR: r = pdbl(prog, "--lr", optarg, 0, 1, 10, &o.lr); break;
+        case O_LRMIN: r = pdbl(prog, "--lr-min", optarg, 0, 0, 10, &o.lr_min); break;
+        case O_WARM: r = pu64(prog, "--warmup", optarg, 0, TR_MAX_STEPS, &o.warmup); break;
+        case O_WD: r = pdbl(prog, "--weight-decay", optarg, 0, 0, 10, &d); o.weight_decay = (float)d; break;
+        case O_CLIP: r = pdbl(prog, "--grad-clip", optarg, 0, 0, 1e6, &d); o.grad_clip = (float)d; break;
+        case O_VALE: r = pu64(prog, "--val-every", optarg, 0, TR_MAX_STEPS, &o.val_every); break;
+        case O_VALR: r = pu64(prog, "--val-rows", optarg, 0, 1u << 24, &u); o.val_rows = (int)u; break;
         case O_SAMPLE:
             sample = 200;
             if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
                 optarg = argv[optind++]; /* --sample N */
-            if (optarg) { r = pu64(prog, "--sample", optarg, &u); sample = (int)u; }
+            if (optarg) { r = pu64(prog, "--sample", optarg, 0, 1u << 20, &u); sample = (int)u; }
             break;
         case O_TOK: o.tokenizer = optarg; break;
-        case O_NBUF: r = pu64(prog, "--nbuf", optarg, &u); o.nbuf = (int)u;
-            if (!r && (u < 2 || u > 64)) r = uerr(prog, "--nbuf %s: 2..64 buffers", optarg);
-            break;
-        case O_STOP: r = pu64(prog, "--stop-after", optarg, &o.stop_after); break;
-        case O_LOGE: r = pu64(prog, "--log-every", optarg, &u); o.log_every = (int)u; break;
+        case O_NBUF: r = pu64(prog, "--nbuf", optarg, 2, 64, &u); o.nbuf = (int)u; break;
+        case O_STOP: r = pu64(prog, "--stop-after", optarg, 0, TR_MAX_STEPS, &o.stop_after); break;
+        case O_LOGE: r = pu64(prog, "--log-every", optarg, 1, TR_MAX_STEPS, &u); o.log_every = (int)u; break;
         case O_QUIET: o.quiet = 1; break;
         case O_NOVERIFY: o.no_verify = 1; break;
-        case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, &vocab);
-            if (!r && (vocab < 1 || vocab > (1u << 24))) r = uerr(prog, "--vocab-size %s out of range", optarg);
-            break;
+        case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, 1, TR_MAX_VOCAB, &vocab); break;
         case 'h':
         case O_HELP:
             if (plan_only)
@@ -207,6 +226,14 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     if (optind < argc)
         return uerr(prog, "unexpected argument '%s'", argv[optind]);
     o.sample_tokens = sample;
+    if (o.warmup != UINT64_MAX && o.warmup > o.steps) {
+        fprintf(stderr, "%s: --warmup %" PRIu64 " is longer than --steps %" PRIu64 "\n", prog, o.warmup, o.steps);
+        return X_USAGE;
+    }
+    if (o.lr_min >= 0 && o.lr_min > o.lr) {
+        fprintf(stderr, "%s: --lr-min %g is above --lr %g\n", prog, o.lr_min, o.lr);
+        return X_USAGE;
+    }
     if (o.batch_tokens && o.token_budget == 0)
         o.token_budget = o.batch_tokens;
 

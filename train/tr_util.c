@@ -88,34 +88,48 @@ static uint64_t status_kb(const char *key)
 uint64_t tr_peak_rss(void) { return status_kb("VmHWM"); }
 uint64_t tr_cur_rss(void) { return status_kb("VmRSS"); }
 
+/* Strict: DIGITS[.DIGITS][K|M|G|T[i][B] | B], nothing else (no sign, space,
+ * exponent, hex, nan/inf); the value times its unit must fit in 64 bits. */
 int tr_parse_bytes(const char *s, uint64_t *out)
 {
-    if (!s || !*s)
+    if (!s || !(*s >= '0' && *s <= '9'))
         return TR_ERR_ARG;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
-        return TR_ERR_ARG;
-    double mul = 1;
-    char u = (char)toupper((unsigned char)*end);
-    if (u == 'K') mul = 1024.0;
-    else if (u == 'M') mul = 1024.0 * 1024;
-    else if (u == 'G') mul = 1024.0 * 1024 * 1024;
-    else if (u == 'T') mul = 1024.0 * 1024 * 1024 * 1024;
-    else if (u == 'B' || u == 0) mul = 1;
-    else return TR_ERR_ARG;
-    if (u && u != 'B') {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-    } else if (u == 'B') {
-        end++;
+    uint64_t whole = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if (__builtin_mul_overflow(whole, (uint64_t)10, &whole) ||
+            __builtin_add_overflow(whole, (uint64_t)(*p - '0'), &whole))
+            return TR_ERR_ARG;
+    double frac = 0, scale = 0.1;
+    if (*p == '.') {
+        p++;
+        if (!(*p >= '0' && *p <= '9'))
+            return TR_ERR_ARG;
+        for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            frac += (*p - '0') * scale;
     }
-    if (*end)
+    uint64_t mul = 1;
+    char u = (char)toupper((unsigned char)*p);
+    if (u == 'K') mul = 1ull << 10;
+    else if (u == 'M') mul = 1ull << 20;
+    else if (u == 'G') mul = 1ull << 30;
+    else if (u == 'T') mul = 1ull << 40;
+    else if (u != 'B' && u != 0) return TR_ERR_ARG;
+    if (u && u != 'B') {
+        p++;
+        if (*p == 'i' || *p == 'I')
+            p++;
+        if (*p == 'B' || *p == 'b')
+            p++;
+    } else if (u == 'B') {
+        p++;
+    }
+    if (*p)
         return TR_ERR_ARG;
-    *out = (uint64_t)(v * mul + 0.5);
+    uint64_t v, part = (uint64_t)(frac * (double)mul + 0.5); /* frac < 1: part <= mul */
+    if (__builtin_mul_overflow(whole, mul, &v) || __builtin_add_overflow(v, part, &v))
+        return TR_ERR_ARG;
+    *out = v;
     return TR_OK;
 }
 

@@ -9,13 +9,17 @@
  * step, not the mean of micro-batch means). */
 #include "tr.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ds.h"
 #include "kn.h"
 #include "model.h"
 #include "tk.h"
@@ -66,13 +70,17 @@ static void hex8(const uint8_t *f, char *out)
 /* Keep only the JSON lines of steps <= last_step (atomic rewrite). */
 static void truncate_log(const char *path, uint64_t last_step)
 {
-    FILE *in = fopen(path, "r");
+    FILE *in = ds_fopen_regular(path, NULL, 0); /* a FIFO / device log is not rewritten */
     if (!in)
         return;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *w = fopen(tmp, "w");
+    unlink(tmp); /* never write through a FIFO or link planted as path.tmp */
+    int wfd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *w = wfd >= 0 ? fdopen(wfd, "w") : NULL;
     if (!w) {
+        if (wfd >= 0)
+            close(wfd);
         fclose(in);
         return;
     }
@@ -191,6 +199,101 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
     free(p);
 }
 
+/* The options a library caller (or the CLI) passes: every number finite and
+ * in range before anything is opened. */
+static int check_opts(const tr_train_opts *o, char *err, size_t errlen)
+{
+    const char *bad = NULL;
+    if (o->steps < 1 || o->steps > TR_MAX_STEPS)
+        bad = "steps must be 1..1000000000";
+    else if (!isfinite(o->lr) || o->lr <= 0)
+        bad = "lr must be a finite number > 0";
+    else if (!isfinite(o->lr_min) || o->lr_min > o->lr)
+        bad = "lr_min must be finite and <= lr (negative: lr / 10)";
+    else if (o->warmup != UINT64_MAX && o->warmup > o->steps)
+        bad = "warmup must be <= steps";
+    else if (!isfinite(o->weight_decay) || o->weight_decay < 0 || !isfinite(o->grad_clip) || o->grad_clip < 0 ||
+             !isfinite(o->beta1) || o->beta1 < 0 || o->beta1 >= 1 || !isfinite(o->beta2) || o->beta2 < 0 ||
+             o->beta2 >= 1 || !isfinite(o->eps) || o->eps <= 0)
+        bad = "weight decay, grad clip, betas and eps must be finite and in range";
+    else if (o->seq_len < 0 || (uint32_t)o->seq_len > TR_MAX_ROW_LEN || o->val_rows < 0 || o->sample_tokens < 0 ||
+             o->sample_tokens > (1 << 20) || o->log_every < 0 || (o->nbuf && (o->nbuf < 2 || o->nbuf > 64)))
+        bad = "seq_len, val_rows, sample_tokens, log_every or nbuf out of range";
+    if (bad) {
+        snprintf(err, errlen, "%s", bad);
+        return TR_ERR_ARG;
+    }
+    return TR_OK;
+}
+
+/* Outputs never land on inputs: the log must not be the manifest, a shard,
+ * the checkpoint or the tokenizer (device + inode, or the same resolved
+ * path for a checkpoint not written yet), and checkpoints are not written
+ * into the shard folder. TR_ERR_ARG (a usage error) with the reason. */
+static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_t errlen)
+{
+    char ck[2][4200];
+    if (o->ckpt_dir) {
+        snprintf(ck[0], sizeof ck[0], "%s/ckpt.bin", o->ckpt_dir);
+        snprintf(ck[1], sizeof ck[1], "%s/ckpt.tmp", o->ckpt_dir);
+    }
+    if (o->log_path) {
+        const char *clash = NULL;
+        if (rows->is_input && rows->is_input(rows->ctx, o->log_path))
+            clash = "a file of the shard set (manifest or shard)";
+        else if (o->data_dir && ds_same_file(o->log_path, o->data_dir))
+            clash = "the data folder";
+        else if (o->tokenizer && ds_same_file(o->log_path, o->tokenizer))
+            clash = "the tokenizer file";
+        else if (o->ckpt_dir && (ds_same_file(o->log_path, ck[0]) || ds_path_within(o->log_path, ck[0]) == 1 ||
+                                 ds_path_within(o->log_path, ck[1]) == 1))
+            clash = "the checkpoint";
+        if (o->tokenizer && !clash) {
+            char side[4200];
+            snprintf(side, sizeof side, "%s.meta.json", o->tokenizer);
+            if (ds_same_file(o->log_path, side))
+                clash = "the tokenizer's sidecar file";
+        }
+        if (clash) {
+            snprintf(err, errlen, "--log %s is %s: refusing to overwrite an input; log somewhere else", o->log_path,
+                     clash);
+            return TR_ERR_ARG;
+        }
+    }
+    if (o->ckpt_dir && o->data_dir && ds_path_within(o->ckpt_dir, o->data_dir) == 1) {
+        snprintf(err, errlen, "--ckpt-dir %s is (inside) the data folder %s: refusing to write checkpoints among "
+                              "the shards; use a folder of its own",
+                 o->ckpt_dir, o->data_dir);
+        return TR_ERR_ARG;
+    }
+    if (o->ckpt_dir && rows->is_input && (rows->is_input(rows->ctx, ck[0]) || rows->is_input(rows->ctx, ck[1]))) {
+        snprintf(err, errlen, "--ckpt-dir %s: its ckpt.bin / ckpt.tmp is a file of the shard set", o->ckpt_dir);
+        return TR_ERR_ARG;
+    }
+    return TR_OK;
+}
+
+/* The JSONL log: a regular file (created or truncated), or a FIFO / device
+ * that a reader already holds open; opened without blocking so a FIFO with
+ * no reader fails instead of hanging. */
+static FILE *open_log(const char *path, int append)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) ||
+        (!append && S_ISREG(st.st_mode) && ftruncate(fd, 0))) {
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
@@ -208,6 +311,9 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     memset(&own_rows, 0, sizeof own_rows);
     const int cuda = o->device == TR_DEV_CUDA;
     uint64_t dev_total = 0;
+    rc = check_opts(o, err, errlen);
+    if (rc)
+        return rc;
 #ifdef MKS_HAVE_CUDA
     tr_gpu *gpu = NULL;
     char dev_name[256] = "";
@@ -264,6 +370,9 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
         rc = TR_ERR_DATA;
         goto done;
     }
+    rc = check_outputs(o, rows, err, errlen);
+    if (rc)
+        goto done;
     if (o->tokenizer) {
         char e[512];
         if (tk_load(o->tokenizer, TK_PAT_NONE, &tok, e, sizeof e)) {
@@ -362,9 +471,12 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             goto done;
         }
         if (cm.n_layer != pi->n_layer || cm.n_embd != pi->n_embd || cm.n_head != pi->n_head ||
-            cm.seq_len != T || cm.vocab_size != rows->vocab_size) {
-            snprintf(err, errlen, "checkpoint in %s is for a different model or --seq-len (%dL C=%d T=%d V=%u)",
-                     o->ckpt_dir, cm.n_layer, cm.n_embd, cm.seq_len, cm.vocab_size);
+            cm.seq_len != T || cm.max_seq != T || cm.vocab_size != rows->vocab_size) {
+            snprintf(err, errlen,
+                     "checkpoint in %s is for a different model or --seq-len (%dL H=%d C=%d T=%d V=%u; this run: "
+                     "%dL H=%d C=%d T=%d V=%u)",
+                     o->ckpt_dir, cm.n_layer, cm.n_head, cm.n_embd, cm.seq_len, cm.vocab_size, pi->n_layer,
+                     pi->n_head, pi->n_embd, T, rows->vocab_size);
             rc = TR_ERR_DATA;
             goto done;
         }
@@ -473,9 +585,9 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     if (o->log_path) {
         if (resuming)
             truncate_log(o->log_path, step0); /* drop steps logged after the checkpoint (killed run) */
-        logf = fopen(o->log_path, resuming ? "a" : "w");
+        logf = open_log(o->log_path, resuming);
         if (!logf) {
-            snprintf(err, errlen, "cannot write log %s", o->log_path);
+            snprintf(err, errlen, "cannot write log %s: %s", o->log_path, strerror(errno));
             rc = TR_ERR_IO;
             goto done;
         }
@@ -516,7 +628,8 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             double w;
             rc = tr_loader_next(ld, &b, &w);
             if (rc) {
-                snprintf(err, errlen, "reading %s: %s", rows->desc, tr_strerror(rc));
+                snprintf(err, errlen, "reading %s: %s", rows->desc,
+                         rows->read_err[TR_SPLIT_TRAIN][0] ? rows->read_err[TR_SPLIT_TRAIN] : tr_strerror(rc));
                 goto done;
             }
             wait += w;
@@ -611,7 +724,8 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
 #endif
             rc = validate(m, vg, rows, B, T, val_rows, o->doc_mask, &vb, st, sp, sm, &vl);
             if (rc) {
-                snprintf(err, errlen, "validation on %s failed: %s", rows->desc, tr_strerror(rc));
+                snprintf(err, errlen, "validation on %s failed: %s", rows->desc,
+                         rows->read_err[TR_SPLIT_VAL][0] ? rows->read_err[TR_SPLIT_VAL] : tr_strerror(rc));
                 goto done;
             }
             res->last_val_loss = vl;
