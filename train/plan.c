@@ -257,7 +257,9 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
 {
     memset(o, 0, sizeof *o);
     if (!in || in->seq_len < 1 || in->n_layer < 1 || in->n_head < 1 || in->n_embd < 1 || in->vocab_size < 1 ||
-        in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2)
+        in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2 ||
+        (uint32_t)in->seq_len > TR_MAX_SEQ_LEN || (uint32_t)in->max_seq > TR_MAX_ROW_LEN ||
+        in->vocab_size > TR_MAX_VOCAB)
         return TR_ERR_ARG;
     tr_model_config mc;
     if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
@@ -277,6 +279,11 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
     o->per_row_bytes = c2 - c1;
     o->fixed_bytes = c1 - o->per_row_bytes;
     int B = Bt;
+    /* no plan beyond 2^62 bytes: keeps every product below in 64 bits (such
+     * a plan cannot be allocated anyway; the allocation then fails cleanly) */
+    if (o->per_row_bytes && o->fixed_bytes < (1ull << 62) &&
+        (uint64_t)B > ((1ull << 62) - o->fixed_bytes) / o->per_row_bytes)
+        B = (int)(((1ull << 62) - o->fixed_bytes) / o->per_row_bytes);
     if (in->force_micro_rows > 0)
         B = in->force_micro_rows;
     else if (in->mem_budget && B > 0) {

@@ -71,6 +71,9 @@ typedef struct tr_rows {
  * the trainer allocate more): tokens per row and vocabulary size. */
 #define TR_MAX_ROW_LEN (1u << 24)
 #define TR_MAX_VOCAB (1u << 24)
+/* Longest T the model is trained on (--seq-len; rows may be longer and are
+ * cut): keeps every plan product (B x L x NH x T^2 ...) inside 64 bits. */
+#define TR_MAX_SEQ_LEN (1u << 20)
 /* Longest schedule: optimiser steps are counted in an int by AdamW. */
 #define TR_MAX_STEPS 1000000000ull
 

@@ -155,7 +155,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         switch (c) {
         case O_DATA: o.data_dir = optarg; break;
         case O_MODEL: o.model = optarg; break;
-        case O_SEQ: r = pu64(prog, "--seq-len", optarg, 1, 1u << 20, &u); o.seq_len = (int)u; break;
+        case O_SEQ: r = pu64(prog, "--seq-len", optarg, 1, TR_MAX_SEQ_LEN, &u); o.seq_len = (int)u; break;
         case O_STEPS: r = pu64(prog, "--steps", optarg, 1, TR_MAX_STEPS, &o.steps); break;
         case O_TB: r = pu64(prog, "--token-budget", optarg, 1, TB_MAX, &o.token_budget); break;
         case O_BT: r = pu64(prog, "--batch-tokens", optarg, 1, TB_MAX, &o.batch_tokens); break;
@@ -255,6 +255,12 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
             V = rows.vocab_size;
             if (!T)
                 T = rows.row_len;
+            if (T > (int)TR_MAX_SEQ_LEN) {
+                fprintf(stderr, "%s: rows in %s hold %d tokens, more than the trainer's %u: pass --seq-len\n", prog,
+                        o.data_dir, T, TR_MAX_SEQ_LEN);
+                tr_rows_close(&rows);
+                return X_INPUT;
+            }
             if (T > rows.row_len) {
                 fprintf(stderr, "%s: --seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d\n", prog, T,
                         o.data_dir, rows.row_len, rows.row_len);

@@ -216,7 +216,7 @@ static int check_opts(const tr_train_opts *o, char *err, size_t errlen)
              !isfinite(o->beta1) || o->beta1 < 0 || o->beta1 >= 1 || !isfinite(o->beta2) || o->beta2 < 0 ||
              o->beta2 >= 1 || !isfinite(o->eps) || o->eps <= 0)
         bad = "weight decay, grad clip, betas and eps must be finite and in range";
-    else if (o->seq_len < 0 || (uint32_t)o->seq_len > TR_MAX_ROW_LEN || o->val_rows < 0 || o->sample_tokens < 0 ||
+    else if (o->seq_len < 0 || (uint32_t)o->seq_len > TR_MAX_SEQ_LEN || o->val_rows < 0 || o->sample_tokens < 0 ||
              o->sample_tokens > (1 << 20) || o->log_every < 0 || (o->nbuf && (o->nbuf < 2 || o->nbuf > 64)))
         bad = "seq_len, val_rows, sample_tokens, log_every or nbuf out of range";
     if (bad) {
@@ -364,6 +364,12 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
         goto done;
     }
     int T = o->seq_len ? o->seq_len : rows->row_len;
+    if (T > (int)TR_MAX_SEQ_LEN) {
+        snprintf(err, errlen, "rows in %s hold %d tokens, more than the trainer's %u: pass --seq-len <= %u", rows->desc,
+                 T, TR_MAX_SEQ_LEN, TR_MAX_SEQ_LEN);
+        rc = TR_ERR_DATA;
+        goto done;
+    }
     if (T < 1 || T > rows->row_len) {
         snprintf(err, errlen, "--seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d", T, rows->desc,
                  rows->row_len, rows->row_len);
@@ -393,9 +399,12 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
             goto done;
         }
     }
-    if (!tok && o->sample_tokens > 0 && rows->tokenizer[0] && strcmp(rows->tokenizer, "custom")) {
+    if (!tok && o->sample_tokens > 0 && rows->tokenizer[0] && strcmp(rows->tokenizer, "custom") &&
+        strspn(rows->tokenizer, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
+            strlen(rows->tokenizer)) {
         /* decode samples with the tokenizer the shards name (gpt2, ...) when
-         * it loads and its fingerprint matches; ids otherwise */
+         * it loads and its fingerprint matches; ids otherwise. Only a plain
+         * name: an untrusted manifest does not choose a path to open. */
         uint8_t fp[32];
         if (tk_load(rows->tokenizer, TK_PAT_NONE, &tok, NULL, 0) == 0) {
             tk_fingerprint(tok, fp);
