@@ -10,3 +10,9 @@ add_test(NAME cli_train_hostile
                  ${CMAKE_CURRENT_SOURCE_DIR}/data $<TARGET_FILE:train_hostile_gen>)
 set_tests_properties(cli_train_hostile PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 mks_add_fuzz(ckpt SOURCE fuzz_ckpt.c LIBS tr kn ds tk CORPUS data/fuzz/ckpt MAX_LEN 4096)
+# the shard-set refusals that ds_shardset_open makes (shard listed twice,
+# FIFO manifest / shard), seen end to end through llmtrain
+add_test(NAME cli_train_hostile_set
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_hostile.sh $<TARGET_FILE:mkshards> ${MKS_SHARED_DIR}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/data $<TARGET_FILE:train_hostile_gen> set)
+set_tests_properties(cli_train_hostile_set PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -10,9 +10,12 @@
 #   vocabulary in a train / val row (exit 2 naming the shard and row); a shard
 #   listed twice in the manifest.
 # GEN is tests/train_hostile_gen.c (crafts the files; nothing is committed).
+# A 5th argument "set" runs only the checks that ds_shardset_open answers
+# (shard listed twice, FIFO manifest / shard): test cli_train_hostile_set.
 set -u
 MKS=$1
 GEN=$4
+PART=${5:-train}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LLM=${LLMTRAIN:-$(dirname "$MKS")/llmtrain/llmtrain}
 [ -x "$LLM" ] || { echo "skip: no llmtrain at $LLM"; exit 77; }
@@ -48,6 +51,23 @@ D=$T/shards
 base=(--model tiny --seq-len 32 --steps 2 --token-budget 128 --batch-tokens 128 --quiet)
 sums() { (cd "$1" && sha256sum manifest.json *.mks); }
 sums "$D" >"$T/sums0"
+shard=$(ls "$D"/train-*.mks | head -1)
+
+if [ "$PART" = set ]; then
+cp -r "$D" "$T/twice"
+python3 - "$T/twice/manifest.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["shards"].insert(0, dict(m["shards"][0]))
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+EOF
+run 2 "a shard listed twice in the manifest" "$(basename "$shard")" -- "$LLM" --data "$T/twice" "${base[@]}"
+mkdir "$T/fifo_set" && mkfifo "$T/fifo_set/manifest.json"
+run 2 "FIFO as manifest.json" "manifest.json" -- "$LLM" --data "$T/fifo_set" "${base[@]}"
+cp -r "$D" "$T/fifo_shard" && rm "$T/fifo_shard/$(basename "$shard")" && mkfifo "$T/fifo_shard/$(basename "$shard")"
+run 2 "FIFO as a shard" "$(basename "$shard")" -- "$LLM" --data "$T/fifo_shard" "${base[@]}" --no-verify
+exit $fail
+fi
 
 # ---------------------------------------------------------------- checkpoints
 "$LLM" --data "$D" "${base[@]}" --ckpt-dir "$T/ck" 2>"$T/err" || { bad "training run: $(cat "$T/err")"; exit 1; }
@@ -142,19 +162,5 @@ run 2 "id 65535 in val row 0" "$(basename "$vshard") row 0" "outside the vocabul
 cp -r "$D" "$T/bigvocab"
 "$GEN" vocab "$T/bigvocab" "$(basename "$shard")" 1024 || bad "craft vocab"
 run 2 "shard header vocabulary 1024 > the model's 512" "$(basename "$shard")" -- "$LLM" --data "$T/bigvocab" "${base[@]}"
-
-# ---------------------------------------------------------------- shard set handled by ds_shardset_open
-cp -r "$D" "$T/twice"
-python3 - "$T/twice/manifest.json" <<'EOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["shards"].insert(0, dict(m["shards"][0]))
-json.dump(m, open(sys.argv[1], "w"), indent=2)
-EOF
-run 2 "a shard listed twice in the manifest" "$(basename "$shard")" -- "$LLM" --data "$T/twice" "${base[@]}"
-mkdir "$T/fifo_set" && mkfifo "$T/fifo_set/manifest.json"
-run 2 "FIFO as manifest.json" "manifest.json" -- "$LLM" --data "$T/fifo_set" "${base[@]}"
-cp -r "$D" "$T/fifo_shard" && rm "$T/fifo_shard/$(basename "$shard")" && mkfifo "$T/fifo_shard/$(basename "$shard")"
-run 2 "FIFO as a shard" "$(basename "$shard")" -- "$LLM" --data "$T/fifo_shard" "${base[@]}" --no-verify
 
 exit $fail
