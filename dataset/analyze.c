@@ -471,14 +471,31 @@ static void wait_batch(analyzer *a) {
 
 /* ------------------------------------------------------- aggregation */
 
+/* Duplicate set: 64-bit text hash -> index of the first record with it.
+ * At most max distinct hashes are held (16 bytes each, load <= 3/4, so the
+ * table is at most 2^ceil(log2(4/3 max)) slots); once full, a new hash is
+ * looked up but not added. */
 typedef struct {
     uint64_t *keys; /* hash (0 is remapped to 1) */
     uint64_t *first;
-    size_t cap, n;
+    size_t cap, n, max;
 } hset;
 
+/* 1: duplicate (*first set); 0: new, added; 2: new, not added (set full). */
 static int hset_insert(hset *h, uint64_t key, uint64_t idx, uint64_t *first) {
     if (key == 0) key = 1;
+    if (h->n >= h->max) {
+        if (!h->cap) return 2;
+        size_t j = key & (h->cap - 1);
+        while (h->keys[j]) {
+            if (h->keys[j] == key) {
+                *first = h->first[j];
+                return 1;
+            }
+            j = (j + 1) & (h->cap - 1);
+        }
+        return 2;
+    }
     if ((h->n + 1) * 4 > h->cap * 3) {
         size_t nc = h->cap ? h->cap * 2 : 1 << 12;
         uint64_t *nk = calloc(nc, sizeof *nk), *nf = malloc(nc * sizeof *nf);
@@ -522,14 +539,15 @@ typedef struct {
 typedef struct {
     analyzer *a;
     ds_lint_report *rep;
-    uint32_t *lens;   /* bytes per doc (capped at 4G) for the median */
-    uint32_t *counts; /* tokens per doc (hist) */
-    size_t n_docs, cap_lens, cap_counts;
+    ds_lenhist lens;  /* bytes per doc: median, outlier count */
+    ds_lenhist counts; /* tokens per doc (hist percentiles) */
+    ds_hist *hist;    /* hist: sums streamed per document */
     uint64_t hist_bytes, hist_skipped;
     hset dup;
     big_doc *big;     /* min-heap of the largest docs (outlier candidates) */
     size_t n_big, cap_big;
     const char *last_file;
+    size_t ex_cap[DS_RULE_COUNT]; /* allocated examples per rule */
 } agg;
 
 static void add_example(agg *g, int rule, const item *it, uint64_t pos, uint64_t value, const char *note) {
@@ -537,10 +555,15 @@ static void add_example(agg *g, int rule, const item *it, uint64_t pos, uint64_t
     f->count++;
     size_t maxex = g->a->o->max_examples;
     if (f->n_examples >= maxex) return;
-    if (!f->examples) {
-        f->examples = calloc(maxex, sizeof *f->examples);
-        if (!f->examples) return;
+    if (f->n_examples == g->ex_cap[rule]) { /* grows with the examples found, not with max_examples */
+        size_t nc = g->ex_cap[rule] ? g->ex_cap[rule] * 2 : 8;
+        if (nc > maxex) nc = maxex;
+        ds_lint_example *ne = realloc(f->examples, nc * sizeof *ne);
+        if (!ne) return;
+        f->examples = ne;
+        g->ex_cap[rule] = nc;
     }
+    memset(&f->examples[f->n_examples], 0, sizeof *f->examples);
     ds_lint_example *e = &f->examples[f->n_examples];
     e->file = strdup(it->file);
     if (!e->file) return;
@@ -551,18 +574,6 @@ static void add_example(agg *g, int rule, const item *it, uint64_t pos, uint64_t
     e->value = value;
     snprintf(e->note, sizeof e->note, "%s", note ? note : "");
     f->n_examples++;
-}
-
-static int push_u32(uint32_t **v, size_t n, size_t *cap, uint32_t x) {
-    if (n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 4096;
-        uint32_t *nv = realloc(*v, nc * sizeof *nv);
-        if (!nv) return DS_ERR_NOMEM;
-        *v = nv;
-        *cap = nc;
-    }
-    (*v)[n] = x;
-    return DS_OK;
 }
 
 static void heap_push(agg *g, uint64_t len, const item *it) {
@@ -654,14 +665,12 @@ static int aggregate(agg *g, batch *b) {
             rep->bytes += len;
             if (g->a->tok) rep->tokens += r->tokens;
         }
-        if (g->a->tok && o->hist) {
-            if (push_u32(&g->counts, g->n_docs, &g->cap_counts, (uint32_t)r->tokens)) return DS_ERR_NOMEM;
+        if (g->hist) {
+            if (ds_hist_add(g->hist, &g->counts, r->tokens)) return DS_ERR_NOMEM;
             g->hist_bytes += len;
         }
-        if (rep && push_u32(&g->lens, g->n_docs, &g->cap_lens, len > UINT32_MAX ? UINT32_MAX : (uint32_t)len))
-            return DS_ERR_NOMEM;
-        g->n_docs++;
         if (!rep) continue;
+        if (ds_lenhist_add(&g->lens, len)) return DS_ERR_NOMEM;
         /* in-document rules, in rule order */
         for (int rule = 0; rule < DS_RULE_COUNT; rule++) {
             if (!(r->hits & (1u << rule))) continue;
@@ -718,6 +727,7 @@ static int aggregate(agg *g, batch *b) {
             uint64_t first;
             int d = hset_insert(&g->dup, r->hash, it->index, &first);
             if (d < 0) return d;
+            if (d == 2) rep->dup_untracked++;
             if (d == 1) {
                 snprintf(note, sizeof note, "same text as record #%llu", (unsigned long long)first);
                 add_example(g, DS_RULE_DUPLICATE, it, 0, first, note);
@@ -728,47 +738,42 @@ static int aggregate(agg *g, batch *b) {
     return DS_OK;
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
 static int cmp_big_desc(const void *a, const void *b) {
     const big_doc *x = a, *y = b;
     if (x->len != y->len) return x->len > y->len ? -1 : 1;
     return x->ex.index < y->ex.index ? -1 : x->ex.index > y->ex.index;
 }
 
-static void finish_outliers(agg *g) {
+static int finish_outliers(agg *g) {
     ds_lint_report *rep = g->rep;
     const ds_analyze_opts *o = g->a->o;
-    if (!g->n_docs) return;
-    uint32_t *tmp = malloc(g->n_docs * sizeof *tmp);
-    if (!tmp) return;
-    memcpy(tmp, g->lens, g->n_docs * sizeof *tmp);
-    qsort(tmp, g->n_docs, sizeof *tmp, cmp_u32);
-    uint64_t med = tmp[(g->n_docs - 1) / 2];
+    uint64_t n = g->lens.total;
+    if (!n) return DS_OK;
+    uint64_t med_rank = (n - 1) / 2 + 1, med;
+    if (ds_lenhist_ranks(&g->lens, &med_rank, &med, 1)) return DS_ERR_NOMEM;
     rep->median_bytes = med;
+    rep->median_approximate = g->lens.coarse;
     double factor = o->outlier_factor > 0 ? o->outlier_factor : 100.0;
     uint64_t minb = o->outlier_min_bytes ? o->outlier_min_bytes : (1u << 20);
     double thr = factor * (double)(med ? med : 1);
     if (thr < (double)minb) thr = (double)minb;
     uint64_t count = 0;
-    for (size_t i = 0; i < g->n_docs; i++)
-        if ((double)tmp[i] > thr) count++;
-    free(tmp);
+    if (ds_lenhist_count_above(&g->lens, thr, &count)) return DS_ERR_NOMEM;
     qsort(g->big, g->n_big, sizeof *g->big, cmp_big_desc);
     ds_lint_finding *f = &rep->rules[DS_RULE_OUTLIER];
     f->count = count;
     size_t maxex = o->max_examples;
     for (size_t i = 0; i < g->n_big && f->n_examples < maxex; i++) {
         if ((double)g->big[i].len <= thr) break;
-        if (!f->examples && !(f->examples = calloc(maxex, sizeof *f->examples))) return;
+        if (!f->examples && !(f->examples = calloc(maxex < g->n_big ? maxex : g->n_big, sizeof *f->examples)))
+            return DS_ERR_NOMEM;
         ds_lint_example *e = &f->examples[f->n_examples++];
         *e = g->big[i].ex;
         g->big[i].ex.file = NULL;
         snprintf(e->note, sizeof e->note, "%llu bytes = %.0fx the median (%llu)", (unsigned long long)g->big[i].len,
                  (double)g->big[i].len / (double)(med ? med : 1), (unsigned long long)med);
     }
+    return DS_OK;
 }
 
 static int fill_batch(ds_reader *rd, batch *b, uint64_t batch_bytes, int *eof, char *err, size_t errlen) {
@@ -859,12 +864,20 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
     g.a = &a;
     g.cap_big = o.max_examples > 64 ? o.max_examples : 64;
     g.big = calloc(g.cap_big, sizeof *g.big);
+    g.dup.max = o.max_dup_docs ? (size_t)o.max_dup_docs : (size_t)DS_DUP_DEFAULT_MAX;
+    if (o.hist && !(g.hist = calloc(1, sizeof *g.hist))) {
+        ds_reader_free(rd);
+        free(g.big);
+        return DS_ERR_NOMEM;
+    }
+    if (g.hist) ds_hist_begin(g.hist, o.seq_len);
     if (o.lint) {
         g.rep = calloc(1, sizeof *g.rep);
         if (!g.rep || !g.big) {
             ds_reader_free(rd);
             free(g.rep);
             free(g.big);
+            free(g.hist);
             return DS_ERR_NOMEM;
         }
         g.rep->seq_len = o.seq_len;
@@ -927,23 +940,22 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
         free(bt[i].arena);
     }
 
-    if (rc == DS_OK && g.rep) finish_outliers(&g);
-    ds_hist *h = NULL;
-    if (rc == DS_OK && o.hist) {
-        h = calloc(1, sizeof *h);
-        if (!h) rc = DS_ERR_NOMEM;
-        else {
-            rc = ds_hist_compute(h, g.counts, g.n_docs, o.seq_len);
-            h->bytes = g.hist_bytes;
-            h->skipped = g.hist_skipped;
-            snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tk_name(a.tok));
-        }
+    if (rc == DS_OK && g.rep) {
+        rc = finish_outliers(&g);
+        g.rep->dup_tracked = g.dup.n;
+    }
+    ds_hist *h = g.hist;
+    if (rc == DS_OK && h) {
+        rc = ds_hist_end(h, &g.counts);
+        h->bytes = g.hist_bytes;
+        h->skipped = g.hist_skipped;
+        snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tk_name(a.tok));
     }
     ds_reader_free(rd);
     for (size_t i = 0; i < g.n_big; i++) free(g.big[i].ex.file);
     free(g.big);
-    free(g.lens);
-    free(g.counts);
+    ds_lenhist_free(&g.lens);
+    ds_lenhist_free(&g.counts);
     free(g.dup.keys);
     free(g.dup.first);
     if (rc != DS_OK) {

@@ -140,9 +140,11 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
  * One streaming pass over the inputs: the reader runs on the calling thread,
  * documents are checked (one byte pass + one tk_count each) on worker
  * threads in batches, and results are merged in input order, so reports do
- * not depend on the thread count. Memory: two batches of text, 4 bytes per
- * document (lengths / token counts, for exact medians and percentiles) and
- * 16 bytes per distinct document (duplicate detection). */
+ * not depend on the thread count. Memory does not grow with the document
+ * count: two batches of text (2 x (batch_bytes + the largest record)), two
+ * exact length histograms (<= 8.5 MiB each, see docs/lint-rules.md), the
+ * duplicate set (16 bytes per distinct document up to max_dup_docs, 128 MiB
+ * by default) and max_examples examples per rule. */
 
 struct tk_tokenizer;
 
@@ -201,7 +203,10 @@ typedef struct {
     double min_bytes_per_token;     /* low-bytes-per-token below this (1.5), mostly-ASCII docs ... */
     uint64_t bpt_min_bytes;         /* ... for documents of at least this many bytes (1024) */
     uint64_t batch_bytes;           /* text per batch (8 MiB) */
+    uint64_t max_dup_docs;          /* duplicate: distinct documents remembered (0: DS_DUP_DEFAULT_MAX;
+                                       16 bytes each, the table is <= 2^ceil(log2(4/3 x this)) slots) */
 } ds_analyze_opts;
+#define DS_DUP_DEFAULT_MAX ((uint64_t)6291456) /* 3/4 of 2^23 slots: a 128 MiB table */
 void ds_analyze_opts_init(ds_analyze_opts *o);
 
 typedef struct {
@@ -228,6 +233,11 @@ typedef struct {
     int has_tokens;
     uint64_t seq_len, max_doc_bytes;
     char tokenizer[64];
+    int median_approximate;   /* 1: median_bytes / outlier-doc count are bucket-accurate (1/64), see
+                                 ds_hist.approximate; set only for > 2^18 distinct sizes >= 64 KiB */
+    uint64_t dup_tracked;     /* distinct documents held for duplicate detection */
+    uint64_t dup_untracked;   /* distinct documents seen after the set was full (max_dup_docs): they were
+                                 compared with the tracked ones only, not with each other */
 } ds_lint_report;
 
 /* Token-count statistics (hist). Counts exclude any end-of-text token. */
@@ -248,6 +258,9 @@ typedef struct {
     uint64_t bin_docs[DS_HIST_MAX_BINS];
     uint64_t bin_tokens[DS_HIST_MAX_BINS];
     char tokenizer[64];
+    int approximate;                       /* 1: over 2^18 distinct counts >= 65536 were seen, so a
+                                              percentile >= 65536 is its bucket's lower end: at most
+                                              1/64 below the exact value (min, max, sums stay exact) */
 } ds_hist;
 
 /* Run lint and/or hist in one pass. Either output may be NULL. <0 on a

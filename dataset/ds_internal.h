@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ds.h"
+
 #if defined(__GNUC__)
 #define DS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
@@ -61,5 +63,41 @@ size_t ds_fix_lone_surrogates(uint8_t *p, size_t n);
 ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts,
                              ds_jscan_buf *buf, ds_jscan_result *res);
 void ds_jscan_buf_free(ds_jscan_buf *buf);
+
+/* ------------------------------------------------------------ lenhist.c
+ * Exact histogram of document lengths (bytes or tokens) with bounded memory,
+ * replacing the former 4-bytes-per-document arrays of lint/hist. Values below
+ * DS_LH_DENSE are counted in a flat array (512 KiB, allocated on first use);
+ * larger values in an open-addressing map of at most DS_LH_SPARSE_MAX
+ * distinct values (<= 8 MiB). Up to that cap every rank is exact. A new
+ * distinct value beyond the cap switches the map to coarse mode for good:
+ * values >= DS_LH_DENSE are then rounded down to 7 significant bits (64
+ * buckets per power of two, <= 3072 buckets), so a rank above DS_LH_DENSE is
+ * the lower end of its bucket: at most 1/64 below the true value. */
+#define DS_LH_DENSE ((uint64_t)1 << 16)
+#define DS_LH_SPARSE_MAX ((size_t)1 << 18)
+typedef struct {
+    uint64_t *dense;   /* DS_LH_DENSE counts, or NULL while unused */
+    uint64_t *keys;    /* sparse values (>= DS_LH_DENSE; 0 = empty slot) */
+    uint64_t *counts;
+    size_t cap, n;     /* slots (power of two), used slots */
+    size_t sparse_max; /* distinct sparse values before coarse mode (0: DS_LH_SPARSE_MAX) */
+    uint64_t total;    /* values added */
+    int coarse;        /* 1: values >= DS_LH_DENSE are bucketed (see above) */
+} ds_lenhist;
+int ds_lenhist_add(ds_lenhist *h, uint64_t v);  /* DS_OK or DS_ERR_NOMEM */
+/* Value of each 1-based rank (ranks[i] in 1..total, any order): the smallest
+ * value v with at least rank values <= v (bucket lower end in coarse mode). */
+int ds_lenhist_ranks(const ds_lenhist *h, const uint64_t *ranks, uint64_t *out, size_t n);
+/* Number of values > thr (coarse mode: a bucket counts when its lower end is
+ * > thr). DS_ERR_NOMEM leaves *out 0. */
+int ds_lenhist_count_above(const ds_lenhist *h, double thr, uint64_t *out);
+void ds_lenhist_free(ds_lenhist *h);
+
+/* hist.c: streaming form of ds_hist_compute (exact sums, min, max, bins,
+ * policies per document; percentiles from the ds_lenhist at the end). */
+void ds_hist_begin(ds_hist *h, uint64_t seq_len);
+int ds_hist_add(ds_hist *h, ds_lenhist *lh, uint64_t tokens);
+int ds_hist_end(ds_hist *h, const ds_lenhist *lh);
 
 #endif

@@ -9,21 +9,6 @@
 #include "ds.h"
 #include "ds_internal.h"
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile on sorted data: the smallest value with at least
- * q*n values <= it. */
-static uint64_t pct(const uint32_t *s, size_t n, double q) {
-    if (!n) return 0;
-    double r = ceil(q * (double)n);
-    size_t k = r < 1 ? 0 : (size_t)r - 1;
-    if (k >= n) k = n - 1;
-    return s[k];
-}
-
 static size_t bin_of(uint64_t t) {
     if (t == 0) return 0;
     size_t b = 1;
@@ -31,8 +16,9 @@ static size_t bin_of(uint64_t t) {
     return b; /* [2^(b-1), 2^b) */
 }
 
-int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_len) {
-    if (!h || (n && !counts)) return DS_ERR_ARG;
+/* Reset h for a new run, keeping tokenizer, bytes and skipped (filled by
+ * the caller). */
+void ds_hist_begin(ds_hist *h, uint64_t seq_len) {
     char tok[sizeof h->tokenizer];
     memcpy(tok, h->tokenizer, sizeof tok);
     uint64_t bytes = h->bytes, skipped = h->skipped;
@@ -41,49 +27,73 @@ int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_l
     h->bytes = bytes;
     h->skipped = skipped;
     h->seq_len = seq_len;
-    h->docs = n;
-    if (!n) return DS_OK;
-    uint32_t *s = malloc(n * sizeof *s);
-    if (!s) return DS_ERR_NOMEM;
-    memcpy(s, counts, n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_u32);
-    uint64_t L = seq_len;
-    size_t maxbin = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t t = counts[i];
-        h->tokens += t;
-        size_t b = bin_of(t);
-        h->bin_docs[b]++;
-        h->bin_tokens[b] += t;
-        if (b > maxbin) maxbin = b;
-        if (L) {
-            if (t > L) {
-                h->docs_over++;
-                h->tokens_over += t;
-                h->trunc_lost += t - L;
-                h->drop_docs++;
-                h->drop_tokens += t;
-            }
-            h->chunk_rows += t ? (t + L - 1) / L : 0;
-            h->pad_rows++;
-            h->pad_waste += t < L ? L - t : 0;
+}
+
+/* One document: every sum, bin and policy is exact and streamed; only the
+ * percentiles need the distribution (lh). */
+int ds_hist_add(ds_hist *h, ds_lenhist *lh, uint64_t t) {
+    if (ds_lenhist_add(lh, t)) return DS_ERR_NOMEM;
+    uint64_t L = h->seq_len;
+    if (!h->docs || t < h->min) h->min = t;
+    if (t > h->max) h->max = t;
+    h->docs++;
+    h->tokens += t;
+    size_t b = bin_of(t);
+    h->bin_docs[b]++;
+    h->bin_tokens[b] += t;
+    if (b + 1 > h->n_bins) h->n_bins = b + 1;
+    if (L) {
+        if (t > L) {
+            h->docs_over++;
+            h->tokens_over += t;
+            h->trunc_lost += t - L;
+            h->drop_docs++;
+            h->drop_tokens += t;
         }
+        h->chunk_rows += t ? (t + L - 1) / L : 0;
+        h->pad_rows++;
+        h->pad_waste += t < L ? L - t : 0;
     }
-    h->n_bins = maxbin + 1;
+    return DS_OK;
+}
+
+/* Nearest-rank percentile: the smallest value with at least q*n values <= it. */
+static uint64_t rank_of(uint64_t n, double q) {
+    double r = ceil(q * (double)n);
+    uint64_t k = r < 1 ? 1 : (uint64_t)r;
+    return k > n ? n : k;
+}
+
+int ds_hist_end(ds_hist *h, const ds_lenhist *lh) {
+    uint64_t n = h->docs;
+    if (!n) return DS_OK;
     h->mean = (double)h->tokens / (double)n;
-    h->min = s[0];
-    h->max = s[n - 1];
-    h->p50 = pct(s, n, 0.50);
-    h->p90 = pct(s, n, 0.90);
-    h->p99 = pct(s, n, 0.99);
-    h->p999 = pct(s, n, 0.999);
+    uint64_t ranks[4] = {rank_of(n, 0.50), rank_of(n, 0.90), rank_of(n, 0.99), rank_of(n, 0.999)}, v[4];
+    if (ds_lenhist_ranks(lh, ranks, v, 4)) return DS_ERR_NOMEM;
+    h->p50 = v[0];
+    h->p90 = v[1];
+    h->p99 = v[2];
+    h->p999 = v[3];
+    h->approximate = lh->coarse;
+    uint64_t L = h->seq_len;
     if (L) {
         uint64_t packed = h->tokens + n; /* one separator token per document */
         h->pack_rows = (packed + L - 1) / L;
         h->pack_util = (double)packed / ((double)h->pack_rows * (double)L);
     }
-    free(s);
     return DS_OK;
+}
+
+int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_len) {
+    if (!h || (n && !counts)) return DS_ERR_ARG;
+    ds_hist_begin(h, seq_len);
+    ds_lenhist lh;
+    memset(&lh, 0, sizeof lh);
+    int rc = DS_OK;
+    for (size_t i = 0; i < n && rc == DS_OK; i++) rc = ds_hist_add(h, &lh, counts[i]);
+    if (rc == DS_OK) rc = ds_hist_end(h, &lh);
+    ds_lenhist_free(&lh);
+    return rc;
 }
 
 static double share(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
@@ -103,6 +113,10 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
     fprintf(f, "per doc     mean %.1f  p50 %llu  p90 %llu  p99 %llu  p99.9 %llu  max %llu\n", h->mean,
             (unsigned long long)h->p50, (unsigned long long)h->p90, (unsigned long long)h->p99,
             (unsigned long long)h->p999, (unsigned long long)h->max);
+    if (h->approximate)
+        fprintf(f, "            (approximate: over %zu distinct counts >= %llu, so percentiles >= %llu are within 1/64 "
+                   "below the exact value)\n",
+                DS_LH_SPARSE_MAX, (unsigned long long)DS_LH_DENSE, (unsigned long long)DS_LH_DENSE);
     uint64_t peak = 0;
     for (size_t b = 0; b < h->n_bins; b++)
         if (h->bin_docs[b] > peak) peak = h->bin_docs[b];
@@ -146,6 +160,7 @@ int ds_hist_write_json(const ds_hist *h, FILE *f) {
     fprintf(f, "\"min\":%llu,\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu,",
             (unsigned long long)h->min, (unsigned long long)h->p50, (unsigned long long)h->p90,
             (unsigned long long)h->p99, (unsigned long long)h->p999, (unsigned long long)h->max);
+    if (h->approximate) fprintf(f, "\"percentiles_approximate\":true,");
     fprintf(f, "\"bins\":[");
     for (size_t b = 0; b < h->n_bins; b++) {
         uint64_t lo = b ? 1ULL << (b - 1) : 0, hi = b ? (1ULL << b) - 1 : 0;

@@ -61,6 +61,10 @@ int ds_lint_write_json(const ds_lint_report *r, FILE *f) {
         fprintf(f, ",\"tokens\":%llu,", (unsigned long long)r->tokens);
     }
     if (r->seq_len) fprintf(f, "\"seq_len\":%llu,", (unsigned long long)r->seq_len);
+    if (r->median_approximate) fprintf(f, "\"median_approximate\":true,");
+    if (r->dup_untracked)
+        fprintf(f, "\"duplicates_tracked\":%llu,\"duplicates_untracked\":%llu,", (unsigned long long)r->dup_tracked,
+                (unsigned long long)r->dup_untracked);
     fprintf(f, "\"max_doc_bytes\":%llu,\"findings\":[", (unsigned long long)r->max_doc_bytes);
     int first = 1;
     for (int i = 0; i < DS_RULE_COUNT; i++) {
@@ -92,11 +96,24 @@ int ds_lint_write_json(const ds_lint_report *r, FILE *f) {
     return ferror(f) ? DS_ERR_IO : DS_OK;
 }
 
+/* Where a memory bound made a result partial (never for ordinary corpora). */
+static void print_limits(const ds_lint_report *r, FILE *f) {
+    if (r->dup_untracked)
+        fprintf(f, "note: duplicate detection remembered the first %llu distinct documents; %llu later ones were "
+                   "compared with those only, not with each other\n",
+                (unsigned long long)r->dup_tracked, (unsigned long long)r->dup_untracked);
+    if (r->median_approximate)
+        fprintf(f, "note: over %zu distinct document sizes >= %llu bytes: median and outlier-doc count are "
+                   "accurate to 1/64 there\n",
+                DS_LH_SPARSE_MAX, (unsigned long long)DS_LH_DENSE);
+}
+
 int ds_lint_print(const ds_lint_report *r, FILE *f) {
     fprintf(f, "%llu records, %llu documents, %llu bytes in %llu file(s)", (unsigned long long)r->records,
             (unsigned long long)r->docs, (unsigned long long)r->bytes, (unsigned long long)r->files);
     if (r->has_tokens) fprintf(f, ", %llu tokens (%s)", (unsigned long long)r->tokens, r->tokenizer);
     fprintf(f, "\n");
+    print_limits(r, f);
     int any = 0;
     for (int i = 0; i < DS_RULE_COUNT; i++) any |= r->rules[i].count != 0;
     if (!any) {

@@ -120,26 +120,59 @@ static int list_push(in_list *l, const char *path, in_kind kind, int zst) {
     return DS_OK;
 }
 
+/* Limits of the folder walk (docs/reader.md): an untrusted tree cannot make
+ * the walk loop, recurse without end, or hold unbounded names in memory. */
+#define DS_MAX_DEPTH 64                        /* nested folders below an input folder */
+#define DS_MAX_INPUT_FILES ((size_t)1 << 22)   /* dataset files over all inputs */
+#define DS_MAX_DIR_ENTRIES ((size_t)1 << 22)   /* entries listed in one folder */
+#define DS_MAX_PATH 4096                       /* bytes of one path */
+
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISDIR(m) ? "a folder" : S_ISLNK(m) ? "a symbolic link" : "not a file";
+}
+
+/* The folders being walked, innermost first: a folder that is its own
+ * ancestor (a bind mount, or one swapped for a link mid-walk) is a loop. */
+typedef struct dir_chain {
+    dev_t dev;
+    ino_t ino;
+    const struct dir_chain *up;
+} dir_chain;
+
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int walk_dir(in_list *l, const char *dir, int depth, char *err, size_t errlen) {
-    if (depth > 64) {
-        ds_set_err(err, errlen, "%s: folders nested too deep", dir);
-        return DS_ERR_IO;
-    }
-    DIR *d = opendir(dir);
+/* Reads the names in the folder open at fd (closed here), sorted. */
+static int list_dir(int fd, const char *dir, char ***out, size_t *out_n, char *err, size_t errlen) {
+    *out = NULL;
+    *out_n = 0;
+    DIR *d = fdopendir(fd);
     if (!d) {
         ds_set_err(err, errlen, "%s: %s", dir, strerror(errno));
+        close(fd);
         return DS_ERR_IO;
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
     int rc = DS_OK;
-    struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            if (errno) {
+                ds_set_err(err, errlen, "%s: %s", dir, strerror(errno));
+                rc = DS_ERR_IO;
+            }
+            break;
+        }
         if (e->d_name[0] == '.') continue; /* ., .., hidden files */
+        if (n == DS_MAX_DIR_ENTRIES) {
+            ds_set_err(err, errlen, "%s: more than %zu entries in one folder", dir, DS_MAX_DIR_ENTRIES);
+            rc = DS_ERR_IO;
+            break;
+        }
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 32;
             char **nn = realloc(names, nc * sizeof *nn);
@@ -151,20 +184,94 @@ static int walk_dir(in_list *l, const char *dir, int depth, char *err, size_t er
         n++;
     }
     closedir(d);
-    if (rc == DS_OK) qsort(names, n, sizeof *names, cmp_str);
+    if (rc == DS_OK && n > 1) qsort(names, n, sizeof *names, cmp_str); /* names is NULL when n == 0 */
+    if (rc != DS_OK) {
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        return rc;
+    }
+    *out = names;
+    *out_n = n;
+    return DS_OK;
+}
+
+/* Adds the dataset files below dir (open at fd, which is consumed). Entries
+ * that are not dataset files by name are skipped whatever they are; a
+ * dataset-named entry that is not a regular file (FIFO, socket, device,
+ * dangling link) is an error rather than silently missing data or a read
+ * that blocks. Symbolic links to files are followed, to folders not. */
+static int walk_dir(in_list *l, int fd, const char *dir, const dir_chain *up, int depth, char *err, size_t errlen) {
+    struct stat ds;
+    if (fstat(fd, &ds) != 0) {
+        ds_set_err(err, errlen, "%s: %s", dir, strerror(errno));
+        close(fd);
+        return DS_ERR_IO;
+    }
+    for (const dir_chain *c = up; c; c = c->up)
+        if (c->dev == ds.st_dev && c->ino == ds.st_ino) {
+            ds_set_err(err, errlen, "%s: folder loop (the folder contains itself)", dir);
+            close(fd);
+            return DS_ERR_IO;
+        }
+    if (depth > DS_MAX_DEPTH) {
+        ds_set_err(err, errlen, "%s: folders nested more than %d deep", dir, DS_MAX_DEPTH);
+        close(fd);
+        return DS_ERR_IO;
+    }
+    dir_chain self = {ds.st_dev, ds.st_ino, up};
+    char **names;
+    size_t n;
+    int rc = list_dir(fd, dir, &names, &n, err, errlen);
+    if (rc != DS_OK) return rc;
+    size_t dl = strlen(dir);
     for (size_t i = 0; i < n && rc == DS_OK; i++) {
-        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        size_t len = dl + strlen(names[i]) + 2;
+        if (len > DS_MAX_PATH) {
+            ds_set_err(err, errlen, "%s/%.40s...: path longer than %d bytes", dir, names[i], DS_MAX_PATH);
+            rc = DS_ERR_IO;
+            break;
+        }
         char *p = malloc(len);
         if (!p) { rc = DS_ERR_NOMEM; break; }
         snprintf(p, len, "%s/%s", dir, names[i]);
+        in_kind k;
+        int z;
+        int data = classify(p, &k, &z);
         struct stat ls, st;
-        if (lstat(p, &ls) == 0 && stat(p, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) {
-                if (!S_ISLNK(ls.st_mode)) rc = walk_dir(l, p, depth + 1, err, errlen);
-            } else if (S_ISREG(st.st_mode)) {
-                in_kind k;
-                int z;
-                if (classify(p, &k, &z)) rc = list_push(l, p, k, z);
+        if (lstat(p, &ls) != 0) {
+            if (data) { /* vanished while listing */
+                ds_set_err(err, errlen, "%s: %s", p, strerror(errno));
+                rc = DS_ERR_IO;
+            }
+        } else if (S_ISDIR(ls.st_mode)) {
+            int sub = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+            if (sub < 0) {
+                ds_set_err(err, errlen, "%s: %s", p, strerror(errno));
+                rc = DS_ERR_IO;
+            } else {
+                rc = walk_dir(l, sub, p, &self, depth + 1, err, errlen);
+            }
+        } else if (data) {
+            int lnk = S_ISLNK(ls.st_mode);
+            if (lnk && stat(p, &st) != 0) {
+                ds_set_err(err, errlen, "%s: symbolic link to nothing readable (%s)", p, strerror(errno));
+                rc = DS_ERR_IO;
+            } else if (!lnk) {
+                st = ls;
+            }
+            if (rc == DS_OK && S_ISDIR(st.st_mode)) {
+                /* a link to a folder: not followed (loops, trees outside the input) */
+            } else if (rc == DS_OK && !S_ISREG(st.st_mode)) {
+                ds_set_err(err, errlen, "%s: %s, not a regular file; remove it from the folder (a reader would block)",
+                           p, file_kind(st.st_mode));
+                rc = DS_ERR_IO;
+            } else if (rc == DS_OK) {
+                if (l->n >= DS_MAX_INPUT_FILES) {
+                    ds_set_err(err, errlen, "%s: more than %zu input files", dir, DS_MAX_INPUT_FILES);
+                    rc = DS_ERR_IO;
+                } else {
+                    rc = list_push(l, p, k, z);
+                }
             }
         }
         free(p);
@@ -185,6 +292,7 @@ struct ds_reader {
     size_t cur;           /* index of the current file */
     int open;             /* a file is open */
     int fd;
+    int is_stdin;         /* fd is 0, not ours to close */
     int eof_raw;          /* raw input exhausted */
     int is_zst;
     in_kind kind;
@@ -213,7 +321,7 @@ struct ds_reader {
 
 static void close_file(ds_reader *r) {
     if (r->open) {
-        if (r->fd > 0) close(r->fd);
+        if (r->fd >= 0 && !r->is_stdin) close(r->fd);
         r->open = 0;
         r->fd = -1;
     }
@@ -277,11 +385,26 @@ int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_o
             if (!d) { rc = DS_ERR_NOMEM; break; }
             size_t dl = strlen(d);
             while (dl > 1 && d[dl - 1] == '/') d[--dl] = 0;
-            rc = walk_dir(&r->files, d, 0, err, errlen);
+            int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+            if (fd < 0) {
+                ds_set_err(err, errlen, "%s: %s", d, strerror(errno));
+                rc = DS_ERR_IO;
+            } else {
+                rc = walk_dir(&r->files, fd, d, NULL, 0, err, errlen);
+            }
             free(d);
             if (rc == DS_OK && r->files.n == before) {
                 /* an empty folder is not an error, just nothing to read */
             }
+        } else if (!S_ISREG(st.st_mode)) {
+            /* A pipe is read only as "-": a FIFO, /dev/fd/N from <(...) or a
+             * device named as a file could block or never end. */
+            ds_set_err(err, errlen, "%s: %s, not a regular file; use - to read from standard input", p,
+                       file_kind(st.st_mode));
+            rc = DS_ERR_IO;
+        } else if (r->files.n >= DS_MAX_INPUT_FILES) {
+            ds_set_err(err, errlen, "%s: more than %zu input files", p, DS_MAX_INPUT_FILES);
+            rc = DS_ERR_IO;
         } else {
             in_kind k;
             int z;
@@ -321,10 +444,14 @@ static int open_file(ds_reader *r, char *err, size_t errlen) {
     in_file *f = &r->files.v[r->cur];
     if (strcmp(f->path, "-") == 0) {
         r->fd = 0;
+        r->is_stdin = 1;
     } else {
-        r->fd = open(f->path, O_RDONLY);
+        r->is_stdin = 0;
+        /* regular files only, checked again at open time: the file may have
+         * been replaced by a FIFO since the input list was made */
+        r->fd = ds_open_regular(f->path, err, errlen);
         if (r->fd < 0) {
-            ds_set_err(err, errlen, "%s: %s", f->path, strerror(errno));
+            r->fd = -1;
             return DS_ERR_IO;
         }
 #ifdef POSIX_FADV_SEQUENTIAL
