@@ -128,7 +128,7 @@ static int list_push(in_list *l, const char *path, in_kind kind, int zst) {
 #define DS_MAX_PATH 4096                       /* bytes of one path */
 
 static const char *file_kind(mode_t m) {
-    return S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
+    return S_ISFIFO(m) ? "a pipe or FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
          : S_ISBLK(m) ? "a block device" : S_ISDIR(m) ? "a folder" : S_ISLNK(m) ? "a symbolic link" : "not a file";
 }
 
@@ -227,7 +227,7 @@ static int walk_dir(in_list *l, int fd, const char *dir, const dir_chain *up, in
     for (size_t i = 0; i < n && rc == DS_OK; i++) {
         size_t len = dl + strlen(names[i]) + 2;
         if (len > DS_MAX_PATH) {
-            ds_set_err(err, errlen, "%s/%.40s...: path longer than %d bytes", dir, names[i], DS_MAX_PATH);
+            ds_set_err(err, errlen, "path longer than %d bytes: %.160s.../%.40s", DS_MAX_PATH, dir, names[i]);
             rc = DS_ERR_IO;
             break;
         }

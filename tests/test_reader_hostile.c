@@ -1,0 +1,362 @@
+/* test_reader_hostile.c - hostile input trees for the dataset reader and the
+ * bounded-memory structures of lint/hist (issue 12 items 6, 8, 9):
+ * empty (sub)folders (qsort(NULL) before; run it under ASan/UBSan), FIFOs,
+ * sockets and devices inside folders and named directly (refused, never a
+ * blocking read; "-" stays the way to read a pipe), symlink loops, dangling
+ * links, deep nesting, over-long paths; exact length histograms (ranks equal
+ * a sort), their coarse mode past the cap (within 1/64, flagged), the
+ * duplicate-set cap (report counts what was not tracked), and the examples
+ * arrays growing with what was found. An alarm turns any hang into a failure. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ds.h"
+#include "ds_internal.h"
+#include "test_check.h"
+
+static char tmpdir[256];
+
+static const char *path_of(const char *rel) {
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) & 3;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, rel);
+    return buf[k];
+}
+
+static void put(const char *rel, const char *text) {
+    FILE *f = fopen(path_of(rel), "w");
+    if (!f || fputs(text, f) < 0 || fclose(f)) {
+        fprintf(stderr, "cannot write %s\n", rel);
+        exit(1);
+    }
+}
+
+static void mkd(const char *rel) {
+    if (mkdir(path_of(rel), 0700) && errno != EEXIST) {
+        fprintf(stderr, "mkdir %s: %s\n", rel, strerror(errno));
+        exit(1);
+    }
+}
+
+/* Opens and reads every record of one input. Returns the open/read status;
+ * *n gets the number of records, err the message. */
+static int read_input(const char *path, uint64_t *n, char *err, size_t errlen) {
+    const char *in[] = {path};
+    ds_reader *r = NULL;
+    *n = 0;
+    err[0] = 0;
+    int rc = ds_reader_open(in, 1, NULL, &r, err, errlen);
+    if (rc) return rc;
+    ds_record rec;
+    while ((rc = ds_reader_next(r, &rec, err, errlen)) == 1) (*n)++;
+    ds_reader_free(r);
+    return rc;
+}
+
+static void folders(void) {
+    char err[512];
+    uint64_t n;
+    /* empty folder, empty subfolders (qsort(NULL, 0) before), a folder of
+     * only hidden entries */
+    mkd("empty");
+    CHECK(read_input(path_of("empty"), &n, err, sizeof err) == 0 && n == 0, "empty folder: %s", err);
+    mkd("tree");
+    mkd("tree/a");
+    mkd("tree/a/empty");
+    mkd("tree/b");
+    mkd("tree/hidden");
+    put("tree/hidden/.x.jsonl", "{\"text\":\"hidden\"}\n");
+    put("tree/a/one.jsonl", "{\"text\":\"one\"}\n{\"text\":\"two\"}\n");
+    put("tree/b/z.txt", "three");
+    put("tree/notes.md", "not a dataset file");
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == 0 && n == 3, "tree with empty folders: n=%llu %s",
+          (unsigned long long)n, err);
+
+    /* symlink loops: a link to the parent, to itself, to the root folder;
+     * links to folders are not followed, so the walk ends */
+    CHECK(symlink("..", path_of("tree/a/up")) == 0);
+    CHECK(symlink(".", path_of("tree/b/self")) == 0);
+    CHECK(symlink(tmpdir, path_of("tree/root")) == 0);
+    CHECK(symlink("loop2.jsonl", path_of("tree/loop1.jsonl")) == 0); /* ELOOP on a dataset name */
+    CHECK(symlink("loop1.jsonl", path_of("tree/loop2.jsonl")) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "loop1.jsonl") &&
+              strstr(err, "symbolic link"),
+          "link loop between two dataset names: %s", err);
+    unlink(path_of("tree/loop1.jsonl"));
+    unlink(path_of("tree/loop2.jsonl"));
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == 0 && n == 3, "folder links not followed: n=%llu %s",
+          (unsigned long long)n, err);
+    /* a link to a file is followed */
+    CHECK(symlink("a/one.jsonl", path_of("tree/c.jsonl")) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == 0 && n == 5, "file link followed: n=%llu %s",
+          (unsigned long long)n, err);
+    /* a dangling link with a dataset name: refused, named */
+    CHECK(symlink("nowhere.jsonl", path_of("tree/dangling.jsonl")) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "dangling.jsonl"),
+          "dangling link: %s", err);
+    unlink(path_of("tree/dangling.jsonl"));
+    /* a dangling link with another name is ignored like any unknown file */
+    CHECK(symlink("nowhere", path_of("tree/dangling.md")) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == 0 && n == 5, "dangling non-data link: %s", err);
+
+    /* FIFO inside a folder: a dataset name is refused without blocking; any
+     * other name is skipped */
+    CHECK(mkfifo(path_of("tree/b/pipe.jsonl"), 0600) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "pipe.jsonl") &&
+              strstr(err, "not a regular file"),
+          "FIFO in folder: %s", err);
+    unlink(path_of("tree/b/pipe.jsonl"));
+    CHECK(mkfifo(path_of("tree/b/pipe"), 0600) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == 0 && n == 5, "FIFO without dataset name: %s", err);
+    /* a socket with a dataset name */
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    int w = snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path_of("tree/b/sock.jsonl"));
+    if (sfd >= 0 && w > 0 && (size_t)w < sizeof sa.sun_path && bind(sfd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        CHECK(read_input(path_of("tree"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "socket"), "socket: %s",
+              err);
+        unlink(path_of("tree/b/sock.jsonl"));
+    }
+    if (sfd >= 0) close(sfd);
+    /* a link to a character device with a dataset name */
+    CHECK(symlink("/dev/zero", path_of("tree/zero.jsonl")) == 0);
+    CHECK(read_input(path_of("tree"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "character device"),
+          "device link in folder: %s", err);
+    unlink(path_of("tree/zero.jsonl"));
+
+    /* deep nesting: 70 levels is refused with a message, not a stack overflow */
+    char rel[1024] = "deep";
+    mkd(rel);
+    for (int i = 0; i < 70; i++) {
+        strcat(rel, "/d");
+        mkd(rel);
+    }
+    CHECK(read_input(path_of("deep"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "nested more than"),
+          "deep: %s", err);
+}
+
+/* A path of more than 4096 bytes, built with chdir + relative mkdir. */
+static void long_path(void) {
+    char err[512];
+    uint64_t n;
+    if (chdir(tmpdir) != 0) return;
+    mkd("long");
+    if (chdir("long") != 0) return;
+    char comp[256];
+    memset(comp, 'n', 200);
+    comp[200] = 0;
+    int levels = 0;
+    for (; levels < 22; levels++) {
+        if (mkdir(comp, 0700) != 0 || chdir(comp) != 0) break;
+    }
+    FILE *f = fopen("x.jsonl", "w");
+    if (f) {
+        fputs("{\"text\":\"deep\"}\n", f);
+        fclose(f);
+    }
+    if (chdir(tmpdir) != 0) return;
+    if (levels == 22) {
+        /* relative input: tmpdir is the cwd */
+        CHECK(read_input("long", &n, err, sizeof err) == DS_ERR_IO && strstr(err, "path longer than"),
+              "long path: %s", err);
+    }
+}
+
+static void named_directly(void) {
+    char err[512];
+    uint64_t n;
+    /* a FIFO named as an input: refused at open, before any read (no writer:
+     * a plain open() would block forever) */
+    CHECK(mkfifo(path_of("fifo.jsonl"), 0600) == 0);
+    CHECK(read_input(path_of("fifo.jsonl"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "fifo.jsonl") &&
+              strstr(err, "use - to read from standard input"),
+          "FIFO named: %s", err);
+    /* a pipe as /dev/fd/N (what <(...) passes) */
+    int p[2];
+    CHECK(pipe(p) == 0);
+    char devfd[64];
+    snprintf(devfd, sizeof devfd, "/dev/fd/%d", p[0]);
+    CHECK(read_input(devfd, &n, err, sizeof err) == DS_ERR_IO && strstr(err, "pipe"), "/dev/fd pipe: %s", err);
+    close(p[0]);
+    close(p[1]);
+    /* devices */
+    CHECK(read_input("/dev/zero", &n, err, sizeof err) == DS_ERR_IO && strstr(err, "character device"),
+          "/dev/zero: %s", err);
+    CHECK(read_input("/dev/null", &n, err, sizeof err) == DS_ERR_IO, "/dev/null: %s", err);
+    /* "-" still reads a pipe */
+    CHECK(pipe(p) == 0);
+    int saved = dup(0);
+    CHECK(write(p[1], "{\"text\":\"from stdin\"}\n", 22) == 22);
+    close(p[1]);
+    dup2(p[0], 0);
+    close(p[0]);
+    CHECK(read_input("-", &n, err, sizeof err) == 0 && n == 1, "stdin pipe: %s", err);
+    dup2(saved, 0);
+    close(saved);
+    /* a regular file swapped for a FIFO after the input list was made:
+     * ds_reader_next refuses it instead of blocking */
+    put("swap.jsonl", "{\"text\":\"x\"}\n");
+    const char *in[] = {path_of("swap.jsonl")};
+    ds_reader *r = NULL;
+    CHECK(ds_reader_open(in, 1, NULL, &r, err, sizeof err) == 0, "%s", err);
+    unlink(path_of("swap.jsonl"));
+    CHECK(mkfifo(path_of("swap.jsonl"), 0600) == 0);
+    ds_record rec;
+    if (r) {
+        CHECK(ds_reader_next(r, &rec, err, sizeof err) == DS_ERR_IO && strstr(err, "not a regular file"),
+              "swapped to FIFO: %s", err);
+        ds_reader_free(r);
+    }
+    /* lint over a FIFO named directly: the same refusal from ds_analyze */
+    ds_lint_report *rep = NULL;
+    const char *fin[] = {path_of("fifo.jsonl")};
+    CHECK(ds_analyze(fin, 1, NULL, NULL, &rep, NULL, err, sizeof err) == DS_ERR_IO && !rep, "analyze FIFO: %s", err);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ds_lenhist ranks equal the sorted array's; past the cap they are within
+ * 1/64 below and the flag is set. */
+static void lenhist(void) {
+    enum { N = 300000 };
+    uint64_t *v = malloc(N * sizeof *v);
+    uint64_t seed = 12345;
+    for (int round = 0; round < 2; round++) {
+        ds_lenhist h;
+        memset(&h, 0, sizeof h);
+        if (round == 1) h.sparse_max = 1000; /* force coarse mode */
+        for (size_t i = 0; i < N; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint64_t x = seed >> 33;
+            /* mostly small, some large: 0..65535 exact array, up to 2^40 in the map */
+            v[i] = (x & 3) ? x % 5000 : (x % 200000) * (1 + (x % 7) * 1000000ULL);
+            CHECK(ds_lenhist_add(&h, v[i]) == 0);
+        }
+        qsort(v, N, sizeof *v, cmp_u64);
+        uint64_t ranks[] = {1, 2, N / 2, N * 9 / 10, N - 17, N - 1, N}, out[7];
+        CHECK(ds_lenhist_ranks(&h, ranks, out, 7) == 0);
+        CHECK(h.coarse == round, "coarse flag %d in round %d", h.coarse, round);
+        for (int q = 0; q < 7; q++) {
+            uint64_t exact = v[ranks[q] - 1];
+            if (round == 0) CHECK(out[q] == exact, "rank %llu: %llu vs %llu", (unsigned long long)ranks[q],
+                                  (unsigned long long)out[q], (unsigned long long)exact);
+            else CHECK(out[q] <= exact && out[q] >= exact - exact / 64, "coarse rank %llu: %llu vs %llu",
+                       (unsigned long long)ranks[q], (unsigned long long)out[q], (unsigned long long)exact);
+        }
+        uint64_t above = 0, want = 0;
+        for (size_t i = 0; i < N; i++) want += v[i] > 70000;
+        CHECK(ds_lenhist_count_above(&h, 70000.0, &above) == 0);
+        if (round == 0) CHECK(above == want, "above %llu vs %llu", (unsigned long long)above, (unsigned long long)want);
+        /* memory: the coarse map holds at most 48 x 64 buckets */
+        if (round == 1) CHECK(h.n <= 48 * 64, "coarse buckets %zu", h.n);
+        else CHECK(h.cap <= 2 * DS_LH_SPARSE_MAX, "map slots %zu", h.cap);
+        ds_lenhist_free(&h);
+    }
+    free(v);
+
+    /* hist on token counts of 2^32 and more: exact, no truncation to 32 bits */
+    ds_hist hh;
+    memset(&hh, 0, sizeof hh);
+    ds_lenhist lh;
+    memset(&lh, 0, sizeof lh);
+    ds_hist_begin(&hh, 0);
+    uint64_t big[] = {5, (1ULL << 32) + 7, 3, 1ULL << 40};
+    for (int i = 0; i < 4; i++) CHECK(ds_hist_add(&hh, &lh, big[i]) == 0);
+    CHECK(ds_hist_end(&hh, &lh) == 0);
+    CHECK(hh.max == 1ULL << 40 && hh.min == 3 && hh.p50 == 5 && hh.p90 == 1ULL << 40 && !hh.approximate);
+    CHECK(hh.tokens == 5 + (1ULL << 32) + 7 + 3 + (1ULL << 40));
+    ds_lenhist_free(&lh);
+}
+
+/* Duplicate set capped: later distinct documents are counted as untracked,
+ * duplicates of tracked ones still found; the report says so. Examples
+ * arrays are sized by what was found even with a large max_examples. */
+static void dup_cap(void) {
+    FILE *f = fopen(path_of("dups.txt"), "w");
+    for (int i = 0; i < 100; i++) fprintf(f, "doc %d\n", i);
+    for (int i = 0; i < 100; i++) fprintf(f, "doc %d\n", i); /* duplicates of all 100 */
+    fclose(f);
+    ds_reader_opts ro;
+    ds_reader_opts_init(&ro);
+    ro.doc_sep = DS_SEP_LINE;
+    ds_analyze_opts ao;
+    ds_analyze_opts_init(&ao);
+    ao.threads = 2;
+    ao.max_dup_docs = 40;
+    ao.max_examples = 100000;
+    ao.set_examples = 1;
+    const char *in[] = {path_of("dups.txt")};
+    ds_lint_report *rep = NULL;
+    char err[256];
+    CHECK(ds_analyze(in, 1, &ro, &ao, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    if (!rep) return;
+    CHECK(rep->rules[DS_RULE_DUPLICATE].count == 40, "dups found %llu",
+          (unsigned long long)rep->rules[DS_RULE_DUPLICATE].count);
+    CHECK(rep->dup_tracked == 40 && rep->dup_untracked == 120, "tracked %llu untracked %llu",
+          (unsigned long long)rep->dup_tracked, (unsigned long long)rep->dup_untracked);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    ds_lint_print(rep, m);
+    ds_lint_write_json(rep, m);
+    fclose(m);
+    CHECK(buf && strstr(buf, "duplicate detection remembered the first 40 distinct documents; 120 later"),
+          "note: %s", buf ? buf : "");
+    CHECK(buf && strstr(buf, "\"duplicates_tracked\":40,\"duplicates_untracked\":120"), "json: %s", buf ? buf : "");
+    free(buf);
+    ds_lint_report_free(rep);
+    /* default cap: nothing untracked, no note */
+    ao.max_dup_docs = 0;
+    CHECK(ds_analyze(in, 1, &ro, &ao, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    if (rep) {
+        CHECK(rep->rules[DS_RULE_DUPLICATE].count == 100 && rep->dup_untracked == 0 && rep->dup_tracked == 100);
+        ds_lint_report_free(rep);
+    }
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_reader_hostile: timed out (a read blocked?)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+    _exit(2);
+}
+
+int main(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+    snprintf(tmpdir, sizeof tmpdir, "%s/rdhostile.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    folders();
+    long_path();
+    named_directly();
+    lenhist();
+    dup_cap();
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_reader_hostile: ok\n");
+    return 0;
+}
