@@ -19,6 +19,7 @@
 #define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
 #define DS_IN_CAP ((size_t)256 << 10) /* reused per read; larger only adds first-touch page faults */
 #define ZERR (-100) /* internal: zstd error on the current file */
+#define DS_JSON_DOM_MAX ((size_t)1 << 20) /* longest line handed to jansson (its tree: ~26x the bytes) */
 
 const char *ds_strerror(int err) {
     switch (err) {
@@ -836,6 +837,24 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
         return DS_ERR_NOMEM;
     default: /* invalid or unsure: jansson decides */
         break;
+    }
+    if (n > DS_JSON_DOM_MAX) {
+        /* jansson builds the whole document tree, ~26 bytes of memory per
+         * input byte for "[0,0,0,...": a hostile 256 MiB line would take
+         * gigabytes per worker. The scanner's INVALID is final (same
+         * acceptance); an UNSURE line this long is refused unparsed. */
+        rec->status = DS_REC_BAD_JSON;
+        rec->text = line;
+        rec->len = len;
+        if (sr.status == DS_JSCAN_INVALID)
+            snprintf(c->detail, sizeof c->detail, "invalid JSON (line of %zu bytes; no parser message over %zu MiB)", n,
+                     DS_JSON_DOM_MAX >> 20);
+        else
+            snprintf(c->detail, sizeof c->detail,
+                     "not parsed: a number >= 1e308 or a NUL byte after a value in a line over %zu MiB",
+                     DS_JSON_DOM_MAX >> 20);
+        rec->detail = c->detail;
+        return DS_OK;
     }
     json_error_t je;
     json_t *j = json_loadb((const char *)p, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);

@@ -11,6 +11,35 @@
 #include <unistd.h>
 
 #include "ds.h"
+#include "tk.h"
+
+/* A small byte-level tokenizer (256 byte tokens + a few merges), written to
+ * a memfd once: lint with token counts and hist run on fuzz inputs too. */
+static tk_tokenizer *fuzz_tokenizer(void) {
+    static int tried;
+    static tk_tokenizer *tok;
+    if (tried) return tok;
+    tried = 1;
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    int fd = memfd_create("fuzz_tok", 0);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "w+");
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    for (int i = 0; i < 256; i++) /* one byte: base64 of 1 byte is 2 chars + "==" */
+        fprintf(f, "%c%c== %d\n", b64[i >> 2], b64[(i & 3) << 4], i);
+    static const char *const merges[] = {"dGg=", "aGU=", "dGhl", "IHQ=", "aW4="}; /* th he the " t" in */
+    for (int i = 0; i < 5; i++) fprintf(f, "%s %d\n", merges[i], 256 + i);
+    fflush(f);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    char err[256];
+    if (tk_load_tiktoken(path, TK_PAT_GPT2, &tok, err, sizeof err) != 0) tok = NULL;
+    fclose(f);
+    return tok;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -52,15 +81,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ao.long_line_bytes = 32;
         ao.long_run_bytes = 16;
         ao.outlier_min_bytes = 8;
+        /* txt modes leave bits 2-3 free: bit 2 adds a tokenizer (token
+         * rules + hist), bit 3 the smallest caps (duplicate set, examples) */
+        int with_tok = mode >= 2 && (cfg & 0x04);
+        if (with_tok) {
+            ao.tok = (const struct tk_tokenizer *)fuzz_tokenizer();
+            ao.seq_len = 8;
+            ao.bpt_min_bytes = 4;
+        }
+        if (mode >= 2 && (cfg & 0x08)) {
+            ao.max_dup_docs = 1;
+            ao.max_examples = 1;
+            ao.set_examples = 1;
+        }
         ds_lint_report *rep = NULL;
-        if (ds_analyze(in, 1, &o, &ao, &rep, NULL, err, sizeof err) == 0) {
+        ds_hist *h = NULL;
+        if (ds_analyze(in, 1, &o, &ao, &rep, ao.tok ? &h : NULL, err, sizeof err) == 0) {
             FILE *f = fopen("/dev/null", "w");
             if (f) {
                 ds_lint_print(rep, f);
                 ds_lint_write_json(rep, f);
+                if (h) {
+                    ds_hist_print(h, f, 40);
+                    ds_hist_write_json(h, f);
+                }
                 fclose(f);
             }
+            if (h && rep && (h->docs != rep->docs || h->tokens != rep->tokens)) abort(); /* one pass, same docs */
+            if (h && h->docs && (h->p50 > h->p90 || h->p90 > h->p99 || h->p99 > h->p999 || h->p999 > h->max ||
+                                 h->min > h->p50))
+                abort();
             ds_lint_report_free(rep);
+            ds_hist_free(h);
         }
     } else {
         ds_reader *r = NULL;
