@@ -37,10 +37,24 @@ extern "C" {
 #define DS_SHARD_HEADER_BYTES 192u
 #define DS_SHARD_BLOCK_BYTES 65536u /* granularity of the per-block checksums */
 
+/* Limits a reader enforces on every header and manifest (docs/shard-format.md,
+ * "Limits"); the writer never produces anything beyond them. They bound what
+ * a crafted file can make a reader allocate: opening a shard maps the file
+ * and allocates nothing in proportion to its header; reading a row of a zstd
+ * shard allocates one decoded frame (at most DS_SHARD_MAX_FRAME_BYTES). */
+#define DS_SHARD_MAX_ROW_LEN (1u << 24)               /* tokens per row (mkshards build --seq-len) */
+#define DS_SHARD_MAX_VOCAB (1u << 24)                 /* = TK_MAX_VOCAB */
+#define DS_SHARD_MAX_TOKENS 0xFFFFFFFFull             /* rows x row length of one shard */
+#define DS_SHARD_MAX_FRAME_BYTES (256ull << 20)       /* decoded bytes of one zstd frame */
+#define DS_SHARD_MAX_FILE_BYTES (1ull << 40)          /* one shard file */
+#define DS_MANIFEST_MAX_BYTES (256u << 20)            /* manifest.json */
+#define DS_MANIFEST_MAX_SHARDS (1u << 24)             /* shards listed in one manifest */
+
 enum {
     DS_SHARD_F_ZSTD = 1u << 0,  /* token rows stored as independent zstd frames */
     DS_SHARD_F_VAL = 1u << 1,   /* the shard belongs to the validation split */
-    DS_SHARD_F_SHUFFLED = 1u << 2 /* rows were permuted with the seeded shuffle */
+    DS_SHARD_F_SHUFFLED = 1u << 2, /* rows were permuted with the seeded shuffle */
+    DS_SHARD_F_KNOWN = 7u          /* any other bit makes the header invalid */
 };
 
 /* Shard header as decoded from disk (all little-endian on disk). */

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,24 +85,25 @@ void ds_shard_header_encode(const ds_shard_header *h, uint8_t o[DS_SHARD_HEADER_
     put64(o + 184, XXH3_64bits(o, 184));
 }
 
+/* Bad header: the message names the field's offset and value. */
+#define HDR_BAD(...)                                                                                         \
+    do {                                                                                                     \
+        ds_set_err(err, errlen, __VA_ARGS__);                                                                \
+        return DS_ERR_FORMAT;                                                                                \
+    } while (0)
+
 int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_header *h, char *err,
                            size_t errlen) {
     memset(h, 0, sizeof *h);
-    if (memcmp(in, DS_SHARD_MAGIC, 8) != 0) {
-        ds_set_err(err, errlen, "offset 0: bad magic (not a mkshards shard)");
-        return DS_ERR_FORMAT;
-    }
+    if (memcmp(in, DS_SHARD_MAGIC, 8) != 0) HDR_BAD("offset 0: bad magic (not a mkshards shard)");
     uint64_t hx = XXH3_64bits(in, 184);
-    if (get64(in + 184) != hx) {
-        ds_set_err(err, errlen, "offset 0-191: header checksum mismatch (header corrupt)");
-        return DS_ERR_FORMAT;
-    }
+    if (get64(in + 184) != hx) HDR_BAD("offset 0-191: header checksum mismatch (header corrupt)");
     h->version = get32(in + 8);
-    if (h->version != DS_SHARD_VERSION || get32(in + 12) != DS_SHARD_HEADER_BYTES) {
-        ds_set_err(err, errlen, "offset 8: unsupported shard version %u (this reader knows %u)", h->version,
-                   DS_SHARD_VERSION);
-        return DS_ERR_FORMAT;
-    }
+    if (h->version != DS_SHARD_VERSION)
+        HDR_BAD("offset 8: unsupported shard version %u (this reader knows %u)", h->version, DS_SHARD_VERSION);
+    if (get32(in + 12) != DS_SHARD_HEADER_BYTES)
+        HDR_BAD("offset 12: header size %u, version %u headers are %u bytes", get32(in + 12), h->version,
+                DS_SHARD_HEADER_BYTES);
     h->dtype_bytes = get32(in + 16);
     h->flags = get32(in + 20);
     h->row_len = get32(in + 24);
@@ -118,22 +120,69 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
     h->payload_xxh3 = get64(in + 96);
     h->blocks_xxh3 = get64(in + 104);
     memcpy(h->fingerprint, in + 112, 32);
-    /* structural sanity (the checksum already guards against random damage) */
+    /* Every field is bounded before any product or sum of fields is formed,
+     * so no size computed below can wrap (the checksum only guards against
+     * accidental damage: a crafted header carries a valid one). */
+    if (h->dtype_bytes != 2 && h->dtype_bytes != 4) HDR_BAD("offset 16: dtype bytes %u (must be 2 or 4)", h->dtype_bytes);
+    if (h->flags & ~DS_SHARD_F_KNOWN) HDR_BAD("offset 20: unknown flag bits 0x%x", h->flags & ~DS_SHARD_F_KNOWN);
+    if (h->row_len == 0 || h->row_len > DS_SHARD_MAX_ROW_LEN)
+        HDR_BAD("offset 24: row length %u (must be 1..%u)", h->row_len, DS_SHARD_MAX_ROW_LEN);
+    if (h->vocab_size == 0 || h->vocab_size > DS_SHARD_MAX_VOCAB)
+        HDR_BAD("offset 28: vocab size %u (must be 1..%u)", h->vocab_size, DS_SHARD_MAX_VOCAB);
+    if (h->dtype_bytes == 2 && h->vocab_size > 65536)
+        HDR_BAD("offset 16: dtype u16 cannot hold vocab size %u", h->vocab_size);
+    if (h->pad_id >= h->vocab_size) HDR_BAD("offset 32: pad id %u >= vocab size %u", h->pad_id, h->vocab_size);
+    if (h->eot_id >= h->vocab_size) HDR_BAD("offset 36: EOT id %u >= vocab size %u", h->eot_id, h->vocab_size);
+    if (get32(in + 44) != 0) HDR_BAD("offset 44: reserved field is %u, must be 0", get32(in + 44));
+    for (int i = 144; i < 184; i++)
+        if (in[i]) HDR_BAD("offset %d: reserved byte is %u, must be 0", i, in[i]);
+    uint64_t n = h->n_rows, tokens;
+    if (n > DS_SHARD_MAX_TOKENS || __builtin_mul_overflow(n, (uint64_t)h->row_len, &tokens) ||
+        tokens > DS_SHARD_MAX_TOKENS)
+        HDR_BAD("offset 48: %" PRIu64 " rows of %u tokens exceed %" PRIu64 " tokens per shard", n, h->row_len,
+                (uint64_t)DS_SHARD_MAX_TOKENS);
+    if (h->n_starts > tokens)
+        HDR_BAD("offset 64: %" PRIu64 " document starts > %" PRIu64 " token positions", h->n_starts, tokens);
     int zstd = (h->flags & DS_SHARD_F_ZSTD) != 0;
-    if ((h->dtype_bytes != 2 && h->dtype_bytes != 4) || h->row_len == 0 ||
-        (h->dtype_bytes == 2 && h->vocab_size > 65536) || h->n_rows > (1ull << 40) ||
-        h->n_starts > h->n_rows * (uint64_t)h->row_len || (zstd && h->frame_rows == 0) ||
-        (zstd && h->n_frames != (h->n_rows + h->frame_rows - 1) / h->frame_rows) ||
-        (!zstd && h->tokens_bytes != h->n_rows * h->row_len * (uint64_t)h->dtype_bytes) ||
-        h->meta_bytes != 4 * (2 * h->n_rows + 1 + h->n_starts) + (zstd ? 8 * (h->n_frames + 1) : 0) ||
-        h->n_blocks != (h->tokens_bytes + h->meta_bytes + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES ||
-        h->pad_id >= h->vocab_size) {
-        ds_set_err(err, errlen, "offset 16-111: inconsistent header fields");
-        return DS_ERR_FORMAT;
+    uint64_t frame_entries = 0;
+    if (zstd) {
+        if (h->frame_rows == 0) HDR_BAD("offset 40: zstd shard with 0 rows per frame");
+        uint64_t fr = h->frame_rows < n ? h->frame_rows : n; /* rows of the largest frame */
+        if (fr * h->row_len * (uint64_t)h->dtype_bytes > DS_SHARD_MAX_FRAME_BYTES)
+            HDR_BAD("offset 40: zstd frames of %u rows x %u tokens exceed %llu bytes decoded", h->frame_rows,
+                    h->row_len, (unsigned long long)DS_SHARD_MAX_FRAME_BYTES);
+        if (h->n_frames != (n + h->frame_rows - 1) / h->frame_rows)
+            HDR_BAD("offset 56: %" PRIu64 " zstd frames, %" PRIu64 " rows of %u per frame need %" PRIu64, h->n_frames,
+                    n, h->frame_rows, (n + h->frame_rows - 1) / h->frame_rows);
+        frame_entries = h->n_frames + 1;
+    } else {
+        if (h->frame_rows != 0 || h->n_frames != 0)
+            HDR_BAD("offset 40-63: frame fields (%u rows per frame, %" PRIu64 " frames) on an uncompressed shard",
+                    h->frame_rows, h->n_frames);
+        if (h->tokens_bytes != tokens * h->dtype_bytes)
+            HDR_BAD("offset 72: token section of %" PRIu64 " bytes, %" PRIu64 " rows of %u x u%u need %" PRIu64,
+                    h->tokens_bytes, n, h->row_len, 8 * h->dtype_bytes, tokens * h->dtype_bytes);
     }
+    /* n, n_starts <= 2^32 and frames <= rows: no wrap in 64 bits */
+    uint64_t meta = 4 * (2 * n + 1 + h->n_starts) + 8 * frame_entries;
+    if (h->meta_bytes != meta)
+        HDR_BAD("offset 80: row-metadata section of %" PRIu64 " bytes, the counts need %" PRIu64, h->meta_bytes, meta);
+    uint64_t payload, blocks, total;
+    if (__builtin_add_overflow(h->tokens_bytes, meta, &payload) || payload > DS_SHARD_MAX_FILE_BYTES)
+        HDR_BAD("offset 72: token section of %" PRIu64 " bytes is too large", h->tokens_bytes);
+    blocks = (payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
+    if (h->n_blocks != blocks)
+        HDR_BAD("offset 88: %" PRIu64 " checksum blocks, %" PRIu64 " payload bytes need %" PRIu64, h->n_blocks,
+                payload, blocks);
+    total = DS_SHARD_HEADER_BYTES + payload + 8 * blocks; /* payload <= 2^40: no wrap */
+    if (total > DS_SHARD_MAX_FILE_BYTES)
+        HDR_BAD("offset 72-95: shard of %" PRIu64 " bytes exceeds the %llu-byte limit", total,
+                (unsigned long long)DS_SHARD_MAX_FILE_BYTES);
     return DS_OK;
 }
+#undef HDR_BAD
 
+/* Valid only after ds_shard_header_decode accepted h (no wrap). */
 static uint64_t file_size_of(const ds_shard_header *h) {
     return DS_SHARD_HEADER_BYTES + h->tokens_bytes + h->meta_bytes + 8 * h->n_blocks;
 }
@@ -152,8 +201,23 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     h.version = DS_SHARD_VERSION;
     int zstd = (h.flags & DS_SHARD_F_ZSTD) != 0;
     uint64_t L = h.row_len, n = h.n_rows, dt = h.dtype_bytes;
-    if (n * L >= (1ull << 32)) {
+    if (L == 0 || L > DS_SHARD_MAX_ROW_LEN || h.vocab_size == 0 || h.vocab_size > DS_SHARD_MAX_VOCAB ||
+        h.pad_id >= h.vocab_size || h.eot_id >= h.vocab_size || (dt != 2 && dt != 4) ||
+        (dt == 2 && h.vocab_size > 65536) || (h.flags & ~DS_SHARD_F_KNOWN)) {
+        ds_set_err(err, errlen, "shard header out of range (row length %u, vocab %u, dtype %u bytes)", h.row_len,
+                   h.vocab_size, h.dtype_bytes);
+        return DS_ERR_ARG;
+    }
+    if (n > DS_SHARD_MAX_TOKENS || n * L > DS_SHARD_MAX_TOKENS) {
         ds_set_err(err, errlen, "a shard holds at most 2^32-1 tokens (use a smaller --shard-tokens)");
+        return DS_ERR_ARG;
+    }
+    /* the reader refuses frames it would have to decode into more than
+     * DS_SHARD_MAX_FRAME_BYTES, so the writer never produces them */
+    uint64_t frame_rows_max = zstd ? (h.frame_rows < n ? h.frame_rows : n) : 0;
+    if (zstd && (h.frame_rows == 0 || frame_rows_max * L * dt > DS_SHARD_MAX_FRAME_BYTES)) {
+        ds_set_err(err, errlen, "zstd frames of %u rows x %u tokens exceed %llu MiB decoded (use a smaller --frame-rows)",
+                   h.frame_rows, h.row_len, (unsigned long long)(DS_SHARD_MAX_FRAME_BYTES >> 20));
         return DS_ERR_ARG;
     }
     /* metadata in output row order */
@@ -170,7 +234,7 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     uint64_t tok_bytes = 0;
     size_t bound = 0;
     if (zstd) {
-        bound = ZSTD_compressBound((size_t)(h.frame_rows * L * dt));
+        bound = ZSTD_compressBound((size_t)((frame_rows_max ? frame_rows_max : 1) * L * dt));
         tok_bytes = h.n_frames * bound; /* upper bound for the allocation */
         foff = malloc((h.n_frames + 1) * sizeof *foff);
         if (!foff) return DS_ERR_NOMEM;
@@ -181,7 +245,7 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     uint64_t max_payload = tok_bytes + meta_bytes;
     uint64_t max_blocks = (max_payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
     uint8_t *img = malloc((size_t)(DS_SHARD_HEADER_BYTES + max_payload + 8 * max_blocks));
-    uint8_t *rawbuf = zstd ? malloc((size_t)(h.frame_rows * L * dt) + 1) : NULL;
+    uint8_t *rawbuf = zstd ? malloc((size_t)(frame_rows_max * L * dt) + 1) : NULL;
     if (!img || (zstd && !rawbuf)) {
         free(img), free(rawbuf), free(foff);
         return DS_ERR_NOMEM;
@@ -360,6 +424,8 @@ struct ds_shard {
     const uint8_t *starts;/* u32[n_starts] */
     const uint8_t *foff;  /* u64[n_frames+1] (zstd) */
     char *path;
+    dev_t dev;            /* identity of the file (a shard set refuses one file listed twice) */
+    ino_t ino;
 };
 
 const ds_shard_header *ds_shard_get_header(const ds_shard *s) { return &s->h; }
@@ -401,9 +467,10 @@ static int check_blocks(const ds_shard_header *h, const uint8_t *map, char *err,
 
 int ds_shard_open(const char *path, int flags, ds_shard **out, char *err, size_t errlen) {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
+    char e0[512];
+    int fd = ds_open_regular(path, e0, sizeof e0); /* a FIFO or device in its place must not block */
     if (fd < 0) {
-        ds_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        ds_set_err(err, errlen, "cannot open shard %s", e0);
         return DS_ERR_IO;
     }
     struct stat st;
@@ -446,6 +513,8 @@ int ds_shard_open(const char *path, int flags, ds_shard **out, char *err, size_t
         return DS_ERR_IO;
     }
     s->map = m;
+    s->dev = st.st_dev;
+    s->ino = st.st_ino;
     s->path = strdup(path);
     s->tok = s->map + DS_SHARD_HEADER_BYTES;
     s->valid = s->tok + s->h.tokens_bytes;
@@ -640,42 +709,249 @@ void ds_shardset_close(ds_shardset *s) {
     free(s);
 }
 
+/* ---------------------------------------------------------- manifest */
+int ds_shard_name_check(const char *name, size_t len, char *why, size_t whylen) {
+    const char *bad = NULL;
+    if (!name || len == 0) bad = "empty";
+    else if (len > NAME_MAX) bad = "longer than NAME_MAX bytes";
+    else if (memchr(name, 0, len)) bad = "holds a NUL byte";
+    else if (memchr(name, '/', len)) bad = "holds '/' (shards are plain file names in the set's folder)";
+    else if (strstr(name, "..")) bad = "holds '..'";
+    else if (name[0] == '.') bad = "starts with '.'";
+    else
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) bad = "holds a control byte";
+    if (bad) ds_set_err(why, whylen, "%s", bad);
+    return bad ? -1 : 0;
+}
+
+/* An integer field in 0..max. */
+static int json_u64_in(json_t *j, uint64_t max, uint64_t *out) {
+    if (!json_is_integer(j) || json_integer_value(j) < 0 || (uint64_t)json_integer_value(j) > max) return -1;
+    *out = (uint64_t)json_integer_value(j);
+    return 0;
+}
+
+static int parse_hex64(const char *hx, uint64_t *out) {
+    uint8_t b[8];
+    if (ds_shard_unhex(hx, b, 8) != 0) return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
+    *out = v;
+    return 0;
+}
+
+void ds_manifest_free(ds_manifest *m) {
+    if (!m) return;
+    json_decref(m->root);
+    free(m->path);
+    free(m->shards);
+    memset(m, 0, sizeof *m);
+}
+
+typedef struct {
+    const char *name;
+    size_t idx;
+} name_idx;
+
+static int cmp_name_idx(const void *a, const void *b) {
+    const name_idx *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Read the whole regular file at path (at most max bytes) into a buffer. */
+static int read_small_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen) {
+    char e0[512];
+    int fd = ds_open_regular(path, e0, sizeof e0);
+    if (fd < 0) {
+        ds_set_err(err, errlen, "%s", e0);
+        return DS_ERR_IO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size > max) {
+        ds_set_err(err, errlen, "%s: %lld bytes, more than the %zu-byte limit", path, (long long)st.st_size, max);
+        close(fd);
+        return DS_ERR_FORMAT;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return DS_ERR_NOMEM;
+    }
+    while (got < n) { /* a file that shrinks meanwhile ends early; one that grows is cut at n */
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            ds_set_err(err, errlen, "%s: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return DS_ERR_IO;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = 0;
+    *out = buf;
+    *len = got;
+    return DS_OK;
+}
+
+#define MAN_BAD(...)                                                                                         \
+    do {                                                                                                     \
+        char msg_[384];                                                                                      \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                                            \
+        ds_set_err(err, errlen, "%s: %s", m->path, msg_);                                                    \
+        ds_manifest_free(m);                                                                                 \
+        return DS_ERR_FORMAT;                                                                                \
+    } while (0)
+
+int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    /* the folder itself: O_DIRECTORY fails at once on a FIFO or a file */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+    if (dfd < 0) {
+        ds_set_err(err, errlen, "%s: %s", dir, errno == ENOTDIR ? "not a directory" : strerror(errno));
+        return DS_ERR_IO;
+    }
+    close(dfd);
+    size_t dl = strlen(dir);
+    m->path = malloc(dl + sizeof "/manifest.json");
+    if (!m->path) return DS_ERR_NOMEM;
+    memcpy(m->path, dir, dl);
+    memcpy(m->path + dl, "/manifest.json", sizeof "/manifest.json");
+    char *txt = NULL;
+    size_t len = 0;
+    int rc = read_small_file(m->path, DS_MANIFEST_MAX_BYTES, &txt, &len, err, errlen);
+    if (rc != DS_OK) {
+        ds_manifest_free(m);
+        return rc;
+    }
+    json_error_t je;
+    m->root = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &je);
+    free(txt);
+    if (!m->root) MAN_BAD("%s (line %d, column %d)", je.text, je.line, je.column);
+    json_t *r = m->root;
+    if (!json_is_object(r)) MAN_BAD("not a JSON object");
+    if (!json_is_string(json_object_get(r, "format")) ||
+        strcmp(json_string_value(json_object_get(r, "format")), "mkshards-manifest") != 0)
+        MAN_BAD("not a mkshards manifest (\"format\" is not \"mkshards-manifest\")");
+    uint64_t v;
+    if (json_u64_in(json_object_get(r, "version"), UINT32_MAX, &v) || v != 1)
+        MAN_BAD("\"version\" must be 1 (this reader knows version 1)");
+    if (json_u64_in(json_object_get(r, "shard_format_version"), UINT32_MAX, &v) || v != DS_SHARD_VERSION)
+        MAN_BAD("\"shard_format_version\" must be %u", DS_SHARD_VERSION);
+    if (json_u64_in(json_object_get(r, "seq_len"), DS_SHARD_MAX_ROW_LEN, &v) || v == 0)
+        MAN_BAD("\"seq_len\" must be an integer 1..%u", DS_SHARD_MAX_ROW_LEN);
+    m->seq_len = (uint32_t)v;
+    json_t *tk = json_object_get(r, "tokenizer");
+    if (!json_is_object(tk)) MAN_BAD("\"tokenizer\" missing or not an object");
+    json_t *jn = json_object_get(tk, "name");
+    if (!json_is_string(jn) || json_string_length(jn) == 0 || json_string_length(jn) >= 64 ||
+        strlen(json_string_value(jn)) != json_string_length(jn))
+        MAN_BAD("\"tokenizer.name\" must be a string of 1..63 bytes");
+    m->tokenizer_name = json_string_value(jn);
+    const char *fp = json_string_value(json_object_get(tk, "fingerprint"));
+    if (!fp || ds_shard_unhex(fp, m->fingerprint, 32) != 0)
+        MAN_BAD("\"tokenizer.fingerprint\" must be 64 lowercase hex digits");
+    if (json_u64_in(json_object_get(tk, "vocab_size"), DS_SHARD_MAX_VOCAB, &v) || v == 0)
+        MAN_BAD("\"tokenizer.vocab_size\" must be an integer 1..%u", DS_SHARD_MAX_VOCAB);
+    m->vocab_size = (uint32_t)v;
+    if (json_u64_in(json_object_get(tk, "eot_id"), m->vocab_size - 1, &v))
+        MAN_BAD("\"tokenizer.eot_id\" must be an integer below vocab_size %u", m->vocab_size);
+    m->eot_id = (uint32_t)v;
+    if (json_u64_in(json_object_get(tk, "pad_id"), m->vocab_size - 1, &v))
+        MAN_BAD("\"tokenizer.pad_id\" must be an integer below vocab_size %u", m->vocab_size);
+    m->pad_id = (uint32_t)v;
+    const char *dtype = json_string_value(json_object_get(r, "dtype"));
+    m->dtype_bytes = m->vocab_size <= 65536 ? 2 : 4;
+    if (!dtype || strcmp(dtype, m->dtype_bytes == 2 ? "u16" : "u32") != 0)
+        MAN_BAD("\"dtype\" must be \"%s\" for vocab_size %u", m->dtype_bytes == 2 ? "u16" : "u32", m->vocab_size);
+    json_t *sh = json_object_get(r, "shards");
+    if (!json_is_array(sh)) MAN_BAD("\"shards\" missing or not an array");
+    size_t ns = json_array_size(sh);
+    if (ns > DS_MANIFEST_MAX_SHARDS) MAN_BAD("%zu shards listed, at most %u", ns, DS_MANIFEST_MAX_SHARDS);
+    m->shards = calloc(ns ? ns : 1, sizeof *m->shards);
+    if (!m->shards) {
+        ds_manifest_free(m);
+        return DS_ERR_NOMEM;
+    }
+    m->n_shards = ns;
+    for (size_t i = 0; i < ns; i++) {
+        json_t *e = json_array_get(sh, i);
+        ds_manifest_shard *d = &m->shards[i];
+        if (!json_is_object(e)) MAN_BAD("shards[%zu] is not an object", i);
+        json_t *jf = json_object_get(e, "file");
+        char why[128];
+        if (!json_is_string(jf)) MAN_BAD("shards[%zu].file missing or not a string", i);
+        if (ds_shard_name_check(json_string_value(jf), json_string_length(jf), why, sizeof why))
+            MAN_BAD("shards[%zu].file '%.80s' is not a plain file name: %s", i, json_string_value(jf), why);
+        d->file = json_string_value(jf);
+        const char *sp = json_string_value(json_object_get(e, "split"));
+        if (!sp || (strcmp(sp, "train") && strcmp(sp, "val")))
+            MAN_BAD("shards[%zu] (%s): \"split\" must be \"train\" or \"val\"", i, d->file);
+        d->split = !strcmp(sp, "val") ? DS_SPLIT_VAL : DS_SPLIT_TRAIN;
+        if (json_u64_in(json_object_get(e, "rows"), DS_SHARD_MAX_TOKENS / m->seq_len, &d->rows))
+            MAN_BAD("shards[%zu] (%s): \"rows\" must be an integer 0..%" PRIu64, i, d->file,
+                    (uint64_t)DS_SHARD_MAX_TOKENS / m->seq_len);
+        if (json_u64_in(json_object_get(e, "tokens"), d->rows * m->seq_len, &d->tokens))
+            MAN_BAD("shards[%zu] (%s): \"tokens\" must be an integer 0..rows x seq_len", i, d->file);
+        if (json_u64_in(json_object_get(e, "bytes"), DS_SHARD_MAX_FILE_BYTES, &d->bytes) ||
+            d->bytes < DS_SHARD_HEADER_BYTES)
+            MAN_BAD("shards[%zu] (%s): \"bytes\" must be an integer %u..%llu", i, d->file, DS_SHARD_HEADER_BYTES,
+                    (unsigned long long)DS_SHARD_MAX_FILE_BYTES);
+        if (parse_hex64(json_string_value(json_object_get(e, "xxh3")), &d->xxh3))
+            MAN_BAD("shards[%zu] (%s): \"xxh3\" must be 16 lowercase hex digits", i, d->file);
+    }
+    /* a shard listed twice would be read (trained on) twice */
+    name_idx *ix = malloc((ns ? ns : 1) * sizeof *ix);
+    if (!ix) {
+        ds_manifest_free(m);
+        return DS_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < ns; i++) ix[i] = (name_idx){m->shards[i].file, i};
+    qsort(ix, ns, sizeof *ix, cmp_name_idx);
+    for (size_t i = 1; i < ns; i++)
+        if (!strcmp(ix[i - 1].name, ix[i].name)) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "%s", ix[i].name);
+            size_t a = ix[i - 1].idx, b = ix[i].idx;
+            free(ix);
+            MAN_BAD("shard %s is listed twice (shards[%zu] and shards[%zu])", nm, a, b);
+        }
+    free(ix);
+    return DS_OK;
+}
+#undef MAN_BAD
+
+static int cmp_file_id(const void *a, const void *b) {
+    const set_entry *const *x = a, *const *y = b;
+    const ds_shard *p = (*x)->sh, *q = (*y)->sh;
+    if (p->dev != q->dev) return p->dev < q->dev ? -1 : 1;
+    return (p->ino > q->ino) - (p->ino < q->ino);
+}
+
 int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, size_t errlen) {
     *out = NULL;
-    size_t dl = strlen(dir);
-    char *mpath = malloc(dl + 32);
-    if (!mpath) return DS_ERR_NOMEM;
-    snprintf(mpath, dl + 32, "%s/manifest.json", dir);
-    json_error_t je;
-    json_t *root = json_load_file(mpath, 0, &je);
-    if (!root) {
-        ds_set_err(err, errlen, "%s: %s (line %d)", mpath, je.text, je.line);
-        int exists = access(mpath, R_OK) == 0;
-        free(mpath);
-        return exists ? DS_ERR_FORMAT : DS_ERR_IO;
-    }
+    ds_manifest man;
+    int rc = ds_manifest_load(dir, &man, err, errlen);
+    if (rc != DS_OK) return rc;
     ds_shardset *s = calloc(1, sizeof *s);
-    int rc = DS_OK;
+    set_entry **byid = NULL;
     if (!s) {
         rc = DS_ERR_NOMEM;
         goto fail;
     }
-    json_t *tk = json_object_get(root, "tokenizer");
-    json_t *shards = json_object_get(root, "shards");
-    const char *fp = json_string_value(json_object_get(tk, "fingerprint"));
-    if (strcmp(json_string_value(json_object_get(root, "format")) ? json_string_value(json_object_get(root, "format")) : "",
-               "mkshards-manifest") != 0 ||
-        !json_is_array(shards) || !fp || ds_shard_unhex(fp, s->info.fingerprint, 32) != 0) {
-        ds_set_err(err, errlen, "%s: not a mkshards manifest (format, tokenizer.fingerprint or shards missing)", mpath);
-        rc = DS_ERR_FORMAT;
-        goto fail;
-    }
-    const char *tname = json_string_value(json_object_get(tk, "name"));
-    snprintf(s->info.tokenizer, sizeof s->info.tokenizer, "%s", tname ? tname : "?");
-    s->info.row_len = (uint32_t)json_integer_value(json_object_get(root, "seq_len"));
-    s->info.vocab_size = (uint32_t)json_integer_value(json_object_get(tk, "vocab_size"));
-    s->info.eot_id = (uint32_t)json_integer_value(json_object_get(tk, "eot_id"));
-    size_t ns = json_array_size(shards);
+    snprintf(s->info.tokenizer, sizeof s->info.tokenizer, "%s", man.tokenizer_name);
+    memcpy(s->info.fingerprint, man.fingerprint, 32);
+    s->info.row_len = man.seq_len;
+    s->info.vocab_size = man.vocab_size;
+    s->info.eot_id = man.eot_id;
+    s->info.pad_id = man.pad_id;
+    s->info.dtype_bytes = man.dtype_bytes;
+    size_t ns = man.n_shards;
     for (int k = 0; k < 2; k++) {
         s->e[k] = calloc(ns ? ns : 1, sizeof *s->e[k]);
         if (!s->e[k]) {
@@ -683,67 +959,80 @@ int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, s
             goto fail;
         }
     }
+    size_t dl = strlen(dir);
     for (size_t i = 0; i < ns; i++) {
-        json_t *j = json_array_get(shards, i);
-        const char *file = json_string_value(json_object_get(j, "file"));
-        const char *split = json_string_value(json_object_get(j, "split"));
-        const char *xx = json_string_value(json_object_get(j, "xxh3"));
-        uint64_t rows = (uint64_t)json_integer_value(json_object_get(j, "rows"));
-        uint64_t toks = (uint64_t)json_integer_value(json_object_get(j, "tokens"));
-        if (!file || !split || strchr(file, '/') || (strcmp(split, "train") && strcmp(split, "val"))) {
-            ds_set_err(err, errlen, "%s: shard %zu: bad file or split", mpath, i);
-            rc = DS_ERR_FORMAT;
-            goto fail;
-        }
-        int k = !strcmp(split, "val");
+        const ds_manifest_shard *ms = &man.shards[i];
+        int k = ms->split;
         set_entry *e = &s->e[k][s->n[k]];
-        size_t pl = dl + strlen(file) + 2;
+        size_t pl = dl + strlen(ms->file) + 2;
         e->path = malloc(pl);
         if (!e->path) {
             rc = DS_ERR_NOMEM;
             goto fail;
         }
-        snprintf(e->path, pl, "%s/%s", dir, file);
+        snprintf(e->path, pl, "%s/%s", dir, ms->file);
         s->n[k]++;
         rc = ds_shard_open(e->path, 0, &e->sh, err, errlen);
         if (rc != DS_OK) goto fail;
         const ds_shard_header *h = &e->sh->h;
-        if (h->n_rows != rows || h->row_len != s->info.row_len || h->vocab_size != s->info.vocab_size ||
-            memcmp(h->fingerprint, s->info.fingerprint, 32) != 0 || ((h->flags & DS_SHARD_F_VAL) != 0) != k) {
-            ds_set_err(err, errlen, "%s: header disagrees with the manifest (rows, row length, vocabulary, "
-                       "tokenizer fingerprint or split)", e->path);
+        const char *what = h->n_rows != ms->rows                                ? "rows"
+                           : e->sh->map_len != ms->bytes                        ? "file size"
+                           : h->row_len != man.seq_len                          ? "row length"
+                           : h->vocab_size != man.vocab_size                    ? "vocabulary size"
+                           : h->dtype_bytes != man.dtype_bytes                  ? "dtype"
+                           : h->eot_id != man.eot_id                            ? "EOT id"
+                           : h->pad_id != man.pad_id                            ? "pad id"
+                           : memcmp(h->fingerprint, man.fingerprint, 32) != 0   ? "tokenizer fingerprint"
+                           : ((h->flags & DS_SHARD_F_VAL) != 0) != (k == 1)     ? "split"
+                                                                                : NULL;
+        if (what) {
+            ds_set_err(err, errlen, "%s: %s in the header disagrees with %s", e->path, what, man.path);
             rc = DS_ERR_FORMAT;
             goto fail;
         }
         if (flags & DS_SHARD_OPEN_VERIFY) {
-            char hx[17];
-            uint8_t b[8];
             uint64_t v = XXH3_64bits(e->sh->map, e->sh->map_len);
-            for (int q = 0; q < 8; q++) b[q] = (uint8_t)(v >> (56 - 8 * q));
-            ds_shard_hex(b, 8, hx);
-            if (!xx || strcmp(xx, hx) != 0) {
-                ds_set_err(err, errlen, "%s: file checksum %s differs from the manifest's %s", e->path, hx,
-                           xx ? xx : "(none)");
+            if (v != ms->xxh3) {
+                ds_set_err(err, errlen, "%s: file checksum %016" PRIx64 " differs from the manifest's %016" PRIx64,
+                           e->path, v, ms->xxh3);
                 rc = DS_ERR_FORMAT;
                 goto fail;
             }
         }
         e->first_row = s->info.rows[k];
-        s->info.rows[k] += rows;
-        s->info.tokens[k] += toks;
-        s->info.dtype_bytes = h->dtype_bytes;
-        s->info.pad_id = h->pad_id;
-        s->info.eot_id = h->eot_id;
+        if (__builtin_add_overflow(s->info.rows[k], ms->rows, &s->info.rows[k]) ||
+            __builtin_add_overflow(s->info.tokens[k], ms->tokens, &s->info.tokens[k])) {
+            ds_set_err(err, errlen, "%s: row or token totals overflow", man.path);
+            rc = DS_ERR_FORMAT;
+            goto fail;
+        }
     }
+    /* one file under two names (hard or symbolic link) would be read twice */
+    byid = malloc((ns ? ns : 1) * sizeof *byid);
+    if (!byid) {
+        rc = DS_ERR_NOMEM;
+        goto fail;
+    }
+    size_t nb = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < s->n[k]; i++) byid[nb++] = &s->e[k][i];
+    qsort(byid, nb, sizeof *byid, cmp_file_id);
+    for (size_t i = 1; i < nb; i++)
+        if (cmp_file_id(&byid[i - 1], &byid[i]) == 0) {
+            ds_set_err(err, errlen, "%s and %s are the same file: a shard is listed twice in %s", byid[i - 1]->path,
+                       byid[i]->path, man.path);
+            rc = DS_ERR_FORMAT;
+            goto fail;
+        }
+    free(byid);
     s->info.n_shards[0] = s->n[0];
     s->info.n_shards[1] = s->n[1];
-    json_decref(root);
-    free(mpath);
+    ds_manifest_free(&man);
     *out = s;
     return DS_OK;
 fail:
-    json_decref(root);
-    free(mpath);
+    free(byid);
+    ds_manifest_free(&man);
     ds_shardset_close(s);
     return rc;
 }

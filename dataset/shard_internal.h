@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "ds_shard.h"
 
 /* Encode/decode the 192-byte header (decode checks magic, version, header
@@ -39,5 +41,37 @@ int ds_write_file_atomic(const char *path, const void *data, size_t len, int *sk
 int ds_shard_row_starts(const ds_shard *s, uint64_t row, uint32_t *starts, uint32_t *n_starts);
 
 uint64_t ds_xxh3(const void *data, size_t len);
+
+/* ------------------------------------------------------------ manifest
+ * The one reader of manifest.json (ds_shardset_open, mkshards verify,
+ * inspect, merge and build's up-to-date check all use it). It opens only a
+ * regular file of at most DS_MANIFEST_MAX_BYTES inside a directory, rejects
+ * duplicate JSON keys, and checks the type and range of every field below,
+ * so its users never meet a missing or mistyped one. Shard names are plain
+ * file names (ds_shard_name_check); a name listed twice is refused. */
+typedef struct {
+    const char *file; /* plain file name inside the set's directory */
+    int split;        /* DS_SPLIT_TRAIN or DS_SPLIT_VAL */
+    uint64_t rows, tokens, bytes, xxh3;
+} ds_manifest_shard;
+
+typedef struct {
+    json_t *root;       /* the parsed manifest (owned; config/accounting are the tools' to check) */
+    char *path;         /* DIR/manifest.json, for messages */
+    uint32_t seq_len, vocab_size, eot_id, pad_id, dtype_bytes;
+    uint8_t fingerprint[32];
+    const char *tokenizer_name;
+    size_t n_shards;    /* in manifest order */
+    ds_manifest_shard *shards;
+} ds_manifest;
+
+/* DS_OK, DS_ERR_IO (missing / not a regular file / not a directory),
+ * DS_ERR_FORMAT (err names the manifest and the field), DS_ERR_NOMEM. */
+int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen);
+void ds_manifest_free(ds_manifest *m);
+/* 0 if name is a plain file name: 1..NAME_MAX bytes (len = the JSON string's
+ * length, so an embedded NUL is seen), no '/', no "..", no leading '.', no
+ * control bytes. Otherwise -1 and why says what is wrong. */
+int ds_shard_name_check(const char *name, size_t len, char *why, size_t whylen);
 
 #endif

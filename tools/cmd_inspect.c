@@ -51,83 +51,89 @@ static void print_header(const ds_shard_header *h) {
                h->tokens_bytes ? (double)(h->n_rows * h->row_len * h->dtype_bytes) / (double)h->tokens_bytes : 0.0);
 }
 
-static uint64_t ju(json_t *o, const char *k) { return (uint64_t)json_integer_value(json_object_get(o, k)); }
+static uint64_t ju(json_t *o, const char *k) {
+    json_int_t v = json_integer_value(json_object_get(o, k));
+    return v > 0 ? (uint64_t)v : 0;
+}
+/* for the fields ds_manifest_load / sh_*_from_json do not check: never NULL */
+static const char *js(json_t *o, const char *k) {
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "?";
+}
 
-static void print_manifest(json_t *m) {
-    json_t *tk = json_object_get(m, "tokenizer"), *cfg = json_object_get(m, "config");
-    json_t *acc = json_object_get(m, "accounting");
+/* m, cfg and a were checked (ds_manifest_load, sh_config_from_json,
+ * sh_account_from_json): every field printed here exists with its type. */
+static void print_manifest(const ds_manifest *man, const sh_config *cfg, const sh_account *a) {
+    json_t *m = man->root, *acc = json_object_get(m, "accounting");
     json_t *d = json_object_get(acc, "documents"), *t = json_object_get(acc, "tokens");
-    printf("tokenizer    %s (vocab %" PRIu64 ", eot %" PRIu64 ", fingerprint %.16s...)\n",
-           json_string_value(json_object_get(tk, "name")), ju(tk, "vocab_size"), ju(tk, "eot_id"),
-           json_string_value(json_object_get(tk, "fingerprint")));
-    printf("rows         %" PRIu64 " tokens, %s; pack %s", ju(m, "seq_len"), json_string_value(json_object_get(m, "dtype")),
-           json_string_value(json_object_get(cfg, "pack")));
-    if (!strcmp(json_string_value(json_object_get(cfg, "pack")), "none"))
-        printf(" (over-long: %s)", json_string_value(json_object_get(cfg, "over_long")));
-    printf("; val fraction %g; seed %" PRIu64 "%s; zstd %" PRIu64 "\n", json_real_value(json_object_get(cfg, "val_fraction")),
-           ju(cfg, "seed"), json_is_true(json_object_get(cfg, "shuffle")) ? "" : " (no shuffle)", ju(cfg, "zstd_level"));
+    char fp[65];
+    ds_shard_hex(man->fingerprint, 32, fp);
+    printf("tokenizer    %s (vocab %u, eot %u, fingerprint %.16s...)\n", man->tokenizer_name, man->vocab_size,
+           man->eot_id, fp);
+    static const char *const packs[] = {"concat", "bfd", "none"}, *const ols[] = {"truncate", "chunk", "drop"};
+    printf("rows         %u tokens, u%u; pack %s", man->seq_len, 8 * man->dtype_bytes, packs[cfg->pack]);
+    if (cfg->pack == PACK_NONE) printf(" (over-long: %s)", ols[cfg->over_long]);
+    printf("; val fraction %g; seed %" PRIu64 "%s; zstd %d\n", cfg->val_fraction, cfg->seed,
+           cfg->shuffle ? "" : " (no shuffle)", cfg->zstd_level);
     json_t *sp = json_object_get(m, "splits");
     for (int k = 0; k < 2; k++) {
         json_t *o = json_object_get(sp, k ? "val" : "train");
         printf("%-12s %" PRIu64 " shards, %" PRIu64 " rows, %" PRIu64 " tokens\n", k ? "val" : "train", ju(o, "shards"),
                ju(o, "rows"), ju(o, "tokens"));
     }
-    json_t *sh = json_object_get(m, "shards");
-    size_t n = json_array_size(sh);
+    size_t n = man->n_shards;
     printf("\nshards (%zu):\n", n);
     for (size_t i = 0; i < n; i++) {
         if (i == 8 && n > 10) {
             printf("  ... %zu more\n", n - 9);
             i = n - 1;
         }
-        json_t *e = json_array_get(sh, i);
-        printf("  %-18s %-5s %10" PRIu64 " rows %12" PRIu64 " tokens %12" PRIu64 " bytes  xxh3 %s\n",
-               json_string_value(json_object_get(e, "file")), json_string_value(json_object_get(e, "split")),
-               ju(e, "rows"), ju(e, "tokens"), ju(e, "bytes"), json_string_value(json_object_get(e, "xxh3")));
+        const ds_manifest_shard *e = &man->shards[i];
+        printf("  %-18s %-5s %10" PRIu64 " rows %12" PRIu64 " tokens %12" PRIu64 " bytes  xxh3 %016" PRIx64 "\n",
+               e->file, e->split ? "val" : "train", e->rows, e->tokens, e->bytes, e->xxh3);
     }
     printf("\naccounting:\n");
-    printf("  documents in  %12" PRIu64 "  (records %" PRIu64 ", %.1f MB)\n", ju(d, "in"), ju(acc, "records"),
-           (double)ju(acc, "bytes_in") / 1e6);
-    printf("    whole       %12" PRIu64 "  %14" PRIu64 " tokens\n", ju(d, "whole"), ju(t, "whole"));
-    printf("    truncated   %12" PRIu64 "  %14" PRIu64 " tokens kept, %" PRIu64 " lost\n", ju(d, "truncated"),
-           ju(t, "truncated_kept"), ju(t, "truncated_lost"));
-    printf("    chunked     %12" PRIu64 "  %14" PRIu64 " tokens in %" PRIu64 " pieces\n", ju(d, "chunked"), ju(t, "chunked"),
-           ju(acc, "pieces"));
-    printf("    dropped     %12" PRIu64 "  %14" PRIu64 " tokens\n", ju(d, "dropped"), ju(t, "dropped"));
-    printf("    rejected    %12" PRIu64 "  %14" PRIu64 " bytes", ju(d, "rejected"), ju(acc, "rejected_bytes"));
-    json_t *rr = json_object_get(acc, "reject_reasons");
-    const char *key;
-    json_t *v;
+    printf("  documents in  %12" PRIu64 "  (records %" PRIu64 ", %.1f MB)\n", ju(d, "in"), a->records,
+           (double)a->bytes_in / 1e6);
+    printf("    whole       %12" PRIu64 "  %14" PRIu64 " tokens\n", a->docs_whole, a->tok_whole);
+    printf("    truncated   %12" PRIu64 "  %14" PRIu64 " tokens kept, %" PRIu64 " lost\n", a->docs_truncated,
+           a->tok_trunc_kept, a->tok_trunc_lost);
+    printf("    chunked     %12" PRIu64 "  %14" PRIu64 " tokens in %" PRIu64 " pieces\n", a->docs_chunked, a->tok_chunked,
+           a->pieces);
+    printf("    dropped     %12" PRIu64 "  %14" PRIu64 " tokens\n", a->docs_dropped, a->tok_dropped);
+    printf("    rejected    %12" PRIu64 "  %14" PRIu64 " bytes", a->docs_rejected, a->rejected_bytes);
     int first = 1;
-    json_object_foreach(rr, key, v) {
-        if (json_integer_value(v) && strcmp(key, "over-long")) {
-            printf("%s%s %" PRIu64, first ? "  (" : ", ", key, (uint64_t)json_integer_value(v));
+    for (int r = 0; r < SH_R_COUNT; r++) {
+        if (a->reasons[r] && r != SH_R_OVERLONG_DROP) {
+            printf("%s%s %" PRIu64, first ? "  (" : ", ", sh_reason_name(r), a->reasons[r]);
             first = 0;
         }
     }
     printf("%s\n", first ? "" : ")");
-    printf("  documents     %" PRIu64 " train, %" PRIu64 " val\n", ju(d, "train"), ju(d, "val"));
+    printf("  documents     %" PRIu64 " train, %" PRIu64 " val\n", a->docs_split[0], a->docs_split[1]);
     printf("  tokens        %" PRIu64 " in, %" PRIu64 " written (with %" PRIu64 " EOT), %" PRIu64 " padding\n",
-           ju(t, "in"), ju(t, "written"), ju(t, "eot"), ju(t, "pad"));
-    printf("  utilisation   %s (non-pad tokens / row tokens)\n", json_string_value(json_object_get(acc, "utilisation")));
-    json_t *h = json_object_get(acc, "doc_tokens_log2_hist");
-    uint64_t max = 0, tot = 0;
-    for (size_t i = 0; i < json_array_size(h); i++) {
-        uint64_t c = (uint64_t)json_integer_value(json_array_get(h, i));
+           ju(t, "in"), ju(t, "written"), a->eot, a->pad);
+    printf("  utilisation   %.32s (non-pad tokens / row tokens)\n", js(acc, "utilisation"));
+    /* at most SH_HIST_BINS (40) bins: the bounds 2^(i-1) .. 2^i - 1 fit in 64 bits */
+    uint64_t max = 0;
+    long double tot = 0;
+    int i0 = -1, n_bins = 0;
+    for (int i = 0; i < SH_HIST_BINS; i++) {
+        uint64_t c = a->hist[i];
         if (c > max) max = c;
-        tot += c;
+        tot += (long double)c;
+        if (c && i0 < 0) i0 = i;
+        if (c) n_bins = i + 1;
     }
-    if (tot) {
+    if (i0 >= 0) {
         printf("\ndocument length (tokens, accepted documents):\n");
-        size_t i0 = 0;
-        while (!json_integer_value(json_array_get(h, i0))) i0++;
-        for (size_t i = i0; i < json_array_size(h); i++) {
-            uint64_t c = (uint64_t)json_integer_value(json_array_get(h, i));
+        for (int i = i0; i < n_bins; i++) {
+            uint64_t c = a->hist[i];
             char lab[48];
             if (i == 0) snprintf(lab, sizeof lab, "0");
             else snprintf(lab, sizeof lab, "%" PRIu64 "-%" PRIu64, (uint64_t)1 << (i - 1), ((uint64_t)1 << i) - 1);
-            int w = max ? (int)((c * 50 + max - 1) / max) : 0;
-            printf("  %-16s %10" PRIu64 " %5.1f%% ", lab, c, 100.0 * (double)c / (double)tot);
+            int w = max ? (int)((long double)c * 50 / (long double)max + 0.999999L) : 0;
+            printf("  %-16s %10" PRIu64 " %5.1f%% ", lab, c, (double)(100.0L * (long double)c / tot));
             for (int k = 0; k < w; k++) fputs("#", stdout);
             putchar('\n');
         }
@@ -149,6 +155,10 @@ static int show_row(const ds_shard *s, uint64_t row, const tk_tokenizer *tok, in
     uint32_t L = h->row_len, nv = 0;
     uint32_t *t = malloc(L * sizeof *t), *pos = malloc(L * sizeof *pos), *doc = malloc(L * sizeof *doc);
     uint8_t *mask = malloc(L);
+    if (!t || !pos || !doc || !mask) {
+        free(t), free(pos), free(doc), free(mask);
+        return DS_ERR_NOMEM;
+    }
     int rc = ds_shard_read(s, row, t, pos, doc, mask, &nv);
     if (rc != DS_OK) {
         free(t), free(pos), free(doc), free(mask);
@@ -220,28 +230,31 @@ int cmd_inspect(int argc, char **argv) {
     int isdir = S_ISDIR(st.st_mode);
     char err[1024];
     json_t *m = NULL;
-    char mdir[4200];
-    snprintf(mdir, sizeof mdir, "%s", target);
-    if (!isdir) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s", target);
-        snprintf(mdir, sizeof mdir, "%s", dirname(tmp));
-    }
-    m = sh_manifest_load(mdir, err, sizeof err);
-    if (isdir && !m) {
-        cli_error(cmd, "%s", err);
-        return EXIT_BAD_INPUT;
-    }
+    ds_manifest man;
+    memset(&man, 0, sizeof man);
+    sh_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    sh_account acc;
     int rc = EXIT_OK;
     ds_shardset *set = NULL;
     ds_shard *one = NULL;
     tk_tokenizer *tok = NULL;
     if (isdir) {
-        print_manifest(m);
-        json_t *sh0 = json_array_get(json_object_get(m, "shards"), 0);
-        if (sh0) {
+        if (ds_manifest_load(target, &man, err, sizeof err) != DS_OK) {
+            cli_error(cmd, "%s", err);
+            return EXIT_BAD_INPUT;
+        }
+        m = man.root;
+        if (sh_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
+            sh_account_from_json(json_object_get(m, "accounting"), &acc, err, sizeof err)) {
+            cli_error(cmd, "%s: %s", man.path, err);
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        print_manifest(&man, &cfg, &acc);
+        if (man.n_shards) {
             char p0[4200];
-            snprintf(p0, sizeof p0, "%s/%s", target, json_string_value(json_object_get(sh0, "file")));
+            snprintf(p0, sizeof p0, "%s/%s", target, man.shards[0].file);
             if (ds_shard_open(p0, 0, &one, err, sizeof err) == DS_OK) {
                 printf("\nheader of %s:\n", p0);
                 print_header(ds_shard_get_header(one));
@@ -250,25 +263,36 @@ int cmd_inspect(int argc, char **argv) {
             } else {
                 cli_error(cmd, "%s", err);
                 rc = EXIT_BAD_INPUT;
+                goto done;
             }
         }
     } else {
         if (ds_shard_open(target, 0, &one, err, sizeof err) != DS_OK) {
             cli_error(cmd, "%s", err);
-            json_decref(m);
             return EXIT_BAD_INPUT;
         }
+        /* the folder's manifest only names the tokenizer to decode with:
+         * when it is missing or bad, --row shows ids */
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s", target);
+        if (ds_manifest_load(dirname(tmp), &man, err, sizeof err) == DS_OK) m = man.root;
         printf("%s:\n", target);
         print_header(ds_shard_get_header(one));
         uint64_t toks = 0;
         const ds_shard_header *h = ds_shard_get_header(one);
         for (uint64_t r = 0; r < h->n_rows; r++) {
-            uint32_t nv;
-            ds_shard_read(one, r, NULL, NULL, NULL, NULL, &nv);
+            uint32_t nv = 0;
+            if (ds_shard_read(one, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) {
+                cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (offset %" PRIu64 "; run mkshards verify)",
+                          target, r, (uint64_t)DS_SHARD_HEADER_BYTES + h->tokens_bytes + 4 * r);
+                rc = EXIT_BAD_INPUT;
+                goto done;
+            }
             toks += nv;
         }
-        printf("  tokens         %" PRIu64 " real, %" PRIu64 " padding (utilisation %.4f)\n", toks,
-               h->n_rows * h->row_len - toks, h->n_rows ? (double)toks / (double)(h->n_rows * h->row_len) : 0.0);
+        uint64_t cells = h->n_rows * h->row_len; /* <= 2^32-1 (header checked) */
+        printf("  tokens         %" PRIu64 " real, %" PRIu64 " padding (utilisation %.4f)\n", toks, cells - toks,
+               cells ? (double)toks / (double)cells : 0.0);
     }
     if (row >= 0) {
         const ds_shard *s = one;
@@ -304,6 +328,7 @@ int cmd_inspect(int argc, char **argv) {
         if (!ids_only) {
             const char *spec = tkspec;
             if (!spec && m) spec = json_string_value(json_object_get(json_object_get(m, "config"), "tokenizer"));
+            if (spec && !*spec) spec = NULL;
             if (spec && cli_load_tokenizer(spec, NULL, &tok) == EXIT_OK) {
                 uint8_t fp[32];
                 tk_fingerprint(tok, fp);
@@ -326,6 +351,7 @@ done:
     if (tok) tk_free(tok);
     ds_shardset_close(set);
     ds_shard_close(one);
-    json_decref(m);
+    sh_config_free(&cfg);
+    ds_manifest_free(&man);
     return rc;
 }

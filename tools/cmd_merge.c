@@ -34,18 +34,14 @@ static const struct option k_opts[] = {
 
 typedef struct {
     const char *dir;
-    json_t *m;
+    ds_manifest man; /* checked: shard names, counts, tokenizer */
+    json_t *m;       /* man.root */
     sh_config cfg;
     sh_account acc;
 } part;
 
-static const char *js(json_t *o, const char *k) {
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
-}
-
 static int copy_append(FILE *out, const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = ds_fopen_regular(path, NULL, 0); /* a FIFO in its place must not block */
     if (!f) return -1;
     char buf[1 << 16];
     size_t n;
@@ -57,6 +53,86 @@ static int copy_append(FILE *out, const char *path) {
     int e = ferror(f);
     fclose(f);
     return e ? -1 : 0;
+}
+
+/* Everything merge reads from part p is checked against p's manifest and
+ * the merged config first: each shard passes `verify` (checksums, ids <
+ * vocabulary, metadata), and its file XXH3, size, rows, tokens and header
+ * (row length, dtype, vocabulary, EOT/pad ids, fingerprint, split,
+ * compression, shuffle flag) are those the manifest states; shards are named
+ * and ordered as build names them (the shuffle of shard k depends on k), and
+ * the per-split totals match splits and accounting. */
+static int check_part(const char *cmd, const part *p, const sh_config *cfg) {
+    const ds_manifest *m = &p->man;
+    uint64_t idx[2] = {0, 0}, rows[2] = {0, 0}, toks[2] = {0, 0};
+    char err[1024];
+    for (size_t q = 0; q < m->n_shards; q++) {
+        const ds_manifest_shard *e = &m->shards[q];
+        char want[64], path[4200];
+        sh_shard_name(e->split, idx[e->split], want, sizeof want);
+        if (strcmp(e->file, want)) {
+            cli_error(cmd, "%s: shard %s is listed where %s belongs (shards are named and listed in build order)",
+                      m->path, e->file, want);
+            return EXIT_BAD_INPUT;
+        }
+        idx[e->split]++;
+        snprintf(path, sizeof path, "%s/%s", p->dir, e->file);
+        uint64_t xx = 0;
+        if (ds_shard_verify(path, &xx, err, sizeof err) != DS_OK) {
+            cli_error(cmd, "%s", err);
+            return EXIT_BAD_INPUT;
+        }
+        ds_shard *s = NULL;
+        if (ds_shard_open(path, 0, &s, err, sizeof err) != DS_OK) {
+            cli_error(cmd, "%s", err);
+            return EXIT_BAD_INPUT;
+        }
+        const ds_shard_header *h = ds_shard_get_header(s);
+        uint64_t nt = 0;
+        int bad_row = 0;
+        for (uint64_t r = 0; r < h->n_rows && !bad_row; r++) {
+            uint32_t nv = 0;
+            if (ds_shard_read(s, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) bad_row = 1;
+            nt += nv;
+        }
+        uint64_t bytes = DS_SHARD_HEADER_BYTES + h->tokens_bytes + h->meta_bytes + 8 * h->n_blocks;
+        const char *what = bad_row                                                   ? "row metadata"
+                           : xx != e->xxh3                                          ? "file checksum (xxh3)"
+                           : bytes != e->bytes                                      ? "bytes"
+                           : h->n_rows != e->rows                                   ? "rows"
+                           : nt != e->tokens                                        ? "tokens"
+                           : h->row_len != cfg->seq_len                             ? "row length"
+                           : h->vocab_size != cfg->vocab_size                       ? "vocabulary size"
+                           : h->dtype_bytes != (cfg->vocab_size <= 65536 ? 2u : 4u) ? "dtype"
+                           : h->eot_id != cfg->eot_id || h->pad_id != cfg->eot_id   ? "EOT / pad id"
+                           : memcmp(h->fingerprint, cfg->fingerprint, 32)           ? "tokenizer fingerprint"
+                           : ((h->flags & DS_SHARD_F_VAL) != 0) != (e->split == 1)  ? "split"
+                           : ((h->flags & DS_SHARD_F_ZSTD) != 0) != (cfg->zstd_level != 0) ||
+                                   h->frame_rows != cfg->frame_rows
+                               ? "compression (zstd_level / frame_rows)"
+                           : ((h->flags & DS_SHARD_F_SHUFFLED) != 0) != (cfg->shuffle != 0) ? "shuffle flag"
+                                                                                            : NULL;
+        ds_shard_close(s);
+        if (what) {
+            cli_error(cmd, "%s: %s disagrees with %s", path, what, m->path);
+            return EXIT_BAD_INPUT;
+        }
+        rows[e->split] += e->rows;
+        toks[e->split] += e->tokens;
+    }
+    json_t *sp = json_object_get(p->m, "splits");
+    for (int k = 0; k < 2; k++) {
+        json_t *o = json_object_get(sp, k ? "val" : "train");
+        json_t *r = json_object_get(o, "rows"), *t = json_object_get(o, "tokens"), *n = json_object_get(o, "shards");
+        if (!json_is_integer(r) || !json_is_integer(t) || !json_is_integer(n) ||
+            (uint64_t)json_integer_value(r) != rows[k] || (uint64_t)json_integer_value(t) != toks[k] ||
+            (uint64_t)json_integer_value(n) != idx[k] || p->acc.rows[k] != rows[k]) {
+            cli_error(cmd, "%s: splits.%s / accounting.rows do not match the listed shards", m->path,
+                      k ? "val" : "train");
+            return EXIT_BAD_INPUT;
+        }
+    }
+    return EXIT_OK;
 }
 
 int cmd_merge(int argc, char **argv) {
@@ -94,19 +170,25 @@ int cmd_merge(int argc, char **argv) {
     for (int i = 0; i < np; i++) {
         part *p = &parts[i];
         p->dir = argv[optind + i];
-        p->m = sh_manifest_load(p->dir, err, sizeof err);
-        if (!p->m) {
+        if (ds_manifest_load(p->dir, &p->man, err, sizeof err) != DS_OK) {
             cli_error(cmd, "%s", err);
             rc = EXIT_BAD_INPUT;
             goto done;
         }
-        if (sh_config_from_json(json_object_get(p->m, "config"), &p->cfg, err, sizeof err)) {
-            cli_error(cmd, "%s: %s", p->dir, err);
+        p->m = p->man.root;
+        if (sh_config_from_json(json_object_get(p->m, "config"), &p->cfg, err, sizeof err) ||
+            sh_account_from_json(json_object_get(p->m, "accounting"), &p->acc, err, sizeof err)) {
+            cli_error(cmd, "%s: %s", p->man.path, err);
             rc = EXIT_BAD_INPUT;
             goto done;
         }
-        sh_account_from_json(json_object_get(p->m, "accounting"), &p->acc);
-        if ((int)p->cfg.part_n != np) {
+        if (p->cfg.seq_len != p->man.seq_len) {
+            cli_error(cmd, "%s: config.seq_len %u differs from seq_len %u", p->man.path, p->cfg.seq_len, p->man.seq_len);
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
+        /* sh_config_from_json checked 1 <= K <= N */
+        if (p->cfg.part_n != (uint32_t)np) {
             cli_error(cmd, "%s is part %u/%u but %d part folder(s) were given", p->dir, p->cfg.part_k, p->cfg.part_n, np);
             rc = EXIT_BAD_INPUT;
             goto done;
@@ -118,6 +200,7 @@ int cmd_merge(int argc, char **argv) {
         }
         byk[p->cfg.part_k - 1] = p;
     }
+    /* N folders, each part K/N, no K twice: every K in 1..N is present */
     /* the configs must agree except for part and files */
     for (int i = 0; i < np; i++) {
         json_t *a = json_deep_copy(json_object_get(byk[0]->m, "config"));
@@ -135,13 +218,23 @@ int cmd_merge(int argc, char **argv) {
         }
     }
     /* merged config = the single build's */
-    sh_config_from_json(json_object_get(byk[0]->m, "config"), &cfg, err, sizeof err);
+    if (sh_config_from_json(json_object_get(byk[0]->m, "config"), &cfg, err, sizeof err)) {
+        cli_error(cmd, "%s: %s", byk[0]->man.path, err);
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
     {
-        json_t *tk = json_object_get(byk[0]->m, "tokenizer");
-        snprintf(cfg.tokenizer_name, sizeof cfg.tokenizer_name, "%s", json_string_value(json_object_get(tk, "name")));
-        ds_shard_unhex(json_string_value(json_object_get(tk, "fingerprint")), cfg.fingerprint, 32);
-        cfg.vocab_size = (uint32_t)json_integer_value(json_object_get(tk, "vocab_size"));
-        cfg.eot_id = (uint32_t)json_integer_value(json_object_get(tk, "eot_id"));
+        const ds_manifest *m0 = &byk[0]->man;
+        snprintf(cfg.tokenizer_name, sizeof cfg.tokenizer_name, "%s", m0->tokenizer_name);
+        memcpy(cfg.fingerprint, m0->fingerprint, 32);
+        cfg.vocab_size = m0->vocab_size;
+        cfg.eot_id = m0->eot_id;
+        if (m0->pad_id != m0->eot_id) {
+            cli_error(cmd, "%s: pad_id %u differs from eot_id %u (mkshards pads with EOT)", m0->path, m0->pad_id,
+                      m0->eot_id);
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
         for (size_t i = 0; i < cfg.n_files; i++) free(cfg.files[i]);
         free(cfg.files), free(cfg.file_bytes);
         size_t nf = 0;
@@ -149,9 +242,14 @@ int cmd_merge(int argc, char **argv) {
         cfg.files = calloc(nf + 1, sizeof *cfg.files);
         cfg.file_bytes = calloc(nf + 1, sizeof *cfg.file_bytes);
         cfg.n_files = 0;
+        if (!cfg.files || !cfg.file_bytes) {
+            cli_error(cmd, "out of memory");
+            rc = EXIT_BAD_INPUT;
+            goto done;
+        }
         for (int i = 0; i < np; i++)
             for (size_t j = 0; j < byk[i]->cfg.n_files; j++) {
-                cfg.files[cfg.n_files] = strdup(byk[i]->cfg.files[j]);
+                if (!(cfg.files[cfg.n_files] = strdup(byk[i]->cfg.files[j]))) break;
                 cfg.file_bytes[cfg.n_files++] = byk[i]->cfg.file_bytes[j];
             }
         cfg.part_k = cfg.part_n = 1;
@@ -162,13 +260,15 @@ int cmd_merge(int argc, char **argv) {
         goto done;
     }
     for (int i = 0; i < np; i++) {
-        struct stat a, b;
-        if (stat(out_dir, &a) == 0 && stat(byk[i]->dir, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+        if (ds_same_file(out_dir, byk[i]->dir)) {
             cli_error(cmd, "--out must not be one of the part folders");
             rc = EXIT_USAGE;
             goto done;
         }
     }
+    /* every shard of every part against its manifest before anything is written */
+    for (int i = 0; i < np; i++)
+        if ((rc = check_part(cmd, byk[i], &cfg)) != EXIT_OK) goto done;
     {
         char mp[4200];
         snprintf(mp, sizeof mp, "%s/manifest.json", out_dir);
@@ -178,26 +278,45 @@ int cmd_merge(int argc, char **argv) {
     uint32_t L = cfg.seq_len;
     row = malloc((size_t)L * sizeof *row);
     st = malloc((size_t)L * sizeof *st);
+    if (!row || !st) {
+        cli_error(cmd, "out of memory");
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
     for (int s = 0; s < 2; s++) sh_writer_init(&wr[s], &cfg, s, out_dir, &recs, &n_recs, &cap_recs);
     /* rows back into packing order, part by part, split by split */
     for (int i = 0; i < np && rc == EXIT_OK; i++) {
-        json_t *sh = json_object_get(byk[i]->m, "shards");
+        const ds_manifest *pm = &byk[i]->man;
         uint64_t idx[2] = {0, 0};
-        for (size_t q = 0; q < json_array_size(sh) && rc == EXIT_OK; q++) {
-            json_t *e = json_array_get(sh, q);
-            int split = !strcmp(js(e, "split"), "val");
+        for (size_t q = 0; q < pm->n_shards && rc == EXIT_OK; q++) {
+            const ds_manifest_shard *e = &pm->shards[q];
+            int split = e->split;
             char path[4200];
-            snprintf(path, sizeof path, "%s/%s", byk[i]->dir, js(e, "file"));
+            snprintf(path, sizeof path, "%s/%s", byk[i]->dir, e->file);
             ds_shard *s = NULL;
-            if (ds_shard_open(path, DS_SHARD_OPEN_VERIFY, &s, err, sizeof err) != DS_OK) {
+            if (ds_shard_open(path, 0, &s, err, sizeof err) != DS_OK) {
                 cli_error(cmd, "%s", err);
                 rc = EXIT_BAD_INPUT;
                 break;
             }
-            uint64_t n = ds_shard_get_header(s)->n_rows;
+            const ds_shard_header *h = ds_shard_get_header(s);
+            uint64_t n = h->n_rows;
+            /* check_part verified this file; a file changed since is refused, not trusted */
+            if (n != e->rows || h->row_len != L) {
+                cli_error(cmd, "%s changed while merging", path);
+                ds_shard_close(s);
+                rc = EXIT_BAD_INPUT;
+                break;
+            }
             free(perm), free(inv);
-            perm = malloc((n + 1) * sizeof *perm);
+            perm = malloc((n + 1) * sizeof *perm); /* n <= file size / 8 (header checked) */
             inv = malloc((n + 1) * sizeof *inv);
+            if (!perm || !inv) {
+                cli_error(cmd, "out of memory");
+                ds_shard_close(s);
+                rc = EXIT_BAD_INPUT;
+                break;
+            }
             if (cfg.shuffle) sh_shuffle_perm(cfg.seed, split, idx[split], perm, n);
             else
                 for (uint64_t j = 0; j < n; j++) perm[j] = (uint32_t)j;
@@ -274,7 +393,7 @@ done:
     if (rej) fclose(rej);
     for (int s = 0; s < 2; s++) sh_writer_free(&wr[s]);
     for (int i = 0; i < np; i++) {
-        json_decref(parts[i].m);
+        ds_manifest_free(&parts[i].man);
         sh_config_free(&parts[i].cfg);
     }
     sh_config_free(&cfg);

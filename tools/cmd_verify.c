@@ -46,7 +46,11 @@ static int verify_one(const char *cmd, const char *path, uint64_t *xx, uint64_t 
     *tokens = 0;
     for (uint64_t r = 0; r < hdr->n_rows; r++) {
         uint32_t nv = 0;
-        ds_shard_read(s, r, NULL, NULL, NULL, NULL, &nv);
+        if (ds_shard_read(s, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) { /* changed since the verify above */
+            cli_error(cmd, "%s: row %" PRIu64 ": metadata corrupt", path, r);
+            ds_shard_close(s);
+            return EXIT_BAD_INPUT;
+        }
         *tokens += nv;
     }
     ds_shard_close(s);
@@ -81,52 +85,51 @@ int cmd_verify(int argc, char **argv) {
         return rc;
     }
     char err[1024];
-    json_t *m = sh_manifest_load(target, err, sizeof err);
-    if (!m) {
+    ds_manifest man;
+    if (ds_manifest_load(target, &man, err, sizeof err) != DS_OK) {
         cli_error(cmd, "%s", err);
         return EXIT_BAD_INPUT;
     }
+    json_t *m = man.root;
     int rc = EXIT_OK;
-    uint8_t fp[32];
-    json_t *tk = json_object_get(m, "tokenizer");
-    const char *fph = json_string_value(json_object_get(tk, "fingerprint"));
-    uint32_t vocab = (uint32_t)json_integer_value(json_object_get(tk, "vocab_size"));
-    uint32_t L = (uint32_t)json_integer_value(json_object_get(m, "seq_len"));
-    if (!fph || ds_shard_unhex(fph, fp, 32) != 0) {
-        cli_error(cmd, "%s/manifest.json: bad tokenizer fingerprint", target);
-        json_decref(m);
+    sh_config cfg;
+    sh_account a;
+    if (sh_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
+        sh_account_from_json(json_object_get(m, "accounting"), &a, err, sizeof err)) {
+        cli_error(cmd, "%s: %s", man.path, err);
+        sh_config_free(&cfg);
+        ds_manifest_free(&man);
         return EXIT_BAD_INPUT;
     }
-    json_t *sh = json_object_get(m, "shards");
+    uint32_t L = man.seq_len;
     uint64_t tot_rows[2] = {0, 0}, tot_tok[2] = {0, 0}, n_sh[2] = {0, 0};
-    for (size_t i = 0; i < json_array_size(sh) && rc == EXIT_OK; i++) {
-        json_t *e = json_array_get(sh, i);
-        const char *file = json_string_value(json_object_get(e, "file"));
-        const char *split = json_string_value(json_object_get(e, "split"));
-        if (!file || !split || strchr(file, '/')) {
-            cli_error(cmd, "%s/manifest.json: shard %zu has no valid file/split", target, i);
-            rc = EXIT_BAD_INPUT;
-            break;
-        }
+    if (cfg.seq_len != L) {
+        cli_error(cmd, "%s: config.seq_len %u differs from seq_len %u", man.path, cfg.seq_len, L);
+        rc = EXIT_BAD_INPUT;
+    }
+    for (size_t i = 0; i < man.n_shards && rc == EXIT_OK; i++) {
+        const ds_manifest_shard *e = &man.shards[i];
         char path[4200];
-        snprintf(path, sizeof path, "%s/%s", target, file);
+        snprintf(path, sizeof path, "%s/%s", target, e->file);
         rc = verify_one(cmd, path, &xx, &rows, &tokens, &h);
         if (rc) break;
-        char hx[17];
-        snprintf(hx, sizeof hx, "%016" PRIx64, xx);
-        const char *mx = json_string_value(json_object_get(e, "xxh3"));
-        int k = !strcmp(split, "val");
-        struct stat fs;
-        stat(path, &fs);
+        int k = e->split;
+        uint64_t bytes = DS_SHARD_HEADER_BYTES + h.tokens_bytes + h.meta_bytes + 8 * h.n_blocks; /* = file size */
         const char *what = NULL;
-        if (!mx || strcmp(mx, hx)) what = "file checksum";
-        else if ((uint64_t)json_integer_value(json_object_get(e, "rows")) != rows) what = "rows";
-        else if ((uint64_t)json_integer_value(json_object_get(e, "tokens")) != tokens) what = "tokens";
-        else if ((json_int_t)fs.st_size != json_integer_value(json_object_get(e, "bytes"))) what = "bytes";
-        else if (memcmp(h.fingerprint, fp, 32)) what = "tokenizer fingerprint";
-        else if (h.vocab_size != vocab) what = "vocab size";
+        if (e->xxh3 != xx) what = "file checksum";
+        else if (e->rows != rows) what = "rows";
+        else if (e->tokens != tokens) what = "tokens";
+        else if (e->bytes != bytes) what = "bytes";
+        else if (memcmp(h.fingerprint, man.fingerprint, 32)) what = "tokenizer fingerprint";
+        else if (h.vocab_size != man.vocab_size) what = "vocab size";
+        else if (h.dtype_bytes != man.dtype_bytes) what = "dtype";
+        else if (h.eot_id != man.eot_id) what = "EOT id";
+        else if (h.pad_id != man.pad_id) what = "pad id";
         else if (h.row_len != L) what = "row length";
         else if (((h.flags & DS_SHARD_F_VAL) != 0) != k) what = "split";
+        else if (((h.flags & DS_SHARD_F_ZSTD) != 0) != (cfg.zstd_level != 0) || h.frame_rows != cfg.frame_rows)
+            what = "compression (config.zstd_level / frame_rows)";
+        else if (((h.flags & DS_SHARD_F_SHUFFLED) != 0) != (cfg.shuffle != 0)) what = "shuffle flag";
         if (what) {
             cli_error(cmd, "%s: %s disagrees with the manifest", path, what);
             rc = EXIT_BAD_INPUT;
@@ -137,27 +140,39 @@ int cmd_verify(int argc, char **argv) {
         n_sh[k]++;
     }
     if (rc == EXIT_OK) {
+        /* the set-level checks the trainer makes (one file under two names) */
+        ds_shardset *set = NULL;
+        if (ds_shardset_open(target, 0, &set, err, sizeof err) != DS_OK) {
+            cli_error(cmd, "%s", err);
+            rc = EXIT_BAD_INPUT;
+        }
+        ds_shardset_close(set);
+    }
+    if (rc == EXIT_OK) {
         json_t *sp = json_object_get(m, "splits");
         for (int k = 0; k < 2 && rc == EXIT_OK; k++) {
             json_t *o = json_object_get(sp, k ? "val" : "train");
-            if ((uint64_t)json_integer_value(json_object_get(o, "rows")) != tot_rows[k] ||
-                (uint64_t)json_integer_value(json_object_get(o, "tokens")) != tot_tok[k] ||
-                (uint64_t)json_integer_value(json_object_get(o, "shards")) != n_sh[k]) {
+            json_t *r = json_object_get(o, "rows"), *t = json_object_get(o, "tokens"), *n = json_object_get(o, "shards");
+            if (!json_is_integer(r) || !json_is_integer(t) || !json_is_integer(n) ||
+                (uint64_t)json_integer_value(r) != tot_rows[k] || (uint64_t)json_integer_value(t) != tot_tok[k] ||
+                (uint64_t)json_integer_value(n) != n_sh[k]) {
                 cli_error(cmd, "%s/manifest.json: splits.%s does not match its shards", target, k ? "val" : "train");
                 rc = EXIT_BAD_INPUT;
             }
         }
-        /* accounting must add up */
-        sh_account a;
-        sh_account_from_json(json_object_get(m, "accounting"), &a);
+        /* accounting must add up (sums in 128 bits: the counters are untrusted) */
         json_t *acc = json_object_get(m, "accounting");
         json_t *d = json_object_get(acc, "documents"), *t = json_object_get(acc, "tokens");
-        uint64_t din = (uint64_t)json_integer_value(json_object_get(d, "in"));
-        uint64_t written = (uint64_t)json_integer_value(json_object_get(t, "written"));
+        json_t *jin = json_object_get(d, "in"), *jw = json_object_get(t, "written");
+        unsigned __int128 din = (uint64_t)json_integer_value(jin), written = (uint64_t)json_integer_value(jw);
+        unsigned __int128 docs = (unsigned __int128)a.docs_whole + a.docs_truncated + a.docs_chunked + a.docs_dropped +
+                                 a.docs_rejected;
+        unsigned __int128 cells = ((unsigned __int128)tot_rows[0] + tot_rows[1]) * L;
         if (rc == EXIT_OK &&
-            (din != a.docs_whole + a.docs_truncated + a.docs_chunked + a.docs_dropped + a.docs_rejected ||
-             din != a.records || written + a.pad != (tot_rows[0] + tot_rows[1]) * (uint64_t)L ||
-             written != tot_tok[0] + tot_tok[1] || a.rows[0] != tot_rows[0] || a.rows[1] != tot_rows[1])) {
+            (!json_is_integer(jin) || !json_is_integer(jw) || json_integer_value(jin) < 0 ||
+             json_integer_value(jw) < 0 || din != docs || din != a.records || written + a.pad != cells ||
+             written != (unsigned __int128)tot_tok[0] + tot_tok[1] || a.rows[0] != tot_rows[0] ||
+             a.rows[1] != tot_rows[1])) {
             cli_error(cmd, "%s/manifest.json: accounting does not add up (documents in = whole + truncated + "
                       "chunked + dropped + rejected; written + pad = rows x seq_len)", target);
             rc = EXIT_BAD_INPUT;
@@ -167,6 +182,7 @@ int cmd_verify(int argc, char **argv) {
         printf("ok: %s: %" PRIu64 " shards, %" PRIu64 " train rows, %" PRIu64 " val rows, %" PRIu64
                " tokens, all checksums match\n",
                target, n_sh[0] + n_sh[1], tot_rows[0], tot_rows[1], tot_tok[0] + tot_tok[1]);
-    json_decref(m);
+    sh_config_free(&cfg);
+    ds_manifest_free(&man);
     return rc;
 }

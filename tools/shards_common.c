@@ -75,46 +75,122 @@ static const char *jstr(json_t *o, const char *k) {
     return s ? s : "";
 }
 
+/* Typed, range-checked field readers: a manifest is untrusted input, so a
+ * missing field, a string where a number belongs, a negative or huge count
+ * is an error naming the field, never a zero or a wrapped value. */
+static int cfg_int(json_t *o, const char *k, json_int_t lo, json_int_t hi, json_int_t *out, char *err, size_t errlen) {
+    json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        snprintf(err, errlen, "config.%s must be an integer %lld..%lld", k, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* A string of at most cap-1 bytes without NUL, copied into out. */
+static int cfg_str(json_t *o, const char *k, char *out, size_t cap, char *err, size_t errlen) {
+    json_t *v = json_object_get(o, k);
+    if (!json_is_string(v) || json_string_length(v) >= cap || strlen(json_string_value(v)) != json_string_length(v)) {
+        snprintf(err, errlen, "config.%s must be a string of at most %zu bytes", k, cap - 1);
+        return -1;
+    }
+    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    return 0;
+}
+
+static int cfg_enum(json_t *o, const char *k, const char *const *names, int n, int *out, char *err, size_t errlen) {
+    const char *v = json_string_value(json_object_get(o, k));
+    for (int i = 0; v && i < n; i++)
+        if (!strcmp(v, names[i])) {
+            *out = i;
+            return 0;
+        }
+    snprintf(err, errlen, "config.%s must be one of %s%s%s%s%s", k, names[0], n > 1 ? ", " : "", n > 1 ? names[1] : "",
+             n > 2 ? ", " : "", n > 2 ? names[2] : "");
+    return -1;
+}
+
 int sh_config_from_json(json_t *j, sh_config *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     if (!json_is_object(j)) {
-        snprintf(err, errlen, "manifest has no config");
+        snprintf(err, errlen, "manifest has no config object");
         return -1;
     }
-    snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s", jstr(j, "tokenizer"));
-    c->seq_len = (uint32_t)json_integer_value(json_object_get(j, "seq_len"));
-    const char *p = jstr(j, "pack");
-    c->pack = !strcmp(p, "bfd") ? PACK_BFD : !strcmp(p, "none") ? PACK_NONE : PACK_CONCAT;
-    p = jstr(j, "over_long");
-    c->over_long = !strcmp(p, "chunk") ? OL_CHUNK : !strcmp(p, "drop") ? OL_DROP : OL_TRUNCATE;
-    c->bfd_window = (uint64_t)json_integer_value(json_object_get(j, "bfd_window_rows"));
-    c->val_fraction = json_real_value(json_object_get(j, "val_fraction"));
-    c->seed = (uint64_t)json_integer_value(json_object_get(j, "seed"));
+    static const char *const packs[] = {"concat", "bfd", "none"}, *const ols[] = {"truncate", "chunk", "drop"};
+    json_int_t v;
+    int e;
+    if (cfg_str(j, "tokenizer", c->tokenizer_spec, sizeof c->tokenizer_spec, err, errlen)) return -1;
+    if (cfg_int(j, "seq_len", 1, DS_SHARD_MAX_ROW_LEN, &v, err, errlen)) return -1;
+    c->seq_len = (uint32_t)v;
+    if (cfg_enum(j, "pack", packs, 3, &e, err, errlen)) return -1;
+    c->pack = (sh_pack)e;
+    if (cfg_enum(j, "over_long", ols, 3, &e, err, errlen)) return -1;
+    c->over_long = (sh_overlong)e;
+    if (cfg_int(j, "bfd_window_rows", 1, 1 << 24, &v, err, errlen)) return -1;
+    c->bfd_window = (uint64_t)v;
+    json_t *vf = json_object_get(j, "val_fraction");
+    if (!json_is_number(vf) || !(json_number_value(vf) >= 0.0 && json_number_value(vf) <= 1.0)) {
+        snprintf(err, errlen, "config.val_fraction must be a number 0..1");
+        return -1;
+    }
+    c->val_fraction = json_number_value(vf);
+    /* a seed >= 2^63 is written as its two's-complement (negative) value */
+    if (cfg_int(j, "seed", INT64_MIN, INT64_MAX, &v, err, errlen)) return -1;
+    c->seed = (uint64_t)v;
+    if (!json_is_boolean(json_object_get(j, "shuffle"))) {
+        snprintf(err, errlen, "config.shuffle must be true or false");
+        return -1;
+    }
     c->shuffle = json_is_true(json_object_get(j, "shuffle"));
-    c->shard_tokens = (uint64_t)json_integer_value(json_object_get(j, "shard_tokens"));
-    c->zstd_level = (int)json_integer_value(json_object_get(j, "zstd_level"));
-    c->frame_rows = (uint32_t)json_integer_value(json_object_get(j, "frame_rows"));
-    snprintf(c->field, sizeof c->field, "%s", jstr(j, "field"));
-    snprintf(c->doc_sep, sizeof c->doc_sep, "%s", jstr(j, "doc_sep"));
+    if (cfg_int(j, "shard_tokens", 1, (json_int_t)1 << 40, &v, err, errlen)) return -1;
+    c->shard_tokens = (uint64_t)v;
+    if (cfg_int(j, "zstd_level", 0, 22, &v, err, errlen)) return -1;
+    c->zstd_level = (int)v;
+    if (cfg_int(j, "frame_rows", c->zstd_level ? 1 : 0, c->zstd_level ? 1 << 20 : 0, &v, err, errlen)) return -1;
+    c->frame_rows = (uint32_t)v;
+    if (cfg_str(j, "field", c->field, sizeof c->field, err, errlen)) return -1;
+    if (cfg_str(j, "doc_sep", c->doc_sep, sizeof c->doc_sep, err, errlen)) return -1;
     json_t *part = json_object_get(j, "part");
-    c->part_k = (uint32_t)json_integer_value(json_array_get(part, 0));
-    c->part_n = (uint32_t)json_integer_value(json_array_get(part, 1));
-    json_t *in = json_object_get(j, "inputs"), *files = json_object_get(j, "files");
-    c->n_inputs = json_array_size(in);
-    c->n_files = json_array_size(files);
-    c->inputs = calloc(c->n_inputs + 1, sizeof *c->inputs);
-    c->files = calloc(c->n_files + 1, sizeof *c->files);
-    c->file_bytes = calloc(c->n_files + 1, sizeof *c->file_bytes);
-    if (!c->inputs || !c->files || !c->file_bytes) return -1;
-    for (size_t i = 0; i < c->n_inputs; i++) c->inputs[i] = strdup(json_string_value(json_array_get(in, i)) ? json_string_value(json_array_get(in, i)) : "");
-    for (size_t i = 0; i < c->n_files; i++) {
-        json_t *f = json_array_get(files, i);
-        c->files[i] = strdup(jstr(f, "path"));
-        c->file_bytes[i] = (uint64_t)json_integer_value(json_object_get(f, "bytes"));
-    }
-    if (c->seq_len == 0 || c->part_n == 0) {
-        snprintf(err, errlen, "manifest config lacks seq_len or part");
+    json_t *pk = json_array_get(part, 0), *pn = json_array_get(part, 1);
+    if (!json_is_array(part) || json_array_size(part) != 2 || !json_is_integer(pk) || !json_is_integer(pn) ||
+        json_integer_value(pn) < 1 || json_integer_value(pn) > SH_MAX_PARTS || json_integer_value(pk) < 1 ||
+        json_integer_value(pk) > json_integer_value(pn)) {
+        snprintf(err, errlen, "config.part must be [K, N] with 1 <= K <= N <= %d", SH_MAX_PARTS);
         return -1;
+    }
+    c->part_k = (uint32_t)json_integer_value(pk);
+    c->part_n = (uint32_t)json_integer_value(pn);
+    json_t *in = json_object_get(j, "inputs"), *files = json_object_get(j, "files");
+    if (!json_is_array(in) || !json_is_array(files)) {
+        snprintf(err, errlen, "config.inputs and config.files must be arrays");
+        return -1;
+    }
+    size_t ni = json_array_size(in), nf = json_array_size(files);
+    c->inputs = calloc(ni + 1, sizeof *c->inputs);
+    c->files = calloc(nf + 1, sizeof *c->files);
+    c->file_bytes = calloc(nf + 1, sizeof *c->file_bytes);
+    if (!c->inputs || !c->files || !c->file_bytes) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < ni; i++) {
+        json_t *x = json_array_get(in, i);
+        if (!json_is_string(x)) {
+            snprintf(err, errlen, "config.inputs[%zu] must be a string", i);
+            return -1;
+        }
+        if (!(c->inputs[c->n_inputs] = strdup(json_string_value(x)))) return -1;
+        c->n_inputs++;
+    }
+    for (size_t i = 0; i < nf; i++) {
+        json_t *f = json_array_get(files, i), *b = json_object_get(f, "bytes");
+        if (!json_is_string(json_object_get(f, "path")) || !json_is_integer(b) || json_integer_value(b) < 0) {
+            snprintf(err, errlen, "config.files[%zu] must be {\"path\": string, \"bytes\": integer >= 0}", i);
+            return -1;
+        }
+        if (!(c->files[c->n_files] = strdup(jstr(f, "path")))) return -1;
+        c->file_bytes[c->n_files++] = (uint64_t)json_integer_value(b);
     }
     return 0;
 }
@@ -331,37 +407,58 @@ json_t *sh_account_json(const sh_account *a, const sh_config *cfg) {
     return j;
 }
 
-static uint64_t jget(json_t *o, const char *k) { return (uint64_t)json_integer_value(json_object_get(o, k)); }
+/* A counter: a non-negative integer (missing / mistyped / negative: error). */
+static int jget(json_t *o, const char *grp, const char *k, uint64_t *out, char *err, size_t errlen) {
+    json_t *v = json_object_get(o, k);
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        snprintf(err, errlen, "accounting.%s%s%s must be an integer >= 0", grp ? grp : "", grp ? "." : "", k);
+        return -1;
+    }
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
 
-int sh_account_from_json(json_t *j, sh_account *a) {
+int sh_account_from_json(json_t *j, sh_account *a, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
-    if (!json_is_object(j)) return -1;
     json_t *d = json_object_get(j, "documents"), *t = json_object_get(j, "tokens"), *r = json_object_get(j, "reject_reasons");
-    a->records = jget(j, "records");
-    a->bytes_in = jget(j, "bytes_in");
-    a->rejected_bytes = jget(j, "rejected_bytes");
-    a->pieces = jget(j, "pieces");
-    a->docs_whole = jget(d, "whole");
-    a->docs_truncated = jget(d, "truncated");
-    a->docs_chunked = jget(d, "chunked");
-    a->docs_dropped = jget(d, "dropped");
-    a->docs_rejected = jget(d, "rejected");
-    a->docs_split[0] = jget(d, "train");
-    a->docs_split[1] = jget(d, "val");
-    a->tok_whole = jget(t, "whole");
-    a->tok_trunc_kept = jget(t, "truncated_kept");
-    a->tok_trunc_lost = jget(t, "truncated_lost");
-    a->tok_chunked = jget(t, "chunked");
-    a->tok_dropped = jget(t, "dropped");
-    a->eot = jget(t, "eot");
-    a->pad = jget(t, "pad");
-    for (int i = 0; i < SH_R_COUNT; i++) a->reasons[i] = jget(r, k_reasons[i]);
-    json_t *rows = json_object_get(j, "rows");
-    a->rows[0] = jget(rows, "train");
-    a->rows[1] = jget(rows, "val");
-    json_t *h = json_object_get(j, "doc_tokens_log2_hist");
-    for (size_t i = 0; i < json_array_size(h) && i < SH_HIST_BINS; i++)
-        a->hist[i] = (uint64_t)json_integer_value(json_array_get(h, i));
+    json_t *rows = json_object_get(j, "rows"), *h = json_object_get(j, "doc_tokens_log2_hist");
+    if (!json_is_object(j) || !json_is_object(d) || !json_is_object(t) || !json_is_object(r) || !json_is_object(rows) ||
+        !json_is_array(h)) {
+        snprintf(err, errlen, "accounting (with documents, tokens, reject_reasons, rows, doc_tokens_log2_hist) "
+                              "missing or mistyped");
+        return -1;
+    }
+    struct {
+        json_t *o;
+        const char *grp, *k;
+        uint64_t *dst;
+    } f[] = {{j, NULL, "records", &a->records},          {j, NULL, "bytes_in", &a->bytes_in},
+             {j, NULL, "rejected_bytes", &a->rejected_bytes}, {j, NULL, "pieces", &a->pieces},
+             {d, "documents", "whole", &a->docs_whole},  {d, "documents", "truncated", &a->docs_truncated},
+             {d, "documents", "chunked", &a->docs_chunked}, {d, "documents", "dropped", &a->docs_dropped},
+             {d, "documents", "rejected", &a->docs_rejected}, {d, "documents", "train", &a->docs_split[0]},
+             {d, "documents", "val", &a->docs_split[1]}, {t, "tokens", "whole", &a->tok_whole},
+             {t, "tokens", "truncated_kept", &a->tok_trunc_kept}, {t, "tokens", "truncated_lost", &a->tok_trunc_lost},
+             {t, "tokens", "chunked", &a->tok_chunked},  {t, "tokens", "dropped", &a->tok_dropped},
+             {t, "tokens", "eot", &a->eot},              {t, "tokens", "pad", &a->pad},
+             {rows, "rows", "train", &a->rows[0]},       {rows, "rows", "val", &a->rows[1]}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (jget(f[i].o, f[i].grp, f[i].k, f[i].dst, err, errlen)) return -1;
+    for (int i = 0; i < SH_R_COUNT; i++)
+        if (jget(r, "reject_reasons", k_reasons[i], &a->reasons[i], err, errlen)) return -1;
+    if (json_array_size(h) > SH_HIST_BINS) {
+        snprintf(err, errlen, "accounting.doc_tokens_log2_hist has %zu entries, at most %d", json_array_size(h),
+                 SH_HIST_BINS);
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(h); i++) {
+        json_t *v = json_array_get(h, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            snprintf(err, errlen, "accounting.doc_tokens_log2_hist[%zu] must be an integer >= 0", i);
+            return -1;
+        }
+        a->hist[i] = (uint64_t)json_integer_value(v);
+    }
     return 0;
 }
 
@@ -437,20 +534,11 @@ int sh_manifest_write(const char *dir, const sh_config *cfg, const sh_account *a
 }
 
 json_t *sh_manifest_load(const char *dir, char *err, size_t errlen) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    json_error_t je;
-    json_t *m = json_load_file(path, 0, &je);
-    if (!m) {
-        snprintf(err, errlen, "%s: %s", path, access(path, F_OK) == 0 ? je.text : "no manifest.json");
-        return NULL;
-    }
-    if (strcmp(jstr(m, "format"), "mkshards-manifest") != 0) {
-        snprintf(err, errlen, "%s: not a mkshards manifest", path);
-        json_decref(m);
-        return NULL;
-    }
-    return m;
+    ds_manifest m;
+    if (ds_manifest_load(dir, &m, err, errlen) != DS_OK) return NULL;
+    json_t *root = json_incref(m.root);
+    ds_manifest_free(&m);
+    return root;
 }
 
 static int is_shard_name(const char *n) {

@@ -12,6 +12,7 @@
 #include "shard_internal.h"
 
 #define SH_HIST_BINS 40
+#define SH_MAX_PARTS 1000000 /* mkshards build --part K/N: N at most */
 
 /* Accounting (all counters additive across parts). */
 typedef struct {
@@ -65,7 +66,9 @@ void sh_config_free(sh_config *c);
 uint64_t sh_rows_per_shard(const sh_config *c);
 /* JSON for the config (part included). */
 json_t *sh_config_json(const sh_config *c);
-/* Parse a manifest's config back. */
+/* Parse a manifest's config back: every field present, of its type and in
+ * the range `mkshards build` accepts (part: 1 <= K <= N <= SH_MAX_PARTS);
+ * -1 with err naming the field otherwise (c must then be freed). */
 int sh_config_from_json(json_t *j, sh_config *c, char *err, size_t errlen);
 
 /* One finished shard. */
@@ -111,8 +114,13 @@ void sh_shard_name(int split, uint64_t index, char *out, size_t outlen);
 int sh_manifest_write(const char *dir, const sh_config *cfg, const sh_account *acc, const sh_shard_rec *recs,
                       size_t n_recs, char *err, size_t errlen);
 json_t *sh_account_json(const sh_account *acc, const sh_config *cfg);
-int sh_account_from_json(json_t *j, sh_account *acc);
-/* Load dir/manifest.json (NULL + err if missing/bad). */
+/* Strict: every counter present and >= 0, the histogram at most SH_HIST_BINS
+ * long; -1 with err naming the field otherwise. */
+int sh_account_from_json(json_t *j, sh_account *acc, char *err, size_t errlen);
+/* Load dir/manifest.json through ds_manifest_load (regular file, size limit,
+ * every top-level and per-shard field checked; NULL + err if missing/bad).
+ * config and accounting are checked by sh_config_from_json /
+ * sh_account_from_json. */
 json_t *sh_manifest_load(const char *dir, char *err, size_t errlen);
 
 /* Remove DIR/<name>.tmp files and shard files (train-*.mks, val-*.mks) not listed. */
