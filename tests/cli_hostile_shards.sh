@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# cli_hostile_shards.sh MKSHARDS SHARED_DIR DATA_DIR GEN - mkshards verify /
+# inspect / merge on hostile shard sets (issue 12 items 1, 2, 3, 5, 8, 13, 14,
+# 15): every case checks the exit code AND the message; `timeout 10` turns a
+# hang (FIFO) into a failure. GEN is tests/hostile_shards_gen.c: it crafts
+# shard bytes with recomputed checksums; JSON edits use python3 (stdlib).
+set -u
+MKS=$1
+GEN=$4
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+[ -x "$GEN" ] || { echo "skip: no generator at $GEN"; exit 77; }
+command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+# run WANT_RC WHAT PATTERN... -- CMD...: exit code and every pattern in stderr
+run() {
+    local want=$1 what=$2; shift 2
+    local pats=()
+    while [ "$1" != "--" ]; do pats+=("$1"); shift; done
+    shift
+    timeout 10 "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    if [ $rc = 124 ]; then bad "$what: hung (killed after 10 s)"; return; fi
+    if [ $rc != "$want" ]; then bad "$what: exit $rc, want $want: $(head -c 400 "$T/err")"; return; fi
+    for p in "${pats[@]}"; do
+        grep -qF -- "$p" "$T/err" || { bad "$what: message lacks '$p': $(head -c 400 "$T/err")"; return; }
+    done
+    ok "$what (exit $rc): $(head -1 "$T/err" | head -c 160)"
+}
+# jedit DIR PYTHON: edit DIR/manifest.json with the expression (m = manifest)
+jedit() {
+    python3 - "$1/manifest.json" "$2" <<'PY'
+import json, sys
+p, code = sys.argv[1], sys.argv[2]
+m = json.load(open(p))
+exec(code)
+open(p, "w").write(json.dumps(m, indent=2))
+PY
+}
+fresh() { rm -rf "$T/$2"; cp -r "$T/$1" "$T/$2"; }
+
+"$MKS" tokenizer train --vocab-size 512 --out "$T/tok.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/tiny.jsonl" 2>/dev/null ||
+    { bad "tokenizer train"; exit 1; }
+mkdir "$T/in"
+head -100 "$ROOT/samples/tiny.jsonl" >"$T/in/a.jsonl"
+tail -100 "$ROOT/samples/tiny.jsonl" >"$T/in/b.jsonl"
+B=(-t "$T/tok.tiktoken" -L 33 --val-fraction 0.05 --shard-tokens 2000 -q)
+"$MKS" build "${B[@]}" -o "$T/set" "$T/in" || { bad "build"; exit 1; }
+"$MKS" build "${B[@]}" --part 1/2 -o "$T/p1" "$T/in" && "$MKS" build "${B[@]}" --part 2/2 -o "$T/p2" "$T/in" ||
+    { bad "build parts"; exit 1; }
+"$MKS" build -t "$T/tok.tiktoken" -L 17 --val-fraction 0.05 --shard-tokens 2000 -q -o "$T/l17" "$T/in" || { bad "build L17"; exit 1; }
+run 0 "valid set verifies" -- "$MKS" verify "$T/set"
+run 0 "merge of valid parts" -- "$MKS" merge -q --out "$T/merged" "$T/p1" "$T/p2"
+cmp -s "$T/merged/manifest.json" "$T/set/manifest.json" && ok "merge == single build" || bad "merge differs from a single build"
+S0=train-00000.mks
+
+# ---- item 1: the 264-byte wrap-around shard
+"$GEN" overflow "$T/ov.mks"
+run 2 "verify: 264-byte overflow shard" "ov.mks" "exceed 4294967295 tokens per shard" -- "$MKS" verify "$T/ov.mks"
+run 2 "inspect: 264-byte overflow shard" "ov.mks" "exceed 4294967295 tokens per shard" -- "$MKS" inspect "$T/ov.mks"
+fresh set ovset && cp "$T/ov.mks" "$T/ovset/$S0" && "$GEN" rehash "$T/ovset"
+run 2 "verify: overflow shard, manifest xxh3 matches" "$S0" "exceed 4294967295 tokens per shard" -- "$MKS" verify "$T/ovset"
+run 2 "inspect: overflow shard, manifest xxh3 matches" "$S0" "exceed 4294967295 tokens" -- "$MKS" inspect "$T/ovset"
+run 2 "inspect --row: overflow shard (ds_shardset_open)" "$S0" -- "$MKS" inspect --ids --row 0 "$T/ovset"
+
+# ---- item 15: header fields
+hcase() { # WHAT OFF WIDTH VALUE PATTERN
+    cp "$T/set/$S0" "$T/h.mks" && "$GEN" patch "$T/h.mks" "$2" "$3" "$4"
+    run 2 "verify: $1" "$5" -- "$MKS" verify "$T/h.mks"
+    run 2 "inspect: $1" "$5" -- "$MKS" inspect "$T/h.mks"
+}
+hcase "header size 64" 12 4 64 "offset 12: header size 64"
+hcase "EOT id 0xFFFFFFFF" 36 4 0xFFFFFFFF "offset 36: EOT id 4294967295 >= vocab size"
+hcase "pad id = vocab" 32 4 512 "pad id"
+hcase "frame rows on an uncompressed shard" 40 4 64 "frame fields"
+hcase "frame count on an uncompressed shard" 56 8 1 "frame fields"
+hcase "unknown flag bit" 20 4 0x10 "unknown flag bits"
+hcase "row length 2^31" 24 4 0x80000000 "row length 2147483648"
+
+# ---- item 5: a corrupted valid[] entry with checksums recomputed
+cp "$T/set/$S0" "$T/v.mks"
+tb=$(python3 -c "import struct,sys; print(struct.unpack_from('<Q', open(sys.argv[1],'rb').read(), 72)[0])" "$T/v.mks")
+"$GEN" patch "$T/v.mks" $((192 + tb + 4)) 4 1000 payload
+run 2 "inspect SHARD: corrupt valid[1]" "row 1: row metadata corrupt" -- "$MKS" inspect "$T/v.mks"
+run 2 "verify SHARD: corrupt valid[1]" "row 1 claims 1000 valid tokens" -- "$MKS" verify "$T/v.mks"
+grep -q "tokens .* real" "$T/out" && bad "inspect printed counts for a corrupt shard" || true
+
+# ---- item 5: manifests with missing / mistyped fields
+mcase() { # WHAT PYTHON PATTERN [CMDS]
+    fresh set m && jedit "$T/m" "$2"
+    run 2 "inspect: $1" "$3" -- "$MKS" inspect "$T/m"
+    run 2 "verify: $1" "$3" -- "$MKS" verify "$T/m"
+}
+mcase "no config.pack" "del m['config']['pack']" "config.pack"
+mcase "no config" "del m['config']" "no config"
+mcase "hist of 70 entries" "m['accounting']['doc_tokens_log2_hist'] = [1]*70" "doc_tokens_log2_hist has 70 entries"
+mcase "seq_len a string" "m['seq_len'] = '33'" '"seq_len" must be an integer'
+mcase "vocab_size a string" "m['tokenizer']['vocab_size'] = '512'" "vocab_size"
+mcase "negative rows" "m['shards'][0]['rows'] = -1" '"rows" must be an integer'
+mcase "huge tokens" "m['shards'][0]['tokens'] = 2**62" '"tokens" must be an integer'
+mcase "accounting counter a string" "m['accounting']['records'] = 'x'" "accounting.records"
+mcase "tokenizer.name missing" "del m['tokenizer']['name']" "tokenizer.name"
+mcase "config.part [0, 1]" "m['config']['part'] = [0, 1]" "config.part"
+
+# ---- items 13, 14: shard names and a shard listed twice
+mcase "'../' in a shard name" "m['shards'][0]['file'] = '../set/$S0'" "is not a plain file name"
+mcase "absolute shard name" "m['shards'][0]['file'] = '$T/set/$S0'" "is not a plain file name"
+mcase "shard listed twice" "m['shards'].insert(1, dict(m['shards'][0]))" "$S0 is listed twice"
+fresh set m && ln "$T/m/$S0" "$T/m/train-00099.mks" && jedit "$T/m" "e = dict(m['shards'][0]); e['file'] = 'train-00099.mks'; m['shards'].insert(1, e); m['splits']['train']['shards'] += 1; m['splits']['train']['rows'] += e['rows']; m['splits']['train']['tokens'] += e['tokens']"
+run 2 "verify: one file under two names" "are the same file" -- "$MKS" verify "$T/m"
+
+# ---- item 8: FIFOs and other special files
+fresh set f && rm "$T/f/$S0" && mkfifo "$T/f/$S0"
+run 2 "verify: FIFO as a shard" "$S0: not a regular file" -- "$MKS" verify "$T/f"
+run 2 "inspect: FIFO as a shard" "$S0: not a regular file" -- "$MKS" inspect "$T/f"
+run 2 "verify FIFO directly" "not a regular file" -- "$MKS" verify "$T/f/$S0"
+run 2 "inspect FIFO directly" "not a regular file" -- "$MKS" inspect "$T/f/$S0"
+fresh set f2 && rm "$T/f2/manifest.json" && mkfifo "$T/f2/manifest.json"
+run 2 "verify: FIFO as manifest.json" "manifest.json: not a regular file" -- "$MKS" verify "$T/f2"
+run 2 "inspect: FIFO as manifest.json" "manifest.json: not a regular file" -- "$MKS" inspect "$T/f2"
+run 0 "inspect SHARD next to a FIFO manifest" -- "$MKS" inspect "$T/f2/$S0"
+fresh p1 fp && rm "$T/fp/manifest.json" && mkfifo "$T/fp/manifest.json"
+run 2 "merge: FIFO as a part's manifest.json" "manifest.json: not a regular file" -- "$MKS" merge -q --out "$T/mo" "$T/fp" "$T/p2"
+fresh p1 fp && rm "$T/fp/$S0" && mkfifo "$T/fp/$S0"
+run 2 "merge: FIFO as a part's shard" "$S0: not a regular file" -- "$MKS" merge -q --out "$T/mo" "$T/fp" "$T/p2"
+fresh p1 fp && rm "$T/fp/rejects.jsonl" && mkfifo "$T/fp/rejects.jsonl"
+run 2 "merge: FIFO as a part's rejects.jsonl" "rejects.jsonl" -- "$MKS" merge -q --out "$T/mo" "$T/fp" "$T/p2"
+
+# ---- item 2: config.part of the parts
+pcase() { # WHAT PART PATTERN
+    fresh p1 pp && jedit "$T/pp" "m['config']['part'] = $2"
+    run 2 "merge: part $2" "$T/pp" "$3" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+}
+pcase "k = 0" "[0, 2]" "config.part must be [K, N]"
+pcase "k > n" "[3, 2]" "config.part must be [K, N]"
+pcase "n = 0" "[1, 0]" "config.part must be [K, N]"
+pcase "a string" "'1/2'" "config.part must be [K, N]"
+pcase "k twice" "[2, 2]" "are both part 2/2"
+run 2 "merge: a part missing" "is part 1/2 but 1 part folder(s) were given" -- "$MKS" merge -q --out "$T/mo" "$T/p1"
+
+# ---- items 3, 13: part shards that disagree with their manifest
+fresh p1 pp && cp "$T/l17/$S0" "$T/pp/$S0" && "$GEN" rehash "$T/pp"
+run 2 "merge: shard with another row length (xxh3 rehashed)" "$T/pp/$S0" "disagrees" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+fresh p1 pp && cp "$T/p2/$S0" "$T/pp/$S0"
+run 2 "merge: a shard swapped in from another part" "$T/pp/$S0" "file checksum" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+# (a swapped shard whose manifest entry is rewritten to match it, rows and
+# tokens equal, is a consistent forgery: the manifest is the authority)
+fresh p1 pp && jedit "$T/pp" "m['shards'][0]['file'] = '../p2/$S0'"
+run 2 "merge: '../' in a part's shard name" "is not a plain file name" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+fresh p1 pp && jedit "$T/pp" "m['tokenizer']['fingerprint'] = '0'*64"
+run 2 "merge: a part with another tokenizer" "other options or tokenizer" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+fresh p1 pp && fresh p2 pq && jedit "$T/pp" "m['tokenizer']['fingerprint'] = '0'*64" && jedit "$T/pq" "m['tokenizer']['fingerprint'] = '0'*64"
+run 2 "merge: both parts claim another fingerprint" "tokenizer fingerprint disagrees" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/pq"
+fresh p1 pp && jedit "$T/pp" "m['shards'][0]['tokens'] -= 1"
+run 2 "merge: tokens off by one" "tokens disagrees" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+fresh p1 pp && jedit "$T/pp" "m['shards'][0]['split'] = 'val'"
+run 2 "merge: split changed" "is listed where val-00000.mks belongs" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
+[ -e "$T/mo/manifest.json" ] && bad "a refused merge wrote a manifest" || ok "no refused merge wrote a manifest"
+
+exit $fail

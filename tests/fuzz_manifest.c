@@ -1,0 +1,79 @@
+/* fuzz_manifest.c - libFuzzer target for manifest.json: the input is written
+ * as DIR/manifest.json next to two valid shards (train-00000.mks,
+ * val-00000.mks; tests/hostile_shards_util.h), then ds_manifest_load,
+ * ds_shardset_open (cheap and VERIFY) with every row read, and the tools'
+ * parsers of config and accounting (tools/shards_common.c is compiled into
+ * this target: it lives in the mkshards executable, not in a library).
+ * Seeds: hostile_shards_gen corpus-manifest. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tools/shards_common.c"
+#include "hostile_shards_util.h"
+
+static char g_dir[64];
+
+static void cleanup(void) {
+    static const char *const names[] = {"manifest.json", "train-00000.mks", "val-00000.mks"};
+    char p[128];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
+        unlink(p);
+    }
+    rmdir(g_dir);
+}
+
+static int setup(void) {
+    static int state; /* 0 not tried, 1 ok, -1 failed */
+    if (state) return state;
+    state = -1;
+    snprintf(g_dir, sizeof g_dir, "/tmp/fuzz_manifest_XXXXXX");
+    if (!mkdtemp(g_dir)) return state;
+    atexit(cleanup);
+    static const char *const names[] = {"train-00000.mks", "val-00000.mks"};
+    for (int k = 0; k < 2; k++) {
+        ds_shard_image img;
+        char p[128];
+        if (hs_make_shard(4 + k, 8, k, k ? 3 : 0, &img)) return state;
+        snprintf(p, sizeof p, "%s/%s", g_dir, names[k]);
+        int rc = hs_write(p, img.data, img.len);
+        ds_shard_image_free(&img);
+        if (rc) return state;
+    }
+    return state = 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (setup() != 1) return 0;
+    char p[128], err[1024];
+    snprintf(p, sizeof p, "%s/manifest.json", g_dir);
+    if (hs_write(p, data, size)) return 0;
+    ds_manifest m;
+    if (ds_manifest_load(g_dir, &m, err, sizeof err) == DS_OK) {
+        sh_config c;
+        sh_account a;
+        sh_config_from_json(json_object_get(m.root, "config"), &c, err, sizeof err);
+        sh_config_free(&c);
+        sh_account_from_json(json_object_get(m.root, "accounting"), &a, err, sizeof err);
+        ds_manifest_free(&m);
+    }
+    for (int flags = 0; flags <= DS_SHARD_OPEN_VERIFY; flags += DS_SHARD_OPEN_VERIFY) {
+        ds_shardset *set = NULL;
+        if (ds_shardset_open(g_dir, flags, &set, err, sizeof err) != DS_OK) continue;
+        ds_shardset_info in;
+        ds_shardset_get_info(set, &in);
+        uint32_t *buf = malloc((size_t)in.row_len * 12);
+        uint8_t *mask = malloc(in.row_len);
+        for (int k = 0; buf && mask && k < 2; k++)
+            for (uint64_t r = 0; r < ds_shardset_rows(set, (ds_split)k) && r < 1000; r++)
+                ds_shardset_read(set, (ds_split)k, r, buf, buf + in.row_len, buf + 2 * (size_t)in.row_len, mask);
+        free(buf), free(mask);
+        ds_shardset_close(set);
+    }
+    return 0;
+}

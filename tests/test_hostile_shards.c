@@ -1,0 +1,379 @@
+/* test_hostile_shards.c - crafted shard files and manifests (issue 12 items
+ * 1, 8, 13, 14, 15): ds_shard_open / ds_shard_verify / ds_shardset_open
+ * refuse each one with DS_ERR_FORMAT or DS_ERR_IO and a message naming what
+ * is wrong, never crash, hang or allocate in proportion to a header field.
+ * Every file is crafted here (tests/hostile_shards_util.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hostile_shards_util.h"
+#include "test_check.h"
+
+static char g_tmp[256];
+
+/* rc of ds_shard_verify on img (written to a file), with err */
+static int verify_img(const uint8_t *img, size_t len, char *err, size_t errlen) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/one.mks", g_tmp);
+    CHECK(hs_write(p, img, len) == 0);
+    int rc = ds_shard_verify(p, NULL, err, errlen);
+    ds_shard *s = NULL;
+    char e2[512];
+    int rc2 = ds_shard_open(p, DS_SHARD_OPEN_VERIFY, &s, e2, sizeof e2);
+    if (rc2 == DS_OK) { /* open accepted: every row read must still be safe */
+        const ds_shard_header *h = ds_shard_get_header(s);
+        uint32_t *t = malloc(h->row_len * 12ull), *n_valid = t;
+        for (uint64_t r = 0; r < h->n_rows; r++)
+            ds_shard_read(s, r, t, t + h->row_len, t + 2 * h->row_len, NULL, n_valid);
+        free(t);
+        ds_shard_close(s);
+    }
+    return rc;
+}
+
+/* header field at off (width 4 or 8) set to v, header checksum recomputed:
+ * verify must fail with a message containing want */
+static void header_case(const char *what, size_t off, int width, uint64_t v, const char *want) {
+    ds_shard_image img;
+    CHECK(hs_make_shard(5, 8, 0, 0, &img) == 0);
+    if (width == 4) hs_put32(img.data + off, (uint32_t)v);
+    else hs_put64(img.data + off, v);
+    hs_fix_header(img.data);
+    char err[512] = "";
+    int rc = verify_img(img.data, img.len, err, sizeof err);
+    CHECK(rc == DS_ERR_FORMAT, "%s: rc %d (%s)", what, rc, err);
+    CHECK(strstr(err, want) != NULL, "%s: message '%s' lacks '%s'", what, err, want);
+    printf("ok   %-36s %s\n", what, err);
+    ds_shard_image_free(&img);
+}
+
+static void test_headers(void) {
+    /* the 264-byte wrap-around shard */
+    uint8_t ov[264];
+    hs_make_overflow_shard(ov);
+    char err[512] = "";
+    CHECK(verify_img(ov, sizeof ov, err, sizeof err) == DS_ERR_FORMAT, "%s", err);
+    CHECK(strstr(err, "row length 8388608") || strstr(err, "exceed"), "%s", err);
+    printf("ok   %-36s %s\n", "264-byte overflow shard", err);
+    /* same, with the row length in range: the row count is refused */
+    hs_put32(ov + 24, 1u << 20);
+    hs_fix_header(ov);
+    CHECK(verify_img(ov, sizeof ov, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(strstr(err, "offset 48") != NULL, "%s", err);
+    printf("ok   %-36s %s\n", "2^40 rows", err);
+
+    header_case("header size 64", 12, 4, 64, "offset 12: header size 64");
+    header_case("version 2", 8, 4, 2, "unsupported shard version 2");
+    header_case("dtype 3", 16, 4, 3, "dtype bytes 3");
+    header_case("unknown flag bit", 20, 4, 1u << 5, "unknown flag bits 0x20");
+    header_case("row length 0", 24, 4, 0, "row length 0");
+    header_case("row length 2^24+1", 24, 4, (1u << 24) + 1, "row length 16777217");
+    header_case("vocab 0", 28, 4, 0, "vocab size 0");
+    header_case("vocab 2^31", 28, 4, 1u << 31, "vocab size 2147483648");
+    header_case("u16 with vocab 70000", 28, 4, 70000, "dtype u16 cannot hold");
+    header_case("pad id >= vocab", 32, 4, 300, "pad id 300 >= vocab size 300");
+    header_case("EOT id 0xFFFFFFFF", 36, 4, 0xFFFFFFFFu, "EOT id 4294967295 >= vocab size");
+    header_case("frame rows on uncompressed", 40, 4, 3, "frame fields");
+    header_case("frames on uncompressed", 56, 8, 2, "frame fields");
+    header_case("reserved u32", 44, 4, 1, "offset 44: reserved");
+    header_case("reserved bytes", 150, 4, 7, "offset 150: reserved");
+    header_case("rows 2^33", 48, 8, 1ull << 33, "offset 48");
+    header_case("rows +1", 48, 8, 6, "offset 72");
+    header_case("starts near 2^62", 64, 8, (1ull << 62) - 3, "offset 64");
+    header_case("starts +1", 64, 8, 9, "offset 80");
+    header_case("token bytes 2^64-1", 72, 8, ~0ull, "offset 72");
+    header_case("meta bytes 2^63", 80, 8, 1ull << 63, "offset 80");
+    header_case("blocks 2^61", 88, 8, 1ull << 61, "offset 88");
+
+    /* zstd: frame rows so large that one frame decodes to > 256 MiB */
+    ds_shard_image img;
+    CHECK(hs_make_shard(7, 8, 0, 3, &img) == 0);
+    CHECK(verify_img(img.data, img.len, err, sizeof err) == DS_OK, "%s", err);
+    hs_put32(img.data + 24, 1u << 24); /* row length 2^24, 3 rows per frame x u16 = 96 MiB: ok, but ... */
+    hs_put32(img.data + 40, 16);       /* ... 7 rows per frame (min(frame_rows, rows)) = 224 MiB: size check */
+    hs_fix_header(img.data);
+    CHECK(verify_img(img.data, img.len, err, sizeof err) == DS_ERR_FORMAT);
+    printf("ok   %-36s %s\n", "zstd frame fields", err);
+    hs_put32(img.data + 16, 4);
+    hs_put32(img.data + 28, 70000);
+    hs_fix_header(img.data);
+    CHECK(verify_img(img.data, img.len, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(strstr(err, "exceed 268435456 bytes decoded") != NULL, "%s", err);
+    printf("ok   %-36s %s\n", "zstd frame > 256 MiB", err);
+    ds_shard_image_free(&img);
+    /* zstd frame offsets out of range with every checksum recomputed */
+    CHECK(hs_make_shard(7, 8, 0, 3, &img) == 0);
+    uint64_t t = hs_get64(img.data + 72), s = hs_get64(img.data + 64);
+    uint8_t *foff = img.data + 192 + t + 4 * (2 * 7 + 1 + s);
+    hs_put64(foff + 8, ~0ull);
+    hs_fix_payload(img.data, img.len);
+    CHECK(verify_img(img.data, img.len, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(strstr(err, "bad zstd frame offset") != NULL, "%s", err);
+    printf("ok   %-36s %s\n", "zstd frame offset 2^64-1", err);
+    ds_shard_image_free(&img);
+
+    /* valid[] of row 2 beyond the row length, checksums recomputed: open
+     * succeeds (cheap checks), reading that row fails, verify names it */
+    CHECK(hs_make_shard(5, 8, 0, 0, &img) == 0);
+    t = hs_get64(img.data + 72);
+    hs_put32(img.data + 192 + t + 4 * 2, 1000);
+    hs_fix_payload(img.data, img.len);
+    char p[512];
+    snprintf(p, sizeof p, "%s/valid.mks", g_tmp);
+    CHECK(hs_write(p, img.data, img.len) == 0);
+    ds_shard *sh = NULL;
+    CHECK(ds_shard_open(p, DS_SHARD_OPEN_VERIFY, &sh, err, sizeof err) == DS_OK, "%s", err);
+    uint32_t tok[8], nv = 12345;
+    CHECK(ds_shard_read(sh, 1, tok, NULL, NULL, NULL, &nv) == DS_OK && nv == 2);
+    CHECK(ds_shard_read(sh, 2, tok, NULL, NULL, NULL, &nv) == DS_ERR_FORMAT);
+    ds_shard_close(sh);
+    CHECK(ds_shard_verify(p, NULL, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(strstr(err, "row 2 claims 1000 valid tokens") != NULL, "%s", err);
+    printf("ok   %-36s %s\n", "valid[2] = 1000", err);
+    ds_shard_image_free(&img);
+
+    /* the writer refuses what the reader would refuse */
+    ds_shard_header h;
+    memset(&h, 0, sizeof h);
+    h.dtype_bytes = 2, h.row_len = 4, h.n_rows = 1, h.vocab_size = 10, h.eot_id = h.pad_id = 10;
+    uint32_t rows[4] = {0}, valid[1] = {0}, sidx[2] = {0, 0};
+    CHECK(ds_shard_build_image(&h, rows, NULL, valid, sidx, NULL, 0, &img, err, sizeof err) == DS_ERR_ARG);
+    h.eot_id = h.pad_id = 9, h.flags = 1u << 7;
+    CHECK(ds_shard_build_image(&h, rows, NULL, valid, sidx, NULL, 0, &img, err, sizeof err) == DS_ERR_ARG);
+}
+
+/* a fresh set folder with train-00000.mks, train-00001.mks, val-00000.mks */
+static void make_set(const char *dir, json_t **man) {
+    char cmd[600], p[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    CHECK(system(cmd) == 0);
+    static const char *const files[] = {"train-00000.mks", "train-00001.mks", "val-00000.mks"};
+    static const int splits[] = {0, 0, 1};
+    for (int i = 0; i < 3; i++) {
+        ds_shard_image img;
+        CHECK(hs_make_shard(4 + i, 8, splits[i], i == 1 ? 3 : 0, &img) == 0);
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        CHECK(hs_write(p, img.data, img.len) == 0);
+        ds_shard_image_free(&img);
+    }
+    *man = hs_manifest(dir, 8, files, splits, 3);
+}
+
+/* ds_shardset_open(dir) with flags 0 and VERIFY: want_rc and message */
+static void set_case(const char *what, const char *dir, json_t *man, int want_rc, const char *want) {
+    if (man) CHECK(hs_write_manifest(dir, man) == 0);
+    for (int v = 0; v < 2; v++) {
+        ds_shardset *set = NULL;
+        char err[1024] = "";
+        int rc = ds_shardset_open(dir, v ? DS_SHARD_OPEN_VERIFY : 0, &set, err, sizeof err);
+        CHECK(rc == want_rc, "%s: rc %d want %d (%s)", what, rc, want_rc, err);
+        if (want) CHECK(strstr(err, want) != NULL, "%s: message '%s' lacks '%s'", what, err, want);
+        if (rc == DS_OK) {
+            ds_shardset_info in;
+            ds_shardset_get_info(set, &in);
+            uint32_t tok[8];
+            for (uint64_t r = 0; r < ds_shardset_rows(set, DS_SPLIT_TRAIN); r++)
+                CHECK(ds_shardset_read(set, DS_SPLIT_TRAIN, r, tok, NULL, NULL, NULL) == DS_OK);
+        }
+        ds_shardset_close(set);
+        if (v == 0) printf("%s   %-36s %s\n", rc == want_rc ? "ok" : "FAIL", what, err);
+    }
+}
+
+static json_t *shard_entry(json_t *m, size_t i) { return json_array_get(json_object_get(m, "shards"), i); }
+
+static void test_sets(void) {
+    char dir[512], p[600], q[600];
+    snprintf(dir, sizeof dir, "%s/set", g_tmp);
+    json_t *m;
+    make_set(dir, &m);
+    set_case("valid set", dir, m, DS_OK, NULL);
+
+    /* the overflow shard under a manifest with its matching xxh3 */
+    uint8_t ov[264];
+    hs_make_overflow_shard(ov);
+    snprintf(p, sizeof p, "%s/train-00001.mks", dir);
+    CHECK(hs_write(p, ov, sizeof ov) == 0);
+    json_decref(m);
+    static const char *const files[] = {"train-00000.mks", "train-00001.mks", "val-00000.mks"};
+    static const int splits[] = {0, 0, 1};
+    m = hs_manifest(dir, 8, files, splits, 3);
+    json_object_set_new(shard_entry(m, 1), "rows", json_integer(0)); /* rows 2^40 is out of the manifest's range */
+    set_case("overflow shard, matching xxh3", dir, m, DS_ERR_FORMAT, "train-00001.mks");
+    json_decref(m);
+
+    struct {
+        const char *what, *file, *want;
+    } names[] = {{"../ in a shard name", "../set/train-00000.mks", "not a plain file name"},
+                 {"'/' in a shard name", "sub/train-00000.mks", "holds '/'"},
+                 {"absolute shard name", "/etc/passwd", "holds '/'"},
+                 {"'..' shard name", "..", "holds '..'"},
+                 {"empty shard name", "", "empty"},
+                 {"hidden shard name", ".train-00000.mks", "starts with '.'"},
+                 {"control byte in a name", "train\n00000.mks", "control byte"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        make_set(dir, &m);
+        json_object_set_new(shard_entry(m, 1), "file", json_string(names[i].file));
+        set_case(names[i].what, dir, m, DS_ERR_FORMAT, names[i].want);
+        json_decref(m);
+    }
+    make_set(dir, &m);
+    json_object_set_new(shard_entry(m, 1), "file", json_stringn("train-00000.mks\0x", 17));
+    set_case("NUL in a shard name", dir, m, DS_ERR_FORMAT, "NUL"); /* jansson already refuses \u0000 */
+    json_decref(m);
+    make_set(dir, &m);
+    char longname[300];
+    memset(longname, 'a', 299);
+    longname[299] = 0;
+    json_object_set_new(shard_entry(m, 1), "file", json_string(longname));
+    set_case("name over NAME_MAX", dir, m, DS_ERR_FORMAT, "NAME_MAX");
+    json_decref(m);
+
+    /* a shard listed twice: by name, and one file under two names */
+    make_set(dir, &m);
+    json_array_append(json_object_get(m, "shards"), shard_entry(m, 0));
+    set_case("shard listed twice", dir, m, DS_ERR_FORMAT, "train-00000.mks is listed twice");
+    json_decref(m);
+    make_set(dir, &m);
+    snprintf(p, sizeof p, "%s/train-00000.mks", dir);
+    snprintf(q, sizeof q, "%s/train-00009.mks", dir);
+    CHECK(link(p, q) == 0);
+    json_t *dup = json_deep_copy(shard_entry(m, 0));
+    json_object_set_new(dup, "file", json_string("train-00009.mks"));
+    json_array_insert_new(json_object_get(m, "shards"), 2, dup);
+    set_case("hard link listed twice", dir, m, DS_ERR_FORMAT, "are the same file");
+    json_decref(m);
+
+    /* fields of the wrong type or range */
+    struct {
+        const char *what, *path, *json, *want;
+    } fields[] = {
+        {"seq_len a string", "seq_len", "\"8\"", "seq_len"},
+        {"seq_len 0", "seq_len", "0", "seq_len"},
+        {"seq_len 2^40", "seq_len", "1099511627776", "seq_len"},
+        {"vocab -1", "tokenizer.vocab_size", "-1", "vocab_size"},
+        {"eot 2^32-1", "tokenizer.eot_id", "4294967295", "eot_id"},
+        {"fingerprint short", "tokenizer.fingerprint", "\"abcd\"", "fingerprint"},
+        {"dtype u32 for vocab 300", "dtype", "\"u32\"", "dtype"},
+        {"version 2", "version", "2", "version"},
+        {"format other", "format", "\"x\"", "not a mkshards manifest"},
+        {"shards an object", "shards", "{}", "shards"},
+        {"rows negative", "shards.0.rows", "-5", "rows"},
+        {"rows 2^62", "shards.0.rows", "4611686018427387904", "rows"},
+        {"rows a real", "shards.0.rows", "4.0", "rows"},
+        {"rows off by one", "shards.0.rows", "5", "rows in the header disagrees"},
+        {"tokens > rows x L", "shards.0.tokens", "1000", "tokens"},
+        {"bytes wrong", "shards.0.bytes", "300", "file size in the header disagrees"},
+        {"xxh3 not hex", "shards.0.xxh3", "\"zz\"", "xxh3"},
+        {"split other", "shards.0.split", "\"test\"", "split"},
+        {"split swapped", "shards.2.split", "\"train\"", "split in the header disagrees"},
+        {"file a number", "shards.0.file", "7", "file"},
+        {"eot differs from header", "tokenizer.eot_id", "5", "EOT id in the header"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        make_set(dir, &m);
+        json_t *o = m;
+        char path[64];
+        snprintf(path, sizeof path, "%s", fields[i].path);
+        char *k = strtok(path, "."), *next;
+        while ((next = strtok(NULL, "."))) {
+            o = json_is_array(o) ? json_array_get(o, (size_t)atoi(k)) : json_object_get(o, k);
+            k = next;
+        }
+        json_error_t je;
+        json_t *v = json_loads(fields[i].json, JSON_DECODE_ANY, &je);
+        CHECK(v != NULL, "%s", fields[i].json);
+        json_object_set_new(o, k, v);
+        set_case(fields[i].what, dir, m, DS_ERR_FORMAT, fields[i].want);
+        json_decref(m);
+    }
+    /* xxh3 consistent with a different file: only VERIFY sees it */
+    make_set(dir, &m);
+    json_object_set_new(shard_entry(m, 0), "xxh3", json_string("0123456789abcdef"));
+    CHECK(hs_write_manifest(dir, m) == 0);
+    ds_shardset *set = NULL;
+    char err[1024];
+    CHECK(ds_shardset_open(dir, 0, &set, err, sizeof err) == DS_OK, "%s", err);
+    ds_shardset_close(set);
+    CHECK(ds_shardset_open(dir, DS_SHARD_OPEN_VERIFY, &set, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(strstr(err, "differs from the manifest's 0123456789abcdef") != NULL, "%s", err);
+    json_decref(m);
+
+    /* raw manifest texts */
+    struct {
+        const char *what, *text, *want;
+    } raw[] = {{"duplicate key", "{\"format\": \"mkshards-manifest\", \"format\": \"mkshards-manifest\"}", "duplicate"},
+               {"not JSON", "{\"format\": ", "manifest.json"},
+               {"an array", "[1, 2]", "not a JSON object"},
+               {"deep nesting", NULL, "manifest.json"},
+               {"empty file", "", "manifest.json"}};
+    for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) {
+        make_set(dir, &m);
+        json_decref(m);
+        snprintf(p, sizeof p, "%s/manifest.json", dir);
+        if (raw[i].text) CHECK(hs_write(p, raw[i].text, strlen(raw[i].text)) == 0);
+        else {
+            static char deep[200001];
+            memset(deep, '[', 100000);
+            memset(deep + 100000, ']', 100000);
+            CHECK(hs_write(p, deep, 200000) == 0);
+        }
+        set_case(raw[i].what, dir, NULL, DS_ERR_FORMAT, raw[i].want);
+    }
+    /* a manifest over the size limit is refused before it is read (sparse) */
+    make_set(dir, &m);
+    CHECK(hs_write_manifest(dir, m) == 0);
+    json_decref(m);
+    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    int fd = open(p, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0 && ftruncate(fd, (off_t)DS_MANIFEST_MAX_BYTES + 1) == 0);
+    close(fd);
+    set_case("manifest over 256 MiB", dir, NULL, DS_ERR_FORMAT, "limit");
+
+    /* special files: FIFO manifest, FIFO shard, FIFO / file as the folder */
+    make_set(dir, &m);
+    CHECK(hs_write_manifest(dir, m) == 0);
+    snprintf(p, sizeof p, "%s/val-00000.mks", dir);
+    unlink(p);
+    CHECK(mkfifo(p, 0600) == 0);
+    set_case("FIFO as a shard", dir, NULL, DS_ERR_IO, "val-00000.mks: not a regular file");
+    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    unlink(p);
+    CHECK(mkfifo(p, 0600) == 0);
+    set_case("FIFO as manifest.json", dir, NULL, DS_ERR_IO, "manifest.json: not a regular file");
+    unlink(p);
+    CHECK(mkdir(p, 0700) == 0);
+    set_case("folder as manifest.json", dir, NULL, DS_ERR_IO, "not a regular file");
+    rmdir(p);
+    set_case("no manifest.json", dir, NULL, DS_ERR_IO, "manifest.json");
+    json_decref(m);
+    snprintf(p, sizeof p, "%s/fifo_dir", g_tmp);
+    CHECK(mkfifo(p, 0600) == 0);
+    set_case("FIFO as the set folder", p, NULL, DS_ERR_IO, "not a directory");
+    snprintf(p, sizeof p, "%s/valid.mks", g_tmp);
+    set_case("a file as the set folder", p, NULL, DS_ERR_IO, "not a directory");
+    /* a FIFO passed to ds_shard_open / ds_shard_verify directly */
+    snprintf(p, sizeof p, "%s/fifo_dir", g_tmp);
+    ds_shard *s = NULL;
+    CHECK(ds_shard_open(p, 0, &s, err, sizeof err) == DS_ERR_IO && strstr(err, "not a regular file"), "%s", err);
+    CHECK(ds_shard_verify(p, NULL, err, sizeof err) == DS_ERR_IO);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/test_hostile_shards_XXXXXX");
+    if (!mkdtemp(g_tmp)) return 1;
+    test_headers();
+    test_sets();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) failures++;
+    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
