@@ -345,11 +345,13 @@ static int fsync_dir_of(const char *path) {
 }
 
 static int same_file_content(const char *path, const void *data, size_t len) {
-    int fd = open(path, O_RDONLY);
+    /* non-blocking: a FIFO planted under the name must not hang the writer;
+     * anything but a regular file is simply "not the same" and gets replaced */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
     int same = 0;
-    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == len) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len) {
         if (len == 0) same = 1;
         else {
             void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -160,4 +160,22 @@ fresh p1 pp && jedit "$T/pp" "m['shards'][0]['split'] = 'val'"
 run 2 "merge: split changed" "is listed where val-00000.mks belongs" -- "$MKS" merge -q --out "$T/mo" "$T/pp" "$T/p2"
 [ -e "$T/mo/manifest.json" ] && bad "a refused merge wrote a manifest" || ok "no refused merge wrote a manifest"
 
+# ---- item 12: merge takes the same DIR/.lock as build
+if command -v flock >/dev/null; then
+    mkdir -p "$T/ml"
+    echo 4242 >"$T/ml/.lock"
+    # the holder execs into sleep, so killing $holder really drops the lock
+    (exec 9>>"$T/ml/.lock" && flock -x 9 && exec sleep 30) &
+    holder=$!
+    for _ in $(seq 100); do flock -n -x "$T/ml/.lock" true 2>/dev/null || break; sleep 0.05; done
+    run 2 "merge into a folder another run holds" "another build or merge holds $T/ml/.lock (pid 4242)" -- \
+        "$MKS" merge -q --out "$T/ml" "$T/p1" "$T/p2"
+    [ -e "$T/ml/manifest.json" ] && bad "a locked-out merge wrote a manifest" || ok "a locked-out merge wrote nothing"
+    kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+    run 0 "merge once the holder is gone (stale .lock file)" -- "$MKS" merge -q --out "$T/ml" "$T/p1" "$T/p2"
+    [ -e "$T/ml/.lock" ] && bad "merge left ml/.lock behind" || ok "no lock file left after a merge"
+else
+    echo "skip: no flock(1) for the merge lock case"
+fi
+
 exit $fail

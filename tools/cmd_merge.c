@@ -138,6 +138,7 @@ static int check_part(const char *cmd, const part *p, const sh_config *cfg) {
 int cmd_merge(int argc, char **argv) {
     const char *cmd = "merge";
     const char *out_dir = NULL;
+    int lock_fd = -1;
     int quiet = 0, c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, cmd, ":o:qh", k_opts)) != -1) {
@@ -266,6 +267,12 @@ int cmd_merge(int argc, char **argv) {
             goto done;
         }
     }
+    /* one writer per folder: a build or another merge into the same --out would
+     * interleave shards and manifests (the result fails verify) */
+    if ((lock_fd = cli_lock_dir(cmd, out_dir, "build or merge")) < 0) {
+        rc = EXIT_BAD_INPUT;
+        goto done;
+    }
     /* every shard of every part against its manifest before anything is written */
     for (int i = 0; i < np; i++)
         if ((rc = check_part(cmd, byk[i], &cfg)) != EXIT_OK) goto done;
@@ -391,6 +398,7 @@ int cmd_merge(int argc, char **argv) {
                 np, out_dir, n_recs, acc.rows[0], acc.rows[1]);
 done:
     if (rej) fclose(rej);
+    cli_unlock_dir(out_dir, lock_fd);
     for (int s = 0; s < 2; s++) sh_writer_free(&wr[s]);
     for (int i = 0; i < np; i++) {
         ds_manifest_free(&parts[i].man);
