@@ -1138,8 +1138,10 @@ static int ckpt_load(const char *dir, uint64_t cfg_hash, sh_account *acc, uint64
             b.bad = 1;
             break;
         }
+        /* capacity = what grow_u32 allocated: with no row pending that is one
+         * element, not a row of L, so cap_rows stays 0 and sh_writer_add grows
+         * the buffers before the first row (cap_rows = 1 here overflowed them) */
         w->n_rows = w->cap_rows = (size_t)rows;
-        if (!w->cap_rows) w->cap_rows = 1;
         w->n_starts = w->cap_starts = (size_t)ns;
         if (!w->cap_starts) w->cap_starts = 1;
         ib_get(&b, w->tok, (size_t)rows * L * sizeof(uint32_t));
