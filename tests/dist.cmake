@@ -1,0 +1,21 @@
+# Data-parallel training (issue 16): the communicator (train/comm.h).
+# test_comm runs alone (world 1) in every build; with MPI (MKS_HAVE_MPI) it
+# also runs under mpirun with 2, 3 and 4 ranks, and dist_kill checks that a
+# rank killed (SIGKILL) or stopped (SIGSTOP) ends the whole job non-zero
+# within the deadline with a message naming it. OpenMPI refuses root without
+# OMPI_ALLOW_RUN_AS_ROOT*; the 2-core CI machine needs --oversubscribe; ASan
+# builds do not report OpenMPI's own allocations at exit as leaks.
+mks_add_test(test_comm SOURCES test_comm.c LIBS tr LABELS cpu TIMEOUT 60)
+if(MKS_HAVE_MPI)
+  set(MKS_MPI_TEST_ENV
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+      OMPI_MCA_btl_vader_single_copy_mechanism=none ASAN_OPTIONS=detect_leaks=0 MKS_COMM_TIMEOUT=30)
+  foreach(np 2 3 4)
+    add_test(NAME test_comm_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe $<TARGET_FILE:test_comm>)
+    set_tests_properties(test_comm_np${np} PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
+  endforeach()
+  add_test(NAME dist_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_kill.sh ${MPIEXEC_EXECUTABLE}
+                                  $<TARGET_FILE:test_comm>)
+  set_tests_properties(dist_kill PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
+endif()

@@ -1,0 +1,249 @@
+/* test_comm: the data-parallel communicator (train/comm.h).
+ *
+ * Run alone (world 1: every collective is the identity) or under
+ * `mpirun -np N` (tests/dist.cmake):
+ *   - all-reduce equals, bit for bit, the left fold in rank order
+ *     ((x_0 + x_1) + x_2) ... computed locally, for sizes around the shard
+ *     and bucket edges (small buckets: many rounds), and the values are
+ *     chosen so another order gives other bits (the check is not vacuous);
+ *   - reduce-scatter: own shard folded, the rest untouched; all-gather:
+ *     every element comes from its shard's owner; reduce-scatter +
+ *     all-gather == all-reduce;
+ *   - f64/u64 reductions, byte all-gather, broadcast from every root,
+ *     barrier; shard arithmetic.
+ * Failure modes (argv[1]): "kill" - the last rank kills itself (SIGKILL)
+ * while the others are in an all-reduce; "stop" - it stops (SIGSTOP), so
+ * only the deadline can end the job. The survivors print the communicator's
+ * message and end the job with tr_comm_abort (tests/dist_kill.sh checks the
+ * exit status, the time and the message). */
+#include "comm.h"
+#include "tr.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures, rank_, world_;
+
+#define CHECK(cond, ...)                                                                                             \
+    do {                                                                                                             \
+        if (!(cond)) {                                                                                               \
+            failures++;                                                                                              \
+            printf("rank %d FAIL %s:%d: ", rank_, __FILE__, __LINE__);                                              \
+            printf(__VA_ARGS__);                                                                                     \
+            printf("\n");                                                                                            \
+        }                                                                                                            \
+    } while (0)
+
+/* Value of element i on rank r: magnitudes spread over ~2^20 so that the
+ * order of the additions changes the rounding. */
+static float val(int r, size_t i)
+{
+    uint64_t z = (uint64_t)r * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 12345;
+    z ^= z >> 31;
+    z *= 0x94D049BB133111EBull;
+    z ^= z >> 29;
+    double u = (double)(z >> 11) / 9007199254740992.0; /* [0,1) */
+    int e = (int)(z % 21) - 10;
+    return (float)((u - 0.5) * ldexp(1.0, e));
+}
+
+static float fold(size_t i, int W)
+{
+    float v = val(0, i);
+    for (int r = 1; r < W; r++)
+        v += val(r, i);
+    return v;
+}
+
+static float fold_rev(size_t i, int W)
+{
+    float v = val(W - 1, i);
+    for (int r = W - 2; r >= 0; r--)
+        v += val(r, i);
+    return v;
+}
+
+static void test_shards(void)
+{
+    for (int W = 1; W <= 9; W++)
+        for (size_t n = 0; n < 40; n++) {
+            size_t next = 0;
+            for (int r = 0; r < W; r++) {
+                size_t lo, hi;
+                tr_comm_shard(n, W, r, &lo, &hi);
+                CHECK(lo == next && lo <= hi && hi <= n, "shard n=%zu W=%d r=%d [%zu,%zu)", n, W, r, lo, hi);
+                CHECK(hi - lo <= (n + (size_t)W - 1) / (size_t)W, "shard too long");
+                next = hi;
+            }
+            CHECK(next == n, "shards of %zu over %d do not cover it", n, W);
+        }
+    size_t lo, hi;
+    tr_comm_shard(SIZE_MAX, 3, 2, &lo, &hi);
+    CHECK(hi == SIZE_MAX && lo < hi, "huge n");
+}
+
+static void test_float(tr_comm *c, size_t n, size_t bucket)
+{
+    int W = world_, me = rank_;
+    if (tr_comm_set_bucket(c, bucket)) {
+        CHECK(0, "set_bucket %zu: %s", bucket, tr_comm_error(c));
+        return;
+    }
+    float *b = malloc((n ? n : 1) * sizeof(float));
+    float *g = malloc((n ? n : 1) * sizeof(float));
+    size_t differ = 0, bad = 0;
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(me, i);
+    int rc = tr_comm_allreduce_f32(c, b, n);
+    CHECK(rc == 0, "allreduce n=%zu bucket=%zu: %s", n, bucket, tr_comm_error(c));
+    for (size_t i = 0; i < n; i++) {
+        float e = fold(i, W);
+        if (memcmp(&b[i], &e, sizeof e))
+            bad++;
+        float r = fold_rev(i, W);
+        differ += memcmp(&e, &r, sizeof e) != 0;
+    }
+    CHECK(bad == 0, "allreduce n=%zu bucket=%zu: %zu elements differ from the rank-order fold", n, bucket, bad);
+    if (W > 2 && n >= 1000)
+        CHECK(differ > 0, "values too tame: reverse order gives the same bits");
+
+    /* reduce-scatter: own shard folded, the rest untouched */
+    size_t lo, hi;
+    tr_comm_shard(n, W, me, &lo, &hi);
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(me, i);
+    rc = tr_comm_reduce_scatter_f32(c, b, n);
+    CHECK(rc == 0, "reduce_scatter: %s", tr_comm_error(c));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float e = i >= lo && i < hi ? fold(i, W) : val(me, i);
+        bad += memcmp(&b[i], &e, sizeof e) != 0;
+    }
+    CHECK(bad == 0, "reduce_scatter n=%zu bucket=%zu: %zu wrong", n, bucket, bad);
+    /* then all-gather: == all-reduce */
+    for (size_t i = 0; i < n; i++)
+        if (i < lo || i >= hi)
+            b[i] = NAN;
+    rc = tr_comm_allgather_f32(c, b, n);
+    CHECK(rc == 0, "allgather: %s", tr_comm_error(c));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float e = fold(i, W);
+        bad += memcmp(&b[i], &e, sizeof e) != 0;
+    }
+    CHECK(bad == 0, "reduce_scatter+allgather n=%zu bucket=%zu: %zu differ from allreduce", n, bucket, bad);
+    (void)g;
+    free(b);
+    free(g);
+}
+
+static void test_small(tr_comm *c)
+{
+    int W = world_, me = rank_;
+    double d[3] = {0.1 * (me + 1), 1e16, -1e16 + me};
+    CHECK(tr_comm_allreduce_f64(c, d, 3) == 0, "f64: %s", tr_comm_error(c));
+    double e0 = 0.1, e1 = 1e16, e2 = -1e16;
+    for (int r = 1; r < W; r++) {
+        e0 += 0.1 * (r + 1);
+        e1 += 1e16;
+        e2 += -1e16 + r;
+    }
+    CHECK(memcmp(&d[0], &e0, 8) == 0 && memcmp(&d[1], &e1, 8) == 0 && memcmp(&d[2], &e2, 8) == 0,
+          "f64 fold %.17g %.17g %.17g", d[0], d[1], d[2]);
+    uint64_t u[2] = {(uint64_t)me + 1, UINT64_C(1) << 40};
+    CHECK(tr_comm_allreduce_u64(c, u, 2) == 0, "u64");
+    CHECK(u[0] == (uint64_t)W * (W + 1) / 2 && u[1] == (uint64_t)W << 40, "u64 sum %llu",
+          (unsigned long long)u[0]);
+    int mine[2] = {me, 1000 + me}, all[2 * 64];
+    if (W <= 64) {
+        CHECK(tr_comm_allgather_bytes(c, mine, all, sizeof mine) == 0, "allgather_bytes");
+        for (int r = 0; r < W; r++)
+            CHECK(all[2 * r] == r && all[2 * r + 1] == 1000 + r, "allgather_bytes slot %d", r);
+    }
+    for (int root = 0; root < W; root++) {
+        char buf[300];
+        memset(buf, me == root ? 'a' + root % 26 : 0, sizeof buf);
+        CHECK(tr_comm_bcast(c, buf, sizeof buf, root) == 0, "bcast from %d: %s", root, tr_comm_error(c));
+        int ok = 1;
+        for (size_t i = 0; i < sizeof buf; i++)
+            ok &= buf[i] == 'a' + root % 26;
+        CHECK(ok, "bcast from %d", root);
+    }
+    CHECK(tr_comm_bcast(c, mine, 4, W) == TR_ERR_ARG, "bcast from a rank outside the world");
+    CHECK(tr_comm_barrier(c) == 0, "barrier: %s", tr_comm_error(c));
+    CHECK(tr_comm_allreduce_f64(c, d, 5000) == TR_ERR_ARG || W == 1, "f64 size limit");
+}
+
+/* The last rank dies (kill) or stops (stop) while the others reduce. */
+static int failure_mode(tr_comm *c, const char *mode)
+{
+    enum { N = 1 << 16 };
+    float *b = calloc(N, sizeof(float));
+    if (!b)
+        return 1;
+    if (tr_comm_barrier(c)) {
+        fprintf(stderr, "%s\n", tr_comm_error(c));
+        return 1;
+    }
+    if (rank_ == world_ - 1) {
+        usleep(200000); /* the others are inside the all-reduce by now */
+        fprintf(stderr, "rank %d: raising %s on myself\n", rank_, mode);
+        fflush(stderr);
+        raise(strcmp(mode, "stop") == 0 ? SIGSTOP : SIGKILL);
+        pause();
+    }
+    for (int it = 0; it < 1000000; it++) {
+        if (tr_comm_allreduce_f32(c, b, N)) {
+            fprintf(stderr, "test_comm: %s\n", tr_comm_error(c));
+            fflush(stderr);
+            tr_comm_abort(c, 3);
+            return 3;
+        }
+    }
+    fprintf(stderr, "rank %d: all-reduce kept working without rank %d\n", rank_, world_ - 1);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    tr_comm *c;
+    char err[512];
+    if (tr_comm_open(TR_COMM_AUTO, &c, err, sizeof err)) {
+        fprintf(stderr, "test_comm: %s\n", err);
+        return 1;
+    }
+    rank_ = tr_comm_rank(c);
+    world_ = tr_comm_world(c);
+    if (argc > 1 && (strcmp(argv[1], "kill") == 0 || strcmp(argv[1], "stop") == 0))
+        return failure_mode(c, argv[1]);
+    if (rank_ == 0)
+        printf("test_comm: engine %s, world %d, local rank %d of %d, deadline %.0f s\n", tr_comm_kind_name(c),
+               world_, tr_comm_local_rank(c), tr_comm_local_size(c), tr_comm_timeout(c));
+    CHECK(tr_comm_launched() == (tr_comm_kind(c) == TR_COMM_MPI) || !tr_comm_have_mpi(), "launcher detection");
+    test_shards();
+    size_t W = (size_t)world_;
+    size_t sizes[] = {0, 1, 2, W - 1 + 1, 3 * W + 1, 1000, 4099, 100003};
+    size_t buckets[] = {W, 7 * W + 3, 4096, TR_COMM_DEFAULT_BUCKET};
+    for (size_t a = 0; a < sizeof sizes / sizeof *sizes; a++)
+        for (size_t k = 0; k < sizeof buckets / sizeof *buckets; k++) {
+            if (sizes[a] > 5000 && buckets[k] < 64)
+                continue; /* 100k elements one per message: slow, nothing new */
+            test_float(c, sizes[a], buckets[k]);
+        }
+    CHECK(tr_comm_set_bucket(c, 0) == TR_ERR_ARG, "bucket 0 refused");
+    test_small(c);
+    uint64_t fails = (uint64_t)failures;
+    if (tr_comm_allreduce_u64(c, &fails, 1))
+        fails = 1;
+    if (rank_ == 0)
+        printf("test_comm: %s (%llu failures over %d ranks)\n", fails ? "FAILED" : "ok", (unsigned long long)fails,
+               world_);
+    tr_comm_close(c);
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,395 @@
+/* comm_mpi.c - the MPI engine of the communicator (comm.h), compiled only
+ * with MKS_HAVE_MPI (CMake found MPI; the rest of this file is empty
+ * otherwise).
+ *
+ * Every collective is built from nonblocking point-to-point messages on a
+ * private duplicate of MPI_COMM_WORLD whose error handler is
+ * MPI_ERRORS_RETURN, and completed by polling (MPI_Testsome) against the
+ * communicator's deadline. So a collective never blocks for ever, and when
+ * it fails the message names the peer whose message is missing or whose
+ * link reported the error. Floats are folded in rank order by the shard's
+ * owner (comm.h), independent of the MPI library's collective algorithms.
+ */
+#ifdef MKS_HAVE_MPI
+#include "comm_internal.h"
+
+#include "tr.h"
+
+#include <mpi.h>
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    MPI_Comm comm;        /* duplicate of MPI_COMM_WORLD (our tags only) */
+    int nreq;
+    MPI_Request *req;     /* 2 * world */
+    int *peer;            /* peer of each request */
+    int *done;
+    int *idx;
+    MPI_Status *st;
+} mpi_state;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void mpi_msg(int code, char *out, size_t len)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(code, s, &n) != MPI_SUCCESS)
+        snprintf(s, sizeof s, "MPI error %d", code);
+    snprintf(out, len, "%s", s);
+}
+
+int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (fin) {
+        snprintf(err, errlen, "MPI was already finalised in this process");
+        return TR_ERR_ARG;
+    }
+    if (!init) {
+        int prov = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) {
+            snprintf(err, errlen, "MPI_Init failed (started by a launcher that this MPI does not understand?)");
+            return TR_ERR_IO;
+        }
+        c->own_init = 1;
+    }
+    mpi_state *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_rank(m->comm, &c->rank);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_size(m->comm, &c->world);
+    if (rc == MPI_SUCCESS) {
+        MPI_Comm node;
+        rc = MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
+        if (rc == MPI_SUCCESS) {
+            MPI_Comm_rank(node, &c->local_rank);
+            MPI_Comm_size(node, &c->local_size);
+            MPI_Comm_free(&node);
+        }
+    }
+    if (rc != MPI_SUCCESS) {
+        char s[256];
+        mpi_msg(rc, s, sizeof s);
+        snprintf(err, errlen, "MPI setup failed: %s", s);
+        free(m);
+        m = NULL;
+        goto fail;
+    }
+    size_t w = (size_t)c->world;
+    m->req = calloc(2 * w, sizeof *m->req);
+    m->peer = calloc(2 * w, sizeof *m->peer);
+    m->done = calloc(2 * w, sizeof *m->done);
+    m->idx = calloc(2 * w, sizeof *m->idx);
+    m->st = calloc(2 * w, sizeof *m->st);
+    c->mpi = m;
+    if (!m->req || !m->peer || !m->done || !m->idx || !m->st) {
+        snprintf(err, errlen, "out of memory");
+        tr_comm_mpi_close(c);
+        return TR_ERR_NOMEM;
+    }
+    return TR_OK;
+fail:
+    free(m);
+    if (c->own_init)
+        MPI_Finalize();
+    c->own_init = 0;
+    return TR_ERR_IO;
+}
+
+void tr_comm_mpi_close(tr_comm *c)
+{
+    mpi_state *m = c->mpi;
+    if (m) {
+        if (m->comm != MPI_COMM_NULL && m->comm != 0)
+            MPI_Comm_free(&m->comm);
+        free(m->req);
+        free(m->peer);
+        free(m->done);
+        free(m->idx);
+        free(m->st);
+        free(m);
+        c->mpi = NULL;
+    }
+    if (c->own_init) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin)
+            MPI_Finalize();
+        c->own_init = 0;
+    }
+}
+
+void tr_comm_mpi_abort(tr_comm *c, int code)
+{
+    (void)c;
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+}
+
+/* ---- requests and the deadline ------------------------------------------ */
+
+static int tag_of(tr_comm *c)
+{
+    return 1 + (int)(c->seq % 30000u);
+}
+
+static int post(tr_comm *c, int is_send, void *buf, size_t count, MPI_Datatype type, int peer, int tag,
+                const char *what)
+{
+    mpi_state *m = c->mpi;
+    if (count > (size_t)INT_MAX) {
+        snprintf(c->err, sizeof c->err, "rank %d: %s: message of %zu elements", c->rank, what, count);
+        return TR_ERR_INTERNAL;
+    }
+    MPI_Request *r = &m->req[m->nreq];
+    int rc = is_send ? MPI_Isend(buf, (int)count, type, peer, tag, m->comm, r)
+                     : MPI_Irecv(buf, (int)count, type, peer, tag, m->comm, r);
+    if (rc != MPI_SUCCESS) {
+        char s[256];
+        mpi_msg(rc, s, sizeof s);
+        snprintf(c->err, sizeof c->err, "rank %d: %s: cannot %s rank %d: %s", c->rank, what,
+                 is_send ? "send to" : "receive from", peer, s);
+        return TR_ERR_IO;
+    }
+    m->peer[m->nreq] = peer;
+    m->done[m->nreq] = 0;
+    m->nreq++;
+    return TR_OK;
+}
+
+/* Complete every posted request or fail at the deadline, naming peers. */
+static int wait_all(tr_comm *c, const char *what)
+{
+    mpi_state *m = c->mpi;
+    int n = m->nreq, left = n;
+    double t0 = now_s();
+    long spins = 0;
+    m->nreq = 0;
+    while (left > 0) {
+        int out = 0;
+        int rc = MPI_Testsome(n, m->req, &out, m->idx, m->st);
+        if (rc != MPI_SUCCESS) {
+            char s[256] = "", who[256] = "";
+            size_t wl = 0;
+            if (rc == MPI_ERR_IN_STATUS && out != MPI_UNDEFINED) {
+                for (int k = 0; k < out; k++) {
+                    int e = m->st[k].MPI_ERROR;
+                    if (e != MPI_SUCCESS && e != MPI_ERR_PENDING) {
+                        if (!s[0])
+                            mpi_msg(e, s, sizeof s);
+                        if (wl < sizeof who - 16)
+                            wl += (size_t)snprintf(who + wl, sizeof who - wl, "%s%d", wl ? ", " : "",
+                                                   m->peer[m->idx[k]]);
+                    }
+                }
+            } else {
+                mpi_msg(rc, s, sizeof s);
+            }
+            snprintf(c->err, sizeof c->err, "rank %d: %s failed on the link to rank %s: %s (that rank died or its "
+                                            "host is unreachable)",
+                     c->rank, what, who[0] ? who : "?", s);
+            return TR_ERR_IO;
+        }
+        if (out == MPI_UNDEFINED)
+            break;
+        for (int k = 0; k < out; k++)
+            m->done[m->idx[k]] = 1;
+        left -= out;
+        if (left <= 0)
+            break;
+        double el = now_s() - t0;
+        if (el > c->timeout) {
+            char who[256] = "";
+            size_t wl = 0;
+            int last = -1;
+            for (int i = 0; i < n; i++)
+                if (!m->done[i] && m->peer[i] != last && wl < sizeof who - 16) {
+                    wl += (size_t)snprintf(who + wl, sizeof who - wl, "%s%d", wl ? ", " : "", m->peer[i]);
+                    last = m->peer[i];
+                }
+            snprintf(c->err, sizeof c->err,
+                     "rank %d: %s #%llu: nothing from rank %s after %.1f s (the deadline; that rank died, hangs or "
+                     "is far behind; MKS_COMM_TIMEOUT sets the deadline)",
+                     c->rank, what, (unsigned long long)c->seq, who, el);
+            return TR_ERR_IO;
+        }
+        if (++spins > 200) {
+            /* poll, but leave the core to the other ranks and threads */
+            struct timespec ts = {0, spins > 5000 ? 1000000 : 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return TR_OK;
+}
+
+/* ---- collectives ---------------------------------------------------------- */
+
+/* Piece k of shard s: [lo_s + k*chunk, min(hi_s, lo_s + (k+1)*chunk)). */
+static void piece(size_t n, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len)
+{
+    size_t lo, hi;
+    tr_comm_shard(n, world, s, &lo, &hi);
+    size_t off = k * chunk;
+    if (off >= hi - lo) {
+        *a = hi;
+        *len = 0;
+        return;
+    }
+    *a = lo + off;
+    *len = hi - lo - off < chunk ? hi - lo - off : chunk;
+}
+
+int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, int gather)
+{
+    const char *what = gather ? "all-reduce" : "reduce-scatter";
+    int W = c->world, me = c->rank;
+    size_t chunk = c->bucket / (size_t)W;
+    size_t lo, hi;
+    tr_comm_shard(n, W, 0, &lo, &hi);
+    size_t per = hi - lo, rounds = (per + chunk - 1) / chunk;
+    c->seq++;
+    int tag = tag_of(c), rc = TR_OK;
+    for (size_t k = 0; k < rounds && !rc; k++) {
+        size_t ma, ml;
+        piece(n, W, me, k, chunk, &ma, &ml);
+        for (int p = 0; p < W && !rc; p++) {
+            if (p == me)
+                continue;
+            size_t a, l;
+            piece(n, W, p, k, chunk, &a, &l);
+            if (ml)
+                rc = post(c, 0, c->scratch + (size_t)p * chunk, ml, MPI_FLOAT, p, tag, what);
+            if (!rc && l)
+                rc = post(c, 1, buf + a, l, MPI_FLOAT, p, tag, what);
+        }
+        if (!rc)
+            rc = wait_all(c, what);
+        if (rc)
+            break;
+        /* the owner folds its piece in rank order: ((x_0 + x_1) + x_2) ... */
+        float *dst = buf + ma;
+        for (size_t i = 0; i < ml; i++) {
+            float v = me == 0 ? dst[i] : c->scratch[i];
+            for (int r = 1; r < W; r++)
+                v += r == me ? dst[i] : c->scratch[(size_t)r * chunk + i];
+            dst[i] = v;
+        }
+        if (!gather)
+            continue;
+        for (int p = 0; p < W && !rc; p++) {
+            if (p == me)
+                continue;
+            size_t a, l;
+            piece(n, W, p, k, chunk, &a, &l);
+            if (l)
+                rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
+            if (!rc && ml)
+                rc = post(c, 1, dst, ml, MPI_FLOAT, p, tag, what);
+        }
+        if (!rc)
+            rc = wait_all(c, what);
+    }
+    return rc;
+}
+
+int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n)
+{
+    const char *what = "all-gather";
+    int W = c->world, me = c->rank;
+    size_t chunk = c->bucket; /* no staging: messages land in buf */
+    size_t lo, hi;
+    tr_comm_shard(n, W, 0, &lo, &hi);
+    size_t per = hi - lo, rounds = (per + chunk - 1) / chunk;
+    c->seq++;
+    int tag = tag_of(c), rc = TR_OK;
+    for (size_t k = 0; k < rounds && !rc; k++) {
+        size_t ma, ml;
+        piece(n, W, me, k, chunk, &ma, &ml);
+        for (int p = 0; p < W && !rc; p++) {
+            if (p == me)
+                continue;
+            size_t a, l;
+            piece(n, W, p, k, chunk, &a, &l);
+            if (l)
+                rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
+            if (!rc && ml)
+                rc = post(c, 1, buf + ma, ml, MPI_FLOAT, p, tag, what);
+        }
+        if (!rc)
+            rc = wait_all(c, what);
+    }
+    return rc;
+}
+
+int tr_comm_mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes, const char *what)
+{
+    int W = c->world, me = c->rank;
+    static char dummy[1]; /* the barrier's empty messages */
+    c->seq++;
+    int tag = tag_of(c), rc = TR_OK;
+    char *out = bytes ? all : dummy;
+    char *src = bytes ? (char *)(uintptr_t)mine : dummy;
+    for (int p = 0; p < W && !rc; p++) {
+        if (p == me)
+            continue;
+        rc = post(c, 0, bytes ? out + (size_t)p * bytes : dummy, bytes, MPI_BYTE, p, tag, what);
+        if (!rc)
+            rc = post(c, 1, src, bytes, MPI_BYTE, p, tag, what);
+    }
+    if (!rc)
+        rc = wait_all(c, what);
+    if (!rc && bytes)
+        memmove(out + (size_t)me * bytes, mine, bytes);
+    return rc;
+}
+
+int tr_comm_mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
+{
+    const char *what = "broadcast";
+    int W = c->world, me = c->rank;
+    const size_t chunk = (size_t)1 << 30;
+    c->seq++;
+    int tag = tag_of(c), rc = TR_OK;
+    for (size_t off = 0; off < bytes && !rc; off += chunk) {
+        size_t l = bytes - off < chunk ? bytes - off : chunk;
+        char *p0 = (char *)buf + off;
+        if (me == root) {
+            for (int p = 0; p < W && !rc; p++)
+                if (p != me)
+                    rc = post(c, 1, p0, l, MPI_BYTE, p, tag, what);
+        } else {
+            rc = post(c, 0, p0, l, MPI_BYTE, root, tag, what);
+        }
+        if (!rc)
+            rc = wait_all(c, what);
+    }
+    return rc;
+}
+
+#else
+/* Built without MPI: this translation unit is intentionally empty. */
+typedef int tr_comm_mpi_unused;
+#endif
