@@ -1,0 +1,9 @@
+# The Python package (tools/python, pyproject.toml): `pip install .` into a venv
+# under the build folder, then pytest tests/python (tests/python/run.sh).
+# python_loader_dump prints llmtrain's micro-batches for the sampler tests.
+add_executable(python_loader_dump python_loader_dump.c)
+target_link_libraries(python_loader_dump PRIVATE tr m)
+add_test(NAME py_package
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/python/run.sh ${PROJECT_BINARY_DIR} $<TARGET_FILE:mkshards>
+                 $<TARGET_FILE:python_loader_dump> ${MKS_SHARED_DIR})
+set_tests_properties(py_package PROPERTIES LABELS "cpu" SKIP_RETURN_CODE 77 TIMEOUT 900)

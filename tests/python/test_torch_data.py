@@ -1,0 +1,108 @@
+"""llmtrain's order and batch layout (mkshards.data) against llmtrain's own loader, and mkshards.torch."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import mkshards
+from mkshards import data
+
+
+def loader_dump(d, T, B, R, seed, doc_mask, start, n):
+    exe = os.environ.get("MKSHARDS_LOADER_DUMP")
+    if not exe or not os.access(exe, os.X_OK):
+        pytest.skip("MKSHARDS_LOADER_DUMP (tests/python_loader_dump.c, built by the C build) not set")
+    out = subprocess.run([exe, d, str(T), str(B), str(R), str(seed), str(doc_mask), str(start), str(n)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    batches, k = [], 0
+    while k < len(out):
+        h = out[k].split()
+        rows = int(h[4])
+        cur = {"step": int(h[1]), "micro": int(h[2]), "n_micro": int(h[3]), "rows": rows, "first": int(h[5])}
+        arr = {t: [] for t in ("in", "tgt", "pos", "seg")}
+        for r in range(rows):
+            for j, t in enumerate(("in", "tgt", "pos", "seg")):
+                line = out[k + 1 + 4 * r + j].split()
+                assert line[0] == t
+                arr[t].append([int(x) for x in line[1:]])
+        cur.update({t: np.array(v, np.int64) for t, v in arr.items()})
+        batches.append(cur)
+        k += 1 + 4 * rows
+    return batches
+
+
+def test_row_order_is_a_permutation():
+    for n in (1, 2, 3, 17, 1000, 4097):
+        for e in range(2):
+            p = data.row_order(e * n, n, n, seed=7)
+            assert sorted(p.tolist()) == list(range(n))
+    assert data.row_order(0, 5, 10, shuffle=False).tolist() == [0, 1, 2, 3, 4]
+    assert data.row_order(0, 50, 50, seed=1).tolist() != data.row_order(0, 50, 50, seed=2).tolist()
+
+
+@pytest.mark.parametrize("T,budget,batch_tokens,seed,doc_mask,start", [
+    (96, 96 * 3, 96 * 7, 1337, 1, 0),      # B=3, R=7: micro-batches of 3, 3, 1
+    (64, 64 * 4, 64 * 4, 5, 0, 0),         # rows cut to T < row_len, no doc mask
+    (96, 96 * 2, 96 * 5, 99, 1, 13),       # resumed at loader position 13
+])
+def test_sampler_matches_llmtrain_loader(shard_sets, T, budget, batch_tokens, seed, doc_mask, start):
+    d = shard_sets["plain"]
+    ss = mkshards.ShardSet(d)
+    n = ss.rows["train"]
+    sampler = data.TokenBudgetBatches(n, T, budget, batch_tokens, seed=seed, start_row=start,
+                                      steps=(2 * n) // (batch_tokens // T) + 1)  # past an epoch boundary
+    plan = sampler.plan
+    assert plan.micro_rows * T <= budget
+    ref = loader_dump(d, T, plan.micro_rows, plan.rows_per_step, seed, doc_mask, start, len(sampler))
+    assert len(ref) == len(sampler)
+    for k, (rows, b) in enumerate(zip(sampler, ref)):
+        assert len(rows) == b["rows"] and b["n_micro"] == plan.n_micro
+        got = data.llm_batch(ss, rows, T, doc_mask=bool(doc_mask), ignore_index=-1)
+        assert (got["input_ids"] == b["in"]).all(), k
+        assert (got["labels"] == b["tgt"]).all(), k
+        assert (got["position_ids"] == b["pos"]).all(), k
+        assert (got["doc_ids"] == b["seg"]).all(), k
+        assert (got["loss_mask"] == (b["tgt"] >= 0)).all(), k
+
+
+def test_worker_positions_cover_every_row_once():
+    n = 103
+    for world, workers in ((1, 1), (2, 3), (4, 2)):
+        seen = []
+        for r in range(world):
+            for w in range(workers):
+                seen += list(data.worker_positions(n, r, world, w, workers, epoch=1))
+        assert sorted(seen) == list(range(n, 2 * n))
+
+
+def test_torch_datasets(shard_sets):
+    torch = pytest.importorskip("torch", reason="PyTorch not installed: mkshards.torch not tested")
+    import mkshards.torch as mt
+    d = shard_sets["plain"]
+    ds = mt.ShardDataset(d, seq_len=96)
+    ss = ds.set
+    assert len(ds) == ss.rows["train"]
+    it = ds[3]
+    assert it["input_ids"].dtype == torch.int64 and it["input_ids"].shape == (96,)
+    assert it["input_ids"].tolist() == ss[3]["tokens"].astype(int).tolist()
+    sampler = mt.TokenBudgetBatchSampler(ds, seq_len=96, token_budget=96 * 4, batch_tokens=96 * 8, seed=3)
+    dl = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=None)
+    batches = list(dl)
+    assert len(batches) == len(sampler) and all(b["input_ids"].shape[0] <= 4 for b in batches)
+    for rows, b in zip(sampler, batches):
+        assert (b["input_ids"].numpy() == ss.read(rows, token_dtype=np.uint32)["tokens"]).all()
+    dl = torch.utils.data.DataLoader(ds, batch_sampler=sampler)  # __getitems__ + default collate
+    assert all((a["labels"] == b["labels"]).all() for a, b in zip(dl, batches))
+    # iterable: (rank, world) x workers read every row once
+    seen = []
+    for rank in range(2):
+        itd = mt.ShardIterableDataset(d, rank=rank, world_size=2, shuffle=True, seed=11, verify=False)
+        dl = torch.utils.data.DataLoader(itd, batch_size=None, num_workers=2)
+        for s in dl:
+            seen.append(tuple(s["input_ids"].tolist()))
+    want = sorted(tuple(ss[i]["tokens"].astype(int).tolist()) for i in range(len(ss)))
+    assert sorted(seen) == want
+    itd = mt.ShardIterableDataset(d, batch_rows=5, verify=False)
+    b = next(iter(itd))
+    assert b["input_ids"].shape == (5, 96)

@@ -1,0 +1,1407 @@
+/* _core.c - the CPython extension behind the `mkshards` package.
+ *
+ * A thin layer over the public headers tokenizer/tk.h and dataset/ds.h:
+ *   Tokenizer  tk_load / tk_encode* / tk_decode (GIL released while encoding;
+ *              batches on tk_encode_batch's threads)
+ *   ShardSet   ds_shardset_open / ds_shardset_read (rows into caller buffers,
+ *              GIL released)
+ *   analyze    ds_analyze (lint / hist), reports as the CLI's --json text
+ *   row_order  llmtrain's seeded row order (train/loader.c, tr_row_at)
+ *   IdBuffer   a malloc'ed array exported through the buffer protocol, so
+ *              numpy.frombuffer wraps it without a copy (numpy is not needed
+ *              to build this module).
+ * Every C failure raises mkshards.MkshardsError (a ValueError) carrying the C
+ * message and the status in .code; nothing here exits or aborts. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ds.h"
+#include "tk.h"
+
+#ifndef MKS_VERSION
+#define MKS_VERSION "0.0.0"
+#endif
+
+#define FN(f) ((PyCFunction)(void (*)(void))(f))
+
+static PyObject *MksError;
+
+/* Raise MkshardsError(msg) with .code = code. */
+static PyObject *raise_c(int code, const char *msg)
+{
+    PyObject *e = PyObject_CallFunction(MksError, "s", msg && *msg ? msg : "mkshards: unknown error");
+    if (!e)
+        return NULL;
+    PyObject *c = PyLong_FromLong(code);
+    if (c) {
+        PyObject_SetAttrString(e, "code", c);
+        Py_DECREF(c);
+    }
+    PyErr_SetObject(MksError, e);
+    Py_DECREF(e);
+    return NULL;
+}
+
+static PyObject *raise_tk(int rc, const char *what)
+{
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s: %s", what, tk_strerror(rc));
+    return raise_c(rc, msg);
+}
+
+static int n_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+/* ================================================================ IdBuffer */
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t n;
+    Py_ssize_t itemsize;
+    const char *fmt;
+    Py_ssize_t shape[1], strides[1];
+} IdBuf;
+
+static uint64_t empty_storage;
+
+static void idbuf_dealloc(IdBuf *b)
+{
+    if (b->data != &empty_storage)
+        free(b->data);
+    Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+static int idbuf_getbuffer(IdBuf *b, Py_buffer *view, int flags)
+{
+    (void)flags;
+    view->obj = (PyObject *)b;
+    Py_INCREF(b);
+    view->buf = b->data;
+    view->len = b->n * b->itemsize;
+    view->readonly = 0;
+    view->itemsize = b->itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)b->fmt : NULL;
+    view->ndim = 1;
+    b->shape[0] = b->n;
+    b->strides[0] = b->itemsize;
+    view->shape = (flags & PyBUF_ND) ? b->shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) ? b->strides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
+static Py_ssize_t idbuf_len(IdBuf *b) { return b->n; }
+
+static PyBufferProcs idbuf_as_buffer = {(getbufferproc)idbuf_getbuffer, NULL};
+static PySequenceMethods idbuf_as_seq = {.sq_length = (lenfunc)idbuf_len};
+
+static PyTypeObject IdBufType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mkshards._core.IdBuffer",
+    .tp_basicsize = sizeof(IdBuf),
+    .tp_dealloc = (destructor)idbuf_dealloc,
+    .tp_as_buffer = &idbuf_as_buffer,
+    .tp_as_sequence = &idbuf_as_seq,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A C array (uint32 token ids or uint64 offsets) exported through the buffer protocol.",
+};
+
+/* Takes ownership of data (malloc'ed, or NULL when n == 0). */
+static PyObject *idbuf_new(void *data, Py_ssize_t n, Py_ssize_t itemsize, const char *fmt)
+{
+    IdBuf *b = PyObject_New(IdBuf, &IdBufType);
+    if (!b) {
+        free(data);
+        return NULL;
+    }
+    b->data = data ? data : (void *)&empty_storage;
+    b->n = n;
+    b->itemsize = itemsize;
+    b->fmt = fmt;
+    return (PyObject *)b;
+}
+
+/* ================================================================ Tokenizer */
+typedef struct {
+    PyObject_HEAD
+    tk_tokenizer *tok;
+    PyObject **idcache; /* PyLong for every id < ncache (built on first use) */
+    uint32_t ncache;
+} TokObj;
+
+#define IDCACHE_MAX (1u << 21)
+
+static void tok_dealloc(TokObj *t)
+{
+    if (t->idcache) {
+        for (uint32_t i = 0; i < t->ncache; i++)
+            Py_XDECREF(t->idcache[i]);
+        free(t->idcache);
+    }
+    if (t->tok)
+        tk_free(t->tok);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"spec", "pattern", NULL};
+    PyObject *spec_o = NULL;
+    const char *pattern = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|z", kwl, PyUnicode_FSConverter, &spec_o, &pattern))
+        return -1;
+    tk_pattern pat = TK_PAT_NONE;
+    if (pattern && *pattern && tk_pattern_parse(pattern, &pat) != TK_OK) {
+        Py_DECREF(spec_o);
+        PyErr_Format(PyExc_ValueError, "unknown pattern '%s': use gpt2, cl100k or o200k", pattern);
+        return -1;
+    }
+    const char *spec = PyBytes_AS_STRING(spec_o);
+    if (!*spec) {
+        Py_DECREF(spec_o);
+        PyErr_SetString(PyExc_ValueError, "no tokenizer given: a .tiktoken file, a tokenizer.json, a folder with "
+                                          "encoder.json+vocab.bpe, or a name (gpt2, cl100k_base, o200k_base)");
+        return -1;
+    }
+    char err[512] = "";
+    tk_tokenizer *tok = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tk_load(spec, pat, &tok, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc != TK_OK || !tok) {
+        /* the same wording as the CLI (tools/cli.c, cli_load_tokenizer) */
+        const char *hint = "";
+        if (rc == TK_ERR_PATTERN)
+            hint = " (this vocabulary is not a known one: pass pattern='gpt2'|'cl100k'|'o200k')";
+        else if (!err[0] && rc == TK_ERR_NOT_FOUND)
+            hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
+        char msg[900];
+        snprintf(msg, sizeof msg, "cannot load tokenizer '%s': %s%s", spec, err[0] ? err : tk_strerror(rc), hint);
+        Py_DECREF(spec_o);
+        raise_c(rc ? rc : TK_ERR_IO, msg);
+        return -1;
+    }
+    Py_DECREF(spec_o);
+    if (t->tok)
+        tk_free(t->tok);
+    t->tok = tok;
+    return 0;
+}
+
+static int tok_ready(TokObj *t)
+{
+    if (!t->tok) {
+        PyErr_SetString(PyExc_ValueError, "tokenizer not loaded");
+        return 0;
+    }
+    return 1;
+}
+
+static int build_cache(TokObj *t)
+{
+    if (t->idcache || t->ncache)
+        return 0;
+    uint32_t n = tk_vocab_size(t->tok);
+    if (n > IDCACHE_MAX)
+        n = IDCACHE_MAX;
+    PyObject **c = calloc(n ? n : 1, sizeof *c);
+    if (!c) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        c[i] = PyLong_FromUnsignedLong(i);
+        if (!c[i]) {
+            for (uint32_t k = 0; k < i; k++)
+                Py_DECREF(c[k]);
+            free(c);
+            return -1;
+        }
+    }
+    t->idcache = c;
+    t->ncache = n;
+    return 0;
+}
+
+static PyObject *ids_to_list(TokObj *t, const uint32_t *ids, size_t n)
+{
+    if (!t->idcache && build_cache(t))
+        return NULL;
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    if (!l)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *o;
+        if (ids[i] < t->ncache) {
+            o = t->idcache[ids[i]];
+            Py_INCREF(o);
+        } else if (!(o = PyLong_FromUnsignedLong(ids[i]))) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+    }
+    return l;
+}
+
+/* UTF-8 of a str. A str with lone surrogates cannot be UTF-8: like tiktoken,
+ * it is round-tripped through UTF-16 (surrogatepass) and decoded with
+ * 'replace' (pairs join, lone ones become U+FFFD). *keep receives a new
+ * reference the bytes live in (NULL when they live in s itself). */
+static int text_utf8(PyObject *s, PyObject **keep, const char **p, Py_ssize_t *n)
+{
+    *keep = NULL;
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.80s", Py_TYPE(s)->tp_name);
+        return -1;
+    }
+    *p = PyUnicode_AsUTF8AndSize(s, n);
+    if (*p)
+        return 0;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+        return -1;
+    PyErr_Clear();
+    PyObject *b = PyUnicode_AsEncodedString(s, "utf-16", "surrogatepass");
+    if (!b)
+        return -1;
+    PyObject *f = PyUnicode_Decode(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), "utf-16", "replace");
+    Py_DECREF(b);
+    if (!f)
+        return -1;
+    *p = PyUnicode_AsUTF8AndSize(f, n);
+    if (!*p) {
+        Py_DECREF(f);
+        return -1;
+    }
+    *keep = f;
+    return 0;
+}
+
+/* allowed: None / empty -> ordinary encoding (*n = 0, *all = 0); "all" ->
+ * every special; else an iterable of str. The strings live in *keep. */
+typedef struct {
+    const char **names;
+    size_t n;
+    int all;
+    PyObject *keep;
+} allowed_set;
+
+static void allowed_free(allowed_set *a)
+{
+    PyMem_Free(a->names);
+    Py_XDECREF(a->keep);
+    memset(a, 0, sizeof *a);
+}
+
+static int allowed_parse(PyObject *o, allowed_set *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!o || o == Py_None)
+        return 0;
+    if (PyUnicode_Check(o)) {
+        if (PyUnicode_CompareWithASCIIString(o, "all") == 0) {
+            a->all = 1;
+            return 0;
+        }
+        PyErr_SetString(PyExc_ValueError, "allowed_special: 'all' or a set of special-token strings");
+        return -1;
+    }
+    PyObject *t = PySequence_Tuple(o);
+    if (!t)
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    a->keep = t;
+    if (n == 0)
+        return 0;
+    a->names = PyMem_Malloc((size_t)n * sizeof *a->names);
+    if (!a->names) {
+        allowed_free(a);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyTuple_GET_ITEM(t, i);
+        if (!PyUnicode_Check(s) || !(a->names[i] = PyUnicode_AsUTF8(s))) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "allowed_special: expected str items");
+            allowed_free(a);
+            return -1;
+        }
+    }
+    a->n = (size_t)n;
+    return 0;
+}
+
+static int allowed_any(const allowed_set *a) { return a->all || a->n > 0; }
+
+static int encode_one(const tk_tokenizer *tok, const allowed_set *a, const uint8_t *p, size_t n, tk_ids *out)
+{
+    if (a->all)
+        return tk_encode_special(tok, p, n, NULL, (size_t)-1, out);
+    if (a->n)
+        return tk_encode_special(tok, p, n, a->names, a->n, out);
+    return tk_encode(tok, p, n, out);
+}
+
+/* encode one str -> tk_ids (GIL released while encoding) */
+static int encode_str(TokObj *t, PyObject *text, PyObject *allowed_o, tk_ids *out)
+{
+    allowed_set a;
+    if (allowed_parse(allowed_o, &a))
+        return -1;
+    PyObject *keep;
+    const char *p;
+    Py_ssize_t n;
+    if (text_utf8(text, &keep, &p, &n)) {
+        allowed_free(&a);
+        return -1;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = encode_one(t->tok, &a, (const uint8_t *)p, (size_t)n, out);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(keep);
+    allowed_free(&a);
+    if (rc != TK_OK) {
+        tk_ids_free(out);
+        raise_tk(rc, "encode");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *tok_encode(TokObj *t, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"text", "allowed", NULL};
+    PyObject *text, *allowed = Py_None;
+    if (!tok_ready(t) || !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &text, &allowed))
+        return NULL;
+    tk_ids out = {0};
+    if (encode_str(t, text, allowed, &out))
+        return NULL;
+    PyObject *l = ids_to_list(t, out.ids, out.len);
+    tk_ids_free(&out);
+    return l;
+}
+
+static PyObject *tok_encode_ordinary(TokObj *t, PyObject *text)
+{
+    if (!tok_ready(t))
+        return NULL;
+    tk_ids out = {0};
+    if (encode_str(t, text, Py_None, &out))
+        return NULL;
+    PyObject *l = ids_to_list(t, out.ids, out.len);
+    tk_ids_free(&out);
+    return l;
+}
+
+static PyObject *tok_encode_to_buffer(TokObj *t, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"text", "allowed", NULL};
+    PyObject *text, *allowed = Py_None;
+    if (!tok_ready(t) || !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &text, &allowed))
+        return NULL;
+    tk_ids out = {0};
+    if (encode_str(t, text, allowed, &out))
+        return NULL;
+    return idbuf_new(out.ids, (Py_ssize_t)out.len, 4, "I");
+}
+
+static PyObject *tok_count(TokObj *t, PyObject *text)
+{
+    if (!tok_ready(t))
+        return NULL;
+    PyObject *keep;
+    const char *p;
+    Py_ssize_t n;
+    if (text_utf8(text, &keep, &p, &n))
+        return NULL;
+    size_t cnt = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tk_count(t->tok, (const uint8_t *)p, (size_t)n, &cnt);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(keep);
+    if (rc != TK_OK)
+        return raise_tk(rc, "count");
+    return PyLong_FromSize_t(cnt);
+}
+
+/* ---- batches */
+typedef struct {
+    const tk_tokenizer *tok;
+    const allowed_set *a;
+    const tk_span *docs;
+    tk_ids *outs;
+    size_t n, next;
+    int rc;
+} special_job;
+
+static void *special_worker(void *arg)
+{
+    special_job *j = arg;
+    for (;;) {
+        size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (k >= j->n)
+            break;
+        int rc = encode_one(j->tok, j->a, j->docs[k].text, j->docs[k].len, &j->outs[k]);
+        if (rc) {
+            int z = 0;
+            __atomic_compare_exchange_n(&j->rc, &z, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+/* Encode with allowed specials on `threads` threads (tk_encode_batch has no
+ * special-token variant). */
+static int encode_batch_special(const tk_tokenizer *tok, const allowed_set *a, const tk_span *docs, size_t n,
+                                int threads, tk_ids *outs)
+{
+    if (threads <= 0)
+        threads = n_cpus();
+    if ((size_t)threads > n)
+        threads = (int)n;
+    special_job j = {tok, a, docs, outs, n, 0, 0};
+    pthread_t th[256];
+    if (threads > 256)
+        threads = 256;
+    int started = 0;
+    for (int k = 1; k < threads; k++) {
+        if (pthread_create(&th[k], NULL, special_worker, &j))
+            break;
+        started = k;
+    }
+    special_worker(&j);
+    for (int k = 1; k <= started; k++)
+        pthread_join(th[k], NULL);
+    return j.rc;
+}
+
+/* Encode a sequence of str; outs (calloc'ed, n entries) on success. */
+static int encode_texts(TokObj *t, PyObject *texts, int threads, PyObject *allowed_o, tk_ids **outs_ret,
+                        size_t *n_ret)
+{
+    allowed_set a;
+    if (allowed_parse(allowed_o, &a))
+        return -1;
+    /* a tuple holds every str alive while the GIL is released, even if the
+     * caller's list changes meanwhile */
+    PyObject *tup = PySequence_Tuple(texts);
+    if (!tup) {
+        allowed_free(&a);
+        return -1;
+    }
+    size_t n = (size_t)PyTuple_GET_SIZE(tup);
+    tk_span *spans = PyMem_Calloc(n ? n : 1, sizeof *spans);
+    tk_ids *outs = calloc(n ? n : 1, sizeof *outs);
+    PyObject *keeps = PyList_New(0);
+    int rc = -1;
+    if (!spans || !outs || !keeps) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *keep;
+        const char *p;
+        Py_ssize_t len;
+        if (text_utf8(PyTuple_GET_ITEM(tup, (Py_ssize_t)i), &keep, &p, &len))
+            goto done;
+        if (keep) {
+            int e = PyList_Append(keeps, keep);
+            Py_DECREF(keep);
+            if (e)
+                goto done;
+        }
+        spans[i].text = (const uint8_t *)p;
+        spans[i].len = (size_t)len;
+    }
+    int erc;
+    Py_BEGIN_ALLOW_THREADS
+    if (allowed_any(&a))
+        erc = encode_batch_special(t->tok, &a, spans, n, threads, outs);
+    else
+        erc = tk_encode_batch(t->tok, spans, n, threads, outs);
+    Py_END_ALLOW_THREADS
+    if (erc != TK_OK) {
+        raise_tk(erc, "encode_batch");
+        goto done;
+    }
+    *outs_ret = outs;
+    *n_ret = n;
+    outs = NULL;
+    rc = 0;
+done:
+    if (outs) {
+        for (size_t i = 0; i < n; i++)
+            tk_ids_free(&outs[i]);
+        free(outs);
+    }
+    PyMem_Free(spans);
+    Py_XDECREF(keeps);
+    Py_DECREF(tup);
+    allowed_free(&a);
+    return rc;
+}
+
+static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"texts", "num_threads", "allowed", "as_buffer", NULL};
+    PyObject *texts, *allowed = Py_None;
+    int threads = 0, as_buffer = 0;
+    if (!tok_ready(t) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|iOp", kwl, &texts, &threads, &allowed, &as_buffer))
+        return NULL;
+    tk_ids *outs = NULL;
+    size_t n = 0;
+    if (encode_texts(t, texts, threads, allowed, &outs, &n))
+        return NULL;
+    PyObject *res = NULL;
+    if (as_buffer) {
+        /* flat ids + offsets (n + 1 entries) */
+        size_t total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += outs[i].len;
+        uint32_t *ids = malloc(total ? total * 4 : 4);
+        uint64_t *off = malloc((n + 1) * 8);
+        if (!ids || !off) {
+            free(ids);
+            free(off);
+            PyErr_NoMemory();
+        } else {
+            size_t o = 0;
+            for (size_t i = 0; i < n; i++) {
+                off[i] = o;
+                if (outs[i].len)
+                    memcpy(ids + o, outs[i].ids, outs[i].len * 4);
+                o += outs[i].len;
+            }
+            off[n] = o;
+            PyObject *bi = idbuf_new(ids, (Py_ssize_t)total, 4, "I");
+            PyObject *bo = bi ? idbuf_new(off, (Py_ssize_t)n + 1, 8, "Q") : (free(off), NULL);
+            if (bi && bo)
+                res = PyTuple_Pack(2, bi, bo);
+            Py_XDECREF(bi);
+            Py_XDECREF(bo);
+        }
+    } else {
+        res = PyList_New((Py_ssize_t)n);
+        for (size_t i = 0; res && i < n; i++) {
+            PyObject *l = ids_to_list(t, outs[i].ids, outs[i].len);
+            if (!l) {
+                Py_CLEAR(res);
+                break;
+            }
+            PyList_SET_ITEM(res, (Py_ssize_t)i, l);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        tk_ids_free(&outs[i]);
+    free(outs);
+    return res;
+}
+
+/* ---- decoding */
+
+/* ids from a buffer (numpy array, array.array, IdBuffer) or any iterable of
+ * ints; *ids is PyMem_Malloc'ed. */
+static int collect_ids(PyObject *o, uint32_t **ids_ret, size_t *n_ret)
+{
+    *ids_ret = NULL;
+    *n_ret = 0;
+    if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
+        Py_buffer v;
+        if (PyObject_GetBuffer(o, &v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+            const char *f = v.format ? v.format : "B";
+            if (*f == '<' || *f == '=' || *f == '@')
+                f++;
+            char c = f[0];
+            int sgn = (c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q');
+            int ok = f[1] == 0 && strchr("bBhHiIlLqQ", c) != NULL;
+            size_t n = ok ? (size_t)(v.len / v.itemsize) : 0;
+            if (ok) {
+                uint32_t *ids = PyMem_Malloc(n ? n * 4 : 4);
+                if (!ids) {
+                    PyBuffer_Release(&v);
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                for (size_t i = 0; i < n; i++) {
+                    const char *p = (const char *)v.buf + i * (size_t)v.itemsize;
+                    int64_t x;
+                    switch (v.itemsize) {
+                    case 1: x = sgn ? (int64_t) * (const int8_t *)p : (int64_t) * (const uint8_t *)p; break;
+                    case 2: x = sgn ? (int64_t) * (const int16_t *)p : (int64_t) * (const uint16_t *)p; break;
+                    case 4: x = sgn ? (int64_t) * (const int32_t *)p : (int64_t) * (const uint32_t *)p; break;
+                    default: {
+                        uint64_t u = *(const uint64_t *)p;
+                        x = (!sgn && u > UINT32_MAX) ? -1 : (int64_t)u;
+                    }
+                    }
+                    if (x < 0 || x > UINT32_MAX) {
+                        PyMem_Free(ids);
+                        PyBuffer_Release(&v);
+                        PyErr_Format(PyExc_ValueError, "token id %lld at index %zu is not a valid id", (long long)x, i);
+                        return -1;
+                    }
+                    ids[i] = (uint32_t)x;
+                }
+                PyBuffer_Release(&v);
+                *ids_ret = ids;
+                *n_ret = n;
+                return 0;
+            }
+            PyBuffer_Release(&v);
+        } else {
+            PyErr_Clear();
+        }
+    }
+    PyObject *seq = PySequence_Fast(o, "expected a sequence of token ids");
+    if (!seq)
+        return -1;
+    size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    uint32_t *ids = PyMem_Malloc(n ? n * 4 : 4);
+    if (!ids) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (size_t i = 0; i < n; i++) {
+        unsigned long long x = PyLong_AsUnsignedLongLong(items[i]);
+        if (PyErr_Occurred() || x > UINT32_MAX) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "token id at index %zu is not a valid id", i);
+            }
+            PyMem_Free(ids);
+            Py_DECREF(seq);
+            return -1;
+        }
+        ids[i] = (uint32_t)x;
+    }
+    Py_DECREF(seq);
+    *ids_ret = ids;
+    *n_ret = n;
+    return 0;
+}
+
+static PyObject *tok_decode_bytes(TokObj *t, PyObject *tokens)
+{
+    if (!tok_ready(t))
+        return NULL;
+    uint32_t *ids;
+    size_t n;
+    if (collect_ids(tokens, &ids, &n))
+        return NULL;
+    tk_bytes out = {0};
+    int rc = tk_decode(t->tok, ids, n, &out);
+    if (rc != TK_OK) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "decode: %s", tk_strerror(rc));
+        for (size_t i = 0; i < n && rc == TK_ERR_RANGE; i++) {
+            const uint8_t *b;
+            size_t bl;
+            if (tk_token_bytes(t->tok, ids[i], &b, &bl) != TK_OK) {
+                snprintf(msg, sizeof msg, "decode: token id %u (index %zu) is not in the vocabulary of %u ids",
+                         ids[i], i, tk_vocab_size(t->tok));
+                break;
+            }
+        }
+        PyMem_Free(ids);
+        tk_bytes_free(&out);
+        return raise_c(rc, msg);
+    }
+    PyMem_Free(ids);
+    PyObject *b = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+    tk_bytes_free(&out);
+    return b;
+}
+
+static PyObject *tok_token_bytes(TokObj *t, PyObject *arg)
+{
+    if (!tok_ready(t))
+        return NULL;
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    const uint8_t *b;
+    size_t n;
+    if (id > UINT32_MAX || tk_token_bytes(t->tok, (uint32_t)id, &b, &n) != TK_OK) {
+        PyErr_Format(PyExc_KeyError, "token id %llu is not in the vocabulary", id);
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)n);
+}
+
+static PyObject *tok_rank_of(TokObj *t, PyObject *arg)
+{
+    if (!tok_ready(t))
+        return NULL;
+    char *p;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(arg, &p, &n))
+        return NULL;
+    return PyLong_FromLongLong((long long)tk_rank_of(t->tok, (const uint8_t *)p, (size_t)n));
+}
+
+/* Bytes of every mergeable token (specials excluded), sorted like tiktoken's
+ * token_byte_values. */
+static PyObject *tok_token_byte_values(TokObj *t, PyObject *unused)
+{
+    (void)unused;
+    if (!tok_ready(t))
+        return NULL;
+    uint32_t nv = tk_vocab_size(t->tok);
+    size_t ns = tk_n_specials(t->tok);
+    const tk_special *sp = tk_specials(t->tok);
+    PyObject *l = PyList_New(0);
+    for (uint32_t id = 0; l && id < nv; id++) {
+        int special = 0;
+        for (size_t k = 0; k < ns; k++)
+            special |= sp[k].id == id;
+        const uint8_t *b;
+        size_t n;
+        if (special || tk_token_bytes(t->tok, id, &b, &n) != TK_OK)
+            continue;
+        PyObject *o = PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)n);
+        if (!o || PyList_Append(l, o)) {
+            Py_XDECREF(o);
+            Py_CLEAR(l);
+            break;
+        }
+        Py_DECREF(o);
+    }
+    if (l && PyList_Sort(l)) {
+        Py_CLEAR(l);
+    }
+    return l;
+}
+
+static PyObject *tok_get_name(TokObj *t, void *c)
+{
+    (void)c;
+    return tok_ready(t) ? PyUnicode_FromString(tk_name(t->tok)) : NULL;
+}
+static PyObject *tok_get_n_vocab(TokObj *t, void *c)
+{
+    (void)c;
+    return tok_ready(t) ? PyLong_FromUnsignedLong(tk_vocab_size(t->tok)) : NULL;
+}
+static PyObject *tok_get_n_ranks(TokObj *t, void *c)
+{
+    (void)c;
+    return tok_ready(t) ? PyLong_FromUnsignedLong(tk_n_ranks(t->tok)) : NULL;
+}
+static PyObject *tok_get_pattern(TokObj *t, void *c)
+{
+    (void)c;
+    if (!tok_ready(t))
+        return NULL;
+    const char *p = tk_pattern_name(tk_get_pattern(t->tok));
+    if (!p)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(p);
+}
+static PyObject *tok_get_pat_str(TokObj *t, void *c)
+{
+    (void)c;
+    if (!tok_ready(t))
+        return NULL;
+    const char *p = tk_pattern_regex(tk_get_pattern(t->tok));
+    if (!p)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(p);
+}
+static PyObject *tok_get_eot(TokObj *t, void *c)
+{
+    (void)c;
+    if (!tok_ready(t))
+        return NULL;
+    uint32_t id;
+    if (tk_eot_id(t->tok, &id) != TK_OK)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(id);
+}
+static PyObject *tok_get_specials(TokObj *t, void *c)
+{
+    (void)c;
+    if (!tok_ready(t))
+        return NULL;
+    PyObject *d = PyDict_New();
+    size_t n = tk_n_specials(t->tok);
+    const tk_special *sp = tk_specials(t->tok);
+    for (size_t i = 0; d && i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLong(sp[i].id);
+        if (!v || PyDict_SetItemString(d, sp[i].text, v)) {
+            Py_XDECREF(v);
+            Py_CLEAR(d);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+static PyObject *tok_get_fingerprint(TokObj *t, void *c)
+{
+    (void)c;
+    if (!tok_ready(t))
+        return NULL;
+    uint8_t fp[32];
+    char hex[65];
+    tk_fingerprint(t->tok, fp);
+    ds_shard_hex(fp, 32, hex);
+    return PyUnicode_FromString(hex);
+}
+
+static PyMethodDef tok_methods[] = {
+    {"encode", FN(tok_encode), METH_VARARGS | METH_KEYWORDS,
+     "encode(text, allowed=None) -> list[int]; allowed: None, 'all' or special-token strings"},
+    {"encode_ordinary", FN(tok_encode_ordinary), METH_O, "encode_ordinary(text) -> list[int]"},
+    {"encode_to_buffer", FN(tok_encode_to_buffer), METH_VARARGS | METH_KEYWORDS,
+     "encode_to_buffer(text, allowed=None) -> IdBuffer (uint32)"},
+    {"encode_batch", FN(tok_encode_batch), METH_VARARGS | METH_KEYWORDS,
+     "encode_batch(texts, num_threads=0, allowed=None, as_buffer=False) -> list[list[int]] or (ids, offsets)"},
+    {"count", FN(tok_count), METH_O, "count(text) -> number of tokens"},
+    {"decode_bytes", FN(tok_decode_bytes), METH_O, "decode_bytes(ids) -> bytes"},
+    {"token_bytes", FN(tok_token_bytes), METH_O, "token_bytes(id) -> bytes"},
+    {"rank_of", FN(tok_rank_of), METH_O, "rank_of(bytes) -> rank, or -1"},
+    {"token_byte_values", FN(tok_token_byte_values), METH_NOARGS, "sorted bytes of the mergeable tokens"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef tok_getset[] = {
+    {"name", (getter)tok_get_name, NULL, "vocabulary name (cl100k_base, ... or custom)", NULL},
+    {"n_vocab", (getter)tok_get_n_vocab, NULL, "max id + 1, specials included", NULL},
+    {"n_ranks", (getter)tok_get_n_ranks, NULL, "mergeable ranks", NULL},
+    {"pattern", (getter)tok_get_pattern, NULL, "pre-tokenizer pattern name", NULL},
+    {"pat_str", (getter)tok_get_pat_str, NULL, "pre-tokenizer regex", NULL},
+    {"eot", (getter)tok_get_eot, NULL, "<|endoftext|> id or None", NULL},
+    {"specials", (getter)tok_get_specials, NULL, "dict of special-token text -> id", NULL},
+    {"fingerprint", (getter)tok_get_fingerprint, NULL, "sha256 (hex) over ranks, specials and pattern", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject TokType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mkshards._core.Tokenizer",
+    .tp_basicsize = sizeof(TokObj),
+    .tp_dealloc = (destructor)tok_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Tokenizer(spec, pattern=None): tk_load(spec) - a path or a vocabulary name",
+    .tp_methods = tok_methods,
+    .tp_getset = tok_getset,
+    .tp_init = (initproc)tok_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ================================================================ ShardSet */
+typedef struct {
+    PyObject_HEAD
+    ds_shardset *ss;
+    ds_shardset_info info;
+} SSObj;
+
+static void ss_dealloc(SSObj *s)
+{
+    if (s->ss)
+        ds_shardset_close(s->ss);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"dir", "verify", NULL};
+    PyObject *dir_o = NULL;
+    int verify = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|p", kwl, PyUnicode_FSConverter, &dir_o, &verify))
+        return -1;
+    char err[512] = "";
+    ds_shardset *ss = NULL;
+    int rc;
+    const char *dir = PyBytes_AS_STRING(dir_o);
+    Py_BEGIN_ALLOW_THREADS
+    rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_VERIFY : 0, &ss, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc != DS_OK || !ss) {
+        char msg[800];
+        snprintf(msg, sizeof msg, "%s", err[0] ? err : ds_strerror(rc));
+        Py_DECREF(dir_o);
+        raise_c(rc ? rc : DS_ERR_IO, msg);
+        return -1;
+    }
+    Py_DECREF(dir_o);
+    if (s->ss)
+        ds_shardset_close(s->ss);
+    s->ss = ss;
+    ds_shardset_get_info(ss, &s->info);
+    return 0;
+}
+
+static int ss_ready(SSObj *s)
+{
+    if (!s->ss) {
+        PyErr_SetString(PyExc_ValueError, "shard set is closed");
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_split(PyObject *o, ds_split *sp)
+{
+    if (PyUnicode_Check(o)) {
+        if (PyUnicode_CompareWithASCIIString(o, "train") == 0) {
+            *sp = DS_SPLIT_TRAIN;
+            return 0;
+        }
+        if (PyUnicode_CompareWithASCIIString(o, "val") == 0) {
+            *sp = DS_SPLIT_VAL;
+            return 0;
+        }
+    }
+    PyErr_SetString(PyExc_ValueError, "split must be 'train' or 'val'");
+    return -1;
+}
+
+static PyObject *ss_info(SSObj *s, PyObject *unused)
+{
+    (void)unused;
+    if (!ss_ready(s))
+        return NULL;
+    const ds_shardset_info *i = &s->info;
+    char hex[65];
+    ds_shard_hex(i->fingerprint, 32, hex);
+    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:s,s:s,s:{s:K,s:K},s:{s:K,s:K},s:{s:n,s:n}}", "row_len", i->row_len,
+                         "vocab_size", i->vocab_size, "eot_id", i->eot_id, "pad_id", i->pad_id, "dtype_bytes",
+                         i->dtype_bytes, "fingerprint", hex, "tokenizer", i->tokenizer, "rows", "train",
+                         (unsigned long long)i->rows[0], "val", (unsigned long long)i->rows[1], "tokens", "train",
+                         (unsigned long long)i->tokens[0], "val", (unsigned long long)i->tokens[1], "n_shards",
+                         "train", (Py_ssize_t)i->n_shards[0], "val", (Py_ssize_t)i->n_shards[1]);
+}
+
+static PyObject *ss_shards(SSObj *s, PyObject *split_o)
+{
+    ds_split sp;
+    if (!ss_ready(s) || parse_split(split_o, &sp))
+        return NULL;
+    size_t n = ds_shardset_n_shards(s->ss, sp);
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; l && k < n; k++) {
+        const char *path = NULL;
+        const ds_shard *sh = ds_shardset_shard(s->ss, sp, k, &path);
+        const ds_shard_header *h = ds_shard_get_header(sh);
+        PyObject *d = Py_BuildValue("{s:s,s:K,s:I,s:I,s:I,s:K,s:K,s:O}", "path", path ? path : "", "rows",
+                                    (unsigned long long)h->n_rows, "row_len", h->row_len, "dtype_bytes",
+                                    h->dtype_bytes, "flags", h->flags, "tokens_offset",
+                                    (unsigned long long)DS_SHARD_HEADER_BYTES, "tokens_bytes",
+                                    (unsigned long long)h->tokens_bytes, "compressed",
+                                    (h->flags & DS_SHARD_F_ZSTD) ? Py_True : Py_False);
+        if (!d) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)k, d);
+    }
+    return l;
+}
+
+/* A writable C-contiguous buffer of count items of itemsize bytes (None: no
+ * buffer). */
+static int out_buffer(PyObject *o, Py_buffer *v, int *have, size_t count, const char *what, int size_a, int size_b)
+{
+    *have = 0;
+    if (o == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(o, v, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS))
+        return -1;
+    *have = 1;
+    if ((v->itemsize != size_a && v->itemsize != size_b) || (size_t)v->len != count * (size_t)v->itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: need a writable buffer of %zu items of %d bytes (got %zd bytes, itemsize %zd)",
+                     what, count, size_a, v->len, v->itemsize);
+        PyBuffer_Release(v);
+        *have = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* read(split, rows, tokens, pos_ids, doc_ids, loss_mask): rows = an int or a
+ * buffer of int64 row numbers; outputs (any may be None) are writable
+ * buffers of len(rows) x row_len items: tokens of 4 (uint32) or 2 bytes
+ * (uint16, for 2-byte shard sets), pos/doc of 4 bytes, loss_mask of 1. */
+static PyObject *ss_read(SSObj *s, PyObject *args)
+{
+    PyObject *split_o, *rows_o, *tok_o, *pos_o, *doc_o, *mask_o;
+    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OOOOOO", &split_o, &rows_o, &tok_o, &pos_o, &doc_o, &mask_o))
+        return NULL;
+    ds_split sp;
+    if (parse_split(split_o, &sp))
+        return NULL;
+    uint64_t nrows = ds_shardset_rows(s->ss, sp);
+    size_t L = s->info.row_len;
+    int64_t one;
+    const int64_t *rows;
+    size_t n;
+    Py_buffer rv;
+    int have_rv = 0;
+    if (PyLong_Check(rows_o)) {
+        one = PyLong_AsLongLong(rows_o);
+        if (one == -1 && PyErr_Occurred())
+            return NULL;
+        rows = &one;
+        n = 1;
+    } else {
+        if (PyObject_GetBuffer(rows_o, &rv, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+            return NULL;
+        have_rv = 1;
+        if (rv.itemsize != 8 || !rv.format || !strchr("qlQL", rv.format[strlen(rv.format) - 1])) {
+            PyBuffer_Release(&rv);
+            PyErr_SetString(PyExc_TypeError, "rows: an int or a buffer of int64");
+            return NULL;
+        }
+        rows = rv.buf;
+        n = (size_t)(rv.len / 8);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] < 0 || (uint64_t)rows[i] >= nrows) {
+            if (have_rv)
+                PyBuffer_Release(&rv);
+            PyErr_Format(PyExc_IndexError, "row %lld out of range: the %s split has %llu rows", (long long)rows[i],
+                         sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
+            return NULL;
+        }
+    Py_buffer bt, bp, bd, bm;
+    int ht = 0, hp = 0, hd = 0, hm = 0;
+    PyObject *ret = NULL;
+    uint32_t *scratch = NULL;
+    if (n && L > SIZE_MAX / n) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (out_buffer(tok_o, &bt, &ht, n * L, "tokens", 4, s->info.dtype_bytes == 2 ? 2 : 4) ||
+        out_buffer(pos_o, &bp, &hp, n * L, "pos_ids", 4, 4) || out_buffer(doc_o, &bd, &hd, n * L, "doc_ids", 4, 4) ||
+        out_buffer(mask_o, &bm, &hm, n * L, "loss_mask", 1, 1))
+        goto out;
+    int narrow = ht && bt.itemsize == 2;
+    if (narrow && !(scratch = malloc(L * 4))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    int rc = DS_OK;
+    size_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n && rc == DS_OK; i++) {
+        size_t o = i * L;
+        uint32_t *t = ht ? (narrow ? scratch : (uint32_t *)bt.buf + o) : NULL;
+        rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[i], t, hp ? (uint32_t *)bp.buf + o : NULL,
+                              hd ? (uint32_t *)bd.buf + o : NULL, hm ? (uint8_t *)bm.buf + o : NULL);
+        if (rc == DS_OK && narrow) {
+            uint16_t *d = (uint16_t *)bt.buf + o;
+            for (size_t j = 0; j < L; j++)
+                d[j] = (uint16_t)scratch[j];
+        }
+        bad = i;
+    }
+    Py_END_ALLOW_THREADS
+    if (rc != DS_OK) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)rows[bad],
+                 ds_strerror(rc));
+        raise_c(rc, msg);
+        goto out;
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+out:
+    free(scratch);
+    if (ht)
+        PyBuffer_Release(&bt);
+    if (hp)
+        PyBuffer_Release(&bp);
+    if (hd)
+        PyBuffer_Release(&bd);
+    if (hm)
+        PyBuffer_Release(&bm);
+    if (have_rv)
+        PyBuffer_Release(&rv);
+    return ret;
+}
+
+static PyObject *ss_close(SSObj *s, PyObject *unused)
+{
+    (void)unused;
+    if (s->ss)
+        ds_shardset_close(s->ss);
+    s->ss = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ss_methods[] = {
+    {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, dtype_bytes, fingerprint, ..."},
+    {"shards", FN(ss_shards), METH_O, "shards(split) -> list of dicts (path, rows, dtype_bytes, compressed, ...)"},
+    {"read", FN(ss_read), METH_VARARGS, "read(split, rows, tokens, pos_ids, doc_ids, loss_mask)"},
+    {"close", FN(ss_close), METH_NOARGS, "release the mappings"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject SSType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mkshards._core.ShardSet",
+    .tp_basicsize = sizeof(SSObj),
+    .tp_dealloc = (destructor)ss_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "ShardSet(dir, verify=True): ds_shardset_open",
+    .tp_methods = ss_methods,
+    .tp_init = (initproc)ss_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ================================================================ row order */
+/* llmtrain's row order (train/loader.c): the row visited at loader position p
+ * is a per-epoch keyed permutation of 0..n-1 (4-round Feistel network over
+ * the smallest even bit width >= 2 that holds n, cycle-walking values >= n),
+ * keyed by mix64(seed * golden + epoch + 1). */
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t row_at(uint64_t p, uint64_t n, uint64_t seed, int shuffle)
+{
+    if (n == 0)
+        return 0;
+    uint64_t epoch = p / n, i = p % n;
+    if (!shuffle || n == 1)
+        return i;
+    int bits = 2;
+    while (bits < 64 && (1ULL << bits) < n)
+        bits++;
+    bits += bits & 1;
+    int half = bits / 2;
+    uint64_t hmask = half >= 64 ? ~0ULL : (1ULL << half) - 1;
+    uint64_t key = mix64(seed * 0x9e3779b97f4a7c15ULL + epoch + 1);
+    uint64_t x = i;
+    do {
+        uint64_t l = x >> half, r = x & hmask;
+        for (uint64_t k = 0; k < 4; k++) {
+            uint64_t f = mix64(r ^ (key + k * 0x632be59bd9b4e019ULL)) & hmask;
+            uint64_t t = l ^ f;
+            l = r;
+            r = t;
+        }
+        x = (l << half) | r;
+    } while (x >= n);
+    return x;
+}
+
+static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwl[] = {"start", "count", "n", "seed", "shuffle", NULL};
+    unsigned long long start, count, n, seed;
+    int shuffle = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKKK|p", kwl, &start, &count, &n, &seed, &shuffle))
+        return NULL;
+    if (n == 0 || count > (1ULL << 40)) {
+        PyErr_SetString(PyExc_ValueError, "row_order: n must be > 0 and count <= 2^40");
+        return NULL;
+    }
+    uint64_t *out = malloc(count ? count * 8 : 8);
+    if (!out)
+        return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    for (uint64_t i = 0; i < count; i++)
+        out[i] = row_at(start + i, n, seed, shuffle);
+    Py_END_ALLOW_THREADS
+    return idbuf_new(out, (Py_ssize_t)count, 8, "Q");
+}
+
+/* ================================================================ analyze */
+static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwl[] = {"inputs", "tokenizer", "lint", "hist", "seq_len", "max_doc_bytes", "max_examples",
+                          "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
+                          "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", NULL};
+    PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None;
+    int lint = 1, hist = 0, threads = 0, doc_sep = 0, cut = 0;
+    unsigned long long seq_len = 0, max_doc_bytes = 0, max_record = 0, long_run = 0, long_line = 0;
+    long long max_examples = -1;
+    double outlier = 0, min_bpt = 0;
+    const char *field = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppKKLiziKpdKKdO", kwl, &inputs_o, &tok_o, &lint, &hist, &seq_len,
+                                     &max_doc_bytes, &max_examples, &threads, &field, &doc_sep, &max_record, &cut,
+                                     &outlier, &long_run, &long_line, &min_bpt, &svg_o))
+        return NULL;
+    if (tok_o != Py_None && !PyObject_TypeCheck(tok_o, &TokType)) {
+        PyErr_SetString(PyExc_TypeError, "tokenizer: a mkshards Tokenizer or None");
+        return NULL;
+    }
+    if (hist && tok_o == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "hist needs a tokenizer");
+        return NULL;
+    }
+    if (doc_sep < 0 || doc_sep > 2) {
+        PyErr_SetString(PyExc_ValueError, "doc_sep: 'file', 'line' or 'blank-line'");
+        return NULL;
+    }
+    PyObject *tup = PySequence_Tuple(inputs_o);
+    if (!tup)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(tup);
+    if (n == 0) {
+        Py_DECREF(tup);
+        PyErr_SetString(PyExc_ValueError, "no inputs given");
+        return NULL;
+    }
+    PyObject *paths = PyList_New(n);
+    const char **inputs = PyMem_Calloc((size_t)n, sizeof *inputs);
+    PyObject *svg_b = NULL, *ret = NULL;
+    ds_lint_report *rep = NULL;
+    ds_hist *h = NULL;
+    char *lbuf = NULL, *hbuf = NULL;
+    if (!paths || !inputs) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
+            goto out;
+        PyList_SET_ITEM(paths, i, b);
+        inputs[i] = PyBytes_AS_STRING(b);
+    }
+    if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b))
+        goto out;
+    ds_reader_opts ro;
+    ds_analyze_opts ao;
+    ds_reader_opts_init(&ro);
+    ds_analyze_opts_init(&ao);
+    ro.field = field;
+    ro.doc_sep = (ds_doc_sep)doc_sep;
+    if (max_record)
+        ro.max_record_bytes = (size_t)max_record;
+    if (cut)
+        ro.overlong = DS_OVERLONG_CUT;
+    ao.tok = tok_o == Py_None ? NULL : (const struct tk_tokenizer *)((TokObj *)tok_o)->tok;
+    ao.seq_len = seq_len;
+    ao.max_doc_bytes = max_doc_bytes;
+    if (max_examples >= 0) {
+        ao.max_examples = (size_t)max_examples;
+        ao.set_examples = 1;
+    }
+    ao.threads = threads;
+    if (outlier > 0)
+        ao.outlier_factor = outlier;
+    if (long_run)
+        ao.long_run_bytes = long_run;
+    if (long_line)
+        ao.long_line_bytes = long_line;
+    if (min_bpt > 0)
+        ao.min_bytes_per_token = min_bpt;
+    char err[512] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ds_analyze(inputs, (size_t)n, &ro, &ao, lint ? &rep : NULL, hist ? &h : NULL, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc != DS_OK) {
+        raise_c(rc, err[0] ? err : ds_strerror(rc));
+        goto out;
+    }
+    size_t lsz = 0, hsz = 0;
+    if (rep) {
+        FILE *f = open_memstream(&lbuf, &lsz);
+        if (!f || ds_lint_write_json(rep, f) < 0 || fclose(f)) {
+            raise_c(DS_ERR_NOMEM, "lint: cannot format the report");
+            goto out;
+        }
+    }
+    if (h) {
+        FILE *f = open_memstream(&hbuf, &hsz);
+        if (!f || ds_hist_write_json(h, f) < 0 || fclose(f)) {
+            raise_c(DS_ERR_NOMEM, "hist: cannot format the report");
+            goto out;
+        }
+        if (svg_b) {
+            if (ds_hist_write_svg(h, PyBytes_AS_STRING(svg_b), err, sizeof err) != DS_OK) {
+                raise_c(DS_ERR_IO, err);
+                goto out;
+            }
+        }
+    }
+    int code = rep ? ds_lint_exit_code(rep) : 0;
+    ret = Py_BuildValue("(z#z#iK)", lbuf, (Py_ssize_t)lsz, hbuf, (Py_ssize_t)hsz, code,
+                        (unsigned long long)(h ? h->docs : 0));
+out:
+    free(lbuf);
+    free(hbuf);
+    ds_lint_report_free(rep);
+    ds_hist_free(h);
+    Py_XDECREF(svg_b);
+    PyMem_Free(inputs);
+    Py_XDECREF(paths);
+    Py_DECREF(tup);
+    return ret;
+}
+
+/* ================================================================ module */
+static PyObject *py_cpu_count(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(n_cpus());
+}
+
+static PyMethodDef mod_methods[] = {
+    {"row_order", FN(py_row_order), METH_VARARGS | METH_KEYWORDS,
+     "row_order(start, count, n, seed, shuffle=True) -> IdBuffer (uint64): llmtrain's rows at positions "
+     "start..start+count-1"},
+    {"analyze", FN(py_analyze), METH_VARARGS | METH_KEYWORDS,
+     "analyze(inputs, tokenizer=None, lint=True, hist=False, ...) -> (lint_json, hist_json, exit_code, docs)"},
+    {"cpu_count", FN(py_cpu_count), METH_NOARGS, "online CPUs"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef mod_def = {PyModuleDef_HEAD_INIT, "_core", "C core of mkshards", -1, mod_methods,
+                                     NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    if (PyType_Ready(&IdBufType) < 0 || PyType_Ready(&TokType) < 0 || PyType_Ready(&SSType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&mod_def);
+    if (!m)
+        return NULL;
+    MksError = PyErr_NewExceptionWithDoc("mkshards.MkshardsError",
+                                         "A failure reported by the C library; .code holds its status (negative).",
+                                         PyExc_ValueError, NULL);
+    if (!MksError || PyModule_AddObject(m, "MkshardsError", MksError)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(MksError);
+    Py_INCREF(&TokType);
+    Py_INCREF(&SSType);
+    Py_INCREF(&IdBufType);
+    if (PyModule_AddObject(m, "Tokenizer", (PyObject *)&TokType) ||
+        PyModule_AddObject(m, "ShardSet", (PyObject *)&SSType) ||
+        PyModule_AddObject(m, "IdBuffer", (PyObject *)&IdBufType) ||
+        PyModule_AddStringConstant(m, "__version__", MKS_VERSION) ||
+        PyModule_AddIntConstant(m, "SHARD_HEADER_BYTES", DS_SHARD_HEADER_BYTES)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

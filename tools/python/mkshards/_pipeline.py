@@ -1,0 +1,88 @@
+"""lint / hist in-process (ds_analyze): the same reports as `mkshards lint --json` / `mkshards hist --json`."""
+import json
+import os
+
+from . import _core
+from ._encoding import Encoding
+
+__all__ = ["lint", "hist", "lint_exit_code"]
+
+_DOC_SEP = {"file": 0, "line": 1, "blank-line": 2}
+
+
+def _inputs(inputs):
+    if isinstance(inputs, (str, bytes, os.PathLike)):
+        inputs = [inputs]
+    out = [os.fspath(p) for p in inputs]
+    if not out:
+        raise ValueError("no inputs given")
+    return out
+
+
+def _tokenizer(tokenizer, pattern):
+    if tokenizer is None:
+        return None
+    if isinstance(tokenizer, Encoding):
+        return tokenizer._core
+    if isinstance(tokenizer, _core.Tokenizer):
+        return tokenizer
+    return _core.Tokenizer(os.fspath(tokenizer), pattern)
+
+
+def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max_examples, field, doc_sep, threads,
+             max_record_bytes, cut_overlong, outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token,
+             svg, progress):
+    if doc_sep not in _DOC_SEP:
+        raise ValueError("doc_sep must be 'file', 'line' or 'blank-line'")
+    tok = _tokenizer(tokenizer, pattern)
+    ins = _inputs(inputs)
+    if progress is not None:
+        progress({"stage": "start", "inputs": len(ins)})
+    lint_json, hist_json, code, docs = _core.analyze(
+        ins, tok, lint=lint, hist=hist, seq_len=int(seq_len or 0), max_doc_bytes=int(max_doc_bytes or 0),
+        max_examples=-1 if max_examples is None else int(max_examples), threads=int(threads or 0), field=field,
+        doc_sep=_DOC_SEP[doc_sep], max_record_bytes=int(max_record_bytes or 0), cut_overlong=bool(cut_overlong),
+        outlier_factor=float(outlier_factor or 0), long_run_bytes=int(long_run_bytes or 0),
+        long_line_bytes=int(long_line_bytes or 0), min_bytes_per_token=float(min_bytes_per_token or 0),
+        svg=None if svg is None else os.fspath(svg))
+    lint_d = json.loads(lint_json) if lint_json else None
+    hist_d = json.loads(hist_json) if hist_json else None
+    if progress is not None:
+        progress({"stage": "done", "exit_code": code})
+    return lint_d, hist_d, code
+
+
+def lint(inputs, *, tokenizer=None, seq_len=0, max_doc_bytes=0, max_examples=None, field=None, doc_sep="file",
+         threads=0, hist=False, pattern=None, max_record_bytes=0, cut_overlong=False, outlier_factor=0,
+         long_run_bytes=0, long_line_bytes=0, min_bytes_per_token=0, progress=None):
+    """`mkshards lint --json`: the report as a dict (with ``hist=True``: ``{"lint": ..., "hist": ...}`` like
+    ``lint --hist --json``). Options are the CLI's (``seq_len`` = ``-L``, ``threads`` = ``-j``, ...); tokenizer is a
+    name, a path, an Encoding or None (byte checks only). The CLI's exit status (0 clean, 1 warnings, 2 errors) is
+    ``mkshards.lint_exit_code(report)``. ``progress`` (optional) is called with a dict at the start and the end."""
+    if hist and tokenizer is None:
+        raise ValueError("hist=True needs a tokenizer")
+    lint_d, hist_d, code = _analyze(inputs, tokenizer, pattern, True, bool(hist), seq_len, max_doc_bytes,
+                                    max_examples, field, doc_sep, threads, max_record_bytes, cut_overlong,
+                                    outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token, None,
+                                    progress)
+    if hist:
+        return {"lint": lint_d, "hist": hist_d}
+    return lint_d
+
+
+def lint_exit_code(report):
+    """0 clean (info only), 1 warnings, 2 errors: `mkshards lint`'s exit status for a lint() report."""
+    if "lint" in report and "hist" in report:
+        report = report["lint"]
+    sev = {f["severity"] for f in report.get("findings", []) if f.get("count", 0) > 0}
+    return 2 if "error" in sev else 1 if "warning" in sev else 0
+
+
+def hist(inputs, *, tokenizer, seq_len=0, threads=0, field=None, doc_sep="file", svg=None, pattern=None,
+         max_record_bytes=0, cut_overlong=False, progress=None):
+    """`mkshards hist --json`: token-count statistics as a dict; ``svg`` writes the chart like ``--svg``."""
+    if tokenizer is None:
+        raise ValueError("hist needs a tokenizer")
+    _, hist_d, _ = _analyze(inputs, tokenizer, pattern, False, True, seq_len, 0, None, field, doc_sep, threads,
+                            max_record_bytes, cut_overlong, 0, 0, 0, 0, svg, progress)
+    return hist_d

@@ -1,0 +1,142 @@
+"""PyTorch datasets over a shard set (imported only on ``import mkshards.torch``; needs torch).
+
+    from mkshards.torch import ShardDataset, ShardIterableDataset, TokenBudgetBatchSampler
+
+    ds = ShardDataset("shards/", seq_len=1024)
+    # llmtrain's micro-batches: <= 8192 tokens each, 32768 tokens per optimiser step, the same seeded order
+    sampler = TokenBudgetBatchSampler(ds, seq_len=1024, token_budget=8192, batch_tokens=32768, seed=1337)
+    dl = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=None, num_workers=2)
+    for b in dl:   # dict of (rows, 1024) tensors: input_ids, labels, position_ids, doc_ids, loss_mask
+        loss = F.cross_entropy(model(b["input_ids"]).flatten(0, 1), b["labels"].flatten())  # ignore_index=-100
+
+    it = ShardIterableDataset("shards/", shuffle=True, seed=1337)  # shards rows by (rank, world, worker)
+    dl = torch.utils.data.DataLoader(it, batch_size=8, num_workers=4)
+
+Items follow llmtrain's batch layout (``mkshards.data.llm_batch``): ``labels[j]`` is the next token where it
+carries loss, else -100; with ``doc_mask`` (default) positions restart at every document and ``doc_ids`` number
+the documents of the row (mask attention where they differ).
+"""
+import torch as _torch
+import torch.utils.data as _tud
+
+from . import data as _data
+from ._shards import ShardSet
+
+__all__ = ["ShardDataset", "ShardIterableDataset", "TokenBudgetBatchSampler"]
+
+
+def _tensors(batch, squeeze):
+    out = {k: _torch.from_numpy(v) for k, v in batch.items()}
+    if squeeze:
+        out = {k: v[0] for k, v in out.items()}
+    return out
+
+
+class ShardDataset(_tud.Dataset):
+    """Map-style: ``ds[i]`` is row i of the split as a dict of (T,) tensors; ``ds[[i, j, ...]]`` (a list, numpy
+    array or tensor of indices, e.g. from :class:`TokenBudgetBatchSampler` with ``batch_size=None``) is one
+    dict of (n, T) tensors read in one C call."""
+
+    def __init__(self, directory, split="train", seq_len=None, *, verify=True, doc_mask=True, ignore_index=-100,
+                 shardset=None):
+        self.set = shardset if shardset is not None else ShardSet(directory, verify=verify)
+        self.directory = self.set.directory
+        self.split = split
+        self.seq_len = int(seq_len) if seq_len else self.set.row_len
+        if not 1 <= self.seq_len <= self.set.row_len:
+            raise ValueError(f"seq_len {self.seq_len}: must be 1..{self.set.row_len}")
+        self.doc_mask, self.ignore_index = doc_mask, ignore_index
+        self._n = self.set.rows[split]
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, idx):
+        if isinstance(idx, (int,)) or (hasattr(idx, "ndim") and idx.ndim == 0):
+            i = int(idx)
+            if i < 0:
+                i += self._n
+            if not 0 <= i < self._n:
+                raise IndexError(i)
+            return _tensors(self._batch([i]), True)
+        if isinstance(idx, _torch.Tensor):
+            idx = idx.numpy()
+        return _tensors(self._batch(idx), False)
+
+    def __getitems__(self, indices):  # DataLoader with batch_size > 1: one C call per batch
+        b = self._batch(indices)
+        return [{k: _torch.from_numpy(v[i]) for k, v in b.items()} for i in range(len(indices))]
+
+    def _batch(self, rows):
+        return _data.llm_batch(self.set, rows, self.seq_len, split=self.split, doc_mask=self.doc_mask,
+                               ignore_index=self.ignore_index)
+
+
+class ShardIterableDataset(_tud.IterableDataset):
+    """Iterable: every row of the split once per epoch, divided between (rank, world_size) and the DataLoader
+    workers of each rank (strided, so the workers' round-robin gives the single-process order back). rank and
+    world_size default to torch.distributed's when it is initialised. ``shuffle`` uses llmtrain's seeded
+    per-epoch permutation; call ``set_epoch(e)`` between epochs. ``batch_rows`` > 1 yields dicts of
+    (batch_rows, T) tensors read in one call (use ``batch_size=None`` in the DataLoader then)."""
+
+    def __init__(self, directory, split="train", seq_len=None, *, rank=None, world_size=None, shuffle=False,
+                 seed=_data.DEFAULT_SEED, epoch=0, verify=True, doc_mask=True, ignore_index=-100, batch_rows=1):
+        super().__init__()
+        self.set = ShardSet(directory, verify=verify)
+        self.split = split
+        self.seq_len = int(seq_len) if seq_len else self.set.row_len
+        self.rank, self.world_size = rank, world_size
+        self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
+        self.doc_mask, self.ignore_index = doc_mask, ignore_index
+        self.batch_rows = max(1, int(batch_rows))
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def _world(self):
+        rank, world = self.rank, self.world_size
+        if rank is None or world is None:
+            dist = _torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank() if rank is None else rank
+                world = dist.get_world_size() if world is None else world
+        return (rank or 0), (world or 1)
+
+    def positions(self):
+        """Loader positions this process (and DataLoader worker) reads, in order."""
+        rank, world = self._world()
+        w = _tud.get_worker_info()
+        wid, nw = (w.id, w.num_workers) if w is not None else (0, 1)
+        return _data.worker_positions(self.set.rows[self.split], rank, world, wid, nw, self.epoch)
+
+    def rows(self):
+        pos = self.positions()
+        n = self.set.rows[self.split]
+        if not len(pos):
+            return []
+        if not self.shuffle:
+            return [p % n for p in pos]
+        full = _data.row_order(pos.start, pos.stop - pos.start, n, self.seed, True)
+        return full[::pos.step].tolist()
+
+    def __iter__(self):
+        rows = self.rows()
+        k = self.batch_rows
+        for a in range(0, len(rows), k):
+            b = _data.llm_batch(self.set, rows[a:a + k], self.seq_len, split=self.split, doc_mask=self.doc_mask,
+                                ignore_index=self.ignore_index)
+            yield _tensors(b, k == 1)
+
+    def __len__(self):
+        n = len(self.positions())
+        return -(-n // self.batch_rows)
+
+
+class TokenBudgetBatchSampler(_data.TokenBudgetBatches, _tud.Sampler):
+    """Batch sampler: lists of train-row indices in llmtrain's seeded order, at most ``token_budget`` tokens
+    (``micro_rows`` rows of ``seq_len``) each; ``rows_per_step`` rows (``batch_tokens``) per optimiser step
+    (``n_micro`` micro-batches). Use with ``DataLoader(ds, sampler=..., batch_size=None)`` for one C read per
+    micro-batch, or ``batch_sampler=...``. See :class:`mkshards.data.TokenBudgetBatches` for the arguments."""
+
+    def __init__(self, data_source, seq_len, token_budget=None, batch_tokens=None, **kw):
+        _data.TokenBudgetBatches.__init__(self, data_source, seq_len, token_budget, batch_tokens, **kw)
