@@ -16,7 +16,8 @@
  *  - Deterministic: no floating-point atomics; every sum has a fixed order,
  *    so a run repeats bit for bit on the same GPU (bit-exact resume).
  *  - Return KN_OK or KN_EINVAL (bad argument) or KN_ECUDA (a launch or
- *    library call failed; kn_cuda_last_error() says which).
+ *    library call failed; kn_cuda_last_error() says which call, where, and
+ *    the error's name and text).
  *
  * Differences from the references, by design
  *  - attention never stores the (B,NH,T,T) probabilities: forward saves the
@@ -48,7 +49,11 @@ typedef struct CUstream_st *kn_stream; /* == cudaStream_t */
 
 /* Size of one element of dt in bytes (4 or 2). */
 size_t kn_dtype_size(kn_dtype dt);
-/* Text of the last CUDA / cuBLAS error seen by this library (thread-local). */
+/* Text of the last CUDA / cuBLAS error seen by this library (thread-local):
+ * the call, file:line, error name and number and its text; "" when none was
+ * recorded (never "no error").  kernels/kn_cuda_err.h: the first error since
+ * kn_cuda_clear_error(), and MKS_SYNC_DEBUG=1 (every launch synchronised, so
+ * a kernel fault names its kernel). */
 const char *kn_cuda_last_error(void);
 
 /* ---- context: cuBLASLt handle + caller-provided workspace ------------------ */

@@ -9,26 +9,39 @@
 
 #include "kn_cuda.h"
 
-/* Records the message for kn_cuda_last_error(). */
-void kn_cuda_set_error(const char *fmt, ...);
+#include "kn_cuda_err.h"
 
-#define KN_CUDA_LAUNCHED(what)                                                                    \
+/* Free-form failure (bad shape, no cuBLASLt algorithm, ...) with file:line. */
+#define kn_cuda_set_error(...) kn_cuda_recordf(__FILE__, __LINE__, __VA_ARGS__)
+
+/* A CUDA runtime call: on failure record call text, file:line, error name
+ * and text (kernels/kn_cuda_err.h), clear the non-sticky error, run onfail. */
+#define KN_CU_CHECK(call, onfail)                                                                 \
+    KN_API_CHECK("CUDA", cudaError_t, call, cudaSuccess, cudaGetErrorName, cudaGetErrorString,    \
+                 (void)cudaGetLastError(); onfail)
+
+#define KN_CUDA_TRY(call) KN_CU_CHECK(call, return KN_ECUDA)
+
+/* After a kernel launch: a launch error (bad configuration, no kernel image
+ * for this GPU) is caught here; with MKS_SYNC_DEBUG=1 the launch is also
+ * waited for, so a fault inside the kernel is reported with its name here
+ * instead of at a later, innocent call. */
+#define KN_LAUNCH_CHECK(what, onfail)                                                             \
     do {                                                                                          \
         cudaError_t e_ = cudaGetLastError();                                                      \
+        int sd_ = kn_cuda_sync_debug();                                                           \
+        if (e_ == cudaSuccess && sd_) {                                                           \
+            e_ = cudaDeviceSynchronize();                                                         \
+            if (e_ != cudaSuccess) (void)cudaGetLastError();                                      \
+        }                                                                                         \
         if (e_ != cudaSuccess) {                                                                  \
-            kn_cuda_set_error("%s: %s", (what), cudaGetErrorString(e_));                          \
-            return KN_ECUDA;                                                                      \
+            kn_cuda_record_kernel((what), __FILE__, __LINE__, (int)e_, cudaGetErrorName(e_),      \
+                                  cudaGetErrorString(e_), sd_);                                   \
+            onfail;                                                                               \
         }                                                                                         \
     } while (0)
 
-#define KN_CUDA_TRY(call)                                                                         \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            kn_cuda_set_error("%s: %s", #call, cudaGetErrorString(e_));                           \
-            return KN_ECUDA;                                                                      \
-        }                                                                                         \
-    } while (0)
+#define KN_CUDA_LAUNCHED(what) KN_LAUNCH_CHECK(what, return KN_ECUDA)
 
 typedef __nv_bfloat16 kn_bf16;
 typedef __half kn_f16;

@@ -5,17 +5,7 @@
 
 #include "kn_cuda_common.cuh"
 
-static __thread char g_err[256];
-
-void kn_cuda_set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_err, sizeof g_err, fmt, ap);
-    va_end(ap);
-}
-
-extern "C" const char *kn_cuda_last_error(void) { return g_err[0] ? g_err : "no error"; }
+/* error recording: kernels/kn_cuda_err.c (plain C, tested without a GPU) */
 
 extern "C" size_t kn_dtype_size(kn_dtype dt) { return dt == KN_F32 ? 4 : 2; }
 

@@ -106,11 +106,8 @@ static int scatter_rows(float *table, int rows, const T *dout, const uint32_t *i
     KN_CUDA_LAUNCHED("encoder_backward keys");
     int bits = 1;
     while (bits < 32 && (1u << bits) <= (uint32_t)rows) bits++;
-    cudaError_t e = cub::DeviceRadixSort::SortPairs(temp, temp_bytes, k_in, k_out, v_in, v_out, N, 0, bits, s);
-    if (e != cudaSuccess) {
-        kn_cuda_set_error("encoder_backward sort: %s", cudaGetErrorString(e));
-        return KN_ECUDA;
-    }
+    KN_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, k_in, k_out, v_in, v_out, N, 0, bits, s));
+    KN_CUDA_LAUNCHED("encoder_backward sort (cub::DeviceRadixSort)");
     dim3 grid((unsigned)N, (unsigned)((C + 255) / 256));
     segment_sum_kernel<T><<<grid, 256, 0, s>>>(table, k_out, v_out, dout, N, C, (uint32_t)rows);
     KN_CUDA_LAUNCHED("encoder_backward segment_sum");

@@ -15,27 +15,22 @@ struct kn_cuda_ctx {
     size_t ws_bytes;
 };
 
+static const char *lt_name(cublasStatus_t st) { return kn_cublas_status_name((int)st); }
+static const char *lt_str(cublasStatus_t st) { return kn_cublas_status_string((int)st); }
+
+/* a cuBLASLt call: on failure the call text, file:line, status name and text
+ * are recorded (kernels/kn_cuda_err.h) */
 #define KN_LT_TRY(call)                                                                           \
-    do {                                                                                          \
-        cublasStatus_t st_ = (call);                                                              \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-            kn_cuda_set_error("%s: cublas status %d", #call, (int)st_);                           \
-            rc = KN_ECUDA;                                                                        \
-            goto done;                                                                            \
-        }                                                                                         \
-    } while (0)
+    KN_API_CHECK("cuBLAS", cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, lt_name, lt_str,          \
+                 rc = KN_ECUDA; goto done)
 
 extern "C" int kn_cuda_ctx_create(kn_cuda_ctx **out, kn_stream stream, void *workspace, size_t workspace_bytes)
 {
     if (!out) return KN_EINVAL;
     kn_cuda_ctx *c = (kn_cuda_ctx *)calloc(1, sizeof *c);
     if (!c) return KN_ENOMEM;
-    cublasStatus_t st = cublasLtCreate(&c->lt);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        kn_cuda_set_error("cublasLtCreate: status %d", (int)st);
-        free(c);
-        return KN_ECUDA;
-    }
+    KN_API_CHECK("cuBLAS", cublasStatus_t, cublasLtCreate(&c->lt), CUBLAS_STATUS_SUCCESS, lt_name, lt_str,
+                 free(c); return KN_ECUDA);
     c->stream = stream;
     c->ws = workspace;
     c->ws_bytes = workspace ? workspace_bytes : 0;
@@ -112,6 +107,11 @@ static int lt_matmul(kn_cuda_ctx *ctx, cudaDataType_t ab_type, cudaDataType_t d_
     }
     KN_LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, ctx->ws,
                              ctx->ws_bytes, ctx->stream));
+    if (kn_cuda_sync_debug()) { /* name the product that faulted */
+        char what[128];
+        snprintf(what, sizeof what, "cublasLtMatmul (m=%d n=%d k=%d epilogue=%d)", m, n, k, (int)epi);
+        KN_LAUNCH_CHECK(what, rc = KN_ECUDA; goto done);
+    }
 done:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ld) cublasLtMatrixLayoutDestroy(ld);

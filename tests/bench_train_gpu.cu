@@ -7,8 +7,10 @@
  *
  *   bench_train_gpu --data DIR [--model d12] [--seq-len 1024] [--batch 32]
  *                   [--steps 40] [--precision bf16|fp16|fp32] [--doc-mask]
- *                   [--log FILE] [--seed 1] [--fast-init]
+ *                   [--log FILE] [--seed 1] [--fast-init] [--sync-debug]
  *
+ * --sync-debug: every kernel launch is waited for (as MKS_SYNC_DEBUG=1), so a
+ * fault names its kernel (kernels/kn_cuda_err.h).
  * --fast-init: parameters initialised on the device (tr_cuda_model_init_random)
  * instead of by the CPU model (seconds saved for the big models of the sweep).
  *
@@ -19,6 +21,7 @@
  * library handles) and arena_bytes.  Exit 0 ok, 2 bad input / no GPU, 1
  * failure. */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,7 @@ extern "C" {
 #include "tr_cuda.h"
 #include "tr_cuda_model.h"
 }
+#include "kn_cuda_err.h"
 
 static double now_s(void)
 {
@@ -49,6 +53,7 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--doc-mask")) { docmask = 1; continue; }
         if (!strcmp(a, "--fast-init")) { fast_init = 1; continue; }
+        if (!strcmp(a, "--sync-debug")) { kn_cuda_set_sync_debug(1); continue; }
         if (!v) { fprintf(stderr, "bench_train_gpu: %s needs a value\n", a); return 64; }
         if (!strcmp(a, "--data")) data = v;
         else if (!strcmp(a, "--model")) model = v;
@@ -137,8 +142,8 @@ int main(int argc, char **argv)
     printf("bench_train_gpu: %s; %s (%zu params) %s, %d x %d tokens/step, arena %.1f MiB, plan %.1f MiB\n", name,
            model, tr_model_param_count(&cfg), prec, B, T, arena.size / 1048576.0, po.total_bytes / 1048576.0);
     tr_adamw_hparams h = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
-    tr_loss_scaler scaler;
-    tr_loss_scaler_init(&scaler);
+    tr_loss_scaler scaler; /* fp16: the scale is on the per-token mean loss (tr_cuda_model.h) */
+    tr_loss_scaler_init(&scaler, B * T);
     int opt_step = 0;
     for (int step = 1; step <= steps; step++) {
         double t0 = now_s(), w1 = 0, w2 = 0;
@@ -155,14 +160,16 @@ int main(int argc, char **argv)
         tr_cuda_model_zero_grad(g);
         double ls = 0;
         uint64_t n = 0;
-        float ls_mul = dt == KN_F16 ? scaler.scale : 1.0f;
+        /* fp16: dloss g = scale / (B*T), undone with g * targets in the step; else 1/targets */
+        float dloss = dt == KN_F16 ? tr_loss_scaler_dloss(&scaler, B * T) : (ntg ? 1.0f / (float)ntg : 0.0f);
         rc = tr_cuda_model_fwd_bwd(g, rowsb, T, dev.inputs, dev.targets, docmask ? dev.pos : NULL,
-                                   docmask ? dev.seg : NULL, ntg ? ls_mul / (float)ntg : 0.0f, &ls, &n);
+                                   docmask ? dev.seg : NULL, dloss, &ls, &n);
         tr_cuda_input_consumed(in);
         float gn = 0;
         int skipped = 0;
         if (rc == TR_OK && dt == KN_F16) {
-            rc = tr_cuda_model_step_scaled(g, &h, opt_step + 1, 1.0f, scaler.scale, &gn, &skipped);
+            rc = tr_cuda_model_step_scaled(g, &h, opt_step + 1, 1.0f, tr_loss_scaler_unscale(&scaler, B * T, ntg), &gn,
+                                           &skipped);
             if (skipped) printf("step %d: non-finite gradient at loss scale %.0f: skipped\n", step, scaler.scale);
             tr_loss_scaler_update(&scaler, skipped);
         } else if (rc == TR_OK) {
@@ -170,8 +177,11 @@ int main(int argc, char **argv)
         }
         if (!skipped) opt_step++;
         if (rc != TR_OK) {
-            fprintf(stderr, "bench_train_gpu: step %d failed: %s / %s\n", step, kn_cuda_last_error(),
-                    cudaGetErrorString(cudaGetLastError()));
+            char mb[KN_ERR_MSG_MAX];
+            cudaError_t pe = cudaPeekAtLastError();
+            fprintf(stderr, "bench_train_gpu: step %d failed: %s\n", step,
+                    kn_cuda_failure_message(mb, sizeof mb, (int)pe, pe ? cudaGetErrorName(pe) : NULL,
+                                            pe ? cudaGetErrorString(pe) : NULL));
             return 1;
         }
         cudaStreamSynchronize(compute);
@@ -180,11 +190,16 @@ int main(int argc, char **argv)
         double tps = rowsb * (double)T / dt_s;
         printf("step %4d/%d | loss %.4f | gnorm %.3f | %.0f tok/s | step %.1f ms | wait %.3f ms\n", step, steps, loss,
                gn, tps, dt_s * 1e3, (w1 + w2) * 1e3);
-        if (logf)
+        if (logf) {
+            char gns[32];
+            if (isfinite(gn)) snprintf(gns, sizeof gns, "%.6f", gn);
+            else snprintf(gns, sizeof gns, "null"); /* a skipped fp16 step: no norm (JSON has no nan) */
             fprintf(logf,
-                    "{\"step\":%d,\"loss\":%.6f,\"grad_norm\":%.6f,\"tokens\":%d,\"tok_per_s\":%.1f,\"wait_ms\":%.4f,"
-                    "\"step_ms\":%.4f}\n",
-                    step, loss, gn, rowsb * T, tps, (w1 + w2) * 1e3, dt_s * 1e3);
+                    "{\"step\":%d,\"loss\":%.6f,\"grad_norm\":%s,\"tokens\":%d,\"tok_per_s\":%.1f,\"wait_ms\":%.4f,"
+                    "\"step_ms\":%.4f,\"loss_scale\":%.1f,\"skipped\":%d}\n",
+                    step, loss, gns, rowsb * T, tps, (w1 + w2) * 1e3, dt_s * 1e3,
+                    dt == KN_F16 ? (double)scaler.scale : 1.0, skipped);
+        }
     }
     printf("memory: planned %.1f MiB (planner, device total), peak %.1f MiB in use after step 1 (cudaMemGetInfo; "
            "%.1f MiB before the arena), arena %.1f MiB\n",

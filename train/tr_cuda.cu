@@ -9,6 +9,11 @@
 extern "C" {
 #include "tr_cuda.h"
 }
+#include "kn_cuda_common.cuh" /* KN_CU_CHECK: call text, file:line, error name and text */
+
+/* every CUDA call below: a failure is recorded (kernels/kn_cuda_err.h) and
+ * returns `code` */
+#define CUR(call, code) KN_CU_CHECK(call, return (code))
 
 static double now_s(void)
 {
@@ -20,13 +25,17 @@ static double now_s(void)
 extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_bytes, uint64_t *free_bytes)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return TR_ERR_NODEVICE;
+    CUR(cudaGetDeviceCount(&n), TR_ERR_NODEVICE);
+    if (n == 0) {
+        kn_cuda_set_error("cudaGetDeviceCount: 0 devices");
+        return TR_ERR_NODEVICE;
+    }
     cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return TR_ERR_NODEVICE;
+    CUR(cudaGetDeviceProperties(&p, 0), TR_ERR_NODEVICE);
     if (name && name_len) snprintf(name, name_len, "%s (sm_%d%d, %d SMs)", p.name, p.major, p.minor,
                                    p.multiProcessorCount);
     size_t fr = 0, tot = 0;
-    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return TR_ERR_NODEVICE;
+    CUR(cudaMemGetInfo(&fr, &tot), TR_ERR_NODEVICE);
     if (total_bytes) *total_bytes = tot;
     if (free_bytes) *free_bytes = fr;
     return TR_OK;
@@ -36,7 +45,7 @@ extern "C" int tr_cuda_mem_used(uint64_t *used)
 {
     size_t fr = 0, tot = 0;
     if (!used) return TR_ERR_ARG;
-    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return TR_ERR_NODEVICE;
+    CUR(cudaMemGetInfo(&fr, &tot), TR_ERR_NODEVICE);
     *used = (uint64_t)(tot - fr);
     return TR_OK;
 }
@@ -69,10 +78,12 @@ extern "C" int tr_cuda_arena_create(tr_cuda_arena *a, const tr_plan_out *plan)
     void *p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
-        snprintf(a->last_error, sizeof a->last_error, "cudaMalloc(%zu) for the arena: %s", bytes,
-                 cudaGetErrorString(e));
+        snprintf(a->last_error, sizeof a->last_error, "cudaMalloc(%zu) for the arena: %s (%s)", bytes,
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+        kn_cuda_record("CUDA", "cudaMalloc(arena)", __FILE__, __LINE__, (int)e, cudaGetErrorName(e),
+                       cudaGetErrorString(e));
         cudaGetLastError(); /* clear */
-        return TR_ERR_NOMEM;
+        return e == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE;
     }
     a->base = (char *)p;
     a->size = bytes;
@@ -117,10 +128,7 @@ extern "C" void *tr_cuda_pinned_alloc(size_t bytes, void *user)
 {
     (void)user;
     void *p = nullptr;
-    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
-        cudaGetLastError();
-        return nullptr;
-    }
+    CUR(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault), nullptr);
     return p;
 }
 
@@ -155,13 +163,9 @@ extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int m
         free(in);
         return TR_ERR_NOMEM;
     }
-    if (cudaStreamCreateWithFlags(&in->copy, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreateWithFlags(&in->copied, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventCreateWithFlags(&in->consumed, cudaEventDisableTiming) != cudaSuccess) {
-        cudaGetLastError();
-        free(in);
-        return TR_ERR_NODEVICE;
-    }
+    KN_CU_CHECK(cudaStreamCreateWithFlags(&in->copy, cudaStreamNonBlocking), free(in); return TR_ERR_NODEVICE);
+    KN_CU_CHECK(cudaEventCreateWithFlags(&in->copied, cudaEventDisableTiming), free(in); return TR_ERR_NODEVICE);
+    KN_CU_CHECK(cudaEventCreateWithFlags(&in->consumed, cudaEventDisableTiming), free(in); return TR_ERR_NODEVICE);
     in->compute = (cudaStream_t)compute;
     in->max_rows = max_rows;
     in->T = T;
@@ -174,16 +178,13 @@ extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cud
     if (!in || !b || b->rows <= 0 || b->rows > in->max_rows || b->T != in->T) return TR_ERR_ARG;
     size_t bytes = (size_t)b->rows * b->T * 4;
     /* the device batch is reused: wait until compute released the previous one */
-    if (in->consumed_recorded && cudaStreamWaitEvent(in->copy, in->consumed, 0) != cudaSuccess) return TR_ERR_NODEVICE;
-    if (cudaMemcpyAsync(in->dev.inputs, b->inputs, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
-        cudaMemcpyAsync(in->dev.targets, b->targets, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
-        cudaMemcpyAsync(in->dev.pos, b->pos, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
-        cudaMemcpyAsync(in->dev.seg, b->seg, bytes, cudaMemcpyHostToDevice, in->copy) != cudaSuccess ||
-        cudaEventRecord(in->copied, in->copy) != cudaSuccess ||
-        cudaStreamWaitEvent(in->compute, in->copied, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return TR_ERR_NODEVICE;
-    }
+    if (in->consumed_recorded) CUR(cudaStreamWaitEvent(in->copy, in->consumed, 0), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(in->dev.inputs, b->inputs, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(in->dev.targets, b->targets, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(in->dev.pos, b->pos, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(in->dev.seg, b->seg, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaEventRecord(in->copied, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaStreamWaitEvent(in->compute, in->copied, 0), TR_ERR_NODEVICE);
     in->consumed_recorded = 0;
     if (dev) {
         *dev = in->dev;
@@ -199,13 +200,19 @@ extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s)
     double t0 = now_s();
     cudaError_t e = cudaEventSynchronize(in->copied);
     if (wait_s) *wait_s = now_s() - t0;
-    return e == cudaSuccess ? TR_OK : TR_ERR_NODEVICE;
+    if (e != cudaSuccess) {
+        kn_cuda_record("CUDA", "cudaEventSynchronize(in->copied)", __FILE__, __LINE__, (int)e, cudaGetErrorName(e),
+                       cudaGetErrorString(e));
+        cudaGetLastError();
+        return TR_ERR_NODEVICE;
+    }
+    return TR_OK;
 }
 
 extern "C" int tr_cuda_input_consumed(tr_cuda_input *in)
 {
     if (!in) return TR_ERR_ARG;
-    if (cudaEventRecord(in->consumed, in->compute) != cudaSuccess) return TR_ERR_NODEVICE;
+    CUR(cudaEventRecord(in->consumed, in->compute), TR_ERR_NODEVICE);
     in->consumed_recorded = 1;
     return TR_OK;
 }

@@ -8,6 +8,7 @@
 extern "C" {
 #include "tr_cuda_model.h"
 }
+#include "kn_cuda_common.cuh" /* error checks with call text, file:line, name (kernels/kn_cuda_err.h) */
 
 struct tr_cuda_model {
     tr_model_config c;
@@ -55,7 +56,9 @@ static size_t scratch_need(const tr_model_config *c, int B, int T, size_t P)
     size_t x;
     if ((x = kn_layernorm_backward_scratch_bytes(N, C)) > s) s = x;
     if ((x = kn_matmul_backward_scratch_bytes(N, 4 * C)) > s) s = x;
-    if ((x = kn_matmul_backward_scratch_bytes(N, c->vocab_padded)) > s) s = x;
+    /* no bias gradient over the vocabulary: the lm head has no bias (tied
+     * wte), so kn_matmul_backward_scratch_bytes(N, Vp) - 25 MiB at d12,
+     * 32 x 1024 tokens - is never needed */
     if ((x = kn_attention_backward_scratch_bytes(B, T, c->n_head)) > s) s = x;
     if ((x = kn_sumsq_scratch_bytes(P)) > s) s = x;
     return s;
@@ -169,17 +172,21 @@ extern "C" void tr_cuda_model_destroy(tr_cuda_model *m)
     free(m); /* the arena owns the memory */
 }
 
-#define CU(call)                                                                                   \
+/* A CUDA call: on failure the call text, file:line, error name and text are
+ * recorded (kernels/kn_cuda_err.h; tr_gpu_last_error() reports them). */
+#define CU(call) KN_CU_CHECK(call, return e_ == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE)
+/* A kn_cuda op: it records its own failure; this adds where the model called
+ * it from (or records a bad-argument return, which the op does not). */
+#define KC(call)                                                                                   \
     do {                                                                                           \
-        if ((call) != cudaSuccess) {                                                               \
-            cudaGetLastError();                                                                    \
+        int k_ = (call);                                                                           \
+        if (k_ != KN_OK) {                                                                         \
+            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                    \
             return TR_ERR_NODEVICE;                                                                \
         }                                                                                          \
     } while (0)
-#define KC(call)                                                                                   \
-    do {                                                                                           \
-        if ((call) != KN_OK) return TR_ERR_NODEVICE; /* kn_cuda_last_error() says why */           \
-    } while (0)
+/* After a launch of this file's own kernels (sync-debug aware). */
+#define LAUNCHED(what) KN_LAUNCH_CHECK(what, return TR_ERR_NODEVICE)
 
 extern "C" int tr_cuda_model_zero_grad(tr_cuda_model *m)
 {
@@ -230,7 +237,7 @@ extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
             init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 0.0f, 0.0f, 1);
         else
             init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], seed + (uint64_t)i, -a, a, 0);
-        CU(cudaGetLastError());
+        LAUNCHED("init_fill");
     }
     if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
     CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
@@ -353,7 +360,7 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     /* loss and dlogits in place (no probability tensor) */
     KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, targets, nullptr, grad_scale, N, V, Vp, dt, s));
     loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, targets, N);
-    CU(cudaGetLastError());
+    LAUNCHED("loss_sum");
     KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
                                m->scratch, m->scratch_bytes, dt));
     CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
@@ -418,26 +425,7 @@ __global__ void scaled_clip_kernel(float *factor, float *norm_out, const double 
     *factor = clip * inv_ls;
 }
 
-extern "C" void tr_loss_scaler_init(tr_loss_scaler *s)
-{
-    if (!s) return;
-    s->scale = 65536.0f;
-    s->clean_steps = 0;
-    s->skipped_total = 0;
-}
-
-extern "C" void tr_loss_scaler_update(tr_loss_scaler *s, int skipped)
-{
-    if (!s) return;
-    if (skipped) {
-        s->scale = s->scale > 1.0f ? s->scale * 0.5f : 1.0f;
-        s->clean_steps = 0;
-        s->skipped_total++;
-    } else if (++s->clean_steps >= 2000) {
-        s->scale = s->scale < 16777216.0f ? s->scale * 2.0f : s->scale;
-        s->clean_steps = 0;
-    }
-}
+/* tr_loss_scaler: inline in tr_cuda_model.h (plain C, emulated by tests/test_fp16_scale.c) */
 
 static int adamw_all(tr_cuda_model *m, const tr_adamw_hparams *h, int t);
 
@@ -456,7 +444,7 @@ extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparam
         return TR_OK; /* no update: parameters, m and v untouched */
     }
     scaled_clip_kernel<<<1, 1, 0, m->s>>>(m->clip_scale, m->gnorm, m->sumsq, max_norm, 1.0f / loss_scale);
-    CU(cudaGetLastError());
+    LAUNCHED("scaled_clip");
     int rc = adamw_all(m, h, t);
     if (rc == TR_OK && norm_out) {
         CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));

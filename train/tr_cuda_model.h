@@ -4,9 +4,10 @@
  * trainer's one arena (train/tr_cuda.h).  Library tr_cuda.
  *
  * Same parameter layout as train/model.h (16 tensors, one contiguous
- * buffer).  Compute dtype fp32, bf16 or fp16 (fp16: scale the loss with a
- * tr_loss_scaler, pass grad_scale * scale to fwd_bwd, step with
- * tr_cuda_model_step_scaled).  Device state: fp32 master parameters, fp32 gradients, fp32 AdamW
+ * buffer).  Compute dtype fp32, bf16 or fp16 (fp16: scale the per-token
+ * mean loss with a tr_loss_scaler (below): pass tr_loss_scaler_dloss() to
+ * fwd_bwd, step with tr_cuda_model_step_scaled(tr_loss_scaler_unscale())).
+ * Device state: fp32 master parameters, fp32 gradients, fp32 AdamW
  * m and v, and - for bf16 - a bf16 compute copy of the parameters; the
  * activations are in the compute dtype (fp32 or bf16), LayerNorm statistics,
  * attention log-sum-exp and losses in fp32.  The residual-stream gradient is
@@ -68,16 +69,89 @@ int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float
 int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float loss_scale,
                               float *norm_out, int *skipped);
 
-/* Dynamic loss scaling (issue 7): start at 65536; on a skipped (non-finite)
- * step halve the scale; after 2000 clean steps in a row double it. */
+/* ---- fp16 loss scaling (issue 14) ---------------------------------------------------
+ * The backward pass starts with dlogits = g * (softmax - onehot(target)),
+ * written in the compute dtype over the logits; |softmax - onehot| <= 1, so
+ * |dlogit| <= g for ANY logits.  g is therefore what decides whether the
+ * first fp16 tensor of the backward can overflow (fp16 max 65504).
+ *
+ * Before: g = scale = 65536 on the SUMMED loss, so the target column held
+ * 65536 * (p - 1), beyond 65504 as long as p < 0.0006: step 1 (and every step
+ * after the scale had grown back to 65536) was skipped as non-finite.
+ *
+ * Now: g = scale / D with D the micro-batch's token capacity (rows x T): the
+ * scale multiplies the per-token MEAN loss (PyTorch GradScaler's convention,
+ * initial scale 65536), so |dlogit| <= g = 65536 / D, i.e. <= 64 for any
+ * micro-batch of 1024 tokens or more.  Two bounds make step 1 safe for every
+ * D by construction: the initial g is at most TR_FP16_DLOGIT_INIT = 2^7, and
+ * growth stops at TR_FP16_DLOGIT_MAX = 2^14 (a quarter of fp16's range) - the
+ * first backward tensor can never overflow.  The layers below amplify: in the
+ * CPU emulation of this model's fp16 backward (tests/test_fp16_scale.c, 100
+ * steps of a small model) the residual-stream gradient reached ~50x the
+ * dlogit bound, so at the initial g <= 128 every fp16 tensor of step 1 stays
+ * far below 65504 (the test prints the headroom of each), while a scale grown
+ * towards the cap can overflow the lower layers: that is the dynamic scaler's
+ * job (below), as before.  The optimiser undoes g * n_targets (the step's
+ * target count): exactly the CPU trainer's "sum, then divide by targets".
+ *
+ * Dynamic: on a skipped (non-finite) step halve the scale (not below 1);
+ * after 2000 clean steps in a row double it (not above the cap). */
+#define TR_FP16_DLOGIT_INIT 128.0f
+#define TR_FP16_DLOGIT_MAX 16384.0f
+#define TR_LOSS_SCALE_INIT 65536.0f
 typedef struct {
-    float scale;
+    float scale;        /* multiplies the per-token mean loss */
     int clean_steps;
     uint64_t skipped_total;
+    float max_scale;    /* TR_FP16_DLOGIT_MAX * micro_tokens */
 } tr_loss_scaler;
-void tr_loss_scaler_init(tr_loss_scaler *s);
+
+/* micro_tokens: D, the micro-batch capacity (rows x T) the dlogits are
+ * divided by. */
+static inline void tr_loss_scaler_init(tr_loss_scaler *s, int micro_tokens)
+{
+    if (!s) return;
+    double mx = (double)TR_FP16_DLOGIT_MAX * (double)(micro_tokens > 0 ? micro_tokens : 1);
+    if (mx > 1e30) mx = 1e30;
+    s->max_scale = (float)mx;
+    double init = (double)TR_FP16_DLOGIT_INIT * (double)(micro_tokens > 0 ? micro_tokens : 1);
+    s->scale = (double)TR_LOSS_SCALE_INIT < init ? TR_LOSS_SCALE_INIT : (float)init;
+    s->clean_steps = 0;
+    s->skipped_total = 0;
+}
 /* Call after each optimiser step with its `skipped` result. */
-void tr_loss_scaler_update(tr_loss_scaler *s, int skipped);
+static inline void tr_loss_scaler_update(tr_loss_scaler *s, int skipped)
+{
+    if (!s) return;
+    if (skipped) {
+        s->scale = s->scale > 2.0f ? s->scale * 0.5f : 1.0f;
+        s->clean_steps = 0;
+        s->skipped_total++;
+    } else if (++s->clean_steps >= 2000) {
+        float up = s->scale * 2.0f;
+        s->scale = up <= s->max_scale ? up : s->max_scale;
+        s->clean_steps = 0;
+    }
+}
+/* Keep a restored scale inside [1, max_scale]. */
+static inline void tr_loss_scaler_clamp(tr_loss_scaler *s)
+{
+    if (!(s->scale >= 1.0f)) s->scale = 1.0f;
+    if (s->scale > s->max_scale) s->scale = s->max_scale;
+}
+/* g: the dloss factor for tr_cuda_model_fwd_bwd (every micro-batch of the
+ * step uses the same g, so the accumulated gradient is g * d(summed loss)). */
+static inline float tr_loss_scaler_dloss(const tr_loss_scaler *s, int micro_tokens)
+{
+    return (float)((double)s->scale / (double)(micro_tokens > 0 ? micro_tokens : 1));
+}
+/* The loss_scale for tr_cuda_model_step_scaled: g * n_targets, so the update
+ * uses the token-mean gradient of the step. */
+static inline float tr_loss_scaler_unscale(const tr_loss_scaler *s, int micro_tokens, uint64_t n_targets)
+{
+    double g = (double)s->scale / (double)(micro_tokens > 0 ? micro_tokens : 1);
+    return (float)(g * (double)(n_targets ? n_targets : 1));
+}
 
 #ifdef __cplusplus
 }

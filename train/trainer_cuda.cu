@@ -13,6 +13,7 @@ extern "C" {
 #include "tr_cuda_model.h"
 #include "tr_gpu.h"
 }
+#include "kn_cuda_common.cuh" /* KN_CU_CHECK, kn_cuda_err.h */
 
 struct tr_gpu {
     tr_cuda_arena arena;
@@ -22,6 +23,7 @@ struct tr_gpu {
     tr_cuda_input *in;
     kn_dtype dt;
     int T;
+    int micro_tokens; /* B x T: the fp16 dloss divisor (tr_cuda_model.h) */
     tr_loss_scaler scaler;
     uint64_t opt_step; /* AdamW steps taken (t of the next step - 1) */
 };
@@ -31,10 +33,22 @@ static kn_dtype dtype_of(tr_precision p)
     return p == TR_FP32 ? KN_F32 : (p == TR_FP16 ? KN_F16 : KN_BF16);
 }
 
+/* The message for a failed GPU call: the first error recorded since the
+ * call began (kernels/kn_cuda_err.h: call text, file:line, error name and
+ * text, where it was called from); when nothing was recorded, the pending
+ * CUDA error with its name; never "no error". */
 static const char *cuda_msg(void)
 {
-    const char *k = kn_cuda_last_error();
-    return k && k[0] ? k : cudaGetErrorString(cudaGetLastError());
+    static __thread char buf[KN_ERR_MSG_MAX];
+    cudaError_t e = cudaPeekAtLastError();
+    return kn_cuda_failure_message(buf, sizeof buf, (int)e, e != cudaSuccess ? cudaGetErrorName(e) : NULL,
+                                   e != cudaSuccess ? cudaGetErrorString(e) : NULL);
+}
+
+static int stream_create(cudaStream_t *s)
+{
+    KN_CU_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), return TR_ERR_NODEVICE);
+    return TR_OK;
 }
 
 extern "C" const char *tr_gpu_last_error(void) { return cuda_msg(); }
@@ -45,13 +59,16 @@ extern "C" int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint6
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n < 1) {
-        snprintf(why, why_len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
+        if (e != cudaSuccess)
+            snprintf(why, why_len, "cudaGetDeviceCount: %s (%d): %s", cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
+        else
+            snprintf(why, why_len, "no CUDA device found");
         cudaGetLastError(); /* clear it */
         return TR_ERR_NODEVICE;
     }
+    kn_cuda_clear_error();
     int rc = tr_cuda_device_info(name, name_len, total, free_bytes);
-    if (rc != TR_OK)
-        snprintf(why, why_len, "device 0 is not usable: %s", cudaGetErrorString(cudaGetLastError()));
+    if (rc != TR_OK) snprintf(why, why_len, "device 0 is not usable: %s", cuda_msg());
     return rc;
 }
 
@@ -82,9 +99,11 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     *out = NULL;
     tr_gpu *g = (tr_gpu *)calloc(1, sizeof *g);
     if (!g) return TR_ERR_NOMEM;
+    kn_cuda_clear_error();
     g->dt = dtype_of(p);
     g->T = T;
-    tr_loss_scaler_init(&g->scaler);
+    g->micro_tokens = B * T;
+    tr_loss_scaler_init(&g->scaler, g->micro_tokens);
     /* the plan's device lines, unless the exact carve is larger (then the
      * plan under-counts: allocate what is needed, the caller reports it) */
     uint64_t need = tr_gpu_arena_need(c, B, T, p);
@@ -103,14 +122,14 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     }
     int rc = tr_cuda_arena_create(&g->arena, ap);
     if (rc != TR_OK) {
-        snprintf(err, errlen, "cannot allocate the device arena (%.1f MiB): %s",
-                 (double)tr_cuda_arena_bytes(ap) / 1048576.0, g->arena.last_error);
+        snprintf(err, errlen, "cannot allocate the device arena (%.1f MiB): %s", (double)tr_cuda_arena_bytes(ap) / 1048576.0,
+                 cuda_msg());
         free(g);
         return rc;
     }
     g->arena_ok = 1;
     if (arena_bytes) *arena_bytes = g->arena.size;
-    if (cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking) != cudaSuccess) {
+    if (stream_create(&g->s) != TR_OK) {
         snprintf(err, errlen, "cannot create a CUDA stream: %s", cuda_msg());
         g->s = NULL;
         tr_gpu_close(g);
@@ -118,7 +137,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     }
     if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s)) != TR_OK ||
         (rc = tr_cuda_input_create(&g->in, &g->arena, B, T, (tr_cuda_stream)g->s)) != TR_OK) {
-        snprintf(err, errlen, "GPU setup failed: %s %s", g->arena.last_error, cuda_msg());
+        snprintf(err, errlen, "GPU setup failed: %s", g->arena.last_error[0] ? g->arena.last_error : cuda_msg());
         tr_gpu_close(g);
         return rc;
     }
@@ -139,15 +158,26 @@ extern "C" void tr_gpu_loader_hooks(tr_loader_opts *lo)
     lo->alloc_user = NULL;
 }
 
-extern "C" int tr_gpu_zero_grad(tr_gpu *g) { return tr_cuda_model_zero_grad(g->m); }
+extern "C" int tr_gpu_zero_grad(tr_gpu *g)
+{
+    kn_cuda_clear_error();
+    return tr_cuda_model_zero_grad(g->m);
+}
 
-static float loss_scale(const tr_gpu *g) { return g->dt == KN_F16 ? g->scaler.scale : 1.0f; }
+/* The dloss factor of every micro-batch: 1 (the summed loss) outside fp16;
+ * in fp16 scale / (B x T), the scale on the per-token mean loss, so the
+ * dlogits are bounded by TR_FP16_DLOGIT_MAX (tr_cuda_model.h). */
+static float dloss_factor(const tr_gpu *g)
+{
+    return g->dt == KN_F16 ? tr_loss_scaler_dloss(&g->scaler, g->micro_tokens) : 1.0f;
+}
 
 extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum,
                             uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
 {
     tr_cuda_batch dev;
     double w = 0;
+    kn_cuda_clear_error();
     int rc = tr_cuda_input_upload(g->in, b, &dev);
     if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
     int rows = b->rows, T = b->T;
@@ -158,7 +188,7 @@ extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc
         return rc;
     }
     rc = tr_cuda_model_fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL,
-                               loss_scale(g), loss_sum, n_targets);
+                               dloss_factor(g), loss_sum, n_targets);
     int rc2 = tr_cuda_input_consumed(g->in);
     if (rc == TR_OK) rc = rc2;
     if (rc != TR_OK) snprintf(err, errlen, "GPU forward/backward failed: %s", cuda_msg());
@@ -170,6 +200,7 @@ extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *l
 {
     tr_cuda_batch dev;
     double w = 0;
+    kn_cuda_clear_error();
     int rc = tr_cuda_input_upload(g->in, b, &dev);
     if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
     if (rc == TR_OK)
@@ -184,11 +215,14 @@ extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *l
 extern "C" int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
                            int *skipped, float *scale, char *err, size_t errlen)
 {
-    float ls = loss_scale(g);
+    kn_cuda_clear_error();
+    int fp16 = g->dt == KN_F16;
     int sk = 0;
-    if (scale) *scale = ls;
-    /* "scale by 1/targets, then clip": the factor is folded into AdamW */
-    float factor = n_targets ? (float)((double)n_targets * (double)ls) : ls;
+    if (scale) *scale = fp16 ? g->scaler.scale : 1.0f;
+    /* "scale by 1/targets, then clip": the factor is folded into AdamW; in
+     * fp16 it also undoes the dloss factor (tr_loss_scaler_unscale) */
+    float factor = fp16 ? tr_loss_scaler_unscale(&g->scaler, g->micro_tokens, n_targets)
+                        : (n_targets ? (float)n_targets : 1.0f);
     int rc = tr_cuda_model_step_scaled(g->m, h, (int)(g->opt_step + 1), grad_clip, factor, gnorm, &sk);
     if (rc != TR_OK) {
         snprintf(err, errlen, "GPU optimiser step failed: %s", cuda_msg());
@@ -218,7 +252,7 @@ extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *
 extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, const float *adam_m, const float *adam_v,
                                 const uint64_t extra[TR_GPU_EXTRA], uint64_t opt_step)
 {
-    tr_loss_scaler_init(&g->scaler);
+    tr_loss_scaler_init(&g->scaler, g->micro_tokens);
     g->opt_step = opt_step;
     if (extra) {
         uint32_t bits = (uint32_t)extra[0];
@@ -228,6 +262,7 @@ extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, const float *ada
         g->scaler.clean_steps = (int)extra[1];
         g->scaler.skipped_total = extra[2];
         g->opt_step = extra[3];
+        tr_loss_scaler_clamp(&g->scaler);
     }
     return tr_cuda_model_set_state(g->m, params, adam_m, adam_v);
 }
