@@ -74,7 +74,8 @@ static void fuzz_tk_exercise(tk_tokenizer *t) {
         tk_bytes out = {0};
         if (tk_encode(t, s, n, &ids) != TK_OK) abort();
         if (tk_count(t, s, n, &count) != TK_OK || count != ids.len) abort();
-        if (tk_decode(t, ids.ids, ids.len, &out) != TK_OK || out.len != n || memcmp(out.data, s, n) != 0) abort();
+        if (tk_decode(t, ids.ids, ids.len, &out) != TK_OK) abort();
+        if (tk_lossless(t) && (out.len != n || memcmp(out.data, s, n) != 0)) abort();
         tk_ids_free(&ids);
         if (tk_encode_special(t, s, n, NULL, (size_t)-1, &ids) != TK_OK) abort();
         tk_bytes_free(&out);

@@ -2,3 +2,5 @@
 mks_add_test(test_tk_parity SOURCES test_tk_parity.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON LABELS cpu TIMEOUT 600)
 mks_add_test(test_tk_unit SOURCES test_tk_unit.c LIBS tk PkgConfig::JANSSON LABELS cpu)
 mks_add_test(test_tk_pathological SOURCES test_tk_pathological.c LIBS tk LABELS cpu TIMEOUT 300)
+# HF tokenizer.json parity (refs from tests/ref/make_tk_hf_refs.py).
+mks_add_test(test_tk_hf SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu TIMEOUT 600)

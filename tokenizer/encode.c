@@ -17,6 +17,7 @@ static void ranks_to_ids(const tk_tokenizer *t, tk_ids *out, size_t from) {
 }
 
 static int encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out) {
+    if (t->hf) return tk_hf_encode(t, s, n, NULL, 0, false, out);
     size_t from = out->len, i = 0;
     tk_pattern pat = t->pattern;
     /* A large document gets room for its worst case (one id per byte) at
@@ -52,6 +53,13 @@ int tk_encode(const tk_tokenizer *t, const uint8_t *text, size_t len, tk_ids *ou
 
 int tk_count(const tk_tokenizer *t, const uint8_t *text, size_t len, size_t *n_tokens) {
     if (!t || !n_tokens || (!text && len)) return TK_ERR_ARG;
+    if (t->hf) {
+        tk_ids ids = {0};
+        int rc = tk_hf_encode(t, text, len, NULL, 0, false, &ids);
+        *n_tokens = ids.len;
+        tk_ids_free(&ids);
+        return rc;
+    }
     /* Piece by piece over the whole text, so the scanner sees the true end
      * of input; the id buffer only ever holds one piece. */
     tk_ids buf = {0};
@@ -74,6 +82,12 @@ int tk_encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len, co
     if (!t || !out || (!text && len)) return TK_ERR_ARG;
     bool all = allowed == NULL && n_allowed == (size_t)-1;
     if (!all && n_allowed && !allowed) return TK_ERR_ARG;
+    if (t->hf) {
+        if (!all)
+            for (size_t a = 0; a < n_allowed; a++)
+                if (tk_special_id(t, allowed[a], NULL) != TK_OK) return TK_ERR_NOT_FOUND;
+        return tk_hf_encode(t, text, len, allowed, all ? 0 : n_allowed, all, out);
+    }
     /* the specials in force */
     size_t ns = 0;
     const tk_special *sp[64];

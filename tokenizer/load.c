@@ -710,7 +710,7 @@ done:
 
 #define SPECIAL_ID (TK_NO_RANK - 1)
 
-static tk_pattern pattern_from_regex(const char *re) {
+tk_pattern tk_pattern_from_regex(const char *re) {
     /* exact matches with our exports, the README forms and Python's forms */
     static const struct {
         const char *re;
@@ -729,28 +729,6 @@ static tk_pattern pattern_from_regex(const char *re) {
         if (strcmp(re, tk_pattern_regex((tk_pattern)p)) == 0) return (tk_pattern)p;
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++)
         if (strcmp(re, forms[k].re) == 0) return forms[k].pat;
-    return TK_PAT_NONE;
-}
-
-static tk_pattern hf_pattern(json_t *pt) {
-    if (!json_is_object(pt)) return TK_PAT_NONE;
-    const char *type = json_string_value(json_object_get(pt, "type"));
-    if (!type) return TK_PAT_NONE;
-    if (strcmp(type, "Sequence") == 0) {
-        json_t *list = json_object_get(pt, "pretokenizers");
-        size_t i;
-        json_t *e;
-        json_array_foreach(list, i, e) {
-            tk_pattern p = hf_pattern(e);
-            if (p != TK_PAT_NONE) return p;
-        }
-        return TK_PAT_NONE;
-    }
-    if (strcmp(type, "Split") == 0) {
-        const char *re = json_string_value(json_object_get(json_object_get(pt, "pattern"), "Regex"));
-        return re ? pattern_from_regex(re) : TK_PAT_NONE;
-    }
-    if (strcmp(type, "ByteLevel") == 0 && json_is_true(json_object_get(pt, "use_regex"))) return TK_PAT_GPT2;
     return TK_PAT_NONE;
 }
 
@@ -844,6 +822,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     tk_special *sp = NULL;
     size_t nsp = 0;
     uint32_t *rank_of_id = NULL, *rank_to_id = NULL;
+    uint32_t(*mids)[3] = NULL; /* merges as (id a, id b, id result), then as ranks */
     char sb[160];
     json_t *model = json_object_get(root, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
@@ -863,6 +842,16 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     size_t nv = json_object_size(vocab);
     uint32_t max_id;
     if ((rc = hf_check_ids(path, vocab, added, &max_id, err, errlen))) goto done;
+    if (json_array_size(merges) > TK_MAX_VOCAB * (size_t)4) {
+        tk_set_err(err, errlen, "%s: more than %zu merges", path, TK_MAX_VOCAB * (size_t)4);
+        rc = TK_ERR_LIMIT;
+        goto done;
+    }
+    mids = malloc((json_array_size(merges) + 1) * sizeof *mids);
+    if (!mids) {
+        rc = TK_ERR_NOMEM;
+        goto done;
+    }
     rank_of_id = malloc(((size_t)max_id + 1) * sizeof *rank_of_id);
     rank_to_id = malloc((nv ? nv : 1) * sizeof *rank_to_id);
     if (!rank_of_id || !rank_to_id || (rc = tv_init(&v, (uint32_t)nv))) {
@@ -934,6 +923,14 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
                 goto done;
             }
             uint32_t id = (uint32_t)json_integer_value(idv);
+            mids[i][0] = (uint32_t)json_integer_value(json_object_get(vocab, a));
+            mids[i][1] = (uint32_t)json_integer_value(json_object_get(vocab, b));
+            mids[i][2] = id;
+            if (rank_of_id[id] == SPECIAL_ID) {
+                tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is an added token", path, i, shown(ab, sb));
+                rc = TK_ERR_FORMAT;
+                goto done;
+            }
             if (rank_of_id[id] != TK_NO_RANK) continue; /* first merge producing it wins */
             uint8_t buf[TK_MAX_TOKEN_BYTES];
             long l = bytelevel_decode(ab, buf, sizeof buf); /* a vocab entry: decoded in pass 1 */
@@ -982,12 +979,17 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             nsp++;
         }
     }
-    if (pat == TK_PAT_NONE) pat = hf_pattern(json_object_get(root, "pre_tokenizer"));
-    if (pat == TK_PAT_NONE) {
-        tk_set_err(err, errlen, "%s: pre-tokenizer not recognised as gpt2/cl100k/o200k: give --pattern", path);
-        rc = TK_ERR_PATTERN;
-        goto done;
-    }
+    /* merge parts and results as ranks (parts that are added tokens: refused) */
+    for (size_t i = 0; i < json_array_size(merges); i++)
+        for (int k = 0; k < 3; k++) {
+            uint32_t r = rank_of_id[mids[i][k]];
+            if (r >= v.n) {
+                tk_set_err(err, errlen, "%s: merge %zu: a part is an added token, not a model.vocab entry", path, i);
+                rc = TK_ERR_FORMAT;
+                goto done;
+            }
+            mids[i][k] = r;
+        }
     {
         bool identity = true;
         for (uint32_t r = 0; r < v.n && identity; r++) identity = rank_to_id[r] == r;
@@ -995,13 +997,22 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             free(rank_to_id);
             rank_to_id = NULL;
         }
-        rc = tv_build(&v, pat, sp, nsp, rank_to_id, NULL, path, path, out, err, errlen);
+        tk_tokenizer *t = NULL;
+        rc = tv_build(&v, TK_PAT_NONE, sp, nsp, rank_to_id, NULL, path, path, &t, err, errlen);
         rank_to_id = NULL; /* owned by tv_build now */
+        if (rc) goto done;
+        if ((rc = tk_hf_setup(t, root, path, (const uint32_t(*)[3])mids, json_array_size(merges), pat, err,
+                              errlen))) {
+            tk_free(t);
+            goto done;
+        }
+        *out = t;
     }
 done:
     if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
     free(rank_of_id);
     free(rank_to_id);
+    free(mids);
     free_specials(sp, nsp);
     tv_free(&v);
     json_decref(root);

@@ -43,6 +43,7 @@ static int close_tmp(FILE *f, const char *tmp, const char *path) {
 }
 
 int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
+    if (t && t->hf) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
     if (!t || !path) return TK_ERR_ARG;
     if (t->rank_to_id) return TK_ERR_UNSUPPORTED; /* .tiktoken requires id == rank */
     char tmp[4200];
@@ -99,6 +100,7 @@ static const uint8_t *tok_bytes(const tk_tokenizer *t, uint32_t r, size_t *n) {
 }
 
 int tk_save_hf_json(const tk_tokenizer *t, const char *path) {
+    if (t && t->hf) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
     if (!t || !path) return TK_ERR_ARG;
     int rc = TK_ERR_NOMEM;
     json_t *root = json_object(), *model = json_object(), *vocab = json_object(), *merges = json_array();

@@ -108,7 +108,12 @@ int tk_eot_id(const tk_tokenizer *tok, uint32_t *id);
 int tk_token_bytes(const tk_tokenizer *tok, uint32_t id, const uint8_t **bytes, size_t *len);
 /* Rank of an exact byte string, or -1 if it is not a token. */
 int64_t tk_rank_of(const tk_tokenizer *tok, const uint8_t *bytes, size_t len);
-/* sha256 over the ranks, specials and pattern: identifies a tokenizer. */
+/* 1 if decode(encode(x)) == x for every x (no normalizer, no pre-tokenizer
+ * that removes or adds text), else 0. */
+int tk_lossless(const tk_tokenizer *tok);
+/* sha256 over the ranks, specials and pattern, and for a tokenizer.json run
+ * through its own pipeline also over normalizer, pre-tokenizer, model
+ * options, added tokens and decoder: identifies a tokenizer. */
 void tk_fingerprint(const tk_tokenizer *tok, uint8_t out[32]);
 
 /* Growable id array. tk_ids_free(NULL-initialised) is fine. */

@@ -71,6 +71,7 @@ struct tk_tokenizer {
     uint32_t eot;          /* TK_NO_RANK if none */
     uint8_t fingerprint[32];
     bool known;            /* a known upstream vocabulary (sha256 matched) */
+    struct tk_hf *hf;      /* HF tokenizer.json pipeline (hf.c); NULL: the tiktoken engine alone */
     /* Set by tk_finalize when it refuses: the entries at fault, for the
      * loaders' messages (TK_NO_RANK when not applicable). */
     uint32_t bad_rank, bad_rank2, bad_id;
@@ -254,5 +255,31 @@ int tk_open_regular(const char *path, size_t max_bytes, size_t *size, char *err,
 int tk_read_regular(const char *path, size_t max_bytes, uint8_t **data, size_t *len, char *err, size_t errlen);
 struct json_t;
 int tk_json_load(const char *path, struct json_t **out, char *err, size_t errlen);
+
+/* HF tokenizer.json pipeline (hf.c). tk_hf_setup parses normalizer,
+ * pre_tokenizer, model options, added tokens and decoder of root; merges
+ * are (rank a, rank b, rank result) in file order. Either the tiktoken
+ * engine is proven to give HF's ids (t->pattern set, t->hf NULL) or t->hf
+ * runs the pipeline; anything unsupported is refused (err names the JSON
+ * path). forced: --pattern, refused unless it is what the file says. */
+typedef struct tk_hf tk_hf;
+int tk_hf_setup(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
+                tk_pattern forced, char *err, size_t errlen);
+void tk_hf_free(tk_hf *h);
+/* Encode through the pipeline: added tokens that are not special always,
+ * specials when all or listed in allowed. */
+int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *const *allowed, size_t n_allowed,
+                 bool all, tk_ids *out);
+void tk_compute_fingerprint(tk_tokenizer *t);
+/* The built-in pattern a regex is (exactly, in one of its known spellings), or TK_PAT_NONE. */
+tk_pattern tk_pattern_from_regex(const char *re);
+
+/* Oniguruma-compatible regexes on PCRE2 (hf_regex.c). */
+typedef struct tk_regex tk_regex;
+int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen);
+int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, char *err, size_t errlen);
+void tk_regex_free(tk_regex *r);
+/* Rust onig find_iter over s[0..n): fn(user, start, end) per match. */
+int tk_regex_find_all(const tk_regex *r, const uint8_t *s, size_t n, int (*fn)(void *, size_t, size_t), void *user);
 
 #endif

@@ -124,7 +124,7 @@ static int map_build(tk_tokenizer *t) {
     return TK_OK;
 }
 
-static void compute_fingerprint(tk_tokenizer *t) {
+void tk_compute_fingerprint(tk_tokenizer *t) {
     struct sha256_ctx c;
     sha256_init(&c);
     uint8_t hdr[12] = {'t', 'k', 'f', 'p', 1, (uint8_t)t->pattern, 0, 0};
@@ -322,7 +322,7 @@ int tk_finalize(tk_tokenizer *t) {
     }
     for (size_t k = 0; k < t->n_specials; k++) t->id_to_rank[t->specials[k].id] = TK_NO_RANK;
     if (!t->name[0]) snprintf(t->name, sizeof t->name, "custom");
-    compute_fingerprint(t);
+    tk_compute_fingerprint(t);
     return TK_OK;
 }
 
@@ -371,6 +371,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->map3);
     free(t->rank_to_id);
     free(t->id_to_rank);
+    tk_hf_free(t->hf);
     for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);
     free(t->specials);
     free(t);

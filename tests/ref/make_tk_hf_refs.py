@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Reference ids for HF tokenizer.json parity (tests/test_tk_hf.c).
+
+Made with HF `tokenizers` itself (pip install tokenizers zstandard):
+
+    python3 tests/ref/make_tk_hf_refs.py [SHARED_DIR]   # default ../shared
+
+Writes tests/data/tk_hf/refs.jsonl.zst, one line per (tokenizer, document):
+  {"tok": NAME, "cat": CATEGORY, "doc": N, "n": COUNT, "sha": SHA}
+for the first 300 documents of each ../shared/corpus category (all books),
+SHA = first 16 hex digits of sha256 over the ids as little-endian uint32; and
+  {"tok": NAME, "mode": "plain"|"special", "text": T, "ids": [...]}
+for every edge case (full ids), in both modes:
+  plain   = encode_special_tokens = True, add_special_tokens=False (mkshards default)
+  special = HF's default recognition of added tokens (--allow-special all)
+
+Tokenizers: the two real ones of ../shared/vocab/hf (llama3, qwen2) and the
+fixtures under tests/data/tk_hf/*.json (built by make_tk_hf_fixtures.py).
+"""
+import glob
+import hashlib
+import json
+import os
+import struct
+import sys
+
+import zstandard
+from tokenizers import Tokenizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data", "tk_hf")
+SHARED = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "shared")
+CATS = ["en-books", "multi", "code", "web"]
+PER_CAT = 300
+
+
+def corpus():
+    for cat in CATS:
+        path = os.path.join(SHARED, "corpus", cat + ".jsonl.zst")
+        with open(path, "rb") as f:
+            data = zstandard.ZstdDecompressor().stream_reader(f).read()
+        for i, line in enumerate(data.decode("utf-8").splitlines()[:PER_CAT]):
+            yield cat, i, json.loads(line)["text"]
+
+
+def edge_cases():
+    cases = [
+        "", " ", "  ", "\n", "\n\n\n", "\r\n", " \n ", "\t\t x", "a", "Hello world", " Hello world",
+        "Hello  world   ", "I'm can't won't they're we've he'll she'd it's", "I'M CAN'T THEY'RE WE'VE HE'LL SHE'D",
+        "don't ſ 'S 'ſ", "12345678901234567890", "1 22 333 4444 55555", "٣٤٥ ١٢ ⅷ ½ ²³",
+        "naïve café résumé", "nai\u0308ve cafe\u0301 re\u0301sume\u0301", "\u212b \u2126 \uac00\u11a8 \u1100\u1161",
+        "ﬁ ﬂ ﬃ ｆｕｌｌ ①②", "İstanbul ΣΑΣ ß ẞ", "Ǆ ǅ ǆ", "日本語のテキスト、句読点。", "中文文本，标点符号。",
+        "한국어 텍스트입니다", "Русский текст, пунктуация!", "العربية النص", "עברית טקסט", "हिन्दी पाठ",
+        "emoji 😀👍🏽👨‍👩‍👧 🇫🇷", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝟙𝟚𝟛 𐍈", "\u00a0\u2000\u3000x\u0085y\u2028z",
+        "tabs\tand\u000bvertical\u000cfeed", "    def f(x):\n        return x**2\n\n\n", "a\u0301\u0302\u0303b",
+        "<|endoftext|>", "<|begin_of_text|>Hi<|end_of_text|>", "x<|im_start|>user\nhi<|im_end|>y",
+        "<|endoftext|><|endoftext|>", "<|endoftext", "!!!???...,,,;;;", "$$$ ### @@@ %%%", "a\u200db\u200cc",
+        "ab" * 300, " " * 100 + "x", "\n" * 50 + "x", "x" + " " * 50, "1" * 100, "ä" * 200,
+        "Mixed123Numbers456and789Letters", "https://example.com/path?q=1&r=2#frag", "user@example.com",
+        "C:\\Users\\name\\file.txt", "{\"key\": [1, 2, 3]}", "   leading", "trailing   ", "\u2581 already meta",
+        "<s> </s> <unk> [CLS]", "▁▁▁", "\ufeffBOM", "a\r\nb\rc\n", "ǅungla", "ΌΣΟΣ όσος",
+    ]
+    return cases
+
+
+def ids_sha(ids):
+    return hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16]
+
+
+def tokenizers():
+    out = []
+    for name in ["llama3", "qwen2"]:
+        p = os.path.join(SHARED, "vocab", "hf", name, "tokenizer.json")
+        if os.path.exists(p):
+            out.append((name, p, True))
+    for p in sorted(glob.glob(os.path.join(DATA, "*.json"))):
+        out.append((os.path.basename(p)[:-5], p, False))
+    return out
+
+
+def main():
+    lines = []
+    docs = list(corpus())
+    for name, path, real in tokenizers():
+        tk = Tokenizer.from_file(path)
+        for mode in ["plain", "special"]:
+            tk.encode_special_tokens = mode == "plain"
+            for text in edge_cases():
+                ids = tk.encode(text, add_special_tokens=False).ids
+                lines.append(json.dumps({"tok": name, "mode": mode, "text": text, "ids": ids}, ensure_ascii=False))
+        tk.encode_special_tokens = True
+        # corpus: every document for the real tokenizers, a third for fixtures
+        for cat, i, text in docs:
+            if not real and i % 3:
+                continue
+            ids = tk.encode(text, add_special_tokens=False).ids
+            lines.append(json.dumps({"tok": name, "cat": cat, "doc": i, "n": len(ids), "sha": ids_sha(ids)}))
+        print(name, "done", file=sys.stderr)
+    raw = ("\n".join(lines) + "\n").encode("utf-8")
+    os.makedirs(DATA, exist_ok=True)
+    with open(os.path.join(DATA, "refs.jsonl.zst"), "wb") as f:
+        f.write(zstandard.ZstdCompressor(level=19).compress(raw))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1311 @@
+/* hf.c - the HF tokenizer.json pipeline: normalizers, pre-tokenizers, the BPE
+ * model with HF's merge semantics, and added tokens.
+ *
+ * A tokenizer.json whose pipeline is exactly what the tiktoken engine does
+ * (no normalizer; Split with the gpt2/cl100k/o200k regex + ByteLevel, or
+ * ByteLevel with its own regex; merges proven equivalent to merge-by-rank;
+ * no non-special added tokens) is encoded by the fast path and gets no
+ * tk_hf at all. Every other supported pipeline is run here, component by
+ * component, with HF's semantics (docs/tokenizer.md has the table). Anything
+ * else is refused at load, naming the JSON path and the component.
+ */
+#include "tk_internal.h"
+
+#include <jansson.h>
+#include <nettle/sha2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <utf8proc.h>
+
+size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
+
+enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND };
+enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE };
+enum { B_REMOVED, B_ISOLATED, B_MERGED_PREV, B_MERGED_NEXT, B_CONTIGUOUS };
+enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
+
+#define HF_MAX_STEPS 32
+
+typedef struct {
+    int kind;
+    bool left, right;       /* Strip */
+    uint8_t *a, *b;         /* Replace: content (b); Prepend: a */
+    size_t alen, blen;
+    tk_regex *re;           /* Replace pattern */
+} nm_step;
+
+typedef struct {
+    int kind;
+    int beh;
+    bool invert;
+    tk_regex *re;           /* Split (regex engine) */
+    tk_pattern fast;        /* Split whose regex is a built-in scanner's */
+    bool prefix_space, use_regex; /* ByteLevel */
+    uint8_t repl[8];        /* Metaspace replacement (UTF-8) */
+    size_t repl_len;
+    int scheme;
+    bool split;
+    bool individual;        /* Digits */
+} pt_step;
+
+typedef struct {
+    uint8_t *text;          /* content (normalized content for normalized tokens) */
+    size_t len;
+    uint32_t id;
+    bool special, normalized;
+} hf_added;
+
+typedef struct {
+    uint64_t key;           /* ((a << 32) | b) + 1; 0 = empty */
+    uint32_t midx, res;     /* merge priority, result rank */
+} mslot;
+
+struct tk_hf {
+    nm_step nm[HF_MAX_STEPS];
+    size_t n_nm;
+    pt_step pt[HF_MAX_STEPS];
+    size_t n_pt;
+    bool fast_bpe;          /* tk_bpe_piece gives HF's ids */
+    bool ignore_merges;
+    mslot *merges;
+    uint64_t mmask;
+    hf_added *added;
+    size_t n_added;
+    uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static inline size_t u8_len(const uint8_t *s, size_t n, size_t i, int32_t *cp) {
+    utf8proc_int32_t c;
+    utf8proc_ssize_t l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i > 4 ? 4 : n - i), &c);
+    if (l <= 0) {
+        *cp = -1;
+        return 1;
+    }
+    *cp = c;
+    return (size_t)l;
+}
+
+static bool is_ws(int32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
+}
+
+static bool is_numeric(int32_t cp) { /* Rust char::is_numeric: Nd, Nl, No */
+    if (cp < 0) return false;
+    int c = utf8proc_category(cp);
+    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+}
+
+static bool is_punct(int32_t cp) { /* ASCII punctuation or Unicode P* */
+    if (cp < 0) return false;
+    if (cp < 128) return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+                         (cp >= 0x7B && cp <= 0x7E);
+    int c = utf8proc_category(cp);
+    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+static int bput(tk_bytes *b, const void *p, size_t n) { return n ? tk_bytes_append(b, p, n) : TK_OK; }
+
+/* ---- normalizers ---------------------------------------------------------- */
+
+/* Unicode normalization of s into out. Invalid UTF-8 bytes pass through and
+ * cut the text into runs normalized on their own. Runs of ASCII are copied:
+ * ASCII never decomposes and is never the second character of a
+ * composition, so a non-ASCII run is normalized together with the one ASCII
+ * character before it (a starter it may compose with: e + U+0301). */
+static int nm_unicode(int kind, const uint8_t *s, size_t n, tk_bytes *out) {
+    int flags = UTF8PROC_STABLE;
+    switch (kind) {
+    case NM_NFC: flags |= UTF8PROC_COMPOSE; break;
+    case NM_NFD: flags |= UTF8PROC_DECOMPOSE; break;
+    case NM_NFKC: flags |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    default: flags |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    }
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] < 0x80) j++;
+        if (j == n) return bput(out, s + i, n - i);
+        size_t start = j > i ? j - 1 : j;
+        int rc;
+        if ((rc = bput(out, s + i, start - i))) return rc;
+        size_t e = j;
+        while (e < n && s[e] >= 0x80) {
+            int32_t cp;
+            size_t l = u8_len(s, n, e, &cp);
+            if (cp < 0) break;
+            e += l;
+        }
+        if (e == j) { /* an invalid byte: as is */
+            if ((rc = bput(out, s + start, j + 1 - start))) return rc;
+            i = j + 1;
+            continue;
+        }
+        utf8proc_uint8_t *dst = NULL;
+        utf8proc_ssize_t dl = utf8proc_map(s + start, (utf8proc_ssize_t)(e - start), &dst, (utf8proc_option_t)flags);
+        if (dl < 0) {
+            free(dst);
+            return dl == UTF8PROC_ERROR_NOMEM ? TK_ERR_NOMEM : TK_ERR_FORMAT;
+        }
+        rc = bput(out, dst, (size_t)dl);
+        free(dst);
+        if (rc) return rc;
+        i = e;
+    }
+    return TK_OK;
+}
+
+static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out) {
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] < 0x80) j++;
+        if (j > i) {
+            size_t o = out->len;
+            int rc = bput(out, s + i, j - i);
+            if (rc) return rc;
+            for (size_t k = o; k < out->len; k++)
+                if (out->data[k] >= 'A' && out->data[k] <= 'Z') out->data[k] += 32;
+            i = j;
+            if (i >= n) break;
+        }
+        int32_t cp;
+        size_t l = u8_len(s, n, i, &cp);
+        int rc;
+        if (cp < 0) {
+            rc = bput(out, s + i, 1);
+        } else if (cp == 0x130) { /* Rust: U+0130 -> i + U+0307 */
+            rc = bput(out, "i\xCC\x87", 3);
+        } else {
+            uint8_t buf[4];
+            utf8proc_ssize_t bl = utf8proc_encode_char(utf8proc_tolower(cp), buf);
+            rc = bput(out, buf, (size_t)bl);
+        }
+        if (rc) return rc;
+        i += l;
+    }
+    return TK_OK;
+}
+
+typedef struct {
+    const uint8_t *s;
+    tk_bytes *out;
+    size_t pos;
+    const uint8_t *rep;
+    size_t rep_len;
+} repl_ctx;
+
+static int repl_cb(void *u, size_t a, size_t b) {
+    repl_ctx *c = u;
+    int rc;
+    if ((rc = bput(c->out, c->s + c->pos, a - c->pos))) return rc;
+    if ((rc = bput(c->out, c->rep, c->rep_len))) return rc;
+    c->pos = b;
+    return TK_OK;
+}
+
+static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out) {
+    switch (st->kind) {
+    case NM_NFC:
+    case NM_NFD:
+    case NM_NFKC:
+    case NM_NFKD: return nm_unicode(st->kind, s, n, out);
+    case NM_LOWER: return nm_lower(s, n, out);
+    case NM_STRIP: {
+        size_t a = 0, b = n;
+        if (st->left)
+            while (a < b) {
+                int32_t cp;
+                size_t l = u8_len(s, n, a, &cp);
+                if (!is_ws(cp)) break;
+                a += l;
+            }
+        if (st->right)
+            while (b > a) {
+                size_t k = b - 1;
+                while (k > a && (s[k] & 0xC0) == 0x80 && b - k < 4) k--;
+                int32_t cp;
+                size_t l = u8_len(s, b, k, &cp);
+                if (k + l != b || !is_ws(cp)) break;
+                b = k;
+            }
+        return bput(out, s + a, b - a);
+    }
+    case NM_REPLACE: {
+        repl_ctx c = {s, out, 0, st->b, st->blen};
+        int rc = tk_regex_find_all(st->re, s, n, repl_cb, &c);
+        if (rc) return rc;
+        return bput(out, s + c.pos, n - c.pos);
+    }
+    case NM_PREPEND: {
+        if (!n) return TK_OK;
+        int rc = bput(out, st->a, st->alen);
+        return rc ? rc : bput(out, s, n);
+    }
+    }
+    return TK_ERR_ARG;
+}
+
+/* Normalize s into *res (points into buf a or b, or at s when no steps). */
+static int normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
+                     size_t *rn) {
+    const uint8_t *cur = s;
+    size_t cn = n;
+    tk_bytes *bufs[2] = {a, b};
+    for (size_t k = 0; k < h->n_nm; k++) {
+        tk_bytes *o = bufs[k & 1];
+        o->len = 0;
+        int rc = nm_apply(&h->nm[k], cur, cn, o);
+        if (rc) return rc;
+        cur = o->data ? o->data : (const uint8_t *)"";
+        cn = o->len;
+    }
+    *res = cur;
+    *rn = cn;
+    return TK_OK;
+}
+
+/* ---- the BPE model with HF's merge semantics ------------------------------ */
+
+static inline const mslot *merge_get(const tk_hf *h, uint32_t a, uint32_t b) {
+    uint64_t key = (((uint64_t)a << 32) | b) + 1;
+    uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & h->mmask;
+    for (;;) {
+        const mslot *s = &h->merges[i];
+        if (!s->key) return NULL;
+        if (s->key == key) return s;
+        i = (i + 1) & h->mmask;
+    }
+}
+
+typedef struct {
+    uint32_t rank, pos, res;
+} hq_item;
+
+typedef struct {
+    uint32_t *sym;   /* rank of each symbol */
+    int32_t *prev, *next;
+    uint8_t *gone;
+    hq_item *heap;
+    size_t cap, hcap;
+} bpe_scratch;
+
+static inline bool hq_less(const hq_item *x, const hq_item *y) {
+    return x->rank != y->rank ? x->rank < y->rank : x->pos < y->pos;
+}
+
+static void hq_push(hq_item *h, size_t *n, hq_item it) {
+    size_t i = (*n)++;
+    while (i) {
+        size_t p = (i - 1) / 2;
+        if (!hq_less(&it, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = it;
+}
+
+static hq_item hq_pop(hq_item *h, size_t *n) {
+    hq_item top = h[0], last = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && hq_less(&h[c + 1], &h[c])) c++;
+        if (!hq_less(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m) h[i] = last;
+    return top;
+}
+
+static int bs_reserve(bpe_scratch *s, size_t n) {
+    if (n <= s->cap) return TK_OK;
+    size_t c = s->cap ? s->cap : 64;
+    while (c < n) c *= 2;
+    uint32_t *sym = realloc(s->sym, c * sizeof *sym);
+    if (sym) s->sym = sym;
+    int32_t *pv = realloc(s->prev, c * sizeof *pv);
+    if (pv) s->prev = pv;
+    int32_t *nx = realloc(s->next, c * sizeof *nx);
+    if (nx) s->next = nx;
+    uint8_t *g = realloc(s->gone, c);
+    if (g) s->gone = g;
+    if (!sym || !pv || !nx || !g) return TK_ERR_NOMEM;
+    s->cap = c;
+    return TK_OK;
+}
+
+static int hq_reserve(bpe_scratch *s, size_t n) {
+    if (n <= s->hcap) return TK_OK;
+    size_t c = s->hcap ? s->hcap : 64;
+    while (c < n) c *= 2;
+    hq_item *h = realloc(s->heap, c * sizeof *h);
+    if (!h) return TK_ERR_NOMEM;
+    s->heap = h;
+    s->hcap = c;
+    return TK_OK;
+}
+
+/* HF's Word::merge_all on the symbols sym[0..n) (ranks), appending the
+ * ranks of the result to out. Same queue, same order (lowest merge rank,
+ * then leftmost), same check of expired entries (the pair must still merge
+ * into the entry's token). */
+static int hf_merge(const tk_hf *h, bpe_scratch *s, size_t n, tk_ids *out) {
+    if (n > INT32_MAX) return TK_ERR_LIMIT;
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        s->prev[i] = (int32_t)i - 1;
+        s->next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
+        s->gone[i] = 0;
+    }
+    int rc;
+    if ((rc = hq_reserve(s, n))) return rc;
+    for (size_t i = 0; i + 1 < n; i++) {
+        const mslot *m = merge_get(h, s->sym[i], s->sym[i + 1]);
+        if (m) hq_push(s->heap, &hn, (hq_item){m->midx, (uint32_t)i, m->res});
+    }
+    while (hn) {
+        hq_item top = hq_pop(s->heap, &hn);
+        uint32_t p = top.pos;
+        if (s->gone[p] || s->next[p] < 0) continue;
+        uint32_t q = (uint32_t)s->next[p];
+        const mslot *m = merge_get(h, s->sym[p], s->sym[q]);
+        if (!m || m->res != top.res) continue;
+        s->sym[p] = top.res;
+        s->gone[q] = 1;
+        s->next[p] = s->next[q];
+        if (s->next[q] >= 0) s->prev[s->next[q]] = (int32_t)p;
+        /* at most two pushes per merge, n - 1 merges: the heap never outgrows 3n */
+        if (hn + 2 > s->hcap && (rc = hq_reserve(s, hn + 2))) return rc;
+        if (s->prev[p] >= 0) {
+            const mslot *m2 = merge_get(h, s->sym[s->prev[p]], s->sym[p]);
+            if (m2) hq_push(s->heap, &hn, (hq_item){m2->midx, (uint32_t)s->prev[p], m2->res});
+        }
+        if (s->next[p] >= 0) {
+            const mslot *m2 = merge_get(h, s->sym[p], s->sym[s->next[p]]);
+            if (m2) hq_push(s->heap, &hn, (hq_item){m2->midx, p, m2->res});
+        }
+    }
+    size_t cnt = 0;
+    for (int32_t i = 0; i >= 0; i = s->next[i]) cnt++;
+    if (tk_ids_reserve(out, cnt)) return TK_ERR_NOMEM;
+    for (int32_t i = 0; i >= 0; i = s->next[i]) out->ids[out->len++] = s->sym[i];
+    return TK_OK;
+}
+
+/* A byte-level piece through HF's BPE: ranks appended to out. */
+static int hf_bpe_bytes(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n,
+                        tk_ids *out) {
+    if (h->ignore_merges && n <= t->max_token_len) {
+        uint32_t r = tk_map_get(t, p, n);
+        if (r != TK_NO_RANK) {
+            if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+            out->ids[out->len++] = r;
+            return TK_OK;
+        }
+    }
+    if (n == 1) {
+        if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+        out->ids[out->len++] = t->byte_rank[p[0]];
+        return TK_OK;
+    }
+    int rc;
+    if ((rc = bs_reserve(s, n))) return rc;
+    for (size_t i = 0; i < n; i++) s->sym[i] = t->byte_rank[p[i]];
+    return hf_merge(h, s, n, out);
+}
+
+/* ---- added tokens --------------------------------------------------------- */
+
+/* Leftmost-longest match of an active added token in s[i..n); returns its
+ * index or -1, with its start in *at. */
+typedef struct {
+    const char *const *allowed;
+    size_t n_allowed;
+    bool all;
+} active_set;
+
+static bool active(const hf_added *a, const active_set *as) {
+    if (!a->special || as->all) return true;
+    for (size_t k = 0; k < as->n_allowed; k++)
+        if (strlen(as->allowed[k]) == a->len && memcmp(as->allowed[k], a->text, a->len) == 0) return true;
+    return false;
+}
+
+static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, bool normalized, const active_set *as,
+                       size_t *at) {
+    for (; i < n; i++) {
+        if (!(h->first_byte[s[i] >> 3] >> (s[i] & 7) & 1)) continue;
+        long best = -1;
+        size_t blen = 0;
+        for (size_t k = 0; k < h->n_added; k++) {
+            const hf_added *a = &h->added[k];
+            if (a->normalized != normalized || a->len > n - i || a->len <= blen) continue;
+            if (a->text[0] != s[i] || memcmp(a->text, s + i, a->len) != 0 || !active(a, as)) continue;
+            best = (long)k;
+            blen = a->len;
+        }
+        if (best >= 0) {
+            *at = i;
+            return best;
+        }
+    }
+    return -1;
+}
+
+/* ---- pre-tokenizers and the whole encode ---------------------------------- */
+
+typedef struct {
+    size_t a, b;
+    bool m;
+} span;
+
+typedef struct {
+    span *v;
+    size_t n, cap;
+} spanv;
+
+typedef struct {
+    const tk_tokenizer *t;
+    const tk_hf *h;
+    tk_ids *out;
+    bpe_scratch bs;
+    tk_bytes nbuf[2];
+    tk_bytes mod[HF_MAX_STEPS];
+    spanv sp[HF_MAX_STEPS];
+} hf_ctx;
+
+static int sv_push(spanv *v, size_t a, size_t b, bool m) {
+    if (v->n == v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 64;
+        span *q = realloc(v->v, c * sizeof *q);
+        if (!q) return TK_ERR_NOMEM;
+        v->v = q;
+        v->cap = c;
+    }
+    v->v[v->n++] = (span){a, b, m};
+    return TK_OK;
+}
+
+typedef struct {
+    spanv *v;
+    size_t prev;
+} match_ctx;
+
+static int match_cb(void *u, size_t a, size_t b) {
+    match_ctx *c = u;
+    int rc;
+    if (c->prev != a && (rc = sv_push(c->v, c->prev, a, false))) return rc;
+    if ((rc = sv_push(c->v, a, b, true))) return rc;
+    c->prev = b;
+    return TK_OK;
+}
+
+/* (offsets, is_match) of a char predicate: each matching char is a match */
+static int char_matches(spanv *v, const uint8_t *s, size_t n, bool (*pred)(int32_t), const uint8_t *ch, size_t chl) {
+    size_t prev = 0, i = 0;
+    int rc;
+    while (i < n) {
+        int32_t cp;
+        size_t l = u8_len(s, n, i, &cp);
+        bool m = pred ? pred(cp) : (l == chl && memcmp(s + i, ch, chl) == 0 && cp >= 0);
+        if (m) {
+            if (prev < i && (rc = sv_push(v, prev, i, false))) return rc;
+            if ((rc = sv_push(v, i, i + l, true))) return rc;
+            prev = i + l;
+        }
+        i += l;
+    }
+    if (prev < n && (rc = sv_push(v, prev, n, false))) return rc;
+    return TK_OK;
+}
+
+/* HF NormalizedString::split: fold (offsets, is_match) by the behavior; the
+ * result's m flag means "remove". */
+static void fold(spanv *v, int beh, bool invert) {
+    if (invert)
+        for (size_t k = 0; k < v->n; k++) v->v[k].m = !v->v[k].m;
+    size_t o = 0;
+    bool prev_match = false;
+    switch (beh) {
+    case B_ISOLATED:
+        for (size_t k = 0; k < v->n; k++) v->v[k].m = false;
+        return;
+    case B_REMOVED: return;
+    case B_CONTIGUOUS:
+        for (size_t k = 0; k < v->n; k++) {
+            span s = v->v[k];
+            if (s.m == prev_match && o) v->v[o - 1].b = s.b;
+            else v->v[o++] = (span){s.a, s.b, false};
+            prev_match = s.m;
+        }
+        break;
+    case B_MERGED_PREV:
+        for (size_t k = 0; k < v->n; k++) {
+            span s = v->v[k];
+            if (s.m && !prev_match && o) v->v[o - 1].b = s.b;
+            else v->v[o++] = (span){s.a, s.b, false};
+            prev_match = s.m;
+        }
+        break;
+    case B_MERGED_NEXT: {
+        /* right to left, building from the end */
+        size_t w = v->n;
+        for (size_t k = v->n; k-- > 0;) {
+            span s = v->v[k];
+            if (s.m && !prev_match && w < v->n) v->v[w].a = s.a;
+            else v->v[--w] = (span){s.a, s.b, false};
+            prev_match = s.m;
+        }
+        memmove(v->v, v->v + w, (v->n - w) * sizeof *v->v);
+        o = v->n - w;
+        break;
+    }
+    }
+    v->n = o;
+}
+
+static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start);
+
+static int model(hf_ctx *c, const uint8_t *p, size_t n) {
+    const tk_tokenizer *t = c->t;
+    tk_ids *out = c->out;
+    size_t from = out->len;
+    int rc;
+    if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
+    else rc = hf_bpe_bytes(t, c->h, &c->bs, p, n, out);
+    if (rc) return rc;
+    if (t->rank_to_id)
+        for (size_t k = from; k < out->len; k++) out->ids[k] = t->rank_to_id[out->ids[k]];
+    return TK_OK;
+}
+
+/* Hand the pieces in c->sp[k] (spans of p) to step k + 1. */
+static int emit_spans(hf_ctx *c, size_t k, const uint8_t *p, bool at_start) {
+    spanv *v = &c->sp[k];
+    for (size_t j = 0; j < v->n; j++) {
+        span s = v->v[j];
+        if (s.m || s.a == s.b) continue;
+        int rc = run_pre(c, k + 1, p + s.a, s.b - s.a, at_start && s.a == 0);
+        if (rc) return rc;
+    }
+    return TK_OK;
+}
+
+static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start) {
+    if (!n) return TK_OK;
+    if (k == c->h->n_pt) return model(c, p, n);
+    const pt_step *st = &c->h->pt[k];
+    spanv *v = &c->sp[k];
+    int rc;
+    switch (st->kind) {
+    case PT_SPLIT:
+        if (st->fast != TK_PAT_NONE && st->beh == B_ISOLATED && !st->invert) {
+            for (size_t i = 0; i < n;) {
+                size_t e = tk_pretok_next(st->fast, p, n, i);
+                if ((rc = run_pre(c, k + 1, p + i, e - i, at_start && i == 0))) return rc;
+                i = e;
+            }
+            return TK_OK;
+        }
+        v->n = 0;
+        if (st->fast != TK_PAT_NONE) {
+            for (size_t i = 0; i < n;) {
+                size_t e = tk_pretok_next(st->fast, p, n, i);
+                if ((rc = sv_push(v, i, e, true))) return rc;
+                i = e;
+            }
+        } else {
+            match_ctx mc = {v, 0};
+            if ((rc = tk_regex_find_all(st->re, p, n, match_cb, &mc))) return rc;
+            if (mc.prev != n && (rc = sv_push(v, mc.prev, n, false))) return rc;
+        }
+        fold(v, st->beh, st->invert);
+        /* the spans of step k are used while deeper steps run: they own
+         * their own span vectors, so this one stays valid */
+        return emit_spans(c, k, p, at_start);
+    case PT_DIGITS:
+    case PT_PUNCT:
+    case PT_WSSPLIT:
+        v->n = 0;
+        if ((rc = char_matches(v, p, n, st->kind == PT_DIGITS ? is_numeric : st->kind == PT_PUNCT ? is_punct : is_ws,
+                               NULL, 0)))
+            return rc;
+        fold(v, st->kind == PT_DIGITS ? (st->individual ? B_ISOLATED : B_CONTIGUOUS) : st->beh, false);
+        return emit_spans(c, k, p, at_start);
+    case PT_BYTELEVEL: {
+        const uint8_t *q = p;
+        size_t qn = n;
+        if (st->prefix_space && p[0] != ' ') {
+            tk_bytes *m = &c->mod[k];
+            m->len = 0;
+            if ((rc = bput(m, " ", 1)) || (rc = bput(m, p, n))) return rc;
+            q = m->data;
+            qn = m->len;
+        }
+        if (!st->use_regex) return run_pre(c, k + 1, q, qn, at_start);
+        for (size_t i = 0; i < qn;) {
+            size_t e = tk_pretok_next(TK_PAT_GPT2, q, qn, i);
+            if ((rc = run_pre(c, k + 1, q + i, e - i, at_start && i == 0))) return rc;
+            i = e;
+        }
+        return TK_OK;
+    }
+    case PT_METASPACE: {
+        tk_bytes *m = &c->mod[k];
+        m->len = 0;
+        bool starts = n >= st->repl_len && memcmp(p, st->repl, st->repl_len) == 0;
+        if (p[0] == ' ') starts = true; /* replaced below */
+        if (!starts && (st->scheme == MS_ALWAYS || (st->scheme == MS_FIRST && at_start)))
+            if ((rc = bput(m, st->repl, st->repl_len))) return rc;
+        for (size_t i = 0; i < n; i++) {
+            size_t j = i;
+            while (j < n && p[j] != ' ') j++;
+            if ((rc = bput(m, p + i, j - i))) return rc;
+            if (j < n && (rc = bput(m, st->repl, st->repl_len))) return rc;
+            i = j;
+        }
+        if (!st->split) return run_pre(c, k + 1, m->data, m->len, at_start);
+        v->n = 0;
+        if ((rc = char_matches(v, m->data, m->len, NULL, st->repl, st->repl_len))) return rc;
+        fold(v, B_MERGED_NEXT, false);
+        return emit_spans(c, k, m->data, at_start);
+    }
+    }
+    return TK_ERR_ARG;
+}
+
+/* A stretch of text with no added token of the raw stage in it. */
+static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, const active_set *as) {
+    const uint8_t *ns;
+    size_t nn;
+    int rc = normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn);
+    if (rc) return rc;
+    size_t i = 0;
+    while (i < nn) {
+        size_t at = nn;
+        long k = c->h->n_added ? find_added(c->h, ns, nn, i, true, as, &at) : -1;
+        if ((rc = run_pre(c, 0, ns + i, at - i, at_start && i == 0))) return rc;
+        if (k < 0) break;
+        if (tk_ids_reserve(c->out, 1)) return TK_ERR_NOMEM;
+        c->out->ids[c->out->len++] = c->h->added[k].id;
+        i = at + c->h->added[k].len;
+    }
+    return TK_OK;
+}
+
+static void ctx_free(hf_ctx *c) {
+    free(c->bs.sym);
+    free(c->bs.prev);
+    free(c->bs.next);
+    free(c->bs.gone);
+    free(c->bs.heap);
+    tk_bytes_free(&c->nbuf[0]);
+    tk_bytes_free(&c->nbuf[1]);
+    for (size_t k = 0; k < HF_MAX_STEPS; k++) {
+        tk_bytes_free(&c->mod[k]);
+        free(c->sp[k].v);
+    }
+}
+
+int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *const *allowed, size_t n_allowed,
+                 bool all, tk_ids *out) {
+    const tk_hf *h = t->hf;
+    hf_ctx *c = calloc(1, sizeof *c);
+    if (!c) return TK_ERR_NOMEM;
+    c->t = t;
+    c->h = h;
+    c->out = out;
+    active_set as = {allowed, n_allowed, all};
+    int rc = TK_OK;
+    size_t i = 0;
+    while (i < n) {
+        size_t at = n;
+        long k = h->n_added ? find_added(h, s, n, i, false, &as, &at) : -1;
+        if ((rc = encode_segment(c, s + i, at - i, i == 0, &as))) break;
+        if (k < 0) break;
+        if (tk_ids_reserve(out, 1)) {
+            rc = TK_ERR_NOMEM;
+            break;
+        }
+        out->ids[out->len++] = h->added[k].id;
+        i = at + h->added[k].len;
+    }
+    ctx_free(c);
+    free(c);
+    return rc;
+}
+
+int tk_lossless(const tk_tokenizer *t) {
+    if (!t || !t->hf) return 1;
+    const tk_hf *h = t->hf;
+    if (h->n_nm) return 0;
+    for (size_t k = 0; k < h->n_pt; k++) {
+        const pt_step *st = &h->pt[k];
+        if ((st->kind == PT_SPLIT || st->kind == PT_PUNCT) && st->beh == B_REMOVED) return 0;
+        if (st->kind == PT_WSSPLIT || st->kind == PT_METASPACE || (st->kind == PT_BYTELEVEL && st->prefix_space))
+            return 0;
+    }
+    return 1;
+}
+
+/* HF's merge loop on a token's own bytes: 1 if it yields that token. */
+static int hf_reaches(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, uint32_t r, tk_ids *tmp) {
+    const uint8_t *p = t->arena + t->tok_off[r];
+    size_t n = t->tok_off[r + 1] - t->tok_off[r];
+    tmp->len = 0;
+    if (n < 2) return 1;
+    int rc;
+    if ((rc = bs_reserve(s, n))) return rc;
+    for (size_t i = 0; i < n; i++) s->sym[i] = t->byte_rank[p[i]];
+    if ((rc = hf_merge(h, s, n, tmp))) return rc;
+    return tmp->len == 1 && tmp->ids[0] == r;
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+void tk_hf_free(tk_hf *h) {
+    if (!h) return;
+    for (size_t k = 0; k < h->n_nm; k++) {
+        free(h->nm[k].a);
+        free(h->nm[k].b);
+        tk_regex_free(h->nm[k].re);
+    }
+    for (size_t k = 0; k < h->n_pt; k++) tk_regex_free(h->pt[k].re);
+    for (size_t k = 0; k < h->n_added; k++) free(h->added[k].text);
+    free(h->added);
+    free(h->merges);
+    free(h);
+}
+
+#define REFUSE(path, ...)                                                                                               \
+    do {                                                                                                                \
+        char _m[200];                                                                                                   \
+        snprintf(_m, sizeof _m, __VA_ARGS__);                                                                           \
+        tk_set_err(err, errlen, "%s: %s: %s", file, path, _m);                                                          \
+        return TK_ERR_UNSUPPORTED;                                                                                      \
+    } while (0)
+
+static const char *type_of(json_t *o) { return json_string_value(json_object_get(o, "type")); }
+
+/* Keys of o other than those listed are refused: an option we do not know
+ * could change the ids. */
+static int only_keys(json_t *o, const char *file, const char *path, const char *comp, const char *const *keys,
+                     char *err, size_t errlen) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        bool ok = strcmp(k, "type") == 0;
+        for (size_t i = 0; keys[i] && !ok; i++) ok = strcmp(k, keys[i]) == 0;
+        if (!ok) {
+            char sb[64];
+            snprintf(sb, sizeof sb, "%.40s", k);
+            for (char *q = sb; *q; q++)
+                if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+            REFUSE(path, "%s: option \"%s\" is not supported", comp, sb);
+        }
+    }
+    return TK_OK;
+}
+
+static int get_bool(json_t *o, const char *key, bool dflt, bool *out, const char *file, const char *path,
+                    char *err, size_t errlen) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return TK_OK;
+    }
+    if (!json_is_boolean(v)) {
+        tk_set_err(err, errlen, "%s: %s.%s is not a boolean", file, path, key);
+        return TK_ERR_FORMAT;
+    }
+    *out = json_is_true(v);
+    return TK_OK;
+}
+
+static int get_str(json_t *o, const char *key, const uint8_t **s, size_t *n, const char *file, const char *path,
+                   char *err, size_t errlen) {
+    json_t *v = json_object_get(o, key);
+    if (!json_is_string(v)) {
+        tk_set_err(err, errlen, "%s: %s.%s is not a string", file, path, key);
+        return TK_ERR_FORMAT;
+    }
+    *s = (const uint8_t *)json_string_value(v);
+    *n = json_string_length(v);
+    return TK_OK;
+}
+
+static int dup_bytes(const uint8_t *s, size_t n, uint8_t **out, size_t *on) {
+    *out = malloc(n + 1);
+    if (!*out) return TK_ERR_NOMEM;
+    memcpy(*out, s, n);
+    (*out)[n] = 0;
+    *on = n;
+    return TK_OK;
+}
+
+/* pattern: {"Regex": "..."} or {"String": "..."} */
+static int parse_pattern(json_t *pat, const char *file, const char *path, tk_regex **re, tk_pattern *fast,
+                         char *err, size_t errlen) {
+    json_t *rx = json_object_get(pat, "Regex"), *st = json_object_get(pat, "String");
+    if (!json_is_object(pat) || json_object_size(pat) != 1 || (!json_is_string(rx) && !json_is_string(st))) {
+        tk_set_err(err, errlen, "%s: %s.pattern is not {\"Regex\": ...} or {\"String\": ...}", file, path);
+        return TK_ERR_FORMAT;
+    }
+    json_t *v = rx ? rx : st;
+    if (!json_string_length(v)) REFUSE(path, "an empty pattern is not supported");
+    if (fast) {
+        *fast = TK_PAT_NONE;
+        if (rx) *fast = tk_pattern_from_regex(json_string_value(rx));
+        if (*fast != TK_PAT_NONE) return TK_OK;
+    }
+    char e2[200] = "";
+    int rc = tk_regex_compile(json_string_value(v), json_string_length(v), st != NULL, re, e2, sizeof e2);
+    if (rc) tk_set_err(err, errlen, "%s: %s.pattern: %s", file, path, e2[0] ? e2 : tk_strerror(rc));
+    return rc;
+}
+
+static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *path, char *err, size_t errlen) {
+    if (!n || json_is_null(n)) return TK_OK;
+    const char *ty = type_of(n);
+    if (!json_is_object(n) || !ty) {
+        tk_set_err(err, errlen, "%s: %s is not an object with a \"type\"", file, path);
+        return TK_ERR_FORMAT;
+    }
+    int rc;
+    if (strcmp(ty, "Sequence") == 0) {
+        json_t *l = json_object_get(n, "normalizers");
+        if (!json_is_array(l)) {
+            tk_set_err(err, errlen, "%s: %s.normalizers is not an array", file, path);
+            return TK_ERR_FORMAT;
+        }
+        static const char *const keys[] = {"normalizers", NULL};
+        if ((rc = only_keys(n, file, path, "Sequence", keys, err, errlen))) return rc;
+        size_t i;
+        json_t *e;
+        json_array_foreach(l, i, e) {
+            char p2[256];
+            snprintf(p2, sizeof p2, "%.200s.normalizers[%zu]", path, i);
+            if ((rc = parse_normalizer(h, e, file, p2, err, errlen))) return rc;
+        }
+        return TK_OK;
+    }
+    if (h->n_nm >= HF_MAX_STEPS) REFUSE(path, "more than %d normalizers", HF_MAX_STEPS);
+    nm_step *st = &h->nm[h->n_nm];
+    memset(st, 0, sizeof *st);
+    static const char *const none[] = {NULL};
+    if (!strcmp(ty, "NFC") || !strcmp(ty, "NFD") || !strcmp(ty, "NFKC") || !strcmp(ty, "NFKD") ||
+        !strcmp(ty, "Lowercase")) {
+        if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
+        st->kind = !strcmp(ty, "NFC") ? NM_NFC : !strcmp(ty, "NFD") ? NM_NFD : !strcmp(ty, "NFKC") ? NM_NFKC
+                 : !strcmp(ty, "NFKD") ? NM_NFKD : NM_LOWER;
+    } else if (!strcmp(ty, "Strip")) {
+        static const char *const keys[] = {"strip_left", "strip_right", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = NM_STRIP;
+        if ((rc = get_bool(n, "strip_left", true, &st->left, file, path, err, errlen)) ||
+            (rc = get_bool(n, "strip_right", true, &st->right, file, path, err, errlen)))
+            return rc;
+    } else if (!strcmp(ty, "Replace")) {
+        static const char *const keys[] = {"pattern", "content", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = NM_REPLACE;
+        const uint8_t *cs;
+        size_t cn;
+        if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
+        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, NULL, err, errlen))) return rc;
+        h->n_nm++; /* owns st->re from here */
+        return dup_bytes(cs, cn, &st->b, &st->blen);
+    } else if (!strcmp(ty, "Prepend")) {
+        static const char *const keys[] = {"prepend", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = NM_PREPEND;
+        const uint8_t *cs;
+        size_t cn;
+        if ((rc = get_str(n, "prepend", &cs, &cn, file, path, err, errlen))) return rc;
+        h->n_nm++;
+        return dup_bytes(cs, cn, &st->a, &st->alen);
+    } else {
+        char sb[48];
+        snprintf(sb, sizeof sb, "%.40s", ty);
+        for (char *q = sb; *q; q++)
+            if ((unsigned char)*q < 0x20) *q = '?';
+        REFUSE(path, "normalizer \"%s\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
+               "Replace, Prepend, Sequence)", sb);
+    }
+    h->n_nm++;
+    return TK_OK;
+}
+
+static int parse_behavior(json_t *o, const char *file, const char *path, int dflt, int *beh, char *err,
+                          size_t errlen) {
+    json_t *b = json_object_get(o, "behavior");
+    if (!b) {
+        *beh = dflt;
+        return TK_OK;
+    }
+    const char *s = json_string_value(b);
+    static const struct {
+        const char *n;
+        int b;
+    } names[] = {{"Removed", B_REMOVED}, {"Isolated", B_ISOLATED}, {"MergedWithPrevious", B_MERGED_PREV},
+                 {"MergedWithNext", B_MERGED_NEXT}, {"Contiguous", B_CONTIGUOUS}};
+    for (size_t k = 0; s && k < 5; k++)
+        if (!strcmp(s, names[k].n)) {
+            *beh = names[k].b;
+            return TK_OK;
+        }
+    REFUSE(path, "behavior is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+}
+
+static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path, char *err, size_t errlen) {
+    if (!n || json_is_null(n)) return TK_OK;
+    const char *ty = type_of(n);
+    if (!json_is_object(n) || !ty) {
+        tk_set_err(err, errlen, "%s: %s is not an object with a \"type\"", file, path);
+        return TK_ERR_FORMAT;
+    }
+    int rc;
+    if (h->n_pt && h->pt[h->n_pt - 1].kind == PT_BYTELEVEL)
+        REFUSE(path, "%.40s after ByteLevel is not supported (ByteLevel must be the last pre-tokenizer)", ty);
+    if (strcmp(ty, "Sequence") == 0) {
+        json_t *l = json_object_get(n, "pretokenizers");
+        if (!json_is_array(l)) {
+            tk_set_err(err, errlen, "%s: %s.pretokenizers is not an array", file, path);
+            return TK_ERR_FORMAT;
+        }
+        static const char *const keys[] = {"pretokenizers", NULL};
+        if ((rc = only_keys(n, file, path, "Sequence", keys, err, errlen))) return rc;
+        size_t i;
+        json_t *e;
+        json_array_foreach(l, i, e) {
+            char p2[256];
+            snprintf(p2, sizeof p2, "%.200s.pretokenizers[%zu]", path, i);
+            if ((rc = parse_pretok(h, e, file, p2, err, errlen))) return rc;
+        }
+        return TK_OK;
+    }
+    if (h->n_pt >= HF_MAX_STEPS) REFUSE(path, "more than %d pre-tokenizers", HF_MAX_STEPS);
+    pt_step *st = &h->pt[h->n_pt];
+    memset(st, 0, sizeof *st);
+    st->fast = TK_PAT_NONE;
+    if (!strcmp(ty, "Split")) {
+        static const char *const keys[] = {"pattern", "behavior", "invert", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = PT_SPLIT;
+        if ((rc = parse_behavior(n, file, path, B_ISOLATED, &st->beh, err, errlen)) ||
+            (rc = get_bool(n, "invert", false, &st->invert, file, path, err, errlen)))
+            return rc;
+        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, &st->fast, err, errlen)))
+            return rc;
+    } else if (!strcmp(ty, "ByteLevel")) {
+        static const char *const keys[] = {"add_prefix_space", "trim_offsets", "use_regex", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = PT_BYTELEVEL;
+        /* HF refuses a ByteLevel without add_prefix_space; absent = false,
+         * as this loader always read such files */
+        if ((rc = get_bool(n, "add_prefix_space", false, &st->prefix_space, file, path, err, errlen)) ||
+            (rc = get_bool(n, "use_regex", true, &st->use_regex, file, path, err, errlen)))
+            return rc;
+    } else if (!strcmp(ty, "Digits")) {
+        static const char *const keys[] = {"individual_digits", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = PT_DIGITS;
+        if ((rc = get_bool(n, "individual_digits", false, &st->individual, file, path, err, errlen))) return rc;
+    } else if (!strcmp(ty, "Punctuation")) {
+        static const char *const keys[] = {"behavior", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = PT_PUNCT;
+        if ((rc = parse_behavior(n, file, path, B_ISOLATED, &st->beh, err, errlen))) return rc;
+    } else if (!strcmp(ty, "WhitespaceSplit")) {
+        static const char *const none[] = {NULL};
+        if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
+        st->kind = PT_WSSPLIT;
+        st->beh = B_REMOVED;
+    } else if (!strcmp(ty, "Whitespace")) {
+        static const char *const none[] = {NULL};
+        if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
+        /* HF: \w+|[^\w\s]+, the matches kept (Removed, inverted) */
+        st->kind = PT_SPLIT;
+        st->beh = B_REMOVED;
+        st->invert = true;
+        char e2[200] = "";
+        static const char re[] = "\\w+|[^\\w\\s]+";
+        if ((rc = tk_regex_compile(re, sizeof re - 1, false, &st->re, e2, sizeof e2))) {
+            tk_set_err(err, errlen, "%s: %s: %s", file, path, e2);
+            return rc;
+        }
+    } else if (!strcmp(ty, "Metaspace")) {
+        static const char *const keys[] = {"replacement", "prepend_scheme", "split", "add_prefix_space",
+                                           "str_rep", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        st->kind = PT_METASPACE;
+        const uint8_t *r;
+        size_t rl;
+        if ((rc = get_str(n, "replacement", &r, &rl, file, path, err, errlen))) return rc;
+        int32_t cp;
+        if (rl == 0 || rl > 4 || u8_len(r, rl, 0, &cp) != rl || cp < 0)
+            REFUSE(path, "Metaspace: replacement is not one character");
+        memcpy(st->repl, r, rl);
+        st->repl_len = rl;
+        if ((rc = get_bool(n, "split", true, &st->split, file, path, err, errlen))) return rc;
+        json_t *ps = json_object_get(n, "prepend_scheme");
+        if (ps && !json_is_null(ps)) {
+            const char *s = json_string_value(ps);
+            if (!s) REFUSE(path, "Metaspace: prepend_scheme is not a string");
+            if (!strcmp(s, "always")) st->scheme = MS_ALWAYS;
+            else if (!strcmp(s, "first")) st->scheme = MS_FIRST;
+            else if (!strcmp(s, "never")) st->scheme = MS_NEVER;
+            else REFUSE(path, "Metaspace: prepend_scheme is not always/first/never");
+        } else {
+            bool aps;
+            if ((rc = get_bool(n, "add_prefix_space", true, &aps, file, path, err, errlen))) return rc;
+            st->scheme = aps ? MS_ALWAYS : MS_NEVER;
+        }
+    } else {
+        char sb[48];
+        snprintf(sb, sizeof sb, "%.40s", ty);
+        for (char *q = sb; *q; q++)
+            if ((unsigned char)*q < 0x20) *q = '?';
+        REFUSE(path, "pre-tokenizer \"%s\" is not supported (supported: ByteLevel, Split, Digits, Punctuation, "
+               "WhitespaceSplit, Whitespace, Metaspace, Sequence)", sb);
+    }
+    h->n_pt++;
+    return TK_OK;
+}
+
+static int merges_build(tk_hf *h, const uint32_t (*m)[3], size_t nm) {
+    size_t slots = 16;
+    while (slots < nm * 2 + 16) slots *= 2;
+    h->merges = calloc(slots, sizeof *h->merges);
+    if (!h->merges) return TK_ERR_NOMEM;
+    h->mmask = slots - 1;
+    for (size_t i = 0; i < nm; i++) {
+        uint64_t key = (((uint64_t)m[i][0] << 32) | m[i][1]) + 1;
+        uint64_t j = (key * 0x9E3779B97F4A7C15ull) >> 20 & h->mmask;
+        while (h->merges[j].key && h->merges[j].key != key) j = (j + 1) & h->mmask;
+        /* a pair listed twice: HF's map keeps the last */
+        h->merges[j] = (mslot){key, (uint32_t)i, m[i][2]};
+    }
+    return TK_OK;
+}
+
+/* Is merge-by-rank (tk_bpe_piece) provably HF's merge loop for these
+ * merges? (1) merges listed in the order of the ranks of their results;
+ * (2) every split of every token into two tokens is a listed merge with
+ * that token as result; (3) a token spelled x.y = y.z by two listed splits
+ * sharing y (the only way two different splits of one token can both be
+ * candidates at once, overlapping) has its left split ranked first, as
+ * merge-by-rank takes the leftmost; (4) without ignore_merges, the merge
+ * loop on every token's bytes yields that token (merge-by-rank looks whole
+ * pieces up first). docs/tokenizer.md, "tokenizer.json fast path". */
+static int fast_equivalent(const tk_tokenizer *t, tk_hf *h, const uint32_t (*m)[3], size_t nm, bool *yes) {
+    *yes = false;
+    for (size_t i = 1; i < nm; i++)
+        if (m[i][2] < m[i - 1][2] && merge_get(h, m[i][0], m[i][1])->midx == i) return TK_OK;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        const uint8_t *p = t->arena + t->tok_off[r];
+        size_t n = t->tok_off[r + 1] - t->tok_off[r];
+        for (size_t k = 1; k < n; k++) {
+            uint32_t a = tk_map_get(t, p, k), b = a == TK_NO_RANK ? TK_NO_RANK : tk_map_get(t, p + k, n - k);
+            if (b == TK_NO_RANK) continue;
+            const mslot *s = merge_get(h, a, b);
+            if (!s || s->res != r) return TK_OK;
+            /* (3): border y = p[k..n) = p[0..n-k) */
+            if (2 * k != n && memcmp(p + k, p, n - k) == 0) {
+                uint32_t c = tk_map_get(t, p, n - k), d = tk_map_get(t, p + n - k, k);
+                const mslot *s2 = c != TK_NO_RANK && d != TK_NO_RANK ? merge_get(h, c, d) : NULL;
+                if (s2 && s2->midx < s->midx) return TK_OK;
+            }
+        }
+    }
+    if (!h->ignore_merges) {
+        bpe_scratch s = {0};
+        tk_ids tmp = {0};
+        int ok = 1;
+        for (uint32_t r = 0; r < t->n_ranks && ok == 1; r++) ok = hf_reaches(t, h, &s, r, &tmp);
+        free(s.sym);
+        free(s.prev);
+        free(s.next);
+        free(s.gone);
+        free(s.heap);
+        tk_ids_free(&tmp);
+        if (ok < 0) return ok;
+        if (!ok) return TK_OK;
+    }
+    *yes = true;
+    return TK_OK;
+}
+
+/* Canonical text of the parts of the definition that decide ids beyond the
+ * ranks and specials: folded into the fingerprint. */
+static void fold_fingerprint(tk_tokenizer *t, json_t *root) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, 32, t->fingerprint);
+    static const char *const parts[] = {"normalizer", "pre_tokenizer", "added_tokens", "decoder"};
+    for (size_t k = 0; k < 4; k++) {
+        char *s = json_dumps(json_object_get(root, parts[k]) ? json_object_get(root, parts[k]) : json_null(),
+                             JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        uint32_t len = s ? (uint32_t)strlen(s) : 0;
+        sha256_update(&c, 4, (const uint8_t *)&len);
+        if (s) sha256_update(&c, len, (const uint8_t *)s);
+        free(s);
+    }
+    json_t *model = json_object_get(root, "model");
+    static const char *const mk[] = {"ignore_merges", "byte_fallback", "fuse_unk", "unk_token",
+                                     "continuing_subword_prefix", "end_of_word_suffix"};
+    for (size_t k = 0; k < 6; k++) {
+        char *s = json_dumps(json_object_get(model, mk[k]) ? json_object_get(model, mk[k]) : json_null(),
+                             JSON_COMPACT | JSON_ENCODE_ANY);
+        uint32_t len = s ? (uint32_t)strlen(s) : 0;
+        sha256_update(&c, 4, (const uint8_t *)&len);
+        if (s) sha256_update(&c, len, (const uint8_t *)s);
+        free(s);
+    }
+    uint8_t tag[8] = {'t', 'k', 'h', 'f', 1, 0, 0, 0};
+    sha256_update(&c, sizeof tag, tag);
+    sha256_digest(&c, 32, t->fingerprint);
+}
+
+static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, size_t errlen) {
+    size_t na = json_array_size(added);
+    h->added = calloc(na ? na : 1, sizeof *h->added);
+    if (!h->added) return TK_ERR_NOMEM;
+    size_t i;
+    json_t *a;
+    int rc;
+    json_array_foreach(added, i, a) {
+        char path[64];
+        snprintf(path, sizeof path, "added_tokens[%zu]", i);
+        bool special, normalized, lstrip, rstrip, single;
+        if ((rc = get_bool(a, "special", false, &special, file, path, err, errlen)) ||
+            (rc = get_bool(a, "normalized", !special, &normalized, file, path, err, errlen)) ||
+            (rc = get_bool(a, "lstrip", false, &lstrip, file, path, err, errlen)) ||
+            (rc = get_bool(a, "rstrip", false, &rstrip, file, path, err, errlen)) ||
+            (rc = get_bool(a, "single_word", false, &single, file, path, err, errlen)))
+            return rc;
+        if (lstrip || rstrip || single)
+            REFUSE(path, "added token flags lstrip/rstrip/single_word are not supported");
+        hf_added *d = &h->added[h->n_added];
+        const char *c = json_string_value(json_object_get(a, "content"));
+        size_t cl = json_string_length(json_object_get(a, "content"));
+        d->id = (uint32_t)json_integer_value(json_object_get(a, "id"));
+        d->special = special;
+        d->normalized = normalized;
+        if (normalized && h->n_nm) {
+            /* HF matches normalized tokens by their normalized content */
+            tk_bytes x = {0}, y = {0};
+            const uint8_t *ns;
+            size_t nn;
+            rc = normalize(h, (const uint8_t *)c, cl, &x, &y, &ns, &nn);
+            if (!rc) rc = nn ? dup_bytes(ns, nn, &d->text, &d->len) : TK_OK;
+            tk_bytes_free(&x);
+            tk_bytes_free(&y);
+            if (rc) return rc;
+            if (!nn) continue;
+        } else if ((rc = dup_bytes((const uint8_t *)c, cl, &d->text, &d->len))) {
+            return rc;
+        }
+        h->first_byte[d->text[0] >> 3] |= (uint8_t)(1u << (d->text[0] & 7));
+        h->n_added++;
+    }
+    return TK_OK;
+}
+
+int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
+                tk_pattern forced, char *err, size_t errlen) {
+    tk_hf *h = calloc(1, sizeof *h);
+    if (!h) return TK_ERR_NOMEM;
+    int rc;
+    json_t *model = json_object_get(root, "model");
+    if ((rc = get_bool(model, "ignore_merges", false, &h->ignore_merges, file, "model", err, errlen))) goto fail;
+    {
+        static const char *const keys[] = {"vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
+                                           "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
+                                           NULL};
+        if ((rc = only_keys(model, file, "model", "BPE", keys, err, errlen))) goto fail;
+        json_t *d = json_object_get(model, "dropout");
+        if (d && !json_is_null(d) && !(json_is_number(d) && json_number_value(d) == 0.0)) {
+            tk_set_err(err, errlen, "%s: model.dropout: BPE dropout is not supported (ids would be random)", file);
+            rc = TK_ERR_UNSUPPORTED;
+            goto fail;
+        }
+        static const char *const nulls[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+        for (size_t k = 0; k < 2; k++) {
+            json_t *v = json_object_get(model, nulls[k]);
+            if (v && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v))) {
+                tk_set_err(err, errlen, "%s: model.%s is not supported with a byte-level vocabulary", file, nulls[k]);
+                rc = TK_ERR_UNSUPPORTED;
+                goto fail;
+            }
+        }
+        /* unk_token, fuse_unk, byte_fallback: a byte-level vocabulary that
+         * holds every byte (tk_finalize checked) never needs them */
+    }
+    if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
+    if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
+    if (!h->n_pt || h->pt[h->n_pt - 1].kind != PT_BYTELEVEL) {
+        tk_set_err(err, errlen, "%s: pre_tokenizer: a byte-level vocabulary needs a ByteLevel pre-tokenizer last "
+                   "(this one has %s)", file, h->n_pt ? "another last" : "none");
+        rc = TK_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    for (size_t k = 0; k < h->n_pt; k++)
+        if (h->pt[k].kind == PT_METASPACE) {
+            tk_set_err(err, errlen, "%s: pre_tokenizer: Metaspace with a byte-level vocabulary is not supported",
+                       file);
+            rc = TK_ERR_UNSUPPORTED;
+            goto fail;
+        }
+    {
+        const char *dt = type_of(json_object_get(root, "decoder"));
+        json_t *dec = json_object_get(root, "decoder");
+        if (dec && !json_is_null(dec) && (!dt || strcmp(dt, "ByteLevel") != 0)) {
+            tk_set_err(err, errlen, "%s: decoder: only ByteLevel is supported with a byte-level vocabulary", file);
+            rc = TK_ERR_UNSUPPORTED;
+            goto fail;
+        }
+    }
+    if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
+    if ((rc = merges_build(h, merges, nm))) goto fail;
+    if ((rc = fast_equivalent(t, h, merges, nm, &h->fast_bpe))) goto fail;
+    bool any_nonspecial = false;
+    for (size_t k = 0; k < h->n_added; k++) any_nonspecial |= !h->added[k].special;
+    /* the tiktoken engine alone does exactly this pipeline? */
+    tk_pattern pat = TK_PAT_NONE;
+    if (h->n_nm == 0 && !any_nonspecial) {
+        const pt_step *bl = &h->pt[h->n_pt - 1];
+        if (!bl->prefix_space) {
+            if (h->n_pt == 1 && bl->use_regex) pat = TK_PAT_GPT2;
+            if (h->n_pt == 2 && !bl->use_regex && h->pt[0].kind == PT_SPLIT && h->pt[0].fast != TK_PAT_NONE &&
+                h->pt[0].beh == B_ISOLATED && !h->pt[0].invert)
+                pat = h->pt[0].fast;
+        }
+    }
+    if (forced != TK_PAT_NONE && forced != pat) {
+        tk_set_err(err, errlen, "%s: --pattern %s cannot replace this tokenizer's own pre-tokenizer and normalizer "
+                   "(they would give other ids than HF): leave it out", file, tk_pattern_name(forced));
+        rc = TK_ERR_PATTERN;
+        goto fail;
+    }
+    /* t->pattern: the pre-tokens are exactly that pattern's (tk_get_pattern) */
+    t->pattern = pat;
+    tk_compute_fingerprint(t);
+    if (pat != TK_PAT_NONE && h->fast_bpe) {
+        tk_hf_free(h);
+        return TK_OK;
+    }
+    /* ids = HF's pipeline: the fingerprint covers it */
+    fold_fingerprint(t, root);
+    t->hf = h;
+    return TK_OK;
+fail:
+    tk_hf_free(h);
+    return rc;
+}
