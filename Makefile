@@ -71,6 +71,11 @@ cuda-compile: deps
 	  echo "cuda-compile: nvcc not found, skipping (install the CUDA toolkit to compile the kernels)"; \
 	else \
 	  export PATH="$$PATH:/usr/local/cuda/bin"; \
+	  if [ ! -f build-cuda/_nccl/nvidia/nccl/include/nccl.h ]; then \
+	    mkdir -p build-cuda/_nccl && python3 -m pip download -q --no-deps -d build-cuda/_nccl nvidia-nccl-cu13 && \
+	    python3 -m zipfile -e build-cuda/_nccl/nvidia_nccl_cu13-*.whl build-cuda/_nccl && rm -f build-cuda/_nccl/*.whl || \
+	    echo "cuda-compile: cannot fetch the nvidia-nccl-cu13 wheel: NCCL code compiles only where CMake finds NCCL"; \
+	  fi; \
 	  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON && \
 	  cmake --build build-cuda -j$(NPROC); \
 	fi

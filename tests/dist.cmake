@@ -19,3 +19,10 @@ if(MKS_HAVE_MPI)
                                   $<TARGET_FILE:test_comm>)
   set_tests_properties(dist_kill PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
 endif()
+# The NCCL engine on the GPU (label gpu; exits 77 without a GPU or NCCL):
+# world 1 always, under mpirun with every GPU of the host when MPI is built.
+if(MKS_ENABLE_CUDA)
+  mks_add_test(test_comm_nccl_gpu SOURCES test_comm_nccl_gpu.cu LIBS tr_cuda LABELS gpu TIMEOUT 120)
+  set_target_properties(test_comm_nccl_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  target_compile_options(test_comm_nccl_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
+endif()

@@ -1,0 +1,109 @@
+/* test_comm_nccl_gpu: the NCCL engine (train/comm_nccl.h) on the GPUs of
+ * this host. Alone: world 1 (bootstrap without a launcher, every collective
+ * is a copy through NCCL); under `mpirun -np N` (N <= GPUs): rank r on GPU
+ * local_rank, all-reduce / reduce-scatter / all-gather / broadcast checked
+ * against the host (integer-valued floats: exact in any order). Exits 77
+ * without a GPU or without NCCL in the build. */
+#include "comm.h"
+#include "comm_nccl.h"
+
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(c, ...)                                                                                                \
+    do {                                                                                                             \
+        if (!(c)) {                                                                                                  \
+            failures++;                                                                                              \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                             \
+            printf(__VA_ARGS__);                                                                                     \
+            printf("\n");                                                                                            \
+        }                                                                                                            \
+    } while (0)
+
+static float v(int r, size_t i) { return (float)((int)(i % 1000) - 500 + 1000 * r); }
+
+int main(void)
+{
+    int ndev = 0;
+    if (!tr_nccl_built()) {
+        printf("test_comm_nccl_gpu: no NCCL in this build: skipped\n");
+        return 77;
+    }
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        printf("test_comm_nccl_gpu: no GPU: skipped\n");
+        return 77;
+    }
+    tr_comm *c;
+    char err[512];
+    if (tr_comm_open(TR_COMM_AUTO, &c, err, sizeof err)) {
+        printf("test_comm_nccl_gpu: %s\n", err);
+        return 1;
+    }
+    int me = tr_comm_rank(c), W = tr_comm_world(c);
+    if (tr_comm_local_size(c) > ndev) {
+        printf("test_comm_nccl_gpu: %d ranks on this host, %d GPUs: skipped\n", tr_comm_local_size(c), ndev);
+        tr_comm_close(c);
+        return 77;
+    }
+    tr_nccl *n;
+    if (tr_nccl_open(c, tr_comm_local_rank(c), &n, err, sizeof err)) {
+        printf("test_comm_nccl_gpu: %s\n", err);
+        tr_comm_abort(c, 1);
+        return 1;
+    }
+    const size_t sizes[] = {1, 7, 1000, 1 << 20};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t cnt = sizes[k], pad = tr_nccl_padded(cnt, W);
+        float *h = (float *)malloc(pad * sizeof(float)), *d = NULL;
+        cudaMalloc((void **)&d, pad * sizeof(float));
+        for (size_t i = 0; i < pad; i++)
+            h[i] = v(me, i);
+        cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
+        CHECK(tr_nccl_allreduce_f32(n, d, cnt) == 0, "allreduce: %s", tr_nccl_error(n));
+        cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
+        size_t bad = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            float e = 0;
+            for (int r = 0; r < W; r++)
+                e += v(r, i);
+            bad += h[i] != e;
+        }
+        CHECK(bad == 0, "allreduce %zu: %zu wrong", cnt, bad);
+        for (size_t i = 0; i < pad; i++)
+            h[i] = v(me, i);
+        cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
+        CHECK(tr_nccl_reduce_scatter_f32(n, d, cnt) == 0, "reduce_scatter: %s", tr_nccl_error(n));
+        CHECK(tr_nccl_allgather_f32(n, d, cnt) == 0, "allgather: %s", tr_nccl_error(n));
+        cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
+        bad = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            float e = 0;
+            for (int r = 0; r < W; r++)
+                e += v(r, i);
+            bad += h[i] != e;
+        }
+        CHECK(bad == 0, "reduce_scatter + allgather %zu: %zu wrong", cnt, bad);
+        cudaMemset(d, me == 0 ? 0x3f : 0, cnt * sizeof(float));
+        CHECK(tr_nccl_bcast(n, d, cnt * sizeof(float), 0) == 0, "bcast: %s", tr_nccl_error(n));
+        cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
+        bad = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            uint32_t u;
+            memcpy(&u, &h[i], 4);
+            bad += u != 0x3f3f3f3fu;
+        }
+        CHECK(bad == 0, "bcast %zu: %zu wrong", cnt, bad);
+        cudaFree(d);
+        free(h);
+    }
+    tr_nccl_close(n);
+    printf("test_comm_nccl_gpu: world %d, rank %d on GPU %d: %s\n", W, me, tr_comm_local_rank(c),
+           failures ? "FAILED" : "ok");
+    tr_comm_close(c);
+    return failures ? 1 : 0;
+}
