@@ -1137,6 +1137,147 @@ out:
     return ret;
 }
 
+/* fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask):
+ * llmtrain's micro-batch layout (train/loader.c, fill_one) for rows (a buffer
+ * of int64), one pass per row with the GIL released. The int outputs hold
+ * len(rows) x T items of 8 or 4 bytes (any may be None), loss_mask 1 byte:
+ *   input_ids[j] = tokens[j]
+ *   labels[j]    = tokens[j+1] when j+1 < row_len and loss_mask[j+1], else ignore_index
+ *   loss_mask[j] = labels[j] carries loss
+ *   doc_mask: position/segment restart where the row's positions restart
+ *   (a document starts), else position j and segment 0. */
+static PyObject *ss_fill(SSObj *s, PyObject *args)
+{
+    PyObject *split_o, *rows_o, *outs_o[5];
+    int T, doc_mask;
+    long long ignore;
+    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OOipLOOOOO", &split_o, &rows_o, &T, &doc_mask, &ignore, &outs_o[0],
+                                          &outs_o[1], &outs_o[2], &outs_o[3], &outs_o[4]))
+        return NULL;
+    ds_split sp;
+    if (parse_split(split_o, &sp))
+        return NULL;
+    size_t L = s->info.row_len;
+    if (T < 1 || (size_t)T > L) {
+        PyErr_Format(PyExc_ValueError, "seq_len %d: must be 1..%zu (the rows' length)", T, L);
+        return NULL;
+    }
+    uint64_t nrows = ds_shardset_rows(s->ss, sp);
+    Py_buffer rv;
+    if (PyObject_GetBuffer(rows_o, &rv, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+        return NULL;
+    if (rv.itemsize != 8 || !rv.format || !strchr("qlQL", rv.format[strlen(rv.format) - 1])) {
+        PyBuffer_Release(&rv);
+        PyErr_SetString(PyExc_TypeError, "rows: a buffer of int64");
+        return NULL;
+    }
+    const int64_t *rows = rv.buf;
+    size_t n = (size_t)(rv.len / 8);
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] < 0 || (uint64_t)rows[i] >= nrows) {
+            PyBuffer_Release(&rv);
+            PyErr_Format(PyExc_IndexError, "row %lld out of range: the %s split has %llu rows", (long long)rows[i],
+                         sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
+            return NULL;
+        }
+    static const char *names[5] = {"input_ids", "labels", "position_ids", "doc_ids", "loss_mask"};
+    Py_buffer ob[5];
+    int have[5] = {0, 0, 0, 0, 0};
+    PyObject *ret = NULL;
+    uint32_t *tok = NULL, *pos = NULL;
+    uint8_t *mask = NULL;
+    int64_t *scratch = NULL;
+    if (n > SIZE_MAX / 8 / (size_t)T) {
+        PyBuffer_Release(&rv);
+        return PyErr_NoMemory();
+    }
+    size_t cnt = n * (size_t)T;
+    for (int k = 0; k < 5; k++)
+        if (out_buffer(outs_o[k], &ob[k], &have[k], cnt, names[k], k == 4 ? 1 : 8, k == 4 ? 1 : 4))
+            goto out;
+    tok = malloc(L * 4);
+    pos = malloc(L * 4);
+    mask = malloc(L);
+    scratch = malloc((size_t)T * 8 * 4);
+    if (!tok || !pos || !mask || !scratch) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    int rc = DS_OK;
+    size_t bad = 0;
+    size_t Tz = (size_t)T, m_end = Tz < L - 1 ? Tz : L - 1; /* labels exist for j < m_end */
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t r = 0; r < n && rc == DS_OK; r++) {
+        bad = r;
+        rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[r], tok, doc_mask ? pos : NULL, NULL, mask);
+        if (rc != DS_OK)
+            break;
+        size_t o = r * Tz;
+        /* int64 outputs are written in place, others go through scratch */
+        int64_t *dst[4];
+        for (int k = 0; k < 4; k++)
+            dst[k] = (have[k] && ob[k].itemsize == 8) ? (int64_t *)ob[k].buf + o : scratch + (size_t)k * Tz;
+        uint8_t *mk = have[4] ? (uint8_t *)ob[4].buf + o : NULL;
+        int64_t *in = dst[0], *lab = dst[1], *ps = dst[2], *sg = dst[3];
+        for (size_t j = 0; j < Tz; j++)
+            in[j] = tok[j];
+        for (size_t j = 0; j < m_end; j++) {
+            int m = mask[j + 1] != 0;
+            lab[j] = m ? (int64_t)tok[j + 1] : (int64_t)ignore;
+        }
+        for (size_t j = m_end; j < Tz; j++)
+            lab[j] = (int64_t)ignore;
+        if (mk) {
+            for (size_t j = 0; j < m_end; j++)
+                mk[j] = mask[j + 1] != 0;
+            for (size_t j = m_end; j < Tz; j++)
+                mk[j] = 0;
+        }
+        if (doc_mask) {
+            int64_t seg = 0, start = 0;
+            for (size_t j = 0; j < Tz; j++) {
+                if (j > 0 && pos[j] == 0) {
+                    seg++;
+                    start = (int64_t)j;
+                }
+                ps[j] = (int64_t)j - start;
+                sg[j] = seg;
+            }
+        } else {
+            for (size_t j = 0; j < Tz; j++) {
+                ps[j] = (int64_t)j;
+                sg[j] = 0;
+            }
+        }
+        for (int k = 0; k < 4; k++)
+            if (have[k] && ob[k].itemsize == 4) {
+                int32_t *d = (int32_t *)ob[k].buf + o;
+                for (size_t j = 0; j < Tz; j++)
+                    d[j] = (int32_t)dst[k][j];
+            }
+    }
+    Py_END_ALLOW_THREADS
+    if (rc != DS_OK) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)rows[bad],
+                 ds_strerror(rc));
+        raise_c(rc, msg);
+        goto out;
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+out:
+    free(tok);
+    free(pos);
+    free(mask);
+    free(scratch);
+    for (int k = 0; k < 5; k++)
+        if (have[k])
+            PyBuffer_Release(&ob[k]);
+    PyBuffer_Release(&rv);
+    return ret;
+}
+
 static PyObject *ss_close(SSObj *s, PyObject *unused)
 {
     (void)unused;
@@ -1150,6 +1291,9 @@ static PyMethodDef ss_methods[] = {
     {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, dtype_bytes, fingerprint, ..."},
     {"shards", FN(ss_shards), METH_O, "shards(split) -> list of dicts (path, rows, dtype_bytes, compressed, ...)"},
     {"read", FN(ss_read), METH_VARARGS, "read(split, rows, tokens, pos_ids, doc_ids, loss_mask)"},
+    {"fill", FN(ss_fill), METH_VARARGS,
+     "fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask): "
+     "llmtrain's batch layout"},
     {"close", FN(ss_close), METH_NOARGS, "release the mappings"},
     {NULL, NULL, 0, NULL}};
 

@@ -53,6 +53,7 @@ class ShardSet:
                 acc += sh["rows"]
             self._first[s] = first
         self._mm = {s: [None] * len(self._shards[s]) for s in SPLITS}
+        self._views = {s: [None] * len(self._shards[s]) for s in SPLITS}  # plain ndarray views (faster slicing)
 
     # ------------------------------------------------------------ basics
     def __len__(self):
@@ -70,6 +71,7 @@ class ShardSet:
 
     def close(self):
         self._mm = {s: [None] * len(self._shards[s]) for s in SPLITS}
+        self._views = {s: [None] * len(self._shards[s]) for s in SPLITS}
         self._c.close()
 
     def __getstate__(self):  # re-opened (without hashing again) after unpickling, e.g. in a DataLoader worker
@@ -119,10 +121,14 @@ class ShardSet:
         pos = np.empty(L, np.int32)
         doc = np.empty(L, np.int32)
         mask = np.empty(L, np.uint8)
-        mm = self.shard_tokens(k, split)
-        if mm is not None:
+        v = self._views[split][k]
+        if v is None:
+            mm = self.shard_tokens(k, split)
+            v = False if mm is None else np.asarray(mm)
+            self._views[split][k] = v
+        if v is not False:
             self._c.read(split, i, None, pos, doc, mask)
-            tokens = mm[r]
+            tokens = v[r]
         else:
             tokens = np.empty(L, self.dtype)
             self._c.read(split, i, tokens, pos, doc, mask)

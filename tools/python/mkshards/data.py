@@ -104,25 +104,13 @@ def llm_batch(shardset, rows, seq_len=None, *, split="train", doc_mask=True, ign
     T = L if seq_len is None else int(seq_len)
     if not 1 <= T <= L:
         raise ValueError(f"seq_len {T}: must be 1..{L} (the rows' length)")
-    r = shardset.read(rows, split, token_dtype=np.uint32, doc_ids=doc_mask, pos_ids=doc_mask)
-    tok = r["tokens"].astype(np.int64)
-    n = tok.shape[0]
-    labels = np.full((n, T), ignore_index, np.int64)
-    m = min(T, L - 1)
-    nxt = r["loss_mask"][:, 1:m + 1].astype(bool)
-    labels[:, :m] = np.where(nxt, tok[:, 1:m + 1], ignore_index)
-    out = {"input_ids": np.ascontiguousarray(tok[:, :T]), "labels": labels}
-    if doc_mask:
-        pos = r["pos_ids"][:, :T]
-        # llmtrain counts segments from position restarts inside the first T tokens
-        seg = np.cumsum(pos == 0, axis=1, dtype=np.int64) - 1
-        out["position_ids"] = pos.astype(np.int64)
-        out["doc_ids"] = seg
-    else:
-        out["position_ids"] = np.broadcast_to(np.arange(T, dtype=np.int64), (n, T)).copy()
-        out["doc_ids"] = np.zeros((n, T), np.int64)
-    out["loss_mask"] = nxt_mask = np.zeros((n, T), bool)
-    nxt_mask[:, :m] = nxt
+    idx = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+    n = len(idx)
+    block = np.empty((4, n, T), np.int64)  # one allocation for the four int arrays
+    out = {"input_ids": block[0], "labels": block[1], "position_ids": block[2], "doc_ids": block[3],
+           "loss_mask": np.empty((n, T), np.bool_)}
+    shardset._c.fill(split, idx, T, bool(doc_mask), int(ignore_index), out["input_ids"], out["labels"],
+                     out["position_ids"], out["doc_ids"], out["loss_mask"])
     return out
 
 

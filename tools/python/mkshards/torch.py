@@ -26,10 +26,9 @@ __all__ = ["ShardDataset", "ShardIterableDataset", "TokenBudgetBatchSampler"]
 
 
 def _tensors(batch, squeeze):
-    out = {k: _torch.from_numpy(v) for k, v in batch.items()}
     if squeeze:
-        out = {k: v[0] for k, v in out.items()}
-    return out
+        return {k: _torch.from_numpy(v.reshape(-1)) for k, v in batch.items()}
+    return {k: _torch.from_numpy(v) for k, v in batch.items()}
 
 
 class ShardDataset(_tud.Dataset):
@@ -122,10 +121,18 @@ class ShardIterableDataset(_tud.IterableDataset):
     def __iter__(self):
         rows = self.rows()
         k = self.batch_rows
-        for a in range(0, len(rows), k):
-            b = _data.llm_batch(self.set, rows[a:a + k], self.seq_len, split=self.split, doc_mask=self.doc_mask,
+        # rows are read in blocks (one C call each) and handed out one by one
+        step = k if k > 1 else 64
+        for a in range(0, len(rows), step):
+            b = _data.llm_batch(self.set, rows[a:a + step], self.seq_len, split=self.split, doc_mask=self.doc_mask,
                                 ignore_index=self.ignore_index)
-            yield _tensors(b, k == 1)
+            if k > 1:
+                yield _tensors(b, False)
+                continue
+            t = _tensors(b, False)
+            keys = list(t)
+            for r in range(len(b["input_ids"])):
+                yield {key: t[key][r] for key in keys}
 
     def __len__(self):
         n = len(self.positions())
