@@ -127,11 +127,12 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
     {
         /* the largest backward op scratch (kernels/kn_cuda.h *_scratch_bytes
          * for this shape): bias-gradient partials over 256-row chunks (OC up
-         * to Vp), LayerNorm partials over 64-row blocks, attention row sums,
+         * to 4C: the tied lm head has no bias, so no Vp-wide partials),
+         * LayerNorm partials over 64-row blocks, attention row sums,
          * the embedding backward's radix sort (4 key/value arrays + CUB
          * temporary, bounded by 16 N + 64 KiB), grad-norm chunk sums */
         uint64_t N = (uint64_t)B * T, ks = 0, x;
-        uint64_t big = Vp > 4 * C ? Vp : 4 * C;
+        uint64_t big = 4 * C;
         if ((x = ((N + 255) / 256) * big * 4) > ks) ks = x;
         if ((x = ((N + 63) / 64) * 2 * C * 4) > ks) ks = x;
         if ((x = N * NH * 4) > ks) ks = x;
