@@ -284,6 +284,16 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
  * per-document counts (exposed for tests and other tools). */
 int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_len);
 
+/* `--part auto`: the part K of N (1 <= K <= N) this process builds, from the
+ * launcher's environment: its rank and size (mpirun: OMPI_COMM_WORLD_RANK /
+ * _SIZE; PMI: PMI_RANK / PMI_SIZE; an srun step: SLURM_PROCID /
+ * SLURM_STEP_NUM_TASKS) and a Slurm job array (SLURM_ARRAY_TASK_ID - _MIN of
+ * SLURM_ARRAY_TASK_COUNT, step 1); with both, array task a of c and rank r
+ * of s build part a*s + r + 1 of c*s. src (may be 0-sized) says which
+ * variables were used. DS_OK, or DS_ERR_ARG with a message in err (no
+ * launcher, malformed values, a sparse array, N over 1000000). */
+int ds_part_from_env(uint32_t *part_k, uint32_t *part_n, char *src, size_t srclen, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,3 +26,5 @@ if(MKS_ENABLE_CUDA)
   set_target_properties(test_comm_nccl_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   target_compile_options(test_comm_nccl_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
 endif()
+# `mkshards build --part auto`: K/N from the launcher's environment.
+mks_add_test(test_dist_part SOURCES test_dist_part.c LIBS ds tk LABELS cpu TIMEOUT 30)
