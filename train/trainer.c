@@ -1,14 +1,24 @@
-/* trainer.c - the CPU training run (see tr.h, tr_train).
+/* trainer.c - the training run (see tr.h, tr_train; docs/trainer.md).
  *
- * Order of events, so that nothing is allocated before the plan is known to
- * fit: open rows -> check tokenizer fingerprints -> plan (pure) -> refuse or
- * allocate model/optimiser/loader -> (resume) -> steps -> checkpoint ->
- * sample. Gradient accumulation: every micro-batch adds the gradient of its
- * summed per-token loss; before clipping the step's gradient is divided by
- * the number of target tokens in the whole step (token-mean loss of the
- * step, not the mean of micro-batch means). */
+ * tr_train is a short loop over a run object, one function per phase:
+ *   run_open      options, backend (probe), row source, --seq-len, outputs
+ *                 never over inputs, tokenizer fingerprint
+ *   run_plan      the memory plan (pure; refusal before any allocation) and
+ *                 the --resume checkpoint's header checks
+ *   run_allocate  host model, checkpoint payload, backend, loader, the
+ *                 validation batch, log
+ *   run_step      one optimiser step: micro-batches, (reduce), step, log,
+ *                 validation, checkpoint
+ *   run_finish    summary, memory report, --sample
+ *   run_close     everything, in reverse
+ * The math runs in a backend (train/backend.h: backend_cpu.c, and
+ * backend_cuda.cu in CUDA builds), selected by --device from the table the
+ * build generates; this file knows no particular backend. The host model
+ * (fp32 params + AdamW moments, model.h layout) is the checkpoint's layout
+ * and the sampler's model; the CPU backend computes on it directly. */
 #include "tr.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -19,13 +29,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "ds.h"
 #include "kn.h"
 #include "model.h"
 #include "tk.h"
-#ifdef MKS_HAVE_CUDA
-#include "tr_gpu.h" /* the GPU step (train/trainer_cuda.cu): plain C interface */
-#endif
 
 void tr_train_opts_init(tr_train_opts *o)
 {
@@ -102,48 +110,6 @@ static void truncate_log(const char *path, uint64_t last_step)
     else
         unlink(tmp);
 }
-
-static int mrc(int rc)
-{
-    return rc == TR_MODEL_ENOMEM ? TR_ERR_NOMEM : rc == TR_MODEL_EINVAL ? TR_ERR_ARG : TR_ERR_INTERNAL;
-}
-
-/* Mean validation loss over val_rows rows of the validation split. */
-static int validate(tr_model *m, void *gpu, tr_rows *rows, int B, int T, int val_rows, int doc_mask, tr_batch *vb,
-                    uint32_t *st, uint32_t *sp, uint8_t *sm, double *out)
-{
-#ifndef MKS_HAVE_CUDA
-    (void)gpu;
-#endif
-    double ls = 0;
-    uint64_t nt = 0;
-    for (int r0 = 0; r0 < val_rows; r0 += B) {
-        int n = val_rows - r0 < B ? val_rows - r0 : B;
-        int rc = tr_fill_rows(rows, TR_SPLIT_VAL, (uint64_t)r0, n, T, doc_mask, vb, st, sp, sm);
-        if (rc)
-            return rc;
-        double l = 0;
-        uint64_t k = 0;
-#ifdef MKS_HAVE_CUDA
-        if (gpu) {
-            char e[256];
-            rc = tr_gpu_eval((tr_gpu *)gpu, vb, doc_mask, &l, &k, e, sizeof e);
-            if (rc)
-                return rc;
-        } else
-#endif
-        {
-            rc = tr_model_forward(m, n, T, vb->inputs, vb->targets, vb->pos, doc_mask ? vb->seg : NULL, &l, &k);
-            if (rc)
-                return mrc(rc);
-        }
-        ls += l;
-        nt += k;
-    }
-    *out = nt ? ls / (double)nt : NAN;
-    return TR_OK;
-}
-
 static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok, int T, int n_tokens, float temp,
                    tr_rng *rng)
 {
@@ -294,562 +260,659 @@ static FILE *open_log(const char *path, int append)
     return f;
 }
 
-int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen)
+/* ================================================================ the run */
+
+typedef struct {
+    const tr_train_opts *o;
+    tr_train_result *res;
+    char *err;
+    size_t errlen;
+    FILE *out;
+    /* run_open */
+    const tr_backend_ops *ops;
+    tr_backend_info dev;
+    tr_rows own_rows, *rows;
+    tk_tokenizer *tok;
+    int T;
+    /* run_plan */
+    int B, R;
+    int resuming;
+    tr_ckpt_meta cm; /* the checkpoint's header (resuming) */
+    /* run_allocate */
+    tr_model_config mc;
+    tr_model *m; /* host model */
+    size_t P;
+    tr_backend *be;
+    tr_rng rng;
+    uint64_t step0, pos0, seed;
+    uint64_t extra[TR_BACKEND_EXTRA]; /* the backend's optimiser words (checkpoint section gpu_opt) */
+    tr_loader *ld;
+    int val_rows;
+    tr_batch vb;
+    uint32_t *st, *sp;
+    uint8_t *sm;
+    FILE *logf;
+    /* steps */
+    uint64_t warm, end;
+    double lr_min, t_run;
+    float lscale;
+    int skipped;
+} tr_run;
+
+/* One optimiser step's sums. */
+typedef struct {
+    double t0, wait, lsum, lr, loss, dt, tps, vl;
+    uint64_t ntgt, ntok;
+    int nm;
+    float gnorm;
+} tr_step_acc;
+
+const tr_backend_ops *tr_backend_find(tr_device d)
 {
-    memset(res, 0, sizeof *res);
-    err[0] = 0;
-    FILE *out = o->out ? o->out : stdout;
-    tr_rows own_rows, *rows = o->rows;
-    tk_tokenizer *tok = NULL;
-    tr_model *m = NULL;
-    tr_loader *ld = NULL;
-    FILE *logf = NULL;
-    tr_batch vb = {0};
-    uint32_t *st = NULL, *sp = NULL;
-    uint8_t *sm = NULL;
-    int rc = TR_OK;
-    memset(&own_rows, 0, sizeof own_rows);
-    const int cuda = o->device == TR_DEV_CUDA;
-    uint64_t dev_total = 0;
-    rc = check_opts(o, err, errlen);
-    if (rc)
-        return rc;
-#ifdef MKS_HAVE_CUDA
-    tr_gpu *gpu = NULL;
-    char dev_name[256] = "";
-    uint64_t dev_used0 = 0, dev_used1 = 0, arena_bytes = 0;
-    float *ck_params = NULL; /* host staging of the GPU state for checkpoints (the CPU model's buffers) */
-    if (cuda) {
-        uint64_t fr = 0;
-        char why[256] = "";
-        if (tr_gpu_device(dev_name, sizeof dev_name, &dev_total, &fr, why, sizeof why) != TR_OK) {
-            snprintf(err, errlen, "--device cuda: no usable CUDA GPU on this machine (%s); use --device cpu, or "
-                                  "--plan to see the GPU memory plan", why);
-            return TR_ERR_NODEVICE;
-        }
-        if (o->recompute) {
-            snprintf(err, errlen, "--recompute %d: the GPU model stores every activation (recompute is not "
-                                  "implemented on the GPU yet); drop --recompute", o->recompute);
-            return TR_ERR_ARG;
-        }
-    }
-#else
-    if (cuda) {
-        snprintf(err, errlen, "--device cuda: this build has no CUDA backend (built without CUDA or no GPU); "
-                              "use --device cpu, or --plan to see the GPU memory plan");
+    for (int i = 0; tr_backend_table[i]; i++)
+        if (tr_backend_table[i]->device == d)
+            return tr_backend_table[i];
+    return NULL;
+}
+
+/* --device: the build's backend for it, then its probe (device present,
+ * options it cannot do). */
+static int select_backend(tr_run *r)
+{
+    r->ops = tr_backend_find(r->o->device);
+    if (!r->ops) {
+        const char *d = tr_device_name(r->o->device);
+        char up[16];
+        size_t i = 0;
+        for (; d[i] && i + 1 < sizeof up; i++)
+            up[i] = (char)toupper((unsigned char)d[i]);
+        up[i] = 0;
+        snprintf(r->err, r->errlen, "--device %s: this build has no %s backend (built without %s or no GPU); "
+                                    "use --device cpu, or --plan to see the GPU memory plan", d, up, up);
         return TR_ERR_NODEVICE;
     }
-#endif
-    if (!cuda && o->precision != TR_FP32) {
-        snprintf(err, errlen, "--precision %s: the CPU reference trains in fp32 (bf16/fp16 are GPU precisions; "
-                              "--plan accounts for them)", tr_precision_name(o->precision));
-        return TR_ERR_ARG;
-    }
-    if (!rows) {
+    return r->ops->probe(r->o, &r->dev, r->err, r->errlen);
+}
+
+/* The row source (borrowed or the shard set) and T. */
+static int open_rows(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    r->rows = o->rows;
+    if (!r->rows) {
         if (!o->data_dir) {
-            snprintf(err, errlen, "no --data directory given");
+            snprintf(r->err, r->errlen, "no --data directory given");
             return TR_ERR_ARG;
         }
         char e[512];
-        rc = tr_rows_open_shards_ex(&own_rows, o->data_dir, !o->no_verify, e, sizeof e);
+        int rc = tr_rows_open_shards_ex(&r->own_rows, o->data_dir, !o->no_verify, e, sizeof e);
         if (rc) {
-            snprintf(err, errlen, "cannot use shard set %s: %s", o->data_dir, e);
+            snprintf(r->err, r->errlen, "cannot use shard set %s: %s", o->data_dir, e);
             return rc;
         }
-        rows = &own_rows;
+        r->rows = &r->own_rows;
     }
+    tr_rows *rows = r->rows;
     if (rows->n_rows[TR_SPLIT_TRAIN] == 0) {
-        snprintf(err, errlen, "%s has no training rows", rows->desc);
-        rc = TR_ERR_DATA;
-        goto done;
+        snprintf(r->err, r->errlen, "%s has no training rows", rows->desc);
+        return TR_ERR_DATA;
     }
     int T = o->seq_len ? o->seq_len : rows->row_len;
     if (T > (int)TR_MAX_SEQ_LEN) {
-        snprintf(err, errlen, "rows in %s hold %d tokens, more than the trainer's %u: pass --seq-len <= %u", rows->desc,
-                 T, TR_MAX_SEQ_LEN, TR_MAX_SEQ_LEN);
-        rc = TR_ERR_DATA;
-        goto done;
+        snprintf(r->err, r->errlen, "rows in %s hold %d tokens, more than the trainer's %u: pass --seq-len <= %u",
+                 rows->desc, T, TR_MAX_SEQ_LEN, TR_MAX_SEQ_LEN);
+        return TR_ERR_DATA;
     }
     if (T < 1 || T > rows->row_len) {
-        snprintf(err, errlen, "--seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d", T, rows->desc,
+        snprintf(r->err, r->errlen, "--seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d", T, rows->desc,
                  rows->row_len, rows->row_len);
-        rc = TR_ERR_DATA;
-        goto done;
+        return TR_ERR_DATA;
     }
-    rc = check_outputs(o, rows, err, errlen);
-    if (rc)
-        goto done;
+    r->T = T;
+    return TR_OK;
+}
+
+/* --tokenizer must match the shards' fingerprint; without it, samples are
+ * decoded with the tokenizer the shards name when it loads and matches. */
+static int open_tokenizer(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    tr_rows *rows = r->rows;
     if (o->tokenizer) {
         char e[512];
-        if (tk_load(o->tokenizer, TK_PAT_NONE, &tok, e, sizeof e)) {
-            snprintf(err, errlen, "cannot load tokenizer %s: %s", o->tokenizer, e);
-            rc = TR_ERR_IO;
-            goto done;
+        if (tk_load(o->tokenizer, TK_PAT_NONE, &r->tok, e, sizeof e)) {
+            r->tok = NULL;
+            snprintf(r->err, r->errlen, "cannot load tokenizer %s: %s", o->tokenizer, e);
+            return TR_ERR_IO;
         }
         uint8_t fp[32];
-        tk_fingerprint(tok, fp);
+        tk_fingerprint(r->tok, fp);
         if (!zero32(rows->fingerprint) && memcmp(fp, rows->fingerprint, 32)) {
             char a[17], b[17];
             hex8(fp, a);
             hex8(rows->fingerprint, b);
-            snprintf(err, errlen, "tokenizer %s (fingerprint %s...) is not the one %s was built with (%s...): "
-                                  "rebuild the shards or pass the matching --tokenizer",
+            snprintf(r->err, r->errlen, "tokenizer %s (fingerprint %s...) is not the one %s was built with (%s...): "
+                                        "rebuild the shards or pass the matching --tokenizer",
                      o->tokenizer, a, rows->desc, b);
-            rc = TR_ERR_FINGERPRINT;
-            goto done;
+            return TR_ERR_FINGERPRINT;
         }
     }
-    if (!tok && o->sample_tokens > 0 && rows->tokenizer[0] && strcmp(rows->tokenizer, "custom") &&
+    if (!r->tok && o->sample_tokens > 0 && rows->tokenizer[0] && strcmp(rows->tokenizer, "custom") &&
         strspn(rows->tokenizer, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
             strlen(rows->tokenizer)) {
-        /* decode samples with the tokenizer the shards name (gpt2, ...) when
-         * it loads and its fingerprint matches; ids otherwise. Only a plain
-         * name: an untrusted manifest does not choose a path to open. */
+        /* only a plain name: an untrusted manifest does not choose a path to open */
         uint8_t fp[32];
-        if (tk_load(rows->tokenizer, TK_PAT_NONE, &tok, NULL, 0) == 0) {
-            tk_fingerprint(tok, fp);
+        if (tk_load(rows->tokenizer, TK_PAT_NONE, &r->tok, NULL, 0) == 0) {
+            tk_fingerprint(r->tok, fp);
             if (memcmp(fp, rows->fingerprint, 32)) {
-                tk_free(tok);
-                tok = NULL;
+                tk_free(r->tok);
+                r->tok = NULL;
             }
         } else {
-            tok = NULL;
+            r->tok = NULL;
         }
     }
-    /* ------------------------------------------------------------ plan */
+    return TR_OK;
+}
+
+static int run_open(tr_run *r)
+{
+    int rc = check_opts(r->o, r->err, r->errlen);
+    if (!rc)
+        rc = select_backend(r);
+    if (!rc)
+        rc = open_rows(r);
+    if (!rc)
+        rc = check_outputs(r->o, r->rows, r->err, r->errlen);
+    if (!rc)
+        rc = open_tokenizer(r);
+    return rc;
+}
+
+/* --resume: whether there is a checkpoint, and that its header fits this
+ * run (tokenizer, model shape, T); the payload is read by run_allocate. */
+static int resume_meta(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    const tr_plan_in *pi = &r->res->plan_in;
+    memset(&r->cm, 0, sizeof r->cm);
+    if (!o->resume)
+        return TR_OK;
+    if (!o->ckpt_dir) {
+        snprintf(r->err, r->errlen, "--resume needs --ckpt-dir");
+        return TR_ERR_ARG;
+    }
+    char ck[4096];
+    snprintf(ck, sizeof ck, "%s/ckpt.bin", o->ckpt_dir);
+    r->resuming = access(ck, F_OK) == 0;
+    if (!r->resuming) {
+        if (!o->quiet)
+            fprintf(r->out, "--resume: no checkpoint in %s yet: starting from step 0\n", o->ckpt_dir);
+        return TR_OK;
+    }
+    int rc = tr_ckpt_load(o->ckpt_dir, &r->cm, NULL, 0, r->err, r->errlen);
+    if (rc)
+        return rc;
+    const tr_ckpt_meta *cm = &r->cm;
+    tr_rows *rows = r->rows;
+    if (memcmp(cm->fingerprint, rows->fingerprint, 32)) {
+        char a[17], b[17];
+        hex8(cm->fingerprint, a);
+        hex8(rows->fingerprint, b);
+        snprintf(r->err, r->errlen, "checkpoint in %s was trained with tokenizer %s..., but %s has %s...: refusing "
+                                    "to mix tokenizers",
+                 o->ckpt_dir, a, rows->desc, b);
+        return TR_ERR_FINGERPRINT;
+    }
+    if (cm->n_layer != pi->n_layer || cm->n_embd != pi->n_embd || cm->n_head != pi->n_head || cm->seq_len != r->T ||
+        cm->max_seq != r->T || cm->vocab_size != rows->vocab_size) {
+        snprintf(r->err, r->errlen,
+                 "checkpoint in %s is for a different model or --seq-len (%dL H=%d C=%d T=%d V=%u; this run: "
+                 "%dL H=%d C=%d T=%d V=%u)",
+                 o->ckpt_dir, cm->n_layer, cm->n_head, cm->n_embd, cm->seq_len, cm->vocab_size, pi->n_layer,
+                 pi->n_head, pi->n_embd, r->T, rows->vocab_size);
+        return TR_ERR_DATA;
+    }
+    return TR_OK;
+}
+
+/* The memory plan (pure): refused before anything is allocated. */
+static int run_plan(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    tr_train_result *res = r->res;
     tr_plan_in *pi = &res->plan_in;
     memset(pi, 0, sizeof *pi);
     if (tr_model_preset(o->model, &pi->n_layer, &pi->n_head, &pi->n_embd)) {
-        snprintf(err, errlen, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
-        rc = TR_ERR_ARG;
-        goto done;
+        snprintf(r->err, r->errlen, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
+        return TR_ERR_ARG;
     }
-    pi->vocab_size = rows->vocab_size;
-    pi->seq_len = T;
-    pi->max_seq = T;
-    pi->batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)T;
+    pi->vocab_size = r->rows->vocab_size;
+    pi->seq_len = r->T;
+    pi->max_seq = r->T;
+    pi->batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)r->T;
     pi->token_budget = o->token_budget ? o->token_budget : pi->batch_tokens;
-    pi->mem_budget = o->mem_budget ? o->mem_budget : (cuda ? dev_total : 0);
-    pi->device = cuda ? TR_DEV_CUDA : TR_DEV_CPU;
-    pi->precision = cuda ? o->precision : TR_FP32;
+    pi->mem_budget = o->mem_budget ? o->mem_budget : r->dev.device_total;
+    pi->device = r->ops->device;
+    pi->precision = o->precision; /* the backend's probe refused what it cannot train */
     pi->nbuf = o->nbuf;
     pi->doc_mask = o->doc_mask;
     pi->cpu_threads = kn_num_threads();
-    rc = tr_plan(pi, &res->plan);
+    int rc = tr_plan(pi, &res->plan);
     if (rc) {
-        snprintf(err, errlen, "%s", rc == TR_ERR_NOFIT ? res->plan.reason : "bad model/plan configuration");
-        goto done;
+        snprintf(r->err, r->errlen, "%s", rc == TR_ERR_NOFIT ? res->plan.reason : "bad model/plan configuration");
+        return rc;
     }
-    int B = res->plan.micro_rows, R = res->plan.rows_per_step;
-#ifdef MKS_HAVE_CUDA
-    if (cuda && !o->quiet) {
-        fprintf(out, "device: %s, %.1f GiB; precision %s\n", dev_name, (double)dev_total / 1073741824.0,
-                tr_precision_name(o->precision));
-        tr_plan_print(out, pi, &res->plan); /* the plan, before step 1 */
+    r->B = res->plan.micro_rows;
+    r->R = res->plan.rows_per_step;
+    if (r->ops->device_memory && !o->quiet) {
+        fprintf(r->out, "device: %s, %.1f GiB; precision %s\n", r->dev.device_name,
+                (double)r->dev.device_total / 1073741824.0, tr_precision_name(o->precision));
+        tr_plan_print(r->out, pi, &res->plan); /* the plan, before step 1 */
     }
-#endif
+    return resume_meta(r);
+}
 
-    /* ------------------------------------------------------------ resume meta */
-    tr_ckpt_meta cm;
-    memset(&cm, 0, sizeof cm);
-    int resuming = 0;
-    if (o->resume) {
-        if (!o->ckpt_dir) {
-            snprintf(err, errlen, "--resume needs --ckpt-dir");
-            rc = TR_ERR_ARG;
-            goto done;
-        }
-        char ck[4096];
-        snprintf(ck, sizeof ck, "%s/ckpt.bin", o->ckpt_dir);
-        resuming = access(ck, F_OK) == 0;
-        if (!resuming && !o->quiet)
-            fprintf(out, "--resume: no checkpoint in %s yet: starting from step 0\n", o->ckpt_dir);
+/* Host model (+ the checkpoint's payload on --resume), then the backend. */
+static int alloc_model(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    const tr_plan_in *pi = &r->res->plan_in;
+    if (tr_model_config_make(pi->n_layer, pi->n_head, pi->n_embd, r->T, (int)r->rows->vocab_size, &r->mc)) {
+        snprintf(r->err, r->errlen, "bad model configuration");
+        return TR_ERR_ARG;
     }
-    if (resuming) {
-        rc = tr_ckpt_load(o->ckpt_dir, &cm, NULL, 0, err, errlen);
-        if (rc)
-            goto done;
-        if (memcmp(cm.fingerprint, rows->fingerprint, 32)) {
-            char a[17], b[17];
-            hex8(cm.fingerprint, a);
-            hex8(rows->fingerprint, b);
-            snprintf(err, errlen, "checkpoint in %s was trained with tokenizer %s..., but %s has %s...: refusing "
-                                  "to mix tokenizers",
-                     o->ckpt_dir, a, rows->desc, b);
-            rc = TR_ERR_FINGERPRINT;
-            goto done;
-        }
-        if (cm.n_layer != pi->n_layer || cm.n_embd != pi->n_embd || cm.n_head != pi->n_head ||
-            cm.seq_len != T || cm.max_seq != T || cm.vocab_size != rows->vocab_size) {
-            snprintf(err, errlen,
-                     "checkpoint in %s is for a different model or --seq-len (%dL H=%d C=%d T=%d V=%u; this run: "
-                     "%dL H=%d C=%d T=%d V=%u)",
-                     o->ckpt_dir, cm.n_layer, cm.n_head, cm.n_embd, cm.seq_len, cm.vocab_size, pi->n_layer,
-                     pi->n_head, pi->n_embd, T, rows->vocab_size);
-            rc = TR_ERR_DATA;
-            goto done;
-        }
-    }
-
-    /* ------------------------------------------------------------ allocate */
-    res->baseline_rss = tr_cur_rss();
-    tr_model_config mc;
-    if (tr_model_config_make(pi->n_layer, pi->n_head, pi->n_embd, T, (int)rows->vocab_size, &mc)) {
-        snprintf(err, errlen, "bad model configuration");
-        rc = TR_ERR_ARG;
-        goto done;
-    }
-    int mr = tr_model_create(&mc, o->seed, &m);
+    int mr = tr_model_create(&r->mc, o->seed, &r->m);
     if (!mr)
-        mr = tr_model_adamw_init(m); /* GPU: host staging of params/m/v for checkpoints */
-    if (!mr && !cuda)
-        mr = tr_model_reserve(m, B, T);
+        mr = tr_model_adamw_init(r->m);
     if (mr) {
-        snprintf(err, errlen, "cannot allocate the model");
-        rc = mrc(mr);
-        goto done;
+        snprintf(r->err, r->errlen, "cannot allocate the model");
+        return tr_backend_model_err(mr);
     }
-    size_t P = tr_model_param_count(&mc);
-    tr_rng rng;
-    tr_rng_seed(&rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
-    uint64_t step0 = 0, pos0 = 0, seed = o->seed;
-    /* GPU runs add a 4th section: the optimiser counters (fp16 loss scaler,
-     * AdamW step); either device resumes from either kind */
-    uint64_t gpu_extra[4] = {0, 0, 0, 0};
+    r->P = tr_model_param_count(&r->mc);
+    tr_rng_seed(&r->rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
+    r->seed = o->seed;
+    /* a backend with optimiser words writes a 4th section (gpu_opt); either
+     * device resumes from either kind */
     int have_extra = 0;
-    if (resuming) {
-        tr_ckpt_section sec[4] = {{"params", tr_model_params(m), P * 4},
-                                  {"adam_m", tr_model_adam_m(m), P * 4},
-                                  {"adam_v", tr_model_adam_v(m), P * 4},
-                                  {"gpu_opt", gpu_extra, sizeof gpu_extra}};
-        have_extra = cm.n_sections == 4;
-        rc = tr_ckpt_load(o->ckpt_dir, &cm, sec, have_extra ? 4 : 3, err, errlen);
+    if (r->resuming) {
+        tr_ckpt_section sec[4] = {{"params", tr_model_params(r->m), r->P * 4},
+                                  {"adam_m", tr_model_adam_m(r->m), r->P * 4},
+                                  {"adam_v", tr_model_adam_v(r->m), r->P * 4},
+                                  {"gpu_opt", r->extra, sizeof r->extra}};
+        have_extra = r->cm.n_sections == 4;
+        int rc = tr_ckpt_load(o->ckpt_dir, &r->cm, sec, have_extra ? 4 : 3, r->err, r->errlen);
         if (rc)
-            goto done;
-        step0 = cm.step;
-        pos0 = cm.loader_pos;
-        rng = cm.rng;
-        seed = cm.seed; /* the data order is the checkpointed run's */
+            return rc;
+        r->step0 = r->cm.step;
+        r->pos0 = r->cm.loader_pos;
+        r->rng = r->cm.rng;
+        r->seed = r->cm.seed; /* the data order is the checkpointed run's */
         if (!o->quiet)
-            fprintf(out, "resumed from %s/ckpt.bin at step %" PRIu64 " (loader position %" PRIu64 " rows)\n",
-                    o->ckpt_dir, step0, pos0);
+            fprintf(r->out, "resumed from %s/ckpt.bin at step %" PRIu64 " (loader position %" PRIu64 " rows)\n",
+                    o->ckpt_dir, r->step0, r->pos0);
     }
-#ifdef MKS_HAVE_CUDA
-    if (cuda) {
-        tr_gpu_mem_used(&dev_used0);
-        uint64_t need = tr_gpu_arena_need(&mc, B, T, o->precision);
-        rc = tr_gpu_open(&gpu, &mc, B, T, o->precision, &res->plan, tr_model_params(m), &arena_bytes, err, errlen);
+    tr_backend_args ba = {o, r->m, &r->mc, r->B, r->T, &r->res->plan};
+    int rc = r->ops->create(&ba, &r->be, r->err, r->errlen);
+    if (rc)
+        return rc;
+    if (r->resuming) {
+        rc = r->ops->set_state(r->be, r->m, have_extra ? r->extra : NULL, r->step0, r->err, r->errlen);
         if (rc)
-            goto done;
-        if (resuming) {
-            rc = tr_gpu_set_state(gpu, tr_model_params(m), tr_model_adam_m(m), tr_model_adam_v(m),
-                                  have_extra ? gpu_extra : NULL, step0);
-            if (rc) {
-                snprintf(err, errlen, "cannot restore the checkpoint on the GPU: %s", tr_gpu_last_error());
-                goto done;
-            }
-        }
-        if (!o->quiet)
-            fprintf(out, "device arena %.1f MiB (model + input batch need %.1f MiB)\n",
-                    (double)arena_bytes / 1048576.0, (double)need / 1048576.0);
-        ck_params = tr_model_params(m);
+            return rc;
     }
-#endif
+    if (r->ops->device_memory && !o->quiet) {
+        tr_backend_mem mem;
+        r->ops->mem_report(r->be, &mem);
+        fprintf(r->out, "device arena %.1f MiB (model + input batch need %.1f MiB)\n",
+                (double)mem.arena_bytes / 1048576.0, (double)mem.arena_need / 1048576.0);
+    }
+    return TR_OK;
+}
+
+/* Loader, validation batch + row scratch (counted by the planner), log. */
+static int alloc_io(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    tr_rows *rows = r->rows;
     tr_loader_opts lo;
     tr_loader_opts_init(&lo);
-    lo.seq_len = T;
-    lo.micro_rows = B;
-    lo.rows_per_step = R;
+    lo.seq_len = r->T;
+    lo.micro_rows = r->B;
+    lo.rows_per_step = r->R;
     lo.nbuf = o->nbuf;
-    lo.seed = seed;
-    lo.start_row = pos0;
+    lo.seed = r->seed;
+    lo.start_row = r->pos0;
     lo.doc_mask = o->doc_mask;
-#ifdef MKS_HAVE_CUDA
-    if (cuda)
-        tr_gpu_loader_hooks(&lo); /* pinned host buffers: asynchronous copies */
-#endif
-    rc = tr_loader_open(rows, &lo, &ld);
+    if (r->ops->loader_hooks)
+        r->ops->loader_hooks(r->be, &lo);
+    int rc = tr_loader_open(rows, &lo, &r->ld);
     if (rc) {
-        snprintf(err, errlen, "cannot start the loader: %s", tr_strerror(rc));
-        goto done;
+        r->ld = NULL;
+        snprintf(r->err, r->errlen, "cannot start the loader: %s", tr_strerror(rc));
+        return rc;
     }
-    int val_rows = 0;
     if (o->val_every && rows->n_rows[TR_SPLIT_VAL]) {
-        val_rows = o->val_rows ? o->val_rows : 8 * B;
-        if ((uint64_t)val_rows > rows->n_rows[TR_SPLIT_VAL])
-            val_rows = (int)rows->n_rows[TR_SPLIT_VAL];
+        r->val_rows = o->val_rows ? o->val_rows : 8 * r->B;
+        if ((uint64_t)r->val_rows > rows->n_rows[TR_SPLIT_VAL])
+            r->val_rows = (int)rows->n_rows[TR_SPLIT_VAL];
     }
-    /* val batch + row scratch: counted by the planner in every run */
-    if (tr_batch_alloc(&vb, B, T)) {
-        rc = TR_ERR_NOMEM;
-        goto done;
-    }
-    st = malloc((size_t)rows->row_len * 4);
-    sp = malloc((size_t)rows->row_len * 4);
-    sm = malloc((size_t)rows->row_len);
-    if (!st || !sp || !sm) {
-        rc = TR_ERR_NOMEM;
-        goto done;
-    }
+    if (tr_batch_alloc(&r->vb, r->B, r->T))
+        return TR_ERR_NOMEM;
+    r->st = malloc((size_t)rows->row_len * 4);
+    r->sp = malloc((size_t)rows->row_len * 4);
+    r->sm = malloc((size_t)rows->row_len);
+    if (!r->st || !r->sp || !r->sm)
+        return TR_ERR_NOMEM;
     if (o->log_path) {
-        if (resuming)
-            truncate_log(o->log_path, step0); /* drop steps logged after the checkpoint (killed run) */
-        logf = open_log(o->log_path, resuming);
-        if (!logf) {
-            snprintf(err, errlen, "cannot write log %s: %s", o->log_path, strerror(errno));
-            rc = TR_ERR_IO;
-            goto done;
+        if (r->resuming)
+            truncate_log(o->log_path, r->step0); /* drop steps logged after the checkpoint (killed run) */
+        r->logf = open_log(o->log_path, r->resuming);
+        if (!r->logf) {
+            snprintf(r->err, r->errlen, "cannot write log %s: %s", o->log_path, strerror(errno));
+            return TR_ERR_IO;
         }
     }
+    return TR_OK;
+}
+
+static int run_allocate(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    tr_train_result *res = r->res;
+    res->baseline_rss = tr_cur_rss();
+    int rc = alloc_model(r);
+    if (!rc)
+        rc = alloc_io(r);
+    if (rc)
+        return rc;
     if (!o->quiet)
-        fprintf(out,
+        fprintf(r->out,
                 "training %s (%zu params) on %s: T=%d, micro-batch %d rows (%d tokens <= budget %" PRIu64
                 "), %d micro-batches/step, %" PRIu64 " tokens/step, plan %.1f MiB\n",
-                o->model, P, rows->desc, T, B, B * T, pi->token_budget, res->plan.n_micro,
-                (uint64_t)R * (uint64_t)T, (double)res->plan.total_bytes / 1048576.0);
+                o->model, r->P, r->rows->desc, r->T, r->B, r->B * r->T, res->plan_in.token_budget,
+                res->plan.n_micro, (uint64_t)r->R * (uint64_t)r->T, (double)res->plan.total_bytes / 1048576.0);
+    r->warm = o->warmup;
+    if (r->warm == UINT64_MAX) {
+        r->warm = o->steps / 20;
+        if (r->warm < 1)
+            r->warm = 1;
+    }
+    r->lr_min = o->lr_min >= 0 ? o->lr_min : o->lr / 10;
+    r->end = o->steps;
+    if (o->stop_after && o->stop_after < r->end)
+        r->end = o->stop_after;
+    r->lscale = 1.0f;
+    r->t_run = now_s();
+    return TR_OK;
+}
 
-    uint64_t warm = o->warmup;
-    if (warm == UINT64_MAX) {
-        warm = o->steps / 20;
-        if (warm < 1)
-            warm = 1;
+/* The micro-batches of one step: each adds the gradient of its summed loss. */
+static int accumulate(tr_run *r, tr_step_acc *a)
+{
+    tr_train_result *res = r->res;
+    for (;;) {
+        const tr_batch *b;
+        double w;
+        int rc = tr_loader_next(r->ld, &b, &w);
+        if (rc) {
+            snprintf(r->err, r->errlen, "reading %s: %s", r->rows->desc,
+                     r->rows->read_err[TR_SPLIT_TRAIN][0] ? r->rows->read_err[TR_SPLIT_TRAIN] : tr_strerror(rc));
+            return rc;
+        }
+        a->wait += w;
+        uint64_t mt = (uint64_t)b->rows * (uint64_t)b->T;
+        if (mt > res->plan_in.token_budget) { /* cannot happen: the loader cuts at B rows */
+            tr_loader_release(r->ld);
+            snprintf(r->err, r->errlen, "internal: micro-batch of %" PRIu64 " tokens over the budget", mt);
+            return TR_ERR_INTERNAL;
+        }
+        if (mt > res->max_micro_tokens)
+            res->max_micro_tokens = mt;
+        double l = 0;
+        uint64_t k = 0;
+        a->nm = b->n_micro;
+        int last = b->micro == b->n_micro - 1;
+        rc = r->ops->micro(r->be, r->ld, b, r->o->doc_mask, &l, &k, &a->wait, r->err, r->errlen);
+        if (rc)
+            return rc;
+        a->lsum += l;
+        a->ntgt += k;
+        a->ntok += mt;
+        if (last)
+            return TR_OK;
     }
-    double lr_min = o->lr_min >= 0 ? o->lr_min : o->lr / 10;
-    uint64_t end = o->steps;
-    if (o->stop_after && o->stop_after < end)
-        end = o->stop_after;
-    float *grads = tr_model_grads(m);
-    float lscale = 1.0f;
-    int skipped = 0;
-    double t_run = now_s();
-    for (uint64_t step = step0; step < end; step++) {
-        double t0 = now_s(), wait = 0, lsum = 0;
-        uint64_t ntgt = 0, ntok = 0;
-#ifdef MKS_HAVE_CUDA
-        if (gpu)
-            tr_gpu_zero_grad(gpu);
-        else
-#endif
-            tr_model_zero_grad(m);
-        int nm = 0;
-        do {
-            const tr_batch *b;
-            double w;
-            rc = tr_loader_next(ld, &b, &w);
-            if (rc) {
-                snprintf(err, errlen, "reading %s: %s", rows->desc,
-                         rows->read_err[TR_SPLIT_TRAIN][0] ? rows->read_err[TR_SPLIT_TRAIN] : tr_strerror(rc));
-                goto done;
-            }
-            wait += w;
-            uint64_t mt = (uint64_t)b->rows * (uint64_t)b->T;
-            if (mt > pi->token_budget) { /* cannot happen: the loader cuts at B rows */
-                tr_loader_release(ld);
-                snprintf(err, errlen, "internal: micro-batch of %" PRIu64 " tokens over the budget", mt);
-                rc = TR_ERR_INTERNAL;
-                goto done;
-            }
-            if (mt > res->max_micro_tokens)
-                res->max_micro_tokens = mt;
-            double l = 0;
-            uint64_t k = 0;
-            nm = b->n_micro;
-            int last = b->micro == b->n_micro - 1;
-#ifdef MKS_HAVE_CUDA
-            if (gpu) {
-                /* upload, hand the buffer back, forward + backward (summed loss) */
-                rc = tr_gpu_micro(gpu, ld, b, o->doc_mask, &l, &k, &wait, err, errlen);
-                if (rc)
-                    goto done;
-                mr = 0;
-            } else
-#endif
-            {
-                mr = tr_model_fwd_bwd(m, b->rows, b->T, b->inputs, b->targets, b->pos,
-                                      o->doc_mask ? b->seg : NULL, 1.0f, &l, &k);
-                tr_loader_release(ld);
-            }
-            if (mr) {
-                snprintf(err, errlen, "model step failed");
-                rc = mrc(mr);
-                goto done;
-            }
-            lsum += l;
-            ntgt += k;
-            ntok += mt;
-            if (last)
-                break;
-        } while (1);
-        float gnorm = 0;
-        double lr = tr_lr_at(step, warm, o->steps, o->lr, lr_min);
-        tr_adamw_hparams h = {(float)lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-#ifdef MKS_HAVE_CUDA
-        if (gpu) {
-            /* 1/targets and the clip folded into AdamW; fp16: loss scaling */
-            rc = tr_gpu_step(gpu, &h, o->grad_clip, ntgt, &gnorm, &skipped, &lscale, err, errlen);
-            if (rc)
-                goto done;
-            if (skipped && !o->quiet)
-                fprintf(out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n",
-                        step + 1, (double)lscale);
-            if (res->steps_done == 0)
-                tr_gpu_mem_used(&dev_used1); /* measured peak: device memory in use after step 1 */
-            mr = 0;
-        } else
-#endif
-        {
-            if (ntgt)
-                kn_scale_ref(grads, P, (float)(1.0 / (double)ntgt));
-            tr_model_clip_grad_norm(m, o->grad_clip, &gnorm);
-            mr = tr_model_adamw_step(m, &h, (int)(step + 1), NULL);
-        }
-        if (mr) {
-            snprintf(err, errlen, "optimiser step failed");
-            rc = mrc(mr);
-            goto done;
-        }
-        double loss = ntgt ? lsum / (double)ntgt : NAN;
-        double dt = now_s() - t0;
-        if (res->steps_done == 0)
-            res->first_loss = loss;
-        res->last_loss = loss;
-        res->last_grad_norm = gnorm;
-        res->steps_done++;
-        res->total_wait_s += wait;
-        res->last_step = step + 1;
-        double tps = dt > 0 ? (double)ntok / dt : 0;
-        if (!o->quiet && (o->log_every <= 1 || (step + 1) % (uint64_t)o->log_every == 0 || step + 1 == end ||
-                          step == step0))
-            fprintf(out,
-                    "step %5" PRIu64 "/%" PRIu64 " | loss %.4f | lr %.2e | gnorm %.3f | tokens %" PRIu64
-                    " (%" PRIu64 " targets, %d x %d) | %.0f tok/s | wait %.2f ms\n",
-                    step + 1, o->steps, loss, lr, gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3);
-        double vl = NAN;
-        if (val_rows && (step + 1) % o->val_every == 0) {
-#ifdef MKS_HAVE_CUDA
-            void *vg = gpu;
-#else
-            void *vg = NULL;
-#endif
-            rc = validate(m, vg, rows, B, T, val_rows, o->doc_mask, &vb, st, sp, sm, &vl);
-            if (rc) {
-                snprintf(err, errlen, "validation on %s failed: %s", rows->desc,
-                         rows->read_err[TR_SPLIT_VAL][0] ? rows->read_err[TR_SPLIT_VAL] : tr_strerror(rc));
-                goto done;
-            }
-            res->last_val_loss = vl;
-            if (!o->quiet)
-                fprintf(out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, vl, val_rows);
-        }
-        if (logf) {
-            /* one object per step; validation steps carry val_loss too */
-            fprintf(logf,
-                    "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
-                    ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
-                    "\"wait_ms\":%.3f,\"step_ms\":%.3f,\"epoch\":%.4f",
-                    step + 1, isnan(loss) ? 0.0 : loss, lr, (double)gnorm, ntok, ntgt, nm, B * T, tps, wait * 1e3,
-                    dt * 1e3, (double)tr_loader_position(ld) / (double)rows->n_rows[TR_SPLIT_TRAIN]);
-            if (!isnan(vl))
-                fprintf(logf, ",\"val_loss\":%.9g,\"val_rows\":%d", vl, val_rows);
-            if (cuda)
-                fprintf(logf, ",\"loss_scale\":%.9g,\"skipped\":%d", (double)lscale, skipped);
-            fprintf(logf, "}\n");
-            fflush(logf);
-        }
-        int ck = o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == end);
-        if (ck) {
-            tr_ckpt_meta km;
-            memset(&km, 0, sizeof km);
-            km.step = step + 1;
-            km.loader_pos = tr_loader_position(ld);
-            km.seed = seed;
-            km.rng = rng;
-            memcpy(km.fingerprint, rows->fingerprint, 32);
-            km.n_layer = mc.n_layer;
-            km.n_head = mc.n_head;
-            km.n_embd = mc.d_model;
-            km.max_seq = mc.max_seq;
-            km.seq_len = T;
-            km.vocab_size = rows->vocab_size;
-#ifdef MKS_HAVE_CUDA
-            if (gpu) {
-                /* device -> the host model's buffers (master fp32 params, m, v) */
-                rc = tr_gpu_get_state(gpu, ck_params, tr_model_adam_m(m), tr_model_adam_v(m), gpu_extra);
-                if (rc) {
-                    snprintf(err, errlen, "cannot read the GPU state for the checkpoint: %s", tr_gpu_last_error());
-                    goto done;
-                }
-            }
-#endif
-            tr_ckpt_section sec[4] = {{"params", tr_model_params(m), P * 4},
-                                      {"adam_m", tr_model_adam_m(m), P * 4},
-                                      {"adam_v", tr_model_adam_v(m), P * 4},
-                                      {"gpu_opt", gpu_extra, sizeof gpu_extra}};
-            rc = tr_ckpt_save(o->ckpt_dir, &km, sec, cuda ? 4 : 3, err, errlen);
-            if (rc)
-                goto done;
-        }
+}
+
+/* Mean validation loss over val_rows rows of the validation split. */
+static int validate(tr_run *r, double *out)
+{
+    double ls = 0;
+    uint64_t nt = 0;
+    for (int r0 = 0; r0 < r->val_rows; r0 += r->B) {
+        int n = r->val_rows - r0 < r->B ? r->val_rows - r0 : r->B;
+        int rc = tr_fill_rows(r->rows, TR_SPLIT_VAL, (uint64_t)r0, n, r->T, r->o->doc_mask, &r->vb, r->st, r->sp,
+                              r->sm);
+        if (rc)
+            return rc;
+        double l = 0;
+        uint64_t k = 0;
+        char e[256]; /* the caller names the split and the reason */
+        rc = r->ops->eval(r->be, &r->vb, r->o->doc_mask, &l, &k, e, sizeof e);
+        if (rc)
+            return rc;
+        ls += l;
+        nt += k;
     }
+    *out = nt ? ls / (double)nt : NAN;
+    return TR_OK;
+}
+
+/* The step line on stdout and the JSON line of the log. */
+static void log_step(tr_run *r, uint64_t step, const tr_step_acc *a)
+{
+    const tr_train_opts *o = r->o;
+    int BT = r->B * r->T;
+    if (!o->quiet && (o->log_every <= 1 || (step + 1) % (uint64_t)o->log_every == 0 || step + 1 == r->end ||
+                      step == r->step0))
+        fprintf(r->out,
+                "step %5" PRIu64 "/%" PRIu64 " | loss %.4f | lr %.2e | gnorm %.3f | tokens %" PRIu64 " (%" PRIu64
+                " targets, %d x %d) | %.0f tok/s | wait %.2f ms\n",
+                step + 1, o->steps, a->loss, a->lr, a->gnorm, a->ntok, a->ntgt, a->nm, BT, a->tps, a->wait * 1e3);
+}
+
+static void log_json(tr_run *r, uint64_t step, const tr_step_acc *a)
+{
+    if (!r->logf)
+        return;
+    /* one object per step; validation steps carry val_loss too */
+    fprintf(r->logf,
+            "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
+            ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
+            "\"wait_ms\":%.3f,\"step_ms\":%.3f,\"epoch\":%.4f",
+            step + 1, isnan(a->loss) ? 0.0 : a->loss, a->lr, (double)a->gnorm, a->ntok, a->ntgt, a->nm,
+            r->B * r->T, a->tps, a->wait * 1e3, a->dt * 1e3,
+            (double)tr_loader_position(r->ld) / (double)r->rows->n_rows[TR_SPLIT_TRAIN]);
+    if (!isnan(a->vl))
+        fprintf(r->logf, ",\"val_loss\":%.9g,\"val_rows\":%d", a->vl, r->val_rows);
+    if (r->ops->loss_scale)
+        fprintf(r->logf, ",\"loss_scale\":%.9g,\"skipped\":%d", (double)r->lscale, r->skipped);
+    fprintf(r->logf, "}\n");
+    fflush(r->logf);
+}
+
+/* The backend's state -> host model -> DIR/ckpt.bin (atomic). */
+static int checkpoint(tr_run *r, uint64_t step)
+{
+    tr_ckpt_meta km;
+    memset(&km, 0, sizeof km);
+    km.step = step + 1;
+    km.loader_pos = tr_loader_position(r->ld);
+    km.seed = r->seed;
+    km.rng = r->rng;
+    memcpy(km.fingerprint, r->rows->fingerprint, 32);
+    km.n_layer = r->mc.n_layer;
+    km.n_head = r->mc.n_head;
+    km.n_embd = r->mc.d_model;
+    km.max_seq = r->mc.max_seq;
+    km.seq_len = r->T;
+    km.vocab_size = r->rows->vocab_size;
+    int rc = r->ops->get_state(r->be, r->m, 1, r->extra, r->err, r->errlen);
+    if (rc)
+        return rc;
+    tr_ckpt_section sec[4] = {{"params", tr_model_params(r->m), r->P * 4},
+                              {"adam_m", tr_model_adam_m(r->m), r->P * 4},
+                              {"adam_v", tr_model_adam_v(r->m), r->P * 4},
+                              {"gpu_opt", r->extra, sizeof r->extra}};
+    return tr_ckpt_save(r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
+}
+
+/* One optimiser step (0-based index step). */
+static int run_step(tr_run *r, uint64_t step)
+{
+    const tr_train_opts *o = r->o;
+    tr_train_result *res = r->res;
+    tr_step_acc a;
+    memset(&a, 0, sizeof a);
+    a.t0 = now_s();
+    a.vl = NAN;
+    int rc = r->ops->zero_grad(r->be, r->err, r->errlen);
+    if (!rc)
+        rc = accumulate(r, &a);
+    if (!rc && r->ops->reduce)
+        rc = r->ops->reduce(r->be, &a.lsum, &a.ntgt, r->err, r->errlen);
+    if (rc)
+        return rc;
+    a.lr = tr_lr_at(step, r->warm, o->steps, o->lr, r->lr_min);
+    tr_adamw_hparams h = {(float)a.lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+    rc = r->ops->step(r->be, &h, o->grad_clip, a.ntgt, step + 1, &a.gnorm, &r->skipped, &r->lscale, r->err,
+                      r->errlen);
+    if (rc)
+        return rc;
+    if (r->skipped && !o->quiet)
+        fprintf(r->out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n", step + 1,
+                (double)r->lscale);
+    a.loss = a.ntgt ? a.lsum / (double)a.ntgt : NAN;
+    a.dt = now_s() - a.t0;
+    if (res->steps_done == 0)
+        res->first_loss = a.loss;
+    res->last_loss = a.loss;
+    res->last_grad_norm = a.gnorm;
+    res->steps_done++;
+    res->total_wait_s += a.wait;
+    res->last_step = step + 1;
+    a.tps = a.dt > 0 ? (double)a.ntok / a.dt : 0;
+    log_step(r, step, &a);
+    if (r->val_rows && (step + 1) % o->val_every == 0) {
+        rc = validate(r, &a.vl);
+        if (rc) {
+            snprintf(r->err, r->errlen, "validation on %s failed: %s", r->rows->desc,
+                     r->rows->read_err[TR_SPLIT_VAL][0] ? r->rows->read_err[TR_SPLIT_VAL] : tr_strerror(rc));
+            return rc;
+        }
+        res->last_val_loss = a.vl;
+        if (!o->quiet)
+            fprintf(r->out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, a.vl, r->val_rows);
+    }
+    log_json(r, step, &a);
+    if (o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == r->end))
+        return checkpoint(r, step);
+    return TR_OK;
+}
+
+/* Device memory: planned vs measured (backends with device memory). */
+static void report_device_memory(tr_run *r)
+{
+    tr_train_result *res = r->res;
+    tr_backend_mem mem;
+    r->ops->mem_report(r->be, &mem);
+    uint64_t dev_plan = res->plan.device_bytes ? res->plan.device_bytes : res->plan.total_bytes;
+    if (!r->o->quiet)
+        fprintf(r->out,
+                "device memory: planned %.1f MiB, measured peak %.1f MiB in use after step 1 (cudaMemGetInfo; "
+                "%+.1f%%; %.1f MiB before the arena), arena %.1f MiB\n",
+                (double)dev_plan / 1048576.0, (double)mem.peak_bytes / 1048576.0,
+                dev_plan ? 100.0 * ((double)mem.peak_bytes - (double)dev_plan) / (double)dev_plan : 0.0,
+                (double)mem.baseline_bytes / 1048576.0, (double)mem.arena_bytes / 1048576.0);
+    if (r->logf) {
+        fprintf(r->logf,
+                "{\"planned_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
+                ",\"baseline_bytes\":%" PRIu64 "}\n",
+                dev_plan, mem.peak_bytes, mem.arena_bytes, mem.baseline_bytes);
+        fflush(r->logf);
+    }
+}
+
+/* Summary, memory report, --sample (on the host model). */
+static int run_finish(tr_run *r)
+{
+    const tr_train_opts *o = r->o;
+    tr_train_result *res = r->res;
     if (res->steps_done)
         res->mean_wait_s = res->total_wait_s / (double)res->steps_done;
     if (!o->quiet && res->steps_done)
-        fprintf(out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
-                res->steps_done, now_s() - t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
-#ifdef MKS_HAVE_CUDA
-    if (gpu && res->steps_done) {
-        uint64_t dev_plan = res->plan.device_bytes ? res->plan.device_bytes : res->plan.total_bytes;
-        if (!o->quiet)
-            fprintf(out,
-                    "device memory: planned %.1f MiB, measured peak %.1f MiB in use after step 1 (cudaMemGetInfo; "
-                    "%+.1f%%; %.1f MiB before the arena), arena %.1f MiB\n",
-                    (double)dev_plan / 1048576.0, (double)dev_used1 / 1048576.0,
-                    dev_plan ? 100.0 * ((double)dev_used1 - (double)dev_plan) / (double)dev_plan : 0.0,
-                    (double)dev_used0 / 1048576.0, (double)arena_bytes / 1048576.0);
-        if (logf) {
-            fprintf(logf,
-                    "{\"planned_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"arena_bytes\":%" PRIu64
-                    ",\"baseline_bytes\":%" PRIu64 "}\n",
-                    dev_plan, dev_used1, arena_bytes, dev_used0);
-            fflush(logf);
-        }
+        fprintf(r->out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
+                res->steps_done, now_s() - r->t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
+    if (r->ops->device_memory && res->steps_done)
+        report_device_memory(r);
+    if (o->sample_tokens > 0) {
+        int rc = r->ops->get_state(r->be, r->m, 0, NULL, r->err, r->errlen); /* the trained params */
+        if (rc)
+            return rc;
     }
-    if (gpu && o->sample_tokens > 0) {
-        /* sample on the CPU model with the trained parameters */
-        rc = tr_gpu_get_state(gpu, tr_model_params(m), NULL, NULL, NULL);
-        if (rc) {
-            snprintf(err, errlen, "cannot read the GPU parameters: %s", tr_gpu_last_error());
-            goto done;
-        }
-    }
-#endif
     res->peak_rss = tr_peak_rss();
-    if (!o->quiet && cuda && res->peak_rss && res->baseline_rss)
-        fprintf(out, "host memory: plan %.2f MiB (host lines), measured peak RSS growth %.2f MiB\n",
-                (double)res->plan.host_bytes / 1048576.0,
-                (double)(res->peak_rss - res->baseline_rss) / 1048576.0);
+    if (!o->quiet && r->ops->device_memory && res->peak_rss && res->baseline_rss)
+        fprintf(r->out, "host memory: plan %.2f MiB (host lines), measured peak RSS growth %.2f MiB\n",
+                (double)res->plan.host_bytes / 1048576.0, (double)(res->peak_rss - res->baseline_rss) / 1048576.0);
     else if (!o->quiet && res->peak_rss && res->baseline_rss)
-        fprintf(out, "memory: plan %.2f MiB, measured peak RSS growth %.2f MiB (%+.1f%%)\n",
+        fprintf(r->out, "memory: plan %.2f MiB, measured peak RSS growth %.2f MiB (%+.1f%%)\n",
                 (double)res->plan.total_bytes / 1048576.0, (double)(res->peak_rss - res->baseline_rss) / 1048576.0,
                 100.0 * ((double)(res->peak_rss - res->baseline_rss) - (double)res->plan.total_bytes) /
                     (double)res->plan.total_bytes);
     if (o->sample_tokens > 0)
-        sample(out, m, rows, tok, T, o->sample_tokens, o->sample_temp, &rng);
-done:
-    if (ld)
-        tr_loader_close(ld); /* before the GPU: its buffers may be pinned */
-#ifdef MKS_HAVE_CUDA
-    tr_gpu_close(gpu);
-#endif
-    if (logf)
-        fclose(logf);
-    tr_batch_free(&vb);
-    free(st);
-    free(sp);
-    free(sm);
-    tr_model_free(m);
-    if (tok)
-        tk_free(tok);
-    if (rows == &own_rows)
-        tr_rows_close(&own_rows);
+        sample(r->out, r->m, r->rows, r->tok, r->T, o->sample_tokens, o->sample_temp, &r->rng);
+    return TR_OK;
+}
+
+static void run_close(tr_run *r)
+{
+    if (r->ld)
+        tr_loader_close(r->ld); /* before the backend: its buffers may be the backend's (pinned) */
+    if (r->be)
+        r->ops->destroy(r->be);
+    if (r->logf)
+        fclose(r->logf);
+    tr_batch_free(&r->vb);
+    free(r->st);
+    free(r->sp);
+    free(r->sm);
+    tr_model_free(r->m);
+    if (r->tok)
+        tk_free(r->tok);
+    if (r->rows == &r->own_rows)
+        tr_rows_close(&r->own_rows);
+}
+
+int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen)
+{
+    tr_run r;
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    err[0] = 0;
+    r.o = o;
+    r.res = res;
+    r.err = err;
+    r.errlen = errlen;
+    r.out = o->out ? o->out : stdout;
+    int rc = run_open(&r);
+    if (!rc)
+        rc = run_plan(&r);
+    if (!rc)
+        rc = run_allocate(&r);
+    for (uint64_t step = r.step0; !rc && step < r.end; step++)
+        rc = run_step(&r, step);
+    if (!rc)
+        rc = run_finish(&r);
+    run_close(&r);
     return rc;
 }

@@ -1,0 +1,147 @@
+/* backend_cpu.c - the CPU reference backend (train/backend.h): the math of
+ * train/model.h on the trainer's host model itself (no copy: params, grads
+ * and AdamW moments are the buffers checkpoints read and write).
+ *
+ * Gradient accumulation: every micro-batch adds the gradient of its summed
+ * per-token loss (grad_scale 1); step divides the step's gradient by the
+ * number of target tokens in the whole step (token-mean loss of the step,
+ * not the mean of micro-batch means), clips, then AdamW. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kn.h"
+#include "model.h"
+#include "tr.h"
+
+struct tr_backend {
+    tr_model *m; /* borrowed: the trainer's host model */
+};
+
+int tr_backend_model_err(int rc)
+{
+    return rc == TR_MODEL_ENOMEM ? TR_ERR_NOMEM : rc == TR_MODEL_EINVAL ? TR_ERR_ARG : TR_ERR_INTERNAL;
+}
+
+static int cpu_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
+{
+    memset(info, 0, sizeof *info);
+    if (o->precision != TR_FP32) {
+        snprintf(err, errlen, "--precision %s: the CPU reference trains in fp32 (bf16/fp16 are GPU precisions; "
+                              "--plan accounts for them)", tr_precision_name(o->precision));
+        return TR_ERR_ARG;
+    }
+    return TR_OK;
+}
+
+static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    tr_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "cannot allocate the model");
+        return TR_ERR_NOMEM;
+    }
+    b->m = a->host;
+    /* activations for the planned micro-batch now: nothing grows later */
+    int mr = tr_model_reserve(b->m, a->B, a->T);
+    if (mr) {
+        free(b);
+        snprintf(err, errlen, "cannot allocate the model");
+        return tr_backend_model_err(mr);
+    }
+    *out = b;
+    return TR_OK;
+}
+
+static void cpu_destroy(tr_backend *b) { free(b); }
+
+static int cpu_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
+                         size_t errlen)
+{
+    /* the checkpoint was loaded into the host model, which is ours */
+    (void)b, (void)host, (void)extra, (void)opt_step, (void)err, (void)errlen;
+    return TR_OK;
+}
+
+static int cpu_zero_grad(tr_backend *b, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    tr_model_zero_grad(b->m);
+    return TR_OK;
+}
+
+static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
+                     uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
+{
+    (void)wait_s; /* computed from the loader's buffer: no upload */
+    int mr = tr_model_fwd_bwd(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL,
+                              1.0f, loss_sum, n_targets);
+    tr_loader_release(ld);
+    if (mr) {
+        snprintf(err, errlen, "model step failed");
+        return tr_backend_model_err(mr);
+    }
+    return TR_OK;
+}
+
+static int cpu_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets,
+                    uint64_t opt_step, float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
+{
+    const tr_model_config *c = tr_model_get_config(b->m);
+    if (n_targets)
+        kn_scale_ref(tr_model_grads(b->m), tr_model_param_count(c), (float)(1.0 / (double)n_targets));
+    tr_model_clip_grad_norm(b->m, grad_clip, gnorm);
+    int mr = tr_model_adamw_step(b->m, h, (int)opt_step, NULL);
+    if (mr) {
+        snprintf(err, errlen, "optimiser step failed");
+        return tr_backend_model_err(mr);
+    }
+    *skipped = 0;
+    *scale = 1.0f;
+    return TR_OK;
+}
+
+static int cpu_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets,
+                    char *err, size_t errlen)
+{
+    int mr = tr_model_forward(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL,
+                              loss_sum, n_targets);
+    if (mr) {
+        snprintf(err, errlen, "validation forward failed");
+        return tr_backend_model_err(mr);
+    }
+    return TR_OK;
+}
+
+static int cpu_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen)
+{
+    (void)b, (void)host, (void)moments, (void)extra, (void)err, (void)errlen; /* host model = our state */
+    return TR_OK;
+}
+
+static void cpu_mem_report(tr_backend *b, tr_backend_mem *out)
+{
+    (void)b;
+    memset(out, 0, sizeof *out);
+}
+
+const tr_backend_ops tr_backend_cpu = {
+    .name = "cpu",
+    .device = TR_DEV_CPU,
+    .device_memory = 0,
+    .ckpt_extra = 0,
+    .loss_scale = 0,
+    .probe = cpu_probe,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .loader_hooks = NULL,
+    .set_state = cpu_set_state,
+    .zero_grad = cpu_zero_grad,
+    .micro = cpu_micro,
+    .reduce = NULL,
+    .step = cpu_step,
+    .eval = cpu_eval,
+    .get_state = cpu_get_state,
+    .mem_report = cpu_mem_report,
+};
