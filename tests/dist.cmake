@@ -28,3 +28,6 @@ if(MKS_ENABLE_CUDA)
 endif()
 # `mkshards build --part auto`: K/N from the launcher's environment.
 mks_add_test(test_dist_part SOURCES test_dist_part.c LIBS ds tk LABELS cpu TIMEOUT 30)
+# The per-rank plan: llmtrain --plan --world N --zero 0|1.
+add_test(NAME dist_plan COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_plan.sh $<TARGET_FILE:llmtrain>)
+set_tests_properties(dist_plan PROPERTIES LABELS cpu TIMEOUT 60)

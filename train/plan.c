@@ -37,6 +37,24 @@ static void item(tr_plan_out *o, const char *name, uint64_t fixed, uint64_t per_
 
 static uint64_t dtype_bytes(tr_precision p) { return p == TR_FP32 ? 4 : 2; }
 
+static uint64_t world_of(const tr_plan_in *in) { return in->world > 1 ? (uint64_t)in->world : 1; }
+
+/* Elements of P a rank holds when sharded over the world (ZeRO-1): the
+ * shard of train/comm.h, ceil(P / world). */
+static uint64_t shard_of(const tr_plan_in *in, uint64_t P)
+{
+    uint64_t w = world_of(in);
+    return in->zero ? P / w + (P % w != 0) : P;
+}
+
+/* Data-parallel lines (train/comm.h, train/comm_nccl.h): the host
+ * communicator's all-reduce bucket (TR_COMM_DEFAULT_BUCKET floats, CPU and
+ * GPU runs: the GPU run bootstraps NCCL over it); NCCL's own channel buffers
+ * (GPU, outside the arena): an estimate, 32 channels x 2 ring links x the
+ * default NCCL_BUFFSIZE of 4 MiB. */
+#define TR_PLAN_COMM_BUCKET_BYTES (4ull << 20)
+#define TR_PLAN_NCCL_BUFFERS (32ull * 2 * (4ull << 20))
+
 /* Evaluate the table for one B. Returns the total of the budgeted side. */
 static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o)
 {
@@ -57,7 +75,10 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
         (void)m1;
         item(o, "parameters (fp32)", mm.params, 0, B, "host");
         item(o, "gradients (fp32)", mm.grads, 0, B, "host");
-        item(o, "AdamW m+v (fp32)", mm.adam, 0, B, "host");
+        if (in->zero && world_of(in) > 1)
+            item(o, "AdamW m+v (fp32, 1/N shard: ZeRO-1)", 8 * shard_of(in, P), 0, B, "host");
+        else
+            item(o, "AdamW m+v (fp32)", mm.adam, 0, B, "host");
         /* activations: split into per-layer and the rest for the table */
         uint64_t per_tok_layer = 4 * (16 * C + 4);
         uint64_t att_layer = 4 * NH * T * T;
@@ -72,6 +93,8 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
              (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
         item(o, "runtime (per thread: stack, malloc arena, code pages)",
              (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * TR_PLAN_CPU_RUNTIME_PER_THREAD, 0, B, "host");
+        if (world_of(in) > 1)
+            item(o, "communication buffer (all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
         uint64_t tot = 0;
         for (int i = 0; i < o->n_items; i++)
             tot += o->items[i].bytes;
@@ -84,10 +107,15 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
     uint64_t ab = dtype_bytes(in->precision);
     int mixed = in->precision != TR_FP32;
     item(o, mixed ? "parameters (compute copy, 16-bit)" : "parameters (fp32)", P * ab, 0, B, "device");
+    int zero = in->zero && world_of(in) > 1;
+    uint64_t Ppad = P; /* NCCL's reduce-scatter / all-gather: world equal shards */
+    if (world_of(in) > 1)
+        Ppad = (P / world_of(in) + (P % world_of(in) != 0)) * world_of(in);
     if (mixed)
-        item(o, "master weights (fp32)", P * 4, 0, B, "device");
-    item(o, "gradients (fp32)", P * 4, 0, B, "device");
-    item(o, "AdamW m+v (fp32)", P * 8, 0, B, "device");
+        item(o, zero ? "master weights (fp32, 1/N shard: ZeRO-1)" : "master weights (fp32)", shard_of(in, P) * 4, 0,
+             B, "device");
+    item(o, "gradients (fp32)", Ppad * 4, 0, B, "device");
+    item(o, zero ? "AdamW m+v (fp32, 1/N shard: ZeRO-1)" : "AdamW m+v (fp32)", shard_of(in, P) * 8, 0, B, "device");
     /* per token, per layer, stored for backward. The CUDA attention is
      * flash-style: it never stores the NH x T probabilities, only a fp32
      * log-sum-exp per head (4*NH bytes) and recomputes tiles in backward. */
@@ -145,6 +173,10 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
     item(o, "cuBLAS workspace", TR_PLAN_CUBLAS_WS, 0, B, "device");
     item(o, "CUDA context (outside the arena)", TR_PLAN_CUDA_CTX, 0, B, "device");
     item(o, "pinned loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
+    if (world_of(in) > 1) {
+        item(o, "NCCL buffers (estimate; outside the arena)", TR_PLAN_NCCL_BUFFERS, 0, B, "device");
+        item(o, "communication buffer (host all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
+    }
     (void)lb1;
     uint64_t dev = 0, host = 0;
     for (int i = 0; i < o->n_items; i++) {
@@ -260,7 +292,7 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
     if (!in || in->seq_len < 1 || in->n_layer < 1 || in->n_head < 1 || in->n_embd < 1 || in->vocab_size < 1 ||
         in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2 ||
         (uint32_t)in->seq_len > TR_MAX_SEQ_LEN || (uint32_t)in->max_seq > TR_MAX_ROW_LEN ||
-        in->vocab_size > TR_MAX_VOCAB)
+        in->vocab_size > TR_MAX_VOCAB || in->world < 0 || in->world > (1 << 20) || in->zero < 0 || in->zero > 1)
         return TR_ERR_ARG;
     tr_model_config mc;
     if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
@@ -273,7 +305,10 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
         return TR_ERR_ARG;
     o->rows_per_step = (int)R;
     o->budget = in->mem_budget;
-    int Bt = max_rows_tokens(in, (int)R);
+    /* world > 1: each rank takes its share of the step's rows, so a
+     * micro-batch is never longer than ceil(R / world) rows */
+    uint64_t share = (R + world_of(in) - 1) / world_of(in);
+    int Bt = max_rows_tokens(in, (int)share);
     /* linear model of the total in B */
     tr_plan_out t1, t2;
     uint64_t c1 = eval(in, &mc, 1, &t1), c2 = eval(in, &mc, 2, &t2);
@@ -306,6 +341,7 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
     o->micro_rows = B;
     o->rows_per_step = (int)R;
     o->n_micro = B > 0 ? (int)((R + (uint64_t)B - 1) / (uint64_t)B) : 0;
+    o->rank_micro = (int)(((uint64_t)o->n_micro + world_of(in) - 1) / world_of(in));
     o->micro_tokens = (uint64_t)B * (uint64_t)in->seq_len;
     o->step_tokens = R * (uint64_t)in->seq_len;
     o->total_bytes = tot;
@@ -347,6 +383,9 @@ void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
                "rows = %" PRIu64 " tokens per step\n",
             o->micro_rows, in->seq_len, o->micro_tokens, in->token_budget, o->n_micro, o->rows_per_step,
             o->step_tokens);
+    if (in->world > 1)
+        fprintf(f, "  per rank of %d (ZeRO-%d): up to %d micro-batches per step; every line below is one rank's\n",
+                in->world, in->zero, o->rank_micro);
     fprintf(f, "  %-58s %6s %16s %12s\n", "item", "where", "bytes", "");
     for (int i = 0; i < o->n_items; i++) {
         human(h, sizeof h, o->items[i].bytes);
@@ -391,6 +430,8 @@ void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
                "\"micro_tokens\":%" PRIu64 ",\"rows_per_step\":%d,\"n_micro\":%d,\"step_tokens\":%" PRIu64 ",",
             in->seq_len, in->token_budget, in->batch_tokens, o->micro_rows, o->micro_tokens, o->rows_per_step,
             o->n_micro, o->step_tokens);
+    fprintf(f, "\"world\":%d,\"zero\":%d,\"rank_micro\":%d,", in->world > 1 ? in->world : 1, in->zero,
+            o->rank_micro);
     fprintf(f, "\"mem_budget\":%" PRIu64 ",\"fixed_bytes\":%" PRIu64 ",\"per_row_bytes\":%" PRIu64
                ",\"total_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 ",\"device_bytes\":%" PRIu64 ",\"items\":[",
             o->budget, o->fixed_bytes, o->per_row_bytes, o->total_bytes, o->host_bytes, o->device_bytes);

@@ -180,6 +180,8 @@ typedef struct {
     int doc_mask;
     int force_micro_rows;     /* >0: evaluate exactly this B (no search) */
     int cpu_threads;          /* kernel threads (CPU workspaces); 0 = 1 */
+    int world;                /* data-parallel ranks (0 = 1): the plan is per rank */
+    int zero;                 /* 1: ZeRO-1, AdamW state (and mixed-precision master weights) sharded */
 } tr_plan_in;
 
 enum { TR_PLAN_MAX_ITEMS = 32 };
@@ -205,6 +207,7 @@ typedef struct {
     uint64_t params;           /* parameter count */
     int n_items;
     tr_plan_item items[TR_PLAN_MAX_ITEMS];
+    int rank_micro;            /* micro-batches per step of the busiest rank (world > 1) */
     char reason[512];          /* why it does not fit */
     char advice[1024];         /* what would make it fit */
 } tr_plan_out;

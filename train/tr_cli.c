@@ -50,6 +50,8 @@ static const char *usage_text =
     "                        the CPU, 80GiB for --device cuda\n"
     "  --plan                print the memory plan and exit (0 fits, 3 does not)\n"
     "  --json                plan as JSON\n"
+    "  --world N  --zero 0|1 plan one rank of N data-parallel ranks (ZeRO-1: AdamW state\n"
+    "                        sharded over the ranks; docs/cluster.md)\n"
     "  --vocab-size V        vocabulary for --plan without --data (50257)\n"
     "Checkpoints, logs, evaluation:\n"
     "  --log FILE            JSON lines, one per step (step, loss, tokens, lr, ...)\n"
@@ -127,7 +129,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     enum {
         O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
         O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
-        O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP
+        O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO
     };
     static const struct option lo[] = {
         {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
@@ -146,7 +148,9 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         {"tokenizer", required_argument, 0, O_TOK},   {"nbuf", required_argument, 0, O_NBUF},
         {"stop-after", required_argument, 0, O_STOP}, {"log-every", required_argument, 0, O_LOGE},
         {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
-        {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+        {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
+        {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},       {0, 0, 0, 0}};
+    uint64_t world = 0, zero = 0;
     optind = 0;
     opterr = 0;
     int c;
@@ -203,12 +207,15 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         case O_QUIET: o.quiet = 1; break;
         case O_NOVERIFY: o.no_verify = 1; break;
         case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, 1, TR_MAX_VOCAB, &vocab); break;
+        case O_WORLD: r = pu64(prog, "--world", optarg, 1, 1u << 20, &world); break;
+        case O_ZERO: r = pu64(prog, "--zero", optarg, 0, 1, &zero); break;
         case 'h':
         case O_HELP:
             if (plan_only)
                 printf("Usage: %s --model tiny|d12|d24|d36|d48 --seq-len L --token-budget N --batch-tokens M\n"
                        "          [--data DIR | --vocab-size V] [--device cpu|cuda] [--precision fp32|bf16|fp16]\n"
-                       "          [--recompute 0|1|2] [--mem-budget BYTES|NGiB] [--nbuf K] [--json]\n\n"
+                       "          [--recompute 0|1|2] [--mem-budget BYTES|NGiB] [--nbuf K] [--json]\n"
+                       "          [--world N] [--zero 0|1]\n\n"
                        "The trainer's memory plan (same as llmtrain --plan): exact bytes per item, the\n"
                        "largest micro-batch under the token and memory budgets. Table: docs/memory-plan.md.\n"
                        "Exit codes: 0 fits, 3 does not fit (with the reasons and what would fit),\n"
@@ -283,6 +290,8 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         pi.nbuf = o.nbuf;
         pi.doc_mask = o.doc_mask;
         pi.cpu_threads = kn_num_threads();
+        pi.world = (int)world;
+        pi.zero = (int)zero;
         if (o.device == TR_DEV_CUDA && !pi.mem_budget) {
             pi.mem_budget = 80ull << 30;
             if (!json)
@@ -303,6 +312,9 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         return X_OK;
     }
 
+    if (world || zero)
+        return uerr(prog, "%s", "--world and --zero are --plan options for now (data-parallel training under mpirun "
+                                "is not wired into the run loop yet; docs/cluster.md)");
     if (!o.data_dir)
         return uerr(prog, "%s", "missing --data DIR (a shard set from 'mkshards build')");
     if (o.resume && !o.ckpt_dir)
