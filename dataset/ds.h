@@ -24,7 +24,11 @@ enum {
     DS_ERR_FORMAT = -3,   /* unknown input kind */
     DS_ERR_ZSTD = -4,     /* truncated or corrupt zstd stream (fatal for that file) */
     DS_ERR_ARG = -5,
-    DS_ERR_INTERNAL = -6
+    DS_ERR_INTERNAL = -6,
+    DS_ERR_BUSY = -7,     /* an output folder is locked by another build or merge */
+    DS_ERR_CONFLICT = -8, /* an output would overwrite an input, or a folder holds another build */
+    DS_ERR_EMPTY = -9,    /* nothing to write (no document, or every record rejected) */
+    DS_ERR_CANCELED = -10 /* the caller's callback asked to stop */
 };
 const char *ds_strerror(int err);
 
@@ -42,6 +46,25 @@ int ds_same_file(const char *a, const char *b);
 /* 1 when PATH is DIR or lies inside it (symbolic links and .. resolved; PATH
  * need not exist yet), 0 when not, -1 when either cannot be resolved. */
 int ds_path_within(const char *path, const char *dir);
+/* Refuse an output that would overwrite or land inside an input: OUT is
+ * compared with every entry of INPUTS (NULL and "-" skipped) by device +
+ * inode (ds_same_file: links and other names of the same file count) and,
+ * for inputs that are folders, by path containment (ds_path_within).
+ * DS_OK, or DS_ERR_CONFLICT with "OUT_LABEL 'OUT' is the same file as IN_WHAT
+ * 'IN': ..." (or "... lies inside the input folder ...") in err. */
+int ds_refuse_overwrite(const char *out_label, const char *out, const char *in_what, const char *const *inputs,
+                        size_t n_inputs, char *err, size_t errlen);
+/* Exclusive lock of an output folder for one writer (build, merge): opens
+ * DIR/.lock (0644, O_NOFOLLOW, regular file only), takes a non-blocking flock
+ * and writes the holder's pid into it. Returns the descriptor to keep open
+ * while writing (>= 0), DS_ERR_BUSY when another process holds it ("another
+ * WHAT holds DIR/.lock (pid N); wait for it to finish or use another --out"),
+ * or DS_ERR_IO / DS_ERR_ARG with a message. A process killed while holding it
+ * leaves DIR/.lock behind, which is harmless: the kernel released the flock. */
+int ds_lock_dir(const char *dir, const char *what, char *err, size_t errlen);
+/* Release ds_lock_dir's lock (fd < 0: nothing): unlinks DIR/.lock while still
+ * holding it (ds_lock_dir re-checks the inode it locked), then closes. */
+void ds_unlock_dir(const char *dir, int fd);
 
 /* ---------------------------------------------------------------- reader */
 
@@ -283,6 +306,156 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
 /* Fill the derived fields (mean, percentiles, policies, bins) of h from
  * per-document counts (exposed for tests and other tools). */
 int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_len);
+
+/* ---------------------------------------------------------------- encode
+ * Documents -> token ids, in input order: a reader thread fills batches, the
+ * calling thread encodes each batch on `threads` threads, and a writer thread
+ * hands the ids of the previous batch to `sink` while the next is encoded.
+ * docs/library.md shows a caller. */
+typedef struct {
+    const struct tk_tokenizer *tok;   /* required */
+    const char *const *inputs;        /* files, folders or "-" */
+    size_t n_inputs;
+    const char *field;                /* JSONL text field (NULL: "text") */
+    ds_doc_sep doc_sep;
+    int threads;                      /* 0: all cores */
+    size_t batch_docs;                /* documents per batch (0: 4096) */
+    uint64_t batch_bytes;             /* text per batch (0: 2 MiB) */
+    int use_special;                  /* 1: tk_encode_special with allowed / n_allowed */
+    const char *const *allowed;       /* special tokens allowed; n_allowed == (size_t)-1: all */
+    size_t n_allowed;
+    /* called once after the inputs opened, before anything is encoded (e.g.
+     * to create the output file); nonzero: stop, ds_encode returns DS_ERR_IO */
+    int (*begin)(void *user);
+    /* the ids of one document, in input order, on the writer thread;
+     * nonzero: stop, ds_encode returns DS_ERR_IO */
+    int (*sink)(const uint32_t *ids, size_t n, void *user);
+    /* a record the reader could not use (status != DS_REC_OK), on the reader
+     * thread; it is skipped */
+    void (*skipped)(const ds_record *rec, void *user);
+    void *user;
+} ds_encode_opts;
+void ds_encode_opts_init(ds_encode_opts *o);
+
+typedef struct {
+    uint64_t docs, bytes, tokens, skipped;
+    double encode_seconds;            /* inside the encode calls: CPU time of the calling thread
+                                         with 1 thread, wall time otherwise */
+} ds_encode_result;
+int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- build
+ * Raw documents -> fixed-length rows of token ids in shards (DIR/train-NNNNN.mks,
+ * DIR/val-NNNNN.mks), DIR/rejects.jsonl and, last, DIR/manifest.json
+ * (docs/shard-format.md). Pipeline: a reader thread fills batches; worker
+ * threads parse, validate and encode each document; the calling thread packs
+ * and writes in input order, so the bytes do not depend on the thread count.
+ * DIR is locked (ds_lock_dir) for the whole build, refused when it is, holds
+ * or lies inside an input, checkpointed (DIR/build.ckpt) so that a build
+ * interrupted at any point continues where it stopped, and left alone when it
+ * already holds the same build. docs/library.md shows a caller. */
+typedef enum { DS_PACK_CONCAT = 0, DS_PACK_BFD = 1, DS_PACK_NONE = 2 } ds_pack;
+typedef enum { DS_OL_TRUNCATE = 0, DS_OL_CHUNK = 1, DS_OL_DROP = 2 } ds_over_long;
+
+#define DS_BUILD_HIST_BINS 40
+#define DS_BUILD_MAX_PARTS 1000000 /* part_n at most */
+
+/* Why a record was rejected (rejects.jsonl "reason"; ds_reject_reason_name). */
+enum {
+    DS_REJ_ZSTD = 0, DS_REJ_JSON, DS_REJ_FIELD_MISSING, DS_REJ_FIELD_TYPE, DS_REJ_TOO_LARGE, DS_REJ_UTF8,
+    DS_REJ_NUL, DS_REJ_OVERLONG_DROP, DS_REJ_COUNT
+};
+const char *ds_reject_reason_name(int reason);
+
+/* Accounting: the manifest's "accounting"; every counter adds up across parts. */
+typedef struct {
+    uint64_t records, bytes_in;                   /* every record the reader produced */
+    uint64_t docs_whole, docs_truncated, docs_chunked, docs_dropped, docs_rejected;
+    uint64_t tok_whole, tok_trunc_kept, tok_trunc_lost, tok_chunked, tok_dropped;
+    uint64_t eot, pad, pieces;                    /* EOT tokens written, pad tokens, bfd/chunk pieces */
+    uint64_t rejected_bytes;
+    uint64_t reasons[16];                         /* rejects per reason (DS_REJ_*) */
+    uint64_t docs_split[2], rows[2], shards[2];   /* per split (train, val) */
+    uint64_t hist[DS_BUILD_HIST_BINS];            /* accepted documents by token count: bin 0 = 0,
+                                                     bin k = [2^(k-1), 2^k) */
+} ds_build_account;
+
+typedef enum {
+    DS_BUILD_EV_PROGRESS = 0, /* after every batch (records, bytes_in, tokens, est_bytes, seconds, last) */
+    DS_BUILD_EV_REBUILD,      /* DIR holds a build with this configuration that fails verification
+                                 (detail says why): it is built again */
+    DS_BUILD_EV_RESUME,       /* continuing from DIR/build.ckpt after `records` records, `shards` shards */
+    DS_BUILD_EV_CKPT_FAILED   /* a checkpoint could not be written (the build goes on) */
+} ds_build_event_kind;
+
+typedef struct {
+    ds_build_event_kind kind;
+    uint64_t records, bytes_in, tokens; /* so far */
+    uint64_t est_bytes;                 /* estimated input bytes (zstd frames: content size or 4x) */
+    double seconds;                     /* since the pipeline started */
+    int last;                           /* PROGRESS: the inputs are all read */
+    size_t shards;                      /* RESUME: shards already written */
+    const char *detail;                 /* REBUILD: why */
+} ds_build_event;
+
+/* Return nonzero to cancel: ds_build stops at the next batch boundary and
+ * returns DS_ERR_CANCELED; DIR keeps its checkpoint, so a later build with the
+ * same options continues from it. */
+typedef int (*ds_build_callback)(const ds_build_event *ev, void *user);
+
+typedef struct {
+    const struct tk_tokenizer *tok;   /* required (needs <|endoftext|>); not freed */
+    const char *tokenizer_spec;       /* as the user gave it: recorded in the manifest's config */
+    const char *const *inputs;        /* files, folders (recursive, sorted) or "-" */
+    size_t n_inputs;
+    const char *out_dir;              /* created */
+    uint32_t seq_len;                 /* L, 1..2^24 */
+    ds_pack pack;                     /* default concat */
+    ds_over_long over_long;           /* pack none: documents longer than L (document + EOT) */
+    uint64_t bfd_window;              /* rows per BFD window (1024); bfd_window x L < 2^31 */
+    double val_fraction;              /* 0 <= F < 1, by document hash */
+    uint64_t seed;                    /* per-shard row shuffle */
+    int shuffle;                      /* 1 (default) */
+    uint64_t shard_tokens;            /* target tokens per shard (32 Mi) */
+    int zstd_level;                   /* 0: uncompressed rows */
+    uint32_t frame_rows;              /* rows per zstd frame (64) */
+    const char *field;                /* JSONL text field (NULL: "text") */
+    ds_doc_sep doc_sep;
+    uint32_t part_k, part_n;          /* build part K of N of the input files (1/1) */
+    int threads;                      /* 0: all cores */
+    uint64_t batch_bytes;             /* text read per batch (32 MiB) */
+    int force;                        /* replace a build with another configuration in DIR */
+    double checkpoint_seconds;        /* between checkpoints (0.5; 0: after every batch that wrote a shard) */
+    ds_build_callback callback;       /* progress, notices, cancellation (NULL: none) */
+    void *user;
+} ds_build_opts;
+void ds_build_opts_init(ds_build_opts *o);
+
+typedef struct {
+    int up_to_date;        /* 1: DIR already held this build, checked and left alone */
+    size_t n_checked;      /* up_to_date: shards verified */
+    int resumed;           /* continued from a checkpoint */
+    size_t n_shards;       /* shards in the manifest */
+    ds_build_account acc;  /* the manifest's accounting */
+    double seconds;        /* from the start of the pipeline to the manifest */
+} ds_build_result;
+
+/* DS_OK; DS_ERR_ARG (bad option: err names it), DS_ERR_CONFLICT (DIR is,
+ * holds or lies in an input; DIR holds a build with another configuration and
+ * force is 0), DS_ERR_BUSY (DIR is locked), DS_ERR_EMPTY (no row written: no
+ * document or every one rejected or dropped; no manifest), DS_ERR_CANCELED,
+ * DS_ERR_IO / DS_ERR_NOMEM / other (err says what). err holds one line
+ * without a trailing newline. res may be NULL. */
+int ds_build(const ds_build_opts *opts, ds_build_result *res, char *err, size_t errlen);
+
+/* Join the outputs of builds with part 1/N .. N/N (any order) into out_dir:
+ * the bytes a single build would have written. Every shard of every part is
+ * verified against its manifest before anything is written; out_dir is
+ * locked. n_shards/rows_train/rows_val: of the merged set (may be NULL).
+ * DS_OK; DS_ERR_ARG (out_dir is one of the parts), DS_ERR_BUSY, DS_ERR_FORMAT
+ * (parts missing, duplicated, mismatched or damaged) or DS_ERR_IO / NOMEM. */
+int ds_merge(const char *out_dir, const char *const *part_dirs, size_t n_parts, size_t *n_shards,
+             uint64_t *rows_train, uint64_t *rows_val, char *err, size_t errlen);
 
 /* `--part auto`: the part K of N (1 <= K <= N) this process builds, from the
  * launcher's environment: its rank and size (mpirun: OMPI_COMM_WORLD_RANK /

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,4 +95,94 @@ int ds_path_within(const char *path, const char *dir) {
     size_t n = strlen(d);
     if (!strcmp(d, "/")) return 1;
     return strncmp(p, d, n) == 0 && (p[n] == 0 || p[n] == '/');
+}
+
+int ds_refuse_overwrite(const char *out_label, const char *out, const char *in_what, const char *const *inputs,
+                        size_t n_inputs, char *err, size_t errlen) {
+    if (!out || !*out || !strcmp(out, "-")) return DS_OK;
+    for (size_t i = 0; i < n_inputs; i++) {
+        const char *in = inputs[i];
+        if (!in || !*in || !strcmp(in, "-")) continue;
+        if (ds_same_file(out, in)) {
+            if (err)
+                snprintf(err, errlen,
+                         "%s '%s' is the same file as %s '%s': writing it would destroy the input; "
+                         "choose another output path",
+                         out_label, out, in_what, in);
+            return DS_ERR_CONFLICT;
+        }
+        struct stat st;
+        if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1) {
+            if (err)
+                snprintf(err, errlen,
+                         "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
+                         "choose an output outside it",
+                         out_label, out, in);
+            return DS_ERR_CONFLICT;
+        }
+    }
+    return DS_OK;
+}
+
+int ds_lock_dir(const char *dir, const char *what, char *err, size_t errlen) {
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/.lock", dir) >= (int)sizeof path) {
+        if (err) snprintf(err, errlen, "output folder path too long: %s", dir);
+        return DS_ERR_ARG;
+    }
+    for (int attempt = 0;; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+        struct stat st, now;
+        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            if (err)
+                snprintf(err, errlen, "cannot open the lock file '%s': %s", path,
+                         fd < 0 ? strerror(errno) : "not a regular file");
+            if (fd >= 0) close(fd);
+            return DS_ERR_IO;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno, busy = e == EWOULDBLOCK || e == EAGAIN;
+            if (busy) {
+                char buf[32] = "";
+                ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+                long pid = 0;
+                if (n > 0) {
+                    buf[n] = 0;
+                    pid = strtol(buf, NULL, 10);
+                }
+                if (err && pid > 0)
+                    snprintf(err, errlen, "another %s holds %s (pid %ld); wait for it to finish or use another --out",
+                             what, path, pid);
+                else if (err)
+                    snprintf(err, errlen, "another %s holds %s; wait for it to finish or use another --out", what,
+                             path);
+            } else if (err) {
+                snprintf(err, errlen, "cannot lock '%s': %s", path, strerror(e));
+            }
+            close(fd);
+            return busy ? DS_ERR_BUSY : DS_ERR_IO;
+        }
+        /* the holder before us unlinks the file while it still holds the lock
+         * (ds_unlock_dir): a lock on an inode no longer at PATH protects
+         * nothing, so open the new one */
+        if (lstat(path, &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+            close(fd);
+            if (attempt < 100) continue;
+            if (err) snprintf(err, errlen, "cannot lock '%s': it keeps being replaced", path);
+            return DS_ERR_BUSY;
+        }
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            /* the lock is held all the same; only the pid in messages is missing */
+        }
+        return fd;
+    }
+}
+
+void ds_unlock_dir(const char *dir, int fd) {
+    if (fd < 0) return;
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/.lock", dir) < (int)sizeof path) unlink(path); /* while still held */
+    close(fd);
 }

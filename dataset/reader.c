@@ -30,6 +30,10 @@ const char *ds_strerror(int err) {
     case DS_ERR_ZSTD: return "truncated or corrupt zstd stream";
     case DS_ERR_ARG: return "invalid argument";
     case DS_ERR_INTERNAL: return "internal error";
+    case DS_ERR_BUSY: return "the output folder is locked by another writer";
+    case DS_ERR_CONFLICT: return "the output would overwrite an input or another build";
+    case DS_ERR_EMPTY: return "nothing to write";
+    case DS_ERR_CANCELED: return "canceled";
     default: return "unknown error";
     }
 }

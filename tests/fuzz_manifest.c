@@ -2,8 +2,8 @@
  * as DIR/manifest.json next to two valid shards (train-00000.mks,
  * val-00000.mks; tests/hostile_shards_util.h), then ds_manifest_load,
  * ds_shardset_open (cheap and VERIFY) with every row read, and the tools'
- * parsers of config and accounting (tools/shards_common.c is compiled into
- * this target: it lives in the mkshards executable, not in a library).
+ * parsers of config and accounting (ds_build_config_from_json /
+ * ds_build_account_from_json, dataset/build_manifest.c).
  * Seeds: hostile_shards_gen corpus-manifest. */
 #include <stdint.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../tools/shards_common.c"
+#include "build_internal.h"
 #include "hostile_shards_util.h"
 
 static char g_dir[64];
@@ -55,11 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (hs_write(p, data, size)) return 0;
     ds_manifest m;
     if (ds_manifest_load(g_dir, &m, err, sizeof err) == DS_OK) {
-        sh_config c;
-        sh_account a;
-        sh_config_from_json(json_object_get(m.root, "config"), &c, err, sizeof err);
-        sh_config_free(&c);
-        sh_account_from_json(json_object_get(m.root, "accounting"), &a, err, sizeof err);
+        ds_build_config c;
+        ds_build_account a;
+        ds_build_config_from_json(json_object_get(m.root, "config"), &c, err, sizeof err);
+        ds_build_config_free(&c);
+        ds_build_account_from_json(json_object_get(m.root, "accounting"), &a, err, sizeof err);
         ds_manifest_free(&m);
     }
     for (int flags = 0; flags <= DS_SHARD_OPEN_VERIFY; flags += DS_SHARD_OPEN_VERIFY) {

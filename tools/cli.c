@@ -196,27 +196,11 @@ int cli_parse_part(const char *cmd, const char *opt, const char *s, long max_n, 
 int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, const char *in_what,
                          const char *const *inputs, size_t n_inputs)
 {
-    if (!out || !*out || !strcmp(out, "-"))
+    char err[9000];
+    if (ds_refuse_overwrite(out_opt, out, in_what, inputs, n_inputs, err, sizeof err) == DS_OK)
         return 0;
-    for (size_t i = 0; i < n_inputs; i++) {
-        const char *in = inputs[i];
-        if (!in || !*in || !strcmp(in, "-"))
-            continue;
-        if (ds_same_file(out, in)) {
-            cli_error(cmd, "%s '%s' is the same file as %s '%s': writing it would destroy the input; "
-                           "choose another output path",
-                      out_opt, out, in_what, in);
-            return EXIT_BAD_INPUT;
-        }
-        struct stat st;
-        if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1) {
-            cli_error(cmd, "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
-                           "choose an output outside it",
-                      out_opt, out, in);
-            return EXIT_BAD_INPUT;
-        }
-    }
-    return 0;
+    cli_error(cmd, "%s", err);
+    return EXIT_BAD_INPUT;
 }
 
 static int add_existing(char paths[][CLI_TK_PATH_LEN], size_t *n, size_t max, const char *a, const char *b)
@@ -277,68 +261,16 @@ int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const c
 
 int cli_lock_dir(const char *cmd, const char *dir, const char *what)
 {
-    char path[4200];
-    if (snprintf(path, sizeof path, "%s/.lock", dir) >= (int)sizeof path) {
-        cli_error(cmd, "output folder path too long: %s", dir);
-        return -1;
-    }
-    for (int attempt = 0;; attempt++) {
-        int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
-        struct stat st, now;
-        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            cli_error(cmd, "cannot open the lock file '%s': %s", path, fd < 0 ? strerror(errno) : "not a regular file");
-            if (fd >= 0)
-                close(fd);
-            return -1;
-        }
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            int e = errno;
-            if (e == EWOULDBLOCK || e == EAGAIN) {
-                char buf[32] = "";
-                ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-                long pid = 0;
-                if (n > 0) {
-                    buf[n] = 0;
-                    pid = strtol(buf, NULL, 10);
-                }
-                if (pid > 0)
-                    cli_error(cmd, "another %s holds %s (pid %ld); wait for it to finish or use another --out", what,
-                              path, pid);
-                else
-                    cli_error(cmd, "another %s holds %s; wait for it to finish or use another --out", what, path);
-            } else {
-                cli_error(cmd, "cannot lock '%s': %s", path, strerror(e));
-            }
-            close(fd);
-            return -1;
-        }
-        /* the holder before us unlinks the file while it still holds the lock
-         * (cli_unlock_dir): a lock on an inode no longer at PATH protects
-         * nothing, so open the new one */
-        if (lstat(path, &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
-            close(fd);
-            if (attempt < 100)
-                continue;
-            cli_error(cmd, "cannot lock '%s': it keeps being replaced", path);
-            return -1;
-        }
-        char pid[32];
-        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
-            /* the lock is held all the same; only the pid in messages is missing */
-        }
-        return fd;
-    }
+    char err[4600];
+    int fd = ds_lock_dir(dir, what, err, sizeof err);
+    if (fd < 0)
+        cli_error(cmd, "%s", err);
+    return fd < 0 ? -1 : fd;
 }
 
 void cli_unlock_dir(const char *dir, int fd)
 {
-    if (fd < 0)
-        return;
-    char path[4200];
-    if (snprintf(path, sizeof path, "%s/.lock", dir) < (int)sizeof path)
-        unlink(path); /* while still held: see cli_lock_dir */
-    close(fd);
+    ds_unlock_dir(dir, fd);
 }
 
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out)

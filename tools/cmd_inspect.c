@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "ds.h"
-#include "shards_common.h"
+#include "build_internal.h"
 
 static const char k_usage[] =
     "Usage: mkshards inspect [options] DIR|SHARD\n"
@@ -55,15 +55,15 @@ static uint64_t ju(json_t *o, const char *k) {
     json_int_t v = json_integer_value(json_object_get(o, k));
     return v > 0 ? (uint64_t)v : 0;
 }
-/* for the fields ds_manifest_load / sh_*_from_json do not check: never NULL */
+/* for the fields ds_manifest_load / ds_build_*_from_json do not check: never NULL */
 static const char *js(json_t *o, const char *k) {
     const char *v = json_string_value(json_object_get(o, k));
     return v ? v : "?";
 }
 
-/* m, cfg and a were checked (ds_manifest_load, sh_config_from_json,
- * sh_account_from_json): every field printed here exists with its type. */
-static void print_manifest(const ds_manifest *man, const sh_config *cfg, const sh_account *a) {
+/* m, cfg and a were checked (ds_manifest_load, ds_build_config_from_json,
+ * ds_build_account_from_json): every field printed here exists with its type. */
+static void print_manifest(const ds_manifest *man, const ds_build_config *cfg, const ds_build_account *a) {
     json_t *m = man->root, *acc = json_object_get(m, "accounting");
     json_t *d = json_object_get(acc, "documents"), *t = json_object_get(acc, "tokens");
     char fp[65];
@@ -72,7 +72,7 @@ static void print_manifest(const ds_manifest *man, const sh_config *cfg, const s
            man->eot_id, fp);
     static const char *const packs[] = {"concat", "bfd", "none"}, *const ols[] = {"truncate", "chunk", "drop"};
     printf("rows         %u tokens, u%u; pack %s", man->seq_len, 8 * man->dtype_bytes, packs[cfg->pack]);
-    if (cfg->pack == PACK_NONE) printf(" (over-long: %s)", ols[cfg->over_long]);
+    if (cfg->pack == DS_PACK_NONE) printf(" (over-long: %s)", ols[cfg->over_long]);
     printf("; val fraction %g; seed %" PRIu64 "%s; zstd %d\n", cfg->val_fraction, cfg->seed,
            cfg->shuffle ? "" : " (no shuffle)", cfg->zstd_level);
     json_t *sp = json_object_get(m, "splits");
@@ -103,9 +103,9 @@ static void print_manifest(const ds_manifest *man, const sh_config *cfg, const s
     printf("    dropped     %12" PRIu64 "  %14" PRIu64 " tokens\n", a->docs_dropped, a->tok_dropped);
     printf("    rejected    %12" PRIu64 "  %14" PRIu64 " bytes", a->docs_rejected, a->rejected_bytes);
     int first = 1;
-    for (int r = 0; r < SH_R_COUNT; r++) {
-        if (a->reasons[r] && r != SH_R_OVERLONG_DROP) {
-            printf("%s%s %" PRIu64, first ? "  (" : ", ", sh_reason_name(r), a->reasons[r]);
+    for (int r = 0; r < DS_REJ_COUNT; r++) {
+        if (a->reasons[r] && r != DS_REJ_OVERLONG_DROP) {
+            printf("%s%s %" PRIu64, first ? "  (" : ", ", ds_reject_reason_name(r), a->reasons[r]);
             first = 0;
         }
     }
@@ -114,11 +114,11 @@ static void print_manifest(const ds_manifest *man, const sh_config *cfg, const s
     printf("  tokens        %" PRIu64 " in, %" PRIu64 " written (with %" PRIu64 " EOT), %" PRIu64 " padding\n",
            ju(t, "in"), ju(t, "written"), a->eot, a->pad);
     printf("  utilisation   %.32s (non-pad tokens / row tokens)\n", js(acc, "utilisation"));
-    /* at most SH_HIST_BINS (40) bins: the bounds 2^(i-1) .. 2^i - 1 fit in 64 bits */
+    /* at most DS_BUILD_HIST_BINS (40) bins: the bounds 2^(i-1) .. 2^i - 1 fit in 64 bits */
     uint64_t max = 0;
     long double tot = 0;
     int i0 = -1, n_bins = 0;
-    for (int i = 0; i < SH_HIST_BINS; i++) {
+    for (int i = 0; i < DS_BUILD_HIST_BINS; i++) {
         uint64_t c = a->hist[i];
         if (c > max) max = c;
         tot += (long double)c;
@@ -232,9 +232,9 @@ int cmd_inspect(int argc, char **argv) {
     json_t *m = NULL;
     ds_manifest man;
     memset(&man, 0, sizeof man);
-    sh_config cfg;
+    ds_build_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    sh_account acc;
+    ds_build_account acc;
     int rc = EXIT_OK;
     ds_shardset *set = NULL;
     ds_shard *one = NULL;
@@ -245,8 +245,8 @@ int cmd_inspect(int argc, char **argv) {
             return EXIT_BAD_INPUT;
         }
         m = man.root;
-        if (sh_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
-            sh_account_from_json(json_object_get(m, "accounting"), &acc, err, sizeof err)) {
+        if (ds_build_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
+            ds_build_account_from_json(json_object_get(m, "accounting"), &acc, err, sizeof err)) {
             cli_error(cmd, "%s: %s", man.path, err);
             rc = EXIT_BAD_INPUT;
             goto done;
@@ -351,7 +351,7 @@ done:
     if (tok) tk_free(tok);
     ds_shardset_close(set);
     ds_shard_close(one);
-    sh_config_free(&cfg);
+    ds_build_config_free(&cfg);
     ds_manifest_free(&man);
     return rc;
 }

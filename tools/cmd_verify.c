@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "ds.h"
-#include "shards_common.h"
+#include "build_internal.h"
 
 static const char k_usage[] =
     "Usage: mkshards verify [options] DIR|SHARD\n"
@@ -92,12 +92,12 @@ int cmd_verify(int argc, char **argv) {
     }
     json_t *m = man.root;
     int rc = EXIT_OK;
-    sh_config cfg;
-    sh_account a;
-    if (sh_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
-        sh_account_from_json(json_object_get(m, "accounting"), &a, err, sizeof err)) {
+    ds_build_config cfg;
+    ds_build_account a;
+    if (ds_build_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
+        ds_build_account_from_json(json_object_get(m, "accounting"), &a, err, sizeof err)) {
         cli_error(cmd, "%s: %s", man.path, err);
-        sh_config_free(&cfg);
+        ds_build_config_free(&cfg);
         ds_manifest_free(&man);
         return EXIT_BAD_INPUT;
     }
@@ -182,7 +182,7 @@ int cmd_verify(int argc, char **argv) {
         printf("ok: %s: %" PRIu64 " shards, %" PRIu64 " train rows, %" PRIu64 " val rows, %" PRIu64
                " tokens, all checksums match\n",
                target, n_sh[0] + n_sh[1], tot_rows[0], tot_rows[1], tot_tok[0] + tot_tok[1]);
-    sh_config_free(&cfg);
+    ds_build_config_free(&cfg);
     ds_manifest_free(&man);
     return rc;
 }

@@ -1,0 +1,213 @@
+/* encode.c - ds_encode: documents -> token ids in input order (see ds.h).
+ * The pipeline of pipeline.c: a reader thread fills batches while the
+ * calling thread encodes the previous one on `threads` threads, and a writer
+ * thread hands the ids of the batch before that to the caller's sink, so
+ * reading, encoding and writing overlap. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline_internal.h"
+#include "tk.h"
+
+void ds_encode_opts_init(ds_encode_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->doc_sep = DS_SEP_FILE;
+    o->batch_docs = 4096;
+    o->batch_bytes = 2ull << 20; /* small enough that reading, encoding and writing overlap */
+}
+
+/* ---- special-token encoding on the workers (tk_encode_batch has no specials) */
+typedef struct {
+    const ds_encode_opts *o;
+    const tk_span *docs;
+    tk_ids *outs;
+    atomic_int rc;
+} special_job;
+
+static void special_doc(void *ctx, int t, size_t i) {
+    (void)t;
+    special_job *j = ctx;
+    int rc = tk_encode_special(j->o->tok, j->docs[i].text, j->docs[i].len, j->o->allowed,
+                               j->o->n_allowed, &j->outs[i]);
+    if (rc != TK_OK) atomic_store(&j->rc, rc);
+}
+
+static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *docs, size_t n, tk_ids *outs) {
+    if (!o->use_special) return tk_encode_batch(o->tok, docs, n, threads, outs);
+    special_job j = {.o = o, .docs = docs, .outs = outs};
+    atomic_init(&j.rc, TK_OK);
+    ds_parallel_for(n, threads > (int)n ? (int)n : threads, special_doc, &j, &j.rc);
+    return atomic_load(&j.rc);
+}
+
+/* ---- writer thread: hands set k to the sink while set k+1 is encoded */
+typedef struct {
+    const ds_encode_opts *o;
+    tk_ids *set[2];
+    size_t n[2];
+    int last[2];
+    ds_handoff h; /* set full: encoded, waiting to be written; free: for the encoder */
+    int failed;   /* the sink failed; set before the writer stops */
+    pthread_t thread;
+    int started, inited;
+} writer;
+
+static void *writer_main(void *arg) {
+    writer *w = arg;
+    for (unsigned k = 0;; k ^= 1) {
+        if (ds_handoff_wait_full(&w->h, k)) return NULL; /* stopped while idle */
+        int failed = 0;
+        for (size_t i = 0; i < w->n[k]; i++) {
+            tk_ids *v = &w->set[k][i];
+            if (!failed && w->o->sink && w->o->sink(v->ids, v->len, w->o->user)) failed = 1;
+            /* do not keep a huge id array around after one giant document */
+            if (v->cap > (16u << 20)) {
+                tk_ids_free(v);
+                memset(v, 0, sizeof *v);
+            }
+        }
+        if (failed) {
+            w->failed = 1;
+            ds_handoff_stop(&w->h); /* wakes the encoder waiting for this set */
+            return NULL;
+        }
+        int last = w->last[k];
+        ds_handoff_release(&w->h, k);
+        if (last) return NULL;
+    }
+}
+
+typedef struct {
+    const ds_encode_opts *o;
+    ds_encode_result *res;
+    char *err;
+    size_t errlen;
+    int threads;
+    ds_reader *rd;
+    ds_pipeline pl;
+    writer wr;
+    tk_span *spans;
+    tk_ids *ids;
+} encoder;
+
+static void on_bad(const ds_record *rec, void *user) {
+    const ds_encode_opts *o = user;
+    if (o->skipped) o->skipped(rec, o->user);
+}
+
+static int enc_fail(encoder *e, int rc, const char *msg) {
+    snprintf(e->err, e->errlen, "%s", msg);
+    return rc;
+}
+
+/* One batch: encode, count, hand to the writer. 1 after the last batch. */
+static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)(void)) {
+    if (b->fatal) return enc_fail(e, DS_ERR_IO, b->errmsg);
+    /* the id set of this parity must have been written out */
+    if (ds_handoff_wait_free(&e->wr.h, k) || e->wr.failed) return enc_fail(e, DS_ERR_IO, "the output sink failed");
+    tk_ids *set = e->wr.set[k];
+    size_t nb = b->n;
+    for (size_t i = 0; i < nb; i++) {
+        e->spans[i].text = b->arena + b->recs[i].off;
+        e->spans[i].len = b->recs[i].len;
+        set[i].len = 0;
+    }
+    double te = clock();
+    int erc = nb ? encode_batch(e->o, e->threads, e->spans, nb, set) : TK_OK;
+    e->res->encode_seconds += clock() - te;
+    if (erc != TK_OK) {
+        snprintf(e->err, e->errlen, "encoding failed: %s", tk_strerror(erc));
+        return DS_ERR_INTERNAL;
+    }
+    for (size_t i = 0; i < nb; i++) e->res->tokens += set[i].len;
+    e->res->docs += nb;
+    e->res->bytes += b->used;
+    e->wr.n[k] = nb;
+    e->wr.last[k] = b->eof;
+    ds_handoff_publish(&e->wr.h, k);
+    return b->eof;
+}
+
+static int encode_run(encoder *e) {
+    const ds_encode_opts *o = e->o;
+    size_t nd = o->batch_docs;
+    e->spans = malloc(nd * sizeof *e->spans);
+    e->ids = calloc(2 * nd, sizeof *e->ids); /* two sets: one encoded, one being written */
+    if (!e->spans || !e->ids) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
+    /* time inside the encode calls: CPU time of this thread when it encodes
+     * alone (the reader and writer threads may share its core), else wall */
+    double (*clock)(void) = e->threads == 1 ? ds_thread_cpu : ds_now;
+    e->pl.rd = e->rd;
+    e->pl.max_docs = nd;
+    e->pl.max_bytes = o->batch_bytes;
+    e->pl.take_text_min = (size_t)256 << 10;
+    e->pl.on_bad = on_bad;
+    e->pl.user = (void *)o;
+    if (ds_pipeline_start(&e->pl) != DS_OK) return enc_fail(e, DS_ERR_INTERNAL, "cannot start the reader thread");
+    e->wr.o = o;
+    e->wr.set[0] = e->ids;
+    e->wr.set[1] = e->ids + nd;
+    ds_handoff_init(&e->wr.h);
+    e->wr.inited = 1;
+    if (pthread_create(&e->wr.thread, NULL, writer_main, &e->wr) != 0)
+        return enc_fail(e, DS_ERR_INTERNAL, "cannot start the writer thread");
+    e->wr.started = 1;
+    for (unsigned k = 0;; k ^= 1) {
+        int rc = encode_one(e, ds_pipeline_next(&e->pl), k, clock);
+        if (rc < 0) return rc;
+        /* the text is no longer needed: the reader may refill this slot */
+        ds_pipeline_release(&e->pl);
+        if (rc == 1) break;
+    }
+    ds_pipeline_end(&e->pl);
+    pthread_join(e->wr.thread, NULL);
+    e->wr.started = 0;
+    e->res->skipped = e->pl.skipped;
+    if (e->wr.failed) return enc_fail(e, DS_ERR_IO, "the output sink failed");
+    return DS_OK;
+}
+
+int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size_t errlen) {
+    char dummy_err[8];
+    ds_encode_result dummy_res;
+    if (!err || !errlen) err = dummy_err, errlen = sizeof dummy_err;
+    if (!res) res = &dummy_res;
+    memset(res, 0, sizeof *res);
+    err[0] = 0;
+    if (!opts || !opts->tok || (opts->n_inputs && !opts->inputs) || !opts->batch_docs || !opts->batch_bytes) {
+        snprintf(err, errlen, "ds_encode: tok, inputs and batch sizes are required");
+        return DS_ERR_ARG;
+    }
+    encoder e;
+    memset(&e, 0, sizeof e);
+    e.o = opts;
+    e.res = res;
+    e.err = err;
+    e.errlen = errlen;
+    e.threads = opts->threads > 0 ? opts->threads : ds_ncpus();
+    ds_reader_opts ro;
+    ds_reader_opts_init(&ro);
+    if (opts->field) ro.field = opts->field;
+    ro.doc_sep = opts->doc_sep;
+    int rc = ds_reader_open(opts->inputs, opts->n_inputs, &ro, &e.rd, err, errlen);
+    if (rc != DS_OK) {
+        if (!err[0]) snprintf(err, errlen, "%s", ds_strerror(rc));
+        return rc == DS_ERR_ARG ? DS_ERR_IO : rc;
+    }
+    if (opts->begin && opts->begin(opts->user)) rc = enc_fail(&e, DS_ERR_IO, "the output could not be created");
+    if (rc == DS_OK) rc = encode_run(&e);
+    if (e.wr.started) { /* error path: stop the writer and wait for it */
+        ds_handoff_stop(&e.wr.h);
+        pthread_join(e.wr.thread, NULL);
+    }
+    if (e.wr.inited) ds_handoff_destroy(&e.wr.h);
+    ds_pipeline_end(&e.pl);
+    if (e.ids)
+        for (size_t i = 0; i < 2 * opts->batch_docs; i++) tk_ids_free(&e.ids[i]);
+    free(e.ids);
+    free(e.spans);
+    ds_reader_free(e.rd);
+    return rc;
+}
