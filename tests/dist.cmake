@@ -31,3 +31,8 @@ mks_add_test(test_dist_part SOURCES test_dist_part.c LIBS ds tk LABELS cpu TIMEO
 # The per-rank plan: llmtrain --plan --world N --zero 0|1.
 add_test(NAME dist_plan COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_plan.sh $<TARGET_FILE:llmtrain>)
 set_tests_properties(dist_plan PROPERTIES LABELS cpu TIMEOUT 60)
+if(MKS_HAVE_MPI)
+  add_test(NAME dist_part_auto COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_part_auto.sh ${MPIEXEC_EXECUTABLE}
+                                       $<TARGET_FILE:mkshards> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(dist_part_auto PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
+endif()

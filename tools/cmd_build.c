@@ -42,7 +42,8 @@ static const char k_usage[] =
     "  -f, --field NAME        JSONL text field (default: text)\n"
     "      --doc-sep MODE      .txt inputs: file (default), line or blank-line\n"
     "      --part K/N          build the K-th of N partitions of the input files\n"
-    "                          (1 <= K <= N <= 1000000)\n"
+    "                          (1 <= K <= N <= 1000000); --part auto: K/N from the\n"
+    "                          launcher (mpirun, srun, sbatch --array; docs/cluster.md)\n"
     "      --batch-bytes SIZE  text read per batch, 1..1T (default 32M)\n"
     "      --resume            finish an interrupted build from its last checkpoint\n"
     "                          (running the same command again does the same)\n"
@@ -166,7 +167,15 @@ static int parse_args(build_cli *c, int argc, char **argv) {
             else return cli_usage_error(CMD, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
             break;
         case OPT_PART:
-            if (cli_parse_part(CMD, "--part", optarg, DS_BUILD_MAX_PARTS, &part_k, &part_n)) return EXIT_USAGE;
+            if (!strcmp(optarg, "auto")) { /* K/N from mpirun / srun / a Slurm array (docs/cluster.md) */
+                uint32_t k, n;
+                char src[512], e[512];
+                if (ds_part_from_env(&k, &n, src, sizeof src, e, sizeof e)) return cli_usage_error(CMD, "%s", e);
+                fprintf(stderr, "%s: --part auto: part %u/%u (%s)\n", CMD, k, n, src);
+                part_k = k;
+                part_n = n;
+            } else if (cli_parse_part(CMD, "--part", optarg, DS_BUILD_MAX_PARTS, &part_k, &part_n))
+                return EXIT_USAGE;
             break;
         case OPT_RESUME: break; /* resuming is what every run does */
         case OPT_FORCE: o->force = 1; break;
