@@ -82,6 +82,19 @@ static void test_shards(void)
             }
             CHECK(next == n, "shards of %zu over %d do not cover it", n, W);
         }
+    for (int W = 1; W <= 9; W++)
+        for (size_t n = 0; n < 60; n += 3)
+            for (size_t unit = 1; unit < 9; unit += 3) {
+                size_t next = 0;
+                for (int r = 0; r < W; r++) {
+                    size_t lo, hi;
+                    tr_comm_shard_units(n, unit, W, r, &lo, &hi);
+                    CHECK(lo == next && lo <= hi && hi <= n && (lo % unit == 0 || lo == n),
+                          "units n=%zu unit=%zu W=%d r=%d [%zu,%zu)", n, unit, W, r, lo, hi);
+                    next = hi;
+                }
+                CHECK(next == n, "unit shards of %zu over %d do not cover it", n, W);
+            }
     size_t lo, hi;
     tr_comm_shard(SIZE_MAX, 3, 2, &lo, &hi);
     CHECK(hi == SIZE_MAX && lo < hi, "huge n");
@@ -137,6 +150,27 @@ static void test_float(tr_comm *c, size_t n, size_t bucket)
         bad += memcmp(&b[i], &e, sizeof e) != 0;
     }
     CHECK(bad == 0, "reduce_scatter+allgather n=%zu bucket=%zu: %zu differ from allreduce", n, bucket, bad);
+    /* the same on whole units (the CPU ZeRO-1 layout: 256 norm parts) */
+    size_t unit = n / 256 + (n % 256 != 0);
+    tr_comm_shard_units(n, unit, W, me, &lo, &hi);
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(me, i);
+    rc = tr_comm_reduce_scatter_units_f32(c, b, n, unit);
+    CHECK(rc == 0, "reduce_scatter_units: %s", tr_comm_error(c));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float e = i >= lo && i < hi ? fold(i, W) : val(me, i);
+        bad += memcmp(&b[i], &e, sizeof e) != 0;
+        if (i < lo || i >= hi)
+            b[i] = NAN;
+    }
+    rc = tr_comm_allgather_units_f32(c, b, n, unit);
+    CHECK(rc == 0, "allgather_units: %s", tr_comm_error(c));
+    for (size_t i = 0; i < n; i++) {
+        float e = fold(i, W);
+        bad += memcmp(&b[i], &e, sizeof e) != 0;
+    }
+    CHECK(bad == 0, "units layout n=%zu unit=%zu bucket=%zu: %zu wrong", n, unit, bucket, bad);
     (void)g;
     free(b);
     free(g);

@@ -90,6 +90,12 @@ uint64_t tr_comm_buffer_bytes(int world, size_t bucket);
 
 /* Shard r of n elements over world ranks: [*lo, *hi). */
 void tr_comm_shard(size_t n, int world, int r, size_t *lo, size_t *hi);
+/* Shards of whole units: n elements in U = ceil(n / unit) units of `unit`
+ * elements (the last one may be short), rank r holds units
+ * [r*U/W, (r+1)*U/W) (floor). unit 0: the layout of tr_comm_shard. Used by
+ * ZeRO-1 on the CPU with the gradient norm's 256 fixed parts as units, so a
+ * rank's shard holds whole parts (the norm is then exact). */
+void tr_comm_shard_units(size_t n, size_t unit, int world, int r, size_t *lo, size_t *hi);
 
 /* buf[0..n) on every rank becomes the rank-order fold of all ranks' buf. */
 int tr_comm_allreduce_f32(tr_comm *c, float *buf, size_t n);
@@ -98,6 +104,9 @@ int tr_comm_allreduce_f32(tr_comm *c, float *buf, size_t n);
 int tr_comm_reduce_scatter_f32(tr_comm *c, float *buf, size_t n);
 /* Every rank's shard of buf is copied into all the others' buf. */
 int tr_comm_allgather_f32(tr_comm *c, float *buf, size_t n);
+/* The same two on the layout of tr_comm_shard_units. */
+int tr_comm_reduce_scatter_units_f32(tr_comm *c, float *buf, size_t n, size_t unit);
+int tr_comm_allgather_units_f32(tr_comm *c, float *buf, size_t n, size_t unit);
 /* Small reductions (loss sums, token counts): rank-order fold, identical on
  * every rank (n <= 4096). */
 int tr_comm_allreduce_f64(tr_comm *c, double *buf, size_t n);

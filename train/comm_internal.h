@@ -22,8 +22,8 @@ struct tr_comm {
 int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen);
 void tr_comm_mpi_close(tr_comm *c);
 void tr_comm_mpi_abort(tr_comm *c, int code);
-int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, int gather);
-int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n);
+int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, size_t unit, int gather);
+int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit);
 int tr_comm_mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes, const char *what);
 int tr_comm_mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root);
 #endif

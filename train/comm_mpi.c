@@ -248,10 +248,10 @@ static int wait_all(tr_comm *c, const char *what)
 /* ---- collectives ---------------------------------------------------------- */
 
 /* Piece k of shard s: [lo_s + k*chunk, min(hi_s, lo_s + (k+1)*chunk)). */
-static void piece(size_t n, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len)
+static void piece(size_t n, size_t unit, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len)
 {
     size_t lo, hi;
-    tr_comm_shard(n, world, s, &lo, &hi);
+    tr_comm_shard_units(n, unit, world, s, &lo, &hi);
     size_t off = k * chunk;
     if (off >= hi - lo) {
         *a = hi;
@@ -262,24 +262,35 @@ static void piece(size_t n, int world, int s, size_t k, size_t chunk, size_t *a,
     *len = hi - lo - off < chunk ? hi - lo - off : chunk;
 }
 
-int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, int gather)
+/* Rounds of `chunk` elements that cover the longest shard. */
+static size_t rounds_of(size_t n, size_t unit, int W, size_t chunk)
+{
+    size_t most = 0;
+    for (int r = 0; r < W; r++) {
+        size_t lo, hi;
+        tr_comm_shard_units(n, unit, W, r, &lo, &hi);
+        if (hi - lo > most)
+            most = hi - lo;
+    }
+    return (most + chunk - 1) / chunk;
+}
+
+int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, size_t unit, int gather)
 {
     const char *what = gather ? "all-reduce" : "reduce-scatter";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket / (size_t)W;
-    size_t lo, hi;
-    tr_comm_shard(n, W, 0, &lo, &hi);
-    size_t per = hi - lo, rounds = (per + chunk - 1) / chunk;
+    size_t rounds = rounds_of(n, unit, W, chunk);
     c->seq++;
     int tag = tag_of(c), rc = TR_OK;
     for (size_t k = 0; k < rounds && !rc; k++) {
         size_t ma, ml;
-        piece(n, W, me, k, chunk, &ma, &ml);
+        piece(n, unit, W, me, k, chunk, &ma, &ml);
         for (int p = 0; p < W && !rc; p++) {
             if (p == me)
                 continue;
             size_t a, l;
-            piece(n, W, p, k, chunk, &a, &l);
+            piece(n, unit, W, p, k, chunk, &a, &l);
             if (ml)
                 rc = post(c, 0, c->scratch + (size_t)p * chunk, ml, MPI_FLOAT, p, tag, what);
             if (!rc && l)
@@ -303,7 +314,7 @@ int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, int gather)
             if (p == me)
                 continue;
             size_t a, l;
-            piece(n, W, p, k, chunk, &a, &l);
+            piece(n, unit, W, p, k, chunk, &a, &l);
             if (l)
                 rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
             if (!rc && ml)
@@ -315,24 +326,22 @@ int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, int gather)
     return rc;
 }
 
-int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n)
+int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
 {
     const char *what = "all-gather";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket; /* no staging: messages land in buf */
-    size_t lo, hi;
-    tr_comm_shard(n, W, 0, &lo, &hi);
-    size_t per = hi - lo, rounds = (per + chunk - 1) / chunk;
+    size_t rounds = rounds_of(n, unit, W, chunk);
     c->seq++;
     int tag = tag_of(c), rc = TR_OK;
     for (size_t k = 0; k < rounds && !rc; k++) {
         size_t ma, ml;
-        piece(n, W, me, k, chunk, &ma, &ml);
+        piece(n, unit, W, me, k, chunk, &ma, &ml);
         for (int p = 0; p < W && !rc; p++) {
             if (p == me)
                 continue;
             size_t a, l;
-            piece(n, W, p, k, chunk, &a, &l);
+            piece(n, unit, W, p, k, chunk, &a, &l);
             if (l)
                 rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
             if (!rc && ml)

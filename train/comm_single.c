@@ -56,6 +56,25 @@ void tr_comm_shard(size_t n, int world, int r, size_t *lo, size_t *hi)
     *hi = b;
 }
 
+void tr_comm_shard_units(size_t n, size_t unit, int world, int r, size_t *lo, size_t *hi)
+{
+    if (unit == 0) {
+        tr_comm_shard(n, world, r, lo, hi);
+        return;
+    }
+    if (world < 1)
+        world = 1;
+    if (r < 0 || r >= world) {
+        *lo = *hi = n;
+        return;
+    }
+    unsigned __int128 U = n / unit + (n % unit != 0);
+    unsigned __int128 u0 = U * (unsigned)r / (unsigned)world, u1 = U * (unsigned)(r + 1) / (unsigned)world;
+    unsigned __int128 a = u0 * unit, b = u1 * unit;
+    *lo = a > n ? n : (size_t)a;
+    *hi = b > n ? n : (size_t)b;
+}
+
 /* The environment's deadline, or 60 s. */
 static double env_timeout(void)
 {
@@ -187,38 +206,50 @@ int tr_comm_allreduce_f32(tr_comm *c, float *buf, size_t n)
     if (!buf)
         return TR_ERR_ARG;
 #ifdef MKS_HAVE_MPI
-    return tr_comm_mpi_reduce_scatter(c, buf, n, 1);
+    return tr_comm_mpi_reduce_scatter(c, buf, n, 0, 1);
 #else
+    return TR_ERR_INTERNAL;
+#endif
+}
+
+int tr_comm_reduce_scatter_units_f32(tr_comm *c, float *buf, size_t n, size_t unit)
+{
+    c->err[0] = 0;
+    if (c->world == 1 || n == 0)
+        return TR_OK;
+    if (!buf)
+        return TR_ERR_ARG;
+#ifdef MKS_HAVE_MPI
+    return tr_comm_mpi_reduce_scatter(c, buf, n, unit, 0);
+#else
+    (void)unit;
+    return TR_ERR_INTERNAL;
+#endif
+}
+
+int tr_comm_allgather_units_f32(tr_comm *c, float *buf, size_t n, size_t unit)
+{
+    c->err[0] = 0;
+    if (c->world == 1 || n == 0)
+        return TR_OK;
+    if (!buf)
+        return TR_ERR_ARG;
+#ifdef MKS_HAVE_MPI
+    return tr_comm_mpi_allgather(c, buf, n, unit);
+#else
+    (void)unit;
     return TR_ERR_INTERNAL;
 #endif
 }
 
 int tr_comm_reduce_scatter_f32(tr_comm *c, float *buf, size_t n)
 {
-    c->err[0] = 0;
-    if (c->world == 1 || n == 0)
-        return TR_OK;
-    if (!buf)
-        return TR_ERR_ARG;
-#ifdef MKS_HAVE_MPI
-    return tr_comm_mpi_reduce_scatter(c, buf, n, 0);
-#else
-    return TR_ERR_INTERNAL;
-#endif
+    return tr_comm_reduce_scatter_units_f32(c, buf, n, 0);
 }
 
 int tr_comm_allgather_f32(tr_comm *c, float *buf, size_t n)
 {
-    c->err[0] = 0;
-    if (c->world == 1 || n == 0)
-        return TR_OK;
-    if (!buf)
-        return TR_ERR_ARG;
-#ifdef MKS_HAVE_MPI
-    return tr_comm_mpi_allgather(c, buf, n);
-#else
-    return TR_ERR_INTERNAL;
-#endif
+    return tr_comm_allgather_units_f32(c, buf, n, 0);
 }
 
 int tr_comm_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes)
