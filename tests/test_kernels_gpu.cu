@@ -12,6 +12,9 @@
  * a failed check; the run goes on), 2 a CUDA error (sticky: the run stops),
  * 77 no GPU.
  * KN_TEST_SEED=<n> repeats a run (the seed is printed).
+ * --small: only the small shapes (no d12-sized attention/matmul, a short
+ * gradient-norm vector): for compute-sanitizer memcheck/racecheck, which run
+ * kernels 10-100x slower (tests/gpu/run.sh).
  * Label gpu: it only ever runs on a machine with a GPU.
  */
 #include <cuda_bf16.h>
@@ -511,8 +514,17 @@ static void t_gradnorm(void)
     check("clip scaled grads", KN_F32, "n1000003", d_g.get(), rg);
 }
 
-int main(void)
+static bool g_small = false;
+
+int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) g_small = true;
+        else {
+            fprintf(stderr, "test_kernels_gpu: unknown argument %s (--small)\n", argv[i]);
+            return 64;
+        }
+    }
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
@@ -552,8 +564,10 @@ int main(void)
         t_attention(dt, 2, 200, 128, 2, true);   /* document mask */
         t_attention(dt, 1, 130, 128, 4, true);   /* hs 32 */
         t_attention(dt, 2, 333, 256, 4, true);   /* hs 64, 6 tiles, doc mask */
-        t_attention(dt, 1, 1024, 768, 12, true); /* d12's shape (one row) */
-        t_matmul(ctx, dt, true, false, 1024, 768, 3072); /* d12's fc layer, 1024 tokens */
+        if (!g_small) {
+            t_attention(dt, 1, 1024, 768, 12, true);         /* d12's shape (one row) */
+            t_matmul(ctx, dt, true, false, 1024, 768, 3072); /* d12's fc layer, 1024 tokens */
+        }
         t_residual(dt);
         t_gelu(dt);
         t_xent(dt);
@@ -563,7 +577,7 @@ int main(void)
     /* last: the tensor-core attention (written without a GPU) */
     t_attention(KN_BF16, 2, 200, 128, 2, false, true);
     t_attention(KN_BF16, 2, 333, 256, 4, true, true);
-    t_attention(KN_BF16, 1, 1024, 768, 12, true, true);
+    if (!g_small) t_attention(KN_BF16, 1, 1024, 768, 12, true, true);
 
     kn_cuda_ctx_destroy(ctx);
     cudaFree(ws);

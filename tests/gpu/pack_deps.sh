@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
 # tests/gpu/pack_deps.sh - run HERE (not on the GPU machine) before a device call:
-# packs the headers, static libraries and pkg-config files of the project's C
-# dependencies (utf8proc, zstd, jansson, xxhash, nettle) into tmp/gpu-deps/, an
-# ignored path to name in the device tool's `carry`. tests/gpu/run.sh uses it
-# when the GPU machine's image lacks those -dev packages (static libraries: no
-# LD_LIBRARY_PATH needed there). Also copies GPT-2's vocabulary to tmp/vocab/.
+# packs the headers, static libraries and .pc files of the project's C
+# dependencies (every pkg_check_modules(... IMPORTED_TARGET <module>) of the
+# top CMakeLists.txt) into tmp/gpu-deps/, an ignored path to name in the
+# device tool's `carry`, and records the commit (the GPU machine has no git).
+# tests/gpu/run.sh builds against it when the GPU machine lacks those -dev
+# packages, also without pkg-config (tests/gpu/pkgconfig_shim.py reads these
+# .pc files; static libraries: no LD_LIBRARY_PATH needed there). Also copies
+# GPT-2's vocabulary to tmp/vocab/.
 #
 #   bash tests/gpu/pack_deps.sh      then carry ["tmp/gpu-deps", "tmp/vocab"]
+#   PACK_OUT=DIR VOCAB_OUT=DIR bash tests/gpu/pack_deps.sh    (tests/gpu/rehearse.sh)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-OUT=tmp/gpu-deps
+OUT=${PACK_OUT:-tmp/gpu-deps}
+VOUT=${VOCAB_OUT:-tmp/vocab}
 rm -rf "$OUT"
 mkdir -p "$OUT/include" "$OUT/lib/pkgconfig"
-for m in libutf8proc libzstd jansson libxxhash nettle; do
+mapfile -t MODS < <(grep -o 'pkg_check_modules([A-Za-z0-9_]* [^)]*)' CMakeLists.txt | sed 's/)$//' | awk '{print $NF}')
+[ "${#MODS[@]}" -gt 0 ] || { echo "pack_deps: no pkg_check_modules in CMakeLists.txt" >&2; exit 2; }
+have_dpkg=0
+command -v dpkg >/dev/null 2>&1 && have_dpkg=1
+for m in "${MODS[@]}"; do
     pkg-config --exists "$m" || { echo "pack_deps: pkg-config does not know $m here" >&2; exit 2; }
     lib=$(pkg-config --libs-only-l "$m" | sed 's/^ *-l//; s/ .*//')
     a=$(gcc -print-file-name="lib$lib.a")
-    [ -f "$a" ] || { echo "pack_deps: no static lib$lib.a here" >&2; exit 2; }
+    [ -f "$a" ] || { echo "pack_deps: no static lib$lib.a here (for $m)" >&2; exit 2; }
     cp "$a" "$OUT/lib/"
     {
         echo "prefix=\${pcfiledir}/../.."
@@ -29,17 +38,42 @@ for m in libutf8proc libzstd jansson libxxhash nettle; do
         echo "Cflags: -I\${includedir}"
         echo "Libs: -L\${libdir} -l$lib"
     } >"$OUT/lib/pkgconfig/$m.pc"
+    # headers: the -dev package's own files (dpkg), else every header of its include dir
+    pc=$(pkg-config --variable=pcfiledir "$m")/$m.pc
+    inc=$(pkg-config --variable=includedir "$m")
+    copied=0
+    if [ "$have_dpkg" = 1 ] && pkgname=$(dpkg -S "$(readlink -f "$pc")" 2>/dev/null | head -1 | cut -d: -f1) &&
+       [ -n "$pkgname" ]; then
+        while read -r f; do
+            case "$f" in "$inc"/*) ;; *) continue ;; esac
+            [ -f "$f" ] || continue
+            rel=${f#"$inc"/}
+            mkdir -p "$OUT/include/$(dirname "$rel")"
+            cp "$f" "$OUT/include/$rel"
+            copied=$((copied + 1))
+        done < <(dpkg -L "$pkgname" 2>/dev/null)
+    fi
+    if [ "$copied" = 0 ]; then
+        echo "pack_deps: $m: no dpkg file list; copying the headers named in $inc that mention it" >&2
+        for h in "$inc"/*.h; do
+            grep -qil "${lib%%[-0-9]*}" "$h" 2>/dev/null && cp "$h" "$OUT/include/"
+        done
+    fi
 done
-inc=$(pkg-config --variable=includedir libzstd)
-for h in utf8proc.h jansson.h jansson_config.h zstd.h zstd_errors.h zdict.h xxhash.h xxh3.h; do
-    [ -f "$inc/$h" ] && cp "$inc/$h" "$OUT/include/"
-done
-[ -f "$inc/xxh_x86dispatch.h" ] && cp "$inc/xxh_x86dispatch.h" "$OUT/include/"
-cp -r "$(pkg-config --variable=includedir nettle)/nettle" "$OUT/include/"
+[ -d "$(pkg-config --variable=includedir nettle 2>/dev/null || echo /nonexistent)/nettle" ] &&
+    [ ! -d "$OUT/include/nettle" ] && cp -r "$(pkg-config --variable=includedir nettle)/nettle" "$OUT/include/"
+# the commit this tree is at (run.sh reports it where there is no git)
+{
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ]; then echo "dirty 1"; else echo "dirty 0"; fi
+    echo "packed $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "modules ${MODS[*]}"
+} >"$OUT/commit.txt"
 du -sh "$OUT"
-if [ -f ../shared/vocab/gpt2.tiktoken ]; then
-    mkdir -p tmp/vocab
-    cp ../shared/vocab/gpt2.tiktoken tmp/vocab/
-    echo "pack_deps: tmp/vocab/gpt2.tiktoken"
+v=../shared/vocab/gpt2.tiktoken
+if [ -f "$v" ]; then
+    mkdir -p "$VOUT"
+    cp "$v" "$VOUT/"
+    echo "pack_deps: $VOUT/gpt2.tiktoken"
 fi
-echo "pack_deps: carry [\"tmp/gpu-deps\", \"tmp/vocab\"]"
+echo "pack_deps: modules ${MODS[*]}; carry [\"$OUT\", \"$VOUT\"]"

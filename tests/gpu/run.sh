@@ -1,37 +1,51 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh - the one prepared GPU check of issue 7 (H200; well under 8 minutes).
+# tests/gpu/run.sh - the one prepared GPU check (issues 7 and 14): one call on the lent
+# GPU machine that cannot waste it.
 #
-#   bash tests/gpu/run.sh              on the lent GPU machine (from the repository root)
-#   bash tests/gpu/run.sh --dry-run    anywhere: everything up to the first GPU use, then stop
+#   bash tests/gpu/run.sh             on the GPU machine, from the repository root
+#   bash tests/gpu/run.sh --rehearse  anywhere without a GPU: the same flow, each GPU step
+#                                     replaced by its CPU twin or skipped with the reason
+#                                     (tests/gpu/rehearse.sh drives this in CI)
 #
-# Steps: (1) tools and paths; (2) build for sm_90 (cmake + make -j16) in build-gpu/;
-# (3) shards from samples/ built here (../shared does not travel); (4) `llmtrain --plan` for
-# d12 (CPU only); --- first GPU use below this line ---
-# (5) nvidia-smi; (6) ctest -L gpu; (7) `llmtrain --device cuda` d12, T=1024, bf16, a bounded
-# number of steps; (8) tools/bench/nanogpt_torch.py at the same batch; (9) a sweep of configs
-# near the memory limit (each: refused at plan time / trained / OOM / failed);
-# (10) ONE table, printed last and appended to docs/gpu-results.md with the date and commit.
+# Needs bash, coreutils, cmake and ninja (pip's are found through python3 too), python3
+# (stdlib only), nvcc (not with --rehearse). Does NOT need make, git or pkg-config: the C
+# dependencies come from the system (pkg-config) or from the static ones packed here by
+# tests/gpu/pack_deps.sh (carried as tmp/gpu-deps), read through tests/gpu/pkgconfig_shim.py
+# when there is no pkg-config; the commit comes from git or from tmp/gpu-deps/commit.txt.
 #
-# Before the device call, here: `bash tests/gpu/pack_deps.sh` (tmp/gpu-deps: the C
-# dependencies as static libraries, in case the GPU image lacks them; tmp/vocab: GPT-2's
-# vocabulary), then carry ["tmp/gpu-deps", "tmp/vocab"] (docs/gpu-notes.md).
-# Vocabulary: GPT-2's when one is found (GPT2_VOCAB=..., tmp/vocab/gpt2.tiktoken, or
-# ../shared/vocab); otherwise a BPE vocabulary trained on samples/ (then the model is smaller
-# than 124M: the table says so). FORCE_FALLBACK=1 tries the CUDA-only build.
+# Before the device call, here: `bash tests/gpu/pack_deps.sh`, then the call:
+#   run: command "bash tests/gpu/run.sh", carry ["tmp/gpu-deps", "tmp/vocab"], timeout_s 570
 #
-# Environment knobs: STEPS (d12 timed steps, 30), BATCH (rows per micro-batch, 32),
-# SEQ (1024), JOBS (16; nproc in a dry run), MEM_BUDGET (plan of step 4, 139GiB), BUILD_DIR (build-gpu), SWEEP_SECONDS (budget for the sweep, 90), TOTAL_BUDGET (510 s: later steps skip past it),
-# SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_CTEST=1. Logs and JSON go to $OUT (the device tool's folder)
-# when set, else to $BUILD_DIR/gpu-run.
+# Budget: TOTAL_BUDGET seconds (540) for the whole script; every step runs under
+# `timeout` with min(its own cap, what is left - SUMMARY_RESERVE); a step that runs out is
+# reported as TIMEOUT, one that cannot start as NOTRUN (budget), and the summary is always
+# printed (EXIT trap). Steps in order of importance: build; shards; ctest -L gpu;
+# compute-sanitizer memcheck + racecheck (small kernel tests); llmtrain d12 bf16; fp16 100
+# steps (no step may be skipped); memory edge (d24 bf16 planned at >= 95% of the device,
+# plan vs measured within 5%, no OOM); PyTorch baseline (peak memory like with like:
+# cudaMemGetInfo, context included, for both); ceilings and kernel timings; sweep.
+#
+# Output: $OUT (the device tool's folder; else $BUILD_DIR/gpu-out) gets at most 7 files:
+# logs.tar.gz (every log), results.md (the full tables), summary.json, ours_d12.jsonl,
+# torch_d12.json, gpu-results.md (docs/gpu-results.md with this run appended: copy it over).
+# The headline table is printed LAST (under 3,000 characters), ending with the verdict.
+# Exit: 0 every check passed; 1 a check failed or timed out (the verdict names each).
+#
+# Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
+# TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1,
+# INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
+# (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
+# all), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 2
 
-DRY=0
+REHEARSE=0
 for a in "$@"; do
     case "$a" in
-        --dry-run) DRY=1 ;;
+        --rehearse) REHEARSE=1 ;;
+        --dry-run) REHEARSE=1 ;; # the old name
         -h | --help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "run.sh: unknown argument '$a' (try --help)" >&2; exit 64 ;;
     esac
@@ -40,285 +54,471 @@ done
 STEPS=${STEPS:-30}
 BATCH=${BATCH:-32}
 SEQ=${SEQ:-1024}
-if [ "$DRY" = 1 ]; then JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}; else JOBS=${JOBS:-16}; fi
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
-SWEEP_SECONDS=${SWEEP_SECONDS:-90}
-TOTAL_BUDGET=${TOTAL_BUDGET:-510} # seconds: later steps are skipped (and say so) past this
-LOGDIR=${OUT:-$ROOT/$BUILD_DIR/gpu-run}
-WORK=$ROOT/$BUILD_DIR/gpu-work
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
+BUDGET=${TOTAL_BUDGET:-540}
+RESERVE=${SUMMARY_RESERVE:-15}
+OUTDIR=${OUT:-$BUILD_DIR/gpu-out}
+WORK=$BUILD_DIR/gpu-work
+LOGS=$WORK/logs
 PY=${PYTHON:-python3}
 T_START=$(date +%s)
-mkdir -p "$LOGDIR" "$WORK"
+rm -rf "$LOGS"
+mkdir -p "$OUTDIR" "$LOGS" "$WORK/bin" || exit 2
+RESULTS=$LOGS/results.txt # "section|key|value" rows for summarize.py
+CHECKS=$LOGS/checks.txt   # "name|STATUS|detail": PASS FAIL TIMEOUT NOTRUN SKIP
+: >"$RESULTS"
+: >"$CHECKS"
 
 say() { printf '[run.sh %4ss] %s\n' "$(($(date +%s) - T_START))" "$*"; }
-die() { say "FATAL: $*"; exit 2; }
 have() { command -v "$1" >/dev/null 2>&1; }
-# Result rows for the final table: "section|key|value".
-RESULTS=$LOGDIR/results.txt
-: >"$RESULTS"
-res() { printf '%s|%s|%s\n' "$1" "$2" "$3" >>"$RESULTS"; }
-
-# ---------------------------------------------------------------------------------------------
-say "1. tools and paths (dry run: $DRY)"
-missing=""
-for t in cmake make "$PY" git awk sed; do have "$t" || missing="$missing $t"; done
-have nvcc || [ -x /usr/local/cuda/bin/nvcc ] || missing="$missing nvcc"
-[ -n "$missing" ] && die "missing tools:$missing"
-have nvcc || export PATH=/usr/local/cuda/bin:$PATH
-for f in samples/tiny.jsonl tools/bench/nanogpt_torch.py tests/gpu/summarize.py CMakeLists.txt; do
-    [ -f "$f" ] || die "missing file $f"
-done
-say "nvcc: $(nvcc --version | tail -1)"
-PYDEPS=$("$PY" - <<'EOF'
-import importlib
-out = []
-for m in ("numpy", "torch", "triton"):
-    try:
-        mod = importlib.import_module(m)
-        out.append(f"{m}={getattr(mod, '__version__', '?')}")
-    except Exception as e:
-        out.append(f"{m}=MISSING({type(e).__name__})")
-print(" ".join(out))
-EOF
-)
-say "python deps: $PYDEPS"
-case "$PYDEPS" in *numpy=MISSING*) die "numpy is required (tests/gpu/summarize.py does not need it, the reader does)" ;; esac
-TORCH_OK=1
-case "$PYDEPS" in *torch=MISSING*) TORCH_OK=0; say "torch missing: the PyTorch baseline will be skipped" ;; esac
-# The project's C dependencies: the system's, else the static ones packed here by
-# tests/gpu/pack_deps.sh (carried as tmp/gpu-deps), else a CUDA-only fallback build
-# (kernels, their tests and timings; no mkshards, no trainer).
-PC_MODS=(libutf8proc libzstd jansson libxxhash nettle)
-DEPS=system
-if [ -n "${FORCE_FALLBACK:-}" ]; then
-    DEPS=none
-elif ! have pkg-config; then
-    DEPS=none
-elif ! pkg-config --exists "${PC_MODS[@]}"; then
-    if [ -d "$ROOT/tmp/gpu-deps/lib/pkgconfig" ]; then
-        export PKG_CONFIG_PATH="$ROOT/tmp/gpu-deps/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-        if pkg-config --exists "${PC_MODS[@]}"; then DEPS=packed; else DEPS=none; fi
-    else
-        DEPS=none
+res() { printf '%s|%s|%s\n' "$1" "$2" "$(printf '%s' "$3" | tr '|\n' '/ ')" >>"$RESULTS"; }
+# check NAME STATUS DETAIL; INJECT_FAIL=NAME turns it into a FAIL
+check() {
+    local st=$2 d=$3
+    if [ -n "${INJECT_FAIL:-}" ] && [ "$1" = "$INJECT_FAIL" ]; then st=FAIL; d="injected failure (INJECT_FAIL=$1); was: $2 $3"; fi
+    printf '%s|%s|%s\n' "$1" "$st" "$(printf '%s' "$d" | tr '|\n' '/ ' | cut -c1-200)" >>"$CHECKS"
+    say "check $1: $st $d"
+}
+left() { echo $((T_START + BUDGET - RESERVE - $(date +%s))); }
+# tmo CAP: the timeout for a step (0: no time left)
+tmo() {
+    local c=$1 l
+    l=$(left)
+    [ "$l" -lt "$c" ] && c=$l
+    [ "$c" -lt 1 ] && c=0
+    echo "$c"
+}
+# run_t CAP LOG cmd...: runs cmd under the budget; RC = its status (124: timed out,
+# 125: not started for lack of budget); stdout+stderr to LOG
+run_t() {
+    local cap=$1 log=$2 t
+    shift 2
+    t=$(tmo "$cap")
+    if [ "$t" -lt 3 ]; then
+        echo "not started: budget exhausted ($(left) s left)" >"$log"
+        RC=125
+        return
     fi
+    timeout -k 5 "$t" "$@" >"$log" 2>&1
+    RC=$?
+    [ "$RC" = 137 ] && RC=124
+    [ "$RC" = 124 ] && echo "run.sh: TIMED OUT after ${t}s (budget)" >>"$log"
+}
+# status_of RC: PASS / TIMEOUT / NOTRUN / FAIL
+status_of() { case "$1" in 0) echo PASS ;; 124) echo TIMEOUT ;; 125) echo NOTRUN ;; *) echo FAIL ;; esac; }
+last_line() { grep -v '^ *$' "$1" 2>/dev/null | tail -1 | cut -c1-160; }
+
+# ---- the end: always ----------------------------------------------------------------------
+FINISHED=0
+finish() {
+    local rc=$?
+    [ "$FINISHED" = 1 ] && return
+    FINISHED=1
+    trap - EXIT INT TERM
+    say "summary ($(($(date +%s) - T_START)) s of the ${BUDGET} s budget used)"
+    [ "$rc" != 0 ] && [ ! -s "$CHECKS" ] && check script FAIL "run.sh stopped early (status $rc)"
+    res meta elapsed "$(($(date +%s) - T_START))"
+    res meta budget "$BUDGET"
+    # docs/gpu-results.md with this run appended (the device tree does not come back: $OUT does)
+    local gr=$WORK/gpu-results.md
+    if [ -f docs/gpu-results.md ]; then cp docs/gpu-results.md "$gr"; else : >"$gr"; fi
+    local sumrc=0 rh=()
+    [ "$REHEARSE" = 1 ] && rh=(--rehearse)
+    "$PY" tests/gpu/summarize.py --results "$RESULTS" --checks "$CHECKS" --logdir "$LOGS" --seq "$SEQ" \
+        --batch "$BATCH" --append "$gr" --full "$WORK/results.md" --json "$WORK/summary.json" \
+        --headline "$WORK/headline.txt" "${rh[@]}" >"$LOGS/summarize.log" 2>&1 ||
+        sumrc=$?
+    # at most 7 files in $OUT: one archive of every log + the few files worth reading
+    local f
+    for f in results.md summary.json gpu-results.md; do [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUTDIR/$f"; done
+    for f in ours_d12.jsonl torch_d12.json; do [ -s "$LOGS/$f" ] && cp "$LOGS/$f" "$OUTDIR/$f"; done
+    if have tar; then
+        tar -czf "$OUTDIR/logs.tar.gz" -C "$WORK" logs 2>/dev/null || "$PY" - "$OUTDIR/logs.tar.gz" "$WORK" <<'EOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as t:
+    t.add(sys.argv[2] + "/logs", arcname="logs")
+EOF
+    else
+        "$PY" -c 'import sys, tarfile; t = tarfile.open(sys.argv[1], "w:gz"); t.add(sys.argv[2] + "/logs", arcname="logs"); t.close()' \
+            "$OUTDIR/logs.tar.gz" "$WORK"
+    fi
+    local nout
+    nout=$(find "$OUTDIR" -maxdepth 1 -type f | wc -l)
+    # the long tables first (the tail of the output is what comes back), the headline last
+    if [ "$sumrc" = 0 ] && [ -s "$WORK/results.md" ]; then
+        echo
+        echo "---- details (all of it in \$OUT/results.md; logs in \$OUT/logs.tar.gz) ----"
+        "$PY" tests/gpu/summarize.py --print-details "$WORK/results.md" | tail -c 7000
+    else
+        echo "summarize.py failed (status $sumrc):"
+        tail -20 "$LOGS/summarize.log"
+    fi
+    local failed
+    failed=$(awk -F'|' '$2 == "FAIL" || $2 == "TIMEOUT" || $2 == "NOTRUN" { printf "%s%s", s, $1; s = ", " }' "$CHECKS")
+    [ "$nout" -gt 7 ] && failed="${failed:+$failed, }out_files ($nout files in \$OUT, at most 7)"
+    echo
+    if [ "$sumrc" = 0 ] && [ -s "$WORK/headline.txt" ]; then
+        cat "$WORK/headline.txt"
+    else # the plain fallback: every check
+        echo "== HEADLINE (tests/gpu/run.sh; summarize.py failed: plain check list) =="
+        awk -F'|' '{ printf "| %s | %s | %s |\n", $1, $2, substr($3, 1, 100) }' "$CHECKS"
+    fi
+    echo "files in \$OUT: $nout (at most 7)"
+    if [ -n "$failed" ]; then
+        echo "RESULT: FAIL (exit 1) - failed checks: $failed"
+        exit 1
+    fi
+    echo "RESULT: PASS (exit 0) - every check passed"
+    exit 0
+}
+trap finish EXIT
+trap 'exit 143' INT TERM
+
+# ---- 1. tools ---------------------------------------------------------------------------
+say "1. tools (rehearse: $REHEARSE; budget ${BUDGET} s)"
+# cmake / ninja: on PATH, else the pip packages' binaries
+if ! have cmake; then
+    d=$("$PY" -c 'import cmake, os; print(cmake.CMAKE_BIN_DIR)' 2>/dev/null) && [ -x "$d/cmake" ] && PATH=$d:$PATH
 fi
-say "C dependencies: $DEPS$([ "$DEPS" = none ] && echo ' -> CUDA-only fallback build (run tests/gpu/pack_deps.sh here and carry tmp/gpu-deps to avoid it)')"
-res build deps "$DEPS"
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-DIRTY=$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)
-[ -n "$DIRTY" ] && COMMIT="$COMMIT+dirty"
+if ! have ninja; then
+    d=$("$PY" -c 'import ninja, os; print(ninja.BIN_DIR)' 2>/dev/null) && [ -x "$d/ninja" ] && PATH=$d:$PATH
+fi
+if [ "$REHEARSE" = 0 ] || [ "${REHEARSE_CUDA:-0}" = 1 ]; then
+    have nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && PATH=$PATH:/usr/local/cuda/bin; }
+fi
+export PATH
+missing=""
+for t in cmake ninja "$PY" timeout awk sed; do have "$t" || missing="$missing $t"; done
+[ "$REHEARSE" = 0 ] && ! have nvcc && missing="$missing nvcc"
+if [ -n "$missing" ]; then
+    check tools FAIL "missing:$missing"
+    exit 1
+fi
+check tools PASS "cmake $(cmake --version | head -1 | awk '{print $3}'), ninja $(ninja --version), $("$PY" --version 2>&1)$(have nvcc && echo ", $(nvcc --version | tail -1 | cut -c1-40)")"
+for t in make git pkg-config; do have "$t" || say "(no $t here: not needed)"; done
+# the commit: git, else the one pack_deps.sh recorded
+DEPS_DIR=${GPU_DEPS:-$ROOT/tmp/gpu-deps}
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || true)
+if [ -n "$COMMIT" ]; then
+    [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ] && COMMIT="$COMMIT+dirty"
+elif [ -f "$DEPS_DIR/commit.txt" ]; then
+    COMMIT="$(awk '$1 == "commit" {print $2}' "$DEPS_DIR/commit.txt")$(awk '$1 == "dirty" && $2 == 1 {print "+dirty"}' "$DEPS_DIR/commit.txt") (from pack_deps; no git here)"
+else
+    COMMIT="unknown (no git, no $DEPS_DIR/commit.txt)"
+fi
 res meta commit "$COMMIT"
 res meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
+PYDEPS=$("$PY" -c '
+import importlib
+out = []
+for m in ("numpy", "torch"):
+    try:
+        mod = importlib.import_module(m); out.append(m + "=" + getattr(mod, "__version__", "?"))
+    except Exception as e:
+        out.append(m + "=MISSING")
+print(" ".join(out))' 2>/dev/null)
+say "python: $PYDEPS"
+TORCH_OK=1
+case "$PYDEPS" in *torch=MISSING*) TORCH_OK=0 ;; esac
 
-# ---------------------------------------------------------------------------------------------
-say "2. build for sm_90 in $BUILD_DIR (-j$JOBS)"
-fallback_build() {
-    # kernels + their C references + the GPU kernel test and bench, with gcc/nvcc only
-    local d=$BUILD_DIR/fallback
+# ---- 2. C dependencies + build ---------------------------------------------------------------
+PC_MODS=()
+mapfile -t PC_MODS < <(grep -o 'pkg_check_modules([A-Za-z0-9_]* [^)]*)' CMakeLists.txt | sed 's/)$//' | awk '{print $NF}')
+DEPS=none
+if [ -n "${FORCE_FALLBACK:-}" ]; then
+    DEPS=none
+elif have pkg-config && pkg-config --exists "${PC_MODS[@]}" 2>/dev/null; then
+    DEPS=system
+elif [ -d "$DEPS_DIR/lib/pkgconfig" ]; then
+    export PKG_CONFIG_PATH="$DEPS_DIR/lib/pkgconfig"
+    if ! have pkg-config; then # path-based: the shim reads the packed .pc files
+        printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$(command -v "$PY")" "$ROOT/tests/gpu/pkgconfig_shim.py" >"$WORK/bin/pkg-config"
+        chmod +x "$WORK/bin/pkg-config"
+        PATH=$WORK/bin:$PATH
+        DEPS="packed ($DEPS_DIR, pkg-config shim)"
+    else
+        DEPS="packed ($DEPS_DIR)"
+    fi
+    pkg-config --exists "${PC_MODS[@]}" || DEPS=none
+fi
+res build deps "$DEPS"
+say "2. build in $BUILD_DIR (cmake -G Ninja, -j$JOBS; C deps: $DEPS)"
+CUDA=ON
+[ "$REHEARSE" = 1 ] && [ "${REHEARSE_CUDA:-0}" != 1 ] && CUDA=OFF
+FALLBACK=0
+nwarn=0
+fallback_build() { # no C dependencies at all: kernels, their tests and bench with gcc + nvcc
+    local d=$BUILD_DIR/fallback f
     mkdir -p "$d" "$BUILD_DIR/tests"
     local nv=(nvcc -O3 -std=c++17 "-gencode=arch=compute_90,code=sm_90" "-Xcompiler=-Wall,-Wextra" -Ikernels)
-    for f in kernels/*_ref.c; do
-        gcc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unknown-pragmas -Ikernels -c "$f" \
-            -o "$d/$(basename "$f" .c).o" || return 1
+    for f in kernels/*_ref.c kernels/kn_cuda_err.c; do
+        gcc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -c "$f" -o "$d/$(basename "$f" .c).o" || return 1
     done
-    local pids=() f p
-    for f in kernels/*.cu; do
-        "${nv[@]}" -c "$f" -o "$d/$(basename "$f" .cu).o" &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p" || return 1; done
-    local objs=("$d"/*.o)
-    "${nv[@]}" tests/test_kernels_gpu.cu "${objs[@]}" -lcublasLt -lm -o "$BUILD_DIR/tests/test_kernels_gpu" || return 1
-    "${nv[@]}" tests/bench_kernels_gpu.cu "${objs[@]}" -lcublasLt -lm -o "$BUILD_DIR/tests/bench_kernels_gpu" || return 1
+    for f in kernels/*.cu; do "${nv[@]}" -c "$f" -o "$d/$(basename "$f" .cu).o" || return 1; done
+    "${nv[@]}" tests/test_kernels_gpu.cu "$d"/*.o -lcublasLt -lm -o "$BUILD_DIR/tests/test_kernels_gpu" || return 1
+    "${nv[@]}" tests/bench_kernels_gpu.cu "$d"/*.o -lcublasLt -lm -o "$BUILD_DIR/tests/bench_kernels_gpu" || return 1
 }
-FALLBACK=0
-if [ "$DEPS" = none ]; then
+if [ "$DEPS" = none ] && [ "$REHEARSE" = 0 ]; then
     FALLBACK=1
-    if ! fallback_build >"$LOGDIR/build.log" 2>&1; then
-        grep -E 'error' "$LOGDIR/build.log" | head -30; die "fallback build failed (log: $LOGDIR/build.log)"
+    run_t 300 "$LOGS/build.log" bash -c "$(declare -f fallback_build); BUILD_DIR='$BUILD_DIR'; fallback_build"
+    check build "$(status_of $RC)" "no C dependencies: kernels-only fallback build (run tests/gpu/pack_deps.sh and carry tmp/gpu-deps)"
+else
+    cfg=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DMKS_ENABLE_CUDA=$CUDA")
+    [ "$CUDA" = ON ] && cfg+=(-DCMAKE_CUDA_ARCHITECTURES=90)
+    have pkg-config && cfg+=(-DPKG_CONFIG_EXECUTABLE="$(command -v pkg-config)")
+    if [ -f "$BUILD_DIR/CMakeCache.txt" ] && ! grep -q 'CMAKE_GENERATOR:INTERNAL=Ninja' "$BUILD_DIR/CMakeCache.txt"; then
+        rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles" # another generator's cache
     fi
-    nwarn=$(grep -c -i 'warning' "$LOGDIR/build.log" || true)
-    say "fallback build ok ($nwarn warning lines): kernels only"
-    res build warnings "$nwarn (fallback build)"
-elif ! cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGDIR/cmake.log" 2>&1; then
-    tail -30 "$LOGDIR/cmake.log"; die "cmake configure failed (log: $LOGDIR/cmake.log)"
-fi
-if [ "$FALLBACK" = 0 ]; then
-    if ! cmake --build "$BUILD_DIR" -j"$JOBS" >"$LOGDIR/build.log" 2>&1; then
-        grep -E 'error|Error' "$LOGDIR/build.log" | head -30; die "build failed (log: $LOGDIR/build.log)"
+    run_t 60 "$LOGS/cmake.log" cmake "${cfg[@]}"
+    if [ "$RC" != 0 ]; then
+        check build "$(status_of $RC)" "cmake configure: $(grep -m1 -i 'error' "$LOGS/cmake.log" | cut -c1-150)"
+        exit 1
     fi
-    nwarn=$(grep -c -i 'warning' "$LOGDIR/build.log" || true)
-    say "build ok ($nwarn warning lines)"
-    res build warnings "$nwarn"
+    tgt=()
+    for t in ${BUILD_TARGETS:-}; do tgt+=(--target "$t"); done
+    run_t 300 "$LOGS/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" "${tgt[@]}"
+    nwarn=$(grep -c -i 'warning' "$LOGS/build.log")
+    if [ "$RC" = 0 ]; then
+        check build PASS "cuda $CUDA, $nwarn warning lines, deps: $DEPS"
+    else
+        check build "$(status_of $RC)" "$(grep -m1 -E 'error|FAILED' "$LOGS/build.log" | cut -c1-150)"
+        exit 1
+    fi
 fi
+res build warnings "$nwarn"
 MKS=$BUILD_DIR/tools/mkshards
 LLMTRAIN=""
-for c in "$BUILD_DIR/tools/llmtrain/llmtrain" "$BUILD_DIR/train/llmtrain" "$BUILD_DIR/tools/llmtrain" \
-         "$BUILD_DIR/llmtrain"; do
+for c in "$BUILD_DIR/tools/llmtrain/llmtrain" "$BUILD_DIR/train/llmtrain" "$BUILD_DIR/tools/llmtrain"; do
     [ -f "$c" ] && [ -x "$c" ] && LLMTRAIN=$c && break
 done
-[ -x "$MKS" ] || [ "$FALLBACK" = 1 ] || die "no $MKS after the build"
-if [ "$FALLBACK" = 1 ]; then
-    res ours status "fallback build: no trainer"
-elif [ -z "$LLMTRAIN" ]; then
-    say "llmtrain: NOT BUILT (no train/llmtrain target yet): the trainer rows will say so"
-    res ours status "llmtrain not built"
-elif ! "$LLMTRAIN" --help 2>&1 | grep -q -- 'cuda'; then
-    say "llmtrain: built, but its --help names no cuda device: CUDA path missing"
-    res ours status "llmtrain has no --device cuda"
-    LLMTRAIN_NOCUDA=1
-fi
 
-# ---------------------------------------------------------------------------------------------
-say "3. shards from samples/"
-VOCAB=""
-for c in "${GPT2_VOCAB:-}" tmp/vocab/gpt2.tiktoken ../shared/vocab/gpt2.tiktoken; do
-    [ -n "$c" ] && [ -f "$c" ] && VOCAB=$c && break
-done
-if [ "$FALLBACK" = 1 ]; then
-    VOCAB=none
-    say "fallback build: no mkshards, no shards (torch uses random tokens)"
-    res data vocab "gpt2 size, random tokens (fallback build)"
-elif [ -n "$VOCAB" ]; then
-    say "vocabulary: GPT-2 ($VOCAB)"
-    res data vocab "gpt2 ($VOCAB)"
-else
-    VOCAB=$WORK/samples.tiktoken
-    say "no GPT-2 vocabulary here: training one on samples/ (model will be smaller than 124M)"
-    if ! "$MKS" tokenizer train -q -n 50257 -p gpt2 -s '<|endoftext|>' -o "$VOCAB" samples/tiny.jsonl \
-            >"$LOGDIR/tokenizer.log" 2>&1; then
-        tail -5 "$LOGDIR/tokenizer.log"; die "mkshards tokenizer train failed"
-    fi
-    res data vocab "trained on samples/ ($(wc -l <"$VOCAB") ranks; not GPT-2's)"
-fi
+# ---- 3. shards + plan ----------------------------------------------------------------------
 SHARDS=$WORK/shards
 SHARDS_OK=0
-rm -rf "$SHARDS"
-if [ "$FALLBACK" = 1 ]; then
-    res data shards "none (fallback build)"
-elif "$MKS" build --help 2>&1 | grep -qi 'not implemented'; then
-    say "mkshards build: not implemented yet -> no shards; llmtrain cannot run, torch uses random tokens"
-    res data shards "mkshards build not implemented"
-elif "$MKS" build --tokenizer "$VOCAB" --seq-len "$SEQ" --out "$SHARDS" samples/tiny.jsonl \
-        >"$LOGDIR/shards.log" 2>&1; then
-    SHARDS_OK=1
-    say "shards: $(find "$SHARDS" -type f | wc -l) files in $SHARDS"
-    res data shards "samples/tiny.jsonl, seq-len $SEQ"
-else
-    tail -5 "$LOGDIR/shards.log"
-    say "mkshards build failed (log: $LOGDIR/shards.log)"
-    res data shards "mkshards build FAILED"
+VOCAB_N=50257
+TSEQ=$SEQ
+[ "$REHEARSE" = 1 ] && TSEQ=64
+if [ "$FALLBACK" = 0 ]; then
+    say "3. shards from samples/ (T=$TSEQ)"
+    VOCAB=""
+    for c in "${GPT2_VOCAB:-}" "${GPU_VOCAB:-$ROOT/tmp/vocab}/gpt2.tiktoken" ../shared/vocab/gpt2.tiktoken; do
+        [ -n "$c" ] && [ -f "$c" ] && VOCAB=$c && break
+    done
+    if [ -z "$VOCAB" ]; then
+        VOCAB=$WORK/samples.tiktoken
+        run_t 60 "$LOGS/tokenizer.log" "$MKS" tokenizer train -q -n 50257 -p gpt2 -s '<|endoftext|>' -o "$VOCAB" samples/tiny.jsonl
+        res data vocab "trained on samples/ (not GPT-2's)"
+    else
+        res data vocab "gpt2"
+    fi
+    rm -rf "$SHARDS"
+    run_t 60 "$LOGS/shards.log" "$MKS" build --tokenizer "$VOCAB" --seq-len "$TSEQ" --out "$SHARDS" samples/tiny.jsonl
+    if [ "$RC" = 0 ]; then
+        SHARDS_OK=1
+        check shards PASS "samples/tiny.jsonl, seq-len $TSEQ"
+        VOCAB_N=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("vocab_size", 50257))' "$SHARDS/manifest.json" 2>/dev/null || echo 50257)
+    else
+        check shards "$(status_of $RC)" "mkshards build: $(last_line "$LOGS/shards.log")"
+    fi
+    res data vocab_size "$VOCAB_N"
 fi
-# longer rows for the sweep (tiny data: a few rows each; the loader wraps epochs)
-shards_for() { if [ "$1" = "$SEQ" ]; then echo "$SHARDS"; else echo "$WORK/shards_T$1"; fi; }
-if [ "$SHARDS_OK" = 1 ]; then
-    for s in 1024 2048 4096 8192; do
-        [ "$s" = "$SEQ" ] && continue
-        rm -rf "$WORK/shards_T$s"
-        "$MKS" build --tokenizer "$VOCAB" --seq-len "$s" --out "$WORK/shards_T$s" samples/tiny.jsonl \
-            >>"$LOGDIR/shards.log" 2>&1 || say "mkshards build --seq-len $s failed"
+DEV_BYTES=$((143771 * 1048576)) # an H200 as nvidia-smi reports it; replaced by the real one below
+GPU_OK=0
+if [ "$REHEARSE" = 0 ]; then
+    say "4. the device"
+    if have nvidia-smi && nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1; then
+        GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
+        DEV_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | tr -dc '0-9')
+        [ -n "$DEV_MIB" ] && DEV_BYTES=$((DEV_MIB * 1048576))
+        res meta gpu "$GPU"
+        GPU_OK=1
+        check device PASS "$GPU"
+    else
+        check device FAIL "nvidia-smi failed: $(last_line "$LOGS/nvidia-smi.txt")"
+    fi
+else
+    res meta gpu "none (rehearsal on $(uname -m), $(nproc) CPUs)"
+fi
+
+# ---- 5. GPU tests ----------------------------------------------------------------------------
+if [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
+    say "5. ctest -L gpu"
+    if [ "$FALLBACK" = 1 ]; then
+        run_t 120 "$LOGS/ctest_gpu.log" "$BUILD_DIR/tests/test_kernels_gpu"
+    else
+        run_t 150 "$LOGS/ctest_gpu.log" ctest --test-dir "$BUILD_DIR" -L gpu -V --timeout 100
+    fi
+    sed -E 's/^[0-9]+: //' "$LOGS/ctest_gpu.log" | grep -E '^\|' >"$LOGS/kernel_table.txt" || true
+    check ctest_gpu "$(status_of $RC)" "$(grep -E 'tests passed|tests failed|checks passed' "$LOGS/ctest_gpu.log" | tail -1 | sed 's/^ *//')"
+else
+    say "5. GPU tests: CPU twins (the GPU path's CPU tests: error messages, fp16 emulation, kernel references)"
+    run_t 150 "$LOGS/ctest_gpu.log" ctest --test-dir "$BUILD_DIR" -R '^(test_cuda_msg|test_fp16_scale|test_kn_ops)$' --output-on-failure
+    check ctest_gpu "$(status_of $RC)" "CPU twins: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log" | tail -1 | sed 's/^ *//')"
+fi
+
+# ---- 6. compute-sanitizer ---------------------------------------------------------------------
+SAN=""
+for c in compute-sanitizer /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/nsight-compute/*/compute-sanitizer/compute-sanitizer; do
+    have "$c" && SAN=$(command -v "$c") && break
+    [ -x "$c" ] && SAN=$c && break
+done
+KT=$BUILD_DIR/tests/test_kernels_gpu
+if [ -n "${SKIP_SANITIZER:-}" ]; then
+    check sanitizer SKIP "SKIP_SANITIZER set"
+elif [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then
+    check sanitizer SKIP "no GPU here: memcheck/racecheck run on the GPU machine only"
+elif [ -z "$SAN" ]; then
+    check sanitizer SKIP "compute-sanitizer not found"
+elif [ ! -x "$KT" ]; then
+    check sanitizer FAIL "no $KT"
+else
+    for tool in memcheck racecheck; do
+        say "6. compute-sanitizer --tool $tool on test_kernels_gpu --small"
+        run_t 75 "$LOGS/sanitizer_$tool.log" "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 20 "$KT" --small
+        summ=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer_$tool.log" | tail -1)
+        if grep -qiE 'device not supported|not supported on this|error 999|unable to (initialize|start)' "$LOGS/sanitizer_$tool.log"; then
+            check "sanitizer_$tool" SKIP "compute-sanitizer refused the device: $(grep -m1 -iE 'not supported|999|unable' "$LOGS/sanitizer_$tool.log")"
+        elif [ "$RC" = 0 ]; then
+            check "sanitizer_$tool" PASS "${summ:-no errors}"
+        else
+            check "sanitizer_$tool" "$(status_of $RC)" "exit $RC: ${summ:-$(last_line "$LOGS/sanitizer_$tool.log")}"
+        fi
     done
 fi
-# vocabulary size: the manifest's if it says, else the rank file's line count
-VOCAB_N=$("$PY" - "$SHARDS" "$VOCAB" <<'EOF'
-import glob, json, os, sys
-shards, vocab = sys.argv[1], sys.argv[2]
-for m in sorted(glob.glob(os.path.join(shards, "*.json"))):
-    try:
-        j = json.load(open(m))
-    except Exception:
-        continue
-    def find(o):
-        if isinstance(o, dict):
-            for k, v in o.items():
-                if k in ("vocab_size", "vocab") and isinstance(v, int):
-                    return v
-                r = find(v)
-                if r:
-                    return r
-        return None
-    v = find(j)
-    if v:
-        print(v); sys.exit(0)
-if vocab == "none":
-    print(50257); sys.exit(0)
-n = sum(1 for _ in open(vocab))
-print(50257 if n == 50256 else n + 1)  # gpt2.tiktoken: 50256 ranks + <|endoftext|>
-EOF
-)
-say "vocabulary size: $VOCAB_N"
-res data vocab_size "$VOCAB_N"
 
-# ---------------------------------------------------------------------------------------------
-say "4. plan for d12 (no GPU)"
-TOKB=$((BATCH * SEQ))
-TRAIN_ARGS=(--data "$SHARDS" --model d12 --seq-len "$SEQ" --token-budget "$TOKB" --batch-tokens "$TOKB"
-            --precision bf16)
-CAN_TRAIN=0
+# ---- 7. llmtrain d12 bf16 ---------------------------------------------------------------------
 if [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
-    "$LLMTRAIN" --plan "${TRAIN_ARGS[@]}" --device cuda --mem-budget "${MEM_BUDGET:-139GiB}" >"$LOGDIR/plan_d12.txt" 2>&1
-    prc=$?
-    say "llmtrain --plan exit $prc"
-    sed -n '1,40p' "$LOGDIR/plan_d12.txt"
-    [ "$prc" = 0 ] && [ -z "${LLMTRAIN_NOCUDA:-}" ] && CAN_TRAIN=1
-    [ "$prc" != 0 ] && res ours status "plan exit $prc (see plan_d12.txt)"
-fi
-
-say "4b. torch script check (CPU, tiny, 2 steps)"
-if [ "$TORCH_OK" = 1 ]; then
-    if "$PY" tools/bench/nanogpt_torch.py --check >"$LOGDIR/torch_check.json" 2>"$LOGDIR/torch_check.err"; then
-        say "torch check: $(cat "$LOGDIR/torch_check.json")"
+    if [ "$REHEARSE" = 0 ]; then
+        TOKB=$((BATCH * SEQ))
+        TRAIN=(--data "$SHARDS" --model d12 --seq-len "$SEQ" --token-budget "$TOKB" --batch-tokens "$TOKB" --precision bf16
+               --device cuda --mem-budget "$DEV_BYTES" --seed 1)
+        desc="d12 T=$SEQ bf16, $BATCH rows, $STEPS steps, --device cuda"
     else
-        tail -5 "$LOGDIR/torch_check.err"; say "torch check FAILED"; TORCH_OK=0
-        res torch status "CPU check failed"
+        TRAIN=(--data "$SHARDS" --model tiny --seq-len "$TSEQ" --token-budget $((4 * TSEQ)) --batch-tokens $((4 * TSEQ))
+               --device cpu --seed 1)
+        desc="CPU twin: tiny T=$TSEQ fp32, 4 rows, $STEPS steps, --device cpu"
+    fi
+    say "7. llmtrain $desc"
+    "$LLMTRAIN" --plan "${TRAIN[@]}" >"$LOGS/plan_d12.txt" 2>&1
+    run_t 90 "$LOGS/ours_d12.txt" "$LLMTRAIN" "${TRAIN[@]}" --steps "$STEPS" --log "$LOGS/ours_d12.jsonl"
+    res ours source "llmtrain ($desc)"
+    if [ "$RC" = 0 ]; then
+        check train_d12 PASS "$desc: $(grep -m1 '^done' "$LOGS/ours_d12.txt" | cut -c1-120)"
+    else
+        grep -qi 'out of memory' "$LOGS/ours_d12.txt" && res ours oom 1
+        check train_d12 "$(status_of $RC)" "exit $RC: $(last_line "$LOGS/ours_d12.txt")"
+        # the GPU model without llmtrain, for numbers at least
+        BTG=$BUILD_DIR/tests/bench_train_gpu
+        if [ "$REHEARSE" = 0 ] && [ -x "$BTG" ]; then
+            mv "$LOGS/ours_d12.txt" "$LOGS/llmtrain_d12.txt"
+            run_t 90 "$LOGS/ours_d12.txt" "$BTG" --data "$SHARDS" --model d12 --seq-len "$SEQ" --batch "$BATCH" \
+                --steps "$STEPS" --precision bf16 --log "$LOGS/ours_d12.jsonl"
+            res ours source "bench_train_gpu (llmtrain --device cuda failed), exit $RC"
+            check bench_train_gpu "$(status_of $RC)" "exit $RC: $(last_line "$LOGS/ours_d12.txt")"
+        fi
     fi
 else
-    "$PY" -m py_compile tools/bench/nanogpt_torch.py && say "torch missing; script compiles"
-    res torch status "torch not installed"
+    check train_d12 FAIL "not run: $([ -z "$LLMTRAIN" ] && echo 'no llmtrain built' || echo 'no shards')"
 fi
 
-if [ "$DRY" = 1 ]; then
-    say "dry run: stopping before the first GPU use. Results so far:"
-    "$PY" tests/gpu/summarize.py --results "$RESULTS" --logdir "$LOGDIR" --dry-run
-    exit 0
-fi
-
-# ===================================== GPU from here on ========================================
-say "5. the device"
-if ! have nvidia-smi || ! nvidia-smi >"$LOGDIR/nvidia-smi.txt" 2>&1; then
-    die "nvidia-smi failed: no GPU here (use --dry-run on machines without one)"
-fi
-GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
-DEV_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | tr -dc '0-9')
-DEV_BYTES=$((${DEV_MIB:-81920} * 1048576))
-say "gpu: $GPU"
-res meta gpu "$GPU"
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$LOGDIR/nvidia-smi.txt" 2>&1
-
-# ---------------------------------------------------------------------------------------------
-if [ -z "${SKIP_CTEST:-}" ]; then
-    say "6. gpu-labelled tests"
-    if [ "$FALLBACK" = 1 ]; then
-        timeout 300 "$BUILD_DIR/tests/test_kernels_gpu" >"$LOGDIR/ctest_gpu.log" 2>&1
-        crc=$?
-        echo "test_kernels_gpu exit $crc (fallback build: run directly; $([ $crc = 0 ] && echo '100% tests passed' || echo 'tests failed'))" \
-            >>"$LOGDIR/ctest_gpu.log"
+# ---- 8. fp16: 100 steps, none skipped ------------------------------------------------------
+if [ "$REHEARSE" = 1 ]; then
+    say "8. fp16 100 steps: CPU twin (test_fp16_scale: the GPU model's fp16 backward emulated)"
+    run_t 120 "$LOGS/fp16.txt" "$BUILD_DIR/tests/test_fp16_scale"
+    check fp16_no_skip "$(status_of $RC)" "CPU emulation: $(grep -m1 '^skipped steps' "$LOGS/fp16.txt" || last_line "$LOGS/fp16.txt")"
+elif [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
+    say "8. llmtrain d12 fp16, 100 steps: no step may be skipped"
+    run_t 60 "$LOGS/fp16.txt" "$LLMTRAIN" --data "$SHARDS" --model d12 --seq-len "$SEQ" --token-budget $((8 * SEQ)) \
+        --batch-tokens $((8 * SEQ)) --precision fp16 --device cuda --mem-budget "$DEV_BYTES" --steps 100 --seed 1 \
+        --log "$LOGS/fp16.jsonl" --log-every 25
+    nskip=$("$PY" -c '
+import json, sys
+n = k = 0
+for l in open(sys.argv[1]):
+    try: j = json.loads(l)
+    except ValueError: print("bad-json"); sys.exit(0)
+    if "step" in j: n += 1; k += int(j.get("skipped", 0))
+print(f"{k} of {n}")' "$LOGS/fp16.jsonl" 2>/dev/null)
+    if [ "$RC" = 0 ] && [ "${nskip%% *}" = 0 ]; then
+        check fp16_no_skip PASS "skipped $nskip steps (d12 fp16, 8 x $SEQ tokens)"
+    elif [ "$RC" = 0 ]; then
+        check fp16_no_skip FAIL "skipped ${nskip:-?} steps: $(grep -m1 'non-finite' "$LOGS/fp16.txt")"
     else
-        ctest --test-dir "$BUILD_DIR" -L gpu -V --timeout 120 >"$LOGDIR/ctest_gpu.log" 2>&1
-        crc=$?
+        check fp16_no_skip "$(status_of $RC)" "exit $RC: $(last_line "$LOGS/fp16.txt")"
     fi
-    grep -E 'tests passed|tests failed|Test +#' "$LOGDIR/ctest_gpu.log" | tail -20
-    # the kernel table (op/dtype/err/pass) printed by test_kernels_gpu
-    sed -E 's/^[0-9]+: //' "$LOGDIR/ctest_gpu.log" | grep -E '^\|' >"$LOGDIR/kernel_table.txt" || true
-    grep -E 'FAIL' "$LOGDIR/kernel_table.txt" | head -20
-    res ctest gpu "$(grep -E 'tests passed|tests failed|checks passed' "$LOGDIR/ctest_gpu.log" | tail -1 | sed 's/^ *//') (exit $crc)"
 fi
 
-# ---------------------------------------------------------------------------------------------
-say "6b. ceilings (torch: device copy, 8192^3 bf16 matmul) and kernel timings at d12 shapes"
-if [ "$TORCH_OK" = 1 ]; then
-    timeout 60 "$PY" - >"$LOGDIR/ceilings.txt" 2>&1 <<'EOF'
+# ---- 9. memory at the edge ----------------------------------------------------------------------
+EDGE_MODEL=${EDGE_MODEL:-d24}
+if [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
+    say "9. memory edge: $EDGE_MODEL T=$TSEQ bf16 planned at >= 95% of $((DEV_BYTES >> 20)) MiB"
+    EARGS=(--data "$SHARDS" --model "$EDGE_MODEL" --seq-len "$TSEQ" --precision bf16 --device cuda --mem-budget "$DEV_BYTES")
+    "$LLMTRAIN" --plan --json "${EARGS[@]}" --token-budget 1073741824 --batch-tokens 1073741824 >"$LOGS/edge_plan_max.json" 2>"$LOGS/edge_plan_max.err"
+    rows=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["micro_rows"])' "$LOGS/edge_plan_max.json" 2>/dev/null)
+    if [ -z "$rows" ] || [ "$rows" -lt 1 ]; then
+        check mem_edge FAIL "no plan: $(last_line "$LOGS/edge_plan_max.err")"
+    else
+        tb=$((rows * TSEQ))
+        "$LLMTRAIN" --plan --json "${EARGS[@]}" --token-budget "$tb" --batch-tokens "$tb" >"$LOGS/edge_plan.json" 2>&1
+        read -r pdev frac < <("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); d=j["device_bytes"]; print(d, "%.4f" % (d/int(sys.argv[2])))' "$LOGS/edge_plan.json" "$DEV_BYTES" 2>/dev/null)
+        res edge plan "$EDGE_MODEL, $rows rows x $TSEQ: plan $((${pdev:-0} >> 20)) MiB = ${frac:-?} of the device"
+        pct=$("$PY" -c "print(int(float('${frac:-0}') * 1000))")
+        if [ "${pct:-0}" -lt 950 ]; then
+            check mem_edge FAIL "the planner's largest micro-batch uses ${frac:-?} of the device (< 0.95)"
+        elif [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then
+            check mem_edge SKIP "planned $rows rows = ${frac} of an H200 (>= 0.95); training it needs the GPU"
+        else
+            run_t 120 "$LOGS/edge_train.txt" "$LLMTRAIN" "${EARGS[@]}" --token-budget "$tb" --batch-tokens "$tb" --steps 2 \
+                --seed 1 --log "$LOGS/edge.jsonl"
+            read -r plan peak < <("$PY" -c '
+import json, sys
+p = k = 0
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    p = j.get("planned_bytes", p); k = j.get("peak_bytes", k)
+print(p, k)' "$LOGS/edge.jsonl" 2>/dev/null)
+            if grep -qi 'out of memory\|cudaErrorMemoryAllocation' "$LOGS/edge_train.txt"; then
+                check mem_edge FAIL "OOM at ${frac} of the device: $(grep -m1 -i 'memory' "$LOGS/edge_train.txt" | cut -c1-120)"
+            elif [ "$RC" != 0 ]; then
+                check mem_edge "$(status_of $RC)" "exit $RC: $(last_line "$LOGS/edge_train.txt")"
+            else
+                dev=$("$PY" -c "p, k = ${plan:-0}, ${peak:-0}; print('%+.1f' % (100.0 * (k - p) / p) if p else 'n/a')")
+                res edge measured "plan $((${plan:-0} >> 20)) MiB, measured peak $((${peak:-0} >> 20)) MiB ($dev%)"
+                if [ "$dev" != n/a ] && "$PY" -c "import sys; sys.exit(0 if abs(float('$dev')) <= 5.0 else 1)"; then
+                    check mem_edge PASS "$rows rows, ${frac} of the device, measured vs plan $dev% (no OOM)"
+                else
+                    check mem_edge FAIL "measured vs plan $dev% (target within 5%)"
+                fi
+            fi
+        fi
+    fi
+fi
+
+# ---- 10. PyTorch baseline ----------------------------------------------------------------------
+if [ -n "${SKIP_TORCH:-}" ]; then
+    check torch SKIP "SKIP_TORCH set"
+elif [ "$TORCH_OK" = 0 ]; then
+    check torch SKIP "torch not installed here"
+elif [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then
+    run_t 120 "$LOGS/torch_check.txt" "$PY" tools/bench/nanogpt_torch.py --check
+    check torch "$(status_of $RC)" "CPU twin: nanogpt_torch.py --check"
+else
+    say "10. PyTorch nanoGPT-style d12, same batch (memory: cudaMemGetInfo at exit, context included)"
+    DATA_ARG=()
+    [ "$SHARDS_OK" = 1 ] && DATA_ARG=(--data "$SHARDS")
+    # stdout (one JSON line) -> torch_d12.json, stderr -> torch_d12.err; memory -> torch_mem.json
+    run_t 150 "$LOGS/torch_d12.err" bash -c 'TORCH_MEM_OUT="$1" "${@:3}" >"$2"' _ "$LOGS/torch_mem.json" \
+        "$LOGS/torch_d12.json" "$PY" tests/gpu/torch_mem.py --model d12 --seq-len "$SEQ" --batch "$BATCH" \
+        --steps "$STEPS" --vocab-size "$VOCAB_N" "${DATA_ARG[@]}"
+    check torch "$(status_of $RC)" "exit $RC: $(tail -c 150 "$LOGS/torch_d12.json" | tr -d '\n')"
+fi
+
+# ---- 11. ceilings + kernel timings (information, not checks) -----------------------------------
+if [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
+    if [ "$TORCH_OK" = 1 ]; then
+        run_t 30 "$LOGS/ceilings.txt" "$PY" -c '
 import torch
 d = torch.device("cuda")
 def t(f, n=10):
@@ -328,148 +528,49 @@ def t(f, n=10):
     for _ in range(n):
         s.record(); f(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e) / 1e3)
     return sorted(ts)[len(ts) // 2]
-x = torch.rand(2**30, device=d, dtype=torch.float32); y = torch.empty_like(x)
+x = torch.rand(2**30, device=d); y = torch.empty_like(x)
 bw = 2 * x.numel() * 4 / t(lambda: y.copy_(x))
 a = torch.randn(8192, 8192, device=d, dtype=torch.bfloat16); b = torch.randn_like(a)
-tf = 2 * 8192**3 / t(lambda: a @ b)
-print(f"CEILINGS copy_GBps={bw / 1e9:.0f} bf16_matmul_TFLOPs={tf / 1e12:.0f}")
-EOF
-    tail -1 "$LOGDIR/ceilings.txt"
-    res meta ceilings "$(grep CEILINGS "$LOGDIR/ceilings.txt" | sed 's/CEILINGS //')"
-fi
-if [ -x "$BUILD_DIR/tests/bench_kernels_gpu" ]; then
-    timeout 120 "$BUILD_DIR/tests/bench_kernels_gpu" --model d12 --B 16 --T "$SEQ" >"$LOGDIR/bench_kernels.txt" 2>&1
-    say "bench_kernels_gpu exit $?"
-    tail -5 "$LOGDIR/bench_kernels.txt"
-    res kernels projection "$(grep '^PROJECTION' "$LOGDIR/bench_kernels.txt" | sed 's/PROJECTION //')"
-fi
-
-# ---------------------------------------------------------------------------------------------
-say "7. llmtrain --device cuda d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
-if [ "$CAN_TRAIN" = 1 ]; then
-    timeout 240 "$LLMTRAIN" "${TRAIN_ARGS[@]}" --device cuda --mem-budget "$DEV_BYTES" --steps "$STEPS" --seed 1 \
-        --log "$LOGDIR/ours_d12.jsonl" >"$LOGDIR/ours_d12.txt" 2>&1
-    orc=$?
-    tail -8 "$LOGDIR/ours_d12.txt"
-    res ours exit "$orc"
-    grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
-    if [ "$orc" = 2 ] && grep -qi 'no CUDA backend\|--device cuda' "$LOGDIR/ours_d12.txt"; then
-        NO_CUDA_BACKEND=1
-        say "llmtrain has no CUDA backend in this build: the sweep will only plan"
+print(f"CEILINGS copy_GBps={bw / 1e9:.0f} bf16_matmul_TFLOPs={2 * 8192**3 / t(lambda: a @ b) / 1e12:.0f}")'
+        res meta ceilings "$(grep CEILINGS "$LOGS/ceilings.txt" | sed 's/CEILINGS //')"
     fi
-    if [ "$orc" != 0 ]; then
-        # exit 2 with a device message: this build's llmtrain has no CUDA backend (or sees no GPU);
-        # any other failure of the wired trainer: measure the GPU model with bench_train_gpu too
-        LLMTRAIN_CUDA_FAILED=1
-        res ours status "llmtrain exit $orc: $(grep -v '^ *$' "$LOGDIR/ours_d12.txt" | tail -1 | cut -c1-120 | tr '|' '/')"
-    fi
-else
-    say "llmtrain d12 on cuda: SKIPPED (no llmtrain, no cuda path, no shards or plan refused)"
-fi
-BTG=$BUILD_DIR/tests/bench_train_gpu
-if { [ "$CAN_TRAIN" = 0 ] || [ -n "${NO_CUDA_BACKEND:-}" ] || [ -n "${LLMTRAIN_CUDA_FAILED:-}" ]; } &&
-   [ -x "$BTG" ] && [ "$SHARDS_OK" = 1 ]; then
-    say "7b. the GPU model without llmtrain: bench_train_gpu d12 T=$SEQ bf16, batch $BATCH, $STEPS steps"
-    [ -f "$LOGDIR/ours_d12.txt" ] && mv "$LOGDIR/ours_d12.txt" "$LOGDIR/llmtrain_d12.txt"
-    timeout 240 "$BTG" --data "$SHARDS" --model d12 --seq-len "$SEQ" --batch "$BATCH" --steps "$STEPS" \
-        --precision bf16 --log "$LOGDIR/ours_d12.jsonl" >"$LOGDIR/ours_d12.txt" 2>&1
-    brc=$?
-    tail -4 "$LOGDIR/ours_d12.txt"
-    res ours source "bench_train_gpu (tr_cuda_model + loader + arena; llmtrain --device cuda failed or has no CUDA path), exit $brc"
-    grep -qi 'out of memory' "$LOGDIR/ours_d12.txt" && res ours oom 1
-    if grep -q 'attention_backward (tc).*PASS' "$LOGDIR/kernel_table.txt" 2>/dev/null &&
-       grep -q 'attention_forward (tc).*PASS' "$LOGDIR/kernel_table.txt" 2>/dev/null; then
-        say "7c. the same with the tensor-core attention (its kernel tests passed)"
-        MKS_CUDA_ATTENTION=tc timeout 240 "$BTG" --data "$SHARDS" --model d12 --seq-len "$SEQ" --batch "$BATCH" \
-            --steps "$STEPS" --precision bf16 --log "$LOGDIR/ours_d12_tc.jsonl" >"$LOGDIR/ours_d12_tc.txt" 2>&1
-        say "tc run exit $?"
-        tail -2 "$LOGDIR/ours_d12_tc.txt"
-        res ours tc_tokens_per_s "$("$PY" -c 'import json,statistics,sys
-r=[json.loads(l) for l in open(sys.argv[1]) if "tok_per_s" in l]
-r=r[len(r)//4:]
-print("%.0f" % statistics.median([x["tok_per_s"] for x in r]) if r else "n/a")' "$LOGDIR/ours_d12_tc.jsonl" 2>/dev/null)"
+    if [ -x "$BUILD_DIR/tests/bench_kernels_gpu" ]; then
+        run_t 60 "$LOGS/bench_kernels.txt" "$BUILD_DIR/tests/bench_kernels_gpu" --model d12 --B 16 --T "$SEQ"
+        res kernels projection "$(grep '^PROJECTION' "$LOGS/bench_kernels.txt" | sed 's/PROJECTION //')"
     fi
 fi
 
-# ---------------------------------------------------------------------------------------------
-elapsed() { echo $(($(date +%s) - T_START)); }
-if [ "$(elapsed)" -gt $((TOTAL_BUDGET - 150)) ] && [ -z "${SKIP_TORCH:-}" ]; then
-    say "8. PyTorch baseline SKIPPED: $(elapsed) s used of the $TOTAL_BUDGET s budget"
-    res torch status "skipped (time budget)"
-    SKIP_TORCH=1
-fi
-if [ -z "${SKIP_TORCH:-}" ] && [ "$TORCH_OK" = 1 ]; then
-    say "8. PyTorch nanoGPT-style d12, same batch"
-    DATA_ARG=()
-    [ "$SHARDS_OK" = 1 ] && DATA_ARG=(--data "$SHARDS")
-    timeout 300 "$PY" tools/bench/nanogpt_torch.py --model d12 --seq-len "$SEQ" --batch "$BATCH" \
-        --steps "$STEPS" --vocab-size "$VOCAB_N" "${DATA_ARG[@]}" >"$LOGDIR/torch_d12.json" 2>"$LOGDIR/torch_d12.err"
-    trc=$?
-    tail -3 "$LOGDIR/torch_d12.err"
-    say "torch: exit $trc $(tail -1 "$LOGDIR/torch_d12.json")"
-    res torch exit "$trc"
-fi
-
-# ---------------------------------------------------------------------------------------------
-if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ] && [ -z "${LLMTRAIN_NOCUDA:-}" ]; then
-    say "9. sweep near the memory limit (budget ${SWEEP_SECONDS}s)"
-    SWEEP_END=$(($(date +%s) + SWEEP_SECONDS))
-    [ "$SWEEP_END" -gt $((T_START + TOTAL_BUDGET)) ] && SWEEP_END=$((T_START + TOTAL_BUDGET))
-    # model seq precision token-budget mem-budget: the token budget asks for far more rows than fit,
-    # so the planner must pick the largest micro-batch under the device's memory (or refuse).
-    while read -r m s p tb mb; do
+# ---- 12. sweep near the memory limit -----------------------------------------------------------
+if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
+    say "12. sweep ($(left) s left)"
+    noom=0
+    while read -r m p mb; do
         [ -z "$m" ] && continue
-        tag="$m/T$s/$p/tok$tb/mem$mb"
-        if [ "$(date +%s)" -ge "$SWEEP_END" ]; then res sweep "$tag" "skipped (time)"; continue; fi
-        tmo=$((SWEEP_END - $(date +%s) + 20))
-        [ "$tmo" -gt 120 ] && tmo=120
-        args=(--data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" --token-budget "$tb"
-              --batch-tokens "$tb" --device cuda)
-        mbarg=(--mem-budget "$DEV_BYTES")
-        [ "$mb" != dev ] && mbarg=(--mem-budget "$mb")
-        "$LLMTRAIN" --plan "${args[@]}" "${mbarg[@]}" >"$LOGDIR/sweep_plan_${tag//\//_}.txt" 2>&1
+        tag="$m/T$TSEQ/$p/mem$mb"
+        mbb=$DEV_BYTES
+        [ "$mb" != dev ] && mbb=$mb
+        args=(--data "$SHARDS" --model "$m" --seq-len "$TSEQ" --precision "$p" --device cuda --mem-budget "$mbb")
+        "$LLMTRAIN" --plan --json "${args[@]}" --token-budget 1073741824 --batch-tokens 1073741824 >"$LOGS/sweep_plan.json" 2>/dev/null
         prc=$?
-        if [ "$prc" = 3 ]; then res sweep "$tag" "refused at plan time"; continue; fi
-        if [ "$prc" != 0 ]; then res sweep "$tag" "plan error (exit $prc)"; continue; fi
-        if [ -n "${NO_CUDA_BACKEND:-}" ]; then
-            # llmtrain cannot train on the GPU yet: train the planned micro-batch with the GPU model
-            rows=$("$LLMTRAIN" --plan "${args[@]}" "${mbarg[@]}" --json 2>/dev/null |
-                   "$PY" -c 'import json,sys; print(json.load(sys.stdin)["micro_rows"])' 2>/dev/null)
-            if [ -z "$rows" ] || [ ! -x "$BTG" ]; then
-                res sweep "$tag" "plan fits; not trained (no CUDA backend)"; continue
-            fi
-            timeout "$tmo" "$BTG" --data "$(shards_for "$s")" --model "$m" --seq-len "$s" --precision "$p" \
-                --batch "$rows" --steps 2 --fast-init >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
-            trc=$?
-            if [ "$trc" = 124 ]; then res sweep "$tag" "timed out (${tmo}s; bench_train_gpu B=$rows)"
-            elif grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM (bench_train_gpu, B=$rows)"
-            elif [ "$trc" = 0 ]; then res sweep "$tag" "trained (bench_train_gpu, B=$rows)"
-            else res sweep "$tag" "failed (bench_train_gpu B=$rows, exit $trc)"; fi
-            continue
-        fi
-        timeout "$tmo" "$LLMTRAIN" "${args[@]}" "${mbarg[@]}" --steps 3 \
-            >"$LOGDIR/sweep_${tag//\//_}.txt" 2>&1
-        trc=$?
-        if grep -qi 'out of memory' "$LOGDIR/sweep_${tag//\//_}.txt"; then res sweep "$tag" "OOM"
-        elif [ "$trc" = 0 ]; then res sweep "$tag" "trained"
-        elif [ "$trc" = 3 ]; then res sweep "$tag" "refused at start (exit 3)"
-        else res sweep "$tag" "failed (exit $trc)"; fi
+        r=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["micro_rows"])' "$LOGS/sweep_plan.json" 2>/dev/null)
+        if [ "$prc" = 3 ] || [ -z "$r" ] || [ "$r" = 0 ]; then res sweep "$tag" "refused at plan time"; continue; fi
+        if [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then res sweep "$tag" "planned $r rows (not trained: no GPU)"; continue; fi
+        tb=$((r * TSEQ))
+        run_t 45 "$LOGS/sweep_${tag//\//_}.txt" "$LLMTRAIN" "${args[@]}" --token-budget "$tb" --batch-tokens "$tb" --steps 2 --seed 1
+        if grep -qi 'out of memory\|cudaErrorMemoryAllocation' "$LOGS/sweep_${tag//\//_}.txt"; then
+            res sweep "$tag" "OOM ($r rows)"; noom=$((noom + 1))
+        elif [ "$RC" = 0 ]; then res sweep "$tag" "trained ($r rows)"
+        elif [ "$RC" = 124 ] || [ "$RC" = 125 ]; then res sweep "$tag" "$(status_of $RC) ($r rows)"
+        else res sweep "$tag" "failed (exit $RC, $r rows)"; fi
     done <<'EOF'
-d12 1024 bf16 1048576 dev
-d24 1024 bf16 1048576 dev
-d36 2048 bf16 1048576 dev
-d48 1024 bf16 1048576 dev
-d48 4096 fp32 1048576 dev
-d12 8192 bf16 1048576 dev
-d48 1024 bf16 8192 4GiB
-d24 1024 fp32 1048576 24GiB
+d12 bf16 dev
+d36 bf16 dev
+d48 bf16 dev
+d12 fp32 dev
+d48 bf16 4GiB
+d24 fp32 24GiB
 EOF
+    [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ] && check sweep_oom "$([ "$noom" = 0 ] && echo PASS || echo FAIL)" "$noom OOM in the sweep (target 0)"
 fi
-
-# ---------------------------------------------------------------------------------------------
-say "10. summary"
-"$PY" tests/gpu/summarize.py --results "$RESULTS" --logdir "$LOGDIR" --seq "$SEQ" --batch "$BATCH" \
-    --append docs/gpu-results.md
-# the device machine's working tree does not come back: $OUT does
-[ -f docs/gpu-results.md ] && [ "$LOGDIR" != "$ROOT/docs" ] && cp docs/gpu-results.md "$LOGDIR/gpu-results.md"
-say "done in $(($(date +%s) - T_START)) s; logs in $LOGDIR (gpu-results.md there: copy it over docs/gpu-results.md)"
+say "done: $(($(date +%s) - T_START)) s"
+exit 0

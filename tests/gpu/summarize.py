@@ -1,36 +1,36 @@
 #!/usr/bin/env python3
-"""Summary table of tests/gpu/run.sh: reads the run's logs, prints ONE table, appends it to
-docs/gpu-results.md (with the date and commit) when --append is given.
+"""Summary of tests/gpu/run.sh (stdlib only).
 
-Inputs in --logdir: results.txt ("section|key|value" rows written by run.sh), ours_d12.jsonl
-(llmtrain --log: one JSON object per step), ours_d12.txt (its stdout), plan_d12.txt,
-torch_d12.json (nanogpt_torch.py's JSON line), kernel_table.txt (test_kernels_gpu's rows).
+  summarize.py --results R --checks C --logdir D [--seq 1024 --batch 32] [--rehearse]
+               [--full results.md] [--headline headline.txt] [--json summary.json]
+               [--append docs/gpu-results.md]
+  summarize.py --print-details results.md     (the part of results.md before the headline)
 
-llmtrain's log keys are matched loosely (the CLI is young): tokens/s from a key holding "tok" and
-"per_s"/"/s", else tokens / step time; input wait from a key holding "wait"; step time from
-"dt"/"step_ms"/"time_ms"; planned and measured peak bytes from keys or text holding "plan" and
-"peak". What is not found is printed as "n/a (why)", never guessed.
+Inputs in --logdir: results.txt ("section|key|value"), checks.txt ("name|STATUS|detail"),
+ours_d12.jsonl (llmtrain --log), plan_d12.txt, torch_d12.json (nanogpt_torch.py's JSON line),
+torch_mem.json (tests/gpu/torch_mem.py), kernel_table.txt, bench_kernels.txt.
 
-MFU = tokens/s * (6 N + 6 L T C) / 989e12, N = parameters without the position table (the tied
-token embedding counted once, real vocabulary), 6 L T C = causal attention forward + backward.
-"""
+The HEADLINE (printed last by run.sh, kept under 3,000 characters) holds the numbers that
+decide the run (tokens/s, MFU, input wait, peak memory like with like, plan vs measured,
+fp16 skips, the memory edge, the sweep's OOMs) and one row per check; the long tables
+(kernel checks and timings, the sweep) go before it and into results.md.
+
+MFU = tokens/s * (6 N + 6 L T C) / 989e12, N = parameters without the position table.
+Peak memory, like with like: ours = llmtrain's peak_bytes (cudaMemGetInfo in use after step
+1: context + libraries + arena); torch = torch_mem.json's peak_like_ours (cudaMemGetInfo in
+use at exit - reserved at exit + max_memory_reserved: context + libraries + the allocator's
+high-water mark)."""
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 
 PEAK_FLOPS = 989e12  # H200 SXM dense bf16
 PRESETS = {"tiny": (2, 2, 64), "d12": (12, 12, 768), "d24": (24, 16, 1024),
            "d36": (36, 20, 1280), "d48": (48, 25, 1600)}
-UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9}
-
-
-def flops_per_token(model, T, V):
-    L, _, C = PRESETS[model]
-    n = L * (12 * C * C + 13 * C) + V * C + 2 * C
-    return 6 * n + 6 * L * T * C, n
+HEADLINE_MAX = 3000
+MARK = "== HEADLINE (tests/gpu/run.sh) =="
 
 
 def read(path):
@@ -53,186 +53,193 @@ def jsonl(path):
     return out
 
 
-def pick(d, *want, avoid=()):
-    """First numeric value whose key contains every substring of one of the `want` tuples."""
-    for w in want:
-        for k, v in d.items():
-            kl = k.lower()
-            if all(s in kl for s in w) and not any(a in kl for a in avoid) and isinstance(v, (int, float)):
-                return float(v)
-    return None
+def flops_per_token(model, T, V):
+    L, _, C = PRESETS[model]
+    n = L * (12 * C * C + 13 * C) + V * C + 2 * C
+    return 6 * n + 6 * L * T * C, n
 
 
-def bytes_in_text(text, *words):
-    """A byte count on a line that holds all `words` (e.g. 'planned', 'peak')."""
-    unit = r"([0-9]+(?:\.[0-9]+)?)\s*(GiB|MiB|KiB|GB|MB|kB|bytes|B)\b"
-    for line in text.splitlines():  # "plan 1234.5 MiB": the number right after the word first
-        m = re.search(re.escape(words[0]) + r"\w*\s*[:=]?\s*" + unit, line, re.I)
-        if m:
-            return float(m.group(1)) * UNITS[m.group(2).lower()]
-    for line in text.splitlines():
-        ll = line.lower()
-        if all(w in ll for w in words):
-            m = re.search(r"([0-9]+(?:\.[0-9]+)?)\s*(GiB|MiB|KiB|GB|MB|kB|bytes|B)\b", line, re.I)
-            if m:
-                return float(m.group(1)) * UNITS[m.group(2).lower()]
-            m = re.search(r"\b([0-9]{6,})\b", line)
-            if m:
-                return float(m.group(1))
-    return None
+def gib(b):
+    return "n/a" if not b else f"{b / 2**30:.2f} GiB"
 
 
-def fmt_bytes(b):
-    return "n/a" if b is None else f"{b / 2**30:.2f} GiB"
-
-
-def ours_metrics(logdir, T):
+def ours_metrics(logdir):
     rows = jsonl(os.path.join(logdir, "ours_d12.jsonl"))
-    text = read(os.path.join(logdir, "ours_d12.txt"))
-    m = {"why": ""}
-    if not rows:
-        m["why"] = "no llmtrain step log" if not text else "llmtrain wrote no JSON steps"
+    m = {}
+    steps = [r for r in rows if "step" in r]
+    for r in rows:
+        for k in ("planned_bytes", "peak_bytes", "arena_bytes", "baseline_bytes"):
+            if k in r:
+                m[k] = r[k]
+    if not steps:
         return m
-    steady = rows[len(rows) // 4:] or rows  # the first quarter is warm-up
-    tps = [pick(r, ("tok", "per_s"), ("tok", "/s"), ("tps",)) for r in steady]
-    tps = [x for x in tps if x]
-    dts = [pick(r, ("step", "ms"), ("dt",), ("time", "ms"), avoid=("wait",)) for r in steady]
-    dts = [x for x in dts if x]
-    toks = [pick(r, ("tokens",), avoid=("per", "/s", "budget")) for r in steady]
-    toks = [x for x in toks if x]
+    steady = steps[len(steps) // 4:] or steps  # the first quarter is warm-up
+    tps = [r["tok_per_s"] for r in steady if isinstance(r.get("tok_per_s"), (int, float))]
     if tps:
         m["tokens_per_s"] = statistics.median(tps)
-    elif dts and toks:
-        m["tokens_per_s"] = statistics.median(t / (d / 1e3) for t, d in zip(toks, dts))
-    waits = [pick(r, ("wait",)) for r in steady]
-    waits = [x for x in waits if x is not None]
-    if waits and dts:
-        m["wait_share"] = sum(waits) / sum(dts)  # both in the log's own unit: assume ms
-    losses = [pick(r, ("loss",), avoid=("val",)) for r in rows]
-    losses = [x for x in losses if x is not None]
+    w = sum(r.get("wait_ms", 0) or 0 for r in steady)
+    d = sum(r.get("step_ms", 0) or 0 for r in steady)
+    if d:
+        m["wait_share"] = w / d
+    losses = [r["loss"] for r in steps if isinstance(r.get("loss"), (int, float))]
     if losses:
         m["loss_first"], m["loss_last"] = losses[0], losses[-1]
-    allj = {}
-    for r in rows:
-        allj.update(r)
-    plan_text = read(os.path.join(logdir, "plan_d12.txt"))
-    m["planned"] = (pick(allj, ("plan", "bytes"), ("plan",)) or bytes_in_text(text, "plan")
-                    or bytes_in_text(plan_text, "total"))
-    m["peak"] = pick(allj, ("peak", "bytes"), ("measured",)) or bytes_in_text(text, "peak")
+    m["skipped"] = sum(int(r.get("skipped", 0) or 0) for r in steps)
+    m["steps"] = len(steps)
     return m
+
+
+def cut(s, n):
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "~"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--results", required=True)
-    ap.add_argument("--logdir", required=True)
+    ap.add_argument("--results")
+    ap.add_argument("--checks")
+    ap.add_argument("--logdir")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--rehearse", action="store_true")
+    ap.add_argument("--full")
+    ap.add_argument("--headline")
+    ap.add_argument("--json")
     ap.add_argument("--append", default="")
-    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--print-details")
     a = ap.parse_args()
 
-    res = {}
-    sweep = []
-    for line in read(a.results).splitlines():
-        parts = line.split("|", 2)
-        if len(parts) == 3:
-            if parts[0] == "sweep":
-                sweep.append((parts[1], parts[2]))
-            else:
-                res[(parts[0], parts[1])] = parts[2]
-    V = int(res.get(("data", "vocab_size"), "50257") or 50257)
-    fpt, nparams = flops_per_token("d12", a.seq, V)
+    if a.print_details:
+        text = read(a.print_details)
+        print(text.split(MARK)[0].rstrip())
+        return 0
 
-    ours = ours_metrics(a.logdir, a.seq)
-    torch_rows = jsonl(os.path.join(a.logdir, "torch_d12.json"))
-    tj = torch_rows[-1] if torch_rows else {}
+    res, sweep = {}, []
+    for line in read(a.results).splitlines():
+        p = line.split("|", 2)
+        if len(p) == 3:
+            if p[0] == "sweep":
+                sweep.append((p[1], p[2]))
+            else:
+                res[(p[0], p[1])] = p[2]
+    checks = []
+    for line in read(a.checks).splitlines():
+        p = line.split("|", 2)
+        if len(p) == 3:
+            checks.append((p[0], p[1], p[2]))
+    try:
+        V = int(res.get(("data", "vocab_size"), "50257") or 50257)
+    except ValueError:
+        V = 50257
+    fpt, nparams = flops_per_token("d12", a.seq, V)
+    ours = ours_metrics(a.logdir)
+    tj = (jsonl(os.path.join(a.logdir, "torch_d12.json")) or [{}])[-1]
+    tm = (jsonl(os.path.join(a.logdir, "torch_mem.json")) or [{}])[-1]
 
     def mfu(tps):
-        return f"{100 * tps * fpt / PEAK_FLOPS:.1f}%" if tps else "n/a"
+        return f"{100 * tps * fpt / PEAK_FLOPS:.1f}%" if tps and not a.rehearse else "n/a"
 
-    o_tps, t_tps = ours.get("tokens_per_s"), tj.get("tokens_per_s")
-    lines = []
-    lines.append(f"commit {res.get(('meta', 'commit'), '?')}, {res.get(('meta', 'date'), '?')}, "
-                 f"gpu: {res.get(('meta', 'gpu'), 'none (dry run)' if a.dry_run else '?')}")
-    lines.append(f"d12: T={a.seq}, {a.batch} rows/micro-batch, bf16, vocab {V} "
-                 f"({res.get(('data', 'vocab'), '?')}), N={nparams / 1e6:.1f}M, "
-                 f"{fpt / 1e9:.3f} GFLOP/token (6N + 6LTC), peak {PEAK_FLOPS / 1e12:.0f} TFLOP/s")
-    if res.get(("ours", "source")):
-        lines.append(f"ours = {res[('ours', 'source')]}; llmtrain: {res.get(('ours', 'status'), 'ran')}")
-    lines.append(f"build warnings: {res.get(('build', 'warnings'), '?')}; gpu tests: "
-                 f"{res.get(('ctest', 'gpu'), 'not run')}; shards: {res.get(('data', 'shards'), '?')}")
-    lines.append("")
-    lines.append("| metric | ours | PyTorch | ratio ours/torch | target |")
-    lines.append("|---|---|---|---|---|")
-    why_o = ("" if res.get(("ours", "source")) else res.get(("ours", "status"), "")) or ours.get("why")
-    why_t = tj.get("error") or res.get(("torch", "status"), "")
-    def cell(v, fmt, why):
-        return fmt(v) if v is not None else f"n/a{' (' + why + ')' if why else ''}"
-    ratio = f"{o_tps / t_tps:.2f}x" if o_tps and t_tps else "n/a"
-    lines.append(f"| tokens/s | {cell(o_tps, lambda v: f'{v:,.0f}', why_o)} | "
-                 f"{cell(t_tps, lambda v: f'{v:,.0f}', why_t)} | {ratio} | >= 1.2x |")
-    lines.append(f"| MFU | {mfu(o_tps)} | {mfu(t_tps)} | | >= 50% (ours) |")
-    tc = res.get(("ours", "tc_tokens_per_s"), "")
-    if tc and tc != "n/a":
-        tcv = float(tc)
-        lines.append(f"| tokens/s, tensor-core attention | {tcv:,.0f} (MFU {mfu(tcv)}) | | "
-                     f"{f'{tcv / t_tps:.2f}x' if t_tps else 'n/a'} | >= 1.2x |")
-    ws = ours.get("wait_share")
-    lines.append(f"| input wait / step time | {cell(ws, lambda v: f'{100 * v:.2f}%', why_o)} | n/a | | < 1% |")
-    tpk = tj.get("peak_mem_bytes")
-    pk_ratio = f"{ours['peak'] / tpk:.2f}x" if ours.get("peak") and tpk else "n/a"
-    lines.append(f"| peak memory (measured) | {cell(ours.get('peak'), fmt_bytes, why_o)} | "
-                 f"{cell(tpk, fmt_bytes, why_t)} | {pk_ratio} | < torch |")
-    pl, pk = ours.get("planned"), ours.get("peak")
-    dev = f"{100 * (pk - pl) / pl:+.1f}%" if pl and pk else "n/a"
-    lines.append(f"| planned peak | {cell(pl, fmt_bytes, why_o)} | | measured vs planned {dev} | within 5% |")
-    lf, ll = ours.get("loss_first"), ours.get("loss_last")
-    tl = (tj.get("loss_first"), tj.get("loss_last"))
-    lines.append(f"| loss first -> last | {f'{lf:.3f} -> {ll:.3f}' if lf is not None else 'n/a'} | "
-                 f"{f'{tl[0]:.3f} -> {tl[1]:.3f}' if tl[0] is not None else 'n/a'} | | falling |")
-    if tj.get("data"):
-        lines.append(f"| torch input | | {tj['data']} | | |")
+    def num(v, f="{:,.0f}"):
+        return f.format(v) if isinstance(v, (int, float)) else "n/a"
+
+    # ---- details (long; before the headline) ----
+    det = []
+    det.append(f"# tests/gpu/run.sh - commit {res.get(('meta', 'commit'), '?')}, {res.get(('meta', 'date'), '?')}")
+    det.append("")
+    det.append(f"gpu: {res.get(('meta', 'gpu'), '?')}; C deps: {res.get(('build', 'deps'), '?')}; "
+               f"build warnings: {res.get(('build', 'warnings'), '?')}; vocab: {res.get(('data', 'vocab'), '?')} "
+               f"({V}); ours: {res.get(('ours', 'source'), '?')}")
+    if res.get(("meta", "ceilings")):
+        det.append(f"measured ceilings: {res[('meta', 'ceilings')]}")
+    if res.get(("kernels", "projection")):
+        det.append(f"projected from kernel timings (bench_kernels_gpu, d12): {res[('kernels', 'projection')]}")
+    for k in ("plan", "measured"):
+        if res.get(("edge", k)):
+            det.append(f"memory edge {k}: {res[('edge', k)]}")
+    if tj:
+        det.append("torch: " + cut(json.dumps(tj), 400))
+    if tm:
+        det.append("torch memory: " + cut(json.dumps(tm), 300))
+    det.append("")
+    det.append("| check | status | detail |")
+    det.append("|---|---|---|")
+    for n, s, d in checks:
+        det.append(f"| {n} | {s} | {d} |")
     if sweep:
-        lines.append("")
-        lines.append("| sweep config (model/T/precision/token budget/mem budget) | result |")
-        lines.append("|---|---|")
-        for tag, r in sweep:
-            lines.append(f"| {tag} | {r} |")
-        n_oom = sum(1 for _, r in sweep if r.startswith("OOM"))
-        n_fail = sum(1 for _, r in sweep if r.startswith("failed") or r.startswith("plan error"))
-        n_untrained = sum(1 for _, r in sweep if "not trained" in r)
-        if n_untrained:
-            lines.append(f"| (not trained: no CUDA backend) | {n_untrained} configs only planned |")
-        lines.append(f"| **OOMs** | **{n_oom}** (other failures: {n_fail}; target 0) |")
-    proj = res.get(("kernels", "projection"), "")
-    if proj:
-        lines.append("")
-        lines.append(f"Projected from kn_cuda kernel timings (bench_kernels_gpu, d12, 16 x {a.seq} tokens): {proj}")
-    ceil = res.get(("meta", "ceilings"), "")
-    if ceil:
-        lines.append(f"Measured ceilings: {ceil}")
+        det.append("")
+        det.append("| sweep (model/T/precision/mem budget) | result |")
+        det.append("|---|---|")
+        det.extend(f"| {t} | {r} |" for t, r in sweep)
     bt = [ln for ln in read(os.path.join(a.logdir, "bench_kernels.txt")).splitlines() if ln.startswith("|")]
     if bt:
-        lines.append("")
-        lines.append("Kernel timings (bench_kernels_gpu):")
-        lines.append("")
-        lines.extend(bt)
+        det += ["", "Kernel timings (bench_kernels_gpu):", ""] + bt
     kt = read(os.path.join(a.logdir, "kernel_table.txt")).strip()
     if kt:
-        lines.append("")
-        lines.append("Kernel checks (test_kernels_gpu):")
-        lines.append("")
-        lines.append(kt)
-    table = "\n".join(lines)
-    print("\n" + table)
-    if a.append and not a.dry_run:
+        det += ["", "Kernel checks (test_kernels_gpu):", "", kt]
+
+    # ---- headline (short; printed last) ----
+    hl = [MARK]
+    hl.append(cut(f"commit {res.get(('meta', 'commit'), '?')} | {res.get(('meta', 'date'), '?')} | gpu: "
+                  f"{res.get(('meta', 'gpu'), '?')} | {res.get(('meta', 'elapsed'), '?')} s of "
+                  f"{res.get(('meta', 'budget'), '?')} s", 200))
+    hl.append(cut(f"ours: {res.get(('ours', 'source'), 'not run')}", 160))
+    hl.append("| metric | ours | PyTorch | ratio | target |")
+    hl.append("|---|---|---|---|---|")
+    o_tps, t_tps = ours.get("tokens_per_s"), tj.get("tokens_per_s")
+    ratio = f"{o_tps / t_tps:.2f}x" if o_tps and t_tps else "n/a"
+    hl.append(f"| tokens/s | {num(o_tps)} | {num(t_tps)} | {ratio} | >= 1.2x |")
+    hl.append(f"| MFU (989 TFLOP/s) | {mfu(o_tps)} | {mfu(t_tps)} | | >= 50% |")
+    ws = ours.get("wait_share")
+    hl.append(f"| input wait / step | {num(100 * ws, '{:.2f}%') if ws is not None else 'n/a'} | | | < 1% |")
+    opk, tpk = ours.get("peak_bytes"), tm.get("peak_like_ours")
+    pr = f"{opk / tpk:.2f}x" if opk and tpk else "n/a"
+    hl.append(f"| peak memory (cudaMemGetInfo, context incl.) | {gib(opk)} | {gib(tpk)} | {pr} | < torch |")
+    pl = ours.get("planned_bytes")
+    dev = f"{100 * (opk - pl) / pl:+.1f}%" if pl and opk else "n/a"
+    hl.append(f"| d12 plan vs measured peak | {gib(pl)} -> {gib(opk)} | | {dev} | within 5% |")
+    lf, ll = ours.get("loss_first"), ours.get("loss_last")
+    tl = (tj.get("loss_first"), tj.get("loss_last"))
+    hl.append(f"| loss first -> last | {num(lf, '{:.3f}')} -> {num(ll, '{:.3f}')} | "
+              f"{num(tl[0], '{:.3f}')} -> {num(tl[1], '{:.3f}')} | | falling |")
+    if res.get(("edge", "measured")) or res.get(("edge", "plan")):
+        hl.append(cut(f"| memory edge | {res.get(('edge', 'measured'), res.get(('edge', 'plan'), ''))} | | | "
+                      f">= 95% planned, within 5%, 0 OOM |", 230))
+    if sweep:
+        n_oom = sum(1 for _, r in sweep if r.startswith("OOM"))
+        n_tr = sum(1 for _, r in sweep if r.startswith("trained"))
+        hl.append(f"| sweep | {len(sweep)} configs: {n_tr} trained, {n_oom} OOM | | | 0 OOM |")
+    hl.append("")
+    hl.append("| check | status | detail |")
+    hl.append("|---|---|---|")
+    budget_left = HEADLINE_MAX - 400 - sum(len(x) + 1 for x in hl)
+    per = max(40, min(110, budget_left // max(1, len(checks)) - 30))
+    for n, s, d in checks:
+        hl.append(f"| {n} | {s} | {cut(d, per)} |")
+    headline = "\n".join(hl)
+    if len(headline) > HEADLINE_MAX - 200:  # never: the rows are cut above; a last guard
+        headline = headline[: HEADLINE_MAX - 200] + "\n(headline cut)"
+
+    full = "\n".join(det) + "\n\n" + headline + "\n"
+    if a.full:
+        with open(a.full, "w", encoding="utf-8") as f:
+            f.write(full)
+    if a.headline:
+        with open(a.headline, "w", encoding="utf-8") as f:
+            f.write(headline + "\n")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump({"meta": {f"{k[0]}.{k[1]}": v for k, v in res.items()},
+                       "checks": [{"name": n, "status": s, "detail": d} for n, s, d in checks],
+                       "ours": ours, "torch": tj, "torch_mem": tm, "sweep": sweep,
+                       "failed": [n for n, s, _ in checks if s in ("FAIL", "TIMEOUT", "NOTRUN")]}, f, indent=1)
+            f.write("\n")
+    if a.append:
         with open(a.append, "a", encoding="utf-8") as f:
             if f.tell() == 0:
                 f.write("# GPU results\n\nOne section per run of tests/gpu/run.sh (newest last).\n")
-            f.write(f"\n## {res.get(('meta', 'date'), '?')} - commit {res.get(('meta', 'commit'), '?')}\n\n")
-            f.write(table + "\n")
-        print(f"\nappended to {a.append}")
+            kind = "rehearsal (no GPU)" if a.rehearse else "GPU run"
+            f.write(f"\n## {res.get(('meta', 'date'), '?')} - commit {res.get(('meta', 'commit'), '?')} - {kind}\n\n")
+            f.write(full.replace("# tests/gpu/run.sh - ", "", 1))
     return 0
 
 
