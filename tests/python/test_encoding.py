@@ -140,7 +140,8 @@ def test_from_file_every_kind(shared, mkshards_bin, tmp_path):
         e = mkshards.Encoding.from_file(path)
         assert e.encode_ordinary(text) == want, kind
         assert e.n_vocab == 50257 and e.eot_token == 50256, kind
-        assert e.fingerprint == ref.fingerprint, kind
+        if kind != "tokenizer.json":  # a tokenizer.json's fingerprint covers its own pre-tokenizer spec
+            assert e.fingerprint == ref.fingerprint, kind
 
 
 def test_errors_carry_the_c_message(shared, tmp_path):

@@ -4,11 +4,11 @@
     pip install tiktoken tokenizers   # peers (optional: missing ones are skipped); torch for the ShardDataset rows
     python3 tools/bench/bench_python.py [--encodings cl100k_base] [--quick] [--mkshards build/tools/mkshards]
 
-Encoding (one run, all figures from the same process and the same documents, already decompressed in memory):
+Encoding (fastest of --repeat rounds, each timing every tokenizer once in turn; all figures from the same process and the same documents, already decompressed in memory):
 - mkshards ``Encoding.encode_ordinary_batch(docs, num_threads=N)``, the Python lists of ids included;
 - tiktoken ``encode_ordinary_batch(docs, num_threads=N)`` with the same rank file, tiktoken's own pat_str/specials;
 - HF tokenizers ``encode_batch_fast`` (or ``encode_batch``) on the ``tokenizer.json`` that ``mkshards tokenizer
-  export`` writes; its 1-thread figure with TOKENIZERS_PARALLELISM=false;
+  export`` writes, the lists of ids included; its 1-thread figure with TOKENIZERS_PARALLELISM=false;
 - mkshards ``encode_to_numpy`` per document (1 thread) and ``encode_ordinary_batch_to_numpy`` (N threads).
 N = 1 and all cores. ratio = peer seconds / mkshards seconds at the same thread count. Every peer's ids are
 compared with mkshards' (documents that differ are counted).
@@ -88,20 +88,18 @@ def ndiff(a, b):
 
 
 def bench_encoding(args, name, docs, nbytes, nthr):
+    """Every figure is the fastest of --repeat rounds; each round times every tokenizer once, in turn, so that
+    load from other processes on a shared machine hits all of them alike."""
     import mkshards
-    rows = []
     enc = mkshards.get_encoding(name)
-    log(f"bench: {name}: mkshards ...")
-    m = {}
-    for th in (1, nthr):
-        m[th], ids = timed(lambda: enc.encode_ordinary_batch(docs, num_threads=th), args.repeat)
-    ntok = sum(map(len, ids))
-    t_np1, _ = timed(lambda: [enc.encode_to_numpy(d, disallowed_special=()) for d in docs], args.repeat)
-    t_npn, _ = timed(lambda: enc.encode_ordinary_batch_to_numpy(docs, num_threads=nthr), args.repeat)
-    rows += [(name, "mkshards encode_ordinary_batch", 1, m[1], None, 0),
-             (name, "mkshards encode_ordinary_batch", nthr, m[nthr], None, 0),
-             (name, "mkshards encode_to_numpy (per doc)", 1, t_np1, None, 0),
-             (name, "mkshards ..._batch_to_numpy", nthr, t_npn, None, 0)]
+    runs = {}  # key -> (call, threads, fn, reference ids or None)
+    for th in sorted({1, nthr}):
+        runs[("mk", th)] = ("mkshards encode_ordinary_batch", th,
+                            (lambda th=th: enc.encode_ordinary_batch(docs, num_threads=th)))
+    runs[("np", 1)] = ("mkshards encode_to_numpy (per doc)", 1,
+                       lambda: [enc.encode_to_numpy(d, disallowed_special=()) for d in docs])
+    runs[("np", nthr)] = ("mkshards ..._batch_to_numpy", nthr,
+                          lambda: enc.encode_ordinary_batch_to_numpy(docs, num_threads=nthr))
     try:
         import tiktoken
     except ImportError:
@@ -109,11 +107,10 @@ def bench_encoding(args, name, docs, nbytes, nthr):
         log("bench: tiktoken not installed, skipped")
     if tiktoken:
         tt = tiktoken_encoding(tiktoken, args.vocab, name)
-        for th in (1, nthr):
-            log(f"bench: {name}: tiktoken {th} thread(s) ...")
-            t, tids = timed(lambda: tt.encode_ordinary_batch(docs, num_threads=th), args.repeat)
-            rows.append((name, "tiktoken encode_ordinary_batch", th, t, t / m[th], ndiff(tids, ids)))
-            del tids
+        for th in sorted({1, nthr}):
+            runs[("tt", th)] = ("tiktoken encode_ordinary_batch", th,
+                                (lambda th=th: tt.encode_ordinary_batch(docs, num_threads=th)))
+    hf_dir = None
     if not args.no_hf:
         try:
             import tokenizers
@@ -124,21 +121,39 @@ def bench_encoding(args, name, docs, nbytes, nthr):
         if tokenizers and not (mks and os.access(mks, os.X_OK)):
             log("bench: HF tokenizers skipped: no mkshards CLI to export tokenizer.json (--mkshards)")
         elif tokenizers:
-            with tempfile.TemporaryDirectory() as td:
-                tj = os.path.join(td, "tokenizer.json")
-                subprocess.run([mks, "tokenizer", "export", "-t", name, "--out", tj], check=True,
-                               env=dict(os.environ, MKSHARDS_VOCAB_DIR=args.vocab))
-                hf = tokenizers.Tokenizer.from_file(tj)
-                call = getattr(hf, "encode_batch_fast", hf.encode_batch)
-                for th in (1, nthr):
-                    log(f"bench: {name}: HF tokenizers {th} thread(s) ...")
-                    os.environ["TOKENIZERS_PARALLELISM"] = "false" if th == 1 else "true"
-                    t, out = timed(lambda: call(docs, add_special_tokens=False), 1)
-                    hids = [e.ids for e in out]
-                    del out
-                    rows.append((name, f"HF {call.__name__}", th, t, t / m[th], ndiff(hids, ids)))
-                    del hids
-    return rows, ntok
+            hf_dir = tempfile.mkdtemp(prefix="bench_python_hf.")
+            tj = os.path.join(hf_dir, "tokenizer.json")
+            subprocess.run([mks, "tokenizer", "export", "-t", name, "--out", tj], check=True,
+                           env=dict(os.environ, MKSHARDS_VOCAB_DIR=args.vocab))
+            hf = tokenizers.Tokenizer.from_file(tj)
+            call = getattr(hf, "encode_batch_fast", hf.encode_batch)
+
+            def hf_run(th, call=call):
+                os.environ["TOKENIZERS_PARALLELISM"] = "false" if th == 1 else "true"
+                return [e.ids for e in call(docs, add_special_tokens=False)]
+            for th in sorted({1, nthr}):
+                runs[("hf", th)] = (f"HF {call.__name__}", th, (lambda th=th: hf_run(th)))
+    best, ids, diffs = {}, {}, {}
+    for rnd in range(args.repeat):
+        for key, (call, th, fn) in runs.items():
+            log(f"bench: {name}: round {rnd + 1}/{args.repeat}: {call}, {th} thread(s) ...")
+            t, out = timed(fn, 1)
+            best[key] = min(best.get(key, t), t)
+            if key == ("mk", 1):
+                ids = out
+            elif key[0] in ("tt", "hf") and key not in diffs:
+                diffs[key] = ndiff(out, ids)
+            elif key == ("np", nthr) and key not in diffs:
+                a, off = out
+                diffs[key] = sum(1 for i in range(len(ids)) if a[off[i]:off[i + 1]].tolist() != ids[i])
+            del out
+    if hf_dir:
+        shutil.rmtree(hf_dir, ignore_errors=True)
+    rows = []
+    for key, (call, th, _) in runs.items():
+        ratio = best[key] / best[("mk", th)] if key[0] in ("tt", "hf") else None
+        rows.append((name, call, th, best[key], ratio, diffs.get(key, 0)))
+    return rows, sum(map(len, ids))
 
 
 def build_shards(args, tmp):
@@ -225,7 +240,7 @@ def main():
     ap.add_argument("--encodings", default="cl100k_base")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="'all threads' (default: all cores)")
     ap.add_argument("--quick", action="store_true", help="a 20 MB mixed sample instead of the whole corpus")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per mkshards/tiktoken figure, the fastest counts")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds (every tokenizer once per round); the fastest counts")
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-shards", action="store_true")
     ap.add_argument("--only-shards", action="store_true", help="shard iteration only (no encoding figures)")

@@ -158,6 +158,10 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
     static char *kwl[] = {"spec", "pattern", NULL};
     PyObject *spec_o = NULL;
     const char *pattern = NULL;
+    if (t->tok) { /* another thread may be encoding with it (GIL released) */
+        PyErr_SetString(PyExc_RuntimeError, "Tokenizer is already loaded");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|z", kwl, PyUnicode_FSConverter, &spec_o, &pattern))
         return -1;
     tk_pattern pat = TK_PAT_NONE;
@@ -193,8 +197,11 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
         return -1;
     }
     Py_DECREF(spec_o);
-    if (t->tok)
-        tk_free(t->tok);
+    if (t->tok) { /* loaded meanwhile by another thread */
+        tk_free(tok);
+        PyErr_SetString(PyExc_RuntimeError, "Tokenizer is already loaded");
+        return -1;
+    }
     t->tok = tok;
     return 0;
 }
@@ -910,6 +917,7 @@ typedef struct {
     PyObject_HEAD
     ds_shardset *ss;
     ds_shardset_info info;
+    int busy; /* reads running with the GIL released: close() must wait for them */
 } SSObj;
 
 static void ss_dealloc(SSObj *s)
@@ -924,6 +932,10 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
     static char *kwl[] = {"dir", "verify", NULL};
     PyObject *dir_o = NULL;
     int verify = 1;
+    if (s->ss) {
+        PyErr_SetString(PyExc_RuntimeError, "ShardSet is already open");
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|p", kwl, PyUnicode_FSConverter, &dir_o, &verify))
         return -1;
     char err[512] = "";
@@ -941,8 +953,11 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
         return -1;
     }
     Py_DECREF(dir_o);
-    if (s->ss)
-        ds_shardset_close(s->ss);
+    if (s->ss) {
+        ds_shardset_close(ss);
+        PyErr_SetString(PyExc_RuntimeError, "ShardSet is already open");
+        return -1;
+    }
     s->ss = ss;
     ds_shardset_get_info(ss, &s->info);
     return 0;
@@ -1099,6 +1114,7 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     }
     int rc = DS_OK;
     size_t bad = 0;
+    s->busy++;
     Py_BEGIN_ALLOW_THREADS
     for (size_t i = 0; i < n && rc == DS_OK; i++) {
         size_t o = i * L;
@@ -1113,6 +1129,7 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
         bad = i;
     }
     Py_END_ALLOW_THREADS
+    s->busy--;
     if (rc != DS_OK) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)rows[bad],
@@ -1206,6 +1223,7 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
     int rc = DS_OK;
     size_t bad = 0;
     size_t Tz = (size_t)T, m_end = Tz < L - 1 ? Tz : L - 1; /* labels exist for j < m_end */
+    s->busy++;
     Py_BEGIN_ALLOW_THREADS
     for (size_t r = 0; r < n && rc == DS_OK; r++) {
         bad = r;
@@ -1257,6 +1275,7 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
             }
     }
     Py_END_ALLOW_THREADS
+    s->busy--;
     if (rc != DS_OK) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)rows[bad],
@@ -1281,6 +1300,10 @@ out:
 static PyObject *ss_close(SSObj *s, PyObject *unused)
 {
     (void)unused;
+    if (s->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "ShardSet.close: another thread is reading from it");
+        return NULL;
+    }
     if (s->ss)
         ds_shardset_close(s->ss);
     s->ss = NULL;
