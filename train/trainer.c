@@ -725,12 +725,18 @@ static void log_json(tr_run *r, uint64_t step, const tr_step_acc *a)
 {
     if (!r->logf)
         return;
-    /* one object per step; validation steps carry val_loss too */
+    /* one object per step; validation steps carry val_loss too.  A skipped
+     * fp16 step has no gradient norm (NaN): JSON has no nan, so null */
+    char gn[32];
+    if (isfinite(a->gnorm))
+        snprintf(gn, sizeof gn, "%.9g", (double)a->gnorm);
+    else
+        snprintf(gn, sizeof gn, "null");
     fprintf(r->logf,
-            "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%" PRIu64
+            "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%s,\"tokens\":%" PRIu64
             ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
             "\"wait_ms\":%.3f,\"step_ms\":%.3f,\"epoch\":%.4f",
-            step + 1, isnan(a->loss) ? 0.0 : a->loss, a->lr, (double)a->gnorm, a->ntok, a->ntgt, a->nm,
+            step + 1, isnan(a->loss) ? 0.0 : a->loss, a->lr, gn, a->ntok, a->ntgt, a->nm,
             r->B * r->T, a->tps, a->wait * 1e3, a->dt * 1e3,
             (double)tr_loader_position(r->ld) / (double)r->rows->n_rows[TR_SPLIT_TRAIN]);
     if (!isnan(a->vl))
