@@ -10,6 +10,7 @@
 
 #include "ds.h"
 #include "ds_internal.h"
+#include "pipeline_internal.h"
 #include "tk.h"
 
 /* ------------------------------------------------------------ rule table */
@@ -310,24 +311,10 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
 
 /* ---------------------------------------------------------- batches */
 
-typedef struct {
-    ds_rec_status status;
-    uint32_t flags;
-    const char *file;
-    uint64_t line, offset, index, record_bytes;
-    size_t text_off, len; /* into the arena */
-    int has_text;
-    size_t detail_off;    /* into the arena, (size_t)-1 = none */
-} item;
-
-typedef struct {
-    item *items;
-    doc_res *res;
-    size_t n, cap;
-    uint8_t *arena;
-    size_t alen, acap;
-    atomic_size_t next;
-} batch;
+/* A batch is the pipeline's (pipeline.c: a reader thread fills it while the
+ * workers scan the previous one); doc_res[i] holds the workers' findings on
+ * record i. */
+typedef ds_batch_rec item;
 
 typedef struct analyzer analyzer;
 struct analyzer {
@@ -336,37 +323,19 @@ struct analyzer {
     atomic_int nomem;
     scan_cfg cfg;
     const tk_tokenizer *tok;
-    /* pool */
-    pthread_t *th;
+    ds_json_ctx **jctx; /* one per worker thread (NULL: process_item reports no memory) */
     int nth;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    batch *cur;
-    uint64_t gen;
-    int finished;
-    int quit;
+    const ds_batch *b;  /* the batch the workers scan */
+    doc_res *res;
     atomic_int tok_err;
 };
 
-static int arena_put(batch *b, const void *p, size_t n, size_t *off) {
-    if (b->alen + n + 1 > b->acap) {
-        size_t nc = b->acap ? b->acap : 1 << 20;
-        while (nc < b->alen + n + 1) nc *= 2;
-        uint8_t *na = realloc(b->arena, nc);
-        if (!na) return DS_ERR_NOMEM;
-        b->arena = na;
-        b->acap = nc;
-    }
-    *off = b->alen;
-    if (n) memcpy(b->arena + b->alen, p, n);
-    b->alen += n;
-    b->arena[b->alen++] = 0;
-    return DS_OK;
-}
-
-static void process_item(analyzer *a, batch *b, size_t i, ds_json_ctx *jc) {
-    item *it = &b->items[i];
-    doc_res *res = &b->res[i];
+static void process_item(void *ctx, int thread, size_t i) {
+    analyzer *a = ctx;
+    const ds_batch *b = a->b;
+    ds_json_ctx *jc = a->jctx ? a->jctx[thread] : NULL;
+    const item *it = &b->recs[i];
+    doc_res *res = &a->res[i];
     res->hits = 0;
     res->nonascii = 0;
     res->tokens = 0;
@@ -379,7 +348,7 @@ static void process_item(analyzer *a, batch *b, size_t i, ds_json_ctx *jc) {
     res->len = it->len;
     res->has_text = it->has_text;
     if (!it->has_text) return;
-    const uint8_t *t = b->arena + it->text_off;
+    const uint8_t *t = b->arena + it->off;
     size_t len = it->len;
     if (it->flags & DS_RECF_RAW_JSON) {
         ds_record rec;
@@ -416,57 +385,6 @@ static void process_item(analyzer *a, batch *b, size_t i, ds_json_ctx *jc) {
         res->tokens = nt;
         if (res->tok_rc) atomic_store(&a->tok_err, res->tok_rc);
     }
-}
-
-static void *worker(void *arg) {
-    analyzer *a = arg;
-    uint64_t seen = 0;
-    ds_json_ctx *jc = NULL;
-    ds_json_ctx_new(a->ro, &jc); /* NULL on failure: process_item reports it */
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        while (!a->quit && a->gen == seen) pthread_cond_wait(&a->cv_work, &a->mu);
-        if (a->quit) {
-            pthread_mutex_unlock(&a->mu);
-            ds_json_ctx_free(jc);
-            return NULL;
-        }
-        seen = a->gen;
-        batch *b = a->cur;
-        pthread_mutex_unlock(&a->mu);
-        for (;;) {
-            size_t i = atomic_fetch_add(&b->next, 1);
-            if (i >= b->n) break;
-            process_item(a, b, i, jc);
-        }
-        pthread_mutex_lock(&a->mu);
-        if (++a->finished == a->nth) pthread_cond_signal(&a->cv_done);
-        pthread_mutex_unlock(&a->mu);
-    }
-}
-
-static void submit(analyzer *a, batch *b) {
-    atomic_store(&b->next, 0);
-    if (a->nth == 0) {
-        ds_json_ctx *jc = NULL;
-        ds_json_ctx_new(a->ro, &jc);
-        for (size_t i = 0; i < b->n; i++) process_item(a, b, i, jc);
-        ds_json_ctx_free(jc);
-        return;
-    }
-    pthread_mutex_lock(&a->mu);
-    a->cur = b;
-    a->finished = 0;
-    a->gen++;
-    pthread_cond_broadcast(&a->cv_work);
-    pthread_mutex_unlock(&a->mu);
-}
-
-static void wait_batch(analyzer *a) {
-    if (a->nth == 0) return;
-    pthread_mutex_lock(&a->mu);
-    while (a->finished < a->nth) pthread_cond_wait(&a->cv_done, &a->mu);
-    pthread_mutex_unlock(&a->mu);
 }
 
 /* ------------------------------------------------------- aggregation */
@@ -618,13 +536,13 @@ static const char *blob_name(int k) {
     return k == BLOB_BASE64 ? "base64" : k == BLOB_HEX ? "hex string" : k == BLOB_HEXDUMP ? "hex dump" : "blob";
 }
 
-static int aggregate(agg *g, batch *b) {
+static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
     const ds_analyze_opts *o = g->a->o;
     ds_lint_report *rep = g->rep;
     char note[160];
     for (size_t i = 0; i < b->n; i++) {
-        const item *it = &b->items[i];
-        const doc_res *r = &b->res[i];
+        const item *it = &b->recs[i];
+        const doc_res *r = &res[i];
         const char *detail = r->detail[0] ? r->detail
                            : it->detail_off != (size_t)-1 ? (const char *)b->arena + it->detail_off : NULL;
         if (rep) {
@@ -776,45 +694,6 @@ static int finish_outliers(agg *g) {
     return DS_OK;
 }
 
-static int fill_batch(ds_reader *rd, batch *b, uint64_t batch_bytes, int *eof, char *err, size_t errlen) {
-    b->n = 0;
-    b->alen = 0;
-    while (b->n < 4096 && b->alen < batch_bytes) {
-        ds_record rec;
-        int rc = ds_reader_next(rd, &rec, err, errlen);
-        if (rc < 0) return rc;
-        if (rc == 0) {
-            *eof = 1;
-            break;
-        }
-        if (b->n == b->cap) {
-            size_t nc = b->cap ? b->cap * 2 : 256;
-            item *ni = realloc(b->items, nc * sizeof *ni);
-            if (!ni) return DS_ERR_NOMEM;
-            b->items = ni;
-            doc_res *nr = realloc(b->res, nc * sizeof *nr);
-            if (!nr) return DS_ERR_NOMEM;
-            b->res = nr;
-            b->cap = nc;
-        }
-        item *it = &b->items[b->n];
-        it->status = rec.status;
-        it->flags = rec.flags;
-        it->file = rec.file;
-        it->line = rec.line;
-        it->offset = rec.offset;
-        it->index = rec.index;
-        it->record_bytes = rec.record_bytes;
-        it->has_text = rec.text != NULL;
-        it->len = rec.len;
-        it->detail_off = (size_t)-1;
-        if (rec.text && arena_put(b, rec.text, rec.len, &it->text_off)) return DS_ERR_NOMEM;
-        if (rec.detail && arena_put(b, rec.detail, strlen(rec.detail), &it->detail_off)) return DS_ERR_NOMEM;
-        b->n++;
-    }
-    return DS_OK;
-}
-
 void ds_lint_report_free(ds_lint_report *r) {
     if (!r) return;
     for (int i = 0; i < DS_RULE_COUNT; i++) {
@@ -825,6 +704,63 @@ void ds_lint_report_free(ds_lint_report *r) {
 }
 
 void ds_hist_free(ds_hist *h) { free(h); }
+
+/* Reader thread -> workers (process_item) -> aggregate, in input order. */
+static int scan_all(analyzer *a, agg *g, ds_reader *rd, uint64_t batch_bytes, int nth, char *err, size_t errlen) {
+    int rc = DS_OK;
+    size_t cap_res = 0;
+    a->nth = nth;
+    a->jctx = calloc((size_t)nth, sizeof *a->jctx);
+    for (int t = 0; a->jctx && t < nth; t++) ds_json_ctx_new(a->ro, &a->jctx[t]); /* NULL on failure */
+    ds_pipeline pl;
+    memset(&pl, 0, sizeof pl);
+    pl.rd = rd;
+    pl.max_bytes = batch_bytes;
+    pl.max_docs = 4096;
+    pl.keep_bad = 1;
+    pl.keep_bad_text = 1;
+    if (ds_pipeline_start(&pl) != DS_OK) {
+        ds_set_err(err, errlen, "cannot start the reader thread");
+        rc = DS_ERR_INTERNAL;
+    }
+    while (rc == DS_OK) {
+        const ds_batch *b = ds_pipeline_next(&pl);
+        if (b->fatal) {
+            ds_set_err(err, errlen, "%s", b->errmsg);
+            rc = b->rc ? b->rc : DS_ERR_IO;
+            break;
+        }
+        if (b->n > cap_res) {
+            doc_res *nr = realloc(a->res, b->n * sizeof *nr);
+            if (!nr) {
+                rc = DS_ERR_NOMEM;
+                break;
+            }
+            a->res = nr;
+            cap_res = b->n;
+        }
+        a->b = b;
+        ds_parallel_for(b->n, nth, process_item, a, NULL);
+        if (atomic_load(&a->nomem)) {
+            rc = DS_ERR_NOMEM;
+            break;
+        }
+        if (atomic_load(&a->tok_err)) {
+            ds_set_err(err, errlen, "tokenizer failed: %s", tk_strerror(atomic_load(&a->tok_err)));
+            rc = DS_ERR_INTERNAL;
+            break;
+        }
+        rc = aggregate(g, b, a->res);
+        int last = b->eof;
+        ds_pipeline_release(&pl);
+        if (last) break;
+    }
+    ds_pipeline_end(&pl);
+    for (int t = 0; a->jctx && t < nth; t++) ds_json_ctx_free(a->jctx[t]);
+    free(a->jctx);
+    free(a->res);
+    return rc;
+}
 
 int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts,
                const ds_analyze_opts *aopts, ds_lint_report **lint_out, ds_hist **hist_out, char *err,
@@ -887,58 +823,9 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
         if (a.tok) snprintf(g.rep->tokenizer, sizeof g.rep->tokenizer, "%s", tk_name(a.tok));
     }
 
-    int nth = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (nth < 1) nth = 1;
+    int nth = o.threads > 0 ? o.threads : ds_ncpus();
     if (nth > 256) nth = 256;
-    pthread_mutex_init(&a.mu, NULL);
-    pthread_cond_init(&a.cv_work, NULL);
-    pthread_cond_init(&a.cv_done, NULL);
-    a.th = calloc((size_t)nth, sizeof *a.th);
-    if (a.th)
-        for (int i = 0; i < nth; i++) {
-            if (pthread_create(&a.th[i], NULL, worker, &a) != 0) break;
-            a.nth++;
-        }
-
-    batch bt[2];
-    memset(bt, 0, sizeof bt);
-    int eof = 0, cur = 0, pending = 0;
-    rc = fill_batch(rd, &bt[cur], batch_bytes, &eof, err, errlen);
-    while (rc == DS_OK && bt[cur].n) {
-        submit(&a, &bt[cur]);
-        pending = 1;
-        int nxt = cur ^ 1;
-        bt[nxt].n = 0;
-        if (!eof) rc = fill_batch(rd, &bt[nxt], batch_bytes, &eof, err, errlen);
-        wait_batch(&a);
-        pending = 0;
-        if (atomic_load(&a.nomem)) {
-            rc = DS_ERR_NOMEM;
-            break;
-        }
-        if (atomic_load(&a.tok_err)) {
-            ds_set_err(err, errlen, "tokenizer failed: %s", tk_strerror(atomic_load(&a.tok_err)));
-            rc = DS_ERR_INTERNAL;
-            break;
-        }
-        if (rc == DS_OK) rc = aggregate(&g, &bt[cur]);
-        cur = nxt;
-    }
-    if (pending) wait_batch(&a);
-    pthread_mutex_lock(&a.mu);
-    a.quit = 1;
-    pthread_cond_broadcast(&a.cv_work);
-    pthread_mutex_unlock(&a.mu);
-    for (int i = 0; i < a.nth; i++) pthread_join(a.th[i], NULL);
-    free(a.th);
-    pthread_mutex_destroy(&a.mu);
-    pthread_cond_destroy(&a.cv_work);
-    pthread_cond_destroy(&a.cv_done);
-    for (int i = 0; i < 2; i++) {
-        free(bt[i].items);
-        free(bt[i].res);
-        free(bt[i].arena);
-    }
+    rc = scan_all(&a, &g, rd, batch_bytes, nth, err, errlen);
 
     if (rc == DS_OK && g.rep) {
         rc = finish_outliers(&g);

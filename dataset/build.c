@@ -57,7 +57,8 @@ static void do_doc(void *ctx, int t, size_t i) {
     r->detail[0] = 0;
     if (br->status != DS_REC_OK) {
         r->reason = status_reason(br->status);
-        snprintf(r->detail, sizeof r->detail, "%s", br->detail);
+        snprintf(r->detail, sizeof r->detail, "%s",
+                 br->detail_off != (size_t)-1 ? (const char *)w->b->arena + br->detail_off : "");
         return;
     }
     const uint8_t *text = w->b->arena + br->off;

@@ -55,15 +55,6 @@ void ds_handoff_stop(ds_handoff *h) {
 }
 
 /* ------------------------------------------------------------ reader */
-/* 1: a record; 0: end of all inputs; -1: fatal reader error, message in err. */
-static int next_record(ds_reader *rd, ds_record *rec, char *err, size_t errlen) {
-    int r = ds_reader_next(rd, rec, err, errlen);
-    if (r > 0) return 1;
-    if (r == 0) return 0;
-    if (!err[0]) snprintf(err, errlen, "%s", ds_strerror(r));
-    return -1;
-}
-
 /* Append n bytes at *used (growing *arena by doubling from 1 MiB). */
 static int arena_append(uint8_t **arena, size_t *cap, size_t *used, const void *p, size_t n) {
     if (*used + n > *cap) {
@@ -101,6 +92,7 @@ static int skip_records(ds_pipeline *pl, ds_batch *b) {
             else if (!b->errmsg[0])
                 snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
             b->fatal = b->eof = 1;
+            b->rc = r == 0 ? DS_ERR_IO : r;
             return -1;
         }
         pl->skip--;
@@ -113,6 +105,7 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
     b->used = 0;
     b->eof = 0;
     b->fatal = 0;
+    b->rc = DS_OK;
     b->raw_bytes = 0;
     if (!pl->rd) {
         b->eof = 1;
@@ -121,10 +114,13 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
     if (skip_records(pl, b)) return;
     while (b->n < pl->max_docs && b->used < pl->max_bytes) {
         ds_record rec;
-        int r = next_record(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        b->errmsg[0] = 0;
+        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
         if (r <= 0) {
             b->eof = 1;
             b->fatal = r < 0;
+            b->rc = r;
+            if (r < 0 && !b->errmsg[0]) snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
             return;
         }
         if (rec.status != DS_REC_OK && !pl->keep_bad) {
@@ -132,8 +128,8 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
             if (pl->on_bad) pl->on_bad(&rec, pl->user);
             continue;
         }
-        size_t len = rec.text ? rec.len : 0, off = b->used;
-        if (rec.status != DS_REC_OK) len = 0; /* never use a bad record's payload */
+        int keep_text = rec.text && (rec.status == DS_REC_OK || pl->keep_bad_text);
+        size_t len = keep_text ? rec.len : 0, off = b->used; /* by default never a bad record's payload */
         ds_batch_rec *br = push_rec(b);
         if (!br) goto oom;
         if (b->used == 0 && pl->take_text_min && len >= pl->take_text_min) {
@@ -151,20 +147,27 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
         }
         br->off = off;
         br->len = len;
+        br->has_text = keep_text;
         br->line = rec.line;
         br->offset = rec.offset;
+        br->index = rec.index;
         br->record_bytes = rec.record_bytes;
         br->file = rec.file;
         br->status = rec.status;
         br->flags = rec.flags;
-        if (pl->keep_bad) snprintf(br->detail, sizeof br->detail, "%s", rec.detail ? rec.detail : "");
-        else br->detail[0] = 0;
+        br->detail_off = (size_t)-1;
+        if (pl->keep_bad && rec.detail) {
+            size_t at = b->used;
+            if (arena_append(&b->arena, &b->cap, &b->used, rec.detail, strlen(rec.detail) + 1)) goto oom;
+            br->detail_off = at;
+        }
         b->raw_bytes += rec.record_bytes;
         continue;
     oom:
         if (pl->keep_bad) snprintf(b->errmsg, sizeof b->errmsg, "out of memory");
         else snprintf(b->errmsg, sizeof b->errmsg, "out of memory (document of %zu bytes)", len);
         b->fatal = b->eof = 1;
+        b->rc = DS_ERR_NOMEM;
         return;
     }
 }

@@ -44,12 +44,13 @@ void ds_handoff_stop(ds_handoff *h);
 
 /* ---- batches of records */
 typedef struct {
-    size_t off, len; /* text in the batch arena */
-    uint64_t line, offset, record_bytes;
+    size_t off, len;   /* text in the batch arena (len 0 when has_text is 0) */
+    uint64_t line, offset, index, record_bytes;
     const char *file;
-    int status;      /* ds_rec_status */
+    int status;        /* ds_rec_status */
     uint32_t flags;
-    char detail[96];
+    int has_text;      /* the reader delivered text for it */
+    size_t detail_off; /* keep_bad: the reader's detail, NUL-terminated in the arena; (size_t)-1: none */
 } ds_batch_rec;
 
 typedef struct {
@@ -59,7 +60,8 @@ typedef struct {
     size_t n, cap_recs;
     uint64_t raw_bytes;
     int eof;   /* no batch after this one */
-    int fatal; /* reader error: message in errmsg, contents invalid */
+    int fatal; /* reader error: message in errmsg, status in rc, contents invalid */
+    int rc;
     char errmsg[512];
 } ds_batch;
 
@@ -69,7 +71,9 @@ typedef struct {
     uint64_t max_bytes;   /* text per batch */
     size_t max_docs;      /* records per batch */
     uint64_t skip;        /* records read and dropped before the first batch (resume) */
-    int keep_bad;         /* 1: records with a bad status are kept (no text); 0: skipped, see on_bad */
+    int keep_bad;         /* 1: records with a bad status are kept (without their text unless
+                             keep_bad_text); 0: skipped, see on_bad */
+    int keep_bad_text;    /* keep_bad: keep the text the reader delivered for a bad record too */
     size_t take_text_min; /* > 0: a document of at least this many bytes first in a batch swaps
                              buffers with the reader instead of being copied */
     void (*on_bad)(const ds_record *rec, void *user); /* keep_bad 0: on the reader thread */

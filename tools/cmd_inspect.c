@@ -195,6 +195,27 @@ static int show_row(const ds_shard *s, uint64_t row, const tk_tokenizer *tok, in
     return DS_OK;
 }
 
+/* The tokenizer --row decodes with: --tokenizer, else the manifest's; NULL
+ * (ids shown, with a warning) when there is none or it is not the shards'. */
+static tk_tokenizer *row_tokenizer(const char *cmd, const char *tkspec, json_t *m, const ds_shard *s) {
+    tk_tokenizer *tok = NULL;
+    const char *spec = tkspec;
+    if (!spec && m) spec = json_string_value(json_object_get(json_object_get(m, "config"), "tokenizer"));
+    if (spec && !*spec) spec = NULL;
+    if (spec && cli_load_tokenizer(spec, NULL, &tok) == EXIT_OK) {
+        uint8_t fp[32];
+        tk_fingerprint(tok, fp);
+        if (memcmp(fp, ds_shard_get_header(s)->fingerprint, 32) != 0) {
+            cli_warn(cmd, "tokenizer '%s' is not the one the shards were built with; showing ids", spec);
+            tk_free(tok);
+            tok = NULL;
+        }
+    } else {
+        cli_warn(cmd, "no tokenizer to decode with (give --tokenizer); showing ids");
+    }
+    return tok;
+}
+
 int cmd_inspect(int argc, char **argv) {
     const char *cmd = "inspect";
     const char *tkspec = NULL;
@@ -325,22 +346,7 @@ int cmd_inspect(int argc, char **argv) {
             rc = EXIT_USAGE;
             goto done;
         }
-        if (!ids_only) {
-            const char *spec = tkspec;
-            if (!spec && m) spec = json_string_value(json_object_get(json_object_get(m, "config"), "tokenizer"));
-            if (spec && !*spec) spec = NULL;
-            if (spec && cli_load_tokenizer(spec, NULL, &tok) == EXIT_OK) {
-                uint8_t fp[32];
-                tk_fingerprint(tok, fp);
-                if (memcmp(fp, ds_shard_get_header(s)->fingerprint, 32) != 0) {
-                    cli_warn(cmd, "tokenizer '%s' is not the one the shards were built with; showing ids", spec);
-                    tk_free(tok);
-                    tok = NULL;
-                }
-            } else {
-                cli_warn(cmd, "no tokenizer to decode with (give --tokenizer); showing ids");
-            }
-        }
+        if (!ids_only) tok = row_tokenizer(cmd, tkspec, m, s);
         printf("\n");
         if (show_row(s, r, tok, ids_only) != DS_OK) {
             cli_error(cmd, "row %lld is corrupt (run mkshards verify)", row);
