@@ -33,6 +33,7 @@
 #
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
 # TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1,
+# SKIP_CTEST=1, SKIP_FP16=1,
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
 # all), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab).
@@ -343,7 +344,9 @@ else
 fi
 
 # ---- 5. GPU tests ----------------------------------------------------------------------------
-if [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
+if [ -n "${SKIP_CTEST:-}" ]; then
+    check ctest_gpu SKIP "SKIP_CTEST set"
+elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
     say "5. ctest -L gpu"
     if [ "$FALLBACK" = 1 ]; then
         run_t 120 "$LOGS/ctest_gpu.log" "$BUILD_DIR/tests/test_kernels_gpu"
@@ -424,7 +427,9 @@ else
 fi
 
 # ---- 8. fp16: 100 steps, none skipped ------------------------------------------------------
-if [ "$REHEARSE" = 1 ]; then
+if [ -n "${SKIP_FP16:-}" ]; then
+    check fp16_no_skip SKIP "SKIP_FP16 set"
+elif [ "$REHEARSE" = 1 ]; then
     say "8. fp16 100 steps: CPU twin (test_fp16_scale: the GPU model's fp16 backward emulated)"
     run_t 120 "$LOGS/fp16.txt" "$BUILD_DIR/tests/test_fp16_scale"
     check fp16_no_skip "$(status_of $RC)" "CPU emulation: $(grep -m1 '^skipped steps' "$LOGS/fp16.txt" || last_line "$LOGS/fp16.txt")"
@@ -448,6 +453,8 @@ print(f"{k} of {n}")' "$LOGS/fp16.jsonl" 2>/dev/null)
     else
         check fp16_no_skip "$(status_of $RC)" "exit $RC: $(last_line "$LOGS/fp16.txt")"
     fi
+else
+    check fp16_no_skip FAIL "not run: no llmtrain built or no shards"
 fi
 
 # ---- 9. memory at the edge ----------------------------------------------------------------------
@@ -494,6 +501,8 @@ print(p, k)' "$LOGS/edge.jsonl" 2>/dev/null)
             fi
         fi
     fi
+else
+    check mem_edge FAIL "not run: no llmtrain built or no shards"
 fi
 
 # ---- 10. PyTorch baseline ----------------------------------------------------------------------
