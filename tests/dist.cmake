@@ -36,3 +36,9 @@ if(MKS_HAVE_MPI)
                                        $<TARGET_FILE:mkshards> ${PROJECT_SOURCE_DIR})
   set_tests_properties(dist_part_auto PROPERTIES LABELS cpu TIMEOUT 120 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
 endif()
+# Data-parallel llmtrain under mpirun (tiny model on the golden shard set).
+if(MKS_HAVE_MPI)
+  add_test(NAME dist_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh ${MPIEXEC_EXECUTABLE}
+                                   $<TARGET_FILE:llmtrain> ${CMAKE_CURRENT_SOURCE_DIR}/data/golden_train/inputs/concat)
+  set_tests_properties(dist_train PROPERTIES LABELS cpu TIMEOUT 240 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
+endif()

@@ -2,10 +2,17 @@
  * train/model.h on the trainer's host model itself (no copy: params, grads
  * and AdamW moments are the buffers checkpoints read and write).
  *
- * Gradient accumulation: every micro-batch adds the gradient of its summed
- * per-token loss (grad_scale 1); step divides the step's gradient by the
- * number of target tokens in the whole step (token-mean loss of the step,
- * not the mean of micro-batch means), clips, then AdamW. */
+ * Gradient accumulation: every micro-batch's gradient of its summed
+ * per-token loss (grad_scale 1) is computed on its own, from zero, and then
+ * added to the step's sum in micro-batch order: g = ((g_0 + g_1) + g_2) ...
+ * (the kernels' own += inside one micro-batch never mixes with another's).
+ * That makes the step's gradient the one a data-parallel run gets by adding
+ * its ranks' gradients in rank order (train/dist.h): 2 ranks equal one
+ * process with 2 micro-batches bit for bit. The sum is held in the
+ * "gradient accumulator" of the plan (P floats, only when a step has more
+ * than one micro-batch). step divides the step's gradient by the number of
+ * target tokens in the whole step (token-mean loss of the step, not the
+ * mean of micro-batch means), clips, then AdamW. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +22,10 @@
 #include "tr.h"
 
 struct tr_backend {
-    tr_model *m; /* borrowed: the trainer's host model */
+    tr_model *m;  /* borrowed: the trainer's host model */
+    float *acc;   /* the step's sum while a micro-batch is computed (NULL: one micro-batch per step) */
+    size_t P;
+    int nacc;     /* micro-batches added since zero_grad */
 };
 
 int tr_backend_model_err(int rc)
@@ -43,9 +53,13 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
         return TR_ERR_NOMEM;
     }
     b->m = a->host;
+    b->P = tr_model_param_count(a->mc);
     /* activations for the planned micro-batch now: nothing grows later */
     int mr = tr_model_reserve(b->m, a->B, a->T);
+    if (!mr && a->plan->rank_micro > 1 && !(b->acc = malloc(b->P * sizeof(float))))
+        mr = TR_MODEL_ENOMEM;
     if (mr) {
+        free(b->acc);
         free(b);
         snprintf(err, errlen, "cannot allocate the model");
         return tr_backend_model_err(mr);
@@ -54,7 +68,12 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
     return TR_OK;
 }
 
-static void cpu_destroy(tr_backend *b) { free(b); }
+static void cpu_destroy(tr_backend *b)
+{
+    if (b)
+        free(b->acc);
+    free(b);
+}
 
 static int cpu_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
                          size_t errlen)
@@ -68,6 +87,7 @@ static int cpu_zero_grad(tr_backend *b, char *err, size_t errlen)
 {
     (void)err, (void)errlen;
     tr_model_zero_grad(b->m);
+    b->nacc = 0;
     return TR_OK;
 }
 
@@ -75,9 +95,25 @@ static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_m
                      uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
 {
     (void)wait_s; /* computed from the loader's buffer: no upload */
+    float *g = tr_model_grads(b->m);
+    int sep = b->nacc > 0 && b->acc; /* keep the sum aside, this micro-batch from zero */
+    if (sep) {
+        memcpy(b->acc, g, b->P * sizeof(float));
+        tr_model_zero_grad(b->m);
+    }
     int mr = tr_model_fwd_bwd(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL,
                               1.0f, loss_sum, n_targets);
     tr_loader_release(ld);
+    if (sep && !mr) {
+        const float *acc = b->acc;
+        long long n = (long long)b->P;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (long long i = 0; i < n; i++)
+            g[i] = acc[i] + g[i];
+    }
+    b->nacc++;
     if (mr) {
         snprintf(err, errlen, "model step failed");
         return tr_backend_model_err(mr);

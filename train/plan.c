@@ -55,8 +55,10 @@ static uint64_t shard_of(const tr_plan_in *in, uint64_t P)
 #define TR_PLAN_COMM_BUCKET_BYTES (4ull << 20)
 #define TR_PLAN_NCCL_BUFFERS (32ull * 2 * (4ull << 20))
 
-/* Evaluate the table for one B. Returns the total of the budgeted side. */
-static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o)
+/* Evaluate the table for one B; returns the total of the budgeted side
+ * (force_acc: count the gradient accumulator
+ * whatever B is, for the linear model in tr_plan). */
+static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o, int force_acc)
 {
     o->n_items = 0;
     uint64_t T = (uint64_t)in->seq_len, L = (uint64_t)mc->n_layer, C = (uint64_t)mc->d_model;
@@ -87,6 +89,14 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
              "host");
         item(o, "activations: embed, lnf, logits, loss", mm.acts - layers, 0, B, "host");
         item(o, "backward scratch (grad acts)", mm.grad_acts, 0, B, "host");
+        {
+            /* backend_cpu.c: the step's gradient sum while a further
+             * micro-batch is computed from zero (more than one per step) */
+            uint64_t bt = in->batch_tokens ? in->batch_tokens : T, R = bt / T;
+            uint64_t share = ((R ? R : 1) + world_of(in) - 1) / world_of(in);
+            if (force_acc ? share > 1 : (share + (uint64_t)B - 1) / (uint64_t)B > 1)
+                item(o, "gradient accumulator (micro-batches > 1 per step)", mm.grads, 0, B, "host");
+        }
         item(o, "loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
         item(o, "loader row scratch + val batch", 9 * (T + 1) + lbB, 0, B, "host");
         item(o, "kernel workspaces (per thread: matmul panels, att row)",
@@ -188,6 +198,11 @@ static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_
     o->device_bytes = dev;
     o->host_bytes = host;
     return dev;
+}
+
+static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o)
+{
+    return eval_acc(in, mc, B, o, 0);
 }
 
 static int max_rows_tokens(const tr_plan_in *in, int R)
@@ -311,7 +326,7 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
     int Bt = max_rows_tokens(in, (int)share);
     /* linear model of the total in B */
     tr_plan_out t1, t2;
-    uint64_t c1 = eval(in, &mc, 1, &t1), c2 = eval(in, &mc, 2, &t2);
+    uint64_t c1 = eval_acc(in, &mc, 1, &t1, 1), c2 = eval_acc(in, &mc, 2, &t2, 1);
     o->per_row_bytes = c2 - c1;
     o->fixed_bytes = c1 - o->per_row_bytes;
     int B = Bt;

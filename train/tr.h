@@ -305,6 +305,11 @@ typedef struct {
     int log_every;            /* print every K steps (1) */
     int quiet;
     FILE *out;                /* step lines (stdout) */
+    /* Data parallelism (train/dist.h, docs/cluster.md): comm is a tr_comm *
+     * (train/comm.h), NULL = the process's (mpirun/srun) or world 1; zero 1:
+     * ZeRO-1 (the optimiser update sharded over the ranks). */
+    void *comm;
+    int zero;
 } tr_train_opts;
 void tr_train_opts_init(tr_train_opts *o);
 

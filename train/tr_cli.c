@@ -312,9 +312,10 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
         return X_OK;
     }
 
-    if (world || zero)
-        return uerr(prog, "%s", "--world and --zero are --plan options for now (data-parallel training under mpirun "
-                                "is not wired into the run loop yet; docs/cluster.md)");
+    if (world)
+        return uerr(prog, "%s", "--world is a --plan option: a run's world size is the launcher's (mpirun -np N, "
+                                "srun; docs/cluster.md)");
+    o.zero = (int)zero;
     if (!o.data_dir)
         return uerr(prog, "%s", "missing --data DIR (a shard set from 'mkshards build')");
     if (o.resume && !o.ckpt_dir)

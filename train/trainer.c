@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "dist.h"
 #include "ds.h"
 #include "kn.h"
 #include "model.h"
@@ -331,6 +332,10 @@ static int select_backend(tr_run *r)
                                     "use --device cpu, or --plan to see the GPU memory plan", d, up, up);
         return TR_ERR_NODEVICE;
     }
+    /* more than one rank (mpirun / srun): the data-parallel wrapper */
+    int rc = tr_dist_backend(r->o, r->ops, &r->ops, r->err, r->errlen);
+    if (rc)
+        return rc;
     return r->ops->probe(r->o, &r->dev, r->err, r->errlen);
 }
 
@@ -498,6 +503,8 @@ static int run_plan(tr_run *r)
     pi->nbuf = o->nbuf;
     pi->doc_mask = o->doc_mask;
     pi->cpu_threads = kn_num_threads();
+    pi->world = tr_dist_world(o); /* the plan is per rank */
+    pi->zero = o->zero;
     int rc = tr_plan(pi, &res->plan);
     if (rc) {
         snprintf(r->err, r->errlen, "%s", rc == TR_ERR_NOFIT ? res->plan.reason : "bad model/plan configuration");
@@ -770,7 +777,11 @@ static int checkpoint(tr_run *r, uint64_t step)
                               {"adam_m", tr_model_adam_m(r->m), r->P * 4},
                               {"adam_v", tr_model_adam_v(r->m), r->P * 4},
                               {"gpu_opt", r->extra, sizeof r->extra}};
-    return tr_ckpt_save(r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
+    /* rank 0 writes; every rank waits for the outcome, so the checkpoint on
+     * disk is one that every rank has reached */
+    if (tr_dist_rank(r->o) == 0)
+        rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
+    return tr_dist_agree(r->o, rc, "writing the checkpoint", r->err, r->errlen);
 }
 
 /* One optimiser step (0-based index step). */
@@ -905,6 +916,15 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     memset(&r, 0, sizeof r);
     memset(res, 0, sizeof *res);
     err[0] = 0;
+    tr_train_opts quiet_rank;
+    if (tr_dist_rank(o) != 0) {
+        /* data-parallel ranks other than 0: no messages, log or sample */
+        quiet_rank = *o;
+        quiet_rank.quiet = 1;
+        quiet_rank.log_path = NULL;
+        quiet_rank.sample_tokens = 0;
+        o = &quiet_rank;
+    }
     r.o = o;
     r.res = res;
     r.err = err;

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# dist_train.sh MPIEXEC LLMTRAIN DATA - data-parallel llmtrain on the CPU
+# (issue 16; tiny model on the golden shard set, a few seconds each):
+#   - mpirun -np 2 == one process with 2 micro-batches, bit for bit: every
+#     logged step value and the final checkpoint (params + AdamW moments);
+#     -np 4 == one process with 4 micro-batches, likewise; -np 2 with 2
+#     micro-batches per rank within 1e-5 relative of one process (the sum
+#     is grouped per rank there);
+#   - --zero 1 == no ZeRO (checkpoint digest), for 2 and 4 ranks;
+#   - resume: stopped after 3 steps and resumed on the same N == the
+#     uninterrupted run; resumed on another N (4 ranks, 1 process) completes
+#     and stays within 1e-4;
+#   - failure: a rank killed with SIGKILL mid-run, or stopped (SIGSTOP, only
+#     the deadline sees it), ends the job non-zero within 60 s, naming it.
+set -u
+MPI=$1
+LLM=$2
+DATA=$3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+A=(--data "$DATA" --model tiny --steps 6 --seed 11 --lr 3e-3 --warmup 2 --no-verify --seq-len 32
+   --batch-tokens 256 --val-every 3 --val-rows 8)
+one() { # name args...
+    local n=$1; shift
+    "$LLM" "${A[@]}" --log "$T/$n.jsonl" --ckpt-dir "$T/c_$n" "$@" > "$T/$n.out" 2>&1 || bad "run $n: $(tail -2 "$T/$n.out")"
+}
+mpi() { # np name args...
+    local np=$1 n=$2; shift 2
+    "$MPI" -np "$np" --oversubscribe "$LLM" "${A[@]}" --log "$T/$n.jsonl" --ckpt-dir "$T/c_$n" "$@" \
+        > "$T/$n.out" 2>&1 || bad "mpirun -np $np $n: $(tail -3 "$T/$n.out")"
+}
+# cmp_logs a b tol what: per-step loss, grad_norm, lr, val_loss (tol 0: identical)
+cmp_logs() {
+    python3 - "$T/$1.jsonl" "$T/$2.jsonl" "$3" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+tol = float(sys.argv[3])
+if len(a) != len(b) or not a:
+    print("steps %d vs %d" % (len(a), len(b))); sys.exit(1)
+worst = 0.0
+for x, y in zip(a, b):
+    for k in ("step", "loss", "grad_norm", "lr", "val_loss", "tokens", "target_tokens"):
+        if (k in x) != (k in y): print("step %s: %s in one log only" % (x["step"], k)); sys.exit(1)
+        if k not in x: continue
+        if tol == 0 and x[k] != y[k]: print("step %s: %s %r != %r" % (x["step"], k, x[k], y[k])); sys.exit(1)
+        d = abs(x[k] - y[k]) / max(abs(x[k]), 1e-30)
+        worst = max(worst, d)
+if worst > tol: print("worst relative difference %.3g > %g" % (worst, tol)); sys.exit(1)
+print("%d steps, worst relative difference %.3g" % (len(a), worst))
+PY
+}
+same_ckpt() { cmp -s "$T/c_$1/ckpt.bin" "$T/c_$2/ckpt.bin"; }
+
+one p2 --token-budget 128
+one p4 --token-budget 64
+mpi 2 r2 --token-budget 128
+mpi 4 r4 --token-budget 64
+mpi 2 r2x2 --token-budget 64
+mpi 2 z2 --token-budget 128 --zero 1
+mpi 4 z4 --token-budget 64 --zero 1
+
+m=$(cmp_logs p2 r2 0) && same_ckpt p2 r2 && ok "2 ranks == 1 process x 2 micro-batches, bit for bit ($m; checkpoint identical)" ||
+    bad "2 ranks vs 1 process: $m"
+m=$(cmp_logs p4 r4 0) && same_ckpt p4 r4 && ok "4 ranks == 1 process x 4 micro-batches, bit for bit ($m; checkpoint identical)" ||
+    bad "4 ranks vs 1 process: $m"
+m=$(cmp_logs p4 r2x2 1e-5) && ok "2 ranks x 2 micro-batches vs 1 process x 4: $m (<= 1e-5)" || bad "2x2 vs 4: $m"
+m=$(cmp_logs r2 z2 0) && same_ckpt r2 z2 && ok "ZeRO-1 == no ZeRO on 2 ranks ($m; checkpoint identical)" || bad "ZeRO-1 on 2: $m"
+m=$(cmp_logs r4 z4 0) && same_ckpt r4 z4 && ok "ZeRO-1 == no ZeRO on 4 ranks ($m; checkpoint identical)" || bad "ZeRO-1 on 4: $m"
+grep -q "^step" "$T/r2.out" && [ "$(grep -c '^step .*loss' "$T/r2.out")" -eq 8 ] && ok "rank 0 alone prints (6 steps + 2 validations)" ||
+    bad "output of 2 ranks: $(grep -c '^step' "$T/r2.out") step lines"
+
+# resume on the same N (2 ranks, ZeRO-1: the checkpoint holds the full moments)
+mpi 2 res --token-budget 128 --zero 1 --stop-after 3
+"$MPI" -np 2 --oversubscribe "$LLM" "${A[@]}" --log "$T/res.jsonl" --ckpt-dir "$T/c_res" --token-budget 128 --zero 1 \
+    --resume > "$T/res2.out" 2>&1 || bad "resume -np 2: $(tail -2 "$T/res2.out")"
+m=$(cmp_logs r2 res 0) && same_ckpt r2 res && ok "2 ranks stopped at 3 + resumed == uninterrupted ($m)" || bad "resume: $m"
+# resume on another N: 2 ranks' checkpoint continued on 4 ranks, and by one process
+mpi 2 rn --token-budget 128 --stop-after 3
+cp -r "$T/c_rn" "$T/c_rn1"
+"$MPI" -np 4 --oversubscribe "$LLM" "${A[@]}" --log "$T/rn.jsonl" --ckpt-dir "$T/c_rn" --token-budget 128 \
+    --resume > "$T/rn2.out" 2>&1 || bad "resume on 4 ranks: $(tail -2 "$T/rn2.out")"
+m=$(cmp_logs r2 rn 1e-4) && ok "2-rank checkpoint resumed on 4 ranks: $m" || bad "resume on 4: $m"
+cp "$T/rn.jsonl" "$T/rn1.jsonl" 2>/dev/null
+"$LLM" "${A[@]}" --log "$T/rn1.jsonl" --ckpt-dir "$T/c_rn1" --token-budget 128 --resume > "$T/rn3.out" 2>&1 ||
+    bad "resume in one process: $(tail -2 "$T/rn3.out")"
+m=$(cmp_logs r2 rn1 0) && ok "2-rank checkpoint resumed by one process (2 micro-batches): $m" || bad "resume on 1: $m"
+
+# failure: kill -9 / SIGSTOP one rank of a long run
+for sig in KILL STOP; do
+    start=$(date +%s)
+    MKS_COMM_TIMEOUT=5 "$MPI" -np 3 --oversubscribe "$LLM" "${A[@]}" --steps 100000 --token-budget 64 \
+        --ckpt-dir "$T/c_kill$sig" --log "$T/kill$sig.jsonl" > "$T/kill$sig.out" 2>&1 &
+    mp=$!
+    for _ in $(seq 100); do [ -s "$T/kill$sig.jsonl" ] && break; sleep 0.1; done
+    kids=($(pgrep -P "$mp"))
+    victim=${kids[${#kids[@]}-1]}
+    kill -s "$sig" "$victim"
+    for _ in $(seq 600); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$mp" 2>/dev/null; then
+        bad "SIG$sig of one rank: the job still runs after 60 s"
+        kill -9 "$mp" "${kids[@]}" 2>/dev/null
+        continue
+    fi
+    wait "$mp"
+    rc=$?
+    el=$(($(date +%s) - start))
+    msg=$(grep -m1 -E "rank [0-9]+.*(exited on signal|nothing from rank|died)" "$T/kill$sig.out")
+    if [ "$rc" -ne 0 ] && [ -n "$msg" ]; then
+        ok "SIG$sig of one rank: job ended with exit $rc in ${el} s: $msg"
+    else
+        bad "SIG$sig of one rank: exit $rc, no message naming the rank: $(tail -5 "$T/kill$sig.out")"
+    fi
+    kill -9 "${kids[@]}" 2>/dev/null
+done
+exit $fail

@@ -1,0 +1,71 @@
+/* dist.h - data-parallel training on top of a compute backend (internal
+ * header of the train module; issue 16, docs/cluster.md).
+ *
+ * The process's launcher communicator: llmtrain's main calls tr_dist_init
+ * before anything else (MPI when started by mpirun / srun, world 1
+ * otherwise: then nothing changes) and tr_dist_finish at exit; tr_train
+ * takes it from tr_dist_comm() unless tr_train_opts.comm names another.
+ *
+ * The data-parallel backend wraps the CPU backend (backend_cpu.c, whose
+ * state is the host model itself):
+ *   micro   the step's micro-batches are dealt in contiguous blocks: micro j
+ *           of n goes to rank j * world / n; a rank hands the others' back
+ *           to the loader unread (every rank's loader walks the same rows,
+ *           so the data order is the one-process order);
+ *   reduce  gradients: rank-order all-reduce (comm.h), or with ZeRO-1 a
+ *           reduce-scatter on whole gradient-norm parts; the step's loss sum
+ *           is re-added per micro-batch in micro-batch order and the target
+ *           counts summed, so both equal the one-process values;
+ *   step    without ZeRO: the CPU step on every rank (same gradient -> same
+ *           parameters); ZeRO-1: 1/targets, the clip norm from the 256 fixed
+ *           parts (kn_sumsq_ref's split: the same bits), AdamW on the rank's
+ *           shard only, then an all-gather of the parameters;
+ *   get_state (checkpoint, ZeRO-1): all-gather of the AdamW moments, so a
+ *           checkpoint is always the full state: resuming on another world
+ *           size needs no conversion.
+ * Rank 0 alone prints, logs, samples and writes checkpoints; every rank
+ * meets in a barrier after each checkpoint (tr_dist_barrier), so a
+ * checkpoint on disk is one every rank has passed. */
+#ifndef TR_DIST_H
+#define TR_DIST_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "comm.h"
+#include "tr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Open the process communicator (idempotent). */
+int tr_dist_init(char *err, size_t errlen);
+/* The process communicator, NULL before tr_dist_init. */
+tr_comm *tr_dist_comm(void);
+/* ok: close it (MPI_Finalize); else end the whole job (MPI_Abort under
+ * MPI, so no rank waits for this one). */
+void tr_dist_finish(int ok);
+
+/* The communicator of a run: o->comm, else the process's; NULL = world 1. */
+tr_comm *tr_dist_of(const tr_train_opts *o);
+int tr_dist_rank(const tr_train_opts *o);
+int tr_dist_world(const tr_train_opts *o);
+/* Barrier of the run's ranks (no-op at world 1); message in err. */
+int tr_dist_barrier(const tr_train_opts *o, char *err, size_t errlen);
+
+/* Every rank's rc of one phase (e.g. rank 0 writing a checkpoint): rc when
+ * it failed here, TR_ERR_INTERNAL with a message when it failed on another
+ * rank, TR_OK when it succeeded everywhere. Also a barrier. */
+int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, size_t errlen);
+
+/* The backend a run uses: inner itself at world 1; the data-parallel
+ * wrapper at world > 1 (TR_ERR_NODEVICE with a message when inner cannot
+ * be wrapped: only the CPU backend can, so far). */
+int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const tr_backend_ops **out, char *err,
+                    size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
