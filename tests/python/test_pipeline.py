@@ -46,3 +46,72 @@ def test_pipeline_errors(shared, tmp_path):
         mkshards.hist([SAMPLES], tokenizer=None)
     with pytest.raises(ValueError):
         mkshards.lint([SAMPLES], doc_sep="para")
+
+
+def _tree(d):
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, d)] = open(p, "rb").read()
+    return out
+
+
+def test_build_byte_identical_to_cli(shared, mkshards_bin, tmp_path):
+    ins = [os.path.join(DATA, "clean"), os.path.join(SAMPLES, "tiny.jsonl"), os.path.join(DATA, "bad")]
+    opts = ["-L", "96", "--pack", "bfd", "--val-fraction", "0.25", "--shard-tokens", "4K", "--seed", "7"]
+    run_cli(mkshards_bin, "build", "-q", "-t", "gpt2", *opts, "-o", str(tmp_path / "cli"), *ins)
+    events = []
+    res = mkshards.build(ins, tmp_path / "py", tokenizer="gpt2", seq_len=96, pack="bfd", val_fraction=0.25,
+                         shard_tokens=4096, seed=7, progress=events.append)
+    assert _tree(tmp_path / "cli") == _tree(tmp_path / "py")
+    assert res["manifest"] == json.load(open(tmp_path / "cli" / "manifest.json"))
+    assert res["n_shards"] == len(res["manifest"]["shards"]) and not res["up_to_date"]
+    assert events and events[-1]["event"] == "progress" and events[-1]["last"]
+    assert mkshards.build(ins, tmp_path / "py", tokenizer="gpt2", seq_len=96, pack="bfd", val_fraction=0.25,
+                          shard_tokens=4096, seed=7)["up_to_date"]
+    run_cli(mkshards_bin, "build", "-q", "-t", "cl100k_base", "-L", "64", "--zstd", "3", "--no-shuffle", "-o",
+            str(tmp_path / "cli2"), *ins)
+    mkshards.build(ins, tmp_path / "py2", tokenizer=mkshards.get_encoding("cl100k_base"), seq_len=64, zstd=3,
+                   shuffle=False, threads=1)
+    py2 = _tree(tmp_path / "py2")
+    cli2 = _tree(tmp_path / "cli2")
+    # the Encoding's spec is the name it was loaded by, as -t cl100k_base records it
+    assert py2 == cli2
+
+
+def test_build_cancel_and_ctrl_c_then_resume(shared, mkshards_bin, tmp_path):
+    import signal
+    ins = [os.path.join(shared, "corpus", "web.jsonl.zst")]
+    kw = dict(tokenizer="gpt2", seq_len=256, batch_bytes=256 << 10, shard_tokens=64 << 10, threads=2,
+              checkpoint_seconds=0)
+    run_cli(mkshards_bin, "build", "-q", "-t", "gpt2", "-L", "256", "--batch-bytes", str(256 << 10),
+            "--shard-tokens", str(64 << 10), "-o", str(tmp_path / "cli"), *ins)
+    seen = []
+
+    def stop_after_two(ev):
+        seen.append(ev)
+        return len(seen) >= 3
+    with pytest.raises(mkshards.MkshardsError) as ei:
+        mkshards.build(ins, tmp_path / "py", progress=stop_after_two, **kw)
+    assert "cancel" in str(ei.value)
+    assert not os.path.exists(tmp_path / "py" / "manifest.json")
+
+    def interrupt(ev):
+        if len(seen) == 6:
+            os.kill(os.getpid(), signal.SIGINT)
+        seen.append(ev)
+    with pytest.raises(KeyboardInterrupt):
+        mkshards.build(ins, tmp_path / "py", progress=interrupt, **kw)
+    assert not os.path.exists(tmp_path / "py" / "manifest.json")
+    assert any(ev["event"] == "resume" for ev in seen[3:])  # the second call continued from the first's checkpoint
+    res = mkshards.build(ins, tmp_path / "py", **kw)
+    assert res["resumed"]
+    assert _tree(tmp_path / "cli") == _tree(tmp_path / "py")
+
+    def boom(ev):
+        raise RuntimeError("from the callback")
+    with pytest.raises(RuntimeError, match="from the callback"):
+        mkshards.build(ins, tmp_path / "py3", progress=boom, **kw)
+    with pytest.raises(mkshards.MkshardsError):
+        mkshards.build(ins, ins[0], **kw)  # an output over an input is refused

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ds.h"
@@ -1524,6 +1525,243 @@ out:
     return ret;
 }
 
+/* ================================================================ build */
+/* ds_build runs on a worker thread; the calling (main) thread waits with the
+ * GIL released and checks for signals every 100 ms, so Ctrl-C cancels the
+ * build at its next batch boundary (DIR keeps its checkpoint) and raises
+ * KeyboardInterrupt. The Python progress callback runs on the worker thread
+ * (under the GIL); a true return value or an exception cancels too. */
+typedef struct {
+    ds_build_opts o;
+    ds_build_result res;
+    char err[1024];
+    int rc;
+    PyObject *cb;
+    int cancel;
+    PyObject *exc_t, *exc_v, *exc_tb; /* the callback's exception */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} build_job;
+
+static const char *build_ev_name(ds_build_event_kind k)
+{
+    switch (k) {
+    case DS_BUILD_EV_PROGRESS: return "progress";
+    case DS_BUILD_EV_REBUILD: return "rebuild";
+    case DS_BUILD_EV_RESUME: return "resume";
+    case DS_BUILD_EV_CKPT_FAILED: return "checkpoint_failed";
+    }
+    return "event";
+}
+
+static int build_cb(const ds_build_event *ev, void *user)
+{
+    build_job *j = user;
+    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
+        return 1;
+    if (!j->cb)
+        return 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = 0;
+    PyObject *d = Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:d,s:O,s:n,s:s}", "event", build_ev_name(ev->kind), "records",
+                                (unsigned long long)ev->records, "bytes_in", (unsigned long long)ev->bytes_in,
+                                "tokens", (unsigned long long)ev->tokens, "est_bytes",
+                                (unsigned long long)ev->est_bytes, "seconds", ev->seconds, "last",
+                                ev->last ? Py_True : Py_False, "shards", (Py_ssize_t)ev->shards, "detail",
+                                ev->detail ? ev->detail : "");
+    PyObject *r = d ? PyObject_CallFunctionObjArgs(j->cb, d, NULL) : NULL;
+    Py_XDECREF(d);
+    if (!r) {
+        if (!j->exc_t)
+            PyErr_Fetch(&j->exc_t, &j->exc_v, &j->exc_tb);
+        else
+            PyErr_Clear();
+        stop = 1;
+    } else {
+        stop = PyObject_IsTrue(r) > 0;
+        Py_DECREF(r);
+    }
+    PyGILState_Release(g);
+    if (stop)
+        __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    return stop;
+}
+
+static void *build_thread(void *arg)
+{
+    build_job *j = arg;
+    j->rc = ds_build(&j->o, &j->res, j->err, sizeof j->err);
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwl[] = {"inputs", "out", "tokenizer", "tokenizer_spec", "seq_len", "pack", "over_long",
+                          "bfd_window", "val_fraction", "seed", "shuffle", "shard_tokens", "zstd_level",
+                          "frame_rows", "field", "doc_sep", "part_k", "part_n", "threads", "batch_bytes", "force",
+                          "callback", "checkpoint_seconds", NULL};
+    PyObject *inputs_o, *out_o = NULL, *tok_o, *cb = Py_None;
+    const char *spec = NULL, *field = NULL;
+    unsigned int seq_len = 0, frame_rows = 0, part_k = 1, part_n = 1;
+    int pack = 0, over_long = 0, shuffle = 1, zstd_level = 0, doc_sep = 0, threads = 0, force = 0;
+    unsigned long long bfd_window = 0, seed = 0, shard_tokens = 0, batch_bytes = 0;
+    double val_fraction = 0, ckpt_s = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|IiiKdKpKiIziIIiKpOd", kwl, &inputs_o, PyUnicode_FSConverter,
+                                     &out_o, &tok_o, &spec, &seq_len, &pack, &over_long, &bfd_window, &val_fraction,
+                                     &seed, &shuffle, &shard_tokens, &zstd_level, &frame_rows, &field, &doc_sep,
+                                     &part_k, &part_n, &threads, &batch_bytes, &force, &cb, &ckpt_s))
+        return NULL;
+    if (!PyObject_TypeCheck(tok_o, &TokType) || !((TokObj *)tok_o)->tok) {
+        Py_XDECREF(out_o);
+        PyErr_SetString(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer");
+        return NULL;
+    }
+    if (cb != Py_None && !PyCallable_Check(cb)) {
+        Py_XDECREF(out_o);
+        PyErr_SetString(PyExc_TypeError, "progress: a callable or None");
+        return NULL;
+    }
+    if (pack < 0 || pack > 2 || over_long < 0 || over_long > 2 || doc_sep < 0 || doc_sep > 2) {
+        Py_XDECREF(out_o);
+        PyErr_SetString(PyExc_ValueError, "pack / over_long / doc_sep out of range");
+        return NULL;
+    }
+    PyObject *tup = PySequence_Tuple(inputs_o);
+    if (!tup) {
+        Py_XDECREF(out_o);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(tup);
+    PyObject *paths = PyList_New(n);
+    const char **inputs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *inputs);
+    build_job *j = PyMem_Calloc(1, sizeof *j);
+    PyObject *ret = NULL;
+    int started = 0, mu_init = 0;
+    PyObject *it = NULL, *iv = NULL, *itb = NULL; /* KeyboardInterrupt (or another signal's exception) */
+    if (!paths || !inputs || !j) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
+            goto out;
+        PyList_SET_ITEM(paths, i, b);
+        inputs[i] = PyBytes_AS_STRING(b);
+    }
+    ds_build_opts_init(&j->o);
+    j->o.tok = (const struct tk_tokenizer *)((TokObj *)tok_o)->tok;
+    j->o.tokenizer_spec = spec;
+    j->o.inputs = inputs;
+    j->o.n_inputs = (size_t)n;
+    j->o.out_dir = PyBytes_AS_STRING(out_o);
+    j->o.seq_len = seq_len;
+    j->o.pack = (ds_pack)pack;
+    j->o.over_long = (ds_over_long)over_long;
+    if (bfd_window)
+        j->o.bfd_window = bfd_window;
+    j->o.val_fraction = val_fraction;
+    j->o.seed = seed;
+    j->o.shuffle = shuffle;
+    if (shard_tokens)
+        j->o.shard_tokens = shard_tokens;
+    j->o.zstd_level = zstd_level;
+    if (frame_rows)
+        j->o.frame_rows = frame_rows;
+    j->o.field = field;
+    j->o.doc_sep = (ds_doc_sep)doc_sep;
+    j->o.part_k = part_k;
+    j->o.part_n = part_n;
+    j->o.threads = threads > 0 ? threads : n_cpus();
+    if (batch_bytes)
+        j->o.batch_bytes = batch_bytes;
+    j->o.force = force;
+    if (ckpt_s >= 0)
+        j->o.checkpoint_seconds = ckpt_s;
+    j->o.callback = build_cb;
+    j->o.user = j;
+    j->cb = cb == Py_None ? NULL : cb;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    mu_init = 1;
+    pthread_t th;
+    if (pthread_create(&th, NULL, build_thread, j)) {
+        raise_c(DS_ERR_INTERNAL, "build: cannot start a thread");
+        goto out;
+    }
+    started = 1;
+    for (;;) {
+        int done;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&j->mu);
+        if (!j->done) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        }
+        done = j->done;
+        pthread_mutex_unlock(&j->mu);
+        Py_END_ALLOW_THREADS
+        if (done)
+            break;
+        if (!it && PyErr_CheckSignals() < 0) {
+            PyErr_Fetch(&it, &iv, &itb);
+            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+    if (it) {
+        PyErr_Restore(it, iv, itb);
+        it = iv = itb = NULL;
+        goto out;
+    }
+    if (j->exc_t) {
+        PyErr_Restore(j->exc_t, j->exc_v, j->exc_tb);
+        j->exc_t = j->exc_v = j->exc_tb = NULL;
+        goto out;
+    }
+    if (j->rc != DS_OK) {
+        raise_c(j->rc, j->err[0] ? j->err : ds_strerror(j->rc));
+        goto out;
+    }
+    ret = Py_BuildValue("{s:O,s:n,s:O,s:n,s:d}", "up_to_date", j->res.up_to_date ? Py_True : Py_False, "n_checked",
+                        (Py_ssize_t)j->res.n_checked, "resumed", j->res.resumed ? Py_True : Py_False, "n_shards",
+                        (Py_ssize_t)j->res.n_shards, "seconds", j->res.seconds);
+out:
+    (void)started;
+    if (j) {
+        Py_XDECREF(j->exc_t);
+        Py_XDECREF(j->exc_v);
+        Py_XDECREF(j->exc_tb);
+        if (mu_init) {
+            pthread_mutex_destroy(&j->mu);
+            pthread_cond_destroy(&j->cv);
+        }
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(iv);
+    Py_XDECREF(itb);
+    PyMem_Free(j);
+    PyMem_Free(inputs);
+    Py_XDECREF(paths);
+    Py_DECREF(tup);
+    Py_XDECREF(out_o);
+    return ret;
+}
+
 /* ================================================================ module */
 static PyObject *py_cpu_count(PyObject *self, PyObject *unused)
 {
@@ -1539,6 +1777,8 @@ static PyMethodDef mod_methods[] = {
     {"analyze", FN(py_analyze), METH_VARARGS | METH_KEYWORDS,
      "analyze(inputs, tokenizer=None, lint=True, hist=False, ...) -> (lint_json, hist_json, exit_code, docs)"},
     {"cpu_count", FN(py_cpu_count), METH_NOARGS, "online CPUs"},
+    {"build", FN(py_build), METH_VARARGS | METH_KEYWORDS,
+     "build(inputs, out, tokenizer, tokenizer_spec, seq_len, ...): ds_build on a worker thread; Ctrl-C cancels"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef mod_def = {PyModuleDef_HEAD_INIT, "_core", "C core of mkshards", -1, mod_methods,

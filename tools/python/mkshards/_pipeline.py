@@ -5,7 +5,7 @@ import os
 from . import _core
 from ._encoding import Encoding
 
-__all__ = ["lint", "hist", "lint_exit_code"]
+__all__ = ["build", "lint", "hist", "lint_exit_code"]
 
 _DOC_SEP = {"file": 0, "line": 1, "blank-line": 2}
 
@@ -86,3 +86,48 @@ def hist(inputs, *, tokenizer, seq_len=0, threads=0, field=None, doc_sep="file",
     _, hist_d, _ = _analyze(inputs, tokenizer, pattern, False, True, seq_len, 0, None, field, doc_sep, threads,
                             max_record_bytes, cut_overlong, 0, 0, 0, 0, svg, progress)
     return hist_d
+
+
+_PACK = {"concat": 0, "bfd": 1, "none": 2}
+_OVER_LONG = {"truncate": 0, "chunk": 1, "drop": 2}
+
+
+def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate", bfd_window=0, val_fraction=0.0,
+          seed=0, shuffle=True, shard_tokens=0, zstd=0, frame_rows=0, field=None, doc_sep="file", part=None,
+          threads=0, batch_bytes=0, force=False, pattern=None, progress=None, checkpoint_seconds=None):
+    """`mkshards build` in-process (ds_build): the same shards and manifest, byte for byte, as the CLI with the
+    same options (``pack`` = ``--pack``, ``over_long`` = ``--over-long``, ``zstd`` = ``--zstd LEVEL``, ``part`` =
+    ``--part K/N`` as "K/N" or (K, N), ``shuffle=False`` = ``--no-shuffle``; 0 means the CLI's default).
+
+    ``tokenizer``: a name or path (recorded in the manifest as given, like ``--tokenizer``) or an Encoding.
+    ``progress(event)`` is called with dicts (event "progress" after every batch: records, bytes_in, tokens,
+    est_bytes, seconds, last; "resume", "rebuild", "checkpoint_failed"); returning True cancels. Ctrl-C cancels
+    at the next batch boundary and raises KeyboardInterrupt; an interrupted or canceled build keeps its
+    checkpoint (written every ``checkpoint_seconds``, 0.5 by default; 0: after every batch that wrote a shard),
+    and the same call later continues from it. Returns a dict: up_to_date, resumed, n_checked,
+    n_shards, seconds and the written ``manifest`` (its "accounting" is the build's report)."""
+    if pack not in _PACK:
+        raise ValueError("pack must be 'concat', 'bfd' or 'none'")
+    if over_long not in _OVER_LONG:
+        raise ValueError("over_long must be 'truncate', 'chunk' or 'drop'")
+    if doc_sep not in _DOC_SEP:
+        raise ValueError("doc_sep must be 'file', 'line' or 'blank-line'")
+    if tokenizer is None:
+        raise ValueError("build needs a tokenizer")
+    if isinstance(tokenizer, Encoding):
+        tok, spec = tokenizer._core, tokenizer._spec
+    else:
+        spec = os.fspath(tokenizer)
+        tok = _core.Tokenizer(spec, pattern)
+    k, n = 1, 1
+    if part is not None:
+        k, n = (int(x) for x in (part.split("/") if isinstance(part, str) else part))
+    res = _core.build(_inputs(inputs), os.fspath(out), tok, spec, seq_len=int(seq_len), pack=_PACK[pack],
+                      over_long=_OVER_LONG[over_long], bfd_window=int(bfd_window), val_fraction=float(val_fraction),
+                      seed=int(seed), shuffle=bool(shuffle), shard_tokens=int(shard_tokens), zstd_level=int(zstd),
+                      frame_rows=int(frame_rows), field=field, doc_sep=_DOC_SEP[doc_sep], part_k=k, part_n=n,
+                      threads=int(threads), batch_bytes=int(batch_bytes), force=bool(force), callback=progress,
+                      checkpoint_seconds=-1.0 if checkpoint_seconds is None else float(checkpoint_seconds))
+    with open(os.path.join(os.fspath(out), "manifest.json")) as f:
+        res["manifest"] = json.load(f)
+    return res
