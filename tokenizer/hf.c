@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 #include <nettle/sha2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <utf8proc.h>
@@ -69,6 +70,8 @@ struct tk_hf {
     bool ignore_merges;
     mslot *merges;
     uint64_t mmask;
+    uint64_t *pair1;        /* 65536: merge of the byte pair (b1, b2): midx << 32 | res, UINT64_MAX if none */
+    struct m1 { uint32_t a, b, midx; } *m1; /* per result rank: its only merge; a = NONE: none, b = MULTI: several */
     hf_added *added;
     size_t n_added;
     uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
@@ -281,6 +284,31 @@ static inline const mslot *merge_get(const tk_hf *h, uint32_t a, uint32_t b) {
     }
 }
 
+#define M1_NONE UINT32_MAX
+#define M1_MULTI (UINT32_MAX - 1)
+
+/* The merge of symbols a and b, whose bytes are p[0..len): the token those
+ * bytes spell (through the tiktoken engine's filtered maps, which answer
+ * most non-tokens from cache) and then its merge. */
+static inline bool pair_merge(const tk_tokenizer *t, const tk_hf *h, uint32_t a, uint32_t b, const uint8_t *p,
+                              size_t len, uint32_t *midx, uint32_t *res) {
+    if (len > t->max_token_len) return false;
+    uint32_t r = tk_map_get(t, p, len);
+    if (r == TK_NO_RANK) return false;
+    const struct m1 *e = &h->m1[r];
+    if (e->a == a && e->b == b) {
+        *midx = e->midx;
+        *res = r;
+        return true;
+    }
+    if (e->b != M1_MULTI) return false;
+    const mslot *m = merge_get(h, a, b);
+    if (!m) return false;
+    *midx = m->midx;
+    *res = m->res;
+    return true;
+}
+
 typedef struct {
     uint32_t rank, pos, res;
 } hq_item;
@@ -355,8 +383,49 @@ static int hq_reserve(bpe_scratch *s, size_t n) {
  * ranks of the result to out. Same queue, same order (lowest merge rank,
  * then leftmost), same check of expired entries (the pair must still merge
  * into the entry's token). */
-static int hf_merge(const tk_hf *h, bpe_scratch *s, size_t n, tk_ids *out) {
+/* Short words: the same loop without a queue. An expired queue entry never
+ * fires in HF's loop (the pair at its position can only have grown longer
+ * than the entry's token), so the queue is exactly "lowest merge rank, then
+ * leftmost", which this scan does directly. */
+#define SMALL_WORD 48
+static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, const uint8_t *p, size_t n,
+                       tk_ids *out) {
+    uint32_t rk[SMALL_WORD], rs[SMALL_WORD];
+    uint8_t st[SMALL_WORD + 1]; /* start of each symbol in p */
+    for (size_t i = 0; i <= n; i++) st[i] = (uint8_t)i;
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint64_t m = h->pair1[(uint32_t)p[i] << 8 | p[i + 1]];
+        rk[i] = (uint32_t)(m >> 32);
+        rs[i] = (uint32_t)m;
+    }
+    while (n > 1) {
+        size_t b = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rk[i] < rk[b]) b = i;
+        if (rk[b] == UINT32_MAX) break;
+        sym[b] = rs[b];
+        for (size_t i = b + 1; i + 1 < n; i++) {
+            sym[i] = sym[i + 1];
+            rk[i] = rk[i + 1];
+            rs[i] = rs[i + 1];
+            st[i] = st[i + 1];
+        }
+        st[n - 1] = st[n];
+        n--;
+        if (b > 0 && !pair_merge(t, h, sym[b - 1], sym[b], p + st[b - 1], st[b + 1] - st[b - 1], &rk[b - 1], &rs[b - 1]))
+            rk[b - 1] = UINT32_MAX;
+        if (b + 1 < n && !pair_merge(t, h, sym[b], sym[b + 1], p + st[b], st[b + 2] - st[b], &rk[b], &rs[b]))
+            rk[b] = UINT32_MAX;
+    }
+    if (tk_ids_reserve(out, n)) return TK_ERR_NOMEM;
+    memcpy(out->ids + out->len, sym, n * sizeof *sym);
+    out->len += n;
+    return TK_OK;
+}
+
+static int hf_merge(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out) {
     if (n > INT32_MAX) return TK_ERR_LIMIT;
+    if (n <= SMALL_WORD) return merge_small(t, h, s->sym, p, n, out);
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
         s->prev[i] = (int32_t)i - 1;
@@ -417,7 +486,7 @@ static int hf_bpe_bytes(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, c
     int rc;
     if ((rc = bs_reserve(s, n))) return rc;
     for (size_t i = 0; i < n; i++) s->sym[i] = t->byte_rank[p[i]];
-    return hf_merge(h, s, n, out);
+    return hf_merge(t, h, s, p, n, out);
 }
 
 /* ---- added tokens --------------------------------------------------------- */
@@ -428,6 +497,7 @@ typedef struct {
     const char *const *allowed;
     size_t n_allowed;
     bool all;
+    bool any; /* some added token is active */
 } active_set;
 
 static bool active(const hf_added *a, const active_set *as) {
@@ -439,6 +509,7 @@ static bool active(const hf_added *a, const active_set *as) {
 
 static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, bool normalized, const active_set *as,
                        size_t *at) {
+    if (!as->any) return -1;
     for (; i < n; i++) {
         if (!(h->first_byte[s[i] >> 3] >> (s[i] & 7) & 1)) continue;
         long best = -1;
@@ -470,10 +541,22 @@ typedef struct {
     size_t n, cap;
 } spanv;
 
+/* Pieces repeat: a direct-mapped cache of piece -> ids (HF keeps one too). */
+#define WC_SLOTS 8192
+#define WC_KEY 30
+#define WC_IDS 8
+typedef struct {
+    uint8_t key[WC_KEY];
+    uint8_t len, n; /* len 0: empty */
+    uint32_t ids[WC_IDS];
+} wc_slot;
+
 typedef struct {
     const tk_tokenizer *t;
     const tk_hf *h;
     tk_ids *out;
+    uint64_t serial;   /* the tokenizer the cache belongs to */
+    wc_slot *wc;
     bpe_scratch bs;
     tk_bytes nbuf[2];
     tk_bytes mod[HF_MAX_STEPS];
@@ -577,11 +660,27 @@ static int model(hf_ctx *c, const uint8_t *p, size_t n) {
     tk_ids *out = c->out;
     size_t from = out->len;
     int rc;
+    wc_slot *w = NULL;
+    if (c->wc && n <= WC_KEY) {
+        w = &c->wc[tk_hash_bytes(p, n) & (WC_SLOTS - 1)];
+        if (w->len == n && memcmp(w->key, p, n) == 0) {
+            if (tk_ids_reserve(out, w->n)) return TK_ERR_NOMEM;
+            memcpy(out->ids + out->len, w->ids, w->n * sizeof *w->ids);
+            out->len += w->n;
+            return TK_OK;
+        }
+    }
     if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
     else rc = hf_bpe_bytes(t, c->h, &c->bs, p, n, out);
     if (rc) return rc;
     if (t->rank_to_id)
         for (size_t k = from; k < out->len; k++) out->ids[k] = t->rank_to_id[out->ids[k]];
+    if (w && out->len - from <= WC_IDS) {
+        memcpy(w->key, p, n);
+        w->len = (uint8_t)n;
+        w->n = (uint8_t)(out->len - from);
+        memcpy(w->ids, out->ids + from, w->n * sizeof *w->ids);
+    }
     return TK_OK;
 }
 
@@ -700,6 +799,7 @@ static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, 
 }
 
 static void ctx_free(hf_ctx *c) {
+    free(c->wc);
     free(c->bs.sym);
     free(c->bs.prev);
     free(c->bs.next);
@@ -713,15 +813,40 @@ static void ctx_free(hf_ctx *c) {
     }
 }
 
+/* One context per thread, kept between documents (scratch buffers and the
+ * piece cache); the cache is cleared when another tokenizer uses it. */
+static _Thread_local hf_ctx *g_ctx;
+static pthread_key_t g_ctx_key;
+static pthread_once_t g_ctx_once = PTHREAD_ONCE_INIT;
+
+static void ctx_destroy(void *p) {
+    if (!p) return;
+    ctx_free(p);
+    free(p);
+}
+static void ctx_key_init(void) { pthread_key_create(&g_ctx_key, ctx_destroy); }
+
 int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *const *allowed, size_t n_allowed,
                  bool all, tk_ids *out) {
     const tk_hf *h = t->hf;
-    hf_ctx *c = calloc(1, sizeof *c);
-    if (!c) return TK_ERR_NOMEM;
+    pthread_once(&g_ctx_once, ctx_key_init);
+    hf_ctx *c = g_ctx;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return TK_ERR_NOMEM;
+        c->wc = calloc(WC_SLOTS, sizeof *c->wc); /* without it: no cache */
+        g_ctx = c;
+        pthread_setspecific(g_ctx_key, c); /* freed when the thread ends */
+    }
+    if (c->serial != t->serial) {
+        if (c->wc) memset(c->wc, 0, WC_SLOTS * sizeof *c->wc);
+        c->serial = t->serial;
+    }
     c->t = t;
     c->h = h;
     c->out = out;
-    active_set as = {allowed, n_allowed, all};
+    active_set as = {allowed, n_allowed, all, false};
+    for (size_t k = 0; k < h->n_added && !as.any; k++) as.any = active(&h->added[k], &as);
     int rc = TK_OK;
     size_t i = 0;
     while (i < n) {
@@ -736,8 +861,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
         out->ids[out->len++] = h->added[k].id;
         i = at + h->added[k].len;
     }
-    ctx_free(c);
-    free(c);
+    c->out = NULL;
     return rc;
 }
 
@@ -763,7 +887,7 @@ static int hf_reaches(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, uin
     int rc;
     if ((rc = bs_reserve(s, n))) return rc;
     for (size_t i = 0; i < n; i++) s->sym[i] = t->byte_rank[p[i]];
-    if ((rc = hf_merge(h, s, n, tmp))) return rc;
+    if ((rc = hf_merge(t, h, s, p, n, tmp))) return rc;
     return tmp->len == 1 && tmp->ids[0] == r;
 }
 
@@ -780,6 +904,8 @@ void tk_hf_free(tk_hf *h) {
     for (size_t k = 0; k < h->n_added; k++) free(h->added[k].text);
     free(h->added);
     free(h->merges);
+    free(h->pair1);
+    free(h->m1);
     free(h);
 }
 
@@ -1095,6 +1221,31 @@ static int merges_build(tk_hf *h, const uint32_t (*m)[3], size_t nm) {
     return TK_OK;
 }
 
+static int m1_build(const tk_tokenizer *t, tk_hf *h) {
+    h->m1 = malloc((t->n_ranks ? t->n_ranks : 1) * sizeof *h->m1);
+    if (!h->m1) return TK_ERR_NOMEM;
+    for (uint32_t r = 0; r < t->n_ranks; r++) h->m1[r] = (struct m1){M1_NONE, M1_NONE, 0};
+    for (uint64_t i = 0; i <= h->mmask; i++) {
+        const mslot *m = &h->merges[i];
+        if (!m->key) continue;
+        struct m1 *e = &h->m1[m->res];
+        uint32_t a = (uint32_t)((m->key - 1) >> 32), b = (uint32_t)(m->key - 1);
+        if (e->a == M1_NONE && e->b == M1_NONE) *e = (struct m1){a, b, m->midx};
+        else e->a = e->b = M1_MULTI;
+    }
+    return TK_OK;
+}
+
+static int pair1_build(const tk_tokenizer *t, tk_hf *h) {
+    h->pair1 = malloc(65536 * sizeof *h->pair1);
+    if (!h->pair1) return TK_ERR_NOMEM;
+    for (uint32_t k = 0; k < 65536; k++) {
+        const mslot *m = merge_get(h, t->byte_rank[k >> 8], t->byte_rank[k & 255]);
+        h->pair1[k] = m ? (uint64_t)m->midx << 32 | m->res : UINT64_MAX;
+    }
+    return TK_OK;
+}
+
 /* Is merge-by-rank (tk_bpe_piece) provably HF's merge loop for these
  * merges? (1) merges listed in the order of the ranks of their results;
  * (2) every split of every token into two tokens is a listed merge with
@@ -1273,7 +1424,7 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
         }
     }
     if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
-    if ((rc = merges_build(h, merges, nm))) goto fail;
+    if ((rc = merges_build(h, merges, nm)) || (rc = pair1_build(t, h)) || (rc = m1_build(t, h))) goto fail;
     if ((rc = fast_equivalent(t, h, merges, nm, &h->fast_bpe))) goto fail;
     bool any_nonspecial = false;
     for (size_t k = 0; k < h->n_added; k++) any_nonspecial |= !h->added[k].special;

@@ -772,17 +772,17 @@ static int hf_merge_parts(const json_t *m, size_t i, char *a, char *b, size_t ca
 /* Ids of model.vocab and added_tokens: type and range of each, no id named
  * by two vocab entries, and no more ids than the entries can account for
  * (checked before rank_of_id, 4 bytes per id, is allocated). */
-static int hf_check_ids(const char *path, json_t *vocab, json_t *added, uint32_t *max_id, char *err, size_t errlen) {
+static int hf_check_ids(const char *path, json_t *vocab, size_t nv, json_t *added, uint32_t *max_id, char *err,
+                        size_t errlen) {
     const char *k;
     json_t *val;
     uint32_t id;
     int rc;
-    size_t nv = json_object_size(vocab), na = json_array_size(added);
+    size_t na = json_array_size(added);
     if (nv > TK_MAX_VOCAB || na > TK_MAX_VOCAB) {
         tk_set_err(err, errlen, "%s: more than %u entries", path, TK_MAX_VOCAB);
         return TK_ERR_RANGE;
     }
-    *max_id = 0;
     json_object_foreach(vocab, k, val) {
         if ((rc = json_id(val, path, "model.vocab entry", k, &id, err, errlen))) return rc;
         if (id > *max_id) *max_id = id;
@@ -815,9 +815,31 @@ static int hf_check_ids(const char *path, json_t *vocab, json_t *added, uint32_t
 int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
     if (!path || !out) return TK_ERR_ARG;
     *out = NULL;
-    json_t *root;
-    int rc = tk_json_load(path, &root, err, errlen);
-    if (rc) return rc;
+    json_t *root = NULL;
+    tk_hfj J;
+    memset(&J, 0, sizeof J);
+    bool fast = false;
+    int rc;
+    {
+        uint8_t *data;
+        size_t len;
+        if ((rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen))) return rc;
+        /* vocab and merges by the fast reader, the rest by jansson; on
+         * anything unusual the whole file by jansson (its messages) */
+        rc = tk_hfj_parse(data, len, &J);
+        if (rc == TK_OK && tk_json_loadb(path, J.rest, J.rest_len, len, &root, NULL, 0) == TK_OK) {
+            fast = true;
+        } else {
+            tk_hfj_free(&J);
+            if (rc < 0 && rc != TK_HFJ_FALLBACK) {
+                free(data);
+                return rc;
+            }
+            rc = tk_json_loadb(path, data, len, len, &root, err, errlen);
+        }
+        free(data);
+        if (rc) return rc;
+    }
     tokvec v = {0};
     tk_special *sp = NULL;
     size_t nsp = 0;
@@ -839,15 +861,62 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         rc = TK_ERR_FORMAT;
         goto done;
     }
-    size_t nv = json_object_size(vocab);
-    uint32_t max_id;
-    if ((rc = hf_check_ids(path, vocab, added, &max_id, err, errlen))) goto done;
-    if (json_array_size(merges) > TK_MAX_VOCAB * (size_t)4) {
+    size_t nv = fast ? J.nv : json_object_size(vocab);
+    size_t n_merges = fast ? J.nm : json_array_size(merges);
+    uint32_t max_id = fast ? J.max_id : 0;
+    if ((rc = hf_check_ids(path, vocab, nv, added, &max_id, err, errlen))) goto done;
+    if (!fast) {
+        /* the jansson tree as flat arrays, as the fast reader gives them */
+        size_t bytes = 16;
+        const char *k;
+        json_t *val;
+        size_t i;
+        json_t *m;
+        json_array_foreach(merges, i, m) if (json_is_string(m)) bytes += json_string_length(m) + 2;
+        J.arena = malloc(bytes);
+        size_t used = 0;
+        J.vkey = malloc((nv + 1) * sizeof *J.vkey);
+        J.vlen = malloc((nv + 1) * sizeof *J.vlen);
+        J.vid = malloc((nv + 1) * sizeof *J.vid);
+        J.ma = malloc((n_merges + 1) * sizeof *J.ma);
+        J.mb = malloc((n_merges + 1) * sizeof *J.mb);
+        if (!J.arena || !J.vkey || !J.vlen || !J.vid || !J.ma || !J.mb) {
+            rc = TK_ERR_NOMEM;
+            goto done;
+        }
+        json_object_foreach(vocab, k, val) {
+            J.vkey[J.nv] = k;
+            J.vlen[J.nv] = (uint32_t)strlen(k);
+            J.vid[J.nv++] = (uint32_t)json_integer_value(val); /* checked */
+        }
+        if ((rc = tk_hfj_index(&J))) { /* jansson refused duplicate keys already */
+            rc = rc < 0 ? rc : TK_ERR_FORMAT;
+            goto done;
+        }
+        json_array_foreach(merges, i, m) {
+            char a[4 * TK_MAX_TOKEN_BYTES + 2], b[4 * TK_MAX_TOKEN_BYTES + 2];
+            if ((rc = hf_merge_parts(m, i, a, b, 4 * TK_MAX_TOKEN_BYTES, path, err, errlen))) goto done;
+            /* the parts as jansson holds them */
+            if (json_is_string(m)) {
+                char *c = (char *)J.arena + used; /* a and b fit: they are the string, split */
+                used += strlen(a) + strlen(b) + 2;
+                strcpy(c, a);
+                strcpy(c + strlen(a) + 1, b);
+                J.ma[i] = c;
+                J.mb[i] = c + strlen(a) + 1;
+            } else {
+                J.ma[i] = json_string_value(json_array_get(m, 0));
+                J.mb[i] = json_string_value(json_array_get(m, 1));
+            }
+            J.nm = i + 1;
+        }
+    }
+    if (n_merges > TK_MAX_VOCAB * (size_t)4) {
         tk_set_err(err, errlen, "%s: more than %zu merges", path, TK_MAX_VOCAB * (size_t)4);
         rc = TK_ERR_LIMIT;
         goto done;
     }
-    mids = malloc((json_array_size(merges) + 1) * sizeof *mids);
+    mids = malloc((n_merges + 1) * sizeof *mids);
     if (!mids) {
         rc = TK_ERR_NOMEM;
         goto done;
@@ -860,10 +929,10 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     }
     for (uint32_t i = 0; i <= max_id; i++) rank_of_id[i] = TK_NO_RANK;
     const char *k;
-    json_t *val;
     /* two vocab entries with one id: one of them would silently vanish */
-    json_object_foreach(vocab, k, val) {
-        uint32_t id = (uint32_t)json_integer_value(val);
+    for (size_t e = 0; e < nv; e++) {
+        uint32_t id = J.vid[e];
+        k = J.vkey[e];
         if (rank_of_id[id] == SPECIAL_ID) {
             tk_set_err(err, errlen, "%s: model.vocab entry \"%s\": id %u is also the id of another entry", path,
                        shown(k, sb), id);
@@ -884,8 +953,9 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
      * then any other vocab entry (unreachable by merges) last. */
     uint32_t next_rank = 0;
     /* pass 1: single bytes */
-    json_object_foreach(vocab, k, val) {
-        uint32_t id = (uint32_t)json_integer_value(val);
+    for (size_t e = 0; e < nv; e++) {
+        uint32_t id = J.vid[e];
+        k = J.vkey[e];
         if (rank_of_id[id] == SPECIAL_ID) continue;
         uint8_t buf[TK_MAX_TOKEN_BYTES];
         long l = bytelevel_decode(k, buf, sizeof buf);
@@ -902,50 +972,53 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         }
     }
     /* pass 2: merges */
-    {
-        size_t i;
-        json_t *m;
-        json_array_foreach(merges, i, m) {
-            char a[4 * TK_MAX_TOKEN_BYTES + 2], b[4 * TK_MAX_TOKEN_BYTES + 2], ab[8 * TK_MAX_TOKEN_BYTES + 4];
-            if ((rc = hf_merge_parts(m, i, a, b, 4 * TK_MAX_TOKEN_BYTES, path, err, errlen))) goto done;
-            for (const char *part = a; part; part = part == a ? b : NULL)
-                if (!json_object_get(vocab, part)) {
-                    tk_set_err(err, errlen, "%s: merge %zu: part \"%s\" is not in model.vocab", path, i,
-                               shown(part, sb));
-                    rc = TK_ERR_FORMAT;
-                    goto done;
-                }
-            snprintf(ab, sizeof ab, "%s%s", a, b);
-            json_t *idv = json_object_get(vocab, ab);
-            if (!idv) {
-                tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is not in model.vocab", path, i, shown(ab, sb));
+    for (size_t i = 0; i < n_merges; i++) {
+        char ab[8 * TK_MAX_TOKEN_BYTES + 4];
+        const char *a = J.ma[i], *b = J.mb[i];
+        int ea = -1, eb = -1;
+        size_t la = strlen(a), lb = strlen(b);
+        for (const char *part = a; part; part = part == a ? b : NULL) {
+            int e = tk_hfj_lookup(&J, part, part == a ? la : lb);
+            if (e < 0) {
+                tk_set_err(err, errlen, "%s: merge %zu: part \"%s\" is not in model.vocab", path, i, shown(part, sb));
                 rc = TK_ERR_FORMAT;
                 goto done;
             }
-            uint32_t id = (uint32_t)json_integer_value(idv);
-            mids[i][0] = (uint32_t)json_integer_value(json_object_get(vocab, a));
-            mids[i][1] = (uint32_t)json_integer_value(json_object_get(vocab, b));
-            mids[i][2] = id;
-            if (rank_of_id[id] == SPECIAL_ID) {
-                tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is an added token", path, i, shown(ab, sb));
-                rc = TK_ERR_FORMAT;
-                goto done;
-            }
-            if (rank_of_id[id] != TK_NO_RANK) continue; /* first merge producing it wins */
-            uint8_t buf[TK_MAX_TOKEN_BYTES];
-            long l = bytelevel_decode(ab, buf, sizeof buf); /* a vocab entry: decoded in pass 1 */
-            if (l <= 0) {
-                rc = TK_ERR_UNSUPPORTED;
-                goto done;
-            }
-            rank_of_id[id] = next_rank;
-            rank_to_id[next_rank] = id;
-            if ((rc = tv_set(&v, next_rank++, buf, (size_t)l))) goto done;
+            if (part == a) ea = e;
+            else eb = e;
         }
+        memcpy(ab, a, la); /* each part < 4 x 1024 + 2 bytes */
+        memcpy(ab + la, b, lb + 1);
+        int er = tk_hfj_lookup(&J, ab, la + lb);
+        if (er < 0) {
+            tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is not in model.vocab", path, i, shown(ab, sb));
+            rc = TK_ERR_FORMAT;
+            goto done;
+        }
+        uint32_t id = J.vid[er];
+        mids[i][0] = J.vid[ea];
+        mids[i][1] = J.vid[eb];
+        mids[i][2] = id;
+        if (rank_of_id[id] == SPECIAL_ID) {
+            tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is an added token", path, i, shown(ab, sb));
+            rc = TK_ERR_FORMAT;
+            goto done;
+        }
+        if (rank_of_id[id] != TK_NO_RANK) continue; /* first merge producing it wins */
+        uint8_t buf[TK_MAX_TOKEN_BYTES];
+        long l = bytelevel_decode(ab, buf, sizeof buf); /* a vocab entry: decoded in pass 1 */
+        if (l <= 0) {
+            rc = TK_ERR_UNSUPPORTED;
+            goto done;
+        }
+        rank_of_id[id] = next_rank;
+        rank_to_id[next_rank] = id;
+        if ((rc = tv_set(&v, next_rank++, buf, (size_t)l))) goto done;
     }
     /* pass 3: the rest */
-    json_object_foreach(vocab, k, val) {
-        uint32_t id = (uint32_t)json_integer_value(val);
+    for (size_t e = 0; e < nv; e++) {
+        uint32_t id = J.vid[e];
+        k = J.vkey[e];
         if (rank_of_id[id] != TK_NO_RANK) continue;
         uint8_t buf[TK_MAX_TOKEN_BYTES];
         long l = bytelevel_decode(k, buf, sizeof buf); /* decoded in pass 1 */
@@ -980,7 +1053,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         }
     }
     /* merge parts and results as ranks (parts that are added tokens: refused) */
-    for (size_t i = 0; i < json_array_size(merges); i++)
+    for (size_t i = 0; i < n_merges; i++)
         for (int k = 0; k < 3; k++) {
             uint32_t r = rank_of_id[mids[i][k]];
             if (r >= v.n) {
@@ -1001,7 +1074,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         rc = tv_build(&v, TK_PAT_NONE, sp, nsp, rank_to_id, NULL, path, path, &t, err, errlen);
         rank_to_id = NULL; /* owned by tv_build now */
         if (rc) goto done;
-        if ((rc = tk_hf_setup(t, root, path, (const uint32_t(*)[3])mids, json_array_size(merges), pat, err,
+        if ((rc = tk_hf_setup(t, root, path, (const uint32_t(*)[3])mids, n_merges, pat, err,
                               errlen))) {
             tk_free(t);
             goto done;
@@ -1013,6 +1086,7 @@ done:
     free(rank_of_id);
     free(rank_to_id);
     free(mids);
+    tk_hfj_free(&J);
     free_specials(sp, nsp);
     tv_free(&v);
     json_decref(root);

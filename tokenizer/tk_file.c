@@ -137,11 +137,19 @@ int tk_json_load(const char *path, json_t **out, char *err, size_t errlen) {
     size_t len;
     int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
     if (rc) return rc;
+    rc = tk_json_loadb(path, data, len, len, out, err, errlen);
+    free(data);
+    return rc;
+}
+
+int tk_json_loadb(const char *path, const uint8_t *data, size_t len, size_t file_len, json_t **out, char *err,
+                  size_t errlen) {
+    *out = NULL;
     pthread_once(&budget_once, budget_install);
     /* the budget counts every allocation made while parsing (frees are not
      * credited back), so it bounds the peak; 1 MiB covers small files */
     size_t allowance;
-    if (__builtin_mul_overflow(len, (size_t)TK_JSON_MEM_FACTOR, &allowance) ||
+    if (__builtin_mul_overflow(file_len, (size_t)TK_JSON_MEM_FACTOR, &allowance) ||
         __builtin_add_overflow(allowance, (size_t)1 << 20, &allowance))
         allowance = SIZE_MAX;
     budget.active = true;
@@ -154,11 +162,10 @@ int tk_json_load(const char *path, json_t **out, char *err, size_t errlen) {
     json_t *root = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &je);
     bool exceeded = budget.exceeded;
     budget.active = false;
-    free(data);
     if (!root) {
         if (exceeded) {
             tk_set_err(err, errlen, "%s: parsing it needs more than %zu bytes of memory (%u x its %zu bytes + 1 MiB)",
-                       path, allowance, TK_JSON_MEM_FACTOR, len);
+                       path, allowance, TK_JSON_MEM_FACTOR, file_len);
             return TK_ERR_LIMIT;
         }
         tk_set_err(err, errlen, "%s: line %d column %d: %s", path, je.line, je.column, je.text);

@@ -255,6 +255,9 @@ int tk_open_regular(const char *path, size_t max_bytes, size_t *size, char *err,
 int tk_read_regular(const char *path, size_t max_bytes, uint8_t **data, size_t *len, char *err, size_t errlen);
 struct json_t;
 int tk_json_load(const char *path, struct json_t **out, char *err, size_t errlen);
+/* The same on bytes already read (file_len sets the memory budget). */
+int tk_json_loadb(const char *path, const uint8_t *data, size_t len, size_t file_len, struct json_t **out, char *err,
+                  size_t errlen);
 
 /* HF tokenizer.json pipeline (hf.c). tk_hf_setup parses normalizer,
  * pre_tokenizer, model options, added tokens and decoder of root; merges
@@ -273,6 +276,27 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
 void tk_compute_fingerprint(tk_tokenizer *t);
 /* The built-in pattern a regex is (exactly, in one of its known spellings), or TK_PAT_NONE. */
 tk_pattern tk_pattern_from_regex(const char *re);
+
+/* model.vocab and model.merges of a tokenizer.json as flat arrays
+ * (hf_json.c). Strings are NUL-terminated, in file order. */
+typedef struct {
+    uint8_t *arena;
+    const char **vkey;
+    uint32_t *vlen, *vid;
+    size_t nv;
+    uint32_t max_id;
+    const char **ma, **mb; /* merge parts */
+    size_t nm;
+    uint64_t *slots;       /* vocab key: hash tag << 32 | (entry + 1) */
+    size_t mask;
+    uint8_t *rest;         /* the file with vocab -> {} and merges -> [] */
+    size_t rest_len;
+} tk_hfj;
+#define TK_HFJ_FALLBACK 1  /* not for the fast reader: read the file with jansson */
+int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j);
+int tk_hfj_index(tk_hfj *j); /* TK_HFJ_FALLBACK on a duplicate key */
+int tk_hfj_lookup(const tk_hfj *j, const char *k, size_t kl); /* entry or -1 */
+void tk_hfj_free(tk_hfj *j);
 
 /* Oniguruma-compatible regexes on PCRE2 (hf_regex.c). */
 typedef struct tk_regex tk_regex;
