@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 static char *read_zst(const char *path, size_t *len) {
@@ -113,6 +114,78 @@ static void show(const char *what, const tk_ids *v, json_t *ids, int at) {
     fprintf(stderr, "\n");
 }
 
+/* Unsupported components are refused at load, naming the JSON path and the
+ * component: never loaded with other ids. Each case edits a fixture. */
+static int refusals(void) {
+    static const struct {
+        const char *at, *json, *want1, *want2;
+    } cases[] = {
+        {"normalizer", "{\"type\":\"BertNormalizer\",\"clean_text\":true}", "normalizer:", "BertNormalizer"},
+        {"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Precompiled\","
+                       "\"precompiled_charsmap\":\"\"}]}", "normalizer.normalizers[1]", "Precompiled"},
+        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+                          "\"\\\\bfoo\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pre_tokenizer.pretokenizers[0].pattern", "\\b"},
+        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+                          "\"[a[bc]]\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pretokenizers[0].pattern", "nested"},
+        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+                          "\"(?m:a.)\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pretokenizers[0].pattern", "(?"},
+        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+                          "\"\\\\p{N}{1,3}+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pretokenizers[0].pattern", "{n,m}+"},
+        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                          "\"use_regex\":false},{\"type\":\"Digits\",\"individual_digits\":true}]}",
+         "pre_tokenizer.pretokenizers[1]", "after ByteLevel"},
+        {"pre_tokenizer", "{\"type\":\"BertPreTokenizer\"}", "pre_tokenizer:", "BertPreTokenizer"},
+        {"pre_tokenizer", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\","
+                          "\"invert\":false,\"extra\":1}", "pre_tokenizer:", "\"extra\""},
+        {"decoder", "{\"type\":\"WordPiece\",\"prefix\":\"##\"}", "decoder", "ByteLevel"},
+        {"model.type", "\"WordPiece\"", "model.type", "WordPiece"},
+        {"model.type", "\"Unigram\"", "model.type", "Unigram"},
+        {"model.dropout", "0.1", "model.dropout", "dropout"},
+        {"model.continuing_subword_prefix", "\"##\"", "model.continuing_subword_prefix", "not supported"},
+    };
+    json_error_t je;
+    json_t *base = json_load_file(MKS_TEST_DATA "/tk_hf/bl_wssplit.json", 0, &je);
+    if (!base) {
+        fprintf(stderr, "FAIL refusals: no fixture\n");
+        return 1;
+    }
+    int fails = 0;
+    char tmp[] = "/tmp/tk_hf_refuse.XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) return 1;
+    close(fd);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        json_t *d = json_deep_copy(base), *v = json_loads(cases[k].json, JSON_DECODE_ANY, &je);
+        if (!v) {
+            fprintf(stderr, "FAIL refusal case %zu: bad JSON in the test: %s\n", k, je.text);
+            fails++;
+            json_decref(d);
+            continue;
+        }
+        if (strncmp(cases[k].at, "model.", 6) == 0) json_object_set_new(json_object_get(d, "model"), cases[k].at + 6, v);
+        else json_object_set_new(d, cases[k].at, v);
+        json_dump_file(d, tmp, 0);
+        json_decref(d);
+        tk_tokenizer *t = NULL;
+        char err[512] = "";
+        int rc = tk_load_hf_json(tmp, TK_PAT_NONE, &t, err, sizeof err);
+        if (rc == TK_OK || !strstr(err, cases[k].want1) || !strstr(err, cases[k].want2)) {
+            fprintf(stderr, "FAIL refusal case %zu (%s): rc %d, message \"%s\", want \"%s\" and \"%s\"\n", k,
+                    cases[k].at, rc, err, cases[k].want1, cases[k].want2);
+            fails++;
+        }
+        tk_free(t);
+    }
+    unlink(tmp);
+    json_decref(base);
+    printf("refusals: %zu cases\n", sizeof cases / sizeof cases[0]);
+    return fails;
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -124,7 +197,7 @@ int main(int argc, char **argv) {
     }
     bool have_corpus = load_corpus(shared) == 0;
     if (!have_corpus) fprintf(stderr, "note: no corpus under %s: corpus checks skipped\n", shared);
-    int fails = 0, checked = 0, skipped = 0;
+    int fails = refusals(), checked = 0, skipped = 0;
     char cur[128] = "";
     tk_tokenizer *tok = NULL;
     bool bytelevel = true;

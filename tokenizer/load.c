@@ -849,7 +849,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     json_t *model = json_object_get(root, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
     if (!type || strcmp(type, "BPE") != 0) {
-        tk_set_err(err, errlen, "%s: model type \"%s\" is not supported (only byte-level BPE)", path,
+        tk_set_err(err, errlen, "%s: model.type: model \"%s\" is not supported (only BPE)", path,
                    type ? shown(type, sb) : "?");
         rc = TK_ERR_UNSUPPORTED;
         goto done;
