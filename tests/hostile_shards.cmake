@@ -17,6 +17,6 @@ set_tests_properties(cli_hostile_shards PROPERTIES LABELS cpu SKIP_RETURN_CODE 7
 # shard: ds_shard_open + every row + ds_shard_verify on arbitrary bytes.
 # manifest: ds_manifest_load / ds_shardset_open on an arbitrary manifest.json
 # next to two valid shards, plus the tools' config/accounting parsers
-# (tools/shards_common.c, compiled into the target).
+# (dataset/build_manifest.c, in the ds library).
 mks_add_fuzz(shard SOURCE fuzz_shard.c LIBS ds CORPUS data/fuzz/shard MAX_LEN 8192)
 mks_add_fuzz(manifest SOURCE fuzz_manifest.c LIBS ds CORPUS data/fuzz/manifest MAX_LEN 16384)

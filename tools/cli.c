@@ -259,20 +259,6 @@ int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const c
     return cli_refuse_overwrite(cmd, out_opt, out, "the tokenizer file", list, n);
 }
 
-int cli_lock_dir(const char *cmd, const char *dir, const char *what)
-{
-    char err[4600];
-    int fd = ds_lock_dir(dir, what, err, sizeof err);
-    if (fd < 0)
-        cli_error(cmd, "%s", err);
-    return fd < 0 ? -1 : fd;
-}
-
-void cli_unlock_dir(const char *dir, int fd)
-{
-    ds_unlock_dir(dir, fd);
-}
-
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out)
 {
     tk_pattern pat = TK_PAT_NONE;

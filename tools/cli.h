@@ -103,7 +103,8 @@ int cli_parse_part(const char *cmd, const char *opt, const char *s, long max_n, 
  * and, for inputs that are folders, by path containment (ds_path_within).
  * Returns 0, or prints "mkshards CMD: OUT_OPT 'OUT' is the same file as
  * IN_WHAT 'IN' ..." and returns EXIT_BAD_INPUT (2) before anything has been
- * written. */
+ * written. The check is ds_refuse_overwrite (dataset/fileio.c); build and
+ * merge lock their output folder with ds_lock_dir inside ds_build/ds_merge. */
 int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, const char *in_what,
                          const char *const *inputs, size_t n_inputs);
 
@@ -118,22 +119,6 @@ int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, 
 size_t cli_tokenizer_sources(const char *spec, char paths[][CLI_TK_PATH_LEN], size_t max);
 /* cli_refuse_overwrite of OUT against the tokenizer's source files. */
 int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const char *out, const char *spec);
-
-/* Exclusive lock of an output folder for a writer (build, merge): opens
- * DIR/.lock (created 0644, O_NOFOLLOW, O_CLOEXEC, regular file only), takes a
- * non-blocking flock and writes the holder's pid into it. Returns the fd to
- * keep open for the whole run (closing it, or exiting, releases the lock),
- * or -1 after printing "mkshards CMD: another WHAT holds DIR/.lock (pid N);
- * wait for it to finish or use another --out" (or why the lock file cannot be
- * opened); callers then exit with EXIT_BAD_INPUT. A process killed while
- * holding it leaves DIR/.lock behind, which is harmless (the kernel released
- * the flock); the next holder reuses it. */
-int cli_lock_dir(const char *cmd, const char *dir, const char *what);
-/* Release a lock from cli_lock_dir (fd < 0: nothing): unlinks DIR/.lock while
- * still holding it, then closes. cli_lock_dir re-checks after locking that the
- * inode it locked is still DIR/.lock, so removing the file is race-free and a
- * finished DIR holds no stray file. */
-void cli_unlock_dir(const char *dir, int fd);
 
 /* Load a tokenizer by spec (path to .tiktoken / tokenizer.json / folder with
  * encoder.json+vocab.bpe, or a name such as gpt2, cl100k_base, o200k_base)
