@@ -76,6 +76,7 @@ typedef struct {
     uint64_t arena_need;     /* what model + input batch need exactly */
     uint64_t baseline_bytes; /* in use on the device before create */
     uint64_t peak_bytes;     /* in use after the first optimiser step */
+    const char *source;      /* how "in use" is measured (for the message), e.g. "cudaMemGetInfo" */
 } tr_backend_mem;
 
 typedef struct tr_backend_ops {

@@ -61,6 +61,7 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
         snprintf(err, errlen, "cannot allocate the GPU backend");
         return TR_ERR_NOMEM;
     }
+    b->mem.source = "cudaMemGetInfo";
     tr_gpu_mem_used(&b->mem.baseline_bytes);
     b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),

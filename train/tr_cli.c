@@ -118,211 +118,249 @@ static int pdbl(const char *prog, const char *opt, const char *s, double lo, int
 #define TB_MAX (1ull << 40)      /* --token-budget / --batch-tokens: tokens */
 #define MEM_MAX (1ull << 60)     /* --mem-budget: 1 EiB */
 
-int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
-{
+enum {
+    O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
+    O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
+    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO
+};
+static const struct option long_opts[] = {
+    {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
+    {"seq-len", required_argument, 0, O_SEQ},     {"steps", required_argument, 0, O_STEPS},
+    {"token-budget", required_argument, 0, O_TB}, {"batch-tokens", required_argument, 0, O_BT},
+    {"precision", required_argument, 0, O_PREC},  {"device", required_argument, 0, O_DEV},
+    {"seed", required_argument, 0, O_SEED},       {"log", required_argument, 0, O_LOG},
+    {"ckpt-dir", required_argument, 0, O_CKD},    {"ckpt-every", required_argument, 0, O_CKE},
+    {"resume", no_argument, 0, O_RES},            {"plan", no_argument, 0, O_PLAN},
+    {"mem-budget", required_argument, 0, O_MEM},  {"json", no_argument, 0, O_JSON},
+    {"recompute", required_argument, 0, O_REC},   {"doc-mask", no_argument, 0, O_DOC},
+    {"lr", required_argument, 0, O_LR},           {"lr-min", required_argument, 0, O_LRMIN},
+    {"warmup", required_argument, 0, O_WARM},     {"weight-decay", required_argument, 0, O_WD},
+    {"grad-clip", required_argument, 0, O_CLIP},  {"val-every", required_argument, 0, O_VALE},
+    {"val-rows", required_argument, 0, O_VALR},   {"sample", optional_argument, 0, O_SAMPLE},
+    {"tokenizer", required_argument, 0, O_TOK},   {"nbuf", required_argument, 0, O_NBUF},
+    {"stop-after", required_argument, 0, O_STOP}, {"log-every", required_argument, 0, O_LOGE},
+    {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
+    {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
+    {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},       {0, 0, 0, 0}};
+
+/* The parsed command line: training options plus what only the CLI uses. */
+typedef struct {
     tr_train_opts o;
-    tr_train_opts_init(&o);
-    int plan = plan_only, json = 0;
-    uint64_t vocab = 0, u;
+    int plan, json, sample;
+    uint64_t vocab, world, zero;
+} cli_args;
+
+static void print_help(const char *prog, int plan_only)
+{
+    if (plan_only)
+        printf("Usage: %s --model tiny|d12|d24|d36|d48 --seq-len L --token-budget N --batch-tokens M\n"
+               "          [--data DIR | --vocab-size V] [--device cpu|cuda] [--precision fp32|bf16|fp16]\n"
+               "          [--recompute 0|1|2] [--mem-budget BYTES|NGiB] [--nbuf K] [--json]\n"
+               "          [--world N] [--zero 0|1]\n\n"
+               "The trainer's memory plan (same as llmtrain --plan): exact bytes per item, the\n"
+               "largest micro-batch under the token and memory budgets. Table: docs/memory-plan.md.\n"
+               "Exit codes: 0 fits, 3 does not fit (with the reasons and what would fit),\n"
+               "2 unreadable shard set, 64 usage.\n",
+               prog);
+    else
+        printf(usage_text, prog, prog);
+}
+
+/* One option c (getopt_long's optarg / optind); 0, or the exit status of
+ * a refusal (named option and value). */
+static int set_option(const char *prog, cli_args *a, int c, int argc, char **argv)
+{
+    tr_train_opts *o = &a->o;
+    uint64_t u;
     double d;
-    int sample = 0;
-    enum {
-        O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
-        O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
-        O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO
-    };
-    static const struct option lo[] = {
-        {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
-        {"seq-len", required_argument, 0, O_SEQ},     {"steps", required_argument, 0, O_STEPS},
-        {"token-budget", required_argument, 0, O_TB}, {"batch-tokens", required_argument, 0, O_BT},
-        {"precision", required_argument, 0, O_PREC},  {"device", required_argument, 0, O_DEV},
-        {"seed", required_argument, 0, O_SEED},       {"log", required_argument, 0, O_LOG},
-        {"ckpt-dir", required_argument, 0, O_CKD},    {"ckpt-every", required_argument, 0, O_CKE},
-        {"resume", no_argument, 0, O_RES},            {"plan", no_argument, 0, O_PLAN},
-        {"mem-budget", required_argument, 0, O_MEM},  {"json", no_argument, 0, O_JSON},
-        {"recompute", required_argument, 0, O_REC},   {"doc-mask", no_argument, 0, O_DOC},
-        {"lr", required_argument, 0, O_LR},           {"lr-min", required_argument, 0, O_LRMIN},
-        {"warmup", required_argument, 0, O_WARM},     {"weight-decay", required_argument, 0, O_WD},
-        {"grad-clip", required_argument, 0, O_CLIP},  {"val-every", required_argument, 0, O_VALE},
-        {"val-rows", required_argument, 0, O_VALR},   {"sample", optional_argument, 0, O_SAMPLE},
-        {"tokenizer", required_argument, 0, O_TOK},   {"nbuf", required_argument, 0, O_NBUF},
-        {"stop-after", required_argument, 0, O_STOP}, {"log-every", required_argument, 0, O_LOGE},
-        {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
-        {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
-        {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},       {0, 0, 0, 0}};
-    uint64_t world = 0, zero = 0;
+    int r = 0;
+    switch (c) {
+    case O_DATA: o->data_dir = optarg; break;
+    case O_MODEL: o->model = optarg; break;
+    case O_SEQ: r = pu64(prog, "--seq-len", optarg, 1, TR_MAX_SEQ_LEN, &u); o->seq_len = (int)u; break;
+    case O_STEPS: r = pu64(prog, "--steps", optarg, 1, TR_MAX_STEPS, &o->steps); break;
+    case O_TB: r = pu64(prog, "--token-budget", optarg, 1, TB_MAX, &o->token_budget); break;
+    case O_BT: r = pu64(prog, "--batch-tokens", optarg, 1, TB_MAX, &o->batch_tokens); break;
+    case O_PREC:
+        if (!strcmp(optarg, "fp32")) o->precision = TR_FP32;
+        else if (!strcmp(optarg, "bf16")) o->precision = TR_BF16;
+        else if (!strcmp(optarg, "fp16")) o->precision = TR_FP16;
+        else r = uerr(prog, "unknown --precision '%s' (fp32, bf16, fp16)", optarg);
+        break;
+    case O_DEV:
+        if (!strcmp(optarg, "cpu")) o->device = TR_DEV_CPU;
+        else if (!strcmp(optarg, "cuda") || !strcmp(optarg, "gpu")) o->device = TR_DEV_CUDA;
+        else r = uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
+        break;
+    case O_SEED: r = pu64(prog, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+    case O_LOG: o->log_path = optarg; break;
+    case O_CKD: o->ckpt_dir = optarg; break;
+    case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o->ckpt_every); break;
+    case O_RES: o->resume = 1; break;
+    case O_PLAN: a->plan = 1; break;
+    case O_MEM:
+        if (tr_parse_bytes(optarg, &o->mem_budget) || o->mem_budget > MEM_MAX)
+            r = uerr(prog, "--mem-budget '%s': want bytes, or a number with K/M/G/T[iB], at most 1 EiB", optarg);
+        break;
+    case O_JSON: a->json = 1; break;
+    case O_REC: r = pu64(prog, "--recompute", optarg, 0, 2, &u); o->recompute = (int)u; break;
+    case O_DOC: o->doc_mask = 1; break;
+    case O_LR: r = pdbl(prog, "--lr", optarg, 0, 1, 10, &o->lr); break;
+    case O_LRMIN: r = pdbl(prog, "--lr-min", optarg, 0, 0, 10, &o->lr_min); break;
+    case O_WARM: r = pu64(prog, "--warmup", optarg, 0, TR_MAX_STEPS, &o->warmup); break;
+    case O_WD: r = pdbl(prog, "--weight-decay", optarg, 0, 0, 10, &d); o->weight_decay = (float)d; break;
+    case O_CLIP: r = pdbl(prog, "--grad-clip", optarg, 0, 0, 1e6, &d); o->grad_clip = (float)d; break;
+    case O_VALE: r = pu64(prog, "--val-every", optarg, 0, TR_MAX_STEPS, &o->val_every); break;
+    case O_VALR: r = pu64(prog, "--val-rows", optarg, 0, 1u << 24, &u); o->val_rows = (int)u; break;
+    case O_SAMPLE:
+        a->sample = 200;
+        if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+            optarg = argv[optind++]; /* --sample N */
+        if (optarg) { r = pu64(prog, "--sample", optarg, 0, 1u << 20, &u); a->sample = (int)u; }
+        break;
+    case O_TOK: o->tokenizer = optarg; break;
+    case O_NBUF: r = pu64(prog, "--nbuf", optarg, 2, 64, &u); o->nbuf = (int)u; break;
+    case O_STOP: r = pu64(prog, "--stop-after", optarg, 0, TR_MAX_STEPS, &o->stop_after); break;
+    case O_LOGE: r = pu64(prog, "--log-every", optarg, 1, TR_MAX_STEPS, &u); o->log_every = (int)u; break;
+    case O_QUIET: o->quiet = 1; break;
+    case O_NOVERIFY: o->no_verify = 1; break;
+    case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, 1, TR_MAX_VOCAB, &a->vocab); break;
+    case O_WORLD: r = pu64(prog, "--world", optarg, 1, 1u << 20, &a->world); break;
+    case O_ZERO: r = pu64(prog, "--zero", optarg, 0, 1, &a->zero); a->o.zero = (int)a->zero; break;
+    case ':': return uerr(prog, "option '%s' needs a value", argv[optind - 1]);
+    default: return uerr(prog, "unknown option '%s'", argv[optind - 1]);
+    }
+    return r;
+}
+
+/* -1: go on with a; otherwise the exit status (help printed: 0). */
+static int parse_args(const char *prog, int argc, char **argv, int plan_only, cli_args *a)
+{
+    memset(a, 0, sizeof *a);
+    tr_train_opts_init(&a->o);
+    a->plan = plan_only;
+    tr_train_opts *o = &a->o;
     optind = 0;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-        int r = 0;
-        switch (c) {
-        case O_DATA: o.data_dir = optarg; break;
-        case O_MODEL: o.model = optarg; break;
-        case O_SEQ: r = pu64(prog, "--seq-len", optarg, 1, TR_MAX_SEQ_LEN, &u); o.seq_len = (int)u; break;
-        case O_STEPS: r = pu64(prog, "--steps", optarg, 1, TR_MAX_STEPS, &o.steps); break;
-        case O_TB: r = pu64(prog, "--token-budget", optarg, 1, TB_MAX, &o.token_budget); break;
-        case O_BT: r = pu64(prog, "--batch-tokens", optarg, 1, TB_MAX, &o.batch_tokens); break;
-        case O_PREC:
-            if (!strcmp(optarg, "fp32")) o.precision = TR_FP32;
-            else if (!strcmp(optarg, "bf16")) o.precision = TR_BF16;
-            else if (!strcmp(optarg, "fp16")) o.precision = TR_FP16;
-            else r = uerr(prog, "unknown --precision '%s' (fp32, bf16, fp16)", optarg);
-            break;
-        case O_DEV:
-            if (!strcmp(optarg, "cpu")) o.device = TR_DEV_CPU;
-            else if (!strcmp(optarg, "cuda") || !strcmp(optarg, "gpu")) o.device = TR_DEV_CUDA;
-            else r = uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
-            break;
-        case O_SEED: r = pu64(prog, "--seed", optarg, 0, UINT64_MAX, &o.seed); break;
-        case O_LOG: o.log_path = optarg; break;
-        case O_CKD: o.ckpt_dir = optarg; break;
-        case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o.ckpt_every); break;
-        case O_RES: o.resume = 1; break;
-        case O_PLAN: plan = 1; break;
-        case O_MEM:
-            if (tr_parse_bytes(optarg, &o.mem_budget) || o.mem_budget > MEM_MAX)
-                r = uerr(prog, "--mem-budget '%s': want bytes, or a number with K/M/G/T[iB], at most 1 EiB", optarg);
-            break;
-        case O_JSON: json = 1; break;
-        case O_REC: r = pu64(prog, "--recompute", optarg, 0, 2, &u); o.recompute = (int)u; break;
-        case O_DOC: o.doc_mask = 1; break;
-        case O_LR: r = pdbl(prog, "--lr", optarg, 0, 1, 10, &o.lr); break;
-        case O_LRMIN: r = pdbl(prog, "--lr-min", optarg, 0, 0, 10, &o.lr_min); break;
-        case O_WARM: r = pu64(prog, "--warmup", optarg, 0, TR_MAX_STEPS, &o.warmup); break;
-        case O_WD: r = pdbl(prog, "--weight-decay", optarg, 0, 0, 10, &d); o.weight_decay = (float)d; break;
-        case O_CLIP: r = pdbl(prog, "--grad-clip", optarg, 0, 0, 1e6, &d); o.grad_clip = (float)d; break;
-        case O_VALE: r = pu64(prog, "--val-every", optarg, 0, TR_MAX_STEPS, &o.val_every); break;
-        case O_VALR: r = pu64(prog, "--val-rows", optarg, 0, 1u << 24, &u); o.val_rows = (int)u; break;
-        case O_SAMPLE:
-            sample = 200;
-            if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
-                optarg = argv[optind++]; /* --sample N */
-            if (optarg) { r = pu64(prog, "--sample", optarg, 0, 1u << 20, &u); sample = (int)u; }
-            break;
-        case O_TOK: o.tokenizer = optarg; break;
-        case O_NBUF: r = pu64(prog, "--nbuf", optarg, 2, 64, &u); o.nbuf = (int)u; break;
-        case O_STOP: r = pu64(prog, "--stop-after", optarg, 0, TR_MAX_STEPS, &o.stop_after); break;
-        case O_LOGE: r = pu64(prog, "--log-every", optarg, 1, TR_MAX_STEPS, &u); o.log_every = (int)u; break;
-        case O_QUIET: o.quiet = 1; break;
-        case O_NOVERIFY: o.no_verify = 1; break;
-        case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, 1, TR_MAX_VOCAB, &vocab); break;
-        case O_WORLD: r = pu64(prog, "--world", optarg, 1, 1u << 20, &world); break;
-        case O_ZERO: r = pu64(prog, "--zero", optarg, 0, 1, &zero); break;
-        case 'h':
-        case O_HELP:
-            if (plan_only)
-                printf("Usage: %s --model tiny|d12|d24|d36|d48 --seq-len L --token-budget N --batch-tokens M\n"
-                       "          [--data DIR | --vocab-size V] [--device cpu|cuda] [--precision fp32|bf16|fp16]\n"
-                       "          [--recompute 0|1|2] [--mem-budget BYTES|NGiB] [--nbuf K] [--json]\n"
-                       "          [--world N] [--zero 0|1]\n\n"
-                       "The trainer's memory plan (same as llmtrain --plan): exact bytes per item, the\n"
-                       "largest micro-batch under the token and memory budgets. Table: docs/memory-plan.md.\n"
-                       "Exit codes: 0 fits, 3 does not fit (with the reasons and what would fit),\n"
-                       "2 unreadable shard set, 64 usage.\n",
-                       prog);
-            else
-                printf(usage_text, prog, prog);
+    while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+        if (c == 'h' || c == O_HELP) {
+            print_help(prog, plan_only);
             return X_OK;
-        case ':': return uerr(prog, "option '%s' needs a value", argv[optind - 1]);
-        default: return uerr(prog, "unknown option '%s'", argv[optind - 1]);
         }
+        int r = set_option(prog, a, c, argc, argv);
         if (r)
             return r;
     }
     if (optind < argc)
         return uerr(prog, "unexpected argument '%s'", argv[optind]);
-    o.sample_tokens = sample;
-    if (o.warmup != UINT64_MAX && o.warmup > o.steps) {
-        fprintf(stderr, "%s: --warmup %" PRIu64 " is longer than --steps %" PRIu64 "\n", prog, o.warmup, o.steps);
+    o->sample_tokens = a->sample;
+    if (o->warmup != UINT64_MAX && o->warmup > o->steps) {
+        fprintf(stderr, "%s: --warmup %" PRIu64 " is longer than --steps %" PRIu64 "\n", prog, o->warmup, o->steps);
         return X_USAGE;
     }
-    if (o.lr_min >= 0 && o.lr_min > o.lr) {
-        fprintf(stderr, "%s: --lr-min %g is above --lr %g\n", prog, o.lr_min, o.lr);
+    if (o->lr_min >= 0 && o->lr_min > o->lr) {
+        fprintf(stderr, "%s: --lr-min %g is above --lr %g\n", prog, o->lr_min, o->lr);
         return X_USAGE;
     }
-    if (o.batch_tokens && o.token_budget == 0)
-        o.token_budget = o.batch_tokens;
+    if (o->batch_tokens && o->token_budget == 0)
+        o->token_budget = o->batch_tokens;
+    return -1;
+}
 
-    if (plan) {
-        tr_plan_in pi;
-        memset(&pi, 0, sizeof pi);
-        if (tr_model_preset(o.model, &pi.n_layer, &pi.n_head, &pi.n_embd))
-            return uerr(prog, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o.model);
-        uint32_t V = vocab ? (uint32_t)vocab : 50257;
-        int T = o.seq_len;
-        if (o.data_dir) {
-            tr_rows rows;
-            char e[512];
-            int rc = tr_rows_open_shards_ex(&rows, o.data_dir, 0, e, sizeof e);
-            if (rc) {
-                fprintf(stderr, "%s: cannot use shard set %s: %s\n", prog, o.data_dir, e);
-                return X_INPUT;
-            }
-            V = rows.vocab_size;
-            if (!T)
-                T = rows.row_len;
-            if (T > (int)TR_MAX_SEQ_LEN) {
-                fprintf(stderr, "%s: rows in %s hold %d tokens, more than the trainer's %u: pass --seq-len\n", prog,
-                        o.data_dir, T, TR_MAX_SEQ_LEN);
-                tr_rows_close(&rows);
-                return X_INPUT;
-            }
-            if (T > rows.row_len) {
-                fprintf(stderr, "%s: --seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d\n", prog, T,
-                        o.data_dir, rows.row_len, rows.row_len);
-                tr_rows_close(&rows);
-                return X_INPUT;
-            }
-            tr_rows_close(&rows);
-        }
-        if (!T)
-            return uerr(prog, "%s needs --seq-len (or --data)", "--plan");
-        pi.vocab_size = V;
-        pi.seq_len = T;
-        pi.max_seq = T;
-        pi.batch_tokens = o.batch_tokens ? o.batch_tokens : (uint64_t)T;
-        pi.token_budget = o.token_budget ? o.token_budget : pi.batch_tokens;
-        pi.mem_budget = o.mem_budget;
-        pi.device = o.device;
-        pi.precision = o.precision;
-        pi.recompute = o.recompute;
-        pi.nbuf = o.nbuf;
-        pi.doc_mask = o.doc_mask;
-        pi.cpu_threads = kn_num_threads();
-        pi.world = (int)world;
-        pi.zero = (int)zero;
-        if (o.device == TR_DEV_CUDA && !pi.mem_budget) {
-            pi.mem_budget = 80ull << 30;
-            if (!json)
-                printf("note: no --mem-budget given: assuming an 80 GiB device\n");
-        }
-        tr_plan_out po;
-        int rc = tr_plan(&pi, &po);
-        if (rc != TR_OK && rc != TR_ERR_NOFIT)
-            return uerr(prog, "%s", "bad model/plan configuration");
-        if (json)
-            tr_plan_print_json(stdout, &pi, &po);
-        else
-            tr_plan_print(stdout, &pi, &po);
-        if (!po.fits) {
-            fprintf(stderr, "%s: plan does not fit: %s; would fit with: %s\n", prog, po.reason, po.advice);
-            return X_NOFIT;
-        }
-        return X_OK;
+/* --plan with --data: the shard set's vocabulary and row length (*T when
+ * not given). -1: go on; otherwise the exit status. */
+static int plan_rows(const char *prog, const tr_train_opts *o, uint32_t *V, int *T)
+{
+    tr_rows rows;
+    char e[512];
+    int rc = tr_rows_open_shards_ex(&rows, o->data_dir, 0, e, sizeof e);
+    if (rc) {
+        fprintf(stderr, "%s: cannot use shard set %s: %s\n", prog, o->data_dir, e);
+        return X_INPUT;
     }
+    *V = rows.vocab_size;
+    if (!*T)
+        *T = rows.row_len;
+    int x = -1;
+    if (*T > (int)TR_MAX_SEQ_LEN) {
+        fprintf(stderr, "%s: rows in %s hold %d tokens, more than the trainer's %u: pass --seq-len\n", prog,
+                o->data_dir, *T, TR_MAX_SEQ_LEN);
+        x = X_INPUT;
+    } else if (*T > rows.row_len) {
+        fprintf(stderr, "%s: --seq-len %d: rows in %s hold %d tokens; use --seq-len <= %d\n", prog, *T, o->data_dir,
+                rows.row_len, rows.row_len);
+        x = X_INPUT;
+    }
+    tr_rows_close(&rows);
+    return x;
+}
 
-    if (world)
+/* --plan (and mkshards plan): print the plan; 0 fits, 3 does not. */
+static int plan_cli(const char *prog, const cli_args *a)
+{
+    const tr_train_opts *o = &a->o;
+    tr_plan_in pi;
+    memset(&pi, 0, sizeof pi);
+    if (tr_model_preset(o->model, &pi.n_layer, &pi.n_head, &pi.n_embd))
+        return uerr(prog, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
+    uint32_t V = a->vocab ? (uint32_t)a->vocab : 50257;
+    int T = o->seq_len;
+    if (o->data_dir) {
+        int x = plan_rows(prog, o, &V, &T);
+        if (x >= 0)
+            return x;
+    }
+    if (!T)
+        return uerr(prog, "%s needs --seq-len (or --data)", "--plan");
+    pi.vocab_size = V;
+    pi.seq_len = T;
+    pi.max_seq = T;
+    pi.batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)T;
+    pi.token_budget = o->token_budget ? o->token_budget : pi.batch_tokens;
+    pi.mem_budget = o->mem_budget;
+    pi.device = o->device;
+    pi.precision = o->precision;
+    pi.recompute = o->recompute;
+    pi.nbuf = o->nbuf;
+    pi.doc_mask = o->doc_mask;
+    pi.cpu_threads = kn_num_threads();
+    pi.world = (int)a->world;
+    pi.zero = (int)a->zero;
+    if (o->device == TR_DEV_CUDA && !pi.mem_budget) {
+        pi.mem_budget = 80ull << 30;
+        if (!a->json)
+            printf("note: no --mem-budget given: assuming an 80 GiB device\n");
+    }
+    tr_plan_out po;
+    int rc = tr_plan(&pi, &po);
+    if (rc != TR_OK && rc != TR_ERR_NOFIT)
+        return uerr(prog, "%s", "bad model/plan configuration");
+    if (a->json)
+        tr_plan_print_json(stdout, &pi, &po);
+    else
+        tr_plan_print(stdout, &pi, &po);
+    if (!po.fits) {
+        fprintf(stderr, "%s: plan does not fit: %s; would fit with: %s\n", prog, po.reason, po.advice);
+        return X_NOFIT;
+    }
+    return X_OK;
+}
+
+/* The training run: tr_train's status -> message and exit status. */
+static int train_cli(const char *prog, const cli_args *a)
+{
+    const tr_train_opts *o = &a->o;
+    if (a->world)
         return uerr(prog, "%s", "--world is a --plan option: a run's world size is the launcher's (mpirun -np N, "
                                 "srun; docs/cluster.md)");
-    o.zero = (int)zero;
-    if (!o.data_dir)
+    if (!o->data_dir)
         return uerr(prog, "%s", "missing --data DIR (a shard set from 'mkshards build')");
-    if (o.resume && !o.ckpt_dir)
+    if (o->resume && !o->ckpt_dir)
         return uerr(prog, "%s", "--resume needs --ckpt-dir");
     tr_train_result res;
     char err[1024];
-    int rc = tr_train(&o, &res, err, sizeof err);
+    int rc = tr_train(o, &res, err, sizeof err);
     if (rc == TR_OK)
         return X_OK;
     if (rc == TR_ERR_NOFIT) {
@@ -343,4 +381,13 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     default:
         return X_FAIL;
     }
+}
+
+int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
+{
+    cli_args a;
+    int x = parse_args(prog, argc, argv, plan_only, &a);
+    if (x >= 0)
+        return x;
+    return a.plan ? plan_cli(prog, &a) : train_cli(prog, &a);
 }

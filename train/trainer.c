@@ -846,9 +846,9 @@ static void report_device_memory(tr_run *r)
     uint64_t dev_plan = res->plan.device_bytes ? res->plan.device_bytes : res->plan.total_bytes;
     if (!r->o->quiet)
         fprintf(r->out,
-                "device memory: planned %.1f MiB, measured peak %.1f MiB in use after step 1 (cudaMemGetInfo; "
+                "device memory: planned %.1f MiB, measured peak %.1f MiB in use after step 1 (%s; "
                 "%+.1f%%; %.1f MiB before the arena), arena %.1f MiB\n",
-                (double)dev_plan / 1048576.0, (double)mem.peak_bytes / 1048576.0,
+                (double)dev_plan / 1048576.0, (double)mem.peak_bytes / 1048576.0, mem.source ? mem.source : "?",
                 dev_plan ? 100.0 * ((double)mem.peak_bytes - (double)dev_plan) / (double)dev_plan : 0.0,
                 (double)mem.baseline_bytes / 1048576.0, (double)mem.arena_bytes / 1048576.0);
     if (r->logf) {
