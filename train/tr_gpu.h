@@ -46,9 +46,11 @@ void tr_gpu_loader_hooks(tr_loader_opts *lo);
 
 int tr_gpu_zero_grad(tr_gpu *g);
 /* One micro-batch: upload b, wait for the copy (*wait_s += that), release
- * b to the loader, forward + backward (summed loss, times the fp16 loss
- * scale).  *loss_sum / *n_targets: as tr_model_fwd_bwd (waits for the
- * device). */
+ * b to the loader, forward + backward (summed loss; fp16: times
+ * scale / (B x T), the scale on the per-token mean loss, so no dlogit can
+ * overflow - train/tr_cuda_model.h).  *loss_sum / *n_targets: as
+ * tr_model_fwd_bwd (waits for the device).  On failure err holds the first
+ * CUDA error: call, file:line, name, text (kernels/kn_cuda_err.h). */
 int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets,
                  double *wait_s, char *err, size_t errlen);
 /* Forward (loss only) of a host batch (validation; not pinned); leaves
@@ -57,8 +59,8 @@ int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, ui
                 size_t errlen);
 /* Scale by 1/n_targets, clip to grad_clip, AdamW at the run's optimiser
  * step (fp16: not advanced on a skipped, non-finite step; *skipped = 1).
- * *gnorm: pre-clip norm of the token-mean gradient; *scale: the loss scale
- * used (1 outside fp16). */
+ * *gnorm: pre-clip norm of the token-mean gradient (NaN on a skipped
+ * step); *scale: the loss scale used (on the mean loss; 1 outside fp16). */
 int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
                 int *skipped, float *scale, char *err, size_t errlen);
 
