@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dist_plan.sh LLMTRAIN - the per-rank memory plan of data-parallel runs
-# (--plan --world N --zero 0|1): AdamW state (and the master weights in
-# mixed precision) 8 (4) x ceil(P/N) bytes with ZeRO-1, full otherwise; the
+# (--plan --world N --zero 0|1): on the GPU the AdamW state (and the master
+# weights in mixed precision) 8 (4) x ceil(P/N) bytes with ZeRO-1, full on the
+# CPU (train/dist.c keeps the full moments for checkpoints); the
 # all-reduce bucket counted once world > 1; a micro-batch never longer than
 # the rank's share ceil(R/N) of the step's rows; --world 1 == no --world.
 set -euo pipefail
@@ -27,8 +28,8 @@ check(w4["micro_rows"] == 4 and w4["n_micro"] == 4 and w4["rank_micro"] == 1,
       "world 4: 16 rows per step -> 4 rows per rank (%d rows, %d micro-batches)" % (w4["micro_rows"], w4["n_micro"]))
 check(it(w4)["AdamW m+v (fp32)"] == 8 * P and it(w4)["communication buffer (all-reduce bucket)"] == 4 << 20,
       "world 4 without ZeRO: full AdamW state + 4 MiB bucket")
-check(it(z3)["AdamW m+v (fp32, 1/N shard: ZeRO-1)"] == 8 * (-(-P // 3)), "ZeRO-1 over 3: 8 x ceil(P/3) bytes")
-check(z3["total_bytes"] < w4["total_bytes"] + 8 * P, "ZeRO-1 plan is smaller")
+za = [b for n, b in it(z3).items() if n.startswith("AdamW")]
+check(za == [8 * P], "CPU ZeRO-1 over 3: the full AdamW state (the CPU shards the update, not the memory)")
 gi, g1i = it(g8), it(g1)
 P = g8["params"]
 check(gi["AdamW m+v (fp32, 1/N shard: ZeRO-1)"] == 8 * (-(-P // 8)) and

@@ -77,10 +77,12 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
         (void)m1;
         item(o, "parameters (fp32)", mm.params, 0, B, "host");
         item(o, "gradients (fp32)", mm.grads, 0, B, "host");
-        if (in->zero && world_of(in) > 1)
-            item(o, "AdamW m+v (fp32, 1/N shard: ZeRO-1)", 8 * shard_of(in, P), 0, B, "host");
-        else
-            item(o, "AdamW m+v (fp32)", mm.adam, 0, B, "host");
+        /* ZeRO-1 on the CPU (train/dist.c) shards the update, not the
+         * memory: the host model keeps the full moments, which every
+         * checkpoint is written from */
+        item(o, in->zero && world_of(in) > 1 ? "AdamW m+v (fp32; full on the CPU: checkpoints are written from it)"
+                                             : "AdamW m+v (fp32)",
+             mm.adam, 0, B, "host");
         /* activations: split into per-layer and the rest for the table */
         uint64_t per_tok_layer = 4 * (16 * C + 4);
         uint64_t att_layer = 4 * NH * T * T;
