@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int failures, rank_, world_;
@@ -256,6 +257,24 @@ int main(int argc, char **argv)
     world_ = tr_comm_world(c);
     if (argc > 1 && (strcmp(argv[1], "kill") == 0 || strcmp(argv[1], "stop") == 0))
         return failure_mode(c, argv[1]);
+    if (argc > 2 && strcmp(argv[1], "bench") == 0) {
+        /* test_comm bench N: seconds per all-reduce of N floats (not a test) */
+        size_t n = (size_t)strtoull(argv[2], NULL, 10);
+        float *b = calloc(n ? n : 1, sizeof(float));
+        int rc = b ? tr_comm_allreduce_f32(c, b, n) : 1; /* warm-up */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < 5 && !rc; i++)
+            rc = tr_comm_allreduce_f32(c, b, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / 5;
+        if (rank_ == 0)
+            printf("all-reduce of %zu floats over %d ranks: %.3f s (%.2f GB/s of buffer)\n", n, world_, s,
+                   (double)n * 4 / s / 1e9);
+        free(b);
+        tr_comm_close(c);
+        return rc ? 1 : 0;
+    }
     if (rank_ == 0)
         printf("test_comm: engine %s, world %d, local rank %d of %d, deadline %.0f s\n", tr_comm_kind_name(c),
                world_, tr_comm_local_rank(c), tr_comm_local_size(c), tr_comm_timeout(c));
