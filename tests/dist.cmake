@@ -25,6 +25,13 @@ if(MKS_ENABLE_CUDA)
   mks_add_test(test_comm_nccl_gpu SOURCES test_comm_nccl_gpu.cu LIBS tr_cuda LABELS gpu TIMEOUT 120)
   set_target_properties(test_comm_nccl_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   target_compile_options(test_comm_nccl_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
+  if(MKS_HAVE_MPI)
+    # 2 ranks, one GPU each (77 on a host with fewer GPUs)
+    add_test(NAME test_comm_nccl_gpu_np2
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:test_comm_nccl_gpu>)
+    set_tests_properties(test_comm_nccl_gpu_np2 PROPERTIES LABELS gpu TIMEOUT 120 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "${MKS_MPI_TEST_ENV}")
+  endif()
 endif()
 # `mkshards build --part auto`: K/N from the launcher's environment.
 mks_add_test(test_dist_part SOURCES test_dist_part.c LIBS ds tk LABELS cpu TIMEOUT 30)
