@@ -56,7 +56,9 @@ int tr_dist_barrier(const tr_train_opts *o, char *err, size_t errlen);
 
 /* Every rank's rc of one phase (e.g. rank 0 writing a checkpoint): rc when
  * it failed here, TR_ERR_INTERNAL with a message when it failed on another
- * rank, TR_OK when it succeeded everywhere. Also a barrier. */
+ * rank, TR_OK when it succeeded everywhere. Also a barrier, whose deadline
+ * is at least MKS_COMM_CKPT_TIMEOUT seconds (default 1800: rank 0 may be
+ * writing a large checkpoint meanwhile). */
 int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, size_t errlen);
 
 /* The backend a run uses: inner itself at world 1; the data-parallel
