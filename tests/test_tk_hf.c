@@ -257,9 +257,19 @@ int main(int argc, char **argv) {
                         rc);
                 show("ids", &v, ids, at);
                 fails++;
+            } else if (json_object_get(o, "dec")) {
+                json_t *dec = json_object_get(o, "dec");
+                tk_bytes b = {0};
+                if (tk_decode(tok, v.ids, v.len, &b) || b.len != json_string_length(dec) ||
+                    (b.len && memcmp(b.data, json_string_value(dec), b.len) != 0)) {
+                    fprintf(stderr, "FAIL %s decode of \"%.60s\": \"%.*s\", HF \"%s\"\n", name, text,
+                            (int)(b.len > 80 ? 80 : b.len), b.data ? (const char *)b.data : "", json_string_value(dec));
+                    fails++;
+                }
+                tk_bytes_free(&b);
             } else if (!special && bytelevel && tk_lossless(tok)) {
                 tk_bytes b = {0};
-                if (tk_decode(tok, v.ids, v.len, &b) || b.len != tl || memcmp(b.data, text, tl) != 0) {
+                if (tk_decode(tok, v.ids, v.len, &b) || b.len != tl || (tl && memcmp(b.data, text, tl) != 0)) {
                     fprintf(stderr, "FAIL %s decode(encode(\"%.60s\")) differs\n", name, text);
                     fails++;
                 }

@@ -74,6 +74,14 @@ struct tk_hf {
     struct m1 { uint32_t a, b, midx; } *m1; /* per result rank: its only merge; a = NONE: none, b = MULTI: several */
     hf_added *added;
     size_t n_added;
+    /* SentencePiece-style BPE: the model works on characters and ids */
+    bool sp;
+    tk_hfj voc;             /* vocabulary strings -> entries (own copy) */
+    uint32_t byte_id[256];  /* id of <0xNN>, TK_NO_RANK if none or no byte_fallback */
+    uint32_t unk;           /* unk_token id, TK_NO_RANK if none */
+    bool fuse_unk;
+    struct dec_step { int kind; uint8_t *a, *b; size_t alen, blen; uint32_t start, stop; int scheme; } dec[HF_MAX_STEPS];
+    size_t n_dec;
     uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
 };
 
@@ -88,6 +96,10 @@ static inline size_t u8_len(const uint8_t *s, size_t n, size_t i, int32_t *cp) {
     }
     *cp = c;
     return (size_t)l;
+}
+
+static int hexd(uint8_t c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 static bool is_ws(int32_t cp) {
@@ -423,9 +435,49 @@ static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, con
     return TK_OK;
 }
 
+static int merge_heap(const tk_hf *h, bpe_scratch *s, size_t n, tk_ids *out);
+
 static int hf_merge(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out) {
     if (n > INT32_MAX) return TK_ERR_LIMIT;
     if (n <= SMALL_WORD) return merge_small(t, h, s->sym, p, n, out);
+    return merge_heap(h, s, n, out);
+}
+
+/* The same loop on symbols that are ids (SentencePiece-style). */
+static int hf_merge_ids(const tk_hf *h, bpe_scratch *s, size_t n, tk_ids *out) {
+    if (n > INT32_MAX) return TK_ERR_LIMIT;
+    if (n > SMALL_WORD) return merge_heap(h, s, n, out);
+    uint32_t rk[SMALL_WORD], rs[SMALL_WORD], *sym = s->sym;
+    for (size_t i = 0; i + 1 < n; i++) {
+        const mslot *m = merge_get(h, sym[i], sym[i + 1]);
+        rk[i] = m ? m->midx : UINT32_MAX;
+        rs[i] = m ? m->res : 0;
+    }
+    while (n > 1) {
+        size_t b = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rk[i] < rk[b]) b = i;
+        if (rk[b] == UINT32_MAX) break;
+        sym[b] = rs[b];
+        for (size_t i = b + 1; i + 1 < n; i++) {
+            sym[i] = sym[i + 1];
+            rk[i] = rk[i + 1];
+            rs[i] = rs[i + 1];
+        }
+        n--;
+        for (size_t i = b ? b - 1 : 0; i <= b && i + 1 < n; i++) {
+            const mslot *m = merge_get(h, sym[i], sym[i + 1]);
+            rk[i] = m ? m->midx : UINT32_MAX;
+            rs[i] = m ? m->res : 0;
+        }
+    }
+    if (tk_ids_reserve(out, n)) return TK_ERR_NOMEM;
+    memcpy(out->ids + out->len, sym, n * sizeof *sym);
+    out->len += n;
+    return TK_OK;
+}
+
+static int merge_heap(const tk_hf *h, bpe_scratch *s, size_t n, tk_ids *out) {
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
         s->prev[i] = (int32_t)i - 1;
@@ -487,6 +539,54 @@ static int hf_bpe_bytes(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, c
     if ((rc = bs_reserve(s, n))) return rc;
     for (size_t i = 0; i < n; i++) s->sym[i] = t->byte_rank[p[i]];
     return hf_merge(t, h, s, p, n, out);
+}
+
+/* A SentencePiece-style word (HF BPE::merge_word): characters looked up in
+ * the vocabulary; a character that is not there becomes its <0xNN> byte
+ * tokens (byte_fallback, when all exist), else unk (runs fused with
+ * fuse_unk), else it is dropped, as HF does; then the merges. Ids out. */
+static int sp_word(const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out) {
+    int rc;
+    if (h->ignore_merges) {
+        int e = tk_hfj_lookup(&h->voc, (const char *)p, n);
+        if (e >= 0) {
+            if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+            out->ids[out->len++] = h->voc.vid[e];
+            return TK_OK;
+        }
+    }
+    if ((rc = bs_reserve(s, n + 1))) return rc;
+    size_t ns = 0;
+    bool have_unk = false;
+    for (size_t i = 0; i < n;) {
+        int32_t cp;
+        size_t l = u8_len(p, n, i, &cp);
+        int e = cp >= 0 ? tk_hfj_lookup(&h->voc, (const char *)p + i, l) : -1;
+        if (e >= 0) {
+            if (have_unk) s->sym[ns++] = h->unk;
+            have_unk = false;
+            s->sym[ns++] = h->voc.vid[e];
+            i += l;
+            continue;
+        }
+        bool all = true;
+        for (size_t k = 0; k < l && all; k++) all = h->byte_id[p[i + k]] != TK_NO_RANK;
+        if (all) {
+            if (have_unk) s->sym[ns++] = h->unk;
+            have_unk = false;
+            for (size_t k = 0; k < l; k++) s->sym[ns++] = h->byte_id[p[i + k]];
+            i += l;
+            continue;
+        }
+        if (h->unk != TK_NO_RANK) {
+            if (have_unk && !h->fuse_unk) s->sym[ns++] = h->unk;
+            have_unk = true;
+        }
+        i += l;
+    }
+    if (have_unk) s->sym[ns++] = h->unk;
+    if (!ns) return TK_OK;
+    return hf_merge_ids(h, s, ns, out);
 }
 
 /* ---- added tokens --------------------------------------------------------- */
@@ -664,22 +764,24 @@ static int model(hf_ctx *c, const uint8_t *p, size_t n) {
     if (c->wc && n <= WC_KEY) {
         w = &c->wc[tk_hash_bytes(p, n) & (WC_SLOTS - 1)];
         if (w->len == n && memcmp(w->key, p, n) == 0) {
+            if (!w->n) return TK_OK;
             if (tk_ids_reserve(out, w->n)) return TK_ERR_NOMEM;
             memcpy(out->ids + out->len, w->ids, w->n * sizeof *w->ids);
             out->len += w->n;
             return TK_OK;
         }
     }
-    if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
+    if (c->h->sp) rc = sp_word(c->h, &c->bs, p, n, out);
+    else if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
     else rc = hf_bpe_bytes(t, c->h, &c->bs, p, n, out);
     if (rc) return rc;
-    if (t->rank_to_id)
+    if (t->rank_to_id && !c->h->sp)
         for (size_t k = from; k < out->len; k++) out->ids[k] = t->rank_to_id[out->ids[k]];
     if (w && out->len - from <= WC_IDS) {
         memcpy(w->key, p, n);
         w->len = (uint8_t)n;
         w->n = (uint8_t)(out->len - from);
-        memcpy(w->ids, out->ids + from, w->n * sizeof *w->ids);
+        if (w->n) memcpy(w->ids, out->ids + from, w->n * sizeof *w->ids);
     }
     return TK_OK;
 }
@@ -902,6 +1004,11 @@ void tk_hf_free(tk_hf *h) {
     }
     for (size_t k = 0; k < h->n_pt; k++) tk_regex_free(h->pt[k].re);
     for (size_t k = 0; k < h->n_added; k++) free(h->added[k].text);
+    for (size_t k = 0; k < h->n_dec; k++) {
+        free(h->dec[k].a);
+        free(h->dec[k].b);
+    }
+    tk_hfj_free(&h->voc);
     free(h->added);
     free(h->merges);
     free(h->pair1);
@@ -1458,5 +1565,352 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     return TK_OK;
 fail:
     tk_hf_free(h);
+    return rc;
+}
+
+/* ---- SentencePiece-style: setup and the decoder chain --------------------- */
+
+enum { D_REPLACE, D_BYTEFB, D_FUSE, D_STRIP, D_METASPACE };
+
+static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path, char *err, size_t errlen) {
+    if (!n || json_is_null(n)) return TK_OK;
+    const char *ty = type_of(n);
+    if (!json_is_object(n) || !ty) {
+        tk_set_err(err, errlen, "%s: %s is not an object with a \"type\"", file, path);
+        return TK_ERR_FORMAT;
+    }
+    int rc;
+    if (!strcmp(ty, "Sequence")) {
+        json_t *l = json_object_get(n, "decoders");
+        if (!json_is_array(l)) {
+            tk_set_err(err, errlen, "%s: %s.decoders is not an array", file, path);
+            return TK_ERR_FORMAT;
+        }
+        size_t i;
+        json_t *e;
+        json_array_foreach(l, i, e) {
+            char p2[256];
+            snprintf(p2, sizeof p2, "%.200s.decoders[%zu]", path, i);
+            if ((rc = parse_decoder(h, e, file, p2, err, errlen))) return rc;
+        }
+        return TK_OK;
+    }
+    if (h->n_dec >= HF_MAX_STEPS) REFUSE(path, "more than %d decoders", HF_MAX_STEPS);
+    struct dec_step *d = &h->dec[h->n_dec];
+    memset(d, 0, sizeof *d);
+    static const char *const none[] = {NULL};
+    if (!strcmp(ty, "ByteFallback") || !strcmp(ty, "Fuse")) {
+        if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
+        d->kind = !strcmp(ty, "Fuse") ? D_FUSE : D_BYTEFB;
+    } else if (!strcmp(ty, "Replace")) {
+        static const char *const keys[] = {"pattern", "content", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        json_t *pat = json_object_get(n, "pattern"), *st = json_object_get(pat, "String");
+        if (!json_is_string(st) || !json_string_length(st))
+            REFUSE(path, "Replace decoder: only a non-empty {\"String\": ...} pattern is supported");
+        const uint8_t *cs;
+        size_t cn;
+        if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
+        d->kind = D_REPLACE;
+        if ((rc = dup_bytes((const uint8_t *)json_string_value(st), json_string_length(st), &d->a, &d->alen)) ||
+            (rc = dup_bytes(cs, cn, &d->b, &d->blen)))
+            return rc;
+    } else if (!strcmp(ty, "Strip")) {
+        static const char *const keys[] = {"content", "start", "stop", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        const uint8_t *cs;
+        size_t cn;
+        if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
+        int32_t cp;
+        json_t *a = json_object_get(n, "start"), *b = json_object_get(n, "stop");
+        if (!cn || cn > 4 || u8_len(cs, cn, 0, &cp) != cn || !json_is_integer(a) || !json_is_integer(b) ||
+            json_integer_value(a) < 0 || json_integer_value(b) < 0 || json_integer_value(a) > 1024 ||
+            json_integer_value(b) > 1024)
+            REFUSE(path, "Strip decoder: content must be one character, start/stop small integers");
+        d->kind = D_STRIP;
+        d->start = (uint32_t)json_integer_value(a);
+        d->stop = (uint32_t)json_integer_value(b);
+        if ((rc = dup_bytes(cs, cn, &d->a, &d->alen))) return rc;
+    } else if (!strcmp(ty, "Metaspace")) {
+        static const char *const keys[] = {"replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep",
+                                           NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        const uint8_t *r;
+        size_t rl;
+        if ((rc = get_str(n, "replacement", &r, &rl, file, path, err, errlen))) return rc;
+        d->kind = D_METASPACE;
+        json_t *ps = json_object_get(n, "prepend_scheme");
+        const char *sc = json_string_value(ps);
+        bool aps = !json_is_false(json_object_get(n, "add_prefix_space"));
+        d->scheme = sc ? (!strcmp(sc, "never") ? MS_NEVER : MS_ALWAYS) : (aps ? MS_ALWAYS : MS_NEVER);
+        if ((rc = dup_bytes(r, rl, &d->a, &d->alen))) return rc;
+    } else {
+        char sb[48];
+        snprintf(sb, sizeof sb, "%.40s", ty);
+        for (char *q = sb; *q; q++)
+            if ((unsigned char)*q < 0x20) *q = '?';
+        REFUSE(path, "decoder \"%s\" is not supported with a SentencePiece-style vocabulary (supported: Replace, "
+               "ByteFallback, Fuse, Strip, Metaspace, Sequence)", sb);
+    }
+    h->n_dec++;
+    return TK_OK;
+}
+
+int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
+                   tk_hfj *J, char *err, size_t errlen) {
+    tk_hf *h = calloc(1, sizeof *h);
+    if (!h) return TK_ERR_NOMEM;
+    h->sp = true;
+    int rc;
+    json_t *model = json_object_get(root, "model");
+    {
+        static const char *const keys[] = {"vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
+                                           "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
+                                           NULL};
+        if ((rc = only_keys(model, file, "model", "BPE", keys, err, errlen))) goto fail;
+        json_t *d = json_object_get(model, "dropout");
+        if (d && !json_is_null(d) && !(json_is_number(d) && json_number_value(d) == 0.0)) {
+            tk_set_err(err, errlen, "%s: model.dropout: BPE dropout is not supported (ids would be random)", file);
+            rc = TK_ERR_UNSUPPORTED;
+            goto fail;
+        }
+        static const char *const nulls[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+        for (size_t k = 0; k < 2; k++) {
+            json_t *v = json_object_get(model, nulls[k]);
+            if (v && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v))) {
+                tk_set_err(err, errlen, "%s: model.%s is not supported", file, nulls[k]);
+                rc = TK_ERR_UNSUPPORTED;
+                goto fail;
+            }
+        }
+    }
+    bool bfb;
+    if ((rc = get_bool(model, "ignore_merges", false, &h->ignore_merges, file, "model", err, errlen)) ||
+        (rc = get_bool(model, "byte_fallback", false, &bfb, file, "model", err, errlen)) ||
+        (rc = get_bool(model, "fuse_unk", false, &h->fuse_unk, file, "model", err, errlen)))
+        goto fail;
+    /* own copy of the vocabulary strings (J may point into a jansson tree) */
+    {
+        size_t bytes = 1;
+        for (size_t e = 0; e < J->nv; e++) bytes += J->vlen[e] + 1;
+        h->voc.arena = malloc(bytes);
+        h->voc.vkey = malloc((J->nv + 1) * sizeof *h->voc.vkey);
+        h->voc.vlen = malloc((J->nv + 1) * sizeof *h->voc.vlen);
+        h->voc.vid = malloc((J->nv + 1) * sizeof *h->voc.vid);
+        if (!h->voc.arena || !h->voc.vkey || !h->voc.vlen || !h->voc.vid) {
+            rc = TK_ERR_NOMEM;
+            goto fail;
+        }
+        size_t o = 0;
+        for (size_t e = 0; e < J->nv; e++) {
+            memcpy(h->voc.arena + o, J->vkey[e], J->vlen[e] + 1);
+            h->voc.vkey[e] = (const char *)h->voc.arena + o;
+            h->voc.vlen[e] = J->vlen[e];
+            h->voc.vid[e] = J->vid[e];
+            o += J->vlen[e] + 1;
+        }
+        h->voc.nv = J->nv;
+        if ((rc = tk_hfj_index(&h->voc))) {
+            rc = rc < 0 ? rc : TK_ERR_FORMAT;
+            goto fail;
+        }
+    }
+    for (int b = 0; b < 256; b++) {
+        char code[8];
+        snprintf(code, sizeof code, "<0x%02X>", b);
+        int e = bfb ? tk_hfj_lookup(&h->voc, code, 6) : -1;
+        h->byte_id[b] = e >= 0 ? h->voc.vid[e] : TK_NO_RANK;
+    }
+    h->unk = TK_NO_RANK;
+    json_t *unk = json_object_get(model, "unk_token");
+    if (unk && !json_is_null(unk)) {
+        int e = json_is_string(unk) ? tk_hfj_lookup(&h->voc, json_string_value(unk), json_string_length(unk)) : -1;
+        if (e < 0) {
+            tk_set_err(err, errlen, "%s: model.unk_token is not a string naming a model.vocab entry", file);
+            rc = TK_ERR_FORMAT;
+            goto fail;
+        }
+        h->unk = h->voc.vid[e];
+    }
+    if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
+    if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
+    if ((rc = parse_decoder(h, json_object_get(root, "decoder"), file, "decoder", err, errlen))) goto fail;
+    if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
+    if ((rc = merges_build(h, merges, nm))) goto fail;
+    fold_fingerprint(t, root);
+    t->pattern = TK_PAT_NONE;
+    t->hf = h;
+    return TK_OK;
+fail:
+    tk_hf_free(h);
+    return rc;
+}
+
+bool tk_hf_decodes(const tk_tokenizer *t) { return t && t->hf && t->hf->sp; }
+
+typedef struct {
+    tk_bytes b;             /* all token strings, back to back */
+    size_t *off;            /* n + 1 offsets */
+    size_t n, cap;
+} strv;
+
+static int sv_add(strv *v, const uint8_t *p, size_t n) {
+    if (v->n + 2 > v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 64;
+        size_t *o = realloc(v->off, c * sizeof *o);
+        if (!o) return TK_ERR_NOMEM;
+        v->off = o;
+        v->cap = c;
+    }
+    if (!v->n) v->off[0] = v->b.len;
+    int rc = bput(&v->b, p, n);
+    if (rc) return rc;
+    v->off[++v->n] = v->b.len;
+    return TK_OK;
+}
+
+static bool byte_token(const uint8_t *p, size_t n, uint8_t *out) {
+    if (n != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return false;
+    int hi = hexd(p[3]), lo = hexd(p[4]);
+    if (hi < 0 || lo < 0) return false;
+    *out = (uint8_t)(hi << 4 | lo);
+    return true;
+}
+
+/* One decoder step over the token strings of in, into out. */
+static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool first) {
+    int rc = TK_OK;
+    out->n = 0;
+    out->b.len = 0;
+    if (d->kind == D_FUSE) {
+        if (!in->n) return TK_OK;
+        size_t len = in->off[in->n] - in->off[0];
+        return sv_add(out, len ? in->b.data + in->off[0] : (const uint8_t *)"", len);
+    }
+    for (size_t k = 0; k < in->n && !rc; k++) {
+        const uint8_t *p = in->b.data ? in->b.data + in->off[k] : (const uint8_t *)"";
+        size_t n = in->off[k + 1] - in->off[k];
+        switch (d->kind) {
+        case D_BYTEFB: {
+            uint8_t byte;
+            if (!byte_token(p, n, &byte)) {
+                rc = sv_add(out, p, n);
+                break;
+            }
+            /* a run of byte tokens: one string if valid UTF-8, else U+FFFD per byte */
+            uint8_t run[256];
+            size_t r = 0, k0 = k;
+            while (k < in->n && r < sizeof run &&
+                   byte_token(in->b.data + in->off[k], in->off[k + 1] - in->off[k], &run[r]))
+                r++, k++;
+            k--;
+            size_t i = 0;
+            bool valid = true;
+            while (i < r && valid) {
+                int32_t cp;
+                size_t l = u8_len(run, r, i, &cp);
+                valid = cp >= 0;
+                i += l;
+            }
+            (void)k0;
+            if (valid) rc = sv_add(out, run, r);
+            else
+                for (size_t j = 0; j < r && !rc; j++) rc = sv_add(out, (const uint8_t *)"\xEF\xBF\xBD", 3);
+            break;
+        }
+        case D_REPLACE: {
+            tk_bytes tmp = {0};
+            size_t i = 0;
+            while (i < n && !rc) {
+                if (n - i >= d->alen && memcmp(p + i, d->a, d->alen) == 0) {
+                    rc = bput(&tmp, d->b, d->blen);
+                    i += d->alen;
+                } else {
+                    rc = bput(&tmp, p + i, 1);
+                    i++;
+                }
+            }
+            if (!rc) rc = sv_add(out, tmp.data ? tmp.data : (const uint8_t *)"", tmp.len);
+            tk_bytes_free(&tmp);
+            break;
+        }
+        case D_STRIP: {
+            size_t a = 0, b = n;
+            for (uint32_t j = 0; j < d->start && b - a >= d->alen && memcmp(p + a, d->a, d->alen) == 0; j++)
+                a += d->alen;
+            for (uint32_t j = 0; j < d->stop && b - a >= d->alen && memcmp(p + b - d->alen, d->a, d->alen) == 0; j++)
+                b -= d->alen;
+            rc = sv_add(out, p + a, b - a);
+            break;
+        }
+        case D_METASPACE: {
+            /* HF: in the first token every replacement character is dropped
+             * (not only a leading one) unless prepend_scheme is never */
+            bool drop = k == 0 && first && d->scheme != MS_NEVER;
+            tk_bytes tmp = {0};
+            size_t i = 0;
+            while (i < n && !rc) {
+                if (n - i >= d->alen && memcmp(p + i, d->a, d->alen) == 0) {
+                    if (!drop) rc = bput(&tmp, " ", 1);
+                    i += d->alen;
+                } else {
+                    rc = bput(&tmp, p + i, 1);
+                    i++;
+                }
+            }
+            if (!rc) rc = sv_add(out, tmp.data ? tmp.data : (const uint8_t *)"", tmp.len);
+            tk_bytes_free(&tmp);
+            break;
+        }
+        }
+    }
+    return rc;
+}
+
+int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out) {
+    const tk_hf *h = t->hf;
+    strv a = {0}, b = {0};
+    int rc = TK_OK;
+    for (size_t k = 0; k < n && !rc; k++) {
+        if (ids[k] >= t->vocab_size) {
+            rc = TK_ERR_RANGE;
+            break;
+        }
+        /* the token's own string: vocab entry or added token */
+        uint32_t r = t->id_to_rank[ids[k]];
+        const char *str = NULL;
+        size_t len = 0;
+        if (r != TK_NO_RANK) {
+            /* vocabulary entries are in rank order */
+            for (size_t e = r; e < h->voc.nv; e++)
+                if (h->voc.vid[e] == ids[k]) {
+                    str = h->voc.vkey[e];
+                    len = h->voc.vlen[e];
+                    break;
+                }
+        }
+        if (!str) {
+            const uint8_t *p;
+            if (tk_token_bytes(t, ids[k], &p, &len)) {
+                rc = TK_ERR_RANGE;
+                break;
+            }
+            str = (const char *)p;
+        }
+        rc = sv_add(&a, (const uint8_t *)str, len);
+    }
+    strv *cur = &a, *nxt = &b;
+    for (size_t k = 0; k < h->n_dec && !rc; k++) {
+        rc = dec_apply(&h->dec[k], cur, nxt, first);
+        strv *x = cur;
+        cur = nxt;
+        nxt = x;
+    }
+    if (!rc && cur->n && cur->off[cur->n] > cur->off[0])
+        rc = bput(out, cur->b.data + cur->off[0], cur->off[cur->n] - cur->off[0]);
+    tk_bytes_free(&a.b);
+    tk_bytes_free(&b.b);
+    free(a.off);
+    free(b.off);
     return rc;
 }

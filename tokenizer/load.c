@@ -199,9 +199,18 @@ static void finalize_msg(const tk_tokenizer *t, int rc, const char *file, const 
 }
 
 /* Move a complete tokvec into a new tokenizer (arena laid out by rank). */
+static int tv_build_x(tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
+                      const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
+                      char *err, size_t errlen);
 static int tv_build(tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
                     const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
                     size_t errlen) {
+    return tv_build_x(v, pat, sp, nsp, rank_to_id, name, file, sp_file, false, out, err, errlen);
+}
+
+static int tv_build_x(tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
+                      const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
+                      char *err, size_t errlen) {
     for (uint32_t r = 0; r < v->n; r++)
         if (v->off[r] == UINT64_MAX) {
             tk_set_err(err, errlen, "%s: rank %u is missing (ranks must be contiguous from 0)", file, r);
@@ -221,6 +230,7 @@ static int tv_build(tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp,
     }
     t->eot = TK_NO_RANK;
     t->pattern = pat;
+    t->decode_only = decode_only;
     t->rank_to_id = rank_to_id;
     t->n_ranks = v->n;
     t->arena = malloc(v->len ? v->len : 1);
@@ -732,6 +742,48 @@ tk_pattern tk_pattern_from_regex(const char *re) {
     return TK_PAT_NONE;
 }
 
+/* Some object in v (recursively) has "type": type. */
+static bool has_type(json_t *v, const char *type, int depth) {
+    if (depth > 32) return false;
+    if (json_is_object(v)) {
+        const char *t = json_string_value(json_object_get(v, "type"));
+        if (t && strcmp(t, type) == 0) return true;
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) if (has_type(x, type, depth + 1)) return true;
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) if (has_type(x, type, depth + 1)) return true;
+    }
+    return false;
+}
+
+/* Bytes a SentencePiece-style token stands for when decoded on its own:
+ * <0xNN> the byte (with byte_fallback), U+2581 a space, the rest as is. */
+static long sp_display(const char *k, bool byte_fallback, uint8_t *out, size_t cap) {
+    size_t n = strlen(k), o = 0;
+    if (byte_fallback && n == 6 && k[0] == '<' && k[1] == '0' && k[2] == 'x' && k[5] == '>') {
+        int hi = k[3] >= '0' && k[3] <= '9' ? k[3] - '0' : k[3] >= 'A' && k[3] <= 'F' ? k[3] - 'A' + 10 : -1;
+        int lo = k[4] >= '0' && k[4] <= '9' ? k[4] - '0' : k[4] >= 'A' && k[4] <= 'F' ? k[4] - 'A' + 10 : -1;
+        if (hi >= 0 && lo >= 0) {
+            out[0] = (uint8_t)(hi << 4 | lo);
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < n;) {
+        if ((uint8_t)k[i] == 0xE2 && i + 2 < n && (uint8_t)k[i + 1] == 0x96 && (uint8_t)k[i + 2] == 0x81) {
+            if (o >= cap) return -1;
+            out[o++] = ' ';
+            i += 3;
+            continue;
+        }
+        if (o >= cap) return -1;
+        out[o++] = (uint8_t)k[i++];
+    }
+    return (long)o;
+}
+
 /* The two parts of merge i (a string "a b" or an array ["a", "b"]), copied
  * to a and b (each of cap bytes). */
 static int hf_merge_parts(const json_t *m, size_t i, char *a, char *b, size_t cap, const char *path, char *err,
@@ -952,8 +1004,32 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     /* Merge priority: single bytes first (by id), then merge i -> rank 256 + i,
      * then any other vocab entry (unreachable by merges) last. */
     uint32_t next_rank = 0;
+    /* SentencePiece-style (no ByteLevel anywhere): ranks in file order, token
+     * bytes for decoding only; hf.c encodes with the raw vocabulary */
+    bool sp_mode = !has_type(json_object_get(root, "pre_tokenizer"), "ByteLevel", 0) &&
+                   !has_type(json_object_get(root, "decoder"), "ByteLevel", 0) &&
+                   !has_type(json_object_get(root, "normalizer"), "ByteLevel", 0);
+    if (sp_mode) {
+        bool bfb = json_is_true(json_object_get(model, "byte_fallback"));
+        for (size_t e = 0; e < nv; e++) {
+            uint32_t id = J.vid[e];
+            if (rank_of_id[id] == SPECIAL_ID) continue;
+            uint8_t buf[TK_MAX_TOKEN_BYTES];
+            long l = sp_display(J.vkey[e], bfb, buf, sizeof buf);
+            if (l <= 0) {
+                tk_set_err(err, errlen, "%s: model.vocab entry \"%s\" is %s", path, shown(J.vkey[e], sb),
+                           l == 0 ? "empty" : "longer than 1024 bytes");
+                rc = l == 0 ? TK_ERR_FORMAT : TK_ERR_LIMIT;
+                goto done;
+            }
+            rank_of_id[id] = next_rank;
+            rank_to_id[next_rank] = id;
+            if ((rc = tv_set(&v, next_rank++, buf, (size_t)l))) goto done;
+        }
+        v.n = next_rank;
+    }
     /* pass 1: single bytes */
-    for (size_t e = 0; e < nv; e++) {
+    for (size_t e = 0; e < nv && !sp_mode; e++) {
         uint32_t id = J.vid[e];
         k = J.vkey[e];
         if (rank_of_id[id] == SPECIAL_ID) continue;
@@ -973,6 +1049,25 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     }
     /* pass 2: merges */
     for (size_t i = 0; i < n_merges; i++) {
+        if (sp_mode) { /* ids only: hf.c checks and tables them */
+            int ea = tk_hfj_lookup(&J, J.ma[i], strlen(J.ma[i])), eb = tk_hfj_lookup(&J, J.mb[i], strlen(J.mb[i]));
+            char ab2[8 * TK_MAX_TOKEN_BYTES + 4];
+            size_t la2 = strlen(J.ma[i]), lb2 = strlen(J.mb[i]);
+            memcpy(ab2, J.ma[i], la2);
+            memcpy(ab2 + la2, J.mb[i], lb2 + 1);
+            int er = tk_hfj_lookup(&J, ab2, la2 + lb2);
+            if (ea < 0 || eb < 0 || er < 0) {
+                tk_set_err(err, errlen, "%s: merge %zu: %s \"%s\" is not in model.vocab", path, i,
+                           er >= 0 || ea < 0 || eb < 0 ? "part" : "result",
+                           shown(ea < 0 ? J.ma[i] : eb < 0 ? J.mb[i] : ab2, sb));
+                rc = TK_ERR_FORMAT;
+                goto done;
+            }
+            mids[i][0] = J.vid[ea];
+            mids[i][1] = J.vid[eb];
+            mids[i][2] = J.vid[er];
+            continue;
+        }
         char ab[8 * TK_MAX_TOKEN_BYTES + 4];
         const char *a = J.ma[i], *b = J.mb[i];
         int ea = -1, eb = -1;
@@ -1016,7 +1111,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         if ((rc = tv_set(&v, next_rank++, buf, (size_t)l))) goto done;
     }
     /* pass 3: the rest */
-    for (size_t e = 0; e < nv; e++) {
+    for (size_t e = 0; e < nv && !sp_mode; e++) {
         uint32_t id = J.vid[e];
         k = J.vkey[e];
         if (rank_of_id[id] != TK_NO_RANK) continue;
@@ -1053,7 +1148,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         }
     }
     /* merge parts and results as ranks (parts that are added tokens: refused) */
-    for (size_t i = 0; i < n_merges; i++)
+    for (size_t i = 0; i < n_merges && !sp_mode; i++)
         for (int k = 0; k < 3; k++) {
             uint32_t r = rank_of_id[mids[i][k]];
             if (r >= v.n) {
@@ -1071,11 +1166,18 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             rank_to_id = NULL;
         }
         tk_tokenizer *t = NULL;
-        rc = tv_build(&v, TK_PAT_NONE, sp, nsp, rank_to_id, NULL, path, path, &t, err, errlen);
+        rc = tv_build_x(&v, TK_PAT_NONE, sp, nsp, rank_to_id, NULL, path, path, sp_mode, &t, err, errlen);
         rank_to_id = NULL; /* owned by tv_build now */
         if (rc) goto done;
-        if ((rc = tk_hf_setup(t, root, path, (const uint32_t(*)[3])mids, n_merges, pat, err,
-                              errlen))) {
+        if (sp_mode && pat != TK_PAT_NONE) {
+            tk_set_err(err, errlen, "%s: --pattern cannot replace this tokenizer's own pre-tokenizer: leave it out", path);
+            rc = TK_ERR_PATTERN;
+        } else if (sp_mode) {
+            rc = tk_hf_setup_sp(t, root, path, (const uint32_t(*)[3])mids, n_merges, &J, err, errlen);
+        } else {
+            rc = tk_hf_setup(t, root, path, (const uint32_t(*)[3])mids, n_merges, pat, err, errlen);
+        }
+        if (rc) {
             tk_free(t);
             goto done;
         }

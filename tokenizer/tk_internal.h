@@ -72,6 +72,7 @@ struct tk_tokenizer {
     uint8_t fingerprint[32];
     bool known;            /* a known upstream vocabulary (sha256 matched) */
     struct tk_hf *hf;      /* HF tokenizer.json pipeline (hf.c); NULL: the tiktoken engine alone */
+    bool decode_only;      /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
     /* Set by tk_finalize when it refuses: the entries at fault, for the
      * loaders' messages (TK_NO_RANK when not applicable). */
     uint32_t bad_rank, bad_rank2, bad_id;
@@ -266,8 +267,17 @@ int tk_json_loadb(const char *path, const uint8_t *data, size_t len, size_t file
  * runs the pipeline; anything unsupported is refused (err names the JSON
  * path). forced: --pattern, refused unless it is what the file says. */
 typedef struct tk_hf tk_hf;
+struct tk_hfj_s;
 int tk_hf_setup(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
                 tk_pattern forced, char *err, size_t errlen);
+/* SentencePiece-style BPE (no ByteLevel): merges are (id a, id b, id result);
+ * takes over the vocabulary arrays of *J. */
+int tk_hf_setup_sp(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
+                   struct tk_hfj_s *J, char *err, size_t errlen);
+/* Decode through the tokenizer.json decoder chain (SentencePiece-style);
+ * first: the ids start the text (Metaspace/Strip take the prefix space). */
+int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
+bool tk_hf_decodes(const tk_tokenizer *t);
 void tk_hf_free(tk_hf *h);
 /* Encode through the pipeline: added tokens that are not special always,
  * specials when all or listed in allowed. */
@@ -279,7 +289,7 @@ tk_pattern tk_pattern_from_regex(const char *re);
 
 /* model.vocab and model.merges of a tokenizer.json as flat arrays
  * (hf_json.c). Strings are NUL-terminated, in file order. */
-typedef struct {
+typedef struct tk_hfj_s {
     uint8_t *arena;
     const char **vkey;
     uint32_t *vlen, *vid;

@@ -243,6 +243,7 @@ int tk_finalize(tk_tokenizer *t) {
     }
     tk_classes_init();
     for (int b = 0; b < 256; b++) t->byte_rank[b] = TK_NO_RANK;
+    if (t->decode_only) goto ids; /* SentencePiece-style tokenizer.json: hf.c encodes */
     if ((rc = map_build(t))) return rc;
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
@@ -288,6 +289,7 @@ int tk_finalize(tk_tokenizer *t) {
         uint8_t l = len > 255 ? 255 : (uint8_t)len;
         if (l > t->maxlen2[k]) t->maxlen2[k] = l;
     }
+ids:
     if ((rc = vocab_size_of(t))) return rc;
     if ((rc = specials_distinct(t))) return rc;
     uint32_t vs = t->vocab_size;
@@ -421,7 +423,7 @@ int tk_token_bytes(const tk_tokenizer *t, uint32_t id, const uint8_t **bytes, si
 }
 
 int64_t tk_rank_of(const tk_tokenizer *t, const uint8_t *bytes, size_t len) {
-    if (!t || !len) return -1;
+    if (!t || !len || t->decode_only) return -1;
     uint32_t r = tk_map_get(t, bytes, len);
     return r == TK_NO_RANK ? -1 : (int64_t)r;
 }

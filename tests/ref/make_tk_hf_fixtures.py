@@ -92,6 +92,70 @@ def variants():
     return v
 
 
+def sp_fixtures(docs):
+    """SentencePiece BPE (byte_fallback) trained with sentencepiece, converted to
+    tokenizer.json the way transformers' LlamaConverter does (merges from the
+    vocabulary: every split of a piece into two pieces, by piece score), in
+    several component variants. Reports how often HF's ids on the converted
+    file equal sentencepiece's own encode (the Llama 2 form)."""
+    import sentencepiece as spm
+    import tempfile
+    with tempfile.TemporaryDirectory() as td:
+        with open(os.path.join(td, "train.txt"), "w") as f:
+            f.write("\n".join(t.replace("\n", " ") for t in docs))
+        spm.SentencePieceTrainer.train(input=os.path.join(td, "train.txt"), model_prefix=os.path.join(td, "m"),
+                                       vocab_size=1000, model_type="bpe", byte_fallback=True,
+                                       character_coverage=0.98, max_sentence_length=100000, minloglevel=2,
+                                       normalization_rule_name="identity", remove_extra_whitespaces=False,
+                                       add_dummy_prefix=True, allow_whitespace_only_pieces=True, split_digits=False)
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(td, "m.model"))
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    scores = {sp.id_to_piece(i): sp.get_score(i) for i in range(sp.get_piece_size())}
+    merges = []
+    for piece, score in scores.items():
+        local = [(piece[:k], piece[k:], score) for k in range(1, len(piece)) if piece[:k] in vocab and piece[k:] in vocab]
+        merges.extend(sorted(local, key=lambda x: (vocab[x[0]], vocab[x[1]])))
+    merges = [[a, b] for a, b, _ in sorted(merges, key=lambda x: x[2], reverse=True)]
+    specials = [added(sp.id_to_piece(i), i, True, False) for i in range(3)]
+
+    def model(byte_fallback=True, unk="<unk>", fuse_unk=True):
+        return {"type": "BPE", "dropout": None, "unk_token": unk, "continuing_subword_prefix": None,
+                "end_of_word_suffix": None, "fuse_unk": fuse_unk, "byte_fallback": byte_fallback,
+                "ignore_merges": False, "vocab": vocab, "merges": merges}
+
+    meta = lambda scheme, split: {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme,
+                                  "split": split}
+    llama2_dec = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+        {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    out = {
+        "sp_llama2": dict(normalizer=nseq({"type": "Prepend", "prepend": "\u2581"},
+                                          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}),
+                          pre_tokenizer=None, model=model(), decoder=llama2_dec),
+        "sp_metaspace": dict(normalizer=None, pre_tokenizer=meta("first", False), model=model(),
+                             decoder={"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"},
+                                                                       meta("first", False)]}),
+        "sp_unk_split": dict(normalizer={"type": "NFKC"}, pre_tokenizer=meta("always", True),
+                             model=model(byte_fallback=False, fuse_unk=False), decoder=meta("always", True)),
+        "sp_fused_unk_digits": dict(normalizer=None,
+                                    pre_tokenizer=seq({"type": "Digits", "individual_digits": True},
+                                                      meta("first", True)),
+                                    model=model(byte_fallback=False), decoder=llama2_dec),
+        "sp_no_unk": dict(normalizer=None, pre_tokenizer=meta("never", False),
+                          model=model(byte_fallback=False, unk=None), decoder=llama2_dec),
+    }
+    res = {}
+    for name, v in out.items():
+        d = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": specials,
+             "normalizer": v["normalizer"], "pre_tokenizer": v["pre_tokenizer"], "post_processor": None,
+             "decoder": v["decoder"], "model": v["model"]}
+        res[name] = json.dumps(d, ensure_ascii=False)
+    hf = Tokenizer.from_str(res["sp_llama2"])
+    same = sum(hf.encode(t, add_special_tokens=False).ids == sp.encode(t) for t in docs)
+    print(f"sp_llama2: HF ids == sentencepiece ids on {same}/{len(docs)} documents", file=sys.stderr)
+    return res
+
+
 def main():
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -110,6 +174,11 @@ def main():
         d["added_tokens"] = [added(c, n + i, sp, nm) for i, (c, sp, nm) in enumerate(var.get("added", []))]
         s = json.dumps(d, ensure_ascii=False)
         Tokenizer.from_str(s)  # HF accepts it
+        with open(os.path.join(DATA, name + ".json"), "w") as f:
+            f.write(s)
+        print(name, len(s), file=sys.stderr)
+    for name, s in sp_fixtures(texts()).items():
+        Tokenizer.from_str(s)
         with open(os.path.join(DATA, name + ".json"), "w") as f:
             f.write(s)
         print(name, len(s), file=sys.stderr)

@@ -13,6 +13,7 @@ SHA = first 16 hex digits of sha256 over the ids as little-endian uint32; and
 for every edge case (full ids), in both modes:
   plain   = encode_special_tokens = True, add_special_tokens=False (mkshards default)
   special = HF's default recognition of added tokens (--allow-special all)
+and, for the SentencePiece-style fixtures (sp_*), "dec": HF's decode of the ids.
 
 Tokenizers: the two real ones of ../shared/vocab/hf (llama3, qwen2) and the
 fixtures under tests/data/tk_hf/*.json (built by make_tk_hf_fixtures.py).
@@ -87,7 +88,10 @@ def main():
             tk.encode_special_tokens = mode == "plain"
             for text in edge_cases():
                 ids = tk.encode(text, add_special_tokens=False).ids
-                lines.append(json.dumps({"tok": name, "mode": mode, "text": text, "ids": ids}, ensure_ascii=False))
+                rec = {"tok": name, "mode": mode, "text": text, "ids": ids}
+                if name.startswith("sp_") and mode == "plain":
+                    rec["dec"] = tk.decode(ids, skip_special_tokens=False)  # the decoder chain
+                lines.append(json.dumps(rec, ensure_ascii=False))
         tk.encode_special_tokens = True
         # corpus: every document for the real tokenizers, a third for fixtures
         for cat, i, text in docs:
