@@ -970,7 +970,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
 int tk_lossless(const tk_tokenizer *t) {
     if (!t || !t->hf) return 1;
     const tk_hf *h = t->hf;
-    if (h->n_nm) return 0;
+    if (h->n_nm || h->sp) return 0; /* SentencePiece-style: unk, dropped characters, decoder chain */
     for (size_t k = 0; k < h->n_pt; k++) {
         const pt_step *st = &h->pt[k];
         if ((st->kind == PT_SPLIT || st->kind == PT_PUNCT) && st->beh == B_REMOVED) return 0;
