@@ -43,7 +43,10 @@ static int close_tmp(FILE *f, const char *tmp, const char *path) {
 }
 
 int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
-    if (t && t->hf) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
+    /* a tokenizer.json run by its own pipeline: only when that pipeline is a
+     * built-in pattern over bytes (no normalizer, no other pre-tokenizer,
+     * byte-level); the rank file is then read with merge-by-rank */
+    if (t && t->hf && (t->pattern == TK_PAT_NONE || t->decode_only)) return TK_ERR_UNSUPPORTED;
     if (!t || !path) return TK_ERR_ARG;
     if (t->rank_to_id) return TK_ERR_UNSUPPORTED; /* .tiktoken requires id == rank */
     char tmp[4200];
