@@ -54,6 +54,7 @@ typedef struct {
     size_t len;
     uint32_t id;
     bool special, normalized;
+    bool lstrip, rstrip;    /* the match takes the whitespace before / after it */
 } hf_added;
 
 typedef struct {
@@ -608,8 +609,9 @@ static bool active(const hf_added *a, const active_set *as) {
 }
 
 static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, bool normalized, const active_set *as,
-                       size_t *at) {
+                       size_t *at, size_t *end) {
     if (!as->any) return -1;
+    size_t from = i;
     for (; i < n; i++) {
         if (!(h->first_byte[s[i] >> 3] >> (s[i] & 7) & 1)) continue;
         long best = -1;
@@ -622,7 +624,26 @@ static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, boo
             blen = a->len;
         }
         if (best >= 0) {
-            *at = i;
+            const hf_added *a = &h->added[best];
+            size_t st = i, e = i + a->len;
+            if (a->lstrip) /* back over whitespace, not into the text before from */
+                while (st > from) {
+                    size_t k = st - 1;
+                    while (k > from && (s[k] & 0xC0) == 0x80 && st - k < 4) k--;
+                    int32_t cp;
+                    size_t l = u8_len(s, st, k, &cp);
+                    if (k + l != st || !is_ws(cp)) break;
+                    st = k;
+                }
+            if (a->rstrip)
+                while (e < n) {
+                    int32_t cp;
+                    size_t l = u8_len(s, n, e, &cp);
+                    if (!is_ws(cp)) break;
+                    e += l;
+                }
+            *at = st;
+            *end = e;
             return best;
         }
     }
@@ -889,13 +910,13 @@ static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, 
     if (rc) return rc;
     size_t i = 0;
     while (i < nn) {
-        size_t at = nn;
-        long k = c->h->n_added ? find_added(c->h, ns, nn, i, true, as, &at) : -1;
+        size_t at = nn, end = nn;
+        long k = c->h->n_added ? find_added(c->h, ns, nn, i, true, as, &at, &end) : -1;
         if ((rc = run_pre(c, 0, ns + i, at - i, at_start && i == 0))) return rc;
         if (k < 0) break;
         if (tk_ids_reserve(c->out, 1)) return TK_ERR_NOMEM;
         c->out->ids[c->out->len++] = c->h->added[k].id;
-        i = at + c->h->added[k].len;
+        i = end;
     }
     return TK_OK;
 }
@@ -952,8 +973,8 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
     int rc = TK_OK;
     size_t i = 0;
     while (i < n) {
-        size_t at = n;
-        long k = h->n_added ? find_added(h, s, n, i, false, &as, &at) : -1;
+        size_t at = n, end = n;
+        long k = h->n_added ? find_added(h, s, n, i, false, &as, &at, &end) : -1;
         if ((rc = encode_segment(c, s + i, at - i, i == 0, &as))) break;
         if (k < 0) break;
         if (tk_ids_reserve(out, 1)) {
@@ -961,7 +982,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
             break;
         }
         out->ids[out->len++] = h->added[k].id;
-        i = at + h->added[k].len;
+        i = end;
     }
     c->out = NULL;
     return rc;
@@ -971,6 +992,8 @@ int tk_lossless(const tk_tokenizer *t) {
     if (!t || !t->hf) return 1;
     const tk_hf *h = t->hf;
     if (h->n_nm || h->sp) return 0; /* SentencePiece-style: unk, dropped characters, decoder chain */
+    for (size_t k = 0; k < h->n_added; k++) /* an added token that takes whitespace in */
+        if (!h->added[k].special && (h->added[k].lstrip || h->added[k].rstrip)) return 0;
     for (size_t k = 0; k < h->n_pt; k++) {
         const pt_step *st = &h->pt[k];
         if ((st->kind == PT_SPLIT || st->kind == PT_PUNCT) && st->beh == B_REMOVED) return 0;
@@ -1448,14 +1471,15 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
             (rc = get_bool(a, "rstrip", false, &rstrip, file, path, err, errlen)) ||
             (rc = get_bool(a, "single_word", false, &single, file, path, err, errlen)))
             return rc;
-        if (lstrip || rstrip || single)
-            REFUSE(path, "added token flags lstrip/rstrip/single_word are not supported");
+        if (single) REFUSE(path, "added token flag single_word is not supported");
         hf_added *d = &h->added[h->n_added];
         const char *c = json_string_value(json_object_get(a, "content"));
         size_t cl = json_string_length(json_object_get(a, "content"));
         d->id = (uint32_t)json_integer_value(json_object_get(a, "id"));
         d->special = special;
         d->normalized = normalized;
+        d->lstrip = lstrip;
+        d->rstrip = rstrip;
         if (normalized && h->n_nm) {
             /* HF matches normalized tokens by their normalized content */
             tk_bytes x = {0}, y = {0};
@@ -1913,4 +1937,37 @@ int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool firs
     free(a.off);
     free(b.off);
     return rc;
+}
+
+void tk_describe(const tk_tokenizer *t, char *buf, size_t len) {
+    if (!buf || !len) return;
+    buf[0] = 0;
+    if (!t) return;
+    if (!t->hf) {
+        snprintf(buf, len, "%s pre-tokenizer | BPE (merge by rank)", tk_pattern_name(t->pattern));
+        return;
+    }
+    static const char *const nm[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Prepend"};
+    static const char *const pt[] = {"Split", "ByteLevel", "Digits", "Punctuation", "WhitespaceSplit", "Metaspace"};
+    static const char *const bh[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+    const tk_hf *h = t->hf;
+    size_t o = 0;
+#define PUT(...)                                                                                                       \
+    do {                                                                                                               \
+        if (o < len) o += (size_t)snprintf(buf + o, len - o, __VA_ARGS__);                                             \
+    } while (0)
+    PUT("tokenizer.json:");
+    for (size_t k = 0; k < h->n_nm; k++) PUT(" %s", nm[h->nm[k].kind]);
+    PUT("%s |", h->n_nm ? "" : " (no normalizer)");
+    for (size_t k = 0; k < h->n_pt; k++) {
+        const pt_step *st = &h->pt[k];
+        if (st->kind == PT_SPLIT)
+            PUT(" Split(%s, %s%s)", st->fast != TK_PAT_NONE ? tk_pattern_name(st->fast) : "regex", bh[st->beh],
+                st->invert ? ", invert" : "");
+        else PUT(" %s", pt[st->kind]);
+    }
+    if (!h->n_pt) PUT(" (no pre-tokenizer)");
+    PUT(" | BPE (%s%s%s)", h->sp ? "characters, " : "", h->fast_bpe ? "merge by rank" : "HF merge loop",
+        h->sp && h->byte_id[0] != TK_NO_RANK ? ", byte fallback" : "");
+#undef PUT
 }

@@ -108,6 +108,10 @@ int tk_eot_id(const tk_tokenizer *tok, uint32_t *id);
 int tk_token_bytes(const tk_tokenizer *tok, uint32_t id, const uint8_t **bytes, size_t *len);
 /* Rank of an exact byte string, or -1 if it is not a token. */
 int64_t tk_rank_of(const tk_tokenizer *tok, const uint8_t *bytes, size_t len);
+/* One line naming the components that produce the ids, e.g. "tokenizer.json:
+ * NFC | Split(regex, Isolated) ByteLevel | BPE (HF merge loop)", or
+ * "rank file: cl100k pre-tokenizer | BPE (merge by rank)". */
+void tk_describe(const tk_tokenizer *tok, char *buf, size_t len);
 /* 1 if decode(encode(x)) == x for every x (no normalizer, no pre-tokenizer
  * that removes or adds text), else 0. */
 int tk_lossless(const tk_tokenizer *tok);

@@ -545,6 +545,9 @@ static int cmd_export(int argc, char **argv, int info) {
                tk_pattern_name(tk_get_pattern(tok)), tk_n_ranks(tok), tk_vocab_size(tok), tk_n_specials(tok));
         const tk_special *sp = tk_specials(tok);
         for (size_t i = 0; i < tk_n_specials(tok); i++) printf("  %u %s\n", sp[i].id, sp[i].text);
+        char desc[512];
+        tk_describe(tok, desc, sizeof desc);
+        printf("pipeline: %s\n", desc);
         printf("fingerprint: ");
         for (int i = 0; i < 32; i++) printf("%02x", fp[i]);
         printf("\n");

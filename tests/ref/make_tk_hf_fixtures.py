@@ -49,8 +49,8 @@ def nseq(*n):
     return {"type": "Sequence", "normalizers": list(n)}
 
 
-def added(content, id_, special, normalized):
-    return {"id": id_, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+def added(content, id_, special, normalized, lstrip=False, rstrip=False):
+    return {"id": id_, "content": content, "single_word": False, "lstrip": lstrip, "rstrip": rstrip,
             "normalized": normalized, "special": special}
 
 
@@ -88,6 +88,10 @@ def variants():
     v["bl_added"] = dict(normalizer={"type": "Lowercase"}, pre_tokenizer=bytelevel(regex=True),
                          added=[("Hello", False, True), ("<tag>", False, False), ("ERROR", False, False),
                                 ("<|endoftext|>", True, False), ("<s>", True, False)])
+    v["bl_added_strip"] = dict(pre_tokenizer=seq(split(QWEN), bytelevel()),
+                               added=[("<tag>", False, False, True, True), ("ERROR", False, False, False, True),
+                                      ("world", False, False, True, False), ("<|endoftext|>", True, False, True, True),
+                                      ("<|im_start|>", True, False, False, True)])
     v["bl_ignore_merges"] = dict(pre_tokenizer=seq(split(QWEN), bytelevel()), ignore_merges=True)
     return v
 
@@ -171,7 +175,7 @@ def main():
         if var.get("ignore_merges"):
             d["model"]["ignore_merges"] = True
         n = len(d["model"]["vocab"])
-        d["added_tokens"] = [added(c, n + i, sp, nm) for i, (c, sp, nm) in enumerate(var.get("added", []))]
+        d["added_tokens"] = [added(t[0], n + i, *t[1:]) for i, t in enumerate(var.get("added", []))]
         s = json.dumps(d, ensure_ascii=False)
         Tokenizer.from_str(s)  # HF accepts it
         with open(os.path.join(DATA, name + ".json"), "w") as f:

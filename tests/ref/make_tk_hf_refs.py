@@ -60,6 +60,8 @@ def edge_cases():
         "Mixed123Numbers456and789Letters", "https://example.com/path?q=1&r=2#frag", "user@example.com",
         "C:\\Users\\name\\file.txt", "{\"key\": [1, 2, 3]}", "   leading", "trailing   ", "\u2581 already meta",
         "<s> </s> <unk> [CLS]", "▁▁▁", "\ufeffBOM", "a\r\nb\rc\n", "ǅungla", "ΌΣΟΣ όσος",
+        "Hello <tag>  world ERROR  \n x", "a  <|endoftext|>  b", " world world  <|im_start|>  x",
+        "\u3000<tag>\u3000ERROR\u2028y", "<tag><tag>  <tag>", "ERROR", "   world",
     ]
     return cases
 
