@@ -1,6 +1,6 @@
 /* tr_gpu.h - the GPU step of tr_train (train/trainer_cuda.cu, library
- * tr_cuda; only in MKS_ENABLE_CUDA builds, where trainer.c is compiled with
- * MKS_HAVE_CUDA).  Plain C: no CUDA header is needed to include it.
+ * tr_cuda; only in MKS_ENABLE_CUDA builds, called by the CUDA backend
+ * train/backend_cuda.cu).  Plain C: no CUDA header is needed to include it.
  *
  * It wraps train/tr_cuda.h (arena, pinned loader buffers, copy stream) and
  * train/tr_cuda_model.h (GPT-2 forward/backward/AdamW on the device) in the

@@ -1,6 +1,6 @@
 /* trainer_cuda.cu - the GPU step of tr_train (train/tr_gpu.h): the loop of
- * tests/bench_train_gpu.cu behind a small C interface, so that trainer.c
- * stays plain C (it calls these under MKS_HAVE_CUDA). */
+ * tests/bench_train_gpu.cu behind a small C interface, which the CUDA
+ * backend (train/backend_cuda.cu) adapts to train/backend.h. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
