@@ -12,24 +12,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-# run WANT_RC WHAT PATTERN... -- CMD...: exit code and every pattern in stderr
-run() {
-    local want=$1 what=$2; shift 2
-    local pats=()
-    while [ "$1" != "--" ]; do pats+=("$1"); shift; done
-    shift
-    timeout 10 "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    if [ $rc = 124 ]; then bad "$what: hung (killed after 10 s)"; return; fi
-    if [ $rc != "$want" ]; then bad "$what: exit $rc, want $want: $(head -c 400 "$T/err")"; return; fi
-    for p in "${pats[@]}"; do
-        grep -qF -- "$p" "$T/err" || { bad "$what: message lacks '$p': $(head -c 400 "$T/err")"; return; }
-    done
-    ok "$what (exit $rc): $(head -1 "$T/err" | head -c 160)"
-}
+. "$ROOT/tests/cli_check.sh"
 # jedit DIR PYTHON: edit DIR/manifest.json with the expression (m = manifest)
 jedit() {
     python3 - "$1/manifest.json" "$2" <<'PY'

@@ -23,24 +23,7 @@ LLM=${LLMTRAIN:-$(dirname "$MKS")/llmtrain/llmtrain}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-# run WANT_RC WHAT GREP... -- CMD...: the exit code and every pattern in stderr
-run() {
-    local want=$1 what=$2; shift 2
-    local pats=()
-    while [ "$1" != "--" ]; do pats+=("$1"); shift; done
-    shift
-    timeout 10 "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    if [ $rc = 124 ]; then bad "$what: hung (killed after 10 s)"; return; fi
-    if [ $rc != "$want" ]; then bad "$what: exit $rc, want $want: $(head -c 300 "$T/err")"; return; fi
-    for p in "${pats[@]}"; do
-        grep -qF -- "$p" "$T/err" || { bad "$what: message lacks '$p': $(head -c 300 "$T/err")"; return; }
-    done
-    ok "$what (exit $rc): $(head -1 "$T/err" | head -c 150)"
-}
+. "$ROOT/tests/cli_check.sh"
 
 "$MKS" tokenizer train --vocab-size 512 --out "$T/tok.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/tiny.jsonl" 2>/dev/null ||
     { bad "tokenizer train"; exit 1; }
