@@ -456,6 +456,8 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
     if (!path || !out) return TK_ERR_ARG;
     *out = NULL;
     uint8_t *data;
+    struct stat src; /* a known rank file's tables may be mapped from an image (tk_image.c) */
+    if (tk_image_load(path, pat, out, &src) == 0) return TK_OK;
     size_t len;
     int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
     if (rc) return rc;
@@ -480,7 +482,10 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         rc = tv_build(&v, p, kv ? kv->specials : msp, kv ? n_known_specials(kv) : nmsp, NULL, kv ? kv->name : NULL,
                       path, mp, out, err, errlen);
         free_specials(msp, nmsp);
-        if (rc == TK_OK && kv) (*out)->known = true;
+        if (rc == TK_OK && kv) {
+            (*out)->known = true;
+            tk_image_save(path, pat, *out, &src);
+        }
     }
 done:
     if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));

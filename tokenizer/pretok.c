@@ -16,8 +16,14 @@
 #include <emmintrin.h>
 #endif
 
-#define TABLE_CPS 0x40000u
-static uint8_t *g_cls;          /* class of code points below TABLE_CPS */
+#define TABLE_CPS 0x110000u
+#define BLOCK_BITS 12
+#define N_BLOCKS (TABLE_CPS >> BLOCK_BITS)
+/* Classes of code points, in blocks of 4096 built on first use: a process
+ * that reads English text builds none, multilingual text a handful (each
+ * ~4096 utf8proc look-ups, tens of microseconds), where a whole table cost
+ * milliseconds of every start-up. */
+static uint8_t *g_blk[N_BLOCKS];
 static uint8_t g_ascii[128];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -49,15 +55,30 @@ static uint8_t classify(uint32_t cp) {
 
 static void init_classes(void) {
     for (uint32_t cp = 0; cp < 128; cp++) g_ascii[cp] = classify(cp);
-    /* Planes 0-3 hold every script and symbol in use; the rest (mostly
-     * unassigned) is classified per call, which keeps start-up cheap. */
-    uint8_t *t = malloc(TABLE_CPS);
-    if (!t) return; /* tk_char_class falls back to utf8proc per call */
-    for (uint32_t cp = 0; cp < TABLE_CPS; cp++) t[cp] = classify(cp);
-    g_cls = t;
 }
 
 void tk_classes_init(void) { pthread_once(&g_once, init_classes); }
+
+/* The block of cp's class table, built by the first thread that needs it
+ * (racing builders compute the same bytes; one copy is kept). NULL only if
+ * out of memory (callers then classify per call). */
+static __attribute__((noinline)) const uint8_t *build_block(uint32_t b) {
+    uint8_t *t = malloc(1u << BLOCK_BITS);
+    if (!t) return NULL;
+    for (uint32_t k = 0; k < (1u << BLOCK_BITS); k++) t[k] = classify((b << BLOCK_BITS) | k);
+    uint8_t *expect = NULL;
+    if (!__atomic_compare_exchange_n(&g_blk[b], &expect, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        free(t);
+        return expect;
+    }
+    return t;
+}
+
+static inline uint8_t class_of_cp(uint32_t cp) {
+    const uint8_t *blk = __atomic_load_n(&g_blk[cp >> BLOCK_BITS], __ATOMIC_ACQUIRE);
+    if (__builtin_expect(!blk, 0) && !(blk = build_block(cp >> BLOCK_BITS))) return classify(cp);
+    return blk[cp & ((1u << BLOCK_BITS) - 1)];
+}
 
 /* Decode one UTF-8 character; returns its length, or 0 if the bytes at s[i]
  * do not start a valid (shortest-form, non-surrogate) sequence. */
@@ -101,7 +122,7 @@ uint8_t tk_char_class(const uint8_t *s, size_t n, size_t i, size_t *len) {
         return 0;
     }
     *len = l;
-    return g_cls && cp < TABLE_CPS ? g_cls[cp] : classify(cp);
+    return class_of_cp(cp); /* utf8_decode yields cp <= 0x10FFFF */
 }
 
 /* Hot-path inline variant. */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 const char *tk_strerror(int err) {
     switch (err) {
@@ -232,6 +233,11 @@ static int vocab_size_of(tk_tokenizer *t) {
     return TK_OK;
 }
 
+uint64_t tk_next_serial(void) {
+    static uint64_t next_serial;
+    return __atomic_add_fetch(&next_serial, 1, __ATOMIC_RELAXED);
+}
+
 /* Validate and index a tokenizer whose arena/tok_off/n_ranks are set. */
 int tk_finalize(tk_tokenizer *t) {
     int rc;
@@ -293,8 +299,7 @@ ids:
     if ((rc = vocab_size_of(t))) return rc;
     if ((rc = specials_distinct(t))) return rc;
     uint32_t vs = t->vocab_size;
-    static uint64_t next_serial;
-    t->serial = __atomic_add_fetch(&next_serial, 1, __ATOMIC_RELAXED);
+    t->serial = tk_next_serial();
     t->id_to_rank = malloc((size_t)vs * sizeof *t->id_to_rank);
     if (!t->id_to_rank) return TK_ERR_NOMEM;
     for (uint32_t i = 0; i < vs; i++) t->id_to_rank[i] = TK_NO_RANK;
@@ -362,6 +367,18 @@ fail:
 
 void tk_free(tk_tokenizer *t) {
     if (!t) return;
+    if (t->image) { /* the tables live in the mapped image (tk_image.c) */
+        munmap(t->image, t->image_len);
+        t->arena = NULL;
+        t->tok_off = NULL;
+        t->map.slots = NULL;
+        t->smap.slots = NULL;
+        t->filter = NULL;
+        t->pair2 = NULL;
+        t->maxlen2 = NULL;
+        t->map3 = NULL;
+        t->id_to_rank = NULL;
+    }
     free(t->arena);
     free(t->tok_off);
     free(t->map.slots);

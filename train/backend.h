@@ -86,6 +86,10 @@ typedef struct tr_backend_ops {
                               device memory reported at the end */
     int ckpt_extra;        /* 1: checkpoints carry the TR_BACKEND_EXTRA optimiser words */
     int loss_scale;        /* 1: step reports a loss scale / skipped steps (logged per step) */
+    int own_moments;       /* 1: the backend keeps the AdamW moments itself (ZeRO-1 shards on the CPU):
+                              the host model has none, a resume loads only the params into it (set_state
+                              reads the backend's part of the checkpoint) and checkpoints are written
+                              through save_ckpt */
 
     int (*probe)(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen);
     int (*create)(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen);
@@ -124,6 +128,21 @@ typedef struct tr_backend_ops {
      * (may be NULL) when moments is 1 (checkpoint). */
     int (*get_state)(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen);
     void (*mem_report)(tr_backend *b, tr_backend_mem *out);
+    /* Optional: arm (fn != NULL) or disarm the gradient-readiness hook for
+     * the following micro calls: during their backward, fn(ctx, g) is
+     * called for the groups g of tr_model_grad_groups() in order, each as
+     * soon as group g of the gradient holds its value for the whole step
+     * (the sum over the step's earlier micro-batches included). The
+     * data-parallel wrapper arms it for a rank's last micro-batch of a step
+     * and starts the buckets' communication from it (overlap). */
+    void (*grad_hook)(tr_backend *b, tr_model_grad_hook fn, void *ctx);
+    /* Optional (own_moments backends): write the checkpoint. Called on
+     * every rank with the sections the trainer would write (params from the
+     * host model; adam_m, adam_v with data NULL); returns this rank's
+     * status (the trainer then agrees over the ranks). NULL: rank 0 writes
+     * the host sections (tr_ckpt_save). */
+    int (*save_ckpt)(tr_backend *b, const char *dir, const tr_ckpt_meta *km, const tr_ckpt_section *sec, int n,
+                     char *err, size_t errlen);
 } tr_backend_ops;
 
 /* The backends of this build (generated tr_backends.c), NULL-terminated. */

@@ -26,7 +26,45 @@ struct tr_backend {
     float *acc;   /* the step's sum while a micro-batch is computed (NULL: one micro-batch per step) */
     size_t P;
     int nacc;     /* micro-batches added since zero_grad */
+    /* gradient readiness (grad_hook): the caller's hook, and whether this
+     * micro-batch adds the sum aside group by group inside the hook */
+    tr_model_grad_hook hook;
+    void *hook_ctx;
+    int sep_now;
+    size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS];
 };
+
+/* g[i] = acc[i] + g[i] over [a, a + n) (the accumulation order of the
+ * whole-gradient add: the same bits). */
+static void add_acc(float *g, const float *acc, size_t a, size_t n)
+{
+    long long e = (long long)(a + n);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n > 65536)
+#endif
+    for (long long i = (long long)a; i < e; i++)
+        g[i] = acc[i] + g[i];
+}
+
+/* The model's readiness hook during an armed micro-batch: group g is final
+ * for this micro-batch; add the step's earlier sum to it, then tell the
+ * caller. */
+static void on_group(void *ctx, int g)
+{
+    tr_backend *b = ctx;
+    if (b->sep_now) {
+        const tr_model_config *c = tr_model_get_config(b->m);
+        float *gr = tr_model_grads(b->m);
+        for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
+            int nl = tr_model_param_layers(c, t);
+            size_t per = b->sizes[t] / (size_t)nl;
+            for (int l = 0; l < nl; l++)
+                if (tr_model_grad_group_of(c, t, l) == g)
+                    add_acc(gr, b->acc, b->offs[t] + (size_t)l * per, per);
+        }
+    }
+    b->hook(b->hook_ctx, g);
+}
 
 int tr_backend_model_err(int rc)
 {
@@ -54,6 +92,10 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
     }
     b->m = a->host;
     b->P = tr_model_param_count(a->mc);
+    tr_model_param_sizes(a->mc, b->sizes);
+    b->offs[0] = 0;
+    for (int t = 1; t < TR_NUM_PARAM_TENSORS; t++)
+        b->offs[t] = b->offs[t - 1] + b->sizes[t - 1];
     /* activations for the planned micro-batch now: nothing grows later */
     int mr = tr_model_reserve(b->m, a->B, a->T);
     if (!mr && a->plan->rank_micro > 1 && !(b->acc = malloc(b->P * sizeof(float))))
@@ -101,18 +143,17 @@ static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_m
         memcpy(b->acc, g, b->P * sizeof(float));
         tr_model_zero_grad(b->m);
     }
+    /* armed (grad_hook): the sum aside is added group by group as backward
+     * finishes each, and the caller hears of it at once */
+    b->sep_now = sep;
+    if (b->hook)
+        tr_model_set_grad_hook(b->m, on_group, b);
     int mr = tr_model_fwd_bwd(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL,
                               1.0f, loss_sum, n_targets);
+    tr_model_set_grad_hook(b->m, NULL, NULL);
     tr_loader_release(ld);
-    if (sep && !mr) {
-        const float *acc = b->acc;
-        long long n = (long long)b->P;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
-        for (long long i = 0; i < n; i++)
-            g[i] = acc[i] + g[i];
-    }
+    if (sep && !mr && !b->hook)
+        add_acc(g, b->acc, 0, b->P);
     b->nacc++;
     if (mr) {
         snprintf(err, errlen, "model step failed");
@@ -156,6 +197,12 @@ static int cpu_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *e
     return TR_OK;
 }
 
+static void cpu_grad_hook(tr_backend *b, tr_model_grad_hook fn, void *ctx)
+{
+    b->hook = fn;
+    b->hook_ctx = ctx;
+}
+
 static void cpu_mem_report(tr_backend *b, tr_backend_mem *out)
 {
     (void)b;
@@ -180,4 +227,5 @@ const tr_backend_ops tr_backend_cpu = {
     .eval = cpu_eval,
     .get_state = cpu_get_state,
     .mem_report = cpu_mem_report,
+    .grad_hook = cpu_grad_hook,
 };

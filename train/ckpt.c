@@ -67,6 +67,12 @@ static int mkdir_p(const char *dir)
 
 int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen)
 {
+    return tr_ckpt_save_io(dir, m, s, NULL, n, err, errlen);
+}
+
+int tr_ckpt_save_io(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, const tr_ckpt_io *io, int n,
+                    char *err, size_t errlen)
+{
     char tmp[4096], fin[4096];
     if (mkdir_p(dir)) {
         snprintf(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
@@ -97,8 +103,30 @@ int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *
         w(&o, name, 32);
         w64(&o, s[i].bytes);
     }
-    for (int i = 0; i < n; i++)
-        w(&o, s[i].data, (size_t)s[i].bytes);
+    int io_failed = 0;
+    for (int i = 0; i < n && !io_failed; i++) {
+        if (!io || !io[i].fn) {
+            w(&o, s[i].data, (size_t)s[i].bytes);
+            continue;
+        }
+        for (uint64_t off = 0; off < s[i].bytes;) { /* a section in pieces */
+            uint64_t len = s[i].bytes - off;
+            const void *p = io[i].fn(io[i].ctx, off, &len);
+            if (!p || len == 0 || len > s[i].bytes - off) {
+                io_failed = 1;
+                break;
+            }
+            w(&o, p, (size_t)len);
+            off += len;
+        }
+    }
+    if (io_failed) {
+        snprintf(err, errlen, "cannot write %s: a section's data could not be gathered", tmp);
+        fclose(o.f);
+        XXH64_freeState(o.h);
+        unlink(tmp);
+        return TR_ERR_IO;
+    }
     uint64_t hv = XXH64_digest(o.h);
     if (!o.err && fwrite(&hv, 1, 8, o.f) != 8)
         o.err = 1;
@@ -163,15 +191,30 @@ static int meta_sane(const tr_ckpt_meta *m)
 
 int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen)
 {
+    return tr_ckpt_load_io(dir, m, s, NULL, n, err, errlen);
+}
+
+static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
+                     size_t errlen);
+
+int tr_ckpt_load_io(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
+                    size_t errlen)
+{
     char fin[4096];
     if ((size_t)snprintf(fin, sizeof fin, "%s/ckpt.bin", dir) >= sizeof fin) {
         snprintf(err, errlen, "checkpoint directory name too long");
         return TR_ERR_ARG;
     }
-    return tr_ckpt_load_path(fin, m, s, n, err, errlen);
+    return load_path(fin, m, s, io, n, err, errlen);
 }
 
 int tr_ckpt_load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen)
+{
+    return load_path(fin, m, s, NULL, n, err, errlen);
+}
+
+static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
+                     size_t errlen)
 {
     char e[512] = "";
     memset(m, 0, sizeof *m);
@@ -282,8 +325,31 @@ int tr_ckpt_load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, int 
             goto done;
         }
     }
-    for (int i = 0; i < n; i++)
-        r(&o, s[i].data, (size_t)s[i].bytes);
+    for (int i = 0; i < n && !o.err; i++) {
+        int in_pieces = io && io[i].fn;
+        if (s[i].data && !in_pieces) {
+            r(&o, s[i].data, (size_t)s[i].bytes);
+            continue;
+        }
+        /* in pieces (io), or read and checksummed only (no data) */
+        unsigned char skip[65536];
+        for (uint64_t off = 0; off < s[i].bytes && !o.err;) {
+            uint64_t len = s[i].bytes - off;
+            void *p = skip;
+            if (in_pieces) {
+                p = io[i].fn(io[i].ctx, off, &len);
+                if (!p || len == 0 || len > s[i].bytes - off) {
+                    snprintf(err, errlen, "%s: cannot place section '%s'", fin, s[i].name);
+                    rc = TR_ERR_IO;
+                    goto done;
+                }
+            } else if (len > sizeof skip) {
+                len = sizeof skip;
+            }
+            r(&o, p, (size_t)len);
+            off += len;
+        }
+    }
     uint64_t want = XXH64_digest(o.h), got = 0;
     if (o.err || fread(&got, 1, 8, o.f) != 8) {
         snprintf(err, errlen, "%s: truncated", fin);

@@ -32,7 +32,11 @@
  * rank exits non-zero).
  *
  * Functions return TR_OK or a negative TR_ERR_* of tr.h and never exit.
- * Collectives are called by every rank in the same order, from one thread.
+ * Collectives are called by every rank in the same order, by one thread at
+ * a time: with tr_comm_serialized() that thread may change (the
+ * data-parallel backend's communication thread reduces gradient buckets
+ * while the main thread runs backward, and hands the communicator back
+ * before the main thread's next call); otherwise always the opening thread.
  */
 #ifndef TR_COMM_H
 #define TR_COMM_H
@@ -49,9 +53,31 @@ typedef struct tr_comm tr_comm;
 enum { TR_COMM_AUTO = -1, TR_COMM_SINGLE = 0, TR_COMM_MPI = 1 };
 
 /* 1 when the process was started by an MPI / PMI launcher (mpirun, mpiexec,
- * srun with PMI): OMPI_COMM_WORLD_SIZE, PMI_RANK, PMI_SIZE, PMIX_RANK or
- * MPI_LOCALNRANKS is set. */
+ * srun): OMPI_COMM_WORLD_SIZE, PMI_RANK, PMI_SIZE, PMIX_RANK or
+ * MPI_LOCALNRANKS is set, or a Slurm step of more than one task
+ * (SLURM_PROCID with SLURM_STEP_NUM_TASKS or SLURM_NTASKS > 1; a batch
+ * script's single task is not a launch). */
 int tr_comm_launched(void);
+
+/* What the launcher's environment says about this process, before MPI is
+ * initialised (GPU choice, messages) and as the fallback for the local rank
+ * when MPI cannot tell. Fields are -1 when unknown. Read, first match wins:
+ *   OpenMPI  OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE
+ *   MPICH (Hydra), Intel MPI, srun --mpi=pmi2
+ *            PMI_RANK / PMI_SIZE, MPI_LOCALRANKID / MPI_LOCALNRANKS
+ *   PMIx     PMIX_RANK (world and local from the others when present)
+ *   Slurm    SLURM_PROCID / SLURM_STEP_NUM_TASKS (or SLURM_NTASKS),
+ *            SLURM_LOCALID / SLURM_STEP_TASKS_PER_NODE's first number
+ *            (or SLURM_NTASKS_PER_NODE)
+ * Local rank and size are taken from whichever family sets them (MPICH's
+ * MPI_LOCALRANKID, then Slurm's SLURM_LOCALID) when the rank's family has
+ * none. source: "openmpi", "pmi", "pmix", "slurm" or "none". Malformed
+ * numbers count as unset. */
+typedef struct {
+    const char *source;
+    int rank, world, local_rank, local_size;
+} tr_comm_env;
+void tr_comm_env_read(tr_comm_env *out);
 /* 1 when this build has the MPI engine. */
 int tr_comm_have_mpi(void);
 
@@ -72,8 +98,13 @@ int tr_comm_kind(const tr_comm *c);
 const char *tr_comm_kind_name(const tr_comm *c); /* "single" / "mpi" */
 int tr_comm_rank(const tr_comm *c);
 int tr_comm_world(const tr_comm *c);
-int tr_comm_local_rank(const tr_comm *c); /* rank among the ranks on this host */
+/* Rank among the ranks on this host: MPI_Comm_split_type(SHARED), or the
+ * launcher's environment (tr_comm_env_read) when that split fails. */
+int tr_comm_local_rank(const tr_comm *c);
 int tr_comm_local_size(const tr_comm *c);
+/* 1 when another thread than the opening one may drive the collectives
+ * (MPI_THREAD_SERIALIZED or better; always 1 for the single engine). */
+int tr_comm_serialized(const tr_comm *c);
 /* Message of the last failure ("" if none). */
 const char *tr_comm_error(const tr_comm *c);
 /* Deadline of each collective in seconds (> 0). */
@@ -107,6 +138,20 @@ int tr_comm_allgather_f32(tr_comm *c, float *buf, size_t n);
 /* The same two on the layout of tr_comm_shard_units. */
 int tr_comm_reduce_scatter_units_f32(tr_comm *c, float *buf, size_t n, size_t unit);
 int tr_comm_allgather_units_f32(tr_comm *c, float *buf, size_t n, size_t unit);
+/* The same on the range [a, b) of buf only (gradient buckets started while
+ * backward runs). all-reduce: [a, b) is cut into W shards of its own;
+ * units: each element of [a, b) is folded by its owner in the units layout
+ * of the whole buffer of n elements (so ZeRO-1 shards get their folds
+ * bucket by bucket). The folds are the rank-order folds of the whole-buffer
+ * calls: the same bits whatever the buckets. */
+int tr_comm_allreduce_range_f32(tr_comm *c, float *buf, size_t a, size_t b);
+int tr_comm_reduce_scatter_units_range_f32(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b);
+/* Point-to-point floats (checkpoint shards to rank 0): blocking, against
+ * the deadline, in pieces of the bucket. Every send has its matching
+ * receive, in the same order between two ranks; they do not count as
+ * collectives (ranks may make different numbers of them). */
+int tr_comm_send_f32(tr_comm *c, const float *buf, size_t n, int peer);
+int tr_comm_recv_f32(tr_comm *c, float *buf, size_t n, int peer);
 /* Small reductions (loss sums, token counts): rank-order fold, identical on
  * every rank (n <= 4096). */
 int tr_comm_allreduce_f64(tr_comm *c, double *buf, size_t n);

@@ -61,11 +61,19 @@ int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
     }
     if (!init) {
         int prov = 0;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) {
+        /* SERIALIZED: the data-parallel backend's communication thread
+         * drives the collectives while backward runs (never two threads at
+         * once) */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov) != MPI_SUCCESS) {
             snprintf(err, errlen, "MPI_Init failed (started by a launcher that this MPI does not understand?)");
             return TR_ERR_IO;
         }
         c->own_init = 1;
+    }
+    {
+        int prov = MPI_THREAD_SINGLE;
+        MPI_Query_thread(&prov);
+        c->serialized = prov >= MPI_THREAD_SERIALIZED;
     }
     mpi_state *m = calloc(1, sizeof *m);
     if (!m) {
@@ -82,11 +90,18 @@ int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
         rc = MPI_Comm_size(m->comm, &c->world);
     if (rc == MPI_SUCCESS) {
         MPI_Comm node;
-        rc = MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
-        if (rc == MPI_SUCCESS) {
+        if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
             MPI_Comm_rank(node, &c->local_rank);
             MPI_Comm_size(node, &c->local_size);
             MPI_Comm_free(&node);
+        } else {
+            /* the launcher's word (OpenMPI, MPICH's MPI_LOCALRANKID, Slurm's SLURM_LOCALID) */
+            tr_comm_env e;
+            tr_comm_env_read(&e);
+            if (e.local_rank >= 0 && e.local_size > e.local_rank) {
+                c->local_rank = e.local_rank;
+                c->local_size = e.local_size;
+            }
         }
     }
     if (rc != MPI_SUCCESS) {
@@ -247,11 +262,33 @@ static int wait_all(tr_comm *c, const char *what)
 
 /* ---- collectives ---------------------------------------------------------- */
 
-/* Piece k of shard s: [lo_s + k*chunk, min(hi_s, lo_s + (k+1)*chunk)). */
-static void piece(size_t n, size_t unit, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len)
+/* Rank s's elements of the range [ra, rb) of a buffer of n: unit 0 cuts the
+ * range itself into world shards (tr_comm_shard of rb - ra, from ra); unit
+ * > 0 keeps the units layout of the whole buffer (ZeRO-1: each element's
+ * owner is its global shard's). */
+static void owned(size_t n, size_t unit, int world, int s, size_t ra, size_t rb, size_t *lo, size_t *hi)
+{
+    if (unit == 0) {
+        tr_comm_shard(rb - ra, world, s, lo, hi);
+        *lo += ra;
+        *hi += ra;
+        return;
+    }
+    tr_comm_shard_units(n, unit, world, s, lo, hi);
+    if (*lo < ra)
+        *lo = ra;
+    if (*hi > rb)
+        *hi = rb;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* Piece k of rank s's part of the range: [lo_s + k*chunk, min(hi_s, lo_s + (k+1)*chunk)). */
+static void piece_r(size_t n, size_t unit, int world, int s, size_t ra, size_t rb, size_t k, size_t chunk, size_t *a,
+                    size_t *len)
 {
     size_t lo, hi;
-    tr_comm_shard_units(n, unit, world, s, &lo, &hi);
+    owned(n, unit, world, s, ra, rb, &lo, &hi);
     size_t off = k * chunk;
     if (off >= hi - lo) {
         *a = hi;
@@ -260,6 +297,24 @@ static void piece(size_t n, size_t unit, int world, int s, size_t k, size_t chun
     }
     *a = lo + off;
     *len = hi - lo - off < chunk ? hi - lo - off : chunk;
+}
+
+static void piece(size_t n, size_t unit, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len)
+{
+    piece_r(n, unit, world, s, 0, n, k, chunk, a, len);
+}
+
+/* Rounds of `chunk` elements that cover the longest part of the range. */
+static size_t rounds_range(size_t n, size_t unit, int W, size_t ra, size_t rb, size_t chunk)
+{
+    size_t most = 0;
+    for (int r = 0; r < W; r++) {
+        size_t lo, hi;
+        owned(n, unit, W, r, ra, rb, &lo, &hi);
+        if (hi - lo > most)
+            most = hi - lo;
+    }
+    return (most + chunk - 1) / chunk;
 }
 
 /* Rounds of `chunk` elements that cover the longest shard. */
@@ -277,20 +332,25 @@ static size_t rounds_of(size_t n, size_t unit, int W, size_t chunk)
 
 int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, size_t unit, int gather)
 {
+    return tr_comm_mpi_reduce_range(c, buf, n, unit, 0, n, gather);
+}
+
+int tr_comm_mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t ra, size_t rb, int gather)
+{
     const char *what = gather ? "all-reduce" : "reduce-scatter";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket / (size_t)W;
-    size_t rounds = rounds_of(n, unit, W, chunk);
+    size_t rounds = rounds_range(n, unit, W, ra, rb, chunk);
     c->seq++;
     int tag = tag_of(c), rc = TR_OK;
     for (size_t k = 0; k < rounds && !rc; k++) {
         size_t ma, ml;
-        piece(n, unit, W, me, k, chunk, &ma, &ml);
+        piece_r(n, unit, W, me, ra, rb, k, chunk, &ma, &ml);
         for (int p = 0; p < W && !rc; p++) {
             if (p == me)
                 continue;
             size_t a, l;
-            piece(n, unit, W, p, k, chunk, &a, &l);
+            piece_r(n, unit, W, p, ra, rb, k, chunk, &a, &l);
             if (ml)
                 rc = post(c, 0, c->scratch + (size_t)p * chunk, ml, MPI_FLOAT, p, tag, what);
             if (!rc && l)
@@ -314,7 +374,7 @@ int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, size_t unit, in
             if (p == me)
                 continue;
             size_t a, l;
-            piece(n, unit, W, p, k, chunk, &a, &l);
+            piece_r(n, unit, W, p, ra, rb, k, chunk, &a, &l);
             if (l)
                 rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
             if (!rc && ml)
@@ -392,6 +452,25 @@ int tr_comm_mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
         } else {
             rc = post(c, 0, p0, l, MPI_BYTE, root, tag, what);
         }
+        if (!rc)
+            rc = wait_all(c, what);
+    }
+    return rc;
+}
+
+/* Point-to-point (checkpoint shards): a fixed tag outside the collectives'
+ * 1..30000, so ranks that make different numbers of these calls keep their
+ * collective tags in step (MPI keeps the order of messages between two
+ * ranks on one tag). Pieces of c->bucket floats, each against the deadline. */
+#define P2P_TAG 30001
+
+int tr_comm_mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer)
+{
+    const char *what = is_send ? "send" : "receive";
+    int rc = TR_OK;
+    for (size_t off = 0; off < n && !rc; off += c->bucket) {
+        size_t l = n - off < c->bucket ? n - off : c->bucket;
+        rc = post(c, is_send, buf + off, l, MPI_FLOAT, peer, P2P_TAG, what);
         if (!rc)
             rc = wait_all(c, what);
     }

@@ -20,11 +20,83 @@ static const char *env_any(const char *const *names)
     return NULL;
 }
 
+/* A non-negative decimal int from the environment, else -1. */
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 0 || x > (1L << 30))
+        return -1;
+    return (int)x;
+}
+
+/* The first number of a Slurm tasks-per-node list ("4(x2),3" -> 4). */
+static int env_first_int(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || *v < '0' || *v > '9')
+        return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if ((*end && *end != '(' && *end != ',') || x < 0 || x > (1L << 30))
+        return -1;
+    return (int)x;
+}
+
+void tr_comm_env_read(tr_comm_env *e)
+{
+    e->source = "none";
+    e->rank = e->world = e->local_rank = e->local_size = -1;
+    int slurm_world = env_int("SLURM_STEP_NUM_TASKS");
+    if (slurm_world < 0)
+        slurm_world = env_int("SLURM_NTASKS");
+    int slurm_lsize = env_first_int("SLURM_STEP_TASKS_PER_NODE");
+    if (slurm_lsize < 0)
+        slurm_lsize = env_first_int("SLURM_NTASKS_PER_NODE");
+    if (env_int("OMPI_COMM_WORLD_RANK") >= 0) {
+        e->source = "openmpi";
+        e->rank = env_int("OMPI_COMM_WORLD_RANK");
+        e->world = env_int("OMPI_COMM_WORLD_SIZE");
+        e->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+        e->local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    } else if (env_int("PMI_RANK") >= 0) {
+        e->source = "pmi";
+        e->rank = env_int("PMI_RANK");
+        e->world = env_int("PMI_SIZE");
+    } else if (env_int("PMIX_RANK") >= 0) {
+        e->source = "pmix";
+        e->rank = env_int("PMIX_RANK");
+        e->world = slurm_world;
+    } else if (env_int("SLURM_PROCID") >= 0) {
+        e->source = "slurm";
+        e->rank = env_int("SLURM_PROCID");
+        e->world = slurm_world;
+    }
+    if (e->local_rank < 0) {
+        e->local_rank = env_int("MPI_LOCALRANKID");
+        e->local_size = env_int("MPI_LOCALNRANKS");
+    }
+    if (e->local_rank < 0) {
+        e->local_rank = env_int("SLURM_LOCALID");
+        e->local_size = slurm_lsize;
+    }
+    if (e->local_rank < 0)
+        e->local_size = -1;
+}
+
 int tr_comm_launched(void)
 {
     static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
                                         "MPI_LOCALNRANKS", NULL};
-    return env_any(names) != NULL;
+    if (env_any(names))
+        return 1;
+    int n = env_int("SLURM_STEP_NUM_TASKS");
+    if (n < 0)
+        n = env_int("SLURM_NTASKS");
+    return env_int("SLURM_PROCID") >= 0 && n > 1;
 }
 
 int tr_comm_have_mpi(void)
@@ -127,6 +199,7 @@ int tr_comm_open(int kind, tr_comm **out, char *err, size_t errlen)
     }
     c->kind = kind;
     c->world = c->local_size = 1;
+    c->serialized = 1;
     c->timeout = env_timeout();
 #ifdef MKS_HAVE_MPI
     if (kind == TR_COMM_MPI) {
@@ -177,6 +250,7 @@ int tr_comm_rank(const tr_comm *c) { return c->rank; }
 int tr_comm_world(const tr_comm *c) { return c->world; }
 int tr_comm_local_rank(const tr_comm *c) { return c->local_rank; }
 int tr_comm_local_size(const tr_comm *c) { return c->local_size; }
+int tr_comm_serialized(const tr_comm *c) { return c->serialized; }
 const char *tr_comm_error(const tr_comm *c) { return c->err; }
 double tr_comm_timeout(const tr_comm *c) { return c->timeout; }
 
@@ -241,6 +315,66 @@ int tr_comm_allgather_units_f32(tr_comm *c, float *buf, size_t n, size_t unit)
     return TR_ERR_INTERNAL;
 #endif
 }
+
+int tr_comm_allreduce_range_f32(tr_comm *c, float *buf, size_t a, size_t b)
+{
+    c->err[0] = 0;
+    if (c->world == 1 || a >= b)
+        return TR_OK;
+    if (!buf)
+        return TR_ERR_ARG;
+#ifdef MKS_HAVE_MPI
+    return tr_comm_mpi_reduce_range(c, buf, b, 0, a, b, 1);
+#else
+    return TR_ERR_INTERNAL;
+#endif
+}
+
+int tr_comm_reduce_scatter_units_range_f32(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b)
+{
+    c->err[0] = 0;
+    if (b > n || a > b) {
+        snprintf(c->err, sizeof c->err, "range [%zu, %zu) of %zu elements", a, b, n);
+        return TR_ERR_ARG;
+    }
+    if (c->world == 1 || a == b)
+        return TR_OK;
+    if (!buf)
+        return TR_ERR_ARG;
+#ifdef MKS_HAVE_MPI
+    return tr_comm_mpi_reduce_range(c, buf, n, unit, a, b, 0);
+#else
+    (void)unit;
+    return TR_ERR_INTERNAL;
+#endif
+}
+
+static int p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer)
+{
+    c->err[0] = 0;
+    if (peer < 0 || peer >= c->world || peer == c->rank) {
+        snprintf(c->err, sizeof c->err, "point-to-point with rank %d (world %d, this rank %d)", peer, c->world,
+                 c->rank);
+        return TR_ERR_ARG;
+    }
+    if (n == 0)
+        return TR_OK;
+    if (!buf)
+        return TR_ERR_ARG;
+#ifdef MKS_HAVE_MPI
+    return tr_comm_mpi_p2p(c, is_send, buf, n, peer);
+#else
+    (void)is_send;
+    return TR_ERR_INTERNAL;
+#endif
+}
+
+int tr_comm_send_f32(tr_comm *c, const float *buf, size_t n, int peer)
+{
+    return p2p(c, 1, (float *)(uintptr_t)buf, n, peer);
+}
+
+int tr_comm_recv_f32(tr_comm *c, float *buf, size_t n, int peer) { return p2p(c, 0, buf, n, peer); }
 
 int tr_comm_reduce_scatter_f32(tr_comm *c, float *buf, size_t n)
 {

@@ -3,9 +3,11 @@
 #include "dist.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kn.h"
 #include "model.h"
@@ -74,35 +76,229 @@ int tr_dist_barrier(const tr_train_opts *o, char *err, size_t errlen)
 extern const tr_backend_ops tr_backend_cpu;
 
 #define NORM_PARTS 256 /* kn_sumsq_ref's fixed split of the gradient */
+#define DEFAULT_BUCKET_MB 25.0
+
+/* A gradient bucket: [a, b) of one tensor (whole layers of a per-layer
+ * tensor, or a piece of one), final once backward has finished group
+ * `group` (tr_model_grad_group_of). */
+typedef struct {
+    size_t a, b;
+    int group;
+} bucket;
+
+/* The communication thread: reduces buckets in order while the main thread
+ * runs backward (the main thread releases them from the readiness hook and
+ * waits for all of them in reduce). Only one thread uses the communicator
+ * at a time: the main thread calls no collective between the first release
+ * of a step and the end of the wait (tr_comm_serialized). */
+typedef struct {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, quit;
+    int released, done, rc; /* buckets released / reduced this step; first failure */
+    char err[1024];
+    double t_comm, t_wait;  /* seconds in collectives (thread), waiting in reduce (main) */
+    uint64_t steps;
+} overlap;
 
 struct tr_backend {
     const tr_backend_ops *in;
     tr_backend *ib;      /* the wrapped CPU backend instance */
     tr_comm *c;
-    tr_model *m;         /* the host model: params, grads, AdamW moments */
+    tr_model *m;         /* the host model: params, grads (and no AdamW moments with ZeRO-1) */
+    const tr_train_opts *o;
     int W, rank, zero;
     size_t P;
     size_t unit, lo, hi; /* ZeRO-1: this rank's shard of whole norm parts */
+    float *msh, *vsh;    /* ZeRO-1: this rank's AdamW moments, [lo, hi) */
     size_t sizes[TR_NUM_PARAM_TENSORS];
     double *mloss;       /* loss sum per micro-batch of the step (exact fold) */
     int nmloss;
     int exact_loss;      /* mloss fits the small reductions */
     double parts[NORM_PARTS];
+    /* overlap of the gradient reduction with backward */
+    int ovl_on;
+    bucket *bk;
+    int nbk;
+    overlap ov;
 };
 
 static int owner(int j, int n, int W) { return n > 0 ? (int)((long long)j * W / n) : 0; }
 
-static int d_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
+static double now_s(void)
 {
-    return tr_backend_cpu.probe(o, info, err, errlen);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* MKS_DP_BUCKET_MB: bucket size in MiB (default 25; 0: no overlap, the
+ * whole gradient reduced after backward). */
+static double bucket_mb(void)
+{
+    const char *v = getenv("MKS_DP_BUCKET_MB");
+    if (v && *v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (!*end && x >= 0 && x <= 1e6)
+            return x;
+    }
+    return DEFAULT_BUCKET_MB;
+}
+
+static int cmp_bucket(const void *x, const void *y)
+{
+    const bucket *a = x, *b = y;
+    if (a->group != b->group)
+        return a->group < b->group ? -1 : 1;
+    return a->a < b->a ? -1 : a->a > b->a;
+}
+
+/* Cut the gradient into buckets of at most `el` elements along tensors and
+ * layers (a per-layer tensor: runs of whole layers from the last one down,
+ * so the first bucket is ready after a few layers), sorted by the group
+ * that makes them final; neighbours of one group that touch in memory are
+ * merged up to `el`. Every rank computes the same list. */
+static int make_buckets(tr_backend *b, const tr_model_config *mc, size_t el)
+{
+    size_t cap = 16;
+    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++)
+        cap += (size_t)tr_model_param_layers(mc, t) + b->sizes[t] / el + 2;
+    b->bk = calloc(cap, sizeof *b->bk);
+    if (!b->bk)
+        return TR_ERR_NOMEM;
+    int n = 0;
+    size_t off = 0;
+    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
+        int nl = tr_model_param_layers(mc, t);
+        size_t per = b->sizes[t] / (size_t)nl;
+        size_t k = per >= el ? 1 : el / per; /* layers per bucket */
+        for (long hiL = nl; hiL > 0;) {
+            long loL = hiL - (long)k > 0 ? hiL - (long)k : 0;
+            size_t a = off + (size_t)loL * per, e = off + (size_t)hiL * per;
+            int g = tr_model_grad_group_of(mc, t, (int)loL);
+            for (size_t x = a; x < e; x += el) { /* a layer over the bucket: pieces */
+                if ((size_t)n >= cap)
+                    return TR_ERR_INTERNAL;
+                b->bk[n].a = x;
+                b->bk[n].b = e - x < el ? e : x + el;
+                b->bk[n].group = g;
+                n++;
+            }
+            hiL = loL;
+        }
+        off += b->sizes[t];
+    }
+    qsort(b->bk, (size_t)n, sizeof *b->bk, cmp_bucket);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && b->bk[m - 1].group == b->bk[i].group && b->bk[m - 1].b == b->bk[i].a &&
+            b->bk[i].b - b->bk[m - 1].a <= el)
+            b->bk[m - 1].b = b->bk[i].b;
+        else
+            b->bk[m++] = b->bk[i];
+    }
+    b->nbk = m;
+    return TR_OK;
+}
+
+static void *comm_thread(void *arg)
+{
+    tr_backend *b = arg;
+    overlap *ov = &b->ov;
+    float *g = tr_model_grads(b->m);
+    pthread_mutex_lock(&ov->mu);
+    for (;;) {
+        while (!ov->quit && ov->done >= ov->released)
+            pthread_cond_wait(&ov->cv, &ov->mu);
+        if (ov->done >= ov->released)
+            break; /* quit, nothing left */
+        int i = ov->done, failed = ov->rc != 0;
+        pthread_mutex_unlock(&ov->mu);
+        int rc = TR_OK;
+        double t0 = now_s();
+        if (!failed) /* after a failure the communicator is not used again */
+            rc = b->zero ? tr_comm_reduce_scatter_units_range_f32(b->c, g, b->P, b->unit, b->bk[i].a, b->bk[i].b)
+                         : tr_comm_allreduce_range_f32(b->c, g, b->bk[i].a, b->bk[i].b);
+        double dt = now_s() - t0;
+        pthread_mutex_lock(&ov->mu);
+        ov->t_comm += dt;
+        if (rc && !ov->rc) {
+            ov->rc = rc;
+            snprintf(ov->err, sizeof ov->err, "%s", tr_comm_error(b->c));
+        }
+        ov->done++;
+        pthread_cond_broadcast(&ov->cv);
+    }
+    pthread_mutex_unlock(&ov->mu);
+    return NULL;
+}
+
+/* The readiness hook (rank's last micro-batch): release every bucket that
+ * group g made final. */
+static void on_ready(void *ctx, int g)
+{
+    tr_backend *b = ctx;
+    overlap *ov = &b->ov;
+    pthread_mutex_lock(&ov->mu);
+    int r = ov->released;
+    while (r < b->nbk && b->bk[r].group <= g)
+        r++;
+    if (r != ov->released) {
+        ov->released = r;
+        pthread_cond_broadcast(&ov->cv);
+    }
+    pthread_mutex_unlock(&ov->mu);
+}
+
+/* Release what is left and wait for every bucket of the step. */
+static int overlap_wait(tr_backend *b, char *err, size_t errlen)
+{
+    overlap *ov = &b->ov;
+    double t0 = now_s();
+    pthread_mutex_lock(&ov->mu);
+    ov->released = b->nbk;
+    pthread_cond_broadcast(&ov->cv);
+    while (ov->done < b->nbk)
+        pthread_cond_wait(&ov->cv, &ov->mu);
+    int rc = ov->rc;
+    ov->released = ov->done = 0;
+    ov->t_wait += now_s() - t0;
+    ov->steps++;
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", b->zero ? "gradient reduce-scatter" : "gradient all-reduce", ov->err);
+        rc = rc == TR_ERR_NOMEM || rc == TR_ERR_ARG ? rc : TR_ERR_INTERNAL;
+    }
+    pthread_mutex_unlock(&ov->mu);
+    return rc;
 }
 
 static void d_destroy(tr_backend *b)
 {
     if (!b)
         return;
+    if (b->ov.started) {
+        pthread_mutex_lock(&b->ov.mu);
+        b->ov.quit = 1;
+        pthread_cond_broadcast(&b->ov.cv);
+        pthread_mutex_unlock(&b->ov.mu);
+        pthread_join(b->ov.th, NULL);
+        pthread_mutex_destroy(&b->ov.mu);
+        pthread_cond_destroy(&b->ov.cv);
+    }
+    const char *st = getenv("MKS_DP_STATS");
+    if (st && *st && *st != '0')
+        fprintf(stderr,
+                "dp stats: rank %d/%d: overlap %s (%d buckets), %llu steps, %.3f s in bucket collectives (comm "
+                "thread), %.3f s waited for them after backward; peak RSS %.1f MiB\n",
+                b->rank, b->W, b->ovl_on ? "on" : "off", b->nbk, (unsigned long long)b->ov.steps, b->ov.t_comm,
+                b->ov.t_wait, (double)tr_peak_rss() / 1048576.0);
     if (b->ib)
         b->in->destroy(b->ib);
+    free(b->bk);
+    free(b->msh);
+    free(b->vsh);
     free(b->mloss);
     free(b);
 }
@@ -118,6 +314,7 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     b->in = &tr_backend_cpu;
     b->c = tr_dist_of(a->opts);
     b->m = a->host;
+    b->o = a->opts;
     b->W = tr_comm_world(b->c);
     b->rank = tr_comm_rank(b->c);
     b->zero = a->opts->zero;
@@ -130,20 +327,39 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     b->exact_loss = b->nmloss <= 4096 &&
                     (uint64_t)b->nmloss * sizeof(double) * (uint64_t)b->W <= tr_comm_buffer_bytes(b->W, TR_COMM_DEFAULT_BUCKET);
     b->mloss = calloc((size_t)b->nmloss, sizeof(double));
-    if (!b->mloss) {
-        free(b);
-        snprintf(err, errlen, "cannot allocate the data-parallel backend");
-        return TR_ERR_NOMEM;
+    int rc = b->mloss ? TR_OK : TR_ERR_NOMEM;
+    if (!rc && b->zero) {
+        /* ZeRO-1: only this rank's shard of the moments (the host model has none) */
+        size_t ns = b->hi - b->lo ? b->hi - b->lo : 1;
+        b->msh = calloc(ns, sizeof(float));
+        b->vsh = calloc(ns, sizeof(float));
+        if (!b->msh || !b->vsh)
+            rc = TR_ERR_NOMEM;
     }
-    int rc = b->in->create(a, &b->ib, err, errlen);
+    double mb = bucket_mb();
+    b->ovl_on = mb > 0 && tr_comm_serialized(b->c) && b->in->grad_hook;
+    if (!rc && b->ovl_on) {
+        size_t el = (size_t)(mb * 1048576.0 / sizeof(float));
+        rc = make_buckets(b, a->mc, el > 0 ? el : 1);
+    }
+    if (rc) {
+        d_destroy(b);
+        snprintf(err, errlen, "cannot allocate the data-parallel backend");
+        return rc;
+    }
+    rc = b->in->create(a, &b->ib, err, errlen);
     if (rc) {
         d_destroy(b);
         return rc;
     }
-    if (b->zero && (!tr_model_adam_m(b->m) || !tr_model_adam_v(b->m))) {
-        d_destroy(b);
-        snprintf(err, errlen, "internal: ZeRO-1 without AdamW moments");
-        return TR_ERR_INTERNAL;
+    if (b->ovl_on) {
+        if (pthread_mutex_init(&b->ov.mu, NULL) || pthread_cond_init(&b->ov.cv, NULL) ||
+            pthread_create(&b->ov.th, NULL, comm_thread, b)) {
+            d_destroy(b);
+            snprintf(err, errlen, "cannot start the communication thread");
+            return TR_ERR_INTERNAL;
+        }
+        b->ov.started = 1;
     }
     *out = b;
     return TR_OK;
@@ -155,10 +371,145 @@ static void d_loader_hooks(tr_backend *b, tr_loader_opts *lo)
         b->in->loader_hooks(b->ib, lo);
 }
 
+/* The checkpoint's deadline for waits that follow rank 0's disk writes:
+ * max(the deadline, MKS_COMM_CKPT_TIMEOUT or 1800 s). Returns the old one. */
+static double slow_timeout(tr_comm *c)
+{
+    double old = tr_comm_timeout(c), slow = 1800;
+    const char *v = getenv("MKS_COMM_CKPT_TIMEOUT");
+    if (v && *v) {
+        char *end;
+        double t = strtod(v, &end);
+        if (!*end && t > 0 && t <= 1e7)
+            slow = t;
+    }
+    if (slow > old)
+        tr_comm_set_timeout(c, slow);
+    return old;
+}
+
+/* ZeRO-1 checkpoint I/O: a moment section's bytes in pieces. Load: this
+ * rank's shard lands in msh / vsh, the rest is skipped through the
+ * gradient buffer (not in use outside a step). Save (rank 0): its own shard
+ * directly, every other rank's shard received whole into the gradient
+ * buffer; `pulled` counts the (section, rank) shards received, in the order
+ * the other ranks send them. */
+typedef struct {
+    tr_backend *b;
+    int sec;      /* 0: adam_m, 1: adam_v */
+    int save;
+    int *pulled;
+    int failed;
+} zio;
+
+static void *zio_fn(void *ctx, uint64_t off, uint64_t *len)
+{
+    zio *z = ctx;
+    tr_backend *b = z->b;
+    float *mine = z->sec ? b->vsh : b->msh, *g = tr_model_grads(b->m);
+    size_t e = (size_t)(off / sizeof(float));
+    if (off % sizeof(float) || e >= b->P)
+        return NULL;
+    if (!z->save) {
+        size_t end = e < b->lo ? b->lo : e < b->hi ? b->hi : b->P;
+        *len = (uint64_t)(end - e) * sizeof(float);
+        return e >= b->lo && e < b->hi ? (void *)(mine + (e - b->lo)) : (void *)(g + e);
+    }
+    int r = 0;
+    size_t lo = 0, hi = 0;
+    for (r = 0; r < b->W; r++) {
+        tr_comm_shard_units(b->P, b->unit, b->W, r, &lo, &hi);
+        if (e >= lo && e < hi)
+            break;
+    }
+    if (r == b->W || e != lo) /* pieces start at shard starts */
+        return NULL;
+    *len = (uint64_t)(hi - lo) * sizeof(float);
+    if (r == 0)
+        return mine;
+    if (tr_comm_recv_f32(b->c, g + lo, hi - lo, r)) {
+        z->failed = 1;
+        return NULL;
+    }
+    (*z->pulled)++;
+    return g + lo;
+}
+
 static int d_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
                        size_t errlen)
 {
-    return b->in->set_state(b->ib, host, extra, opt_step, err, errlen);
+    int rc = b->in->set_state(b->ib, host, extra, opt_step, err, errlen);
+    if (rc || !b->zero)
+        return rc;
+    /* ZeRO-1 resume: this rank's shard of the moments from the full ones
+     * in the checkpoint (any world size wrote it: the shards are re-cut) */
+    tr_ckpt_meta km;
+    rc = tr_ckpt_load_io(b->o->ckpt_dir, &km, NULL, NULL, 0, err, errlen);
+    if (rc)
+        return rc;
+    if (km.step != opt_step) {
+        snprintf(err, errlen, "%s/ckpt.bin changed while resuming (step %llu, then %llu)", b->o->ckpt_dir,
+                 (unsigned long long)opt_step, (unsigned long long)km.step);
+        return TR_ERR_CORRUPT;
+    }
+    zio zm = {b, 0, 0, NULL, 0}, zv = {b, 1, 0, NULL, 0};
+    uint64_t bytes = (uint64_t)b->P * 4;
+    tr_ckpt_section sec[4] = {{"params", NULL, bytes}, {"adam_m", NULL, bytes}, {"adam_v", NULL, bytes},
+                              {"gpu_opt", NULL, TR_BACKEND_EXTRA * sizeof(uint64_t)}};
+    tr_ckpt_io io[4] = {{NULL, NULL}, {zio_fn, &zm}, {zio_fn, &zv}, {NULL, NULL}};
+    return tr_ckpt_load_io(b->o->ckpt_dir, &km, sec, io, km.n_sections == 4 ? 4 : 3, err, errlen);
+}
+
+static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, const tr_ckpt_section *sec, int n,
+                       char *err, size_t errlen)
+{
+    if (!b->zero) /* the host model holds everything: rank 0 writes it */
+        return b->rank == 0 ? tr_ckpt_save(dir, km, sec, n, err, errlen) : TR_OK;
+    double old = slow_timeout(b->c);
+    int rc = TR_OK;
+    if (b->rank != 0) {
+        /* serve: this rank's shards to rank 0, m then v */
+        rc = tr_comm_send_f32(b->c, b->msh, b->hi - b->lo, 0);
+        if (!rc)
+            rc = tr_comm_send_f32(b->c, b->vsh, b->hi - b->lo, 0);
+        if (rc)
+            rc = comm_fail(b->c, rc, "sending the AdamW shards to rank 0", err, errlen);
+        tr_comm_set_timeout(b->c, old);
+        return rc;
+    }
+    int pulled = 0;
+    zio zm = {b, 0, 1, &pulled, 0}, zv = {b, 1, 1, &pulled, 0};
+    tr_ckpt_io io[4] = {{NULL, NULL}, {zio_fn, &zm}, {zio_fn, &zv}, {NULL, NULL}};
+    rc = tr_ckpt_save_io(dir, km, sec, io, n, err, errlen);
+    if (zm.failed || zv.failed) {
+        rc = comm_fail(b->c, TR_ERR_IO, "gathering the AdamW shards", err, errlen);
+    } else {
+        /* the write failed before every shard was pulled: take the rest, so
+         * no rank waits for rank 0 */
+        int k = 0;
+        for (int s2 = 0; s2 < 2; s2++)
+            for (int r = 1; r < b->W; r++) {
+                size_t lo, hi;
+                tr_comm_shard_units(b->P, b->unit, b->W, r, &lo, &hi);
+                if (hi == lo)
+                    continue;
+                if (k++ < pulled)
+                    continue;
+                int crc = tr_comm_recv_f32(b->c, tr_model_grads(b->m) + lo, hi - lo, r);
+                if (crc) {
+                    char e2[512];
+                    comm_fail(b->c, crc, "draining the AdamW shards", e2, sizeof e2);
+                    if (!rc) {
+                        snprintf(err, errlen, "%s", e2);
+                        rc = TR_ERR_INTERNAL;
+                    }
+                    s2 = 2;
+                    break;
+                }
+            }
+    }
+    tr_comm_set_timeout(b->c, old);
+    return rc;
 }
 
 static int d_zero_grad(tr_backend *b, char *err, size_t errlen)
@@ -172,11 +523,19 @@ static int d_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mas
 {
     *loss_sum = 0;
     *n_targets = 0;
-    if (owner(bt->micro, bt->n_micro, b->W) != b->rank) {
+    int j = bt->micro, n = bt->n_micro;
+    if (owner(j, n, b->W) != b->rank) {
         tr_loader_release(ld); /* another rank's micro-batch */
         return TR_OK;
     }
+    /* this rank's last micro-batch of the step: buckets start as backward
+     * finishes them */
+    int arm = b->ovl_on && (j + 1 >= n || owner(j + 1, n, b->W) != b->rank);
+    if (arm)
+        b->in->grad_hook(b->ib, on_ready, b);
     int rc = b->in->micro(b->ib, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
+    if (arm)
+        b->in->grad_hook(b->ib, NULL, NULL);
     if (!rc && bt->micro >= 0 && bt->micro < b->nmloss)
         b->mloss[bt->micro] = *loss_sum;
     return rc;
@@ -185,9 +544,16 @@ static int d_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mas
 static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen)
 {
     float *g = tr_model_grads(b->m);
-    int rc = b->zero ? tr_comm_reduce_scatter_units_f32(b->c, g, b->P, b->unit) : tr_comm_allreduce_f32(b->c, g, b->P);
-    if (rc)
-        return comm_fail(b->c, rc, b->zero ? "gradient reduce-scatter" : "gradient all-reduce", err, errlen);
+    int rc;
+    if (b->ovl_on) {
+        rc = overlap_wait(b, err, errlen);
+        if (rc)
+            return rc;
+    } else {
+        rc = b->zero ? tr_comm_reduce_scatter_units_f32(b->c, g, b->P, b->unit) : tr_comm_allreduce_f32(b->c, g, b->P);
+        if (rc)
+            return comm_fail(b->c, rc, b->zero ? "gradient reduce-scatter" : "gradient all-reduce", err, errlen);
+    }
     rc = tr_comm_allreduce_u64(b->c, n_targets, 1);
     if (rc)
         return comm_fail(b->c, rc, "target count all-reduce", err, errlen);
@@ -218,7 +584,6 @@ static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, 
                      uint64_t opt_step, float *gnorm, char *err, size_t errlen)
 {
     float *g = tr_model_grads(b->m), *p = tr_model_params(b->m);
-    float *mm = tr_model_adam_m(b->m), *vv = tr_model_adam_v(b->m);
     size_t lo = b->lo, n = b->hi - b->lo;
     if (n_targets && n)
         kn_scale_ref(g + lo, n, (float)(1.0 / (double)n_targets));
@@ -250,8 +615,8 @@ static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, 
     size_t off = 0;
     for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
         size_t a = off > b->lo ? off : b->lo, e = off + b->sizes[t] < b->hi ? off + b->sizes[t] : b->hi;
-        if (a < e && kn_adamw_step_ref(p + a, g + a, mm + a, vv + a, e - a, h->lr, h->beta1, h->beta2, h->eps,
-                                       h->weight_decay, tr_model_param_decay(t), (int)opt_step)) {
+        if (a < e && kn_adamw_step_ref(p + a, g + a, b->msh + (a - lo), b->vsh + (a - lo), e - a, h->lr, h->beta1,
+                                       h->beta2, h->eps, h->weight_decay, tr_model_param_decay(t), (int)opt_step)) {
             snprintf(err, errlen, "optimiser step failed");
             return TR_ERR_INTERNAL;
         }
@@ -281,38 +646,28 @@ static int d_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_
 
 static int d_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen)
 {
-    if (b->zero && moments) {
-        /* the checkpoint holds the full moments (any world size resumes) */
-        int rc = tr_comm_allgather_units_f32(b->c, tr_model_adam_m(b->m), b->P, b->unit);
-        if (!rc)
-            rc = tr_comm_allgather_units_f32(b->c, tr_model_adam_v(b->m), b->P, b->unit);
-        if (rc)
-            return comm_fail(b->c, rc, "AdamW state all-gather", err, errlen);
-    }
+    /* ZeRO-1 moments reach the checkpoint through save_ckpt */
     return b->in->get_state(b->ib, host, moments, extra, err, errlen);
 }
 
 static void d_mem_report(tr_backend *b, tr_backend_mem *out) { b->in->mem_report(b->ib, out); }
 
-static const tr_backend_ops dist_cpu = {
-    .name = "cpu (data-parallel)",
-    .device = TR_DEV_CPU,
-    .device_memory = 0,
-    .ckpt_extra = 0,
-    .loss_scale = 0,
-    .probe = d_probe,
-    .create = d_create,
-    .destroy = d_destroy,
-    .loader_hooks = d_loader_hooks,
-    .set_state = d_set_state,
-    .zero_grad = d_zero_grad,
-    .micro = d_micro,
-    .reduce = d_reduce,
-    .step = d_step,
-    .eval = d_eval,
-    .get_state = d_get_state,
-    .mem_report = d_mem_report,
-};
+#define DIST_OPS(zero_)                                                                                              \
+    {                                                                                                                \
+        .name = "cpu (data-parallel)", .device = TR_DEV_CPU, .device_memory = 0, .ckpt_extra = 0, .loss_scale = 0,  \
+        .own_moments = zero_, .probe = d_probe, .create = d_create, .destroy = d_destroy,                            \
+        .loader_hooks = d_loader_hooks, .set_state = d_set_state, .zero_grad = d_zero_grad, .micro = d_micro,        \
+        .reduce = d_reduce, .step = d_step, .eval = d_eval, .get_state = d_get_state, .mem_report = d_mem_report,    \
+        .grad_hook = NULL, .save_ckpt = d_save_ckpt,                                                                 \
+    }
+
+static int d_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
+{
+    return tr_backend_cpu.probe(o, info, err, errlen);
+}
+
+static const tr_backend_ops dist_cpu = DIST_OPS(0);
+static const tr_backend_ops dist_cpu_zero = DIST_OPS(1);
 
 int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const tr_backend_ops **out, char *err,
                     size_t errlen)
@@ -332,7 +687,7 @@ int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const t
                  tr_device_name(inner->device), tr_dist_world(o), inner->name);
         return TR_ERR_NODEVICE;
     }
-    *out = &dist_cpu;
+    *out = o->zero ? &dist_cpu_zero : &dist_cpu;
     return TR_OK;
 }
 
@@ -365,6 +720,33 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
         snprintf(err, errlen, "rank %d: %s failed on %llu other rank(s) (see their messages)", tr_comm_rank(c), what,
                  (unsigned long long)failed);
         return TR_ERR_INTERNAL;
+    }
+    return TR_OK;
+}
+
+/* ---- validation shared over the ranks ------------------------------------ */
+
+int tr_dist_val_mine(const tr_train_opts *o, int k, int n)
+{
+    return owner(k, n, tr_dist_world(o)) == tr_dist_rank(o);
+}
+
+int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, double *ls, uint64_t *nt, char *err,
+                    size_t errlen)
+{
+    tr_comm *c = tr_dist_of(o);
+    if (c && tr_comm_world(c) > 1 && n > 0) {
+        /* each value is non-zero on its owner only: the rank-order fold
+         * leaves it as computed */
+        int rc = tr_comm_allreduce_f64(c, l, (size_t)n);
+        if (!rc)
+            rc = tr_comm_allreduce_u64(c, k, (size_t)n);
+        if (rc)
+            return comm_fail(c, rc, "validation loss all-reduce", err, errlen);
+    }
+    for (int i = 0; i < n; i++) {
+        *ls += l[i];
+        *nt += k[i];
     }
     return TR_OK;
 }

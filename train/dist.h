@@ -61,6 +61,17 @@ int tr_dist_barrier(const tr_train_opts *o, char *err, size_t errlen);
  * writing a large checkpoint meanwhile). */
 int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, size_t errlen);
 
+/* Validation shared over the ranks: batch k of n is evaluated by one rank
+ * (contiguous blocks, as the micro-batches); tr_dist_val_sum gathers the
+ * per-batch loss sums l[0..n) and target counts k[0..n) (0 on the ranks
+ * that did not evaluate a batch) and adds them to *ls, *nt in batch order:
+ * the one-process sum bit for bit. n <= TR_DIST_VAL_GROUP per call (the
+ * caller adds group after group, in order). */
+#define TR_DIST_VAL_GROUP 256
+int tr_dist_val_mine(const tr_train_opts *o, int k, int n);
+int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, double *ls, uint64_t *nt, char *err,
+                    size_t errlen);
+
 /* The backend a run uses: inner itself at world 1; the data-parallel
  * wrapper at world > 1 (TR_ERR_NODEVICE with a message when inner cannot
  * be wrapped: only the CPU backend can, so far). */

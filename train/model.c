@@ -185,6 +185,8 @@ struct tr_model {
     size_t acts_cap; /* floats */
     acts_t a;
     int have_logits;
+    tr_model_grad_hook hook; /* gradient readiness (tr_model_set_grad_hook) */
+    void *hook_ctx;
 };
 
 static uint64_t splitmix64(uint64_t *s)
@@ -284,6 +286,32 @@ void tr_model_zero_grad(tr_model *m)
 {
     if (m) memset(m->grads, 0, sizeof(float) * m->nparams);
 }
+
+void tr_model_set_grad_hook(tr_model *m, tr_model_grad_hook fn, void *ctx)
+{
+    if (!m) return;
+    m->hook = fn;
+    m->hook_ctx = ctx;
+}
+
+int tr_model_grad_groups(const tr_model_config *c) { return c ? c->n_layer + 2 : 0; }
+
+int tr_model_param_layers(const tr_model_config *c, int i)
+{
+    if (!c) return 0;
+    return i >= TR_P_LN1W && i <= TR_P_FCPROJB ? c->n_layer : 1;
+}
+
+int tr_model_grad_group_of(const tr_model_config *c, int i, int l)
+{
+    if (!c || i < 0 || i >= TR_NUM_PARAM_TENSORS) return -1;
+    if (i == TR_P_LNFW || i == TR_P_LNFB) return 0;
+    if (i == TR_P_WTE || i == TR_P_WPE) return c->n_layer + 1;
+    if (l < 0 || l >= c->n_layer) return -1;
+    return c->n_layer - l;
+}
+
+#define GRAD_READY(g) do { if (m->hook) m->hook(m->hook_ctx, (g)); } while (0)
 
 const float *tr_model_logits(const tr_model *m)
 {
@@ -440,6 +468,7 @@ int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs,
     CK(kn_layernorm_backward_ref(a->dres, G[TR_P_LNFW], G[TR_P_LNFB], a->dbuf,
                                  a->residual3 + (size_t)(L - 1) * BTC, P[TR_P_LNFW],
                                  a->lnf_mean, a->lnf_rstd, N, C));
+    GRAD_READY(0);
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
         float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BTC * 3;
@@ -475,9 +504,11 @@ int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs,
                                      a->ln1_mean + (size_t)l * N,
                                      a->ln1_rstd + (size_t)l * N, N, C));
         /* dres holds d(residual3[l-1]) (or d(encoded)) */
+        GRAD_READY(L - l);
     }
     CK(kn_encoder_backward_ref(G[TR_P_WTE], G[TR_P_WPE], a->dres, inputs, pos, B, T,
                                C, V, c->max_seq));
+    GRAD_READY(L + 1);
     return TR_MODEL_OK;
 }
 

@@ -144,6 +144,24 @@ int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs,
                      const int32_t *targets, const int32_t *pos,
                      const int32_t *doc, float grad_scale, double *loss_sum,
                      uint64_t *n_targets);
+/* Gradient readiness (data-parallel overlap, issue 16). The backward pass
+ * finishes the gradient in tr_model_grad_groups() = L + 2 groups, in order:
+ *   group 0        lnfw, lnfb (after the final LayerNorm's backward)
+ *   group 1 + k    every per-layer tensor's slice of layer L-1-k (ln1w ..
+ *                  fcprojb of that layer), k = 0 .. L-1
+ *   group L + 1    wte, wpe (the encoder's backward comes last; wte also
+ *                  gets the logits' contribution first)
+ * With a hook set, tr_model_fwd_bwd calls fn(ctx, g) right after group g is
+ * final for this call (the values it adds to the gradient), in that order.
+ * tr_model_grad_group_of: the group of tensor i's slice of layer l (l is
+ * ignored for tensors that are not per layer: tr_model_param_layers(i) is 1
+ * for them, n_layer for the per-layer ones). NULL fn: no hook (default). */
+typedef void (*tr_model_grad_hook)(void *ctx, int group);
+void tr_model_set_grad_hook(tr_model *m, tr_model_grad_hook fn, void *ctx);
+int tr_model_grad_groups(const tr_model_config *c);
+int tr_model_param_layers(const tr_model_config *c, int i);
+int tr_model_grad_group_of(const tr_model_config *c, int i, int l);
+
 /* Forward only (eval).  targets may be NULL (then loss_sum = 0, n = 0).
  * Afterwards tr_model_logits returns the (B,T,Vp) logits; padding columns
  * (>= V) hold raw lnf(x) @ wte^T values (0 while the padded wte rows are 0)

@@ -255,6 +255,24 @@ typedef struct {
 } tr_ckpt_section;
 
 int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen);
+/* Sections not held in one buffer (ZeRO-1: AdamW moments in shards over the
+ * ranks): io[i].fn set replaces s[i].data. Save calls fn(ctx, off, &len)
+ * for the bytes at offset off and writes the *len bytes (1 .. bytes - off)
+ * it returns a pointer to (NULL: failure, the save fails); load calls it
+ * for where bytes [off, off + *len) go (fn may lower *len; a scratch
+ * pointer skips them). Calls cover the section in increasing off; save
+ * makes every call even after a write error, so whoever serves the bytes is
+ * never left waiting. io NULL: tr_ckpt_save / tr_ckpt_load. On load,
+ * s[i].data NULL without fn reads (and checksums) the section without
+ * storing it. */
+typedef struct {
+    void *(*fn)(void *ctx, uint64_t off, uint64_t *len);
+    void *ctx;
+} tr_ckpt_io;
+int tr_ckpt_save_io(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, const tr_ckpt_io *io, int n,
+                    char *err, size_t errlen);
+int tr_ckpt_load_io(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
+                    size_t errlen);
 /* Load DIR/ckpt.bin into preallocated sections (names and sizes must match).
  * meta may be read first with s == NULL, n == 0. A checkpoint is untrusted:
  * only a regular file is opened (a FIFO is refused without blocking), the

@@ -530,7 +530,7 @@ static int alloc_model(tr_run *r)
         return TR_ERR_ARG;
     }
     int mr = tr_model_create(&r->mc, o->seed, &r->m);
-    if (!mr)
+    if (!mr && !r->ops->own_moments) /* else the backend keeps them (ZeRO-1 shards) */
         mr = tr_model_adamw_init(r->m);
     if (mr) {
         snprintf(r->err, r->errlen, "cannot allocate the model");
@@ -691,25 +691,36 @@ static int accumulate(tr_run *r, tr_step_acc *a)
     }
 }
 
-/* Mean validation loss over val_rows rows of the validation split. */
+/* Mean validation loss over val_rows rows of the validation split. With
+ * several ranks each evaluates its block of the batches and the sums are
+ * added in batch order (train/dist.h): the one-process value. */
 static int validate(tr_run *r, double *out)
 {
-    double ls = 0;
-    uint64_t nt = 0;
-    for (int r0 = 0; r0 < r->val_rows; r0 += r->B) {
-        int n = r->val_rows - r0 < r->B ? r->val_rows - r0 : r->B;
-        int rc = tr_fill_rows(r->rows, TR_SPLIT_VAL, (uint64_t)r0, n, r->T, r->o->doc_mask, &r->vb, r->st, r->sp,
-                              r->sm);
+    double ls = 0, l[TR_DIST_VAL_GROUP];
+    uint64_t nt = 0, k[TR_DIST_VAL_GROUP];
+    int nb = (r->val_rows + r->B - 1) / r->B;
+    for (int g0 = 0; g0 < nb; g0 += TR_DIST_VAL_GROUP) {
+        int ng = nb - g0 < TR_DIST_VAL_GROUP ? nb - g0 : TR_DIST_VAL_GROUP;
+        for (int i = 0; i < ng; i++) {
+            int r0 = (g0 + i) * r->B;
+            int n = r->val_rows - r0 < r->B ? r->val_rows - r0 : r->B;
+            l[i] = 0;
+            k[i] = 0;
+            if (!tr_dist_val_mine(r->o, g0 + i, nb))
+                continue;
+            int rc = tr_fill_rows(r->rows, TR_SPLIT_VAL, (uint64_t)r0, n, r->T, r->o->doc_mask, &r->vb, r->st,
+                                  r->sp, r->sm);
+            if (rc)
+                return rc;
+            char e[256]; /* the caller names the split and the reason */
+            rc = r->ops->eval(r->be, &r->vb, r->o->doc_mask, &l[i], &k[i], e, sizeof e);
+            if (rc)
+                return rc;
+        }
+        char e[512];
+        int rc = tr_dist_val_sum(r->o, l, k, ng, &ls, &nt, e, sizeof e);
         if (rc)
             return rc;
-        double l = 0;
-        uint64_t k = 0;
-        char e[256]; /* the caller names the split and the reason */
-        rc = r->ops->eval(r->be, &r->vb, r->o->doc_mask, &l, &k, e, sizeof e);
-        if (rc)
-            return rc;
-        ls += l;
-        nt += k;
     }
     *out = nt ? ls / (double)nt : NAN;
     return TR_OK;
@@ -777,9 +788,12 @@ static int checkpoint(tr_run *r, uint64_t step)
                               {"adam_m", tr_model_adam_m(r->m), r->P * 4},
                               {"adam_v", tr_model_adam_v(r->m), r->P * 4},
                               {"gpu_opt", r->extra, sizeof r->extra}};
-    /* rank 0 writes; every rank waits for the outcome, so the checkpoint on
-     * disk is one that every rank has reached */
-    if (tr_dist_rank(r->o) == 0)
+    /* rank 0 writes (a backend with its own moments gathers them to it);
+     * every rank waits for the outcome, so the checkpoint on disk is one
+     * that every rank has reached */
+    if (r->ops->save_ckpt)
+        rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
+    else if (tr_dist_rank(r->o) == 0)
         rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
     return tr_dist_agree(r->o, rc, "writing the checkpoint", r->err, r->errlen);
 }
