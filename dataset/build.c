@@ -114,6 +114,7 @@ void ds_build_opts_init(ds_build_opts *o) {
     o->part_k = o->part_n = 1;
     o->batch_bytes = 32ull << 20;
     o->checkpoint_seconds = 0.5;
+    o->bos_id = o->eos_id = DS_FRAME_DEFAULT;
 }
 
 /* ------------------------------------------------------------ one build */
@@ -166,6 +167,43 @@ static const char *doc_sep_name(ds_doc_sep s) {
     return s == DS_SEP_LINE ? "line" : s == DS_SEP_BLANK ? "blank-line" : "file";
 }
 
+/* The token's text for the manifest ("" when it is not UTF-8 or too long). */
+static void token_text(const tk_tokenizer *tok, int64_t id, char *out, size_t cap) {
+    const uint8_t *p;
+    size_t n;
+    out[0] = 0;
+    if (id < 0 || tk_token_bytes(tok, (uint32_t)id, &p, &n) != TK_OK || n >= cap || ds_utf8_invalid_at(p, n) != n ||
+        memchr(p, 0, n))
+        return;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+/* BOS / EOS of every document: the options, else the tokenizer's default. */
+static int set_framing(build *b) {
+    const ds_build_opts *o = b->o;
+    ds_build_config *c = &b->cfg;
+    int64_t bos = o->bos_id, eos = o->eos_id;
+    if (bos == DS_FRAME_DEFAULT || eos == DS_FRAME_DEFAULT) {
+        tk_framing fr;
+        char msg[512];
+        if (tk_default_framing(o->tok, &fr, msg, sizeof msg) != TK_OK) return fail(b, DS_ERR_FORMAT, "%s", msg);
+        if (bos == DS_FRAME_DEFAULT) bos = fr.bos;
+        if (eos == DS_FRAME_DEFAULT) eos = fr.eos;
+    }
+    uint32_t vs = tk_vocab_size(o->tok), eot;
+    if (bos < -1 || eos < -1 || bos >= (int64_t)vs || eos >= (int64_t)vs)
+        return fail(b, DS_ERR_ARG, "ds_build: bos_id / eos_id must be -1, DS_FRAME_DEFAULT or an id below %u", vs);
+    c->bos_id = bos;
+    c->eos_id = eos;
+    /* the shard headers' EOT / pad id: the token that ends (else starts) a document */
+    c->eot_id = eos >= 0 ? (uint32_t)eos : bos >= 0 ? (uint32_t)bos : 0;
+    c->framed = !(bos < 0 && eos >= 0 && tk_eot_id(o->tok, &eot) == TK_OK && eot == (uint32_t)eos);
+    token_text(o->tok, bos, c->bos_text, sizeof c->bos_text);
+    token_text(o->tok, eos, c->eos_text, sizeof c->eos_text);
+    return DS_OK;
+}
+
 /* The manifest's config from the options and the tokenizer. */
 static int make_config(build *b) {
     const ds_build_opts *o = b->o;
@@ -179,15 +217,12 @@ static int make_config(build *b) {
         return fail(b, DS_ERR_ARG, "ds_build: an option is out of its range (see ds_build_opts in ds.h)");
     if (o->bfd_window * (uint64_t)o->seq_len >= (1ull << 31))
         return fail(b, DS_ERR_ARG, "--bfd-window x --seq-len must stay below 2^31 tokens");
-    uint32_t eot;
-    if (tk_eot_id(o->tok, &eot) != TK_OK)
-        return fail(b, DS_ERR_FORMAT, "tokenizer %s has no <|endoftext|> token (needed to separate documents)",
-                    tk_name(o->tok));
+    int rc = set_framing(b);
+    if (rc != DS_OK) return rc;
     snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s", o->tokenizer_spec ? o->tokenizer_spec : tk_name(o->tok));
     snprintf(c->tokenizer_name, sizeof c->tokenizer_name, "%s", tk_name(o->tok));
     tk_fingerprint(o->tok, c->fingerprint);
     c->vocab_size = tk_vocab_size(o->tok);
-    c->eot_id = eot;
     c->seq_len = o->seq_len;
     c->pack = o->pack;
     c->over_long = o->over_long;
@@ -343,7 +378,8 @@ static int consume_record(build *b, const ds_batch_rec *br, dres *r, int *rej_er
     int dropped = 0, prc = ds_packer_add(&b->pk[split], r->ids.ids, r->ids.len, &dropped);
     if (!prc && dropped) {
         char d[96];
-        snprintf(d, sizeof d, "%" PRIu64 " tokens + EOT > seq-len %ld", t, (long)b->cfg.seq_len);
+        snprintf(d, sizeof d, "%" PRIu64 " tokens%s%s > seq-len %ld", t, b->cfg.bos_id >= 0 ? " + BOS" : "",
+                 b->cfg.eos_id >= 0 ? " + EOT" : "", (long)b->cfg.seq_len);
         acc->reasons[DS_REJ_OVERLONG_DROP]++;
         if (ds_rejects_write(b->rej, br->file, br->line, br->offset, DS_REJ_OVERLONG_DROP, d, br->record_bytes)) {
             *rej_errno = errno ? errno : EIO;
@@ -493,6 +529,8 @@ int ds_build(const ds_build_opts *opts, ds_build_result *res, char *err, size_t 
     b.lock_fd = -1;
     b.threads = opts->threads > 0 ? opts->threads : ds_ncpus();
     int rc = make_config(&b);
+    res->bos_id = b.cfg.bos_id;
+    res->eos_id = b.cfg.eos_id;
     if (rc == DS_OK) rc = prepare_out(&b, res);
     if (rc == 1) rc = DS_OK; /* up to date */
     else if (rc == DS_OK && (rc = open_inputs(&b)) == DS_OK && (rc = setup_state(&b)) == DS_OK &&

@@ -21,7 +21,13 @@ typedef struct {
     char tokenizer_spec[512];
     char tokenizer_name[64];
     uint8_t fingerprint[32];
-    uint32_t vocab_size, eot_id;
+    uint32_t vocab_size, eot_id; /* eot_id: the pad / separator id of the shard headers */
+    /* framing: framed = 0 is the format before framing (no BOS, EOS = eot_id
+     * = <|endoftext|>): nothing more is written, so such manifests keep their
+     * bytes; framed = 1 writes config.framing, tokenizer.bos_id/eos_id ... */
+    int framed;
+    int64_t bos_id, eos_id;      /* -1: none */
+    char bos_text[256], eos_text[256]; /* "" when not valid UTF-8 or too long (written as null) */
     uint32_t seq_len;
     ds_pack pack;
     ds_over_long over_long;

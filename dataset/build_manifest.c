@@ -69,7 +69,41 @@ json_t *ds_build_config_json(const ds_build_config *c) {
     json_object_set_new(j, "part", part);
     json_object_set_new(j, "inputs", in);
     json_object_set_new(j, "files", files);
+    if (c->framed) { /* absent: the framing before it was configurable (no BOS, EOS = eot_id) */
+        json_t *fr = json_object();
+        for (int k = 0; k < 2; k++) {
+            int64_t id = k ? c->eos_id : c->bos_id;
+            const char *txt = k ? c->eos_text : c->bos_text;
+            json_t *o = json_null();
+            if (id >= 0) {
+                o = json_object();
+                json_object_set_new(o, "id", json_integer((json_int_t)id));
+                json_object_set_new(o, "text", txt[0] ? json_string(txt) : json_null());
+            }
+            json_object_set_new(fr, k ? "eos" : "bos", o);
+        }
+        json_object_set_new(j, "framing", fr);
+    }
     return j;
+}
+
+/* config.framing.bos / .eos: null (none) or {"id": 0..2^24-1, "text": string|null}. */
+static int cfg_frame_side(json_t *fr, const char *k, int64_t *id, char *txt, size_t cap, char *err, size_t errlen) {
+    json_t *o = json_object_get(fr, k);
+    *id = -1;
+    txt[0] = 0;
+    if (json_is_null(o)) return 0;
+    json_t *i = json_object_get(o, "id"), *t = json_object_get(o, "text");
+    if (!json_is_object(o) || !json_is_integer(i) || json_integer_value(i) < 0 ||
+        json_integer_value(i) >= (json_int_t)DS_SHARD_MAX_VOCAB || !(json_is_null(t) || json_is_string(t)) ||
+        (json_is_string(t) && (json_string_length(t) >= cap || strlen(json_string_value(t)) != json_string_length(t)))) {
+        snprintf(err, errlen, "config.framing.%s must be null or {\"id\": integer below 2^24, \"text\": string of at "
+                 "most %zu bytes or null}", k, cap - 1);
+        return -1;
+    }
+    *id = json_integer_value(i);
+    if (json_is_string(t)) memcpy(txt, json_string_value(t), json_string_length(t) + 1);
+    return 0;
 }
 
 static const char *jstr(json_t *o, const char *k) {
@@ -194,6 +228,19 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
         if (!(c->files[c->n_files] = strdup(jstr(f, "path")))) return -1;
         c->file_bytes[c->n_files++] = (uint64_t)json_integer_value(b);
     }
+    json_t *fr = json_object_get(j, "framing");
+    c->bos_id = -1;
+    c->eos_id = -1;
+    if (fr) {
+        if (!json_is_object(fr) || !json_object_get(fr, "bos") || !json_object_get(fr, "eos")) {
+            snprintf(err, errlen, "config.framing must be an object with bos and eos");
+            return -1;
+        }
+        if (cfg_frame_side(fr, "bos", &c->bos_id, c->bos_text, sizeof c->bos_text, err, errlen) ||
+            cfg_frame_side(fr, "eos", &c->eos_id, c->eos_text, sizeof c->eos_text, err, errlen))
+            return -1;
+        c->framed = 1;
+    }
     return 0;
 }
 
@@ -217,7 +264,7 @@ json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *
     json_object_set_new(d, "val", json_integer((json_int_t)a->docs_split[1]));
     json_object_set_new(j, "documents", d);
     uint64_t tin = a->tok_whole + a->tok_trunc_kept + a->tok_trunc_lost + a->tok_chunked + a->tok_dropped;
-    uint64_t written = a->tok_whole + a->tok_trunc_kept + a->tok_chunked + a->eot;
+    uint64_t written = a->tok_whole + a->tok_trunc_kept + a->tok_chunked + a->eot + a->bos;
     json_t *t = json_object();
     json_object_set_new(t, "in", json_integer((json_int_t)tin));
     json_object_set_new(t, "whole", json_integer((json_int_t)a->tok_whole));
@@ -226,6 +273,7 @@ json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *
     json_object_set_new(t, "chunked", json_integer((json_int_t)a->tok_chunked));
     json_object_set_new(t, "dropped", json_integer((json_int_t)a->tok_dropped));
     json_object_set_new(t, "eot", json_integer((json_int_t)a->eot));
+    if (cfg->framed) json_object_set_new(t, "bos", json_integer((json_int_t)a->bos));
     json_object_set_new(t, "written", json_integer((json_int_t)written));
     json_object_set_new(t, "pad", json_integer((json_int_t)a->pad));
     json_object_set_new(j, "tokens", t);
@@ -291,6 +339,7 @@ int ds_build_account_from_json(json_t *j, ds_build_account *a, char *err, size_t
              {rows, "rows", "train", &a->rows[0]},       {rows, "rows", "val", &a->rows[1]}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (jget(f[i].o, f[i].grp, f[i].k, f[i].dst, err, errlen)) return -1;
+    if (json_object_get(t, "bos") && jget(t, "tokens", "bos", &a->bos, err, errlen)) return -1;
     for (int i = 0; i < DS_REJ_COUNT; i++)
         if (jget(r, "reject_reasons", k_reasons[i], &a->reasons[i], err, errlen)) return -1;
     if (json_array_size(h) > DS_BUILD_HIST_BINS) {
@@ -326,6 +375,12 @@ int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_buil
     json_object_set_new(tk, "vocab_size", json_integer(cfg->vocab_size));
     json_object_set_new(tk, "eot_id", json_integer(cfg->eot_id));
     json_object_set_new(tk, "pad_id", json_integer(cfg->eot_id));
+    if (cfg->framed) {
+        json_object_set_new(tk, "bos_id", cfg->bos_id >= 0 ? json_integer((json_int_t)cfg->bos_id) : json_null());
+        json_object_set_new(tk, "bos", cfg->bos_id >= 0 && cfg->bos_text[0] ? json_string(cfg->bos_text) : json_null());
+        json_object_set_new(tk, "eos_id", cfg->eos_id >= 0 ? json_integer((json_int_t)cfg->eos_id) : json_null());
+        json_object_set_new(tk, "eos", cfg->eos_id >= 0 && cfg->eos_text[0] ? json_string(cfg->eos_text) : json_null());
+    }
     json_object_set_new(m, "tokenizer", tk);
     json_object_set_new(m, "config", ds_build_config_json(cfg));
     json_t *splits = json_object();

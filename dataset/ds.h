@@ -322,6 +322,9 @@ typedef struct {
     size_t batch_docs;                /* documents per batch (0: 4096) */
     uint64_t batch_bytes;             /* text per batch (0: 2 MiB) */
     int use_special;                  /* 1: tk_encode_special with allowed / n_allowed */
+    int64_t bos_id, eos_id;           /* framing around every document (counted in tokens): -1 none
+                                         (the default), DS_FRAME_DEFAULT: the tokenizer's
+                                         (tk_default_framing), else the id */
     const char *const *allowed;       /* special tokens allowed; n_allowed == (size_t)-1: all */
     size_t n_allowed;
     /* called once after the inputs opened, before anything is encoded (e.g.
@@ -355,6 +358,7 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
  * interrupted at any point continues where it stopped, and left alone when it
  * already holds the same build. docs/library.md shows a caller. */
 typedef enum { DS_PACK_CONCAT = 0, DS_PACK_BFD = 1, DS_PACK_NONE = 2 } ds_pack;
+#define DS_FRAME_DEFAULT (-2) /* bos_id / eos_id: the tokenizer's framing (tk_default_framing) */
 typedef enum { DS_OL_TRUNCATE = 0, DS_OL_CHUNK = 1, DS_OL_DROP = 2 } ds_over_long;
 
 #define DS_BUILD_HIST_BINS 40
@@ -378,6 +382,7 @@ typedef struct {
     uint64_t docs_split[2], rows[2], shards[2];   /* per split (train, val) */
     uint64_t hist[DS_BUILD_HIST_BINS];            /* accepted documents by token count: bin 0 = 0,
                                                      bin k = [2^(k-1), 2^k) */
+    uint64_t bos;                                 /* BOS tokens written (framing with a BOS) */
 } ds_build_account;
 
 typedef enum {
@@ -404,7 +409,7 @@ typedef struct {
 typedef int (*ds_build_callback)(const ds_build_event *ev, void *user);
 
 typedef struct {
-    const struct tk_tokenizer *tok;   /* required (needs <|endoftext|>); not freed */
+    const struct tk_tokenizer *tok;   /* required; not freed */
     const char *tokenizer_spec;       /* as the user gave it: recorded in the manifest's config */
     const char *const *inputs;        /* files, folders (recursive, sorted) or "-" */
     size_t n_inputs;
@@ -428,6 +433,11 @@ typedef struct {
     double checkpoint_seconds;        /* between checkpoints (0.5; 0: after every batch that wrote a shard) */
     ds_build_callback callback;       /* progress, notices, cancellation (NULL: none) */
     void *user;
+    /* Framing: each document becomes [BOS] ids [EOS]. DS_FRAME_DEFAULT (the
+     * default): the tokenizer's (tk_default_framing: tiktoken files no BOS and
+     * <|endoftext|>, tokenizer.json its post_processor / family tokens);
+     * -1: none; else an id < vocab size. Recorded in the manifest. */
+    int64_t bos_id, eos_id;
 } ds_build_opts;
 void ds_build_opts_init(ds_build_opts *o);
 
@@ -438,6 +448,7 @@ typedef struct {
     size_t n_shards;       /* shards in the manifest */
     ds_build_account acc;  /* the manifest's accounting */
     double seconds;        /* from the start of the pipeline to the manifest */
+    int64_t bos_id, eos_id; /* the framing in force (-1: none) */
 } ds_build_result;
 
 /* DS_OK; DS_ERR_ARG (bad option: err names it), DS_ERR_CONFLICT (DIR is,

@@ -119,6 +119,8 @@ typedef struct {
     uint64_t rows[2];          /* rows per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
     uint64_t tokens[2];        /* non-pad tokens per split */
     size_t n_shards[2];
+    int64_t bos_id, eos_id;    /* framing of each document (manifest "tokenizer.bos_id"/"eos_id"; -1: none);
+                                  a manifest without them: no BOS, EOS = eot_id */
 } ds_shardset_info;
 
 typedef struct ds_shardset ds_shardset;

@@ -16,6 +16,20 @@ void ds_encode_opts_init(ds_encode_opts *o) {
     o->doc_sep = DS_SEP_FILE;
     o->batch_docs = 4096;
     o->batch_bytes = 2ull << 20; /* small enough that reading, encoding and writing overlap */
+    o->bos_id = o->eos_id = -1;
+}
+
+/* Append one id to v (tk_ids grows by doubling). */
+static int ids_push(tk_ids *v, uint32_t id) {
+    if (v->len == v->cap) {
+        size_t nc = v->cap ? 2 * v->cap : 64;
+        uint32_t *p = realloc(v->ids, nc * sizeof *p);
+        if (!p) return -1;
+        v->ids = p;
+        v->cap = nc;
+    }
+    v->ids[v->len++] = id;
+    return 0;
 }
 
 /* ---- special-token encoding on the workers (tk_encode_batch has no specials) */
@@ -90,6 +104,7 @@ typedef struct {
     writer wr;
     tk_span *spans;
     tk_ids *ids;
+    int64_t bos, eos; /* framing in force, -1: none */
 } encoder;
 
 static void on_bad(const ds_record *rec, void *user) {
@@ -113,10 +128,14 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
         e->spans[i].text = b->arena + b->recs[i].off;
         e->spans[i].len = b->recs[i].len;
         set[i].len = 0;
+        /* the encoders append after it */
+        if (e->bos >= 0 && ids_push(&set[i], (uint32_t)e->bos)) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
     }
     double te = clock();
     int erc = nb ? encode_batch(e->o, e->threads, e->spans, nb, set) : TK_OK;
     e->res->encode_seconds += clock() - te;
+    for (size_t i = 0; i < nb && e->eos >= 0 && erc == TK_OK; i++)
+        if (ids_push(&set[i], (uint32_t)e->eos)) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
     if (erc != TK_OK) {
         snprintf(e->err, e->errlen, "encoding failed: %s", tk_strerror(erc));
         return DS_ERR_INTERNAL;
@@ -187,6 +206,19 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
     e.err = err;
     e.errlen = errlen;
     e.threads = opts->threads > 0 ? opts->threads : ds_ncpus();
+    e.bos = opts->bos_id;
+    e.eos = opts->eos_id;
+    if (e.bos == DS_FRAME_DEFAULT || e.eos == DS_FRAME_DEFAULT) {
+        tk_framing fr;
+        if (tk_default_framing(opts->tok, &fr, err, errlen) != TK_OK) return DS_ERR_FORMAT;
+        if (e.bos == DS_FRAME_DEFAULT) e.bos = fr.bos;
+        if (e.eos == DS_FRAME_DEFAULT) e.eos = fr.eos;
+    }
+    if (e.bos < -1 || e.eos < -1 || e.bos >= (int64_t)tk_vocab_size(opts->tok) ||
+        e.eos >= (int64_t)tk_vocab_size(opts->tok)) {
+        snprintf(err, errlen, "ds_encode: bos_id / eos_id must be -1, DS_FRAME_DEFAULT or an id of the vocabulary");
+        return DS_ERR_ARG;
+    }
     ds_reader_opts ro;
     ds_reader_opts_init(&ro);
     if (opts->field) ro.field = opts->field;

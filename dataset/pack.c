@@ -34,14 +34,20 @@ static int concat_push(ds_packer *p, const uint32_t *src, uint32_t n, int doc_st
     return 0;
 }
 
+/* The framing of the build: [BOS] ids [EOS] (cfg->bos_id / eos_id < 0: none). */
+static uint32_t n_bos(const ds_packer *p) { return p->cfg->bos_id >= 0; }
+static uint32_t n_eos(const ds_packer *p) { return p->cfg->eos_id >= 0; }
+
 static int concat_add(ds_packer *p, const tk_ids *ids) {
-    uint32_t eot = p->cfg->eot_id;
+    uint32_t bos = (uint32_t)p->cfg->bos_id, eos = (uint32_t)p->cfg->eos_id;
     p->acc->docs_whole++;
     p->acc->tok_whole += ids->len;
-    p->acc->eot++;
-    int rc = 0;
-    if (ids->len) rc = concat_push(p, ids->ids, (uint32_t)ids->len, 1);
-    if (!rc) rc = concat_push(p, &eot, 1, ids->len == 0);
+    p->acc->eot += n_eos(p);
+    p->acc->bos += n_bos(p);
+    int rc = 0, start = 1;
+    if (n_bos(p)) rc = concat_push(p, &bos, 1, start), start = 0;
+    if (!rc && ids->len) rc = concat_push(p, ids->ids, (uint32_t)ids->len, start), start = 0;
+    if (!rc && n_eos(p)) rc = concat_push(p, &eos, 1, start);
     return rc;
 }
 
@@ -142,10 +148,10 @@ out:
 }
 
 static int bfd_add(ds_packer *p, const tk_ids *ids) {
-    uint32_t L = p->cfg->seq_len, eot = p->cfg->eot_id;
-    uint64_t t = ids->len, n = t + 1;
+    uint32_t L = p->cfg->seq_len, bos = (uint32_t)p->cfg->bos_id, eos = (uint32_t)p->cfg->eos_id;
+    uint64_t t = ids->len, n = t + n_bos(p) + n_eos(p);
     uint64_t npieces = (n + L - 1) / L;
-    if (npieces == 1) {
+    if (npieces <= 1) {
         p->acc->docs_whole++;
         p->acc->tok_whole += t;
     } else {
@@ -153,9 +159,10 @@ static int bfd_add(ds_packer *p, const tk_ids *ids) {
         p->acc->tok_chunked += t;
     }
     p->acc->pieces += npieces;
-    p->acc->eot++;
+    p->acc->eot += n_eos(p);
+    p->acc->bos += n_bos(p);
     size_t off = p->pool_len;
-    if (pool_add(p, ids->ids, t) || pool_add(p, &eot, 1)) return DS_ERR_NOMEM;
+    if (pool_add(p, &bos, n_bos(p)) || pool_add(p, ids->ids, t) || pool_add(p, &eos, n_eos(p))) return DS_ERR_NOMEM;
     for (uint64_t k = 0; k < npieces; k++) {
         if (p->n_pc == p->cap_pc) {
             size_t nc = p->cap_pc ? 2 * p->cap_pc : 1024;
@@ -176,24 +183,33 @@ static int bfd_add(ds_packer *p, const tk_ids *ids) {
 
 /* --pack none; returns 1 when the document was dropped. */
 static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
-    uint32_t L = p->cfg->seq_len, eot = p->cfg->eot_id;
-    uint64_t t = ids->len;
+    uint32_t L = p->cfg->seq_len, nb = n_bos(p), ne = n_eos(p);
+    uint32_t bos = (uint32_t)p->cfg->bos_id, eos = (uint32_t)p->cfg->eos_id;
+    uint64_t t = ids->len, n = t + nb + ne;
     uint32_t zero = 0;
     *dropped = 0;
-    if (t + 1 <= L) {
+    /* token i of the framed document */
+#define FRAMED(i) ((i) < nb ? bos : (i) - nb < t ? ids->ids[(i) - nb] : eos)
+    if (n <= L) {
         p->acc->docs_whole++;
         p->acc->tok_whole += t;
-        p->acc->eot++;
-        if (t) memcpy(p->row, ids->ids, t * sizeof *p->row);
-        p->row[t] = eot;
-        return emit(p, p->row, (uint32_t)t + 1, &zero, 1);
+        p->acc->eot += ne;
+        p->acc->bos += nb;
+        if (!n) return 0; /* an empty document without framing: nothing to write */
+        for (uint64_t i = 0; i < n; i++) p->row[i] = FRAMED(i);
+        return emit(p, p->row, (uint32_t)n, &zero, 1);
     }
     switch (p->cfg->over_long) {
-    case DS_OL_TRUNCATE:
+    case DS_OL_TRUNCATE: { /* the first L tokens of the framed document: the EOS is lost */
+        uint64_t kept = t < L - nb ? t : L - nb;
         p->acc->docs_truncated++;
-        p->acc->tok_trunc_kept += L;
-        p->acc->tok_trunc_lost += t - L;
-        return emit(p, ids->ids, L, &zero, 1);
+        p->acc->tok_trunc_kept += kept;
+        p->acc->tok_trunc_lost += t - kept;
+        p->acc->bos += nb;
+        if (!nb) return emit(p, ids->ids, L, &zero, 1);
+        for (uint64_t i = 0; i < L; i++) p->row[i] = FRAMED(i);
+        return emit(p, p->row, L, &zero, 1);
+    }
     case DS_OL_DROP:
         p->acc->docs_dropped++;
         p->acc->tok_dropped += t;
@@ -202,12 +218,13 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
     case DS_OL_CHUNK: {
         p->acc->docs_chunked++;
         p->acc->tok_chunked += t;
-        p->acc->eot++;
-        uint64_t n = t + 1, np = (n + L - 1) / L;
+        p->acc->eot += ne;
+        p->acc->bos += nb;
+        uint64_t np = (n + L - 1) / L;
         p->acc->pieces += np;
         for (uint64_t k = 0; k < np; k++) {
             uint64_t a = k * L, len = k + 1 < np ? L : n - a;
-            for (uint64_t i = 0; i < len; i++) p->row[i] = a + i < t ? ids->ids[a + i] : eot;
+            for (uint64_t i = 0; i < len; i++) p->row[i] = FRAMED(a + i);
             int rc = emit(p, p->row, (uint32_t)len, &zero, 1);
             if (rc) return rc;
         }
@@ -215,6 +232,7 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
     }
     }
     return 0;
+#undef FRAMED
 }
 
 

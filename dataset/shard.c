@@ -867,6 +867,24 @@ int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) 
     if (json_u64_in(json_object_get(tk, "pad_id"), m->vocab_size - 1, &v))
         MAN_BAD("\"tokenizer.pad_id\" must be an integer below vocab_size %u", m->vocab_size);
     m->pad_id = (uint32_t)v;
+    /* framing (optional; absent: no BOS, EOS = eot_id as before it was configurable) */
+    m->bos_id = -1;
+    m->eos_id = m->eot_id;
+    for (int k = 0; k < 2; k++) {
+        const char *key = k ? "eos_id" : "bos_id";
+        json_t *x = json_object_get(tk, key);
+        if (!x) continue;
+        int64_t *dst = k ? &m->eos_id : &m->bos_id;
+        if (json_is_null(x)) {
+            *dst = -1;
+        } else {
+            if (json_u64_in(x, m->vocab_size - 1, &v))
+                MAN_BAD("\"tokenizer.%s\" must be null or an integer below vocab_size %u", key, m->vocab_size);
+            *dst = (int64_t)v;
+        }
+    }
+    if (m->eos_id >= 0 && m->eos_id != m->eot_id)
+        MAN_BAD("\"tokenizer.eos_id\" %lld differs from eot_id %u", (long long)m->eos_id, m->eot_id);
     const char *dtype = json_string_value(json_object_get(r, "dtype"));
     m->dtype_bytes = m->vocab_size <= 65536 ? 2 : 4;
     if (!dtype || strcmp(dtype, m->dtype_bytes == 2 ? "u16" : "u32") != 0)
@@ -952,6 +970,8 @@ int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, s
     s->info.vocab_size = man.vocab_size;
     s->info.eot_id = man.eot_id;
     s->info.pad_id = man.pad_id;
+    s->info.bos_id = man.bos_id;
+    s->info.eos_id = man.eos_id;
     s->info.dtype_bytes = man.dtype_bytes;
     size_t ns = man.n_shards;
     for (int k = 0; k < 2; k++) {

@@ -59,6 +59,7 @@ typedef struct {
     json_t *root;       /* the parsed manifest (owned; config/accounting are the tools' to check) */
     char *path;         /* DIR/manifest.json, for messages */
     uint32_t seq_len, vocab_size, eot_id, pad_id, dtype_bytes;
+    int64_t bos_id, eos_id; /* -1: none (absent from the manifest: no BOS, EOS = eot_id) */
     uint8_t fingerprint[32];
     const char *tokenizer_name;
     size_t n_shards;    /* in manifest order */

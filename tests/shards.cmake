@@ -8,4 +8,6 @@ mks_add_cli_test(py_shards_reader py_shards_reader.sh LABELS cpu TIMEOUT 300)
 # Golden digests of build (pack x over-long x threads x part + merge, resume),
 # encode, lint --json, hist --json on a slice of the shared corpus; recorded
 # with tests/golden/record.sh (tests/data/golden/digests.txt).
+# tokenizer.json shards: framing (--bos/--eos, manifest), u32 shards of Qwen2 trained by llmtrain
+mks_add_cli_test(cli_hf_shards cli_hf_shards.sh LABELS cpu TIMEOUT 300)
 mks_add_cli_test(golden_pipeline golden/golden.sh LABELS cpu TIMEOUT 600)

@@ -186,6 +186,112 @@ static int refusals(void) {
     return fails;
 }
 
+/* Document framing from the post_processor (tk_default_framing) on the
+ * SentencePiece fixture (<unk> 0, <s> 1, </s> 2). */
+static int framing(void) {
+    static const struct {
+        const char *pp;
+        int rc;
+        int64_t bos, eos;
+    } cases[] = {
+        {"null", TK_OK, 1, 2}, /* no post_processor: the family's tokens by name */
+        {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+         "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\","
+         "\"ids\":[1],\"tokens\":[\"<s>\"]}}}", TK_OK, 1, 2},
+        {"{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{}}", TK_OK, -1, 2},
+        {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}", TK_OK, -1, 2},
+        {"{\"type\":\"RobertaProcessing\",\"sep\":[\"</s>\",2],\"cls\":[\"<s>\",1],\"trim_offsets\":true,"
+         "\"add_prefix_space\":false}", TK_OK, 1, 2},
+        {"{\"type\":\"BertProcessing\",\"sep\":[\"<unk>\",0],\"cls\":[\"<s>\",1]}", TK_OK, 1, 0},
+        {"{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"TemplateProcessing\","
+         "\"single\":[{\"SpecialToken\":{\"id\":\"<unk>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"special_tokens\":{}}]}", TK_OK, 0, 2},
+        {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}",
+         TK_ERR_UNSUPPORTED, -1, -1},
+        {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<|nope|>\",\"type_id\":0}},"
+         "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}", TK_ERR_UNSUPPORTED, -1, -1},
+        {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"X\",\"type_id\":0}},"
+         "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"X\":{\"id\":\"X\",\"ids\":[1,2],"
+         "\"tokens\":[\"<s>\",\"</s>\"]}}}", TK_ERR_UNSUPPORTED, -1, -1},
+        {"{\"type\":\"SomethingNew\"}", TK_ERR_UNSUPPORTED, -1, -1},
+    };
+    json_error_t je;
+    json_t *base = json_load_file(MKS_TEST_DATA "/tk_hf/sp_llama2.json", 0, &je);
+    if (!base) {
+        fprintf(stderr, "FAIL framing: no fixture\n");
+        return 1;
+    }
+    int fails = 0;
+    char tmp[] = "/tmp/tk_hf_frame.XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) return 1;
+    close(fd);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        json_t *d = json_deep_copy(base), *v = json_loads(cases[k].pp, JSON_DECODE_ANY, &je);
+        if (!v) {
+            fprintf(stderr, "FAIL framing case %zu: bad JSON in the test: %s\n", k, je.text);
+            fails++;
+            json_decref(d);
+            continue;
+        }
+        json_object_set_new(d, "post_processor", v);
+        json_dump_file(d, tmp, 0);
+        json_decref(d);
+        tk_tokenizer *t = NULL;
+        char err[512] = "";
+        if (tk_load_hf_json(tmp, TK_PAT_NONE, &t, err, sizeof err) != TK_OK) {
+            fprintf(stderr, "FAIL framing case %zu: load: %s\n", k, err);
+            fails++;
+            continue;
+        }
+        tk_framing f;
+        err[0] = 0;
+        int rc = tk_default_framing(t, &f, err, sizeof err);
+        if (rc != cases[k].rc || (rc == TK_OK && (f.bos != cases[k].bos || f.eos != cases[k].eos)) ||
+            (rc != TK_OK && !strstr(err, "post_processor"))) {
+            fprintf(stderr, "FAIL framing case %zu: rc %d bos %lld eos %lld (%s), want rc %d bos %lld eos %lld\n", k,
+                    rc, (long long)f.bos, (long long)f.eos, rc ? err : f.source, cases[k].rc,
+                    (long long)cases[k].bos, (long long)cases[k].eos);
+            fails++;
+        }
+        uint32_t id = 99;
+        if (k == 0 && (tk_token_id(t, "</s>", &id) != TK_OK || id != 2 ||
+                       tk_token_id(t, "no such token here", &id) != TK_ERR_NOT_FOUND)) {
+            fprintf(stderr, "FAIL tk_token_id: </s> -> %u\n", id);
+            fails++;
+        }
+        tk_free(t);
+    }
+    unlink(tmp);
+    json_decref(base);
+    /* rank-file tokenizers: no BOS, <|endoftext|> after; none without it */
+    const uint8_t *toks[256];
+    uint32_t lens[256];
+    uint8_t bytes[256];
+    for (int i = 0; i < 256; i++) bytes[i] = (uint8_t)i, toks[i] = &bytes[i], lens[i] = 1;
+    tk_special sp = {"<|endoftext|>", 256};
+    tk_tokenizer *t = NULL;
+    tk_framing f;
+    char err[256] = "";
+    if (tk_create(toks, lens, 256, TK_PAT_GPT2, &sp, 1, &t) != TK_OK || tk_default_framing(t, &f, err, sizeof err) ||
+        f.bos != -1 || f.eos != 256) {
+        fprintf(stderr, "FAIL framing of a rank-file tokenizer\n");
+        fails++;
+    }
+    tk_free(t);
+    t = NULL;
+    if (tk_create(toks, lens, 256, TK_PAT_GPT2, NULL, 0, &t) != TK_OK ||
+        tk_default_framing(t, &f, err, sizeof err) != TK_ERR_NOT_FOUND || !strstr(err, "<|endoftext|>")) {
+        fprintf(stderr, "FAIL framing without <|endoftext|>: %s\n", err);
+        fails++;
+    }
+    tk_free(t);
+    printf("framing: %zu post_processor cases\n", sizeof cases / sizeof cases[0]);
+    return fails;
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -197,7 +303,7 @@ int main(int argc, char **argv) {
     }
     bool have_corpus = load_corpus(shared) == 0;
     if (!have_corpus) fprintf(stderr, "note: no corpus under %s: corpus checks skipped\n", shared);
-    int fails = refusals(), checked = 0, skipped = 0;
+    int fails = refusals() + framing(), checked = 0, skipped = 0;
     char cur[128] = "";
     tk_tokenizer *tok = NULL;
     bool bytelevel = true;

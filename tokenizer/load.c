@@ -1186,6 +1186,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             tk_free(t);
             goto done;
         }
+        tk_hf_post_processor(t, root);
         *out = t;
     }
 done:

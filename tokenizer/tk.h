@@ -104,6 +104,25 @@ const tk_special *tk_specials(const tk_tokenizer *tok);
 int tk_special_id(const tk_tokenizer *tok, const char *text, uint32_t *id);
 /* End-of-text id (<|endoftext|>), TK_ERR_NOT_FOUND if the vocabulary has none. */
 int tk_eot_id(const tk_tokenizer *tok, uint32_t *id);
+/* Id of a token given by its text: an added or special token, else a
+ * vocabulary token whose bytes are exactly the text; TK_ERR_NOT_FOUND. */
+int tk_token_id(const tk_tokenizer *tok, const char *text, uint32_t *id);
+/* How a document is framed for training (docs/tokenizer.md, "Framing"):
+ * bos before it, eos after it, -1 for none. A tokenizer.json's
+ * post_processor decides BOS (TemplateProcessing's `single` template,
+ * Roberta/BertProcessing's cls and sep, Sequence; ByteLevel adds nothing)
+ * and EOS when its template ends with one; otherwise the end-of-text token
+ * of the model family, by name (<|end_of_text|>, <|endoftext|>, </s>,
+ * <eos>, <｜end▁of▁sentence｜>); a file without post_processor also takes
+ * the family's BOS by name (<|begin_of_text|>, <s>, <bos>, ...). Rank files
+ * and encoder.json: no BOS, EOS <|endoftext|>. TK_ERR_NOT_FOUND (no EOS
+ * token) or TK_ERR_UNSUPPORTED (a template with several tokens on a side),
+ * with a message in err. */
+typedef struct {
+    int64_t bos, eos;    /* ids, -1: none */
+    char source[160];    /* where each came from, for messages */
+} tk_framing;
+int tk_default_framing(const tk_tokenizer *tok, tk_framing *out, char *err, size_t errlen);
 /* Bytes of one token (specials included); TK_ERR_RANGE for unknown ids. */
 int tk_token_bytes(const tk_tokenizer *tok, uint32_t id, const uint8_t **bytes, size_t *len);
 /* Rank of an exact byte string, or -1 if it is not a token. */

@@ -73,6 +73,12 @@ struct tk_tokenizer {
     bool known;            /* a known upstream vocabulary (sha256 matched) */
     struct tk_hf *hf;      /* HF tokenizer.json pipeline (hf.c); NULL: the tiktoken engine alone */
     bool decode_only;      /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
+    /* Document framing a tokenizer file asks for (tk_default_framing, hf.c):
+     * pp = TK_PP_* (0: not a tokenizer.json); pp_bos / pp_eos: ids the
+     * post-processor puts before / after a sequence (TK_NO_RANK: none). */
+    uint8_t pp;
+    uint32_t pp_bos, pp_eos;
+    const char *pp_why;    /* TK_PP_UNUSABLE: why (static string) */
     /* Set by tk_finalize when it refuses: the entries at fault, for the
      * loaders' messages (TK_NO_RANK when not applicable). */
     uint32_t bad_rank, bad_rank2, bad_id;
@@ -299,6 +305,10 @@ void tk_hf_free(tk_hf *h);
 int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *const *allowed, size_t n_allowed,
                  bool all, tk_ids *out);
 void tk_compute_fingerprint(tk_tokenizer *t);
+/* tokenizer.json post_processor -> t->pp, pp_bos, pp_eos (never refuses:
+ * ids do not depend on it; an unusable one only needs --bos/--eos). */
+enum { TK_PP_NONE = 0, TK_PP_TEMPLATE = 1, TK_PP_UNUSABLE = 2, TK_PP_ABSENT = 3 };
+void tk_hf_post_processor(tk_tokenizer *t, struct json_t *root);
 /* The built-in pattern a regex is (exactly, in one of its known spellings), or TK_PAT_NONE. */
 tk_pattern tk_pattern_from_regex(const char *re);
 

@@ -259,6 +259,25 @@ int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const c
     return cli_refuse_overwrite(cmd, out_opt, out, "the tokenizer file", list, n);
 }
 
+int cli_frame_token(const char *cmd, const char *opt, const tk_tokenizer *tok, const char *arg, int64_t *id) {
+    if (!strcmp(arg, "none")) {
+        *id = -1;
+        return EXIT_OK;
+    }
+    if (!strcmp(arg, "default")) {
+        *id = -2;
+        return EXIT_OK;
+    }
+    uint32_t v;
+    if (tk_token_id(tok, arg, &v) != TK_OK) {
+        cli_error(cmd, "%s '%s' is not a token of %s (give the text of an added or special token, e.g. "
+                  "<|endoftext|>, or none)", opt, arg, tk_name(tok));
+        return EXIT_BAD_INPUT;
+    }
+    *id = v;
+    return EXIT_OK;
+}
+
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out)
 {
     tk_pattern pat = TK_PAT_NONE;

@@ -127,6 +127,11 @@ int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const c
  * EXIT_USAGE (unknown pattern name); EXIT_OK on success. */
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out);
 
+/* --bos / --eos ARG: "none" -> -1, "default" -> -2 (DS_FRAME_DEFAULT), else
+ * the id of the token whose text is ARG (tk_token_id). EXIT_OK, or
+ * EXIT_BAD_INPUT after a message naming the option and the text. */
+int cli_frame_token(const char *cmd, const char *opt, const tk_tokenizer *tok, const char *arg, int64_t *id);
+
 /* Number of online CPUs (>= 1). */
 int cli_ncpus(void);
 /* Monotonic seconds. */

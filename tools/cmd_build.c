@@ -47,6 +47,10 @@ static const char k_usage[] =
     "      --batch-bytes SIZE  text read per batch, 1..1T (default 32M)\n"
     "      --resume            finish an interrupted build from its last checkpoint\n"
     "                          (running the same command again does the same)\n"
+    "      --bos TOKEN|none    token put before every document (its text, e.g. <|begin_of_text|>)\n"
+    "      --eos TOKEN|none    token put after every document (e.g. <|end_of_text|>); default for\n"
+    "                          both: the tokenizer's framing (tokenizer.json: its post_processor,\n"
+    "                          else the model family's tokens; .tiktoken: <|endoftext|> after)\n"
     "      --force             overwrite DIR even if it holds a build with another config\n"
     "                          (never when DIR is, or lies inside, an input folder)\n"
     "  -q, --quiet             no progress line\n"
@@ -70,7 +74,7 @@ static const char k_usage[] =
 
 enum {
     OPT_PACK = 1000, OPT_OVERLONG, OPT_BFD_WINDOW, OPT_VAL, OPT_SEED, OPT_NO_SHUFFLE, OPT_SHARD_TOKENS, OPT_ZSTD,
-    OPT_FRAME_ROWS, OPT_DOC_SEP, OPT_PART, OPT_RESUME, OPT_FORCE, OPT_BATCH_BYTES
+    OPT_FRAME_ROWS, OPT_DOC_SEP, OPT_PART, OPT_RESUME, OPT_FORCE, OPT_BATCH_BYTES, OPT_BOS, OPT_EOS
 };
 
 static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
@@ -92,6 +96,8 @@ static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
                                        {"resume", no_argument, 0, OPT_RESUME},
                                        {"force", no_argument, 0, OPT_FORCE},
                                        {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
+                                       {"bos", required_argument, 0, OPT_BOS},
+                                       {"eos", required_argument, 0, OPT_EOS},
                                        {"quiet", no_argument, 0, 'q'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -101,6 +107,7 @@ static const char *CMD = "build";
 typedef struct {
     ds_build_opts o;
     const char *spec;
+    const char *bos, *eos; /* --bos / --eos as given */
     int quiet, ol_given;
     char **inputs;
     size_t n_inputs;
@@ -182,6 +189,8 @@ static int parse_args(build_cli *c, int argc, char **argv) {
         case OPT_BATCH_BYTES:
             if (cli_parse_size(CMD, "--batch-bytes", optarg, 1, 1ull << 40, &o->batch_bytes)) return EXIT_USAGE;
             break;
+        case OPT_BOS: c->bos = optarg; break;
+        case OPT_EOS: c->eos = optarg; break;
         case 'h': fputs(k_usage, stdout); return -1;
         default: return EXIT_USAGE;
         }
@@ -251,7 +260,7 @@ static int on_event(const ds_build_event *ev, void *user) {
 static void print_summary(const build_cli *c, const ds_build_result *r) {
     const ds_build_account *a = &r->acc;
     double dt = r->seconds;
-    uint64_t written = a->tok_whole + a->tok_trunc_kept + a->tok_chunked + a->eot;
+    uint64_t written = a->tok_whole + a->tok_trunc_kept + a->tok_chunked + a->eot + a->bos;
     uint64_t cells = (a->rows[0] + a->rows[1]) * (uint64_t)c->o.seq_len;
     fprintf(stderr,
             "mkshards build: %" PRIu64 " docs (%" PRIu64 " whole, %" PRIu64 " truncated, %" PRIu64 " chunked, %" PRIu64
@@ -264,6 +273,21 @@ static void print_summary(const build_cli *c, const ds_build_result *r) {
     if (a->docs_rejected || a->docs_dropped)
         fprintf(stderr, "mkshards build: %" PRIu64 " record(s) listed in %s/rejects.jsonl\n",
                 a->docs_rejected + a->docs_dropped, c->o.out_dir);
+}
+
+/* The framing, when it is not the tiktoken one (no BOS, <|endoftext|> after). */
+static void print_framing(const tk_tokenizer *tok, const ds_build_result *r) {
+    char s[2][300];
+    for (int k = 0; k < 2; k++) {
+        int64_t id = k ? r->eos_id : r->bos_id;
+        const uint8_t *p;
+        size_t n;
+        if (id < 0) snprintf(s[k], sizeof s[k], "none");
+        else if (tk_token_bytes(tok, (uint32_t)id, &p, &n) == TK_OK && n < 200)
+            snprintf(s[k], sizeof s[k], "%.*s (%lld)", (int)n, (const char *)p, (long long)id);
+        else snprintf(s[k], sizeof s[k], "id %lld", (long long)id);
+    }
+    fprintf(stderr, "mkshards build: documents framed as BOS %s + text + EOS %s\n", s[0], s[1]);
 }
 
 int cmd_build(int argc, char **argv) {
@@ -281,6 +305,12 @@ int cmd_build(int argc, char **argv) {
     tk_tokenizer *tok = NULL;
     rc = cli_load_tokenizer(c.spec, NULL, &tok);
     if (rc != EXIT_OK) {
+        free(c.inputs);
+        return rc;
+    }
+    if ((c.bos && (rc = cli_frame_token(CMD, "--bos", tok, c.bos, &c.o.bos_id)) != EXIT_OK) ||
+        (c.eos && (rc = cli_frame_token(CMD, "--eos", tok, c.eos, &c.o.eos_id)) != EXIT_OK)) {
+        tk_free(tok);
         free(c.inputs);
         return rc;
     }
@@ -303,6 +333,9 @@ int cmd_build(int argc, char **argv) {
                     c.o.out_dir, res.n_checked);
     } else if (brc == DS_OK) {
         if (!c.quiet) print_summary(&c, &res);
+        uint32_t eot;
+        if (!c.quiet && (res.bos_id >= 0 || !(tk_eot_id(tok, &eot) == TK_OK && res.eos_id == (int64_t)eot)))
+            print_framing(tok, &res);
     } else if (brc == DS_ERR_ARG && !strncmp(err, "bad --field", 11)) {
         rc = cli_usage_error(CMD, "%s", err);
     } else {

@@ -32,6 +32,9 @@ static const char k_usage[] =
     "      --allow-special S    map special-token text to special ids: 'all' or a comma list\n"
     "                           such as '<|endoftext|>' (default: none, specials are ordinary text)\n"
     "      --doc-sep MODE       for .txt inputs: file (default), line or blank-line\n"
+    "      --bos TOKEN|default  put this token (its text) before every document; default: the\n"
+    "                           tokenizer's framing, as `build` uses (default: none)\n"
+    "      --eos TOKEN|default  the same after every document (default: none)\n"
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
     "      --batch-bytes SIZE   text per encode batch, 1..1T (default 2M)\n"
     "      --batch-docs N       documents per encode batch, 1..16777216 (default 4096)\n"
@@ -49,7 +52,7 @@ static const char k_usage[] =
     "Example:\n"
     "  mkshards encode -t cl100k_base samples/tiny.jsonl --ids-out tiny.ids --stats\n";
 
-enum { OPT_ALLOW_SPECIAL = 1000, OPT_DOC_SEP, OPT_STATS, OPT_BATCH_BYTES, OPT_BATCH_DOCS };
+enum { OPT_ALLOW_SPECIAL = 1000, OPT_DOC_SEP, OPT_STATS, OPT_BATCH_BYTES, OPT_BATCH_DOCS, OPT_BOS, OPT_EOS };
 
 static const struct option k_opts[] = {
     {"tokenizer", required_argument, 0, 't'},
@@ -63,6 +66,8 @@ static const struct option k_opts[] = {
     {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
     {"batch-docs", required_argument, 0, OPT_BATCH_DOCS},
     {"stats", no_argument, 0, OPT_STATS},
+    {"bos", required_argument, 0, OPT_BOS},
+    {"eos", required_argument, 0, OPT_EOS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -223,7 +228,7 @@ static int parse_allowed(const char *cmd, const tk_tokenizer *tok, const char *a
 }
 
 typedef struct {
-    const char *spec, *pattern, *allow, *out_path;
+    const char *spec, *pattern, *allow, *out_path, *bos, *eos;
     int stats;
     const char **inputs;
     size_t n_inputs;
@@ -267,6 +272,8 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
                 return EXIT_USAGE;
             break;
         case OPT_STATS: a->stats = 1; break;
+        case OPT_BOS: a->bos = optarg; break;
+        case OPT_EOS: a->eos = optarg; break;
         case 'h': fputs(k_usage, stdout); return -1;
         default: return EXIT_USAGE;
         }
@@ -348,6 +355,8 @@ int cmd_encode(int argc, char **argv)
     rc = cli_load_tokenizer(a.spec, a.pattern, &tok);
     if (rc == EXIT_OK && a.allow)
         rc = parse_allowed(cmd, tok, a.allow, &o, &allow_copy, &allowed);
+    if (rc == EXIT_OK && a.bos) rc = cli_frame_token(cmd, "--bos", tok, a.bos, &o.bos_id);
+    if (rc == EXIT_OK && a.eos) rc = cli_frame_token(cmd, "--eos", tok, a.eos, &o.eos_id);
     c.out.cap = 1u << 20; /* written out when full: a bigger buffer only adds first-touch page faults */
     if (rc == EXIT_OK && !(c.out.buf = malloc(c.out.cap))) {
         cli_error(cmd, "out of memory");

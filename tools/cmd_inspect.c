@@ -111,8 +111,10 @@ static void print_manifest(const ds_manifest *man, const ds_build_config *cfg, c
     }
     printf("%s\n", first ? "" : ")");
     printf("  documents     %" PRIu64 " train, %" PRIu64 " val\n", a->docs_split[0], a->docs_split[1]);
-    printf("  tokens        %" PRIu64 " in, %" PRIu64 " written (with %" PRIu64 " EOT), %" PRIu64 " padding\n",
-           ju(t, "in"), ju(t, "written"), a->eot, a->pad);
+    char bos[40] = "";
+    if (a->bos) snprintf(bos, sizeof bos, ", %" PRIu64 " BOS", a->bos);
+    printf("  tokens        %" PRIu64 " in, %" PRIu64 " written (with %" PRIu64 " EOT%s), %" PRIu64 " padding\n",
+           ju(t, "in"), ju(t, "written"), a->eot, bos, a->pad);
     printf("  utilisation   %.32s (non-pad tokens / row tokens)\n", js(acc, "utilisation"));
     /* at most DS_BUILD_HIST_BINS (40) bins: the bounds 2^(i-1) .. 2^i - 1 fit in 64 bits */
     uint64_t max = 0;
