@@ -83,6 +83,10 @@ struct tk_tokenizer {
      * loaders' messages (TK_NO_RANK when not applicable). */
     uint32_t bad_rank, bad_rank2, bad_id;
     const char *bad_what;  /* what was wrong, a static string */
+    /* Tables mapped from a file image (tk_image.c): the sections point into
+     * it, tk_free unmaps it instead of freeing them. NULL: heap tables. */
+    void *image;
+    size_t image_len;
 };
 
 static inline uint64_t tk_hash_bytes(const uint8_t *p, size_t n) {
@@ -248,6 +252,17 @@ void tk_sha1_hex(const char *s, char out[41]);
 /* Finish construction: build map, pair table, fingerprint. Takes ownership
  * of arena/tok_off already set on t. */
 int tk_finalize(tk_tokenizer *t);
+uint64_t tk_next_serial(void);
+
+/* File images of built tables (tk_image.c). tk_image_load: 0 and *out when
+ * an image of the rank file at path (requested pattern pat) is valid, else
+ * 1; *src receives the file's stat (st_ino 0 when it failed), for
+ * tk_image_save, which writes an image of t when t is a known vocabulary
+ * and the file is still what *src says. Neither reports errors: without an
+ * image the rank file is parsed as usual. */
+struct stat;
+int tk_image_load(const char *path, tk_pattern pat, tk_tokenizer **out, struct stat *src);
+void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src);
 int tk_set_specials(tk_tokenizer *t, const tk_special *sp, size_t n);
 
 /* GPT-2 bytes_to_unicode: byte -> code point, and inverse for cp < 512. */

@@ -106,3 +106,53 @@ def test_torch_datasets(shard_sets):
     itd = mt.ShardIterableDataset(d, batch_rows=5, verify=False)
     b = next(iter(itd))
     assert b["input_ids"].shape == (5, 96)
+
+
+def test_llm_batch_fields_and_single_rows(shard_sets):
+    """fields= selects arrays (the same values as the full layout); one-row reads equal the batched ones, for
+    plain and zstd shards and for T < row_len."""
+    for kind in ("plain", "zstd"):
+        ss = mkshards.ShardSet(shard_sets[kind], verify=False)
+        rows = [0, 5, len(ss) - 1, 5]
+        for T in (96, 50):
+            full = data.llm_batch(ss, rows, T)
+            assert list(full) == list(data.FIELDS)
+            two = data.llm_batch(ss, rows, T, fields=["labels", "input_ids"])
+            assert list(two) == ["input_ids", "labels"]
+            assert all((two[k] == full[k]).all() for k in two)
+            for j, r in enumerate(rows):
+                one = data.llm_batch(ss, r, T)
+                assert all((one[k][0] == full[k][j]).all() for k in full)
+            # labels: the next token where it carries loss
+            ref = ss.read(rows)
+            for j in range(len(rows)):
+                tok, m = ref["tokens"][j].astype(np.int64), ref["loss_mask"][j]
+                want = np.where(m[1:T + 1] == 1, tok[1:T + 1], -100) if T < 96 else \
+                    np.append(np.where(m[1:] == 1, tok[1:], -100), -100)
+                assert (full["labels"][j] == want).all()
+                assert (full["loss_mask"][j] == (want != -100)).all()
+    with pytest.raises(ValueError):
+        data.llm_batch(ss, [0], fields=("tokens",))
+    with pytest.raises(ValueError):
+        data.llm_batch(ss, [0], fields=())
+
+
+def test_torch_fields(shard_sets):
+    torch = pytest.importorskip("torch", reason="PyTorch not installed: mkshards.torch not tested")
+    import mkshards.torch as mt
+    d = shard_sets["plain"]
+    full = mt.ShardDataset(d, verify=False)
+    two = mt.ShardDataset(d, verify=False, fields=("input_ids", "labels"))
+    for i in (0, 3, len(full) - 1, -1):
+        a, b, c = full[i], two[i], full[[i]]
+        assert list(b) == ["input_ids", "labels"] and a["labels"].dtype == torch.int64
+        assert all(torch.equal(a[k], b[k]) for k in b)
+        assert all(torch.equal(a[k], c[k][0]) for k in a)
+    assert two[np.int64(2)]["input_ids"].shape == (96,)
+    with pytest.raises(IndexError):
+        full[len(full)]
+    rows = list(mt.ShardIterableDataset(d, verify=False, fields=("labels",)))
+    assert len(rows) == len(full) and list(rows[0]) == ["labels"]
+    assert all(torch.equal(r["labels"], full[i]["labels"]) for i, r in enumerate(rows))
+    got = full.__getitems__([4, 1])
+    assert torch.equal(got[1]["doc_ids"], full[1]["doc_ids"])

@@ -229,6 +229,25 @@ def bench_shards(args, d):
         for _ in it:
             pass
     run("ShardIterableDataset (shuffled, per row)", iterable, n)
+    # the same with the two tensors a model without document masking needs
+    two = ("input_ids", "labels")
+    ds2 = mt.ShardDataset(d, verify=False, fields=two)
+
+    def per_row2():
+        for i in range(n):
+            ds2[i]
+    run("ShardDataset[i], fields=input_ids+labels", per_row2, n)
+
+    def sampled2():
+        for rows in sampler:
+            ds2[rows]
+    run("ShardDataset[rows] (16 rows), fields=input_ids+labels", sampled2, rows_s)
+    it2 = mt.ShardIterableDataset(d, verify=False, shuffle=True, fields=two)
+
+    def iterable2():
+        for _ in it2:
+            pass
+    run("ShardIterableDataset (per row), fields=input_ids+labels", iterable2, n)
     return res, ss
 
 

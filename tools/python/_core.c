@@ -1051,6 +1051,64 @@ static int out_buffer(PyObject *o, Py_buffer *v, int *have, size_t count, const 
     return 0;
 }
 
+/* Row numbers for read/fill: an int or a C-contiguous buffer of 8-byte ints,
+ * each checked against the split's row count. */
+typedef struct {
+    Py_buffer v;
+    int have;
+    int64_t one;
+    const int64_t *rows;
+    size_t n;
+} rows_arg;
+
+static void rows_release(rows_arg *r)
+{
+    if (r->have)
+        PyBuffer_Release(&r->v);
+    r->have = 0;
+}
+
+static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
+{
+    memset(r, 0, sizeof *r);
+    if (PyLong_Check(o)) {
+        r->one = PyLong_AsLongLong(o);
+        if (r->one == -1 && PyErr_Occurred())
+            return -1;
+        r->rows = &r->one;
+        r->n = 1;
+    } else {
+        if (PyObject_GetBuffer(o, &r->v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+            return -1;
+        r->have = 1;
+        const char *f = r->v.format;
+        if (r->v.itemsize != 8 || !f || !f[0] || !strchr("qlQL", f[strlen(f) - 1])) {
+            rows_release(r);
+            PyErr_SetString(PyExc_TypeError, "rows: an int or a buffer of int64");
+            return -1;
+        }
+        r->rows = r->v.buf;
+        r->n = (size_t)(r->v.len / 8);
+    }
+    uint64_t nrows = ds_shardset_rows(s->ss, sp);
+    for (size_t i = 0; i < r->n; i++)
+        if (r->rows[i] < 0 || (uint64_t)r->rows[i] >= nrows) {
+            PyErr_Format(PyExc_IndexError, "row %lld out of range: the %s split has %llu rows", (long long)r->rows[i],
+                         sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
+            rows_release(r);
+            return -1;
+        }
+    return 0;
+}
+
+static PyObject *raise_row(ds_split sp, int64_t row, int rc)
+{
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)row,
+             ds_strerror(rc));
+    return raise_c(rc, msg);
+}
+
 /* read(split, rows, tokens, pos_ids, doc_ids, loss_mask): rows = an int or a
  * buffer of int64 row numbers; outputs (any may be None) are writable
  * buffers of len(rows) x row_len items: tokens of 4 (uint32) or 2 bytes
@@ -1061,46 +1119,16 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     if (!ss_ready(s) || !PyArg_ParseTuple(args, "OOOOOO", &split_o, &rows_o, &tok_o, &pos_o, &doc_o, &mask_o))
         return NULL;
     ds_split sp;
-    if (parse_split(split_o, &sp))
+    rows_arg ra;
+    if (parse_split(split_o, &sp) || rows_parse(s, sp, rows_o, &ra))
         return NULL;
-    uint64_t nrows = ds_shardset_rows(s->ss, sp);
-    size_t L = s->info.row_len;
-    int64_t one;
-    const int64_t *rows;
-    size_t n;
-    Py_buffer rv;
-    int have_rv = 0;
-    if (PyLong_Check(rows_o)) {
-        one = PyLong_AsLongLong(rows_o);
-        if (one == -1 && PyErr_Occurred())
-            return NULL;
-        rows = &one;
-        n = 1;
-    } else {
-        if (PyObject_GetBuffer(rows_o, &rv, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
-            return NULL;
-        have_rv = 1;
-        if (rv.itemsize != 8 || !rv.format || !strchr("qlQL", rv.format[strlen(rv.format) - 1])) {
-            PyBuffer_Release(&rv);
-            PyErr_SetString(PyExc_TypeError, "rows: an int or a buffer of int64");
-            return NULL;
-        }
-        rows = rv.buf;
-        n = (size_t)(rv.len / 8);
-    }
-    for (size_t i = 0; i < n; i++)
-        if (rows[i] < 0 || (uint64_t)rows[i] >= nrows) {
-            if (have_rv)
-                PyBuffer_Release(&rv);
-            PyErr_Format(PyExc_IndexError, "row %lld out of range: the %s split has %llu rows", (long long)rows[i],
-                         sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
-            return NULL;
-        }
+    const int64_t *rows = ra.rows;
+    size_t n = ra.n, L = s->info.row_len;
     Py_buffer bt, bp, bd, bm;
     int ht = 0, hp = 0, hd = 0, hm = 0;
     PyObject *ret = NULL;
     uint32_t *scratch = NULL;
-    if (n && L > SIZE_MAX / n) {
+    if (n && L > SIZE_MAX / 4 / n) {
         PyErr_NoMemory();
         goto out;
     }
@@ -1132,10 +1160,7 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     Py_END_ALLOW_THREADS
     s->busy--;
     if (rc != DS_OK) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)rows[bad],
-                 ds_strerror(rc));
-        raise_c(rc, msg);
+        raise_row(sp, rows[bad], rc);
         goto out;
     }
     ret = Py_None;
@@ -1150,20 +1175,77 @@ out:
         PyBuffer_Release(&bd);
     if (hm)
         PyBuffer_Release(&bm);
-    if (have_rv)
-        PyBuffer_Release(&rv);
+    rows_release(&ra);
     return ret;
 }
 
+/* ---- fill: one row of llmtrain's layout from what ds_shardset_read gives.
+ * The int outputs are int64 (wide) or int32; each loop is a plain pass the
+ * compiler vectorises. */
+static void put_ids(void *dst, int wide, const uint32_t *src, size_t T)
+{
+    if (wide) {
+        int64_t *d = dst;
+        for (size_t j = 0; j < T; j++)
+            d[j] = (int64_t)src[j];
+    } else {
+        int32_t *d = dst;
+        for (size_t j = 0; j < T; j++)
+            d[j] = (int32_t)src[j];
+    }
+}
+
+static void put_iota(void *dst, int wide, size_t T, int zero)
+{
+    if (wide) {
+        int64_t *d = dst;
+        for (size_t j = 0; j < T; j++)
+            d[j] = zero ? 0 : (int64_t)j;
+    } else {
+        int32_t *d = dst;
+        for (size_t j = 0; j < T; j++)
+            d[j] = zero ? 0 : (int32_t)j;
+    }
+}
+
+/* labels[j] = tok[j+1] where loss_mask[j+1] (j+1 < L), else ignore */
+static void put_labels(void *dst, int wide, const uint32_t *tok, const uint8_t *mask, size_t L, size_t T,
+                       int64_t ignore)
+{
+    size_t m_end = T < L - 1 ? T : L - 1;
+    if (wide) {
+        int64_t *d = dst;
+        for (size_t j = 0; j < m_end; j++)
+            d[j] = mask[j + 1] ? (int64_t)tok[j + 1] : ignore;
+        for (size_t j = m_end; j < T; j++)
+            d[j] = ignore;
+    } else {
+        int32_t *d = dst, ig = (int32_t)ignore;
+        for (size_t j = 0; j < m_end; j++)
+            d[j] = mask[j + 1] ? (int32_t)tok[j + 1] : ig;
+        for (size_t j = m_end; j < T; j++)
+            d[j] = ig;
+    }
+}
+
+static void put_mask(uint8_t *dst, const uint8_t *mask, size_t L, size_t T)
+{
+    size_t m_end = T < L - 1 ? T : L - 1;
+    for (size_t j = 0; j < m_end; j++)
+        dst[j] = mask[j + 1] != 0;
+    for (size_t j = m_end; j < T; j++)
+        dst[j] = 0;
+}
+
 /* fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask):
- * llmtrain's micro-batch layout (train/loader.c, fill_one) for rows (a buffer
- * of int64), one pass per row with the GIL released. The int outputs hold
- * len(rows) x T items of 8 or 4 bytes (any may be None), loss_mask 1 byte:
+ * llmtrain's micro-batch layout (train/loader.c, fill_one) for rows (an int
+ * or a buffer of int64), the GIL released. The int outputs hold len(rows) x T
+ * items of 8 or 4 bytes (any may be None), loss_mask 1 byte:
  *   input_ids[j] = tokens[j]
  *   labels[j]    = tokens[j+1] when j+1 < row_len and loss_mask[j+1], else ignore_index
  *   loss_mask[j] = labels[j] carries loss
- *   doc_mask: position/segment restart where the row's positions restart
- *   (a document starts), else position j and segment 0. */
+ *   doc_mask: position_ids / doc_ids are the row's pos_ids / doc_ids (they
+ *   restart where a document starts); without, position j and segment 0. */
 static PyObject *ss_fill(SSObj *s, PyObject *args)
 {
     PyObject *split_o, *rows_o, *outs_o[5];
@@ -1180,121 +1262,78 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
         PyErr_Format(PyExc_ValueError, "seq_len %d: must be 1..%zu (the rows' length)", T, L);
         return NULL;
     }
-    uint64_t nrows = ds_shardset_rows(s->ss, sp);
-    Py_buffer rv;
-    if (PyObject_GetBuffer(rows_o, &rv, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
+    rows_arg ra;
+    if (rows_parse(s, sp, rows_o, &ra))
         return NULL;
-    if (rv.itemsize != 8 || !rv.format || !strchr("qlQL", rv.format[strlen(rv.format) - 1])) {
-        PyBuffer_Release(&rv);
-        PyErr_SetString(PyExc_TypeError, "rows: a buffer of int64");
-        return NULL;
-    }
-    const int64_t *rows = rv.buf;
-    size_t n = (size_t)(rv.len / 8);
-    for (size_t i = 0; i < n; i++)
-        if (rows[i] < 0 || (uint64_t)rows[i] >= nrows) {
-            PyBuffer_Release(&rv);
-            PyErr_Format(PyExc_IndexError, "row %lld out of range: the %s split has %llu rows", (long long)rows[i],
-                         sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
-            return NULL;
-        }
     static const char *names[5] = {"input_ids", "labels", "position_ids", "doc_ids", "loss_mask"};
     Py_buffer ob[5];
     int have[5] = {0, 0, 0, 0, 0};
     PyObject *ret = NULL;
-    uint32_t *tok = NULL, *pos = NULL;
-    uint8_t *mask = NULL;
-    int64_t *scratch = NULL;
-    if (n > SIZE_MAX / 8 / (size_t)T) {
-        PyBuffer_Release(&rv);
-        return PyErr_NoMemory();
-    }
-    size_t cnt = n * (size_t)T;
-    for (int k = 0; k < 5; k++)
-        if (out_buffer(outs_o[k], &ob[k], &have[k], cnt, names[k], k == 4 ? 1 : 8, k == 4 ? 1 : 4))
-            goto out;
-    tok = malloc(L * 4);
-    pos = malloc(L * 4);
-    mask = malloc(L);
-    scratch = malloc((size_t)T * 8 * 4);
-    if (!tok || !pos || !mask || !scratch) {
+    uint32_t *scratch = NULL;
+    size_t n = ra.n, Tz = (size_t)T;
+    if (n > SIZE_MAX / 8 / Tz) {
         PyErr_NoMemory();
         goto out;
     }
+    for (int k = 0; k < 5; k++)
+        if (out_buffer(outs_o[k], &ob[k], &have[k], n * Tz, names[k], k == 4 ? 1 : 8, k == 4 ? 1 : 4))
+            goto out;
+    if (!(scratch = malloc(L * 13))) { /* tokens, pos, doc (u32) + mask (u8) */
+        PyErr_NoMemory();
+        goto out;
+    }
+    uint32_t *tok = scratch, *pos = scratch + L, *doc = scratch + 2 * L;
+    uint8_t *mask = (uint8_t *)(scratch + 3 * L);
+    int need_tok = have[0] || have[1], need_mask = have[1] || have[4];
+    int need_pos = doc_mask && have[2], need_doc = doc_mask && have[3];
     int rc = DS_OK;
     size_t bad = 0;
-    size_t Tz = (size_t)T, m_end = Tz < L - 1 ? Tz : L - 1; /* labels exist for j < m_end */
     s->busy++;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t r = 0; r < n && rc == DS_OK; r++) {
-        bad = r;
-        rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[r], tok, doc_mask ? pos : NULL, NULL, mask);
-        if (rc != DS_OK)
+    for (size_t r = 0; r < n; r++) {
+        rc = ds_shardset_read(s->ss, sp, (uint64_t)ra.rows[r], need_tok ? tok : NULL, need_pos ? pos : NULL,
+                              need_doc ? doc : NULL, need_mask ? mask : NULL);
+        if (rc != DS_OK) {
+            bad = r;
             break;
+        }
         size_t o = r * Tz;
-        /* int64 outputs are written in place, others go through scratch */
-        int64_t *dst[4];
-        for (int k = 0; k < 4; k++)
-            dst[k] = (have[k] && ob[k].itemsize == 8) ? (int64_t *)ob[k].buf + o : scratch + (size_t)k * Tz;
-        uint8_t *mk = have[4] ? (uint8_t *)ob[4].buf + o : NULL;
-        int64_t *in = dst[0], *lab = dst[1], *ps = dst[2], *sg = dst[3];
-        for (size_t j = 0; j < Tz; j++)
-            in[j] = tok[j];
-        for (size_t j = 0; j < m_end; j++) {
-            int m = mask[j + 1] != 0;
-            lab[j] = m ? (int64_t)tok[j + 1] : (int64_t)ignore;
+        char *d[5];
+        for (int k = 0; k < 5; k++)
+            d[k] = have[k] ? (char *)ob[k].buf + o * (size_t)ob[k].itemsize : NULL;
+        if (d[0])
+            put_ids(d[0], ob[0].itemsize == 8, tok, Tz);
+        if (d[1])
+            put_labels(d[1], ob[1].itemsize == 8, tok, mask, L, Tz, (int64_t)ignore);
+        if (d[2]) {
+            if (doc_mask)
+                put_ids(d[2], ob[2].itemsize == 8, pos, Tz);
+            else
+                put_iota(d[2], ob[2].itemsize == 8, Tz, 0);
         }
-        for (size_t j = m_end; j < Tz; j++)
-            lab[j] = (int64_t)ignore;
-        if (mk) {
-            for (size_t j = 0; j < m_end; j++)
-                mk[j] = mask[j + 1] != 0;
-            for (size_t j = m_end; j < Tz; j++)
-                mk[j] = 0;
+        if (d[3]) {
+            if (doc_mask)
+                put_ids(d[3], ob[3].itemsize == 8, doc, Tz);
+            else
+                put_iota(d[3], ob[3].itemsize == 8, Tz, 1);
         }
-        if (doc_mask) {
-            int64_t seg = 0, start = 0;
-            for (size_t j = 0; j < Tz; j++) {
-                if (j > 0 && pos[j] == 0) {
-                    seg++;
-                    start = (int64_t)j;
-                }
-                ps[j] = (int64_t)j - start;
-                sg[j] = seg;
-            }
-        } else {
-            for (size_t j = 0; j < Tz; j++) {
-                ps[j] = (int64_t)j;
-                sg[j] = 0;
-            }
-        }
-        for (int k = 0; k < 4; k++)
-            if (have[k] && ob[k].itemsize == 4) {
-                int32_t *d = (int32_t *)ob[k].buf + o;
-                for (size_t j = 0; j < Tz; j++)
-                    d[j] = (int32_t)dst[k][j];
-            }
+        if (d[4])
+            put_mask((uint8_t *)d[4], mask, L, Tz);
     }
     Py_END_ALLOW_THREADS
     s->busy--;
     if (rc != DS_OK) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)rows[bad],
-                 ds_strerror(rc));
-        raise_c(rc, msg);
+        raise_row(sp, ra.rows[bad], rc);
         goto out;
     }
     ret = Py_None;
     Py_INCREF(ret);
 out:
-    free(tok);
-    free(pos);
-    free(mask);
     free(scratch);
     for (int k = 0; k < 5; k++)
         if (have[k])
             PyBuffer_Release(&ob[k]);
-    PyBuffer_Release(&rv);
+    rows_release(&ra);
     return ret;
 }
 

@@ -15,9 +15,23 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["row_order", "BatchPlan", "TokenBudgetBatches", "llm_batch", "worker_positions"]
+__all__ = ["row_order", "BatchPlan", "TokenBudgetBatches", "llm_batch", "worker_positions", "FIELDS"]
 
 DEFAULT_SEED = 1337  # llmtrain --seed default
+FIELDS = ("input_ids", "labels", "position_ids", "doc_ids", "loss_mask")  # llm_batch's arrays, in order
+
+
+def check_fields(fields):
+    """fields (None: all of FIELDS) as a tuple in FIELDS order; ValueError for an unknown or empty selection."""
+    if fields is None:
+        return FIELDS
+    if isinstance(fields, str):
+        fields = (fields,)
+    want = set(fields)
+    bad = want - set(FIELDS)
+    if bad or not want:
+        raise ValueError(f"fields: a non-empty selection of {FIELDS}" + (f", not {sorted(bad)}" if bad else ""))
+    return tuple(f for f in FIELDS if f in want)
 
 
 def row_order(start, count, n_rows, seed=DEFAULT_SEED, shuffle=True):
@@ -90,7 +104,7 @@ class TokenBudgetBatches:
                 yield rows[m * B:(m + 1) * B]
 
 
-def llm_batch(shardset, rows, seq_len=None, *, split="train", doc_mask=True, ignore_index=-100):
+def llm_batch(shardset, rows, seq_len=None, *, split="train", doc_mask=True, ignore_index=-100, fields=None):
     """llmtrain's micro-batch layout for ``rows`` (train/loader.c, fill_one), as numpy arrays of (len(rows), T):
 
     - ``input_ids`` (int64): tokens[0:T]
@@ -99,6 +113,9 @@ def llm_batch(shardset, rows, seq_len=None, *, split="train", doc_mask=True, ign
     - ``position_ids`` / ``doc_ids`` (int64): with ``doc_mask`` positions restart and the segment number grows
       where a document starts (llmtrain --doc-mask); without, 0..T-1 and 0
     - ``loss_mask`` (bool): labels != ignore_index
+
+    ``fields`` (default: all five) picks the arrays to make, e.g. ``("input_ids", "labels")`` for a model without
+    document masking: the others are not computed (less than half the memory traffic).
     """
     L = shardset.row_len
     T = L if seq_len is None else int(seq_len)
@@ -106,11 +123,17 @@ def llm_batch(shardset, rows, seq_len=None, *, split="train", doc_mask=True, ign
         raise ValueError(f"seq_len {T}: must be 1..{L} (the rows' length)")
     idx = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
     n = len(idx)
-    block = np.empty((4, n, T), np.int64)  # one allocation for the four int arrays
-    out = {"input_ids": block[0], "labels": block[1], "position_ids": block[2], "doc_ids": block[3],
-           "loss_mask": np.empty((n, T), np.bool_)}
-    shardset._c.fill(split, idx, T, bool(doc_mask), int(ignore_index), out["input_ids"], out["labels"],
-                     out["position_ids"], out["doc_ids"], out["loss_mask"])
+    if n and idx.min() < 0:  # negative rows count from the end, as in Python
+        idx = np.where(idx < 0, idx + shardset.rows[split], idx)
+    fields = check_fields(fields)
+    ints = [f for f in fields if f != "loss_mask"]
+    block = np.empty((len(ints), n, T), np.int64)  # one allocation for the int arrays
+    out = {f: block[k] for k, f in enumerate(ints)}
+    if "loss_mask" in fields:
+        out["loss_mask"] = np.empty((n, T), np.bool_)
+    g = out.get
+    shardset._c.fill(split, idx, T, bool(doc_mask), int(ignore_index), g("input_ids"), g("labels"),
+                     g("position_ids"), g("doc_ids"), g("loss_mask"))
     return out
 
 

@@ -16,6 +16,7 @@ Items follow llmtrain's batch layout (``mkshards.data.llm_batch``): ``labels[j]`
 carries loss, else -100; with ``doc_mask`` (default) positions restart at every document and ``doc_ids`` number
 the documents of the row (mask attention where they differ).
 """
+import numpy as _np
 import torch as _torch
 import torch.utils.data as _tud
 
@@ -31,13 +32,20 @@ def _tensors(batch, squeeze):
     return {k: _torch.from_numpy(v) for k, v in batch.items()}
 
 
+def _per_row(t):
+    """dict of (n, T) tensors -> list of n dicts of (T,) views (one unbind per key, not n x 5 indexings)."""
+    keys = list(t)
+    return [dict(zip(keys, r)) for r in zip(*(t[k].unbind(0) for k in keys))]
+
+
 class ShardDataset(_tud.Dataset):
     """Map-style: ``ds[i]`` is row i of the split as a dict of (T,) tensors; ``ds[[i, j, ...]]`` (a list, numpy
     array or tensor of indices, e.g. from :class:`TokenBudgetBatchSampler` with ``batch_size=None``) is one
-    dict of (n, T) tensors read in one C call."""
+    dict of (n, T) tensors read in one C call. ``fields`` (default: all of ``mkshards.data.FIELDS``) selects
+    the tensors, e.g. ``("input_ids", "labels")``; the others are not computed."""
 
     def __init__(self, directory, split="train", seq_len=None, *, verify=True, doc_mask=True, ignore_index=-100,
-                 shardset=None):
+                 shardset=None, fields=None):
         self.set = shardset if shardset is not None else ShardSet(directory, verify=verify)
         self.directory = self.set.directory
         self.split = split
@@ -45,30 +53,40 @@ class ShardDataset(_tud.Dataset):
         if not 1 <= self.seq_len <= self.set.row_len:
             raise ValueError(f"seq_len {self.seq_len}: must be 1..{self.set.row_len}")
         self.doc_mask, self.ignore_index = doc_mask, ignore_index
+        self.fields = _data.check_fields(fields)
         self._n = self.set.rows[split]
+        self._ints = [(f, _data.FIELDS.index(f)) for f in self.fields if f != "loss_mask"]
 
     def __len__(self):
         return self._n
 
     def __getitem__(self, idx):
-        if isinstance(idx, (int,)) or (hasattr(idx, "ndim") and idx.ndim == 0):
+        if type(idx) is int or (hasattr(idx, "ndim") and idx.ndim == 0):  # one row: the short path
             i = int(idx)
             if i < 0:
                 i += self._n
             if not 0 <= i < self._n:
                 raise IndexError(i)
-            return _tensors(self._batch([i]), True)
+            T = self.seq_len
+            blk = _np.empty((len(self._ints), T), _np.int64)  # one allocation for the int tensors
+            outs = [None] * 5
+            for j, (_, k) in enumerate(self._ints):
+                outs[k] = blk[j]
+            if "loss_mask" in self.fields:
+                outs[4] = _np.empty(T, _np.bool_)
+            self.set._c.fill(self.split, i, T, self.doc_mask, self.ignore_index, *outs)
+            fn = _torch.from_numpy
+            return {f: fn(outs[_data.FIELDS.index(f)]) for f in self.fields}
         if isinstance(idx, _torch.Tensor):
             idx = idx.numpy()
         return _tensors(self._batch(idx), False)
 
     def __getitems__(self, indices):  # DataLoader with batch_size > 1: one C call per batch
-        b = self._batch(indices)
-        return [{k: _torch.from_numpy(v[i]) for k, v in b.items()} for i in range(len(indices))]
+        return _per_row(_tensors(self._batch(indices), False))
 
     def _batch(self, rows):
         return _data.llm_batch(self.set, rows, self.seq_len, split=self.split, doc_mask=self.doc_mask,
-                               ignore_index=self.ignore_index)
+                               ignore_index=self.ignore_index, fields=self.fields)
 
 
 class ShardIterableDataset(_tud.IterableDataset):
@@ -76,10 +94,12 @@ class ShardIterableDataset(_tud.IterableDataset):
     workers of each rank (strided, so the workers' round-robin gives the single-process order back). rank and
     world_size default to torch.distributed's when it is initialised. ``shuffle`` uses llmtrain's seeded
     per-epoch permutation; call ``set_epoch(e)`` between epochs. ``batch_rows`` > 1 yields dicts of
-    (batch_rows, T) tensors read in one call (use ``batch_size=None`` in the DataLoader then)."""
+    (batch_rows, T) tensors read in one call (use ``batch_size=None`` in the DataLoader then); otherwise rows are
+    read 16 at a time. ``fields`` as in :class:`ShardDataset`."""
 
     def __init__(self, directory, split="train", seq_len=None, *, rank=None, world_size=None, shuffle=False,
-                 seed=_data.DEFAULT_SEED, epoch=0, verify=True, doc_mask=True, ignore_index=-100, batch_rows=1):
+                 seed=_data.DEFAULT_SEED, epoch=0, verify=True, doc_mask=True, ignore_index=-100, batch_rows=1,
+                 fields=None):
         super().__init__()
         self.set = ShardSet(directory, verify=verify)
         self.split = split
@@ -88,6 +108,7 @@ class ShardIterableDataset(_tud.IterableDataset):
         self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
         self.doc_mask, self.ignore_index = doc_mask, ignore_index
         self.batch_rows = max(1, int(batch_rows))
+        self.fields = _data.check_fields(fields)
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
@@ -119,20 +140,18 @@ class ShardIterableDataset(_tud.IterableDataset):
         return full[::pos.step].tolist()
 
     def __iter__(self):
-        rows = self.rows()
+        rows = _np.asarray(self.rows(), _np.int64)
         k = self.batch_rows
-        # rows are read in blocks (one C call each) and handed out one by one
-        step = k if k > 1 else 64
+        # rows are read in blocks (one C call each) and handed out one by one; 16 rows of int64 outputs stay in
+        # the caches (64 measured slower)
+        step = k if k > 1 else 16
         for a in range(0, len(rows), step):
             b = _data.llm_batch(self.set, rows[a:a + step], self.seq_len, split=self.split, doc_mask=self.doc_mask,
-                                ignore_index=self.ignore_index)
+                                ignore_index=self.ignore_index, fields=self.fields)
             if k > 1:
                 yield _tensors(b, False)
-                continue
-            t = _tensors(b, False)
-            keys = list(t)
-            for r in range(len(b["input_ids"])):
-                yield {key: t[key][r] for key in keys}
+            else:
+                yield from _per_row(_tensors(b, False))
 
     def __len__(self):
         n = len(self.positions())
