@@ -94,10 +94,6 @@ static inline uint64_t tk_hash_bytes(const uint8_t *p, size_t n) {
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-    /* Tables mapped from a file image (tk_image.c): the sections point into
-     * it, tk_free unmaps it instead of freeing them. NULL: heap tables. */
-    void *image;
-    size_t image_len;
         h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
         h ^= h >> 29;
         p += 8;
