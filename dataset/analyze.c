@@ -723,6 +723,9 @@ static int scan_all(analyzer *a, agg *g, ds_reader *rd, uint64_t batch_bytes, in
         ds_set_err(err, errlen, "cannot start the reader thread");
         rc = DS_ERR_INTERNAL;
     }
+    ds_analyze_event ev;
+    memset(&ev, 0, sizeof ev);
+    double t0 = ds_now();
     while (rc == DS_OK) {
         const ds_batch *b = ds_pipeline_next(&pl);
         if (b->fatal) {
@@ -752,6 +755,16 @@ static int scan_all(analyzer *a, agg *g, ds_reader *rd, uint64_t batch_bytes, in
         }
         rc = aggregate(g, b, a->res);
         int last = b->eof;
+        if (rc == DS_OK && a->o->callback) {
+            ev.records += b->n;
+            ev.bytes_in += b->raw_bytes;
+            ev.seconds = ds_now() - t0;
+            ev.last = last;
+            if (a->o->callback(&ev, a->o->user)) {
+                ds_set_err(err, errlen, "canceled");
+                rc = DS_ERR_CANCELED;
+            }
+        }
         ds_pipeline_release(&pl);
         if (last) break;
     }

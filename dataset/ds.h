@@ -208,6 +208,17 @@ const ds_rule_info *ds_rule_get(int rule);           /* NULL if out of range */
 int ds_rule_find(const char *id);                    /* rule index or -1 */
 const char *ds_severity_name(ds_severity s);         /* "info", "warning", "error" */
 
+/* Progress of ds_analyze: after every batch of records, on the calling thread. */
+typedef struct {
+    uint64_t records;  /* records read so far */
+    uint64_t bytes_in; /* their bytes in the (decompressed) inputs */
+    double seconds;    /* since ds_analyze started */
+    int last;          /* the inputs are all read */
+} ds_analyze_event;
+/* Return nonzero to cancel: ds_analyze stops after the current batch and
+ * returns DS_ERR_CANCELED (no report, nothing written). */
+typedef int (*ds_analyze_callback)(const ds_analyze_event *ev, void *user);
+
 typedef struct {
     const struct tk_tokenizer *tok; /* NULL: byte checks only (no token counts) */
     uint64_t seq_len;               /* L in tokens (0: not set) */
@@ -228,6 +239,8 @@ typedef struct {
     uint64_t batch_bytes;           /* text per batch (8 MiB) */
     uint64_t max_dup_docs;          /* duplicate: distinct documents remembered (0: DS_DUP_DEFAULT_MAX;
                                        16 bytes each, the table is <= 2^ceil(log2(4/3 x this)) slots) */
+    ds_analyze_callback callback;   /* progress and cancellation (NULL: none) */
+    void *user;
 } ds_analyze_opts;
 #define DS_DUP_DEFAULT_MAX ((uint64_t)6291456) /* 3/4 of 2^23 slots: a 128 MiB table */
 void ds_analyze_opts_init(ds_analyze_opts *o);
