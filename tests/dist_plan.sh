@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # dist_plan.sh LLMTRAIN - the per-rank memory plan of data-parallel runs
 # (--plan --world N --zero 0|1): on the GPU the AdamW state (and the master
-# weights in mixed precision) 8 (4) x ceil(P/N) bytes with ZeRO-1, full on the
-# CPU (train/dist.c keeps the full moments for checkpoints); the
+# weights in mixed precision) 8 (4) x ceil(P/N) bytes with ZeRO-1, on the CPU
+# 8 x the largest shard of whole gradient-norm parts (train/dist.c); the
 # all-reduce bucket counted once world > 1; a micro-batch never longer than
 # the rank's share ceil(R/N) of the step's rows; --world 1 == no --world.
 set -euo pipefail
@@ -29,7 +29,12 @@ check(w4["micro_rows"] == 4 and w4["n_micro"] == 4 and w4["rank_micro"] == 1,
 check(it(w4)["AdamW m+v (fp32)"] == 8 * P and it(w4)["communication buffer (all-reduce bucket)"] == 4 << 20,
       "world 4 without ZeRO: full AdamW state + 4 MiB bucket")
 za = [b for n, b in it(z3).items() if n.startswith("AdamW")]
-check(za == [8 * P], "CPU ZeRO-1 over 3: the full AdamW state (the CPU shards the update, not the memory)")
+def zshard(P, W):  # train/dist.c: whole parts of 256, the largest rank's
+    unit = -(-P // 256); U = -(-P // unit)
+    return max(min(U * (r + 1) // W * unit, P) - min(U * r // W * unit, P) for r in range(W))
+check(za == [8 * zshard(P, 3)] and zshard(P, 3) < P // 2,
+      "CPU ZeRO-1 over 3: AdamW m+v = 8 x the largest shard (%d of %d elements)" % (zshard(P, 3), P))
+check(z3["total_bytes"] < one["total_bytes"] - 4 * P, "CPU ZeRO-1 over 3: per-rank plan smaller by > 4P bytes")
 gi, g1i = it(g8), it(g1)
 P = g8["params"]
 check(gi["AdamW m+v (fp32, 1/N shard: ZeRO-1)"] == 8 * (-(-P // 8)) and

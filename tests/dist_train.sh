@@ -7,9 +7,14 @@
 #     micro-batches per rank within 1e-5 relative of one process (the sum
 #     is grouped per rank there);
 #   - --zero 1 == no ZeRO (checkpoint digest), for 2 and 4 ranks;
+#   - overlap: 2 KiB gradient buckets (MKS_DP_BUCKET_MB) and no overlap (0)
+#     give the same bits as the default 25 MiB buckets, with accumulation;
+#   - validation is shared over the ranks: val_loss compared bit for bit;
 #   - resume: stopped after 3 steps and resumed on the same N == the
 #     uninterrupted run; resumed on another N (4 ranks, 1 process) completes
-#     and stays within 1e-4;
+#     and stays within 1e-4; a ZeRO-1 checkpoint (1/N of the moments per
+#     rank, gathered by rank 0) resumed on 4 ranks with ZeRO-1 and by one
+#     process;
 #   - (fail) failure: a rank killed with SIGKILL mid-run, or stopped (SIGSTOP, only
 #     the deadline sees it), ends the job non-zero within 60 s, naming it.
 set -u
@@ -66,6 +71,15 @@ mpi 2 r2x2 --token-budget 64
 mpi 2 z2 --token-budget 128 --zero 1
 mpi 4 z4 --token-budget 64 --zero 1
 
+# overlap (gradient buckets reduced while backward runs): tiny buckets (many
+# per layer and tensor) and none at all (MKS_DP_BUCKET_MB=0) give the same bits
+MKS_DP_BUCKET_MB=0.002 mpi 2 b2 --token-budget 128
+MKS_DP_BUCKET_MB=0.002 mpi 2 b2x2 --token-budget 64 --zero 1
+MKS_DP_BUCKET_MB=0 mpi 2 n2x2 --token-budget 64
+m=$(cmp_logs p2 b2 0) && same_ckpt p2 b2 && ok "2 ranks, 2 KiB buckets (overlap) == 1 process ($m)" || bad "small buckets: $m"
+m=$(cmp_logs r2x2 b2x2 0) && same_ckpt r2x2 b2x2 && m2=$(cmp_logs r2x2 n2x2 0) && same_ckpt r2x2 n2x2 &&
+    ok "2 ranks x 2 micro-batches: 25 MiB buckets == 2 KiB buckets + ZeRO-1 == no overlap ($m)" ||
+    bad "overlap with accumulation: $m $m2"
 m=$(cmp_logs p2 r2 0) && same_ckpt p2 r2 && ok "2 ranks == 1 process x 2 micro-batches, bit for bit ($m; checkpoint identical)" ||
     bad "2 ranks vs 1 process: $m"
 m=$(cmp_logs p4 r4 0) && same_ckpt p4 r4 && ok "4 ranks == 1 process x 4 micro-batches, bit for bit ($m; checkpoint identical)" ||
@@ -91,6 +105,20 @@ cp "$T/rn.jsonl" "$T/rn1.jsonl" 2>/dev/null
 "$LLM" "${A[@]}" --log "$T/rn1.jsonl" --ckpt-dir "$T/c_rn1" --token-budget 128 --resume > "$T/rn3.out" 2>&1 ||
     bad "resume in one process: $(tail -2 "$T/rn3.out")"
 m=$(cmp_logs r2 rn1 0) && ok "2-rank checkpoint resumed by one process (2 micro-batches): $m" || bad "resume on 1: $m"
+
+# ZeRO-1 checkpoints (each rank holds 1/N of the moments; rank 0 writes the
+# full ones) resumed on another N: 4 ranks with ZeRO-1, and one process
+mpi 2 zn --token-budget 128 --zero 1 --stop-after 2
+cp -r "$T/c_zn" "$T/c_zn1"
+"$MPI" -np 4 --oversubscribe "$LLM" "${A[@]}" --log "$T/zn.jsonl" --ckpt-dir "$T/c_zn" --token-budget 128 --zero 1 \
+    --resume > "$T/zn2.out" 2>&1 || bad "ZeRO-1 resume on 4 ranks: $(tail -2 "$T/zn2.out")"
+m=$(cmp_logs r2 zn 1e-4) && ok "2-rank ZeRO-1 checkpoint resumed on 4 ranks with ZeRO-1 (re-sharded): $m" ||
+    bad "ZeRO-1 resume on 4: $m"
+cp "$T/zn.jsonl" "$T/zn1.jsonl" 2>/dev/null
+"$LLM" "${A[@]}" --log "$T/zn1.jsonl" --ckpt-dir "$T/c_zn1" --token-budget 128 --resume > "$T/zn3.out" 2>&1 ||
+    bad "ZeRO-1 checkpoint resumed by one process: $(tail -2 "$T/zn3.out")"
+m=$(cmp_logs r2 zn1 0) && ok "2-rank ZeRO-1 checkpoint resumed by one process (2 micro-batches): $m" ||
+    bad "ZeRO-1 resume on 1: $m"
 
 exit $fail
 fi

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "comm.h"
 #include "model.h"
 
 /* Fixed CPU-side costs that are not model tensors (see docs/memory-plan.md).
@@ -47,6 +48,21 @@ static uint64_t shard_of(const tr_plan_in *in, uint64_t P)
     return in->zero ? P / w + (P % w != 0) : P;
 }
 
+/* ZeRO-1 on the CPU: elements of the largest rank's shard in the layout of
+ * train/dist.c (whole parts of kn_sumsq_ref's 256: unit ceil(P / 256),
+ * rank r holds units [r*U/W, (r+1)*U/W)). */
+static uint64_t cpu_zero_shard(uint64_t P, int W)
+{
+    uint64_t unit = P / 256 + (P % 256 != 0), most = 0;
+    for (int r = 0; r < W; r++) {
+        size_t lo, hi;
+        tr_comm_shard_units((size_t)P, (size_t)unit, W, r, &lo, &hi);
+        if (hi - lo > most)
+            most = hi - lo;
+    }
+    return most;
+}
+
 /* Data-parallel lines (train/comm.h, train/comm_nccl.h): the host
  * communicator's all-reduce bucket (TR_COMM_DEFAULT_BUCKET floats, CPU and
  * GPU runs: the GPU run bootstraps NCCL over it); NCCL's own channel buffers
@@ -77,12 +93,14 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
         (void)m1;
         item(o, "parameters (fp32)", mm.params, 0, B, "host");
         item(o, "gradients (fp32)", mm.grads, 0, B, "host");
-        /* ZeRO-1 on the CPU (train/dist.c) shards the update, not the
-         * memory: the host model keeps the full moments, which every
-         * checkpoint is written from */
-        item(o, in->zero && world_of(in) > 1 ? "AdamW m+v (fp32; full on the CPU: checkpoints are written from it)"
-                                             : "AdamW m+v (fp32)",
-             mm.adam, 0, B, "host");
+        /* ZeRO-1 on the CPU (train/dist.c): a rank holds its shard of the
+         * moments only, cut in whole gradient-norm parts
+         * (tr_comm_shard_units with unit ceil(P / 256)); the largest
+         * rank's */
+        if (in->zero && world_of(in) > 1)
+            item(o, "AdamW m+v (fp32, 1/N shard: ZeRO-1)", 8 * cpu_zero_shard(P, (int)world_of(in)), 0, B, "host");
+        else
+            item(o, "AdamW m+v (fp32)", mm.adam, 0, B, "host");
         /* activations: split into per-layer and the rest for the table */
         uint64_t per_tok_layer = 4 * (16 * C + 4);
         uint64_t att_layer = 4 * NH * T * T;
