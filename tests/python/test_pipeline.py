@@ -39,6 +39,43 @@ def test_hist_equals_cli(shared, mkshards_bin, tmp_path):
     assert seen[0]["stage"] == "start" and seen[-1]["stage"] == "done"
 
 
+def test_lint_hist_progress_and_cancel(shared, tmp_path):
+    """Progress after every batch; a true return, an exception from the callback or Ctrl-C cancel (no svg
+    written), and the next call runs to the end."""
+    import signal
+    ins = [os.path.join(shared, "corpus", "web.jsonl.zst"), os.path.join(shared, "corpus", "code.jsonl.zst")]
+    ev = []
+    rep = mkshards.lint(ins, threads=2, progress=ev.append)
+    steps = [e for e in ev if e["stage"] == "progress"]
+    assert ev[0]["stage"] == "start" and ev[-1]["stage"] == "done" and len(steps) >= 3
+    assert steps[-1]["last"] and not steps[0]["last"] and steps[-1]["records"] == rep["records"]
+    assert all(a["bytes_in"] < b["bytes_in"] and a["seconds"] <= b["seconds"] for a, b in zip(steps, steps[1:]))
+    svg = tmp_path / "h.svg"
+    seen = []
+
+    def stop_at_two(e):
+        seen.append(e)
+        return len(seen) == 3  # start + two batches
+    with pytest.raises(mkshards.MkshardsError, match="cancel") as ei:
+        mkshards.hist(ins, tokenizer="gpt2", svg=svg, progress=stop_at_two)
+    assert ei.value.code == -10 and len(seen) == 3 and not svg.exists()
+
+    def boom(e):
+        if e["stage"] == "progress":
+            raise RuntimeError("from the callback")
+    with pytest.raises(RuntimeError, match="from the callback"):
+        mkshards.hist(ins, tokenizer="gpt2", svg=svg, progress=boom)
+    assert not svg.exists()
+
+    def interrupt(e):
+        if e["stage"] == "progress":
+            os.kill(os.getpid(), signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        mkshards.lint(ins, tokenizer="gpt2", hist=True, progress=interrupt)
+    got = mkshards.hist(ins, tokenizer="gpt2", svg=svg)
+    assert svg.exists() and got["docs"] > 0
+
+
 def test_pipeline_errors(shared, tmp_path):
     with pytest.raises(mkshards.MkshardsError, match="nothere"):
         mkshards.lint([str(tmp_path / "nothere.jsonl")])

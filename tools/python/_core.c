@@ -1436,151 +1436,318 @@ static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw)
     return idbuf_new(out, (Py_ssize_t)count, 8, "Q");
 }
 
-/* ================================================================ analyze */
-static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
-{
-    (void)self;
-    static char *kwl[] = {"inputs", "tokenizer", "lint", "hist", "seq_len", "max_doc_bytes", "max_examples",
-                          "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
-                          "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", NULL};
-    PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None;
-    int lint = 1, hist = 0, threads = 0, doc_sep = 0, cut = 0;
-    unsigned long long seq_len = 0, max_doc_bytes = 0, max_record = 0, long_run = 0, long_line = 0;
-    long long max_examples = -1;
-    double outlier = 0, min_bpt = 0;
-    const char *field = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppKKLiziKpdKKdO", kwl, &inputs_o, &tok_o, &lint, &hist, &seq_len,
-                                     &max_doc_bytes, &max_examples, &threads, &field, &doc_sep, &max_record, &cut,
-                                     &outlier, &long_run, &long_line, &min_bpt, &svg_o))
-        return NULL;
-    if (tok_o != Py_None && !PyObject_TypeCheck(tok_o, &TokType)) {
-        PyErr_SetString(PyExc_TypeError, "tokenizer: a mkshards Tokenizer or None");
-        return NULL;
-    }
-    if (hist && tok_o == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "hist needs a tokenizer");
-        return NULL;
-    }
-    if (doc_sep < 0 || doc_sep > 2) {
-        PyErr_SetString(PyExc_ValueError, "doc_sep: 'file', 'line' or 'blank-line'");
-        return NULL;
-    }
-    PyObject *tup = PySequence_Tuple(inputs_o);
-    if (!tup)
-        return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(tup);
-    if (n == 0) {
-        Py_DECREF(tup);
-        PyErr_SetString(PyExc_ValueError, "no inputs given");
-        return NULL;
-    }
-    PyObject *paths = PyList_New(n);
-    const char **inputs = PyMem_Calloc((size_t)n, sizeof *inputs);
-    PyObject *svg_b = NULL, *ret = NULL;
-    ds_lint_report *rep = NULL;
-    ds_hist *h = NULL;
-    char *lbuf = NULL, *hbuf = NULL;
-    if (!paths || !inputs) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *b = NULL;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
-            goto out;
-        PyList_SET_ITEM(paths, i, b);
-        inputs[i] = PyBytes_AS_STRING(b);
-    }
-    if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b))
-        goto out;
-    ds_reader_opts ro;
-    ds_analyze_opts ao;
-    ds_reader_opts_init(&ro);
-    ds_analyze_opts_init(&ao);
-    ro.field = field;
-    ro.doc_sep = (ds_doc_sep)doc_sep;
-    if (max_record)
-        ro.max_record_bytes = (size_t)max_record;
-    if (cut)
-        ro.overlong = DS_OVERLONG_CUT;
-    ao.tok = tok_o == Py_None ? NULL : (const struct tk_tokenizer *)((TokObj *)tok_o)->tok;
-    ao.seq_len = seq_len;
-    ao.max_doc_bytes = max_doc_bytes;
-    if (max_examples >= 0) {
-        ao.max_examples = (size_t)max_examples;
-        ao.set_examples = 1;
-    }
-    ao.threads = threads;
-    if (outlier > 0)
-        ao.outlier_factor = outlier;
-    if (long_run)
-        ao.long_run_bytes = long_run;
-    if (long_line)
-        ao.long_line_bytes = long_line;
-    if (min_bpt > 0)
-        ao.min_bytes_per_token = min_bpt;
-    char err[512] = "";
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ds_analyze(inputs, (size_t)n, &ro, &ao, lint ? &rep : NULL, hist ? &h : NULL, err, sizeof err);
-    Py_END_ALLOW_THREADS
-    if (rc != DS_OK) {
-        raise_c(rc, err[0] ? err : ds_strerror(rc));
-        goto out;
-    }
-    size_t lsz = 0, hsz = 0;
-    if (rep) {
-        FILE *f = open_memstream(&lbuf, &lsz);
-        if (!f || ds_lint_write_json(rep, f) < 0 || fclose(f)) {
-            raise_c(DS_ERR_NOMEM, "lint: cannot format the report");
-            goto out;
-        }
-    }
-    if (h) {
-        FILE *f = open_memstream(&hbuf, &hsz);
-        if (!f || ds_hist_write_json(h, f) < 0 || fclose(f)) {
-            raise_c(DS_ERR_NOMEM, "hist: cannot format the report");
-            goto out;
-        }
-        if (svg_b) {
-            if (ds_hist_write_svg(h, PyBytes_AS_STRING(svg_b), err, sizeof err) != DS_OK) {
-                raise_c(DS_ERR_IO, err);
-                goto out;
-            }
-        }
-    }
-    int code = rep ? ds_lint_exit_code(rep) : 0;
-    ret = Py_BuildValue("(z#z#iK)", lbuf, (Py_ssize_t)lsz, hbuf, (Py_ssize_t)hsz, code,
-                        (unsigned long long)(h ? h->docs : 0));
-out:
-    free(lbuf);
-    free(hbuf);
-    ds_lint_report_free(rep);
-    ds_hist_free(h);
-    Py_XDECREF(svg_b);
-    PyMem_Free(inputs);
-    Py_XDECREF(paths);
-    Py_DECREF(tup);
-    return ret;
-}
-
-/* ================================================================ build */
-/* ds_build runs on a worker thread; the calling (main) thread waits with the
- * GIL released and checks for signals every 100 ms, so Ctrl-C cancels the
- * build at its next batch boundary (DIR keeps its checkpoint) and raises
- * KeyboardInterrupt. The Python progress callback runs on the worker thread
- * (under the GIL); a true return value or an exception cancels too. */
-typedef struct {
-    ds_build_opts o;
-    ds_build_result res;
-    char err[1024];
-    int rc;
-    PyObject *cb;
+/* ================================================================ background calls */
+/* ds_analyze and ds_build run on a worker thread; the calling (main) thread
+ * waits with the GIL released and checks for signals every 100 ms, so Ctrl-C
+ * cancels the call at its next batch boundary and raises KeyboardInterrupt.
+ * The Python progress callback runs on the worker thread (under the GIL); a
+ * true return value or an exception cancels too (the exception is raised). */
+typedef struct bg_job {
+    int (*run)(struct bg_job *j); /* the C call, on the worker thread; returns its status */
+    int rc;                       /* run's status */
+    PyObject *cb;                 /* progress callback (borrowed) or NULL */
     int cancel;
     PyObject *exc_t, *exc_v, *exc_tb; /* the callback's exception */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
+} bg_job;
+
+/* From a C progress callback on the worker thread: make(ev) builds the
+ * event's dict (under the GIL), the Python callback gets it. Nonzero: stop. */
+static int bg_report(bg_job *j, PyObject *(*make)(const void *ev), const void *ev)
+{
+    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
+        return 1;
+    if (!j->cb)
+        return 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *d = make(ev);
+    PyObject *r = d ? PyObject_CallFunctionObjArgs(j->cb, d, NULL) : NULL;
+    Py_XDECREF(d);
+    int stop = 1;
+    if (r) {
+        stop = PyObject_IsTrue(r);
+        Py_DECREF(r);
+    }
+    if (stop < 0 || !r) {
+        if (!j->exc_t)
+            PyErr_Fetch(&j->exc_t, &j->exc_v, &j->exc_tb);
+        else
+            PyErr_Clear();
+        stop = 1;
+    }
+    PyGILState_Release(g);
+    if (stop)
+        __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    return stop;
+}
+
+static void *bg_thread(void *arg)
+{
+    bg_job *j = arg;
+    int rc = j->run(j);
+    pthread_mutex_lock(&j->mu);
+    j->rc = rc;
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* Wait up to 100 ms for the worker (GIL released); 1 when it is done. */
+static int bg_wait(bg_job *j)
+{
+    int done;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&j->mu);
+    if (!j->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    }
+    done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    Py_END_ALLOW_THREADS
+    return done;
+}
+
+/* Run j->run on a worker thread. 0: it ran to its end (status in j->rc);
+ * -1: a Python exception is set (a signal's, e.g. KeyboardInterrupt, or the
+ * callback's; the C call was canceled). */
+static int bg_run(bg_job *j)
+{
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    pthread_t th;
+    int ret = 0;
+    if (pthread_create(&th, NULL, bg_thread, j)) {
+        raise_c(DS_ERR_INTERNAL, "cannot start a thread");
+        ret = -1;
+        goto out;
+    }
+    PyObject *st = NULL, *sv = NULL, *stb = NULL; /* a signal's exception */
+    while (!bg_wait(j))
+        if (!st && PyErr_CheckSignals() < 0) {
+            PyErr_Fetch(&st, &sv, &stb);
+            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+        }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+    if (st) {
+        PyErr_Restore(st, sv, stb);
+        ret = -1;
+    } else if (j->exc_t) {
+        PyErr_Restore(j->exc_t, j->exc_v, j->exc_tb);
+        j->exc_t = j->exc_v = j->exc_tb = NULL;
+        ret = -1;
+    }
+out:
+    Py_CLEAR(j->exc_t);
+    Py_CLEAR(j->exc_v);
+    Py_CLEAR(j->exc_tb);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    return ret;
+}
+
+/* Path-likes -> C strings (file system encoding). *keep (a list) owns the
+ * bytes; the array is PyMem_Malloc'ed. NULL with an exception set. */
+static const char **fs_paths(PyObject *seq, PyObject **keep, size_t *n_ret)
+{
+    *keep = NULL;
+    PyObject *tup = PySequence_Tuple(seq);
+    if (!tup)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(tup);
+    PyObject *paths = PyList_New(n);
+    const char **out = PyMem_Calloc(n ? (size_t)n : 1, sizeof *out);
+    if (!paths || !out) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
+            goto fail;
+        PyList_SET_ITEM(paths, i, b);
+        out[i] = PyBytes_AS_STRING(b);
+    }
+    Py_DECREF(tup);
+    *keep = paths;
+    *n_ret = (size_t)n;
+    return out;
+fail:
+    Py_DECREF(tup);
+    Py_XDECREF(paths);
+    PyMem_Free(out);
+    return NULL;
+}
+
+/* ================================================================ analyze */
+typedef struct {
+    bg_job bg; /* first: the job is passed around as a bg_job */
+    const char **inputs;
+    size_t n_inputs;
+    ds_reader_opts ro;
+    ds_analyze_opts ao;
+    int lint, hist;
+    ds_lint_report *rep;
+    ds_hist *h;
+    char err[512];
+} analyze_job;
+
+static PyObject *analyze_event_dict(const void *p)
+{
+    const ds_analyze_event *ev = p;
+    return Py_BuildValue("{s:s,s:K,s:K,s:d,s:O}", "stage", "progress", "records", (unsigned long long)ev->records,
+                         "bytes_in", (unsigned long long)ev->bytes_in, "seconds", ev->seconds, "last",
+                         ev->last ? Py_True : Py_False);
+}
+
+static int analyze_cb(const ds_analyze_event *ev, void *user)
+{
+    return bg_report(user, analyze_event_dict, ev);
+}
+
+static int analyze_run(bg_job *b)
+{
+    analyze_job *j = (analyze_job *)b;
+    return ds_analyze(j->inputs, j->n_inputs, &j->ro, &j->ao, j->lint ? &j->rep : NULL, j->hist ? &j->h : NULL,
+                      j->err, sizeof j->err);
+}
+
+/* The reports as the CLI's --json text, the chart as --svg. */
+static PyObject *analyze_result(analyze_job *j, PyObject *svg_b)
+{
+    char *lbuf = NULL, *hbuf = NULL;
+    size_t lsz = 0, hsz = 0;
+    PyObject *ret = NULL;
+    if (j->rep) {
+        FILE *f = open_memstream(&lbuf, &lsz);
+        if (!f || ds_lint_write_json(j->rep, f) < 0 || fclose(f)) {
+            raise_c(DS_ERR_NOMEM, "lint: cannot format the report");
+            goto out;
+        }
+    }
+    if (j->h) {
+        FILE *f = open_memstream(&hbuf, &hsz);
+        if (!f || ds_hist_write_json(j->h, f) < 0 || fclose(f)) {
+            raise_c(DS_ERR_NOMEM, "hist: cannot format the report");
+            goto out;
+        }
+        if (svg_b && ds_hist_write_svg(j->h, PyBytes_AS_STRING(svg_b), j->err, sizeof j->err) != DS_OK) {
+            raise_c(DS_ERR_IO, j->err);
+            goto out;
+        }
+    }
+    int code = j->rep ? ds_lint_exit_code(j->rep) : 0;
+    ret = Py_BuildValue("(z#z#iK)", lbuf, (Py_ssize_t)lsz, hbuf, (Py_ssize_t)hsz, code,
+                        (unsigned long long)(j->h ? j->h->docs : 0));
+out:
+    free(lbuf);
+    free(hbuf);
+    return ret;
+}
+
+static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwl[] = {"inputs", "tokenizer", "lint", "hist", "seq_len", "max_doc_bytes", "max_examples",
+                          "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
+                          "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", "callback", NULL};
+    PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None, *cb = Py_None;
+    int lint = 1, hist = 0, threads = 0, doc_sep = 0, cut = 0;
+    unsigned long long seq_len = 0, max_doc_bytes = 0, max_record = 0, long_run = 0, long_line = 0;
+    long long max_examples = -1;
+    double outlier = 0, min_bpt = 0;
+    const char *field = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppKKLiziKpdKKdOO", kwl, &inputs_o, &tok_o, &lint, &hist,
+                                     &seq_len, &max_doc_bytes, &max_examples, &threads, &field, &doc_sep,
+                                     &max_record, &cut, &outlier, &long_run, &long_line, &min_bpt, &svg_o, &cb))
+        return NULL;
+    if (tok_o != Py_None && (!PyObject_TypeCheck(tok_o, &TokType) || !((TokObj *)tok_o)->tok))
+        return PyErr_Format(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer or None");
+    if (hist && tok_o == Py_None)
+        return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
+    if (doc_sep < 0 || doc_sep > 2)
+        return PyErr_Format(PyExc_ValueError, "doc_sep: 'file', 'line' or 'blank-line'");
+    if (cb != Py_None && !PyCallable_Check(cb))
+        return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
+    analyze_job *j = PyMem_Calloc(1, sizeof *j);
+    PyObject *paths = NULL, *svg_b = NULL, *ret = NULL;
+    if (!j)
+        return PyErr_NoMemory();
+    if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs)))
+        goto out;
+    if (!j->n_inputs) {
+        PyErr_SetString(PyExc_ValueError, "no inputs given");
+        goto out;
+    }
+    if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b))
+        goto out;
+    ds_reader_opts_init(&j->ro);
+    ds_analyze_opts_init(&j->ao);
+    j->ro.field = field;
+    j->ro.doc_sep = (ds_doc_sep)doc_sep;
+    if (max_record)
+        j->ro.max_record_bytes = (size_t)max_record;
+    if (cut)
+        j->ro.overlong = DS_OVERLONG_CUT;
+    ds_analyze_opts *ao = &j->ao;
+    ao->tok = tok_o == Py_None ? NULL : (const struct tk_tokenizer *)((TokObj *)tok_o)->tok;
+    ao->seq_len = seq_len;
+    ao->max_doc_bytes = max_doc_bytes;
+    if (max_examples >= 0) {
+        ao->max_examples = (size_t)max_examples;
+        ao->set_examples = 1;
+    }
+    ao->threads = threads;
+    if (outlier > 0)
+        ao->outlier_factor = outlier;
+    if (long_run)
+        ao->long_run_bytes = long_run;
+    if (long_line)
+        ao->long_line_bytes = long_line;
+    if (min_bpt > 0)
+        ao->min_bytes_per_token = min_bpt;
+    ao->callback = analyze_cb;
+    ao->user = j;
+    j->lint = lint;
+    j->hist = hist;
+    j->bg.run = analyze_run;
+    j->bg.cb = cb == Py_None ? NULL : cb;
+    if (bg_run(&j->bg))
+        goto out;
+    if (j->bg.rc != DS_OK) {
+        raise_c(j->bg.rc, j->err[0] ? j->err : ds_strerror(j->bg.rc));
+        goto out;
+    }
+    ret = analyze_result(j, svg_b);
+out:
+    if (j) {
+        ds_lint_report_free(j->rep);
+        ds_hist_free(j->h);
+        PyMem_Free(j->inputs);
+    }
+    PyMem_Free(j);
+    Py_XDECREF(svg_b);
+    Py_XDECREF(paths);
+    return ret;
+}
+
+/* ================================================================ build */
+typedef struct {
+    bg_job bg; /* first */
+    ds_build_opts o;
+    ds_build_result res;
+    char err[1024];
 } build_job;
 
 static const char *build_ev_name(ds_build_event_kind k)
@@ -1594,210 +1761,142 @@ static const char *build_ev_name(ds_build_event_kind k)
     return "event";
 }
 
-static int build_cb(const ds_build_event *ev, void *user)
+static PyObject *build_event_dict(const void *p)
 {
-    build_job *j = user;
-    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
-        return 1;
-    if (!j->cb)
-        return 0;
-    PyGILState_STATE g = PyGILState_Ensure();
-    int stop = 0;
-    PyObject *d = Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:d,s:O,s:n,s:s}", "event", build_ev_name(ev->kind), "records",
-                                (unsigned long long)ev->records, "bytes_in", (unsigned long long)ev->bytes_in,
-                                "tokens", (unsigned long long)ev->tokens, "est_bytes",
-                                (unsigned long long)ev->est_bytes, "seconds", ev->seconds, "last",
-                                ev->last ? Py_True : Py_False, "shards", (Py_ssize_t)ev->shards, "detail",
-                                ev->detail ? ev->detail : "");
-    PyObject *r = d ? PyObject_CallFunctionObjArgs(j->cb, d, NULL) : NULL;
-    Py_XDECREF(d);
-    if (!r) {
-        if (!j->exc_t)
-            PyErr_Fetch(&j->exc_t, &j->exc_v, &j->exc_tb);
-        else
-            PyErr_Clear();
-        stop = 1;
-    } else {
-        stop = PyObject_IsTrue(r) > 0;
-        Py_DECREF(r);
-    }
-    PyGILState_Release(g);
-    if (stop)
-        __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
-    return stop;
+    const ds_build_event *ev = p;
+    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:d,s:O,s:n,s:s}", "event", build_ev_name(ev->kind), "records",
+                         (unsigned long long)ev->records, "bytes_in", (unsigned long long)ev->bytes_in, "tokens",
+                         (unsigned long long)ev->tokens, "est_bytes", (unsigned long long)ev->est_bytes, "seconds",
+                         ev->seconds, "last", ev->last ? Py_True : Py_False, "shards", (Py_ssize_t)ev->shards,
+                         "detail", ev->detail ? ev->detail : "");
 }
 
-static void *build_thread(void *arg)
+static int build_cb(const ds_build_event *ev, void *user)
 {
-    build_job *j = arg;
-    j->rc = ds_build(&j->o, &j->res, j->err, sizeof j->err);
-    pthread_mutex_lock(&j->mu);
-    j->done = 1;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    return NULL;
+    return bg_report(user, build_event_dict, ev);
+}
+
+static int build_run(bg_job *b)
+{
+    build_job *j = (build_job *)b;
+    return ds_build(&j->o, &j->res, j->err, sizeof j->err);
+}
+
+/* build()'s keyword arguments, as parsed */
+typedef struct {
+    PyObject *inputs, *out, *tok, *cb;
+    const char *spec, *field;
+    unsigned int seq_len, frame_rows, part_k, part_n;
+    int pack, over_long, shuffle, zstd_level, doc_sep, threads, force;
+    unsigned long long bfd_window, seed, shard_tokens, batch_bytes;
+    double val_fraction, ckpt_s;
+} build_args;
+
+/* Parse and check; a->out is a new reference (bytes) on success. */
+static int build_parse(PyObject *args, PyObject *kw, build_args *a)
+{
+    static char *kwl[] = {"inputs", "out", "tokenizer", "tokenizer_spec", "seq_len", "pack", "over_long",
+                          "bfd_window", "val_fraction", "seed", "shuffle", "shard_tokens", "zstd_level",
+                          "frame_rows", "field", "doc_sep", "part_k", "part_n", "threads", "batch_bytes", "force",
+                          "callback", "checkpoint_seconds", NULL};
+    memset(a, 0, sizeof *a);
+    a->cb = Py_None;
+    a->part_k = a->part_n = 1;
+    a->shuffle = 1;
+    a->ckpt_s = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|IiiKdKpKiIziIIiKpOd", kwl, &a->inputs, PyUnicode_FSConverter,
+                                     &a->out, &a->tok, &a->spec, &a->seq_len, &a->pack, &a->over_long,
+                                     &a->bfd_window, &a->val_fraction, &a->seed, &a->shuffle, &a->shard_tokens,
+                                     &a->zstd_level, &a->frame_rows, &a->field, &a->doc_sep, &a->part_k, &a->part_n,
+                                     &a->threads, &a->batch_bytes, &a->force, &a->cb, &a->ckpt_s))
+        return -1;
+    const char *bad = NULL;
+    PyObject *type = PyExc_TypeError;
+    if (!PyObject_TypeCheck(a->tok, &TokType) || !((TokObj *)a->tok)->tok)
+        bad = "tokenizer: a loaded mkshards Tokenizer";
+    else if (a->cb != Py_None && !PyCallable_Check(a->cb))
+        bad = "progress: a callable or None";
+    else if (a->pack < 0 || a->pack > 2 || a->over_long < 0 || a->over_long > 2 || a->doc_sep < 0 || a->doc_sep > 2) {
+        bad = "pack / over_long / doc_sep out of range";
+        type = PyExc_ValueError;
+    }
+    if (bad) {
+        Py_CLEAR(a->out);
+        PyErr_SetString(type, bad);
+        return -1;
+    }
+    return 0;
+}
+
+/* ds_build_opts from the parsed arguments (0 = the CLI's default). */
+static void build_set_opts(build_job *j, const build_args *a, const char **inputs, size_t n)
+{
+    ds_build_opts *o = &j->o;
+    ds_build_opts_init(o);
+    o->tok = (const struct tk_tokenizer *)((TokObj *)a->tok)->tok;
+    o->tokenizer_spec = a->spec;
+    o->inputs = inputs;
+    o->n_inputs = n;
+    o->out_dir = PyBytes_AS_STRING(a->out);
+    o->seq_len = a->seq_len;
+    o->pack = (ds_pack)a->pack;
+    o->over_long = (ds_over_long)a->over_long;
+    if (a->bfd_window)
+        o->bfd_window = a->bfd_window;
+    o->val_fraction = a->val_fraction;
+    o->seed = a->seed;
+    o->shuffle = a->shuffle;
+    if (a->shard_tokens)
+        o->shard_tokens = a->shard_tokens;
+    o->zstd_level = a->zstd_level;
+    if (a->frame_rows)
+        o->frame_rows = a->frame_rows;
+    o->field = a->field;
+    o->doc_sep = (ds_doc_sep)a->doc_sep;
+    o->part_k = a->part_k;
+    o->part_n = a->part_n;
+    o->threads = a->threads > 0 ? a->threads : n_cpus();
+    if (a->batch_bytes)
+        o->batch_bytes = a->batch_bytes;
+    o->force = a->force;
+    if (a->ckpt_s >= 0)
+        o->checkpoint_seconds = a->ckpt_s;
+    o->callback = build_cb;
+    o->user = j;
 }
 
 static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwl[] = {"inputs", "out", "tokenizer", "tokenizer_spec", "seq_len", "pack", "over_long",
-                          "bfd_window", "val_fraction", "seed", "shuffle", "shard_tokens", "zstd_level",
-                          "frame_rows", "field", "doc_sep", "part_k", "part_n", "threads", "batch_bytes", "force",
-                          "callback", "checkpoint_seconds", NULL};
-    PyObject *inputs_o, *out_o = NULL, *tok_o, *cb = Py_None;
-    const char *spec = NULL, *field = NULL;
-    unsigned int seq_len = 0, frame_rows = 0, part_k = 1, part_n = 1;
-    int pack = 0, over_long = 0, shuffle = 1, zstd_level = 0, doc_sep = 0, threads = 0, force = 0;
-    unsigned long long bfd_window = 0, seed = 0, shard_tokens = 0, batch_bytes = 0;
-    double val_fraction = 0, ckpt_s = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|IiiKdKpKiIziIIiKpOd", kwl, &inputs_o, PyUnicode_FSConverter,
-                                     &out_o, &tok_o, &spec, &seq_len, &pack, &over_long, &bfd_window, &val_fraction,
-                                     &seed, &shuffle, &shard_tokens, &zstd_level, &frame_rows, &field, &doc_sep,
-                                     &part_k, &part_n, &threads, &batch_bytes, &force, &cb, &ckpt_s))
+    build_args a;
+    if (build_parse(args, kw, &a))
         return NULL;
-    if (!PyObject_TypeCheck(tok_o, &TokType) || !((TokObj *)tok_o)->tok) {
-        Py_XDECREF(out_o);
-        PyErr_SetString(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer");
-        return NULL;
-    }
-    if (cb != Py_None && !PyCallable_Check(cb)) {
-        Py_XDECREF(out_o);
-        PyErr_SetString(PyExc_TypeError, "progress: a callable or None");
-        return NULL;
-    }
-    if (pack < 0 || pack > 2 || over_long < 0 || over_long > 2 || doc_sep < 0 || doc_sep > 2) {
-        Py_XDECREF(out_o);
-        PyErr_SetString(PyExc_ValueError, "pack / over_long / doc_sep out of range");
-        return NULL;
-    }
-    PyObject *tup = PySequence_Tuple(inputs_o);
-    if (!tup) {
-        Py_XDECREF(out_o);
-        return NULL;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(tup);
-    PyObject *paths = PyList_New(n);
-    const char **inputs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *inputs);
-    build_job *j = PyMem_Calloc(1, sizeof *j);
-    PyObject *ret = NULL;
-    int started = 0, mu_init = 0;
-    PyObject *it = NULL, *iv = NULL, *itb = NULL; /* KeyboardInterrupt (or another signal's exception) */
-    if (!paths || !inputs || !j) {
-        PyErr_NoMemory();
+    PyObject *paths = NULL, *ret = NULL;
+    size_t n = 0;
+    const char **inputs = fs_paths(a.inputs, &paths, &n);
+    build_job *j = inputs ? PyMem_Calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        if (inputs)
+            PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *b = NULL;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
-            goto out;
-        PyList_SET_ITEM(paths, i, b);
-        inputs[i] = PyBytes_AS_STRING(b);
-    }
-    ds_build_opts_init(&j->o);
-    j->o.tok = (const struct tk_tokenizer *)((TokObj *)tok_o)->tok;
-    j->o.tokenizer_spec = spec;
-    j->o.inputs = inputs;
-    j->o.n_inputs = (size_t)n;
-    j->o.out_dir = PyBytes_AS_STRING(out_o);
-    j->o.seq_len = seq_len;
-    j->o.pack = (ds_pack)pack;
-    j->o.over_long = (ds_over_long)over_long;
-    if (bfd_window)
-        j->o.bfd_window = bfd_window;
-    j->o.val_fraction = val_fraction;
-    j->o.seed = seed;
-    j->o.shuffle = shuffle;
-    if (shard_tokens)
-        j->o.shard_tokens = shard_tokens;
-    j->o.zstd_level = zstd_level;
-    if (frame_rows)
-        j->o.frame_rows = frame_rows;
-    j->o.field = field;
-    j->o.doc_sep = (ds_doc_sep)doc_sep;
-    j->o.part_k = part_k;
-    j->o.part_n = part_n;
-    j->o.threads = threads > 0 ? threads : n_cpus();
-    if (batch_bytes)
-        j->o.batch_bytes = batch_bytes;
-    j->o.force = force;
-    if (ckpt_s >= 0)
-        j->o.checkpoint_seconds = ckpt_s;
-    j->o.callback = build_cb;
-    j->o.user = j;
-    j->cb = cb == Py_None ? NULL : cb;
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
-    mu_init = 1;
-    pthread_t th;
-    if (pthread_create(&th, NULL, build_thread, j)) {
-        raise_c(DS_ERR_INTERNAL, "build: cannot start a thread");
+    build_set_opts(j, &a, inputs, n);
+    j->bg.run = build_run;
+    j->bg.cb = a.cb == Py_None ? NULL : a.cb;
+    if (bg_run(&j->bg))
         goto out;
-    }
-    started = 1;
-    for (;;) {
-        int done;
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&j->mu);
-        if (!j->done) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        }
-        done = j->done;
-        pthread_mutex_unlock(&j->mu);
-        Py_END_ALLOW_THREADS
-        if (done)
-            break;
-        if (!it && PyErr_CheckSignals() < 0) {
-            PyErr_Fetch(&it, &iv, &itb);
-            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
-        }
-    }
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(th, NULL);
-    Py_END_ALLOW_THREADS
-    if (it) {
-        PyErr_Restore(it, iv, itb);
-        it = iv = itb = NULL;
-        goto out;
-    }
-    if (j->exc_t) {
-        PyErr_Restore(j->exc_t, j->exc_v, j->exc_tb);
-        j->exc_t = j->exc_v = j->exc_tb = NULL;
-        goto out;
-    }
-    if (j->rc != DS_OK) {
-        raise_c(j->rc, j->err[0] ? j->err : ds_strerror(j->rc));
+    if (j->bg.rc != DS_OK) {
+        raise_c(j->bg.rc, j->err[0] ? j->err : ds_strerror(j->bg.rc));
         goto out;
     }
     ret = Py_BuildValue("{s:O,s:n,s:O,s:n,s:d}", "up_to_date", j->res.up_to_date ? Py_True : Py_False, "n_checked",
                         (Py_ssize_t)j->res.n_checked, "resumed", j->res.resumed ? Py_True : Py_False, "n_shards",
                         (Py_ssize_t)j->res.n_shards, "seconds", j->res.seconds);
 out:
-    (void)started;
-    if (j) {
-        Py_XDECREF(j->exc_t);
-        Py_XDECREF(j->exc_v);
-        Py_XDECREF(j->exc_tb);
-        if (mu_init) {
-            pthread_mutex_destroy(&j->mu);
-            pthread_cond_destroy(&j->cv);
-        }
-    }
-    Py_XDECREF(it);
-    Py_XDECREF(iv);
-    Py_XDECREF(itb);
     PyMem_Free(j);
     PyMem_Free(inputs);
     Py_XDECREF(paths);
-    Py_DECREF(tup);
-    Py_XDECREF(out_o);
+    Py_XDECREF(a.out);
     return ret;
 }
 

@@ -44,7 +44,7 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
         doc_sep=_DOC_SEP[doc_sep], max_record_bytes=int(max_record_bytes or 0), cut_overlong=bool(cut_overlong),
         outlier_factor=float(outlier_factor or 0), long_run_bytes=int(long_run_bytes or 0),
         long_line_bytes=int(long_line_bytes or 0), min_bytes_per_token=float(min_bytes_per_token or 0),
-        svg=None if svg is None else os.fspath(svg))
+        svg=None if svg is None else os.fspath(svg), callback=progress)
     lint_d = json.loads(lint_json) if lint_json else None
     hist_d = json.loads(hist_json) if hist_json else None
     if progress is not None:
@@ -58,7 +58,12 @@ def lint(inputs, *, tokenizer=None, seq_len=0, max_doc_bytes=0, max_examples=Non
     """`mkshards lint --json`: the report as a dict (with ``hist=True``: ``{"lint": ..., "hist": ...}`` like
     ``lint --hist --json``). Options are the CLI's (``seq_len`` = ``-L``, ``threads`` = ``-j``, ...); tokenizer is a
     name, a path, an Encoding or None (byte checks only). The CLI's exit status (0 clean, 1 warnings, 2 errors) is
-    ``mkshards.lint_exit_code(report)``. ``progress`` (optional) is called with a dict at the start and the end."""
+    ``mkshards.lint_exit_code(report)``.
+
+    ``progress`` (optional) is called with a dict: ``{"stage": "start", "inputs": n}``, then after every batch of
+    records (about 8 MiB) ``{"stage": "progress", "records", "bytes_in", "seconds", "last"}``, and at the end
+    ``{"stage": "done", "exit_code": ...}``. A true return value or an exception from it cancels (MkshardsError
+    "canceled", or that exception); Ctrl-C cancels and raises KeyboardInterrupt. A canceled run writes nothing."""
     if hist and tokenizer is None:
         raise ValueError("hist=True needs a tokenizer")
     lint_d, hist_d, code = _analyze(inputs, tokenizer, pattern, True, bool(hist), seq_len, max_doc_bytes,
@@ -80,7 +85,8 @@ def lint_exit_code(report):
 
 def hist(inputs, *, tokenizer, seq_len=0, threads=0, field=None, doc_sep="file", svg=None, pattern=None,
          max_record_bytes=0, cut_overlong=False, progress=None):
-    """`mkshards hist --json`: token-count statistics as a dict; ``svg`` writes the chart like ``--svg``."""
+    """`mkshards hist --json`: token-count statistics as a dict; ``svg`` writes the chart like ``--svg`` (not on a
+    canceled run). ``progress`` and cancellation as in :func:`lint`."""
     if tokenizer is None:
         raise ValueError("hist needs a tokenizer")
     _, hist_d, _ = _analyze(inputs, tokenizer, pattern, False, True, seq_len, 0, None, field, doc_sep, threads,
