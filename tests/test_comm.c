@@ -10,7 +10,13 @@
  *     every element comes from its shard's owner; reduce-scatter +
  *     all-gather == all-reduce;
  *   - f64/u64 reductions, byte all-gather, broadcast from every root,
- *     barrier; shard arithmetic.
+ *     barrier; shard arithmetic;
+ *   - ranges (overlap buckets): all-reduce / units reduce-scatter of
+ *     [a, b) only, bucket order free; a collective from another thread;
+ *     point-to-point sends to rank 0 (different call counts per rank);
+ *   - the launcher's environment: OpenMPI, MPICH Hydra, PMIx, srun, sbatch
+ *     and malformed variables simulated with setenv (tr_comm_env_read,
+ *     tr_comm_launched).
  * Failure modes (argv[1]): "kill" - the last rank kills itself (SIGKILL)
  * while the others are in an all-reduce; "stop" - it stops (SIGSTOP), so
  * only the deadline can end the job. The survivors print the communicator's
@@ -20,6 +26,7 @@
 #include "tr.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +184,185 @@ static void test_float(tr_comm *c, size_t n, size_t bucket)
     free(g);
 }
 
+/* Ranges (the overlap buckets): only [a, b) changes; all-reduce ranges
+ * fold in rank order; units ranges leave each element's fold on its global
+ * shard's owner. Ranges covering the buffer in any order == the whole call. */
+static void test_range(tr_comm *c, size_t n, size_t bucket)
+{
+    int W = world_, me = rank_;
+    if (tr_comm_set_bucket(c, bucket)) {
+        CHECK(0, "set_bucket %zu: %s", bucket, tr_comm_error(c));
+        return;
+    }
+    float *b = malloc((n ? n : 1) * sizeof(float));
+    size_t cuts[] = {0, n / 7, n / 3, n / 3 + 1 < n ? n / 3 + 1 : n, n / 2, n};
+    size_t bad = 0;
+    /* all-reduce of one middle range */
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(me, i);
+    size_t a = cuts[1], e = cuts[4];
+    CHECK(tr_comm_allreduce_range_f32(c, b, a, e) == 0, "allreduce_range: %s", tr_comm_error(c));
+    for (size_t i = 0; i < n; i++) {
+        float x = i >= a && i < e ? fold(i, W) : val(me, i);
+        bad += memcmp(&b[i], &x, sizeof x) != 0;
+    }
+    CHECK(bad == 0, "allreduce_range [%zu,%zu) of %zu, bucket %zu: %zu wrong", a, e, n, bucket, bad);
+    /* units ranges, last range first */
+    size_t unit = n / 256 + (n % 256 != 0), lo, hi;
+    tr_comm_shard_units(n, unit, W, me, &lo, &hi);
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(me, i);
+    for (int k = 4; k >= 0; k--)
+        CHECK(tr_comm_reduce_scatter_units_range_f32(c, b, n, unit, cuts[k], cuts[k + 1]) == 0,
+              "reduce_scatter_units_range: %s", tr_comm_error(c));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = i >= lo && i < hi ? fold(i, W) : val(me, i);
+        bad += memcmp(&b[i], &x, sizeof x) != 0;
+    }
+    CHECK(bad == 0, "units ranges n=%zu bucket=%zu: %zu wrong", n, bucket, bad);
+    CHECK(tr_comm_reduce_scatter_units_range_f32(c, b, n, unit, 1, 0) == TR_ERR_ARG &&
+              tr_comm_reduce_scatter_units_range_f32(c, b, n, unit, 0, n + 1) == TR_ERR_ARG,
+          "bad ranges refused");
+    free(b);
+}
+
+/* Collectives driven from another thread (the overlap's communication
+ * thread), then from the main thread again. */
+typedef struct {
+    tr_comm *c;
+    float *b;
+    size_t n;
+    int rc;
+} thr_arg;
+
+static void *thr_main(void *p)
+{
+    thr_arg *t = p;
+    t->rc = tr_comm_allreduce_range_f32(t->c, t->b, 0, t->n);
+    return NULL;
+}
+
+static void test_thread(tr_comm *c)
+{
+    enum { N = 5000 };
+    float b[N];
+    for (size_t i = 0; i < N; i++)
+        b[i] = val(rank_, i);
+    thr_arg t = {c, b, N, -1};
+    pthread_t th;
+    if (!tr_comm_serialized(c)) {
+        printf("rank %d: MPI without MPI_THREAD_SERIALIZED: thread test skipped\n", rank_);
+        return;
+    }
+    CHECK(pthread_create(&th, NULL, thr_main, &t) == 0, "pthread_create");
+    pthread_join(th, NULL);
+    size_t bad = 0;
+    for (size_t i = 0; i < N; i++) {
+        float x = fold(i, world_);
+        bad += memcmp(&b[i], &x, sizeof x) != 0;
+    }
+    CHECK(t.rc == 0 && bad == 0, "all-reduce from another thread: rc %d, %zu wrong", t.rc, bad);
+    CHECK(tr_comm_barrier(c) == 0, "barrier after the thread: %s", tr_comm_error(c));
+}
+
+/* Point-to-point (checkpoint shards): ranks make different numbers of
+ * calls; the collectives after them still match. */
+static void test_p2p(tr_comm *c)
+{
+    enum { N = 3000 };
+    float b[N];
+    memset(b, 0, sizeof b);
+    if (world_ == 1) {
+        CHECK(tr_comm_send_f32(c, b, N, 0) == TR_ERR_ARG, "send to myself refused");
+        return;
+    }
+    CHECK(tr_comm_set_bucket(c, 1000) == 0, "bucket");
+    if (rank_ == 0) {
+        for (int r = 1; r < world_; r++)
+            for (int k = 0; k < 2; k++) {
+                memset(b, 0, sizeof b);
+                CHECK(tr_comm_recv_f32(c, b, N, r) == 0, "recv from %d: %s", r, tr_comm_error(c));
+                int ok = 1;
+                for (size_t i = 0; i < N; i++)
+                    ok &= b[i] == val(r, i + (size_t)k);
+                CHECK(ok, "message %d from rank %d", k, r);
+            }
+    } else {
+        for (int k = 0; k < 2; k++) {
+            for (size_t i = 0; i < N; i++)
+                b[i] = val(rank_, i + (size_t)k);
+            CHECK(tr_comm_send_f32(c, b, N, 0) == 0, "send %d: %s", k, tr_comm_error(c));
+        }
+    }
+    double d = rank_;
+    CHECK(tr_comm_allreduce_f64(c, &d, 1) == 0 && d == (double)world_ * (world_ - 1) / 2,
+          "collective after point-to-point: %s", tr_comm_error(c));
+    CHECK(tr_comm_set_bucket(c, TR_COMM_DEFAULT_BUCKET) == 0, "bucket");
+}
+
+/* The launcher's environment (tr_comm_env_read, tr_comm_launched) under
+ * simulated OpenMPI, MPICH (Hydra), PMIx, Slurm srun and sbatch settings;
+ * the real environment is restored afterwards. */
+static const char *const env_names[] = {
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS",
+    "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", NULL};
+
+static void env_case(const char *what, const char *const *kv, const char *src, int rank, int world, int lr, int ls,
+                     int launched)
+{
+    for (int i = 0; env_names[i]; i++)
+        unsetenv(env_names[i]);
+    for (; kv && *kv; kv += 2)
+        setenv(kv[0], kv[1], 1);
+    tr_comm_env e;
+    tr_comm_env_read(&e);
+    CHECK(!strcmp(e.source, src) && e.rank == rank && e.world == world && e.local_rank == lr && e.local_size == ls,
+          "env %s: %s %d/%d local %d/%d, want %s %d/%d local %d/%d", what, e.source, e.rank, e.world, e.local_rank,
+          e.local_size, src, rank, world, lr, ls);
+    CHECK(tr_comm_launched() == launched, "env %s: launched %d, want %d", what, tr_comm_launched(), launched);
+}
+
+static void test_env(void)
+{
+    char *saved[32] = {0};
+    for (int i = 0; env_names[i]; i++) {
+        const char *v = getenv(env_names[i]);
+        saved[i] = v ? strdup(v) : NULL;
+    }
+    env_case("none", NULL, "none", -1, -1, -1, -1, 0);
+    const char *ompi[] = {"OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "8", "OMPI_COMM_WORLD_LOCAL_RANK", "1",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE", "4", NULL};
+    env_case("mpirun (OpenMPI)", ompi, "openmpi", 3, 8, 1, 4, 1);
+    const char *hydra[] = {"PMI_RANK", "5", "PMI_SIZE", "6", "MPI_LOCALRANKID", "2", "MPI_LOCALNRANKS", "3", NULL};
+    env_case("mpiexec (MPICH Hydra)", hydra, "pmi", 5, 6, 2, 3, 1);
+    const char *srun[] = {"SLURM_PROCID", "7", "SLURM_NTASKS", "16", "SLURM_STEP_NUM_TASKS", "16", "SLURM_LOCALID",
+                          "3", "SLURM_STEP_TASKS_PER_NODE", "4(x4)", NULL};
+    env_case("srun", srun, "slurm", 7, 16, 3, 4, 1);
+    const char *pmix[] = {"PMIX_RANK", "2", "SLURM_PROCID", "2", "SLURM_STEP_NUM_TASKS", "4", "SLURM_LOCALID", "0",
+                          "SLURM_STEP_TASKS_PER_NODE", "1,3", NULL};
+    env_case("srun --mpi=pmix", pmix, "pmix", 2, 4, 0, 1, 1);
+    const char *pmi2[] = {"PMI_RANK", "9", "PMI_SIZE", "12", "SLURM_PROCID", "9", "SLURM_NTASKS", "12",
+                          "SLURM_LOCALID", "1", "SLURM_NTASKS_PER_NODE", "6", NULL};
+    env_case("srun --mpi=pmi2 (local rank from Slurm)", pmi2, "pmi", 9, 12, 1, 6, 1);
+    const char *batch[] = {"SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0", NULL};
+    env_case("sbatch script (one task)", batch, "slurm", 0, 1, 0, -1, 0);
+    const char *ompi_slurm[] = {"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "SLURM_LOCALID", "1",
+                                "SLURM_NTASKS_PER_NODE", "2", NULL};
+    env_case("OpenMPI rank, Slurm local id", ompi_slurm, "openmpi", 1, 2, 1, 2, 1);
+    const char *junk[] = {"PMI_RANK", "x1", "SLURM_PROCID", "-3", "SLURM_NTASKS", "4", NULL};
+    /* launched: a PMI variable is there (MPI_Init reads it), only its number is not one */
+    env_case("malformed numbers", junk, "none", -1, -1, -1, -1, 1);
+    for (int i = 0; env_names[i]; i++) {
+        if (saved[i])
+            setenv(env_names[i], saved[i], 1);
+        else
+            unsetenv(env_names[i]);
+        free(saved[i]);
+    }
+}
+
 static void test_small(tr_comm *c)
 {
     int W = world_, me = rank_;
@@ -289,7 +475,18 @@ int main(int argc, char **argv)
                 continue; /* 100k elements one per message: slow, nothing new */
             test_float(c, sizes[a], buckets[k]);
         }
+    size_t rsizes[] = {0, 7, 1000, 100003};
+    size_t rbuckets[] = {7 * W + 3, 4096, TR_COMM_DEFAULT_BUCKET};
+    for (size_t a = 0; a < sizeof rsizes / sizeof *rsizes; a++)
+        for (size_t k = 0; k < sizeof rbuckets / sizeof *rbuckets; k++)
+            if (!(rsizes[a] > 5000 && rbuckets[k] < 64))
+                test_range(c, rsizes[a], rbuckets[k]);
     CHECK(tr_comm_set_bucket(c, 0) == TR_ERR_ARG, "bucket 0 refused");
+    CHECK(tr_comm_set_bucket(c, TR_COMM_DEFAULT_BUCKET) == 0, "bucket");
+    test_thread(c);
+    test_p2p(c);
+    test_env();
+    CHECK(tr_comm_launched() == (tr_comm_kind(c) == TR_COMM_MPI) || !tr_comm_have_mpi(), "environment restored");
     test_small(c);
     uint64_t fails = (uint64_t)failures;
     if (tr_comm_allreduce_u64(c, &fails, 1))
