@@ -16,7 +16,8 @@
 #     rank, gathered by rank 0) resumed on 4 ranks with ZeRO-1 and by one
 #     process;
 #   - (fail) failure: a rank killed with SIGKILL mid-run, or stopped (SIGSTOP, only
-#     the deadline sees it), ends the job non-zero within 60 s, naming it.
+#     the deadline sees it), ends the job non-zero within 60 s, naming it;
+#     rank 0 failing to write a ZeRO-1 checkpoint ends every rank at once.
 set -u
 MPI=$1
 LLM=$2
@@ -121,6 +122,21 @@ m=$(cmp_logs r2 zn1 0) && ok "2-rank ZeRO-1 checkpoint resumed by one process (2
     bad "ZeRO-1 resume on 1: $m"
 
 exit $fail
+fi
+
+# failure: rank 0 cannot write a ZeRO-1 checkpoint (ckpt.tmp is a folder):
+# the ranks serving it their AdamW shards are released, every rank exits
+# non-zero at once, and no checkpoint appears
+mkdir -p "$T/c_zfail/ckpt.tmp"
+start=$(date +%s)
+"$MPI" -np 3 --oversubscribe "$LLM" "${A[@]}" --token-budget 64 --zero 1 --ckpt-dir "$T/c_zfail" \
+    > "$T/zfail.out" 2>&1
+rc=$?
+el=$(($(date +%s) - start))
+if [ "$rc" -ne 0 ] && [ "$el" -lt 30 ] && [ ! -e "$T/c_zfail/ckpt.bin" ] && grep -q "cannot write" "$T/zfail.out"; then
+    ok "ZeRO-1 checkpoint write failure on rank 0: exit $rc in ${el} s, no ckpt.bin"
+else
+    bad "ZeRO-1 checkpoint write failure: exit $rc in ${el} s: $(tail -3 "$T/zfail.out")"
 fi
 
 # failure: kill -9 / SIGSTOP one rank of a long run
