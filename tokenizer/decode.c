@@ -6,6 +6,7 @@
 int tk_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, tk_bytes *out) {
     if (!t || !out || (!ids && n)) return TK_ERR_ARG;
     if (tk_hf_decodes(t)) return tk_hf_decode(t, ids, n, true, out);
+    if (t->spm) return tk_spm_decode(t, ids, n, true, out);
     size_t total = 0;
     for (size_t k = 0; k < n; k++) {
         const uint8_t *b;
@@ -69,7 +70,9 @@ int tk_decoder_feed(tk_decoder *d, const uint32_t *ids, size_t n, tk_bytes *out)
     if (!d || !out || (!ids && n)) return TK_ERR_ARG;
     size_t start = out->len;
     if (tk_bytes_append(out, d->pending, d->n_pending)) return TK_ERR_NOMEM;
-    int rc = tk_hf_decodes(d->t) ? tk_hf_decode(d->t, ids, n, !d->started, out) : tk_decode(d->t, ids, n, out);
+    int rc = tk_hf_decodes(d->t) ? tk_hf_decode(d->t, ids, n, !d->started, out)
+             : d->t->spm          ? tk_spm_decode(d->t, ids, n, !d->started, out)
+                                  : tk_decode(d->t, ids, n, out);
     if (n) d->started = true;
     if (rc) {
         out->len = start;

@@ -18,6 +18,7 @@ static void ranks_to_ids(const tk_tokenizer *t, tk_ids *out, size_t from) {
 
 static int encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out) {
     if (t->hf) return tk_hf_encode(t, s, n, NULL, 0, false, out);
+    if (t->spm) return tk_spm_encode(t, s, n, out);
     size_t from = out->len, i = 0;
     tk_pattern pat = t->pattern;
     /* A large document gets room for its worst case (one id per byte) at
@@ -53,9 +54,9 @@ int tk_encode(const tk_tokenizer *t, const uint8_t *text, size_t len, tk_ids *ou
 
 int tk_count(const tk_tokenizer *t, const uint8_t *text, size_t len, size_t *n_tokens) {
     if (!t || !n_tokens || (!text && len)) return TK_ERR_ARG;
-    if (t->hf) {
+    if (t->hf || t->spm) {
         tk_ids ids = {0};
-        int rc = tk_hf_encode(t, text, len, NULL, 0, false, &ids);
+        int rc = t->spm ? tk_spm_encode(t, text, len, &ids) : tk_hf_encode(t, text, len, NULL, 0, false, &ids);
         *n_tokens = ids.len;
         tk_ids_free(&ids);
         return rc;

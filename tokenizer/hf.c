@@ -989,6 +989,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
 }
 
 int tk_lossless(const tk_tokenizer *t) {
+    if (t && t->spm) return 0; /* spm.c: normalizer, unk, U+FFFD for bad UTF-8 */
     if (!t || !t->hf) return 1;
     const tk_hf *h = t->hf;
     if (h->n_nm || h->sp) return 0; /* SentencePiece-style: unk, dropped characters, decoder chain */
@@ -1943,6 +1944,10 @@ void tk_describe(const tk_tokenizer *t, char *buf, size_t len) {
     if (!buf || !len) return;
     buf[0] = 0;
     if (!t) return;
+    if (t->spm) {
+        tk_spm_describe(t, buf, len);
+        return;
+    }
     if (!t->hf) {
         snprintf(buf, len, "%s pre-tokenizer | BPE (merge by rank)", tk_pattern_name(t->pattern));
         return;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Upstream vocabularies, recognised by the sha256 of their rank file. */
 typedef struct {
@@ -1210,6 +1211,17 @@ static bool has_suffix(const char *s, const char *suf) {
 
 #define BLOB "https://openaipublic.blob.core.windows.net/"
 
+/* A SentencePiece ModelProto by its first bytes (spm.c). */
+static bool looks_spm(const char *path) {
+    uint8_t head[16];
+    size_t size;
+    int fd = tk_open_regular(path, TK_MAX_FILE_BYTES, &size, NULL, 0);
+    if (fd < 0) return false;
+    ssize_t r = read(fd, head, sizeof head);
+    close(fd);
+    return r > 0 && tk_spm_sniff(head, (size_t)r);
+}
+
 int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
     if (!spec || !out) return TK_ERR_ARG;
     if (err && errlen) err[0] = 0;
@@ -1235,6 +1247,13 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
     }
     if (exists(spec)) {
         if (has_suffix(spec, ".json")) return tk_load_hf_json(spec, pat, out, err, errlen);
+        if (has_suffix(spec, ".model") || looks_spm(spec)) {
+            if (pat != TK_PAT_NONE) {
+                tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", spec);
+                return TK_ERR_PATTERN;
+            }
+            return tk_load_spm(spec, out, err, errlen);
+        }
         return tk_load_tiktoken(spec, pat, out, err, errlen);
     }
     /* a name */

@@ -73,6 +73,7 @@ struct tk_tokenizer {
     bool known;            /* a known upstream vocabulary (sha256 matched) */
     struct tk_hf *hf;      /* HF tokenizer.json pipeline (hf.c); NULL: the tiktoken engine alone */
     bool decode_only;      /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
+    struct tk_spm *spm;    /* SentencePiece .model (spm.c): it encodes and decodes; NULL otherwise */
     /* Document framing a tokenizer file asks for (tk_default_framing, hf.c):
      * pp = TK_PP_* (0: not a tokenizer.json); pp_bos / pp_eos: ids the
      * post-processor puts before / after a sequence (TK_NO_RANK: none). */
@@ -351,5 +352,20 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
 void tk_regex_free(tk_regex *r);
 /* Rust onig find_iter over s[0..n): fn(user, start, end) per match. */
 int tk_regex_find_all(const tk_regex *r, const uint8_t *s, size_t n, int (*fn)(void *, size_t, size_t), void *user);
+
+/* SentencePiece .model, model_type BPE (spm.c). tk_spm_sniff: the first
+ * bytes look like a ModelProto. tk_spm_decode: first = the ids start the text
+ * (the dummy-prefix space is taken off). tk_spm_charsmap_check: a
+ * precompiled_charsmap blob is well formed; tk_spm_precompiled_hf: HF
+ * tokenizer.json's "Precompiled" normalizer over that blob. */
+typedef struct tk_spm tk_spm;
+bool tk_spm_sniff(const uint8_t *p, size_t n);
+int tk_spm_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out);
+int tk_spm_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
+void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len);
+void tk_spm_free(tk_spm *m);
+int32_t tk_spm_special(const tk_tokenizer *t, int which); /* 0 bos, 1 eos, 2 pad: id or -1 */
+int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
+int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out);
 
 #endif

@@ -391,6 +391,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->rank_to_id);
     free(t->id_to_rank);
     tk_hf_free(t->hf);
+    tk_spm_free(t->spm);
     for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);
     free(t->specials);
     free(t);

@@ -1,0 +1,1262 @@
+/* spm.c - SentencePiece `tokenizer.model` files whose model_type is BPE.
+ *
+ * Reads the ModelProto with a small protobuf reader of its own (no protobuf
+ * library), normalizes text as sentencepiece's Normalizer does (the
+ * precompiled_charsmap double-array trie, add_dummy_prefix,
+ * remove_extra_whitespaces, escape_whitespaces) and encodes as its bpe::Model
+ * followed by SentencePieceProcessor's byte fallback / unknown merging, so
+ * the ids are those of `SentencePieceProcessor.encode(text)` (out_type=int, no
+ * BOS/EOS). Decoding follows SentencePieceProcessor::Decode. Unigram, WORD
+ * and CHAR models are refused. docs/tokenizer.md, "SentencePiece .model".
+ *
+ * The file is untrusted: every length is checked against the bytes left,
+ * varints are at most 10 bytes, and everything allocated is bounded by the
+ * file's size (pieces are counted before they are stored).
+ *
+ * The same charsmap serves HF tokenizer.json's "Precompiled" normalizer
+ * (tk_spm_precompiled_hf), which walks it per grapheme cluster as HF does. */
+#include "tk_internal.h"
+
+#include <math.h>
+#include <nettle/sha2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+/* ---- protobuf wire format --------------------------------------------------
+ * A message is a run of fields: key = varint (field number << 3 | wire
+ * type), then the value: 0 varint, 1 8 bytes, 2 varint length + bytes, 5 4
+ * bytes. Groups (3, 4) are obsolete and refused. Fields we do not know are
+ * skipped, as protobuf does; a field seen twice keeps its last value, and an
+ * embedded message seen twice is merged (later fields win), as protobuf
+ * does. */
+
+typedef struct {
+    const uint8_t *p, *end;
+} pb;
+
+static int pb_varint(pb *r, uint64_t *v) {
+    uint64_t x = 0;
+    for (int k = 0; k < 10; k++) {
+        if (r->p >= r->end) return -1;
+        uint8_t b = *r->p++;
+        if (k == 9 && b > 1) return -1; /* more than 64 bits */
+        x |= (uint64_t)(b & 0x7f) << (7 * k);
+        if (!(b & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Next field: its number, wire type and, for type 2, the bytes. */
+typedef struct {
+    uint32_t num, wt;
+    uint64_t v;            /* wire types 0, 1, 5 */
+    const uint8_t *s;      /* wire type 2 */
+    size_t n;
+} pb_field;
+
+static int pb_next(pb *r, pb_field *f) {
+    uint64_t key;
+    if (pb_varint(r, &key)) return -1;
+    f->num = (uint32_t)(key >> 3);
+    f->wt = (uint32_t)(key & 7);
+    if (f->num == 0 || key >> 3 > 0x1fffffff) return -1;
+    switch (f->wt) {
+    case 0:
+        return pb_varint(r, &f->v);
+    case 1:
+    case 5: {
+        size_t w = f->wt == 1 ? 8 : 4;
+        if ((size_t)(r->end - r->p) < w) return -1;
+        f->v = 0;
+        for (size_t k = 0; k < w; k++) f->v |= (uint64_t)r->p[k] << (8 * k);
+        r->p += w;
+        return 0;
+    }
+    case 2: {
+        uint64_t n;
+        if (pb_varint(r, &n) || n > (uint64_t)(r->end - r->p)) return -1;
+        f->s = r->p;
+        f->n = (size_t)n;
+        r->p += n;
+        return 0;
+    }
+    default:
+        return -1; /* groups and wire types 6, 7 */
+    }
+}
+
+/* ---- the parsed model --------------------------------------------------- */
+
+enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6 };
+enum { MT_UNIGRAM = 1, MT_BPE = 2, MT_WORD = 3, MT_CHAR = 4 };
+#define SPM_MAX_PIECE 8000       /* sentencepiece refuses pieces of 8000 bytes or more */
+#define SPM_NORM_RESULTS 32      /* Normalizer::kMaxTrieResultsSize */
+#define SPM_USER_RESULTS 64      /* PrefixMatcher's kResultSize */
+static const uint8_t SPACE_SYM[3] = {0xe2, 0x96, 0x81}; /* U+2581 */
+
+typedef struct {
+    const uint8_t *name, *cmap;  /* into the file copy */
+    size_t name_len, cmap_len;
+    bool add_dummy_prefix, remove_extra_ws, escape_ws;
+} spm_spec;
+
+/* A decoded precompiled_charsmap: <u32 trie size><trie units><string pool>. */
+typedef struct {
+    uint32_t *units;
+    size_t n_units;
+    const uint8_t *pool;
+    size_t pool_len;
+} spm_cmap;
+
+typedef struct {
+    spm_spec spec;
+    spm_cmap map;      /* n_units == 0: no charsmap (identity) */
+    bool ws_suffix;    /* trainer_spec.treat_whitespace_as_suffix */
+} spm_norm;
+
+struct tk_spm {
+    uint8_t *file;     /* the model file (pieces and specs point into it) */
+    size_t file_len;
+    uint32_t n;        /* pieces */
+    const uint8_t **piece;
+    uint32_t *plen;
+    float *score;
+    uint8_t *type;
+    /* piece -> id: NORMAL, USER_DEFINED and UNUSED (what merges look up), and
+     * the rest (UNKNOWN, CONTROL, BYTE), which PieceToId consults first */
+    uint32_t *nmap, *rmap; /* slots: id + 1, 0 = empty */
+    size_t nmask, rmask;
+    uint32_t unk_id;
+    uint32_t byte_id[256];
+    bool byte_fallback;
+    int model_type;
+    /* user-defined symbols: first bytes and lengths */
+    uint64_t user_first[4];
+    uint32_t user_maxlen;
+    uint32_t n_unused;
+    uint32_t *unused_idx;  /* id -> index among UNUSED pieces */
+    spm_norm norm;
+    spm_norm denorm;       /* used when its charsmap is not empty */
+    bool has_denorm;
+    bool has_unk_surface;
+    const uint8_t *unk_surface;
+    size_t unk_surface_len;
+    /* words: a cut is safe before a symbol starting with the space symbol
+     * (after one ending with it when ws_suffix) whose neighbour across the
+     * cut does not touch it (see split_ok in spm_setup) */
+    bool split;
+    int32_t bos_id, eos_id, pad_id; /* from trainer_spec, -1 if not a piece */
+};
+
+static uint64_t h64(const uint8_t *p, size_t n) { return tk_hash_bytes(p, n); }
+static int byte_of_piece(const uint8_t *p, size_t n);
+
+static uint32_t map_get(const tk_spm *m, const uint32_t *slots, size_t mask, const uint8_t *p, size_t n) {
+    if (!slots) return TK_NO_RANK;
+    for (size_t i = h64(p, n) & mask;; i = (i + 1) & mask) {
+        uint32_t s = slots[i];
+        if (!s) return TK_NO_RANK;
+        if (m->plen[s - 1] == n && memcmp(m->piece[s - 1], p, n) == 0) return s - 1;
+    }
+}
+
+/* PieceToId without the unknown fallback: reserved pieces first. */
+static inline uint32_t piece_id(const tk_spm *m, const uint8_t *p, size_t n) {
+    uint32_t id = map_get(m, m->rmap, m->rmask, p, n);
+    return id != TK_NO_RANK ? id : map_get(m, m->nmap, m->nmask, p, n);
+}
+
+/* ---- UTF-8 as sentencepiece sees it -------------------------------------- */
+
+/* string_util::OneCharLen: from the lead byte alone. */
+static inline size_t one_char_len(uint8_t b) {
+    static const uint8_t t[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return t[b >> 4];
+}
+
+/* IsValidDecodeUTF8: length of a well-formed character at s (no overlong
+ * forms, no surrogates, at most U+10FFFF), 0 if malformed. */
+static size_t valid_char(const uint8_t *s, size_t n) {
+    uint8_t b = s[0];
+    if (b < 0x80) return 1;
+    uint32_t cp;
+    if (n >= 2 && (b & 0xe0) == 0xc0) {
+        if ((s[1] & 0xc0) != 0x80) return 0;
+        cp = (uint32_t)(b & 0x1f) << 6 | (s[1] & 0x3f);
+        return cp >= 0x80 ? 2 : 0;
+    }
+    if (n >= 3 && (b & 0xf0) == 0xe0) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) return 0;
+        cp = (uint32_t)(b & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+        return cp >= 0x800 && (cp < 0xd800 || cp >= 0xe000) ? 3 : 0;
+    }
+    if (n >= 4 && (b & 0xf8) == 0xf0) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) return 0;
+        cp = (uint32_t)(b & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
+        return cp >= 0x10000 && cp <= 0x10ffff ? 4 : 0;
+    }
+    return 0;
+}
+
+/* ---- the charsmap: a Darts-clone double array --------------------------------
+ * Unit u: label = u & (1 << 31 | 0xff) (a leaf's label has bit 31 set, so it
+ * never equals a byte), has_leaf = bit 8, value = u & 0x7fffffff (on the leaf
+ * unit), offset = (u >> 10) << (bit 9 ? 8 : 0). From node id, byte c leads to
+ * id ^ offset(unit[id]) ^ c; a key ends at a node whose has_leaf is set, and
+ * its value sits at that node's id ^ offset. Every index is checked against
+ * the array (a crafted trie cannot read outside it). */
+
+static int cmap_init(spm_cmap *m, const uint8_t *blob, size_t n) {
+    memset(m, 0, sizeof *m);
+    if (n == 0) return TK_OK;
+    if (n <= 4) return TK_ERR_FORMAT;
+    uint32_t tsize = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 | (uint32_t)blob[3] << 24;
+    if (tsize > n - 4) return TK_ERR_FORMAT;
+    m->n_units = tsize / 4;
+    m->units = malloc((m->n_units ? m->n_units : 1) * sizeof *m->units);
+    if (!m->units) return TK_ERR_NOMEM;
+    for (size_t i = 0; i < m->n_units; i++) {
+        const uint8_t *q = blob + 4 + 4 * i;
+        m->units[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+    }
+    m->pool = blob + 4 + tsize;
+    m->pool_len = n - 4 - tsize;
+    return TK_OK;
+}
+
+static inline uint32_t du_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+
+/* Common prefix search over s[0..n): the longest of the first max_results
+ * keys that are prefixes of s (0: none); *value receives its value. The C++
+ * search (explicit length) walks on through a NUL byte when it lands on an
+ * empty unit (label 0); the Rust port HF uses stops there (stop_nul). */
+static size_t cmap_longest(const spm_cmap *m, const uint8_t *s, size_t n, size_t max_results, bool stop_nul,
+                           uint32_t *value) {
+    if (!m->n_units) return 0;
+    size_t best = 0, found = 0;
+    uint32_t id = du_offset(m->units[0]);
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i] && stop_nul) break;
+        id ^= s[i];
+        if (id >= m->n_units) break;
+        uint32_t u = m->units[id];
+        if ((u & (0x80000000u | 0xffu)) != s[i]) break;
+        id ^= du_offset(u);
+        if ((u >> 8) & 1) {
+            if (id >= m->n_units) break;
+            best = i + 1;
+            *value = m->units[id] & 0x7fffffffu;
+            if (++found == max_results) break;
+        }
+    }
+    return best;
+}
+
+/* The pool string at value v: up to its NUL (or the pool's end). */
+static const uint8_t *cmap_string(const spm_cmap *m, uint32_t v, size_t *len) {
+    if (v >= m->pool_len) {
+        *len = 0;
+        return m->pool;
+    }
+    const uint8_t *p = m->pool + v, *z = memchr(p, 0, m->pool_len - v);
+    *len = z ? (size_t)(z - p) : m->pool_len - v;
+    return p;
+}
+
+/* First-only common prefix search (the Rust port's transform: results[0]). */
+static size_t cmap_shortest(const spm_cmap *m, const uint8_t *s, size_t n, uint32_t *value) {
+    return cmap_longest(m, s, n, 1, true, value);
+}
+
+/* ---- user-defined symbols (PrefixMatcher) ---------------------------------- */
+
+/* Length of the user-defined symbol at s (the longest of the first 64 that
+ * are prefixes), 0 if none. */
+static size_t user_match(const tk_spm *m, const uint8_t *s, size_t n) {
+    if (!m->user_maxlen || !((m->user_first[s[0] >> 6] >> (s[0] & 63)) & 1)) return 0;
+    size_t best = 0, found = 0, lim = n < m->user_maxlen ? n : m->user_maxlen;
+    for (size_t l = 1; l <= lim; l++) {
+        uint32_t id = map_get(m, m->nmap, m->nmask, s, l);
+        if (id != TK_NO_RANK && m->type[id] == SP_USER) {
+            best = l;
+            if (++found == SPM_USER_RESULTS) break;
+        }
+    }
+    return best;
+}
+
+/* ---- Normalizer::Normalize ------------------------------------------------ */
+
+static int put(tk_bytes *b, const void *p, size_t n) { return n ? tk_bytes_append(b, p, n) : TK_OK; }
+
+/* NormalizePrefix: the normalized form of the longest rule at s (or one
+ * character copied, or U+FFFD for one malformed byte); *used = bytes read. */
+static const uint8_t *norm_prefix(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size_t n, size_t *len,
+                                  size_t *used) {
+    if (m) {
+        size_t ul = user_match(m, s, n);
+        if (ul) {
+            *len = *used = ul;
+            return s;
+        }
+    }
+    uint32_t v = 0;
+    size_t l = cmap_longest(&nz->map, s, n, SPM_NORM_RESULTS, false, &v);
+    if (l) {
+        *used = l;
+        return cmap_string(&nz->map, v, len);
+    }
+    size_t c = valid_char(s, n);
+    if (!c) {
+        *used = 1;
+        *len = 3;
+        return (const uint8_t *)"\xef\xbf\xbd";
+    }
+    *len = *used = c;
+    return s;
+}
+
+/* m: the model whose user-defined symbols pass unchanged (NULL for the
+ * denormalizer). */
+static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size_t n, tk_bytes *out) {
+    out->len = 0;
+    if (!n) return TK_OK;
+    const spm_spec *sp = &nz->spec;
+    size_t len, used;
+    const uint8_t *q;
+    if (sp->remove_extra_ws)
+        while (n) {
+            q = norm_prefix(m, nz, s, n, &len, &used);
+            if (!(len == 1 && q[0] == ' ')) break;
+            s += used;
+            n -= used;
+        }
+    if (!n) return TK_OK;
+    if (tk_bytes_append(out, NULL, n * 3 + 3)) return TK_ERR_NOMEM;
+    out->len = 0;
+    const uint8_t *ws = sp->escape_ws ? SPACE_SYM : (const uint8_t *)" ";
+    size_t wsl = sp->escape_ws ? 3 : 1;
+    int rc = TK_OK;
+    if (!nz->ws_suffix && sp->add_dummy_prefix && (rc = put(out, ws, wsl))) return rc;
+    bool prev_space = sp->remove_extra_ws;
+    while (n) {
+        q = norm_prefix(m, nz, s, n, &len, &used);
+        while (prev_space && len && q[0] == ' ') {
+            q++;
+            len--;
+        }
+        if (len) {
+            if (sp->escape_ws) {
+                size_t a = 0;
+                for (size_t k = 0; k < len; k++)
+                    if (q[k] == ' ') {
+                        if ((rc = put(out, q + a, k - a)) || (rc = put(out, SPACE_SYM, 3))) return rc;
+                        a = k + 1;
+                    }
+                if ((rc = put(out, q + a, len - a))) return rc;
+            } else if ((rc = put(out, q, len))) {
+                return rc;
+            }
+            prev_space = q[len - 1] == ' ';
+        }
+        s += used;
+        n -= used;
+        if (!sp->remove_extra_ws) prev_space = false;
+    }
+    if (sp->remove_extra_ws)
+        while (out->len >= wsl && memcmp(out->data + out->len - wsl, ws, wsl) == 0) out->len -= wsl;
+    if (nz->ws_suffix && sp->add_dummy_prefix) rc = put(out, ws, wsl);
+    return rc;
+}
+
+/* ---- bpe::Model::Encode ---------------------------------------------------- */
+
+typedef struct {
+    uint32_t off, len;
+    int32_t prev, next;
+    bool freeze;
+} sym;
+
+typedef struct {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+} agenda_item;
+
+/* top = highest score, then leftmost */
+static inline bool ag_before(const agenda_item *a, const agenda_item *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+typedef struct {
+    sym *sy;
+    size_t sy_cap;
+    agenda_item *ag;
+    size_t ag_n, ag_cap;
+    uint32_t *rev;         /* per UNUSED piece: (left sym off, left len, right off, right len), 0 len = unset */
+    size_t rev_cap;
+    uint32_t *stack;
+    size_t stack_cap;
+    tk_bytes norm;
+    uint64_t serial;
+} spm_scratch;
+
+static int ag_push(spm_scratch *w, agenda_item it) {
+    if (w->ag_n == w->ag_cap) {
+        size_t c = w->ag_cap ? w->ag_cap * 2 : 256;
+        agenda_item *p = realloc(w->ag, c * sizeof *p);
+        if (!p) return TK_ERR_NOMEM;
+        w->ag = p;
+        w->ag_cap = c;
+    }
+    size_t i = w->ag_n++;
+    while (i) {
+        size_t p = (i - 1) / 2;
+        if (!ag_before(&it, &w->ag[p])) break;
+        w->ag[i] = w->ag[p];
+        i = p;
+    }
+    w->ag[i] = it;
+    return TK_OK;
+}
+
+static agenda_item ag_pop(spm_scratch *w) {
+    agenda_item top = w->ag[0], last = w->ag[--w->ag_n];
+    size_t i = 0, n = w->ag_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && ag_before(&w->ag[c + 1], &w->ag[c])) c++;
+        if (!ag_before(&w->ag[c], &last)) break;
+        w->ag[i] = w->ag[c];
+        i = c;
+    }
+    if (n) w->ag[i] = last;
+    return top;
+}
+
+static int maybe_add(const tk_spm *m, spm_scratch *w, const uint8_t *t, int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return TK_OK;
+    const sym *a = &w->sy[l], *b = &w->sy[r];
+    if (a->freeze || b->freeze) return TK_OK;
+    uint32_t size = a->len + b->len;
+    uint32_t id = map_get(m, m->nmap, m->nmask, t + a->off, size);
+    if (id == TK_NO_RANK) return TK_OK;
+    if (m->type[id] == SP_UNUSED) {
+        uint32_t *e = &w->rev[4 * (size_t)m->unused_idx[id]];
+        e[0] = a->off;
+        e[1] = a->len;
+        e[2] = b->off;
+        e[3] = b->len;
+    }
+    return ag_push(w, (agenda_item){m->score[id], l, r, size});
+}
+
+/* Each final piece goes to emit(id, offset, length in the normalized text). */
+typedef int (*emit_fn)(void *u, uint32_t id, uint32_t off, uint32_t len);
+
+static int resegment(const tk_spm *m, spm_scratch *w, const uint8_t *t, uint32_t off, uint32_t len, emit_fn emit,
+                     void *u) {
+    /* explicit stack of (off, len) pairs, right part pushed first */
+    size_t sp = 0;
+    if (w->stack_cap < 2) {
+        uint32_t *s = realloc(w->stack, 64 * sizeof *s);
+        if (!s) return TK_ERR_NOMEM;
+        w->stack = s;
+        w->stack_cap = 64;
+    }
+    w->stack[sp++] = off;
+    w->stack[sp++] = len;
+    while (sp) {
+        uint32_t l = w->stack[--sp], o = w->stack[--sp];
+        uint32_t id = piece_id(m, t + o, l);
+        if (id == TK_NO_RANK || m->type[id] != SP_UNUSED || !w->rev[4 * (size_t)m->unused_idx[id] + 1]) {
+            int rc = emit(u, id == TK_NO_RANK ? m->unk_id : id, o, l);
+            if (rc) return rc;
+            continue;
+        }
+        const uint32_t *e = &w->rev[4 * (size_t)m->unused_idx[id]];
+        if (sp + 4 > w->stack_cap) {
+            uint32_t *s = realloc(w->stack, w->stack_cap * 2 * sizeof *s);
+            if (!s) return TK_ERR_NOMEM;
+            w->stack = s;
+            w->stack_cap *= 2;
+        }
+        w->stack[sp++] = e[2];
+        w->stack[sp++] = e[3];
+        w->stack[sp++] = e[0];
+        w->stack[sp++] = e[1];
+    }
+    return TK_OK;
+}
+
+/* BPE over symbols [first .. last] of w->sy (a linked run), then emit. */
+static int bpe_run(const tk_spm *m, spm_scratch *w, const uint8_t *t, int32_t first, int32_t last, emit_fn emit,
+                   void *u) {
+    int rc;
+    w->ag_n = 0;
+    for (int32_t i = first; i < last; i++)
+        if ((rc = maybe_add(m, w, t, i, i + 1))) return rc;
+    while (w->ag_n) {
+        agenda_item top = ag_pop(w);
+        sym *a = &w->sy[top.left], *b = &w->sy[top.right];
+        if (!a->len || !b->len || a->len + b->len != top.size) continue;
+        a->len += b->len;
+        a->next = b->next;
+        if (b->next >= 0) w->sy[b->next].prev = top.left;
+        b->len = 0;
+        if ((rc = maybe_add(m, w, t, a->prev, top.left)) || (rc = maybe_add(m, w, t, top.left, a->next))) return rc;
+    }
+    for (int32_t i = first; i >= 0 && i <= last; i = w->sy[i].next)
+        if ((rc = resegment(m, w, t, w->sy[i].off, w->sy[i].len, emit, u))) return rc;
+    return TK_OK;
+}
+
+/* ---- SentencePieceProcessor::Encode: unknown pieces ------------------------ */
+
+typedef struct {
+    const tk_spm *m;
+    const uint8_t *t;
+    tk_ids *out;
+    bool prev_unk;
+} emit_ctx;
+
+static int emit_id(void *u, uint32_t id, uint32_t off, uint32_t len) {
+    emit_ctx *c = u;
+    const tk_spm *m = c->m;
+    bool unk = id == m->unk_id;
+    if (unk && m->byte_fallback) {
+        if (tk_ids_reserve(c->out, len)) return TK_ERR_NOMEM;
+        for (uint32_t k = 0; k < len; k++) c->out->ids[c->out->len++] = m->byte_id[c->t[off + k]];
+    } else if (!(unk && c->prev_unk)) { /* a run of unknown pieces is one unk */
+        if (c->out->len == c->out->cap && tk_ids_reserve(c->out, 1)) return TK_ERR_NOMEM;
+        c->out->ids[c->out->len++] = id;
+    }
+    c->prev_unk = unk;
+    return TK_OK;
+}
+
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) {
+    spm_scratch *w = p;
+    if (!w) return;
+    free(w->sy);
+    free(w->ag);
+    free(w->rev);
+    free(w->stack);
+    tk_bytes_free(&w->norm);
+    free(w);
+}
+
+static void key_init(void) { pthread_key_create(&g_key, scratch_free); }
+
+static spm_scratch *scratch(void) {
+    pthread_once(&g_once, key_init);
+    spm_scratch *w = pthread_getspecific(g_key);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w || pthread_setspecific(g_key, w)) {
+            free(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
+static bool starts_ws(const uint8_t *p, size_t n, const uint8_t *ws, size_t wsl) {
+    return n >= wsl && memcmp(p, ws, wsl) == 0;
+}
+static bool ends_ws(const uint8_t *p, size_t n, const uint8_t *ws, size_t wsl) {
+    return n >= wsl && memcmp(p + n - wsl, ws, wsl) == 0;
+}
+
+int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
+    const tk_spm *m = tok->spm;
+    spm_scratch *w = scratch();
+    if (!w) return TK_ERR_NOMEM;
+    int rc = normalize(m, &m->norm, s, n, &w->norm);
+    if (rc) return rc;
+    const uint8_t *t = w->norm.data;
+    size_t tn = w->norm.len;
+    if (!tn) return TK_OK;
+    if (tn > INT32_MAX / 2) return TK_ERR_LIMIT;
+    if (w->sy_cap < tn) {
+        sym *p = realloc(w->sy, tn * sizeof *p);
+        if (!p) return TK_ERR_NOMEM;
+        w->sy = p;
+        w->sy_cap = tn;
+    }
+    if (m->n_unused) {
+        if (w->rev_cap < m->n_unused) {
+            uint32_t *p = realloc(w->rev, (size_t)m->n_unused * 4 * sizeof *p);
+            if (!p) return TK_ERR_NOMEM;
+            w->rev = p;
+            w->rev_cap = m->n_unused;
+        }
+        memset(w->rev, 0, (size_t)m->n_unused * 4 * sizeof *w->rev);
+    }
+    /* symbols: a user-defined symbol (frozen) or one character by its lead byte */
+    int32_t ns = 0;
+    for (size_t i = 0; i < tn;) {
+        size_t l = user_match(m, t + i, tn - i);
+        bool fr = l > 0;
+        if (!l) {
+            l = one_char_len(t[i]);
+            if (l > tn - i) l = tn - i;
+        }
+        w->sy[ns] = (sym){(uint32_t)i, (uint32_t)l, ns - 1, ns + 1, fr};
+        ns++;
+        i += l;
+    }
+    w->sy[ns - 1].next = -1;
+    emit_ctx c = {m, t, out, false};
+    if (!m->split) return bpe_run(m, w, t, 0, ns - 1, emit_id, &c);
+    const uint8_t *ws = m->norm.spec.escape_ws ? SPACE_SYM : (const uint8_t *)" ";
+    size_t wsl = m->norm.spec.escape_ws ? 3 : 1;
+    int32_t a = 0;
+    for (int32_t i = 1; i <= ns; i++) {
+        bool cut = i == ns;
+        if (!cut) {
+            const sym *x = &w->sy[i - 1], *y = &w->sy[i];
+            if (x->freeze || y->freeze) cut = true;
+            else if (!m->norm.ws_suffix)
+                cut = starts_ws(t + y->off, y->len, ws, wsl) && !ends_ws(t + x->off, x->len, ws, wsl);
+            else cut = ends_ws(t + x->off, x->len, ws, wsl) && !starts_ws(t + y->off, y->len, ws, wsl);
+        }
+        if (!cut) continue;
+        w->sy[a].prev = -1;
+        w->sy[i - 1].next = -1;
+        if ((rc = bpe_run(m, w, t, a, i - 1, emit_id, &c))) return rc;
+        a = i;
+    }
+    return TK_OK;
+}
+
+/* ---- SentencePieceProcessor::Decode ---------------------------------------- */
+
+static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out) {
+    int rc = TK_OK;
+    for (size_t i = 0; i < n && !rc;) {
+        size_t c = valid_char(b + i, n - i);
+        if (!c) {
+            rc = put(out, "\xef\xbf\xbd", 3);
+            i++;
+        } else {
+            rc = put(out, b + i, c);
+            i += c;
+        }
+    }
+    return rc;
+}
+
+int tk_spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool first, tk_bytes *out) {
+    const tk_spm *m = tok->spm;
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] >= m->n) return TK_ERR_RANGE;
+    tk_bytes text = {0};
+    uint8_t *bytes = NULL;
+    size_t nb = 0;
+    int rc = TK_OK;
+    bool bos_ws = first, seen = false;
+    const spm_spec *sp = &m->norm.spec;
+    for (size_t k = 0; k <= n && !rc; k++) {
+        uint32_t id = TK_NO_RANK;
+        if (k < n) {
+            id = piece_id(m, m->piece[ids[k]], m->plen[ids[k]]); /* Decode looks the piece up again */
+            if (id == TK_NO_RANK) id = m->unk_id;
+            if (m->type[id] == SP_BYTE) {
+                if (!bytes && !(bytes = malloc(n))) {
+                    rc = TK_ERR_NOMEM;
+                    break;
+                }
+                bytes[nb++] = (uint8_t)byte_of_piece(m->piece[id], m->plen[id]);
+                continue;
+            }
+        }
+        if ((rc = put_bytes_run(bytes, nb, &text))) break;
+        nb = 0;
+        if (k == n) break;
+        if (seen || text.len) bos_ws = false;
+        const uint8_t *p = m->piece[ids[k]];
+        size_t pl = m->plen[ids[k]];
+        seen = false;
+        if (m->type[id] == SP_CONTROL) continue;
+        if (m->type[id] == SP_UNKNOWN) {
+            if (id == m->unk_id && pl == m->plen[m->unk_id] && memcmp(p, m->piece[m->unk_id], pl) == 0)
+                rc = m->has_unk_surface ? put(&text, m->unk_surface, m->unk_surface_len)
+                                        : put(&text, " \xe2\x81\x87 ", 5);
+            else rc = put(&text, p, pl);
+            continue;
+        }
+        if (bos_ws && (sp->add_dummy_prefix || sp->remove_extra_ws)) {
+            if (pl >= 3 && memcmp(p, SPACE_SYM, 3) == 0) {
+                p += 3;
+                pl -= 3;
+                seen = !sp->remove_extra_ws;
+            }
+        }
+        size_t a = 0;
+        for (size_t i = 0; i + 3 <= pl && !rc;) {
+            if (memcmp(p + i, SPACE_SYM, 3) == 0) {
+                if (!(rc = put(&text, p + a, i - a))) rc = put(&text, " ", 1);
+                i += 3;
+                a = i;
+            } else {
+                i++;
+            }
+        }
+        if (!rc) rc = put(&text, p + a, pl - a);
+    }
+    free(bytes);
+    if (!rc && m->has_denorm) {
+        tk_bytes d = {0};
+        rc = normalize(NULL, &m->denorm, text.data, text.len, &d);
+        if (!rc) rc = put(out, d.data, d.len);
+        tk_bytes_free(&d);
+    } else if (!rc) {
+        rc = put(out, text.data, text.len);
+    }
+    tk_bytes_free(&text);
+    return rc;
+}
+
+/* ---- loading ---------------------------------------------------------------- */
+
+#define FAIL(code, ...)                                                                                                \
+    do {                                                                                                               \
+        tk_set_err(err, errlen, __VA_ARGS__);                                                                          \
+        rc = (code);                                                                                                   \
+        goto done;                                                                                                     \
+    } while (0)
+
+static void shown(const uint8_t *p, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < cap; i++) {
+        if (p[i] < 0x20 || p[i] == 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[i]);
+        else out[o++] = (char)p[i];
+    }
+    out[o] = 0;
+}
+
+typedef struct {
+    int64_t model_type, unk_id, bos_id, eos_id, pad_id;
+    bool byte_fallback, ws_suffix, has_unk_surface;
+    const uint8_t *unk_surface, *pieces_named[4];
+    size_t unk_surface_len, pieces_named_len[4];
+} trainer;
+
+static int parse_trainer(const uint8_t *s, size_t n, trainer *tr) {
+    pb r = {s, s + n};
+    pb_field f;
+    while (r.p < r.end) {
+        if (pb_next(&r, &f)) return -1;
+        if (f.wt == 0) {
+            switch (f.num) {
+            case 3: tr->model_type = (int32_t)f.v; break;
+            case 35: tr->byte_fallback = f.v != 0; break;
+            case 24: tr->ws_suffix = f.v != 0; break;
+            case 40: tr->unk_id = (int32_t)f.v; break;
+            case 41: tr->bos_id = (int32_t)f.v; break;
+            case 42: tr->eos_id = (int32_t)f.v; break;
+            case 43: tr->pad_id = (int32_t)f.v; break;
+            }
+        } else if (f.wt == 2) {
+            if (f.num == 44) {
+                tr->has_unk_surface = true;
+                tr->unk_surface = f.s;
+                tr->unk_surface_len = f.n;
+            } else if (f.num >= 45 && f.num <= 48) {
+                tr->pieces_named[f.num - 45] = f.s;
+                tr->pieces_named_len[f.num - 45] = f.n;
+            }
+        }
+    }
+    return 0;
+}
+
+static int parse_spec(const uint8_t *s, size_t n, spm_spec *sp) {
+    pb r = {s, s + n};
+    pb_field f;
+    while (r.p < r.end) {
+        if (pb_next(&r, &f)) return -1;
+        if (f.wt == 2 && f.num == 1) {
+            sp->name = f.s;
+            sp->name_len = f.n;
+        } else if (f.wt == 2 && f.num == 2) {
+            sp->cmap = f.s;
+            sp->cmap_len = f.n;
+        } else if (f.wt == 0 && f.num == 3) {
+            sp->add_dummy_prefix = f.v != 0;
+        } else if (f.wt == 0 && f.num == 4) {
+            sp->remove_extra_ws = f.v != 0;
+        } else if (f.wt == 0 && f.num == 5) {
+            sp->escape_ws = f.v != 0;
+        }
+    }
+    return 0;
+}
+
+static void spm_free(tk_spm *m) {
+    if (!m) return;
+    free(m->file);
+    free(m->piece);
+    free(m->plen);
+    free(m->score);
+    free(m->type);
+    free(m->nmap);
+    free(m->rmap);
+    free(m->unused_idx);
+    free(m->norm.map.units);
+    free(m->denorm.map.units);
+    free(m);
+}
+
+void tk_spm_free(tk_spm *m) { spm_free(m); }
+
+static int map_build(tk_spm *m, bool reserved, uint32_t *dup) {
+    size_t cnt = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
+        cnt += normal != reserved;
+    }
+    size_t cap = 16;
+    while (cap < cnt * 2) cap *= 2;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return TK_ERR_NOMEM;
+    size_t mask = cap - 1;
+    for (uint32_t i = 0; i < m->n; i++) {
+        bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
+        if (normal == reserved) continue;
+        size_t k = h64(m->piece[i], m->plen[i]) & mask;
+        for (;; k = (k + 1) & mask) {
+            uint32_t s = slots[k];
+            if (!s) break;
+            if (m->plen[s - 1] == m->plen[i] && memcmp(m->piece[s - 1], m->piece[i], m->plen[i]) == 0) {
+                free(slots);
+                *dup = i;
+                return TK_ERR_DUP_RANK;
+            }
+        }
+        slots[k] = i + 1;
+    }
+    if (reserved) {
+        m->rmap = slots;
+        m->rmask = mask;
+    } else {
+        m->nmap = slots;
+        m->nmask = mask;
+    }
+    return TK_OK;
+}
+
+static int byte_of_piece(const uint8_t *p, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>') return -1;
+    const char *a = memchr(hex, p[3], 16), *b = memchr(hex, p[4], 16);
+    if (!a || !b || !p[3] || !p[4]) return -1;
+    return (int)((a - hex) * 16 + (b - hex));
+}
+
+/* Does the space symbol occur in a piece only where a word cut cannot
+ * separate it from its neighbour? (see tk_spm_encode) */
+static bool split_ok(const tk_spm *m) {
+    if (m->n_unused) return false;
+    const uint8_t *ws = m->norm.spec.escape_ws ? SPACE_SYM : (const uint8_t *)" ";
+    size_t wsl = m->norm.spec.escape_ws ? 3 : 1;
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->type[i] != SP_NORMAL && m->type[i] != SP_USER) continue;
+        const uint8_t *p = m->piece[i];
+        size_t n = m->plen[i];
+        for (size_t k = 0; k + wsl <= n; k++) {
+            if (memcmp(p + k, ws, wsl) != 0) continue;
+            if (!m->norm.ws_suffix) {
+                /* every space symbol after the start follows another */
+                if (k > 0 && !(k >= wsl && memcmp(p + k - wsl, ws, wsl) == 0)) return false;
+            } else {
+                /* every space symbol before the end is followed by another */
+                if (k + wsl < n && !(k + 2 * wsl <= n && memcmp(p + k + wsl, ws, wsl) == 0)) return false;
+            }
+        }
+    }
+    return true;
+}
+
+static void fingerprint(tk_tokenizer *t, const tk_spm *m) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, 32, t->fingerprint);
+    uint8_t hdr[16] = {'s', 'p', 'm', 1, (uint8_t)m->byte_fallback, (uint8_t)m->norm.ws_suffix,
+                       (uint8_t)m->has_unk_surface, (uint8_t)m->has_denorm};
+    memcpy(hdr + 8, &m->n, 4);
+    sha256_update(&c, sizeof hdr, hdr);
+    for (uint32_t i = 0; i < m->n; i++) {
+        uint32_t l = m->plen[i];
+        sha256_update(&c, 4, (const uint8_t *)&l);
+        sha256_update(&c, l, m->piece[i]);
+        sha256_update(&c, 4, (const uint8_t *)&m->score[i]);
+        sha256_update(&c, 1, &m->type[i]);
+    }
+    const spm_spec *sp[2] = {&m->norm.spec, &m->denorm.spec};
+    for (int k = 0; k < 2; k++) {
+        uint8_t fl[3] = {sp[k]->add_dummy_prefix, sp[k]->remove_extra_ws, sp[k]->escape_ws};
+        uint64_t l = sp[k]->cmap_len;
+        sha256_update(&c, 3, fl);
+        sha256_update(&c, 8, (const uint8_t *)&l);
+        if (l) sha256_update(&c, l, sp[k]->cmap);
+    }
+    uint64_t l = m->unk_surface_len;
+    sha256_update(&c, 8, (const uint8_t *)&l);
+    if (l) sha256_update(&c, l, m->unk_surface);
+    sha256_digest(&c, 32, t->fingerprint);
+}
+
+bool tk_spm_sniff(const uint8_t *p, size_t n) {
+    /* field 1 (pieces), length-delimited, whose message starts with field 1
+     * (piece) length-delimited too: 0x0a <varint> 0x0a */
+    if (n < 3 || p[0] != 0x0a) return false;
+    pb r = {p + 1, p + n};
+    uint64_t len;
+    if (pb_varint(&r, &len) || len < 2) return false;
+    return r.p < r.end && *r.p == 0x0a;
+}
+
+int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) {
+    if (!path || !out) return TK_ERR_ARG;
+    *out = NULL;
+    if (err && errlen) err[0] = 0;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
+    if (rc) return rc;
+    tk_spm *m = calloc(1, sizeof *m);
+    tk_tokenizer *t = NULL;
+    char sb[160];
+    if (!m) {
+        free(data);
+        return TK_ERR_NOMEM;
+    }
+    m->file = data;
+    m->file_len = len;
+    trainer tr = {.model_type = MT_UNIGRAM, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1};
+    spm_spec nspec = {.add_dummy_prefix = true, .remove_extra_ws = true, .escape_ws = true};
+    spm_spec dspec = nspec;
+    bool has_trainer = false;
+    /* pass 1: count pieces, read the specs */
+    size_t np = 0;
+    {
+        pb r = {data, data + len};
+        pb_field f;
+        while (r.p < r.end) {
+            if (pb_next(&r, &f))
+                FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: malformed protobuf at byte %zu", path,
+                     (size_t)(r.p - data));
+            if (f.wt != 2) continue;
+            if (f.num == 1) {
+                np++;
+            } else if (f.num == 2) {
+                has_trainer = true;
+                if (parse_trainer(f.s, f.n, &tr))
+                    FAIL(TK_ERR_FORMAT, "%s: trainer_spec: malformed protobuf", path);
+            } else if (f.num == 3) {
+                if (parse_spec(f.s, f.n, &nspec)) FAIL(TK_ERR_FORMAT, "%s: normalizer_spec: malformed protobuf", path);
+            } else if (f.num == 5) {
+                if (parse_spec(f.s, f.n, &dspec))
+                    FAIL(TK_ERR_FORMAT, "%s: denormalizer_spec: malformed protobuf", path);
+            }
+        }
+    }
+    if (!np) FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: no pieces", path);
+    if (tr.model_type != MT_BPE) {
+        static const char *const mt[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
+        FAIL(TK_ERR_UNSUPPORTED, "%s: trainer_spec.model_type: model type %s is not supported (only BPE)%s", path,
+             tr.model_type >= 1 && tr.model_type <= 4 ? mt[tr.model_type] : "unknown",
+             has_trainer ? "" : " (no trainer_spec: UNIGRAM by default)");
+    }
+    if (np > TK_MAX_VOCAB) FAIL(TK_ERR_LIMIT, "%s: more than %u pieces", path, TK_MAX_VOCAB);
+    m->n = (uint32_t)np;
+    m->piece = malloc(np * sizeof *m->piece);
+    m->plen = malloc(np * sizeof *m->plen);
+    m->score = malloc(np * sizeof *m->score);
+    m->type = malloc(np);
+    if (!m->piece || !m->plen || !m->score || !m->type) FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
+    /* pass 2: the pieces */
+    {
+        pb r = {data, data + len};
+        pb_field f;
+        size_t i = 0;
+        while (r.p < r.end) {
+            pb_next(&r, &f); /* checked in pass 1 */
+            if (f.wt != 2 || f.num != 1) continue;
+            const uint8_t *ps = (const uint8_t *)"";
+            size_t pn = 0;
+            float sc = 0;
+            int ty = SP_NORMAL;
+            pb q = {f.s, f.s + f.n};
+            pb_field g;
+            while (q.p < q.end) {
+                if (pb_next(&q, &g)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: malformed protobuf", path, i);
+                if (g.num == 1 && g.wt == 2) {
+                    ps = g.s;
+                    pn = g.n;
+                } else if (g.num == 2 && g.wt == 5) {
+                    uint32_t v = (uint32_t)g.v;
+                    memcpy(&sc, &v, 4);
+                } else if (g.num == 3 && g.wt == 0) {
+                    /* an enum value protobuf does not know leaves the default */
+                    if (g.v >= 1 && g.v <= 6) ty = (int)g.v;
+                }
+            }
+            if (!pn) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: empty piece", path, i);
+            if (memchr(ps, 0, pn)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: piece contains a NUL byte", path, i);
+            if (pn >= SPM_MAX_PIECE)
+                FAIL(TK_ERR_LIMIT, "%s: pieces[%zu]: piece of %zu bytes (sentencepiece's limit: %d)", path, i, pn,
+                     SPM_MAX_PIECE - 1);
+            if (isnan(sc)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: score is NaN", path, i);
+            m->piece[i] = ps;
+            m->plen[i] = (uint32_t)pn;
+            m->score[i] = sc;
+            m->type[i] = (uint8_t)ty;
+            i++;
+        }
+    }
+    /* InitializePieces */
+    {
+        uint32_t dup;
+        for (int res = 0; res < 2; res++)
+            if ((rc = map_build(m, res, &dup))) {
+                if (rc == TK_ERR_DUP_RANK) {
+                    shown(m->piece[dup], m->plen[dup], sb, sizeof sb);
+                    FAIL(rc, "%s: pieces[%u]: \"%s\" is already defined", path, dup, sb);
+                }
+                FAIL(rc, "%s: out of memory", path);
+            }
+    }
+    m->unk_id = TK_NO_RANK;
+    m->byte_fallback = tr.byte_fallback;
+    for (int b = 0; b < 256; b++) m->byte_id[b] = TK_NO_RANK;
+    for (uint32_t i = 0; i < m->n; i++) {
+        int ty = m->type[i];
+        if (ty == SP_UNKNOWN) {
+            if (m->unk_id != TK_NO_RANK) FAIL(TK_ERR_FORMAT, "%s: pieces[%u]: unk is already defined", path, i);
+            m->unk_id = i;
+        } else if (ty == SP_BYTE) {
+            shown(m->piece[i], m->plen[i], sb, sizeof sb);
+            if (!m->byte_fallback)
+                FAIL(TK_ERR_FORMAT, "%s: pieces[%u]: byte piece \"%s\" although trainer_spec.byte_fallback is false",
+                     path, i, sb);
+            int b = byte_of_piece(m->piece[i], m->plen[i]);
+            if (b < 0) FAIL(TK_ERR_FORMAT, "%s: pieces[%u]: byte piece \"%s\" is not <0xNN>", path, i, sb);
+            m->byte_id[b] = i; /* unique: the reserved map refused duplicates */
+        } else if (ty == SP_USER) {
+            m->user_first[m->piece[i][0] >> 6] |= 1ull << (m->piece[i][0] & 63);
+            if (m->plen[i] > m->user_maxlen) m->user_maxlen = m->plen[i];
+        } else if (ty == SP_UNUSED) {
+            m->n_unused++;
+        }
+    }
+    if (m->unk_id == TK_NO_RANK) FAIL(TK_ERR_FORMAT, "%s: pieces: no piece of type UNKNOWN (unk is not defined)", path);
+    if (m->byte_fallback)
+        for (int b = 0; b < 256; b++)
+            if (m->byte_id[b] == TK_NO_RANK)
+                FAIL(TK_ERR_FORMAT, "%s: trainer_spec.byte_fallback is true but piece <0x%02X> is missing", path, b);
+    if (m->n_unused) {
+        m->unused_idx = malloc((size_t)m->n * sizeof *m->unused_idx);
+        if (!m->unused_idx) FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < m->n; i++) m->unused_idx[i] = m->type[i] == SP_UNUSED ? k++ : 0;
+    }
+    /* normalizer and denormalizer */
+    m->norm.spec = nspec;
+    m->norm.ws_suffix = tr.ws_suffix;
+    if ((rc = cmap_init(&m->norm.map, nspec.cmap, nspec.cmap_len)))
+        FAIL(rc, "%s: normalizer_spec.precompiled_charsmap: %s", path,
+             rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
+    m->denorm.spec = dspec;
+    if (dspec.cmap_len) {
+        m->has_denorm = true;
+        if ((rc = cmap_init(&m->denorm.map, dspec.cmap, dspec.cmap_len)))
+            FAIL(rc, "%s: denormalizer_spec.precompiled_charsmap: %s", path,
+                 rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
+    }
+    m->has_unk_surface = tr.has_unk_surface;
+    m->unk_surface = tr.unk_surface;
+    m->unk_surface_len = tr.unk_surface_len;
+    m->split = split_ok(m);
+    {
+        static const char *const dflt[] = {"<s>", "</s>", "<pad>"};
+        int32_t *dst[3] = {&m->bos_id, &m->eos_id, &m->pad_id};
+        for (int k = 0; k < 3; k++) {
+            const uint8_t *p = tr.pieces_named[k + 1];
+            size_t pl = tr.pieces_named_len[k + 1];
+            if (!p || !pl) {
+                p = (const uint8_t *)dflt[k];
+                pl = strlen(dflt[k]);
+            }
+            uint32_t id = map_get(m, m->rmap, m->rmask, p, pl);
+            *dst[k] = id != TK_NO_RANK && m->type[id] == SP_CONTROL ? (int32_t)id : -1;
+        }
+    }
+    /* the tk_tokenizer: CONTROL pieces are its specials, the others its
+     * tokens, whose bytes are what each decodes to on its own */
+    t = calloc(1, sizeof *t);
+    if (!t) FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
+    t->eot = TK_NO_RANK;
+    t->decode_only = true;
+    {
+        uint32_t nr = 0, nc = 0;
+        size_t bytes = 0;
+        for (uint32_t i = 0; i < m->n; i++) {
+            if (m->type[i] == SP_CONTROL) {
+                nc++;
+                continue;
+            }
+            nr++;
+            bytes += m->plen[i];
+        }
+        t->n_ranks = nr;
+        t->arena = malloc(bytes + 1);
+        t->tok_off = malloc(((size_t)nr + 1) * sizeof *t->tok_off);
+        t->rank_to_id = malloc(((size_t)nr + 1) * sizeof *t->rank_to_id);
+        tk_special *sp = calloc(nc + 1, sizeof *sp);
+        char *stext = malloc(bytes + (size_t)m->n + 1);
+        if (!t->arena || !t->tok_off || !t->rank_to_id || !sp || !stext) {
+            free(sp);
+            free(stext);
+            FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
+        }
+        size_t off = 0, so = 0;
+        uint32_t r = 0, c = 0;
+        for (uint32_t i = 0; i < m->n; i++) {
+            const uint8_t *p = m->piece[i];
+            size_t pl = m->plen[i];
+            if (m->type[i] == SP_CONTROL) {
+                memcpy(stext + so, p, pl);
+                stext[so + pl] = 0;
+                sp[c].text = stext + so;
+                sp[c++].id = i;
+                so += pl + 1;
+                continue;
+            }
+            t->tok_off[r] = off;
+            t->rank_to_id[r++] = i;
+            if (m->type[i] == SP_BYTE) {
+                t->arena[off++] = (uint8_t)byte_of_piece(p, pl);
+                continue;
+            }
+            for (size_t k = 0; k < pl;) {
+                if (m->type[i] != SP_UNKNOWN && k + 3 <= pl && memcmp(p + k, SPACE_SYM, 3) == 0) {
+                    t->arena[off++] = ' ';
+                    k += 3;
+                } else {
+                    t->arena[off++] = p[k++];
+                }
+            }
+        }
+        t->tok_off[nr] = off;
+        rc = tk_set_specials(t, sp, nc);
+        free(sp);
+        free(stext);
+        if (rc) FAIL(rc, "%s: out of memory", path);
+    }
+    if (m->eos_id >= 0) t->eot = (uint32_t)m->eos_id;
+    snprintf(t->name, sizeof t->name, "sentencepiece");
+    if ((rc = tk_finalize(t))) FAIL(rc, "%s: %s", path, t->bad_what ? t->bad_what : tk_strerror(rc));
+    if (m->eos_id >= 0) t->eot = (uint32_t)m->eos_id;
+    fingerprint(t, m);
+    t->spm = m;
+    m = NULL;
+    *out = t;
+    t = NULL;
+done:
+    if (rc && err && errlen && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
+    spm_free(m);
+    tk_free(t);
+    return rc;
+}
+
+int32_t tk_spm_special(const tk_tokenizer *t, int which) {
+    if (!t || !t->spm) return -1;
+    return which == 0 ? t->spm->bos_id : which == 1 ? t->spm->eos_id : t->spm->pad_id;
+}
+
+void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
+    const tk_spm *m = t->spm;
+    const spm_spec *sp = &m->norm.spec;
+    char nm[64];
+    shown(sp->name, sp->name_len < 40 ? sp->name_len : 40, nm, sizeof nm);
+    snprintf(buf, len, "sentencepiece .model: %s%s%s%s%s | BPE (sentencepiece merge order by score%s%s)",
+             sp->cmap_len ? "charsmap " : "identity", sp->cmap_len ? nm : "",
+             sp->add_dummy_prefix ? ", dummy prefix" : "", sp->remove_extra_ws ? ", remove extra whitespace" : "",
+             sp->escape_ws ? ", escape whitespace" : "", m->byte_fallback ? ", byte fallback" : "",
+             m->user_maxlen ? ", user-defined symbols" : "");
+}
+
+/* ---- HF tokenizer.json "Precompiled" --------------------------------------
+ * HF runs the same charsmap its own way (tokenizers' precompiled.rs over the
+ * spm_precompiled crate): the text is cut into extended grapheme clusters; a
+ * cluster under 6 bytes is replaced whole by the string of the FIRST
+ * (shortest) key that is a prefix of it, if any; otherwise each character
+ * is replaced by the string of the first key that is a prefix of that
+ * character alone, or kept. */
+
+int tk_spm_charsmap_check(const uint8_t *blob, size_t n) {
+    spm_cmap m;
+    int rc = cmap_init(&m, blob, n);
+    free(m.units);
+    return rc;
+}
+
+static int put_transform(const spm_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, bool *done) {
+    uint32_t v = 0;
+    *done = cmap_shortest(m, s, n, &v) > 0;
+    if (!*done) return TK_OK;
+    size_t l;
+    const uint8_t *p = cmap_string(m, v, &l);
+    return put(out, p, l);
+}
+
+int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out) {
+    spm_cmap m;
+    int rc = cmap_init(&m, blob, bn);
+    if (rc) return rc;
+    utf8proc_int32_t state = 0, prev = -1;
+    size_t g = 0; /* start of the current cluster */
+    for (size_t i = 0; i <= n && !rc;) {
+        utf8proc_int32_t cp = -1;
+        utf8proc_ssize_t l = 0;
+        if (i < n) {
+            l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
+            if (l <= 0) { /* not UTF-8 (HF's strings always are): the byte alone */
+                l = 1;
+                cp = -1;
+            }
+        }
+        bool brk = i == n || prev < 0 || cp < 0 || utf8proc_grapheme_break_stateful(prev, cp, &state);
+        if (brk && i > g) {
+            bool done = false;
+            if (i - g < 6 && (rc = put_transform(&m, s + g, i - g, out, &done))) break;
+            for (size_t k = g; !done && k < i && !rc;) {
+                size_t cl = valid_char(s + k, i - k);
+                if (!cl) cl = 1;
+                bool d2;
+                if (!(rc = put_transform(&m, s + k, cl, out, &d2)) && !d2) rc = put(out, s + k, cl);
+                k += cl;
+            }
+            g = i;
+        }
+        if (i == n) break;
+        if (cp < 0) state = 0;
+        prev = cp;
+        i += (size_t)l;
+    }
+    free(m.units);
+    return rc;
+}
