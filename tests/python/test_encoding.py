@@ -114,6 +114,31 @@ def test_tiktoken_semantics(shared, tiktoken_mod):
         assert me.token_byte_values() == tt.token_byte_values()
 
 
+def test_special_token_errors_like_tiktoken(shared, tiktoken_mod):
+    """The ValueError for disallowed special text carries tiktoken's message; allowed/disallowed combinations,
+    encode_batch and encode_to_numpy raise alike; decode_batch / eot_token / special_tokens_set agree."""
+    tt = tiktoken_mod.get_encoding("cl100k_base")
+    me = mkshards.get_encoding("cl100k_base")
+    cases = [("x <|endoftext|> y", {}), ("<|fim_prefix|>", {"allowed_special": {"<|endoftext|>"}}),
+             ("a<|endofprompt|>", {"disallowed_special": {"<|endofprompt|>"}}),
+             ("<|endoftext|>", {"allowed_special": "all", "disallowed_special": "all"}),
+             ("z <|fim_suffix|>", {"allowed_special": set(), "disallowed_special": "all"})]
+    for text, kw in cases:
+        try:
+            want = tt.encode(text, **kw)
+        except ValueError as e:
+            for call in (me.encode, me.encode_to_numpy, lambda t, **k: me.encode_batch(["ok", t], **k)):
+                with pytest.raises(ValueError) as ei:
+                    call(text, **kw)
+                assert str(ei.value) == str(e), (text, kw)
+        else:
+            assert me.encode(text, **kw) == want, (text, kw)
+    ids = [tt.encode(t, allowed_special="all") for t in ("héllo", "<|endoftext|>x", "")]
+    assert me.decode_batch(ids) == tt.decode_batch(ids)
+    assert me.decode_bytes_batch(ids) == tt.decode_bytes_batch(ids)
+    assert me.eot_token == tt.eot_token and me.special_tokens_set == tt.special_tokens_set
+
+
 def test_names_from_tiktoken_cache(shared, tiktoken_cache, tmp_path):
     """A name resolves through tiktoken's cache alone (no MKSHARDS_VOCAB_DIR), as the CLI's --tokenizer NAME."""
     env = dict(os.environ, TIKTOKEN_CACHE_DIR=tiktoken_cache)
@@ -142,6 +167,36 @@ def test_from_file_every_kind(shared, mkshards_bin, tmp_path):
         assert e.n_vocab == 50257 and e.eot_token == 50256, kind
         if kind != "tokenizer.json":  # a tokenizer.json's fingerprint covers its own pre-tokenizer spec
             assert e.fingerprint == ref.fingerprint, kind
+
+
+def test_from_file_every_kind_equals_cli(shared, mkshards_bin, tmp_path):
+    """Encoding.from_file on every kind the CLI's --tokenizer loads gives the CLI's ids: a trained .tiktoken +
+    .meta.json, a trained tokenizer.json, a folder holding tokenizer.json, HF byte-level and SentencePiece-style
+    tokenizer.json fixtures, a SentencePiece .model."""
+    texts = ["Hello world, it's 2024!", "  naïve café 日本語 🙂\n\tx", "def f(x):\n    return x + 1\n", "", "a <|endoftext|> b"]
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    tr = tmp_path / "tr"
+    tr.mkdir()
+    run_cli(mkshards_bin, "tokenizer", "train", "-q", "-n", "400", "-s", "<|endoftext|>", "-o", str(tr / "bpe.tiktoken"),
+            os.path.join(SAMPLES, "tiny.jsonl"))
+    run_cli(mkshards_bin, "tokenizer", "train", "-q", "-n", "400", "-o", str(tr / "tokenizer.json"),
+            os.path.join(SAMPLES, "tiny.jsonl"))
+    data = os.path.join(os.path.dirname(SAMPLES), "tests", "data")
+    kinds = [str(tr / "bpe.tiktoken"), str(tr / "tokenizer.json"), str(tr),
+             os.path.join(data, "tk_hf", "bl_added.json"), os.path.join(data, "tk_hf", "sp_llama2.json"),
+             os.path.join(data, "tk_spm", "bpe_llama.model")]
+    assert os.path.exists(str(tr / "bpe.tiktoken.meta.json"))
+    for path in kinds:
+        p = run_cli(mkshards_bin, "encode", "-t", path, str(src), "--ids-out", str(tmp_path / "o.ids"), check=False)
+        if p.returncode != 0 and path.endswith(".model"):
+            continue  # a CLI without SentencePiece .model support: nothing to compare with
+        assert p.returncode == 0, p.stderr
+        enc = mkshards.Encoding.from_file(path)
+        cli = [json.loads(l) for l in open(tmp_path / "o.ids")]
+        assert enc.encode_ordinary_batch(texts) == cli, path
+        assert [enc.encode_ordinary(t) for t in texts] == cli, path
+        assert enc.n_vocab > 0 and enc.name
 
 
 def test_errors_carry_the_c_message(shared, tmp_path):
