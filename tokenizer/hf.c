@@ -20,7 +20,7 @@
 
 size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
 
-enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND };
+enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND, NM_PRECOMPILED };
 enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE };
 enum { B_REMOVED, B_ISOLATED, B_MERGED_PREV, B_MERGED_NEXT, B_CONTIGUOUS };
 enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
@@ -256,6 +256,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
         if (rc) return rc;
         return bput(out, s + c.pos, n - c.pos);
     }
+    case NM_PRECOMPILED: return tk_spm_precompiled_hf(st->a, st->alen, s, n, out); /* spm.c */
     case NM_PREPEND: {
         if (!n) return TK_OK;
         int rc = bput(out, st->a, st->alen);
@@ -1187,13 +1188,20 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
         if ((rc = get_str(n, "prepend", &cs, &cn, file, path, err, errlen))) return rc;
         h->n_nm++;
         return dup_bytes(cs, cn, &st->a, &st->alen);
+    } else if (!strcmp(ty, "Precompiled")) { /* SentencePiece's charsmap (spm.c) */
+        static const char *const keys[] = {"precompiled_charsmap", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        json_t *b = json_object_get(n, "precompiled_charsmap");
+        st->kind = NM_PRECOMPILED;
+        if (!json_is_string(b) || tk_spm_charsmap_b64(json_string_value(b), json_string_length(b), &st->a, &st->alen))
+            REFUSE(path, "Precompiled: precompiled_charsmap is not a base64 SentencePiece charsmap");
     } else {
         char sb[48];
         snprintf(sb, sizeof sb, "%.40s", ty);
         for (char *q = sb; *q; q++)
             if ((unsigned char)*q < 0x20) *q = '?';
         REFUSE(path, "normalizer \"%s\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
-               "Replace, Prepend, Sequence)", sb);
+               "Replace, Prepend, Precompiled, Sequence)", sb);
     }
     h->n_nm++;
     return TK_OK;
@@ -1952,7 +1960,8 @@ void tk_describe(const tk_tokenizer *t, char *buf, size_t len) {
         snprintf(buf, len, "%s pre-tokenizer | BPE (merge by rank)", tk_pattern_name(t->pattern));
         return;
     }
-    static const char *const nm[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Prepend"};
+    static const char *const nm[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Prepend",
+                                     "Precompiled"};
     static const char *const pt[] = {"Split", "ByteLevel", "Digits", "Punctuation", "WhitespaceSplit", "Metaspace"};
     static const char *const bh[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     const tk_hf *h = t->hf;

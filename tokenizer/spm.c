@@ -1260,3 +1260,40 @@ int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size
     free(m.units);
     return rc;
 }
+
+/* precompiled_charsmap of a tokenizer.json: standard base64 (padding
+ * optional) -> a checked charsmap blob in *out (malloc'd). */
+int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on) {
+    *out = NULL;
+    *on = 0;
+    if (!s || !n) return TK_ERR_FORMAT;
+    while (n && s[n - 1] == '=') n--;
+    uint8_t *b = malloc(n / 4 * 3 + 3);
+    if (!b) return TK_ERR_NOMEM;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
+              : c == '+' ? 62 : c == '/' ? 63 : -1;
+        if (v < 0) {
+            free(b);
+            return TK_ERR_BASE64;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            b[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    int rc = tk_spm_charsmap_check(b, o);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *out = b;
+    *on = o;
+    return TK_OK;
+}

@@ -367,5 +367,6 @@ void tk_spm_free(tk_spm *m);
 int32_t tk_spm_special(const tk_tokenizer *t, int which); /* 0 bos, 1 eos, 2 pad: id or -1 */
 int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
 int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out);
+int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on);
 
 #endif
