@@ -55,8 +55,8 @@ def corpus(cat):
 
 
 def training_file(docs):
-    fd, path = tempfile.mkstemp(suffix=".txt")
-    with os.fdopen(fd, "w") as f:
+    path = os.path.join(tempfile.gettempdir(), "make_tk_spm_train.txt")  # a fixed name: it is recorded in the model
+    with open(path, "w") as f:
         for cat in ["web", "multi", "code"]:
             for d in docs[cat][300:360]:
                 for line in d[:40000].splitlines():
@@ -146,6 +146,45 @@ EDGE_BYTES = [b"\xff", b"a\xffb", b"\xc3", b"\xc3(", b"\xe2\x82", b"\xed\xa0\x80
               b"\xc0\xaf overlong", b"\x80\x80\x80", b"ok \xf0\x9f\x98 cut", b"\xef\xbf\xbd\xff\xfe"]
 
 
+def make_hf_precompiled(model_path):
+    """A tokenizer.json in the form of transformers' T5/Albert converters over
+    bpe_nmt.model: Precompiled (its charsmap) + Replace(' {2,}', ' '),
+    Metaspace, BPE with merges recovered from the piece scores."""
+    import base64
+    from tokenizers import Tokenizer
+    m = pb.ModelProto()
+    with open(model_path, "rb") as f:
+        m.ParseFromString(f.read())
+    vocab = {p.piece: i for i, p in enumerate(m.pieces)}
+    merges = []
+    for piece, i in vocab.items():  # every split into two pieces, ordered by the result's id (= score order)
+        for k in range(1, len(piece)):
+            a, b = piece[:k], piece[k:]
+            if a in vocab and b in vocab:
+                merges.append((i, vocab[a], vocab[b], a, b))
+    merges.sort()
+    js = {"version": "1.0", "truncation": None, "padding": None,
+          "added_tokens": [{"id": i, "content": p.piece, "single_word": False, "lstrip": False, "rstrip": False,
+                            "normalized": False, "special": True}
+                           for i, p in enumerate(m.pieces) if p.type in (2, 3)],
+          "normalizer": {"type": "Sequence", "normalizers": [
+              {"type": "Precompiled",
+               "precompiled_charsmap": base64.b64encode(m.normalizer_spec.precompiled_charsmap).decode()},
+              {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+          "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+          "post_processor": None,
+          "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                    "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": False, "ignore_merges": False,
+                    "vocab": vocab, "merges": [[a, b] for _, _, _, a, b in merges]}}
+    out = os.path.join(DATA, "hf_precompiled.json")
+    text = json.dumps(js, ensure_ascii=False)
+    Tokenizer.from_str(text)  # HF accepts it
+    with open(out, "w") as f:
+        f.write(text)
+    return out
+
+
 def u32sha(ids):
     return hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:32]
 
@@ -185,6 +224,19 @@ def main():
                 ids = [i for i in range(n) if sp.is_byte(i)][0xe2:0xe3] * 2 + ids  # a broken UTF-8 start
             rows.append({"model": name, "kind": "decode", "ids": ids,
                          "dec": sp.decode(ids).encode("utf-8", "surrogatepass").hex()})
+    from tokenizers import Tokenizer
+    hp = make_hf_precompiled(models["bpe_nmt"])
+    hf = Tokenizer.from_file(hp)
+    hf.encode_special_tokens = True  # mkshards default mode: special-token text is ordinary text
+    for cat in CATS:  # HF "Precompiled" normalizer: ids of HF tokenizers (encode only)
+        for i, d in enumerate(docs[cat][:NDOCS]):
+            if i % 3:
+                continue
+            ids = hf.encode(d[:CUT], add_special_tokens=False).ids
+            rows.append({"model": "hf_precompiled", "kind": "doc", "cat": cat, "i": i, "n": len(ids), "sha": u32sha(ids)})
+    for e in EDGE:
+        ids = hf.encode(e, add_special_tokens=False).ids
+        rows.append({"model": "hf_precompiled", "kind": "edge", "hex": e.encode().hex(), "ids": ids})
     out = "\n".join(json.dumps(r, ensure_ascii=True, separators=(",", ":")) for r in rows) + "\n"
     with open(os.path.join(DATA, "refs.jsonl.zst"), "wb") as f:
         f.write(zstandard.ZstdCompressor(level=19).compress(out.encode()))
