@@ -1347,7 +1347,7 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
 static int merges_build(tk_hf *h, const uint32_t (*m)[3], size_t nm) {
     size_t slots = 16;
     while (slots < nm * 2 + 16) slots *= 2;
-    h->merges = calloc(slots, sizeof *h->merges);
+    h->merges = tk_table_alloc(slots * sizeof *h->merges);
     if (!h->merges) return TK_ERR_NOMEM;
     h->mmask = slots - 1;
     for (size_t i = 0; i < nm; i++) {

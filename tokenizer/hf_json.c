@@ -13,15 +13,32 @@
 #include "tk_internal.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 static size_t ws(const uint8_t *s, size_t n, size_t i) {
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
     return i;
 }
 
+/* Nonzero when one of the 8 bytes of v is a quote, a backslash, a control
+ * byte (< 0x20) or, with high, >= 0x80 (a false positive only above a true
+ * one: callers then look byte by byte). */
+static inline uint64_t swar_special(uint64_t v, bool high) {
+    const uint64_t ones = 0x0101010101010101ull, h = 0x8080808080808080ull;
+    uint64_t q = v ^ (ones * '"'), b = v ^ (ones * '\\');
+    return ((high ? v : 0) | ((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b)) & h;
+}
+
 /* End (after the closing quote) of the string starting at s[i] == '"'; 0 if none. */
 static size_t str_end(const uint8_t *s, size_t n, size_t i) {
     for (i++; i < n; i++) {
+        while (i + 8 <= n) {
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if (swar_special(v, false)) break;
+            i += 8;
+        }
+        if (i >= n) break;
         if (s[i] == '"') return i + 1;
         if (s[i] == '\\') i++;
         else if (s[i] < 0x20) return 0;
@@ -99,6 +116,16 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
     if (p >= n || s[p] != '"') return -1;
     p++;
     while (p < n) {
+        /* 8 plain ASCII bytes (no quote, backslash or control) at a time */
+        while (p + 8 <= n) {
+            uint64_t v;
+            memcpy(&v, s + p, 8);
+            if (swar_special(v, true)) break;
+            memcpy(o + w, &v, 8);
+            w += 8;
+            p += 8;
+        }
+        if (p >= n) break;
         uint8_t c = s[p];
         if (c == '"') {
             o[w] = 0;
@@ -168,15 +195,80 @@ static bool key_is(const uint8_t *s, size_t a, size_t b, const char *k) {
 
 static uint64_t hash(const uint8_t *p, size_t n) { return tk_hash_bytes(p, n); }
 
-int tk_hfj_lookup(const tk_hfj *j, const char *k, size_t kl) {
-    uint64_t h = hash((const uint8_t *)k, kl), tag = h >> 32;
-    for (size_t i = h & j->mask;; i = (i + 1) & j->mask) {
-        uint64_t x = j->slots[i];
-        if (!x) return -1;
-        if (x >> 32 != tag) continue;
-        uint32_t e = (uint32_t)x - 1;
-        if (j->vlen[e] == kl && memcmp(j->vkey[e], k, kl) == 0) return (int)e;
+/* The first min(8, n) bytes of p as a zero-padded word (keys hold no NUL). */
+static inline uint64_t head_word(const uint8_t *p, size_t n) {
+    if (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        return w;
     }
+    return n ? tk_short_word(p, n) : 0;
+}
+
+static inline int slot_is(const tk_hfj *j, const struct tk_hfj_slot *s, uint64_t w, uint16_t tag, const uint8_t *k,
+                          size_t kl) {
+    if (s->tag != tag || s->word != w || s->len != (kl > 0xFFFF ? 0xFFFF : kl)) return 0;
+    uint32_t e = s->e1 - 1;
+    return kl <= 8 || (j->vlen[e] == kl && memcmp(j->vkey[e] + 8, k + 8, kl - 8) == 0);
+}
+
+int tk_hfj_lookup(const tk_hfj *j, const char *k, size_t kl) {
+    const uint8_t *p = (const uint8_t *)k;
+    uint64_t h = hash(p, kl), w = head_word(p, kl);
+    uint16_t tag = (uint16_t)(h >> 48);
+    for (size_t i = h & j->mask;; i = (i + 1) & j->mask) {
+        const struct tk_hfj_slot *s = &j->slots[i];
+        if (!s->e1) return -1;
+        if (slot_is(j, s, w, tag, p, kl)) return (int)(s->e1 - 1);
+    }
+}
+
+int tk_hfj_resolve_merges(const tk_hfj *j, int32_t (*out)[3]) {
+    enum { BATCH = 16, STRIDE = 8 * TK_MAX_TOKEN_BYTES + 8 };
+    uint8_t *buf = malloc((size_t)BATCH * STRIDE); /* the concatenations of a batch */
+    if (!buf) return TK_ERR_NOMEM;
+    struct {
+        uint64_t h, w;
+        const uint8_t *k;
+        size_t kl;
+    } q[BATCH * 3];
+    for (size_t m0 = 0; m0 < j->nm; m0 += BATCH) {
+        size_t nb = j->nm - m0 < BATCH ? j->nm - m0 : BATCH;
+        /* hash the two parts and their concatenation, prefetch the slots ... */
+        for (size_t m = 0; m < nb; m++) {
+            const char *a = j->ma[m0 + m], *b = j->mb[m0 + m];
+            size_t la = strlen(a), lb = strlen(b);
+            uint8_t *ab = buf + m * STRIDE;
+            memcpy(ab, a, la);
+            memcpy(ab + la, b, lb + 1);
+            const uint8_t *ks[3] = {(const uint8_t *)a, (const uint8_t *)b, ab};
+            size_t ls[3] = {la, lb, la + lb};
+            for (int s = 0; s < 3; s++) {
+                size_t x = m * 3 + (size_t)s;
+                q[x].k = ks[s];
+                q[x].kl = ls[s];
+                q[x].h = hash(ks[s], ls[s]);
+                q[x].w = head_word(ks[s], ls[s]);
+                __builtin_prefetch(&j->slots[q[x].h & j->mask]);
+            }
+        }
+        /* ... then probe */
+        for (size_t x = 0; x < nb * 3; x++) {
+            int32_t e = -1;
+            uint16_t tag = (uint16_t)(q[x].h >> 48);
+            for (size_t i = q[x].h & j->mask;; i = (i + 1) & j->mask) {
+                const struct tk_hfj_slot *sl = &j->slots[i];
+                if (!sl->e1) break;
+                if (slot_is(j, sl, q[x].w, tag, q[x].k, q[x].kl)) {
+                    e = (int32_t)(sl->e1 - 1);
+                    break;
+                }
+            }
+            out[m0 + x / 3][x % 3] = e;
+        }
+    }
+    free(buf);
+    return TK_OK;
 }
 
 void tk_hfj_free(tk_hfj *j) {
@@ -191,23 +283,41 @@ void tk_hfj_free(tk_hfj *j) {
     memset(j, 0, sizeof *j);
 }
 
+void *tk_table_alloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes >= ((size_t)4 << 20)) {
+        /* 2 MiB pages where the kernel gives them on request: a table of
+         * megabytes filled at random would otherwise fault page by page */
+        bytes = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+        if (posix_memalign(&p, (size_t)2 << 20, bytes)) return NULL;
+        madvise(p, bytes, MADV_HUGEPAGE);
+    } else if (!(p = malloc(bytes ? bytes : 1))) {
+        return NULL;
+    }
+    memset(p, 0, bytes); /* written first: one fault per page, not a zero page then a copy */
+    return p;
+}
+
 int tk_hfj_index(tk_hfj *j) {
     size_t slots = 16;
-    while (slots < j->nv * 2 + 16) slots *= 2;
-    j->slots = calloc(slots, sizeof *j->slots);
+    while (slots < j->nv + j->nv / 2 + 16) slots *= 2; /* load <= 2/3 */
+    j->slots = tk_table_alloc(slots * sizeof *j->slots);
     if (!j->slots) return TK_ERR_NOMEM;
     j->mask = slots - 1;
     for (size_t e = 0; e < j->nv; e++) {
-        uint64_t h = hash((const uint8_t *)j->vkey[e], j->vlen[e]);
+        const uint8_t *k = (const uint8_t *)j->vkey[e];
+        size_t kl = j->vlen[e];
+        uint64_t h = hash(k, kl), w = head_word(k, kl);
+        uint16_t tag = (uint16_t)(h >> 48);
         size_t i = h & j->mask;
         for (;; i = (i + 1) & j->mask) {
-            uint64_t y = j->slots[i];
-            if (!y) break;
-            uint32_t x = (uint32_t)y - 1;
-            if (y >> 32 == h >> 32 && j->vlen[x] == j->vlen[e] && memcmp(j->vkey[x], j->vkey[e], j->vlen[e]) == 0)
-                return TK_HFJ_FALLBACK;
+            if (!j->slots[i].e1) break;
+            if (slot_is(j, &j->slots[i], w, tag, k, kl)) return TK_HFJ_FALLBACK;
         }
-        j->slots[i] = (h >> 32) << 32 | ((uint64_t)e + 1);
+        j->slots[i].word = w;
+        j->slots[i].e1 = (uint32_t)e + 1;
+        j->slots[i].len = (uint16_t)(kl > 0xFFFF ? 0xFFFF : kl);
+        j->slots[i].tag = tag;
     }
     return TK_OK;
 }
@@ -223,126 +333,148 @@ static int grow(void **p, size_t *cap, size_t need, size_t sz) {
     return TK_OK;
 }
 
-int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j) {
-    memset(j, 0, sizeof *j);
-    size_t i = ws(s, n, 0), vs = 0, ve = 0, ms = 0, me = 0;
-    if (i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
+/* model.vocab at s[i] == '{' decoded into j (strings into *o): the end of
+ * the value, 0 for the fallback, or TK_ERR_NOMEM (negative, as size_t). */
+static long parse_vocab(const uint8_t *s, size_t n, size_t i, tk_hfj *j, uint8_t **op) {
+    uint8_t *o = *op;
+    size_t vcap = 0, c2 = 0, c3 = 0;
     i = ws(s, n, i + 1);
     while (i < n && s[i] != '}') {
-        size_t ks = i;
-        if (s[i] != '"' || !(i = str_end(s, n, i))) return TK_HFJ_FALLBACK;
-        size_t ke = i;
-        i = ws(s, n, i);
-        if (i >= n || s[i] != ':') return TK_HFJ_FALLBACK;
-        i = ws(s, n, i + 1);
-        if (key_is(s, ks, ke, "model") && i < n && s[i] == '{') {
-            i = ws(s, n, i + 1);
-            while (i < n && s[i] != '}') {
-                size_t a = i;
-                if (s[i] != '"' || !(i = str_end(s, n, i))) return TK_HFJ_FALLBACK;
-                size_t b = i;
-                i = ws(s, n, i);
-                if (i >= n || s[i] != ':') return TK_HFJ_FALLBACK;
-                i = ws(s, n, i + 1);
-                size_t e = skip_value(s, n, i, 1);
-                if (!e) return TK_HFJ_FALLBACK;
-                if (key_is(s, a, b, "vocab")) {
-                    if (ve || s[i] != '{') return TK_HFJ_FALLBACK;
-                    vs = i;
-                    ve = e;
-                } else if (key_is(s, a, b, "merges")) {
-                    if (me || s[i] != '[') return TK_HFJ_FALLBACK;
-                    ms = i;
-                    me = e;
-                }
-                i = ws(s, n, e);
-                if (i < n && s[i] == ',') i = ws(s, n, i + 1);
-                else if (i >= n || s[i] != '}') return TK_HFJ_FALLBACK;
-            }
-            if (i >= n) return TK_HFJ_FALLBACK;
-            i++;
-        } else {
-            if (!(i = skip_value(s, n, i, 0))) return TK_HFJ_FALLBACK;
-        }
-        i = ws(s, n, i);
-        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
-        else if (i >= n || s[i] != '}') return TK_HFJ_FALLBACK;
-    }
-    if (!ve || !me || vs > ms) return TK_HFJ_FALLBACK;
-    int rc = TK_ERR_NOMEM;
-    /* decoded strings are never longer than their JSON text */
-    j->arena = malloc((ve - vs) + (me - ms) + 16);
-    if (!j->arena) goto fail;
-    uint8_t *o = j->arena;
-    size_t vcap = 0, mcap = 0, c2 = 0, c3 = 0, c4 = 0;
-    /* vocab */
-    i = ws(s, n, vs + 1);
-    while (s[i] != '}') {
         if (grow((void **)&j->vkey, &vcap, j->nv + 1, sizeof *j->vkey) ||
             grow((void **)&j->vlen, &c2, j->nv + 1, sizeof *j->vlen) ||
             grow((void **)&j->vid, &c3, j->nv + 1, sizeof *j->vid))
-            goto fail;
-        long l = decode_str(s, ve, &i, o);
-        if (l <= 0) goto fallback;
-        i = ws(s, ve, i);
-        if (s[i] != ':') goto fallback;
-        i = ws(s, ve, i + 1);
+            return TK_ERR_NOMEM;
+        long l = decode_str(s, n, &i, o);
+        if (l <= 0) return 0;
+        i = ws(s, n, i);
+        if (i >= n || s[i] != ':') return 0;
+        i = ws(s, n, i + 1);
         uint64_t id = 0;
         size_t d = i;
-        while (i < ve && s[i] >= '0' && s[i] <= '9' && id < TK_MAX_VOCAB) id = id * 10 + (s[i++] - '0');
-        if (i == d || (s[d] == '0' && i - d > 1) || id >= TK_MAX_VOCAB) goto fallback;
-        if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') goto fallback;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && id < TK_MAX_VOCAB) id = id * 10 + (s[i++] - '0');
+        if (i == d || (s[d] == '0' && i - d > 1) || id >= TK_MAX_VOCAB) return 0;
+        if (i < n && (s[i] == '.' || s[i] == 'e' || s[i] == 'E')) return 0;
         j->vkey[j->nv] = (const char *)o;
         j->vlen[j->nv] = (uint32_t)l;
         j->vid[j->nv] = (uint32_t)id;
         if (id > j->max_id) j->max_id = (uint32_t)id;
         j->nv++;
         o += l + 1;
-        i = ws(s, ve, i);
-        if (s[i] == ',') i = ws(s, ve, i + 1);
-        else if (s[i] != '}') goto fallback;
+        i = ws(s, n, i);
+        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+        else if (i >= n || s[i] != '}') return 0;
     }
-    /* merges */
-    i = ws(s, n, ms + 1);
-    while (s[i] != ']') {
+    if (i >= n) return 0;
+    *op = o;
+    return (long)(i + 1);
+}
+
+/* model.merges at s[i] == '[' ("a b" or ["a", "b"]), as parse_vocab. */
+static long parse_merges(const uint8_t *s, size_t n, size_t i, tk_hfj *j, uint8_t **op) {
+    uint8_t *o = *op;
+    size_t mcap = 0, c4 = 0;
+    i = ws(s, n, i + 1);
+    while (i < n && s[i] != ']') {
         if (grow((void **)&j->ma, &mcap, j->nm + 1, sizeof *j->ma) ||
             grow((void **)&j->mb, &c4, j->nm + 1, sizeof *j->mb))
-            goto fail;
+            return TK_ERR_NOMEM;
         if (s[i] == '"') {
-            long l = decode_str(s, me, &i, o);
-            if (l <= 0) goto fallback;
-            if (l > 8 * (long)TK_MAX_TOKEN_BYTES) goto fallback;
+            long l = decode_str(s, n, &i, o);
+            if (l <= 0) return 0;
+            if (l > 8 * (long)TK_MAX_TOKEN_BYTES) return 0;
             uint8_t *sp = memchr(o, ' ', (size_t)l);
-            if (!sp || sp == o || sp == o + l - 1 || memchr(sp + 1, ' ', (size_t)(o + l - sp - 1))) goto fallback;
-            if (sp - o >= 4 * (long)TK_MAX_TOKEN_BYTES || o + l - sp - 1 >= 4 * (long)TK_MAX_TOKEN_BYTES) goto fallback;
+            if (!sp || sp == o || sp == o + l - 1 || memchr(sp + 1, ' ', (size_t)(o + l - sp - 1))) return 0;
+            if (sp - o >= 4 * (long)TK_MAX_TOKEN_BYTES || o + l - sp - 1 >= 4 * (long)TK_MAX_TOKEN_BYTES) return 0;
             *sp = 0;
             j->ma[j->nm] = (const char *)o;
             j->mb[j->nm] = (const char *)sp + 1;
             o += l + 1;
         } else if (s[i] == '[') {
-            i = ws(s, me, i + 1);
-            long la = decode_str(s, me, &i, o);
-            if (la <= 0 || la >= 4 * (long)TK_MAX_TOKEN_BYTES) goto fallback;
+            i = ws(s, n, i + 1);
+            long la = decode_str(s, n, &i, o);
+            if (la <= 0 || la >= 4 * (long)TK_MAX_TOKEN_BYTES) return 0;
             j->ma[j->nm] = (const char *)o;
             o += la + 1;
-            i = ws(s, me, i);
-            if (s[i] != ',') goto fallback;
-            i = ws(s, me, i + 1);
-            long lb = decode_str(s, me, &i, o);
-            if (lb <= 0 || lb >= 4 * (long)TK_MAX_TOKEN_BYTES) goto fallback;
+            i = ws(s, n, i);
+            if (i >= n || s[i] != ',') return 0;
+            i = ws(s, n, i + 1);
+            long lb = decode_str(s, n, &i, o);
+            if (lb <= 0 || lb >= 4 * (long)TK_MAX_TOKEN_BYTES) return 0;
             j->mb[j->nm] = (const char *)o;
             o += lb + 1;
-            i = ws(s, me, i);
-            if (s[i] != ']') goto fallback;
+            i = ws(s, n, i);
+            if (i >= n || s[i] != ']') return 0;
             i++;
         } else {
-            goto fallback;
+            return 0;
         }
         j->nm++;
-        i = ws(s, me, i);
-        if (s[i] == ',') i = ws(s, me, i + 1);
-        else if (s[i] != ']') goto fallback;
+        i = ws(s, n, i);
+        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+        else if (i >= n || s[i] != ']') return 0;
     }
+    if (i >= n) return 0;
+    *op = o;
+    return (long)(i + 1);
+}
+
+int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j) {
+    memset(j, 0, sizeof *j);
+    size_t i = ws(s, n, 0), vs = 0, ve = 0, ms = 0, me = 0;
+    int rc = TK_ERR_NOMEM;
+    if (i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
+    /* decoded strings (+ NUL) are never longer than their JSON text: vocab and
+     * merges are decoded in this one pass over the file */
+    j->arena = malloc(n + 16);
+    if (!j->arena) goto fail;
+    uint8_t *o = j->arena;
+    i = ws(s, n, i + 1);
+    while (i < n && s[i] != '}') {
+        size_t ks = i;
+        if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
+        size_t ke = i;
+        i = ws(s, n, i);
+        if (i >= n || s[i] != ':') goto fallback;
+        i = ws(s, n, i + 1);
+        if (key_is(s, ks, ke, "model") && i < n && s[i] == '{') {
+            i = ws(s, n, i + 1);
+            while (i < n && s[i] != '}') {
+                size_t a = i;
+                if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
+                size_t b = i;
+                i = ws(s, n, i);
+                if (i >= n || s[i] != ':') goto fallback;
+                i = ws(s, n, i + 1);
+                long e;
+                if (key_is(s, a, b, "vocab")) {
+                    if (ve || i >= n || s[i] != '{') goto fallback;
+                    e = parse_vocab(s, n, i, j, &o);
+                    vs = i;
+                    ve = e > 0 ? (size_t)e : 0;
+                } else if (key_is(s, a, b, "merges")) {
+                    if (me || i >= n || s[i] != '[') goto fallback;
+                    e = parse_merges(s, n, i, j, &o);
+                    ms = i;
+                    me = e > 0 ? (size_t)e : 0;
+                } else {
+                    e = (long)skip_value(s, n, i, 1);
+                }
+                if (e < 0) goto fail;
+                if (!e) goto fallback;
+                i = ws(s, n, (size_t)e);
+                if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+                else if (i >= n || s[i] != '}') goto fallback;
+            }
+            if (i >= n) goto fallback;
+            i++;
+        } else {
+            if (!(i = skip_value(s, n, i, 0))) goto fallback;
+        }
+        i = ws(s, n, i);
+        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+        else if (i >= n || s[i] != '}') goto fallback;
+    }
+    if (!ve || !me || vs > ms) goto fallback;
     /* the rest, for jansson: the two values replaced by {} and [] */
     j->rest = malloc(n - (ve - vs) - (me - ms) + 8);
     if (!j->rest) goto fail;

@@ -903,6 +903,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
     size_t nsp = 0;
     uint32_t *rank_of_id = NULL, *rank_to_id = NULL;
     uint32_t(*mids)[3] = NULL; /* merges as (id a, id b, id result), then as ranks */
+    int32_t(*ment)[3] = NULL;  /* merges as vocabulary entries (a, b, a+b; -1: none) */
     char sb[160];
     json_t *model = json_object_get(root, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
@@ -1053,15 +1054,19 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             if ((rc = tv_set(&v, next_rank++, buf, 1))) goto done;
         }
     }
-    /* pass 2: merges */
+    /* pass 2: merges (parts and results looked up in batches: hf_json.c) */
+    if (!(ment = malloc((n_merges + 1) * sizeof *ment)) || tk_hfj_resolve_merges(&J, ment)) {
+        rc = TK_ERR_NOMEM;
+        goto done;
+    }
     for (size_t i = 0; i < n_merges; i++) {
         if (sp_mode) { /* ids only: hf.c checks and tables them */
-            int ea = tk_hfj_lookup(&J, J.ma[i], strlen(J.ma[i])), eb = tk_hfj_lookup(&J, J.mb[i], strlen(J.mb[i]));
+            int ea = ment[i][0], eb = ment[i][1];
             char ab2[8 * TK_MAX_TOKEN_BYTES + 4];
             size_t la2 = strlen(J.ma[i]), lb2 = strlen(J.mb[i]);
             memcpy(ab2, J.ma[i], la2);
             memcpy(ab2 + la2, J.mb[i], lb2 + 1);
-            int er = tk_hfj_lookup(&J, ab2, la2 + lb2);
+            int er = ment[i][2];
             if (ea < 0 || eb < 0 || er < 0) {
                 tk_set_err(err, errlen, "%s: merge %zu: %s \"%s\" is not in model.vocab", path, i,
                            er >= 0 || ea < 0 || eb < 0 ? "part" : "result",
@@ -1079,7 +1084,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         int ea = -1, eb = -1;
         size_t la = strlen(a), lb = strlen(b);
         for (const char *part = a; part; part = part == a ? b : NULL) {
-            int e = tk_hfj_lookup(&J, part, part == a ? la : lb);
+            int e = ment[i][part == a ? 0 : 1];
             if (e < 0) {
                 tk_set_err(err, errlen, "%s: merge %zu: part \"%s\" is not in model.vocab", path, i, shown(part, sb));
                 rc = TK_ERR_FORMAT;
@@ -1090,7 +1095,7 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         }
         memcpy(ab, a, la); /* each part < 4 x 1024 + 2 bytes */
         memcpy(ab + la, b, lb + 1);
-        int er = tk_hfj_lookup(&J, ab, la + lb);
+        int er = ment[i][2];
         if (er < 0) {
             tk_set_err(err, errlen, "%s: merge %zu: result \"%s\" is not in model.vocab", path, i, shown(ab, sb));
             rc = TK_ERR_FORMAT;
@@ -1195,6 +1200,7 @@ done:
     free(rank_of_id);
     free(rank_to_id);
     free(mids);
+    free(ment);
     tk_hfj_free(&J);
     free_specials(sp, nsp);
     tv_free(&v);

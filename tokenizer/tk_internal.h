@@ -334,7 +334,9 @@ typedef struct tk_hfj_s {
     uint32_t max_id;
     const char **ma, **mb; /* merge parts */
     size_t nm;
-    uint64_t *slots;       /* vocab key: hash tag << 32 | (entry + 1) */
+    /* vocab key -> entry: the key's first 8 bytes inline (one cache line
+     * answers keys of up to 8 bytes), hash tag and length */
+    struct tk_hfj_slot { uint64_t word; uint32_t e1; uint16_t len, tag; } *slots; /* e1 = entry + 1; 0 = empty */
     size_t mask;
     uint8_t *rest;         /* the file with vocab -> {} and merges -> [] */
     size_t rest_len;
@@ -343,6 +345,12 @@ typedef struct tk_hfj_s {
 int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j);
 int tk_hfj_index(tk_hfj *j); /* TK_HFJ_FALLBACK on a duplicate key */
 int tk_hfj_lookup(const tk_hfj *j, const char *k, size_t kl); /* entry or -1 */
+/* A zeroed table of `bytes` (free with free()): pages written before they
+ * are read, 2 MiB pages for big ones (MADV_HUGEPAGE) - loading speed. */
+void *tk_table_alloc(size_t bytes);
+/* Entries of every merge's parts and of their concatenation (-1: not in the
+ * vocabulary), looked up in batches with prefetching (loading speed). */
+int tk_hfj_resolve_merges(const tk_hfj *j, int32_t (*out)[3]);
 void tk_hfj_free(tk_hfj *j);
 
 /* Oniguruma-compatible regexes on PCRE2 (hf_regex.c). */
