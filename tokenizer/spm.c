@@ -1170,6 +1170,11 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
     snprintf(t->name, sizeof t->name, "sentencepiece");
     if ((rc = tk_finalize(t))) FAIL(rc, "%s: %s", path, t->bad_what ? t->bad_what : tk_strerror(rc));
     if (m->eos_id >= 0) t->eot = (uint32_t)m->eos_id;
+    /* framing (tk_default_framing): the model's own BOS and EOS pieces
+     * (trainer_spec bos_piece / eos_piece when they are CONTROL pieces) */
+    t->pp = TK_PP_TEMPLATE;
+    t->pp_bos = m->bos_id >= 0 ? (uint32_t)m->bos_id : TK_NO_RANK;
+    t->pp_eos = m->eos_id >= 0 ? (uint32_t)m->eos_id : TK_NO_RANK;
     fingerprint(t, m);
     t->spm = m;
     m = NULL;
