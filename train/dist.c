@@ -212,8 +212,8 @@ static void *comm_thread(void *arg)
     for (;;) {
         while (!ov->quit && ov->done >= ov->released)
             pthread_cond_wait(&ov->cv, &ov->mu);
-        if (ov->done >= ov->released)
-            break; /* quit, nothing left */
+        if (ov->quit)
+            break; /* the run ends (on a failure: buckets may be left) */
         int i = ov->done, failed = ov->rc != 0;
         pthread_mutex_unlock(&ov->mu);
         int rc = TR_OK;
