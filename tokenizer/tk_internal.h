@@ -267,17 +267,6 @@ uint32_t tk_byte_to_cp(uint8_t b);
 int tk_cp_to_byte(uint32_t cp); /* -1 if not a mapped code point */
 
 void tk_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-uint64_t tk_next_serial(void);
-
-/* File images of built tables (tk_image.c). tk_image_load: 0 and *out when
- * an image of the rank file at path (requested pattern pat) is valid, else
- * 1; *src receives the file's stat (st_ino 0 when it failed), for
- * tk_image_save, which writes an image of t when t is a known vocabulary
- * and the file is still what *src says. Neither reports errors: without an
- * image the rank file is parsed as usual. */
-struct stat;
-int tk_image_load(const char *path, tk_pattern pat, tk_tokenizer **out, struct stat *src);
-void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src);
 
 /* Untrusted files (tk_file.c). tk_open_regular: an fd open for blocking
  * reads on a regular file of at most max_bytes (its size in *size), or a
