@@ -152,6 +152,7 @@ struct tk_spm {
      * cut does not touch it (see split_ok in spm_setup) */
     bool split;
     int32_t bos_id, eos_id, pad_id; /* from trainer_spec, -1 if not a piece */
+    uint64_t serial;       /* the tokenizer's (caches key on it) */
 };
 
 static uint64_t h64(const uint8_t *p, size_t n) { return tk_hash_bytes(p, n); }
@@ -404,7 +405,7 @@ typedef struct {
     uint32_t *stack;
     size_t stack_cap;
     tk_bytes norm;
-    uint64_t serial;
+    struct wc_entry_s *wc;
 } spm_scratch;
 
 static int ag_push(spm_scratch *w, agenda_item it) {
@@ -542,6 +543,40 @@ static int emit_id(void *u, uint32_t id, uint32_t off, uint32_t len) {
     return TK_OK;
 }
 
+/* Per-thread word cache: a word (the symbols between two cuts) of up to
+ * WC_KEY bytes -> its final pieces as (id, offset, length), direct mapped;
+ * words recur, and a hit skips the merge loop. Entries carry the
+ * tokenizer's serial number, never its address. */
+#define WC_KEY 40
+#define WC_PIECES 12
+#define WC_BITS 14
+typedef struct wc_entry_s {
+    uint64_t serial, hash;
+    uint8_t klen, np;
+    uint8_t key[WC_KEY];
+    uint8_t off[WC_PIECES], len[WC_PIECES];
+    uint32_t id[WC_PIECES];
+} wc_entry;
+
+typedef struct {
+    uint32_t id[WC_PIECES];
+    uint8_t off[WC_PIECES], len[WC_PIECES];
+    uint32_t np, base;
+    bool over;
+} wc_rec;
+
+static int emit_rec(void *u, uint32_t id, uint32_t off, uint32_t len) {
+    wc_rec *r = u;
+    if (r->np == WC_PIECES) {
+        r->over = true;
+        return TK_OK;
+    }
+    r->id[r->np] = id;
+    r->off[r->np] = (uint8_t)(off - r->base);
+    r->len[r->np++] = (uint8_t)len;
+    return TK_OK;
+}
+
 static pthread_key_t g_key;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -552,6 +587,7 @@ static void scratch_free(void *p) {
     free(w->ag);
     free(w->rev);
     free(w->stack);
+    free(w->wc);
     tk_bytes_free(&w->norm);
     free(w);
 }
@@ -569,6 +605,43 @@ static spm_scratch *scratch(void) {
         }
     }
     return w;
+}
+
+static int word_cached(const tk_spm *m, spm_scratch *w, const uint8_t *t, uint32_t wo, uint32_t wl, int32_t a,
+                       int32_t b, emit_ctx *c) {
+    if (!w->wc) {
+        w->wc = calloc((size_t)1 << WC_BITS, sizeof *w->wc);
+        if (!w->wc) return bpe_run(m, w, t, a, b, emit_id, c);
+    }
+    uint64_t h = tk_hash_bytes(t + wo, wl);
+    wc_entry *e = &w->wc[h >> (64 - WC_BITS)];
+    int rc;
+    if (e->serial == m->serial && e->hash == h && e->klen == wl && memcmp(e->key, t + wo, wl) == 0) {
+        for (uint32_t k = 0; k < e->np; k++)
+            if ((rc = emit_id(c, e->id[k], wo + e->off[k], e->len[k]))) return rc;
+        return TK_OK;
+    }
+    wc_rec r = {.base = wo};
+    if ((rc = bpe_run(m, w, t, a, b, emit_rec, &r))) return rc;
+    if (r.over) { /* more pieces than an entry holds: run it again, emitting */
+        for (int32_t k = a; k <= b; k++) { /* the symbols, as they were */
+            w->sy[k].len = k < b ? w->sy[k + 1].off - w->sy[k].off : wo + wl - w->sy[k].off;
+            w->sy[k].prev = k == a ? -1 : k - 1;
+            w->sy[k].next = k == b ? -1 : k + 1;
+        }
+        return bpe_run(m, w, t, a, b, emit_id, c);
+    }
+    e->serial = m->serial;
+    e->hash = h;
+    e->klen = (uint8_t)wl;
+    e->np = (uint8_t)r.np;
+    memcpy(e->key, t + wo, wl);
+    memcpy(e->id, r.id, r.np * sizeof *r.id);
+    memcpy(e->off, r.off, r.np);
+    memcpy(e->len, r.len, r.np);
+    for (uint32_t k = 0; k < r.np; k++)
+        if ((rc = emit_id(c, r.id[k], wo + r.off[k], r.len[k]))) return rc;
+    return TK_OK;
 }
 
 static bool starts_ws(const uint8_t *p, size_t n, const uint8_t *ws, size_t wsl) {
@@ -634,7 +707,10 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
         if (!cut) continue;
         w->sy[a].prev = -1;
         w->sy[i - 1].next = -1;
-        if ((rc = bpe_run(m, w, t, a, i - 1, emit_id, &c))) return rc;
+        uint32_t wo = w->sy[a].off, wl = w->sy[i - 1].off + w->sy[i - 1].len - wo;
+        if (wl <= WC_KEY) rc = word_cached(m, w, t, wo, wl, a, i - 1, &c);
+        else rc = bpe_run(m, w, t, a, i - 1, emit_id, &c);
+        if (rc) return rc;
         a = i;
     }
     return TK_OK;
@@ -1176,6 +1252,7 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
     t->pp_bos = m->bos_id >= 0 ? (uint32_t)m->bos_id : TK_NO_RANK;
     t->pp_eos = m->eos_id >= 0 ? (uint32_t)m->eos_id : TK_NO_RANK;
     fingerprint(t, m);
+    m->serial = t->serial;
     t->spm = m;
     m = NULL;
     *out = t;
