@@ -661,12 +661,6 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
     size_t tn = w->norm.len;
     if (!tn) return TK_OK;
     if (tn > INT32_MAX / 2) return TK_ERR_LIMIT;
-    if (w->sy_cap < tn) {
-        sym *p = realloc(w->sy, tn * sizeof *p);
-        if (!p) return TK_ERR_NOMEM;
-        w->sy = p;
-        w->sy_cap = tn;
-    }
     if (m->n_unused) {
         if (w->rev_cap < m->n_unused) {
             uint32_t *p = realloc(w->rev, (size_t)m->n_unused * 4 * sizeof *p);
@@ -676,42 +670,53 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
         }
         memset(w->rev, 0, (size_t)m->n_unused * 4 * sizeof *w->rev);
     }
-    /* symbols: a user-defined symbol (frozen) or one character by its lead byte */
-    int32_t ns = 0;
-    for (size_t i = 0; i < tn;) {
-        size_t l = user_match(m, t + i, tn - i);
-        bool fr = l > 0;
-        if (!l) {
-            l = one_char_len(t[i]);
-            if (l > tn - i) l = tn - i;
-        }
-        w->sy[ns] = (sym){(uint32_t)i, (uint32_t)l, ns - 1, ns + 1, fr};
-        ns++;
-        i += l;
-    }
-    w->sy[ns - 1].next = -1;
     emit_ctx c = {m, t, out, false};
-    if (!m->split) return bpe_run(m, w, t, 0, ns - 1, emit_id, &c);
     const uint8_t *ws = m->norm.spec.escape_ws ? SPACE_SYM : (const uint8_t *)" ";
     size_t wsl = m->norm.spec.escape_ws ? 3 : 1;
-    int32_t a = 0;
-    for (int32_t i = 1; i <= ns; i++) {
-        bool cut = i == ns;
-        if (!cut) {
-            const sym *x = &w->sy[i - 1], *y = &w->sy[i];
-            if (x->freeze || y->freeze) cut = true;
-            else if (!m->norm.ws_suffix)
-                cut = starts_ws(t + y->off, y->len, ws, wsl) && !ends_ws(t + x->off, x->len, ws, wsl);
-            else cut = ends_ws(t + x->off, x->len, ws, wsl) && !starts_ws(t + y->off, y->len, ws, wsl);
+    /* Symbols: a user-defined symbol (frozen) or one character by its lead
+     * byte. With safe cuts (m->split) each word is merged as soon as it
+     * ends, so the symbol buffer holds one word; else the whole text. */
+    int32_t ns = 0;
+    for (size_t i = 0; i <= tn;) {
+        sym y = {0};
+        if (i < tn) {
+            size_t l = user_match(m, t + i, tn - i);
+            y.freeze = l > 0;
+            if (!l) {
+                l = one_char_len(t[i]);
+                if (l > tn - i) l = tn - i;
+            }
+            y.off = (uint32_t)i;
+            y.len = (uint32_t)l;
         }
-        if (!cut) continue;
-        w->sy[a].prev = -1;
-        w->sy[i - 1].next = -1;
-        uint32_t wo = w->sy[a].off, wl = w->sy[i - 1].off + w->sy[i - 1].len - wo;
-        if (wl <= WC_KEY) rc = word_cached(m, w, t, wo, wl, a, i - 1, &c);
-        else rc = bpe_run(m, w, t, a, i - 1, emit_id, &c);
-        if (rc) return rc;
-        a = i;
+        bool cut = i == tn;
+        if (!cut && ns && m->split) {
+            const sym *x = &w->sy[ns - 1];
+            if (x->freeze || y.freeze) cut = true;
+            else if (!m->norm.ws_suffix)
+                cut = starts_ws(t + y.off, y.len, ws, wsl) && !ends_ws(t + x->off, x->len, ws, wsl);
+            else cut = ends_ws(t + x->off, x->len, ws, wsl) && !starts_ws(t + y.off, y.len, ws, wsl);
+        }
+        if (cut && ns) {
+            w->sy[ns - 1].next = -1;
+            uint32_t wo = w->sy[0].off, wl = w->sy[ns - 1].off + w->sy[ns - 1].len - wo;
+            if (m->split && wl <= WC_KEY) rc = word_cached(m, w, t, wo, wl, 0, ns - 1, &c);
+            else rc = bpe_run(m, w, t, 0, ns - 1, emit_id, &c);
+            if (rc) return rc;
+            ns = 0;
+        }
+        if (i == tn) break;
+        if ((size_t)ns == w->sy_cap) {
+            size_t cap = w->sy_cap ? w->sy_cap * 2 : 1024;
+            sym *p = realloc(w->sy, cap * sizeof *p);
+            if (!p) return TK_ERR_NOMEM;
+            w->sy = p;
+            w->sy_cap = cap;
+        }
+        y.prev = ns - 1;
+        y.next = ns + 1;
+        w->sy[ns++] = y;
+        i += y.len;
     }
     return TK_OK;
 }
