@@ -317,9 +317,36 @@ static inline size_t o200k_alt2(const uint8_t *s, size_t n, size_t p) {
     return k ? k : e;
 }
 
+/* Both letter branches on an ASCII word at j (s[j] an ASCII letter):
+ * [A-Z]*[a-z]+ (alt1), else [A-Z]+ (alt2: no lower case follows the upper
+ * run), then the optional contraction; in ASCII, Lu is A-Z, Ll is a-z and
+ * neither has Lt, Lm, Lo or M, so both come to the end of the lower-case
+ * run (or of the upper-case run when none follows). 0 when the word runs
+ * into a non-ASCII byte: the general scanners decide then. */
+static inline size_t o200k_ascii_word(const uint8_t *s, size_t n, size_t j) {
+    size_t k = j;
+    while (k < n && (uint8_t)(s[k] - 'A') < 26) k++;
+    while (k < n && (uint8_t)(s[k] - 'a') < 26) k++;
+    if (k < n && s[k] >= 0x80) return 0;
+    size_t c = contraction(s, n, k, true);
+    return c ? c : k;
+}
+
+static inline bool ascii_letter(uint8_t b) { return (uint8_t)((b | 0x20) - 'a') < 26; }
+
 /* ---- o200k_base: see tk_pattern_regex(TK_PAT_O200K). */
 static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
     size_t e, l;
+    uint8_t b = s[i];
+    if (b < 0x80) {
+        /* ASCII words, with or without one ASCII prefix character that is
+         * no letter, digit, \r or \n (the [^\r\n\p{L}\p{N}]? of both branches) */
+        if (ascii_letter(b)) {
+            if ((e = o200k_ascii_word(s, n, i))) return e;
+        } else if (i + 1 < n && ascii_letter(s[i + 1]) && !is_nl(b) && (uint8_t)(b - '0') >= 10) {
+            if ((e = o200k_ascii_word(s, n, i + 1))) return e;
+        }
+    }
     uint8_t c = cls_at(s, n, i, &l);
     if (c & TKC_L) {
         if ((e = o200k_alt1(s, n, i))) return e;
