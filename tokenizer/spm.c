@@ -130,7 +130,7 @@ struct tk_spm {
     uint8_t *type;
     /* piece -> id: NORMAL, USER_DEFINED and UNUSED (what merges look up), and
      * the rest (UNKNOWN, CONTROL, BYTE), which PieceToId consults first */
-    uint32_t *nmap, *rmap; /* slots: id + 1, 0 = empty */
+    uint64_t *nmap, *rmap; /* slots: hash tag << 32 | (id + 1), 0 = empty */
     size_t nmask, rmask;
     uint32_t unk_id;
     uint32_t byte_id[256];
@@ -141,6 +141,7 @@ struct tk_spm {
     uint32_t user_maxlen;
     uint32_t n_unused;
     uint32_t *unused_idx;  /* id -> index among UNUSED pieces */
+    uint32_t *shadow;      /* normal id -> the reserved id of the same string (PieceToId prefers it); NULL: none */
     spm_norm norm;
     spm_norm denorm;       /* used when its charsmap is not empty */
     bool has_denorm;
@@ -158,12 +159,14 @@ struct tk_spm {
 static uint64_t h64(const uint8_t *p, size_t n) { return tk_hash_bytes(p, n); }
 static int byte_of_piece(const uint8_t *p, size_t n);
 
-static uint32_t map_get(const tk_spm *m, const uint32_t *slots, size_t mask, const uint8_t *p, size_t n) {
+static uint32_t map_get(const tk_spm *m, const uint64_t *slots, size_t mask, const uint8_t *p, size_t n) {
     if (!slots) return TK_NO_RANK;
-    for (size_t i = h64(p, n) & mask;; i = (i + 1) & mask) {
-        uint32_t s = slots[i];
+    uint64_t h = h64(p, n), tag = h >> 32;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t s = slots[i];
         if (!s) return TK_NO_RANK;
-        if (m->plen[s - 1] == n && memcmp(m->piece[s - 1], p, n) == 0) return s - 1;
+        uint32_t id = (uint32_t)s - 1;
+        if (s >> 32 == tag && m->plen[id] == n && tk_bytes_eq(m->piece[id], p, n)) return id;
     }
 }
 
@@ -378,8 +381,10 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
 
 /* ---- bpe::Model::Encode ---------------------------------------------------- */
 
+#define ID_LATER (TK_NO_RANK - 1) /* sym.id not looked up yet (bpe_run does) */
 typedef struct {
     uint32_t off, len;
+    uint32_t id;       /* its piece among NORMAL/USER_DEFINED/UNUSED, TK_NO_RANK if none */
     int32_t prev, next;
     bool freeze;
 } sym;
@@ -387,6 +392,7 @@ typedef struct {
 typedef struct {
     float score;
     int32_t left, right;
+    uint32_t id;
     uint32_t size;
 } agenda_item;
 
@@ -456,7 +462,7 @@ static int maybe_add(const tk_spm *m, spm_scratch *w, const uint8_t *t, int32_t 
         e[2] = b->off;
         e[3] = b->len;
     }
-    return ag_push(w, (agenda_item){m->score[id], l, r, size});
+    return ag_push(w, (agenda_item){m->score[id], l, r, id, size});
 }
 
 /* Each final piece goes to emit(id, offset, length in the normalized text). */
@@ -502,6 +508,8 @@ static int bpe_run(const tk_spm *m, spm_scratch *w, const uint8_t *t, int32_t fi
                    void *u) {
     int rc;
     w->ag_n = 0;
+    for (int32_t i = first; i <= last; i++) /* looked up only now: a cached word never needs them */
+        w->sy[i].id = map_get(m, m->nmap, m->nmask, t + w->sy[i].off, w->sy[i].len);
     for (int32_t i = first; i < last; i++)
         if ((rc = maybe_add(m, w, t, i, i + 1))) return rc;
     while (w->ag_n) {
@@ -509,13 +517,20 @@ static int bpe_run(const tk_spm *m, spm_scratch *w, const uint8_t *t, int32_t fi
         sym *a = &w->sy[top.left], *b = &w->sy[top.right];
         if (!a->len || !b->len || a->len + b->len != top.size) continue;
         a->len += b->len;
+        a->id = top.id;
         a->next = b->next;
         if (b->next >= 0) w->sy[b->next].prev = top.left;
         b->len = 0;
         if ((rc = maybe_add(m, w, t, a->prev, top.left)) || (rc = maybe_add(m, w, t, top.left, a->next))) return rc;
     }
-    for (int32_t i = first; i >= 0 && i <= last; i = w->sy[i].next)
-        if ((rc = resegment(m, w, t, w->sy[i].off, w->sy[i].len, emit, u))) return rc;
+    for (int32_t i = first; i >= 0 && i <= last; i = w->sy[i].next) {
+        const sym *y = &w->sy[i];
+        if (y->id != TK_NO_RANK && !m->n_unused) { /* PieceToId without looking the piece up again */
+            if ((rc = emit(u, m->shadow ? m->shadow[y->id] : y->id, y->off, y->len))) return rc;
+        } else if ((rc = resegment(m, w, t, y->off, y->len, emit, u))) {
+            return rc;
+        }
+    }
     return TK_OK;
 }
 
@@ -628,6 +643,7 @@ static int word_cached(const tk_spm *m, spm_scratch *w, const uint8_t *t, uint32
             w->sy[k].len = k < b ? w->sy[k + 1].off - w->sy[k].off : wo + wl - w->sy[k].off;
             w->sy[k].prev = k == a ? -1 : k - 1;
             w->sy[k].next = k == b ? -1 : k + 1;
+            w->sy[k].id = ID_LATER;
         }
         return bpe_run(m, w, t, a, b, emit_id, c);
     }
@@ -688,6 +704,7 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
             }
             y.off = (uint32_t)i;
             y.len = (uint32_t)l;
+            y.id = ID_LATER;
         }
         bool cut = i == tn;
         if (!cut && ns && m->split) {
@@ -895,6 +912,7 @@ static void spm_free(tk_spm *m) {
     free(m->nmap);
     free(m->rmap);
     free(m->unused_idx);
+    free(m->shadow);
     free(m->norm.map.units);
     free(m->denorm.map.units);
     free(m);
@@ -910,23 +928,25 @@ static int map_build(tk_spm *m, bool reserved, uint32_t *dup) {
     }
     size_t cap = 16;
     while (cap < cnt * 2) cap *= 2;
-    uint32_t *slots = calloc(cap, sizeof *slots);
+    uint64_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return TK_ERR_NOMEM;
     size_t mask = cap - 1;
     for (uint32_t i = 0; i < m->n; i++) {
         bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
         if (normal == reserved) continue;
-        size_t k = h64(m->piece[i], m->plen[i]) & mask;
+        uint64_t h = h64(m->piece[i], m->plen[i]);
+        size_t k = h & mask;
         for (;; k = (k + 1) & mask) {
-            uint32_t s = slots[k];
+            uint64_t s = slots[k];
             if (!s) break;
-            if (m->plen[s - 1] == m->plen[i] && memcmp(m->piece[s - 1], m->piece[i], m->plen[i]) == 0) {
+            uint32_t j = (uint32_t)s - 1;
+            if (m->plen[j] == m->plen[i] && memcmp(m->piece[j], m->piece[i], m->plen[i]) == 0) {
                 free(slots);
                 *dup = i;
                 return TK_ERR_DUP_RANK;
             }
         }
-        slots[k] = i + 1;
+        slots[k] = (h >> 32) << 32 | (uint64_t)(i + 1);
     }
     if (reserved) {
         m->rmap = slots;
@@ -1171,6 +1191,16 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
     m->unk_surface = tr.unk_surface;
     m->unk_surface_len = tr.unk_surface_len;
     m->split = split_ok(m);
+    for (uint32_t i = 0; i < m->n; i++) {
+        bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
+        uint32_t r = normal ? map_get(m, m->rmap, m->rmask, m->piece[i], m->plen[i]) : TK_NO_RANK;
+        if (r == TK_NO_RANK) continue;
+        if (!m->shadow) {
+            if (!(m->shadow = malloc((size_t)m->n * sizeof *m->shadow))) FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
+            for (uint32_t k = 0; k < m->n; k++) m->shadow[k] = k;
+        }
+        m->shadow[i] = r;
+    }
     {
         static const char *const dflt[] = {"<s>", "</s>", "<pad>"};
         int32_t *dst[3] = {&m->bos_id, &m->eos_id, &m->pad_id};
