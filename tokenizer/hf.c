@@ -55,6 +55,7 @@ typedef struct {
     uint32_t id;
     bool special, normalized;
     bool lstrip, rstrip;    /* the match takes the whitespace before / after it */
+    bool single_word;       /* a match counts only between non-word characters (else it is skipped) */
 } hf_added;
 
 typedef struct {
@@ -62,6 +63,7 @@ typedef struct {
     uint32_t midx, res;     /* merge priority, result rank */
 } mslot;
 
+#define HF_AFFIX_MAX 64 /* bytes of continuing_subword_prefix / end_of_word_suffix */
 struct tk_hf {
     nm_step nm[HF_MAX_STEPS];
     size_t n_nm;
@@ -81,6 +83,10 @@ struct tk_hf {
     uint32_t byte_id[256];  /* id of <0xNN>, TK_NO_RANK if none or no byte_fallback */
     uint32_t unk;           /* unk_token id, TK_NO_RANK if none */
     bool fuse_unk;
+    /* model.continuing_subword_prefix / end_of_word_suffix (SentencePiece-style
+     * path): put before every character but a word's first / after its last */
+    uint8_t prefix[HF_AFFIX_MAX], suffix[HF_AFFIX_MAX];
+    size_t prefix_len, suffix_len;
     struct dec_step { int kind; uint8_t *a, *b; size_t alen, blen; uint32_t start, stop; int scheme; } dec[HF_MAX_STEPS];
     size_t n_dec;
     uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
@@ -557,12 +563,37 @@ static int sp_word(const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, t
             return TK_OK;
         }
     }
-    if ((rc = bs_reserve(s, n + 1))) return rc;
+    bool affix = h->prefix_len || h->suffix_len;
+    /* a character can fall back to the bytes of its prefix + character + suffix */
+    if ((rc = bs_reserve(s, affix ? n * (1 + h->prefix_len + h->suffix_len) + 1 : n + 1))) return rc;
     size_t ns = 0;
     bool have_unk = false;
     for (size_t i = 0; i < n;) {
         int32_t cp;
         size_t l = u8_len(p, n, i, &cp);
+        if (affix) { /* HF's merge_word: prefix unless first, suffix if last */
+            uint8_t w[2 * HF_AFFIX_MAX + 4];
+            size_t wl = 0;
+            if (i > 0) memcpy(w, h->prefix, h->prefix_len), wl = h->prefix_len;
+            memcpy(w + wl, p + i, l);
+            wl += l;
+            if (i + l == n) memcpy(w + wl, h->suffix, h->suffix_len), wl += h->suffix_len;
+            int e = cp >= 0 ? tk_hfj_lookup(&h->voc, (const char *)w, wl) : -1;
+            bool all = e < 0;
+            for (size_t k = 0; k < wl && all; k++) all = h->byte_id[w[k]] != TK_NO_RANK;
+            if (e >= 0 || all) {
+                if (have_unk) s->sym[ns++] = h->unk;
+                have_unk = false;
+                if (e >= 0) s->sym[ns++] = h->voc.vid[e];
+                else
+                    for (size_t k = 0; k < wl; k++) s->sym[ns++] = h->byte_id[w[k]];
+            } else if (h->unk != TK_NO_RANK) {
+                if (have_unk && !h->fuse_unk) s->sym[ns++] = h->unk;
+                have_unk = true;
+            }
+            i += l;
+            continue;
+        }
         int e = cp >= 0 ? tk_hfj_lookup(&h->voc, (const char *)p + i, l) : -1;
         if (e >= 0) {
             if (have_unk) s->sym[ns++] = h->unk;
@@ -609,6 +640,30 @@ static bool active(const hf_added *a, const active_set *as) {
     return false;
 }
 
+/* Rust regex's Unicode \w (HF's single_word test): Alphabetic (letters, Nl,
+ * Other_Alphabetic: marks and the circled / squared Latin letters), M, Nd,
+ * Pc, Join_Control. Invalid UTF-8 (cp < 0): not a word character. */
+static bool is_word(int32_t cp) {
+    if (cp < 0) return false;
+    if (cp < 128) return (cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || cp == '_';
+    if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+        (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
+        return true;
+    int c = utf8proc_category(cp);
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || (c >= UTF8PROC_CATEGORY_MN &&
+           c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL ||
+           c == UTF8PROC_CATEGORY_PC;
+}
+
+/* The character that ends at s[i] (i > 0): its code point, -1 if invalid. */
+static int32_t char_before(const uint8_t *s, size_t i) {
+    size_t k = i - 1;
+    while (k > 0 && (s[k] & 0xC0) == 0x80 && i - k < 4) k--;
+    int32_t cp;
+    size_t l = u8_len(s, i, k, &cp);
+    return k + l == i ? cp : -1;
+}
+
 static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, bool normalized, const active_set *as,
                        size_t *at, size_t *end) {
     if (!as->any) return -1;
@@ -627,6 +682,15 @@ static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, boo
         if (best >= 0) {
             const hf_added *a = &h->added[best];
             size_t st = i, e = i + a->len;
+            if (a->single_word) { /* HF: a match inside a word is dropped, and its text is not searched again */
+                int32_t cp = -1;
+                bool before = st == 0 || !is_word(char_before(s, st));
+                bool after = e == n || (u8_len(s, n, e, &cp), !is_word(cp));
+                if (!before || !after) {
+                    i = e - 1;
+                    continue;
+                }
+            }
             if (a->lstrip) /* back over whitespace, not into the text before from */
                 while (st > from) {
                     size_t k = st - 1;
@@ -1480,7 +1544,6 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
             (rc = get_bool(a, "rstrip", false, &rstrip, file, path, err, errlen)) ||
             (rc = get_bool(a, "single_word", false, &single, file, path, err, errlen)))
             return rc;
-        if (single) REFUSE(path, "added token flag single_word is not supported");
         hf_added *d = &h->added[h->n_added];
         const char *c = json_string_value(json_object_get(a, "content"));
         size_t cl = json_string_length(json_object_get(a, "content"));
@@ -1489,6 +1552,7 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
         d->normalized = normalized;
         d->lstrip = lstrip;
         d->rstrip = rstrip;
+        d->single_word = single;
         if (normalized && h->n_nm) {
             /* HF matches normalized tokens by their normalized content */
             tk_bytes x = {0}, y = {0};
@@ -1707,14 +1771,19 @@ int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32
             rc = TK_ERR_UNSUPPORTED;
             goto fail;
         }
-        static const char *const nulls[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+        static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
         for (size_t k = 0; k < 2; k++) {
-            json_t *v = json_object_get(model, nulls[k]);
-            if (v && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v))) {
-                tk_set_err(err, errlen, "%s: model.%s is not supported", file, nulls[k]);
+            json_t *v = json_object_get(model, affixes[k]);
+            if (!v || json_is_null(v)) continue;
+            if (!json_is_string(v) || json_string_length(v) > HF_AFFIX_MAX ||
+                strlen(json_string_value(v)) != json_string_length(v)) {
+                tk_set_err(err, errlen, "%s: model.%s must be a string of at most %d bytes", file, affixes[k],
+                           HF_AFFIX_MAX);
                 rc = TK_ERR_UNSUPPORTED;
                 goto fail;
             }
+            memcpy(k ? h->suffix : h->prefix, json_string_value(v), json_string_length(v));
+            *(k ? &h->suffix_len : &h->prefix_len) = json_string_length(v);
         }
     }
     bool bfb;

@@ -10,8 +10,10 @@
  *   \s  Oniguruma: White_Space (incl. U+0085); PCRE2's UCP \s omits U+0085
  *       -> an explicit class of the 25 White_Space code points
  *   \S  -> its negation (refused inside [...], where it cannot be inlined)
- *   \w  Oniguruma: Letter|Mark|Decimal_Number|Connector_Punctuation
- *       -> [\p{L}\p{M}\p{Nd}\p{Pc}] (PCRE2 10.42's \w lacks \p{M}, \p{Pc});
+ *   \w  Oniguruma: UTS #18 word = Alphabetic|Mark|Decimal_Number|
+ *       Connector_Punctuation|Join_Control -> [\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}
+ *       U+200C U+200D and the So letters of Other_Alphabetic] (PCRE2 10.42's
+ *       \w lacks \p{M}, \p{Pc}, Nl, Join_Control);
  *       \W -> negation (refused inside [...])
  *   \d  \p{Nd} in both (kept, PCRE2_UCP)
  *   \h  Oniguruma: hex digit (PCRE2: horizontal space) -> [0-9A-Fa-f]
@@ -38,7 +40,11 @@
 #include <stdlib.h>
 
 #define WS_CLASS "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-#define W_CLASS "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
+/* Oniguruma's Unicode \w is UTS #18's word class: Alphabetic (letters, Nl and
+ * Other_Alphabetic: marks and the circled / squared Latin letters), M, Nd, Pc
+ * and Join_Control (ZWNJ, ZWJ) */
+#define W_CLASS "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{200C}\\x{200D}\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}" \
+                "\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
 
 struct tk_regex {
     pcre2_code *code;

@@ -1054,6 +1054,9 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             if ((rc = tv_set(&v, next_rank++, buf, 1))) goto done;
         }
     }
+    /* SentencePiece-style merges with a continuing_subword_prefix: HF's result is a + b[len(prefix):] */
+    json_t *sp_pfx = json_object_get(model, "continuing_subword_prefix");
+    size_t sp_plen = sp_mode && json_is_string(sp_pfx) ? json_string_length(sp_pfx) : 0;
     /* pass 2: merges (parts and results looked up in batches: hf_json.c) */
     if (!(ment = malloc((n_merges + 1) * sizeof *ment)) || tk_hfj_resolve_merges(&J, ment)) {
         rc = TK_ERR_NOMEM;
@@ -1067,6 +1070,16 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
             memcpy(ab2, J.ma[i], la2);
             memcpy(ab2 + la2, J.mb[i], lb2 + 1);
             int er = ment[i][2];
+            if (sp_plen && eb >= 0) { /* HF: the result is a + b without b's first prefix-length bytes */
+                if (lb2 < sp_plen) {
+                    tk_set_err(err, errlen, "%s: merge %zu: part \"%s\" is shorter than continuing_subword_prefix",
+                               path, i, shown(J.mb[i], sb));
+                    rc = TK_ERR_FORMAT;
+                    goto done;
+                }
+                memcpy(ab2 + la2, J.mb[i] + sp_plen, lb2 - sp_plen + 1);
+                er = tk_hfj_lookup(&J, ab2, la2 + lb2 - sp_plen);
+            }
             if (ea < 0 || eb < 0 || er < 0) {
                 tk_set_err(err, errlen, "%s: merge %zu: %s \"%s\" is not in model.vocab", path, i,
                            er >= 0 || ea < 0 || eb < 0 ? "part" : "result",

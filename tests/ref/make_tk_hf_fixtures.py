@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the tokenizer.json fixtures of tests/data/tk_hf with HF `tokenizers`.
 
-    python3 tests/ref/make_tk_hf_fixtures.py [SHARED_DIR]   # then make_tk_hf_refs.py
+    python3 tests/ref/make_tk_hf_fixtures.py [SHARED_DIR] [--only=NAME,...]   # then make_tk_hf_refs.py
 
 One small byte-level BPE (600 ids) is trained with HF's BpeTrainer on the
 first documents of ../shared/corpus; each fixture is that model with other
@@ -19,7 +19,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "tk_hf")
-SHARED = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "shared")
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+ONLY = [n for a in sys.argv[1:] if a.startswith("--only=") for n in a[7:].split(",")]  # --only=NAME,...: just these
+SHARED = ARGS[0] if ARGS else os.path.join(HERE, "..", "..", "..", "shared")
 
 
 def texts():
@@ -49,8 +51,8 @@ def nseq(*n):
     return {"type": "Sequence", "normalizers": list(n)}
 
 
-def added(content, id_, special, normalized, lstrip=False, rstrip=False):
-    return {"id": id_, "content": content, "single_word": False, "lstrip": lstrip, "rstrip": rstrip,
+def added(content, id_, special, normalized, lstrip=False, rstrip=False, single_word=False):
+    return {"id": id_, "content": content, "single_word": single_word, "lstrip": lstrip, "rstrip": rstrip,
             "normalized": normalized, "special": special}
 
 
@@ -93,6 +95,14 @@ def variants():
                                       ("world", False, False, True, False), ("<|endoftext|>", True, False, True, True),
                                       ("<|im_start|>", True, False, False, True)])
     v["bl_ignore_merges"] = dict(pre_tokenizer=seq(split(QWEN), bytelevel()), ignore_merges=True)
+    # single_word: (content, special, normalized, lstrip, rstrip, single_word); "xyz" and "yz" show that a
+    # match dropped inside a word is not searched again for shorter tokens. None of the contents is in the
+    # model's vocabulary (HF would give such a token the vocabulary's id, not the listed one).
+    v["bl_single_word"] = dict(normalizer={"type": "Lowercase"}, pre_tokenizer=bytelevel(regex=True),
+                               added=[("world", False, True, False, False, True), ("ERROR", False, False, False, False, True),
+                                      ("<tag>", False, False, True, True, True), ("the", False, False, False, False, True),
+                                      ("xyz", False, False, False, False, True), ("yz", False, False, False, False, False),
+                                      ("<|endoftext|>", True, False, False, False, True)], added_not_in_vocab=True)
     return v
 
 
@@ -160,6 +170,36 @@ def sp_fixtures(docs):
     return res
 
 
+def affix_fixtures(docs):
+    """BPE with continuing_subword_prefix "##" and end_of_word_suffix "</w>" (the WordPiece-like and
+    original-GPT forms), trained by HF's BpeTrainer with the same options on a Whitespace
+    pre-tokenizer: sp_affix (unknown characters -> [UNK], fused) and sp_affix_bytes (256 <0xNN>
+    tokens appended and byte_fallback: an unknown character falls back to the bytes of prefix +
+    character + suffix, as HF does; ignore_merges)."""
+    tk = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##", end_of_word_suffix="</w>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tr = trainers.BpeTrainer(vocab_size=900, special_tokens=["[UNK]"], continuing_subword_prefix="##",
+                             end_of_word_suffix="</w>", limit_alphabet=150, show_progress=False)
+    tk.train_from_iterator(docs, tr)
+    base = json.loads(tk.to_str())
+    base["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "</w>"}, "content": " "},
+        {"type": "Replace", "pattern": {"String": "##"}, "content": ""}]}
+    res = {}
+    d = copy.deepcopy(base)
+    d["model"]["fuse_unk"] = True
+    res["sp_affix"] = json.dumps(d, ensure_ascii=False)
+    d = copy.deepcopy(base)
+    n = max(d["model"]["vocab"].values()) + 1
+    for b in range(256):
+        d["model"]["vocab"]["<0x%02X>" % b] = n + b
+    d["model"]["byte_fallback"] = True
+    d["model"]["ignore_merges"] = True
+    d["decoder"]["decoders"].insert(0, {"type": "ByteFallback"})
+    res["sp_affix_bytes"] = json.dumps(d, ensure_ascii=False)
+    return res
+
+
 def main():
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -168,6 +208,8 @@ def main():
     base = json.loads(tk.to_str())
     os.makedirs(DATA, exist_ok=True)
     for name, var in variants().items():
+        if ONLY and name not in ONLY:
+            continue
         d = copy.deepcopy(base)
         d["normalizer"] = var.get("normalizer")
         d["pre_tokenizer"] = var["pre_tokenizer"]
@@ -176,12 +218,24 @@ def main():
             d["model"]["ignore_merges"] = True
         n = len(d["model"]["vocab"])
         d["added_tokens"] = [added(t[0], n + i, *t[1:]) for i, t in enumerate(var.get("added", []))]
+        if var.get("added_not_in_vocab"):
+            assert not [t[0] for t in var["added"] if t[0] in d["model"]["vocab"]], name
         s = json.dumps(d, ensure_ascii=False)
         Tokenizer.from_str(s)  # HF accepts it
         with open(os.path.join(DATA, name + ".json"), "w") as f:
             f.write(s)
         print(name, len(s), file=sys.stderr)
-    for name, s in sp_fixtures(texts()).items():
+    for name, s in affix_fixtures(texts()).items():
+        if ONLY and name not in ONLY:
+            continue
+        Tokenizer.from_str(s)
+        with open(os.path.join(DATA, name + ".json"), "w") as f:
+            f.write(s)
+        print(name, len(s), file=sys.stderr)
+    for name, s in ({} if ONLY and not any(o.startswith("sp_") and not o.startswith("sp_affix") for o in ONLY)
+                    else sp_fixtures(texts())).items():
+        if ONLY and name not in ONLY:
+            continue
         Tokenizer.from_str(s)
         with open(os.path.join(DATA, name + ".json"), "w") as f:
             f.write(s)
