@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dist_train.sh MPIEXEC LLMTRAIN DATA [same|fail] - data-parallel llmtrain on the CPU
+# dist_train.sh MPIEXEC LLMTRAIN DATA [same|resume|fail] - data-parallel llmtrain on the CPU
 # (issue 16; tiny model on the golden shard set, a few seconds each):
 #   - mpirun -np 2 == one process with 2 micro-batches, bit for bit: every
 #     logged step value and the final checkpoint (params + AdamW moments);
@@ -10,7 +10,7 @@
 #   - overlap: 2 KiB gradient buckets (MKS_DP_BUCKET_MB) and no overlap (0)
 #     give the same bits as the default 25 MiB buckets, with accumulation;
 #   - validation is shared over the ranks: val_loss compared bit for bit;
-#   - resume: stopped after 3 steps and resumed on the same N == the
+#   - (resume) resume: stopped after 2 steps and resumed on the same N == the
 #     uninterrupted run; resumed on another N (4 ranks, 1 process) completes
 #     and stays within 1e-4; a ZeRO-1 checkpoint (1/N of the moments per
 #     rank, gathered by rank 0) resumed on 4 ranks with ZeRO-1 and by one
@@ -91,6 +91,11 @@ m=$(cmp_logs r4 z4 0) && same_ckpt r4 z4 && ok "ZeRO-1 == no ZeRO on 4 ranks ($m
 grep -q "^step" "$T/r2.out" && [ "$(grep -c '^step .*loss' "$T/r2.out")" -eq 6 ] && ok "rank 0 alone prints (4 steps + 2 validations)" ||
     bad "output of 2 ranks: $(grep -c '^step' "$T/r2.out") step lines"
 
+exit $fail
+fi
+
+if [ "$MODE" = resume ]; then
+mpi 2 r2 --token-budget 128 # the uninterrupted run
 # resume on the same N (2 ranks, ZeRO-1: the checkpoint holds the full moments)
 mpi 2 res --token-budget 128 --zero 1 --stop-after 2
 "$MPI" -np 2 --oversubscribe "$LLM" "${A[@]}" --log "$T/res.jsonl" --ckpt-dir "$T/c_res" --token-budget 128 --zero 1 \

@@ -737,12 +737,19 @@ int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, doubl
     tr_comm *c = tr_dist_of(o);
     if (c && tr_comm_world(c) > 1 && n > 0) {
         /* each value is non-zero on its owner only: the rank-order fold
-         * leaves it as computed */
-        int rc = tr_comm_allreduce_f64(c, l, (size_t)n);
-        if (!rc)
-            rc = tr_comm_allreduce_u64(c, k, (size_t)n);
-        if (rc)
-            return comm_fail(c, rc, "validation loss all-reduce", err, errlen);
+         * leaves it as computed. The world's copies pass through the
+         * communication buffer: pieces that fit it. */
+        size_t per = tr_comm_buffer_bytes(tr_comm_world(c), TR_COMM_DEFAULT_BUCKET) / 8 / (size_t)tr_comm_world(c);
+        if (per < 1)
+            per = 1;
+        for (size_t a = 0; a < (size_t)n; a += per) {
+            size_t m = (size_t)n - a < per ? (size_t)n - a : per;
+            int rc = tr_comm_allreduce_f64(c, l + a, m);
+            if (!rc)
+                rc = tr_comm_allreduce_u64(c, k + a, m);
+            if (rc)
+                return comm_fail(c, rc, "validation loss all-reduce", err, errlen);
+        }
     }
     for (int i = 0; i < n; i++) {
         *ls += l[i];
