@@ -131,10 +131,51 @@ def test_llm_batch_fields_and_single_rows(shard_sets):
                     np.append(np.where(m[1:] == 1, tok[1:], -100), -100)
                 assert (full["labels"][j] == want).all()
                 assert (full["loss_mask"][j] == (want != -100)).all()
+        # every row, both doc_mask settings: the layout equals what ShardSet.read (ds_shardset_read) expands
+        ref = ss.read(np.arange(len(ss)))
+        for T in (96, 31, 1):
+            for dm in (True, False):
+                got = data.llm_batch(ss, np.arange(len(ss)), T, doc_mask=dm, ignore_index=-7)
+                tok = ref["tokens"].astype(np.int64)
+                m = ref["loss_mask"]
+                nxt = np.concatenate([tok[:, 1:], np.zeros((len(ss), 1), np.int64)], 1)
+                ok = np.concatenate([m[:, 1:], np.zeros((len(ss), 1), np.uint8)], 1) == 1
+                assert (got["input_ids"] == tok[:, :T]).all(), (kind, T, dm)
+                assert (got["labels"] == np.where(ok, nxt, -7)[:, :T]).all(), (kind, T, dm)
+                assert (got["loss_mask"] == ok[:, :T]).all(), (kind, T, dm)
+                pos = ref["pos_ids"][:, :T] if dm else np.broadcast_to(np.arange(T), (len(ss), T))
+                assert (got["position_ids"] == pos).all(), (kind, T, dm)
+                assert (got["doc_ids"] == (ref["doc_ids"][:, :T] if dm else 0)).all(), (kind, T, dm)
     with pytest.raises(ValueError):
         data.llm_batch(ss, [0], fields=("tokens",))
     with pytest.raises(ValueError):
         data.llm_batch(ss, [0], fields=())
+
+
+def test_llm_batch_corrupt_metadata(shard_sets, tmp_path):
+    """fill reads the row metadata in place: out-of-range entries (checksums not verified) raise MkshardsError
+    naming the row, never read outside the file."""
+    import shutil
+    import struct
+    for what in ("valid", "sidx", "start"):
+        d = tmp_path / what
+        shutil.copytree(shard_sets["plain"], d)
+        shard = sorted(p for p in os.listdir(d) if p.startswith("train-"))[0]
+        b = bytearray((d / shard).read_bytes())
+        n_rows, n_starts, tok_bytes = struct.unpack_from("<QQQ", b, 48)[0], *struct.unpack_from("<QQ", b, 64)
+        meta = 192 + tok_bytes
+        if what == "valid":
+            struct.pack_into("<I", b, meta + 4 * 2, 10 ** 6)            # row 2: more valid tokens than L
+        elif what == "sidx":
+            struct.pack_into("<I", b, meta + 4 * n_rows + 4 * 3, 1 << 30)  # row 2's end / row 3's start
+        else:
+            a = struct.unpack_from("<I", b, meta + 4 * n_rows + 4 * 2)[0]
+            struct.pack_into("<I", b, meta + 8 * n_rows + 4 + 4 * a, 10 ** 6)  # a start past valid
+        (d / shard).write_bytes(bytes(b))
+        ss = mkshards.ShardSet(d, verify=False)
+        with pytest.raises(mkshards.MkshardsError, match="train row 2"):
+            data.llm_batch(ss, [0, 1, 2])
+        assert data.llm_batch(ss, [0, 1])["input_ids"].shape == (2, 96)
 
 
 def test_torch_fields(shard_sets):

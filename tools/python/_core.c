@@ -20,8 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <zstd.h>
 
 #include "ds.h"
 #include "tk.h"
@@ -914,15 +919,223 @@ static PyTypeObject TokType = {
 };
 
 /* ================================================================ ShardSet */
+/* Direct row metadata (docs/shard-format.md): fill() reads each row's valid /
+ * sidx / starts entries and, for uncompressed shards, its token ids in place
+ * from a second read-only mapping of the shard file, and writes llmtrain's
+ * layout from them in runs (the segments of the row), instead of having
+ * ds_shardset_read expand positions, segments and mask per token first.
+ * Every offset is bounds-checked here (a crafted file may carry valid
+ * checksums); a shard whose sizes do not add up, or any shard on a
+ * big-endian host, goes through ds_shardset_read. */
+typedef struct {
+    uint64_t first, n_rows; /* rows of the split before this shard; its rows */
+    void *map;              /* NULL: read through ds_shardset_read */
+    size_t map_len;
+    const uint8_t *tok;     /* uncompressed token rows, or NULL (zstd frames) */
+    const uint8_t *valid, *sidx, *starts;
+    uint64_t n_starts;
+    uint32_t dt;
+    /* zstd shards: the token section and frames[n_frames + 1] (offsets in it) */
+    const uint8_t *zsec, *frames;
+    uint64_t zsec_bytes, n_frames;
+    uint32_t frame_rows;
+} sh_map;
+
+/* The last decoded zstd frame, so that reading the rows of a compressed shard
+ * in order decodes each frame once instead of once per row. */
+typedef struct {
+    pthread_mutex_t mu;
+    const sh_map *m; /* NULL: empty */
+    uint64_t f;
+    uint8_t *buf;
+    size_t cap;
+} frame_cache;
+
 typedef struct {
     PyObject_HEAD
     ds_shardset *ss;
     ds_shardset_info info;
     int busy; /* reads running with the GIL released: close() must wait for them */
+    sh_map *maps[2];
+    size_t n_maps[2];
+    frame_cache fc;
+    int fc_init;
 } SSObj;
+
+static uint32_t get32le(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static uint64_t get64le(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void maps_free(SSObj *s)
+{
+    if (s->fc_init) {
+        free(s->fc.buf);
+        s->fc.buf = NULL;
+        s->fc.cap = 0;
+        s->fc.m = NULL;
+    }
+    for (int sp = 0; sp < 2; sp++) {
+        for (size_t k = 0; k < s->n_maps[sp]; k++)
+            if (s->maps[sp][k].map)
+                munmap(s->maps[sp][k].map, s->maps[sp][k].map_len);
+        free(s->maps[sp]);
+        s->maps[sp] = NULL;
+        s->n_maps[sp] = 0;
+    }
+}
+
+/* Map one shard when its sections fit the file; leaves m->map NULL otherwise. */
+static void map_shard(sh_map *m, const char *path, const ds_shard_header *h)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t N = h->n_rows, S = h->n_starts, L = h->row_len;
+    if (N > (1ull << 40) || S > (1ull << 40) || h->tokens_bytes > (1ull << 50) || h->meta_bytes > (1ull << 50))
+        return;
+    int zstd = (h->flags & DS_SHARD_F_ZSTD) != 0;
+    uint64_t F = zstd ? h->n_frames : 0;
+    if (F > (1ull << 40) || (zstd && (h->frame_rows == 0 || F != (N + h->frame_rows - 1) / h->frame_rows ||
+                                      (uint64_t)h->frame_rows * L * h->dtype_bytes > DS_SHARD_MAX_FRAME_BYTES)))
+        return;
+    uint64_t meta_need = 4 * N + 4 * (N + 1) + 4 * S + (zstd ? 8 * (F + 1) : 0);
+    uint64_t meta_off = DS_SHARD_HEADER_BYTES + h->tokens_bytes;
+    if (h->meta_bytes < meta_need || (h->dtype_bytes != 2 && h->dtype_bytes != 4) || L > (1ull << 24) ||
+        (!zstd && h->tokens_bytes < N * L * h->dtype_bytes))
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size >= meta_off + h->meta_bytes)
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return;
+    const uint8_t *b = p;
+    m->map = p;
+    m->map_len = (size_t)st.st_size;
+    m->tok = zstd ? NULL : b + DS_SHARD_HEADER_BYTES;
+    m->valid = b + meta_off;
+    m->sidx = m->valid + 4 * N;
+    m->starts = m->sidx + 4 * (N + 1);
+    m->n_starts = S;
+    m->dt = h->dtype_bytes;
+    if (zstd) {
+        m->zsec = b + DS_SHARD_HEADER_BYTES;
+        m->zsec_bytes = h->tokens_bytes;
+        m->frames = m->starts + 4 * S;
+        m->n_frames = F;
+        m->frame_rows = h->frame_rows;
+    }
+#else
+    (void)m, (void)path, (void)h;
+#endif
+}
+
+static int maps_open(SSObj *s)
+{
+    if (!s->fc_init) {
+        pthread_mutex_init(&s->fc.mu, NULL);
+        s->fc_init = 1;
+    }
+    for (int sp = 0; sp < 2; sp++) {
+        size_t n = ds_shardset_n_shards(s->ss, (ds_split)sp);
+        s->maps[sp] = calloc(n ? n : 1, sizeof(sh_map));
+        if (!s->maps[sp])
+            return -1;
+        s->n_maps[sp] = n;
+        uint64_t first = 0;
+        for (size_t k = 0; k < n; k++) {
+            const char *path = NULL;
+            const ds_shard *sh = ds_shardset_shard(s->ss, (ds_split)sp, k, &path);
+            const ds_shard_header *h = ds_shard_get_header(sh);
+            sh_map *m = &s->maps[sp][k];
+            m->first = first;
+            m->n_rows = h->n_rows;
+            first += h->n_rows;
+            if (path && h->row_len == s->info.row_len)
+                map_shard(m, path, h);
+        }
+    }
+    return 0;
+}
+
+/* The shard holding row `row` of split sp (row < the split's rows). */
+static const sh_map *map_of(const SSObj *s, int sp, uint64_t row)
+{
+    size_t lo = 0, hi = s->n_maps[sp];
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (s->maps[sp][mid].first <= row)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return &s->maps[sp][lo];
+}
+
+/* Row r of mapped zstd shard m as u32 ids (L entries) through the frame cache. */
+static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *out)
+{
+    if (r >= m->n_rows)
+        return DS_ERR_FORMAT;
+    uint64_t f = r / m->frame_rows, r0 = f * m->frame_rows;
+    size_t rows_in = (size_t)(m->n_rows - r0 < m->frame_rows ? m->n_rows - r0 : m->frame_rows);
+    size_t fb = rows_in * L * m->dt;
+    int rc = DS_OK;
+    pthread_mutex_lock(&s->fc.mu);
+    frame_cache *c = &s->fc;
+    if (c->m != m || c->f != f) {
+        uint64_t o0 = get64le(m->frames + 8 * f), o1 = get64le(m->frames + 8 * (f + 1));
+        c->m = NULL;
+        if (o0 > o1 || o1 > m->zsec_bytes)
+            rc = DS_ERR_FORMAT;
+        else if (fb > c->cap) {
+            uint8_t *nb = realloc(c->buf, fb);
+            if (!nb)
+                rc = DS_ERR_NOMEM;
+            else {
+                c->buf = nb;
+                c->cap = fb;
+            }
+        }
+        if (rc == DS_OK) {
+            size_t z = ZSTD_decompress(c->buf, fb, m->zsec + o0, (size_t)(o1 - o0));
+            if (ZSTD_isError(z) || z != fb)
+                rc = DS_ERR_FORMAT;
+            else {
+                c->m = m;
+                c->f = f;
+            }
+        }
+    }
+    if (rc == DS_OK) {
+        const uint8_t *src = c->buf + (size_t)(r - r0) * L * m->dt;
+        if (m->dt == 4)
+            memcpy(out, src, L * 4);
+        else
+            for (size_t j = 0; j < L; j++)
+                out[j] = ((const uint16_t *)src)[j];
+    }
+    pthread_mutex_unlock(&s->fc.mu);
+    return rc;
+}
 
 static void ss_dealloc(SSObj *s)
 {
+    maps_free(s);
+    if (s->fc_init)
+        pthread_mutex_destroy(&s->fc.mu);
     if (s->ss)
         ds_shardset_close(s->ss);
     Py_TYPE(s)->tp_free((PyObject *)s);
@@ -961,6 +1174,8 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
     }
     s->ss = ss;
     ds_shardset_get_info(ss, &s->info);
+    if (maps_open(s)) /* out of memory: every read goes through ds_shardset_read */
+        maps_free(s);
     return 0;
 }
 
@@ -1148,8 +1363,14 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     for (size_t i = 0; i < n && rc == DS_OK; i++) {
         size_t o = i * L;
         uint32_t *t = ht ? (narrow ? scratch : (uint32_t *)bt.buf + o) : NULL;
-        rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[i], t, hp ? (uint32_t *)bp.buf + o : NULL,
-                              hd ? (uint32_t *)bd.buf + o : NULL, hm ? (uint8_t *)bm.buf + o : NULL);
+        const sh_map *m = t && s->n_maps[sp] ? map_of(s, (int)sp, (uint64_t)rows[i]) : NULL;
+        if (m && m->map && !m->tok) { /* zstd: the ids through the frame cache */
+            rc = zstd_row(s, m, (uint64_t)rows[i] - m->first, L, t);
+            t = NULL;
+        }
+        if (rc == DS_OK && (t || hp || hd || hm))
+            rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[i], t, hp ? (uint32_t *)bp.buf + o : NULL,
+                                  hd ? (uint32_t *)bd.buf + o : NULL, hm ? (uint8_t *)bm.buf + o : NULL);
         if (rc == DS_OK && narrow) {
             uint16_t *d = (uint16_t *)bt.buf + o;
             for (size_t j = 0; j < L; j++)
@@ -1179,33 +1400,123 @@ out:
     return ret;
 }
 
-/* ---- fill: one row of llmtrain's layout from what ds_shardset_read gives.
- * The int outputs are int64 (wide) or int32; each loop is a plain pass the
- * compiler vectorises. */
-static void put_ids(void *dst, int wide, const uint32_t *src, size_t T)
+/* ---- fill: llmtrain's layout. The int outputs are int64 (wide) or int32;
+ * each loop is a plain pass the compiler vectorises. */
+typedef struct {
+    char *d[5];  /* this row's input_ids, labels, position_ids, doc_ids, loss_mask (NULL: not wanted) */
+    int wide[5]; /* 8-byte (1) or 4-byte (0) ints */
+    size_t T, L;
+    int doc_mask;
+    int64_t ignore;
+} fill_row_out;
+
+/* dst[j] = src[j], j < n: u16 or u32 ids (dt bytes) into int64 or int32 */
+static void put_src(void *dst, int wide, const void *src, int dt, size_t n)
 {
-    if (wide) {
-        int64_t *d = dst;
-        for (size_t j = 0; j < T; j++)
-            d[j] = (int64_t)src[j];
+    if (dt == 4) {
+        const uint32_t *s = src;
+        if (wide)
+            for (size_t j = 0; j < n; j++)
+                ((int64_t *)dst)[j] = (int64_t)s[j];
+        else
+            for (size_t j = 0; j < n; j++)
+                ((int32_t *)dst)[j] = (int32_t)s[j];
     } else {
-        int32_t *d = dst;
-        for (size_t j = 0; j < T; j++)
-            d[j] = (int32_t)src[j];
+        const uint16_t *s = src;
+        if (wide)
+            for (size_t j = 0; j < n; j++)
+                ((int64_t *)dst)[j] = (int64_t)s[j];
+        else
+            for (size_t j = 0; j < n; j++)
+                ((int32_t *)dst)[j] = (int32_t)s[j];
     }
 }
 
-static void put_iota(void *dst, int wide, size_t T, int zero)
+/* dst[j] = v (step 0) or v + j - from (step 1), from <= j < to */
+static void put_run1(void *dst, int wide, size_t from, size_t to, int64_t v, int step)
 {
     if (wide) {
         int64_t *d = dst;
-        for (size_t j = 0; j < T; j++)
-            d[j] = zero ? 0 : (int64_t)j;
+        for (size_t j = from; j < to; j++)
+            d[j] = step ? (int64_t)(j - from) : v;
     } else {
         int32_t *d = dst;
-        for (size_t j = 0; j < T; j++)
-            d[j] = zero ? 0 : (int32_t)j;
+        for (size_t j = from; j < to; j++)
+            d[j] = step ? (int32_t)(j - from) : (int32_t)v;
     }
+}
+
+/* One segment [from, to): positions restart, one segment number. */
+static void put_run(const fill_row_out *o, size_t from, size_t to, size_t seg)
+{
+    if (o->d[2])
+        put_run1(o->d[2], o->wide[2], from, to, 0, 1);
+    if (o->d[3])
+        put_run1(o->d[3], o->wide[3], from, to, (int64_t)seg, 0);
+}
+
+/* position_ids / doc_ids of a row from its document starts: segments begin
+ * at 0, at every start and at valid (padding), as ds_shard_read expands them. */
+static int put_segments(const sh_map *m, uint32_t a, uint32_t b, uint32_t nv, const fill_row_out *o)
+{
+    size_t start = 0, seg = 0, T = o->T;
+    uint32_t prev = 0;
+    for (uint64_t k = a; k <= b && start < T; k++) {
+        size_t x;
+        if (k < b) {
+            uint32_t st = get32le(m->starts + 4 * k);
+            if (st >= nv || (k > a && st <= prev))
+                return DS_ERR_FORMAT;
+            prev = st;
+            if (st == 0)
+                continue;
+            x = st;
+        } else {
+            if (nv == 0 || nv >= o->L)
+                break;
+            x = nv;
+        }
+        put_run(o, start, x < T ? x : T, seg);
+        seg++;
+        start = x;
+    }
+    if (start < T)
+        put_run(o, start, T, seg);
+    return DS_OK;
+}
+
+/* Row r of mapped shard m; tok32: its ids when the shard is compressed (NULL: in place). */
+static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, const fill_row_out *o)
+{
+    size_t L = o->L, T = o->T;
+    if (r >= m->n_rows)
+        return DS_ERR_FORMAT;
+    uint32_t nv = get32le(m->valid + 4 * r), a = get32le(m->sidx + 4 * r), b = get32le(m->sidx + 4 * (r + 1));
+    if (nv > L || a > b || b > m->n_starts)
+        return DS_ERR_FORMAT;
+    size_t lab_n = nv > 0 ? nv - 1 : 0; /* labels where j + 1 < valid */
+    if (lab_n > T)
+        lab_n = T;
+    if (o->d[0] || o->d[1]) {
+        const void *src = tok32 ? (const void *)tok32 : (const void *)(m->tok + r * L * m->dt);
+        int dt = tok32 ? 4 : (int)m->dt;
+        if (o->d[0])
+            put_src(o->d[0], o->wide[0], src, dt, T);
+        if (o->d[1]) {
+            put_src(o->d[1], o->wide[1], (const uint8_t *)src + dt, dt, lab_n);
+            put_run1(o->d[1], o->wide[1], lab_n, T, o->ignore, 0);
+        }
+    }
+    if (o->d[4]) {
+        memset(o->d[4], 1, lab_n);
+        memset(o->d[4] + lab_n, 0, T - lab_n);
+    }
+    if (!o->d[2] && !o->d[3])
+        return DS_OK;
+    if (o->doc_mask)
+        return put_segments(m, a, b, nv, o);
+    put_run(o, 0, T, 0);
+    return DS_OK;
 }
 
 /* labels[j] = tok[j+1] where loss_mask[j+1] (j+1 < L), else ignore */
@@ -1228,13 +1539,61 @@ static void put_labels(void *dst, int wide, const uint32_t *tok, const uint8_t *
     }
 }
 
-static void put_mask(uint8_t *dst, const uint8_t *mask, size_t L, size_t T)
+/* The same through ds_shardset_read's per-position arrays (scratch: 3 x L
+ * u32 + L bytes), for shards that are not mapped. */
+static int fill_read(SSObj *s, ds_split sp, uint64_t row, uint32_t *scratch, const fill_row_out *o)
 {
-    size_t m_end = T < L - 1 ? T : L - 1;
-    for (size_t j = 0; j < m_end; j++)
-        dst[j] = mask[j + 1] != 0;
-    for (size_t j = m_end; j < T; j++)
-        dst[j] = 0;
+    size_t L = o->L, T = o->T;
+    uint32_t *tok = scratch, *pos = scratch + L, *doc = scratch + 2 * L;
+    uint8_t *mask = (uint8_t *)(scratch + 3 * L);
+    int need_tok = o->d[0] || o->d[1], need_mask = o->d[1] || o->d[4];
+    int rc = ds_shardset_read(s->ss, sp, row, need_tok ? tok : NULL, o->doc_mask && o->d[2] ? pos : NULL,
+                              o->doc_mask && o->d[3] ? doc : NULL, need_mask ? mask : NULL);
+    if (rc != DS_OK)
+        return rc;
+    if (o->d[0])
+        put_src(o->d[0], o->wide[0], tok, 4, T);
+    if (o->d[1])
+        put_labels(o->d[1], o->wide[1], tok, mask, L, T, o->ignore);
+    if (o->d[2]) {
+        if (o->doc_mask)
+            put_src(o->d[2], o->wide[2], pos, 4, T);
+        else
+            put_run1(o->d[2], o->wide[2], 0, T, 0, 1);
+    }
+    if (o->d[3]) {
+        if (o->doc_mask)
+            put_src(o->d[3], o->wide[3], doc, 4, T);
+        else
+            put_run1(o->d[3], o->wide[3], 0, T, 0, 0);
+    }
+    if (o->d[4]) {
+        size_t m_end = T < L - 1 ? T : L - 1;
+        for (size_t j = 0; j < m_end; j++)
+            ((uint8_t *)o->d[4])[j] = mask[j + 1] != 0;
+        memset(o->d[4] + m_end, 0, T - m_end);
+    }
+    return DS_OK;
+}
+
+/* *scratch (3 x L u32 + L bytes) is allocated on first use: rows of mapped
+ * uncompressed shards need none. */
+static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, const fill_row_out *o)
+{
+    const sh_map *m = s->n_maps[sp] ? map_of(s, (int)sp, row) : NULL;
+    int need_tok = o->d[0] || o->d[1];
+    if ((!m || !m->map || (!m->tok && need_tok)) && !*scratch && !(*scratch = malloc(o->L * 13)))
+        return DS_ERR_NOMEM;
+    if (!m || !m->map)
+        return fill_read(s, sp, row, *scratch, o);
+    const uint32_t *tok = NULL;
+    if (!m->tok && need_tok) { /* zstd: the ids through the frame cache */
+        int rc = zstd_row(s, m, row - m->first, o->L, *scratch);
+        if (rc != DS_OK)
+            return rc;
+        tok = *scratch;
+    }
+    return fill_direct(m, row - m->first, tok, o);
 }
 
 /* fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask):
@@ -1278,52 +1637,23 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
     for (int k = 0; k < 5; k++)
         if (out_buffer(outs_o[k], &ob[k], &have[k], n * Tz, names[k], k == 4 ? 1 : 8, k == 4 ? 1 : 4))
             goto out;
-    if (!(scratch = malloc(L * 13))) { /* tokens, pos, doc (u32) + mask (u8) */
-        PyErr_NoMemory();
-        goto out;
-    }
-    uint32_t *tok = scratch, *pos = scratch + L, *doc = scratch + 2 * L;
-    uint8_t *mask = (uint8_t *)(scratch + 3 * L);
-    int need_tok = have[0] || have[1], need_mask = have[1] || have[4];
-    int need_pos = doc_mask && have[2], need_doc = doc_mask && have[3];
+    fill_row_out o = {.T = Tz, .L = L, .doc_mask = doc_mask, .ignore = (int64_t)ignore};
+    for (int k = 0; k < 5; k++)
+        o.wide[k] = have[k] && ob[k].itemsize == 8;
     int rc = DS_OK;
-    size_t bad = 0;
+    size_t r = 0;
     s->busy++;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t r = 0; r < n; r++) {
-        rc = ds_shardset_read(s->ss, sp, (uint64_t)ra.rows[r], need_tok ? tok : NULL, need_pos ? pos : NULL,
-                              need_doc ? doc : NULL, need_mask ? mask : NULL);
-        if (rc != DS_OK) {
-            bad = r;
-            break;
-        }
-        size_t o = r * Tz;
-        char *d[5];
+    for (; r < n; r++) {
         for (int k = 0; k < 5; k++)
-            d[k] = have[k] ? (char *)ob[k].buf + o * (size_t)ob[k].itemsize : NULL;
-        if (d[0])
-            put_ids(d[0], ob[0].itemsize == 8, tok, Tz);
-        if (d[1])
-            put_labels(d[1], ob[1].itemsize == 8, tok, mask, L, Tz, (int64_t)ignore);
-        if (d[2]) {
-            if (doc_mask)
-                put_ids(d[2], ob[2].itemsize == 8, pos, Tz);
-            else
-                put_iota(d[2], ob[2].itemsize == 8, Tz, 0);
-        }
-        if (d[3]) {
-            if (doc_mask)
-                put_ids(d[3], ob[3].itemsize == 8, doc, Tz);
-            else
-                put_iota(d[3], ob[3].itemsize == 8, Tz, 1);
-        }
-        if (d[4])
-            put_mask((uint8_t *)d[4], mask, L, Tz);
+            o.d[k] = have[k] ? (char *)ob[k].buf + r * Tz * (size_t)ob[k].itemsize : NULL;
+        if ((rc = fill_row(s, sp, (uint64_t)ra.rows[r], &scratch, &o)) != DS_OK)
+            break;
     }
     Py_END_ALLOW_THREADS
     s->busy--;
     if (rc != DS_OK) {
-        raise_row(sp, ra.rows[bad], rc);
+        raise_row(sp, ra.rows[r], rc);
         goto out;
     }
     ret = Py_None;
@@ -1344,6 +1674,7 @@ static PyObject *ss_close(SSObj *s, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "ShardSet.close: another thread is reading from it");
         return NULL;
     }
+    maps_free(s);
     if (s->ss)
         ds_shardset_close(s->ss);
     s->ss = NULL;

@@ -56,6 +56,7 @@ class ShardDataset(_tud.Dataset):
         self.fields = _data.check_fields(fields)
         self._n = self.set.rows[split]
         self._ints = [(f, _data.FIELDS.index(f)) for f in self.fields if f != "loss_mask"]
+        self._all = self.fields == _data.FIELDS
 
     def __len__(self):
         return self._n
@@ -68,6 +69,13 @@ class ShardDataset(_tud.Dataset):
             if not 0 <= i < self._n:
                 raise IndexError(i)
             T = self.seq_len
+            fn = _torch.from_numpy
+            if self._all:  # the default layout, spelled out (this path is per row)
+                b0, b1, b2, b3 = _np.empty((4, T), _np.int64)
+                mask = _np.empty(T, _np.bool_)
+                self.set._c.fill(self.split, i, T, self.doc_mask, self.ignore_index, b0, b1, b2, b3, mask)
+                return {"input_ids": fn(b0), "labels": fn(b1), "position_ids": fn(b2), "doc_ids": fn(b3),
+                        "loss_mask": fn(mask)}
             blk = _np.empty((len(self._ints), T), _np.int64)  # one allocation for the int tensors
             outs = [None] * 5
             for j, (_, k) in enumerate(self._ints):
@@ -75,7 +83,6 @@ class ShardDataset(_tud.Dataset):
             if "loss_mask" in self.fields:
                 outs[4] = _np.empty(T, _np.bool_)
             self.set._c.fill(self.split, i, T, self.doc_mask, self.ignore_index, *outs)
-            fn = _torch.from_numpy
             return {f: fn(outs[_data.FIELDS.index(f)]) for f in self.fields}
         if isinstance(idx, _torch.Tensor):
             idx = idx.numpy()
