@@ -87,7 +87,14 @@ struct tk_hf {
      * path): put before every character but a word's first / after its last */
     uint8_t prefix[HF_AFFIX_MAX], suffix[HF_AFFIX_MAX];
     size_t prefix_len, suffix_len;
-    struct dec_step { int kind; uint8_t *a, *b; size_t alen, blen; uint32_t start, stop; int scheme; } dec[HF_MAX_STEPS];
+    struct dec_step {
+        int kind;
+        uint8_t *a, *b;
+        size_t alen, blen;
+        uint32_t start, stop;
+        int scheme;
+        tk_regex *re; /* Replace with a {"Regex": ...} pattern */
+    } dec[HF_MAX_STEPS];
     size_t n_dec;
     uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
 };
@@ -1096,6 +1103,7 @@ void tk_hf_free(tk_hf *h) {
     for (size_t k = 0; k < h->n_dec; k++) {
         free(h->dec[k].a);
         free(h->dec[k].b);
+        tk_regex_free(h->dec[k].re);
     }
     tk_hfj_free(&h->voc);
     free(h->added);
@@ -1703,12 +1711,16 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
         static const char *const keys[] = {"pattern", "content", NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
         json_t *pat = json_object_get(n, "pattern"), *st = json_object_get(pat, "String");
-        if (!json_is_string(st) || !json_string_length(st))
-            REFUSE(path, "Replace decoder: only a non-empty {\"String\": ...} pattern is supported");
         const uint8_t *cs;
         size_t cn;
         if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
         d->kind = D_REPLACE;
+        if (!json_is_string(st)) { /* {"Regex": ...}: the pattern's matches (onig find_iter), as the normalizer */
+            if ((rc = parse_pattern(pat, file, path, &d->re, NULL, err, errlen))) return rc;
+            h->n_dec++; /* owns d->re from here */
+            return dup_bytes(cs, cn, &d->b, &d->blen);
+        }
+        if (!json_string_length(st)) REFUSE(path, "Replace decoder: an empty pattern is not supported");
         if ((rc = dup_bytes((const uint8_t *)json_string_value(st), json_string_length(st), &d->a, &d->alen)) ||
             (rc = dup_bytes(cs, cn, &d->b, &d->blen)))
             return rc;
@@ -1923,6 +1935,12 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
         case D_REPLACE: {
             tk_bytes tmp = {0};
             size_t i = 0;
+            if (d->re) {
+                repl_ctx c = {p, &tmp, 0, d->b, d->blen};
+                rc = tk_regex_find_all(d->re, p, n, repl_cb, &c);
+                if (!rc) rc = bput(&tmp, p + c.pos, n - c.pos);
+                i = n;
+            }
             while (i < n && !rc) {
                 if (n - i >= d->alen && memcmp(p + i, d->a, d->alen) == 0) {
                     rc = bput(&tmp, d->b, d->blen);

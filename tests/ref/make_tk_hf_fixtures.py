@@ -200,6 +200,23 @@ def affix_fixtures(docs):
     return res
 
 
+def derived_fixtures():
+    """Fixtures made from one already written (so they share its vocabulary): sp_replace_regex is
+    sp_llama2 with Replace steps whose patterns are regexes, in the normalizer (a run of spaces ->
+    one U+2581, digits -> '0') and in the decoder (a run of U+2581 -> one space; an empty-width
+    match inserting its content)."""
+    with open(os.path.join(DATA, "sp_llama2.json")) as f:
+        d = json.load(f)
+    d["normalizer"] = nseq({"type": "Prepend", "prepend": "\u2581"},
+                           {"type": "Replace", "pattern": {"Regex": " +"}, "content": "\u2581"},
+                           {"type": "Replace", "pattern": {"Regex": "[0-9]"}, "content": "0"})
+    d["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"Regex": "\u2581+"}, "content": " "},
+        {"type": "Replace", "pattern": {"Regex": "(?=ab)"}, "content": "|"},
+        {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    return {"sp_replace_regex": json.dumps(d, ensure_ascii=False)}
+
+
 def main():
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -232,8 +249,16 @@ def main():
         with open(os.path.join(DATA, name + ".json"), "w") as f:
             f.write(s)
         print(name, len(s), file=sys.stderr)
-    for name, s in ({} if ONLY and not any(o.startswith("sp_") and not o.startswith("sp_affix") for o in ONLY)
+    derived = ("sp_affix", "sp_replace_regex")
+    for name, s in ({} if ONLY and not any(o.startswith("sp_") and not o.startswith(derived) for o in ONLY)
                     else sp_fixtures(texts())).items():
+        if ONLY and name not in ONLY:
+            continue
+        Tokenizer.from_str(s)
+        with open(os.path.join(DATA, name + ".json"), "w") as f:
+            f.write(s)
+        print(name, len(s), file=sys.stderr)
+    for name, s in derived_fixtures().items():  # after sp_llama2 is written
         if ONLY and name not in ONLY:
             continue
         Tokenizer.from_str(s)
