@@ -8,7 +8,8 @@ For each model: sentencepiece's SentencePieceProcessor.encode (in-process,
 one document at a time, load excluded) against `mkshards encode -j 1` as a
 whole process (load, read, encode, write ids included) on the same
 documents: the first LIMIT MB of every corpus category, round-robin; the
-ids are compared too. Models: the fixtures of tests/data/tk_spm by name, a
+ids are compared too. Wall and CPU time (the CPU ratio is the one to trust on
+a loaded machine). Models: the fixtures of tests/data/tk_spm by name, a
 path to any .model, or `llama32k`: a 32000-piece BPE trained here like
 Llama 2's (identity, byte fallback, split digits, whitespace-only pieces;
 cached under $TMPDIR). Needs: pip install sentencepiece; the zstd CLI.
@@ -16,6 +17,7 @@ cached under $TMPDIR). Needs: pip install sentencepiece; the zstd CLI.
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,18 +88,22 @@ def main():
             path = llama32k(a.shared) if name == "llama32k" else (
                 name if os.path.exists(name) else os.path.join(ROOT, "tests", "data", "tk_spm", name + ".model"))
             sp = spm.SentencePieceProcessor(model_file=path)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ref = [sp.encode(d) for d in docs]
-            t_sp = time.perf_counter() - t0
+            t_sp, c_sp = time.perf_counter() - t0, time.process_time() - c0
             out = os.path.join(td, "ids.txt")
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run([a.mkshards, "encode", "-t", path, "-j", "1", inp, "--ids-out", out], check=True)
             t_mk = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            c_mk = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
             with open(out) as f:
                 ours = [json.loads(line) for line in f]
             same = sum(x == y for x, y in zip(ours, ref))
             print(f"{name:10s} {sp.get_piece_size():6d} pieces: sentencepiece {nbytes / 1e6 / t_sp:6.2f} MB/s, "
-                  f"mkshards encode -j 1 {nbytes / 1e6 / t_mk:6.2f} MB/s ({t_sp / t_mk:4.1f}x); "
+                  f"mkshards encode -j 1 {nbytes / 1e6 / t_mk:6.2f} MB/s ({t_sp / t_mk:4.1f}x) wall; CPU time "
+                  f"{nbytes / 1e6 / c_sp:6.2f} vs {nbytes / 1e6 / c_mk:6.2f} MB/s ({c_sp / c_mk:4.1f}x); "
                   f"ids equal on {same}/{len(docs)} documents")
 
 
