@@ -151,7 +151,9 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
     if (!t || !f) return TK_ERR_ARG;
     f->bos = f->eos = -1;
     f->source[0] = 0;
-    if (t->pp == TK_PP_NONE) { /* rank files, encoder.json: tiktoken's convention */
+    uint8_t pp = t->pp;
+    if (pp == TK_PP_NONE && t->spm) pp = TK_PP_ABSENT; /* a SentencePiece .model: <s> ... </s> by name */
+    if (pp == TK_PP_NONE) { /* rank files, encoder.json: tiktoken's convention */
         if (t->eot == TK_NO_RANK) {
             tk_set_err(err, errlen, "tokenizer %s has no <|endoftext|> token (needed to separate documents)", t->name);
             return TK_ERR_NOT_FOUND;
@@ -160,7 +162,7 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
         snprintf(f->source, sizeof f->source, "no BOS, EOS <|endoftext|> (tiktoken's convention)");
         return TK_OK;
     }
-    if (t->pp == TK_PP_UNUSABLE) {
+    if (pp == TK_PP_UNUSABLE) {
         tk_set_err(err, errlen, "tokenizer %s: post_processor: %s; give the framing with --bos TOKEN|none and "
                    "--eos TOKEN|none", t->name, t->pp_why);
         return TK_ERR_UNSUPPORTED;
@@ -168,10 +170,10 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
     uint32_t id;
     const char *which = NULL;
     const char *bsrc = "none (the post_processor adds none)";
-    if (t->pp == TK_PP_TEMPLATE && t->pp_bos != TK_NO_RANK) {
+    if (pp == TK_PP_TEMPLATE && t->pp_bos != TK_NO_RANK) {
         f->bos = t->pp_bos;
-        bsrc = "from the post_processor";
-    } else if (t->pp == TK_PP_ABSENT) {
+        bsrc = "from the tokenizer file (post_processor, or a .model's bos_id)";
+    } else if (pp == TK_PP_ABSENT) {
         bsrc = "none (no post_processor, no known BOS token)";
         if (by_name(t, k_bos, &id, &which)) {
             f->bos = id;
@@ -179,9 +181,9 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
         }
     }
     const char *esrc;
-    if (t->pp == TK_PP_TEMPLATE && t->pp_eos != TK_NO_RANK) {
+    if (pp == TK_PP_TEMPLATE && t->pp_eos != TK_NO_RANK) {
         f->eos = t->pp_eos;
-        esrc = "from the post_processor";
+        esrc = "from the tokenizer file";
     } else if (by_name(t, k_eos, &id, &which)) {
         f->eos = id;
         esrc = "by name";

@@ -548,6 +548,25 @@ static int cmd_export(int argc, char **argv, int info) {
         char desc[512];
         tk_describe(tok, desc, sizeof desc);
         printf("pipeline: %s\n", desc);
+        tk_framing fr;
+        char ferr[512] = "";
+        if (tk_default_framing(tok, &fr, ferr, sizeof ferr) == TK_OK) { /* what build frames documents with */
+            printf("framing:");
+            for (int k = 0; k < 2; k++) {
+                int64_t id = k ? fr.eos : fr.bos;
+                const uint8_t *p;
+                size_t n;
+                printf(" %s ", k ? "EOS" : "BOS");
+                if (id < 0) printf("none");
+                else if (tk_token_bytes(tok, (uint32_t)id, &p, &n) == TK_OK && n < 100)
+                    printf("%.*s (%lld)", (int)n, (const char *)p, (long long)id);
+                else printf("id %lld", (long long)id);
+                printf("%s", k ? "" : ",");
+            }
+            printf(" - %s\n", fr.source);
+        } else {
+            printf("framing: none by default (%s)\n", ferr);
+        }
         printf("fingerprint: ");
         for (int i = 0; i < 32; i++) printf("%02x", fp[i]);
         printf("\n");
