@@ -39,6 +39,8 @@ grep -q "^    1 511 320 " "$T/out" && ok "shards framed <s> ... </s> (ids 1, 2)"
 run 2 "Unigram refused" "trainer_spec.model_type" "UNIGRAM" "only BPE" -- "$MKS" encode -t "$DATA/unigram.model" "$T/in.jsonl" --ids-out "$T/x"
 printf '\x0a\x05\x0a\x03abc\x12\x02\x18' >"$T/broken.model"
 run 2 "malformed protobuf refused" "broken.model" "malformed protobuf" -- "$MKS" encode -t "$T/broken.model" "$T/in.jsonl" --ids-out "$T/x"
+run 2 "tokenizer export to tokenizer.json refused" "unsupported" -- "$MKS" tokenizer export -t "$LL" --out "$T/x.json"
+run 2 "tokenizer export to .tiktoken refused" "unsupported" -- "$MKS" tokenizer export -t "$LL" --out "$T/x.tiktoken"
 run 2 "--pattern refused" "--pattern" -- "$MKS" encode -t "$LL" -p cl100k "$T/in.jsonl" --ids-out "$T/x"
 LLM=${LLMTRAIN:-$(dirname "$MKS")/llmtrain/llmtrain}
 if [ -x "$LLM" ]; then

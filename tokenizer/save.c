@@ -47,6 +47,7 @@ int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
      * built-in pattern over bytes (no normalizer, no other pre-tokenizer,
      * byte-level); the rank file is then read with merge-by-rank */
     if (t && t->hf && (t->pattern == TK_PAT_NONE || t->decode_only)) return TK_ERR_UNSUPPORTED;
+    if (t && t->spm) return TK_ERR_UNSUPPORTED; /* a SentencePiece model: normalizer, score-ordered merges */
     if (!t || !path) return TK_ERR_ARG;
     if (t->rank_to_id) return TK_ERR_UNSUPPORTED; /* .tiktoken requires id == rank */
     char tmp[4200];
@@ -103,7 +104,7 @@ static const uint8_t *tok_bytes(const tk_tokenizer *t, uint32_t r, size_t *n) {
 }
 
 int tk_save_hf_json(const tk_tokenizer *t, const char *path) {
-    if (t && t->hf) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
+    if (t && (t->hf || t->spm)) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
     if (!t || !path) return TK_ERR_ARG;
     int rc = TK_ERR_NOMEM;
     json_t *root = json_object(), *model = json_object(), *vocab = json_object(), *merges = json_array();
