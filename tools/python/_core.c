@@ -611,6 +611,13 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
             Py_XDECREF(bo);
         }
     } else {
+        /* No cyclic collection while the lists are built: each one the list
+         * allocations trigger traverses every id of the young lists (measured:
+         * that was all of the 0.3 s the lists cost over the numpy form on the
+         * 77 MB corpus). Nothing else runs meanwhile (the GIL is held). */
+#if PY_VERSION_HEX >= 0x030A0000
+        int gc_was = PyGC_Disable();
+#endif
         res = PyList_New((Py_ssize_t)n);
         for (size_t i = 0; res && i < n; i++) {
             PyObject *l = ids_to_list(t, outs[i].ids, outs[i].len);
@@ -620,6 +627,10 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
             }
             PyList_SET_ITEM(res, (Py_ssize_t)i, l);
         }
+#if PY_VERSION_HEX >= 0x030A0000
+        if (gc_was)
+            PyGC_Enable();
+#endif
     }
     for (size_t i = 0; i < n; i++)
         tk_ids_free(&outs[i]);
