@@ -17,7 +17,9 @@
 #     process;
 #   - (fail) failure: a rank killed with SIGKILL mid-run, or stopped (SIGSTOP, only
 #     the deadline sees it), ends the job non-zero within 60 s, naming it;
-#     rank 0 failing to write a ZeRO-1 checkpoint ends every rank at once.
+#     rank 0 failing to write a ZeRO-1 checkpoint ends every rank at once;
+#     a launcher environment MPI does not understand (srun without PMI,
+#     MPICH's variables: simulated) is refused instead of N world-1 copies.
 set -u
 MPI=$1
 LLM=$2
@@ -128,6 +130,19 @@ m=$(cmp_logs r2 zn1 0) && ok "2-rank ZeRO-1 checkpoint resumed by one process (2
 
 exit $fail
 fi
+
+# a launcher this MPI does not understand (simulated: srun without the PMI
+# plugin, MPICH's mpiexec) leaves each process a world of 1: refused with a
+# message, instead of N copies of one run writing the same checkpoint
+for envs in "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0" "PMI_RANK=0 PMI_SIZE=2 MPI_LOCALRANKID=0 MPI_LOCALNRANKS=2"; do
+    out=$(env $envs timeout 60 "$LLM" "${A[@]}" --token-budget 128 --steps 1 2>&1)
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "$out" | grep -q "started 2 processes but MPI sees a world of 1"; then
+        ok "launcher MPI does not understand ($envs): refused, exit $rc"
+    else
+        bad "launcher MPI does not understand ($envs): exit $rc: $out"
+    fi
+done
 
 # failure: rank 0 cannot write a ZeRO-1 checkpoint (ckpt.tmp is a folder):
 # the ranks serving it their AdamW shards are released, every rank exits

@@ -82,7 +82,9 @@ void tr_comm_env_read(tr_comm_env *out);
 int tr_comm_have_mpi(void);
 
 /* kind TR_COMM_AUTO: MPI when built with it and tr_comm_launched(), else
- * single. TR_COMM_MPI without MPI in the build: TR_ERR_ARG. MPI is
+ * single. Under MPI, a launcher environment naming a world of N > 1 that
+ * differs from MPI's world is refused (TR_ERR_ARG: e.g. srun without the
+ * PMI plugin this MPI needs starts N singletons). TR_COMM_MPI without MPI in the build: TR_ERR_ARG. MPI is
  * initialised here (MPI_THREAD_FUNNELED: only the calling thread talks to
  * MPI) unless the program already did; the communication buffer is
  * allocated here. */

@@ -203,10 +203,26 @@ int tr_comm_open(int kind, tr_comm **out, char *err, size_t errlen)
     c->timeout = env_timeout();
 #ifdef MKS_HAVE_MPI
     if (kind == TR_COMM_MPI) {
+        /* the launcher's word, before MPI_Init adds its own variables (a
+         * singleton OpenMPI sets PMIX_RANK) */
+        tr_comm_env e;
+        tr_comm_env_read(&e);
         int rc = tr_comm_mpi_open(c, err, errlen);
         if (rc) {
             free(c);
             return rc;
+        }
+        /* a launcher this MPI does not speak to (srun without the PMI plugin
+         * OpenMPI was built with, another MPI's mpiexec) leaves every
+         * process a world of its own: N copies of one run, not one run */
+        if (e.world > 1 && e.world != c->world) {
+            snprintf(err, errlen,
+                     "the launcher (%s environment) started %d processes but MPI sees a world of %d: this MPI library "
+                     "does not understand the launcher (srun: pass --mpi=pmix or --mpi=pmi2, whichever this MPI was "
+                     "built with, see srun --mpi=list; or use this MPI's own mpirun)",
+                     e.source, e.world, c->world);
+            tr_comm_close(c);
+            return TR_ERR_ARG;
         }
     }
 #endif
