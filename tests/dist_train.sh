@@ -135,7 +135,7 @@ fi
 # plugin, MPICH's mpiexec) leaves each process a world of 1: refused with a
 # message, instead of N copies of one run writing the same checkpoint
 for envs in "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0" "PMI_RANK=0 PMI_SIZE=2 MPI_LOCALRANKID=0 MPI_LOCALNRANKS=2"; do
-    out=$(env $envs timeout 60 "$LLM" "${A[@]}" --token-budget 128 --steps 1 2>&1)
+    out=$(env $envs timeout 60 "$LLM" "${A[@]}" --token-budget 128 --steps 2 2>&1)
     rc=$?
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "$out" | grep -q "started 2 processes but MPI sees a world of 1"; then
         ok "launcher MPI does not understand ($envs): refused, exit $rc"
