@@ -4,7 +4,9 @@
     pip install tiktoken tokenizers   # peers (optional: missing ones are skipped); torch for the ShardDataset rows
     python3 tools/bench/bench_python.py [--encodings cl100k_base] [--quick] [--mkshards build/tools/mkshards]
 
-Encoding (fastest of --repeat rounds, each timing every tokenizer once in turn; all figures from the same process and the same documents, already decompressed in memory):
+Encoding (fastest of --repeat rounds, each timing every tokenizer once in turn, after one untimed pass that makes
+CPython cache every document's UTF-8 form; wall and CPU seconds of the process; all figures from the same process
+and the same documents, already decompressed in memory):
 - mkshards ``Encoding.encode_ordinary_batch(docs, num_threads=N)``, the Python lists of ids included;
 - tiktoken ``encode_ordinary_batch(docs, num_threads=N)`` with the same rank file, tiktoken's own pat_str/specials;
 - HF tokenizers ``encode_batch_fast`` (or ``encode_batch``) on the ``tokenizer.json`` that ``mkshards tokenizer
@@ -16,7 +18,13 @@ compared with mkshards' (documents that differ are counted).
 Shard iteration: a shard set built with ``mkshards build -t cl100k_base -L 2048`` (uint32 ids, 4 bytes per
 token on disk and in memory) from the corpus, read from the page cache on one core (after one warm-up pass):
 ShardSet rows (numpy, zero-copy tokens), ShardSet.read in blocks, and with torch the map-style ShardDataset per
-row and per token-budget micro-batch and the IterableDataset. GB/s = tokens x 4 bytes / seconds.
+row and per token-budget micro-batch and the IterableDataset, each with llmtrain's full layout (int64
+input_ids, labels, position_ids, doc_ids + bool loss_mask: 33 bytes written per token) and with
+``fields=("input_ids", "labels")`` (16 bytes per token). GB/s = row tokens (2048 per row, padding included) x 4
+bytes (the uint32 ids read) / CPU seconds of the process; the wall figure is what a busy machine gave.
+Where the time goes (measured, 2 cores shared with other builds): writing the int64 tensors and creating five
+torch tensors per row (~0.7 us each); the C fill itself is ~2 us per row (fill() reads each row's document
+starts from the mapped metadata and writes one run per document).
 """
 import argparse
 import json
@@ -73,14 +81,11 @@ def tiktoken_encoding(tiktoken, vocab_dir, name):
                              special_tokens=spec["special_tokens"])
 
 
-def timed(fn, reps=1):
-    best, out = None, None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        dt = time.perf_counter() - t0
-        best = dt if best is None or dt < best else best
-    return best, out
+def timed(fn):
+    """(wall seconds, CPU seconds of the whole process - every thread, e.g. tiktoken's and HF's pools -, result)"""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 def ndiff(a, b):
@@ -133,12 +138,16 @@ def bench_encoding(args, name, docs, nbytes, nthr):
                 return [e.ids for e in call(docs, add_special_tokens=False)]
             for th in sorted({1, nthr}):
                 runs[("hf", th)] = (f"HF {call.__name__}", th, (lambda th=th: hf_run(th)))
-    best, ids, diffs = {}, {}, {}
+    # warm-up, untimed: CPython caches a str's UTF-8 form on first use (PyUnicode_AsUTF8AndSize, which mkshards,
+    # tiktoken and HF all call), so whichever tokenizer ran first would pay for converting 77 MB
+    enc.encode_ordinary_batch_to_numpy(docs, num_threads=nthr)
+    best, cpu, ids, diffs = {}, {}, {}, {}
     for rnd in range(args.repeat):
         for key, (call, th, fn) in runs.items():
             log(f"bench: {name}: round {rnd + 1}/{args.repeat}: {call}, {th} thread(s) ...")
-            t, out = timed(fn, 1)
-            best[key] = min(best.get(key, t), t)
+            t, c, out = timed(fn)
+            if key not in best or t < best[key]:
+                best[key], cpu[key] = t, c
             if key == ("mk", 1):
                 ids = out
             elif key[0] in ("tt", "hf") and key not in diffs:
@@ -151,8 +160,10 @@ def bench_encoding(args, name, docs, nbytes, nthr):
         shutil.rmtree(hf_dir, ignore_errors=True)
     rows = []
     for key, (call, th, _) in runs.items():
-        ratio = best[key] / best[("mk", th)] if key[0] in ("tt", "hf") else None
-        rows.append((name, call, th, best[key], ratio, diffs.get(key, 0)))
+        peer = key[0] in ("tt", "hf")
+        ratio = best[key] / best[("mk", th)] if peer else None
+        cratio = cpu[key] / cpu[("mk", th)] if peer else None
+        rows.append((name, call, th, best[key], cpu[key], ratio, cratio, diffs.get(key, 0)))
     return rows, sum(map(len, ids))
 
 
@@ -280,13 +291,17 @@ def main():
         rows += r
     if rows:
         print(f"\nEncoding {len(docs)} documents, {nbytes / 1e6:.1f} MB of UTF-8 text (Python lists of ids included "
-              f"unless noted). ratio = peer s / mkshards s at the same thread count.\n")
-        print(f"| {'encoding':<12} | {'call':<36} | {'threads':>7} | {'seconds':>8} | {'MB/s':>7} | {'ratio':>6} "
-              f"| {'docs != mkshards':>16} |")
-        print(f"|{'-' * 14}|{'-' * 38}|{'-' * 9}:|{'-' * 9}:|{'-' * 8}:|{'-' * 7}:|{'-' * 17}:|")
-    for name, call, th, t, ratio, nd in rows:
+              f"unless noted), fastest of {args.repeat} round(s). ratio = peer wall s / mkshards wall s at the same "
+              f"thread count; cpu ratio = the same with the process's CPU seconds (all threads).\n")
+        print(f"| {'encoding':<12} | {'call':<36} | {'threads':>7} | {'seconds':>8} | {'cpu s':>7} | {'MB/s':>7} "
+              f"| {'ratio':>7} | {'cpu ratio':>9} | {'docs != mkshards':>16} |")
+        print(f"|{'-' * 14}|{'-' * 38}|{'-' * 9}:|{'-' * 9}:|{'-' * 8}:|{'-' * 8}:|{'-' * 8}:|{'-' * 10}:|"
+              f"{'-' * 17}:|")
+    for name, call, th, t, c, ratio, cratio, nd in rows:
         rs = f"{ratio:.2f}x" if ratio is not None else ""
-        print(f"| {name:<12} | {call:<36} | {th:>7} | {t:>8.2f} | {nbytes / t / 1e6:>7.1f} | {rs:>6} | {nd:>16} |")
+        cs = f"{cratio:.2f}x" if cratio is not None else ""
+        print(f"| {name:<12} | {call:<36} | {th:>7} | {t:>8.2f} | {c:>7.2f} | {nbytes / t / 1e6:>7.1f} | {rs:>7} "
+              f"| {cs:>9} | {nd:>16} |")
     if not args.no_shards:
         tmp = tempfile.mkdtemp(prefix="bench_python.")
         try:
