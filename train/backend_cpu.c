@@ -10,7 +10,10 @@
  * its ranks' gradients in rank order (train/dist.h): 2 ranks equal one
  * process with 2 micro-batches bit for bit. The sum is held in the
  * "gradient accumulator" of the plan (P floats, only when a step has more
- * than one micro-batch). step divides the step's gradient by the number of
+ * than one micro-batch). With grad_hook armed (the data-parallel wrapper,
+ * on a rank's last micro-batch) that add is done group by group inside the
+ * model's readiness hook, before the caller hears of the group.
+ * step divides the step's gradient by the number of
  * target tokens in the whole step (token-mean loss of the step, not the
  * mean of micro-batch means), clips, then AdamW. */
 #include <stdlib.h>

@@ -11,21 +11,30 @@
  *   micro   the step's micro-batches are dealt in contiguous blocks: micro j
  *           of n goes to rank j * world / n; a rank hands the others' back
  *           to the loader unread (every rank's loader walks the same rows,
- *           so the data order is the one-process order);
- *   reduce  gradients: rank-order all-reduce (comm.h), or with ZeRO-1 a
- *           reduce-scatter on whole gradient-norm parts; the step's loss sum
- *           is re-added per micro-batch in micro-batch order and the target
- *           counts summed, so both equal the one-process values;
+ *           so the data order is the one-process order). The rank's last
+ *           micro-batch of the step is armed with the backend's grad_hook:
+ *           as backward finishes each group of the gradient, the buckets it
+ *           completed (MKS_DP_BUCKET_MB, default 25 MiB; 0: no overlap) are
+ *           handed to a communication thread that reduces them in rank order
+ *           while backward goes on (comm.h range collectives);
+ *   reduce  waits for the buckets (or, without overlap, reduces the whole
+ *           gradient: rank-order all-reduce, or with ZeRO-1 a reduce-scatter
+ *           on whole gradient-norm parts); the step's loss sum is re-added
+ *           per micro-batch in micro-batch order and the target counts
+ *           summed, so both equal the one-process values;
  *   step    without ZeRO: the CPU step on every rank (same gradient -> same
  *           parameters); ZeRO-1: 1/targets, the clip norm from the 256 fixed
  *           parts (kn_sumsq_ref's split: the same bits), AdamW on the rank's
  *           shard only, then an all-gather of the parameters;
- *   get_state (checkpoint, ZeRO-1): all-gather of the AdamW moments, so a
- *           checkpoint is always the full state: resuming on another world
- *           size needs no conversion.
+ *   ZeRO-1  the rank holds only its shard of the AdamW moments (own_moments:
+ *           the host model has none); save_ckpt streams the full moments to
+ *           rank 0's checkpoint shard by shard; set_state reads the rank's
+ *           shard of the full moments, so a checkpoint resumes on any world
+ *           size.
  * Rank 0 alone prints, logs, samples and writes checkpoints; every rank
- * meets in a barrier after each checkpoint (tr_dist_barrier), so a
- * checkpoint on disk is one every rank has passed. */
+ * then agrees on the outcome (tr_dist_agree), so a checkpoint on disk is one
+ * every rank has passed. Validation batches are shared over the ranks
+ * (tr_dist_val_mine / tr_dist_val_sum). */
 #ifndef TR_DIST_H
 #define TR_DIST_H
 
