@@ -1309,11 +1309,11 @@ void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
     const spm_spec *sp = &m->norm.spec;
     char nm[64];
     shown(sp->name, sp->name_len < 40 ? sp->name_len : 40, nm, sizeof nm);
-    snprintf(buf, len, "sentencepiece .model: %s%s%s%s%s | BPE (sentencepiece merge order by score%s%s)",
+    snprintf(buf, len, "sentencepiece .model: %s%s%s%s%s | BPE (sentencepiece merge order by score%s%s)%s",
              sp->cmap_len ? "charsmap " : "identity", sp->cmap_len ? nm : "",
              sp->add_dummy_prefix ? ", dummy prefix" : "", sp->remove_extra_ws ? ", remove extra whitespace" : "",
              sp->escape_ws ? ", escape whitespace" : "", m->byte_fallback ? ", byte fallback" : "",
-             m->user_maxlen ? ", user-defined symbols" : "");
+             m->user_maxlen ? ", user-defined symbols" : "", m->has_denorm ? " | denormalizer charsmap" : "");
 }
 
 /* ---- HF tokenizer.json "Precompiled" --------------------------------------

@@ -123,6 +123,26 @@ def make_models(path):
         m.normalizer_spec.escape_whitespaces = False
     models["bpe_noescape"] = edit(models["bpe_nodummy_ident"], os.path.join(DATA, "bpe_noescape.model"), noescape)
 
+    # a denormalizer (applied to decoded text): a small charsmap compiled by sentencepiece from a rule TSV
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "rules.tsv"), "w") as f:
+        f.write("61\t41\n65\t45 45\n2E\t2E 2E 2E\nE9\t65 301\n41 42\t5A\n")
+    with open(os.path.join(d, "t.txt"), "w") as f:
+        f.write("abc. AB e\u00e9\n" * 20)
+    spm.SentencePieceTrainer.train(input=os.path.join(d, "t.txt"), model_prefix=os.path.join(d, "r"), model_type="bpe",
+                                   vocab_size=20, normalization_rule_tsv=os.path.join(d, "rules.tsv"), minloglevel=2,
+                                   hard_vocab_limit=False)
+    rules = pb.ModelProto()
+    with open(os.path.join(d, "r.model"), "rb") as f:
+        rules.ParseFromString(f.read())
+
+    def denorm(m):
+        m.denormalizer_spec.CopyFrom(rules.normalizer_spec)
+        m.denormalizer_spec.add_dummy_prefix = False
+        m.denormalizer_spec.remove_extra_whitespaces = False
+        m.denormalizer_spec.escape_whitespaces = False
+    models["bpe_denorm"] = edit(models["bpe_ident_bf"], os.path.join(DATA, "bpe_denorm.model"), denorm)
+
     prefix = os.path.join(DATA, "unigram")
     spm.SentencePieceTrainer.train(input=path, model_prefix=prefix, model_type="unigram", vocab_size=1200, character_coverage=0.98, hard_vocab_limit=False,
                                    normalization_rule_name="identity", num_threads=2, minloglevel=2)
