@@ -95,14 +95,17 @@ expect_rc 2 $? "encode: unknown --eos refused"
 
 # ---- llmtrain on u32 shards (151,646-id embedding, tiny model)
 "$MKS" build -q -t "$Q" -L 32 -o "$T/q32" "$T/in.jsonl" 2>"$T/err" || bad "build q32"
-"$LLM" --data "$T/q32" --model tiny --seq-len 32 --steps 4 --token-budget 128 --batch-tokens 128 --lr 3e-3 \
+# a step of the 151,646-wide output layer takes ~30 s in a sanitizer build at -O0: one step there
+STEPS=4
+ldd "$LLM" 2>/dev/null | grep -q libasan && STEPS=1
+"$LLM" --data "$T/q32" --model tiny --seq-len 32 --steps $STEPS --token-budget 128 --batch-tokens 128 --lr 3e-3 \
     --seed 1 --log "$T/q.jsonl" --quiet >"$T/out" 2>"$T/err"
 expect_rc 0 $? "llmtrain on Qwen2 u32 shards"
-python3 - "$T/q.jsonl" <<'EOF' && ok "4 steps, finite losses near ln(151646) = 11.9, falling" || bad "losses: $(cat "$T/q.jsonl")"
+python3 - "$T/q.jsonl" $STEPS <<'EOF' && ok "$STEPS step(s), finite losses near ln(151646) = 11.9, falling" || bad "losses: $(cat "$T/q.jsonl")"
 import json, math, sys
 l = [json.loads(x)["loss"] for x in open(sys.argv[1]) if '"loss"' in x]
-assert len(l) == 4 and all(math.isfinite(v) for v in l), l
-assert 9 < l[0] < 14 and l[-1] < l[0], l
+assert len(l) == int(sys.argv[2]) and all(math.isfinite(v) for v in l), l
+assert 9 < l[0] < 14 and (len(l) == 1 or l[-1] < l[0]), l
 EOF
 "$LLM" --data "$T/q32" --model tiny --seq-len 32 --steps 1 --token-budget 128 --batch-tokens 128 --tokenizer "$L3" \
     >"$T/out" 2>"$T/err"

@@ -35,7 +35,11 @@ static size_t str_end(const uint8_t *s, size_t n, size_t i) {
         while (i + 8 <= n) {
             uint64_t v;
             memcpy(&v, s + i, 8);
-            if (swar_special(v, false)) break;
+            uint64_t m = swar_special(v, false);
+            if (m) { /* the lowest flagged byte is a true one: step to it */
+                i += (size_t)__builtin_ctzll(m) >> 3;
+                break;
+            }
             i += 8;
         }
         if (i >= n) break;
@@ -120,8 +124,14 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
         while (p + 8 <= n) {
             uint64_t v;
             memcpy(&v, s + p, 8);
-            if (swar_special(v, true)) break;
-            memcpy(o + w, &v, 8);
+            uint64_t m = swar_special(v, true);
+            memcpy(o + w, &v, 8); /* the bytes past the plain ones are overwritten below */
+            if (m) { /* the lowest flagged byte is a true one: keep the plain bytes before it */
+                size_t k = (size_t)__builtin_ctzll(m) >> 3;
+                w += k;
+                p += k;
+                break;
+            }
             w += 8;
             p += 8;
         }
@@ -171,7 +181,15 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
             p++;
             continue;
         }
-        /* one UTF-8 sequence, checked */
+        /* one UTF-8 sequence, checked; two-byte ones (ByteLevel's Ġ, Ċ ...: most
+         * of a byte-level vocabulary) by themselves */
+        if (c >= 0xC2 && c < 0xE0 && p + 1 < n && (s[p + 1] & 0xC0) == 0x80) {
+            o[w] = c;
+            o[w + 1] = s[p + 1];
+            w += 2;
+            p += 2;
+            continue;
+        }
         size_t l = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
         if (c < 0xC2 || c > 0xF4 || p + l > n) return -1;
         uint32_t cp = c & (l == 2 ? 0x1F : l == 3 ? 0x0F : 0x07);
@@ -181,7 +199,7 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
         }
         if ((l == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (l == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
             return -1;
-        memcpy(o + w, s + p, l);
+        for (size_t k = 0; k < l; k++) o[w + k] = s[p + k];
         w += l;
         p += l;
     }

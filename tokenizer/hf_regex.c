@@ -36,6 +36,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -333,18 +334,26 @@ void tk_regex_free(tk_regex *r) {
     free(r);
 }
 
-/* Per-thread match data (one per thread, grown for the largest pattern). */
+/* Per-thread match data (one per thread, grown for the largest pattern),
+ * freed when the thread ends (a pthread key's destructor). */
 static _Thread_local pcre2_match_data *g_md;
 static _Thread_local uint32_t g_md_pairs;
+static pthread_key_t g_md_key;
+static pthread_once_t g_md_once = PTHREAD_ONCE_INIT;
+
+static void md_destroy(void *p) { pcre2_match_data_free(p); }
+static void md_key_init(void) { pthread_key_create(&g_md_key, md_destroy); }
 
 static pcre2_match_data *match_data(const tk_regex *r) {
     uint32_t need;
     pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &need);
     need++;
     if (!g_md || g_md_pairs < need) {
+        pthread_once(&g_md_once, md_key_init);
         pcre2_match_data_free(g_md);
         g_md = pcre2_match_data_create(need < 16 ? 16 : need, NULL);
         g_md_pairs = g_md ? (need < 16 ? 16 : need) : 0;
+        pthread_setspecific(g_md_key, g_md);
     }
     return g_md;
 }
