@@ -24,6 +24,9 @@ cmp -s "$T/ids" "$T/want" && ok "ids equal sentencepiece's" || bad "ids: $(cat "
 cp "$LL" "$T/tokenizer_file"   # no suffix: recognised by its content
 run 0 "encode with a .model without its suffix" -- "$MKS" encode -t "$T/tokenizer_file" "$T/in.jsonl" --ids-out "$T/ids2"
 cmp -s "$T/ids2" "$T/want" && ok "same ids by content" || bad "ids by content: $(cat "$T/ids2")"
+mkdir "$T/folder" && cp "$LL" "$T/folder/tokenizer.model"   # a model folder without tokenizer.json
+run 0 "encode with a folder holding tokenizer.model" -- "$MKS" encode -t "$T/folder" "$T/in.jsonl" --ids-out "$T/ids3"
+cmp -s "$T/ids3" "$T/want" && ok "same ids from the folder" || bad "ids from the folder: $(cat "$T/ids3")"
 run 0 "decode" -- "$MKS" decode -t "$LL" "$T/ids" -o "$T/text"
 printf 'Hello  World, \xef\xbd\x86\xef\xbd\x95\xef\xbd\x8c\xef\xbd\x8c 123 \xf0\x9f\x98\x80\nsecond doc\n' >"$T/text_want"
 cmp -s "$T/text" "$T/text_want" && ok "decode round trip (byte fallback)" || bad "decode: $(od -c "$T/text" | head)"

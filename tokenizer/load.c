@@ -1261,7 +1261,14 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
         }
         if (!join_path(a, sizeof a, spec, "/tokenizer.json", err, errlen)) return TK_ERR_ARG;
         if (exists(a)) return tk_load_hf_json(a, pat, out, err, errlen);
-        tk_set_err(err, errlen, "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json", spec);
+        if (!join_path(a, sizeof a, spec, "/tokenizer.model", err, errlen)) return TK_ERR_ARG;
+        if (exists(a)) { /* SentencePiece (spm.c) */
+            if (pat == TK_PAT_NONE) return tk_load_spm(a, out, err, errlen);
+            tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", a);
+            return TK_ERR_PATTERN;
+        }
+        tk_set_err(err, errlen, "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json nor "
+                   "tokenizer.model", spec);
         return TK_ERR_NOT_FOUND;
     }
     if (exists(spec)) {
