@@ -278,6 +278,80 @@ static void test_encode(void) {
     }
 }
 
+/* Framing: bos_id / eos_id in ds_build (every pack), the shard set's info,
+ * the old (implicit) framing, refusals, and ds_encode's. */
+static void test_framing(void) {
+    char in[512], out[512], err[1024];
+    snprintf(in, sizeof in, "%s/in", g_dir);
+    const char *inputs[] = {in};
+    uint32_t eot = 0;
+    CHECK(tk_eot_id(g_tok, &eot) == TK_OK);
+    for (int pack = 0; pack < 3; pack++) {
+        snprintf(out, sizeof out, "%s/fr%d", g_dir, pack);
+        ds_build_opts o;
+        ds_build_result r;
+        base_opts(&o, inputs, 1, out);
+        o.pack = (ds_pack)pack;
+        o.seq_len = 2048; /* pack none: one whole document per row */
+        o.shard_tokens = 1 << 20;
+        o.bos_id = 220;
+        int rc = ds_build(&o, &r, err, sizeof err);
+        CHECK(rc == DS_OK && r.bos_id == 220 && r.eos_id == (int64_t)eot, "pack %d: %s", pack, err);
+        CHECK(r.acc.bos == r.acc.records - r.acc.docs_rejected && r.acc.eot == r.acc.bos, "pack %d: %llu BOS",
+              pack, (unsigned long long)r.acc.bos);
+        ds_shardset *set = NULL;
+        CHECK(ds_shardset_open(out, DS_SHARD_OPEN_VERIFY, &set, err, sizeof err) == DS_OK, "%s", err);
+        if (!set) continue;
+        ds_shardset_info info;
+        ds_shardset_get_info(set, &info);
+        CHECK(info.bos_id == 220 && info.eos_id == (int64_t)eot && info.eot_id == eot, "pack %d: info %lld %lld",
+              pack, (long long)info.bos_id, (long long)info.eos_id);
+        uint32_t *tok = malloc(2048 * sizeof *tok), *pos = malloc(2048 * sizeof *pos);
+        uint64_t starts = 0, bos_at_start = 0;
+        for (uint64_t i = 0; tok && pos && i < ds_shardset_rows(set, DS_SPLIT_TRAIN); i++) {
+            ds_shardset_read(set, DS_SPLIT_TRAIN, i, tok, pos, NULL, NULL);
+            for (uint32_t k = 0; k < 2048; k++)
+                /* a document start: a segment start that is not padding (nor, in concat, a row's continuation) */
+                if (pos[k] == 0 && (k ? tok[k - 1] != eot || tok[k] != eot : pack != DS_PACK_CONCAT))
+                    starts++, bos_at_start += tok[k] == 220;
+        }
+        CHECK(starts > 0 && bos_at_start == starts, "pack %d: %llu of %llu segments start with BOS", pack,
+              (unsigned long long)bos_at_start, (unsigned long long)starts);
+        free(tok), free(pos);
+        ds_shardset_close(set);
+    }
+    /* eos none: the headers' EOT / pad id is the BOS; an id beyond the vocabulary is refused */
+    ds_build_opts o;
+    ds_build_result r;
+    snprintf(out, sizeof out, "%s/fr-noeos", g_dir);
+    base_opts(&o, inputs, 1, out);
+    o.bos_id = 220;
+    o.eos_id = -1;
+    CHECK(ds_build(&o, &r, err, sizeof err) == DS_OK && r.acc.eot == 0, "%s", err);
+    ds_shardset *set = NULL;
+    if (ds_shardset_open(out, 0, &set, err, sizeof err) == DS_OK) {
+        ds_shardset_info info;
+        ds_shardset_get_info(set, &info);
+        CHECK(info.bos_id == 220 && info.eos_id == -1 && info.eot_id == 220 && info.pad_id == 220);
+        ds_shardset_close(set);
+    }
+    snprintf(out, sizeof out, "%s/fr-bad", g_dir);
+    base_opts(&o, inputs, 1, out);
+    o.eos_id = 60000;
+    CHECK(ds_build(&o, &r, err, sizeof err) == DS_ERR_ARG, "id beyond the vocabulary: %s", err);
+    /* a build with the old framing reads as no BOS, EOS = eot_id */
+    snprintf(out, sizeof out, "%s/fr-old", g_dir);
+    base_opts(&o, inputs, 1, out);
+    CHECK(ds_build(&o, &r, err, sizeof err) == DS_OK && r.bos_id == -1 && r.eos_id == (int64_t)eot, "%s", err);
+    set = NULL;
+    if (ds_shardset_open(out, 0, &set, err, sizeof err) == DS_OK) {
+        ds_shardset_info info;
+        ds_shardset_get_info(set, &info);
+        CHECK(info.bos_id == -1 && info.eos_id == (int64_t)eot);
+        ds_shardset_close(set);
+    }
+}
+
 int main(void) {
     char err[512];
     if (access(MKS_SHARED_DIR "/vocab/gpt2.tiktoken", R_OK) != 0) {
@@ -295,6 +369,7 @@ int main(void) {
     test_refusals();
     test_merge();
     test_encode();
+    test_framing();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

@@ -125,6 +125,8 @@ class ShardSet:
         self.seq_len = m["seq_len"]
         tk = m["tokenizer"]
         self.vocab_size, self.eot_id, self.pad_id = tk["vocab_size"], tk["eot_id"], tk["pad_id"]
+        # framing of each document (docs/shard-format.md "Framing"); absent: no BOS, EOS = eot_id; None: none
+        self.bos_id, self.eos_id = tk.get("bos_id"), tk.get("eos_id", self.eot_id)
         self.fingerprint = tk["fingerprint"]
         self.shards = {"train": [], "val": []}
         for e in m["shards"]:
