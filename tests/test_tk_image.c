@@ -3,7 +3,8 @@
  * vocabulary on mixed text, fingerprint, specials, token bytes); an image is
  * not used once the rank file changed, nor when it is truncated, corrupt in
  * its header, or in a folder others may write; MKSHARDS_CACHE_DIR=off turns
- * images off; an unknown rank file never gets one. */
+ * images off; an unknown rank file never gets one; at most 8 images are
+ * kept (the oldest go). */
 #include "tk.h"
 #include "tk_internal.h"
 
@@ -149,8 +150,28 @@ int main(void) {
     tk_tokenizer *ref = load(copy, false);
     CHECK(count_images(cache2) == 0, "image written for a file changed < 2 s ago");
     tk_free(ref);
+    /* nine old images already there: the oldest go, eight are left */
+    mkdir(cache2, 0700);
+    for (int k = 0; k < 9; k++) {
+        char fake[4400];
+        snprintf(fake, sizeof fake, "%s/tk-0-%x-0.img", cache2, k);
+        FILE *f = fopen(fake, "w");
+        if (f) fclose(f);
+        struct timeval old[2] = {{1000 + k, 0}, {1000 + k, 0}};
+        utimes(fake, old);
+    }
     sleep(2);
     ref = load(copy, false);
+    CHECK(count_images(cache2) == 8, "%d images after pruning, expected 8", count_images(cache2));
+    {
+        char fake[4400];
+        snprintf(fake, sizeof fake, "%s/tk-0-0-0.img", cache2);
+        CHECK(access(fake, F_OK) != 0, "the oldest image was kept");
+        for (int k = 0; k < 9; k++) {
+            snprintf(fake, sizeof fake, "%s/tk-0-%x-0.img", cache2, k);
+            unlink(fake);
+        }
+    }
     CHECK(count_images(cache2) == 1, "no image after 2 s");
     tk_tokenizer *b = load(copy, true);
     if (ref && b) same(ref, b, "copy");

@@ -14,14 +14,18 @@
  * same device, inode, size, mtime and ctime (ns), as git's index decides that
  * a file is unchanged; an image is not written for a file changed within the
  * last 2 s (timestamps of a file still being written can repeat). It also
- * records the format version and check values of the hash functions, so a
- * build whose tables differ never uses another build's image. Images are
+ * records the format version, check values of the hash functions and the
+ * identity (device, inode, size, mtime) of the executable or shared object
+ * holding this code, so any other build, older or newer, never uses the
+ * image and a changed table builder cannot meet an old one. Images are
  * private caches: the folder must belong to this user and not be writable by
  * others, the file too; anything else and the rank file is parsed as before.
  * MKSHARDS_CACHE_DIR=off (or empty) turns images off.
  */
 #include "tk_internal.h"
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -52,12 +56,25 @@ typedef struct {
     uint64_t off[S_COUNT], len[S_COUNT];
 } img_hdr;
 
-static void build_checks(uint64_t c[4]) {
+/* The file holding this code (the executable, or the shared object that
+ * links the tokenizer library): an image made by another build of it is
+ * never used, so a changed table builder cannot meet an old image. */
+static uint64_t code_identity(void) {
+    Dl_info info;
+    struct stat st;
+    if (!dladdr((void *)&tk_image_load, &info) || !info.dli_fname || stat(info.dli_fname, &st) != 0) return 0;
+    uint64_t v[5] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                     (uint64_t)st.st_mtim.tv_nsec};
+    return tk_hash_bytes((const uint8_t *)v, sizeof v) | 1;
+}
+
+static bool build_checks(uint64_t c[4]) {
     static const uint8_t probe[] = "mkshards tokenizer image check: 0123456789";
     c[0] = tk_hash_bytes(probe, sizeof probe - 1) ^ tk_hash_bytes(probe, 11);
     c[1] = tk_short_hash(tk_short_word(probe, 7), 7);
     c[2] = (uint64_t)sizeof(tk_shortslot) << 48 | (uint64_t)TK_FILTER_BITS << 32 | sizeof(img_hdr);
-    c[3] = 0x9E3779B97F4A7C15ull; /* tk_map3_get's multiplier */
+    c[3] = code_identity();
+    return c[3] != 0; /* without it, no images */
 }
 
 /* The image folder, or false when images are off or no folder is known. */
@@ -139,7 +156,7 @@ int tk_image_load(const char *path, tk_pattern pat, tk_tokenizer **out, struct s
         (size_t)ist.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
         goto no;
     uint64_t checks[4];
-    build_checks(checks);
+    if (!build_checks(checks)) goto no;
     if (memcmp(h.magic, "MKSTKIM", 8) || h.version != IMG_VERSION || h.hdr_size != sizeof h ||
         h.total != (uint64_t)ist.st_size || memcmp(h.checks, checks, sizeof checks) || h.req_pat != (uint32_t)pat ||
         !same_source(&h, src) || !section_sizes_ok(&h) || h.pattern < TK_PAT_GPT2 || h.pattern > TK_PAT_O200K ||
@@ -247,6 +264,38 @@ static int mkdir_private(const char *dir) {
     return private_dir(dir) ? 0 : -1;
 }
 
+/* At most IMG_KEEP images in the folder: before a new one is written the
+ * oldest (by mtime) go, so copies of vocabularies in temporary folders
+ * (tests, scratch runs) cannot fill the disk with images over time. */
+#define IMG_KEEP 8
+static void prune_images(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char names[64][256];
+    struct timespec when[64];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 64;) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "tk-", 3) || l < 8 || l >= 256 || strcmp(e->d_name + l - 4, ".img")) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode)) continue;
+        memcpy(names[n], e->d_name, l + 1);
+        when[n++] = st.st_mtim;
+    }
+    while (n >= IMG_KEEP) { /* drop the oldest until there is room for one more */
+        int o = 0;
+        for (int k = 1; k < n; k++)
+            if (when[k].tv_sec < when[o].tv_sec ||
+                (when[k].tv_sec == when[o].tv_sec && when[k].tv_nsec < when[o].tv_nsec))
+                o = k;
+        unlinkat(dirfd(d), names[o], 0);
+        names[o][0] = 0;
+        when[o] = when[--n];
+        memcpy(names[o], names[n], sizeof names[o]);
+    }
+    closedir(d);
+}
+
 void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src) {
     if (!t || t->image || t->hf || t->decode_only || t->rank_to_id || !t->known || !src->st_ino) return;
     struct stat now;
@@ -264,12 +313,13 @@ void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, cons
     char ip[4096], dir[3800], tmp[4200];
     if (!image_path(src, pat, ip, sizeof ip) || !image_dir(dir, sizeof dir) || mkdir_private(dir)) return;
     if (t->n_specials > 64) return;
+    if (access(ip, F_OK) != 0) prune_images(dir); /* a new name: make room */
     img_hdr h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, "MKSTKIM", 8);
     h.version = IMG_VERSION;
     h.hdr_size = sizeof h;
-    build_checks(h.checks);
+    if (!build_checks(h.checks)) return;
     h.dev = (uint64_t)src->st_dev;
     h.ino = (uint64_t)src->st_ino;
     h.size = (uint64_t)src->st_size;

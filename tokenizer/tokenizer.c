@@ -90,38 +90,63 @@ static int map_build(tk_tokenizer *t) {
     }
     uint64_t cap = 16;
     while (cap < (uint64_t)n_long * 2 + 16) cap <<= 1;
-    t->map.slots = calloc(cap, sizeof *t->map.slots);
+    /* zeroed tables from tk_table_alloc (2 MiB pages for the multi-MB ones:
+     * filled at random they would otherwise fault page by page) */
+    t->map.slots = tk_table_alloc(cap * sizeof *t->map.slots);
     t->map.mask = cap - 1;
     uint64_t scap = 16;
     while (scap * 3 < (uint64_t)n_short * 5) scap <<= 1; /* load <= 0.6 */
-    t->smap.slots = calloc(scap, sizeof *t->smap.slots);
+    t->smap.slots = tk_table_alloc(scap * sizeof *t->smap.slots);
     t->smap.mask = scap - 1;
     t->filter = calloc((1u << TK_FILTER_BITS) / 64, sizeof *t->filter);
     if (!t->map.slots || !t->smap.slots || !t->filter) return TK_ERR_NOMEM;
-    for (uint32_t r = 0; r < t->n_ranks; r++) {
-        const uint8_t *p = t->arena + t->tok_off[r];
-        size_t n = t->tok_off[r + 1] - t->tok_off[r];
-        uint32_t same = tk_map_get(t, p, n);
-        if (same != TK_NO_RANK) {
-            t->bad_rank = r;
-            t->bad_rank2 = same;
-            t->bad_what = "two tokens have the same bytes";
-            return TK_ERR_DUP_RANK;
+    /* Each insertion probes a multi-MB table at random: the slot of the
+     * token MB_AHEAD ranks on is prefetched while this one is placed, and
+     * the probe for an empty slot is also the duplicate check. */
+#define MB_AHEAD 16
+    uint64_t ring[MB_AHEAD];
+    for (uint32_t r = 0; r < t->n_ranks + MB_AHEAD; r++) {
+        if (r >= MB_AHEAD) { /* place token q, hashed MB_AHEAD iterations ago */
+            uint32_t q = r - MB_AHEAD;
+            const uint8_t *p = t->arena + t->tok_off[q];
+            size_t n = t->tok_off[q + 1] - t->tok_off[q];
+            uint64_t h = ring[q % MB_AHEAD], fb = h >> (64 - TK_FILTER_BITS), i;
+            if (n <= 8) {
+                uint64_t w = tk_short_word(p, n);
+                for (i = h & t->smap.mask; t->smap.slots[i].rank1; i = (i + 1) & t->smap.mask)
+                    if (t->smap.slots[i].word == w && t->smap.slots[i].len == n) {
+                        t->bad_rank = q;
+                        t->bad_rank2 = t->smap.slots[i].rank1 - 1;
+                        t->bad_what = "two tokens have the same bytes";
+                        return TK_ERR_DUP_RANK;
+                    }
+                t->smap.slots[i] = (tk_shortslot){w, q + 1, (uint32_t)n};
+            } else {
+                for (i = h & t->map.mask; t->map.slots[i]; i = (i + 1) & t->map.mask) {
+                    uint64_t sl = t->map.slots[i];
+                    uint32_t o = (uint32_t)sl - 1;
+                    if ((sl >> 32) == (h >> 32) && t->tok_off[o + 1] - t->tok_off[o] == n &&
+                        tk_bytes_eq(t->arena + t->tok_off[o], p, n)) {
+                        t->bad_rank = q;
+                        t->bad_rank2 = o;
+                        t->bad_what = "two tokens have the same bytes";
+                        return TK_ERR_DUP_RANK;
+                    }
+                }
+                t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(q + 1);
+            }
+            t->filter[fb >> 6] |= 1ull << (fb & 63);
         }
-        if (n <= 8) {
-            uint64_t w = tk_short_word(p, n), sh = tk_short_hash(w, n), i = sh & t->smap.mask;
-            uint64_t fb = sh >> (64 - TK_FILTER_BITS);
-            t->filter[fb >> 6] |= 1ull << (fb & 63);
-            while (t->smap.slots[i].rank1) i = (i + 1) & t->smap.mask;
-            t->smap.slots[i] = (tk_shortslot){w, r + 1, (uint32_t)n};
-        } else {
-            uint64_t h = tk_hash_bytes(p, n), i = h & t->map.mask;
-            uint64_t fb = h >> (64 - TK_FILTER_BITS);
-            t->filter[fb >> 6] |= 1ull << (fb & 63);
-            while (t->map.slots[i]) i = (i + 1) & t->map.mask;
-            t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(r + 1);
+        if (r < t->n_ranks) { /* hash token r, prefetch its slot */
+            const uint8_t *p = t->arena + t->tok_off[r];
+            size_t n = t->tok_off[r + 1] - t->tok_off[r];
+            uint64_t h = n <= 8 ? tk_short_hash(tk_short_word(p, n), n) : tk_hash_bytes(p, n);
+            ring[r % MB_AHEAD] = h;
+            if (n <= 8) __builtin_prefetch(&t->smap.slots[h & t->smap.mask], 1);
+            else __builtin_prefetch(&t->map.slots[h & t->map.mask], 1);
         }
     }
+#undef MB_AHEAD
     return TK_OK;
 }
 
@@ -251,20 +276,21 @@ int tk_finalize(tk_tokenizer *t) {
     for (int b = 0; b < 256; b++) t->byte_rank[b] = TK_NO_RANK;
     if (t->decode_only) goto ids; /* SentencePiece-style tokenizer.json: hf.c encodes */
     if ((rc = map_build(t))) return rc;
+    /* single bytes and pairs straight from the tokens (no map probes) */
+    t->pair2 = malloc(65536 * sizeof *t->pair2);
+    if (!t->pair2) return TK_ERR_NOMEM;
+    for (uint32_t i = 0; i < 65536; i++) t->pair2[i] = TK_NO_RANK;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        uint64_t off = t->tok_off[r], len = t->tok_off[r + 1] - off;
+        if (len == 1) t->byte_rank[t->arena[off]] = r;
+        else if (len == 2) t->pair2[(uint32_t)t->arena[off] << 8 | t->arena[off + 1]] = r;
+    }
     for (int b = 0; b < 256; b++) {
-        uint8_t c = (uint8_t)b;
-        t->byte_rank[b] = tk_map_get(t, &c, 1);
         if (t->byte_rank[b] == TK_NO_RANK) {
             t->bad_what = "not every single byte is a token";
             t->bad_id = (uint32_t)b;
             return TK_ERR_MISSING_RANK;
         }
-    }
-    t->pair2 = malloc(65536 * sizeof *t->pair2);
-    if (!t->pair2) return TK_ERR_NOMEM;
-    for (uint32_t i = 0; i < 65536; i++) {
-        uint8_t two[2] = {(uint8_t)(i >> 8), (uint8_t)i};
-        t->pair2[i] = tk_map_get(t, two, 2);
     }
     uint32_t n3 = 0;
     for (uint32_t r = 0; r < t->n_ranks; r++) n3 += t->tok_off[r + 1] - t->tok_off[r] == 3;
