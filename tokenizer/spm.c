@@ -331,6 +331,7 @@ static const uint8_t *norm_prefix(const tk_spm *m, const spm_norm *nz, const uin
 static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size_t n, tk_bytes *out) {
     out->len = 0;
     if (!n) return TK_OK;
+    if (n > SIZE_MAX / 4) return TK_ERR_LIMIT;
     const spm_spec *sp = &nz->spec;
     size_t len, used;
     const uint8_t *q;
