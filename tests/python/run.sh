@@ -39,4 +39,4 @@ if ! "$V/bin/python" -m pip install -q --disable-pip-version-check --no-build-is
 fi
 cd "$BUILD" || exit 1
 MKSHARDS_BIN=$BIN MKSHARDS_LOADER_DUMP=$DUMP MKSHARDS_SHARED=$SHARED \
-  exec bash "$SRC/tests/python/pytest_rc.sh" "$V/bin/python" -q -p no:cacheprovider -rs "$SRC/tests/python"
+  exec bash "$SRC/tests/python/pytest_rc.sh" "$V/bin/python" -q -p no:cacheprovider -rs --durations=5 "$SRC/tests/python"
