@@ -421,11 +421,14 @@ int main(int argc, char **argv) {
     }
     tk_free(t);
     /* batch on two threads, streaming decoder, same file twice */
-    if (corpus && (!only || !strcmp(only, "bpe_nmt"))) {
-        char err[512];
-        CHECK(tk_load(MKS_TEST_DATA "/tk_spm/bpe_nmt.model", TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "%s", err);
+    for (int mi = 0; corpus && mi < 2; mi++) {
+        const char *mname = mi ? "bpe_llama" : "bpe_nmt"; /* bpe_llama: byte pieces split between feeds */
+        if (only && strcmp(only, mname)) continue;
+        char err[512], mp[1024];
+        snprintf(mp, sizeof mp, "%s/tk_spm/%s.model", MKS_TEST_DATA, mname);
+        CHECK(tk_load(mp, TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "%s", err);
         tk_tokenizer *t2 = NULL;
-        CHECK(tk_load(MKS_TEST_DATA "/tk_spm/bpe_nmt.model", TK_PAT_NONE, &t2, err, sizeof err) == TK_OK);
+        CHECK(tk_load(mp, TK_PAT_NONE, &t2, err, sizeof err) == TK_OK);
         uint8_t f1[32], f2[32];
         tk_fingerprint(t, f1);
         tk_fingerprint(t2, f2);
@@ -435,20 +438,20 @@ int main(int argc, char **argv) {
         tk_span sp[NB];
         tk_ids outs[NB];
         memset(outs, 0, sizeof outs);
-        for (int i = 0; i < NB; i++) sp[i] = (tk_span){(const uint8_t *)texts[i % 3][i], tlen[i % 3][i]};
+        for (int i = 0; i < NB; i++) sp[i] = (tk_span){(const uint8_t *)texts[(i + mi) % 3][i], tlen[(i + mi) % 3][i]};
         CHECK(tk_encode_batch(t, sp, NB, 2, outs) == TK_OK);
         for (int i = 0; i < NB; i++) {
             tk_ids v = {0};
             tk_bytes a = {0}, b = {0};
             tk_encode(t, sp[i].text, sp[i].len, &v);
-            CHECK(same(v.ids, v.len * 4, outs[i].ids, outs[i].len * 4), "batch doc %d", i);
+            CHECK(same(v.ids, v.len * 4, outs[i].ids, outs[i].len * 4), "%s: batch doc %d", mname, i);
             tk_decode(t, v.ids, v.len, &a);
             tk_decoder *dec;
             tk_decoder_create(t, &dec);
             for (size_t k = 0; k < v.len; k += 7) tk_decoder_feed(dec, v.ids + k, v.len - k < 7 ? v.len - k : 7, &b);
             tk_decoder_finish(dec, &b);
             tk_decoder_free(dec);
-            CHECK(same(a.data, a.len, b.data, b.len), "streaming decode of doc %d", i);
+            CHECK(same(a.data, a.len, b.data, b.len), "%s: streaming decode of doc %d", mname, i);
             tk_ids_free(&v);
             tk_ids_free(&outs[i]);
             tk_bytes_free(&a);

@@ -71,7 +71,7 @@ int tk_decoder_feed(tk_decoder *d, const uint32_t *ids, size_t n, tk_bytes *out)
     size_t start = out->len;
     if (tk_bytes_append(out, d->pending, d->n_pending)) return TK_ERR_NOMEM;
     int rc = tk_hf_decodes(d->t) ? tk_hf_decode(d->t, ids, n, !d->started, out)
-             : d->t->spm          ? tk_spm_decode(d->t, ids, n, !d->started, out)
+             : d->t->spm          ? tk_spm_decode_stream(d->t, ids, n, !d->started, out)
                                   : tk_decode(d->t, ids, n, out);
     if (n) d->started = true;
     if (rc) {

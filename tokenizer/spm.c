@@ -756,7 +756,9 @@ static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out) {
     return rc;
 }
 
-int tk_spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool first, tk_bytes *out) {
+/* raw: byte pieces as their bytes, unchecked (the streaming decoder holds an
+ * incomplete character back until the next feed completes it). */
+static int spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool first, bool raw, tk_bytes *out) {
     const tk_spm *m = tok->spm;
     for (size_t k = 0; k < n; k++)
         if (ids[k] >= m->n) return TK_ERR_RANGE;
@@ -780,7 +782,7 @@ int tk_spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool f
                 continue;
             }
         }
-        if ((rc = put_bytes_run(bytes, nb, &text))) break;
+        if ((rc = raw ? put(&text, bytes, nb) : put_bytes_run(bytes, nb, &text))) break;
         nb = 0;
         if (k == n) break;
         if (seen || text.len) bos_ws = false;
@@ -825,6 +827,14 @@ int tk_spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool f
     }
     tk_bytes_free(&text);
     return rc;
+}
+
+int tk_spm_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out) {
+    return spm_decode(t, ids, n, first, false, out);
+}
+
+int tk_spm_decode_stream(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out) {
+    return spm_decode(t, ids, n, first, true, out);
 }
 
 /* ---- loading ---------------------------------------------------------------- */

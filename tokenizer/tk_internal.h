@@ -359,6 +359,9 @@ typedef struct tk_spm tk_spm;
 bool tk_spm_sniff(const uint8_t *p, size_t n);
 int tk_spm_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out);
 int tk_spm_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
+/* The same for tk_decoder_feed: byte pieces pass as raw bytes (a character split
+ * between feeds is held back by the decoder, not replaced by U+FFFD). */
+int tk_spm_decode_stream(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
 void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len);
 void tk_spm_free(tk_spm *m);
 int32_t tk_spm_special(const tk_tokenizer *t, int which); /* 0 bos, 1 eos, 2 pad: id or -1 */
