@@ -6,13 +6,37 @@
  * The host model is a staging copy here: create uploads its params (initial
  * or resumed), set_state the resumed moments and optimiser counters,
  * get_state copies the device's fp32 master params (and m, v, counters for a
- * checkpoint) back into it. */
+ * checkpoint) back into it.
+ *
+ * Data parallel (issue 16, docs/cluster.md): with more than one rank (or
+ * MKS_GPU_NCCL=1 at world 1: the same path over a one-rank NCCL
+ * communicator, tests/gpu/run.sh) the backend is its own data-parallel
+ * wrapper, the structure of train/dist.c's CPU one:
+ *   probe   rank uses GPU local_rank (GPU 0 when the launcher shows each
+ *           rank one GPU); no NCCL in the build -> refused;
+ *   create  the GPU model, then every rank agrees it succeeded, then the
+ *           NCCL communicator (train/comm_nccl.h, bootstrapped over the
+ *           host communicator: MPI);
+ *   micro   micro j of n belongs to rank j * world / n (dist.c's dealing:
+ *           the one-process data order); the others' go back to the loader
+ *           unread;
+ *   reduce  after the rank's last backward: one in-place ncclAllReduce
+ *           (sum) over the contiguous fp32 gradient (no overlap with
+ *           backward: the GPU model has no per-layer readiness hook yet),
+ *           then the per-micro-batch loss sums and the target count over
+ *           the host communicator, so step divides by the global count and
+ *           every rank takes the same AdamW step (fp16: the same skip).
+ * ZeRO-1 is not implemented on the GPU (refused in train/dist.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 extern "C" {
 #include "backend.h"
+#include "comm.h"
+#include "comm_nccl.h"
+#include "dist.h"
 #include "model.h"
 #include "tr.h"
 #include "tr_gpu.h"
@@ -24,13 +48,87 @@ struct tr_backend {
     tr_gpu *g;
     tr_backend_mem mem;
     int measured; /* peak measured after the first step */
+    /* data parallel (nc != NULL) */
+    tr_comm *c;       /* host communicator (the run's; own_c: opened here at world 1) */
+    int own_c;
+    tr_nccl *nc;
+    int W, rank, dev;
+    double *mloss;    /* loss sum per micro-batch of the step (exact fold, as dist.c) */
+    int nmloss, exact_loss;
+    double t_reduce;  /* seconds in reduce (MKS_DP_STATS) */
+    uint64_t steps;
 };
+
+/* MKS_GPU_NCCL=1: the NCCL path even at world 1 (one-rank communicator). */
+static int force_nccl(void)
+{
+    const char *v = getenv("MKS_GPU_NCCL");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static int run_world(const tr_train_opts *o)
+{
+    tr_comm *c = tr_dist_of(o);
+    return c ? tr_comm_world(c) : 1;
+}
+
+static int owner(int j, int n, int W) { return n > 0 ? (int)((long long)j * W / n) : 0; }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The GPU of this rank: its local rank, or GPU 0 when the launcher shows
+ * each rank a single GPU (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per
+ * rank). -1 with a message when the host has fewer GPUs than ranks. */
+static int rank_device(const tr_train_opts *o, char *err, size_t errlen)
+{
+    tr_comm *c = tr_dist_of(o);
+    int lr = c ? tr_comm_local_rank(c) : 0, ls = c ? tr_comm_local_size(c) : 1;
+    int n = tr_gpu_count();
+    if (lr < 0)
+        lr = 0;
+    if (n < 1) {
+        snprintf(err, errlen, "--device cuda: rank %d sees no CUDA GPU; use --device cpu", c ? tr_comm_rank(c) : 0);
+        return -1;
+    }
+    if (n == 1 || lr < n)
+        return n == 1 ? 0 : lr;
+    snprintf(err, errlen, "--device cuda: rank %d is local rank %d of %d on its host, which shows %d GPU(s): start at "
+                          "most one rank per GPU (mpirun -np N with N <= GPUs per host, or one GPU per task)",
+             c ? tr_comm_rank(c) : 0, lr, ls, n);
+    return -1;
+}
 
 static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
 {
     memset(info, 0, sizeof *info);
     uint64_t fr = 0;
     char why[256] = "";
+    int W = run_world(o);
+    if (W > 1 || force_nccl()) {
+        if (!tr_nccl_built()) {
+            snprintf(err, errlen, "--device cuda with %d rank(s)%s: this build has no NCCL (configure with "
+                                  "-DMKS_NCCL_ROOT=DIR holding include/nccl.h and lib/libnccl.so*); use one rank",
+                     W, W > 1 ? "" : " and MKS_GPU_NCCL=1");
+            return TR_ERR_NODEVICE;
+        }
+        if (o->zero) {
+            snprintf(err, errlen, "--zero 1 --device cuda: ZeRO-1 is implemented on the CPU backend only (the GPU "
+                                  "backend all-reduces the whole gradient); drop --zero or use --device cpu");
+            return TR_ERR_ARG;
+        }
+        int dev = tr_gpu_count() < 1 ? 0 : rank_device(o, err, errlen); /* no GPU: tr_gpu_device says why */
+        if (dev < 0)
+            return TR_ERR_NODEVICE;
+        if (tr_gpu_count() >= 1 && tr_gpu_select(dev, why, sizeof why) != TR_OK) {
+            snprintf(err, errlen, "--device cuda: rank %d cannot use GPU %d: %s", tr_dist_rank(o), dev, why);
+            return TR_ERR_NODEVICE;
+        }
+    }
     if (tr_gpu_device(info->device_name, sizeof info->device_name, &info->device_total, &fr, why, sizeof why) !=
         TR_OK) {
         snprintf(err, errlen, "--device cuda: no usable CUDA GPU on this machine (%s); use --device cpu, or "
@@ -49,8 +147,76 @@ static void cuda_destroy(tr_backend *b)
 {
     if (!b)
         return;
+    if (b->nc) {
+        const char *st = getenv("MKS_DP_STATS");
+        if (st && *st && *st != '0')
+            fprintf(stderr, "dp stats: rank %d/%d (GPU %d, NCCL): overlap off, %llu steps, %.3f s of gradient "
+                            "reduction after backward\n",
+                    b->rank, b->W, b->dev, (unsigned long long)b->steps, b->t_reduce);
+    }
+    tr_nccl_close(b->nc);
     tr_gpu_close(b->g);
+    if (b->own_c)
+        tr_comm_close(b->c);
+    free(b->mloss);
     free(b);
+}
+
+/* Data-parallel setup after the GPU model: every rank agrees that its
+ * setup succeeded (rc: this rank's), then the NCCL communicator. */
+static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, size_t errlen)
+{
+    b->c = tr_dist_of(a->opts);
+    if (!b->c) { /* a library caller at world 1 with MKS_GPU_NCCL: a one-rank host communicator */
+        char e2[256];
+        int orc = tr_comm_open(TR_COMM_SINGLE, &b->c, e2, sizeof e2);
+        if (orc) {
+            if (!rc)
+                snprintf(err, errlen, "NCCL bootstrap: %s", e2);
+            return rc ? rc : orc;
+        }
+        b->own_c = 1;
+    }
+    b->W = tr_comm_world(b->c);
+    b->rank = tr_comm_rank(b->c);
+    if (b->W > 1) {
+        uint64_t bad = rc != TR_OK;
+        int crc = tr_comm_allreduce_u64(b->c, &bad, 1);
+        if (crc) {
+            if (!rc)
+                snprintf(err, errlen, "agreeing on the GPU setup: %s", tr_comm_error(b->c));
+            return rc ? rc : TR_ERR_INTERNAL;
+        }
+        if (rc)
+            return rc;
+        if (bad) {
+            snprintf(err, errlen, "rank %d: the GPU setup failed on %llu other rank(s) (see their messages)", b->rank,
+                     (unsigned long long)bad);
+            return TR_ERR_INTERNAL;
+        }
+    } else if (rc) {
+        return rc;
+    }
+    char why[256] = "";
+    b->dev = 0;
+    int dev = rank_device(a->opts, why, sizeof why);
+    if (dev >= 0)
+        b->dev = dev;
+    b->nmloss = a->plan && a->plan->n_micro > 0 ? a->plan->n_micro : 1;
+    b->exact_loss = b->nmloss <= 4096 && (uint64_t)b->nmloss * sizeof(double) * (uint64_t)b->W <=
+                                             tr_comm_buffer_bytes(b->W, TR_COMM_DEFAULT_BUCKET);
+    b->mloss = (double *)calloc((size_t)b->nmloss, sizeof(double));
+    if (!b->mloss) {
+        snprintf(err, errlen, "cannot allocate the data-parallel loss table");
+        return TR_ERR_NOMEM; /* the other ranks fail in the NCCL bootstrap (deadline) */
+    }
+    char e2[1024];
+    rc = tr_nccl_open(b->c, b->dev, &b->nc, e2, sizeof e2);
+    if (rc) {
+        snprintf(err, errlen, "NCCL setup (world %d): %s", b->W, e2);
+        return rc == TR_ERR_NOMEM || rc == TR_ERR_ARG ? rc : TR_ERR_INTERNAL;
+    }
+    return TR_OK;
 }
 
 static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen)
@@ -66,8 +232,10 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
     b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),
                          &b->mem.arena_bytes, err, errlen);
+    if (run_world(a->opts) > 1 || force_nccl())
+        rc = dp_open(b, a, rc, err, errlen);
     if (rc) {
-        free(b);
+        cuda_destroy(b);
         return rc;
     }
     *out = b;
@@ -92,6 +260,8 @@ static int cuda_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, 
 
 static int cuda_zero_grad(tr_backend *b, char *err, size_t errlen)
 {
+    if (b->mloss)
+        memset(b->mloss, 0, sizeof(double) * (size_t)b->nmloss);
     int rc = tr_gpu_zero_grad(b->g);
     if (rc)
         snprintf(err, errlen, "cannot clear the GPU gradients: %s", tr_gpu_last_error());
@@ -101,8 +271,66 @@ static int cuda_zero_grad(tr_backend *b, char *err, size_t errlen)
 static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
                       uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
 {
+    if (b->nc && owner(bt->micro, bt->n_micro, b->W) != b->rank) {
+        *loss_sum = 0;
+        *n_targets = 0;
+        tr_loader_release(ld); /* another rank's micro-batch */
+        return TR_OK;
+    }
     /* upload, hand the buffer back, forward + backward (summed loss) */
-    return tr_gpu_micro(b->g, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
+    int rc = tr_gpu_micro(b->g, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
+    if (!rc && b->mloss && bt->micro >= 0 && bt->micro < b->nmloss)
+        b->mloss[bt->micro] = *loss_sum;
+    return rc;
+}
+
+/* Data parallel: gradient sums over NCCL, then the loss sums and target
+ * counts over the host communicator (identical on every rank). */
+static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen)
+{
+    if (!b->nc)
+        return TR_OK; /* one GPU */
+    double t0 = now_s();
+    float *dg = NULL;
+    size_t n = 0;
+    int rc = tr_gpu_grads(b->g, &dg, &n);
+    if (rc) {
+        snprintf(err, errlen, "GPU backward failed: %s", tr_gpu_last_error());
+        return rc;
+    }
+    rc = tr_nccl_allreduce_f32(b->nc, dg, n);
+    if (rc) {
+        snprintf(err, errlen, "gradient all-reduce (NCCL): %s", tr_nccl_error(b->nc));
+        return TR_ERR_INTERNAL;
+    }
+    if (b->W > 1) {
+        rc = tr_comm_allreduce_u64(b->c, n_targets, 1);
+        if (rc) {
+            snprintf(err, errlen, "target count all-reduce: %s", tr_comm_error(b->c));
+            return TR_ERR_INTERNAL;
+        }
+        if (b->exact_loss) {
+            /* each micro-batch's loss is non-zero on one rank only: the
+             * fold leaves it unchanged; added in micro-batch order like the
+             * one-process loop */
+            rc = tr_comm_allreduce_f64(b->c, b->mloss, (size_t)b->nmloss);
+            if (!rc) {
+                double s = 0;
+                for (int j = 0; j < b->nmloss; j++)
+                    s += b->mloss[j];
+                *loss_sum = s;
+            }
+        } else {
+            rc = tr_comm_allreduce_f64(b->c, loss_sum, 1);
+        }
+        if (rc) {
+            snprintf(err, errlen, "loss all-reduce: %s", tr_comm_error(b->c));
+            return TR_ERR_INTERNAL;
+        }
+    }
+    b->t_reduce += now_s() - t0;
+    b->steps++;
+    return TR_OK;
 }
 
 static int cuda_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets,
@@ -154,7 +382,7 @@ static tr_backend_ops make_ops(void)
     o.set_state = cuda_set_state;
     o.zero_grad = cuda_zero_grad;
     o.micro = cuda_micro;
-    o.reduce = NULL; /* one GPU; a data-parallel backend all-reduces here */
+    o.reduce = cuda_reduce; /* a no-op on one GPU; data parallel: NCCL all-reduce */
     o.step = cuda_step;
     o.eval = cuda_eval;
     o.get_state = cuda_get_state;

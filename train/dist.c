@@ -683,6 +683,16 @@ int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const t
         }
         return TR_OK;
     }
+    if (inner != &tr_backend_cpu && inner->device == TR_DEV_CUDA && inner->reduce) {
+        /* the CUDA backend is its own data-parallel wrapper (NCCL,
+         * train/backend_cuda.cu): dealing, all-reduce, loss/target sums */
+        if (o->zero) {
+            snprintf(err, errlen, "--zero 1 --device cuda: ZeRO-1 is implemented on the CPU backend only (the GPU "
+                                  "backend all-reduces the whole gradient over NCCL); drop --zero or use --device cpu");
+            return TR_ERR_ARG;
+        }
+        return TR_OK;
+    }
     if (inner != &tr_backend_cpu) {
         snprintf(err, errlen, "--device %s with %d ranks: data-parallel training runs on the CPU backend so far "
                               "(the NCCL engine, train/comm_nccl.h, is not wired into the %s backend yet); use "

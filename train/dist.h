@@ -82,8 +82,10 @@ int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, doubl
                     size_t errlen);
 
 /* The backend a run uses: inner itself at world 1; the data-parallel
- * wrapper at world > 1 (TR_ERR_NODEVICE with a message when inner cannot
- * be wrapped: only the CPU backend can, so far). */
+ * wrapper at world > 1 for the CPU backend; the CUDA backend itself at
+ * world > 1 (it deals the micro-batches and all-reduces over NCCL: its
+ * reduce; --zero 1 refused, TR_ERR_ARG); TR_ERR_NODEVICE with a message for
+ * any other backend. */
 int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const tr_backend_ops **out, char *err,
                     size_t errlen);
 

@@ -258,6 +258,12 @@ extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, co
     return TR_OK;
 }
 
+extern "C" float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n)
+{
+    if (n) *n = m->P;
+    return m->grads;
+}
+
 extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v)
 {
     if (!m) return TR_ERR_ARG;

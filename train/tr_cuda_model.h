@@ -52,6 +52,9 @@ int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, const float *
 /* Device -> host copies (any may be NULL); synchronises the stream. */
 int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v);
 int tr_cuda_model_zero_grad(tr_cuda_model *m);
+/* The device fp32 gradient buffer (tr_model_params layout, *n floats), for
+ * the data-parallel all-reduce (train/backend_cuda.cu); no synchronisation. */
+float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n);
 /* As tr_model_fwd_bwd; the batch arrays are DEVICE pointers (tr_cuda_batch);
  * pos/doc may be NULL.  *loss_sum / *n_targets (host, may be NULL) make
  * this call wait for the step; pass NULL to stay asynchronous. */

@@ -10,8 +10,9 @@
  *                           arena sealed; parameters from the host
  *   tr_gpu_loader_hooks  -> pinned loader buffers (cudaHostAlloc)
  *   per step: tr_gpu_zero_grad; per micro-batch tr_gpu_micro (upload, hand
- *   the host buffer back to the loader, fwd_bwd); tr_gpu_step (1/targets
- *   folded into AdamW, clip, fp16 loss scaling).
+ *   the host buffer back to the loader, fwd_bwd); data-parallel runs then
+ *   all-reduce tr_gpu_grads over NCCL (train/backend_cuda.cu); tr_gpu_step
+ *   (1/targets folded into AdamW, clip, fp16 loss scaling).
  * Return values: TR_OK or a negative tr_err; err gets a message. */
 #ifndef TR_GPU_H
 #define TR_GPU_H
@@ -31,6 +32,12 @@ typedef struct tr_gpu tr_gpu;
 /* Device 0's name and memory (total / free bytes); TR_ERR_NODEVICE with
  * the reason in why when there is no usable GPU. */
 int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint64_t *free_bytes, char *why, size_t why_len);
+/* CUDA devices visible to this process (0 when none). */
+int tr_gpu_count(void);
+/* Make GPU `device` the calling thread's current device (before any other
+ * call here: a data-parallel rank uses its local rank's GPU); TR_ERR_NODEVICE
+ * with the reason in why when it cannot. */
+int tr_gpu_select(int device, char *why, size_t why_len);
 /* Bytes in use on the device now (cudaMemGetInfo). */
 int tr_gpu_mem_used(uint64_t *used);
 /* Exact device arena bytes the run needs (model carve + input batch). */
@@ -63,6 +70,11 @@ int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, ui
  * step); *scale: the loss scale used (on the mean loss; 1 outside fp16). */
 int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
                 int *skipped, float *scale, char *err, size_t errlen);
+
+/* The device fp32 gradient of the step (tr_model_params layout, *n floats),
+ * after every queued backward has finished (waits for the compute stream):
+ * the data-parallel all-reduce runs on it in place before tr_gpu_step. */
+int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n);
 
 /* Checkpoint state: fp32 params and AdamW moments (host buffers of the
  * model's param count) and the optimiser counters (fp16 loss scaler, AdamW

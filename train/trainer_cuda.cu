@@ -74,6 +74,33 @@ extern "C" int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint6
 
 extern "C" int tr_gpu_mem_used(uint64_t *used) { return tr_cuda_mem_used(used); }
 
+extern "C" int tr_gpu_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear it */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int tr_gpu_select(int device, char *why, size_t why_len)
+{
+    int n = tr_gpu_count();
+    if (device < 0 || device >= n) {
+        snprintf(why, why_len, "GPU %d requested, %d visible", device, n);
+        return TR_ERR_NODEVICE;
+    }
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        snprintf(why, why_len, "cudaSetDevice(%d): %s (%d): %s", device, cudaGetErrorName(e), (int)e,
+                 cudaGetErrorString(e));
+        cudaGetLastError();
+        return TR_ERR_NODEVICE;
+    }
+    return TR_OK;
+}
+
 static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
 
 extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p)
@@ -108,8 +135,17 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
      * plan under-counts: allocate what is needed, the caller reports it) */
     uint64_t need = tr_gpu_arena_need(c, B, T, p);
     static tr_plan_out exact; /* large struct: not on the stack; only read by arena_create */
+    static tr_plan_out inside; /* the plan without its lines outside the arena (NCCL's own buffers) */
     const tr_plan_out *ap = plan;
-    if (!plan || tr_cuda_arena_bytes(plan) < need) {
+    if (plan) {
+        inside = *plan;
+        inside.n_items = 0;
+        for (int i = 0; i < plan->n_items; i++)
+            if (!plan->items[i].name || !strstr(plan->items[i].name, "outside the arena"))
+                inside.items[inside.n_items++] = plan->items[i];
+        ap = &inside;
+    }
+    if (!plan || tr_cuda_arena_bytes(ap) < need) {
         memset(&exact, 0, sizeof exact);
         exact.n_items = 2;
         exact.items[0].name = "model";
@@ -231,6 +267,14 @@ extern "C" int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip
     if (g->dt == KN_F16) tr_loss_scaler_update(&g->scaler, sk);
     if (!sk) g->opt_step++;
     if (skipped) *skipped = sk;
+    return TR_OK;
+}
+
+extern "C" int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n)
+{
+    kn_cuda_clear_error();
+    KN_CU_CHECK(cudaStreamSynchronize(g->s), return TR_ERR_INTERNAL);
+    *dgrads = tr_cuda_model_grads(g->m, n);
     return TR_OK;
 }
 

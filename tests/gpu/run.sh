@@ -20,8 +20,9 @@
 # `timeout` with min(its own cap, what is left - SUMMARY_RESERVE); a step that runs out is
 # reported as TIMEOUT, one that cannot start as NOTRUN (budget), and the summary is always
 # printed (EXIT trap). Steps in order of importance: build; shards; ctest -L gpu;
-# compute-sanitizer memcheck + racecheck (small kernel tests); llmtrain d12 bf16; fp16 100
-# steps (no step may be skipped); memory edge (d24 bf16 planned at >= 95% of the device,
+# compute-sanitizer memcheck + racecheck (small kernel tests); llmtrain d12 bf16; the same
+# over the NCCL engine at world 1 (losses equal); fp16 100 steps (no step may be skipped);
+# multi-GPU scaling (mpirun -np 2/4/8, only with more than one GPU and an mpirun); memory edge (d24 bf16 planned at >= 95% of the device,
 # plan vs measured within 5%, no OOM); PyTorch baseline (peak memory like with like:
 # cudaMemGetInfo, context included, for both); ceilings and kernel timings; sweep.
 #
@@ -33,7 +34,7 @@
 #
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
 # TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1,
-# SKIP_CTEST=1, SKIP_FP16=1,
+# SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, NCCL_STEPS (5), DP_STEPS (5), DP_BATCH (524288),
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
 # all), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab).
@@ -426,6 +427,49 @@ else
     check train_d12 FAIL "not run: $([ -z "$LLMTRAIN" ] && echo 'no llmtrain built' || echo 'no shards')"
 fi
 
+# ---- 7b. the NCCL engine at world size 1 -------------------------------------------------------
+# llmtrain --device cuda with MKS_GPU_NCCL=1: the data-parallel path (train/backend_cuda.cu: NCCL
+# communicator of one rank, gradient all-reduce, loss/target reduction) without a launcher. The
+# first steps of step 7's run again (same arguments, --stop-after): every step's loss and grad
+# norm must equal step 7's (an all-reduce over one rank sums one buffer: bit-exact).
+NCCL_STEPS=${NCCL_STEPS:-5}
+[ "$NCCL_STEPS" -gt "$STEPS" ] && NCCL_STEPS=$STEPS
+if [ "$REHEARSE" = 1 ]; then
+    check nccl_world1 SKIP "no GPU here: MKS_GPU_NCCL=1 llmtrain --device cuda (world 1 over NCCL) runs on the GPU machine only"
+elif [ -z "$LLMTRAIN" ] || [ "$SHARDS_OK" = 0 ] || [ ! -s "$LOGS/ours_d12.jsonl" ] || ! grep -q '^train_d12|PASS' "$CHECKS"; then
+    check nccl_world1 FAIL "not run: needs step 7's llmtrain run (train_d12) to compare with"
+else
+    say "7b. llmtrain d12 over the NCCL engine at world 1 ($NCCL_STEPS steps): losses equal to step 7's"
+    MKS_GPU_NCCL=1 MKS_DP_STATS=1 run_t 60 "$LOGS/nccl_w1.txt" "$LLMTRAIN" "${TRAIN[@]}" --steps "$STEPS" \
+        --stop-after "$NCCL_STEPS" --log "$LOGS/nccl_w1.jsonl"
+    if [ "$RC" = 0 ]; then
+        cmp1=$("$PY" - "$LOGS/ours_d12.jsonl" "$LOGS/nccl_w1.jsonl" "$NCCL_STEPS" <<'EOF2'
+import json, sys
+def rows(p):
+    out = {}
+    for l in open(p):
+        try: j = json.loads(l)
+        except ValueError: continue
+        if "step" in j: out[j["step"]] = (j.get("loss"), j.get("grad_norm"))
+    return out
+a, b, n = rows(sys.argv[1]), rows(sys.argv[2]), int(sys.argv[3])
+bad = [s for s in range(1, n + 1) if s not in a or s not in b or a[s] != b[s]]
+if bad:
+    s = bad[0]
+    print(f"DIFFER at step {s}: plain {a.get(s)} vs NCCL {b.get(s)} ({len(bad)} of {n} steps differ)")
+else:
+    print(f"equal: {n} steps, loss + grad norm (last loss {b[n][0]})")
+EOF2
+)
+        case "$cmp1" in
+            equal*) check nccl_world1 PASS "$cmp1; $(grep -m1 '^dp stats' "$LOGS/nccl_w1.txt" | cut -c1-80)" ;;
+            *) check nccl_world1 FAIL "${cmp1:-comparison failed}" ;;
+        esac
+    else
+        check nccl_world1 "$(status_of $RC)" "exit $RC: $(last_line "$LOGS/nccl_w1.txt")"
+    fi
+fi
+
 # ---- 8. fp16: 100 steps, none skipped ------------------------------------------------------
 if [ -n "${SKIP_FP16:-}" ]; then
     check fp16_no_skip SKIP "SKIP_FP16 set"
@@ -455,6 +499,83 @@ print(f"{k} of {n}")' "$LOGS/fp16.jsonl" 2>/dev/null)
     fi
 else
     check fp16_no_skip FAIL "not run: no llmtrain built or no shards"
+fi
+
+# ---- 8b. multi-GPU data parallel: scaling table ----------------------------------------------
+# When the machine shows more than one GPU: d12 bf16 at DP_BATCH (524288) tokens per step, the
+# micro-batch of step 7, DP_STEPS steps on 1 GPU, then `mpirun -np G` for G = 2, 4, 8 up to the
+# GPU count (rank r on GPU r, NCCL all-reduce after backward). Scaling efficiency = tokens/s per
+# GPU at G / tokens/s at 1 GPU (medians over the steps after the first two). Needs mpirun (the
+# GPU machine has no apt: when it has none, or llmtrain was built without MPI, the step is SKIP
+# with "not run: ..." and the reason - it does not fail the run).
+NGPU=0
+if [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+fi
+MPIRUN=""
+for c in mpirun /opt/hpcx/ompi/bin/mpirun /usr/mpi/gcc/openmpi-*/bin/mpirun /usr/lib64/openmpi/bin/mpirun /opt/openmpi/bin/mpirun; do
+    have "$c" && MPIRUN=$(command -v "$c") && break
+    [ -x "$c" ] && MPIRUN=$c && break
+done
+res dp gpus "$NGPU"
+if [ -n "${SKIP_DP:-}" ]; then
+    check multi_gpu SKIP "SKIP_DP set"
+elif [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then
+    check multi_gpu SKIP "no GPU here: the multi-GPU table runs where nvidia-smi shows more than one GPU"
+elif [ "$NGPU" -lt 2 ]; then
+    check multi_gpu SKIP "$NGPU GPU: the multi-GPU table needs more than one (world 1 over NCCL: nccl_world1)"
+elif [ -z "$MPIRUN" ]; then
+    check multi_gpu SKIP "not run: no mpirun on this machine ($NGPU GPUs; PATH, /opt/hpcx, /usr/mpi searched)"
+elif ! grep -q 'MPI communicator ON' "$LOGS/cmake.log" 2>/dev/null; then
+    check multi_gpu SKIP "not run: llmtrain built without MPI (CMake found no MPI C library; mpirun: $MPIRUN)"
+elif [ -z "$LLMTRAIN" ] || [ "$SHARDS_OK" = 0 ]; then
+    check multi_gpu FAIL "not run: no llmtrain built or no shards"
+else
+    DP_BATCH=${DP_BATCH:-524288}
+    DP_STEPS=${DP_STEPS:-5}
+    DPARGS=(--data "$SHARDS" --model d12 --seq-len "$SEQ" --token-budget $((BATCH * SEQ)) --batch-tokens "$DP_BATCH"
+            --precision bf16 --device cuda --mem-budget "$DEV_BYTES" --steps "$DP_STEPS" --seed 1)
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    say "8b. data parallel d12, $DP_BATCH tokens per step, $DP_STEPS steps: 1 GPU, then mpirun -np G ($NGPU GPUs, $MPIRUN)"
+    run_t 90 "$LOGS/dp_1.txt" "$LLMTRAIN" "${DPARGS[@]}" --log "$LOGS/dp_1.jsonl"
+    dp_fail=""
+    [ "$RC" != 0 ] && dp_fail="1 GPU: $(status_of $RC) $(last_line "$LOGS/dp_1.txt")"
+    for G in 2 4 8; do
+        [ -n "$dp_fail" ] && break
+        [ "$G" -gt "$NGPU" ] && break
+        run_t 90 "$LOGS/dp_$G.txt" "$MPIRUN" -np "$G" --bind-to none -x MKS_DP_STATS=1 "$LLMTRAIN" "${DPARGS[@]}" \
+            --log "$LOGS/dp_$G.jsonl"
+        [ "$RC" != 0 ] && dp_fail="$G GPUs: $(status_of $RC) exit $RC: $(last_line "$LOGS/dp_$G.txt")"
+    done
+    dpt=$("$PY" - "$LOGS" <<'EOF2'
+import json, os, statistics, sys
+d = sys.argv[1]
+def tps(g):
+    p = os.path.join(d, f"dp_{g}.jsonl")
+    if not os.path.exists(p): return None
+    v = []
+    for l in open(p):
+        try: j = json.loads(l)
+        except ValueError: continue
+        if "step" in j and isinstance(j.get("tok_per_s"), (int, float)): v.append(j["tok_per_s"])
+    v = v[2:] or v
+    return statistics.median(v) if v else None
+base = tps(1)
+out = []
+for g in (1, 2, 4, 8):
+    t = tps(g)
+    if t is None: continue
+    eff = f", {100 * t / g / base:.1f}%" if base else ""
+    out.append(f"{g}: {t / g:.0f} tok/s/GPU{eff}")
+print("; ".join(out))
+EOF2
+)
+    res dp scaling "$dpt"
+    if [ -n "$dp_fail" ]; then
+        check multi_gpu FAIL "$dp_fail${dpt:+ (so far: $dpt)}"
+    else
+        check multi_gpu PASS "d12 $DP_BATCH tok/step, GPUs: $dpt (target >= 90% at 8)"
+    fi
 fi
 
 # ---- 9. memory at the edge ----------------------------------------------------------------------

@@ -208,6 +208,9 @@ def main():
         n_oom = sum(1 for _, r in sweep if r.startswith("OOM"))
         n_tr = sum(1 for _, r in sweep if r.startswith("trained"))
         hl.append(f"| sweep | {len(sweep)} configs: {n_tr} trained, {n_oom} OOM | | | 0 OOM |")
+    if res.get(("dp", "scaling")):  # run.sh step 8b: tokens/s per GPU, scaling efficiency vs 1 GPU
+        hl.append(cut(f"| multi-GPU d12 0.5M tok/step (GPUs: tok/s/GPU, efficiency) | {res[('dp', 'scaling')]} "
+                      f"| | | >= 90% at 8 |", 300))
     hl.append("")
     hl.append("| check | status | detail |")
     hl.append("|---|---|---|")
