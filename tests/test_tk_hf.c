@@ -8,80 +8,32 @@
  * decode(encode(x)) == x for byte-level tokenizers.
  * argv[1]: shared dir (default MKS_SHARED_DIR); argv[2]: only this tokenizer. */
 #include "tk.h"
+#include "test_corpus.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <nettle/sha2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
-
-static char *read_zst(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *c = malloc((size_t)n + 1);
-    if (!c || fread(c, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(c);
-        return NULL;
-    }
-    fclose(f);
-    size_t cap = (size_t)n * 8 + (1 << 20), o = 0;
-    char *out = malloc(cap + 1);
-    ZSTD_DStream *ds = ZSTD_createDStream();
-    ZSTD_inBuffer in = {c, (size_t)n, 0};
-    while (in.pos < in.size) {
-        if (cap - o < (1 << 20)) {
-            cap *= 2;
-            out = realloc(out, cap + 1);
-        }
-        ZSTD_outBuffer ob = {out + o, cap - o, 0};
-        size_t r = ZSTD_decompressStream(ds, &ob, &in);
-        if (ZSTD_isError(r)) {
-            fprintf(stderr, "%s: %s\n", path, ZSTD_getErrorName(r));
-            exit(1);
-        }
-        o += ob.pos;
-    }
-    ZSTD_freeDStream(ds);
-    free(c);
-    out[o] = 0;
-    *len = o;
-    return out;
-}
 
 #define PER_CAT 300
 static const char *CATS[] = {"en-books", "multi", "code", "web"};
 static char *texts[4][PER_CAT];
 static size_t lens[4][PER_CAT];
 
+static void keep_doc(void *cat, int i, const char *text, size_t len) {
+    int c = (int)(intptr_t)cat;
+    lens[c][i] = len;
+    texts[c][i] = malloc(len + 1);
+    memcpy(texts[c][i], text, len + 1);
+}
+
 static int load_corpus(const char *shared) {
-    for (int c = 0; c < 4; c++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/corpus/%s.jsonl.zst", shared, CATS[c]);
-        size_t n;
-        char *all = read_zst(p, &n);
-        if (!all) return -1;
-        char *line = all;
-        for (int i = 0; i < PER_CAT && *line; i++) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            json_error_t je;
-            json_t *o = json_loads(line, 0, &je);
-            json_t *t = json_object_get(o, "text");
-            lens[c][i] = json_string_length(t);
-            texts[c][i] = malloc(lens[c][i] + 1);
-            memcpy(texts[c][i], json_string_value(t), lens[c][i] + 1);
-            json_decref(o);
-            line = nl ? nl + 1 : line + strlen(line);
-        }
-        free(all);
-    }
+    for (int c = 0; c < 4; c++)
+        if (test_corpus_docs(shared, CATS[c], PER_CAT, keep_doc, (void *)(intptr_t)c) < 0) return -1;
     return 0;
 }
 
@@ -296,7 +248,7 @@ int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
     const char *only = argc > 2 ? argv[2] : NULL;
     size_t rn;
-    char *refs = read_zst(MKS_TEST_DATA "/tk_hf/refs.jsonl.zst", &rn);
+    char *refs = test_read_zst(MKS_TEST_DATA "/tk_hf/refs.jsonl.zst", &rn);
     if (!refs) {
         fprintf(stderr, "no %s\n", MKS_TEST_DATA "/tk_hf/refs.jsonl.zst");
         return 1;

@@ -3,49 +3,12 @@
  * Fails on the first mismatch, printing the document and the first differing
  * position. Also checks decode(encode(doc)) == doc. */
 #include "tk.h"
+#include "test_corpus.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
-
-static char *read_zst(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *c = malloc((size_t)n);
-    if (fread(c, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(c);
-        return NULL;
-    }
-    fclose(f);
-    size_t cap = (size_t)n * 8, o = 0;
-    char *out = malloc(cap + 1);
-    ZSTD_DStream *ds = ZSTD_createDStream();
-    ZSTD_inBuffer in = {c, (size_t)n, 0};
-    while (in.pos < in.size) {
-        if (cap - o < (1 << 20)) {
-            cap *= 2;
-            out = realloc(out, cap + 1);
-        }
-        ZSTD_outBuffer ob = {out + o, cap - o, 0};
-        size_t r = ZSTD_decompressStream(ds, &ob, &in);
-        if (ZSTD_isError(r)) {
-            fprintf(stderr, "%s: %s\n", path, ZSTD_getErrorName(r));
-            exit(1);
-        }
-        o += ob.pos;
-    }
-    ZSTD_freeDStream(ds);
-    free(c);
-    out[o] = 0;
-    *len = o;
-    return out;
-}
 
 /* Load the first `want` documents of each category file. */
 typedef struct {
@@ -58,39 +21,23 @@ typedef struct {
 static doc *docs;
 static size_t n_docs;
 
+static void add_doc(void *cat, int i, const char *text, size_t len) {
+    docs = realloc(docs, (n_docs + 1) * sizeof *docs);
+    snprintf(docs[n_docs].cat, 32, "%s", (const char *)cat);
+    docs[n_docs].doc = i;
+    docs[n_docs].len = len;
+    docs[n_docs].text = malloc(len + 1);
+    memcpy(docs[n_docs].text, text, len);
+    n_docs++;
+}
+
 static void load_corpus(const char *dir) {
     const char *cats[] = {"en-books", "multi", "code", "web"};
-    for (int c = 0; c < 4; c++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/corpus/%s.jsonl.zst", dir, cats[c]);
-        size_t len;
-        char *all = read_zst(p, &len);
-        if (!all) {
-            fprintf(stderr, "cannot read %s\n", p);
+    for (int c = 0; c < 4; c++)
+        if (test_corpus_docs(dir, cats[c], 300, add_doc, (void *)cats[c]) < 0) {
+            fprintf(stderr, "cannot read %s/corpus/%s.jsonl.zst\n", dir, cats[c]);
             exit(1);
         }
-        char *line = all;
-        int k = 0;
-        while (*line && k < 300) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            json_error_t je;
-            json_t *o = json_loads(line, 0, &je);
-            json_t *t = json_object_get(o, "text");
-            docs = realloc(docs, (n_docs + 1) * sizeof *docs);
-            snprintf(docs[n_docs].cat, 32, "%s", cats[c]);
-            docs[n_docs].doc = k;
-            docs[n_docs].len = json_string_length(t);
-            docs[n_docs].text = malloc(docs[n_docs].len + 1);
-            memcpy(docs[n_docs].text, json_string_value(t), docs[n_docs].len);
-            n_docs++;
-            k++;
-            json_decref(o);
-            if (!nl) break;
-            line = nl + 1;
-        }
-        free(all);
-    }
 }
 
 static doc *find_doc(const char *cat, int d) {
@@ -123,7 +70,7 @@ int main(int argc, char **argv) {
         }
         snprintf(p, sizeof p, "%s/corpus/oracle/%s.oracle.jsonl.zst", shared, encs[e]);
         size_t len;
-        char *all = read_zst(p, &len);
+        char *all = test_read_zst(p, &len);
         char *line = all;
         size_t checked = 0, tokens = 0;
         tk_ids ids = {0};

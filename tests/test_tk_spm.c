@@ -11,61 +11,16 @@
  * argv[3]: check every Nth document (default 1; 4 under ASan). */
 #include "tk.h"
 #include "test_check.h"
+#include "test_corpus.h"
 
 #include <jansson.h>
 #include <nettle/sha2.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *c = malloc((size_t)n + 1);
-    if (!c || fread(c, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(c);
-        return NULL;
-    }
-    fclose(f);
-    c[n] = 0;
-    *len = (size_t)n;
-    return c;
-}
-
-static char *read_zst(const char *path, size_t *len) {
-    size_t n;
-    char *c = read_file(path, &n);
-    if (!c) return NULL;
-    size_t cap = n * 8 + (1 << 20), o = 0;
-    char *out = malloc(cap + 1);
-    ZSTD_DStream *ds = ZSTD_createDStream();
-    ZSTD_inBuffer in = {c, n, 0};
-    while (in.pos < in.size) {
-        if (cap - o < (1 << 20)) {
-            cap *= 2;
-            out = realloc(out, cap + 1);
-        }
-        ZSTD_outBuffer ob = {out + o, cap - o, 0};
-        size_t r = ZSTD_decompressStream(ds, &ob, &in);
-        if (ZSTD_isError(r)) {
-            fprintf(stderr, "%s: %s\n", path, ZSTD_getErrorName(r));
-            exit(1);
-        }
-        o += ob.pos;
-    }
-    ZSTD_freeDStream(ds);
-    free(c);
-    out[o] = 0;
-    *len = o;
-    return out;
-}
 
 #define PER_CAT 300
 #define CUT 100000 /* characters */
@@ -73,32 +28,20 @@ static const char *CATS[] = {"web", "multi", "code", "en-books"};
 static char *texts[4][PER_CAT];
 static size_t tlen[4][PER_CAT];
 
+static void keep_doc(void *cat, int i, const char *t, size_t tl) {
+    int c = (int)(intptr_t)cat;
+    size_t chars = 0, k = 0;
+    for (; k < tl; k++) /* Python's d[:CUT] */
+        if (((unsigned char)t[k] & 0xc0) != 0x80 && chars++ == CUT) break;
+    texts[c][i] = malloc(k + 1);
+    memcpy(texts[c][i], t, k);
+    texts[c][i][k] = 0;
+    tlen[c][i] = k;
+}
+
 static int load_corpus(const char *shared) {
-    for (int c = 0; c < 4; c++) {
-        char p[1024];
-        snprintf(p, sizeof p, "%s/corpus/%s.jsonl.zst", shared, CATS[c]);
-        size_t n;
-        char *all = read_zst(p, &n);
-        if (!all) return -1;
-        char *line = all;
-        for (int i = 0; i < PER_CAT && line && *line; i++) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            json_error_t je;
-            json_t *o = json_loads(line, 0, &je);
-            const char *t = json_string_value(json_object_get(o, "text"));
-            size_t tl = json_string_length(json_object_get(o, "text")), chars = 0, k = 0;
-            for (; k < tl; k++) /* Python's d[:CUT] */
-                if (((unsigned char)t[k] & 0xc0) != 0x80 && chars++ == CUT) break;
-            texts[c][i] = malloc(k + 1);
-            memcpy(texts[c][i], t, k);
-            texts[c][i][k] = 0;
-            tlen[c][i] = k;
-            json_decref(o);
-            line = nl ? nl + 1 : NULL;
-        }
-        free(all);
-    }
+    for (int c = 0; c < 4; c++)
+        if (test_corpus_docs(shared, CATS[c], PER_CAT, keep_doc, (void *)(intptr_t)c) < 0) return -1;
     return 0;
 }
 
@@ -375,7 +318,7 @@ int main(int argc, char **argv) {
     tmpdir = mkdtemp(tmpl);
     refusals();
     size_t rn;
-    char *refs = read_zst(MKS_TEST_DATA "/tk_spm/refs.jsonl.zst", &rn);
+    char *refs = test_read_zst(MKS_TEST_DATA "/tk_spm/refs.jsonl.zst", &rn);
     if (!refs) {
         fprintf(stderr, "no %s\n", MKS_TEST_DATA "/tk_spm/refs.jsonl.zst");
         return 1;
