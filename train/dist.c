@@ -710,19 +710,8 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
     if (!c || tr_comm_world(c) == 1)
         return rc;
     uint64_t failed = rc != 0;
-    /* rank 0 may write a large checkpoint while the others wait here: the
-     * deadline of this wait is max(the deadline, MKS_COMM_CKPT_TIMEOUT or
-     * 1800 s) */
-    double old = tr_comm_timeout(c), slow = 1800;
-    const char *v = getenv("MKS_COMM_CKPT_TIMEOUT");
-    if (v && *v) {
-        char *end;
-        double t = strtod(v, &end);
-        if (!*end && t > 0 && t <= 1e7)
-            slow = t;
-    }
-    if (slow > old)
-        tr_comm_set_timeout(c, slow);
+    /* rank 0 may write a large checkpoint while the others wait here */
+    double old = slow_timeout(c);
     int crc = tr_comm_allreduce_u64(c, &failed, 1);
     tr_comm_set_timeout(c, old);
     if (crc)
