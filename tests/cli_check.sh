@@ -21,3 +21,7 @@ run() {
     done
     ok "$what (exit $rc): $(head -1 "$T/err" | head -c 160)"
 }
+# expect_rc WANT GOT WHAT: an exit code already taken (stderr in $T/err)
+expect_rc() {
+    if [ "$1" = "$2" ]; then ok "$3 (exit $2)"; else bad "$3: exit $2, want $1"; head -5 "$T/err" 2>/dev/null; fi
+}

@@ -19,12 +19,7 @@ command -v zstd >/dev/null || { echo "skip: no zstd"; exit 77; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-expect_rc() { # want got what
-    if [ "$1" = "$2" ]; then ok "$3 (exit $2)"; else bad "$3: exit $2, want $1"; head -5 "$T/err" 2>/dev/null; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/cli_check.sh"
 zstd -dc "$SHARED/corpus/web.jsonl.zst" 2>/dev/null | head -n 40 >"$T/in.jsonl"
 man() { python3 -c 'import json,sys; m=json.load(open(sys.argv[1]+"/manifest.json")); print(eval(sys.argv[2]))' "$@"; }
 

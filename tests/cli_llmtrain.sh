@@ -14,12 +14,7 @@ if "$MKS" build --help 2>&1 | grep -q "not implemented yet"; then echo "skip: mk
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-expect_rc() { # want got what
-    if [ "$1" = "$2" ]; then ok "$3 (exit $2)"; else bad "$3: exit $2, want $1"; cat "$T/err" 2>/dev/null | head -5; fi
-}
+. "$ROOT/tests/cli_check.sh"
 
 "$MKS" tokenizer train --vocab-size 512 --out "$T/tok.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/tiny.jsonl" 2>/dev/null ||
     { bad "tokenizer train"; exit 1; }
