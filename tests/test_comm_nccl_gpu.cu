@@ -74,6 +74,31 @@ int main(void)
             bad += h[i] != e;
         }
         CHECK(bad == 0, "allreduce %zu: %zu wrong", cnt, bad);
+        /* asynchronous buckets (the overlapped gradient all-reduce): the data
+         * arrives on another stream, two buckets ordered after it, one wait */
+        {
+            cudaStream_t cs;
+            cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+            for (size_t i = 0; i < pad; i++)
+                h[i] = v(me, i);
+            cudaMemsetAsync(d, 0, pad * sizeof(float), cs);
+            cudaMemcpyAsync(d, h, pad * sizeof(float), cudaMemcpyHostToDevice, cs);
+            size_t half = cnt / 2;
+            CHECK(tr_nccl_allreduce_f32_after(n, d, half, (void *)cs) == 0, "allreduce_after: %s", tr_nccl_error(n));
+            CHECK(tr_nccl_allreduce_f32_after(n, d + half, cnt - half, (void *)cs) == 0, "allreduce_after: %s",
+                  tr_nccl_error(n));
+            CHECK(tr_nccl_wait(n) == 0, "wait: %s", tr_nccl_error(n));
+            cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
+            bad = 0;
+            for (size_t i = 0; i < cnt; i++) {
+                float e = 0;
+                for (int r = 0; r < W; r++)
+                    e += v(r, i);
+                bad += h[i] != e;
+            }
+            CHECK(bad == 0, "allreduce buckets %zu: %zu wrong", cnt, bad);
+            cudaStreamDestroy(cs);
+        }
         for (size_t i = 0; i < pad; i++)
             h[i] = v(me, i);
         cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);

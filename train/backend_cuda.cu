@@ -57,7 +57,122 @@ struct tr_backend {
     int nmloss, exact_loss;
     double t_reduce;  /* seconds in reduce (MKS_DP_STATS) */
     uint64_t steps;
+    /* overlap (MKS_GPU_OVERLAP=1): gradient buckets all-reduced on the NCCL
+     * stream as backward enqueues their last kernels */
+    int ovl_on;
+    struct bucket {
+        size_t a, b;
+        int group;
+    } *bk;
+    int nbk, released, ovl_rc;
+    char ovl_err[512];
 };
+
+/* MKS_GPU_OVERLAP=1: overlap the all-reduce with backward (opt-in until a
+ * multi-GPU run has checked it); MKS_DP_BUCKET_MB: bucket MiB (default 25). */
+static int overlap_wanted(void)
+{
+    const char *v = getenv("MKS_GPU_OVERLAP");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static double bucket_mb(void)
+{
+    const char *v = getenv("MKS_DP_BUCKET_MB");
+    if (v && *v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (!*end && x > 0 && x <= 1e6)
+            return x;
+    }
+    return 25.0;
+}
+
+static int cmp_bucket(const void *x, const void *y)
+{
+    const tr_backend::bucket *a = (const tr_backend::bucket *)x, *b = (const tr_backend::bucket *)y;
+    if (a->group != b->group)
+        return a->group < b->group ? -1 : 1;
+    return a->a < b->a ? -1 : a->a > b->a;
+}
+
+/* The gradient cut into buckets of at most el floats along tensors and
+ * layers, sorted by the group that makes them final (train/dist.c's
+ * layout); every rank computes the same list, so the NCCL calls match. */
+static int make_buckets(tr_backend *b, const tr_model_config *mc, size_t el)
+{
+    size_t sizes[TR_NUM_PARAM_TENSORS];
+    tr_model_param_sizes(mc, sizes);
+    size_t cap = 16;
+    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++)
+        cap += (size_t)tr_model_param_layers(mc, t) + sizes[t] / el + 2;
+    b->bk = (tr_backend::bucket *)calloc(cap, sizeof *b->bk);
+    if (!b->bk)
+        return TR_ERR_NOMEM;
+    int n = 0;
+    size_t off = 0;
+    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
+        int nl = tr_model_param_layers(mc, t);
+        size_t per = sizes[t] / (size_t)nl;
+        size_t k = per >= el ? 1 : el / per;
+        for (long hiL = nl; hiL > 0;) {
+            long loL = hiL - (long)k > 0 ? hiL - (long)k : 0;
+            size_t a = off + (size_t)loL * per, e = off + (size_t)hiL * per;
+            int g = tr_model_grad_group_of(mc, t, (int)loL);
+            for (size_t x = a; x < e; x += el) {
+                if ((size_t)n >= cap)
+                    return TR_ERR_INTERNAL;
+                b->bk[n].a = x;
+                b->bk[n].b = e - x < el ? e : x + el;
+                b->bk[n].group = g;
+                n++;
+            }
+            hiL = loL;
+        }
+        off += sizes[t];
+    }
+    qsort(b->bk, (size_t)n, sizeof *b->bk, cmp_bucket);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && b->bk[m - 1].group == b->bk[i].group && b->bk[m - 1].b == b->bk[i].a &&
+            b->bk[i].b - b->bk[m - 1].a <= el)
+            b->bk[m - 1].b = b->bk[i].b;
+        else
+            b->bk[m++] = b->bk[i];
+    }
+    b->nbk = m;
+    return TR_OK;
+}
+
+/* Enqueue buckets [released, upto) on the NCCL stream, each after the
+ * compute stream's work so far. After a failure nothing more is enqueued
+ * (the peers then fail at their deadline). */
+static void release_upto(tr_backend *b, int upto)
+{
+    size_t n = 0;
+    float *dg = tr_gpu_grads_nowait(b->g, &n);
+    for (; b->released < upto; b->released++) {
+        if (b->ovl_rc)
+            continue;
+        const tr_backend::bucket *k = &b->bk[b->released];
+        int rc = tr_nccl_allreduce_f32_after(b->nc, dg + k->a, k->b - k->a, tr_gpu_stream(b->g));
+        if (rc) {
+            b->ovl_rc = rc;
+            snprintf(b->ovl_err, sizeof b->ovl_err, "%s", tr_nccl_error(b->nc));
+        }
+    }
+}
+
+/* The readiness hook (the rank's last micro-batch of the step): every
+ * bucket that group g completed. */
+static void on_ready(void *ctx, int g)
+{
+    tr_backend *b = (tr_backend *)ctx;
+    int r = b->released;
+    while (r < b->nbk && b->bk[r].group <= g)
+        r++;
+    release_upto(b, r);
+}
 
 /* MKS_GPU_NCCL=1: the NCCL path even at world 1 (one-rank communicator). */
 static int force_nccl(void)
@@ -150,15 +265,17 @@ static void cuda_destroy(tr_backend *b)
     if (b->nc) {
         const char *st = getenv("MKS_DP_STATS");
         if (st && *st && *st != '0')
-            fprintf(stderr, "dp stats: rank %d/%d (GPU %d, NCCL): overlap off, %llu steps, %.3f s of gradient "
-                            "reduction after backward\n",
-                    b->rank, b->W, b->dev, (unsigned long long)b->steps, b->t_reduce);
+            fprintf(stderr, "dp stats: rank %d/%d (GPU %d, NCCL): overlap %s (%d buckets), %llu steps, %.3f s of "
+                            "gradient reduction after backward\n",
+                    b->rank, b->W, b->dev, b->ovl_on ? "on" : "off", b->nbk, (unsigned long long)b->steps,
+                    b->t_reduce);
     }
     tr_nccl_close(b->nc);
     tr_gpu_close(b->g);
     if (b->own_c)
         tr_comm_close(b->c);
     free(b->mloss);
+    free(b->bk);
     free(b);
 }
 
@@ -209,6 +326,14 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
     if (!b->mloss) {
         snprintf(err, errlen, "cannot allocate the data-parallel loss table");
         return TR_ERR_NOMEM; /* the other ranks fail in the NCCL bootstrap (deadline) */
+    }
+    if (overlap_wanted()) {
+        size_t el = (size_t)(bucket_mb() * 1048576.0 / sizeof(float));
+        if (make_buckets(b, a->mc, el > 0 ? el : 1) != TR_OK) {
+            snprintf(err, errlen, "cannot allocate the gradient buckets");
+            return TR_ERR_NOMEM;
+        }
+        b->ovl_on = 1;
     }
     char e2[1024];
     rc = tr_nccl_open(b->c, b->dev, &b->nc, e2, sizeof e2);
@@ -277,8 +402,16 @@ static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_
         tr_loader_release(ld); /* another rank's micro-batch */
         return TR_OK;
     }
+    /* this rank's last micro-batch of the step: buckets start as backward
+     * enqueues them */
+    int j = bt->micro, n = bt->n_micro;
+    int arm = b->nc && b->ovl_on && (j + 1 >= n || owner(j + 1, n, b->W) != b->rank);
+    if (arm)
+        tr_gpu_set_grad_hook(b->g, on_ready, b);
     /* upload, hand the buffer back, forward + backward (summed loss) */
     int rc = tr_gpu_micro(b->g, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
+    if (arm)
+        tr_gpu_set_grad_hook(b->g, NULL, NULL);
     if (!rc && b->mloss && bt->micro >= 0 && bt->micro < b->nmloss)
         b->mloss[bt->micro] = *loss_sum;
     return rc;
@@ -293,15 +426,29 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
     double t0 = now_s();
     float *dg = NULL;
     size_t n = 0;
-    int rc = tr_gpu_grads(b->g, &dg, &n);
-    if (rc) {
-        snprintf(err, errlen, "GPU backward failed: %s", tr_gpu_last_error());
-        return rc;
-    }
-    rc = tr_nccl_allreduce_f32(b->nc, dg, n);
-    if (rc) {
-        snprintf(err, errlen, "gradient all-reduce (NCCL): %s", tr_nccl_error(b->nc));
-        return TR_ERR_INTERNAL;
+    int rc;
+    if (b->ovl_on) {
+        /* the buckets not started by backward (all of them on a rank
+         * without a micro-batch this step), then wait for every one */
+        release_upto(b, b->nbk);
+        b->released = 0;
+        rc = b->ovl_rc ? b->ovl_rc : tr_nccl_wait(b->nc);
+        if (rc) {
+            snprintf(err, errlen, "gradient all-reduce (NCCL buckets): %s",
+                     b->ovl_rc ? b->ovl_err : tr_nccl_error(b->nc));
+            return TR_ERR_INTERNAL;
+        }
+    } else {
+        rc = tr_gpu_grads(b->g, &dg, &n);
+        if (rc) {
+            snprintf(err, errlen, "GPU backward failed: %s", tr_gpu_last_error());
+            return rc;
+        }
+        rc = tr_nccl_allreduce_f32(b->nc, dg, n);
+        if (rc) {
+            snprintf(err, errlen, "gradient all-reduce (NCCL): %s", tr_nccl_error(b->nc));
+            return TR_ERR_INTERNAL;
+        }
     }
     if (b->W > 1) {
         rc = tr_comm_allreduce_u64(b->c, n_targets, 1);

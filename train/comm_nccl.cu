@@ -26,6 +26,7 @@ struct tr_nccl {
     tr_comm *host;
     int rank, world, device;
     cudaStream_t stream;
+    cudaEvent_t ev; /* orders the asynchronous calls after another stream */
     ncclComm_t comm;
     int aborted;
     char err[1024];
@@ -55,8 +56,14 @@ extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err,
     cudaError_t ce = cudaSetDevice(device);
     if (ce == cudaSuccess)
         ce = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess)
+        ce = cudaEventCreateWithFlags(&n->ev, cudaEventDisableTiming);
     if (ce != cudaSuccess) {
         snprintf(err, errlen, "rank %d: GPU %d: %s", n->rank, device, cudaGetErrorString(ce));
+        if (n->ev)
+            cudaEventDestroy(n->ev);
+        if (n->stream)
+            cudaStreamDestroy(n->stream);
         free(n);
         return TR_ERR_NODEVICE;
     }
@@ -73,12 +80,14 @@ extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err,
         rc = tr_comm_bcast(host, &id, sizeof id, 0);
     if (rc) {
         snprintf(err, errlen, "NCCL bootstrap: %s", tr_comm_error(host));
+        cudaEventDestroy(n->ev);
         cudaStreamDestroy(n->stream);
         free(n);
         return rc;
     }
     if (st[0] != ncclSuccess) {
         snprintf(err, errlen, "rank 0: ncclGetUniqueId: %s", ncclGetErrorString((ncclResult_t)st[0]));
+        cudaEventDestroy(n->ev);
         cudaStreamDestroy(n->stream);
         free(n);
         return TR_ERR_IO;
@@ -87,6 +96,7 @@ extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err,
     if (r != ncclSuccess) {
         snprintf(err, errlen, "rank %d: ncclCommInitRank (world %d, GPU %d): %s", n->rank, n->world, device,
                  ncclGetErrorString(r));
+        cudaEventDestroy(n->ev);
         cudaStreamDestroy(n->stream);
         free(n);
         return TR_ERR_IO;
@@ -101,6 +111,8 @@ extern "C" void tr_nccl_close(tr_nccl *n)
         return;
     if (n->comm && !n->aborted) /* ncclCommAbort frees it */
         ncclCommDestroy(n->comm);
+    if (n->ev)
+        cudaEventDestroy(n->ev);
     if (n->stream)
         cudaStreamDestroy(n->stream);
     free(n);
@@ -173,6 +185,41 @@ extern "C" int tr_nccl_allreduce_f32(tr_nccl *n, float *dbuf, size_t count)
     return finish(n, ncclAllReduce(dbuf, dbuf, count, ncclFloat32, ncclSum, n->comm, n->stream), "all-reduce");
 }
 
+extern "C" int tr_nccl_allreduce_f32_after(tr_nccl *n, float *dbuf, size_t count, void *after)
+{
+    if (n->aborted) {
+        snprintf(n->err, sizeof n->err, "rank %d: all-reduce after the NCCL communicator was aborted", n->rank);
+        return TR_ERR_IO;
+    }
+    if (count == 0)
+        return TR_OK;
+    if (after) {
+        cudaError_t ce = cudaEventRecord(n->ev, (cudaStream_t)after);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(n->stream, n->ev, 0);
+        if (ce != cudaSuccess) {
+            snprintf(n->err, sizeof n->err, "rank %d: all-reduce bucket: ordering after the compute stream: %s",
+                     n->rank, cudaGetErrorString(ce));
+            return TR_ERR_IO;
+        }
+    }
+    ncclResult_t r = ncclAllReduce(dbuf, dbuf, count, ncclFloat32, ncclSum, n->comm, n->stream);
+    if (r != ncclSuccess) {
+        snprintf(n->err, sizeof n->err, "rank %d: all-reduce bucket: %s", n->rank, ncclGetErrorString(r));
+        return TR_ERR_IO;
+    }
+    return TR_OK;
+}
+
+extern "C" int tr_nccl_wait(tr_nccl *n)
+{
+    if (n->aborted) {
+        snprintf(n->err, sizeof n->err, "rank %d: wait after the NCCL communicator was aborted", n->rank);
+        return TR_ERR_IO;
+    }
+    return finish(n, ncclSuccess, "all-reduce (gradient buckets)");
+}
+
 extern "C" int tr_nccl_reduce_scatter_f32(tr_nccl *n, float *dbuf, size_t count)
 {
     int rc = usable(n, "reduce-scatter");
@@ -239,6 +286,19 @@ extern "C" int tr_nccl_allreduce_f32(tr_nccl *n, float *dbuf, size_t count)
     (void)n;
     (void)dbuf;
     (void)count;
+    return TR_ERR_NODEVICE;
+}
+extern "C" int tr_nccl_allreduce_f32_after(tr_nccl *n, float *dbuf, size_t count, void *after)
+{
+    (void)n;
+    (void)dbuf;
+    (void)count;
+    (void)after;
+    return TR_ERR_NODEVICE;
+}
+extern "C" int tr_nccl_wait(tr_nccl *n)
+{
+    (void)n;
     return TR_ERR_NODEVICE;
 }
 extern "C" int tr_nccl_reduce_scatter_f32(tr_nccl *n, float *dbuf, size_t count)

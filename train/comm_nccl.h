@@ -45,6 +45,13 @@ int tr_nccl_allreduce_f32(tr_nccl *n, float *dbuf, size_t count);
 int tr_nccl_reduce_scatter_f32(tr_nccl *n, float *dbuf, size_t count);
 int tr_nccl_allgather_f32(tr_nccl *n, float *dbuf, size_t count);
 int tr_nccl_bcast(tr_nccl *n, void *dbuf, size_t bytes, int root);
+/* Asynchronous all-reduce (gradient buckets while backward runs): enqueued
+ * on the engine's stream after the work enqueued so far on `after` (a
+ * cudaStream_t as void *, NULL: none; ordered with an event), without
+ * waiting. tr_nccl_wait then waits for everything enqueued, against the
+ * deadline like the blocking calls. */
+int tr_nccl_allreduce_f32_after(tr_nccl *n, float *dbuf, size_t count, void *after);
+int tr_nccl_wait(tr_nccl *n);
 
 #ifdef __cplusplus
 }

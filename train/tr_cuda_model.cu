@@ -32,6 +32,8 @@ struct tr_cuda_model {
     double *lossacc; /* [0] loss sum, [1] target count (as double) */
     double *sumsq;
     float *clip_scale, *gnorm;
+    tr_model_grad_hook hook; /* gradient readiness (tr_cuda_model_set_grad_hook) */
+    void *hook_ctx;
 };
 
 /* Counting (a == NULL) or carving pass over every piece, in one order. */
@@ -258,6 +260,12 @@ extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, co
     return TR_OK;
 }
 
+extern "C" void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook fn, void *ctx)
+{
+    m->hook = fn;
+    m->hook_ctx = fn ? ctx : NULL;
+}
+
 extern "C" float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n)
 {
     if (n) *n = m->P;
@@ -372,6 +380,7 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
     KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LNFW], G[TR_P_LNFB], m->dbuf, LAYER(res3, L - 1, 1), Wf[TR_P_LNFW],
                                   m->lnfm, m->lnfr, N, C, m->scratch, m->scratch_bytes, dt, s));
+    if (m->hook) m->hook(m->hook_ctx, 0); /* lnf: enqueued */
     for (int l = L - 1; l >= 0; l--) {
         void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
         void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
@@ -408,9 +417,11 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
                                       Wf[TR_P_LN1W] + (size_t)l * C, l1m, l1r, N, C, m->scratch, m->scratch_bytes, dt,
                                       s));
         /* dres holds d(residual3[l-1]) (or d(encoded)) */
+        if (m->hook) m->hook(m->hook_ctx, 1 + (L - 1 - l)); /* layer l: enqueued */
     }
     KC(kn_encoder_backward_cuda(G[TR_P_WTE], G[TR_P_WPE], m->dres, inputs, pos, B, T, C, V, c->max_seq, m->scratch,
                                 m->scratch_bytes, dt, s));
+    if (m->hook) m->hook(m->hook_ctx, L + 1); /* wte, wpe: enqueued */
 #undef LAYER
     if (loss_sum || n_targets) {
         double h[2];

@@ -55,6 +55,12 @@ int tr_cuda_model_zero_grad(tr_cuda_model *m);
 /* The device fp32 gradient buffer (tr_model_params layout, *n floats), for
  * the data-parallel all-reduce (train/backend_cuda.cu); no synchronisation. */
 float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n);
+/* Gradient readiness (data-parallel overlap): with fn set, fwd_bwd calls
+ * fn(ctx, g) on the host for the groups of tr_model_grad_groups() in order,
+ * each right after it has ENQUEUED on the model's stream the last kernel
+ * that writes group g (not after it ran: fn orders its own work after the
+ * stream's with an event). NULL fn: none (default). */
+void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook fn, void *ctx);
 /* As tr_model_fwd_bwd; the batch arrays are DEVICE pointers (tr_cuda_batch);
  * pos/doc may be NULL.  *loss_sum / *n_targets (host, may be NULL) make
  * this call wait for the step; pass NULL to stay asynchronous. */

@@ -75,6 +75,13 @@ int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t 
  * after every queued backward has finished (waits for the compute stream):
  * the data-parallel all-reduce runs on it in place before tr_gpu_step. */
 int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n);
+/* Without waiting: the device gradient, the compute stream (cudaStream_t as
+ * void *), and the readiness hook of the next tr_gpu_micro calls
+ * (tr_cuda_model_set_grad_hook: called when group g's kernels are enqueued
+ * on that stream). For the overlapped all-reduce. */
+float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n);
+void *tr_gpu_stream(tr_gpu *g);
+void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx);
 
 /* Checkpoint state: fp32 params and AdamW moments (host buffers of the
  * model's param count) and the optimiser counters (fp16 loss scaler, AdamW

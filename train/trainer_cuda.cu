@@ -278,6 +278,13 @@ extern "C" int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n)
     return TR_OK;
 }
 
+extern "C" float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n) { return tr_cuda_model_grads(g->m, n); }
+extern "C" void *tr_gpu_stream(tr_gpu *g) { return (void *)g->s; }
+extern "C" void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx)
+{
+    tr_cuda_model_set_grad_hook(g->m, fn, ctx);
+}
+
 extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *adam_v,
                                 uint64_t extra[TR_GPU_EXTRA])
 {
