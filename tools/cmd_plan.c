@@ -5,4 +5,4 @@
 #include "cli.h"
 #include "tr.h"
 
-int cmd_plan(int argc, char **argv) { return tr_cli_main("mkshards plan", argc, argv, 1); }
+int cmd_plan(int argc, char **argv) { return tr_plan_cli_main("mkshards plan", argc, argv); }

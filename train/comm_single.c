@@ -108,45 +108,6 @@ int tr_comm_have_mpi(void)
 #endif
 }
 
-uint64_t tr_comm_buffer_bytes(int world, size_t bucket)
-{
-    if (world <= 1)
-        return 0;
-    return (uint64_t)bucket * sizeof(float);
-}
-
-void tr_comm_shard(size_t n, int world, int r, size_t *lo, size_t *hi)
-{
-    if (world < 1)
-        world = 1;
-    size_t per = n / (size_t)world + (n % (size_t)world != 0);
-    size_t a = per * (size_t)r;
-    if (r < 0 || (per && a / per != (size_t)r) || a > n)
-        a = n;
-    size_t b = n - a < per ? n : a + per;
-    *lo = a;
-    *hi = b;
-}
-
-void tr_comm_shard_units(size_t n, size_t unit, int world, int r, size_t *lo, size_t *hi)
-{
-    if (unit == 0) {
-        tr_comm_shard(n, world, r, lo, hi);
-        return;
-    }
-    if (world < 1)
-        world = 1;
-    if (r < 0 || r >= world) {
-        *lo = *hi = n;
-        return;
-    }
-    unsigned __int128 U = n / unit + (n % unit != 0);
-    unsigned __int128 u0 = U * (unsigned)r / (unsigned)world, u1 = U * (unsigned)(r + 1) / (unsigned)world;
-    unsigned __int128 a = u0 * unit, b = u1 * unit;
-    *lo = a > n ? n : (size_t)a;
-    *hi = b > n ? n : (size_t)b;
-}
-
 /* The environment's deadline, or 60 s. */
 static double env_timeout(void)
 {

@@ -345,10 +345,13 @@ typedef struct {
 /* TR_ERR_NOFIT: the plan (res->plan) does not fit; nothing was allocated. */
 int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen);
 
-/* The llmtrain command line (also `mkshards plan` with plan_only = 1).
+/* The llmtrain command line (plan_only = 1: only --plan is possible).
  * Returns the exit status: 0 ok, 1 failure, 2 bad input/data/device,
  * 3 plan does not fit, 64 usage. */
 int tr_cli_main(const char *prog, int argc, char **argv, int plan_only);
+/* `mkshards plan`: tr_cli_main(prog, argc, argv, 1) without linking the
+ * training run (tr_train, the communicator, MPI) into the caller. */
+int tr_plan_cli_main(const char *prog, int argc, char **argv);
 
 /* ================================================================ memory */
 /* Peak resident set (VmHWM) and current resident set (VmRSS) in bytes, 0 if

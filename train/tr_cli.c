@@ -1,5 +1,7 @@
 /* tr_cli.c - the llmtrain command line (also `mkshards plan`): option
- * parsing, --plan, and the training run. Returns the process exit status:
+ * parsing and --plan; the training run is in tr_cli_run.c, so that a
+ * program that only plans (mkshards) links neither the trainer nor MPI.
+ * Returns the process exit status:
  *   0 ok / plan fits, 1 runtime failure, 2 bad input (corrupt shard, wrong
  *   tokenizer, missing file, --device cuda unavailable), 3 plan does not fit,
  *   64 usage error. */
@@ -15,8 +17,8 @@
 
 #include "kn.h"
 #include "model.h"
+#include "tr_cli_internal.h"
 
-enum { X_OK = 0, X_FAIL = 1, X_INPUT = 2, X_NOFIT = 3, X_USAGE = 64 };
 
 static const char *usage_text =
     "Usage: %s --data DIR --model tiny|d12|d24|d36|d48 --seq-len L --steps N\n"
@@ -74,7 +76,7 @@ static const char *usage_text =
     "\n"
     "Exit codes: 0 ok, 1 failure, 2 bad input/data/device, 3 plan does not fit, 64 usage.\n";
 
-static int uerr(const char *prog, const char *fmt, const char *a)
+int tr_cli_uerr(const char *prog, const char *fmt, const char *a)
 {
     fprintf(stderr, "%s: ", prog);
     fprintf(stderr, fmt, a);
@@ -145,12 +147,6 @@ static const struct option long_opts[] = {
     {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
     {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},       {0, 0, 0, 0}};
 
-/* The parsed command line: training options plus what only the CLI uses. */
-typedef struct {
-    tr_train_opts o;
-    int plan, json, sample;
-    uint64_t vocab, world, zero;
-} cli_args;
 
 static void print_help(const char *prog, int plan_only)
 {
@@ -187,12 +183,12 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
         if (!strcmp(optarg, "fp32")) o->precision = TR_FP32;
         else if (!strcmp(optarg, "bf16")) o->precision = TR_BF16;
         else if (!strcmp(optarg, "fp16")) o->precision = TR_FP16;
-        else r = uerr(prog, "unknown --precision '%s' (fp32, bf16, fp16)", optarg);
+        else r = tr_cli_uerr(prog, "unknown --precision '%s' (fp32, bf16, fp16)", optarg);
         break;
     case O_DEV:
         if (!strcmp(optarg, "cpu")) o->device = TR_DEV_CPU;
         else if (!strcmp(optarg, "cuda") || !strcmp(optarg, "gpu")) o->device = TR_DEV_CUDA;
-        else r = uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
+        else r = tr_cli_uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
         break;
     case O_SEED: r = pu64(prog, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
     case O_LOG: o->log_path = optarg; break;
@@ -202,7 +198,7 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
     case O_PLAN: a->plan = 1; break;
     case O_MEM:
         if (tr_parse_bytes(optarg, &o->mem_budget) || o->mem_budget > MEM_MAX)
-            r = uerr(prog, "--mem-budget '%s': want bytes, or a number with K/M/G/T[iB], at most 1 EiB", optarg);
+            r = tr_cli_uerr(prog, "--mem-budget '%s': want bytes, or a number with K/M/G/T[iB], at most 1 EiB", optarg);
         break;
     case O_JSON: a->json = 1; break;
     case O_REC: r = pu64(prog, "--recompute", optarg, 0, 2, &u); o->recompute = (int)u; break;
@@ -229,14 +225,14 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
     case O_VOCAB: r = pu64(prog, "--vocab-size", optarg, 1, TR_MAX_VOCAB, &a->vocab); break;
     case O_WORLD: r = pu64(prog, "--world", optarg, 1, 1u << 20, &a->world); break;
     case O_ZERO: r = pu64(prog, "--zero", optarg, 0, 1, &a->zero); a->o.zero = (int)a->zero; break;
-    case ':': return uerr(prog, "option '%s' needs a value", argv[optind - 1]);
-    default: return uerr(prog, "unknown option '%s'", argv[optind - 1]);
+    case ':': return tr_cli_uerr(prog, "option '%s' needs a value", argv[optind - 1]);
+    default: return tr_cli_uerr(prog, "unknown option '%s'", argv[optind - 1]);
     }
     return r;
 }
 
 /* -1: go on with a; otherwise the exit status (help printed: 0). */
-static int parse_args(const char *prog, int argc, char **argv, int plan_only, cli_args *a)
+int tr_cli_parse(const char *prog, int argc, char **argv, int plan_only, cli_args *a)
 {
     memset(a, 0, sizeof *a);
     tr_train_opts_init(&a->o);
@@ -255,7 +251,7 @@ static int parse_args(const char *prog, int argc, char **argv, int plan_only, cl
             return r;
     }
     if (optind < argc)
-        return uerr(prog, "unexpected argument '%s'", argv[optind]);
+        return tr_cli_uerr(prog, "unexpected argument '%s'", argv[optind]);
     o->sample_tokens = a->sample;
     if (o->warmup != UINT64_MAX && o->warmup > o->steps) {
         fprintf(stderr, "%s: --warmup %" PRIu64 " is longer than --steps %" PRIu64 "\n", prog, o->warmup, o->steps);
@@ -299,13 +295,13 @@ static int plan_rows(const char *prog, const tr_train_opts *o, uint32_t *V, int 
 }
 
 /* --plan (and mkshards plan): print the plan; 0 fits, 3 does not. */
-static int plan_cli(const char *prog, const cli_args *a)
+int tr_cli_plan(const char *prog, const cli_args *a)
 {
     const tr_train_opts *o = &a->o;
     tr_plan_in pi;
     memset(&pi, 0, sizeof pi);
     if (tr_model_preset(o->model, &pi.n_layer, &pi.n_head, &pi.n_embd))
-        return uerr(prog, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
+        return tr_cli_uerr(prog, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
     uint32_t V = a->vocab ? (uint32_t)a->vocab : 50257;
     int T = o->seq_len;
     if (o->data_dir) {
@@ -314,7 +310,7 @@ static int plan_cli(const char *prog, const cli_args *a)
             return x;
     }
     if (!T)
-        return uerr(prog, "%s needs --seq-len (or --data)", "--plan");
+        return tr_cli_uerr(prog, "%s needs --seq-len (or --data)", "--plan");
     pi.vocab_size = V;
     pi.seq_len = T;
     pi.max_seq = T;
@@ -337,7 +333,7 @@ static int plan_cli(const char *prog, const cli_args *a)
     tr_plan_out po;
     int rc = tr_plan(&pi, &po);
     if (rc != TR_OK && rc != TR_ERR_NOFIT)
-        return uerr(prog, "%s", "bad model/plan configuration");
+        return tr_cli_uerr(prog, "%s", "bad model/plan configuration");
     if (a->json)
         tr_plan_print_json(stdout, &pi, &po);
     else
@@ -349,47 +345,9 @@ static int plan_cli(const char *prog, const cli_args *a)
     return X_OK;
 }
 
-/* The training run: tr_train's status -> message and exit status. */
-static int train_cli(const char *prog, const cli_args *a)
-{
-    const tr_train_opts *o = &a->o;
-    if (a->world)
-        return uerr(prog, "%s", "--world is a --plan option: a run's world size is the launcher's (mpirun -np N, "
-                                "srun; docs/cluster.md)");
-    if (!o->data_dir)
-        return uerr(prog, "%s", "missing --data DIR (a shard set from 'mkshards build')");
-    if (o->resume && !o->ckpt_dir)
-        return uerr(prog, "%s", "--resume needs --ckpt-dir");
-    tr_train_result res;
-    char err[1024];
-    int rc = tr_train(o, &res, err, sizeof err);
-    if (rc == TR_OK)
-        return X_OK;
-    if (rc == TR_ERR_NOFIT) {
-        tr_plan_print(stderr, &res.plan_in, &res.plan);
-        fprintf(stderr, "%s: refusing to start: %s; would fit with: %s\n", prog, res.plan.reason, res.plan.advice);
-        return X_NOFIT;
-    }
-    fprintf(stderr, "%s: %s\n", prog, err[0] ? err : tr_strerror(rc));
-    switch (rc) {
-    case TR_ERR_CORRUPT:
-    case TR_ERR_FINGERPRINT:
-    case TR_ERR_NODEVICE:
-    case TR_ERR_DATA:
-    case TR_ERR_IO:
-        return X_INPUT;
-    case TR_ERR_ARG:
-        return X_USAGE;
-    default:
-        return X_FAIL;
-    }
-}
-
-int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
+int tr_plan_cli_main(const char *prog, int argc, char **argv)
 {
     cli_args a;
-    int x = parse_args(prog, argc, argv, plan_only, &a);
-    if (x >= 0)
-        return x;
-    return a.plan ? plan_cli(prog, &a) : train_cli(prog, &a);
+    int x = tr_cli_parse(prog, argc, argv, 1, &a);
+    return x >= 0 ? x : tr_cli_plan(prog, &a);
 }

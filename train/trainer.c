@@ -36,25 +36,6 @@
 #include "model.h"
 #include "tk.h"
 
-void tr_train_opts_init(tr_train_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->model = "tiny";
-    o->steps = 100;
-    o->seed = 1337;
-    o->lr = 1e-3;
-    o->lr_min = -1;
-    o->warmup = UINT64_MAX;
-    o->weight_decay = 0.1f;
-    o->grad_clip = 1.0f;
-    o->beta1 = 0.9f;
-    o->beta2 = 0.95f;
-    o->eps = 1e-8f;
-    o->sample_temp = 0.8f;
-    o->log_every = 1;
-    o->nbuf = 2;
-}
-
 static double now_s(void)
 {
     struct timespec ts;

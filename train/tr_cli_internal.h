@@ -1,0 +1,26 @@
+/* tr_cli_internal.h - shared by tr_cli.c (options, --plan) and
+ * tr_cli_run.c (the training run). */
+#ifndef TR_CLI_INTERNAL_H
+#define TR_CLI_INTERNAL_H
+
+#include <stdint.h>
+
+#include "tr.h"
+
+enum { X_OK = 0, X_FAIL = 1, X_INPUT = 2, X_NOFIT = 3, X_USAGE = 64 };
+
+/* The parsed command line: training options plus what only the CLI uses. */
+typedef struct {
+    tr_train_opts o;
+    int plan, json, sample;
+    uint64_t vocab, world, zero;
+} cli_args;
+
+/* "PROG: " + fmt (one %s: a) on stderr; returns X_USAGE. */
+int tr_cli_uerr(const char *prog, const char *fmt, const char *a);
+/* -1: go on with a; otherwise the exit status (help printed: 0). */
+int tr_cli_parse(const char *prog, int argc, char **argv, int plan_only, cli_args *a);
+/* --plan: print the plan; 0 fits, 3 does not. */
+int tr_cli_plan(const char *prog, const cli_args *a);
+
+#endif
