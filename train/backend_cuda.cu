@@ -60,10 +60,7 @@ struct tr_backend {
     /* overlap (MKS_GPU_OVERLAP=1): gradient buckets all-reduced on the NCCL
      * stream as backward enqueues their last kernels */
     int ovl_on;
-    struct bucket {
-        size_t a, b;
-        int group;
-    } *bk;
+    tr_dp_bucket *bk;
     int nbk, released, ovl_rc;
     char ovl_err[512];
 };
@@ -88,60 +85,11 @@ static double bucket_mb(void)
     return 25.0;
 }
 
-static int cmp_bucket(const void *x, const void *y)
-{
-    const tr_backend::bucket *a = (const tr_backend::bucket *)x, *b = (const tr_backend::bucket *)y;
-    if (a->group != b->group)
-        return a->group < b->group ? -1 : 1;
-    return a->a < b->a ? -1 : a->a > b->a;
-}
-
-/* The gradient cut into buckets of at most el floats along tensors and
- * layers, sorted by the group that makes them final (train/dist.c's
- * layout); every rank computes the same list, so the NCCL calls match. */
+/* The gradient's buckets, the same list as train/dist.c's (tr_dp_buckets):
+ * every rank computes it alike, so the NCCL calls match. */
 static int make_buckets(tr_backend *b, const tr_model_config *mc, size_t el)
 {
-    size_t sizes[TR_NUM_PARAM_TENSORS];
-    tr_model_param_sizes(mc, sizes);
-    size_t cap = 16;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++)
-        cap += (size_t)tr_model_param_layers(mc, t) + sizes[t] / el + 2;
-    b->bk = (tr_backend::bucket *)calloc(cap, sizeof *b->bk);
-    if (!b->bk)
-        return TR_ERR_NOMEM;
-    int n = 0;
-    size_t off = 0;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
-        int nl = tr_model_param_layers(mc, t);
-        size_t per = sizes[t] / (size_t)nl;
-        size_t k = per >= el ? 1 : el / per;
-        for (long hiL = nl; hiL > 0;) {
-            long loL = hiL - (long)k > 0 ? hiL - (long)k : 0;
-            size_t a = off + (size_t)loL * per, e = off + (size_t)hiL * per;
-            int g = tr_model_grad_group_of(mc, t, (int)loL);
-            for (size_t x = a; x < e; x += el) {
-                if ((size_t)n >= cap)
-                    return TR_ERR_INTERNAL;
-                b->bk[n].a = x;
-                b->bk[n].b = e - x < el ? e : x + el;
-                b->bk[n].group = g;
-                n++;
-            }
-            hiL = loL;
-        }
-        off += sizes[t];
-    }
-    qsort(b->bk, (size_t)n, sizeof *b->bk, cmp_bucket);
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (m > 0 && b->bk[m - 1].group == b->bk[i].group && b->bk[m - 1].b == b->bk[i].a &&
-            b->bk[i].b - b->bk[m - 1].a <= el)
-            b->bk[m - 1].b = b->bk[i].b;
-        else
-            b->bk[m++] = b->bk[i];
-    }
-    b->nbk = m;
-    return TR_OK;
+    return tr_dp_buckets(mc, el, &b->bk, &b->nbk);
 }
 
 /* Enqueue buckets [released, upto) on the NCCL stream, each after the
@@ -154,7 +102,7 @@ static void release_upto(tr_backend *b, int upto)
     for (; b->released < upto; b->released++) {
         if (b->ovl_rc)
             continue;
-        const tr_backend::bucket *k = &b->bk[b->released];
+        const tr_dp_bucket *k = &b->bk[b->released];
         int rc = tr_nccl_allreduce_f32_after(b->nc, dg + k->a, k->b - k->a, tr_gpu_stream(b->g));
         if (rc) {
             b->ovl_rc = rc;

@@ -78,13 +78,7 @@ extern const tr_backend_ops tr_backend_cpu;
 #define NORM_PARTS 256 /* kn_sumsq_ref's fixed split of the gradient */
 #define DEFAULT_BUCKET_MB 25.0
 
-/* A gradient bucket: [a, b) of one tensor (whole layers of a per-layer
- * tensor, or a piece of one), final once backward has finished group
- * `group` (tr_model_grad_group_of). */
-typedef struct {
-    size_t a, b;
-    int group;
-} bucket;
+typedef tr_dp_bucket bucket;
 
 /* The communication thread: reduces buckets in order while the main thread
  * runs backward (the main thread releases them from the readiness hook and
@@ -147,60 +141,10 @@ static double bucket_mb(void)
     return DEFAULT_BUCKET_MB;
 }
 
-static int cmp_bucket(const void *x, const void *y)
-{
-    const bucket *a = x, *b = y;
-    if (a->group != b->group)
-        return a->group < b->group ? -1 : 1;
-    return a->a < b->a ? -1 : a->a > b->a;
-}
-
-/* Cut the gradient into buckets of at most `el` elements along tensors and
- * layers (a per-layer tensor: runs of whole layers from the last one down,
- * so the first bucket is ready after a few layers), sorted by the group
- * that makes them final; neighbours of one group that touch in memory are
- * merged up to `el`. Every rank computes the same list. */
+/* The buckets of this rank's gradient (tr_dp_buckets). */
 static int make_buckets(tr_backend *b, const tr_model_config *mc, size_t el)
 {
-    size_t cap = 16;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++)
-        cap += (size_t)tr_model_param_layers(mc, t) + b->sizes[t] / el + 2;
-    b->bk = calloc(cap, sizeof *b->bk);
-    if (!b->bk)
-        return TR_ERR_NOMEM;
-    int n = 0;
-    size_t off = 0;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
-        int nl = tr_model_param_layers(mc, t);
-        size_t per = b->sizes[t] / (size_t)nl;
-        size_t k = per >= el ? 1 : el / per; /* layers per bucket */
-        for (long hiL = nl; hiL > 0;) {
-            long loL = hiL - (long)k > 0 ? hiL - (long)k : 0;
-            size_t a = off + (size_t)loL * per, e = off + (size_t)hiL * per;
-            int g = tr_model_grad_group_of(mc, t, (int)loL);
-            for (size_t x = a; x < e; x += el) { /* a layer over the bucket: pieces */
-                if ((size_t)n >= cap)
-                    return TR_ERR_INTERNAL;
-                b->bk[n].a = x;
-                b->bk[n].b = e - x < el ? e : x + el;
-                b->bk[n].group = g;
-                n++;
-            }
-            hiL = loL;
-        }
-        off += b->sizes[t];
-    }
-    qsort(b->bk, (size_t)n, sizeof *b->bk, cmp_bucket);
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (m > 0 && b->bk[m - 1].group == b->bk[i].group && b->bk[m - 1].b == b->bk[i].a &&
-            b->bk[i].b - b->bk[m - 1].a <= el)
-            b->bk[m - 1].b = b->bk[i].b;
-        else
-            b->bk[m++] = b->bk[i];
-    }
-    b->nbk = m;
-    return TR_OK;
+    return tr_dp_buckets(mc, el, &b->bk, &b->nbk);
 }
 
 static void *comm_thread(void *arg)

@@ -42,6 +42,7 @@
 
 #include "backend.h"
 #include "comm.h"
+#include "model.h"
 #include "tr.h"
 
 #ifdef __cplusplus
@@ -80,6 +81,21 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
 int tr_dist_val_mine(const tr_train_opts *o, int k, int n);
 int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, double *ls, uint64_t *nt, char *err,
                     size_t errlen);
+
+/* A gradient bucket: elements [a, b) of the flat gradient (whole layers of
+ * a per-layer tensor, or a piece of one), final once backward has finished
+ * group `group` (tr_model_grad_group_of). */
+typedef struct {
+    size_t a, b;
+    int group;
+} tr_dp_bucket;
+/* The gradient of a model cut into buckets of at most el elements along
+ * tensors and layers (a per-layer tensor: runs of whole layers from the
+ * last one down, so the first bucket is ready after a few layers), sorted
+ * by the group that makes them final; neighbours of one group that touch
+ * in memory merged up to el. A pure function: every rank computes the same
+ * list, so the collectives (MPI or NCCL) match. *out: free(). */
+int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int *n_out);
 
 /* The backend a run uses: inner itself at world 1; the data-parallel
  * wrapper at world > 1 for the CPU backend; the CUDA backend itself at
