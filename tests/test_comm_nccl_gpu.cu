@@ -27,6 +27,19 @@ static int failures;
 
 static float v(int r, size_t i) { return (float)((int)(i % 1000) - 500 + 1000 * r); }
 
+/* Elements of h[0..cnt) that are not the sum over the W ranks of v. */
+static size_t wrong_sums(const float *h, size_t cnt, int W)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        float e = 0;
+        for (int r = 0; r < W; r++)
+            e += v(r, i);
+        bad += h[i] != e;
+    }
+    return bad;
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -66,13 +79,7 @@ int main(void)
         cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
         CHECK(tr_nccl_allreduce_f32(n, d, cnt) == 0, "allreduce: %s", tr_nccl_error(n));
         cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
-        size_t bad = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            float e = 0;
-            for (int r = 0; r < W; r++)
-                e += v(r, i);
-            bad += h[i] != e;
-        }
+        size_t bad = wrong_sums(h, cnt, W);
         CHECK(bad == 0, "allreduce %zu: %zu wrong", cnt, bad);
         /* asynchronous buckets (the overlapped gradient all-reduce): the data
          * arrives on another stream, two buckets ordered after it, one wait */
@@ -89,13 +96,7 @@ int main(void)
                   tr_nccl_error(n));
             CHECK(tr_nccl_wait(n) == 0, "wait: %s", tr_nccl_error(n));
             cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
-            bad = 0;
-            for (size_t i = 0; i < cnt; i++) {
-                float e = 0;
-                for (int r = 0; r < W; r++)
-                    e += v(r, i);
-                bad += h[i] != e;
-            }
+            bad = wrong_sums(h, cnt, W);
             CHECK(bad == 0, "allreduce buckets %zu: %zu wrong", cnt, bad);
             cudaStreamDestroy(cs);
         }
@@ -105,13 +106,7 @@ int main(void)
         CHECK(tr_nccl_reduce_scatter_f32(n, d, cnt) == 0, "reduce_scatter: %s", tr_nccl_error(n));
         CHECK(tr_nccl_allgather_f32(n, d, cnt) == 0, "allgather: %s", tr_nccl_error(n));
         cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
-        bad = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            float e = 0;
-            for (int r = 0; r < W; r++)
-                e += v(r, i);
-            bad += h[i] != e;
-        }
+        bad = wrong_sums(h, cnt, W);
         CHECK(bad == 0, "reduce_scatter + allgather %zu: %zu wrong", cnt, bad);
         cudaMemset(d, me == 0 ? 0x3f : 0, cnt * sizeof(float));
         CHECK(tr_nccl_bcast(n, d, cnt * sizeof(float), 0) == 0, "bcast: %s", tr_nccl_error(n));
