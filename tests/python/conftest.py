@@ -117,7 +117,8 @@ def tiktoken_mod(tiktoken_cache):
 
 @pytest.fixture(scope="session")
 def shard_sets(mkshards_bin, shared, tmp_path_factory):
-    """Shard sets built by the CLI: plain (u16 gpt2, bfd, val split), zstd-compressed, u32 (cl100k, concat)."""
+    """Shard sets built by the CLI: plain (u16 gpt2, bfd, val split), zstd-compressed, u32 (cl100k, concat),
+    framed (gpt2, --bos <|endoftext|> --eos none)."""
     d = tmp_path_factory.mktemp("shards")
     ins = [os.path.join(DATA, "clean"), os.path.join(SAMPLES, "tiny.jsonl"), os.path.join(DATA, "bad")]
     common = ["build", "-q", "-L", "96", "--val-fraction", "0.25", "--shard-tokens", "4K"]
@@ -129,4 +130,6 @@ def shard_sets(mkshards_bin, shared, tmp_path_factory):
     sets["zstd"] = str(d / "z")
     run_cli(mkshards_bin, *common, "-t", "cl100k_base", "-o", str(d / "c"), *ins)
     sets["u32"] = str(d / "c")
+    run_cli(mkshards_bin, *common, "-t", "gpt2", "--bos", "<|endoftext|>", "--eos", "none", "-o", str(d / "f"), *ins)
+    sets["framed"] = str(d / "f")  # BOS before every document, no EOS
     return sets

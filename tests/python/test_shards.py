@@ -77,6 +77,22 @@ def test_rows_equal_numpy_reader(shard_sets):
                     assert (batch[k][i] == b[k]).all(), (kind, split, i, k)
 
 
+def test_framing(shard_sets):
+    """bos_id / eos_id as the manifest records them, equal to the numpy-only reader's; rows start with the BOS."""
+    for kind, bos, eos in (("plain", None, 50256), ("framed", 50256, None)):
+        ss, ref = mkshards.ShardSet(shard_sets[kind]), mkshards_reader.ShardSet(shard_sets[kind])
+        assert (ss.bos_id, ss.eos_id) == (bos, eos) == (ref.bos_id, ref.eos_id), kind
+        assert ss.info["bos_id"] == bos and ss.info["eos_id"] == eos
+    # the id 50256 is written only as the frame and as padding (document text never encodes to it)
+    for kind, frame in (("plain", "eot"), ("framed", "bos")):
+        ss = mkshards.ShardSet(shard_sets[kind])
+        with open(os.path.join(shard_sets[kind], "manifest.json")) as f:
+            acc = json.load(f)["accounting"]
+        n = sum(int((ss.read(np.arange(ss.rows[s]), s)["tokens"] == 50256).sum()) for s in ss.splits)
+        docs = acc["documents"]["train"] + acc["documents"]["val"]
+        assert acc["tokens"][frame] == docs and n == docs + acc["tokens"]["pad"], (kind, n, acc["tokens"])
+
+
 def test_zero_copy_and_zstd(shard_sets):
     plain, z = mkshards.ShardSet(shard_sets["plain"]), mkshards.ShardSet(shard_sets["zstd"], verify=False)
     r = plain[0]

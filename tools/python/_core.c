@@ -1223,12 +1223,21 @@ static PyObject *ss_info(SSObj *s, PyObject *unused)
     const ds_shardset_info *i = &s->info;
     char hex[65];
     ds_shard_hex(i->fingerprint, 32, hex);
-    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:s,s:s,s:{s:K,s:K},s:{s:K,s:K},s:{s:n,s:n}}", "row_len", i->row_len,
-                         "vocab_size", i->vocab_size, "eot_id", i->eot_id, "pad_id", i->pad_id, "dtype_bytes",
-                         i->dtype_bytes, "fingerprint", hex, "tokenizer", i->tokenizer, "rows", "train",
-                         (unsigned long long)i->rows[0], "val", (unsigned long long)i->rows[1], "tokens", "train",
-                         (unsigned long long)i->tokens[0], "val", (unsigned long long)i->tokens[1], "n_shards",
-                         "train", (Py_ssize_t)i->n_shards[0], "val", (Py_ssize_t)i->n_shards[1]);
+    /* framing: bos_id / eos_id, None when the documents have none (-1) */
+    PyObject *bos = i->bos_id < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(i->bos_id);
+    PyObject *eos = i->eos_id < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(i->eos_id);
+    if (!bos || !eos) {
+        Py_XDECREF(bos);
+        Py_XDECREF(eos);
+        return NULL;
+    }
+    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:N,s:N,s:I,s:s,s:s,s:{s:K,s:K},s:{s:K,s:K},s:{s:n,s:n}}", "row_len",
+                         i->row_len, "vocab_size", i->vocab_size, "eot_id", i->eot_id, "pad_id", i->pad_id, "bos_id",
+                         bos, "eos_id", eos, "dtype_bytes", i->dtype_bytes, "fingerprint", hex, "tokenizer",
+                         i->tokenizer, "rows", "train", (unsigned long long)i->rows[0], "val",
+                         (unsigned long long)i->rows[1], "tokens", "train", (unsigned long long)i->tokens[0], "val",
+                         (unsigned long long)i->tokens[1], "n_shards", "train", (Py_ssize_t)i->n_shards[0], "val",
+                         (Py_ssize_t)i->n_shards[1]);
 }
 
 static PyObject *ss_shards(SSObj *s, PyObject *split_o)
@@ -1693,7 +1702,7 @@ static PyObject *ss_close(SSObj *s, PyObject *unused)
 }
 
 static PyMethodDef ss_methods[] = {
-    {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, dtype_bytes, fingerprint, ..."},
+    {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, bos_id, eos_id, dtype_bytes, fingerprint, ..."},
     {"shards", FN(ss_shards), METH_O, "shards(split) -> list of dicts (path, rows, dtype_bytes, compressed, ...)"},
     {"read", FN(ss_read), METH_VARARGS, "read(split, rows, tokens, pos_ids, doc_ids, loss_mask)"},
     {"fill", FN(ss_fill), METH_VARARGS,

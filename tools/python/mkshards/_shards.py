@@ -38,6 +38,8 @@ class ShardSet:
         self.vocab_size = info["vocab_size"]
         self.eot_id = info["eot_id"]
         self.pad_id = info["pad_id"]
+        # framing of each document (docs/shard-format.md "Framing"); None: none
+        self.bos_id, self.eos_id = info["bos_id"], info["eos_id"]
         self.dtype = np.dtype("<u2" if info["dtype_bytes"] == 2 else "<u4")
         self.fingerprint = info["fingerprint"]
         self.tokenizer = info["tokenizer"]
