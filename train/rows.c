@@ -239,6 +239,9 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
     memcpy(out->fingerprint, info.fingerprint, 32);
     out->has_pos = 1;
     out->eot_id = info.eot_id;
+    out->frame_known = 1;
+    out->bos_id = info.bos_id;
+    out->eos_id = info.eos_id;
     snprintf(out->tokenizer, sizeof out->tokenizer, "%s", info.tokenizer);
     out->read_row = shard_read;
     out->close = shard_close;

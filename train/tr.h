@@ -51,7 +51,12 @@ typedef struct tr_rows {
     uint32_t vocab_size;
     uint8_t fingerprint[32]; /* tokenizer fingerprint (all zero: unknown) */
     int has_pos;             /* 1: pos[] carries document boundaries */
-    uint32_t eot_id;         /* end-of-text id (sampling prompt) */
+    uint32_t eot_id;         /* end-of-text id (sampling prompt and stop without framing) */
+    /* framing of each document, when frame_known (shard sets): BOS / EOS id,
+     * -1 none. --sample starts from the BOS (else the EOS) and stops at the
+     * EOS; a source that does not know (frame_known 0) uses eot_id for both. */
+    int frame_known;
+    int64_t bos_id, eos_id;
     char tokenizer[64];      /* tokenizer name recorded with the data ("" unknown) */
     int (*read_row)(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask);
     void (*close)(void *ctx);

@@ -103,8 +103,15 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
         free(p);
         return;
     }
+    /* the model saw every document after its BOS (else after the previous
+     * document's EOS): start there, stop at the EOS */
+    int64_t start = rows->eot_id, stop = rows->eot_id;
+    if (rows->frame_known) {
+        start = rows->bos_id >= 0 ? rows->bos_id : rows->eos_id >= 0 ? rows->eos_id : (int64_t)rows->eot_id;
+        stop = rows->eos_id;
+    }
     int n = 0;
-    ids[n++] = rows->eot_id < (uint32_t)c->vocab ? rows->eot_id : 0;
+    ids[n++] = start >= 0 && start < c->vocab ? (uint32_t)start : 0;
     for (int g = 0; g < n_tokens; g++) {
         int start = n > T ? n - T : 0, len = n - start;
         if (tr_model_forward(m, 1, len, ids + start, NULL, NULL, NULL, NULL, NULL))
@@ -126,7 +133,7 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
             }
         }
         ids[n++] = (uint32_t)pick;
-        if ((uint32_t)pick == rows->eot_id)
+        if (pick == stop)
             break;
     }
     if (tok) {
