@@ -217,6 +217,16 @@ def derived_fixtures():
     return {"sp_replace_regex": json.dumps(d, ensure_ascii=False)}
 
 
+def write_fixture(name, s):
+    """DATA/NAME.json = s, once HF accepts it (skipped when --only names other fixtures)."""
+    if ONLY and name not in ONLY:
+        return
+    Tokenizer.from_str(s)
+    with open(os.path.join(DATA, name + ".json"), "w") as f:
+        f.write(s)
+    print(name, len(s), file=sys.stderr)
+
+
 def main():
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -237,34 +247,15 @@ def main():
         d["added_tokens"] = [added(t[0], n + i, *t[1:]) for i, t in enumerate(var.get("added", []))]
         if var.get("added_not_in_vocab"):
             assert not [t[0] for t in var["added"] if t[0] in d["model"]["vocab"]], name
-        s = json.dumps(d, ensure_ascii=False)
-        Tokenizer.from_str(s)  # HF accepts it
-        with open(os.path.join(DATA, name + ".json"), "w") as f:
-            f.write(s)
-        print(name, len(s), file=sys.stderr)
+        write_fixture(name, json.dumps(d, ensure_ascii=False))
     for name, s in affix_fixtures(texts()).items():
-        if ONLY and name not in ONLY:
-            continue
-        Tokenizer.from_str(s)
-        with open(os.path.join(DATA, name + ".json"), "w") as f:
-            f.write(s)
-        print(name, len(s), file=sys.stderr)
+        write_fixture(name, s)
     derived = ("sp_affix", "sp_replace_regex")
     for name, s in ({} if ONLY and not any(o.startswith("sp_") and not o.startswith(derived) for o in ONLY)
                     else sp_fixtures(texts())).items():
-        if ONLY and name not in ONLY:
-            continue
-        Tokenizer.from_str(s)
-        with open(os.path.join(DATA, name + ".json"), "w") as f:
-            f.write(s)
-        print(name, len(s), file=sys.stderr)
+        write_fixture(name, s)
     for name, s in derived_fixtures().items():  # after sp_llama2 is written
-        if ONLY and name not in ONLY:
-            continue
-        Tokenizer.from_str(s)
-        with open(os.path.join(DATA, name + ".json"), "w") as f:
-            f.write(s)
-        print(name, len(s), file=sys.stderr)
+        write_fixture(name, s)
 
 
 if __name__ == "__main__":
