@@ -839,11 +839,12 @@ int tk_spm_decode_stream(const tk_tokenizer *t, const uint32_t *ids, size_t n, b
 
 /* ---- loading ---------------------------------------------------------------- */
 
+/* Inside a loading phase (which has an spm_load *L): report and return. */
 #define FAIL(code, ...)                                                                                                \
     do {                                                                                                               \
-        tk_set_err(err, errlen, __VA_ARGS__);                                                                          \
-        rc = (code);                                                                                                   \
-        goto done;                                                                                                     \
+        int fail_rc_ = (code);                                                                                         \
+        tk_set_err(L->err, L->errlen, __VA_ARGS__);                                                                    \
+        return fail_rc_;                                                                                               \
     } while (0)
 
 static void shown(const uint8_t *p, size_t n, char *out, size_t cap) {
@@ -1040,119 +1041,123 @@ bool tk_spm_sniff(const uint8_t *p, size_t n) {
     return r.p < r.end && *r.p == 0x0a;
 }
 
-int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) {
-    if (!path || !out) return TK_ERR_ARG;
-    *out = NULL;
-    if (err && errlen) err[0] = 0;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
-    if (rc) return rc;
-    tk_spm *m = calloc(1, sizeof *m);
-    tk_tokenizer *t = NULL;
-    char sb[160];
-    if (!m) {
-        free(data);
-        return TK_ERR_NOMEM;
-    }
-    m->file = data;
-    m->file_len = len;
-    trainer tr = {.model_type = MT_UNIGRAM, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1};
-    spm_spec nspec = {.add_dummy_prefix = true, .remove_extra_ws = true, .escape_ws = true};
-    spm_spec dspec = nspec;
-    bool has_trainer = false;
-    /* pass 1: count pieces, read the specs */
-    size_t np = 0;
-    {
-        pb r = {data, data + len};
-        pb_field f;
-        while (r.p < r.end) {
-            if (pb_next(&r, &f))
-                FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: malformed protobuf at byte %zu", path,
-                     (size_t)(r.p - data));
-            if (f.wt != 2) continue;
-            if (f.num == 1) {
-                np++;
-            } else if (f.num == 2) {
-                has_trainer = true;
-                if (parse_trainer(f.s, f.n, &tr))
-                    FAIL(TK_ERR_FORMAT, "%s: trainer_spec: malformed protobuf", path);
-            } else if (f.num == 3) {
-                if (parse_spec(f.s, f.n, &nspec)) FAIL(TK_ERR_FORMAT, "%s: normalizer_spec: malformed protobuf", path);
-            } else if (f.num == 5) {
-                if (parse_spec(f.s, f.n, &dspec))
-                    FAIL(TK_ERR_FORMAT, "%s: denormalizer_spec: malformed protobuf", path);
-            }
+/* What tk_load_spm's phases share: where errors go, and what pass 1 read. */
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+    trainer tr;
+    spm_spec nspec, dspec;
+    bool has_trainer;
+    size_t np; /* pieces counted in pass 1 */
+} spm_load;
+
+/* pass 1: count pieces, read the specs */
+static int load_scan(const tk_spm *m, spm_load *L) {
+    const char *path = L->path;
+    pb r = {m->file, m->file + m->file_len};
+    pb_field f;
+    while (r.p < r.end) {
+        if (pb_next(&r, &f))
+            FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: malformed protobuf at byte %zu", path,
+                 (size_t)(r.p - m->file));
+        if (f.wt != 2) continue;
+        if (f.num == 1) {
+            L->np++;
+        } else if (f.num == 2) {
+            L->has_trainer = true;
+            if (parse_trainer(f.s, f.n, &L->tr)) FAIL(TK_ERR_FORMAT, "%s: trainer_spec: malformed protobuf", path);
+        } else if (f.num == 3) {
+            if (parse_spec(f.s, f.n, &L->nspec)) FAIL(TK_ERR_FORMAT, "%s: normalizer_spec: malformed protobuf", path);
+        } else if (f.num == 5) {
+            if (parse_spec(f.s, f.n, &L->dspec))
+                FAIL(TK_ERR_FORMAT, "%s: denormalizer_spec: malformed protobuf", path);
         }
     }
-    if (!np) FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: no pieces", path);
-    if (tr.model_type != MT_BPE) {
+    return TK_OK;
+}
+
+/* Refuse what is not a BPE model with a vocabulary we can hold. */
+static int load_check(const spm_load *L) {
+    const char *path = L->path;
+    if (!L->np) FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: no pieces", path);
+    if (L->tr.model_type != MT_BPE) {
         static const char *const mt[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
         FAIL(TK_ERR_UNSUPPORTED, "%s: trainer_spec.model_type: model type %s is not supported (only BPE)%s", path,
-             tr.model_type >= 1 && tr.model_type <= 4 ? mt[tr.model_type] : "unknown",
-             has_trainer ? "" : " (no trainer_spec: UNIGRAM by default)");
+             L->tr.model_type >= 1 && L->tr.model_type <= 4 ? mt[L->tr.model_type] : "unknown",
+             L->has_trainer ? "" : " (no trainer_spec: UNIGRAM by default)");
     }
-    if (np > TK_MAX_VOCAB) FAIL(TK_ERR_LIMIT, "%s: more than %u pieces", path, TK_MAX_VOCAB);
+    if (L->np > TK_MAX_VOCAB) FAIL(TK_ERR_LIMIT, "%s: more than %u pieces", path, TK_MAX_VOCAB);
+    return TK_OK;
+}
+
+/* pass 2: the pieces (the protobuf was checked in pass 1) */
+static int load_pieces(tk_spm *m, const spm_load *L) {
+    const char *path = L->path;
+    size_t np = L->np;
     m->n = (uint32_t)np;
     m->piece = malloc(np * sizeof *m->piece);
     m->plen = malloc(np * sizeof *m->plen);
     m->score = malloc(np * sizeof *m->score);
     m->type = malloc(np);
     if (!m->piece || !m->plen || !m->score || !m->type) FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
-    /* pass 2: the pieces */
-    {
-        pb r = {data, data + len};
-        pb_field f;
-        size_t i = 0;
-        while (r.p < r.end) {
-            pb_next(&r, &f); /* checked in pass 1 */
-            if (f.wt != 2 || f.num != 1) continue;
-            const uint8_t *ps = (const uint8_t *)"";
-            size_t pn = 0;
-            float sc = 0;
-            int ty = SP_NORMAL;
-            pb q = {f.s, f.s + f.n};
-            pb_field g;
-            while (q.p < q.end) {
-                if (pb_next(&q, &g)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: malformed protobuf", path, i);
-                if (g.num == 1 && g.wt == 2) {
-                    ps = g.s;
-                    pn = g.n;
-                } else if (g.num == 2 && g.wt == 5) {
-                    uint32_t v = (uint32_t)g.v;
-                    memcpy(&sc, &v, 4);
-                } else if (g.num == 3 && g.wt == 0) {
-                    /* an enum value protobuf does not know leaves the default */
-                    if (g.v >= 1 && g.v <= 6) ty = (int)g.v;
-                }
+    pb r = {m->file, m->file + m->file_len};
+    pb_field f;
+    size_t i = 0;
+    while (r.p < r.end) {
+        pb_next(&r, &f); /* checked in pass 1 */
+        if (f.wt != 2 || f.num != 1) continue;
+        const uint8_t *ps = (const uint8_t *)"";
+        size_t pn = 0;
+        float sc = 0;
+        int ty = SP_NORMAL;
+        pb q = {f.s, f.s + f.n};
+        pb_field g;
+        while (q.p < q.end) {
+            if (pb_next(&q, &g)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: malformed protobuf", path, i);
+            if (g.num == 1 && g.wt == 2) {
+                ps = g.s;
+                pn = g.n;
+            } else if (g.num == 2 && g.wt == 5) {
+                uint32_t v = (uint32_t)g.v;
+                memcpy(&sc, &v, 4);
+            } else if (g.num == 3 && g.wt == 0) {
+                /* an enum value protobuf does not know leaves the default */
+                if (g.v >= 1 && g.v <= 6) ty = (int)g.v;
             }
-            if (!pn) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: empty piece", path, i);
-            if (memchr(ps, 0, pn)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: piece contains a NUL byte", path, i);
-            if (pn >= SPM_MAX_PIECE)
-                FAIL(TK_ERR_LIMIT, "%s: pieces[%zu]: piece of %zu bytes (sentencepiece's limit: %d)", path, i, pn,
-                     SPM_MAX_PIECE - 1);
-            if (isnan(sc)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: score is NaN", path, i);
-            m->piece[i] = ps;
-            m->plen[i] = (uint32_t)pn;
-            m->score[i] = sc;
-            m->type[i] = (uint8_t)ty;
-            i++;
         }
+        if (!pn) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: empty piece", path, i);
+        if (memchr(ps, 0, pn)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: piece contains a NUL byte", path, i);
+        if (pn >= SPM_MAX_PIECE)
+            FAIL(TK_ERR_LIMIT, "%s: pieces[%zu]: piece of %zu bytes (sentencepiece's limit: %d)", path, i, pn,
+                 SPM_MAX_PIECE - 1);
+        if (isnan(sc)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: score is NaN", path, i);
+        m->piece[i] = ps;
+        m->plen[i] = (uint32_t)pn;
+        m->score[i] = sc;
+        m->type[i] = (uint8_t)ty;
+        i++;
     }
-    /* InitializePieces */
-    {
-        uint32_t dup;
-        for (int res = 0; res < 2; res++)
-            if ((rc = map_build(m, res, &dup))) {
-                if (rc == TK_ERR_DUP_RANK) {
-                    shown(m->piece[dup], m->plen[dup], sb, sizeof sb);
-                    FAIL(rc, "%s: pieces[%u]: \"%s\" is already defined", path, dup, sb);
-                }
-                FAIL(rc, "%s: out of memory", path);
+    return TK_OK;
+}
+
+/* InitializePieces: the piece maps, unk, byte pieces, user-defined and
+ * unused pieces */
+static int load_index(tk_spm *m, const spm_load *L) {
+    const char *path = L->path;
+    char sb[160];
+    int rc;
+    uint32_t dup;
+    for (int res = 0; res < 2; res++)
+        if ((rc = map_build(m, res, &dup))) {
+            if (rc == TK_ERR_DUP_RANK) {
+                shown(m->piece[dup], m->plen[dup], sb, sizeof sb);
+                FAIL(rc, "%s: pieces[%u]: \"%s\" is already defined", path, dup, sb);
             }
-    }
+            FAIL(rc, "%s: out of memory", path);
+        }
     m->unk_id = TK_NO_RANK;
-    m->byte_fallback = tr.byte_fallback;
+    m->byte_fallback = L->tr.byte_fallback;
     for (int b = 0; b < 256; b++) m->byte_id[b] = TK_NO_RANK;
     for (uint32_t i = 0; i < m->n; i++) {
         int ty = m->type[i];
@@ -1185,23 +1190,36 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
         uint32_t k = 0;
         for (uint32_t i = 0; i < m->n; i++) m->unused_idx[i] = m->type[i] == SP_UNUSED ? k++ : 0;
     }
-    /* normalizer and denormalizer */
-    m->norm.spec = nspec;
-    m->norm.ws_suffix = tr.ws_suffix;
-    if ((rc = cmap_init(&m->norm.map, nspec.cmap, nspec.cmap_len)))
+    return TK_OK;
+}
+
+/* normalizer and denormalizer, unk surface, word splitting */
+static int load_norm(tk_spm *m, const spm_load *L) {
+    const char *path = L->path;
+    int rc;
+    m->norm.spec = L->nspec;
+    m->norm.ws_suffix = L->tr.ws_suffix;
+    if ((rc = cmap_init(&m->norm.map, L->nspec.cmap, L->nspec.cmap_len)))
         FAIL(rc, "%s: normalizer_spec.precompiled_charsmap: %s", path,
              rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
-    m->denorm.spec = dspec;
-    if (dspec.cmap_len) {
+    m->denorm.spec = L->dspec;
+    if (L->dspec.cmap_len) {
         m->has_denorm = true;
-        if ((rc = cmap_init(&m->denorm.map, dspec.cmap, dspec.cmap_len)))
+        if ((rc = cmap_init(&m->denorm.map, L->dspec.cmap, L->dspec.cmap_len)))
             FAIL(rc, "%s: denormalizer_spec.precompiled_charsmap: %s", path,
                  rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
     }
-    m->has_unk_surface = tr.has_unk_surface;
-    m->unk_surface = tr.unk_surface;
-    m->unk_surface_len = tr.unk_surface_len;
+    m->has_unk_surface = L->tr.has_unk_surface;
+    m->unk_surface = L->tr.unk_surface;
+    m->unk_surface_len = L->tr.unk_surface_len;
     m->split = split_ok(m);
+    return TK_OK;
+}
+
+/* pieces shadowed by a reserved piece of the same text; the model's
+ * <s>, </s> and <pad> (when they are CONTROL pieces) */
+static int load_ids(tk_spm *m, const spm_load *L) {
+    const char *path = L->path;
     for (uint32_t i = 0; i < m->n; i++) {
         bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
         uint32_t r = normal ? map_get(m, m->rmap, m->rmask, m->piece[i], m->plen[i]) : TK_NO_RANK;
@@ -1212,82 +1230,98 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
         }
         m->shadow[i] = r;
     }
-    {
-        static const char *const dflt[] = {"<s>", "</s>", "<pad>"};
-        int32_t *dst[3] = {&m->bos_id, &m->eos_id, &m->pad_id};
-        for (int k = 0; k < 3; k++) {
-            const uint8_t *p = tr.pieces_named[k + 1];
-            size_t pl = tr.pieces_named_len[k + 1];
-            if (!p || !pl) {
-                p = (const uint8_t *)dflt[k];
-                pl = strlen(dflt[k]);
+    static const char *const dflt[] = {"<s>", "</s>", "<pad>"};
+    int32_t *dst[3] = {&m->bos_id, &m->eos_id, &m->pad_id};
+    for (int k = 0; k < 3; k++) {
+        const uint8_t *p = L->tr.pieces_named[k + 1];
+        size_t pl = L->tr.pieces_named_len[k + 1];
+        if (!p || !pl) {
+            p = (const uint8_t *)dflt[k];
+            pl = strlen(dflt[k]);
+        }
+        uint32_t id = map_get(m, m->rmap, m->rmask, p, pl);
+        *dst[k] = id != TK_NO_RANK && m->type[id] == SP_CONTROL ? (int32_t)id : -1;
+    }
+    return TK_OK;
+}
+
+/* Fill the token arena (what each non-CONTROL piece decodes to on its own)
+ * and the specials list (the CONTROL pieces). */
+static void fill_tables(tk_tokenizer *t, const tk_spm *m, tk_special *sp, char *stext) {
+    size_t off = 0, so = 0;
+    uint32_t r = 0, c = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const uint8_t *p = m->piece[i];
+        size_t pl = m->plen[i];
+        if (m->type[i] == SP_CONTROL) {
+            memcpy(stext + so, p, pl);
+            stext[so + pl] = 0;
+            sp[c].text = stext + so;
+            sp[c++].id = i;
+            so += pl + 1;
+            continue;
+        }
+        t->tok_off[r] = off;
+        t->rank_to_id[r++] = i;
+        if (m->type[i] == SP_BYTE) {
+            t->arena[off++] = (uint8_t)byte_of_piece(p, pl);
+            continue;
+        }
+        for (size_t k = 0; k < pl;) {
+            if (m->type[i] != SP_UNKNOWN && k + 3 <= pl && memcmp(p + k, SPACE_SYM, 3) == 0) {
+                t->arena[off++] = ' ';
+                k += 3;
+            } else {
+                t->arena[off++] = p[k++];
             }
-            uint32_t id = map_get(m, m->rmap, m->rmask, p, pl);
-            *dst[k] = id != TK_NO_RANK && m->type[id] == SP_CONTROL ? (int32_t)id : -1;
         }
     }
-    /* the tk_tokenizer: CONTROL pieces are its specials, the others its
-     * tokens, whose bytes are what each decodes to on its own */
-    t = calloc(1, sizeof *t);
+    t->tok_off[r] = off;
+}
+
+/* the tk_tokenizer: CONTROL pieces are its specials, the others its
+ * tokens, whose bytes are what each decodes to on its own. *tp is set as
+ * soon as it is allocated, so the caller frees it on failure. */
+static int load_tokenizer(const tk_spm *m, tk_tokenizer **tp, const spm_load *L) {
+    const char *path = L->path;
+    int rc;
+    tk_tokenizer *t = *tp = calloc(1, sizeof *t);
     if (!t) FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
     t->eot = TK_NO_RANK;
     t->decode_only = true;
-    {
-        uint32_t nr = 0, nc = 0;
-        size_t bytes = 0;
-        for (uint32_t i = 0; i < m->n; i++) {
-            if (m->type[i] == SP_CONTROL) {
-                nc++;
-                continue;
-            }
-            nr++;
-            bytes += m->plen[i];
+    uint32_t nr = 0, nc = 0;
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->type[i] == SP_CONTROL) {
+            nc++;
+            continue;
         }
-        t->n_ranks = nr;
-        t->arena = malloc(bytes + 1);
-        t->tok_off = malloc(((size_t)nr + 1) * sizeof *t->tok_off);
-        t->rank_to_id = malloc(((size_t)nr + 1) * sizeof *t->rank_to_id);
-        tk_special *sp = calloc(nc + 1, sizeof *sp);
-        char *stext = malloc(bytes + (size_t)m->n + 1);
-        if (!t->arena || !t->tok_off || !t->rank_to_id || !sp || !stext) {
-            free(sp);
-            free(stext);
-            FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
-        }
-        size_t off = 0, so = 0;
-        uint32_t r = 0, c = 0;
-        for (uint32_t i = 0; i < m->n; i++) {
-            const uint8_t *p = m->piece[i];
-            size_t pl = m->plen[i];
-            if (m->type[i] == SP_CONTROL) {
-                memcpy(stext + so, p, pl);
-                stext[so + pl] = 0;
-                sp[c].text = stext + so;
-                sp[c++].id = i;
-                so += pl + 1;
-                continue;
-            }
-            t->tok_off[r] = off;
-            t->rank_to_id[r++] = i;
-            if (m->type[i] == SP_BYTE) {
-                t->arena[off++] = (uint8_t)byte_of_piece(p, pl);
-                continue;
-            }
-            for (size_t k = 0; k < pl;) {
-                if (m->type[i] != SP_UNKNOWN && k + 3 <= pl && memcmp(p + k, SPACE_SYM, 3) == 0) {
-                    t->arena[off++] = ' ';
-                    k += 3;
-                } else {
-                    t->arena[off++] = p[k++];
-                }
-            }
-        }
-        t->tok_off[nr] = off;
-        rc = tk_set_specials(t, sp, nc);
+        nr++;
+        bytes += m->plen[i];
+    }
+    t->n_ranks = nr;
+    t->arena = malloc(bytes + 1);
+    t->tok_off = malloc(((size_t)nr + 1) * sizeof *t->tok_off);
+    t->rank_to_id = malloc(((size_t)nr + 1) * sizeof *t->rank_to_id);
+    tk_special *sp = calloc(nc + 1, sizeof *sp);
+    char *stext = malloc(bytes + (size_t)m->n + 1);
+    if (!t->arena || !t->tok_off || !t->rank_to_id || !sp || !stext) {
         free(sp);
         free(stext);
-        if (rc) FAIL(rc, "%s: out of memory", path);
+        FAIL(TK_ERR_NOMEM, "%s: out of memory", path);
     }
+    fill_tables(t, m, sp, stext);
+    rc = tk_set_specials(t, sp, nc);
+    free(sp);
+    free(stext);
+    if (rc) FAIL(rc, "%s: out of memory", path);
+    return TK_OK;
+}
+
+/* finalize, framing, fingerprint */
+static int load_finish(tk_tokenizer *t, const tk_spm *m, const spm_load *L) {
+    const char *path = L->path;
+    int rc;
     if (m->eos_id >= 0) t->eot = (uint32_t)m->eos_id;
     snprintf(t->name, sizeof t->name, "sentencepiece");
     if ((rc = tk_finalize(t))) FAIL(rc, "%s: %s", path, t->bad_what ? t->bad_what : tk_strerror(rc));
@@ -1298,6 +1332,35 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
     t->pp_bos = m->bos_id >= 0 ? (uint32_t)m->bos_id : TK_NO_RANK;
     t->pp_eos = m->eos_id >= 0 ? (uint32_t)m->eos_id : TK_NO_RANK;
     fingerprint(t, m);
+    return TK_OK;
+}
+
+int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) {
+    if (!path || !out) return TK_ERR_ARG;
+    *out = NULL;
+    if (err && errlen) err[0] = 0;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
+    if (rc) return rc;
+    tk_spm *m = calloc(1, sizeof *m);
+    tk_tokenizer *t = NULL;
+    if (!m) {
+        free(data);
+        return TK_ERR_NOMEM;
+    }
+    m->file = data;
+    m->file_len = len;
+    spm_load L = {.path = path,
+                  .err = err,
+                  .errlen = errlen,
+                  .tr = {.model_type = MT_UNIGRAM, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1},
+                  .nspec = {.add_dummy_prefix = true, .remove_extra_ws = true, .escape_ws = true}};
+    L.dspec = L.nspec;
+    if ((rc = load_scan(m, &L)) || (rc = load_check(&L)) || (rc = load_pieces(m, &L)) || (rc = load_index(m, &L)) ||
+        (rc = load_norm(m, &L)) || (rc = load_ids(m, &L)) || (rc = load_tokenizer(m, &t, &L)) ||
+        (rc = load_finish(t, m, &L)))
+        goto done;
     m->serial = t->serial;
     t->spm = m;
     m = NULL;
