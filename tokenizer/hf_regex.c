@@ -84,208 +84,244 @@ static int refuse(char *err, size_t errlen, const char *what, size_t at) {
 
 static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+/* Translation state: the input, the position, the output and whether we are
+ * inside a [...] class. */
+typedef struct {
+    const char *re;
+    size_t n, i;
+    sbuf b;
+    bool in_class;
+    size_t class_start; /* index just after '[' or '[^' */
+    char *err;
+    size_t errlen;
+} xlat;
+
+static int xrefuse(xlat *t, const char *what) { return refuse(t->err, t->errlen, what, t->i); }
+
+/* \s \S \w \W \d \D \h \H: Oniguruma's classes spelled out for PCRE2 */
+static int tr_shorthand(xlat *t, char e) {
+    const char *put;
+    switch (e) {
+    case 's': put = t->in_class ? WS_CLASS : "[" WS_CLASS "]"; break;
+    case 'S':
+        if (t->in_class) return xrefuse(t, "\\S inside [...]");
+        put = "[^" WS_CLASS "]";
+        break;
+    case 'w': put = t->in_class ? W_CLASS : "[" W_CLASS "]"; break;
+    case 'W':
+        if (t->in_class) return xrefuse(t, "\\W inside [...]");
+        put = "[^" W_CLASS "]";
+        break;
+    case 'd': put = "\\p{Nd}"; break;
+    case 'D':
+        if (t->in_class) return xrefuse(t, "\\D inside [...]");
+        put = "\\P{Nd}";
+        break;
+    case 'h': put = t->in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]"; break;
+    default: /* 'H' */
+        if (t->in_class) return xrefuse(t, "\\H inside [...]");
+        put = "[^0-9A-Fa-f]";
+        break;
+    }
+    sb_puts(&t->b, put);
+    t->i += 2;
+    return TK_OK;
+}
+
+/* \uHHHH, \x{H..}, \xH, \xHH -> \x{...} */
+static int tr_hex_escape(xlat *t, char e) {
+    const char *re = t->re;
+    size_t n = t->n, i = t->i;
+    char tmp[16];
+    if (e == 'u') {
+        if (i + 6 > n || !is_hex(re[i + 2]) || !is_hex(re[i + 3]) || !is_hex(re[i + 4]) || !is_hex(re[i + 5]))
+            return xrefuse(t, "\\u not followed by 4 hex digits");
+        snprintf(tmp, sizeof tmp, "\\x{%.4s}", re + i + 2);
+        sb_puts(&t->b, tmp);
+        t->i = i + 6;
+        return TK_OK;
+    }
+    if (i + 2 < n && re[i + 2] == '{') {
+        size_t j = i + 3;
+        while (j < n && is_hex(re[j])) j++;
+        if (j >= n || re[j] != '}' || j == i + 3) return xrefuse(t, "malformed \\x{...}");
+        sb_put(&t->b, re + i, j + 1 - i);
+        t->i = j + 1;
+        return TK_OK;
+    }
+    if (i + 3 < n + 1 && i + 2 < n && is_hex(re[i + 2])) {
+        size_t j = i + 2;
+        while (j < n && j < i + 4 && is_hex(re[j])) j++;
+        snprintf(tmp, sizeof tmp, "\\x{%.*s}", (int)(j - i - 2), re + i + 2);
+        sb_puts(&t->b, tmp);
+        t->i = j;
+        return TK_OK;
+    }
+    return xrefuse(t, "\\x without hex digits");
+}
+
+/* \p{Name} / \P{Name}: copied as is (names of letters, '_' and '&') */
+static int tr_property(xlat *t) {
+    const char *re = t->re;
+    size_t n = t->n, i = t->i;
+    if (!(i + 2 < n && re[i + 2] == '{')) return xrefuse(t, "\\p without {...}");
+    size_t j = i + 3;
+    if (j < n && re[j] == '^') return xrefuse(t, "\\p{^...}");
+    while (j < n && re[j] != '}') {
+        char k = re[j];
+        if (!((k >= 'a' && k <= 'z') || (k >= 'A' && k <= 'Z') || k == '_' || k == '&')) break;
+        j++;
+    }
+    if (j >= n || re[j] != '}') return xrefuse(t, "malformed \\p{...}");
+    sb_put(&t->b, re + i, j + 1 - i);
+    t->i = j + 1;
+    return TK_OK;
+}
+
+/* a backslash escape at t->i */
+static int tr_escape(xlat *t) {
+    if (t->i + 1 >= t->n) {
+        tk_set_err(t->err, t->errlen, "regex ends with a lone backslash");
+        return TK_ERR_FORMAT;
+    }
+    char e = t->re[t->i + 1];
+    switch (e) {
+    case 's': case 'S': case 'w': case 'W': case 'd': case 'D': case 'h': case 'H': return tr_shorthand(t, e);
+    case 'v':
+        sb_puts(&t->b, "\\x{0B}");
+        t->i += 2;
+        return TK_OK;
+    case 'u': case 'x': return tr_hex_escape(t, e);
+    case 'p': case 'P': return tr_property(t);
+    case 'n': case 'r': case 't': case 'f': case 'e': case 'a':
+    case 'A': case 'z': case 'Z':
+        if (t->in_class && (e == 'A' || e == 'z' || e == 'Z')) return xrefuse(t, "anchor inside [...]");
+        break;
+    default:
+        if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')) {
+            char what[8];
+            snprintf(what, sizeof what, "\\%c", e);
+            return xrefuse(t, what);
+        }
+        /* an escaped punctuation or non-ASCII byte: literal in both */
+        break;
+    }
+    sb_put(&t->b, t->re + t->i, 2);
+    t->i += 2;
+    return TK_OK;
+}
+
+/* a non-escape byte inside [...] */
+static int tr_class_char(xlat *t, char c) {
+    if (c == ']' && t->i > t->class_start) {
+        t->in_class = false;
+        sb_put(&t->b, "]", 1);
+        t->i++;
+        return TK_OK;
+    }
+    if (c == '[') return xrefuse(t, "'[' inside [...] (nested class or POSIX class)");
+    if (c == '&' && t->i + 1 < t->n && t->re[t->i + 1] == '&') return xrefuse(t, "&& inside [...]");
+    sb_put(&t->b, &c, 1);
+    t->i++;
+    return TK_OK;
+}
+
+/* "(?" at t->i: the group kinds and inline options with the same meaning */
+static int tr_group(xlat *t) {
+    const char *re = t->re;
+    size_t n = t->n, i = t->i, j = i + 2;
+    if (j < n && (re[j] == ':' || re[j] == '=' || re[j] == '!' || re[j] == '>')) {
+        sb_put(&t->b, re + i, 3);
+        t->i = i + 3;
+        return TK_OK;
+    }
+    if (j < n && re[j] == '<' && j + 1 < n && (re[j + 1] == '=' || re[j + 1] == '!')) {
+        sb_put(&t->b, re + i, 4);
+        t->i = i + 4;
+        return TK_OK;
+    }
+    if (j < n && re[j] == '#') {
+        while (j < n && re[j] != ')') j++;
+        t->i = j + 1;
+        return TK_OK;
+    }
+    /* inline options: only i and -i */
+    size_t k = j;
+    while (k < n && (re[k] == 'i' || re[k] == '-')) k++;
+    if (k > j && k < n && (re[k] == ':' || re[k] == ')')) {
+        sb_put(&t->b, re + i, k + 1 - i);
+        t->i = k + 1;
+        return TK_OK;
+    }
+    return xrefuse(t, "group (?...) other than (?: (?= (?! (?<= (?<! (?> (?i");
+}
+
+/* a non-escape byte outside [...] */
+static int tr_plain(xlat *t, char c) {
+    const char *re = t->re;
+    size_t n = t->n, i = t->i;
+    switch (c) {
+    case '[':
+        t->in_class = true;
+        sb_put(&t->b, "[", 1);
+        i++;
+        if (i < n && re[i] == '^') {
+            sb_put(&t->b, "^", 1);
+            i++;
+        }
+        t->i = i;
+        t->class_start = i;
+        /* a ']' first in the class: Oniguruma warns and takes it literally, as PCRE2 does */
+        return TK_OK;
+    case '$': sb_puts(&t->b, "(?![^\\n])"); t->i++; return TK_OK;
+    case '^': sb_puts(&t->b, "(?<![^\\n])"); t->i++; return TK_OK;
+    case '}':
+        if (i + 1 < n && re[i + 1] == '+') {
+            /* X{n,m}+ : Ruby reads a repeat of a repeat, PCRE2 a possessive */
+            size_t j = i;
+            while (j > 0 && re[j - 1] != '{') j--;
+            if (j > 0) return xrefuse(t, "{n,m}+");
+        }
+        break;
+    case '(':
+        if (i + 1 < n && re[i + 1] == '?') return tr_group(t);
+        break;
+    default: break;
+    }
+    sb_put(&t->b, &c, 1);
+    t->i++;
+    return TK_OK;
+}
+
 /* Oniguruma (Ruby syntax) pattern -> PCRE2 pattern with the same matches. */
 int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen) {
-    sbuf b = {0};
-    bool in_class = false;
-    size_t class_start = 0; /* index just after '[' or '[^' */
+    xlat t = {.re = re, .n = n, .err = err, .errlen = errlen};
     int rc = TK_OK;
-    for (size_t i = 0; i < n && rc == TK_OK;) {
-        char c = re[i];
+    while (t.i < n && rc == TK_OK) {
+        char c = re[t.i];
         if (c == 0) {
-            rc = refuse(err, errlen, "NUL byte", i);
+            rc = xrefuse(&t, "NUL byte");
             break;
         }
-        if (c == '\\') {
-            if (i + 1 >= n) {
-                tk_set_err(err, errlen, "regex ends with a lone backslash");
-                rc = TK_ERR_FORMAT;
-                break;
-            }
-            char e = re[i + 1];
-            switch (e) {
-            case 's': sb_puts(&b, in_class ? WS_CLASS : "[" WS_CLASS "]"); i += 2; continue;
-            case 'S':
-                if (in_class) { rc = refuse(err, errlen, "\\S inside [...]", i); continue; }
-                sb_puts(&b, "[^" WS_CLASS "]");
-                i += 2;
-                continue;
-            case 'w': sb_puts(&b, in_class ? W_CLASS : "[" W_CLASS "]"); i += 2; continue;
-            case 'W':
-                if (in_class) { rc = refuse(err, errlen, "\\W inside [...]", i); continue; }
-                sb_puts(&b, "[^" W_CLASS "]");
-                i += 2;
-                continue;
-            case 'd': sb_puts(&b, "\\p{Nd}"); i += 2; continue;
-            case 'D':
-                if (in_class) { rc = refuse(err, errlen, "\\D inside [...]", i); continue; }
-                sb_puts(&b, "\\P{Nd}");
-                i += 2;
-                continue;
-            case 'h': sb_puts(&b, in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]"); i += 2; continue;
-            case 'H':
-                if (in_class) { rc = refuse(err, errlen, "\\H inside [...]", i); continue; }
-                sb_puts(&b, "[^0-9A-Fa-f]");
-                i += 2;
-                continue;
-            case 'v': sb_puts(&b, "\\x{0B}"); i += 2; continue;
-            case 'u': {
-                if (i + 6 > n || !is_hex(re[i + 2]) || !is_hex(re[i + 3]) || !is_hex(re[i + 4]) || !is_hex(re[i + 5])) {
-                    rc = refuse(err, errlen, "\\u not followed by 4 hex digits", i);
-                    continue;
-                }
-                char tmp[16];
-                snprintf(tmp, sizeof tmp, "\\x{%.4s}", re + i + 2);
-                sb_puts(&b, tmp);
-                i += 6;
-                continue;
-            }
-            case 'x':
-                if (i + 2 < n && re[i + 2] == '{') {
-                    size_t j = i + 3;
-                    while (j < n && is_hex(re[j])) j++;
-                    if (j >= n || re[j] != '}' || j == i + 3) { rc = refuse(err, errlen, "malformed \\x{...}", i); continue; }
-                    sb_put(&b, re + i, j + 1 - i);
-                    i = j + 1;
-                    continue;
-                }
-                if (i + 3 < n + 1 && i + 2 < n && is_hex(re[i + 2])) {
-                    size_t j = i + 2;
-                    while (j < n && j < i + 4 && is_hex(re[j])) j++;
-                    char tmp[16];
-                    snprintf(tmp, sizeof tmp, "\\x{%.*s}", (int)(j - i - 2), re + i + 2);
-                    sb_puts(&b, tmp);
-                    i = j;
-                    continue;
-                }
-                rc = refuse(err, errlen, "\\x without hex digits", i);
-                continue;
-            case 'p':
-            case 'P':
-                if (i + 2 < n && re[i + 2] == '{') {
-                    size_t j = i + 3;
-                    if (j < n && re[j] == '^') { rc = refuse(err, errlen, "\\p{^...}", i); continue; }
-                    while (j < n && re[j] != '}') {
-                        char k = re[j];
-                        if (!((k >= 'a' && k <= 'z') || (k >= 'A' && k <= 'Z') || k == '_' || k == '&')) break;
-                        j++;
-                    }
-                    if (j >= n || re[j] != '}') { rc = refuse(err, errlen, "malformed \\p{...}", i); continue; }
-                    sb_put(&b, re + i, j + 1 - i);
-                    i = j + 1;
-                    continue;
-                }
-                rc = refuse(err, errlen, "\\p without {...}", i);
-                continue;
-            case 'n': case 'r': case 't': case 'f': case 'e': case 'a':
-            case 'A': case 'z': case 'Z':
-                if (in_class && (e == 'A' || e == 'z' || e == 'Z')) { rc = refuse(err, errlen, "anchor inside [...]", i); continue; }
-                sb_put(&b, re + i, 2);
-                i += 2;
-                continue;
-            default:
-                if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')) {
-                    char what[8];
-                    snprintf(what, sizeof what, "\\%c", e);
-                    rc = refuse(err, errlen, what, i);
-                    continue;
-                }
-                /* an escaped punctuation or non-ASCII byte: literal in both */
-                sb_put(&b, re + i, 2);
-                i += 2;
-                continue;
-            }
-        }
-        if (in_class) {
-            if (c == ']' && i > class_start) {
-                in_class = false;
-                sb_put(&b, "]", 1);
-                i++;
-                continue;
-            }
-            if (c == '[') { rc = refuse(err, errlen, "'[' inside [...] (nested class or POSIX class)", i); continue; }
-            if (c == '&' && i + 1 < n && re[i + 1] == '&') { rc = refuse(err, errlen, "&& inside [...]", i); continue; }
-            sb_put(&b, &c, 1);
-            i++;
-            continue;
-        }
-        switch (c) {
-        case '[':
-            in_class = true;
-            sb_put(&b, "[", 1);
-            i++;
-            if (i < n && re[i] == '^') {
-                sb_put(&b, "^", 1);
-                i++;
-            }
-            class_start = i;
-            /* a ']' first in the class: Oniguruma warns and takes it literally, as PCRE2 does */
-            continue;
-        case '$': sb_puts(&b, "(?![^\\n])"); i++; continue;
-        case '^': sb_puts(&b, "(?<![^\\n])"); i++; continue;
-        case '}':
-            if (i + 1 < n && re[i + 1] == '+') {
-                /* X{n,m}+ : Ruby reads a repeat of a repeat, PCRE2 a possessive */
-                size_t j = i;
-                while (j > 0 && re[j - 1] != '{') j--;
-                if (j > 0) { rc = refuse(err, errlen, "{n,m}+", i); continue; }
-            }
-            sb_put(&b, &c, 1);
-            i++;
-            continue;
-        case '(':
-            if (i + 1 < n && re[i + 1] == '?') {
-                size_t j = i + 2;
-                if (j < n && (re[j] == ':' || re[j] == '=' || re[j] == '!' || re[j] == '>')) {
-                    sb_put(&b, re + i, 3);
-                    i += 3;
-                    continue;
-                }
-                if (j < n && re[j] == '<' && j + 1 < n && (re[j + 1] == '=' || re[j + 1] == '!')) {
-                    sb_put(&b, re + i, 4);
-                    i += 4;
-                    continue;
-                }
-                if (j < n && re[j] == '#') {
-                    while (j < n && re[j] != ')') j++;
-                    i = j + 1;
-                    continue;
-                }
-                /* inline options: only i and -i */
-                size_t k = j;
-                while (k < n && (re[k] == 'i' || re[k] == '-')) k++;
-                if (k > j && k < n && (re[k] == ':' || re[k] == ')')) {
-                    sb_put(&b, re + i, k + 1 - i);
-                    i = k + 1;
-                    continue;
-                }
-                rc = refuse(err, errlen, "group (?...) other than (?: (?= (?! (?<= (?<! (?> (?i", i);
-                continue;
-            }
-            sb_put(&b, &c, 1);
-            i++;
-            continue;
-        default:
-            sb_put(&b, &c, 1);
-            i++;
-            continue;
-        }
+        if (c == '\\') rc = tr_escape(&t);
+        else if (t.in_class) rc = tr_class_char(&t, c);
+        else rc = tr_plain(&t, c);
     }
-    if (rc == TK_OK && in_class) {
+    if (rc == TK_OK && t.in_class) {
         tk_set_err(err, errlen, "regex has an unterminated [...]");
         rc = TK_ERR_FORMAT;
     }
-    if (rc == TK_OK && b.oom) rc = TK_ERR_NOMEM;
+    if (rc == TK_OK && t.b.oom) rc = TK_ERR_NOMEM;
     if (rc) {
-        free(b.s);
+        free(t.b.s);
         return rc;
     }
-    sb_put(&b, "", 1);
-    if (b.oom) {
-        free(b.s);
+    sb_put(&t.b, "", 1);
+    if (t.b.oom) {
+        free(t.b.s);
         return TK_ERR_NOMEM;
     }
-    *out = b.s;
+    *out = t.b.s;
     return TK_OK;
 }
 
