@@ -211,22 +211,44 @@ static void *count_main(void *arg) {
     return NULL;
 }
 
-static int cmd_train(int argc, char **argv) {
-    const char *cmd = "tokenizer train";
-    const char *out = NULL, *field = NULL, *pattern = "o200k";
-    long vocab = 0, threads = 0, minf = 0, maxtok = 0, maxpiece = TK_TRAIN_DEFAULT_MAX_PIECE;
-    uint64_t sample = 0, batch_bytes = 32ull << 20;
-    int quiet = 0, c, rc = EXIT_OK;
-    ds_doc_sep sep = DS_SEP_FILE;
-    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-    const char **specials = calloc((size_t)argc + 1, sizeof *specials);
-    size_t n_inputs = 0, n_specials = 0;
-    if (!inputs || !specials) {
-        free(inputs);
-        free(specials);
-        cli_error(cmd, "out of memory");
-        return EXIT_BAD_INPUT;
+/* Options of `tokenizer train`, filled by train_parse. */
+typedef struct {
+    const char *out, *field, *pattern;
+    long vocab, threads, minf, maxtok, maxpiece;
+    uint64_t sample, batch_bytes;
+    int quiet, help;
+    ds_doc_sep sep;
+    tk_pattern pat;
+    const char **inputs, **specials; /* argc + 1 slots each */
+    size_t n_inputs, n_specials;
+} train_args;
+
+/* Checks after getopt: required options, vocabulary size, pattern, specials. */
+static int train_check(const char *cmd, train_args *a) {
+    int rc = EXIT_OK;
+    if (!a->vocab) rc = cli_usage_error(cmd, "--vocab-size is required (e.g. --vocab-size 32768)");
+    else if (!a->out) rc = cli_usage_error(cmd, "--out is required (a .tiktoken or tokenizer.json path)");
+    else if ((uint64_t)a->vocab < 256 + (uint64_t)a->n_specials)
+        rc = cli_usage_error(cmd,
+                             "--vocab-size %ld is below 256 byte tokens + %zu special token(s); "
+                             "use at least %zu",
+                             a->vocab, a->n_specials, 256 + a->n_specials);
+    else if (tk_pattern_parse(a->pattern, &a->pat) != TK_OK)
+        rc = cli_usage_error(cmd, "unknown --pattern '%s' (use gpt2, cl100k or o200k)", a->pattern);
+    else if (a->batch_bytes < 4096)
+        rc = cli_usage_error(cmd, "--batch-bytes must be at least 4K");
+    for (size_t i = 0; rc == EXIT_OK && i < a->n_specials; i++) {
+        if (!a->specials[i][0]) rc = cli_usage_error(cmd, "--special needs a non-empty text");
+        for (size_t k = 0; rc == EXIT_OK && k < i; k++)
+            if (!strcmp(a->specials[i], a->specials[k]))
+                rc = cli_usage_error(cmd, "--special '%s' given twice", a->specials[i]);
     }
+    return rc;
+}
+
+/* Parses argv into *a (whose inputs/specials arrays are allocated by the
+ * caller). Sets a->help after printing the usage for -h. */
+static int train_parse(int argc, char **argv, const char *cmd, train_args *a) {
     static const struct option opts[] = {{"vocab-size", required_argument, 0, 'n'},
                                          {"out", required_argument, 0, 'o'},
                                          {"pattern", required_argument, 0, 'p'},
@@ -243,164 +265,143 @@ static int cmd_train(int argc, char **argv) {
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    int c, rc = EXIT_OK;
     cli_getopt_reset();
     while (rc == EXIT_OK && (c = cli_getopt(argc, argv, cmd, ":n:o:p:s:i:f:j:qh", opts)) != -1) {
         switch (c) {
-        case 'n': rc = cli_parse_long(cmd, "--vocab-size", optarg, 1, 0x7fffffffL, &vocab); break;
-        case 'o': out = optarg; break;
-        case 'p': pattern = optarg; break;
-        case 's': specials[n_specials++] = optarg; break;
-        case OPT_MINF: rc = cli_parse_long(cmd, "--min-frequency", optarg, 0, 0x7fffffffffffffffL, &minf); break;
-        case OPT_MAXTOK: rc = cli_parse_long(cmd, "--max-token-bytes", optarg, 0, 0x7fffffffL, &maxtok); break;
+        case 'n': rc = cli_parse_long(cmd, "--vocab-size", optarg, 1, 0x7fffffffL, &a->vocab); break;
+        case 'o': a->out = optarg; break;
+        case 'p': a->pattern = optarg; break;
+        case 's': a->specials[a->n_specials++] = optarg; break;
+        case OPT_MINF: rc = cli_parse_long(cmd, "--min-frequency", optarg, 0, 0x7fffffffffffffffL, &a->minf); break;
+        case OPT_MAXTOK: rc = cli_parse_long(cmd, "--max-token-bytes", optarg, 0, 0x7fffffffL, &a->maxtok); break;
         case OPT_MAXPIECE:
-            rc = cli_parse_long(cmd, "--max-piece-bytes", optarg, 2, 1L << 24, &maxpiece);
+            rc = cli_parse_long(cmd, "--max-piece-bytes", optarg, 2, 1L << 24, &a->maxpiece);
             break;
-        case OPT_SAMPLE: rc = cli_parse_size(cmd, "--sample-bytes", optarg, 0, 1ull << 50, &sample); break;
-        case 'i': inputs[n_inputs++] = optarg; break;
-        case 'f': field = optarg; break;
+        case OPT_SAMPLE: rc = cli_parse_size(cmd, "--sample-bytes", optarg, 0, 1ull << 50, &a->sample); break;
+        case 'i': a->inputs[a->n_inputs++] = optarg; break;
+        case 'f': a->field = optarg; break;
         case OPT_DOCSEP:
-            if (!strcmp(optarg, "file")) sep = DS_SEP_FILE;
-            else if (!strcmp(optarg, "line")) sep = DS_SEP_LINE;
-            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank")) sep = DS_SEP_BLANK;
+            if (!strcmp(optarg, "file")) a->sep = DS_SEP_FILE;
+            else if (!strcmp(optarg, "line")) a->sep = DS_SEP_LINE;
+            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank")) a->sep = DS_SEP_BLANK;
             else rc = cli_usage_error(cmd, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
             break;
-        case 'j': rc = cli_parse_long(cmd, "--threads", optarg, 0, 256, &threads); break;
-        case OPT_BATCH: rc = cli_parse_size(cmd, "--batch-bytes", optarg, 4096, 1ull << 40, &batch_bytes); break;
-        case 'q': quiet = 1; break;
+        case 'j': rc = cli_parse_long(cmd, "--threads", optarg, 0, 256, &a->threads); break;
+        case OPT_BATCH:
+            rc = cli_parse_size(cmd, "--batch-bytes", optarg, 4096, 1ull << 40, &a->batch_bytes);
+            break;
+        case 'q': a->quiet = 1; break;
         case 'h':
             fputs(k_usage, stdout);
-            free(inputs);
-            free(specials);
+            a->help = 1;
             return EXIT_OK;
         default: rc = EXIT_USAGE; break;
         }
     }
-    tk_pattern pat = TK_PAT_NONE;
-    if (rc == EXIT_OK) {
-        for (int k = optind; k < argc; k++) inputs[n_inputs++] = argv[k];
-        if (!vocab) rc = cli_usage_error(cmd, "--vocab-size is required (e.g. --vocab-size 32768)");
-        else if (!out) rc = cli_usage_error(cmd, "--out is required (a .tiktoken or tokenizer.json path)");
-        else if ((uint64_t)vocab < 256 + (uint64_t)n_specials)
-            rc = cli_usage_error(cmd,
-                                 "--vocab-size %ld is below 256 byte tokens + %zu special token(s); "
-                                 "use at least %zu",
-                                 vocab, n_specials, 256 + n_specials);
-        else if (tk_pattern_parse(pattern, &pat) != TK_OK)
-            rc = cli_usage_error(cmd, "unknown --pattern '%s' (use gpt2, cl100k or o200k)", pattern);
-        else if (batch_bytes < 4096)
-            rc = cli_usage_error(cmd, "--batch-bytes must be at least 4K");
-    }
-    for (size_t i = 0; rc == EXIT_OK && i < n_specials; i++) {
-        if (!specials[i][0]) rc = cli_usage_error(cmd, "--special needs a non-empty text");
-        for (size_t k = 0; rc == EXIT_OK && k < i; k++)
-            if (!strcmp(specials[i], specials[k]))
-                rc = cli_usage_error(cmd, "--special '%s' given twice", specials[i]);
-    }
-    if (rc != EXIT_OK) {
-        free(inputs);
-        free(specials);
-        return rc;
-    }
-    if (!n_inputs) inputs[n_inputs++] = "-";
-    if (refuse_outputs(cmd, out, "the input", inputs, n_inputs, NULL)) {
-        free(inputs);
-        free(specials);
-        return EXIT_BAD_INPUT;
-    }
-    int from_stdin = 0;
-    for (size_t i = 0; i < n_inputs; i++)
-        if (!strcmp(inputs[i], "-")) from_stdin = 1;
-    int progress = !quiet && isatty(2);
+    if (rc != EXIT_OK) return rc;
+    for (int k = optind; k < argc; k++) a->inputs[a->n_inputs++] = argv[k];
+    return train_check(cmd, a);
+}
 
-    tk_train_opts o;
-    tk_train_opts_init(&o);
-    o.vocab_size = (uint32_t)vocab;
-    o.pattern = pat;
-    o.specials = specials;
-    o.n_specials = n_specials;
-    o.min_frequency = (uint64_t)minf;
-    o.max_token_bytes = (uint32_t)maxtok;
-    o.max_piece_bytes = (uint32_t)maxpiece;
-    o.threads = threads ? (int)threads : cli_ncpus();
-    o.progress = progress;
-
-    ds_reader_opts ro;
-    ds_reader_opts_init(&ro);
-    if (field) ro.field = field;
-    ro.doc_sep = sep;
+/* Sampling: pass 1 measures the usable text so that a hash threshold keeps
+ * about `sample` bytes (keep a document iff its hash <= *threshold). stdin
+ * cannot be read twice: *prefix_sample, keep the first SIZE. */
+static int train_sample_threshold(const char *cmd, const train_args *a, const ds_reader_opts *ro,
+                                  uint64_t *threshold, int *prefix_sample) {
+    *threshold = UINT64_MAX;
+    *prefix_sample = 0;
+    if (!a->sample) return EXIT_OK;
+    for (size_t i = 0; i < a->n_inputs; i++)
+        if (!strcmp(a->inputs[i], "-")) *prefix_sample = 1;
+    if (*prefix_sample) return EXIT_OK;
     char err[512] = "";
-    double t0 = cli_now();
-    read_stats st = {0};
     ds_reader *r = NULL;
     ds_record rec;
     int n;
-
-    /* Sampling: pass 1 measures the usable text so that a hash threshold
-     * keeps about `sample` bytes (stdin cannot be read twice: first SIZE). */
-    uint64_t threshold = UINT64_MAX; /* keep doc iff hash <= threshold */
-    int prefix_sample = 0;
-    if (sample) {
-        if (from_stdin) {
-            prefix_sample = 1;
-        } else {
-            if (ds_reader_open(inputs, n_inputs, &ro, &r, err, sizeof err) != DS_OK) {
-                cli_error(cmd, "%s", err);
-                free(inputs);
-                free(specials);
-                return EXIT_BAD_INPUT;
-            }
-            uint64_t total = 0;
-            read_stats tmp = {0};
-            while ((n = ds_reader_next(r, &rec, err, sizeof err)) == 1)
-                if (usable(&rec, &tmp)) total += rec.len;
-            ds_reader_free(r);
-            r = NULL;
-            if (n < 0) {
-                cli_error(cmd, "%s", err);
-                free(inputs);
-                free(specials);
-                return EXIT_BAD_INPUT;
-            }
-            if (total > sample) threshold = (uint64_t)((double)sample / (double)total * 18446744073709551615.0);
-        }
-    }
-
-    tk_piece_counts *pc = NULL;
-    int trc = tk_piece_counts_create(&o, &pc);
-    if (trc) {
-        cli_error(cmd, "%s", tk_strerror(trc));
-        free(inputs);
-        free(specials);
-        return EXIT_BAD_INPUT;
-    }
-    if (ds_reader_open(inputs, n_inputs, &ro, &r, err, sizeof err) != DS_OK) {
+    if (ds_reader_open(a->inputs, a->n_inputs, ro, &r, err, sizeof err) != DS_OK) {
         cli_error(cmd, "%s", err);
-        tk_piece_counts_free(pc);
-        free(inputs);
-        free(specials);
         return EXIT_BAD_INPUT;
     }
-    /* Double-buffered batches: the reader fills one while the other is counted. */
+    uint64_t total = 0;
+    read_stats tmp = {0};
+    while ((n = ds_reader_next(r, &rec, err, sizeof err)) == 1)
+        if (usable(&rec, &tmp)) total += rec.len;
+    ds_reader_free(r);
+    if (n < 0) {
+        cli_error(cmd, "%s", err);
+        return EXIT_BAD_INPUT;
+    }
+    if (total > a->sample) *threshold = (uint64_t)((double)a->sample / (double)total * 18446744073709551615.0);
+    return EXIT_OK;
+}
+
+/* State of the counting pass: double-buffered batches, the reader fills one
+ * while the other is counted on a thread. */
+typedef struct {
+    tk_piece_counts *pc;
     batch bt[2];
-    memset(bt, 0, sizeof bt);
-    int cur = 0, running = 0;
-    count_task task = {0};
+    int cur, running;
+    count_task task;
     pthread_t th;
-    size_t distinct_seen = 0;
+    size_t distinct_seen;
+} counter;
+
+/* Hands the current batch to the counting thread (after joining the previous
+ * one). 1: a count failed (counter.task.rc), stop quietly; otherwise rc. */
+static int counter_flush(const char *cmd, counter *k, uint64_t batch_bytes, int *stop) {
+    batch *b = &k->bt[k->cur];
+    if (k->running) {
+        pthread_join(k->th, NULL);
+        k->running = 0;
+        k->distinct_seen = tk_piece_counts_distinct(k->pc);
+        if (k->task.rc) return *stop = 1, EXIT_OK;
+    }
+    if (batch_spans(b)) {
+        cli_error(cmd, "out of memory");
+        return EXIT_BAD_INPUT;
+    }
+    k->task = (count_task){k->pc, b, 0};
+    if (pthread_create(&k->th, NULL, count_main, &k->task) != 0) {
+        count_main(&k->task); /* no thread: count here */
+        k->distinct_seen = tk_piece_counts_distinct(k->pc);
+        if (k->task.rc) return *stop = 1, EXIT_OK;
+    } else {
+        k->running = 1;
+    }
+    k->cur ^= 1;
+    batch_reset(&k->bt[k->cur], batch_bytes);
+    return EXIT_OK;
+}
+
+/* Reads the inputs and counts their pre-tokens into pc, keeping the sampled
+ * documents; st gets the document statistics. */
+static int train_count(const char *cmd, const train_args *a, const ds_reader_opts *ro, tk_piece_counts *pc,
+                       uint64_t threshold, int prefix_sample, int progress, double t0, read_stats *st) {
+    char err[512] = "";
+    ds_reader *r = NULL;
+    ds_record rec;
+    if (ds_reader_open(a->inputs, a->n_inputs, ro, &r, err, sizeof err) != DS_OK) {
+        cli_error(cmd, "%s", err);
+        return EXIT_BAD_INPUT;
+    }
+    counter k;
+    memset(&k, 0, sizeof k);
+    k.pc = pc;
     double tlast = 0;
-    int done = 0;
+    int done = 0, stop = 0, rc = EXIT_OK;
     while (!done && rc == EXIT_OK) {
-        n = ds_reader_next(r, &rec, err, sizeof err);
+        int n = ds_reader_next(r, &rec, err, sizeof err);
         if (n < 0) {
             cli_error(cmd, "%s", err);
             rc = EXIT_BAD_INPUT;
             break;
         }
-        batch *b = &bt[cur];
-        if (n == 1 && usable(&rec, &st)) {
+        batch *b = &k.bt[k.cur];
+        if (n == 1 && usable(&rec, st)) {
             int keep = 1;
             if (prefix_sample) {
-                if (st.bytes >= sample) keep = 0, done = 1;
+                if (st->bytes >= a->sample) keep = 0, done = 1;
             } else if (threshold != UINT64_MAX && doc_hash(rec.text, rec.len) > threshold) {
                 keep = 0;
             }
@@ -410,53 +411,60 @@ static int cmd_train(int argc, char **argv) {
                     rc = EXIT_BAD_INPUT;
                     break;
                 }
-                st.docs++;
-                st.bytes += rec.len;
+                st->docs++;
+                st->bytes += rec.len;
             } else if (!done) {
-                st.not_sampled++;
+                st->not_sampled++;
             }
         }
         if (n == 0) done = 1;
-        if (b->nd && (done || b->blen >= batch_bytes)) {
-            if (running) {
-                pthread_join(th, NULL);
-                running = 0;
-                distinct_seen = tk_piece_counts_distinct(pc);
-                if (task.rc) break;
-            }
-            if (batch_spans(b)) {
-                cli_error(cmd, "out of memory");
-                rc = EXIT_BAD_INPUT;
-                break;
-            }
-            task = (count_task){pc, b, 0};
-            if (pthread_create(&th, NULL, count_main, &task) != 0) {
-                count_main(&task); /* no thread: count here */
-                distinct_seen = tk_piece_counts_distinct(pc);
-                if (task.rc) break;
-            } else {
-                running = 1;
-            }
-            cur ^= 1;
-            batch_reset(&bt[cur], batch_bytes);
+        if (b->nd && (done || b->blen >= a->batch_bytes)) {
+            rc = counter_flush(cmd, &k, a->batch_bytes, &stop);
+            if (rc != EXIT_OK || stop) break;
         }
         double tn = cli_now();
         if (progress && (tn - tlast > 0.25 || done)) {
             tlast = tn;
             fprintf(stderr, "\r[train] counting: %llu docs, %.1f MB, %.1f MB/s, %zu distinct pieces   ",
-                    (unsigned long long)st.docs, (double)st.bytes / 1e6,
-                    (double)st.bytes / 1e6 / (tn - t0 > 1e-9 ? tn - t0 : 1e-9), distinct_seen);
+                    (unsigned long long)st->docs, (double)st->bytes / 1e6,
+                    (double)st->bytes / 1e6 / (tn - t0 > 1e-9 ? tn - t0 : 1e-9), k.distinct_seen);
             fflush(stderr);
         }
     }
-    if (running) pthread_join(th, NULL);
-    if (rc == EXIT_OK && task.rc) {
-        cli_error(cmd, "counting pieces failed: %s", tk_strerror(task.rc));
+    if (k.running) pthread_join(k.th, NULL);
+    if (rc == EXIT_OK && k.task.rc) {
+        cli_error(cmd, "counting pieces failed: %s", tk_strerror(k.task.rc));
         rc = EXIT_BAD_INPUT;
     }
     if (progress) fputc('\n', stderr);
     ds_reader_free(r);
-    for (int k = 0; k < 2; k++) batch_free(&bt[k]);
+    for (int i = 0; i < 2; i++) batch_free(&k.bt[i]);
+    return rc;
+}
+
+/* Builds the tokenizer from the merges and writes it to --out. */
+static int train_write(const char *cmd, const train_args *a, const tk_train_opts *o, const tk_train_result *res) {
+    if (res->hit_limit)
+        cli_warn(cmd, "stopped at %u ranks + %zu special(s) = %zu ids, below --vocab-size %ld: no pair left%s",
+                 res->n_ranks, a->n_specials, (size_t)res->n_ranks + a->n_specials, a->vocab,
+                 a->minf > 1 ? " at or above --min-frequency" : " to merge");
+    tk_tokenizer *tok = NULL;
+    int trc = tk_train_result_tokenizer(res, o, &tok);
+    if (trc) {
+        cli_error(cmd, "cannot build the tokenizer: %s", tk_strerror(trc));
+        return EXIT_BAD_INPUT;
+    }
+    int rc = save_by_ext(cmd, tok, a->out);
+    tk_free(tok);
+    return rc;
+}
+
+/* Counts, merges, writes and reports; pc is freed here. */
+static int train_run(const char *cmd, const train_args *a, const tk_train_opts *o, const ds_reader_opts *ro,
+                     tk_piece_counts *pc, uint64_t threshold, int prefix_sample, double t0) {
+    char err[512] = "";
+    read_stats st = {0};
+    int rc = train_count(cmd, a, ro, pc, threshold, prefix_sample, o->progress, t0, &st);
     double t_count = cli_now() - t0;
     uint64_t skipped = st.skipped_reader + st.skipped_utf8 + st.skipped_nul + st.skipped_empty;
     if (rc == EXIT_OK && skipped)
@@ -475,7 +483,7 @@ static int cmd_train(int argc, char **argv) {
     memset(&res, 0, sizeof res);
     double t1 = cli_now();
     if (rc == EXIT_OK) {
-        trc = tk_train_merges(pc, &o, &res, err, sizeof err);
+        int trc = tk_train_merges(pc, o, &res, err, sizeof err);
         if (trc) {
             cli_error(cmd, "%s", err[0] ? err : tk_strerror(trc));
             rc = EXIT_BAD_INPUT;
@@ -484,30 +492,76 @@ static int cmd_train(int argc, char **argv) {
     double t_merge = cli_now() - t1;
     size_t distinct = tk_piece_counts_distinct(pc);
     tk_piece_counts_free(pc);
-    if (rc == EXIT_OK) {
-        if (res.hit_limit)
-            cli_warn(cmd, "stopped at %u ranks + %zu special(s) = %zu ids, below --vocab-size %ld: no pair left%s",
-                     res.n_ranks, n_specials, (size_t)res.n_ranks + n_specials, vocab,
-                     minf > 1 ? " at or above --min-frequency" : " to merge");
-        tk_tokenizer *tok = NULL;
-        trc = tk_train_result_tokenizer(&res, &o, &tok);
-        if (trc) {
-            cli_error(cmd, "cannot build the tokenizer: %s", tk_strerror(trc));
-            rc = EXIT_BAD_INPUT;
-        } else {
-            rc = save_by_ext(cmd, tok, out);
-            tk_free(tok);
-        }
-    }
-    if (rc == EXIT_OK && !quiet)
+    if (rc == EXIT_OK) rc = train_write(cmd, a, o, &res);
+    if (rc == EXIT_OK && !a->quiet)
         fprintf(stderr,
                 "mkshards tokenizer train: %s: %u ranks + %zu special(s), %u merges; %llu docs, %.1f MB "
                 "(%llu not sampled), %zu distinct pieces; counting %.2fs, merging %.2fs\n",
-                out, res.n_ranks, n_specials, res.n_merges, (unsigned long long)st.docs,
+                a->out, res.n_ranks, a->n_specials, res.n_merges, (unsigned long long)st.docs,
                 (double)st.bytes / 1e6, (unsigned long long)st.not_sampled, distinct, t_count, t_merge);
     tk_train_result_free(&res);
-    free(inputs);
-    free(specials);
+    return rc;
+}
+
+/* Library options from the parsed command line. */
+static void train_opts_from_args(const train_args *a, int progress, tk_train_opts *o, ds_reader_opts *ro) {
+    tk_train_opts_init(o);
+    o->vocab_size = (uint32_t)a->vocab;
+    o->pattern = a->pat;
+    o->specials = a->specials;
+    o->n_specials = a->n_specials;
+    o->min_frequency = (uint64_t)a->minf;
+    o->max_token_bytes = (uint32_t)a->maxtok;
+    o->max_piece_bytes = (uint32_t)a->maxpiece;
+    o->threads = a->threads ? (int)a->threads : cli_ncpus();
+    o->progress = progress;
+    ds_reader_opts_init(ro);
+    if (a->field) ro->field = a->field;
+    ro->doc_sep = a->sep;
+}
+
+/* Everything after parsing: refuse outputs naming inputs, sample, count, train. */
+static int train_main(const char *cmd, train_args *a) {
+    if (!a->n_inputs) a->inputs[a->n_inputs++] = "-";
+    if (refuse_outputs(cmd, a->out, "the input", a->inputs, a->n_inputs, NULL)) return EXIT_BAD_INPUT;
+    tk_train_opts o;
+    ds_reader_opts ro;
+    train_opts_from_args(a, !a->quiet && isatty(2), &o, &ro);
+    double t0 = cli_now(); /* counting time includes the sampling pass */
+    uint64_t threshold;
+    int prefix_sample;
+    int rc = train_sample_threshold(cmd, a, &ro, &threshold, &prefix_sample);
+    if (rc != EXIT_OK) return rc;
+    tk_piece_counts *pc = NULL;
+    int trc = tk_piece_counts_create(&o, &pc);
+    if (trc) {
+        cli_error(cmd, "%s", tk_strerror(trc));
+        return EXIT_BAD_INPUT;
+    }
+    return train_run(cmd, a, &o, &ro, pc, threshold, prefix_sample, t0);
+}
+
+static int cmd_train(int argc, char **argv) {
+    const char *cmd = "tokenizer train";
+    train_args a;
+    memset(&a, 0, sizeof a);
+    a.pattern = "o200k";
+    a.maxpiece = TK_TRAIN_DEFAULT_MAX_PIECE;
+    a.batch_bytes = 32ull << 20;
+    a.sep = DS_SEP_FILE;
+    a.pat = TK_PAT_NONE;
+    a.inputs = calloc((size_t)argc + 1, sizeof *a.inputs);
+    a.specials = calloc((size_t)argc + 1, sizeof *a.specials);
+    int rc;
+    if (!a.inputs || !a.specials) {
+        cli_error(cmd, "out of memory");
+        rc = EXIT_BAD_INPUT;
+    } else {
+        rc = train_parse(argc, argv, cmd, &a);
+        if (rc == EXIT_OK && !a.help) rc = train_main(cmd, &a);
+    }
+    free(a.inputs);
+    free(a.specials);
     return rc;
 }
 
