@@ -751,11 +751,8 @@ static void progress_line(const tk_train_opts *o, const char *phase, uint64_t do
     fflush(stderr);
 }
 
-int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err,
-                    size_t errlen) {
-    if (err && errlen) err[0] = 0;
-    if (!pc || !o || !res) return TK_ERR_ARG;
-    memset(res, 0, sizeof *res);
+/* argument checks, before anything is allocated */
+static int train_check_args(const tk_piece_counts *pc, const tk_train_opts *o, char *err, size_t errlen) {
     if ((uint64_t)o->vocab_size < 256 + (uint64_t)o->n_specials) {
         if (err)
             snprintf(err, errlen, "vocabulary size %u is below 256 byte tokens + %zu special tokens",
@@ -777,19 +774,18 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
         if (err) snprintf(err, errlen, "empty corpus: no text to train on");
         return TK_ERR_ARG;
     }
-    uint32_t target = o->vocab_size - (uint32_t)o->n_specials;
-    trainer T;
-    memset(&T, 0, sizeof T);
-    T.o = o;
-    T.max_tok = o->max_token_bytes;
+    return TK_OK;
+}
+
+/* the 256 byte tokens, then the words (distinct pieces with >= 2 bytes) as
+ * symbol runs; *nsym_out: the total number of symbols */
+static int train_load_words(trainer *T, const tk_piece_counts *pc, uint64_t *nsym_out) {
     int rc = TK_OK;
-    double t0 = now_sec();
     for (int b = 0; b < 256 && !rc; b++) {
         uint8_t c = (uint8_t)b;
         uint32_t r;
-        rc = tok_add(&T, &c, 1, &r);
+        rc = tok_add(T, &c, 1, &r);
     }
-    /* words: distinct pieces with >= 2 bytes */
     size_t nw = 0;
     uint64_t nsym = 0;
     for (size_t i = 0; i < pc->global.cap; i++) {
@@ -799,11 +795,12 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
             nsym += e->len;
         }
     }
+    *nsym_out = nsym;
     if (nw >= UINT32_MAX) rc = TK_ERR_NOMEM;
     if (!rc) {
-        T.syms = malloc((nsym ? nsym : 1) * sizeof *T.syms);
-        T.words = malloc((nw ? nw : 1) * sizeof *T.words);
-        if (!T.syms || !T.words) rc = TK_ERR_NOMEM;
+        T->syms = malloc((nsym ? nsym : 1) * sizeof *T->syms);
+        T->words = malloc((nw ? nw : 1) * sizeof *T->words);
+        if (!T->syms || !T->words) rc = TK_ERR_NOMEM;
     }
     if (!rc) {
         uint64_t off = 0;
@@ -811,177 +808,262 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
             const pent *e = &pc->global.t[i];
             if (!e->count || e->len < 2) continue;
             const uint8_t *s = pc->global.arena + e->off;
-            T.words[T.nwords] = (wrec){off, e->count, e->len};
-            for (uint32_t k = 0; k < e->len; k++) T.syms[off + k] = s[k];
+            T->words[T->nwords] = (wrec){off, e->count, e->len};
+            for (uint32_t k = 0; k < e->len; k++) T->syms[off + k] = s[k];
             off += e->len;
-            T.nwords++;
+            T->nwords++;
         }
     }
+    return rc;
+}
+
+static uint32_t train_par_min(const tk_train_opts *o) {
+    uint32_t par_min = o->par_min_words ? o->par_min_words : TK_TRAIN_DEFAULT_PAR_MIN;
+    return par_min < 2 ? 2 : par_min;
+}
+
+/* the per-thread scan contexts (neighbour tables indexed by symbol id) and
+ * the worker pool */
+static int train_alloc_scan(trainer *T, const tk_train_opts *o, uint32_t target, uint64_t nsym, uint32_t par_min) {
+    int rc = TK_OK;
     /* symbol ids stay below min(target, 256 + merges possible); every merge
      * removes at least one symbol, so at most nsym - nwords merges happen */
     size_t nsymcap = target;
-    if (256 + nsym - T.nwords + 1 < nsymcap) nsymcap = (size_t)(256 + nsym - T.nwords + 1);
+    if (256 + nsym - T->nwords + 1 < nsymcap) nsymcap = (size_t)(256 + nsym - T->nwords + 1);
     int nthr = o->threads;
     if (nthr <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         nthr = nc > 0 ? (int)nc : 1;
     }
     if (nthr > 64) nthr = 64;
-    uint32_t par_min = o->par_min_words ? o->par_min_words : TK_TRAIN_DEFAULT_PAR_MIN;
-    if (par_min < 2) par_min = 2;
-    if (T.nwords < par_min) nthr = 1;
-    if (!rc) {
-        T.sc = calloc((size_t)nthr, sizeof *T.sc);
-        if (!T.sc) rc = TK_ERR_NOMEM;
-        else T.nsc = nthr;
-    }
-    for (int k = 0; k < T.nsc && !rc; k++) {
-        scanctx *S = &T.sc[k];
+    if (T->nwords < par_min) nthr = 1;
+    T->sc = calloc((size_t)nthr, sizeof *T->sc);
+    if (!T->sc) rc = TK_ERR_NOMEM;
+    else T->nsc = nthr;
+    for (int k = 0; k < T->nsc && !rc; k++) {
+        scanctx *S = &T->sc[k];
         S->left = calloc(nsymcap, sizeof *S->left);
         S->right = calloc(nsymcap, sizeof *S->right);
         S->lx = malloc(nsymcap * sizeof *S->lx);
         S->ry = malloc(nsymcap * sizeof *S->ry);
         if (!S->left || !S->right || !S->lx || !S->ry) rc = TK_ERR_NOMEM;
     }
-    if (!rc && T.nsc > 1) rc = pool_start(&T);
-    /* initial pair counts and word index */
-    T.stamp = 1;
-    for (size_t w = 0; w < T.nwords && !rc; w++) {
-        const uint32_t *s = T.syms + T.words[w].off;
-        for (uint32_t k = 0; k + 1 < T.words[w].len && !rc; k++) {
-            if (!pair_eligible(&T, s[k], s[k + 1])) continue;
+    if (!rc && T->nsc > 1) rc = pool_start(T);
+    return rc;
+}
+
+/* initial pair counts, the word index of every pair and the heap of all pairs */
+static int train_index(trainer *T) {
+    int rc = TK_OK;
+    T->stamp = 1;
+    for (size_t w = 0; w < T->nwords && !rc; w++) {
+        const uint32_t *s = T->syms + T->words[w].off;
+        for (uint32_t k = 0; k + 1 < T->words[w].len && !rc; k++) {
+            if (!pair_eligible(T, s[k], s[k + 1])) continue;
             uint32_t p;
-            rc = pair_get(&T, s[k], s[k + 1], &p);
+            rc = pair_get(T, s[k], s[k + 1], &p);
             if (rc) break;
-            T.pr[p].cnt += (int64_t)T.words[w].cnt;
-            rc = wlist_push(&T.pr[p].w, (uint32_t)w);
+            T->pr[p].cnt += (int64_t)T->words[w].cnt;
+            rc = wlist_push(&T->pr[p].w, (uint32_t)w);
         }
     }
     /* heap of all pairs (heapify) */
-    if (!rc) rc = grow((void **)&T.heap, &T.hcap, T.npairs + 1, sizeof *T.heap);
+    if (!rc) rc = grow((void **)&T->heap, &T->hcap, T->npairs + 1, sizeof *T->heap);
     if (!rc) {
-        for (size_t p = 0; p < T.npairs; p++) T.heap[p] = (hent){(uint64_t)T.pr[p].cnt, (uint32_t)p};
-        T.hn = T.npairs;
-        for (size_t i = T.hn / 2; i-- > 0;) heap_down(&T, i);
+        for (size_t p = 0; p < T->npairs; p++) T->heap[p] = (hent){(uint64_t)T->pr[p].cnt, (uint32_t)p};
+        T->hn = T->npairs;
+        for (size_t i = T->hn / 2; i-- > 0;) heap_down(T, i);
     }
-    if (o->progress && !rc)
-        fprintf(stderr, "[train] index: %zu words, %zu pairs in %.2fs\n", T.nwords, T.npairs, now_sec() - t0);
-    size_t mcap = 0;
-    uint64_t minf = o->min_frequency ? o->min_frequency : 1;
-    double tlast = now_sec(), tm0 = tlast;
-    uint32_t want = target - 256;
-    uint8_t *buf = NULL;
-    size_t bufcap = 0;
-    while (!rc && T.ntok < target) {
-        if (!T.hn) {
-            res->hit_limit = 1;
+    return rc;
+}
+
+/* state of the merge loop */
+typedef struct {
+    trainer *T;
+    const tk_train_opts *o;
+    tk_train_result *res;
+    uint32_t target, want, par_min;
+    uint64_t minf;
+    size_t mcap;   /* capacity of res->merges */
+    uint8_t *buf;  /* bytes of the new token */
+    size_t bufcap;
+    double tlast, tm0;
+} mergectx;
+
+/* token C = A ++ B, recorded as the next merge */
+static inline int merge_new_token(mergectx *M, uint32_t A, uint32_t B, uint32_t *C) {
+    trainer *T = M->T;
+    uint32_t la = T->tlen[A], lb = T->tlen[B];
+    int rc = grow((void **)&M->buf, &M->bufcap, (size_t)la + lb, 1);
+    if (rc) return rc;
+    memcpy(M->buf, T->tarena + T->toff[A], la);
+    memcpy(M->buf + la, T->tarena + T->toff[B], lb);
+    rc = tok_add(T, M->buf, la + lb, C);
+    if (rc) return rc;
+    rc = grow((void **)&M->res->merges, &M->mcap, (size_t)M->res->n_merges + 1, sizeof *M->res->merges);
+    if (rc) return rc;
+    M->res->merges[M->res->n_merges++] = (tk_merge){A, B, *C};
+    return TK_OK;
+}
+
+/* apply pair p = (A,B) -> C to every word holding it. Neighbour deltas are
+ * gathered per neighbour symbol (left x: pairs (x,A)/(x,C); right y:
+ * (B,y)/(C,y)) into context 0; the pair's word list is consumed. */
+static inline int merge_scan(mergectx *M, uint32_t p, uint32_t A, uint32_t B, uint32_t C) {
+    trainer *T = M->T;
+    int rc;
+    T->stamp++;
+    T->ntouched = 0;
+    wlist L = T->pr[p].w;
+    T->pr[p].w = (wlist){NULL, 0, 0};
+    scanctx *S0 = &T->sc[0];
+    if (T->nthreads > 0 && L.n >= M->par_min) {
+        rc = pool_run(T, L.w, L.n, A, B, C);
+    } else {
+        S0->nlx = S0->nry = S0->nev = 0;
+        rc = scan_words(T, S0, L.w, 0, L.n, A, B, C);
+    }
+    free(L.w);
+    T->pr[p].cnt = 0;
+    return rc;
+}
+
+/* apply the gathered deltas once per neighbour: increments first (a
+ * decrement may hit a pair such as (C,A) that this very merge created), then
+ * the word lists of the new pairs and the heap entries of touched pairs */
+static inline int merge_update_counts(trainer *T, uint32_t A, uint32_t B, uint32_t C) {
+    scanctx *S0 = &T->sc[0];
+    int rc = grow((void **)&T->touched, &T->touchedcap, S0->nlx + S0->nry + 1, sizeof *T->touched);
+    /* increments: (x,C) and (C,y) */
+    for (size_t k = 0; k < S0->nlx && !rc; k++) {
+        uint32_t x = S0->lx[k];
+        if (!pair_eligible(T, x, C)) continue;
+        rc = pair_get(T, x, C, &S0->left[x].pid);
+        if (!rc) {
+            T->pr[S0->left[x].pid].cnt += S0->left[x].inc;
+            touch(T, S0->left[x].pid);
+        }
+    }
+    for (size_t k = 0; k < S0->nry && !rc; k++) {
+        uint32_t y = S0->ry[k];
+        if (!pair_eligible(T, C, y)) continue;
+        rc = pair_get(T, C, y, &S0->right[y].pid);
+        if (!rc) {
+            T->pr[S0->right[y].pid].cnt += S0->right[y].inc;
+            touch(T, S0->right[y].pid);
+        }
+    }
+    /* decrements: (x,A) and (B,y) */
+    for (size_t k = 0; k < S0->nlx && !rc; k++) {
+        uint32_t x = S0->lx[k], q;
+        if (pair_eligible(T, x, A) && pair_find(T, x, A, &q)) T->pr[q].cnt += S0->left[x].dec;
+    }
+    for (size_t k = 0; k < S0->nry && !rc; k++) {
+        uint32_t y = S0->ry[k], q;
+        if (pair_eligible(T, B, y) && pair_find(T, B, y, &q)) T->pr[q].cnt += S0->right[y].dec;
+    }
+    /* word lists of the new pairs (in word order; wlist_push drops repeats) */
+    for (size_t k = 0; k < S0->nev && !rc; k++) {
+        uint32_t v = S0->ev[k].nb;
+        uint32_t pid = (v & 0x80000000u) ? S0->right[v & 0x7fffffffu].pid : S0->left[v].pid;
+        if (pid != UINT32_MAX) rc = wlist_push(&T->pr[pid].w, S0->ev[k].w);
+    }
+    for (size_t k = 0; k < T->ntouched && !rc; k++) {
+        uint32_t q = T->touched[k];
+        if (T->pr[q].cnt > 0) rc = heap_push(T, (uint64_t)T->pr[q].cnt, q);
+    }
+    return rc;
+}
+
+static inline void merge_progress(mergectx *M) {
+    double tn = now_sec();
+    if (M->o->progress && tn - M->tlast > 0.25) {
+        M->tlast = tn;
+        progress_line(M->o, "merging", M->res->n_merges, M->want, M->tm0);
+    }
+}
+
+/* merge the most frequent pair until the vocabulary is full, no pair is left
+ * or the best count is below min_frequency (the last two set hit_limit) */
+static int train_merge_loop(mergectx *M) {
+    trainer *T = M->T;
+    int rc = TK_OK;
+    while (!rc && T->ntok < M->target) {
+        if (!T->hn) {
+            M->res->hit_limit = 1;
             break;
         }
-        hent top = heap_pop(&T);
+        hent top = heap_pop(T);
         uint32_t p = top.pair;
-        if ((int64_t)top.count != T.pr[p].cnt) {
-            if (T.pr[p].cnt > 0) rc = heap_push(&T, (uint64_t)T.pr[p].cnt, p);
+        if ((int64_t)top.count != T->pr[p].cnt) { /* stale entry: requeue with the current count */
+            if (T->pr[p].cnt > 0) rc = heap_push(T, (uint64_t)T->pr[p].cnt, p);
             continue;
         }
-        if (top.count < minf || top.count == 0) {
-            res->hit_limit = 1;
+        if (top.count < M->minf || top.count == 0) {
+            M->res->hit_limit = 1;
             break;
         }
-        uint32_t A = T.pr[p].a, B = T.pr[p].b;
-        uint32_t la = T.tlen[A], lb = T.tlen[B];
-        rc = grow((void **)&buf, &bufcap, (size_t)la + lb, 1);
+        uint32_t A = T->pr[p].a, B = T->pr[p].b, C;
+        rc = merge_new_token(M, A, B, &C);
         if (rc) break;
-        memcpy(buf, T.tarena + T.toff[A], la);
-        memcpy(buf + la, T.tarena + T.toff[B], lb);
-        uint32_t C;
-        rc = tok_add(&T, buf, la + lb, &C);
-        if (rc) break;
-        rc = grow((void **)&res->merges, &mcap, (size_t)res->n_merges + 1, sizeof *res->merges);
-        if (rc) break;
-        res->merges[res->n_merges++] = (tk_merge){A, B, C};
-        /* apply to every word holding the pair. Neighbour deltas are gathered
-         * per neighbour symbol (left x: pairs (x,A)/(x,C); right y: (B,y)/(C,y))
-         * and applied once per neighbour: increments first (a decrement may
-         * hit a pair such as (C,A) that this very merge created). */
-        T.stamp++;
-        T.ntouched = 0;
-        wlist L = T.pr[p].w;
-        T.pr[p].w = (wlist){NULL, 0, 0};
-        scanctx *S0 = &T.sc[0];
-        if (T.nthreads > 0 && L.n >= par_min) {
-            rc = pool_run(&T, L.w, L.n, A, B, C);
-        } else {
-            S0->nlx = S0->nry = S0->nev = 0;
-            rc = scan_words(&T, S0, L.w, 0, L.n, A, B, C);
-        }
-        free(L.w);
-        T.pr[p].cnt = 0;
-        if (!rc) rc = grow((void **)&T.touched, &T.touchedcap, S0->nlx + S0->nry + 1, sizeof *T.touched);
-        /* increments: (x,C) and (C,y) */
-        for (size_t k = 0; k < S0->nlx && !rc; k++) {
-            uint32_t x = S0->lx[k];
-            if (!pair_eligible(&T, x, C)) continue;
-            rc = pair_get(&T, x, C, &S0->left[x].pid);
-            if (!rc) {
-                T.pr[S0->left[x].pid].cnt += S0->left[x].inc;
-                touch(&T, S0->left[x].pid);
-            }
-        }
-        for (size_t k = 0; k < S0->nry && !rc; k++) {
-            uint32_t y = S0->ry[k];
-            if (!pair_eligible(&T, C, y)) continue;
-            rc = pair_get(&T, C, y, &S0->right[y].pid);
-            if (!rc) {
-                T.pr[S0->right[y].pid].cnt += S0->right[y].inc;
-                touch(&T, S0->right[y].pid);
-            }
-        }
-        /* decrements: (x,A) and (B,y) */
-        for (size_t k = 0; k < S0->nlx && !rc; k++) {
-            uint32_t x = S0->lx[k], q;
-            if (pair_eligible(&T, x, A) && pair_find(&T, x, A, &q)) T.pr[q].cnt += S0->left[x].dec;
-        }
-        for (size_t k = 0; k < S0->nry && !rc; k++) {
-            uint32_t y = S0->ry[k], q;
-            if (pair_eligible(&T, B, y) && pair_find(&T, B, y, &q)) T.pr[q].cnt += S0->right[y].dec;
-        }
-        /* word lists of the new pairs (in word order; wlist_push drops repeats) */
-        for (size_t k = 0; k < S0->nev && !rc; k++) {
-            uint32_t v = S0->ev[k].nb;
-            uint32_t pid = (v & 0x80000000u) ? S0->right[v & 0x7fffffffu].pid : S0->left[v].pid;
-            if (pid != UINT32_MAX) rc = wlist_push(&T.pr[pid].w, S0->ev[k].w);
-        }
-        for (size_t k = 0; k < T.ntouched && !rc; k++) {
-            uint32_t q = T.touched[k];
-            if (T.pr[q].cnt > 0) rc = heap_push(&T, (uint64_t)T.pr[q].cnt, q);
-        }
-        double tn = now_sec();
-        if (o->progress && tn - tlast > 0.25) {
-            tlast = tn;
-            progress_line(o, "merging", res->n_merges, want, tm0);
-        }
+        rc = merge_scan(M, p, A, B, C);
+        if (!rc) rc = merge_update_counts(T, A, B, C);
+        merge_progress(M);
     }
-    free(buf);
+    free(M->buf);
+    M->buf = NULL;
+    return rc;
+}
+
+/* the ranks' bytes into res */
+static int train_build_result(const trainer *T, tk_train_result *res) {
+    int rc = TK_OK;
+    res->n_ranks = (uint32_t)T->ntok;
+    res->tokens = calloc(T->ntok, sizeof *res->tokens);
+    res->lens = calloc(T->ntok, sizeof *res->lens);
+    if (!res->tokens || !res->lens) rc = TK_ERR_NOMEM;
+    for (size_t r = 0; r < T->ntok && !rc; r++) {
+        res->lens[r] = T->tlen[r];
+        res->tokens[r] = malloc(T->tlen[r] ? T->tlen[r] : 1);
+        if (!res->tokens[r]) {
+            rc = TK_ERR_NOMEM;
+            break;
+        }
+        memcpy(res->tokens[r], T->tarena + T->toff[r], T->tlen[r]);
+    }
+    return rc;
+}
+
+int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err,
+                    size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    if (!pc || !o || !res) return TK_ERR_ARG;
+    memset(res, 0, sizeof *res);
+    int rc = train_check_args(pc, o, err, errlen);
+    if (rc) return rc;
+    uint32_t target = o->vocab_size - (uint32_t)o->n_specials;
+    trainer T;
+    memset(&T, 0, sizeof T);
+    T.o = o;
+    T.max_tok = o->max_token_bytes;
+    double t0 = now_sec();
+    uint64_t nsym = 0;
+    uint32_t par_min = train_par_min(o);
+    rc = train_load_words(&T, pc, &nsym);
+    if (!rc) rc = train_alloc_scan(&T, o, target, nsym, par_min);
+    if (!rc) rc = train_index(&T);
+    if (o->progress && !rc)
+        fprintf(stderr, "[train] index: %zu words, %zu pairs in %.2fs\n", T.nwords, T.npairs, now_sec() - t0);
+    mergectx M = {.T = &T, .o = o, .res = res, .target = target, .want = target - 256, .par_min = par_min,
+                  .minf = o->min_frequency ? o->min_frequency : 1};
+    M.tlast = M.tm0 = now_sec();
+    if (!rc) rc = train_merge_loop(&M);
     if (o->progress && !rc) {
-        progress_line(o, "merging", res->n_merges, want, tm0);
+        progress_line(o, "merging", res->n_merges, M.want, M.tm0);
         fprintf(stderr, "\n[train] %u merges, %zu ranks in %.2fs (%zu words, %zu pairs)\n", res->n_merges,
                 T.ntok, now_sec() - t0, T.nwords, T.npairs);
     }
-    if (!rc) {
-        res->n_ranks = (uint32_t)T.ntok;
-        res->tokens = calloc(T.ntok, sizeof *res->tokens);
-        res->lens = calloc(T.ntok, sizeof *res->lens);
-        if (!res->tokens || !res->lens) rc = TK_ERR_NOMEM;
-        for (size_t r = 0; r < T.ntok && !rc; r++) {
-            res->lens[r] = T.tlen[r];
-            res->tokens[r] = malloc(T.tlen[r] ? T.tlen[r] : 1);
-            if (!res->tokens[r]) {
-                rc = TK_ERR_NOMEM;
-                break;
-            }
-            memcpy(res->tokens[r], T.tarena + T.toff[r], T.tlen[r]);
-        }
-    }
+    if (!rc) rc = train_build_result(&T, res);
     trainer_free(&T);
     if (rc) {
         tk_train_result_free(res);
