@@ -161,6 +161,12 @@ void tr_comm_mpi_abort(tr_comm *c, int code)
     (void)c;
     fflush(stdout);
     fflush(stderr);
+    /* the message this rank just wrote travels to the launcher through its
+     * I/O forwarding; MPI_Abort tears that down at once, and the launcher
+     * may drop what it has not read yet (then no rank's reason is shown):
+     * give it a quarter second */
+    struct timespec pause = {0, 250000000L};
+    nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 }
 

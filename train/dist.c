@@ -657,14 +657,31 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
     /* rank 0 may write a large checkpoint while the others wait here */
     double old = slow_timeout(c);
     int crc = tr_comm_allreduce_u64(c, &failed, 1);
+    /* on a failure every rank learns the first failing rank's message: the
+     * launcher may end that rank before it prints its own */
+    enum { MSG = 384 };
+    int W = tr_comm_world(c), first = -1;
+    char msg[MSG] = "";
+    if (!crc && failed) {
+        uint8_t mine = rc != 0, *all = calloc((size_t)W, 1);
+        crc = all ? tr_comm_allgather_bytes(c, &mine, all, 1) : TR_ERR_NOMEM;
+        for (int r = 0; !crc && r < W && first < 0; r++)
+            if (all[r])
+                first = r;
+        free(all);
+        if (!crc && first == tr_comm_rank(c))
+            snprintf(msg, sizeof msg, "%s", err && errlen && err[0] ? err : tr_strerror(rc));
+        if (!crc && first >= 0)
+            crc = tr_comm_bcast(c, msg, sizeof msg, first);
+    }
     tr_comm_set_timeout(c, old);
     if (crc)
         return comm_fail(c, crc, what, err, errlen);
     if (rc)
         return rc;
     if (failed) {
-        snprintf(err, errlen, "rank %d: %s failed on %llu other rank(s) (see their messages)", tr_comm_rank(c), what,
-                 (unsigned long long)failed);
+        snprintf(err, errlen, "rank %d: %s failed on %llu other rank(s); rank %d: %s", tr_comm_rank(c), what,
+                 (unsigned long long)failed, first, msg);
         return TR_ERR_INTERNAL;
     }
     return TR_OK;

@@ -681,9 +681,11 @@ static int accumulate(tr_run *r, tr_step_acc *a)
 
 /* Mean validation loss over val_rows rows of the validation split. With
  * several ranks each evaluates its block of the batches and the sums are
- * added in batch order (train/dist.h): the one-process value. */
-static int validate(tr_run *r, double *out)
+ * added in batch order (train/dist.h): the one-process value. On failure
+ * `why` holds the backend's or the communicator's reason ("" if none). */
+static int validate(tr_run *r, double *out, char *why, size_t whylen)
 {
+    why[0] = 0;
     double ls = 0, l[TR_DIST_VAL_GROUP];
     uint64_t nt = 0, k[TR_DIST_VAL_GROUP];
     int nb = (r->val_rows + r->B - 1) / r->B;
@@ -700,13 +702,11 @@ static int validate(tr_run *r, double *out)
                                   r->sp, r->sm);
             if (rc)
                 return rc;
-            char e[256]; /* the caller names the split and the reason */
-            rc = r->ops->eval(r->be, &r->vb, r->o->doc_mask, &l[i], &k[i], e, sizeof e);
+            rc = r->ops->eval(r->be, &r->vb, r->o->doc_mask, &l[i], &k[i], why, whylen);
             if (rc)
                 return rc;
         }
-        char e[512];
-        int rc = tr_dist_val_sum(r->o, l, k, ng, &ls, &nt, e, sizeof e);
+        int rc = tr_dist_val_sum(r->o, l, k, ng, &ls, &nt, why, whylen);
         if (rc)
             return rc;
     }
@@ -823,10 +823,13 @@ static int run_step(tr_run *r, uint64_t step)
     a.tps = a.dt > 0 ? (double)a.ntok / a.dt : 0;
     log_step(r, step, &a);
     if (r->val_rows && (step + 1) % o->val_every == 0) {
-        rc = validate(r, &a.vl);
+        char why[512];
+        rc = validate(r, &a.vl, why, sizeof why);
         if (rc) {
             snprintf(r->err, r->errlen, "validation on %s failed: %s", r->rows->desc,
-                     r->rows->read_err[TR_SPLIT_VAL][0] ? r->rows->read_err[TR_SPLIT_VAL] : tr_strerror(rc));
+                     r->rows->read_err[TR_SPLIT_VAL][0] ? r->rows->read_err[TR_SPLIT_VAL]
+                     : why[0]                            ? why
+                                                         : tr_strerror(rc));
             return rc;
         }
         res->last_val_loss = a.vl;
