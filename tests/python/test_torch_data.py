@@ -197,3 +197,28 @@ def test_torch_fields(shard_sets):
     assert all(torch.equal(r["labels"], full[i]["labels"]) for i, r in enumerate(rows))
     got = full.__getitems__([4, 1])
     assert torch.equal(got[1]["doc_ids"], full[1]["doc_ids"])
+
+
+def test_torch_single_row_path(shard_sets):
+    """ShardDataset[i] with every field goes through fill_row (one C call per row): every row, plain and zstd
+    shards, T < row_len, both doc_mask settings and another ignore_index equal the batched read; negative
+    indices count from the end, out-of-range ones raise IndexError, a closed set ValueError."""
+    torch = pytest.importorskip("torch", reason="PyTorch not installed: mkshards.torch not tested")
+    import mkshards.torch as mt
+    for kind in ("plain", "zstd"):
+        for T, dm, ig in ((96, True, -100), (31, False, -7), (1, True, 0)):
+            ds = mt.ShardDataset(shard_sets[kind], verify=False, seq_len=T, doc_mask=dm, ignore_index=ig)
+            n = len(ds)
+            ref = ds[np.arange(n)]
+            for i in range(-n, n):
+                got = ds[i]
+                assert list(got) == list(ref) and all(got[k].shape == (T,) for k in got)
+                assert all(torch.equal(got[k], ref[k][i % n]) for k in ref), (kind, T, dm, i)
+            for bad in (n, -n - 1, 10 ** 12):
+                with pytest.raises(IndexError):
+                    ds[bad]
+            with pytest.raises(ValueError):  # a (3, T) block: not the layout fill_row writes
+                ds.set._c.fill_row("train", 0, T, dm, ig, np.empty((3, T), np.int64), np.empty(T, np.bool_))
+            ds.set.close()
+            with pytest.raises(ValueError, match="closed"):
+                ds[0]

@@ -1687,6 +1687,71 @@ out:
     return ret;
 }
 
+/* fill_row(split, i, T, doc_mask, ignore_index, ints, loss_mask): the map-style
+ * dataset's per-row path (ShardDataset[i]), where the call itself is most of
+ * the cost: positional ints only (vectorcall, no format string), i may be
+ * negative as in Python indexing, ints one writable (4, T) int64 buffer
+ * (input_ids, labels, position_ids, doc_ids), loss_mask T bytes. Raises
+ * IndexError outside the split. */
+static PyObject *ss_fill_row(SSObj *s, PyObject *const *a, Py_ssize_t na)
+{
+    if (na != 7) {
+        PyErr_SetString(PyExc_TypeError, "fill_row(split, i, T, doc_mask, ignore_index, ints, loss_mask)");
+        return NULL;
+    }
+    ds_split sp;
+    if (!ss_ready(s) || parse_split(a[0], &sp))
+        return NULL;
+    long long i = PyLong_AsLongLong(a[1]), ignore = PyLong_AsLongLong(a[4]);
+    long T = PyLong_AsLong(a[2]);
+    int doc_mask = PyObject_IsTrue(a[3]);
+    if (PyErr_Occurred() || doc_mask < 0)
+        return NULL;
+    size_t L = s->info.row_len;
+    if (T < 1 || (size_t)T > L) {
+        PyErr_Format(PyExc_ValueError, "seq_len %ld: must be 1..%zu (the rows' length)", T, L);
+        return NULL;
+    }
+    long long n = (long long)s->info.rows[sp];
+    if (i < 0)
+        i += n;
+    if (i < 0 || i >= n) {
+        PyErr_Format(PyExc_IndexError, "row %lld: the %s split has %lld rows", PyLong_AsLongLong(a[1]),
+                     sp == DS_SPLIT_TRAIN ? "train" : "val", n);
+        return NULL;
+    }
+    Py_buffer ints, mask;
+    int have_i = 0, have_m = 0;
+    if (out_buffer(a[5], &ints, &have_i, 4 * (size_t)T, "ints", 8, 8) ||
+        out_buffer(a[6], &mask, &have_m, (size_t)T, "loss_mask", 1, 1)) {
+        if (have_i)
+            PyBuffer_Release(&ints);
+        return NULL;
+    }
+    fill_row_out o = {.T = (size_t)T, .L = L, .doc_mask = doc_mask, .ignore = (int64_t)ignore,
+                      .wide = {1, 1, 1, 1, 1}};
+    for (int k = 0; k < 4; k++)
+        o.d[k] = have_i ? (char *)ints.buf + (size_t)k * (size_t)T * 8 : NULL;
+    o.d[4] = have_m ? mask.buf : NULL;
+    uint32_t *scratch = NULL;
+    int rc;
+    s->busy++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fill_row(s, sp, (uint64_t)i, &scratch, &o);
+    Py_END_ALLOW_THREADS
+    s->busy--;
+    free(scratch);
+    if (have_i)
+        PyBuffer_Release(&ints);
+    if (have_m)
+        PyBuffer_Release(&mask);
+    if (rc != DS_OK) {
+        raise_row(sp, (int64_t)i, rc);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *ss_close(SSObj *s, PyObject *unused)
 {
     (void)unused;
@@ -1705,6 +1770,8 @@ static PyMethodDef ss_methods[] = {
     {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, bos_id, eos_id, dtype_bytes, fingerprint, ..."},
     {"shards", FN(ss_shards), METH_O, "shards(split) -> list of dicts (path, rows, dtype_bytes, compressed, ...)"},
     {"read", FN(ss_read), METH_VARARGS, "read(split, rows, tokens, pos_ids, doc_ids, loss_mask)"},
+    {"fill_row", FN(ss_fill_row), METH_FASTCALL,
+     "fill_row(split, i, T, doc_mask, ignore_index, ints, loss_mask): one row, ints a (4, T) int64 buffer"},
     {"fill", FN(ss_fill), METH_VARARGS,
      "fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask): "
      "llmtrain's batch layout"},
