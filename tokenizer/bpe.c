@@ -447,8 +447,10 @@ static int drain_local(longctx *c, uint32_t cur) {
 }
 
 /* Mid-size pieces: doubly linked parts and a binary min-heap of
- * (rank << 8 | position) on the stack; stale heap keys are skipped. */
-static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+ * (rank << 8 | position) on the stack; stale heap keys are skipped. The
+ * parts start as the bytes, or (start != NULL) as given by char_parts. */
+static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
+                        const uint32_t *start_tok, tk_ids *out) {
     uint8_t nxt[SMALL_PIECE + 1], prv[SMALL_PIECE + 1];
     uint32_t pr[SMALL_PIECE + 1], tok[SMALL_PIECE + 1], heap[3 * SMALL_PIECE];
     scratch *s = pair_cache(t, max_rank);
@@ -464,17 +466,41 @@ static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t m
         heap[i_] = k_;                                                                                                 \
     } while (0)
     /* positions 0..n-1; n is the end sentinel (nxt == n means last part) */
-    for (size_t k = 0; k < n; k++) {
-        nxt[k] = (uint8_t)(k + 1);
-        prv[k] = (uint8_t)(k ? k - 1 : 0);
-        pr[k] = TK_NO_RANK;
-        tok[k] = t->byte_rank[p[k]];
-    }
-    for (size_t k = 0; k + 1 < n; k++) {
-        uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
-        if (r < max_rank) {
-            pr[k] = r;
-            HPUSH(r << 8 | (uint32_t)k);
+    if (!start) {
+        for (size_t k = 0; k < n; k++) {
+            nxt[k] = (uint8_t)(k + 1);
+            prv[k] = (uint8_t)(k ? k - 1 : 0);
+            pr[k] = TK_NO_RANK;
+            tok[k] = t->byte_rank[p[k]];
+        }
+        for (size_t k = 0; k + 1 < n; k++) {
+            uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
+            if (r < max_rank) {
+                pr[k] = r;
+                HPUSH(r << 8 | (uint32_t)k);
+            }
+        }
+    } else {
+        size_t last = 0; /* part 0 always starts at byte 0 */
+        prv[0] = 0;
+        pr[0] = TK_NO_RANK;
+        tok[0] = start_tok[0];
+        for (size_t k = 1; k <= n; k++) {
+            if (k < n && !(start[k >> 6] >> (k & 63) & 1)) continue;
+            nxt[last] = (uint8_t)k;
+            if (k < n) {
+                prv[k] = (uint8_t)last;
+                pr[k] = TK_NO_RANK;
+                tok[k] = start_tok[k];
+                last = k;
+            }
+        }
+        for (size_t k = 0; nxt[k] < n; k = nxt[k]) {
+            uint32_t b = nxt[k], r = cached_pair_rank(s, t, tok[k], tok[b], p + k, (size_t)nxt[b] - k, max_rank);
+            if (r != TK_NO_RANK) {
+                pr[k] = r;
+                HPUSH(r << 8 | (uint32_t)k);
+            }
         }
     }
     while (hn) {
@@ -519,7 +545,257 @@ static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t m
     return TK_OK;
 }
 
+static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    return bpe_mid_from(t, p, n, max_rank, NULL, NULL, out);
+}
+
+/* ---- merging from characters -------------------------------------------
+ * In a piece of UTF-8 text the first merges of a multi-byte character mostly
+ * just rebuild that character (Thai, Chinese, Cyrillic: 2-3 bytes each, half
+ * of the merge steps of such text). Where that is provably what the merge
+ * loop on bytes does, the loop starts from the character's token instead.
+ *
+ * Why it is exact. Take a character c of the piece and a leading run of the
+ * merges its bytes go through when merged alone (all of them, or for a
+ * 3-byte character just the first), every one ranked below `limit`, the
+ * lowest rank of a token that could cover some of c's bytes together with
+ * bytes of the piece outside c (a straddle). (1) While that run is not done,
+ * one of its pairs (rank < limit) is pending, so no straddle of c is ever
+ * the lowest pair: c's bytes merge as they do alone. (2) Any other merge the
+ * byte loop makes meanwhile ranks below that pending pair, so below limit;
+ * it does not touch c, and the pairs the character loop has in addition
+ * (c's partly merged parts with each other: the merge after the run, which
+ * ranks at or above limit, or the run would go on; c's parts with a
+ * neighbour: straddles) rank above it, so the character loop makes the same
+ * merge at that point. By induction
+ * over the merges both loops end with the same tokens; equal ranks are the
+ * same token on disjoint pairs, which commute. Characters that fail, 4-byte
+ * ones and ASCII start from their bytes; a piece with invalid UTF-8 keeps
+ * the byte start altogether (the alignment of tokens over c needs valid
+ * text).
+ *
+ * `limit` is bounded from below per occurrence: tokens holding all of c and
+ * more, or the last two / first two bytes of a 3-byte c with a neighbour,
+ * are taken over the whole vocabulary (char_slot.lim); a token ending with
+ * c's lead byte is looked up by the byte before c (pre1), one starting with
+ * c's last byte by the byte after it (suf1), as those are the straddles the
+ * neighbours decide most (" \xd0", rank 300 in o200k_base, outranks most
+ * Cyrillic letters, but only after a space). test_bpe_chars checks the
+ * result against the byte loop. */
+typedef struct {
+    uint32_t first; /* token of the first merge; CT_BC set when it is bytes 1-2 of a 3-byte character */
+    uint32_t whole; /* token of the whole character (TK_NO_RANK: none) */
+    uint32_t high;  /* highest rank of the merges making the whole character (TK_NO_RANK: no first merge) */
+    uint32_t lim;   /* lowest straddle rank not keyed by a neighbour; 0: not worked out yet */
+} char_slot;
+
+typedef struct tk_chartab {
+    const tk_charmin *m;   /* t->charmin, or own */
+    tk_charmin *own;
+    char_slot slot[65536]; /* per code point, worked out on first use */
+} tk_chartab;
+#define CT_BC (1u << 31)
+
+static inline unsigned utf8_len(uint8_t b) {
+    return b < 0x80 ? 1 : b < 0xC0 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b < 0xF5 ? 4 : 0;
+}
+
+static inline void lower(uint32_t *slot, uint32_t r) {
+    if (r < *slot) *slot = r;
+}
+
+/* The tables hold rank + 1, 0 for none (a calloc'd table is empty: no pass
+ * over it, and pages never touched are never faulted in); rank_of(v) is
+ * TK_NO_RANK for 0. */
+static inline void lower1(uint32_t *slot, uint32_t r) {
+    if (*slot - 1 > r) *slot = r + 1;
+}
+static inline uint32_t rank_of(uint32_t v) { return v - 1; }
+
+/* Record token b[0..n) of rank r in the straddle minima. A token that cannot
+ * occur in valid UTF-8 is recorded up to its first invalid byte only: it
+ * never meets the text this path takes. */
+static void note_straddles(tk_charmin *ct, const uint8_t *b, size_t n, uint32_t r) {
+    size_t m = 0;
+    while (m < n && (b[m] & 0xC0) == 0x80) m++;
+    if (m == n) return; /* continuation bytes only: inside one character */
+    if (m == 1) lower1(&ct->suf1[(b[0] & 63u) << 8 | b[1]], r);
+    if (m == 2) lower1(&ct->suf2[(b[0] & 63u) << 6 | (b[1] & 63u)], r);
+    /* m == 3: the end of a 4-byte character, which always starts from bytes */
+    for (size_t i = m; i < n;) {
+        unsigned len = utf8_len(b[i]);
+        if (!len) return;
+        if (i + len > n) { /* the token ends inside this character, after another byte */
+            if (i > 0 && n - i == 1 && len <= 3) lower1(&ct->pre1[(uint32_t)b[i - 1] << 6 | (b[i] & 63u)], r);
+            if (i > 0 && n - i == 2 && len == 3) lower1(&ct->pre2[(b[i] & 15u) << 6 | (b[i + 1] & 63u)], r);
+            return;
+        }
+        for (unsigned k = 1; k < len; k++)
+            if ((b[i + k] & 0xC0) != 0x80) return;
+        if (len == 2 && n > 2) lower1(&ct->whole[(b[i] & 31u) << 6 | (b[i + 1] & 63u)], r);
+        if (len == 3 && n > 3) lower1(&ct->whole[(b[i] & 15u) << 12 | (b[i + 1] & 63u) << 6 | (b[i + 2] & 63u)], r);
+        i += len;
+    }
+}
+
+tk_charmin *tk_charmin_build(const tk_tokenizer *t) {
+    tk_charmin *cm = calloc(1, sizeof *cm); /* every minimum: none */
+    if (!cm) return NULL;
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        const uint8_t *b = t->arena + t->tok_off[r];
+        size_t n = t->tok_off[r + 1] - t->tok_off[r], k = 0;
+        while (k < n && b[k] < 0x80) k++;
+        if (k < n && n > 1) note_straddles(cm, b, n, r);
+    }
+    return cm;
+}
+
+void tk_chartab_free(tk_chartab *ct) {
+    if (ct) free(ct->own);
+    free(ct);
+}
+
+static tk_chartab *char_table_build(const tk_tokenizer *t) {
+    tk_chartab *ct = calloc(1, sizeof *ct); /* every slot: not worked out (pages faulted in as used) */
+    if (!ct) return NULL;
+    if (!(ct->m = t->charmin) && !(ct->m = ct->own = tk_charmin_build(t))) {
+        free(ct);
+        return NULL;
+    }
+    return ct;
+}
+
+/* The table, built by the first thread that needs it (NULL: out of memory,
+ * or ranks too large to carry the CT_BC flag). */
+static tk_chartab *char_table(const tk_tokenizer *t) {
+    tk_chartab **slot = (tk_chartab **)&t->chartab, *ct = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (ct || t->n_ranks >= CT_BC) return ct;
+    tk_chartab *mine = char_table_build(t), *none = NULL;
+    if (!mine) return NULL;
+    if (__atomic_compare_exchange_n(slot, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return mine;
+    tk_chartab_free(mine); /* another thread was first */
+    return none;
+}
+
+/* Slot of BMP character cp (c: its 2 or 3 bytes), worked out on first use.
+ * Threads may work one out at once: they write the same values, and lim
+ * (nonzero) is stored last. */
+static const char_slot *char_slot_of(const tk_tokenizer *t, tk_chartab *ct, uint32_t cp, const uint8_t *c,
+                                     unsigned len) {
+    char_slot *e = &ct->slot[cp];
+    if (__atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
+    uint32_t lim = rank_of(ct->m->whole[cp]), first, whole, high;
+    if (len == 2) {
+        first = whole = high = t->pair2[(uint32_t)c[0] << 8 | c[1]];
+    } else {
+        uint32_t ab = t->pair2[(uint32_t)c[0] << 8 | c[1]], bc = t->pair2[(uint32_t)c[1] << 8 | c[2]];
+        uint32_t r1 = ab <= bc ? ab : bc; /* equal: the same token, and the leftmost pair goes first */
+        first = r1 == TK_NO_RANK ? TK_NO_RANK : ab <= bc ? ab : (bc | CT_BC);
+        whole = r1 == TK_NO_RANK ? TK_NO_RANK : tk_map3_get(t, c); /* the second merge makes all three bytes */
+        high = whole == TK_NO_RANK ? TK_NO_RANK : r1 > whole ? r1 : whole;
+        lower(&lim, rank_of(ct->m->suf2[(c[1] & 63u) << 6 | (c[2] & 63u)]));
+        lower(&lim, rank_of(ct->m->pre2[(c[0] & 15u) << 6 | (c[1] & 63u)]));
+    }
+    e->first = first;
+    e->whole = whole;
+    e->high = high;
+    __atomic_store_n(&e->lim, lim ? lim : 1, __ATOMIC_RELEASE); /* rank 0 (a 1-byte token) is never a straddle */
+    return e;
+}
+
+/* The parts the merge starts from: bit k of start[] when a part starts at
+ * byte k, tok[k] its token. 1: start from bytes (ASCII only, invalid UTF-8,
+ * no character passing the test), 0: done. */
+static int char_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t start[4], uint32_t *tok) {
+    size_t k = 0;
+    while (k < n && p[k] < 0x80) k++;
+    if (k == n) return 1;
+    tk_chartab *ct = char_table(t);
+    if (!ct) return 1;
+    memset(start, 0, 4 * sizeof *start);
+    int any = 0;
+    for (k = 0; k < n;) {
+        unsigned len = utf8_len(p[k]);
+        if (!len || k + len > n) return 1;
+        uint32_t cp = p[k] & (0x7Fu >> len);
+        for (unsigned i = 1; i < len; i++) {
+            if ((p[k + i] & 0xC0) != 0x80) return 1;
+            cp = cp << 6 | (p[k + i] & 63u);
+        }
+        if (len > 1 && (cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) || cp > 0x10FFFF ||
+                        (cp >= 0xD800 && cp < 0xE000)))
+            return 1; /* overlong, surrogate or beyond Unicode: not valid text */
+        unsigned keep = len; /* bytes of this character that start a part of their own: whole 1, [ab][c] 2 */
+        uint32_t first = TK_NO_RANK;
+        if ((len == 2 || len == 3) && n > len) {
+            const char_slot *e = char_slot_of(t, ct, cp, p + k, len);
+            uint32_t limit = e->lim;
+            if (k > 0) lower(&limit, rank_of(ct->m->pre1[(uint32_t)p[k - 1] << 6 | (p[k] & 63u)]));
+            if (k + len < n) lower(&limit, rank_of(ct->m->suf1[(p[k + len - 1] & 63u) << 8 | p[k + len]]));
+            if (e->high < limit) {
+                keep = 1;
+                first = e->whole;
+            } else if (len == 3 && e->first != TK_NO_RANK && (e->first & ~CT_BC) < limit) {
+                keep = 2;
+                first = e->first;
+            }
+        }
+        /* parts: whole; [ab][c] (first = ab); [a][bc] (first = bc | CT_BC); or one per byte */
+        for (unsigned i = 0; i < len; i++) {
+            if ((keep == 1 && i > 0) || (keep == 2 && !(first & CT_BC) && i == 1) ||
+                (keep == 2 && (first & CT_BC) && i == 2))
+                continue;
+            start[(k + i) >> 6] |= 1ull << ((k + i) & 63);
+            tok[k + i] = t->byte_rank[p[k + i]];
+        }
+        if (keep < len) {
+            tok[k + (keep == 2 && (first & CT_BC))] = first & ~CT_BC;
+            any = 1;
+        }
+        k += len;
+    }
+    return any ? 0 : 1;
+}
+
+static int flat_run(flat_state *st, const tk_tokenizer *t, tk_ids *out);
+
+int tk_bpe_char_start(const tk_tokenizer *t, const uint8_t *p, size_t n) {
+    uint64_t start[4];
+    uint32_t tok[SMALL_PIECE + 1];
+    return n > 2 && n <= SMALL_PIECE && char_parts(t, p, n, start, tok) == 0;
+}
+
+/* bpe_short from characters (max_rank: none); 1 when the piece starts from bytes. */
+static int bpe_chars(const tk_tokenizer *t, const uint8_t *p, size_t n, tk_ids *out) {
+    uint64_t start[4];
+    uint32_t tok[SMALL_PIECE + 1];
+    if (char_parts(t, p, n, start, tok)) return 1;
+    if (n <= FLAT_PIECE && t->n_ranks <= FLAT_MAX_RANKS) {
+        flat_state st;
+        st.p = p;
+        st.n = (uint32_t)n;
+        st.nvec = n <= 8 ? 2 : n <= 16 ? 4 : 8;
+        st.alive = start[0];
+        for (size_t k = 0; k < 4 * st.nvec; k++) st.rk[k] = FLAT_INF;
+        for (uint64_t a = start[0]; a; a &= a - 1) {
+            unsigned k = (unsigned)__builtin_ctzll(a);
+            st.tok[k] = tok[k];
+            uint64_t rest = a & (a - 1);
+            if (!rest) break;
+            uint64_t after = rest & (rest - 1);
+            unsigned e = after ? (unsigned)__builtin_ctzll(after) : (unsigned)n;
+            st.rk[k] = flat_rank(t, p + k, e - k, TK_NO_RANK, k);
+        }
+        return flat_run(&st, t, out);
+    }
+    return bpe_mid_from(t, p, n, TK_NO_RANK, start, tok, out);
+}
+
 static int bpe_short(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
+    if (max_rank == TK_NO_RANK && n > 2) {
+        int rc = bpe_chars(t, p, n, out);
+        if (rc <= 0) return rc;
+    }
     if (n <= FLAT_PIECE && t->n_ranks <= FLAT_MAX_RANKS) return bpe_small(t, p, n, max_rank, out);
     return bpe_mid(t, p, n, max_rank, out);
 }
@@ -848,6 +1124,17 @@ static int bpe_small(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t
     }
 #endif
     return small_base(t, p, n, max_rank, out);
+}
+
+static int flat_run(flat_state *st, const tk_tokenizer *t, tk_ids *out) {
+#ifdef BPE_HAVE_AVX2
+    if (st->n > 16) {
+        int level = simd_level();
+        if (level == 2) return run_avx512(st, t, out);
+        if (level == 1) return run_avx2(st, t, out);
+    }
+#endif
+    return run_base(st, t, out);
 }
 
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out) {

@@ -95,7 +95,8 @@ static inline __attribute__((always_inline)) int FLAT_FN(step_at)(flat_state *st
     return 1;
 }
 
-static inline int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t, uint32_t max_rank) {
+static inline __attribute__((always_inline)) int FLAT_FN(step)(flat_state *st, const tk_tokenizer *t,
+                                                               uint32_t max_rank) {
     return FLAT_FN(step_at)(st, t, max_rank, st->nvec);
 }
 
@@ -105,6 +106,13 @@ static int FLAT_FN(small)(const tk_tokenizer *t, const uint8_t *p, size_t n, uin
     while (FLAT_FN(step)(&st, t, max_rank)) {
     }
     return flat_emit(&st, out);
+}
+
+/* The merge from a state set up elsewhere (bpe_chars: parts are characters). */
+static int FLAT_FN(run)(flat_state *st, const tk_tokenizer *t, tk_ids *out) {
+    while (FLAT_FN(step)(st, t, TK_NO_RANK)) {
+    }
+    return flat_emit(st, out);
 }
 
 /* flat_init for a chunk of 2..`lanes` bytes (lanes 32 or 64, all of them

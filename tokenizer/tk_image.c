@@ -35,10 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IMG_VERSION 1u
+#define IMG_VERSION 2u /* 2: the straddle minima (S_CHARMIN) */
 #define IMG_ALIGN 64u
 
-enum { S_ARENA, S_TOK_OFF, S_MAP, S_SMAP, S_FILTER, S_PAIR2, S_MAXLEN2, S_MAP3, S_ID2RANK, S_SPECIALS, S_COUNT };
+enum { S_ARENA, S_TOK_OFF, S_MAP, S_SMAP, S_FILTER, S_PAIR2, S_MAXLEN2, S_MAP3, S_ID2RANK, S_SPECIALS, S_CHARMIN, S_COUNT };
 
 typedef struct {
     char magic[8];
@@ -129,6 +129,7 @@ static bool section_sizes_ok(const img_hdr *h) {
         [S_MAXLEN2] = 65536,
         [S_MAP3] = ((uint64_t)1 << (64 - h->map3_shift)) * 8,
         [S_ID2RANK] = (uint64_t)h->vocab_size * 4,
+        [S_CHARMIN] = sizeof(tk_charmin),
     };
     for (int s = 0; s < S_COUNT; s++) {
         if (h->off[s] % IMG_ALIGN || h->off[s] < sizeof *h || h->off[s] > h->total || h->len[s] > h->total - h->off[s])
@@ -192,6 +193,7 @@ int tk_image_load(const char *path, tk_pattern pat, tk_tokenizer **out, struct s
     t->maxlen2 = (uint8_t *)(b + h.off[S_MAXLEN2]);
     t->map3 = (uint64_t *)(b + h.off[S_MAP3]);
     t->id_to_rank = (uint32_t *)(b + h.off[S_ID2RANK]);
+    t->charmin = (const tk_charmin *)(b + h.off[S_CHARMIN]);
     t->bad_rank = t->bad_rank2 = t->bad_id = TK_NO_RANK;
     /* specials: (id u32, len u32, text) each */
     tk_special sp[64];
@@ -351,8 +353,13 @@ void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, cons
         memcpy(spb + o + 8, t->specials[k].text, len);
         o += 8 + len;
     }
+    tk_charmin *cm = tk_charmin_build(t);
+    if (!cm) {
+        free(spb);
+        return;
+    }
     const void *src_p[S_COUNT] = {t->arena, t->tok_off, t->map.slots, t->smap.slots, t->filter,
-                                  t->pair2, t->maxlen2, t->map3,      t->id_to_rank, spb};
+                                  t->pair2, t->maxlen2, t->map3,      t->id_to_rank, spb, cm};
     h.len[S_ARENA] = t->tok_off[t->n_ranks];
     h.len[S_TOK_OFF] = ((uint64_t)t->n_ranks + 1) * 8;
     h.len[S_MAP] = (t->map.mask + 1) * 8;
@@ -363,6 +370,7 @@ void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, cons
     h.len[S_MAP3] = ((uint64_t)1 << (64 - t->map3_shift)) * 8;
     h.len[S_ID2RANK] = (uint64_t)t->vocab_size * 4;
     h.len[S_SPECIALS] = spn;
+    h.len[S_CHARMIN] = sizeof *cm;
     uint64_t o = (sizeof h + IMG_ALIGN - 1) / IMG_ALIGN * IMG_ALIGN;
     for (int s = 0; s < S_COUNT; s++) {
         h.off[s] = o;
@@ -373,6 +381,7 @@ void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, cons
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         free(spb);
+        free(cm);
         return;
     }
     static const uint8_t zeros[IMG_ALIGN];
@@ -385,5 +394,6 @@ void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, cons
     }
     if (!bad) bad = write_all(fd, zeros, h.total - at);
     free(spb);
+    free(cm);
     if (close(fd) || bad || rename(tmp, ip)) unlink(tmp);
 }

@@ -56,6 +56,12 @@ struct tk_tokenizer {
     uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
     uint8_t *maxlen2;      /* 65536: longest token starting with these two bytes (255: or longer) */
     uint8_t *reach;        /* per rank, filled lazily: 1 = the merge loop on its bytes yields it, 2 = not, 0 = unknown */
+    /* Merging from characters (bpe.c): the straddle minima (mapped from the
+     * table image, tk_image.c, or NULL: built with the chartab) and the
+     * per-character table built on first use by a piece with non-ASCII
+     * bytes (NULL until then). */
+    const struct tk_charmin *charmin;
+    struct tk_chartab *chartab;
     uint64_t *map3;        /* 3-byte tokens: (bytes + 1) << 32 | rank, open addressing; 0 = empty */
     uint32_t map3_shift;   /* 64 - log2(slots) */
     uint32_t max_token_len;
@@ -89,6 +95,21 @@ struct tk_tokenizer {
     void *image;
     size_t image_len;
 };
+
+/* Lowest rank (stored as rank + 1, 0: none) of a token that can cover part
+ * of a 2- or 3-byte character and bytes outside it, by what decides it:
+ * see bpe.c, "merging from characters". Part of the table image. */
+typedef struct tk_charmin {
+    uint32_t pre1[256 * 64]; /* [byte before][lead & 63]: tokens ending with those two bytes */
+    uint32_t suf1[64 * 256]; /* [continuation & 63][byte after]: tokens starting with exactly those */
+    uint32_t suf2[4096];     /* tokens starting with exactly these two continuation bytes */
+    uint32_t pre2[1024];     /* tokens ending with a 3-byte lead + 1 continuation, after another byte */
+    uint32_t whole[65536];   /* per code point: tokens holding all of the character and more */
+} tk_charmin;
+tk_charmin *tk_charmin_build(const tk_tokenizer *t); /* NULL: out of memory */
+void tk_chartab_free(struct tk_chartab *ct);
+/* 1 when the merge of piece p[0..n) starts from characters (for tests). */
+int tk_bpe_char_start(const tk_tokenizer *t, const uint8_t *p, size_t n);
 
 static inline uint64_t tk_hash_bytes(const uint8_t *p, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);

@@ -404,6 +404,7 @@ void tk_free(tk_tokenizer *t) {
         t->maxlen2 = NULL;
         t->map3 = NULL;
         t->id_to_rank = NULL;
+        t->charmin = NULL;
     }
     free(t->arena);
     free(t->tok_off);
@@ -413,6 +414,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->pair2);
     free(t->maxlen2);
     free(t->reach);
+    tk_chartab_free(t->chartab);
     free(t->map3);
     free(t->rank_to_id);
     free(t->id_to_rank);
