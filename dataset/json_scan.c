@@ -270,6 +270,12 @@ void ds_jscan_buf_free(ds_jscan_buf *b) {
     b->cap = b->key_cap = 0;
 }
 
+/* One pass over the line as a state machine (labels value / after_value /
+ * key): a JSON value nests, and the states share the path position, the
+ * container stack and the result being built. Kept as one function (170
+ * lines) on purpose: split into functions, every state would take and
+ * return all of that, and this loop runs once per input byte of every JSONL
+ * document. */
 ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts,
                              ds_jscan_buf *b, ds_jscan_result *r) {
     const uint8_t *p = line, *e = line + n;

@@ -934,161 +934,177 @@ static void sniff_kind(ds_reader *r) {
     }
 }
 
+/* JSONL: the next non-blank line, its text field extracted (or the raw line
+ * with defer_json). 1: produced, 0: file finished, <0 read error. */
+static int next_jsonl(ds_reader *r, ds_record *rec) {
+    line_info li;
+    int rc;
+    for (;;) {
+        uint64_t line = r->line, off = r->pos;
+        r->rec_len = 0;
+        rc = read_line(r, &li, 1);
+        if (rc == 0) { r->file_done = 1; return 0; }
+        if (rc == ZERR) { zstd_record(r, rec); return 1; }
+        if (rc < 0) return rc;
+        if (!li.nonblank) continue;
+        rec_base(r, rec, line, off);
+        rec->record_bytes = li.bytes;
+        if (li.overflow) {
+            set_overlong(r, rec, 0);
+            return 1;
+        }
+        /* strip a trailing \r (CRLF file) */
+        if (r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--;
+        r->rec[r->rec_len] = 0;
+        if (r->opts.defer_json) {
+            rec->status = DS_REC_OK;
+            rec->text = r->rec;
+            rec->len = r->rec_len;
+            rec->flags |= DS_RECF_RAW_JSON;
+            return 1;
+        }
+        if ((rc = ds_json_extract(r->jctx, r->rec, r->rec_len, rec))) return rc;
+        return 1;
+    }
+}
+
+/* --doc-sep file: the whole file as one record. */
+static int next_whole_file(ds_reader *r, ds_record *rec) {
+    int rc;
+    uint64_t total = 0;
+    int overflow = 0;
+    /* a plain file's size is known: one buffer of that size, instead of
+     * doubling it and copying the text into fresh pages each time */
+    struct stat st;
+    if (!r->is_zst && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) && (rc = rec_reserve(r, (uint64_t)st.st_size)))
+        return rc;
+    for (;;) {
+        int f = fill(r);
+        if (f == 0) break;
+        if (f == ZERR) { zstd_record(r, rec); return 1; }
+        if (f < 0) { rc = f; return rc; }
+        const uint8_t *s = r->win + r->wpos;
+        size_t n = r->wlen - r->wpos;
+        size_t dropped;
+        if ((rc = rec_append(r, s, n, &dropped))) return rc;
+        if (dropped) overflow = 1;
+        for (const uint8_t *q = s, *e = s + n; (q = memchr(q, '\n', (size_t)(e - q))); q++) r->line++;
+        total += n;
+        r->pos += n;
+        r->wpos = r->wlen;
+    }
+    r->file_done = 1;
+    rec_base(r, rec, 1, 0);
+    rec->record_bytes = total;
+    r->rec[r->rec_len] = 0;
+    if (overflow) {
+        set_overlong(r, rec, 1);
+    } else {
+        rec->status = DS_REC_OK;
+        rec->text = r->rec;
+        rec->len = r->rec_len;
+    }
+    strip_bom(rec);
+    return 1;
+}
+
+/* --doc-sep line: the next line. */
+static int next_line(ds_reader *r, ds_record *rec) {
+    line_info li;
+    int rc;
+    uint64_t line = r->line, off = r->pos;
+    rc = read_line(r, &li, 0);
+    if (rc == 0) { r->file_done = 1; return 0; }
+    if (rc == ZERR) { zstd_record(r, rec); return 1; }
+    if (rc < 0) return rc;
+    rec_base(r, rec, line, off);
+    rec->record_bytes = li.bytes;
+    if (!li.overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r' && li.had_nl) {
+        r->rec_len--;
+        rec->flags |= DS_RECF_CRLF;
+    }
+    r->rec[r->rec_len] = 0;
+    if (li.overflow) set_overlong(r, rec, 1);
+    else {
+        rec->status = DS_REC_OK;
+        rec->text = r->rec;
+        rec->len = r->rec_len;
+    }
+    if (line == 1) strip_bom(rec);
+    return 1;
+}
+
+/* --doc-sep blank-line: the next maximal run of non-blank lines. */
+static int next_blank_run(ds_reader *r, ds_record *rec) {
+    line_info li;
+    int rc;
+    uint64_t line = 0, off = 0;
+    uint64_t total = 0;
+    int started = 0, overflow = 0;
+    for (;;) {
+        size_t before = r->rec_len;
+        uint64_t lline = r->line, loff = r->pos;
+        if (started) {
+            size_t dropped;
+            if ((rc = rec_append(r, (const uint8_t *)"\n", 1, &dropped))) return rc;
+            if (dropped) overflow = 1;
+        }
+        int ov_before = overflow;
+        rc = read_line(r, &li, 1);
+        if (rc == ZERR) { zstd_record(r, rec); return 1; }
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            r->rec_len = before;
+            r->file_done = 1;
+            break;
+        }
+        if (!li.nonblank) {
+            r->rec_len = before;
+            overflow = ov_before;
+            if (started) break;
+            continue;
+        }
+        if (li.overflow) overflow = 1;
+        if (!started) {
+            started = 1;
+            line = lline;
+            off = loff;
+            total = li.bytes;
+        } else {
+            total += 1 + li.bytes;
+        }
+        if (!li.had_nl) { r->file_done = 1; break; }
+    }
+    if (!started) return 0;
+    rec_base(r, rec, line, off);
+    rec->record_bytes = total;
+    if (!overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--; /* CRLF file */
+    r->rec[r->rec_len] = 0;
+    if (overflow) set_overlong(r, rec, 1);
+    else {
+        rec->status = DS_REC_OK;
+        rec->text = r->rec;
+        rec->len = r->rec_len;
+    }
+    if (line == 1) strip_bom(rec);
+    return 1;
+}
+
 /* One record from the open file. 1: produced, 0: file finished, <0 fatal. */
 static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
-    const char *path = r->files.v[r->cur].path;
     if (r->file_done) return 0;
     if (r->at_file_start) {
         sniff_kind(r);
         r->at_file_start = 0;
     }
     r->rec_len = 0;
-    line_info li;
-    int rc;
-    if (r->kind == KIND_JSONL) {
-        for (;;) {
-            uint64_t line = r->line, off = r->pos;
-            r->rec_len = 0;
-            rc = read_line(r, &li, 1);
-            if (rc == 0) { r->file_done = 1; return 0; }
-            if (rc == ZERR) { zstd_record(r, rec); return 1; }
-            if (rc < 0) goto io_fail;
-            if (!li.nonblank) continue;
-            rec_base(r, rec, line, off);
-            rec->record_bytes = li.bytes;
-            if (li.overflow) {
-                set_overlong(r, rec, 0);
-                return 1;
-            }
-            /* strip a trailing \r (CRLF file) */
-            if (r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--;
-            r->rec[r->rec_len] = 0;
-            if (r->opts.defer_json) {
-                rec->status = DS_REC_OK;
-                rec->text = r->rec;
-                rec->len = r->rec_len;
-                rec->flags |= DS_RECF_RAW_JSON;
-                return 1;
-            }
-            if ((rc = ds_json_extract(r->jctx, r->rec, r->rec_len, rec))) goto io_fail;
-            return 1;
-        }
-    }
-    if (r->opts.doc_sep == DS_SEP_FILE) {
-        uint64_t total = 0;
-        int overflow = 0;
-        /* a plain file's size is known: one buffer of that size, instead of
-         * doubling it and copying the text into fresh pages each time */
-        struct stat st;
-        if (!r->is_zst && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) && (rc = rec_reserve(r, (uint64_t)st.st_size)))
-            goto io_fail;
-        for (;;) {
-            int f = fill(r);
-            if (f == 0) break;
-            if (f == ZERR) { zstd_record(r, rec); return 1; }
-            if (f < 0) { rc = f; goto io_fail; }
-            const uint8_t *s = r->win + r->wpos;
-            size_t n = r->wlen - r->wpos;
-            size_t dropped;
-            if ((rc = rec_append(r, s, n, &dropped))) goto io_fail;
-            if (dropped) overflow = 1;
-            for (const uint8_t *q = s, *e = s + n; (q = memchr(q, '\n', (size_t)(e - q))); q++) r->line++;
-            total += n;
-            r->pos += n;
-            r->wpos = r->wlen;
-        }
-        r->file_done = 1;
-        rec_base(r, rec, 1, 0);
-        rec->record_bytes = total;
-        r->rec[r->rec_len] = 0;
-        if (overflow) {
-            set_overlong(r, rec, 1);
-        } else {
-            rec->status = DS_REC_OK;
-            rec->text = r->rec;
-            rec->len = r->rec_len;
-        }
-        strip_bom(rec);
-        return 1;
-    }
-    if (r->opts.doc_sep == DS_SEP_LINE) {
-        uint64_t line = r->line, off = r->pos;
-        rc = read_line(r, &li, 0);
-        if (rc == 0) { r->file_done = 1; return 0; }
-        if (rc == ZERR) { zstd_record(r, rec); return 1; }
-        if (rc < 0) goto io_fail;
-        rec_base(r, rec, line, off);
-        rec->record_bytes = li.bytes;
-        if (!li.overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r' && li.had_nl) {
-            r->rec_len--;
-            rec->flags |= DS_RECF_CRLF;
-        }
-        r->rec[r->rec_len] = 0;
-        if (li.overflow) set_overlong(r, rec, 1);
-        else {
-            rec->status = DS_REC_OK;
-            rec->text = r->rec;
-            rec->len = r->rec_len;
-        }
-        if (line == 1) strip_bom(rec);
-        return 1;
-    }
-    /* DS_SEP_BLANK: maximal runs of non-blank lines */
-    {
-        uint64_t line = 0, off = 0;
-        uint64_t total = 0;
-        int started = 0, overflow = 0;
-        for (;;) {
-            size_t before = r->rec_len;
-            uint64_t lline = r->line, loff = r->pos;
-            if (started) {
-                size_t dropped;
-                if ((rc = rec_append(r, (const uint8_t *)"\n", 1, &dropped))) goto io_fail;
-                if (dropped) overflow = 1;
-            }
-            int ov_before = overflow;
-            rc = read_line(r, &li, 1);
-            if (rc == ZERR) { zstd_record(r, rec); return 1; }
-            if (rc < 0) goto io_fail;
-            if (rc == 0) {
-                r->rec_len = before;
-                r->file_done = 1;
-                break;
-            }
-            if (!li.nonblank) {
-                r->rec_len = before;
-                overflow = ov_before;
-                if (started) break;
-                continue;
-            }
-            if (li.overflow) overflow = 1;
-            if (!started) {
-                started = 1;
-                line = lline;
-                off = loff;
-                total = li.bytes;
-            } else {
-                total += 1 + li.bytes;
-            }
-            if (!li.had_nl) { r->file_done = 1; break; }
-        }
-        if (!started) return 0;
-        rec_base(r, rec, line, off);
-        rec->record_bytes = total;
-        if (!overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--; /* CRLF file */
-        r->rec[r->rec_len] = 0;
-        if (overflow) set_overlong(r, rec, 1);
-        else {
-            rec->status = DS_REC_OK;
-            rec->text = r->rec;
-            rec->len = r->rec_len;
-        }
-        if (line == 1) strip_bom(rec);
-        return 1;
-    }
-io_fail:
+    int rc = r->kind == KIND_JSONL                ? next_jsonl(r, rec)
+             : r->opts.doc_sep == DS_SEP_FILE ? next_whole_file(r, rec)
+             : r->opts.doc_sep == DS_SEP_LINE ? next_line(r, rec)
+                                              : next_blank_run(r, rec);
+    if (rc >= 0) return rc;
     if (rc == DS_ERR_NOMEM) ds_set_err(err, errlen, "out of memory");
-    else ds_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+    else ds_set_err(err, errlen, "%s: read error: %s", r->files.v[r->cur].path, strerror(errno));
     return rc;
 }
 
