@@ -200,7 +200,7 @@ def test_torch_fields(shard_sets):
 
 
 def test_torch_single_row_path(shard_sets):
-    """ShardDataset[i] with every field goes through fill_row (one C call per row): every row, plain and zstd
+    """ShardDataset[i] with every field goes through the C row reader (one call per row): every row, plain and zstd
     shards, T < row_len, both doc_mask settings and another ignore_index equal the batched read; negative
     indices count from the end, out-of-range ones raise IndexError, a closed set ValueError."""
     torch = pytest.importorskip("torch", reason="PyTorch not installed: mkshards.torch not tested")
@@ -217,8 +217,12 @@ def test_torch_single_row_path(shard_sets):
             for bad in (n, -n - 1, 10 ** 12):
                 with pytest.raises(IndexError):
                     ds[bad]
-            with pytest.raises(ValueError):  # a (3, T) block: not the layout fill_row writes
-                ds.set._c.fill_row("train", 0, T, dm, ig, np.empty((3, T), np.int64), np.empty(T, np.bool_))
+            with pytest.raises(ValueError):  # seq_len beyond the rows
+                ds.set._c.row_maker("train", 97, dm, ig, np.empty, np.int64, np.bool_, torch.from_numpy, data.FIELDS)
+            assert ds[np.int64(1)]["labels"].shape == (T,)  # numpy integers index too
+            import pickle  # the C row reader is rebuilt after unpickling (DataLoader workers with spawn)
+            ds2 = pickle.loads(pickle.dumps(ds))
+            assert all(torch.equal(ds2[-1][k], ds[-1][k]) for k in ds[-1])
             ds.set.close()
             with pytest.raises(ValueError, match="closed"):
                 ds[0]

@@ -1687,69 +1687,159 @@ out:
     return ret;
 }
 
-/* fill_row(split, i, T, doc_mask, ignore_index, ints, loss_mask): the map-style
- * dataset's per-row path (ShardDataset[i]), where the call itself is most of
- * the cost: positional ints only (vectorcall, no format string), i may be
- * negative as in Python indexing, ints one writable (4, T) int64 buffer
- * (input_ids, labels, position_ids, doc_ids), loss_mask T bytes. Raises
- * IndexError outside the split. */
-static PyObject *ss_fill_row(SSObj *s, PyObject *const *a, Py_ssize_t na)
-{
-    if (na != 7) {
-        PyErr_SetString(PyExc_TypeError, "fill_row(split, i, T, doc_mask, ignore_index, ints, loss_mask)");
-        return NULL;
-    }
+/* ---- RowMaker: ShardDataset[i] with every field, in one C call. Creating
+ * the five tensors is most of the cost of a row (torch.from_numpy is ~0.7 us
+ * each), so the rest is kept out of the interpreter: the arrays come from
+ * the given numpy.empty, the tensors from the given torch.from_numpy, the
+ * dict is built here. */
+typedef struct {
+    PyObject_HEAD
+    SSObj *ss;
     ds_split sp;
-    if (!ss_ready(s) || parse_split(a[0], &sp))
+    long T;
+    int doc_mask;
+    int64_t ignore;
+    PyObject *len_T, *i64, *boolean, *empty, *to_tensor, *keys[5];
+} RMObj;
+
+static void rm_dealloc(RMObj *r)
+{
+    Py_XDECREF(r->ss);
+    Py_XDECREF(r->len_T);
+    Py_XDECREF(r->i64);
+    Py_XDECREF(r->boolean);
+    Py_XDECREF(r->empty);
+    Py_XDECREF(r->to_tensor);
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(r->keys[k]);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* row(i): dict of the five (T,) tensors of row i (negative i counts from the end). */
+static PyObject *rm_row(RMObj *r, PyObject *idx)
+{
+    SSObj *s = r->ss;
+    if (!ss_ready(s))
         return NULL;
-    long long i = PyLong_AsLongLong(a[1]), ignore = PyLong_AsLongLong(a[4]);
-    long T = PyLong_AsLong(a[2]);
-    int doc_mask = PyObject_IsTrue(a[3]);
-    if (PyErr_Occurred() || doc_mask < 0)
-        return NULL;
-    size_t L = s->info.row_len;
-    if (T < 1 || (size_t)T > L) {
-        PyErr_Format(PyExc_ValueError, "seq_len %ld: must be 1..%zu (the rows' length)", T, L);
+    long long i = PyLong_AsLongLong(idx);
+    if (i == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyObject *ix = PyNumber_Index(idx); /* numpy integers */
+        if (!ix)
+            return NULL;
+        i = PyLong_AsLongLong(ix);
+        Py_DECREF(ix);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long long n = (long long)s->info.rows[r->sp];
+    long long row = i < 0 ? i + n : i;
+    if (row < 0 || row >= n) {
+        PyErr_Format(PyExc_IndexError, "row %lld: the %s split has %lld rows", i,
+                     r->sp == DS_SPLIT_TRAIN ? "train" : "val", n);
         return NULL;
     }
-    long long n = (long long)s->info.rows[sp];
-    if (i < 0)
-        i += n;
-    if (i < 0 || i >= n) {
-        PyErr_Format(PyExc_IndexError, "row %lld: the %s split has %lld rows", PyLong_AsLongLong(a[1]),
-                     sp == DS_SPLIT_TRAIN ? "train" : "val", n);
-        return NULL;
+    PyObject *arr[5] = {NULL}, *ret = NULL;
+    Py_buffer b[5];
+    int have = 0;
+    for (int k = 0; k < 5; k++) {
+        PyObject *a[2] = {r->len_T, k < 4 ? r->i64 : r->boolean};
+        if (!(arr[k] = PyObject_Vectorcall(r->empty, a, 2, NULL)))
+            goto out;
     }
-    Py_buffer ints, mask;
-    int have_i = 0, have_m = 0;
-    if (out_buffer(a[5], &ints, &have_i, 4 * (size_t)T, "ints", 8, 8) ||
-        out_buffer(a[6], &mask, &have_m, (size_t)T, "loss_mask", 1, 1)) {
-        if (have_i)
-            PyBuffer_Release(&ints);
-        return NULL;
-    }
-    fill_row_out o = {.T = (size_t)T, .L = L, .doc_mask = doc_mask, .ignore = (int64_t)ignore,
+    for (; have < 5; have++)
+        if (out_buffer(arr[have], &b[have], &(int){0}, (size_t)r->T, "row", have < 4 ? 8 : 1, have < 4 ? 8 : 1))
+            goto out;
+    fill_row_out o = {.T = (size_t)r->T, .L = s->info.row_len, .doc_mask = r->doc_mask, .ignore = r->ignore,
                       .wide = {1, 1, 1, 1, 1}};
-    for (int k = 0; k < 4; k++)
-        o.d[k] = have_i ? (char *)ints.buf + (size_t)k * (size_t)T * 8 : NULL;
-    o.d[4] = have_m ? mask.buf : NULL;
+    for (int k = 0; k < 5; k++)
+        o.d[k] = b[k].buf;
     uint32_t *scratch = NULL;
     int rc;
     s->busy++;
     Py_BEGIN_ALLOW_THREADS
-    rc = fill_row(s, sp, (uint64_t)i, &scratch, &o);
+    rc = fill_row(s, r->sp, (uint64_t)row, &scratch, &o);
     Py_END_ALLOW_THREADS
     s->busy--;
     free(scratch);
-    if (have_i)
-        PyBuffer_Release(&ints);
-    if (have_m)
-        PyBuffer_Release(&mask);
     if (rc != DS_OK) {
-        raise_row(sp, (int64_t)i, rc);
+        raise_row(r->sp, row, rc);
+        goto out;
+    }
+    PyObject *d = PyDict_New();
+    for (int k = 0; d && k < 5; k++) {
+        PyObject *tensor = PyObject_Vectorcall(r->to_tensor, &arr[k], 1, NULL);
+        if (!tensor || PyDict_SetItem(d, r->keys[k], tensor)) {
+            Py_XDECREF(tensor);
+            Py_CLEAR(d);
+            break;
+        }
+        Py_DECREF(tensor);
+    }
+    ret = d;
+out:
+    for (int k = 0; k < have; k++)
+        PyBuffer_Release(&b[k]);
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(arr[k]);
+    return ret;
+}
+
+static PyMethodDef rm_methods[] = {
+    {"row", (PyCFunction)rm_row, METH_O, "row(i) -> dict of the row's five tensors"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RMType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mkshards._core.RowMaker",
+    .tp_basicsize = sizeof(RMObj),
+    .tp_dealloc = (destructor)rm_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ShardSet.row_maker(...): ShardDataset's per-row reader",
+    .tp_methods = rm_methods,
+};
+
+/* row_maker(split, T, doc_mask, ignore_index, empty, int64, bool, to_tensor, keys): a RowMaker. */
+static PyObject *ss_row_maker(SSObj *s, PyObject *args)
+{
+    PyObject *split_o, *empty, *i64, *boolean, *to_tensor, *keys;
+    long T;
+    int doc_mask;
+    long long ignore;
+    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OlpLOOOOO", &split_o, &T, &doc_mask, &ignore, &empty, &i64, &boolean,
+                                          &to_tensor, &keys))
+        return NULL;
+    ds_split sp;
+    if (parse_split(split_o, &sp))
+        return NULL;
+    if (T < 1 || (size_t)T > s->info.row_len) {
+        PyErr_Format(PyExc_ValueError, "seq_len %ld: must be 1..%u (the rows' length)", T, s->info.row_len);
         return NULL;
     }
-    Py_RETURN_NONE;
+    if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != 5 || !PyCallable_Check(empty) || !PyCallable_Check(to_tensor)) {
+        PyErr_SetString(PyExc_TypeError, "row_maker: keys must be a tuple of 5 names, empty and to_tensor callables");
+        return NULL;
+    }
+    RMObj *r = PyObject_New(RMObj, &RMType);
+    if (!r)
+        return NULL;
+    r->ss = (SSObj *)Py_NewRef(s);
+    r->sp = sp;
+    r->T = T;
+    r->doc_mask = doc_mask;
+    r->ignore = (int64_t)ignore;
+    r->len_T = PyLong_FromLong(T);
+    r->i64 = Py_NewRef(i64);
+    r->boolean = Py_NewRef(boolean);
+    r->empty = Py_NewRef(empty);
+    r->to_tensor = Py_NewRef(to_tensor);
+    for (int k = 0; k < 5; k++)
+        r->keys[k] = Py_NewRef(PyTuple_GET_ITEM(keys, k));
+    if (!r->len_T) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
 }
 
 static PyObject *ss_close(SSObj *s, PyObject *unused)
@@ -1770,8 +1860,8 @@ static PyMethodDef ss_methods[] = {
     {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, bos_id, eos_id, dtype_bytes, fingerprint, ..."},
     {"shards", FN(ss_shards), METH_O, "shards(split) -> list of dicts (path, rows, dtype_bytes, compressed, ...)"},
     {"read", FN(ss_read), METH_VARARGS, "read(split, rows, tokens, pos_ids, doc_ids, loss_mask)"},
-    {"fill_row", FN(ss_fill_row), METH_FASTCALL,
-     "fill_row(split, i, T, doc_mask, ignore_index, ints, loss_mask): one row, ints a (4, T) int64 buffer"},
+    {"row_maker", FN(ss_row_maker), METH_VARARGS,
+     "row_maker(split, T, doc_mask, ignore_index, empty, int64, bool, to_tensor, keys): ShardDataset's per-row reader"},
     {"fill", FN(ss_fill), METH_VARARGS,
      "fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask): "
      "llmtrain's batch layout"},
@@ -2342,7 +2432,8 @@ static struct PyModuleDef mod_def = {PyModuleDef_HEAD_INIT, "_core", "C core of 
 
 PyMODINIT_FUNC PyInit__core(void)
 {
-    if (PyType_Ready(&IdBufType) < 0 || PyType_Ready(&TokType) < 0 || PyType_Ready(&SSType) < 0)
+    if (PyType_Ready(&IdBufType) < 0 || PyType_Ready(&TokType) < 0 || PyType_Ready(&SSType) < 0 ||
+        PyType_Ready(&RMType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&mod_def);
     if (!m)

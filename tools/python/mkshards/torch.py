@@ -57,21 +57,31 @@ class ShardDataset(_tud.Dataset):
         self._n = self.set.rows[split]
         self._ints = [(f, _data.FIELDS.index(f)) for f in self.fields if f != "loss_mask"]
         self._all = self.fields == _data.FIELDS
+        if self._all:
+            self._make_row_reader()
 
     def __len__(self):
         return self._n
 
-    def __getitem__(self, idx, _empty=_np.empty, _i64=_np.int64, _bool=_np.bool_, _tensor=_torch.from_numpy):
-        # one row, default fields: the per-call overhead is most of the cost here (five tensors are ~4 us of
-        # ~7), hence one C call with positional ints and the globals bound as defaults
+    def _make_row_reader(self):
+        # one row with every field: a C object makes the arrays, fills them and wraps them as tensors (the
+        # five tensors are most of the cost of a row; the interpreter adds ~1 us more per row otherwise)
+        self._row = self.set._c.row_maker(self.split, self.seq_len, self.doc_mask, self.ignore_index, _np.empty,
+                                          _np.int64, _np.bool_, _torch.from_numpy, _data.FIELDS).row
+
+    def __getstate__(self):  # the row reader is rebuilt after unpickling (DataLoader workers with spawn)
+        state = dict(self.__dict__)
+        state.pop("_row", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self._all:
+            self._make_row_reader()
+
+    def __getitem__(self, idx):
         if type(idx) is int and self._all:
-            T = self.seq_len
-            blk = _empty((4, T), _i64)
-            mask = _empty(T, _bool)
-            self.set._c.fill_row(self.split, idx, T, self.doc_mask, self.ignore_index, blk, mask)
-            b0, b1, b2, b3 = blk
-            return {"input_ids": _tensor(b0), "labels": _tensor(b1), "position_ids": _tensor(b2),
-                    "doc_ids": _tensor(b3), "loss_mask": _tensor(mask)}
+            return self._row(idx)
         if type(idx) is int or (hasattr(idx, "ndim") and idx.ndim == 0):  # one row: some fields, or a 0-d index
             i = int(idx)
             if self._all:
@@ -81,14 +91,14 @@ class ShardDataset(_tud.Dataset):
             if not 0 <= i < self._n:
                 raise IndexError(i)
             T = self.seq_len
-            blk = _empty((len(self._ints), T), _i64)  # one allocation for the int tensors
+            blk = _np.empty((len(self._ints), T), _np.int64)  # one allocation for the int tensors
             outs = [None] * 5
             for j, (_, k) in enumerate(self._ints):
                 outs[k] = blk[j]
             if "loss_mask" in self.fields:
-                outs[4] = _empty(T, _bool)
+                outs[4] = _np.empty(T, _np.bool_)
             self.set._c.fill(self.split, i, T, self.doc_mask, self.ignore_index, *outs)
-            return {f: _tensor(outs[_data.FIELDS.index(f)]) for f in self.fields}
+            return {f: _torch.from_numpy(outs[_data.FIELDS.index(f)]) for f in self.fields}
         if isinstance(idx, _torch.Tensor):
             idx = idx.numpy()
         return _tensors(self._batch(idx), False)
