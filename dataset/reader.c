@@ -968,6 +968,21 @@ static int next_jsonl(ds_reader *r, ds_record *rec) {
     }
 }
 
+/* A text record's end: terminate, mark it over-long or point at its text,
+ * and drop a byte order mark from the first line of the file. */
+static int finish_text(ds_reader *r, ds_record *rec, int overflow, int first_line) {
+    r->rec[r->rec_len] = 0;
+    if (overflow) {
+        set_overlong(r, rec, 1);
+    } else {
+        rec->status = DS_REC_OK;
+        rec->text = r->rec;
+        rec->len = r->rec_len;
+    }
+    if (first_line) strip_bom(rec);
+    return 1;
+}
+
 /* --doc-sep file: the whole file as one record. */
 static int next_whole_file(ds_reader *r, ds_record *rec) {
     int rc;
@@ -996,16 +1011,7 @@ static int next_whole_file(ds_reader *r, ds_record *rec) {
     r->file_done = 1;
     rec_base(r, rec, 1, 0);
     rec->record_bytes = total;
-    r->rec[r->rec_len] = 0;
-    if (overflow) {
-        set_overlong(r, rec, 1);
-    } else {
-        rec->status = DS_REC_OK;
-        rec->text = r->rec;
-        rec->len = r->rec_len;
-    }
-    strip_bom(rec);
-    return 1;
+    return finish_text(r, rec, overflow, 1);
 }
 
 /* --doc-sep line: the next line. */
@@ -1023,15 +1029,7 @@ static int next_line(ds_reader *r, ds_record *rec) {
         r->rec_len--;
         rec->flags |= DS_RECF_CRLF;
     }
-    r->rec[r->rec_len] = 0;
-    if (li.overflow) set_overlong(r, rec, 1);
-    else {
-        rec->status = DS_REC_OK;
-        rec->text = r->rec;
-        rec->len = r->rec_len;
-    }
-    if (line == 1) strip_bom(rec);
-    return 1;
+    return finish_text(r, rec, li.overflow, line == 1);
 }
 
 /* --doc-sep blank-line: the next maximal run of non-blank lines. */
@@ -1079,15 +1077,7 @@ static int next_blank_run(ds_reader *r, ds_record *rec) {
     rec_base(r, rec, line, off);
     rec->record_bytes = total;
     if (!overflow && r->rec_len && r->rec[r->rec_len - 1] == '\r') r->rec_len--; /* CRLF file */
-    r->rec[r->rec_len] = 0;
-    if (overflow) set_overlong(r, rec, 1);
-    else {
-        rec->status = DS_REC_OK;
-        rec->text = r->rec;
-        rec->len = r->rec_len;
-    }
-    if (line == 1) strip_bom(rec);
-    return 1;
+    return finish_text(r, rec, overflow, line == 1);
 }
 
 /* One record from the open file. 1: produced, 0: file finished, <0 fatal. */

@@ -10,6 +10,8 @@
  * minima from a table image and built in place, for gpt2, cl100k_base and
  * o200k_base. The test also checks that most multilingual pieces do take
  * the character start, so it cannot pass with the path switched off. */
+#include "ref_bpe.h"
+#include "test_corpus.h"
 #include "tk.h"
 #include "tk_internal.h"
 
@@ -17,43 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 
 static int failures;
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return test_rnd(&rng); }
 
-/* Reference: the whole piece if it is a token, else repeatedly merge the
- * lowest-rank adjacent pair, leftmost first. */
-static size_t reference_bpe(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t *out) {
+/* Reference: the whole piece if it is a token (as tiktoken looks it up
+ * first), else the textbook merge loop. */
+static size_t reference_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t *out) {
     int64_t whole = tk_rank_of(t, p, n);
-    if (whole >= 0) {
-        out[0] = (uint32_t)whole;
-        return 1;
-    }
-    size_t start[4200], m = n;
-    for (size_t k = 0; k <= n; k++) start[k] = k;
-    for (;;) {
-        int64_t best = -1;
-        size_t bi = 0;
-        for (size_t k = 0; k + 1 < m; k++) {
-            int64_t r = tk_rank_of(t, p + start[k], start[k + 2] - start[k]);
-            if (r >= 0 && (best < 0 || r < best)) {
-                best = r;
-                bi = k;
-            }
-        }
-        if (best < 0) break;
-        memmove(start + bi + 1, start + bi + 2, (m - bi - 1) * sizeof *start);
-        m--;
-    }
-    for (size_t k = 0; k < m; k++) out[k] = (uint32_t)tk_rank_of(t, p + start[k], start[k + 1] - start[k]);
-    return m;
+    if (whole < 0) return reference_bpe(t, p, n, out);
+    out[0] = (uint32_t)whole;
+    return 1;
 }
 
 typedef struct {
@@ -62,7 +39,7 @@ typedef struct {
 
 static void check(const tk_tokenizer *t, const char *name, const uint8_t *p, size_t n, tally *c) {
     uint32_t ref[4200];
-    size_t m = reference_bpe(t, p, n, ref);
+    size_t m = reference_piece(t, p, n, ref);
     c->pieces++;
     c->from_chars += (size_t)tk_bpe_char_start(t, p, n);
     int top = tk_simd_level(-1);
@@ -139,27 +116,15 @@ static size_t make_piece(uint8_t *p, size_t cap) {
 /* The first MiB of the shared corpus' multilingual documents (raw UTF-8
  * JSONL), cut before spaces as the built-in patterns cut words: pieces of
  * 3..255 bytes. */
-static uint8_t corpus[1 << 20];
+static const uint8_t *corpus;
 static size_t corpus_len;
 
 static void load_corpus(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/corpus/multi.jsonl.zst", MKS_SHARED_DIR);
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    ZSTD_DStream *z = ZSTD_createDStream();
-    static uint8_t in[1 << 16];
-    ZSTD_outBuffer out = {corpus, sizeof corpus, 0};
-    size_t got;
-    while (z && out.pos < out.size && (got = fread(in, 1, sizeof in, f)) > 0) {
-        ZSTD_inBuffer ib = {in, got, 0};
-        while (ib.pos < ib.size && out.pos < out.size)
-            if (ZSTD_isError(ZSTD_decompressStream(z, &out, &ib))) goto done;
-    }
-done:
-    corpus_len = out.pos;
-    ZSTD_freeDStream(z);
-    fclose(f);
+    size_t len = 0;
+    corpus = (const uint8_t *)test_read_zst(path, &len);
+    corpus_len = len < (1u << 20) ? len : (1u << 20);
 }
 
 static void corpus_pieces(const tk_tokenizer *t, const char *name, tally *c) {

@@ -6,6 +6,7 @@
  * forced to 1..64 bytes here so that nearly every junction needs a
  * repair and some pieces need the whole-piece fallback. Correctness only:
  * speed is measured by tools/bench/bench_encode.py, never in a unit test. */
+#include "ref_bpe.h"
 #include "tk.h"
 
 #include <stdio.h>
@@ -15,41 +16,13 @@
 
 static int failures;
 
-/* Reference: repeatedly merge the lowest-rank adjacent pair, leftmost first. */
-static size_t reference_bpe(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t *out) {
-    size_t *start = malloc((n + 1) * sizeof *start), m = n;
-    for (size_t k = 0; k <= n; k++) start[k] = k;
-    for (;;) {
-        int64_t best = -1;
-        size_t bi = 0;
-        for (size_t k = 0; k + 1 < m; k++) {
-            int64_t r = tk_rank_of(t, p + start[k], start[k + 2] - start[k]);
-            if (r >= 0 && (best < 0 || r < best)) {
-                best = r;
-                bi = k;
-            }
-        }
-        if (best < 0) break;
-        memmove(start + bi + 1, start + bi + 2, (m - bi - 1) * sizeof *start);
-        m--;
-    }
-    for (size_t k = 0; k < m; k++) out[k] = (uint32_t)tk_rank_of(t, p + start[k], start[k + 1] - start[k]);
-    free(start);
-    return m;
-}
-
 /* from tk_internal.h: the long-piece path with an explicit chunk size, and
  * the choice of vector code (0 baseline, 1 AVX2, 2 AVX-512) */
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out);
 int tk_simd_level(int force);
 
 static uint64_t rng = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return test_rnd(&rng); }
 
 static void compare(const tk_tokenizer *t, const char *name, const uint8_t *p, size_t n, const char *what) {
     tk_ids ids = {0};

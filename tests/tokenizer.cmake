@@ -7,4 +7,4 @@ mks_add_test(test_tk_image SOURCES test_tk_image.c LIBS tk LABELS cpu TIMEOUT 12
 # HF tokenizer.json parity (refs from tests/ref/make_tk_hf_refs.py).
 mks_add_test(test_tk_hf SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu TIMEOUT 600)
 # Merging from characters (bpe.c) against the textbook byte merge loop.
-mks_add_test(test_bpe_chars SOURCES test_bpe_chars.c LIBS tk PkgConfig::ZSTD LABELS cpu TIMEOUT 300)
+mks_add_test(test_bpe_chars SOURCES test_bpe_chars.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON LABELS cpu TIMEOUT 300)
