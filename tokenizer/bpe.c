@@ -696,9 +696,10 @@ static const char_slot *char_slot_of(const tk_tokenizer *t, tk_chartab *ct, uint
         lower(&lim, rank_of(ct->m->suf2[(c[1] & 63u) << 6 | (c[2] & 63u)]));
         lower(&lim, rank_of(ct->m->pre2[(c[0] & 15u) << 6 | (c[1] & 63u)]));
     }
-    e->first = first;
-    e->whole = whole;
-    e->high = high;
+    /* atomics: another thread may be writing the same values */
+    __atomic_store_n(&e->first, first, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->whole, whole, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->high, high, __ATOMIC_RELAXED);
     __atomic_store_n(&e->lim, lim ? lim : 1, __ATOMIC_RELEASE); /* rank 0 (a 1-byte token) is never a straddle */
     return e;
 }
@@ -729,15 +730,17 @@ static int char_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_
         uint32_t first = TK_NO_RANK;
         if ((len == 2 || len == 3) && n > len) {
             const char_slot *e = char_slot_of(t, ct, cp, p + k, len);
-            uint32_t limit = e->lim;
+            uint32_t limit = __atomic_load_n(&e->lim, __ATOMIC_RELAXED);
+            uint32_t high = __atomic_load_n(&e->high, __ATOMIC_RELAXED);
+            uint32_t e_first = __atomic_load_n(&e->first, __ATOMIC_RELAXED);
             if (k > 0) lower(&limit, rank_of(ct->m->pre1[(uint32_t)p[k - 1] << 6 | (p[k] & 63u)]));
             if (k + len < n) lower(&limit, rank_of(ct->m->suf1[(p[k + len - 1] & 63u) << 8 | p[k + len]]));
-            if (e->high < limit) {
+            if (high < limit) {
                 keep = 1;
-                first = e->whole;
-            } else if (len == 3 && e->first != TK_NO_RANK && (e->first & ~CT_BC) < limit) {
+                first = __atomic_load_n(&e->whole, __ATOMIC_RELAXED);
+            } else if (len == 3 && e_first != TK_NO_RANK && (e_first & ~CT_BC) < limit) {
                 keep = 2;
-                first = e->first;
+                first = e_first;
             }
         }
         /* parts: whole; [ab][c] (first = ab); [a][bc] (first = bc | CT_BC); or one per byte */
