@@ -66,8 +66,13 @@ static void fuzz_tk_write(const char *path, const uint8_t *p, size_t n) {
 /* Use a loaded tokenizer: encode/decode round trip, count, specials, every
  * id's bytes. Any mismatch is a bug in the tables the loader built. */
 static void fuzz_tk_exercise(tk_tokenizer *t) {
-    static const char *const texts[] = {"hello world", "  \n\n x1234 'll \xff\xfe<|endoftext|>", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"};
-    for (size_t k = 0; k < 3; k++) {
+    /* multilingual words take the merge from characters (bpe.c): its
+     * straddle minima are built from the fuzzed vocabulary */
+    static const char multi[] = " \xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96"
+                                "\xe7\x95\x8c \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1 caf\xc3\xa9s";
+    static const char *const texts[] = {"hello world", "  \n\n x1234 'll \xff\xfe<|endoftext|>",
+                                        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", multi};
+    for (size_t k = 0; k < 4; k++) {
         const uint8_t *s = (const uint8_t *)texts[k];
         size_t n = strlen(texts[k]), count = 0;
         tk_ids ids = {0};
