@@ -582,19 +582,6 @@ static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t m
  * neighbours decide most (" \xd0", rank 300 in o200k_base, outranks most
  * Cyrillic letters, but only after a space). test_bpe_chars checks the
  * result against the byte loop. */
-typedef struct {
-    uint32_t first; /* token of the first merge; CT_BC set when it is bytes 1-2 of a 3-byte character */
-    uint32_t whole; /* token of the whole character (TK_NO_RANK: none) */
-    uint32_t high;  /* highest rank of the merges making the whole character (TK_NO_RANK: no first merge) */
-    uint32_t lim;   /* lowest straddle rank not keyed by a neighbour; 0: not worked out yet */
-} char_slot;
-
-typedef struct tk_chartab {
-    const tk_charmin *m;   /* t->charmin, or own */
-    tk_charmin *own;
-    char_slot slot[65536]; /* per code point, worked out on first use */
-} tk_chartab;
-#define CT_BC (1u << 31)
 
 static inline unsigned utf8_len(uint8_t b) {
     return b < 0x80 ? 1 : b < 0xC0 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b < 0xF5 ? 4 : 0;
@@ -612,10 +599,10 @@ static inline void lower1(uint32_t *slot, uint32_t r) {
 }
 static inline uint32_t rank_of(uint32_t v) { return v - 1; }
 
-/* Record token b[0..n) of rank r in the straddle minima. A token that cannot
+/* Record token b[0..n) of rank r (or made by a merge of priority r) in the straddle minima. A token that cannot
  * occur in valid UTF-8 is recorded up to its first invalid byte only: it
  * never meets the text this path takes. */
-static void note_straddles(tk_charmin *ct, const uint8_t *b, size_t n, uint32_t r) {
+void tk_charmin_note(tk_charmin *ct, const uint8_t *b, size_t n, uint32_t r) {
     size_t m = 0;
     while (m < n && (b[m] & 0xC0) == 0x80) m++;
     if (m == n) return; /* continuation bytes only: inside one character */
@@ -645,7 +632,7 @@ tk_charmin *tk_charmin_build(const tk_tokenizer *t) {
         const uint8_t *b = t->arena + t->tok_off[r];
         size_t n = t->tok_off[r + 1] - t->tok_off[r], k = 0;
         while (k < n && b[k] < 0x80) k++;
-        if (k < n && n > 1) note_straddles(cm, b, n, r);
+        if (k < n && n > 1) tk_charmin_note(cm, b, n, r);
     }
     return cm;
 }
@@ -655,14 +642,31 @@ void tk_chartab_free(tk_chartab *ct) {
     free(ct);
 }
 
-static tk_chartab *char_table_build(const tk_tokenizer *t) {
-    tk_chartab *ct = calloc(1, sizeof *ct); /* every slot: not worked out (pages faulted in as used) */
-    if (!ct) return NULL;
-    if (!(ct->m = t->charmin) && !(ct->m = ct->own = tk_charmin_build(t))) {
-        free(ct);
+tk_chartab *tk_chartab_new(const tk_charmin *m, tk_charmin *own) {
+    tk_chartab *ct = m ? calloc(1, sizeof *ct) : NULL; /* every slot: not worked out (pages faulted in as used) */
+    if (!ct) {
+        free(own);
         return NULL;
     }
+    ct->m = m;
+    ct->own = own;
     return ct;
+}
+
+static tk_chartab *char_table_build(const tk_tokenizer *t) {
+    if (t->charmin) return tk_chartab_new(t->charmin, NULL);
+    tk_charmin *own = tk_charmin_build(t);
+    return tk_chartab_new(own, own);
+}
+
+void tk_char_slot_set(char_slot *e, uint32_t first, uint32_t first_rank, uint32_t whole, uint32_t high,
+                      uint32_t lim) {
+    /* atomics: another thread may be writing the same values */
+    __atomic_store_n(&e->first, first, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->first_rank, first_rank, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->whole, whole, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->high, high, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->lim, lim ? lim : 1, __ATOMIC_RELEASE); /* rank 0 (a 1-byte token) is never a straddle */
 }
 
 /* The table, built by the first thread that needs it (NULL: out of memory,
@@ -677,11 +681,11 @@ static tk_chartab *char_table(const tk_tokenizer *t) {
     return none;
 }
 
-/* Slot of BMP character cp (c: its 2 or 3 bytes), worked out on first use.
- * Threads may work one out at once: they write the same values, and lim
- * (nonzero) is stored last. */
-static const char_slot *char_slot_of(const tk_tokenizer *t, tk_chartab *ct, uint32_t cp, const uint8_t *c,
-                                     unsigned len) {
+/* Slot of BMP character cp (c: its 2 or 3 bytes) for merge-by-rank, worked
+ * out on first use. Threads may work one out at once: they write the same
+ * values, and lim (nonzero) is stored last. */
+static const char_slot *char_slot_of(const void *ctx, tk_chartab *ct, uint32_t cp, const uint8_t *c, unsigned len) {
+    const tk_tokenizer *t = ctx;
     char_slot *e = &ct->slot[cp];
     if (__atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
     uint32_t lim = rank_of(ct->m->whole[cp]), first, whole, high;
@@ -696,23 +700,17 @@ static const char_slot *char_slot_of(const tk_tokenizer *t, tk_chartab *ct, uint
         lower(&lim, rank_of(ct->m->suf2[(c[1] & 63u) << 6 | (c[2] & 63u)]));
         lower(&lim, rank_of(ct->m->pre2[(c[0] & 15u) << 6 | (c[1] & 63u)]));
     }
-    /* atomics: another thread may be writing the same values */
-    __atomic_store_n(&e->first, first, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->whole, whole, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->high, high, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->lim, lim ? lim : 1, __ATOMIC_RELEASE); /* rank 0 (a 1-byte token) is never a straddle */
+    tk_char_slot_set(e, first, first & ~CT_BC, whole, high, lim);
     return e;
 }
 
 /* The parts the merge starts from: bit k of start[] when a part starts at
- * byte k, tok[k] its token. 1: start from bytes (ASCII only, invalid UTF-8,
- * no character passing the test), 0: done. */
-static int char_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t start[4], uint32_t *tok) {
-    size_t k = 0;
-    while (k < n && p[k] < 0x80) k++;
-    if (k == n) return 1;
-    tk_chartab *ct = char_table(t);
-    if (!ct) return 1;
+ * byte k, tok[k] its token; slot_of gives a character's merges in the
+ * engine's terms (ctx: its argument). 1: start from bytes (invalid UTF-8, no
+ * character passing the test), 0: done. */
+int tk_char_parts(const tk_tokenizer *t, tk_chartab *ct, tk_char_slot_fn slot_of, const void *ctx, const uint8_t *p,
+                  size_t n, uint64_t start[4], uint32_t *tok) {
+    size_t k;
     memset(start, 0, 4 * sizeof *start);
     int any = 0;
     for (k = 0; k < n;) {
@@ -729,16 +727,17 @@ static int char_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_
         unsigned keep = len; /* bytes of this character that start a part of their own: whole 1, [ab][c] 2 */
         uint32_t first = TK_NO_RANK;
         if ((len == 2 || len == 3) && n > len) {
-            const char_slot *e = char_slot_of(t, ct, cp, p + k, len);
+            const char_slot *e = slot_of(ctx, ct, cp, p + k, len);
             uint32_t limit = __atomic_load_n(&e->lim, __ATOMIC_RELAXED);
             uint32_t high = __atomic_load_n(&e->high, __ATOMIC_RELAXED);
             uint32_t e_first = __atomic_load_n(&e->first, __ATOMIC_RELAXED);
+            uint32_t first_rank = __atomic_load_n(&e->first_rank, __ATOMIC_RELAXED);
             if (k > 0) lower(&limit, rank_of(ct->m->pre1[(uint32_t)p[k - 1] << 6 | (p[k] & 63u)]));
             if (k + len < n) lower(&limit, rank_of(ct->m->suf1[(p[k + len - 1] & 63u) << 8 | p[k + len]]));
             if (high < limit) {
                 keep = 1;
                 first = __atomic_load_n(&e->whole, __ATOMIC_RELAXED);
-            } else if (len == 3 && e_first != TK_NO_RANK && (e_first & ~CT_BC) < limit) {
+            } else if (len == 3 && e_first != TK_NO_RANK && first_rank < limit) {
                 keep = 2;
                 first = e_first;
             }
@@ -758,6 +757,15 @@ static int char_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_
         k += len;
     }
     return any ? 0 : 1;
+}
+
+/* tk_char_parts for merge-by-rank; 1 also for ASCII-only pieces. */
+static int char_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, uint64_t start[4], uint32_t *tok) {
+    size_t k = 0;
+    while (k < n && p[k] < 0x80) k++;
+    if (k == n) return 1;
+    tk_chartab *ct = char_table(t);
+    return ct ? tk_char_parts(t, ct, char_slot_of, t, p, n, start, tok) : 1;
 }
 
 static int flat_run(flat_state *st, const tk_tokenizer *t, tk_ids *out);

@@ -74,7 +74,10 @@ struct tk_hf {
     mslot *merges;
     uint64_t mmask;
     uint64_t *pair1;        /* 65536: merge of the byte pair (b1, b2): midx << 32 | res, UINT64_MAX if none */
-    struct m1 { uint32_t a, b, midx; } *m1; /* per result rank: its only merge; a = NONE: none, b = MULTI: several */
+    struct m1 { uint32_t a, b, midx; } *m1; /* per result rank: its only merge; a = NONE: none, b = MULTI: several
+                                             * (midx: then the lowest of their priorities) */
+    tk_chartab *chartab;    /* merging from characters (bpe.c), by merge priority; built on first use */
+    uint32_t multi_words;   /* words of multi-byte characters seen before the chartab is built */
     hf_added *added;
     size_t n_added;
     /* SentencePiece-style BPE: the model works on characters and ids */
@@ -415,16 +418,11 @@ static int hq_reserve(bpe_scratch *s, size_t n) {
  * than the entry's token), so the queue is exactly "lowest merge rank, then
  * leftmost", which this scan does directly. */
 #define SMALL_WORD 48
-static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, const uint8_t *p, size_t n,
-                       tk_ids *out) {
-    uint32_t rk[SMALL_WORD], rs[SMALL_WORD];
-    uint8_t st[SMALL_WORD + 1]; /* start of each symbol in p */
-    for (size_t i = 0; i <= n; i++) st[i] = (uint8_t)i;
-    for (size_t i = 0; i + 1 < n; i++) {
-        uint64_t m = h->pair1[(uint32_t)p[i] << 8 | p[i + 1]];
-        rk[i] = (uint32_t)(m >> 32);
-        rs[i] = (uint32_t)m;
-    }
+/* The merge loop of merge_small on n parts: sym[i] the part's token, st[i]
+ * its start in p (st[n]: the end), rk/rs[i] the priority / result of the
+ * merge of parts i and i+1 (UINT32_MAX: none). */
+static int merge_small_loop(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, uint32_t *rk, uint32_t *rs,
+                            uint8_t *st, const uint8_t *p, size_t n, tk_ids *out) {
     while (n > 1) {
         size_t b = 0;
         for (size_t i = 1; i + 1 < n; i++)
@@ -448,6 +446,115 @@ static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, con
     memcpy(out->ids + out->len, sym, n * sizeof *sym);
     out->len += n;
     return TK_OK;
+}
+
+static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, const uint8_t *p, size_t n,
+                       tk_ids *out) {
+    uint32_t rk[SMALL_WORD], rs[SMALL_WORD];
+    uint8_t st[SMALL_WORD + 1]; /* start of each symbol in p */
+    for (size_t i = 0; i <= n; i++) st[i] = (uint8_t)i;
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint64_t m = h->pair1[(uint32_t)p[i] << 8 | p[i + 1]];
+        rk[i] = (uint32_t)(m >> 32);
+        rs[i] = (uint32_t)m;
+    }
+    return merge_small_loop(t, h, sym, rk, rs, st, p, n, out);
+}
+
+/* ---- merging from characters (bpe.c), with merge priorities in place of
+ * ranks: the straddle minima come from every merge's result, a character's
+ * own merges from the byte-pair merges and the merge of its two parts. */
+typedef struct {
+    const tk_tokenizer *t;
+    const tk_hf *h;
+} hf_pair;
+
+static const char_slot *hf_char_slot(const void *ctx, tk_chartab *ct, uint32_t cp, const uint8_t *c, unsigned len) {
+    const tk_tokenizer *t = ((const hf_pair *)ctx)->t;
+    const tk_hf *h = ((const hf_pair *)ctx)->h;
+    char_slot *e = &ct->slot[cp];
+    if (__atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
+    uint32_t lim = ct->m->whole[cp] - 1, first = TK_NO_RANK, first_rank = TK_NO_RANK, whole = TK_NO_RANK,
+             high = TK_NO_RANK;
+    uint64_t ab = h->pair1[(uint32_t)c[0] << 8 | c[1]];
+    if (len == 2) {
+        if (ab != UINT64_MAX) first = whole = (uint32_t)ab, first_rank = high = (uint32_t)(ab >> 32);
+    } else {
+        uint64_t bc = h->pair1[(uint32_t)c[1] << 8 | c[2]];
+        uint32_t pa = (uint32_t)(ab >> 32), pb = (uint32_t)(bc >> 32), m2, r2;
+        uint32_t pv = (uint32_t)(ct->m->suf2[(c[1] & 63u) << 6 | (c[2] & 63u)] - 1),
+                 pw = (uint32_t)(ct->m->pre2[(c[0] & 15u) << 6 | (c[1] & 63u)] - 1);
+        if (pv < lim) lim = pv;
+        if (pw < lim) lim = pw;
+        if (ab != UINT64_MAX && pa <= pb) { /* bytes 0-1 first (distinct pairs have distinct priorities) */
+            first = (uint32_t)ab, first_rank = pa;
+            if (pair_merge(t, h, first, t->byte_rank[c[2]], c, 3, &m2, &r2))
+                whole = r2, high = m2 > pa ? m2 : pa;
+        } else if (bc != UINT64_MAX) {
+            first = (uint32_t)bc | CT_BC, first_rank = pb;
+            if (pair_merge(t, h, t->byte_rank[c[0]], (uint32_t)bc, c, 3, &m2, &r2))
+                whole = r2, high = m2 > pb ? m2 : pb;
+        }
+    }
+    tk_char_slot_set(e, first, first_rank, whole, high, lim);
+    return e;
+}
+
+static tk_chartab *hf_char_table(const tk_tokenizer *t, const tk_hf *h) {
+    tk_chartab **slot = (tk_chartab **)&h->chartab, *ct = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (ct || t->n_ranks >= CT_BC) return ct;
+    tk_charmin *cm = calloc(1, sizeof *cm);
+    if (!cm) return NULL;
+    /* every token a merge makes, at the lowest priority of those merges (in
+     * rank order: the token bytes are read in sequence, not once per merge) */
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        const struct m1 *e = &h->m1[r];
+        const uint8_t *b = t->arena + t->tok_off[r];
+        size_t n = t->tok_off[r + 1] - t->tok_off[r], k = 0;
+        if (e->a == M1_NONE || n < 2) continue;
+        while (k < n && b[k] < 0x80) k++;
+        if (k == n) continue;
+        tk_charmin_note(cm, b, n, e->midx); /* its merge, or the lowest of several (m1_build) */
+    }
+    tk_chartab *mine = tk_chartab_new(cm, cm), *none = NULL;
+    if (!mine) return NULL;
+    if (__atomic_compare_exchange_n(slot, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return mine;
+    tk_chartab_free(mine); /* another thread was first */
+    return none;
+}
+
+/* merge_small from characters; 1: the word starts from bytes. */
+static int merge_small_chars(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, const uint8_t *p, size_t n,
+                             tk_ids *out) {
+    /* worth it for words of mostly multi-byte characters: one saves a merge
+     * or two, less than working out the parts costs (an accent, curly quotes
+     * or a dash around English words) */
+    size_t k, leads = 0, ascii = 0;
+    for (k = 0; k < n; k++) {
+        leads += p[k] >= 0xC0;
+        ascii += p[k] < 0x80;
+    }
+    if (leads < 2 || leads <= ascii) return 1;
+    /* the table costs a pass over the vocabulary (2.5 ms for Llama 3): only
+     * once the text shows it is multilingual, not for a few foreign words */
+    tk_chartab *ct = __atomic_load_n(&h->chartab, __ATOMIC_ACQUIRE);
+    if (!ct && __atomic_add_fetch((uint32_t *)&h->multi_words, 1, __ATOMIC_RELAXED) < 256) return 1;
+    if (!ct) ct = hf_char_table(t, h);
+    uint64_t start[4];
+    uint32_t tok[SMALL_WORD + 1], rk[SMALL_WORD], rs[SMALL_WORD];
+    uint8_t st[SMALL_WORD + 1];
+    hf_pair ctx = {t, h};
+    if (!ct || tk_char_parts(t, ct, hf_char_slot, &ctx, p, n, start, tok)) return 1;
+    size_t m = 0;
+    for (k = 0; k < n; k++)
+        if (start[k >> 6] >> (k & 63) & 1) {
+            st[m] = (uint8_t)k;
+            sym[m++] = tok[k];
+        }
+    st[m] = (uint8_t)n;
+    for (size_t i = 0; i + 1 < m; i++)
+        if (!pair_merge(t, h, sym[i], sym[i + 1], p + st[i], (size_t)st[i + 2] - st[i], &rk[i], &rs[i])) rk[i] = UINT32_MAX;
+    return merge_small_loop(t, h, sym, rk, rs, st, p, m, out);
 }
 
 static int merge_heap(const tk_hf *h, bpe_scratch *s, size_t n, tk_ids *out);
@@ -552,6 +659,7 @@ static int hf_bpe_bytes(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, c
     }
     int rc;
     if ((rc = bs_reserve(s, n))) return rc;
+    if (n <= SMALL_WORD && n > 2 && (rc = merge_small_chars(t, h, s->sym, p, n, out)) <= 0) return rc;
     for (size_t i = 0; i < n; i++) s->sym[i] = t->byte_rank[p[i]];
     return hf_merge(t, h, s, p, n, out);
 }
@@ -1110,6 +1218,7 @@ void tk_hf_free(tk_hf *h) {
     free(h->merges);
     free(h->pair1);
     free(h->m1);
+    tk_chartab_free(h->chartab);
     free(h);
 }
 
@@ -1441,8 +1550,12 @@ static int m1_build(const tk_tokenizer *t, tk_hf *h) {
         if (!m->key) continue;
         struct m1 *e = &h->m1[m->res];
         uint32_t a = (uint32_t)((m->key - 1) >> 32), b = (uint32_t)(m->key - 1);
-        if (e->a == M1_NONE && e->b == M1_NONE) *e = (struct m1){a, b, m->midx};
-        else e->a = e->b = M1_MULTI;
+        if (e->a == M1_NONE && e->b == M1_NONE) {
+            *e = (struct m1){a, b, m->midx};
+        } else { /* several merges make it: midx keeps the lowest priority (merging from characters) */
+            e->a = e->b = M1_MULTI;
+            if (m->midx < e->midx) e->midx = m->midx;
+        }
     }
     return TK_OK;
 }

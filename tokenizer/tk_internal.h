@@ -107,7 +107,30 @@ typedef struct tk_charmin {
     uint32_t whole[65536];   /* per code point: tokens holding all of the character and more */
 } tk_charmin;
 tk_charmin *tk_charmin_build(const tk_tokenizer *t); /* NULL: out of memory */
+void tk_charmin_note(tk_charmin *cm, const uint8_t *b, size_t n, uint32_t r);
+
+/* A character's own merges, in the terms of one merge engine (bpe.c: ranks
+ * of concatenations; hf.c: merge priorities). */
+typedef struct {
+    uint32_t first;      /* token of the first merge; CT_BC set when it is bytes 1-2 of a 3-byte character */
+    uint32_t first_rank; /* its rank / priority */
+    uint32_t whole;      /* token of the whole character (TK_NO_RANK: none) */
+    uint32_t high;       /* highest rank / priority of the merges making it whole (TK_NO_RANK: not made) */
+    uint32_t lim;        /* lowest straddle rank not keyed by a neighbour; 0: not worked out yet */
+} char_slot;
+#define CT_BC (1u << 31)
+typedef struct tk_chartab {
+    const tk_charmin *m; /* the straddle minima (the image's, or own) */
+    tk_charmin *own;
+    char_slot slot[65536]; /* per BMP code point, worked out on first use */
+} tk_chartab;
+typedef const char_slot *(*tk_char_slot_fn)(const void *ctx, tk_chartab *ct, uint32_t cp, const uint8_t *c,
+                                            unsigned len);
+tk_chartab *tk_chartab_new(const tk_charmin *m, tk_charmin *own); /* takes own; NULL: out of memory */
 void tk_chartab_free(struct tk_chartab *ct);
+void tk_char_slot_set(char_slot *e, uint32_t first, uint32_t first_rank, uint32_t whole, uint32_t high, uint32_t lim);
+int tk_char_parts(const tk_tokenizer *t, tk_chartab *ct, tk_char_slot_fn slot_of, const void *ctx, const uint8_t *p,
+                  size_t n, uint64_t start[4], uint32_t *tok);
 /* 1 when the merge of piece p[0..n) starts from characters (for tests). */
 int tk_bpe_char_start(const tk_tokenizer *t, const uint8_t *p, size_t n);
 
