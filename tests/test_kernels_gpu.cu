@@ -240,9 +240,8 @@ static void t_encoder(kn_dtype dt, bool with_pos)
     cudaFree(d_pos);
 }
 
-static void t_layernorm(kn_dtype dt, bool fused)
+static void t_layernorm(kn_dtype dt, bool fused, int N = 300, int C = 200)
 {
-    int N = 300, C = 200;
     char shape[64];
     snprintf(shape, sizeof shape, "N%d C%d%s", N, C, fused ? " +residual" : "");
     vf a = randn((size_t)N * C), b2 = randn((size_t)N * C), w = randn(C), bias = randn(C);
@@ -557,6 +556,8 @@ int main(int argc, char **argv)
         t_encoder(dt, true);
         t_layernorm(dt, false);
         t_layernorm(dt, true);
+        t_layernorm(dt, false, 77, 100);  /* C % 8 != 0: the scalar backward */
+        t_layernorm(dt, true, 130, 1600); /* d48's width: 7 column chunks, the last partial */
         t_matmul(ctx, dt, true, false);
         t_matmul(ctx, dt, false, false);
         t_matmul(ctx, dt, true, true);

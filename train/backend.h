@@ -59,6 +59,8 @@ typedef struct tr_backend tr_backend; /* one backend instance (opaque) */
 typedef struct {
     char device_name[256]; /* "" : no separate device (the CPU) */
     uint64_t device_total; /* device memory bytes (the plan's default budget); 0: none */
+    uint64_t device_capacity; /* the largest budget the device can honour now (tr_plan_device_capacity
+                               * of its free memory): a larger one is lowered to it; 0: no limit */
 } tr_backend_info;
 
 /* What create gets. */

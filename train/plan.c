@@ -24,6 +24,13 @@
 #define TR_PLAN_CUBLAS_WS (32ull << 20)   /* cuBLAS/cuBLASLt workspace (Hopper recommendation) */
 #define TR_PLAN_CUDA_CTX (512ull << 20)   /* CUDA context + kernels image, outside the arena */
 #define TR_PLAN_GIB (1024ull * 1024 * 1024)
+#define TR_PLAN_CUDA_LATE (256ull << 20) /* mapped after the probe + margin (tr_plan_device_capacity) */
+
+uint64_t tr_plan_device_capacity(uint64_t free_bytes)
+{
+    uint64_t c = free_bytes + TR_PLAN_CUDA_CTX;
+    return c > TR_PLAN_CUDA_LATE ? c - TR_PLAN_CUDA_LATE : 0;
+}
 
 static void item(tr_plan_out *o, const char *name, uint64_t fixed, uint64_t per_row, int B, const char *where)
 {

@@ -219,6 +219,14 @@ typedef struct {
 
 int tr_plan(const tr_plan_in *in, tr_plan_out *out);
 /* Human table / JSON. */
+/* The largest mem_budget a GPU with free_bytes free (read after its CUDA
+ * context exists) can honour: the plan counts the context as a fixed line
+ * outside the arena, so the arena must fit in what is free, less what the
+ * process still maps after the probe (lazily loaded kernels, library
+ * handles: +21 MiB measured on an H200) with a margin.  A budget above this
+ * (nvidia-smi's total, say: 143771 MiB on an H200, of which CUDA can give
+ * 143157 MiB) would plan an arena that cudaMalloc refuses. */
+uint64_t tr_plan_device_capacity(uint64_t free_bytes);
 void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *out);
 void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *out);
 const char *tr_precision_name(tr_precision p);

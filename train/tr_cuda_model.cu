@@ -15,7 +15,7 @@ struct tr_cuda_model {
     int Bmax, Tmax;
     kn_dtype dt;
     size_t esz;
-    int attn_tc; /* 1: tensor-core attention (bf16, hs 64, MKS_CUDA_ATTENTION=tc) */
+    int attn_tc; /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
     cudaStream_t s;
     kn_cuda_ctx *ctx;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
@@ -156,8 +156,12 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
     }
     m->s = (cudaStream_t)s;
     {
+        /* bf16 with heads of 64: the tensor-core attention (mma.sync), 6.6x the SIMT kernels' forward
+         * and 5.5x their backward at d12 B16 T1024 on the H200 (docs/gpu-results.md, 2026-12-04);
+         * MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
         const char *att = getenv("MKS_CUDA_ATTENTION");
-        m->attn_tc = att && !strcmp(att, "tc") && dt == KN_BF16 && c->d_model / c->n_head == 64;
+        m->attn_tc = !(att && !strcmp(att, "simt")) && dt == KN_BF16 && c->d_model / c->n_head == 64 &&
+                     c->d_model % 8 == 0;
     }
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free(m);

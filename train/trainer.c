@@ -469,6 +469,23 @@ static int resume_meta(tr_run *r)
     return TR_OK;
 }
 
+/* A budget over what the device can give now (nvidia-smi's total, which
+ * CUDA never hands out whole; memory another process holds) would plan an
+ * arena that cudaMalloc refuses after the run started: lower it to the
+ * device's capacity, and say so. */
+static void clamp_budget(tr_run *r, uint64_t *budget)
+{
+    uint64_t cap = r->dev.device_capacity;
+    if (!cap || *budget <= cap)
+        return;
+    if (!r->o->quiet)
+        fprintf(r->out, "note: memory budget %.2f GiB is more than this device can give now (%.2f GiB: free "
+                        "memory after the CUDA context, plus the plan's context line, less 256 MiB): planning "
+                        "for %.2f GiB\n",
+                (double)*budget / 1073741824.0, (double)cap / 1073741824.0, (double)cap / 1073741824.0);
+    *budget = cap;
+}
+
 /* The memory plan (pure): refused before anything is allocated. */
 static int run_plan(tr_run *r)
 {
@@ -486,6 +503,7 @@ static int run_plan(tr_run *r)
     pi->batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)r->T;
     pi->token_budget = o->token_budget ? o->token_budget : pi->batch_tokens;
     pi->mem_budget = o->mem_budget ? o->mem_budget : r->dev.device_total;
+    clamp_budget(r, &pi->mem_budget);
     pi->device = r->ops->device;
     pi->precision = o->precision; /* the backend's probe refused what it cannot train */
     pi->nbuf = o->nbuf;

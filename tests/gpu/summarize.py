@@ -183,6 +183,8 @@ def main():
                   f"{res.get(('meta', 'gpu'), '?')} | {res.get(('meta', 'elapsed'), '?')} s of "
                   f"{res.get(('meta', 'budget'), '?')} s", 200))
     hl.append(cut(f"ours: {res.get(('ours', 'source'), 'not run')}", 160))
+    if res.get(("meta", "fallbacks")):
+        hl.append(cut(f"fallbacks: {res[('meta', 'fallbacks')]}", 160))
     hl.append("| metric | ours | PyTorch | ratio | target |")
     hl.append("|---|---|---|---|---|")
     o_tps, t_tps = ours.get("tokens_per_s"), tj.get("tokens_per_s")
