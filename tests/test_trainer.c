@@ -239,6 +239,31 @@ static void test_plan(void)
     tr_plan_out c;
     CHECK(tr_plan(&pi, &c) == TR_OK, "recompute");
     CHECK(c.per_row_bytes < b.per_row_bytes, "recompute saves per row");
+    /* a budget lowered to the device's capacity (tr_plan_device_capacity of the
+     * free memory after the CUDA context) gives an arena - the plan's device
+     * total without its context line - that fits in that free memory with
+     * 256 MiB to spare; the H200's figures first (cudaMemGetInfo after the
+     * context: 142645 MiB free of 143157), then smaller cards */
+    const uint64_t frees[] = {142645ull << 20, 80ull << 30, 16ull << 30, 5ull << 30};
+    for (int i = 0; i < 4; i++) {
+        tr_plan_in q = pi;
+        q.precision = TR_BF16;
+        q.recompute = 0;
+        q.token_budget = q.batch_tokens = 1ull << 30;
+        q.mem_budget = tr_plan_device_capacity(frees[i]);
+        tr_plan_out d;
+        CHECK(tr_plan(&q, &d) == TR_OK, "d12 at capacity %d", i);
+        uint64_t ctx = 0;
+        for (int k = 0; k < d.n_items; k++)
+            if (strstr(d.items[k].name, "CUDA context"))
+                ctx = d.items[k].bytes;
+        CHECK(ctx > 0, "no context line");
+        CHECK(d.device_bytes - ctx + (256ull << 20) <= frees[i], "arena %llu over free %llu less 256 MiB",
+              (unsigned long long)(d.device_bytes - ctx), (unsigned long long)frees[i]);
+        CHECK(d.device_bytes > frees[i] / 100 * 95, "capacity too cautious: %llu of %llu",
+              (unsigned long long)d.device_bytes, (unsigned long long)frees[i]);
+    }
+    CHECK(tr_plan_device_capacity(1ull << 30) < tr_plan_device_capacity(2ull << 30), "capacity grows with free");
     /* d48 fp32 on 16 GiB cannot fit: refused with reasons and advice */
     tr_model_preset("d48", &pi.n_layer, &pi.n_head, &pi.n_embd);
     pi.precision = TR_FP32;

@@ -203,7 +203,12 @@ for t in make git pkg-config; do have "$t" || say "(no $t here: not needed)"; do
 # the commit: git, else the one pack_deps.sh recorded
 DEPS_DIR=${GPU_DEPS:-$ROOT/tmp/gpu-deps}
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || true)
-if [ -n "$COMMIT" ]; then
+PACKED_COMMIT=$(awk '$1 == "commit" {print $2}' "$DEPS_DIR/commit.txt" 2>/dev/null)
+if [ -n "$PACKED_COMMIT" ] && [ -n "$COMMIT" ] && [ "${COMMIT#"$PACKED_COMMIT"}" = "$COMMIT" ] && [ "${PACKED_COMMIT#"$COMMIT"}" = "$PACKED_COMMIT" ]; then
+    # the device's copy of the tree can carry an older .git than the files (seen on the
+    # first H200 run, 2026-12-04): pack_deps.sh, run just before the call, names the commit
+    COMMIT="$PACKED_COMMIT$(awk '$1 == "dirty" && $2 == 1 {print "+dirty"}' "$DEPS_DIR/commit.txt") (pack_deps; this copy's git says $COMMIT)"
+elif [ -n "$COMMIT" ]; then
     [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ] && COMMIT="$COMMIT+dirty"
 elif [ -f "$DEPS_DIR/commit.txt" ]; then
     COMMIT="$(awk '$1 == "commit" {print $2}' "$DEPS_DIR/commit.txt")$(awk '$1 == "dirty" && $2 == 1 {print "+dirty"}' "$DEPS_DIR/commit.txt") (from pack_deps; no git here)"
