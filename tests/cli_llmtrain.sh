@@ -22,6 +22,13 @@ trap 'rm -rf "$T"' EXIT
     { bad "build shards"; exit 1; }
 
 # ---- plan
+# mkshards (plan included) links none of the trainer's runtimes: in a CUDA build cudart +
+# cuBLASLt + NCCL cost ~50 ms of start-up in every mkshards command (measured 56 ms for an
+# empty `encode`, against ~2 ms), libmpi ~2 ms
+if command -v ldd >/dev/null 2>&1; then
+    heavy=$(ldd "$MKS" 2>/dev/null | grep -oE 'lib(cudart|cublas|cublasLt|nccl|mpi)[^ ]*' | sort -u | tr '\n' ' ')
+    [ -z "$heavy" ] && ok "mkshards links no trainer runtime" || bad "mkshards links $heavy(start-up of every command)"
+fi
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 >"$T/out" 2>"$T/err"
 expect_rc 0 $? "plan fits"
 grep -q "micro-batch 8 rows x 32 = 256 tokens" "$T/out" && ok "plan picks B = budget / T" || bad "plan B: $(head -3 "$T/out")"

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "kn.h"
 #include "model.h"
 #include "tr_cli_internal.h"
@@ -296,36 +295,7 @@ static int plan_rows(const char *prog, const tr_train_opts *o, uint32_t *V, int 
 }
 
 /* --plan (and mkshards plan): print the plan; 0 fits, 3 does not. */
-/* --plan --device cuda: where this build has the CUDA backend and the
- * machine a GPU, the budget is what training would use (the device's
- * memory, lowered to what it can give now, as trainer.c's clamp_budget
- * does), so the rows --plan prints are rows that train; elsewhere, without
- * --mem-budget, an 80 GiB device is assumed. */
-static void plan_gpu_budget(const tr_train_opts *o, int json, uint64_t *budget)
-{
-    const tr_backend_ops *ops = tr_backend_find(TR_DEV_CUDA);
-    tr_backend_info info;
-    char err[512];
-    if (ops && ops->probe(o, &info, err, sizeof err) == TR_OK) {
-        uint64_t want = *budget ? *budget : info.device_total;
-        uint64_t cap = info.device_capacity;
-        if (cap && want > cap) {
-            if (!json)
-                printf("note: memory budget %.2f GiB is more than %s can give now: planning for %.2f GiB\n",
-                       (double)want / 1073741824.0, info.device_name, (double)cap / 1073741824.0);
-            want = cap;
-        }
-        *budget = want;
-        return;
-    }
-    if (!*budget) {
-        *budget = 80ull << 30;
-        if (!json)
-            printf("note: no --mem-budget given: assuming an 80 GiB device\n");
-    }
-}
-
-int tr_cli_plan(const char *prog, const cli_args *a)
+int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_budget)
 {
     const tr_train_opts *o = &a->o;
     tr_plan_in pi;
@@ -355,8 +325,12 @@ int tr_cli_plan(const char *prog, const cli_args *a)
     pi.cpu_threads = kn_num_threads();
     pi.world = (int)a->world;
     pi.zero = (int)a->zero;
-    if (o->device == TR_DEV_CUDA)
-        plan_gpu_budget(o, a->json, &pi.mem_budget);
+    if (o->device == TR_DEV_CUDA && !(gpu_budget && gpu_budget(o, a->json, &pi.mem_budget) == 0) &&
+        !pi.mem_budget) {
+        pi.mem_budget = 80ull << 30;
+        if (!a->json)
+            printf("note: no --mem-budget given and no GPU probed: assuming an 80 GiB device\n");
+    }
     tr_plan_out po;
     int rc = tr_plan(&pi, &po);
     if (rc != TR_OK && rc != TR_ERR_NOFIT)
@@ -376,5 +350,5 @@ int tr_plan_cli_main(const char *prog, int argc, char **argv)
 {
     cli_args a;
     int x = tr_cli_parse(prog, argc, argv, 1, &a);
-    return x >= 0 ? x : tr_cli_plan(prog, &a);
+    return x >= 0 ? x : tr_cli_plan(prog, &a, NULL);
 }

@@ -20,7 +20,14 @@ typedef struct {
 int tr_cli_uerr(const char *prog, const char *fmt, const char *a);
 /* -1: go on with a; otherwise the exit status (help printed: 0). */
 int tr_cli_parse(const char *prog, int argc, char **argv, int plan_only, cli_args *a);
-/* --plan: print the plan; 0 fits, 3 does not. */
-int tr_cli_plan(const char *prog, const cli_args *a);
+/* --device cuda's budget for --plan: lowers (or, when 0, sets) *budget to
+ * what the machine's GPU can give; 0 when it probed a GPU, -1 when there is
+ * none (then --plan assumes 80 GiB unless --mem-budget was given). */
+typedef int (*tr_cli_gpu_budget_fn)(const tr_train_opts *o, int json, uint64_t *budget);
+/* --plan: print the plan; 0 fits, 3 does not.  gpu_budget: NULL in `mkshards
+ * plan` (which must not link the backends: cudart and cuBLASLt cost ~50 ms of
+ * start-up in every mkshards command of a CUDA build), llmtrain's probe
+ * (tr_cli_run.c) in `llmtrain --plan`. */
+int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_budget);
 
 #endif

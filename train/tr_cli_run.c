@@ -6,7 +6,31 @@
 
 #include <stdio.h>
 
+#include "backend.h"
 #include "tr_cli_internal.h"
+
+/* llmtrain --plan --device cuda: where this build has the CUDA backend and
+ * the machine a GPU, the budget is what training would use (the device's
+ * memory, lowered to what it can give now, as trainer.c's clamp_budget
+ * does), so the rows --plan prints are rows that train. */
+static int plan_gpu_budget(const tr_train_opts *o, int json, uint64_t *budget)
+{
+    const tr_backend_ops *ops = tr_backend_find(TR_DEV_CUDA);
+    tr_backend_info info;
+    char err[512];
+    if (!ops || ops->probe(o, &info, err, sizeof err) != TR_OK)
+        return -1;
+    uint64_t want = *budget ? *budget : info.device_total;
+    uint64_t cap = info.device_capacity;
+    if (cap && want > cap) {
+        if (!json)
+            printf("note: memory budget %.2f GiB is more than %s can give now: planning for %.2f GiB\n",
+                   (double)want / 1073741824.0, info.device_name, (double)cap / 1073741824.0);
+        want = cap;
+    }
+    *budget = want;
+    return 0;
+}
 
 /* The training run: tr_train's status -> message and exit status. */
 static int train_cli(const char *prog, const cli_args *a)
@@ -50,5 +74,5 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     int x = tr_cli_parse(prog, argc, argv, plan_only, &a);
     if (x >= 0)
         return x;
-    return a.plan ? tr_cli_plan(prog, &a) : train_cli(prog, &a);
+    return a.plan ? tr_cli_plan(prog, &a, plan_gpu_budget) : train_cli(prog, &a);
 }
