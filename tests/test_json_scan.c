@@ -419,6 +419,41 @@ static void mutate_and_check(field_t *fs, const uint8_t *src, size_t n, uint8_t 
     check(&fs[2], buf, len, "mutation"); /* a.b */
 }
 
+/* Strings of random UTF-8 pieces, valid and not, long enough for the 16-byte
+ * validation (dataset/json_scan.c, u8_span) and cut at every alignment:
+ * boundary code points, overlongs, surrogates, > U+10FFFF, stray and missing
+ * continuations, escapes, a closing quote and control bytes among them. */
+static void utf8_mix(field_t *fs, int n_lines) {
+    static const char *const good[] = {"a", " ", "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xe4\xb8\xad",
+                                       "\xed\x9f\xbf", "\xee\x80\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80",
+                                       "\xf4\x8f\xbf\xbf", "\xf3\xa0\x80\x81", "\xd0\x96", "\\n", "\\u00e9",
+                                       "\\ud83d\\ude00", "\\\"", "\\\\"};
+    static const char *const bad[] = {"\xc0\x80", "\xc1\xbf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf",
+                                      "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff",
+                                      "\x80", "\xbf", "\xe4\xb8", "\xf0\x90\x80", "\xc3", "\x01", "\x1f", "\"",
+                                      "\xe4\x41\x80", "\xc3\xc3\xa9"};
+    enum { NG = sizeof good / sizeof *good, NB = sizeof bad / sizeof *bad };
+    uint8_t buf[512];
+    for (int l = 0; l < n_lines; l++) {
+        size_t n = 0;
+        memcpy(buf, "{\"text\":\"", 9);
+        n = 9;
+        size_t pad = rnd() % 17, pieces = 8 + rnd() % 60;
+        for (size_t i = 0; i < pad; i++) buf[n++] = 'x';
+        for (size_t i = 0; i < pieces; i++) {
+            /* one line in four has one bad piece somewhere; the others none */
+            const char *pc = (l % 4 == 0 && i == (size_t)l % pieces) ? bad[rnd() % NB] : good[rnd() % NG];
+            size_t pl = strlen(pc);
+            if (n + pl + 8 > sizeof buf) break;
+            memcpy(buf + n, pc, pl);
+            n += pl;
+        }
+        memcpy(buf + n, "\"}", 2);
+        n += 2;
+        check(&fs[0], buf, n, "utf8 mix");
+    }
+}
+
 static void deep(field_t *fs, size_t nf, int levels, const char *open, const char *close, const char *inner) {
     size_t il = strlen(inner), ol = strlen(open), cl = strlen(close);
     size_t n = levels * (ol + cl) + il + 16;
@@ -452,6 +487,7 @@ int main(void) {
     }
     deep(fs, NF, 100, "{\"a\":", "}", "{\"b\":\"x\"}");
     deep(fs, NF, 1, "{\"a\":{\"b\":{\"c\":[", "]}}}", "1");
+    utf8_mix(fs, 200000);
     long hand_fail = n_fail;
     printf("hand-written: %ld checks, %ld failures\n", n_checked, hand_fail);
 
