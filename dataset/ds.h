@@ -333,7 +333,7 @@ typedef struct {
     ds_doc_sep doc_sep;
     int threads;                      /* 0: all cores */
     size_t batch_docs;                /* documents per batch (0: 4096) */
-    uint64_t batch_bytes;             /* text per batch (0: 2 MiB) */
+    uint64_t batch_bytes;             /* text per batch (0: 256 KiB with one thread, else 2 MiB) */
     int use_special;                  /* 1: tk_encode_special with allowed / n_allowed */
     int64_t bos_id, eos_id;           /* framing around every document (counted in tokens): -1 none
                                          (the default), DS_FRAME_DEFAULT: the tokenizer's

@@ -37,7 +37,7 @@ static const char k_usage[] =
     "                           tokenizer's framing, as `build` uses (default: none)\n"
     "      --eos TOKEN|default  the same after every document (default: none)\n"
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
-    "      --batch-bytes SIZE   text per encode batch, 1..1T (default 2M)\n"
+    "      --batch-bytes SIZE   text per encode batch, 1..1T (default 256K with one thread, else 2M)\n"
     "      --batch-docs N       documents per encode batch, 1..16777216 (default 4096)\n"
     "      --stats              print docs, bytes, tokens, MB/s and the time spent encoding\n"
     "                           alone (reading and writing excluded) to stderr at the end\n"
