@@ -48,12 +48,51 @@ static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4],
     }
 }
 
+/* The same product with B[k][n] = M[k][n], M a row-major shared tile (64 k-rows):
+ * B fragments straight from M's rows by ldmatrix .trans, two n-tiles per
+ * ldmatrix.x4 (lanes 0-15 address rows ks*16 + 0..15 at column n*8, lanes 16-31
+ * the same rows at (n+1)*8; with .trans thread (g, t4) receives M[2*t4 (+1)][g]
+ * of each 8x8 matrix, which is the m16n8k16 B fragment).  It replaces the
+ * transposed shared copies (2-byte stores, 8-way bank conflicts at this pad)
+ * that mma_cfrag reads, and halves the backward kernels' shared memory.
+ * Opt-in (MKS_ATTN_TC_LDSM=1) until it has passed on a GPU: written after the
+ * last lent GPU session; tests/gpu/run.sh tests and times both and trains
+ * with it when its rows pass. */
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][4], kn_bf16 (*M)[TC_PAD], int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t pa[4];
+        pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
+        pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
+        pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+        pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+#pragma unroll
+        for (int n = 0; n < 8; n += 2) {
+            uint32_t bb[4];
+            ldsm_x4_trans(bb, &M[ks * 16 + (lane & 15)][(n + (lane >> 4)) * 8]);
+            mma_bf16(acc[n], pa, bb);
+            mma_bf16(acc[n + 1], pa, bb + 2);
+        }
+    }
+}
+
 /* grid (ceil(T/64), NH, B), block 128 */
+template <bool LDSM>
 __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *lse, const kn_bf16 *qkv,
                                                          const int32_t *doc, int Tn, int C, int NH, float scale)
 {
     __shared__ __align__(16) kn_bf16 Ks[TC_BK][TC_PAD];
-    __shared__ __align__(16) kn_bf16 Vt[TC_HS][TC_PAD]; /* V transposed: [d][key] */
+    __shared__ __align__(16) kn_bf16 Vt[LDSM ? 1 : TC_HS][TC_PAD]; /* V transposed: [d][key] */
+    __shared__ __align__(16) kn_bf16 Vs[LDSM ? TC_BK : 1][TC_PAD]; /* V rows: [key][d] */
     __shared__ int Dk[TC_BK];
     const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * TC_BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -96,9 +135,13 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
                 vv = *reinterpret_cast<const uint4 *>(row + 2 * C);
             }
             *reinterpret_cast<uint4 *>(&Ks[j][d0]) = kv;
-            const kn_bf16 *ve = reinterpret_cast<const kn_bf16 *>(&vv);
+            if constexpr (LDSM) {
+                *reinterpret_cast<uint4 *>(&Vs[j][d0]) = vv;
+            } else {
+                const kn_bf16 *ve = reinterpret_cast<const kn_bf16 *>(&vv);
 #pragma unroll
-            for (int e = 0; e < 8; e++) Vt[d0 + e][j] = ve[e];
+                for (int e = 0; e < 8; e++) Vt[d0 + e][j] = ve[e];
+            }
         }
         if (threadIdx.x < TC_BK) {
             int key = k0 + threadIdx.x;
@@ -170,7 +213,10 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
             o[n][3] *= corr1;
         }
         /* O += P V: k-steps of 16 keys; P's A fragment is two S n-tiles */
-        mma_cfrag(o, sc, Vt, g, t4);
+        if constexpr (LDSM)
+            mma_cfrag_kn(o, sc, Vs, lane);
+        else
+            mma_cfrag(o, sc, Vt, g, t4);
     }
     /* normalise and store: thread holds rows r0 (o[n][0..1]) and r1 (o[n][2..3]), cols n*8 + 2*t4 (+1) */
     float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
@@ -190,6 +236,20 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
     }
 }
 
+/* 1: B operands by ldmatrix .trans (MKS_ATTN_TC_LDSM=1); 0: from transposed
+ * shared copies (the default: the version that passed on the H200) */
+static int g_tc_ldsm = -1;
+static bool tc_ldsm(void)
+{
+    if (g_tc_ldsm < 0) {
+        const char *e = getenv("MKS_ATTN_TC_LDSM");
+        g_tc_ldsm = e && e[0] == '1';
+    }
+    return g_tc_ldsm == 1;
+}
+
+extern "C" void kn_attention_tc_variant(int ldsm) { g_tc_ldsm = ldsm < 0 ? -1 : ldsm != 0; }
+
 extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
                                             int C, int NH, kn_dtype dt, kn_stream s)
 {
@@ -204,8 +264,12 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
         return KN_EINVAL;
     }
     dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
-    att_fwd_tc_kernel<<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH,
-                                           1.0f / sqrtf((float)TC_HS));
+    if (tc_ldsm())
+        att_fwd_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH,
+                                                     1.0f / sqrtf((float)TC_HS));
+    else
+        att_fwd_tc_kernel<false><<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH,
+                                                      1.0f / sqrtf((float)TC_HS));
     KN_CUDA_LAUNCHED("attention_forward_tc");
     return KN_OK;
 }
@@ -324,13 +388,14 @@ __global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf
 }
 
 /* dq: grid (ceil(T/64), NH, B), block 128 */
+template <bool LDSM>
 __global__ void __launch_bounds__(128) att_dq_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
                                                         const float *lse, const float *Dsum, const int32_t *doc,
                                                         int Tn, int C, int NH, float scale)
 {
     __shared__ __align__(16) kn_bf16 Ks[64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vs[64][TC_PAD];
-    __shared__ __align__(16) kn_bf16 Kt[64][TC_PAD];
+    __shared__ __align__(16) kn_bf16 Kt[LDSM ? 1 : 64][TC_PAD];
     __shared__ int Dk[64];
     const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * 64;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -350,7 +415,7 @@ __global__ void __launch_bounds__(128) att_dq_tc_kernel(kn_bf16 *dqkv, const kn_
     for (int k0 = 0; k0 <= last; k0 += 64) {
         __syncthreads();
         const kn_bf16 *kb = qkv + (size_t)b * Tn * C3 + C + h * TC_HS;
-        load_tile(Ks, Kt, kb, C3, k0, Tn);
+        load_tile(Ks, LDSM ? nullptr : Kt, kb, C3, k0, Tn);
         load_tile(Vs, nullptr, kb + C, C3, k0, Tn);
         if (threadIdx.x < 64) Dk[threadIdx.x] = (drow && k0 + (int)threadIdx.x < Tn) ? drow[k0 + threadIdx.x] : 0;
         __syncthreads();
@@ -369,20 +434,24 @@ __global__ void __launch_bounds__(128) att_dq_tc_kernel(kn_bf16 *dqkv, const kn_
                 float p = ok ? __expf(s[n][e] * scale - (e < 2 ? L0 : L1)) : 0.0f;
                 s[n][e] = p * (dp[n][e] - (e < 2 ? D0 : D1)) * scale; /* dS (d/d raw score) */
             }
-        mma_cfrag(dq, s, Kt, g, t4);
+        if constexpr (LDSM)
+            mma_cfrag_kn(dq, s, Ks, lane);
+        else
+            mma_cfrag(dq, s, Kt, g, t4);
     }
     store_cfrag(dqkv + (size_t)b * Tn * C3 + h * TC_HS, C3, dq, rw + g, Tn, t4, 1.0f);
 }
 
 /* dk, dv: grid (ceil(T/64), NH, B), block 128; rows are keys */
+template <bool LDSM>
 __global__ void __launch_bounds__(128) att_dkdv_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
                                                           const float *lse, const float *Dsum, const int32_t *doc,
                                                           int Tn, int C, int NH, float scale)
 {
     __shared__ __align__(16) kn_bf16 Qs[64][TC_PAD];
-    __shared__ __align__(16) kn_bf16 Qt[64][TC_PAD];
+    __shared__ __align__(16) kn_bf16 Qt[LDSM ? 1 : 64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Os[64][TC_PAD];  /* dout rows */
-    __shared__ __align__(16) kn_bf16 Ot[64][TC_PAD];  /* dout transposed */
+    __shared__ __align__(16) kn_bf16 Ot[LDSM ? 1 : 64][TC_PAD]; /* dout transposed */
     __shared__ float Ls[64], Dd[64];
     __shared__ int Dq[64];
     const int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * 64;
@@ -402,8 +471,8 @@ __global__ void __launch_bounds__(128) att_dkdv_tc_kernel(kn_bf16 *dqkv, const k
     const kn_bf16 *ob = dout + (size_t)b * Tn * C + h * TC_HS;
     for (int q0 = k0; q0 < Tn; q0 += 64) {
         __syncthreads();
-        load_tile(Qs, Qt, qb, C3, q0, Tn);
-        load_tile(Os, Ot, ob, C, q0, Tn);
+        load_tile(Qs, LDSM ? nullptr : Qt, qb, C3, q0, Tn);
+        load_tile(Os, LDSM ? nullptr : Ot, ob, C, q0, Tn);
         if (threadIdx.x < 64) {
             int q = q0 + threadIdx.x;
             Ls[threadIdx.x] = q < Tn ? lrow[q] : 0.0f;
@@ -427,8 +496,13 @@ __global__ void __launch_bounds__(128) att_dkdv_tc_kernel(kn_bf16 *dqkv, const k
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - Dd[col]) * scale; /* dS^T */
             }
-        mma_cfrag(dv, s, Ot, g, t4);  /* dV += P^T dO */
-        mma_cfrag(dk, dp, Qt, g, t4); /* dK += dS^T Q */
+        if constexpr (LDSM) {
+            mma_cfrag_kn(dv, s, Os, lane);  /* dV += P^T dO */
+            mma_cfrag_kn(dk, dp, Qs, lane); /* dK += dS^T Q */
+        } else {
+            mma_cfrag(dv, s, Ot, g, t4);
+            mma_cfrag(dk, dp, Qt, g, t4);
+        }
     }
     kn_bf16 *base = dqkv + (size_t)b * Tn * C3 + h * TC_HS;
     store_cfrag(base + C, C3, dk, kw + g, Tn, t4, 1.0f);
@@ -455,11 +529,20 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
                                                                 C, NH);
     KN_CUDA_LAUNCHED("attention_backward_tc dsum");
     dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
-    att_dq_tc_kernel<<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc,
-                                          T, C, NH, scale);
+    const bool ldsm = tc_ldsm();
+    if (ldsm)
+        att_dq_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse,
+                                                    Dsum, doc, T, C, NH, scale);
+    else
+        att_dq_tc_kernel<false><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse,
+                                                     Dsum, doc, T, C, NH, scale);
     KN_CUDA_LAUNCHED("attention_backward_tc dq");
-    att_dkdv_tc_kernel<<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum,
-                                            doc, T, C, NH, scale);
+    if (ldsm)
+        att_dkdv_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse,
+                                                      Dsum, doc, T, C, NH, scale);
+    else
+        att_dkdv_tc_kernel<false><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv,
+                                                       lse, Dsum, doc, T, C, NH, scale);
     KN_CUDA_LAUNCHED("attention_backward_tc dkdv");
     return KN_OK;
 }

@@ -126,12 +126,19 @@ int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int3
                               int T, int C, int NH, kn_dtype dt, kn_stream s);
 /* The same forward on the tensor cores (mma.sync bf16, flash-attention-2
  * layout): bf16 and head size 64 only (KN_EINVAL otherwise), qkv 16-byte
- * aligned.  Not yet the default: it has not run on a GPU. */
+ * aligned.  The trainer's default for bf16 with heads of 64 since it passed
+ * on an H200 (2026-12-04). */
 int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
                                  int NH, kn_dtype dt, kn_stream s);
 size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
+/* How the tensor-core kernels read the B operands that need a transpose:
+ * 0 transposed shared copies (the default, the version that passed on an
+ * H200), 1 ldmatrix .trans from the row-major tiles (not yet run on a GPU);
+ * -1 back to the environment (MKS_ATTN_TC_LDSM=1 picks 1).  For tests and
+ * benchmarks: not thread-safe against running kernels' launches. */
+void kn_attention_tc_variant(int ldsm);
 /* Backward on the tensor cores, same contract as kn_attention_backward_cuda
- * (bf16, head size 64, qkv/dout 16-byte aligned); not yet the default. */
+ * (bf16, head size 64, qkv/dout/out 16-byte aligned). */
 int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
                                   const int32_t *doc, int B, int T, int C, int NH, void *scratch,
                                   size_t scratch_bytes, kn_dtype dt, kn_stream s);

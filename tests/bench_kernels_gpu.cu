@@ -337,6 +337,15 @@ int main(int argc, char **argv)
     bench("attention_backward (tc)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
         return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
+    /* the ldmatrix .trans variant (opt-in until it has passed on a GPU), beside it */
+    kn_attention_tc_variant(1);
+    bench("attention_forward (tc ldsm)", sh, att_f, a2 * (3.0 * nC + nC), 0, [&] {
+        return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
+    });
+    bench("attention_backward (tc ldsm)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
+        return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
+    });
+    kn_attention_tc_variant(0);
     printf("| %-30s | %-26s | %9s | %9s | %8s | %6s | %8s | %6s |\n", "op", "shape", "ms", "TFLOP/s", "%peak",
            "GB/s", "%bw", "x/step");
     printf("|--------------------------------|----------------------------|-----------|-----------|----------|--------|"
@@ -352,7 +361,7 @@ int main(int argc, char **argv)
         double tf = r.flops / s / 1e12, bw = r.bytes / s / 1e9;
         int mult = r.per_layer ? r.per_layer * L : 1;
         bool in_step = !strstr(r.op, "unfused") && !strstr(r.op, "no epilogue") && !strstr(r.op, "(plain)") &&
-                       !strstr(r.op, "(tc)");
+                       !strstr(r.op, "(tc");
         printf("| %-30s | %-26s | %9.3f | %9.1f | %7.1f%% | %6.0f | %7.1f%% | %6s |\n", r.op, r.shape, r.ms, tf,
                100.0 * r.flops / s / PEAK_FLOPS, bw, 100.0 * r.bytes / s / PEAK_BW,
                in_step ? (mult > 1 ? (r.per_layer == 2 ? "2L" : "L") : "1") : "-");

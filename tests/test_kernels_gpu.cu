@@ -359,12 +359,19 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, boo
     vf out((size_t)B * T * C), att((size_t)B * NH * T * T);
     REF(kn_attention_forward_ref(out.data(), att.data(), qkv.data(), docs ? doc.data() : nullptr, B, T, C, NH));
     check("attention_forward", dt, shape, d_out.get(), out);
-    if (tc && dt == KN_BF16 && C / NH == 64) { /* the tensor-core variant, same reference */
+    /* the tensor-core kernels, same reference: "(tc)" the default (transposed shared
+     * copies), "(tc ldsm)" the ldmatrix .trans variant (tests/gpu/run.sh trains with it
+     * when its rows pass) */
+    for (int v = 0; tc && dt == KN_BF16 && C / NH == 64 && v <= 1; v++) {
+        kn_attention_tc_variant(v);
         dbuf t_out((size_t)B * T * C, dt), t_lse((size_t)B * NH * T, KN_F32);
+        t_out.poison();
         KN(kn_attention_forward_tc_cuda(t_out.p, t_lse.f(), d_qkv.p, dd, B, T, C, NH, dt, nullptr));
-        check("attention_forward (tc)", dt, shape, t_out.get(), out);
-        check("attention_fwd lse tc vs simt", KN_F32, shape, t_lse.get(), d_lse.get(), 1e-2);
+        check(v ? "attention_forward (tc ldsm)" : "attention_forward (tc)", dt, shape, t_out.get(), out);
+        check(v ? "attention_fwd lse tc ldsm" : "attention_fwd lse tc vs simt", KN_F32, shape, t_lse.get(),
+              d_lse.get(), 1e-2);
     }
+    kn_attention_tc_variant(-1);
 
     vf dout = randn((size_t)B * T * C), dqkv((size_t)B * T * 3 * C);
     round_to(dout, dt);
@@ -378,12 +385,14 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, boo
     REF(kn_attention_backward_ref(dqkv.data(), dout.data(), qkv.data(), att.data(), docs ? doc.data() : nullptr, B, T,
                                   C, NH));
     check("attention_backward dqkv", dt, shape, g_dqkv.get(), dqkv);
-    if (tc && dt == KN_BF16 && C / NH == 64) {
+    for (int v = 0; tc && dt == KN_BF16 && C / NH == 64 && v <= 1; v++) {
+        kn_attention_tc_variant(v);
         g_dqkv.poison();
         KN(kn_attention_backward_tc_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, C, NH, scratch.p,
                                          scratch.bytes(), dt, nullptr));
-        check("attention_backward (tc)", dt, shape, g_dqkv.get(), dqkv);
+        check(v ? "attention_backward (tc ldsm)" : "attention_backward (tc)", dt, shape, g_dqkv.get(), dqkv);
     }
+    kn_attention_tc_variant(-1);
     cudaFree(d_doc);
 }
 

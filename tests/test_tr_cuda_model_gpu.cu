@@ -43,11 +43,12 @@ static void row(const char *what, const char *mode, double rel, double l2, doubl
 
 /* hs64: 2 layers, 2 heads of 64 (tiny's are 32): bf16 then takes the
  * tensor-core attention, the GPU model's default there. */
-static void run(kn_dtype dt, bool docmask, bool hs64 = false)
+static void run(kn_dtype dt, bool docmask, bool hs64 = false, bool ldsm = false)
 {
     char mode[32];
-    snprintf(mode, sizeof mode, "%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
-             docmask ? " doc" : "", hs64 ? " hs64" : "");
+    snprintf(mode, sizeof mode, "%s%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
+             docmask ? " doc" : "", hs64 ? " hs64" : "", ldsm ? " ldsm" : "");
+    kn_attention_tc_variant(ldsm ? 1 : 0);
     const float lscale = dt == KN_F16 ? 1024.0f : 1.0f; /* loss scaling in fp16 */
     const bool lowp = dt != KN_F32;
     tr_model_config cfg;
@@ -226,6 +227,9 @@ int main(void)
     run(KN_F16, true);
     run(KN_BF16, false, true);
     run(KN_BF16, true, true);
+    run(KN_BF16, false, true, true); /* the ldmatrix variant of the tensor-core attention */
+    run(KN_BF16, true, true, true);
+    kn_attention_tc_variant(-1);
     printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");
     return fails ? 1 : 0;
 }

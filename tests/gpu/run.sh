@@ -382,9 +382,16 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
     # a default kernel whose rows failed: the training steps below take its fallback (and say so),
     # so one bad kernel does not cost the run's other figures
     fb=""
-    if grep -qE '^\| *(attention_(forward|backward) \(tc\)|attention_fwd lse tc).*\| FAIL|^\|.*hs64 .*\| FAIL' "$LOGS/kernel_table.txt"; then
+    # tensor-core attention: the default variant ("(tc)", and the model rows "hs64"), else the
+    # SIMT kernels; the ldmatrix variant ("(tc ldsm)", model rows "hs64 ldsm") trains when every
+    # one of its rows passed
+    if grep -qE '^\| *(attention_(forward|backward) \(tc\)|attention_fwd lse tc vs simt).*\| FAIL|^\|.*hs64 +\|.*\| FAIL' "$LOGS/kernel_table.txt"; then
         export MKS_CUDA_ATTENTION=simt
         fb="$fb MKS_CUDA_ATTENTION=simt"
+    elif grep -qE '\(tc ldsm\)' "$LOGS/kernel_table.txt" &&
+        ! grep -qE '^\| *(attention_(forward|backward) \(tc ldsm\)|attention_fwd lse tc ldsm).*\| FAIL|^\|.*hs64 ldsm +\|.*\| FAIL' "$LOGS/kernel_table.txt"; then
+        export MKS_ATTN_TC_LDSM=1
+        res meta variants "tensor-core attention by ldmatrix .trans (MKS_ATTN_TC_LDSM=1): its rows passed"
     fi
     if grep -qE '^\| *layernorm_backward.*\| FAIL' "$LOGS/kernel_table.txt"; then
         export MKS_LN_BWD_SCALAR=1
