@@ -28,16 +28,23 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* The A fragment of k-step ks (keys ks*16 .. +15) of P, a 16 x 64 C-fragment
+ * accumulator: its n-tiles 2ks and 2ks + 1, rounded to bf16 pairs. */
+static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], int ks)
+{
+    pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
+    pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
+    pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+    pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+}
+
 /* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
 static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4)
 {
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         uint32_t pa[4];
-        pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
-        pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
-        pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
-        pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+        pfrag_a(pa, p, ks);
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             uint32_t bb[2];
@@ -71,10 +78,7 @@ static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         uint32_t pa[4];
-        pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
-        pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
-        pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
-        pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+        pfrag_a(pa, p, ks);
 #pragma unroll
         for (int n = 0; n < 8; n += 2) {
             uint32_t bb[4];
