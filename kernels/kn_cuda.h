@@ -165,6 +165,10 @@ int kn_softmax_xent_forward_cuda(float *losses, float *lse, const void *logits,
 int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, const float *lse,
                                   const int32_t *targets, const float *dloss, float dloss_scale,
                                   int N, int V, int Vp, kn_dtype dt, kn_stream s);
+/* Which fused softmax-xent kernel 16-bit logits take: 0 the scalar one (the
+ * default, the version that passed on an H200), 1 16-byte accesses (not yet
+ * run on a GPU); -1 back to the environment (MKS_XENT_VEC=1 picks 1). */
+void kn_softmax_xent_variant(int vec);
 int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits,
                                const int32_t *targets, const float *dloss, float dloss_scale, int N,
                                int V, int Vp, kn_dtype dt, kn_stream s);

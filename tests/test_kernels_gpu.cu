@@ -432,10 +432,11 @@ static void t_residual(kn_dtype dt)
     check("residual_forward (in place)", dt, "n70001", d_a.get(), out);
 }
 
-static void t_xent(kn_dtype dt)
+static void t_xent(kn_dtype dt, int V = 1000)
 {
-    int N = 96, V = 1000, Vp = 1024;
-    const char *shape = "N96 V1000 Vp1024";
+    int N = 96, Vp = 1024;
+    char shape[48];
+    snprintf(shape, sizeof shape, "N%d V%d Vp%d", N, V, Vp);
     vf logits = randn((size_t)N * Vp, 3.0f);
     round_to(logits, dt);
     std::vector<int32_t> tg(N);
@@ -461,11 +462,17 @@ static void t_xent(kn_dtype dt)
     REF(kn_softmax_xent_backward_ref(grad.data(), probs.data(), tg.data(), nullptr, sc, N, V, Vp));
     check("softmax_xent_backward scale", dt, shape, d_grad.get(), grad);
 
-    /* fused, in place over the logits */
-    d_loss.poison();
-    KN(kn_softmax_xent_fused_cuda(d_loss.f(), d_log.p, d_log.p, d_tg, nullptr, sc, N, V, Vp, dt, nullptr));
-    check("softmax_xent_fused loss", dt, shape, d_loss.get(), loss, 1e-5);
-    check("softmax_xent_fused dlogits", dt, shape, d_log.get(), grad);
+    /* fused, in place over the logits: the scalar kernel, then (16-bit logits) the
+     * 16-byte one, "(vec)" (tests/gpu/run.sh trains with it when its rows pass) */
+    for (int v = 0; v <= (dt == KN_F32 ? 0 : 1); v++) {
+        kn_softmax_xent_variant(v);
+        d_log.put(logits);
+        d_loss.poison();
+        KN(kn_softmax_xent_fused_cuda(d_loss.f(), d_log.p, d_log.p, d_tg, nullptr, sc, N, V, Vp, dt, nullptr));
+        check(v ? "softmax_xent_fused (vec) loss" : "softmax_xent_fused loss", dt, shape, d_loss.get(), loss, 1e-5);
+        check(v ? "softmax_xent_fused (vec) dlogits" : "softmax_xent_fused dlogits", dt, shape, d_log.get(), grad);
+    }
+    kn_softmax_xent_variant(-1);
     cudaFree(d_tg);
 }
 
@@ -581,6 +588,7 @@ int main(int argc, char **argv)
         t_residual(dt);
         t_gelu(dt);
         t_xent(dt);
+        t_xent(dt, 1001); /* V % 8 != 0: the 16-byte kernel's scalar tail */
         t_adamw(dt);
     }
     t_gradnorm();

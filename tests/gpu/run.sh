@@ -393,6 +393,12 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
         export MKS_ATTN_TC_LDSM=1
         res meta variants "tensor-core attention by ldmatrix .trans (MKS_ATTN_TC_LDSM=1): its rows passed"
     fi
+    # the 16-byte fused softmax-xent: trains when every one of its rows passed
+    if grep -qE 'softmax_xent_fused \(vec\)' "$LOGS/kernel_table.txt" &&
+        ! grep -qE '^\| *softmax_xent_fused \(vec\).*\| FAIL' "$LOGS/kernel_table.txt"; then
+        export MKS_XENT_VEC=1
+        res meta variants2 "fused softmax-xent with 16-byte accesses (MKS_XENT_VEC=1): its rows passed"
+    fi
     if grep -qE '^\| *layernorm_backward.*\| FAIL' "$LOGS/kernel_table.txt"; then
         export MKS_LN_BWD_SCALAR=1
         fb="$fb MKS_LN_BWD_SCALAR=1"

@@ -185,6 +185,9 @@ def main():
     hl.append(cut(f"ours: {res.get(('ours', 'source'), 'not run')}", 160))
     if res.get(("meta", "fallbacks")):
         hl.append(cut(f"fallbacks: {res[('meta', 'fallbacks')]}", 160))
+    for k in ("variants", "variants2"):
+        if res.get(("meta", k)):
+            hl.append(cut(f"opt-in kernel trained: {res[('meta', k)]}", 160))
     hl.append("| metric | ours | PyTorch | ratio | target |")
     hl.append("|---|---|---|---|---|")
     o_tps, t_tps = ours.get("tokens_per_s"), tj.get("tokens_per_s")
