@@ -354,12 +354,26 @@ static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, con
     }
 }
 
-/* D = rowsum(dout * out) per (b, h, t): 8 lanes per row, one 16-byte load of
- * each operand per lane, rows ordered (b, t, h) so that a warp reads 4 heads'
- * 512 contiguous bytes.  (The first version, a thread per row walking its 64
- * elements 2 bytes at a time at a 1.5 KB stride between lanes, was part of the
- * tensor-core backward's 1.47 ms at d12 B16 T1024 on the H200.) */
+/* D = rowsum(dout * out) per (b, h, t), a thread per row (the version that ran
+ * on the H200). */
 __global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C, int NH)
+{
+    size_t total = (size_t)B * NH * Tn;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int t = (int)(i % Tn), h = (int)((i / Tn) % NH), b = (int)(i / ((size_t)Tn * NH));
+        size_t base = ((size_t)b * Tn + t) * C + (size_t)h * TC_HS;
+        float acc = 0.0f;
+        for (int d = 0; d < TC_HS; d++) acc += __bfloat162float(dout[base + d]) * __bfloat162float(out[base + d]);
+        Dsum[i] = acc;
+    }
+}
+
+/* The same with 8 lanes per row, one 16-byte load of each operand per lane,
+ * rows ordered (b, t, h) so that a warp reads 4 heads' 512 contiguous bytes:
+ * the one above walks its 64 elements 2 bytes at a time at a 1.5 KB stride
+ * between lanes, inside the tensor-core backward's 1.47 ms at d12 B16 T1024.
+ * With the ldmatrix variant (opt-in until a GPU has run it). */
+__global__ void att_dsum_vec_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C, int NH)
 {
     size_t rows = (size_t)B * Tn * NH, step = ((size_t)gridDim.x * blockDim.x) >> 3;
     int sub = threadIdx.x & 7;
@@ -522,18 +536,23 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
         kn_cuda_set_error("attention_backward_tc: bf16 with head size 64 only");
         return KN_EINVAL;
     }
-    if (((uintptr_t)qkv % 16) || ((uintptr_t)dout % 16) || ((uintptr_t)out % 16) || ((uintptr_t)dqkv % 4)) {
-        kn_cuda_set_error("attention_backward_tc: qkv, dout and out must be 16-byte aligned");
+    const bool ldsm = tc_ldsm();
+    if (((uintptr_t)qkv % 16) || ((uintptr_t)dout % 16) || (ldsm && (uintptr_t)out % 16) || ((uintptr_t)dqkv % 4)) {
+        kn_cuda_set_error("attention_backward_tc: qkv and dout (and out with MKS_ATTN_TC_LDSM=1) must be 16-byte "
+                          "aligned");
         return KN_EINVAL;
     }
     if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
     float *Dsum = (float *)scratch, scale = 1.0f / sqrtf((float)TC_HS);
     size_t rows = (size_t)B * NH * T;
-    att_dsum_tc_kernel<<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T,
+    if (ldsm)
+        att_dsum_vec_kernel<<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out,
+                                                                     B, T, C, NH);
+    else
+        att_dsum_tc_kernel<<<kn_blocks(rows, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T,
                                                                 C, NH);
     KN_CUDA_LAUNCHED("attention_backward_tc dsum");
     dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
-    const bool ldsm = tc_ldsm();
     if (ldsm)
         att_dq_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse,
                                                     Dsum, doc, T, C, NH, scale);
