@@ -243,14 +243,7 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
 /* 1: B operands by ldmatrix .trans (MKS_ATTN_TC_LDSM=1); 0: from transposed
  * shared copies (the default: the version that passed on the H200) */
 static int g_tc_ldsm = -1;
-static bool tc_ldsm(void)
-{
-    if (g_tc_ldsm < 0) {
-        const char *e = getenv("MKS_ATTN_TC_LDSM");
-        g_tc_ldsm = e && e[0] == '1';
-    }
-    return g_tc_ldsm == 1;
-}
+static bool tc_ldsm(void) { return kn_opt_in(&g_tc_ldsm, "MKS_ATTN_TC_LDSM"); }
 
 extern "C" void kn_attention_tc_variant(int ldsm) { g_tc_ldsm = ldsm < 0 ? -1 : ldsm != 0; }
 

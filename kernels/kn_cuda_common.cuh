@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kn_cuda.h"
 
@@ -69,6 +70,17 @@ static inline unsigned kn_blocks(size_t n, unsigned threads, unsigned cap = 6553
     size_t b = (n + threads - 1) / threads;
     if (b < 1) b = 1;
     return (unsigned)(b > cap ? cap : b);
+}
+
+/* A kernel variant behind an opt-in environment flag ("1": on), cached in
+ * *state (-1: not read yet); the kn_*_variant setters write *state. */
+static inline bool kn_opt_in(int *state, const char *env)
+{
+    if (*state < 0) {
+        const char *e = getenv(env);
+        *state = e && e[0] == '1';
+    }
+    return *state == 1;
 }
 
 /* Dispatch on the activation dtype: DT is the element type inside BODY. */

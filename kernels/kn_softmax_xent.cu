@@ -100,6 +100,16 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_bwd_kernel(T *dlogits, cons
     xent_grad_row(dlogits + (size_t)n * Vp, logits + (size_t)n * Vp, lse[n], targets[n], dl, V, Vp);
 }
 
+/* Row n's loss (thread 0) from its log-sum-exp, before a fused kernel
+ * overwrites the row: the barrier orders the read of the target logit. */
+template <typename T>
+__device__ __forceinline__ void xent_row_loss(float *losses, int n, const T *x, float L, int tg, int V)
+{
+    if (threadIdx.x == 0 && losses)
+        losses[n] = tg < 0 ? 0.0f : (tg < V ? L - kn_ld(x + tg) : __int_as_float(0x7fc00000));
+    __syncthreads();
+}
+
 template <typename T>
 __global__ void __launch_bounds__(XENT_THREADS) xent_fused_kernel(float *losses, T *dlogits, const T *logits,
                                                                   const int32_t *targets, const float *dloss,
@@ -109,9 +119,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_kernel(float *losses,
     const T *x = logits + (size_t)n * Vp;
     float L = row_lse(x, V);
     int tg = targets[n];
-    if (threadIdx.x == 0 && losses)
-        losses[n] = tg < 0 ? 0.0f : (tg < V ? L - kn_ld(x + tg) : __int_as_float(0x7fc00000));
-    __syncthreads(); /* the target logit is read before the row is overwritten */
+    xent_row_loss(losses, n, x, L, tg, V);
     float dl = dloss ? dloss[n] : dscale;
     xent_grad_row(dlogits + (size_t)n * Vp, x, L, tg, dl, V, Vp);
 }
@@ -153,9 +161,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_vec_kernel(float *los
     for (int v = V8 * 8 + threadIdx.x; v < V; v += blockDim.x) lse_add(m, s, kn_ld(x + v));
     float L = block_lse(m, s);
     int tg = targets[n];
-    if (threadIdx.x == 0 && losses)
-        losses[n] = tg < 0 ? 0.0f : (tg < V ? L - kn_ld(x + tg) : __int_as_float(0x7fc00000));
-    __syncthreads(); /* the target logit is read before the row is overwritten */
+    xent_row_loss(losses, n, x, L, tg, V);
     float dl = dloss ? dloss[n] : dscale;
     for (int j = threadIdx.x; j < Vp / 8; j += blockDim.x) {
         uint4 u = *reinterpret_cast<const uint4 *>(x + (size_t)j * 8), o;
@@ -173,14 +179,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_vec_kernel(float *los
 }
 
 static int g_xent_vec = -1;
-static bool xent_vec(void)
-{
-    if (g_xent_vec < 0) {
-        const char *e = getenv("MKS_XENT_VEC");
-        g_xent_vec = e && e[0] == '1';
-    }
-    return g_xent_vec == 1;
-}
+static bool xent_vec(void) { return kn_opt_in(&g_xent_vec, "MKS_XENT_VEC"); }
 
 extern "C" void kn_softmax_xent_variant(int vec) { g_xent_vec = vec < 0 ? -1 : vec != 0; }
 
