@@ -522,6 +522,7 @@ static int run_plan(tr_run *r)
         fprintf(r->out, "device: %s, %.1f GiB; precision %s\n", r->dev.device_name,
                 (double)r->dev.device_total / 1073741824.0, tr_precision_name(o->precision));
         tr_plan_print(r->out, pi, &res->plan); /* the plan, before step 1 */
+        fflush(r->out); /* seen before anything slow (a d48 host model takes seconds to initialise) */
     }
     return resume_meta(r);
 }
