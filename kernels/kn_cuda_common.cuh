@@ -72,6 +72,35 @@ static inline unsigned kn_blocks(size_t n, unsigned threads, unsigned cap = 6553
     return (unsigned)(b > cap ? cap : b);
 }
 
+/* 8 consecutive elements as floats: one 16-byte access for 16-bit types,
+ * two for fp32 (callers check the alignment; kn_layernorm.cu and
+ * kn_softmax_xent.cu use them). */
+__device__ __forceinline__ void ld8(const float *p, float v[8])
+{
+    float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float v[8])
+{
+    uint4 u = *(const uint4 *)p;
+    const T *h = (const T *)&u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = kn_ld(h + i);
+}
+__device__ __forceinline__ void st8(float *p, const float v[8])
+{
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float v[8])
+{
+    uint4 u;
+    T *h = (T *)&u;
+#pragma unroll
+    for (int i = 0; i < 8; i++) kn_st(h + i, v[i]);
+    *(uint4 *)p = u;
+}
+
 /* A kernel variant behind an opt-in environment flag ("1": on), cached in
  * *state (-1: not read yet); the kn_*_variant setters write *state. */
 static inline bool kn_opt_in(int *state, const char *env)

@@ -115,34 +115,6 @@ __global__ void ln_bwd_kernel(T *dinp, float *partial, const T *dout, const T *i
     }
 }
 
-/* 8 consecutive elements as floats: one 16-byte access for 16-bit types,
- * two for fp32 (callers check the alignment). */
-__device__ __forceinline__ void ld8(const float *p, float v[8])
-{
-    float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-template <typename T> __device__ __forceinline__ void ld8(const T *p, float v[8])
-{
-    uint4 u = *(const uint4 *)p;
-    const T *h = (const T *)&u;
-#pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = kn_ld(h + i);
-}
-__device__ __forceinline__ void st8(float *p, const float v[8])
-{
-    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
-    *(float4 *)(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
-}
-template <typename T> __device__ __forceinline__ void st8(T *p, const float v[8])
-{
-    uint4 u;
-    T *h = (T *)&u;
-#pragma unroll
-    for (int i = 0; i < 8; i++) kn_st(h + i, v[i]);
-    *(uint4 *)p = u;
-}
-
 /* The same contract as ln_bwd_kernel (dinp +=, partial[block][2C] for the
  * same LN_BWD_ROWS rows), for C % 8 == 0 and 16-byte aligned rows: a warp
  * owns LN_BWD_ROWS / 8 consecutive rows and reads 8 columns per lane per
@@ -247,6 +219,8 @@ __global__ void ln_bwd_reduce_kernel(float *dweight, float *dbias, const float *
     if (dbias) dbias[c] += ab;
 }
 
+static int g_ln_bwd_scalar = -1; /* MKS_LN_BWD_SCALAR=1: the first version (tests/gpu/run.sh's fallback) */
+
 extern "C" int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout,
                                           const void *inp, const float *weight, const float *mean,
                                           const float *rstd, int N, int C, void *scratch, size_t scratch_bytes,
@@ -257,7 +231,7 @@ extern "C" int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbi
     int nb = ln_bwd_blocks(N);
     size_t ebytes = dt == KN_F32 ? 4 : 2;
     bool vec = C % 8 == 0 && ((uintptr_t)dinp | (uintptr_t)dout | (uintptr_t)inp | (uintptr_t)weight) % 16 == 0 &&
-               (C * ebytes) % 16 == 0 && !getenv("MKS_LN_BWD_SCALAR");
+               (C * ebytes) % 16 == 0 && !kn_opt_in(&g_ln_bwd_scalar, "MKS_LN_BWD_SCALAR");
     if (vec)
         KN_DISPATCH(dt, (ln_bwd_vec_kernel<DT><<<nb, 256, 0, s>>>((DT *)dinp, (float *)scratch, (const DT *)dout,
                                                                   (const DT *)inp, weight, mean, rstd, N, C)));

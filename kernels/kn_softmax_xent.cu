@@ -143,14 +143,10 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_vec_kernel(float *los
     const int V8 = V / 8;
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x; j < V8; j += blockDim.x) {
-        uint4 u = *reinterpret_cast<const uint4 *>(x + (size_t)j * 8);
-        const T *h = reinterpret_cast<const T *>(&u);
         float z[8], mx = m;
+        ld8(x + (size_t)j * 8, z);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            z[i] = kn_ld(h + i);
-            mx = fmaxf(mx, z[i]);
-        }
+        for (int i = 0; i < 8; i++) mx = fmaxf(mx, z[i]);
         if (mx > m) {
             s *= __expf(m - mx); /* m = -inf: s is 0 */
             m = mx;
@@ -164,17 +160,14 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_vec_kernel(float *los
     xent_row_loss(losses, n, x, L, tg, V);
     float dl = dloss ? dloss[n] : dscale;
     for (int j = threadIdx.x; j < Vp / 8; j += blockDim.x) {
-        uint4 u = *reinterpret_cast<const uint4 *>(x + (size_t)j * 8), o;
-        const T *h = reinterpret_cast<const T *>(&u);
-        T *ho = reinterpret_cast<T *>(&o);
+        float z[8];
+        ld8(x + (size_t)j * 8, z);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             int v = j * 8 + i;
-            float g = 0.0f;
-            if (tg >= 0 && v < V) g = dl * (__expf(kn_ld(h + i) - L) - (v == tg ? 1.0f : 0.0f));
-            kn_st(ho + i, g);
+            z[i] = tg >= 0 && v < V ? dl * (__expf(z[i] - L) - (v == tg ? 1.0f : 0.0f)) : 0.0f;
         }
-        *reinterpret_cast<uint4 *>(dx + (size_t)j * 8) = o;
+        st8(dx + (size_t)j * 8, z);
     }
 }
 

@@ -41,6 +41,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model.h"
 #include "tr.h"
@@ -62,6 +63,13 @@ typedef struct {
     uint64_t device_capacity; /* the largest budget the device can honour now (tr_plan_device_capacity
                                * of its free memory): a larger one is lowered to it; 0: no limit */
 } tr_backend_info;
+
+/* The memory budget a run on this device plans for: `asked` (0: the device's
+ * memory), lowered to device_capacity when above it (nvidia-smi's total,
+ * which CUDA never hands out whole; memory another process holds: the plan
+ * would size an arena cudaMalloc refuses), with a note on `note` (NULL:
+ * quiet).  Used by the run and by llmtrain --plan alike (train/trainer.c). */
+uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *note);
 
 /* What create gets. */
 typedef struct {

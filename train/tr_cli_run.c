@@ -11,7 +11,7 @@
 
 /* llmtrain --plan --device cuda: where this build has the CUDA backend and
  * the machine a GPU, the budget is what training would use (the device's
- * memory, lowered to what it can give now, as trainer.c's clamp_budget
+ * memory, lowered to what it can give now: tr_backend_budget, as the run
  * does), so the rows --plan prints are rows that train. */
 static int plan_gpu_budget(const tr_train_opts *o, int json, uint64_t *budget)
 {
@@ -20,15 +20,7 @@ static int plan_gpu_budget(const tr_train_opts *o, int json, uint64_t *budget)
     char err[512];
     if (!ops || ops->probe(o, &info, err, sizeof err) != TR_OK)
         return -1;
-    uint64_t want = *budget ? *budget : info.device_total;
-    uint64_t cap = info.device_capacity;
-    if (cap && want > cap) {
-        if (!json)
-            printf("note: memory budget %.2f GiB is more than %s can give now: planning for %.2f GiB\n",
-                   (double)want / 1073741824.0, info.device_name, (double)cap / 1073741824.0);
-        want = cap;
-    }
-    *budget = want;
+    *budget = tr_backend_budget(&info, *budget, json ? NULL : stdout);
     return 0;
 }
 

@@ -469,21 +469,17 @@ static int resume_meta(tr_run *r)
     return TR_OK;
 }
 
-/* A budget over what the device can give now (nvidia-smi's total, which
- * CUDA never hands out whole; memory another process holds) would plan an
- * arena that cudaMalloc refuses after the run started: lower it to the
- * device's capacity, and say so. */
-static void clamp_budget(tr_run *r, uint64_t *budget)
+uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *note)
 {
-    uint64_t cap = r->dev.device_capacity;
-    if (!cap || *budget <= cap)
-        return;
-    if (!r->o->quiet)
-        fprintf(r->out, "note: memory budget %.2f GiB is more than this device can give now (%.2f GiB: free "
-                        "memory after the CUDA context, plus the plan's context line, less 256 MiB): planning "
-                        "for %.2f GiB\n",
-                (double)*budget / 1073741824.0, (double)cap / 1073741824.0, (double)cap / 1073741824.0);
-    *budget = cap;
+    uint64_t b = asked ? asked : info->device_total, cap = info->device_capacity;
+    if (!cap || b <= cap)
+        return b;
+    if (note)
+        fprintf(note, "note: memory budget %.2f GiB is more than %s can give now (free memory after the CUDA "
+                      "context, plus the plan's context line, less 256 MiB): planning for %.2f GiB\n",
+                (double)b / 1073741824.0, info->device_name[0] ? info->device_name : "this device",
+                (double)cap / 1073741824.0);
+    return cap;
 }
 
 /* The memory plan (pure): refused before anything is allocated. */
@@ -502,8 +498,7 @@ static int run_plan(tr_run *r)
     pi->max_seq = r->T;
     pi->batch_tokens = o->batch_tokens ? o->batch_tokens : (uint64_t)r->T;
     pi->token_budget = o->token_budget ? o->token_budget : pi->batch_tokens;
-    pi->mem_budget = o->mem_budget ? o->mem_budget : r->dev.device_total;
-    clamp_budget(r, &pi->mem_budget);
+    pi->mem_budget = tr_backend_budget(&r->dev, o->mem_budget, o->quiet ? NULL : r->out);
     pi->device = r->ops->device;
     pi->precision = o->precision; /* the backend's probe refused what it cannot train */
     pi->nbuf = o->nbuf;
