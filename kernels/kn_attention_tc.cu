@@ -3,40 +3,14 @@
  * per block (4 warps x 16), 64-key tiles in shared memory, online softmax in
  * registers, the S fragments reused as the A operand of P.V.  bf16, head
  * size 64 only; same contract and outputs (out, lse) as
- * kn_attention_forward_cuda, whose SIMT version stays the default until this
- * one has passed test_kernels_gpu on a GPU (see docs/gpu-notes.md). */
+ * kn_attention_forward_cuda; the bf16 default for heads of 64 since it
+ * passed test_kernels_gpu on the H200 (docs/gpu-results.md), the SIMT
+ * kernels otherwise (or with MKS_CUDA_ATTENTION=simt). */
 #include <math.h>
+#include <string.h>
 
-#include "kn_cuda_common.cuh"
+#include "kn_attention_tc.cuh"
 
-#define TC_BQ 64
-#define TC_BK 64
-#define TC_HS 64
-#define TC_PAD 72 /* bf16 per shared row: 144 bytes, conflict-free fragment reads */
-
-static __device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
-{
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x (lower half) = lo */
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-/* The A fragment of k-step ks (keys ks*16 .. +15) of P, a 16 x 64 C-fragment
- * accumulator: its n-tiles 2ks and 2ks + 1, rounded to bf16 pairs. */
-static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], int ks)
-{
-    pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
-    pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
-    pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
-    pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
-}
 
 /* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
 static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4)
@@ -51,40 +25,6 @@ static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4],
             bb[0] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 2 * t4]);
             bb[1] = *reinterpret_cast<const uint32_t *>(&Mt[n * 8 + g][ks * 16 + 8 + 2 * t4]);
             mma_bf16(acc[n], pa, bb);
-        }
-    }
-}
-
-/* The same product with B[k][n] = M[k][n], M a row-major shared tile (64 k-rows):
- * B fragments straight from M's rows by ldmatrix .trans, two n-tiles per
- * ldmatrix.x4 (lanes 0-15 address rows ks*16 + 0..15 at column n*8, lanes 16-31
- * the same rows at (n+1)*8; with .trans thread (g, t4) receives M[2*t4 (+1)][g]
- * of each 8x8 matrix, which is the m16n8k16 B fragment).  It replaces the
- * transposed shared copies (2-byte stores, 8-way bank conflicts at this pad)
- * that mma_cfrag reads, and halves the backward kernels' shared memory.
- * Opt-in (MKS_ATTN_TC_LDSM=1) until it has passed on a GPU: written after the
- * last lent GPU session; tests/gpu/run.sh tests and times both and trains
- * with it when its rows pass. */
-static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row)
-{
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][4], kn_bf16 (*M)[TC_PAD], int lane)
-{
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++) {
-        uint32_t pa[4];
-        pfrag_a(pa, p, ks);
-#pragma unroll
-        for (int n = 0; n < 8; n += 2) {
-            uint32_t bb[4];
-            ldsm_x4_trans(bb, &M[ks * 16 + (lane & 15)][(n + (lane >> 4)) * 8]);
-            mma_bf16(acc[n], pa, bb);
-            mma_bf16(acc[n + 1], pa, bb + 2);
         }
     }
 }
@@ -240,12 +180,27 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
     }
 }
 
-/* 1: B operands by ldmatrix .trans (MKS_ATTN_TC_LDSM=1); 0: from transposed
- * shared copies (the default: the version that passed on the H200) */
-static int g_tc_ldsm = -1;
-static bool tc_ldsm(void) { return kn_opt_in(&g_tc_ldsm, "MKS_ATTN_TC_LDSM"); }
+/* The variant (kn_attention_tc_variant): 0 B operands from transposed shared
+ * copies (the default: the version that passed on the H200); 1 by ldmatrix
+ * .trans (MKS_ATTN_TC_LDSM=1); 2 the cp.async-pipelined kernels of
+ * kn_attention_tc_pipe.cu (MKS_ATTN_TC_PIPE=1, which wins over LDSM); 3 the
+ * same with the dk/dv kernel held to 168 registers for 3 blocks per SM
+ * (MKS_ATTN_TC_PIPE=3).  All opt-in until they have passed on a GPU. */
+static int g_tc_variant = -1;
+static int tc_variant(void)
+{
+    if (g_tc_variant < 0) {
+        const char *pipe = getenv("MKS_ATTN_TC_PIPE");
+        int ldsm = -1;
+        g_tc_variant = pipe && !strcmp(pipe, "3")   ? 3
+                       : pipe && !strcmp(pipe, "1") ? 2
+                       : kn_opt_in(&ldsm, "MKS_ATTN_TC_LDSM") ? 1
+                                                             : 0;
+    }
+    return g_tc_variant;
+}
 
-extern "C" void kn_attention_tc_variant(int ldsm) { g_tc_ldsm = ldsm < 0 ? -1 : ldsm != 0; }
+extern "C" void kn_attention_tc_variant(int v) { g_tc_variant = v < 0 ? -1 : v > 3 ? 3 : v; }
 
 extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
                                             int C, int NH, kn_dtype dt, kn_stream s)
@@ -261,7 +216,10 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
         return KN_EINVAL;
     }
     dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
-    if (tc_ldsm())
+    const int variant = tc_variant();
+    if (variant >= 2)
+        kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, T, C, NH, s);
+    else if (variant == 1)
         att_fwd_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH,
                                                      1.0f / sqrtf((float)TC_HS));
     else
@@ -275,21 +233,6 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
  * Two kernels, no atomics (deterministic): dq per query block (64 rows, key
  * tiles), dk/dv per key block (64 keys, query tiles).  D = rowsum(dout * out)
  * first (fp32, scratch).  Same fragment conventions as the forward. */
-
-/* A fragments (16 rows x 64 cols, 4 k-steps) of a row-major bf16 matrix in
- * global memory: rows r0 / r0 + 8 of `base` with row stride `ld`. */
-static __device__ __forceinline__ void load_a_frags(uint32_t a[4][4], const kn_bf16 *base, size_t ld, int r0, int Tn,
-                                                    int t4)
-{
-#pragma unroll
-    for (int ks = 0; ks < 4; ks++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            int c = ks * 16 + 2 * t4 + half * 8;
-            a[ks][half * 2 + 0] = r0 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)r0 * ld + c) : 0u;
-            a[ks][half * 2 + 1] = r0 + 8 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)(r0 + 8) * ld + c) : 0u;
-        }
-}
 
 /* 64 rows x 64 cols of bf16 (row stride ld, rows from `first`) into shared
  * memory, as rows (dst) and/or transposed (dstT: [col][row]); zero past T. */
@@ -323,28 +266,6 @@ static __device__ __forceinline__ void mma_rows(float acc[8][4], const uint32_t 
             bb[1] = *reinterpret_cast<const uint32_t *>(&M[n * 8 + g][ks * 16 + 8 + 2 * t4]);
             mma_bf16(acc[n], a[ks], bb);
         }
-}
-
-static __device__ __forceinline__ void zero8x4(float a[8][4])
-{
-#pragma unroll
-    for (int n = 0; n < 8; n++) a[n][0] = a[n][1] = a[n][2] = a[n][3] = 0.0f;
-}
-
-/* store a 16 x 64 C-fragment accumulator (rows r0, r0 + 8) as bf16 */
-static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, const float acc[8][4], int r0, int Tn,
-                                                   int t4, float mul)
-{
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        int col = n * 8 + 2 * t4;
-        if (r0 < Tn)
-            *reinterpret_cast<__nv_bfloat162 *>(base + (size_t)r0 * ld + col) =
-                __floats2bfloat162_rn(acc[n][0] * mul, acc[n][1] * mul);
-        if (r0 + 8 < Tn)
-            *reinterpret_cast<__nv_bfloat162 *>(base + (size_t)(r0 + 8) * ld + col) =
-                __floats2bfloat162_rn(acc[n][2] * mul, acc[n][3] * mul);
-    }
 }
 
 /* D = rowsum(dout * out) per (b, h, t), a thread per row (the version that ran
@@ -529,10 +450,11 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
         kn_cuda_set_error("attention_backward_tc: bf16 with head size 64 only");
         return KN_EINVAL;
     }
-    const bool ldsm = tc_ldsm();
+    const int variant = tc_variant();
+    const bool ldsm = variant >= 1; /* the 16-byte D = rowsum(dout * out) goes with both opt-in variants */
     if (((uintptr_t)qkv % 16) || ((uintptr_t)dout % 16) || (ldsm && (uintptr_t)out % 16) || ((uintptr_t)dqkv % 4)) {
-        kn_cuda_set_error("attention_backward_tc: qkv and dout (and out with MKS_ATTN_TC_LDSM=1) must be 16-byte "
-                          "aligned");
+        kn_cuda_set_error("attention_backward_tc: qkv and dout (and out with MKS_ATTN_TC_LDSM=1 or MKS_ATTN_TC_PIPE=1) "
+                          "must be 16-byte aligned");
         return KN_EINVAL;
     }
     if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
@@ -545,6 +467,12 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
         att_dsum_tc_kernel<<<kn_blocks(rows, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T,
                                                                 C, NH);
     KN_CUDA_LAUNCHED("attention_backward_tc dsum");
+    if (variant >= 2) {
+        kn_att_pipe_backward((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc, B, T, C, NH,
+                             variant == 3 ? 3 : 2, s);
+        KN_CUDA_LAUNCHED("attention_backward_tc dq, dkdv (pipelined)");
+        return KN_OK;
+    }
     dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
     if (ldsm)
         att_dq_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse,

@@ -131,12 +131,16 @@ int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int3
 int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
                                  int NH, kn_dtype dt, kn_stream s);
 size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
-/* How the tensor-core kernels read the B operands that need a transpose:
- * 0 transposed shared copies (the default, the version that passed on an
- * H200), 1 ldmatrix .trans from the row-major tiles (not yet run on a GPU);
- * -1 back to the environment (MKS_ATTN_TC_LDSM=1 picks 1).  For tests and
- * benchmarks: not thread-safe against running kernels' launches. */
-void kn_attention_tc_variant(int ldsm);
+/* Which tensor-core kernels run: 0 B operands that need a transpose from
+ * transposed shared copies (the default, the version that passed on an H200),
+ * 1 the same by ldmatrix .trans from the row-major tiles, 2 the pipelined
+ * kernels (cp.async double-buffered tiles, every B operand by ldmatrix, no
+ * per-element mask below the diagonal; kernels/kn_attention_tc_pipe.cu),
+ * 3 the same with its dk/dv kernel held to 3 blocks per SM; 1-3 not yet run
+ * on a GPU.  -1 back to the environment (MKS_ATTN_TC_PIPE=1 picks 2,
+ * MKS_ATTN_TC_PIPE=3 picks 3, else MKS_ATTN_TC_LDSM=1 picks 1).  For tests
+ * and benchmarks: not thread-safe against running kernels' launches. */
+void kn_attention_tc_variant(int variant);
 /* Backward on the tensor cores, same contract as kn_attention_backward_cuda
  * (bf16, head size 64, qkv/dout/out 16-byte aligned). */
 int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,

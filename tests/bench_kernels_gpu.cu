@@ -342,14 +342,23 @@ int main(int argc, char **argv)
     bench("attention_backward (tc)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
         return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
-    /* the ldmatrix .trans variant (opt-in until it has passed on a GPU), beside it */
-    kn_attention_tc_variant(1);
-    bench("attention_forward (tc ldsm)", sh, att_f, a2 * (3.0 * nC + nC), 0, [&] {
-        return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
-    });
-    bench("attention_backward (tc ldsm)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
-        return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
-    });
+    /* the opt-in variants (kn_attention_tc_variant 1-3: ldmatrix .trans, pipelined,
+     * pipelined with dk/dv at 3 blocks per SM) beside it; tests/gpu/run.sh trains
+     * with the fastest one whose test rows all passed */
+    static const char *const fwd_row[] = {"", "attention_forward (tc ldsm)", "attention_forward (tc pipe)",
+                                          "attention_forward (tc pipe3)"};
+    static const char *const bwd_row[] = {"", "attention_backward (tc ldsm)", "attention_backward (tc pipe)",
+                                          "attention_backward (tc pipe3)"};
+    for (int v = 1; v <= 3; v++) {
+        kn_attention_tc_variant(v);
+        bench(fwd_row[v], sh, att_f, a2 * (3.0 * nC + nC), 0, [&] {
+            return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
+        });
+        bench(bwd_row[v], sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
+            return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf,
+                                                 nullptr);
+        });
+    }
     kn_attention_tc_variant(0);
     printf("| %-30s | %-26s | %9s | %9s | %8s | %6s | %8s | %6s |\n", "op", "shape", "ms", "TFLOP/s", "%peak",
            "GB/s", "%bw", "x/step");

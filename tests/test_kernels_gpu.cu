@@ -360,16 +360,21 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, boo
     REF(kn_attention_forward_ref(out.data(), att.data(), qkv.data(), docs ? doc.data() : nullptr, B, T, C, NH));
     check("attention_forward", dt, shape, d_out.get(), out);
     /* the tensor-core kernels, same reference: "(tc)" the default (transposed shared
-     * copies), "(tc ldsm)" the ldmatrix .trans variant (tests/gpu/run.sh trains with it
-     * when its rows pass) */
-    for (int v = 0; tc && dt == KN_BF16 && C / NH == 64 && v <= 1; v++) {
+     * copies), "(tc ldsm)" the ldmatrix .trans variant, "(tc pipe)" the pipelined
+     * kernels, "(tc pipe3)" those with the dk/dv kernel at 3 blocks per SM
+     * (tests/gpu/run.sh trains with the fastest variant whose rows all pass) */
+    static const char *const fwd_row[] = {"attention_forward (tc)", "attention_forward (tc ldsm)",
+                                          "attention_forward (tc pipe)", "attention_forward (tc pipe3)"};
+    static const char *const lse_row[] = {"attention_fwd lse tc vs simt", "attention_fwd lse tc ldsm",
+                                          "attention_fwd lse tc pipe", "attention_fwd lse tc pipe3"};
+    for (int v = 0; tc && dt == KN_BF16 && C / NH == 64 && v <= 3; v++) {
         kn_attention_tc_variant(v);
         dbuf t_out((size_t)B * T * C, dt), t_lse((size_t)B * NH * T, KN_F32);
         t_out.poison();
+        t_lse.poison();
         KN(kn_attention_forward_tc_cuda(t_out.p, t_lse.f(), d_qkv.p, dd, B, T, C, NH, dt, nullptr));
-        check(v ? "attention_forward (tc ldsm)" : "attention_forward (tc)", dt, shape, t_out.get(), out);
-        check(v ? "attention_fwd lse tc ldsm" : "attention_fwd lse tc vs simt", KN_F32, shape, t_lse.get(),
-              d_lse.get(), 1e-2);
+        check(fwd_row[v], dt, shape, t_out.get(), out);
+        check(lse_row[v], KN_F32, shape, t_lse.get(), d_lse.get(), 1e-2);
     }
     kn_attention_tc_variant(-1);
 
@@ -385,12 +390,14 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, boo
     REF(kn_attention_backward_ref(dqkv.data(), dout.data(), qkv.data(), att.data(), docs ? doc.data() : nullptr, B, T,
                                   C, NH));
     check("attention_backward dqkv", dt, shape, g_dqkv.get(), dqkv);
-    for (int v = 0; tc && dt == KN_BF16 && C / NH == 64 && v <= 1; v++) {
+    static const char *const bwd_row[] = {"attention_backward (tc)", "attention_backward (tc ldsm)",
+                                          "attention_backward (tc pipe)", "attention_backward (tc pipe3)"};
+    for (int v = 0; tc && dt == KN_BF16 && C / NH == 64 && v <= 3; v++) {
         kn_attention_tc_variant(v);
         g_dqkv.poison();
         KN(kn_attention_backward_tc_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, C, NH, scratch.p,
                                          scratch.bytes(), dt, nullptr));
-        check(v ? "attention_backward (tc ldsm)" : "attention_backward (tc)", dt, shape, g_dqkv.get(), dqkv);
+        check(bwd_row[v], dt, shape, g_dqkv.get(), dqkv);
     }
     kn_attention_tc_variant(-1);
     cudaFree(d_doc);
@@ -595,7 +602,11 @@ int main(int argc, char **argv)
     /* last: the tensor-core attention (written without a GPU) */
     t_attention(KN_BF16, 2, 200, 128, 2, false, true);
     t_attention(KN_BF16, 2, 333, 256, 4, true, true);
-    if (!g_small) t_attention(KN_BF16, 1, 1024, 768, 12, true, true);
+    t_attention(KN_BF16, 2, 333, 256, 4, false, true);
+    if (!g_small) {
+        t_attention(KN_BF16, 1, 1024, 768, 12, true, true);
+        t_attention(KN_BF16, 2, 1024, 768, 12, false, true); /* no mask: the interior tiles' unmasked path */
+    }
 
     kn_cuda_ctx_destroy(ctx);
     cudaFree(ws);

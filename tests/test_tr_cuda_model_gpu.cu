@@ -43,12 +43,13 @@ static void row(const char *what, const char *mode, double rel, double l2, doubl
 
 /* hs64: 2 layers, 2 heads of 64 (tiny's are 32): bf16 then takes the
  * tensor-core attention, the GPU model's default there. */
-static void run(kn_dtype dt, bool docmask, bool hs64 = false, bool ldsm = false)
+static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = 0)
 {
+    static const char *const vname[] = {"", " ldsm", " pipe", " pipe3"};
     char mode[32];
     snprintf(mode, sizeof mode, "%s%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
-             docmask ? " doc" : "", hs64 ? " hs64" : "", ldsm ? " ldsm" : "");
-    kn_attention_tc_variant(ldsm ? 1 : 0);
+             docmask ? " doc" : "", hs64 ? " hs64" : "", vname[tc_variant & 3]);
+    kn_attention_tc_variant(tc_variant & 3);
     const float lscale = dt == KN_F16 ? 1024.0f : 1.0f; /* loss scaling in fp16 */
     const bool lowp = dt != KN_F32;
     tr_model_config cfg;
@@ -227,8 +228,10 @@ int main(void)
     run(KN_F16, true);
     run(KN_BF16, false, true);
     run(KN_BF16, true, true);
-    run(KN_BF16, false, true, true); /* the ldmatrix variant of the tensor-core attention */
-    run(KN_BF16, true, true, true);
+    for (int v = 1; v <= 3; v++) { /* the tensor-core attention's opt-in variants (kn_attention_tc_variant) */
+        run(KN_BF16, false, true, v);
+        run(KN_BF16, true, true, v);
+    }
     kn_attention_tc_variant(-1);
     printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");
     return fails ? 1 : 0;

@@ -7,7 +7,7 @@
 # tests/gpu/run.sh builds against it when the GPU machine lacks those -dev
 # packages, also without pkg-config (tests/gpu/pkgconfig_shim.py reads these
 # .pc files; static libraries: no LD_LIBRARY_PATH needed there). Also copies
-# GPT-2's vocabulary to tmp/vocab/.
+# GPT-2's vocabulary and the open models' tokenizer.json (Qwen2, Llama 3) to tmp/vocab/.
 #
 #   bash tests/gpu/pack_deps.sh      then carry ["tmp/gpu-deps", "tmp/vocab"]
 #   PACK_OUT=DIR VOCAB_OUT=DIR bash tests/gpu/pack_deps.sh    (tests/gpu/rehearse.sh)
@@ -85,4 +85,13 @@ if [ -f "$v" ]; then
     cp "$v" "$VOUT/"
     echo "pack_deps: $VOUT/gpt2.tiktoken"
 fi
+# the open models' tokenizer.json (run.sh step 8c: u32 shards trained on the GPU)
+for m in qwen2 llama3; do
+    v=../shared/vocab/hf/$m/tokenizer.json
+    if [ -f "$v" ]; then
+        mkdir -p "$VOUT"
+        cp "$v" "$VOUT/$m.tokenizer.json"
+        echo "pack_deps: $VOUT/$m.tokenizer.json"
+    fi
+done
 echo "pack_deps: modules ${MODS[*]}; carry [\"$OUT\", \"$VOUT\"]"

@@ -153,6 +153,11 @@ def main():
         det.append(f"measured ceilings: {res[('meta', 'ceilings')]}")
     if res.get(("kernels", "projection")):
         det.append(f"projected from kernel timings (bench_kernels_gpu, d12): {res[('kernels', 'projection')]}")
+    if res.get(("meta", "att_passed")):
+        det.append(res[("meta", "att_passed")])
+    for k, v in res.items():
+        if k[0] == "open":  # run.sh step 8c: u32 shards of an open model's vocabulary, trained on the GPU
+            det.append(f"open-model vocabulary {k[1]}: {v}")
     for k in ("plan", "measured"):
         if res.get(("edge", k)):
             det.append(f"memory edge {k}: {res[('edge', k)]}")

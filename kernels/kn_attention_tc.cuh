@@ -1,0 +1,121 @@
+/* kn_attention_tc.cuh - what the tensor-core attention kernels share
+ * (kn_attention_tc.cu: the kernels that passed on the H200 and the ldmatrix
+ * variant; kn_attention_tc_pipe.cu: the cp.async-pipelined variant): mma.sync
+ * m16n8k16 bf16 -> fp32 fragments, ldmatrix loads, C-fragment stores.  Not
+ * installed.  Fragment layout (PTX ISA, mma.m16n8k16): thread (g = lane / 4,
+ * t4 = lane % 4) holds A rows g and g + 8, B column g, C rows g and g + 8 at
+ * columns 2*t4 and 2*t4 + 1. */
+#ifndef KN_ATTENTION_TC_CUH
+#define KN_ATTENTION_TC_CUH
+
+#include "kn_cuda_common.cuh"
+
+#define TC_BQ 64
+#define TC_BK 64
+#define TC_HS 64
+#define TC_PAD 72 /* bf16 per shared row: 144 bytes, conflict-free fragment reads */
+
+static __device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x (lower half) = lo */
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* The A fragment of k-step ks (keys ks*16 .. +15) of P, a 16 x 64 C-fragment
+ * accumulator: its n-tiles 2ks and 2ks + 1, rounded to bf16 pairs. */
+static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], int ks)
+{
+    pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
+    pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
+    pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+    pa[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+}
+
+/* The same product with B[k][n] = M[k][n], M a row-major shared tile (64 k-rows):
+ * B fragments straight from M's rows by ldmatrix .trans, two n-tiles per
+ * ldmatrix.x4 (lanes 0-15 address rows ks*16 + 0..15 at column n*8, lanes 16-31
+ * the same rows at (n+1)*8; with .trans thread (g, t4) receives M[2*t4 (+1)][g]
+ * of each 8x8 matrix, which is the m16n8k16 B fragment).  It replaces the
+ * transposed shared copies (2-byte stores, 8-way bank conflicts at this pad)
+ * that mma_cfrag reads, and halves the backward kernels' shared memory.
+ * Opt-in (MKS_ATTN_TC_LDSM=1) until it has passed on a GPU: written after the
+ * last lent GPU session; tests/gpu/run.sh tests and times both and trains
+ * with it when its rows pass. */
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][4], kn_bf16 (*M)[TC_PAD], int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t pa[4];
+        pfrag_a(pa, p, ks);
+#pragma unroll
+        for (int n = 0; n < 8; n += 2) {
+            uint32_t bb[4];
+            ldsm_x4_trans(bb, &M[ks * 16 + (lane & 15)][(n + (lane >> 4)) * 8]);
+            mma_bf16(acc[n], pa, bb);
+            mma_bf16(acc[n + 1], pa, bb + 2);
+        }
+    }
+}
+
+/* A fragments (16 rows x 64 cols, 4 k-steps) of a row-major bf16 matrix in
+ * global memory: rows r0 / r0 + 8 of `base` with row stride `ld`. */
+static __device__ __forceinline__ void load_a_frags(uint32_t a[4][4], const kn_bf16 *base, size_t ld, int r0, int Tn,
+                                                    int t4)
+{
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int c = ks * 16 + 2 * t4 + half * 8;
+            a[ks][half * 2 + 0] = r0 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)r0 * ld + c) : 0u;
+            a[ks][half * 2 + 1] = r0 + 8 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)(r0 + 8) * ld + c) : 0u;
+        }
+}
+
+static __device__ __forceinline__ void zero8x4(float a[8][4])
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++) a[n][0] = a[n][1] = a[n][2] = a[n][3] = 0.0f;
+}
+
+/* store a 16 x 64 C-fragment accumulator (rows r0, r0 + 8) as bf16 */
+static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, const float acc[8][4], int r0, int Tn,
+                                                   int t4, float mul)
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        int col = n * 8 + 2 * t4;
+        if (r0 < Tn)
+            *reinterpret_cast<__nv_bfloat162 *>(base + (size_t)r0 * ld + col) =
+                __floats2bfloat162_rn(acc[n][0] * mul, acc[n][1] * mul);
+        if (r0 + 8 < Tn)
+            *reinterpret_cast<__nv_bfloat162 *>(base + (size_t)(r0 + 8) * ld + col) =
+                __floats2bfloat162_rn(acc[n][2] * mul, acc[n][3] * mul);
+    }
+}
+
+/* The pipelined variant (kn_attention_tc_pipe.cu): same contracts as
+ * kn_attention_forward_tc_cuda / the backward's dq and dk/dv kernels, whose
+ * launchers have checked the arguments; Dsum = rowsum(dout * out) computed. */
+void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, int T, int C, int NH,
+                         cudaStream_t s);
+void kn_att_pipe_backward(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
+                          const int32_t *doc, int B, int T, int C, int NH, int dkdv_min_blocks, cudaStream_t s);
+
+#endif
