@@ -113,6 +113,13 @@ int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const v
 int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp,
                            const void *weight, const void *bias, int N, int C, int OC, kn_dtype dt);
 size_t kn_matmul_backward_scratch_bytes(int N, int OC);
+/* The backward of a layer whose input was gelu(gelu_pre) (GPT's fc projection):
+ * as kn_matmul_backward_cuda, but dinp (required) = (dout @ weight) *
+ * gelu'(gelu_pre), gelu_pre (N,C) the pre-activation, by cuBLASLt's DGELU
+ * epilogue: kn_gelu_backward_cuda fused into the product. */
+int kn_matmul_backward_dgelu_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias, const void *dout,
+                                  const void *inp, const void *weight, const void *gelu_pre, int N, int C, int OC,
+                                  void *scratch, size_t scratch_bytes, kn_dtype dt);
 int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
                             const void *dout, const void *inp, const void *weight, int N, int C,
                             int OC, void *scratch, size_t scratch_bytes, kn_dtype dt);

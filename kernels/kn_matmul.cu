@@ -169,9 +169,11 @@ __global__ void bias_reduce_kernel(float *dbias, const float *partial, int nchun
     dbias[c] += acc;
 }
 
-extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
-                                       const void *dout, const void *inp, const void *weight, int N, int C,
-                                       int OC, void *scratch, size_t scratch_bytes, kn_dtype dt)
+/* gelu_pre != NULL: dinp = (dout @ weight) * gelu'(gelu_pre), cuBLASLt's DGELU
+ * epilogue reading the pre-activation (N,C) as its aux matrix */
+static int matmul_backward(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias, const void *dout,
+                           const void *inp, const void *weight, const void *gelu_pre, int N, int C, int OC,
+                           void *scratch, size_t scratch_bytes, kn_dtype dt)
 {
     if (!ctx || !dout || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
     if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return KN_EINVAL;
@@ -180,7 +182,8 @@ extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dwei
         if (!weight) return KN_EINVAL;
         /* dinp^T (C,N) = W^T [col-major (C,OC)] x dout^T (OC,N) */
         rc = lt_matmul(ctx, cu_type(dt), cu_type(dt), C, N, OC, weight, C, false, dout, OC, false, dinp, C, 0.0f,
-                       CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0);
+                       gelu_pre ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, nullptr, (void *)gelu_pre,
+                       gelu_pre ? C : 0);
         if (rc != KN_OK) return rc;
     }
     if (dweight) {
@@ -201,4 +204,22 @@ extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dwei
         KN_CUDA_LAUNCHED("matmul_backward bias reduce");
     }
     return KN_OK;
+}
+
+extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
+                                       const void *dout, const void *inp, const void *weight, int N, int C,
+                                       int OC, void *scratch, size_t scratch_bytes, kn_dtype dt)
+{
+    return matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, nullptr, N, C, OC, scratch, scratch_bytes,
+                           dt);
+}
+
+extern "C" int kn_matmul_backward_dgelu_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
+                                             const void *dout, const void *inp, const void *weight,
+                                             const void *gelu_pre, int N, int C, int OC, void *scratch,
+                                             size_t scratch_bytes, kn_dtype dt)
+{
+    if (!gelu_pre || !dinp) return KN_EINVAL;
+    return matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, gelu_pre, N, C, OC, scratch, scratch_bytes,
+                           dt);
 }

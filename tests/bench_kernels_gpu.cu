@@ -278,6 +278,13 @@ int main(int argc, char **argv)
     bench("matmul_bwd fcproj", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 4.0 * nC) + 16.0 * C * C, 1, [&] {
         return kn_matmul_backward_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, N, 4 * C, C, scratch, sb, bf);
     });
+    /* the same with the GELU backward in its epilogue (MKS_DGELU_EPI=1): replaces the two
+     * rows "matmul_bwd fcproj" + "gelu_backward" */
+    bench("matmul_bwd fcproj (dgelu)", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 8.0 * nC) + 16.0 * C * C, 0,
+          [&] {
+              return kn_matmul_backward_dgelu_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, fc, N, 4 * C, C, scratch, sb,
+                                                   bf);
+          });
     snprintf(sh, sizeof sh, "n%d", N * 4 * C);
     bench("gelu_backward", sh, 0, a2 * 12.0 * nC, 1, [&] {
         return kn_gelu_backward_cuda(dfc, fc, dfc, (size_t)N * 4 * C, bf, nullptr);
@@ -375,7 +382,7 @@ int main(int argc, char **argv)
         double tf = r.flops / s / 1e12, bw = r.bytes / s / 1e9;
         int mult = r.per_layer ? r.per_layer * L : 1;
         bool in_step = !strstr(r.op, "unfused") && !strstr(r.op, "no epilogue") && !strstr(r.op, "(plain)") &&
-                       !strstr(r.op, "(tc") && !strstr(r.op, "(vec)");
+                       !strstr(r.op, "(tc") && !strstr(r.op, "(vec)") && !strstr(r.op, "(dgelu)");
         printf("| %-30s | %-26s | %9.3f | %9.1f | %7.1f%% | %6.0f | %7.1f%% | %6s |\n", r.op, r.shape, r.ms, tf,
                100.0 * r.flops / s / PEAK_FLOPS, bw, 100.0 * r.bytes / s / PEAK_BW,
                in_step ? (mult > 1 ? (r.per_layer == 2 ? "2L" : "L") : "1") : "-");

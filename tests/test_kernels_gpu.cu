@@ -333,6 +333,19 @@ static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, i
     check("matmul_backward dinp", dt, shape, g_dinp.get(), dinp);
     check("matmul_backward dweight(+=)", dt, shape, g_dw.get(), dw);
     if (with_bias) check("matmul_backward dbias(+=)", dt, shape, g_db.get(), db);
+
+    /* the same dinp through the DGELU epilogue: (dout @ w) * gelu'(pre), pre (N,C) the
+     * pre-activation of this layer's input (GPT's fc projection); the reference is the
+     * product above, then kn_gelu_backward_ref */
+    vf pre_in = randn((size_t)N * C), dgin((size_t)N * C);
+    round_to(pre_in, dt);
+    dbuf d_prein((size_t)N * C, dt), g_dg((size_t)N * C, dt);
+    d_prein.put(pre_in);
+    g_dg.poison();
+    KN(kn_matmul_backward_dgelu_cuda(ctx, g_dg.p, nullptr, nullptr, g_dout.p, nullptr, d_w.p, d_prein.p, N, C, OC,
+                                     scratch.p, scratch.bytes(), dt));
+    REF(kn_gelu_backward_ref(dgin.data(), pre_in.data(), dinp.data(), dgin.size()));
+    check("matmul_backward dinp +dgelu", dt, shape, g_dg.get(), dgin);
 }
 
 /* tc: check the tensor-core kernels too (run last: a fault there must not

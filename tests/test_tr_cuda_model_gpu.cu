@@ -43,12 +43,14 @@ static void row(const char *what, const char *mode, double rel, double l2, doubl
 
 /* hs64: 2 layers, 2 heads of 64 (tiny's are 32): bf16 then takes the
  * tensor-core attention, the GPU model's default there. */
+static const char *g_mode_extra = ""; /* " dgelu" while MKS_DGELU_EPI=1 is set (main) */
+
 static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = 0)
 {
     static const char *const vname[] = {"", " ldsm", " pipe", " pipe3"};
-    char mode[32];
-    snprintf(mode, sizeof mode, "%s%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
-             docmask ? " doc" : "", hs64 ? " hs64" : "", vname[tc_variant & 3]);
+    char mode[40];
+    snprintf(mode, sizeof mode, "%s%s%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
+             docmask ? " doc" : "", hs64 ? " hs64" : "", vname[tc_variant & 3], g_mode_extra);
     kn_attention_tc_variant(tc_variant & 3);
     const float lscale = dt == KN_F16 ? 1024.0f : 1.0f; /* loss scaling in fp16 */
     const bool lowp = dt != KN_F32;
@@ -232,6 +234,14 @@ int main(void)
         run(KN_BF16, false, true, v);
         run(KN_BF16, true, true, v);
     }
+    /* the GELU backward in the fc projection's matmul epilogue (opt-in MKS_DGELU_EPI=1, read
+     * when a model is created); the forward's GELU epilogue is the default in every run above */
+    setenv("MKS_DGELU_EPI", "1", 1);
+    g_mode_extra = " dgelu";
+    run(KN_F32, false);
+    run(KN_BF16, true, true, 2);
+    unsetenv("MKS_DGELU_EPI");
+    g_mode_extra = "";
     kn_attention_tc_variant(-1);
     printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");
     return fails ? 1 : 0;

@@ -46,7 +46,7 @@ timeout -k 5 150 "$B/test_kernels_gpu" >"$OUTD/test_kernels_gpu.txt" 2>&1
 trc=$?
 say "test_kernels_gpu: exit $trc, $(grep -c '| PASS' "$OUTD/test_kernels_gpu.txt") rows passed, $(grep -c '| FAIL' "$OUTD/test_kernels_gpu.txt") failed"
 grep -E '\| FAIL|FAULT|error' "$OUTD/test_kernels_gpu.txt" | head -40
-grep -E 'attention.*\((tc|tc ldsm|tc pipe|tc pipe3)\)|lse tc' "$OUTD/test_kernels_gpu.txt" | head -40
+grep -E '(attention_(forward|backward) \(tc pipe\)|dgelu|layernorm_f).*\| bf16 ' "$OUTD/test_kernels_gpu.txt" | head -16
 [ "$trc" = 0 ] || rc=1
 
 say "bench_kernels_gpu d12 B16 T1024"

@@ -446,6 +446,22 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
         export MKS_XENT_VEC=1
         res meta variants2 "fused softmax-xent with 16-byte accesses (MKS_XENT_VEC=1): its rows passed"
     fi
+    # the GELU backward in the fc projection's matmul epilogue: trains when its kernel rows and
+    # the model rows with it ("... dgelu") all passed
+    if grep -qE 'matmul_backward dinp \+dgelu' "$LOGS/kernel_table.txt" &&
+        ! grep -qE '^\| *matmul_backward dinp \+dgelu.*\| FAIL|^\|[^|]*\| *[a-z0-9 ]* dgelu +\|.*\| FAIL' "$LOGS/kernel_table.txt"; then
+        export MKS_DGELU_EPI=1
+        res meta variants3 "GELU backward in the matmul epilogue (MKS_DGELU_EPI=1): its rows passed"
+    fi
+    # the forward's GELU epilogue is the 16-bit default: its rows failed, the two kernels
+    if grep -qE '^\| *matmul_forward \+gelu.*\| FAIL' "$LOGS/kernel_table.txt"; then
+        export MKS_GELU_UNFUSED=1
+        fb="$fb MKS_GELU_UNFUSED=1"
+    fi
+    if grep -qE '^\| *layernorm_f(orward|wd).*\| FAIL' "$LOGS/kernel_table.txt"; then
+        export MKS_LN_FWD_SCALAR=1
+        fb="$fb MKS_LN_FWD_SCALAR=1"
+    fi
     if grep -qE '^\| *layernorm_backward.*\| FAIL' "$LOGS/kernel_table.txt"; then
         export MKS_LN_BWD_SCALAR=1
         fb="$fb MKS_LN_BWD_SCALAR=1"

@@ -190,7 +190,7 @@ def main():
     hl.append(cut(f"ours: {res.get(('ours', 'source'), 'not run')}", 160))
     if res.get(("meta", "fallbacks")):
         hl.append(cut(f"fallbacks: {res[('meta', 'fallbacks')]}", 160))
-    for k in ("variants", "variants2"):
+    for k in ("variants", "variants2", "variants3"):
         if res.get(("meta", k)):
             hl.append(cut(f"opt-in kernel trained: {res[('meta', k)]}", 160))
     hl.append("| metric | ours | PyTorch | ratio | target |")
