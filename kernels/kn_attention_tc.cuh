@@ -1,6 +1,6 @@
 /* kn_attention_tc.cuh - what the tensor-core attention kernels share
- * (kn_attention_tc.cu: the kernels that passed on the H200 and the ldmatrix
- * variant; kn_attention_tc_pipe.cu: the cp.async-pipelined variant): mma.sync
+ * (kn_attention_tc.cu: the first kernels and their ldmatrix variant;
+ * kn_attention_tc_pipe.cu: the cp.async-pipelined ones, the default): mma.sync
  * m16n8k16 bf16 -> fp32 fragments, ldmatrix loads, C-fragment stores.  Not
  * installed.  Fragment layout (PTX ISA, mma.m16n8k16): thread (g = lane / 4,
  * t4 = lane % 4) holds A rows g and g + 8, B column g, C rows g and g + 8 at
@@ -46,9 +46,8 @@ static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], in
  * of each 8x8 matrix, which is the m16n8k16 B fragment).  It replaces the
  * transposed shared copies (2-byte stores, 8-way bank conflicts at this pad)
  * that mma_cfrag reads, and halves the backward kernels' shared memory.
- * Opt-in (MKS_ATTN_TC_LDSM=1) until it has passed on a GPU: written after the
- * last lent GPU session; tests/gpu/run.sh tests and times both and trains
- * with it when its rows pass. */
+ * Variant "ldsm" (MKS_ATTN_TC=ldsm); the pipelined kernels read all their
+ * B operands this way. */
 static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row)
 {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(row);

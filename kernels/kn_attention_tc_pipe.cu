@@ -1,5 +1,5 @@
-/* kn_attention_tc_pipe.cu - the tensor-core attention, pipelined (opt-in:
- * MKS_ATTN_TC_PIPE=1, until it has passed on a GPU).
+/* kn_attention_tc_pipe.cu - the tensor-core attention, pipelined: the default
+ * for bf16 with heads of 64 (MKS_ATTN_TC=pipe; see kn_attention_tc.cu).
  *
  * Same tiling and fragment conventions as kn_attention_tc.cu (64-row blocks
  * of 4 warps x 16 rows, 64-wide tiles, head size 64, bf16), with what the
@@ -15,7 +15,9 @@
  *     one FMA before ex2 (what __expf does anyway, minus a multiply);
  *   - the forward and dq grids start with the longest rows (the last query
  *     blocks), so the short ones fill the tail instead of the long ones.
- * Results equal the other variants' up to summation order. */
+ * Results equal the other variants' up to summation order.  On the H200 at
+ * d12 B16 T1024: forward 0.368 -> 0.150 ms (70 -> 172 TFLOP/s), backward
+ * 1.481 -> 0.451 ms (44 -> 143 TFLOP/s) against the "copy" kernels. */
 #include <math.h>
 
 #include "kn_attention_tc.cuh"

@@ -138,15 +138,14 @@ int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int3
 int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
                                  int NH, kn_dtype dt, kn_stream s);
 size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
-/* Which tensor-core kernels run: 0 B operands that need a transpose from
- * transposed shared copies (the default, the version that passed on an H200),
- * 1 the same by ldmatrix .trans from the row-major tiles, 2 the pipelined
- * kernels (cp.async double-buffered tiles, every B operand by ldmatrix, no
- * per-element mask below the diagonal; kernels/kn_attention_tc_pipe.cu),
- * 3 the same with its dk/dv kernel held to 3 blocks per SM; 1-3 not yet run
- * on a GPU.  -1 back to the environment (MKS_ATTN_TC_PIPE=1 picks 2,
- * MKS_ATTN_TC_PIPE=3 picks 3, else MKS_ATTN_TC_LDSM=1 picks 1).  For tests
- * and benchmarks: not thread-safe against running kernels' launches. */
+/* Which tensor-core kernels run: 0 "copy" (B operands that need a transpose
+ * from transposed shared copies: the first version), 1 "ldsm" (the same by
+ * ldmatrix .trans), 2 "pipe" (cp.async double-buffered tiles, every B operand
+ * by ldmatrix, no per-element mask below the diagonal; the default;
+ * kernels/kn_attention_tc_pipe.cu), 3 "pipe3" (pipe with its dk/dv kernel
+ * held to 3 blocks per SM); -1 back to the environment (MKS_ATTN_TC=copy|
+ * ldsm|pipe|pipe3, default pipe).  For tests and benchmarks: not thread-safe
+ * against running kernels' launches. */
 void kn_attention_tc_variant(int variant);
 /* Backward on the tensor cores, same contract as kn_attention_backward_cuda
  * (bf16, head size 64, qkv/dout/out 16-byte aligned). */
@@ -176,9 +175,9 @@ int kn_softmax_xent_forward_cuda(float *losses, float *lse, const void *logits,
 int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, const float *lse,
                                   const int32_t *targets, const float *dloss, float dloss_scale,
                                   int N, int V, int Vp, kn_dtype dt, kn_stream s);
-/* Which fused softmax-xent kernel 16-bit logits take: 0 the scalar one (the
- * default, the version that passed on an H200), 1 16-byte accesses (not yet
- * run on a GPU); -1 back to the environment (MKS_XENT_VEC=1 picks 1). */
+/* Which fused softmax-xent kernel 16-bit logits take: 0 the scalar one, 1
+ * 16-byte accesses (the default where Vp % 8 == 0; 2.9x the scalar one on an
+ * H200); -1 back to the environment (MKS_XENT_SCALAR=1 picks 0). */
 void kn_softmax_xent_variant(int vec);
 int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits,
                                const int32_t *targets, const float *dloss, float dloss_scale, int N,

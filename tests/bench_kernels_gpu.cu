@@ -88,7 +88,7 @@ struct row {
     const char *op;
     char shape[64];
     double ms, flops, bytes;
-    int per_layer; /* 1: counted L times in the projection */
+    int per_layer; /* in the projected step: 1 (2) once (twice) per layer, 0 once a step, -1 not (an alternative) */
     int failed;
 };
 static std::vector<row> g_rows;
@@ -241,7 +241,7 @@ int main(int argc, char **argv)
     bench("encoder_forward", sh, 0, nC * a2 * 2, 0, [&] {
         return kn_encoder_forward_cuda(x, ids, nullptr, wte, wpe, B, T, C, V, T, bf, nullptr);
     });
-    bench("layernorm_forward (plain)", sh, 0, nC * a2 * 2, 0, [&] {
+    bench("layernorm_forward (plain)", sh, 0, nC * a2 * 2, -1, [&] {
         return kn_layernorm_forward_cuda(ln, mean, rstd, nullptr, x, nullptr, lnw, lnb, N, C, bf, nullptr);
     });
     bench("layernorm_fwd +residual", sh, 0, nC * a2 * 4, 2 /* two per layer */, [&] {
@@ -252,7 +252,7 @@ int main(int argc, char **argv)
         return kn_matmul_forward_cuda(ctx, qkv, nullptr, ln, wqkv, bqkv, N, C, 3 * C, bf);
     });
     snprintf(sh, sizeof sh, "B%d T%d NH%d hs%d", B, T, NH, C / NH);
-    bench("attention_forward", sh, att_f, a2 * (3.0 * nC + nC), 1, [&] {
+    bench("attention_forward", sh, att_f, a2 * (3.0 * nC + nC), -1, [&] {
         return kn_attention_forward_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
     });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, C);
@@ -263,11 +263,11 @@ int main(int argc, char **argv)
     bench("matmul_fwd fc +gelu", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 8.0 * nC), 1, [&] {
         return kn_matmul_forward_cuda(ctx, fcg, fc, ln, wfc, bfc, N, C, 4 * C, bf);
     });
-    bench("matmul_fwd fc (no epilogue)", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 4.0 * nC), 0, [&] {
+    bench("matmul_fwd fc (no epilogue)", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 4.0 * nC), -1, [&] {
         return kn_matmul_forward_cuda(ctx, fc, nullptr, ln, wfc, bfc, N, C, 4 * C, bf);
     });
     snprintf(sh, sizeof sh, "n%d", N * 4 * C);
-    bench("gelu_forward (unfused)", sh, 0, a2 * 8.0 * nC, 0, [&] {
+    bench("gelu_forward (unfused)", sh, 0, a2 * 8.0 * nC, -1, [&] {
         return kn_gelu_forward_cuda(fcg, fc, (size_t)N * 4 * C, bf, nullptr);
     });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, 4 * C, C);
@@ -275,18 +275,18 @@ int main(int argc, char **argv)
         return kn_matmul_forward_cuda(ctx, x2, nullptr, fcg, wproj, bqkv, N, 4 * C, C, bf);
     });
     /* backward, per layer */
-    bench("matmul_bwd fcproj", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 4.0 * nC) + 16.0 * C * C, 1, [&] {
+    bench("matmul_bwd fcproj", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 4.0 * nC) + 16.0 * C * C, -1, [&] {
         return kn_matmul_backward_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, N, 4 * C, C, scratch, sb, bf);
     });
-    /* the same with the GELU backward in its epilogue (MKS_DGELU_EPI=1): replaces the two
-     * rows "matmul_bwd fcproj" + "gelu_backward" */
-    bench("matmul_bwd fcproj (dgelu)", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 8.0 * nC) + 16.0 * C * C, 0,
+    /* the same with the GELU backward in its epilogue (the 16-bit default; MKS_GELU_UNFUSED=1
+     * takes the two rows "matmul_bwd fcproj" + "gelu_backward" instead) */
+    bench("matmul_bwd fcproj (dgelu)", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 8.0 * nC) + 16.0 * C * C, 1,
           [&] {
               return kn_matmul_backward_dgelu_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, fc, N, 4 * C, C, scratch, sb,
                                                    bf);
           });
     snprintf(sh, sizeof sh, "n%d", N * 4 * C);
-    bench("gelu_backward", sh, 0, a2 * 12.0 * nC, 1, [&] {
+    bench("gelu_backward", sh, 0, a2 * 12.0 * nC, -1, [&] {
         return kn_gelu_backward_cuda(dfc, fc, dfc, (size_t)N * 4 * C, bf, nullptr);
     });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, 4 * C);
@@ -302,7 +302,7 @@ int main(int argc, char **argv)
         return kn_matmul_backward_cuda(ctx, dx, gw, gb, dout, att, wproj, N, C, C, scratch, sb, bf);
     });
     snprintf(sh, sizeof sh, "B%d T%d NH%d hs%d", B, T, NH, C / NH);
-    bench("attention_backward", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 1, [&] {
+    bench("attention_backward", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), -1, [&] {
         return kn_attention_backward_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, 3 * C);
@@ -315,14 +315,15 @@ int main(int argc, char **argv)
         return kn_matmul_forward_cuda(ctx, logits, nullptr, ln, wte, nullptr, N, C, Vp, bf);
     });
     snprintf(sh, sizeof sh, "N%d V%d Vp%d", N, V, Vp);
-    bench("softmax_xent_fused (in place)", sh, 0, a2 * 2.0 * N * Vp, 0, [&] {
+    kn_softmax_xent_variant(0); /* the scalar kernel (MKS_XENT_SCALAR=1) */
+    bench("softmax_xent_fused (in place)", sh, 0, a2 * 2.0 * N * Vp, -1, [&] {
         return kn_softmax_xent_fused_cuda(losses, logits, logits, tg, nullptr, 1.0f / N, N, V, Vp, bf, nullptr);
     });
-    kn_softmax_xent_variant(1); /* the 16-byte kernel (opt-in until a GPU has run it), beside it */
+    kn_softmax_xent_variant(1); /* the 16-byte kernel, the default */
     bench("softmax_xent_fused (vec)", sh, 0, a2 * 2.0 * N * Vp, 0, [&] {
         return kn_softmax_xent_fused_cuda(losses, logits, logits, tg, nullptr, 1.0f / N, N, V, Vp, bf, nullptr);
     });
-    kn_softmax_xent_variant(0);
+    kn_softmax_xent_variant(-1);
     snprintf(sh, sizeof sh, "%dx%d->%d", N, C, Vp);
     bench("matmul_bwd lm head", sh, 4.0 * N * C * Vp, a2 * ((double)N * Vp + nC) + 6.0 * Vp * C, 0, [&] {
         return kn_matmul_backward_cuda(ctx, dx, gwte, nullptr, logits, ln, wte, N, C, Vp, scratch, sb, bf);
@@ -341,32 +342,32 @@ int main(int argc, char **argv)
                                   nullptr);
     });
 
-    /* last: the tensor-core attention (written without a GPU; a fault here must not cost the rows above) */
+    /* last: the tensor-core attention's four variants (kn_attention_tc_variant: "(tc)" is
+     * "copy"); "pipe", the default, is the step's; tests/gpu/run.sh trains with the fastest
+     * one whose test rows all passed */
     snprintf(sh, sizeof sh, "B%d T%d NH%d hs%d", B, T, NH, C / NH);
-    bench("attention_forward (tc)", sh, att_f, a2 * (3.0 * nC + nC), 0, [&] {
+    kn_attention_tc_variant(0);
+    bench("attention_forward (tc)", sh, att_f, a2 * (3.0 * nC + nC), -1, [&] {
         return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
     });
-    bench("attention_backward (tc)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
+    bench("attention_backward (tc)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), -1, [&] {
         return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
-    /* the opt-in variants (kn_attention_tc_variant 1-3: ldmatrix .trans, pipelined,
-     * pipelined with dk/dv at 3 blocks per SM) beside it; tests/gpu/run.sh trains
-     * with the fastest one whose test rows all passed */
     static const char *const fwd_row[] = {"", "attention_forward (tc ldsm)", "attention_forward (tc pipe)",
                                           "attention_forward (tc pipe3)"};
     static const char *const bwd_row[] = {"", "attention_backward (tc ldsm)", "attention_backward (tc pipe)",
                                           "attention_backward (tc pipe3)"};
     for (int v = 1; v <= 3; v++) {
         kn_attention_tc_variant(v);
-        bench(fwd_row[v], sh, att_f, a2 * (3.0 * nC + nC), 0, [&] {
+        bench(fwd_row[v], sh, att_f, a2 * (3.0 * nC + nC), v == 2 ? 1 : -1, [&] {
             return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
         });
-        bench(bwd_row[v], sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), 0, [&] {
+        bench(bwd_row[v], sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), v == 2 ? 1 : -1, [&] {
             return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf,
                                                  nullptr);
         });
     }
-    kn_attention_tc_variant(0);
+    kn_attention_tc_variant(-1);
     printf("| %-30s | %-26s | %9s | %9s | %8s | %6s | %8s | %6s |\n", "op", "shape", "ms", "TFLOP/s", "%peak",
            "GB/s", "%bw", "x/step");
     printf("|--------------------------------|----------------------------|-----------|-----------|----------|--------|"
@@ -380,9 +381,8 @@ int main(int argc, char **argv)
         }
         double s = r.ms / 1e3;
         double tf = r.flops / s / 1e12, bw = r.bytes / s / 1e9;
-        int mult = r.per_layer ? r.per_layer * L : 1;
-        bool in_step = !strstr(r.op, "unfused") && !strstr(r.op, "no epilogue") && !strstr(r.op, "(plain)") &&
-                       !strstr(r.op, "(tc") && !strstr(r.op, "(vec)") && !strstr(r.op, "(dgelu)");
+        int mult = r.per_layer > 0 ? r.per_layer * L : 1;
+        bool in_step = r.per_layer >= 0; /* what the model runs by default (tr_cuda_model.cu, bf16) */
         printf("| %-30s | %-26s | %9.3f | %9.1f | %7.1f%% | %6.0f | %7.1f%% | %6s |\n", r.op, r.shape, r.ms, tf,
                100.0 * r.flops / s / PEAK_FLOPS, bw, 100.0 * r.bytes / s / PEAK_BW,
                in_step ? (mult > 1 ? (r.per_layer == 2 ? "2L" : "L") : "1") : "-");
@@ -392,29 +392,27 @@ int main(int argc, char **argv)
             if (strstr(r.op, "matmul")) mm_ms += r.ms * mult;
         }
     }
-    double simt_fwd = 0, tc_fwd = 0, simt_bwd = 0, tc_bwd = 0;
+    double simt_ms = 0, pipe_ms = 0; /* forward + backward per layer */
     for (auto &r : g_rows) {
         if (r.failed) continue;
-        if (!strcmp(r.op, "attention_forward")) simt_fwd = r.ms;
-        if (!strcmp(r.op, "attention_forward (tc)")) tc_fwd = r.ms;
-        if (!strcmp(r.op, "attention_backward")) simt_bwd = r.ms;
-        if (!strcmp(r.op, "attention_backward (tc)")) tc_bwd = r.ms;
+        if (!strcmp(r.op, "attention_forward") || !strcmp(r.op, "attention_backward")) simt_ms += r.ms;
+        if (strstr(r.op, "(tc pipe)")) pipe_ms += r.ms;
     }
     double fpt = 6.0 * (P - (double)T * C) + 6.0 * L * T * C;
     double tps = N / (step_ms / 1e3);
-    printf("\nprojected step (sum of the ops above, no launch gaps, no recompute): %.2f ms for %d tokens\n", step_ms, N);
+    printf("\nprojected step (the rows marked in x/step: the model's default path; no launch gaps, no recompute): "
+           "%.2f ms for %d tokens\n", step_ms, N);
     printf("  of which matmuls %.2f ms (%.0f%%), attention %.2f ms (%.0f%%), other %.2f ms\n", mm_ms,
            100 * mm_ms / step_ms, attn_ms, 100 * attn_ms / step_ms, step_ms - mm_ms - attn_ms);
     printf("  -> %.0f tokens/s, MFU %.1f%% (6N + 6LTC = %.3f GFLOP/token, peak 989 TFLOP/s)\n", tps,
            100.0 * tps * fpt / PEAK_FLOPS, fpt / 1e9);
-    double tc_step = step_ms - L * (simt_fwd + simt_bwd) + L * ((tc_fwd > 0 ? tc_fwd : simt_fwd) +
-                                                                  (tc_bwd > 0 ? tc_bwd : simt_bwd));
-    double tc_tps = (tc_fwd > 0 || tc_bwd > 0) ? N / (tc_step / 1e3) : 0;
-    if (tc_tps > 0)
-        printf("  with the tensor-core attention (fwd %s, bwd %s): %.2f ms -> %.0f tokens/s, MFU %.1f%%\n",
-               tc_fwd > 0 ? "tc" : "simt", tc_bwd > 0 ? "tc" : "simt", tc_step, tc_tps, 100.0 * tc_tps * fpt / PEAK_FLOPS);
-    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f tc_attention_tokens_per_s=%.0f\n",
-           tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, tc_tps);
+    double simt_step = step_ms - L * pipe_ms + L * simt_ms;
+    double simt_tps = simt_ms > 0 && pipe_ms > 0 ? N / (simt_step / 1e3) : 0;
+    if (simt_tps > 0)
+        printf("  with the SIMT attention instead (MKS_CUDA_ATTENTION=simt): %.2f ms -> %.0f tokens/s\n", simt_step,
+               simt_tps);
+    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f simt_attention_tokens_per_s=%.0f\n",
+           tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, simt_tps);
     if (g_dead) {
         printf("bench_kernels_gpu: CUDA fault (%s): rows after it were skipped\n", g_fault);
         return 2;

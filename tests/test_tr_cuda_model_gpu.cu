@@ -43,15 +43,16 @@ static void row(const char *what, const char *mode, double rel, double l2, doubl
 
 /* hs64: 2 layers, 2 heads of 64 (tiny's are 32): bf16 then takes the
  * tensor-core attention, the GPU model's default there. */
-static const char *g_mode_extra = ""; /* " dgelu" while MKS_DGELU_EPI=1 is set (main) */
+static const char *g_mode_extra = ""; /* " unfused" while MKS_GELU_UNFUSED=1 is set (main) */
 
-static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = 0)
+/* tc_variant: the tensor-core attention's (kn_attention_tc_variant), -1 the default */
+static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -1)
 {
-    static const char *const vname[] = {"", " ldsm", " pipe", " pipe3"};
+    static const char *const vname[] = {" copy", " ldsm", " pipe", " pipe3"};
     char mode[40];
     snprintf(mode, sizeof mode, "%s%s%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
-             docmask ? " doc" : "", hs64 ? " hs64" : "", vname[tc_variant & 3], g_mode_extra);
-    kn_attention_tc_variant(tc_variant & 3);
+             docmask ? " doc" : "", hs64 ? " hs64" : "", tc_variant < 0 ? "" : vname[tc_variant & 3], g_mode_extra);
+    kn_attention_tc_variant(tc_variant < 0 ? -1 : tc_variant & 3);
     const float lscale = dt == KN_F16 ? 1024.0f : 1.0f; /* loss scaling in fp16 */
     const bool lowp = dt != KN_F32;
     tr_model_config cfg;
@@ -230,17 +231,17 @@ int main(void)
     run(KN_F16, true);
     run(KN_BF16, false, true);
     run(KN_BF16, true, true);
-    for (int v = 1; v <= 3; v++) { /* the tensor-core attention's opt-in variants (kn_attention_tc_variant) */
+    for (int v : {0, 1, 3}) { /* the tensor-core attention's other variants ("pipe" is the default) */
         run(KN_BF16, false, true, v);
         run(KN_BF16, true, true, v);
     }
-    /* the GELU backward in the fc projection's matmul epilogue (opt-in MKS_DGELU_EPI=1, read
-     * when a model is created); the forward's GELU epilogue is the default in every run above */
-    setenv("MKS_DGELU_EPI", "1", 1);
-    g_mode_extra = " dgelu";
-    run(KN_F32, false);
-    run(KN_BF16, true, true, 2);
-    unsetenv("MKS_DGELU_EPI");
+    /* the separate GELU kernels (MKS_GELU_UNFUSED=1, read when a model is created): every
+     * 16-bit run above has GELU in the matmul epilogues, run.sh's fallback is this */
+    setenv("MKS_GELU_UNFUSED", "1", 1);
+    g_mode_extra = " unfused";
+    run(KN_BF16, false);
+    run(KN_BF16, true, true);
+    unsetenv("MKS_GELU_UNFUSED");
     g_mode_extra = "";
     kn_attention_tc_variant(-1);
     printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");

@@ -367,8 +367,9 @@ else
     res meta gpu "none (rehearsal on $(uname -m), $(nproc) CPUs)"
 fi
 
-# The tensor-core attention's variants: test/bench label | model-test suffix | environment
-ATT_VARIANTS=("tc||" "tc ldsm|ldsm|MKS_ATTN_TC_LDSM=1" "tc pipe|pipe|MKS_ATTN_TC_PIPE=1" "tc pipe3|pipe3|MKS_ATTN_TC_PIPE=3")
+# The tensor-core attention's variants (MKS_ATTN_TC): test/bench label | model-test suffix | value.
+# "pipe" is the default: its model rows carry no suffix.
+ATT_VARIANTS=("tc pipe||pipe" "tc| copy|copy" "tc ldsm| ldsm|ldsm" "tc pipe3| pipe3|pipe3")
 # att_rows_pass LABEL SUFFIX: its kernel rows are there and none of its kernel or model rows failed
 att_rows_pass() {
     local l=$1 sfx=$2 t=$LOGS/kernel_table.txt lse
@@ -376,7 +377,7 @@ att_rows_pass() {
     [ "$l" = tc ] && lse="attention_fwd lse tc vs simt"
     grep -qF "attention_backward ($l)" "$t" || return 1
     grep -E "^\| *(attention_(forward|backward) \($l\)|$lse) +\|" "$t" | grep -q '| FAIL' && return 1
-    grep -E "^\|[^|]*\| *bf16( doc)? hs64${sfx:+ $sfx} +\|" "$t" | grep -q '| FAIL' && return 1
+    grep -E "^\|[^|]*\| *bf16( doc)? hs64$sfx +\|" "$t" | grep -q '| FAIL' && return 1
     return 0
 }
 # att_ms LABEL: forward + backward ms of bench_kernels_gpu's rows, empty when either is missing
@@ -386,28 +387,25 @@ att_ms() {
         (op == f || op == b) && $4 + 0 > 0 { s += $4; n++ }
         END { if (n == 2) printf "%.3f", s }' "$LOGS/bench_kernels.txt" 2>/dev/null
 }
+# pick_attention: MKS_ATTN_TC = the fastest variant whose rows all passed; status 1 when none did
 pick_attention() {
-    local v l sfx env ms best="" best_ms="" passed=""
+    local v l sfx val ms best="" best_ms="" passed=""
     for v in "${ATT_VARIANTS[@]}"; do
-        IFS='|' read -r l sfx env <<<"$v"
+        IFS='|' read -r l sfx val <<<"$v"
         att_rows_pass "$l" "$sfx" || continue
-        passed="$passed ${l// /_}"
+        passed="$passed $val"
         ms=$(att_ms "$l")
-        [ -n "$ms" ] || continue
-        if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then
-            best=$v
+        [ -n "$best" ] && [ -z "$ms" ] && continue
+        if [ -z "$best" ] || { [ -n "$best_ms" ] && awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; }; then
+            best=$val
             best_ms=$ms
         fi
     done
-    res meta att_passed "attention variants whose rows all passed:${passed:- none}"
-    [ -n "$best" ] || return 0
-    IFS='|' read -r l sfx env <<<"$best"
-    if [ -n "$env" ]; then
-        export "${env?}"
-        res meta variants "tensor-core attention ($l, $env): the fastest whose rows passed, fwd+bwd $best_ms ms at d12 B16"
-    else
-        res meta variants "tensor-core attention (tc, the default): the fastest whose rows passed, fwd+bwd $best_ms ms"
-    fi
+    res meta att_passed "tensor-core attention variants whose rows all passed:${passed:- none}"
+    [ -n "$best" ] || return 1
+    export MKS_ATTN_TC=$best
+    res meta variants "tensor-core attention MKS_ATTN_TC=$best: the fastest whose rows passed (fwd+bwd ${best_ms:-?} ms at d12 B16)"
+    return 0
 }
 BENCH_DONE=0
 
@@ -426,35 +424,29 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
     # a default kernel whose rows failed: the training steps below take its fallback (and say so),
     # so one bad kernel does not cost the run's other figures
     fb=""
-    # tensor-core attention: the default variant ("(tc)", and the model rows "hs64"), else the
-    # SIMT kernels; of the opt-in variants, training takes the fastest (forward + backward in
-    # bench_kernels_gpu, run here for it) of those whose every row passed, if faster than "(tc)"
-    if grep -qE '^\| *(attention_(forward|backward) \(tc\)|attention_fwd lse tc vs simt).*\| FAIL|^\|.*hs64 +\|.*\| FAIL' "$LOGS/kernel_table.txt"; then
+    # tensor-core attention: the fastest variant (forward + backward in bench_kernels_gpu, run here
+    # for it) of those whose every kernel and model row passed; none: the SIMT kernels
+    if [ -x "$BUILD_DIR/tests/bench_kernels_gpu" ]; then
+        say "5b. kernel timings (bench_kernels_gpu d12), to pick the attention variant"
+        run_t 90 "$LOGS/bench_kernels.txt" "$BUILD_DIR/tests/bench_kernels_gpu" --model d12 --B 16 --T "$SEQ"
+        BENCH_DONE=1
+    fi
+    if ! pick_attention; then
         export MKS_CUDA_ATTENTION=simt
         fb="$fb MKS_CUDA_ATTENTION=simt"
-    else
-        if [ -x "$BUILD_DIR/tests/bench_kernels_gpu" ]; then
-            say "5b. kernel timings (bench_kernels_gpu d12), to pick the attention variant"
-            run_t 90 "$LOGS/bench_kernels.txt" "$BUILD_DIR/tests/bench_kernels_gpu" --model d12 --B 16 --T "$SEQ"
-            BENCH_DONE=1
-        fi
-        pick_attention
     fi
-    # the 16-byte fused softmax-xent: trains when every one of its rows passed
-    if grep -qE 'softmax_xent_fused \(vec\)' "$LOGS/kernel_table.txt" &&
-        ! grep -qE '^\| *softmax_xent_fused \(vec\).*\| FAIL' "$LOGS/kernel_table.txt"; then
-        export MKS_XENT_VEC=1
-        res meta variants2 "fused softmax-xent with 16-byte accesses (MKS_XENT_VEC=1): its rows passed"
+    # the 16-byte fused softmax-xent is the default: its rows failed, the scalar kernel
+    if grep -qE '^\| *softmax_xent_fused \(vec\).*\| FAIL' "$LOGS/kernel_table.txt"; then
+        export MKS_XENT_SCALAR=1
+        fb="$fb MKS_XENT_SCALAR=1"
     fi
-    # the GELU backward in the fc projection's matmul epilogue: trains when its kernel rows and
-    # the model rows with it ("... dgelu") all passed
-    if grep -qE 'matmul_backward dinp \+dgelu' "$LOGS/kernel_table.txt" &&
-        ! grep -qE '^\| *matmul_backward dinp \+dgelu.*\| FAIL|^\|[^|]*\| *[a-z0-9 ]* dgelu +\|.*\| FAIL' "$LOGS/kernel_table.txt"; then
-        export MKS_DGELU_EPI=1
-        res meta variants3 "GELU backward in the matmul epilogue (MKS_DGELU_EPI=1): its rows passed"
-    fi
-    # the forward's GELU epilogue is the 16-bit default: its rows failed, the two kernels
-    if grep -qE '^\| *matmul_forward \+gelu.*\| FAIL' "$LOGS/kernel_table.txt"; then
+    # GELU in the matmul epilogues is the 16-bit default: its kernel rows failed, or the bf16 model
+    # rows failed while those with the separate GELU kernels ("... unfused") passed: those kernels
+    kt=$LOGS/kernel_table.txt
+    if grep -qE '^\| *(matmul_forward \+gelu|matmul_backward dinp \+dgelu).*\| FAIL' "$kt" ||
+        { grep -qE '^\|[^|]*\| *bf16( doc)?( hs64)? +\|.*\| FAIL' "$kt" &&
+            grep -qE '^\|[^|]*\| *bf16[a-z0-9 ]* unfused +\|' "$kt" &&
+            ! grep -qE '^\|[^|]*\| *bf16[a-z0-9 ]* unfused +\|.*\| FAIL' "$kt"; }; then
         export MKS_GELU_UNFUSED=1
         fb="$fb MKS_GELU_UNFUSED=1"
     fi
