@@ -122,10 +122,8 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
                 else mx1 = fmaxf(mx1, v);
             }
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
         float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
         float corr0 = mn0 == -INFINITY ? 1.0f : __expf(m0 - mn0); /* m = -inf before: 0 */
         float corr1 = mn1 == -INFINITY ? 1.0f : __expf(m1 - mn1);
@@ -141,21 +139,13 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
                 else ps1 += p;
             }
         }
-        ps0 += __shfl_xor_sync(0xffffffffu, ps0, 1);
-        ps0 += __shfl_xor_sync(0xffffffffu, ps0, 2);
-        ps1 += __shfl_xor_sync(0xffffffffu, ps1, 1);
-        ps1 += __shfl_xor_sync(0xffffffffu, ps1, 2);
+        ps0 = quad_sum(ps0);
+        ps1 = quad_sum(ps1);
         l0 = l0 * corr0 + ps0;
         l1 = l1 * corr1 + ps1;
         m0 = mn0;
         m1 = mn1;
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            o[n][0] *= corr0;
-            o[n][1] *= corr0;
-            o[n][2] *= corr1;
-            o[n][3] *= corr1;
-        }
+        scale_cfrag(o, corr0, corr1);
         /* O += P V: k-steps of 16 keys; P's A fragment is two S n-tiles */
         if constexpr (LDSM)
             mma_cfrag_kn(o, sc, Vs, lane);

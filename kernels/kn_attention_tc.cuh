@@ -109,6 +109,30 @@ static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, con
     }
 }
 
+/* Row statistics across the 4 threads (t4 = 0..3) that hold one C-fragment row */
+static __device__ __forceinline__ float quad_max(float x)
+{
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+static __device__ __forceinline__ float quad_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/* acc rows r0 (elements 0, 1) times c0, rows r0 + 8 (elements 2, 3) times c1 */
+static __device__ __forceinline__ void scale_cfrag(float acc[8][4], float c0, float c1)
+{
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        acc[n][0] *= c0;
+        acc[n][1] *= c0;
+        acc[n][2] *= c1;
+        acc[n][3] *= c1;
+    }
+}
+
 /* The pipelined variant (kn_attention_tc_pipe.cu): same contracts as
  * kn_attention_forward_tc_cuda / the backward's dq and dk/dv kernels, whose
  * launchers have checked the arguments; Dsum = rowsum(dout * out) computed. */

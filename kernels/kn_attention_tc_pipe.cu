@@ -149,10 +149,8 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
                         else mx1 = fmaxf(mx1, v);
                     }
             }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            mx0 = quad_max(mx0);
+            mx1 = quad_max(mx1);
             const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
             /* a row with nothing visible yet keeps m = -inf: its offset is 0, so
              * masked scores give 2^-inf = 0, never -inf - -inf */
@@ -168,34 +166,20 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
                 ps0 += sc[n][0] + sc[n][1];
                 ps1 += sc[n][2] + sc[n][3];
             }
-            ps0 += __shfl_xor_sync(0xffffffffu, ps0, 1);
-            ps0 += __shfl_xor_sync(0xffffffffu, ps0, 2);
-            ps1 += __shfl_xor_sync(0xffffffffu, ps1, 1);
-            ps1 += __shfl_xor_sync(0xffffffffu, ps1, 2);
+            ps0 = quad_sum(ps0);
+            ps1 = quad_sum(ps1);
             l0 = l0 * corr0 + ps0;
             l1 = l1 * corr1 + ps1;
             m0 = mn0;
             m1 = mn1;
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                o[n][0] *= corr0;
-                o[n][1] *= corr0;
-                o[n][2] *= corr1;
-                o[n][3] *= corr1;
-            }
+            scale_cfrag(o, corr0, corr1);
             mma_cfrag_kn(o, sc, Vs[buf], lane); /* O += P V */
         }
         if (DOC && threadIdx.x < TC_BK && it + 1 < ntiles) Dk[buf ^ 1][threadIdx.x] = dnext;
         __syncthreads(); /* buffer buf is refilled by the next iteration */
     }
     const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-        o[n][0] *= inv0;
-        o[n][1] *= inv0;
-        o[n][2] *= inv1;
-        o[n][3] *= inv1;
-    }
+    scale_cfrag(o, inv0, inv1);
     store_cfrag(out + (size_t)b * Tn * C + h * TC_HS, C, o, r0, Tn, t4, 1.0f);
     if (t4 == 0) {
         if (r0 < Tn) lse[((size_t)b * NH + h) * Tn + r0] = m0 * scale + logf(l0);
