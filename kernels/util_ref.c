@@ -7,12 +7,3 @@ int kn_pad_vocab(int v)
     if (v <= 0 || v > 0x7fffffff - 127) return KN_EINVAL;
     return (v + 127) / 128 * 128;
 }
-
-int kn_num_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}

@@ -25,10 +25,21 @@ trap 'rm -rf "$T"' EXIT
 # mkshards (plan included) links none of the trainer's runtimes: in a CUDA build cudart +
 # cuBLASLt + NCCL cost ~50 ms of start-up in every mkshards command (measured 56 ms for an
 # empty `encode`, against ~2 ms), libmpi ~2 ms
+# (nor OpenMP's, ~0.15 ms: the planner's thread count comes from tr_cli_default_threads there)
 if command -v ldd >/dev/null 2>&1; then
-    heavy=$(ldd "$MKS" 2>/dev/null | grep -oE 'lib(cudart|cublas|cublasLt|nccl|mpi)[^ ]*' | sort -u | tr '\n' ' ')
+    heavy=$(ldd "$MKS" 2>/dev/null | grep -oE 'lib(cudart|cublas|cublasLt|nccl|mpi|gomp)[^ ]*' | sort -u | tr '\n' ' ')
     [ -z "$heavy" ] && ok "mkshards links no trainer runtime" || bad "mkshards links $heavy(start-up of every command)"
 fi
+# the same plan from both programs, per-thread lines included (llmtrain asks OpenMP's runtime)
+for th in 3 ""; do
+    (
+        if [ -n "$th" ]; then export OMP_NUM_THREADS=$th; else unset OMP_NUM_THREADS; fi
+        "$MKS" plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 >"$T/p1" 2>&1
+        "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 >"$T/p2" 2>&1
+        cmp -s "$T/p1" "$T/p2"
+    ) && grep -q "per thread" "$T/p1" && ok "mkshards plan = llmtrain --plan (OMP_NUM_THREADS '${th:-unset}')" ||
+        bad "mkshards plan differs from llmtrain --plan (OMP_NUM_THREADS '${th:-unset}'): $(diff "$T/p1" "$T/p2" | head -4)"
+done
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 >"$T/out" 2>"$T/err"
 expect_rc 0 $? "plan fits"
 grep -q "micro-batch 8 rows x 32 = 256 tokens" "$T/out" && ok "plan picks B = budget / T" || bad "plan B: $(head -3 "$T/out")"

@@ -322,7 +322,7 @@ int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_bu
     pi.recompute = o->recompute;
     pi.nbuf = o->nbuf;
     pi.doc_mask = o->doc_mask;
-    pi.cpu_threads = kn_num_threads();
+    pi.cpu_threads = a->cpu_threads;
     pi.world = (int)a->world;
     pi.zero = (int)a->zero;
     if (o->device == TR_DEV_CUDA && !(gpu_budget && gpu_budget(o, a->json, &pi.mem_budget) == 0) &&
@@ -350,5 +350,7 @@ int tr_plan_cli_main(const char *prog, int argc, char **argv)
 {
     cli_args a;
     int x = tr_cli_parse(prog, argc, argv, 1, &a);
-    return x >= 0 ? x : tr_cli_plan(prog, &a, NULL);
+    if (x >= 0) return x;
+    a.cpu_threads = tr_cli_default_threads();
+    return tr_cli_plan(prog, &a, NULL);
 }

@@ -14,6 +14,7 @@ typedef struct {
     tr_train_opts o;
     int plan, json, sample;
     uint64_t vocab, world, zero;
+    int cpu_threads; /* the CPU kernels' threads, for the plan: set by the caller after tr_cli_parse */
 } cli_args;
 
 /* "PROG: " + fmt (one %s: a) on stderr; returns X_USAGE. */
@@ -29,5 +30,7 @@ typedef int (*tr_cli_gpu_budget_fn)(const tr_train_opts *o, int json, uint64_t *
  * start-up in every mkshards command of a CUDA build), llmtrain's probe
  * (tr_cli_run.c) in `llmtrain --plan`. */
 int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_budget);
+/* What omp_get_max_threads() would answer (tr_cli_threads.c), for `mkshards plan`. */
+int tr_cli_default_threads(void);
 
 #endif

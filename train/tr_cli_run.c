@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "kn.h"
 #include "tr_cli_internal.h"
 
 /* llmtrain --plan --device cuda: where this build has the CUDA backend and
@@ -66,5 +67,6 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     int x = tr_cli_parse(prog, argc, argv, plan_only, &a);
     if (x >= 0)
         return x;
+    a.cpu_threads = kn_num_threads();
     return a.plan ? tr_cli_plan(prog, &a, plan_gpu_budget) : train_cli(prog, &a);
 }
