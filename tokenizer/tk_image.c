@@ -62,7 +62,9 @@ typedef struct {
 static uint64_t code_identity(void) {
     Dl_info info;
     struct stat st;
-    if (!dladdr((void *)&tk_image_load, &info) || !info.dli_fname || stat(info.dli_fname, &st) != 0) return 0;
+    /* a statically linked program has no dladdr: the code is its own file */
+    const char *file = dladdr((void *)&tk_image_load, &info) && info.dli_fname ? info.dli_fname : "/proc/self/exe";
+    if (stat(file, &st) != 0) return 0;
     uint64_t v[5] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
                      (uint64_t)st.st_mtim.tv_nsec};
     return tk_hash_bytes((const uint8_t *)v, sizeof v) | 1;
