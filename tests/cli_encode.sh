@@ -172,5 +172,23 @@ run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --allow-special '<|nope|>' "$TMP/sp.
 expect_rc "encode --allow-special unknown token" 64
 
 echo
+
+# ---- table images: this binary (a static executable where the build makes one, with
+# no dladdr) writes one on the first load and takes it, unchanged, on the next
+mkdir -m 700 "$TMP/cache"
+MKSHARDS_CACHE_DIR="$TMP/cache" "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --ids-out "$TMP/i1.ids" "$DATA/small.jsonl" 2>/dev/null
+img=$(find "$TMP/cache" -name '*.img' | head -1)
+if [ -n "$img" ]; then
+    pass "first load writes a table image"
+    before=$(stat -c '%i %y' "$img")
+    MKSHARDS_CACHE_DIR="$TMP/cache" "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --ids-out "$TMP/i2.ids" "$DATA/small.jsonl" 2>/dev/null
+    if [ "$(stat -c '%i %y' "$img" 2>/dev/null)" = "$before" ] && cmp -s "$TMP/i1.ids" "$TMP/i2.ids"; then
+        pass "second load takes the image (not rewritten), same ids"
+    else
+        fail "second load rewrote the image or gave other ids"
+    fi
+else
+    fail "no table image written in $TMP/cache"
+fi
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all checks passed"
