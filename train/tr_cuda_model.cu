@@ -159,8 +159,9 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
     m->s = (cudaStream_t)s;
     {
         /* bf16 with heads of 64: the tensor-core attention (mma.sync), 6.6x the SIMT kernels' forward
-         * and 5.5x their backward at d12 B16 T1024 on the H200 (docs/gpu-results.md, 2026-12-04);
-         * MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
+         * and 5.5x their backward at d12 B16 T1024 on the H200 (docs/gpu-results.md, 2026-12-04),
+         * in its pipelined variant another 2.5x / 3.3x (kernels/kn_attention_tc.cu picks the variant,
+         * MKS_ATTN_TC); MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
         const char *att = getenv("MKS_CUDA_ATTENTION");
         m->attn_tc = !(att && !strcmp(att, "simt")) && dt == KN_BF16 && c->d_model / c->n_head == 64 &&
                      c->d_model % 8 == 0;
