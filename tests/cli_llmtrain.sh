@@ -52,6 +52,9 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["fits"] an
     ok "JSON plan" || bad "JSON plan: $(head -c 300 "$T/out")"
 "$MKS" plan --model d48 --seq-len 2048 --token-budget 65536 --batch-tokens 524288 --device cuda --mem-budget 16GiB >"$T/out" 2>"$T/err"
 expect_rc 3 $? "mkshards plan: d48 on 16 GiB refused"
+# the advice names only what the GPU trainer runs: no --recompute level yet (TR_GPU_RECOMPUTE_MAX)
+grep -q "would fit with" "$T/err" && ! grep -q -- "--recompute" "$T/err" && ok "advice without --recompute" ||
+    bad "advice: $(cat "$T/err")"
 "$MKS" plan --model tiny --seq-len 100 --token-budget 64 --vocab-size 512 >"$T/out" 2>"$T/err"
 expect_rc 3 $? "row longer than the token budget refused"
 grep -q "token budget" "$T/err" && ok "token budget reason" || bad "reason: $(cat "$T/err")"

@@ -199,7 +199,7 @@ static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, 
         return TR_ERR_NODEVICE;
     }
     info->device_capacity = tr_plan_device_capacity(fr);
-    if (o->recompute) {
+    if (o->recompute > TR_GPU_RECOMPUTE_MAX) {
         snprintf(err, errlen, "--recompute %d: the GPU model stores every activation (recompute is not "
                               "implemented on the GPU yet); drop --recompute", o->recompute);
         return TR_ERR_ARG;

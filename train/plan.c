@@ -295,7 +295,7 @@ static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1)
         }
     }
     if (in->device == TR_DEV_CUDA) {
-        for (int r = in->recompute + 1; r <= 2; r++) {
+        for (int r = in->recompute + 1; r <= TR_GPU_RECOMPUTE_MAX; r++) {
             tr_plan_in t = *in;
             t.recompute = r;
             if (fits1(&t)) {
@@ -308,7 +308,7 @@ static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1)
             t.precision = TR_BF16;
             if (fits1(&t))
                 ADD("--precision bf16; ");
-            else {
+            else if (TR_GPU_RECOMPUTE_MAX >= 2) {
                 t.recompute = 2;
                 if (fits1(&t))
                     ADD("--precision bf16 --recompute 2; ");
