@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     memset(&ao, 0, sizeof ao);
     ao.n_items = 2;
     ao.items[0].name = "model";
-    ao.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt);
+    ao.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt, 0);
     ao.items[0].where = "device";
     ao.items[1].name = "device input batch";
     ao.items[1].bytes = (uint64_t)B * T * 16 + 4 * TR_CUDA_ALIGN;
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
     tr_cuda_model *g = NULL;
     tr_cuda_input *in = NULL;
-    if ((rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &arena, compute)) != TR_OK ||
+    if ((rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &arena, compute, 0)) != TR_OK ||
         (rc = tr_cuda_input_create(&in, &arena, B, T, compute)) != TR_OK) {
         fprintf(stderr, "bench_train_gpu: setup %d: %s %s\n", rc, arena.last_error, kn_cuda_last_error());
         return 1;

@@ -52,13 +52,20 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["fits"] an
     ok "JSON plan" || bad "JSON plan: $(head -c 300 "$T/out")"
 "$MKS" plan --model d48 --seq-len 2048 --token-budget 65536 --batch-tokens 524288 --device cuda --mem-budget 16GiB >"$T/out" 2>"$T/err"
 expect_rc 3 $? "mkshards plan: d48 on 16 GiB refused"
-# the advice names only what the GPU trainer runs: no --recompute level yet (TR_GPU_RECOMPUTE_MAX),
-# here where --recompute 2 would fit the plan (and --seq-len 512 does)
+# the advice names only recompute levels the GPU trainer runs (TR_GPU_RECOMPUTE_MAX: 1): on 2900
+# MiB only --recompute 2 would fit (not offered), on 3020 MiB --recompute 1 does (offered)
 "$MKS" plan --model d12 --seq-len 1024 --token-budget 65536 --batch-tokens 524288 --device cuda --precision bf16 \
     --mem-budget 2900MiB >"$T/out" 2>"$T/err"
 expect_rc 3 $? "mkshards plan: d12 bf16 on 2900 MiB refused"
-grep -q -- "--seq-len 512" "$T/err" && ! grep -q -- "--recompute" "$T/err" && ok "advice without --recompute" ||
+grep -q -- "--seq-len 512" "$T/err" && ! grep -q -- "--recompute" "$T/err" && ok "advice without --recompute 2" ||
     bad "advice: $(cat "$T/err")"
+"$MKS" plan --model d12 --seq-len 1024 --token-budget 65536 --batch-tokens 524288 --device cuda --precision bf16 \
+    --mem-budget 3020MiB >"$T/out" 2>"$T/err"
+expect_rc 3 $? "mkshards plan: d12 bf16 on 3020 MiB refused"
+grep -q -- "--recompute 1;" "$T/err" && ok "advice offers --recompute 1" || bad "advice: $(cat "$T/err")"
+"$MKS" plan --model d12 --seq-len 1024 --token-budget 65536 --batch-tokens 524288 --device cuda --precision bf16 \
+    --mem-budget 3020MiB --recompute 1 >"$T/out" 2>"$T/err"
+expect_rc 0 $? "mkshards plan: with --recompute 1 it fits"
 "$MKS" plan --model tiny --seq-len 100 --token-budget 64 --vocab-size 512 >"$T/out" 2>"$T/err"
 expect_rc 3 $? "row longer than the token budget refused"
 grep -q "token budget" "$T/err" && ok "token budget reason" || bad "reason: $(cat "$T/err")"

@@ -43,7 +43,8 @@ static void row(const char *what, const char *mode, double rel, double l2, doubl
 
 /* hs64: 2 layers, 2 heads of 64 (tiny's are 32): bf16 then takes the
  * tensor-core attention, the GPU model's default there. */
-static const char *g_mode_extra = ""; /* " unfused" while MKS_GELU_UNFUSED=1 is set (main) */
+static const char *g_mode_extra = ""; /* " unfused" while MKS_GELU_UNFUSED=1 is set, " rc1" (main) */
+static int g_recompute = 0;           /* the GPU model's activation recompute level */
 
 /* tc_variant: the tensor-core attention's (kn_attention_tc_variant), -1 the default */
 static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -1)
@@ -111,7 +112,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     memset(&po, 0, sizeof po);
     po.n_items = 2;
     po.items[0].name = "model";
-    po.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt);
+    po.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt, g_recompute);
     po.items[0].where = "device";
     po.items[1].name = "batch";
     po.items[1].bytes = (uint64_t)N * 16;
@@ -130,7 +131,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     int32_t *d_tg = (int32_t *)tr_cuda_arena_take(&a, N * 4, "targets");
     int32_t *d_pos = (int32_t *)tr_cuda_arena_take(&a, N * 4, "pos");
     int32_t *d_doc = (int32_t *)tr_cuda_arena_take(&a, N * 4, "doc");
-    int rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &a, st);
+    int rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &a, st, g_recompute);
     if (rc != TR_OK || !d_in || !d_doc) {
         printf("tr_cuda_model_create: %d (%s; %s)\n", rc, a.last_error, kn_cuda_last_error());
         fails++;
@@ -242,6 +243,15 @@ int main(void)
     run(KN_BF16, false);
     run(KN_BF16, true, true);
     unsetenv("MKS_GELU_UNFUSED");
+    g_mode_extra = "";
+    /* recompute 1: the GELU output recomputed in backward from a one-layer buffer (written
+     * without a GPU: these rows are its first check) */
+    g_recompute = 1;
+    g_mode_extra = " rc1";
+    run(KN_F32, false);
+    run(KN_BF16, true, true);
+    run(KN_F16, false);
+    g_recompute = 0;
     g_mode_extra = "";
     kn_attention_tc_variant(-1);
     printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");

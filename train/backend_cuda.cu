@@ -200,8 +200,8 @@ static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, 
     }
     info->device_capacity = tr_plan_device_capacity(fr);
     if (o->recompute > TR_GPU_RECOMPUTE_MAX) {
-        snprintf(err, errlen, "--recompute %d: the GPU model stores every activation (recompute is not "
-                              "implemented on the GPU yet); drop --recompute", o->recompute);
+        snprintf(err, errlen, "--recompute %d: the GPU model recomputes up to level %d (the GELU output); use "
+                              "--recompute %d or less", o->recompute, TR_GPU_RECOMPUTE_MAX, TR_GPU_RECOMPUTE_MAX);
         return TR_ERR_ARG;
     }
     return TR_OK;
@@ -303,9 +303,9 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
     }
     b->mem.source = "cudaMemGetInfo";
     tr_gpu_mem_used(&b->mem.baseline_bytes);
-    b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision);
+    b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision, a->opts->recompute);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),
-                         &b->mem.arena_bytes, err, errlen);
+                         &b->mem.arena_bytes, err, errlen, a->opts->recompute);
     if (run_world(a->opts) > 1 || force_nccl())
         rc = dp_open(b, a, rc, err, errlen);
     if (rc) {

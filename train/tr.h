@@ -167,13 +167,14 @@ uint64_t tr_row_at(uint64_t p, uint64_t n, uint64_t seed, int shuffle);
  * table the CUDA backend follows when it carves its single device arena. */
 typedef enum { TR_DEV_CPU = 0, TR_DEV_CUDA = 1 } tr_device;
 typedef enum { TR_FP32 = 0, TR_BF16 = 1, TR_FP16 = 2 } tr_precision;
-/* Recompute levels (GPU): 0 none, 1 recompute the GELU input/output and
- * the attention probabilities in backward, 2 keep only each block's input
+/* Recompute levels (GPU): 0 none (the attention never stores its
+ * probabilities: flash-style, at every level), 1 the GELU output is
+ * recomputed from the fc output in backward, 2 keep only each block's input
  * (whole block recomputed). The CPU reference stores everything (level 0).
  * The planner sizes all three; the CUDA backend runs levels up to
  * TR_GPU_RECOMPUTE_MAX (it refuses the others), and a refused plan's advice
  * names only levels it runs. */
-#define TR_GPU_RECOMPUTE_MAX 0
+#define TR_GPU_RECOMPUTE_MAX 1
 
 typedef struct {
     int n_layer, n_head, n_embd, max_seq; /* model config */

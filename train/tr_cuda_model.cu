@@ -18,6 +18,7 @@ struct tr_cuda_model {
     int attn_tc; /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
     int gelu_epi;  /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
     int dgelu_epi; /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
+    int recompute; /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
     cudaStream_t s;
     kn_cuda_ctx *ctx;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
@@ -84,7 +85,7 @@ static void carve(tr_cuda_model *m, carver *cv)
     m->res2 = cv->take(L * N * C * e, "residual2");
     m->ln2 = cv->take(L * N * C * e, "ln2");
     m->fch = cv->take(L * N * 4 * C * e, "fc");
-    m->fchg = cv->take(L * N * 4 * C * e, "fc gelu");
+    m->fchg = cv->take((m->recompute ? 1 : L) * N * 4 * C * e, m->recompute ? "fc gelu (one layer: recompute 1)" : "fc gelu");
     m->res3 = cv->take(L * N * C * e, "residual3");
     m->ln1m = (float *)cv->take(L * N * 4, "ln1 mean");
     m->ln1r = (float *)cv->take(L * N * 4, "ln1 rstd");
@@ -110,9 +111,11 @@ static void carve(tr_cuda_model *m, carver *cv)
     m->gnorm = (float *)cv->take(sizeof(float), "grad norm");
 }
 
-static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt)
+static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt, int recompute)
 {
     if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
+    if (recompute < 0 || recompute > TR_GPU_RECOMPUTE_MAX) return TR_ERR_ARG;
+    m->recompute = recompute;
     if (tr_model_config_check(c) != TR_MODEL_OK) return TR_ERR_ARG;
     m->c = *c;
     m->Bmax = B;
@@ -129,23 +132,23 @@ static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, 
     return TR_OK;
 }
 
-extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt)
+extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute)
 {
     tr_cuda_model m;
     memset(&m, 0, sizeof m);
-    if (init_shape(&m, c, B, T, dt) != TR_OK) return 0;
+    if (init_shape(&m, c, B, T, dt, recompute) != TR_OK) return 0;
     carver cv = {nullptr, 0, 0};
     carve(&m, &cv);
     return cv.total;
 }
 
 extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
-                                    tr_cuda_arena *a, tr_cuda_stream s)
+                                    tr_cuda_arena *a, tr_cuda_stream s, int recompute)
 {
     if (!out || !a) return TR_ERR_ARG;
     tr_cuda_model *m = (tr_cuda_model *)calloc(1, sizeof *m);
     if (!m) return TR_ERR_NOMEM;
-    int rc = init_shape(m, c, B, T, dt);
+    int rc = init_shape(m, c, B, T, dt, recompute);
     if (rc != TR_OK) {
         free(m);
         return rc;
@@ -173,8 +176,10 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
          * CPU reference (cuBLASLt's GELU need not be tanhf: 9e-6 against a 1e-5 bar there).
          * MKS_GELU_UNFUSED=1 keeps the separate GELU kernels. */
         const char *gu = getenv("MKS_GELU_UNFUSED");
-        m->gelu_epi = dt != KN_F32 && !(gu && gu[0] == '1');
-        m->dgelu_epi = m->gelu_epi;
+        /* recompute 1: the forward's GELU is the kernel the backward recomputes it with
+         * (cuBLASLt's need not give the same bits), so both passes see one fchg */
+        m->gelu_epi = dt != KN_F32 && !(gu && gu[0] == '1') && m->recompute == 0;
+        m->dgelu_epi = dt != KN_F32 && !(gu && gu[0] == '1');
     }
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free(m);
@@ -356,7 +361,7 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     for (int l = 0; l < L; l++) {
         void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
         void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
-        void *fchg = LAYER(fchg, l, 4);
+        void *fchg = m->recompute ? m->fchg : LAYER(fchg, l, 4); /* recompute 1: one layer's buffer */
         float *l1m = m->ln1m + (size_t)l * m->Bmax * m->Tmax, *l1r = m->ln1r + (size_t)l * m->Bmax * m->Tmax;
         float *l2m = m->ln2m + (size_t)l * m->Bmax * m->Tmax, *l2r = m->ln2r + (size_t)l * m->Bmax * m->Tmax;
         float *lse = m->lse + (size_t)l * m->Bmax * m->Tmax * NH;
@@ -406,12 +411,14 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     for (int l = L - 1; l >= 0; l--) {
         void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
         void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
-        void *fchg = LAYER(fchg, l, 4);
+        void *fchg = m->recompute ? m->fchg : LAYER(fchg, l, 4); /* recompute 1: one layer's buffer */
         const void *res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
         float *l1m = m->ln1m + (size_t)l * m->Bmax * m->Tmax, *l1r = m->ln1r + (size_t)l * m->Bmax * m->Tmax;
         float *l2m = m->ln2m + (size_t)l * m->Bmax * m->Tmax, *l2r = m->ln2r + (size_t)l * m->Bmax * m->Tmax;
         float *lse = m->lse + (size_t)l * m->Bmax * m->Tmax * NH;
         /* dres holds d(residual3[l]) */
+        if (m->recompute) /* fchg = gelu(fch) again: the fc projection's weight gradient reads it */
+            KC(kn_gelu_forward_cuda(fchg, fch, BTC * 4, dt, s));
         if (m->dgelu_epi) { /* dbig = d(fch) directly */
             KC(kn_matmul_backward_dgelu_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
                                              G[TR_P_FCPROJB] + (size_t)l * C, m->dres, fchg,

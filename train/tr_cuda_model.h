@@ -32,12 +32,14 @@ extern "C" {
 typedef struct tr_cuda_model tr_cuda_model;
 
 /* Exact arena bytes tr_cuda_model_create takes for micro-batches up to
- * (B, T) (TR_CUDA_ALIGN slack per piece included). */
-size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt);
+ * (B, T) (TR_CUDA_ALIGN slack per piece included), at activation recompute
+ * level `recompute` (0 store everything backward needs; 1 the GELU output
+ * is recomputed in backward, one layer's buffer; see docs/memory-plan.md). */
+size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute);
 /* Carves everything from a (not sealed), creates the cuBLASLt context on
  * stream s.  Parameters are uninitialised until tr_cuda_model_set_params. */
 int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
-                         tr_cuda_arena *a, tr_cuda_stream s);
+                         tr_cuda_arena *a, tr_cuda_stream s, int recompute);
 void tr_cuda_model_destroy(tr_cuda_model *m);
 /* Host fp32 params (tr_model_params layout) -> master (+ compute copy);
  * zeroes grads, m and v. */

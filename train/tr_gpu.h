@@ -40,14 +40,15 @@ int tr_gpu_count(void);
 int tr_gpu_select(int device, char *why, size_t why_len);
 /* Bytes in use on the device now (cudaMemGetInfo). */
 int tr_gpu_mem_used(uint64_t *used);
-/* Exact device arena bytes the run needs (model carve + input batch). */
-uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p);
+/* Exact device arena bytes the run needs (model carve + input batch) at
+ * activation recompute level `recompute` (0 .. TR_GPU_RECOMPUTE_MAX). */
+uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute);
 
 /* Arena sized from plan (its device lines; the exact carve when that is
  * larger: *arena_bytes says what was allocated), model for micro-batches up
  * to (B, T), params from host (fp32, model.h layout). */
 int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p, const tr_plan_out *plan,
-                const float *host_params, uint64_t *arena_bytes, char *err, size_t errlen);
+                const float *host_params, uint64_t *arena_bytes, char *err, size_t errlen, int recompute);
 void tr_gpu_close(tr_gpu *g);
 void tr_gpu_loader_hooks(tr_loader_opts *lo);
 

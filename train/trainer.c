@@ -501,6 +501,9 @@ static int run_plan(tr_run *r)
     pi->mem_budget = tr_backend_budget(&r->dev, o->mem_budget, o->quiet ? NULL : r->out);
     pi->device = r->ops->device;
     pi->precision = o->precision; /* the backend's probe refused what it cannot train */
+    /* GPU activation recompute (the probe refused levels over TR_GPU_RECOMPUTE_MAX); the CPU
+     * reference stores everything */
+    pi->recompute = pi->device == TR_DEV_CUDA ? o->recompute : 0;
     pi->nbuf = o->nbuf;
     pi->doc_mask = o->doc_mask;
     pi->cpu_threads = kn_num_threads();

@@ -103,9 +103,9 @@ extern "C" int tr_gpu_select(int device, char *why, size_t why_len)
 
 static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
 
-extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p)
+extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute)
 {
-    return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p)) + input_bytes(B, T);
+    return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p), recompute) + input_bytes(B, T);
 }
 
 extern "C" void tr_gpu_close(tr_gpu *g)
@@ -121,7 +121,7 @@ extern "C" void tr_gpu_close(tr_gpu *g)
 
 extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p,
                            const tr_plan_out *plan, const float *host_params, uint64_t *arena_bytes, char *err,
-                           size_t errlen)
+                           size_t errlen, int recompute)
 {
     *out = NULL;
     tr_gpu *g = (tr_gpu *)calloc(1, sizeof *g);
@@ -133,7 +133,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     tr_loss_scaler_init(&g->scaler, g->micro_tokens);
     /* the plan's device lines, unless the exact carve is larger (then the
      * plan under-counts: allocate what is needed, the caller reports it) */
-    uint64_t need = tr_gpu_arena_need(c, B, T, p);
+    uint64_t need = tr_gpu_arena_need(c, B, T, p, recompute);
     static tr_plan_out exact; /* large struct: not on the stack; only read by arena_create */
     static tr_plan_out inside; /* the plan without its lines outside the arena (NCCL's own buffers) */
     const tr_plan_out *ap = plan;
@@ -149,7 +149,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         memset(&exact, 0, sizeof exact);
         exact.n_items = 2;
         exact.items[0].name = "model";
-        exact.items[0].bytes = tr_cuda_model_arena_bytes(c, B, T, g->dt);
+        exact.items[0].bytes = tr_cuda_model_arena_bytes(c, B, T, g->dt, recompute);
         exact.items[0].where = "device";
         exact.items[1].name = "device input batch";
         exact.items[1].bytes = input_bytes(B, T);
@@ -171,7 +171,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         tr_gpu_close(g);
         return TR_ERR_NODEVICE;
     }
-    if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s)) != TR_OK ||
+    if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s, recompute)) != TR_OK ||
         (rc = tr_cuda_input_create(&g->in, &g->arena, B, T, (tr_cuda_stream)g->s)) != TR_OK) {
         snprintf(err, errlen, "GPU setup failed: %s", g->arena.last_error[0] ? g->arena.last_error : cuda_msg());
         tr_gpu_close(g);
