@@ -892,12 +892,15 @@ fi
 if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
     say "12. sweep ($(left) s left)"
     noom=0
-    while read -r m p mb; do
+    while read -r m p mb rcl; do
         [ -z "$m" ] && continue
+        rcl=${rcl:-0}
         tag="$m/T$TSEQ/$p/mem$mb"
+        [ "$rcl" != 0 ] && tag="$tag/recompute$rcl"
         mbb=$DEV_BYTES
         [ "$mb" != dev ] && mbb=$mb
-        args=(--data "$SHARDS" --model "$m" --seq-len "$TSEQ" --precision "$p" --device cuda --mem-budget "$mbb")
+        args=(--data "$SHARDS" --model "$m" --seq-len "$TSEQ" --precision "$p" --device cuda --mem-budget "$mbb"
+              --recompute "$rcl")
         "$LLMTRAIN" --plan --json "${args[@]}" --token-budget 1073741824 --batch-tokens 1073741824 >"$LOGS/sweep_plan.json" 2>/dev/null
         prc=$?
         r=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["micro_rows"])' "$LOGS/sweep_plan.json" 2>/dev/null)
@@ -912,6 +915,7 @@ if [ -z "${SKIP_SWEEP:-}" ] && [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
         else res sweep "$tag" "failed (exit $RC, $r rows)"; fi
     done <<'EOF'
 d12 bf16 dev
+d24 bf16 dev 1
 d36 bf16 dev
 d48 bf16 dev
 d12 fp32 dev
