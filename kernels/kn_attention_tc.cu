@@ -139,12 +139,8 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
                 else ps1 += p;
             }
         }
-        ps0 = quad_sum(ps0);
-        ps1 = quad_sum(ps1);
-        l0 = l0 * corr0 + ps0;
-        l1 = l1 * corr1 + ps1;
-        m0 = mn0;
-        m1 = mn1;
+        online_row(l0, m0, ps0, corr0, mn0);
+        online_row(l1, m1, ps1, corr1, mn1);
         scale_cfrag(o, corr0, corr1);
         /* O += P V: k-steps of 16 keys; P's A fragment is two S n-tiles */
         if constexpr (LDSM)

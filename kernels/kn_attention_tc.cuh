@@ -121,6 +121,14 @@ static __device__ __forceinline__ float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/* The online softmax's running sum and maximum of one row after a tile:
+ * l = l * corr + (this tile's row sum over the quad), m = the new maximum */
+static __device__ __forceinline__ void online_row(float &l, float &m, float tile_sum, float corr, float m_new)
+{
+    l = l * corr + quad_sum(tile_sum);
+    m = m_new;
+}
+
 /* acc rows r0 (elements 0, 1) times c0, rows r0 + 8 (elements 2, 3) times c1 */
 static __device__ __forceinline__ void scale_cfrag(float acc[8][4], float c0, float c1)
 {

@@ -55,6 +55,26 @@ static __device__ __forceinline__ void tile_async(kn_bf16 (*dst)[TC_PAD], const 
     }
 }
 
+/* tiles `first` .. first + 63 of two operands (rows of stride lda / ldb) into
+ * buffers a and b, as one cp.async group when committed */
+static __device__ __forceinline__ void tiles_async(kn_bf16 (*a)[TC_PAD], const kn_bf16 *abase, size_t lda,
+                                                   kn_bf16 (*b)[TC_PAD], const kn_bf16 *bbase, size_t ldb, int first,
+                                                   int Tn)
+{
+    tile_async(a, abase, lda, first, Tn);
+    tile_async(b, bbase, ldb, first, Tn);
+}
+
+/* Close this iteration's (possibly empty) group of requests, wait for every
+ * group but that one - the current tiles - and make them visible to the
+ * block.  Committing an empty group keeps "all but the newest" uniform. */
+static __device__ __forceinline__ void tiles_ready(void)
+{
+    cp_async_commit();
+    cp_async_wait1();
+    __syncthreads();
+}
+
 static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const kn_bf16 *row)
 {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
@@ -109,22 +129,18 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
     const int last = min(q0 + TC_BQ, Tn) - 1, warp_last = min(rw + 15, Tn - 1);
     const int ntiles = last / TC_BK + 1;
 
-    tile_async(Ks[0], kb, C3, 0, Tn);
-    tile_async(Vs[0], vb, C3, 0, Tn);
+    tiles_async(Ks[0], kb, C3, Vs[0], vb, C3, 0, Tn);
     cp_async_commit();
     if (DOC && threadIdx.x < TC_BK) Dk[0][threadIdx.x] = (int)threadIdx.x < Tn ? drow[threadIdx.x] : 0;
     for (int it = 0; it < ntiles; it++) {
         const int buf = it & 1, k0 = it * TC_BK;
         int dnext = 0; /* the next tile's document id of key threadIdx.x, stored after this tile's work */
         if (it + 1 < ntiles) {
-            tile_async(Ks[buf ^ 1], kb, C3, k0 + TC_BK, Tn);
-            tile_async(Vs[buf ^ 1], vb, C3, k0 + TC_BK, Tn);
+            tiles_async(Ks[buf ^ 1], kb, C3, Vs[buf ^ 1], vb, C3, k0 + TC_BK, Tn);
             if (DOC && threadIdx.x < TC_BK && k0 + TC_BK + (int)threadIdx.x < Tn)
                 dnext = drow[k0 + TC_BK + threadIdx.x];
         }
-        cp_async_commit(); /* possibly empty: keeps "wait for all but the newest group" uniform */
-        cp_async_wait1();
-        __syncthreads();
+        tiles_ready();
         if (k0 <= warp_last) {
             float sc[8][4];
             zero8x4(sc);
@@ -166,12 +182,8 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
                 ps0 += sc[n][0] + sc[n][1];
                 ps1 += sc[n][2] + sc[n][3];
             }
-            ps0 = quad_sum(ps0);
-            ps1 = quad_sum(ps1);
-            l0 = l0 * corr0 + ps0;
-            l1 = l1 * corr1 + ps1;
-            m0 = mn0;
-            m1 = mn1;
+            online_row(l0, m0, ps0, corr0, mn0);
+            online_row(l1, m1, ps1, corr1, mn1);
             scale_cfrag(o, corr0, corr1);
             mma_cfrag_kn(o, sc, Vs[buf], lane); /* O += P V */
         }
@@ -216,21 +228,17 @@ __global__ void __launch_bounds__(128) att_dq_pipe_kernel(kn_bf16 *dqkv, const k
     const int last = min(q0 + 64, Tn) - 1, warp_last = min(rw + 15, Tn - 1);
     const int ntiles = last / 64 + 1;
 
-    tile_async(Ks[0], kb, C3, 0, Tn);
-    tile_async(Vs[0], vb, C3, 0, Tn);
+    tiles_async(Ks[0], kb, C3, Vs[0], vb, C3, 0, Tn);
     cp_async_commit();
     if (DOC && threadIdx.x < 64) Dk[0][threadIdx.x] = (int)threadIdx.x < Tn ? drow[threadIdx.x] : 0;
     for (int it = 0; it < ntiles; it++) {
         const int buf = it & 1, k0 = it * 64;
         int dnext = 0;
         if (it + 1 < ntiles) {
-            tile_async(Ks[buf ^ 1], kb, C3, k0 + 64, Tn);
-            tile_async(Vs[buf ^ 1], vb, C3, k0 + 64, Tn);
+            tiles_async(Ks[buf ^ 1], kb, C3, Vs[buf ^ 1], vb, C3, k0 + 64, Tn);
             if (DOC && threadIdx.x < 64 && k0 + 64 + (int)threadIdx.x < Tn) dnext = drow[k0 + 64 + threadIdx.x];
         }
-        cp_async_commit();
-        cp_async_wait1();
-        __syncthreads();
+        tiles_ready();
         if (k0 <= warp_last) {
             float s[8][4], dp[8][4];
             zero8x4(s);
@@ -297,8 +305,7 @@ __global__ void __launch_bounds__(128, MINB) att_dkdv_pipe_kernel(kn_bf16 *dqkv,
     const int ntiles = (Tn - k0 + 63) / 64;
     const int tq = threadIdx.x; /* threads 0..63 carry the per-query scalars */
 
-    tile_async(Qs[0], qb, C3, k0, Tn);
-    tile_async(Os[0], ob, C, k0, Tn);
+    tiles_async(Qs[0], qb, C3, Os[0], ob, C, k0, Tn);
     cp_async_commit();
     if (tq < 64) {
         int q = k0 + tq;
@@ -311,8 +318,7 @@ __global__ void __launch_bounds__(128, MINB) att_dkdv_pipe_kernel(kn_bf16 *dqkv,
         float nl = 0.0f, nd = 0.0f;
         int ndoc = 0;
         if (it + 1 < ntiles) {
-            tile_async(Qs[buf ^ 1], qb, C3, q0 + 64, Tn);
-            tile_async(Os[buf ^ 1], ob, C, q0 + 64, Tn);
+            tiles_async(Qs[buf ^ 1], qb, C3, Os[buf ^ 1], ob, C, q0 + 64, Tn);
             int q = q0 + 64 + tq;
             if (tq < 64 && q < Tn) {
                 nl = lrow[q] * LOG2E_F;
@@ -320,9 +326,7 @@ __global__ void __launch_bounds__(128, MINB) att_dkdv_pipe_kernel(kn_bf16 *dqkv,
                 if (DOC) ndoc = drow[q];
             }
         }
-        cp_async_commit();
-        cp_async_wait1();
-        __syncthreads();
+        tiles_ready();
         {
             float s[8][4], dp[8][4];
             zero8x4(s);

@@ -176,10 +176,10 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
          * CPU reference (cuBLASLt's GELU need not be tanhf: 9e-6 against a 1e-5 bar there).
          * MKS_GELU_UNFUSED=1 keeps the separate GELU kernels. */
         const char *gu = getenv("MKS_GELU_UNFUSED");
+        m->dgelu_epi = dt != KN_F32 && !(gu && gu[0] == '1');
         /* recompute 1: the forward's GELU is the kernel the backward recomputes it with
          * (cuBLASLt's need not give the same bits), so both passes see one fchg */
-        m->gelu_epi = dt != KN_F32 && !(gu && gu[0] == '1') && m->recompute == 0;
-        m->dgelu_epi = dt != KN_F32 && !(gu && gu[0] == '1');
+        m->gelu_epi = m->dgelu_epi && m->recompute == 0;
     }
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free(m);
