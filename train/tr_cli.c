@@ -47,7 +47,7 @@ static const char *usage_text =
     "Device and memory:\n"
     "  --device cpu|cuda     (cuda: exit 2 when this build or machine has none)\n"
     "  --precision fp32|bf16|fp16\n"
-    "  --recompute 0|1|2     GPU activation recompute level (plan)\n"
+    "  --recompute 0|1|2     GPU activation recompute (1: GELU output; 2: planned only)\n"
     "  --mem-budget SIZE     memory budget (bytes or 64M / 2GiB); default none on\n"
     "                        the CPU, 80GiB for --device cuda\n"
     "  --plan                print the memory plan and exit (0 fits, 3 does not)\n"
