@@ -449,7 +449,7 @@ static int drain_local(longctx *c, uint32_t cur) {
 /* Mid-size pieces: doubly linked parts and a binary min-heap of
  * (rank << 8 | position) on the stack; stale heap keys are skipped. The
  * parts start as the bytes, or (start != NULL) as given by char_parts. */
-static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
+static int bpe_mid_heap(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
                         const uint32_t *start_tok, tk_ids *out) {
     uint8_t nxt[SMALL_PIECE + 1], prv[SMALL_PIECE + 1];
     uint32_t pr[SMALL_PIECE + 1], tok[SMALL_PIECE + 1], heap[3 * SMALL_PIECE];
@@ -544,6 +544,9 @@ static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint3
     for (size_t k = 0; k < n; k = nxt[k]) out->ids[out->len++] = tok[k];
     return TK_OK;
 }
+
+static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
+                        const uint32_t *start_tok, tk_ids *out);
 
 static int bpe_mid(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     return bpe_mid_from(t, p, n, max_rank, NULL, NULL, out);
@@ -1146,6 +1149,21 @@ static int flat_run(flat_state *st, const tk_tokenizer *t, tk_ids *out) {
     }
 #endif
     return run_base(st, t, out);
+}
+
+/* Mid-size pieces: the vector flat merge (bpe_flat.h) where the CPU has
+ * AVX2 and ranks fit its keys, else the heap. */
+#define MID_MAX_RANKS (1u << 23)
+static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
+                        const uint32_t *start_tok, tk_ids *out) {
+#ifdef BPE_HAVE_AVX2
+    if (t->n_ranks < MID_MAX_RANKS) {
+        int level = simd_level();
+        if (level == 2) return mid_avx512(t, p, n, max_rank, start, start_tok, out);
+        if (level == 1) return mid_avx2(t, p, n, max_rank, start, start_tok, out);
+    }
+#endif
+    return bpe_mid_heap(t, p, n, max_rank, start, start_tok, out);
 }
 
 int tk_bpe_chunked(const tk_tokenizer *t, const uint8_t *p, size_t n, size_t chunk, tk_ids *out) {

@@ -215,3 +215,127 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
     }
     return 1;
 }
+
+#if defined(__AVX2__)
+/* ---- mid-size pieces (bpe_mid_from's work, 33..255 bytes) --------------
+ * The flat merge again, over up to 256 byte lanes: a lane holds the key
+ * (rank << 8 | lane) of the pair that starts there, and each step takes the
+ * lowest key with a vector min over the lanes in use. The parts are a
+ * linked list (nxt/prv) as in the heap merge. Where the heap pays two or
+ * three mispredicted sift loops per merge and skips stale keys, this pays
+ * n/16 (AVX-512) or n/8 (AVX2) vector mins, and a lane is rewritten in place
+ * when its pair changes. Ranks must stay below MID_MAX_RANKS. */
+#if defined(__AVX512F__)
+#define MID_VL 16
+#else
+#define MID_VL 8
+#endif
+
+/* Lowest key of lanes 0..nv * MID_VL. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(mid_lowest)(const int32_t *rk, unsigned nv) {
+#if defined(__AVX512F__)
+    __m512i a = _mm512_load_si512(rk), b = _mm512_set1_epi32(FLAT_INF);
+    unsigned v = 1;
+    for (; v + 1 < nv; v += 2) { /* two chains: half the dependent mins */
+        a = _mm512_min_epi32(a, _mm512_load_si512(rk + MID_VL * v));
+        b = _mm512_min_epi32(b, _mm512_load_si512(rk + MID_VL * (v + 1)));
+    }
+    if (v < nv) a = _mm512_min_epi32(a, _mm512_load_si512(rk + MID_VL * v));
+    return _mm512_reduce_min_epi32(_mm512_min_epi32(a, b));
+#else
+    const __m256i *x = (const __m256i *)rk;
+    __m256i a = _mm256_load_si256(x), b = _mm256_set1_epi32(FLAT_INF);
+    unsigned v = 1;
+    for (; v + 1 < nv; v += 2) {
+        a = _mm256_min_epi32(a, _mm256_load_si256(x + v));
+        b = _mm256_min_epi32(b, _mm256_load_si256(x + v + 1));
+    }
+    if (v < nv) a = _mm256_min_epi32(a, _mm256_load_si256(x + v));
+    a = _mm256_min_epi32(a, b);
+    __m128i h = _mm_min_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
+#endif
+}
+
+/* rk[lane] = val, rewriting the whole vector the next scan loads (see flat_set). */
+static inline __attribute__((always_inline)) void FLAT_FN(mid_set)(int32_t *rk, unsigned lane, int32_t val) {
+#if defined(__AVX512F__)
+    __m512i *v = (__m512i *)rk + (lane >> 4);
+    _mm512_store_si512(v, _mm512_mask_set1_epi32(_mm512_load_si512(v), (__mmask16)(1u << (lane & 15)), val));
+#else
+    __m256i *v = (__m256i *)rk + (lane >> 3);
+    __m256i m = _mm256_cmpeq_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)(lane & 7)));
+    _mm256_store_si256(v, _mm256_blendv_epi8(_mm256_load_si256(v), _mm256_set1_epi32(val), m));
+#endif
+}
+
+static inline int32_t FLAT_FN(mid_key)(uint32_t rank, unsigned lane) {
+    return rank == TK_NO_RANK ? FLAT_INF : (int32_t)(rank << 8 | lane);
+}
+
+static int FLAT_FN(mid)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
+                        const uint32_t *start_tok, tk_ids *out) {
+    _Alignas(64) int32_t rk[SMALL_PIECE + 1];
+    uint8_t nxt[SMALL_PIECE + 1], prv[SMALL_PIECE + 1];
+    uint32_t tok[SMALL_PIECE + 1];
+    scratch *s = pair_cache(t, max_rank);
+    unsigned nv = (unsigned)((n + MID_VL - 1) / MID_VL);
+    for (unsigned k = 0; k < nv * MID_VL; k++) rk[k] = FLAT_INF;
+    /* positions 0..n-1; n is the end sentinel (nxt == n means last part) */
+    if (!start) {
+        for (size_t k = 0; k < n; k++) {
+            nxt[k] = (uint8_t)(k + 1);
+            prv[k] = (uint8_t)(k ? k - 1 : 0);
+            tok[k] = t->byte_rank[p[k]];
+        }
+        for (size_t k = 0; k + 1 < n; k++) {
+            uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
+            rk[k] = FLAT_FN(mid_key)(r < max_rank ? r : TK_NO_RANK, (unsigned)k);
+        }
+    } else {
+        size_t last = 0; /* part 0 always starts at byte 0 */
+        prv[0] = 0;
+        tok[0] = start_tok[0];
+        for (size_t k = 1; k <= n; k++) {
+            if (k < n && !(start[k >> 6] >> (k & 63) & 1)) continue;
+            nxt[last] = (uint8_t)k;
+            if (k < n) {
+                prv[k] = (uint8_t)last;
+                tok[k] = start_tok[k];
+                last = k;
+            }
+        }
+        for (size_t k = 0; nxt[k] < n; k = nxt[k]) {
+            uint32_t b = nxt[k];
+            rk[k] = FLAT_FN(mid_key)(cached_pair_rank(s, t, tok[k], tok[b], p + k, (size_t)nxt[b] - k, max_rank), (unsigned)k);
+        }
+    }
+    for (;;) {
+        int32_t key = FLAT_FN(mid_lowest)(rk, nv);
+        if (key == FLAT_INF) break;
+        uint32_t r = (uint32_t)key >> 8, k = (uint32_t)key & 0xFF;
+        /* merge k with its successor */
+        uint32_t dead = nxt[k];
+        nxt[k] = nxt[dead];
+        if (nxt[k] < n) prv[nxt[k]] = (uint8_t)k;
+        tok[k] = r;
+        FLAT_FN(mid_set)(rk, dead, FLAT_INF);
+        uint32_t nr = TK_NO_RANK;
+        if (nxt[k] < n)
+            nr = cached_pair_rank(s, t, tok[k], tok[nxt[k]], p + k, (size_t)nxt[nxt[k]] - k, max_rank);
+        FLAT_FN(mid_set)(rk, k, FLAT_FN(mid_key)(nr, k));
+        if (k > 0) {
+            uint32_t q = prv[k];
+            FLAT_FN(mid_set)(rk, q, FLAT_FN(mid_key)(cached_pair_rank(s, t, tok[q], tok[k], p + q, nxt[k] - q, max_rank), q));
+        }
+    }
+    size_t cnt = 0;
+    for (size_t k = 0; k < n; k = nxt[k]) cnt++;
+    if (tk_ids_reserve(out, cnt)) return TK_ERR_NOMEM;
+    for (size_t k = 0; k < n; k = nxt[k]) out->ids[out->len++] = tok[k];
+    return TK_OK;
+}
+#undef MID_VL
+#endif

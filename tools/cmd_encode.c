@@ -358,7 +358,7 @@ int cmd_encode(int argc, char **argv)
         rc = parse_allowed(cmd, tok, a.allow, &o, &allow_copy, &allowed);
     if (rc == EXIT_OK && a.bos) rc = cli_frame_token(cmd, "--bos", tok, a.bos, &o.bos_id);
     if (rc == EXIT_OK && a.eos) rc = cli_frame_token(cmd, "--eos", tok, a.eos, &o.eos_id);
-    c.out.cap = 1u << 20; /* written out when full: a bigger buffer only adds first-touch page faults */
+    c.out.cap = 1u << 17; /* written out when full: a bigger buffer only adds first-touch page faults */
     if (rc == EXIT_OK && !(c.out.buf = malloc(c.out.cap))) {
         cli_error(cmd, "out of memory");
         rc = EXIT_BAD_INPUT;
