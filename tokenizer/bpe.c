@@ -446,9 +446,10 @@ static int drain_local(longctx *c, uint32_t cur) {
     return TK_OK;
 }
 
-/* Mid-size pieces: doubly linked parts and a binary min-heap of
- * (rank << 8 | position) on the stack; stale heap keys are skipped. The
- * parts start as the bytes, or (start != NULL) as given by char_parts. */
+/* Mid-size pieces without the vector merge (bpe_mid_from): doubly linked
+ * parts and a binary min-heap of (rank << 8 | position) on the stack; stale
+ * heap keys are skipped. The parts start as the bytes, or (start != NULL)
+ * as given by char_parts. */
 static int bpe_mid_heap(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
                         const uint32_t *start_tok, tk_ids *out) {
     uint8_t nxt[SMALL_PIECE + 1], prv[SMALL_PIECE + 1];
