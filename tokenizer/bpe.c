@@ -221,6 +221,13 @@ typedef struct {
     uint32_t ids[PIECE_CACHE_IDS];
 } piece_entry;
 
+/* A slot of the pair cache: key and rank in one 16-byte slot, so a hit is
+ * one cache line (as two arrays it was two misses). */
+typedef struct {
+    uint64_t key; /* ((left << 32) | right) + 1; 0 = empty */
+    uint32_t rank, pad;
+} pair_slot;
+
 typedef struct scratch {
     uint32_t n_ranks;
     uint32_t *head;       /* per rank: newest block + 1, 0 = empty bucket */
@@ -233,9 +240,8 @@ typedef struct scratch {
     /* Direct-mapped cache: (left token, right token) -> rank of their
      * concatenation. Long pathological pieces repeat the same few pairs, so
      * this replaces most hash-table probes over growing byte strings. */
-    uint64_t *pc_key;
-    uint32_t *pc_val;
-    uint64_t pc_serial;  /* tokenizer the cache belongs to (0 = none) */
+    pair_slot *pc;
+    uint64_t pc_serial;  /* tokenizer the cache belongs to */
     uint32_t pc_max;
     piece_entry *pcache;
     uint64_t pcache_serial;
@@ -262,9 +268,8 @@ static void scratch_free(void *p) {
     free(s->nd);
     free(s->batch);
     free(s->local.v);
-    free(s->pc_key);
+    free(s->pc);
     free(s->pcache);
-    free(s->pc_val);
     free(s->cc_key);
     free(s->cc_val);
     free(s->win.ids);
@@ -357,12 +362,13 @@ static int cache_alloc(uint64_t **key, void **val, size_t slots, size_t val_size
 static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
     scratch *s = thread_scratch();
     if (!s) return NULL;
-    if (!s->pc_key) {
-        if (cache_alloc(&s->pc_key, (void **)&s->pc_val, PC_SIZE, sizeof *s->pc_val)) return NULL;
-        s->pc_serial = 0;
+    if (!s->pc) {
+        if (!(s->pc = calloc(PC_SIZE, sizeof *s->pc))) return NULL; /* zeroed: every slot empty */
+        s->pc_serial = t->serial;
+        s->pc_max = max_rank;
     }
     if (s->pc_serial != t->serial || s->pc_max != max_rank) {
-        memset(s->pc_key, 0, PC_SIZE * sizeof *s->pc_key);
+        memset(s->pc, 0, PC_SIZE * sizeof *s->pc);
         s->pc_serial = t->serial;
         s->pc_max = max_rank;
     }
@@ -375,10 +381,11 @@ static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint3
     if (!s) return rank_of_span(t, p, len, max_rank);
     uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
     uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - PC_BITS);
-    if (s->pc_key[h] == key) return s->pc_val[h];
+    pair_slot *e = &s->pc[h];
+    if (e->key == key) return e->rank;
     uint32_t r = rank_of_span(t, p, len, max_rank);
-    s->pc_key[h] = key;
-    s->pc_val[h] = r;
+    e->key = key;
+    e->rank = r;
     return r;
 }
 
