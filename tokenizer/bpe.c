@@ -263,7 +263,7 @@ typedef struct scratch {
  * writer threads). Caches probe before they store, so every page paid both;
  * zeroing the block at once costs one fault per page. */
 static void *(*volatile zero_bytes)(void *, int, size_t) = memset; /* not folded into calloc */
-static void *zalloc_written(size_t n, size_t size) {
+void *tk_zalloc_written(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) return NULL;
     void *p = malloc(n * size);
     if (p) zero_bytes(p, 0, n * size);
@@ -363,7 +363,7 @@ static int push_entry(scratch *s, uint32_t rank, uint32_t node) {
 /* The key and value arrays of a direct-mapped per-thread cache (keys
  * zeroed: 0 marks an empty slot). 0, or -1 with both left NULL. */
 static int cache_alloc(uint64_t **key, void **val, size_t slots, size_t val_size) {
-    *key = zalloc_written(slots, sizeof **key);
+    *key = tk_zalloc_written(slots, sizeof **key);
     *val = malloc(slots * val_size);
     if (*key && *val) return 0;
     free(*key);
@@ -377,7 +377,7 @@ static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
     scratch *s = thread_scratch();
     if (!s) return NULL;
     if (!s->pc) {
-        if (!(s->pc = zalloc_written(PC_SIZE, sizeof *s->pc))) return NULL; /* zeroed: every slot empty */
+        if (!(s->pc = tk_zalloc_written(PC_SIZE, sizeof *s->pc))) return NULL; /* zeroed: every slot empty */
         s->pc_serial = t->serial;
         s->pc_max = max_rank;
     }
@@ -1233,7 +1233,7 @@ static piece_entry *piece_cache_slot(const tk_tokenizer *t, uint64_t h) {
     scratch *s = thread_scratch();
     if (!s) return NULL;
     if (!s->pcache) {
-        s->pcache = zalloc_written(PIECE_CACHE_SETS, sizeof *s->pcache);
+        s->pcache = tk_zalloc_written(PIECE_CACHE_SETS, sizeof *s->pcache);
         if (!s->pcache) return NULL;
         s->pcache_serial = t->serial;
     }

@@ -1137,7 +1137,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
     if (!c) {
         c = calloc(1, sizeof *c);
         if (!c) return TK_ERR_NOMEM;
-        c->wc = calloc(WC_SLOTS, sizeof *c->wc); /* without it: no cache */
+        c->wc = tk_zalloc_written(WC_SLOTS, sizeof *c->wc); /* without it: no cache */
         g_ctx = c;
         pthread_setspecific(g_ctx_key, c); /* freed when the thread ends */
     }

@@ -626,7 +626,7 @@ static spm_scratch *scratch(void) {
 static int word_cached(const tk_spm *m, spm_scratch *w, const uint8_t *t, uint32_t wo, uint32_t wl, int32_t a,
                        int32_t b, emit_ctx *c) {
     if (!w->wc) {
-        w->wc = calloc((size_t)1 << WC_BITS, sizeof *w->wc);
+        w->wc = tk_zalloc_written((size_t)1 << WC_BITS, sizeof *w->wc);
         if (!w->wc) return bpe_run(m, w, t, a, b, emit_id, c);
     }
     uint64_t h = tk_hash_bytes(t + wo, wl);

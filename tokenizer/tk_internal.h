@@ -276,6 +276,10 @@ static inline uint32_t tk_map_get(const tk_tokenizer *t, const uint8_t *p, size_
 /* BPE-encode one piece, appending ranks to out. max_rank limits the merges
  * to tokens of rank < max_rank (TK_NO_RANK: no limit). */
 int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out);
+/* n * size zeroed bytes for a cache that is probed before it is stored to:
+ * written once at allocation, not left on the shared zero page (see bpe.c).
+ * NULL on overflow or out of memory. */
+void *tk_zalloc_written(size_t n, size_t size);
 /* Which vector code the flat merge runs: 0 baseline (SSE2), 1 AVX2, 2
  * AVX-512. force < 0: the best this CPU has; else at most force (tests run
  * every level the CPU allows). Returns the level now in force. */
