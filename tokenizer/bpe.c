@@ -663,12 +663,23 @@ tk_charmin *tk_charmin_build(const tk_tokenizer *t) {
 }
 
 void tk_chartab_free(tk_chartab *ct) {
-    if (ct) free(ct->own);
+    if (!ct) return;
+    for (size_t i = 0; i < sizeof ct->blk / sizeof ct->blk[0]; i++) free(ct->blk[i]);
+    free(ct->own);
     free(ct);
 }
 
+/* Block hi of the table, allocated by the first thread that needs it. */
+char_slot *tk_chartab_block(tk_chartab *ct, uint32_t hi) {
+    char_slot *mine = tk_zalloc_written(256, sizeof *mine), *none = NULL; /* lim 0: not worked out */
+    if (!mine) return NULL;
+    if (__atomic_compare_exchange_n(&ct->blk[hi], &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return mine;
+    free(mine); /* another thread was first */
+    return none;
+}
+
 tk_chartab *tk_chartab_new(const tk_charmin *m, tk_charmin *own) {
-    tk_chartab *ct = m ? calloc(1, sizeof *ct) : NULL; /* every slot: not worked out (pages faulted in as used) */
+    tk_chartab *ct = m ? calloc(1, sizeof *ct) : NULL; /* no block yet */
     if (!ct) {
         free(own);
         return NULL;
@@ -707,12 +718,12 @@ static tk_chartab *char_table(const tk_tokenizer *t) {
 }
 
 /* Slot of BMP character cp (c: its 2 or 3 bytes) for merge-by-rank, worked
- * out on first use. Threads may work one out at once: they write the same
- * values, and lim (nonzero) is stored last. */
+ * out on first use (NULL: out of memory). Threads may work one out at once:
+ * they write the same values, and lim (nonzero) is stored last. */
 static const char_slot *char_slot_of(const void *ctx, tk_chartab *ct, uint32_t cp, const uint8_t *c, unsigned len) {
     const tk_tokenizer *t = ctx;
-    char_slot *e = &ct->slot[cp];
-    if (__atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
+    char_slot *e = tk_chartab_slot(ct, cp);
+    if (!e || __atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
     uint32_t lim = rank_of(ct->m->whole[cp]), first, whole, high;
     if (len == 2) {
         first = whole = high = t->pair2[(uint32_t)c[0] << 8 | c[1]];
@@ -731,8 +742,9 @@ static const char_slot *char_slot_of(const void *ctx, tk_chartab *ct, uint32_t c
 
 /* The parts the merge starts from: bit k of start[] when a part starts at
  * byte k, tok[k] its token; slot_of gives a character's merges in the
- * engine's terms (ctx: its argument). 1: start from bytes (invalid UTF-8, no
- * character passing the test), 0: done. */
+ * engine's terms (ctx: its argument; NULL when out of memory). 1: start
+ * from bytes (invalid UTF-8, no character passing the test, no memory),
+ * 0: done. */
 int tk_char_parts(const tk_tokenizer *t, tk_chartab *ct, tk_char_slot_fn slot_of, const void *ctx, const uint8_t *p,
                   size_t n, uint64_t start[4], uint32_t *tok) {
     size_t k;
@@ -753,6 +765,7 @@ int tk_char_parts(const tk_tokenizer *t, tk_chartab *ct, tk_char_slot_fn slot_of
         uint32_t first = TK_NO_RANK;
         if ((len == 2 || len == 3) && n > len) {
             const char_slot *e = slot_of(ctx, ct, cp, p + k, len);
+            if (!e) return 1; /* out of memory: the byte start, which is always right */
             uint32_t limit = __atomic_load_n(&e->lim, __ATOMIC_RELAXED);
             uint32_t high = __atomic_load_n(&e->high, __ATOMIC_RELAXED);
             uint32_t e_first = __atomic_load_n(&e->first, __ATOMIC_RELAXED);

@@ -472,8 +472,8 @@ typedef struct {
 static const char_slot *hf_char_slot(const void *ctx, tk_chartab *ct, uint32_t cp, const uint8_t *c, unsigned len) {
     const tk_tokenizer *t = ((const hf_pair *)ctx)->t;
     const tk_hf *h = ((const hf_pair *)ctx)->h;
-    char_slot *e = &ct->slot[cp];
-    if (__atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
+    char_slot *e = tk_chartab_slot(ct, cp);
+    if (!e || __atomic_load_n(&e->lim, __ATOMIC_ACQUIRE)) return e;
     uint32_t lim = ct->m->whole[cp] - 1, first = TK_NO_RANK, first_rank = TK_NO_RANK, whole = TK_NO_RANK,
              high = TK_NO_RANK;
     uint64_t ab = h->pair1[(uint32_t)c[0] << 8 | c[1]];

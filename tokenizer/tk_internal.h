@@ -122,8 +122,20 @@ typedef struct {
 typedef struct tk_chartab {
     const tk_charmin *m; /* the straddle minima (the image's, or own) */
     tk_charmin *own;
-    char_slot slot[65536]; /* per BMP code point, worked out on first use */
+    /* per BMP code point, worked out on first use, in blocks of 256 code
+     * points allocated (zeroed and written: tk_zalloc_written) when a
+     * character of the block first shows up: one script's text touches a
+     * few blocks, not pages of a 1.3 MB table that calloc left on the zero
+     * page (each taking a read fault and then a copy-on-write fault) */
+    char_slot *blk[256];
 } tk_chartab;
+char_slot *tk_chartab_block(tk_chartab *ct, uint32_t hi);
+/* The slot of code point cp (< 65536); NULL: out of memory. */
+static inline char_slot *tk_chartab_slot(tk_chartab *ct, uint32_t cp) {
+    char_slot *b = __atomic_load_n(&ct->blk[cp >> 8], __ATOMIC_ACQUIRE);
+    if (!b && !(b = tk_chartab_block(ct, cp >> 8))) return NULL;
+    return &b[cp & 255];
+}
 typedef const char_slot *(*tk_char_slot_fn)(const void *ctx, tk_chartab *ct, uint32_t cp, const uint8_t *c,
                                             unsigned len);
 tk_chartab *tk_chartab_new(const tk_charmin *m, tk_charmin *own); /* takes own; NULL: out of memory */
