@@ -114,6 +114,7 @@ typedef struct {
     writer wr;
     tk_span *spans;
     tk_ids *ids;
+    size_t used[2]; /* most documents a set has held: entries past it were never touched */
     int64_t bos, eos; /* framing in force, -1: none */
 } encoder;
 
@@ -134,6 +135,7 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
     if (ds_handoff_wait_free(&e->wr.h, k) || e->wr.failed) return enc_fail(e, DS_ERR_IO, "the output sink failed");
     tk_ids *set = e->wr.set[k];
     size_t nb = b->n;
+    if (nb > e->used[k]) e->used[k] = nb;
     for (size_t i = 0; i < nb; i++) {
         e->spans[i].text = b->arena + b->recs[i].off;
         e->spans[i].len = b->recs[i].len;
@@ -247,8 +249,11 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
     }
     if (e.wr.inited) ds_handoff_destroy(&e.wr.h);
     ds_pipeline_end(&e.pl);
+    /* only the entries a batch used: reading the rest (calloc's zero pages)
+     * to free nothing would fault every page of the two sets in, twice */
     if (e.ids)
-        for (size_t i = 0; i < 2 * opts->batch_docs; i++) tk_ids_free(&e.ids[i]);
+        for (unsigned k = 0; k < 2; k++)
+            for (size_t i = 0; i < e.used[k]; i++) tk_ids_free(&e.ids[k * opts->batch_docs + i]);
     free(e.ids);
     free(e.spans);
     ds_reader_free(e.rd);
