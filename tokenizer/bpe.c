@@ -478,6 +478,46 @@ static int drain_local(longctx *c, uint32_t cur) {
     return TK_OK;
 }
 
+/* The parts a mid-size merge starts from, a linked list over positions
+ * 0..n-1 (n is the end sentinel: nxt == n for the last part): the bytes, or
+ * (start != NULL) the parts char_parts gave. */
+static void mid_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, const uint64_t *start,
+                      const uint32_t *start_tok, uint8_t *nxt, uint8_t *prv, uint32_t *tok) {
+    if (!start) {
+        for (size_t k = 0; k < n; k++) {
+            nxt[k] = (uint8_t)(k + 1);
+            prv[k] = (uint8_t)(k ? k - 1 : 0);
+            tok[k] = t->byte_rank[p[k]];
+        }
+        return;
+    }
+    size_t last = 0; /* part 0 always starts at byte 0 */
+    prv[0] = 0;
+    tok[0] = start_tok[0];
+    for (size_t k = 1; k <= n; k++) {
+        if (k < n && !(start[k >> 6] >> (k & 63) & 1)) continue;
+        nxt[last] = (uint8_t)k;
+        if (k < n) {
+            prv[k] = (uint8_t)last;
+            tok[k] = start_tok[k];
+            last = k;
+        }
+    }
+}
+
+/* Rank of the pair at part k before any merge: from the 2-byte table on
+ * bytes, through the pair cache on parts. */
+static inline uint32_t mid_first_rank(scratch *s, const tk_tokenizer *t, const uint8_t *p, size_t n,
+                                      const uint64_t *start, const uint8_t *nxt, const uint32_t *tok, size_t k,
+                                      uint32_t max_rank) {
+    if (!start) {
+        uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
+        return r < max_rank ? r : TK_NO_RANK;
+    }
+    size_t b = nxt[k], e = b < n ? nxt[b] : n;
+    return cached_pair_rank(s, t, tok[k], tok[b], p + k, e - k, max_rank);
+}
+
 /* Mid-size pieces without the vector merge (bpe_mid_from): doubly linked
  * parts and a binary min-heap of (rank << 8 | position) on the stack; stale
  * heap keys are skipped. The parts start as the bytes, or (start != NULL)
@@ -498,42 +538,13 @@ static int bpe_mid_heap(const tk_tokenizer *t, const uint8_t *p, size_t n, uint3
         }                                                                                                              \
         heap[i_] = k_;                                                                                                 \
     } while (0)
-    /* positions 0..n-1; n is the end sentinel (nxt == n means last part) */
-    if (!start) {
-        for (size_t k = 0; k < n; k++) {
-            nxt[k] = (uint8_t)(k + 1);
-            prv[k] = (uint8_t)(k ? k - 1 : 0);
-            pr[k] = TK_NO_RANK;
-            tok[k] = t->byte_rank[p[k]];
-        }
-        for (size_t k = 0; k + 1 < n; k++) {
-            uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
-            if (r < max_rank) {
-                pr[k] = r;
-                HPUSH(r << 8 | (uint32_t)k);
-            }
-        }
-    } else {
-        size_t last = 0; /* part 0 always starts at byte 0 */
-        prv[0] = 0;
-        pr[0] = TK_NO_RANK;
-        tok[0] = start_tok[0];
-        for (size_t k = 1; k <= n; k++) {
-            if (k < n && !(start[k >> 6] >> (k & 63) & 1)) continue;
-            nxt[last] = (uint8_t)k;
-            if (k < n) {
-                prv[k] = (uint8_t)last;
-                pr[k] = TK_NO_RANK;
-                tok[k] = start_tok[k];
-                last = k;
-            }
-        }
-        for (size_t k = 0; nxt[k] < n; k = nxt[k]) {
-            uint32_t b = nxt[k], r = cached_pair_rank(s, t, tok[k], tok[b], p + k, (size_t)nxt[b] - k, max_rank);
-            if (r != TK_NO_RANK) {
-                pr[k] = r;
-                HPUSH(r << 8 | (uint32_t)k);
-            }
+    mid_parts(t, p, n, start, start_tok, nxt, prv, tok);
+    for (size_t k = 0; k < n; k++) pr[k] = TK_NO_RANK;
+    for (size_t k = 0; nxt[k] < n; k = nxt[k]) {
+        uint32_t r = mid_first_rank(s, t, p, n, start, nxt, tok, k, max_rank);
+        if (r != TK_NO_RANK) {
+            pr[k] = r;
+            HPUSH(r << 8 | (uint32_t)k);
         }
     }
     while (hn) {

@@ -283,35 +283,9 @@ static int FLAT_FN(mid)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint3
     scratch *s = pair_cache(t, max_rank);
     unsigned nv = (unsigned)((n + MID_VL - 1) / MID_VL);
     for (unsigned k = 0; k < nv * MID_VL; k++) rk[k] = FLAT_INF;
-    /* positions 0..n-1; n is the end sentinel (nxt == n means last part) */
-    if (!start) {
-        for (size_t k = 0; k < n; k++) {
-            nxt[k] = (uint8_t)(k + 1);
-            prv[k] = (uint8_t)(k ? k - 1 : 0);
-            tok[k] = t->byte_rank[p[k]];
-        }
-        for (size_t k = 0; k + 1 < n; k++) {
-            uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
-            rk[k] = FLAT_FN(mid_key)(r < max_rank ? r : TK_NO_RANK, (unsigned)k);
-        }
-    } else {
-        size_t last = 0; /* part 0 always starts at byte 0 */
-        prv[0] = 0;
-        tok[0] = start_tok[0];
-        for (size_t k = 1; k <= n; k++) {
-            if (k < n && !(start[k >> 6] >> (k & 63) & 1)) continue;
-            nxt[last] = (uint8_t)k;
-            if (k < n) {
-                prv[k] = (uint8_t)last;
-                tok[k] = start_tok[k];
-                last = k;
-            }
-        }
-        for (size_t k = 0; nxt[k] < n; k = nxt[k]) {
-            uint32_t b = nxt[k];
-            rk[k] = FLAT_FN(mid_key)(cached_pair_rank(s, t, tok[k], tok[b], p + k, (size_t)nxt[b] - k, max_rank), (unsigned)k);
-        }
-    }
+    mid_parts(t, p, n, start, start_tok, nxt, prv, tok);
+    for (size_t k = 0; nxt[k] < n; k = nxt[k])
+        rk[k] = FLAT_FN(mid_key)(mid_first_rank(s, t, p, n, start, nxt, tok, k, max_rank), (unsigned)k);
     for (;;) {
         int32_t key = FLAT_FN(mid_lowest)(rk, nv);
         if (key == FLAT_INF) break;
