@@ -135,13 +135,13 @@ static inline void flat_init(flat_state *st, const tk_tokenizer *t, const uint8_
 /* rk[lane] = val. With SSE2 the whole 4-lane vector is rewritten: the next
  * scan loads it as a vector, and a vector load of lanes written one by one
  * stalls on store forwarding (this was the longest step of a merge). */
-static inline void flat_set(flat_state *st, unsigned lane, int32_t val) {
+static inline void flat_set(int32_t *rk, unsigned lane, int32_t val) {
 #if defined(__SSE2__)
-    __m128i *v = (__m128i *)st->rk + (lane >> 2);
+    __m128i *v = (__m128i *)rk + (lane >> 2);
     __m128i m = _mm_cmpeq_epi32(_mm_set_epi32(3, 2, 1, 0), _mm_set1_epi32((int)(lane & 3)));
     _mm_store_si128(v, _mm_or_si128(_mm_and_si128(m, _mm_set1_epi32(val)), _mm_andnot_si128(m, _mm_load_si128(v))));
 #else
-    st->rk[lane] = val;
+    rk[lane] = val;
 #endif
 }
 
@@ -505,17 +505,47 @@ static void mid_parts(const tk_tokenizer *t, const uint8_t *p, size_t n, const u
     }
 }
 
-/* Rank of the pair at part k before any merge: from the 2-byte table on
- * bytes, through the pair cache on parts. */
-static inline uint32_t mid_first_rank(scratch *s, const tk_tokenizer *t, const uint8_t *p, size_t n,
-                                      const uint64_t *start, const uint8_t *nxt, const uint32_t *tok, size_t k,
-                                      uint32_t max_rank) {
+/* Rank of the pair of part k and the part after it (there must be one). */
+static inline uint32_t part_pair_rank(scratch *s, const tk_tokenizer *t, const uint8_t *p, const uint8_t *nxt,
+                                      const uint32_t *tok, size_t k, uint32_t max_rank) {
+    size_t b = nxt[k];
+    return cached_pair_rank(s, t, tok[k], tok[b], p + k, (size_t)nxt[b] - k, max_rank);
+}
+
+/* The same before any merge: from the 2-byte table on bytes. */
+static inline uint32_t mid_first_rank(scratch *s, const tk_tokenizer *t, const uint8_t *p, const uint64_t *start,
+                                      const uint8_t *nxt, const uint32_t *tok, size_t k, uint32_t max_rank) {
     if (!start) {
         uint32_t r = t->pair2[((uint32_t)p[k] << 8) | p[k + 1]];
         return r < max_rank ? r : TK_NO_RANK;
     }
-    size_t b = nxt[k], e = b < n ? nxt[b] : n;
-    return cached_pair_rank(s, t, tok[k], tok[b], p + k, e - k, max_rank);
+    return part_pair_rank(s, t, p, nxt, tok, k, max_rank);
+}
+
+/* Merge part k with the part after it into token r; returns where the
+ * absorbed part started. */
+static inline uint32_t mid_join(uint8_t *nxt, uint8_t *prv, uint32_t *tok, size_t n, uint32_t k, uint32_t r) {
+    uint32_t dead = nxt[k];
+    nxt[k] = nxt[dead];
+    if (nxt[k] < n) prv[nxt[k]] = (uint8_t)k;
+    tok[k] = r;
+    return dead;
+}
+
+/* The parts' tokens, in order, onto out. */
+static int mid_emit(const uint8_t *nxt, const uint32_t *tok, size_t n, tk_ids *out) {
+    size_t cnt = 0;
+    for (size_t k = 0; k < n; k = nxt[k]) cnt++;
+    if (tk_ids_reserve(out, cnt)) return TK_ERR_NOMEM;
+    for (size_t k = 0; k < n; k = nxt[k]) out->ids[out->len++] = tok[k];
+    return TK_OK;
+}
+
+/* Key of a lane of the vector mid-size merge (bpe_flat.h): rank << 8 | lane,
+ * positive while ranks stay below MID_MAX_RANKS. */
+#define MID_MAX_RANKS (1u << 23)
+static inline int32_t mid_key(uint32_t rank, unsigned lane) {
+    return rank == TK_NO_RANK ? FLAT_INF : (int32_t)(rank << 8 | lane);
 }
 
 /* Mid-size pieces without the vector merge (bpe_mid_from): doubly linked
@@ -541,7 +571,7 @@ static int bpe_mid_heap(const tk_tokenizer *t, const uint8_t *p, size_t n, uint3
     mid_parts(t, p, n, start, start_tok, nxt, prv, tok);
     for (size_t k = 0; k < n; k++) pr[k] = TK_NO_RANK;
     for (size_t k = 0; nxt[k] < n; k = nxt[k]) {
-        uint32_t r = mid_first_rank(s, t, p, n, start, nxt, tok, k, max_rank);
+        uint32_t r = mid_first_rank(s, t, p, start, nxt, tok, k, max_rank);
         if (r != TK_NO_RANK) {
             pr[k] = r;
             HPUSH(r << 8 | (uint32_t)k);
@@ -561,32 +591,22 @@ static int bpe_mid_heap(const tk_tokenizer *t, const uint8_t *p, size_t n, uint3
         if (hn) heap[i] = last;
         uint32_t r = top >> 8, k = top & 0xFF;
         if (pr[k] != r) continue; /* stale */
-        /* merge k with its successor */
-        uint32_t dead = nxt[k];
-        nxt[k] = nxt[dead];
-        if (nxt[k] < n) prv[nxt[k]] = (uint8_t)k;
-        pr[dead] = TK_NO_RANK;
+        pr[mid_join(nxt, prv, tok, n, k, r)] = TK_NO_RANK;
         pr[k] = TK_NO_RANK;
-        tok[k] = r;
         if (nxt[k] < n) {
-            uint32_t end = nxt[nxt[k]];
-            uint32_t nr = cached_pair_rank(s, t, tok[k], tok[nxt[k]], p + k, end - k, max_rank);
+            uint32_t nr = part_pair_rank(s, t, p, nxt, tok, k, max_rank);
             pr[k] = nr;
             if (nr != TK_NO_RANK) HPUSH(nr << 8 | k);
         }
         if (k > 0) {
             uint32_t q = prv[k];
-            uint32_t nr = cached_pair_rank(s, t, tok[q], tok[k], p + q, nxt[k] - q, max_rank);
+            uint32_t nr = part_pair_rank(s, t, p, nxt, tok, q, max_rank);
             pr[q] = nr;
             if (nr != TK_NO_RANK) HPUSH(nr << 8 | q);
         }
     }
 #undef HPUSH
-    size_t cnt = 0;
-    for (size_t k = 0; k < n; k = nxt[k]) cnt++;
-    if (tk_ids_reserve(out, cnt)) return TK_ERR_NOMEM;
-    for (size_t k = 0; k < n; k = nxt[k]) out->ids[out->len++] = tok[k];
-    return TK_OK;
+    return mid_emit(nxt, tok, n, out);
 }
 
 static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
@@ -1210,7 +1230,6 @@ static int flat_run(flat_state *st, const tk_tokenizer *t, tk_ids *out) {
 
 /* Mid-size pieces: the vector flat merge (bpe_flat.h) where the CPU has
  * AVX2 and ranks fit its keys, else the heap. */
-#define MID_MAX_RANKS (1u << 23)
 static int bpe_mid_from(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
                         const uint32_t *start_tok, tk_ids *out) {
 #ifdef BPE_HAVE_AVX2

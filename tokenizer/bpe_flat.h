@@ -2,8 +2,19 @@
  * times by bpe.c: for the baseline target (SSE2 on x86-64), for AVX2 and
  * for AVX-512, chosen at run time (tk_simd_level). Up to 64 lanes. Not a
  * header to include anywhere else: it expects bpe.c's flat_state, flat_init,
- * flat_rank, flat_next and chunk_joined, and FLAT_FN() to name its
- * functions. */
+ * flat_rank, flat_next and chunk_joined, the mid-size helpers (mid_parts,
+ * mid_first_rank, part_pair_rank, mid_join, mid_emit, mid_key), and FLAT_FN()
+ * to name its functions. */
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/* Lowest of the 8 lanes of m. */
+static inline __attribute__((always_inline)) int32_t FLAT_FN(hmin256)(__m256i m) {
+    __m128i h = _mm_min_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(h);
+}
+#endif
 
 /* Lowest key of lanes 0..31 (see flat_key). */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int32_t *rk) {
@@ -11,12 +22,8 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int
     return _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)));
 #elif defined(__AVX2__)
     const __m256i *v = (const __m256i *)rk;
-    __m256i m = _mm256_min_epi32(_mm256_min_epi32(_mm256_load_si256(v), _mm256_load_si256(v + 1)),
-                                 _mm256_min_epi32(_mm256_load_si256(v + 2), _mm256_load_si256(v + 3)));
-    __m128i h = _mm_min_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
-    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(h);
+    return FLAT_FN(hmin256)(_mm256_min_epi32(_mm256_min_epi32(_mm256_load_si256(v), _mm256_load_si256(v + 1)),
+                                             _mm256_min_epi32(_mm256_load_si256(v + 2), _mm256_load_si256(v + 3))));
 #else
     return flat_argmin(rk, 8);
 #endif
@@ -33,19 +40,22 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int
 #endif
 }
 
-/* rk[lane] = val, rewriting the whole vector the scan will load (see flat_set). */
-static inline void FLAT_FN(set)(flat_state *st, unsigned lane, int32_t val) {
+/* rk[lane] = val, rewriting the whole vector the scan will load (see flat_set);
+ * rk 64-byte aligned. */
+static inline __attribute__((always_inline)) void FLAT_FN(set_lane)(int32_t *rk, unsigned lane, int32_t val) {
 #if defined(__AVX512F__)
-    __m512i *v = (__m512i *)st->rk + (lane >> 4);
+    __m512i *v = (__m512i *)rk + (lane >> 4);
     _mm512_store_si512(v, _mm512_mask_set1_epi32(_mm512_load_si512(v), (__mmask16)(1u << (lane & 15)), val));
 #elif defined(__AVX2__)
-    __m256i *v = (__m256i *)st->rk + (lane >> 3);
+    __m256i *v = (__m256i *)rk + (lane >> 3);
     __m256i m = _mm256_cmpeq_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)(lane & 7)));
     _mm256_store_si256(v, _mm256_blendv_epi8(_mm256_load_si256(v), _mm256_set1_epi32(val), m));
 #else
-    flat_set(st, lane, val);
+    flat_set(rk, lane, val);
 #endif
 }
+
+static inline void FLAT_FN(set)(flat_state *st, unsigned lane, int32_t val) { FLAT_FN(set_lane)(st->rk, lane, val); }
 
 /* Merge the part whose pair holds the lowest key with the next part. */
 static inline __attribute__((always_inline)) void FLAT_FN(merge)(flat_state *st, const tk_tokenizer *t,
@@ -224,7 +234,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
  * linked list (nxt/prv) as in the heap merge. Where the heap pays two or
  * three mispredicted sift loops per merge and skips stale keys, this pays
  * n/16 (AVX-512) or n/8 (AVX2) vector mins, and a lane is rewritten in place
- * when its pair changes. Ranks must stay below MID_MAX_RANKS. */
+ * when its pair changes. Ranks must stay below MID_MAX_RANKS (mid_key). */
 #if defined(__AVX512F__)
 #define MID_VL 16
 #else
@@ -251,28 +261,8 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(mid_lowest)(const i
         b = _mm256_min_epi32(b, _mm256_load_si256(x + v + 1));
     }
     if (v < nv) a = _mm256_min_epi32(a, _mm256_load_si256(x + v));
-    a = _mm256_min_epi32(a, b);
-    __m128i h = _mm_min_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(1, 0, 3, 2)));
-    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(h);
+    return FLAT_FN(hmin256)(_mm256_min_epi32(a, b));
 #endif
-}
-
-/* rk[lane] = val, rewriting the whole vector the next scan loads (see flat_set). */
-static inline __attribute__((always_inline)) void FLAT_FN(mid_set)(int32_t *rk, unsigned lane, int32_t val) {
-#if defined(__AVX512F__)
-    __m512i *v = (__m512i *)rk + (lane >> 4);
-    _mm512_store_si512(v, _mm512_mask_set1_epi32(_mm512_load_si512(v), (__mmask16)(1u << (lane & 15)), val));
-#else
-    __m256i *v = (__m256i *)rk + (lane >> 3);
-    __m256i m = _mm256_cmpeq_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)(lane & 7)));
-    _mm256_store_si256(v, _mm256_blendv_epi8(_mm256_load_si256(v), _mm256_set1_epi32(val), m));
-#endif
-}
-
-static inline int32_t FLAT_FN(mid_key)(uint32_t rank, unsigned lane) {
-    return rank == TK_NO_RANK ? FLAT_INF : (int32_t)(rank << 8 | lane);
 }
 
 static int FLAT_FN(mid)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, const uint64_t *start,
@@ -285,31 +275,20 @@ static int FLAT_FN(mid)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint3
     for (unsigned k = 0; k < nv * MID_VL; k++) rk[k] = FLAT_INF;
     mid_parts(t, p, n, start, start_tok, nxt, prv, tok);
     for (size_t k = 0; nxt[k] < n; k = nxt[k])
-        rk[k] = FLAT_FN(mid_key)(mid_first_rank(s, t, p, n, start, nxt, tok, k, max_rank), (unsigned)k);
+        rk[k] = mid_key(mid_first_rank(s, t, p, start, nxt, tok, k, max_rank), (unsigned)k);
     for (;;) {
         int32_t key = FLAT_FN(mid_lowest)(rk, nv);
         if (key == FLAT_INF) break;
-        uint32_t r = (uint32_t)key >> 8, k = (uint32_t)key & 0xFF;
-        /* merge k with its successor */
-        uint32_t dead = nxt[k];
-        nxt[k] = nxt[dead];
-        if (nxt[k] < n) prv[nxt[k]] = (uint8_t)k;
-        tok[k] = r;
-        FLAT_FN(mid_set)(rk, dead, FLAT_INF);
-        uint32_t nr = TK_NO_RANK;
-        if (nxt[k] < n)
-            nr = cached_pair_rank(s, t, tok[k], tok[nxt[k]], p + k, (size_t)nxt[nxt[k]] - k, max_rank);
-        FLAT_FN(mid_set)(rk, k, FLAT_FN(mid_key)(nr, k));
+        uint32_t k = (uint32_t)key & 0xFF;
+        FLAT_FN(set_lane)(rk, mid_join(nxt, prv, tok, n, k, (uint32_t)key >> 8), FLAT_INF);
+        uint32_t nr = nxt[k] < n ? part_pair_rank(s, t, p, nxt, tok, k, max_rank) : TK_NO_RANK;
+        FLAT_FN(set_lane)(rk, k, mid_key(nr, k));
         if (k > 0) {
             uint32_t q = prv[k];
-            FLAT_FN(mid_set)(rk, q, FLAT_FN(mid_key)(cached_pair_rank(s, t, tok[q], tok[k], p + q, nxt[k] - q, max_rank), q));
+            FLAT_FN(set_lane)(rk, q, mid_key(part_pair_rank(s, t, p, nxt, tok, q, max_rank), q));
         }
     }
-    size_t cnt = 0;
-    for (size_t k = 0; k < n; k = nxt[k]) cnt++;
-    if (tk_ids_reserve(out, cnt)) return TK_ERR_NOMEM;
-    for (size_t k = 0; k < n; k = nxt[k]) out->ids[out->len++] = tok[k];
-    return TK_OK;
+    return mid_emit(nxt, tok, n, out);
 }
 #undef MID_VL
 #endif
