@@ -542,9 +542,10 @@ static int mid_emit(const uint8_t *nxt, const uint32_t *tok, size_t n, tk_ids *o
 }
 
 /* Key of a lane of the vector mid-size merge (bpe_flat.h): rank << 8 | lane,
- * positive while ranks stay below MID_MAX_RANKS. */
+ * positive while ranks stay below MID_MAX_RANKS. Unused where no vector
+ * variant is built (clang, other architectures). */
 #define MID_MAX_RANKS (1u << 23)
-static inline int32_t mid_key(uint32_t rank, unsigned lane) {
+static inline __attribute__((unused)) int32_t mid_key(uint32_t rank, unsigned lane) {
     return rank == TK_NO_RANK ? FLAT_INF : (int32_t)(rank << 8 | lane);
 }
 
@@ -1159,7 +1160,9 @@ static inline size_t chunk_cut(const tk_tokenizer *t, const uint8_t *p, size_t p
 }
 
 #define FLAT_FN(name) name##_base
+#define FLAT_SIMD 0
 #include "bpe_flat.h"
+#undef FLAT_SIMD
 #undef FLAT_FN
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -1168,14 +1171,18 @@ static inline size_t chunk_cut(const tk_tokenizer *t, const uint8_t *p, size_t p
 #pragma GCC target("avx2")
 #include <immintrin.h>
 #define FLAT_FN(name) name##_avx2
+#define FLAT_SIMD 1
 #include "bpe_flat.h"
+#undef FLAT_SIMD
 #undef FLAT_FN
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2")
 #define FLAT_FN(name) name##_avx512
+#define FLAT_SIMD 2
 #include "bpe_flat.h"
+#undef FLAT_SIMD
 #undef FLAT_FN
 #pragma GCC pop_options
 

@@ -3,10 +3,21 @@
  * for AVX-512, chosen at run time (tk_simd_level). Up to 64 lanes. Not a
  * header to include anywhere else: it expects bpe.c's flat_state, flat_init,
  * flat_rank, flat_next and chunk_joined, the mid-size helpers (mid_parts,
- * mid_first_rank, part_pair_rank, mid_join, mid_emit, mid_key), and FLAT_FN()
- * to name its functions. */
+ * mid_first_rank, part_pair_rank, mid_join, mid_emit, mid_key), FLAT_FN()
+ * to name its functions and FLAT_SIMD, the variant's level (0 baseline,
+ * 1 AVX2, 2 AVX-512). The code is chosen by FLAT_SIMD, never by __AVX2__ or
+ * __AVX512F__: under -march=native those describe the build machine, so the
+ * baseline variant, compiled without <immintrin.h> and a target pragma, would
+ * take the vector code (MKS_NATIVE=ON failed to compile, issue 32). */
+#if !defined(FLAT_SIMD)
+#error "bpe_flat.h: define FLAT_SIMD (0, 1 or 2) before including it"
+#endif
+/* a vector variant only under its target pragma (which defines these) */
+#if (FLAT_SIMD >= 1 && !defined(__AVX2__)) || (FLAT_SIMD >= 2 && !defined(__AVX512F__))
+#error "bpe_flat.h: FLAT_SIMD above the target's instruction set"
+#endif
 
-#if defined(__AVX2__) && !defined(__AVX512F__)
+#if FLAT_SIMD == 1
 /* Lowest of the 8 lanes of m. */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(hmin256)(__m256i m) {
     __m128i h = _mm_min_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
@@ -18,9 +29,9 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(hmin256)(__m256i m)
 
 /* Lowest key of lanes 0..31 (see flat_key). */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int32_t *rk) {
-#if defined(__AVX512F__)
+#if FLAT_SIMD >= 2
     return _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)));
-#elif defined(__AVX2__)
+#elif FLAT_SIMD == 1
     const __m256i *v = (const __m256i *)rk;
     return FLAT_FN(hmin256)(_mm256_min_epi32(_mm256_min_epi32(_mm256_load_si256(v), _mm256_load_si256(v + 1)),
                                              _mm256_min_epi32(_mm256_load_si256(v + 2), _mm256_load_si256(v + 3))));
@@ -31,7 +42,7 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int
 
 /* Lowest key of lanes 0..63. */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int32_t *rk) {
-#if defined(__AVX512F__)
+#if FLAT_SIMD >= 2
     return _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)),
                                                     _mm512_min_epi32(_mm512_load_si512(rk + 32), _mm512_load_si512(rk + 48))));
 #else
@@ -43,10 +54,10 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int
 /* rk[lane] = val, rewriting the whole vector the scan will load (see flat_set);
  * rk 64-byte aligned. */
 static inline __attribute__((always_inline)) void FLAT_FN(set_lane)(int32_t *rk, unsigned lane, int32_t val) {
-#if defined(__AVX512F__)
+#if FLAT_SIMD >= 2
     __m512i *v = (__m512i *)rk + (lane >> 4);
     _mm512_store_si512(v, _mm512_mask_set1_epi32(_mm512_load_si512(v), (__mmask16)(1u << (lane & 15)), val));
-#elif defined(__AVX2__)
+#elif FLAT_SIMD == 1
     __m256i *v = (__m256i *)rk + (lane >> 3);
     __m256i m = _mm256_cmpeq_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)(lane & 7)));
     _mm256_store_si256(v, _mm256_blendv_epi8(_mm256_load_si256(v), _mm256_set1_epi32(val), m));
@@ -129,7 +140,7 @@ static int FLAT_FN(run)(flat_state *st, const tk_tokenizer *t, tk_ids *out) {
  * filled): the first pair ranks come from vector gathers of pair2. */
 static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, const uint8_t *p, size_t n,
                                        unsigned lanes) {
-#if defined(__AVX2__)
+#if FLAT_SIMD >= 1
     st->p = p;
     st->n = (uint32_t)n;
     st->nvec = lanes / 4;
@@ -137,7 +148,7 @@ static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, co
     uint8_t b[FLAT_LANES + 16]; /* the bytes, zero-padded: every load below stays inside */
     memcpy(b, p, n);
     memset(b + n, 0, sizeof b - n);
-#if defined(__AVX512F__)
+#if FLAT_SIMD >= 2
     const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (unsigned v = 0; v < lanes; v += 16) {
         __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + v)));
@@ -226,7 +237,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
     return 1;
 }
 
-#if defined(__AVX2__)
+#if FLAT_SIMD >= 1
 /* ---- mid-size pieces (bpe_mid_from's work, 33..255 bytes) --------------
  * The flat merge again, over up to 256 byte lanes: a lane holds the key
  * (rank << 8 | lane) of the pair that starts there, and each step takes the
@@ -235,7 +246,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
  * three mispredicted sift loops per merge and skips stale keys, this pays
  * n/16 (AVX-512) or n/8 (AVX2) vector mins, and a lane is rewritten in place
  * when its pair changes. Ranks must stay below MID_MAX_RANKS (mid_key). */
-#if defined(__AVX512F__)
+#if FLAT_SIMD >= 2
 #define MID_VL 16
 #else
 #define MID_VL 8
@@ -243,7 +254,7 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
 
 /* Lowest key of lanes 0..nv * MID_VL. */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(mid_lowest)(const int32_t *rk, unsigned nv) {
-#if defined(__AVX512F__)
+#if FLAT_SIMD >= 2
     __m512i a = _mm512_load_si512(rk), b = _mm512_set1_epi32(FLAT_INF);
     unsigned v = 1;
     for (; v + 1 < nv; v += 2) { /* two chains: half the dependent mins */
