@@ -25,7 +25,7 @@ trap 'rm -rf "$T"' EXIT
 # mkshards (plan included) links none of the trainer's runtimes: in a CUDA build cudart +
 # cuBLASLt + NCCL cost ~50 ms of start-up in every mkshards command (measured 56 ms for an
 # empty `encode`, against ~2 ms), libmpi ~2 ms
-# (nor OpenMP's, ~0.15 ms: the planner's thread count comes from tr_cli_default_threads there)
+# (nor OpenMP's, ~0.15 ms: the planner's thread count comes from tr_threads_default there)
 if command -v ldd >/dev/null 2>&1; then
     heavy=$(ldd "$MKS" 2>/dev/null | grep -oE 'lib(cudart|cublas|cublasLt|nccl|mpi|gomp)[^ ]*' | sort -u | tr '\n' ' ')
     [ -z "$heavy" ] && ok "mkshards links no trainer runtime" || bad "mkshards links $heavy(start-up of every command)"
@@ -40,6 +40,21 @@ for th in 3 ""; do
     ) && grep -q "per thread" "$T/p1" && ok "mkshards plan = llmtrain --plan (OMP_NUM_THREADS '${th:-unset}')" ||
         bad "mkshards plan differs from llmtrain --plan (OMP_NUM_THREADS '${th:-unset}'): $(diff "$T/p1" "$T/p2" | head -4)"
 done
+# OMP_NUM_THREADS above TR_MAX_THREADS (4096): libgomp segfaulted starting a team of 100000 at
+# the first parallel region (issue 32); now both programs warn and plan the CPUs (OMP_NUM_THREADS unset)
+(unset OMP_NUM_THREADS; "$MKS" plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 >"$T/p0" 2>&1)
+for th in 100000 99999999999 4097,2; do
+    OMP_NUM_THREADS=$th "$MKS" plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 >"$T/p1" 2>"$T/e1"
+    OMP_NUM_THREADS=$th "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 >"$T/p2" 2>"$T/e2"
+    cmp -s "$T/p0" "$T/p1" && cmp -s "$T/p1" "$T/p2" && grep -q "OMP_NUM_THREADS=${th%%,*} is above 4096 threads" "$T/e1" "$T/e2" &&
+        [ "$(grep -c 'above 4096' "$T/e1" "$T/e2" | grep -c ':1')" = 2 ] && grep -q "per thread" "$T/p1" &&
+        ok "plan with OMP_NUM_THREADS=$th: the same plan, a warning" || bad "plan with OMP_NUM_THREADS=$th: $(cat "$T/e1" "$T/e2")"
+done
+OMP_NUM_THREADS=100000 timeout 120 "$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 2 --token-budget 256 \
+    --quiet >"$T/out" 2>"$T/err"
+expect_rc 0 $? "train with OMP_NUM_THREADS=100000"
+grep -q "OMP_NUM_THREADS=100000 is above 4096 threads: using" "$T/err" && ok "clamp named: $(head -c 120 "$T/err")" ||
+    bad "no warning: $(head -c 300 "$T/err")"
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 >"$T/out" 2>"$T/err"
 expect_rc 0 $? "plan fits"
 grep -q "micro-batch 8 rows x 32 = 256 tokens" "$T/out" && ok "plan picks B = budget / T" || bad "plan B: $(head -3 "$T/out")"

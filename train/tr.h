@@ -363,6 +363,22 @@ typedef struct {
 /* TR_ERR_NOFIT: the plan (res->plan) does not fit; nothing was allocated. */
 int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen);
 
+/* ================================================================ threads */
+/* The CPU kernels' OpenMP threads: at most TR_MAX_THREADS. OpenMP's runtime
+ * starts a team of OMP_NUM_THREADS threads at its first parallel region, and
+ * libgomp overflowed its stack there at 100000 (issue 32); above the bound
+ * the count is the CPUs this process may run on, as for an unset variable. */
+#define TR_MAX_THREADS 4096
+/* The count a fresh process runs with (no OpenMP runtime needed: `mkshards
+ * plan`); *over (may be NULL): OMP_NUM_THREADS's first value when it is a
+ * number above TR_MAX_THREADS (LONG_MAX if it overflowed), else 0. */
+int tr_threads_default(long *over);
+/* Bounds the OpenMP runtime's thread count (of the calling thread, before its
+ * first parallel region) to TR_MAX_THREADS: above it, omp_set_num_threads(
+ * tr_threads_default()). Returns the count. tr_train calls it first; a
+ * caller running the kn kernels itself calls it before them. */
+int tr_threads_bound(void);
+
 /* The llmtrain command line (plan_only = 1: only --plan is possible).
  * Returns the exit status: 0 ok, 1 failure, 2 bad input/data/device,
  * 3 plan does not fit, 64 usage. */

@@ -351,6 +351,6 @@ int tr_plan_cli_main(const char *prog, int argc, char **argv)
     cli_args a;
     int x = tr_cli_parse(prog, argc, argv, 1, &a);
     if (x >= 0) return x;
-    a.cpu_threads = tr_cli_default_threads();
+    a.cpu_threads = tr_cli_threads(prog);
     return tr_cli_plan(prog, &a, NULL);
 }

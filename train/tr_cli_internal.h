@@ -30,7 +30,8 @@ typedef int (*tr_cli_gpu_budget_fn)(const tr_train_opts *o, int json, uint64_t *
  * start-up in every mkshards command of a CUDA build), llmtrain's probe
  * (tr_cli_run.c) in `llmtrain --plan`. */
 int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_budget);
-/* What omp_get_max_threads() would answer (tr_cli_threads.c), for `mkshards plan`. */
-int tr_cli_default_threads(void);
+/* tr_threads_default (what omp_get_max_threads() answers once tr_threads_bound
+ * has run), warning on stderr when OMP_NUM_THREADS is above TR_MAX_THREADS. */
+int tr_cli_threads(const char *prog);
 
 #endif

@@ -67,6 +67,7 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
     int x = tr_cli_parse(prog, argc, argv, plan_only, &a);
     if (x >= 0)
         return x;
-    a.cpu_threads = kn_num_threads();
+    tr_cli_threads(prog); /* the warning over TR_MAX_THREADS */
+    a.cpu_threads = tr_threads_bound();
     return a.plan ? tr_cli_plan(prog, &a, plan_gpu_budget) : train_cli(prog, &a);
 }

@@ -952,6 +952,7 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     r.err = err;
     r.errlen = errlen;
     r.out = o->out ? o->out : stdout;
+    tr_threads_bound(); /* before the first parallel region: a huge OMP_NUM_THREADS crashed libgomp */
     int rc = run_open(&r);
     if (!rc)
         rc = run_plan(&r);
