@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dist_train.sh MPIEXEC LLMTRAIN DATA [same|resume|fail] - data-parallel llmtrain on the CPU
+# dist_train.sh MPIEXEC LLMTRAIN DATA [same|resume|codes|fail] - data-parallel llmtrain on the CPU
 # (issue 16; tiny model on the golden shard set, a few seconds each):
 #   - mpirun -np 2 == one process with 2 micro-batches, bit for bit: every
 #     logged step value and the final checkpoint (params + AdamW moments);
@@ -15,6 +15,10 @@
 #     and stays within 1e-4; a ZeRO-1 checkpoint (1/N of the moments per
 #     rank, gathered by rank 0) resumed on 4 ranks with ZeRO-1 and by one
 #     process;
+#   - (codes) a refusal exits with the status the command gives alone (64
+#     usage, 3 does not fit, 2 corrupt checkpoint), not MPI_Abort's 1: every
+#     rank refusing alike agrees and finalizes (no abort); one rank refusing
+#     while the other trains aborts the job with the status;
 #   - (fail) failure: a rank killed with SIGKILL mid-run, or stopped (SIGSTOP, only
 #     the deadline sees it), ends the job non-zero within 60 s, naming it;
 #     rank 0 failing to write a ZeRO-1 checkpoint ends every rank at once;
@@ -128,6 +132,36 @@ cp "$T/zn.jsonl" "$T/zn1.jsonl" 2>/dev/null
 m=$(cmp_logs r2 zn1 0) && ok "2-rank ZeRO-1 checkpoint resumed by one process (2 micro-batches): $m" ||
     bad "ZeRO-1 resume on 1: $m"
 
+exit $fail
+fi
+
+if [ "$MODE" = codes ]; then
+"$LLM" "${A[@]}" --token-budget 128 --steps 2 --ckpt-dir "$T/c_bad" --quiet > "$T/ck.out" 2>&1 || bad "checkpoint: $(tail -2 "$T/ck.out")"
+f="$T/c_bad/ckpt.bin"
+printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc status=none
+for c in "64 usage --bogus" "3 nofit --mem-budget 1M" "2 corrupt-checkpoint --steps 4 --ckpt-dir $T/c_bad --resume"; do
+    set -- $c
+    want=$1 what=$2; shift 2
+    "$LLM" "${A[@]}" --token-budget 128 "$@" > "$T/alone.out" 2>&1
+    alone=$?
+    start=$(date +%s)
+    timeout 60 "$MPI" -np 2 --oversubscribe "$LLM" "${A[@]}" --token-budget 128 "$@" > "$T/np2.out" 2>&1
+    rc=$?
+    el=$(($(date +%s) - start))
+    if [ "$alone" = "$want" ] && [ "$rc" = "$want" ] && ! grep -q "MPI_ABORT was invoked" "$T/np2.out"; then
+        ok "$what: exit $rc under mpirun -np 2 as alone, the ranks agreed (no abort), ${el} s"
+    else
+        bad "$what: alone exit $alone, mpirun -np 2 exit $rc, want $want: $(grep -v '^ ' "$T/np2.out" | tail -4)"
+    fi
+done
+# one rank refuses (usage) while the other starts a long run: MPI_Abort with the status
+start=$(date +%s)
+timeout 60 "$MPI" --oversubscribe -np 1 "$LLM" "${A[@]}" --token-budget 128 --bogus : \
+    -np 1 "$LLM" "${A[@]}" --token-budget 128 --steps 100000 --quiet > "$T/mixed.out" 2>&1
+rc=$?
+el=$(($(date +%s) - start))
+[ "$rc" = 64 ] && [ "$el" -lt 30 ] && ok "one rank's usage error while the other trains: exit 64 in ${el} s" ||
+    bad "one rank's usage error: exit $rc in ${el} s, want 64: $(tail -4 "$T/mixed.out")"
 exit $fail
 fi
 

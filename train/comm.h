@@ -93,8 +93,19 @@ int tr_comm_open(int kind, tr_comm **out, char *err, size_t errlen);
  * collective, on success paths; after a failure use tr_comm_abort). */
 void tr_comm_close(tr_comm *c);
 /* End the whole job now: MPI_Abort(code) under MPI (every rank exits
- * non-zero), returns for the single engine (the caller exits). */
+ * non-zero; Open MPI's mpirun exits with code), returns for the single
+ * engine (the caller exits). */
 void tr_comm_abort(tr_comm *c, int code);
+/* A failed run's exit status (code != 0), agreed by every rank: when all
+ * ranks call this within timeout_s seconds (they refused the same run: bad
+ * usage, a plan that does not fit, a corrupt checkpoint), the highest of
+ * their codes; the caller then closes the communicator (MPI_Finalize) and
+ * exits with it, so the launcher reports the documented status and no
+ * abort. -1 when some rank did not come (it is still running, or stuck):
+ * the caller ends the job with tr_comm_abort(code). Uses MPI_COMM_WORLD, not
+ * the collectives' duplicate, so it cannot match a collective another rank
+ * is waiting in. The single engine: code. */
+int tr_comm_exit_agree(tr_comm *c, int code, double timeout_s);
 
 int tr_comm_kind(const tr_comm *c);
 const char *tr_comm_kind_name(const tr_comm *c); /* "single" / "mpi" */

@@ -23,6 +23,7 @@ struct tr_comm {
 int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen);
 void tr_comm_mpi_close(tr_comm *c);
 void tr_comm_mpi_abort(tr_comm *c, int code);
+int tr_comm_mpi_exit_agree(tr_comm *c, int code, double timeout_s);
 int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, size_t unit, int gather);
 int tr_comm_mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b, int gather);
 int tr_comm_mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer);

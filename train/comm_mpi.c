@@ -170,6 +170,30 @@ void tr_comm_mpi_abort(tr_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 }
 
+int tr_comm_mpi_exit_agree(tr_comm *c, int code, double timeout_s)
+{
+    (void)c;
+    /* the highest code in a nonblocking reduction, polled against the
+     * deadline: a rank that never comes leaves it pending, and MPI_Abort
+     * ends it with the job */
+    int all = 0;
+    MPI_Request req;
+    if (MPI_Iallreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
+        return -1;
+    double end = now_s() + timeout_s;
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return -1;
+        if (done)
+            return all;
+        if (now_s() > end)
+            return -1;
+        struct timespec pause = {0, 1000000L}; /* leave the core to the other ranks */
+        nanosleep(&pause, NULL);
+    }
+}
+
 /* ---- requests and the deadline ------------------------------------------ */
 
 static int tag_of(tr_comm *c)

@@ -221,6 +221,17 @@ void tr_comm_abort(tr_comm *c, int code)
 #endif
 }
 
+int tr_comm_exit_agree(tr_comm *c, int code, double timeout_s)
+{
+#ifdef MKS_HAVE_MPI
+    if (c && c->kind == TR_COMM_MPI)
+        return tr_comm_mpi_exit_agree(c, code, timeout_s);
+#endif
+    (void)c;
+    (void)timeout_s;
+    return code;
+}
+
 int tr_comm_kind(const tr_comm *c) { return c->kind; }
 const char *tr_comm_kind_name(const tr_comm *c) { return c->kind == TR_COMM_MPI ? "mpi" : "single"; }
 int tr_comm_rank(const tr_comm *c) { return c->rank; }

@@ -25,14 +25,21 @@ int tr_dist_init(char *err, size_t errlen)
 
 tr_comm *tr_dist_comm(void) { return g_comm; }
 
-void tr_dist_finish(int ok)
+int tr_dist_finish(int status)
 {
     if (!g_comm)
-        return;
-    if (!ok && tr_comm_world(g_comm) > 1)
-        tr_comm_abort(g_comm, 1); /* does not return under MPI */
+        return status;
+    if (status != 0 && tr_comm_world(g_comm) > 1) {
+        /* MPI_Abort(..., 1) made every refusal under mpirun exit 1 (issue 32) */
+        int agreed = tr_comm_exit_agree(g_comm, status, TR_DIST_EXIT_AGREE_S);
+        if (agreed <= 0)
+            tr_comm_abort(g_comm, status); /* does not return under MPI */
+        else
+            status = agreed;
+    }
     tr_comm_close(g_comm);
     g_comm = NULL;
+    return status;
 }
 
 tr_comm *tr_dist_of(const tr_train_opts *o)

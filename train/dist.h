@@ -53,9 +53,15 @@ extern "C" {
 int tr_dist_init(char *err, size_t errlen);
 /* The process communicator, NULL before tr_dist_init. */
 tr_comm *tr_dist_comm(void);
-/* ok: close it (MPI_Finalize); else end the whole job (MPI_Abort under
- * MPI, so no rank waits for this one). */
-void tr_dist_finish(int ok);
+/* At exit, with this rank's exit status; returns the status to exit with.
+ * 0: close the communicator (MPI_Finalize). Else, with more than one rank:
+ * when every rank fails alike within TR_DIST_EXIT_AGREE_S (the same refusal)
+ * they agree on the highest status and close; otherwise the whole job ends
+ * with MPI_Abort(status), so no rank waits for this one. Either way the
+ * launcher (Open MPI's mpirun) exits with the documented status (2, 3, 64)
+ * that the same command gives alone, not 1. */
+#define TR_DIST_EXIT_AGREE_S 5.0
+int tr_dist_finish(int status);
 
 /* The communicator of a run: o->comm, else the process's; NULL = world 1. */
 tr_comm *tr_dist_of(const tr_train_opts *o);

@@ -3,7 +3,9 @@
  * `mkshards plan`); see `llmtrain --help`. Started by mpirun / srun, every
  * process is one data-parallel rank (train/dist.h, docs/cluster.md): the
  * launcher's communicator is opened first and, when the run fails, the
- * whole job is ended so that no rank waits for this one. */
+ * job exits with the status the command gives alone (tr_dist_finish: the
+ * ranks agree on it, or the job is aborted with it so that no rank waits
+ * for this one). */
 #include <stdio.h>
 
 #include "dist.h"
@@ -18,6 +20,5 @@ int main(int argc, char **argv)
     }
     int rc = tr_cli_main("llmtrain", argc, argv, 0);
     fflush(stdout);
-    tr_dist_finish(rc == 0);
-    return rc;
+    return tr_dist_finish(rc); /* the same exit status under mpirun as alone */
 }
