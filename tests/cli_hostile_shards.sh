@@ -112,6 +112,22 @@ run 2 "merge: FIFO as a part's shard" "$S0: not a regular file" -- "$MKS" merge 
 fresh p1 fp && rm "$T/fp/rejects.jsonl" && mkfifo "$T/fp/rejects.jsonl"
 run 2 "merge: FIFO as a part's rejects.jsonl" "rejects.jsonl" -- "$MKS" merge -q --out "$T/mo" "$T/fp" "$T/p2"
 
+# ---- issue 32: inspect --row opens no path from inside a file: the tokenizer the
+# manifest records (config.tokenizer) is only named, escaped; --tokenizer decodes
+run 0 "inspect --row: the manifest's tokenizer is not opened" "give --tokenizer" "$T/tok.tiktoken', not opened" -- \
+    "$MKS" inspect --row 0 "$T/set"
+grep -q '^    "' "$T/out" && bad "inspect --row decoded with the manifest's tokenizer" || ok "inspect --row without --tokenizer: ids"
+run 0 "inspect SHARD --row: the sibling manifest's tokenizer is not opened" "not opened" -- "$MKS" inspect --row 0 "$T/set/$S0"
+grep -q '^    "' "$T/out" && bad "inspect SHARD --row decoded with the manifest's tokenizer" || ok "inspect SHARD --row: ids"
+run 0 "inspect --row --tokenizer decodes" -- "$MKS" inspect --row 0 -t "$T/tok.tiktoken" "$T/set"
+grep -q '^    "' "$T/out" && ok "inspect --row --tokenizer: text" || bad "inspect --row --tokenizer: no text: $(head -c 300 "$T/out")"
+mkfifo "$T/tokfifo"
+fresh set ti && jedit "$T/ti" "m['config']['tokenizer'] = '$T/tokfifo'"
+run 0 "inspect --row: manifest names a FIFO tokenizer" "not opened" -- "$MKS" inspect --row 0 "$T/ti"
+jedit "$T/ti" "m['config']['tokenizer'] = '$T/tok\\x1b]0;owned\\x07.tiktoken'.encode().decode('unicode_escape')"
+run 0 "inspect --row: control bytes in the recorded path escaped" "tok\x1b]0;owned\x07.tiktoken" -- "$MKS" inspect --row 0 "$T/ti"
+grep -q $'\x1b' "$T/err" && bad "inspect printed a raw ESC from the manifest" || ok "no raw ESC on stderr"
+
 # ---- item 2: config.part of the parts
 pcase() { # WHAT PART PATTERN
     fresh p1 pp && jedit "$T/pp" "m['config']['part'] = $2"

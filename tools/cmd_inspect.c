@@ -23,8 +23,9 @@ static const char k_usage[] =
     "  -r, --row I          show row I decoded: segments (documents), positions, padding\n"
     "                       (in DIR: row I of --split; in SHARD: row I of the file)\n"
     "  -s, --split S        train (default) or val, for --row on a DIR\n"
-    "  -t, --tokenizer T    tokenizer for decoding (default: the one the manifest names;\n"
-    "                       its fingerprint must match the shards')\n"
+    "  -t, --tokenizer T    tokenizer for decoding; its fingerprint must match the shards'.\n"
+    "                       Without it --row shows ids: the path the manifest records is\n"
+    "                       only named, never opened (a path from inside a file)\n"
     "      --ids            print token ids instead of decoded text\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -197,14 +198,41 @@ static int show_row(const ds_shard *s, uint64_t row, const tk_tokenizer *tok, in
     return DS_OK;
 }
 
-/* The tokenizer --row decodes with: --tokenizer, else the manifest's; NULL
- * (ids shown, with a warning) when there is none or it is not the shards'. */
+/* s (a string from a file) for a message: at most 200 bytes, control bytes
+ * as \xNN, so that it cannot drive the terminal. */
+static void escaped(const char *s, char *out, size_t cap) {
+    size_t o = 0;
+    for (; *s && o + 8 < cap && o < 200; s++) {
+        uint8_t c = (uint8_t)*s;
+        if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+        else out[o++] = (char)c;
+    }
+    if (*s) o += (size_t)snprintf(out + o, cap - o, "...");
+    out[o] = 0;
+}
+
+/* The tokenizer --row decodes with: --tokenizer only; NULL (ids shown, with
+ * a warning) when it is not given or not the shards'. The tokenizer path
+ * the manifest records (config.tokenizer) is never opened: a crafted
+ * manifest could name a FIFO, a device, a huge file, or a vocabulary name
+ * whose first load writes a table image to the cache (docs/threat-model.md:
+ * no path from inside a file is used). The warning names it, so the user
+ * can pass it on purpose. */
 static tk_tokenizer *row_tokenizer(const char *cmd, const char *tkspec, json_t *m, const ds_shard *s) {
     tk_tokenizer *tok = NULL;
-    const char *spec = tkspec;
-    if (!spec && m) spec = json_string_value(json_object_get(json_object_get(m, "config"), "tokenizer"));
-    if (spec && !*spec) spec = NULL;
-    if (spec && cli_load_tokenizer(spec, NULL, &tok) == EXIT_OK) {
+    const char *spec = tkspec && *tkspec ? tkspec : NULL;
+    if (!spec) {
+        const char *rec = m ? json_string_value(json_object_get(json_object_get(m, "config"), "tokenizer")) : NULL;
+        char esc[256];
+        if (rec && *rec) {
+            escaped(rec, esc, sizeof esc);
+            cli_warn(cmd, "showing ids: give --tokenizer to decode (the manifest records '%s', not opened)", esc);
+        } else {
+            cli_warn(cmd, "showing ids: give --tokenizer to decode");
+        }
+        return NULL;
+    }
+    if (cli_load_tokenizer(spec, NULL, &tok) == EXIT_OK) {
         uint8_t fp[32];
         tk_fingerprint(tok, fp);
         if (memcmp(fp, ds_shard_get_header(s)->fingerprint, 32) != 0) {
@@ -213,7 +241,7 @@ static tk_tokenizer *row_tokenizer(const char *cmd, const char *tkspec, json_t *
             tok = NULL;
         }
     } else {
-        cli_warn(cmd, "no tokenizer to decode with (give --tokenizer); showing ids");
+        cli_warn(cmd, "cannot load tokenizer '%s'; showing ids", spec);
     }
     return tok;
 }
@@ -294,8 +322,8 @@ int cmd_inspect(int argc, char **argv) {
             cli_error(cmd, "%s", err);
             return EXIT_BAD_INPUT;
         }
-        /* the folder's manifest only names the tokenizer to decode with:
-         * when it is missing or bad, --row shows ids */
+        /* the folder's manifest only names, in --row's warning, the
+         * tokenizer the set was built with (never opened: row_tokenizer) */
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s", target);
         if (ds_manifest_load(dirname(tmp), &man, err, sizeof err) == DS_OK) m = man.root;
