@@ -69,28 +69,54 @@ static bool join_path(char *out, size_t cap, const char *dir, const char *name, 
     return true;
 }
 
+/* Length of the valid UTF-8 character at p[0..n) (2-4 bytes, no overlong
+ * form, no surrogate, at most U+10FFFF), 0 if there is none. */
+static size_t utf8_char(const uint8_t *p, size_t n) {
+    size_t k = 0;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) k = 2;
+    else if (p[0] >= 0xE0 && p[0] <= 0xEF) k = 3;
+    else if (p[0] >= 0xF0 && p[0] <= 0xF4) k = 4;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) || (p[0] == 0xF0 && p[1] < 0x90) ||
+        (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return k;
+}
+
+const char *tk_escape_text(const void *text, size_t n, char *out, size_t cap) {
+    const uint8_t *p = text;
+    size_t o = 0;
+    if (!cap) return out;
+    if (cap < 8) { /* no room for even one escape and "..." */
+        out[0] = 0;
+        return out;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] < 0x80 ? 1 : utf8_char(p + i, n - i);
+        bool c1 = k == 2 && p[i] == 0xC2 && p[i + 1] <= 0x9F; /* U+0080..U+009F */
+        bool esc = k == 0 || c1 || p[i] < 0x20 || p[i] == 0x7F || p[i] == '"' || p[i] == '\\';
+        size_t need = esc ? 4 * (k ? k : 1) : k, used = k ? k : 1;
+        /* the rest, or "..." after it, must still fit */
+        if (o + need + (i + used < n ? 3 : 0) >= cap) {
+            memcpy(out + o, "...", 4);
+            return out;
+        }
+        for (size_t j = 0; j < used; j++) {
+            if (esc) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[i + j]);
+            else out[o++] = (char)p[i + j];
+        }
+        i += used;
+    }
+    out[o] = 0;
+    return out;
+}
+
 /* A token text or key as it may be shown in a message: control bytes
  * (terminal escapes in a hostile file) as \xNN, at most ~60 bytes. */
 static const char *shown(const char *s, char buf[static 160]) {
-    size_t o = 0;
-    for (const uint8_t *p = (const uint8_t *)s; *p && o < 150; p++) {
-        bool c1 = p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F; /* U+0080..U+009F */
-        if (*p < 0x20 || *p == 0x7F || *p == '"' || *p == '\\' || c1) {
-            if (o > 140) break;
-            o += (size_t)snprintf(buf + o, 160 - o, "\\x%02x", *p);
-            if (c1) o += (size_t)snprintf(buf + o, 160 - o, "\\x%02x", *++p);
-        } else {
-            buf[o++] = (char)*p;
-        }
-        if (o >= 60 && p[1]) {
-            /* stop at a character boundary */
-            while ((p[1] & 0xC0) == 0x80 && o < 150) buf[o++] = (char)*++p;
-            memcpy(buf + o, "...", 4);
-            return buf;
-        }
-    }
-    buf[o] = 0;
-    return buf;
+    return tk_escape_text(s, strlen(s), buf, 68);
 }
 
 static const char *json_kind(const json_t *v) {
@@ -416,8 +442,13 @@ static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tok
                 tk_set_err(err, errlen, "%s:%u: expected \"<base64> <rank>\"", path, lineno);
                 return TK_ERR_FORMAT;
             }
-            if ((sp - i) / 4 * 3 > sizeof tokbuf) {
-                tk_set_err(err, errlen, "%s:%u: token longer than %u bytes", path, lineno, TK_MAX_TOKEN_BYTES);
+            /* the decoded length (padding not counted): a 1024-byte token is
+             * 1368 base64 characters ending in "==", which our saver writes
+             * and tiktoken reads */
+            size_t b64n = sp - i, pad = b64n >= 2 && data[sp - 1] == '=' ? 1 + (data[sp - 2] == '=') : 0;
+            if (b64n % 4 == 0 && b64n / 4 * 3 - pad > TK_MAX_TOKEN_BYTES) { /* else b64_decode refuses it */
+                tk_set_err(err, errlen, "%s:%u: a token of %zu bytes, longer than %u bytes (the limit)", path, lineno,
+                           b64n / 4 * 3 - pad, TK_MAX_TOKEN_BYTES);
                 return TK_ERR_LIMIT;
             }
             long tl = b64_decode(data + i, sp - i, tokbuf);
@@ -485,7 +516,7 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         free_specials(msp, nmsp);
         if (rc == TK_OK && kv) {
             (*out)->known = true;
-            tk_image_save(path, pat, *out, &src);
+            tk_image_save(path, pat, *out, &src, data, len);
         }
     }
 done:

@@ -135,6 +135,12 @@ int64_t tk_rank_of(const tk_tokenizer *tok, const uint8_t *bytes, size_t len);
  * NFC | Split(regex, Isolated) ByteLevel | BPE (HF merge loop)", or
  * "rank file: cl100k pre-tokenizer | BPE (merge by rank)". */
 void tk_describe(const tk_tokenizer *tok, char *buf, size_t len);
+/* A token's text (any bytes) as it may be printed to a terminal or in a
+ * message: control bytes (C0, DEL, C1), bytes that are not valid UTF-8, the
+ * double quote and the backslash as \xNN, the rest as is (so a hostile
+ * token cannot send terminal escapes); cut at a character boundary with
+ * "..." when it does not fit in cap bytes (NUL included). Returns out. */
+const char *tk_escape_text(const void *text, size_t n, char *out, size_t cap);
 /* 1 if decode(encode(x)) == x for every x (no normalizer, no pre-tokenizer
  * that removes or adds text), else 0. */
 int tk_lossless(const tk_tokenizer *tok);

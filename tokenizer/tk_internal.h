@@ -312,14 +312,21 @@ int tk_finalize(tk_tokenizer *t);
 uint64_t tk_next_serial(void);
 
 /* File images of built tables (tk_image.c). tk_image_load: 0 and *out when
- * an image of the rank file at path (requested pattern pat) is valid, else
- * 1; *src receives the file's stat (st_ino 0 when it failed), for
- * tk_image_save, which writes an image of t when t is a known vocabulary
- * and the file is still what *src says. Neither reports errors: without an
- * image the rank file is parsed as usual. */
+ * an image of the rank file at path (requested pattern pat) is valid in
+ * every byte, else 1; *src receives the file's stat (st_ino 0 when it
+ * failed), for tk_image_save, which writes an image of t when t is a known
+ * vocabulary, data/len (the bytes t was built from) its upstream file, and
+ * the file is still what *src says. Neither reports errors: without an
+ * image the rank file is parsed as usual. tk_image_body_digest: the XXH3-128
+ * (hex) of the image body t would get, for tests/test_tk_image.c to compare
+ * with tk_image_known_body(name), the value this build expects. */
 struct stat;
 int tk_image_load(const char *path, tk_pattern pat, tk_tokenizer **out, struct stat *src);
-void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src);
+void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src,
+                   const uint8_t *data, size_t len);
+int tk_image_body_digest(const tk_tokenizer *t, char out[33]);
+const char *tk_image_known_body(const char *name); /* NULL: no images for that vocabulary */
+extern bool tk_image_skip_digests_for_tests;
 int tk_set_specials(tk_tokenizer *t, const tk_special *sp, size_t n);
 
 /* GPT-2 bytes_to_unicode: byte -> code point, and inverse for cp < 512. */
