@@ -273,6 +273,72 @@ static void test_tiktoken_ids(void) {
         free(b.s);
         EXPECT_FAIL(p, TK_ERR_LIMIT, path_of("s6.tiktoken:257"), "longer than 1024");
     }
+    /* the limit counts decoded bytes, not base64 padding (issue 32, item 12):
+     * a 1024-byte token (1368 base64 characters ending in "==") loads, is
+     * saved and loads again (.tiktoken and tokenizer.json); 1025 bytes are
+     * refused with the size; the savers refuse a longer token instead of
+     * writing a file the loaders refuse */
+    {
+        uint8_t tok[1025];
+        char e[1500];
+        memset(tok, 'y', sizeof tok);
+        for (int len = 1024; len <= 1025; len++) {
+            str b = {0};
+            b64(tok, (size_t)len, e);
+            put(&b, "%s 256\n", e);
+            p = write_tiktoken(len == 1024 ? "s1024.tiktoken" : "s1025.tiktoken", b.s, "{\"pattern\":\"gpt2\"}");
+            free(b.s);
+            if (len == 1025) {
+                EXPECT_FAIL(p, TK_ERR_LIMIT, path_of("s1025.tiktoken:257"), "a token of 1025 bytes, longer than 1024");
+                continue;
+            }
+            EXPECT_OK(p, 257);
+            char err[1024] = "";
+            tk_tokenizer *t = NULL, *u = NULL, *h = NULL;
+            CHECK(tk_load(p, TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "s1024: %s", err);
+            CHECK(t && tk_save_tiktoken(t, path_of("s1024b.tiktoken")) == TK_OK, "save s1024b.tiktoken");
+            CHECK(t && tk_save_hf_json(t, path_of("s1024.json")) == TK_OK, "save s1024.json");
+            CHECK(tk_load(path_of("s1024b.tiktoken"), TK_PAT_NONE, &u, err, sizeof err) == TK_OK, "reload: %s", err);
+            CHECK(tk_load(path_of("s1024.json"), TK_PAT_NONE, &h, err, sizeof err) == TK_OK, "reload json: %s", err);
+            for (int k = 0; k < 2; k++) {
+                tk_tokenizer *x = k == 0 ? t : u;
+                tk_ids ids = {0};
+                CHECK(x && tk_encode(x, tok, 1024, &ids) == TK_OK && ids.len == 1 && ids.ids[0] == 256,
+                      "s1024 (%d): 1024 x 'y' is not the one token 256", k);
+                tk_ids_free(&ids);
+            }
+            /* (no merge makes that token from two others: HF's merge loop
+             * never reaches it, so only its bytes are compared) */
+            const uint8_t *hb;
+            size_t hn;
+            CHECK(h && tk_token_bytes(h, 256, &hb, &hn) == TK_OK && hn == 1024 && memcmp(hb, tok, 1024) == 0,
+                  "s1024.json: token 256 is not the 1024 bytes");
+            uint8_t fa[32], fb[32];
+            if (t && u) tk_fingerprint(t, fa), tk_fingerprint(u, fb);
+            CHECK(t && u && memcmp(fa, fb, 32) == 0, "s1024: saved and reloaded, another fingerprint");
+            tk_free(t);
+            tk_free(u);
+            tk_free(h);
+        }
+        const uint8_t *toks[257];
+        uint32_t lens[257];
+        uint8_t bytes[256];
+        for (int k = 0; k < 256; k++) {
+            bytes[k] = (uint8_t)k;
+            toks[k] = &bytes[k];
+            lens[k] = 1;
+        }
+        toks[256] = tok;
+        lens[256] = 1025;
+        tk_tokenizer *t = NULL;
+        CHECK(tk_create(toks, lens, 257, TK_PAT_GPT2, NULL, 0, &t) == TK_OK, "tk_create with a 1025-byte token");
+        CHECK(t && tk_save_tiktoken(t, path_of("s1025b.tiktoken")) == TK_ERR_LIMIT &&
+                  access(path_of("s1025b.tiktoken"), F_OK) != 0,
+              "tk_save_tiktoken wrote a 1025-byte token");
+        CHECK(t && tk_save_hf_json(t, path_of("s1025b.json")) == TK_ERR_LIMIT && access(path_of("s1025b.json"), F_OK) != 0,
+              "tk_save_hf_json wrote a 1025-byte token");
+        tk_free(t);
+    }
     /* sidecar: unknown pattern names and non-string patterns, empty special text, NUL in a text */
     p = write_tiktoken("m1.tiktoken", "", "{\"pattern\":\"(?s).*\"}");
     EXPECT_FAIL(p, TK_ERR_PATTERN, path_of("m1.tiktoken.meta.json"), "unknown pattern");

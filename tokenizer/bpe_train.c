@@ -1045,7 +1045,8 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
     trainer T;
     memset(&T, 0, sizeof T);
     T.o = o;
-    T.max_tok = o->max_token_bytes;
+    /* never a token the vocabulary files cannot hold (the loaders' limit) */
+    T.max_tok = o->max_token_bytes && o->max_token_bytes < TK_MAX_TOKEN_BYTES ? o->max_token_bytes : TK_MAX_TOKEN_BYTES;
     double t0 = now_sec();
     uint64_t nsym = 0;
     uint32_t par_min = train_par_min(o);

@@ -42,6 +42,14 @@ static int close_tmp(FILE *f, const char *tmp, const char *path) {
     return TK_OK;
 }
 
+/* What we write, we load: a token longer than the loaders accept
+ * (TK_MAX_TOKEN_BYTES, decoded bytes) is refused before anything is written. */
+static int tokens_fit(const tk_tokenizer *t) {
+    for (uint32_t r = 0; r < t->n_ranks; r++)
+        if (t->tok_off[r + 1] - t->tok_off[r] > TK_MAX_TOKEN_BYTES) return TK_ERR_LIMIT;
+    return TK_OK;
+}
+
 int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
     /* a tokenizer.json run by its own pipeline: only when that pipeline is a
      * built-in pattern over bytes (no normalizer, no other pre-tokenizer,
@@ -50,10 +58,11 @@ int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
     if (t && t->spm) return TK_ERR_UNSUPPORTED; /* a SentencePiece model: normalizer, score-ordered merges */
     if (!t || !path) return TK_ERR_ARG;
     if (t->rank_to_id) return TK_ERR_UNSUPPORTED; /* .tiktoken requires id == rank */
+    if (tokens_fit(t)) return TK_ERR_LIMIT;
     char tmp[4200];
     FILE *f = open_tmp(path, tmp, sizeof tmp);
     if (!f) return TK_ERR_IO;
-    char *line = malloc(4096);
+    char *line = malloc((TK_MAX_TOKEN_BYTES + 2) / 3 * 4 + 1); /* base64 of the longest token */
     if (!line) {
         fclose(f);
         unlink(tmp);
@@ -61,7 +70,6 @@ int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
     }
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
-        if (n > 3000) n = 3000;
         size_t o = b64_encode(t->arena + t->tok_off[r], n, line);
         fprintf(f, "%.*s %u\n", (int)o, line, r);
     }
@@ -106,6 +114,7 @@ static const uint8_t *tok_bytes(const tk_tokenizer *t, uint32_t r, size_t *n) {
 int tk_save_hf_json(const tk_tokenizer *t, const char *path) {
     if (t && (t->hf || t->spm)) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
     if (!t || !path) return TK_ERR_ARG;
+    if (tokens_fit(t)) return TK_ERR_LIMIT;
     int rc = TK_ERR_NOMEM;
     json_t *root = json_object(), *model = json_object(), *vocab = json_object(), *merges = json_array();
     json_t *added = json_array();

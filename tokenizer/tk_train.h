@@ -33,7 +33,8 @@ typedef struct {
     const char *const *specials;  /* appended after the merges, ids n_ranks, n_ranks+1, ... */
     size_t n_specials;
     uint64_t min_frequency;       /* pairs seen fewer times are never merged (0/1: no limit) */
-    uint32_t max_token_bytes;     /* merged tokens longer than this are never made (0: no limit) */
+    uint32_t max_token_bytes;     /* merged tokens longer than this are never made (0, or above
+                                     TK_MAX_TOKEN_BYTES: TK_MAX_TOKEN_BYTES, what the loaders accept) */
     uint32_t max_piece_bytes;     /* longer pieces are cut into chunks at UTF-8 boundaries
                                      (0: default TK_TRAIN_DEFAULT_MAX_PIECE) */
     int threads;                  /* counting and merging threads (0: all cores) */

@@ -30,7 +30,8 @@ static const char k_usage[] =
     "  -p, --pattern P           pre-tokenizer: gpt2, cl100k, o200k (default o200k)\n"
     "  -s, --special TEXT        special token appended after the merges (repeatable)\n"
     "      --min-frequency N     never merge a pair seen fewer than N times (default 0)\n"
-    "      --max-token-bytes N   never create a token longer than N bytes (default: no cap)\n"
+    "      --max-token-bytes N   never create a token longer than N bytes (default and at most\n"
+    "                            1024: the longest token a vocabulary file may hold)\n"
     "      --max-piece-bytes N   cut longer pre-tokens into chunks (default 1024)\n"
     "      --sample-bytes SIZE   train on a deterministic sample of about SIZE bytes of text\n"
     "                            (0 = all, default)\n"
@@ -274,7 +275,7 @@ static int train_parse(int argc, char **argv, const char *cmd, train_args *a) {
         case 'p': a->pattern = optarg; break;
         case 's': a->specials[a->n_specials++] = optarg; break;
         case OPT_MINF: rc = cli_parse_long(cmd, "--min-frequency", optarg, 0, 0x7fffffffffffffffL, &a->minf); break;
-        case OPT_MAXTOK: rc = cli_parse_long(cmd, "--max-token-bytes", optarg, 0, 0x7fffffffL, &a->maxtok); break;
+        case OPT_MAXTOK: rc = cli_parse_long(cmd, "--max-token-bytes", optarg, 0, TK_MAX_TOKEN_BYTES, &a->maxtok); break;
         case OPT_MAXPIECE:
             rc = cli_parse_long(cmd, "--max-piece-bytes", optarg, 2, 1L << 24, &a->maxpiece);
             break;
@@ -598,7 +599,9 @@ static int cmd_export(int argc, char **argv, int info) {
         printf("name: %s\npattern: %s\nranks: %u\nvocab size: %u\nspecials: %zu\n", tk_name(tok),
                tk_pattern_name(tk_get_pattern(tok)), tk_n_ranks(tok), tk_vocab_size(tok), tk_n_specials(tok));
         const tk_special *sp = tk_specials(tok);
-        for (size_t i = 0; i < tk_n_specials(tok); i++) printf("  %u %s\n", sp[i].id, sp[i].text);
+        char shown[1100];
+        for (size_t i = 0; i < tk_n_specials(tok); i++) /* token texts escaped: a hostile file's ESC bytes */
+            printf("  %u %s\n", sp[i].id, tk_escape_text(sp[i].text, strlen(sp[i].text), shown, sizeof shown));
         char desc[512];
         tk_describe(tok, desc, sizeof desc);
         printf("pipeline: %s\n", desc);
@@ -613,7 +616,7 @@ static int cmd_export(int argc, char **argv, int info) {
                 printf(" %s ", k ? "EOS" : "BOS");
                 if (id < 0) printf("none");
                 else if (tk_token_bytes(tok, (uint32_t)id, &p, &n) == TK_OK && n < 100)
-                    printf("%.*s (%lld)", (int)n, (const char *)p, (long long)id);
+                    printf("%s (%lld)", tk_escape_text(p, n, shown, sizeof shown), (long long)id);
                 else printf("id %lld", (long long)id);
                 printf("%s", k ? "" : ",");
             }
