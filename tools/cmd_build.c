@@ -278,14 +278,14 @@ static void print_summary(const build_cli *c, const ds_build_result *r) {
 
 /* The framing, when it is not the tiktoken one (no BOS, <|endoftext|> after). */
 static void print_framing(const tk_tokenizer *tok, const ds_build_result *r) {
-    char s[2][300];
+    char s[2][300], shown[240];
     for (int k = 0; k < 2; k++) {
         int64_t id = k ? r->eos_id : r->bos_id;
         const uint8_t *p;
         size_t n;
         if (id < 0) snprintf(s[k], sizeof s[k], "none");
-        else if (tk_token_bytes(tok, (uint32_t)id, &p, &n) == TK_OK && n < 200)
-            snprintf(s[k], sizeof s[k], "%.*s (%lld)", (int)n, (const char *)p, (long long)id);
+        else if (tk_token_bytes(tok, (uint32_t)id, &p, &n) == TK_OK) /* escaped: a hostile file's ESC bytes */
+            snprintf(s[k], sizeof s[k], "%s (%lld)", tk_escape_text(p, n, shown, sizeof shown), (long long)id);
         else snprintf(s[k], sizeof s[k], "id %lld", (long long)id);
     }
     fprintf(stderr, "mkshards build: documents framed as BOS %s + text + EOS %s\n", s[0], s[1]);

@@ -211,12 +211,13 @@ static int parse_allowed(const char *cmd, const tk_tokenizer *tok, const char *a
     for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         uint32_t id;
         if (tk_special_id(tok, t, &id) != TK_OK) {
-            char list[1024] = "";
+            char list[1024] = "", shown[200];
             size_t ns = tk_n_specials(tok);
             const tk_special *sp = tk_specials(tok);
-            for (size_t k = 0; k < ns; k++) {
+            for (size_t k = 0; k < ns; k++) { /* escaped: a hostile file's ESC bytes */
                 size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%s", k ? ", " : "", sp[k].text);
+                snprintf(list + l, sizeof list - l, "%s%s", k ? ", " : "",
+                         tk_escape_text(sp[k].text, strlen(sp[k].text), shown, sizeof shown));
             }
             return cli_usage_error(cmd, "'%s' is not a special token of %s (its specials: %s)", t, tk_name(tok),
                                    ns ? list : "none");
