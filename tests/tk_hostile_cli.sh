@@ -94,7 +94,7 @@ with open(sys.argv[1] + "/docs.jsonl", "w") as f:
     for i in range(40): f.write(json.dumps({"text": "hello world number %d and more" % i}) + "\n")
 PY2
 raw_esc() { # NAME: no raw ESC, BEL or C1 CSI in $T/out + $T/err, and the escaped form there
-    if grep -qP '\x1b|\x07|\xc2\x9b' "$T/out" "$T/err"; then echo "FAIL: $1 printed a raw terminal escape"; fail=1; fi
+    if LC_ALL=C grep -qP '\x1b|\x07|\xc2\x9b' "$T/out" "$T/err"; then echo "FAIL: $1 printed a raw terminal escape"; fail=1; fi
     if ! cat "$T/out" "$T/err" | grep -qF '<s\x1b]0;owned\x07\x1b[31m>'; then echo "FAIL: $1 does not show the escaped token"; fail=1; fi
 }
 expect 0 "" -- "$M" tokenizer info -t "$T/esc.json"
@@ -102,6 +102,10 @@ raw_esc "tokenizer info"
 grep -qF 'EOS </s\xc2\x9b2J> (701)' "$T/out" || { echo "FAIL: tokenizer info framing line: $(grep framing "$T/out")"; fail=1; }
 expect 0 "documents framed as BOS <s" -- "$M" build -t "$T/esc.json" --seq-len 16 -o "$T/shards" "$T/docs.jsonl"
 raw_esc "build"
+expect 0 "" -- bash -c 'for r in 0 1 2 3 4 5 6 7; do "$0" inspect --row $r -t "$1" "$2" || exit; done' \
+    "$M" "$T/esc.json" "$T/shards"
+raw_esc "inspect --row"
+grep -qF '</s\xc2\x9b2J>' "$T/out" || { echo "FAIL: inspect --row does not show the escaped EOS"; fail=1; }
 expect 64 "is not a special token" -- "$M" encode -t "$T/esc.json" --allow-special nope --ids-out - "$T/docs.jsonl"
 raw_esc "encode --allow-special"
 

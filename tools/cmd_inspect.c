@@ -149,7 +149,14 @@ static void print_text(const uint8_t *p, size_t n) {
         if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
+        else if (c < 0x80) putchar(c);
+        else { /* a character: C1 controls (U+009B is CSI) and bytes that are not UTF-8 as \xNN */
+            char e[40];
+            size_t k = 1;
+            while (k < 4 && i + k < n && (p[i + k] & 0xC0) == 0x80) k++;
+            fputs(tk_escape_text(p + i, k, e, sizeof e), stdout);
+            i += k - 1;
+        }
     }
 }
 
