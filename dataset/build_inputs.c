@@ -1,8 +1,8 @@
-/* build_inputs.c - which files a build reads: the inputs expanded as the
- * reader expands them (folders recursive, sorted by name, hidden names
- * skipped, dataset extensions only) and cut into --part K/N (contiguous
- * ranges of the file list, balanced by bytes). */
-#include <dirent.h>
+/* build_inputs.c - which files a build reads: the inputs expanded by the
+ * reader's own walk (ds_input_expand: folders recursive, sorted by name,
+ * hidden names skipped, dataset extensions only; a dataset-named entry that
+ * is not a regular file refused, as lint / encode / hist refuse it) and cut
+ * into --part K/N (contiguous ranges of the file list, balanced by bytes). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,126 +13,16 @@
 #include <zstd.h>
 
 #include "build_internal.h"
-
-typedef struct {
-    char **path;
-    uint64_t *bytes;
-    size_t n, cap;
-} flist;
-
-static int flist_push(flist *l, const char *p, uint64_t bytes) {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 16;
-        char **np = realloc(l->path, nc * sizeof *np);
-        if (np) l->path = np;
-        uint64_t *nb = realloc(l->bytes, nc * sizeof *nb);
-        if (nb) l->bytes = nb;
-        if (!np || !nb) return -1;
-        l->cap = nc;
-    }
-    if (!(l->path[l->n] = strdup(p))) return -1;
-    l->bytes[l->n++] = bytes;
-    return 0;
-}
-
-static int known_ext(const char *p) {
-    static const char *const ex[] = {".jsonl", ".ndjson", ".json", ".txt", ".text"};
-    size_t n = strlen(p);
-    if (n > 4 && !strcmp(p + n - 4, ".zst")) n -= 4;
-    else if (n > 5 && !strcmp(p + n - 5, ".zstd")) n -= 5;
-    for (size_t i = 0; i < 5; i++) {
-        size_t k = strlen(ex[i]);
-        if (n >= k && !strncmp(p + n - k, ex[i], k)) return 1;
-    }
-    return 0;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Same expansion as the reader: folders recursive, sorted by name, hidden
- * names skipped, files with a dataset extension. */
-static int walk(flist *l, const char *dir, int depth, char *err, size_t errlen) {
-    if (depth > 64) {
-        snprintf(err, errlen, "folder '%s' is nested more than 64 levels deep", dir);
-        return -1;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(err, errlen, "cannot read folder '%s': %s", dir, strerror(errno));
-        return -1;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 32;
-            char **nn = realloc(names, nc * sizeof *names);
-            if (!nn) {
-                rc = -1;
-                break;
-            }
-            names = nn;
-            cap = nc;
-        }
-        if (!(names[n] = strdup(e->d_name))) rc = -1;
-        else n++;
-    }
-    closedir(d);
-    if (n > 1) qsort(names, n, sizeof *names, cmp_str); /* an empty folder: names is NULL */
-    if (rc) snprintf(err, errlen, "out of memory listing '%s'", dir);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        size_t len = strlen(dir) + strlen(names[i]) + 2;
-        char *p = malloc(len);
-        if (!p) {
-            rc = -1;
-            break;
-        }
-        snprintf(p, len, "%s/%s", dir, names[i]);
-        struct stat ls, st;
-        if (lstat(p, &ls) == 0 && stat(p, &st) == 0) {
-            if (S_ISDIR(st.st_mode)) {
-                if (!S_ISLNK(ls.st_mode)) rc = walk(l, p, depth + 1, err, errlen);
-            } else if (S_ISREG(st.st_mode) && known_ext(p)) {
-                rc = flist_push(l, p, (uint64_t)st.st_size);
-            }
-        }
-        free(p);
-    }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    return rc;
-}
-
-static int expand_inputs(char **inputs, size_t n, flist *out, char *err, size_t errlen) {
-    for (size_t i = 0; i < n; i++) {
-        struct stat st;
-        if (!strcmp(inputs[i], "-")) {
-            if (flist_push(out, "-", 0)) return -1;
-            continue;
-        }
-        if (stat(inputs[i], &st) != 0) {
-            snprintf(err, errlen, "cannot open input '%s': %s", inputs[i], strerror(errno));
-            return -1;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            if (walk(out, inputs[i], 0, err, errlen)) return -1;
-        } else if (flist_push(out, inputs[i], (uint64_t)st.st_size))
-            return -1;
-    }
-    return 0;
-}
+#include "ds_internal.h"
 
 int ds_build_select_files(ds_build_config *cfg, const char *out_dir, char *err, size_t errlen) {
-    flist all = {0};
-    int rc = DS_OK;
+    ds_input_files all;
     err[0] = 0;
-    if (expand_inputs(cfg->inputs, cfg->n_inputs, &all, err, errlen)) {
-        if (!err[0]) snprintf(err, errlen, "out of memory");
-        rc = DS_ERR_IO;
-        goto out;
+    /* keep_spelling: config.files keeps the bytes earlier builds recorded */
+    int rc = ds_input_expand((const char *const *)cfg->inputs, cfg->n_inputs, 1, &all, err, errlen);
+    if (rc != DS_OK) {
+        if (!err[0]) snprintf(err, errlen, "%s", ds_strerror(rc));
+        return rc == DS_ERR_NOMEM ? rc : DS_ERR_IO;
     }
     uint64_t total = 0, cum = 0, part_n = cfg->part_n, part_k = cfg->part_k;
     for (size_t i = 0; i < all.n; i++) total += all.bytes[i];
@@ -165,8 +55,9 @@ int ds_build_select_files(ds_build_config *cfg, const char *out_dir, char *err, 
     /* before anything is created or deleted: the output must be neither an
      * input, nor inside an input folder, nor hold an input (it would read its
      * own manifest and shards, and force would delete them) */
-    rc = ds_refuse_overwrite("--out", out_dir, "the input", (const char *const *)cfg->inputs, cfg->n_inputs, err,
-                             errlen);
+    ds_read_paths rp = {.inputs = (const char *const *)cfg->inputs, .n_inputs = cfg->n_inputs,
+                        .tokenizer = cfg->tokenizer_spec[0] ? cfg->tokenizer_spec : NULL};
+    rc = ds_check_output("--out", out_dir, &rp, err, errlen);
     for (size_t i = 0; rc == DS_OK && i < cfg->n_inputs + all.n; i++) {
         const char *in = i < cfg->n_inputs ? cfg->inputs[i] : all.path[i - cfg->n_inputs];
         if (strcmp(in, "-") && ds_path_within(in, out_dir) == 1) {
@@ -178,9 +69,7 @@ int ds_build_select_files(ds_build_config *cfg, const char *out_dir, char *err, 
         }
     }
 out:
-    for (size_t i = 0; i < all.n; i++) free(all.path[i]);
-    free(all.path);
-    free(all.bytes);
+    ds_input_files_free(&all);
     return rc;
 }
 

@@ -184,6 +184,13 @@ uint64_t ds_build_estimate_bytes(const char *path, uint64_t size);
 int ds_mkdir_p(const char *dir);
 /* Remove non-regular entries under the names a build reads or replaces. */
 int ds_build_remove_special(const char *dir, char *err, size_t errlen);
+/* The refusal build and merge share: DIR's manifest M (NULL: none, or not a
+ * readable manifest) records another config or tokenizer fingerprint than
+ * CFGJ / FP. *same = 1 when it records this one. DS_OK (same, none, or
+ * force), or DS_ERR_CONFLICT with "'DIR' holds a build with a different
+ * configuration; use another --out or --force". */
+int ds_out_refuse_other(const char *dir, json_t *m, json_t *cfgj, const uint8_t fp[32], int force, int *same,
+                        char *err, size_t errlen);
 /* 1: DIR holds this build, verified (*n_checked shards); 0: rebuild (why[0]
  * set when a build with this config failed verification); DS_ERR_CONFLICT:
  * another config and no force (message in err). */

@@ -105,6 +105,19 @@ int ds_build_remove_special(const char *dir, char *err, size_t errlen) {
     return rc;
 }
 
+int ds_out_refuse_other(const char *dir, json_t *m, json_t *cfgj, const uint8_t fp[32], int force, int *same,
+                        char *err, size_t errlen) {
+    *same = 0;
+    if (!m) return DS_OK;
+    char fph[65];
+    ds_shard_hex(fp, 32, fph);
+    const char *mfp = json_string_value(json_object_get(json_object_get(m, "tokenizer"), "fingerprint"));
+    *same = json_equal(json_object_get(m, "config"), cfgj) && mfp && !strcmp(mfp, fph);
+    if (*same || force) return DS_OK;
+    snprintf(err, errlen, "'%s' holds a build with a different configuration; use another --out or --force", dir);
+    return DS_ERR_CONFLICT;
+}
+
 /* A shard name as this tool writes it: train-NNNNN.mks / val-NNNNN.mks, no
  * '/' or "..", so a crafted manifest cannot point outside DIR. */
 static int plain_shard_name(const char *n) {
@@ -125,15 +138,11 @@ int ds_build_check_existing(const char *dir, json_t *cfgj, const uint8_t fp[32],
     char err[512];
     json_t *m = ds_manifest_load_root(dir, err, sizeof err);
     if (!m) return 0;
-    char fph[65];
-    ds_shard_hex(fp, 32, fph);
-    const char *mfp = json_string_value(json_object_get(json_object_get(m, "tokenizer"), "fingerprint"));
-    int same = json_equal(json_object_get(m, "config"), cfgj) && mfp && !strcmp(mfp, fph);
-    if (!same && !force) {
+    int same = 0;
+    int rc = ds_out_refuse_other(dir, m, cfgj, fp, force, &same, errout, errlen);
+    if (rc != DS_OK) {
         json_decref(m);
-        snprintf(errout, errlen, "'%s' holds a build with a different configuration; use another --out or --force",
-                 dir);
-        return DS_ERR_CONFLICT;
+        return rc;
     }
     int ok = same;
     json_t *sh = json_object_get(m, "shards");

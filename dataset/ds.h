@@ -46,12 +46,42 @@ int ds_same_file(const char *a, const char *b);
 /* 1 when PATH is DIR or lies inside it (symbolic links and .. resolved; PATH
  * need not exist yet), 0 when not, -1 when either cannot be resolved. */
 int ds_path_within(const char *path, const char *dir);
-/* Refuse an output that would overwrite or land inside an input: OUT is
- * compared with every entry of INPUTS (NULL and "-" skipped) by device +
- * inode (ds_same_file: links and other names of the same file count) and,
- * for inputs that are folders, by path containment (ds_path_within).
- * DS_OK, or DS_ERR_CONFLICT with "OUT_LABEL 'OUT' is the same file as IN_WHAT
- * 'IN': ..." (or "... lies inside the input folder ...") in err. */
+/* ---------------------------------------------------------------- outputs
+ * The one check that an output path does not destroy or mix with what a
+ * command reads: every front end (the mkshards commands, llmtrain, the
+ * Python package) calls ds_check_output for each file or folder it is about
+ * to write, before writing anything. */
+
+#define DS_PATH_BYTES 4200    /* a path buffer of ds_tokenizer_sources */
+#define DS_TK_SOURCES_MAX 8
+/* The files a tokenizer spec is read from, as tk_load resolves it: SPEC and
+ * SPEC.meta.json for a file; encoder.json, vocab.bpe and tokenizer.json in a
+ * folder; for a name, the candidates in $MKSHARDS_VOCAB_DIR (tiktoken's
+ * cache is not listed: its files are named by hash). Only existing paths
+ * are written to paths[0..max); returns their number. */
+size_t ds_tokenizer_sources(const char *spec, char paths[][DS_PATH_BYTES], size_t max);
+
+/* Everything a command reads, for ds_check_output. */
+typedef struct {
+    const char *const *inputs; /* files and folders read (NULL, "" and "-" are skipped) */
+    size_t n_inputs;
+    const char *in_what;       /* how messages name them; NULL: "the input" */
+    const char *tokenizer;     /* a tokenizer spec (its ds_tokenizer_sources are inputs), or NULL */
+    const char *const *sets;   /* shard-set folders read: the folder and every file in it are inputs */
+    size_t n_sets;
+    const char *set_what;      /* how messages name them; NULL: "the shard set" */
+} ds_read_paths;
+
+/* Refuse an output that would overwrite or land inside an input. OUT is
+ * refused when it is the same file (device + inode: ds_same_file, so links
+ * and other names count) as an input or a tokenizer source, when it lies
+ * inside an input folder or a shard set (ds_path_within: links and ..
+ * resolved; OUT need not exist yet), or when it is another name of a file
+ * in a shard set. NULL, "" and "-" (stdout) are never refused. DS_OK, or
+ * DS_ERR_CONFLICT with "LABEL 'OUT' is the same file as IN_WHAT 'IN': ..."
+ * (or "... lies inside the input folder / the shard set ...") in err. */
+int ds_check_output(const char *label, const char *out, const ds_read_paths *in, char *err, size_t errlen);
+/* ds_check_output of OUT against INPUTS alone. */
 int ds_refuse_overwrite(const char *out_label, const char *out, const char *in_what, const char *const *inputs,
                         size_t n_inputs, char *err, size_t errlen);
 /* Exclusive lock of an output folder for one writer (build, merge): opens
@@ -475,10 +505,13 @@ int ds_build(const ds_build_opts *opts, ds_build_result *res, char *err, size_t 
 /* Join the outputs of builds with part 1/N .. N/N (any order) into out_dir:
  * the bytes a single build would have written. Every shard of every part is
  * verified against its manifest before anything is written; out_dir is
- * locked. n_shards/rows_train/rows_val: of the merged set (may be NULL).
- * DS_OK; DS_ERR_ARG (out_dir is one of the parts), DS_ERR_BUSY, DS_ERR_FORMAT
- * (parts missing, duplicated, mismatched or damaged) or DS_ERR_IO / NOMEM. */
-int ds_merge(const char *out_dir, const char *const *part_dirs, size_t n_parts, size_t *n_shards,
+ * locked. An out_dir holding a set of another configuration or tokenizer is
+ * refused unless force is set (as ds_build refuses it). n_shards/rows_train/
+ * rows_val: of the merged set (may be NULL). DS_OK; DS_ERR_ARG (out_dir is
+ * one of the parts), DS_ERR_CONFLICT (out_dir holds another set, force 0),
+ * DS_ERR_BUSY, DS_ERR_FORMAT (parts missing, duplicated, mismatched or
+ * damaged) or DS_ERR_IO / NOMEM. */
+int ds_merge(const char *out_dir, const char *const *part_dirs, size_t n_parts, int force, size_t *n_shards,
              uint64_t *rows_train, uint64_t *rows_val, char *err, size_t errlen);
 
 /* `--part auto`: the part K of N (1 <= K <= N) this process builds, from the

@@ -15,6 +15,24 @@
 
 void ds_set_err(char *err, size_t errlen, const char *fmt, ...) DS_PRINTF(3, 4);
 
+/* ------------------------------------------------------------ reader.c
+ * The input files every command reads, from its INPUT arguments: the one
+ * folder walk (docs/reader.md "Inputs"; ds_reader_open uses it too), so
+ * that build's file list (--part K/N, resume) is the list lint, encode and
+ * hist read. A dataset-named entry of a folder that is not a regular file
+ * (FIFO, socket, device, dangling link) is an error naming it. */
+typedef struct {
+    char **path;     /* "-" for stdin */
+    uint64_t *bytes; /* file sizes when listed (0 for stdin) */
+    size_t n;
+} ds_input_files;
+/* keep_spelling: name a folder's files DIR/NAME with DIR as given (build's
+ * manifests record them); 0: trailing slashes dropped (the reader). DS_OK,
+ * or DS_ERR_IO / DS_ERR_NOMEM / DS_ERR_ARG with a message naming the path. */
+int ds_input_expand(const char *const *inputs, size_t n_inputs, int keep_spelling, ds_input_files *out, char *err,
+                    size_t errlen);
+void ds_input_files_free(ds_input_files *f);
+
 /* ------------------------------------------------------------ json_scan.c
  * Single-pass strict JSON scanner for one JSONL line (RFC 8259, with the
  * same acceptance as jansson's json_loadb(JSON_ALLOW_NUL | JSON_DECODE_ANY)

@@ -82,7 +82,8 @@ typedef struct {
 typedef struct ds_shard ds_shard;
 
 enum {
-    DS_SHARD_OPEN_VERIFY = 1 /* hash the whole file on open (payload and block checksums) */
+    DS_SHARD_OPEN_VERIFY = 1, /* hash the whole file on open (payload and block checksums) */
+    DS_SHARD_OPEN_FULL = 2    /* ds_shardset_open: first ds_verify the set (all `mkshards verify` checks) */
 };
 
 /* Open a shard: checks magic, version, header checksum and that the file
@@ -97,6 +98,26 @@ const ds_shard_header *ds_shard_get_header(const ds_shard *s);
  * metadata or a frame that does not decode. */
 int ds_shard_read(const ds_shard *s, uint64_t row, uint32_t *tokens, uint32_t *pos_ids, uint32_t *doc_ids,
                   uint8_t *loss_mask, uint32_t *n_valid);
+/* ds_shard_read that says why a row is refused: err (may be NULL) receives
+ * the reason with the byte offset where it is known ("offset 234584: row 0
+ * document start 971 invalid", "row 3 position 7 (compressed): token id 600
+ * is outside the vocabulary of 512 ids").
+ * Every read checks what `mkshards verify` checks about the row it returns:
+ * the valid count (<= row length), the row's span of the document-start
+ * table and its starts (strictly increasing, below the valid count; they
+ * make pos_ids / doc_ids) and, when tokens is asked for, the zstd frame and
+ * every id (< vocab_size; the pad id at each padding position). A shard with
+ * recomputed checksums still cannot hand a reader an id the model cannot
+ * index or a segment layout verify refuses. */
+int ds_shard_read_msg(const ds_shard *s, uint64_t row, uint32_t *tokens, uint32_t *pos_ids, uint32_t *doc_ids,
+                      uint8_t *loss_mask, uint32_t *n_valid, char *err, size_t errlen);
+
+/* The id checks of a read, for readers that map shard files themselves
+ * (the Python package's direct paths): ROW_LEN little-endian ids of
+ * DTYPE_BYTES (2 or 4) of which the first N_VALID are real: every real id <
+ * vocab_size, every padding id = pad_id. DS_OK or DS_ERR_FORMAT. */
+int ds_shard_check_ids(const void *ids, uint32_t dtype_bytes, uint32_t row_len, uint32_t n_valid,
+                       uint32_t vocab_size, uint32_t pad_id);
 
 /* Full check of one shard file (what `mkshards verify` runs per shard):
  * header, size, header/payload/block checksums, every id < vocab_size,
@@ -104,6 +125,25 @@ int ds_shard_read(const ds_shard *s, uint64_t row, uint32_t *tokens, uint32_t *p
  * (or DS_ERR_IO) and err names the byte offset or range that is wrong.
  * file_xxh3 (may be NULL) receives the XXH3-64 of the whole file. */
 int ds_shard_verify(const char *path, uint64_t *file_xxh3, char *err, size_t errlen);
+
+/* What `mkshards verify` checked (ds_verify). */
+typedef struct {
+    int is_set;            /* 1: a shard set folder, 0: one shard file */
+    uint64_t shards[2];    /* per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
+    uint64_t rows[2];
+    uint64_t tokens[2];    /* real (non-pad) tokens */
+    uint32_t row_len;
+    uint64_t file_xxh3;    /* one shard: XXH3-64 of the file */
+} ds_verify_result;
+
+/* Everything `mkshards verify PATH` checks. PATH a folder: its manifest, then
+ * every listed shard with ds_shard_verify and against the manifest (file
+ * checksum, rows, tokens, bytes, fingerprint, vocabulary, dtype, EOT / pad
+ * ids, row length, split, compression, shuffle flag), one file under two
+ * names, splits and accounting sums. PATH a file: ds_shard_verify and its
+ * counts. DS_OK, or DS_ERR_FORMAT / DS_ERR_IO with the first problem (file
+ * and byte offset) in err. res may be NULL. */
+int ds_verify(const char *path, ds_verify_result *res, char *err, size_t errlen);
 
 /* ------------------------------------------------------------- shard set */
 typedef enum { DS_SPLIT_TRAIN = 0, DS_SPLIT_VAL = 1 } ds_split;
@@ -127,14 +167,21 @@ typedef struct ds_shardset ds_shardset;
 /* Open the shard set in dir (reads dir/manifest.json, opens every shard with
  * the cheap checks, checks that each agrees with the manifest: rows, row
  * length, vocabulary, fingerprint). flags: DS_SHARD_OPEN_VERIFY also hashes
- * every file against the manifest. */
+ * every file against the manifest; DS_SHARD_OPEN_FULL runs ds_verify on dir
+ * first (every check of `mkshards verify`: each row's metadata and ids, the
+ * accounting; it hashes every file, so VERIFY adds nothing to it). */
 int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, size_t errlen);
 void ds_shardset_close(ds_shardset *s);
 void ds_shardset_get_info(const ds_shardset *s, ds_shardset_info *info);
 uint64_t ds_shardset_rows(const ds_shardset *s, ds_split split);
-/* Read row `row` (0-based within the split, shards in manifest order). */
+/* Read row `row` (0-based within the split, shards in manifest order), with
+ * ds_shard_read's checks. */
 int ds_shardset_read(const ds_shardset *s, ds_split split, uint64_t row, uint32_t *tokens, uint32_t *pos_ids,
                      uint32_t *doc_ids, uint8_t *loss_mask);
+/* The same with the reason of a refusal in err ("DIR/train-00000.mks: offset
+ * ...: row 0 ..."; err may be NULL). */
+int ds_shardset_read_msg(const ds_shardset *s, ds_split split, uint64_t row, uint32_t *tokens, uint32_t *pos_ids,
+                         uint32_t *doc_ids, uint8_t *loss_mask, char *err, size_t errlen);
 /* Shards of a split, in order (paths valid until close). */
 size_t ds_shardset_n_shards(const ds_shardset *s, ds_split split);
 const ds_shard *ds_shardset_shard(const ds_shardset *s, ds_split split, size_t i, const char **path);

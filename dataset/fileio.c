@@ -5,6 +5,7 @@
  * would block a reader forever or feed it unbounded bytes. The open itself uses
  * O_NONBLOCK so that opening a FIFO with no writer cannot hang before fstat
  * sees what it is; the flag is cleared again for a regular file. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -97,31 +98,129 @@ int ds_path_within(const char *path, const char *dir) {
     return strncmp(p, d, n) == 0 && (p[n] == 0 || p[n] == '/');
 }
 
-int ds_refuse_overwrite(const char *out_label, const char *out, const char *in_what, const char *const *inputs,
-                        size_t n_inputs, char *err, size_t errlen) {
-    if (!out || !*out || !strcmp(out, "-")) return DS_OK;
-    for (size_t i = 0; i < n_inputs; i++) {
-        const char *in = inputs[i];
-        if (!in || !*in || !strcmp(in, "-")) continue;
-        if (ds_same_file(out, in)) {
-            if (err)
-                snprintf(err, errlen,
-                         "%s '%s' is the same file as %s '%s': writing it would destroy the input; "
-                         "choose another output path",
-                         out_label, out, in_what, in);
-            return DS_ERR_CONFLICT;
+/* Appends DIR_PREFIX + NAME to paths[*n] when it exists and is not a folder. */
+static void add_source(char paths[][DS_PATH_BYTES], size_t *n, size_t max, const char *a, const char *b) {
+    struct stat st;
+    if (*n >= max) return;
+    int w = snprintf(paths[*n], DS_PATH_BYTES, "%s%s", a, b);
+    if (w < 0 || w >= DS_PATH_BYTES || stat(paths[*n], &st) != 0 || S_ISDIR(st.st_mode)) return;
+    (*n)++;
+}
+
+size_t ds_tokenizer_sources(const char *spec, char paths[][DS_PATH_BYTES], size_t max) {
+    size_t n = 0;
+    struct stat st;
+    if (!spec || !*spec) return 0;
+    if (stat(spec, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            add_source(paths, &n, max, spec, "/encoder.json");
+            add_source(paths, &n, max, spec, "/vocab.bpe");
+            add_source(paths, &n, max, spec, "/tokenizer.json");
+        } else {
+            add_source(paths, &n, max, spec, "");
+            add_source(paths, &n, max, spec, ".meta.json");
         }
-        struct stat st;
-        if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1) {
-            if (err)
-                snprintf(err, errlen,
-                         "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
-                         "choose an output outside it",
-                         out_label, out, in);
-            return DS_ERR_CONFLICT;
-        }
+        return n;
+    }
+    /* a vocabulary name: the files tk_load looks for in $MKSHARDS_VOCAB_DIR
+     * (tiktoken's cache is not listed: its files are named by hash) */
+    const char *vd = getenv("MKSHARDS_VOCAB_DIR");
+    if (!vd || !*vd || strchr(spec, '/')) return 0;
+    char dir[DS_PATH_BYTES];
+    snprintf(dir, sizeof dir, "%s/", vd);
+    static const char *const gpt2[] = {"gpt2.tiktoken", "r50k_base.tiktoken", "encoder.json", "vocab.bpe"};
+    if (!strcmp(spec, "gpt2") || !strcmp(spec, "r50k_base")) {
+        for (size_t i = 0; i < 4; i++) add_source(paths, &n, max, dir, gpt2[i]);
+    } else {
+        char f[300];
+        snprintf(f, sizeof f, "%.200s.tiktoken", spec);
+        add_source(paths, &n, max, dir, f);
+    }
+    return n;
+}
+
+/* OUT against one input path: the same file, or inside it when it is a folder. */
+static int check_one(const char *label, const char *out, const char *in_what, const char *in, char *err,
+                     size_t errlen) {
+    if (!in || !*in || !strcmp(in, "-")) return DS_OK;
+    if (ds_same_file(out, in)) {
+        if (err)
+            snprintf(err, errlen,
+                     "%s '%s' is the same file as %s '%s': writing it would destroy the input; "
+                     "choose another output path",
+                     label, out, in_what, in);
+        return DS_ERR_CONFLICT;
+    }
+    struct stat st;
+    if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1) {
+        if (err)
+            snprintf(err, errlen,
+                     "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
+                     "choose an output outside it",
+                     label, out, in);
+        return DS_ERR_CONFLICT;
     }
     return DS_OK;
+}
+
+/* OUT against a shard set's folder: inside it, or another name (a hard or
+ * symbolic link elsewhere) of one of the files in it. */
+static int check_set(const char *label, const char *out, const char *what, const char *set, char *err,
+                     size_t errlen) {
+    if (!set || !*set) return DS_OK;
+    if (ds_path_within(out, set) == 1) {
+        if (err)
+            snprintf(err, errlen,
+                     "%s '%s' lies inside %s '%s': its manifest, shards and rejects.jsonl are inputs "
+                     "(merge and verify read them); write it outside the set",
+                     label, out, what, set);
+        return DS_ERR_CONFLICT;
+    }
+    struct stat os;
+    if (stat(out, &os) != 0) return DS_OK; /* not there yet: no other name of a file of the set */
+    DIR *d = opendir(set);
+    if (!d) return DS_OK; /* the reader reports an unreadable set */
+    struct dirent *e;
+    int rc = DS_OK;
+    while (rc == DS_OK && (e = readdir(d))) {
+        char p[DS_PATH_BYTES];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", set, e->d_name) >= (int)sizeof p || lstat(p, &st) != 0 ||
+            !S_ISREG(st.st_mode) || st.st_dev != os.st_dev || st.st_ino != os.st_ino)
+            continue;
+        if (err)
+            snprintf(err, errlen,
+                     "%s '%s' is the same file as '%s' of %s '%s': writing it would destroy the input; "
+                     "choose another output path",
+                     label, out, p, what, set);
+        rc = DS_ERR_CONFLICT;
+    }
+    closedir(d);
+    return rc;
+}
+
+int ds_check_output(const char *label, const char *out, const ds_read_paths *in, char *err, size_t errlen) {
+    if (!out || !*out || !strcmp(out, "-") || !in) return DS_OK;
+    if (!label) label = "the output";
+    const char *what = in->in_what ? in->in_what : "the input";
+    int rc = DS_OK;
+    for (size_t i = 0; rc == DS_OK && i < in->n_inputs; i++) rc = check_one(label, out, what, in->inputs[i], err, errlen);
+    if (rc == DS_OK && in->tokenizer) {
+        char paths[DS_TK_SOURCES_MAX][DS_PATH_BYTES];
+        size_t n = ds_tokenizer_sources(in->tokenizer, paths, DS_TK_SOURCES_MAX);
+        for (size_t i = 0; rc == DS_OK && i < n; i++)
+            rc = check_one(label, out, "the tokenizer file", paths[i], err, errlen);
+    }
+    const char *set_what = in->set_what ? in->set_what : "the shard set";
+    for (size_t i = 0; rc == DS_OK && i < in->n_sets; i++)
+        rc = check_set(label, out, set_what, in->sets[i], err, errlen);
+    return rc;
+}
+
+int ds_refuse_overwrite(const char *out_label, const char *out, const char *in_what, const char *const *inputs,
+                        size_t n_inputs, char *err, size_t errlen) {
+    ds_read_paths in = {.inputs = inputs, .n_inputs = n_inputs, .in_what = in_what};
+    return ds_check_output(out_label, out, &in, err, errlen);
 }
 
 int ds_lock_dir(const char *dir, const char *what, char *err, size_t errlen) {

@@ -129,6 +129,7 @@ typedef struct {
     ds_shard_rec *recs;
     size_t n_recs, cap_recs;
     int lock_fd;
+    int force; /* replace a set of another config in out */
 } merge;
 
 static int mfail(merge *m, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -315,11 +316,23 @@ static int prepare_out(merge *m) {
      * interleave shards and manifests (the result fails verify) */
     m->lock_fd = ds_lock_dir(m->out, "build or merge", m->err, m->errlen);
     if (m->lock_fd < 0) return m->lock_fd;
+    /* links, FIFOs or devices under the names merge writes would send its
+     * writes elsewhere or block them (as in build) */
+    int rc = ds_build_remove_special(m->out, m->err, m->errlen);
+    if (rc != DS_OK) return rc;
+    /* a shard set of another build in out is not replaced without force
+     * (build's rule: its shards would be deleted or overwritten) */
+    char e2[1024];
+    json_t *old = ds_manifest_load_root(m->out, e2, sizeof e2), *cj = ds_build_config_json(&m->cfg);
+    int same = 0;
+    rc = cj ? ds_out_refuse_other(m->out, old, cj, m->cfg.fingerprint, m->force, &same, m->err, m->errlen)
+            : mfail(m, DS_ERR_NOMEM, "out of memory");
+    json_decref(old);
+    json_decref(cj);
+    if (rc != DS_OK) return rc;
     /* every shard of every part against its manifest before anything is written */
-    for (int i = 0; i < m->np; i++) {
-        int rc = check_part(m->byk[i], &m->cfg, m->err, m->errlen);
-        if (rc != DS_OK) return rc;
-    }
+    for (int i = 0; i < m->np; i++)
+        if ((rc = check_part(m->byk[i], &m->cfg, m->err, m->errlen)) != DS_OK) return rc;
     char mp[4200];
     snprintf(mp, sizeof mp, "%s/manifest.json", m->out);
     unlink(mp);
@@ -327,7 +340,7 @@ static int prepare_out(merge *m) {
     return DS_OK;
 }
 
-int ds_merge(const char *out_dir, const char *const *part_dirs, size_t n_parts, size_t *n_shards,
+int ds_merge(const char *out_dir, const char *const *part_dirs, size_t n_parts, int force, size_t *n_shards,
              uint64_t *rows_train, uint64_t *rows_val, char *err, size_t errlen) {
     char dummy[8];
     if (!err || !errlen) err = dummy, errlen = sizeof dummy;
@@ -343,6 +356,7 @@ int ds_merge(const char *out_dir, const char *const *part_dirs, size_t n_parts, 
     m.errlen = errlen;
     m.np = (int)n_parts;
     m.lock_fd = -1;
+    m.force = force != 0;
     m.parts = calloc(n_parts, sizeof *m.parts);
     m.byk = calloc(n_parts, sizeof *m.byk);
     int rc = m.parts && m.byk ? DS_OK : mfail(&m, DS_ERR_NOMEM, "out of memory");

@@ -62,6 +62,7 @@ typedef struct {
     char *path;
     in_kind kind;  /* from the extension; AUTO = sniff */
     int zst;       /* 1: .zst extension, 0: sniff the magic */
+    uint64_t bytes; /* size when listed (0 for stdin): build balances --part K/N by it */
 } in_file;
 
 typedef struct {
@@ -108,7 +109,7 @@ static int classify(const char *path, in_kind *kind, int *zst) {
     return 0;
 }
 
-static int list_push(in_list *l, const char *path, in_kind kind, int zst) {
+static int list_push(in_list *l, const char *path, in_kind kind, int zst, uint64_t bytes) {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 16;
         in_file *nv = realloc(l->v, nc * sizeof *nv);
@@ -121,6 +122,7 @@ static int list_push(in_list *l, const char *path, in_kind kind, int zst) {
     l->v[l->n].path = p;
     l->v[l->n].kind = kind;
     l->v[l->n].zst = zst;
+    l->v[l->n].bytes = bytes;
     l->n++;
     return DS_OK;
 }
@@ -275,7 +277,7 @@ static int walk_dir(in_list *l, int fd, const char *dir, const dir_chain *up, in
                     ds_set_err(err, errlen, "%s: more than %zu input files", dir, DS_MAX_INPUT_FILES);
                     rc = DS_ERR_IO;
                 } else {
-                    rc = list_push(l, p, k, z);
+                    rc = list_push(l, p, k, z, (uint64_t)st.st_size);
                 }
             }
         }
@@ -284,6 +286,96 @@ static int walk_dir(in_list *l, int fd, const char *dir, const dir_chain *up, in
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
     return rc;
+}
+
+/* The inputs as every command reads them (ds_reader_open, and ds_build's
+ * file list through ds_input_expand): "-" is stdin; a folder is walked
+ * (walk_dir: recursive, sorted, hidden names skipped, dataset extensions);
+ * any other input must be a regular file. keep_spelling: a folder's files
+ * are named DIR/NAME with DIR exactly as given (build records them in its
+ * manifest config and checkpoint, so their bytes stay those of earlier
+ * builds); otherwise trailing slashes are dropped for nicer paths. */
+static int expand_inputs(in_list *l, const char *const *inputs, size_t n_inputs, int keep_spelling, char *err,
+                         size_t errlen) {
+    int rc = DS_OK;
+    for (size_t i = 0; i < n_inputs && rc == DS_OK; i++) {
+        const char *p = inputs[i];
+        if (!p) { rc = DS_ERR_ARG; break; }
+        if (strcmp(p, "-") == 0) {
+            rc = list_push(l, "-", KIND_AUTO, 0, 0);
+            continue;
+        }
+        struct stat st;
+        if (stat(p, &st) != 0) {
+            ds_set_err(err, errlen, "%s: %s", p, strerror(errno));
+            rc = DS_ERR_IO;
+            break;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            char *d = strdup(p);
+            if (!d) { rc = DS_ERR_NOMEM; break; }
+            size_t dl = strlen(d);
+            while (!keep_spelling && dl > 1 && d[dl - 1] == '/') d[--dl] = 0;
+            int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+            if (fd < 0) {
+                ds_set_err(err, errlen, "%s: %s", d, strerror(errno));
+                rc = DS_ERR_IO;
+            } else {
+                rc = walk_dir(l, fd, d, NULL, 0, err, errlen); /* an empty folder: nothing to read, no error */
+            }
+            free(d);
+        } else if (!S_ISREG(st.st_mode)) {
+            /* A pipe is read only as "-": a FIFO, /dev/fd/N from <(...) or a
+             * device named as a file could block or never end. */
+            ds_set_err(err, errlen, "%s: %s, not a regular file; use - to read from standard input", p,
+                       file_kind(st.st_mode));
+            rc = DS_ERR_IO;
+        } else if (l->n >= DS_MAX_INPUT_FILES) {
+            ds_set_err(err, errlen, "%s: more than %zu input files", p, DS_MAX_INPUT_FILES);
+            rc = DS_ERR_IO;
+        } else {
+            in_kind k;
+            int z;
+            classify(p, &k, &z);
+            rc = list_push(l, p, k, z, (uint64_t)st.st_size);
+        }
+    }
+    if (rc == DS_ERR_NOMEM) ds_set_err(err, errlen, "out of memory");
+    return rc;
+}
+
+int ds_input_expand(const char *const *inputs, size_t n_inputs, int keep_spelling, ds_input_files *out, char *err,
+                    size_t errlen) {
+    memset(out, 0, sizeof *out);
+    in_list l = {0};
+    int rc = expand_inputs(&l, inputs, n_inputs, keep_spelling, err, errlen);
+    if (rc == DS_OK) {
+        out->path = calloc(l.n + 1, sizeof *out->path);
+        out->bytes = calloc(l.n + 1, sizeof *out->bytes);
+        if (!out->path || !out->bytes) {
+            ds_set_err(err, errlen, "out of memory");
+            rc = DS_ERR_NOMEM;
+        }
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        if (rc == DS_OK) {
+            out->path[i] = l.v[i].path; /* moved */
+            out->bytes[i] = l.v[i].bytes;
+        } else {
+            free(l.v[i].path);
+        }
+    }
+    if (rc == DS_OK) out->n = l.n;
+    else ds_input_files_free(out);
+    free(l.v);
+    return rc;
+}
+
+void ds_input_files_free(ds_input_files *f) {
+    for (size_t i = 0; i < f->n; i++) free(f->path[i]);
+    free(f->path);
+    free(f->bytes);
+    memset(f, 0, sizeof *f);
 }
 
 /* ---------------------------------------------------------------- reader */
@@ -369,54 +461,7 @@ int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_o
         return frc;
     }
 
-    int rc = DS_OK;
-    for (size_t i = 0; i < n_inputs && rc == DS_OK; i++) {
-        const char *p = inputs[i];
-        if (!p) { rc = DS_ERR_ARG; break; }
-        if (strcmp(p, "-") == 0) {
-            rc = list_push(&r->files, "-", KIND_AUTO, 0);
-            continue;
-        }
-        struct stat st;
-        if (stat(p, &st) != 0) {
-            ds_set_err(err, errlen, "%s: %s", p, strerror(errno));
-            rc = DS_ERR_IO;
-            break;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            size_t before = r->files.n;
-            /* strip trailing slashes for nicer paths */
-            char *d = strdup(p);
-            if (!d) { rc = DS_ERR_NOMEM; break; }
-            size_t dl = strlen(d);
-            while (dl > 1 && d[dl - 1] == '/') d[--dl] = 0;
-            int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
-            if (fd < 0) {
-                ds_set_err(err, errlen, "%s: %s", d, strerror(errno));
-                rc = DS_ERR_IO;
-            } else {
-                rc = walk_dir(&r->files, fd, d, NULL, 0, err, errlen);
-            }
-            free(d);
-            if (rc == DS_OK && r->files.n == before) {
-                /* an empty folder is not an error, just nothing to read */
-            }
-        } else if (!S_ISREG(st.st_mode)) {
-            /* A pipe is read only as "-": a FIFO, /dev/fd/N from <(...) or a
-             * device named as a file could block or never end. */
-            ds_set_err(err, errlen, "%s: %s, not a regular file; use - to read from standard input", p,
-                       file_kind(st.st_mode));
-            rc = DS_ERR_IO;
-        } else if (r->files.n >= DS_MAX_INPUT_FILES) {
-            ds_set_err(err, errlen, "%s: more than %zu input files", p, DS_MAX_INPUT_FILES);
-            rc = DS_ERR_IO;
-        } else {
-            in_kind k;
-            int z;
-            classify(p, &k, &z);
-            rc = list_push(&r->files, p, k, z);
-        }
-    }
+    int rc = expand_inputs(&r->files, inputs, n_inputs, 0, err, errlen);
     if (rc == DS_OK) {
         r->in = malloc(DS_IN_CAP);
         r->out_cap = ZSTD_DStreamOutSize() * 8;

@@ -130,6 +130,35 @@ run "$MKS" verify good
 expect "previous build still verifies" 0 "all checksums match"
 [ -e good/.lock ] && fail "good/.lock left behind" || pass "no lock file left after a build"
 
+# ------------------------------------------- issue 32 item 11: special entries
+# A dataset-named entry of an input folder that is not a regular file (a
+# dangling link, a FIFO, a socket) is refused by every command that reads the
+# folder, through the reader's one folder walk: exit 2 naming the path and
+# what it is (build used to skip it and exit 0, the file gone from the set).
+special() { # KIND MAKE-COMMAND WORDS
+    rm -rf sp && mkdir sp && cp a.jsonl sp/a.jsonl && (cd sp && eval "$2")
+    for c in "build -t gpt2 -L 16 -q -o sp_out sp" "build -t gpt2 -L 16 -q --part 1/2 -o sp_out sp" \
+             "lint sp" "encode -t gpt2 --ids-out sp.ids sp" "hist -t gpt2 sp" \
+             "tokenizer train -n 300 -q -o sp.tiktoken sp"; do
+        rc=0
+        timeout 10 "$MKS" $c >"$TMP/out" 2>"$TMP/err" || rc=$?
+        err=$(cat "$TMP/err")
+        expect "$1 in the folder: ${c%% *} (${c#* })" 2 "sp/b.jsonl: $3"
+    done
+    [ -e sp_out/manifest.json ] && fail "$1: build wrote a manifest" || pass "$1: build wrote nothing"
+    rm -rf sp_out sp.ids sp.tiktoken*
+}
+special "dangling link" "ln -s missing.jsonl b.jsonl" "symbolic link to nothing readable"
+special "FIFO" "mkfifo b.jsonl" "a pipe or FIFO, not a regular file"
+if python3 -c 'import socket' 2>/dev/null; then
+    special "socket" "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('b.jsonl')\"" "a socket, not a regular file"
+fi
+# entries that are not dataset files by name are no input, whatever they are
+rm -rf sp && mkdir sp && cp a.jsonl sp/a.jsonl && ln -s missing sp/notes && mkfifo sp/pipe.bin
+run timeout 10 "$MKS" build -t gpt2 -L 16 -q -o sp_out sp
+expect "a dangling link and a FIFO without a dataset name are not inputs" 0 ""
+rm -rf sp sp_out
+
 # ---------------------------------------------------------------- item 12
 mkfifo feed
 "$MKS" build -t gpt2 -L 16 -q -o locked - <feed 2>"$TMP/first.err" &

@@ -221,11 +221,11 @@ static void test_merge(void) {
     const char *parts[] = {p2, p1};
     size_t n_shards = 0;
     uint64_t rt = 0, rv = 0;
-    CHECK(ds_merge(merged, parts, 2, &n_shards, &rt, &rv, err, sizeof err) == DS_OK, "%s", err);
+    CHECK(ds_merge(merged, parts, 2, 0, &n_shards, &rt, &rv, err, sizeof err) == DS_OK, "%s", err);
     CHECK(n_shards >= 2 && rt > 0 && rv > 0);
     CHECK(same_dirs(whole, merged), "merge of 2 parts differs from the single build");
     const char *one[] = {p1};
-    CHECK(ds_merge(merged, one, 1, NULL, NULL, NULL, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(ds_merge(merged, one, 1, 0, NULL, NULL, NULL, err, sizeof err) == DS_ERR_FORMAT);
 }
 
 typedef struct {

@@ -366,11 +366,211 @@ static void test_sets(void) {
     CHECK(ds_shard_verify(p, NULL, err, sizeof err) == DS_ERR_IO);
 }
 
+/* ---- issue 32 item 10: row metadata and ids that `verify` refuses, with
+ * every checksum recomputed (the shard opens with DS_SHARD_OPEN_VERIFY):
+ * each read that returns them refuses them too, with verify's reason, and
+ * ds_shardset_open(DS_SHARD_OPEN_FULL) refuses the set. */
+
+/* A shard of n rows of L u16 ids (vocab 300, pad 299) where row r holds
+ * r%L+1 real tokens, starts at 0 and 2 when over 3; bad_row/bad_pos/bad_id:
+ * one id put in (bad_row < 0: none). zstd: frames of 3 rows. */
+static void row_shard(uint32_t n, uint32_t L, int zstd, int bad_row, uint32_t bad_pos, uint32_t bad_id,
+                      ds_shard_image *img) {
+    uint32_t *rows = calloc((size_t)n * L, 4), *valid = calloc(n, 4), *sidx = calloc(n + 1, 4);
+    uint32_t *starts = calloc((size_t)n * 2, 4), ns = 0;
+    CHECK(rows && valid && sidx && starts);
+    for (uint32_t r = 0; r < n; r++) {
+        valid[r] = r % L + 1;
+        sidx[r] = ns;
+        starts[ns++] = 0;
+        if (valid[r] > 3) starts[ns++] = 2;
+        for (uint32_t i = 0; i < L; i++) rows[(size_t)r * L + i] = i < valid[r] ? (r * 7 + i) % 299 : 299;
+    }
+    sidx[n] = ns;
+    if (bad_row >= 0) rows[(size_t)bad_row * L + bad_pos] = bad_id;
+    ds_shard_header h;
+    memset(&h, 0, sizeof h);
+    h.dtype_bytes = 2;
+    h.flags = zstd ? DS_SHARD_F_ZSTD : 0;
+    h.row_len = L;
+    h.n_rows = n;
+    h.vocab_size = 300;
+    h.pad_id = h.eot_id = 299;
+    h.frame_rows = zstd ? 3 : 0;
+    for (int i = 0; i < 32; i++) h.fingerprint[i] = (uint8_t)(i * 11);
+    char err[256];
+    CHECK(ds_shard_build_image(&h, rows, NULL, valid, sidx, starts, zstd ? 3 : 0, img, err, sizeof err) == DS_OK,
+          "%s", err);
+    free(rows), free(valid), free(sidx), free(starts);
+}
+
+/* Byte offset of the document-start entry k of img (uncompressed or not). */
+static size_t start_off(const ds_shard_image *img, uint32_t k) {
+    uint64_t n = hs_get64(img->data + 48), tb = hs_get64(img->data + 72);
+    return (size_t)(DS_SHARD_HEADER_BYTES + tb + 4 * (2 * n + 1) + 4 * (uint64_t)k);
+}
+
+/* img (checksums fixed) as train-00000.mks of a set with a matching manifest:
+ * the cheap and hashing opens accept it; row `row` read with tokens and the
+ * position arrays, ds_shard_verify and the full open all refuse it with want. */
+static void row_case(const char *what, ds_shard_image *img, uint64_t row, const char *want) {
+    char dir[512], p[1100], err[1024] = "";
+    int failures0 = failures;
+    snprintf(dir, sizeof dir, "%s/rowset", g_tmp);
+    snprintf(p, sizeof p, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    CHECK(system(p) == 0);
+    snprintf(p, sizeof p, "%s/train-00000.mks", dir);
+    CHECK(hs_write(p, img->data, img->len) == 0);
+    static const char *const files[] = {"train-00000.mks"};
+    static const int splits[] = {0};
+    json_t *m = hs_manifest(dir, 8, files, splits, 1);
+    hs_complete_manifest(m);
+    CHECK(hs_write_manifest(dir, m) == 0);
+    json_decref(m);
+
+    ds_shard *s = NULL;
+    CHECK(ds_shard_open(p, DS_SHARD_OPEN_VERIFY, &s, err, sizeof err) == DS_OK, "%s: %s", what, err);
+    uint32_t t[8], pos[8], doc[8], nv = 0;
+    uint8_t mask[8];
+    int rc = s ? ds_shard_read_msg(s, row, t, pos, doc, mask, &nv, err, sizeof err) : -1;
+    CHECK(rc == DS_ERR_FORMAT && strstr(err, want), "%s: ds_shard_read rc %d (%s), want '%s'", what, rc, err, want);
+    CHECK(s && ds_shard_read(s, row, t, NULL, NULL, NULL, NULL) == DS_ERR_FORMAT, "%s: tokens only", what);
+    ds_shard_close(s);
+    rc = ds_shard_verify(p, NULL, err, sizeof err);
+    CHECK(rc == DS_ERR_FORMAT && strstr(err, want), "%s: verify rc %d (%s)", what, rc, err);
+
+    ds_shardset *set = NULL;
+    CHECK(ds_shardset_open(dir, DS_SHARD_OPEN_VERIFY, &set, err, sizeof err) == DS_OK, "%s: %s", what, err);
+    rc = set ? ds_shardset_read_msg(set, DS_SPLIT_TRAIN, row, t, pos, doc, mask, err, sizeof err) : -1;
+    CHECK(rc == DS_ERR_FORMAT && strstr(err, "train-00000.mks: ") && strstr(err, want),
+          "%s: ds_shardset_read rc %d (%s)", what, rc, err);
+    ds_shardset_close(set);
+    set = NULL;
+    rc = ds_shardset_open(dir, DS_SHARD_OPEN_FULL, &set, err, sizeof err);
+    CHECK(rc == DS_ERR_FORMAT && strstr(err, want) && !set, "%s: full open rc %d (%s)", what, rc, err);
+    ds_shardset_close(set);
+    printf("%s %-36s %s\n", failures == failures0 ? "ok  " : "FAIL", what, err);
+}
+
+static void test_rows(void) {
+    ds_shard_image img;
+    /* the valid set opens fully and every row reads */
+    row_shard(6, 8, 0, -1, 0, 0, &img);
+    {
+        char dir[512], p[1100], err[1024] = "";
+        snprintf(dir, sizeof dir, "%s/rowok", g_tmp);
+        snprintf(p, sizeof p, "mkdir -p '%s'", dir);
+        CHECK(system(p) == 0);
+        snprintf(p, sizeof p, "%s/train-00000.mks", dir);
+        CHECK(hs_write(p, img.data, img.len) == 0);
+        static const char *const files[] = {"train-00000.mks"};
+        static const int splits[] = {0};
+        json_t *m = hs_manifest(dir, 8, files, splits, 1);
+        hs_complete_manifest(m);
+        CHECK(hs_write_manifest(dir, m) == 0);
+        json_decref(m);
+        ds_shardset *set = NULL;
+        CHECK(ds_shardset_open(dir, DS_SHARD_OPEN_FULL, &set, err, sizeof err) == DS_OK, "%s", err);
+        uint32_t t[8], pos[8], doc[8];
+        for (uint64_t r = 0; set && r < 6; r++)
+            CHECK(ds_shardset_read_msg(set, DS_SPLIT_TRAIN, r, t, pos, doc, NULL, err, sizeof err) == DS_OK, "%s", err);
+        ds_shardset_close(set);
+    }
+    /* row 4: 5 valid tokens, starts 0 and 2 (entries 5 and 6 of the table:
+     * rows 0-2 hold one start each, row 3 two) */
+    hs_put32(img.data + start_off(&img, 6), 7);
+    hs_fix_payload(img.data, img.len);
+    row_case("document start beyond the valid tokens", &img, 4, "row 4 document start 7 invalid");
+    ds_shard_image_free(&img);
+    row_shard(6, 8, 0, -1, 0, 0, &img);
+    hs_put32(img.data + start_off(&img, 5), 3); /* 3, 2: out of order */
+    hs_fix_payload(img.data, img.len);
+    row_case("document starts out of order", &img, 4, "row 4 document start 2 invalid");
+    ds_shard_image_free(&img);
+    row_shard(6, 8, 0, 1, 0, 400, &img);
+    row_case("id >= vocabulary in a real position", &img, 1, "token id 400 is outside the vocabulary of 300 ids");
+    ds_shard_image_free(&img);
+    row_shard(6, 8, 0, 0, 5, 7, &img);
+    row_case("padding that is not the pad id", &img, 0, "position 5: token id 7 is padding that is not the pad id");
+    ds_shard_image_free(&img);
+    row_shard(6, 8, 1, 4, 1, 65535, &img);
+    row_case("id >= vocabulary in a zstd frame", &img, 4, "row 4 position 1 (compressed): token id 65535");
+    ds_shard_image_free(&img);
+    /* ds_shard_row_starts (merge) refuses the same starts */
+    row_shard(6, 8, 0, -1, 0, 0, &img);
+    hs_put32(img.data + start_off(&img, 6), 7);
+    hs_fix_payload(img.data, img.len);
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/starts.mks", g_tmp);
+    CHECK(hs_write(p, img.data, img.len) == 0);
+    ds_shard *s = NULL;
+    CHECK(ds_shard_open(p, DS_SHARD_OPEN_VERIFY, &s, err, sizeof err) == DS_OK, "%s", err);
+    uint32_t st[8], nst = 0;
+    CHECK(s && ds_shard_row_starts(s, 4, st, &nst) == DS_ERR_FORMAT);
+    CHECK(s && ds_shard_row_starts(s, 2, st, &nst) == DS_OK && nst == 1 && st[0] == 0);
+    ds_shard_close(s);
+    ds_shard_image_free(&img);
+}
+
+/* ---- issue 32 items 8, 9: ds_check_output, the one check of every writer */
+static void out_case(const char *what, const char *out, const ds_read_paths *in, int want_rc, const char *want) {
+    char err[1024] = "";
+    int rc = ds_check_output("--out", out, in, err, sizeof err);
+    CHECK(rc == want_rc && (!want || strstr(err, want)), "%s: rc %d want %d (%s), want '%s'", what, rc, want_rc, err,
+          want ? want : "");
+    printf("%s %-36s %s\n", rc == want_rc ? "ok  " : "FAIL", what, err);
+}
+
+static void test_outputs(void) {
+    char d[512], set[600], tok[600], side[700], cmd[9000], p[700], q[700];
+    snprintf(d, sizeof d, "%s/outs", g_tmp);
+    snprintf(set, sizeof set, "%s/set", d);
+    snprintf(tok, sizeof tok, "%s/tok.tiktoken", d);
+    snprintf(side, sizeof side, "%s.meta.json", tok);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/in/sub' '%s' && echo x >'%s/in/a.jsonl' && echo t >'%s' && echo m >'%s' && "
+             "echo r >'%s/rejects.jsonl' && echo s >'%s/train-00000.mks' && ln '%s/rejects.jsonl' '%s/hard.jsonl' && "
+             "ln -s '%s/rejects.jsonl' '%s/sym.jsonl'",
+             d, set, d, tok, side, set, set, set, d, set, d);
+    CHECK(system(cmd) == 0);
+    snprintf(p, sizeof p, "%s/in", d);
+    const char *ins[] = {p, "-", NULL};
+    const char *sets[] = {set};
+    ds_read_paths in = {.inputs = ins, .n_inputs = 3, .tokenizer = tok, .sets = sets, .n_sets = 1};
+    snprintf(q, sizeof q, "%s/in/a.jsonl", d);
+    out_case("a file of an input folder", q, &in, DS_ERR_CONFLICT, "lies inside the input folder");
+    snprintf(q, sizeof q, "%s/in/sub/new.svg", d);
+    out_case("a new file deep in an input folder", q, &in, DS_ERR_CONFLICT, "lies inside the input folder");
+    out_case("the tokenizer file", tok, &in, DS_ERR_CONFLICT, "is the same file as the tokenizer file");
+    out_case("the tokenizer's sidecar", side, &in, DS_ERR_CONFLICT, "is the same file as the tokenizer file");
+    snprintf(q, sizeof q, "%s/rejects.jsonl", set);
+    out_case("a shard set's rejects.jsonl", q, &in, DS_ERR_CONFLICT, "lies inside the shard set");
+    snprintf(q, sizeof q, "%s/hard.jsonl", d);
+    out_case("a hard link to a file of the set", q, &in, DS_ERR_CONFLICT, "rejects.jsonl' of the shard set");
+    snprintf(q, sizeof q, "%s/sym.jsonl", d);
+    out_case("a symbolic link into the set", q, &in, DS_ERR_CONFLICT, "lies inside the shard set");
+    snprintf(q, sizeof q, "%s/new.svg", d);
+    out_case("a new file elsewhere", q, &in, DS_OK, NULL);
+    out_case("stdout", "-", &in, DS_OK, NULL);
+    in.set_what = "the data folder";
+    snprintf(q, sizeof q, "%s/ck", set);
+    out_case("named as the caller names sets", q, &in, DS_ERR_CONFLICT, "lies inside the data folder");
+    /* a vocabulary name: its files in $MKSHARDS_VOCAB_DIR */
+    setenv("MKSHARDS_VOCAB_DIR", d, 1);
+    ds_read_paths byname = {.tokenizer = "tok"};
+    out_case("a tokenizer named, found in the vocab folder", tok, &byname, DS_ERR_CONFLICT, "the tokenizer file");
+    char paths[DS_TK_SOURCES_MAX][DS_PATH_BYTES];
+    CHECK(ds_tokenizer_sources(tok, paths, DS_TK_SOURCES_MAX) == 2 && !strcmp(paths[1], side));
+    unsetenv("MKSHARDS_VOCAB_DIR");
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/test_hostile_shards_XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
     test_headers();
     test_sets();
+    test_rows();
+    test_outputs();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd) != 0) failures++;

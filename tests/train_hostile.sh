@@ -85,6 +85,24 @@ run 64 "--log = ckpt.bin of a new --ckpt-dir" "the checkpoint" -- "$LLM" --data 
 cp "$T/tok.tiktoken" "$T/tok_copy.tiktoken"
 run 64 "--log = the tokenizer" "tokenizer" -- "$LLM" --data "$D" "${base[@]}" --tokenizer "$T/tok.tiktoken" --log "$T/tok.tiktoken"
 cmp -s "$T/tok.tiktoken" "$T/tok_copy.tiktoken" && ok "tokenizer unchanged" || bad "tokenizer changed"
+# issue 32 item 9: the set's rejects.jsonl (merge reads it) and any new file in
+# the set's folder, under any name, are inputs too
+echo '{"file": "a.jsonl", "line": 3, "offset": 10, "reason": "json-malformed", "detail": "x", "bytes": 5}' >"$D/rejects.jsonl"
+cp "$D/rejects.jsonl" "$T/rejects0"
+run 64 "--log = the set's rejects.jsonl" "refusing to overwrite an input" "--log '$D/rejects.jsonl' lies inside the data folder '$D'" -- \
+    "$LLM" --data "$D" "${base[@]}" --log "$D/rejects.jsonl"
+ln "$D/rejects.jsonl" "$T/rejects_hard.jsonl"
+run 64 "--log = a hard link to the set's rejects.jsonl" "is the same file as '$D/rejects.jsonl' of the data folder" -- \
+    "$LLM" --data "$D" "${base[@]}" --log "$T/rejects_hard.jsonl"
+ln -s "$D/rejects.jsonl" "$T/rejects_sym.jsonl"
+run 64 "--log = a symlink to the set's rejects.jsonl" "lies inside the data folder" -- "$LLM" --data "$D" "${base[@]}" --log "$T/rejects_sym.jsonl"
+run 64 "--log = a new file in the data folder" "lies inside the data folder" -- "$LLM" --data "$D" "${base[@]}" --log "$D/train.log"
+mkdir "$T/ckh" && ln "$shard" "$T/ckh/ckpt.bin"
+run 64 "ckpt.bin of --ckpt-dir = a hard link to a shard" "--ckpt-dir '$T/ckh/ckpt.bin' is the same file as" -- \
+    "$LLM" --data "$D" "${base[@]}" --ckpt-dir "$T/ckh"
+cmp -s "$T/rejects0" "$D/rejects.jsonl" && [ ! -e "$D/train.log" ] && ok "rejects.jsonl unchanged, no log in the data folder" ||
+    bad "the data folder was written"
+rm -rf "$D/rejects.jsonl" "$T/rejects_hard.jsonl" "$T/rejects_sym.jsonl" "$T/ckh"
 run 64 "--ckpt-dir = the data folder" "data folder" -- "$LLM" --data "$D" "${base[@]}" --ckpt-dir "$D"
 run 64 "--ckpt-dir inside the data folder" "data folder" -- "$LLM" --data "$D" "${base[@]}" --ckpt-dir "$D/ck"
 [ ! -e "$D/ckpt.bin" ] && [ ! -e "$D/ck" ] && ok "nothing written into the data folder" || bad "data folder written"

@@ -203,60 +203,14 @@ int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, 
     return EXIT_BAD_INPUT;
 }
 
-static int add_existing(char paths[][CLI_TK_PATH_LEN], size_t *n, size_t max, const char *a, const char *b)
-{
-    struct stat st;
-    if (*n >= max)
-        return 0;
-    int w = snprintf(paths[*n], CLI_TK_PATH_LEN, "%s%s", a, b);
-    if (w < 0 || w >= CLI_TK_PATH_LEN || stat(paths[*n], &st) != 0 || S_ISDIR(st.st_mode))
-        return 0;
-    (*n)++;
-    return 1;
-}
-
-size_t cli_tokenizer_sources(const char *spec, char paths[][CLI_TK_PATH_LEN], size_t max)
-{
-    size_t n = 0;
-    struct stat st;
-    if (!spec || !*spec)
-        return 0;
-    if (stat(spec, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            add_existing(paths, &n, max, spec, "/encoder.json");
-            add_existing(paths, &n, max, spec, "/vocab.bpe");
-            add_existing(paths, &n, max, spec, "/tokenizer.json");
-        } else {
-            add_existing(paths, &n, max, spec, "");
-            add_existing(paths, &n, max, spec, ".meta.json");
-        }
-        return n;
-    }
-    const char *vd = getenv("MKSHARDS_VOCAB_DIR");
-    if (!vd || !*vd || strchr(spec, '/'))
-        return 0;
-    char dir[CLI_TK_PATH_LEN];
-    snprintf(dir, sizeof dir, "%s/", vd);
-    static const char *const files[] = {"gpt2.tiktoken", "r50k_base.tiktoken", "encoder.json", "vocab.bpe"};
-    if (!strcmp(spec, "gpt2") || !strcmp(spec, "r50k_base")) {
-        for (size_t i = 0; i < 4; i++)
-            add_existing(paths, &n, max, dir, files[i]);
-    } else {
-        char f[300];
-        snprintf(f, sizeof f, "%.200s.tiktoken", spec);
-        add_existing(paths, &n, max, dir, f);
-    }
-    return n;
-}
-
 int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const char *out, const char *spec)
 {
-    char paths[CLI_TK_PATHS_MAX][CLI_TK_PATH_LEN];
-    const char *list[CLI_TK_PATHS_MAX];
-    size_t n = cli_tokenizer_sources(spec, paths, CLI_TK_PATHS_MAX);
-    for (size_t i = 0; i < n; i++)
-        list[i] = paths[i];
-    return cli_refuse_overwrite(cmd, out_opt, out, "the tokenizer file", list, n);
+    char err[9000];
+    ds_read_paths in = {.tokenizer = spec};
+    if (ds_check_output(out_opt, out, &in, err, sizeof err) == DS_OK)
+        return 0;
+    cli_error(cmd, "%s", err);
+    return EXIT_BAD_INPUT;
 }
 
 int cli_frame_token(const char *cmd, const char *opt, const tk_tokenizer *tok, const char *arg, int64_t *id) {

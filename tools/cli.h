@@ -103,21 +103,13 @@ int cli_parse_part(const char *cmd, const char *opt, const char *s, long max_n, 
  * and, for inputs that are folders, by path containment (ds_path_within).
  * Returns 0, or prints "mkshards CMD: OUT_OPT 'OUT' is the same file as
  * IN_WHAT 'IN' ..." and returns EXIT_BAD_INPUT (2) before anything has been
- * written. The check is ds_refuse_overwrite (dataset/fileio.c); build and
+ * written. The check is ds_check_output (dataset/fileio.c); build and
  * merge lock their output folder with ds_lock_dir inside ds_build/ds_merge. */
 int cli_refuse_overwrite(const char *cmd, const char *out_opt, const char *out, const char *in_what,
                          const char *const *inputs, size_t n_inputs);
 
-/* The files a tokenizer spec loads from (as tk_load resolves it): SPEC and
- * SPEC.meta.json for a file; encoder.json, vocab.bpe and tokenizer.json in a
- * folder; for a name, the candidates in $MKSHARDS_VOCAB_DIR (tiktoken's cache
- * is not listed: its files are named by hash). Only existing paths are
- * written to paths[0..max), each of PATHS_LEN bytes; returns their number.
- * Used with cli_refuse_overwrite so that no output replaces the tokenizer. */
-#define CLI_TK_PATHS_MAX 8
-#define CLI_TK_PATH_LEN 4200
-size_t cli_tokenizer_sources(const char *spec, char paths[][CLI_TK_PATH_LEN], size_t max);
-/* cli_refuse_overwrite of OUT against the tokenizer's source files. */
+/* cli_refuse_overwrite of OUT against the tokenizer's source files
+ * (ds_check_output with the spec: ds_tokenizer_sources lists them). */
 int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const char *out, const char *spec);
 
 /* Load a tokenizer by spec (path to .tiktoken / tokenizer.json / folder with

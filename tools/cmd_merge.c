@@ -21,23 +21,33 @@ static const char k_usage[] =
     "\n"
     "Options:\n"
     "  -o, --out DIR   output folder (created)            [required]\n"
+    "      --force     replace a shard set of another configuration in DIR\n"
     "  -q, --quiet     no summary line\n"
     "  -h, --help      show this help\n"
     "\n"
-    "Exit codes: 0 ok, 2 bad or mismatched parts / output error, 64 usage error.\n";
+    "A DIR that holds a shard set with another configuration or tokenizer (another\n"
+    "build, another merge) is refused, as `mkshards build` refuses it, unless --force.\n"
+    "\n"
+    "Exit codes: 0 ok, 2 bad or mismatched parts / output error (also: DIR holds another\n"
+    "set; DIR is locked), 64 usage error.\n";
 
-static const struct option k_opts[] = {
-    {"out", required_argument, 0, 'o'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+enum { OPT_FORCE = 1000 };
+static const struct option k_opts[] = {{"out", required_argument, 0, 'o'},
+                                       {"force", no_argument, 0, OPT_FORCE},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
 
 int cmd_merge(int argc, char **argv) {
     const char *cmd = "merge";
     const char *out_dir = NULL;
-    int quiet = 0, c;
+    int quiet = 0, force = 0, c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, cmd, ":o:qh", k_opts)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'q': quiet = 1; break;
+        case OPT_FORCE: force = 1; break;
         case 'h': fputs(k_usage, stdout); return EXIT_OK;
         default: return EXIT_USAGE;
         }
@@ -48,7 +58,7 @@ int cmd_merge(int argc, char **argv) {
     size_t n_shards = 0;
     uint64_t rows_train = 0, rows_val = 0;
     char err[9000];
-    int rc = ds_merge(out_dir, (const char *const *)argv + optind, (size_t)np, &n_shards, &rows_train, &rows_val, err,
+    int rc = ds_merge(out_dir, (const char *const *)argv + optind, (size_t)np, force, &n_shards, &rows_train, &rows_val, err,
                       sizeof err);
     if (rc != DS_OK) {
         cli_error(cmd, "%s", err[0] ? err : ds_strerror(rc));

@@ -120,32 +120,32 @@ static void fill_one(tr_batch *b, int r, int T, int row_len, int doc_mask, int h
 }
 
 /* Read row i of a split and check what the model will index with it: every
- * id < vocab_size (the shards are untrusted even when their checksums match
- * the manifest). On failure src->read_err[split] names the file and row. */
+ * id < vocab_size (the shard reader checks this and the row's metadata
+ * against its header, as `mkshards verify` does; in-memory rows are checked
+ * here). On failure src->read_err[split] names the file, the row and why. */
 static int read_checked(tr_rows *src, int split, uint64_t i, uint32_t *st, uint32_t *sp, uint8_t *sm)
 {
-    char where[384];
-    int rc = src->read_row(src->ctx, split, i, st, sp, sm);
-    if (rc == TR_OK) {
-        for (int j = 0; j < src->row_len; j++)
-            if (st[j] >= src->vocab_size) {
-                if (src->where)
-                    src->where(src->ctx, split, i, where, sizeof where);
-                else
-                    snprintf(where, sizeof where, "%s row %llu", split == TR_SPLIT_VAL ? "val" : "train",
-                             (unsigned long long)i);
-                snprintf(src->read_err[split], sizeof src->read_err[split],
-                         "%s: token %d is id %u, outside the vocabulary of %u ids (corrupt or foreign shard)", where,
-                         j, st[j], src->vocab_size);
-                return TR_ERR_CORRUPT;
-            }
+    char where[384], why[400] = "";
+    int rc = src->read_row(src->ctx, split, i, st, sp, sm, why, sizeof why);
+    int bad = -1;
+    if (rc == TR_OK)
+        for (int j = 0; j < src->row_len && bad < 0; j++)
+            if (st[j] >= src->vocab_size)
+                bad = j;
+    if (rc == TR_OK && bad < 0)
         return TR_OK;
-    }
     if (src->where)
         src->where(src->ctx, split, i, where, sizeof where);
     else
         snprintf(where, sizeof where, "%s row %llu", split == TR_SPLIT_VAL ? "val" : "train", (unsigned long long)i);
-    snprintf(src->read_err[split], sizeof src->read_err[split], "%s: %s", where, tr_strerror(rc));
+    if (bad >= 0) {
+        snprintf(src->read_err[split], sizeof src->read_err[split],
+                 "%s: token %d is id %u, outside the vocabulary of %u ids (corrupt or foreign shard)", where, bad,
+                 st[bad], src->vocab_size);
+        return TR_ERR_CORRUPT;
+    }
+    snprintf(src->read_err[split], sizeof src->read_err[split], "%s: %s%s%s", where, tr_strerror(rc),
+             why[0] ? ": " : "", why);
     return rc;
 }
 

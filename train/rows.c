@@ -16,8 +16,10 @@ typedef struct {
     uint8_t *mask;
 } memsrc;
 
-static int mem_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask)
+static int mem_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask, char *why,
+                    size_t whylen)
 {
+    (void)why, (void)whylen;
     memsrc *m = ctx;
     uint64_t n = split == TR_SPLIT_VAL ? m->n_val : m->n_train;
     if (i >= n)
@@ -89,21 +91,29 @@ int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uin
 }
 
 /* ------------------------------------------------------------ shard sets */
-/* The shard-set source: the set, its folder (for the manifest path) and,
+/* The shard-set source: the set, its folder (outputs are kept out of it) and,
  * per split, the first split row of every shard (to name the file and row
  * of a bad row in messages). */
 typedef struct {
     ds_shardset *set;
-    char *manifest;
+    char *dir;
     size_t n_shards[2];
     uint64_t *first_row[2];
 } shardsrc;
 
-static int shard_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask)
+/* ds_shardset_read_msg checks the row as `mkshards verify` does (metadata,
+ * frame, ids < vocabulary, padding); why gets its reason. */
+static int shard_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask, char *why,
+                      size_t whylen)
 {
     const shardsrc *src = ctx;
-    int rc = ds_shardset_read(src->set, split == TR_SPLIT_VAL ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, tokens, pos, NULL,
-                              mask);
+    char e[512];
+    int rc = ds_shardset_read_msg(src->set, split == TR_SPLIT_VAL ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, tokens, pos,
+                                  NULL, mask, e, sizeof e);
+    if (rc == DS_ERR_FORMAT && why && whylen) {
+        const char *r = strstr(e, ".mks: "); /* the loader's "where" names the shard already */
+        snprintf(why, whylen, "%s", r ? r + 6 : e);
+    }
     if (rc == DS_OK)
         return TR_OK;
     return rc == DS_ERR_NOMEM ? TR_ERR_NOMEM : rc == DS_ERR_IO ? TR_ERR_IO : rc == DS_ERR_ARG ? TR_ERR_ARG
@@ -131,28 +141,13 @@ static void shard_where(void *ctx, int split, uint64_t i, char *buf, size_t len)
              k ? "val" : "train", (unsigned long long)i);
 }
 
-static int shard_is_input(void *ctx, const char *path)
-{
-    const shardsrc *src = ctx;
-    if (ds_same_file(path, src->manifest))
-        return 1;
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < src->n_shards[k]; i++) {
-            const char *sp = NULL;
-            if (ds_shardset_shard(src->set, k ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, &sp) && sp &&
-                ds_same_file(path, sp))
-                return 1;
-        }
-    return 0;
-}
-
 static void shard_close(void *ctx)
 {
     shardsrc *src = ctx;
     if (!src)
         return;
     ds_shardset_close(src->set);
-    free(src->manifest);
+    free(src->dir);
     free(src->first_row[0]);
     free(src->first_row[1]);
     free(src);
@@ -187,16 +182,14 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
         return TR_ERR_CORRUPT;
     }
     shardsrc *src = calloc(1, sizeof *src);
-    size_t dl = strlen(dir);
     if (src)
-        src->manifest = malloc(dl + sizeof "/manifest.json");
-    if (!src || !src->manifest) {
+        src->dir = strdup(dir);
+    if (!src || !src->dir) {
         free(src);
         ds_shardset_close(s);
         return TR_ERR_NOMEM;
     }
     src->set = s;
-    snprintf(src->manifest, dl + sizeof "/manifest.json", "%s/manifest.json", dir);
     for (int k = 0; k < 2; k++) {
         ds_split sp = k ? DS_SPLIT_VAL : DS_SPLIT_TRAIN;
         size_t n = ds_shardset_n_shards(s, sp);
@@ -246,7 +239,7 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
     out->read_row = shard_read;
     out->close = shard_close;
     out->where = shard_where;
-    out->is_input = shard_is_input;
+    out->set_dir = src->dir;
     snprintf(out->desc, sizeof out->desc, "%s", dir);
     return TR_OK;
 }

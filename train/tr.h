@@ -58,15 +58,17 @@ typedef struct tr_rows {
     int frame_known;
     int64_t bos_id, eos_id;
     char tokenizer[64];      /* tokenizer name recorded with the data ("" unknown) */
-    int (*read_row)(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask);
+    /* why (whylen bytes): the reason of a TR_ERR_CORRUPT, or left "" */
+    int (*read_row)(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask, char *why,
+                    size_t whylen);
     void (*close)(void *ctx);
     char desc[256]; /* human description (path) for messages */
     /* Optional (NULL: none). where: names the file and row that hold row i
-     * of a split ("shard DIR/x.mks row 17"), for messages. is_input: 1 when
-     * PATH is one of the files the source reads (device + inode), so that
-     * no output is ever written over an input. */
+     * of a split ("shard DIR/x.mks row 17"), for messages. set_dir: the
+     * shard set's folder (valid until close), so that no output is written
+     * into it or over one of its files (ds_check_output). */
     void (*where)(void *ctx, int split, uint64_t i, char *buf, size_t len);
-    int (*is_input)(void *ctx, const char *path);
+    const char *set_dir;
     /* Message of the last failed read per split, written by the reader of
      * that split only (loader thread: train; validation: val); "" if none. */
     char read_err[2][512];

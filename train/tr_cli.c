@@ -71,8 +71,9 @@ static const char *usage_text =
     "  --steps 1..1000000000, --warmup 0..steps, --lr (0, 10], --lr-min [0, lr],\n"
     "  --seq-len 1..1048576, --token-budget/--batch-tokens 1..2^40, --mem-budget <= 1 EiB,\n"
     "  --weight-decay [0, 10], --grad-clip [0, 1e6], --nbuf 2..64, --val-rows 0..2^24.\n"
-    "--log never names an input (manifest, shard, checkpoint, tokenizer) and --ckpt-dir\n"
-    "is never inside the data folder: both refused with exit 64 before anything is written.\n"
+    "--log and --ckpt-dir never lie inside the data folder or name one of its files\n"
+    "(manifest, shards, rejects.jsonl), the tokenizer or its sidecar, and --log is never\n"
+    "the checkpoint: refused with exit 64 before anything is written.\n"
     "\n"
     "Exit codes: 0 ok, 1 failure, 2 bad input/data/device, 3 plan does not fit, 64 usage.\n";
 

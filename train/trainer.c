@@ -181,10 +181,14 @@ static int check_opts(const tr_train_opts *o, char *err, size_t errlen)
     return TR_OK;
 }
 
-/* Outputs never land on inputs: the log must not be the manifest, a shard,
- * the checkpoint or the tokenizer (device + inode, or the same resolved
- * path for a checkpoint not written yet), and checkpoints are not written
- * into the shard folder. TR_ERR_ARG (a usage error) with the reason. */
+/* Outputs never land on inputs. Every file or folder llmtrain writes (the
+ * log, the checkpoint folder and its ckpt.bin / ckpt.tmp) is checked with
+ * ds_check_output, the check every mkshards command and the Python package
+ * use: not inside the shard set's folder nor another name of one of its
+ * files (manifest, shards, rejects.jsonl that merge and verify read), not
+ * the tokenizer or its sidecar. The log is not the checkpoint either (the
+ * same resolved path for one not written yet). TR_ERR_ARG (a usage error)
+ * with the reason, before anything is written. */
 static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_t errlen)
 {
     char ck[2][4200];
@@ -192,37 +196,22 @@ static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_
         snprintf(ck[0], sizeof ck[0], "%s/ckpt.bin", o->ckpt_dir);
         snprintf(ck[1], sizeof ck[1], "%s/ckpt.tmp", o->ckpt_dir);
     }
-    if (o->log_path) {
-        const char *clash = NULL;
-        if (rows->is_input && rows->is_input(rows->ctx, o->log_path))
-            clash = "a file of the shard set (manifest or shard)";
-        else if (o->data_dir && ds_same_file(o->log_path, o->data_dir))
-            clash = "the data folder";
-        else if (o->tokenizer && ds_same_file(o->log_path, o->tokenizer))
-            clash = "the tokenizer file";
-        else if (o->ckpt_dir && (ds_same_file(o->log_path, ck[0]) || ds_path_within(o->log_path, ck[0]) == 1 ||
-                                 ds_path_within(o->log_path, ck[1]) == 1))
-            clash = "the checkpoint";
-        if (o->tokenizer && !clash) {
-            char side[4200];
-            snprintf(side, sizeof side, "%s.meta.json", o->tokenizer);
-            if (ds_same_file(o->log_path, side))
-                clash = "the tokenizer's sidecar file";
-        }
-        if (clash) {
-            snprintf(err, errlen, "--log %s is %s: refusing to overwrite an input; log somewhere else", o->log_path,
-                     clash);
+    const char *set = rows->set_dir ? rows->set_dir : o->data_dir;
+    ds_read_paths in = {.tokenizer = o->tokenizer, .sets = &set, .n_sets = set ? 1 : 0, .set_what = "the data folder"};
+    const char *outs[4] = {o->log_path, o->ckpt_dir, o->ckpt_dir ? ck[0] : NULL, o->ckpt_dir ? ck[1] : NULL};
+    const char *labels[4] = {"--log", "--ckpt-dir", "--ckpt-dir", "--ckpt-dir"};
+    for (int i = 0; i < 4; i++) {
+        char e[9000];
+        if (outs[i] && ds_check_output(labels[i], outs[i], &in, e, sizeof e) != DS_OK) {
+            snprintf(err, errlen, "refusing to overwrite an input: %s", e);
             return TR_ERR_ARG;
         }
     }
-    if (o->ckpt_dir && o->data_dir && ds_path_within(o->ckpt_dir, o->data_dir) == 1) {
-        snprintf(err, errlen, "--ckpt-dir %s is (inside) the data folder %s: refusing to write checkpoints among "
-                              "the shards; use a folder of its own",
-                 o->ckpt_dir, o->data_dir);
-        return TR_ERR_ARG;
-    }
-    if (o->ckpt_dir && rows->is_input && (rows->is_input(rows->ctx, ck[0]) || rows->is_input(rows->ctx, ck[1]))) {
-        snprintf(err, errlen, "--ckpt-dir %s: its ckpt.bin / ckpt.tmp is a file of the shard set", o->ckpt_dir);
+    if (o->log_path && o->ckpt_dir &&
+        (ds_same_file(o->log_path, ck[0]) || ds_path_within(o->log_path, ck[0]) == 1 ||
+         ds_path_within(o->log_path, ck[1]) == 1)) {
+        snprintf(err, errlen, "--log %s is the checkpoint: refusing to overwrite an input; log somewhere else",
+                 o->log_path);
         return TR_ERR_ARG;
     }
     return TR_OK;

@@ -143,6 +143,7 @@ typedef struct {
     tk_tokenizer *tok;
     PyObject **idcache; /* PyLong for every id < ncache (built on first use) */
     uint32_t ncache;
+    PyObject *spec;     /* the spec loaded (bytes): outputs are checked against its files (ds_check_output) */
 } TokObj;
 
 #define IDCACHE_MAX (1u << 21)
@@ -156,6 +157,7 @@ static void tok_dealloc(TokObj *t)
     }
     if (t->tok)
         tk_free(t->tok);
+    Py_XDECREF(t->spec);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -202,13 +204,14 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
         raise_c(rc ? rc : TK_ERR_IO, msg);
         return -1;
     }
-    Py_DECREF(spec_o);
     if (t->tok) { /* loaded meanwhile by another thread */
+        Py_DECREF(spec_o);
         tk_free(tok);
         PyErr_SetString(PyExc_RuntimeError, "Tokenizer is already loaded");
         return -1;
     }
     t->tok = tok;
+    Py_XSETREF(t->spec, spec_o); /* owns the reference */
     return 0;
 }
 
@@ -1139,6 +1142,10 @@ static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *o
                 out[j] = ((const uint16_t *)src)[j];
     }
     pthread_mutex_unlock(&s->fc.mu);
+    /* the id checks of ds_shard_read (a crafted frame may carry valid checksums) */
+    uint32_t nv = rc == DS_OK ? get32le(m->valid + 4 * r) : 0;
+    if (rc == DS_OK && ds_shard_check_ids(out, 4, (uint32_t)L, nv, s->info.vocab_size, s->info.pad_id) != DS_OK)
+        rc = DS_ERR_FORMAT;
     return rc;
 }
 
@@ -1168,7 +1175,7 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
     int rc;
     const char *dir = PyBytes_AS_STRING(dir_o);
     Py_BEGIN_ALLOW_THREADS
-    rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_VERIFY : 0, &ss, err, sizeof err);
+    rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_FULL : 0, &ss, err, sizeof err); /* verify: `mkshards verify` */
     Py_END_ALLOW_THREADS
     if (rc != DS_OK || !ss) {
         char msg[800];
@@ -1391,6 +1398,15 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
         if (rc == DS_OK && (t || hp || hd || hm))
             rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[i], t, hp ? (uint32_t *)bp.buf + o : NULL,
                                   hd ? (uint32_t *)bd.buf + o : NULL, hm ? (uint8_t *)bm.buf + o : NULL);
+        if (rc == DS_OK && !ht && s->n_maps[sp]) { /* ShardSet.row takes the ids from its memory map: */
+            const sh_map *mm = map_of(s, (int)sp, (uint64_t)rows[i]); /* the id checks of ds_shard_read */
+            uint64_t rr = (uint64_t)rows[i] - mm->first;
+            if (mm->map && mm->tok &&
+                (rr >= mm->n_rows || ds_shard_check_ids(mm->tok + rr * L * mm->dt, mm->dt, (uint32_t)L,
+                                                         get32le(mm->valid + 4 * rr), s->info.vocab_size,
+                                                         s->info.pad_id) != DS_OK))
+                rc = DS_ERR_FORMAT;
+        }
         if (rc == DS_OK && narrow) {
             uint16_t *d = (uint16_t *)bt.buf + o;
             for (size_t j = 0; j < L; j++)
@@ -1613,7 +1629,13 @@ static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, con
             return rc;
         tok = *scratch;
     }
-    return fill_direct(m, row - m->first, tok, o);
+    uint64_t r = row - m->first; /* in place: the id checks of ds_shard_read (zstd_row made them) */
+    if (m->tok && need_tok &&
+        (r >= m->n_rows || ds_shard_check_ids(m->tok + r * o->L * m->dt, m->dt, (uint32_t)o->L,
+                                              get32le(m->valid + 4 * r), s->info.vocab_size,
+                                              s->info.pad_id) != DS_OK))
+        return DS_ERR_FORMAT;
+    return fill_direct(m, r, tok, o);
 }
 
 /* fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask):
@@ -2200,6 +2222,17 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     }
     if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b))
         goto out;
+    if (svg_b) { /* before the (long) analysis: the CLI's refusals, through the same library check */
+        ds_read_paths rp = {.inputs = j->inputs, .n_inputs = j->n_inputs,
+                            .tokenizer = tok_o == Py_None || !((TokObj *)tok_o)->spec
+                                             ? NULL
+                                             : PyBytes_AS_STRING(((TokObj *)tok_o)->spec)};
+        int crc = ds_check_output("svg", PyBytes_AS_STRING(svg_b), &rp, j->err, sizeof j->err);
+        if (crc != DS_OK) {
+            raise_c(crc, j->err);
+            goto out;
+        }
+    }
     ds_reader_opts_init(&j->ro);
     ds_analyze_opts_init(&j->ao);
     j->ro.field = field;
