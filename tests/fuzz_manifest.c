@@ -1,7 +1,8 @@
 /* fuzz_manifest.c - libFuzzer target for manifest.json: the input is written
  * as DIR/manifest.json next to two valid shards (train-00000.mks,
  * val-00000.mks; tests/hostile_shards_util.h), then ds_manifest_load,
- * ds_shardset_open (cheap and VERIFY) with every row read, and the tools'
+ * ds_shardset_open (cheap, VERIFY and FULL: ds_verify, all of `mkshards
+ * verify`) with every row read, and the tools'
  * parsers of config and accounting (ds_build_config_from_json /
  * ds_build_account_from_json, dataset/build_manifest.c).
  * Seeds: hostile_shards_gen corpus-manifest. */
@@ -62,7 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ds_build_account_from_json(json_object_get(m.root, "accounting"), &a, err, sizeof err);
         ds_manifest_free(&m);
     }
-    for (int flags = 0; flags <= DS_SHARD_OPEN_VERIFY; flags += DS_SHARD_OPEN_VERIFY) {
+    static const int k_flags[] = {0, DS_SHARD_OPEN_VERIFY, DS_SHARD_OPEN_FULL}; /* FULL: ds_verify first */
+    for (size_t fi = 0; fi < sizeof k_flags / sizeof *k_flags; fi++) {
+        int flags = k_flags[fi];
         ds_shardset *set = NULL;
         if (ds_shardset_open(g_dir, flags, &set, err, sizeof err) != DS_OK) continue;
         ds_shardset_info in;

@@ -1,5 +1,6 @@
 /* fuzz_shard.c - libFuzzer target for the shard reader: ds_shard_open (cheap
- * and VERIFY), ds_shard_read of every row, ds_shard_row_starts and
+ * and VERIFY), ds_shard_read(_msg) of every row (its metadata and id checks
+ * with their messages), ds_shard_row_starts and
  * ds_shard_verify on arbitrary bytes as a file. The first input byte picks
  * which checksums the harness recomputes before opening (bit 0: header,
  * bit 1: block table + payload), so the fuzzer reaches the structural checks
@@ -50,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint8_t *mask = h->n_rows ? malloc(L) : NULL;
         for (uint64_t r = 0; buf && mask && r < h->n_rows; r++) {
             uint32_t nv = 0, ns = 0;
-            ds_shard_read(s, r, buf, buf + L, buf + 2 * (size_t)L, mask, &nv);
+            ds_shard_read_msg(s, r, buf, buf + L, buf + 2 * (size_t)L, mask, &nv, err, sizeof err);
             ds_shard_row_starts(s, r, buf + 3 * (size_t)L, &ns);
         }
         ds_shard_read(s, h->n_rows, NULL, NULL, NULL, NULL, NULL); /* out of range */

@@ -12,7 +12,7 @@
 #include "ds.h"
 
 static const char k_usage[] =
-    "Usage: mkshards merge --out DIR PART_DIR...\n"
+    "Usage: mkshards merge --out DIR [--force] PART_DIR...\n"
     "\n"
     "Joins the outputs of `mkshards build --part K/N` (K = 1..N, any order on the\n"
     "command line) into one shard set in DIR. The parts must come from the same\n"
