@@ -32,8 +32,8 @@
 extern "C" {
 #include "model.h"
 #include "tr.h"
-#include "tr_cuda.h"
-#include "tr_cuda_model.h"
+#include "gpu_arena.h"
+#include "gpu_model.h"
 }
 #include "kn_cuda_err.h"
 

@@ -32,7 +32,7 @@
 #include "kn.h"
 #include "model.h"
 #include "test_check.h"
-#include "tr_cuda_model.h"
+#include "gpu_model.h"
 
 /* ---- IEEE binary16 ----------------------------------------------------------------------- */
 static uint16_t f2h(float f)

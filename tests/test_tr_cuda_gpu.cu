@@ -9,7 +9,7 @@
 
 extern "C" {
 #include "tr.h"
-#include "tr_cuda.h"
+#include "gpu_arena.h"
 }
 
 static int fails = 0;

@@ -14,7 +14,7 @@
 
 extern "C" {
 #include "model.h"
-#include "tr_cuda_model.h"
+#include "gpu_model.h"
 }
 
 static int fails = 0;

@@ -39,7 +39,7 @@ extern "C" {
 #include "dist.h"
 #include "model.h"
 #include "tr.h"
-#include "tr_gpu.h"
+#include "gpu_session.h"
 }
 
 static_assert((int)TR_GPU_EXTRA == (int)TR_BACKEND_EXTRA, "checkpoint optimiser words");

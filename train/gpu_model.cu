@@ -6,7 +6,7 @@
 #include <string.h>
 
 extern "C" {
-#include "tr_cuda_model.h"
+#include "gpu_model.h"
 }
 #include "kn_cuda_common.cuh" /* error checks with call text, file:line, name (kernels/kn_cuda_err.h) */
 

@@ -23,7 +23,7 @@
 
 #include "kn_cuda.h"
 #include "model.h"
-#include "tr_cuda.h"
+#include "gpu_arena.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,9 +9,9 @@
 extern "C" {
 #include "model.h"
 #include "tr.h"
-#include "tr_cuda.h"
-#include "tr_cuda_model.h"
-#include "tr_gpu.h"
+#include "gpu_arena.h"
+#include "gpu_model.h"
+#include "gpu_session.h"
 }
 #include "kn_cuda_common.cuh" /* KN_CU_CHECK, kn_cuda_err.h */
 

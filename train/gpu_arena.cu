@@ -7,7 +7,7 @@
 #include <time.h>
 
 extern "C" {
-#include "tr_cuda.h"
+#include "gpu_arena.h"
 }
 #include "kn_cuda_common.cuh" /* KN_CU_CHECK: call text, file:line, error name and text */
 
