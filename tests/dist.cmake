@@ -6,6 +6,12 @@
 # OMPI_ALLOW_RUN_AS_ROOT*; the 2-core CI machine needs --oversubscribe; ASan
 # builds do not report OpenMPI's own allocations at exit as leaks.
 mks_add_test(test_comm SOURCES test_comm.c LIBS tr LABELS cpu TIMEOUT 60)
+# The data-parallel policy (train/dp.h) the CPU and the CUDA backend share,
+# and the layout that keeps it one: the policy's knobs read in dp.c alone,
+# no #if in the dispatcher, each engine's library in its own file.
+mks_add_test(test_dp SOURCES test_dp.c LIBS tr LABELS cpu TIMEOUT 30)
+add_test(NAME dist_layout COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_layout.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(dist_layout PROPERTIES LABELS cpu TIMEOUT 30)
 if(MKS_HAVE_MPI)
   set(MKS_MPI_TEST_ENV
       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -15,14 +15,17 @@
  *     [a, b) only, bucket order free; a collective from another thread;
  *     point-to-point sends to rank 0 (different call counts per rank);
  *   - the launcher's environment: OpenMPI, MPICH Hydra, PMIx, srun, sbatch
- *     and malformed variables simulated with setenv (tr_comm_env_read,
- *     tr_comm_launched).
+ *     and malformed variables simulated with setenv (tr_launch_env_read,
+ *     tr_launch_detected, train/launch_env.h);
+ *   - the dispatcher: engines by name, what a build lacks, a host engine's
+ *     asynchronous all-reduce (done at once, same bits).
  * Failure modes (argv[1]): "kill" - the last rank kills itself (SIGKILL)
  * while the others are in an all-reduce; "stop" - it stops (SIGSTOP), so
  * only the deadline can end the job. The survivors print the communicator's
  * message and end the job with tr_comm_abort (tests/dist_kill.sh checks the
  * exit status, the time and the message). */
 #include "comm.h"
+#include "launch_env.h"
 #include "tr.h"
 
 #include <math.h>
@@ -207,6 +210,17 @@ static void test_range(tr_comm *c, size_t n, size_t bucket)
         bad += memcmp(&b[i], &x, sizeof x) != 0;
     }
     CHECK(bad == 0, "allreduce_range [%zu,%zu) of %zu, bucket %zu: %zu wrong", a, e, n, bucket, bad);
+    /* the asynchronous form on a host engine: done at once, the same bits */
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(me, i);
+    CHECK(tr_comm_allreduce_range_async_f32(c, b, a, e, NULL) == 0 && tr_comm_wait(c) == 0,
+          "allreduce_range_async: %s", tr_comm_error(c));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = i >= a && i < e ? fold(i, W) : val(me, i);
+        bad += memcmp(&b[i], &x, sizeof x) != 0;
+    }
+    CHECK(bad == 0, "allreduce_range_async [%zu,%zu) of %zu, bucket %zu: %zu wrong", a, e, n, bucket, bad);
     /* units ranges, last range first */
     size_t unit = n / 256 + (n % 256 != 0), lo, hi;
     tr_comm_shard_units(n, unit, W, me, &lo, &hi);
@@ -301,7 +315,7 @@ static void test_p2p(tr_comm *c)
     CHECK(tr_comm_set_bucket(c, TR_COMM_DEFAULT_BUCKET) == 0, "bucket");
 }
 
-/* The launcher's environment (tr_comm_env_read, tr_comm_launched) under
+/* The launcher's environment (tr_launch_env_read, tr_launch_detected) under
  * simulated OpenMPI, MPICH (Hydra), PMIx, Slurm srun and sbatch settings;
  * the real environment is restored afterwards. */
 static const char *const env_names[] = {
@@ -316,12 +330,12 @@ static void env_case(const char *what, const char *const *kv, const char *src, i
         unsetenv(env_names[i]);
     for (; kv && *kv; kv += 2)
         setenv(kv[0], kv[1], 1);
-    tr_comm_env e;
-    tr_comm_env_read(&e);
+    tr_launch_env e;
+    tr_launch_env_read(&e);
     CHECK(!strcmp(e.source, src) && e.rank == rank && e.world == world && e.local_rank == lr && e.local_size == ls,
           "env %s: %s %d/%d local %d/%d, want %s %d/%d local %d/%d", what, e.source, e.rank, e.world, e.local_rank,
           e.local_size, src, rank, world, lr, ls);
-    CHECK(tr_comm_launched() == launched, "env %s: launched %d, want %d", what, tr_comm_launched(), launched);
+    CHECK(tr_launch_detected() == launched, "env %s: launched %d, want %d", what, tr_launch_detected(), launched);
 }
 
 static void test_env(void)
@@ -360,6 +374,49 @@ static void test_env(void)
         else
             unsetenv(env_names[i]);
         free(saved[i]);
+    }
+}
+
+/* The dispatcher: engines by name, what this build lacks and why, host and
+ * device engines kept apart. */
+static void test_engines(tr_comm *c)
+{
+    char err[512];
+    tr_comm *x = NULL;
+    CHECK(tr_comm_have("single") && !tr_comm_have("nope") && !tr_comm_have(NULL), "tr_comm_have");
+    CHECK(!tr_comm_on_device(c), "a host communicator");
+    CHECK(tr_comm_open("nope", &x, err, sizeof err) == TR_ERR_ARG && !x && strstr(err, "unknown host"),
+          "unknown engine: %s", err);
+    if (!tr_comm_have("mpi"))
+        CHECK(tr_comm_open("mpi", &x, err, sizeof err) == TR_ERR_ARG && !x &&
+                  strstr(err, "no mpi communicator engine (configure with MPI"),
+              "mpi absent: %s", err);
+    if (!tr_comm_have("nccl"))
+        CHECK(tr_comm_open_device(c, "nccl", 0, &x, err, sizeof err) == TR_ERR_NODEVICE && !x &&
+                  strstr(err, "no nccl communicator engine (configure with"),
+              "nccl absent: %s", err);
+    else
+        CHECK(tr_comm_open("nccl", &x, err, sizeof err) == TR_ERR_ARG && !x && strstr(err, "runs on a device"),
+              "nccl is a device engine: %s", err);
+    CHECK(tr_comm_open_device(c, "single", 0, &x, err, sizeof err) == TR_ERR_ARG && !x && strstr(err, "host engine"),
+          "single is a host engine: %s", err);
+    /* a second world-1 communicator beside the process's */
+    CHECK(tr_comm_open("single", &x, err, sizeof err) == 0 && x, "open single: %s", err);
+    if (x) {
+        float v[3] = {1.5f, -2.0f, 3.25f};
+        CHECK(tr_comm_world(x) == 1 && tr_comm_rank(x) == 0 && !strcmp(tr_comm_engine_name(x), "single") &&
+                  tr_comm_allreduce_f32(x, v, 3) == 0 && v[0] == 1.5f && v[1] == -2.0f && v[2] == 3.25f,
+              "single engine");
+        /* world 1 of a host engine is the identity; a stream to order
+         * after is a device engine's */
+        CHECK(tr_comm_allreduce_range_async_f32(x, v, 0, 3, (void *)v) == 0, "world 1: async is the identity");
+        tr_comm_close(x);
+    }
+    if (world_ > 1) {
+        float v[4] = {0};
+        CHECK(tr_comm_allreduce_range_async_f32(c, v, 0, 4, (void *)v) == TR_ERR_ARG &&
+                  strstr(tr_comm_error(c), "no asynchronous all-reduce after a stream"),
+              "host engine refuses a stream: %s", tr_comm_error(c));
     }
 }
 
@@ -435,7 +492,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     tr_comm *c;
     char err[512];
-    if (tr_comm_open(TR_COMM_AUTO, &c, err, sizeof err)) {
+    if (tr_comm_open(NULL, &c, err, sizeof err)) {
         fprintf(stderr, "test_comm: %s\n", err);
         return 1;
     }
@@ -462,9 +519,10 @@ int main(int argc, char **argv)
         return rc ? 1 : 0;
     }
     if (rank_ == 0)
-        printf("test_comm: engine %s, world %d, local rank %d of %d, deadline %.0f s\n", tr_comm_kind_name(c),
+        printf("test_comm: engine %s, world %d, local rank %d of %d, deadline %.0f s\n", tr_comm_engine_name(c),
                world_, tr_comm_local_rank(c), tr_comm_local_size(c), tr_comm_timeout(c));
-    CHECK(tr_comm_launched() == (tr_comm_kind(c) == TR_COMM_MPI) || !tr_comm_have_mpi(), "launcher detection");
+    CHECK(tr_launch_detected() == (strcmp(tr_comm_engine_name(c), "mpi") == 0) || !tr_comm_have("mpi"),
+          "launcher detection");
     test_shards();
     size_t W = (size_t)world_;
     size_t sizes[] = {0, 1, 2, W - 1 + 1, 3 * W + 1, 1000, 4099, 100003};
@@ -486,7 +544,9 @@ int main(int argc, char **argv)
     test_thread(c);
     test_p2p(c);
     test_env();
-    CHECK(tr_comm_launched() == (tr_comm_kind(c) == TR_COMM_MPI) || !tr_comm_have_mpi(), "environment restored");
+    test_engines(c);
+    CHECK(tr_launch_detected() == (strcmp(tr_comm_engine_name(c), "mpi") == 0) || !tr_comm_have("mpi"),
+          "environment restored");
     test_small(c);
     uint64_t fails = (uint64_t)failures;
     if (tr_comm_allreduce_u64(c, &fails, 1))

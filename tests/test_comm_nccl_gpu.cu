@@ -1,11 +1,12 @@
-/* test_comm_nccl_gpu: the NCCL engine (train/comm_nccl.h) on the GPUs of
- * this host. Alone: world 1 (bootstrap without a launcher, every collective
+/* test_comm_nccl_gpu: the NCCL engine (train/comm_nccl.cu, a device
+ * communicator of train/comm.h) on the GPUs of this host. Alone: world 1 (bootstrap without a launcher, every collective
  * is a copy through NCCL); under `mpirun -np N` (N <= GPUs): rank r on GPU
  * local_rank, all-reduce / reduce-scatter / all-gather / broadcast checked
- * against the host (integer-valued floats: exact in any order). Exits 77
- * without a GPU or without NCCL in the build. */
+ * against the host (integer-valued floats: exact in any order); what a
+ * device communicator does not have is refused. Exits 77 without a GPU or
+ * without NCCL in the build. */
 #include "comm.h"
-#include "comm_nccl.h"
+#include "tr.h"
 
 #include <cuda_runtime.h>
 
@@ -43,7 +44,7 @@ static size_t wrong_sums(const float *h, size_t cnt, int W)
 int main(void)
 {
     int ndev = 0;
-    if (!tr_nccl_built()) {
+    if (!tr_comm_have("nccl")) {
         printf("test_comm_nccl_gpu: no NCCL in this build: skipped\n");
         return 77;
     }
@@ -53,7 +54,7 @@ int main(void)
     }
     tr_comm *c;
     char err[512];
-    if (tr_comm_open(TR_COMM_AUTO, &c, err, sizeof err)) {
+    if (tr_comm_open(NULL, &c, err, sizeof err)) {
         printf("test_comm_nccl_gpu: %s\n", err);
         return 1;
     }
@@ -63,21 +64,29 @@ int main(void)
         tr_comm_close(c);
         return 77;
     }
-    tr_nccl *n;
-    if (tr_nccl_open(c, tr_comm_local_rank(c), &n, err, sizeof err)) {
+    tr_comm *n;
+    if (tr_comm_open_device(c, "nccl", tr_comm_local_rank(c), &n, err, sizeof err)) {
         printf("test_comm_nccl_gpu: %s\n", err);
         tr_comm_abort(c, 1);
         return 1;
     }
+    CHECK(tr_comm_on_device(n) && !strcmp(tr_comm_engine_name(n), "nccl") && tr_comm_world(n) == W &&
+              tr_comm_rank(n) == me,
+          "device communicator");
+    {
+        double x = 1;
+        CHECK(tr_comm_allreduce_f64(n, &x, 1) == TR_ERR_ARG && strstr(tr_comm_error(n), "has no allreduce(f64)"),
+              "small folds run on the host communicator: %s", tr_comm_error(n));
+    }
     const size_t sizes[] = {1, 7, 1000, 1 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        size_t cnt = sizes[k], pad = tr_nccl_padded(cnt, W);
+        size_t cnt = sizes[k], pad = tr_comm_padded(cnt, W);
         float *h = (float *)malloc(pad * sizeof(float)), *d = NULL;
         cudaMalloc((void **)&d, pad * sizeof(float));
         for (size_t i = 0; i < pad; i++)
             h[i] = v(me, i);
         cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
-        CHECK(tr_nccl_allreduce_f32(n, d, cnt) == 0, "allreduce: %s", tr_nccl_error(n));
+        CHECK(tr_comm_allreduce_f32(n, d, cnt) == 0, "allreduce: %s", tr_comm_error(n));
         cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
         size_t bad = wrong_sums(h, cnt, W);
         CHECK(bad == 0, "allreduce %zu: %zu wrong", cnt, bad);
@@ -91,10 +100,11 @@ int main(void)
             cudaMemsetAsync(d, 0, pad * sizeof(float), cs);
             cudaMemcpyAsync(d, h, pad * sizeof(float), cudaMemcpyHostToDevice, cs);
             size_t half = cnt / 2;
-            CHECK(tr_nccl_allreduce_f32_after(n, d, half, (void *)cs) == 0, "allreduce_after: %s", tr_nccl_error(n));
-            CHECK(tr_nccl_allreduce_f32_after(n, d + half, cnt - half, (void *)cs) == 0, "allreduce_after: %s",
-                  tr_nccl_error(n));
-            CHECK(tr_nccl_wait(n) == 0, "wait: %s", tr_nccl_error(n));
+            CHECK(tr_comm_allreduce_range_async_f32(n, d, 0, half, (void *)cs) == 0, "allreduce_async: %s",
+                  tr_comm_error(n));
+            CHECK(tr_comm_allreduce_range_async_f32(n, d, half, cnt, (void *)cs) == 0, "allreduce_async: %s",
+                  tr_comm_error(n));
+            CHECK(tr_comm_wait(n) == 0, "wait: %s", tr_comm_error(n));
             cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
             bad = wrong_sums(h, cnt, W);
             CHECK(bad == 0, "allreduce buckets %zu: %zu wrong", cnt, bad);
@@ -103,13 +113,13 @@ int main(void)
         for (size_t i = 0; i < pad; i++)
             h[i] = v(me, i);
         cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
-        CHECK(tr_nccl_reduce_scatter_f32(n, d, cnt) == 0, "reduce_scatter: %s", tr_nccl_error(n));
-        CHECK(tr_nccl_allgather_f32(n, d, cnt) == 0, "allgather: %s", tr_nccl_error(n));
+        CHECK(tr_comm_reduce_scatter_f32(n, d, cnt) == 0, "reduce_scatter: %s", tr_comm_error(n));
+        CHECK(tr_comm_allgather_f32(n, d, cnt) == 0, "allgather: %s", tr_comm_error(n));
         cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
         bad = wrong_sums(h, cnt, W);
         CHECK(bad == 0, "reduce_scatter + allgather %zu: %zu wrong", cnt, bad);
         cudaMemset(d, me == 0 ? 0x3f : 0, cnt * sizeof(float));
-        CHECK(tr_nccl_bcast(n, d, cnt * sizeof(float), 0) == 0, "bcast: %s", tr_nccl_error(n));
+        CHECK(tr_comm_bcast(n, d, cnt * sizeof(float), 0) == 0, "bcast: %s", tr_comm_error(n));
         cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
         bad = 0;
         for (size_t i = 0; i < cnt; i++) {
@@ -121,7 +131,7 @@ int main(void)
         cudaFree(d);
         free(h);
     }
-    tr_nccl_close(n);
+    tr_comm_close(n);
     printf("test_comm_nccl_gpu: world %d, rank %d on GPU %d: %s\n", W, me, tr_comm_local_rank(c),
            failures ? "FAILED" : "ok");
     tr_comm_close(c);

@@ -11,21 +11,24 @@
  * Data parallel (issue 16, docs/cluster.md): with more than one rank (or
  * MKS_GPU_NCCL=1 at world 1: the same path over a one-rank NCCL
  * communicator, tests/gpu/run.sh) the backend is its own data-parallel
- * wrapper, the structure of train/dist.c's CPU one:
+ * wrapper, on the policy of train/dp.h that train/dist.c's CPU one uses:
  *   probe   rank uses GPU local_rank (GPU 0 when the launcher shows each
- *           rank one GPU); no NCCL in the build -> refused;
+ *           rank one GPU); no NCCL engine in the build -> refused;
  *   create  the GPU model, then every rank agrees it succeeded, then the
- *           NCCL communicator (train/comm_nccl.h, bootstrapped over the
- *           host communicator: MPI);
- *   micro   micro j of n belongs to rank j * world / n (dist.c's dealing:
- *           the one-process data order); the others' go back to the loader
- *           unread;
- *   reduce  after the rank's last backward: one in-place ncclAllReduce
- *           (sum) over the contiguous fp32 gradient (no overlap with
- *           backward: the GPU model has no per-layer readiness hook yet),
- *           then the per-micro-batch loss sums and the target count over
- *           the host communicator, so step divides by the global count and
- *           every rank takes the same AdamW step (fp16: the same skip).
+ *           device communicator (tr_comm_open_device "nccl",
+ *           train/comm_nccl.cu, bootstrapped over the host communicator:
+ *           MPI);
+ *   micro   micro j of n belongs to rank tr_dp_owner (the one-process data
+ *           order); the others' go back to the loader unread; with overlap
+ *           (tr_dp_overlap_bucket: MKS_GPU_OVERLAP=1, MKS_DP_BUCKET_MB > 0)
+ *           the rank's last one starts each bucket's all-reduce on the NCCL
+ *           stream as backward enqueues its last kernels;
+ *   reduce  after the rank's last backward: the buckets waited for, or one
+ *           in-place all-reduce (NCCL's sum) over the contiguous fp32
+ *           gradient, then tr_dp_reduce_loss (the per-micro-batch loss sums
+ *           and the target count over the host communicator), so step
+ *           divides by the global count and every rank takes the same AdamW
+ *           step (fp16: the same skip).
  * ZeRO-1 is not implemented on the GPU (refused in train/dist.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +38,8 @@
 extern "C" {
 #include "backend.h"
 #include "comm.h"
-#include "comm_nccl.h"
 #include "dist.h"
+#include "dp.h"
 #include "model.h"
 #include "tr.h"
 #include "gpu_session.h"
@@ -51,7 +54,7 @@ struct tr_backend {
     /* data parallel (nc != NULL) */
     tr_comm *c;       /* host communicator (the run's; own_c: opened here at world 1) */
     int own_c;
-    tr_nccl *nc;
+    tr_comm *nc;      /* device communicator (NCCL) */
     int W, rank, dev;
     double *mloss;    /* loss sum per micro-batch of the step (exact fold, as dist.c) */
     int nmloss, exact_loss;
@@ -65,33 +68,6 @@ struct tr_backend {
     char ovl_err[512];
 };
 
-/* MKS_GPU_OVERLAP=1: overlap the all-reduce with backward (opt-in until a
- * multi-GPU run has checked it); MKS_DP_BUCKET_MB: bucket MiB (default 25). */
-static int overlap_wanted(void)
-{
-    const char *v = getenv("MKS_GPU_OVERLAP");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
-static double bucket_mb(void)
-{
-    const char *v = getenv("MKS_DP_BUCKET_MB");
-    if (v && *v) {
-        char *end;
-        double x = strtod(v, &end);
-        if (!*end && x > 0 && x <= 1e6)
-            return x;
-    }
-    return 25.0;
-}
-
-/* The gradient's buckets, the same list as train/dist.c's (tr_dp_buckets):
- * every rank computes it alike, so the NCCL calls match. */
-static int make_buckets(tr_backend *b, const tr_model_config *mc, size_t el)
-{
-    return tr_dp_buckets(mc, el, &b->bk, &b->nbk);
-}
-
 /* Enqueue buckets [released, upto) on the NCCL stream, each after the
  * compute stream's work so far. After a failure nothing more is enqueued
  * (the peers then fail at their deadline). */
@@ -103,10 +79,10 @@ static void release_upto(tr_backend *b, int upto)
         if (b->ovl_rc)
             continue;
         const tr_dp_bucket *k = &b->bk[b->released];
-        int rc = tr_nccl_allreduce_f32_after(b->nc, dg + k->a, k->b - k->a, tr_gpu_stream(b->g));
+        int rc = tr_comm_allreduce_range_async_f32(b->nc, dg, k->a, k->b, tr_gpu_stream(b->g));
         if (rc) {
             b->ovl_rc = rc;
-            snprintf(b->ovl_err, sizeof b->ovl_err, "%s", tr_nccl_error(b->nc));
+            snprintf(b->ovl_err, sizeof b->ovl_err, "%s", tr_comm_error(b->nc));
         }
     }
 }
@@ -122,20 +98,11 @@ static void on_ready(void *ctx, int g)
     release_upto(b, r);
 }
 
-/* MKS_GPU_NCCL=1: the NCCL path even at world 1 (one-rank communicator). */
-static int force_nccl(void)
-{
-    const char *v = getenv("MKS_GPU_NCCL");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 static int run_world(const tr_train_opts *o)
 {
     tr_comm *c = tr_dist_of(o);
     return c ? tr_comm_world(c) : 1;
 }
-
-static int owner(int j, int n, int W) { return n > 0 ? (int)((long long)j * W / n) : 0; }
 
 static double now_s(void)
 {
@@ -172,8 +139,8 @@ static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, 
     uint64_t fr = 0;
     char why[256] = "";
     int W = run_world(o);
-    if (W > 1 || force_nccl()) {
-        if (!tr_nccl_built()) {
+    if (W > 1 || tr_dp_device_world1()) {
+        if (!tr_comm_have("nccl")) {
             snprintf(err, errlen, "--device cuda with %d rank(s)%s: this build has no NCCL (configure with "
                                   "-DMKS_NCCL_ROOT=DIR holding include/nccl.h and lib/libnccl.so*); use one rank",
                      W, W > 1 ? "" : " and MKS_GPU_NCCL=1");
@@ -212,14 +179,13 @@ static void cuda_destroy(tr_backend *b)
     if (!b)
         return;
     if (b->nc) {
-        const char *st = getenv("MKS_DP_STATS");
-        if (st && *st && *st != '0')
+        if (tr_dp_stats())
             fprintf(stderr, "dp stats: rank %d/%d (GPU %d, NCCL): overlap %s (%d buckets), %llu steps, %.3f s of "
                             "gradient reduction after backward\n",
                     b->rank, b->W, b->dev, b->ovl_on ? "on" : "off", b->nbk, (unsigned long long)b->steps,
                     b->t_reduce);
     }
-    tr_nccl_close(b->nc);
+    tr_comm_close(b->nc);
     tr_gpu_close(b->g);
     if (b->own_c)
         tr_comm_close(b->c);
@@ -235,7 +201,7 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
     b->c = tr_dist_of(a->opts);
     if (!b->c) { /* a library caller at world 1 with MKS_GPU_NCCL: a one-rank host communicator */
         char e2[256];
-        int orc = tr_comm_open(TR_COMM_SINGLE, &b->c, e2, sizeof e2);
+        int orc = tr_comm_open("single", &b->c, e2, sizeof e2);
         if (orc) {
             if (!rc)
                 snprintf(err, errlen, "NCCL bootstrap: %s", e2);
@@ -269,23 +235,24 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
     if (dev >= 0)
         b->dev = dev;
     b->nmloss = a->plan && a->plan->n_micro > 0 ? a->plan->n_micro : 1;
-    b->exact_loss = b->nmloss <= 4096 && (uint64_t)b->nmloss * sizeof(double) * (uint64_t)b->W <=
-                                             tr_comm_buffer_bytes(b->W, TR_COMM_DEFAULT_BUCKET);
+    b->exact_loss = tr_dp_exact_loss(b->nmloss, b->W);
     b->mloss = (double *)calloc((size_t)b->nmloss, sizeof(double));
     if (!b->mloss) {
         snprintf(err, errlen, "cannot allocate the data-parallel loss table");
         return TR_ERR_NOMEM; /* the other ranks fail in the NCCL bootstrap (deadline) */
     }
-    if (overlap_wanted()) {
-        size_t el = (size_t)(bucket_mb() * 1048576.0 / sizeof(float));
-        if (make_buckets(b, a->mc, el > 0 ? el : 1) != TR_OK) {
+    /* overlap: the GPU model's readiness hook, NCCL's own stream */
+    tr_dp_caps caps = {1, 1, 1};
+    size_t el = tr_dp_overlap_bucket(&caps);
+    if (el > 0) {
+        if (tr_dp_buckets(a->mc, el, &b->bk, &b->nbk) != TR_OK) {
             snprintf(err, errlen, "cannot allocate the gradient buckets");
             return TR_ERR_NOMEM;
         }
         b->ovl_on = 1;
     }
     char e2[1024];
-    rc = tr_nccl_open(b->c, b->dev, &b->nc, e2, sizeof e2);
+    rc = tr_comm_open_device(b->c, "nccl", b->dev, &b->nc, e2, sizeof e2);
     if (rc) {
         snprintf(err, errlen, "NCCL setup (world %d): %s", b->W, e2);
         return rc == TR_ERR_NOMEM || rc == TR_ERR_ARG ? rc : TR_ERR_INTERNAL;
@@ -306,7 +273,7 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
     b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision, a->opts->recompute);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),
                          &b->mem.arena_bytes, err, errlen, a->opts->recompute);
-    if (run_world(a->opts) > 1 || force_nccl())
+    if (run_world(a->opts) > 1 || tr_dp_device_world1())
         rc = dp_open(b, a, rc, err, errlen);
     if (rc) {
         cuda_destroy(b);
@@ -345,7 +312,7 @@ static int cuda_zero_grad(tr_backend *b, char *err, size_t errlen)
 static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
                       uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
 {
-    if (b->nc && owner(bt->micro, bt->n_micro, b->W) != b->rank) {
+    if (b->nc && tr_dp_owner(bt->micro, bt->n_micro, b->W) != b->rank) {
         *loss_sum = 0;
         *n_targets = 0;
         tr_loader_release(ld); /* another rank's micro-batch */
@@ -354,7 +321,7 @@ static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_
     /* this rank's last micro-batch of the step: buckets start as backward
      * enqueues them */
     int j = bt->micro, n = bt->n_micro;
-    int arm = b->nc && b->ovl_on && (j + 1 >= n || owner(j + 1, n, b->W) != b->rank);
+    int arm = b->nc && b->ovl_on && tr_dp_last_of_rank(j, n, b->W);
     if (arm)
         tr_gpu_set_grad_hook(b->g, on_ready, b);
     /* upload, hand the buffer back, forward + backward (summed loss) */
@@ -381,10 +348,10 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
          * without a micro-batch this step), then wait for every one */
         release_upto(b, b->nbk);
         b->released = 0;
-        rc = b->ovl_rc ? b->ovl_rc : tr_nccl_wait(b->nc);
+        rc = b->ovl_rc ? b->ovl_rc : tr_comm_wait(b->nc);
         if (rc) {
             snprintf(err, errlen, "gradient all-reduce (NCCL buckets): %s",
-                     b->ovl_rc ? b->ovl_err : tr_nccl_error(b->nc));
+                     b->ovl_rc ? b->ovl_err : tr_comm_error(b->nc));
             return TR_ERR_INTERNAL;
         }
     } else {
@@ -393,37 +360,15 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
             snprintf(err, errlen, "GPU backward failed: %s", tr_gpu_last_error());
             return rc;
         }
-        rc = tr_nccl_allreduce_f32(b->nc, dg, n);
+        rc = tr_comm_allreduce_f32(b->nc, dg, n);
         if (rc) {
-            snprintf(err, errlen, "gradient all-reduce (NCCL): %s", tr_nccl_error(b->nc));
+            snprintf(err, errlen, "gradient all-reduce (NCCL): %s", tr_comm_error(b->nc));
             return TR_ERR_INTERNAL;
         }
     }
-    if (b->W > 1) {
-        rc = tr_comm_allreduce_u64(b->c, n_targets, 1);
-        if (rc) {
-            snprintf(err, errlen, "target count all-reduce: %s", tr_comm_error(b->c));
-            return TR_ERR_INTERNAL;
-        }
-        if (b->exact_loss) {
-            /* each micro-batch's loss is non-zero on one rank only: the
-             * fold leaves it unchanged; added in micro-batch order like the
-             * one-process loop */
-            rc = tr_comm_allreduce_f64(b->c, b->mloss, (size_t)b->nmloss);
-            if (!rc) {
-                double s = 0;
-                for (int j = 0; j < b->nmloss; j++)
-                    s += b->mloss[j];
-                *loss_sum = s;
-            }
-        } else {
-            rc = tr_comm_allreduce_f64(b->c, loss_sum, 1);
-        }
-        if (rc) {
-            snprintf(err, errlen, "loss all-reduce: %s", tr_comm_error(b->c));
-            return TR_ERR_INTERNAL;
-        }
-    }
+    rc = tr_dp_reduce_loss(b->c, b->mloss, b->nmloss, b->exact_loss, loss_sum, n_targets, err, errlen);
+    if (rc)
+        return rc;
     b->t_reduce += now_s() - t0;
     b->steps++;
     return TR_OK;

@@ -1,15 +1,20 @@
-/* comm.h - the host communicator of data-parallel training (internal header
- * of the train module; issue 16).
+/* comm.h - the communicator of data-parallel training (internal header of
+ * the train module; issue 16).
  *
- * One object, two engines:
+ * One object, several engines behind it (train/comm_engine.h; the
+ * dispatcher is train/comm.c, and the engines this build has are listed in
+ * the table train/CMakeLists.txt generates):
  *   single  world 1, every collective is a no-op (plain `llmtrain`, no MPI
- *           initialised, behaves exactly as before);
+ *           initialised, behaves exactly as before; train/comm_single.c);
  *   mpi     one rank per process, started by mpirun / mpiexec / srun (rank,
  *           world size and local rank come from MPI; built only when CMake
- *           finds MPI: MKS_HAVE_MPI, train/comm_mpi.c).
- * The GPU engine (NCCL, train/comm_nccl.h) is bootstrapped over this one.
+ *           finds MPI; train/comm_mpi.c);
+ *   nccl    the GPU engine (train/comm_nccl.cu, built when CMake finds
+ *           NCCL): the same object and calls on DEVICE buffers, opened over
+ *           a host communicator (tr_comm_open_device), see "Device engines".
  *
- * Determinism. Every float reduction is a left fold in rank order:
+ * Determinism (host engines). Every float reduction is a left fold in rank
+ * order:
  *     out = ((x_0 + x_1) + x_2) + ... + x_{W-1}
  * computed by exactly one rank per element and then copied, so the result is
  * identical on every rank, independent of the MPI library's algorithms, and
@@ -21,15 +26,27 @@
  *
  * Shards (ZeRO-1 and the reduce-scatter): n elements in W shards of
  * ceil(n / W) elements, the last ones shorter or empty (tr_comm_shard). NCCL's
- * equal-count layout is the same on a buffer padded to W * ceil(n / W).
+ * equal-count layout is the same on a buffer padded to tr_comm_padded(n, W).
+ *
+ * Device engines (nccl). Buffers are device memory; the calls are the ones
+ * below with these differences (the split): sums are NCCL's, not the rank-order
+ * fold (GPU runs are reproducible per world size, not bit-identical across
+ * world sizes); they are made at world 1 too (a one-rank NCCL communicator:
+ * the call orders with the GPU streams); reduce-scatter and all-gather take
+ * the whole buffer in the plain layout (unit 0) padded to tr_comm_padded(n,
+ * W) floats; the small reductions, byte all-gather, point-to-point and barrier
+ * are not there (TR_ERR_ARG: they run on the host communicator). The
+ * asynchronous all-reduce (tr_comm_allreduce_range_async_f32 + tr_comm_wait)
+ * is theirs; a host engine runs it at once.
  *
  * Failure. Every collective has a deadline (default 60 s, env
- * MKS_COMM_TIMEOUT or tr_comm_set_timeout): when a peer has not delivered its
- * part by then, or MPI reports an error on the link to it, the call returns
- * TR_ERR_IO and tr_comm_error() names the collective, the peer rank(s) and
- * the cause. MPI errors are returned (MPI_ERRORS_RETURN), never fatal inside
- * the library; the caller ends the job with tr_comm_abort (MPI_Abort: every
- * rank exits non-zero).
+ * MKS_COMM_TIMEOUT or tr_comm_set_timeout; a device communicator starts with
+ * its host's): when a peer has not delivered its part by then, or MPI (NCCL)
+ * reports an error on the link to it, the call returns TR_ERR_IO and
+ * tr_comm_error() names the collective, the peer rank(s) and the cause. MPI
+ * errors are returned (MPI_ERRORS_RETURN), never fatal inside the library;
+ * the caller ends the job with tr_comm_abort (MPI_Abort: every rank exits
+ * non-zero).
  *
  * Functions return TR_OK or a negative TR_ERR_* of tr.h and never exit.
  * Collectives are called by every rank in the same order, by one thread at
@@ -50,51 +67,30 @@ extern "C" {
 
 typedef struct tr_comm tr_comm;
 
-enum { TR_COMM_AUTO = -1, TR_COMM_SINGLE = 0, TR_COMM_MPI = 1 };
+/* 1 when this build has the engine of that name ("single", "mpi", "nccl"). */
+int tr_comm_have(const char *engine);
 
-/* 1 when the process was started by an MPI / PMI launcher (mpirun, mpiexec,
- * srun): OMPI_COMM_WORLD_SIZE, PMI_RANK, PMI_SIZE, PMIX_RANK or
- * MPI_LOCALNRANKS is set, or a Slurm step of more than one task
- * (SLURM_PROCID with SLURM_STEP_NUM_TASKS or SLURM_NTASKS > 1; a batch
- * script's single task is not a launch). */
-int tr_comm_launched(void);
-
-/* What the launcher's environment says about this process, before MPI is
- * initialised (GPU choice, messages) and as the fallback for the local rank
- * when MPI cannot tell. Fields are -1 when unknown. Read, first match wins:
- *   OpenMPI  OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE
- *   MPICH (Hydra), Intel MPI, srun --mpi=pmi2
- *            PMI_RANK / PMI_SIZE, MPI_LOCALRANKID / MPI_LOCALNRANKS
- *   PMIx     PMIX_RANK (world and local from the others when present)
- *   Slurm    SLURM_PROCID / SLURM_STEP_NUM_TASKS (or SLURM_NTASKS),
- *            SLURM_LOCALID / SLURM_STEP_TASKS_PER_NODE's first number
- *            (or SLURM_NTASKS_PER_NODE)
- * Local rank and size are taken from whichever family sets them (MPICH's
- * MPI_LOCALRANKID, then Slurm's SLURM_LOCALID) when the rank's family has
- * none. source: "openmpi", "pmi", "pmix", "slurm" or "none". Malformed
- * numbers count as unset. */
-typedef struct {
-    const char *source;
-    int rank, world, local_rank, local_size;
-} tr_comm_env;
-void tr_comm_env_read(tr_comm_env *out);
-/* 1 when this build has the MPI engine. */
-int tr_comm_have_mpi(void);
-
-/* kind TR_COMM_AUTO: MPI when built with it and tr_comm_launched(), else
- * single. Under MPI, a launcher environment naming a world of N > 1 that
- * differs from MPI's world is refused (TR_ERR_ARG: e.g. srun without the
- * PMI plugin this MPI needs starts N singletons). TR_COMM_MPI without MPI in the build: TR_ERR_ARG. MPI is
- * initialised here (MPI_THREAD_FUNNELED: only the calling thread talks to
- * MPI) unless the program already did; the communication buffer is
- * allocated here. */
-int tr_comm_open(int kind, tr_comm **out, char *err, size_t errlen);
+/* A host communicator. engine NULL (auto): the first engine of the build
+ * that says this process was launched for it (mpi: tr_launch_detected,
+ * train/launch_env.h), else "single". A launched engine whose world differs
+ * from a launcher environment naming a world of N > 1 is refused
+ * (TR_ERR_ARG: e.g. srun without the PMI plugin this MPI needs starts N
+ * singletons). An engine this build lacks: TR_ERR_ARG, with what to
+ * configure. MPI is initialised here (MPI_THREAD_SERIALIZED asked) unless
+ * the program already did; the communication buffer is allocated here. */
+int tr_comm_open(const char *engine, tr_comm **out, char *err, size_t errlen);
+/* A device communicator (engine "nccl") over the ranks of host, which
+ * bootstraps it (a collective call: every rank of host calls it), on GPU
+ * `device` (usually tr_comm_local_rank). No such engine in the build:
+ * TR_ERR_NODEVICE with what to configure. */
+int tr_comm_open_device(tr_comm *host, const char *engine, int device, tr_comm **out, char *err, size_t errlen);
 /* MPI_Finalize when tr_comm_open initialised MPI (call after the last
- * collective, on success paths; after a failure use tr_comm_abort). */
+ * collective, on success paths; after a failure use tr_comm_abort). A
+ * device communicator is closed before its host. */
 void tr_comm_close(tr_comm *c);
 /* End the whole job now: MPI_Abort(code) under MPI (every rank exits
- * non-zero; Open MPI's mpirun exits with code), returns for the single
- * engine (the caller exits). */
+ * non-zero; Open MPI's mpirun exits with code), returns for the single and
+ * device engines (the caller exits, or aborts the host communicator). */
 void tr_comm_abort(tr_comm *c, int code);
 /* A failed run's exit status (code != 0), agreed by every rank: when all
  * ranks call this within timeout_s seconds (they refused the same run: bad
@@ -107,31 +103,43 @@ void tr_comm_abort(tr_comm *c, int code);
  * is waiting in. The single engine: code. */
 int tr_comm_exit_agree(tr_comm *c, int code, double timeout_s);
 
-int tr_comm_kind(const tr_comm *c);
-const char *tr_comm_kind_name(const tr_comm *c); /* "single" / "mpi" */
+/* The engine's name: "single", "mpi", "nccl". */
+const char *tr_comm_engine_name(const tr_comm *c);
+/* 1 when the buffers of the collectives are device memory (nccl). */
+int tr_comm_on_device(const tr_comm *c);
 int tr_comm_rank(const tr_comm *c);
 int tr_comm_world(const tr_comm *c);
 /* Rank among the ranks on this host: MPI_Comm_split_type(SHARED), or the
- * launcher's environment (tr_comm_env_read) when that split fails. */
+ * launcher's environment (tr_launch_env_read) when that split fails. */
 int tr_comm_local_rank(const tr_comm *c);
 int tr_comm_local_size(const tr_comm *c);
 /* 1 when another thread than the opening one may drive the collectives
- * (MPI_THREAD_SERIALIZED or better; always 1 for the single engine). */
+ * (MPI_THREAD_SERIALIZED or better; always 1 for the single engine and a
+ * device communicator). */
 int tr_comm_serialized(const tr_comm *c);
 /* Message of the last failure ("" if none). */
 const char *tr_comm_error(const tr_comm *c);
+/* A failed call's message for the caller: "what: " and the communicator's
+ * message (or rc's text) into err; returns the status to pass on: rc when
+ * it is TR_ERR_NOMEM or TR_ERR_ARG, else TR_ERR_INTERNAL (so the CLI exits
+ * 1: a failure, not bad input). */
+int tr_comm_failed(tr_comm *c, int rc, const char *what, char *err, size_t errlen);
 /* Deadline of each collective in seconds (> 0). */
 void tr_comm_set_timeout(tr_comm *c, double seconds);
 double tr_comm_timeout(const tr_comm *c);
 
 /* Elements per bucket of the float collectives (default
- * TR_COMM_DEFAULT_BUCKET); reallocates the communication buffer. */
+ * TR_COMM_DEFAULT_BUCKET); reallocates the communication buffer (host
+ * engines). */
 #define TR_COMM_DEFAULT_BUCKET ((size_t)1 << 20)
 int tr_comm_set_bucket(tr_comm *c, size_t elems);
 /* Bytes of communication buffer a rank holds for (world, bucket elements):
  * what the planner counts; 0 for world 1. */
 uint64_t tr_comm_buffer_bytes(int world, size_t bucket);
 
+/* Elements a device engine's reduce-scatter / all-gather buffer holds for
+ * n: world * ceil(n / world). */
+size_t tr_comm_padded(size_t n, int world);
 /* Shard r of n elements over world ranks: [*lo, *hi). */
 void tr_comm_shard(size_t n, int world, int r, size_t *lo, size_t *hi);
 /* Shards of whole units: n elements in U = ceil(n / unit) units of `unit`
@@ -159,6 +167,13 @@ int tr_comm_allgather_units_f32(tr_comm *c, float *buf, size_t n, size_t unit);
  * calls: the same bits whatever the buckets. */
 int tr_comm_allreduce_range_f32(tr_comm *c, float *buf, size_t a, size_t b);
 int tr_comm_reduce_scatter_units_range_f32(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b);
+/* The all-reduce of [a, b) started without waiting: a device engine
+ * enqueues it on its stream after the work enqueued so far on `after` (a
+ * cudaStream_t as void *, NULL: none); tr_comm_wait then waits for every
+ * call started, against the deadline. A host engine (after NULL) completes
+ * it here and tr_comm_wait has nothing to wait for. */
+int tr_comm_allreduce_range_async_f32(tr_comm *c, float *buf, size_t a, size_t b, void *after);
+int tr_comm_wait(tr_comm *c);
 /* Point-to-point floats (checkpoint shards to rank 0): blocking, against
  * the deadline, in pieces of the bucket. Every send has its matching
  * receive, in the same order between two ranks; they do not count as

@@ -1,6 +1,5 @@
-/* comm_mpi.c - the MPI engine of the communicator (comm.h), compiled only
- * with MKS_HAVE_MPI (CMake found MPI; the rest of this file is empty
- * otherwise).
+/* comm_mpi.c - the MPI engine of the communicator (comm.h, comm_engine.h),
+ * compiled and registered only where CMake finds MPI (train/CMakeLists.txt).
  *
  * Every collective is built from nonblocking point-to-point messages on a
  * private duplicate of MPI_COMM_WORLD whose error handler is
@@ -10,9 +9,9 @@
  * link reported the error. Floats are folded in rank order by the shard's
  * owner (comm.h), independent of the MPI library's collective algorithms.
  */
-#ifdef MKS_HAVE_MPI
-#include "comm_internal.h"
+#include "comm_engine.h"
 
+#include "launch_env.h"
 #include "tr.h"
 
 #include <mpi.h>
@@ -26,6 +25,8 @@
 
 typedef struct {
     MPI_Comm comm;        /* duplicate of MPI_COMM_WORLD (our tags only) */
+    int own_init;         /* mpi_open called MPI_Init */
+    uint64_t seq;         /* collectives issued (message tags) */
     int nreq;
     MPI_Request *req;     /* 2 * world */
     int *peer;            /* peer of each request */
@@ -50,9 +51,17 @@ static void mpi_msg(int code, char *out, size_t len)
     snprintf(out, len, "%s", s);
 }
 
-int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
+static void mpi_close(tr_comm *c);
+
+static int mpi_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen)
 {
-    int init = 0, fin = 0;
+    (void)host;
+    (void)device;
+    /* the launcher's word, before MPI_Init adds its own variables (a
+     * singleton OpenMPI sets PMIX_RANK) */
+    tr_launch_env le;
+    tr_launch_env_read(&le);
+    int init = 0, fin = 0, own_init = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
     if (fin) {
@@ -68,7 +77,7 @@ int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
             snprintf(err, errlen, "MPI_Init failed (started by a launcher that this MPI does not understand?)");
             return TR_ERR_IO;
         }
-        c->own_init = 1;
+        own_init = 1;
     }
     {
         int prov = MPI_THREAD_SINGLE;
@@ -80,6 +89,7 @@ int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    m->own_init = own_init;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
     if (rc == MPI_SUCCESS)
@@ -94,14 +104,10 @@ int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
             MPI_Comm_rank(node, &c->local_rank);
             MPI_Comm_size(node, &c->local_size);
             MPI_Comm_free(&node);
-        } else {
+        } else if (le.local_rank >= 0 && le.local_size > le.local_rank) {
             /* the launcher's word (OpenMPI, MPICH's MPI_LOCALRANKID, Slurm's SLURM_LOCALID) */
-            tr_comm_env e;
-            tr_comm_env_read(&e);
-            if (e.local_rank >= 0 && e.local_size > e.local_rank) {
-                c->local_rank = e.local_rank;
-                c->local_size = e.local_size;
-            }
+            c->local_rank = le.local_rank;
+            c->local_size = le.local_size;
         }
     }
     if (rc != MPI_SUCCESS) {
@@ -118,45 +124,55 @@ int tr_comm_mpi_open(tr_comm *c, char *err, size_t errlen)
     m->done = calloc(2 * w, sizeof *m->done);
     m->idx = calloc(2 * w, sizeof *m->idx);
     m->st = calloc(2 * w, sizeof *m->st);
-    c->mpi = m;
+    c->impl = m;
     if (!m->req || !m->peer || !m->done || !m->idx || !m->st) {
         snprintf(err, errlen, "out of memory");
-        tr_comm_mpi_close(c);
+        mpi_close(c);
         return TR_ERR_NOMEM;
+    }
+    /* a launcher this MPI does not speak to (srun without the PMI plugin
+     * OpenMPI was built with, another MPI's mpiexec) leaves every process
+     * a world of its own: N copies of one run, not one run */
+    if (le.world > 1 && le.world != c->world) {
+        snprintf(err, errlen,
+                 "the launcher (%s environment) started %d processes but MPI sees a world of %d: this MPI library "
+                 "does not understand the launcher (srun: pass --mpi=pmix or --mpi=pmi2, whichever this MPI was "
+                 "built with, see srun --mpi=list; or use this MPI's own mpirun)",
+                 le.source, le.world, c->world);
+        mpi_close(c);
+        return TR_ERR_ARG;
     }
     return TR_OK;
 fail:
     free(m);
-    if (c->own_init)
+    if (own_init)
         MPI_Finalize();
-    c->own_init = 0;
     return TR_ERR_IO;
 }
 
-void tr_comm_mpi_close(tr_comm *c)
+static void mpi_close(tr_comm *c)
 {
-    mpi_state *m = c->mpi;
-    if (m) {
-        if (m->comm != MPI_COMM_NULL && m->comm != 0)
-            MPI_Comm_free(&m->comm);
-        free(m->req);
-        free(m->peer);
-        free(m->done);
-        free(m->idx);
-        free(m->st);
-        free(m);
-        c->mpi = NULL;
-    }
-    if (c->own_init) {
+    mpi_state *m = c->impl;
+    if (!m)
+        return;
+    if (m->comm != MPI_COMM_NULL && m->comm != 0)
+        MPI_Comm_free(&m->comm);
+    free(m->req);
+    free(m->peer);
+    free(m->done);
+    free(m->idx);
+    free(m->st);
+    if (m->own_init) {
         int fin = 0;
         MPI_Finalized(&fin);
         if (!fin)
             MPI_Finalize();
-        c->own_init = 0;
     }
+    free(m);
+    c->impl = NULL;
 }
 
-void tr_comm_mpi_abort(tr_comm *c, int code)
+static void mpi_abort(tr_comm *c, int code)
 {
     (void)c;
     fflush(stdout);
@@ -170,7 +186,7 @@ void tr_comm_mpi_abort(tr_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 }
 
-int tr_comm_mpi_exit_agree(tr_comm *c, int code, double timeout_s)
+static int mpi_exit_agree(tr_comm *c, int code, double timeout_s)
 {
     (void)c;
     /* the highest code in a nonblocking reduction, polled against the
@@ -196,15 +212,18 @@ int tr_comm_mpi_exit_agree(tr_comm *c, int code, double timeout_s)
 
 /* ---- requests and the deadline ------------------------------------------ */
 
-static int tag_of(tr_comm *c)
+/* The next collective's tag (and its number, for messages). */
+static int next_tag(tr_comm *c)
 {
-    return 1 + (int)(c->seq % 30000u);
+    mpi_state *m = c->impl;
+    m->seq++;
+    return 1 + (int)(m->seq % 30000u);
 }
 
 static int post(tr_comm *c, int is_send, void *buf, size_t count, MPI_Datatype type, int peer, int tag,
                 const char *what)
 {
-    mpi_state *m = c->mpi;
+    mpi_state *m = c->impl;
     if (count > (size_t)INT_MAX) {
         snprintf(c->err, sizeof c->err, "rank %d: %s: message of %zu elements", c->rank, what, count);
         return TR_ERR_INTERNAL;
@@ -228,7 +247,7 @@ static int post(tr_comm *c, int is_send, void *buf, size_t count, MPI_Datatype t
 /* Complete every posted request or fail at the deadline, naming peers. */
 static int wait_all(tr_comm *c, const char *what)
 {
-    mpi_state *m = c->mpi;
+    mpi_state *m = c->impl;
     int n = m->nreq, left = n;
     double t0 = now_s();
     long spins = 0;
@@ -278,7 +297,7 @@ static int wait_all(tr_comm *c, const char *what)
             snprintf(c->err, sizeof c->err,
                      "rank %d: %s #%llu: nothing from rank %s after %.1f s (the deadline; that rank died, hangs or "
                      "is far behind; MKS_COMM_TIMEOUT sets the deadline)",
-                     c->rank, what, (unsigned long long)c->seq, who, el);
+                     c->rank, what, (unsigned long long)m->seq, who, el);
             return TR_ERR_IO;
         }
         if (++spins > 200) {
@@ -360,19 +379,13 @@ static size_t rounds_of(size_t n, size_t unit, int W, size_t chunk)
     return (most + chunk - 1) / chunk;
 }
 
-int tr_comm_mpi_reduce_scatter(tr_comm *c, float *buf, size_t n, size_t unit, int gather)
-{
-    return tr_comm_mpi_reduce_range(c, buf, n, unit, 0, n, gather);
-}
-
-int tr_comm_mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t ra, size_t rb, int gather)
+static int mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t ra, size_t rb, int gather)
 {
     const char *what = gather ? "all-reduce" : "reduce-scatter";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket / (size_t)W;
     size_t rounds = rounds_range(n, unit, W, ra, rb, chunk);
-    c->seq++;
-    int tag = tag_of(c), rc = TR_OK;
+    int tag = next_tag(c), rc = TR_OK;
     for (size_t k = 0; k < rounds && !rc; k++) {
         size_t ma, ml;
         piece_r(n, unit, W, me, ra, rb, k, chunk, &ma, &ml);
@@ -416,14 +429,13 @@ int tr_comm_mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size
     return rc;
 }
 
-int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
+static int mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
 {
     const char *what = "all-gather";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket; /* no staging: messages land in buf */
     size_t rounds = rounds_of(n, unit, W, chunk);
-    c->seq++;
-    int tag = tag_of(c), rc = TR_OK;
+    int tag = next_tag(c), rc = TR_OK;
     for (size_t k = 0; k < rounds && !rc; k++) {
         size_t ma, ml;
         piece(n, unit, W, me, k, chunk, &ma, &ml);
@@ -443,12 +455,11 @@ int tr_comm_mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
     return rc;
 }
 
-int tr_comm_mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes, const char *what)
+static int mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes, const char *what)
 {
     int W = c->world, me = c->rank;
     static char dummy[1]; /* the barrier's empty messages */
-    c->seq++;
-    int tag = tag_of(c), rc = TR_OK;
+    int tag = next_tag(c), rc = TR_OK;
     char *out = bytes ? all : dummy;
     char *src = bytes ? (char *)(uintptr_t)mine : dummy;
     for (int p = 0; p < W && !rc; p++) {
@@ -465,13 +476,12 @@ int tr_comm_mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t 
     return rc;
 }
 
-int tr_comm_mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
+static int mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
 {
     const char *what = "broadcast";
     int W = c->world, me = c->rank;
     const size_t chunk = (size_t)1 << 30;
-    c->seq++;
-    int tag = tag_of(c), rc = TR_OK;
+    int tag = next_tag(c), rc = TR_OK;
     for (size_t off = 0; off < bytes && !rc; off += chunk) {
         size_t l = bytes - off < chunk ? bytes - off : chunk;
         char *p0 = (char *)buf + off;
@@ -494,7 +504,7 @@ int tr_comm_mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
  * ranks on one tag). Pieces of c->bucket floats, each against the deadline. */
 #define P2P_TAG 30001
 
-int tr_comm_mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer)
+static int mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer)
 {
     const char *what = is_send ? "send" : "receive";
     int rc = TR_OK;
@@ -507,7 +517,20 @@ int tr_comm_mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer)
     return rc;
 }
 
-#else
-/* Built without MPI: this translation unit is intentionally empty. */
-typedef int tr_comm_mpi_unused;
-#endif
+/* MPI_Init reads the launcher's variables: started by one, MPI joins its world. */
+static int mpi_detect(void) { return tr_launch_detected(); }
+
+const tr_comm_engine tr_comm_engine_mpi = {
+    .name = "mpi",
+    .device = 0,
+    .detect = mpi_detect,
+    .open = mpi_open,
+    .close = mpi_close,
+    .abort = mpi_abort,
+    .exit_agree = mpi_exit_agree,
+    .reduce_range = mpi_reduce_range,
+    .allgather = mpi_allgather,
+    .p2p = mpi_p2p,
+    .allgather_bytes = mpi_allgather_bytes,
+    .bcast = mpi_bcast,
+};

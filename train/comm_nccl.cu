@@ -1,36 +1,39 @@
-/* comm_nccl.cu - the NCCL engine (comm_nccl.h). With MKS_HAVE_NCCL (CMake
- * found nccl.h and libnccl) the real engine, otherwise stubs that say NCCL
- * is not built. */
-#include "comm_nccl.h"
-
+/* comm_nccl.cu - the NCCL engine of the communicator (comm.h "Device
+ * engines", comm_engine.h): collectives on device buffers, bootstrapped
+ * over a host communicator: rank 0 makes the ncclUniqueId and broadcasts it
+ * (tr_comm_bcast, i.e. MPI under a launcher; world 1 needs no launcher).
+ * Compiled and registered only where CMake finds nccl.h and libnccl
+ * (train/CMakeLists.txt).
+ *
+ * Every call enqueues on the engine's CUDA stream; the blocking ones then
+ * wait for it, polling the stream and ncclCommGetAsyncError against the
+ * communicator's deadline: a peer that died, hangs or whose GPU faulted
+ * ends the call with TR_ERR_IO and a message (the NCCL communicator is
+ * aborted with ncclCommAbort; the caller then ends the job with
+ * tr_comm_abort on the host communicator). Sums are NCCL's (not the host
+ * engines' rank-order fold). Shards: the layout of comm.h on a buffer of
+ * tr_comm_padded(n, world) floats. What NCCL has no call for here (small
+ * folds, bytes, point-to-point, barrier) runs on the host communicator. */
+extern "C" {
+#include "comm_engine.h"
 #include "tr.h"
+}
+
+#include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern "C" size_t tr_nccl_padded(size_t n, int world)
-{
-    if (world < 1)
-        world = 1;
-    size_t w = (size_t)world, per = n / w + (n % w != 0);
-    return per * w;
-}
-
-#ifdef MKS_HAVE_NCCL
-#include <cuda_runtime.h>
-#include <nccl.h>
 #include <time.h>
 
-struct tr_nccl {
-    tr_comm *host;
-    int rank, world, device;
+typedef struct {
+    int device;
     cudaStream_t stream;
     cudaEvent_t ev; /* orders the asynchronous calls after another stream */
     ncclComm_t comm;
     int aborted;
-    char err[1024];
-};
+} nccl_state;
 
 static double now_s(void)
 {
@@ -39,19 +42,26 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-extern "C" int tr_nccl_built(void) { return 1; }
-
-extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err, size_t errlen)
+static void release(nccl_state *n)
 {
-    *out = NULL;
-    tr_nccl *n = (tr_nccl *)calloc(1, sizeof *n);
+    if (n->ev)
+        cudaEventDestroy(n->ev);
+    if (n->stream)
+        cudaStreamDestroy(n->stream);
+    free(n);
+}
+
+static int nccl_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen)
+{
+    nccl_state *n = (nccl_state *)calloc(1, sizeof *n);
     if (!n) {
         snprintf(err, errlen, "out of memory");
         return TR_ERR_NOMEM;
     }
-    n->host = host;
-    n->rank = tr_comm_rank(host);
-    n->world = tr_comm_world(host);
+    c->rank = tr_comm_rank(host);
+    c->world = tr_comm_world(host);
+    c->local_rank = tr_comm_local_rank(host);
+    c->local_size = tr_comm_local_size(host);
     n->device = device;
     cudaError_t ce = cudaSetDevice(device);
     if (ce == cudaSuccess)
@@ -59,18 +69,14 @@ extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err,
     if (ce == cudaSuccess)
         ce = cudaEventCreateWithFlags(&n->ev, cudaEventDisableTiming);
     if (ce != cudaSuccess) {
-        snprintf(err, errlen, "rank %d: GPU %d: %s", n->rank, device, cudaGetErrorString(ce));
-        if (n->ev)
-            cudaEventDestroy(n->ev);
-        if (n->stream)
-            cudaStreamDestroy(n->stream);
-        free(n);
+        snprintf(err, errlen, "rank %d: GPU %d: %s", c->rank, device, cudaGetErrorString(ce));
+        release(n);
         return TR_ERR_NODEVICE;
     }
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     ncclResult_t r = ncclSuccess;
-    if (n->rank == 0)
+    if (c->rank == 0)
         r = ncclGetUniqueId(&id);
     /* a failure on rank 0 must not leave the others waiting in the bcast:
      * they receive an all-zero id plus the status */
@@ -80,62 +86,52 @@ extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err,
         rc = tr_comm_bcast(host, &id, sizeof id, 0);
     if (rc) {
         snprintf(err, errlen, "NCCL bootstrap: %s", tr_comm_error(host));
-        cudaEventDestroy(n->ev);
-        cudaStreamDestroy(n->stream);
-        free(n);
+        release(n);
         return rc;
     }
     if (st[0] != ncclSuccess) {
         snprintf(err, errlen, "rank 0: ncclGetUniqueId: %s", ncclGetErrorString((ncclResult_t)st[0]));
-        cudaEventDestroy(n->ev);
-        cudaStreamDestroy(n->stream);
-        free(n);
+        release(n);
         return TR_ERR_IO;
     }
-    r = ncclCommInitRank(&n->comm, n->world, id, n->rank);
+    r = ncclCommInitRank(&n->comm, c->world, id, c->rank);
     if (r != ncclSuccess) {
-        snprintf(err, errlen, "rank %d: ncclCommInitRank (world %d, GPU %d): %s", n->rank, n->world, device,
+        snprintf(err, errlen, "rank %d: ncclCommInitRank (world %d, GPU %d): %s", c->rank, c->world, device,
                  ncclGetErrorString(r));
-        cudaEventDestroy(n->ev);
-        cudaStreamDestroy(n->stream);
-        free(n);
+        release(n);
         return TR_ERR_IO;
     }
-    *out = n;
+    c->impl = n;
     return TR_OK;
 }
 
-extern "C" void tr_nccl_close(tr_nccl *n)
+static void nccl_close(tr_comm *c)
 {
+    nccl_state *n = (nccl_state *)c->impl;
     if (!n)
         return;
     if (n->comm && !n->aborted) /* ncclCommAbort frees it */
         ncclCommDestroy(n->comm);
-    if (n->ev)
-        cudaEventDestroy(n->ev);
-    if (n->stream)
-        cudaStreamDestroy(n->stream);
-    free(n);
+    release(n);
+    c->impl = NULL;
 }
-
-extern "C" void *tr_nccl_stream(tr_nccl *n) { return (void *)n->stream; }
-extern "C" const char *tr_nccl_error(const tr_nccl *n) { return n->err; }
 
 /* Wait for the stream against the deadline; abort the communicator when a
  * peer fails or the deadline passes. */
-static int finish(tr_nccl *n, ncclResult_t r, const char *what)
+static int finish(tr_comm *c, ncclResult_t r, const char *what)
 {
+    nccl_state *n = (nccl_state *)c->impl;
     if (r != ncclSuccess) {
-        snprintf(n->err, sizeof n->err, "rank %d: %s: %s", n->rank, what, ncclGetErrorString(r));
+        snprintf(c->err, sizeof c->err, "rank %d: %s: %s", c->rank, what, ncclGetErrorString(r));
         return TR_ERR_IO;
     }
-    double t0 = now_s(), dl = tr_comm_timeout(n->host);
+    double t0 = now_s(), dl = c->timeout;
     for (long spins = 0;; spins++) {
         cudaError_t ce = cudaStreamQuery(n->stream);
         if (ce == cudaSuccess)
             return TR_OK;
         if (ce != cudaErrorNotReady) {
-            snprintf(n->err, sizeof n->err, "rank %d: %s: GPU %d fault: %s", n->rank, what, n->device,
+            snprintf(c->err, sizeof c->err, "rank %d: %s: GPU %d fault: %s", c->rank, what, n->device,
                      cudaGetErrorString(ce));
             ncclCommAbort(n->comm);
             n->aborted = 1;
@@ -144,18 +140,18 @@ static int finish(tr_nccl *n, ncclResult_t r, const char *what)
         ncclResult_t ar = ncclSuccess;
         ncclCommGetAsyncError(n->comm, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress) {
-            snprintf(n->err, sizeof n->err, "rank %d: %s: NCCL reports %s (a peer rank or its GPU failed)",
-                     n->rank, what, ncclGetErrorString(ar));
+            snprintf(c->err, sizeof c->err, "rank %d: %s: NCCL reports %s (a peer rank or its GPU failed)",
+                     c->rank, what, ncclGetErrorString(ar));
             ncclCommAbort(n->comm);
             n->aborted = 1;
             return TR_ERR_IO;
         }
         double el = now_s() - t0;
         if (el > dl) {
-            snprintf(n->err, sizeof n->err,
+            snprintf(c->err, sizeof c->err,
                      "rank %d: %s did not complete within %.1f s (the deadline): a peer rank died, hangs or its GPU "
                      "faulted",
-                     n->rank, what, el);
+                     c->rank, what, el);
             ncclCommAbort(n->comm);
             n->aborted = 1;
             return TR_ERR_IO;
@@ -167,160 +163,106 @@ static int finish(tr_nccl *n, ncclResult_t r, const char *what)
     }
 }
 
-static int usable(tr_nccl *n, const char *what)
+/* Nothing more after an abort (the communicator is gone). */
+static int usable(tr_comm *c, const char *what)
 {
-    if (n->aborted) {
-        snprintf(n->err, sizeof n->err, "rank %d: %s after the NCCL communicator was aborted", n->rank, what);
-        return TR_ERR_IO;
-    }
-    n->err[0] = 0;
-    return TR_OK;
-}
-
-extern "C" int tr_nccl_allreduce_f32(tr_nccl *n, float *dbuf, size_t count)
-{
-    int rc = usable(n, "all-reduce");
-    if (rc || count == 0)
-        return rc;
-    return finish(n, ncclAllReduce(dbuf, dbuf, count, ncclFloat32, ncclSum, n->comm, n->stream), "all-reduce");
-}
-
-extern "C" int tr_nccl_allreduce_f32_after(tr_nccl *n, float *dbuf, size_t count, void *after)
-{
-    if (n->aborted) {
-        snprintf(n->err, sizeof n->err, "rank %d: all-reduce after the NCCL communicator was aborted", n->rank);
-        return TR_ERR_IO;
-    }
-    if (count == 0)
-        return TR_OK;
-    if (after) {
-        cudaError_t ce = cudaEventRecord(n->ev, (cudaStream_t)after);
-        if (ce == cudaSuccess)
-            ce = cudaStreamWaitEvent(n->stream, n->ev, 0);
-        if (ce != cudaSuccess) {
-            snprintf(n->err, sizeof n->err, "rank %d: all-reduce bucket: ordering after the compute stream: %s",
-                     n->rank, cudaGetErrorString(ce));
-            return TR_ERR_IO;
-        }
-    }
-    ncclResult_t r = ncclAllReduce(dbuf, dbuf, count, ncclFloat32, ncclSum, n->comm, n->stream);
-    if (r != ncclSuccess) {
-        snprintf(n->err, sizeof n->err, "rank %d: all-reduce bucket: %s", n->rank, ncclGetErrorString(r));
+    if (((nccl_state *)c->impl)->aborted) {
+        snprintf(c->err, sizeof c->err, "rank %d: %s after the NCCL communicator was aborted", c->rank, what);
         return TR_ERR_IO;
     }
     return TR_OK;
 }
 
-extern "C" int tr_nccl_wait(tr_nccl *n)
+/* all-reduce of [a, b); reduce-scatter of the whole padded buffer (the
+ * units layouts of the host engines are not NCCL's) */
+static int nccl_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b, int gather)
 {
-    if (n->aborted) {
-        snprintf(n->err, sizeof n->err, "rank %d: wait after the NCCL communicator was aborted", n->rank);
-        return TR_ERR_IO;
+    nccl_state *s = (nccl_state *)c->impl;
+    const char *what = gather ? "all-reduce" : "reduce-scatter";
+    int rc = usable(c, what);
+    if (rc)
+        return rc;
+    if (unit != 0 || (!gather && (a != 0 || b != n))) {
+        snprintf(c->err, sizeof c->err, "nccl %s: whole buffer, plain shards only (unit %zu, range [%zu, %zu) of %zu)",
+                 what, unit, a, b, n);
+        return TR_ERR_ARG;
     }
-    return finish(n, ncclSuccess, "all-reduce (gradient buckets)");
+    if (gather)
+        return finish(c, ncclAllReduce(buf + a, buf + a, b - a, ncclFloat32, ncclSum, s->comm, s->stream), what);
+    size_t per = tr_comm_padded(n, c->world) / (size_t)c->world;
+    return finish(c,
+                  ncclReduceScatter(buf, buf + per * (size_t)c->rank, per, ncclFloat32, ncclSum, s->comm, s->stream),
+                  what);
 }
 
-extern "C" int tr_nccl_reduce_scatter_f32(tr_nccl *n, float *dbuf, size_t count)
+static int nccl_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
 {
-    int rc = usable(n, "reduce-scatter");
-    if (rc || count == 0)
+    nccl_state *s = (nccl_state *)c->impl;
+    int rc = usable(c, "all-gather");
+    if (rc)
         return rc;
-    size_t per = tr_nccl_padded(count, n->world) / (size_t)n->world;
-    return finish(n,
-                  ncclReduceScatter(dbuf, dbuf + per * (size_t)n->rank, per, ncclFloat32, ncclSum, n->comm,
-                                    n->stream),
-                  "reduce-scatter");
-}
-
-extern "C" int tr_nccl_allgather_f32(tr_nccl *n, float *dbuf, size_t count)
-{
-    int rc = usable(n, "all-gather");
-    if (rc || count == 0)
-        return rc;
-    size_t per = tr_nccl_padded(count, n->world) / (size_t)n->world;
-    return finish(n, ncclAllGather(dbuf + per * (size_t)n->rank, dbuf, per, ncclFloat32, n->comm, n->stream),
+    if (unit != 0) {
+        snprintf(c->err, sizeof c->err, "nccl all-gather: plain shards only (unit %zu)", unit);
+        return TR_ERR_ARG;
+    }
+    size_t per = tr_comm_padded(n, c->world) / (size_t)c->world;
+    return finish(c, ncclAllGather(buf + per * (size_t)c->rank, buf, per, ncclFloat32, s->comm, s->stream),
                   "all-gather");
 }
 
-extern "C" int tr_nccl_bcast(tr_nccl *n, void *dbuf, size_t bytes, int root)
+static int nccl_bcast(tr_comm *c, void *buf, size_t bytes, int root)
 {
-    int rc = usable(n, "broadcast");
-    if (rc || bytes == 0)
+    nccl_state *s = (nccl_state *)c->impl;
+    int rc = usable(c, "broadcast");
+    if (rc)
         return rc;
-    if (root < 0 || root >= n->world)
-        return TR_ERR_ARG;
-    return finish(n, ncclBroadcast(dbuf, dbuf, bytes, ncclUint8, root, n->comm, n->stream), "broadcast");
+    return finish(c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->comm, s->stream), "broadcast");
 }
 
-#else /* no NCCL in this build */
+static int nccl_reduce_async(tr_comm *c, float *buf, size_t a, size_t b, void *after)
+{
+    nccl_state *s = (nccl_state *)c->impl;
+    int rc = usable(c, "all-reduce");
+    if (rc)
+        return rc;
+    if (after) {
+        cudaError_t ce = cudaEventRecord(s->ev, (cudaStream_t)after);
+        if (ce == cudaSuccess)
+            ce = cudaStreamWaitEvent(s->stream, s->ev, 0);
+        if (ce != cudaSuccess) {
+            snprintf(c->err, sizeof c->err, "rank %d: all-reduce bucket: ordering after the compute stream: %s",
+                     c->rank, cudaGetErrorString(ce));
+            return TR_ERR_IO;
+        }
+    }
+    ncclResult_t r = ncclAllReduce(buf + a, buf + a, b - a, ncclFloat32, ncclSum, s->comm, s->stream);
+    if (r != ncclSuccess) {
+        snprintf(c->err, sizeof c->err, "rank %d: all-reduce bucket: %s", c->rank, ncclGetErrorString(r));
+        return TR_ERR_IO;
+    }
+    return TR_OK;
+}
 
-struct tr_nccl {
-    int unused;
-};
+static int nccl_wait(tr_comm *c)
+{
+    int rc = usable(c, "wait");
+    return rc ? rc : finish(c, ncclSuccess, "all-reduce (gradient buckets)");
+}
 
-static const char no_nccl[] = "this build has no NCCL (configure with -DMKS_NCCL_ROOT=DIR holding include/nccl.h "
-                              "and lib/libnccl.so*, e.g. the nvidia-nccl-cu13 wheel's nvidia/nccl folder)";
+static tr_comm_engine make_engine(void)
+{
+    tr_comm_engine e;
+    memset(&e, 0, sizeof e);
+    e.name = "nccl";
+    e.device = 1;
+    e.open = nccl_open;
+    e.close = nccl_close;
+    e.reduce_range = nccl_reduce_range;
+    e.allgather = nccl_allgather;
+    e.bcast = nccl_bcast;
+    e.reduce_async = nccl_reduce_async;
+    e.wait = nccl_wait;
+    return e;
+}
 
-extern "C" int tr_nccl_built(void) { return 0; }
-extern "C" int tr_nccl_open(tr_comm *host, int device, tr_nccl **out, char *err, size_t errlen)
-{
-    (void)host;
-    (void)device;
-    *out = NULL;
-    snprintf(err, errlen, "%s", no_nccl);
-    return TR_ERR_NODEVICE;
-}
-extern "C" void tr_nccl_close(tr_nccl *n) { (void)n; }
-extern "C" void *tr_nccl_stream(tr_nccl *n)
-{
-    (void)n;
-    return NULL;
-}
-extern "C" const char *tr_nccl_error(const tr_nccl *n)
-{
-    (void)n;
-    return no_nccl;
-}
-extern "C" int tr_nccl_allreduce_f32(tr_nccl *n, float *dbuf, size_t count)
-{
-    (void)n;
-    (void)dbuf;
-    (void)count;
-    return TR_ERR_NODEVICE;
-}
-extern "C" int tr_nccl_allreduce_f32_after(tr_nccl *n, float *dbuf, size_t count, void *after)
-{
-    (void)n;
-    (void)dbuf;
-    (void)count;
-    (void)after;
-    return TR_ERR_NODEVICE;
-}
-extern "C" int tr_nccl_wait(tr_nccl *n)
-{
-    (void)n;
-    return TR_ERR_NODEVICE;
-}
-extern "C" int tr_nccl_reduce_scatter_f32(tr_nccl *n, float *dbuf, size_t count)
-{
-    (void)n;
-    (void)dbuf;
-    (void)count;
-    return TR_ERR_NODEVICE;
-}
-extern "C" int tr_nccl_allgather_f32(tr_nccl *n, float *dbuf, size_t count)
-{
-    (void)n;
-    (void)dbuf;
-    (void)count;
-    return TR_ERR_NODEVICE;
-}
-extern "C" int tr_nccl_bcast(tr_nccl *n, void *dbuf, size_t bytes, int root)
-{
-    (void)n;
-    (void)dbuf;
-    (void)bytes;
-    (void)root;
-    return TR_ERR_NODEVICE;
-}
-#endif
+extern "C" const tr_comm_engine tr_comm_engine_nccl = make_engine();

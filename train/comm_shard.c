@@ -14,6 +14,14 @@ uint64_t tr_comm_buffer_bytes(int world, size_t bucket)
     return (uint64_t)bucket * sizeof(float);
 }
 
+size_t tr_comm_padded(size_t n, int world)
+{
+    if (world < 1)
+        world = 1;
+    size_t w = (size_t)world, per = n / w + (n % w != 0);
+    return per * w;
+}
+
 void tr_comm_shard(size_t n, int world, int r, size_t *lo, size_t *hi)
 {
     if (world < 1)

@@ -2,6 +2,8 @@
  * data-parallel wrapper of the CPU backend (see dist.h). */
 #include "dist.h"
 
+#include "dp.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,10 +22,8 @@ int tr_dist_init(char *err, size_t errlen)
 {
     if (g_comm)
         return TR_OK;
-    return tr_comm_open(TR_COMM_AUTO, &g_comm, err, errlen);
+    return tr_comm_open(NULL, &g_comm, err, errlen);
 }
-
-tr_comm *tr_dist_comm(void) { return g_comm; }
 
 int tr_dist_finish(int status)
 {
@@ -61,29 +61,11 @@ int tr_dist_world(const tr_train_opts *o)
     return c ? tr_comm_world(c) : 1;
 }
 
-/* A failed collective: the communicator's message; TR_ERR_INTERNAL so the
- * CLI exits 1 (a failure, not bad input). */
-static int comm_fail(tr_comm *c, int rc, const char *what, char *err, size_t errlen)
-{
-    snprintf(err, errlen, "%s: %s", what, tr_comm_error(c)[0] ? tr_comm_error(c) : tr_strerror(rc));
-    return rc == TR_ERR_NOMEM || rc == TR_ERR_ARG ? rc : TR_ERR_INTERNAL;
-}
-
-int tr_dist_barrier(const tr_train_opts *o, char *err, size_t errlen)
-{
-    tr_comm *c = tr_dist_of(o);
-    if (!c || tr_comm_world(c) == 1)
-        return TR_OK;
-    int rc = tr_comm_barrier(c);
-    return rc ? comm_fail(c, rc, "barrier", err, errlen) : TR_OK;
-}
-
 /* ---- the data-parallel CPU backend --------------------------------------- */
 
 extern const tr_backend_ops tr_backend_cpu;
 
-#define NORM_PARTS 256 /* kn_sumsq_ref's fixed split of the gradient */
-#define DEFAULT_BUCKET_MB 25.0
+#define NORM_PARTS TR_DP_NORM_PARTS /* kn_sumsq_ref's fixed split of the gradient */
 
 typedef tr_dp_bucket bucket;
 
@@ -125,33 +107,11 @@ struct tr_backend {
     overlap ov;
 };
 
-static int owner(int j, int n, int W) { return n > 0 ? (int)((long long)j * W / n) : 0; }
-
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* MKS_DP_BUCKET_MB: bucket size in MiB (default 25; 0: no overlap, the
- * whole gradient reduced after backward). */
-static double bucket_mb(void)
-{
-    const char *v = getenv("MKS_DP_BUCKET_MB");
-    if (v && *v) {
-        char *end;
-        double x = strtod(v, &end);
-        if (!*end && x >= 0 && x <= 1e6)
-            return x;
-    }
-    return DEFAULT_BUCKET_MB;
-}
-
-/* The buckets of this rank's gradient (tr_dp_buckets). */
-static int make_buckets(tr_backend *b, const tr_model_config *mc, size_t el)
-{
-    return tr_dp_buckets(mc, el, &b->bk, &b->nbk);
 }
 
 static void *comm_thread(void *arg)
@@ -238,8 +198,7 @@ static void d_destroy(tr_backend *b)
         pthread_mutex_destroy(&b->ov.mu);
         pthread_cond_destroy(&b->ov.cv);
     }
-    const char *st = getenv("MKS_DP_STATS");
-    if (st && *st && *st != '0')
+    if (tr_dp_stats())
         fprintf(stderr,
                 "dp stats: rank %d/%d: overlap %s (%d buckets), %llu steps, %.3f s in bucket collectives (comm "
                 "thread), %.3f s of gradient reduction after backward; peak RSS %.1f MiB\n",
@@ -271,12 +230,10 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     b->zero = a->opts->zero;
     b->P = tr_model_param_count(a->mc);
     tr_model_param_sizes(a->mc, b->sizes);
-    b->unit = b->P / NORM_PARTS + (b->P % NORM_PARTS != 0);
-    tr_comm_shard_units(b->P, b->unit, b->W, b->rank, &b->lo, &b->hi);
+    b->unit = tr_dp_zero_unit(b->P);
+    tr_dp_zero_shard(b->P, b->W, b->rank, &b->lo, &b->hi);
     b->nmloss = a->plan->n_micro > 0 ? a->plan->n_micro : 1;
-    /* the per-micro-batch losses travel through the communication buffer */
-    b->exact_loss = b->nmloss <= 4096 &&
-                    (uint64_t)b->nmloss * sizeof(double) * (uint64_t)b->W <= tr_comm_buffer_bytes(b->W, TR_COMM_DEFAULT_BUCKET);
+    b->exact_loss = tr_dp_exact_loss(b->nmloss, b->W);
     b->mloss = calloc((size_t)b->nmloss, sizeof(double));
     int rc = b->mloss ? TR_OK : TR_ERR_NOMEM;
     if (!rc && b->zero) {
@@ -287,12 +244,13 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
         if (!b->msh || !b->vsh)
             rc = TR_ERR_NOMEM;
     }
-    double mb = bucket_mb();
-    b->ovl_on = mb > 0 && tr_comm_serialized(b->c) && b->in->grad_hook;
-    if (!rc && b->ovl_on) {
-        size_t el = (size_t)(mb * 1048576.0 / sizeof(float));
-        rc = make_buckets(b, a->mc, el > 0 ? el : 1);
-    }
+    /* overlap: the communication thread drives the communicator while
+     * backward runs */
+    tr_dp_caps caps = {b->in->grad_hook != NULL, tr_comm_serialized(b->c), 0};
+    size_t el = tr_dp_overlap_bucket(&caps);
+    b->ovl_on = el > 0;
+    if (!rc && b->ovl_on)
+        rc = tr_dp_buckets(a->mc, el, &b->bk, &b->nbk);
     if (rc) {
         d_destroy(b);
         snprintf(err, errlen, "cannot allocate the data-parallel backend");
@@ -424,7 +382,7 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
         if (!rc)
             rc = tr_comm_send_f32(b->c, b->vsh, b->hi - b->lo, 0);
         if (rc)
-            rc = comm_fail(b->c, rc, "sending the AdamW shards to rank 0", err, errlen);
+            rc = tr_comm_failed(b->c, rc, "sending the AdamW shards to rank 0", err, errlen);
         tr_comm_set_timeout(b->c, old);
         return rc;
     }
@@ -433,7 +391,7 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
     tr_ckpt_io io[4] = {{NULL, NULL}, {zio_fn, &zm}, {zio_fn, &zv}, {NULL, NULL}};
     rc = tr_ckpt_save_io(dir, km, sec, io, n, err, errlen);
     if (zm.failed || zv.failed) {
-        rc = comm_fail(b->c, TR_ERR_IO, "gathering the AdamW shards", err, errlen);
+        rc = tr_comm_failed(b->c, TR_ERR_IO, "gathering the AdamW shards", err, errlen);
     } else {
         /* the write failed before every shard was pulled: take the rest, so
          * no rank waits for rank 0 */
@@ -449,7 +407,7 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
                 int crc = tr_comm_recv_f32(b->c, tr_model_grads(b->m) + lo, hi - lo, r);
                 if (crc) {
                     char e2[512];
-                    comm_fail(b->c, crc, "draining the AdamW shards", e2, sizeof e2);
+                    tr_comm_failed(b->c, crc, "draining the AdamW shards", e2, sizeof e2);
                     if (!rc) {
                         snprintf(err, errlen, "%s", e2);
                         rc = TR_ERR_INTERNAL;
@@ -475,13 +433,13 @@ static int d_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mas
     *loss_sum = 0;
     *n_targets = 0;
     int j = bt->micro, n = bt->n_micro;
-    if (owner(j, n, b->W) != b->rank) {
+    if (tr_dp_owner(j, n, b->W) != b->rank) {
         tr_loader_release(ld); /* another rank's micro-batch */
         return TR_OK;
     }
     /* this rank's last micro-batch of the step: buckets start as backward
      * finishes them */
-    int arm = b->ovl_on && (j + 1 >= n || owner(j + 1, n, b->W) != b->rank);
+    int arm = b->ovl_on && tr_dp_last_of_rank(j, n, b->W);
     if (arm)
         b->in->grad_hook(b->ib, on_ready, b);
     int rc = b->in->micro(b->ib, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
@@ -504,30 +462,11 @@ static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *
         double t0 = now_s();
         rc = b->zero ? tr_comm_reduce_scatter_units_f32(b->c, g, b->P, b->unit) : tr_comm_allreduce_f32(b->c, g, b->P);
         if (rc)
-            return comm_fail(b->c, rc, b->zero ? "gradient reduce-scatter" : "gradient all-reduce", err, errlen);
+            return tr_comm_failed(b->c, rc, b->zero ? "gradient reduce-scatter" : "gradient all-reduce", err, errlen);
         b->ov.t_wait += now_s() - t0; /* all of it is waited for (MKS_DP_STATS) */
         b->ov.steps++;
     }
-    rc = tr_comm_allreduce_u64(b->c, n_targets, 1);
-    if (rc)
-        return comm_fail(b->c, rc, "target count all-reduce", err, errlen);
-    if (b->exact_loss) {
-        /* each micro-batch's loss is non-zero on one rank only: the fold
-         * leaves it unchanged; then add them in micro-batch order like the
-         * one-process loop (0 + l_0 + l_1 + ...) */
-        rc = tr_comm_allreduce_f64(b->c, b->mloss, (size_t)b->nmloss);
-        if (rc)
-            return comm_fail(b->c, rc, "loss all-reduce", err, errlen);
-        double s = 0;
-        for (int j = 0; j < b->nmloss; j++)
-            s += b->mloss[j];
-        *loss_sum = s;
-    } else {
-        rc = tr_comm_allreduce_f64(b->c, loss_sum, 1);
-        if (rc)
-            return comm_fail(b->c, rc, "loss all-reduce", err, errlen);
-    }
-    return TR_OK;
+    return tr_dp_reduce_loss(b->c, b->mloss, b->nmloss, b->exact_loss, loss_sum, n_targets, err, errlen);
 }
 
 /* ZeRO-1: the CPU step (backend_cpu.c: 1/targets, clip, AdamW) on this
@@ -555,7 +494,7 @@ static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, 
     }
     int rc = tr_comm_allreduce_f64(b->c, b->parts, NORM_PARTS);
     if (rc)
-        return comm_fail(b->c, rc, "gradient norm all-reduce", err, errlen);
+        return tr_comm_failed(b->c, rc, "gradient norm all-reduce", err, errlen);
     double ss = 0.0;
     for (int q = 0; q < NORM_PARTS; q++)
         ss += b->parts[q];
@@ -578,7 +517,7 @@ static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, 
     }
     rc = tr_comm_allgather_units_f32(b->c, p, b->P, b->unit);
     if (rc)
-        return comm_fail(b->c, rc, "parameter all-gather", err, errlen);
+        return tr_comm_failed(b->c, rc, "parameter all-gather", err, errlen);
     return TR_OK;
 }
 
@@ -646,7 +585,7 @@ int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const t
     }
     if (inner != &tr_backend_cpu) {
         snprintf(err, errlen, "--device %s with %d ranks: data-parallel training runs on the CPU backend so far "
-                              "(the NCCL engine, train/comm_nccl.h, is not wired into the %s backend yet); use "
+                              "(the NCCL engine, train/comm_nccl.cu, is not wired into the %s backend yet); use "
                               "--device cpu or one rank",
                  tr_device_name(inner->device), tr_dist_world(o), inner->name);
         return TR_ERR_NODEVICE;
@@ -683,7 +622,7 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
     }
     tr_comm_set_timeout(c, old);
     if (crc)
-        return comm_fail(c, crc, what, err, errlen);
+        return tr_comm_failed(c, crc, what, err, errlen);
     if (rc)
         return rc;
     if (failed) {
@@ -698,7 +637,7 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
 
 int tr_dist_val_mine(const tr_train_opts *o, int k, int n)
 {
-    return owner(k, n, tr_dist_world(o)) == tr_dist_rank(o);
+    return tr_dp_owner(k, n, tr_dist_world(o)) == tr_dist_rank(o);
 }
 
 int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, double *ls, uint64_t *nt, char *err,
@@ -718,7 +657,7 @@ int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, doubl
             if (!rc)
                 rc = tr_comm_allreduce_u64(c, k + a, m);
             if (rc)
-                return comm_fail(c, rc, "validation loss all-reduce", err, errlen);
+                return tr_comm_failed(c, rc, "validation loss all-reduce", err, errlen);
         }
     }
     for (int i = 0; i < n; i++) {

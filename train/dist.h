@@ -4,24 +4,26 @@
  * The process's launcher communicator: llmtrain's main calls tr_dist_init
  * before anything else (MPI when started by mpirun / srun, world 1
  * otherwise: then nothing changes) and tr_dist_finish at exit; tr_train
- * takes it from tr_dist_comm() unless tr_train_opts.comm names another.
+ * takes it (tr_dist_of) unless tr_train_opts.comm names another.
  *
  * The data-parallel backend wraps the CPU backend (backend_cpu.c, whose
- * state is the host model itself):
- *   micro   the step's micro-batches are dealt in contiguous blocks: micro j
- *           of n goes to rank j * world / n; a rank hands the others' back
- *           to the loader unread (every rank's loader walks the same rows,
- *           so the data order is the one-process order). The rank's last
- *           micro-batch of the step is armed with the backend's grad_hook:
- *           as backward finishes each group of the gradient, the buckets it
- *           completed (MKS_DP_BUCKET_MB, default 25 MiB; 0: no overlap) are
- *           handed to a communication thread that reduces them in rank order
- *           while backward goes on (comm.h range collectives);
+ * state is the host model itself), on the policy of train/dp.h:
+ *   micro   the step's micro-batches are dealt in contiguous blocks
+ *           (tr_dp_owner); a rank hands the others' back to the loader
+ *           unread (every rank's loader walks the same rows, so the data
+ *           order is the one-process order). The rank's last micro-batch of
+ *           the step is armed with the backend's grad_hook: as backward
+ *           finishes each group of the gradient, the buckets it completed
+ *           (tr_dp_overlap_bucket: MKS_DP_BUCKET_MB, default 25 MiB; 0: no
+ *           overlap) are handed to a communication thread that reduces them
+ *           in rank order while backward goes on (comm.h range
+ *           collectives);
  *   reduce  waits for the buckets (or, without overlap, reduces the whole
  *           gradient: rank-order all-reduce, or with ZeRO-1 a reduce-scatter
- *           on whole gradient-norm parts); the step's loss sum is re-added
- *           per micro-batch in micro-batch order and the target counts
- *           summed, so both equal the one-process values;
+ *           on whole gradient-norm parts); then tr_dp_reduce_loss: the
+ *           step's loss sum re-added per micro-batch in micro-batch order
+ *           and the target counts summed, so both equal the one-process
+ *           values;
  *   step    without ZeRO: the CPU step on every rank (same gradient -> same
  *           parameters); ZeRO-1: 1/targets, the clip norm from the 256 fixed
  *           parts (kn_sumsq_ref's split: the same bits), AdamW on the rank's
@@ -51,8 +53,6 @@ extern "C" {
 
 /* Open the process communicator (idempotent). */
 int tr_dist_init(char *err, size_t errlen);
-/* The process communicator, NULL before tr_dist_init. */
-tr_comm *tr_dist_comm(void);
 /* At exit, with this rank's exit status; returns the status to exit with.
  * 0: close the communicator (MPI_Finalize). Else, with more than one rank:
  * when every rank fails alike within TR_DIST_EXIT_AGREE_S (the same refusal)
@@ -63,12 +63,11 @@ tr_comm *tr_dist_comm(void);
 #define TR_DIST_EXIT_AGREE_S 5.0
 int tr_dist_finish(int status);
 
-/* The communicator of a run: o->comm, else the process's; NULL = world 1. */
+/* The communicator of a run: o->comm, else the process's (NULL before
+ * tr_dist_init); NULL = world 1. */
 tr_comm *tr_dist_of(const tr_train_opts *o);
 int tr_dist_rank(const tr_train_opts *o);
 int tr_dist_world(const tr_train_opts *o);
-/* Barrier of the run's ranks (no-op at world 1); message in err. */
-int tr_dist_barrier(const tr_train_opts *o, char *err, size_t errlen);
 
 /* Every rank's rc of one phase (e.g. rank 0 writing a checkpoint): rc when
  * it failed here, TR_ERR_INTERNAL with a message when it failed on another
@@ -87,21 +86,6 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
 int tr_dist_val_mine(const tr_train_opts *o, int k, int n);
 int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, double *ls, uint64_t *nt, char *err,
                     size_t errlen);
-
-/* A gradient bucket: elements [a, b) of the flat gradient (whole layers of
- * a per-layer tensor, or a piece of one), final once backward has finished
- * group `group` (tr_model_grad_group_of). */
-typedef struct {
-    size_t a, b;
-    int group;
-} tr_dp_bucket;
-/* The gradient of a model cut into buckets of at most el elements along
- * tensors and layers (a per-layer tensor: runs of whole layers from the
- * last one down, so the first bucket is ready after a few layers), sorted
- * by the group that makes them final; neighbours of one group that touch
- * in memory merged up to el. A pure function: every rank computes the same
- * list, so the collectives (MPI or NCCL) match. *out: free(). */
-int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int *n_out);
 
 /* The backend a run uses: inner itself at world 1; the data-parallel
  * wrapper at world > 1 for the CPU backend; the CUDA backend itself at

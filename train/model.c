@@ -163,11 +163,6 @@ float *tr_model_param_tensor(tr_model *m, int i)
     return m && i >= 0 && i < TR_NUM_PARAM_TENSORS ? m->params + m->offs[i] : NULL;
 }
 
-float *tr_model_grad_tensor(tr_model *m, int i)
-{
-    return m && i >= 0 && i < TR_NUM_PARAM_TENSORS ? m->grads + m->offs[i] : NULL;
-}
-
 void tr_model_zero_grad(tr_model *m)
 {
     if (m) memset(m->grads, 0, sizeof(float) * m->nparams);

@@ -117,9 +117,8 @@ int tr_model_reserve(tr_model *m, int B, int T);
 
 float *tr_model_params(tr_model *m);   /* param_count floats, layout above */
 float *tr_model_grads(tr_model *m);    /* same layout */
-/* Pointer to tensor i inside params / grads. */
+/* Pointer to tensor i inside params. */
 float *tr_model_param_tensor(tr_model *m, int i);
-float *tr_model_grad_tensor(tr_model *m, int i);
 void tr_model_zero_grad(tr_model *m);
 
 /* ---- one micro-batch ----------------------------------------------------

@@ -1,0 +1,89 @@
+/* launch_env.c - the launcher's environment (launch_env.h). */
+#include "launch_env.h"
+
+#include <stdlib.h>
+
+/* A non-negative decimal int from the environment, else -1. */
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 0 || x > (1L << 30))
+        return -1;
+    return (int)x;
+}
+
+/* The first number of a Slurm tasks-per-node list ("4(x2),3" -> 4). */
+static int env_first_int(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || *v < '0' || *v > '9')
+        return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if ((*end && *end != '(' && *end != ',') || x < 0 || x > (1L << 30))
+        return -1;
+    return (int)x;
+}
+
+/* The tasks of this Slurm step (a batch script's allocation when no step). */
+static int slurm_world(void)
+{
+    int n = env_int("SLURM_STEP_NUM_TASKS");
+    return n >= 0 ? n : env_int("SLURM_NTASKS");
+}
+
+void tr_launch_env_read(tr_launch_env *e)
+{
+    e->source = "none";
+    e->rank = e->world = e->local_rank = e->local_size = -1;
+    int sworld = slurm_world();
+    int slsize = env_first_int("SLURM_STEP_TASKS_PER_NODE");
+    if (slsize < 0)
+        slsize = env_first_int("SLURM_NTASKS_PER_NODE");
+    if (env_int("OMPI_COMM_WORLD_RANK") >= 0) {
+        e->source = "openmpi";
+        e->rank = env_int("OMPI_COMM_WORLD_RANK");
+        e->world = env_int("OMPI_COMM_WORLD_SIZE");
+        e->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+        e->local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+    } else if (env_int("PMI_RANK") >= 0) {
+        e->source = "pmi";
+        e->rank = env_int("PMI_RANK");
+        e->world = env_int("PMI_SIZE");
+    } else if (env_int("PMIX_RANK") >= 0) {
+        e->source = "pmix";
+        e->rank = env_int("PMIX_RANK");
+        e->world = sworld;
+    } else if (env_int("SLURM_PROCID") >= 0) {
+        e->source = "slurm";
+        e->rank = env_int("SLURM_PROCID");
+        e->world = sworld;
+    }
+    if (e->local_rank < 0) {
+        e->local_rank = env_int("MPI_LOCALRANKID");
+        e->local_size = env_int("MPI_LOCALNRANKS");
+    }
+    if (e->local_rank < 0) {
+        e->local_rank = env_int("SLURM_LOCALID");
+        e->local_size = slsize;
+    }
+    if (e->local_rank < 0)
+        e->local_size = -1;
+}
+
+int tr_launch_detected(void)
+{
+    /* variables MPI_Init reads whatever their value: present is enough */
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
+                                        "MPI_LOCALNRANKS", NULL};
+    for (const char *const *n = names; *n; n++) {
+        const char *v = getenv(*n);
+        if (v && *v)
+            return 1;
+    }
+    return env_int("SLURM_PROCID") >= 0 && slurm_world() > 1;
+}
