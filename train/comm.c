@@ -2,6 +2,7 @@
  * build's table (comm_engine.h), owns the object, checks arguments, answers
  * world 1 of host engines itself and folds the small reductions in rank
  * order. It names no engine: what this build has is the generated table. */
+#include "comm.h"
 #include "comm_engine.h"
 
 #include "tr.h"

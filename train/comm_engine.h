@@ -15,12 +15,16 @@
 #ifndef TR_COMM_ENGINE_H
 #define TR_COMM_ENGINE_H
 
-#include "comm.h"
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* comm.h's handle, declared again (not included) so that the engine
+ * interface stands below the API it serves: the dispatcher includes both,
+ * an engine includes comm.h only for the shard arithmetic it uses. */
+typedef struct tr_comm tr_comm;
 typedef struct tr_comm_engine tr_comm_engine;
 
 struct tr_comm {

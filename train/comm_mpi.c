@@ -9,6 +9,7 @@
  * link reported the error. Floats are folded in rank order by the shard's
  * owner (comm.h), independent of the MPI library's collective algorithms.
  */
+#include "comm.h"
 #include "comm_engine.h"
 
 #include "launch_env.h"

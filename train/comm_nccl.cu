@@ -15,6 +15,7 @@
  * tr_comm_padded(n, world) floats. What NCCL has no call for here (small
  * folds, bytes, point-to-point, barrier) runs on the host communicator. */
 extern "C" {
+#include "comm.h"
 #include "comm_engine.h"
 #include "tr.h"
 }
