@@ -273,12 +273,6 @@ extern "C" int kn_attention_forward_cuda(void *out, float *lse, const void *qkv,
     }
 }
 
-extern "C" size_t kn_attention_backward_scratch_bytes(int B, int T, int NH)
-{
-    if (B <= 0 || T <= 0 || NH <= 0) return 0;
-    return (size_t)B * NH * T * sizeof(float);
-}
-
 template <int HS, typename T>
 static int att_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse, const int32_t *doc,
                           int B, int Tn, int C, int NH, float *Dsum, cudaStream_t s)

@@ -7,7 +7,8 @@
  *  - Every pointer is a DEVICE pointer unless it says host.  All work is
  *    enqueued on `stream` (NULL = the legacy default stream); nothing is
  *    synchronised and nothing is allocated: scratch buffers come from the
- *    caller (the trainer's one arena), sized by the *_scratch_bytes calls.
+ *    caller (the trainer's one arena), sized by the *_scratch_bytes calls of
+ *    kn_cuda_size.h (plain C: the planner computes the same sizes without CUDA).
  *  - Activation dtype `dt`: KN_F32 (float), KN_BF16 (__nv_bfloat16) or
  *    KN_F16 (__half; for --precision fp16 with loss scaling).
  *    Tensors typed `void *` are in dt; `float *` are always fp32.  Parameter
@@ -37,6 +38,7 @@
 #include <stdint.h>
 
 #include "kn.h"
+#include "kn_cuda_size.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,8 +61,7 @@ const char *kn_cuda_last_error(void);
 /* ---- context: cuBLASLt handle + caller-provided workspace ------------------ */
 typedef struct kn_cuda_ctx kn_cuda_ctx;
 /* Creates the cuBLASLt handle (host memory only).  workspace: device bytes
- * for cuBLASLt (KN_CUBLASLT_WORKSPACE recommended; may be 0/NULL). */
-#define KN_CUBLASLT_WORKSPACE ((size_t)32 << 20)
+ * for cuBLASLt (KN_CUBLASLT_WORKSPACE, kn_cuda_size.h, recommended; may be 0/NULL). */
 int kn_cuda_ctx_create(kn_cuda_ctx **out, kn_stream stream, void *workspace, size_t workspace_bytes);
 void kn_cuda_ctx_destroy(kn_cuda_ctx *ctx);
 kn_stream kn_cuda_ctx_stream(const kn_cuda_ctx *ctx);
@@ -77,7 +78,6 @@ int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s); /* also NaN po
 int kn_encoder_forward_cuda(void *out, const uint32_t *inp, const int32_t *pos, const void *wte,
                             const void *wpe, int B, int T, int C, int V, int maxT, kn_dtype dt,
                             kn_stream s);
-size_t kn_encoder_backward_scratch_bytes(int N);
 int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, const uint32_t *inp,
                              const int32_t *pos, int B, int T, int C, int V, int maxT, void *scratch,
                              size_t scratch_bytes, kn_dtype dt, kn_stream s);
@@ -96,7 +96,6 @@ int kn_residual_forward_cuda(void *out, const void *a, const void *b, size_t n, 
 int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, void *resid_out, const void *inp,
                               const void *inp2, const float *weight, const float *bias, int N, int C,
                               kn_dtype dt, kn_stream s);
-size_t kn_layernorm_backward_scratch_bytes(int N, int C);
 int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout,
                                const void *inp, const float *weight, const float *mean,
                                const float *rstd, int N, int C, void *scratch, size_t scratch_bytes,
@@ -112,7 +111,6 @@ int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const v
  * kn_matmul_backward_scratch_bytes(N, OC)). */
 int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp,
                            const void *weight, const void *bias, int N, int C, int OC, kn_dtype dt);
-size_t kn_matmul_backward_scratch_bytes(int N, int OC);
 /* The backward of a layer whose input was gelu(gelu_pre) (GPT's fc projection):
  * as kn_matmul_backward_cuda, but dinp (required) = (dout @ weight) *
  * gelu'(gelu_pre), gelu_pre (N,C) the pre-activation, by cuBLASLt's DGELU
@@ -137,7 +135,6 @@ int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int3
  * on an H200 (2026-12-04). */
 int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
                                  int NH, kn_dtype dt, kn_stream s);
-size_t kn_attention_backward_scratch_bytes(int B, int T, int NH);
 /* Which tensor-core kernels run: 0 "copy" (B operands that need a transpose
  * from transposed shared copies: the first version), 1 "ldsm" (the same by
  * ldmatrix .trans), 2 "pipe" (cp.async double-buffered tiles, every B operand
@@ -200,7 +197,6 @@ int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const flo
  * max_norm / (norm + 1e-6) : 1, norm = sqrt(*sumsq); *norm_out (may be
  * NULL) = norm.  Both device pointers (no host sync).
  * kn_scale_cuda: g *= s (host float). */
-size_t kn_sumsq_scratch_bytes(size_t n);
 int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes,
                   kn_stream s);
 int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm,

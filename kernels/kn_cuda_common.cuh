@@ -1,4 +1,5 @@
-/* kn_cuda_common.cuh - helpers shared by the kernels/ .cu files (not installed). */
+/* kn_cuda_common.cuh - helpers shared by the kernels/ .cu files (private to
+ * kernels/: code elsewhere includes the public kn_cuda.h and kn_cuda_check.h). */
 #ifndef KN_CUDA_COMMON_CUH
 #define KN_CUDA_COMMON_CUH
 
@@ -10,37 +11,10 @@
 
 #include "kn_cuda.h"
 
-#include "kn_cuda_err.h"
+#include "kn_cuda_check.h" /* KN_CU_CHECK, KN_LAUNCH_CHECK, kn_cuda_set_error (kn_cuda_err.h) */
 
-/* Free-form failure (bad shape, no cuBLASLt algorithm, ...) with file:line. */
-#define kn_cuda_set_error(...) kn_cuda_recordf(__FILE__, __LINE__, __VA_ARGS__)
-
-/* A CUDA runtime call: on failure record call text, file:line, error name
- * and text (kernels/kn_cuda_err.h), clear the non-sticky error, run onfail. */
-#define KN_CU_CHECK(call, onfail)                                                                 \
-    KN_API_CHECK("CUDA", cudaError_t, call, cudaSuccess, cudaGetErrorName, cudaGetErrorString,    \
-                 (void)cudaGetLastError(); onfail)
-
+/* The kernels' own convention: a failed call or launch returns KN_ECUDA. */
 #define KN_CUDA_TRY(call) KN_CU_CHECK(call, return KN_ECUDA)
-
-/* After a kernel launch: a launch error (bad configuration, no kernel image
- * for this GPU) is caught here; with MKS_SYNC_DEBUG=1 the launch is also
- * waited for, so a fault inside the kernel is reported with its name here
- * instead of at a later, innocent call. */
-#define KN_LAUNCH_CHECK(what, onfail)                                                             \
-    do {                                                                                          \
-        cudaError_t e_ = cudaGetLastError();                                                      \
-        int sd_ = kn_cuda_sync_debug();                                                           \
-        if (e_ == cudaSuccess && sd_) {                                                           \
-            e_ = cudaDeviceSynchronize();                                                         \
-            if (e_ != cudaSuccess) (void)cudaGetLastError();                                      \
-        }                                                                                         \
-        if (e_ != cudaSuccess) {                                                                  \
-            kn_cuda_record_kernel((what), __FILE__, __LINE__, (int)e_, cudaGetErrorName(e_),      \
-                                  cudaGetErrorString(e_), sd_);                                   \
-            onfail;                                                                               \
-        }                                                                                         \
-    } while (0)
 
 #define KN_CUDA_LAUNCHED(what) KN_LAUNCH_CHECK(what, return KN_ECUDA)
 

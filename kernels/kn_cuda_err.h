@@ -7,7 +7,7 @@
  * Every failure is recorded as one line holding the call's text, file:line
  * (the path shortened to its last two parts), the error's name and number
  * and its text, e.g.
- *   cudaMalloc(&p, bytes) failed at train/tr_cuda.cu:71: cudaErrorMemoryAllocation (2): out of memory
+ *   cudaMalloc(&p, bytes) failed at train/gpu_arena.cu:71: cudaErrorMemoryAllocation (2): out of memory
  *   kernel attention_forward (kernels/kn_attention.cu:259) failed: cudaErrorIllegalAddress (700): an illegal
  *     memory access was encountered [MKS_SYNC_DEBUG=1: synchronised after this launch]
  * Errors that a kernel raises asynchronously (illegal address, launch

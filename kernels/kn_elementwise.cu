@@ -157,8 +157,7 @@ extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt
     return KN_OK;
 }
 
-/* ---- gradient norm ------------------------------------------------------------------------ */
-#define KN_SUMSQ_CHUNK 4096
+/* ---- gradient norm (KN_SUMSQ_CHUNK: kn_cuda_size.h) ----------------------------------------- */
 
 /* One block (256 threads) per 4096-element chunk; double throughout. */
 __global__ void sumsq_chunk_kernel(double *partial, const float *g, size_t n)
@@ -194,11 +193,6 @@ __global__ void sumsq_final_kernel(double *out, const double *partial, size_t nc
         __syncthreads();
     }
     if (threadIdx.x == 0) *out = sh[0];
-}
-
-extern "C" size_t kn_sumsq_scratch_bytes(size_t n)
-{
-    return ((n + KN_SUMSQ_CHUNK - 1) / KN_SUMSQ_CHUNK) * sizeof(double);
 }
 
 extern "C" int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes,

@@ -86,12 +86,6 @@ static size_t cub_temp_bytes(int N)
     return temp;
 }
 
-extern "C" size_t kn_encoder_backward_scratch_bytes(int N)
-{
-    if (N <= 0) return 0;
-    size_t a = align256((size_t)N * 4);
-    return 4 * a + align256(cub_temp_bytes(N));
-}
 
 template <typename T>
 static int scatter_rows(float *table, int rows, const T *dout, const uint32_t *ids_u, const int32_t *ids_i, int N,
@@ -122,6 +116,15 @@ extern "C" int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *do
     if (!pos && T > maxT) return KN_EINVAL;
     int N = B * T;
     if (!scratch || scratch_bytes < kn_encoder_backward_scratch_bytes(N)) return KN_EINVAL;
+    /* the scratch size is computed without CUDA (kn_cuda_size.c, for the
+     * planner) from a bound on CUB's temporary storage: hold CUB to it */
+    size_t need = cub_temp_bytes(N);
+    if (need > kn_encoder_sort_temp_bytes(N)) {
+        kn_cuda_set_error("encoder_backward: cub::DeviceRadixSort needs %zu bytes of temporary storage for %d ids, "
+                          "more than the %zu kn_encoder_sort_temp_bytes reserves (kernels/kn_cuda_size.c)",
+                          need, N, kn_encoder_sort_temp_bytes((size_t)N));
+        return KN_EINVAL;
+    }
     int rc = KN_OK;
     if (dwte)
         KN_DISPATCH(dt, rc = scatter_rows<DT>(dwte, V, (const DT *)dout, inp, nullptr, N, C, (char *)scratch,

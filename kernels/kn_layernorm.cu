@@ -141,15 +141,11 @@ extern "C" int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, vo
 }
 
 /* ---- backward ------------------------------------------------------------------------------ */
-#define LN_BWD_ROWS 64
+/* rows per block: kn_cuda_size.h, where kn_layernorm_backward_scratch_bytes
+ * sizes the partial sums from it */
+#define LN_BWD_ROWS KN_LN_BWD_ROWS
 
 static int ln_bwd_blocks(int N) { return (N + LN_BWD_ROWS - 1) / LN_BWD_ROWS; }
-
-extern "C" size_t kn_layernorm_backward_scratch_bytes(int N, int C)
-{
-    if (N <= 0 || C <= 0) return 0;
-    return (size_t)ln_bwd_blocks(N) * 2 * C * sizeof(float);
-}
 
 /* Block: LN_BWD_ROWS rows, 8 warps.  Phase A (a warp per row): dinp +=.
  * Phase B (a thread per column): partial dweight/dbias of these rows, in

@@ -139,15 +139,9 @@ extern "C" int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pr
 }
 
 /* ---- bias gradient: column sums of dout (N,OC), deterministic ----------------------------- */
-#define KN_BIAS_ROWS 256
-
+/* KN_BIAS_ROWS rows per partial sum: kn_cuda_size.h, where
+ * kn_matmul_backward_scratch_bytes sizes the partials from it */
 static int bias_chunks(int N) { return (N + KN_BIAS_ROWS - 1) / KN_BIAS_ROWS; }
-
-extern "C" size_t kn_matmul_backward_scratch_bytes(int N, int OC)
-{
-    if (N <= 0 || OC <= 0) return 0;
-    return (size_t)bias_chunks(N) * OC * sizeof(float);
-}
 
 template <typename T>
 __global__ void bias_partial_kernel(float *partial, const T *dout, int N, int OC)

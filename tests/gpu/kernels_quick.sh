@@ -22,7 +22,7 @@ rc=0
 
 say "build (nvcc $(nvcc --version | grep -o 'release [0-9.]*'), $(nproc) CPUs)"
 NV=(nvcc -O3 -std=c++17 "-gencode=arch=compute_90,code=sm_90" "-Xcompiler=-Wall,-Wextra" -Ikernels)
-for f in kernels/*_ref.c kernels/kn_cuda_err.c; do
+for f in kernels/*_ref.c kernels/kn_cuda_err.c kernels/kn_cuda_size.c; do
     gcc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -c "$f" -o "$B/$(basename "$f" .c).o" || rc=1
 done
 pids=()

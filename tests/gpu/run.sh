@@ -261,7 +261,7 @@ fallback_build() { # no C dependencies at all: kernels, their tests and bench wi
     local d=$BUILD_DIR/fallback f
     mkdir -p "$d" "$BUILD_DIR/tests"
     local nv=(nvcc -O3 -std=c++17 "-gencode=arch=compute_90,code=sm_90" "-Xcompiler=-Wall,-Wextra" -Ikernels)
-    for f in kernels/*_ref.c kernels/kn_cuda_err.c; do
+    for f in kernels/*_ref.c kernels/kn_cuda_err.c kernels/kn_cuda_size.c; do
         gcc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -c "$f" -o "$d/$(basename "$f" .c).o" || return 1
     done
     for f in kernels/*.cu; do "${nv[@]}" -c "$f" -o "$d/$(basename "$f" .cu).o" || return 1; done
