@@ -382,7 +382,7 @@ int main(int argc, char **argv)
         double s = r.ms / 1e3;
         double tf = r.flops / s / 1e12, bw = r.bytes / s / 1e9;
         int mult = r.per_layer > 0 ? r.per_layer * L : 1;
-        bool in_step = r.per_layer >= 0; /* what the model runs by default (tr_cuda_model.cu, bf16) */
+        bool in_step = r.per_layer >= 0; /* what the model runs by default (train/gpu_model.cu, bf16) */
         printf("| %-30s | %-26s | %9.3f | %9.1f | %7.1f%% | %6.0f | %7.1f%% | %6s |\n", r.op, r.shape, r.ms, tf,
                100.0 * r.flops / s / PEAK_FLOPS, bw, 100.0 * r.bytes / s / PEAK_BW,
                in_step ? (mult > 1 ? (r.per_layer == 2 ? "2L" : "L") : "1") : "-");

@@ -1,5 +1,5 @@
 /* bench_train_gpu.cu - trains GPT-2 on a shard set with the GPU model
- * (train/tr_cuda_model.h): the loader on its thread filling pinned buffers,
+ * (train/gpu_model.h): the loader on its thread filling pinned buffers,
  * copies on their own stream ordered by events, one arena allocated before
  * step 1 and sealed.  Stands in for `llmtrain --device cuda` until the
  * trainer calls the GPU model; run.sh uses it for the "ours" numbers when
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     memset(&ao, 0, sizeof ao);
     ao.n_items = 2;
     ao.items[0].name = "model";
-    ao.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt, 0);
+    ao.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt, 0, NULL);
     ao.items[0].where = "device";
     ao.items[1].name = "device input batch";
     ao.items[1].bytes = (uint64_t)B * T * 16 + 4 * TR_CUDA_ALIGN;
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
     tr_cuda_model *g = NULL;
     tr_cuda_input *in = NULL;
-    if ((rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &arena, compute, 0)) != TR_OK ||
+    if ((rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &arena, compute, 0, NULL)) != TR_OK ||
         (rc = tr_cuda_input_create(&in, &arena, B, T, compute)) != TR_OK) {
         fprintf(stderr, "bench_train_gpu: setup %d: %s %s\n", rc, arena.last_error, kn_cuda_last_error());
         return 1;
@@ -142,7 +142,7 @@ int main(int argc, char **argv)
     printf("bench_train_gpu: %s; %s (%zu params) %s, %d x %d tokens/step, arena %.1f MiB, plan %.1f MiB\n", name,
            model, tr_model_param_count(&cfg), prec, B, T, arena.size / 1048576.0, po.total_bytes / 1048576.0);
     tr_adamw_hparams h = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
-    tr_loss_scaler scaler; /* fp16: the scale is on the per-token mean loss (tr_cuda_model.h) */
+    tr_loss_scaler scaler; /* fp16: the scale is on the per-token mean loss (gpu_model.h) */
     tr_loss_scaler_init(&scaler, B * T);
     int opt_step = 0;
     for (int step = 1; step <= steps; step++) {

@@ -64,7 +64,7 @@ static int fake_cublasLtMatmul(int m) { return m > 0 ? 13 : 0; } /* CUBLAS_STATU
 
 enum { ERR_NODEVICE = -7, ERR_NOMEM = -2 };
 
-/* shaped like tr_cuda_model.cu's functions */
+/* shaped like gpu_model.cu's functions */
 static int model_alloc(void)
 {
     void *p = NULL;
@@ -154,11 +154,11 @@ int main(void)
 
     /* 3. the trainer adds where it called from, once */
     kn_cuda_add_context("kn_matmul_forward_cuda(m->ctx, qkv, nullptr, ln1, w, b, N, C, 3 * C, dt)",
-                        "/abs/path/train/tr_cuda_model.cu", 321, -3);
-    kn_cuda_add_context("tr_cuda_model_fwd_bwd(...)", "/abs/path/train/trainer_cuda.cu", 99, -7);
-    CHECK(has(kn_cuda_first_error(), " <- kn_matmul_forward_cuda (train/tr_cuda_model.cu:321)"), "%s",
+                        "/abs/path/train/gpu_model.cu", 321, -3);
+    kn_cuda_add_context("tr_cuda_model_fwd_bwd(...)", "/abs/path/train/gpu_session.cu", 99, -7);
+    CHECK(has(kn_cuda_first_error(), " <- kn_matmul_forward_cuda (train/gpu_model.cu:321)"), "%s",
           kn_cuda_first_error());
-    CHECK(!has(kn_cuda_first_error(), "trainer_cuda.cu:99"), "context is added once");
+    CHECK(!has(kn_cuda_first_error(), "gpu_session.cu:99"), "context is added once");
     {
         char user[1024];
         snprintf(user, sizeof user, "GPU forward/backward failed: %s",
@@ -170,8 +170,8 @@ int main(void)
 
     /* 4. a bad-argument return with nothing recorded still says what and where */
     kn_cuda_clear_error();
-    kn_cuda_add_context("kn_layernorm_backward_cuda(dres, ...)", "/x/train/tr_cuda_model.cu", 400, -1);
-    CHECK(has(kn_cuda_first_error(), "kn_layernorm_backward_cuda(dres, ...) failed at train/tr_cuda_model.cu:400"),
+    kn_cuda_add_context("kn_layernorm_backward_cuda(dres, ...)", "/x/train/gpu_model.cu", 400, -1);
+    CHECK(has(kn_cuda_first_error(), "kn_layernorm_backward_cuda(dres, ...) failed at train/gpu_model.cu:400"),
           "%s", kn_cuda_first_error());
     CHECK(has(kn_cuda_first_error(), "bad argument"));
 

@@ -1,5 +1,5 @@
 /* test_fp16_scale.c - fp16 loss scaling of the GPU trainer, emulated on the CPU
- * (issue 14, item 4; the scheme is in train/tr_cuda_model.h).
+ * (issue 14, item 4; the scheme is in train/gpu_model.h).
  *
  * 1. fp16 rounding (round to nearest even, overflow to inf, subnormals) is
  *    checked against known values and a round trip of all 63488 finite halves.

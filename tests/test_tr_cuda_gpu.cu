@@ -1,4 +1,4 @@
-/* test_tr_cuda_gpu.cu - the CUDA backend skeleton (train/tr_cuda.h): the arena
+/* test_tr_cuda_gpu.cu - the device arena (train/gpu_arena.h): the arena
  * is sized from a real plan, hands out aligned pieces, refuses after seal and
  * when exhausted; pinned buffers; an input upload through the copy stream
  * arrives intact and in order.  Label gpu; exit 77 without a GPU. */

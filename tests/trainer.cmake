@@ -1,6 +1,10 @@
 # Trainer system (train/tr.h): loader, planner, checkpoints, training runs.
 mks_add_test(test_trainer SOURCES test_trainer.c LIBS tr kn ds tk LABELS cpu TIMEOUT 900)
 mks_add_test(test_trainer_rss SOURCES test_trainer_rss.c LIBS tr kn ds tk LABELS cpu TIMEOUT 300)
+# The planner's GPU rows (kernel scratch, cuBLAS workspace, optimizer state)
+# against the kernels' own size functions and the optimizer's layout, over a
+# grid of shapes; links tr_plan alone, as `mkshards plan` does.
+mks_add_test(test_plan_kernels SOURCES test_plan_kernels.c LIBS tr_plan LABELS cpu TIMEOUT 60)
 mks_add_cli_test(cli_llmtrain cli_llmtrain.sh LABELS cpu TIMEOUT 600)
 # the same check on a small plan, where fixed costs dominate
 add_test(NAME test_trainer_rss_small COMMAND test_trainer_rss 8)

@@ -3,10 +3,12 @@
  *
  * tr_train (train/trainer.c) owns everything that does not depend on where
  * the math runs: options, the row source, the plan, the loader, the host
- * model (the checkpoint layout: fp32 params + AdamW m, v; model.h), logs,
- * validation bookkeeping, checkpoints and sampling.  A backend owns the
- * parameters, gradients and optimiser state *where they are computed* and
- * does the per-step math.  The trainer calls, in this order:
+ * model (the checkpoint layout: fp32 params + the optimizer's state tensors,
+ * model.h, train/optim.h), logs, validation bookkeeping, checkpoints and
+ * sampling.  A backend owns the parameters, gradients and optimiser state
+ * *where they are computed* and does the per-step math, stepping with the
+ * run's optimizer (tr_backend_args.optim: its state layout and its CPU or
+ * GPU step).  The trainer calls, in this order:
  *
  *   probe         before planning: is the device usable, its name and
  *                 memory (the plan's default budget); option refusals that
@@ -14,8 +16,8 @@
  *   create        after the plan and (on --resume) after the checkpoint was
  *                 loaded into the host model: allocate for micro-batches up to
  *                 (B, T) and take the host parameters
- *   set_state     on --resume: the host model's params/m/v plus the
- *                 checkpoint's optimiser words (extra) -> backend
+ *   set_state     on --resume: the host model's params and optimizer state
+ *                 plus the checkpoint's optimiser words (extra) -> backend
  *   loader_hooks  (optional) buffer allocator for the loader (pinned memory)
  *   per step:     zero_grad; micro for each micro-batch; reduce (optional);
  *                 step
@@ -44,14 +46,16 @@
 #include <stdio.h>
 
 #include "model.h"
+#include "optim.h"
 #include "tr.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Optimiser words a backend may keep in the checkpoint's 4th section
- * ("gpu_opt": loss scale, clean steps, skipped total, AdamW step). */
+/* Optimiser words a backend may keep in the checkpoint's last section
+ * ("gpu_opt", after the optimizer's state sections: loss scale, clean steps,
+ * skipped total, optimiser step count). */
 enum { TR_BACKEND_EXTRA = 4 };
 
 typedef struct tr_backend tr_backend; /* one backend instance (opaque) */
@@ -74,10 +78,12 @@ uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *no
 /* What create gets. */
 typedef struct {
     const tr_train_opts *opts;
-    tr_model *host;           /* host model: params (initial or resumed), adam m/v allocated */
+    tr_model *host;           /* host model: params (initial or resumed), optimizer state allocated
+                                 (tr_optim_host_init) unless own_moments */
     const tr_model_config *mc;
     int B, T;                 /* planned micro-batch: rows, tokens per row */
     const tr_plan_out *plan;  /* the run's plan (device lines size a device arena) */
+    const tr_optim_ops *optim; /* the run's optimizer (train/optim.h) */
 } tr_backend_args;
 
 /* Device memory figures (all 0 on a backend without device memory). */
@@ -96,10 +102,10 @@ typedef struct tr_backend_ops {
                               device memory reported at the end */
     int ckpt_extra;        /* 1: checkpoints carry the TR_BACKEND_EXTRA optimiser words */
     int loss_scale;        /* 1: step reports a loss scale / skipped steps (logged per step) */
-    int own_moments;       /* 1: the backend keeps the AdamW moments itself (ZeRO-1 shards on the CPU):
-                              the host model has none, a resume loads only the params into it (set_state
-                              reads the backend's part of the checkpoint) and checkpoints are written
-                              through save_ckpt */
+    int own_moments;       /* 1: the backend keeps the optimizer state itself (ZeRO-1 shards on the
+                              CPU): the host model has none, a resume loads only the params into it
+                              (set_state reads the backend's part of the checkpoint) and checkpoints are
+                              written through save_ckpt */
 
     int (*probe)(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen);
     int (*create)(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen);
@@ -125,16 +131,17 @@ typedef struct tr_backend_ops {
      * global target count.  The hook for multi-GPU backends. */
     int (*reduce)(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen);
     /* Scale the gradient by 1/n_targets, clip its global norm to grad_clip
-     * (*gnorm: the norm before clipping), AdamW with h at step opt_step
-     * (1-based; a backend that counts its own steps, e.g. to skip fp16
-     * overflows, may use its count).  *skipped = 1 when the update was
-     * skipped, *scale = the loss scale used (1 without loss scaling). */
-    int (*step)(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
+     * (*gnorm: the norm before clipping), then the optimizer's update with h
+     * at step opt_step (1-based; a backend that counts its own steps, e.g.
+     * to skip fp16 overflows, may use its count).  *skipped = 1 when the
+     * update was skipped, *scale = the loss scale used (1 without loss
+     * scaling). */
+    int (*step)(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
                 float *gnorm, int *skipped, float *scale, char *err, size_t errlen);
     /* Forward of a host batch (validation): summed loss, target count. */
     int (*eval)(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
                 size_t errlen);
-    /* Backend -> host model: params always; the AdamW moments and extra
+    /* Backend -> host model: params always; the optimizer state and extra
      * (may be NULL) when moments is 1 (checkpoint). */
     int (*get_state)(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen);
     void (*mem_report)(tr_backend *b, tr_backend_mem *out);
@@ -148,7 +155,7 @@ typedef struct tr_backend_ops {
     void (*grad_hook)(tr_backend *b, tr_model_grad_hook fn, void *ctx);
     /* Optional (own_moments backends): write the checkpoint. Called on
      * every rank with the sections the trainer would write (params from the
-     * host model; adam_m, adam_v with data NULL); returns this rank's
+     * host model; the optimizer's state sections with data NULL); returns this rank's
      * status (the trainer then agrees over the ranks). NULL: rank 0 writes
      * the host sections (tr_ckpt_save). */
     int (*save_ckpt)(tr_backend *b, const char *dir, const tr_ckpt_meta *km, const tr_ckpt_section *sec, int n,

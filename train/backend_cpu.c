@@ -15,17 +15,20 @@
  * model's readiness hook, before the caller hears of the group.
  * step divides the step's gradient by the number of
  * target tokens in the whole step (token-mean loss of the step, not the
- * mean of micro-batch means), clips, then AdamW. */
+ * mean of micro-batch means), clips, then the run's optimizer (train/optim.h)
+ * over the host model's state. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "kn.h"
 #include "model.h"
+#include "optim.h"
 #include "tr.h"
 
 struct tr_backend {
     tr_model *m;  /* borrowed: the trainer's host model */
+    const tr_optim_ops *optim;
     float *acc;   /* the step's sum while a micro-batch is computed (NULL: one micro-batch per step) */
     size_t P;
     int nacc;     /* micro-batches added since zero_grad */
@@ -94,6 +97,7 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
         return TR_ERR_NOMEM;
     }
     b->m = a->host;
+    b->optim = a->optim;
     b->P = tr_model_param_count(a->mc);
     tr_model_param_sizes(a->mc, b->sizes);
     b->offs[0] = 0;
@@ -165,14 +169,14 @@ static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_m
     return TR_OK;
 }
 
-static int cpu_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets,
+static int cpu_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets,
                     uint64_t opt_step, float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
 {
     const tr_model_config *c = tr_model_get_config(b->m);
     if (n_targets)
         kn_scale_ref(tr_model_grads(b->m), tr_model_param_count(c), (float)(1.0 / (double)n_targets));
     tr_model_clip_grad_norm(b->m, grad_clip, gnorm);
-    int mr = tr_model_adamw_step(b->m, h, (int)opt_step, NULL);
+    int mr = tr_optim_host_step(b->optim, b->m, h, (int)opt_step);
     if (mr) {
         snprintf(err, errlen, "optimiser step failed");
         return tr_backend_model_err(mr);

@@ -1,12 +1,12 @@
 /* backend_cuda.cu - the CUDA backend (train/backend.h): an adapter from the
- * backend operations to the GPU step of train/tr_gpu.h (implemented in
- * train/trainer_cuda.cu).  Built into tr_cuda only with MKS_ENABLE_CUDA;
+ * backend operations to the GPU session of train/gpu_session.h (implemented
+ * in train/gpu_session.cu).  Built into tr_cuda only with MKS_ENABLE_CUDA;
  * train/CMakeLists.txt then adds "cuda" to the generated backend table.
  *
  * The host model is a staging copy here: create uploads its params (initial
- * or resumed), set_state the resumed moments and optimiser counters,
- * get_state copies the device's fp32 master params (and m, v, counters for a
- * checkpoint) back into it.
+ * or resumed), set_state the resumed optimizer state and optimiser
+ * counters, get_state copies the device's fp32 master params (and the
+ * optimizer state and counters for a checkpoint) back into it.
  *
  * Data parallel (issue 16, docs/cluster.md): with more than one rank (or
  * MKS_GPU_NCCL=1 at world 1: the same path over a one-rank NCCL
@@ -40,9 +40,9 @@ extern "C" {
 #include "comm.h"
 #include "dist.h"
 #include "dp.h"
+#include "gpu_session.h"
 #include "model.h"
 #include "tr.h"
-#include "gpu_session.h"
 }
 
 static_assert((int)TR_GPU_EXTRA == (int)TR_BACKEND_EXTRA, "checkpoint optimiser words");
@@ -270,9 +270,9 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
     }
     b->mem.source = "cudaMemGetInfo";
     tr_gpu_mem_used(&b->mem.baseline_bytes);
-    b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision, a->opts->recompute);
+    b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision, a->opts->recompute, a->optim);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),
-                         &b->mem.arena_bytes, err, errlen, a->opts->recompute);
+                         &b->mem.arena_bytes, err, errlen, a->opts->recompute, a->optim);
     if (run_world(a->opts) > 1 || tr_dp_device_world1())
         rc = dp_open(b, a, rc, err, errlen);
     if (rc) {
@@ -289,11 +289,20 @@ static void cuda_loader_hooks(tr_backend *b, tr_loader_opts *lo)
     tr_gpu_loader_hooks(lo); /* pinned host buffers: asynchronous copies */
 }
 
+/* The host model's optimizer state tensors (NULL past the optimizer's count):
+ * the staging copy of the device's. */
+static void *const *host_state(tr_model *host, void *st[TR_OPTIM_MAX_STATE])
+{
+    for (int k = 0; k < TR_OPTIM_MAX_STATE; k++)
+        st[k] = tr_model_state(host, k);
+    return st;
+}
+
 static int cuda_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
                           size_t errlen)
 {
-    int rc = tr_gpu_set_state(b->g, tr_model_params(host), tr_model_adam_m(host), tr_model_adam_v(host), extra,
-                              opt_step);
+    void *st[TR_OPTIM_MAX_STATE];
+    int rc = tr_gpu_set_state(b->g, tr_model_params(host), host_state(host, st), extra, opt_step);
     if (rc)
         snprintf(err, errlen, "cannot restore the checkpoint on the GPU: %s", tr_gpu_last_error());
     return rc;
@@ -374,11 +383,11 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
     return TR_OK;
 }
 
-static int cuda_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets,
+static int cuda_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets,
                      uint64_t opt_step, float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
 {
-    (void)opt_step; /* the GPU counts its AdamW steps (fp16 skips do not advance it) */
-    /* 1/targets and the clip folded into AdamW; fp16: loss scaling */
+    (void)opt_step; /* the GPU counts its optimiser steps (fp16 skips do not advance it) */
+    /* 1/targets and the clip folded into the optimizer's step; fp16: loss scaling */
     int rc = tr_gpu_step(b->g, h, grad_clip, n_targets, gnorm, skipped, scale, err, errlen);
     if (rc == TR_OK && !b->measured) {
         tr_gpu_mem_used(&b->mem.peak_bytes); /* measured peak: device memory in use after step 1 */
@@ -395,9 +404,10 @@ static int cuda_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *lo
 
 static int cuda_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen)
 {
-    /* device -> the host model's buffers (master fp32 params, m, v) */
-    int rc = tr_gpu_get_state(b->g, tr_model_params(host), moments ? tr_model_adam_m(host) : NULL,
-                              moments ? tr_model_adam_v(host) : NULL, moments ? extra : NULL);
+    /* device -> the host model's buffers (master fp32 params, the optimizer's state) */
+    void *st[TR_OPTIM_MAX_STATE];
+    int rc = tr_gpu_get_state(b->g, tr_model_params(host), moments ? host_state(host, st) : NULL,
+                              moments ? extra : NULL);
     if (rc)
         snprintf(err, errlen, moments ? "cannot read the GPU state for the checkpoint: %s"
                                       : "cannot read the GPU parameters: %s",

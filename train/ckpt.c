@@ -312,7 +312,7 @@ static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const
     if (n == 0)
         goto done; /* meta only */
     if (m->n_sections != (uint64_t)n) {
-        snprintf(err, errlen, "%s: %llu sections, expected %d (different model?)", fin,
+        snprintf(err, errlen, "%s: %llu sections, expected %d (a different model or optimizer?)", fin,
                  (unsigned long long)m->n_sections, n);
         rc = TR_ERR_CORRUPT;
         goto done;

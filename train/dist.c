@@ -13,6 +13,7 @@
 
 #include "kn.h"
 #include "model.h"
+#include "optim.h"
 
 /* ---- the process communicator ------------------------------------------ */
 
@@ -89,12 +90,13 @@ struct tr_backend {
     const tr_backend_ops *in;
     tr_backend *ib;      /* the wrapped CPU backend instance */
     tr_comm *c;
-    tr_model *m;         /* the host model: params, grads (and no AdamW moments with ZeRO-1) */
+    tr_model *m;         /* the host model: params, grads (and no optimizer state with ZeRO-1) */
+    const tr_optim_ops *optim; /* the run's optimizer (train/optim.h) */
     const tr_train_opts *o;
     int W, rank, zero;
     size_t P;
     size_t unit, lo, hi; /* ZeRO-1: this rank's shard of whole norm parts */
-    float *msh, *vsh;    /* ZeRO-1: this rank's AdamW moments, [lo, hi) */
+    float *sh[TR_OPTIM_MAX_STATE]; /* ZeRO-1: this rank's shard [lo, hi) of each optimizer state tensor */
     size_t sizes[TR_NUM_PARAM_TENSORS];
     double *mloss;       /* loss sum per micro-batch of the step (exact fold) */
     int nmloss;
@@ -207,8 +209,8 @@ static void d_destroy(tr_backend *b)
     if (b->ib)
         b->in->destroy(b->ib);
     free(b->bk);
-    free(b->msh);
-    free(b->vsh);
+    for (int k = 0; k < TR_OPTIM_MAX_STATE; k++)
+        free(b->sh[k]);
     free(b->mloss);
     free(b);
 }
@@ -224,6 +226,7 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     b->in = &tr_backend_cpu;
     b->c = tr_dist_of(a->opts);
     b->m = a->host;
+    b->optim = a->optim;
     b->o = a->opts;
     b->W = tr_comm_world(b->c);
     b->rank = tr_comm_rank(b->c);
@@ -236,13 +239,19 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     b->exact_loss = tr_dp_exact_loss(b->nmloss, b->W);
     b->mloss = calloc((size_t)b->nmloss, sizeof(double));
     int rc = b->mloss ? TR_OK : TR_ERR_NOMEM;
+    if (!rc && b->zero && b->optim->state_bytes != sizeof(float)) {
+        /* the shards travel and are checkpointed as fp32 (tr_comm_send_f32) */
+        snprintf(err, errlen, "--zero 1: the optimizer %s keeps %d-byte state; ZeRO-1 shards fp32 state only",
+                 b->optim->name, b->optim->state_bytes);
+        d_destroy(b);
+        return TR_ERR_ARG;
+    }
     if (!rc && b->zero) {
-        /* ZeRO-1: only this rank's shard of the moments (the host model has none) */
+        /* ZeRO-1: only this rank's shard of the optimizer state (the host model has none) */
         size_t ns = b->hi - b->lo ? b->hi - b->lo : 1;
-        b->msh = calloc(ns, sizeof(float));
-        b->vsh = calloc(ns, sizeof(float));
-        if (!b->msh || !b->vsh)
-            rc = TR_ERR_NOMEM;
+        for (int k = 0; k < b->optim->n_state && !rc; k++)
+            if (!(b->sh[k] = calloc(ns, sizeof(float))))
+                rc = TR_ERR_NOMEM;
     }
     /* overlap: the communication thread drives the communicator while
      * backward runs */
@@ -297,15 +306,15 @@ static double slow_timeout(tr_comm *c)
     return old;
 }
 
-/* ZeRO-1 checkpoint I/O: a moment section's bytes in pieces. Load: this
- * rank's shard lands in msh / vsh, the rest is skipped through the
+/* ZeRO-1 checkpoint I/O: an optimizer state section's bytes in pieces. Load:
+ * this rank's shard lands in sh[k], the rest is skipped through the
  * gradient buffer (not in use outside a step). Save (rank 0): its own shard
  * directly, every other rank's shard received whole into the gradient
  * buffer; `pulled` counts the (section, rank) shards received, in the order
  * the other ranks send them. */
 typedef struct {
     tr_backend *b;
-    int sec;      /* 0: adam_m, 1: adam_v */
+    int sec;      /* state tensor k (section 1 + k) */
     int save;
     int *pulled;
     int failed;
@@ -315,7 +324,7 @@ static void *zio_fn(void *ctx, uint64_t off, uint64_t *len)
 {
     zio *z = ctx;
     tr_backend *b = z->b;
-    float *mine = z->sec ? b->vsh : b->msh, *g = tr_model_grads(b->m);
+    float *mine = b->sh[z->sec], *g = tr_model_grads(b->m);
     size_t e = (size_t)(off / sizeof(float));
     if (off % sizeof(float) || e >= b->P)
         return NULL;
@@ -350,8 +359,9 @@ static int d_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uin
     int rc = b->in->set_state(b->ib, host, extra, opt_step, err, errlen);
     if (rc || !b->zero)
         return rc;
-    /* ZeRO-1 resume: this rank's shard of the moments from the full ones
-     * in the checkpoint (any world size wrote it: the shards are re-cut) */
+    /* ZeRO-1 resume: this rank's shard of the optimizer state from the full
+     * tensors in the checkpoint (any world size wrote it: the shards are
+     * re-cut) */
     tr_ckpt_meta km;
     rc = tr_ckpt_load_io(b->o->ckpt_dir, &km, NULL, NULL, 0, err, errlen);
     if (rc)
@@ -361,12 +371,15 @@ static int d_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uin
                  (unsigned long long)opt_step, (unsigned long long)km.step);
         return TR_ERR_CORRUPT;
     }
-    zio zm = {b, 0, 0, NULL, 0}, zv = {b, 1, 0, NULL, 0};
-    uint64_t bytes = (uint64_t)b->P * 4;
-    tr_ckpt_section sec[4] = {{"params", NULL, bytes}, {"adam_m", NULL, bytes}, {"adam_v", NULL, bytes},
-                              {"gpu_opt", NULL, TR_BACKEND_EXTRA * sizeof(uint64_t)}};
-    tr_ckpt_io io[4] = {{NULL, NULL}, {zio_fn, &zm}, {zio_fn, &zv}, {NULL, NULL}};
-    return tr_ckpt_load_io(b->o->ckpt_dir, &km, sec, io, km.n_sections == 4 ? 4 : 3, err, errlen);
+    tr_ckpt_section sec[TR_OPTIM_MAX_SECTIONS];
+    int ns = tr_optim_ckpt_sections(b->optim, NULL, b->P, NULL, TR_BACKEND_EXTRA * sizeof(uint64_t), 1, sec);
+    zio z[TR_OPTIM_MAX_STATE];
+    tr_ckpt_io io[TR_OPTIM_MAX_SECTIONS] = {{NULL, NULL}};
+    for (int k = 0; k < b->optim->n_state; k++) {
+        z[k] = (zio){b, k, 0, NULL, 0};
+        io[1 + k] = (tr_ckpt_io){zio_fn, &z[k]};
+    }
+    return tr_ckpt_load_io(b->o->ckpt_dir, &km, sec, io, km.n_sections == (uint64_t)ns ? ns : ns - 1, err, errlen);
 }
 
 static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, const tr_ckpt_section *sec, int n,
@@ -377,26 +390,31 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
     double old = slow_timeout(b->c);
     int rc = TR_OK;
     if (b->rank != 0) {
-        /* serve: this rank's shards to rank 0, m then v */
-        rc = tr_comm_send_f32(b->c, b->msh, b->hi - b->lo, 0);
-        if (!rc)
-            rc = tr_comm_send_f32(b->c, b->vsh, b->hi - b->lo, 0);
+        /* serve: this rank's shards to rank 0, state tensor 0 first */
+        for (int k = 0; k < b->optim->n_state && !rc; k++)
+            rc = tr_comm_send_f32(b->c, b->sh[k], b->hi - b->lo, 0);
         if (rc)
-            rc = tr_comm_failed(b->c, rc, "sending the AdamW shards to rank 0", err, errlen);
+            rc = tr_comm_failed(b->c, rc, "sending the optimizer state shards to rank 0", err, errlen);
         tr_comm_set_timeout(b->c, old);
         return rc;
     }
-    int pulled = 0;
-    zio zm = {b, 0, 1, &pulled, 0}, zv = {b, 1, 1, &pulled, 0};
-    tr_ckpt_io io[4] = {{NULL, NULL}, {zio_fn, &zm}, {zio_fn, &zv}, {NULL, NULL}};
+    int pulled = 0, failed = 0;
+    zio z[TR_OPTIM_MAX_STATE];
+    tr_ckpt_io io[TR_OPTIM_MAX_SECTIONS] = {{NULL, NULL}};
+    for (int k = 0; k < b->optim->n_state; k++) {
+        z[k] = (zio){b, k, 1, &pulled, 0};
+        io[1 + k] = (tr_ckpt_io){zio_fn, &z[k]};
+    }
     rc = tr_ckpt_save_io(dir, km, sec, io, n, err, errlen);
-    if (zm.failed || zv.failed) {
-        rc = tr_comm_failed(b->c, TR_ERR_IO, "gathering the AdamW shards", err, errlen);
+    for (int k = 0; k < b->optim->n_state; k++)
+        failed |= z[k].failed;
+    if (failed) {
+        rc = tr_comm_failed(b->c, TR_ERR_IO, "gathering the optimizer state shards", err, errlen);
     } else {
         /* the write failed before every shard was pulled: take the rest, so
          * no rank waits for rank 0 */
         int k = 0;
-        for (int s2 = 0; s2 < 2; s2++)
+        for (int s2 = 0; s2 < b->optim->n_state; s2++)
             for (int r = 1; r < b->W; r++) {
                 size_t lo, hi;
                 tr_comm_shard_units(b->P, b->unit, b->W, r, &lo, &hi);
@@ -407,12 +425,12 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
                 int crc = tr_comm_recv_f32(b->c, tr_model_grads(b->m) + lo, hi - lo, r);
                 if (crc) {
                     char e2[512];
-                    tr_comm_failed(b->c, crc, "draining the AdamW shards", e2, sizeof e2);
+                    tr_comm_failed(b->c, crc, "draining the optimizer state shards", e2, sizeof e2);
                     if (!rc) {
                         snprintf(err, errlen, "%s", e2);
                         rc = TR_ERR_INTERNAL;
                     }
-                    s2 = 2;
+                    s2 = b->optim->n_state;
                     break;
                 }
             }
@@ -469,11 +487,12 @@ static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *
     return tr_dp_reduce_loss(b->c, b->mloss, b->nmloss, b->exact_loss, loss_sum, n_targets, err, errlen);
 }
 
-/* ZeRO-1: the CPU step (backend_cpu.c: 1/targets, clip, AdamW) on this
- * rank's shard, with the norm summed over kn_sumsq_ref's parts in its order,
- * then the parameters all-gathered. Every operation is elementwise or the
- * same per-part sum, so the result equals the unsharded step bit for bit. */
-static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets,
+/* ZeRO-1: the CPU step (backend_cpu.c: 1/targets, clip, the optimizer's
+ * step_cpu) on this rank's shard, with the norm summed over kn_sumsq_ref's
+ * parts in its order, then the parameters all-gathered. Every operation is
+ * elementwise or the same per-part sum, so the result equals the unsharded
+ * step bit for bit. */
+static int zero_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets,
                      uint64_t opt_step, float *gnorm, char *err, size_t errlen)
 {
     float *g = tr_model_grads(b->m), *p = tr_model_params(b->m);
@@ -508,8 +527,10 @@ static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, 
     size_t off = 0;
     for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
         size_t a = off > b->lo ? off : b->lo, e = off + b->sizes[t] < b->hi ? off + b->sizes[t] : b->hi;
-        if (a < e && kn_adamw_step_ref(p + a, g + a, b->msh + (a - lo), b->vsh + (a - lo), e - a, h->lr, h->beta1,
-                                       h->beta2, h->eps, h->weight_decay, tr_model_param_decay(t), (int)opt_step)) {
+        void *st[TR_OPTIM_MAX_STATE];
+        for (int k = 0; k < b->optim->n_state; k++)
+            st[k] = b->sh[k] + (a - lo);
+        if (a < e && b->optim->step_cpu(h, (int)opt_step, tr_model_param_decay(t), p + a, g + a, st, e - a)) {
             snprintf(err, errlen, "optimiser step failed");
             return TR_ERR_INTERNAL;
         }
@@ -521,7 +542,7 @@ static int zero_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, 
     return TR_OK;
 }
 
-static int d_step(tr_backend *b, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
+static int d_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
                   float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
 {
     if (!b->zero)

@@ -1,5 +1,6 @@
-/* tr_cuda.cu - CUDA backend skeleton: the one device arena, pinned loader
- * buffers, the input copy stream with its events (see tr_cuda.h). */
+/* gpu_arena.cu - the device memory of a GPU run: the one device arena,
+ * pinned loader buffers, the input copy stream with its events (see
+ * gpu_arena.h). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 extern "C" {
 #include "gpu_arena.h"
 }
-#include "kn_cuda_common.cuh" /* KN_CU_CHECK: call text, file:line, error name and text */
+#include "kn_cuda_check.h" /* KN_CU_CHECK: call text, file:line, error name and text */
 
 /* every CUDA call below: a failure is recorded (kernels/kn_cuda_err.h) and
  * returns `code` */

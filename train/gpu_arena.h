@@ -1,6 +1,6 @@
-/* tr_cuda.h - CUDA backend skeleton of the trainer (library tr_cuda, the .cu
- * files in train/; built only with MKS_ENABLE_CUDA).  Plain C API, no CUDA
- * headers needed to include it.
+/* gpu_arena.h - the device memory of a GPU run (train/gpu_arena.cu, library
+ * tr_cuda; built only with MKS_ENABLE_CUDA; identifiers tr_cuda_*).  Plain C
+ * API, no CUDA headers needed to include it.
  *
  * What is here (docs/memory-plan.md, "GPU"):
  *  - one device arena, sized from the planner's device lines (the CUDA
@@ -15,14 +15,15 @@
  *    stream after the copy; the host buffer is handed back to the loader
  *    only once its copy's event has completed;
  *  - device memory readings (cudaMemGetInfo) for "planned vs measured".
- * What is not here yet: the model's forward/backward/optimizer on the GPU
- * (kernels/kn_cuda.h holds the ops) and its wiring into tr_train().
+ * The GPU model (train/gpu_model.h) carves its pieces from the arena; the
+ * GPU session (train/gpu_session.h) opens the arena, the model and the
+ * uploader for the CUDA backend (train/backend_cuda.cu).
  *
  * Return values: TR_OK or a negative tr_err (TR_ERR_NODEVICE when there is
  * no usable GPU, TR_ERR_NOMEM when the arena cannot be allocated or is
  * exhausted - a planner bug, reported with the item's name). */
-#ifndef TR_CUDA_H
-#define TR_CUDA_H
+#ifndef TR_GPU_ARENA_H
+#define TR_GPU_ARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -95,4 +96,4 @@ void tr_cuda_input_destroy(tr_cuda_input *in);
 #ifdef __cplusplus
 }
 #endif
-#endif /* TR_CUDA_H */
+#endif /* TR_GPU_ARENA_H */

@@ -1,5 +1,6 @@
-/* tr_cuda_model.cu - GPT-2 forward/backward/AdamW on the GPU, op for op the
- * CUDA twin of train/model.c's tr_model_fwd_bwd (see tr_cuda_model.h). */
+/* gpu_model.cu - the GPU model: GPT-2 forward/backward and the optimizer
+ * step on the device, op for op the CUDA twin of train/model.c's
+ * tr_model_fwd_bwd (see gpu_model.h). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 extern "C" {
 #include "gpu_model.h"
 }
-#include "kn_cuda_common.cuh" /* error checks with call text, file:line, name (kernels/kn_cuda_err.h) */
+#include "kn_cuda_check.h" /* error checks with call text, file:line, name (kernels/kn_cuda_err.h) */
 
 struct tr_cuda_model {
     tr_model_config c;
@@ -22,7 +23,9 @@ struct tr_cuda_model {
     cudaStream_t s;
     kn_cuda_ctx *ctx;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
-    float *master, *grads, *adam_m, *adam_v;
+    const tr_optim_ops *opt;          /* the optimizer (train/optim.h) */
+    float *master, *grads;
+    void *state[TR_OPTIM_MAX_STATE];  /* its state tensors, opt->state_bytes per element */
     void *wc; /* compute weights: == master (fp32) or the bf16 copy */
     /* activations: per layer, [L][...] */
     void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg, *res3;
@@ -54,21 +57,6 @@ struct carver {
     }
 };
 
-static size_t scratch_need(const tr_model_config *c, int B, int T, size_t P)
-{
-    int N = B * T, C = c->d_model;
-    size_t s = kn_encoder_backward_scratch_bytes(N);
-    size_t x;
-    if ((x = kn_layernorm_backward_scratch_bytes(N, C)) > s) s = x;
-    if ((x = kn_matmul_backward_scratch_bytes(N, 4 * C)) > s) s = x;
-    /* no bias gradient over the vocabulary: the lm head has no bias (tied
-     * wte), so kn_matmul_backward_scratch_bytes(N, Vp) - 25 MiB at d12,
-     * 32 x 1024 tokens - is never needed */
-    if ((x = kn_attention_backward_scratch_bytes(B, T, c->n_head)) > s) s = x;
-    if ((x = kn_sumsq_scratch_bytes(P)) > s) s = x;
-    return s;
-}
-
 static void carve(tr_cuda_model *m, carver *cv)
 {
     const tr_model_config *c = &m->c;
@@ -77,8 +65,11 @@ static void carve(tr_cuda_model *m, carver *cv)
     m->master = (float *)cv->take(P * 4, "master weights (fp32)");
     m->wc = m->dt == KN_F32 ? (void *)m->master : cv->take(P * e, "parameters (compute copy)");
     m->grads = (float *)cv->take(P * 4, "gradients (fp32)");
-    m->adam_m = (float *)cv->take(P * 4, "AdamW m");
-    m->adam_v = (float *)cv->take(P * 4, "AdamW v");
+    for (int k = 0; k < m->opt->n_state; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "optimizer state %s", m->opt->section[k]);
+        m->state[k] = cv->take(P * (size_t)m->opt->state_bytes, what);
+    }
     m->ln1 = cv->take(L * N * C * e, "ln1");
     m->qkv = cv->take(L * N * 3 * C * e, "qkv");
     m->atty = cv->take(L * N * C * e, "attention out");
@@ -102,7 +93,11 @@ static void carve(tr_cuda_model *m, carver *cv)
     m->dres = cv->take(N * C * e, "dresidual");
     m->dbuf = cv->take(N * C * e, "dln");
     m->dbig = cv->take(N * 4 * C * e, "d4C");
-    m->scratch_bytes = scratch_need(c, m->Bmax, m->Tmax, P);
+    /* one piece for every backward op, the size the planner prints (the
+     * kernels' own size functions; no bias gradient over the vocabulary:
+     * the tied lm head has none, so no Vp-wide partials, 25 MiB at d12,
+     * 32 x 1024 tokens) */
+    m->scratch_bytes = tr_model_gpu_scratch_bytes(c, (size_t)m->Bmax, (size_t)m->Tmax);
     m->scratch = cv->take(m->scratch_bytes, "kernel scratch");
     m->cublas_ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
     m->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
@@ -111,8 +106,11 @@ static void carve(tr_cuda_model *m, carver *cv)
     m->gnorm = (float *)cv->take(sizeof(float), "grad norm");
 }
 
-static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt, int recompute)
+static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
+                      const tr_optim_ops *opt)
 {
+    m->opt = opt ? opt : tr_optim_default();
+    if (m->opt->n_state < 1 || m->opt->n_state > TR_OPTIM_MAX_STATE || m->opt->state_bytes < 1) return TR_ERR_ARG;
     if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
     if (recompute < 0 || recompute > TR_GPU_RECOMPUTE_MAX) return TR_ERR_ARG;
     m->recompute = recompute;
@@ -132,23 +130,28 @@ static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, 
     return TR_OK;
 }
 
-extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute)
+extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
+                                            const tr_optim_ops *opt)
 {
     tr_cuda_model m;
     memset(&m, 0, sizeof m);
-    if (init_shape(&m, c, B, T, dt, recompute) != TR_OK) return 0;
+    if (init_shape(&m, c, B, T, dt, recompute, opt) != TR_OK) return 0;
     carver cv = {nullptr, 0, 0};
     carve(&m, &cv);
     return cv.total;
 }
 
 extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
-                                    tr_cuda_arena *a, tr_cuda_stream s, int recompute)
+                                    tr_cuda_arena *a, tr_cuda_stream s, int recompute, const tr_optim_ops *opt)
 {
     if (!out || !a) return TR_ERR_ARG;
     tr_cuda_model *m = (tr_cuda_model *)calloc(1, sizeof *m);
     if (!m) return TR_ERR_NOMEM;
-    int rc = init_shape(m, c, B, T, dt, recompute);
+    int rc = init_shape(m, c, B, T, dt, recompute, opt);
+    if (rc == TR_OK && !m->opt->step_cuda) {
+        kn_cuda_set_error("optimizer %s has no GPU step in this build", m->opt->name);
+        rc = TR_ERR_ARG;
+    }
     if (rc != TR_OK) {
         free(m);
         return rc;
@@ -225,8 +228,8 @@ extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_para
     CU(cudaMemcpyAsync(m->master, host_params, m->P * 4, cudaMemcpyHostToDevice, m->s));
     if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
     CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
-    CU(cudaMemsetAsync(m->adam_m, 0, m->P * 4, m->s));
-    CU(cudaMemsetAsync(m->adam_v, 0, m->P * 4, m->s));
+    for (int k = 0; k < m->opt->n_state; k++)
+        CU(cudaMemsetAsync(m->state[k], 0, m->P * (size_t)m->opt->state_bytes, m->s));
     CU(cudaStreamSynchronize(m->s));
     return TR_OK;
 }
@@ -265,19 +268,20 @@ extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
     }
     if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
     CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
-    CU(cudaMemsetAsync(m->adam_m, 0, m->P * 4, m->s));
-    CU(cudaMemsetAsync(m->adam_v, 0, m->P * 4, m->s));
+    for (int k = 0; k < m->opt->n_state; k++)
+        CU(cudaMemsetAsync(m->state[k], 0, m->P * (size_t)m->opt->state_bytes, m->s));
     CU(cudaStreamSynchronize(m->s));
     return TR_OK;
 }
 
-extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, const float *adam_m,
-                                       const float *adam_v)
+extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, void *const state[])
 {
     int rc = tr_cuda_model_set_params(m, params);
     if (rc != TR_OK) return rc;
-    if (adam_m) CU(cudaMemcpyAsync(m->adam_m, adam_m, m->P * 4, cudaMemcpyHostToDevice, m->s));
-    if (adam_v) CU(cudaMemcpyAsync(m->adam_v, adam_v, m->P * 4, cudaMemcpyHostToDevice, m->s));
+    for (int k = 0; state && k < m->opt->n_state; k++)
+        if (state[k])
+            CU(cudaMemcpyAsync(m->state[k], state[k], m->P * (size_t)m->opt->state_bytes, cudaMemcpyHostToDevice,
+                               m->s));
     CU(cudaStreamSynchronize(m->s));
     return TR_OK;
 }
@@ -294,13 +298,15 @@ extern "C" float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n)
     return m->grads;
 }
 
-extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v)
+extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, void *const state[])
 {
     if (!m) return TR_ERR_ARG;
     if (params) CU(cudaMemcpyAsync(params, m->master, m->P * 4, cudaMemcpyDeviceToHost, m->s));
     if (grads) CU(cudaMemcpyAsync(grads, m->grads, m->P * 4, cudaMemcpyDeviceToHost, m->s));
-    if (adam_m) CU(cudaMemcpyAsync(adam_m, m->adam_m, m->P * 4, cudaMemcpyDeviceToHost, m->s));
-    if (adam_v) CU(cudaMemcpyAsync(adam_v, m->adam_v, m->P * 4, cudaMemcpyDeviceToHost, m->s));
+    for (int k = 0; state && k < m->opt->n_state; k++)
+        if (state[k])
+            CU(cudaMemcpyAsync(state[k], m->state[k], m->P * (size_t)m->opt->state_bytes, cudaMemcpyDeviceToHost,
+                               m->s));
     CU(cudaStreamSynchronize(m->s));
     return TR_OK;
 }
@@ -479,11 +485,11 @@ __global__ void scaled_clip_kernel(float *factor, float *norm_out, const double 
     *factor = clip * inv_ls;
 }
 
-/* tr_loss_scaler: inline in tr_cuda_model.h (plain C, emulated by tests/test_fp16_scale.c) */
+/* tr_loss_scaler: inline in gpu_model.h (plain C, emulated by tests/test_fp16_scale.c) */
 
-static int adamw_all(tr_cuda_model *m, const tr_adamw_hparams *h, int t);
+static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t);
 
-extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm,
+extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm,
                                          float loss_scale, float *norm_out, int *skipped)
 {
     if (!m || !h || t < 1 || !(loss_scale > 0.0f)) return TR_ERR_ARG;
@@ -499,7 +505,7 @@ extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparam
     }
     scaled_clip_kernel<<<1, 1, 0, m->s>>>(m->clip_scale, m->gnorm, m->sumsq, max_norm, 1.0f / loss_scale);
     LAUNCHED("scaled_clip");
-    int rc = adamw_all(m, h, t);
+    int rc = optim_all(m, h, t);
     if (rc == TR_OK && norm_out) {
         CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
         CU(cudaStreamSynchronize(m->s));
@@ -507,12 +513,12 @@ extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparam
     return rc;
 }
 
-extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float *norm_out)
+extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out)
 {
     if (!m || !h || t < 1) return TR_ERR_ARG;
     KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
     KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
-    int rc = adamw_all(m, h, t);
+    int rc = optim_all(m, h, t);
     if (rc == TR_OK && norm_out) {
         CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
         CU(cudaStreamSynchronize(m->s));
@@ -520,15 +526,17 @@ extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, i
     return rc;
 }
 
-/* AdamW over every tensor with the factor in m->clip_scale */
-static int adamw_all(tr_cuda_model *m, const tr_adamw_hparams *h, int t)
+/* The optimizer's GPU step over every tensor (train/optim.h), the gradient
+ * scaled by the factor in m->clip_scale */
+static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t)
 {
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         if (!m->sizes[i]) continue;
         void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, m->offs[i], m->esz);
-        KC(kn_adamw_step_cuda(m->master + m->offs[i], lp, m->dt, m->grads + m->offs[i], m->adam_m + m->offs[i],
-                              m->adam_v + m->offs[i], m->sizes[i], h->lr, h->beta1, h->beta2, h->eps, h->weight_decay,
-                              tr_model_param_decay(i), t, m->clip_scale, m->s));
+        void *st[TR_OPTIM_MAX_STATE];
+        for (int k = 0; k < m->opt->n_state; k++) st[k] = ep(m->state[k], m->offs[i], (size_t)m->opt->state_bytes);
+        KC(m->opt->step_cuda(h, t, tr_model_param_decay(i), m->master + m->offs[i], lp, (int)m->dt,
+                             m->grads + m->offs[i], st, m->sizes[i], m->clip_scale, (void *)m->s));
     }
     return TR_OK;
 }

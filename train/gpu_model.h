@@ -1,29 +1,35 @@
-/* tr_cuda_model.h - GPT-2 forward + backward + AdamW on the GPU: the CUDA twin
- * of tr_model_fwd_bwd / tr_model_adamw_step / tr_model_clip_grad_norm
- * (train/model.h), built from kernels/kn_cuda.h, every byte carved from the
- * trainer's one arena (train/tr_cuda.h).  Library tr_cuda.
+/* gpu_model.h - the GPU model: GPT-2 forward + backward + the optimizer step
+ * on the device, the CUDA twin of tr_model_fwd_bwd / tr_model_clip_grad_norm
+ * (train/model.h) and tr_optim_host_step (train/optim.h), built from
+ * kernels/kn_cuda.h, every byte carved from the trainer's one arena
+ * (train/gpu_arena.h).  Library tr_cuda; identifiers tr_cuda_model_*.
  *
  * Same parameter layout as train/model.h (16 tensors, one contiguous
  * buffer).  Compute dtype fp32, bf16 or fp16 (fp16: scale the per-token
  * mean loss with a tr_loss_scaler (below): pass tr_loss_scaler_dloss() to
  * fwd_bwd, step with tr_cuda_model_step_scaled(tr_loss_scaler_unscale())).
- * Device state: fp32 master parameters, fp32 gradients, fp32 AdamW
- * m and v, and - for bf16 - a bf16 compute copy of the parameters; the
+ * Device state: fp32 master parameters, fp32 gradients, the optimizer's
+ * state tensors (train/optim.h; AdamW: fp32 m and v), and - for bf16/fp16 -
+ * a 16-bit compute copy of the parameters; the
  * activations are in the compute dtype (fp32 or bf16), LayerNorm statistics,
  * attention log-sum-exp and losses in fp32.  The residual-stream gradient is
  * kept in the compute dtype (bf16 in bf16 runs).  MKS_CUDA_ATTENTION=tc in
  * the environment selects the tensor-core attention (bf16, head size 64)
  * instead of the SIMT one; read once at create.
  *
- * tr_train() (llmtrain --device cuda) calls it per micro-batch through
- * train/tr_gpu.h (train/trainer_cuda.cu).  Compiled only; the GPU test
- * tests/test_tr_cuda_model_gpu.cu compares it with the CPU model. */
-#ifndef TR_CUDA_MODEL_H
-#define TR_CUDA_MODEL_H
+ * tr_train() (llmtrain --device cuda) drives it through the GPU session
+ * (train/gpu_session.h), which the CUDA backend (train/backend_cuda.cu)
+ * adapts to train/backend.h.  tests/test_tr_cuda_model_gpu.cu (label gpu)
+ * compares it with the CPU model: loss, every gradient, the norm and the
+ * parameters after a step, in fp32, bf16 and fp16; tests/bench_train_gpu.cu
+ * times it. */
+#ifndef TR_GPU_MODEL_H
+#define TR_GPU_MODEL_H
 
+#include "gpu_arena.h"
 #include "kn_cuda.h"
 #include "model.h"
-#include "gpu_arena.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,25 +40,32 @@ typedef struct tr_cuda_model tr_cuda_model;
 /* Exact arena bytes tr_cuda_model_create takes for micro-batches up to
  * (B, T) (TR_CUDA_ALIGN slack per piece included), at activation recompute
  * level `recompute` (0 store everything backward needs; 1 the GELU output
- * is recomputed in backward, one layer's buffer; see docs/memory-plan.md). */
-size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute);
+ * is recomputed in backward, one layer's buffer; see docs/memory-plan.md),
+ * with optimizer opt's state (NULL: tr_optim_default()). */
+size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
+                                 const tr_optim_ops *opt);
 /* Carves everything from a (not sealed), creates the cuBLASLt context on
- * stream s.  Parameters are uninitialised until tr_cuda_model_set_params. */
+ * stream s.  Parameters are uninitialised until tr_cuda_model_set_params.
+ * opt: the optimizer (NULL: tr_optim_default()); one without a GPU step
+ * (step_cuda NULL) is refused (TR_ERR_ARG). */
 int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
-                         tr_cuda_arena *a, tr_cuda_stream s, int recompute);
+                         tr_cuda_arena *a, tr_cuda_stream s, int recompute, const tr_optim_ops *opt);
 void tr_cuda_model_destroy(tr_cuda_model *m);
 /* Host fp32 params (tr_model_params layout) -> master (+ compute copy);
- * zeroes grads, m and v. */
+ * zeroes the gradients and the optimizer state. */
 int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params);
 /* Device-side init for throughput / memory runs (no host model needed):
  * weights uniform with std 0.02, LayerNorm weights 1, biases 0; zeroes
- * grads, m and v.  Deterministic in seed; not GPT-2's exact init. */
+ * the gradients and the optimizer state.  Deterministic in seed; not GPT-2's
+ * exact init. */
 int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed);
-/* Resume: host params (master fp32) and AdamW m, v (either may be NULL:
- * zeroed) -> device; refreshes the compute copy; zeroes grads. */
-int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, const float *adam_m, const float *adam_v);
-/* Device -> host copies (any may be NULL); synchronises the stream. */
-int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, float *adam_m, float *adam_v);
+/* Resume: host params (master fp32) and the optimizer's state tensors
+ * (state NULL, or state[k] NULL: zeroed; host buffers of the parameter
+ * layout) -> device; refreshes the compute copy; zeroes grads. */
+int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, void *const state[]);
+/* Device -> host copies (any may be NULL; state[k] NULL: not copied);
+ * synchronises the stream. */
+int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, void *const state[]);
 int tr_cuda_model_zero_grad(tr_cuda_model *m);
 /* The device fp32 gradient buffer (tr_model_params layout, *n floats), for
  * the data-parallel all-reduce (train/backend_cuda.cu); no synchronisation. */
@@ -69,15 +82,16 @@ void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook fn, void *
 int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
                           const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
                           uint64_t *n_targets);
-/* Clip (max_norm > 0) then AdamW at step t (1-based) over every tensor, decay
- * where tr_model_param_decay(i); refreshes the compute copy.  *norm_out
- * (host, may be NULL; waits) = the pre-clip gradient norm. */
-int tr_cuda_model_step(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float *norm_out);
+/* Clip (max_norm > 0) then the optimizer's GPU step at step t (1-based)
+ * over every tensor, decay where tr_model_param_decay(i); refreshes the
+ * compute copy.  *norm_out (host, may be NULL; waits) = the pre-clip
+ * gradient norm. */
+int tr_cuda_model_step(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out);
 /* The same for gradients computed with the loss multiplied by loss_scale
  * (fp16): the norm is unscaled, clipping and 1/loss_scale are folded into the
- * AdamW update, and a non-finite gradient skips the update (*skipped = 1;
+ * optimizer's update, and a non-finite gradient skips the update (*skipped = 1;
  * this call then waits for the device to decide). */
-int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_adamw_hparams *h, int t, float max_norm, float loss_scale,
+int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm, float loss_scale,
                               float *norm_out, int *skipped);
 
 /* ---- fp16 loss scaling (issue 14) ---------------------------------------------------
@@ -167,4 +181,4 @@ static inline float tr_loss_scaler_unscale(const tr_loss_scaler *s, int micro_to
 #ifdef __cplusplus
 }
 #endif
-#endif /* TR_CUDA_MODEL_H */
+#endif /* TR_GPU_MODEL_H */

@@ -1,4 +1,4 @@
-/* trainer_cuda.cu - the GPU step of tr_train (train/tr_gpu.h): the loop of
+/* gpu_session.cu - a GPU training session (train/gpu_session.h): the loop of
  * tests/bench_train_gpu.cu behind a small C interface, which the CUDA
  * backend (train/backend_cuda.cu) adapts to train/backend.h. */
 #include <cuda_runtime.h>
@@ -13,7 +13,7 @@ extern "C" {
 #include "gpu_model.h"
 #include "gpu_session.h"
 }
-#include "kn_cuda_common.cuh" /* KN_CU_CHECK, kn_cuda_err.h */
+#include "kn_cuda_check.h" /* KN_CU_CHECK, kn_cuda_err.h */
 
 struct tr_gpu {
     tr_cuda_arena arena;
@@ -23,9 +23,9 @@ struct tr_gpu {
     tr_cuda_input *in;
     kn_dtype dt;
     int T;
-    int micro_tokens; /* B x T: the fp16 dloss divisor (tr_cuda_model.h) */
+    int micro_tokens; /* B x T: the fp16 dloss divisor (gpu_model.h) */
     tr_loss_scaler scaler;
-    uint64_t opt_step; /* AdamW steps taken (t of the next step - 1) */
+    uint64_t opt_step; /* optimiser steps taken (t of the next step - 1) */
 };
 
 static kn_dtype dtype_of(tr_precision p)
@@ -103,9 +103,10 @@ extern "C" int tr_gpu_select(int device, char *why, size_t why_len)
 
 static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
 
-extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute)
+extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute,
+                                      const tr_optim_ops *opt)
 {
-    return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p), recompute) + input_bytes(B, T);
+    return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p), recompute, opt) + input_bytes(B, T);
 }
 
 extern "C" void tr_gpu_close(tr_gpu *g)
@@ -121,7 +122,7 @@ extern "C" void tr_gpu_close(tr_gpu *g)
 
 extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p,
                            const tr_plan_out *plan, const float *host_params, uint64_t *arena_bytes, char *err,
-                           size_t errlen, int recompute)
+                           size_t errlen, int recompute, const tr_optim_ops *opt)
 {
     *out = NULL;
     tr_gpu *g = (tr_gpu *)calloc(1, sizeof *g);
@@ -133,7 +134,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     tr_loss_scaler_init(&g->scaler, g->micro_tokens);
     /* the plan's device lines, unless the exact carve is larger (then the
      * plan under-counts: allocate what is needed, the caller reports it) */
-    uint64_t need = tr_gpu_arena_need(c, B, T, p, recompute);
+    uint64_t need = tr_gpu_arena_need(c, B, T, p, recompute, opt);
     static tr_plan_out exact; /* large struct: not on the stack; only read by arena_create */
     static tr_plan_out inside; /* the plan without its lines outside the arena (NCCL's own buffers) */
     const tr_plan_out *ap = plan;
@@ -149,7 +150,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         memset(&exact, 0, sizeof exact);
         exact.n_items = 2;
         exact.items[0].name = "model";
-        exact.items[0].bytes = tr_cuda_model_arena_bytes(c, B, T, g->dt, recompute);
+        exact.items[0].bytes = tr_cuda_model_arena_bytes(c, B, T, g->dt, recompute, opt);
         exact.items[0].where = "device";
         exact.items[1].name = "device input batch";
         exact.items[1].bytes = input_bytes(B, T);
@@ -171,7 +172,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         tr_gpu_close(g);
         return TR_ERR_NODEVICE;
     }
-    if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s, recompute)) != TR_OK ||
+    if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s, recompute, opt)) != TR_OK ||
         (rc = tr_cuda_input_create(&g->in, &g->arena, B, T, (tr_cuda_stream)g->s)) != TR_OK) {
         snprintf(err, errlen, "GPU setup failed: %s", g->arena.last_error[0] ? g->arena.last_error : cuda_msg());
         tr_gpu_close(g);
@@ -202,7 +203,7 @@ extern "C" int tr_gpu_zero_grad(tr_gpu *g)
 
 /* The dloss factor of every micro-batch: 1 (the summed loss) outside fp16;
  * in fp16 scale / (B x T), the scale on the per-token mean loss, so the
- * dlogits are bounded by TR_FP16_DLOGIT_MAX (tr_cuda_model.h). */
+ * dlogits are bounded by TR_FP16_DLOGIT_MAX (gpu_model.h). */
 static float dloss_factor(const tr_gpu *g)
 {
     return g->dt == KN_F16 ? tr_loss_scaler_dloss(&g->scaler, g->micro_tokens) : 1.0f;
@@ -248,15 +249,16 @@ extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *l
     return rc;
 }
 
-extern "C" int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
+extern "C" int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
                            int *skipped, float *scale, char *err, size_t errlen)
 {
     kn_cuda_clear_error();
     int fp16 = g->dt == KN_F16;
     int sk = 0;
     if (scale) *scale = fp16 ? g->scaler.scale : 1.0f;
-    /* "scale by 1/targets, then clip": the factor is folded into AdamW; in
-     * fp16 it also undoes the dloss factor (tr_loss_scaler_unscale) */
+    /* "scale by 1/targets, then clip": the factor is folded into the
+     * optimizer's step; in fp16 it also undoes the dloss factor
+     * (tr_loss_scaler_unscale) */
     float factor = fp16 ? tr_loss_scaler_unscale(&g->scaler, g->micro_tokens, n_targets)
                         : (n_targets ? (float)n_targets : 1.0f);
     int rc = tr_cuda_model_step_scaled(g->m, h, (int)(g->opt_step + 1), grad_clip, factor, gnorm, &sk);
@@ -285,10 +287,9 @@ extern "C" void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx
     tr_cuda_model_set_grad_hook(g->m, fn, ctx);
 }
 
-extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *adam_v,
-                                uint64_t extra[TR_GPU_EXTRA])
+extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, void *const state[], uint64_t extra[TR_GPU_EXTRA])
 {
-    int rc = tr_cuda_model_get(g->m, params, NULL, adam_m, adam_v);
+    int rc = tr_cuda_model_get(g->m, params, NULL, state);
     if (extra) {
         uint32_t bits;
         memcpy(&bits, &g->scaler.scale, 4);
@@ -300,7 +301,7 @@ extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *
     return rc;
 }
 
-extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, const float *adam_m, const float *adam_v,
+extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, void *const state[],
                                 const uint64_t extra[TR_GPU_EXTRA], uint64_t opt_step)
 {
     tr_loss_scaler_init(&g->scaler, g->micro_tokens);
@@ -315,5 +316,5 @@ extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, const float *ada
         g->opt_step = extra[3];
         tr_loss_scaler_clamp(&g->scaler);
     }
-    return tr_cuda_model_set_state(g->m, params, adam_m, adam_v);
+    return tr_cuda_model_set_state(g->m, params, state);
 }

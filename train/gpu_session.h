@@ -1,10 +1,12 @@
-/* tr_gpu.h - the GPU step of tr_train (train/trainer_cuda.cu, library
- * tr_cuda; only in MKS_ENABLE_CUDA builds, called by the CUDA backend
- * train/backend_cuda.cu).  Plain C: no CUDA header is needed to include it.
+/* gpu_session.h - a GPU training session: what one tr_train run holds on
+ * its GPU (train/gpu_session.cu, library tr_cuda; only in MKS_ENABLE_CUDA
+ * builds, driven by the CUDA backend train/backend_cuda.cu; identifiers
+ * tr_gpu_*).  Plain C: no CUDA header is needed to include it.
  *
- * It wraps train/tr_cuda.h (arena, pinned loader buffers, copy stream) and
- * train/tr_cuda_model.h (GPT-2 forward/backward/AdamW on the device) in the
- * few calls the trainer loop makes (docs/gpu-notes.md, "Wiring"):
+ * It wraps train/gpu_arena.h (arena, pinned loader buffers, copy stream) and
+ * train/gpu_model.h (GPT-2 forward/backward and the optimizer step on the
+ * device) in the few calls the trainer loop makes (docs/gpu-notes.md,
+ * "Wiring"):
  *   tr_gpu_device        -> TR_ERR_NODEVICE without a usable GPU
  *   tr_gpu_open          -> one arena (from the plan), model, input uploader,
  *                           arena sealed; parameters from the host
@@ -12,15 +14,16 @@
  *   per step: tr_gpu_zero_grad; per micro-batch tr_gpu_micro (upload, hand
  *   the host buffer back to the loader, fwd_bwd); data-parallel runs then
  *   all-reduce tr_gpu_grads over NCCL (train/backend_cuda.cu); tr_gpu_step
- *   (1/targets folded into AdamW, clip, fp16 loss scaling).
+ *   (1/targets folded into the optimizer's step, clip, fp16 loss scaling).
  * Return values: TR_OK or a negative tr_err; err gets a message. */
-#ifndef TR_GPU_H
-#define TR_GPU_H
+#ifndef TR_GPU_SESSION_H
+#define TR_GPU_SESSION_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "model.h"
+#include "optim.h"
 #include "tr.h"
 
 #ifdef __cplusplus
@@ -41,14 +44,18 @@ int tr_gpu_select(int device, char *why, size_t why_len);
 /* Bytes in use on the device now (cudaMemGetInfo). */
 int tr_gpu_mem_used(uint64_t *used);
 /* Exact device arena bytes the run needs (model carve + input batch) at
- * activation recompute level `recompute` (0 .. TR_GPU_RECOMPUTE_MAX). */
-uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute);
+ * activation recompute level `recompute` (0 .. TR_GPU_RECOMPUTE_MAX), with
+ * optimizer opt's state (train/optim.h). */
+uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute,
+                           const tr_optim_ops *opt);
 
 /* Arena sized from plan (its device lines; the exact carve when that is
  * larger: *arena_bytes says what was allocated), model for micro-batches up
- * to (B, T), params from host (fp32, model.h layout). */
+ * to (B, T) stepping with optimizer opt, params from host (fp32, model.h
+ * layout). */
 int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p, const tr_plan_out *plan,
-                const float *host_params, uint64_t *arena_bytes, char *err, size_t errlen, int recompute);
+                const float *host_params, uint64_t *arena_bytes, char *err, size_t errlen, int recompute,
+                const tr_optim_ops *opt);
 void tr_gpu_close(tr_gpu *g);
 void tr_gpu_loader_hooks(tr_loader_opts *lo);
 
@@ -56,7 +63,7 @@ int tr_gpu_zero_grad(tr_gpu *g);
 /* One micro-batch: upload b, wait for the copy (*wait_s += that), release
  * b to the loader, forward + backward (summed loss; fp16: times
  * scale / (B x T), the scale on the per-token mean loss, so no dlogit can
- * overflow - train/tr_cuda_model.h).  *loss_sum / *n_targets: as
+ * overflow - train/gpu_model.h).  *loss_sum / *n_targets: as
  * tr_model_fwd_bwd (waits for the device).  On failure err holds the first
  * CUDA error: call, file:line, name, text (kernels/kn_cuda_err.h). */
 int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets,
@@ -65,11 +72,12 @@ int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, doub
  * zero-weighted gradients that the next tr_gpu_zero_grad clears. */
 int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
                 size_t errlen);
-/* Scale by 1/n_targets, clip to grad_clip, AdamW at the run's optimiser
- * step (fp16: not advanced on a skipped, non-finite step; *skipped = 1).
+/* Scale by 1/n_targets, clip to grad_clip, the optimizer's step at the
+ * run's optimiser step (fp16: not advanced on a skipped, non-finite step;
+ * *skipped = 1).
  * *gnorm: pre-clip norm of the token-mean gradient (NaN on a skipped
  * step); *scale: the loss scale used (on the mean loss; 1 outside fp16). */
-int tr_gpu_step(tr_gpu *g, const tr_adamw_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
+int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
                 int *skipped, float *scale, char *err, size_t errlen);
 
 /* The device fp32 gradient of the step (tr_model_params layout, *n floats),
@@ -84,17 +92,18 @@ float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n);
 void *tr_gpu_stream(tr_gpu *g);
 void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx);
 
-/* Checkpoint state: fp32 params and AdamW moments (host buffers of the
- * model's param count) and the optimiser counters (fp16 loss scaler, AdamW
- * step t) as TR_GPU_EXTRA u64 words. */
+/* Checkpoint state: fp32 params and the optimizer's state tensors (host
+ * buffers of the model's param count; state NULL or state[k] NULL: not
+ * copied) and the optimiser counters (fp16 loss scaler, optimiser step t)
+ * as TR_GPU_EXTRA u64 words. */
 enum { TR_GPU_EXTRA = 4 };
-int tr_gpu_get_state(tr_gpu *g, float *params, float *adam_m, float *adam_v, uint64_t extra[TR_GPU_EXTRA]);
-/* extra may be NULL: AdamW step = opt_step, a fresh loss scaler. */
-int tr_gpu_set_state(tr_gpu *g, const float *params, const float *adam_m, const float *adam_v,
-                     const uint64_t extra[TR_GPU_EXTRA], uint64_t opt_step);
+int tr_gpu_get_state(tr_gpu *g, float *params, void *const state[], uint64_t extra[TR_GPU_EXTRA]);
+/* extra may be NULL: optimiser step = opt_step, a fresh loss scaler. */
+int tr_gpu_set_state(tr_gpu *g, const float *params, void *const state[], const uint64_t extra[TR_GPU_EXTRA],
+                     uint64_t opt_step);
 const char *tr_gpu_last_error(void);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* TR_GPU_H */
+#endif /* TR_GPU_SESSION_H */

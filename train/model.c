@@ -66,7 +66,10 @@ static void carve(const tr_model_config *c, size_t B, size_t T, float *p,
 struct tr_model {
     tr_model_config cfg;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], nparams;
-    float *params, *grads, *adam_m, *adam_v;
+    float *params, *grads;
+    void *state[TR_MODEL_MAX_STATE]; /* optimizer state (tr_model_state_init) */
+    int n_state;
+    size_t state_bytes;              /* per element */
     float *acts;
     size_t acts_cap; /* floats */
     acts_t a;
@@ -146,8 +149,7 @@ void tr_model_free(tr_model *m)
     if (!m) return;
     free(m->params);
     free(m->grads);
-    free(m->adam_m);
-    free(m->adam_v);
+    for (int k = 0; k < m->n_state; k++) free(m->state[k]);
     free(m->acts);
     free(m);
 }
@@ -155,8 +157,9 @@ void tr_model_free(tr_model *m)
 const tr_model_config *tr_model_get_config(const tr_model *m) { return m ? &m->cfg : NULL; }
 float *tr_model_params(tr_model *m) { return m ? m->params : NULL; }
 float *tr_model_grads(tr_model *m) { return m ? m->grads : NULL; }
-float *tr_model_adam_m(tr_model *m) { return m ? m->adam_m : NULL; }
-float *tr_model_adam_v(tr_model *m) { return m ? m->adam_v : NULL; }
+void *tr_model_state(tr_model *m, int k) { return m && k >= 0 && k < m->n_state ? m->state[k] : NULL; }
+float *tr_model_adam_m(tr_model *m) { return m && m->state_bytes == 4 ? tr_model_state(m, 0) : NULL; }
+float *tr_model_adam_v(tr_model *m) { return m && m->state_bytes == 4 ? tr_model_state(m, 1) : NULL; }
 
 float *tr_model_param_tensor(tr_model *m, int i)
 {
@@ -396,33 +399,38 @@ int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs,
 
 /* ---- optimiser ---------------------------------------------------------------- */
 
-int tr_model_adamw_init(tr_model *m)
+int tr_model_state_init(tr_model *m, int n, size_t elem_bytes)
 {
-    if (!m) return TR_MODEL_EINVAL;
-    if (m->adam_m && m->adam_v) return TR_MODEL_OK;
-    free(m->adam_m);
-    free(m->adam_v);
-    m->adam_m = calloc(m->nparams, sizeof(float));
-    m->adam_v = calloc(m->nparams, sizeof(float));
-    if (!m->adam_m || !m->adam_v) {
-        free(m->adam_m);
-        free(m->adam_v);
-        m->adam_m = m->adam_v = NULL;
-        return TR_MODEL_ENOMEM;
+    if (!m || n < 1 || n > TR_MODEL_MAX_STATE || elem_bytes < 1 || elem_bytes > 16) return TR_MODEL_EINVAL;
+    if (m->n_state) return m->n_state == n && m->state_bytes == elem_bytes ? TR_MODEL_OK : TR_MODEL_EINVAL;
+    for (int k = 0; k < n; k++) {
+        m->state[k] = calloc(m->nparams, elem_bytes);
+        if (!m->state[k]) {
+            while (k-- > 0) {
+                free(m->state[k]);
+                m->state[k] = NULL;
+            }
+            return TR_MODEL_ENOMEM;
+        }
     }
+    m->n_state = n;
+    m->state_bytes = elem_bytes;
     return TR_MODEL_OK;
 }
+
+int tr_model_adamw_init(tr_model *m) { return tr_model_state_init(m, 2, sizeof(float)); }
 
 int tr_model_adamw_step(tr_model *m, const tr_adamw_hparams *h, int t,
                         const int *decay_mask)
 {
     if (!m || !h || t < 1) return TR_MODEL_EINVAL;
-    if (!m->adam_m || !m->adam_v) return TR_MODEL_ESTATE;
+    float *am = tr_model_adam_m(m), *av = tr_model_adam_v(m);
+    if (!am || !av) return TR_MODEL_ESTATE;
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         size_t o = m->offs[i];
         int decay = decay_mask ? decay_mask[i] != 0 : tr_model_param_decay(i);
-        CK(kn_adamw_step_ref(m->params + o, m->grads + o, m->adam_m + o,
-                             m->adam_v + o, m->sizes[i], h->lr, h->beta1, h->beta2,
+        CK(kn_adamw_step_ref(m->params + o, m->grads + o, am + o,
+                             av + o, m->sizes[i], h->lr, h->beta1, h->beta2,
                              h->eps, h->weight_decay, decay, t));
     }
     return TR_MODEL_OK;

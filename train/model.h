@@ -59,7 +59,7 @@ int tr_model_config_check(const tr_model_config *c);
  *  12 fcprojw  (L, C, 4C)   13 fcprojb  (L, C)
  *  14 lnfw     (C)          15 lnfb     (C)
  * Linear weights are (out, in): y = x @ W^T + b.  The gradient buffer and
- * both AdamW moment buffers use the same layout. */
+ * the optimizer's state tensors (AdamW: m and v) use the same layout. */
 #define TR_NUM_PARAM_TENSORS 16
 enum {
     TR_P_WTE, TR_P_WPE, TR_P_LN1W, TR_P_LN1B, TR_P_QKVW, TR_P_QKVB,
@@ -81,7 +81,8 @@ size_t tr_model_param_count(const tr_model_config *c);
  * All in bytes, exactly what tr_model_* allocates for that group (fp32):
  *   params     = 4 * param_count
  *   grads      = 4 * param_count
- *   adam       = 8 * param_count        (m and v; only after adamw_init)
+ *   adam       = 8 * param_count        (AdamW m and v; only after adamw_init;
+ *                                        another optimizer: train/optim.h) 
  *   acts       forward activations
  *              = 4 * ( B*T*(C*(16L+3) + 4L + 3 + Vp) + L*B*NH*T*T )
  *              (per layer: ln1, qkv 3C, atty, residual2, ln2, fch 4C,
@@ -99,6 +100,16 @@ typedef struct {
     size_t params, grads, adam, acts, grad_acts, total;
 } tr_model_mem;
 int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out);
+
+/* The GPU model's kernel scratch for micro-batches up to (B, T) (one arena
+ * piece, reused by every op; train/gpu_model.cu carves it, train/plan.c
+ * prints it): the largest of the scratch its backward kernels ask for at
+ * these shapes, by the kernels' own size functions (kernels/kn_cuda_size.h):
+ * the encoder backward over B*T tokens, LayerNorm backward (B*T, C), the
+ * bias gradients of the matmuls (OC up to 4C; the tied lm head has no bias,
+ * so no Vp-wide partials), attention backward (B, T, n_head) and the
+ * gradient norm over every parameter.  0 for a bad config. */
+size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T);
 
 typedef struct tr_model tr_model;
 
@@ -173,10 +184,27 @@ int tr_model_forward(tr_model *m, int B, int T, const uint32_t *inputs,
 const float *tr_model_logits(const tr_model *m);
 
 /* ---- optimiser ----------------------------------------------------------- */
-typedef struct {
+/* The optimizer's hyper-parameters (the trainer's --lr, --beta1, --beta2,
+ * --eps, --weight-decay; train/optim.h: what an optimizer reads of them). */
+typedef struct tr_optim_hparams {
     float lr, beta1, beta2, eps, weight_decay;
-} tr_adamw_hparams;
-/* Allocate (zeroed) AdamW m and v; idempotent. */
+} tr_optim_hparams;
+typedef tr_optim_hparams tr_adamw_hparams;
+
+/* Optimizer state on the host model (train/optim.h): n tensors in the
+ * parameter layout, elem_bytes bytes per element, allocated zeroed (calloc:
+ * a page is resident once written).  Idempotent for the same n and
+ * elem_bytes; another shape once allocated: TR_MODEL_EINVAL. */
+#define TR_MODEL_MAX_STATE 4
+int tr_model_state_init(tr_model *m, int n, size_t elem_bytes);
+/* State tensor k (param_count elements), NULL before tr_model_state_init
+ * or when k is out of range. */
+void *tr_model_state(tr_model *m, int k);
+
+/* The reference model's own AdamW (tests; the trainer steps through
+ * train/optim.h, whose AdamW computes the same bits). Its state: tensors 0
+ * (m) and 1 (v), fp32. */
+/* Allocate (zeroed) AdamW m and v: tr_model_state_init(m, 2, 4). */
 int tr_model_adamw_init(tr_model *m);
 /* One AdamW step at step t (1-based) over every tensor; weight decay only
  * where tr_model_param_decay(i) (or decay_mask[i] when decay_mask != NULL).

@@ -5,6 +5,7 @@
 #include "model.h"
 
 #include "kn.h"
+#include "kn_cuda_size.h"
 
 #include <string.h>
 
@@ -110,6 +111,19 @@ static size_t acts_floats(const tr_model_config *c, size_t B, size_t T)
 static size_t grad_acts_floats(const tr_model_config *c, size_t B, size_t T)
 {
     return B * T * 6 * (size_t)c->d_model;
+}
+
+size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T)
+{
+    if (tr_model_config_check(c)) return 0;
+    size_t N = B * T, C = (size_t)c->d_model;
+    size_t s = kn_encoder_backward_scratch_bytes(N), x;
+    if ((x = kn_layernorm_backward_scratch_bytes(N, C)) > s) s = x;
+    /* bias gradients: qkv 3C, attention projection C, fc 4C, fc projection C */
+    if ((x = kn_matmul_backward_scratch_bytes(N, 4 * C)) > s) s = x;
+    if ((x = kn_attention_backward_scratch_bytes(B, T, (size_t)c->n_head)) > s) s = x;
+    if ((x = kn_sumsq_scratch_bytes(tr_model_param_count(c))) > s) s = x;
+    return s;
 }
 
 int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out)

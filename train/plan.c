@@ -3,14 +3,18 @@
  * micro-batch that fits. docs/memory-plan.md documents every line; the CPU
  * lines are exactly what train/model.c and train/loader.c allocate (the
  * model's own tr_model_memory), the GPU lines are the layout the CUDA
- * backend carves out of its single device arena. */
+ * backend carves out of its single device arena (train/gpu_model.cu: the
+ * kernel scratch from the kernels' own size functions, kernels/kn_cuda_size.h).
+ * The optimizer's rows come from its table (train/optim.h). */
 #include "tr.h"
 
 #include <inttypes.h>
 #include <string.h>
 
 #include "comm.h"
+#include "kn_cuda_size.h"
 #include "model.h"
+#include "optim.h"
 
 /* Fixed CPU-side costs that are not model tensors (see docs/memory-plan.md).
  * Kernel workspaces: kn_matmul packs an A panel (64x256 floats) and a B panel
@@ -21,7 +25,6 @@
  * first touched by the kernels. Calibrated against VmHWM
  * (test_trainer_rss; 0.37 MiB with 1 thread, 0.84 MiB with 2). */
 #define TR_PLAN_CPU_RUNTIME_PER_THREAD (448u * 1024u)
-#define TR_PLAN_CUBLAS_WS (32ull << 20)   /* cuBLAS/cuBLASLt workspace (Hopper recommendation) */
 #define TR_PLAN_CUDA_CTX (512ull << 20)   /* CUDA context + kernels image, outside the arena */
 #define TR_PLAN_GIB (1024ull * 1024 * 1024)
 #define TR_PLAN_CUDA_LATE (256ull << 20) /* mapped after the probe + margin (tr_plan_device_capacity) */
@@ -92,6 +95,7 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
     /* tr_loader_buffer_bytes rounds each array to 64 bytes: exact for B,
      * evaluated directly (not linear), spread as fixed part. */
     uint64_t lbB = tr_loader_buffer_bytes(B, in->seq_len);
+    const tr_optim_ops *opt = tr_optim_layout_default();
     o->params = P;
     if (in->device == TR_DEV_CPU) {
         tr_model_mem mm, m1;
@@ -100,14 +104,15 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
         (void)m1;
         item(o, "parameters (fp32)", mm.params, 0, B, "host");
         item(o, "gradients (fp32)", mm.grads, 0, B, "host");
-        /* ZeRO-1 on the CPU (train/dist.c): a rank holds its shard of the
-         * moments only, cut in whole gradient-norm parts
-         * (tr_comm_shard_units with unit ceil(P / 256)); the largest
-         * rank's */
+        /* the optimizer's state (tr_optim_host_init). ZeRO-1 on the CPU
+         * (train/dist.c): a rank holds its shard of it only, cut in whole
+         * gradient-norm parts (tr_comm_shard_units with unit ceil(P / 256));
+         * the largest rank's */
         if (in->zero && world_of(in) > 1)
-            item(o, "AdamW m+v (fp32, 1/N shard: ZeRO-1)", 8 * cpu_zero_shard(P, (int)world_of(in)), 0, B, "host");
+            item(o, opt->plan_row_shard, tr_optim_state_bytes(opt, cpu_zero_shard(P, (int)world_of(in))), 0, B,
+                 "host");
         else
-            item(o, "AdamW m+v (fp32)", mm.adam, 0, B, "host");
+            item(o, opt->plan_row, tr_optim_state_bytes(opt, P), 0, B, "host");
         /* activations: split into per-layer and the rest for the table */
         uint64_t per_tok_layer = 4 * (16 * C + 4);
         uint64_t att_layer = 4 * NH * T * T;
@@ -140,7 +145,7 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
         return tot;
     }
     /* GPU: bf16/fp16 keep a half-precision compute copy of the weights, fp32
-     * master weights, fp32 gradients and fp32 AdamW state. */
+     * master weights, fp32 gradients and the optimizer's state. */
     uint64_t ab = dtype_bytes(in->precision);
     int mixed = in->precision != TR_FP32;
     item(o, mixed ? "parameters (compute copy, 16-bit)" : "parameters (fp32)", P * ab, 0, B, "device");
@@ -152,7 +157,7 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
         item(o, zero ? "master weights (fp32, 1/N shard: ZeRO-1)" : "master weights (fp32)", shard_of(in, P) * 4, 0,
              B, "device");
     item(o, "gradients (fp32)", Ppad * 4, 0, B, "device");
-    item(o, zero ? "AdamW m+v (fp32, 1/N shard: ZeRO-1)" : "AdamW m+v (fp32)", shard_of(in, P) * 8, 0, B, "device");
+    item(o, zero ? opt->plan_row_shard : opt->plan_row, tr_optim_state_bytes(opt, shard_of(in, P)), 0, B, "device");
     /* per token, per layer, stored for backward. The CUDA attention is
      * flash-style: it never stores the NH x T probabilities, only a fp32
      * log-sum-exp per head (4*NH bytes) and recomputes tiles in backward. */
@@ -189,33 +194,23 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
     item(o, "backward scratch (dresidual, dln, d4C)", 0, T * 6 * C * ab, B, "device");
     item(o, "device input batch (ids, targets, pos, doc)", 0, T * 16, B, "device");
-    {
-        /* the largest backward op scratch (kernels/kn_cuda.h *_scratch_bytes
-         * for this shape): bias-gradient partials over 256-row chunks (OC up
-         * to 4C: the tied lm head has no bias, so no Vp-wide partials),
-         * LayerNorm partials over 64-row blocks, attention row sums,
-         * the embedding backward's radix sort (4 key/value arrays + CUB
-         * temporary, bounded by 16 N + 64 KiB), grad-norm chunk sums */
-        uint64_t N = (uint64_t)B * T, ks = 0, x;
-        uint64_t big = 4 * C;
-        if ((x = ((N + 255) / 256) * big * 4) > ks) ks = x;
-        if ((x = ((N + 63) / 64) * 2 * C * 4) > ks) ks = x;
-        if ((x = N * NH * 4) > ks) ks = x;
-        if ((x = 4 * ((N * 4 + 255) & ~255ull) + 16 * N + 65536) > ks) ks = x;
-        if ((x = ((P + 4095) / 4096) * 8) > ks) ks = x;
-        item(o, "kernel scratch (largest backward op)", ks, 0, B, "device");
-    }
+    /* the largest backward op's scratch, the GPU model's own figure from
+     * the kernels' size functions (tr_model_gpu_scratch_bytes) */
+    item(o, "kernel scratch (largest backward op)", tr_model_gpu_scratch_bytes(mc, (size_t)B, (size_t)in->seq_len), 0,
+         B, "device");
     /* loss/norm accumulators and 256-byte alignment of every carved piece */
     item(o, "small buffers + arena alignment", 64 * 256 + 64, 0, B, "device");
-    item(o, "cuBLAS workspace", TR_PLAN_CUBLAS_WS, 0, B, "device");
+    item(o, "cuBLAS workspace", KN_CUBLASLT_WORKSPACE, 0, B, "device");
     item(o, "CUDA context (outside the arena)", TR_PLAN_CUDA_CTX, 0, B, "device");
     item(o, "pinned loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
     /* the host model the run starts from and checkpoints through: fp32
-     * params (initialised there), AdamW m+v (filled by a checkpoint or a
-     * resume); its gradient array is allocated but never touched (not
-     * resident). Measured on the H200 for d36 before any checkpoint: 3,123
-     * MiB of RSS growth against 2.7 MiB of host lines without this one. */
-    item(o, "host model copy (params; m+v once checkpointed or resumed)", P * 12, 0, B, "host");
+     * params (initialised there), the optimizer's state (filled by a
+     * checkpoint or a resume); its gradient array is allocated but never
+     * touched (not resident). Measured on the H200 for d36 before any
+     * checkpoint: 3,123 MiB of RSS growth against 2.7 MiB of host lines
+     * without this one. */
+    item(o, "host model copy (params; optimizer state once written)", P * 4 + tr_optim_state_bytes(opt, P), 0, B,
+         "host");
     if (world_of(in) > 1) {
         item(o, "NCCL buffers (estimate; outside the arena)", TR_PLAN_NCCL_BUFFERS, 0, B, "device");
         item(o, "communication buffer (host all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");

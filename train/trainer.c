@@ -13,9 +13,11 @@
  *   run_close     everything, in reverse
  * The math runs in a backend (train/backend.h: backend_cpu.c, and
  * backend_cuda.cu in CUDA builds), selected by --device from the table the
- * build generates; this file knows no particular backend. The host model
- * (fp32 params + AdamW moments, model.h layout) is the checkpoint's layout
- * and the sampler's model; the CPU backend computes on it directly. */
+ * build generates; this file knows no particular backend, nor optimizer
+ * (train/optim.h: the run's is the table's first). The host model (fp32
+ * params + the optimizer's state tensors, model.h layout) is the
+ * checkpoint's layout and the sampler's model; the CPU backend computes on
+ * it directly. */
 #include "tr.h"
 
 #include <ctype.h>
@@ -34,6 +36,7 @@
 #include "ds.h"
 #include "kn.h"
 #include "model.h"
+#include "optim.h"
 #include "tk.h"
 
 static double now_s(void)
@@ -259,6 +262,7 @@ typedef struct {
     /* run_allocate */
     tr_model_config mc;
     tr_model *m; /* host model */
+    const tr_optim_ops *optim;
     size_t P;
     tr_backend *be;
     tr_rng rng;
@@ -523,9 +527,10 @@ static int alloc_model(tr_run *r)
         snprintf(r->err, r->errlen, "bad model configuration");
         return TR_ERR_ARG;
     }
+    r->optim = tr_optim_default(); /* the layout tr_plan counted (tr_optim_layout_default) */
     int mr = tr_model_create(&r->mc, o->seed, &r->m);
     if (!mr && !r->ops->own_moments) /* else the backend keeps them (ZeRO-1 shards) */
-        mr = tr_model_adamw_init(r->m);
+        mr = tr_optim_host_init(r->optim, r->m);
     if (mr) {
         snprintf(r->err, r->errlen, "cannot allocate the model");
         return tr_backend_model_err(mr);
@@ -533,16 +538,14 @@ static int alloc_model(tr_run *r)
     r->P = tr_model_param_count(&r->mc);
     tr_rng_seed(&r->rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
     r->seed = o->seed;
-    /* a backend with optimiser words writes a 4th section (gpu_opt); either
-     * device resumes from either kind */
+    /* a backend with optimiser words writes them in a last section
+     * (gpu_opt); either device resumes from either kind */
     int have_extra = 0;
     if (r->resuming) {
-        tr_ckpt_section sec[4] = {{"params", tr_model_params(r->m), r->P * 4},
-                                  {"adam_m", tr_model_adam_m(r->m), r->P * 4},
-                                  {"adam_v", tr_model_adam_v(r->m), r->P * 4},
-                                  {"gpu_opt", r->extra, sizeof r->extra}};
-        have_extra = r->cm.n_sections == 4;
-        int rc = tr_ckpt_load(o->ckpt_dir, &r->cm, sec, have_extra ? 4 : 3, r->err, r->errlen);
+        tr_ckpt_section sec[TR_OPTIM_MAX_SECTIONS];
+        int ns = tr_optim_ckpt_sections(r->optim, r->m, r->P, r->extra, sizeof r->extra, 1, sec);
+        have_extra = r->cm.n_sections == (uint64_t)ns;
+        int rc = tr_ckpt_load(o->ckpt_dir, &r->cm, sec, have_extra ? ns : ns - 1, r->err, r->errlen);
         if (rc)
             return rc;
         r->step0 = r->cm.step;
@@ -553,7 +556,7 @@ static int alloc_model(tr_run *r)
             fprintf(r->out, "resumed from %s/ckpt.bin at step %" PRIu64 " (loader position %" PRIu64 " rows)\n",
                     o->ckpt_dir, r->step0, r->pos0);
     }
-    tr_backend_args ba = {o, r->m, &r->mc, r->B, r->T, &r->res->plan};
+    tr_backend_args ba = {o, r->m, &r->mc, r->B, r->T, &r->res->plan, r->optim};
     int rc = r->ops->create(&ba, &r->be, r->err, r->errlen);
     if (rc)
         return rc;
@@ -778,17 +781,15 @@ static int checkpoint(tr_run *r, uint64_t step)
     int rc = r->ops->get_state(r->be, r->m, 1, r->extra, r->err, r->errlen);
     if (rc)
         return rc;
-    tr_ckpt_section sec[4] = {{"params", tr_model_params(r->m), r->P * 4},
-                              {"adam_m", tr_model_adam_m(r->m), r->P * 4},
-                              {"adam_v", tr_model_adam_v(r->m), r->P * 4},
-                              {"gpu_opt", r->extra, sizeof r->extra}};
+    tr_ckpt_section sec[TR_OPTIM_MAX_SECTIONS];
+    int ns = tr_optim_ckpt_sections(r->optim, r->m, r->P, r->extra, sizeof r->extra, r->ops->ckpt_extra, sec);
     /* rank 0 writes (a backend with its own moments gathers them to it);
      * every rank waits for the outcome, so the checkpoint on disk is one
      * that every rank has reached */
     if (r->ops->save_ckpt)
-        rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
+        rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
     else if (tr_dist_rank(r->o) == 0)
-        rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, r->ops->ckpt_extra ? 4 : 3, r->err, r->errlen);
+        rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
     return tr_dist_agree(r->o, rc, "writing the checkpoint", r->err, r->errlen);
 }
 
@@ -809,7 +810,7 @@ static int run_step(tr_run *r, uint64_t step)
     if (rc)
         return rc;
     a.lr = tr_lr_at(step, r->warm, o->steps, o->lr, r->lr_min);
-    tr_adamw_hparams h = {(float)a.lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+    tr_optim_hparams h = {(float)a.lr, o->beta1, o->beta2, o->eps, o->weight_decay};
     rc = r->ops->step(r->be, &h, o->grad_clip, a.ntgt, step + 1, &a.gnorm, &r->skipped, &r->lscale, r->err,
                       r->errlen);
     if (rc)
