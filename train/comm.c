@@ -121,6 +121,10 @@ int tr_comm_open_device(tr_comm *host, const char *engine, int device, tr_comm *
     *out = NULL;
     if (errlen)
         err[0] = 0;
+    if (!host) {
+        snprintf(err, errlen, "a device communicator needs a host communicator to bootstrap it");
+        return TR_ERR_ARG;
+    }
     const tr_comm_engine *e = engine ? find_engine(engine) : NULL;
     if (!e || !e->device) {
         if (e)
