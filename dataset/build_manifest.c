@@ -59,7 +59,16 @@ json_t *ds_build_config_json(const ds_build_config *c) {
     json_object_set_new(j, "over_long", json_string(ol_name(c->over_long)));
     json_object_set_new(j, "bfd_window_rows", json_integer((json_int_t)c->bfd_window));
     json_object_set_new(j, "val_fraction", json_real(c->val_fraction));
-    json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
+    /* jansson's integers are int64: a seed of 2^63 or more is written as its
+     * decimal string, so the manifest records the seed exactly (it was -1 for
+     * 2^64 - 1) and JSON readers without 64-bit unsigned ints still parse it */
+    if (c->seed > (uint64_t)INT64_MAX) {
+        char sd[24];
+        snprintf(sd, sizeof sd, "%" PRIu64, c->seed);
+        json_object_set_new(j, "seed", json_string(sd));
+    } else {
+        json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
+    }
     json_object_set_new(j, "shuffle", json_boolean(c->shuffle));
     json_object_set_new(j, "shard_tokens", json_integer((json_int_t)c->shard_tokens));
     json_object_set_new(j, "zstd_level", json_integer(c->zstd_level));
@@ -171,9 +180,22 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
         return -1;
     }
     c->val_fraction = json_number_value(vf);
-    /* a seed >= 2^63 is written as its two's-complement (negative) value */
-    if (cfg_int(j, "seed", INT64_MIN, INT64_MAX, &v, err, errlen)) return -1;
-    c->seed = (uint64_t)v;
+    /* a seed >= 2^63 is a decimal string (older manifests: its two's-complement
+     * negative value, still read) */
+    const char *sd = json_string_value(json_object_get(j, "seed"));
+    if (sd) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long u = sd[0] >= '0' && sd[0] <= '9' ? strtoull(sd, &end, 10) : 0;
+        if (!end || *end || errno || u <= (unsigned long long)INT64_MAX) {
+            snprintf(err, errlen, "config.seed must be an integer, or a decimal string 2^63..2^64-1");
+            return -1;
+        }
+        c->seed = u;
+    } else {
+        if (cfg_int(j, "seed", INT64_MIN, INT64_MAX, &v, err, errlen)) return -1;
+        c->seed = (uint64_t)v;
+    }
     if (!json_is_boolean(json_object_get(j, "shuffle"))) {
         snprintf(err, errlen, "config.shuffle must be true or false");
         return -1;

@@ -3,14 +3,19 @@ check, ds_check_output), and ShardSet(verify=True) runs `mkshards verify`'s chec
 ids verify refuses, with every checksum recomputed, is refused on open, and its rows by every read."""
 import hashlib
 import os
+import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import pytest
 
 import mkshards
-from conftest import SAMPLES, run_cli
+from conftest import ROOT, SAMPLES, run_cli
+
+sys.path.append(os.path.join(ROOT, "tools", "python"))  # after the installed package
+import mkshards_reader  # noqa: E402  (the single-file numpy reader)
 
 
 def _sha(p):
@@ -130,14 +135,27 @@ def test_shardset_verify_is_mkshards_verify(bad_sets, mkshards_bin, kind, want):
     with pytest.raises(mkshards.MkshardsError, match=want) as e:
         mkshards.ShardSet(d)  # verify=True
     assert str(e.value) in cli  # the same first problem, the same words
-    # without verification the set opens, but no read hands the row out
+    # without verification the set opens, but no read hands the row out, and each says what is wrong as verify
+    # does: the shard, the byte offset and the row (issue 32 item 15: it said "train row N: unknown input kind")
+    shard = os.path.join(d, "train-00000.mks")
+    said = rf"^train row {row}: {re.escape(shard)}: (offset \d+: )?row {row}:? .*{want}"
     ss = mkshards.ShardSet(d, verify=False)
-    with pytest.raises(mkshards.MkshardsError):
-        ss.row(row)
-    with pytest.raises(mkshards.MkshardsError):
-        ss.read([row], tokens=(kind == "ids"), pos_ids=False, doc_ids=(kind == "starts"), loss_mask=False)
-    with pytest.raises(mkshards.MkshardsError):
-        mkshards.data.llm_batch(ss, [row], doc_mask=True)
+    reads = [lambda: ss.row(row),
+             lambda: ss.read([row], tokens=(kind == "ids"), pos_ids=False, doc_ids=(kind == "starts"),
+                             loss_mask=False),
+             lambda: mkshards.data.llm_batch(ss, [row], doc_mask=True)]
+    if kind == "ids":  # without the document layout only the ids are used
+        reads.append(lambda: mkshards.data.llm_batch(ss, [row], doc_mask=False, fields=("input_ids", "labels")))
+    for read in reads:
+        with pytest.raises(mkshards.MkshardsError) as e:
+            read()
+        assert re.search(said, str(e.value)), str(e.value)
+        assert "unknown input kind" not in str(e.value) and e.value.code == -3
     others = [r for r in range(min(len(ss), 8)) if r != row]
     assert len(ss.read(others)["tokens"]) == len(others)
     ss.close()
+    # the numpy-only reader makes the same checks with the same words (issue 32 item 17)
+    ref = mkshards_reader.ShardSet(d)
+    with pytest.raises(mkshards_reader.ShardError) as e:
+        ref.row(row)
+    assert str(e.value) in cli, (str(e.value), cli)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <math.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -66,6 +67,156 @@ static int n_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (int)n;
+}
+
+/* ================================================================ checked numbers
+ * Every integer argument goes through one of these (PyArg "O&"): a Python int
+ * (or anything with __index__, or an integral float) that must lie in the
+ * argument's range, the ranges of the CLI options it mirrors. Out of range
+ * (negative, too big for the C type, beyond the option's limit) is a
+ * ValueError naming the argument and the value as given; a non-number a
+ * TypeError. The PyArg units "I" and "k" would wrap silently (2**32 + 64 ->
+ * 64) and "i"/"K" name neither the argument nor the value. */
+
+/* The decimal text of an int (a long one by its size: str() of an int of
+ * over 4300 digits raises). */
+static void int_text(PyObject *ix, char *buf, size_t n)
+{
+    PyObject *s = PyObject_Str(ix);
+    const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
+    if (u && strlen(u) <= 60) {
+        snprintf(buf, n, "%s", u);
+    } else {
+        PyErr_Clear();
+        PyObject *bits = PyObject_CallMethod(ix, "bit_length", NULL);
+        long long b = bits ? PyLong_AsLongLong(bits) : -1;
+        PyErr_Clear();
+        Py_XDECREF(bits);
+        snprintf(buf, n, "(%s integer of %lld bits)",
+                 PyObject_RichCompareBool(ix, Py_False, Py_LT) == 1 ? "a negative" : "an", b); /* Py_False: 0 */
+        PyErr_Clear();
+    }
+    Py_XDECREF(s);
+}
+
+/* o as an exact int (new reference): ints and __index__ types, and floats
+ * without a fraction (build(shard_tokens=32e6)); NULL with TypeError /
+ * ValueError naming `name` otherwise. */
+static PyObject *exact_int(PyObject *o, const char *name)
+{
+    if (PyFloat_Check(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        if (!isfinite(d) || d != floor(d)) {
+            PyErr_Format(PyExc_ValueError, "%s %R: must be an integer", name, o);
+            return NULL;
+        }
+        return PyNumber_Long(o);
+    }
+    PyObject *ix = PyNumber_Index(o);
+    if (!ix && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: an integer, not %.80s", name, Py_TYPE(o)->tp_name);
+    }
+    return ix;
+}
+
+typedef struct {
+    const char *name;          /* the argument, as the Python call names it */
+    unsigned long long lo, hi; /* accepted values */
+    unsigned char zero_ok;     /* 0 accepted too: 1 the default, 2 all cores */
+    unsigned char none_ok;     /* None accepted too (the default): v keeps its preset value */
+    unsigned char given;       /* set when a number was given */
+    unsigned long long v;      /* the value (preset: the default) */
+} num_arg;
+
+/* Checks ix (an exact int) against a's range; 1 and a->v set, or 0 with ValueError. */
+static int num_check(num_arg *a, PyObject *ix)
+{
+    int overflow = 0;
+    long long s = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    if (s == -1 && PyErr_Occurred())
+        return 0;
+    unsigned long long v = 0;
+    int ok;
+    if (overflow < 0 || (!overflow && s < 0)) {
+        ok = 0;
+    } else if (overflow > 0) { /* >= 2^63: in range only if it fits 64 bits */
+        v = PyLong_AsUnsignedLongLong(ix);
+        ok = !(v == (unsigned long long)-1 && PyErr_Occurred());
+        PyErr_Clear();
+    } else {
+        v = (unsigned long long)s;
+        ok = 1;
+    }
+    if (ok && ((v >= a->lo && v <= a->hi) || (a->zero_ok && v == 0))) {
+        a->v = v;
+        a->given = 1;
+        return 1;
+    }
+    char t[96];
+    int_text(ix, t, sizeof t);
+    PyErr_Format(PyExc_ValueError, "%s %s: must be %llu..%llu%s", a->name, t, a->lo, a->hi,
+                 a->zero_ok == 2 ? " (or 0: all cores)"
+                 : a->zero_ok    ? " (or 0: the default)"
+                 : a->none_ok    ? " (or None: the default)"
+                                 : "");
+    return 0;
+}
+
+/* PyArg "O&" converter for a num_arg. */
+static int conv_num(PyObject *o, void *p)
+{
+    num_arg *a = p;
+    if (o == Py_None && a->none_ok)
+        return 1;
+    PyObject *ix = exact_int(o, a->name);
+    if (!ix)
+        return 0;
+    int ok = num_check(a, ix);
+    Py_DECREF(ix);
+    return ok;
+}
+
+/* A signed 64-bit integer argument (ignore_index): "O&" converter. */
+typedef struct {
+    const char *name;
+    long long v;
+} i64_arg;
+
+static int conv_i64(PyObject *o, void *p)
+{
+    i64_arg *a = p;
+    PyObject *ix = exact_int(o, a->name);
+    if (!ix)
+        return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        char t[96];
+        PyErr_Clear();
+        int_text(ix, t, sizeof t);
+        PyErr_Format(PyExc_ValueError, "%s %s: must be -2^63..2^63-1", a->name, t);
+        Py_DECREF(ix);
+        return 0;
+    }
+    Py_DECREF(ix);
+    a->v = v;
+    return 1;
+}
+
+/* A float argument: finite, in [lo, hi] (lo_open / hi_open: the bound
+ * excluded), or 0 when zero_ok (the default). 0, or -1 with ValueError. */
+static int check_real(const char *name, double v, double lo, int lo_open, double hi, int hi_open, int zero_ok)
+{
+    if (zero_ok && v == 0)
+        return 0;
+    if (isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi))
+        return 0;
+    char msg[200]; /* PyErr_Format has no %g */
+    snprintf(msg, sizeof msg, "%s %.17g: must be a number with %g %s x %s %g%s", name, v, lo, lo_open ? "<" : "<=",
+             hi_open ? "<" : "<=", hi, zero_ok ? " (or 0: the default)" : "");
+    PyErr_SetString(PyExc_ValueError, msg);
+    return -1;
 }
 
 /* ================================================================ IdBuffer */
@@ -577,13 +728,14 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"texts", "num_threads", "allowed", "as_buffer", NULL};
     PyObject *texts, *allowed = Py_None;
-    int threads = 0, as_buffer = 0;
+    int as_buffer = 0;
+    num_arg threads = {"num_threads", 1, 4096, 2, 0, 0, 0}; /* 0: all cores (mkshards encode --threads 0..4096) */
     if (!tok_ready(t) ||
-        !PyArg_ParseTupleAndKeywords(args, kw, "O|iOp", kwl, &texts, &threads, &allowed, &as_buffer))
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|O&Op", kwl, &texts, conv_num, &threads, &allowed, &as_buffer))
         return NULL;
     tk_ids *outs = NULL;
     size_t n = 0;
-    if (encode_texts(t, texts, threads, allowed, &outs, &n))
+    if (encode_texts(t, texts, (int)threads.v, allowed, &outs, &n))
         return NULL;
     PyObject *res = NULL;
     if (as_buffer) {
@@ -641,11 +793,56 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
     return res;
 }
 
-/* ---- decoding */
+/* ---- decoding
+ * An id that is not in the vocabulary - negative, beyond 32 bits, at or over
+ * n_vocab, or an unused id inside the range - raises MkshardsError (a
+ * ValueError, code TK_ERR_RANGE) from decode / decode_bytes naming the id as
+ * given and its index; decode_single_token_bytes raises KeyError (tiktoken's
+ * exception for an unknown token) with the same words. A non-integer is a
+ * TypeError. */
 
-/* ids from a buffer (numpy array, array.array, IdBuffer) or any iterable of
- * ints; *ids is PyMem_Malloc'ed. */
-static int collect_ids(PyObject *o, uint32_t **ids_ret, size_t *n_ret)
+static PyObject *raise_bad_id(const char *id_text, size_t index, const tk_tokenizer *tok, int unused)
+{
+    char msg[300];
+    snprintf(msg, sizeof msg, "decode: token id %s (index %zu) is not in the vocabulary (ids 0..%u%s)", id_text, index,
+             tk_vocab_size(tok) - 1, unused ? "; this one is unused" : "");
+    return raise_c(TK_ERR_RANGE, msg);
+}
+
+/* An item of a sequence of ids as uint32; -1 with TypeError, or MkshardsError
+ * naming the id as given when it cannot be one. */
+static int item_id(PyObject *item, size_t index, const tk_tokenizer *tok, uint32_t *id)
+{
+    PyObject *ix = PyNumber_Index(item);
+    if (!ix) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "token id at index %zu: an integer, not %.80s", index,
+                         Py_TYPE(item)->tp_name);
+        }
+        return -1;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    if (x == -1 && !overflow && PyErr_Occurred()) {
+        Py_DECREF(ix);
+        return -1;
+    }
+    if (overflow || x < 0 || x > (long long)UINT32_MAX) {
+        char t[96];
+        int_text(ix, t, sizeof t);
+        Py_DECREF(ix);
+        raise_bad_id(t, index, tok, 0);
+        return -1;
+    }
+    Py_DECREF(ix);
+    *id = (uint32_t)x;
+    return 0;
+}
+
+/* ids from a buffer (numpy array or scalar, array.array, IdBuffer) of
+ * integers or any iterable of ints; *ids is PyMem_Malloc'ed. */
+static int collect_ids(PyObject *o, const tk_tokenizer *tok, uint32_t **ids_ret, size_t *n_ret)
 {
     *ids_ret = NULL;
     *n_ret = 0;
@@ -657,7 +854,8 @@ static int collect_ids(PyObject *o, uint32_t **ids_ret, size_t *n_ret)
                 f++;
             char c = f[0];
             int sgn = (c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q');
-            int ok = f[1] == 0 && strchr("bBhHiIlLqQ", c) != NULL;
+            int ok = c && f[1] == 0 && strchr("bBhHiIlLqQ", c) != NULL &&
+                     (v.itemsize == 1 || v.itemsize == 2 || v.itemsize == 4 || v.itemsize == 8);
             size_t n = ok ? (size_t)(v.len / v.itemsize) : 0;
             if (ok) {
                 uint32_t *ids = PyMem_Malloc(n ? n * 4 : 4);
@@ -668,23 +866,27 @@ static int collect_ids(PyObject *o, uint32_t **ids_ret, size_t *n_ret)
                 }
                 for (size_t i = 0; i < n; i++) {
                     const char *p = (const char *)v.buf + i * (size_t)v.itemsize;
-                    int64_t x;
+                    /* the value as stored: signed items as int64, unsigned as uint64 */
+                    int64_t x = 0;
+                    uint64_t u = 0;
                     switch (v.itemsize) {
-                    case 1: x = sgn ? (int64_t) * (const int8_t *)p : (int64_t) * (const uint8_t *)p; break;
-                    case 2: x = sgn ? (int64_t) * (const int16_t *)p : (int64_t) * (const uint16_t *)p; break;
-                    case 4: x = sgn ? (int64_t) * (const int32_t *)p : (int64_t) * (const uint32_t *)p; break;
-                    default: {
-                        uint64_t u = *(const uint64_t *)p;
-                        x = (!sgn && u > UINT32_MAX) ? -1 : (int64_t)u;
+                    case 1: x = *(const int8_t *)p, u = *(const uint8_t *)p; break;
+                    case 2: x = *(const int16_t *)p, u = *(const uint16_t *)p; break;
+                    case 4: x = *(const int32_t *)p, u = *(const uint32_t *)p; break;
+                    default: memcpy(&x, p, 8), memcpy(&u, p, 8);
                     }
-                    }
-                    if (x < 0 || x > UINT32_MAX) {
+                    if (sgn ? (x < 0 || x > (int64_t)UINT32_MAX) : u > UINT32_MAX) {
+                        char t[32];
+                        if (sgn)
+                            snprintf(t, sizeof t, "%lld", (long long)x);
+                        else
+                            snprintf(t, sizeof t, "%llu", (unsigned long long)u);
                         PyMem_Free(ids);
                         PyBuffer_Release(&v);
-                        PyErr_Format(PyExc_ValueError, "token id %lld at index %zu is not a valid id", (long long)x, i);
+                        raise_bad_id(t, i, tok, 0);
                         return -1;
                     }
-                    ids[i] = (uint32_t)x;
+                    ids[i] = sgn ? (uint32_t)x : (uint32_t)u;
                 }
                 PyBuffer_Release(&v);
                 *ids_ret = ids;
@@ -708,17 +910,19 @@ static int collect_ids(PyObject *o, uint32_t **ids_ret, size_t *n_ret)
     }
     PyObject **items = PySequence_Fast_ITEMS(seq);
     for (size_t i = 0; i < n; i++) {
-        unsigned long long x = PyLong_AsUnsignedLongLong(items[i]);
-        if (PyErr_Occurred() || x > UINT32_MAX) {
-            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "token id at index %zu is not a valid id", i);
+        if (PyLong_CheckExact(items[i])) { /* the common case, without a new reference */
+            int overflow = 0;
+            long long x = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+            if (!overflow && x >= 0 && x <= (long long)UINT32_MAX) {
+                ids[i] = (uint32_t)x;
+                continue;
             }
+        }
+        if (item_id(items[i], i, tok, &ids[i])) {
             PyMem_Free(ids);
             Py_DECREF(seq);
             return -1;
         }
-        ids[i] = (uint32_t)x;
     }
     Py_DECREF(seq);
     *ids_ret = ids;
@@ -732,25 +936,26 @@ static PyObject *tok_decode_bytes(TokObj *t, PyObject *tokens)
         return NULL;
     uint32_t *ids;
     size_t n;
-    if (collect_ids(tokens, &ids, &n))
+    if (collect_ids(tokens, t->tok, &ids, &n))
         return NULL;
     tk_bytes out = {0};
     int rc = tk_decode(t->tok, ids, n, &out);
     if (rc != TK_OK) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "decode: %s", tk_strerror(rc));
-        for (size_t i = 0; i < n && rc == TK_ERR_RANGE; i++) {
-            const uint8_t *b;
-            size_t bl;
-            if (tk_token_bytes(t->tok, ids[i], &b, &bl) != TK_OK) {
-                snprintf(msg, sizeof msg, "decode: token id %u (index %zu) is not in the vocabulary of %u ids",
-                         ids[i], i, tk_vocab_size(t->tok));
-                break;
-            }
+        size_t i = 0;
+        const uint8_t *b;
+        size_t bl;
+        while (rc == TK_ERR_RANGE && i < n && tk_token_bytes(t->tok, ids[i], &b, &bl) == TK_OK)
+            i++;
+        tk_bytes_free(&out);
+        if (rc == TK_ERR_RANGE && i < n) {
+            char tx[16];
+            snprintf(tx, sizeof tx, "%u", ids[i]);
+            int unused = ids[i] < tk_vocab_size(t->tok);
+            PyMem_Free(ids);
+            return raise_bad_id(tx, i, t->tok, unused);
         }
         PyMem_Free(ids);
-        tk_bytes_free(&out);
-        return raise_c(rc, msg);
+        return raise_tk(rc, "decode");
     }
     PyMem_Free(ids);
     PyObject *b = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
@@ -762,15 +967,32 @@ static PyObject *tok_token_bytes(TokObj *t, PyObject *arg)
 {
     if (!tok_ready(t))
         return NULL;
-    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
-    if (PyErr_Occurred())
-        return NULL;
-    const uint8_t *b;
-    size_t n;
-    if (id > UINT32_MAX || tk_token_bytes(t->tok, (uint32_t)id, &b, &n) != TK_OK) {
-        PyErr_Format(PyExc_KeyError, "token id %llu is not in the vocabulary", id);
+    PyObject *ix = PyNumber_Index(arg);
+    if (!ix) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "token id: an integer, not %.80s", Py_TYPE(arg)->tp_name);
+        }
         return NULL;
     }
+    int overflow = 0;
+    long long id = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    if (id == -1 && !overflow && PyErr_Occurred()) {
+        Py_DECREF(ix);
+        return NULL;
+    }
+    const uint8_t *b;
+    size_t n;
+    if (overflow || id < 0 || id > (long long)UINT32_MAX || tk_token_bytes(t->tok, (uint32_t)id, &b, &n) != TK_OK) {
+        char tx[96];
+        int_text(ix, tx, sizeof tx);
+        Py_DECREF(ix);
+        uint32_t nv = tk_vocab_size(t->tok);
+        PyErr_Format(PyExc_KeyError, "token id %s is not in the vocabulary (ids 0..%u%s)", tx, nv - 1,
+                     !overflow && id >= 0 && id < (long long)nv ? "; this one is unused" : "");
+        return NULL;
+    }
+    Py_DECREF(ix);
     return PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)n);
 }
 
@@ -1025,12 +1247,15 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h)
     if (h->meta_bytes < meta_need || (h->dtype_bytes != 2 && h->dtype_bytes != 4) || L > (1ull << 24) ||
         (!zstd && h->tokens_bytes < N * L * h->dtype_bytes))
         return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* the library opened and checked this file; if a FIFO or device has
+     * taken its name since, opening it must not block, nor be mapped */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return;
     struct stat st;
     void *p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size >= meta_off + h->meta_bytes)
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        (uint64_t)st.st_size >= meta_off + h->meta_bytes)
         p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
@@ -1314,9 +1539,17 @@ static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
 {
     memset(r, 0, sizeof *r);
     if (PyLong_Check(o)) {
-        r->one = PyLong_AsLongLong(o);
-        if (r->one == -1 && PyErr_Occurred())
+        int overflow = 0;
+        r->one = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (r->one == -1 && !overflow && PyErr_Occurred())
             return -1;
+        if (overflow) { /* beyond int64: out of range, named as given */
+            char t[96];
+            int_text(o, t, sizeof t);
+            PyErr_Format(PyExc_IndexError, "row %s out of range: the %s split has %llu rows", t,
+                         sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)ds_shardset_rows(s->ss, sp));
+            return -1;
+        }
         r->rows = &r->one;
         r->n = 1;
     } else {
@@ -1333,9 +1566,16 @@ static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
         r->n = (size_t)(r->v.len / 8);
     }
     uint64_t nrows = ds_shardset_rows(s->ss, sp);
+    /* uint64 rows are named as given (2^64 - 1 is not row -1) */
+    int uns = r->have && strchr("QL", r->v.format[strlen(r->v.format) - 1]) != NULL;
     for (size_t i = 0; i < r->n; i++)
         if (r->rows[i] < 0 || (uint64_t)r->rows[i] >= nrows) {
-            PyErr_Format(PyExc_IndexError, "row %lld out of range: the %s split has %llu rows", (long long)r->rows[i],
+            char t[32];
+            if (uns)
+                snprintf(t, sizeof t, "%llu", (unsigned long long)r->rows[i]);
+            else
+                snprintf(t, sizeof t, "%lld", (long long)r->rows[i]);
+            PyErr_Format(PyExc_IndexError, "row %s out of range: the %s split has %llu rows", t,
                          sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
             rows_release(r);
             return -1;
@@ -1343,11 +1583,41 @@ static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
     return 0;
 }
 
-static PyObject *raise_row(ds_split sp, int64_t row, int rc)
+/* A refused row: MkshardsError with what is wrong, as `mkshards verify` says
+ * it ("train row 7: DIR/train-00000.mks: offset 5236: row 7 document start 3
+ * invalid"). The reads that go through the library have that reason; the
+ * direct paths (fill, the row maker, ShardSet.row over the mapped files)
+ * return a status only, so the library is asked to read the row again for
+ * it: the same checks, made once more on the error path only. */
+static PyObject *raise_row(SSObj *s, ds_split sp, int64_t row, int rc)
 {
-    char msg[300];
-    snprintf(msg, sizeof msg, "%s row %lld: %s", sp == DS_SPLIT_VAL ? "val" : "train", (long long)row,
-             ds_strerror(rc));
+    const char *split = sp == DS_SPLIT_VAL ? "val" : "train";
+    char err[600] = "", msg[800];
+    if (rc == DS_ERR_NOMEM)
+        return PyErr_NoMemory();
+    uint32_t *tok = malloc((size_t)s->info.row_len * 4 + 4);
+    int lrc = tok ? ds_shardset_read_msg(s->ss, sp, (uint64_t)row, tok, NULL, NULL, NULL, err, sizeof err)
+                  : DS_ERR_NOMEM;
+    free(tok);
+    if (lrc != DS_OK && err[0]) {
+        snprintf(msg, sizeof msg, "%s row %lld: %s", split, (long long)row, err);
+        return raise_c(lrc, msg);
+    }
+    /* the library reads the row: a mapped section of its shard does not
+     * hold what the header says (the direct path's own bounds checks) */
+    const char *path = "";
+    uint64_t first = 0, r = (uint64_t)row;
+    for (size_t k = 0; k < ds_shardset_n_shards(s->ss, sp); k++) {
+        const ds_shard *sh = ds_shardset_shard(s->ss, sp, k, &path);
+        uint64_t nr = ds_shard_get_header(sh)->n_rows;
+        if (r < first + nr) {
+            r -= first;
+            break;
+        }
+        first += nr;
+    }
+    snprintf(msg, sizeof msg, "%s row %lld: %s: row %llu of the shard: its row metadata or token section is corrupt",
+             split, (long long)row, path ? path : "", (unsigned long long)r);
     return raise_c(rc, msg);
 }
 
@@ -1417,7 +1687,7 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     Py_END_ALLOW_THREADS
     s->busy--;
     if (rc != DS_OK) {
-        raise_row(sp, rows[bad], rc);
+        raise_row(s, sp, rows[bad], rc);
         goto out;
     }
     ret = Py_None;
@@ -1650,19 +1920,22 @@ static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, con
 static PyObject *ss_fill(SSObj *s, PyObject *args)
 {
     PyObject *split_o, *rows_o, *outs_o[5];
-    int T, doc_mask;
-    long long ignore;
-    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OOipLOOOOO", &split_o, &rows_o, &T, &doc_mask, &ignore, &outs_o[0],
-                                          &outs_o[1], &outs_o[2], &outs_o[3], &outs_o[4]))
+    int doc_mask;
+    num_arg Ta = {"seq_len", 1, DS_SHARD_MAX_ROW_LEN, 0, 0, 0, 0};
+    i64_arg ig = {"ignore_index", 0};
+    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OOO&pO&OOOOO", &split_o, &rows_o, conv_num, &Ta, &doc_mask, conv_i64,
+                                          &ig, &outs_o[0], &outs_o[1], &outs_o[2], &outs_o[3], &outs_o[4]))
         return NULL;
     ds_split sp;
     if (parse_split(split_o, &sp))
         return NULL;
     size_t L = s->info.row_len;
-    if (T < 1 || (size_t)T > L) {
-        PyErr_Format(PyExc_ValueError, "seq_len %d: must be 1..%zu (the rows' length)", T, L);
+    if (Ta.v > L) {
+        PyErr_Format(PyExc_ValueError, "seq_len %llu: must be 1..%zu (the rows' length)", Ta.v, L);
         return NULL;
     }
+    int T = (int)Ta.v;
+    long long ignore = ig.v;
     rows_arg ra;
     if (rows_parse(s, sp, rows_o, &ra))
         return NULL;
@@ -1682,6 +1955,10 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
     fill_row_out o = {.T = Tz, .L = L, .doc_mask = doc_mask, .ignore = (int64_t)ignore};
     for (int k = 0; k < 5; k++)
         o.wide[k] = have[k] && ob[k].itemsize == 8;
+    if (have[1] && !o.wide[1] && (ignore < INT32_MIN || ignore > INT32_MAX)) { /* it would be cut to 32 bits */
+        PyErr_Format(PyExc_ValueError, "ignore_index %lld: int32 labels hold -2^31..2^31-1", ignore);
+        goto out;
+    }
     int rc = DS_OK;
     size_t r = 0;
     s->busy++;
@@ -1695,7 +1972,7 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
     Py_END_ALLOW_THREADS
     s->busy--;
     if (rc != DS_OK) {
-        raise_row(sp, ra.rows[r], rc);
+        raise_row(s, sp, ra.rows[r], rc);
         goto out;
     }
     ret = Py_None;
@@ -1743,21 +2020,29 @@ static PyObject *rm_row(RMObj *r, PyObject *idx)
     SSObj *s = r->ss;
     if (!ss_ready(s))
         return NULL;
-    long long i = PyLong_AsLongLong(idx);
-    if (i == -1 && PyErr_Occurred()) {
+    int overflow = 0;
+    long long i = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    if (i == -1 && !overflow && PyErr_Occurred()) {
         PyErr_Clear();
         PyObject *ix = PyNumber_Index(idx); /* numpy integers */
         if (!ix)
             return NULL;
-        i = PyLong_AsLongLong(ix);
+        i = PyLong_AsLongLongAndOverflow(ix, &overflow);
         Py_DECREF(ix);
-        if (i == -1 && PyErr_Occurred())
+        if (i == -1 && !overflow && PyErr_Occurred())
             return NULL;
     }
     long long n = (long long)s->info.rows[r->sp];
     long long row = i < 0 ? i + n : i;
-    if (row < 0 || row >= n) {
-        PyErr_Format(PyExc_IndexError, "row %lld: the %s split has %lld rows", i,
+    if (overflow || row < 0 || row >= n) {
+        char t[96] = "";
+        PyObject *ix = PyNumber_Index(idx);
+        if (ix) {
+            int_text(ix, t, sizeof t);
+            Py_DECREF(ix);
+        }
+        PyErr_Clear();
+        PyErr_Format(PyExc_IndexError, "row %s: the %s split has %lld rows", t,
                      r->sp == DS_SPLIT_TRAIN ? "train" : "val", n);
         return NULL;
     }
@@ -1785,7 +2070,7 @@ static PyObject *rm_row(RMObj *r, PyObject *idx)
     s->busy--;
     free(scratch);
     if (rc != DS_OK) {
-        raise_row(r->sp, row, rc);
+        raise_row(s, r->sp, row, rc);
         goto out;
     }
     PyObject *d = PyDict_New();
@@ -1825,19 +2110,21 @@ static PyTypeObject RMType = {
 static PyObject *ss_row_maker(SSObj *s, PyObject *args)
 {
     PyObject *split_o, *empty, *i64, *boolean, *to_tensor, *keys;
-    long T;
     int doc_mask;
-    long long ignore;
-    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OlpLOOOOO", &split_o, &T, &doc_mask, &ignore, &empty, &i64, &boolean,
-                                          &to_tensor, &keys))
+    num_arg Ta = {"seq_len", 1, DS_SHARD_MAX_ROW_LEN, 0, 0, 0, 0};
+    i64_arg ig = {"ignore_index", 0};
+    if (!ss_ready(s) || !PyArg_ParseTuple(args, "OO&pO&OOOOO", &split_o, conv_num, &Ta, &doc_mask, conv_i64, &ig,
+                                          &empty, &i64, &boolean, &to_tensor, &keys))
         return NULL;
     ds_split sp;
     if (parse_split(split_o, &sp))
         return NULL;
-    if (T < 1 || (size_t)T > s->info.row_len) {
-        PyErr_Format(PyExc_ValueError, "seq_len %ld: must be 1..%u (the rows' length)", T, s->info.row_len);
+    if (Ta.v > s->info.row_len) {
+        PyErr_Format(PyExc_ValueError, "seq_len %llu: must be 1..%u (the rows' length)", Ta.v, s->info.row_len);
         return NULL;
     }
+    long T = (long)Ta.v;
+    long long ignore = ig.v;
     if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != 5 || !PyCallable_Check(empty) || !PyCallable_Check(to_tensor)) {
         PyErr_SetString(PyExc_TypeError, "row_maker: keys must be a tuple of 5 names, empty and to_tensor callables");
         return NULL;
@@ -1948,12 +2235,16 @@ static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwl[] = {"start", "count", "n", "seed", "shuffle", NULL};
-    unsigned long long start, count, n, seed;
+    num_arg sa = {"start", 0, UINT64_MAX, 0, 0, 0, 0}, ca = {"count", 0, 1ULL << 40, 0, 0, 0, 0};
+    num_arg na = {"n_rows", 1, UINT64_MAX, 0, 0, 0, 0}, se = {"seed", 0, UINT64_MAX, 0, 0, 0, 0}; /* llmtrain --seed */
     int shuffle = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKKK|p", kwl, &start, &count, &n, &seed, &shuffle))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&O&O&|p", kwl, conv_num, &sa, conv_num, &ca, conv_num, &na,
+                                     conv_num, &se, &shuffle))
         return NULL;
-    if (n == 0 || count > (1ULL << 40)) {
-        PyErr_SetString(PyExc_ValueError, "row_order: n must be > 0 and count <= 2^40");
+    unsigned long long start = sa.v, count = ca.v, n = na.v, seed = se.v;
+    if (count && start > UINT64_MAX - (count - 1)) { /* the last position must not wrap to 0 */
+        PyErr_Format(PyExc_ValueError, "start %llu + count %llu: beyond the last loader position 2^64 - 1", start,
+                     count);
         return NULL;
     }
     uint64_t *out = malloc(count ? count * 8 : 8);
@@ -2193,14 +2484,22 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
                           "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
                           "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", "callback", NULL};
     PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None, *cb = Py_None;
-    int lint = 1, hist = 0, threads = 0, doc_sep = 0, cut = 0;
-    unsigned long long seq_len = 0, max_doc_bytes = 0, max_record = 0, long_run = 0, long_line = 0;
-    long long max_examples = -1;
+    int lint = 1, hist = 0, doc_sep = 0, cut = 0;
+    /* the ranges of mkshards lint / hist (tools/analyze_cli.c); 0 or None: the default */
+    num_arg seq_len = {"seq_len", 1, 1ULL << 30, 1, 0, 0, 0}, max_doc_bytes = {"max_doc_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg max_examples = {"max_examples", 0, 100000, 0, 1, 0, 0}, threads = {"threads", 1, 256, 2, 0, 0, 0};
+    num_arg max_record = {"max_record_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg long_run = {"long_run_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg long_line = {"long_line_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     double outlier = 0, min_bpt = 0;
     const char *field = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppKKLiziKpdKKdOO", kwl, &inputs_o, &tok_o, &lint, &hist,
-                                     &seq_len, &max_doc_bytes, &max_examples, &threads, &field, &doc_sep,
-                                     &max_record, &cut, &outlier, &long_run, &long_line, &min_bpt, &svg_o, &cb))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&ziO&pdO&O&dOO", kwl, &inputs_o, &tok_o, &lint, &hist,
+                                     conv_num, &seq_len, conv_num, &max_doc_bytes, conv_num, &max_examples, conv_num,
+                                     &threads, &field, &doc_sep, conv_num, &max_record, &cut, &outlier, conv_num,
+                                     &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb))
+        return NULL;
+    if (check_real("outlier_factor", outlier, 1, 1, 1e12, 0, 1) ||
+        check_real("min_bytes_per_token", min_bpt, 0, 1, 1e6, 0, 1))
         return NULL;
     if (tok_o != Py_None && (!PyObject_TypeCheck(tok_o, &TokType) || !((TokObj *)tok_o)->tok))
         return PyErr_Format(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer or None");
@@ -2237,25 +2536,25 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     ds_analyze_opts_init(&j->ao);
     j->ro.field = field;
     j->ro.doc_sep = (ds_doc_sep)doc_sep;
-    if (max_record)
-        j->ro.max_record_bytes = (size_t)max_record;
+    if (max_record.v)
+        j->ro.max_record_bytes = (size_t)max_record.v;
     if (cut)
         j->ro.overlong = DS_OVERLONG_CUT;
     ds_analyze_opts *ao = &j->ao;
     ao->tok = tok_o == Py_None ? NULL : (const struct tk_tokenizer *)((TokObj *)tok_o)->tok;
-    ao->seq_len = seq_len;
-    ao->max_doc_bytes = max_doc_bytes;
-    if (max_examples >= 0) {
-        ao->max_examples = (size_t)max_examples;
+    ao->seq_len = seq_len.v;
+    ao->max_doc_bytes = max_doc_bytes.v;
+    if (max_examples.given) {
+        ao->max_examples = (size_t)max_examples.v;
         ao->set_examples = 1;
     }
-    ao->threads = threads;
+    ao->threads = (int)threads.v;
     if (outlier > 0)
         ao->outlier_factor = outlier;
-    if (long_run)
-        ao->long_run_bytes = long_run;
-    if (long_line)
-        ao->long_line_bytes = long_line;
+    if (long_run.v)
+        ao->long_run_bytes = long_run.v;
+    if (long_line.v)
+        ao->long_line_bytes = long_line.v;
     if (min_bpt > 0)
         ao->min_bytes_per_token = min_bpt;
     ao->callback = analyze_cb;
@@ -2342,15 +2641,46 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
                           "callback", "checkpoint_seconds", NULL};
     memset(a, 0, sizeof *a);
     a->cb = Py_None;
-    a->part_k = a->part_n = 1;
     a->shuffle = 1;
-    a->ckpt_s = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|IiiKdKpKiIziIIiKpOd", kwl, &a->inputs, PyUnicode_FSConverter,
-                                     &a->out, &a->tok, &a->spec, &a->seq_len, &a->pack, &a->over_long,
-                                     &a->bfd_window, &a->val_fraction, &a->seed, &a->shuffle, &a->shard_tokens,
-                                     &a->zstd_level, &a->frame_rows, &a->field, &a->doc_sep, &a->part_k, &a->part_n,
-                                     &a->threads, &a->batch_bytes, &a->force, &a->cb, &a->ckpt_s))
+    /* the ranges of mkshards build's options (tools/cmd_build.c); 0: the default */
+    num_arg seq_len = {"seq_len", 1, 1ULL << 24, 0, 0, 0, 0}, bfd_window = {"bfd_window", 1, 1ULL << 24, 1, 0, 0, 0};
+    num_arg seed = {"seed", 0, UINT64_MAX, 0, 0, 0, 0}, shard_tokens = {"shard_tokens", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg zstd_level = {"zstd", 0, 22, 0, 0, 0, 0}, frame_rows = {"frame_rows", 1, 1ULL << 20, 1, 0, 0, 0};
+    num_arg part_k = {"part K", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1}, part_n = {"part N", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1};
+    num_arg threads = {"threads", 1, 256, 2, 0, 0, 0}, batch_bytes = {"batch_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    PyObject *ckpt_o = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|O&iiO&dO&pO&O&O&ziO&O&O&O&pOO", kwl, &a->inputs,
+                                     PyUnicode_FSConverter, &a->out, &a->tok, &a->spec, conv_num, &seq_len, &a->pack,
+                                     &a->over_long, conv_num, &bfd_window, &a->val_fraction, conv_num, &seed,
+                                     &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num, &frame_rows,
+                                     &a->field, &a->doc_sep, conv_num, &part_k, conv_num, &part_n, conv_num, &threads,
+                                     conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o))
         return -1;
+    a->ckpt_s = -1; /* None: ds_build's default */
+    if (ckpt_o != Py_None && ((a->ckpt_s = PyFloat_AsDouble(ckpt_o)) == -1 && PyErr_Occurred()))
+        goto fail;
+    if (!seq_len.given) {
+        PyErr_SetString(PyExc_TypeError, "build: seq_len is required (tokens per row, 1..2^24)");
+        goto fail;
+    }
+    if (part_k.v > part_n.v) {
+        PyErr_Format(PyExc_ValueError, "part %llu/%llu: K must be 1..N (N at most %u)", part_k.v, part_n.v,
+                     (unsigned)DS_BUILD_MAX_PARTS);
+        goto fail;
+    }
+    if (check_real("val_fraction", a->val_fraction, 0, 0, 1, 1, 0) ||
+        (ckpt_o != Py_None && check_real("checkpoint_seconds", a->ckpt_s, 0, 0, 1e9, 1, 0)))
+        goto fail;
+    a->seq_len = (unsigned)seq_len.v;
+    a->bfd_window = bfd_window.v;
+    a->seed = seed.v;
+    a->shard_tokens = shard_tokens.v;
+    a->zstd_level = (int)zstd_level.v;
+    a->frame_rows = (unsigned)frame_rows.v;
+    a->part_k = (unsigned)part_k.v;
+    a->part_n = (unsigned)part_n.v;
+    a->threads = (int)threads.v;
+    a->batch_bytes = batch_bytes.v;
     const char *bad = NULL;
     PyObject *type = PyExc_TypeError;
     if (!PyObject_TypeCheck(a->tok, &TokType) || !((TokObj *)a->tok)->tok)
@@ -2362,11 +2692,13 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
         type = PyExc_ValueError;
     }
     if (bad) {
-        Py_CLEAR(a->out);
         PyErr_SetString(type, bad);
-        return -1;
+        goto fail;
     }
     return 0;
+fail:
+    Py_CLEAR(a->out);
+    return -1;
 }
 
 /* ds_build_opts from the parsed arguments (0 = the CLI's default). */

@@ -29,6 +29,25 @@ def _tokenizer(tokenizer, pattern):
     return _core.Tokenizer(os.fspath(tokenizer), pattern)
 
 
+def _zero(v):
+    """None -> 0 (the default); anything else as given, for C to check."""
+    return 0 if v is None else v
+
+
+def _part(part):
+    """part as (K, N): "K/N" (decimal digits only) or a pair; the numbers are checked in C."""
+    if isinstance(part, str):
+        ks, sep, ns = part.partition("/")
+        if not (sep and ks.isdigit() and ns.isdigit() and ks.isascii() and ns.isascii()):
+            raise ValueError(f"part {part!r}: 'K/N' with 1 <= K <= N")
+        return int(ks), int(ns)
+    try:
+        k, n = part
+    except (TypeError, ValueError):
+        raise TypeError(f"part: 'K/N' or a pair (K, N), not {part!r}") from None
+    return k, n
+
+
 def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max_examples, field, doc_sep, threads,
              max_record_bytes, cut_overlong, outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token,
              svg, progress):
@@ -38,12 +57,14 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
     ins = _inputs(inputs)
     if progress is not None:
         progress({"stage": "start", "inputs": len(ins)})
+    # numbers go to C as given: it checks each against the CLI option's range (ValueError naming it), where
+    # int() would truncate 2048.5 and the C conversion wrap 2**32 + 2048
     lint_json, hist_json, code, docs = _core.analyze(
-        ins, tok, lint=lint, hist=hist, seq_len=int(seq_len or 0), max_doc_bytes=int(max_doc_bytes or 0),
-        max_examples=-1 if max_examples is None else int(max_examples), threads=int(threads or 0), field=field,
-        doc_sep=_DOC_SEP[doc_sep], max_record_bytes=int(max_record_bytes or 0), cut_overlong=bool(cut_overlong),
-        outlier_factor=float(outlier_factor or 0), long_run_bytes=int(long_run_bytes or 0),
-        long_line_bytes=int(long_line_bytes or 0), min_bytes_per_token=float(min_bytes_per_token or 0),
+        ins, tok, lint=lint, hist=hist, seq_len=_zero(seq_len), max_doc_bytes=_zero(max_doc_bytes),
+        max_examples=max_examples, threads=_zero(threads), field=field,
+        doc_sep=_DOC_SEP[doc_sep], max_record_bytes=_zero(max_record_bytes), cut_overlong=bool(cut_overlong),
+        outlier_factor=float(outlier_factor or 0), long_run_bytes=_zero(long_run_bytes),
+        long_line_bytes=_zero(long_line_bytes), min_bytes_per_token=float(min_bytes_per_token or 0),
         svg=None if svg is None else os.fspath(svg), callback=progress)
     lint_d = json.loads(lint_json) if lint_json else None
     hist_d = json.loads(hist_json) if hist_json else None
@@ -125,15 +146,16 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
     else:
         spec = os.fspath(tokenizer)
         tok = _core.Tokenizer(spec, pattern)
-    k, n = 1, 1
-    if part is not None:
-        k, n = (int(x) for x in (part.split("/") if isinstance(part, str) else part))
-    res = _core.build(_inputs(inputs), os.fspath(out), tok, spec, seq_len=int(seq_len), pack=_PACK[pack],
-                      over_long=_OVER_LONG[over_long], bfd_window=int(bfd_window), val_fraction=float(val_fraction),
-                      seed=int(seed), shuffle=bool(shuffle), shard_tokens=int(shard_tokens), zstd_level=int(zstd),
-                      frame_rows=int(frame_rows), field=field, doc_sep=_DOC_SEP[doc_sep], part_k=k, part_n=n,
-                      threads=int(threads), batch_bytes=int(batch_bytes), force=bool(force), callback=progress,
-                      checkpoint_seconds=-1.0 if checkpoint_seconds is None else float(checkpoint_seconds))
+    k, n = (1, 1) if part is None else _part(part)
+    # numbers as given: C checks each against the range of the CLI option (ValueError naming it); seed is any
+    # 64-bit unsigned value, as --seed
+    res = _core.build(_inputs(inputs), os.fspath(out), tok, spec, seq_len=seq_len, pack=_PACK[pack],
+                      over_long=_OVER_LONG[over_long], bfd_window=_zero(bfd_window),
+                      val_fraction=float(val_fraction), seed=seed, shuffle=bool(shuffle),
+                      shard_tokens=_zero(shard_tokens), zstd_level=_zero(zstd), frame_rows=_zero(frame_rows),
+                      field=field, doc_sep=_DOC_SEP[doc_sep], part_k=k, part_n=n, threads=_zero(threads),
+                      batch_bytes=_zero(batch_bytes), force=bool(force), callback=progress,
+                      checkpoint_seconds=None if checkpoint_seconds is None else float(checkpoint_seconds))
     with open(os.path.join(os.fspath(out), "manifest.json")) as f:
         res["manifest"] = json.load(f)
     return res

@@ -1,6 +1,8 @@
 """ShardSet: a `mkshards build` shard set through the C reader (dataset/ds.h)."""
 import bisect
+import operator
 import os
+import stat
 
 import numpy as np
 
@@ -96,8 +98,9 @@ class ShardSet:
                 return None
             if sh["rows"] == 0:
                 return np.zeros((0, self.row_len), self.dtype)
-            mm = np.memmap(sh["path"], dtype=self.dtype, mode="r", offset=sh["tokens_offset"],
-                           shape=(sh["rows"], self.row_len))
+            with _open_regular(sh["path"]) as f:
+                mm = np.memmap(f, dtype=self.dtype, mode="r", offset=sh["tokens_offset"],
+                               shape=(sh["rows"], self.row_len))
             self._mm[split][k] = mm
         return mm
 
@@ -118,7 +121,7 @@ class ShardSet:
     def row(self, i, split="train"):
         """One row: dict of tokens, pos_ids, doc_ids, loss_mask (see the class doc)."""
         split = _split(split)
-        i, k, r = self._locate(int(i), split)
+        i, k, r = self._locate(operator.index(i), split)
         L = self.row_len
         pos = np.empty(L, np.int32)
         doc = np.empty(L, np.int32)
@@ -141,7 +144,7 @@ class ShardSet:
         """Rows ``indices`` (ints) as a dict of (n, row_len) arrays (copies). ``token_dtype`` (default: the shards'
         dtype) may be uint32 for every set, uint16 for 2-byte sets. Unwanted arrays can be switched off."""
         split = _split(split)
-        idx = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+        idx = row_numbers(indices, split, self.rows[split])
         n, L = len(idx), self.row_len
         out = {}
         if tokens:
@@ -159,6 +162,52 @@ class ShardSet:
         split = _split(split)
         for i in range(self.rows[split]):
             yield self.row(i, split)
+
+
+_I64_MAX = (1 << 63) - 1
+
+
+def row_numbers(rows, split, n_rows):
+    """Row numbers (an int, a sequence or an array of integers) as a flat int64 array for the C reader. Integers
+    only: a float or bool array is a TypeError, not truncated; a number beyond int64 is an IndexError naming it
+    (numpy would turn a uint64 2**64 - 1 into row -1, the last row for llm_batch)."""
+    def out_of_range(v):
+        return IndexError(f"row {v} out of range: the {split} split has {n_rows} rows")
+
+    if isinstance(rows, (np.ndarray, np.generic)):
+        a = np.asarray(rows)
+        if a.size == 0:
+            return np.zeros(0, np.int64)
+        if a.dtype.kind == "u":
+            big = np.flatnonzero(a.reshape(-1) > _I64_MAX)
+            if len(big):
+                raise out_of_range(int(a.reshape(-1)[big[0]]))
+        elif a.dtype.kind == "O":
+            return row_numbers(a.reshape(-1).tolist(), split, n_rows)
+        elif a.dtype.kind != "i":
+            raise TypeError(f"rows: integers, not {a.dtype}")
+        return np.ascontiguousarray(a, dtype=np.int64).reshape(-1)
+    try:
+        vals = [operator.index(rows)]
+    except TypeError:
+        vals = [operator.index(v) for v in rows]
+    for v in vals:
+        if not -_I64_MAX - 1 <= v <= _I64_MAX:
+            raise out_of_range(v)
+    return np.array(vals, dtype=np.int64)
+
+
+def _open_regular(path):
+    """path opened for reading only if it is a regular file, without blocking: the C reader checked the shard on
+    open, but a FIFO or device that took its name since must not hang (or feed) np.memmap."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _core.MkshardsError(f"{path}: not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _split(split):

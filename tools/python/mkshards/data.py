@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from . import _core
+from ._shards import row_numbers
 
 __all__ = ["row_order", "BatchPlan", "TokenBudgetBatches", "llm_batch", "worker_positions", "FIELDS"]
 
@@ -35,10 +36,9 @@ def check_fields(fields):
 
 
 def row_order(start, count, n_rows, seed=DEFAULT_SEED, shuffle=True):
-    """Rows llmtrain visits at loader positions start .. start+count-1 (numpy uint64 array)."""
-    if count <= 0:
-        return np.zeros(0, np.uint64)
-    return np.frombuffer(_core.row_order(int(start), int(count), int(n_rows), int(seed), bool(shuffle)), np.uint64)
+    """Rows llmtrain visits at loader positions start .. start+count-1 (numpy uint64 array). ``seed`` is any
+    64-bit unsigned value (``llmtrain --seed``); a number out of its range raises ValueError naming it."""
+    return np.frombuffer(_core.row_order(start, count, n_rows, seed, bool(shuffle)), np.uint64)
 
 
 class BatchPlan:
@@ -88,7 +88,8 @@ class TokenBudgetBatches:
             raise ValueError("no rows to sample from")
         self.n_rows = int(n_rows)
         self.plan = BatchPlan(seq_len, token_budget, batch_tokens, micro_rows)
-        self.seed, self.shuffle, self.start_row = int(seed), bool(shuffle), int(start_row)
+        self.seed, self.shuffle, self.start_row = seed, bool(shuffle), start_row
+        _core.row_order(start_row, 0, self.n_rows, seed)  # checks start_row and seed now, not at the first batch
         R = self.plan.rows_per_step
         self.steps = int(steps) if steps is not None else math.ceil(self.n_rows / R)
         self.micro_rows, self.rows_per_step, self.n_micro = self.plan.micro_rows, R, self.plan.n_micro
@@ -121,7 +122,7 @@ def llm_batch(shardset, rows, seq_len=None, *, split="train", doc_mask=True, ign
     T = L if seq_len is None else int(seq_len)
     if not 1 <= T <= L:
         raise ValueError(f"seq_len {T}: must be 1..{L} (the rows' length)")
-    idx = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+    idx = row_numbers(rows, split, shardset.rows[split])
     n = len(idx)
     if n and idx.min() < 0:  # negative rows count from the end, as in Python
         idx = np.where(idx < 0, idx + shardset.rows[split], idx)

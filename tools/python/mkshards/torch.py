@@ -16,10 +16,13 @@ Items follow llmtrain's batch layout (``mkshards.data.llm_batch``): ``labels[j]`
 carries loss, else -100; with ``doc_mask`` (default) positions restart at every document and ``doc_ids`` number
 the documents of the row (mask attention where they differ).
 """
+import operator as _operator
+
 import numpy as _np
 import torch as _torch
 import torch.utils.data as _tud
 
+from . import _core
 from . import data as _data
 from ._shards import ShardSet
 
@@ -83,7 +86,7 @@ class ShardDataset(_tud.Dataset):
         if type(idx) is int and self._all:
             return self._row(idx)
         if type(idx) is int or (hasattr(idx, "ndim") and idx.ndim == 0):  # one row: some fields, or a 0-d index
-            i = int(idx)
+            i = _operator.index(idx)  # an integer: 1.5 is a TypeError, not row 1
             if self._all:
                 return self.__getitem__(i)
             if i < 0:
@@ -126,10 +129,15 @@ class ShardIterableDataset(_tud.IterableDataset):
         self.set = ShardSet(directory, verify=verify)
         self.split = split
         self.seq_len = int(seq_len) if seq_len else self.set.row_len
+        if not 1 <= self.seq_len <= self.set.row_len:
+            raise ValueError(f"seq_len {self.seq_len}: must be 1..{self.set.row_len}")
         self.rank, self.world_size = rank, world_size
         self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
+        _core.row_order(0, 0, 1, seed)  # seed: 0..2^64-1 (llmtrain --seed), checked now
         self.doc_mask, self.ignore_index = doc_mask, ignore_index
-        self.batch_rows = max(1, int(batch_rows))
+        if batch_rows is None or int(batch_rows) < 1:
+            raise ValueError(f"batch_rows {batch_rows!r}: must be >= 1")
+        self.batch_rows = int(batch_rows)
         self.fields = _data.check_fields(fields)
 
     def set_epoch(self, epoch):
