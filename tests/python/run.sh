@@ -2,12 +2,14 @@
 # ctest py_package: `pip install .` into a venv under the build folder, then
 # pytest tests/python against the installed package (run from outside the
 # source tree so `import mkshards` is the installed one).
-# Args: BUILD_DIR MKSHARDS_BIN LOADER_DUMP SHARED_DIR
+# Args: BUILD_DIR MKSHARDS_BIN LOADER_DUMP SHARED_DIR [--setup-only]
 # Exit 77 (skipped) when python3 -m venv is unavailable (make deps installs
 # python3-venv) or the package index cannot be reached for the build
 # requirements; pytest's "no tests ran" (5) is reported as a skip too.
+# --setup-only: make the venv and install the package, no pytest (the
+# README examples test, tests/readme_examples.sh, runs its Python blocks there).
 set -u
-BUILD=$1 BIN=$2 DUMP=$3 SHARED=$4
+BUILD=$1 BIN=$2 DUMP=$3 SHARED=$4 MODE=${5:-}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-python3}
 V=$BUILD/python-venv
@@ -27,8 +29,9 @@ if ! "$V/bin/python" -c 'import scikit_build_core, numpy, pytest' 2>/dev/null; t
     echo "skip: cannot install $REQ (no package index?)"; exit 77
   fi
 fi
-# optional peers: live tiktoken parity, PyTorch datasets (skipped when absent)
-for opt in ${MKS_PY_OPTIONAL-tiktoken}; do
+# optional peers: live tiktoken parity, zstandard for mkshards_reader.py's
+# compressed shards, PyTorch datasets (skipped when absent)
+for opt in ${MKS_PY_OPTIONAL-tiktoken zstandard}; do
   "$V/bin/python" -c "import $opt" 2>/dev/null || "$V/bin/python" -m pip install -q --disable-pip-version-check "$opt" \
     >/dev/null 2>&1 || echo "note: $opt not installed; its tests are skipped"
 done
@@ -37,6 +40,7 @@ if ! "$V/bin/python" -m pip install -q --disable-pip-version-check --no-build-is
     --config-settings=build-dir="$BUILD/python-build" "$SRC"; then
   echo "FAIL: pip install . failed"; exit 1
 fi
+[ "$MODE" = --setup-only ] && exit 0
 cd "$BUILD" || exit 1
 MKSHARDS_BIN=$BIN MKSHARDS_LOADER_DUMP=$DUMP MKSHARDS_SHARED=$SHARED \
   exec bash "$SRC/tests/python/pytest_rc.sh" "$V/bin/python" -q -p no:cacheprovider -rs --durations=5 "$SRC/tests/python"
