@@ -139,6 +139,15 @@ def test_seed_full_range_recorded_exactly(shared, mkshards_bin, tmp_path):
     # seeds below 2**63 stay JSON integers
     res = mkshards.build([TINY], str(tmp_path / "small"), tokenizer="gpt2", seq_len=64, seed=2**63 - 1)
     assert res["manifest"]["config"]["seed"] == 2**63 - 1
+    # the reader: the old negative form still means 2**64 - 1; a string is a uint64 of 2**63 or more, nothing else
+    mp = tmp_path / "cli" / "manifest.json"
+    text = open(mp).read()
+    for seed, said in (("-1", "seed 18446744073709551615"), ('"9223372036854775808"', "seed 9223372036854775808"),
+                       ('"18446744073709551616"', "config.seed must be"), ('"123"', "config.seed must be"),
+                       ('"-1"', "config.seed must be"), ('" 9223372036854775808"', "config.seed must be")):
+        open(mp, "w").write(text.replace('"seed": "18446744073709551615"', f'"seed": {seed}'))
+        p = run_cli(mkshards_bin, "inspect", str(tmp_path / "cli"), check=False)
+        assert said in p.stdout + p.stderr and p.returncode == (0 if said.startswith("seed") else 2), (seed, p)
 
 
 @pytest.mark.parametrize("kw,match", [
