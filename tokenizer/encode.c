@@ -49,7 +49,10 @@ static int encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk
 
 int tk_encode(const tk_tokenizer *t, const uint8_t *text, size_t len, tk_ids *out) {
     if (!t || !out || (!text && len)) return TK_ERR_ARG;
-    return encode_ordinary(t, text, len, out);
+    size_t from = out->len;
+    int rc = encode_ordinary(t, text, len, out);
+    if (tk_err_is_document(rc)) out->len = from; /* a refused document leaves no ids behind */
+    return rc;
 }
 
 int tk_count(const tk_tokenizer *t, const uint8_t *text, size_t len, size_t *n_tokens) {
@@ -78,9 +81,20 @@ int tk_count(const tk_tokenizer *t, const uint8_t *text, size_t len, size_t *n_t
     return rc;
 }
 
+static int encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len, const char *const *allowed,
+                          size_t n_allowed, tk_ids *out);
+
 int tk_encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len, const char *const *allowed,
                       size_t n_allowed, tk_ids *out) {
     if (!t || !out || (!text && len)) return TK_ERR_ARG;
+    size_t from = out->len;
+    int rc = encode_special(t, text, len, allowed, n_allowed, out);
+    if (tk_err_is_document(rc)) out->len = from; /* a refused document leaves no ids behind */
+    return rc;
+}
+
+static int encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len, const char *const *allowed,
+                          size_t n_allowed, tk_ids *out) {
     bool all = allowed == NULL && n_allowed == (size_t)-1;
     if (!all && n_allowed && !allowed) return TK_ERR_ARG;
     if (t->hf) {

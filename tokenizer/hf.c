@@ -143,12 +143,16 @@ static int bput(tk_bytes *b, const void *p, size_t n) { return n ? tk_bytes_appe
 
 /* ---- normalizers ---------------------------------------------------------- */
 
-/* Unicode normalization of s into out. Invalid UTF-8 bytes pass through and
- * cut the text into runs normalized on their own. Runs of ASCII are copied:
- * ASCII never decomposes and is never the second character of a
- * composition, so a non-ASCII run is normalized together with the one ASCII
- * character before it (a starter it may compose with: e + U+0301). */
-static int nm_unicode(int kind, const uint8_t *s, size_t n, tk_bytes *out) {
+/* Unicode normalization of s into out (at most cap bytes). Invalid UTF-8
+ * bytes pass through and cut the text into runs normalized on their own.
+ * Runs of ASCII are copied: ASCII never decomposes and is never the second
+ * character of a composition, so a non-ASCII run is normalized together with
+ * the one ASCII character before it (a starter it may compose with: e +
+ * U+0301). utf8proc_map's steps, with the decomposed length checked before
+ * its buffer (4 bytes a code point) is allocated: more code points than the
+ * step may write bytes refuses the text (real text: at most 6 per byte, the
+ * 18 of U+FDFA's compatibility decomposition). */
+static int nm_unicode(int kind, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
     int flags = UTF8PROC_STABLE;
     switch (kind) {
     case NM_NFC: flags |= UTF8PROC_COMPOSE; break;
@@ -160,10 +164,10 @@ static int nm_unicode(int kind, const uint8_t *s, size_t n, tk_bytes *out) {
     while (i < n) {
         size_t j = i;
         while (j < n && s[j] < 0x80) j++;
-        if (j == n) return bput(out, s + i, n - i);
+        if (j == n) return tk_bytes_put_capped(out, s + i, n - i, cap);
         size_t start = j > i ? j - 1 : j;
         int rc;
-        if ((rc = bput(out, s + i, start - i))) return rc;
+        if ((rc = tk_bytes_put_capped(out, s + i, start - i, cap))) return rc;
         size_t e = j;
         while (e < n && s[e] >= 0x80) {
             int32_t cp;
@@ -172,32 +176,39 @@ static int nm_unicode(int kind, const uint8_t *s, size_t n, tk_bytes *out) {
             e += l;
         }
         if (e == j) { /* an invalid byte: as is */
-            if ((rc = bput(out, s + start, j + 1 - start))) return rc;
+            if ((rc = tk_bytes_put_capped(out, s + start, j + 1 - start, cap))) return rc;
             i = j + 1;
             continue;
         }
-        utf8proc_uint8_t *dst = NULL;
-        utf8proc_ssize_t dl = utf8proc_map(s + start, (utf8proc_ssize_t)(e - start), &dst, (utf8proc_option_t)flags);
+        const utf8proc_uint8_t *src = s + start;
+        utf8proc_ssize_t sl = (utf8proc_ssize_t)(e - start);
+        utf8proc_ssize_t cps = utf8proc_decompose(src, sl, NULL, 0, (utf8proc_option_t)flags);
+        if (cps < 0) return cps == UTF8PROC_ERROR_NOMEM ? TK_ERR_NOMEM : TK_ERR_FORMAT;
+        if ((size_t)cps > cap - out->len) return TK_ERR_DOC_EXPAND;
+        utf8proc_int32_t *buf = malloc(((size_t)cps + 1) * sizeof *buf);
+        if (!buf) return TK_ERR_NOMEM;
+        utf8proc_ssize_t dl = utf8proc_decompose(src, sl, buf, cps, (utf8proc_option_t)flags);
+        if (dl >= 0) dl = utf8proc_reencode(buf, dl, (utf8proc_option_t)flags);
         if (dl < 0) {
-            free(dst);
+            free(buf);
             return dl == UTF8PROC_ERROR_NOMEM ? TK_ERR_NOMEM : TK_ERR_FORMAT;
         }
-        rc = bput(out, dst, (size_t)dl);
-        free(dst);
+        rc = tk_bytes_put_capped(out, buf, (size_t)dl, cap);
+        free(buf);
         if (rc) return rc;
         i = e;
     }
     return TK_OK;
 }
 
-static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out) {
+static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
     size_t i = 0;
     while (i < n) {
         size_t j = i;
         while (j < n && s[j] < 0x80) j++;
         if (j > i) {
             size_t o = out->len;
-            int rc = bput(out, s + i, j - i);
+            int rc = tk_bytes_put_capped(out, s + i, j - i, cap);
             if (rc) return rc;
             for (size_t k = o; k < out->len; k++)
                 if (out->data[k] >= 'A' && out->data[k] <= 'Z') out->data[k] += 32;
@@ -208,13 +219,13 @@ static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out) {
         size_t l = u8_len(s, n, i, &cp);
         int rc;
         if (cp < 0) {
-            rc = bput(out, s + i, 1);
+            rc = tk_bytes_put_capped(out, s + i, 1, cap);
         } else if (cp == 0x130) { /* Rust: U+0130 -> i + U+0307 */
-            rc = bput(out, "i\xCC\x87", 3);
+            rc = tk_bytes_put_capped(out, "i\xCC\x87", 3, cap);
         } else {
             uint8_t buf[4];
             utf8proc_ssize_t bl = utf8proc_encode_char(utf8proc_tolower(cp), buf);
-            rc = bput(out, buf, (size_t)bl);
+            rc = tk_bytes_put_capped(out, buf, (size_t)bl, cap);
         }
         if (rc) return rc;
         i += l;
@@ -228,24 +239,26 @@ typedef struct {
     size_t pos;
     const uint8_t *rep;
     size_t rep_len;
+    size_t cap; /* the step's output bound */
 } repl_ctx;
 
 static int repl_cb(void *u, size_t a, size_t b) {
     repl_ctx *c = u;
     int rc;
-    if ((rc = bput(c->out, c->s + c->pos, a - c->pos))) return rc;
-    if ((rc = bput(c->out, c->rep, c->rep_len))) return rc;
+    if ((rc = tk_bytes_put_capped(c->out, c->s + c->pos, a - c->pos, c->cap))) return rc;
+    if ((rc = tk_bytes_put_capped(c->out, c->rep, c->rep_len, c->cap))) return rc;
     c->pos = b;
     return TK_OK;
 }
 
-static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out) {
+/* One normalizer step: s[0..n) into out, at most cap bytes (tk_expand_cap). */
+static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out, size_t cap, tk_re_budget *budget) {
     switch (st->kind) {
     case NM_NFC:
     case NM_NFD:
     case NM_NFKC:
-    case NM_NFKD: return nm_unicode(st->kind, s, n, out);
-    case NM_LOWER: return nm_lower(s, n, out);
+    case NM_NFKD: return nm_unicode(st->kind, s, n, out, cap);
+    case NM_LOWER: return nm_lower(s, n, out, cap);
     case NM_STRIP: {
         size_t a = 0, b = n;
         if (st->left)
@@ -264,34 +277,36 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
                 if (k + l != b || !is_ws(cp)) break;
                 b = k;
             }
-        return bput(out, s + a, b - a);
+        return tk_bytes_put_capped(out, s + a, b - a, cap);
     }
     case NM_REPLACE: {
-        repl_ctx c = {s, out, 0, st->b, st->blen};
-        int rc = tk_regex_find_all(st->re, s, n, repl_cb, &c);
+        repl_ctx c = {s, out, 0, st->b, st->blen, cap};
+        int rc = tk_regex_find_all(st->re, s, n, budget, repl_cb, &c);
         if (rc) return rc;
-        return bput(out, s + c.pos, n - c.pos);
+        return tk_bytes_put_capped(out, s + c.pos, n - c.pos, cap);
     }
-    case NM_PRECOMPILED: return tk_spm_precompiled_hf(st->a, st->alen, s, n, out); /* spm.c */
+    case NM_PRECOMPILED: return tk_spm_precompiled_hf(st->a, st->alen, s, n, out, cap); /* spm.c */
     case NM_PREPEND: {
         if (!n) return TK_OK;
-        int rc = bput(out, st->a, st->alen);
-        return rc ? rc : bput(out, s, n);
+        int rc = tk_bytes_put_capped(out, st->a, st->alen, cap);
+        return rc ? rc : tk_bytes_put_capped(out, s, n, cap);
     }
     }
     return TK_ERR_ARG;
 }
 
-/* Normalize s into *res (points into buf a or b, or at s when no steps). */
+/* Normalize s into *res (points into buf a or b, or at s when no steps).
+ * Every step writes at most tk_expand_cap(its input, n) bytes: a chain of 32
+ * steps cannot multiply the text 16^32 times. Regex steps pay from budget. */
 static int normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
-                     size_t *rn) {
+                     size_t *rn, tk_re_budget *budget) {
     const uint8_t *cur = s;
     size_t cn = n;
     tk_bytes *bufs[2] = {a, b};
     for (size_t k = 0; k < h->n_nm; k++) {
         tk_bytes *o = bufs[k & 1];
         o->len = 0;
-        int rc = nm_apply(&h->nm[k], cur, cn, o);
+        int rc = nm_apply(&h->nm[k], cur, cn, o, tk_expand_cap(cn, n), budget);
         if (rc) return rc;
         cur = o->data ? o->data : (const uint8_t *)"";
         cn = o->len;
@@ -862,6 +877,7 @@ typedef struct {
     tk_bytes nbuf[2];
     tk_bytes mod[HF_MAX_STEPS];
     spanv sp[HF_MAX_STEPS];
+    tk_re_budget budget; /* the document's regex work (tk_hf_encode sets it) */
 } hf_ctx;
 
 static int sv_push(spanv *v, size_t a, size_t b, bool m) {
@@ -1024,7 +1040,7 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
             }
         } else {
             match_ctx mc = {v, 0};
-            if ((rc = tk_regex_find_all(st->re, p, n, match_cb, &mc))) return rc;
+            if ((rc = tk_regex_find_all(st->re, p, n, &c->budget, match_cb, &mc))) return rc;
             if (mc.prev != n && (rc = sv_push(v, mc.prev, n, false))) return rc;
         }
         fold(v, st->beh, st->invert);
@@ -1086,7 +1102,7 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
 static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, const active_set *as) {
     const uint8_t *ns;
     size_t nn;
-    int rc = normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn);
+    int rc = normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn, &c->budget);
     if (rc) return rc;
     size_t i = 0;
     while (i < nn) {
@@ -1148,6 +1164,8 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
     c->t = t;
     c->h = h;
     c->out = out;
+    tk_re_budget_init(&c->budget, n); /* one budget for the whole document, every regex step */
+    size_t from = out->len;
     active_set as = {allowed, n_allowed, all, false};
     for (size_t k = 0; k < h->n_added && !as.any; k++) as.any = active(&h->added[k], &as);
     int rc = TK_OK;
@@ -1165,6 +1183,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
         i = end;
     }
     c->out = NULL;
+    if (rc) out->len = from; /* a refused document leaves no ids behind */
     return rc;
 }
 
@@ -1679,10 +1698,16 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
             tk_bytes x = {0}, y = {0};
             const uint8_t *ns;
             size_t nn;
-            rc = normalize(h, (const uint8_t *)c, cl, &x, &y, &ns, &nn);
+            tk_re_budget budget;
+            tk_re_budget_init(&budget, cl);
+            rc = normalize(h, (const uint8_t *)c, cl, &x, &y, &ns, &nn, &budget);
             if (!rc) rc = nn ? dup_bytes(ns, nn, &d->text, &d->len) : TK_OK;
             tk_bytes_free(&x);
             tk_bytes_free(&y);
+            if (tk_err_is_document(rc)) {
+                tk_set_err(err, errlen, "%s: %s: the normalizer refuses its content: %s", file, path, tk_strerror(rc));
+                return TK_ERR_LIMIT;
+            }
             if (rc) return rc;
             if (!nn) continue;
         } else if ((rc = dup_bytes((const uint8_t *)c, cl, &d->text, &d->len))) {
@@ -1981,7 +2006,9 @@ typedef struct {
     size_t n, cap;
 } strv;
 
-static int sv_add(strv *v, const uint8_t *p, size_t n) {
+/* Append a token string; TK_ERR_DOC_EXPAND when the strings would pass cap bytes. */
+static int sv_add(strv *v, const uint8_t *p, size_t n, size_t cap) {
+    if (n > cap || v->b.len > cap - n) return TK_ERR_DOC_EXPAND;
     if (v->n + 2 > v->cap) {
         size_t c = v->cap ? v->cap * 2 : 64;
         size_t *o = realloc(v->off, c * sizeof *o);
@@ -2004,15 +2031,19 @@ static bool byte_token(const uint8_t *p, size_t n, uint8_t *out) {
     return true;
 }
 
-/* One decoder step over the token strings of in, into out. */
-static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool first) {
+/* One decoder step over the token strings of in, into out: at most
+ * tk_expand_cap(its input, in0) bytes (in0: the bytes of the ids' own
+ * strings); Replace regexes pay from budget. */
+static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool first, size_t in0,
+                     tk_re_budget *budget) {
     int rc = TK_OK;
     out->n = 0;
     out->b.len = 0;
+    size_t cap = tk_expand_cap(in->n ? in->off[in->n] - in->off[0] : 0, in0);
     if (d->kind == D_FUSE) {
         if (!in->n) return TK_OK;
         size_t len = in->off[in->n] - in->off[0];
-        return sv_add(out, len ? in->b.data + in->off[0] : (const uint8_t *)"", len);
+        return sv_add(out, len ? in->b.data + in->off[0] : (const uint8_t *)"", len, cap);
     }
     for (size_t k = 0; k < in->n && !rc; k++) {
         const uint8_t *p = in->b.data ? in->b.data + in->off[k] : (const uint8_t *)"";
@@ -2021,7 +2052,7 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
         case D_BYTEFB: {
             uint8_t byte;
             if (!byte_token(p, n, &byte)) {
-                rc = sv_add(out, p, n);
+                rc = sv_add(out, p, n, cap);
                 break;
             }
             /* a run of byte tokens: one string if valid UTF-8, else U+FFFD per byte */
@@ -2040,30 +2071,30 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
                 i += l;
             }
             (void)k0;
-            if (valid) rc = sv_add(out, run, r);
+            if (valid) rc = sv_add(out, run, r, cap);
             else
-                for (size_t j = 0; j < r && !rc; j++) rc = sv_add(out, (const uint8_t *)"\xEF\xBF\xBD", 3);
+                for (size_t j = 0; j < r && !rc; j++) rc = sv_add(out, (const uint8_t *)"\xEF\xBF\xBD", 3, cap);
             break;
         }
         case D_REPLACE: {
             tk_bytes tmp = {0};
-            size_t i = 0;
+            size_t i = 0, room = cap - out->b.len; /* what this token's string may still take */
             if (d->re) {
-                repl_ctx c = {p, &tmp, 0, d->b, d->blen};
-                rc = tk_regex_find_all(d->re, p, n, repl_cb, &c);
-                if (!rc) rc = bput(&tmp, p + c.pos, n - c.pos);
+                repl_ctx c = {p, &tmp, 0, d->b, d->blen, room};
+                rc = tk_regex_find_all(d->re, p, n, budget, repl_cb, &c);
+                if (!rc) rc = tk_bytes_put_capped(&tmp, p + c.pos, n - c.pos, room);
                 i = n;
             }
             while (i < n && !rc) {
                 if (n - i >= d->alen && memcmp(p + i, d->a, d->alen) == 0) {
-                    rc = bput(&tmp, d->b, d->blen);
+                    rc = tk_bytes_put_capped(&tmp, d->b, d->blen, room);
                     i += d->alen;
                 } else {
-                    rc = bput(&tmp, p + i, 1);
+                    rc = tk_bytes_put_capped(&tmp, p + i, 1, room);
                     i++;
                 }
             }
-            if (!rc) rc = sv_add(out, tmp.data ? tmp.data : (const uint8_t *)"", tmp.len);
+            if (!rc) rc = sv_add(out, tmp.data ? tmp.data : (const uint8_t *)"", tmp.len, cap);
             tk_bytes_free(&tmp);
             break;
         }
@@ -2073,7 +2104,7 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
                 a += d->alen;
             for (uint32_t j = 0; j < d->stop && b - a >= d->alen && memcmp(p + b - d->alen, d->a, d->alen) == 0; j++)
                 b -= d->alen;
-            rc = sv_add(out, p + a, b - a);
+            rc = sv_add(out, p + a, b - a, cap);
             break;
         }
         case D_METASPACE: {
@@ -2091,7 +2122,7 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
                     i++;
                 }
             }
-            if (!rc) rc = sv_add(out, tmp.data ? tmp.data : (const uint8_t *)"", tmp.len);
+            if (!rc) rc = sv_add(out, tmp.data ? tmp.data : (const uint8_t *)"", tmp.len, cap);
             tk_bytes_free(&tmp);
             break;
         }
@@ -2130,11 +2161,15 @@ int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool firs
             }
             str = (const char *)p;
         }
-        rc = sv_add(&a, (const uint8_t *)str, len);
+        rc = sv_add(&a, (const uint8_t *)str, len, SIZE_MAX);
     }
+    /* the ids' own strings are the decoder chain's input: its steps' bound */
+    size_t in0 = a.n ? a.off[a.n] - a.off[0] : 0;
+    tk_re_budget budget;
+    tk_re_budget_init(&budget, in0);
     strv *cur = &a, *nxt = &b;
     for (size_t k = 0; k < h->n_dec && !rc; k++) {
-        rc = dec_apply(&h->dec[k], cur, nxt, first);
+        rc = dec_apply(&h->dec[k], cur, nxt, first, in0, &budget);
         strv *x = cur;
         cur = nxt;
         nxt = x;

@@ -31,6 +31,27 @@
  * search moves on by one character. Text that is not valid UTF-8 is matched
  * with PCRE2_MATCH_INVALID_UTF: invalid bytes match nothing, so they end up
  * between matches (every byte still lands in exactly one piece).
+ *
+ * Work budget. A pattern from a tokenizer file is untrusted: (?:x+x+)+y|.
+ * stays under PCRE2's per-start-position match limit yet is retried at every
+ * position, and x+y|. rescans the rest of the text from every position (the
+ * match limit does not count character scans at all). So the translation
+ * puts callouts (?C) where the engine's work can pile up: after every
+ * quantifier, at the end of every branch of a group (lookarounds included),
+ * before the next atom of a stretch of XLAT_RUN atoms, at the start of a
+ * branch once the branches that failed before it could hold XLAT_FAIL atom
+ * tests, and as a last branch (?C)(*FAIL) of a group that could fail after
+ * more. Each callout costs 1 + the distance the match position moved since
+ * the previous one, and every start position a search passes costs 1. Between
+ * two callouts the engine makes at most ~2 x XLAT_FAIL + XLAT_RUN atom tests
+ * plus the distance counted (a repeat's minimum count, refused above
+ * TK_REGEX_MAX_MIN_REPEAT, bounds what a failing fixed-count scan adds), so
+ * the units bound the work. A document's budget (tk_re_budget:
+ * TK_REGEX_WORK_BASE + TK_REGEX_WORK_PER_BYTE x its bytes, shared by every
+ * regex step the document goes through) pays for them; when it is spent the
+ * callout stops the match and the document is refused with TK_ERR_DOC_REGEX
+ * (the run goes on). The callouts never change what matches: a callout is an
+ * empty item returning 0 and (*FAIL) a branch that never matches.
  */
 #include "tk_internal.h"
 
@@ -50,6 +71,8 @@
 struct tk_regex {
     pcre2_code *code;
     bool jit;
+    uint8_t *lit;  /* a String pattern: matched with memmem (linear; PCRE2 only checks it is UTF-8) */
+    size_t lit_len;
 };
 
 typedef struct {
@@ -86,6 +109,26 @@ static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 
 
 /* Translation state: the input, the position, the output and whether we are
  * inside a [...] class. */
+/* Groups nested deeper than this are refused (PCRE2's own default limit is 250). */
+#define XLAT_MAX_DEPTH 250
+/* The work-budget callouts (see the top of this file) bound the atom tests
+ * the engine makes between two callouts it runs: a stretch of a branch has
+ * at most XLAT_RUN atoms before a callout, and where the branches of a group
+ * tried and failed since the last callout could hold XLAT_FAIL atoms, the
+ * next branch starts with a callout and a group that could fail after more
+ * ends with a failing branch that runs one, (?C)(*FAIL). So one unit pays for
+ * at most ~2 x XLAT_FAIL + XLAT_RUN atom tests plus the distance it counts. */
+#define XLAT_RUN 8
+#define XLAT_FAIL 24
+
+/* Per open group (and [0]: the pattern): the cost a failing walk can reach
+ * without running a callout. */
+typedef struct {
+    uint32_t cur; /* the current stretch of the current branch (atoms, failed nested groups) */
+    uint32_t mx;  /* the largest stretch of the current branch */
+    uint32_t sum; /* the branches before this one since the last callout at a branch start */
+} xframe;
+
 typedef struct {
     const char *re;
     size_t n, i;
@@ -94,7 +137,67 @@ typedef struct {
     size_t class_start; /* index just after '[' or '[^' */
     char *err;
     size_t errlen;
+    bool callouts; /* insert the work-budget callouts (tk_regex_compile; tk_regex_translate does not) */
+    int depth;     /* open groups */
+    xframe fr[XLAT_MAX_DEPTH + 1];
 } xlat;
+
+/* A callout that ends the current stretch (one is enough where one was just written). */
+static void put_callout(xlat *t) {
+    if (!t->callouts) return;
+    if (!(t->b.len >= 4 && !t->b.oom && memcmp(t->b.s + t->b.len - 4, "(?C)", 4) == 0)) sb_puts(&t->b, "(?C)");
+    xframe *f = &t->fr[t->depth];
+    if (f->cur > f->mx) f->mx = f->cur;
+    f->cur = 0;
+}
+
+/* Before an atom (a character, escape, class, '.', an anchor) or a group
+ * opening: a callout when the stretch is full. Never between an atom and its
+ * quantifier: this runs before the atom is written. */
+static void before_item(xlat *t, bool atom) {
+    if (!t->callouts) return;
+    if (t->fr[t->depth].cur >= XLAT_RUN) put_callout(t);
+    if (atom) t->fr[t->depth].cur++;
+}
+static void before_atom(xlat *t) { before_item(t, true); }
+
+static int open_group(xlat *t) {
+    if (t->depth >= XLAT_MAX_DEPTH) return refuse(t->err, t->errlen, "groups nested deeper than 250", t->i);
+    t->fr[++t->depth] = (xframe){0, 0, 0};
+    return TK_OK;
+}
+
+/* '|' at the current depth: the branch ends (a callout on its success path
+ * inside a group), its failure cost joins the sum, and the next branch starts
+ * with a callout when the sum is full. */
+static void branch_sep(xlat *t) {
+    xframe *f = &t->fr[t->depth];
+    uint32_t fail = f->cur > f->mx ? f->cur : f->mx;
+    if (t->depth > 0) put_callout(t);
+    sb_put(&t->b, "|", 1);
+    f->sum += fail;
+    f->cur = f->mx = 0;
+    if (t->callouts && f->sum >= XLAT_FAIL) {
+        sb_puts(&t->b, "(?C)");
+        f->sum = 0;
+    }
+}
+
+/* ')' closing a group: a callout at the end of its last branch, and a last
+ * branch (?C)(*FAIL) when the group may fail after more than XLAT_FAIL atom
+ * tests; what is left flows into the enclosing stretch. */
+static void close_group(xlat *t) {
+    xframe *f = &t->fr[t->depth];
+    uint32_t fail = f->sum + (f->cur > f->mx ? f->cur : f->mx);
+    put_callout(t);
+    if (t->callouts && fail > XLAT_FAIL) {
+        sb_puts(&t->b, "|(?C)(*FAIL)");
+        fail = 0;
+    }
+    sb_put(&t->b, ")", 1);
+    t->depth--;
+    if (t->callouts) t->fr[t->depth].cur += fail;
+}
 
 static int xrefuse(xlat *t, const char *what) { return refuse(t->err, t->errlen, what, t->i); }
 
@@ -185,6 +288,7 @@ static int tr_escape(xlat *t) {
         return TK_ERR_FORMAT;
     }
     char e = t->re[t->i + 1];
+    if (!t->in_class) before_atom(t);
     switch (e) {
     case 's': case 'S': case 'w': case 'W': case 'd': case 'D': case 'h': case 'H': return tr_shorthand(t, e);
     case 'v':
@@ -233,12 +337,12 @@ static int tr_group(xlat *t) {
     if (j < n && (re[j] == ':' || re[j] == '=' || re[j] == '!' || re[j] == '>')) {
         sb_put(&t->b, re + i, 3);
         t->i = i + 3;
-        return TK_OK;
+        return open_group(t);
     }
     if (j < n && re[j] == '<' && j + 1 < n && (re[j + 1] == '=' || re[j + 1] == '!')) {
         sb_put(&t->b, re + i, 4);
         t->i = i + 4;
-        return TK_OK;
+        return open_group(t);
     }
     if (j < n && re[j] == '#') {
         while (j < n && re[j] != ')') j++;
@@ -251,9 +355,44 @@ static int tr_group(xlat *t) {
     if (k > j && k < n && (re[k] == ':' || re[k] == ')')) {
         sb_put(&t->b, re + i, k + 1 - i);
         t->i = k + 1;
-        return TK_OK;
+        return re[k] == ':' ? open_group(t) : TK_OK; /* (?i: opens a group, (?i) sets the option */
     }
     return xrefuse(t, "group (?...) other than (?: (?= (?! (?<= (?<! (?> (?i");
+}
+
+/* a non-escape byte outside [...] */
+/* {n} {n,} {n,m} at re[i] (PCRE2 10.42's quantifier forms; anything else is
+ * a literal brace): its length, the minimum in *min; 0 if not a quantifier. */
+static size_t brace_quantifier(const char *re, size_t n, size_t i, unsigned long *min) {
+    size_t j = i + 1;
+    unsigned long v = 0;
+    if (j >= n || re[j] < '0' || re[j] > '9') return 0;
+    while (j < n && re[j] >= '0' && re[j] <= '9') {
+        if (v < 1000000) v = v * 10 + (unsigned long)(re[j] - '0');
+        j++;
+    }
+    if (j < n && re[j] == ',') {
+        j++;
+        while (j < n && re[j] >= '0' && re[j] <= '9') j++;
+    }
+    if (j >= n || re[j] != '}') return 0;
+    *min = v;
+    return j + 1 - i;
+}
+
+/* A quantifier of q bytes at t->i: copied with its lazy '?' or possessive
+ * '+', then a callout (each attempt of what follows the repeat is counted). */
+static int tr_quantifier(xlat *t, size_t q) {
+    const char *re = t->re;
+    size_t n = t->n, i = t->i + q;
+    if (i < n && (re[i] == '?' || re[i] == '+')) {
+        if (re[i] == '+' && re[t->i] == '{') return xrefuse(t, "{n,m}+"); /* Ruby: a repeat of a repeat */
+        i++;
+    }
+    sb_put(&t->b, re + t->i, i - t->i);
+    t->i = i;
+    put_callout(t);
+    return TK_OK;
 }
 
 /* a non-escape byte outside [...] */
@@ -262,6 +401,7 @@ static int tr_plain(xlat *t, char c) {
     size_t n = t->n, i = t->i;
     switch (c) {
     case '[':
+        before_atom(t);
         t->in_class = true;
         sb_put(&t->b, "[", 1);
         i++;
@@ -273,8 +413,21 @@ static int tr_plain(xlat *t, char c) {
         t->class_start = i;
         /* a ']' first in the class: Oniguruma warns and takes it literally, as PCRE2 does */
         return TK_OK;
-    case '$': sb_puts(&t->b, "(?![^\\n])"); t->i++; return TK_OK;
-    case '^': sb_puts(&t->b, "(?<![^\\n])"); t->i++; return TK_OK;
+    case '$': before_atom(t); sb_puts(&t->b, "(?![^\\n])"); t->i++; return TK_OK;
+    case '^': before_atom(t); sb_puts(&t->b, "(?<![^\\n])"); t->i++; return TK_OK;
+    case '*': case '+': case '?': return tr_quantifier(t, 1);
+    case '{': {
+        unsigned long min = 0;
+        size_t q = brace_quantifier(re, n, i, &min);
+        if (!q) break; /* a literal brace */
+        if (min > TK_REGEX_MAX_MIN_REPEAT) {
+            /* a fixed-count scan that fails is not paid from the work budget: keep it short */
+            tk_set_err(t->err, t->errlen, "regex repeat {%lu,...} (at byte %zu) is refused: a minimum count over %u is "
+                       "beyond the regex work limits (docs/tokenizer.md, Hostile files)", min, i, TK_REGEX_MAX_MIN_REPEAT);
+            return TK_ERR_UNSUPPORTED;
+        }
+        return tr_quantifier(t, q);
+    }
     case '}':
         if (i + 1 < n && re[i + 1] == '+') {
             /* X{n,m}+ : Ruby reads a repeat of a repeat, PCRE2 a possessive */
@@ -284,18 +437,32 @@ static int tr_plain(xlat *t, char c) {
         }
         break;
     case '(':
+        before_item(t, false);
         if (i + 1 < n && re[i + 1] == '?') return tr_group(t);
-        break;
+        sb_put(&t->b, "(", 1);
+        t->i++;
+        return open_group(t);
+    case ')':
+        if (t->depth > 0) close_group(t);
+        else sb_put(&t->b, ")", 1); /* unbalanced: PCRE2 refuses it */
+        t->i++;
+        return TK_OK;
+    case '|':
+        branch_sep(t);
+        t->i++;
+        return TK_OK;
     default: break;
     }
+    before_atom(t);
     sb_put(&t->b, &c, 1);
     t->i++;
     return TK_OK;
 }
 
-/* Oniguruma (Ruby syntax) pattern -> PCRE2 pattern with the same matches. */
-int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen) {
-    xlat t = {.re = re, .n = n, .err = err, .errlen = errlen};
+/* Oniguruma (Ruby syntax) pattern -> PCRE2 pattern with the same matches;
+ * callouts: with the work-budget callouts (see the top of this file). */
+static int translate(const char *re, size_t n, bool callouts, char **out, char *err, size_t errlen) {
+    xlat t = {.re = re, .n = n, .err = err, .errlen = errlen, .callouts = callouts};
     int rc = TK_OK;
     while (t.i < n && rc == TK_OK) {
         char c = re[t.i];
@@ -325,6 +492,14 @@ int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t e
     return TK_OK;
 }
 
+int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen) {
+    return translate(re, n, false, out, err, errlen);
+}
+
+int tk_regex_translate_counted(const char *re, size_t n, char **out, char *err, size_t errlen) {
+    return translate(re, n, true, out, err, errlen);
+}
+
 int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, char *err, size_t errlen) {
     *out = NULL;
     char *pat = NULL;
@@ -334,7 +509,7 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
         if (!pat) return TK_ERR_NOMEM;
         memcpy(pat, re, n);
         pat[n] = 0;
-    } else if ((rc = tk_regex_translate(re, n, &pat, err, errlen))) {
+    } else if ((rc = translate(re, n, true, &pat, err, errlen))) {
         return rc;
     }
     tk_regex *r = calloc(1, sizeof *r);
@@ -358,8 +533,13 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
         free(r);
         return TK_ERR_UNSUPPORTED;
     }
+    if (literal && n) { /* keep the bytes: matched by memmem */
+        r->lit = (uint8_t *)pat;
+        r->lit_len = n;
+        pat = NULL;
+    }
     free(pat);
-    r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
+    r->jit = !r->lit && pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
     *out = r;
     return TK_OK;
 }
@@ -367,31 +547,69 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
 void tk_regex_free(tk_regex *r) {
     if (!r) return;
     pcre2_code_free(r->code);
+    free(r->lit);
     free(r);
 }
 
-/* Per-thread match data (one per thread, grown for the largest pattern),
- * freed when the thread ends (a pthread key's destructor). */
-static _Thread_local pcre2_match_data *g_md;
-static _Thread_local uint32_t g_md_pairs;
+void tk_re_budget_init(tk_re_budget *b, size_t bytes) {
+    uint64_t per = (uint64_t)TK_REGEX_WORK_PER_BYTE;
+    b->left = bytes > (UINT64_MAX - TK_REGEX_WORK_BASE) / per ? UINT64_MAX : TK_REGEX_WORK_BASE + per * bytes;
+}
+
+/* Per-thread match data (one per thread, grown for the largest pattern) and
+ * match context (the callout), freed when the thread ends (a pthread key's
+ * destructor). */
+typedef struct {
+    pcre2_match_data *md;
+    uint32_t pairs;
+    pcre2_match_context *mc;
+} thread_match;
+static _Thread_local thread_match g_tm;
 static pthread_key_t g_md_key;
 static pthread_once_t g_md_once = PTHREAD_ONCE_INIT;
 
-static void md_destroy(void *p) { pcre2_match_data_free(p); }
+static void md_destroy(void *p) {
+    thread_match *tm = p;
+    pcre2_match_data_free(tm->md);
+    pcre2_match_context_free(tm->mc);
+    tm->md = NULL;
+    tm->mc = NULL;
+}
 static void md_key_init(void) { pthread_key_create(&g_md_key, md_destroy); }
 
-static pcre2_match_data *match_data(const tk_regex *r) {
+/* The work-budget callout's state for one find_all. */
+typedef struct {
+    tk_re_budget *budget;
+    size_t last; /* match position at the previous callout */
+} co_state;
+
+static int co_charge(pcre2_callout_block *cb, void *u) {
+    co_state *st = u;
+    size_t p = cb->current_position;
+    uint64_t cost = 1 + (uint64_t)(p > st->last ? p - st->last : st->last - p);
+    st->last = p;
+    if (cost > st->budget->left) {
+        st->budget->left = 0;
+        return PCRE2_ERROR_CALLOUT; /* abandons the match */
+    }
+    st->budget->left -= cost;
+    return 0;
+}
+
+static thread_match *match_state(const tk_regex *r) {
     uint32_t need;
     pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &need);
     need++;
-    if (!g_md || g_md_pairs < need) {
+    thread_match *tm = &g_tm;
+    if (!tm->md || tm->pairs < need) {
         pthread_once(&g_md_once, md_key_init);
-        pcre2_match_data_free(g_md);
-        g_md = pcre2_match_data_create(need < 16 ? 16 : need, NULL);
-        g_md_pairs = g_md ? (need < 16 ? 16 : need) : 0;
-        pthread_setspecific(g_md_key, g_md);
+        pcre2_match_data_free(tm->md);
+        tm->md = pcre2_match_data_create(need < 16 ? 16 : need, NULL);
+        tm->pairs = tm->md ? (need < 16 ? 16 : need) : 0;
+        pthread_setspecific(g_md_key, tm);
     }
-    return g_md;
+    if (!tm->mc) tm->mc = pcre2_match_context_create(NULL);
+    return tm->md && tm->mc ? tm : NULL;
 }
 
 static size_t char_len_at(const uint8_t *s, size_t n, size_t i) {
@@ -400,22 +618,63 @@ static size_t char_len_at(const uint8_t *s, size_t n, size_t i) {
     return l;
 }
 
+/* Spend cost units of the budget; false when it does not hold them. */
+static bool spend(tk_re_budget *b, uint64_t cost) {
+    if (cost > b->left) {
+        b->left = 0;
+        return false;
+    }
+    b->left -= cost;
+    return true;
+}
+
+/* A String pattern: its occurrences left to right, without overlap (a
+ * valid UTF-8 needle never starts inside a character, so these are the
+ * matches PCRE2 would report). Linear: each scanned byte costs a unit. */
+static int find_literal(const tk_regex *r, const uint8_t *s, size_t n, tk_re_budget *budget,
+                        int (*fn)(void *, size_t, size_t), void *user) {
+    size_t i = 0;
+    while (i < n) {
+        const uint8_t *f = memmem(s + i, n - i, r->lit, r->lit_len);
+        size_t ms = f ? (size_t)(f - s) : n;
+        if (!spend(budget, (f ? ms + r->lit_len : n) - i + 1)) return TK_ERR_DOC_REGEX;
+        if (!f) break;
+        int rc = fn(user, ms, ms + r->lit_len);
+        if (rc) return rc;
+        i = ms + r->lit_len;
+    }
+    return TK_OK;
+}
+
 /* find_iter over s[0..n): calls fn(user, start, end) for each match. */
-int tk_regex_find_all(const tk_regex *r, const uint8_t *s, size_t n, int (*fn)(void *, size_t, size_t),
-                      void *user) {
-    pcre2_match_data *md = match_data(r);
-    if (!md) return TK_ERR_NOMEM;
+int tk_regex_find_all(const tk_regex *r, const uint8_t *s, size_t n, tk_re_budget *budget,
+                      int (*fn)(void *, size_t, size_t), void *user) {
+    if (r->lit) return find_literal(r, s, n, budget, fn, user);
+    thread_match *tm = match_state(r);
+    if (!tm) return TK_ERR_NOMEM;
+    pcre2_match_data *md = tm->md;
+    co_state st = {budget, 0};
+    pcre2_set_callout(tm->mc, co_charge, &st);
     size_t last_end = 0;
     bool have_last = false;
     size_t last_match_end = 0;
     while (last_end <= n) {
-        int m = r->jit ? pcre2_jit_match(r->code, s, n, last_end, 0, md, NULL)
-                       : pcre2_match(r->code, s, n, last_end, 0, md, NULL);
-        if (m == PCRE2_ERROR_NOMATCH) break;
-        if (m < 0) return TK_ERR_LIMIT; /* match/depth/JIT stack limit: never guess a split */
+        st.last = last_end;
+        int m = r->jit ? pcre2_jit_match(r->code, s, n, last_end, 0, md, tm->mc)
+                       : pcre2_match(r->code, s, n, last_end, 0, md, tm->mc);
+        if (m == PCRE2_ERROR_NOMATCH) {
+            if (!spend(budget, n - last_end + 1)) return TK_ERR_DOC_REGEX; /* the start positions passed */
+            break;
+        }
+        /* the budget spent (a callout stopped it), PCRE2's match, depth or
+         * heap limit, the JIT stack: this document is refused, never split
+         * by a guess */
+        if (m == PCRE2_ERROR_NOMEMORY) return TK_ERR_NOMEM;
+        if (m < 0) return TK_ERR_DOC_REGEX;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
         if (me < ms) return TK_ERR_UNSUPPORTED; /* \K-like results: refused at compile, defensive */
+        if (!spend(budget, ms - last_end + 1)) return TK_ERR_DOC_REGEX;
         if (ms == me && have_last && last_match_end == me) {
             if (last_end >= n) break;
             last_end += char_len_at(s, n, last_end);

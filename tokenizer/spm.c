@@ -327,11 +327,15 @@ static const uint8_t *norm_prefix(const tk_spm *m, const spm_norm *nz, const uin
 }
 
 /* m: the model whose user-defined symbols pass unchanged (NULL for the
- * denormalizer). */
-static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size_t n, tk_bytes *out) {
+ * denormalizer). The output is at most tk_expand_cap(n, n0) bytes (n0: the
+ * text the chain started from): a rule whose string is megabytes long
+ * refuses the text (TK_ERR_DOC_EXPAND) instead of writing it n times. */
+static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size_t n, size_t n0, tk_bytes *out) {
     out->len = 0;
     if (!n) return TK_OK;
     if (n > SIZE_MAX / 4) return TK_ERR_LIMIT;
+    const size_t cap = tk_expand_cap(n, n0);
+#define put(b, p, k) tk_bytes_put_capped(b, p, k, cap)
     const spm_spec *sp = &nz->spec;
     size_t len, used;
     const uint8_t *q;
@@ -378,6 +382,7 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
         while (out->len >= wsl && memcmp(out->data + out->len - wsl, ws, wsl) == 0) out->len -= wsl;
     if (nz->ws_suffix && sp->add_dummy_prefix) rc = put(out, ws, wsl);
     return rc;
+#undef put
 }
 
 /* ---- bpe::Model::Encode ---------------------------------------------------- */
@@ -672,7 +677,7 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
     const tk_spm *m = tok->spm;
     spm_scratch *w = scratch();
     if (!w) return TK_ERR_NOMEM;
-    int rc = normalize(m, &m->norm, s, n, &w->norm);
+    int rc = normalize(m, &m->norm, s, n, n, &w->norm);
     if (rc) return rc;
     const uint8_t *t = w->norm.data;
     size_t tn = w->norm.len;
@@ -741,15 +746,15 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
 
 /* ---- SentencePieceProcessor::Decode ---------------------------------------- */
 
-static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out) {
+static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out, size_t cap) {
     int rc = TK_OK;
     for (size_t i = 0; i < n && !rc;) {
         size_t c = valid_char(b + i, n - i);
         if (!c) {
-            rc = put(out, "\xef\xbf\xbd", 3);
+            rc = tk_bytes_put_capped(out, "\xef\xbf\xbd", 3, cap);
             i++;
         } else {
-            rc = put(out, b + i, c);
+            rc = tk_bytes_put_capped(out, b + i, c, cap);
             i += c;
         }
     }
@@ -760,8 +765,15 @@ static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out) {
  * incomplete character back until the next feed completes it). */
 static int spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool first, bool raw, tk_bytes *out) {
     const tk_spm *m = tok->spm;
-    for (size_t k = 0; k < n; k++)
+    size_t in0 = 0; /* the pieces' bytes: what the decoded text and the denormalizer are bounded by */
+    for (size_t k = 0; k < n; k++) {
         if (ids[k] >= m->n) return TK_ERR_RANGE;
+        in0 += m->plen[ids[k]];
+    }
+    /* the text before the denormalizer: pieces with the space symbol as ' ',
+     * U+FFFD for bad bytes, the unknown piece's surface (from the file) */
+    const size_t cap = tk_expand_cap(in0, in0);
+#define put(b, p, k) tk_bytes_put_capped(b, p, k, cap)
     tk_bytes text = {0};
     uint8_t *bytes = NULL;
     size_t nb = 0;
@@ -782,7 +794,7 @@ static int spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bo
                 continue;
             }
         }
-        if ((rc = raw ? put(&text, bytes, nb) : put_bytes_run(bytes, nb, &text))) break;
+        if ((rc = raw ? put(&text, bytes, nb) : put_bytes_run(bytes, nb, &text, cap))) break;
         nb = 0;
         if (k == n) break;
         if (seen || text.len) bos_ws = false;
@@ -816,10 +828,11 @@ static int spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bo
         }
         if (!rc) rc = put(&text, p + a, pl - a);
     }
+#undef put
     free(bytes);
     if (!rc && m->has_denorm) {
         tk_bytes d = {0};
-        rc = normalize(NULL, &m->denorm, text.data, text.len, &d);
+        rc = normalize(NULL, &m->denorm, text.data, text.len, in0, &d);
         if (!rc) rc = put(out, d.data, d.len);
         tk_bytes_free(&d);
     } else if (!rc) {
@@ -1405,16 +1418,16 @@ int tk_spm_charsmap_check(const uint8_t *blob, size_t n) {
     return rc;
 }
 
-static int put_transform(const spm_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, bool *done) {
+static int put_transform(const spm_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, size_t cap, bool *done) {
     uint32_t v = 0;
     *done = cmap_shortest(m, s, n, &v) > 0;
     if (!*done) return TK_OK;
     size_t l;
     const uint8_t *p = cmap_string(m, v, &l);
-    return put(out, p, l);
+    return tk_bytes_put_capped(out, p, l, cap);
 }
 
-int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out) {
+int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
     spm_cmap m;
     int rc = cmap_init(&m, blob, bn);
     if (rc) return rc;
@@ -1433,12 +1446,12 @@ int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size
         bool brk = i == n || prev < 0 || cp < 0 || utf8proc_grapheme_break_stateful(prev, cp, &state);
         if (brk && i > g) {
             bool done = false;
-            if (i - g < 6 && (rc = put_transform(&m, s + g, i - g, out, &done))) break;
+            if (i - g < 6 && (rc = put_transform(&m, s + g, i - g, out, cap, &done))) break;
             for (size_t k = g; !done && k < i && !rc;) {
                 size_t cl = valid_char(s + k, i - k);
                 if (!cl) cl = 1;
                 bool d2;
-                if (!(rc = put_transform(&m, s + k, cl, out, &d2)) && !d2) rc = put(out, s + k, cl);
+                if (!(rc = put_transform(&m, s + k, cl, out, cap, &d2)) && !d2) rc = tk_bytes_put_capped(out, s + k, cl, cap);
                 k += cl;
             }
             g = i;

@@ -28,8 +28,15 @@ enum {
     TK_ERR_PATTERN = -10,    /* unknown pre-tokenizer pattern / none given */
     TK_ERR_NOT_FOUND = -11,  /* named vocabulary not found */
     TK_ERR_THREAD = -12,     /* could not start a thread */
-    TK_ERR_LIMIT = -13       /* beyond a documented limit (file size, token length, JSON memory) */
+    TK_ERR_LIMIT = -13,      /* beyond a documented limit (file size, token length, JSON memory) */
+    /* Per-document failures: this text is refused, the tokenizer is fine and
+     * the next document may be encoded (tk_err_is_document). Every other code
+     * from an encode or decode call is a failure of the run (memory, misuse). */
+    TK_ERR_DOC_REGEX = -14,  /* the document spent its regex work budget (TK_REGEX_WORK_*) */
+    TK_ERR_DOC_EXPAND = -15  /* a normalizer or decoder step would write more than TK_EXPAND_* allow */
 };
+/* 1 when err refuses one document (TK_ERR_DOC_*), 0 otherwise. */
+int tk_err_is_document(int err);
 
 /* Limits on what a tokenizer file may ask for (docs/tokenizer.md, "Hostile
  * files"). A loader refuses, with a message naming the file and the entry,
@@ -39,6 +46,13 @@ enum {
 #define TK_MAX_ID_GAP 65536u                /* ids named by no entry, at most */
 #define TK_MAX_TOKEN_BYTES 1024u            /* bytes of one mergeable token */
 #define TK_JSON_MEM_FACTOR 32u              /* a JSON file's parse tree: at most 32 x its size */
+/* Limits on what one document may cost (docs/tokenizer.md, "Hostile files"):
+ * beyond them the document is refused (TK_ERR_DOC_*), the run goes on. */
+#define TK_EXPAND_FACTOR 16u   /* a normalizer / decoder step writes <= 16 x min(its input, the chain's) */
+#define TK_EXPAND_SLACK 64u    /* ... + 64 bytes */
+#define TK_REGEX_WORK_BASE ((uint64_t)1 << 20) /* regex work units per document: this ... */
+#define TK_REGEX_WORK_PER_BYTE 256u            /* ... + this many per byte of the document */
+#define TK_REGEX_MAX_MIN_REPEAT 256u           /* X{n,m} with n above this is refused at load */
 const char *tk_strerror(int err);
 
 /* Pre-tokenizer patterns (the pat_str of tiktoken's encodings). */
@@ -157,7 +171,10 @@ typedef struct {
 void tk_ids_free(tk_ids *v);
 
 /* Encode (tiktoken's encode_ordinary: special-token text is ordinary text);
- * ids are appended to out. Thread-safe. */
+ * ids are appended to out. Thread-safe. A document beyond a per-document
+ * limit (a tokenizer.json's regex work budget, a normalizer's output bound)
+ * returns TK_ERR_DOC_* and appends nothing: the caller may reject that
+ * document and go on (tk_err_is_document); any other failure is the run's. */
 int tk_encode(const tk_tokenizer *tok, const uint8_t *text, size_t len, tk_ids *out);
 /* Count tokens without storing them. */
 int tk_count(const tk_tokenizer *tok, const uint8_t *text, size_t len, size_t *n_tokens);
@@ -167,7 +184,9 @@ int tk_encode_special(const tk_tokenizer *tok, const uint8_t *text, size_t len, 
                       size_t n_allowed, tk_ids *out);
 
 /* Batch: encode n documents on `threads` threads (0 = all cores); outs[i]
- * receives the ids of docs[i] (appended). Output order is input order. */
+ * receives the ids of docs[i] (appended). Output order is input order. The
+ * first failure is returned (a per-document one included): callers that
+ * reject single documents encode them one by one. */
 typedef struct {
     const uint8_t *text;
     size_t len;
@@ -182,7 +201,9 @@ typedef struct {
 void tk_bytes_free(tk_bytes *b);
 
 /* Decode ids to bytes (appended to out). TK_ERR_RANGE on an unknown id
- * (nothing is appended then). */
+ * (nothing is appended then); TK_ERR_DOC_EXPAND / TK_ERR_DOC_REGEX when a
+ * decoder step (a tokenizer.json decoder, a SentencePiece denormalizer)
+ * passes its output bound or regex budget for these ids. */
 int tk_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, tk_bytes *out);
 
 /* Streaming decoder: holds back a trailing incomplete UTF-8 sequence until

@@ -409,13 +409,45 @@ void *tk_table_alloc(size_t bytes);
 int tk_hfj_resolve_merges(const tk_hfj *j, int32_t (*out)[3]);
 void tk_hfj_free(tk_hfj *j);
 
-/* Oniguruma-compatible regexes on PCRE2 (hf_regex.c). */
+/* Oniguruma-compatible regexes on PCRE2 (hf_regex.c). tk_regex_translate:
+ * the PCRE2 pattern with Oniguruma's meaning; tk_regex_translate_counted:
+ * the same with the work-budget callouts, as tk_regex_compile compiles it
+ * (tests compare the two). */
 typedef struct tk_regex tk_regex;
 int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen);
+int tk_regex_translate_counted(const char *re, size_t n, char **out, char *err, size_t errlen);
 int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, char *err, size_t errlen);
 void tk_regex_free(tk_regex *r);
-/* Rust onig find_iter over s[0..n): fn(user, start, end) per match. */
-int tk_regex_find_all(const tk_regex *r, const uint8_t *s, size_t n, int (*fn)(void *, size_t, size_t), void *user);
+/* The regex work one document may cost (docs/tokenizer.md, "Hostile
+ * files"): units left, shared by every regex step the document goes
+ * through; tk_re_budget_init gives TK_REGEX_WORK_BASE +
+ * TK_REGEX_WORK_PER_BYTE x bytes. */
+typedef struct {
+    uint64_t left;
+} tk_re_budget;
+void tk_re_budget_init(tk_re_budget *b, size_t bytes);
+/* Rust onig find_iter over s[0..n): fn(user, start, end) per match, the work
+ * paid from *budget; TK_ERR_DOC_REGEX when it runs out (or PCRE2 hits its own
+ * limits): the document is refused, no split is guessed. */
+int tk_regex_find_all(const tk_regex *r, const uint8_t *s, size_t n, tk_re_budget *budget,
+                      int (*fn)(void *, size_t, size_t), void *user);
+
+/* The output bound of a normalizer or decoder step (docs/tokenizer.md,
+ * "Hostile files"): a step whose input is `in` bytes, in a chain whose input
+ * was `in0` bytes, may write at most TK_EXPAND_FACTOR x min(in, in0) +
+ * TK_EXPAND_SLACK bytes; beyond that the text is refused with
+ * TK_ERR_DOC_EXPAND before anything more is allocated. */
+static inline size_t tk_expand_cap(size_t in, size_t in0) {
+    size_t m = in < in0 ? in : in0;
+    if (m > (SIZE_MAX - TK_EXPAND_SLACK) / TK_EXPAND_FACTOR) return SIZE_MAX;
+    return m * TK_EXPAND_FACTOR + TK_EXPAND_SLACK;
+}
+/* Append to a step's output within its cap (TK_ERR_DOC_EXPAND beyond). */
+static inline int tk_bytes_put_capped(tk_bytes *b, const void *p, size_t n, size_t cap) {
+    if (!n) return TK_OK;
+    if (n > cap || b->len > cap - n) return TK_ERR_DOC_EXPAND;
+    return tk_bytes_append(b, p, n);
+}
 
 /* SentencePiece .model, model_type BPE (spm.c). tk_spm_sniff: the first
  * bytes look like a ModelProto. tk_spm_decode: first = the ids start the text
@@ -433,7 +465,7 @@ void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len);
 void tk_spm_free(tk_spm *m);
 int32_t tk_spm_special(const tk_tokenizer *t, int which); /* 0 bos, 1 eos, 2 pad: id or -1 */
 int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
-int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out);
+int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap);
 int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on);
 
 #endif

@@ -24,9 +24,13 @@ const char *tk_strerror(int err) {
     case TK_ERR_NOT_FOUND: return "not found";
     case TK_ERR_THREAD: return "could not start a thread";
     case TK_ERR_LIMIT: return "beyond a tokenizer size limit";
+    case TK_ERR_DOC_REGEX: return "the document exceeds the tokenizer's regex work budget";
+    case TK_ERR_DOC_EXPAND: return "a normalizer or decoder step would expand the document more than 16x";
     default: return "unknown error";
     }
 }
+
+int tk_err_is_document(int err) { return err == TK_ERR_DOC_REGEX || err == TK_ERR_DOC_EXPAND; }
 
 void tk_set_err(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
