@@ -31,6 +31,10 @@ static const ds_rule_info k_rules[DS_RULE_COUNT] = {
     [DS_RULE_RECORD_TOO_LARGE] = {"record-too-large", DS_SEV_ERROR,
                                   "record over the reader's byte limit; it is skipped (or cut)",
                                   "a missed separator? use --doc-sep line|blank-line or split the file"},
+    [DS_RULE_TOKENIZER_LIMIT] = {"tokenizer-limit", DS_SEV_ERROR,
+                                 "the tokenizer refuses the document: its regex work budget or a normalizer's "
+                                 "output bound is exceeded (build rejects it)",
+                                 "inspect the document and the tokenizer.json (docs/tokenizer.md, Hostile files)"},
     [DS_RULE_CONTROL] = {"control-char", DS_SEV_WARNING, "C0/C1 control characters other than tab, newline, CR, FF",
                          "strip them, or check for mis-decoded text (cp1252 read as latin1)"},
     [DS_RULE_EMPTY] = {"empty-doc", DS_SEV_WARNING, "empty or whitespace-only document", "drop such records"},
@@ -382,8 +386,10 @@ static void process_item(void *ctx, int thread, size_t i) {
     if (a->tok) {
         size_t nt = 0;
         res->tok_rc = tk_count(a->tok, t, len, &nt);
-        res->tokens = nt;
-        if (res->tok_rc) atomic_store(&a->tok_err, res->tok_rc);
+        res->tokens = res->tok_rc ? 0 : nt;
+        /* a document over a per-document limit is a finding (tokenizer-limit)
+         * and not counted by hist; any other failure stops the run */
+        if (res->tok_rc && !tk_err_is_document(res->tok_rc)) atomic_store(&a->tok_err, res->tok_rc);
     }
 }
 
@@ -460,7 +466,8 @@ typedef struct {
     ds_lenhist lens;  /* bytes per doc: median, outlier count */
     ds_lenhist counts; /* tokens per doc (hist percentiles) */
     ds_hist *hist;    /* hist: sums streamed per document */
-    uint64_t hist_bytes, hist_skipped;
+    uint64_t hist_bytes, hist_skipped, hist_refused;
+    char refused_first[300];
     hset dup;
     big_doc *big;     /* min-heap of the largest docs (outlier candidates) */
     size_t n_big, cap_big;
@@ -578,12 +585,18 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
         }
         if (!usable) continue;
         uint64_t len = r->len;
+        int refused = r->tok_rc != 0; /* the tokenizer refused it: no token count */
         if (rep) {
             rep->docs++;
             rep->bytes += len;
             if (g->a->tok) rep->tokens += r->tokens;
+            if (refused) add_example(g, DS_RULE_TOKENIZER_LIMIT, it, 0, 0, tk_strerror(r->tok_rc));
         }
-        if (g->hist) {
+        if (refused) {
+            if (!g->hist_refused++)
+                snprintf(g->refused_first, sizeof g->refused_first, "%.200s:%llu: %s", it->file,
+                         (unsigned long long)it->line, tk_strerror(r->tok_rc));
+        } else if (g->hist) {
             if (ds_hist_add(g->hist, &g->counts, r->tokens)) return DS_ERR_NOMEM;
             g->hist_bytes += len;
         }
@@ -619,7 +632,9 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
             add_example(g, rule, it, pos, v, note);
         }
         /* length rules */
-        if (g->a->tok && o->seq_len) {
+        if (refused) {
+            /* no token count: neither doc-too-long by tokens nor low-bytes-per-token */
+        } else if (g->a->tok && o->seq_len) {
             if (r->tokens > o->seq_len) {
                 snprintf(note, sizeof note, "%llu tokens > L=%llu", (unsigned long long)r->tokens,
                          (unsigned long long)o->seq_len);
@@ -634,7 +649,7 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
          * (Thai, Armenian with cl100k) one token per byte is normal text. */
         double min_bpt = o->min_bytes_per_token > 0 ? o->min_bytes_per_token : 1.5;
         uint64_t bpt_min = o->bpt_min_bytes ? o->bpt_min_bytes : 1024;
-        if (g->a->tok && len >= bpt_min && r->tokens && r->nonascii * 5 <= len &&
+        if (g->a->tok && !refused && len >= bpt_min && r->tokens && r->nonascii * 5 <= len &&
             (double)len / (double)r->tokens < min_bpt) {
             snprintf(note, sizeof note, "%.2f bytes/token (%llu tokens)", (double)len / (double)r->tokens,
                      (unsigned long long)r->tokens);
@@ -849,6 +864,8 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
         rc = ds_hist_end(h, &g.counts);
         h->bytes = g.hist_bytes;
         h->skipped = g.hist_skipped;
+        h->refused = g.hist_refused;
+        snprintf(h->refused_first, sizeof h->refused_first, "%s", g.refused_first);
         snprintf(h->tokenizer, sizeof h->tokenizer, "%s", tk_name(a.tok));
     }
     ds_reader_free(rd);

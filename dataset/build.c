@@ -98,7 +98,13 @@ static void do_doc(void *ctx, int t, size_t i) {
     }
     r->hash = XXH3_64bits(text, len);
     int rc = tk_encode(w->tok, text, len, &r->ids);
-    if (rc != TK_OK) atomic_store(&w->rc, rc);
+    if (tk_err_is_document(rc)) { /* over a per-document limit: a reject line, the build goes on */
+        r->ids.len = 0;
+        r->reason = DS_REJ_TOKENIZER;
+        snprintf(r->detail, sizeof r->detail, "%s", tk_strerror(rc));
+    } else if (rc != TK_OK) {
+        atomic_store(&w->rc, rc); /* out of memory: the run stops */
+    }
 }
 
 

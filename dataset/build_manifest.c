@@ -14,7 +14,10 @@
 
 static const char *const k_reasons[DS_REJ_COUNT] = {"zstd-corrupt",     "json-malformed", "field-missing",
                                                    "field-not-string", "record-too-large", "utf8-invalid",
-                                                   "nul-byte",         "over-long"};
+                                                   "nul-byte",         "over-long",      "tokenizer-limit"};
+/* A reason added after manifests were first written: present only when it
+ * counted something, so manifests without it keep their bytes (and read). */
+static int reason_optional(int r) { return r == DS_REJ_TOKENIZER; }
 const char *ds_reject_reason_name(int r) { return r >= 0 && r < DS_REJ_COUNT ? k_reasons[r] : "?"; }
 
 static const char *pack_name(ds_pack p) { return p == DS_PACK_BFD ? "bfd" : p == DS_PACK_NONE ? "none" : "concat"; }
@@ -300,7 +303,9 @@ json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *
     json_object_set_new(t, "pad", json_integer((json_int_t)a->pad));
     json_object_set_new(j, "tokens", t);
     json_t *r = json_object();
-    for (int i = 0; i < DS_REJ_COUNT; i++) json_object_set_new(r, k_reasons[i], json_integer((json_int_t)a->reasons[i]));
+    for (int i = 0; i < DS_REJ_COUNT; i++)
+        if (a->reasons[i] || !reason_optional(i))
+            json_object_set_new(r, k_reasons[i], json_integer((json_int_t)a->reasons[i]));
     json_object_set_new(j, "reject_reasons", r);
     json_object_set_new(j, "records", json_integer((json_int_t)a->records));
     json_object_set_new(j, "bytes_in", json_integer((json_int_t)a->bytes_in));
@@ -363,7 +368,9 @@ int ds_build_account_from_json(json_t *j, ds_build_account *a, char *err, size_t
         if (jget(f[i].o, f[i].grp, f[i].k, f[i].dst, err, errlen)) return -1;
     if (json_object_get(t, "bos") && jget(t, "tokens", "bos", &a->bos, err, errlen)) return -1;
     for (int i = 0; i < DS_REJ_COUNT; i++)
-        if (jget(r, "reject_reasons", k_reasons[i], &a->reasons[i], err, errlen)) return -1;
+        if ((json_object_get(r, k_reasons[i]) || !reason_optional(i)) &&
+            jget(r, "reject_reasons", k_reasons[i], &a->reasons[i], err, errlen))
+            return -1;
     if (json_array_size(h) > DS_BUILD_HIST_BINS) {
         snprintf(err, errlen, "accounting.doc_tokens_log2_hist has %zu entries, at most %d", json_array_size(h),
                  DS_BUILD_HIST_BINS);

@@ -128,7 +128,9 @@ typedef enum {
     DS_REC_MISSING_FIELD = 2,   /* field absent */
     DS_REC_NOT_STRING = 3,      /* field present but not a string */
     DS_REC_OVERLONG = 4,        /* over max_record_bytes (skipped: text NULL; cut: truncated text) */
-    DS_REC_ZSTD_ERROR = 5       /* the stream is truncated/corrupt at this point; file ends here */
+    DS_REC_ZSTD_ERROR = 5,      /* the stream is truncated/corrupt at this point; file ends here */
+    DS_REC_TOKENIZER = 6        /* not from the reader: the tokenizer refused the document (a per-document
+                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */
 } ds_rec_status;
 
 typedef struct {
@@ -212,6 +214,7 @@ typedef enum {
     DS_RULE_UTF8,              /* utf8-invalid        error   */
     DS_RULE_NUL,               /* nul-byte            error   */
     DS_RULE_RECORD_TOO_LARGE,  /* record-too-large    error   */
+    DS_RULE_TOKENIZER_LIMIT,   /* tokenizer-limit     error   (the tokenizer refuses the document) */
     DS_RULE_CONTROL,           /* control-char        warning */
     DS_RULE_EMPTY,             /* empty-doc           warning */
     DS_RULE_TOO_LONG,          /* doc-too-long        warning */
@@ -310,6 +313,9 @@ typedef struct {
 #define DS_HIST_MAX_BINS 48
 typedef struct {
     uint64_t docs, tokens, bytes, skipped; /* skipped: records without usable text */
+    uint64_t refused;                      /* documents the tokenizer refused (a per-document limit,
+                                              TK_ERR_DOC_*): not in docs, nor in skipped */
+    char refused_first[300];               /* the first of them: "file:line: reason" */
     double mean;
     uint64_t min, p50, p90, p99, p999, max;
     uint64_t seq_len;
@@ -377,14 +383,16 @@ typedef struct {
      * nonzero: stop, ds_encode returns DS_ERR_IO */
     int (*sink)(const uint32_t *ids, size_t n, void *user);
     /* a record the reader could not use (status != DS_REC_OK), on the reader
-     * thread; it is skipped */
+     * thread; or a document the tokenizer refused (DS_REC_TOKENIZER, detail:
+     * why), on the calling thread: either is skipped (no ids, no sink call) */
     void (*skipped)(const ds_record *rec, void *user);
     void *user;
 } ds_encode_opts;
 void ds_encode_opts_init(ds_encode_opts *o);
 
 typedef struct {
-    uint64_t docs, bytes, tokens, skipped;
+    uint64_t docs, bytes, tokens, skipped; /* skipped: refused included */
+    uint64_t refused;                 /* documents the tokenizer refused (DS_REC_TOKENIZER) */
     double encode_seconds;            /* inside the encode calls: CPU time of the calling thread
                                          with 1 thread, wall time otherwise */
 } ds_encode_result;
@@ -410,7 +418,10 @@ typedef enum { DS_OL_TRUNCATE = 0, DS_OL_CHUNK = 1, DS_OL_DROP = 2 } ds_over_lon
 /* Why a record was rejected (rejects.jsonl "reason"; ds_reject_reason_name). */
 enum {
     DS_REJ_ZSTD = 0, DS_REJ_JSON, DS_REJ_FIELD_MISSING, DS_REJ_FIELD_TYPE, DS_REJ_TOO_LARGE, DS_REJ_UTF8,
-    DS_REJ_NUL, DS_REJ_OVERLONG_DROP, DS_REJ_COUNT
+    DS_REJ_NUL, DS_REJ_OVERLONG_DROP,
+    DS_REJ_TOKENIZER, /* "tokenizer-limit": the tokenizer refused the document (TK_ERR_DOC_*); the
+                         manifest names it in reject_reasons only when it happened */
+    DS_REJ_COUNT
 };
 const char *ds_reject_reason_name(int reason);
 

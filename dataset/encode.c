@@ -41,27 +41,33 @@ static int ids_push(tk_ids *v, uint32_t id) {
     return 0;
 }
 
-/* ---- special-token encoding on the workers (tk_encode_batch has no specials) */
+/* ---- encoding on the workers, one status per document: a document the
+ * tokenizer refuses (tk_err_is_document) is skipped, any other failure
+ * stops the run */
 typedef struct {
     const ds_encode_opts *o;
     const tk_span *docs;
     tk_ids *outs;
-    atomic_int rc;
-} special_job;
+    int *rcs;
+    atomic_int rc; /* the first failure of the run */
+} encode_job;
 
-static void special_doc(void *ctx, int t, size_t i) {
+static void encode_doc(void *ctx, int t, size_t i) {
     (void)t;
-    special_job *j = ctx;
-    int rc = tk_encode_special(j->o->tok, j->docs[i].text, j->docs[i].len, j->o->allowed,
-                               j->o->n_allowed, &j->outs[i]);
-    if (rc != TK_OK) atomic_store(&j->rc, rc);
+    encode_job *j = ctx;
+    const ds_encode_opts *o = j->o;
+    int rc = o->use_special ? tk_encode_special(o->tok, j->docs[i].text, j->docs[i].len, o->allowed, o->n_allowed,
+                                                &j->outs[i])
+                            : tk_encode(o->tok, j->docs[i].text, j->docs[i].len, &j->outs[i]);
+    j->rcs[i] = rc;
+    if (rc != TK_OK && !tk_err_is_document(rc)) atomic_store(&j->rc, rc);
 }
 
-static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *docs, size_t n, tk_ids *outs) {
-    if (!o->use_special) return tk_encode_batch(o->tok, docs, n, threads, outs);
-    special_job j = {.o = o, .docs = docs, .outs = outs};
+static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *docs, size_t n, tk_ids *outs,
+                        int *rcs) {
+    encode_job j = {.o = o, .docs = docs, .outs = outs, .rcs = rcs};
     atomic_init(&j.rc, TK_OK);
-    ds_parallel_for(n, threads > (int)n ? (int)n : threads, special_doc, &j, &j.rc);
+    ds_parallel_for(n, threads > (int)n ? (int)n : threads, encode_doc, &j, &j.rc);
     return atomic_load(&j.rc);
 }
 
@@ -113,6 +119,8 @@ typedef struct {
     ds_pipeline pl;
     writer wr;
     tk_span *spans;
+    int *rcs;       /* per document of a batch: tk_encode's status */
+    uint64_t refused; /* documents the tokenizer refused so far */
     tk_ids *ids;
     size_t used[2]; /* most documents a set has held: entries past it were never touched */
     int64_t bos, eos; /* framing in force, -1: none */
@@ -144,18 +152,40 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
         if (e->bos >= 0 && ids_push(&set[i], (uint32_t)e->bos)) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
     }
     double te = clock();
-    int erc = nb ? encode_batch(e->o, e->threads, e->spans, nb, set) : TK_OK;
+    int erc = nb ? encode_batch(e->o, e->threads, e->spans, nb, set, e->rcs) : TK_OK;
     e->res->encode_seconds += clock() - te;
-    for (size_t i = 0; i < nb && e->eos >= 0 && erc == TK_OK; i++)
-        if (ids_push(&set[i], (uint32_t)e->eos)) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
     if (erc != TK_OK) {
         snprintf(e->err, e->errlen, "encoding failed: %s", tk_strerror(erc));
         return DS_ERR_INTERNAL;
     }
-    for (size_t i = 0; i < nb; i++) e->res->tokens += set[i].len;
-    e->res->docs += nb;
+    /* documents the tokenizer refused: reported (file:line, why) and left
+     * out, the others moved up in input order (their id arrays swapped, not
+     * copied), so the output is what it would be without them */
+    size_t kept = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (e->rcs[i] != TK_OK) {
+            const ds_batch_rec *br = &b->recs[i];
+            ds_record rec = {.text = e->spans[i].text, .len = e->spans[i].len, .status = DS_REC_TOKENIZER,
+                             .record_bytes = br->record_bytes, .file = br->file, .line = br->line,
+                             .offset = br->offset, .index = br->index, .flags = br->flags,
+                             .detail = tk_strerror(e->rcs[i])};
+            e->refused++;
+            if (e->o->skipped) e->o->skipped(&rec, e->o->user);
+            continue;
+        }
+        if (kept != i) {
+            tk_ids t = set[kept];
+            set[kept] = set[i];
+            set[i] = t;
+        }
+        kept++;
+    }
+    for (size_t i = 0; i < kept && e->eos >= 0; i++)
+        if (ids_push(&set[i], (uint32_t)e->eos)) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < kept; i++) e->res->tokens += set[i].len;
+    e->res->docs += kept;
     e->res->bytes += b->used;
-    e->wr.n[k] = nb;
+    e->wr.n[k] = kept;
     e->wr.last[k] = b->eof;
     ds_handoff_publish(&e->wr.h, k);
     return b->eof;
@@ -165,8 +195,9 @@ static int encode_run(encoder *e) {
     const ds_encode_opts *o = e->o;
     size_t nd = o->batch_docs;
     e->spans = malloc(nd * sizeof *e->spans);
+    e->rcs = malloc(nd * sizeof *e->rcs);
     e->ids = calloc(2 * nd, sizeof *e->ids); /* two sets: one encoded, one being written */
-    if (!e->spans || !e->ids) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
+    if (!e->spans || !e->rcs || !e->ids) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
     /* time inside the encode calls: CPU time of this thread when it encodes
      * alone (the reader and writer threads may share its core), else wall */
     double (*clock)(void) = e->threads == 1 ? ds_thread_cpu : ds_now;
@@ -195,7 +226,8 @@ static int encode_run(encoder *e) {
     ds_pipeline_end(&e->pl);
     pthread_join(e->wr.thread, NULL);
     e->wr.started = 0;
-    e->res->skipped = e->pl.skipped;
+    e->res->skipped = e->pl.skipped + e->refused;
+    e->res->refused = e->refused;
     if (e->wr.failed) return enc_fail(e, DS_ERR_IO, "the output sink failed");
     return DS_OK;
 }
@@ -256,6 +288,7 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
             for (size_t i = 0; i < e.used[k]; i++) tk_ids_free(&e.ids[k * opts->batch_docs + i]);
     free(e.ids);
     free(e.spans);
+    free(e.rcs);
     ds_reader_free(e.rd);
     return rc;
 }

@@ -108,6 +108,10 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
     if (width < 20) width = 50;
     fprintf(f, "documents   %llu (%llu records skipped)   tokenizer %s\n", (unsigned long long)h->docs,
             (unsigned long long)h->skipped, h->tokenizer[0] ? h->tokenizer : "-");
+    if (h->refused)
+        fprintf(f, "refused     %llu document(s) over a tokenizer limit, not counted (first: %s; `mkshards lint` "
+                   "lists them)\n",
+                (unsigned long long)h->refused, h->refused_first);
     fprintf(f, "tokens      %llu   bytes %llu   (%.2f bytes/token)\n", (unsigned long long)h->tokens,
             (unsigned long long)h->bytes, h->tokens ? (double)h->bytes / (double)h->tokens : 0.0);
     fprintf(f, "per doc     mean %.1f  p50 %llu  p90 %llu  p99 %llu  p99.9 %llu  max %llu\n", h->mean,
@@ -157,6 +161,7 @@ int ds_hist_write_json(const ds_hist *h, FILE *f) {
     fprintf(f, "{\"tokenizer\":\"%s\",\"docs\":%llu,\"skipped\":%llu,\"tokens\":%llu,\"bytes\":%llu,\"mean\":%.4f,",
             h->tokenizer, (unsigned long long)h->docs, (unsigned long long)h->skipped,
             (unsigned long long)h->tokens, (unsigned long long)h->bytes, h->mean);
+    if (h->refused) fprintf(f, "\"refused\":%llu,", (unsigned long long)h->refused); /* only when there are any */
     fprintf(f, "\"min\":%llu,\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu,",
             (unsigned long long)h->min, (unsigned long long)h->p50, (unsigned long long)h->p90,
             (unsigned long long)h->p99, (unsigned long long)h->p999, (unsigned long long)h->max);

@@ -43,8 +43,10 @@ static const char k_usage[] =
     "                           alone (reading and writing excluded) to stderr at the end\n"
     "  -h, --help               show this help\n"
     "\n"
-    "Records the reader cannot use (bad JSON, missing field, ...) are reported on stderr\n"
-    "with file:line and skipped.\n"
+    "Records the reader cannot use (bad JSON, missing field, ...) and documents the\n"
+    "tokenizer refuses (tokenizer-limit: over its regex work budget or a normalizer's\n"
+    "output bound, docs/tokenizer.md) are reported on stderr with file:line and skipped;\n"
+    "the other documents' lines are written as if they were not there.\n"
     "\n"
     "Exit codes: 0 ok, 2 bad input or file (or nothing could be read; or --ids-out is an\n"
     "input, lies inside an input folder or is the tokenizer: refused before writing),\n"
@@ -81,6 +83,7 @@ static const char *rec_status_name(ds_rec_status s)
     case DS_REC_NOT_STRING: return "text field is not a string";
     case DS_REC_OVERLONG: return "record longer than the reader's limit";
     case DS_REC_ZSTD_ERROR: return "zstd stream truncated or corrupt (rest of file ignored)";
+    case DS_REC_TOKENIZER: return "tokenizer-limit";
     }
     return "unusable record";
 }
@@ -186,8 +189,12 @@ static int sink_ids(const uint32_t *ids, size_t n, void *user)
 static void on_skipped(const ds_record *rec, void *user)
 {
     (void)user;
-    cli_warn("encode", "%s:%llu: %s; record skipped", rec->file ? rec->file : "?", (unsigned long long)rec->line,
-             rec_status_name(rec->status));
+    if (rec->status == DS_REC_TOKENIZER) /* the rule id and why, as lint and build's rejects.jsonl say it */
+        cli_warn("encode", "%s:%llu: %s: %s; record skipped", rec->file ? rec->file : "?",
+                 (unsigned long long)rec->line, rec_status_name(rec->status), rec->detail ? rec->detail : "");
+    else
+        cli_warn("encode", "%s:%llu: %s; record skipped", rec->file ? rec->file : "?", (unsigned long long)rec->line,
+                 rec_status_name(rec->status));
 }
 
 /* --allow-special: "all" or a comma list of the tokenizer's special tokens.
