@@ -25,7 +25,7 @@ typedef struct {
     size_t alen, blen;
 } fuzz_tk_input;
 
-static int fuzz_tk_split(const uint8_t *data, size_t size, fuzz_tk_input *in) {
+__attribute__((unused)) static int fuzz_tk_split(const uint8_t *data, size_t size, fuzz_tk_input *in) {
     if (size < 3) return -1;
     in->pat = (tk_pattern)(data[0] & 3);
     in->second = !(data[0] & 4);
@@ -65,7 +65,7 @@ static void fuzz_tk_write(const char *path, const uint8_t *p, size_t n) {
 
 /* Use a loaded tokenizer: encode/decode round trip, count, specials, every
  * id's bytes. Any mismatch is a bug in the tables the loader built. */
-static void fuzz_tk_exercise(tk_tokenizer *t) {
+__attribute__((unused)) static void fuzz_tk_exercise(tk_tokenizer *t) {
     /* multilingual words take the merge from characters (bpe.c): its
      * straddle minima are built from the fuzzed vocabulary */
     static const char multi[] = " \xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96"
@@ -77,14 +77,25 @@ static void fuzz_tk_exercise(tk_tokenizer *t) {
         size_t n = strlen(texts[k]), count = 0;
         tk_ids ids = {0};
         tk_bytes out = {0};
-        if (tk_encode(t, s, n, &ids) != TK_OK) abort();
+        /* a fuzzed tokenizer.json may refuse a text (its regex work budget,
+         * a normalizer's output bound): that document only, no ids left */
+        int rc = tk_encode(t, s, n, &ids);
+        if (tk_err_is_document(rc)) {
+            if (ids.len || tk_count(t, s, n, &count) != rc) abort();
+            tk_ids_free(&ids);
+            continue;
+        }
+        if (rc != TK_OK) abort();
         if (tk_count(t, s, n, &count) != TK_OK || count != ids.len) abort();
-        if (tk_decode(t, ids.ids, ids.len, &out) != TK_OK) abort();
-        if (tk_lossless(t) && (out.len != n || memcmp(out.data, s, n) != 0)) abort();
+        rc = tk_decode(t, ids.ids, ids.len, &out);
+        if (rc != TK_OK && !tk_err_is_document(rc)) abort();
+        if (rc == TK_OK && tk_lossless(t) && (out.len != n || memcmp(out.data, s, n) != 0)) abort();
         tk_ids_free(&ids);
-        if (tk_encode_special(t, s, n, NULL, (size_t)-1, &ids) != TK_OK) abort();
+        rc = tk_encode_special(t, s, n, NULL, (size_t)-1, &ids);
+        if (rc != TK_OK && !tk_err_is_document(rc)) abort();
         tk_bytes_free(&out);
-        if (tk_decode(t, ids.ids, ids.len, &out) != TK_OK) abort();
+        rc = tk_decode(t, ids.ids, ids.len, &out);
+        if (rc != TK_OK && !tk_err_is_document(rc)) abort();
         tk_ids_free(&ids);
         tk_bytes_free(&out);
     }

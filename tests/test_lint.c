@@ -9,6 +9,7 @@
 #include "ds.h"
 #include "tk.h"
 #include "test_check.h"
+#include "hostile_tk.h"
 
 
 typedef struct {
@@ -32,6 +33,25 @@ static tk_tokenizer *get_tok(void) {
     return g_tok;
 }
 
+/* tok=hostile: a tokenizer.json whose Split regex (?:x+x+)+y|. makes
+ * tokenizer_limit.jsonl's document spend its regex work budget (issue 32). */
+static tk_tokenizer *g_hostile;
+static char g_hostile_dir[256];
+
+static tk_tokenizer *get_hostile(void) {
+    if (!g_hostile) {
+        const char *td = getenv("TMPDIR");
+        snprintf(g_hostile_dir, sizeof g_hostile_dir, "%s/test_lint.XXXXXX", td && *td ? td : "/tmp");
+        if (!mkdtemp(g_hostile_dir)) return NULL;
+        char p[512], err[256] = "";
+        snprintf(p, sizeof p, "%s/regex.json", g_hostile_dir);
+        if (htk_regex_json(p, HTK_REGEX) == 0) CHECK(tk_load(p, TK_PAT_NONE, &g_hostile, err, sizeof err) == 0, "%s", err);
+        unlink(p);
+        rmdir(g_hostile_dir);
+    }
+    return g_hostile;
+}
+
 /* Apply "k=v,k=v" options. Returns 0 if the tokenizer is needed but missing. */
 static int apply_opts(const char *opts, ds_reader_opts *ro, ds_analyze_opts *ao) {
     if (!strcmp(opts, "-")) return 1;
@@ -50,7 +70,7 @@ static int apply_opts(const char *opts, ds_reader_opts *ro, ds_analyze_opts *ao)
         else if (!strcmp(k, "longline")) ao->long_line_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "bpt")) ao->min_bytes_per_token = strtod(v, NULL);
         else if (!strcmp(k, "tok")) {
-            ao->tok = (const struct tk_tokenizer *)get_tok();
+            ao->tok = (const struct tk_tokenizer *)(!strcmp(v, "hostile") ? get_hostile() : get_tok());
             if (!ao->tok) return 0;
         }
     }

@@ -20,6 +20,13 @@
 #include <unistd.h>
 
 #include "tk.h"
+#include "tk_internal.h" /* the regex translation and budget, for the callout check */
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <time.h>
+
+#include "hostile_tk.h"
 
 static int failures;
 #define CHECK(c, ...)                                                                                                  \
@@ -553,6 +560,331 @@ static void test_real(void) {
     printf("%d real vocabularies loaded\n", n);
 }
 
+/* ---- issue 32 items 1-3: per-document limits -------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TK_HOSTILE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TK_HOSTILE_ASAN 1
+#endif
+#endif
+#ifndef TK_HOSTILE_ASAN
+#define TK_HOSTILE_ASAN 0
+#endif
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* In a child: load spec, then encode 3,000 'a' (decode 0) or decode 3,000
+ * copies of the id of "a" (decode 1). The child reports the status and the
+ * peak RSS growth of that one call (KiB); its address space is capped 2 GiB
+ * above what the load left (not under ASan), so the code before the bound
+ * fails fast instead of taking the machine's memory. */
+typedef struct {
+    int rc;
+    long grow_kib;
+    double seconds;
+} doc_run;
+
+static doc_run run_doc_child(const char *spec, int decode) {
+    doc_run r = {-100, -1, 0};
+    fflush(stdout);
+    int fds[2];
+    if (pipe(fds)) return r;
+    pid_t c = fork();
+    if (c == 0) {
+        close(fds[0]);
+        doc_run out = {-99, -1, 0};
+        tk_tokenizer *t = NULL;
+        char err[512] = "";
+        if (tk_load(spec, TK_PAT_NONE, &t, err, sizeof err) != TK_OK) {
+            fprintf(stderr, "%s\n", err);
+            out.rc = -98;
+        } else {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            long before = ru.ru_maxrss;
+            if (!TK_HOSTILE_ASAN) {
+                struct rlimit rl = {(rlim_t)(before + (2l << 20)) * 1024, (rlim_t)(before + (2l << 20)) * 1024};
+                setrlimit(RLIMIT_AS, &rl);
+            }
+            uint8_t text[3000];
+            memset(text, 'a', sizeof text);
+            uint32_t id = 0;
+            double t0 = cpu_now();
+            if (decode) {
+                CHECK(tk_token_id(t, "a", &id) == TK_OK, "%s: no token \"a\"", spec);
+                uint32_t *ids = malloc(3000 * sizeof *ids);
+                for (int k = 0; k < 3000; k++) ids[k] = id;
+                tk_bytes b = {0};
+                out.rc = tk_decode(t, ids, 3000, &b);
+                tk_bytes_free(&b);
+                free(ids);
+            } else {
+                tk_ids v = {0};
+                out.rc = tk_encode(t, text, sizeof text, &v);
+                if (out.rc != TK_OK && v.len) out.rc = -97; /* a refused document must leave no ids */
+                tk_ids_free(&v);
+            }
+            out.seconds = cpu_now() - t0;
+            getrusage(RUSAGE_SELF, &ru);
+            out.grow_kib = ru.ru_maxrss - before;
+            tk_free(t);
+        }
+        if (write(fds[1], &out, sizeof out) != sizeof out) _exit(1);
+        _exit(failures ? 1 : 0);
+    }
+    close(fds[1]);
+    if (read(fds[0], &r, sizeof r) != sizeof r) r.rc = -101;
+    close(fds[0]);
+    int st = 0;
+    waitpid(c, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) r.rc = -102;
+    return r;
+}
+
+/* item 1: one character mapped to a megabyte, in each normalizer and
+ * decoder that takes strings from the file: the document is refused
+ * (TK_ERR_DOC_EXPAND) and the call's peak RSS stays within a few MiB (the
+ * bound for 3,000 bytes is 16 x 3,000 + 64 bytes a step); before, each
+ * reached 3 GB and more. */
+static void test_expand_bound(void) {
+    static const struct {
+        const char *file;
+        int (*make)(const char *path);
+        int decode;
+    } k[] = {
+        {"spm_norm.model", NULL, 0},    {"spm_denorm.model", NULL, 1},       {"precompiled.json", htk_precompiled_json, 0},
+        {"replace.json", htk_replace_json, 0}, {"decoder.json", htk_decoder_json, 1},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const char *p = path_of(k[i].file);
+        int rc = k[i].make ? k[i].make(p) : htk_spm_model(p, !strcmp(k[i].file, "spm_denorm.model"));
+        CHECK(rc == 0, "cannot write %s", p);
+        doc_run r = run_doc_child(p, k[i].decode);
+        printf("%s, %s 3000 x \"a\": %s, peak RSS +%ld KiB, %.3f s\n", k[i].file, k[i].decode ? "decode" : "encode",
+               tk_strerror(r.rc), r.grow_kib, r.seconds);
+        CHECK(r.rc == TK_ERR_DOC_EXPAND, "%s: %s 3000 x \"a\" gave %d, want TK_ERR_DOC_EXPAND", k[i].file,
+              k[i].decode ? "decode" : "encode", r.rc);
+        if (!TK_HOSTILE_ASAN)
+            CHECK(r.grow_kib >= 0 && r.grow_kib <= 16 * 1024, "%s: peak RSS grew by %ld KiB (bound 16 MiB)", k[i].file,
+                  r.grow_kib);
+    }
+    /* the same tokenizers take what real text needs: a document without "a" */
+    tk_tokenizer *t = NULL;
+    char err[512] = "";
+    CHECK(tk_load(path_of("replace.json"), TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "replace.json: %s", err);
+    if (t) {
+        tk_ids v = {0};
+        CHECK(tk_encode(t, (const uint8_t *)"bbb ccc", 7, &v) == TK_OK && v.len == 7, "replace.json: plain text");
+        tk_ids_free(&v);
+        /* one "a" in 70,000 bytes: 1 MiB fits in 16 x 70,000 */
+        uint8_t *big = malloc(70000);
+        memset(big, 'c', 70000);
+        big[100] = 'a';
+        CHECK(tk_encode(t, big, 70000, &v) == TK_OK && v.len == 70000 - 1 + HTK_BIG, "replace.json: one a in 70 KB");
+        tk_ids_free(&v);
+        free(big);
+        tk_free(t);
+    }
+}
+
+/* item 2: the audit's Split regex on a 120 KB document, each start position
+ * under PCRE2's per-match limit: refused (TK_ERR_DOC_REGEX) within the
+ * document's regex work budget, by tk_encode, tk_count and
+ * tk_encode_special alike, in well under a second (it took over 60 s); the
+ * good documents around it encode as before. */
+static void test_regex_budget(void) {
+    const char *p = path_of("regex.json");
+    CHECK(htk_regex_json(p, HTK_REGEX) == 0, "cannot write %s", p);
+    tk_tokenizer *t = NULL;
+    char err[512] = "";
+    CHECK(tk_load(p, TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "regex.json: %s", err);
+    if (!t) return;
+    size_t n = 120000;
+    char *doc = malloc(n + 1);
+    htk_regex_doc(doc, n);
+    double limit = TK_HOSTILE_ASAN ? 20.0 : 1.0; /* seconds of CPU */
+    for (int how = 0; how < 3; how++) {
+        tk_ids v = {0};
+        size_t count = 0;
+        double t0 = cpu_now();
+        int rc = how == 0   ? tk_encode(t, (const uint8_t *)doc, n, &v)
+                 : how == 1 ? tk_count(t, (const uint8_t *)doc, n, &count)
+                            : tk_encode_special(t, (const uint8_t *)doc, n, NULL, (size_t)-1, &v);
+        double dt = cpu_now() - t0;
+        static const char *const name[] = {"tk_encode", "tk_count", "tk_encode_special"};
+        printf("regex (?:x+x+)+y|. on 120,000 bytes, %s: %s in %.3f s CPU\n", name[how], tk_strerror(rc), dt);
+        CHECK(rc == TK_ERR_DOC_REGEX && tk_err_is_document(rc), "%s: %d, want TK_ERR_DOC_REGEX", name[how], rc);
+        CHECK(dt < limit, "%s took %.2f s on the hostile document (bound %.1f s)", name[how], dt, limit);
+        CHECK(v.len == 0, "%s: a refused document left %zu ids", name[how], v.len);
+        tk_ids_free(&v);
+    }
+    /* the budget is the document's: the next one is encoded whole */
+    tk_ids v = {0};
+    CHECK(tk_encode(t, (const uint8_t *)"hello world xxy", 15, &v) == TK_OK && v.len == 15, "plain document after");
+    tk_ids_free(&v);
+    /* the batch API returns the refusal; the other documents get their ids */
+    tk_span docs[3] = {{(const uint8_t *)"abc", 3}, {(const uint8_t *)doc, n}, {(const uint8_t *)"de", 2}};
+    tk_ids outs[3] = {{0}};
+    CHECK(tk_encode_batch(t, docs, 3, 2, outs) == TK_ERR_DOC_REGEX, "batch");
+    CHECK(outs[0].len == 3 && outs[1].len == 0 && outs[2].len == 2, "batch ids %zu %zu %zu", outs[0].len, outs[1].len,
+          outs[2].len);
+    for (int i = 0; i < 3; i++) tk_ids_free(&outs[i]);
+    free(doc);
+    tk_free(t);
+    /* the status codes: per-document refusals apart from the run's failures */
+    CHECK(tk_err_is_document(TK_ERR_DOC_REGEX) && tk_err_is_document(TK_ERR_DOC_EXPAND), "doc codes");
+    CHECK(!tk_err_is_document(TK_ERR_NOMEM) && !tk_err_is_document(TK_ERR_LIMIT) && !tk_err_is_document(TK_OK) &&
+              !tk_err_is_document(TK_ERR_IO),
+          "run codes");
+    /* a repeat that could fail after more than TK_REGEX_MAX_MIN_REPEAT steps unpaid is refused at load */
+    CHECK(htk_regex_json(path_of("regex_min.json"), "x{257}|.") == 0, "write regex_min.json");
+    EXPECT_FAIL(path_of("regex_min.json"), TK_ERR_UNSUPPORTED, path_of("regex_min.json"), "minimum count over 256");
+    CHECK(htk_regex_json(path_of("regex_min2.json"), "x{256}|.") == 0, "write regex_min2.json");
+    EXPECT_OK(path_of("regex_min2.json"), 256);
+}
+
+/* The work-budget callouts never change a match: random patterns over a
+ * small alphabet, their matches with the callouts (tk_regex_find_all) and
+ * without (PCRE2 on tk_regex_translate's pattern, the same find_iter). */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static void gen_re(htk_buf *b, int depth) {
+    static const char *const atoms[] = {"a", "b", "x", ".", "[ab]", "[^a]", "\\s", "\\S", "\\p{L}", "\\w", " ", "\\n",
+                                        "\\d", "$", "^"};
+    static const char *const quants[] = {"*", "+", "?", "{1,3}", "*?", "+?", "??", "++", "*+", "{2}", "{0,2}?"};
+    int items = 1 + (int)rnd(4);
+    for (int i = 0; i < items; i++) {
+        if (depth < 3 && rnd(4) == 0) {
+            static const char *const open[] = {"(?:", "(", "(?=", "(?!", "(?>", "(?i:"};
+            htk_put(b, "%s", open[rnd(6)]);
+            int alts = 1 + (int)rnd(3);
+            for (int a = 0; a < alts; a++) {
+                if (a) htk_put(b, "|");
+                gen_re(b, depth + 1);
+            }
+            htk_put(b, ")");
+        } else {
+            htk_put(b, "%s", atoms[rnd(sizeof atoms / sizeof atoms[0])]);
+        }
+        if (rnd(3) == 0) htk_put(b, "%s", quants[rnd(sizeof quants / sizeof quants[0])]);
+    }
+    if (depth == 0 && rnd(3) == 0) {
+        htk_put(b, "|");
+        gen_re(b, 1);
+    }
+}
+
+typedef struct {
+    size_t v[512][2];
+    size_t n;
+} spans_t;
+
+static int collect(void *u, size_t a, size_t b) {
+    spans_t *s = u;
+    if (s->n < 512) s->v[s->n][0] = a, s->v[s->n][1] = b;
+    s->n++;
+    return 0;
+}
+
+/* hf_regex.c's find_iter on plain PCRE2 (no callouts, no budget), with the
+ * JIT as there (PCRE2 10.42's JIT and interpreter disagree on some of these
+ * patterns, e.g. (?>b++|\w+?)b: compare like with like) */
+static int plain_find_all(pcre2_code *code, bool jit, const uint8_t *s, size_t n, spans_t *out) {
+    pcre2_match_data *md = pcre2_match_data_create(64, NULL);
+    size_t last_end = 0, last_match_end = 0;
+    int have_last = 0, rc = 0;
+    while (last_end <= n) {
+        int m = jit ? pcre2_jit_match(code, s, n, last_end, 0, md, NULL) : pcre2_match(code, s, n, last_end, 0, md, NULL);
+        if (m == PCRE2_ERROR_NOMATCH) break;
+        if (m < 0) {
+            rc = m;
+            break;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t ms = ov[0], me = ov[1];
+        if (ms == me && have_last && last_match_end == me) {
+            if (last_end >= n) break;
+            size_t l;
+            tk_char_class(s, n, last_end, &l);
+            last_end += l;
+            continue;
+        }
+        last_end = me;
+        last_match_end = me;
+        have_last = 1;
+        collect(out, ms, me);
+    }
+    pcre2_match_data_free(md);
+    return rc;
+}
+
+static void test_callouts_neutral(void) {
+    static const char *const texts[] = {"aab xx\nb a", "xxxxxxxxxxxxxxxxxxxy", "  \n\n ab\xc3\xa9 9 x", "",
+                                        "b\xff" "a x\xe2\x80\xa8 bb", "abababab abab\n\nxx  a"};
+    tk_classes_init();
+    int checked = 0, refused = 0;
+    for (int k = 0; k < 3000; k++) {
+        htk_buf re = {0};
+        gen_re(&re, 0);
+        char *plain = NULL, err[300];
+        tk_regex *r = NULL;
+        int trc = tk_regex_translate((const char *)re.p, re.n, &plain, err, sizeof err);
+        int crc = tk_regex_compile((const char *)re.p, re.n, false, &r, err, sizeof err);
+        pcre2_code *code = NULL;
+        if (trc == TK_OK) {
+            int ec;
+            PCRE2_SIZE eo;
+            code = pcre2_compile((PCRE2_SPTR)plain, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+                                 &ec, &eo, NULL);
+        }
+        bool jit = code && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+        CHECK((crc == TK_OK) == (code != NULL), "pattern %s: compiles with callouts %d, without %d", (const char *)re.p,
+              crc == TK_OK, code != NULL);
+        if (crc == TK_OK && code) {
+            for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+                const uint8_t *s = (const uint8_t *)texts[i];
+                size_t n = strlen(texts[i]);
+                spans_t *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+                tk_re_budget budget;
+                tk_re_budget_init(&budget, n);
+                int ra = tk_regex_find_all(r, s, n, &budget, collect, a);
+                int rb = plain_find_all(code, jit, s, n, b);
+                if (ra != TK_OK || rb != 0) {
+                    refused++;
+                } else {
+                    int same = a->n == b->n;
+                    for (size_t j = 0; same && j < a->n && j < 512; j++)
+                        same = a->v[j][0] == b->v[j][0] && a->v[j][1] == b->v[j][1];
+                    CHECK(same, "pattern %s on text %zu: %zu matches with callouts, %zu without", (const char *)re.p, i,
+                          a->n, b->n);
+                    checked++;
+                }
+                free(a);
+                free(b);
+            }
+        }
+        pcre2_code_free(code);
+        tk_regex_free(r);
+        free(plain);
+        free(re.p);
+    }
+    printf("callouts: %d pattern/text pairs match the same with and without, %d stopped by a limit\n", checked,
+           refused);
+    CHECK(checked > 5000, "only %d pairs compared", checked);
+}
+
 /* ---- memory bound while loading --------------------------------------------- */
 
 /* Peak RSS growth (KiB) of loading spec in a child process. */
@@ -647,6 +979,9 @@ int main(void) {
     test_fifos();
     test_real();
     test_memory_bound();
+    test_expand_bound();
+    test_regex_budget();
+    test_callouts_neutral();
     cleanup();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);

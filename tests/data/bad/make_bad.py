@@ -63,6 +63,10 @@ simple("utf8_invalid.jsonl", b'{"text": "caf\xe9 au lait"}', "utf8-invalid")
 # alternate, so nearly every byte becomes its own token
 junk = "".join(rng.choice("aq7;]Z,2!x") + ("" if (i + 1) % 24 else " ") for i in range(2400))
 simple("low_bytes_per_token.jsonl", {"text": junk}, "low-bytes-per-token", "tok=1")
+# tokenizer-limit: the audit's document for a tokenizer.json whose Split regex
+# is (?:x+x+)+y|. (runs of 22 x and a z; test_lint writes that tokenizer)
+simple("tokenizer_limit.jsonl", {"text": "".join("z" if i % 23 == 22 else "x" for i in range(2000))},
+       "tokenizer-limit", "tok=hostile")
 
 # duplicate: record 4 repeats record 1
 objs = [{"text": words(12, 300 + i)} for i in range(3)] + [{"text": words(12, 300)}]
