@@ -26,6 +26,14 @@ trap 'rm -rf "$TMP"' EXIT
 fails=0
 pass() { echo "ok   - $1"; }
 fail() { echo "FAIL - $1"; fails=$((fails + 1)); }
+# The memory bound: 1 GiB of address space; an ASan build reserves terabytes
+# of shadow memory up front, so there the bound is ASan's own hard RSS limit.
+if ldd "$MKS" 2>/dev/null | grep -q libasan; then
+    MEMLIMIT=":"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}hard_rss_limit_mb=3072"
+else
+    MEMLIMIT="ulimit -v 1048576"
+fi
 run() { # CMD... : sets $rc, $secs and $err (stderr); stdout to $TMP/out
     local t0 t1
     t0=$(date +%s.%N)
@@ -102,9 +110,9 @@ for kind in regex replace precompiled spm; do
     esac
     printf '%s\n{"text":"%s"}\n%s\n' "$good1" "$bad" "$good2" >mix.jsonl
     # encode: the good documents' lines, as without the bad one; 1 GiB of address space is plenty
-    run bash -c "ulimit -v 1048576; exec \"$MKS\" encode -t $tok -j 2 good.jsonl -o good.ids"
+    run bash -c "$MEMLIMIT; exec \"$MKS\" encode -t $tok -j 2 good.jsonl -o good.ids"
     expect "$kind: encode without the bad document" 0 ""
-    run bash -c "ulimit -v 1048576; exec timeout 60 \"$MKS\" encode -t $tok -j 2 mix.jsonl -o mix.ids"
+    run bash -c "$MEMLIMIT; exec timeout 60 \"$MKS\" encode -t $tok -j 2 mix.jsonl -o mix.ids"
     expect "$kind: encode with it, under ulimit -v 1 GiB" 0 "mix.jsonl:2: tokenizer-limit: "
     grep -qF -- "$why" "$TMP/err" && pass "$kind: encode says why" || fail "$kind: encode lacks '$why': $err"
     cmp -s good.ids mix.ids && pass "$kind: encode output = without the bad document" \
@@ -115,7 +123,7 @@ for kind in regex replace precompiled spm; do
     rm -rf set_good set_mix
     run "$MKS" build -t $tok -j 2 -L 16 "${framing[@]}" --out set_good good.jsonl
     expect "$kind: build without the bad document" 0 ""
-    run bash -c "ulimit -v 1048576; exec timeout 60 \"$MKS\" build -t $tok -j 2 -L 16 ${framing[*]} --out set_mix mix.jsonl"
+    run bash -c "$MEMLIMIT; exec timeout 60 \"$MKS\" build -t $tok -j 2 -L 16 ${framing[*]} --out set_mix mix.jsonl"
     expect "$kind: build with it, under ulimit -v 1 GiB" 0 "1 record(s) listed in set_mix/rejects.jsonl"
     if grep -q '"file":"mix.jsonl","line":2,.*"reason":"tokenizer-limit"' set_mix/rejects.jsonl 2>/dev/null &&
        grep -qF -- "$why" set_mix/rejects.jsonl; then pass "$kind: rejects.jsonl: mix.jsonl:2 tokenizer-limit"
@@ -129,11 +137,11 @@ for kind in regex replace precompiled spm; do
     run "$MKS" verify set_mix
     expect "$kind: verify the set" 0 ""
     # lint: the finding with its rule id and place
-    run bash -c "ulimit -v 1048576; exec timeout 60 \"$MKS\" lint -t $tok -j 2 mix.jsonl"
+    run bash -c "$MEMLIMIT; exec timeout 60 \"$MKS\" lint -t $tok -j 2 mix.jsonl"
     expect "$kind: lint" 2 "mix.jsonl:2"
     grep -q "tokenizer-limit" "$TMP/out" && pass "$kind: lint rule tokenizer-limit" || fail "$kind: lint: $(cat "$TMP/out")"
     # hist: counted as refused, the good ones as usual
-    run bash -c "ulimit -v 1048576; exec timeout 60 \"$MKS\" hist -t $tok -j 2 --json mix.jsonl"
+    run bash -c "$MEMLIMIT; exec timeout 60 \"$MKS\" hist -t $tok -j 2 --json mix.jsonl"
     expect "$kind: hist" 0 '"refused":1'
     grep -q '"docs":2,' "$TMP/out" && pass "$kind: hist counts the 2 good documents" || fail "$kind: hist: $(cat "$TMP/out")"
     run "$MKS" hist -t $tok -j 2 mix.jsonl
