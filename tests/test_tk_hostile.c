@@ -762,14 +762,15 @@ static uint32_t rnd(uint32_t n) {
 
 static void gen_re(htk_buf *b, int depth) {
     static const char *const atoms[] = {"a", "b", "x", ".", "[ab]", "[^a]", "\\s", "\\S", "\\p{L}", "\\w", " ", "\\n",
-                                        "\\d", "$", "^"};
+                                        "\\d", "$", "^", "ababxaba", "xxxxxxxxxb"};
     static const char *const quants[] = {"*", "+", "?", "{1,3}", "*?", "+?", "??", "++", "*+", "{2}", "{0,2}?"};
     int items = 1 + (int)rnd(4);
     for (int i = 0; i < items; i++) {
         if (depth < 3 && rnd(4) == 0) {
-            static const char *const open[] = {"(?:", "(", "(?=", "(?!", "(?>", "(?i:"};
-            htk_put(b, "%s", open[rnd(6)]);
-            int alts = 1 + (int)rnd(3);
+            /* lookbehinds too: the callouts must keep their branches' lengths fixed */
+            static const char *const open[] = {"(?:", "(", "(?=", "(?!", "(?>", "(?i:", "(?<=", "(?<!"};
+            htk_put(b, "%s", open[rnd(8)]);
+            int alts = 1 + (int)rnd(5);
             for (int a = 0; a < alts; a++) {
                 if (a) htk_put(b, "|");
                 gen_re(b, depth + 1);
@@ -833,11 +834,23 @@ static int plain_find_all(pcre2_code *code, bool jit, const uint8_t *s, size_t n
 static void test_callouts_neutral(void) {
     static const char *const texts[] = {"aab xx\nb a", "xxxxxxxxxxxxxxxxxxxy", "  \n\n ab\xc3\xa9 9 x", "",
                                         "b\xff" "a x\xe2\x80\xa8 bb", "abababab abab\n\nxx  a"};
+    /* real pre-tokenizer patterns, and groups whose (*FAIL) branch would
+     * break a lookbehind's fixed length, before the random ones */
+    static const char *const fixed[] = {
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+        "\\s+(?!\\S)|\\s+",
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        "(?<=(?:aaaaaaaa|bbbbbbbb|(?:cccccccc|dddddddd)))y|(?<=aaaaaaaa|bbbbbbbb|cccccccc(?:xxxxxxxx|yyyyyyyy))x",
+        "(?<!(?:ab|ba|(?:aa|bb)|(?:xa|ax)))(?:aaaaaaaaa|bbbbbbbbb|(?:xxxxxxxxxx|(?:aaaa|bbbb)b))",
+    };
     tk_classes_init();
     int checked = 0, refused = 0;
-    for (int k = 0; k < 3000; k++) {
+    for (int k = 0; k < 3000 + (int)(sizeof fixed / sizeof fixed[0]); k++) {
         htk_buf re = {0};
-        gen_re(&re, 0);
+        if (k < (int)(sizeof fixed / sizeof fixed[0])) htk_put(&re, "%s", fixed[k]);
+        else gen_re(&re, 0);
         char *plain = NULL, err[300];
         tk_regex *r = NULL;
         int trc = tk_regex_translate((const char *)re.p, re.n, &plain, err, sizeof err);

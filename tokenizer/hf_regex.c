@@ -127,6 +127,7 @@ typedef struct {
     uint32_t cur; /* the current stretch of the current branch (atoms, failed nested groups) */
     uint32_t mx;  /* the largest stretch of the current branch */
     uint32_t sum; /* the branches before this one since the last callout at a branch start */
+    bool behind;  /* inside a lookbehind: no (*FAIL) branch, it would make the length vary */
 } xframe;
 
 typedef struct {
@@ -161,9 +162,10 @@ static void before_item(xlat *t, bool atom) {
 }
 static void before_atom(xlat *t) { before_item(t, true); }
 
-static int open_group(xlat *t) {
+static int open_group(xlat *t, bool lookbehind) {
     if (t->depth >= XLAT_MAX_DEPTH) return refuse(t->err, t->errlen, "groups nested deeper than 250", t->i);
-    t->fr[++t->depth] = (xframe){0, 0, 0};
+    bool behind = lookbehind || t->fr[t->depth].behind;
+    t->fr[++t->depth] = (xframe){0, 0, 0, behind};
     return TK_OK;
 }
 
@@ -190,7 +192,8 @@ static void close_group(xlat *t) {
     xframe *f = &t->fr[t->depth];
     uint32_t fail = f->sum + (f->cur > f->mx ? f->cur : f->mx);
     put_callout(t);
-    if (t->callouts && fail > XLAT_FAIL) {
+    if (t->callouts && fail > XLAT_FAIL && !f->behind) {
+        /* (a lookbehind's branches have fixed lengths: what it tests is bounded by them) */
         sb_puts(&t->b, "|(?C)(*FAIL)");
         fail = 0;
     }
@@ -337,12 +340,12 @@ static int tr_group(xlat *t) {
     if (j < n && (re[j] == ':' || re[j] == '=' || re[j] == '!' || re[j] == '>')) {
         sb_put(&t->b, re + i, 3);
         t->i = i + 3;
-        return open_group(t);
+        return open_group(t, false);
     }
     if (j < n && re[j] == '<' && j + 1 < n && (re[j + 1] == '=' || re[j + 1] == '!')) {
         sb_put(&t->b, re + i, 4);
         t->i = i + 4;
-        return open_group(t);
+        return open_group(t, true);
     }
     if (j < n && re[j] == '#') {
         while (j < n && re[j] != ')') j++;
@@ -355,7 +358,7 @@ static int tr_group(xlat *t) {
     if (k > j && k < n && (re[k] == ':' || re[k] == ')')) {
         sb_put(&t->b, re + i, k + 1 - i);
         t->i = k + 1;
-        return re[k] == ':' ? open_group(t) : TK_OK; /* (?i: opens a group, (?i) sets the option */
+        return re[k] == ':' ? open_group(t, false) : TK_OK; /* (?i: opens a group, (?i) sets the option */
     }
     return xrefuse(t, "group (?...) other than (?: (?= (?! (?<= (?<! (?> (?i");
 }
@@ -441,7 +444,7 @@ static int tr_plain(xlat *t, char c) {
         if (i + 1 < n && re[i + 1] == '?') return tr_group(t);
         sb_put(&t->b, "(", 1);
         t->i++;
-        return open_group(t);
+        return open_group(t, false);
     case ')':
         if (t->depth > 0) close_group(t);
         else sb_put(&t->b, ")", 1); /* unbalanced: PCRE2 refuses it */
