@@ -63,10 +63,12 @@ if [ "$MODE" = corpus ]; then
              "$DATA/tk_hf/bl_nfc_deepseek.json"; do
         [ -f "$t" ] || { fail "missing $t"; continue; }
         run "$MKS" lint -t "$t" --json "${C[@]}"
-        if grep -q '"rule":"tokenizer-limit"' "$TMP/out" || ! grep -q '"records":' "$TMP/out"; then
+        recs=$(grep -o '"records":[0-9]*' "$TMP/out" | head -1 | cut -d: -f2)
+        docs=$(grep -o '"documents":[0-9]*' "$TMP/out" | head -1 | cut -d: -f2)
+        if grep -q '"rule":"tokenizer-limit"' "$TMP/out" || [ -z "$docs" ] || [ "$docs" != "$recs" ] || [ "$docs" = 0 ]; then
             fail "corpus with $(basename "$(dirname "$t")")/$(basename "$t"): $(head -c 300 "$TMP/out") ${err:0:300}"
         else
-            pass "corpus with $(basename "$(dirname "$t")")/$(basename "$t"): no tokenizer-limit ($(grep -o '"docs":[0-9]*' "$TMP/out" | head -1))"
+            pass "corpus with $(basename "$(dirname "$t")")/$(basename "$t"): $docs documents, no tokenizer-limit"
         fi
     done
     echo "$fails failure(s)"
