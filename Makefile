@@ -55,16 +55,16 @@ build: deps
 	cmake --build $(BUILD_DIR) -j$(NPROC)
 
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -LE slow -j$(CTEST_JOBS)
+	bash tests/ctest_report.sh --test-dir $(BUILD_DIR) --output-on-failure -LE slow -j$(CTEST_JOBS)
 
 test-all: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
+	bash tests/ctest_report.sh --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
 
 asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMKS_SANITIZE=ON -DMKS_ENABLE_CUDA=OFF
 	cmake --build build-asan -j$(NPROC)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir build-asan --output-on-failure -LE slow -j$(CTEST_JOBS)
+	  bash tests/ctest_report.sh --test-dir build-asan --output-on-failure -LE slow -j$(CTEST_JOBS)
 
 cuda-compile: deps
 	@if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then \

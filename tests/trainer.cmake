@@ -9,6 +9,8 @@ mks_add_cli_test(cli_llmtrain cli_llmtrain.sh LABELS cpu TIMEOUT 600)
 # the same check on a small plan, where fixed costs dominate
 add_test(NAME test_trainer_rss_small COMMAND test_trainer_rss 8)
 set_tests_properties(test_trainer_rss_small PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+mks_allow_skip(test_trainer_rss "peak RSS is meaningless under AddressSanitizer (skips in sanitizer builds only)")
+mks_allow_skip(test_trainer_rss_small "peak RSS is meaningless under AddressSanitizer (skips in sanitizer builds only)")
 # Golden llmtrain runs (tests/golden_train, inputs + expected values in
 # tests/data/golden_train, recorded by record.sh before issue 13's backend
 # split): per-step losses and the final checkpoint bit-identical for plain,
