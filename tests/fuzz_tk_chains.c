@@ -18,6 +18,7 @@
  * load names the file. Seeds: tests/data/fuzz/make_chain_seeds.py; replayed
  * in every build (test_replay_tk_chains). */
 #include "fuzz_tk_common.h"
+#include "hostile_tk.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -40,22 +41,8 @@ static void jput(jbuf *b, const void *p, size_t n) {
 }
 static void jputs(jbuf *b, const char *s) { jput(b, s, strlen(s)); }
 
-/* GPT-2's byte-level character of a byte, JSON-escaped. */
-static void byte_char(jbuf *b, int byte) {
-    int printable = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
-    unsigned cp = (unsigned)byte;
-    if (!printable) {
-        unsigned n = 0;
-        for (int x = 0; x < byte; x++)
-            if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE)) n++;
-        cp = 256 + n;
-    }
-    char out[8];
-    if (cp == '"' || cp == '\\') snprintf(out, sizeof out, "\\%c", (char)cp);
-    else if (cp < 0x80) snprintf(out, sizeof out, "%c", (char)cp);
-    else snprintf(out, sizeof out, "%c%c", (char)(0xC0 | cp >> 6), (char)(0x80 | (cp & 63)));
-    jputs(b, out);
-}
+/* GPT-2's byte-level character of a byte, JSON-escaped (hostile_tk.h). */
+static void byte_char(jbuf *b, int byte) { jputs(b, htk_bl(byte)); }
 
 /* One section: its JSON, or null. */
 static int section(const uint8_t **p, size_t *left, jbuf *b) {

@@ -110,29 +110,10 @@ static void tiktoken_bytes(str *b) {
     }
 }
 
-/* GPT-2's byte-level character of a byte, as UTF-8 (JSON-escaped where needed). */
-static const char *bl(int byte) {
-    static char out[8][8];
-    static int k;
-    k = (k + 1) % 8;
-    int printable = (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE;
-    unsigned cp = (unsigned)byte;
-    if (!printable) {
-        unsigned n = 0;
-        for (int x = 0; x < byte; x++)
-            if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE)) n++;
-        cp = 256 + n;
-    }
-    if (cp == '"' || cp == '\\') snprintf(out[k], 8, "\\%c", (char)cp);
-    else if (cp < 0x80) snprintf(out[k], 8, "%c", (char)cp);
-    else snprintf(out[k], 8, "%c%c", (char)(0xC0 | cp >> 6), (char)(0x80 | (cp & 63)));
-    return out[k];
-}
-
 /* {"<byte 0>": 0, ... "<byte 255>": 255, "he": 256 <extra>} */
 static void vocab_json(str *b, const char *extra) {
     put(b, "{");
-    for (int i = 0; i < 256; i++) put(b, "\"%s\":%d,", bl(i), i);
+    for (int i = 0; i < 256; i++) put(b, "\"%s\":%d,", htk_bl(i), i);
     put(b, "\"he\":256%s}", extra);
 }
 
@@ -958,7 +939,7 @@ static void test_memory_bound(void) {
     /* worst case for tokenizer.json: many short vocab entries */
     put(&b, "{\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"merges\":[],"
             "\"vocab\":{");
-    for (int i = 0; i < 256; i++) put(&b, "\"%s\":%d,", bl(i), i);
+    for (int i = 0; i < 256; i++) put(&b, "\"%s\":%d,", htk_bl(i), i);
     for (uint32_t i = 0; i < 200000; i++) put(&b, "\"%c%c%c%c\":%u,", 'a' + i % 26, 'a' + i / 26 % 26,
                                              'a' + i / 676 % 26, 'a' + i / 17576 % 26, 256 + i);
     b.len--; /* the last comma */
