@@ -15,16 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c, ...)                                                                                                \
-    do {                                                                                                             \
-        if (!(c)) {                                                                                                  \
-            failures++;                                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                             \
-            printf(__VA_ARGS__);                                                                                     \
-            printf("\n");                                                                                            \
-        }                                                                                                            \
-    } while (0)
+#include "test_check.h"
 
 static float v(int r, size_t i) { return (float)((int)(i % 1000) - 500 + 1000 * r); }
 

@@ -18,17 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                             \
-    do {                                                                                                             \
-        if (!(cond)) {                                                                                               \
-            failures++;                                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                             \
-            printf(__VA_ARGS__);                                                                                     \
-            printf("\n");                                                                                            \
-        }                                                                                                            \
-    } while (0)
+#include "test_check.h"
 
 static void test_dealing(void)
 {
