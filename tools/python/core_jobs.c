@@ -1,0 +1,536 @@
+/* core_jobs.c - mkshards._core.analyze and build (core.h): ds_analyze (lint /
+ * hist, reports as the CLI's --json text) and ds_build over dataset/ds.h,
+ * each on a worker thread while the caller waits with the GIL released. */
+#include "core.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ================================================================ background calls */
+/* ds_analyze and ds_build run on a worker thread; the calling (main) thread
+ * waits with the GIL released and checks for signals every 100 ms, so Ctrl-C
+ * cancels the call at its next batch boundary and raises KeyboardInterrupt.
+ * The Python progress callback runs on the worker thread (under the GIL); a
+ * true return value or an exception cancels too (the exception is raised). */
+typedef struct bg_job {
+    int (*run)(struct bg_job *j); /* the C call, on the worker thread; returns its status */
+    int rc;                       /* run's status */
+    PyObject *cb;                 /* progress callback (borrowed) or NULL */
+    int cancel;
+    PyObject *exc_t, *exc_v, *exc_tb; /* the callback's exception */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} bg_job;
+
+/* From a C progress callback on the worker thread: make(ev) builds the
+ * event's dict (under the GIL), the Python callback gets it. Nonzero: stop. */
+static int bg_report(bg_job *j, PyObject *(*make)(const void *ev), const void *ev)
+{
+    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
+        return 1;
+    if (!j->cb)
+        return 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *d = make(ev);
+    PyObject *r = d ? PyObject_CallFunctionObjArgs(j->cb, d, NULL) : NULL;
+    Py_XDECREF(d);
+    int stop = 1;
+    if (r) {
+        stop = PyObject_IsTrue(r);
+        Py_DECREF(r);
+    }
+    if (stop < 0 || !r) {
+        if (!j->exc_t)
+            PyErr_Fetch(&j->exc_t, &j->exc_v, &j->exc_tb);
+        else
+            PyErr_Clear();
+        stop = 1;
+    }
+    PyGILState_Release(g);
+    if (stop)
+        __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    return stop;
+}
+
+static void *bg_thread(void *arg)
+{
+    bg_job *j = arg;
+    int rc = j->run(j);
+    pthread_mutex_lock(&j->mu);
+    j->rc = rc;
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* Wait up to 100 ms for the worker (GIL released); 1 when it is done. */
+static int bg_wait(bg_job *j)
+{
+    int done;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&j->mu);
+    if (!j->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    }
+    done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    Py_END_ALLOW_THREADS
+    return done;
+}
+
+/* Run j->run on a worker thread. 0: it ran to its end (status in j->rc);
+ * -1: a Python exception is set (a signal's, e.g. KeyboardInterrupt, or the
+ * callback's; the C call was canceled). */
+static int bg_run(bg_job *j)
+{
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    pthread_t th;
+    int ret = 0;
+    if (pthread_create(&th, NULL, bg_thread, j)) {
+        raise_c(DS_ERR_INTERNAL, "cannot start a thread");
+        ret = -1;
+        goto out;
+    }
+    PyObject *st = NULL, *sv = NULL, *stb = NULL; /* a signal's exception */
+    while (!bg_wait(j))
+        if (!st && PyErr_CheckSignals() < 0) {
+            PyErr_Fetch(&st, &sv, &stb);
+            __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+        }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+    if (st) {
+        PyErr_Restore(st, sv, stb);
+        ret = -1;
+    } else if (j->exc_t) {
+        PyErr_Restore(j->exc_t, j->exc_v, j->exc_tb);
+        j->exc_t = j->exc_v = j->exc_tb = NULL;
+        ret = -1;
+    }
+out:
+    Py_CLEAR(j->exc_t);
+    Py_CLEAR(j->exc_v);
+    Py_CLEAR(j->exc_tb);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    return ret;
+}
+
+/* Path-likes -> C strings (file system encoding). *keep (a list) owns the
+ * bytes; the array is PyMem_Malloc'ed. NULL with an exception set. */
+static const char **fs_paths(PyObject *seq, PyObject **keep, size_t *n_ret)
+{
+    *keep = NULL;
+    PyObject *tup = PySequence_Tuple(seq);
+    if (!tup)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(tup);
+    PyObject *paths = PyList_New(n);
+    const char **out = PyMem_Calloc(n ? (size_t)n : 1, sizeof *out);
+    if (!paths || !out) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
+            goto fail;
+        PyList_SET_ITEM(paths, i, b);
+        out[i] = PyBytes_AS_STRING(b);
+    }
+    Py_DECREF(tup);
+    *keep = paths;
+    *n_ret = (size_t)n;
+    return out;
+fail:
+    Py_DECREF(tup);
+    Py_XDECREF(paths);
+    PyMem_Free(out);
+    return NULL;
+}
+
+/* ================================================================ analyze */
+typedef struct {
+    bg_job bg; /* first: the job is passed around as a bg_job */
+    const char **inputs;
+    size_t n_inputs;
+    ds_reader_opts ro;
+    ds_analyze_opts ao;
+    int lint, hist;
+    ds_lint_report *rep;
+    ds_hist *h;
+    char err[512];
+} analyze_job;
+
+static PyObject *analyze_event_dict(const void *p)
+{
+    const ds_analyze_event *ev = p;
+    return Py_BuildValue("{s:s,s:K,s:K,s:d,s:O}", "stage", "progress", "records", (unsigned long long)ev->records,
+                         "bytes_in", (unsigned long long)ev->bytes_in, "seconds", ev->seconds, "last",
+                         ev->last ? Py_True : Py_False);
+}
+
+static int analyze_cb(const ds_analyze_event *ev, void *user)
+{
+    return bg_report(user, analyze_event_dict, ev);
+}
+
+static int analyze_run(bg_job *b)
+{
+    analyze_job *j = (analyze_job *)b;
+    return ds_analyze(j->inputs, j->n_inputs, &j->ro, &j->ao, j->lint ? &j->rep : NULL, j->hist ? &j->h : NULL,
+                      j->err, sizeof j->err);
+}
+
+/* The reports as the CLI's --json text, the chart as --svg. */
+static PyObject *analyze_result(analyze_job *j, PyObject *svg_b)
+{
+    char *lbuf = NULL, *hbuf = NULL;
+    size_t lsz = 0, hsz = 0;
+    PyObject *ret = NULL;
+    if (j->rep) {
+        FILE *f = open_memstream(&lbuf, &lsz);
+        if (!f || ds_lint_write_json(j->rep, f) < 0 || fclose(f)) {
+            raise_c(DS_ERR_NOMEM, "lint: cannot format the report");
+            goto out;
+        }
+    }
+    if (j->h) {
+        FILE *f = open_memstream(&hbuf, &hsz);
+        if (!f || ds_hist_write_json(j->h, f) < 0 || fclose(f)) {
+            raise_c(DS_ERR_NOMEM, "hist: cannot format the report");
+            goto out;
+        }
+        if (svg_b && ds_hist_write_svg(j->h, PyBytes_AS_STRING(svg_b), j->err, sizeof j->err) != DS_OK) {
+            raise_c(DS_ERR_IO, j->err);
+            goto out;
+        }
+    }
+    int code = j->rep ? ds_lint_exit_code(j->rep) : 0;
+    ret = Py_BuildValue("(z#z#iK)", lbuf, (Py_ssize_t)lsz, hbuf, (Py_ssize_t)hsz, code,
+                        (unsigned long long)(j->h ? j->h->docs : 0));
+out:
+    free(lbuf);
+    free(hbuf);
+    return ret;
+}
+
+static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwl[] = {"inputs", "tokenizer", "lint", "hist", "seq_len", "max_doc_bytes", "max_examples",
+                          "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
+                          "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", "callback", NULL};
+    PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None, *cb = Py_None;
+    int lint = 1, hist = 0, doc_sep = 0, cut = 0;
+    /* the ranges of mkshards lint / hist (tools/analyze_cli.c); 0 or None: the default */
+    num_arg seq_len = {"seq_len", 1, 1ULL << 30, 1, 0, 0, 0}, max_doc_bytes = {"max_doc_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg max_examples = {"max_examples", 0, 100000, 0, 1, 0, 0}, threads = {"threads", 1, 256, 2, 0, 0, 0};
+    num_arg max_record = {"max_record_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg long_run = {"long_run_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg long_line = {"long_line_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    double outlier = 0, min_bpt = 0;
+    const char *field = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&ziO&pdO&O&dOO", kwl, &inputs_o, &tok_o, &lint, &hist,
+                                     conv_num, &seq_len, conv_num, &max_doc_bytes, conv_num, &max_examples, conv_num,
+                                     &threads, &field, &doc_sep, conv_num, &max_record, &cut, &outlier, conv_num,
+                                     &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb))
+        return NULL;
+    if (check_real("outlier_factor", outlier, 1, 1, 1e12, 0, 1) ||
+        check_real("min_bytes_per_token", min_bpt, 0, 1, 1e6, 0, 1))
+        return NULL;
+    const tk_tokenizer *tok = NULL;
+    const char *tok_spec = NULL; /* the spec it was loaded from */
+    if (tok_o != Py_None && !(tok = core_tokenizer_of(tok_o, &tok_spec)))
+        return PyErr_Format(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer or None");
+    if (hist && tok_o == Py_None)
+        return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
+    if (doc_sep < 0 || doc_sep > 2)
+        return PyErr_Format(PyExc_ValueError, "doc_sep: 'file', 'line' or 'blank-line'");
+    if (cb != Py_None && !PyCallable_Check(cb))
+        return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
+    analyze_job *j = PyMem_Calloc(1, sizeof *j);
+    PyObject *paths = NULL, *svg_b = NULL, *ret = NULL;
+    if (!j)
+        return PyErr_NoMemory();
+    if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs)))
+        goto out;
+    if (!j->n_inputs) {
+        PyErr_SetString(PyExc_ValueError, "no inputs given");
+        goto out;
+    }
+    if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b))
+        goto out;
+    if (svg_b) { /* before the (long) analysis: the CLI's refusals, through the same library check */
+        ds_read_paths rp = {.inputs = j->inputs, .n_inputs = j->n_inputs,
+                            .tokenizer = tok_spec};
+        int crc = ds_check_output("svg", PyBytes_AS_STRING(svg_b), &rp, j->err, sizeof j->err);
+        if (crc != DS_OK) {
+            raise_c(crc, j->err);
+            goto out;
+        }
+    }
+    ds_reader_opts_init(&j->ro);
+    ds_analyze_opts_init(&j->ao);
+    j->ro.field = field;
+    j->ro.doc_sep = (ds_doc_sep)doc_sep;
+    if (max_record.v)
+        j->ro.max_record_bytes = (size_t)max_record.v;
+    if (cut)
+        j->ro.overlong = DS_OVERLONG_CUT;
+    ds_analyze_opts *ao = &j->ao;
+    ao->tok = tok;
+    ao->seq_len = seq_len.v;
+    ao->max_doc_bytes = max_doc_bytes.v;
+    if (max_examples.given) {
+        ao->max_examples = (size_t)max_examples.v;
+        ao->set_examples = 1;
+    }
+    ao->threads = (int)threads.v;
+    if (outlier > 0)
+        ao->outlier_factor = outlier;
+    if (long_run.v)
+        ao->long_run_bytes = long_run.v;
+    if (long_line.v)
+        ao->long_line_bytes = long_line.v;
+    if (min_bpt > 0)
+        ao->min_bytes_per_token = min_bpt;
+    ao->callback = analyze_cb;
+    ao->user = j;
+    j->lint = lint;
+    j->hist = hist;
+    j->bg.run = analyze_run;
+    j->bg.cb = cb == Py_None ? NULL : cb;
+    if (bg_run(&j->bg))
+        goto out;
+    if (j->bg.rc != DS_OK) {
+        raise_c(j->bg.rc, j->err[0] ? j->err : ds_strerror(j->bg.rc));
+        goto out;
+    }
+    ret = analyze_result(j, svg_b);
+out:
+    if (j) {
+        ds_lint_report_free(j->rep);
+        ds_hist_free(j->h);
+        PyMem_Free(j->inputs);
+    }
+    PyMem_Free(j);
+    Py_XDECREF(svg_b);
+    Py_XDECREF(paths);
+    return ret;
+}
+
+/* ================================================================ build */
+typedef struct {
+    bg_job bg; /* first */
+    ds_build_opts o;
+    ds_build_result res;
+    char err[1024];
+} build_job;
+
+static const char *build_ev_name(ds_build_event_kind k)
+{
+    switch (k) {
+    case DS_BUILD_EV_PROGRESS: return "progress";
+    case DS_BUILD_EV_REBUILD: return "rebuild";
+    case DS_BUILD_EV_RESUME: return "resume";
+    case DS_BUILD_EV_CKPT_FAILED: return "checkpoint_failed";
+    }
+    return "event";
+}
+
+static PyObject *build_event_dict(const void *p)
+{
+    const ds_build_event *ev = p;
+    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:d,s:O,s:n,s:s}", "event", build_ev_name(ev->kind), "records",
+                         (unsigned long long)ev->records, "bytes_in", (unsigned long long)ev->bytes_in, "tokens",
+                         (unsigned long long)ev->tokens, "est_bytes", (unsigned long long)ev->est_bytes, "seconds",
+                         ev->seconds, "last", ev->last ? Py_True : Py_False, "shards", (Py_ssize_t)ev->shards,
+                         "detail", ev->detail ? ev->detail : "");
+}
+
+static int build_cb(const ds_build_event *ev, void *user)
+{
+    return bg_report(user, build_event_dict, ev);
+}
+
+static int build_run(bg_job *b)
+{
+    build_job *j = (build_job *)b;
+    return ds_build(&j->o, &j->res, j->err, sizeof j->err);
+}
+
+/* build()'s keyword arguments, as parsed */
+typedef struct {
+    PyObject *inputs, *out, *tok, *cb;
+    const char *spec, *field;
+    unsigned int seq_len, frame_rows, part_k, part_n;
+    int pack, over_long, shuffle, zstd_level, doc_sep, threads, force;
+    unsigned long long bfd_window, seed, shard_tokens, batch_bytes;
+    double val_fraction, ckpt_s;
+} build_args;
+
+/* Parse and check; a->out is a new reference (bytes) on success. */
+static int build_parse(PyObject *args, PyObject *kw, build_args *a)
+{
+    static char *kwl[] = {"inputs", "out", "tokenizer", "tokenizer_spec", "seq_len", "pack", "over_long",
+                          "bfd_window", "val_fraction", "seed", "shuffle", "shard_tokens", "zstd_level",
+                          "frame_rows", "field", "doc_sep", "part_k", "part_n", "threads", "batch_bytes", "force",
+                          "callback", "checkpoint_seconds", NULL};
+    memset(a, 0, sizeof *a);
+    a->cb = Py_None;
+    a->shuffle = 1;
+    /* the ranges of mkshards build's options (tools/cmd_build.c); 0: the default */
+    num_arg seq_len = {"seq_len", 1, 1ULL << 24, 0, 0, 0, 0}, bfd_window = {"bfd_window", 1, 1ULL << 24, 1, 0, 0, 0};
+    num_arg seed = {"seed", 0, UINT64_MAX, 0, 0, 0, 0}, shard_tokens = {"shard_tokens", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg zstd_level = {"zstd", 0, 22, 0, 0, 0, 0}, frame_rows = {"frame_rows", 1, 1ULL << 20, 1, 0, 0, 0};
+    num_arg part_k = {"part K", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1}, part_n = {"part N", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1};
+    num_arg threads = {"threads", 1, 256, 2, 0, 0, 0}, batch_bytes = {"batch_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    PyObject *ckpt_o = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|O&iiO&dO&pO&O&O&ziO&O&O&O&pOO", kwl, &a->inputs,
+                                     PyUnicode_FSConverter, &a->out, &a->tok, &a->spec, conv_num, &seq_len, &a->pack,
+                                     &a->over_long, conv_num, &bfd_window, &a->val_fraction, conv_num, &seed,
+                                     &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num, &frame_rows,
+                                     &a->field, &a->doc_sep, conv_num, &part_k, conv_num, &part_n, conv_num, &threads,
+                                     conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o))
+        return -1;
+    a->ckpt_s = -1; /* None: ds_build's default */
+    if (ckpt_o != Py_None && ((a->ckpt_s = PyFloat_AsDouble(ckpt_o)) == -1 && PyErr_Occurred()))
+        goto fail;
+    if (!seq_len.given) {
+        PyErr_SetString(PyExc_TypeError, "build: seq_len is required (tokens per row, 1..2^24)");
+        goto fail;
+    }
+    if (part_k.v > part_n.v) {
+        PyErr_Format(PyExc_ValueError, "part %llu/%llu: K must be 1..N (N at most %u)", part_k.v, part_n.v,
+                     (unsigned)DS_BUILD_MAX_PARTS);
+        goto fail;
+    }
+    if (check_real("val_fraction", a->val_fraction, 0, 0, 1, 1, 0) ||
+        (ckpt_o != Py_None && check_real("checkpoint_seconds", a->ckpt_s, 0, 0, 1e9, 1, 0)))
+        goto fail;
+    a->seq_len = (unsigned)seq_len.v;
+    a->bfd_window = bfd_window.v;
+    a->seed = seed.v;
+    a->shard_tokens = shard_tokens.v;
+    a->zstd_level = (int)zstd_level.v;
+    a->frame_rows = (unsigned)frame_rows.v;
+    a->part_k = (unsigned)part_k.v;
+    a->part_n = (unsigned)part_n.v;
+    a->threads = (int)threads.v;
+    a->batch_bytes = batch_bytes.v;
+    const char *bad = NULL;
+    PyObject *type = PyExc_TypeError;
+    if (!core_tokenizer_of(a->tok, NULL))
+        bad = "tokenizer: a loaded mkshards Tokenizer";
+    else if (a->cb != Py_None && !PyCallable_Check(a->cb))
+        bad = "progress: a callable or None";
+    else if (a->pack < 0 || a->pack > 2 || a->over_long < 0 || a->over_long > 2 || a->doc_sep < 0 || a->doc_sep > 2) {
+        bad = "pack / over_long / doc_sep out of range";
+        type = PyExc_ValueError;
+    }
+    if (bad) {
+        PyErr_SetString(type, bad);
+        goto fail;
+    }
+    return 0;
+fail:
+    Py_CLEAR(a->out);
+    return -1;
+}
+
+/* ds_build_opts from the parsed arguments (0 = the CLI's default). */
+static void build_set_opts(build_job *j, const build_args *a, const char **inputs, size_t n)
+{
+    ds_build_opts *o = &j->o;
+    ds_build_opts_init(o);
+    o->tok = core_tokenizer_of(a->tok, NULL);
+    o->tokenizer_spec = a->spec;
+    o->inputs = inputs;
+    o->n_inputs = n;
+    o->out_dir = PyBytes_AS_STRING(a->out);
+    o->seq_len = a->seq_len;
+    o->pack = (ds_pack)a->pack;
+    o->over_long = (ds_over_long)a->over_long;
+    if (a->bfd_window)
+        o->bfd_window = a->bfd_window;
+    o->val_fraction = a->val_fraction;
+    o->seed = a->seed;
+    o->shuffle = a->shuffle;
+    if (a->shard_tokens)
+        o->shard_tokens = a->shard_tokens;
+    o->zstd_level = a->zstd_level;
+    if (a->frame_rows)
+        o->frame_rows = a->frame_rows;
+    o->field = a->field;
+    o->doc_sep = (ds_doc_sep)a->doc_sep;
+    o->part_k = a->part_k;
+    o->part_n = a->part_n;
+    o->threads = a->threads > 0 ? a->threads : n_cpus();
+    if (a->batch_bytes)
+        o->batch_bytes = a->batch_bytes;
+    o->force = a->force;
+    if (a->ckpt_s >= 0)
+        o->checkpoint_seconds = a->ckpt_s;
+    o->callback = build_cb;
+    o->user = j;
+}
+
+static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    build_args a;
+    if (build_parse(args, kw, &a))
+        return NULL;
+    PyObject *paths = NULL, *ret = NULL;
+    size_t n = 0;
+    const char **inputs = fs_paths(a.inputs, &paths, &n);
+    build_job *j = inputs ? PyMem_Calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        if (inputs)
+            PyErr_NoMemory();
+        goto out;
+    }
+    build_set_opts(j, &a, inputs, n);
+    j->bg.run = build_run;
+    j->bg.cb = a.cb == Py_None ? NULL : a.cb;
+    if (bg_run(&j->bg))
+        goto out;
+    if (j->bg.rc != DS_OK) {
+        raise_c(j->bg.rc, j->err[0] ? j->err : ds_strerror(j->bg.rc));
+        goto out;
+    }
+    ret = Py_BuildValue("{s:O,s:n,s:O,s:n,s:d}", "up_to_date", j->res.up_to_date ? Py_True : Py_False, "n_checked",
+                        (Py_ssize_t)j->res.n_checked, "resumed", j->res.resumed ? Py_True : Py_False, "n_shards",
+                        (Py_ssize_t)j->res.n_shards, "seconds", j->res.seconds);
+out:
+    PyMem_Free(j);
+    PyMem_Free(inputs);
+    Py_XDECREF(paths);
+    Py_XDECREF(a.out);
+    return ret;
+}
+
+static PyMethodDef jobs_functions[] = {
+    {"analyze", FN(py_analyze), METH_VARARGS | METH_KEYWORDS,
+     "analyze(inputs, tokenizer=None, lint=True, hist=False, ...) -> (lint_json, hist_json, exit_code, docs)"},
+    {"build", FN(py_build), METH_VARARGS | METH_KEYWORDS,
+     "build(inputs, out, tokenizer, tokenizer_spec, seq_len, ...): ds_build on a worker thread; Ctrl-C cancels"},
+    {NULL, NULL, 0, NULL}};
+
+int core_add_jobs(PyObject *m) { return PyModule_AddFunctions(m, jobs_functions); }
