@@ -169,10 +169,6 @@ static int emit_event(build *b, ds_build_event *ev) {
     return b->o->callback(ev, b->o->user);
 }
 
-static const char *doc_sep_name(ds_doc_sep s) {
-    return s == DS_SEP_LINE ? "line" : s == DS_SEP_BLANK ? "blank-line" : "file";
-}
-
 /* The token's text for the manifest ("" when it is not UTF-8 or too long). */
 static void token_text(const tk_tokenizer *tok, int64_t id, char *out, size_t cap) {
     const uint8_t *p;
@@ -216,7 +212,8 @@ static int make_config(build *b) {
     ds_build_config *c = &b->cfg;
     if (!o->tok || !o->out_dir || !o->seq_len || o->seq_len > (1u << 24) || (o->n_inputs && !o->inputs))
         return fail(b, DS_ERR_ARG, "ds_build: tok, out_dir and seq_len 1..2^24 are required");
-    if (o->pack > DS_PACK_NONE || o->over_long > DS_OL_DROP || o->zstd_level < 0 || o->zstd_level > 22 ||
+    if (!ds_pack_name(o->pack) || !ds_over_long_name(o->over_long) || !ds_doc_sep_name(o->doc_sep) ||
+        o->zstd_level < 0 || o->zstd_level > 22 ||
         o->part_n < 1 || o->part_n > DS_BUILD_MAX_PARTS || o->part_k < 1 || o->part_k > o->part_n ||
         !(o->val_fraction >= 0 && o->val_fraction < 1) || !o->bfd_window || !o->shard_tokens ||
         (o->zstd_level && !o->frame_rows) || !o->batch_bytes)
@@ -240,7 +237,7 @@ static int make_config(build *b) {
     c->zstd_level = o->zstd_level;
     c->frame_rows = o->zstd_level ? o->frame_rows : 0;
     snprintf(c->field, sizeof c->field, "%s", o->field ? o->field : "text");
-    snprintf(c->doc_sep, sizeof c->doc_sep, "%s", doc_sep_name(o->doc_sep));
+    snprintf(c->doc_sep, sizeof c->doc_sep, "%s", ds_doc_sep_name(o->doc_sep));
     c->part_k = o->part_k;
     c->part_n = o->part_n;
     c->inputs = calloc(o->n_inputs + 1, sizeof *c->inputs);

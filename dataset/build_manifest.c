@@ -20,8 +20,6 @@ static const char *const k_reasons[DS_REJ_COUNT] = {"zstd-corrupt",     "json-ma
 static int reason_optional(int r) { return r == DS_REJ_TOKENIZER; }
 const char *ds_reject_reason_name(int r) { return r >= 0 && r < DS_REJ_COUNT ? k_reasons[r] : "?"; }
 
-static const char *pack_name(ds_pack p) { return p == DS_PACK_BFD ? "bfd" : p == DS_PACK_NONE ? "none" : "concat"; }
-static const char *ol_name(ds_over_long o) { return o == DS_OL_CHUNK ? "chunk" : o == DS_OL_DROP ? "drop" : "truncate"; }
 
 void ds_build_config_free(ds_build_config *c) {
     for (size_t i = 0; i < c->n_inputs; i++) free(c->inputs[i]);
@@ -58,8 +56,8 @@ json_t *ds_build_config_json(const ds_build_config *c) {
     json_t *j = json_object();
     json_object_set_new(j, "tokenizer", json_string(c->tokenizer_spec));
     json_object_set_new(j, "seq_len", json_integer(c->seq_len));
-    json_object_set_new(j, "pack", json_string(pack_name(c->pack)));
-    json_object_set_new(j, "over_long", json_string(ol_name(c->over_long)));
+    json_object_set_new(j, "pack", json_string(ds_pack_name(c->pack)));
+    json_object_set_new(j, "over_long", json_string(ds_over_long_name(c->over_long)));
     json_object_set_new(j, "bfd_window_rows", json_integer((json_int_t)c->bfd_window));
     json_object_set_new(j, "val_fraction", json_real(c->val_fraction));
     /* jansson's integers are int64: a seed of 2^63 or more is written as its
@@ -147,15 +145,16 @@ static int cfg_str(json_t *o, const char *k, char *out, size_t cap, char *err, s
     return 0;
 }
 
-static int cfg_enum(json_t *o, const char *k, const char *const *names, int n, int *out, char *err, size_t errlen) {
+/* An enum named by its table (ds_names.c): name(i) for i = 0, 1, ... until NULL. */
+static int cfg_enum(json_t *o, const char *k, const char *(*name)(int), int *out, char *err, size_t errlen) {
     const char *v = json_string_value(json_object_get(o, k));
-    for (int i = 0; v && i < n; i++)
-        if (!strcmp(v, names[i])) {
+    for (int i = 0; v && name(i); i++)
+        if (!strcmp(v, name(i))) {
             *out = i;
             return 0;
         }
-    snprintf(err, errlen, "config.%s must be one of %s%s%s%s%s", k, names[0], n > 1 ? ", " : "", n > 1 ? names[1] : "",
-             n > 2 ? ", " : "", n > 2 ? names[2] : "");
+    char names[128];
+    snprintf(err, errlen, "config.%s must be %s", k, ds_names_list(name, names, sizeof names));
     return -1;
 }
 
@@ -165,15 +164,14 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
         snprintf(err, errlen, "manifest has no config object");
         return -1;
     }
-    static const char *const packs[] = {"concat", "bfd", "none"}, *const ols[] = {"truncate", "chunk", "drop"};
     json_int_t v;
     int e;
     if (cfg_str(j, "tokenizer", c->tokenizer_spec, sizeof c->tokenizer_spec, err, errlen)) return -1;
     if (cfg_int(j, "seq_len", 1, DS_SHARD_MAX_ROW_LEN, &v, err, errlen)) return -1;
     c->seq_len = (uint32_t)v;
-    if (cfg_enum(j, "pack", packs, 3, &e, err, errlen)) return -1;
+    if (cfg_enum(j, "pack", ds_pack_name, &e, err, errlen)) return -1;
     c->pack = (ds_pack)e;
-    if (cfg_enum(j, "over_long", ols, 3, &e, err, errlen)) return -1;
+    if (cfg_enum(j, "over_long", ds_over_long_name, &e, err, errlen)) return -1;
     c->over_long = (ds_over_long)e;
     if (cfg_int(j, "bfd_window_rows", 1, 1 << 24, &v, err, errlen)) return -1;
     c->bfd_window = (uint64_t)v;

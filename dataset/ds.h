@@ -412,6 +412,21 @@ typedef enum { DS_PACK_CONCAT = 0, DS_PACK_BFD = 1, DS_PACK_NONE = 2 } ds_pack;
 #define DS_FRAME_DEFAULT (-2) /* bos_id / eos_id: the tokenizer's framing (tk_default_framing) */
 typedef enum { DS_OL_TRUNCATE = 0, DS_OL_CHUNK = 1, DS_OL_DROP = 2 } ds_over_long;
 
+/* Enum names (dataset/ds_names.c): the one spelling of ds_pack, ds_over_long
+ * and ds_doc_sep, used by the CLI options, the manifest's config and the
+ * Python arguments. ds_<enum>_name(v): the name, NULL for a value out of
+ * range (so for (i = 0; ds_pack_name(i); i++) lists them all);
+ * ds_<enum>_parse(name, &v): 0 with v set, -1 for an unknown name or NULL
+ * (ds_doc_sep_parse also takes "blank" for "blank-line");
+ * ds_names_list(ds_pack_name, buf, cap): "concat, bfd or none", for messages. */
+const char *ds_pack_name(int v);
+int ds_pack_parse(const char *name, ds_pack *out);
+const char *ds_over_long_name(int v);
+int ds_over_long_parse(const char *name, ds_over_long *out);
+const char *ds_doc_sep_name(int v);
+int ds_doc_sep_parse(const char *name, ds_doc_sep *out);
+const char *ds_names_list(const char *(*name)(int), char *buf, size_t cap);
+
 #define DS_BUILD_HIST_BINS 40
 #define DS_BUILD_MAX_PARTS 1000000 /* part_n at most */
 
@@ -438,6 +453,9 @@ typedef struct {
                                                      bin k = [2^(k-1), 2^k) */
     uint64_t bos;                                 /* BOS tokens written (framing with a BOS) */
 } ds_build_account;
+/* The accounting of a manifest read by ds_manifest_read (ds_shard.h): every
+ * counter checked as ds_build reads it back; NULL for an unread m. */
+const ds_build_account *ds_manifest_account(const ds_manifest_info *m);
 
 typedef enum {
     DS_BUILD_EV_PROGRESS = 0, /* after every batch (records, bytes_in, tokens, est_bytes, seconds, last) */

@@ -186,6 +186,50 @@ int ds_shardset_read_msg(const ds_shardset *s, ds_split split, uint64_t row, uin
 size_t ds_shardset_n_shards(const ds_shardset *s, ds_split split);
 const ds_shard *ds_shardset_shard(const ds_shardset *s, ds_split split, size_t i, const char **path);
 
+/* ------------------------------------------------------------- manifest reader
+ * DIR/manifest.json as checked values (dataset/manifest_info.c), through the
+ * one reader of manifests that ds_shardset_open, ds_verify and ds_merge use:
+ * a regular file of at most DS_MANIFEST_MAX_BYTES, no duplicate keys, every
+ * field below present with its type and range (the config by the rules
+ * ds_build accepts, the accounting's counters), shard names plain file names.
+ * The "as recorded" summaries are the manifest's own figures (0 / "" when
+ * absent); ds_verify checks that they agree with the shards. ds.h adds
+ * ds_manifest_account (the accounting). */
+typedef struct {
+    const char *file; /* plain file name inside the set's directory */
+    int split;        /* DS_SPLIT_TRAIN or DS_SPLIT_VAL */
+    uint64_t rows, tokens, bytes, xxh3;
+} ds_manifest_shard;
+
+typedef struct {
+    /* tokenizer */
+    const char *tokenizer_name;
+    uint8_t fingerprint[32];
+    uint32_t vocab_size, eot_id, pad_id, seq_len, dtype_bytes;
+    int64_t bos_id, eos_id;     /* -1: none */
+    /* config: what the set was built with */
+    const char *tokenizer_spec; /* config.tokenizer as recorded: a path or a name, never opened here */
+    int pack;                   /* ds_pack (ds.h; ds_pack_name) */
+    int over_long;              /* ds_over_long (ds_over_long_name) */
+    double val_fraction;
+    uint64_t seed;
+    int shuffle, zstd_level;
+    uint32_t frame_rows, part_k, part_n;
+    /* as recorded: "splits" ([DS_SPLIT_TRAIN], [DS_SPLIT_VAL]) and accounting totals */
+    uint64_t split_shards[2], split_rows[2], split_tokens[2];
+    uint64_t docs_in, tokens_in, tokens_written;
+    char utilisation[33];       /* non-pad tokens / row tokens: its fixed-digit text (32 bytes at most) */
+    size_t n_shards;            /* in manifest order */
+    const ds_manifest_shard *shards;
+    void *impl;                 /* the reader's own (freed by ds_manifest_info_free) */
+} ds_manifest_info;
+
+/* DS_OK, DS_ERR_IO (missing / not a regular file / not a directory),
+ * DS_ERR_FORMAT (err names the manifest and the field), DS_ERR_NOMEM. On
+ * failure *m needs no free. */
+int ds_manifest_read(const char *dir, ds_manifest_info *m, char *err, size_t errlen);
+void ds_manifest_info_free(ds_manifest_info *m);
+
 /* Helpers shared with the tools. */
 void ds_shard_hex(const uint8_t *bytes, size_t n, char *out); /* out: 2n+1 chars */
 int ds_shard_unhex(const char *hex, uint8_t *bytes, size_t n); /* 0 ok, -1 bad */

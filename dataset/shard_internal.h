@@ -49,12 +49,7 @@ uint64_t ds_xxh3(const void *data, size_t len);
  * duplicate JSON keys, and checks the type and range of every field below,
  * so its users never meet a missing or mistyped one. Shard names are plain
  * file names (ds_shard_name_check); a name listed twice is refused. */
-typedef struct {
-    const char *file; /* plain file name inside the set's directory */
-    int split;        /* DS_SPLIT_TRAIN or DS_SPLIT_VAL */
-    uint64_t rows, tokens, bytes, xxh3;
-} ds_manifest_shard;
-
+/* ds_manifest_shard: ds_shard.h (the public reader, ds_manifest_read, wraps this one). */
 typedef struct {
     json_t *root;       /* the parsed manifest (owned; config/accounting are the tools' to check) */
     char *path;         /* DIR/manifest.json, for messages */

@@ -55,6 +55,13 @@ OMP_NUM_THREADS=100000 timeout 120 "$LLM" --data "$T/shards" --model tiny --seq-
 expect_rc 0 $? "train with OMP_NUM_THREADS=100000"
 grep -q "OMP_NUM_THREADS=100000 is above 4096 threads: using" "$T/err" && ok "clamp named: $(head -c 120 "$T/err")" ||
     bad "no warning: $(head -c 300 "$T/err")"
+# the enum options spelled by the library's tables (tr_device_name / tr_precision_name): an unknown
+# name lists them; "gpu" still means cuda
+run 64 "unknown --device" "unknown --device 'tpu' (cpu or cuda)" -- "$LLM" --plan --data "$T/shards" --model tiny --device tpu
+run 64 "unknown --precision" "unknown --precision 'fp8' (fp32, bf16 or fp16)" -- "$LLM" --plan --data "$T/shards" --model tiny --precision fp8
+"$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --device gpu >"$T/p1" 2>&1
+"$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --device cuda >"$T/p2" 2>&1
+cmp -s "$T/p1" "$T/p2" && grep -q "cuda" "$T/p1" && ok "--device gpu = --device cuda" || bad "--device gpu: $(head -3 "$T/p1")"
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 >"$T/out" 2>"$T/err"
 expect_rc 0 $? "plan fits"
 grep -q "micro-batch 8 rows x 32 = 256 tokens" "$T/out" && ok "plan picks B = budget / T" || bad "plan B: $(head -3 "$T/out")"

@@ -233,6 +233,54 @@ static void test_policies(void) {
     }
 }
 
+/* The public manifest reader (ds_manifest_read) and the enum name tables:
+ * the figures inspect prints, equal to the manifest's; a config that names
+ * no pack is refused with the library's names. */
+static void test_manifest_reader(void) {
+    for (int i = 0; ds_pack_name(i); i++) {
+        ds_pack p;
+        CHECK(ds_pack_parse(ds_pack_name(i), &p) == 0 && (int)p == i);
+    }
+    for (int i = 0; ds_over_long_name(i); i++) {
+        ds_over_long o;
+        CHECK(ds_over_long_parse(ds_over_long_name(i), &o) == 0 && (int)o == i);
+    }
+    ds_doc_sep s;
+    CHECK(ds_doc_sep_parse("blank", &s) == 0 && s == DS_SEP_BLANK && ds_doc_sep_parse("para", &s) == -1);
+    CHECK(ds_pack_name(3) == NULL && ds_pack_name(-1) == NULL && ds_pack_parse(NULL, &(ds_pack){0}) == -1);
+    char names[64];
+    CHECK(!strcmp(ds_names_list(ds_over_long_name, names, sizeof names), "truncate, chunk or drop"));
+    CHECK(!strcmp(ds_names_list(ds_pack_name, names, 8), "concat,"));
+    char d[512], err[512];
+    snprintf(d, sizeof d, "%s/none-chunk", g_tmp);
+    ds_manifest_info m;
+    CHECK(ds_manifest_read(d, &m, err, sizeof err) == DS_OK);
+    json_t *j = load_manifest(d);
+    CHECK(m.pack == DS_PACK_NONE && m.over_long == DS_OL_CHUNK && m.seq_len == 8 && !m.shuffle);
+    CHECK(!strcmp(m.tokenizer_spec, "gpt2") && !strcmp(m.tokenizer_name, "gpt2") && m.eot_id == g_eot);
+    CHECK(m.docs_in == (uint64_t)acc(j, "documents", "in") && m.tokens_in == (uint64_t)acc(j, "tokens", "in"));
+    CHECK(m.tokens_written == (uint64_t)acc(j, "tokens", "written"));
+    CHECK(!strcmp(m.utilisation, json_string_value(json_object_get(json_object_get(j, "accounting"), "utilisation"))));
+    const ds_build_account *a = ds_manifest_account(&m);
+    CHECK(a && a->docs_chunked == 1 && a->tok_chunked == 9 && a->rows[0] == m.split_rows[0]);
+    uint64_t rows = 0;
+    for (size_t i = 0; i < m.n_shards; i++) rows += m.shards[i].split == DS_SPLIT_TRAIN ? m.shards[i].rows : 0;
+    CHECK(m.n_shards >= 1 && rows == m.split_rows[0]);
+    ds_manifest_info_free(&m);
+    CHECK(ds_manifest_account(&m) == NULL);
+    /* a config naming no pack: refused, the message from the library's table */
+    json_object_set_new(json_object_get(j, "config"), "pack", json_string("zigzag"));
+    snprintf(d, sizeof d, "%s/bad-pack", g_tmp);
+    CHECK(sh("mkdir -p %s", d) == 0);
+    char mp[600];
+    snprintf(mp, sizeof mp, "%s/manifest.json", d);
+    CHECK(json_dump_file(j, mp, 0) == 0);
+    json_decref(j);
+    CHECK(ds_manifest_read(d, &m, err, sizeof err) == DS_ERR_FORMAT);
+    CHECK(strstr(err, "config.pack must be concat, bfd or none") != NULL);
+    if (!strstr(err, "config.pack")) fprintf(stderr, "ds_manifest_read: %s\n", err);
+}
+
 /* rejected records: listed with file, line and reason; accounted */
 static void test_rejects(void) {
     char in[512];
@@ -499,6 +547,7 @@ int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/test_shards_XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
     test_policies();
+    test_manifest_reader();
     test_rejects();
     test_lint_agreement();
     test_cli_errors();

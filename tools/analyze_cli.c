@@ -81,10 +81,11 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
             a->ao.set_examples = 1;
             break;
         case OPT_DOC_SEP:
-            if (!strcmp(optarg, "file")) a->ro.doc_sep = DS_SEP_FILE;
-            else if (!strcmp(optarg, "line")) a->ro.doc_sep = DS_SEP_LINE;
-            else if (!strcmp(optarg, "blank-line")) a->ro.doc_sep = DS_SEP_BLANK;
-            else return cli_usage_error(cmd, "--doc-sep must be file, line or blank-line, not '%s'", optarg);
+            if (ds_doc_sep_parse(optarg, &a->ro.doc_sep)) {
+                char names[64];
+                return cli_usage_error(cmd, "--doc-sep must be %s, not '%s'",
+                                       ds_names_list(ds_doc_sep_name, names, sizeof names), optarg);
+            }
             break;
         case OPT_SVG: a->svg = optarg; break;
         case OPT_HIST: a->hist = 1; break;

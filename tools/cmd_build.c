@@ -122,6 +122,7 @@ static int parse_args(build_cli *c, int argc, char **argv) {
     ds_build_opts *o = &c->o;
     long seq_len = 0, threads = 0, frame_rows = 64, zstd_level = 0, part_k = 1, part_n = 1;
     int ch;
+    char names[64]; /* an enum's names, for a usage message */
     cli_getopt_reset();
     while ((ch = cli_getopt(argc, argv, CMD, ":t:L:o:j:f:qh", k_opts)) != -1) {
         switch (ch) {
@@ -136,16 +137,14 @@ static int parse_args(build_cli *c, int argc, char **argv) {
         case 'f': o->field = optarg; break;
         case 'q': c->quiet = 1; break;
         case OPT_PACK:
-            if (!strcmp(optarg, "concat")) o->pack = DS_PACK_CONCAT;
-            else if (!strcmp(optarg, "bfd")) o->pack = DS_PACK_BFD;
-            else if (!strcmp(optarg, "none")) o->pack = DS_PACK_NONE;
-            else return cli_usage_error(CMD, "--pack expects concat, bfd or none, got '%s'", optarg);
+            if (ds_pack_parse(optarg, &o->pack))
+                return cli_usage_error(CMD, "--pack expects %s, got '%s'", ds_names_list(ds_pack_name, names, sizeof names),
+                                       optarg);
             break;
         case OPT_OVERLONG:
-            if (!strcmp(optarg, "truncate")) o->over_long = DS_OL_TRUNCATE;
-            else if (!strcmp(optarg, "chunk")) o->over_long = DS_OL_CHUNK;
-            else if (!strcmp(optarg, "drop")) o->over_long = DS_OL_DROP;
-            else return cli_usage_error(CMD, "--over-long expects truncate, chunk or drop, got '%s'", optarg);
+            if (ds_over_long_parse(optarg, &o->over_long))
+                return cli_usage_error(CMD, "--over-long expects %s, got '%s'",
+                                       ds_names_list(ds_over_long_name, names, sizeof names), optarg);
             c->ol_given = 1;
             break;
         case OPT_BFD_WINDOW:
@@ -169,10 +168,9 @@ static int parse_args(build_cli *c, int argc, char **argv) {
             if (cli_parse_long(CMD, "--frame-rows", optarg, 1, 1L << 20, &frame_rows)) return EXIT_USAGE;
             break;
         case OPT_DOC_SEP:
-            if (!strcmp(optarg, "file")) o->doc_sep = DS_SEP_FILE;
-            else if (!strcmp(optarg, "line")) o->doc_sep = DS_SEP_LINE;
-            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank")) o->doc_sep = DS_SEP_BLANK;
-            else return cli_usage_error(CMD, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
+            if (ds_doc_sep_parse(optarg, &o->doc_sep))
+                return cli_usage_error(CMD, "--doc-sep expects %s, got '%s'",
+                                       ds_names_list(ds_doc_sep_name, names, sizeof names), optarg);
             break;
         case OPT_PART:
             if (!strcmp(optarg, "auto")) { /* K/N from mpirun / srun / a Slurm array (docs/cluster.md) */

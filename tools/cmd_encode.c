@@ -263,14 +263,11 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
         case 'o': a->out_path = optarg; break;
         case OPT_ALLOW_SPECIAL: a->allow = optarg; break;
         case OPT_DOC_SEP:
-            if (!strcmp(optarg, "file"))
-                o->doc_sep = DS_SEP_FILE;
-            else if (!strcmp(optarg, "line"))
-                o->doc_sep = DS_SEP_LINE;
-            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank"))
-                o->doc_sep = DS_SEP_BLANK;
-            else
-                return cli_usage_error(cmd, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
+            if (ds_doc_sep_parse(optarg, &o->doc_sep)) {
+                char names[64];
+                return cli_usage_error(cmd, "--doc-sep expects %s, got '%s'",
+                                       ds_names_list(ds_doc_sep_name, names, sizeof names), optarg);
+            }
             break;
         case OPT_BATCH_BYTES:
             if (cli_parse_size(cmd, "--batch-bytes", optarg, 1, 1ull << 40, &o->batch_bytes))

@@ -9,7 +9,6 @@
 
 #include "cli.h"
 #include "ds.h"
-#include "build_internal.h"
 
 static const char k_usage[] =
     "Usage: mkshards inspect [options] DIR|SHARD\n"
@@ -52,36 +51,21 @@ static void print_header(const ds_shard_header *h) {
                h->tokens_bytes ? (double)(h->n_rows * h->row_len * h->dtype_bytes) / (double)h->tokens_bytes : 0.0);
 }
 
-static uint64_t ju(json_t *o, const char *k) {
-    json_int_t v = json_integer_value(json_object_get(o, k));
-    return v > 0 ? (uint64_t)v : 0;
-}
-/* for the fields ds_manifest_load / ds_build_*_from_json do not check: never NULL */
-static const char *js(json_t *o, const char *k) {
-    const char *v = json_string_value(json_object_get(o, k));
-    return v ? v : "?";
-}
-
-/* m, cfg and a were checked (ds_manifest_load, ds_build_config_from_json,
- * ds_build_account_from_json): every field printed here exists with its type. */
-static void print_manifest(const ds_manifest *man, const ds_build_config *cfg, const ds_build_account *a) {
-    json_t *m = man->root, *acc = json_object_get(m, "accounting");
-    json_t *d = json_object_get(acc, "documents"), *t = json_object_get(acc, "tokens");
+/* man was checked by ds_manifest_read: every field printed here exists with
+ * its type and range (the split and total figures as the manifest records them). */
+static void print_manifest(const ds_manifest_info *man) {
+    const ds_build_account *a = ds_manifest_account(man);
     char fp[65];
     ds_shard_hex(man->fingerprint, 32, fp);
     printf("tokenizer    %s (vocab %u, eot %u, fingerprint %.16s...)\n", man->tokenizer_name, man->vocab_size,
            man->eot_id, fp);
-    static const char *const packs[] = {"concat", "bfd", "none"}, *const ols[] = {"truncate", "chunk", "drop"};
-    printf("rows         %u tokens, u%u; pack %s", man->seq_len, 8 * man->dtype_bytes, packs[cfg->pack]);
-    if (cfg->pack == DS_PACK_NONE) printf(" (over-long: %s)", ols[cfg->over_long]);
-    printf("; val fraction %g; seed %" PRIu64 "%s; zstd %d\n", cfg->val_fraction, cfg->seed,
-           cfg->shuffle ? "" : " (no shuffle)", cfg->zstd_level);
-    json_t *sp = json_object_get(m, "splits");
-    for (int k = 0; k < 2; k++) {
-        json_t *o = json_object_get(sp, k ? "val" : "train");
-        printf("%-12s %" PRIu64 " shards, %" PRIu64 " rows, %" PRIu64 " tokens\n", k ? "val" : "train", ju(o, "shards"),
-               ju(o, "rows"), ju(o, "tokens"));
-    }
+    printf("rows         %u tokens, u%u; pack %s", man->seq_len, 8 * man->dtype_bytes, ds_pack_name(man->pack));
+    if (man->pack == DS_PACK_NONE) printf(" (over-long: %s)", ds_over_long_name(man->over_long));
+    printf("; val fraction %g; seed %" PRIu64 "%s; zstd %d\n", man->val_fraction, man->seed,
+           man->shuffle ? "" : " (no shuffle)", man->zstd_level);
+    for (int k = 0; k < 2; k++)
+        printf("%-12s %" PRIu64 " shards, %" PRIu64 " rows, %" PRIu64 " tokens\n", k ? "val" : "train",
+               man->split_shards[k], man->split_rows[k], man->split_tokens[k]);
     size_t n = man->n_shards;
     printf("\nshards (%zu):\n", n);
     for (size_t i = 0; i < n; i++) {
@@ -94,7 +78,7 @@ static void print_manifest(const ds_manifest *man, const ds_build_config *cfg, c
                e->file, e->split ? "val" : "train", e->rows, e->tokens, e->bytes, e->xxh3);
     }
     printf("\naccounting:\n");
-    printf("  documents in  %12" PRIu64 "  (records %" PRIu64 ", %.1f MB)\n", ju(d, "in"), a->records,
+    printf("  documents in  %12" PRIu64 "  (records %" PRIu64 ", %.1f MB)\n", man->docs_in, a->records,
            (double)a->bytes_in / 1e6);
     printf("    whole       %12" PRIu64 "  %14" PRIu64 " tokens\n", a->docs_whole, a->tok_whole);
     printf("    truncated   %12" PRIu64 "  %14" PRIu64 " tokens kept, %" PRIu64 " lost\n", a->docs_truncated,
@@ -115,8 +99,8 @@ static void print_manifest(const ds_manifest *man, const ds_build_config *cfg, c
     char bos[40] = "";
     if (a->bos) snprintf(bos, sizeof bos, ", %" PRIu64 " BOS", a->bos);
     printf("  tokens        %" PRIu64 " in, %" PRIu64 " written (with %" PRIu64 " EOT%s), %" PRIu64 " padding\n",
-           ju(t, "in"), ju(t, "written"), a->eot, bos, a->pad);
-    printf("  utilisation   %.32s (non-pad tokens / row tokens)\n", js(acc, "utilisation"));
+           man->tokens_in, man->tokens_written, a->eot, bos, a->pad);
+    printf("  utilisation   %.32s (non-pad tokens / row tokens)\n", man->utilisation[0] ? man->utilisation : "?");
     /* at most DS_BUILD_HIST_BINS (40) bins: the bounds 2^(i-1) .. 2^i - 1 fit in 64 bits */
     uint64_t max = 0;
     long double tot = 0;
@@ -225,11 +209,11 @@ static void escaped(const char *s, char *out, size_t cap) {
  * whose first load writes a table image to the cache (docs/threat-model.md:
  * no path from inside a file is used). The warning names it, so the user
  * can pass it on purpose. */
-static tk_tokenizer *row_tokenizer(const char *cmd, const char *tkspec, json_t *m, const ds_shard *s) {
+static tk_tokenizer *row_tokenizer(const char *cmd, const char *tkspec, const ds_manifest_info *m, const ds_shard *s) {
     tk_tokenizer *tok = NULL;
     const char *spec = tkspec && *tkspec ? tkspec : NULL;
     if (!spec) {
-        const char *rec = m ? json_string_value(json_object_get(json_object_get(m, "config"), "tokenizer")) : NULL;
+        const char *rec = m ? m->tokenizer_spec : NULL;
         char esc[256];
         if (rec && *rec) {
             escaped(rec, esc, sizeof esc);
@@ -287,29 +271,20 @@ int cmd_inspect(int argc, char **argv) {
     }
     int isdir = S_ISDIR(st.st_mode);
     char err[1024];
-    json_t *m = NULL;
-    ds_manifest man;
+    const ds_manifest_info *m = NULL; /* man, once read */
+    ds_manifest_info man;
     memset(&man, 0, sizeof man);
-    ds_build_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    ds_build_account acc;
     int rc = EXIT_OK;
     ds_shardset *set = NULL;
     ds_shard *one = NULL;
     tk_tokenizer *tok = NULL;
     if (isdir) {
-        if (ds_manifest_load(target, &man, err, sizeof err) != DS_OK) {
+        if (ds_manifest_read(target, &man, err, sizeof err) != DS_OK) {
             cli_error(cmd, "%s", err);
             return EXIT_BAD_INPUT;
         }
-        m = man.root;
-        if (ds_build_config_from_json(json_object_get(m, "config"), &cfg, err, sizeof err) ||
-            ds_build_account_from_json(json_object_get(m, "accounting"), &acc, err, sizeof err)) {
-            cli_error(cmd, "%s: %s", man.path, err);
-            rc = EXIT_BAD_INPUT;
-            goto done;
-        }
-        print_manifest(&man, &cfg, &acc);
+        m = &man;
+        print_manifest(&man);
         if (man.n_shards) {
             char p0[4200];
             snprintf(p0, sizeof p0, "%s/%s", target, man.shards[0].file);
@@ -333,7 +308,7 @@ int cmd_inspect(int argc, char **argv) {
          * tokenizer the set was built with (never opened: row_tokenizer) */
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s", target);
-        if (ds_manifest_load(dirname(tmp), &man, err, sizeof err) == DS_OK) m = man.root;
+        if (ds_manifest_read(dirname(tmp), &man, err, sizeof err) == DS_OK) m = &man;
         printf("%s:\n", target);
         print_header(ds_shard_get_header(one));
         uint64_t toks = 0;
@@ -394,7 +369,6 @@ done:
     if (tok) tk_free(tok);
     ds_shardset_close(set);
     ds_shard_close(one);
-    ds_build_config_free(&cfg);
-    ds_manifest_free(&man);
+    ds_manifest_info_free(&man);
     return rc;
 }

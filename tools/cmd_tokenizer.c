@@ -283,10 +283,11 @@ static int train_parse(int argc, char **argv, const char *cmd, train_args *a) {
         case 'i': a->inputs[a->n_inputs++] = optarg; break;
         case 'f': a->field = optarg; break;
         case OPT_DOCSEP:
-            if (!strcmp(optarg, "file")) a->sep = DS_SEP_FILE;
-            else if (!strcmp(optarg, "line")) a->sep = DS_SEP_LINE;
-            else if (!strcmp(optarg, "blank-line") || !strcmp(optarg, "blank")) a->sep = DS_SEP_BLANK;
-            else rc = cli_usage_error(cmd, "--doc-sep expects file, line or blank-line, got '%s'", optarg);
+            if (ds_doc_sep_parse(optarg, &a->sep)) {
+                char names[64];
+                rc = cli_usage_error(cmd, "--doc-sep expects %s, got '%s'",
+                                     ds_names_list(ds_doc_sep_name, names, sizeof names), optarg);
+            }
             break;
         case 'j': rc = cli_parse_long(cmd, "--threads", optarg, 0, 256, &a->threads); break;
         case OPT_BATCH:

@@ -236,8 +236,14 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *out);
 uint64_t tr_plan_device_capacity(uint64_t free_bytes);
 void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *out);
 void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *out);
-const char *tr_precision_name(tr_precision p);
-const char *tr_device_name(tr_device d);
+/* The one spelling of tr_precision and tr_device (--precision, --device, the
+ * plan's table and JSON): *_name(v) the name, NULL past the last value;
+ * *_parse(name, &v) 0 with v set, -1 for an unknown name ("gpu" is taken
+ * for "cuda"). ds_names_list (ds.h) lists them for a message. */
+const char *tr_precision_name(int p);
+int tr_precision_parse(const char *name, tr_precision *out);
+const char *tr_device_name(int d);
+int tr_device_parse(const char *name, tr_device *out);
 
 /* Named model configs: tiny, d12, d24, d36, d48. */
 int tr_model_preset(const char *name, int *n_layer, int *n_head, int *n_embd);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ds.h"
 #include "kn.h"
 #include "model.h"
 #include "tr_cli_internal.h"
@@ -173,6 +174,7 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
     uint64_t u;
     double d;
     int r = 0;
+    char names[64], msg[128]; /* an enum's names and the usage message naming them */
     switch (c) {
     case O_DATA: o->data_dir = optarg; break;
     case O_MODEL: o->model = optarg; break;
@@ -181,15 +183,16 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
     case O_TB: r = pu64(prog, "--token-budget", optarg, 1, TB_MAX, &o->token_budget); break;
     case O_BT: r = pu64(prog, "--batch-tokens", optarg, 1, TB_MAX, &o->batch_tokens); break;
     case O_PREC:
-        if (!strcmp(optarg, "fp32")) o->precision = TR_FP32;
-        else if (!strcmp(optarg, "bf16")) o->precision = TR_BF16;
-        else if (!strcmp(optarg, "fp16")) o->precision = TR_FP16;
-        else r = tr_cli_uerr(prog, "unknown --precision '%s' (fp32, bf16, fp16)", optarg);
+        if (tr_precision_parse(optarg, &o->precision)) {
+            snprintf(msg, sizeof msg, "unknown --precision '%%s' (%s)", ds_names_list(tr_precision_name, names, sizeof names));
+            r = tr_cli_uerr(prog, msg, optarg);
+        }
         break;
     case O_DEV:
-        if (!strcmp(optarg, "cpu")) o->device = TR_DEV_CPU;
-        else if (!strcmp(optarg, "cuda") || !strcmp(optarg, "gpu")) o->device = TR_DEV_CUDA;
-        else r = tr_cli_uerr(prog, "unknown --device '%s' (cpu, cuda)", optarg);
+        if (tr_device_parse(optarg, &o->device)) {
+            snprintf(msg, sizeof msg, "unknown --device '%%s' (%s)", ds_names_list(tr_device_name, names, sizeof names));
+            r = tr_cli_uerr(prog, msg, optarg);
+        }
         break;
     case O_SEED: r = pu64(prog, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
     case O_LOG: o->log_path = optarg; break;

@@ -164,8 +164,31 @@ int tr_model_preset(const char *name, int *n_layer, int *n_head, int *n_embd)
     return TR_OK;
 }
 
-const char *tr_precision_name(tr_precision p)
+static const char *const k_precision[] = {[TR_FP32] = "fp32", [TR_BF16] = "bf16", [TR_FP16] = "fp16"};
+static const char *const k_device[] = {[TR_DEV_CPU] = "cpu", [TR_DEV_CUDA] = "cuda"};
+#define N_OF(a) ((int)(sizeof(a) / sizeof(a)[0]))
+
+const char *tr_precision_name(int p) { return p >= 0 && p < N_OF(k_precision) ? k_precision[p] : NULL; }
+const char *tr_device_name(int d) { return d >= 0 && d < N_OF(k_device) ? k_device[d] : NULL; }
+
+int tr_precision_parse(const char *name, tr_precision *out)
 {
-    return p == TR_BF16 ? "bf16" : p == TR_FP16 ? "fp16" : "fp32";
+    for (int i = 0; name && i < N_OF(k_precision); i++)
+        if (!strcmp(name, k_precision[i])) {
+            *out = (tr_precision)i;
+            return 0;
+        }
+    return -1;
 }
-const char *tr_device_name(tr_device d) { return d == TR_DEV_CUDA ? "cuda" : "cpu"; }
+
+int tr_device_parse(const char *name, tr_device *out)
+{
+    if (name && !strcmp(name, "gpu")) /* the short spelling --device always took */
+        name = "cuda";
+    for (int i = 0; name && i < N_OF(k_device); i++)
+        if (!strcmp(name, k_device[i])) {
+            *out = (tr_device)i;
+            return 0;
+        }
+    return -1;
+}

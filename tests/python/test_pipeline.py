@@ -85,6 +85,24 @@ def test_pipeline_errors(shared, tmp_path):
         mkshards.lint([SAMPLES], doc_sep="para")
 
 
+def test_enum_names_from_the_library(shared, tmp_path):
+    """pack / over_long / doc_sep are parsed by the C library's name tables (ds_pack_parse, ...), as the CLI's
+    --pack / --over-long / --doc-sep: the message lists the library's names, and "blank" (the CLI's short
+    spelling of blank-line) is taken too."""
+    ins = [os.path.join(SAMPLES, "tiny.jsonl")]
+    for arg, names in (("pack", "concat, bfd or none"), ("over_long", "truncate, chunk or drop"),
+                       ("doc_sep", "file, line or blank-line")):
+        with pytest.raises(ValueError, match=f"{arg} 'bogus': must be {names}"):
+            mkshards.build(ins, tmp_path / "x", tokenizer="gpt2", seq_len=64, **{arg: "bogus"})
+        with pytest.raises(TypeError, match=f"{arg}: a str"):
+            mkshards.build(ins, tmp_path / "x", tokenizer="gpt2", seq_len=64, **{arg: 1})
+    with pytest.raises(ValueError, match="doc_sep 'para': must be file, line or blank-line"):
+        mkshards.lint([SAMPLES], doc_sep="para")
+    assert mkshards.lint(ins, doc_sep="blank") == mkshards.lint(ins, doc_sep="blank-line")
+    res = mkshards.build(ins, tmp_path / "none", tokenizer="gpt2", seq_len=64, pack="none", over_long="chunk")
+    assert (res["manifest"]["config"]["pack"], res["manifest"]["config"]["over_long"]) == ("none", "chunk")
+
+
 def _tree(d):
     out = {}
     for root, _, files in os.walk(d):

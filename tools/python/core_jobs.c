@@ -164,6 +164,54 @@ fail:
     return NULL;
 }
 
+/* ================================================================ enum arguments */
+/* pack / over_long / doc_sep by name, through the library's tables (ds.h
+ * "Enum names"): the Python package spells none of them itself. */
+typedef struct {
+    const char *arg;               /* the argument, as the Python call names it */
+    const char *(*name)(int);      /* the table, for the message */
+    int (*parse)(const char *, int *);
+    int v;                         /* the value (preset: the default) */
+} enum_arg;
+
+static int parse_pack(const char *s, int *v)
+{
+    ds_pack x;
+    return ds_pack_parse(s, &x) ? -1 : (*v = (int)x, 0);
+}
+
+static int parse_over_long(const char *s, int *v)
+{
+    ds_over_long x;
+    return ds_over_long_parse(s, &x) ? -1 : (*v = (int)x, 0);
+}
+
+static int parse_doc_sep(const char *s, int *v)
+{
+    ds_doc_sep x;
+    return ds_doc_sep_parse(s, &x) ? -1 : (*v = (int)x, 0);
+}
+
+/* PyArg "O&" converter for an enum_arg: a str naming a value; TypeError /
+ * ValueError naming the argument (and the accepted names) otherwise. */
+static int conv_enum(PyObject *o, void *p)
+{
+    enum_arg *e = p;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: a str, not %.80s", e->arg, Py_TYPE(o)->tp_name);
+        return 0;
+    }
+    const char *s = PyUnicode_AsUTF8(o);
+    if (!s)
+        return 0;
+    if (e->parse(s, &e->v)) {
+        char names[128];
+        PyErr_Format(PyExc_ValueError, "%s %R: must be %s", e->arg, o, ds_names_list(e->name, names, sizeof names));
+        return 0;
+    }
+    return 1;
+}
+
 /* ================================================================ analyze */
 typedef struct {
     bg_job bg; /* first: the job is passed around as a bg_job */
@@ -237,7 +285,8 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
                           "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
                           "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", "callback", NULL};
     PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None, *cb = Py_None;
-    int lint = 1, hist = 0, doc_sep = 0, cut = 0;
+    int lint = 1, hist = 0, cut = 0;
+    enum_arg doc_sep = {"doc_sep", ds_doc_sep_name, parse_doc_sep, DS_SEP_FILE};
     /* the ranges of mkshards lint / hist (tools/analyze_cli.c); 0 or None: the default */
     num_arg seq_len = {"seq_len", 1, 1ULL << 30, 1, 0, 0, 0}, max_doc_bytes = {"max_doc_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     num_arg max_examples = {"max_examples", 0, 100000, 0, 1, 0, 0}, threads = {"threads", 1, 256, 2, 0, 0, 0};
@@ -246,9 +295,9 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     num_arg long_line = {"long_line_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     double outlier = 0, min_bpt = 0;
     const char *field = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&ziO&pdO&O&dOO", kwl, &inputs_o, &tok_o, &lint, &hist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&zO&O&pdO&O&dOO", kwl, &inputs_o, &tok_o, &lint, &hist,
                                      conv_num, &seq_len, conv_num, &max_doc_bytes, conv_num, &max_examples, conv_num,
-                                     &threads, &field, &doc_sep, conv_num, &max_record, &cut, &outlier, conv_num,
+                                     &threads, &field, conv_enum, &doc_sep, conv_num, &max_record, &cut, &outlier, conv_num,
                                      &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb))
         return NULL;
     if (check_real("outlier_factor", outlier, 1, 1, 1e12, 0, 1) ||
@@ -260,8 +309,6 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer or None");
     if (hist && tok_o == Py_None)
         return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
-    if (doc_sep < 0 || doc_sep > 2)
-        return PyErr_Format(PyExc_ValueError, "doc_sep: 'file', 'line' or 'blank-line'");
     if (cb != Py_None && !PyCallable_Check(cb))
         return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
     analyze_job *j = PyMem_Calloc(1, sizeof *j);
@@ -288,7 +335,7 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     ds_reader_opts_init(&j->ro);
     ds_analyze_opts_init(&j->ao);
     j->ro.field = field;
-    j->ro.doc_sep = (ds_doc_sep)doc_sep;
+    j->ro.doc_sep = (ds_doc_sep)doc_sep.v;
     if (max_record.v)
         j->ro.max_record_bytes = (size_t)max_record.v;
     if (cut)
@@ -401,12 +448,15 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
     num_arg zstd_level = {"zstd", 0, 22, 0, 0, 0, 0}, frame_rows = {"frame_rows", 1, 1ULL << 20, 1, 0, 0, 0};
     num_arg part_k = {"part K", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1}, part_n = {"part N", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1};
     num_arg threads = {"threads", 1, 256, 2, 0, 0, 0}, batch_bytes = {"batch_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    enum_arg pack = {"pack", ds_pack_name, parse_pack, DS_PACK_CONCAT};
+    enum_arg over_long = {"over_long", ds_over_long_name, parse_over_long, DS_OL_TRUNCATE};
+    enum_arg doc_sep = {"doc_sep", ds_doc_sep_name, parse_doc_sep, DS_SEP_FILE};
     PyObject *ckpt_o = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|O&iiO&dO&pO&O&O&ziO&O&O&O&pOO", kwl, &a->inputs,
-                                     PyUnicode_FSConverter, &a->out, &a->tok, &a->spec, conv_num, &seq_len, &a->pack,
-                                     &a->over_long, conv_num, &bfd_window, &a->val_fraction, conv_num, &seed,
-                                     &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num, &frame_rows,
-                                     &a->field, &a->doc_sep, conv_num, &part_k, conv_num, &part_n, conv_num, &threads,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|O&O&O&O&dO&pO&O&O&zO&O&O&O&O&pOO", kwl, &a->inputs,
+                                     PyUnicode_FSConverter, &a->out, &a->tok, &a->spec, conv_num, &seq_len, conv_enum,
+                                     &pack, conv_enum, &over_long, conv_num, &bfd_window, &a->val_fraction, conv_num,
+                                     &seed, &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num,
+                                     &frame_rows, &a->field, conv_enum, &doc_sep, conv_num, &part_k, conv_num, &part_n, conv_num, &threads,
                                      conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o))
         return -1;
     a->ckpt_s = -1; /* None: ds_build's default */
@@ -425,6 +475,9 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
         (ckpt_o != Py_None && check_real("checkpoint_seconds", a->ckpt_s, 0, 0, 1e9, 1, 0)))
         goto fail;
     a->seq_len = (unsigned)seq_len.v;
+    a->pack = pack.v;
+    a->over_long = over_long.v;
+    a->doc_sep = doc_sep.v;
     a->bfd_window = bfd_window.v;
     a->seed = seed.v;
     a->shard_tokens = shard_tokens.v;
@@ -435,17 +488,12 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
     a->threads = (int)threads.v;
     a->batch_bytes = batch_bytes.v;
     const char *bad = NULL;
-    PyObject *type = PyExc_TypeError;
     if (!core_tokenizer_of(a->tok, NULL))
         bad = "tokenizer: a loaded mkshards Tokenizer";
     else if (a->cb != Py_None && !PyCallable_Check(a->cb))
         bad = "progress: a callable or None";
-    else if (a->pack < 0 || a->pack > 2 || a->over_long < 0 || a->over_long > 2 || a->doc_sep < 0 || a->doc_sep > 2) {
-        bad = "pack / over_long / doc_sep out of range";
-        type = PyExc_ValueError;
-    }
     if (bad) {
-        PyErr_SetString(type, bad);
+        PyErr_SetString(PyExc_TypeError, bad);
         goto fail;
     }
     return 0;

@@ -7,9 +7,6 @@ from ._encoding import Encoding
 
 __all__ = ["build", "lint", "hist", "lint_exit_code"]
 
-_DOC_SEP = {"file": 0, "line": 1, "blank-line": 2}
-
-
 def _inputs(inputs):
     if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]
@@ -51,8 +48,6 @@ def _part(part):
 def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max_examples, field, doc_sep, threads,
              max_record_bytes, cut_overlong, outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token,
              svg, progress):
-    if doc_sep not in _DOC_SEP:
-        raise ValueError("doc_sep must be 'file', 'line' or 'blank-line'")
     tok = _tokenizer(tokenizer, pattern)
     ins = _inputs(inputs)
     if progress is not None:
@@ -62,7 +57,7 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
     lint_json, hist_json, code, docs = _core.analyze(
         ins, tok, lint=lint, hist=hist, seq_len=_zero(seq_len), max_doc_bytes=_zero(max_doc_bytes),
         max_examples=max_examples, threads=_zero(threads), field=field,
-        doc_sep=_DOC_SEP[doc_sep], max_record_bytes=_zero(max_record_bytes), cut_overlong=bool(cut_overlong),
+        doc_sep=doc_sep, max_record_bytes=_zero(max_record_bytes), cut_overlong=bool(cut_overlong),
         outlier_factor=float(outlier_factor or 0), long_run_bytes=_zero(long_run_bytes),
         long_line_bytes=_zero(long_line_bytes), min_bytes_per_token=float(min_bytes_per_token or 0),
         svg=None if svg is None else os.fspath(svg), callback=progress)
@@ -115,10 +110,6 @@ def hist(inputs, *, tokenizer, seq_len=0, threads=0, field=None, doc_sep="file",
     return hist_d
 
 
-_PACK = {"concat": 0, "bfd": 1, "none": 2}
-_OVER_LONG = {"truncate": 0, "chunk": 1, "drop": 2}
-
-
 def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate", bfd_window=0, val_fraction=0.0,
           seed=0, shuffle=True, shard_tokens=0, zstd=0, frame_rows=0, field=None, doc_sep="file", part=None,
           threads=0, batch_bytes=0, force=False, pattern=None, progress=None, checkpoint_seconds=None):
@@ -133,12 +124,6 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
     checkpoint (written every ``checkpoint_seconds``, 0.5 by default; 0: after every batch that wrote a shard),
     and the same call later continues from it. Returns a dict: up_to_date, resumed, n_checked,
     n_shards, seconds and the written ``manifest`` (its "accounting" is the build's report)."""
-    if pack not in _PACK:
-        raise ValueError("pack must be 'concat', 'bfd' or 'none'")
-    if over_long not in _OVER_LONG:
-        raise ValueError("over_long must be 'truncate', 'chunk' or 'drop'")
-    if doc_sep not in _DOC_SEP:
-        raise ValueError("doc_sep must be 'file', 'line' or 'blank-line'")
     if tokenizer is None:
         raise ValueError("build needs a tokenizer")
     if isinstance(tokenizer, Encoding):
@@ -149,11 +134,11 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
     k, n = (1, 1) if part is None else _part(part)
     # numbers as given: C checks each against the range of the CLI option (ValueError naming it); seed is any
     # 64-bit unsigned value, as --seed
-    res = _core.build(_inputs(inputs), os.fspath(out), tok, spec, seq_len=seq_len, pack=_PACK[pack],
-                      over_long=_OVER_LONG[over_long], bfd_window=_zero(bfd_window),
+    res = _core.build(_inputs(inputs), os.fspath(out), tok, spec, seq_len=seq_len, pack=pack,
+                      over_long=over_long, bfd_window=_zero(bfd_window),
                       val_fraction=float(val_fraction), seed=seed, shuffle=bool(shuffle),
                       shard_tokens=_zero(shard_tokens), zstd_level=_zero(zstd), frame_rows=_zero(frame_rows),
-                      field=field, doc_sep=_DOC_SEP[doc_sep], part_k=k, part_n=n, threads=_zero(threads),
+                      field=field, doc_sep=doc_sep, part_k=k, part_n=n, threads=_zero(threads),
                       batch_bytes=_zero(batch_bytes), force=bool(force), callback=progress,
                       checkpoint_seconds=None if checkpoint_seconds is None else float(checkpoint_seconds))
     with open(os.path.join(os.fspath(out), "manifest.json")) as f:
