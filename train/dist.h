@@ -51,17 +51,7 @@
 extern "C" {
 #endif
 
-/* Open the process communicator (idempotent). */
-int tr_dist_init(char *err, size_t errlen);
-/* At exit, with this rank's exit status; returns the status to exit with.
- * 0: close the communicator (MPI_Finalize). Else, with more than one rank:
- * when every rank fails alike within TR_DIST_EXIT_AGREE_S (the same refusal)
- * they agree on the highest status and close; otherwise the whole job ends
- * with MPI_Abort(status), so no rank waits for this one. Either way the
- * launcher (Open MPI's mpirun) exits with the documented status (2, 3, 64)
- * that the same command gives alone, not 1. */
-#define TR_DIST_EXIT_AGREE_S 5.0
-int tr_dist_finish(int status);
+/* tr_dist_init / tr_dist_finish (the process communicator): tr.h. */
 
 /* The communicator of a run: o->comm, else the process's (NULL before
  * tr_dist_init); NULL = world 1. */

@@ -395,6 +395,23 @@ int tr_cli_main(const char *prog, int argc, char **argv, int plan_only);
  * training run (tr_train, the communicator, MPI) into the caller. */
 int tr_plan_cli_main(const char *prog, int argc, char **argv);
 
+/* The process's launcher communicator (train/dist.c, docs/cluster.md): a
+ * program that trains (llmtrain's main) calls tr_dist_init before anything
+ * else (MPI when started by mpirun / srun, world 1 otherwise: then nothing
+ * changes) and exits with tr_dist_finish(its status); tr_train takes this
+ * communicator unless tr_train_opts.comm names another.
+ * tr_dist_init: open it (idempotent); 0, or nonzero with err set.
+ * tr_dist_finish: returns the status to exit with. 0: close the communicator
+ * (MPI_Finalize). Else, with more than one rank: when every rank fails alike
+ * within TR_DIST_EXIT_AGREE_S (the same refusal) they agree on the highest
+ * status and close; otherwise the whole job ends with MPI_Abort(status), so
+ * no rank waits for this one. Either way the launcher (Open MPI's mpirun)
+ * exits with the documented status (2, 3, 64) that the same command gives
+ * alone, not 1. */
+#define TR_DIST_EXIT_AGREE_S 5.0
+int tr_dist_init(char *err, size_t errlen);
+int tr_dist_finish(int status);
+
 /* ================================================================ memory */
 /* Peak resident set (VmHWM) and current resident set (VmRSS) in bytes, 0 if
  * unknown. */
