@@ -55,6 +55,16 @@ OMP_NUM_THREADS=100000 timeout 120 "$LLM" --data "$T/shards" --model tiny --seq-
 expect_rc 0 $? "train with OMP_NUM_THREADS=100000"
 grep -q "OMP_NUM_THREADS=100000 is above 4096 threads: using" "$T/err" && ok "clamp named: $(head -c 120 "$T/err")" ||
     bad "no warning: $(head -c 300 "$T/err")"
+# --sample prints model text escaped (tk_escape_text): an almost untrained model on a 512-token
+# vocabulary samples single bytes (C0 controls, lone UTF-8 bytes) that reached the terminal raw
+"$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 1 --token-budget 256 --quiet --sample 300 \
+    --tokenizer "$T/tok.tiktoken" >"$T/smp" 2>"$T/err"
+expect_rc 0 $? "train with --sample 300"
+raw=$(LC_ALL=C tr -d '\n\t' <"$T/smp" | LC_ALL=C tr -d ' -~\200-\377' | wc -c)
+c1=$(LC_ALL=C grep -c $'\xc2[\x80-\x9f]' "$T/smp")
+[ "$raw" = 0 ] && [ "$c1" = 0 ] && grep -q '\\x' "$T/smp" && grep -q -- '--- end of sample ---' "$T/smp" &&
+    ok "--sample escapes control bytes (\\xNN; line breaks and tabs kept)" ||
+    bad "--sample: $raw raw control bytes, $c1 C1 controls: $(head -c 200 "$T/smp" | cat -v)"
 # the enum options spelled by the library's tables (tr_device_name / tr_precision_name): an unknown
 # name lists them; "gpu" still means cuda
 run 64 "unknown --device" "unknown --device 'tpu' (cpu or cuda)" -- "$LLM" --plan --data "$T/shards" --model tiny --device tpu

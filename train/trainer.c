@@ -95,6 +95,34 @@ static void truncate_log(const char *path, uint64_t last_step)
     else
         unlink(tmp);
 }
+
+/* Model text as it may reach a terminal: line breaks and tabs as they are,
+ * every other control byte (C0, DEL, C1), bytes that are not UTF-8, '"' and
+ * '\\' as \xNN (tk_escape_text), so a sampled token cannot send terminal
+ * escapes. Runs of at most 1 KiB, cut at a character boundary, fit buf
+ * whole (tk_escape_text writes at most 4 bytes per input byte). */
+static void put_text(FILE *f, const uint8_t *p, size_t n)
+{
+    char buf[4 * 1024 + 8];
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] == '\n' || p[i] == '\t') {
+            fputc(p[i++], f);
+            continue;
+        }
+        size_t j = i;
+        while (j < n && j - i < 1024 && p[j] != '\n' && p[j] != '\t')
+            j++;
+        size_t k = j; /* back to the lead byte of a character the cut would split */
+        while (k < n && k > i && j - k < 3 && (p[k] & 0xC0) == 0x80)
+            k--;
+        if (k == i || (k < n && (p[k] & 0xC0) == 0x80))
+            k = j;
+        fputs(tk_escape_text(p + i, k - i, buf, sizeof buf), f);
+        i = k;
+    }
+}
+
 static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok, int T, int n_tokens, float temp,
                    tr_rng *rng)
 {
@@ -143,7 +171,7 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
         tk_bytes b = {0};
         if (tk_decode(tok, ids + 1, (size_t)(n - 1), &b) == 0) {
             fprintf(f, "--- sample (%d tokens) ---\n", n - 1);
-            fwrite(b.data, 1, b.len, f);
+            put_text(f, b.data, b.len);
             fprintf(f, "\n--- end of sample ---\n");
         }
         tk_bytes_free(&b);
