@@ -21,7 +21,7 @@ enum {
     DS_OK = 0,
     DS_ERR_NOMEM = -1,
     DS_ERR_IO = -2,       /* cannot open/read an input */
-    DS_ERR_FORMAT = -3,   /* unknown input kind */
+    DS_ERR_FORMAT = -3,   /* malformed data: a shard, manifest, checkpoint or input not in its format */
     DS_ERR_ZSTD = -4,     /* truncated or corrupt zstd stream (fatal for that file) */
     DS_ERR_ARG = -5,
     DS_ERR_INTERNAL = -6,

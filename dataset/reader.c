@@ -26,7 +26,7 @@ const char *ds_strerror(int err) {
     case DS_OK: return "ok";
     case DS_ERR_NOMEM: return "out of memory";
     case DS_ERR_IO: return "cannot open or read an input";
-    case DS_ERR_FORMAT: return "unknown input kind";
+    case DS_ERR_FORMAT: return "malformed data (a shard, manifest, checkpoint or input not in its format)";
     case DS_ERR_ZSTD: return "truncated or corrupt zstd stream";
     case DS_ERR_ARG: return "invalid argument";
     case DS_ERR_INTERNAL: return "internal error";

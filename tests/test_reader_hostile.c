@@ -404,6 +404,9 @@ int main(void) {
     lenhist();
     dup_cap();
     json_amplification();
+    /* the status of every refused file: it said "unknown input kind", of a corrupt shard or manifest too */
+    CHECK(strstr(ds_strerror(DS_ERR_FORMAT), "malformed") && !strstr(ds_strerror(DS_ERR_FORMAT), "input kind"),
+          "ds_strerror(DS_ERR_FORMAT): %s", ds_strerror(DS_ERR_FORMAT));
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
