@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "dp.h"
 #include "kn_cuda_size.h"
 #include "model.h"
 #include "optim.h"
@@ -58,24 +59,24 @@ static uint64_t shard_of(const tr_plan_in *in, uint64_t P)
     return in->zero ? P / w + (P % w != 0) : P;
 }
 
-/* ZeRO-1 on the CPU: elements of the largest rank's shard in the layout of
- * train/dist.c (whole parts of kn_sumsq_ref's 256: unit ceil(P / 256),
- * rank r holds units [r*U/W, (r+1)*U/W)). */
+/* ZeRO-1 on the CPU: elements of the largest rank's shard, in the layout
+ * train/dist.c shards by (tr_dp_zero_shard, train/dp.h: whole parts of the
+ * gradient norm's TR_DP_NORM_PARTS). */
 static uint64_t cpu_zero_shard(uint64_t P, int W)
 {
-    uint64_t unit = P / 256 + (P % 256 != 0), most = 0;
+    uint64_t most = 0;
     for (int r = 0; r < W; r++) {
         size_t lo, hi;
-        tr_comm_shard_units((size_t)P, (size_t)unit, W, r, &lo, &hi);
+        tr_dp_zero_shard((size_t)P, W, r, &lo, &hi);
         if (hi - lo > most)
             most = hi - lo;
     }
     return most;
 }
 
-/* Data-parallel lines (train/comm.h, train/comm_nccl.h): the host
- * communicator's all-reduce bucket (TR_COMM_DEFAULT_BUCKET floats, CPU and
- * GPU runs: the GPU run bootstraps NCCL over it); NCCL's own channel buffers
+/* Data-parallel lines (train/comm.h; the NCCL engine, train/comm_nccl.cu):
+ * the host communicator's all-reduce bucket (TR_COMM_DEFAULT_BUCKET floats,
+ * CPU and GPU runs: the GPU run bootstraps NCCL over it); NCCL's own channel buffers
  * (GPU, outside the arena): an estimate, 32 channels x 2 ring links x the
  * default NCCL_BUFFSIZE of 4 MiB. */
 #define TR_PLAN_COMM_BUCKET_BYTES (4ull << 20)
