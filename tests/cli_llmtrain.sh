@@ -72,6 +72,19 @@ run 64 "unknown --precision" "unknown --precision 'fp8' (fp32, bf16 or fp16)" --
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --device gpu >"$T/p1" 2>&1
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --device cuda >"$T/p2" 2>&1
 cmp -s "$T/p1" "$T/p2" && grep -q "cuda" "$T/p1" && ok "--device gpu = --device cuda" || bad "--device gpu: $(head -3 "$T/p1")"
+# --optim NAME: the optimizer registry (train/optims.c.in); an unknown name is a usage error listing
+# this build's; the default's name plans and trains as no --optim does
+run 64 "unknown --optim" "unknown --optim 'sgd' (adamw" -- "$LLM" --plan --data "$T/shards" --model tiny --optim sgd
+run 64 "mkshards plan unknown --optim" "unknown --optim 'sgd' (adamw" -- "$MKS" plan --model tiny --seq-len 32 --optim sgd
+"$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --optim adamw >"$T/p1" 2>&1
+"$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 >"$T/p2" 2>&1
+cmp -s "$T/p1" "$T/p2" && grep -q "AdamW\|adamw" "$T/p1" && ok "--optim adamw plans as the default" ||
+    bad "--optim adamw plan differs: $(diff "$T/p1" "$T/p2" | head -4)"
+"$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 3 --token-budget 256 --optim adamw --log "$T/o1.jsonl" --quiet 2>"$T/err"
+expect_rc 0 $? "train --optim adamw"
+"$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 3 --token-budget 256 --log "$T/o2.jsonl" --quiet 2>"$T/err"
+[ "$(grep -o '"loss":[^,]*' "$T/o1.jsonl")" = "$(grep -o '"loss":[^,]*' "$T/o2.jsonl")" ] && [ -s "$T/o1.jsonl" ] &&
+    ok "--optim adamw trains as the default (losses identical)" || bad "--optim adamw losses differ"
 "$LLM" --plan --data "$T/shards" --model tiny --seq-len 32 --token-budget 256 --batch-tokens 1024 >"$T/out" 2>"$T/err"
 expect_rc 0 $? "plan fits"
 grep -q "micro-batch 8 rows x 32 = 256 tokens" "$T/out" && ok "plan picks B = budget / T" || bad "plan B: $(head -3 "$T/out")"

@@ -232,6 +232,16 @@ static void test_plan(void)
     tr_plan_out a, b;
     CHECK(tr_plan(&pi, &a) == TR_OK, "d12 fits 80 GiB");
     CHECK(a.total_bytes <= pi.mem_budget, "over budget");
+    /* the optimizer by name (tr_optim_name's list): the default's name plans the same, another is refused */
+    {
+        tr_plan_out n;
+        pi.optim = tr_optim_name(0);
+        CHECK(pi.optim && tr_plan(&pi, &n) == TR_OK && n.total_bytes == a.total_bytes, "optim by its name");
+        pi.optim = "no-such-optimizer";
+        CHECK(tr_plan(&pi, &n) == TR_ERR_ARG, "unknown optim planned");
+        CHECK(tr_optim_name(-1) == NULL, "optim name -1");
+        pi.optim = NULL;
+    }
     pi.precision = TR_BF16;
     CHECK(tr_plan(&pi, &b) == TR_OK, "bf16");
     CHECK(b.micro_rows >= a.micro_rows, "bf16 should allow more rows (%d < %d)", b.micro_rows, a.micro_rows);

@@ -90,6 +90,7 @@ const tr_optim_ops *tr_optim_find(const char *name);
 /* The same tables' layouts in tr_plan (the planner): step entries NULL. */
 extern const tr_optim_ops *const tr_optim_layout_table[];
 const tr_optim_ops *tr_optim_layout_default(void);
+const tr_optim_ops *tr_optim_layout_find(const char *name);
 
 /* Bytes of the whole state for n parameters: n_state * state_bytes * n. */
 static inline uint64_t tr_optim_state_bytes(const tr_optim_ops *o, uint64_t n)

@@ -96,7 +96,7 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
     /* tr_loader_buffer_bytes rounds each array to 64 bytes: exact for B,
      * evaluated directly (not linear), spread as fixed part. */
     uint64_t lbB = tr_loader_buffer_bytes(B, in->seq_len);
-    const tr_optim_ops *opt = tr_optim_layout_default();
+    const tr_optim_ops *opt = in->optim ? tr_optim_layout_find(in->optim) : tr_optim_layout_default(); /* tr_plan checked */
     o->params = P;
     if (in->device == TR_DEV_CPU) {
         tr_model_mem mm, m1;
@@ -336,7 +336,8 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
     if (!in || in->seq_len < 1 || in->n_layer < 1 || in->n_head < 1 || in->n_embd < 1 || in->vocab_size < 1 ||
         in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2 ||
         (uint32_t)in->seq_len > TR_MAX_SEQ_LEN || (uint32_t)in->max_seq > TR_MAX_ROW_LEN ||
-        in->vocab_size > TR_MAX_VOCAB || in->world < 0 || in->world > (1 << 20) || in->zero < 0 || in->zero > 1)
+        in->vocab_size > TR_MAX_VOCAB || in->world < 0 || in->world > (1 << 20) || in->zero < 0 || in->zero > 1 ||
+        (in->optim && !tr_optim_layout_find(in->optim)))
         return TR_ERR_ARG;
     tr_model_config mc;
     if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))

@@ -1,8 +1,9 @@
 /* tr.h - the trainer system: data loader, memory planner, checkpoints,
  * logging, LR schedule and the training driver (llmtrain).
  *
- * The model math (GPT-2 forward/backward, AdamW) lives in train/model.h; this
- * header is everything around it. Library functions return int status codes
+ * The model math (GPT-2 forward/backward) lives in train/model.h and the
+ * optimizer behind its seam, train/optim.h (AdamW today); this header is
+ * everything around them. Library functions return int status codes
  * (TR_OK == 0, negative TR_ERR_* on failure; see tr_strerror) and never exit.
  */
 #ifndef TR_H
@@ -81,7 +82,7 @@ typedef struct tr_rows {
 /* Longest T the model is trained on (--seq-len; rows may be longer and are
  * cut): keeps every plan product (B x L x NH x T^2 ...) inside 64 bits. */
 #define TR_MAX_SEQ_LEN (1u << 20)
-/* Longest schedule: optimiser steps are counted in an int by AdamW. */
+/* Longest schedule: an optimizer counts its steps in an int (train/optim.h, t). */
 #define TR_MAX_STEPS 1000000000ull
 
 /* In-memory rows (tests, synthetic data): tokens/pos/mask are n_train+n_val
@@ -193,7 +194,8 @@ typedef struct {
     int force_micro_rows;     /* >0: evaluate exactly this B (no search) */
     int cpu_threads;          /* kernel threads (CPU workspaces); 0 = 1 */
     int world;                /* data-parallel ranks (0 = 1): the plan is per rank */
-    int zero;                 /* 1: ZeRO-1, AdamW state (and mixed-precision master weights) sharded */
+    int zero;                 /* 1: ZeRO-1, the optimizer's state (and mixed-precision master weights) sharded */
+    const char *optim;        /* the optimizer whose state is counted (tr_optim_name); NULL: the default */
 } tr_plan_in;
 
 enum { TR_PLAN_MAX_ITEMS = 32 };
@@ -244,6 +246,9 @@ const char *tr_precision_name(int p);
 int tr_precision_parse(const char *name, tr_precision *out);
 const char *tr_device_name(int d);
 int tr_device_parse(const char *name, tr_device *out);
+/* The optimizers of this build (train/optims.c.in, TR_OPTIMIZERS; the first
+ * is the default): the i-th one's name, NULL past the last. */
+const char *tr_optim_name(int i);
 
 /* Named model configs: tiny, d12, d24, d36, d48. */
 int tr_model_preset(const char *name, int *n_layer, int *n_head, int *n_embd);
@@ -281,8 +286,8 @@ typedef struct {
 } tr_ckpt_section;
 
 int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen);
-/* Sections not held in one buffer (ZeRO-1: AdamW moments in shards over the
- * ranks): io[i].fn set replaces s[i].data. Save calls fn(ctx, off, &len)
+/* Sections not held in one buffer (ZeRO-1: the optimizer's state in shards
+ * over the ranks): io[i].fn set replaces s[i].data. Save calls fn(ctx, off, &len)
  * for the bytes at offset off and writes the *len bytes (1 .. bytes - off)
  * it returns a pointer to (NULL: failure, the save fails); load calls it
  * for where bytes [off, off + *len) go (fn may lower *len; a scratch
@@ -354,6 +359,7 @@ typedef struct {
      * ZeRO-1 (the optimiser update sharded over the ranks). */
     void *comm;
     int zero;
+    const char *optim;        /* --optim: a name of tr_optim_name's list; NULL: the first (the default) */
 } tr_train_opts;
 void tr_train_opts_init(tr_train_opts *o);
 

@@ -44,6 +44,7 @@ static const char *usage_text =
     "  --warmup N            warmup steps (default steps/20)\n"
     "  --weight-decay X      AdamW decay on 2-D weights (0.1; none on biases/norms)\n"
     "  --grad-clip X         global gradient norm clip (1.0; 0 = off)\n"
+    "  --optim NAME          the optimizer: %s (this build's; the first is the default)\n"
     "  --seed S              init, data order and sampling seed (1337)\n"
     "Device and memory:\n"
     "  --device cpu|cuda     (cuda: exit 2 when this build or machine has none)\n"
@@ -55,7 +56,7 @@ static const char *usage_text =
     "  --json                plan as JSON\n"
     "  --world N             plan one rank of N data-parallel ranks (a run's N is the\n"
     "                        launcher's: mpirun -np N llmtrain ..., srun; docs/cluster.md)\n"
-    "  --zero 0|1            ZeRO-1 with more than one rank: the AdamW update sharded over\n"
+    "  --zero 0|1            ZeRO-1 with more than one rank: the optimizer update sharded over\n"
     "                        the ranks (plan and run)\n"
     "  --vocab-size V        vocabulary for --plan without --data (50257)\n"
     "Checkpoints, logs, evaluation:\n"
@@ -127,7 +128,7 @@ static int pdbl(const char *prog, const char *opt, const char *s, double lo, int
 enum {
     O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
     O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
-    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO
+    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO, O_OPTIM
 };
 static const struct option long_opts[] = {
     {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
@@ -147,23 +148,25 @@ static const struct option long_opts[] = {
     {"stop-after", required_argument, 0, O_STOP}, {"log-every", required_argument, 0, O_LOGE},
     {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
     {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
-    {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},       {0, 0, 0, 0}};
+    {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},
+    {"optim", required_argument, 0, O_OPTIM},     {0, 0, 0, 0}};
 
 
 static void print_help(const char *prog, int plan_only)
 {
+    char names[128]; /* the optimizers of this build */
     if (plan_only)
         printf("Usage: %s --model tiny|d12|d24|d36|d48 --seq-len L --token-budget N --batch-tokens M\n"
                "          [--data DIR | --vocab-size V] [--device cpu|cuda] [--precision fp32|bf16|fp16]\n"
                "          [--recompute 0|1|2] [--mem-budget BYTES|NGiB] [--nbuf K] [--json]\n"
-               "          [--world N] [--zero 0|1]\n\n"
+               "          [--world N] [--zero 0|1] [--optim NAME]\n\n"
                "The trainer's memory plan (same as llmtrain --plan): exact bytes per item, the\n"
                "largest micro-batch under the token and memory budgets. Table: docs/memory-plan.md.\n"
                "Exit codes: 0 fits, 3 does not fit (with the reasons and what would fit),\n"
                "2 unreadable shard set, 64 usage.\n",
                prog);
     else
-        printf(usage_text, prog, prog);
+        printf(usage_text, prog, prog, ds_names_list(tr_optim_name, names, sizeof names));
 }
 
 /* One option c (getopt_long's optarg / optind); 0, or the exit status of
@@ -195,6 +198,17 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
         }
         break;
     case O_SEED: r = pu64(prog, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+    case O_OPTIM: {
+        int i = 0;
+        while (tr_optim_name(i) && strcmp(tr_optim_name(i), optarg))
+            i++;
+        if (!tr_optim_name(i)) {
+            snprintf(msg, sizeof msg, "unknown --optim '%%s' (%s)", ds_names_list(tr_optim_name, names, sizeof names));
+            r = tr_cli_uerr(prog, msg, optarg);
+        }
+        o->optim = optarg;
+        break;
+    }
     case O_LOG: o->log_path = optarg; break;
     case O_CKD: o->ckpt_dir = optarg; break;
     case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o->ckpt_every); break;
@@ -329,6 +343,7 @@ int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_bu
     pi.cpu_threads = a->cpu_threads;
     pi.world = (int)a->world;
     pi.zero = (int)a->zero;
+    pi.optim = o->optim;
     if (o->device == TR_DEV_CUDA && !(gpu_budget && gpu_budget(o, a->json, &pi.mem_budget) == 0) &&
         !pi.mem_budget) {
         pi.mem_budget = 80ull << 30;

@@ -14,7 +14,7 @@
  * The math runs in a backend (train/backend.h: backend_cpu.c, and
  * backend_cuda.cu in CUDA builds), selected by --device from the table the
  * build generates; this file knows no particular backend, nor optimizer
- * (train/optim.h: the run's is the table's first). The host model (fp32
+ * (train/optim.h: the run's is --optim's, by default the table's first). The host model (fp32
  * params + the optimizer's state tensors, model.h layout) is the
  * checkpoint's layout and the sampler's model; the CPU backend computes on
  * it directly. */
@@ -205,6 +205,8 @@ static int check_opts(const tr_train_opts *o, char *err, size_t errlen)
     else if (o->seq_len < 0 || (uint32_t)o->seq_len > TR_MAX_SEQ_LEN || o->val_rows < 0 || o->sample_tokens < 0 ||
              o->sample_tokens > (1 << 20) || o->log_every < 0 || (o->nbuf && (o->nbuf < 2 || o->nbuf > 64)))
         bad = "seq_len, val_rows, sample_tokens, log_every or nbuf out of range";
+    else if (o->optim && !tr_optim_find(o->optim))
+        bad = "optim: no optimizer of that name in this build (tr_optim_name)";
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return TR_ERR_ARG;
@@ -530,6 +532,7 @@ static int run_plan(tr_run *r)
     pi->cpu_threads = kn_num_threads();
     pi->world = tr_dist_world(o); /* the plan is per rank */
     pi->zero = o->zero;
+    pi->optim = o->optim;
     int rc = tr_plan(pi, &res->plan);
     if (rc) {
         snprintf(r->err, r->errlen, "%s", rc == TR_ERR_NOFIT ? res->plan.reason : "bad model/plan configuration");
@@ -555,7 +558,8 @@ static int alloc_model(tr_run *r)
         snprintf(r->err, r->errlen, "bad model configuration");
         return TR_ERR_ARG;
     }
-    r->optim = tr_optim_default(); /* the layout tr_plan counted (tr_optim_layout_default) */
+    /* the layout tr_plan counted (check_opts found the name) */
+    r->optim = o->optim ? tr_optim_find(o->optim) : tr_optim_default();
     int mr = tr_model_create(&r->mc, o->seed, &r->m);
     if (!mr && !r->ops->own_moments) /* else the backend keeps them (ZeRO-1 shards) */
         mr = tr_optim_host_init(r->optim, r->m);
