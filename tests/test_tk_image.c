@@ -136,7 +136,8 @@ static void image_of(const char *dir, char *out, size_t cap) {
     out[0] = 0;
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));)
-        if (strstr(e->d_name, ".img")) snprintf(out, cap, "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".img") && snprintf(out, cap, "%s/%s", dir, e->d_name) >= (int)cap)
+            out[0] = 0; /* a cut path would name another file: none found */
     closedir(d);
 }
 

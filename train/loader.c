@@ -104,8 +104,12 @@ static int read_checked(tr_rows *src, int split, uint64_t i, uint32_t *st, uint3
                  st[bad], src->vocab_size);
         return TR_ERR_CORRUPT;
     }
-    snprintf(src->read_err[split], sizeof src->read_err[split], "%s: %s%s%s", where, tr_strerror(rc),
-             why[0] ? ": " : "", why);
+    /* where (up to 383 bytes) and why (up to 399) may not both fit: the end
+     * of why is cut, marked "..." */
+    char *e = src->read_err[split];
+    size_t cap = sizeof src->read_err[split];
+    if (snprintf(e, cap, "%s: %s%s%s", where, tr_strerror(rc), why[0] ? ": " : "", why) >= (int)cap)
+        memcpy(e + cap - 4, "...", 4);
     return rc;
 }
 
