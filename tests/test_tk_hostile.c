@@ -960,6 +960,18 @@ static void cleanup(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* tk_bytes_append with a length that wraps len + n: refused, the buffer
+ * untouched (it returned TK_OK with len wrapped to n - 1 bytes past the end). */
+static void test_bytes_append_wrap(void) {
+    tk_bytes b = {0};
+    CHECK(tk_bytes_append(&b, "ab", 2) == TK_OK && b.len == 2, "append 2 bytes");
+    CHECK(tk_bytes_append(&b, NULL, SIZE_MAX) == TK_ERR_NOMEM, "len 2 + SIZE_MAX accepted");
+    CHECK(tk_bytes_append(&b, NULL, SIZE_MAX - 1) == TK_ERR_NOMEM, "len 2 + SIZE_MAX - 1 accepted");
+    CHECK(b.len == 2 && b.cap >= 2 && !memcmp(b.data, "ab", 2), "buffer changed: len %zu", b.len);
+    CHECK(tk_bytes_append(&b, "c", 1) == TK_OK && b.len == 3 && !memcmp(b.data, "abc", 3), "append after");
+    tk_bytes_free(&b);
+}
+
 int main(void) {
     const char *td = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/tk_hostile.XXXXXX", td && *td ? td : "/tmp");
@@ -976,6 +988,7 @@ int main(void) {
     test_expand_bound();
     test_regex_budget();
     test_callouts_neutral();
+    test_bytes_append_wrap();
     cleanup();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);

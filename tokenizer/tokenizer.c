@@ -497,9 +497,10 @@ void tk_bytes_free(tk_bytes *b) {
 }
 
 int tk_bytes_append(tk_bytes *b, const void *p, size_t n) {
+    if (n > SIZE_MAX - b->len) return TK_ERR_NOMEM; /* len + n would wrap (and the buffer be overrun) */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n) cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
         uint8_t *d = realloc(b->data, cap);
         if (!d) return TK_ERR_NOMEM;
         b->data = d;
