@@ -4,8 +4,7 @@
  *     int cmd_<name>(int argc, char **argv);
  * argv[0] is the subcommand name ("encode"); the return value is the
  * process exit status (one of the CLI_EXIT_* / EXIT_* codes below).
- * Subcommands that are not written yet have weak stubs in cmd_pending.c:
- * adding a file with a strong definition replaces the stub.
+ * tools/mkshards.c lists them.
  *
  * Option parsing pattern (getopt_long, GNU permutation, so positional
  * arguments may appear anywhere):
