@@ -56,7 +56,7 @@ int ds_path_within(const char *path, const char *dir);
 #define DS_TK_SOURCES_MAX 8
 /* The files a tokenizer spec is read from, as tk_load resolves it: SPEC and
  * SPEC.meta.json for a file; encoder.json, vocab.bpe and tokenizer.json in a
- * folder; for a name, the candidates in $MKSHARDS_VOCAB_DIR (tiktoken's
+ * folder; for a name, the candidates in $MKS_VOCAB_DIR (tiktoken's
  * cache is not listed: its files are named by hash). Only existing paths
  * are written to paths[0..max); returns their number. */
 size_t ds_tokenizer_sources(const char *spec, char paths[][DS_PATH_BYTES], size_t max);

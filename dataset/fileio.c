@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ds.h"
+#include "mks_env.h"
 
 int ds_open_regular(const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -122,9 +123,9 @@ size_t ds_tokenizer_sources(const char *spec, char paths[][DS_PATH_BYTES], size_
         }
         return n;
     }
-    /* a vocabulary name: the files tk_load looks for in $MKSHARDS_VOCAB_DIR
+    /* a vocabulary name: the files tk_load looks for in $MKS_VOCAB_DIR
      * (tiktoken's cache is not listed: its files are named by hash) */
-    const char *vd = getenv("MKSHARDS_VOCAB_DIR");
+    const char *vd = mks_getenv("MKS_VOCAB_DIR");
     if (!vd || !*vd || strchr(spec, '/')) return 0;
     char dir[DS_PATH_BYTES];
     snprintf(dir, sizeof dir, "%s/", vd);

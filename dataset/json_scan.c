@@ -17,6 +17,7 @@
  *     is UNSURE.
  * See tests/test_json_scan.c for the differential test against jansson. */
 #include "ds_internal.h"
+#include "mks_env.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -186,7 +187,7 @@ __attribute__((target("ssse3"))) static size_t u8_span(const uint8_t *p, const u
 
 static int u8_simd(void) {
     static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("ssse3") && !getenv("MKSHARDS_NO_SIMD_UTF8");
+    if (have < 0) have = __builtin_cpu_supports("ssse3") && !mks_getenv("MKS_NO_SIMD_UTF8");
     return have;
 }
 #endif

@@ -8,14 +8,14 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 MKS=${MKSHARDS:-build/tools/mkshards}
-VOCAB=${MKSHARDS_VOCAB_DIR:-$(cd "$ROOT/.." && pwd)/shared/vocab}
+VOCAB=${MKS_VOCAB_DIR:-$(cd "$ROOT/.." && pwd)/shared/vocab}
 OUT=${DEMO_OUT:-$ROOT/build/demo}
 
 have_vocab=1
 for enc in gpt2 cl100k_base o200k_base; do
     if [ ! -f "$VOCAB/$enc.tiktoken" ]; then
         echo "demo: $VOCAB/$enc.tiktoken not found: stage 1 (encode/decode with the upstream" \
-             "vocabularies) is skipped; put ../shared/vocab next to the repository or set MKSHARDS_VOCAB_DIR." \
+             "vocabularies) is skipped; put ../shared/vocab next to the repository or set MKS_VOCAB_DIR." \
              "The pipeline below trains its own tokenizer and still runs." >&2
         have_vocab=0
         break
@@ -68,8 +68,8 @@ head -1 "$OUT/tiny.cl100k_base.ids" | cut -d, -f1-24 | sed 's/$/,...]/'
 echo "decoded back: $(head -c 120 "$OUT/tiny.expected.txt")..."
 
 section "Names instead of paths"
-echo "\$ MKSHARDS_VOCAB_DIR=$VOCAB mkshards encode -t o200k_base samples/notes.txt --ids-out - | head -c 80"
-MKSHARDS_VOCAB_DIR=$VOCAB "$MKS" encode -t o200k_base samples/notes.txt --ids-out - | head -c 80; echo "..."
+echo "\$ MKS_VOCAB_DIR=$VOCAB mkshards encode -t o200k_base samples/notes.txt --ids-out - | head -c 80"
+MKS_VOCAB_DIR=$VOCAB "$MKS" encode -t o200k_base samples/notes.txt --ids-out - | head -c 80; echo "..."
 
 if available lint; then
     section "Stage 2: lint (checks the corpus before training; exit 1 = findings)"

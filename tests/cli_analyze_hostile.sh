@@ -7,7 +7,7 @@
 # command runs under `timeout 10`: exit 124 would be a hang.
 set -u
 M=$1; SHARED=$2
-export MKSHARDS_VOCAB_DIR=$SHARED/vocab
+export MKS_VOCAB_DIR=$SHARED/vocab
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
 fail=0

@@ -83,9 +83,27 @@ run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --input "$DATA/small.jsonl" --ids-ou
 expect_rc "encode small.jsonl (gpt2 by path)" 0
 same_file "gpt2 ids equal tiktoken's" "$TMP/a.ids" "$DATA/small.gpt2.ids"
 
-MKSHARDS_VOCAB_DIR=$VOCAB run "$MKS" encode --tokenizer gpt2 "$DATA/small.jsonl" --ids-out "$TMP/b.ids"
-expect_rc "encode by name (MKSHARDS_VOCAB_DIR)" 0
+MKS_VOCAB_DIR=$VOCAB run "$MKS" encode --tokenizer gpt2 "$DATA/small.jsonl" --ids-out "$TMP/b.ids"
+expect_rc "encode by name (MKS_VOCAB_DIR)" 0
 same_file "gpt2 by name equals tiktoken's" "$TMP/b.ids" "$DATA/small.gpt2.ids"
+
+# --- one prefix (tokenizer/mks_env.h): MKS_VOCAB_DIR is read without a word; the old
+# MKSHARDS_VOCAB_DIR still works for one release with one warning line per process (build reads
+# the folder twice: tk_load and the output check's ds_tokenizer_sources); both set: the new one wins
+envwarn() { grep -c 'warning: environment variable MKSHARDS_VOCAB_DIR' "$TMP/err"; }
+if [ "$(envwarn)" = 0 ]; then pass "MKS_VOCAB_DIR: no warning"; else fail "MKS_VOCAB_DIR warned: $err"; fi
+run env -u MKS_VOCAB_DIR MKSHARDS_VOCAB_DIR="$VOCAB" "$MKS" encode --tokenizer gpt2 "$DATA/small.jsonl" --ids-out "$TMP/c.ids"
+expect_rc "encode by name (old MKSHARDS_VOCAB_DIR)" 0
+same_file "old name: same ids" "$TMP/c.ids" "$DATA/small.gpt2.ids"
+expect_err "old name: the warning names the new one" "MKSHARDS_VOCAB_DIR is deprecated: set MKS_VOCAB_DIR instead"
+run env -u MKS_VOCAB_DIR MKSHARDS_VOCAB_DIR="$VOCAB" "$MKS" build -q -t gpt2 -L 16 -o "$TMP/envset" "$DATA/small.jsonl"
+expect_rc "build by name (old MKSHARDS_VOCAB_DIR)" 0
+if [ "$(envwarn)" = 1 ] && [ "$(wc -l <"$TMP/err")" = 1 ]; then pass "old name: one warning line in a process that reads it twice"
+else fail "old name: $(envwarn) warnings: $err"; fi
+run env MKSHARDS_VOCAB_DIR="$TMP/nowhere" MKS_VOCAB_DIR="$VOCAB" "$MKS" encode --tokenizer gpt2 "$DATA/small.jsonl" --ids-out "$TMP/d.ids"
+expect_rc "both names set: the new one is read" 0
+same_file "both names: same ids" "$TMP/d.ids" "$DATA/small.gpt2.ids"
+expect_err "both names: the old one is said to be ignored" "MKSHARDS_VOCAB_DIR is ignored: MKS_VOCAB_DIR is set"
 
 run "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --threads 1 --batch-docs 3 "$DATA/small.jsonl" --ids-out "$TMP/t1.ids"
 expect_rc "encode --threads 1" 0
@@ -176,12 +194,12 @@ echo
 # ---- table images: this binary (a static executable where the build makes one, with
 # no dladdr) writes one on the first load and takes it, unchanged, on the next
 mkdir -m 700 "$TMP/cache"
-MKSHARDS_CACHE_DIR="$TMP/cache" "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --ids-out "$TMP/i1.ids" "$DATA/small.jsonl" 2>/dev/null
+MKS_CACHE_DIR="$TMP/cache" "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --ids-out "$TMP/i1.ids" "$DATA/small.jsonl" 2>/dev/null
 img=$(find "$TMP/cache" -name '*.img' | head -1)
 if [ -n "$img" ]; then
     pass "first load writes a table image"
     before=$(stat -c '%i %y' "$img")
-    MKSHARDS_CACHE_DIR="$TMP/cache" "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --ids-out "$TMP/i2.ids" "$DATA/small.jsonl" 2>/dev/null
+    MKS_CACHE_DIR="$TMP/cache" "$MKS" encode -t "$VOCAB/gpt2.tiktoken" --ids-out "$TMP/i2.ids" "$DATA/small.jsonl" 2>/dev/null
     if [ "$(stat -c '%i %y' "$img" 2>/dev/null)" = "$before" ] && cmp -s "$TMP/i1.ids" "$TMP/i2.ids"; then
         pass "second load takes the image (not rewritten), same ids"
     else

@@ -13,7 +13,7 @@ set -uo pipefail
 
 MKS=$1
 SHARED=$2
-export MKSHARDS_VOCAB_DIR=$SHARED/vocab
+export MKS_VOCAB_DIR=$SHARED/vocab
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mks_hostile.XXXXXX")
 bgpid=
 cleanup() {
@@ -41,7 +41,7 @@ unchanged() { # NAME FILE SUM_BEFORE
 }
 
 if [ ! -x "$MKS" ]; then echo "mkshards binary not found: $MKS"; exit 1; fi
-if [ ! -f "$MKSHARDS_VOCAB_DIR/gpt2.tiktoken" ]; then echo "SKIP: no gpt2.tiktoken"; exit 77; fi
+if [ ! -f "$MKS_VOCAB_DIR/gpt2.tiktoken" ]; then echo "SKIP: no gpt2.tiktoken"; exit 77; fi
 cd "$TMP" || exit 1
 
 for i in $(seq 1 60); do echo "{\"text\":\"document number $i: the quick brown fox jumps over the lazy dog\"}"; done >a.jsonl
@@ -63,7 +63,7 @@ unchanged "encode --ids-out in input folder" d/b.jsonl "$B"
 run "$MKS" encode -t gpt2 d --ids-out d/new.ids
 expect "encode --ids-out = new file in input folder" 2 "lies inside the input folder 'd'"
 [ -e d/new.ids ] && fail "encode created d/new.ids" || pass "encode created nothing in the input folder"
-cp "$MKSHARDS_VOCAB_DIR/gpt2.tiktoken" tok.tiktoken
+cp "$MKS_VOCAB_DIR/gpt2.tiktoken" tok.tiktoken
 T=$(sum tok.tiktoken)
 run "$MKS" encode -t tok.tiktoken a.jsonl --ids-out tok.tiktoken
 expect "encode --ids-out = tokenizer" 2 "is the same file as the tokenizer file 'tok.tiktoken'"
@@ -273,7 +273,7 @@ expect "encode --batch-docs without a value" 64 "option '--batch-docs' needs a v
 
 # ---------------------------------------------------------------- resume state
 # a real checkpoint: kill -9 a slow build (a checkpoint at every batch) as soon as one exists
-export MKSHARDS_CHECKPOINT_SECONDS=0
+export MKS_CHECKPOINT_SECONDS=0
 OPTS=(-t gpt2 -L 64 --shard-tokens 2K --batch-bytes 4K -j 1)
 run "$MKS" build "${OPTS[@]}" -q -o ref big.jsonl
 expect "reference build" 0 ""

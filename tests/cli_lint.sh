@@ -3,7 +3,7 @@
 # command line: exit codes 0/1/2/64, --json shape, stdin, --svg, help.
 set -u
 M=$1; SHARED=$2; DATA=$3
-export MKSHARDS_VOCAB_DIR=$SHARED/vocab
+export MKS_VOCAB_DIR=$SHARED/vocab
 fail=0
 t() { # t WANT_RC DESC CMD...
     local want=$1 desc=$2; shift 2

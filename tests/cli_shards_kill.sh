@@ -6,13 +6,13 @@
 # Args: mkshards shared-dir tests-data-dir. Label: slow.
 set -u
 M=$1 SHARED=$2
-export MKSHARDS_VOCAB_DIR=$SHARED/vocab
+export MKS_VOCAB_DIR=$SHARED/vocab
 IN="$SHARED/corpus/web.jsonl.zst $SHARED/corpus/code.jsonl.zst $SHARED/corpus/multi.jsonl.zst"
 for f in $IN; do [ -r "$f" ] || { echo "skip: $f missing"; exit 77; }; done
 T=$(mktemp -d /tmp/cli_shards_kill.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 OPTS="-t gpt2 -L 512 --val-fraction 0.02 --shard-tokens 128K --batch-bytes 256K"
-export MKSHARDS_CHECKPOINT_SECONDS=0   # checkpoint at every batch that wrote a shard (default: every 0.5 s)
+export MKS_CHECKPOINT_SECONDS=0   # checkpoint at every batch that wrote a shard (default: every 0.5 s)
 fail() { echo "FAIL: $*"; trap - EXIT; echo "outputs kept in $T"; exit 1; }
 
 start=$(date +%s.%N)

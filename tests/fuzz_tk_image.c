@@ -76,7 +76,7 @@ static void setup(void) {
     snprintf(G.img, sizeof G.img, "%s/tk-%llx-%llx-0.img", G.cache, (unsigned long long)st.st_dev,
              (unsigned long long)st.st_ino);
     /* the reference: the rank file parsed; then its image, written by that load */
-    setenv("MKSHARDS_CACHE_DIR", G.cache, 1);
+    setenv("MKS_CACHE_DIR", G.cache, 1);
     char err[512];
     tk_tokenizer *t = NULL;
     if (tk_load_tiktoken(G.src, TK_PAT_NONE, &t, err, sizeof err) != TK_OK || t->image) abort();

@@ -5,3 +5,10 @@ add_test(NAME front_end_headers
          COMMAND ${CMAKE_COMMAND} -DROOT=${PROJECT_SOURCE_DIR} -DSCRATCH=${CMAKE_CURRENT_BINARY_DIR}/front_end_headers_selfcheck
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/front_end_headers.cmake)
 set_tests_properties(front_end_headers PROPERTIES LABELS "cpu")
+# env_names: every environment variable the code reads is MKS_* or a
+# third-party one, and only tokenizer/mks_env.c names the old MKSHARDS_* ones
+# (tests/cmake/env_names.cmake; it first checks itself on a scratch tree).
+add_test(NAME env_names
+         COMMAND ${CMAKE_COMMAND} -DROOT=${PROJECT_SOURCE_DIR} -DSCRATCH=${CMAKE_CURRENT_BINARY_DIR}/env_names_selfcheck
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/env_names.cmake)
+set_tests_properties(env_names PROPERTIES LABELS "cpu")

@@ -7,7 +7,7 @@
 set -u
 M=$1 SHARED=$2 DATA=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
-export MKSHARDS_VOCAB_DIR=$SHARED/vocab
+export MKS_VOCAB_DIR=$SHARED/vocab
 PY=${PYTHON:-python3}
 if ! $PY -c 'import numpy' 2>/dev/null; then
   $PY -m pip install -q numpy >/dev/null 2>&1 || true

@@ -16,8 +16,8 @@ Skipped blocks are counted and printed with their reasons; an unknown marker is 
 torch are skipped, with the reason printed, when --python has no torch, unless --require torch (the setup was meant
 to install it): then they fail.
 
-Environment of the first block: this process's, with the --bin folders first on PATH, MKSHARDS_VOCAB_DIR unset (the
-README exports it where a user would), and MKSHARDS_CACHE_DIR in the scratch folder (no writes to ~/.cache).
+Environment of the first block: this process's, with the --bin folders first on PATH, MKS_VOCAB_DIR unset (the
+README exports it where a user would), and MKS_CACHE_DIR in the scratch folder (no writes to ~/.cache).
 Exit 0 when every runnable block passed, 1 when one failed, 77 when no --python was given (the Python blocks
 could not run: no venv) and nothing failed.
 """
@@ -153,8 +153,8 @@ def main():
     os.symlink(os.path.abspath(os.path.join(a.src, "samples")), os.path.join(work, "samples"))
     os.symlink(os.path.abspath(a.shared), os.path.join(root, "shared"))
     env = dict(os.environ)
-    env.pop("MKSHARDS_VOCAB_DIR", None)
-    env["MKSHARDS_CACHE_DIR"] = os.path.join(root, "cache")
+    env.pop("MKS_VOCAB_DIR", None)
+    env["MKS_CACHE_DIR"] = os.path.join(root, "cache")
     env["PATH"] = os.pathsep.join([os.path.abspath(d) for d in a.bin] + [env.get("PATH", "")])
     env["HOME"] = env.get("HOME") or root
     has_torch = bool(a.python) and subprocess.run([a.python, "-c", "import torch"], capture_output=True).returncode == 0

@@ -7,7 +7,7 @@
 # venv they are skipped and the test exits 77 if everything else passed.
 # torch blocks are skipped when the venv has no torch; with torch in
 # MKS_PY_OPTIONAL (run.sh is then meant to install it) and CI=true they fail.
-# Args: BUILD_DIR MKSHARDS_BIN LLMTRAIN_BIN SHARED_DIR
+# Args: BUILD_DIR MKS_BIN LLMTRAIN_BIN SHARED_DIR
 set -u
 BUILD=$1 BIN=$2 LLM=$3 SHARED=$4
 SRC=$(cd "$(dirname "$0")/.." && pwd)

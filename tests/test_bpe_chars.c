@@ -344,9 +344,9 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     static const char *const names[] = {"gpt2", "cl100k_base", "o200k_base"};
     for (int e = 0; e < 3; e++) {
-        setenv("MKSHARDS_CACHE_DIR", "off", 1);
+        setenv("MKS_CACHE_DIR", "off", 1);
         if (run(names[e], "tables built")) return 1;
-        setenv("MKSHARDS_CACHE_DIR", dir, 1);
+        setenv("MKS_CACHE_DIR", dir, 1);
         tk_tokenizer *t;
         char err[512];
         snprintf(p, sizeof p, "%s/vocab/%s.tiktoken", MKS_SHARED_DIR, names[e]);
@@ -367,7 +367,7 @@ int main(void) {
         tk_free(t);
         if (mapped && run(names[e], "tables from the image")) return 1;
     }
-    setenv("MKSHARDS_CACHE_DIR", "off", 1);
+    setenv("MKS_CACHE_DIR", "off", 1);
     if (run_handmade(dir) || run_adversarial(dir)) return 1;
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

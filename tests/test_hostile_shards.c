@@ -555,13 +555,13 @@ static void test_outputs(void) {
     in.set_what = "the data folder";
     snprintf(q, sizeof q, "%s/ck", set);
     out_case("named as the caller names sets", q, &in, DS_ERR_CONFLICT, "lies inside the data folder");
-    /* a vocabulary name: its files in $MKSHARDS_VOCAB_DIR */
-    setenv("MKSHARDS_VOCAB_DIR", d, 1);
+    /* a vocabulary name: its files in $MKS_VOCAB_DIR */
+    setenv("MKS_VOCAB_DIR", d, 1);
     ds_read_paths byname = {.tokenizer = "tok"};
     out_case("a tokenizer named, found in the vocab folder", tok, &byname, DS_ERR_CONFLICT, "the tokenizer file");
     char paths[DS_TK_SOURCES_MAX][DS_PATH_BYTES];
     CHECK(ds_tokenizer_sources(tok, paths, DS_TK_SOURCES_MAX) == 2 && !strcmp(paths[1], side));
-    unsetenv("MKSHARDS_VOCAB_DIR");
+    unsetenv("MKS_VOCAB_DIR");
 }
 
 int main(void) {

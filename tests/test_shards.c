@@ -533,7 +533,7 @@ static void test_concurrent_read(void) {
 }
 
 int main(void) {
-    setenv("MKSHARDS_VOCAB_DIR", MKS_SHARED_DIR "/vocab", 1);
+    setenv("MKS_VOCAB_DIR", MKS_SHARED_DIR "/vocab", 1);
     if (access(MKS_SHARED_DIR "/vocab/gpt2.tiktoken", R_OK) != 0) {
         fprintf(stderr, "skip: no gpt2 vocabulary in %s/vocab\n", MKS_SHARED_DIR);
         return 77;

@@ -2,7 +2,7 @@
  * image gives the same tokenizer as parsing the file (ids of every shared
  * vocabulary on mixed text, fingerprint, specials, token bytes); an image is
  * not used once the rank file changed, nor when it is truncated or in a
- * folder others may write; MKSHARDS_CACHE_DIR=off turns images off; an
+ * folder others may write; MKS_CACHE_DIR=off turns images off; an
  * unknown rank file never gets one; at most 8 images are kept (the oldest
  * go).
  *
@@ -242,9 +242,9 @@ static void corruptions(const char *cache) {
              (unsigned long long)gs.st_ino);
     snprintf(cimg, sizeof cimg, "%s/tk-%llx-%llx-0.img", cache, (unsigned long long)cs.st_dev,
              (unsigned long long)cs.st_ino);
-    setenv("MKSHARDS_CACHE_DIR", "off", 1);
+    setenv("MKS_CACHE_DIR", "off", 1);
     tk_tokenizer *ref = load(gp, false);
-    setenv("MKSHARDS_CACHE_DIR", cache, 1);
+    setenv("MKS_CACHE_DIR", cache, 1);
     size_t n, cn;
     uint8_t *img = read_all(gimg, &n), *cl = read_all(cimg, &cn), *bad = malloc(n > cn ? n : cn);
     CHECK(ref && img && cl && bad && n > H_LEN + 8 * N_SEC && cn > H_LEN + 8 * N_SEC, "images of gpt2 / cl100k_base");
@@ -344,7 +344,7 @@ int main(void) {
     if (!mkdtemp(tmpl)) return 1;
     char cache[4200], p[4096];
     snprintf(cache, sizeof cache, "%s/cache", tmpl);
-    setenv("MKSHARDS_CACHE_DIR", cache, 1);
+    setenv("MKS_CACHE_DIR", cache, 1);
     snprintf(p, sizeof p, "%s/vocab/gpt2.tiktoken", MKS_SHARED_DIR);
     if (access(p, R_OK)) return 77;
 
@@ -385,9 +385,9 @@ int main(void) {
 
     /* images off */
     snprintf(p, sizeof p, "%s/vocab/gpt2.tiktoken", MKS_SHARED_DIR);
-    setenv("MKSHARDS_CACHE_DIR", "off", 1);
+    setenv("MKS_CACHE_DIR", "off", 1);
     tk_free(load(p, false));
-    setenv("MKSHARDS_CACHE_DIR", cache, 1);
+    setenv("MKS_CACHE_DIR", cache, 1);
 
     /* a folder others may write: not used */
     chmod(cache, 0777);
@@ -399,7 +399,7 @@ int main(void) {
     char copy[4200], cache2[4200], img[4400];
     snprintf(copy, sizeof copy, "%s/gpt2.tiktoken", tmpl);
     snprintf(cache2, sizeof cache2, "%s/cache2", tmpl);
-    setenv("MKSHARDS_CACHE_DIR", cache2, 1);
+    setenv("MKS_CACHE_DIR", cache2, 1);
     copy_file(p, copy);
     tk_tokenizer *ref = load(copy, false);
     CHECK(count_images(cache2) == 0, "image written for a file changed < 2 s ago");
@@ -499,7 +499,7 @@ int main(void) {
     char unk[4200], cache3[4200];
     snprintf(unk, sizeof unk, "%s/unknown.tiktoken", tmpl);
     snprintf(cache3, sizeof cache3, "%s/cache3", tmpl);
-    setenv("MKSHARDS_CACHE_DIR", cache3, 1);
+    setenv("MKS_CACHE_DIR", cache3, 1);
     {
         FILE *a = fopen(p, "rb"), *o = fopen(unk, "wb");
         char line[512];

@@ -275,7 +275,7 @@ static void test_errors(void) {
     write_file(p, "{\"model\": ");
     expect_load(p, TK_PAT_NONE, TK_ERR_FORMAT, "truncated tokenizer.json");
     expect_load("no_such_vocab_name", TK_PAT_NONE, TK_ERR_IO, "unknown name");
-    unsetenv("MKSHARDS_VOCAB_DIR");
+    unsetenv("MKS_VOCAB_DIR");
     setenv("TIKTOKEN_CACHE_DIR", tmpdir, 1);
     expect_load("o200k_base", TK_PAT_NONE, TK_ERR_NOT_FOUND, "name not in any folder");
     /* an unknown (custom) rank file needs a pattern */
@@ -317,11 +317,11 @@ static void test_loaders_savers(void) {
         same_ids(t, enc[0], "gpt2 folder");
         tk_free(t);
     }
-    /* by name through MKSHARDS_VOCAB_DIR and through tiktoken's cache */
-    setenv("MKSHARDS_VOCAB_DIR", shared_vocab, 1);
+    /* by name through MKS_VOCAB_DIR and through tiktoken's cache */
+    setenv("MKS_VOCAB_DIR", shared_vocab, 1);
     CHECK(tk_load("cl100k_base", TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "by name: %s", err);
     tk_free(t);
-    unsetenv("MKSHARDS_VOCAB_DIR");
+    unsetenv("MKS_VOCAB_DIR");
     char cache[4200], src[4200];
     snprintf(cache, sizeof cache, "%s/cache", tmpdir);
     mkdir(cache, 0755);

@@ -1,6 +1,7 @@
 /* load.c - vocabulary loaders: tiktoken rank files, GPT-2 encoder.json +
  * vocab.bpe, HF tokenizer.json (ByteLevel BPE), and name resolution. */
 #include "tk_internal.h"
+#include "mks_env.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -1357,7 +1358,7 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
                    "o200k_base)", spec);
         return errno == ENOENT || errno == 0 ? TK_ERR_IO : TK_ERR_IO;
     }
-    const char *vd = getenv("MKSHARDS_VOCAB_DIR");
+    const char *vd = mks_getenv("MKS_VOCAB_DIR");
     if (vd && *vd) {
         for (int f = 0; f < 2 && names[which].files[f]; f++) {
             if (snprintf(a, sizeof a, "%s/%s", vd, names[which].files[f]) >= (int)sizeof a) break;
@@ -1394,8 +1395,8 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
         snprintf(b, sizeof b, "%.4000s/%s", cd, h2);
         if (exists(a) && exists(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
     }
-    tk_set_err(err, errlen, "vocabulary %s not found: looked in $MKSHARDS_VOCAB_DIR (%s) for %s and in tiktoken's "
-               "cache %s; set MKSHARDS_VOCAB_DIR to a folder holding %s", spec, vd && *vd ? vd : "unset",
+    tk_set_err(err, errlen, "vocabulary %s not found: looked in $MKS_VOCAB_DIR (%s) for %s and in tiktoken's "
+               "cache %s; set MKS_VOCAB_DIR to a folder holding %s", spec, vd && *vd ? vd : "unset",
                names[which].files[0], cd, names[which].files[0]);
     return TK_ERR_NOT_FOUND;
 }

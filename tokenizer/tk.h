@@ -86,7 +86,7 @@ typedef struct {
 /* Load by spec: a path to a .tiktoken file, a tokenizer.json, a SentencePiece
  * .model (BPE; recognised by its content), or a folder
  * holding encoder.json + vocab.bpe; or a name (gpt2, r50k_base, cl100k_base,
- * o200k_base) looked up in $MKSHARDS_VOCAB_DIR and in tiktoken's cache
+ * o200k_base) looked up in $MKS_VOCAB_DIR and in tiktoken's cache
  * ($TIKTOKEN_CACHE_DIR, files named by the sha1 of the download URL).
  * pat overrides the pattern (TK_PAT_NONE: the one the vocabulary implies;
  * vocabularies are recognised by sha256 of their rank file). On failure

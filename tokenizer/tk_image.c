@@ -6,7 +6,7 @@
  * milliseconds, more than encoding a few hundred small documents. The first
  * load of a *known* rank file (recognised by sha256, so its contents are the
  * upstream ones) writes the finished tables to
- *   $MKSHARDS_CACHE_DIR, else $XDG_CACHE_HOME/mkshards, else $HOME/.cache/mkshards
+ *   $MKS_CACHE_DIR, else $XDG_CACHE_HOME/mkshards, else $HOME/.cache/mkshards
  * as tk-<dev>-<inode>-<pattern>.img; later loads of the same file map that
  * image read-only.
  *
@@ -40,9 +40,10 @@
  * writable by others, the file too; an image is not written for a rank file
  * changed within the last 2 s (its timestamps could repeat), nor when the
  * builder's tables do not hash to IMG_KNOWN (then images are simply off).
- * MKSHARDS_CACHE_DIR=off (or empty) turns images off.
+ * MKS_CACHE_DIR=off (or empty) turns images off.
  */
 #include "tk_internal.h"
+#include "mks_env.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -153,7 +154,7 @@ static bool file_digest(int fd, uint64_t size, char out[33]) {
 
 /* The image folder, or false when images are off or no folder is known. */
 static bool image_dir(char *out, size_t cap) {
-    const char *d = getenv("MKSHARDS_CACHE_DIR");
+    const char *d = mks_getenv("MKS_CACHE_DIR");
     int n;
     if (d) {
         if (!d[0] || strcmp(d, "off") == 0) return false;

@@ -255,7 +255,7 @@ int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out
     if (rc == TK_ERR_PATTERN)
         hint = " (this vocabulary is not a known one: pass --pattern gpt2|cl100k|o200k)";
     else if (!err[0] && rc == TK_ERR_NOT_FOUND)
-        hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
+        hint = " (pass a path, or set MKS_VOCAB_DIR to a folder holding <name>.tiktoken)";
     else if (!err[0] && rc == TK_ERR_IO)
         hint = " (check the path exists and is readable)";
     cli_error(NULL, "cannot load tokenizer '%s': %s%s", spec, why, hint);

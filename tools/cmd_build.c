@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "ds.h"
+#include "mks_env.h"
 #include "tk.h"
 
 static const char k_usage[] =
@@ -21,7 +22,7 @@ static const char k_usage[] =
     "Options:\n"
     "  -t, --tokenizer T       .tiktoken file, tokenizer.json, SentencePiece .model (BPE), or a\n"
     "                          name (gpt2, cl100k_base, o200k_base; looked up in\n"
-    "                          $MKSHARDS_VOCAB_DIR)                                [required]\n"
+    "                          $MKS_VOCAB_DIR)                                     [required]\n"
     "  -L, --seq-len L         tokens per row, 1..16777216                         [required]\n"
     "  -o, --out DIR           output directory (created)                          [required]\n"
     "  -j, --threads N         worker threads, 0..256 (default 0: all cores); output is byte-identical\n"
@@ -215,7 +216,7 @@ static int check_args(build_cli *c) {
         return cli_usage_error(CMD, "--bfd-window x --seq-len must stay below 2^31 tokens");
     if (c->ol_given && c->o.pack != DS_PACK_NONE)
         cli_warn(CMD, "--over-long applies to --pack none only (concat keeps every token; bfd chunks)");
-    const char *e = getenv("MKSHARDS_CHECKPOINT_SECONDS"); /* tests: 0 = at every batch that wrote a shard */
+    const char *e = mks_getenv("MKS_CHECKPOINT_SECONDS"); /* tests: 0 = at every batch that wrote a shard */
     if (e && *e) {
         double v = atof(e);
         c->o.checkpoint_seconds = v >= 0 && v < 1e9 ? v : 0.5;

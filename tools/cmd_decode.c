@@ -17,7 +17,7 @@ static const char k_usage[] =
     "  -t, --tokenizer T   .tiktoken file, tokenizer.json, SentencePiece .model (BPE),\n"
     "                      folder with encoder.json + vocab.bpe, or a name: gpt2,\n"
     "                      r50k_base, cl100k_base, o200k_base\n"
-    "                      (names are looked up in $MKSHARDS_VOCAB_DIR)   [required]\n"
+    "                      (names are looked up in $MKS_VOCAB_DIR)        [required]\n"
     "  -p, --pattern P     pre-tokenizer pattern (gpt2, cl100k, o200k); only needed for\n"
     "                      vocabularies that are not recognised\n"
     "  -i, --ids FILE      input (default: - = stdin); a positional FILE works too\n"

@@ -24,7 +24,7 @@ static const char k_usage[] =
     "  -t, --tokenizer T        .tiktoken file, tokenizer.json, SentencePiece .model (BPE),\n"
     "                           folder with encoder.json + vocab.bpe, or a name: gpt2,\n"
     "                           r50k_base, cl100k_base, o200k_base\n"
-    "                           (names are looked up in $MKSHARDS_VOCAB_DIR)   [required]\n"
+    "                           (names are looked up in $MKS_VOCAB_DIR)        [required]\n"
     "  -i, --input FILE         an input (repeatable; positional INPUTs work too)\n"
     "  -f, --field NAME         JSONL text field, dotted path for nested objects (default: text)\n"
     "  -j, --threads N          encoder threads, 0..4096 (default 0: all cores)\n"

@@ -39,7 +39,7 @@ static void usage(FILE *f)
     fputs("\n"
           "Exit codes: 0 ok, 1 findings (lint warnings), 2 bad input or file, 64 usage error.\n"
           "Tokenizer names (gpt2, r50k_base, cl100k_base, o200k_base) are looked up in\n"
-          "$MKSHARDS_VOCAB_DIR and in tiktoken's cache ($TIKTOKEN_CACHE_DIR).\n",
+          "$MKS_VOCAB_DIR and in tiktoken's cache ($TIKTOKEN_CACHE_DIR).\n",
           f);
 }
 

@@ -28,8 +28,8 @@ done
 [ -f "$SHARED/vocab/gpt2.tiktoken" ] || { echo "skip: no gpt2 vocabulary in $SHARED/vocab"; exit 77; }
 command -v zstd >/dev/null || { echo "skip: no zstd binary"; exit 77; }
 
-export MKSHARDS_VOCAB_DIR=$SHARED/vocab
-unset MKSHARDS_CHECKPOINT_SECONDS
+export MKS_VOCAB_DIR=$SHARED/vocab
+unset MKS_CHECKPOINT_SECONDS
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mks_golden.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
@@ -98,7 +98,7 @@ run "build bad only" "$MKS" build -t gpt2 -L 64 -q -o o-rej in/d-bad.jsonl
 # kill -9 once a checkpoint exists, then the same command again: the same bytes as an uninterrupted run
 for pack in concat bfd; do
     R=(build -t gpt2 -L 128 --val-fraction 0.1 --shard-tokens 16K -q --pack $pack --batch-bytes 64K -j 2)
-    MKSHARDS_CHECKPOINT_SECONDS=0 "$MKS" "${R[@]}" -o "o-res-$pack" in 2>/dev/null &
+    MKS_CHECKPOINT_SECONDS=0 "$MKS" "${R[@]}" -o "o-res-$pack" in 2>/dev/null &
     pid=$!
     for _ in $(seq 1 400); do
         [ -f "o-res-$pack/build.ckpt" ] && break

@@ -1,9 +1,9 @@
 """Fixtures for the mkshards Python package tests (tests/python).
 
 Run through ctest (`make test`, test py_package: tests/python/run.sh builds a venv, `pip install .`, pytest) or by
-hand after `pip install .`:  MKSHARDS_BIN=build/tools/mkshards pytest tests/python
-Environment: MKSHARDS_BIN (the CLI; default build/tools/mkshards), MKSHARDS_SHARED (default ../shared),
-MKSHARDS_LOADER_DUMP (tests/python_loader_dump.c, built by ctest; its tests skip without it).
+hand after `pip install .`:  MKS_BIN=build/tools/mkshards pytest tests/python
+Environment: MKS_BIN (the CLI; default build/tools/mkshards), MKS_SHARED (default ../shared),
+MKS_LOADER_DUMP (tests/python_loader_dump.c, built by ctest; its tests skip without it).
 """
 import hashlib
 import json
@@ -15,13 +15,13 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.environ.get("MKSHARDS_SHARED") or os.path.join(os.path.dirname(ROOT), "shared")
+SHARED = os.environ.get("MKS_SHARED") or os.path.join(os.path.dirname(ROOT), "shared")
 VOCAB = os.path.join(SHARED, "vocab")
 CORPUS = os.path.join(SHARED, "corpus")
 DATA = os.path.join(ROOT, "tests", "data")
 SAMPLES = os.path.join(ROOT, "samples")
 
-os.environ.setdefault("MKSHARDS_VOCAB_DIR", VOCAB)
+os.environ.setdefault("MKS_VOCAB_DIR", VOCAB)
 
 
 def pytest_configure(config):
@@ -31,15 +31,15 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def shared():
     if not os.path.isfile(os.path.join(VOCAB, "cl100k_base.tiktoken")):
-        pytest.skip(f"shared data not found in {SHARED} (set MKSHARDS_SHARED)")
+        pytest.skip(f"shared data not found in {SHARED} (set MKS_SHARED)")
     return SHARED
 
 
 @pytest.fixture(scope="session")
 def mkshards_bin():
-    b = os.environ.get("MKSHARDS_BIN") or os.path.join(ROOT, "build", "tools", "mkshards")
+    b = os.environ.get("MKS_BIN") or os.path.join(ROOT, "build", "tools", "mkshards")
     if not os.access(b, os.X_OK):
-        pytest.skip(f"mkshards CLI not found at {b} (make build, or set MKSHARDS_BIN)")
+        pytest.skip(f"mkshards CLI not found at {b} (make build, or set MKS_BIN)")
     return b
 
 

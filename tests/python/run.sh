@@ -2,7 +2,7 @@
 # ctest py_package: `pip install .` into a venv under the build folder, then
 # pytest tests/python against the installed package (run from outside the
 # source tree so `import mkshards` is the installed one).
-# Args: BUILD_DIR MKSHARDS_BIN LOADER_DUMP SHARED_DIR [--setup-only]
+# Args: BUILD_DIR MKS_BIN LOADER_DUMP SHARED_DIR [--setup-only]
 # Exit 77 (skipped) when python3 -m venv is unavailable (make deps installs
 # python3-venv) or the package index cannot be reached for the build
 # requirements; pytest's "no tests ran" (5) is reported as a skip too.
@@ -42,5 +42,5 @@ if ! "$V/bin/python" -m pip install -q --disable-pip-version-check --no-build-is
 fi
 [ "$MODE" = --setup-only ] && exit 0
 cd "$BUILD" || exit 1
-MKSHARDS_BIN=$BIN MKSHARDS_LOADER_DUMP=$DUMP MKSHARDS_SHARED=$SHARED \
+MKS_BIN=$BIN MKS_LOADER_DUMP=$DUMP MKS_SHARED=$SHARED \
   exec bash "$SRC/tests/python/pytest_rc.sh" "$V/bin/python" -q -p no:cacheprovider -rs --durations=5 "$SRC/tests/python"

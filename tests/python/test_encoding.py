@@ -21,7 +21,7 @@ def test_import_from_anywhere(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == mkshards.__version__ and out[0].count(".") == 2
     # the installed package, not the source tree
-    assert "site-packages" in out[1] or os.environ.get("MKSHARDS_ALLOW_SOURCE_IMPORT")
+    assert "site-packages" in out[1] or os.environ.get("MKS_ALLOW_SOURCE_IMPORT")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -140,9 +140,9 @@ def test_special_token_errors_like_tiktoken(shared, tiktoken_mod):
 
 
 def test_names_from_tiktoken_cache(shared, tiktoken_cache, tmp_path):
-    """A name resolves through tiktoken's cache alone (no MKSHARDS_VOCAB_DIR), as the CLI's --tokenizer NAME."""
+    """A name resolves through tiktoken's cache alone (no MKS_VOCAB_DIR), as the CLI's --tokenizer NAME."""
     env = dict(os.environ, TIKTOKEN_CACHE_DIR=tiktoken_cache)
-    env.pop("MKSHARDS_VOCAB_DIR", None)
+    env.pop("MKS_VOCAB_DIR", None)
     code = ("import mkshards; e = mkshards.get_encoding('cl100k_base'); "
             "print(e.name, e.n_vocab, e.encode('hello world'))")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)

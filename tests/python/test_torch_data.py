@@ -10,9 +10,9 @@ from mkshards import data
 
 
 def loader_dump(d, T, B, R, seed, doc_mask, start, n):
-    exe = os.environ.get("MKSHARDS_LOADER_DUMP")
+    exe = os.environ.get("MKS_LOADER_DUMP")
     if not exe or not os.access(exe, os.X_OK):
-        pytest.skip("MKSHARDS_LOADER_DUMP (tests/python_loader_dump.c, built by the C build) not set")
+        pytest.skip("MKS_LOADER_DUMP (tests/python_loader_dump.c, built by the C build) not set")
     out = subprocess.run([exe, d, str(T), str(B), str(R), str(seed), str(doc_mask), str(start), str(n)],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     batches, k = [], 0

@@ -64,7 +64,7 @@ def main():
     files = sorted(glob.glob(os.path.join(a.shared, "corpus", "*.jsonl.zst")))
     if not files:
         sys.exit(f"bench_lint: no corpus in {a.shared}/corpus")
-    os.environ.setdefault("MKSHARDS_VOCAB_DIR", os.path.join(a.shared, "vocab"))
+    os.environ.setdefault("MKS_VOCAB_DIR", os.path.join(a.shared, "vocab"))
     M, T, L = a.mkshards, a.tokenizer, str(a.seq_len)
     # text bytes: from a hist run (exact, same reader)
     out = subprocess.run([M, "hist", "-t", T, "--json"] + files, check=True, stdout=subprocess.PIPE).stdout

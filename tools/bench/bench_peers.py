@@ -203,7 +203,7 @@ def main():
         tt = tiktoken_encoding(vocab, name)
         bo = bo_bind.tokenizer_for_encoding(name) if name in bo_supported else None
         st = [run_mkshards(mks, vocab, name, empty, os.devnull) for _ in range(max(5, reps))]
-        cold_env = dict(os.environ, MKSHARDS_CACHE_DIR="off")
+        cold_env = dict(os.environ, MKS_CACHE_DIR="off")
         sc = [run_mkshards(mks, vocab, name, empty, os.devnull, cold_env) for _ in range(max(5, reps))]
         startup[name] = (min(s[0] for s in st), min(s[1] for s in st), min(s[0] for s in sc), min(s[1] for s in sc))
         for (cat, b), docs in cells.items():
@@ -244,7 +244,7 @@ def main():
         s = startup[name]
         print(f"{name}: mkshards start-up (empty input, whole process): {s[0] * 1e3:.1f} ms wall, "
               f"{s[1] * 1e3:.1f} ms CPU with the table image (as in the cells below); without it "
-              f"(MKSHARDS_CACHE_DIR=off: parse the rank file, build the tables) {s[2] * 1e3:.1f} ms wall, "
+              f"(MKS_CACHE_DIR=off: parse the rank file, build the tables) {s[2] * 1e3:.1f} ms wall, "
               f"{s[3] * 1e3:.1f} ms CPU")
     print()
     hdr = (f"| {'encoding':<11} | {'category':<8} | {'size':<8} | {'docs':>5} | {'MB':>6} | {'ours ms':>8} |"

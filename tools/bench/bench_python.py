@@ -129,7 +129,7 @@ def bench_encoding(args, name, docs, nbytes, nthr):
             hf_dir = tempfile.mkdtemp(prefix="bench_python_hf.")
             tj = os.path.join(hf_dir, "tokenizer.json")
             subprocess.run([mks, "tokenizer", "export", "-t", name, "--out", tj], check=True,
-                           env=dict(os.environ, MKSHARDS_VOCAB_DIR=args.vocab))
+                           env=dict(os.environ, MKS_VOCAB_DIR=args.vocab))
             hf = tokenizers.Tokenizer.from_file(tj)
             call = getattr(hf, "encode_batch_fast", hf.encode_batch)
 
@@ -175,7 +175,7 @@ def build_shards(args, tmp):
     ins = [os.path.join(args.shared, "corpus", f"{c}.jsonl.zst") for c in ("en-books", "multi", "code", "web")]
     log("bench: building a cl100k_base shard set (L=2048) from the corpus ...")
     subprocess.run([mks, "build", "-q", "-t", "cl100k_base", "-L", str(args.seq_len), "-o", out, *ins], check=True,
-                   env=dict(os.environ, MKSHARDS_VOCAB_DIR=args.vocab))
+                   env=dict(os.environ, MKS_VOCAB_DIR=args.vocab))
     return out
 
 
@@ -278,7 +278,7 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=2.0, help="time each shard iteration for at least this")
     args = ap.parse_args()
     args.vocab = os.path.join(args.shared, "vocab")
-    os.environ.setdefault("MKSHARDS_VOCAB_DIR", args.vocab)
+    os.environ.setdefault("MKS_VOCAB_DIR", args.vocab)
     import mkshards
     log(f"bench: mkshards {mkshards.__version__} from {os.path.dirname(mkshards.__file__)}")
     docs, nbytes = load_corpus(args.shared, 1e6 if args.only_shards else 20e6 if args.quick else None)

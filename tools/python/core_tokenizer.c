@@ -68,7 +68,7 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
         if (rc == TK_ERR_PATTERN)
             hint = " (this vocabulary is not a known one: pass pattern='gpt2'|'cl100k'|'o200k')";
         else if (!err[0] && rc == TK_ERR_NOT_FOUND)
-            hint = " (pass a path, or set MKSHARDS_VOCAB_DIR to a folder holding <name>.tiktoken)";
+            hint = " (pass a path, or set MKS_VOCAB_DIR to a folder holding <name>.tiktoken)";
         char msg[900];
         snprintf(msg, sizeof msg, "cannot load tokenizer '%s': %s%s", spec, err[0] ? err : tk_strerror(rc), hint);
         Py_DECREF(spec_o);

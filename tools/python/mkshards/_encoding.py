@@ -7,7 +7,7 @@ from . import _core
 
 __all__ = ["Encoding", "get_encoding", "list_encoding_names"]
 
-# Names tk_load resolves (in $MKSHARDS_VOCAB_DIR and tiktoken's cache).
+# Names tk_load resolves (in $MKS_VOCAB_DIR and tiktoken's cache).
 _NAMES = ("gpt2", "r50k_base", "cl100k_base", "o200k_base")
 
 
@@ -206,7 +206,7 @@ _lock = threading.Lock()
 
 def get_encoding(encoding_name):
     """A named encoding (gpt2, r50k_base, cl100k_base, o200k_base), found as the CLI finds it: in
-    $MKSHARDS_VOCAB_DIR (<name>.tiktoken) and in tiktoken's cache ($TIKTOKEN_CACHE_DIR). Nothing is downloaded.
+    $MKS_VOCAB_DIR (<name>.tiktoken) and in tiktoken's cache ($TIKTOKEN_CACHE_DIR). Nothing is downloaded.
     Loaded once per process. Unknown or missing: MkshardsError (a ValueError) with the C message."""
     if not isinstance(encoding_name, str):
         raise TypeError("encoding_name must be a str")
