@@ -82,86 +82,72 @@ static uint64_t cpu_zero_shard(uint64_t P, int W)
 #define TR_PLAN_COMM_BUCKET_BYTES (4ull << 20)
 #define TR_PLAN_NCCL_BUFFERS (32ull * 2 * (4ull << 20))
 
-/* Evaluate the table for one B; returns the total of the budgeted side
- * (force_acc: count the gradient accumulator
- * whatever B is, for the linear model in tr_plan). */
-static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o, int force_acc)
+/* What the CPU and GPU tables share for one B. */
+typedef struct {
+    uint64_t T, L, C, NH, Vp, P;
+    /* one loader buffer of B rows: tr_loader_buffer_bytes rounds each array
+     * to 64 bytes, so it is evaluated for B directly (not linear), spread as
+     * a fixed part */
+    uint64_t lbB;
+    int nbuf;
+    const tr_optim_ops *opt;
+} plan_dims;
+
+/* The CPU table (the host model itself, backend_cpu.c); returns the host total. */
+static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o,
+                         int force_acc)
 {
-    o->n_items = 0;
-    uint64_t T = (uint64_t)in->seq_len, L = (uint64_t)mc->n_layer, C = (uint64_t)mc->d_model;
-    uint64_t NH = (uint64_t)mc->n_head, Vp = (uint64_t)mc->vocab_padded;
-    uint64_t P = (uint64_t)tr_model_param_count(mc);
-    int nbuf = in->nbuf >= 2 ? in->nbuf : 2;
-    uint64_t lb1 = tr_loader_buffer_bytes(1, in->seq_len);
-    /* tr_loader_buffer_bytes rounds each array to 64 bytes: exact for B,
-     * evaluated directly (not linear), spread as fixed part. */
-    uint64_t lbB = tr_loader_buffer_bytes(B, in->seq_len);
-    const tr_optim_ops *opt = in->optim ? tr_optim_layout_find(in->optim) : tr_optim_layout_default(); /* tr_plan checked */
-    o->params = P;
-    if (in->device == TR_DEV_CPU) {
-        tr_model_mem mm, m1;
-        tr_model_memory(mc, B, in->seq_len, &mm);
-        tr_model_memory(mc, 1, in->seq_len, &m1);
-        (void)m1;
-        item(o, "parameters (fp32)", mm.params, 0, B, "host");
-        item(o, "gradients (fp32)", mm.grads, 0, B, "host");
-        /* the optimizer's state (tr_optim_host_init). ZeRO-1 on the CPU
-         * (train/dist.c): a rank holds its shard of it only, cut in whole
-         * gradient-norm parts (tr_comm_shard_units with unit ceil(P / 256));
-         * the largest rank's */
-        if (in->zero && world_of(in) > 1)
-            item(o, opt->plan_row_shard, tr_optim_state_bytes(opt, cpu_zero_shard(P, (int)world_of(in))), 0, B,
-                 "host");
-        else
-            item(o, opt->plan_row, tr_optim_state_bytes(opt, P), 0, B, "host");
-        /* activations: split into per-layer and the rest for the table */
-        uint64_t per_tok_layer = 4 * (16 * C + 4);
-        uint64_t att_layer = 4 * NH * T * T;
-        uint64_t layers = (uint64_t)B * L * (T * per_tok_layer + att_layer);
-        item(o, "activations: blocks (ln, qkv, att, mlp, residuals)", 0, L * (T * per_tok_layer + att_layer), B,
-             "host");
-        item(o, "activations: embed, lnf, logits, loss", mm.acts - layers, 0, B, "host");
-        item(o, "backward scratch (grad acts)", mm.grad_acts, 0, B, "host");
-        {
-            /* backend_cpu.c: the step's gradient sum while a further
-             * micro-batch is computed from zero (more than one per step) */
-            uint64_t bt = in->batch_tokens ? in->batch_tokens : T, R = bt / T;
-            uint64_t share = ((R ? R : 1) + world_of(in) - 1) / world_of(in);
-            if (force_acc ? share > 1 : (share + (uint64_t)B - 1) / (uint64_t)B > 1)
-                item(o, "gradient accumulator (micro-batches > 1 per step)", mm.grads, 0, B, "host");
-        }
-        item(o, "loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
-        item(o, "loader row scratch + val batch", 9 * (T + 1) + lbB, 0, B, "host");
-        item(o, "kernel workspaces (per thread: matmul panels, att row)",
-             (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
-        item(o, "runtime (per thread: stack, malloc arena, code pages)",
-             (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * TR_PLAN_CPU_RUNTIME_PER_THREAD, 0, B, "host");
-        if (world_of(in) > 1)
-            item(o, "communication buffer (all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
-        uint64_t tot = 0;
-        for (int i = 0; i < o->n_items; i++)
-            tot += o->items[i].bytes;
-        o->host_bytes = tot;
-        o->device_bytes = 0;
-        return tot;
+    uint64_t T = d->T, L = d->L, C = d->C, NH = d->NH, P = d->P;
+    const tr_optim_ops *opt = d->opt;
+    tr_model_mem mm;
+    tr_model_memory(mc, B, in->seq_len, &mm);
+    item(o, "parameters (fp32)", mm.params, 0, B, "host");
+    item(o, "gradients (fp32)", mm.grads, 0, B, "host");
+    /* the optimizer's state (tr_optim_host_init). ZeRO-1 on the CPU
+     * (train/dist.c): a rank holds its shard of it only, cut in whole
+     * gradient-norm parts (tr_dp_zero_shard); the largest rank's */
+    if (in->zero && world_of(in) > 1)
+        item(o, opt->plan_row_shard, tr_optim_state_bytes(opt, cpu_zero_shard(P, (int)world_of(in))), 0, B, "host");
+    else
+        item(o, opt->plan_row, tr_optim_state_bytes(opt, P), 0, B, "host");
+    /* activations: split into per-layer and the rest for the table */
+    uint64_t per_tok_layer = 4 * (16 * C + 4);
+    uint64_t att_layer = 4 * NH * T * T;
+    uint64_t layers = (uint64_t)B * L * (T * per_tok_layer + att_layer);
+    item(o, "activations: blocks (ln, qkv, att, mlp, residuals)", 0, L * (T * per_tok_layer + att_layer), B, "host");
+    item(o, "activations: embed, lnf, logits, loss", mm.acts - layers, 0, B, "host");
+    item(o, "backward scratch (grad acts)", mm.grad_acts, 0, B, "host");
+    {
+        /* backend_cpu.c: the step's gradient sum while a further
+         * micro-batch is computed from zero (more than one per step) */
+        uint64_t bt = in->batch_tokens ? in->batch_tokens : T, R = bt / T;
+        uint64_t share = ((R ? R : 1) + world_of(in) - 1) / world_of(in);
+        if (force_acc ? share > 1 : (share + (uint64_t)B - 1) / (uint64_t)B > 1)
+            item(o, "gradient accumulator (micro-batches > 1 per step)", mm.grads, 0, B, "host");
     }
-    /* GPU: bf16/fp16 keep a half-precision compute copy of the weights, fp32
-     * master weights, fp32 gradients and the optimizer's state. */
-    uint64_t ab = dtype_bytes(in->precision);
-    int mixed = in->precision != TR_FP32;
-    item(o, mixed ? "parameters (compute copy, 16-bit)" : "parameters (fp32)", P * ab, 0, B, "device");
-    int zero = in->zero && world_of(in) > 1;
-    uint64_t Ppad = P; /* NCCL's reduce-scatter / all-gather: world equal shards */
+    item(o, "loader buffers", d->lbB * (uint64_t)d->nbuf, 0, B, "host");
+    item(o, "loader row scratch + val batch", 9 * (T + 1) + d->lbB, 0, B, "host");
+    item(o, "kernel workspaces (per thread: matmul panels, att row)",
+         (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
+    item(o, "runtime (per thread: stack, malloc arena, code pages)",
+         (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * TR_PLAN_CPU_RUNTIME_PER_THREAD, 0, B, "host");
     if (world_of(in) > 1)
-        Ppad = (P / world_of(in) + (P % world_of(in) != 0)) * world_of(in);
-    if (mixed)
-        item(o, zero ? "master weights (fp32, 1/N shard: ZeRO-1)" : "master weights (fp32)", shard_of(in, P) * 4, 0,
-             B, "device");
-    item(o, "gradients (fp32)", Ppad * 4, 0, B, "device");
-    item(o, zero ? opt->plan_row_shard : opt->plan_row, tr_optim_state_bytes(opt, shard_of(in, P)), 0, B, "device");
-    /* per token, per layer, stored for backward. The CUDA attention is
-     * flash-style: it never stores the NH x T probabilities, only a fp32
-     * log-sum-exp per head (4*NH bytes) and recomputes tiles in backward. */
+        item(o, "communication buffer (all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
+    uint64_t tot = 0;
+    for (int i = 0; i < o->n_items; i++)
+        tot += o->items[i].bytes;
+    o->host_bytes = tot;
+    o->device_bytes = 0;
+    return tot;
+}
+
+/* The GPU's activation rows for the recompute level, per token and layer,
+ * stored for backward. The CUDA attention is flash-style: it never stores
+ * the NH x T probabilities, only a fp32 log-sum-exp per head (4*NH bytes),
+ * and recomputes tiles in backward. */
+static void gpu_activation_items(const tr_plan_in *in, const plan_dims *d, uint64_t ab, int B, tr_plan_out *o)
+{
+    uint64_t T = d->T, L = d->L, C = d->C, NH = d->NH;
     uint64_t keep_elems, keep_f32, scratch_elems, scratch_f32;
     switch (in->recompute) {
     case 0:
@@ -190,6 +176,29 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
          0, per_row_layers, B, "device");
     if (scratch_elems)
         item(o, "recompute scratch (one layer)", 0, T * (scratch_elems * ab + scratch_f32 * 4), B, "device");
+}
+
+/* The GPU table (the device arena of gpu_arena.cu, and the host lines of a
+ * GPU run); returns the device total. */
+static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o)
+{
+    uint64_t T = d->T, C = d->C, Vp = d->Vp, P = d->P;
+    const tr_optim_ops *opt = d->opt;
+    /* bf16/fp16 keep a half-precision compute copy of the weights, fp32
+     * master weights, fp32 gradients and the optimizer's state. */
+    uint64_t ab = dtype_bytes(in->precision);
+    int mixed = in->precision != TR_FP32;
+    item(o, mixed ? "parameters (compute copy, 16-bit)" : "parameters (fp32)", P * ab, 0, B, "device");
+    int zero = in->zero && world_of(in) > 1;
+    uint64_t Ppad = P; /* NCCL's reduce-scatter / all-gather: world equal shards */
+    if (world_of(in) > 1)
+        Ppad = (P / world_of(in) + (P % world_of(in) != 0)) * world_of(in);
+    if (mixed)
+        item(o, zero ? "master weights (fp32, 1/N shard: ZeRO-1)" : "master weights (fp32)", shard_of(in, P) * 4, 0,
+             B, "device");
+    item(o, "gradients (fp32)", Ppad * 4, 0, B, "device");
+    item(o, zero ? opt->plan_row_shard : opt->plan_row, tr_optim_state_bytes(opt, shard_of(in, P)), 0, B, "device");
+    gpu_activation_items(in, d, ab, B, o);
     item(o, "activations: embed, projection, lnf (+stats)", 0, T * (3 * C * ab + 8), B, "device");
     item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
@@ -203,7 +212,7 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
     item(o, "small buffers + arena alignment", 64 * 256 + 64, 0, B, "device");
     item(o, "cuBLAS workspace", KN_CUBLASLT_WORKSPACE, 0, B, "device");
     item(o, "CUDA context (outside the arena)", TR_PLAN_CUDA_CTX, 0, B, "device");
-    item(o, "pinned loader buffers", lbB * (uint64_t)nbuf, 0, B, "host");
+    item(o, "pinned loader buffers", d->lbB * (uint64_t)d->nbuf, 0, B, "host");
     /* the host model the run starts from and checkpoints through: fp32
      * params (initialised there), the optimizer's state (filled by a
      * checkpoint or a resume); its gradient array is allocated but never
@@ -216,7 +225,6 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
         item(o, "NCCL buffers (estimate; outside the arena)", TR_PLAN_NCCL_BUFFERS, 0, B, "device");
         item(o, "communication buffer (host all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
     }
-    (void)lb1;
     uint64_t dev = 0, host = 0;
     for (int i = 0; i < o->n_items; i++) {
         if (!strcmp(o->items[i].where, "device"))
@@ -227,6 +235,22 @@ static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B,
     o->device_bytes = dev;
     o->host_bytes = host;
     return dev;
+}
+
+/* Evaluate the table for one B; returns the total of the budgeted side
+ * (force_acc: count the gradient accumulator whatever B is, for the linear
+ * model in tr_plan). */
+static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o, int force_acc)
+{
+    o->n_items = 0;
+    plan_dims d = {
+        .T = (uint64_t)in->seq_len, .L = (uint64_t)mc->n_layer, .C = (uint64_t)mc->d_model,
+        .NH = (uint64_t)mc->n_head, .Vp = (uint64_t)mc->vocab_padded, .P = (uint64_t)tr_model_param_count(mc),
+        .lbB = tr_loader_buffer_bytes(B, in->seq_len), .nbuf = in->nbuf >= 2 ? in->nbuf : 2,
+        .opt = in->optim ? tr_optim_layout_find(in->optim) : tr_optim_layout_default(), /* tr_plan checked */
+    };
+    o->params = d.P;
+    return in->device == TR_DEV_CPU ? eval_cpu(in, mc, &d, B, o, force_acc) : eval_gpu(in, mc, &d, B, o);
 }
 
 static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o)
