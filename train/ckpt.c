@@ -213,6 +213,129 @@ int tr_ckpt_load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, int 
     return load_path(fin, m, s, NULL, n, err, errlen);
 }
 
+/* The header into m (checked: meta_sane, 1..TR_CKPT_MAX_SECTIONS sections). */
+static int read_header(rd *o, const char *fin, uint64_t fsize, tr_ckpt_meta *m, char *err, size_t errlen)
+{
+    char magic[8];
+    r(o, magic, 8);
+    if (o->err || memcmp(magic, CK_MAGIC, 8)) {
+        snprintf(err, errlen, "%s is not a checkpoint (bad magic)", fin);
+        return TR_ERR_CORRUPT;
+    }
+    m->step = r64(o);
+    m->loader_pos = r64(o);
+    m->seed = r64(o);
+    for (int i = 0; i < 4; i++)
+        m->rng.s[i] = r64(o);
+    r(o, m->fingerprint, 32);
+    int32_t v[6] = {0};
+    r(o, v, sizeof v);
+    m->n_layer = v[0];
+    m->n_head = v[1];
+    m->n_embd = v[2];
+    m->max_seq = v[3];
+    m->seq_len = v[4];
+    m->vocab_size = (uint32_t)v[5];
+    m->n_sections = r64(o);
+    if (o->err) {
+        snprintf(err, errlen, "%s: truncated header (%llu bytes)", fin, (unsigned long long)fsize);
+        return TR_ERR_CORRUPT;
+    }
+    if (m->n_sections < 1 || m->n_sections > TR_CKPT_MAX_SECTIONS || !meta_sane(m)) {
+        snprintf(err, errlen,
+                 "%s: corrupt header (%llu sections, step %llu, %dL H=%d C=%d max_seq=%d T=%d V=%u out of range)", fin,
+                 (unsigned long long)m->n_sections, (unsigned long long)m->step, m->n_layer, m->n_head, m->n_embd,
+                 m->max_seq, m->seq_len, m->vocab_size);
+        return TR_ERR_CORRUPT;
+    }
+    return TR_OK;
+}
+
+/* The section table, then the exact file size it implies, before any
+ * payload is touched. */
+static int read_table(rd *o, const char *fin, uint64_t fsize, const tr_ckpt_meta *m,
+                      char names[TR_CKPT_MAX_SECTIONS][32], uint64_t sizes[TR_CKPT_MAX_SECTIONS], char *err,
+                      size_t errlen)
+{
+    uint64_t want_size = CK_HEADER_BYTES + m->n_sections * CK_SECTION_ENTRY_BYTES + 8;
+    for (uint64_t i = 0; i < m->n_sections; i++) {
+        r(o, names[i], 32);
+        sizes[i] = r64(o);
+        if (o->err) {
+            snprintf(err, errlen, "%s: truncated section table (%llu bytes)", fin, (unsigned long long)fsize);
+            return TR_ERR_CORRUPT;
+        }
+        if (!memchr(names[i], 0, 32) || __builtin_add_overflow(want_size, sizes[i], &want_size)) {
+            snprintf(err, errlen, "%s: corrupt section table entry %llu", fin, (unsigned long long)i);
+            return TR_ERR_CORRUPT;
+        }
+    }
+    if (fsize != want_size) {
+        snprintf(err, errlen,
+                 fsize < want_size ? "%s: truncated: %llu bytes, the header describes %llu"
+                                   : "%s: %llu bytes, the header describes %llu: trailing bytes after the checksum",
+                 fin, (unsigned long long)fsize, (unsigned long long)want_size);
+        return TR_ERR_CORRUPT;
+    }
+    return TR_OK;
+}
+
+/* The n sections the caller expects (names and sizes equal to the table's),
+ * into s[i].data, through io[i].fn in pieces, or read and checksummed only;
+ * then the checksum. */
+static int read_sections(rd *o, const char *fin, const tr_ckpt_meta *m, char names[TR_CKPT_MAX_SECTIONS][32],
+                         const uint64_t sizes[TR_CKPT_MAX_SECTIONS], tr_ckpt_section *s, const tr_ckpt_io *io, int n,
+                         char *err, size_t errlen)
+{
+    if (m->n_sections != (uint64_t)n) {
+        snprintf(err, errlen, "%s: %llu sections, expected %d (a different model or optimizer?)", fin,
+                 (unsigned long long)m->n_sections, n);
+        return TR_ERR_CORRUPT;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i], s[i].name) || sizes[i] != s[i].bytes) {
+            snprintf(err, errlen, "%s: section %d is '%.31s' (%llu bytes), expected '%s' (%llu bytes)", fin, i,
+                     names[i], (unsigned long long)sizes[i], s[i].name, (unsigned long long)s[i].bytes);
+            return TR_ERR_CORRUPT;
+        }
+    }
+    for (int i = 0; i < n && !o->err; i++) {
+        int in_pieces = io && io[i].fn;
+        if (s[i].data && !in_pieces) {
+            r(o, s[i].data, (size_t)s[i].bytes);
+            continue;
+        }
+        /* in pieces (io), or read and checksummed only (no data) */
+        unsigned char skip[65536];
+        for (uint64_t off = 0; off < s[i].bytes && !o->err;) {
+            uint64_t len = s[i].bytes - off;
+            void *p = skip;
+            if (in_pieces) {
+                p = io[i].fn(io[i].ctx, off, &len);
+                if (!p || len == 0 || len > s[i].bytes - off) {
+                    snprintf(err, errlen, "%s: cannot place section '%s'", fin, s[i].name);
+                    return TR_ERR_IO;
+                }
+            } else if (len > sizeof skip) {
+                len = sizeof skip;
+            }
+            r(o, p, (size_t)len);
+            off += len;
+        }
+    }
+    uint64_t want = XXH64_digest(o->h), got = 0;
+    if (o->err || fread(&got, 1, 8, o->f) != 8) {
+        snprintf(err, errlen, "%s: truncated", fin);
+        return TR_ERR_CORRUPT;
+    }
+    if (got != want) {
+        snprintf(err, errlen, "%s: checksum mismatch (file %016llx, computed %016llx): corrupt checkpoint", fin,
+                 (unsigned long long)got, (unsigned long long)want);
+        return TR_ERR_CORRUPT;
+    }
+    return TR_OK;
+}
+
 static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
                      size_t errlen)
 {
@@ -246,122 +369,13 @@ static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const
         return TR_ERR_IO;
     }
     XXH64_reset(o.h, 0);
-    int rc = TR_OK;
-    char magic[8];
-    r(&o, magic, 8);
-    if (o.err || memcmp(magic, CK_MAGIC, 8)) {
-        snprintf(err, errlen, "%s is not a checkpoint (bad magic)", fin);
-        rc = TR_ERR_CORRUPT;
-        goto done;
-    }
-    m->step = r64(&o);
-    m->loader_pos = r64(&o);
-    m->seed = r64(&o);
-    for (int i = 0; i < 4; i++)
-        m->rng.s[i] = r64(&o);
-    r(&o, m->fingerprint, 32);
-    int32_t v[6] = {0};
-    r(&o, v, sizeof v);
-    m->n_layer = v[0];
-    m->n_head = v[1];
-    m->n_embd = v[2];
-    m->max_seq = v[3];
-    m->seq_len = v[4];
-    m->vocab_size = (uint32_t)v[5];
-    m->n_sections = r64(&o);
-    if (o.err) {
-        snprintf(err, errlen, "%s: truncated header (%llu bytes)", fin, (unsigned long long)fsize);
-        rc = TR_ERR_CORRUPT;
-        goto done;
-    }
-    if (m->n_sections < 1 || m->n_sections > TR_CKPT_MAX_SECTIONS || !meta_sane(m)) {
-        snprintf(err, errlen,
-                 "%s: corrupt header (%llu sections, step %llu, %dL H=%d C=%d max_seq=%d T=%d V=%u out of range)", fin,
-                 (unsigned long long)m->n_sections, (unsigned long long)m->step, m->n_layer, m->n_head, m->n_embd,
-                 m->max_seq, m->seq_len, m->vocab_size);
-        rc = TR_ERR_CORRUPT;
-        goto done;
-    }
-    /* the section table, then the exact file size it implies, before any
-     * payload is touched */
     char names[TR_CKPT_MAX_SECTIONS][32];
     uint64_t sizes[TR_CKPT_MAX_SECTIONS];
-    uint64_t want_size = CK_HEADER_BYTES + m->n_sections * CK_SECTION_ENTRY_BYTES + 8;
-    for (uint64_t i = 0; i < m->n_sections; i++) {
-        r(&o, names[i], 32);
-        sizes[i] = r64(&o);
-        if (o.err) {
-            snprintf(err, errlen, "%s: truncated section table (%llu bytes)", fin, (unsigned long long)fsize);
-            rc = TR_ERR_CORRUPT;
-            goto done;
-        }
-        if (!memchr(names[i], 0, 32) || __builtin_add_overflow(want_size, sizes[i], &want_size)) {
-            snprintf(err, errlen, "%s: corrupt section table entry %llu", fin, (unsigned long long)i);
-            rc = TR_ERR_CORRUPT;
-            goto done;
-        }
-    }
-    if (fsize != want_size) {
-        snprintf(err, errlen,
-                 fsize < want_size ? "%s: truncated: %llu bytes, the header describes %llu"
-                                   : "%s: %llu bytes, the header describes %llu: trailing bytes after the checksum",
-                 fin, (unsigned long long)fsize, (unsigned long long)want_size);
-        rc = TR_ERR_CORRUPT;
-        goto done;
-    }
-    if (n == 0)
-        goto done; /* meta only */
-    if (m->n_sections != (uint64_t)n) {
-        snprintf(err, errlen, "%s: %llu sections, expected %d (a different model or optimizer?)", fin,
-                 (unsigned long long)m->n_sections, n);
-        rc = TR_ERR_CORRUPT;
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        if (strcmp(names[i], s[i].name) || sizes[i] != s[i].bytes) {
-            snprintf(err, errlen, "%s: section %d is '%.31s' (%llu bytes), expected '%s' (%llu bytes)", fin, i,
-                     names[i], (unsigned long long)sizes[i], s[i].name, (unsigned long long)s[i].bytes);
-            rc = TR_ERR_CORRUPT;
-            goto done;
-        }
-    }
-    for (int i = 0; i < n && !o.err; i++) {
-        int in_pieces = io && io[i].fn;
-        if (s[i].data && !in_pieces) {
-            r(&o, s[i].data, (size_t)s[i].bytes);
-            continue;
-        }
-        /* in pieces (io), or read and checksummed only (no data) */
-        unsigned char skip[65536];
-        for (uint64_t off = 0; off < s[i].bytes && !o.err;) {
-            uint64_t len = s[i].bytes - off;
-            void *p = skip;
-            if (in_pieces) {
-                p = io[i].fn(io[i].ctx, off, &len);
-                if (!p || len == 0 || len > s[i].bytes - off) {
-                    snprintf(err, errlen, "%s: cannot place section '%s'", fin, s[i].name);
-                    rc = TR_ERR_IO;
-                    goto done;
-                }
-            } else if (len > sizeof skip) {
-                len = sizeof skip;
-            }
-            r(&o, p, (size_t)len);
-            off += len;
-        }
-    }
-    uint64_t want = XXH64_digest(o.h), got = 0;
-    if (o.err || fread(&got, 1, 8, o.f) != 8) {
-        snprintf(err, errlen, "%s: truncated", fin);
-        rc = TR_ERR_CORRUPT;
-        goto done;
-    }
-    if (got != want) {
-        snprintf(err, errlen, "%s: checksum mismatch (file %016llx, computed %016llx): corrupt checkpoint", fin,
-                 (unsigned long long)got, (unsigned long long)want);
-        rc = TR_ERR_CORRUPT;
-    }
-done:
+    int rc = read_header(&o, fin, fsize, m, err, errlen);
+    if (rc == TR_OK)
+        rc = read_table(&o, fin, fsize, m, names, sizes, err, errlen);
+    if (rc == TR_OK && n > 0) /* n == 0: meta only */
+        rc = read_sections(&o, fin, m, names, sizes, s, io, n, err, errlen);
     fclose(o.f);
     XXH64_freeState(o.h);
     return rc;
