@@ -99,6 +99,58 @@ static const char *parse_line(const char *p, const char *end, tk_ids *v, size_t 
     }
 }
 
+/* Every line of in (a JSON array of ids) decoded to one line of out. EXIT_OK,
+ * or EXIT_BAD_INPUT after a message naming the line (and column or id). */
+static int decode_stream(const char *cmd, const tk_tokenizer *tok, FILE *in, const char *in_name, FILE *out,
+                         const char *out_path)
+{
+    char *line = NULL;
+    size_t line_cap = 0;
+    tk_ids v = {0};
+    tk_bytes text = {0};
+    int rc = EXIT_OK;
+    uint32_t vocab = tk_vocab_size(tok);
+    uint64_t lineno = 0;
+    ssize_t n;
+    while (rc == EXIT_OK && (n = getline(&line, &line_cap, in)) > 0) {
+        lineno++;
+        size_t col = 0;
+        const char *why = parse_line(line, line + n, &v, &col);
+        if (why) {
+            cli_error(cmd, "%s:%llu:%zu: %s", in_name, (unsigned long long)lineno, col, why);
+            rc = EXIT_BAD_INPUT;
+            break;
+        }
+        text.len = 0;
+        int drc = tk_decode(tok, v.ids, v.len, &text);
+        if (drc == TK_ERR_RANGE) {
+            size_t k = 0;
+            const uint8_t *b;
+            size_t bl;
+            while (k < v.len && v.ids[k] < vocab && tk_token_bytes(tok, v.ids[k], &b, &bl) == TK_OK)
+                k++;
+            cli_error(cmd, "%s:%llu: token id %u (position %zu) is not in the vocabulary of %s (%u ids); "
+                           "was it encoded with another tokenizer?",
+                      in_name, (unsigned long long)lineno, k < v.len ? v.ids[k] : 0u, k + 1, tk_name(tok), vocab);
+            rc = EXIT_BAD_INPUT;
+        } else if (drc != TK_OK) {
+            cli_error(cmd, "%s:%llu: decode failed: %s", in_name, (unsigned long long)lineno, tk_strerror(drc));
+            rc = EXIT_BAD_INPUT;
+        } else if ((text.len && fwrite(text.data, 1, text.len, out) != text.len) || putc('\n', out) == EOF) {
+            cli_error(cmd, "cannot write '%s': %s", out_path, strerror(errno));
+            rc = EXIT_BAD_INPUT;
+        }
+    }
+    if (rc == EXIT_OK && ferror(in)) {
+        cli_error(cmd, "cannot read '%s': %s", in_name, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+    }
+    free(line);
+    tk_ids_free(&v);
+    tk_bytes_free(&text);
+    return rc;
+}
+
 int cmd_decode(int argc, char **argv)
 {
     const char *cmd = "decode";
@@ -137,10 +189,6 @@ int cmd_decode(int argc, char **argv)
 
     tk_tokenizer *tok = NULL;
     FILE *in = NULL, *out = NULL;
-    char *line = NULL;
-    size_t line_cap = 0;
-    tk_ids v = {0};
-    tk_bytes text = {0};
 
     rc = cli_load_tokenizer(spec, pattern, &tok);
     if (rc != EXIT_OK)
@@ -161,48 +209,9 @@ int cmd_decode(int argc, char **argv)
     static char obuf[1 << 20];
     setvbuf(out, obuf, _IOFBF, sizeof obuf);
 
-    uint32_t vocab = tk_vocab_size(tok);
-    uint64_t lineno = 0;
-    ssize_t n;
-    while ((n = getline(&line, &line_cap, in)) > 0) {
-        lineno++;
-        size_t col = 0;
-        const char *why = parse_line(line, line + n, &v, &col);
-        if (why) {
-            cli_error(cmd, "%s:%llu:%zu: %s", in_name, (unsigned long long)lineno, col, why);
-            rc = EXIT_BAD_INPUT;
-            goto done;
-        }
-        text.len = 0;
-        int drc = tk_decode(tok, v.ids, v.len, &text);
-        if (drc == TK_ERR_RANGE) {
-            size_t k = 0;
-            const uint8_t *b;
-            size_t bl;
-            while (k < v.len && v.ids[k] < vocab && tk_token_bytes(tok, v.ids[k], &b, &bl) == TK_OK)
-                k++;
-            cli_error(cmd, "%s:%llu: token id %u (position %zu) is not in the vocabulary of %s (%u ids); "
-                           "was it encoded with another tokenizer?",
-                      in_name, (unsigned long long)lineno, k < v.len ? v.ids[k] : 0u, k + 1, tk_name(tok), vocab);
-            rc = EXIT_BAD_INPUT;
-            goto done;
-        }
-        if (drc != TK_OK) {
-            cli_error(cmd, "%s:%llu: decode failed: %s", in_name, (unsigned long long)lineno, tk_strerror(drc));
-            rc = EXIT_BAD_INPUT;
-            goto done;
-        }
-        if ((text.len && fwrite(text.data, 1, text.len, out) != text.len) || putc('\n', out) == EOF) {
-            cli_error(cmd, "cannot write '%s': %s", out_path, strerror(errno));
-            rc = EXIT_BAD_INPUT;
-            goto done;
-        }
-    }
-    if (ferror(in)) {
-        cli_error(cmd, "cannot read '%s': %s", in_name, strerror(errno));
-        rc = EXIT_BAD_INPUT;
+    rc = decode_stream(cmd, tok, in, in_name, out, out_path);
+    if (rc != EXIT_OK)
         goto done;
-    }
     if (fflush(out) != 0) {
         cli_error(cmd, "cannot write '%s': %s", out_path, strerror(errno));
         rc = EXIT_BAD_INPUT;
@@ -219,9 +228,6 @@ done:
     } else if (out) {
         fflush(out);
     }
-    free(line);
-    tk_ids_free(&v);
-    tk_bytes_free(&text);
     if (tok)
         tk_free(tok);
     return rc;

@@ -237,6 +237,87 @@ static tk_tokenizer *row_tokenizer(const char *cmd, const char *tkspec, const ds
     return tok;
 }
 
+/* DIR: the manifest and the header of its first shard. */
+static int inspect_set(const char *cmd, const char *target, ds_manifest_info *man) {
+    char err[1024];
+    if (ds_manifest_read(target, man, err, sizeof err) != DS_OK) {
+        cli_error(cmd, "%s", err);
+        return EXIT_BAD_INPUT;
+    }
+    print_manifest(man);
+    if (man->n_shards) {
+        char p0[4200];
+        ds_shard *one = NULL;
+        snprintf(p0, sizeof p0, "%s/%s", target, man->shards[0].file);
+        if (ds_shard_open(p0, 0, &one, err, sizeof err) != DS_OK) {
+            cli_error(cmd, "%s", err);
+            return EXIT_BAD_INPUT;
+        }
+        printf("\nheader of %s:\n", p0);
+        print_header(ds_shard_get_header(one));
+        ds_shard_close(one);
+    }
+    return EXIT_OK;
+}
+
+/* SHARD (open in one): its header and token counts. */
+static int inspect_shard(const char *cmd, const char *target, const ds_shard *one) {
+    printf("%s:\n", target);
+    print_header(ds_shard_get_header(one));
+    uint64_t toks = 0;
+    const ds_shard_header *h = ds_shard_get_header(one);
+    for (uint64_t r = 0; r < h->n_rows; r++) {
+        uint32_t nv = 0;
+        if (ds_shard_read(one, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) {
+            cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (offset %" PRIu64 "; run mkshards verify)", target,
+                      r, (uint64_t)DS_SHARD_HEADER_BYTES + h->tokens_bytes + 4 * r);
+            return EXIT_BAD_INPUT;
+        }
+        toks += nv;
+    }
+    uint64_t cells = h->n_rows * h->row_len; /* <= 2^32-1 (header checked) */
+    printf("  tokens         %" PRIu64 " real, %" PRIu64 " padding (utilisation %.4f)\n", toks, cells - toks,
+           cells ? (double)toks / (double)cells : 0.0);
+    return EXIT_OK;
+}
+
+/* --row ROW of the split of the set in DIR (*set opened here), or of the
+ * shard one: the shard holding it (*s) and its row there (*r). */
+static int locate_row(const char *cmd, const char *target, const ds_shard *one, int split, long long row,
+                      ds_shardset **set, const ds_shard **s, uint64_t *r) {
+    char err[1024];
+    *s = one;
+    *r = (uint64_t)row;
+    if (one) {
+        if (*r >= ds_shard_get_header(one)->n_rows) {
+            cli_error(cmd, "--row %lld is out of range: the shard has %" PRIu64 " rows", row,
+                      ds_shard_get_header(one)->n_rows);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    }
+    if (ds_shardset_open(target, 0, set, err, sizeof err) != DS_OK) {
+        cli_error(cmd, "%s", err);
+        return EXIT_BAD_INPUT;
+    }
+    ds_split sp = split ? DS_SPLIT_VAL : DS_SPLIT_TRAIN;
+    if (*r >= ds_shardset_rows(*set, sp)) {
+        cli_error(cmd, "--row %lld is out of range: the %s split has %" PRIu64 " rows", row, split ? "val" : "train",
+                  ds_shardset_rows(*set, sp));
+        return EXIT_USAGE;
+    }
+    for (size_t i = 0; i < ds_shardset_n_shards(*set, sp); i++) {
+        const ds_shard *x = ds_shardset_shard(*set, sp, i, NULL);
+        uint64_t n = ds_shard_get_header(x)->n_rows;
+        if (*r < n) {
+            *s = x;
+            break;
+        }
+        *r -= n;
+    }
+    return EXIT_OK;
+}
+
 int cmd_inspect(int argc, char **argv) {
     const char *cmd = "inspect";
     const char *tkspec = NULL;
@@ -269,37 +350,19 @@ int cmd_inspect(int argc, char **argv) {
         cli_error(cmd, "cannot open '%s'", target);
         return EXIT_BAD_INPUT;
     }
-    int isdir = S_ISDIR(st.st_mode);
-    char err[1024];
     const ds_manifest_info *m = NULL; /* man, once read */
     ds_manifest_info man;
     memset(&man, 0, sizeof man);
-    int rc = EXIT_OK;
     ds_shardset *set = NULL;
     ds_shard *one = NULL;
     tk_tokenizer *tok = NULL;
-    if (isdir) {
-        if (ds_manifest_read(target, &man, err, sizeof err) != DS_OK) {
-            cli_error(cmd, "%s", err);
-            return EXIT_BAD_INPUT;
-        }
+    int rc;
+    if (S_ISDIR(st.st_mode)) {
+        rc = inspect_set(cmd, target, &man);
+        if (rc != EXIT_OK) goto done;
         m = &man;
-        print_manifest(&man);
-        if (man.n_shards) {
-            char p0[4200];
-            snprintf(p0, sizeof p0, "%s/%s", target, man.shards[0].file);
-            if (ds_shard_open(p0, 0, &one, err, sizeof err) == DS_OK) {
-                printf("\nheader of %s:\n", p0);
-                print_header(ds_shard_get_header(one));
-                ds_shard_close(one);
-                one = NULL;
-            } else {
-                cli_error(cmd, "%s", err);
-                rc = EXIT_BAD_INPUT;
-                goto done;
-            }
-        }
     } else {
+        char err[1024];
         if (ds_shard_open(target, 0, &one, err, sizeof err) != DS_OK) {
             cli_error(cmd, "%s", err);
             return EXIT_BAD_INPUT;
@@ -309,55 +372,14 @@ int cmd_inspect(int argc, char **argv) {
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s", target);
         if (ds_manifest_read(dirname(tmp), &man, err, sizeof err) == DS_OK) m = &man;
-        printf("%s:\n", target);
-        print_header(ds_shard_get_header(one));
-        uint64_t toks = 0;
-        const ds_shard_header *h = ds_shard_get_header(one);
-        for (uint64_t r = 0; r < h->n_rows; r++) {
-            uint32_t nv = 0;
-            if (ds_shard_read(one, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) {
-                cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (offset %" PRIu64 "; run mkshards verify)",
-                          target, r, (uint64_t)DS_SHARD_HEADER_BYTES + h->tokens_bytes + 4 * r);
-                rc = EXIT_BAD_INPUT;
-                goto done;
-            }
-            toks += nv;
-        }
-        uint64_t cells = h->n_rows * h->row_len; /* <= 2^32-1 (header checked) */
-        printf("  tokens         %" PRIu64 " real, %" PRIu64 " padding (utilisation %.4f)\n", toks, cells - toks,
-               cells ? (double)toks / (double)cells : 0.0);
+        rc = inspect_shard(cmd, target, one);
+        if (rc != EXIT_OK) goto done;
     }
     if (row >= 0) {
-        const ds_shard *s = one;
-        uint64_t r = (uint64_t)row;
-        if (isdir) {
-            if (ds_shardset_open(target, 0, &set, err, sizeof err) != DS_OK) {
-                cli_error(cmd, "%s", err);
-                rc = EXIT_BAD_INPUT;
-                goto done;
-            }
-            ds_split sp = split ? DS_SPLIT_VAL : DS_SPLIT_TRAIN;
-            if (r >= ds_shardset_rows(set, sp)) {
-                cli_error(cmd, "--row %lld is out of range: the %s split has %" PRIu64 " rows", row,
-                          split ? "val" : "train", ds_shardset_rows(set, sp));
-                rc = EXIT_USAGE;
-                goto done;
-            }
-            for (size_t i = 0; i < ds_shardset_n_shards(set, sp); i++) {
-                const ds_shard *x = ds_shardset_shard(set, sp, i, NULL);
-                uint64_t n = ds_shard_get_header(x)->n_rows;
-                if (r < n) {
-                    s = x;
-                    break;
-                }
-                r -= n;
-            }
-        } else if (r >= ds_shard_get_header(one)->n_rows) {
-            cli_error(cmd, "--row %lld is out of range: the shard has %" PRIu64 " rows", row,
-                      ds_shard_get_header(one)->n_rows);
-            rc = EXIT_USAGE;
-            goto done;
-        }
+        const ds_shard *s;
+        uint64_t r;
+        rc = locate_row(cmd, target, one, split, row, &set, &s, &r);
+        if (rc != EXIT_OK) goto done;
         if (!ids_only) tok = row_tokenizer(cmd, tkspec, m, s);
         printf("\n");
         if (show_row(s, r, tok, ids_only) != DS_OK) {
