@@ -340,6 +340,169 @@ __global__ void loss_sum_kernel(double *out, const float *losses, const int32_t 
 /* pointer helpers */
 static inline void *ep(void *base, size_t elems, size_t esz) { return (char *)base + elems * esz; }
 
+/* One forward + backward's shapes, the parameter pointers and the batch. */
+typedef struct {
+    int B, T, L, C, NH, N, V, Vp;
+    size_t BTC, e, C2, cap; /* cap: activation stride, the capacity Bmax*Tmax*C, so the carve is fixed */
+    kn_dtype dt;
+    cudaStream_t s;
+    void *W[TR_NUM_PARAM_TENSORS];
+    float *G[TR_NUM_PARAM_TENSORS];
+    const float *Wf[TR_NUM_PARAM_TENSORS]; /* fp32 master: LayerNorm weights are fp32 in the kernels */
+    const uint32_t *inputs;
+    const int32_t *targets, *pos, *doc;
+    float grad_scale;
+} fb_ctx;
+
+/* Layer l's stored activations (slices of the arena at capacity stride). */
+typedef struct {
+    void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg;
+    const void *res; /* the layer's input: encoded, or residual3[l-1] */
+    float *l1m, *l1r, *l2m, *l2r, *lse;
+} layer_acts;
+
+#define LAYER(buf, l, width) ep(m->buf, (size_t)(l) * x->cap * (width), x->e)
+
+static layer_acts acts_of(const tr_cuda_model *m, const fb_ctx *x, int l)
+{
+    size_t bt = (size_t)m->Bmax * m->Tmax;
+    layer_acts a;
+    a.ln1 = LAYER(ln1, l, 1);
+    a.qkv = LAYER(qkv, l, 3);
+    a.atty = LAYER(atty, l, 1);
+    a.res2 = LAYER(res2, l, 1);
+    a.ln2 = LAYER(ln2, l, 1);
+    a.fch = LAYER(fch, l, 4);
+    a.fchg = m->recompute ? m->fchg : LAYER(fchg, l, 4); /* recompute 1: one layer's buffer */
+    a.res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
+    a.l1m = m->ln1m + (size_t)l * bt;
+    a.l1r = m->ln1r + (size_t)l * bt;
+    a.l2m = m->ln2m + (size_t)l * bt;
+    a.l2r = m->ln2r + (size_t)l * bt;
+    a.lse = m->lse + (size_t)l * bt * x->NH;
+    return a;
+}
+
+/* Forward through lnf and the logits, then the loss and dlogits in place. */
+static int forward_pass(tr_cuda_model *m, const fb_ctx *x)
+{
+    const tr_model_config *c = &m->c;
+    int B = x->B, T = x->T, L = x->L, C = x->C, NH = x->NH, N = x->N, V = x->V, Vp = x->Vp;
+    size_t BTC = x->BTC, e = x->e, C2 = x->C2;
+    kn_dtype dt = x->dt;
+    cudaStream_t s = x->s;
+    void *const *W = x->W;
+    const float *const *Wf = x->Wf;
+    KC(kn_encoder_forward_cuda(m->encoded, x->inputs, x->pos, W[TR_P_WTE], W[TR_P_WPE], B, T, C, V, c->max_seq, dt, s));
+    for (int l = 0; l < L; l++) {
+        layer_acts a = acts_of(m, x, l);
+        if (l == 0) {
+            KC(kn_layernorm_forward_cuda(a.ln1, a.l1m, a.l1r, nullptr, m->encoded, nullptr, Wf[TR_P_LN1W],
+                                         Wf[TR_P_LN1B], N, C, dt, s));
+        } else { /* residual3[l-1] = residual2[l-1] + proj, fused into ln1 */
+            KC(kn_layernorm_forward_cuda(a.ln1, a.l1m, a.l1r, LAYER(res3, l - 1, 1), LAYER(res2, l - 1, 1), m->proj,
+                                         Wf[TR_P_LN1W] + (size_t)l * C, Wf[TR_P_LN1B] + (size_t)l * C, N, C, dt, s));
+        }
+        KC(kn_matmul_forward_cuda(m->ctx, a.qkv, nullptr, a.ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e),
+                                  ep(W[TR_P_QKVB], (size_t)l * 3 * C, e), N, C, 3 * C, dt));
+        if (m->attn_tc)
+            KC(kn_attention_forward_tc_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
+        else
+            KC(kn_attention_forward_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e),
+                                  ep(W[TR_P_ATTPROJB], (size_t)l * C, e), N, C, C, dt));
+        KC(kn_layernorm_forward_cuda(a.ln2, a.l2m, a.l2r, a.res2, a.res, m->proj, Wf[TR_P_LN2W] + (size_t)l * C,
+                                     Wf[TR_P_LN2B] + (size_t)l * C, N, C, dt, s));
+        if (m->gelu_epi) { /* fchg = gelu(pre), fch = pre */
+            KC(kn_matmul_forward_cuda(m->ctx, a.fchg, a.fch, a.ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e),
+                                      ep(W[TR_P_FCB], (size_t)l * 4 * C, e), N, C, 4 * C, dt));
+        } else {
+            KC(kn_matmul_forward_cuda(m->ctx, a.fch, nullptr, a.ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e),
+                                      ep(W[TR_P_FCB], (size_t)l * 4 * C, e), N, C, 4 * C, dt));
+            KC(kn_gelu_forward_cuda(a.fchg, a.fch, BTC * 4, dt, s));
+        }
+        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, a.fchg, ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e),
+                                  ep(W[TR_P_FCPROJB], (size_t)l * C, e), N, 4 * C, C, dt));
+    }
+    /* residual3[L-1] = residual2[L-1] + proj, fused into lnf */
+    KC(kn_layernorm_forward_cuda(m->lnf, m->lnfm, m->lnfr, LAYER(res3, L - 1, 1), LAYER(res2, L - 1, 1), m->proj,
+                                 Wf[TR_P_LNFW], Wf[TR_P_LNFB], N, C, dt, s));
+    KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->lnf, W[TR_P_WTE], nullptr, N, C, Vp, dt));
+    /* loss and dlogits in place (no probability tensor) */
+    KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, x->targets, nullptr, x->grad_scale, N, V, Vp, dt,
+                                  s));
+    loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, x->targets, N);
+    LAUNCHED("loss_sum");
+    return TR_OK;
+}
+
+/* Backward from dlogits to the embeddings; m->hook hears each group of the
+ * gradient as its kernels are enqueued (lnf, layers L-1 .. 0, wte/wpe). */
+static int backward_pass(tr_cuda_model *m, const fb_ctx *x)
+{
+    const tr_model_config *c = &m->c;
+    int B = x->B, T = x->T, L = x->L, C = x->C, NH = x->NH, N = x->N, V = x->V, Vp = x->Vp;
+    size_t BTC = x->BTC, e = x->e, C2 = x->C2;
+    kn_dtype dt = x->dt;
+    cudaStream_t s = x->s;
+    void *const *W = x->W;
+    float *const *G = x->G;
+    const float *const *Wf = x->Wf;
+    KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
+                               m->scratch, m->scratch_bytes, dt));
+    CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
+    KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LNFW], G[TR_P_LNFB], m->dbuf, LAYER(res3, L - 1, 1), Wf[TR_P_LNFW],
+                                  m->lnfm, m->lnfr, N, C, m->scratch, m->scratch_bytes, dt, s));
+    if (m->hook) m->hook(m->hook_ctx, 0); /* lnf: enqueued */
+    for (int l = L - 1; l >= 0; l--) {
+        layer_acts a = acts_of(m, x, l);
+        /* dres holds d(residual3[l]) */
+        if (m->recompute) /* fchg = gelu(fch) again: the fc projection's weight gradient reads it */
+            KC(kn_gelu_forward_cuda(a.fchg, a.fch, BTC * 4, dt, s));
+        if (m->dgelu_epi) { /* dbig = d(fch) directly */
+            KC(kn_matmul_backward_dgelu_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
+                                             G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
+                                             ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), a.fch, N, 4 * C, C,
+                                             m->scratch, m->scratch_bytes, dt));
+        } else {
+            KC(kn_matmul_backward_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
+                                       G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
+                                       ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->scratch,
+                                       m->scratch_bytes, dt));
+            KC(kn_gelu_backward_cuda(m->dbig, a.fch, m->dbig, BTC * 4, dt, s));
+        }
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_FCW] + (size_t)l * 4 * C2, G[TR_P_FCB] + (size_t)l * 4 * C,
+                                   m->dbig, a.ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e), N, C, 4 * C, m->scratch,
+                                   m->scratch_bytes, dt));
+        KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN2W] + (size_t)l * C, G[TR_P_LN2B] + (size_t)l * C, m->dbuf,
+                                      a.res2, Wf[TR_P_LN2W] + (size_t)l * C, a.l2m, a.l2r, N, C, m->scratch,
+                                      m->scratch_bytes, dt, s));
+        /* dres holds d(residual2[l]) */
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_ATTPROJW] + (size_t)l * C2, G[TR_P_ATTPROJB] + (size_t)l * C,
+                                   m->dres, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->scratch,
+                                   m->scratch_bytes, dt));
+        if (m->attn_tc)
+            KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->scratch,
+                                             m->scratch_bytes, dt, s));
+        else
+            KC(kn_attention_backward_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->scratch,
+                                          m->scratch_bytes, dt, s));
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_QKVW] + (size_t)l * 3 * C2, G[TR_P_QKVB] + (size_t)l * 3 * C,
+                                   m->dbig, a.ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e), N, C, 3 * C, m->scratch,
+                                   m->scratch_bytes, dt));
+        KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN1W] + (size_t)l * C, G[TR_P_LN1B] + (size_t)l * C, m->dbuf,
+                                      a.res, Wf[TR_P_LN1W] + (size_t)l * C, a.l1m, a.l1r, N, C, m->scratch,
+                                      m->scratch_bytes, dt, s));
+        /* dres holds d(residual3[l-1]) (or d(encoded)) */
+        if (m->hook) m->hook(m->hook_ctx, 1 + (L - 1 - l)); /* layer l: enqueued */
+    }
+    KC(kn_encoder_backward_cuda(G[TR_P_WTE], G[TR_P_WPE], m->dres, x->inputs, x->pos, B, T, C, V, c->max_seq,
+                                m->scratch, m->scratch_bytes, dt, s));
+    if (m->hook) m->hook(m->hook_ctx, L + 1); /* wte, wpe: enqueued */
+    return TR_OK;
+}
+#undef LAYER
+
 extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
                                      const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
                                      uint64_t *n_targets)
@@ -348,128 +511,40 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     if (n_targets) *n_targets = 0;
     if (!m || !inputs || !targets || B <= 0 || T <= 0 || B * T > m->Bmax * m->Tmax || T > m->Tmax) return TR_ERR_ARG;
     const tr_model_config *c = &m->c;
-    int L = c->n_layer, C = c->d_model, NH = c->n_head, N = B * T, V = c->vocab, Vp = c->vocab_padded;
-    size_t BTC = (size_t)N * C, e = m->esz, C2 = (size_t)C * C;
-    kn_dtype dt = m->dt;
-    cudaStream_t s = m->s;
-    /* activation strides use the capacity (Bmax*Tmax) so the carve is fixed */
-    size_t cap = (size_t)m->Bmax * m->Tmax * C;
-    void *W[TR_NUM_PARAM_TENSORS];
-    float *G[TR_NUM_PARAM_TENSORS];
-    const float *Wf[TR_NUM_PARAM_TENSORS]; /* fp32 master: LayerNorm weights are fp32 in the kernels */
+    fb_ctx x;
+    x.B = B;
+    x.T = T;
+    x.L = c->n_layer;
+    x.C = c->d_model;
+    x.NH = c->n_head;
+    x.N = B * T;
+    x.V = c->vocab;
+    x.Vp = c->vocab_padded;
+    x.BTC = (size_t)x.N * x.C;
+    x.e = m->esz;
+    x.C2 = (size_t)x.C * x.C;
+    x.cap = (size_t)m->Bmax * m->Tmax * x.C;
+    x.dt = m->dt;
+    x.s = m->s;
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
-        W[i] = ep(m->wc, m->offs[i], e);
-        G[i] = m->grads + m->offs[i];
-        Wf[i] = m->master + m->offs[i];
+        x.W[i] = ep(m->wc, m->offs[i], x.e);
+        x.G[i] = m->grads + m->offs[i];
+        x.Wf[i] = m->master + m->offs[i];
     }
-#define LAYER(buf, l, width) ep(m->buf, (size_t)(l) * cap * (width), e)
-    KC(kn_encoder_forward_cuda(m->encoded, inputs, pos, W[TR_P_WTE], W[TR_P_WPE], B, T, C, V, c->max_seq, dt, s));
-    for (int l = 0; l < L; l++) {
-        void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
-        void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
-        void *fchg = m->recompute ? m->fchg : LAYER(fchg, l, 4); /* recompute 1: one layer's buffer */
-        float *l1m = m->ln1m + (size_t)l * m->Bmax * m->Tmax, *l1r = m->ln1r + (size_t)l * m->Bmax * m->Tmax;
-        float *l2m = m->ln2m + (size_t)l * m->Bmax * m->Tmax, *l2r = m->ln2r + (size_t)l * m->Bmax * m->Tmax;
-        float *lse = m->lse + (size_t)l * m->Bmax * m->Tmax * NH;
-        if (l == 0) {
-            KC(kn_layernorm_forward_cuda(ln1, l1m, l1r, nullptr, m->encoded, nullptr, Wf[TR_P_LN1W],
-                                         Wf[TR_P_LN1B], N, C, dt, s));
-        } else { /* residual3[l-1] = residual2[l-1] + proj, fused into ln1 */
-            KC(kn_layernorm_forward_cuda(ln1, l1m, l1r, LAYER(res3, l - 1, 1), LAYER(res2, l - 1, 1), m->proj,
-                                         Wf[TR_P_LN1W] + (size_t)l * C, Wf[TR_P_LN1B] + (size_t)l * C, N, C, dt, s));
-        }
-        const void *res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
-        KC(kn_matmul_forward_cuda(m->ctx, qkv, nullptr, ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e),
-                                  ep(W[TR_P_QKVB], (size_t)l * 3 * C, e), N, C, 3 * C, dt));
-        if (m->attn_tc)
-            KC(kn_attention_forward_tc_cuda(atty, lse, qkv, doc, B, T, C, NH, dt, s));
-        else
-            KC(kn_attention_forward_cuda(atty, lse, qkv, doc, B, T, C, NH, dt, s));
-        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e),
-                                  ep(W[TR_P_ATTPROJB], (size_t)l * C, e), N, C, C, dt));
-        KC(kn_layernorm_forward_cuda(ln2, l2m, l2r, res2, res, m->proj, Wf[TR_P_LN2W] + (size_t)l * C,
-                                     Wf[TR_P_LN2B] + (size_t)l * C, N, C, dt, s));
-        if (m->gelu_epi) { /* fchg = gelu(pre), fch = pre */
-            KC(kn_matmul_forward_cuda(m->ctx, fchg, fch, ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e),
-                                      ep(W[TR_P_FCB], (size_t)l * 4 * C, e), N, C, 4 * C, dt));
-        } else {
-            KC(kn_matmul_forward_cuda(m->ctx, fch, nullptr, ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e),
-                                      ep(W[TR_P_FCB], (size_t)l * 4 * C, e), N, C, 4 * C, dt));
-            KC(kn_gelu_forward_cuda(fchg, fch, BTC * 4, dt, s));
-        }
-        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, fchg, ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e),
-                                  ep(W[TR_P_FCPROJB], (size_t)l * C, e), N, 4 * C, C, dt));
-    }
-    /* residual3[L-1] = residual2[L-1] + proj, fused into lnf */
-    KC(kn_layernorm_forward_cuda(m->lnf, m->lnfm, m->lnfr, LAYER(res3, L - 1, 1), LAYER(res2, L - 1, 1), m->proj,
-                                 Wf[TR_P_LNFW], Wf[TR_P_LNFB], N, C, dt, s));
-    KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->lnf, W[TR_P_WTE], nullptr, N, C, Vp, dt));
-    /* loss and dlogits in place (no probability tensor) */
-    KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, targets, nullptr, grad_scale, N, V, Vp, dt, s));
-    loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, targets, N);
-    LAUNCHED("loss_sum");
-    KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
-                               m->scratch, m->scratch_bytes, dt));
-    CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
-    KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LNFW], G[TR_P_LNFB], m->dbuf, LAYER(res3, L - 1, 1), Wf[TR_P_LNFW],
-                                  m->lnfm, m->lnfr, N, C, m->scratch, m->scratch_bytes, dt, s));
-    if (m->hook) m->hook(m->hook_ctx, 0); /* lnf: enqueued */
-    for (int l = L - 1; l >= 0; l--) {
-        void *ln1 = LAYER(ln1, l, 1), *qkv = LAYER(qkv, l, 3), *atty = LAYER(atty, l, 1);
-        void *res2 = LAYER(res2, l, 1), *ln2 = LAYER(ln2, l, 1), *fch = LAYER(fch, l, 4);
-        void *fchg = m->recompute ? m->fchg : LAYER(fchg, l, 4); /* recompute 1: one layer's buffer */
-        const void *res = l == 0 ? m->encoded : LAYER(res3, l - 1, 1);
-        float *l1m = m->ln1m + (size_t)l * m->Bmax * m->Tmax, *l1r = m->ln1r + (size_t)l * m->Bmax * m->Tmax;
-        float *l2m = m->ln2m + (size_t)l * m->Bmax * m->Tmax, *l2r = m->ln2r + (size_t)l * m->Bmax * m->Tmax;
-        float *lse = m->lse + (size_t)l * m->Bmax * m->Tmax * NH;
-        /* dres holds d(residual3[l]) */
-        if (m->recompute) /* fchg = gelu(fch) again: the fc projection's weight gradient reads it */
-            KC(kn_gelu_forward_cuda(fchg, fch, BTC * 4, dt, s));
-        if (m->dgelu_epi) { /* dbig = d(fch) directly */
-            KC(kn_matmul_backward_dgelu_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
-                                             G[TR_P_FCPROJB] + (size_t)l * C, m->dres, fchg,
-                                             ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), fch, N, 4 * C, C,
-                                             m->scratch, m->scratch_bytes, dt));
-        } else {
-            KC(kn_matmul_backward_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
-                                       G[TR_P_FCPROJB] + (size_t)l * C, m->dres, fchg,
-                                       ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->scratch,
-                                       m->scratch_bytes, dt));
-            KC(kn_gelu_backward_cuda(m->dbig, fch, m->dbig, BTC * 4, dt, s));
-        }
-        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_FCW] + (size_t)l * 4 * C2, G[TR_P_FCB] + (size_t)l * 4 * C,
-                                   m->dbig, ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e), N, C, 4 * C, m->scratch,
-                                   m->scratch_bytes, dt));
-        KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN2W] + (size_t)l * C, G[TR_P_LN2B] + (size_t)l * C, m->dbuf, res2,
-                                      Wf[TR_P_LN2W] + (size_t)l * C, l2m, l2r, N, C, m->scratch, m->scratch_bytes, dt,
-                                      s));
-        /* dres holds d(residual2[l]) */
-        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_ATTPROJW] + (size_t)l * C2, G[TR_P_ATTPROJB] + (size_t)l * C,
-                                   m->dres, atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->scratch,
-                                   m->scratch_bytes, dt));
-        if (m->attn_tc)
-            KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, qkv, atty, lse, doc, B, T, C, NH, m->scratch,
-                                             m->scratch_bytes, dt, s));
-        else
-            KC(kn_attention_backward_cuda(m->dbig, m->dbuf, qkv, atty, lse, doc, B, T, C, NH, m->scratch,
-                                          m->scratch_bytes, dt, s));
-        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_QKVW] + (size_t)l * 3 * C2, G[TR_P_QKVB] + (size_t)l * 3 * C,
-                                   m->dbig, ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e), N, C, 3 * C, m->scratch,
-                                   m->scratch_bytes, dt));
-        KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN1W] + (size_t)l * C, G[TR_P_LN1B] + (size_t)l * C, m->dbuf, res,
-                                      Wf[TR_P_LN1W] + (size_t)l * C, l1m, l1r, N, C, m->scratch, m->scratch_bytes, dt,
-                                      s));
-        /* dres holds d(residual3[l-1]) (or d(encoded)) */
-        if (m->hook) m->hook(m->hook_ctx, 1 + (L - 1 - l)); /* layer l: enqueued */
-    }
-    KC(kn_encoder_backward_cuda(G[TR_P_WTE], G[TR_P_WPE], m->dres, inputs, pos, B, T, C, V, c->max_seq, m->scratch,
-                                m->scratch_bytes, dt, s));
-    if (m->hook) m->hook(m->hook_ctx, L + 1); /* wte, wpe: enqueued */
-#undef LAYER
+    x.inputs = inputs;
+    x.targets = targets;
+    x.pos = pos;
+    x.doc = doc;
+    x.grad_scale = grad_scale;
+    int rc = forward_pass(m, &x);
+    if (rc == TR_OK)
+        rc = backward_pass(m, &x);
+    if (rc != TR_OK)
+        return rc;
     if (loss_sum || n_targets) {
         double h[2];
-        CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, s));
-        CU(cudaStreamSynchronize(s));
+        CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, m->s));
+        CU(cudaStreamSynchronize(m->s));
         if (loss_sum) *loss_sum = h[0];
         if (n_targets) *n_targets = (uint64_t)h[1];
     }
