@@ -4,7 +4,8 @@
  * ds_shardset_open (cheap, VERIFY and FULL: ds_verify, all of `mkshards
  * verify`) with every row read, and the tools'
  * parsers of config and accounting (ds_build_config_from_json /
- * ds_build_account_from_json, dataset/build_manifest.c).
+ * ds_build_account_from_json, dataset/build_manifest.c) and the public
+ * reader over them (ds_manifest_read, every field touched).
  * Seeds: hostile_shards_gen corpus-manifest. */
 #include <stdint.h>
 #include <stdio.h>
@@ -62,6 +63,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ds_build_config_free(&c);
         ds_build_account_from_json(json_object_get(m.root, "accounting"), &a, err, sizeof err);
         ds_manifest_free(&m);
+    }
+    ds_manifest_info mi;
+    if (ds_manifest_read(g_dir, &mi, err, sizeof err) == DS_OK) {
+        /* every field as mkshards inspect prints it */
+        volatile size_t sink = strlen(mi.tokenizer_name) + strlen(mi.tokenizer_spec) + strlen(mi.utilisation);
+        sink += (size_t)(mi.split_rows[0] + mi.split_tokens[1] + mi.docs_in + mi.tokens_written);
+        sink += ds_pack_name(mi.pack) ? 1 : 0;
+        sink += ds_over_long_name(mi.over_long) ? 1 : 0;
+        for (size_t i = 0; i < mi.n_shards; i++) sink += strlen(mi.shards[i].file) + (size_t)mi.shards[i].rows;
+        const ds_build_account *acc = ds_manifest_account(&mi);
+        sink += acc ? (size_t)acc->records : 0;
+        (void)sink;
+        ds_manifest_info_free(&mi);
     }
     static const int k_flags[] = {0, DS_SHARD_OPEN_VERIFY, DS_SHARD_OPEN_FULL}; /* FULL: ds_verify first */
     for (size_t fi = 0; fi < sizeof k_flags / sizeof *k_flags; fi++) {
