@@ -18,8 +18,9 @@
  * Every C failure raises mkshards.MkshardsError (a ValueError) carrying the C
  * message and the status in .code; nothing here exits or aborts.
  *
- * The names below are shared between those files only (the module is built
- * with hidden visibility: PyInit__core is its one exported symbol). */
+ * The names below are shared between those files only: the module's files
+ * are compiled with hidden visibility, so of their symbols only PyInit__core
+ * is exported. */
 #ifndef MKS_PY_CORE_H
 #define MKS_PY_CORE_H
 
