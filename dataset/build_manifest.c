@@ -430,7 +430,7 @@ int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_buil
             char hx[17];
             snprintf(hx, sizeof hx, "%016" PRIx64, recs[i].xxh3);
             json_object_set_new(o, "file", json_string(recs[i].file));
-            json_object_set_new(o, "split", json_string(s ? "val" : "train"));
+            json_object_set_new(o, "split", json_string(ds_split_name(s)));
             json_object_set_new(o, "rows", json_integer((json_int_t)recs[i].rows));
             json_object_set_new(o, "tokens", json_integer((json_int_t)recs[i].tokens));
             json_object_set_new(o, "bytes", json_integer((json_int_t)recs[i].bytes));

@@ -12,6 +12,7 @@ static const char *const k_over_long[] = {[DS_OL_TRUNCATE] = "truncate", [DS_OL_
                                           [DS_OL_DROP] = "drop"};
 static const char *const k_doc_sep[] = {[DS_SEP_FILE] = "file", [DS_SEP_LINE] = "line",
                                         [DS_SEP_BLANK] = "blank-line"};
+static const char *const k_split[] = {[DS_SPLIT_TRAIN] = "train", [DS_SPLIT_VAL] = "val"};
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof(a)[0]))
 
@@ -26,6 +27,16 @@ static int find(const char *const *names, int n, const char *name)
 const char *ds_pack_name(int v) { return v >= 0 && v < N_OF(k_pack) ? k_pack[v] : NULL; }
 const char *ds_over_long_name(int v) { return v >= 0 && v < N_OF(k_over_long) ? k_over_long[v] : NULL; }
 const char *ds_doc_sep_name(int v) { return v >= 0 && v < N_OF(k_doc_sep) ? k_doc_sep[v] : NULL; }
+const char *ds_split_name(int v) { return v >= 0 && v < N_OF(k_split) ? k_split[v] : NULL; }
+
+int ds_split_parse(const char *name, ds_split *out)
+{
+    int i = find(k_split, N_OF(k_split), name);
+    if (i < 0)
+        return -1;
+    *out = (ds_split)i;
+    return 0;
+}
 
 int ds_pack_parse(const char *name, ds_pack *out)
 {

@@ -147,6 +147,11 @@ int ds_verify(const char *path, ds_verify_result *res, char *err, size_t errlen)
 
 /* ------------------------------------------------------------- shard set */
 typedef enum { DS_SPLIT_TRAIN = 0, DS_SPLIT_VAL = 1 } ds_split;
+/* "train", "val" (the manifest's "split", shard file names, inspect --split,
+ * Python's split argument); NULL past the last / -1 for another name, as the
+ * other enum names (ds.h, dataset/ds_names.c). */
+const char *ds_split_name(int v);
+int ds_split_parse(const char *name, ds_split *out);
 
 typedef struct {
     uint32_t row_len;

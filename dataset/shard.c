@@ -1017,10 +1017,10 @@ int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) 
         if (ds_shard_name_check(json_string_value(jf), json_string_length(jf), why, sizeof why))
             MAN_BAD("shards[%zu].file '%.80s' is not a plain file name: %s", i, json_string_value(jf), why);
         d->file = json_string_value(jf);
-        const char *sp = json_string_value(json_object_get(e, "split"));
-        if (!sp || (strcmp(sp, "train") && strcmp(sp, "val")))
+        ds_split split;
+        if (ds_split_parse(json_string_value(json_object_get(e, "split")), &split))
             MAN_BAD("shards[%zu] (%s): \"split\" must be \"train\" or \"val\"", i, d->file);
-        d->split = !strcmp(sp, "val") ? DS_SPLIT_VAL : DS_SPLIT_TRAIN;
+        d->split = split;
         if (json_u64_in(json_object_get(e, "rows"), DS_SHARD_MAX_TOKENS / m->seq_len, &d->rows))
             MAN_BAD("shards[%zu] (%s): \"rows\" must be an integer 0..%" PRIu64, i, d->file,
                     (uint64_t)DS_SHARD_MAX_TOKENS / m->seq_len);

@@ -28,7 +28,7 @@ void ds_shard_shuffle_perm(uint64_t seed, int split, uint64_t shard_index, uint3
 }
 
 void ds_shard_file_name(int split, uint64_t index, char *out, size_t outlen) {
-    snprintf(out, outlen, "%s-%05" PRIu64 ".mks", split ? "val" : "train", index);
+    snprintf(out, outlen, "%s-%05" PRIu64 ".mks", ds_split_name(split ? DS_SPLIT_VAL : DS_SPLIT_TRAIN), index);
 }
 
 /* ---------------------------------------------------------- writer */

@@ -36,6 +36,7 @@ B=(-t "$T/tok.tiktoken" -L 33 --val-fraction 0.05 --shard-tokens 2000 -q)
     { bad "build parts"; exit 1; }
 "$MKS" build -t "$T/tok.tiktoken" -L 17 --val-fraction 0.05 --shard-tokens 2000 -q -o "$T/l17" "$T/in" || { bad "build L17"; exit 1; }
 run 0 "valid set verifies" -- "$MKS" verify "$T/set"
+run 64 "inspect --split: the names from the library's table" "--split expects train or val, got 'test'" -- "$MKS" inspect --split test "$T/set"
 run 0 "merge of valid parts" -- "$MKS" merge -q --out "$T/merged" "$T/p1" "$T/p2"
 cmp -s "$T/merged/manifest.json" "$T/set/manifest.json" && ok "merge == single build" || bad "merge differs from a single build"
 S0=train-00000.mks

@@ -247,6 +247,9 @@ static void test_manifest_reader(void) {
     }
     ds_doc_sep s;
     CHECK(ds_doc_sep_parse("blank", &s) == 0 && s == DS_SEP_BLANK && ds_doc_sep_parse("para", &s) == -1);
+    ds_split sp;
+    CHECK(ds_split_parse("val", &sp) == 0 && sp == DS_SPLIT_VAL && !strcmp(ds_split_name(DS_SPLIT_TRAIN), "train"));
+    CHECK(ds_split_parse("test", &sp) == -1 && ds_split_name(2) == NULL);
     CHECK(ds_pack_name(3) == NULL && ds_pack_name(-1) == NULL && ds_pack_parse(NULL, &(ds_pack){0}) == -1);
     char names[64];
     CHECK(!strcmp(ds_names_list(ds_over_long_name, names, sizeof names), "truncate, chunk or drop"));

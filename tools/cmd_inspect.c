@@ -332,11 +332,15 @@ int cmd_inspect(int argc, char **argv) {
             if (*end || row < 0) return cli_usage_error(cmd, "--row expects a row number >= 0, got '%s'", optarg);
             break;
         }
-        case 's':
-            if (!strcmp(optarg, "train")) split = 0;
-            else if (!strcmp(optarg, "val")) split = 1;
-            else return cli_usage_error(cmd, "--split expects train or val, got '%s'", optarg);
+        case 's': {
+            ds_split sp;
+            char names[32];
+            if (ds_split_parse(optarg, &sp))
+                return cli_usage_error(cmd, "--split expects %s, got '%s'", ds_names_list(ds_split_name, names, sizeof names),
+                                       optarg);
+            split = sp == DS_SPLIT_VAL;
             break;
+        }
         case 't': tkspec = optarg; break;
         case 'I': ids_only = 1; break;
         case 'h': fputs(k_usage, stdout); return EXIT_OK;

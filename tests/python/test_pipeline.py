@@ -90,6 +90,9 @@ def test_enum_names_from_the_library(shared, tmp_path):
     --pack / --over-long / --doc-sep: the message lists the library's names, and "blank" (the CLI's short
     spelling of blank-line) is taken too."""
     ins = [os.path.join(SAMPLES, "tiny.jsonl")]
+    from mkshards import _core
+    assert (_core.PACK_NAMES, _core.OVER_LONG_NAMES) == (("concat", "bfd", "none"), ("truncate", "chunk", "drop"))
+    assert (_core.DOC_SEP_NAMES, _core.SPLIT_NAMES) == (("file", "line", "blank-line"), ("train", "val"))
     for arg, names in (("pack", "concat, bfd or none"), ("over_long", "truncate, chunk or drop"),
                        ("doc_sep", "file, line or blank-line")):
         with pytest.raises(ValueError, match=f"{arg} 'bogus': must be {names}"):

@@ -118,8 +118,10 @@ def test_errors(shard_sets, tmp_path):
         ss.row(ss.rows["train"])
     with pytest.raises(IndexError):
         ss.read([0, 10 ** 9])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="split must be 'train' or 'val', not 'test'"):
         ss.row(0, "test")
+    with pytest.raises(ValueError, match="split 'test': must be train or val"):  # the C binding, names from C
+        ss._c.shards("test")
     assert (ss[-1]["tokens"] == ss.row(ss.rows["train"] - 1)["tokens"]).all()
     # a tampered shard: verify=True refuses it with the C message naming the file
     import shutil

@@ -245,6 +245,36 @@ PyObject *idbuf_new(void *data, Py_ssize_t n, Py_ssize_t itemsize, const char *f
 }
 
 /* ================================================================ module */
+/* The names of an enum from its library table (ds.h "Enum names"), as a
+ * tuple: the package spells none of them itself. */
+static PyObject *names_tuple(const char *(*name)(int))
+{
+    int n = 0;
+    while (name(n))
+        n++;
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(name(i));
+        if (!s) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+/* Adds NAME = names_tuple(name) to m; 0, or -1 with an exception set. */
+static int add_names(PyObject *m, const char *attr, const char *(*name)(int))
+{
+    PyObject *t = names_tuple(name);
+    if (!t || PyModule_AddObject(m, attr, t)) {
+        Py_XDECREF(t);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_cpu_count(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -277,7 +307,10 @@ PyMODINIT_FUNC PyInit__core(void)
     Py_INCREF(&IdBufType);
     if (PyModule_AddObject(m, "IdBuffer", (PyObject *)&IdBufType) ||
         PyModule_AddStringConstant(m, "__version__", MKS_VERSION) ||
-        PyModule_AddIntConstant(m, "SHARD_HEADER_BYTES", DS_SHARD_HEADER_BYTES) || core_add_tokenizer(m) ||
+        PyModule_AddIntConstant(m, "SHARD_HEADER_BYTES", DS_SHARD_HEADER_BYTES) ||
+        add_names(m, "SPLIT_NAMES", ds_split_name) || add_names(m, "PACK_NAMES", ds_pack_name) ||
+        add_names(m, "OVER_LONG_NAMES", ds_over_long_name) || add_names(m, "DOC_SEP_NAMES", ds_doc_sep_name) ||
+        core_add_tokenizer(m) ||
         core_add_shardset(m) || core_add_jobs(m)) {
         Py_DECREF(m);
         return NULL;

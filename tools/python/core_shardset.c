@@ -297,17 +297,13 @@ static int ss_ready(SSObj *s)
 
 static int parse_split(PyObject *o, ds_split *sp)
 {
-    if (PyUnicode_Check(o)) {
-        if (PyUnicode_CompareWithASCIIString(o, "train") == 0) {
-            *sp = DS_SPLIT_TRAIN;
-            return 0;
-        }
-        if (PyUnicode_CompareWithASCIIString(o, "val") == 0) {
-            *sp = DS_SPLIT_VAL;
-            return 0;
-        }
-    }
-    PyErr_SetString(PyExc_ValueError, "split must be 'train' or 'val'");
+    const char *s = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+    if (!s)
+        PyErr_Clear(); /* a str that is not UTF-8: not a split's name either */
+    if (s && ds_split_parse(s, sp) == 0)
+        return 0;
+    char names[32];
+    PyErr_Format(PyExc_ValueError, "split %R: must be %s", o, ds_names_list(ds_split_name, names, sizeof names));
     return -1;
 }
 

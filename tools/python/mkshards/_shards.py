@@ -10,7 +10,7 @@ from . import _core
 
 __all__ = ["ShardSet"]
 
-SPLITS = ("train", "val")
+SPLITS = _core.SPLIT_NAMES  # ("train", "val"), from the C library's table (ds_split_name)
 
 
 class ShardSet:
@@ -212,5 +212,5 @@ def _open_regular(path):
 
 def _split(split):
     if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'val', not {split!r}")
+        raise ValueError(f"split must be {' or '.join(map(repr, SPLITS))}, not {split!r}")
     return split
