@@ -5,8 +5,10 @@
 #include "tr.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "backend.h"
+#include "export.h"
 #include "kn.h"
 #include "tr_cli_internal.h"
 
@@ -63,6 +65,8 @@ static int train_cli(const char *prog, const cli_args *a)
 
 int tr_cli_main(const char *prog, int argc, char **argv, int plan_only)
 {
+    if (!plan_only && argc > 1 && !strcmp(argv[1], "export")) /* llmtrain export (train/export.h) */
+        return tr_cli_export(prog, argc - 1, argv + 1);
     cli_args a;
     int x = tr_cli_parse(prog, argc, argv, plan_only, &a);
     if (x >= 0)
