@@ -75,6 +75,8 @@ out:
 
 uint64_t ds_build_estimate_bytes(const char *path, uint64_t size) {
     size_t n = strlen(path);
+    /* gzip's ISIZE trailer is mod 2^32 and names the last member only */
+    if (n > 3 && !strcmp(path + n - 3, ".gz")) return size * 4;
     if (!(n > 4 && !strcmp(path + n - 4, ".zst"))) return size;
     uint8_t hb[32];
     int fd = open(path, O_RDONLY);

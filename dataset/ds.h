@@ -128,7 +128,7 @@ typedef enum {
     DS_REC_MISSING_FIELD = 2,   /* field absent */
     DS_REC_NOT_STRING = 3,      /* field present but not a string */
     DS_REC_OVERLONG = 4,        /* over max_record_bytes (skipped: text NULL; cut: truncated text) */
-    DS_REC_ZSTD_ERROR = 5,      /* the stream is truncated/corrupt at this point; file ends here */
+    DS_REC_ZSTD_ERROR = 5,      /* the zstd or gzip stream is truncated/corrupt here; file ends here */
     DS_REC_TOKENIZER = 6        /* not from the reader: the tokenizer refused the document (a per-document
                                    limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */
 } ds_rec_status;

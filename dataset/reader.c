@@ -1,5 +1,5 @@
-/* reader.c - streaming document reader: txt / JSONL, optionally zstd,
- * folders (recursive, sorted), stdin. Memory is bounded by the read
+/* reader.c - streaming document reader: txt / JSONL, optionally zstd or
+ * gzip, folders (recursive, sorted), stdin. Memory is bounded by the read
  * buffers plus max_record_bytes for the record being assembled. */
 #include "ds.h"
 #include "ds_internal.h"
@@ -14,11 +14,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
 #define DS_IN_CAP ((size_t)256 << 10) /* reused per read; larger only adds first-touch page faults */
-#define ZERR (-100) /* internal: zstd error on the current file */
+#define ZERR (-100) /* internal: zstd or gzip error on the current file */
 #define DS_JSON_DOM_MAX ((size_t)1 << 20) /* longest line handed to jansson (its tree: ~26x the bytes) */
 
 const char *ds_strerror(int err) {
@@ -57,11 +58,12 @@ void ds_set_err(char *err, size_t errlen, const char *fmt, ...) {
 /* ------------------------------------------------------------ input list */
 
 typedef enum { KIND_AUTO = 0, KIND_TXT = 1, KIND_JSONL = 2 } in_kind;
+enum { CODEC_SNIFF = 0, CODEC_ZSTD = 1, CODEC_GZIP = 2 };
 
 typedef struct {
     char *path;
     in_kind kind;  /* from the extension; AUTO = sniff */
-    int zst;       /* 1: .zst extension, 0: sniff the magic */
+    int codec;     /* CODEC_ZSTD / CODEC_GZIP from the extension; CODEC_SNIFF: sniff the magic */
     uint64_t bytes; /* size when listed (0 for stdin): build balances --part K/N by it */
 } in_file;
 
@@ -75,17 +77,23 @@ static int ends_with(const char *s, size_t n, const char *suf) {
     return n >= k && strcmp(s + n - k, suf) == 0;
 }
 
+/* Compression suffixes: a dataset name is one of the kinds below plus at
+ * most one of these (the folder walk lists exactly those names). */
+static const struct {
+    const char *suffix;
+    int codec;
+} k_codecs[] = {{".zst", CODEC_ZSTD}, {".zstd", CODEC_ZSTD}, {".gz", CODEC_GZIP}};
+
 /* Classify by name. Returns 1 if the name is a known dataset file. */
-static int classify(const char *path, in_kind *kind, int *zst) {
+static int classify(const char *path, in_kind *kind, int *codec) {
     size_t n = strlen(path);
-    *zst = 0;
-    if (ends_with(path, n, ".zst")) {
-        *zst = 1;
-        n -= 4;
-    } else if (ends_with(path, n, ".zstd")) {
-        *zst = 1;
-        n -= 5;
-    }
+    *codec = CODEC_SNIFF;
+    for (size_t i = 0; i < sizeof k_codecs / sizeof k_codecs[0]; i++)
+        if (ends_with(path, n, k_codecs[i].suffix)) {
+            *codec = k_codecs[i].codec;
+            n -= strlen(k_codecs[i].suffix);
+            break;
+        }
     char tmp[16];
     static const char *const jsonl[] = {".jsonl", ".ndjson", ".json"};
     static const char *const txt[] = {".txt", ".text"};
@@ -109,7 +117,7 @@ static int classify(const char *path, in_kind *kind, int *zst) {
     return 0;
 }
 
-static int list_push(in_list *l, const char *path, in_kind kind, int zst, uint64_t bytes) {
+static int list_push(in_list *l, const char *path, in_kind kind, int codec, uint64_t bytes) {
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 16;
         in_file *nv = realloc(l->v, nc * sizeof *nv);
@@ -121,7 +129,7 @@ static int list_push(in_list *l, const char *path, in_kind kind, int zst, uint64
     if (!p) return DS_ERR_NOMEM;
     l->v[l->n].path = p;
     l->v[l->n].kind = kind;
-    l->v[l->n].zst = zst;
+    l->v[l->n].codec = codec;
     l->v[l->n].bytes = bytes;
     l->n++;
     return DS_OK;
@@ -392,11 +400,17 @@ struct ds_reader {
     int is_stdin;         /* fd is 0, not ours to close */
     int eof_raw;          /* raw input exhausted */
     int is_zst;
+    int is_gz;
     in_kind kind;
     ZSTD_DCtx *zd;
     size_t zlast;         /* last ZSTD_decompressStream return (0 = frame complete) */
-    int zerr;             /* a zstd error happened on this file */
-    char zmsg[128];
+    int zerr;             /* a zstd or gzip error happened on this file */
+    char zmsg[160];
+    z_stream *gz;         /* zlib inflate state, made at the first gzip file */
+    int gz_in_member;     /* inside a gzip member (EOF here = truncated) */
+    uint64_t gz_members;  /* members finished in this file */
+    uint64_t raw_base;    /* compressed offset of r->in[0] */
+    uint64_t gz_member_at; /* compressed offset where the current member starts */
 
     uint8_t *in;          /* raw input buffer */
     size_t in_pos, in_len;
@@ -431,6 +445,10 @@ void ds_reader_free(ds_reader *r) {
     free(r->files.v);
     ds_json_ctx_free(r->jctx);
     if (r->zd) ZSTD_freeDCtx(r->zd);
+    if (r->gz) {
+        inflateEnd(r->gz);
+        free(r->gz);
+    }
     free(r->in);
     free(r->out);
     free(r->rec);
@@ -529,9 +547,109 @@ static int open_file(ds_reader *r, char *err, size_t errlen) {
     r->in_len = (size_t)n;
     if (n == 0) r->eof_raw = 1;
     int magic = n >= 4 && r->in[0] == 0x28 && r->in[1] == 0xB5 && r->in[2] == 0x2F && r->in[3] == 0xFD;
-    r->is_zst = magic || f->zst;
+    /* gzip: ID1 ID2 and CM = 8 (deflate, the only method RFC 1952 defines) */
+    int gz_magic = n >= 3 && r->in[0] == 0x1F && r->in[1] == 0x8B && r->in[2] == 0x08;
+    r->is_zst = f->codec == CODEC_ZSTD || (f->codec == CODEC_SNIFF && magic);
+    r->is_gz = f->codec == CODEC_GZIP || (f->codec == CODEC_SNIFF && !magic && gz_magic);
+    r->raw_base = 0;
+    r->gz_members = 0;
+    r->gz_in_member = 0;
     if (r->is_zst) ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+    if (r->is_gz && !r->gz) {
+        if (!(r->gz = calloc(1, sizeof *r->gz))) return DS_ERR_NOMEM;
+        /* 15 + 16: a gzip wrapper only (zlib or raw deflate is damage) */
+        if (inflateInit2(r->gz, 15 + 16) != Z_OK) {
+            free(r->gz);
+            r->gz = NULL;
+            return DS_ERR_NOMEM;
+        }
+    }
     return DS_OK;
+}
+
+/* The gzip branch of fill(): members one after another (gzip -c a b, pigz,
+ * bgzip's blocks), each checked by zlib against its CRC-32 and ISIZE
+ * trailer. Output goes through the fixed r->out window, so a bomb costs
+ * time, not memory: the record being assembled is capped by
+ * max_record_bytes as with zstd. */
+static int fill_gz(ds_reader *r) {
+    z_stream *z = r->gz;
+    for (;;) {
+        if (r->in_pos == r->in_len && !r->eof_raw) {
+            ssize_t n = raw_read(r);
+            if (n < 0) return DS_ERR_IO;
+            r->raw_base += r->in_len;
+            r->in_pos = 0;
+            r->in_len = (size_t)n;
+            if (n == 0) r->eof_raw = 1;
+        }
+        if (r->in_pos == r->in_len && r->eof_raw) {
+            if (r->gz_in_member && r->gz_members && r->gz->total_in < 10) {
+                /* a few bytes after the last member, too short for a header */
+                r->zerr = 1;
+                snprintf(r->zmsg, sizeof r->zmsg,
+                         "trailing garbage: %llu bytes at compressed byte %llu after gzip member %llu",
+                         (unsigned long long)r->gz->total_in, (unsigned long long)r->gz_member_at,
+                         (unsigned long long)r->gz_members);
+                return ZERR;
+            }
+            if (r->gz_in_member || r->gz_members == 0) {
+                r->zerr = 1;
+                snprintf(r->zmsg, sizeof r->zmsg,
+                         "gzip stream truncated (input ended inside member %llu at compressed byte %llu)",
+                         (unsigned long long)r->gz_members + 1, (unsigned long long)(r->raw_base + r->in_pos));
+                return ZERR;
+            }
+            return 0;
+        }
+        if (!r->gz_in_member) {
+            if (inflateReset(z) != Z_OK) return DS_ERR_INTERNAL;
+            r->gz_in_member = 1;
+            r->gz_member_at = r->raw_base + r->in_pos;
+        }
+        z->next_in = r->in + r->in_pos;
+        z->avail_in = (uInt)(r->in_len - r->in_pos);
+        z->next_out = r->out;
+        z->avail_out = (uInt)r->out_cap;
+        int ret = inflate(z, Z_NO_FLUSH);
+        r->in_pos = r->in_len - z->avail_in;
+        size_t got = r->out_cap - z->avail_out;
+        if (ret == Z_STREAM_END) {
+            r->gz_in_member = 0;
+            r->gz_members++;
+        } else if (ret == Z_MEM_ERROR) {
+            return DS_ERR_NOMEM;
+        } else if (ret != Z_OK && ret != Z_BUF_ERROR) {
+            r->zerr = 1;
+            uint64_t bad = r->raw_base + r->in_pos;
+            /* damage in the 10-byte fixed header of a later member: bytes
+             * appended after the last member (gzip -t: "trailing garbage") */
+            if (r->gz_members && bad - r->gz_member_at < 10)
+                snprintf(r->zmsg, sizeof r->zmsg,
+                         "trailing garbage: bytes at compressed byte %llu after gzip member %llu "
+                         "are not a gzip member (%s)",
+                         (unsigned long long)r->gz_member_at, (unsigned long long)r->gz_members,
+                         z->msg ? z->msg : "bad header");
+            else
+                snprintf(r->zmsg, sizeof r->zmsg, "gzip: %s (member %llu, compressed byte %llu)",
+                         z->msg ? z->msg : "corrupt deflate data", (unsigned long long)r->gz_members + 1,
+                         (unsigned long long)bad);
+            /* what inflated before the damage is still delivered */
+            if (got) {
+                r->win = r->out;
+                r->wpos = 0;
+                r->wlen = got;
+                return 1;
+            }
+            return ZERR;
+        }
+        if (got > 0) {
+            r->win = r->out;
+            r->wpos = 0;
+            r->wlen = got;
+            return 1;
+        }
+    }
 }
 
 /* Make sure the window has unread bytes. 1: data, 0: EOF, ZERR: zstd error
@@ -539,6 +657,7 @@ static int open_file(ds_reader *r, char *err, size_t errlen) {
 static int fill(ds_reader *r) {
     if (r->wpos < r->wlen) return 1;
     if (r->zerr) return ZERR;
+    if (r->is_gz) return fill_gz(r);
     if (!r->is_zst) {
         if (r->in_pos < r->in_len) {
             r->win = r->in + r->in_pos;
@@ -1036,7 +1155,8 @@ static int next_whole_file(ds_reader *r, ds_record *rec) {
     /* a plain file's size is known: one buffer of that size, instead of
      * doubling it and copying the text into fresh pages each time */
     struct stat st;
-    if (!r->is_zst && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) && (rc = rec_reserve(r, (uint64_t)st.st_size)))
+    if (!r->is_zst && !r->is_gz && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (rc = rec_reserve(r, (uint64_t)st.st_size)))
         return rc;
     for (;;) {
         int f = fill(r);

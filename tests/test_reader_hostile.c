@@ -21,6 +21,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "ds.h"
 #include "ds_internal.h"
@@ -383,6 +384,212 @@ static void json_amplification(void) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "json amplification case: status %d", WEXITSTATUS(st));
 }
 
+/* ---- gzip inputs (issue 29): members written here with zlib's deflate */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} gzbuf;
+
+static void gz_put(gzbuf *b, const void *p, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p) exit(1);
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+/* Appends one gzip member holding data[0..n); extra: a bgzip-style FEXTRA
+ * field ("BC" subfield), as bgzip writes every block. */
+static void gz_member(gzbuf *b, const void *data, size_t n, int extra) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) exit(1);
+    static uint8_t bc[] = {'B', 'C', 2, 0, 0, 0};
+    gz_header h;
+    memset(&h, 0, sizeof h);
+    if (extra) {
+        h.extra = bc;
+        h.extra_len = sizeof bc;
+        if (deflateSetHeader(&z, &h) != Z_OK) exit(1);
+    }
+    uint8_t out[1 << 16];
+    z.next_in = (Bytef *)data;
+    z.avail_in = (uInt)n;
+    int ret;
+    do {
+        z.next_out = out;
+        z.avail_out = sizeof out;
+        ret = deflate(&z, Z_FINISH);
+        gz_put(b, out, sizeof out - z.avail_out);
+    } while (ret == Z_OK);
+    if (ret != Z_STREAM_END) exit(1);
+    deflateEnd(&z);
+}
+
+static void gz_write(const char *rel, const gzbuf *b, size_t n) {
+    FILE *f = fopen(path_of(rel), "wb");
+    if (!f || fwrite(b->p, 1, n, f) != n || fclose(f)) exit(1);
+}
+
+typedef struct {
+    uint64_t ok, bad, last_offset;
+    char detail[256], file[512];
+} gz_result;
+
+/* Reads one input with the given record cap; counts good records and the
+ * damage record (there is at most one: the file ends there). */
+static int gz_read(const char *rel, size_t max_record, gz_result *g) {
+    memset(g, 0, sizeof *g);
+    ds_reader_opts o;
+    ds_reader_opts_init(&o);
+    o.field = "text";
+    o.max_record_bytes = max_record;
+    const char *in[] = {path_of(rel)};
+    ds_reader *r = NULL;
+    char err[256];
+    int rc = ds_reader_open(in, 1, &o, &r, err, sizeof err);
+    if (rc) return rc;
+    ds_record rec;
+    while ((rc = ds_reader_next(r, &rec, err, sizeof err)) == 1) {
+        if (rec.status == DS_REC_OK) g->ok++;
+        else if (rec.status == DS_REC_ZSTD_ERROR) {
+            g->bad++;
+            g->last_offset = rec.offset;
+            snprintf(g->detail, sizeof g->detail, "%s", rec.detail ? rec.detail : "");
+            snprintf(g->file, sizeof g->file, "%s", rec.file);
+        }
+    }
+    ds_reader_free(r);
+    return rc;
+}
+
+static void gzip_inputs(void) {
+    /* 3000 JSONL lines in three members (gzip -c a b c, pigz), a bgzip-style
+     * member with FEXTRA, and an empty member (bgzip's EOF block) */
+    gzbuf plain = {0}, gz = {0};
+    char line[128];
+    for (int i = 0; i < 3000; i++) {
+        int k = snprintf(line, sizeof line, "{\"text\":\"document %d of the gzip test\"}\n", i);
+        gz_put(&plain, line, (size_t)k);
+    }
+    size_t cut1 = plain.n / 3, cut2 = 2 * plain.n / 3;
+    gz_member(&gz, plain.p, cut1, 0);
+    gz_member(&gz, plain.p + cut1, cut2 - cut1, 0);
+    gz_member(&gz, plain.p + cut2, plain.n - cut2, 1);
+    gz_member(&gz, "", 0, 1);
+    size_t whole = gz.n;
+    mkd("gz");
+    gz_write("gz/multi.jsonl.gz", &gz, whole);
+    gz_write("gz/sniffed.jsonl", &gz, whole); /* no suffix: found by its magic */
+    gz_result g;
+    CHECK(gz_read("gz/multi.jsonl.gz", 0, &g) == 0 && g.ok == 3000 && g.bad == 0, "multi-member: %llu ok %llu bad %s",
+          (unsigned long long)g.ok, (unsigned long long)g.bad, g.detail);
+    CHECK(gz_read("gz/sniffed.jsonl", 0, &g) == 0 && g.ok == 3000 && g.bad == 0, "sniffed: %llu ok",
+          (unsigned long long)g.ok);
+    uint64_t n;
+    char err[512];
+    CHECK(read_input(path_of("gz"), &n, err, sizeof err) == 0 && n == 6000, "folder walk lists .gz: %llu records %s",
+          (unsigned long long)n, err);
+
+    /* truncated inside the last data member: the records before it, then
+     * one damage record naming the file and the decompressed offset */
+    gz_write("trunc.jsonl.gz", &gz, whole - 40);
+    CHECK(gz_read("trunc.jsonl.gz", 0, &g) == 0 && g.bad == 1 && g.ok > 1000 && g.ok < 3000 &&
+              strstr(g.detail, "truncated") && strstr(g.file, "trunc.jsonl.gz") && g.last_offset <= plain.n,
+          "truncated: %llu ok, detail '%s'", (unsigned long long)g.ok, g.detail);
+    /* a file named .gz that is empty, or not gzip at all */
+    gz_write("empty.jsonl.gz", &gz, 0);
+    CHECK(gz_read("empty.jsonl.gz", 0, &g) == 0 && g.bad == 1 && g.ok == 0, "empty .gz: '%s'", g.detail);
+    put("fake.jsonl.gz", "{\"text\":\"not compressed\"}\n");
+    CHECK(gz_read("fake.jsonl.gz", 0, &g) == 0 && g.bad == 1 && g.ok == 0 && strstr(g.detail, "gzip"),
+          "not gzip: '%s'", g.detail);
+
+    /* bad CRC-32 / ISIZE of the first member: its last line is still
+     * delivered (deflate checks at the end), then the damage record */
+    gzbuf one = {0};
+    gz_member(&one, plain.p, cut1, 0);
+    one.p[one.n - 8] ^= 1;
+    gz_write("crc.jsonl.gz", &one, one.n);
+    CHECK(gz_read("crc.jsonl.gz", 0, &g) == 0 && g.bad == 1 && strstr(g.detail, "incorrect data check") &&
+              g.last_offset == cut1,
+          "bad crc: '%s' @%llu", g.detail, (unsigned long long)g.last_offset);
+    one.p[one.n - 8] ^= 1;
+    one.p[one.n - 1] ^= 1;
+    gz_write("isize.jsonl.gz", &one, one.n);
+    CHECK(gz_read("isize.jsonl.gz", 0, &g) == 0 && g.bad == 1 && strstr(g.detail, "incorrect length check"),
+          "bad isize: '%s'", g.detail);
+    one.p[one.n - 1] ^= 1;
+    /* trailing garbage after a good member: named, with its compressed byte */
+    size_t good = one.n;
+    gz_put(&one, "garbage\n", 8);
+    gz_write("tail.jsonl.gz", &one, one.n);
+    char want[64];
+    snprintf(want, sizeof want, "compressed byte %zu ", good);
+    CHECK(gz_read("tail.jsonl.gz", 0, &g) == 0 && g.bad == 1 && strstr(g.detail, "trailing garbage") &&
+              strstr(g.detail, want) && g.last_offset == cut1,
+          "trailing garbage: '%s'", g.detail);
+    /* a short tail (shorter than a member header) and zero padding count as
+     * garbage as well (gzip -t warns) */
+    gz_put(&one, "\n", 1);
+    gz_write("nl.jsonl.gz", &one, good + 1);
+    CHECK(gz_read("nl.jsonl.gz", 0, &g) == 0 && g.bad == 1 && strstr(g.detail, "trailing garbage: 1 bytes"),
+          "short tail: '%s'", g.detail);
+    one.n = good;
+    gz_put(&one, "\0\0\0\0\0\0\0\0\0\0\0\0", 12);
+    gz_write("pad.jsonl.gz", &one, one.n);
+    CHECK(gz_read("pad.jsonl.gz", 0, &g) == 0 && g.bad == 1, "zero padding: '%s'", g.detail);
+
+    /* a bomb: 256 MiB of one line from ~256 KiB. Memory stays bounded by
+     * the record cap (1 MiB here) plus the fixed windows. */
+    gzbuf bomb = {0};
+    {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) exit(1);
+        static uint8_t zeros[1 << 20], out[1 << 16];
+        memset(zeros, 'a', sizeof zeros);
+        gz_put(&bomb, "", 0);
+        for (int i = 0; i <= 256; i++) {
+            z.next_in = zeros;
+            z.avail_in = i < 256 ? sizeof zeros : 0;
+            int ret;
+            do {
+                z.next_out = out;
+                z.avail_out = sizeof out;
+                ret = deflate(&z, i < 256 ? Z_NO_FLUSH : Z_FINISH);
+                gz_put(&bomb, out, sizeof out - z.avail_out);
+            } while (z.avail_out == 0 || (i == 256 && ret == Z_OK));
+        }
+        deflateEnd(&z);
+    }
+    gz_write("bomb.jsonl.gz", &bomb, bomb.n);
+    fflush(stdout);
+    pid_t c = fork();
+    if (c == 0) {
+        gz_result b;
+        int bad = gz_read("bomb.jsonl.gz", (size_t)1 << 20, &b) != 0 || b.ok != 0 || b.bad != 0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        long mib = ru.ru_maxrss / 1024;
+#if !defined(__SANITIZE_ADDRESS__)
+        if (mib > 48) bad |= 2;
+#endif
+        printf("gzip bomb: %zu compressed bytes -> 256 MiB, peak RSS %ld MiB\n", bomb.n, mib);
+        fflush(stdout);
+        _exit(bad);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gzip bomb: status %d", WEXITSTATUS(st));
+    free(plain.p);
+    free(gz.p);
+    free(one.p);
+    free(bomb.p);
+}
+
 static void on_alarm(int sig) {
     (void)sig;
     static const char msg[] = "test_reader_hostile: timed out (a read blocked?)\n";
@@ -404,6 +611,7 @@ int main(void) {
     lenhist();
     dup_cap();
     json_amplification();
+    gzip_inputs();
     /* the status of every refused file: it said "unknown input kind", of a corrupt shard or manifest too */
     CHECK(strstr(ds_strerror(DS_ERR_FORMAT), "malformed") && !strstr(ds_strerror(DS_ERR_FORMAT), "input kind"),
           "ds_strerror(DS_ERR_FORMAT): %s", ds_strerror(DS_ERR_FORMAT));

@@ -82,7 +82,7 @@ static const char *rec_status_name(ds_rec_status s)
     case DS_REC_MISSING_FIELD: return "text field missing";
     case DS_REC_NOT_STRING: return "text field is not a string";
     case DS_REC_OVERLONG: return "record longer than the reader's limit";
-    case DS_REC_ZSTD_ERROR: return "zstd stream truncated or corrupt (rest of file ignored)";
+    case DS_REC_ZSTD_ERROR: return "zstd or gzip stream truncated or corrupt (rest of file ignored)";
     case DS_REC_TOKENIZER: return "tokenizer-limit";
     }
     return "unusable record";
