@@ -4,7 +4,9 @@
 # (fp32 and bf16: files, config, tokenizer with the shards' EOS), and its
 # refusals: usage (64), an output inside the data or over the checkpoint
 # (64), the wrong tokenizer (2, naming both fingerprints), a corrupt
-# checkpoint (2). The parity with transformers is test_hf_export's.
+# checkpoint (2); `llmtrain --init-from` the export (first step's loss =
+# transformers' figure) and its refusals (another tokenizer's shards, hostile
+# safetensors: exit 2; --plan: 64). Layout parity: test_hf_export.
 set -u
 MKS=$1
 SHARED=$2
@@ -59,6 +61,36 @@ if [ -r "$SHARED/vocab/gpt2.tiktoken" ]; then
 else
     bad "no $SHARED/vocab/gpt2.tiktoken"
 fi
+# --init-from the export: config.json defines the model, the exported
+# tokenizer.json is the shards' (llmtrain's record), the first step's loss is
+# transformers' on that step's rows (committed, tests/hf/make_export_fixture.py)
+"$LLM" --data "$T/shards" --init-from "$T/hf" --seq-len 32 --steps 1 --token-budget 256 --batch-tokens 256 \
+    --log "$T/init.jsonl" --quiet > /dev/null 2> "$T/err"
+expect_rc 0 $? "--init-from the export"
+ours=$(head -1 "$T/init.jsonl" | sed -n 's/.*"loss":\([^,}]*\).*/\1/p')
+hf=$(sed -n 's/.*"hf_init_first_loss": *\([^,}]*\).*/\1/p' "$ROOT/tests/data/hf/export_gpt2.json")
+if [ -n "$ours" ] && [ -n "$hf" ] && awk -v a="$ours" -v b="$hf" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'; then
+    ok "--init-from: first step loss $ours equals transformers' $hf (1e-4 relative)"
+else
+    bad "--init-from: first step loss '$ours' differs from transformers' '$hf'"
+fi
+# shards of another tokenizer (same vocabulary size, trained on other text)
+"$MKS" tokenizer train --vocab-size 300 --out "$T/tok2.tiktoken" -s '<|endoftext|>' -q "$ROOT/samples/notes.txt" &&
+    "$MKS" build -t "$T/tok2.tiktoken" -L 33 -o "$T/shards2" --val-fraction 0.05 -q "$ROOT/samples/tiny.jsonl" ||
+    bad "build the other shards"
+run 2 "--init-from with shards of another tokenizer" "fingerprint" "is not the one" -- \
+    "$LLM" --data "$T/shards2" --init-from "$T/hf" --seq-len 32 --steps 1 --token-budget 256 --batch-tokens 256
+run 64 "--plan --init-from" "--plan does not read --init-from" -- \
+    "$LLM" --plan --data "$T/shards" --init-from "$T/hf" --seq-len 32 --token-budget 256
+# hostile safetensors, crafted here: a 1 GB header size word, a truncated file
+cp -r "$T/hf" "$T/hfbig"
+printf '\x00\xca\x9a\x3b\x00\x00\x00\x00' | dd of="$T/hfbig/model.safetensors" bs=1 conv=notrunc 2> /dev/null
+run 2 "--init-from: a 1 GB safetensors header" "over the 100,000,000-byte limit" -- \
+    "$LLM" --data "$T/shards" --init-from "$T/hfbig" --seq-len 32 --steps 1 --token-budget 256 --batch-tokens 256
+cp -r "$T/hf" "$T/hfcut"
+truncate -s -4 "$T/hfcut/model.safetensors"
+run 2 "--init-from: a truncated model.safetensors" "byte buffer holds" -- \
+    "$LLM" --data "$T/shards" --init-from "$T/hfcut" --seq-len 32 --steps 1 --token-budget 256 --batch-tokens 256
 cp -r "$T/ck" "$T/ckbad"
 printf 'XXXX' | dd of="$T/ckbad/ckpt.bin" bs=1 seek=300 conv=notrunc 2> /dev/null
 run 2 "export of a corrupt checkpoint" "checksum" -- "$LLM" export --ckpt "$T/ckbad" --out "$T/x"

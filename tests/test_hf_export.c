@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "export.h"
+#include "hf_import.h"
 #include "model.h"
 #include "safetensors.h"
 #include "test_check.h"
@@ -205,7 +206,7 @@ static double bf16_loss(fixture *f)
  * set's validation split as llmtrain's validation feeds them (tr_fill_rows,
  * no --doc-mask): inputs and targets (-1: no loss) as JSON, for the
  * fixture script's run check. */
-static int valrows(const char *dir, int T_, int n, const char *out)
+static int valrows(const char *dir, int split, int T_, int n, const char *out)
 {
     tr_rows rows;
     char err[512] = "";
@@ -216,9 +217,29 @@ static int valrows(const char *dir, int T_, int n, const char *out)
     tr_batch b;
     uint32_t *st = malloc((size_t)rows.row_len * 4), *sp = malloc((size_t)rows.row_len * 4);
     uint8_t *sm = malloc((size_t)rows.row_len);
-    if (tr_batch_alloc(&b, n, T_) || tr_fill_rows(&rows, TR_SPLIT_VAL, 0, n, T_, 0, &b, st, sp, sm)) {
-        fprintf(stderr, "cannot read the validation rows\n");
+    if (tr_batch_alloc(&b, n, T_)) {
+        fprintf(stderr, "out of memory\n");
         return 1;
+    }
+    if (split == TR_SPLIT_VAL) {
+        if (tr_fill_rows(&rows, TR_SPLIT_VAL, 0, n, T_, 0, &b, st, sp, sm)) {
+            fprintf(stderr, "cannot read the validation rows\n");
+            return 1;
+        }
+    } else { /* the first step's rows: loader positions 0..n-1 in llmtrain's order (seed 1337) */
+        tr_batch one;
+        if (tr_batch_alloc(&one, 1, T_))
+            return 1;
+        for (int r = 0; r < n; r++) {
+            uint64_t row = tr_row_at((uint64_t)r, rows.n_rows[TR_SPLIT_TRAIN], 1337, 1);
+            if (tr_fill_rows(&rows, TR_SPLIT_TRAIN, row, 1, T_, 0, &one, st, sp, sm)) {
+                fprintf(stderr, "cannot read train row %llu\n", (unsigned long long)row);
+                return 1;
+            }
+            memcpy(b.inputs + (size_t)r * T_, one.inputs, (size_t)T_ * sizeof *one.inputs);
+            memcpy(b.targets + (size_t)r * T_, one.targets, (size_t)T_ * sizeof *one.targets);
+        }
+        tr_batch_free(&one);
     }
     json_t *o = json_object(), *in = json_array(), *tg = json_array();
     for (int r = 0; r < n; r++) {
@@ -242,10 +263,106 @@ static int valrows(const char *dir, int T_, int n, const char *out)
     return rc;
 }
 
+/* tests/data/hf/gpt2_tiny: a random-init GPT-2 transformers saved with
+ * save_pretrained in two shards (index.json); its loss on the fixture's rows
+ * must be transformers' to 1e-4 relative. Then the import's refusals. */
+static void check_import(json_t *fx)
+{
+    json_t *ti = json_object_get(fx, "import_gpt2_tiny"), *rows = json_object_get(ti, "rows");
+    CHECK(json_array_size(rows) == 2, "fixture rows");
+    if (json_array_size(rows) != 2)
+        return;
+    const char *dir = MKS_TEST_DATA "/hf/gpt2_tiny";
+    char err[1024] = "";
+    tr_model_config c;
+    tr_model *m = NULL;
+    tr_rows stub;
+    memset(&stub, 0, sizeof stub);
+    stub.vocab_size = 96;
+    snprintf(stub.desc, sizeof stub.desc, "stub shards");
+    int L = 0, NH = 0, C = 0;
+    /* the folder has no tokenizer: the shape checks pass, the tokenizer's refuses */
+    int rc = tr_hf_import_shape(dir, &stub, 16, &L, &NH, &C, err, sizeof err);
+    CHECK(rc == TR_ERR_FINGERPRINT && strstr(err, "no tokenizer"), "no tokenizer: %d %s", rc, err);
+    stub.vocab_size = 97;
+    rc = tr_hf_import_shape(dir, &stub, 16, &L, &NH, &C, err, sizeof err);
+    CHECK(rc == TR_ERR_FINGERPRINT && strstr(err, "vocab_size 96"), "vocabulary: %d %s", rc, err);
+    stub.vocab_size = 96;
+    rc = tr_hf_import_shape(dir, &stub, 17, &L, &NH, &C, err, sizeof err);
+    CHECK(rc == TR_ERR_ARG && strstr(err, "n_positions 16"), "T > n_positions: %d %s", rc, err);
+    if (tr_model_config_make(2, 2, 16, 16, 96, &c) || tr_model_create(&c, 1, &m))
+        return;
+    rc = tr_hf_import_weights(dir, m, err, sizeof err);
+    CHECK(rc == TR_OK, "import: %s", err);
+    uint32_t in[2 * 16];
+    int32_t tg[2 * 16];
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 16; t++) {
+            in[b * 16 + t] = (uint32_t)json_integer_value(json_array_get(json_array_get(rows, b), t));
+            tg[b * 16 + t] = (int32_t)json_integer_value(json_array_get(json_array_get(rows, b), t + 1));
+        }
+    double sum = 0;
+    uint64_t nt = 0;
+    CHECK(tr_model_forward(m, 2, 16, in, tg, NULL, NULL, &sum, &nt) == 0 && nt == 32);
+    double ours = sum / 32, hf = json_real_value(json_object_get(ti, "hf_loss"));
+    CHECK(fabs(ours - hf) <= 1e-4 * hf, "imported save_pretrained model: loss %.9g, transformers %.9g", ours, hf);
+    printf("test_hf_export: save_pretrained GPT-2 imported: loss %.9g, transformers %.9g (rel %.2e)\n", ours, hf,
+           fabs(ours - hf) / hf);
+    /* refusals, on copies: a config of another family, a shard missing, a
+     * shape that is not config.json's */
+    char tmp[] = "/tmp/test_hf_import_XXXXXX", cmd[600];
+    if (!mkdtemp(tmp)) {
+        tr_model_free(m);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "cp %s/* %s/ && chmod u+w %s/*", dir, tmp, tmp);
+    CHECK(system(cmd) == 0);
+    char p[600];
+    snprintf(p, sizeof p, "%s/config.json", tmp);
+    FILE *f = fopen(p, "w");
+    fputs("{\"model_type\": \"llama\", \"n_layer\": 2}", f);
+    fclose(f);
+    rc = tr_hf_import_shape(tmp, &stub, 16, &L, &NH, &C, err, sizeof err);
+    CHECK(rc == TR_ERR_DATA && strstr(err, "model_type \"llama\" is not supported"), "llama: %d %s", rc, err);
+    f = fopen(p, "w");
+    fputs("{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_layer\": 3}", f);
+    fclose(f);
+    rc = tr_hf_import_shape(tmp, &stub, 16, &L, &NH, &C, err, sizeof err);
+    CHECK(rc == TR_ERR_CORRUPT && strstr(err, "duplicate"), "duplicate key: %d %s", rc, err);
+    f = fopen(p, "w");
+    fputs("{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 16, \"n_positions\": 16, "
+          "\"vocab_size\": 96, \"layer_norm_epsilon\": 1e-6}",
+          f);
+    fclose(f);
+    rc = tr_hf_import_shape(tmp, &stub, 16, &L, &NH, &C, err, sizeof err);
+    CHECK(rc == TR_ERR_DATA && strstr(err, "layer_norm_epsilon"), "eps: %d %s", rc, err);
+    f = fopen(p, "w");
+    fputs("{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 16, \"n_positions\": 16, "
+          "\"vocab_size\": 96}",
+          f);
+    fclose(f);
+    tr_model *m3 = NULL;
+    tr_model_config c3;
+    if (!tr_model_config_make(3, 2, 16, 16, 96, &c3) && !tr_model_create(&c3, 1, &m3)) {
+        rc = tr_hf_import_weights(tmp, m3, err, sizeof err);
+        CHECK(rc == TR_ERR_CORRUPT && strstr(err, "no tensor h.2.ln_1.weight"), "3 layers: %d %s", rc, err);
+        tr_model_free(m3);
+    }
+    snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", tmp);
+    unlink(p);
+    rc = tr_hf_import_weights(tmp, m, err, sizeof err);
+    CHECK(rc == TR_ERR_IO && strstr(err, "model-00002-of-00002"), "missing shard: %d %s", rc, err);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd)) {
+    }
+    tr_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 6 && !strcmp(argv[1], "valrows"))
-        return valrows(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
+    if (argc == 6 && (!strcmp(argv[1], "valrows") || !strcmp(argv[1], "trainrows")))
+        return valrows(argv[2], argv[1][0] == 'v' ? TR_SPLIT_VAL : TR_SPLIT_TRAIN, atoi(argv[3]), atoi(argv[4]),
+                       argv[5]);
     const char *spec = MKS_SHARED_DIR "/vocab/gpt2.tiktoken";
     if (access(spec, R_OK)) {
         fprintf(stderr, "test_hf_export: %s not found: skipped\n", spec);
@@ -327,6 +444,7 @@ int main(int argc, char **argv)
                   json_array_size(hid), ids.len);
             for (size_t i = 0; i < ids.len && i < json_array_size(hid); i++)
                 CHECK(json_integer_value(json_array_get(hid, i)) == ids.ids[i], "id %zu", i);
+            check_import(fx);
             printf("test_hf_export: loss fp32 %.9g (transformers %.9g, rel %.2e), bf16 %.9g (transformers %.9g)\n",
                    f.loss, h32, fabs(f.loss - h32) / h32, lb, h16);
             json_decref(fx);

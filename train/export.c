@@ -143,12 +143,32 @@ static int export_tokenizer(const char *dir, const tk_tokenizer *tok, const char
         if (rc)
             return rc;
     }
+    /* The record --init-from reads (train/hf_import.h): a tokenizer.json
+     * has its own fingerprint (its pipeline is part of it), so a run's rank
+     * file and its export differ; the source's fingerprint and that of the
+     * file written tell that this unchanged file is the run's tokenizer. */
+    uint8_t fsrc[32], fjson[32];
+    char hsrc[65], hjson[65];
+    tk_tokenizer *back = NULL;
+    if (tk_load(path, TK_PAT_NONE, &back, NULL, 0)) {
+        snprintf(err, errlen, "cannot read back the tokenizer.json written to %s", dir);
+        return TR_ERR_IO;
+    }
+    tk_fingerprint(tok, fsrc);
+    tk_fingerprint(back, fjson);
+    tk_free(back);
+    for (int i = 0; i < 32; i++) {
+        sprintf(hsrc + 2 * i, "%02x", fsrc[i]);
+        sprintf(hjson + 2 * i, "%02x", fjson[i]);
+    }
     json_t *tc = json_object();
     json_object_set_new(tc, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
     json_object_set_new(tc, "bos_token", token_text(tok, bos));
     json_object_set_new(tc, "eos_token", token_text(tok, eos));
     json_object_set_new(tc, "model_max_length", json_integer(max_seq));
     json_object_set_new(tc, "clean_up_tokenization_spaces", json_false());
+    json_object_set_new(tc, "llmtrain", json_pack("{s:s, s:s}", "tokenizer_fingerprint", hsrc,
+                                                  "tokenizer_json_fingerprint", hjson));
     int rc = write_json(dir, "tokenizer_config.json", tc, err, errlen);
     json_decref(tc);
     return rc;

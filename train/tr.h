@@ -360,6 +360,8 @@ typedef struct {
     void *comm;
     int zero;
     const char *optim;        /* --optim: a name of tr_optim_name's list; NULL: the first (the default) */
+    const char *init_from;    /* --init-from: a Hugging Face folder whose config.json and weights start the
+                                 run (train/hf_import.h); NULL: --model, random init */
 } tr_train_opts;
 void tr_train_opts_init(tr_train_opts *o);
 

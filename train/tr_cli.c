@@ -39,6 +39,8 @@ static const char *usage_text =
     "  --nbuf K              loader host buffers (default 2)\n"
     "Model and optimiser:\n"
     "  --model NAME          tiny, d12, d24, d36, d48 (default tiny)\n"
+    "  --init-from DIR       start from a Hugging Face folder (GPT-2 family: config.json defines\n"
+    "                        the model, safetensors weights, its tokenizer = the shards'; fresh optimizer)\n"
     "  --steps N             optimiser steps (default 100)\n"
     "  --lr X  --lr-min X    peak / final learning rate (1e-3, lr/10), warmup + cosine\n"
     "  --warmup N            warmup steps (default steps/20)\n"
@@ -128,7 +130,7 @@ static int pdbl(const char *prog, const char *opt, const char *s, double lo, int
 enum {
     O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
     O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
-    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO, O_OPTIM
+    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO, O_OPTIM, O_INIT
 };
 static const struct option long_opts[] = {
     {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
@@ -149,7 +151,8 @@ static const struct option long_opts[] = {
     {"quiet", no_argument, 0, O_QUIET},           {"vocab-size", required_argument, 0, O_VOCAB},
     {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
     {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},
-    {"optim", required_argument, 0, O_OPTIM},     {0, 0, 0, 0}};
+    {"optim", required_argument, 0, O_OPTIM},     {"init-from", required_argument, 0, O_INIT},
+    {0, 0, 0, 0}};
 
 
 static void print_help(const char *prog, int plan_only)
@@ -209,6 +212,7 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
         o->optim = optarg;
         break;
     }
+    case O_INIT: o->init_from = optarg; break;
     case O_LOG: o->log_path = optarg; break;
     case O_CKD: o->ckpt_dir = optarg; break;
     case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o->ckpt_every); break;
@@ -279,6 +283,9 @@ int tr_cli_parse(const char *prog, int argc, char **argv, int plan_only, cli_arg
         fprintf(stderr, "%s: --lr-min %g is above --lr %g\n", prog, o->lr_min, o->lr);
         return X_USAGE;
     }
+    if (a->plan && o->init_from)
+        return tr_cli_uerr(prog, "%s", "--plan does not read --init-from's config.json yet: plan with the --model "
+                                      "of the same shape");
     if (o->batch_tokens && o->token_budget == 0)
         o->token_budget = o->batch_tokens;
     return -1;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "hf_import.h"
 #include "dist.h"
 #include "ds.h"
 #include "kn.h"
@@ -512,7 +513,12 @@ static int run_plan(tr_run *r)
     tr_train_result *res = r->res;
     tr_plan_in *pi = &res->plan_in;
     memset(pi, 0, sizeof *pi);
-    if (tr_model_preset(o->model, &pi->n_layer, &pi->n_head, &pi->n_embd)) {
+    if (o->init_from) { /* the folder's config.json defines the model (train/hf_import.h) */
+        int rc = tr_hf_import_shape(o->init_from, r->rows, r->T, &pi->n_layer, &pi->n_head, &pi->n_embd, r->err,
+                                    r->errlen);
+        if (rc)
+            return rc;
+    } else if (tr_model_preset(o->model, &pi->n_layer, &pi->n_head, &pi->n_embd)) {
         snprintf(r->err, r->errlen, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
         return TR_ERR_ARG;
     }
@@ -566,6 +572,11 @@ static int alloc_model(tr_run *r)
     if (mr) {
         snprintf(r->err, r->errlen, "cannot allocate the model");
         return tr_backend_model_err(mr);
+    }
+    if (o->init_from && !r->resuming) { /* a checkpoint, when resuming, has the weights */
+        int rc = tr_hf_import_weights(o->init_from, r->m, r->err, r->errlen);
+        if (rc)
+            return rc;
     }
     r->P = tr_model_param_count(&r->mc);
     tr_rng_seed(&r->rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
@@ -666,7 +677,7 @@ static int run_allocate(tr_run *r)
         fprintf(r->out,
                 "training %s (%zu params) on %s: T=%d, micro-batch %d rows (%d tokens <= budget %" PRIu64
                 "), %d micro-batches/step, %" PRIu64 " tokens/step, plan %.1f MiB\n",
-                o->model, r->P, r->rows->desc, r->T, r->B, r->B * r->T, res->plan_in.token_budget,
+                o->init_from ? o->init_from : o->model, r->P, r->rows->desc, r->T, r->B, r->B * r->T, res->plan_in.token_budget,
                 res->plan.n_micro, (uint64_t)r->R * (uint64_t)r->T, (double)res->plan.total_bytes / 1048576.0);
     r->warm = o->warmup;
     if (r->warm == UINT64_MAX) {

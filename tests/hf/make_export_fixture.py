@@ -50,11 +50,49 @@ def run_check(d, mks, llm, dumper, torch, F, AutoModelForCausalLM):
     with open(t + "/val.json") as f:
         v = json.load(f)
     model = AutoModelForCausalLM.from_pretrained(t + "/hf", local_files_only=True, dtype=torch.float32).eval()
-    inputs, targets = torch.tensor(v["inputs"]), torch.tensor(v["targets"])
+
+    def hf_loss(rows_json):
+        with open(rows_json) as f:
+            v = json.load(f)
+        inputs, targets = torch.tensor(v["inputs"]), torch.tensor(v["targets"])
+        with torch.no_grad():
+            logits = model(inputs).logits.float()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1).item()
+
+    hf = hf_loss(t + "/val.json")
+    # --init-from the export: the first step's loss (before its update) is the
+    # model's on that step's 8 train rows
+    sh(llm, "--data", t + "/shards", "--init-from", t + "/hf", "--seq-len", "32", "--steps", "1", "--token-budget",
+       "256", "--batch-tokens", "256", "--log", t + "/init.jsonl", "--quiet")
+    with open(t + "/init.jsonl") as f:
+        init_loss = json.loads(f.readline())["loss"]
+    sh(dumper, "trainrows", t + "/shards", "32", "8", t + "/train.json")
+    hf_init = hf_loss(t + "/train.json")
+    return run_loss, hf, init_loss, hf_init
+
+
+def make_tiny(torch, F):
+    """A random-init transformers GPT-2 (every parameter perturbed, biases and
+    LayerNorm included) saved with save_pretrained in 20 KB shards
+    (model.safetensors.index.json): test_hf_export loads it with
+    tr_hf_import_weights and compares its loss on ROWS with transformers'."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(30)
+    cfg = GPT2Config(vocab_size=96, n_positions=16, n_embd=16, n_layer=2, n_head=2, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=95, eos_token_id=95)
+    model = GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():
-        logits = model(inputs).logits.float()
-    hf = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1).item()
-    return run_loss, hf
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    out = os.path.join(HERE, "..", "data", "hf", "gpt2_tiny")
+    for f in os.listdir(out) if os.path.isdir(out) else []:
+        os.unlink(os.path.join(out, f))
+    model.save_pretrained(out, max_shard_size="20KB", safe_serialization=True)
+    rows = torch.randint(0, 96, (2, 17), generator=torch.Generator().manual_seed(31))
+    with torch.no_grad():
+        logits = model(rows[:, :-1]).logits.float()
+    loss = F.cross_entropy(logits.reshape(-1, 96), rows[:, 1:].reshape(-1)).item()
+    return {"rows": rows.tolist(), "hf_loss": loss, "files": sorted(os.listdir(out))}
 
 
 def main():
@@ -104,7 +142,13 @@ def main():
         # the same validation rows of the exported checkpoint
         build = os.path.dirname(os.path.dirname(os.path.abspath(args[0])))
         mks, llm = os.path.join(build, "tools", "mkshards"), os.path.join(build, "tools", "llmtrain", "llmtrain")
-        run_loss, hf_run = run_check(d, mks, llm, args[0], torch, F, AutoModelForCausalLM)
+        run_loss, hf_run, init_loss, hf_init = run_check(d, mks, llm, args[0], torch, F, AutoModelForCausalLM)
+        print(f"--init-from: llmtrain first-step loss {init_loss:.9g}, transformers {hf_init:.9g}, "
+              f"relative difference {abs(init_loss - hf_init) / hf_init:.2e}")
+        if abs(init_loss - hf_init) > 1e-4 * hf_init:
+            print("FAIL: the --init-from run's first loss differs by more than 1e-4 relative", file=sys.stderr)
+            return 1
+        out["hf_init_first_loss"] = hf_init
         print(f"run: llmtrain val loss {run_loss:.9g}, transformers {hf_run:.9g}, "
               f"relative difference {abs(run_loss - hf_run) / hf_run:.2e}")
         if abs(run_loss - hf_run) > 1e-4 * hf_run:
@@ -116,7 +160,7 @@ def main():
     if check:
         with open(FIXTURE) as f:
             fx = json.load(f)
-        for k in ("hf_loss_fp32", "hf_loss_bf16", "hf_run_val_loss"):
+        for k in ("hf_loss_fp32", "hf_loss_bf16", "hf_run_val_loss", "hf_init_first_loss"):
             if abs(fx[k] - out[k]) > 1e-4 * abs(out[k]):
                 print(f"FAIL: committed {k} {fx[k]} != recomputed {out[k]}", file=sys.stderr)
                 return 1
@@ -125,6 +169,9 @@ def main():
             return 1
         print("make_export_fixture: transformers agrees with llmtrain and the committed fixture")
         return 0
+    tiny = make_tiny(torch, F)
+    out["import_gpt2_tiny"] = tiny
+    print(f"gpt2_tiny (save_pretrained, {len(tiny['files'])} files): transformers loss {tiny['hf_loss']:.9g}")
     with open(FIXTURE, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
