@@ -1,6 +1,6 @@
-/* fuzz_reader.c - libFuzzer target for the JSONL/txt/zstd reader and the lint
+/* fuzz_reader.c - libFuzzer target for the JSONL/txt/zstd/gzip reader and the lint
  * byte checks. The first input byte picks the configuration; the rest is the
- * file content (zstd is sniffed by its magic, so compressed inputs are
+ * file content (zstd and gzip are sniffed by their magic, so compressed inputs are
  * covered too). Built as a libFuzzer binary with -DMKS_FUZZ=ON (clang), and
  * always linked into test_fuzz_replay, which replays tests/data/fuzz/reader. */
 #include <stdint.h>

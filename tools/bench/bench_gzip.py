@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""bench_gzip.py - `mkshards build` from .jsonl.gz against the same data as
+.jsonl (issue 29 item 1: within 1.15x the wall time at 2 threads).
+
+The shared corpus (../shared/corpus/*.jsonl.zst) is decompressed once into a
+temporary folder as one .jsonl and gzip-compressed (`gzip -6`, the default
+of the tools that publish corpora; Python's gzip module if there is no gzip
+CLI). Builds of both alternate (--repeat times each, so background load
+hits both alike); the median wall time of each and their ratio are printed,
+and the shards of the two builds are compared byte for byte. With --inflate,
+also times a bare decompression of the .gz by the CLIs that are installed
+(gzip, pigz -p1 = zlib, igzip = ISA-L), the figures behind the choice of
+zlib in dataset/reader.c (docs/reader.md).
+
+  python3 tools/bench/bench_gzip.py [--mkshards build/tools/mkshards]
+      [--shared ../shared] [--threads 2] [--repeat 5] [--inflate]
+"""
+import argparse
+import filecmp
+import glob
+import gzip
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run_build(mks, inp, out, threads, env):
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    subprocess.run([mks, "build", "-t", "gpt2", "-L", "1024", "-j", str(threads), "-o", out, inp],
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mkshards", default="build/tools/mkshards")
+    ap.add_argument("--shared", default="../shared")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--inflate", action="store_true")
+    a = ap.parse_args()
+    env = dict(os.environ, MKS_VOCAB_DIR=os.path.join(a.shared, "vocab"))
+    zsts = sorted(glob.glob(os.path.join(a.shared, "corpus", "*.jsonl.zst")))
+    if not zsts:
+        sys.exit("bench_gzip: no %s/corpus/*.jsonl.zst" % a.shared)
+    with tempfile.TemporaryDirectory(prefix="bench_gzip.") as tmp:
+        plain = os.path.join(tmp, "corpus.jsonl")
+        with open(plain, "wb") as f:
+            for z in zsts:
+                f.write(subprocess.run(["zstd", "-dc", z], check=True, capture_output=True).stdout)
+        gz = plain + ".gz"
+        if shutil.which("gzip"):
+            with open(gz, "wb") as f:
+                subprocess.run(["gzip", "-6", "-c", plain], check=True, stdout=f)
+        else:
+            with open(plain, "rb") as fi, gzip.open(gz, "wb", compresslevel=6) as fo:
+                shutil.copyfileobj(fi, fo)
+        mb = os.path.getsize(plain) / 1e6
+        print("corpus: %.1f MB JSONL, %.1f MB gzip -6 (%d files of %s)" %
+              (mb, os.path.getsize(gz) / 1e6, len(zsts), os.path.join(a.shared, "corpus")))
+        if a.inflate:
+            for cmd in (["gzip", "-dc"], ["pigz", "-p1", "-dc"], ["igzip", "-dc"]):
+                if not shutil.which(cmd[0]):
+                    continue
+                best = min(_timed(cmd + [gz]) for _ in range(3))
+                print("inflate only: %-14s %.3f s  %.0f MB/s" % (" ".join(cmd[:-1]), best, mb / best))
+        times = {"jsonl": [], "gz": []}
+        outs = {"jsonl": os.path.join(tmp, "o_jsonl"), "gz": os.path.join(tmp, "o_gz")}
+        for _ in range(a.repeat):
+            times["jsonl"].append(run_build(a.mkshards, plain, outs["jsonl"], a.threads, env))
+            times["gz"].append(run_build(a.mkshards, gz, outs["gz"], a.threads, env))
+        same = all(filecmp.cmp(p, os.path.join(outs["gz"], os.path.basename(p)), shallow=False)
+                   for p in glob.glob(os.path.join(outs["jsonl"], "*.mks")))
+        mj, mg = statistics.median(times["jsonl"]), statistics.median(times["gz"])
+        print("build -j %d, median of %d: .jsonl %.3f s (%.1f MB/s), .jsonl.gz %.3f s (%.1f MB/s)" %
+              (a.threads, a.repeat, mj, mb / mj, mg, mb / mg))
+        print("  runs .jsonl: %s" % " ".join("%.3f" % t for t in times["jsonl"]))
+        print("  runs .gz:    %s" % " ".join("%.3f" % t for t in times["gz"]))
+        print("ratio gz/jsonl: %.3f (requirement <= 1.15); shards identical: %s" % (mg / mj, same))
+        if not same:
+            sys.exit(1)
+
+
+def _timed(cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
