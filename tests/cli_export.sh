@@ -6,7 +6,9 @@
 # (64), the wrong tokenizer (2, naming both fingerprints), a corrupt
 # checkpoint (2); `llmtrain --init-from` the export (first step's loss =
 # transformers' figure) and its refusals (another tokenizer's shards, hostile
-# safetensors: exit 2; --plan: 64). Layout parity: test_hf_export.
+# safetensors: exit 2; --plan: 64); --export / --export-every (the same
+# bytes as `llmtrain export`; outputs over inputs: 64). Layout parity:
+# test_hf_export.
 set -u
 MKS=$1
 SHARED=$2
@@ -91,6 +93,25 @@ cp -r "$T/hf" "$T/hfcut"
 truncate -s -4 "$T/hfcut/model.safetensors"
 run 2 "--init-from: a truncated model.safetensors" "byte buffer holds" -- \
     "$LLM" --data "$T/shards" --init-from "$T/hfcut" --seq-len 32 --steps 1 --token-budget 256 --batch-tokens 256
+# --export / --export-every: the run writes the same folder as `llmtrain
+# export` of its final checkpoint, byte for byte
+"$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 3 --token-budget 256 --batch-tokens 256 \
+    --ckpt-dir "$T/ck3" --export "$T/hfrun" --export-every 2 --tokenizer "$T/tok.tiktoken" > "$T/out3" 2> "$T/err"
+expect_rc 0 $? "a run with --export-every 2"
+grep -q "exported step 2 to" "$T/out3" && grep -q "exported step 3 to" "$T/out3" && ok "exported at steps 2 and 3" ||
+    bad "--export-every 2: $(grep exported "$T/out3")"
+"$LLM" export --ckpt "$T/ck3" --out "$T/hfck3" --data "$T/shards" --tokenizer "$T/tok.tiktoken" > /dev/null 2>&1
+same=1
+for f in model.safetensors config.json generation_config.json tokenizer.json tokenizer_config.json; do
+    cmp -s "$T/hfrun/$f" "$T/hfck3/$f" || { same=0; bad "--export's $f differs from llmtrain export's"; }
+done
+[ $same = 1 ] && ok "--export at the end = llmtrain export of the final checkpoint (5 files byte for byte)"
+run 64 "--export inside the data" "--export" "inside the data folder" -- \
+    "$LLM" --data "$T/shards" --model tiny --seq-len 32 --steps 1 --export "$T/shards/hf"
+run 64 "--export into the --init-from folder" "--export" "lies inside the input folder" -- \
+    "$LLM" --data "$T/shards" --init-from "$T/hf" --seq-len 32 --steps 1 --export "$T/hf/again"
+run 64 "--export-every without --export" "--export-every needs --export" -- \
+    "$LLM" --data "$T/shards" --steps 1 --export-every 2
 cp -r "$T/ck" "$T/ckbad"
 printf 'XXXX' | dd of="$T/ckbad/ckpt.bin" bs=1 seek=300 conv=notrunc 2> /dev/null
 run 2 "export of a corrupt checkpoint" "checksum" -- "$LLM" export --ckpt "$T/ckbad" --out "$T/x"

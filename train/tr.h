@@ -362,6 +362,9 @@ typedef struct {
     const char *optim;        /* --optim: a name of tr_optim_name's list; NULL: the first (the default) */
     const char *init_from;    /* --init-from: a Hugging Face folder whose config.json and weights start the
                                  run (train/hf_import.h); NULL: --model, random init */
+    const char *export_dir;   /* --export: a Hugging Face folder written at the end (train/export.h) */
+    uint64_t export_every;    /* --export-every K: also every K steps (0: only at the end) */
+    int export_bf16;          /* --export-dtype bf16 */
 } tr_train_opts;
 void tr_train_opts_init(tr_train_opts *o);
 

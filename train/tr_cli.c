@@ -65,6 +65,8 @@ static const char *usage_text =
     "  --log FILE            JSON lines, one per step (step, loss, tokens, lr, ...)\n"
     "  --log-every K         print every K-th step (1)\n"
     "  --ckpt-dir DIR  --ckpt-every K  --resume\n"
+    "  --export DIR          write a Hugging Face folder at the end (llmtrain export --help)\n"
+    "  --export-every K      ... and every K steps  --export-dtype fp32|bf16 (fp32)\n"
     "  --val-every K  --val-rows N\n"
     "  --sample [N]          print N generated tokens at the end (default 200)\n"
     "  --tokenizer SPEC      decode samples; must match the shards' fingerprint\n"
@@ -130,7 +132,7 @@ static int pdbl(const char *prog, const char *opt, const char *s, double lo, int
 enum {
     O_DATA = 256, O_MODEL, O_SEQ, O_STEPS, O_TB, O_BT, O_PREC, O_DEV, O_SEED, O_LOG, O_CKD, O_CKE, O_RES, O_PLAN,
     O_MEM, O_JSON, O_REC, O_DOC, O_LR, O_LRMIN, O_WARM, O_WD, O_CLIP, O_VALE, O_VALR, O_SAMPLE, O_TOK, O_NBUF,
-    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO, O_OPTIM, O_INIT
+    O_STOP, O_LOGE, O_QUIET, O_VOCAB, O_NOVERIFY, O_HELP, O_WORLD, O_ZERO, O_OPTIM, O_INIT, O_EXP, O_EXPE, O_EXPD
 };
 static const struct option long_opts[] = {
     {"data", required_argument, 0, O_DATA},       {"model", required_argument, 0, O_MODEL},
@@ -152,7 +154,8 @@ static const struct option long_opts[] = {
     {"no-verify", no_argument, 0, O_NOVERIFY},    {"help", no_argument, 0, O_HELP},
     {"world", required_argument, 0, O_WORLD},     {"zero", required_argument, 0, O_ZERO},
     {"optim", required_argument, 0, O_OPTIM},     {"init-from", required_argument, 0, O_INIT},
-    {0, 0, 0, 0}};
+    {"export", required_argument, 0, O_EXP},      {"export-every", required_argument, 0, O_EXPE},
+    {"export-dtype", required_argument, 0, O_EXPD}, {0, 0, 0, 0}};
 
 
 static void print_help(const char *prog, int plan_only)
@@ -213,6 +216,14 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
         break;
     }
     case O_INIT: o->init_from = optarg; break;
+    case O_EXP: o->export_dir = optarg; break;
+    case O_EXPE: r = pu64(prog, "--export-every", optarg, 0, TR_MAX_STEPS, &o->export_every); break;
+    case O_EXPD:
+        if (!strcmp(optarg, "bf16") || !strcmp(optarg, "fp32"))
+            o->export_bf16 = optarg[0] == 'b';
+        else
+            r = tr_cli_uerr(prog, "--export-dtype takes fp32 or bf16, not '%s'", optarg);
+        break;
     case O_LOG: o->log_path = optarg; break;
     case O_CKD: o->ckpt_dir = optarg; break;
     case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o->ckpt_every); break;
@@ -283,6 +294,8 @@ int tr_cli_parse(const char *prog, int argc, char **argv, int plan_only, cli_arg
         fprintf(stderr, "%s: --lr-min %g is above --lr %g\n", prog, o->lr_min, o->lr);
         return X_USAGE;
     }
+    if (o->export_every && !o->export_dir)
+        return tr_cli_uerr(prog, "%s", "--export-every needs --export DIR");
     if (a->plan && o->init_from)
         return tr_cli_uerr(prog, "%s", "--plan does not read --init-from's config.json yet: plan with the --model "
                                       "of the same shape");

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "export.h"
 #include "hf_import.h"
 #include "dist.h"
 #include "ds.h"
@@ -232,9 +233,14 @@ static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_
     }
     const char *set = rows->set_dir ? rows->set_dir : o->data_dir;
     ds_read_paths in = {.tokenizer = o->tokenizer, .sets = &set, .n_sets = set ? 1 : 0, .set_what = "the data folder"};
-    const char *outs[4] = {o->log_path, o->ckpt_dir, o->ckpt_dir ? ck[0] : NULL, o->ckpt_dir ? ck[1] : NULL};
-    const char *labels[4] = {"--log", "--ckpt-dir", "--ckpt-dir", "--ckpt-dir"};
-    for (int i = 0; i < 4; i++) {
+    /* the --init-from folder is an input too (--export never writes over it) */
+    in.inputs = &o->init_from;
+    in.n_inputs = o->init_from ? 1 : 0;
+    in.in_what = "the --init-from folder";
+    const char *outs[5] = {o->log_path, o->ckpt_dir, o->ckpt_dir ? ck[0] : NULL, o->ckpt_dir ? ck[1] : NULL,
+                           o->export_dir};
+    const char *labels[5] = {"--log", "--ckpt-dir", "--ckpt-dir", "--ckpt-dir", "--export"};
+    for (int i = 0; i < 5; i++) {
         char e[9000];
         if (outs[i] && ds_check_output(labels[i], outs[i], &in, e, sizeof e) != DS_OK) {
             snprintf(err, errlen, "refusing to overwrite an input: %s", e);
@@ -836,6 +842,39 @@ static int checkpoint(tr_run *r, uint64_t step)
     return tr_dist_agree(r->o, rc, "writing the checkpoint", r->err, r->errlen);
 }
 
+/* The backend's state -> host model -> a Hugging Face folder (--export,
+ * train/export.h), written by rank 0. The tokenizer: --tokenizer, else the
+ * one the shard set names when it loads with their fingerprint; the
+ * framing: the shard set's. */
+static int export_model(tr_run *r, uint64_t step)
+{
+    const tr_train_opts *o = r->o;
+    int rc = r->ops->get_state(r->be, r->m, 0, r->extra, r->err, r->errlen);
+    if (rc)
+        return rc;
+    if (tr_dist_rank(o) == 0) {
+        tk_tokenizer *own = NULL;
+        const tk_tokenizer *tok = r->tok;
+        const char *spec = o->tokenizer;
+        if (!tok && r->rows->tokenizer[0] && strcmp(r->rows->tokenizer, "custom") &&
+            tk_load(r->rows->tokenizer, TK_PAT_NONE, &own, NULL, 0) == 0) {
+            uint8_t fp[32];
+            tk_fingerprint(own, fp);
+            if (memcmp(fp, r->rows->fingerprint, 32) == 0)
+                tok = own, spec = r->rows->tokenizer;
+        }
+        int64_t bos = r->rows->frame_known ? r->rows->bos_id : -1;
+        int64_t eos = r->rows->frame_known ? r->rows->eos_id : (int64_t)r->rows->eot_id;
+        rc = tr_export_hf(o->export_dir, &r->mc, tr_model_params(r->m), o->export_bf16, tok, spec, bos, eos, r->err,
+                          r->errlen);
+        tk_free(own);
+        if (!rc && !o->quiet)
+            fprintf(r->out, "exported step %" PRIu64 " to %s%s\n", step + 1, o->export_dir,
+                    tok ? "" : " (no tokenizer: pass --tokenizer)");
+    }
+    return tr_dist_agree(o, rc, "exporting the model", r->err, r->errlen);
+}
+
 /* One optimiser step (0-based index step). */
 static int run_step(tr_run *r, uint64_t step)
 {
@@ -887,8 +926,13 @@ static int run_step(tr_run *r, uint64_t step)
             fprintf(r->out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, a.vl, r->val_rows);
     }
     log_json(r, step, &a);
-    if (o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == r->end))
-        return checkpoint(r, step);
+    if (o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == r->end)) {
+        int rc = checkpoint(r, step);
+        if (rc)
+            return rc;
+    }
+    if (o->export_dir && ((o->export_every && (step + 1) % o->export_every == 0) || step + 1 == r->end))
+        return export_model(r, step);
     return TR_OK;
 }
 
