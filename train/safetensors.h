@@ -121,7 +121,7 @@ int tr_st_write_atomic(const char *path, const void *const *part, const size_t *
  * a plain name in the same folder (no '/', not "." or ".."), at most
  * TR_ST_MAX_SHARDS files; every tensor of a file must be in the map with
  * that file, and every mapped tensor must be in its file (TR_ERR_CORRUPT). */
-#define TR_ST_MAX_INDEX (64ull << 20)
+#define TR_ST_MAX_INDEX (16ull << 20)
 #define TR_ST_MAX_SHARDS 4096
 typedef struct {
     tr_st_file *files;

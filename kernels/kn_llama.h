@@ -1,0 +1,58 @@
+/* kn_llama.h - fp32 C references of the Llama-family ops (issue 30 step 4):
+ * RMSNorm, rotary position embeddings (with Llama 3's rope_scaling) and the
+ * SwiGLU gate. Conventions of kn.h (flat row-major fp32, KN_OK / KN_EINVAL,
+ * parameter gradients accumulated, activation gradients overwritten except
+ * where stated, OpenMP over rows: bitwise identical for any thread count).
+ * Each matches transformers' fp32 implementation (LlamaRMSNorm,
+ * LlamaRotaryEmbedding + apply_rotary_pos_emb, silu(gate) * up):
+ * tests/test_kn_llama.c compares forward values and gradients with the
+ * figures tests/hf/make_llama_ops_fixture.py computed with torch. No model
+ * uses them yet (the Llama model is not built). */
+#ifndef KN_LLAMA_H
+#define KN_LLAMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- RMSNorm over the last dim ----------------------------------------------
+ *   out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps) (saved, (N))
+ * backward: dinp (N,C) += (the residual stream's gradient, as layernorm's),
+ *           dweight (C) += */
+int kn_rmsnorm_forward_ref(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps);
+int kn_rmsnorm_backward_ref(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                            const float *rstd, int N, int C);
+
+/* ---- rotary embeddings ------------------------------------------------------
+ * inv_freq (head_dim / 2): 1 / theta^(2i / head_dim), computed in fp32 as
+ * torch does; with Llama 3 scaling (factor > 0) each frequency is divided
+ * by factor below the low-frequency wavelength, kept above the
+ * high-frequency one, and smoothly interpolated between
+ * (transformers' _compute_llama3_parameters). */
+typedef struct {
+    float factor;            /* 0: no scaling ("default" rope) */
+    float low_freq_factor, high_freq_factor;
+    int original_max_position_embeddings;
+} kn_rope_scaling;
+int kn_rope_inv_freq_ref(float *inv_freq, int head_dim, float theta, const kn_rope_scaling *scaling);
+/* x (N, n_heads, head_dim), pos (N) position ids >= 0: the rotation of
+ * transformers' rotate_half convention (pairs i and i + head_dim/2, angle
+ * pos * inv_freq[i], cos/sin in fp32). out may alias x. backward: the
+ * inverse rotation, dx (=, may alias dout). */
+int kn_rope_forward_ref(float *out, const float *x, const int32_t *pos, const float *inv_freq, int N, int n_heads,
+                        int head_dim);
+int kn_rope_backward_ref(float *dx, const float *dout, const int32_t *pos, const float *inv_freq, int N, int n_heads,
+                         int head_dim);
+
+/* ---- SwiGLU gate: out = silu(gate) * up (n elements each) -------------------
+ * backward: dgate = dout * up * silu'(gate), dup = dout * silu(gate) (=). */
+int kn_swiglu_forward_ref(float *out, const float *gate, const float *up, size_t n);
+int kn_swiglu_backward_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KN_LLAMA_H */
