@@ -1,0 +1,298 @@
+/* load_common.c - what the vocabulary loaders share (load_internal.h): the
+ * table of upstream vocabularies known by sha256, path helpers, JSON id and
+ * message helpers, tokens under construction (tk_tokvec) and their move into
+ * a tokenizer, byte-level string decoding, and tk_escape_text. */
+#include "load_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* Upstream vocabularies, recognised by the sha256 of their rank file. */
+static const tk_known_vocab TK_KNOWN[] = {
+    {"gpt2", "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930", TK_PAT_GPT2,
+     {{"<|endoftext|>", 50256}}},
+    {"gpt2", "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5", TK_PAT_GPT2, /* vocab.bpe */
+     {{"<|endoftext|>", 50256}}},
+    {"cl100k_base", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", TK_PAT_CL100K,
+     {{"<|endoftext|>", 100257},
+      {"<|fim_prefix|>", 100258},
+      {"<|fim_middle|>", 100259},
+      {"<|fim_suffix|>", 100260},
+      {"<|endofprompt|>", 100276}}},
+    {"o200k_base", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", TK_PAT_O200K,
+     {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
+};
+
+const tk_known_vocab *tk_ld_known_by_sha(const uint8_t *data, size_t n) {
+    uint8_t d[32];
+    char hex[65];
+    tk_sha256(data, n, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    for (size_t k = 0; k < sizeof TK_KNOWN / sizeof TK_KNOWN[0]; k++)
+        if (strcmp(hex, TK_KNOWN[k].sha256) == 0) return &TK_KNOWN[k];
+    return NULL;
+}
+
+size_t tk_ld_n_known_specials(const tk_known_vocab *kv) {
+    size_t n = 0;
+    while (n < 6 && kv->specials[n].text) n++;
+    return n;
+}
+
+bool tk_ld_is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+/* Something is there (a file, FIFO, device ...): the loaders refuse what is
+ * not a regular file, with a message, instead of looking elsewhere. */
+bool tk_ld_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* A path built from parts; false (and a message) if it does not fit. */
+bool tk_ld_join_path(char *out, size_t cap, const char *dir, const char *name, char *err, size_t errlen) {
+    int n = snprintf(out, cap, "%s%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) {
+        tk_set_err(err, errlen, "path too long: %.200s...%s", dir, name);
+        return false;
+    }
+    return true;
+}
+
+/* Length of the valid UTF-8 character at p[0..n) (2-4 bytes, no overlong
+ * form, no surrogate, at most U+10FFFF), 0 if there is none. */
+static size_t utf8_char(const uint8_t *p, size_t n) {
+    size_t k = 0;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) k = 2;
+    else if (p[0] >= 0xE0 && p[0] <= 0xEF) k = 3;
+    else if (p[0] >= 0xF0 && p[0] <= 0xF4) k = 4;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) || (p[0] == 0xF0 && p[1] < 0x90) ||
+        (p[0] == 0xF4 && p[1] > 0x8F))
+        return 0;
+    return k;
+}
+
+const char *tk_escape_text(const void *text, size_t n, char *out, size_t cap) {
+    const uint8_t *p = text;
+    size_t o = 0;
+    if (!cap) return out;
+    if (cap < 8) { /* no room for even one escape and "..." */
+        out[0] = 0;
+        return out;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] < 0x80 ? 1 : utf8_char(p + i, n - i);
+        bool c1 = k == 2 && p[i] == 0xC2 && p[i + 1] <= 0x9F; /* U+0080..U+009F */
+        bool esc = k == 0 || c1 || p[i] < 0x20 || p[i] == 0x7F || p[i] == '"' || p[i] == '\\';
+        size_t need = esc ? 4 * (k ? k : 1) : k, used = k ? k : 1;
+        /* the rest, or "..." after it, must still fit */
+        if (o + need + (i + used < n ? 3 : 0) >= cap) {
+            memcpy(out + o, "...", 4);
+            return out;
+        }
+        for (size_t j = 0; j < used; j++) {
+            if (esc) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[i + j]);
+            else out[o++] = (char)p[i + j];
+        }
+        i += used;
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* A token text or key as it may be tk_ld_shown in a message: control bytes
+ * (terminal escapes in a hostile file) as \xNN, at most ~60 bytes. */
+const char *tk_ld_shown(const char *s, char buf[static 160]) {
+    return tk_escape_text(s, strlen(s), buf, 68);
+}
+
+const char *tk_ld_json_kind(const json_t *v) {
+    if (!v) return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a float";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* A token id from JSON: an integer (not a float, string or boolean) in
+ * 0..TK_MAX_VOCAB-1; what/entry name it in the message. */
+int tk_ld_json_id(const json_t *v, const char *file, const char *what, const char *entry, uint32_t *id, char *err,
+            size_t errlen) {
+    char sb[160];
+    if (!json_is_integer(v)) {
+        tk_set_err(err, errlen, "%s: %s \"%s\": the id is %s, not an integer", file, what, tk_ld_shown(entry, sb),
+                   tk_ld_json_kind(v));
+        return TK_ERR_FORMAT;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < 0 || x >= (json_int_t)TK_MAX_VOCAB) {
+        tk_set_err(err, errlen, "%s: %s \"%s\": id %lld out of range (0..%u)", file, what, tk_ld_shown(entry, sb),
+                   (long long)x, TK_MAX_VOCAB - 1);
+        return TK_ERR_RANGE;
+    }
+    *id = (uint32_t)x;
+    return TK_OK;
+}
+
+/* ---- tokens under construction ------------------------------------------ */
+
+
+/* n slots: callers size it by entries actually present in the file, so it
+ * is bounded by the file's size (and by TK_MAX_VOCAB). */
+int tk_ld_tv_init(tk_tokvec *v, uint32_t n) {
+    memset(v, 0, sizeof *v);
+    if (n > TK_MAX_VOCAB) return TK_ERR_RANGE;
+    v->off = malloc((n ? n : 1) * sizeof *v->off);
+    v->tlen = calloc(n ? n : 1, sizeof *v->tlen);
+    if (!v->off || !v->tlen) return TK_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) v->off[i] = UINT64_MAX;
+    v->n = n;
+    return TK_OK;
+}
+
+int tk_ld_tv_set(tk_tokvec *v, uint32_t rank, const uint8_t *p, size_t n) {
+    if (rank >= v->n) return TK_ERR_MISSING_RANK;
+    if (v->off[rank] != UINT64_MAX) return TK_ERR_DUP_RANK;
+    if (n > TK_MAX_TOKEN_BYTES) return TK_ERR_LIMIT;
+    if (n > v->cap - v->len) {
+        size_t c = v->cap ? v->cap : 1 << 16;
+        while (c - v->len < n) {
+            if (__builtin_mul_overflow(c, (size_t)2, &c)) return TK_ERR_NOMEM;
+        }
+        uint8_t *a = realloc(v->arena, c);
+        if (!a) return TK_ERR_NOMEM;
+        v->arena = a;
+        v->cap = c;
+    }
+    memcpy(v->arena + v->len, p, n);
+    v->off[rank] = v->len;
+    v->tlen[rank] = (uint32_t)n;
+    v->len += n;
+    return TK_OK;
+}
+
+void tk_ld_tv_free(tk_tokvec *v) {
+    free(v->arena);
+    free(v->off);
+    free(v->tlen);
+}
+
+/* What tk_finalize refused, as a message naming the file and the entries. */
+void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const char *sp_file, char *err,
+                  size_t errlen) {
+    const char *what = t->bad_what ? t->bad_what : tk_strerror(rc);
+    /* ranks are contiguous by now: an id out of range or too far out is a special's */
+    if (rc == TK_ERR_RANGE || strstr(what, "special")) file = sp_file;
+#define ID_OF(r) (t->rank_to_id ? t->rank_to_id[r] : (r))
+    if (rc == TK_ERR_MISSING_RANK && t->bad_id != TK_NO_RANK)
+        tk_set_err(err, errlen, "%s: %s (byte 0x%02x has no token)", file, what, t->bad_id);
+    else if (t->bad_rank != TK_NO_RANK && t->bad_rank2 != TK_NO_RANK && t->bad_rank < t->n_ranks &&
+             t->bad_rank2 < t->n_ranks)
+        tk_set_err(err, errlen, "%s: %s (ids %u and %u)", file, what, ID_OF(t->bad_rank2), ID_OF(t->bad_rank));
+    else if (t->bad_id != TK_NO_RANK)
+        tk_set_err(err, errlen, "%s: %s (id %u)", file, what, t->bad_id);
+    else if (t->bad_rank != TK_NO_RANK && t->bad_rank < t->n_ranks)
+        tk_set_err(err, errlen, "%s: %s (id %u)", file, what, ID_OF(t->bad_rank));
+    else
+        tk_set_err(err, errlen, "%s: %s", file, what);
+#undef ID_OF
+}
+
+/* Move a complete tk_tokvec into a new tokenizer (arena laid out by rank). */
+int tk_ld_tv_build(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
+             const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
+             size_t errlen) {
+    return tk_ld_tv_build_x(v, pat, sp, nsp, rank_to_id, name, file, sp_file, false, out, err, errlen);
+}
+
+int tk_ld_tv_build_x(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
+               const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
+               char *err, size_t errlen) {
+    for (uint32_t r = 0; r < v->n; r++)
+        if (v->off[r] == UINT64_MAX) {
+            tk_set_err(err, errlen, "%s: rank %u is missing (ranks must be contiguous from 0)", file, r);
+            free(rank_to_id);
+            return TK_ERR_MISSING_RANK;
+        }
+    for (size_t k = 0; k < nsp; k++)
+        if (!sp[k].text || !sp[k].text[0]) {
+            tk_set_err(err, errlen, "%s: special token with id %u has an empty text", sp_file, sp[k].id);
+            free(rank_to_id);
+            return TK_ERR_FORMAT;
+        }
+    tk_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        free(rank_to_id);
+        return TK_ERR_NOMEM;
+    }
+    t->eot = TK_NO_RANK;
+    t->pattern = pat;
+    t->decode_only = decode_only;
+    t->rank_to_id = rank_to_id;
+    t->n_ranks = v->n;
+    t->arena = malloc(v->len ? v->len : 1);
+    t->tok_off = malloc(((size_t)v->n + 1) * sizeof *t->tok_off);
+    int rc = TK_ERR_NOMEM;
+    if (!t->arena || !t->tok_off) goto fail;
+    size_t off = 0;
+    for (uint32_t r = 0; r < v->n; r++) {
+        t->tok_off[r] = off;
+        memcpy(t->arena + off, v->arena + v->off[r], v->tlen[r]);
+        off += v->tlen[r];
+    }
+    t->tok_off[v->n] = off;
+    if (name) snprintf(t->name, sizeof t->name, "%s", name);
+    if ((rc = tk_set_specials(t, sp, nsp))) goto fail;
+    if ((rc = tk_finalize(t))) {
+        tk_ld_finalize_msg(t, rc, file, sp_file, err, errlen);
+        goto fail;
+    }
+    *out = t;
+    return TK_OK;
+fail:
+    tk_free(t);
+    return rc;
+}
+
+void tk_ld_free_specials(tk_special *sp, size_t n) {
+    for (size_t k = 0; k < n; k++) free((char *)sp[k].text);
+    free(sp);
+}
+
+/* ---- byte-level strings (GPT-2 encoder.json / tokenizer.json) ---------- */
+
+/* Decode a byte-level-mapped UTF-8 string into raw bytes; -1 if a character
+ * is not in the byte map or the result exceeds cap. */
+long tk_ld_bytelevel_decode(const char *s, uint8_t *out, size_t cap) {
+    size_t o = 0;
+    const uint8_t *p = (const uint8_t *)s;
+    while (*p) {
+        uint32_t cp;
+        if (p[0] < 0x80) {
+            cp = p[0];
+            p++;
+        } else if ((p[0] & 0xE0) == 0xC0 && (p[1] & 0xC0) == 0x80) {
+            cp = ((uint32_t)(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+            p += 2;
+        } else {
+            return -1;
+        }
+        int b = tk_cp_to_byte(cp);
+        if (b < 0 || o >= cap) return -1;
+        out[o++] = (uint8_t)b;
+    }
+    return (long)o;
+}

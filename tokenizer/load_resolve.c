@@ -1,0 +1,134 @@
+/* load_resolve.c - tk_load: a path (file or folder) or a vocabulary name,
+ * handed to the loader for its kind. */
+#include "load_internal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "mks_env.h"
+
+/* ---- resolution by path or name -------------------------------------------- */
+
+static bool has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+#define BLOB "https://openaipublic.blob.core.windows.net/"
+
+/* A SentencePiece ModelProto by its first bytes (spm.c). */
+static bool looks_spm(const char *path) {
+    uint8_t head[16];
+    size_t size;
+    int fd = tk_open_regular(path, TK_MAX_FILE_BYTES, &size, NULL, 0);
+    if (fd < 0) return false;
+    ssize_t r = read(fd, head, sizeof head);
+    close(fd);
+    return r > 0 && tk_spm_sniff(head, (size_t)r);
+}
+
+int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
+    if (!spec || !out) return TK_ERR_ARG;
+    if (err && errlen) err[0] = 0;
+    char a[4096], b[4096];
+    /* Whatever tk_ld_exists under a path is handed to its loader, which refuses a
+     * FIFO or device with a message instead of blocking on it. */
+    if (tk_ld_is_dir(spec)) {
+        if (!tk_ld_join_path(a, sizeof a, spec, "/encoder.json", err, errlen) ||
+            !tk_ld_join_path(b, sizeof b, spec, "/vocab.bpe", err, errlen))
+            return TK_ERR_ARG;
+        if (tk_ld_exists(a) || tk_ld_exists(b)) {
+            if (!tk_ld_exists(a) || !tk_ld_exists(b)) {
+                tk_set_err(err, errlen, "%s: has %s but not %s", spec, tk_ld_exists(a) ? "encoder.json" : "vocab.bpe",
+                           tk_ld_exists(a) ? "vocab.bpe" : "encoder.json");
+                return TK_ERR_NOT_FOUND;
+            }
+            return tk_load_gpt2(a, b, pat, out, err, errlen);
+        }
+        if (!tk_ld_join_path(a, sizeof a, spec, "/tokenizer.json", err, errlen)) return TK_ERR_ARG;
+        if (tk_ld_exists(a)) return tk_load_hf_json(a, pat, out, err, errlen);
+        if (!tk_ld_join_path(a, sizeof a, spec, "/tokenizer.model", err, errlen)) return TK_ERR_ARG;
+        if (tk_ld_exists(a)) { /* SentencePiece (spm.c) */
+            if (pat == TK_PAT_NONE) return tk_load_spm(a, out, err, errlen);
+            tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", a);
+            return TK_ERR_PATTERN;
+        }
+        tk_set_err(err, errlen, "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json nor "
+                   "tokenizer.model", spec);
+        return TK_ERR_NOT_FOUND;
+    }
+    if (tk_ld_exists(spec)) {
+        if (has_suffix(spec, ".json")) return tk_load_hf_json(spec, pat, out, err, errlen);
+        if (has_suffix(spec, ".model") || looks_spm(spec)) {
+            if (pat != TK_PAT_NONE) {
+                tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", spec);
+                return TK_ERR_PATTERN;
+            }
+            return tk_load_spm(spec, out, err, errlen);
+        }
+        return tk_load_tiktoken(spec, pat, out, err, errlen);
+    }
+    /* a name */
+    static const struct {
+        const char *name;
+        const char *files[2];
+        const char *url;
+    } names[] = {
+        {"gpt2", {"gpt2.tiktoken", "r50k_base.tiktoken"}, BLOB "encodings/r50k_base.tiktoken"},
+        {"r50k_base", {"r50k_base.tiktoken", "gpt2.tiktoken"}, BLOB "encodings/r50k_base.tiktoken"},
+        {"cl100k_base", {"cl100k_base.tiktoken", NULL}, BLOB "encodings/cl100k_base.tiktoken"},
+        {"o200k_base", {"o200k_base.tiktoken", NULL}, BLOB "encodings/o200k_base.tiktoken"},
+    };
+    int which = -1;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(spec, names[k].name) == 0) which = k;
+    if (which < 0) {
+        tk_set_err(err, errlen, "%s: no such file, folder or vocabulary name (names: gpt2, r50k_base, cl100k_base, "
+                   "o200k_base)", spec);
+        return errno == ENOENT || errno == 0 ? TK_ERR_IO : TK_ERR_IO;
+    }
+    const char *vd = mks_getenv("MKS_VOCAB_DIR");
+    if (vd && *vd) {
+        for (int f = 0; f < 2 && names[which].files[f]; f++) {
+            if (snprintf(a, sizeof a, "%s/%s", vd, names[which].files[f]) >= (int)sizeof a) break;
+            if (tk_ld_exists(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
+        }
+        if (which == 0) {
+            if (tk_ld_join_path(a, sizeof a, vd, "/encoder.json", NULL, 0) && tk_ld_join_path(b, sizeof b, vd, "/vocab.bpe", NULL, 0) &&
+                tk_ld_exists(a) && tk_ld_exists(b))
+                return tk_load_gpt2(a, b, pat, out, err, errlen);
+        }
+    }
+    /* tiktoken's cache: files named by sha1 of the download URL */
+    const char *cd = getenv("TIKTOKEN_CACHE_DIR");
+    if (!cd || !*cd) cd = getenv("DATA_GYM_CACHE_DIR");
+    char tmpd[4096];
+    if (!cd || !*cd) {
+        const char *td = getenv("TMPDIR");
+        snprintf(tmpd, sizeof tmpd, "%s/data-gym-cache", td && *td ? td : "/tmp");
+        cd = tmpd;
+    }
+    char h[41];
+    if (strlen(cd) > sizeof a - 64) {
+        tk_set_err(err, errlen, "cache folder path too long: %s", cd);
+        return TK_ERR_ARG;
+    }
+    tk_sha1_hex(names[which].url, h);
+    snprintf(a, sizeof a, "%.4000s/%s", cd, h);
+    if (tk_ld_exists(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
+    if (which == 0) {
+        char h2[41];
+        tk_sha1_hex(BLOB "gpt-2/encodings/main/encoder.json", h);
+        tk_sha1_hex(BLOB "gpt-2/encodings/main/vocab.bpe", h2);
+        snprintf(a, sizeof a, "%.4000s/%s", cd, h);
+        snprintf(b, sizeof b, "%.4000s/%s", cd, h2);
+        if (tk_ld_exists(a) && tk_ld_exists(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
+    }
+    tk_set_err(err, errlen, "vocabulary %s not found: looked in $MKS_VOCAB_DIR (%s) for %s and in tiktoken's "
+               "cache %s; set MKS_VOCAB_DIR to a folder holding %s", spec, vd && *vd ? vd : "unset",
+               names[which].files[0], cd, names[which].files[0]);
+    return TK_ERR_NOT_FOUND;
+}

@@ -1,0 +1,246 @@
+/* load_tiktoken.c - tiktoken rank files ("base64 rank" per line) and
+ * their optional .meta.json sidecar. */
+#include "load_internal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+/* ---- .tiktoken ------------------------------------------------------------ */
+
+static int b64val(uint8_t c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Strict base64 with padding; returns decoded length or -1. out holds at
+ * least n / 4 * 3 bytes. */
+static long b64_decode(const uint8_t *s, size_t n, uint8_t *out) {
+    if (n == 0 || n % 4) return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else {
+                if (pad) return -1;
+                v[k] = b64val(s[i + k]);
+                if (v[k] < 0) return -1;
+            }
+        }
+        uint32_t x = (uint32_t)(v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3]);
+        out[o++] = (uint8_t)(x >> 16);
+        if (pad < 2) out[o++] = (uint8_t)(x >> 8);
+        if (pad < 1) out[o++] = (uint8_t)x;
+    }
+    return (long)o;
+}
+
+/* Optional sidecar "<path>.meta.json": {"pattern": "...", "special_tokens": {"text": id}} */
+static int read_meta(const char *path, tk_pattern *pat, tk_special **sp, size_t *nsp, char *err, size_t errlen) {
+    char mp[4096];
+    *sp = NULL;
+    *nsp = 0;
+    if (!tk_ld_join_path(mp, sizeof mp, path, ".meta.json", err, errlen)) return TK_ERR_ARG;
+    if (!tk_ld_exists(mp)) return TK_OK;
+    json_t *root;
+    int rc = tk_json_load(mp, &root, err, errlen);
+    if (rc) return rc;
+    if (!json_is_object(root)) {
+        tk_set_err(err, errlen, "%s: not a JSON object", mp);
+        json_decref(root);
+        return TK_ERR_FORMAT;
+    }
+    json_t *p = json_object_get(root, "pattern");
+    tk_pattern named = TK_PAT_NONE;
+    char sb[160];
+    if (p && !json_is_string(p)) {
+        tk_set_err(err, errlen, "%s: \"pattern\" is %s, not a string", mp, tk_ld_json_kind(p));
+        json_decref(root);
+        return TK_ERR_FORMAT;
+    }
+    /* only the known names: a sidecar never supplies a regex */
+    if (p && tk_pattern_parse(json_string_value(p), &named)) {
+        tk_set_err(err, errlen, "%s: unknown pattern \"%s\" (gpt2, cl100k or o200k)", mp,
+                   tk_ld_shown(json_string_value(p), sb));
+        json_decref(root);
+        return TK_ERR_PATTERN;
+    }
+    if (*pat == TK_PAT_NONE) *pat = named;
+    json_t *st = json_object_get(root, "special_tokens");
+    if (st && !json_is_object(st)) {
+        tk_set_err(err, errlen, "%s: \"special_tokens\" is %s, not an object", mp, tk_ld_json_kind(st));
+        json_decref(root);
+        return TK_ERR_FORMAT;
+    }
+    if (json_object_size(st)) {
+        *sp = calloc(json_object_size(st), sizeof **sp);
+        if (!*sp) {
+            json_decref(root);
+            return TK_ERR_NOMEM;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(st, k, v) {
+            uint32_t id;
+            if ((rc = tk_ld_json_id(v, mp, "special token", k, &id, err, errlen))) break;
+            if (!k[0]) {
+                tk_set_err(err, errlen, "%s: special token with id %u has an empty text", mp, id);
+                rc = TK_ERR_FORMAT;
+                break;
+            }
+            (*sp)[*nsp].text = strdup(k);
+            if (!(*sp)[*nsp].text) {
+                rc = TK_ERR_NOMEM;
+                break;
+            }
+            (*sp)[*nsp].id = id;
+            (*nsp)++;
+        }
+        if (rc) {
+            tk_ld_free_specials(*sp, *nsp);
+            *sp = NULL;
+            *nsp = 0;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* A rank: decimal digits only (no sign, no spaces), below TK_MAX_VOCAB. */
+static int parse_rank(const uint8_t *s, size_t n, uint32_t *rank) {
+    if (n == 0 || n > 10) return n ? TK_ERR_RANGE : TK_ERR_FORMAT;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return TK_ERR_FORMAT;
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (x >= TK_MAX_VOCAB) return TK_ERR_RANGE;
+    *rank = (uint32_t)x;
+    return TK_OK;
+}
+
+/* One pass over the rank lines; a blank line is skipped. Each entry needs
+ * at least 7 bytes ("AA== 0\n"), so the tables are bounded by the file. */
+static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_tokvec *v, char *err, size_t errlen) {
+    uint32_t entries = 0;
+    for (size_t i = 0; i < len;) {
+        const uint8_t *nl = memchr(data + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - data) : len;
+        if (e > i && !(e == i + 1 && data[i] == '\r')) {
+            if (entries == TK_MAX_VOCAB) {
+                tk_set_err(err, errlen, "%s: more than %u entries", path, TK_MAX_VOCAB);
+                return TK_ERR_RANGE;
+            }
+            entries++;
+        }
+        i = e + 1;
+    }
+    int rc = tk_ld_tv_init(v, entries);
+    if (rc) return rc;
+    uint8_t tokbuf[TK_MAX_TOKEN_BYTES];
+    uint32_t lineno = 0;
+    for (size_t i = 0; i < len;) {
+        const uint8_t *nl = memchr(data + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - data) : len, le = e;
+        lineno++;
+        if (le > i && data[le - 1] == '\r') le--;
+        if (le > i) {
+            const uint8_t *spc = memchr(data + i, ' ', le - i);
+            size_t sp = spc ? (size_t)(spc - data) : le;
+            if (sp == le || sp == i) {
+                tk_set_err(err, errlen, "%s:%u: expected \"<base64> <rank>\"", path, lineno);
+                return TK_ERR_FORMAT;
+            }
+            /* the decoded length (padding not counted): a 1024-byte token is
+             * 1368 base64 characters ending in "==", which our saver writes
+             * and tiktoken reads */
+            size_t b64n = sp - i, pad = b64n >= 2 && data[sp - 1] == '=' ? 1 + (data[sp - 2] == '=') : 0;
+            if (b64n % 4 == 0 && b64n / 4 * 3 - pad > TK_MAX_TOKEN_BYTES) { /* else b64_decode refuses it */
+                tk_set_err(err, errlen, "%s:%u: a token of %zu bytes, longer than %u bytes (the limit)", path, lineno,
+                           b64n / 4 * 3 - pad, TK_MAX_TOKEN_BYTES);
+                return TK_ERR_LIMIT;
+            }
+            long tl = b64_decode(data + i, sp - i, tokbuf);
+            if (tl <= 0) {
+                tk_set_err(err, errlen, "%s:%u: bad base64 \"%.*s\"", path, lineno, (int)(sp - i > 40 ? 40 : sp - i),
+                           data + i);
+                return TK_ERR_BASE64;
+            }
+            uint32_t r = 0;
+            if ((rc = parse_rank(data + sp + 1, le - sp - 1, &r))) {
+                if (rc == TK_ERR_RANGE)
+                    tk_set_err(err, errlen, "%s:%u: rank \"%.*s\" out of range (0..%u)", path, lineno,
+                               (int)(le - sp - 1 > 24 ? 24 : le - sp - 1), data + sp + 1, TK_MAX_VOCAB - 1);
+                else
+                    tk_set_err(err, errlen, "%s:%u: bad rank (decimal digits expected)", path, lineno);
+                return rc;
+            }
+            if (r >= v->n) {
+                tk_set_err(err, errlen, "%s:%u: rank %u leaves a gap (file has %u entries)", path, lineno, r, v->n);
+                return TK_ERR_MISSING_RANK;
+            }
+            if ((rc = tk_ld_tv_set(v, r, tokbuf, (size_t)tl))) {
+                tk_set_err(err, errlen, "%s:%u: rank %u given twice", path, lineno, r);
+                return rc;
+            }
+        }
+        i = e + 1;
+    }
+    if (entries == 0) {
+        tk_set_err(err, errlen, "%s: empty rank file", path);
+        return TK_ERR_FORMAT;
+    }
+    return TK_OK;
+}
+
+int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
+    if (!path || !out) return TK_ERR_ARG;
+    *out = NULL;
+    uint8_t *data;
+    struct stat src; /* a known rank file's tables may be mapped from an image (tk_image.c) */
+    if (tk_image_load(path, pat, out, &src) == 0) return TK_OK;
+    size_t len;
+    int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
+    if (rc) return rc;
+    tk_tokvec v = {0};
+    if ((rc = tiktoken_lines(path, data, len, &v, err, errlen))) goto done;
+    {
+        const tk_known_vocab *kv = tk_ld_known_by_sha(data, len);
+        tk_special *msp = NULL;
+        size_t nmsp = 0;
+        tk_pattern p = pat;
+        if (!kv && (rc = read_meta(path, &p, &msp, &nmsp, err, errlen))) goto done;
+        if (p == TK_PAT_NONE) p = kv ? kv->pat : TK_PAT_NONE;
+        if (p == TK_PAT_NONE) {
+            tk_set_err(err, errlen, "%s: unknown rank file (not gpt2/cl100k_base/o200k_base by sha256): give the "
+                       "pre-tokenizer with --pattern gpt2|cl100k|o200k", path);
+            tk_ld_free_specials(msp, nmsp);
+            rc = TK_ERR_PATTERN;
+            goto done;
+        }
+        char mp[4096];
+        snprintf(mp, sizeof mp, "%s%s", path, nmsp ? ".meta.json" : "");
+        rc = tk_ld_tv_build(&v, p, kv ? kv->specials : msp, kv ? tk_ld_n_known_specials(kv) : nmsp, NULL, kv ? kv->name : NULL,
+                      path, mp, out, err, errlen);
+        tk_ld_free_specials(msp, nmsp);
+        if (rc == TK_OK && kv) {
+            (*out)->known = true;
+            tk_image_save(path, pat, *out, &src, data, len);
+        }
+    }
+done:
+    if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
+    tk_ld_tv_free(&v);
+    free(data);
+    return rc;
+}
