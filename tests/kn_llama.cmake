@@ -2,3 +2,7 @@
 # transformers' fp32 values and gradients (tests/data/hf/llama_ops.json, made
 # by tests/hf/make_llama_ops_fixture.py).
 mks_add_test(test_kn_llama SOURCES test_kn_llama.c LIBS kn PkgConfig::JANSSON LABELS cpu TIMEOUT 60)
+# the Llama-family model on those references (train/llama_model.c): logits,
+# loss and every gradient vs transformers (tests/data/hf/llama_model.json,
+# tests/hf/make_llama_model_fixture.py)
+mks_add_test(test_llama_model SOURCES test_llama_model.c LIBS tr kn PkgConfig::JANSSON LABELS cpu TIMEOUT 120)

@@ -1,0 +1,292 @@
+/* llama_model.c - the Llama-family model on the CPU reference kernels
+ * (llama_model.h). A reference: every call allocates its activations. */
+#include "llama_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn.h"
+
+#define NAME_LEN 96
+
+struct tr_llama {
+    tr_llama_config c;
+    int n;
+    char (*names)[NAME_LEN];
+    size_t *off, *len;
+    float *p, *g;
+    float *inv_freq;
+};
+
+static int add(tr_llama *m, int *k, size_t *at, size_t len, const char *fmt, int l)
+{
+    if (m->names)
+        snprintf(m->names[*k], NAME_LEN, fmt, l);
+    if (m->off) {
+        m->off[*k] = *at;
+        m->len[*k] = len;
+    }
+    (*k)++;
+    *at += len;
+    return 0;
+}
+
+/* The tensor table, in transformers' named_parameters order per layer. */
+static size_t layout(tr_llama *m)
+{
+    const tr_llama_config *c = &m->c;
+    size_t C = (size_t)c->d_model, hd = C / (size_t)c->n_head, KVd = (size_t)c->n_kv_head * hd, F = (size_t)c->d_ff,
+           V = (size_t)c->vocab, at = 0;
+    int k = 0;
+    add(m, &k, &at, V * C, "model.embed_tokens.weight", 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        add(m, &k, &at, C * C, "model.layers.%d.self_attn.q_proj.weight", l);
+        if (c->qkv_bias)
+            add(m, &k, &at, C, "model.layers.%d.self_attn.q_proj.bias", l);
+        add(m, &k, &at, KVd * C, "model.layers.%d.self_attn.k_proj.weight", l);
+        if (c->qkv_bias)
+            add(m, &k, &at, KVd, "model.layers.%d.self_attn.k_proj.bias", l);
+        add(m, &k, &at, KVd * C, "model.layers.%d.self_attn.v_proj.weight", l);
+        if (c->qkv_bias)
+            add(m, &k, &at, KVd, "model.layers.%d.self_attn.v_proj.bias", l);
+        add(m, &k, &at, C * C, "model.layers.%d.self_attn.o_proj.weight", l);
+        add(m, &k, &at, F * C, "model.layers.%d.mlp.gate_proj.weight", l);
+        add(m, &k, &at, F * C, "model.layers.%d.mlp.up_proj.weight", l);
+        add(m, &k, &at, C * F, "model.layers.%d.mlp.down_proj.weight", l);
+        add(m, &k, &at, C, "model.layers.%d.input_layernorm.weight", l);
+        add(m, &k, &at, C, "model.layers.%d.post_attention_layernorm.weight", l);
+    }
+    add(m, &k, &at, C, "model.norm.weight", 0);
+    if (!c->tied)
+        add(m, &k, &at, V * C, "lm_head.weight", 0);
+    m->n = k;
+    return at;
+}
+
+int tr_llama_create(const tr_llama_config *c, tr_llama **out)
+{
+    *out = NULL;
+    if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->n_kv_head <= 0 || c->n_head % c->n_kv_head || c->d_model <= 0 ||
+        c->d_model % c->n_head || (c->d_model / c->n_head) % 2 || c->d_ff <= 0 || c->vocab <= 0 || c->max_seq <= 0 ||
+        c->n_layer > 1024 || c->d_model > 65536 || c->d_ff > 1 << 20 || !(c->norm_eps > 0))
+        return -1;
+    tr_llama *m = calloc(1, sizeof *m);
+    if (!m)
+        return -1;
+    m->c = *c;
+    size_t P = layout(m); /* counts */
+    m->names = calloc((size_t)m->n, sizeof *m->names);
+    m->off = calloc((size_t)m->n, sizeof *m->off);
+    m->len = calloc((size_t)m->n, sizeof *m->len);
+    m->p = calloc(P, sizeof *m->p);
+    m->g = calloc(P, sizeof *m->g);
+    m->inv_freq = calloc((size_t)(c->d_model / c->n_head / 2), sizeof *m->inv_freq);
+    if (!m->names || !m->off || !m->len || !m->p || !m->g || !m->inv_freq ||
+        kn_rope_inv_freq_ref(m->inv_freq, c->d_model / c->n_head, c->rope_theta, &c->rope_scaling)) {
+        tr_llama_free(m);
+        return -1;
+    }
+    layout(m);
+    *out = m;
+    return 0;
+}
+
+void tr_llama_free(tr_llama *m)
+{
+    if (!m)
+        return;
+    free(m->names), free(m->off), free(m->len), free(m->p), free(m->g), free(m->inv_freq);
+    free(m);
+}
+
+int tr_llama_n_tensors(const tr_llama *m) { return m->n; }
+const char *tr_llama_tensor_name(const tr_llama *m, int i) { return i >= 0 && i < m->n ? m->names[i] : NULL; }
+
+static float *lookup(tr_llama *m, float *base, const char *name, size_t *n)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->names[i], name)) {
+            if (n)
+                *n = m->len[i];
+            return base + m->off[i];
+        }
+    return NULL;
+}
+float *tr_llama_param(tr_llama *m, const char *name, size_t *n) { return lookup(m, m->p, name, n); }
+float *tr_llama_grad(tr_llama *m, const char *name, size_t *n) { return lookup(m, m->g, name, n); }
+
+/* parameter / gradient of layer l by suffix */
+static float *PL(tr_llama *m, float *base, int l, const char *suffix)
+{
+    char nm[NAME_LEN];
+    snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);
+    return lookup(m, base, nm, NULL);
+}
+
+#define CK(x)                                                                                                      \
+    do {                                                                                                           \
+        if ((x) != KN_OK) {                                                                                        \
+            rc = -1;                                                                                               \
+            goto done;                                                                                             \
+        }                                                                                                          \
+    } while (0)
+
+int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                     float *logits_out, double *loss)
+{
+    const tr_llama_config *c = &m->c;
+    if (B <= 0 || T <= 0 || T > c->max_seq || !inputs || !targets)
+        return -1;
+    const int L = c->n_layer, H = c->n_head, KV = c->n_kv_head, C = c->d_model, hd = C / H, KVd = KV * hd,
+              F = c->d_ff, V = c->vocab, rep = H / KV;
+    const size_t N = (size_t)B * T;
+    for (size_t n = 0; n < N; n++)
+        if (inputs[n] >= (uint32_t)V || targets[n] >= V || (pos && (pos[n] < 0 || pos[n] >= c->max_seq)))
+            return -1;
+    int rc = 0;
+    size_t NC = N * C, NF = N * (size_t)F, NA = (size_t)B * H * T * T;
+    /* activations: per layer xin, h1, qkv(3), ao, xmid, h2 (8 NC), gt, up, act (3 NF), att, r1, r2 */
+    size_t per = 8 * NC + 3 * NF + NA + 2 * N;
+    float *A = calloc(per * (size_t)L + 3 * NC + N + 2 * N * (size_t)V, sizeof *A);
+    float *S = calloc(6 * NC + 2 * N * (size_t)KVd + 2 * NF, sizeof *S); /* backward scratch */
+    int32_t *ps = malloc(N * sizeof *ps);
+    float *losses = calloc(N, sizeof *losses);
+    if (!A || !S || !ps || !losses) {
+        rc = -1;
+        goto done;
+    }
+    for (size_t n = 0; n < N; n++)
+        ps[n] = pos ? pos[n] : (int32_t)(n % (size_t)T);
+#define LAY(l, k) (A + (size_t)(l) * per + (k))
+#define XIN(l) LAY(l, 0)
+#define H1(l) LAY(l, NC)
+#define QKV(l) LAY(l, 2 * NC)
+#define AO(l) LAY(l, 5 * NC)
+#define XMID(l) LAY(l, 6 * NC)
+#define H2(l) LAY(l, 7 * NC)
+#define GT(l) LAY(l, 8 * NC)
+#define UP(l) LAY(l, 8 * NC + NF)
+#define ACT(l) LAY(l, 8 * NC + 2 * NF)
+#define ATT(l) LAY(l, 8 * NC + 3 * NF)
+#define R1(l) LAY(l, 8 * NC + 3 * NF + NA)
+#define R2(l) LAY(l, 8 * NC + 3 * NF + NA + N)
+    float *XL = A + per * (size_t)L, *HF = XL + NC, *TMP = HF + NC, *RF = TMP + NC, *LOG = RF + N, *PR = LOG + N * V;
+    float *emb = tr_llama_param(m, "model.embed_tokens.weight", NULL);
+    float *W = c->tied ? emb : tr_llama_param(m, "lm_head.weight", NULL);
+    float *gW = c->tied ? tr_llama_grad(m, "model.embed_tokens.weight", NULL) : tr_llama_grad(m, "lm_head.weight", NULL);
+    for (size_t n = 0; n < N; n++)
+        memcpy(XIN(0) + n * C, emb + (size_t)inputs[n] * C, (size_t)C * sizeof *emb);
+    /* scratch for q, k, v before packing */
+    float *q = S, *k = S + NC, *v = k + N * (size_t)KVd;
+    for (int l = 0; l < L; l++) {
+        float *xin = XIN(l), *xout = l + 1 < L ? XIN(l + 1) : XL;
+        CK(kn_rmsnorm_forward_ref(H1(l), R1(l), xin, PL(m, m->p, l, "input_layernorm.weight"), (int)N, C,
+                                  c->norm_eps));
+        CK(kn_matmul_forward_ref(q, H1(l), PL(m, m->p, l, "self_attn.q_proj.weight"),
+                                 c->qkv_bias ? PL(m, m->p, l, "self_attn.q_proj.bias") : NULL, (int)N, C, C));
+        CK(kn_matmul_forward_ref(k, H1(l), PL(m, m->p, l, "self_attn.k_proj.weight"),
+                                 c->qkv_bias ? PL(m, m->p, l, "self_attn.k_proj.bias") : NULL, (int)N, C, KVd));
+        CK(kn_matmul_forward_ref(v, H1(l), PL(m, m->p, l, "self_attn.v_proj.weight"),
+                                 c->qkv_bias ? PL(m, m->p, l, "self_attn.v_proj.bias") : NULL, (int)N, C, KVd));
+        CK(kn_rope_forward_ref(q, q, ps, m->inv_freq, (int)N, H, hd));
+        CK(kn_rope_forward_ref(k, k, ps, m->inv_freq, (int)N, KV, hd));
+        float *qkv = QKV(l);
+        for (size_t n = 0; n < N; n++) /* pack [q | k | v], each query head with its KV head */
+            for (int h = 0; h < H; h++) {
+                memcpy(qkv + n * 3 * C + (size_t)h * hd, q + n * C + (size_t)h * hd, (size_t)hd * sizeof *q);
+                memcpy(qkv + n * 3 * C + C + (size_t)h * hd, k + n * KVd + (size_t)(h / rep) * hd,
+                       (size_t)hd * sizeof *k);
+                memcpy(qkv + n * 3 * C + 2 * C + (size_t)h * hd, v + n * KVd + (size_t)(h / rep) * hd,
+                       (size_t)hd * sizeof *v);
+            }
+        CK(kn_attention_forward_ref(AO(l), ATT(l), qkv, NULL, B, T, C, H));
+        CK(kn_matmul_forward_ref(TMP, AO(l), PL(m, m->p, l, "self_attn.o_proj.weight"), NULL, (int)N, C, C));
+        CK(kn_residual_forward_ref(XMID(l), xin, TMP, NC));
+        CK(kn_rmsnorm_forward_ref(H2(l), R2(l), XMID(l), PL(m, m->p, l, "post_attention_layernorm.weight"), (int)N, C,
+                                  c->norm_eps));
+        CK(kn_matmul_forward_ref(GT(l), H2(l), PL(m, m->p, l, "mlp.gate_proj.weight"), NULL, (int)N, C, F));
+        CK(kn_matmul_forward_ref(UP(l), H2(l), PL(m, m->p, l, "mlp.up_proj.weight"), NULL, (int)N, C, F));
+        CK(kn_swiglu_forward_ref(ACT(l), GT(l), UP(l), NF));
+        CK(kn_matmul_forward_ref(TMP, ACT(l), PL(m, m->p, l, "mlp.down_proj.weight"), NULL, (int)N, F, C));
+        CK(kn_residual_forward_ref(xout, XMID(l), TMP, NC));
+    }
+    CK(kn_rmsnorm_forward_ref(HF, RF, XL, tr_llama_param(m, "model.norm.weight", NULL), (int)N, C, c->norm_eps));
+    CK(kn_matmul_forward_ref(LOG, HF, W, NULL, (int)N, C, V));
+    if (logits_out)
+        memcpy(logits_out, LOG, N * (size_t)V * sizeof *LOG);
+    CK(kn_softmax_xent_forward_ref(losses, PR, LOG, targets, (int)N, V, V));
+    double sum = 0;
+    size_t cnt = 0;
+    for (size_t n = 0; n < N; n++)
+        if (targets[n] >= 0)
+            sum += losses[n], cnt++;
+    *loss = cnt ? sum / (double)cnt : 0;
+    if (!cnt)
+        goto done;
+    /* ---- backward ---- */
+    float *dlog = PR, *dx = S, *dh = S + NC, *t1 = S + 2 * NC, *t2 = S + 3 * NC, *dq = S + 4 * NC,
+          *dao = S + 5 * NC, *dk = S + 6 * NC, *dv = dk + N * (size_t)KVd, *dgt = dv + N * (size_t)KVd,
+          *dup = dgt + NF, *dqkv = XL; /* XL's (N,C) is done with; dqkv needs 3NC: XL, HF, TMP */
+    CK(kn_softmax_xent_backward_ref(dlog, PR, targets, NULL, 1.0f / (float)cnt, (int)N, V, V));
+    CK(kn_matmul_backward_ref(dh, gW, NULL, dlog, HF, W, (int)N, C, V));
+    memset(dx, 0, NC * sizeof *dx);
+    CK(kn_rmsnorm_backward_ref(dx, tr_llama_grad(m, "model.norm.weight", NULL), dh, XL,
+                               tr_llama_param(m, "model.norm.weight", NULL), RF, (int)N, C));
+    (void)t2;
+    for (int l = L - 1; l >= 0; l--) {
+        /* dx: the gradient of the layer's output x = xmid + down(act) */
+        CK(kn_matmul_backward_ref(dgt, PL(m, m->g, l, "mlp.down_proj.weight"), NULL, dx, ACT(l),
+                                  PL(m, m->p, l, "mlp.down_proj.weight"), (int)N, F, C)); /* dgt = dact */
+        CK(kn_swiglu_backward_ref(dgt, dup, dgt, GT(l), UP(l), NF));
+        CK(kn_matmul_backward_ref(dh, PL(m, m->g, l, "mlp.gate_proj.weight"), NULL, dgt, H2(l),
+                                  PL(m, m->p, l, "mlp.gate_proj.weight"), (int)N, C, F));
+        CK(kn_matmul_backward_ref(t1, PL(m, m->g, l, "mlp.up_proj.weight"), NULL, dup, H2(l),
+                                  PL(m, m->p, l, "mlp.up_proj.weight"), (int)N, C, F));
+        CK(kn_residual_forward_ref(dh, dh, t1, NC));
+        CK(kn_rmsnorm_backward_ref(dx, PL(m, m->g, l, "post_attention_layernorm.weight"), dh, XMID(l),
+                                   PL(m, m->p, l, "post_attention_layernorm.weight"), R2(l), (int)N, C));
+        /* dx: the gradient of xmid = xin + o_proj(ao) */
+        CK(kn_matmul_backward_ref(dao, PL(m, m->g, l, "self_attn.o_proj.weight"), NULL, dx, AO(l),
+                                  PL(m, m->p, l, "self_attn.o_proj.weight"), (int)N, C, C));
+        CK(kn_attention_backward_ref(dqkv, dao, QKV(l), ATT(l), NULL, B, T, C, H));
+        memset(dk, 0, 2 * N * (size_t)KVd * sizeof *dk);
+        for (size_t n = 0; n < N; n++) /* unpack: each KV head gets the sum over its query heads */
+            for (int h = 0; h < H; h++) {
+                const float *sq = dqkv + n * 3 * C + (size_t)h * hd, *sk = sq + C, *sv = sq + 2 * C;
+                float *oq = dq + n * C + (size_t)h * hd, *ok = dk + n * KVd + (size_t)(h / rep) * hd,
+                      *ov = dv + n * KVd + (size_t)(h / rep) * hd;
+                for (int e = 0; e < hd; e++) {
+                    oq[e] = sq[e];
+                    ok[e] += sk[e];
+                    ov[e] += sv[e];
+                }
+            }
+        CK(kn_rope_backward_ref(dq, dq, ps, m->inv_freq, (int)N, H, hd));
+        CK(kn_rope_backward_ref(dk, dk, ps, m->inv_freq, (int)N, KV, hd));
+        CK(kn_matmul_backward_ref(dh, PL(m, m->g, l, "self_attn.q_proj.weight"),
+                                  c->qkv_bias ? PL(m, m->g, l, "self_attn.q_proj.bias") : NULL, dq, H1(l),
+                                  PL(m, m->p, l, "self_attn.q_proj.weight"), (int)N, C, C));
+        CK(kn_matmul_backward_ref(t1, PL(m, m->g, l, "self_attn.k_proj.weight"),
+                                  c->qkv_bias ? PL(m, m->g, l, "self_attn.k_proj.bias") : NULL, dk, H1(l),
+                                  PL(m, m->p, l, "self_attn.k_proj.weight"), (int)N, C, KVd));
+        CK(kn_residual_forward_ref(dh, dh, t1, NC));
+        CK(kn_matmul_backward_ref(t1, PL(m, m->g, l, "self_attn.v_proj.weight"),
+                                  c->qkv_bias ? PL(m, m->g, l, "self_attn.v_proj.bias") : NULL, dv, H1(l),
+                                  PL(m, m->p, l, "self_attn.v_proj.weight"), (int)N, C, KVd));
+        CK(kn_residual_forward_ref(dh, dh, t1, NC));
+        CK(kn_rmsnorm_backward_ref(dx, PL(m, m->g, l, "input_layernorm.weight"), dh, XIN(l),
+                                   PL(m, m->p, l, "input_layernorm.weight"), R1(l), (int)N, C));
+    }
+    float *gemb = tr_llama_grad(m, "model.embed_tokens.weight", NULL);
+    for (size_t n = 0; n < N; n++) /* in row order: deterministic */
+        for (int e = 0; e < C; e++)
+            gemb[(size_t)inputs[n] * C + e] += dx[n * C + e];
+    rc = 0;
+done:
+    free(A);
+    free(S);
+    free(ps);
+    free(losses);
+    return rc;
+}
