@@ -2,7 +2,9 @@
  * (train/llama_model.c) against transformers fp32: logits, loss and every
  * parameter's gradient on fixed rows (one target ignored) for Llama with
  * GQA and an untied lm_head, Llama 3.1's rope_scaling, and Qwen2 with q/k/v
- * biases (tests/data/hf/llama_model.json, tests/hf/make_llama_model_fixture.py).
+ * biases, and with --doc-mask (document ids, positions restarting; transformers
+ * runs each document as its own sequence) (tests/data/hf/llama_model.json,
+ * tests/hf/make_llama_model_fixture.py).
  * Criterion (as test_model_ref): |a - r| <= 1e-5 * max(|a|, |r|, 0.1 * max|r|
  * of the tensor); the loss to 1e-5 relative. */
 #include <jansson.h>
@@ -75,7 +77,16 @@ static void run_case(const char *name, json_t *o)
         }
     float *logits = calloc((size_t)B * T * c.vocab, 4);
     double loss = 0;
-    CHECK(tr_llama_fwd_bwd(m, B, T, x, y, NULL, logits, &loss) == 0, "%s: fwd_bwd", name);
+    /* --doc-mask: document ids and positions restarting per document */
+    json_t *dj = json_object_get(o, "doc"), *pj = json_object_get(o, "pos");
+    int32_t *doc = dj ? calloc((size_t)B * T, 4) : NULL, *pos = pj ? calloc((size_t)B * T, 4) : NULL;
+    for (int b = 0; dj && b < B; b++)
+        for (int t = 0; t < T; t++) {
+            doc[b * T + t] = (int32_t)json_integer_value(json_array_get(json_array_get(dj, b), t));
+            pos[b * T + t] = (int32_t)json_integer_value(json_array_get(json_array_get(pj, b), t));
+        }
+    CHECK(tr_llama_fwd_bwd(m, B, T, x, y, pos, doc, logits, &loss) == 0, "%s: fwd_bwd", name);
+    free(doc), free(pos);
     double hl = json_number_value(json_object_get(o, "loss"));
     CHECK(fabs(loss - hl) <= 1e-5 * hl, "%s: loss %.9g, transformers %.9g", name, loss, hl);
     worst = 0;
@@ -109,6 +120,7 @@ int main(void)
     run_case("llama_gqa_untied", json_object_get(fx, "llama_gqa_untied"));
     run_case("llama3_rope", json_object_get(fx, "llama3_rope"));
     run_case("qwen2_bias", json_object_get(fx, "qwen2_bias"));
+    run_case("llama_doc_mask", json_object_get(fx, "llama_doc_mask"));
     json_decref(fx);
     return failures ? 1 : 0;
 }

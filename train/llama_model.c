@@ -133,7 +133,7 @@ static float *PL(tr_llama *m, float *base, int l, const char *suffix)
     } while (0)
 
 int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
-                     float *logits_out, double *loss)
+                     const int32_t *doc, float *logits_out, double *loss)
 {
     const tr_llama_config *c = &m->c;
     if (B <= 0 || T <= 0 || T > c->max_seq || !inputs || !targets)
@@ -200,7 +200,7 @@ int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const in
                 memcpy(qkv + n * 3 * C + 2 * C + (size_t)h * hd, v + n * KVd + (size_t)(h / rep) * hd,
                        (size_t)hd * sizeof *v);
             }
-        CK(kn_attention_forward_ref(AO(l), ATT(l), qkv, NULL, B, T, C, H));
+        CK(kn_attention_forward_ref(AO(l), ATT(l), qkv, doc, B, T, C, H));
         CK(kn_matmul_forward_ref(TMP, AO(l), PL(m, m->p, l, "self_attn.o_proj.weight"), NULL, (int)N, C, C));
         CK(kn_residual_forward_ref(XMID(l), xin, TMP, NC));
         CK(kn_rmsnorm_forward_ref(H2(l), R2(l), XMID(l), PL(m, m->p, l, "post_attention_layernorm.weight"), (int)N, C,
@@ -249,7 +249,7 @@ int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const in
         /* dx: the gradient of xmid = xin + o_proj(ao) */
         CK(kn_matmul_backward_ref(dao, PL(m, m->g, l, "self_attn.o_proj.weight"), NULL, dx, AO(l),
                                   PL(m, m->p, l, "self_attn.o_proj.weight"), (int)N, C, C));
-        CK(kn_attention_backward_ref(dqkv, dao, QKV(l), ATT(l), NULL, B, T, C, H));
+        CK(kn_attention_backward_ref(dqkv, dao, QKV(l), ATT(l), doc, B, T, C, H));
         memset(dk, 0, 2 * N * (size_t)KVd * sizeof *dk);
         for (size_t n = 0; n < N; n++) /* unpack: each KV head gets the sum over its query heads */
             for (int h = 0; h < H; h++) {

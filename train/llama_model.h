@@ -49,11 +49,14 @@ int tr_llama_n_tensors(const tr_llama *m);
 const char *tr_llama_tensor_name(const tr_llama *m, int i);
 
 /* Forward + backward of one batch: inputs (B,T) < vocab, targets (B,T)
- * (< 0: no loss), pos (B,T) position ids or NULL (0..T-1). *loss = the mean
+ * (< 0: no loss), pos (B,T) position ids or NULL (0..T-1), doc (B,T)
+ * document ids or NULL (--doc-mask: attention never crosses a document;
+ * with positions restarting per document this is each document run as its
+ * own sequence). *loss = the mean
  * over the targets; gradients of that mean are ACCUMULATED into the
  * gradient buffer; logits (B,T,vocab) copied out when not NULL. */
 int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
-                     float *logits, double *loss);
+                     const int32_t *doc, float *logits, double *loss);
 
 #ifdef __cplusplus
 }

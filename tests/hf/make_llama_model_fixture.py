@@ -7,6 +7,9 @@ CPU reference Llama forward/backward, train/llama_model.c; CI needs no torch).
   llama_gqa_untied   LlamaForCausalLM: 4 heads, 2 KV heads, untied lm_head
   llama3_rope        LlamaForCausalLM: Llama 3.1 rope_scaling (llama3), tied
   qwen2_bias         Qwen2ForCausalLM: q/k/v biases, GQA, tied
+  llama_doc_mask     the first with --doc-mask: document ids, positions
+                     restarting per document (transformers: each document
+                     run as its own sequence)
 
 Run: python3 tests/hf/make_llama_model_fixture.py (needs torch, transformers)."""
 import json
@@ -52,9 +55,40 @@ def case(cls, cfg_cls, seed, tied, theta, llama3=False, **extra):
             "loss": loss.item(), "logits": flat(logits), "params": params, "grads": grads}
 
 
+def doc_case(seed):
+    """--doc-mask: each document of a row attends only within itself and its
+    positions restart at 0, i.e. transformers runs every document as its own
+    sequence; the loss is the mean over all rows' targets."""
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(**DIMS, tie_word_embeddings=False, rope_parameters=rope(10000.0))
+    cfg._attn_implementation = "eager"
+    m = LlamaForCausalLM(cfg).float().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    T = 12
+    rows = torch.randint(0, DIMS["vocab_size"], (2, T + 1), generator=torch.Generator().manual_seed(seed + 1))
+    inputs, targets = rows[:, :-1], rows[:, 1:].clone()
+    docs = [[0] * 5 + [1] * 7, [0] * 3 + [1] * 4 + [2] * 5]
+    pos = [[t - d.index(d[t]) for t in range(T)] for d in docs]
+    logits = torch.zeros(2, T, DIMS["vocab_size"])
+    for b in range(2):
+        for k in sorted(set(docs[b])):
+            idx = [t for t in range(T) if docs[b][t] == k]
+            logits[b, idx] = m(inputs[b:b + 1, idx]).logits[0]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, DIMS["vocab_size"]), targets.reshape(-1))
+    loss.backward()
+    flat = lambda t: [float(v) for v in t.detach().reshape(-1).tolist()]
+    return {"config": {**DIMS, "tied": False, "theta": 10000.0, "llama3": False, "qkv_bias": False},
+            "inputs": inputs.tolist(), "targets": targets.tolist(), "doc": docs, "pos": pos, "loss": loss.item(),
+            "logits": flat(logits), "params": {n: flat(p) for n, p in m.named_parameters()},
+            "grads": {n: flat(p.grad) for n, p in m.named_parameters()}}
+
+
 out = {"llama_gqa_untied": case(LlamaForCausalLM, LlamaConfig, 40, False, 10000.0),
        "llama3_rope": case(LlamaForCausalLM, LlamaConfig, 41, True, 500000.0, llama3=True),
        "qwen2_bias": case(Qwen2ForCausalLM, Qwen2Config, 42, True, 1000000.0),
+       "llama_doc_mask": doc_case(43),
        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__}}
 with open(OUT, "w") as f:
     json.dump(out, f)
