@@ -1,0 +1,622 @@
+/* chat_template.c - the built-in chat templates (ds_chat.h, docs/chat.md).
+ *
+ * Each template is one table entry: its name, the family's Jinja source it
+ * reproduces (what `auto` recognises in a tokenizer_config.json, and what
+ * tests/data/chat/make_fixtures.py renders through transformers to make the
+ * parity fixtures) and a C function that lays a conversation out exactly as
+ * that Jinja does with add_generation_prompt false. Adding a template is one
+ * function and one entry of `templates`.
+ *
+ * Loss spans (the mask, docs/chat.md): none of these Jinja sources has
+ * {% generation %} blocks, so each target message's span is its rendered
+ * content through the end-of-turn token that follows it (ChatML <|im_end|>,
+ * Llama 3 <|eot_id|>, Gemma <end_of_turn>, Phi-3 <|end|>, and eos_token for
+ * [INST] and DeepSeek; Llama 2 also the ' ' before its eos). The fixtures'
+ * reference is transformers' return_assistant_tokens_mask on the same Jinja
+ * with {% generation %} around exactly that part.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ds.h"
+#include "ds_chat.h"
+#include "ds_internal.h"
+
+/* ---- rendering helpers */
+
+typedef struct {
+    const ds_chat *c;
+    const ds_chat_render_opts *o;
+    ds_chat_rendered *r;
+    int nomem;
+    size_t span_start; /* SIZE_MAX: no span open */
+} rd;
+
+static void put(rd *d, const char *s, size_t n, int special) {
+    ds_chat_rendered *r = d->r;
+    if (d->nomem || !n) return;
+    if (r->len + n + 1 > r->cap) {
+        size_t nc = r->cap ? r->cap : 1024;
+        while (nc < r->len + n + 1) nc *= 2;
+        uint8_t *t = realloc(r->text, nc);
+        if (!t) {
+            d->nomem = 1;
+            return;
+        }
+        r->text = t;
+        r->cap = nc;
+    }
+    memcpy(r->text + r->len, s, n);
+    /* text that follows text extends the last piece */
+    if (!special && r->n_pieces && !r->pieces[r->n_pieces - 1].special) {
+        r->pieces[r->n_pieces - 1].len += n;
+    } else {
+        if (r->n_pieces == r->pieces_cap) {
+            size_t nc = r->pieces_cap ? 2 * r->pieces_cap : 32;
+            ds_chat_piece *p = realloc(r->pieces, nc * sizeof *p);
+            if (!p) {
+                d->nomem = 1;
+                return;
+            }
+            r->pieces = p;
+            r->pieces_cap = nc;
+        }
+        r->pieces[r->n_pieces++] = (ds_chat_piece){.off = r->len, .len = n, .special = special};
+    }
+    r->len += n;
+    r->text[r->len] = 0;
+}
+static void text(rd *d, const char *s) { put(d, s, strlen(s), 0); }
+static void special(rd *d, const char *s) { put(d, s, strlen(s), 1); }
+/* bos_token / eos_token: special tokens of the tokenizer (empty: none) */
+static void tok_opt(rd *d, const char *s) {
+    if (s && *s) special(d, s);
+}
+static const char *content(rd *d, size_t i, size_t *n) {
+    *n = d->c->msgs[i].len;
+    return (const char *)d->c->buf + d->c->msgs[i].off;
+}
+static void msg_text(rd *d, size_t i) {
+    size_t n;
+    const char *s = content(d, i, &n);
+    put(d, s, n, 0);
+}
+
+/* Python's str.isspace() on the code point at s (bytes in *n): what Jinja's
+ * trim filter and str.strip() remove. */
+static int py_space_at(const uint8_t *s, size_t avail, size_t *n) {
+    *n = 1;
+    uint8_t c = s[0];
+    if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
+    if (c < 0x80) return 0;
+    unsigned cp;
+    size_t len;
+    if ((c & 0xe0) == 0xc0) cp = c & 0x1f, len = 2;
+    else if ((c & 0xf0) == 0xe0) cp = c & 0x0f, len = 3;
+    else return 0;
+    if (len > avail) return 0;
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[k] & 0x3f);
+    }
+    *n = len;
+    return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+}
+/* Python's str.rstrip() / str.strip() of s[0..n) (UTF-8): the last code
+ * point before e starts at the last byte that is not 10xxxxxx. */
+static size_t rstrip_end(const uint8_t *p, size_t a, size_t e) {
+    size_t k;
+    while (e > a) {
+        size_t b = e - 1;
+        while (b > a && (p[b] & 0xc0) == 0x80 && e - b < 3) b--;
+        if (!py_space_at(p + b, e - b, &k) || b + k != e) break;
+        e = b;
+    }
+    return e;
+}
+static void py_rstrip(const char *s, size_t *n) { *n = rstrip_end((const uint8_t *)s, 0, *n); }
+static void py_strip(const char **s, size_t *n) {
+    const uint8_t *p = (const uint8_t *)*s;
+    size_t a = 0, e = *n, k;
+    while (a < e && py_space_at(p + a, e - a, &k)) a += k;
+    e = rstrip_end(p, a, e);
+    *s = (const char *)p + a;
+    *n = e - a;
+}
+static void msg_trimmed(rd *d, size_t i) {
+    size_t n;
+    const char *s = content(d, i, &n);
+    py_strip(&s, &n);
+    put(d, s, n, 0);
+}
+
+/* Whether message i is a target under the options. */
+static int target(rd *d, size_t i) {
+    const ds_chat *c = d->c;
+    if (c->msgs[i].role != DS_ROLE_ASSISTANT) return 0;
+    ds_loss_on l = d->o->loss_on;
+    if (l == DS_LOSS_DEFAULT) l = c->format == DS_FMT_PROMPT_COMPLETION ? DS_LOSS_COMPLETION : DS_LOSS_ASSISTANT;
+    if (l == DS_LOSS_ASSISTANT) return 1;
+    if (l == DS_LOSS_COMPLETION) {
+        if (c->format == DS_FMT_PROMPT_COMPLETION) return c->msgs[i].completion;
+        for (size_t k = i + 1; k < c->n; k++) /* chat: the last assistant message */
+            if (c->msgs[k].role == DS_ROLE_ASSISTANT) return 0;
+        return 1;
+    }
+    return 0; /* all: one span over everything, added by ds_chat_render */
+}
+static void span_open(rd *d, size_t i) { d->span_start = target(d, i) ? d->r->len : SIZE_MAX; }
+static void span_close(rd *d) {
+    ds_chat_rendered *r = d->r;
+    if (d->span_start == SIZE_MAX || d->nomem) return;
+    if (r->n_spans == r->spans_cap) {
+        size_t nc = r->spans_cap ? 2 * r->spans_cap : 16;
+        ds_chat_span *s = realloc(r->spans, nc * sizeof *s);
+        if (!s) {
+            d->nomem = 1;
+            return;
+        }
+        r->spans = s;
+        r->spans_cap = nc;
+    }
+    if (r->len > d->span_start) r->spans[r->n_spans++] = (ds_chat_span){d->span_start, r->len - d->span_start};
+    d->span_start = SIZE_MAX;
+}
+static ds_role role(rd *d, size_t i) { return d->c->msgs[i].role; }
+static const char *rname(rd *d, size_t i) { return ds_role_name(role(d, i)); }
+
+static int refuse(char *why, size_t whylen, const char *msg) {
+    if (why && whylen) snprintf(why, whylen, "%s", msg);
+    return DS_CHAT_TEMPLATE;
+}
+#define ALTERNATE "Conversation roles must alternate user/assistant/user/assistant/..."
+
+/* ---- the templates */
+
+/* ChatML as Qwen2 and many others ship it; qwen2 adds a default system
+ * message when the first one is not a system message. */
+static int chatml_common(rd *d, const char *default_system) {
+    for (size_t i = 0; i < d->c->n; i++) {
+        if (i == 0 && default_system && role(d, 0) != DS_ROLE_SYSTEM) {
+            special(d, "<|im_start|>");
+            text(d, "system\n");
+            text(d, default_system);
+            special(d, "<|im_end|>");
+            text(d, "\n");
+        }
+        special(d, "<|im_start|>");
+        text(d, rname(d, i));
+        text(d, "\n");
+        span_open(d, i);
+        msg_text(d, i);
+        special(d, "<|im_end|>");
+        span_close(d);
+        text(d, "\n");
+    }
+    return DS_CHAT_OK;
+}
+static int r_chatml(rd *d, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    return chatml_common(d, NULL);
+}
+static int r_qwen2(rd *d, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    return chatml_common(d, "You are a helpful assistant.");
+}
+
+/* Qwen2.5 (no `tools` passed, no tool_calls): its own default system
+ * message, consecutive tool messages in one user turn as <tool_response>. */
+static int r_qwen25(rd *d, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    size_t n = d->c->n;
+    special(d, "<|im_start|>");
+    text(d, "system\n");
+    if (n && role(d, 0) == DS_ROLE_SYSTEM) msg_text(d, 0);
+    else text(d, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+    special(d, "<|im_end|>");
+    text(d, "\n");
+    for (size_t i = 0; i < n; i++) {
+        ds_role r = role(d, i);
+        if (r == DS_ROLE_USER || (r == DS_ROLE_SYSTEM && i > 0) || r == DS_ROLE_ASSISTANT) {
+            special(d, "<|im_start|>");
+            text(d, rname(d, i));
+            text(d, "\n");
+            span_open(d, i);
+            msg_text(d, i);
+            special(d, "<|im_end|>");
+            span_close(d);
+            text(d, "\n");
+        } else if (r == DS_ROLE_TOOL) {
+            if (i == 0 || role(d, i - 1) != DS_ROLE_TOOL) {
+                special(d, "<|im_start|>");
+                text(d, "user");
+            }
+            text(d, "\n<tool_response>\n");
+            msg_text(d, i);
+            text(d, "\n</tool_response>");
+            if (i + 1 == n || role(d, i + 1) != DS_ROLE_TOOL) {
+                special(d, "<|im_end|>");
+                text(d, "\n");
+            }
+        }
+    }
+    return DS_CHAT_OK;
+}
+
+/* Llama 3 Instruct: bos, then each message's header and trimmed content. */
+static int r_llama3(rd *d, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    for (size_t i = 0; i < d->c->n; i++) {
+        if (i == 0) tok_opt(d, d->o->bos_token);
+        special(d, "<|start_header_id|>");
+        text(d, rname(d, i));
+        special(d, "<|end_header_id|>");
+        text(d, "\n\n");
+        span_open(d, i);
+        msg_trimmed(d, i);
+        special(d, "<|eot_id|>");
+        span_close(d);
+    }
+    return DS_CHAT_OK;
+}
+
+/* Llama 2 chat: the system message folded into the first user turn. */
+static int r_llama2(rd *d, char *why, size_t whylen) {
+    size_t first = d->c->n && role(d, 0) == DS_ROLE_SYSTEM ? 1 : 0;
+    for (size_t i = first; i < d->c->n; i++) {
+        size_t k = i - first;
+        if ((role(d, i) == DS_ROLE_USER) != (k % 2 == 0)) return refuse(why, whylen, ALTERNATE);
+        if (role(d, i) == DS_ROLE_USER) {
+            tok_opt(d, d->o->bos_token);
+            text(d, "[INST] ");
+            size_t n;
+            const char *s = content(d, i, &n);
+            if (k == 0 && first) {
+                /* ('<<SYS>>\n' + system + '\n<</SYS>>\n\n' + content).strip(): the left end is
+                 * '<', so only the content's right end is stripped, and when the content is all
+                 * space the "\n\n" before it goes too */
+                size_t sn;
+                const char *sys = content(d, 0, &sn);
+                text(d, "<<SYS>>\n");
+                put(d, sys, sn, 0);
+                text(d, "\n<</SYS>>\n\n");
+                py_rstrip(s, &n);
+                if (n == 0 && !d->nomem) {
+                    d->r->len -= 2;
+                    d->r->pieces[d->r->n_pieces - 1].len -= 2;
+                    d->r->text[d->r->len] = 0;
+                }
+            } else {
+                py_strip(&s, &n);
+            }
+            put(d, s, n, 0);
+            text(d, " [/INST]");
+        } else if (role(d, i) == DS_ROLE_ASSISTANT) {
+            text(d, " ");
+            span_open(d, i);
+            msg_trimmed(d, i);
+            text(d, " ");
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        }
+    }
+    return DS_CHAT_OK;
+}
+
+/* Mistral Instruct v0.1-v0.3 ([INST] as text): user and assistant only, alternating. */
+static int r_mistral(rd *d, char *why, size_t whylen) {
+    tok_opt(d, d->o->bos_token);
+    for (size_t i = 0; i < d->c->n; i++) {
+        if ((role(d, i) == DS_ROLE_USER) != (i % 2 == 0)) return refuse(why, whylen, ALTERNATE);
+        if (role(d, i) == DS_ROLE_USER) {
+            text(d, "[INST] ");
+            msg_text(d, i);
+            text(d, " [/INST]");
+        } else if (role(d, i) == DS_ROLE_ASSISTANT) {
+            span_open(d, i);
+            msg_text(d, i);
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        } else {
+            return refuse(why, whylen, "Only user and assistant roles are supported!");
+        }
+    }
+    return DS_CHAT_OK;
+}
+
+/* Gemma: no system role, alternating turns, assistant is "model". */
+static int r_gemma(rd *d, char *why, size_t whylen) {
+    tok_opt(d, d->o->bos_token);
+    if (d->c->n && role(d, 0) == DS_ROLE_SYSTEM) return refuse(why, whylen, "System role not supported");
+    for (size_t i = 0; i < d->c->n; i++) {
+        if ((role(d, i) == DS_ROLE_USER) != (i % 2 == 0)) return refuse(why, whylen, ALTERNATE);
+        special(d, "<start_of_turn>");
+        text(d, role(d, i) == DS_ROLE_ASSISTANT ? "model" : rname(d, i));
+        text(d, "\n");
+        span_open(d, i);
+        msg_trimmed(d, i);
+        special(d, "<end_of_turn>");
+        span_close(d);
+        text(d, "\n");
+    }
+    return DS_CHAT_OK;
+}
+
+/* Phi-3 (mini instruct): <|role|> headers, <|end|>, eos at the end; tool messages are left out. */
+static int r_phi3(rd *d, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    for (size_t i = 0; i < d->c->n; i++) {
+        const char *h = role(d, i) == DS_ROLE_SYSTEM ? "<|system|>"
+                        : role(d, i) == DS_ROLE_USER ? "<|user|>"
+                        : role(d, i) == DS_ROLE_ASSISTANT ? "<|assistant|>"
+                                                          : NULL;
+        if (!h) continue;
+        special(d, h);
+        text(d, "\n");
+        span_open(d, i);
+        msg_text(d, i);
+        special(d, "<|end|>");
+        span_close(d);
+        text(d, "\n");
+    }
+    tok_opt(d, d->o->eos_token);
+    return DS_CHAT_OK;
+}
+
+/* DeepSeek (V2 chat): "User: ...\n\n", "Assistant: ...<eos>", system as is; tool left out. */
+static int r_deepseek(rd *d, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    tok_opt(d, d->o->bos_token);
+    for (size_t i = 0; i < d->c->n; i++) {
+        if (role(d, i) == DS_ROLE_USER) {
+            text(d, "User: ");
+            msg_text(d, i);
+            text(d, "\n\n");
+        } else if (role(d, i) == DS_ROLE_ASSISTANT) {
+            text(d, "Assistant: ");
+            span_open(d, i);
+            msg_text(d, i);
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        } else if (role(d, i) == DS_ROLE_SYSTEM) {
+            msg_text(d, i);
+            text(d, "\n\n");
+        }
+    }
+    return DS_CHAT_OK;
+}
+
+/* ---- the table: one entry per template */
+
+struct ds_chat_template {
+    const char *name;
+    const char *jinja;
+    int (*render)(rd *d, char *why, size_t whylen);
+};
+
+static const ds_chat_template templates[] = {
+    {"chatml",
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+     "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+     r_chatml},
+    {"qwen2",
+     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+     "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+     "'<|im_start|>assistant\\n' }}{% endif %}",
+     r_qwen2},
+    {"qwen2.5",
+     "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- "
+     "messages[0]['content'] }}\n    {%- else %}\n        {{- 'You are Qwen, created by Alibaba Cloud. You are a "
+     "helpful assistant.' }}\n    {%- endif %}\n    {{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to "
+     "assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML "
+     "tags:\\n<tools>\" }}\n    {%- for tool in tools %}\n        {{- \"\\n\" }}\n        {{- tool | tojson }}\n    {%- "
+     "endfor %}\n    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and "
+     "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, "
+     "\\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n{%- else %}\n    {%- if "
+     "messages[0]['role'] == 'system' %}\n        {{- '<|im_start|>system\\n' + messages[0]['content'] + "
+     "'<|im_end|>\\n' }}\n    {%- else %}\n        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
+     "You are a helpful assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n{%- for message in messages %}\n  "
+     "  {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or (message.role == "
+     "\"assistant\" and not message.tool_calls) %}\n        {{- '<|im_start|>' + message.role + '\\n' + "
+     "message.content + '<|im_end|>' + '\\n' }}\n    {%- elif message.role == \"assistant\" %}\n        {{- "
+     "'<|im_start|>' + message.role }}\n        {%- if message.content %}\n            {{- '\\n' + message.content "
+     "}}\n        {%- endif %}\n        {%- for tool_call in message.tool_calls %}\n            {%- if "
+     "tool_call.function is defined %}\n                {%- set tool_call = tool_call.function %}\n            {%- "
+     "endif %}\n            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n            {{- tool_call.name }}\n            "
+     "{{- '\", \"arguments\": ' }}\n            {{- tool_call.arguments | tojson }}\n            {{- "
+     "'}\\n</tool_call>' }}\n        {%- endfor %}\n        {{- '<|im_end|>\\n' }}\n    {%- elif message.role == "
+     "\"tool\" %}\n        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}\n          "
+     "  {{- '<|im_start|>user' }}\n        {%- endif %}\n        {{- '\\n<tool_response>\\n' }}\n        {{- "
+     "message.content }}\n        {{- '\\n</tool_response>' }}\n        {%- if loop.last or "
+     "(messages[loop.index0 + 1].role != \"tool\") %}\n            {{- '<|im_end|>\\n' }}\n        {%- endif %}\n  "
+     "  {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- "
+     "endif %}\n",
+     r_qwen25},
+    {"llama3",
+     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+     "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+     "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+     "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
+     r_llama3},
+    {"llama2",
+     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+     "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif "
+     "%}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+     "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+     "loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+     "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+     "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] "
+     "== 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}",
+     r_llama2},
+    {"mistral",
+     "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+     "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+     "message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
+     "'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles "
+     "are supported!') }}{% endif %}{% endfor %}",
+     r_mistral},
+    {"gemma",
+     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% "
+     "endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
+     "raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if "
+     "(message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif "
+     "%}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if "
+     "add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
+     r_gemma},
+    {"phi3",
+     "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] + "
+     "'<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif "
+     "message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% "
+     "endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}",
+     r_phi3},
+    {"deepseek",
+     "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}{{ bos_token "
+     "}}{% for message in messages %}{% if message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\\n\\n' "
+     "}}{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + eos_token }}{% elif "
+     "message['role'] == 'system' %}{{ message['content'] + '\\n\\n' }}{% endif %}{% endfor %}{% if "
+     "add_generation_prompt %}{{ 'Assistant:' }}{% endif %}",
+     r_deepseek},
+};
+#define N_TEMPLATES (sizeof templates / sizeof *templates)
+
+const ds_chat_template *ds_chat_template_at(size_t i) { return i < N_TEMPLATES ? &templates[i] : NULL; }
+const char *ds_chat_template_name(const ds_chat_template *t) { return t ? t->name : NULL; }
+const char *ds_chat_template_jinja(const ds_chat_template *t) { return t ? t->jinja : NULL; }
+const ds_chat_template *ds_chat_template_find(const char *name) {
+    for (size_t i = 0; name && i < N_TEMPLATES; i++)
+        if (!strcmp(templates[i].name, name)) return &templates[i];
+    return NULL;
+}
+
+/* Next significant byte of a Jinja source: whitespace outside string
+ * literals is skipped (how tokenizer_config.json files differ in layout
+ * without differing in output: the {%- / -%} trims remain significant). */
+typedef struct {
+    const char *s;
+    size_t n, i;
+    char quote;  /* inside a string literal: its quote */
+    int escaped; /* the byte before was a backslash inside a literal */
+} jnorm;
+static int jnext(jnorm *j) {
+    while (j->i < j->n) {
+        char c = j->s[j->i++];
+        if (j->quote) {
+            if (j->escaped) j->escaped = 0;
+            else if (c == '\\') j->escaped = 1;
+            else if (c == j->quote) j->quote = 0;
+            return (unsigned char)c;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+        if (c == '\'' || c == '"') j->quote = c;
+        return (unsigned char)c;
+    }
+    return -1;
+}
+static int jinja_equal(const char *a, size_t an, const char *b, size_t bn) {
+    jnorm x = {a, an, 0, 0, 0}, y = {b, bn, 0, 0, 0};
+    for (;;) {
+        int ca = jnext(&x), cb = jnext(&y);
+        if (ca != cb) return 0;
+        if (ca < 0) return 1;
+    }
+}
+
+const ds_chat_template *ds_chat_template_recognise(const char *jinja, size_t len) {
+    for (size_t i = 0; jinja && i < N_TEMPLATES; i++)
+        if (jinja_equal(jinja, len, templates[i].jinja, strlen(templates[i].jinja))) return &templates[i];
+    return NULL;
+}
+
+int ds_chat_render(const ds_chat_template *t, const ds_chat *c, const ds_chat_render_opts *o, ds_chat_rendered *r,
+                   char *why, size_t whylen) {
+    r->len = r->n_pieces = r->n_spans = 0;
+    if (why && whylen) why[0] = 0;
+    rd d = {.c = c, .o = o, .r = r, .span_start = SIZE_MAX};
+    int rc;
+    if (c->format == DS_FMT_TEXT || c->pc_strings) {
+        /* plain text: the text itself; prompt-completion strings: prompt then
+         * completion + eos, the completion (and eos) the target */
+        for (size_t i = 0; i < c->n || (c->format == DS_FMT_TEXT && i == 0); i++) {
+            if (c->format == DS_FMT_TEXT) {
+                put(&d, (const char *)c->buf, c->buf_len, 0);
+                break;
+            }
+            span_open(&d, i);
+            msg_text(&d, i);
+            if (i + 1 == c->n) tok_opt(&d, o->eos_token);
+            span_close(&d);
+        }
+        rc = DS_CHAT_OK;
+    } else {
+        rc = t->render(&d, why, whylen);
+    }
+    if (d.nomem) return DS_ERR_NOMEM;
+    if (rc != DS_CHAT_OK) return rc;
+    ds_loss_on l = o->loss_on;
+    if (l == DS_LOSS_ALL) {
+        r->n_spans = 0;
+        if (r->len) {
+            d.span_start = 0;
+            span_close(&d);
+            if (d.nomem) return DS_ERR_NOMEM;
+        }
+    }
+    return DS_CHAT_OK;
+}
+
+int ds_chat_template_auto(const char *spec, const ds_chat_template **out, char *err, size_t errlen) {
+    char path[DS_PATH_BYTES];
+    size_t sl = strlen(spec);
+    const char *slash = strrchr(spec, '/');
+    int is_json = sl > 5 && !strcmp(spec + sl - 5, ".json");
+    if (is_json)
+        snprintf(path, sizeof path, "%.*s%stokenizer_config.json", slash ? (int)(slash - spec) : 0, spec,
+                 slash ? "/" : "");
+    else
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", spec);
+    FILE *f = ds_fopen_regular(path, err, errlen);
+    if (!f) return DS_ERR_IO;
+    /* a tokenizer_config.json is small; bound what is read all the same */
+    size_t cap = (size_t)16 << 20, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        fclose(f);
+        return DS_ERR_NOMEM;
+    }
+    n = fread(buf, 1, cap + 1, f);
+    fclose(f);
+    if (n > cap) {
+        free(buf);
+        ds_set_err(err, errlen, "%s: over 16 MiB, not a tokenizer_config.json", path);
+        return DS_ERR_FORMAT;
+    }
+    ds_chat c = {0};
+    ds_chat_parse_opts po = {.format = DS_FMT_TEXT, .text_field = "chat_template"};
+    char why[200];
+    int rc = ds_chat_parse((const uint8_t *)buf, n, &po, &c, why, sizeof why);
+    free(buf);
+    char names[300];
+    size_t k = 0;
+    names[0] = 0;
+    for (size_t i = 0; i < N_TEMPLATES && k < sizeof names; i++)
+        k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", templates[i].name);
+    if (rc != DS_CHAT_OK) {
+        ds_chat_free(&c);
+        ds_set_err(err, errlen, "%s has no string chat_template (%s); name one with --chat-template: %s", path, why,
+                   names);
+        return rc < 0 ? rc : DS_ERR_FORMAT;
+    }
+    const ds_chat_template *t = ds_chat_template_recognise((const char *)c.buf, c.buf_len);
+    ds_chat_free(&c);
+    if (!t) {
+        ds_set_err(err, errlen,
+                   "the chat_template of %s is none of the built-in templates; name one with --chat-template: %s",
+                   path, names);
+        return DS_ERR_FORMAT;
+    }
+    *out = t;
+    return DS_OK;
+}

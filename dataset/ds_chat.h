@@ -1,0 +1,155 @@
+/* ds_chat.h - fine-tuning records: chat conversations and prompt/completion
+ * pairs, rendered through a model family's chat template into token ids with
+ * a per-token loss mask (issue 28; docs/chat.md).
+ *
+ * A record is one JSONL line. ds_chat_parse reads it into messages;
+ * ds_chat_render lays the messages out as the template does (byte-exact with
+ * the family's Jinja template under transformers' apply_chat_template), as
+ * pieces that are either template special tokens or text; ds_chat_encode
+ * turns the pieces into ids: a special piece is the tokenizer's special
+ * token (never text), consecutive text pieces are encoded together as plain
+ * text (special-token text inside a message stays text), and the loss mask
+ * marks each token that overlaps a loss span.
+ */
+#ifndef DS_CHAT_H
+#define DS_CHAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tk_tokenizer;
+
+/* What a record holds. AUTO decides per record by its fields: `messages`
+ * (the messages field) -> chat, `prompt` + `completion` -> prompt-completion,
+ * else text. */
+typedef enum { DS_FMT_TEXT = 0, DS_FMT_CHAT = 1, DS_FMT_PROMPT_COMPLETION = 2, DS_FMT_AUTO = 3 } ds_format;
+const char *ds_format_name(int v);                     /* "text", "chat", "prompt-completion", "auto" */
+int ds_format_parse(const char *name, ds_format *out); /* 0, or -1 for an unknown name */
+
+/* Which tokens are targets. DEFAULT: assistant for chat, completion for
+ * prompt-completion. */
+typedef enum { DS_LOSS_ASSISTANT = 0, DS_LOSS_COMPLETION = 1, DS_LOSS_ALL = 2, DS_LOSS_DEFAULT = 3 } ds_loss_on;
+const char *ds_loss_on_name(int v);                      /* "assistant", "completion", "all", "default" */
+int ds_loss_on_parse(const char *name, ds_loss_on *out); /* 0, or -1 */
+
+typedef enum { DS_ROLE_SYSTEM = 0, DS_ROLE_USER = 1, DS_ROLE_ASSISTANT = 2, DS_ROLE_TOOL = 3 } ds_role;
+const char *ds_role_name(int v); /* "system", "user", "assistant", "tool" */
+
+/* One message: role and content (bytes in the conversation's buffer). */
+typedef struct {
+    ds_role role;
+    size_t off, len;   /* content in ds_chat.buf */
+    int completion;    /* prompt-completion: 1 for a message of the completion */
+} ds_chat_msg;
+
+/* A parsed record; reuse one per thread (ds_chat_parse resets it). */
+typedef struct {
+    ds_chat_msg *msgs;
+    size_t n, cap;
+    uint8_t *buf;      /* the contents, one after another */
+    size_t buf_len, buf_cap;
+    ds_format format;  /* CHAT or PROMPT_COMPLETION (TEXT: buf holds the text, n == 0) */
+    int pc_strings;    /* prompt-completion given as two strings (rendered as plain text, no template) */
+    size_t other_parts; /* list-of-parts content: parts that are not text (left out) */
+} ds_chat;
+void ds_chat_free(ds_chat *c);
+
+/* Why a record cannot be used (ds_chat_parse's status; stable ids used by
+ * lint and rejects). */
+typedef enum {
+    DS_CHAT_OK = 0,
+    DS_CHAT_BAD_JSON,         /* "json-malformed" */
+    DS_CHAT_NO_MESSAGES,      /* "chat-no-messages": no messages field (or no prompt/completion) */
+    DS_CHAT_NOT_LIST,         /* "chat-not-list": messages is not a list of objects */
+    DS_CHAT_UNKNOWN_ROLE,     /* "chat-unknown-role" */
+    DS_CHAT_BAD_CONTENT,      /* "chat-bad-content": content missing, not a string nor a list of text parts */
+    DS_CHAT_TEMPLATE,         /* "chat-template-refused": the template refuses the conversation */
+    DS_CHAT_STATUS_COUNT
+} ds_chat_status;
+const char *ds_chat_status_name(int s);
+
+typedef struct {
+    ds_format format;          /* TEXT/CHAT/PROMPT_COMPLETION/AUTO */
+    const char *messages_field; /* NULL: "messages" */
+    const char *text_field;    /* format text (or auto falling back to text): NULL = "text" */
+} ds_chat_parse_opts;
+
+/* Parse one JSONL line. DS_CHAT_OK, another ds_chat_status with a short
+ * reason in why (may be NULL), or a negative DS_ERR_NOMEM. For format text
+ * (and auto on a record without messages/prompt) c->format is DS_FMT_TEXT
+ * and buf holds the text field. */
+int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why,
+                  size_t whylen);
+
+/* ---- templates (chat_template.c) */
+typedef struct ds_chat_template ds_chat_template;
+/* Built-in templates by name ("chatml", "qwen2", "qwen2.5", "llama3", "llama2",
+ * "mistral", "gemma", "phi3", "deepseek"); NULL when unknown. */
+const ds_chat_template *ds_chat_template_find(const char *name);
+const char *ds_chat_template_name(const ds_chat_template *t);
+/* The i-th built-in (NULL past the end), for listings. */
+const ds_chat_template *ds_chat_template_at(size_t i);
+/* The family's Jinja source the built-in reproduces. */
+const char *ds_chat_template_jinja(const ds_chat_template *t);
+/* The built-in whose Jinja source equals JINJA up to whitespace outside
+ * string literals, NULL when none does (recognise, never guess). */
+const ds_chat_template *ds_chat_template_recognise(const char *jinja, size_t len);
+/* "auto": the chat_template of TOKENIZER_DIR/tokenizer_config.json (a
+ * folder, or the folder of a tokenizer.json). DS_OK with *out, DS_ERR_IO
+ * (no such file), DS_ERR_FORMAT (no chat_template, or one not recognised:
+ * err lists the built-in names). */
+int ds_chat_template_auto(const char *tokenizer_spec, const ds_chat_template **out, char *err, size_t errlen);
+
+/* Rendered conversation: the bytes, split into pieces. */
+typedef struct {
+    size_t off, len;  /* in text */
+    int special;      /* 1: a template special token (encoded as its id) */
+} ds_chat_piece;
+typedef struct {
+    size_t off, len;  /* a loss span of the rendered text */
+} ds_chat_span;
+typedef struct {
+    uint8_t *text;
+    size_t len, cap;
+    ds_chat_piece *pieces;
+    size_t n_pieces, pieces_cap;
+    ds_chat_span *spans;
+    size_t n_spans, spans_cap;
+} ds_chat_rendered;
+void ds_chat_rendered_free(ds_chat_rendered *r);
+
+typedef struct {
+    const char *bos_token, *eos_token; /* the template's bos_token / eos_token (NULL: template without) */
+    ds_loss_on loss_on;
+} ds_chat_render_opts;
+
+/* Render c through t (add_generation_prompt false). DS_CHAT_OK, or
+ * DS_CHAT_TEMPLATE with why (the template's raise_exception: roles that do
+ * not alternate, a role it does not support), or DS_ERR_NOMEM. */
+int ds_chat_render(const ds_chat_template *t, const ds_chat *c, const ds_chat_render_opts *o, ds_chat_rendered *r,
+                   char *why, size_t whylen);
+
+/* Ids and loss mask (one byte per id, 1 = target) of a rendering. A special
+ * piece the tokenizer does not hold is DS_ERR_ARG (why names it); a
+ * tokenizer refusal is its TK_ERR_* status. ids/mask are appended to. */
+typedef struct {
+    uint32_t *ids;
+    uint8_t *mask;
+    size_t len, cap;
+} ds_chat_ids;
+void ds_chat_ids_free(ds_chat_ids *v);
+int ds_chat_encode(const struct tk_tokenizer *tok, const ds_chat_rendered *r, ds_chat_ids *out, char *why,
+                   size_t whylen);
+
+/* bos/eos token text of a tokenizer for templates (tk_default_framing's
+ * ids as text; "" when it has none), for ds_chat_render_opts. */
+void ds_chat_framing_tokens(const struct tk_tokenizer *tok, char *bos, size_t boscap, char *eos, size_t eoscap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

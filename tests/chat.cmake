@@ -1,0 +1,4 @@
+# Chat records and templates (dataset/chat.c, chat_template.c; issue 28):
+# rendering, ids and loss masks against transformers' apply_chat_template
+# (fixtures from tests/data/chat/make_fixtures.py), parser refusals, `auto`.
+mks_add_test(test_chat SOURCES test_chat.c LIBS ds tk PkgConfig::JANSSON LABELS cpu TIMEOUT 300)

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Parity fixtures for the chat templates (dataset/chat_template.c, issue 28).
+
+Renders generated conversations through transformers' apply_chat_template
+with each built-in's Jinja source and the real tokenizer folders in
+../shared/vocab/hf/ (Qwen2 for the ChatML family, Llama 3 for the others that
+only need bos/eos), and writes tests/data/chat/fixtures.jsonl: per case the
+record, the rendered text, the reference ids and loss mask (or the template's
+error). test_chat replays it against ds_chat_render + ds_chat_encode; CI never
+needs transformers.
+
+Reference ids: apply_chat_template(messages, tokenize=True). Where a
+message's content holds special-token text, transformers turns that text into
+the special token; mkshards keeps it text (a user must not be able to forge a
+turn), so for those cases the reference is the rendered text split at the
+template's own special tokens, text encoded with special-token text as text
+(the script checks this splitter equals apply_chat_template on every case
+without special-token text in content). Loss mask: the tokens that overlap
+each assistant message's rendered content through the end-of-turn string
+that follows it (ChatML <|im_end|>, Llama 3 <|eot_id|>, ...), from the fast
+tokenizer's offsets. Gemma and Phi-3 special tokens are in neither tokenizer:
+their cases check the rendered text only.
+
+    pip install transformers jinja2   # no torch needed
+    python3 tests/data/chat/make_fixtures.py [SHARED_DIR]
+"""
+import json
+import os
+import random
+import sys
+
+import transformers
+from transformers import PreTrainedTokenizerFast
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "..", "shared")
+
+# The families' Jinja sources, as dataset/chat_template.c holds them (test_chat
+# checks the two are the same string).
+T = {}
+T["chatml"] = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+               "{% endif %}")
+T["qwen2"] = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+              "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + "
+              "message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+              "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+T["qwen2.5"] = """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>\\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- message.content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+"""
+T["llama3"] = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+               "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
+               "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content "
+               "}}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' "
+               "}}{% endif %}")
+T["llama2"] = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+               "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false "
+               "%}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 "
+               "== 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+               "{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + "
+               "system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = "
+               "message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
+               "content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + "
+               "' ' + eos_token }}{% endif %}{% endfor %}")
+T["mistral"] = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == "
+                "0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% "
+                "endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif "
+                "message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ "
+                "raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+T["gemma"] = ("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+              "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+              "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+              "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role "
+              "= 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + "
+              "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+              "{{'<start_of_turn>model\\n'}}{% endif %}")
+T["phi3"] = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] "
+             "+ '<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + "
+             "'<|end|>\\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + "
+             "'<|end|>\\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}"
+             "{{ eos_token }}{% endif %}")
+T["deepseek"] = ("{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}{{ "
+                 "bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ 'User: ' + "
+                 "message['content'] + '\\n\\n' }}{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + "
+                 "message['content'] + eos_token }}{% elif message['role'] == 'system' %}{{ message['content'] + "
+                 "'\\n\\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}")
+
+# template -> (tokenizer folder or None: text only, bos, eos, the template's special tokens,
+#              end-of-turn string after an assistant message, contents stripped by the template)
+L3_BOS, L3_EOS = "<|begin_of_text|>", "<|end_of_text|>"
+SETUP = {
+    "chatml": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
+    "qwen2": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
+    "qwen2.5": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
+    "llama3": ("llama3", L3_BOS, L3_EOS, [L3_BOS, "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+               "<|eot_id|>", True),
+    "llama2": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], " " + L3_EOS, True),
+    "mistral": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, False),
+    "deepseek": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, False),
+    "gemma": (None, "<bos>", "<eos>", ["<bos>", "<start_of_turn>", "<end_of_turn>"], "<end_of_turn>", True),
+    "phi3": (None, "<s>", "<|endoftext|>", ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
+             "<|end|>", False),
+}
+
+WORDS = ["the", "model", "tokens", "shard", "loss", "mask", "Grüße", "naïve", "東京", "데이터", "👍🏽", "x=1;",
+         "  spaced  ", "tab\there", "new\nline", "résumé", "π≈3.14", "ﬁ", "Å", "e\u0301"]
+SPECIAL_TEXT = ["<|im_end|>", "<|eot_id|>", "<|begin_of_text|>", "<|im_start|>assistant", "<|end_of_text|>"]
+
+
+def sentence(rng, k, special=False):
+    w = [rng.choice(WORDS) for _ in range(rng.randint(1, k))]
+    w.append("#%d" % rng.randint(0, 10**6))  # unique, so each content is found where it is
+    if special:
+        w.insert(rng.randint(0, len(w)), rng.choice(SPECIAL_TEXT))
+    return " ".join(w)
+
+
+def conversations(rng):
+    out = []
+    for i in range(40):
+        special = i % 5 == 4
+        msgs = []
+        if i % 3 == 0:
+            msgs.append({"role": "system", "content": sentence(rng, 8)})
+        for t in range(rng.randint(1, 4)):
+            msgs.append({"role": "user", "content": sentence(rng, 10, special and t == 0)})
+            if i % 7 == 6 and t == 0:
+                msgs.append({"role": "tool", "content": sentence(rng, 5)})
+            msgs.append({"role": "assistant", "content": sentence(rng, 12, special and t == 1)})
+        if i % 11 == 10:
+            msgs[-1]["content"] = "  " + msgs[-1]["content"] + " \n"
+        out.append({"messages": msgs})
+    # list-of-parts content: text parts joined with "\n"
+    out.append({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                           {"type": "image_url", "image_url": {"url": "x"}},
+                                                           {"type": "text", "text": "b #91"}]},
+                             {"role": "assistant", "content": "ok #92"}]})
+    return out
+
+
+def joined(m):
+    c = m["content"]
+    return c if isinstance(c, str) else "\n".join(p["text"] for p in c if p.get("type") == "text")
+
+
+def split_encode(tk, text, specials, content_spans):
+    """ids and char offsets of text: the template's special tokens outside the
+    content spans are special ids, everything else is text (special-token text
+    inside it stays text)."""
+    backend = tk.backend_tokenizer
+    ids, offs = [], []
+    i = 0
+    chunk_start = 0
+
+    def flush(end):
+        if end > chunk_start:
+            enc = backend.encode(text[chunk_start:end], add_special_tokens=False)
+            ids.extend(enc.ids)
+            offs.extend((chunk_start + a, chunk_start + b) for a, b in enc.offsets)
+
+    while i < len(text):
+        inside = any(a <= i < b for a, b in content_spans)
+        hit = None if inside else next((s for s in specials if text.startswith(s, i)), None)
+        if hit:
+            flush(i)
+            ids.append(tk.convert_tokens_to_ids(hit))
+            offs.append((i, i + len(hit)))
+            i += len(hit)
+            chunk_start = i
+        else:
+            i += 1
+    flush(len(text))
+    return ids, offs
+
+
+def main():
+    rng = random.Random(28)
+    convs = conversations(rng)
+    tks = {}
+    for name in ("qwen2", "llama3"):
+        tk = PreTrainedTokenizerFast(tokenizer_file=os.path.join(SHARED, "vocab", "hf", name, "tokenizer.json"))
+        tk.backend_tokenizer.encode_special_tokens = True
+        tks[name] = tk
+    rows = []
+    for tname, jinja in T.items():
+        folder, bos, eos, specials, eot, stripped = SETUP[tname]
+        for ci, conv in enumerate(convs):
+            msgs = [{"role": m["role"], "content": joined(m)} for m in conv["messages"]]
+            row = {"template": tname, "tokenizer": folder, "bos": bos, "eos": eos, "record": conv}
+            try:
+                text = transformers.utils.chat_template_utils.render_jinja_template(
+                    conversations=[msgs], chat_template=jinja, bos_token=bos, eos_token=eos)[0][0]
+            except Exception as e:  # the template's raise_exception
+                row["error"] = str(e)
+                rows.append(row)
+                continue
+            row["text"] = text
+            # where each rendered message's content is
+            spans, cur, targets = [], 0, []
+            for k, m in enumerate(msgs):
+                c = m["content"]
+                if stripped and not (tname == "llama2" and k == 0 and m["role"] == "system"):
+                    c = c.strip()
+                at = text.find(c, cur) if c else -1
+                if at < 0:
+                    continue  # not rendered (a role the template leaves out) or empty
+                spans.append((at, at + len(c)))
+                cur = at + len(c)
+                if m["role"] == "assistant":
+                    assert text.startswith(eot, cur), (tname, ci, text[cur:cur + 20])
+                    targets.append((at, cur + len(eot)))
+            if folder:
+                tk = tks[folder]
+                ids, offs = split_encode(tk, text, specials, spans)
+                has_special = any(s in m["content"] for m in msgs for s in list(tk.get_added_vocab()) + specials)
+                tk.backend_tokenizer.encode_special_tokens = False
+                hf = tk.apply_chat_template(msgs, chat_template=jinja, tokenize=True, bos_token=bos,
+                                            eos_token=eos, return_dict=False)
+                tk.backend_tokenizer.encode_special_tokens = True
+                if hasattr(hf, "keys"):
+                    hf = hf["input_ids"]
+                if not has_special:
+                    assert ids == list(hf), (tname, ci)
+                else:
+                    row["hf_ids_differ"] = ids != list(hf)
+                row["ids"] = ids
+                row["mask"] = [int(any(a < e and s < b for s, e in targets)) for a, b in offs]
+            rows.append(row)
+    with open(os.path.join(HERE, "fixtures.jsonl"), "w", encoding="utf-8") as f:
+        f.write(json.dumps({"jinja": T, "transformers": transformers.__version__}, ensure_ascii=False) + "\n")
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    print("%d cases (%d with ids), transformers %s" % (len(rows), sum("ids" in r for r in rows),
+                                                        transformers.__version__))
+
+
+if __name__ == "__main__":
+    main()
