@@ -567,47 +567,49 @@ int ds_chat_render(const ds_chat_template *t, const ds_chat *c, const ds_chat_re
     return DS_CHAT_OK;
 }
 
-int ds_chat_template_auto(const char *spec, const ds_chat_template **out, char *err, size_t errlen) {
-    char path[DS_PATH_BYTES];
-    size_t sl = strlen(spec);
-    const char *slash = strrchr(spec, '/');
-    int is_json = sl > 5 && !strcmp(spec + sl - 5, ".json");
-    if (is_json)
-        snprintf(path, sizeof path, "%.*s%stokenizer_config.json", slash ? (int)(slash - spec) : 0, spec,
-                 slash ? "/" : "");
-    else
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", spec);
+static void template_names(char *names, size_t cap) {
+    size_t k = 0;
+    names[0] = 0;
+    for (size_t i = 0; i < N_TEMPLATES && k < cap; i++)
+        k += (size_t)snprintf(names + k, cap - k, "%s%s", i ? ", " : "", templates[i].name);
+}
+
+/* A file's bytes (regular files only, at most 16 MiB: a template or a
+ * tokenizer_config.json is small). NULL with err set. */
+static char *read_small(const char *path, size_t *n, char *err, size_t errlen) {
     FILE *f = ds_fopen_regular(path, err, errlen);
-    if (!f) return DS_ERR_IO;
-    /* a tokenizer_config.json is small; bound what is read all the same */
-    size_t cap = (size_t)16 << 20, n = 0;
+    if (!f) return NULL;
+    size_t cap = (size_t)16 << 20;
     char *buf = malloc(cap + 1);
     if (!buf) {
         fclose(f);
-        return DS_ERR_NOMEM;
+        ds_set_err(err, errlen, "out of memory");
+        return NULL;
     }
-    n = fread(buf, 1, cap + 1, f);
+    *n = fread(buf, 1, cap + 1, f);
     fclose(f);
-    if (n > cap) {
+    if (*n > cap) {
         free(buf);
-        ds_set_err(err, errlen, "%s: over 16 MiB, not a tokenizer_config.json", path);
-        return DS_ERR_FORMAT;
+        ds_set_err(err, errlen, "%s: over 16 MiB, not a chat template", path);
+        return NULL;
     }
+    buf[*n] = 0;
+    return buf;
+}
+
+/* The template of a tokenizer_config.json's bytes (DS_OK), or why not. */
+static int from_config(const char *path, const char *buf, size_t n, const ds_chat_template **out, char *err,
+                       size_t errlen) {
+    char names[300], why[200];
+    template_names(names, sizeof names);
     ds_chat c = {0};
     ds_chat_parse_opts po = {.format = DS_FMT_TEXT, .text_field = "chat_template"};
-    char why[200];
     int rc = ds_chat_parse((const uint8_t *)buf, n, &po, &c, why, sizeof why);
-    free(buf);
-    char names[300];
-    size_t k = 0;
-    names[0] = 0;
-    for (size_t i = 0; i < N_TEMPLATES && k < sizeof names; i++)
-        k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", templates[i].name);
     if (rc != DS_CHAT_OK) {
         ds_chat_free(&c);
         ds_set_err(err, errlen, "%s has no string chat_template (%s); name one with --chat-template: %s", path, why,
                    names);
-        return rc < 0 ? rc : DS_ERR_FORMAT;
+        return rc == DS_ERR_NOMEM ? rc : DS_ERR_FORMAT;
     }
     const ds_chat_template *t = ds_chat_template_recognise((const char *)c.buf, c.buf_len);
     ds_chat_free(&c);
@@ -619,4 +621,68 @@ int ds_chat_template_auto(const char *spec, const ds_chat_template **out, char *
     }
     *out = t;
     return DS_OK;
+}
+
+int ds_chat_template_resolve(const char *arg, const char *tokenizer_spec, const ds_chat_template **out, char *err,
+                             size_t errlen) {
+    if (!arg || !strcmp(arg, "auto")) {
+        if (!tokenizer_spec) {
+            ds_set_err(err, errlen, "--chat-template auto needs the tokenizer's folder");
+            return DS_ERR_ARG;
+        }
+        return ds_chat_template_auto(tokenizer_spec, out, err, errlen);
+    }
+    const ds_chat_template *t = ds_chat_template_find(arg);
+    if (t) {
+        *out = t;
+        return DS_OK;
+    }
+    char names[300];
+    template_names(names, sizeof names);
+    if (!strchr(arg, '/') && !strchr(arg, '.')) {
+        ds_set_err(err, errlen, "unknown chat template '%s': a file, auto, or one of %s", arg, names);
+        return DS_ERR_ARG;
+    }
+    size_t n;
+    char *buf = read_small(arg, &n, err, errlen);
+    if (!buf) return DS_ERR_IO;
+    int rc;
+    size_t a = 0;
+    while (a < n && (buf[a] == ' ' || buf[a] == '\n' || buf[a] == '\t' || buf[a] == '\r')) a++;
+    if (a < n && buf[a] == '{' && a + 1 < n && buf[a + 1] != '%' && buf[a + 1] != '{' && buf[a + 1] != '#') {
+        rc = from_config(arg, buf, n, out, err, errlen); /* a JSON object: tokenizer_config.json */
+    } else {
+        t = ds_chat_template_recognise(buf, n);
+        rc = t ? DS_OK : DS_ERR_FORMAT;
+        if (t) *out = t;
+        else
+            ds_set_err(err, errlen, "the template in %s is none of the built-in templates; name one of: %s", arg,
+                       names);
+    }
+    free(buf);
+    return rc;
+}
+
+int ds_chat_template_auto(const char *spec, const ds_chat_template **out, char *err, size_t errlen) {
+    char path[DS_PATH_BYTES];
+    size_t sl = strlen(spec);
+    const char *slash = strrchr(spec, '/');
+    int is_json = sl > 5 && !strcmp(spec + sl - 5, ".json");
+    if (is_json)
+        snprintf(path, sizeof path, "%.*s%stokenizer_config.json", slash ? (int)(slash - spec) : 0, spec,
+                 slash ? "/" : "");
+    else
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", spec);
+    size_t n;
+    char *buf = read_small(path, &n, err, errlen);
+    if (!buf) {
+        char names[300];
+        size_t l = strlen(err);
+        template_names(names, sizeof names);
+        if (l < errlen) snprintf(err + l, errlen - l, "; name a template with --chat-template: %s", names);
+        return DS_ERR_IO;
+    }
+    int rc = from_config(path, buf, n, out, err, errlen);
+    free(buf);
+    return rc;
 }

@@ -104,6 +104,13 @@ const ds_chat_template *ds_chat_template_recognise(const char *jinja, size_t len
  * err lists the built-in names). */
 int ds_chat_template_auto(const char *tokenizer_spec, const ds_chat_template **out, char *err, size_t errlen);
 
+/* --chat-template ARG: a built-in's name, "auto" (ds_chat_template_auto of
+ * tokenizer_spec), or a file holding a Jinja template (a .jinja file, or a
+ * tokenizer_config.json with chat_template) recognised as a built-in.
+ * DS_OK, or DS_ERR_IO / DS_ERR_FORMAT (err lists the built-in names). */
+int ds_chat_template_resolve(const char *arg, const char *tokenizer_spec, const ds_chat_template **out, char *err,
+                             size_t errlen);
+
 /* Rendered conversation: the bytes, split into pieces. */
 typedef struct {
     size_t off, len;  /* in text */

@@ -44,18 +44,80 @@ static int ids_push(tk_ids *v, uint32_t id) {
 /* ---- encoding on the workers, one status per document: a document the
  * tokenizer refuses (tk_err_is_document) is skipped, any other failure
  * stops the run */
+/* Chat records (ds_chat.h): per worker thread the parsed record, its
+ * rendering and ids; per document of a set its mask, and why a refused
+ * record was refused. */
+typedef struct {
+    ds_chat c;
+    ds_chat_rendered r;
+    ds_chat_ids v;
+} chat_worker;
+typedef struct {
+    uint8_t *m;
+    size_t cap;
+} doc_mask;
+#define CHAT_WHY 200
+#define CHAT_REFUSED 1 /* rcs[i] of a record the chat parser or template refused (not a TK_ status) */
+
 typedef struct {
     const ds_encode_opts *o;
     const tk_span *docs;
     tk_ids *outs;
     int *rcs;
     atomic_int rc; /* the first failure of the run */
+    chat_worker *cw;    /* chat formats: one per thread */
+    doc_mask *masks;    /* chat formats: per document of this set */
+    char *whys;         /* chat formats: CHAT_WHY bytes per document */
+    const ds_chat_render_opts *ro;
 } encode_job;
 
+/* One chat record: parse, render, encode; ids appended to out, the mask
+ * into *dm. CHAT_REFUSED (why set) for a record the parser or template
+ * refuses, a tokenizer's refusal as its TK_ERR_DOC_* (why set), else TK_OK
+ * or the run's failure. */
+static int encode_chat(const ds_encode_opts *o, const ds_chat_render_opts *ro, chat_worker *w, const tk_span *doc,
+                       tk_ids *out, doc_mask *dm, char *why) {
+    ds_chat_parse_opts po = {.format = o->format, .messages_field = o->messages_field, .text_field = o->field};
+    int rc = ds_chat_parse(doc->text, doc->len, &po, &w->c, why, CHAT_WHY);
+    if (rc == DS_CHAT_OK) rc = ds_chat_render(o->chat_template, &w->c, ro, &w->r, why, CHAT_WHY);
+    if (rc == DS_ERR_NOMEM) return TK_ERR_NOMEM;
+    if (rc != DS_CHAT_OK) return CHAT_REFUSED;
+    w->v.len = 0;
+    rc = ds_chat_encode(o->tok, &w->r, &w->v, why, CHAT_WHY);
+    if (rc == DS_ERR_ARG) return CHAT_REFUSED; /* a template special token the tokenizer lacks */
+    if (rc == DS_ERR_NOMEM) return TK_ERR_NOMEM;
+    if (rc != DS_OK) return rc;
+    size_t need = out->len + w->v.len;
+    if (need > out->cap) {
+        uint32_t *p = realloc(out->ids, need * sizeof *p);
+        if (!p) return TK_ERR_NOMEM;
+        out->ids = p;
+        out->cap = need;
+    }
+    memcpy(out->ids + out->len, w->v.ids, w->v.len * sizeof *w->v.ids);
+    /* the mask covers the whole document: a BOS framing id before it is never a target */
+    size_t off = out->len;
+    out->len = need;
+    if (need > dm->cap) {
+        uint8_t *m = realloc(dm->m, need);
+        if (!m) return TK_ERR_NOMEM;
+        dm->m = m;
+        dm->cap = need;
+    }
+    memset(dm->m, 0, off);
+    memcpy(dm->m + off, w->v.mask, w->v.len);
+    return TK_OK;
+}
+
 static void encode_doc(void *ctx, int t, size_t i) {
-    (void)t;
     encode_job *j = ctx;
     const ds_encode_opts *o = j->o;
+    if (j->cw) {
+        int rc = encode_chat(o, j->ro, &j->cw[t], &j->docs[i], &j->outs[i], &j->masks[i], j->whys + i * CHAT_WHY);
+        j->rcs[i] = rc;
+        if (rc != TK_OK && rc != CHAT_REFUSED && !tk_err_is_document(rc)) atomic_store(&j->rc, rc);
+        return;
+    }
     int rc = o->use_special ? tk_encode_special(o->tok, j->docs[i].text, j->docs[i].len, o->allowed, o->n_allowed,
                                                 &j->outs[i])
                             : tk_encode(o->tok, j->docs[i].text, j->docs[i].len, &j->outs[i]);
@@ -64,8 +126,8 @@ static void encode_doc(void *ctx, int t, size_t i) {
 }
 
 static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *docs, size_t n, tk_ids *outs,
-                        int *rcs) {
-    encode_job j = {.o = o, .docs = docs, .outs = outs, .rcs = rcs};
+                        int *rcs, chat_worker *cw, doc_mask *masks, char *whys, const ds_chat_render_opts *ro) {
+    encode_job j = {.o = o, .docs = docs, .outs = outs, .rcs = rcs, .cw = cw, .masks = masks, .whys = whys, .ro = ro};
     atomic_init(&j.rc, TK_OK);
     ds_parallel_for(n, threads > (int)n ? (int)n : threads, encode_doc, &j, &j.rc);
     return atomic_load(&j.rc);
@@ -75,6 +137,7 @@ static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *doc
 typedef struct {
     const ds_encode_opts *o;
     tk_ids *set[2];
+    doc_mask *mset[2]; /* chat formats: the masks of each set */
     size_t n[2];
     int last[2];
     ds_handoff h; /* set full: encoded, waiting to be written; free: for the encoder */
@@ -90,6 +153,8 @@ static void *writer_main(void *arg) {
         int failed = 0;
         for (size_t i = 0; i < w->n[k]; i++) {
             tk_ids *v = &w->set[k][i];
+            if (!failed && w->mset[k] && w->o->sink_mask && w->o->sink_mask(w->mset[k][i].m, v->len, w->o->user))
+                failed = 1;
             if (!failed && w->o->sink && w->o->sink(v->ids, v->len, w->o->user)) failed = 1;
             /* do not keep a huge id array around after one giant document */
             if (v->cap > (16u << 20)) {
@@ -121,9 +186,15 @@ typedef struct {
     tk_span *spans;
     int *rcs;       /* per document of a batch: tk_encode's status */
     uint64_t refused; /* documents the tokenizer refused so far */
+    uint64_t chat_refused; /* chat records the parser or template refused so far */
     tk_ids *ids;
     size_t used[2]; /* most documents a set has held: entries past it were never touched */
     int64_t bos, eos; /* framing in force, -1: none */
+    chat_worker *cw;  /* chat formats: per thread */
+    doc_mask *masks;  /* chat formats: 2 x batch_docs */
+    char *whys;       /* chat formats: batch_docs x CHAT_WHY */
+    ds_chat_render_opts ro;
+    char bos_tok[256], eos_tok[256];
 } encoder;
 
 static void on_bad(const ds_record *rec, void *user) {
@@ -152,7 +223,8 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
         if (e->bos >= 0 && ids_push(&set[i], (uint32_t)e->bos)) return enc_fail(e, DS_ERR_NOMEM, "out of memory");
     }
     double te = clock();
-    int erc = nb ? encode_batch(e->o, e->threads, e->spans, nb, set, e->rcs) : TK_OK;
+    doc_mask *masks = e->masks ? e->masks + (size_t)k * e->o->batch_docs : NULL;
+    int erc = nb ? encode_batch(e->o, e->threads, e->spans, nb, set, e->rcs, e->cw, masks, e->whys, &e->ro) : TK_OK;
     e->res->encode_seconds += clock() - te;
     if (erc != TK_OK) {
         snprintf(e->err, e->errlen, "encoding failed: %s", tk_strerror(erc));
@@ -165,11 +237,14 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
     for (size_t i = 0; i < nb; i++) {
         if (e->rcs[i] != TK_OK) {
             const ds_batch_rec *br = &b->recs[i];
-            ds_record rec = {.text = e->spans[i].text, .len = e->spans[i].len, .status = DS_REC_TOKENIZER,
+            ds_record rec = {.text = e->spans[i].text, .len = e->spans[i].len,
+                             .status = e->rcs[i] == CHAT_REFUSED ? DS_REC_CHAT : DS_REC_TOKENIZER,
                              .record_bytes = br->record_bytes, .file = br->file, .line = br->line,
                              .offset = br->offset, .index = br->index, .flags = br->flags,
-                             .detail = tk_strerror(e->rcs[i])};
-            e->refused++;
+                             .detail = e->whys && e->whys[i * CHAT_WHY] ? e->whys + i * CHAT_WHY
+                                                                         : tk_strerror(e->rcs[i])};
+            if (e->rcs[i] == CHAT_REFUSED) e->chat_refused++;
+            else e->refused++;
             if (e->o->skipped) e->o->skipped(&rec, e->o->user);
             continue;
         }
@@ -177,6 +252,11 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
             tk_ids t = set[kept];
             set[kept] = set[i];
             set[i] = t;
+            if (masks) {
+                doc_mask m = masks[kept];
+                masks[kept] = masks[i];
+                masks[i] = m;
+            }
         }
         kept++;
     }
@@ -211,6 +291,10 @@ static int encode_run(encoder *e) {
     e->wr.o = o;
     e->wr.set[0] = e->ids;
     e->wr.set[1] = e->ids + nd;
+    if (e->masks) {
+        e->wr.mset[0] = e->masks;
+        e->wr.mset[1] = e->masks + nd;
+    }
     ds_handoff_init(&e->wr.h);
     e->wr.inited = 1;
     if (pthread_create(&e->wr.thread, NULL, writer_main, &e->wr) != 0)
@@ -226,7 +310,7 @@ static int encode_run(encoder *e) {
     ds_pipeline_end(&e->pl);
     pthread_join(e->wr.thread, NULL);
     e->wr.started = 0;
-    e->res->skipped = e->pl.skipped + e->refused;
+    e->res->skipped = e->pl.skipped + e->refused + e->chat_refused;
     e->res->refused = e->refused;
     if (e->wr.failed) return enc_fail(e, DS_ERR_IO, "the output sink failed");
     return DS_OK;
@@ -267,6 +351,29 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
     ds_reader_opts ro;
     ds_reader_opts_init(&ro);
     if (opts->field) ro.field = opts->field;
+    if (opts->format != DS_FMT_TEXT) {
+        if (!opts->chat_template || !ds_format_name(opts->format) || !ds_loss_on_name(opts->loss_on)) {
+            snprintf(err, errlen, "ds_encode: a chat format needs chat_template, and format / loss_on in range");
+            return DS_ERR_ARG;
+        }
+        /* the template frames the record (its bos_token); no framing around it */
+        e.bos = e.eos = -1;
+        ds_chat_framing_tokens(opts->tok, e.bos_tok, sizeof e.bos_tok, e.eos_tok, sizeof e.eos_tok);
+        e.ro.bos_token = e.bos_tok;
+        e.ro.eos_token = e.eos_tok;
+        e.ro.loss_on = opts->loss_on;
+        ro.defer_json = 1; /* each line whole, parsed on the workers */
+        e.cw = calloc((size_t)e.threads, sizeof *e.cw);
+        e.masks = calloc(2 * opts->batch_docs, sizeof *e.masks);
+        e.whys = calloc(opts->batch_docs, CHAT_WHY);
+        if (!e.cw || !e.masks || !e.whys) {
+            free(e.cw);
+            free(e.masks);
+            free(e.whys);
+            snprintf(err, errlen, "out of memory");
+            return DS_ERR_NOMEM;
+        }
+    }
     ro.doc_sep = opts->doc_sep;
     int rc = ds_reader_open(opts->inputs, opts->n_inputs, &ro, &e.rd, err, errlen);
     if (rc != DS_OK) {
@@ -289,6 +396,17 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
     free(e.ids);
     free(e.spans);
     free(e.rcs);
+    if (e.cw)
+        for (int t = 0; t < e.threads; t++) {
+            ds_chat_free(&e.cw[t].c);
+            ds_chat_rendered_free(&e.cw[t].r);
+            ds_chat_ids_free(&e.cw[t].v);
+        }
+    if (e.masks)
+        for (size_t i = 0; i < 2 * opts->batch_docs; i++) free(e.masks[i].m);
+    free(e.cw);
+    free(e.masks);
+    free(e.whys);
     ds_reader_free(e.rd);
     return rc;
 }

@@ -2,3 +2,5 @@
 # rendering, ids and loss masks against transformers' apply_chat_template
 # (fixtures from tests/data/chat/make_fixtures.py), parser refusals, `auto`.
 mks_add_test(test_chat SOURCES test_chat.c LIBS ds tk PkgConfig::JANSSON LABELS cpu TIMEOUT 300)
+# mkshards encode --format/--chat-template/--mask-out: ids and masks vs transformers, refusals, exit codes.
+mks_add_cli_test(cli_chat cli_chat.sh LABELS cpu TIMEOUT 120)

@@ -36,6 +36,17 @@ static const char k_usage[] =
     "      --bos TOKEN|default  put this token (its text) before every document; default: the\n"
     "                           tokenizer's framing, as `build` uses (default: none)\n"
     "      --eos TOKEN|default  the same after every document (default: none)\n"
+    "      --format F           text (default), chat, prompt-completion, or auto (by each\n"
+    "                           record's fields): fine-tuning records (docs/chat.md)\n"
+    "      --chat-template T    chat formats: a built-in (chatml, qwen2, qwen2.5, llama3, llama2,\n"
+    "                           mistral, gemma, phi3, deepseek), auto (the tokenizer folder's\n"
+    "                           tokenizer_config.json chat_template, recognised) or a file\n"
+    "                           holding a Jinja template (default: auto)\n"
+    "      --messages-field F   chat records' messages field (default: messages)\n"
+    "      --loss-on WHAT       assistant, completion or all (default: assistant for chat,\n"
+    "                           completion for prompt-completion): what --mask-out marks\n"
+    "      --mask-out FILE      chat formats: one line per document, the loss mask as a JSON\n"
+    "                           array of 0/1, one per id of the --ids-out line\n"
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
     "      --batch-bytes SIZE   text per encode batch, 1..1T (default 256K with one thread, else 2M)\n"
     "      --batch-docs N       documents per encode batch, 1..16777216 (default 4096)\n"
@@ -55,7 +66,10 @@ static const char k_usage[] =
     "Example:\n"
     "  mkshards encode -t cl100k_base samples/tiny.jsonl --ids-out tiny.ids --stats\n";
 
-enum { OPT_ALLOW_SPECIAL = 1000, OPT_DOC_SEP, OPT_STATS, OPT_BATCH_BYTES, OPT_BATCH_DOCS, OPT_BOS, OPT_EOS };
+enum {
+    OPT_ALLOW_SPECIAL = 1000, OPT_DOC_SEP, OPT_STATS, OPT_BATCH_BYTES, OPT_BATCH_DOCS, OPT_BOS, OPT_EOS, OPT_FORMAT,
+    OPT_CHAT_TEMPLATE, OPT_MESSAGES_FIELD, OPT_LOSS_ON, OPT_MASK_OUT
+};
 
 static const struct option k_opts[] = {
     {"tokenizer", required_argument, 0, 't'},
@@ -71,6 +85,11 @@ static const struct option k_opts[] = {
     {"stats", no_argument, 0, OPT_STATS},
     {"bos", required_argument, 0, OPT_BOS},
     {"eos", required_argument, 0, OPT_EOS},
+    {"format", required_argument, 0, OPT_FORMAT},
+    {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
+    {"messages-field", required_argument, 0, OPT_MESSAGES_FIELD},
+    {"loss-on", required_argument, 0, OPT_LOSS_ON},
+    {"mask-out", required_argument, 0, OPT_MASK_OUT},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -84,6 +103,7 @@ static const char *rec_status_name(ds_rec_status s)
     case DS_REC_OVERLONG: return "record longer than the reader's limit";
     case DS_REC_ZSTD_ERROR: return "zstd or gzip stream truncated or corrupt (rest of file ignored)";
     case DS_REC_TOKENIZER: return "tokenizer-limit";
+    case DS_REC_CHAT: return "chat record refused";
     }
     return "unusable record";
 }
@@ -155,6 +175,8 @@ typedef struct {
     outbuf out;
     const char *out_path;
     int sink_failed, open_failed;
+    outbuf mask;           /* --mask-out */
+    const char *mask_path;
 } encode_cli;
 
 static int open_output(void *user)
@@ -175,6 +197,29 @@ static int open_output(void *user)
     return 0;
 }
 
+/* --mask-out: the mask of the document whose ids come next, as "[0,1,1]\n" */
+static int sink_mask(const uint8_t *mask, size_t n, void *user)
+{
+    encode_cli *c = user;
+    if (!c->mask.f)
+        return 0;
+    if (out_reserve(&c->mask, 2 * n + 3)) {
+        c->sink_failed = 1;
+        return -1;
+    }
+    char *p = c->mask.buf + c->mask.len;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        *p++ = mask[i] ? '1' : '0';
+    }
+    *p++ = ']';
+    *p++ = '\n';
+    c->mask.len = (size_t)(p - c->mask.buf);
+    return 0;
+}
+
 static int sink_ids(const uint32_t *ids, size_t n, void *user)
 {
     encode_cli *c = user;
@@ -189,7 +234,7 @@ static int sink_ids(const uint32_t *ids, size_t n, void *user)
 static void on_skipped(const ds_record *rec, void *user)
 {
     (void)user;
-    if (rec->status == DS_REC_TOKENIZER) /* the rule id and why, as lint and build's rejects.jsonl say it */
+    if (rec->status == DS_REC_TOKENIZER || rec->status == DS_REC_CHAT) /* the rule id and why, as lint and build's rejects.jsonl say it */
         cli_warn("encode", "%s:%llu: %s: %s; record skipped", rec->file ? rec->file : "?",
                  (unsigned long long)rec->line, rec_status_name(rec->status), rec->detail ? rec->detail : "");
     else
@@ -237,7 +282,7 @@ static int parse_allowed(const char *cmd, const tk_tokenizer *tok, const char *a
 }
 
 typedef struct {
-    const char *spec, *pattern, *allow, *out_path, *bos, *eos;
+    const char *spec, *pattern, *allow, *out_path, *bos, *eos, *chat_template, *mask_out;
     int stats;
     const char **inputs;
     size_t n_inputs;
@@ -280,6 +325,20 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
         case OPT_STATS: a->stats = 1; break;
         case OPT_BOS: a->bos = optarg; break;
         case OPT_EOS: a->eos = optarg; break;
+        case OPT_FORMAT:
+            if (ds_format_parse(optarg, &o->format)) {
+                char names[96];
+                return cli_usage_error(cmd, "--format expects %s, got '%s'",
+                                       ds_names_list(ds_format_name, names, sizeof names), optarg);
+            }
+            break;
+        case OPT_CHAT_TEMPLATE: a->chat_template = optarg; break;
+        case OPT_MESSAGES_FIELD: o->messages_field = optarg; break;
+        case OPT_LOSS_ON:
+            if (ds_loss_on_parse(optarg, &o->loss_on) || o->loss_on == DS_LOSS_DEFAULT)
+                return cli_usage_error(cmd, "--loss-on expects assistant, completion or all, got '%s'", optarg);
+            break;
+        case OPT_MASK_OUT: a->mask_out = optarg; break;
         case 'h': fputs(k_usage, stdout); return -1;
         default: return EXIT_USAGE;
         }
@@ -292,6 +351,12 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
         return cli_usage_error(cmd, "--ids-out is required (a file, or - for stdout)");
     if (a->n_inputs == 0)
         a->inputs[a->n_inputs++] = "-";
+    if (o->format == DS_FMT_TEXT && (a->chat_template || a->mask_out || o->messages_field))
+        return cli_usage_error(cmd, "--chat-template, --messages-field and --mask-out need --format chat, "
+                                    "prompt-completion or auto");
+    if (o->format != DS_FMT_TEXT && (a->allow || a->bos || a->eos))
+        return cli_usage_error(cmd, "--allow-special, --bos and --eos are for --format text: a chat template "
+                                    "places its own special tokens");
     o->threads = threads <= 0 ? cli_ncpus() : (int)threads;
     o->batch_docs = (size_t)batch_docs;
     return EXIT_OK;
@@ -348,7 +413,9 @@ int cmd_encode(int argc, char **argv)
     /* before the output is created (fopen "wb" truncates): it must be
      * neither an input, nor inside an input folder, nor the tokenizer */
     if (rc == EXIT_OK && (cli_refuse_overwrite(cmd, "--ids-out", a.out_path, "the input", a.inputs, a.n_inputs) ||
-                          cli_refuse_overwrite_tokenizer(cmd, "--ids-out", a.out_path, a.spec)))
+                          cli_refuse_overwrite_tokenizer(cmd, "--ids-out", a.out_path, a.spec) ||
+                          cli_refuse_overwrite(cmd, "--mask-out", a.mask_out, "the input", a.inputs, a.n_inputs) ||
+                          cli_refuse_overwrite_tokenizer(cmd, "--mask-out", a.mask_out, a.spec)))
         rc = EXIT_BAD_INPUT;
     if (rc != EXIT_OK) {
         free(a.inputs);
@@ -363,6 +430,37 @@ int cmd_encode(int argc, char **argv)
         rc = parse_allowed(cmd, tok, a.allow, &o, &allow_copy, &allowed);
     if (rc == EXIT_OK && a.bos) rc = cli_frame_token(cmd, "--bos", tok, a.bos, &o.bos_id);
     if (rc == EXIT_OK && a.eos) rc = cli_frame_token(cmd, "--eos", tok, a.eos, &o.eos_id);
+    const ds_chat_template *tmpl = NULL;
+    if (rc == EXIT_OK && o.format != DS_FMT_TEXT) {
+        char terr[1200];
+        int trc = ds_chat_template_resolve(a.chat_template, a.spec, &tmpl, terr, sizeof terr);
+        if (trc == DS_ERR_ARG) {
+            rc = cli_usage_error(cmd, "%s", terr);
+        } else if (trc != DS_OK) {
+            cli_error(cmd, "--chat-template: %s", terr);
+            rc = EXIT_BAD_INPUT;
+        }
+        o.chat_template = tmpl;
+    }
+    if (rc == EXIT_OK && a.mask_out) {
+        if (a.out_path && !strcmp(a.out_path, a.mask_out) && strcmp(a.mask_out, "-")) {
+            rc = cli_usage_error(cmd, "--mask-out and --ids-out are the same file");
+        } else if (!strcmp(a.mask_out, "-")) {
+            c.mask.f = stdout;
+            c.mask.path = "stdout";
+        } else if (!(c.mask.f = fopen(a.mask_out, "wb"))) {
+            cli_error(cmd, "cannot create --mask-out '%s': %s", a.mask_out, strerror(errno));
+            rc = EXIT_BAD_INPUT;
+        } else {
+            c.mask.path = a.mask_out;
+        }
+        c.mask.cap = 1u << 17;
+        if (rc == EXIT_OK && !(c.mask.buf = malloc(c.mask.cap))) {
+            cli_error(cmd, "out of memory");
+            rc = EXIT_BAD_INPUT;
+        }
+        o.sink_mask = sink_mask;
+    }
     c.out.cap = 1u << 17; /* written out when full: a bigger buffer only adds first-touch page faults */
     if (rc == EXIT_OK && !(c.out.buf = malloc(c.out.cap))) {
         cli_error(cmd, "out of memory");
@@ -381,7 +479,16 @@ int cmd_encode(int argc, char **argv)
         double t0 = cli_now();
         int erc = ds_encode(&o, &r, err, sizeof err);
         rc = report(cmd, erc, err, &c, &r, &a, &o, tok, t0);
+        if (c.mask.f && (out_flush(&c.mask) || fflush(c.mask.f) != 0 || ferror(c.mask.f)) && rc == EXIT_OK) {
+            cli_error(cmd, "cannot write '%s': %s", c.mask.path, strerror(c.mask.failed ? c.mask.failed : errno));
+            rc = EXIT_BAD_INPUT;
+        }
     }
+    if (c.mask.f && c.mask.f != stdout && fclose(c.mask.f) != 0 && rc == EXIT_OK) {
+        cli_error(cmd, "cannot write '%s': %s", c.mask.path, strerror(errno));
+        rc = EXIT_BAD_INPUT;
+    }
+    free(c.mask.buf);
     if (c.out.f && c.out.f != stdout) {
         if (fclose(c.out.f) != 0 && rc == EXIT_OK) {
             cli_error(cmd, "cannot write '%s': %s", c.out.path, strerror(errno));

@@ -169,7 +169,7 @@ def sentence(rng, k, special=False):
 
 def conversations(rng):
     out = []
-    for i in range(40):
+    for i in range(30):
         special = i % 5 == 4
         msgs = []
         if i % 3 == 0:
@@ -282,6 +282,14 @@ def main():
         f.write(json.dumps({"jinja": T, "transformers": transformers.__version__}, ensure_ascii=False) + "\n")
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    # mkshards encode's inputs and outputs for tests/cli_chat.sh (no JSON tool needed there)
+    for tname in ("qwen2.5", "llama3"):
+        sel = [r for r in rows if r["template"] == tname and "ids" in r][:12]
+        with open(os.path.join(HERE, "cli_%s.jsonl" % tname), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r["record"], ensure_ascii=False) + "\n" for r in sel)
+        for key in ("ids", "mask"):
+            with open(os.path.join(HERE, "cli_%s.%s" % (tname, key)), "w") as f:
+                f.writelines(json.dumps(r[key], separators=(",", ":")) + "\n" for r in sel)
     print("%d cases (%d with ids), transformers %s" % (len(rows), sum("ids" in r for r in rows),
                                                         transformers.__version__))
 
