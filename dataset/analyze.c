@@ -730,6 +730,8 @@ static int scan_all(analyzer *a, agg *g, ds_reader *rd, uint64_t batch_bytes, in
     ds_pipeline pl;
     memset(&pl, 0, sizeof pl);
     pl.rd = rd;
+    pl.src = a->o->source;
+    pl.src_max_record = a->ro->max_record_bytes;
     pl.max_bytes = batch_bytes;
     pl.max_docs = 4096;
     pl.keep_bad = 1;
@@ -820,7 +822,11 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
     ro.defer_json = 1; /* JSON parsing runs on the workers */
     a.ro = &ro;
     ds_reader *rd = NULL;
-    int rc = ds_reader_open(inputs, n_inputs, &ro, &rd, err, errlen);
+    if (o.source && (n_inputs || !o.source->next || !o.source->name)) {
+        ds_set_err(err, errlen, "ds_analyze: a source takes no inputs");
+        return DS_ERR_ARG;
+    }
+    int rc = o.source ? DS_OK : ds_reader_open(inputs, n_inputs, &ro, &rd, err, errlen);
     if (rc) return rc;
 
     agg g;

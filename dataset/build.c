@@ -210,7 +210,8 @@ static int set_framing(build *b) {
 static int make_config(build *b) {
     const ds_build_opts *o = b->o;
     ds_build_config *c = &b->cfg;
-    if (!o->tok || !o->out_dir || !o->seq_len || o->seq_len > (1u << 24) || (o->n_inputs && !o->inputs))
+    if (!o->tok || !o->out_dir || !o->seq_len || o->seq_len > (1u << 24) || (o->n_inputs && !o->inputs) ||
+        (o->source && (o->n_inputs || !o->source->next || !o->source->name || o->part_n != 1)))
         return fail(b, DS_ERR_ARG, "ds_build: tok, out_dir and seq_len 1..2^24 are required");
     if (!ds_pack_name(o->pack) || !ds_over_long_name(o->over_long) || !ds_doc_sep_name(o->doc_sep) ||
         o->zstd_level < 0 || o->zstd_level > 22 ||
@@ -259,7 +260,7 @@ static int prepare_out(build *b, ds_build_result *res) {
     b->lock_fd = ds_lock_dir(out, "build or merge", b->err, b->errlen);
     if (b->lock_fd < 0) return b->lock_fd;
     if ((rc = ds_build_remove_special(out, b->err, b->errlen)) != DS_OK) return rc;
-    int from_stdin = 0;
+    int from_stdin = b->o->source != NULL; /* a source, like stdin, cannot be compared with an earlier run */
     for (size_t i = 0; i < b->cfg.n_files; i++) from_stdin |= !strcmp(b->cfg.files[i], "-");
     size_t n_checked = 0;
     char why[600];
@@ -320,7 +321,7 @@ static int setup_state(build *b) {
     uint64_t rej_len = 0;
     snprintf(b->rej_path, sizeof b->rej_path, "%s/rejects.jsonl", out);
     snprintf(b->rej_tmp, sizeof b->rej_tmp, "%s/rejects.jsonl.part", out);
-    b->use_ckpt = 1;
+    b->use_ckpt = !b->o->source; /* a source cannot be replayed */
     for (size_t i = 0; i < b->cfg.n_files; i++)
         if (!strcmp(b->cfg.files[i], "-")) b->use_ckpt = 0; /* stdin cannot be replayed */
     b->resumed = b->use_ckpt &&
@@ -449,6 +450,7 @@ static int run_pipeline(build *b) {
         b->est_total += ds_build_estimate_bytes(b->cfg.files[i], b->cfg.file_bytes[i]);
     b->t0 = b->last_ckpt = ds_now();
     b->pl.rd = b->rd;
+    b->pl.src = b->o->source;
     b->pl.max_bytes = b->o->batch_bytes;
     b->pl.max_docs = 1u << 18;
     b->pl.keep_bad = 1;
@@ -477,7 +479,7 @@ static int finish(build *b, ds_build_result *res) {
     if (rename(b->rej_tmp, b->rej_path) != 0)
         return fail(b, DS_ERR_IO, "cannot rename '%s': %s", b->rej_tmp, strerror(errno));
     const ds_build_account *acc = &b->acc;
-    if (b->cfg.n_files && acc->rows[0] + acc->rows[1] == 0) {
+    if ((b->cfg.n_files || b->o->source) && acc->rows[0] + acc->rows[1] == 0) {
         /* a manifest without rows would make the next run report "up to date" */
         ds_ckpt_remove(out);
         if (acc->records == 0) return fail(b, DS_ERR_EMPTY, "no documents in the inputs: nothing to write (no manifest written)");

@@ -12,7 +12,6 @@
 #include <stdio.h>
 
 #include "ds_shard.h" /* token shards: writer format and the trainer-facing reader */
-#include "ds_chat.h"  /* fine-tuning records: chat templates and loss masks */
 
 #ifdef __cplusplus
 extern "C" {
@@ -131,10 +130,7 @@ typedef enum {
     DS_REC_OVERLONG = 4,        /* over max_record_bytes (skipped: text NULL; cut: truncated text) */
     DS_REC_ZSTD_ERROR = 5,      /* the zstd or gzip stream is truncated/corrupt here; file ends here */
     DS_REC_TOKENIZER = 6        /* not from the reader: the tokenizer refused the document (a per-document
-                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */,
-    DS_REC_CHAT = 7             /* not from the reader: a chat / prompt-completion record its parser or
-                                   template refuses (detail: ds_chat_status_name and why); ds_encode's
-                                   skipped callback */
+                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */
 } ds_rec_status;
 
 typedef struct {
@@ -184,6 +180,30 @@ void ds_reader_free(ds_reader *r);
  * text does not live in it (JSONL records: the text is unescaped elsewhere),
  * nothing exchanged then. */
 long long ds_reader_take_text(ds_reader *r, const ds_record *rec, uint8_t **buf, size_t *cap);
+
+/* Record source: documents pulled from a callback instead of read from files
+ * (the Python package's iterables; source.c). The pipeline calls next on its
+ * one reader thread, in order; each item becomes one record numbered like a
+ * JSONL line (file = name, line = item number from 1, offset 0). An item is
+ * the document (status DS_REC_OK, text/len valid until the next call) or a
+ * reject: DS_REC_MISSING_FIELD / DS_REC_NOT_STRING with a detail, as a JSONL
+ * line whose field is absent / not a string. A text over max_record_bytes
+ * becomes DS_REC_OVERLONG without its text, as an over-long JSONL line.
+ * next returns 1 (an item), 0 (the end) or a DS_ERR_* (stop: err says why;
+ * the build or analysis fails with it). No --part, resume or "up to date"
+ * check: a source cannot be replayed. */
+typedef struct {
+    const uint8_t *text;
+    size_t len;
+    ds_rec_status status;   /* DS_REC_OK, DS_REC_MISSING_FIELD or DS_REC_NOT_STRING */
+    uint32_t flags;         /* DS_RECF_JSON_LONE_SURROGATE where the source replaced one by U+FFFD */
+    const char *detail;     /* a reject's reason (valid until the next call) */
+} ds_source_item;
+typedef struct {
+    int (*next)(void *user, ds_source_item *item, char *err, size_t errlen);
+    void *user;
+    const char *name;       /* the records' file name in reports and rejects, e.g. "<python>" */
+} ds_source;
 
 /* JSON field extraction, usable on any thread (one ctx per thread). With
  * defer_json, pass each DS_RECF_RAW_JSON record's text/len here: rec gets
@@ -278,6 +298,7 @@ typedef struct {
                                        16 bytes each, the table is <= 2^ceil(log2(4/3 x this)) slots) */
     ds_analyze_callback callback;   /* progress and cancellation (NULL: none) */
     void *user;
+    const ds_source *source;        /* non-NULL: records from it; ds_analyze's inputs must be empty */
 } ds_analyze_opts;
 #define DS_DUP_DEFAULT_MAX ((uint64_t)6291456) /* 3/4 of 2^23 slots: a 128 MiB table */
 void ds_analyze_opts_init(ds_analyze_opts *o);
@@ -391,19 +412,6 @@ typedef struct {
      * why), on the calling thread: either is skipped (no ids, no sink call) */
     void (*skipped)(const ds_record *rec, void *user);
     void *user;
-    /* Fine-tuning records (ds_chat.h, docs/chat.md): format CHAT,
-     * PROMPT_COMPLETION or AUTO reads each JSONL line as a record rendered
-     * through chat_template (required then) into ids; a record the parser or
-     * the template refuses is skipped (DS_REC_CHAT, detail: why). The
-     * template's bos_token / eos_token are the tokenizer's framing tokens;
-     * bos_id / eos_id framing applies to text records only. */
-    ds_format format;                 /* DS_FMT_TEXT (default) */
-    const struct ds_chat_template *chat_template;
-    const char *messages_field;       /* NULL: "messages" */
-    ds_loss_on loss_on;               /* DS_LOSS_DEFAULT */
-    /* with a chat format: the loss mask of each document (one byte per id,
-     * 1 = target) just before its sink call, on the writer thread (NULL: none) */
-    int (*sink_mask)(const uint8_t *mask, size_t n, void *user);
 } ds_encode_opts;
 void ds_encode_opts_init(ds_encode_opts *o);
 
@@ -527,6 +535,8 @@ typedef struct {
      * <|endoftext|>, tokenizer.json its post_processor / family tokens);
      * -1: none; else an id < vocab size. Recorded in the manifest. */
     int64_t bos_id, eos_id;
+    const ds_source *source;          /* non-NULL: records from it instead of inputs (n_inputs 0, part 1/1);
+                                         never checkpointed nor "up to date" (like stdin) */
 } ds_build_opts;
 void ds_build_opts_init(ds_build_opts *o);
 

@@ -81,10 +81,16 @@ static ds_batch_rec *push_rec(ds_batch *b) {
     return &b->recs[b->n++];
 }
 
+/* The file reader's next record, or the source's (pl->src). */
+static int next_record(ds_pipeline *pl, ds_record *rec, char *err, size_t errlen) {
+    if (pl->src) return ds_source_next_record(pl->src, &pl->src_index, pl->src_max_record, rec, err, errlen);
+    return ds_reader_next(pl->rd, rec, err, errlen);
+}
+
 static int skip_records(ds_pipeline *pl, ds_batch *b) {
     while (pl->skip) {
         ds_record rec;
-        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        int r = next_record(pl, &rec, b->errmsg, sizeof b->errmsg);
         if (r <= 0) {
             if (r == 0)
                 snprintf(b->errmsg, sizeof b->errmsg, "the inputs have fewer records than the checkpoint "
@@ -107,7 +113,7 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
     b->fatal = 0;
     b->rc = DS_OK;
     b->raw_bytes = 0;
-    if (!pl->rd) {
+    if (!pl->rd && !pl->src) {
         b->eof = 1;
         return;
     }
@@ -115,7 +121,7 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
     while (b->n < pl->max_docs && b->used < pl->max_bytes) {
         ds_record rec;
         b->errmsg[0] = 0;
-        int r = ds_reader_next(pl->rd, &rec, b->errmsg, sizeof b->errmsg);
+        int r = next_record(pl, &rec, b->errmsg, sizeof b->errmsg);
         if (r <= 0) {
             b->eof = 1;
             b->fatal = r < 0;
@@ -132,7 +138,7 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
         size_t len = keep_text ? rec.len : 0, off = b->used; /* by default never a bad record's payload */
         ds_batch_rec *br = push_rec(b);
         if (!br) goto oom;
-        if (b->used == 0 && pl->take_text_min && len >= pl->take_text_min) {
+        if (b->used == 0 && pl->take_text_min && len >= pl->take_text_min && pl->rd) {
             /* a large document first in the batch: swap buffers with the
              * reader rather than copy it into fresh pages */
             long long at = ds_reader_take_text(pl->rd, &rec, &b->arena, &b->cap);

@@ -67,7 +67,9 @@ typedef struct {
 
 typedef struct {
     /* set by the caller before ds_pipeline_start */
-    ds_reader *rd;        /* NULL: one empty, final batch */
+    ds_reader *rd;        /* NULL (and no src): one empty, final batch */
+    const ds_source *src; /* instead of rd: records from a callback (source.c; take_text_min does not apply) */
+    size_t src_max_record; /* src: the reader's max_record_bytes (0: its default) */
     uint64_t max_bytes;   /* text per batch */
     size_t max_docs;      /* records per batch */
     uint64_t skip;        /* records read and dropped before the first batch (resume) */
@@ -85,6 +87,7 @@ typedef struct {
     pthread_t thread;
     int started, inited;
     unsigned k;
+    uint64_t src_index;   /* src: items pulled so far */
 } ds_pipeline;
 
 /* Start the reader thread. DS_OK or DS_ERR_INTERNAL ("cannot start the reader thread"). */
@@ -96,6 +99,11 @@ ds_batch *ds_pipeline_next(ds_pipeline *pl);
 void ds_pipeline_release(ds_pipeline *pl);
 /* Stop the reader (if running), wait for it, free the batches. */
 void ds_pipeline_end(ds_pipeline *pl);
+
+/* The next record of a ds_source (source.c), as ds_reader_next: 1, 0 at the
+ * end, <0 (err set) when the source stops. *index counts the items. */
+int ds_source_next_record(const ds_source *s, uint64_t *index, size_t max_record_bytes, ds_record *rec, char *err,
+                          size_t errlen);
 
 /* ---- workers: fn(ctx, t, i) for i in [0, n) on `threads` threads (the
  * caller is thread 0); stops early once *stop (if given) is nonzero. */

@@ -212,6 +212,272 @@ static int conv_enum(PyObject *o, void *p)
     return 1;
 }
 
+/* ================================================================ Python sources */
+/* A Python iterable as a ds_source (ds.h): the pipeline's reader thread calls
+ * py_src_next, which takes the GIL (PyGILState_Ensure; the calling thread
+ * waits in bg_wait with it released, the C work runs without it) only to pull
+ * a chunk of items (up to SRC_CHUNK_ITEMS or SRC_CHUNK_BYTES of text), then
+ * hands them out one by one. The texts are the str objects' own UTF-8
+ * buffers, kept alive by the chunk's references until the next pull, so
+ * memory is one chunk plus the pipeline's two batches. An exception from the
+ * iterator is kept in the job and re-raised unchanged by bg_run. The spec
+ * (a dict, made by mkshards._pipeline) is {"iter": iterator, "field": tuple of
+ * keys, "field_name": str, "values": bool}: values True: the items are the
+ * field's values (an Arrow column); else an item is a str (the document) or a
+ * dict walked by the keys. */
+#define SRC_CHUNK_ITEMS 1024
+#define SRC_CHUNK_BYTES ((size_t)4 << 20)
+
+typedef struct {
+    const char *text; /* NULL: at aux_off in aux */
+    size_t len, aux_off, detail_off;
+    int status;
+    uint32_t flags;
+} src_item;
+
+typedef struct {
+    bg_job *job;
+    PyObject *it, *keys; /* keys: a tuple of str */
+    const char *field_name;
+    int values;
+    ds_source src;
+    PyObject *refs[SRC_CHUNK_ITEMS];
+    src_item items[SRC_CHUNK_ITEMS];
+    size_t n, pos;
+    char *aux; /* details and re-encoded texts of this chunk */
+    size_t aux_len, aux_cap;
+    int ended, stop_rc;
+    char stop_msg[200];
+} py_source;
+
+static int aux_put(py_source *s, const void *p, size_t n, size_t *off)
+{
+    if (s->aux_len + n + 1 > s->aux_cap) {
+        size_t nc = s->aux_cap ? s->aux_cap : 4096;
+        while (nc < s->aux_len + n + 1)
+            nc *= 2;
+        char *na = PyMem_RawRealloc(s->aux, nc);
+        if (!na)
+            return -1;
+        s->aux = na;
+        s->aux_cap = nc;
+    }
+    *off = s->aux_len;
+    memcpy(s->aux + s->aux_len, p, n);
+    s->aux[s->aux_len + n] = 0;
+    s->aux_len += n + 1;
+    return 0;
+}
+
+static int src_detail(py_source *s, src_item *it, int status, const char *fmt, const char *a, const char *b)
+{
+    char d[256];
+    snprintf(d, sizeof d, fmt, a, b);
+    it->status = status;
+    return aux_put(s, d, strlen(d), &it->detail_off);
+}
+
+/* The JSON reader's words for a value's type (reader.c), for the same reject details. */
+static const char *json_type_words(PyObject *o)
+{
+    if (o == Py_None)
+        return "null";
+    if (PyBool_Check(o))
+        return "a boolean";
+    if (PyLong_Check(o) || PyFloat_Check(o))
+        return "a number";
+    if (PyDict_Check(o))
+        return "an object";
+    if (PyList_Check(o) || PyTuple_Check(o))
+        return "an array";
+    return Py_TYPE(o)->tp_name;
+}
+
+/* A str that has surrogates (not UTF-8 encodable) as the JSON reader decodes
+ * its \u escapes: a high + low pair is one code point, a lone one U+FFFD. */
+static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(u);
+    int kind = PyUnicode_KIND(u);
+    const void *data = PyUnicode_DATA(u);
+    size_t start = s->aux_len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0xD800 && c <= 0xDBFF && i + 1 < n) {
+            Py_UCS4 d = PyUnicode_READ(kind, data, i + 1);
+            if (d >= 0xDC00 && d <= 0xDFFF) {
+                c = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
+                i++;
+            }
+        }
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            c = 0xFFFD;
+            it->flags |= DS_RECF_JSON_LONE_SURROGATE;
+        }
+        unsigned char b[4];
+        size_t k = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        if (k == 1)
+            b[0] = (unsigned char)c;
+        else if (k == 2)
+            b[0] = (unsigned char)(0xC0 | (c >> 6)), b[1] = (unsigned char)(0x80 | (c & 0x3F));
+        else if (k == 3)
+            b[0] = (unsigned char)(0xE0 | (c >> 12)), b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F)),
+            b[2] = (unsigned char)(0x80 | (c & 0x3F));
+        else
+            b[0] = (unsigned char)(0xF0 | (c >> 18)), b[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F)),
+            b[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F)), b[3] = (unsigned char)(0x80 | (c & 0x3F));
+        size_t off;
+        if (aux_put(s, b, k, &off))
+            return -1;
+        s->aux_len--; /* one run: drop the NUL aux_put added */
+    }
+    it->text = NULL;
+    it->aux_off = start;
+    it->len = s->aux_len - start;
+    s->aux_len++; /* keep the last NUL */
+    return 0;
+}
+
+/* One item -> *it (a reference to its text's str in *ref). -1: no memory. */
+static int src_classify(py_source *s, PyObject *o, src_item *it, PyObject **ref)
+{
+    memset(it, 0, sizeof *it);
+    it->detail_off = (size_t)-1;
+    PyObject *v = o;
+    if (!PyUnicode_Check(o)) {
+        if (s->values)
+            return src_detail(s, it, DS_REC_NOT_STRING, "field '%s' is %s, not a string", s->field_name,
+                              json_type_words(o));
+        if (!PyDict_Check(o))
+            return src_detail(s, it, DS_REC_NOT_STRING, "item is %s%s, not a str or a dict", json_type_words(o), "");
+        Py_ssize_t nk = PyTuple_GET_SIZE(s->keys);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            if (!PyDict_Check(v))
+                return src_detail(s, it, DS_REC_MISSING_FIELD, "%s%s", "parent of the field is not an object", "");
+            PyObject *x = PyDict_GetItemWithError(v, PyTuple_GET_ITEM(s->keys, i));
+            if (!x) {
+                PyErr_Clear(); /* an unhashable key cannot be there */
+                return src_detail(s, it, DS_REC_MISSING_FIELD, "no field '%s'%s", s->field_name, "");
+            }
+            v = x;
+        }
+        if (!PyUnicode_Check(v))
+            return src_detail(s, it, DS_REC_NOT_STRING, "field '%s' is %s, not a string", s->field_name,
+                              json_type_words(v));
+    }
+    Py_ssize_t len;
+    const char *u8 = PyUnicode_AsUTF8AndSize(v, &len);
+    if (!u8) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return -1;
+        PyErr_Clear();
+        return src_utf8_fixed(s, v, it);
+    }
+    Py_INCREF(v);
+    *ref = v;
+    it->text = u8;
+    it->len = (size_t)len;
+    return 0;
+}
+
+/* Refill the chunk (GIL held). */
+static void src_pull(py_source *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        Py_CLEAR(s->refs[i]);
+    s->n = s->pos = 0;
+    s->aux_len = 0;
+    size_t bytes = 0;
+    while (s->n < SRC_CHUNK_ITEMS && bytes < SRC_CHUNK_BYTES) {
+        if (__atomic_load_n(&s->job->cancel, __ATOMIC_RELAXED)) {
+            s->stop_rc = DS_ERR_CANCELED;
+            snprintf(s->stop_msg, sizeof s->stop_msg, "canceled");
+            return;
+        }
+        PyObject *o = PyIter_Next(s->it);
+        if (!o) {
+            if (!PyErr_Occurred()) {
+                s->ended = 1;
+                return;
+            }
+            if (!s->job->exc_t)
+                PyErr_Fetch(&s->job->exc_t, &s->job->exc_v, &s->job->exc_tb);
+            else
+                PyErr_Clear();
+            s->stop_rc = DS_ERR_CANCELED;
+            snprintf(s->stop_msg, sizeof s->stop_msg, "the Python source raised an exception");
+            return;
+        }
+        src_item *it = &s->items[s->n];
+        s->refs[s->n] = NULL;
+        int r = src_classify(s, o, it, &s->refs[s->n]);
+        Py_DECREF(o);
+        if (r) {
+            PyErr_Clear();
+            s->stop_rc = DS_ERR_NOMEM;
+            snprintf(s->stop_msg, sizeof s->stop_msg, "out of memory reading the Python source");
+            return;
+        }
+        bytes += it->len;
+        s->n++;
+    }
+}
+
+static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen)
+{
+    py_source *s = user;
+    if (s->pos == s->n && !s->ended && !s->stop_rc) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        src_pull(s);
+        PyGILState_Release(g);
+    }
+    if (s->pos == s->n) {
+        if (s->stop_rc) {
+            snprintf(err, errlen, "%s", s->stop_msg);
+            return s->stop_rc;
+        }
+        return 0;
+    }
+    const src_item *it = &s->items[s->pos++];
+    out->status = (ds_rec_status)it->status;
+    out->flags = it->flags;
+    out->text = (const uint8_t *)(it->text ? it->text : it->status == DS_REC_OK ? s->aux + it->aux_off : NULL);
+    out->len = it->len;
+    out->detail = it->detail_off == (size_t)-1 ? NULL : s->aux + it->detail_off;
+    return 1;
+}
+
+/* From the spec dict (see above); 0, or -1 with an exception set. */
+static int py_source_init(py_source *s, PyObject *spec, bg_job *job)
+{
+    memset(s, 0, sizeof *s);
+    s->job = job;
+    PyObject *it = PyDict_GetItemString(spec, "iter"), *keys = PyDict_GetItemString(spec, "field");
+    PyObject *name = PyDict_GetItemString(spec, "field_name"), *values = PyDict_GetItemString(spec, "values");
+    if (!it || !PyIter_Check(it) || !keys || !PyTuple_Check(keys) || !name || !PyUnicode_Check(name) || !values) {
+        PyErr_SetString(PyExc_TypeError, "source: {'iter': iterator, 'field': tuple, 'field_name': str, 'values': bool}");
+        return -1;
+    }
+    if (!(s->field_name = PyUnicode_AsUTF8(name)))
+        return -1;
+    s->values = PyObject_IsTrue(values) == 1;
+    s->it = it;
+    s->keys = keys;
+    s->src.next = py_src_next;
+    s->src.user = s;
+    s->src.name = "<python>";
+    return 0;
+}
+
+/* GIL held. */
+static void py_source_free(py_source *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        Py_CLEAR(s->refs[i]);
+    PyMem_RawFree(s->aux);
+    s->aux = NULL;
+}
+
 /* ================================================================ analyze */
 typedef struct {
     bg_job bg; /* first: the job is passed around as a bg_job */
@@ -223,6 +489,7 @@ typedef struct {
     ds_lint_report *rep;
     ds_hist *h;
     char err[512];
+    py_source *src; /* inputs was a source spec (a dict) */
 } analyze_job;
 
 static PyObject *analyze_event_dict(const void *p)
@@ -315,9 +582,16 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *paths = NULL, *svg_b = NULL, *ret = NULL;
     if (!j)
         return PyErr_NoMemory();
-    if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs)))
+    if (PyDict_Check(inputs_o)) { /* a Python source (mkshards._pipeline) */
+        if (!(j->src = PyMem_Calloc(1, sizeof *j->src))) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        if (py_source_init(j->src, inputs_o, &j->bg))
+            goto out;
+    } else if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs)))
         goto out;
-    if (!j->n_inputs) {
+    if (!j->n_inputs && !j->src) {
         PyErr_SetString(PyExc_ValueError, "no inputs given");
         goto out;
     }
@@ -359,6 +633,7 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
         ao->min_bytes_per_token = min_bpt;
     ao->callback = analyze_cb;
     ao->user = j;
+    ao->source = j->src ? &j->src->src : NULL;
     j->lint = lint;
     j->hist = hist;
     j->bg.run = analyze_run;
@@ -375,6 +650,9 @@ out:
         ds_lint_report_free(j->rep);
         ds_hist_free(j->h);
         PyMem_Free(j->inputs);
+        if (j->src)
+            py_source_free(j->src);
+        PyMem_Free(j->src);
     }
     PyMem_Free(j);
     Py_XDECREF(svg_b);
@@ -388,6 +666,7 @@ typedef struct {
     ds_build_opts o;
     ds_build_result res;
     char err[1024];
+    py_source *src; /* inputs was a source spec (a dict) */
 } build_job;
 
 static const char *build_ev_name(ds_build_event_kind k)
@@ -547,14 +826,29 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     PyObject *paths = NULL, *ret = NULL;
     size_t n = 0;
-    const char **inputs = fs_paths(a.inputs, &paths, &n);
-    build_job *j = inputs ? PyMem_Calloc(1, sizeof *j) : NULL;
+    int is_src = PyDict_Check(a.inputs); /* a Python source (mkshards._pipeline) */
+    const char **inputs = is_src ? NULL : fs_paths(a.inputs, &paths, &n);
+    build_job *j = inputs || is_src ? PyMem_Calloc(1, sizeof *j) : NULL;
     if (!j) {
-        if (inputs)
+        if (inputs || is_src)
             PyErr_NoMemory();
         goto out;
     }
+    if (is_src) {
+        if (a.part_n > 1) {
+            PyErr_SetString(PyExc_ValueError, "part: a Python source cannot be split into parts; give files");
+            goto out;
+        }
+        if (!(j->src = PyMem_Calloc(1, sizeof *j->src))) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        if (py_source_init(j->src, a.inputs, &j->bg))
+            goto out;
+    }
     build_set_opts(j, &a, inputs, n);
+    if (j->src)
+        j->o.source = &j->src->src;
     j->bg.run = build_run;
     j->bg.cb = a.cb == Py_None ? NULL : a.cb;
     if (bg_run(&j->bg))
@@ -567,6 +861,10 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
                         (Py_ssize_t)j->res.n_checked, "resumed", j->res.resumed ? Py_True : Py_False, "n_shards",
                         (Py_ssize_t)j->res.n_shards, "seconds", j->res.seconds);
 out:
+    if (j && j->src)
+        py_source_free(j->src);
+    if (j)
+        PyMem_Free(j->src);
     PyMem_Free(j);
     PyMem_Free(inputs);
     Py_XDECREF(paths);

@@ -7,6 +7,86 @@ from ._encoding import Encoding
 
 __all__ = ["build", "lint", "hist", "lint_exit_code"]
 
+
+def _is_path(x):
+    return isinstance(x, (str, bytes, os.PathLike))
+
+
+_ARROW_BATCH_ROWS = 4096  # rows turned into Python objects at a time (memory: one such batch)
+
+
+def _arrow_values(batches, keys):
+    """The field's values of each record batch: a str per row, None for a null (a reject, like JSON null); a
+    dotted field selects a struct column's child, where the rows go to C as {key: value} dicts so that a null
+    parent is reported as for JSONL."""
+    import pyarrow.compute as pc
+    for b in batches:
+        names = b.schema.names
+        if keys[0] not in names:
+            raise ValueError(f"field {'.'.join(keys)!r}: no column {keys[0]!r} (columns: {', '.join(names)})")
+        col = b.column(names.index(keys[0]))
+        for lo in range(0, len(col), _ARROW_BATCH_ROWS):
+            part = col.slice(lo, _ARROW_BATCH_ROWS).to_pylist()
+            if len(keys) == 1:
+                yield from part
+            else:
+                for v in part:
+                    yield {keys[0]: v}
+
+
+def _source(inputs, field):
+    """None when inputs name files (a path or a list/tuple of paths); else the source spec mkshards._core reads:
+    an iterator of items (str documents, or dicts walked by the field's keys, or the field's values)."""
+    if _is_path(inputs):
+        return None
+    # a list or tuple of str names files, as before; documents in a list go as iter(docs) (or dicts)
+    if isinstance(inputs, (list, tuple)) and all(_is_path(x) for x in inputs):
+        return None
+    field = "text" if field is None else field
+    if not isinstance(field, str):
+        raise TypeError(f"field: a str, not {type(field).__name__}")
+    keys = tuple(field.split("."))
+    if not all(keys):
+        raise ValueError(f"bad field {field!r}: empty path component")
+    spec = {"field": keys, "field_name": field, "values": False}
+    mod = type(inputs).__module__ or ""
+    if mod.startswith("pyarrow"):
+        import pyarrow as pa
+        if isinstance(inputs, pa.Table):
+            batches = inputs.to_batches()
+        elif isinstance(inputs, pa.RecordBatch):
+            batches = [inputs]
+        elif isinstance(inputs, pa.RecordBatchReader):
+            batches = inputs
+        elif hasattr(inputs, "to_batches"):  # pyarrow.dataset.Dataset / Scanner: only the text column is read
+            batches = inputs.to_batches(columns=[keys[0]])
+        else:
+            raise TypeError(f"{type(inputs).__name__}: a pyarrow Table, RecordBatch, RecordBatchReader or dataset")
+        spec["iter"] = iter(_arrow_values(batches, keys))
+        spec["values"] = len(keys) == 1
+        return spec
+    if mod.startswith("datasets") and hasattr(inputs, "iter"):
+        # a Hugging Face Dataset / IterableDataset: batches as Arrow where it can give them, else dicts of lists
+        ds = inputs
+        try:
+            tables = ds.with_format("arrow").iter(batch_size=_ARROW_BATCH_ROWS)
+            spec["iter"] = iter(_arrow_values((b if hasattr(b, "schema") else _dict_batch(b) for b in tables), keys))
+        except (AttributeError, NotImplementedError, ValueError):
+            spec["iter"] = iter(_arrow_values((_dict_batch(b) for b in ds.iter(batch_size=_ARROW_BATCH_ROWS)), keys))
+        spec["values"] = len(keys) == 1
+        return spec
+    try:
+        spec["iter"] = iter(inputs)
+    except TypeError:
+        raise TypeError(f"inputs: paths or an iterable of documents, not {type(inputs).__name__}") from None
+    return spec
+
+
+def _dict_batch(b):
+    import pyarrow as pa
+    return pa.RecordBatch.from_pydict(b)
+
+
 def _inputs(inputs):
     if isinstance(inputs, (str, bytes, os.PathLike)):
         inputs = [inputs]
@@ -49,9 +129,10 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
              max_record_bytes, cut_overlong, outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token,
              svg, progress):
     tok = _tokenizer(tokenizer, pattern)
-    ins = _inputs(inputs)
+    src = _source(inputs, field)
+    ins = _inputs(inputs) if src is None else src
     if progress is not None:
-        progress({"stage": "start", "inputs": len(ins)})
+        progress({"stage": "start", "inputs": len(ins) if src is None else 0})
     # numbers go to C as given: it checks each against the CLI option's range (ValueError naming it), where
     # int() would truncate 2048.5 and the C conversion wrap 2**32 + 2048
     lint_json, hist_json, code, docs = _core.analyze(
@@ -132,9 +213,16 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
         spec = os.fspath(tokenizer)
         tok = _core.Tokenizer(spec, pattern)
     k, n = (1, 1) if part is None else _part(part)
+    src = _source(inputs, field)
+    if src is not None and (k, n) != (1, 1):
+        raise ValueError("part: a Python source cannot be split into parts (its records are not numbered "
+                         "ahead); build from files, or split the source yourself")
+    if src is not None and checkpoint_seconds is not None:
+        raise ValueError("checkpoint_seconds: a build from a Python source is not checkpointed and cannot be "
+                         "resumed (the source cannot be replayed); an interrupted build starts over")
     # numbers as given: C checks each against the range of the CLI option (ValueError naming it); seed is any
     # 64-bit unsigned value, as --seed
-    res = _core.build(_inputs(inputs), os.fspath(out), tok, spec, seq_len=seq_len, pack=pack,
+    res = _core.build(_inputs(inputs) if src is None else src, os.fspath(out), tok, spec, seq_len=seq_len, pack=pack,
                       over_long=over_long, bfd_window=_zero(bfd_window),
                       val_fraction=float(val_fraction), seed=seed, shuffle=bool(shuffle),
                       shard_tokens=_zero(shard_tokens), zstd_level=_zero(zstd), frame_rows=_zero(frame_rows),

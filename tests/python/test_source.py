@@ -1,0 +1,214 @@
+"""mkshards.build / lint / hist from a Python source (an iterable of str or dicts, Arrow data, a Hugging Face
+dataset) instead of files: the same C pipeline, so the same shard bytes and reports as the same documents written
+to JSONL and given to the CLI; the iterator's exceptions propagate unchanged; bad items are rejects."""
+import hashlib
+import json
+import os
+
+import pytest
+
+import mkshards
+from conftest import run_cli
+
+# documents that exercise the JSON decoding the JSONL path does: non-ASCII, a surrogate pair and a lone
+# surrogate (a str Python can hold; json.dumps writes \\ud83d\\ude00 / \\ud800 and the reader pairs / replaces)
+DOCS = [("doc %d: " % i) + "the quick brown fox " * (i % 13 + 1) + ("caf\u00e9 \u4e2d\u6587" if i % 5 == 0 else "")
+        for i in range(2500)]
+DOCS += ["pair \ud83d\ude00 end", "lone \ud800 end", ""]
+ROWS = [{"id": i, "meta": {"body": d}} for i, d in enumerate(DOCS)]
+BAD = [{"meta": {"other": 1}}, {"meta": None}, {"meta": {"body": None}}, {"meta": {"body": 5}}, {"x": 1},
+       {"meta": {"body": ["a"]}}]
+OPTS = dict(tokenizer="gpt2", seq_len=64, pack="bfd", val_fraction=0.2, shard_tokens=8192, seed=3, threads=2)
+CLI_OPTS = ["-t", "gpt2", "-L", "64", "--pack", "bfd", "--val-fraction", "0.2", "--shard-tokens", "8192",
+            "--seed", "3", "-j", "2"]
+
+
+def write_jsonl(path, rows):
+    with open(path, "w", encoding="ascii") as f:  # json.dumps escapes everything: surrogates survive
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return str(path)
+
+
+def shard_files(d):
+    """File name -> sha256 of the shards and rejects (the manifest names the inputs, so it is compared apart)."""
+    return {f: hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+            for f in sorted(os.listdir(d)) if f.endswith(".mks")}
+
+
+def same_build(py_dir, cli_dir):
+    assert shard_files(py_dir) == shard_files(cli_dir) and shard_files(py_dir)
+    mp = json.load(open(os.path.join(py_dir, "manifest.json")))
+    mc = json.load(open(os.path.join(cli_dir, "manifest.json")))
+    assert mp["shards"] == mc["shards"]  # per-shard digests, rows, tokens
+    # bytes_in / rejected_bytes count the input's raw bytes: the JSONL lines there, the documents' UTF-8 here
+    # (a rejected item has none)
+    ap, ac = dict(mp["accounting"]), dict(mc["accounting"])
+    assert ap.pop("bytes_in") < ac.pop("bytes_in")
+    assert ap.pop("rejected_bytes") == 0
+    ac.pop("rejected_bytes")
+    assert ap == ac
+    assert mp["config"]["inputs"] == [] and mp["config"]["files"] == []
+    cfg_p = {k: v for k, v in mp["config"].items() if k not in ("inputs", "files", "file_bytes")}
+    cfg_c = {k: v for k, v in mc["config"].items() if k not in ("inputs", "files", "file_bytes")}
+    assert cfg_p == cfg_c
+    rp = [json.loads(x) for x in open(os.path.join(py_dir, "rejects.jsonl"))]
+    rc = [json.loads(x) for x in open(os.path.join(cli_dir, "rejects.jsonl"))]
+    assert len(rp) == len(rc)
+    for a, b in zip(rp, rc):
+        assert a.pop("file") == "<python>"
+        b.pop("file")
+        a.pop("offset", None), b.pop("offset", None)
+        assert a.pop("bytes") == 0  # the raw record's size: an item has none
+        b.pop("bytes")
+        assert a == b
+
+
+def test_str_iterable_same_bytes_as_cli(shared, mkshards_bin, tmp_path):
+    j = write_jsonl(tmp_path / "d.jsonl", [{"text": d} for d in DOCS])
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "-o", str(tmp_path / "cli"), j)
+    res = mkshards.build(iter(DOCS), tmp_path / "list", **OPTS)
+    assert not res["up_to_date"] and not res["resumed"]
+    same_build(tmp_path / "list", tmp_path / "cli")
+    # a generator, one thread, a tiny batch (many pipeline batches): the same bytes
+    mkshards.build((d for d in DOCS), tmp_path / "gen", **{**OPTS, "threads": 1}, batch_bytes=4096)
+    same_build(tmp_path / "gen", tmp_path / "cli")
+    # never "up to date": the source may differ each time
+    assert not mkshards.build(iter(DOCS), tmp_path / "list", **OPTS)["up_to_date"]
+    same_build(tmp_path / "list", tmp_path / "cli")
+
+
+def test_dicts_dotted_field_and_rejects_same_as_cli(shared, mkshards_bin, tmp_path):
+    rows = ROWS[:1000] + BAD + ROWS[1000:]
+    j = write_jsonl(tmp_path / "d.jsonl", rows)
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "--field", "meta.body", "-o", str(tmp_path / "cli"), j)
+    mkshards.build(rows, tmp_path / "py", field="meta.body", **OPTS)  # a list of dicts needs no iter()
+    same_build(tmp_path / "py", tmp_path / "cli")
+    acc = json.load(open(tmp_path / "py" / "manifest.json"))["accounting"]
+    assert acc["reject_reasons"]["field-missing"] == 3 and acc["reject_reasons"]["field-not-string"] == 3
+    rej = [json.loads(x) for x in open(tmp_path / "py" / "rejects.jsonl")]
+    assert [r["line"] for r in rej] == [1001, 1002, 1003, 1004, 1005, 1006]
+
+
+def test_non_str_items_are_rejects(shared, tmp_path):
+    items = ["good one", None, 7, b"bytes", "good two", {"text": "from a dict"}, {"text": 1.5}]
+    res = mkshards.build(iter(items), tmp_path / "o", tokenizer="gpt2", seq_len=32)
+    acc = res["manifest"]["accounting"]
+    assert acc["records"] == 7 and acc["documents"]["rejected"] == 4 and acc["documents"]["whole"] == 3
+    assert acc["reject_reasons"]["field-not-string"] == 4
+    rej = [json.loads(x) for x in open(tmp_path / "o" / "rejects.jsonl")]
+    assert [(r["file"], r["line"]) for r in rej] == [("<python>", 2), ("<python>", 3), ("<python>", 4),
+                                                     ("<python>", 7)]
+    assert "null" in json.dumps(rej[0]) and "number" in json.dumps(rej[1])
+
+
+def test_lint_and_hist_same_as_cli(shared, mkshards_bin, tmp_path):
+    rows = ROWS[:700] + BAD + ROWS[700:1500]
+    j = write_jsonl(tmp_path / "d.jsonl", rows)
+    p = run_cli(mkshards_bin, "lint", "-t", "gpt2", "-L", "64", "-j", "2", "--field", "meta.body", "--json", j,
+                check=False)
+    assert p.returncode == 2, p.stderr
+    want = json.loads(p.stdout)
+    got = mkshards.lint(iter(rows), tokenizer="gpt2", seq_len=64, threads=2, field="meta.body")
+    for f in want["findings"] + got["findings"]:  # apart from where: the file name and byte offset
+        for ex in f["examples"]:
+            ex.pop("file"), ex.pop("offset")
+    assert got == want and mkshards.lint_exit_code(got) == 2
+    p = run_cli(mkshards_bin, "hist", "-t", "gpt2", "-L", "64", "--field", "meta.body", "--json", j)
+    assert mkshards.hist(iter(rows), tokenizer="gpt2", seq_len=64, field="meta.body") == json.loads(p.stdout)
+
+
+def test_iterator_exception_propagates_unchanged(shared, tmp_path):
+    boom = KeyError("boom at 1500")
+
+    def gen():
+        for i, d in enumerate(DOCS):
+            if i == 1500:
+                raise boom
+            yield d
+
+    with pytest.raises(KeyError) as ei:
+        mkshards.build(gen(), tmp_path / "o", tokenizer="gpt2", seq_len=64, batch_bytes=4096)
+    assert ei.value is boom
+    assert not (tmp_path / "o" / "manifest.json").exists()
+    with pytest.raises(KeyError) as ei:
+        mkshards.lint(gen(), tokenizer="gpt2")
+    assert ei.value is boom
+    with pytest.raises(KeyError):
+        mkshards.hist(gen(), tokenizer="gpt2")
+
+
+def test_streams_without_materialising(shared, tmp_path):
+    pulled = [0]
+    n = 200_000
+
+    def gen():
+        for i in range(n):
+            pulled[0] += 1
+            yield "document number %d with some words" % i
+
+    at_first = []
+
+    def progress(ev):
+        if ev.get("event") == "progress" and not at_first:
+            at_first.append(pulled[0])
+
+    res = mkshards.build(gen(), tmp_path / "o", tokenizer="gpt2", seq_len=64, batch_bytes=1 << 16,
+                         progress=progress, threads=1)
+    assert res["manifest"]["accounting"]["records"] == n
+    # at the first batch the reader had pulled about two batches plus one chunk, not the whole generator
+    assert at_first and at_first[0] < 10_000, at_first
+
+
+def test_refusals(shared, tmp_path):
+    with pytest.raises(ValueError, match="part"):
+        mkshards.build(iter(DOCS), tmp_path / "o", tokenizer="gpt2", seq_len=64, part="1/2")
+    with pytest.raises(ValueError, match="resumed"):
+        mkshards.build(iter(DOCS), tmp_path / "o", tokenizer="gpt2", seq_len=64, checkpoint_seconds=1)
+    with pytest.raises(ValueError, match="empty path component"):
+        mkshards.lint(iter(DOCS), field="a..b")
+    with pytest.raises(TypeError):
+        mkshards.lint(42)
+    with pytest.raises(mkshards.MkshardsError):  # everything rejected: no rows, no manifest
+        mkshards.build(iter([None, 1]), tmp_path / "o2", tokenizer="gpt2", seq_len=64)
+    assert not (tmp_path / "o2" / "manifest.json").exists()
+    # a list of str still names files (unchanged): a missing one is an error, not a document
+    with pytest.raises(mkshards.MkshardsError):
+        mkshards.lint([str(tmp_path / "no-such.jsonl")])
+
+
+def test_pyarrow_sources_same_as_cli(shared, mkshards_bin, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    ok = [d for d in DOCS if not any(0xD800 <= ord(c) <= 0xDFFF for c in d)]  # Arrow strings are UTF-8
+    texts = ok[:1200] + [None] + ok[1200:]
+    j = write_jsonl(tmp_path / "d.jsonl", [{"text": t} for t in texts])
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "-o", str(tmp_path / "cli"), j)
+    table = pa.table({"id": list(range(len(texts))), "text": pa.array(texts, pa.large_string())})
+    table = pa.concat_tables([table.slice(0, 1000), table.slice(1000)])  # two chunks
+    mkshards.build(table, tmp_path / "table", **OPTS)
+    same_build(tmp_path / "table", tmp_path / "cli")
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=300))
+    mkshards.build(reader, tmp_path / "reader", **OPTS)
+    same_build(tmp_path / "reader", tmp_path / "cli")
+    ds = pytest.importorskip("pyarrow.dataset")
+    mkshards.build(ds.dataset(table), tmp_path / "dataset", **OPTS)
+    same_build(tmp_path / "dataset", tmp_path / "cli")
+    # a struct column by a dotted field, with a null parent: as the JSONL line {"meta": null}
+    rows = ROWS[:500] + [{"id": -1, "meta": None}] + ROWS[500:900]
+    jm = write_jsonl(tmp_path / "m.jsonl", rows)
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "--field", "meta.body", "-o", str(tmp_path / "clim"), jm)
+    mkshards.build(pa.Table.from_pylist(rows), tmp_path / "struct", field="meta.body", **OPTS)
+    same_build(tmp_path / "struct", tmp_path / "clim")
+    with pytest.raises(ValueError, match="no column 'body'"):
+        mkshards.lint(table, field="body")
+
+
+def test_hf_datasets_same_as_cli(shared, mkshards_bin, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    j = write_jsonl(tmp_path / "d.jsonl", [{"text": t} for t in DOCS[:800]])
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "-o", str(tmp_path / "cli"), j)
+    d = datasets.Dataset.from_dict({"text": DOCS[:800]})
+    mkshards.build(d, tmp_path / "hf", **OPTS)
+    same_build(tmp_path / "hf", tmp_path / "cli")
+    mkshards.build(d.to_iterable_dataset(), tmp_path / "hfit", **OPTS)
+    same_build(tmp_path / "hfit", tmp_path / "cli")
