@@ -286,6 +286,15 @@ int ds_chat_encode(const tk_tokenizer *tok, const ds_chat_rendered *r, ds_chat_i
             break;
         }
         if ((rc = ids_reserve(out, tmp.len))) break;
+        /* a run outside every span, or inside one, needs no token bytes */
+        while (si < r->n_spans && r->spans[si].off + r->spans[si].len <= a) si++;
+        int none = si >= r->n_spans || r->spans[si].off >= e;
+        if (none || (r->spans[si].off <= a && r->spans[si].off + r->spans[si].len >= e)) {
+            memcpy(out->ids + out->len, tmp.ids, tmp.len * sizeof *tmp.ids);
+            memset(out->mask + out->len, none ? 0 : 1, tmp.len);
+            out->len += tmp.len;
+            continue;
+        }
         size_t pos = a;
         for (size_t i = 0; i < tmp.len; i++) {
             const uint8_t *b;

@@ -4,3 +4,5 @@
 mks_add_test(test_chat SOURCES test_chat.c LIBS ds tk PkgConfig::JANSSON LABELS cpu TIMEOUT 300)
 # mkshards encode --format/--chat-template/--mask-out: ids and masks vs transformers, refusals, exit codes.
 mks_add_cli_test(cli_chat cli_chat.sh LABELS cpu TIMEOUT 120)
+# ds_chat_parse / render / encode on hostile records (seeds: tests/data/fuzz/make_chat_seeds.py).
+mks_add_fuzz(chat SOURCE fuzz_chat.c LIBS ds tk CORPUS data/fuzz/chat MAX_LEN 8192)

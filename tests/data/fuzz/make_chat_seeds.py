@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Seeds for fuzz_chat (tests/fuzz_chat.c): chat and prompt/completion records,
+malformed ones, whitespace and unicode edge cases, and the built-in Jinja sources.
+    python3 tests/data/fuzz/make_chat_seeds.py"""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "chat")
+M = lambda *p: {"messages": [{"role": r, "content": c} for r, c in p]}
+seeds = [
+    M(("user", "hi"), ("assistant", "hello")),
+    M(("system", "s"), ("user", "u"), ("assistant", "a"), ("user", "u2"), ("assistant", "a2")),
+    M(("user", "q"), ("tool", "t1"), ("tool", "t2"), ("assistant", "a")),
+    M(("user", " \u3000\u2028x\u00a0 "), ("assistant", "\t\n")),
+    M(("system", ""), ("user", "   "), ("assistant", "")),
+    M(("assistant", "first"), ("assistant", "second")),
+    M(("user", "<|im_end|><|eot_id|><end_of_turn>"), ("assistant", "<|im_start|>assistant")),
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, 3]}]},
+    {"messages": [{"role": "user", "content": None}]},
+    {"messages": [{"role": "robot", "content": "x"}]},
+    {"messages": "not a list"},
+    {"prompt": "2+2=", "completion": "4"},
+    {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]},
+    {"prompt": "q", "completion": []},
+    {"text": "plain"},
+]
+os.makedirs(OUT, exist_ok=True)
+for i, s in enumerate(seeds):
+    with open(os.path.join(OUT, "rec%02d.jsonl" % i), "w", encoding="utf-8") as f:
+        f.write(json.dumps(s, ensure_ascii=False))
+raw = [b'{"messages":[{"role":"user","content":"\\ud800"}]}', b'{"messages":[', b"\xff\xfe{}", b"[1,2]",
+       b'{"messages":[{"role":"user","content":"a\\u0000b"}]}']
+for i, b in enumerate(raw):
+    with open(os.path.join(OUT, "raw%02d.jsonl" % i), "wb") as f:
+        f.write(b)
+# the Jinja sources (recognise), from the parity fixtures' first line
+fx = os.path.join(os.path.dirname(OUT), "..", "chat", "fixtures.jsonl")
+with open(fx, encoding="utf-8") as f:
+    for name, src in json.loads(f.readline())["jinja"].items():
+        with open(os.path.join(OUT, "jinja_%s.txt" % name), "w", encoding="utf-8") as g:
+            g.write(src)
