@@ -16,7 +16,7 @@ static const char *const loss_names[] = {"assistant", "completion", "all", "defa
 static const char *const role_names[] = {"system", "user", "assistant", "tool"};
 static const char *const status_names[] = {"ok",           "json-malformed",    "chat-no-messages",
                                            "chat-not-list", "chat-unknown-role", "chat-bad-content",
-                                           "chat-template-refused"};
+                                           "chat-template-refused", "chat-record-too-large"};
 
 #define N_OF(a) (sizeof(a) / sizeof *(a))
 const char *ds_format_name(int v) { return v >= 0 && (size_t)v < N_OF(format_names) ? format_names[v] : NULL; }
@@ -143,6 +143,12 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     c->pc_strings = 0;
     c->other_parts = 0;
     if (why && whylen) why[0] = 0;
+    if (len > DS_CHAT_MAX_RECORD) {
+        if (why && whylen)
+            snprintf(why, whylen, "a record of %zu bytes, over the %zu MiB bound of a chat record", len,
+                     DS_CHAT_MAX_RECORD >> 20);
+        return DS_CHAT_TOO_LARGE;
+    }
     json_error_t jerr;
     json_t *root = json_loadb((const char *)line, len, JSON_ALLOW_NUL, &jerr);
     if (!root) return set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", jerr.text);

@@ -68,9 +68,14 @@ typedef enum {
     DS_CHAT_UNKNOWN_ROLE,     /* "chat-unknown-role" */
     DS_CHAT_BAD_CONTENT,      /* "chat-bad-content": content missing, not a string nor a list of text parts */
     DS_CHAT_TEMPLATE,         /* "chat-template-refused": the template refuses the conversation */
+    DS_CHAT_TOO_LARGE,        /* "chat-record-too-large": a line over DS_CHAT_MAX_RECORD bytes */
     DS_CHAT_STATUS_COUNT
 } ds_chat_status;
 const char *ds_chat_status_name(int s);
+/* The longest record ds_chat_parse reads: its JSON tree costs ~26x the line
+ * (jansson), per worker thread, so a line is bounded well below the reader's
+ * 256 MiB; 8 MiB is ~2M tokens, far past any sequence length. */
+#define DS_CHAT_MAX_RECORD ((size_t)8 << 20)
 
 typedef struct {
     ds_format format;          /* TEXT/CHAT/PROMPT_COMPLETION/AUTO */

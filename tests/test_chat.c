@@ -164,6 +164,23 @@ static void parse_cases(void) {
     CHECK(ds_chat_parse((const uint8_t *)conv, strlen(conv), &po, &c, why, sizeof why) == DS_CHAT_OK && c.n == 1 &&
               c.msgs[0].len == 3 && !memcmp(c.buf + c.msgs[0].off, "a\nb", 3) && c.other_parts == 1,
           "messages field + parts");
+    /* a record over DS_CHAT_MAX_RECORD is refused before jansson builds its tree (~26x the bytes) */
+    size_t big = DS_CHAT_MAX_RECORD + 64;
+    char *line = malloc(big);
+    if (line) {
+        const char *head = "{\"messages\":[{\"role\":\"user\",\"content\":\"";
+        memset(line, 'a', big);
+        memcpy(line, head, strlen(head));
+        memcpy(line + big - 4, "\"}]}", 4);
+        po.format = DS_FMT_CHAT;
+        po.messages_field = NULL;
+        int rc = ds_chat_parse((const uint8_t *)line, big, &po, &c, why, sizeof why);
+        CHECK(rc == DS_CHAT_TOO_LARGE && strstr(why, "MiB"), "over-large record: %d %s", rc, why);
+        CHECK(!strcmp(ds_chat_status_name(rc), "chat-record-too-large"), "status name");
+        CHECK(ds_chat_parse((const uint8_t *)line + big - 200, 0, &po, &c, why, sizeof why) == DS_CHAT_BAD_JSON,
+              "empty line");
+        free(line);
+    }
     ds_chat_free(&c);
     /* names */
     ds_format f;
