@@ -2,7 +2,8 @@
  * ds_build (result, progress events, cancellation + resume to the same
  * bytes, thread count, up-to-date rerun, the lock, refusing an output inside
  * an input, no rows), ds_merge of parts against a single build, ds_encode
- * against tk_encode, ds_refuse_overwrite / ds_lock_dir. Needs the gpt2
+ * against tk_encode, ds_refuse_overwrite / ds_lock_dir, a ds_source against
+ * the same documents in JSONL (build and lint). Needs the gpt2
  * vocabulary of the shared folder (exit 77 without it). */
 #include <dirent.h>
 #include <stdio.h>
@@ -352,6 +353,141 @@ static void test_framing(void) {
     }
 }
 
+/* ds_source: the documents of a.jsonl and b.jsonl (make_inputs) from a
+ * callback, then one item with no field and, in the stopping variant, an
+ * error after stop_at items. */
+typedef struct {
+    int k, d, n, stop_at, tail;
+    char text[4096];
+} gen_src;
+
+static int gen_next(void *user, ds_source_item *it, char *err, size_t errlen) {
+    gen_src *g = user;
+    if (g->stop_at && g->n == g->stop_at) {
+        snprintf(err, errlen, "the generator failed");
+        return DS_ERR_IO;
+    }
+    if (g->k == 2) {
+        if (g->tail) return 0;
+        g->tail = 1;
+        g->n++;
+        it->status = DS_REC_MISSING_FIELD;
+        it->detail = "no field 'text'";
+        return 1;
+    }
+    int len = snprintf(g->text, sizeof g->text, "doc %d of file %d:", g->d, g->k);
+    for (int w = 0; w < (g->d * 37 + g->k * 11) % 300; w++)
+        len += snprintf(g->text + len, sizeof g->text - (size_t)len, " word%d", (w * 7 + g->d) % 50);
+    it->status = DS_REC_OK;
+    it->text = (const uint8_t *)g->text;
+    it->len = (size_t)len;
+    if (++g->d == 400) g->d = 0, g->k++;
+    g->n++;
+    return 1;
+}
+
+static void rm_manifest(const char *dir) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/rejects.jsonl", dir);
+    unlink(p);
+}
+
+static void test_source(void) {
+    char a[512], b[512], c[512], out1[512], out2[512], err[1024];
+    snprintf(a, sizeof a, "%s/in/a.jsonl", g_dir);
+    snprintf(b, sizeof b, "%s/in/b.jsonl", g_dir);
+    /* one file: packing restarts at each input file (so that --part + merge equal one build), and a source is
+     * one stream */
+    snprintf(c, sizeof c, "%s/src.jsonl", g_dir);
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "cat '%s' '%s' > '%s' && echo '{\"other\": 1}' >> '%s'", a, b, c, c);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    const char *inputs[] = {c};
+    snprintf(out1, sizeof out1, "%s/src_files", g_dir);
+    snprintf(out2, sizeof out2, "%s/src_cb", g_dir);
+    ds_build_opts o;
+    ds_build_result r;
+    base_opts(&o, inputs, 1, out1);
+    o.pack = DS_PACK_BFD;
+    o.threads = 2;
+    CHECK(ds_build(&o, &r, err, sizeof err) == DS_OK, "files: %s", err);
+    gen_src g = {0};
+    ds_source src = {gen_next, &g, "<gen>"};
+    base_opts(&o, NULL, 0, out2);
+    o.pack = DS_PACK_BFD;
+    o.threads = 2;
+    o.source = &src;
+    int rc = ds_build(&o, &r, err, sizeof err);
+    CHECK(rc == DS_OK && !r.resumed, "source: rc %d %s", rc, err);
+    CHECK(r.acc.records == 801 && r.acc.docs_rejected == 1, "source: %llu records, %llu rejected",
+          (unsigned long long)r.acc.records, (unsigned long long)r.acc.docs_rejected);
+    char rp[600];
+    snprintf(rp, sizeof rp, "%s/rejects.jsonl", out2);
+    size_t rl = 0;
+    FILE *f = fopen(rp, "rb");
+    char rej[512] = {0};
+    if (f) {
+        rl = fread(rej, 1, sizeof rej - 1, f);
+        fclose(f);
+    }
+    CHECK(rl && strstr(rej, "\"<gen>\"") && strstr(rej, "\"line\":801"), "rejects: %s", rej);
+    /* a second run is not "up to date" (a source may differ) and gives the same bytes */
+    memset(&g, 0, sizeof g);
+    rc = ds_build(&o, &r, err, sizeof err);
+    CHECK(rc == DS_OK && !r.up_to_date, "source rerun: rc %d up_to_date %d", rc, r.up_to_date);
+    rm_manifest(out1);
+    rm_manifest(out2);
+    CHECK(same_dirs(out1, out2), "a source and the same documents in JSONL give different shards");
+    /* the source's error stops the build with its message; no manifest */
+    char out3[512];
+    snprintf(out3, sizeof out3, "%s/src_err", g_dir);
+    memset(&g, 0, sizeof g);
+    g.stop_at = 500;
+    o.out_dir = out3;
+    rc = ds_build(&o, &r, err, sizeof err);
+    snprintf(rp, sizeof rp, "%s/manifest.json", out3);
+    CHECK(rc == DS_ERR_IO && strstr(err, "the generator failed") && access(rp, F_OK) != 0, "stop: rc %d %s", rc,
+          err);
+    /* refusals: a source with inputs, or with --part */
+    memset(&g, 0, sizeof g);
+    o.part_n = 2;
+    CHECK(ds_build(&o, &r, err, sizeof err) == DS_ERR_ARG, "part with a source accepted");
+    o.part_n = 1;
+    o.inputs = inputs;
+    o.n_inputs = 1;
+    CHECK(ds_build(&o, &r, err, sizeof err) == DS_ERR_ARG, "inputs with a source accepted");
+    /* ds_analyze over the source counts the same documents as over the files */
+    ds_analyze_opts ao;
+    ds_analyze_opts_init(&ao);
+    ao.tok = g_tok;
+    ao.threads = 2;
+    ds_lint_report *l1 = NULL, *l2 = NULL;
+    CHECK(ds_analyze(inputs, 1, NULL, &ao, &l1, NULL, err, sizeof err) == DS_OK, "%s", err);
+    memset(&g, 0, sizeof g);
+    ao.source = &src;
+    CHECK(ds_analyze(NULL, 0, NULL, &ao, &l2, NULL, err, sizeof err) == DS_OK, "%s", err);
+    if (l1 && l2) {
+        char *j1 = NULL, *j2 = NULL;
+        size_t n1 = 0, n2 = 0;
+        FILE *f1 = open_memstream(&j1, &n1), *f2 = open_memstream(&j2, &n2);
+        ds_lint_write_json(l1, f1);
+        ds_lint_write_json(l2, f2);
+        fclose(f1);
+        fclose(f2);
+        /* the same report but for where: the one example's file and offset (its line is 801 in both) */
+        CHECK(j1 && j2 && strstr(j2, "\"<gen>\"") && strstr(j1, "src.jsonl"), "lint reports:\n%s\n%s", j1, j2);
+        const char *c1 = j1 ? strstr(j1, "\"findings\"") : NULL, *c2 = j2 ? strstr(j2, "\"findings\"") : NULL;
+        CHECK(c1 && c2 && (size_t)(c1 - j1) == (size_t)(c2 - j2) && !memcmp(j1, j2, (size_t)(c1 - j1)),
+              "lint counts differ:\n%s\n%s", j1, j2);
+        free(j1);
+        free(j2);
+    }
+    ds_lint_report_free(l1);
+    ds_lint_report_free(l2);
+}
+
 int main(void) {
     char err[512];
     if (access(MKS_SHARED_DIR "/vocab/gpt2.tiktoken", R_OK) != 0) {
@@ -370,6 +506,7 @@ int main(void) {
     test_merge();
     test_encode();
     test_framing();
+    test_source();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
