@@ -30,8 +30,8 @@ if ! "$V/bin/python" -c 'import scikit_build_core, numpy, pytest' 2>/dev/null; t
   fi
 fi
 # optional peers: live tiktoken parity, zstandard for mkshards_reader.py's
-# compressed shards, PyTorch datasets (skipped when absent)
-for opt in ${MKS_PY_OPTIONAL-tiktoken zstandard}; do
+# compressed shards, pyarrow for Arrow sources in test_source.py, PyTorch datasets (skipped when absent)
+for opt in ${MKS_PY_OPTIONAL-tiktoken zstandard pyarrow}; do
   "$V/bin/python" -c "import $opt" 2>/dev/null || "$V/bin/python" -m pip install -q --disable-pip-version-check "$opt" \
     >/dev/null 2>&1 || echo "note: $opt not installed; its tests are skipped"
 done
