@@ -1,12 +1,13 @@
 /* decode.c - ids to bytes, one-shot and streaming. */
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 #include <stdlib.h>
 
 int tk_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, tk_bytes *out) {
     if (!t || !out || (!ids && n)) return TK_ERR_ARG;
-    if (tk_hf_decodes(t)) return tk_hf_decode(t, ids, n, true, out);
-    if (t->spm) return tk_spm_decode(t, ids, n, true, out);
+    const tk_engine *e = tk_engine_of(t);
+    int erc = e->decode ? e->decode(t, ids, n, true, false, out) : 1;
+    if (erc != 1) return erc; /* 1: the engine decodes as the token bytes, below */
     size_t total = 0;
     for (size_t k = 0; k < n; k++) {
         const uint8_t *b;
@@ -70,9 +71,9 @@ int tk_decoder_feed(tk_decoder *d, const uint32_t *ids, size_t n, tk_bytes *out)
     if (!d || !out || (!ids && n)) return TK_ERR_ARG;
     size_t start = out->len;
     if (tk_bytes_append(out, d->pending, d->n_pending)) return TK_ERR_NOMEM;
-    int rc = tk_hf_decodes(d->t) ? tk_hf_decode(d->t, ids, n, !d->started, out)
-             : d->t->spm          ? tk_spm_decode_stream(d->t, ids, n, !d->started, out)
-                                  : tk_decode(d->t, ids, n, out);
+    const tk_engine *e = tk_engine_of(d->t);
+    int rc = e->decode ? e->decode(d->t, ids, n, !d->started, true, out) : 1;
+    if (rc == 1) rc = tk_decode(d->t, ids, n, out); /* the token bytes */
     if (n) d->started = true;
     if (rc) {
         out->len = start;

@@ -1,5 +1,5 @@
 /* encode.c - text to ids: pre-tokenize, BPE each piece, batch over threads. */
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -17,8 +17,8 @@ static void ranks_to_ids(const tk_tokenizer *t, tk_ids *out, size_t from) {
 }
 
 static int encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out) {
-    if (t->hf) return tk_hf_encode(t, s, n, NULL, 0, false, out);
-    if (t->spm) return tk_spm_encode(t, s, n, out);
+    const tk_engine *e = tk_engine_of(t);
+    if (e->encode) return e->encode(t, s, n, out);
     size_t from = out->len, i = 0;
     tk_pattern pat = t->pattern;
     /* A large document gets room for its worst case (one id per byte) at
@@ -57,9 +57,10 @@ int tk_encode(const tk_tokenizer *t, const uint8_t *text, size_t len, tk_ids *ou
 
 int tk_count(const tk_tokenizer *t, const uint8_t *text, size_t len, size_t *n_tokens) {
     if (!t || !n_tokens || (!text && len)) return TK_ERR_ARG;
-    if (t->hf || t->spm) {
+    const tk_engine *e = tk_engine_of(t);
+    if (e->encode) {
         tk_ids ids = {0};
-        int rc = t->spm ? tk_spm_encode(t, text, len, &ids) : tk_hf_encode(t, text, len, NULL, 0, false, &ids);
+        int rc = e->encode(t, text, len, &ids);
         *n_tokens = ids.len;
         tk_ids_free(&ids);
         return rc;
@@ -97,11 +98,12 @@ static int encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len
                           size_t n_allowed, tk_ids *out) {
     bool all = allowed == NULL && n_allowed == (size_t)-1;
     if (!all && n_allowed && !allowed) return TK_ERR_ARG;
-    if (t->hf) {
+    const tk_engine *e = tk_engine_of(t);
+    if (e->encode_special) {
         if (!all)
             for (size_t a = 0; a < n_allowed; a++)
                 if (tk_special_id(t, allowed[a], NULL) != TK_OK) return TK_ERR_NOT_FOUND;
-        return tk_hf_encode(t, text, len, allowed, all ? 0 : n_allowed, all, out);
+        return e->encode_special(t, text, len, allowed, all ? 0 : n_allowed, all, out);
     }
     /* the specials in force */
     size_t ns = 0;

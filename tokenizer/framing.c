@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 int tk_token_id(const tk_tokenizer *t, const char *text, uint32_t *id) {
     if (!t || !text || !*text) return TK_ERR_ARG;
@@ -152,7 +152,7 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
     f->bos = f->eos = -1;
     f->source[0] = 0;
     uint8_t pp = t->pp;
-    if (pp == TK_PP_NONE && t->spm) pp = TK_PP_ABSENT; /* a SentencePiece .model: <s> ... </s> by name */
+    if (pp == TK_PP_NONE) pp = tk_engine_of(t)->default_pp; /* a SentencePiece .model: <s> ... </s> by name */
     if (pp == TK_PP_NONE) { /* rank files, encoder.json: tiktoken's convention */
         if (t->eot == TK_NO_RANK) {
             tk_set_err(err, errlen, "tokenizer %s has no <|endoftext|> token (needed to separate documents)", t->name);

@@ -9,7 +9,7 @@
  * component, with HF's semantics (docs/tokenizer.md has the table). Anything
  * else is refused at load, naming the JSON path and the component.
  */
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 #include <jansson.h>
 #include <nettle/sha2.h>
@@ -19,6 +19,9 @@
 #include <utf8proc.h>
 
 size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
+
+/* This engine's state of t (tk_engine.h). */
+#define HF_OF(t) ((tk_hf *)(t)->engine_state)
 
 enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND, NM_PRECOMPILED };
 enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE };
@@ -1147,7 +1150,7 @@ static void ctx_key_init(void) { pthread_key_create(&g_ctx_key, ctx_destroy); }
 
 int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *const *allowed, size_t n_allowed,
                  bool all, tk_ids *out) {
-    const tk_hf *h = t->hf;
+    const tk_hf *h = HF_OF(t);
     pthread_once(&g_ctx_once, ctx_key_init);
     hf_ctx *c = g_ctx;
     if (!c) {
@@ -1187,10 +1190,8 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
     return rc;
 }
 
-int tk_lossless(const tk_tokenizer *t) {
-    if (t && t->spm) return 0; /* spm.c: normalizer, unk, U+FFFD for bad UTF-8 */
-    if (!t || !t->hf) return 1;
-    const tk_hf *h = t->hf;
+static int hf_lossless(const tk_tokenizer *t) {
+    const tk_hf *h = HF_OF(t);
     if (h->n_nm || h->sp) return 0; /* SentencePiece-style: unk, dropped characters, decoder chain */
     for (size_t k = 0; k < h->n_added; k++) /* an added token that takes whitespace in */
         if (!h->added[k].special && (h->added[k].lstrip || h->added[k].rstrip)) return 0;
@@ -1804,7 +1805,7 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     }
     /* ids = HF's pipeline: the fingerprint covers it */
     fold_fingerprint(t, root);
-    t->hf = h;
+    tk_engine_attach(t, &tk_engine_hf, h);
     return TK_OK;
 fail:
     tk_hf_free(h);
@@ -1991,14 +1992,14 @@ int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32
     if ((rc = merges_build(h, merges, nm))) goto fail;
     fold_fingerprint(t, root);
     t->pattern = TK_PAT_NONE;
-    t->hf = h;
+    tk_engine_attach(t, &tk_engine_hf, h);
     return TK_OK;
 fail:
     tk_hf_free(h);
     return rc;
 }
 
-bool tk_hf_decodes(const tk_tokenizer *t) { return t && t->hf && t->hf->sp; }
+bool tk_hf_decodes(const tk_tokenizer *t) { return t && t->engine == &tk_engine_hf && HF_OF(t)->sp; }
 
 typedef struct {
     tk_bytes b;             /* all token strings, back to back */
@@ -2132,7 +2133,7 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
 }
 
 int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out) {
-    const tk_hf *h = t->hf;
+    const tk_hf *h = HF_OF(t);
     strv a = {0}, b = {0};
     int rc = TK_OK;
     for (size_t k = 0; k < n && !rc; k++) {
@@ -2183,23 +2184,12 @@ int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool firs
     return rc;
 }
 
-void tk_describe(const tk_tokenizer *t, char *buf, size_t len) {
-    if (!buf || !len) return;
-    buf[0] = 0;
-    if (!t) return;
-    if (t->spm) {
-        tk_spm_describe(t, buf, len);
-        return;
-    }
-    if (!t->hf) {
-        snprintf(buf, len, "%s pre-tokenizer | BPE (merge by rank)", tk_pattern_name(t->pattern));
-        return;
-    }
+static void hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
     static const char *const nm[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Prepend",
                                      "Precompiled"};
     static const char *const pt[] = {"Split", "ByteLevel", "Digits", "Punctuation", "WhitespaceSplit", "Metaspace"};
     static const char *const bh[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
-    const tk_hf *h = t->hf;
+    const tk_hf *h = HF_OF(t);
     size_t o = 0;
 #define PUT(...)                                                                                                       \
     do {                                                                                                               \
@@ -2220,3 +2210,49 @@ void tk_describe(const tk_tokenizer *t, char *buf, size_t len) {
         h->sp && h->byte_id[0] != TK_NO_RANK ? ", byte fallback" : "");
 #undef PUT
 }
+
+/* ---- the engine (tk_engine.h) ---------------------------------------------- */
+
+static bool hf_sniff(const char *path, const uint8_t *head, size_t n) {
+    (void)head;
+    (void)n;
+    size_t a = strlen(path);
+    return a >= 5 && strcmp(path + a - 5, ".json") == 0;
+}
+
+static int hf_encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out) {
+    return tk_hf_encode(t, s, n, NULL, 0, false, out);
+}
+
+/* Only a SentencePiece-style pipeline has a decoder chain of its own; a
+ * byte-level one decodes as the token bytes (the generic path). */
+static int hf_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream,
+                        tk_bytes *out) {
+    (void)stream;
+    return HF_OF(t)->sp ? tk_hf_decode(t, ids, n, first, out) : 1;
+}
+
+/* tiktoken format: only a pipeline that is one of the built-in patterns
+ * over merge-by-rank tokens; neither format carries the rest of the
+ * pipeline. */
+static int hf_savable(const tk_tokenizer *t, int fmt) {
+    if (fmt == 0 && t->pattern != TK_PAT_NONE && !t->decode_only) return TK_OK;
+    return TK_ERR_UNSUPPORTED;
+}
+
+static void hf_free_state(void *state) { tk_hf_free(state); }
+
+const tk_engine tk_engine_hf = {
+    .name = "hf",
+    .sniff = hf_sniff,
+    .load = tk_load_hf_json,
+    .encode = hf_encode_ordinary,
+    .encode_special = tk_hf_encode,
+    .decode = hf_decode_op,
+    .describe = hf_describe,
+    .lossless = hf_lossless,
+    .savable = hf_savable,
+    .image = false,
+    .default_pp = TK_PP_NONE,
+    .free = hf_free_state,
+};

@@ -106,7 +106,7 @@ const char *tk_escape_text(const void *text, size_t n, char *out, size_t cap) {
     return out;
 }
 
-/* A token text or key as it may be tk_ld_shown in a message: control bytes
+/* A token text or key as it may be shown in a message: control bytes
  * (terminal escapes in a hostile file) as \xNN, at most ~60 bytes. */
 const char *tk_ld_shown(const char *s, char buf[static 160]) {
     return tk_escape_text(s, strlen(s), buf, 68);

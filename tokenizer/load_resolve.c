@@ -1,6 +1,7 @@
 /* load_resolve.c - tk_load: a path (file or folder) or a vocabulary name,
  * handed to the loader for its kind. */
 #include "load_internal.h"
+#include "tk_engine.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -12,29 +13,31 @@
 
 /* ---- resolution by path or name -------------------------------------------- */
 
-static bool has_suffix(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 #define BLOB "https://openaipublic.blob.core.windows.net/"
 
-/* A SentencePiece ModelProto by its first bytes (spm.c). */
-static bool looks_spm(const char *path) {
+/* A file, to the first engine of the registry whose sniffer takes it (by
+ * its name or its first bytes; the rank engine takes any file). */
+static int load_file(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
     uint8_t head[16];
-    size_t size;
+    size_t size, n = 0;
     int fd = tk_open_regular(path, TK_MAX_FILE_BYTES, &size, NULL, 0);
-    if (fd < 0) return false;
-    ssize_t r = read(fd, head, sizeof head);
-    close(fd);
-    return r > 0 && tk_spm_sniff(head, (size_t)r);
+    if (fd >= 0) {
+        ssize_t r = read(fd, head, sizeof head);
+        close(fd);
+        if (r > 0) n = (size_t)r;
+    }
+    size_t ne;
+    const tk_engine *const *eng = tk_engines(&ne);
+    for (size_t k = 0; k < ne; k++)
+        if (eng[k]->sniff && eng[k]->sniff(path, head, n)) return eng[k]->load(path, pat, out, err, errlen);
+    return tk_load_tiktoken(path, pat, out, err, errlen);
 }
 
 int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
     if (!spec || !out) return TK_ERR_ARG;
     if (err && errlen) err[0] = 0;
     char a[4096], b[4096];
-    /* Whatever tk_ld_exists under a path is handed to its loader, which refuses a
+    /* Whatever exists under a path is handed to its loader, which refuses a
      * FIFO or device with a message instead of blocking on it. */
     if (tk_ld_is_dir(spec)) {
         if (!tk_ld_join_path(a, sizeof a, spec, "/encoder.json", err, errlen) ||
@@ -49,28 +52,14 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
             return tk_load_gpt2(a, b, pat, out, err, errlen);
         }
         if (!tk_ld_join_path(a, sizeof a, spec, "/tokenizer.json", err, errlen)) return TK_ERR_ARG;
-        if (tk_ld_exists(a)) return tk_load_hf_json(a, pat, out, err, errlen);
+        if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
         if (!tk_ld_join_path(a, sizeof a, spec, "/tokenizer.model", err, errlen)) return TK_ERR_ARG;
-        if (tk_ld_exists(a)) { /* SentencePiece (spm.c) */
-            if (pat == TK_PAT_NONE) return tk_load_spm(a, out, err, errlen);
-            tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", a);
-            return TK_ERR_PATTERN;
-        }
+        if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
         tk_set_err(err, errlen, "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json nor "
                    "tokenizer.model", spec);
         return TK_ERR_NOT_FOUND;
     }
-    if (tk_ld_exists(spec)) {
-        if (has_suffix(spec, ".json")) return tk_load_hf_json(spec, pat, out, err, errlen);
-        if (has_suffix(spec, ".model") || looks_spm(spec)) {
-            if (pat != TK_PAT_NONE) {
-                tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", spec);
-                return TK_ERR_PATTERN;
-            }
-            return tk_load_spm(spec, out, err, errlen);
-        }
-        return tk_load_tiktoken(spec, pat, out, err, errlen);
-    }
+    if (tk_ld_exists(spec)) return load_file(spec, pat, out, err, errlen);
     /* a name */
     static const struct {
         const char *name;

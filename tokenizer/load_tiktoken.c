@@ -1,6 +1,7 @@
 /* load_tiktoken.c - tiktoken rank files ("base64 rank" per line) and
  * their optional .meta.json sidecar. */
 #include "load_internal.h"
+#include "tk_engine.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -244,3 +245,27 @@ done:
     free(data);
     return rc;
 }
+
+/* ---- the rank engine (tk_engine.h) ------------------------------------------
+ * Rank files and encoder.json + vocab.bpe: every op is the generic path
+ * (encode.c, bpe.c, decode.c), the tables are the tokenizer's own. */
+
+static bool rank_sniff(const char *path, const uint8_t *head, size_t n) {
+    (void)path;
+    (void)head;
+    (void)n;
+    return true; /* any file no other engine took */
+}
+
+static void rank_describe(const tk_tokenizer *t, char *buf, size_t len) {
+    snprintf(buf, len, "%s pre-tokenizer | BPE (merge by rank)", tk_pattern_name(t->pattern));
+}
+
+const tk_engine tk_engine_rank = {
+    .name = "rank",
+    .sniff = rank_sniff,
+    .load = tk_load_tiktoken,
+    .describe = rank_describe,
+    .image = true,
+    .default_pp = TK_PP_NONE,
+};

@@ -1,6 +1,6 @@
 /* save.c - write a tokenizer as a .tiktoken rank file (+ meta sidecar) or as
  * an HF tokenizer.json (ByteLevel BPE with merges recovered from the ranks). */
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -51,11 +51,10 @@ static int tokens_fit(const tk_tokenizer *t) {
 }
 
 int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
-    /* a tokenizer.json run by its own pipeline: only when that pipeline is a
-     * built-in pattern over bytes (no normalizer, no other pre-tokenizer,
-     * byte-level); the rank file is then read with merge-by-rank */
-    if (t && t->hf && (t->pattern == TK_PAT_NONE || t->decode_only)) return TK_ERR_UNSUPPORTED;
-    if (t && t->spm) return TK_ERR_UNSUPPORTED; /* a SentencePiece model: normalizer, score-ordered merges */
+    /* an engine with a pipeline of its own says whether a rank file can
+     * carry it (a tokenizer.json: only a built-in pattern over bytes, read
+     * back with merge-by-rank; a SentencePiece model: never) */
+    if (t && tk_engine_of(t)->savable && tk_engine_of(t)->savable(t, 0)) return TK_ERR_UNSUPPORTED;
     if (!t || !path) return TK_ERR_ARG;
     if (t->rank_to_id) return TK_ERR_UNSUPPORTED; /* .tiktoken requires id == rank */
     if (tokens_fit(t)) return TK_ERR_LIMIT;
@@ -111,8 +110,11 @@ static const uint8_t *tok_bytes(const tk_tokenizer *t, uint32_t r, size_t *n) {
     return t->arena + t->tok_off[r];
 }
 
+/* 125 lines: one linear build of the JSON tree, section by section in the
+ * order of the file, with one cleanup path (done:); splitting it would pass
+ * the five trees and their ownership between functions for no gain. */
 int tk_save_hf_json(const tk_tokenizer *t, const char *path) {
-    if (t && (t->hf || t->spm)) return TK_ERR_UNSUPPORTED; /* a pipeline neither format can carry */
+    if (t && tk_engine_of(t)->savable && tk_engine_of(t)->savable(t, 1)) return TK_ERR_UNSUPPORTED; /* a pipeline */
     if (!t || !path) return TK_ERR_ARG;
     if (tokens_fit(t)) return TK_ERR_LIMIT;
     int rc = TK_ERR_NOMEM;

@@ -15,7 +15,7 @@
  *
  * The same charsmap serves HF tokenizer.json's "Precompiled" normalizer
  * (tk_spm_precompiled_hf), which walks it per grapheme cluster as HF does. */
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 #include <math.h>
 #include <nettle/sha2.h>
@@ -24,6 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
+
+/* This engine's state of t (tk_engine.h). */
+#define SPM_OF(t) ((const tk_spm *)(t)->engine_state)
 
 /* ---- protobuf wire format --------------------------------------------------
  * A message is a run of fields: key = varint (field number << 3 | wire
@@ -674,7 +677,7 @@ static bool ends_ws(const uint8_t *p, size_t n, const uint8_t *ws, size_t wsl) {
 }
 
 int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
-    const tk_spm *m = tok->spm;
+    const tk_spm *m = SPM_OF(tok);
     spm_scratch *w = scratch();
     if (!w) return TK_ERR_NOMEM;
     int rc = normalize(m, &m->norm, s, n, n, &w->norm);
@@ -764,7 +767,7 @@ static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out, size_t cap) 
 /* raw: byte pieces as their bytes, unchecked (the streaming decoder holds an
  * incomplete character back until the next feed completes it). */
 static int spm_decode(const tk_tokenizer *tok, const uint32_t *ids, size_t n, bool first, bool raw, tk_bytes *out) {
-    const tk_spm *m = tok->spm;
+    const tk_spm *m = SPM_OF(tok);
     size_t in0 = 0; /* the pieces' bytes: what the decoded text and the denormalizer are bounded by */
     for (size_t k = 0; k < n; k++) {
         if (ids[k] >= m->n) return TK_ERR_RANGE;
@@ -1375,7 +1378,7 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
         (rc = load_finish(t, m, &L)))
         goto done;
     m->serial = t->serial;
-    t->spm = m;
+    tk_engine_attach(t, &tk_engine_spm, m);
     m = NULL;
     *out = t;
     t = NULL;
@@ -1386,13 +1389,8 @@ done:
     return rc;
 }
 
-int32_t tk_spm_special(const tk_tokenizer *t, int which) {
-    if (!t || !t->spm) return -1;
-    return which == 0 ? t->spm->bos_id : which == 1 ? t->spm->eos_id : t->spm->pad_id;
-}
-
-void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
-    const tk_spm *m = t->spm;
+static void spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
+    const tk_spm *m = SPM_OF(t);
     const spm_spec *sp = &m->norm.spec;
     char nm[64];
     shown(sp->name, sp->name_len < 40 ? sp->name_len : 40, nm, sizeof nm);
@@ -1501,3 +1499,54 @@ int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on) {
     *on = o;
     return TK_OK;
 }
+
+/* ---- the engine (tk_engine.h) ---------------------------------------------- */
+
+/* A .model name, or a ModelProto by its first bytes. */
+static bool spm_sniff_file(const char *path, const uint8_t *head, size_t n) {
+    size_t a = strlen(path);
+    return (a >= 6 && strcmp(path + a - 6, ".model") == 0) || (n > 0 && tk_spm_sniff(head, n));
+}
+
+static int spm_load_op(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
+    if (pat != TK_PAT_NONE) {
+        tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", path);
+        return TK_ERR_PATTERN;
+    }
+    return tk_load_spm(path, out, err, errlen);
+}
+
+static int spm_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream,
+                         tk_bytes *out) {
+    return stream ? tk_spm_decode_stream(t, ids, n, first, out) : tk_spm_decode(t, ids, n, first, out);
+}
+
+/* The normalizer, unk and U+FFFD for bad UTF-8 lose bytes. */
+static int spm_lossless(const tk_tokenizer *t) {
+    (void)t;
+    return 0;
+}
+
+/* Neither format carries a normalizer and score-ordered merges. */
+static int spm_savable(const tk_tokenizer *t, int fmt) {
+    (void)t;
+    (void)fmt;
+    return TK_ERR_UNSUPPORTED;
+}
+
+static void spm_free_state(void *state) { spm_free(state); }
+
+const tk_engine tk_engine_spm = {
+    .name = "spm",
+    .sniff = spm_sniff_file,
+    .load = spm_load_op,
+    .encode = tk_spm_encode,
+    .encode_special = NULL, /* encode.c splits at the specials */
+    .decode = spm_decode_op,
+    .describe = spm_describe,
+    .lossless = spm_lossless,
+    .savable = spm_savable,
+    .image = false,
+    .default_pp = TK_PP_ABSENT, /* <s> ... </s> by name */
+    .free = spm_free_state,
+};

@@ -42,7 +42,7 @@
  * builder's tables do not hash to IMG_KNOWN (then images are simply off).
  * MKS_CACHE_DIR=off (or empty) turns images off.
  */
-#include "tk_internal.h"
+#include "tk_engine.h"
 #include "mks_env.h"
 
 #include <dirent.h>
@@ -586,7 +586,7 @@ int tk_image_body_digest(const tk_tokenizer *t, char out[33]) {
     uint8_t *spb;
     tk_charmin *cm;
     out[0] = 0;
-    if (!t || t->image || t->hf || t->spm || t->decode_only || t->rank_to_id) return TK_ERR_UNSUPPORTED;
+    if (!t || t->image || !tk_engine_of(t)->image || t->decode_only || t->rank_to_id) return TK_ERR_UNSUPPORTED;
     if (!layout(t, &h, src_p, &spb, &cm)) return TK_ERR_NOMEM;
     XXH3_state_t *xs = XXH3_createState();
     int rc = TK_ERR_NOMEM;
@@ -607,7 +607,8 @@ const char *tk_image_known_body(const char *name) {
 
 void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src,
                    const uint8_t *data, size_t len) {
-    if (!t || t->image || t->hf || t->decode_only || t->rank_to_id || !t->known || !src->st_ino) return;
+    if (!t || t->image || !tk_engine_of(t)->image || t->decode_only || t->rank_to_id || !t->known || !src->st_ino)
+        return;
     /* only the upstream files of IMG_KNOWN, with their own pattern */
     const img_known *kv = known_of(t->name);
     if (!kv || t->pattern != kv->pat || (pat != TK_PAT_NONE && pat != kv->pat) || len != kv->size) return;

@@ -77,9 +77,11 @@ struct tk_tokenizer {
     uint32_t eot;          /* TK_NO_RANK if none */
     uint8_t fingerprint[32];
     bool known;            /* a known upstream vocabulary (sha256 matched) */
-    struct tk_hf *hf;      /* HF tokenizer.json pipeline (hf.c); NULL: the tiktoken engine alone */
+    /* The engine that runs this tokenizer (tk_engine.h; NULL: the rank
+     * engine) and its own state, which only that engine's file touches. */
+    const struct tk_engine *engine;
+    void *engine_state;
     bool decode_only;      /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
-    struct tk_spm *spm;    /* SentencePiece .model (spm.c): it encodes and decodes; NULL otherwise */
     /* Document framing a tokenizer file asks for (tk_default_framing, hf.c):
      * pp = TK_PP_* (0: not a tokenizer.json); pp_bos / pp_eos: ids the
      * post-processor puts before / after a sequence (TK_NO_RANK: none). */
@@ -351,9 +353,9 @@ int tk_json_loadb(const char *path, const uint8_t *data, size_t len, size_t file
 
 /* HF tokenizer.json pipeline (hf.c). tk_hf_setup parses normalizer,
  * pre_tokenizer, model options, added tokens and decoder of root; merges
- * are (rank a, rank b, rank result) in file order. Either the tiktoken
- * engine is proven to give HF's ids (t->pattern set, t->hf NULL) or t->hf
- * runs the pipeline; anything unsupported is refused (err names the JSON
+ * are (rank a, rank b, rank result) in file order. Either the rank
+ * engine is proven to give HF's ids (t->pattern set, no engine attached) or
+ * the hf engine (tk_engine_hf, its tk_hf as engine_state) runs the pipeline; anything unsupported is refused (err names the JSON
  * path). forced: --pattern, refused unless it is what the file says. */
 typedef struct tk_hf tk_hf;
 struct tk_hfj_s;
@@ -461,9 +463,7 @@ int tk_spm_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool fir
 /* The same for tk_decoder_feed: byte pieces pass as raw bytes (a character split
  * between feeds is held back by the decoder, not replaced by U+FFFD). */
 int tk_spm_decode_stream(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
-void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len);
 void tk_spm_free(tk_spm *m);
-int32_t tk_spm_special(const tk_tokenizer *t, int which); /* 0 bos, 1 eos, 2 pad: id or -1 */
 int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
 int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap);
 int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on);

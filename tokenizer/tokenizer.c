@@ -1,5 +1,5 @@
 /* tokenizer.c - construction, accessors, fingerprint and error strings. */
-#include "tk_internal.h"
+#include "tk_engine.h"
 
 #include <nettle/sha1.h>
 #include <nettle/sha2.h>
@@ -426,8 +426,7 @@ void tk_free(tk_tokenizer *t) {
     free(t->map3);
     free(t->rank_to_id);
     free(t->id_to_rank);
-    tk_hf_free(t->hf);
-    tk_spm_free(t->spm);
+    if (t->engine && t->engine->free) t->engine->free(t->engine_state);
     for (size_t k = 0; k < t->n_specials; k++) free((char *)t->specials[k].text);
     free(t->specials);
     free(t);
