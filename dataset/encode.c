@@ -17,6 +17,8 @@ void ds_encode_opts_init(ds_encode_opts *o) {
     o->batch_docs = 4096;
     o->batch_bytes = 0; /* per thread count: encode_batch_bytes */
     o->bos_id = o->eos_id = -1;
+    o->format = DS_FMT_TEXT;
+    o->loss_on = DS_LOSS_DEFAULT; /* assistant for chat, completion for prompt-completion */
 }
 
 /* Text per batch when the caller leaves it 0. Small enough that reading,

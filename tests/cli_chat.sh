@@ -63,6 +63,15 @@ else fail "prompt-completion mask: $(cat "$TMP/pc.mask")"; fi
 run "$MKS" encode -t "$Q" --format prompt-completion --chat-template chatml --loss-on all "$TMP/pc.jsonl" -o "$TMP/pc.ids" --mask-out "$TMP/pc.mask"
 if [ "$(cat "$TMP/pc.mask")" = "[1,1,1,1,1,1]" ]; then pass "--loss-on all"; else fail "--loss-on all: $(cat "$TMP/pc.mask")"; fi
 
+# conversational prompt-completion: by default only the completion's assistant turn, not the prompt's few-shot one
+printf '%s\n' '{"prompt":[{"role":"user","content":"q"},{"role":"assistant","content":"shot"},{"role":"user","content":"q2"}],"completion":[{"role":"assistant","content":"ans"}]}' >"$TMP/pcl.jsonl"
+run "$MKS" encode -t "$Q" --format auto --chat-template chatml "$TMP/pcl.jsonl" -o "$TMP/pcl.ids" --mask-out "$TMP/pcl.mask"
+if [ "$(cat "$TMP/pcl.mask")" = "[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,1,0]" ]; then
+    pass "prompt-completion lists: the completion is the target"; else fail "prompt-completion lists mask: $(cat "$TMP/pcl.mask")"; fi
+run "$MKS" encode -t "$Q" --format auto --chat-template chatml --loss-on assistant "$TMP/pcl.jsonl" -o "$TMP/pcl.ids" --mask-out "$TMP/pcl.mask"
+if [ "$(cat "$TMP/pcl.mask")" = "[0,0,0,0,0,0,0,0,0,1,1,0,0,0,0,0,0,0,0,0,0,0,1,1,0]" ]; then
+    pass "--loss-on assistant: every assistant turn"; else fail "--loss-on assistant mask: $(cat "$TMP/pcl.mask")"; fi
+
 # --- refusals: records skipped with file:line and why; the run goes on
 printf '%s\n' '{"messages":[{"role":"robot","content":"x"}]}' '{"messages":[{"role":"user","content":7}]}' \
     '{"messages":[{"role":"user","content":"ok"},{"role":"assistant","content":"fine"}]}' >"$TMP/bad.jsonl"
