@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <utf8proc.h>
+#include "ucd_categories.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -21,7 +22,7 @@
 #define N_BLOCKS (TABLE_CPS >> BLOCK_BITS)
 /* Classes of code points, in blocks of 4096 built on first use: a process
  * that reads English text builds none, multilingual text a handful (each
- * ~4096 utf8proc look-ups, tens of microseconds), where a whole table cost
+ * ~4096 category look-ups, tens of microseconds), where a whole table cost
  * milliseconds of every start-up. */
 static uint8_t *g_blk[N_BLOCKS];
 static uint8_t g_ascii[128];
@@ -36,7 +37,9 @@ static bool is_white_space(uint32_t cp) {
 static uint8_t classify(uint32_t cp) {
     uint8_t c = 0;
     if (is_white_space(cp)) c |= TKC_S;
-    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    /* Unicode 16.0 categories (ucd_categories.h: what tiktoken's and HF's
+     * regex engines know), named by utf8proc's constants */
+    switch (tk_ucd_category(cp)) {
     case UTF8PROC_CATEGORY_LU:
     case UTF8PROC_CATEGORY_LT: c |= TKC_L | TKC_UP; break;
     case UTF8PROC_CATEGORY_LL: c |= TKC_L | TKC_LO; break;

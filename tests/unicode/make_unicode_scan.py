@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Reference ids of a full-range Unicode scan (issue 27): every code point (surrogates excepted) in a small probe,
+"x" + c + c + "'s " + c + "1 A" + c + "a " + c + "A"
+(c's class decides where pieces end: a letter takes the "'s" and joins "x", else pieces split there), encoded by each reference library; written as one 64-bit digest per 4,096 code points per
+tokenizer (tests/data/unicode_scan.json), which tests/python/test_unicode_scan.py recomputes with mkshards.
+
+References: tiktoken 0.14.0 (gpt2 = r50k_base, cl100k_base, o200k_base; Rust regex, Unicode 16.0) and HF
+tokenizers 0.23 (Oniguruma, Unicode 16.0) on two byte-level tokenizer.json files made here from gpt2's ranks:
+one whose Split regex mkshards recognises (Llama 3's form: hand scanners) and one it does not (PCRE2 path).
+
+Usage (the vocabulary files of ../shared/vocab in tiktoken's cache or $TIKTOKEN_CACHE_DIR):
+    python3 tests/unicode/make_unicode_scan.py ../shared/vocab > tests/data/unicode_scan.json
+"""
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+
+BLOCK = 4096
+PROBE = "x{c}{c}'s {c}1 A{c}a {c}A"
+# Split regexes of the two tokenizer.json files: Llama 3's (a form mkshards runs with its hand scanners) and
+# one no built-in pattern equals (mkshards runs it through PCRE2)
+HF_REGEXES = {
+    "hf_llama3_split": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "hf_pcre2_split": r"'s|\p{Lu}\p{Ll}*|\p{L}+|\p{N}|\p{M}+|[^\s\p{L}\p{N}\p{M}]+|\s+",
+}
+
+
+def probes():
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    return cps, [PROBE.format(c=chr(c)) for c in cps]
+
+
+def digests(cps, ids_of):
+    """ids_of(list of str) -> list of id lists; one digest per BLOCK code points (by code point value)."""
+    out = []
+    i = 0
+    for b in range(0x110000 // BLOCK):
+        j = i
+        while j < len(cps) and cps[j] < (b + 1) * BLOCK:
+            j += 1
+        ids = ids_of([PROBE.format(c=chr(c)) for c in cps[i:j]])
+        lens = np.array([len(x) for x in ids], dtype="<u4")
+        flat = np.array([t for x in ids for t in x], dtype="<u4")
+        out.append(hashlib.sha256(lens.tobytes() + flat.tobytes()).hexdigest()[:16])
+        i = j
+    return out
+
+
+def hf_json(vocab_dir, regex):
+    """A byte-level tokenizer.json with gpt2's vocabulary and merges and `regex` as its Split pre-tokenizer."""
+    enc = json.load(open(os.path.join(vocab_dir, "encoder.json"), encoding="utf-8"))
+    merges = [l for l in open(os.path.join(vocab_dir, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:] if l]
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                            "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": enc, "merges": merges},
+    }
+
+
+def main():
+    import tiktoken
+    import tokenizers
+    vocab_dir = sys.argv[1]
+    cps, _ = probes()
+    refs = {}
+    for name in ("gpt2", "cl100k_base", "o200k_base"):
+        e = tiktoken.get_encoding(name)
+        refs[name] = digests(cps, lambda t: e.encode_ordinary_batch(t, num_threads=8))
+    for name, regex in HF_REGEXES.items():
+        tok = tokenizers.Tokenizer.from_str(json.dumps(hf_json(vocab_dir, regex)))
+        refs[name] = digests(cps, lambda t: [x.ids for x in tok.encode_batch(t, add_special_tokens=False)])
+    json.dump({"probe": PROBE, "block": BLOCK, "hf_regexes": HF_REGEXES,
+               "references": {"tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
+                              "unicode": "16.0.0"},
+               "digests": refs}, sys.stdout, indent=0)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
