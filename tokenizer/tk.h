@@ -141,6 +141,13 @@ typedef struct {
     char source[160];    /* where each came from, for messages */
 } tk_framing;
 int tk_default_framing(const tk_tokenizer *tok, tk_framing *out, char *err, size_t errlen);
+/* What HF's encode(add_special_tokens=True) adds to one sequence: the ids
+ * the tokenizer.json's post_processor puts before (bos) and after (eos) it,
+ * -1 for none (post_process.c). Rank files, encoder.json, SentencePiece and
+ * a tokenizer.json without a post_processor (or with ByteLevel's) add
+ * nothing. TK_ERR_UNSUPPORTED (why: the reason) for a post_processor that
+ * adds more than one token on a side or pairs only. */
+int tk_post_process_ids(const tk_tokenizer *tok, int64_t *bos, int64_t *eos, const char **why);
 /* Bytes of one token (specials included); TK_ERR_RANGE for unknown ids. */
 int tk_token_bytes(const tk_tokenizer *tok, uint32_t id, const uint8_t **bytes, size_t *len);
 /* Rank of an exact byte string, or -1 if it is not a token. */
@@ -176,6 +183,12 @@ void tk_ids_free(tk_ids *v);
  * returns TK_ERR_DOC_* and appends nothing: the caller may reject that
  * document and go on (tk_err_is_document); any other failure is the run's. */
 int tk_encode(const tk_tokenizer *tok, const uint8_t *text, size_t len, tk_ids *out);
+/* Ids of any bytes, invalid UTF-8 included, as tiktoken's
+ * Encoding._encode_bytes gives them (encode_bytes.c): valid UTF-8 is
+ * tk_encode; otherwise the last piece of the valid prefix plus the invalid
+ * tail are merged as one piece. TK_ERR_UNSUPPORTED for invalid UTF-8 given to
+ * a tokenizer.json or SentencePiece tokenizer. */
+int tk_encode_bytes(const tk_tokenizer *tok, const uint8_t *bytes, size_t len, tk_ids *out);
 /* Count tokens without storing them. */
 int tk_count(const tk_tokenizer *tok, const uint8_t *text, size_t len, size_t *n_tokens);
 /* Encode mapping the listed special tokens to their ids (allowed == NULL and

@@ -29,9 +29,9 @@ if ! "$V/bin/python" -c 'import scikit_build_core, numpy, pytest' 2>/dev/null; t
     echo "skip: cannot install $REQ (no package index?)"; exit 77
   fi
 fi
-# optional peers: live tiktoken parity, zstandard for mkshards_reader.py's
+# optional peers: live tiktoken and HF tokenizers parity, hypothesis for tiktoken's own test suite (test_tiktoken_api.py), zstandard for mkshards_reader.py's
 # compressed shards, pyarrow for Arrow sources in test_source.py, PyTorch datasets (skipped when absent)
-for opt in ${MKS_PY_OPTIONAL-tiktoken zstandard pyarrow}; do
+for opt in ${MKS_PY_OPTIONAL-tiktoken zstandard hypothesis tokenizers pyarrow}; do
   "$V/bin/python" -c "import $opt" 2>/dev/null || "$V/bin/python" -m pip install -q --disable-pip-version-check "$opt" \
     >/dev/null 2>&1 || echo "note: $opt not installed; its tests are skipped"
 done

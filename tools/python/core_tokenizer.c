@@ -86,6 +86,105 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
     return 0;
 }
 
+/* Tokenizer.create(tokens, pattern, specials): tk_create from the token bytes
+ * in rank order (rank i = tokens[i]), a pattern name and a dict special text
+ * -> id - what tiktoken's Encoding(name=, pat_str=, mergeable_ranks=,
+ * special_tokens=) builds in memory. spec is the name to record. */
+static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"tokens", "pattern", "specials", "spec", NULL};
+    PyObject *tokens_o, *specials_o, *spec_o;
+    const char *pattern;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsO!O!", kwl, &tokens_o, &pattern, &PyDict_Type, &specials_o,
+                                     &PyBytes_Type, &spec_o))
+        return NULL;
+    tk_pattern pat;
+    if (tk_pattern_parse(pattern, &pat) != TK_OK) {
+        PyErr_Format(PyExc_ValueError, "unknown pattern '%s': use gpt2, cl100k or o200k", pattern);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(tokens_o, "tokens: a sequence of bytes in rank order");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t ns = PyDict_Size(specials_o);
+    if ((size_t)n > TK_MAX_VOCAB || (size_t)ns > TK_MAX_VOCAB) {
+        Py_DECREF(seq);
+        return raise_c(TK_ERR_LIMIT, "Encoding: more ranks or special tokens than a vocabulary may hold (2^24)");
+    }
+    const uint8_t **tp = PyMem_Calloc((size_t)n + 1, sizeof *tp);
+    uint32_t *lens = PyMem_Calloc((size_t)n + 1, sizeof *lens);
+    tk_special *sp = PyMem_Calloc((size_t)ns + 1, sizeof *sp);
+    PyObject *res = NULL;
+    if (!tp || !lens || !sp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "token of rank %zd: bytes, not %.80s", i, Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        if ((size_t)PyBytes_GET_SIZE(items[i]) > TK_MAX_TOKEN_BYTES || PyBytes_GET_SIZE(items[i]) == 0) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "Encoding: token of rank %zd has %zd bytes (1..%u allowed)", i,
+                     PyBytes_GET_SIZE(items[i]), TK_MAX_TOKEN_BYTES);
+            raise_c(TK_ERR_LIMIT, msg);
+            goto done;
+        }
+        tp[i] = (const uint8_t *)PyBytes_AS_STRING(items[i]);
+        lens[i] = (uint32_t)PyBytes_GET_SIZE(items[i]);
+    }
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *key, *val;
+    while (PyDict_Next(specials_o, &pos, &key, &val)) {
+        const char *text = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!text) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "special token: str, not %.80s", Py_TYPE(key)->tp_name);
+            goto done;
+        }
+        int overflow = 0;
+        long long id = PyLong_Check(val) ? PyLong_AsLongLongAndOverflow(val, &overflow) : -1;
+        if (overflow || id < 0 || id >= (long long)TK_MAX_VOCAB) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "special token %R: id must be an int in 0..%u", key, TK_MAX_VOCAB - 1);
+            goto done;
+        }
+        sp[k].text = text;
+        sp[k].id = (uint32_t)id;
+        k++;
+    }
+    tk_tokenizer *tok = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tk_create(tp, lens, (uint32_t)n, pat, sp, (size_t)k, &tok);
+    Py_END_ALLOW_THREADS
+    if (rc != TK_OK || !tok) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Encoding: cannot build the tokenizer from its ranks: %s%s", tk_strerror(rc),
+                 rc == TK_ERR_MISSING_RANK ? " (every single byte must be a token)" : "");
+        raise_c(rc ? rc : TK_ERR_ARG, msg);
+        goto done;
+    }
+    TokObj *t = (TokObj *)type->tp_alloc(type, 0);
+    if (!t) {
+        tk_free(tok);
+        goto done;
+    }
+    t->tok = tok;
+    Py_INCREF(spec_o);
+    t->spec = spec_o;
+    res = (PyObject *)t;
+done:
+    PyMem_Free(tp);
+    PyMem_Free(lens);
+    PyMem_Free(sp);
+    Py_DECREF(seq);
+    return res;
+}
+
 static int tok_ready(TokObj *t)
 {
     if (!t->tok) {
@@ -289,6 +388,29 @@ static PyObject *tok_encode_ordinary(TokObj *t, PyObject *text)
     tk_ids out = {0};
     if (encode_str(t, text, Py_None, &out))
         return NULL;
+    PyObject *l = ids_to_list(t, out.ids, out.len);
+    tk_ids_free(&out);
+    return l;
+}
+
+/* tiktoken's _encode_bytes: any bytes-like object, invalid UTF-8 included (tk_encode_bytes). */
+static PyObject *tok_encode_bytes(TokObj *t, PyObject *arg)
+{
+    if (!tok_ready(t))
+        return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE))
+        return NULL;
+    tk_ids out = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tk_encode_bytes(t->tok, (const uint8_t *)v.buf, (size_t)v.len, &out);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    if (rc != TK_OK) {
+        tk_ids_free(&out);
+        return raise_tk(rc, "encode_bytes");
+    }
     PyObject *l = ids_to_list(t, out.ids, out.len);
     tk_ids_free(&out);
     return l;
@@ -514,19 +636,39 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
 }
 
 /* ---- decoding
- * An id that is not in the vocabulary - negative, beyond 32 bits, at or over
- * n_vocab, or an unused id inside the range - raises MkshardsError (a
- * ValueError, code TK_ERR_RANGE) from decode / decode_bytes naming the id as
- * given and its index; decode_single_token_bytes raises KeyError (tiktoken's
- * exception for an unknown token) with the same words. A non-integer is a
- * TypeError. */
+ * An id that is not in the vocabulary raises, from decode / decode_bytes, an
+ * exception naming the id as given and its index (code TK_ERR_RANGE) whose
+ * class is both MkshardsError (a ValueError) and what tiktoken raises, so code
+ * written for either catches it: an id that fits 32 bits but has no token (at
+ * or over n_vocab, or unused inside the range) is UnknownTokenError (a
+ * KeyError); a negative id or one beyond 32 bits is TokenIdOverflowError (an
+ * OverflowError: tiktoken's u32 conversion fails). decode_single_token_bytes
+ * raises the same classes. A non-integer is a TypeError. */
 
-static PyObject *raise_bad_id(const char *id_text, size_t index, const tk_tokenizer *tok, int unused)
+static PyObject *UnknownTokenError, *TokenIdOverflowError;
+
+static PyObject *raise_id_error(PyObject *type, const char *msg)
+{
+    PyObject *e = PyObject_CallFunction(type, "s", msg);
+    if (!e)
+        return NULL;
+    PyObject *c = PyLong_FromLong(TK_ERR_RANGE);
+    if (c) {
+        PyObject_SetAttrString(e, "code", c);
+        Py_DECREF(c);
+    }
+    PyErr_SetObject(type, e);
+    Py_DECREF(e);
+    return NULL;
+}
+
+/* in_u32: 0 the id is negative or beyond 32 bits; 1 it fits; -1 it fits and is under n_vocab (unused) */
+static PyObject *raise_bad_id(const char *id_text, size_t index, const tk_tokenizer *tok, int in_u32)
 {
     char msg[300];
     snprintf(msg, sizeof msg, "decode: token id %s (index %zu) is not in the vocabulary (ids 0..%u%s)", id_text, index,
-             tk_vocab_size(tok) - 1, unused ? "; this one is unused" : "");
-    return raise_c(TK_ERR_RANGE, msg);
+             tk_vocab_size(tok) - 1, in_u32 < 0 ? "; this one is unused" : "");
+    return raise_id_error(in_u32 ? UnknownTokenError : TokenIdOverflowError, msg);
 }
 
 /* An item of a sequence of ids as uint32; -1 with TypeError, or MkshardsError
@@ -670,9 +812,9 @@ static PyObject *tok_decode_bytes(TokObj *t, PyObject *tokens)
         if (rc == TK_ERR_RANGE && i < n) {
             char tx[16];
             snprintf(tx, sizeof tx, "%u", ids[i]);
-            int unused = ids[i] < tk_vocab_size(t->tok);
+            int in_u32 = ids[i] < tk_vocab_size(t->tok) ? -1 : 1;
             PyMem_Free(ids);
-            return raise_bad_id(tx, i, t->tok, unused);
+            return raise_bad_id(tx, i, t->tok, in_u32);
         }
         PyMem_Free(ids);
         return raise_tk(rc, "decode");
@@ -708,9 +850,11 @@ static PyObject *tok_token_bytes(TokObj *t, PyObject *arg)
         int_text(ix, tx, sizeof tx);
         Py_DECREF(ix);
         uint32_t nv = tk_vocab_size(t->tok);
-        PyErr_Format(PyExc_KeyError, "token id %s is not in the vocabulary (ids 0..%u%s)", tx, nv - 1,
-                     !overflow && id >= 0 && id < (long long)nv ? "; this one is unused" : "");
-        return NULL;
+        int in_u32 = !overflow && id >= 0 && id <= (long long)UINT32_MAX;
+        char msg[300];
+        snprintf(msg, sizeof msg, "token id %s is not in the vocabulary (ids 0..%u%s)", tx, nv - 1,
+                 in_u32 && id < (long long)nv ? "; this one is unused" : "");
+        return raise_id_error(in_u32 ? UnknownTokenError : TokenIdOverflowError, msg);
     }
     Py_DECREF(ix);
     return PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)n);
@@ -824,6 +968,35 @@ static PyObject *tok_get_specials(TokObj *t, void *c)
     }
     return d;
 }
+/* (bos, eos) the tokenizer.json's post_processor adds to one sequence (None: none); ValueError for one
+ * mkshards cannot apply (tk_post_process_ids). */
+static PyObject *tok_get_post_process(TokObj *t, void *closure)
+{
+    (void)closure;
+    if (!tok_ready(t))
+        return NULL;
+    int64_t bos, eos;
+    const char *why = NULL;
+    int rc = tk_post_process_ids(t->tok, &bos, &eos, &why);
+    if (rc != TK_OK) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "add_special_tokens: this tokenizer.json's post_processor cannot be applied (%s)",
+                 why ? why : tk_strerror(rc));
+        return raise_c(rc, msg);
+    }
+    PyObject *b = bos < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(bos);
+    PyObject *e = eos < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(eos);
+    if (!b || !e) {
+        Py_XDECREF(b);
+        Py_XDECREF(e);
+        return NULL;
+    }
+    PyObject *r = PyTuple_Pack(2, b, e);
+    Py_DECREF(b);
+    Py_DECREF(e);
+    return r;
+}
+
 static PyObject *tok_get_fingerprint(TokObj *t, void *c)
 {
     (void)c;
@@ -845,6 +1018,9 @@ static PyMethodDef tok_methods[] = {
     {"encode_batch", FN(tok_encode_batch), METH_VARARGS | METH_KEYWORDS,
      "encode_batch(texts, num_threads=0, allowed=None, as_buffer=False) -> list[list[int]] or (ids, offsets)"},
     {"count", FN(tok_count), METH_O, "count(text) -> number of tokens"},
+    {"create", FN(tok_create), METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "create(tokens, pattern, specials, spec) -> Tokenizer: tk_create from token bytes in rank order"},
+    {"encode_bytes", FN(tok_encode_bytes), METH_O, "encode_bytes(bytes) -> list[int] (tiktoken's _encode_bytes)"},
     {"decode_bytes", FN(tok_decode_bytes), METH_O, "decode_bytes(ids) -> bytes"},
     {"token_bytes", FN(tok_token_bytes), METH_O, "token_bytes(id) -> bytes"},
     {"rank_of", FN(tok_rank_of), METH_O, "rank_of(bytes) -> rank, or -1"},
@@ -860,6 +1036,7 @@ static PyGetSetDef tok_getset[] = {
     {"eot", (getter)tok_get_eot, NULL, "<|endoftext|> id or None", NULL},
     {"specials", (getter)tok_get_specials, NULL, "dict of special-token text -> id", NULL},
     {"fingerprint", (getter)tok_get_fingerprint, NULL, "sha256 (hex) over ranks, specials and pattern", NULL},
+    {"post_process", (getter)tok_get_post_process, NULL, "(bos, eos) a tokenizer.json's post_processor adds", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject TokType = {
@@ -886,6 +1063,30 @@ const tk_tokenizer *core_tokenizer_of(PyObject *o, const char **spec)
 int core_add_tokenizer(PyObject *m)
 {
     if (PyType_Ready(&TokType) < 0)
+        return -1;
+    /* the id errors: MkshardsError and tiktoken's class at once (see "decoding") */
+    PyObject *base = PyObject_GetAttrString(m, "MkshardsError");
+    if (!base)
+        return -1;
+    PyObject *b1 = Py_BuildValue("(OO)", base, PyExc_KeyError), *b2 = Py_BuildValue("(OO)", base, PyExc_OverflowError);
+    if (b1 && b2) {
+        UnknownTokenError = PyErr_NewExceptionWithDoc(
+            "mkshards.UnknownTokenError", "A token id with no token (a KeyError, as in tiktoken, and a MkshardsError).",
+            b1, NULL);
+        TokenIdOverflowError = PyErr_NewExceptionWithDoc(
+            "mkshards.TokenIdOverflowError",
+            "A token id that is negative or beyond 32 bits (an OverflowError, as in tiktoken, and a MkshardsError).",
+            b2, NULL);
+    }
+    Py_XDECREF(b1);
+    Py_XDECREF(b2);
+    Py_DECREF(base);
+    if (!UnknownTokenError || !TokenIdOverflowError)
+        return -1;
+    Py_INCREF(UnknownTokenError);
+    Py_INCREF(TokenIdOverflowError);
+    if (PyModule_AddObject(m, "UnknownTokenError", UnknownTokenError) ||
+        PyModule_AddObject(m, "TokenIdOverflowError", TokenIdOverflowError))
         return -1;
     Py_INCREF(&TokType);
     return PyModule_AddObject(m, "Tokenizer", (PyObject *)&TokType);

@@ -9,11 +9,12 @@
 
 PyTorch datasets: ``import mkshards.torch`` (needs torch). The C library does the work (GIL released).
 """
-from ._core import MkshardsError, __version__
-from ._encoding import Encoding, get_encoding, list_encoding_names
+from ._core import MkshardsError, TokenIdOverflowError, UnknownTokenError, __version__
+from ._encoding import Encoding, encoding_for_model, encoding_name_for_model, get_encoding, list_encoding_names
 from ._pipeline import build, hist, lint, lint_exit_code
 from ._shards import ShardSet
 from . import data
 
-__all__ = ["__version__", "MkshardsError", "Encoding", "get_encoding", "list_encoding_names", "ShardSet", "build", "lint",
+__all__ = ["__version__", "MkshardsError", "UnknownTokenError", "TokenIdOverflowError", "Encoding", "get_encoding",
+           "list_encoding_names", "encoding_for_model", "encoding_name_for_model", "ShardSet", "build", "lint",
            "hist", "lint_exit_code", "data"]

@@ -5,10 +5,85 @@ import threading
 
 from . import _core
 
-__all__ = ["Encoding", "get_encoding", "list_encoding_names"]
+__all__ = ["Encoding", "get_encoding", "list_encoding_names", "encoding_for_model", "encoding_name_for_model"]
 
 # Names tk_load resolves (in $MKS_VOCAB_DIR and tiktoken's cache).
 _NAMES = ("gpt2", "r50k_base", "cl100k_base", "o200k_base")
+# Names built here from a rank file and tiktoken's specials (tiktoken_ext/openai_public.py, tiktoken 0.14.0):
+# name -> (rank files tried in $MKS_VOCAB_DIR, download URL (tiktoken's cache key), sha256 tiktoken expects,
+# pattern, specials, explicit_n_vocab)
+_BLOB = "https://openaipublic.blob.core.windows.net/encodings/"
+_P50K_SHA = "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"
+_O200K_SHA = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+_HARMONY_SPECIALS = {
+    "<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|reserved_200000|>": 200000, "<|reserved_200001|>": 200001,
+    "<|return|>": 200002, "<|constrain|>": 200003, "<|reserved_200004|>": 200004, "<|channel|>": 200005,
+    "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008, "<|reserved_200009|>": 200009,
+    "<|reserved_200010|>": 200010, "<|reserved_200011|>": 200011, "<|call|>": 200012,
+    "<|endofprompt|>": 200018,
+}
+# tiktoken's table also names id 200018 <|reserved_200018|>, a second text of <|endofprompt|>'s id (its decode
+# of 200018 then depends on hash order); the C library keeps one text per id, so that alias is left out.
+_HARMONY_SPECIALS.update({f"<|reserved_{i}|>": i for i in range(200013, 201088) if i != 200018})
+_DERIVED = {
+    "p50k_base": ("p50k_base.tiktoken", _BLOB + "p50k_base.tiktoken", _P50K_SHA, "gpt2", {"<|endoftext|>": 50256},
+                  50281),
+    "p50k_edit": ("p50k_base.tiktoken", _BLOB + "p50k_base.tiktoken", _P50K_SHA, "gpt2",
+                  {"<|endoftext|>": 50256, "<|fim_prefix|>": 50281, "<|fim_middle|>": 50282,
+                   "<|fim_suffix|>": 50283}, None),
+    "o200k_harmony": ("o200k_base.tiktoken", _BLOB + "o200k_base.tiktoken", _O200K_SHA, "o200k", _HARMONY_SPECIALS,
+                      None),
+}
+_ALL_NAMES = ("gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony")
+
+# tiktoken's model tables (tiktoken/model.py, tiktoken 0.14.0)
+MODEL_PREFIX_TO_ENCODING = {
+    "o1-": "o200k_base", "o3-": "o200k_base", "o4-mini-": "o200k_base",
+    "gpt-5": "o200k_base", "gpt-4.5-": "o200k_base", "gpt-4.1-": "o200k_base", "chatgpt-4o-": "o200k_base",
+    "gpt-4o-": "o200k_base", "gpt-4-": "cl100k_base", "gpt-3.5-turbo-": "cl100k_base", "gpt-35-turbo-": "cl100k_base",
+    "gpt-oss-": "o200k_harmony",
+    "ft:gpt-4o": "o200k_base", "ft:gpt-4": "cl100k_base", "ft:gpt-3.5-turbo": "cl100k_base",
+    "ft:davinci-002": "cl100k_base", "ft:babbage-002": "cl100k_base",
+}
+MODEL_TO_ENCODING = {
+    "o1": "o200k_base", "o3": "o200k_base", "o4-mini": "o200k_base",
+    "gpt-5": "o200k_base", "gpt-4.1": "o200k_base", "gpt-4o": "o200k_base", "gpt-4": "cl100k_base",
+    "gpt-3.5-turbo": "cl100k_base", "gpt-3.5": "cl100k_base", "gpt-35-turbo": "cl100k_base",
+    "davinci-002": "cl100k_base", "babbage-002": "cl100k_base",
+    "text-embedding-ada-002": "cl100k_base", "text-embedding-3-small": "cl100k_base",
+    "text-embedding-3-large": "cl100k_base",
+    "text-davinci-003": "p50k_base", "text-davinci-002": "p50k_base", "text-davinci-001": "r50k_base",
+    "text-curie-001": "r50k_base", "text-babbage-001": "r50k_base", "text-ada-001": "r50k_base",
+    "davinci": "r50k_base", "curie": "r50k_base", "babbage": "r50k_base", "ada": "r50k_base",
+    "code-davinci-002": "p50k_base", "code-davinci-001": "p50k_base", "code-cushman-002": "p50k_base",
+    "code-cushman-001": "p50k_base", "davinci-codex": "p50k_base", "cushman-codex": "p50k_base",
+    "text-davinci-edit-001": "p50k_edit", "code-davinci-edit-001": "p50k_edit",
+    "text-similarity-davinci-001": "r50k_base", "text-similarity-curie-001": "r50k_base",
+    "text-similarity-babbage-001": "r50k_base", "text-similarity-ada-001": "r50k_base",
+    "text-search-davinci-doc-001": "r50k_base", "text-search-curie-doc-001": "r50k_base",
+    "text-search-babbage-doc-001": "r50k_base", "text-search-ada-doc-001": "r50k_base",
+    "code-search-babbage-code-001": "r50k_base", "code-search-ada-code-001": "r50k_base",
+    "gpt2": "gpt2", "gpt-2": "gpt2",
+}
+
+# Regexes (pat_str) the C pre-tokenizers implement exactly: tiktoken's spellings, the C library's own
+# (tk_pattern_regex) and the original GPT-2 / Llama 3 forms. Any other pattern is refused by name.
+_R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+_PATTERN_FORMS = {
+    _R50K_PAT: "gpt2",
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""": "gpt2",
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""": "cl100k",
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""": "cl100k",
+    "|".join([
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
+    ]): "o200k",
+}
+
+
+def _pattern_name(pat_str):
+    return _PATTERN_FORMS.get(pat_str)
 
 
 def _np():
@@ -28,11 +103,53 @@ class Encoding:
     ``vocab.bpe``). Encoding releases the GIL; batches run on C threads.
     """
 
-    def __init__(self, spec, pattern=None, *, name=None):
+    def __init__(self, spec=None, pattern=None, *, name=None, pat_str=None, mergeable_ranks=None,
+                 special_tokens=None, explicit_n_vocab=None):
+        if spec is None and mergeable_ranks is not None:
+            self._init_ranks(name, pat_str, mergeable_ranks, special_tokens or {}, explicit_n_vocab)
+            return
+        if spec is None or pat_str is not None or mergeable_ranks is not None or special_tokens is not None:
+            raise TypeError("Encoding(spec[, pattern]) loads a file or name; Encoding(name=, pat_str=, "
+                            "mergeable_ranks=, special_tokens=[, explicit_n_vocab=]) builds one in memory")
         self._spec = os.fspath(spec)
         self._pattern = pattern
+        self._ranks_args = None
         self._core = _core.Tokenizer(self._spec, pattern)
-        self.name = name or self._core.name
+        self._finish(name or self._core.name)
+        if explicit_n_vocab is not None and explicit_n_vocab != self.n_vocab:
+            raise ValueError(f"explicit_n_vocab {explicit_n_vocab} != {self.n_vocab} (ranks + special tokens)")
+
+    def _init_ranks(self, name, pat_str, mergeable_ranks, special_tokens, explicit_n_vocab):
+        """tiktoken's constructor: ranks (bytes -> rank) contiguous from 0, a pattern the C pre-tokenizers
+        implement (gpt2, cl100k / Llama 3, o200k forms), specials str -> id."""
+        if not isinstance(name, str):
+            raise TypeError("Encoding(name=...): a str")
+        pattern = _pattern_name(pat_str)
+        if pattern is None:
+            raise ValueError(f"Encoding {name!r}: pat_str {pat_str!r} is not one of the pre-tokenizer patterns "
+                             "mkshards implements (tiktoken's gpt2/r50k, cl100k, o200k; Llama 3's)")
+        n = len(mergeable_ranks)
+        tokens = [None] * n
+        for tok, rank in mergeable_ranks.items():
+            if not isinstance(rank, int) or not 0 <= rank < n or tokens[rank] is not None:
+                raise ValueError(f"Encoding {name!r}: mergeable_ranks must hold the ranks 0..{n - 1} once each "
+                                 f"(token {tok!r} has rank {rank!r})")
+            tokens[rank] = bytes(tok)
+        if explicit_n_vocab is not None:
+            if len(mergeable_ranks) + len(special_tokens) != explicit_n_vocab:
+                raise ValueError(f"Encoding {name!r}: {len(mergeable_ranks)} ranks + {len(special_tokens)} special "
+                                 f"tokens != explicit_n_vocab {explicit_n_vocab}")
+            if max([n - 1, *special_tokens.values()]) != explicit_n_vocab - 1:
+                raise ValueError(f"Encoding {name!r}: the largest id is not explicit_n_vocab - 1")
+        self._spec = None
+        self._pattern = pattern
+        self._ranks_args = (name, pat_str, mergeable_ranks, dict(special_tokens), explicit_n_vocab)
+        self._core = _core.Tokenizer.create(tokens, pattern, dict(special_tokens), name.encode("utf-8"))
+        self._finish(name)
+        self.pat_str = pat_str  # as given (tiktoken's _pat_str); the C pre-tokenizer implements it exactly
+
+    def _finish(self, name):
+        self.name = name
         self._special_tokens = self._core.specials
         self.special_tokens_set = frozenset(self._special_tokens)
         self.n_vocab = self._core.n_vocab
@@ -50,8 +167,26 @@ class Encoding:
     def __repr__(self):
         return f"<Encoding {self.name!r}>"
 
-    def __reduce__(self):  # pickles by spec: DataLoader workers with spawn reload it
+    def __reduce__(self):  # pickles by spec (DataLoader workers with spawn reload it), or by its ranks
+        if getattr(self, "_derived", None):
+            return (get_encoding, (self._derived,))
+        if self._ranks_args is not None:
+            return (_rebuild_ranks, self._ranks_args)
         return (_rebuild, (self._spec, self._pattern, self.name))
+
+    # ------------------------------------------------------------ tiktoken's private fields, read by its users
+    @property
+    def _pat_str(self):
+        return self.pat_str
+
+    @property
+    def _mergeable_ranks(self):
+        """dict bytes -> rank of every mergeable token (built on first use)."""
+        r = self.__dict__.get("_ranks_cache")
+        if r is None:
+            r = {self._core.token_bytes(i): i for i in range(self._core.n_ranks)}
+            self.__dict__["_ranks_cache"] = r
+        return r
 
     # ------------------------------------------------------------ properties
     @property
@@ -108,15 +243,37 @@ class Encoding:
         """Ids of text; special-token text is ordinary text."""
         return self._core.encode_ordinary(text)
 
-    def encode(self, text, *, allowed_special=frozenset(), disallowed_special="all"):
+    def _encode_bytes(self, text):
+        """Ids of any bytes, invalid UTF-8 included, as tiktoken's ``_encode_bytes`` gives them
+        (decode_bytes returns the bytes)."""
+        return self._core.encode_bytes(text)
+
+    def encode(self, text, *, allowed_special=frozenset(), disallowed_special="all", add_special_tokens=True):
         """Ids of text. Special tokens in ``allowed_special`` ("all" or a set) map to their ids; text matching a
-        ``disallowed_special`` token (default: every special not allowed) raises ValueError, as in tiktoken."""
+        ``disallowed_special`` token (default: every special not allowed) raises ValueError, as in tiktoken.
+
+        ``add_special_tokens`` (default True, as HF ``tokenizers``' ``Tokenizer.encode``): a tokenizer.json's
+        post_processor is applied, e.g. Llama 3's <|begin_of_text|> first. Rank files, encoder.json and
+        SentencePiece models have none, so their ids are tiktoken's either way. The other methods
+        (encode_ordinary, encode_batch, encode_to_numpy, count, the CLI) never add them: the CLI frames
+        documents with --bos/--eos instead."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode: text must be a str, not {type(text).__name__}")
         c_allowed, disallowed = self._allowed(allowed_special, disallowed_special)
         self._check_disallowed(text, disallowed)
-        return self._core.encode(text, c_allowed)
+        ids = self._core.encode(text, c_allowed)
+        if add_special_tokens:
+            bos, eos = self._core.post_process
+            if bos is not None:
+                ids.insert(0, bos)
+            if eos is not None:
+                ids.append(eos)
+        return ids
 
     def encode_to_numpy(self, text, *, allowed_special=frozenset(), disallowed_special="all"):
         """Like encode, as a numpy uint32 array (no Python ints are made)."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_to_numpy: text must be a str, not {type(text).__name__}")
         c_allowed, disallowed = self._allowed(allowed_special, disallowed_special)
         self._check_disallowed(text, disallowed)
         return _np().frombuffer(self._core.encode_to_buffer(text, c_allowed), dtype="uint32")
@@ -200,6 +357,51 @@ def _rebuild(spec, pattern, name):
     return Encoding(spec, pattern, name=name)
 
 
+def _rebuild_ranks(name, pat_str, mergeable_ranks, special_tokens, explicit_n_vocab):
+    return Encoding(name=name, pat_str=pat_str, mergeable_ranks=mergeable_ranks, special_tokens=special_tokens,
+                    explicit_n_vocab=explicit_n_vocab)
+
+
+def _find_rank_file(files, url, sha256):
+    """The rank file of a derived name: $MKS_VOCAB_DIR/<file>, else tiktoken's cache (sha1 of the URL), checked
+    against the sha256 tiktoken expects (a file that differs is refused, as tiktoken refuses it)."""
+    import hashlib
+    import tempfile
+    places = []
+    vd = os.environ.get("MKS_VOCAB_DIR")
+    if vd:
+        places.append(os.path.join(vd, files))
+    cd = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or \
+        os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    places.append(os.path.join(cd, hashlib.sha1(url.encode()).hexdigest()))
+    for path in places:
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                got = hashlib.sha256(f.read()).hexdigest()
+            if got != sha256:
+                raise _core.MkshardsError(f"{path}: sha256 {got} is not the {files} tiktoken expects ({sha256})")
+            return path
+    raise _core.MkshardsError(f"vocabulary file {files} not found: looked in $MKS_VOCAB_DIR "
+                              f"({vd or 'unset'}) and in tiktoken's cache {cd}; set MKS_VOCAB_DIR to a folder "
+                              f"holding {files}")
+
+
+def _load_derived(name):
+    files, url, sha256, pattern, specials, n_vocab = _DERIVED[name]
+    base = Encoding(_find_rank_file(files, url, sha256), pattern)
+    tokens = [base._core.token_bytes(i) for i in range(base._core.n_ranks)]
+    enc = Encoding.__new__(Encoding)
+    enc._spec = None
+    enc._pattern = pattern
+    enc._ranks_args = None
+    enc._core = _core.Tokenizer.create(tokens, pattern, dict(specials), name.encode())
+    enc._finish(name)
+    if n_vocab is not None and enc.n_vocab != n_vocab:
+        raise _core.MkshardsError(f"{name}: {enc.n_vocab} ids, tiktoken's explicit_n_vocab is {n_vocab}")
+    enc._derived = name
+    return enc
+
+
 _cache = {}
 _lock = threading.Lock()
 
@@ -213,11 +415,31 @@ def get_encoding(encoding_name):
     with _lock:
         enc = _cache.get(encoding_name)
         if enc is None:
-            enc = Encoding(encoding_name, name=encoding_name if encoding_name in _NAMES else None)
+            if encoding_name in _DERIVED:
+                enc = _load_derived(encoding_name)
+            else:
+                enc = Encoding(encoding_name, name=encoding_name if encoding_name in _NAMES else None)
             _cache[encoding_name] = enc
         return enc
 
 
 @functools.lru_cache(maxsize=None)
 def list_encoding_names():
-    return list(_NAMES)
+    """tiktoken's names; p50k_base, p50k_edit and o200k_harmony load when their rank file is present."""
+    return list(_ALL_NAMES)
+
+
+def encoding_name_for_model(model_name):
+    """tiktoken's encoding name of an OpenAI model (exact names, then prefixes); KeyError if unknown."""
+    if model_name in MODEL_TO_ENCODING:
+        return MODEL_TO_ENCODING[model_name]
+    for prefix, name in MODEL_PREFIX_TO_ENCODING.items():
+        if model_name.startswith(prefix):
+            return name
+    raise KeyError(f"Could not automatically map {model_name} to a tokeniser. "
+                   "Please use `mkshards.get_encoding` to explicitly get the tokeniser you expect.") from None
+
+
+def encoding_for_model(model_name):
+    """The encoding of an OpenAI model (get_encoding(encoding_name_for_model(model_name)))."""
+    return get_encoding(encoding_name_for_model(model_name))
