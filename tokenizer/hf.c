@@ -9,6 +9,7 @@
  * component, with HF's semantics (docs/tokenizer.md has the table). Anything
  * else is refused at load, naming the JSON path and the component.
  */
+#include "normalize.h"
 #include "tk_engine.h"
 
 #include <jansson.h>
@@ -146,64 +147,6 @@ static int bput(tk_bytes *b, const void *p, size_t n) { return n ? tk_bytes_appe
 
 /* ---- normalizers ---------------------------------------------------------- */
 
-/* Unicode normalization of s into out (at most cap bytes). Invalid UTF-8
- * bytes pass through and cut the text into runs normalized on their own.
- * Runs of ASCII are copied: ASCII never decomposes and is never the second
- * character of a composition, so a non-ASCII run is normalized together with
- * the one ASCII character before it (a starter it may compose with: e +
- * U+0301). utf8proc_map's steps, with the decomposed length checked before
- * its buffer (4 bytes a code point) is allocated: more code points than the
- * step may write bytes refuses the text (real text: at most 6 per byte, the
- * 18 of U+FDFA's compatibility decomposition). */
-static int nm_unicode(int kind, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
-    int flags = UTF8PROC_STABLE;
-    switch (kind) {
-    case NM_NFC: flags |= UTF8PROC_COMPOSE; break;
-    case NM_NFD: flags |= UTF8PROC_DECOMPOSE; break;
-    case NM_NFKC: flags |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    default: flags |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-    }
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i;
-        while (j < n && s[j] < 0x80) j++;
-        if (j == n) return tk_bytes_put_capped(out, s + i, n - i, cap);
-        size_t start = j > i ? j - 1 : j;
-        int rc;
-        if ((rc = tk_bytes_put_capped(out, s + i, start - i, cap))) return rc;
-        size_t e = j;
-        while (e < n && s[e] >= 0x80) {
-            int32_t cp;
-            size_t l = u8_len(s, n, e, &cp);
-            if (cp < 0) break;
-            e += l;
-        }
-        if (e == j) { /* an invalid byte: as is */
-            if ((rc = tk_bytes_put_capped(out, s + start, j + 1 - start, cap))) return rc;
-            i = j + 1;
-            continue;
-        }
-        const utf8proc_uint8_t *src = s + start;
-        utf8proc_ssize_t sl = (utf8proc_ssize_t)(e - start);
-        utf8proc_ssize_t cps = utf8proc_decompose(src, sl, NULL, 0, (utf8proc_option_t)flags);
-        if (cps < 0) return cps == UTF8PROC_ERROR_NOMEM ? TK_ERR_NOMEM : TK_ERR_FORMAT;
-        if ((size_t)cps > cap - out->len) return TK_ERR_DOC_EXPAND;
-        utf8proc_int32_t *buf = malloc(((size_t)cps + 1) * sizeof *buf);
-        if (!buf) return TK_ERR_NOMEM;
-        utf8proc_ssize_t dl = utf8proc_decompose(src, sl, buf, cps, (utf8proc_option_t)flags);
-        if (dl >= 0) dl = utf8proc_reencode(buf, dl, (utf8proc_option_t)flags);
-        if (dl < 0) {
-            free(buf);
-            return dl == UTF8PROC_ERROR_NOMEM ? TK_ERR_NOMEM : TK_ERR_FORMAT;
-        }
-        rc = tk_bytes_put_capped(out, buf, (size_t)dl, cap);
-        free(buf);
-        if (rc) return rc;
-        i = e;
-    }
-    return TK_OK;
-}
-
 static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
     size_t i = 0;
     while (i < n) {
@@ -260,7 +203,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
     case NM_NFC:
     case NM_NFD:
     case NM_NFKC:
-    case NM_NFKD: return nm_unicode(st->kind, s, n, out, cap);
+    case NM_NFKD: return tk_nm_unicode(TK_NF_C + (st->kind - NM_NFC), s, n, out, cap); /* normalize.c */
     case NM_LOWER: return nm_lower(s, n, out, cap);
     case NM_STRIP: {
         size_t a = 0, b = n;
@@ -288,7 +231,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
         if (rc) return rc;
         return tk_bytes_put_capped(out, s + c.pos, n - c.pos, cap);
     }
-    case NM_PRECOMPILED: return tk_spm_precompiled_hf(st->a, st->alen, s, n, out, cap); /* spm.c */
+    case NM_PRECOMPILED: return tk_spm_precompiled_hf(st->a, st->alen, s, n, out, cap); /* normalize.c */
     case NM_PREPEND: {
         if (!n) return TK_OK;
         int rc = tk_bytes_put_capped(out, st->a, st->alen, cap);

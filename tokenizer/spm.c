@@ -13,8 +13,10 @@
  * varints are at most 10 bytes, and everything allocated is bounded by the
  * file's size (pieces are counted before they are stored).
  *
- * The same charsmap serves HF tokenizer.json's "Precompiled" normalizer
- * (tk_spm_precompiled_hf), which walks it per grapheme cluster as HF does. */
+ * The charsmap reader is normalize.c's, shared with HF tokenizer.json's
+ * "Precompiled" normalizer (tk_spm_precompiled_hf, also there), which walks
+ * it per grapheme cluster as HF does. */
+#include "normalize.h"
 #include "tk_engine.h"
 
 #include <math.h>
@@ -109,17 +111,9 @@ typedef struct {
     bool add_dummy_prefix, remove_extra_ws, escape_ws;
 } spm_spec;
 
-/* A decoded precompiled_charsmap: <u32 trie size><trie units><string pool>. */
-typedef struct {
-    uint32_t *units;
-    size_t n_units;
-    const uint8_t *pool;
-    size_t pool_len;
-} spm_cmap;
-
 typedef struct {
     spm_spec spec;
-    spm_cmap map;      /* n_units == 0: no charsmap (identity) */
+    tk_cmap map;      /* n_units == 0: no charsmap (identity) */
     bool ws_suffix;    /* trainer_spec.treat_whitespace_as_suffix */
 } spm_norm;
 
@@ -187,100 +181,6 @@ static inline size_t one_char_len(uint8_t b) {
     return t[b >> 4];
 }
 
-/* IsValidDecodeUTF8: length of a well-formed character at s (no overlong
- * forms, no surrogates, at most U+10FFFF), 0 if malformed. */
-static size_t valid_char(const uint8_t *s, size_t n) {
-    uint8_t b = s[0];
-    if (b < 0x80) return 1;
-    uint32_t cp;
-    if (n >= 2 && (b & 0xe0) == 0xc0) {
-        if ((s[1] & 0xc0) != 0x80) return 0;
-        cp = (uint32_t)(b & 0x1f) << 6 | (s[1] & 0x3f);
-        return cp >= 0x80 ? 2 : 0;
-    }
-    if (n >= 3 && (b & 0xf0) == 0xe0) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) return 0;
-        cp = (uint32_t)(b & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-        return cp >= 0x800 && (cp < 0xd800 || cp >= 0xe000) ? 3 : 0;
-    }
-    if (n >= 4 && (b & 0xf8) == 0xf0) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) return 0;
-        cp = (uint32_t)(b & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
-        return cp >= 0x10000 && cp <= 0x10ffff ? 4 : 0;
-    }
-    return 0;
-}
-
-/* ---- the charsmap: a Darts-clone double array --------------------------------
- * Unit u: label = u & (1 << 31 | 0xff) (a leaf's label has bit 31 set, so it
- * never equals a byte), has_leaf = bit 8, value = u & 0x7fffffff (on the leaf
- * unit), offset = (u >> 10) << (bit 9 ? 8 : 0). From node id, byte c leads to
- * id ^ offset(unit[id]) ^ c; a key ends at a node whose has_leaf is set, and
- * its value sits at that node's id ^ offset. Every index is checked against
- * the array (a crafted trie cannot read outside it). */
-
-static int cmap_init(spm_cmap *m, const uint8_t *blob, size_t n) {
-    memset(m, 0, sizeof *m);
-    if (n == 0) return TK_OK;
-    if (n <= 4) return TK_ERR_FORMAT;
-    uint32_t tsize = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 | (uint32_t)blob[3] << 24;
-    if (tsize > n - 4) return TK_ERR_FORMAT;
-    m->n_units = tsize / 4;
-    m->units = malloc((m->n_units ? m->n_units : 1) * sizeof *m->units);
-    if (!m->units) return TK_ERR_NOMEM;
-    for (size_t i = 0; i < m->n_units; i++) {
-        const uint8_t *q = blob + 4 + 4 * i;
-        m->units[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-    }
-    m->pool = blob + 4 + tsize;
-    m->pool_len = n - 4 - tsize;
-    return TK_OK;
-}
-
-static inline uint32_t du_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
-
-/* Common prefix search over s[0..n): the longest of the first max_results
- * keys that are prefixes of s (0: none); *value receives its value. The C++
- * search (explicit length) walks on through a NUL byte when it lands on an
- * empty unit (label 0); the Rust port HF uses stops there (stop_nul). */
-static size_t cmap_longest(const spm_cmap *m, const uint8_t *s, size_t n, size_t max_results, bool stop_nul,
-                           uint32_t *value) {
-    if (!m->n_units) return 0;
-    size_t best = 0, found = 0;
-    uint32_t id = du_offset(m->units[0]);
-    for (size_t i = 0; i < n; i++) {
-        if (!s[i] && stop_nul) break;
-        id ^= s[i];
-        if (id >= m->n_units) break;
-        uint32_t u = m->units[id];
-        if ((u & (0x80000000u | 0xffu)) != s[i]) break;
-        id ^= du_offset(u);
-        if ((u >> 8) & 1) {
-            if (id >= m->n_units) break;
-            best = i + 1;
-            *value = m->units[id] & 0x7fffffffu;
-            if (++found == max_results) break;
-        }
-    }
-    return best;
-}
-
-/* The pool string at value v: up to its NUL (or the pool's end). */
-static const uint8_t *cmap_string(const spm_cmap *m, uint32_t v, size_t *len) {
-    if (v >= m->pool_len) {
-        *len = 0;
-        return m->pool;
-    }
-    const uint8_t *p = m->pool + v, *z = memchr(p, 0, m->pool_len - v);
-    *len = z ? (size_t)(z - p) : m->pool_len - v;
-    return p;
-}
-
-/* First-only common prefix search (the Rust port's transform: results[0]). */
-static size_t cmap_shortest(const spm_cmap *m, const uint8_t *s, size_t n, uint32_t *value) {
-    return cmap_longest(m, s, n, 1, true, value);
-}
-
 /* ---- user-defined symbols (PrefixMatcher) ---------------------------------- */
 
 /* Length of the user-defined symbol at s (the longest of the first 64 that
@@ -314,12 +214,12 @@ static const uint8_t *norm_prefix(const tk_spm *m, const spm_norm *nz, const uin
         }
     }
     uint32_t v = 0;
-    size_t l = cmap_longest(&nz->map, s, n, SPM_NORM_RESULTS, false, &v);
+    size_t l = tk_cmap_longest(&nz->map, s, n, SPM_NORM_RESULTS, false, &v);
     if (l) {
         *used = l;
-        return cmap_string(&nz->map, v, len);
+        return tk_cmap_string(&nz->map, v, len);
     }
-    size_t c = valid_char(s, n);
+    size_t c = tk_spm_valid_char(s, n);
     if (!c) {
         *used = 1;
         *len = 3;
@@ -752,7 +652,7 @@ int tk_spm_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *o
 static int put_bytes_run(const uint8_t *b, size_t n, tk_bytes *out, size_t cap) {
     int rc = TK_OK;
     for (size_t i = 0; i < n && !rc;) {
-        size_t c = valid_char(b + i, n - i);
+        size_t c = tk_spm_valid_char(b + i, n - i);
         if (!c) {
             rc = tk_bytes_put_capped(out, "\xef\xbf\xbd", 3, cap);
             i++;
@@ -1215,13 +1115,13 @@ static int load_norm(tk_spm *m, const spm_load *L) {
     int rc;
     m->norm.spec = L->nspec;
     m->norm.ws_suffix = L->tr.ws_suffix;
-    if ((rc = cmap_init(&m->norm.map, L->nspec.cmap, L->nspec.cmap_len)))
+    if ((rc = tk_cmap_init(&m->norm.map, L->nspec.cmap, L->nspec.cmap_len)))
         FAIL(rc, "%s: normalizer_spec.precompiled_charsmap: %s", path,
              rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
     m->denorm.spec = L->dspec;
     if (L->dspec.cmap_len) {
         m->has_denorm = true;
-        if ((rc = cmap_init(&m->denorm.map, L->dspec.cmap, L->dspec.cmap_len)))
+        if ((rc = tk_cmap_init(&m->denorm.map, L->dspec.cmap, L->dspec.cmap_len)))
             FAIL(rc, "%s: denormalizer_spec.precompiled_charsmap: %s", path,
                  rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
     }
@@ -1399,105 +1299,6 @@ static void spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
              sp->add_dummy_prefix ? ", dummy prefix" : "", sp->remove_extra_ws ? ", remove extra whitespace" : "",
              sp->escape_ws ? ", escape whitespace" : "", m->byte_fallback ? ", byte fallback" : "",
              m->user_maxlen ? ", user-defined symbols" : "", m->has_denorm ? " | denormalizer charsmap" : "");
-}
-
-/* ---- HF tokenizer.json "Precompiled" --------------------------------------
- * HF runs the same charsmap its own way (tokenizers' precompiled.rs over the
- * spm_precompiled crate): the text is cut into extended grapheme clusters; a
- * cluster under 6 bytes is replaced whole by the string of the FIRST
- * (shortest) key that is a prefix of it, if any; otherwise each character
- * is replaced by the string of the first key that is a prefix of that
- * character alone, or kept. */
-
-int tk_spm_charsmap_check(const uint8_t *blob, size_t n) {
-    spm_cmap m;
-    int rc = cmap_init(&m, blob, n);
-    free(m.units);
-    return rc;
-}
-
-static int put_transform(const spm_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, size_t cap, bool *done) {
-    uint32_t v = 0;
-    *done = cmap_shortest(m, s, n, &v) > 0;
-    if (!*done) return TK_OK;
-    size_t l;
-    const uint8_t *p = cmap_string(m, v, &l);
-    return tk_bytes_put_capped(out, p, l, cap);
-}
-
-int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
-    spm_cmap m;
-    int rc = cmap_init(&m, blob, bn);
-    if (rc) return rc;
-    utf8proc_int32_t state = 0, prev = -1;
-    size_t g = 0; /* start of the current cluster */
-    for (size_t i = 0; i <= n && !rc;) {
-        utf8proc_int32_t cp = -1;
-        utf8proc_ssize_t l = 0;
-        if (i < n) {
-            l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
-            if (l <= 0) { /* not UTF-8 (HF's strings always are): the byte alone */
-                l = 1;
-                cp = -1;
-            }
-        }
-        bool brk = i == n || prev < 0 || cp < 0 || utf8proc_grapheme_break_stateful(prev, cp, &state);
-        if (brk && i > g) {
-            bool done = false;
-            if (i - g < 6 && (rc = put_transform(&m, s + g, i - g, out, cap, &done))) break;
-            for (size_t k = g; !done && k < i && !rc;) {
-                size_t cl = valid_char(s + k, i - k);
-                if (!cl) cl = 1;
-                bool d2;
-                if (!(rc = put_transform(&m, s + k, cl, out, cap, &d2)) && !d2) rc = tk_bytes_put_capped(out, s + k, cl, cap);
-                k += cl;
-            }
-            g = i;
-        }
-        if (i == n) break;
-        if (cp < 0) state = 0;
-        prev = cp;
-        i += (size_t)l;
-    }
-    free(m.units);
-    return rc;
-}
-
-/* precompiled_charsmap of a tokenizer.json: standard base64 (padding
- * optional) -> a checked charsmap blob in *out (malloc'd). */
-int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on) {
-    *out = NULL;
-    *on = 0;
-    if (!s || !n) return TK_ERR_FORMAT;
-    while (n && s[n - 1] == '=') n--;
-    uint8_t *b = malloc(n / 4 * 3 + 3);
-    if (!b) return TK_ERR_NOMEM;
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
-              : c == '+' ? 62 : c == '/' ? 63 : -1;
-        if (v < 0) {
-            free(b);
-            return TK_ERR_BASE64;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            b[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    int rc = tk_spm_charsmap_check(b, o);
-    if (rc) {
-        free(b);
-        return rc;
-    }
-    *out = b;
-    *on = o;
-    return TK_OK;
 }
 
 /* ---- the engine (tk_engine.h) ---------------------------------------------- */

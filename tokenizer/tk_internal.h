@@ -455,7 +455,8 @@ static inline int tk_bytes_put_capped(tk_bytes *b, const void *p, size_t n, size
  * bytes look like a ModelProto. tk_spm_decode: first = the ids start the text
  * (the dummy-prefix space is taken off). tk_spm_charsmap_check: a
  * precompiled_charsmap blob is well formed; tk_spm_precompiled_hf: HF
- * tokenizer.json's "Precompiled" normalizer over that blob. */
+ * tokenizer.json's "Precompiled" normalizer over that blob (these two and
+ * tk_spm_charsmap_b64 live in normalize.c). */
 typedef struct tk_spm tk_spm;
 bool tk_spm_sniff(const uint8_t *p, size_t n);
 int tk_spm_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out);
