@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "ds.h"
+#include "mks_common.h"
 #include "ds_internal.h"
 #include "pipeline_internal.h"
 #include "tk.h"
@@ -136,49 +137,6 @@ static void init_cls(void) {
     }
 }
 
-/* Validate one UTF-8 sequence at p[i]; returns its length or 0 if invalid. */
-static size_t utf8_seq(const uint8_t *p, size_t n, size_t i) {
-    uint8_t c = p[i];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) {
-        if (i + 1 < n && (p[i + 1] & 0xC0) == 0x80) return 2;
-        return 0;
-    }
-    if (c < 0xF0) {
-        if (i + 2 >= n) return 0;
-        uint8_t c1 = p[i + 1], c2 = p[i + 2];
-        if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && c1 < 0xA0) return 0;  /* overlong */
-        if (c == 0xED && c1 >= 0xA0) return 0; /* surrogates */
-        return 3;
-    }
-    if (c < 0xF5) {
-        if (i + 3 >= n) return 0;
-        uint8_t c1 = p[i + 1], c2 = p[i + 2], c3 = p[i + 3];
-        if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80 || (c3 & 0xC0) != 0x80) return 0;
-        if (c == 0xF0 && c1 < 0x90) return 0;
-        if (c == 0xF4 && c1 >= 0x90) return 0;
-        return 4;
-    }
-    return 0;
-}
-
-/* First invalid UTF-8 position, or n if valid. */
-static size_t utf8_first_invalid(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = utf8_seq(p, n, i);
-        if (!k) return i;
-        i += k;
-    }
-    return n;
-}
-
 /* Blob note codes */
 enum { BLOB_BASE64 = 1, BLOB_HEX = 2, BLOB_HEXDUMP = 3 };
 
@@ -213,7 +171,7 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
         uint8_t c = i < n ? p[i] : '\n'; /* sentinel newline ends line/run */
         int at_end = i == n;
         if (!at_end && c >= 0x80) {
-            size_t k = utf8_seq(p, n, i);
+            size_t k = mc_utf8_seq(p + i, n - i);
             res->nonascii += k ? k : 1;
             if (!k) {
                 HIT(res, DS_RULE_UTF8, i, p[i]);
@@ -374,7 +332,7 @@ static void process_item(void *ctx, int thread, size_t i) {
     }
     if (res->status == DS_REC_BAD_JSON) {
         if (a->o->lint) {
-            size_t bad = utf8_first_invalid(t, len);
+            size_t bad = mc_utf8_valid_prefix(t, len);
             if (bad < len) HIT(res, DS_RULE_UTF8, bad, t[bad]);
         }
         return;

@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "build_internal.h"
+#include "mks_common.h"
 #include "pipeline_internal.h"
 #include "tk.h"
 
@@ -474,10 +475,18 @@ static int finish(build *b, ds_build_result *res) {
             return fail(b, DS_ERR_IO, "%s", b->wr[s].err[0] ? b->wr[s].err : "out of memory");
     FILE *rej = b->rej;
     b->rej = NULL;
-    if (fflush(rej) != 0 || fsync(fileno(rej)) != 0 || fclose(rej) != 0)
-        return fail(b, DS_ERR_IO, "cannot write '%s': %s", b->rej_tmp, strerror(errno));
-    if (rename(b->rej_tmp, b->rej_path) != 0)
-        return fail(b, DS_ERR_IO, "cannot rename '%s': %s", b->rej_tmp, strerror(errno));
+    /* the common layer's commit of a streamed temporary: fsync, rename,
+     * fsync of the folder (rejects.jsonl.part is resumable until here) */
+    int fd = dup(fileno(rej)), bad = fflush(rej) != 0 || fd < 0;
+    int e = errno;
+    if (fclose(rej) != 0) bad = 1;
+    if (bad) {
+        if (fd >= 0) close(fd);
+        return fail(b, DS_ERR_IO, "cannot write '%s': %s", b->rej_tmp, strerror(e));
+    }
+    char why[600];
+    if (mc_atomic_commit(fd, 0, b->rej_tmp, b->rej_path, why, sizeof why) != MC_OK)
+        return fail(b, DS_ERR_IO, "%s", why);
     const ds_build_account *acc = &b->acc;
     if ((b->cfg.n_files || b->o->source) && acc->rows[0] + acc->rows[1] == 0) {
         /* a manifest without rows would make the next run report "up to date" */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "build_internal.h"
+#include "mks_common.h"
 
 static const char *const k_reasons[DS_REJ_COUNT] = {"zstd-corrupt",     "json-malformed", "field-missing",
                                                    "field-not-string", "record-too-large", "utf8-invalid",
@@ -499,36 +500,4 @@ void ds_build_clean_dir(const char *dir, const ds_shard_rec *keep, size_t n_keep
 }
 
 /* ---------------------------------------------------------- utf-8 */
-size_t ds_utf8_invalid_at(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, p + i, 8);
-            if (!(w & 0x8080808080808080ull)) {
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t c = p[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        uint32_t cp;
-        if (c >= 0xC2 && c < 0xE0) k = 2, cp = c & 0x1F;
-        else if (c >= 0xE0 && c < 0xF0) k = 3, cp = c & 0x0F;
-        else if (c >= 0xF0 && c < 0xF5) k = 4, cp = c & 0x07;
-        else return i;
-        if (i + k > n) return i;
-        for (size_t q = 1; q < k; q++) {
-            if ((p[i + q] & 0xC0) != 0x80) return i;
-            cp = cp << 6 | (p[i + q] & 0x3F);
-        }
-        if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return i;
-        i += k;
-    }
-    return n;
-}
+size_t ds_utf8_invalid_at(const uint8_t *p, size_t n) { return mc_utf8_valid_prefix(p, n); }

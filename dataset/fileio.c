@@ -2,13 +2,14 @@
  *
  * Data files (inputs, shards, manifests, checkpoints) are opened only when they
  * are regular files: a FIFO, a character device or a socket in their place
- * would block a reader forever or feed it unbounded bytes. The open itself uses
- * O_NONBLOCK so that opening a FIFO with no writer cannot hang before fstat
- * sees what it is; the flag is cleared again for a regular file. */
+ * would block a reader forever or feed it unbounded bytes. The checks are the
+ * common layer's mc_open_regular (O_NONBLOCK open, fstat S_ISREG, blocking
+ * again), the one copy tk and ds share. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,32 +18,12 @@
 #include <unistd.h>
 
 #include "ds.h"
+#include "mks_common.h"
 #include "mks_env.h"
 
 int ds_open_regular(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return DS_ERR_IO;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        close(fd);
-        return DS_ERR_IO;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        if (err) snprintf(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        return DS_ERR_IO;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        if (err) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        close(fd);
-        return DS_ERR_IO;
-    }
-    return fd;
+    int fd = mc_open_regular(path, 0, NULL, err, errlen); /* no cap: shards are mapped, inputs streamed */
+    return fd >= 0 ? fd : fd == MC_ERR_NOMEM ? DS_ERR_NOMEM : DS_ERR_IO;
 }
 
 FILE *ds_fopen_regular(const char *path, char *err, size_t errlen) {
@@ -140,27 +121,30 @@ size_t ds_tokenizer_sources(const char *spec, char paths[][DS_PATH_BYTES], size_
     return n;
 }
 
+/* The refusal of an output: the message (mc_set_err ignores a NULL err)
+ * and DS_ERR_CONFLICT. */
+static int conflict(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int conflict(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mc_vset_err(err, errlen, fmt, ap);
+    va_end(ap);
+    return DS_ERR_CONFLICT;
+}
+#define DESTROYS_INPUT ": writing it would destroy the input; choose another output path"
+
 /* OUT against one input path: the same file, or inside it when it is a folder. */
 static int check_one(const char *label, const char *out, const char *in_what, const char *in, char *err,
                      size_t errlen) {
     if (!in || !*in || !strcmp(in, "-")) return DS_OK;
-    if (ds_same_file(out, in)) {
-        if (err)
-            snprintf(err, errlen,
-                     "%s '%s' is the same file as %s '%s': writing it would destroy the input; "
-                     "choose another output path",
-                     label, out, in_what, in);
-        return DS_ERR_CONFLICT;
-    }
+    if (ds_same_file(out, in))
+        return conflict(err, errlen, "%s '%s' is the same file as %s '%s'" DESTROYS_INPUT, label, out, in_what, in);
     struct stat st;
-    if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1) {
-        if (err)
-            snprintf(err, errlen,
-                     "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
-                     "choose an output outside it",
-                     label, out, in);
-        return DS_ERR_CONFLICT;
-    }
+    if (stat(in, &st) == 0 && S_ISDIR(st.st_mode) && ds_path_within(out, in) == 1)
+        return conflict(err, errlen,
+                        "%s '%s' lies inside the input folder '%s': the output would be mixed with the input; "
+                        "choose an output outside it",
+                        label, out, in);
     return DS_OK;
 }
 
@@ -169,14 +153,11 @@ static int check_one(const char *label, const char *out, const char *in_what, co
 static int check_set(const char *label, const char *out, const char *what, const char *set, char *err,
                      size_t errlen) {
     if (!set || !*set) return DS_OK;
-    if (ds_path_within(out, set) == 1) {
-        if (err)
-            snprintf(err, errlen,
-                     "%s '%s' lies inside %s '%s': its manifest, shards and rejects.jsonl are inputs "
-                     "(merge and verify read them); write it outside the set",
-                     label, out, what, set);
-        return DS_ERR_CONFLICT;
-    }
+    if (ds_path_within(out, set) == 1)
+        return conflict(err, errlen,
+                        "%s '%s' lies inside %s '%s': its manifest, shards and rejects.jsonl are inputs "
+                        "(merge and verify read them); write it outside the set",
+                        label, out, what, set);
     struct stat os;
     if (stat(out, &os) != 0) return DS_OK; /* not there yet: no other name of a file of the set */
     DIR *d = opendir(set);
@@ -189,12 +170,8 @@ static int check_set(const char *label, const char *out, const char *what, const
         if (snprintf(p, sizeof p, "%s/%s", set, e->d_name) >= (int)sizeof p || lstat(p, &st) != 0 ||
             !S_ISREG(st.st_mode) || st.st_dev != os.st_dev || st.st_ino != os.st_ino)
             continue;
-        if (err)
-            snprintf(err, errlen,
-                     "%s '%s' is the same file as '%s' of %s '%s': writing it would destroy the input; "
-                     "choose another output path",
-                     label, out, p, what, set);
-        rc = DS_ERR_CONFLICT;
+        rc = conflict(err, errlen, "%s '%s' is the same file as '%s' of %s '%s'" DESTROYS_INPUT, label, out, p, what,
+                      set);
     }
     closedir(d);
     return rc;

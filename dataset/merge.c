@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "build_internal.h"
+#include "mks_common.h"
 
 typedef struct {
     const char *dir;
@@ -290,18 +291,28 @@ static int write_rest(merge *m) {
     char rej_path[4200], rej_tmp[4200];
     snprintf(rej_path, sizeof rej_path, "%s/rejects.jsonl", m->out);
     snprintf(rej_tmp, sizeof rej_tmp, "%s/rejects.jsonl.tmp", m->out);
-    FILE *rej = fopen(rej_tmp, "wb");
-    for (int i = 0; rej && i < m->np; i++) {
+    /* the common layer's atomic write (fresh temporary, fsync, rename, fsync
+     * of the folder), streamed: the parts' rejects are appended one by one */
+    int fd = mc_atomic_open(rej_tmp, 0644, m->err, m->errlen), dfd = fd >= 0 ? dup(fd) : -1;
+    FILE *rej = dfd >= 0 ? fdopen(dfd, "wb") : NULL;
+    if (!rej) {
+        if (dfd >= 0) close(dfd);
+        if (fd >= 0) mc_atomic_commit(fd, 1, rej_tmp, rej_path, NULL, 0);
+        return mfail(m, DS_ERR_IO, "cannot write '%s': %s", rej_tmp, strerror(errno));
+    }
+    for (int i = 0; i < m->np; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/rejects.jsonl", m->byk[i]->dir);
         if (copy_append(rej, p)) {
             fclose(rej);
+            mc_atomic_commit(fd, 1, rej_tmp, rej_path, NULL, 0);
             return mfail(m, DS_ERR_IO, "cannot read '%s'", p);
         }
     }
-    if (!rej || fflush(rej) || fsync(fileno(rej)) || fclose(rej))
-        return mfail(m, DS_ERR_IO, "cannot write '%s': %s", rej_tmp, strerror(errno));
-    if (rename(rej_tmp, rej_path)) return mfail(m, DS_ERR_IO, "cannot rename '%s': %s", rej_tmp, strerror(errno));
+    int bad = fclose(rej) != 0;
+    char why[600];
+    if (mc_atomic_commit(fd, bad, rej_tmp, rej_path, why, sizeof why) != MC_OK)
+        return mfail(m, DS_ERR_IO, "%s", bad ? "cannot write rejects.jsonl.tmp" : why);
     ds_build_clean_dir(m->out, m->recs, m->n_recs);
     return ds_manifest_write(m->out, &m->cfg, acc, m->recs, m->n_recs, m->err, m->errlen);
 }

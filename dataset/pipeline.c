@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "pipeline_internal.h"
+#include "mks_common.h"
 
 /* ------------------------------------------------------------ handoff */
 void ds_handoff_init(ds_handoff *h) {
@@ -274,11 +275,7 @@ int ds_ncpus(void) {
     return n < 1 ? 1 : (int)n;
 }
 
-double ds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double ds_now(void) { return mc_now_s(); }
 
 double ds_thread_cpu(void) {
     struct timespec ts;

@@ -2,6 +2,7 @@
  * gzip, folders (recursive, sorted), stdin. Memory is bounded by the read
  * buffers plus max_record_bytes for the record being assembled. */
 #include "ds.h"
+#include "mks_common.h"
 #include "ds_internal.h"
 
 #include <dirent.h>
@@ -49,10 +50,9 @@ void ds_reader_opts_init(ds_reader_opts *o) {
 }
 
 void ds_set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    mc_vset_err(err, errlen, fmt, ap);
     va_end(ap);
 }
 

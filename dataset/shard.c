@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "ds.h"
+#include "mks_common.h"
 #include "ds_internal.h"
 #include "shard_internal.h"
 
@@ -342,17 +343,6 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     return DS_OK;
 }
 
-static int fsync_dir_of(const char *path) {
-    char *d = strdup(path);
-    if (!d) return -1;
-    int fd = open(dirname(d), O_RDONLY | O_DIRECTORY);
-    free(d);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
-}
-
 static int same_file_content(const char *path, const void *data, size_t len) {
     /* non-blocking: a FIFO planted under the name must not hang the writer;
      * anything but a regular file is simply "not the same" and gets replaced */
@@ -381,47 +371,10 @@ int ds_write_file_atomic(const char *path, const void *data, size_t len, int *sk
         if (skipped) *skipped = 1;
         return DS_OK;
     }
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 5);
-    if (!tmp) return DS_ERR_NOMEM;
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp", 5);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        ds_set_err(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        return DS_ERR_IO;
-    }
-    const uint8_t *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(fd, p, left > (1u << 30) ? (1u << 30) : left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            ds_set_err(err, errlen, "cannot write '%s': %s", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return DS_ERR_IO;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        ds_set_err(err, errlen, "cannot sync '%s': %s", tmp, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return DS_ERR_IO;
-    }
-    if (rename(tmp, path) != 0) {
-        ds_set_err(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return DS_ERR_IO;
-    }
-    free(tmp);
-    fsync_dir_of(path);
-    return DS_OK;
+    /* the common layer's one policy: PATH.tmp, fsync, rename, fsync of the folder */
+    const void *part[1] = {data};
+    int rc = mc_atomic_write(path, NULL, 0644, part, &len, 1, err, errlen);
+    return rc == MC_OK ? DS_OK : rc == MC_ERR_NOMEM ? DS_ERR_NOMEM : DS_ERR_IO;
 }
 
 /* ---------------------------------------------------------- reader */
@@ -603,6 +556,30 @@ static int row_ids_bad(const ds_shard *s, uint64_t r, const uint32_t *t, uint32_
     return DS_ERR_FORMAT;
 }
 
+/* The conversion and checks of row_ids for ids of w bytes (2 or 4, a
+ * constant at each call so the loads and loops specialise). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("vect-cost-model=dynamic"))) /* as row_ids, which inlines it */
+#endif
+static inline __attribute__((always_inline)) void convert_ids(const uint8_t *restrict src, size_t w, size_t n,
+                                                              size_t L, uint32_t pad, int32_t lim,
+                                                              uint32_t *restrict tokens, uint32_t *over_out,
+                                                              uint32_t *px_out) {
+    uint32_t over = 0, px = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = w == 2 ? get16(src + 2 * i) : get32(src + 4 * i);
+        tokens[i] = v;
+        over |= (int32_t)(v ^ 0x80000000u) >= lim;
+    }
+    for (size_t i = n; i < L; i++) {
+        uint32_t v = w == 2 ? get16(src + 2 * i) : get32(src + 4 * i);
+        tokens[i] = v;
+        px |= v ^ pad;
+    }
+    *over_out = over;
+    *px_out = px;
+}
+
 /* Row r's L ids from the token section (src: u16 or u32 little-endian) into
  * tokens, checked on the way in the same pass. The checks are written so
  * that they vectorise with the conversion on any x86-64 (SSE2 has no
@@ -621,29 +598,9 @@ static int row_ids(const ds_shard *s, uint64_t r, const uint8_t *restrict src, u
     size_t L = h->row_len, n = nv; /* size_t indices: no wrap for the vectoriser to rule out */
     uint32_t pad = h->pad_id, over = 0, px = 0;
     const int32_t lim = (int32_t)(h->vocab_size ^ 0x80000000u); /* v >= vocab <=> (v ^ 2^31) >= lim, signed */
-    if (h->dtype_bytes == 2) {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v = get16(src + 2 * i);
-            tokens[i] = v;
-            over |= (int32_t)(v ^ 0x80000000u) >= lim;
-        }
-        for (size_t i = n; i < L; i++) {
-            uint32_t v = get16(src + 2 * i);
-            tokens[i] = v;
-            px |= v ^ pad;
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v = get32(src + 4 * i);
-            tokens[i] = v;
-            over |= (int32_t)(v ^ 0x80000000u) >= lim;
-        }
-        for (size_t i = n; i < L; i++) {
-            uint32_t v = get32(src + 4 * i);
-            tokens[i] = v;
-            px |= v ^ pad;
-        }
-    }
+    /* one body, instantiated per id width (always_inline with a constant w) */
+    if (h->dtype_bytes == 2) convert_ids(src, 2, n, L, pad, lim, tokens, &over, &px);
+    else convert_ids(src, 4, n, L, pad, lim, tokens, &over, &px);
     if (!over && !px) return DS_OK; /* pad < vocab_size (header checked) */
     return row_ids_bad(s, r, tokens, nv, err, errlen);
 }

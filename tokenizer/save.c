@@ -1,6 +1,7 @@
 /* save.c - write a tokenizer as a .tiktoken rank file (+ meta sidecar) or as
  * an HF tokenizer.json (ByteLevel BPE with merges recovered from the ranks). */
 #include "tk_engine.h"
+#include "mks_common.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -25,21 +26,25 @@ static size_t b64_encode(const uint8_t *p, size_t n, char *out) {
     return o;
 }
 
-/* Write to path atomically: temp file, fsync, rename. */
+/* Write to path atomically, the common layer's policy (mks_common.h): a
+ * fresh temporary (PATH.tmp.PID: processes may save the same path), fsync,
+ * rename, fsync of the folder. */
 static FILE *open_tmp(const char *path, char *tmp, size_t tmplen) {
     snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid());
-    return fopen(tmp, "wb");
+    int fd = mc_atomic_open(tmp, 0666, NULL, 0);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f) mc_atomic_commit(fd, 1, tmp, path, NULL, 0);
+    return f;
 }
 
 static int close_tmp(FILE *f, const char *tmp, const char *path) {
-    int bad = ferror(f);
-    if (fflush(f) || fsync(fileno(f))) bad = 1;
+    int bad = ferror(f) || fflush(f), fd = dup(fileno(f));
     if (fclose(f)) bad = 1;
-    if (bad || rename(tmp, path)) {
+    if (fd < 0) {
         unlink(tmp);
         return TK_ERR_IO;
     }
-    return TK_OK;
+    return mc_atomic_commit(fd, bad, tmp, path, NULL, 0) == MC_OK ? TK_OK : TK_ERR_IO;
 }
 
 /* What we write, we load: a token longer than the loaders accept
@@ -218,15 +223,14 @@ int tk_save_hf_json(const tk_tokenizer *t, const char *path) {
     model = NULL;
     {
         char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-        if (json_dump_file(root, tmp, JSON_PRESERVE_ORDER | JSON_COMPACT)) {
-            unlink(tmp);
-            rc = TK_ERR_IO;
-        } else if (rename(tmp, path)) {
+        FILE *f = open_tmp(path, tmp, sizeof tmp);
+        if (!f) rc = TK_ERR_IO;
+        else if (json_dumpf(root, f, JSON_PRESERVE_ORDER | JSON_COMPACT)) {
+            fclose(f);
             unlink(tmp);
             rc = TK_ERR_IO;
         } else {
-            rc = TK_OK;
+            rc = close_tmp(f, tmp, path);
         }
     }
 done:

@@ -5,12 +5,14 @@
  * read() forever, so the file is opened with O_NONBLOCK, checked with fstat
  * and only then switched back to blocking reads. The size is bounded
  * (TK_MAX_FILE_BYTES) and the read must return exactly the size fstat gave.
- * tk cannot use the dataset module's ds_open_regular (ds depends on tk).
+ * The checks and the read are the common layer's (mks_common.h: below tk,
+ * so tk and ds share them).
  *
  * JSON files are parsed from that buffer by jansson under a memory budget
  * (TK_JSON_MEM_FACTOR x the file size): jansson spends ~80 bytes per "{}" of
  * input, so without a budget a 1 GiB file of empty objects would take ~80 GiB. */
 #include "tk_internal.h"
+#include "mks_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,77 +23,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The common layer's reads (mks_common.h), with its codes mapped to tk's
+ * and tk's message for an over-large file. */
+static int tk_code(int mc) { return mc == MC_ERR_LIMIT ? TK_ERR_LIMIT : mc == MC_ERR_NOMEM ? TK_ERR_NOMEM : TK_ERR_IO; }
+
+static int limit_msg(const char *path, uint64_t size, size_t max_bytes, char *err, size_t errlen) {
+    tk_set_err(err, errlen, "%s: %llu bytes, more than the %zu-byte limit for a tokenizer file", path,
+               (unsigned long long)size, max_bytes);
+    return TK_ERR_LIMIT;
+}
+
 int tk_open_regular(const char *path, size_t max_bytes, size_t *size, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        tk_set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return TK_ERR_IO;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        tk_set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
-        close(fd);
-        return TK_ERR_IO;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        tk_set_err(err, errlen, "%s: not a regular file (a FIFO, device, socket or folder is refused)", path);
-        close(fd);
-        return TK_ERR_IO;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        tk_set_err(err, errlen, "%s: fcntl: %s", path, strerror(errno));
-        close(fd);
-        return TK_ERR_IO;
-    }
-    if (st.st_size < 0 || (uint64_t)st.st_size > max_bytes) {
-        tk_set_err(err, errlen, "%s: %lld bytes, more than the %zu-byte limit for a tokenizer file", path,
-                   (long long)st.st_size, max_bytes);
-        close(fd);
-        return TK_ERR_LIMIT;
-    }
-    *size = (size_t)st.st_size;
+    uint64_t sz;
+    int fd = mc_open_regular(path, max_bytes, &sz, err, errlen);
+    if (fd == MC_ERR_LIMIT) return limit_msg(path, sz, max_bytes, err, errlen);
+    if (fd < 0) return tk_code(fd);
+    *size = (size_t)sz;
     return fd;
 }
 
 int tk_read_regular(const char *path, size_t max_bytes, uint8_t **data, size_t *len, char *err, size_t errlen) {
-    *data = NULL;
-    *len = 0;
-    size_t size;
-    int fd = tk_open_regular(path, max_bytes, &size, err, errlen);
-    if (fd < 0) return fd;
-    /* one byte more than fstat said: a file that grows is caught, and the
-     * buffer is NUL-terminated for the line parsers */
-    uint8_t *buf = malloc(size + 1);
-    if (!buf) {
-        close(fd);
-        tk_set_err(err, errlen, "%s: cannot allocate %zu bytes", path, size + 1);
-        return TK_ERR_NOMEM;
-    }
-    size_t got = 0;
-    while (got < size + 1) {
-        ssize_t r = read(fd, buf + got, size + 1 - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            tk_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
-            free(buf);
-            close(fd);
-            return TK_ERR_IO;
-        }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != size) {
-        tk_set_err(err, errlen, "%s: read %zu bytes where the file has %zu (it changed while being read)", path, got,
-                   size);
-        free(buf);
-        return TK_ERR_IO;
-    }
-    buf[size] = 0;
-    *data = buf;
-    *len = size;
-    return TK_OK;
+    int rc = mc_read_regular(path, max_bytes, data, len, err, errlen);
+    if (rc == MC_ERR_LIMIT) return limit_msg(path, *len, max_bytes, err, errlen);
+    return rc == MC_OK ? TK_OK : tk_code(rc);
 }
 
 /* ---- jansson under a memory budget ----------------------------------------- */

@@ -43,6 +43,7 @@
  * MKS_CACHE_DIR=off (or empty) turns images off.
  */
 #include "tk_engine.h"
+#include "mks_common.h"
 #include "mks_env.h"
 
 #include <dirent.h>
@@ -370,20 +371,6 @@ no:
     return 1;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int mkdir_private(const char *dir) {
     char p[4096];
     size_t n = strlen(dir);
@@ -566,7 +553,7 @@ static int emit_body(const img_hdr *h, const void *const src_p[S_COUNT], int fd,
 #define EMIT(p, n)                                                                                                     \
     do {                                                                                                               \
         if (xs) XXH3_128bits_update(xs, (p), (n));                                                                     \
-        if (fd >= 0 && write_all(fd, (p), (n))) return -1;                                                             \
+        if (fd >= 0 && mc_write_all(fd, (p), (n))) return -1;                                                             \
     } while (0)
     EMIT((const uint8_t *)h + IMG_BODY, sizeof *h - IMG_BODY);
     uint64_t at = sizeof *h;
@@ -639,10 +626,12 @@ void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, cons
     }
     prune_images(dir, access(ip, F_OK) != 0); /* a new name: make room */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", ip, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* the common layer's atomic write (fresh temporary, fsync, rename, fsync
+     * of the folder); the pid in the name: ranks may cache the same image */
+    int fd = mc_atomic_open(tmp, 0600, NULL, 0);
     if (fd >= 0) {
-        int bad = write_all(fd, &h, IMG_BODY) || emit_body(&h, src_p, fd, NULL);
-        if (close(fd) || bad || rename(tmp, ip)) unlink(tmp);
+        int bad = mc_write_all(fd, &h, IMG_BODY) || emit_body(&h, src_p, fd, NULL);
+        mc_atomic_commit(fd, bad, tmp, ip, NULL, 0);
     }
     free(spb);
     free(cm);

@@ -1,5 +1,6 @@
 /* tokenizer.c - construction, accessors, fingerprint and error strings. */
 #include "tk_engine.h"
+#include "mks_common.h"
 
 #include <nettle/sha1.h>
 #include <nettle/sha2.h>
@@ -33,10 +34,9 @@ const char *tk_strerror(int err) {
 int tk_err_is_document(int err) { return err == TK_ERR_DOC_REGEX || err == TK_ERR_DOC_EXPAND; }
 
 void tk_set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    mc_vset_err(err, errlen, fmt, ap);
     va_end(ap);
 }
 

@@ -1,5 +1,6 @@
 /* cli.c - shared helpers for the mkshards subcommands (see cli.h). */
 #include "cli.h"
+#include "mks_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -269,12 +270,7 @@ int cli_ncpus(void)
     return n < 1 ? 1 : (int)n;
 }
 
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double cli_now(void) { return mc_now_s(); }
 
 double cli_thread_cpu(void)
 {

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "cli.h"
+#include "mks_common.h"
 #include "ds.h"
 #include "tk.h"
 #include "tk_train.h"
@@ -88,31 +89,7 @@ static int save_by_ext(const char *cmd, const tk_tokenizer *tok, const char *out
 }
 
 /* UTF-8 validity (no overlongs, no surrogates, <= U+10FFFF). */
-static int utf8_valid(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        uint32_t cp;
-        if ((c & 0xE0) == 0xC0) k = 1, cp = c & 0x1F;
-        else if ((c & 0xF0) == 0xE0) k = 2, cp = c & 0x0F;
-        else if ((c & 0xF8) == 0xF0) k = 3, cp = c & 0x07;
-        else return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n || (s[i + j] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (s[i + j] & 0x3F);
-        }
-        if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        i += k + 1;
-    }
-    return 1;
-}
+static int utf8_valid(const uint8_t *s, size_t n) { return mc_utf8_valid(s, n); }
 
 typedef struct {
     uint64_t docs, bytes, skipped_reader, skipped_utf8, skipped_nul, skipped_empty, not_sampled;

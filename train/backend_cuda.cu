@@ -30,6 +30,7 @@
  *           divides by the global count and every rank takes the same AdamW
  *           step (fp16: the same skip).
  * ZeRO-1 is not implemented on the GPU (refused in train/dist.c). */
+#include "mks_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,13 +103,6 @@ static int run_world(const tr_train_opts *o)
 {
     tr_comm *c = tr_dist_of(o);
     return c ? tr_comm_world(c) : 1;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The GPU of this rank: its local rank, or GPU 0 when the launcher shows
@@ -348,7 +342,7 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
 {
     if (!b->nc)
         return TR_OK; /* one GPU */
-    double t0 = now_s();
+    double t0 = mc_now_s();
     float *dg = NULL;
     size_t n = 0;
     int rc;
@@ -378,7 +372,7 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
     rc = tr_dp_reduce_loss(b->c, b->mloss, b->nmloss, b->exact_loss, loss_sum, n_targets, err, errlen);
     if (rc)
         return rc;
-    b->t_reduce += now_s() - t0;
+    b->t_reduce += mc_now_s() - t0;
     b->steps++;
     return TR_OK;
 }

@@ -8,6 +8,7 @@
  *   u64 XXH64 of everything before it (seed 0)
  * Written to DIR/ckpt.tmp, fsync, rename to DIR/ckpt.bin, fsync DIR. */
 #include "tr.h"
+#include "mks_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,33 +71,34 @@ int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *
     return tr_ckpt_save_io(dir, m, s, NULL, n, err, errlen);
 }
 
-int tr_ckpt_save_io(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, const tr_ckpt_io *io, int n,
-                    char *err, size_t errlen)
+typedef struct {
+    const tr_ckpt_meta *m;
+    const tr_ckpt_section *s;
+    const tr_ckpt_io *io;
+    int n;
+    const char *tmp;
+} ckpt_fill_ctx;
+
+/* The checkpoint's bytes into the temporary (fd stays the caller's). */
+static int ckpt_fill(int fd, void *vctx, char *err, size_t errlen)
 {
-    char tmp[4096], fin[4096];
-    if (mkdir_p(dir)) {
-        snprintf(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
-        return TR_ERR_IO;
-    }
-    snprintf(tmp, sizeof tmp, "%s/ckpt.tmp", dir);
-    snprintf(fin, sizeof fin, "%s/ckpt.bin", dir);
-    /* a FIFO or symbolic link planted as ckpt.tmp must not block or redirect
-     * the write: remove it and create a fresh file */
-    unlink(tmp);
-    int tfd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    wr o = {tfd >= 0 ? fdopen(tfd, "wb") : NULL, XXH64_createState(), 0};
-    if (tfd >= 0 && !o.f)
-        close(tfd);
+    const ckpt_fill_ctx *c = vctx;
+    const tr_ckpt_section *s = c->s;
+    const tr_ckpt_io *io = c->io;
+    int n = c->n, dfd = dup(fd);
+    wr o = {dfd >= 0 ? fdopen(dfd, "wb") : NULL, XXH64_createState(), 0};
+    if (dfd >= 0 && !o.f)
+        close(dfd);
     if (!o.f || !o.h) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        snprintf(err, errlen, "cannot write %s: %s", c->tmp, strerror(errno));
         if (o.f)
             fclose(o.f);
         XXH64_freeState(o.h);
-        return TR_ERR_IO;
+        return -1;
     }
     XXH64_reset(o.h, 0);
     w(&o, CK_MAGIC, 8);
-    meta_write(&o, m, n);
+    meta_write(&o, c->m, n);
     for (int i = 0; i < n; i++) {
         char name[32] = {0};
         snprintf(name, sizeof name, "%s", s[i].name);
@@ -120,36 +122,38 @@ int tr_ckpt_save_io(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_sectio
             off += len;
         }
     }
-    if (io_failed) {
-        snprintf(err, errlen, "cannot write %s: a section's data could not be gathered", tmp);
-        fclose(o.f);
-        XXH64_freeState(o.h);
-        unlink(tmp);
-        return TR_ERR_IO;
-    }
     uint64_t hv = XXH64_digest(o.h);
-    if (!o.err && fwrite(&hv, 1, 8, o.f) != 8)
+    if (!io_failed && !o.err && fwrite(&hv, 1, 8, o.f) != 8)
         o.err = 1;
     XXH64_freeState(o.h);
-    if (fflush(o.f) || fsync(fileno(o.f)))
-        o.err = 1;
     if (fclose(o.f))
         o.err = 1;
+    if (io_failed) {
+        snprintf(err, errlen, "cannot write %s: a section's data could not be gathered", c->tmp);
+        return -1;
+    }
     if (o.err) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s: %s", c->tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int tr_ckpt_save_io(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, const tr_ckpt_io *io, int n,
+                    char *err, size_t errlen)
+{
+    char tmp[4096], fin[4096];
+    if (mkdir_p(dir)) {
+        snprintf(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
         return TR_ERR_IO;
     }
-    if (rename(tmp, fin)) {
-        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, fin, strerror(errno));
-        return TR_ERR_IO;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return TR_OK;
+    snprintf(tmp, sizeof tmp, "%s/ckpt.tmp", dir);
+    snprintf(fin, sizeof fin, "%s/ckpt.bin", dir);
+    /* the common layer's one policy (mks_common.h): ckpt.tmp created fresh
+     * (O_EXCL|O_NOFOLLOW, a planted FIFO or link removed first), fsync,
+     * rename to ckpt.bin, fsync of the folder */
+    ckpt_fill_ctx c = {m, s, io, n, tmp};
+    return mc_atomic_write_fn(fin, tmp, 0644, ckpt_fill, &c, err, errlen) == MC_OK ? TR_OK : TR_ERR_IO;
 }
 
 typedef struct {

@@ -9,6 +9,7 @@
  * link reported the error. Floats are folded in rank order by the shard's
  * owner (comm.h), independent of the MPI library's collective algorithms.
  */
+#include "mks_common.h"
 #include "comm.h"
 #include "comm_engine.h"
 
@@ -35,13 +36,6 @@ typedef struct {
     int *idx;
     MPI_Status *st;
 } mpi_state;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void mpi_msg(int code, char *out, size_t len)
 {
@@ -197,14 +191,14 @@ static int mpi_exit_agree(tr_comm *c, int code, double timeout_s)
     MPI_Request req;
     if (MPI_Iallreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
         return -1;
-    double end = now_s() + timeout_s;
+    double end = mc_now_s() + timeout_s;
     for (;;) {
         int done = 0;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return -1;
         if (done)
             return all;
-        if (now_s() > end)
+        if (mc_now_s() > end)
             return -1;
         struct timespec pause = {0, 1000000L}; /* leave the core to the other ranks */
         nanosleep(&pause, NULL);
@@ -250,7 +244,7 @@ static int wait_all(tr_comm *c, const char *what)
 {
     mpi_state *m = c->impl;
     int n = m->nreq, left = n;
-    double t0 = now_s();
+    double t0 = mc_now_s();
     long spins = 0;
     m->nreq = 0;
     while (left > 0) {
@@ -285,7 +279,7 @@ static int wait_all(tr_comm *c, const char *what)
         left -= out;
         if (left <= 0)
             break;
-        double el = now_s() - t0;
+        double el = mc_now_s() - t0;
         if (el > c->timeout) {
             char who[256] = "";
             size_t wl = 0;

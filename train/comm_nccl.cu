@@ -15,6 +15,7 @@
  * tr_comm_padded(n, world) floats. What NCCL has no call for here (small
  * folds, bytes, point-to-point, barrier) runs on the host communicator. */
 extern "C" {
+#include "mks_common.h"
 #include "comm.h"
 #include "comm_engine.h"
 #include "tr.h"
@@ -35,13 +36,6 @@ typedef struct {
     ncclComm_t comm;
     int aborted;
 } nccl_state;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void release(nccl_state *n)
 {
@@ -126,7 +120,7 @@ static int finish(tr_comm *c, ncclResult_t r, const char *what)
         snprintf(c->err, sizeof c->err, "rank %d: %s: %s", c->rank, what, ncclGetErrorString(r));
         return TR_ERR_IO;
     }
-    double t0 = now_s(), dl = c->timeout;
+    double t0 = mc_now_s(), dl = c->timeout;
     for (long spins = 0;; spins++) {
         cudaError_t ce = cudaStreamQuery(n->stream);
         if (ce == cudaSuccess)
@@ -147,7 +141,7 @@ static int finish(tr_comm *c, ncclResult_t r, const char *what)
             n->aborted = 1;
             return TR_ERR_IO;
         }
-        double el = now_s() - t0;
+        double el = mc_now_s() - t0;
         if (el > dl) {
             snprintf(c->err, sizeof c->err,
                      "rank %d: %s did not complete within %.1f s (the deadline): a peer rank died, hangs or its GPU "

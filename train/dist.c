@@ -1,5 +1,6 @@
 /* dist.c - data-parallel training: the process communicator and the
  * data-parallel wrapper of the CPU backend (see dist.h). */
+#include "mks_common.h"
 #include "dist.h"
 
 #include "dp.h"
@@ -109,13 +110,6 @@ struct tr_backend {
     overlap ov;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *comm_thread(void *arg)
 {
     tr_backend *b = arg;
@@ -130,11 +124,11 @@ static void *comm_thread(void *arg)
         int i = ov->done, failed = ov->rc != 0;
         pthread_mutex_unlock(&ov->mu);
         int rc = TR_OK;
-        double t0 = now_s();
+        double t0 = mc_now_s();
         if (!failed) /* after a failure the communicator is not used again */
             rc = b->zero ? tr_comm_reduce_scatter_units_range_f32(b->c, g, b->P, b->unit, b->bk[i].a, b->bk[i].b)
                          : tr_comm_allreduce_range_f32(b->c, g, b->bk[i].a, b->bk[i].b);
-        double dt = now_s() - t0;
+        double dt = mc_now_s() - t0;
         pthread_mutex_lock(&ov->mu);
         ov->t_comm += dt;
         if (rc && !ov->rc) {
@@ -169,7 +163,7 @@ static void on_ready(void *ctx, int g)
 static int overlap_wait(tr_backend *b, char *err, size_t errlen)
 {
     overlap *ov = &b->ov;
-    double t0 = now_s();
+    double t0 = mc_now_s();
     pthread_mutex_lock(&ov->mu);
     ov->released = b->nbk;
     pthread_cond_broadcast(&ov->cv);
@@ -177,7 +171,7 @@ static int overlap_wait(tr_backend *b, char *err, size_t errlen)
         pthread_cond_wait(&ov->cv, &ov->mu);
     int rc = ov->rc;
     ov->released = ov->done = 0;
-    ov->t_wait += now_s() - t0;
+    ov->t_wait += mc_now_s() - t0;
     ov->steps++;
     if (rc) {
         snprintf(err, errlen, "%s: %s", b->zero ? "gradient reduce-scatter" : "gradient all-reduce", ov->err);
@@ -477,11 +471,11 @@ static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *
         if (rc)
             return rc;
     } else {
-        double t0 = now_s();
+        double t0 = mc_now_s();
         rc = b->zero ? tr_comm_reduce_scatter_units_f32(b->c, g, b->P, b->unit) : tr_comm_allreduce_f32(b->c, g, b->P);
         if (rc)
             return tr_comm_failed(b->c, rc, b->zero ? "gradient reduce-scatter" : "gradient all-reduce", err, errlen);
-        b->ov.t_wait += now_s() - t0; /* all of it is waited for (MKS_DP_STATS) */
+        b->ov.t_wait += mc_now_s() - t0; /* all of it is waited for (MKS_DP_STATS) */
         b->ov.steps++;
     }
     return tr_dp_reduce_loss(b->c, b->mloss, b->nmloss, b->exact_loss, loss_sum, n_targets, err, errlen);

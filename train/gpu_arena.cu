@@ -1,6 +1,7 @@
 /* gpu_arena.cu - the device memory of a GPU run: the one device arena,
  * pinned loader buffers, the input copy stream with its events (see
  * gpu_arena.h). */
+#include "mks_common.h"
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +16,6 @@ extern "C" {
 /* every CUDA call below: a failure is recorded (kernels/kn_cuda_err.h) and
  * returns `code` */
 #define CUR(call, code) KN_CU_CHECK(call, return (code))
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_bytes, uint64_t *free_bytes)
 {
@@ -198,9 +192,9 @@ extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cud
 extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s)
 {
     if (!in) return TR_ERR_ARG;
-    double t0 = now_s();
+    double t0 = mc_now_s();
     cudaError_t e = cudaEventSynchronize(in->copied);
-    if (wait_s) *wait_s = now_s() - t0;
+    if (wait_s) *wait_s = mc_now_s() - t0;
     if (e != cudaSuccess) {
         kn_cuda_record("CUDA", "cudaEventSynchronize(in->copied)", __FILE__, __LINE__, (int)e, cudaGetErrorName(e),
                        cudaGetErrorString(e));

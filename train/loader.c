@@ -6,6 +6,7 @@
  * loader position p is tr_row_at(p, n_train, seed), a per-epoch keyed
  * permutation (train/row_order.c), so resuming at a saved position replays
  * exactly the rows an uninterrupted run would see. */
+#include "mks_common.h"
 #include "tr.h"
 
 #include <pthread.h>
@@ -284,17 +285,10 @@ int tr_loader_open(tr_rows *rows, const tr_loader_opts *o, tr_loader **out)
     return TR_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int tr_loader_next(tr_loader *l, const tr_batch **b, double *wait_s)
 {
     *b = NULL;
-    double t0 = now_s(), w = 0;
+    double t0 = mc_now_s(), w = 0;
     pthread_mutex_lock(&l->mu);
     if (l->holding) {
         pthread_mutex_unlock(&l->mu);
@@ -303,7 +297,7 @@ int tr_loader_next(tr_loader *l, const tr_batch **b, double *wait_s)
     if (l->head == l->tail && !l->err) {
         while (l->head == l->tail && !l->err)
             pthread_cond_wait(&l->cv_cons, &l->mu);
-        w = now_s() - t0;
+        w = mc_now_s() - t0;
     }
     int rc = TR_OK;
     if (l->head == l->tail)

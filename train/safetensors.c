@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include "safetensors.h"
+#include "mks_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -294,35 +295,8 @@ static int entry(ps *s, tr_st_tensor *t)
 /* Whole-buffer UTF-8 check (no overlongs, no surrogates, <= U+10FFFF). */
 static size_t utf8_bad(const uint8_t *p, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = p[i];
-        size_t k;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            k = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            k = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            k = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i + 1;
-        }
-        if (n - i - 1 < k)
-            return i + 1;
-        for (size_t j = 1; j <= k; j++) {
-            if ((p[i + j] & 0xC0) != 0x80)
-                return i + 1;
-            cp = cp << 6 | (p[i + j] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
-            return i + 1;
-        i += k + 1;
-    }
-    return 0;
+    size_t ok = mc_utf8_valid_prefix(p, n);
+    return ok == n ? 0 : ok + 1;
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -725,54 +699,9 @@ int tr_st_read_f32(const tr_st_file *f, const tr_st_tensor *t, float *dst, uint6
 int tr_st_write_atomic(const char *path, const void *const *part, const size_t *len, size_t n, char *err,
                        size_t errlen)
 {
-    char tmp[4200], esc[300];
-    tk_escape_text(path, strlen(path), esc, sizeof esc);
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        snprintf(err, errlen, "output path too long: %s", esc);
-        return TR_ERR_ARG;
-    }
-    /* a FIFO or symbolic link planted as the temporary must not block or
-     * redirect the write: remove it and create a fresh file */
-    unlink(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot write %s.tmp: %s", esc, strerror(errno));
-        return TR_ERR_IO;
-    }
-    int bad = 0;
-    for (size_t i = 0; i < n && !bad; i++) {
-        const uint8_t *p = part[i];
-        for (size_t off = 0; off < len[i];) {
-            ssize_t w = write(fd, p + off, len[i] - off > (1u << 30) ? (1u << 30) : len[i] - off);
-            if (w <= 0) {
-                bad = 1;
-                break;
-            }
-            off += (size_t)w;
-        }
-    }
-    if (fsync(fd))
-        bad = 1;
-    int e = errno;
-    if (close(fd))
-        bad = 1;
-    if (bad || rename(tmp, path)) {
-        snprintf(err, errlen, "cannot write %s: %s", esc, strerror(bad ? e : errno));
-        unlink(tmp);
-        return TR_ERR_IO;
-    }
-    /* the folder's entry, so the rename survives a crash */
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = 0;
-    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return TR_OK;
+    /* the common layer's one policy: PATH.tmp (O_EXCL|O_NOFOLLOW), fsync,
+     * rename, fsync of the folder; its messages escape the path */
+    return mc_atomic_write(path, NULL, 0644, part, len, n, err, errlen) == MC_OK ? TR_OK : TR_ERR_IO;
 }
 
 /* JSON string of s (the writer's names and metadata) appended to a growable buffer. */

@@ -18,6 +18,7 @@
  * params + the optimizer's state tensors, model.h layout) is the
  * checkpoint's layout and the sampler's model; the CPU backend computes on
  * it directly. */
+#include "mks_common.h"
 #include "tr.h"
 
 #include <ctype.h>
@@ -41,13 +42,6 @@
 #include "optim.h"
 #include "tk.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int zero32(const uint8_t *f)
 {
     for (int i = 0; i < 32; i++)
@@ -62,40 +56,48 @@ static void hex8(const uint8_t *f, char *out)
         sprintf(out + 2 * i, "%02x", f[i]);
 }
 
-/* Keep only the JSON lines of steps <= last_step (atomic rewrite). */
-static void truncate_log(const char *path, uint64_t last_step)
+/* The lines of the log at `in` of steps <= last_step into fd. */
+typedef struct {
+    FILE *in;
+    uint64_t last_step;
+} log_fill_ctx;
+
+static int log_fill(int fd, void *vctx, char *err, size_t errlen)
 {
-    FILE *in = ds_fopen_regular(path, NULL, 0); /* a FIFO / device log is not rewritten */
-    if (!in)
-        return;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    unlink(tmp); /* never write through a FIFO or link planted as path.tmp */
-    int wfd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    FILE *w = wfd >= 0 ? fdopen(wfd, "w") : NULL;
+    (void)err, (void)errlen;
+    const log_fill_ctx *c = vctx;
+    int dfd = dup(fd);
+    FILE *w = dfd >= 0 ? fdopen(dfd, "w") : NULL;
     if (!w) {
-        if (wfd >= 0)
-            close(wfd);
-        fclose(in);
-        return;
+        if (dfd >= 0)
+            close(dfd);
+        return -1;
     }
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    while ((n = getline(&line, &cap, in)) > 0) {
+    while ((n = getline(&line, &cap, c->in)) > 0) {
         const char *p = strstr(line, "\"step\":");
-        if (p && strtoull(p + 7, NULL, 10) > last_step)
+        if (p && strtoull(p + 7, NULL, 10) > c->last_step)
             continue;
         if (line[n - 1] != '\n')
             continue; /* a line cut by a kill */
         fwrite(line, 1, (size_t)n, w);
     }
     free(line);
+    return fclose(w) ? -1 : 0;
+}
+
+/* Keep only the JSON lines of steps <= last_step (the common layer's
+ * atomic rewrite: path.tmp fresh, fsync, rename, fsync of the folder). */
+static void truncate_log(const char *path, uint64_t last_step)
+{
+    FILE *in = ds_fopen_regular(path, NULL, 0); /* a FIFO / device log is not rewritten */
+    if (!in)
+        return;
+    log_fill_ctx c = {in, last_step};
+    mc_atomic_write_fn(path, NULL, 0644, log_fill, &c, NULL, 0);
     fclose(in);
-    if (fclose(w) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
 }
 
 /* Model text as it may reach a terminal: line breaks and tabs as they are,
@@ -696,7 +698,7 @@ static int run_allocate(tr_run *r)
     if (o->stop_after && o->stop_after < r->end)
         r->end = o->stop_after;
     r->lscale = 1.0f;
-    r->t_run = now_s();
+    r->t_run = mc_now_s();
     return TR_OK;
 }
 
@@ -882,7 +884,7 @@ static int run_step(tr_run *r, uint64_t step)
     tr_train_result *res = r->res;
     tr_step_acc a;
     memset(&a, 0, sizeof a);
-    a.t0 = now_s();
+    a.t0 = mc_now_s();
     a.vl = NAN;
     int rc = r->ops->zero_grad(r->be, r->err, r->errlen);
     if (!rc)
@@ -901,7 +903,7 @@ static int run_step(tr_run *r, uint64_t step)
         fprintf(r->out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n", step + 1,
                 (double)r->lscale);
     a.loss = a.ntgt ? a.lsum / (double)a.ntgt : NAN;
-    a.dt = now_s() - a.t0;
+    a.dt = mc_now_s() - a.t0;
     if (res->steps_done == 0)
         res->first_loss = a.loss;
     res->last_loss = a.loss;
@@ -968,7 +970,7 @@ static int run_finish(tr_run *r)
         res->mean_wait_s = res->total_wait_s / (double)res->steps_done;
     if (!o->quiet && res->steps_done)
         fprintf(r->out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
-                res->steps_done, now_s() - r->t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
+                res->steps_done, mc_now_s() - r->t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
     if (r->ops->device_memory && res->steps_done)
         report_device_memory(r);
     if (o->sample_tokens > 0) {
