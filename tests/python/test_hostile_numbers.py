@@ -61,11 +61,13 @@ def test_decode_unused_id_and_single_tokens(shared):
         enc.decode([1, 100261])
     assert str(e.value) == ("decode: token id 100261 (index 1) is not in the vocabulary (ids 0..100276; this one "
                             "is unused)")
-    # decode_single_token_bytes: KeyError (tiktoken's exception for an unknown token) with the same words
+    # decode_single_token_bytes: tiktoken's exceptions (KeyError for an unknown id that fits 32 bits, OverflowError
+    # for a negative or larger one; both MkshardsError too) with the same words
     for tok, text in ((-1, "-1"), (2**32 + 464, "4294967760"), (np.uint64(2**32 + 5), "4294967301"),
                       (100277, "100277"), (2**70, str(2**70))):
-        with pytest.raises(KeyError) as e:
+        with pytest.raises(KeyError if text == "100277" else OverflowError) as e:
             enc.decode_single_token_bytes(tok)
+        assert isinstance(e.value, mkshards.MkshardsError)
         assert e.value.args[0] == f"token id {text} is not in the vocabulary (ids 0..100276)"
     with pytest.raises(TypeError, match="an integer, not float"):
         enc.decode_single_token_bytes(1.0)

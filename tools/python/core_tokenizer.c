@@ -1069,10 +1069,12 @@ int core_add_tokenizer(PyObject *m)
     if (!base)
         return -1;
     PyObject *b1 = Py_BuildValue("(OO)", base, PyExc_KeyError), *b2 = Py_BuildValue("(OO)", base, PyExc_OverflowError);
-    if (b1 && b2) {
+    /* str(e) is the message, as MkshardsError's (KeyError's own __str__ would quote it) */
+    PyObject *plain = PyDict_New(), *str = PyObject_GetAttrString(PyExc_BaseException, "__str__");
+    if (plain && str && PyDict_SetItemString(plain, "__str__", str) == 0 && b1 && b2) {
         UnknownTokenError = PyErr_NewExceptionWithDoc(
             "mkshards.UnknownTokenError", "A token id with no token (a KeyError, as in tiktoken, and a MkshardsError).",
-            b1, NULL);
+            b1, plain);
         TokenIdOverflowError = PyErr_NewExceptionWithDoc(
             "mkshards.TokenIdOverflowError",
             "A token id that is negative or beyond 32 bits (an OverflowError, as in tiktoken, and a MkshardsError).",
@@ -1080,6 +1082,8 @@ int core_add_tokenizer(PyObject *m)
     }
     Py_XDECREF(b1);
     Py_XDECREF(b2);
+    Py_XDECREF(plain);
+    Py_XDECREF(str);
     Py_DECREF(base);
     if (!UnknownTokenError || !TokenIdOverflowError)
         return -1;
