@@ -21,7 +21,7 @@ else
 CUDA_FLAG := -DMKS_ENABLE_CUDA=OFF
 endif
 
-DEPS_PKGS := cmake gcc pkg-config zstd libutf8proc-dev libpcre2-dev libzstd-dev zlib1g-dev pigz tabix libjansson-dev libxxhash-dev nettle-dev python3 python3-venv python3-dev libopenmpi-dev openmpi-bin
+DEPS_PKGS := cmake gcc pkg-config zstd libutf8proc-dev libpcre2-dev libzstd-dev zlib1g-dev libisal-dev pigz tabix libjansson-dev libxxhash-dev nettle-dev python3 python3-venv python3-dev libopenmpi-dev openmpi-bin
 
 .PHONY: all deps build test test-all asan cuda-compile demo clean help
 

@@ -17,8 +17,8 @@
 /* ------------------------------------------------------------ rule table */
 
 static const ds_rule_info k_rules[DS_RULE_COUNT] = {
-    [DS_RULE_ZSTD] = {"zstd-corrupt", DS_SEV_ERROR, "truncated or corrupt zstd or gzip stream; the rest of the file is lost",
-                      "re-download or re-compress the file (zstd -t / gzip -t FILE shows the damage)"},
+    [DS_RULE_ZSTD] = {"zstd-corrupt", DS_SEV_ERROR, "truncated or corrupt zstd stream; the rest of the file is lost",
+                      "re-download or re-compress the file (zstd -t FILE shows the damage)"},
     [DS_RULE_JSON] = {"json-malformed", DS_SEV_ERROR, "line is not valid JSON",
                       "fix the writer; look for unescaped quotes/newlines or a cut line"},
     [DS_RULE_FIELD_MISSING] = {"field-missing", DS_SEV_ERROR, "the text field is absent (or the line is not an object)",

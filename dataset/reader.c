@@ -16,6 +16,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef MKS_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
 #include <zlib.h>
 #include <zstd.h>
 
@@ -408,6 +411,9 @@ struct ds_reader {
     int zerr;             /* a zstd or gzip error happened on this file */
     char zmsg[160];
     z_stream *gz;         /* zlib inflate state, made at the first gzip file */
+#ifdef MKS_HAVE_ISAL
+    struct inflate_state *isal; /* ISA-L's, used instead of zlib's where built with it */
+#endif
     struct gz_pipe *gzp;  /* the inflate thread of the open gzip file, if any */
     int gz_in_member;     /* inside a gzip member (EOF here = truncated) */
     uint64_t gz_members;  /* members finished in this file */
@@ -456,6 +462,9 @@ void ds_reader_free(ds_reader *r) {
         inflateEnd(r->gz);
         free(r->gz);
     }
+#ifdef MKS_HAVE_ISAL
+    free(r->isal);
+#endif
     free(r->in);
     free(r->out);
     free(r->rec);
@@ -562,6 +571,9 @@ static int open_file(ds_reader *r, char *err, size_t errlen) {
     r->gz_members = 0;
     r->gz_in_member = 0;
     if (r->is_zst) ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+#ifdef MKS_HAVE_ISAL
+    if (r->is_gz && !r->isal && !(r->isal = malloc(sizeof *r->isal))) return DS_ERR_NOMEM;
+#else
     if (r->is_gz && !r->gz) {
         if (!(r->gz = calloc(1, sizeof *r->gz))) return DS_ERR_NOMEM;
         /* 15 + 16: a gzip wrapper only (zlib or raw deflate is damage) */
@@ -571,6 +583,7 @@ static int open_file(ds_reader *r, char *err, size_t errlen) {
             return DS_ERR_NOMEM;
         }
     }
+#endif
     if (r->is_gz && !r->is_stdin && !r->eof_raw) gz_pipe_start(r);
     return DS_OK;
 }
@@ -583,7 +596,83 @@ static int open_file(ds_reader *r, char *err, size_t errlen) {
  * on the inflate thread (gz_worker) or inline. Output goes through fixed
  * buffers, so a bomb costs time, not memory: the record being assembled is
  * capped by max_record_bytes as with zstd. */
-static int gz_produce(ds_reader *r, uint8_t *out, size_t cap, size_t *got, char *msg, size_t msglen) {
+#ifdef MKS_HAVE_ISAL
+/* isal_inflate's errors in zlib's words, so the reports read the same
+ * whichever library inflates. */
+static const char *isal_error(int ret) {
+    switch (ret) {
+    case ISAL_INVALID_BLOCK: return "invalid block type or stored block lengths";
+    case ISAL_INVALID_SYMBOL: return "invalid code or literal/length";
+    case ISAL_INVALID_LOOKBACK: return "invalid distance too far back";
+    case ISAL_INVALID_WRAPPER: return "incorrect header check";
+    case ISAL_UNSUPPORTED_METHOD: return "unknown compression method";
+    case ISAL_INCORRECT_CHECKSUM: return "incorrect data check (CRC-32 or length)";
+    default: return "corrupt deflate data";
+    }
+}
+
+/* gz_produce with ISA-L's igzip: same contract, same reports. */
+static int gz_produce_isal(ds_reader *r, uint8_t *out, size_t cap, size_t *got, char *msg, size_t msglen) {
+    struct inflate_state *z = r->isal;
+    *got = 0;
+    for (;;) {
+        if (r->in_pos == r->in_len && !r->eof_raw) {
+            ssize_t n = raw_read(r);
+            if (n < 0) return DS_ERR_IO;
+            r->raw_base += r->in_len;
+            r->in_pos = 0;
+            r->in_len = (size_t)n;
+            if (n == 0) r->eof_raw = 1;
+        }
+        if (r->in_pos == r->in_len && r->eof_raw) {
+            uint64_t member_in = r->raw_base + r->in_pos - r->gz_member_at;
+            if (r->gz_in_member && r->gz_members && member_in < 10) {
+                snprintf(msg, msglen, "trailing garbage: %llu bytes at compressed byte %llu after gzip member %llu",
+                         (unsigned long long)member_in, (unsigned long long)r->gz_member_at,
+                         (unsigned long long)r->gz_members);
+                return ZERR;
+            }
+            if (r->gz_in_member || r->gz_members == 0) {
+                snprintf(msg, msglen, "gzip stream truncated (input ended inside member %llu at compressed byte %llu)",
+                         (unsigned long long)r->gz_members + 1, (unsigned long long)(r->raw_base + r->in_pos));
+                return ZERR;
+            }
+            return 0;
+        }
+        if (!r->gz_in_member) {
+            isal_inflate_init(z);
+            z->crc_flag = ISAL_GZIP;
+            r->gz_in_member = 1;
+            r->gz_member_at = r->raw_base + r->in_pos;
+        }
+        z->next_in = r->in + r->in_pos;
+        z->avail_in = (uint32_t)(r->in_len - r->in_pos);
+        z->next_out = out;
+        z->avail_out = (uint32_t)cap;
+        int ret = isal_inflate(z);
+        r->in_pos = r->in_len - z->avail_in;
+        *got = cap - z->avail_out;
+        if (ret < 0) {
+            uint64_t bad = r->raw_base + r->in_pos;
+            if (r->gz_members && (ret == ISAL_INVALID_WRAPPER || ret == ISAL_UNSUPPORTED_METHOD))
+                snprintf(msg, msglen,
+                         "trailing garbage: bytes at compressed byte %llu after gzip member %llu "
+                         "are not a gzip member (%s)",
+                         (unsigned long long)r->gz_member_at, (unsigned long long)r->gz_members, isal_error(ret));
+            else
+                snprintf(msg, msglen, "gzip: %s (member %llu, compressed byte %llu)", isal_error(ret),
+                         (unsigned long long)r->gz_members + 1, (unsigned long long)bad);
+            return ZERR;
+        }
+        if (z->block_state == ISAL_BLOCK_FINISH) {
+            r->gz_in_member = 0;
+            r->gz_members++;
+        }
+        if (*got > 0) return 1;
+    }
+}
+#else
+static int gz_produce_zlib(ds_reader *r, uint8_t *out, size_t cap, size_t *got, char *msg, size_t msglen) {
     z_stream *z = r->gz;
     *got = 0;
     for (;;) {
@@ -645,6 +734,16 @@ static int gz_produce(ds_reader *r, uint8_t *out, size_t cap, size_t *got, char 
         }
         if (*got > 0) return 1;
     }
+}
+
+#endif
+
+static int gz_produce(ds_reader *r, uint8_t *out, size_t cap, size_t *got, char *msg, size_t msglen) {
+#ifdef MKS_HAVE_ISAL
+    return gz_produce_isal(r, out, cap, got, msg, msglen);
+#else
+    return gz_produce_zlib(r, out, cap, got, msg, msglen);
+#endif
 }
 
 /* The inflate thread of a gzip file. build and lint read on one thread that

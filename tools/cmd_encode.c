@@ -17,7 +17,7 @@ static const char k_usage[] =
     "Encodes every document of the inputs and writes one line per document: a JSON\n"
     "array of token ids, e.g. [464,3290,13], in input order.\n"
     "\n"
-    "Inputs: .txt, .jsonl, either + .zst, folders (recursive, sorted), or - for stdin\n"
+    "Inputs: .txt, .jsonl, either + .zst or .gz, folders (recursive, sorted), or - for stdin\n"
     "(default when no input is given).\n"
     "\n"
     "Options:\n"
@@ -101,7 +101,7 @@ static const char *rec_status_name(ds_rec_status s)
     case DS_REC_MISSING_FIELD: return "text field missing";
     case DS_REC_NOT_STRING: return "text field is not a string";
     case DS_REC_OVERLONG: return "record longer than the reader's limit";
-    case DS_REC_ZSTD_ERROR: return "zstd or gzip stream truncated or corrupt (rest of file ignored)";
+    case DS_REC_ZSTD_ERROR: return "zstd stream truncated or corrupt (rest of file ignored)";
     case DS_REC_TOKENIZER: return "tokenizer-limit";
     case DS_REC_CHAT: return "chat record refused";
     }

@@ -8,7 +8,7 @@ static const char k_usage[] =
     "garbage: missed separators, missing JSON fields, over-long documents, blobs,\n"
     "duplicates, bad UTF-8, corrupt zstd, ... (rules: docs/lint-rules.md).\n"
     "\n"
-    "Inputs: .txt, .jsonl, either + .zst, folders (recursive, sorted), - for stdin.\n"
+    "Inputs: .txt, .jsonl, either + .zst or .gz, folders (recursive, sorted), - for stdin.\n"
     "\n"
     "Options:\n"
     "  -t, --tokenizer T          count tokens (enables doc-too-long at L tokens,\n"

@@ -18,7 +18,7 @@ static const char k_usage[] =
     "       mkshards tokenizer export --tokenizer T --out FILE [--pattern P]\n"
     "       mkshards tokenizer info --tokenizer T\n"
     "\n"
-    "train: learns a byte-level BPE vocabulary from the inputs (.txt, .jsonl, either + .zst,\n"
+    "train: learns a byte-level BPE vocabulary from the inputs (.txt, .jsonl, either + .zst/.gz,\n"
     "folders, or - for stdin; default stdin). Ranks 0..255 are the single bytes, merge i\n"
     "gets rank 256+i, special tokens follow the merges. Ties between pairs of equal count\n"
     "go to the lexicographically smallest (left bytes, right bytes). The output is the\n"
