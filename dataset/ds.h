@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "ds_shard.h" /* token shards: writer format and the trainer-facing reader */
+#include "ds_chat.h"  /* fine-tuning records: chat templates and loss masks */
 
 #ifdef __cplusplus
 extern "C" {
@@ -130,7 +131,10 @@ typedef enum {
     DS_REC_OVERLONG = 4,        /* over max_record_bytes (skipped: text NULL; cut: truncated text) */
     DS_REC_ZSTD_ERROR = 5,      /* the zstd or gzip stream is truncated/corrupt here; file ends here */
     DS_REC_TOKENIZER = 6        /* not from the reader: the tokenizer refused the document (a per-document
-                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */
+                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */,
+    DS_REC_CHAT = 7             /* not from the reader: a chat / prompt-completion record its parser or
+                                   template refuses (detail: ds_chat_status_name and why); ds_encode's
+                                   skipped callback */
 } ds_rec_status;
 
 typedef struct {
@@ -412,6 +416,19 @@ typedef struct {
      * why), on the calling thread: either is skipped (no ids, no sink call) */
     void (*skipped)(const ds_record *rec, void *user);
     void *user;
+    /* Fine-tuning records (ds_chat.h, docs/chat.md): format CHAT,
+     * PROMPT_COMPLETION or AUTO reads each JSONL line as a record rendered
+     * through chat_template (required then) into ids; a record the parser or
+     * the template refuses is skipped (DS_REC_CHAT, detail: why). The
+     * template's bos_token / eos_token are the tokenizer's framing tokens;
+     * bos_id / eos_id framing applies to text records only. */
+    ds_format format;                 /* DS_FMT_TEXT (default) */
+    const struct ds_chat_template *chat_template;
+    const char *messages_field;       /* NULL: "messages" */
+    ds_loss_on loss_on;               /* DS_LOSS_DEFAULT */
+    /* with a chat format: the loss mask of each document (one byte per id,
+     * 1 = target) just before its sink call, on the writer thread (NULL: none) */
+    int (*sink_mask)(const uint8_t *mask, size_t n, void *user);
 } ds_encode_opts;
 void ds_encode_opts_init(ds_encode_opts *o);
 
