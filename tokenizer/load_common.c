@@ -3,6 +3,7 @@
  * message helpers, tokens under construction (tk_tokvec) and their move into
  * a tokenizer, byte-level string decoding, and tk_escape_text. */
 #include "load_internal.h"
+#include "mks_common.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -64,46 +65,10 @@ bool tk_ld_join_path(char *out, size_t cap, const char *dir, const char *name, c
 
 /* Length of the valid UTF-8 character at p[0..n) (2-4 bytes, no overlong
  * form, no surrogate, at most U+10FFFF), 0 if there is none. */
-static size_t utf8_char(const uint8_t *p, size_t n) {
-    size_t k = 0;
-    if (p[0] >= 0xC2 && p[0] <= 0xDF) k = 2;
-    else if (p[0] >= 0xE0 && p[0] <= 0xEF) k = 3;
-    else if (p[0] >= 0xF0 && p[0] <= 0xF4) k = 4;
-    if (!k || k > n) return 0;
-    for (size_t i = 1; i < k; i++)
-        if ((p[i] & 0xC0) != 0x80) return 0;
-    if ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] > 0x9F) || (p[0] == 0xF0 && p[1] < 0x90) ||
-        (p[0] == 0xF4 && p[1] > 0x8F))
-        return 0;
-    return k;
-}
-
+/* tk.h's name for the common layer's escaper (the same rules: strict UTF-8
+ * kept, controls, C1, DEL, quote and backslash as \xNN, "..." when cut). */
 const char *tk_escape_text(const void *text, size_t n, char *out, size_t cap) {
-    const uint8_t *p = text;
-    size_t o = 0;
-    if (!cap) return out;
-    if (cap < 8) { /* no room for even one escape and "..." */
-        out[0] = 0;
-        return out;
-    }
-    for (size_t i = 0; i < n;) {
-        size_t k = p[i] < 0x80 ? 1 : utf8_char(p + i, n - i);
-        bool c1 = k == 2 && p[i] == 0xC2 && p[i + 1] <= 0x9F; /* U+0080..U+009F */
-        bool esc = k == 0 || c1 || p[i] < 0x20 || p[i] == 0x7F || p[i] == '"' || p[i] == '\\';
-        size_t need = esc ? 4 * (k ? k : 1) : k, used = k ? k : 1;
-        /* the rest, or "..." after it, must still fit */
-        if (o + need + (i + used < n ? 3 : 0) >= cap) {
-            memcpy(out + o, "...", 4);
-            return out;
-        }
-        for (size_t j = 0; j < used; j++) {
-            if (esc) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[i + j]);
-            else out[o++] = (char)p[i + j];
-        }
-        i += used;
-    }
-    out[o] = 0;
-    return out;
+    return mc_escape_text(text, n, out, cap);
 }
 
 /* A token text or key as it may be shown in a message: control bytes
