@@ -23,7 +23,8 @@ static const ds_rule_info k_rules[DS_RULE_COUNT] = {
                       "fix the writer; look for unescaped quotes/newlines or a cut line"},
     [DS_RULE_FIELD_MISSING] = {"field-missing", DS_SEV_ERROR, "the text field is absent (or the line is not an object)",
                                "pass --field with the right (dotted) name, or fix the records"},
-    [DS_RULE_FIELD_TYPE] = {"field-not-string", DS_SEV_ERROR, "the text field is not a string (null, number, object...)",
+    [DS_RULE_FIELD_TYPE] = {"field-not-string", DS_SEV_ERROR,
+                            "the text field is not a string (null, number, object...)",
                             "point --field at the string, or fix the records"},
     [DS_RULE_UTF8] = {"utf8-invalid", DS_SEV_ERROR, "invalid UTF-8 bytes",
                       "re-decode the source with its real encoding (iconv -f latin1 ...)"},
@@ -89,29 +90,29 @@ void ds_analyze_opts_init(ds_analyze_opts *o) {
 /* ------------------------------------------------------ per-doc checks */
 
 typedef struct {
-    ds_rec_status status;            /* effective record facts (after deferred JSON parsing) */
+    ds_rec_status status; /* effective record facts (after deferred JSON parsing) */
     uint32_t flags;
     size_t len;
     int has_text;
     char detail[160];
-    char special[72];                /* first special-token text seen */
-    uint32_t hits;                   /* bit per rule */
+    char special[72]; /* first special-token text seen */
+    uint32_t hits;    /* bit per rule */
     uint64_t pos[DS_RULE_COUNT];
     uint64_t val[DS_RULE_COUNT];
-    uint8_t note[DS_RULE_COUNT];     /* small code per rule (e.g. blob kind) */
+    uint8_t note[DS_RULE_COUNT]; /* small code per rule (e.g. blob kind) */
     uint64_t tokens;
     int tok_rc;
     uint64_t hash;
-    uint64_t nonascii;               /* bytes >= 0x80 */
+    uint64_t nonascii; /* bytes >= 0x80 */
 } doc_res;
 
-#define HIT(res, rule, p, v)                          \
-    do {                                              \
-        if (!((res)->hits & (1u << (rule)))) {        \
-            (res)->hits |= 1u << (rule);              \
-            (res)->pos[rule] = (p);                   \
-            (res)->val[rule] = (v);                   \
-        }                                             \
+#define HIT(res, rule, p, v)                                                                                           \
+    do {                                                                                                               \
+        if (!((res)->hits & (1u << (rule)))) {                                                                         \
+            (res)->hits |= 1u << (rule);                                                                               \
+            (res)->pos[rule] = (p);                                                                                    \
+            (res)->val[rule] = (v);                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 typedef struct {
@@ -201,7 +202,8 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
                 size_t j = i + 2, lim = i + 66 < n ? i + 66 : n;
                 while (j < lim && (k_cls[p[j]] & (CL_UPPER | CL_LOWER | CL_DIGIT) || p[j] == '_')) j++;
                 if (j > i + 2 && j + 1 < n && p[j] == '|' && p[j + 1] == '>') {
-                    if (!special_count) snprintf(res->special, sizeof res->special, "%.*s", (int)(j + 2 - i), (const char *)p + i);
+                    if (!special_count)
+                        snprintf(res->special, sizeof res->special, "%.*s", (int)(j + 2 - i), (const char *)p + i);
                     special_count++;
                     HIT(res, DS_RULE_SPECIAL, i, j + 2 - i);
                 }
@@ -287,7 +289,7 @@ struct analyzer {
     const tk_tokenizer *tok;
     ds_json_ctx **jctx; /* one per worker thread (NULL: process_item reports no memory) */
     int nth;
-    const ds_batch *b;  /* the batch the workers scan */
+    const ds_batch *b; /* the batch the workers scan */
     doc_res *res;
     atomic_int tok_err;
 };
@@ -421,13 +423,13 @@ typedef struct {
 typedef struct {
     analyzer *a;
     ds_lint_report *rep;
-    ds_lenhist lens;  /* bytes per doc: median, outlier count */
+    ds_lenhist lens;   /* bytes per doc: median, outlier count */
     ds_lenhist counts; /* tokens per doc (hist percentiles) */
-    ds_hist *hist;    /* hist: sums streamed per document */
+    ds_hist *hist;     /* hist: sums streamed per document */
     uint64_t hist_bytes, hist_skipped, hist_refused;
     char refused_first[300];
     hset dup;
-    big_doc *big;     /* min-heap of the largest docs (outlier candidates) */
+    big_doc *big; /* min-heap of the largest docs (outlier candidates) */
     size_t n_big, cap_big;
     const char *last_file;
     size_t ex_cap[DS_RULE_COUNT]; /* allocated examples per rule */
@@ -508,8 +510,9 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
     for (size_t i = 0; i < b->n; i++) {
         const item *it = &b->recs[i];
         const doc_res *r = &res[i];
-        const char *detail = r->detail[0] ? r->detail
-                           : it->detail_off != (size_t)-1 ? (const char *)b->arena + it->detail_off : NULL;
+        const char *detail = r->detail[0]                   ? r->detail
+                             : it->detail_off != (size_t)-1 ? (const char *)b->arena + it->detail_off
+                                                            : NULL;
         if (rep) {
             rep->records++;
             if (it->file != g->last_file) {
@@ -573,7 +576,9 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
                          (unsigned long long)(v >> 8));
                 v >>= 8;
                 break;
-            case DS_RULE_EMPTY: snprintf(note, sizeof note, "%llu bytes, no visible text", (unsigned long long)v); break;
+            case DS_RULE_EMPTY:
+                snprintf(note, sizeof note, "%llu bytes, no visible text", (unsigned long long)v);
+                break;
             case DS_RULE_LONG_LINE: snprintf(note, sizeof note, "line of %llu bytes", (unsigned long long)v); break;
             case DS_RULE_LONG_RUN:
                 snprintf(note, sizeof note, "%llu bytes without whitespace", (unsigned long long)v);
@@ -750,9 +755,8 @@ static int scan_all(analyzer *a, agg *g, ds_reader *rd, uint64_t batch_bytes, in
     return rc;
 }
 
-int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts,
-               const ds_analyze_opts *aopts, ds_lint_report **lint_out, ds_hist **hist_out, char *err,
-               size_t errlen) {
+int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts, const ds_analyze_opts *aopts,
+               ds_lint_report **lint_out, ds_hist **hist_out, char *err, size_t errlen) {
     if (lint_out) *lint_out = NULL;
     if (hist_out) *hist_out = NULL;
     ds_analyze_opts o;
@@ -810,8 +814,7 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
         }
         g.rep->seq_len = o.seq_len;
         g.rep->has_tokens = a.tok != NULL;
-        g.rep->max_doc_bytes =
-            o.max_doc_bytes ? o.max_doc_bytes : (o.seq_len && !a.tok ? 8 * o.seq_len : (8u << 20));
+        g.rep->max_doc_bytes = o.max_doc_bytes ? o.max_doc_bytes : (o.seq_len && !a.tok ? 8 * o.seq_len : (8u << 20));
         if (a.tok) snprintf(g.rep->tokenizer, sizeof g.rep->tokenizer, "%s", tk_name(a.tok));
     }
 

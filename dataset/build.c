@@ -108,7 +108,6 @@ static void do_doc(void *ctx, int t, size_t i) {
     }
 }
 
-
 void ds_build_opts_init(ds_build_opts *o) {
     memset(o, 0, sizeof *o);
     o->pack = DS_PACK_CONCAT;
@@ -215,16 +214,16 @@ static int make_config(build *b) {
         (o->source && (o->n_inputs || !o->source->next || !o->source->name || o->part_n != 1)))
         return fail(b, DS_ERR_ARG, "ds_build: tok, out_dir and seq_len 1..2^24 are required");
     if (!ds_pack_name(o->pack) || !ds_over_long_name(o->over_long) || !ds_doc_sep_name(o->doc_sep) ||
-        o->zstd_level < 0 || o->zstd_level > 22 ||
-        o->part_n < 1 || o->part_n > DS_BUILD_MAX_PARTS || o->part_k < 1 || o->part_k > o->part_n ||
-        !(o->val_fraction >= 0 && o->val_fraction < 1) || !o->bfd_window || !o->shard_tokens ||
+        o->zstd_level < 0 || o->zstd_level > 22 || o->part_n < 1 || o->part_n > DS_BUILD_MAX_PARTS || o->part_k < 1 ||
+        o->part_k > o->part_n || !(o->val_fraction >= 0 && o->val_fraction < 1) || !o->bfd_window || !o->shard_tokens ||
         (o->zstd_level && !o->frame_rows) || !o->batch_bytes)
         return fail(b, DS_ERR_ARG, "ds_build: an option is out of its range (see ds_build_opts in ds.h)");
     if (o->bfd_window * (uint64_t)o->seq_len >= (1ull << 31))
         return fail(b, DS_ERR_ARG, "--bfd-window x --seq-len must stay below 2^31 tokens");
     int rc = set_framing(b);
     if (rc != DS_OK) return rc;
-    snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s", o->tokenizer_spec ? o->tokenizer_spec : tk_name(o->tok));
+    snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s",
+             o->tokenizer_spec ? o->tokenizer_spec : tk_name(o->tok));
     snprintf(c->tokenizer_name, sizeof c->tokenizer_name, "%s", tk_name(o->tok));
     tk_fingerprint(o->tok, c->fingerprint);
     c->vocab_size = tk_vocab_size(o->tok);
@@ -265,8 +264,8 @@ static int prepare_out(build *b, ds_build_result *res) {
     for (size_t i = 0; i < b->cfg.n_files; i++) from_stdin |= !strcmp(b->cfg.files[i], "-");
     size_t n_checked = 0;
     char why[600];
-    int ex = ds_build_check_existing(out, b->cfgj, b->cfg.fingerprint, b->o->force, &n_checked, why, sizeof why,
-                                     b->err, b->errlen);
+    int ex = ds_build_check_existing(out, b->cfgj, b->cfg.fingerprint, b->o->force, &n_checked, why, sizeof why, b->err,
+                                     b->errlen);
     if (ex == 0 && why[0]) {
         ds_build_event ev = {.kind = DS_BUILD_EV_REBUILD, .detail = why};
         emit_event(b, &ev);
@@ -294,8 +293,7 @@ static int open_inputs(build *b) {
     b->ro.doc_sep = b->o->doc_sep;
     b->ro.defer_json = 1;
     if (b->cfg.n_files) {
-        int orc = ds_reader_open((const char *const *)b->cfg.files, b->cfg.n_files, &b->ro, &b->rd, b->err,
-                                 b->errlen);
+        int orc = ds_reader_open((const char *const *)b->cfg.files, b->cfg.n_files, &b->ro, &b->rd, b->err, b->errlen);
         if (orc != DS_OK) {
             if (!b->err[0]) snprintf(b->err, b->errlen, "%s", ds_strerror(orc));
             return orc == DS_ERR_ARG ? DS_ERR_IO : orc; /* a bad input, not a bad call */
@@ -403,8 +401,8 @@ static int checkpoint(build *b) {
     if (fflush(b->rej) != 0 || fsync(fileno(b->rej)) != 0)
         return fail(b, DS_ERR_IO, "cannot write '%s': %s", b->rej_tmp, strerror(errno));
     long rl = ftell(b->rej);
-    if (ds_ckpt_save(b->o->out_dir, b->cfg_hash, &b->acc, b->toks_total, b->cur_file, b->pk, b->wr, b->recs,
-                     b->n_recs, (uint64_t)rl) != DS_OK) {
+    if (ds_ckpt_save(b->o->out_dir, b->cfg_hash, &b->acc, b->toks_total, b->cur_file, b->pk, b->wr, b->recs, b->n_recs,
+                     (uint64_t)rl) != DS_OK) {
         ds_build_event ev = {.kind = DS_BUILD_EV_CKPT_FAILED};
         emit_event(b, &ev);
     }
@@ -433,7 +431,10 @@ static int process_batch(build *b, const ds_batch *bt) {
         /* the rejects file and the shard writer fail separately: name the one that failed (a
          * DS_ERR_* of the writer must never read as a rejects.jsonl.part failure) */
         if (rej_errno) return fail(b, DS_ERR_IO, "cannot write '%s': %s", b->rej_tmp, strerror(rej_errno));
-        return fail(b, DS_ERR_IO, "%s", b->wr[0].err[0] ? b->wr[0].err : b->wr[1].err[0] ? b->wr[1].err : "out of memory");
+        return fail(b, DS_ERR_IO, "%s",
+                    b->wr[0].err[0]   ? b->wr[0].err
+                    : b->wr[1].err[0] ? b->wr[1].err
+                                      : "out of memory");
     }
     double now = ds_now();
     if (b->use_ckpt && b->n_recs != b->ckpt_recs && now - b->last_ckpt >= b->o->checkpoint_seconds && !bt->eof) {
@@ -491,7 +492,8 @@ static int finish(build *b, ds_build_result *res) {
     if ((b->cfg.n_files || b->o->source) && acc->rows[0] + acc->rows[1] == 0) {
         /* a manifest without rows would make the next run report "up to date" */
         ds_ckpt_remove(out);
-        if (acc->records == 0) return fail(b, DS_ERR_EMPTY, "no documents in the inputs: nothing to write (no manifest written)");
+        if (acc->records == 0)
+            return fail(b, DS_ERR_EMPTY, "no documents in the inputs: nothing to write (no manifest written)");
         return fail(b, DS_ERR_EMPTY,
                     "no row written: all %" PRIu64 " record(s) were rejected (%" PRIu64 ") or dropped (%" PRIu64
                     "); reasons in %s (no manifest written)",

@@ -39,8 +39,9 @@ int ds_build_select_files(ds_build_config *cfg, const char *out_dir, char *err, 
             rc = DS_ERR_ARG;
             goto out;
         }
-        uint64_t p = total ? (uint64_t)(((unsigned __int128)(2 * cum + all.bytes[i]) * part_n) / (2 * (unsigned __int128)total))
-                           : (uint64_t)i * part_n / all.n;
+        uint64_t p =
+            total ? (uint64_t)(((unsigned __int128)(2 * cum + all.bytes[i]) * part_n) / (2 * (unsigned __int128)total))
+                  : (uint64_t)i * part_n / all.n;
         if (p >= part_n) p = part_n - 1;
         cum += all.bytes[i];
         if (p + 1 == part_k) {
@@ -55,7 +56,8 @@ int ds_build_select_files(ds_build_config *cfg, const char *out_dir, char *err, 
     /* before anything is created or deleted: the output must be neither an
      * input, nor inside an input folder, nor hold an input (it would read its
      * own manifest and shards, and force would delete them) */
-    ds_read_paths rp = {.inputs = (const char *const *)cfg->inputs, .n_inputs = cfg->n_inputs,
+    ds_read_paths rp = {.inputs = (const char *const *)cfg->inputs,
+                        .n_inputs = cfg->n_inputs,
                         .tokenizer = cfg->tokenizer_spec[0] ? cfg->tokenizer_spec : NULL};
     rc = ds_check_output("--out", out_dir, &rp, err, errlen);
     for (size_t i = 0; rc == DS_OK && i < cfg->n_inputs + all.n; i++) {
@@ -89,4 +91,3 @@ uint64_t ds_build_estimate_bytes(const char *path, uint64_t size) {
     }
     return size * 4;
 }
-

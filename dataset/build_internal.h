@@ -26,25 +26,25 @@ typedef struct {
      * = <|endoftext|>): nothing more is written, so such manifests keep their
      * bytes; framed = 1 writes config.framing, tokenizer.bos_id/eos_id ... */
     int framed;
-    int64_t bos_id, eos_id;      /* -1: none */
+    int64_t bos_id, eos_id;            /* -1: none */
     char bos_text[256], eos_text[256]; /* "" when not valid UTF-8 or too long (written as null) */
     uint32_t seq_len;
     ds_pack pack;
     ds_over_long over_long;
-    uint64_t bfd_window;      /* rows per BFD window */
+    uint64_t bfd_window; /* rows per BFD window */
     double val_fraction;
     uint64_t seed;
     int shuffle;
     uint64_t shard_tokens;
-    int zstd_level;           /* 0 = uncompressed */
+    int zstd_level; /* 0 = uncompressed */
     uint32_t frame_rows;
     char field[256];
     char doc_sep[16];
-    uint32_t part_k, part_n;  /* 1/1 for a whole build */
+    uint32_t part_k, part_n; /* 1/1 for a whole build */
     size_t n_inputs;
-    char **inputs;            /* the INPUT arguments as given */
+    char **inputs; /* the INPUT arguments as given */
     size_t n_files;
-    char **files;             /* the input files of this part, in order */
+    char **files; /* the input files of this part, in order */
     uint64_t *file_bytes;
 } ds_build_config;
 
@@ -131,7 +131,7 @@ typedef struct {
     /* concat (none: row only) */
     uint32_t *row; /* L */
     uint32_t fill;
-    uint32_t *st;  /* L + 1 */
+    uint32_t *st; /* L + 1 */
     uint32_t n_st;
     /* bfd */
     uint32_t *pool;
@@ -189,8 +189,8 @@ int ds_build_remove_special(const char *dir, char *err, size_t errlen);
  * CFGJ / FP. *same = 1 when it records this one. DS_OK (same, none, or
  * force), or DS_ERR_CONFLICT with "'DIR' holds a build with a different
  * configuration; use another --out or --force". */
-int ds_out_refuse_other(const char *dir, json_t *m, json_t *cfgj, const uint8_t fp[32], int force, int *same,
-                        char *err, size_t errlen);
+int ds_out_refuse_other(const char *dir, json_t *m, json_t *cfgj, const uint8_t fp[32], int force, int *same, char *err,
+                        size_t errlen);
 /* 1: DIR holds this build, verified (*n_checked shards); 0: rebuild (why[0]
  * set when a build with this config failed verification); DS_ERR_CONFLICT:
  * another config and no force (message in err). */

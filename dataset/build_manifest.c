@@ -13,14 +13,13 @@
 #include "build_internal.h"
 #include "mks_common.h"
 
-static const char *const k_reasons[DS_REJ_COUNT] = {"zstd-corrupt",     "json-malformed", "field-missing",
-                                                   "field-not-string", "record-too-large", "utf8-invalid",
-                                                   "nul-byte",         "over-long",      "tokenizer-limit"};
+static const char *const k_reasons[DS_REJ_COUNT] = {"zstd-corrupt",     "json-malformed",   "field-missing",
+                                                    "field-not-string", "record-too-large", "utf8-invalid",
+                                                    "nul-byte",         "over-long",        "tokenizer-limit"};
 /* A reason added after manifests were first written: present only when it
  * counted something, so manifests without it keep their bytes (and read). */
 static int reason_optional(int r) { return r == DS_REJ_TOKENIZER; }
 const char *ds_reject_reason_name(int r) { return r >= 0 && r < DS_REJ_COUNT ? k_reasons[r] : "?"; }
-
 
 void ds_build_config_free(ds_build_config *c) {
     for (size_t i = 0; i < c->n_inputs; i++) free(c->inputs[i]);
@@ -107,9 +106,12 @@ static int cfg_frame_side(json_t *fr, const char *k, int64_t *id, char *txt, siz
     json_t *i = json_object_get(o, "id"), *t = json_object_get(o, "text");
     if (!json_is_object(o) || !json_is_integer(i) || json_integer_value(i) < 0 ||
         json_integer_value(i) >= (json_int_t)DS_SHARD_MAX_VOCAB || !(json_is_null(t) || json_is_string(t)) ||
-        (json_is_string(t) && (json_string_length(t) >= cap || strlen(json_string_value(t)) != json_string_length(t)))) {
-        snprintf(err, errlen, "config.framing.%s must be null or {\"id\": integer below 2^24, \"text\": string of at "
-                 "most %zu bytes or null}", k, cap - 1);
+        (json_is_string(t) &&
+         (json_string_length(t) >= cap || strlen(json_string_value(t)) != json_string_length(t)))) {
+        snprintf(err, errlen,
+                 "config.framing.%s must be null or {\"id\": integer below 2^24, \"text\": string of at "
+                 "most %zu bytes or null}",
+                 k, cap - 1);
         return -1;
     }
     *id = json_integer_value(i);
@@ -269,10 +271,10 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
 }
 
 /* ---------------------------------------------------------- accounting */
-#define ACC_FIELDS(X)                                                                                          \
-    X(records) X(bytes_in) X(docs_whole) X(docs_truncated) X(docs_chunked) X(docs_dropped) X(docs_rejected)     \
-    X(tok_whole) X(tok_trunc_kept) X(tok_trunc_lost) X(tok_chunked) X(tok_dropped) X(eot) X(pad) X(pieces)     \
-    X(rejected_bytes)
+#define ACC_FIELDS(X)                                                                                                  \
+    X(records)                                                                                                         \
+    X(bytes_in) X(docs_whole) X(docs_truncated) X(docs_chunked) X(docs_dropped) X(docs_rejected) X(tok_whole)          \
+        X(tok_trunc_kept) X(tok_trunc_lost) X(tok_chunked) X(tok_dropped) X(eot) X(pad) X(pieces) X(rejected_bytes)
 
 json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *cfg) {
     json_t *j = json_object();
@@ -341,28 +343,40 @@ static int jget(json_t *o, const char *grp, const char *k, uint64_t *out, char *
 
 int ds_build_account_from_json(json_t *j, ds_build_account *a, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
-    json_t *d = json_object_get(j, "documents"), *t = json_object_get(j, "tokens"), *r = json_object_get(j, "reject_reasons");
+    json_t *d = json_object_get(j, "documents"), *t = json_object_get(j, "tokens"),
+           *r = json_object_get(j, "reject_reasons");
     json_t *rows = json_object_get(j, "rows"), *h = json_object_get(j, "doc_tokens_log2_hist");
     if (!json_is_object(j) || !json_is_object(d) || !json_is_object(t) || !json_is_object(r) || !json_is_object(rows) ||
         !json_is_array(h)) {
-        snprintf(err, errlen, "accounting (with documents, tokens, reject_reasons, rows, doc_tokens_log2_hist) "
-                              "missing or mistyped");
+        snprintf(err, errlen,
+                 "accounting (with documents, tokens, reject_reasons, rows, doc_tokens_log2_hist) "
+                 "missing or mistyped");
         return -1;
     }
     struct {
         json_t *o;
         const char *grp, *k;
         uint64_t *dst;
-    } f[] = {{j, NULL, "records", &a->records},          {j, NULL, "bytes_in", &a->bytes_in},
-             {j, NULL, "rejected_bytes", &a->rejected_bytes}, {j, NULL, "pieces", &a->pieces},
-             {d, "documents", "whole", &a->docs_whole},  {d, "documents", "truncated", &a->docs_truncated},
-             {d, "documents", "chunked", &a->docs_chunked}, {d, "documents", "dropped", &a->docs_dropped},
-             {d, "documents", "rejected", &a->docs_rejected}, {d, "documents", "train", &a->docs_split[0]},
-             {d, "documents", "val", &a->docs_split[1]}, {t, "tokens", "whole", &a->tok_whole},
-             {t, "tokens", "truncated_kept", &a->tok_trunc_kept}, {t, "tokens", "truncated_lost", &a->tok_trunc_lost},
-             {t, "tokens", "chunked", &a->tok_chunked},  {t, "tokens", "dropped", &a->tok_dropped},
-             {t, "tokens", "eot", &a->eot},              {t, "tokens", "pad", &a->pad},
-             {rows, "rows", "train", &a->rows[0]},       {rows, "rows", "val", &a->rows[1]}};
+    } f[] = {{j, NULL, "records", &a->records},
+             {j, NULL, "bytes_in", &a->bytes_in},
+             {j, NULL, "rejected_bytes", &a->rejected_bytes},
+             {j, NULL, "pieces", &a->pieces},
+             {d, "documents", "whole", &a->docs_whole},
+             {d, "documents", "truncated", &a->docs_truncated},
+             {d, "documents", "chunked", &a->docs_chunked},
+             {d, "documents", "dropped", &a->docs_dropped},
+             {d, "documents", "rejected", &a->docs_rejected},
+             {d, "documents", "train", &a->docs_split[0]},
+             {d, "documents", "val", &a->docs_split[1]},
+             {t, "tokens", "whole", &a->tok_whole},
+             {t, "tokens", "truncated_kept", &a->tok_trunc_kept},
+             {t, "tokens", "truncated_lost", &a->tok_trunc_lost},
+             {t, "tokens", "chunked", &a->tok_chunked},
+             {t, "tokens", "dropped", &a->tok_dropped},
+             {t, "tokens", "eot", &a->eot},
+             {t, "tokens", "pad", &a->pad},
+             {rows, "rows", "train", &a->rows[0]},
+             {rows, "rows", "val", &a->rows[1]}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (jget(f[i].o, f[i].grp, f[i].k, f[i].dst, err, errlen)) return -1;
     if (json_object_get(t, "bos") && jget(t, "tokens", "bos", &a->bos, err, errlen)) return -1;
@@ -387,8 +401,8 @@ int ds_build_account_from_json(json_t *j, ds_build_account *a, char *err, size_t
 }
 
 /* ---------------------------------------------------------- manifest */
-int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_build_account *acc, const ds_shard_rec *recs,
-                      size_t n_recs, char *err, size_t errlen) {
+int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_build_account *acc,
+                      const ds_shard_rec *recs, size_t n_recs, char *err, size_t errlen) {
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string("mkshards-manifest"));
     json_object_set_new(m, "version", json_integer(1));

@@ -14,7 +14,7 @@
 #include "build_internal.h"
 
 int ds_rejects_write(FILE *f, const char *file, uint64_t line, uint64_t offset, int reason, const char *detail,
-                        uint64_t bytes) {
+                     uint64_t bytes) {
     json_t *o = json_object();
     json_object_set_new(o, "file", json_string(file ? file : "?"));
     json_object_set_new(o, "line", json_integer((json_int_t)line));
@@ -105,8 +105,8 @@ int ds_build_remove_special(const char *dir, char *err, size_t errlen) {
     return rc;
 }
 
-int ds_out_refuse_other(const char *dir, json_t *m, json_t *cfgj, const uint8_t fp[32], int force, int *same,
-                        char *err, size_t errlen) {
+int ds_out_refuse_other(const char *dir, json_t *m, json_t *cfgj, const uint8_t fp[32], int force, int *same, char *err,
+                        size_t errlen) {
     *same = 0;
     if (!m) return DS_OK;
     char fph[65];
@@ -202,4 +202,3 @@ int ds_build_check_existing(const char *dir, json_t *cfgj, const uint8_t fp[32],
     unlink(mp);
     return 0;
 }
-

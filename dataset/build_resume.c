@@ -67,8 +67,8 @@ uint64_t ds_build_config_hash(json_t *cfgj, const uint8_t fp[32]) {
 }
 
 int ds_ckpt_save(const char *dir, uint64_t cfg_hash, const ds_build_account *acc, uint64_t toks_total,
-                     const char *cur_file, ds_packer *pk, ds_shard_writer *wr, const ds_shard_rec *recs, size_t n_recs,
-                     uint64_t rej_len) {
+                 const char *cur_file, ds_packer *pk, ds_shard_writer *wr, const ds_shard_rec *recs, size_t n_recs,
+                 uint64_t rej_len) {
     obuf o = {0};
     uint32_t L = pk[0].cfg->seq_len;
     ob_put(&o, CKPT_MAGIC, 8);
@@ -163,8 +163,8 @@ static int ckpt_shard_ok(const char *dir, const ds_shard_rec *r, uint64_t index)
  * the listed shards on disk), and memory is bounded by the file's size.
  * 0: restored; -1: no usable checkpoint (start from scratch). */
 int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint64_t *toks_total, char **cur_file,
-                     ds_packer *pk, ds_shard_writer *wr, ds_shard_rec **recs, size_t *n_recs, size_t *cap_recs,
-                     uint64_t *rej_len) {
+                 ds_packer *pk, ds_shard_writer *wr, ds_shard_rec **recs, size_t *n_recs, size_t *cap_recs,
+                 uint64_t *rej_len) {
     char path[4200], err[256];
     snprintf(path, sizeof path, "%s/build.ckpt", dir);
     int fd = ds_open_regular(path, err, sizeof err); /* a FIFO here must not hang the build */
@@ -193,8 +193,7 @@ int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint
     char magic[8];
     const ds_build_config *cfg = pk[0].cfg;
     uint32_t L = cfg->seq_len, vocab = cfg->vocab_size;
-    if (XXH3_64bits(d, sz - 8) != h || ib_get(&b, magic, 8) || memcmp(magic, CKPT_MAGIC, 8) ||
-        ib_u64(&b) != cfg_hash) {
+    if (XXH3_64bits(d, sz - 8) != h || ib_get(&b, magic, 8) || memcmp(magic, CKPT_MAGIC, 8) || ib_u64(&b) != cfg_hash) {
         free(d);
         return -1;
     }
@@ -232,15 +231,25 @@ int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint
         ds_shard_writer *w = &wr[s];
         /* concat: the row being filled and its document starts */
         uint64_t fill = ib_u64(&b);
-        if (fill > L || ib_get(&b, p->row, (size_t)fill * sizeof(uint32_t))) { b.bad = 1; break; }
+        if (fill > L || ib_get(&b, p->row, (size_t)fill * sizeof(uint32_t))) {
+            b.bad = 1;
+            break;
+        }
         p->fill = (uint32_t)fill;
         uint64_t nst = ib_u64(&b);
-        if (nst > L || ib_get(&b, p->st, (size_t)nst * sizeof(uint32_t))) { b.bad = 1; break; }
+        if (nst > L || ib_get(&b, p->st, (size_t)nst * sizeof(uint32_t))) {
+            b.bad = 1;
+            break;
+        }
         p->n_st = (uint32_t)nst;
-        if (!ids_below(p->row, p->fill, vocab) || !starts_ok(p->st, p->n_st, p->fill)) { b.bad = 1; break; }
+        if (!ids_below(p->row, p->fill, vocab) || !starts_ok(p->st, p->n_st, p->fill)) {
+            b.bad = 1;
+            break;
+        }
         /* bfd: the window's token pool (flushed at bfd_window x L) and its pieces */
         uint64_t pl = ib_u64(&b);
-        if (pl > cfg->bfd_window * (uint64_t)L || !ib_fits(&b, pl, sizeof(uint32_t)) || grow_u32(&p->pool, (size_t)pl)) {
+        if (pl > cfg->bfd_window * (uint64_t)L || !ib_fits(&b, pl, sizeof(uint32_t)) ||
+            grow_u32(&p->pool, (size_t)pl)) {
             b.bad = 1;
             break;
         }
@@ -251,12 +260,18 @@ int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint
             break;
         }
         uint64_t npc = ib_u64(&b);
-        if (npc > pl || !ib_fits(&b, npc, sizeof *p->pc)) { b.bad = 1; break; }
+        if (npc > pl || !ib_fits(&b, npc, sizeof *p->pc)) {
+            b.bad = 1;
+            break;
+        }
         free(p->pc);
         p->pc = malloc((npc ? npc : 1) * sizeof *p->pc);
         p->cap_pc = (size_t)(npc ? npc : 1);
         p->n_pc = 0;
-        if (!p->pc || ib_get(&b, p->pc, (size_t)npc * sizeof *p->pc)) { b.bad = 1; break; }
+        if (!p->pc || ib_get(&b, p->pc, (size_t)npc * sizeof *p->pc)) {
+            b.bad = 1;
+            break;
+        }
         p->n_pc = (size_t)npc;
         for (size_t i = 0; i < p->n_pc && !b.bad; i++) /* bfd_flush copies pool[off, off + len) into a row of L */
             if (p->pc[i].len == 0 || p->pc[i].len > L || p->pc[i].off > pl || p->pc[i].len > pl - p->pc[i].off)
@@ -267,7 +282,8 @@ int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint
         uint64_t rows = ib_u64(&b), ns = ib_u64(&b);
         if (b.bad || w->shard_index != per_split[s] || rows >= w->rows_per_shard ||
             !ib_fits(&b, rows, (uint64_t)L * 4 + 8) || !ib_fits(&b, ns, 4) || grow_u32(&w->tok, (size_t)(rows * L)) ||
-            grow_u32(&w->valid, (size_t)rows) || grow_u32(&w->sidx, (size_t)rows + 1) || grow_u32(&w->starts, (size_t)ns)) {
+            grow_u32(&w->valid, (size_t)rows) || grow_u32(&w->sidx, (size_t)rows + 1) ||
+            grow_u32(&w->starts, (size_t)ns)) {
             b.bad = 1;
             break;
         }
@@ -282,7 +298,10 @@ int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint
         ib_get(&b, w->sidx, (rows ? (size_t)rows + 1 : 0) * sizeof(uint32_t));
         if (!rows) w->sidx[0] = 0;
         ib_get(&b, w->starts, (size_t)ns * sizeof(uint32_t));
-        if (b.bad || w->sidx[0] != 0 || w->sidx[rows] != ns) { b.bad = 1; break; }
+        if (b.bad || w->sidx[0] != 0 || w->sidx[rows] != ns) {
+            b.bad = 1;
+            break;
+        }
         for (size_t j = 0; j < rows && !b.bad; j++) {
             if (w->valid[j] > L || w->sidx[j] > w->sidx[j + 1] || w->sidx[j + 1] > ns ||
                 !ids_below(w->tok + j * L, L, vocab) ||

@@ -14,9 +14,14 @@
 static const char *const format_names[] = {"text", "chat", "prompt-completion", "auto"};
 static const char *const loss_names[] = {"assistant", "completion", "all", "default"};
 static const char *const role_names[] = {"system", "user", "assistant", "tool"};
-static const char *const status_names[] = {"ok",           "json-malformed",    "chat-no-messages",
-                                           "chat-not-list", "chat-unknown-role", "chat-bad-content",
-                                           "chat-template-refused", "chat-record-too-large"};
+static const char *const status_names[] = {"ok",
+                                           "json-malformed",
+                                           "chat-no-messages",
+                                           "chat-not-list",
+                                           "chat-unknown-role",
+                                           "chat-bad-content",
+                                           "chat-template-refused",
+                                           "chat-record-too-large"};
 
 #define N_OF(a) (sizeof(a) / sizeof *(a))
 const char *ds_format_name(int v) { return v >= 0 && (size_t)v < N_OF(format_names) ? format_names[v] : NULL; }
@@ -97,8 +102,7 @@ static int add_content(ds_chat *c, json_t *content, size_t idx, char *why, size_
     snprintf(at, sizeof at, "%zu", idx);
     if (json_is_string(content)) return buf_append(c, json_string_value(content), json_string_length(content));
     if (!json_is_array(content))
-        return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "message %s: content is not a string nor a list of parts",
-                       at);
+        return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "message %s: content is not a string nor a list of parts", at);
     size_t i, n_text = 0;
     json_t *part;
     json_array_foreach(content, i, part) {
@@ -112,8 +116,7 @@ static int add_content(ds_chat *c, json_t *content, size_t idx, char *why, size_
         if (n_text++ && buf_append(c, "\n", 1)) return DS_ERR_NOMEM;
         if (buf_append(c, json_string_value(text), json_string_length(text))) return DS_ERR_NOMEM;
     }
-    if (!n_text)
-        return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "message %s: content has no text part", at);
+    if (!n_text) return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "message %s: content has no text part", at);
     return DS_OK;
 }
 
@@ -124,7 +127,8 @@ static int add_messages(ds_chat *c, json_t *list, int completion, const char *wh
     json_array_foreach(list, i, m) {
         if (!json_is_object(m)) return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s holds a non-object", what);
         json_t *role = json_object_get(m, "role");
-        if (!json_is_string(role)) return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "%s: a message without role", what);
+        if (!json_is_string(role))
+            return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "%s: a message without role", what);
         int r = parse_name(role_names, N_OF(role_names), json_string_value(role));
         if (r < 0) return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "unknown role '%s'", json_string_value(role));
         size_t off = c->buf_len;
@@ -136,8 +140,7 @@ static int add_messages(ds_chat *c, json_t *list, int completion, const char *wh
     return DS_OK;
 }
 
-int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why,
-                  size_t whylen) {
+int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why, size_t whylen) {
     c->n = 0;
     c->buf_len = 0;
     c->pc_strings = 0;
@@ -162,7 +165,7 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     }
     json_t *msgs = json_object_get(root, mf);
     json_t *prompt = json_object_get(root, "prompt"), *compl = json_object_get(root, "completion");
-    if (f == DS_FMT_AUTO) f = msgs ? DS_FMT_CHAT : (prompt && compl) ? DS_FMT_PROMPT_COMPLETION : DS_FMT_TEXT;
+    if (f == DS_FMT_AUTO) f = msgs ? DS_FMT_CHAT : (prompt && compl ) ? DS_FMT_PROMPT_COMPLETION : DS_FMT_TEXT;
     c->format = f;
     if (f == DS_FMT_TEXT) {
         json_t *t = json_object_get(root, tf);
@@ -178,21 +181,21 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
         }
         rc = add_messages(c, msgs, 0, mf, why, whylen);
     } else { /* prompt-completion: two strings, or two message lists (TRL's conversational form) */
-        if (!prompt || !compl) {
+        if (!prompt || !compl ) {
             rc = set_why(why, whylen, DS_CHAT_NO_MESSAGES, "%s", "no 'prompt' and 'completion' fields");
             goto done;
         }
-        if (json_is_string(prompt) && json_is_string(compl)) {
+        if (json_is_string(prompt) && json_is_string(compl )) {
             c->pc_strings = 1;
             size_t off = c->buf_len;
             if ((rc = buf_append(c, json_string_value(prompt), json_string_length(prompt))) ||
                 (rc = msg_push(c, DS_ROLE_USER, off, 0)))
                 goto done;
             off = c->buf_len;
-            if ((rc = buf_append(c, json_string_value(compl), json_string_length(compl))) ||
+            if ((rc = buf_append(c, json_string_value(compl ), json_string_length(compl ))) ||
                 (rc = msg_push(c, DS_ROLE_ASSISTANT, off, 1)))
                 goto done;
-        } else if (json_is_array(prompt) && json_is_array(compl)) {
+        } else if (json_is_array(prompt) && json_is_array(compl )) {
             if ((rc = add_messages(c, prompt, 0, "prompt", why, whylen)) ||
                 (rc = add_messages(c, compl, 1, "completion", why, whylen)))
                 goto done;
@@ -270,8 +273,8 @@ int ds_chat_encode(const tk_tokenizer *tok, const ds_chat_rendered *r, ds_chat_i
             name[pc->len] = 0;
             uint32_t id;
             if (tk_special_id(tok, name, &id) != TK_OK && tk_token_id(tok, name, &id) != TK_OK) {
-                rc = set_why(why, whylen, DS_ERR_ARG, "the template's special token '%s' is not in the tokenizer",
-                             name);
+                rc =
+                    set_why(why, whylen, DS_ERR_ARG, "the template's special token '%s' is not in the tokenizer", name);
                 break;
             }
             if ((rc = ids_reserve(out, 1))) break;

@@ -101,8 +101,8 @@ static int py_space_at(const uint8_t *s, size_t avail, size_t *n) {
         cp = cp << 6 | (s[k] & 0x3f);
     }
     *n = len;
-    return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 /* Python's str.rstrip() / str.strip() of s[0..n) (UTF-8): the last code
  * point before e starts at the last byte that is not 10xxxxxx. */
@@ -348,8 +348,8 @@ static int r_gemma(rd *d, char *why, size_t whylen) {
 static int r_phi3(rd *d, char *why, size_t whylen) {
     (void)why, (void)whylen;
     for (size_t i = 0; i < d->c->n; i++) {
-        const char *h = role(d, i) == DS_ROLE_SYSTEM ? "<|system|>"
-                        : role(d, i) == DS_ROLE_USER ? "<|user|>"
+        const char *h = role(d, i) == DS_ROLE_SYSTEM      ? "<|system|>"
+                        : role(d, i) == DS_ROLE_USER      ? "<|user|>"
                         : role(d, i) == DS_ROLE_ASSISTANT ? "<|assistant|>"
                                                           : NULL;
         if (!h) continue;
@@ -615,8 +615,8 @@ static int from_config(const char *path, const char *buf, size_t n, const ds_cha
     ds_chat_free(&c);
     if (!t) {
         ds_set_err(err, errlen,
-                   "the chat_template of %s is none of the built-in templates; name one with --chat-template: %s",
-                   path, names);
+                   "the chat_template of %s is none of the built-in templates; name one with --chat-template: %s", path,
+                   names);
         return DS_ERR_FORMAT;
     }
     *out = t;
@@ -671,8 +671,7 @@ int ds_chat_template_auto(const char *spec, const ds_chat_template **out, char *
     if (is_json)
         snprintf(path, sizeof path, "%.*s%stokenizer_config.json", slash ? (int)(slash - spec) : 0, spec,
                  slash ? "/" : "");
-    else
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", spec);
+    else snprintf(path, sizeof path, "%s/tokenizer_config.json", spec);
     size_t n;
     char *buf = read_small(path, &n, err, errlen);
     if (!buf) {

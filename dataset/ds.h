@@ -21,9 +21,9 @@ extern "C" {
 enum {
     DS_OK = 0,
     DS_ERR_NOMEM = -1,
-    DS_ERR_IO = -2,       /* cannot open/read an input */
-    DS_ERR_FORMAT = -3,   /* malformed data: a shard, manifest, checkpoint or input not in its format */
-    DS_ERR_ZSTD = -4,     /* truncated or corrupt zstd stream (fatal for that file) */
+    DS_ERR_IO = -2,     /* cannot open/read an input */
+    DS_ERR_FORMAT = -3, /* malformed data: a shard, manifest, checkpoint or input not in its format */
+    DS_ERR_ZSTD = -4,   /* truncated or corrupt zstd stream (fatal for that file) */
     DS_ERR_ARG = -5,
     DS_ERR_INTERNAL = -6,
     DS_ERR_BUSY = -7,     /* an output folder is locked by another build or merge */
@@ -53,7 +53,7 @@ int ds_path_within(const char *path, const char *dir);
  * Python package) calls ds_check_output for each file or folder it is about
  * to write, before writing anything. */
 
-#define DS_PATH_BYTES 4200    /* a path buffer of ds_tokenizer_sources */
+#define DS_PATH_BYTES 4200 /* a path buffer of ds_tokenizer_sources */
 #define DS_TK_SOURCES_MAX 8
 /* The files a tokenizer spec is read from, as tk_load resolves it: SPEC and
  * SPEC.meta.json for a file; encoder.json, vocab.bpe and tokenizer.json in a
@@ -66,11 +66,11 @@ size_t ds_tokenizer_sources(const char *spec, char paths[][DS_PATH_BYTES], size_
 typedef struct {
     const char *const *inputs; /* files and folders read (NULL, "" and "-" are skipped) */
     size_t n_inputs;
-    const char *in_what;       /* how messages name them; NULL: "the input" */
-    const char *tokenizer;     /* a tokenizer spec (its ds_tokenizer_sources are inputs), or NULL */
-    const char *const *sets;   /* shard-set folders read: the folder and every file in it are inputs */
+    const char *in_what;     /* how messages name them; NULL: "the input" */
+    const char *tokenizer;   /* a tokenizer spec (its ds_tokenizer_sources are inputs), or NULL */
+    const char *const *sets; /* shard-set folders read: the folder and every file in it are inputs */
     size_t n_sets;
-    const char *set_what;      /* how messages name them; NULL: "the shard set" */
+    const char *set_what; /* how messages name them; NULL: "the shard set" */
 } ds_read_paths;
 
 /* Refuse an output that would overwrite or land inside an input. OUT is
@@ -100,9 +100,9 @@ void ds_unlock_dir(const char *dir, int fd);
 /* ---------------------------------------------------------------- reader */
 
 typedef enum {
-    DS_SEP_FILE = 0,   /* .txt: the whole file is one document (default) */
-    DS_SEP_LINE = 1,   /* .txt: one document per line */
-    DS_SEP_BLANK = 2   /* .txt: documents separated by blank lines */
+    DS_SEP_FILE = 0, /* .txt: the whole file is one document (default) */
+    DS_SEP_LINE = 1, /* .txt: one document per line */
+    DS_SEP_BLANK = 2 /* .txt: documents separated by blank lines */
 } ds_doc_sep;
 
 typedef enum {
@@ -111,12 +111,12 @@ typedef enum {
 } ds_overlong;
 
 typedef struct {
-    const char *field;        /* JSONL text field, dotted path for nested objects; NULL = "text".
+    const char *field;       /* JSONL text field, dotted path for nested objects; NULL = "text".
                                  Non-NULL also makes stdin / unknown extensions read as JSONL. */
-    ds_doc_sep doc_sep;       /* for .txt inputs */
-    size_t max_record_bytes;  /* bound on one record held in memory; 0 = default (256 MiB) */
+    ds_doc_sep doc_sep;      /* for .txt inputs */
+    size_t max_record_bytes; /* bound on one record held in memory; 0 = default (256 MiB) */
     ds_overlong overlong;
-    int defer_json;           /* 1: JSONL lines are delivered unparsed (status OK, DS_RECF_RAW_JSON,
+    int defer_json; /* 1: JSONL lines are delivered unparsed (status OK, DS_RECF_RAW_JSON,
                                  text = the line) so that ds_json_extract can run on worker threads */
 } ds_reader_opts;
 void ds_reader_opts_init(ds_reader_opts *o);
@@ -125,29 +125,30 @@ void ds_reader_opts_init(ds_reader_opts *o);
  * file/line/offset set; text is the best available payload (may be NULL). */
 typedef enum {
     DS_REC_OK = 0,
-    DS_REC_BAD_JSON = 1,        /* malformed JSON line */
-    DS_REC_MISSING_FIELD = 2,   /* field absent */
-    DS_REC_NOT_STRING = 3,      /* field present but not a string */
-    DS_REC_OVERLONG = 4,        /* over max_record_bytes (skipped: text NULL; cut: truncated text) */
-    DS_REC_ZSTD_ERROR = 5,      /* the zstd or gzip stream is truncated/corrupt here; file ends here */
-    DS_REC_TOKENIZER = 6        /* not from the reader: the tokenizer refused the document (a per-document
-                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */,
-    DS_REC_CHAT = 7             /* not from the reader: a chat / prompt-completion record its parser or
+    DS_REC_BAD_JSON = 1,      /* malformed JSON line */
+    DS_REC_MISSING_FIELD = 2, /* field absent */
+    DS_REC_NOT_STRING = 3,    /* field present but not a string */
+    DS_REC_OVERLONG = 4,      /* over max_record_bytes (skipped: text NULL; cut: truncated text) */
+    DS_REC_ZSTD_ERROR = 5,    /* the zstd or gzip stream is truncated/corrupt here; file ends here */
+    DS_REC_TOKENIZER = 6      /* not from the reader: the tokenizer refused the document (a per-document
+                                   limit, TK_ERR_DOC_*; detail says which); ds_encode's skipped callback */
+    ,
+    DS_REC_CHAT = 7 /* not from the reader: a chat / prompt-completion record its parser or
                                    template refuses (detail: ds_chat_status_name and why); ds_encode's
                                    skipped callback */
 } ds_rec_status;
 
 typedef struct {
-    const uint8_t *text;    /* document bytes (valid until the next ds_reader_next) */
+    const uint8_t *text; /* document bytes (valid until the next ds_reader_next) */
     size_t len;
     ds_rec_status status;
-    uint64_t record_bytes;  /* size of the raw record (line or file) in the input */
-    const char *file;       /* input path ("-" for stdin) */
-    uint64_t line;          /* 1-based line of the record's start in the (decompressed) input */
-    uint64_t offset;        /* byte offset of the record's start in the (decompressed) input */
-    uint64_t index;         /* 0-based index of the record over all inputs */
-    uint32_t flags;         /* DS_RECF_* facts the reader noticed */
-    const char *detail;     /* short reason for a non-OK status (e.g. the JSON parser's message), or NULL */
+    uint64_t record_bytes; /* size of the raw record (line or file) in the input */
+    const char *file;      /* input path ("-" for stdin) */
+    uint64_t line;         /* 1-based line of the record's start in the (decompressed) input */
+    uint64_t offset;       /* byte offset of the record's start in the (decompressed) input */
+    uint64_t index;        /* 0-based index of the record over all inputs */
+    uint32_t flags;        /* DS_RECF_* facts the reader noticed */
+    const char *detail;    /* short reason for a non-OK status (e.g. the JSON parser's message), or NULL */
 } ds_record;
 /* Payload per status:
  *   OK            text = document (JSON string value / txt span, BOM stripped)
@@ -171,8 +172,8 @@ typedef struct ds_reader ds_reader;
 /* inputs: files (.txt, .jsonl, either + .zst), folders (recursive, sorted),
  * "-" for stdin (JSONL if --field was given explicitly or the first byte is
  * '{', else txt). Streams with bounded memory. */
-int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_opts *opts, ds_reader **out,
-                   char *err, size_t errlen);
+int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_opts *opts, ds_reader **out, char *err,
+                   size_t errlen);
 /* 1: a record was produced; 0: end of all inputs; <0: fatal error (err set). */
 int ds_reader_next(ds_reader *r, ds_record *rec, char *err, size_t errlen);
 void ds_reader_free(ds_reader *r);
@@ -199,14 +200,14 @@ long long ds_reader_take_text(ds_reader *r, const ds_record *rec, uint8_t **buf,
 typedef struct {
     const uint8_t *text;
     size_t len;
-    ds_rec_status status;   /* DS_REC_OK, DS_REC_MISSING_FIELD or DS_REC_NOT_STRING */
-    uint32_t flags;         /* DS_RECF_JSON_LONE_SURROGATE where the source replaced one by U+FFFD */
-    const char *detail;     /* a reject's reason (valid until the next call) */
+    ds_rec_status status; /* DS_REC_OK, DS_REC_MISSING_FIELD or DS_REC_NOT_STRING */
+    uint32_t flags;       /* DS_RECF_JSON_LONE_SURROGATE where the source replaced one by U+FFFD */
+    const char *detail;   /* a reject's reason (valid until the next call) */
 } ds_source_item;
 typedef struct {
     int (*next)(void *user, ds_source_item *item, char *err, size_t errlen);
     void *user;
-    const char *name;       /* the records' file name in reports and rejects, e.g. "<python>" */
+    const char *name; /* the records' file name in reports and rejects, e.g. "<python>" */
 } ds_source;
 
 /* JSON field extraction, usable on any thread (one ctx per thread). With
@@ -235,39 +236,39 @@ typedef enum { DS_SEV_INFO = 0, DS_SEV_WARNING = 1, DS_SEV_ERROR = 2 } ds_severi
 
 /* Lint rules (ids are stable; see docs/lint-rules.md). */
 typedef enum {
-    DS_RULE_ZSTD = 0,          /* zstd-corrupt        error   */
-    DS_RULE_JSON,              /* json-malformed      error   */
-    DS_RULE_FIELD_MISSING,     /* field-missing       error   */
-    DS_RULE_FIELD_TYPE,        /* field-not-string    error   */
-    DS_RULE_UTF8,              /* utf8-invalid        error   */
-    DS_RULE_NUL,               /* nul-byte            error   */
-    DS_RULE_RECORD_TOO_LARGE,  /* record-too-large    error   */
-    DS_RULE_TOKENIZER_LIMIT,   /* tokenizer-limit     error   (the tokenizer refuses the document) */
-    DS_RULE_CONTROL,           /* control-char        warning */
-    DS_RULE_EMPTY,             /* empty-doc           warning */
-    DS_RULE_TOO_LONG,          /* doc-too-long        warning */
-    DS_RULE_OUTLIER,           /* outlier-doc         warning */
-    DS_RULE_LONG_LINE,         /* long-line           warning */
-    DS_RULE_LOW_BPT,           /* low-bytes-per-token warning */
-    DS_RULE_BLOB,              /* blob                warning */
-    DS_RULE_LONG_RUN,          /* long-run            warning */
-    DS_RULE_DUPLICATE,         /* duplicate           warning */
-    DS_RULE_SPECIAL,           /* special-token       warning */
-    DS_RULE_SURROGATE,         /* json-lone-surrogate warning */
-    DS_RULE_BOM,               /* bom                 info    */
-    DS_RULE_MIXED_NL,          /* mixed-newlines      info    */
+    DS_RULE_ZSTD = 0,         /* zstd-corrupt        error   */
+    DS_RULE_JSON,             /* json-malformed      error   */
+    DS_RULE_FIELD_MISSING,    /* field-missing       error   */
+    DS_RULE_FIELD_TYPE,       /* field-not-string    error   */
+    DS_RULE_UTF8,             /* utf8-invalid        error   */
+    DS_RULE_NUL,              /* nul-byte            error   */
+    DS_RULE_RECORD_TOO_LARGE, /* record-too-large    error   */
+    DS_RULE_TOKENIZER_LIMIT,  /* tokenizer-limit     error   (the tokenizer refuses the document) */
+    DS_RULE_CONTROL,          /* control-char        warning */
+    DS_RULE_EMPTY,            /* empty-doc           warning */
+    DS_RULE_TOO_LONG,         /* doc-too-long        warning */
+    DS_RULE_OUTLIER,          /* outlier-doc         warning */
+    DS_RULE_LONG_LINE,        /* long-line           warning */
+    DS_RULE_LOW_BPT,          /* low-bytes-per-token warning */
+    DS_RULE_BLOB,             /* blob                warning */
+    DS_RULE_LONG_RUN,         /* long-run            warning */
+    DS_RULE_DUPLICATE,        /* duplicate           warning */
+    DS_RULE_SPECIAL,          /* special-token       warning */
+    DS_RULE_SURROGATE,        /* json-lone-surrogate warning */
+    DS_RULE_BOM,              /* bom                 info    */
+    DS_RULE_MIXED_NL,         /* mixed-newlines      info    */
     DS_RULE_COUNT
 } ds_rule;
 
 typedef struct {
-    const char *id;         /* "utf8-invalid" */
+    const char *id; /* "utf8-invalid" */
     ds_severity severity;
-    const char *title;      /* one line: what it means */
-    const char *fix;        /* one line: what to do */
+    const char *title; /* one line: what it means */
+    const char *fix;   /* one line: what to do */
 } ds_rule_info;
-const ds_rule_info *ds_rule_get(int rule);           /* NULL if out of range */
-int ds_rule_find(const char *id);                    /* rule index or -1 */
-const char *ds_severity_name(ds_severity s);         /* "info", "warning", "error" */
+const ds_rule_info *ds_rule_get(int rule);   /* NULL if out of range */
+int ds_rule_find(const char *id);            /* rule index or -1 */
+const char *ds_severity_name(ds_severity s); /* "info", "warning", "error" */
 
 /* Progress of ds_analyze: after every batch of records, on the calling thread. */
 typedef struct {
@@ -291,30 +292,30 @@ typedef struct {
     int lint;                       /* run the lint checks */
     int hist;                       /* collect per-document token counts (needs tok) */
     /* thresholds (0 = default) */
-    double outlier_factor;          /* outlier-doc: > factor x median bytes (100) ... */
-    uint64_t outlier_min_bytes;     /* ... and > this many bytes (1 MiB) */
-    uint64_t long_line_bytes;       /* long-line: a line of at least this (1 MiB) */
-    uint64_t long_run_bytes;        /* long-run: non-whitespace run of at least this (4096) */
-    double min_bytes_per_token;     /* low-bytes-per-token below this (1.5), mostly-ASCII docs ... */
-    uint64_t bpt_min_bytes;         /* ... for documents of at least this many bytes (1024) */
-    uint64_t batch_bytes;           /* text per batch (8 MiB) */
-    uint64_t max_dup_docs;          /* duplicate: distinct documents remembered (0: DS_DUP_DEFAULT_MAX;
+    double outlier_factor;        /* outlier-doc: > factor x median bytes (100) ... */
+    uint64_t outlier_min_bytes;   /* ... and > this many bytes (1 MiB) */
+    uint64_t long_line_bytes;     /* long-line: a line of at least this (1 MiB) */
+    uint64_t long_run_bytes;      /* long-run: non-whitespace run of at least this (4096) */
+    double min_bytes_per_token;   /* low-bytes-per-token below this (1.5), mostly-ASCII docs ... */
+    uint64_t bpt_min_bytes;       /* ... for documents of at least this many bytes (1024) */
+    uint64_t batch_bytes;         /* text per batch (8 MiB) */
+    uint64_t max_dup_docs;        /* duplicate: distinct documents remembered (0: DS_DUP_DEFAULT_MAX;
                                        16 bytes each, the table is <= 2^ceil(log2(4/3 x this)) slots) */
-    ds_analyze_callback callback;   /* progress and cancellation (NULL: none) */
+    ds_analyze_callback callback; /* progress and cancellation (NULL: none) */
     void *user;
-    const ds_source *source;        /* non-NULL: records from it; ds_analyze's inputs must be empty */
+    const ds_source *source; /* non-NULL: records from it; ds_analyze's inputs must be empty */
 } ds_analyze_opts;
 #define DS_DUP_DEFAULT_MAX ((uint64_t)6291456) /* 3/4 of 2^23 slots: a 128 MiB table */
 void ds_analyze_opts_init(ds_analyze_opts *o);
 
 typedef struct {
     char *file;
-    uint64_t line;      /* 1-based line of the record */
-    uint64_t offset;    /* byte offset of the record in the decompressed input */
-    uint64_t index;     /* 0-based record index over all inputs */
-    uint64_t pos;       /* byte position inside the document text (in-document rules), else 0 */
-    uint64_t value;     /* rule-specific number (tokens, bytes, count ...) */
-    char note[120];     /* short human detail */
+    uint64_t line;   /* 1-based line of the record */
+    uint64_t offset; /* byte offset of the record in the decompressed input */
+    uint64_t index;  /* 0-based record index over all inputs */
+    uint64_t pos;    /* byte position inside the document text (in-document rules), else 0 */
+    uint64_t value;  /* rule-specific number (tokens, bytes, count ...) */
+    char note[120];  /* short human detail */
 } ds_lint_example;
 
 typedef struct {
@@ -331,10 +332,10 @@ typedef struct {
     int has_tokens;
     uint64_t seq_len, max_doc_bytes;
     char tokenizer[64];
-    int median_approximate;   /* 1: median_bytes / outlier-doc count are bucket-accurate (1/64), see
+    int median_approximate; /* 1: median_bytes / outlier-doc count are bucket-accurate (1/64), see
                                  ds_hist.approximate; set only for > 2^18 distinct sizes >= 64 KiB */
-    uint64_t dup_tracked;     /* distinct documents held for duplicate detection */
-    uint64_t dup_untracked;   /* distinct documents seen after the set was full (max_dup_docs): they were
+    uint64_t dup_tracked;   /* distinct documents held for duplicate detection */
+    uint64_t dup_untracked; /* distinct documents seen after the set was full (max_dup_docs): they were
                                  compared with the tracked ones only, not with each other */
 } ds_lint_report;
 
@@ -348,27 +349,26 @@ typedef struct {
     double mean;
     uint64_t min, p50, p90, p99, p999, max;
     uint64_t seq_len;
-    uint64_t docs_over, tokens_over;       /* docs with > L tokens, and their tokens */
-    uint64_t trunc_lost;                   /* truncate: tokens past L */
-    uint64_t chunk_rows;                   /* chunk: sum ceil(t/L) */
-    uint64_t drop_docs, drop_tokens;       /* drop: docs over L and their tokens */
-    uint64_t pad_rows, pad_waste;          /* pad-to-L: one row per doc (cut at L), pad tokens */
-    uint64_t pack_rows;                    /* pack: ceil(sum(t+1)/L) rows (1 separator per doc) */
-    double pack_util;                      /* sum(t+1) / (rows*L) */
-    size_t n_bins;                         /* bin 0: 0 tokens; bin k: [2^(k-1), 2^k) */
+    uint64_t docs_over, tokens_over; /* docs with > L tokens, and their tokens */
+    uint64_t trunc_lost;             /* truncate: tokens past L */
+    uint64_t chunk_rows;             /* chunk: sum ceil(t/L) */
+    uint64_t drop_docs, drop_tokens; /* drop: docs over L and their tokens */
+    uint64_t pad_rows, pad_waste;    /* pad-to-L: one row per doc (cut at L), pad tokens */
+    uint64_t pack_rows;              /* pack: ceil(sum(t+1)/L) rows (1 separator per doc) */
+    double pack_util;                /* sum(t+1) / (rows*L) */
+    size_t n_bins;                   /* bin 0: 0 tokens; bin k: [2^(k-1), 2^k) */
     uint64_t bin_docs[DS_HIST_MAX_BINS];
     uint64_t bin_tokens[DS_HIST_MAX_BINS];
     char tokenizer[64];
-    int approximate;                       /* 1: over 2^18 distinct counts >= 65536 were seen, so a
+    int approximate; /* 1: over 2^18 distinct counts >= 65536 were seen, so a
                                               percentile >= 65536 is its bucket's lower end: at most
                                               1/64 below the exact value (min, max, sums stay exact) */
 } ds_hist;
 
 /* Run lint and/or hist in one pass. Either output may be NULL. <0 on a
  * fatal error (cannot open an input, out of memory, tokenizer failure). */
-int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts,
-               const ds_analyze_opts *aopts, ds_lint_report **lint_out, ds_hist **hist_out, char *err,
-               size_t errlen);
+int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts, const ds_analyze_opts *aopts,
+               ds_lint_report **lint_out, ds_hist **hist_out, char *err, size_t errlen);
 void ds_lint_report_free(ds_lint_report *r);
 void ds_hist_free(ds_hist *h);
 
@@ -376,7 +376,7 @@ void ds_hist_free(ds_hist *h);
 int ds_lint_worst(const ds_lint_report *r);
 /* Exit status for `mkshards lint`: 0 clean (info only), 1 warnings, 2 errors. */
 int ds_lint_exit_code(const ds_lint_report *r);
-int ds_lint_print(const ds_lint_report *r, FILE *f);   /* human table + examples */
+int ds_lint_print(const ds_lint_report *r, FILE *f); /* human table + examples */
 int ds_lint_write_json(const ds_lint_report *r, FILE *f);
 int ds_hist_print(const ds_hist *h, FILE *f, int width); /* terminal report and bar chart */
 int ds_hist_write_json(const ds_hist *h, FILE *f);
@@ -391,19 +391,19 @@ int ds_hist_compute(ds_hist *h, const uint32_t *counts, size_t n, uint64_t seq_l
  * hands the ids of the previous batch to `sink` while the next is encoded.
  * docs/library.md shows a caller. */
 typedef struct {
-    const struct tk_tokenizer *tok;   /* required */
-    const char *const *inputs;        /* files, folders or "-" */
+    const struct tk_tokenizer *tok; /* required */
+    const char *const *inputs;      /* files, folders or "-" */
     size_t n_inputs;
-    const char *field;                /* JSONL text field (NULL: "text") */
+    const char *field; /* JSONL text field (NULL: "text") */
     ds_doc_sep doc_sep;
-    int threads;                      /* 0: all cores */
-    size_t batch_docs;                /* documents per batch (0: 4096) */
-    uint64_t batch_bytes;             /* text per batch (0: 256 KiB with one thread, else 2 MiB) */
-    int use_special;                  /* 1: tk_encode_special with allowed / n_allowed */
-    int64_t bos_id, eos_id;           /* framing around every document (counted in tokens): -1 none
+    int threads;                /* 0: all cores */
+    size_t batch_docs;          /* documents per batch (0: 4096) */
+    uint64_t batch_bytes;       /* text per batch (0: 256 KiB with one thread, else 2 MiB) */
+    int use_special;            /* 1: tk_encode_special with allowed / n_allowed */
+    int64_t bos_id, eos_id;     /* framing around every document (counted in tokens): -1 none
                                          (the default), DS_FRAME_DEFAULT: the tokenizer's
                                          (tk_default_framing), else the id */
-    const char *const *allowed;       /* special tokens allowed; n_allowed == (size_t)-1: all */
+    const char *const *allowed; /* special tokens allowed; n_allowed == (size_t)-1: all */
     size_t n_allowed;
     /* called once after the inputs opened, before anything is encoded (e.g.
      * to create the output file); nonzero: stop, ds_encode returns DS_ERR_IO */
@@ -422,10 +422,10 @@ typedef struct {
      * the template refuses is skipped (DS_REC_CHAT, detail: why). The
      * template's bos_token / eos_token are the tokenizer's framing tokens;
      * bos_id / eos_id framing applies to text records only. */
-    ds_format format;                 /* DS_FMT_TEXT (default) */
+    ds_format format; /* DS_FMT_TEXT (default) */
     const struct ds_chat_template *chat_template;
-    const char *messages_field;       /* NULL: "messages" */
-    ds_loss_on loss_on;               /* DS_LOSS_DEFAULT */
+    const char *messages_field; /* NULL: "messages" */
+    ds_loss_on loss_on;         /* DS_LOSS_DEFAULT */
     /* with a chat format: the loss mask of each document (one byte per id,
      * 1 = target) just before its sink call, on the writer thread (NULL: none) */
     int (*sink_mask)(const uint8_t *mask, size_t n, void *user);
@@ -434,8 +434,8 @@ void ds_encode_opts_init(ds_encode_opts *o);
 
 typedef struct {
     uint64_t docs, bytes, tokens, skipped; /* skipped: refused included */
-    uint64_t refused;                 /* documents the tokenizer refused (DS_REC_TOKENIZER) */
-    double encode_seconds;            /* inside the encode calls: CPU time of the calling thread
+    uint64_t refused;                      /* documents the tokenizer refused (DS_REC_TOKENIZER) */
+    double encode_seconds;                 /* inside the encode calls: CPU time of the calling thread
                                          with 1 thread, wall time otherwise */
 } ds_encode_result;
 int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size_t errlen);
@@ -474,8 +474,14 @@ const char *ds_names_list(const char *(*name)(int), char *buf, size_t cap);
 
 /* Why a record was rejected (rejects.jsonl "reason"; ds_reject_reason_name). */
 enum {
-    DS_REJ_ZSTD = 0, DS_REJ_JSON, DS_REJ_FIELD_MISSING, DS_REJ_FIELD_TYPE, DS_REJ_TOO_LARGE, DS_REJ_UTF8,
-    DS_REJ_NUL, DS_REJ_OVERLONG_DROP,
+    DS_REJ_ZSTD = 0,
+    DS_REJ_JSON,
+    DS_REJ_FIELD_MISSING,
+    DS_REJ_FIELD_TYPE,
+    DS_REJ_TOO_LARGE,
+    DS_REJ_UTF8,
+    DS_REJ_NUL,
+    DS_REJ_OVERLONG_DROP,
     DS_REJ_TOKENIZER, /* "tokenizer-limit": the tokenizer refused the document (TK_ERR_DOC_*); the
                          manifest names it in reject_reasons only when it happened */
     DS_REJ_COUNT
@@ -484,16 +490,16 @@ const char *ds_reject_reason_name(int reason);
 
 /* Accounting: the manifest's "accounting"; every counter adds up across parts. */
 typedef struct {
-    uint64_t records, bytes_in;                   /* every record the reader produced */
+    uint64_t records, bytes_in; /* every record the reader produced */
     uint64_t docs_whole, docs_truncated, docs_chunked, docs_dropped, docs_rejected;
     uint64_t tok_whole, tok_trunc_kept, tok_trunc_lost, tok_chunked, tok_dropped;
-    uint64_t eot, pad, pieces;                    /* EOT tokens written, pad tokens, bfd/chunk pieces */
+    uint64_t eot, pad, pieces; /* EOT tokens written, pad tokens, bfd/chunk pieces */
     uint64_t rejected_bytes;
-    uint64_t reasons[16];                         /* rejects per reason (DS_REJ_*) */
-    uint64_t docs_split[2], rows[2], shards[2];   /* per split (train, val) */
-    uint64_t hist[DS_BUILD_HIST_BINS];            /* accepted documents by token count: bin 0 = 0,
+    uint64_t reasons[16];                       /* rejects per reason (DS_REJ_*) */
+    uint64_t docs_split[2], rows[2], shards[2]; /* per split (train, val) */
+    uint64_t hist[DS_BUILD_HIST_BINS];          /* accepted documents by token count: bin 0 = 0,
                                                      bin k = [2^(k-1), 2^k) */
-    uint64_t bos;                                 /* BOS tokens written (framing with a BOS) */
+    uint64_t bos;                               /* BOS tokens written (framing with a BOS) */
 } ds_build_account;
 /* The accounting of a manifest read by ds_manifest_read (ds_shard.h): every
  * counter checked as ds_build reads it back; NULL for an unread m. */
@@ -523,47 +529,47 @@ typedef struct {
 typedef int (*ds_build_callback)(const ds_build_event *ev, void *user);
 
 typedef struct {
-    const struct tk_tokenizer *tok;   /* required; not freed */
-    const char *tokenizer_spec;       /* as the user gave it: recorded in the manifest's config */
-    const char *const *inputs;        /* files, folders (recursive, sorted) or "-" */
+    const struct tk_tokenizer *tok; /* required; not freed */
+    const char *tokenizer_spec;     /* as the user gave it: recorded in the manifest's config */
+    const char *const *inputs;      /* files, folders (recursive, sorted) or "-" */
     size_t n_inputs;
-    const char *out_dir;              /* created */
-    uint32_t seq_len;                 /* L, 1..2^24 */
-    ds_pack pack;                     /* default concat */
-    ds_over_long over_long;           /* pack none: documents longer than L (document + EOT) */
-    uint64_t bfd_window;              /* rows per BFD window (1024); bfd_window x L < 2^31 */
-    double val_fraction;              /* 0 <= F < 1, by document hash */
-    uint64_t seed;                    /* per-shard row shuffle */
-    int shuffle;                      /* 1 (default) */
-    uint64_t shard_tokens;            /* target tokens per shard (32 Mi) */
-    int zstd_level;                   /* 0: uncompressed rows */
-    uint32_t frame_rows;              /* rows per zstd frame (64) */
-    const char *field;                /* JSONL text field (NULL: "text") */
+    const char *out_dir;    /* created */
+    uint32_t seq_len;       /* L, 1..2^24 */
+    ds_pack pack;           /* default concat */
+    ds_over_long over_long; /* pack none: documents longer than L (document + EOT) */
+    uint64_t bfd_window;    /* rows per BFD window (1024); bfd_window x L < 2^31 */
+    double val_fraction;    /* 0 <= F < 1, by document hash */
+    uint64_t seed;          /* per-shard row shuffle */
+    int shuffle;            /* 1 (default) */
+    uint64_t shard_tokens;  /* target tokens per shard (32 Mi) */
+    int zstd_level;         /* 0: uncompressed rows */
+    uint32_t frame_rows;    /* rows per zstd frame (64) */
+    const char *field;      /* JSONL text field (NULL: "text") */
     ds_doc_sep doc_sep;
-    uint32_t part_k, part_n;          /* build part K of N of the input files (1/1) */
-    int threads;                      /* 0: all cores */
-    uint64_t batch_bytes;             /* text read per batch (32 MiB) */
-    int force;                        /* replace a build with another configuration in DIR */
-    double checkpoint_seconds;        /* between checkpoints (0.5; 0: after every batch that wrote a shard) */
-    ds_build_callback callback;       /* progress, notices, cancellation (NULL: none) */
+    uint32_t part_k, part_n;    /* build part K of N of the input files (1/1) */
+    int threads;                /* 0: all cores */
+    uint64_t batch_bytes;       /* text read per batch (32 MiB) */
+    int force;                  /* replace a build with another configuration in DIR */
+    double checkpoint_seconds;  /* between checkpoints (0.5; 0: after every batch that wrote a shard) */
+    ds_build_callback callback; /* progress, notices, cancellation (NULL: none) */
     void *user;
     /* Framing: each document becomes [BOS] ids [EOS]. DS_FRAME_DEFAULT (the
      * default): the tokenizer's (tk_default_framing: tiktoken files no BOS and
      * <|endoftext|>, tokenizer.json its post_processor / family tokens);
      * -1: none; else an id < vocab size. Recorded in the manifest. */
     int64_t bos_id, eos_id;
-    const ds_source *source;          /* non-NULL: records from it instead of inputs (n_inputs 0, part 1/1);
+    const ds_source *source; /* non-NULL: records from it instead of inputs (n_inputs 0, part 1/1);
                                          never checkpointed nor "up to date" (like stdin) */
 } ds_build_opts;
 void ds_build_opts_init(ds_build_opts *o);
 
 typedef struct {
-    int up_to_date;        /* 1: DIR already held this build, checked and left alone */
-    size_t n_checked;      /* up_to_date: shards verified */
-    int resumed;           /* continued from a checkpoint */
-    size_t n_shards;       /* shards in the manifest */
-    ds_build_account acc;  /* the manifest's accounting */
-    double seconds;        /* from the start of the pipeline to the manifest */
+    int up_to_date;         /* 1: DIR already held this build, checked and left alone */
+    size_t n_checked;       /* up_to_date: shards verified */
+    int resumed;            /* continued from a checkpoint */
+    size_t n_shards;        /* shards in the manifest */
+    ds_build_account acc;   /* the manifest's accounting */
+    double seconds;         /* from the start of the pipeline to the manifest */
     int64_t bos_id, eos_id; /* the framing in force (-1: none) */
 } ds_build_result;
 

@@ -42,18 +42,18 @@ const char *ds_role_name(int v); /* "system", "user", "assistant", "tool" */
 /* One message: role and content (bytes in the conversation's buffer). */
 typedef struct {
     ds_role role;
-    size_t off, len;   /* content in ds_chat.buf */
-    int completion;    /* prompt-completion: 1 for a message of the completion */
+    size_t off, len; /* content in ds_chat.buf */
+    int completion;  /* prompt-completion: 1 for a message of the completion */
 } ds_chat_msg;
 
 /* A parsed record; reuse one per thread (ds_chat_parse resets it). */
 typedef struct {
     ds_chat_msg *msgs;
     size_t n, cap;
-    uint8_t *buf;      /* the contents, one after another */
+    uint8_t *buf; /* the contents, one after another */
     size_t buf_len, buf_cap;
-    ds_format format;  /* CHAT or PROMPT_COMPLETION (TEXT: buf holds the text, n == 0) */
-    int pc_strings;    /* prompt-completion given as two strings (rendered as plain text, no template) */
+    ds_format format;   /* CHAT or PROMPT_COMPLETION (TEXT: buf holds the text, n == 0) */
+    int pc_strings;     /* prompt-completion given as two strings (rendered as plain text, no template) */
     size_t other_parts; /* list-of-parts content: parts that are not text (left out) */
 } ds_chat;
 void ds_chat_free(ds_chat *c);
@@ -62,13 +62,13 @@ void ds_chat_free(ds_chat *c);
  * lint and rejects). */
 typedef enum {
     DS_CHAT_OK = 0,
-    DS_CHAT_BAD_JSON,         /* "json-malformed" */
-    DS_CHAT_NO_MESSAGES,      /* "chat-no-messages": no messages field (or no prompt/completion) */
-    DS_CHAT_NOT_LIST,         /* "chat-not-list": messages is not a list of objects */
-    DS_CHAT_UNKNOWN_ROLE,     /* "chat-unknown-role" */
-    DS_CHAT_BAD_CONTENT,      /* "chat-bad-content": content missing, not a string nor a list of text parts */
-    DS_CHAT_TEMPLATE,         /* "chat-template-refused": the template refuses the conversation */
-    DS_CHAT_TOO_LARGE,        /* "chat-record-too-large": a line over DS_CHAT_MAX_RECORD bytes */
+    DS_CHAT_BAD_JSON,     /* "json-malformed" */
+    DS_CHAT_NO_MESSAGES,  /* "chat-no-messages": no messages field (or no prompt/completion) */
+    DS_CHAT_NOT_LIST,     /* "chat-not-list": messages is not a list of objects */
+    DS_CHAT_UNKNOWN_ROLE, /* "chat-unknown-role" */
+    DS_CHAT_BAD_CONTENT,  /* "chat-bad-content": content missing, not a string nor a list of text parts */
+    DS_CHAT_TEMPLATE,     /* "chat-template-refused": the template refuses the conversation */
+    DS_CHAT_TOO_LARGE,    /* "chat-record-too-large": a line over DS_CHAT_MAX_RECORD bytes */
     DS_CHAT_STATUS_COUNT
 } ds_chat_status;
 const char *ds_chat_status_name(int s);
@@ -78,17 +78,16 @@ const char *ds_chat_status_name(int s);
 #define DS_CHAT_MAX_RECORD ((size_t)8 << 20)
 
 typedef struct {
-    ds_format format;          /* TEXT/CHAT/PROMPT_COMPLETION/AUTO */
+    ds_format format;           /* TEXT/CHAT/PROMPT_COMPLETION/AUTO */
     const char *messages_field; /* NULL: "messages" */
-    const char *text_field;    /* format text (or auto falling back to text): NULL = "text" */
+    const char *text_field;     /* format text (or auto falling back to text): NULL = "text" */
 } ds_chat_parse_opts;
 
 /* Parse one JSONL line. DS_CHAT_OK, another ds_chat_status with a short
  * reason in why (may be NULL), or a negative DS_ERR_NOMEM. For format text
  * (and auto on a record without messages/prompt) c->format is DS_FMT_TEXT
  * and buf holds the text field. */
-int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why,
-                  size_t whylen);
+int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why, size_t whylen);
 
 /* ---- templates (chat_template.c) */
 typedef struct ds_chat_template ds_chat_template;
@@ -118,11 +117,11 @@ int ds_chat_template_resolve(const char *arg, const char *tokenizer_spec, const 
 
 /* Rendered conversation: the bytes, split into pieces. */
 typedef struct {
-    size_t off, len;  /* in text */
-    int special;      /* 1: a template special token (encoded as its id) */
+    size_t off, len; /* in text */
+    int special;     /* 1: a template special token (encoded as its id) */
 } ds_chat_piece;
 typedef struct {
-    size_t off, len;  /* a loss span of the rendered text */
+    size_t off, len; /* a loss span of the rendered text */
 } ds_chat_span;
 typedef struct {
     uint8_t *text;

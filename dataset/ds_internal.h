@@ -42,33 +42,37 @@ void ds_input_files_free(ds_input_files *f);
  * decide (real-number overflow) is DS_JSCAN_UNSURE; the caller then runs
  * jansson. Not thread-safe per buffer: one ds_jscan_buf per thread. */
 typedef struct {
-    uint8_t *text;   /* decoded string value (NUL-terminated), reused across lines */
+    uint8_t *text; /* decoded string value (NUL-terminated), reused across lines */
     size_t cap;
-    uint8_t *key;    /* scratch: decoded keys with escapes on the field path */
+    uint8_t *key; /* scratch: decoded keys with escapes on the field path */
     size_t key_cap;
 } ds_jscan_buf;
 
 typedef enum {
-    DS_JSCAN_OK = 0,             /* a string: text/len */
-    DS_JSCAN_MISSING,            /* no such field */
-    DS_JSCAN_NOT_OBJECT,         /* the line (top-level value) is not an object */
-    DS_JSCAN_PARENT_NOT_OBJECT,  /* an intermediate path value is not an object */
-    DS_JSCAN_NOT_STRING,         /* field present, `type` says what it is */
-    DS_JSCAN_INVALID,            /* jansson rejects the line (also after the surrogate retry) */
-    DS_JSCAN_UNSURE,             /* valid so far but left to jansson (e.g. 1e400) */
+    DS_JSCAN_OK = 0,            /* a string: text/len */
+    DS_JSCAN_MISSING,           /* no such field */
+    DS_JSCAN_NOT_OBJECT,        /* the line (top-level value) is not an object */
+    DS_JSCAN_PARENT_NOT_OBJECT, /* an intermediate path value is not an object */
+    DS_JSCAN_NOT_STRING,        /* field present, `type` says what it is */
+    DS_JSCAN_INVALID,           /* jansson rejects the line (also after the surrogate retry) */
+    DS_JSCAN_UNSURE,            /* valid so far but left to jansson (e.g. 1e400) */
     DS_JSCAN_NOMEM
 } ds_jscan_status;
 
 typedef enum {
-    DS_JSCAN_T_OBJECT, DS_JSCAN_T_ARRAY, DS_JSCAN_T_STRING,
-    DS_JSCAN_T_NUMBER, DS_JSCAN_T_BOOLEAN, DS_JSCAN_T_NULL
+    DS_JSCAN_T_OBJECT,
+    DS_JSCAN_T_ARRAY,
+    DS_JSCAN_T_STRING,
+    DS_JSCAN_T_NUMBER,
+    DS_JSCAN_T_BOOLEAN,
+    DS_JSCAN_T_NULL
 } ds_jscan_type;
 
 typedef struct {
     ds_jscan_status status;
-    ds_jscan_type type;       /* of the field's value (NOT_STRING / OK) */
-    int lone_surrogate;       /* an unpaired \uD800-\uDFFF escape was seen (decoded as U+FFFD) */
-    const uint8_t *text;      /* OK: points into buf->text, valid until the next scan */
+    ds_jscan_type type;  /* of the field's value (NOT_STRING / OK) */
+    int lone_surrogate;  /* an unpaired \uD800-\uDFFF escape was seen (decoded as U+FFFD) */
+    const uint8_t *text; /* OK: points into buf->text, valid until the next scan */
     size_t len;
 } ds_jscan_result;
 
@@ -78,8 +82,8 @@ typedef struct {
  * replacements. (reader.c) */
 size_t ds_fix_lone_surrogates(uint8_t *p, size_t n);
 
-ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts,
-                             ds_jscan_buf *buf, ds_jscan_result *res);
+ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts, ds_jscan_buf *buf,
+                             ds_jscan_result *res);
 void ds_jscan_buf_free(ds_jscan_buf *buf);
 
 /* ------------------------------------------------------------ lenhist.c
@@ -95,15 +99,15 @@ void ds_jscan_buf_free(ds_jscan_buf *buf);
 #define DS_LH_DENSE ((uint64_t)1 << 16)
 #define DS_LH_SPARSE_MAX ((size_t)1 << 18)
 typedef struct {
-    uint64_t *dense;   /* DS_LH_DENSE counts, or NULL while unused */
-    uint64_t *keys;    /* sparse values (>= DS_LH_DENSE; 0 = empty slot) */
+    uint64_t *dense; /* DS_LH_DENSE counts, or NULL while unused */
+    uint64_t *keys;  /* sparse values (>= DS_LH_DENSE; 0 = empty slot) */
     uint64_t *counts;
     size_t cap, n;     /* slots (power of two), used slots */
     size_t sparse_max; /* distinct sparse values before coarse mode (0: DS_LH_SPARSE_MAX) */
     uint64_t total;    /* values added */
     int coarse;        /* 1: values >= DS_LH_DENSE are bucketed (see above) */
 } ds_lenhist;
-int ds_lenhist_add(ds_lenhist *h, uint64_t v);  /* DS_OK or DS_ERR_NOMEM */
+int ds_lenhist_add(ds_lenhist *h, uint64_t v); /* DS_OK or DS_ERR_NOMEM */
 /* Value of each 1-based rank (ranks[i] in 1..total, any order): the smallest
  * value v with at least rank values <= v (bucket lower end in coarse mode). */
 int ds_lenhist_ranks(const ds_lenhist *h, const uint64_t *ranks, uint64_t *out, size_t n);

@@ -42,17 +42,17 @@ extern "C" {
  * a crafted file can make a reader allocate: opening a shard maps the file
  * and allocates nothing in proportion to its header; reading a row of a zstd
  * shard allocates one decoded frame (at most DS_SHARD_MAX_FRAME_BYTES). */
-#define DS_SHARD_MAX_ROW_LEN (1u << 24)               /* tokens per row (mkshards build --seq-len) */
-#define DS_SHARD_MAX_VOCAB (1u << 24)                 /* = TK_MAX_VOCAB */
-#define DS_SHARD_MAX_TOKENS 0xFFFFFFFFull             /* rows x row length of one shard */
-#define DS_SHARD_MAX_FRAME_BYTES (256ull << 20)       /* decoded bytes of one zstd frame */
-#define DS_SHARD_MAX_FILE_BYTES (1ull << 40)          /* one shard file */
-#define DS_MANIFEST_MAX_BYTES (256u << 20)            /* manifest.json */
-#define DS_MANIFEST_MAX_SHARDS (1u << 24)             /* shards listed in one manifest */
+#define DS_SHARD_MAX_ROW_LEN (1u << 24)         /* tokens per row (mkshards build --seq-len) */
+#define DS_SHARD_MAX_VOCAB (1u << 24)           /* = TK_MAX_VOCAB */
+#define DS_SHARD_MAX_TOKENS 0xFFFFFFFFull       /* rows x row length of one shard */
+#define DS_SHARD_MAX_FRAME_BYTES (256ull << 20) /* decoded bytes of one zstd frame */
+#define DS_SHARD_MAX_FILE_BYTES (1ull << 40)    /* one shard file */
+#define DS_MANIFEST_MAX_BYTES (256u << 20)      /* manifest.json */
+#define DS_MANIFEST_MAX_SHARDS (1u << 24)       /* shards listed in one manifest */
 
 enum {
-    DS_SHARD_F_ZSTD = 1u << 0,  /* token rows stored as independent zstd frames */
-    DS_SHARD_F_VAL = 1u << 1,   /* the shard belongs to the validation split */
+    DS_SHARD_F_ZSTD = 1u << 0,     /* token rows stored as independent zstd frames */
+    DS_SHARD_F_VAL = 1u << 1,      /* the shard belongs to the validation split */
     DS_SHARD_F_SHUFFLED = 1u << 2, /* rows were permuted with the seeded shuffle */
     DS_SHARD_F_KNOWN = 7u          /* any other bit makes the header invalid */
 };
@@ -60,22 +60,22 @@ enum {
 /* Shard header as decoded from disk (all little-endian on disk). */
 typedef struct {
     uint32_t version;
-    uint32_t dtype_bytes;   /* 2 (u16, vocab <= 65536) or 4 (u32) */
-    uint32_t flags;         /* DS_SHARD_F_* */
-    uint32_t row_len;       /* L */
+    uint32_t dtype_bytes; /* 2 (u16, vocab <= 65536) or 4 (u32) */
+    uint32_t flags;       /* DS_SHARD_F_* */
+    uint32_t row_len;     /* L */
     uint64_t n_rows;
     uint32_t vocab_size;
-    uint32_t pad_id;        /* id stored at padding positions (= EOT id) */
+    uint32_t pad_id; /* id stored at padding positions (= EOT id) */
     uint32_t eot_id;
-    uint32_t frame_rows;    /* rows per zstd frame (0 when not compressed) */
+    uint32_t frame_rows; /* rows per zstd frame (0 when not compressed) */
     uint64_t n_frames;
-    uint64_t n_starts;      /* entries in the document-start table */
-    uint64_t tokens_bytes;  /* size of the token section on disk */
-    uint64_t meta_bytes;    /* size of the row-metadata section */
-    uint64_t n_blocks;      /* per-block checksums that follow the metadata */
-    uint64_t payload_xxh3;  /* XXH3-64 of tokens + metadata sections */
-    uint64_t blocks_xxh3;   /* XXH3-64 of the block checksum table */
-    uint8_t fingerprint[32];/* tokenizer fingerprint (tk_fingerprint) */
+    uint64_t n_starts;       /* entries in the document-start table */
+    uint64_t tokens_bytes;   /* size of the token section on disk */
+    uint64_t meta_bytes;     /* size of the row-metadata section */
+    uint64_t n_blocks;       /* per-block checksums that follow the metadata */
+    uint64_t payload_xxh3;   /* XXH3-64 of tokens + metadata sections */
+    uint64_t blocks_xxh3;    /* XXH3-64 of the block checksum table */
+    uint8_t fingerprint[32]; /* tokenizer fingerprint (tk_fingerprint) */
 } ds_shard_header;
 
 /* ------------------------------------------------------------ one shard */
@@ -116,8 +116,8 @@ int ds_shard_read_msg(const ds_shard *s, uint64_t row, uint32_t *tokens, uint32_
  * (the Python package's direct paths): ROW_LEN little-endian ids of
  * DTYPE_BYTES (2 or 4) of which the first N_VALID are real: every real id <
  * vocab_size, every padding id = pad_id. DS_OK or DS_ERR_FORMAT. */
-int ds_shard_check_ids(const void *ids, uint32_t dtype_bytes, uint32_t row_len, uint32_t n_valid,
-                       uint32_t vocab_size, uint32_t pad_id);
+int ds_shard_check_ids(const void *ids, uint32_t dtype_bytes, uint32_t row_len, uint32_t n_valid, uint32_t vocab_size,
+                       uint32_t pad_id);
 
 /* Full check of one shard file (what `mkshards verify` runs per shard):
  * header, size, header/payload/block checksums, every id < vocab_size,
@@ -128,12 +128,12 @@ int ds_shard_verify(const char *path, uint64_t *file_xxh3, char *err, size_t err
 
 /* What `mkshards verify` checked (ds_verify). */
 typedef struct {
-    int is_set;            /* 1: a shard set folder, 0: one shard file */
-    uint64_t shards[2];    /* per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
+    int is_set;         /* 1: a shard set folder, 0: one shard file */
+    uint64_t shards[2]; /* per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
     uint64_t rows[2];
-    uint64_t tokens[2];    /* real (non-pad) tokens */
+    uint64_t tokens[2]; /* real (non-pad) tokens */
     uint32_t row_len;
-    uint64_t file_xxh3;    /* one shard: XXH3-64 of the file */
+    uint64_t file_xxh3; /* one shard: XXH3-64 of the file */
 } ds_verify_result;
 
 /* Everything `mkshards verify PATH` checks. PATH a folder: its manifest, then
@@ -159,12 +159,12 @@ typedef struct {
     uint32_t eot_id;
     uint32_t pad_id;
     uint32_t dtype_bytes;
-    uint8_t fingerprint[32];   /* tokenizer fingerprint; compare with tk_fingerprint */
-    char tokenizer[64];        /* tokenizer name recorded in the manifest */
-    uint64_t rows[2];          /* rows per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
-    uint64_t tokens[2];        /* non-pad tokens per split */
+    uint8_t fingerprint[32]; /* tokenizer fingerprint; compare with tk_fingerprint */
+    char tokenizer[64];      /* tokenizer name recorded in the manifest */
+    uint64_t rows[2];        /* rows per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
+    uint64_t tokens[2];      /* non-pad tokens per split */
     size_t n_shards[2];
-    int64_t bos_id, eos_id;    /* framing of each document (manifest "tokenizer.bos_id"/"eos_id"; -1: none);
+    int64_t bos_id, eos_id; /* framing of each document (manifest "tokenizer.bos_id"/"eos_id"; -1: none);
                                   a manifest without them: no BOS, EOS = eot_id */
 } ds_shardset_info;
 
@@ -211,7 +211,7 @@ typedef struct {
     const char *tokenizer_name;
     uint8_t fingerprint[32];
     uint32_t vocab_size, eot_id, pad_id, seq_len, dtype_bytes;
-    int64_t bos_id, eos_id;     /* -1: none */
+    int64_t bos_id, eos_id; /* -1: none */
     /* config: what the set was built with */
     const char *tokenizer_spec; /* config.tokenizer as recorded: a path or a name, never opened here */
     int pack;                   /* ds_pack (ds.h; ds_pack_name) */
@@ -223,10 +223,10 @@ typedef struct {
     /* as recorded: "splits" ([DS_SPLIT_TRAIN], [DS_SPLIT_VAL]) and accounting totals */
     uint64_t split_shards[2], split_rows[2], split_tokens[2];
     uint64_t docs_in, tokens_in, tokens_written;
-    char utilisation[33];       /* non-pad tokens / row tokens: its fixed-digit text (32 bytes at most) */
-    size_t n_shards;            /* in manifest order */
+    char utilisation[33]; /* non-pad tokens / row tokens: its fixed-digit text (32 bytes at most) */
+    size_t n_shards;      /* in manifest order */
     const ds_manifest_shard *shards;
-    void *impl;                 /* the reader's own (freed by ds_manifest_info_free) */
+    void *impl; /* the reader's own (freed by ds_manifest_info_free) */
 } ds_manifest_info;
 
 /* DS_OK, DS_ERR_IO (missing / not a regular file / not a directory),
@@ -236,7 +236,7 @@ int ds_manifest_read(const char *dir, ds_manifest_info *m, char *err, size_t err
 void ds_manifest_info_free(ds_manifest_info *m);
 
 /* Helpers shared with the tools. */
-void ds_shard_hex(const uint8_t *bytes, size_t n, char *out); /* out: 2n+1 chars */
+void ds_shard_hex(const uint8_t *bytes, size_t n, char *out);  /* out: 2n+1 chars */
 int ds_shard_unhex(const char *hex, uint8_t *bytes, size_t n); /* 0 ok, -1 bad */
 
 #ifdef __cplusplus

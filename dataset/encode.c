@@ -66,10 +66,10 @@ typedef struct {
     const tk_span *docs;
     tk_ids *outs;
     int *rcs;
-    atomic_int rc; /* the first failure of the run */
-    chat_worker *cw;    /* chat formats: one per thread */
-    doc_mask *masks;    /* chat formats: per document of this set */
-    char *whys;         /* chat formats: CHAT_WHY bytes per document */
+    atomic_int rc;   /* the first failure of the run */
+    chat_worker *cw; /* chat formats: one per thread */
+    doc_mask *masks; /* chat formats: per document of this set */
+    char *whys;      /* chat formats: CHAT_WHY bytes per document */
     const ds_chat_render_opts *ro;
 } encode_job;
 
@@ -120,15 +120,15 @@ static void encode_doc(void *ctx, int t, size_t i) {
         if (rc != TK_OK && rc != CHAT_REFUSED && !tk_err_is_document(rc)) atomic_store(&j->rc, rc);
         return;
     }
-    int rc = o->use_special ? tk_encode_special(o->tok, j->docs[i].text, j->docs[i].len, o->allowed, o->n_allowed,
-                                                &j->outs[i])
-                            : tk_encode(o->tok, j->docs[i].text, j->docs[i].len, &j->outs[i]);
+    int rc = o->use_special
+                 ? tk_encode_special(o->tok, j->docs[i].text, j->docs[i].len, o->allowed, o->n_allowed, &j->outs[i])
+                 : tk_encode(o->tok, j->docs[i].text, j->docs[i].len, &j->outs[i]);
     j->rcs[i] = rc;
     if (rc != TK_OK && !tk_err_is_document(rc)) atomic_store(&j->rc, rc);
 }
 
-static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *docs, size_t n, tk_ids *outs,
-                        int *rcs, chat_worker *cw, doc_mask *masks, char *whys, const ds_chat_render_opts *ro) {
+static int encode_batch(const ds_encode_opts *o, int threads, const tk_span *docs, size_t n, tk_ids *outs, int *rcs,
+                        chat_worker *cw, doc_mask *masks, char *whys, const ds_chat_render_opts *ro) {
     encode_job j = {.o = o, .docs = docs, .outs = outs, .rcs = rcs, .cw = cw, .masks = masks, .whys = whys, .ro = ro};
     atomic_init(&j.rc, TK_OK);
     ds_parallel_for(n, threads > (int)n ? (int)n : threads, encode_doc, &j, &j.rc);
@@ -186,11 +186,11 @@ typedef struct {
     ds_pipeline pl;
     writer wr;
     tk_span *spans;
-    int *rcs;       /* per document of a batch: tk_encode's status */
-    uint64_t refused; /* documents the tokenizer refused so far */
+    int *rcs;              /* per document of a batch: tk_encode's status */
+    uint64_t refused;      /* documents the tokenizer refused so far */
     uint64_t chat_refused; /* chat records the parser or template refused so far */
     tk_ids *ids;
-    size_t used[2]; /* most documents a set has held: entries past it were never touched */
+    size_t used[2];   /* most documents a set has held: entries past it were never touched */
     int64_t bos, eos; /* framing in force, -1: none */
     chat_worker *cw;  /* chat formats: per thread */
     doc_mask *masks;  /* chat formats: 2 x batch_docs */
@@ -239,12 +239,17 @@ static int encode_one(encoder *e, const ds_batch *b, unsigned k, double (*clock)
     for (size_t i = 0; i < nb; i++) {
         if (e->rcs[i] != TK_OK) {
             const ds_batch_rec *br = &b->recs[i];
-            ds_record rec = {.text = e->spans[i].text, .len = e->spans[i].len,
+            ds_record rec = {.text = e->spans[i].text,
+                             .len = e->spans[i].len,
                              .status = e->rcs[i] == CHAT_REFUSED ? DS_REC_CHAT : DS_REC_TOKENIZER,
-                             .record_bytes = br->record_bytes, .file = br->file, .line = br->line,
-                             .offset = br->offset, .index = br->index, .flags = br->flags,
-                             .detail = e->whys && e->whys[i * CHAT_WHY] ? e->whys + i * CHAT_WHY
-                                                                         : tk_strerror(e->rcs[i])};
+                             .record_bytes = br->record_bytes,
+                             .file = br->file,
+                             .line = br->line,
+                             .offset = br->offset,
+                             .index = br->index,
+                             .flags = br->flags,
+                             .detail =
+                                 e->whys && e->whys[i * CHAT_WHY] ? e->whys + i * CHAT_WHY : tk_strerror(e->rcs[i])};
             if (e->rcs[i] == CHAT_REFUSED) e->chat_refused++;
             else e->refused++;
             if (e->o->skipped) e->o->skipped(&rec, e->o->user);

@@ -150,8 +150,7 @@ static int check_one(const char *label, const char *out, const char *in_what, co
 
 /* OUT against a shard set's folder: inside it, or another name (a hard or
  * symbolic link elsewhere) of one of the files in it. */
-static int check_set(const char *label, const char *out, const char *what, const char *set, char *err,
-                     size_t errlen) {
+static int check_set(const char *label, const char *out, const char *what, const char *set, char *err, size_t errlen) {
     if (!set || !*set) return DS_OK;
     if (ds_path_within(out, set) == 1)
         return conflict(err, errlen,
@@ -182,7 +181,8 @@ int ds_check_output(const char *label, const char *out, const ds_read_paths *in,
     if (!label) label = "the output";
     const char *what = in->in_what ? in->in_what : "the input";
     int rc = DS_OK;
-    for (size_t i = 0; rc == DS_OK && i < in->n_inputs; i++) rc = check_one(label, out, what, in->inputs[i], err, errlen);
+    for (size_t i = 0; rc == DS_OK && i < in->n_inputs; i++)
+        rc = check_one(label, out, what, in->inputs[i], err, errlen);
     if (rc == DS_OK && in->tokenizer) {
         char paths[DS_TK_SOURCES_MAX][DS_PATH_BYTES];
         size_t n = ds_tokenizer_sources(in->tokenizer, paths, DS_TK_SOURCES_MAX);

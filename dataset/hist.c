@@ -109,8 +109,9 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
     fprintf(f, "documents   %llu (%llu records skipped)   tokenizer %s\n", (unsigned long long)h->docs,
             (unsigned long long)h->skipped, h->tokenizer[0] ? h->tokenizer : "-");
     if (h->refused)
-        fprintf(f, "refused     %llu document(s) over a tokenizer limit, not counted (first: %s; `mkshards lint` "
-                   "lists them)\n",
+        fprintf(f,
+                "refused     %llu document(s) over a tokenizer limit, not counted (first: %s; `mkshards lint` "
+                "lists them)\n",
                 (unsigned long long)h->refused, h->refused_first);
     fprintf(f, "tokens      %llu   bytes %llu   (%.2f bytes/token)\n", (unsigned long long)h->tokens,
             (unsigned long long)h->bytes, h->tokens ? (double)h->bytes / (double)h->tokens : 0.0);
@@ -118,8 +119,9 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
             (unsigned long long)h->p50, (unsigned long long)h->p90, (unsigned long long)h->p99,
             (unsigned long long)h->p999, (unsigned long long)h->max);
     if (h->approximate)
-        fprintf(f, "            (approximate: over %zu distinct counts >= %llu, so percentiles >= %llu are within 1/64 "
-                   "below the exact value)\n",
+        fprintf(f,
+                "            (approximate: over %zu distinct counts >= %llu, so percentiles >= %llu are within 1/64 "
+                "below the exact value)\n",
                 DS_LH_SPARSE_MAX, (unsigned long long)DS_LH_DENSE, (unsigned long long)DS_LH_DENSE);
     uint64_t peak = 0;
     for (size_t b = 0; b < h->n_bins; b++)
@@ -134,14 +136,15 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
         if (h->bin_docs[b] && bar == 0) bar = 1;
         fprintf(f, "%15s %10llu %6.2f%%  ", r, (unsigned long long)h->bin_docs[b], share(h->bin_docs[b], h->docs));
         for (int i = 0; i < bar; i++) fputc('#', f);
-        if (h->seq_len && b == bin_of(h->seq_len)) fprintf(f, "%s<- L=%llu", bar ? " " : "", (unsigned long long)h->seq_len);
+        if (h->seq_len && b == bin_of(h->seq_len))
+            fprintf(f, "%s<- L=%llu", bar ? " " : "", (unsigned long long)h->seq_len);
         fputc('\n', f);
     }
     if (h->seq_len) {
         uint64_t L = h->seq_len;
-        fprintf(f, "\nover L=%llu: %llu docs (%.2f%%), %llu tokens in them (%.2f%% of tokens)\n",
-                (unsigned long long)L, (unsigned long long)h->docs_over, share(h->docs_over, h->docs),
-                (unsigned long long)h->tokens_over, share(h->tokens_over, h->tokens));
+        fprintf(f, "\nover L=%llu: %llu docs (%.2f%%), %llu tokens in them (%.2f%% of tokens)\n", (unsigned long long)L,
+                (unsigned long long)h->docs_over, share(h->docs_over, h->docs), (unsigned long long)h->tokens_over,
+                share(h->tokens_over, h->tokens));
         fprintf(f, "policy at L=%llu:\n", (unsigned long long)L);
         fprintf(f, "  truncate  %llu tokens lost (%.2f%%)\n", (unsigned long long)h->trunc_lost,
                 share(h->trunc_lost, h->tokens));
@@ -159,8 +162,8 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
 
 int ds_hist_write_json(const ds_hist *h, FILE *f) {
     fprintf(f, "{\"tokenizer\":\"%s\",\"docs\":%llu,\"skipped\":%llu,\"tokens\":%llu,\"bytes\":%llu,\"mean\":%.4f,",
-            h->tokenizer, (unsigned long long)h->docs, (unsigned long long)h->skipped,
-            (unsigned long long)h->tokens, (unsigned long long)h->bytes, h->mean);
+            h->tokenizer, (unsigned long long)h->docs, (unsigned long long)h->skipped, (unsigned long long)h->tokens,
+            (unsigned long long)h->bytes, h->mean);
     if (h->refused) fprintf(f, "\"refused\":%llu,", (unsigned long long)h->refused); /* only when there are any */
     fprintf(f, "\"min\":%llu,\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu,",
             (unsigned long long)h->min, (unsigned long long)h->p50, (unsigned long long)h->p90,
@@ -174,13 +177,15 @@ int ds_hist_write_json(const ds_hist *h, FILE *f) {
     }
     fprintf(f, "]");
     if (h->seq_len) {
-        fprintf(f, ",\"seq_len\":%llu,\"docs_over\":%llu,\"tokens_over\":%llu,\"docs_over_share\":%.6f,"
-                   "\"tokens_over_share\":%.6f,",
+        fprintf(f,
+                ",\"seq_len\":%llu,\"docs_over\":%llu,\"tokens_over\":%llu,\"docs_over_share\":%.6f,"
+                "\"tokens_over_share\":%.6f,",
                 (unsigned long long)h->seq_len, (unsigned long long)h->docs_over, (unsigned long long)h->tokens_over,
                 share(h->docs_over, h->docs) / 100, share(h->tokens_over, h->tokens) / 100);
-        fprintf(f, "\"policies\":{\"truncate\":{\"tokens_lost\":%llu},\"chunk\":{\"rows\":%llu},"
-                   "\"drop\":{\"docs_lost\":%llu,\"tokens_lost\":%llu},\"pad\":{\"rows\":%llu,\"pad_tokens\":%llu},"
-                   "\"pack\":{\"rows\":%llu,\"utilisation\":%.6f}}",
+        fprintf(f,
+                "\"policies\":{\"truncate\":{\"tokens_lost\":%llu},\"chunk\":{\"rows\":%llu},"
+                "\"drop\":{\"docs_lost\":%llu,\"tokens_lost\":%llu},\"pad\":{\"rows\":%llu,\"pad_tokens\":%llu},"
+                "\"pack\":{\"rows\":%llu,\"utilisation\":%.6f}}",
                 (unsigned long long)h->trunc_lost, (unsigned long long)h->chunk_rows, (unsigned long long)h->drop_docs,
                 (unsigned long long)h->drop_tokens, (unsigned long long)h->pad_rows, (unsigned long long)h->pad_waste,
                 (unsigned long long)h->pack_rows, h->pack_util);
@@ -190,7 +195,8 @@ int ds_hist_write_json(const ds_hist *h, FILE *f) {
 }
 
 static void fmt_count(char *buf, size_t n, uint64_t v) {
-    if (v >= 1000000000ULL && v % 1000000000ULL == 0) snprintf(buf, n, "%lluG", (unsigned long long)(v / 1000000000ULL));
+    if (v >= 1000000000ULL && v % 1000000000ULL == 0)
+        snprintf(buf, n, "%lluG", (unsigned long long)(v / 1000000000ULL));
     else if (v >= 1000000 && v % 1000000 == 0) snprintf(buf, n, "%lluM", (unsigned long long)(v / 1000000));
     else if (v >= 1000 && v % 1000 == 0) snprintf(buf, n, "%lluk", (unsigned long long)(v / 1000));
     else snprintf(buf, n, "%llu", (unsigned long long)v);
@@ -230,16 +236,17 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
     double ymax = ceil((double)peak / step) * step;
     if (ymax / step <= 2) step /= 5;
     else if (ymax / step <= 5) step /= 2;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
     fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">Tokens per document (%s)</text>\n", ml,
             h->tokenizer[0] ? h->tokenizer : "tokenizer");
-    fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">%llu documents, %llu tokens; p50 %llu, p99 %llu, max %llu",
-            ml, (unsigned long long)h->docs, (unsigned long long)h->tokens, (unsigned long long)h->p50,
+    fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">%llu documents, %llu tokens; p50 %llu, p99 %llu, max %llu", ml,
+            (unsigned long long)h->docs, (unsigned long long)h->tokens, (unsigned long long)h->p50,
             (unsigned long long)h->p99, (unsigned long long)h->max);
-    if (h->seq_len)
-        fprintf(f, "; %.2f%% of docs over L", share(h->docs_over, h->docs));
+    if (h->seq_len) fprintf(f, "; %.2f%% of docs over L", share(h->docs_over, h->docs));
     fprintf(f, "</text>\n");
     /* grid + y axis */
     for (double y = 0; y <= ymax + 1e-9; y += step) {
@@ -258,15 +265,17 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
         bin_range(b, r, sizeof r);
         uint64_t lo = b ? 1ULL << (b - 1) : 0;
         int over = h->seq_len && lo >= h->seq_len; /* (nearly) all of the bin is over L */
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s tokens: %llu docs "
-                   "(%.2f%%)</title></rect>\n",
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s tokens: %llu docs "
+                "(%.2f%%)</title></rect>\n",
                 x + 1, mt + ph - bh, bw - 2, bh, over ? "#e07b39" : "#4a7fb5", r, (unsigned long long)h->bin_docs[b],
                 share(h->bin_docs[b], h->docs));
         /* tick at the left edge of bin b: 2^(b-1) */
         if (b >= 1) {
             char lab[32];
             fmt_pow2(lab, sizeof lab, (unsigned)(b - 1));
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x, mt + ph, x, mt + ph + 5);
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x, mt + ph, x,
+                    mt + ph + 5);
             fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, mt + ph + 18, lab);
         } else {
             fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">0</text>\n", x + bw / 2, mt + ph + 18);
@@ -276,23 +285,30 @@ int ds_hist_write_svg(const ds_hist *h, const char *path, char *err, size_t errl
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", ml, mt, ml, mt + ph);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">tokens per document (log2 bins)</text>\n", ml + pw / 2,
             H - 24);
-    fprintf(f, "<text transform=\"translate(20,%d) rotate(-90)\" text-anchor=\"middle\">documents</text>\n", mt + ph / 2);
+    fprintf(f, "<text transform=\"translate(20,%d) rotate(-90)\" text-anchor=\"middle\">documents</text>\n",
+            mt + ph / 2);
     if (h->seq_len) {
         /* position of L on the log axis: inside bin lbin = [2^(lbin-1), 2^lbin) */
         double lo = (double)(1ULL << (lbin - 1));
         double frac = log2((double)h->seq_len / lo);
         double x = ml + ((double)(lbin - first) + frac) * bw;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#c0392b\" stroke-width=\"2\" "
-                   "stroke-dasharray=\"6,4\"/>\n", x, mt - 4, x, mt + ph);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#c0392b\" stroke-width=\"2\" "
+                "stroke-dasharray=\"6,4\"/>\n",
+                x, mt - 4, x, mt + ph);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"#c0392b\" font-weight=\"bold\">L = %llu</text>\n", x + 4, mt + 10,
                 (unsigned long long)h->seq_len);
     }
     if (h->seq_len) { /* legend */
         int lx = ml + pw - 170;
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#4a7fb5\"/>"
-                   "<text x=\"%d\" y=\"%d\">up to L</text>\n", lx, mt - 2, lx + 16, mt + 8);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#e07b39\"/>"
-                   "<text x=\"%d\" y=\"%d\">over L</text>\n", lx + 80, mt - 2, lx + 96, mt + 8);
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#4a7fb5\"/>"
+                "<text x=\"%d\" y=\"%d\">up to L</text>\n",
+                lx, mt - 2, lx + 16, mt + 8);
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#e07b39\"/>"
+                "<text x=\"%d\" y=\"%d\">over L</text>\n",
+                lx + 80, mt - 2, lx + 96, mt + 8);
     }
     fprintf(f, "</svg>\n");
     int bad = ferror(f);

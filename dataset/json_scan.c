@@ -30,14 +30,13 @@
 
 /* byte classes inside a string: 0 plain ASCII, 1 '"', 2 '\\', 3 control, 4 >= 0x80 */
 static const uint8_t str_class[256] = {
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0, 1, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
 };
 
 #define STR_ESC 1u /* the string had an escape */
@@ -99,14 +98,14 @@ static inline size_t utf8_seq(const uint8_t *p, const uint8_t *e) {
  * every non-ASCII byte, so multilingual JSONL lines cost ~1 character per
  * 16-byte step (ds_json_scan was 8.6% of `mkshards encode` on the
  * multilingual corpus). */
-#define U8_TOO_SHORT 0x01  /* a lead or ASCII byte where a continuation must be */
-#define U8_TOO_LONG 0x02   /* a continuation after ASCII */
-#define U8_OVERLONG3 0x04  /* E0 80..9F */
-#define U8_TOO_LARGE 0x08  /* F4 90..BF, F5..FF */
-#define U8_SURROGATE 0x10  /* ED A0..BF */
-#define U8_OVERLONG2 0x20  /* C0, C1 */
-#define U8_LARGE1000 0x40  /* F5..FF 80..8F; with F0: F0 80..8F (overlong 4) */
-#define U8_TWO_CONTS 0x80  /* a continuation after a continuation: fine only as 3rd/4th byte */
+#define U8_TOO_SHORT 0x01 /* a lead or ASCII byte where a continuation must be */
+#define U8_TOO_LONG 0x02  /* a continuation after ASCII */
+#define U8_OVERLONG3 0x04 /* E0 80..9F */
+#define U8_TOO_LARGE 0x08 /* F4 90..BF, F5..FF */
+#define U8_SURROGATE 0x10 /* ED A0..BF */
+#define U8_OVERLONG2 0x20 /* C0, C1 */
+#define U8_LARGE1000 0x40 /* F5..FF 80..8F; with F0: F0 80..8F (overlong 4) */
+#define U8_TWO_CONTS 0x80 /* a continuation after a continuation: fine only as 3rd/4th byte */
 #define U8_CARRY (U8_TOO_SHORT | U8_TOO_LONG | U8_TWO_CONTS)
 
 __attribute__((target("ssse3"))) static inline __m128i u8_errors(__m128i in, __m128i prev) {
@@ -115,28 +114,25 @@ __attribute__((target("ssse3"))) static inline __m128i u8_errors(__m128i in, __m
         (char)U8_TWO_CONTS, (char)U8_TWO_CONTS, (char)U8_TWO_CONTS, (char)U8_TWO_CONTS, U8_TOO_SHORT | U8_OVERLONG2,
         U8_TOO_SHORT, U8_TOO_SHORT | U8_OVERLONG3 | U8_SURROGATE, U8_TOO_SHORT | U8_TOO_LARGE | U8_LARGE1000);
     const __m128i b1_low = _mm_setr_epi8(
-        (char)(U8_CARRY | U8_OVERLONG3 | U8_OVERLONG2 | U8_LARGE1000), (char)(U8_CARRY | U8_OVERLONG2),
-        (char)U8_CARRY, (char)U8_CARRY, (char)(U8_CARRY | U8_TOO_LARGE),
+        (char)(U8_CARRY | U8_OVERLONG3 | U8_OVERLONG2 | U8_LARGE1000), (char)(U8_CARRY | U8_OVERLONG2), (char)U8_CARRY,
+        (char)U8_CARRY, (char)(U8_CARRY | U8_TOO_LARGE), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000),
         (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000),
         (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000),
         (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000),
-        (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000),
-        (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000 | U8_SURROGATE),
+        (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000 | U8_SURROGATE),
         (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000), (char)(U8_CARRY | U8_TOO_LARGE | U8_LARGE1000));
-    const __m128i b2_high = _mm_setr_epi8(
-        U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT,
-        U8_TOO_SHORT,
-        (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_OVERLONG3 | U8_LARGE1000),
-        (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_OVERLONG3 | U8_TOO_LARGE),
-        (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE),
-        (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE), U8_TOO_SHORT, U8_TOO_SHORT,
-        U8_TOO_SHORT, U8_TOO_SHORT);
+    const __m128i b2_high =
+        _mm_setr_epi8(U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT,
+                      U8_TOO_SHORT, (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_OVERLONG3 | U8_LARGE1000),
+                      (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_OVERLONG3 | U8_TOO_LARGE),
+                      (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE),
+                      (char)(U8_TOO_LONG | U8_OVERLONG2 | U8_TWO_CONTS | U8_SURROGATE | U8_TOO_LARGE), U8_TOO_SHORT,
+                      U8_TOO_SHORT, U8_TOO_SHORT, U8_TOO_SHORT);
     const __m128i nib = _mm_set1_epi8(0x0F);
     __m128i prev1 = _mm_alignr_epi8(in, prev, 15);
-    __m128i sc = _mm_and_si128(
-        _mm_and_si128(_mm_shuffle_epi8(b1_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), nib)),
-                      _mm_shuffle_epi8(b1_low, _mm_and_si128(prev1, nib))),
-        _mm_shuffle_epi8(b2_high, _mm_and_si128(_mm_srli_epi16(in, 4), nib)));
+    __m128i sc = _mm_and_si128(_mm_and_si128(_mm_shuffle_epi8(b1_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), nib)),
+                                             _mm_shuffle_epi8(b1_low, _mm_and_si128(prev1, nib))),
+                               _mm_shuffle_epi8(b2_high, _mm_and_si128(_mm_srli_epi16(in, 4), nib)));
     /* a third byte follows E0..FF two back, a fourth F0..FF three back: those must be continuations */
     __m128i third = _mm_subs_epu8(_mm_alignr_epi8(in, prev, 14), _mm_set1_epi8((char)(0xE0 - 0x80)));
     __m128i fourth = _mm_subs_epu8(_mm_alignr_epi8(in, prev, 13), _mm_set1_epi8((char)(0xF0 - 0x80)));
@@ -193,7 +189,10 @@ static int u8_simd(void) {
 #endif
 
 static inline size_t put_utf8(uint8_t *o, unsigned cp) {
-    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
     if (cp < 0x800) {
         o[0] = (uint8_t)(0xC0 | (cp >> 6));
         o[1] = (uint8_t)(0x80 | (cp & 0x3F));
@@ -218,8 +217,7 @@ static inline size_t put_utf8(uint8_t *o, unsigned cp) {
  * The decoded form is never longer than the raw form, so that room also
  * covers the 16-byte stores of the fast path. */
 static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp, const uint8_t *e, int decode,
-                                                             uint8_t *out, size_t *olen, unsigned *fl,
-                                                             int *lone) {
+                                                             uint8_t *out, size_t *olen, unsigned *fl, int *lone) {
     const uint8_t *p = *pp;
     size_t o = 0;
     for (;;) {
@@ -230,8 +228,8 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
                 __m128i v = _mm_loadu_si128((const __m128i *)p);
                 if (decode) _mm_storeu_si128((__m128i *)(out + o), v);
                 /* signed compare: control bytes and bytes >= 0x80 are both < 0x20 */
-                __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
-                                         _mm_cmplt_epi8(v, sp));
+                __m128i m =
+                    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)), _mm_cmplt_epi8(v, sp));
                 unsigned mask = (unsigned)_mm_movemask_epi8(m);
                 if (mask) {
                     unsigned k = (unsigned)__builtin_ctz(mask);
@@ -328,7 +326,10 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
 static int scan_number(const uint8_t **pp, const uint8_t *e) {
     const uint8_t *p = *pp;
     int neg = 0, real = 0;
-    if (*p == '-') { neg = 1; p++; }
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
     const uint8_t *ds = p;
     if (p >= e) return 0;
     if (*p == '0') {
@@ -350,7 +351,10 @@ static int scan_number(const uint8_t **pp, const uint8_t *e) {
     if (p < e && (*p == 'e' || *p == 'E')) {
         p++;
         int eneg = 0;
-        if (p < e && (*p == '+' || *p == '-')) { eneg = *p == '-'; p++; }
+        if (p < e && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
         if (p >= e || !is_digit(*p)) return 0;
         while (p < e && is_digit(*p)) {
             if (ex < 100000000L) ex = ex * 10 + (*p - '0');
@@ -396,8 +400,8 @@ void ds_jscan_buf_free(ds_jscan_buf *b) {
  * lines) on purpose: split into functions, every state would take and
  * return all of that, and this loop runs once per input byte of every JSONL
  * document. */
-ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts,
-                             ds_jscan_buf *b, ds_jscan_result *r) {
+ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, size_t n_parts, ds_jscan_buf *b,
+                             ds_jscan_result *r) {
     const uint8_t *p = line, *e = line + n;
     uint8_t stk[JS_MAX_DEPTH]; /* 1: object, 0: array */
     size_t depth = 0;          /* open containers */
@@ -497,8 +501,7 @@ scalar:
         if ((size_t)match == n_parts) {
             st = DS_JSCAN_NOT_STRING;
             ty = vt;
-        } else
-            st = match ? DS_JSCAN_PARENT_NOT_OBJECT : DS_JSCAN_NOT_OBJECT;
+        } else st = match ? DS_JSCAN_PARENT_NOT_OBJECT : DS_JSCAN_NOT_OBJECT;
     }
     goto after;
 

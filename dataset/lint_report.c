@@ -91,20 +91,21 @@ int ds_lint_write_json(const ds_lint_report *r, FILE *f) {
         fprintf(f, "]}");
         first = 0;
     }
-    fprintf(f, "],\"errors\":%d,\"warnings\":%d,\"infos\":%d,\"exit\":%d}\n", nerr, nwarn, ninfo,
-            ds_lint_exit_code(r));
+    fprintf(f, "],\"errors\":%d,\"warnings\":%d,\"infos\":%d,\"exit\":%d}\n", nerr, nwarn, ninfo, ds_lint_exit_code(r));
     return ferror(f) ? DS_ERR_IO : DS_OK;
 }
 
 /* Where a memory bound made a result partial (never for ordinary corpora). */
 static void print_limits(const ds_lint_report *r, FILE *f) {
     if (r->dup_untracked)
-        fprintf(f, "note: duplicate detection remembered the first %llu distinct documents; %llu later ones were "
-                   "compared with those only, not with each other\n",
+        fprintf(f,
+                "note: duplicate detection remembered the first %llu distinct documents; %llu later ones were "
+                "compared with those only, not with each other\n",
                 (unsigned long long)r->dup_tracked, (unsigned long long)r->dup_untracked);
     if (r->median_approximate)
-        fprintf(f, "note: over %zu distinct document sizes >= %llu bytes: median and outlier-doc count are "
-                   "accurate to 1/64 there\n",
+        fprintf(f,
+                "note: over %zu distinct document sizes >= %llu bytes: median and outlier-doc count are "
+                "accurate to 1/64 there\n",
                 DS_LH_SPARSE_MAX, (unsigned long long)DS_LH_DENSE);
 }
 

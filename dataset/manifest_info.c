@@ -19,16 +19,13 @@ typedef struct {
 
 /* A recorded non-negative integer, 0 when absent or not one (the summaries
  * ds_verify checks against the shards). */
-static uint64_t recorded(json_t *o, const char *k)
-{
+static uint64_t recorded(json_t *o, const char *k) {
     json_int_t v = json_integer_value(json_object_get(o, k));
     return v > 0 ? (uint64_t)v : 0;
 }
 
-void ds_manifest_info_free(ds_manifest_info *m)
-{
-    if (!m)
-        return;
+void ds_manifest_info_free(ds_manifest_info *m) {
+    if (!m) return;
     manifest_impl *x = m->impl;
     if (x) {
         ds_build_config_free(&x->cfg);
@@ -38,8 +35,7 @@ void ds_manifest_info_free(ds_manifest_info *m)
     memset(m, 0, sizeof *m);
 }
 
-int ds_manifest_read(const char *dir, ds_manifest_info *m, char *err, size_t errlen)
-{
+int ds_manifest_read(const char *dir, ds_manifest_info *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     manifest_impl *x = calloc(1, sizeof *x);
     if (!x) {
@@ -99,7 +95,6 @@ int ds_manifest_read(const char *dir, ds_manifest_info *m, char *err, size_t err
     return DS_OK;
 }
 
-const ds_build_account *ds_manifest_account(const ds_manifest_info *m)
-{
+const ds_build_account *ds_manifest_account(const ds_manifest_info *m) {
     return m && m->impl ? &((const manifest_impl *)m->impl)->acc : NULL;
 }

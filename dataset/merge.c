@@ -53,8 +53,9 @@ static int check_part(const part *p, const ds_build_config *cfg, char *errout, s
         char want[64], path[4200];
         ds_shard_file_name(e->split, idx[e->split], want, sizeof want);
         if (strcmp(e->file, want)) {
-            snprintf(errout, errlen, "%s: shard %s is listed where %s belongs (shards are named and listed in build order)",
-                      m->path, e->file, want);
+            snprintf(errout, errlen,
+                     "%s: shard %s is listed where %s belongs (shards are named and listed in build order)", m->path,
+                     e->file, want);
             return DS_ERR_FORMAT;
         }
         idx[e->split]++;
@@ -78,22 +79,22 @@ static int check_part(const part *p, const ds_build_config *cfg, char *errout, s
             nt += nv;
         }
         uint64_t bytes = DS_SHARD_HEADER_BYTES + h->tokens_bytes + h->meta_bytes + 8 * h->n_blocks;
-        const char *what = bad_row                                                   ? "row metadata"
-                           : xx != e->xxh3                                          ? "file checksum (xxh3)"
-                           : bytes != e->bytes                                      ? "bytes"
-                           : h->n_rows != e->rows                                   ? "rows"
-                           : nt != e->tokens                                        ? "tokens"
-                           : h->row_len != cfg->seq_len                             ? "row length"
-                           : h->vocab_size != cfg->vocab_size                       ? "vocabulary size"
-                           : h->dtype_bytes != (cfg->vocab_size <= 65536 ? 2u : 4u) ? "dtype"
-                           : h->eot_id != cfg->eot_id || h->pad_id != cfg->eot_id   ? "EOT / pad id"
-                           : memcmp(h->fingerprint, cfg->fingerprint, 32)           ? "tokenizer fingerprint"
-                           : ((h->flags & DS_SHARD_F_VAL) != 0) != (e->split == 1)  ? "split"
-                           : ((h->flags & DS_SHARD_F_ZSTD) != 0) != (cfg->zstd_level != 0) ||
-                                   h->frame_rows != cfg->frame_rows
-                               ? "compression (zstd_level / frame_rows)"
-                           : ((h->flags & DS_SHARD_F_SHUFFLED) != 0) != (cfg->shuffle != 0) ? "shuffle flag"
-                                                                                            : NULL;
+        const char *what =
+            bad_row                                                  ? "row metadata"
+            : xx != e->xxh3                                          ? "file checksum (xxh3)"
+            : bytes != e->bytes                                      ? "bytes"
+            : h->n_rows != e->rows                                   ? "rows"
+            : nt != e->tokens                                        ? "tokens"
+            : h->row_len != cfg->seq_len                             ? "row length"
+            : h->vocab_size != cfg->vocab_size                       ? "vocabulary size"
+            : h->dtype_bytes != (cfg->vocab_size <= 65536 ? 2u : 4u) ? "dtype"
+            : h->eot_id != cfg->eot_id || h->pad_id != cfg->eot_id   ? "EOT / pad id"
+            : memcmp(h->fingerprint, cfg->fingerprint, 32)           ? "tokenizer fingerprint"
+            : ((h->flags & DS_SHARD_F_VAL) != 0) != (e->split == 1)  ? "split"
+            : ((h->flags & DS_SHARD_F_ZSTD) != 0) != (cfg->zstd_level != 0) || h->frame_rows != cfg->frame_rows
+                ? "compression (zstd_level / frame_rows)"
+            : ((h->flags & DS_SHARD_F_SHUFFLED) != 0) != (cfg->shuffle != 0) ? "shuffle flag"
+                                                                             : NULL;
         ds_shard_close(s);
         if (what) {
             snprintf(errout, errlen, "%s: %s disagrees with %s", path, what, m->path);
@@ -110,13 +111,12 @@ static int check_part(const part *p, const ds_build_config *cfg, char *errout, s
             (uint64_t)json_integer_value(r) != rows[k] || (uint64_t)json_integer_value(t) != toks[k] ||
             (uint64_t)json_integer_value(n) != idx[k] || p->acc.rows[k] != rows[k]) {
             snprintf(errout, errlen, "%s: splits.%s / accounting.rows do not match the listed shards", m->path,
-                      k ? "val" : "train");
+                     k ? "val" : "train");
             return DS_ERR_FORMAT;
         }
     }
     return DS_OK;
 }
-
 
 typedef struct {
     const char *out;
@@ -154,12 +154,12 @@ static int load_parts(merge *m, const char *const *dirs) {
             ds_build_account_from_json(json_object_get(p->m, "accounting"), &p->acc, err, sizeof err))
             return mfail(m, DS_ERR_FORMAT, "%s: %s", p->man.path, err);
         if (p->cfg.seq_len != p->man.seq_len)
-            return mfail(m, DS_ERR_FORMAT, "%s: config.seq_len %u differs from seq_len %u", p->man.path,
-                         p->cfg.seq_len, p->man.seq_len);
+            return mfail(m, DS_ERR_FORMAT, "%s: config.seq_len %u differs from seq_len %u", p->man.path, p->cfg.seq_len,
+                         p->man.seq_len);
         /* ds_build_config_from_json checked 1 <= K <= N */
         if (p->cfg.part_n != (uint32_t)m->np)
-            return mfail(m, DS_ERR_FORMAT, "%s is part %u/%u but %d part folder(s) were given", p->dir,
-                         p->cfg.part_k, p->cfg.part_n, m->np);
+            return mfail(m, DS_ERR_FORMAT, "%s is part %u/%u but %d part folder(s) were given", p->dir, p->cfg.part_k,
+                         p->cfg.part_n, m->np);
         if (m->byk[p->cfg.part_k - 1])
             return mfail(m, DS_ERR_FORMAT, "%s and %s are both part %u/%d", m->byk[p->cfg.part_k - 1]->dir, p->dir,
                          p->cfg.part_k, m->np);
@@ -322,7 +322,8 @@ static int prepare_out(merge *m) {
     if (mkdir(m->out, 0755) != 0 && errno != EEXIST)
         return mfail(m, DS_ERR_IO, "cannot create --out '%s': %s", m->out, strerror(errno));
     for (int i = 0; i < m->np; i++)
-        if (ds_same_file(m->out, m->byk[i]->dir)) return mfail(m, DS_ERR_ARG, "--out must not be one of the part folders");
+        if (ds_same_file(m->out, m->byk[i]->dir))
+            return mfail(m, DS_ERR_ARG, "--out must not be one of the part folders");
     /* one writer per folder: a build or another merge into the same --out would
      * interleave shards and manifests (the result fails verify) */
     m->lock_fd = ds_lock_dir(m->out, "build or merge", m->err, m->errlen);

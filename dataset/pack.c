@@ -189,7 +189,7 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
     uint32_t zero = 0;
     *dropped = 0;
     /* token i of the framed document */
-#define FRAMED(i) ((i) < nb ? bos : (i) - nb < t ? ids->ids[(i) - nb] : eos)
+#define FRAMED(i) ((i) < nb ? bos : (i)-nb < t ? ids->ids[(i)-nb] : eos)
     if (n <= L) {
         p->acc->docs_whole++;
         p->acc->tok_whole += t;
@@ -234,7 +234,6 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
     return 0;
 #undef FRAMED
 }
-
 
 int ds_packer_init(ds_packer *p, const ds_build_config *cfg, ds_shard_writer *wr, ds_build_account *acc) {
     memset(p, 0, sizeof *p);

@@ -11,13 +11,10 @@
 
 /* 1: NAME is set to a plain decimal integer <= PART_MAX * PART_MAX (into
  * *v); 0: unset or empty; -1: set to something else. */
-static int env_u64(const char *name, unsigned long long *v)
-{
+static int env_u64(const char *name, unsigned long long *v) {
     const char *s = getenv(name);
-    if (!s || !*s)
-        return 0;
-    if (strspn(s, "0123456789") != strlen(s) || strlen(s) > 13)
-        return -1;
+    if (!s || !*s) return 0;
+    if (strspn(s, "0123456789") != strlen(s) || strlen(s) > 13) return -1;
     errno = 0;
     *v = strtoull(s, NULL, 10);
     return errno ? -1 : 1;
@@ -25,11 +22,9 @@ static int env_u64(const char *name, unsigned long long *v)
 
 /* A rank/size pair: 1 found (0 <= rank < size), 0 not set, -1 malformed. */
 static int pair(const char *rname, const char *sname, unsigned long long *r, unsigned long long *s, char *err,
-                size_t errlen)
-{
+                size_t errlen) {
     int a = env_u64(rname, r), b = env_u64(sname, s);
-    if (a == 0 && b == 0)
-        return 0;
+    if (a == 0 && b == 0) return 0;
     if (a != 1 || b != 1 || *s < 1 || *r >= *s) {
         snprintf(err, errlen, "--part auto: %s=%s and %s=%s are not a rank below a size", rname,
                  getenv(rname) ? getenv(rname) : "(unset)", sname, getenv(sname) ? getenv(sname) : "(unset)");
@@ -38,14 +33,11 @@ static int pair(const char *rname, const char *sname, unsigned long long *r, uns
     return 1;
 }
 
-int ds_part_from_env(uint32_t *part_k, uint32_t *part_n, char *src, size_t srclen, char *err, size_t errlen)
-{
+int ds_part_from_env(uint32_t *part_k, uint32_t *part_n, char *src, size_t srclen, char *err, size_t errlen) {
     unsigned long long r = 0, s = 1, a = 0, c = 1;
     char who[160] = "", arr[200] = "";
-    if (srclen)
-        src[0] = 0;
-    if (errlen)
-        err[0] = 0;
+    if (srclen) src[0] = 0;
+    if (errlen) err[0] = 0;
     /* the process's rank in its launch: MPI first, then a Slurm step */
     static const char *const ranks[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                                            {"PMI_RANK", "PMI_SIZE"},
@@ -74,10 +66,10 @@ int ds_part_from_env(uint32_t *part_k, uint32_t *part_n, char *src, size_t srcle
     int fi = env_u64("SLURM_ARRAY_TASK_ID", &id), fc = env_u64("SLURM_ARRAY_TASK_COUNT", &c);
     if (fi || fc) {
         int fm = env_u64("SLURM_ARRAY_TASK_MIN", &mn), fs = env_u64("SLURM_ARRAY_TASK_STEP", &st);
-        if (fi != 1 || fc != 1 || fm < 0 || fs < 0 || c < 1 || id < mn || (fs == 1 && st != 1) ||
-            id - mn >= c) {
-            snprintf(err, errlen, "--part auto: the job array (SLURM_ARRAY_TASK_ID=%s, _MIN=%s, _COUNT=%s, _STEP=%s) "
-                                  "is not tasks MIN..MIN+COUNT-1 in steps of 1: use --array=0-%s or --part K/N",
+        if (fi != 1 || fc != 1 || fm < 0 || fs < 0 || c < 1 || id < mn || (fs == 1 && st != 1) || id - mn >= c) {
+            snprintf(err, errlen,
+                     "--part auto: the job array (SLURM_ARRAY_TASK_ID=%s, _MIN=%s, _COUNT=%s, _STEP=%s) "
+                     "is not tasks MIN..MIN+COUNT-1 in steps of 1: use --array=0-%s or --part K/N",
                      getenv("SLURM_ARRAY_TASK_ID") ? getenv("SLURM_ARRAY_TASK_ID") : "(unset)",
                      getenv("SLURM_ARRAY_TASK_MIN") ? getenv("SLURM_ARRAY_TASK_MIN") : "(unset)",
                      getenv("SLURM_ARRAY_TASK_COUNT") ? getenv("SLURM_ARRAY_TASK_COUNT") : "(unset)",
@@ -89,9 +81,10 @@ int ds_part_from_env(uint32_t *part_k, uint32_t *part_n, char *src, size_t srcle
         found = 1;
     }
     if (!found) {
-        snprintf(err, errlen, "--part auto: no launcher in the environment (mpirun: OMPI_COMM_WORLD_RANK/SIZE; "
-                              "MPICH or srun with PMI: PMI_RANK/PMI_SIZE; srun: SLURM_PROCID/SLURM_STEP_NUM_TASKS; "
-                              "sbatch --array: SLURM_ARRAY_TASK_ID/COUNT): give --part K/N");
+        snprintf(err, errlen,
+                 "--part auto: no launcher in the environment (mpirun: OMPI_COMM_WORLD_RANK/SIZE; "
+                 "MPICH or srun with PMI: PMI_RANK/PMI_SIZE; srun: SLURM_PROCID/SLURM_STEP_NUM_TASKS; "
+                 "sbatch --array: SLURM_ARRAY_TASK_ID/COUNT): give --part K/N");
         return DS_ERR_ARG;
     }
     /* array task a of c, rank r of s inside it: part a*s + r of c*s */

@@ -94,10 +94,10 @@ static int skip_records(ds_pipeline *pl, ds_batch *b) {
         int r = next_record(pl, &rec, b->errmsg, sizeof b->errmsg);
         if (r <= 0) {
             if (r == 0)
-                snprintf(b->errmsg, sizeof b->errmsg, "the inputs have fewer records than the checkpoint "
-                                                      "says were processed; they changed: delete the output folder and build again");
-            else if (!b->errmsg[0])
-                snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
+                snprintf(b->errmsg, sizeof b->errmsg,
+                         "the inputs have fewer records than the checkpoint "
+                         "says were processed; they changed: delete the output folder and build again");
+            else if (!b->errmsg[0]) snprintf(b->errmsg, sizeof b->errmsg, "%s", ds_strerror(r));
             b->fatal = b->eof = 1;
             b->rc = r == 0 ? DS_ERR_IO : r;
             return -1;

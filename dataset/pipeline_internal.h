@@ -44,10 +44,10 @@ void ds_handoff_stop(ds_handoff *h);
 
 /* ---- batches of records */
 typedef struct {
-    size_t off, len;   /* text in the batch arena (len 0 when has_text is 0) */
+    size_t off, len; /* text in the batch arena (len 0 when has_text is 0) */
     uint64_t line, offset, index, record_bytes;
     const char *file;
-    int status;        /* ds_rec_status */
+    int status; /* ds_rec_status */
     uint32_t flags;
     int has_text;      /* the reader delivered text for it */
     size_t detail_off; /* keep_bad: the reader's detail, NUL-terminated in the arena; (size_t)-1: none */
@@ -67,27 +67,27 @@ typedef struct {
 
 typedef struct {
     /* set by the caller before ds_pipeline_start */
-    ds_reader *rd;        /* NULL (and no src): one empty, final batch */
-    const ds_source *src; /* instead of rd: records from a callback (source.c; take_text_min does not apply) */
+    ds_reader *rd;         /* NULL (and no src): one empty, final batch */
+    const ds_source *src;  /* instead of rd: records from a callback (source.c; take_text_min does not apply) */
     size_t src_max_record; /* src: the reader's max_record_bytes (0: its default) */
-    uint64_t max_bytes;   /* text per batch */
-    size_t max_docs;      /* records per batch */
-    uint64_t skip;        /* records read and dropped before the first batch (resume) */
-    int keep_bad;         /* 1: records with a bad status are kept (without their text unless
+    uint64_t max_bytes;    /* text per batch */
+    size_t max_docs;       /* records per batch */
+    uint64_t skip;         /* records read and dropped before the first batch (resume) */
+    int keep_bad;          /* 1: records with a bad status are kept (without their text unless
                              keep_bad_text); 0: skipped, see on_bad */
-    int keep_bad_text;    /* keep_bad: keep the text the reader delivered for a bad record too */
-    size_t take_text_min; /* > 0: a document of at least this many bytes first in a batch swaps
+    int keep_bad_text;     /* keep_bad: keep the text the reader delivered for a bad record too */
+    size_t take_text_min;  /* > 0: a document of at least this many bytes first in a batch swaps
                              buffers with the reader instead of being copied */
     void (*on_bad)(const ds_record *rec, void *user); /* keep_bad 0: on the reader thread */
     void *user;
-    uint64_t skipped;     /* keep_bad 0: records skipped */
+    uint64_t skipped; /* keep_bad 0: records skipped */
     /* internal */
     ds_batch slot[2];
     ds_handoff h;
     pthread_t thread;
     int started, inited;
     unsigned k;
-    uint64_t src_index;   /* src: items pulled so far */
+    uint64_t src_index; /* src: items pulled so far */
 } ds_pipeline;
 
 /* Start the reader thread. DS_OK or DS_ERR_INTERNAL ("cannot start the reader thread"). */

@@ -23,8 +23,8 @@
 #include <zstd.h>
 
 #define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
-#define DS_IN_CAP ((size_t)256 << 10) /* reused per read; larger only adds first-touch page faults */
-#define ZERR (-100) /* internal: zstd or gzip error on the current file */
+#define DS_IN_CAP ((size_t)256 << 10)     /* reused per read; larger only adds first-touch page faults */
+#define ZERR (-100)                       /* internal: zstd or gzip error on the current file */
 #define DS_JSON_DOM_MAX ((size_t)1 << 20) /* longest line handed to jansson (its tree: ~26x the bytes) */
 
 const char *ds_strerror(int err) {
@@ -66,8 +66,8 @@ enum { CODEC_SNIFF = 0, CODEC_ZSTD = 1, CODEC_GZIP = 2 };
 
 typedef struct {
     char *path;
-    in_kind kind;  /* from the extension; AUTO = sniff */
-    int codec;     /* CODEC_ZSTD / CODEC_GZIP from the extension; CODEC_SNIFF: sniff the magic */
+    in_kind kind;   /* from the extension; AUTO = sniff */
+    int codec;      /* CODEC_ZSTD / CODEC_GZIP from the extension; CODEC_SNIFF: sniff the magic */
     uint64_t bytes; /* size when listed (0 for stdin): build balances --part K/N by it */
 } in_file;
 
@@ -106,7 +106,10 @@ static int classify(const char *path, in_kind *kind, int *codec) {
         if (n >= k) {
             memcpy(tmp, path + n - k, k);
             tmp[k] = 0;
-            if (strcmp(tmp, jsonl[i]) == 0) { *kind = KIND_JSONL; return 1; }
+            if (strcmp(tmp, jsonl[i]) == 0) {
+                *kind = KIND_JSONL;
+                return 1;
+            }
         }
     }
     for (size_t i = 0; i < 2; i++) {
@@ -114,7 +117,10 @@ static int classify(const char *path, in_kind *kind, int *codec) {
         if (n >= k) {
             memcpy(tmp, path + n - k, k);
             tmp[k] = 0;
-            if (strcmp(tmp, txt[i]) == 0) { *kind = KIND_TXT; return 1; }
+            if (strcmp(tmp, txt[i]) == 0) {
+                *kind = KIND_TXT;
+                return 1;
+            }
         }
     }
     *kind = KIND_AUTO;
@@ -141,14 +147,19 @@ static int list_push(in_list *l, const char *path, in_kind kind, int codec, uint
 
 /* Limits of the folder walk (docs/reader.md): an untrusted tree cannot make
  * the walk loop, recurse without end, or hold unbounded names in memory. */
-#define DS_MAX_DEPTH 64                        /* nested folders below an input folder */
-#define DS_MAX_INPUT_FILES ((size_t)1 << 22)   /* dataset files over all inputs */
-#define DS_MAX_DIR_ENTRIES ((size_t)1 << 22)   /* entries listed in one folder */
-#define DS_MAX_PATH 4096                       /* bytes of one path */
+#define DS_MAX_DEPTH 64                      /* nested folders below an input folder */
+#define DS_MAX_INPUT_FILES ((size_t)1 << 22) /* dataset files over all inputs */
+#define DS_MAX_DIR_ENTRIES ((size_t)1 << 22) /* entries listed in one folder */
+#define DS_MAX_PATH 4096                     /* bytes of one path */
 
 static const char *file_kind(mode_t m) {
-    return S_ISFIFO(m) ? "a pipe or FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISDIR(m) ? "a folder" : S_ISLNK(m) ? "a symbolic link" : "not a file";
+    return S_ISFIFO(m)   ? "a pipe or FIFO"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISDIR(m)  ? "a folder"
+           : S_ISLNK(m)  ? "a symbolic link"
+                         : "not a file";
 }
 
 /* The folders being walked, innermost first: a folder that is its own
@@ -159,9 +170,7 @@ typedef struct dir_chain {
     const struct dir_chain *up;
 } dir_chain;
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* Reads the names in the folder open at fd (closed here), sorted. */
 static int list_dir(int fd, const char *dir, char ***out, size_t *out_n, char *err, size_t errlen) {
@@ -195,11 +204,17 @@ static int list_dir(int fd, const char *dir, char ***out, size_t *out_n, char *e
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 32;
             char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn) { rc = DS_ERR_NOMEM; break; }
+            if (!nn) {
+                rc = DS_ERR_NOMEM;
+                break;
+            }
             names = nn;
             cap = nc;
         }
-        if (!(names[n] = strdup(e->d_name))) { rc = DS_ERR_NOMEM; break; }
+        if (!(names[n] = strdup(e->d_name))) {
+            rc = DS_ERR_NOMEM;
+            break;
+        }
         n++;
     }
     closedir(d);
@@ -251,7 +266,10 @@ static int walk_dir(in_list *l, int fd, const char *dir, const dir_chain *up, in
             break;
         }
         char *p = malloc(len);
-        if (!p) { rc = DS_ERR_NOMEM; break; }
+        if (!p) {
+            rc = DS_ERR_NOMEM;
+            break;
+        }
         snprintf(p, len, "%s/%s", dir, names[i]);
         in_kind k;
         int z;
@@ -312,7 +330,10 @@ static int expand_inputs(in_list *l, const char *const *inputs, size_t n_inputs,
     int rc = DS_OK;
     for (size_t i = 0; i < n_inputs && rc == DS_OK; i++) {
         const char *p = inputs[i];
-        if (!p) { rc = DS_ERR_ARG; break; }
+        if (!p) {
+            rc = DS_ERR_ARG;
+            break;
+        }
         if (strcmp(p, "-") == 0) {
             rc = list_push(l, "-", KIND_AUTO, 0, 0);
             continue;
@@ -325,7 +346,10 @@ static int expand_inputs(in_list *l, const char *const *inputs, size_t n_inputs,
         }
         if (S_ISDIR(st.st_mode)) {
             char *d = strdup(p);
-            if (!d) { rc = DS_ERR_NOMEM; break; }
+            if (!d) {
+                rc = DS_ERR_NOMEM;
+                break;
+            }
             size_t dl = strlen(d);
             while (!keep_spelling && dl > 1 && d[dl - 1] == '/') d[--dl] = 0;
             int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
@@ -394,45 +418,45 @@ void ds_input_files_free(ds_input_files *f) {
 
 struct ds_reader {
     ds_reader_opts opts;
-    ds_json_ctx *jctx;    /* field path + parser scratch */
+    ds_json_ctx *jctx; /* field path + parser scratch */
     int field_explicit;
 
     in_list files;
-    size_t cur;           /* index of the current file */
-    int open;             /* a file is open */
+    size_t cur; /* index of the current file */
+    int open;   /* a file is open */
     int fd;
-    int is_stdin;         /* fd is 0, not ours to close */
-    int eof_raw;          /* raw input exhausted */
+    int is_stdin; /* fd is 0, not ours to close */
+    int eof_raw;  /* raw input exhausted */
     int is_zst;
     int is_gz;
     in_kind kind;
     ZSTD_DCtx *zd;
-    size_t zlast;         /* last ZSTD_decompressStream return (0 = frame complete) */
-    int zerr;             /* a zstd or gzip error happened on this file */
+    size_t zlast; /* last ZSTD_decompressStream return (0 = frame complete) */
+    int zerr;     /* a zstd or gzip error happened on this file */
     char zmsg[160];
-    z_stream *gz;         /* zlib inflate state, made at the first gzip file */
+    z_stream *gz; /* zlib inflate state, made at the first gzip file */
 #ifdef MKS_HAVE_ISAL
     struct inflate_state *isal; /* ISA-L's, used instead of zlib's where built with it */
 #endif
-    struct gz_pipe *gzp;  /* the inflate thread of the open gzip file, if any */
-    int gz_in_member;     /* inside a gzip member (EOF here = truncated) */
-    uint64_t gz_members;  /* members finished in this file */
-    uint64_t raw_base;    /* compressed offset of r->in[0] */
+    struct gz_pipe *gzp;   /* the inflate thread of the open gzip file, if any */
+    int gz_in_member;      /* inside a gzip member (EOF here = truncated) */
+    uint64_t gz_members;   /* members finished in this file */
+    uint64_t raw_base;     /* compressed offset of r->in[0] */
     uint64_t gz_member_at; /* compressed offset where the current member starts */
 
-    uint8_t *in;          /* raw input buffer */
+    uint8_t *in; /* raw input buffer */
     size_t in_pos, in_len;
-    uint8_t *out;         /* decompressed buffer (zstd) */
+    uint8_t *out; /* decompressed buffer (zstd) */
     size_t out_cap;
-    const uint8_t *win;   /* current window of decompressed bytes */
+    const uint8_t *win; /* current window of decompressed bytes */
     size_t wpos, wlen;
 
-    uint64_t pos;         /* decompressed offset of the next unread byte */
-    uint64_t line;        /* line number of the next unread byte (1-based) */
+    uint64_t pos;  /* decompressed offset of the next unread byte */
+    uint64_t line; /* line number of the next unread byte (1-based) */
     int at_file_start;
     int file_done;
 
-    uint8_t *rec;         /* record assembly buffer (<= max_record_bytes) */
+    uint8_t *rec; /* record assembly buffer (<= max_record_bytes) */
     size_t rec_len, rec_cap;
     uint64_t index;
     char detail[256];
@@ -471,8 +495,8 @@ void ds_reader_free(ds_reader *r) {
     free(r);
 }
 
-int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_opts *opts, ds_reader **out,
-                   char *err, size_t errlen) {
+int ds_reader_open(const char *const *inputs, size_t n_inputs, const ds_reader_opts *opts, ds_reader **out, char *err,
+                   size_t errlen) {
     if (!out || (!inputs && n_inputs)) return DS_ERR_ARG;
     *out = NULL;
     ds_reader *r = calloc(1, sizeof *r);
@@ -766,7 +790,7 @@ struct gz_pipe {
     pthread_cond_t cv;
     gz_slot slot[GZ_SLOTS];
     uint64_t produced, consumed; /* slots handed over / given back */
-    int holding;                  /* the reader's window is slot[consumed % GZ_SLOTS] */
+    int holding;                 /* the reader's window is slot[consumed % GZ_SLOTS] */
     int stop;
     ds_reader *r;
 };
@@ -879,7 +903,10 @@ static int fill(ds_reader *r) {
         if (r->eof_raw) return 0;
         ssize_t n = raw_read(r);
         if (n < 0) return DS_ERR_IO;
-        if (n == 0) { r->eof_raw = 1; return 0; }
+        if (n == 0) {
+            r->eof_raw = 1;
+            return 0;
+        }
         r->in_pos = 0;
         r->in_len = (size_t)n;
         r->win = r->in;
@@ -972,10 +999,10 @@ static int rec_append(ds_reader *r, const uint8_t *p, size_t n, size_t *dropped)
 }
 
 typedef struct {
-    uint64_t bytes;   /* raw bytes of the line, newline excluded */
+    uint64_t bytes; /* raw bytes of the line, newline excluded */
     int had_nl;
-    int nonblank;     /* has a byte other than space, \t, \r, \f, \v */
-    int overflow;     /* some bytes did not fit */
+    int nonblank; /* has a byte other than space, \t, \r, \f, \v */
+    int overflow; /* some bytes did not fit */
 } line_info;
 
 static int is_blank_byte(uint8_t c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
@@ -996,7 +1023,10 @@ static int read_line(ds_reader *r, line_info *li, int want_blank) {
         size_t n = nl ? (size_t)(nl - s) : avail;
         if (want_blank && !li->nonblank)
             for (size_t i = 0; i < n; i++)
-                if (!is_blank_byte(s[i])) { li->nonblank = 1; break; }
+                if (!is_blank_byte(s[i])) {
+                    li->nonblank = 1;
+                    break;
+                }
         size_t dropped;
         int rc = rec_append(r, s, n, &dropped);
         if (rc) return rc;
@@ -1047,9 +1077,15 @@ size_t ds_fix_lone_surrogates(uint8_t *p, size_t n) {
     size_t fixed = 0;
     for (size_t i = 0; i + 1 < n; i++) {
         if (p[i] != '\\') continue;
-        if (p[i + 1] != 'u') { i++; continue; } /* skip escaped char, e.g. \\ */
+        if (p[i + 1] != 'u') {
+            i++;
+            continue;
+        } /* skip escaped char, e.g. \\ */
         unsigned v;
-        if (!parse_u(p, n, i, &v)) { i++; continue; }
+        if (!parse_u(p, n, i, &v)) {
+            i++;
+            continue;
+        }
         if (v >= 0xD800 && v <= 0xDBFF) {
             unsigned w;
             if (i + 12 <= n && p[i + 6] == '\\' && parse_u(p, n, i + 6, &w) && w >= 0xDC00 && w <= 0xDFFF) {
@@ -1107,12 +1143,12 @@ static void zstd_record(ds_reader *r, ds_record *rec) {
 }
 
 struct ds_json_ctx {
-    char **parts;      /* dotted path split */
+    char **parts; /* dotted path split */
     size_t n_parts;
     char *buf;
-    char *name;        /* the field as given */
-    json_t *json;      /* parsed JSON of the last record */
-    uint8_t *copy;     /* scratch for the lone-surrogate retry */
+    char *name;    /* the field as given */
+    json_t *json;  /* parsed JSON of the last record */
+    uint8_t *copy; /* scratch for the lone-surrogate retry */
     size_t copy_cap;
     ds_jscan_buf scan; /* json_scan.c: decoded field of the last record */
     char detail[256];
@@ -1191,8 +1227,7 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
         rec->text = NULL;
         rec->len = 0;
         rec->status = DS_REC_MISSING_FIELD;
-        if (sr.status == DS_JSCAN_MISSING)
-            snprintf(c->detail, sizeof c->detail, "no field '%s'", c->name);
+        if (sr.status == DS_JSCAN_MISSING) snprintf(c->detail, sizeof c->detail, "no field '%s'", c->name);
         else
             snprintf(c->detail, sizeof c->detail, "%s",
                      sr.status == DS_JSCAN_NOT_OBJECT ? "line is not a JSON object"
@@ -1204,17 +1239,17 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
         rec->text = NULL;
         rec->len = 0;
         rec->status = DS_REC_NOT_STRING;
-        const char *t = sr.type == DS_JSCAN_T_NULL ? "null" : sr.type == DS_JSCAN_T_OBJECT ? "an object"
-                      : sr.type == DS_JSCAN_T_ARRAY ? "an array" : sr.type == DS_JSCAN_T_NUMBER ? "a number"
-                      : "a boolean";
+        const char *t = sr.type == DS_JSCAN_T_NULL     ? "null"
+                        : sr.type == DS_JSCAN_T_OBJECT ? "an object"
+                        : sr.type == DS_JSCAN_T_ARRAY  ? "an array"
+                        : sr.type == DS_JSCAN_T_NUMBER ? "a number"
+                                                       : "a boolean";
         snprintf(c->detail, sizeof c->detail, "field '%s' is %s, not a string", c->name, t);
         rec->detail = c->detail;
         return DS_OK;
     }
-    case DS_JSCAN_NOMEM:
-        return DS_ERR_NOMEM;
-    default: /* invalid or unsure: jansson decides */
-        break;
+    case DS_JSCAN_NOMEM: return DS_ERR_NOMEM;
+    default: /* invalid or unsure: jansson decides */ break;
     }
     if (n > DS_JSON_DOM_MAX) {
         /* jansson builds the whole document tree, ~26 bytes of memory per
@@ -1281,8 +1316,11 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
     }
     if (!json_is_string(v)) {
         rec->status = DS_REC_NOT_STRING;
-        const char *t = json_is_null(v) ? "null" : json_is_object(v) ? "an object" : json_is_array(v) ? "an array"
-                      : json_is_number(v) ? "a number" : "a boolean";
+        const char *t = json_is_null(v)     ? "null"
+                        : json_is_object(v) ? "an object"
+                        : json_is_array(v)  ? "an array"
+                        : json_is_number(v) ? "a number"
+                                            : "a boolean";
         snprintf(c->detail, sizeof c->detail, "field '%s' is %s, not a string", c->name, t);
         rec->detail = c->detail;
         return DS_OK;
@@ -1296,7 +1334,10 @@ int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *
 /* Decide the kind of an AUTO file from its first decompressed bytes. */
 static void sniff_kind(ds_reader *r) {
     if (r->kind != KIND_AUTO) return;
-    if (r->field_explicit) { r->kind = KIND_JSONL; return; }
+    if (r->field_explicit) {
+        r->kind = KIND_JSONL;
+        return;
+    }
     r->kind = KIND_TXT;
     if (fill(r) == 1) {
         const uint8_t *s = r->win + r->wpos;
@@ -1317,8 +1358,14 @@ static int next_jsonl(ds_reader *r, ds_record *rec) {
         uint64_t line = r->line, off = r->pos;
         r->rec_len = 0;
         rc = read_line(r, &li, 1);
-        if (rc == 0) { r->file_done = 1; return 0; }
-        if (rc == ZERR) { zstd_record(r, rec); return 1; }
+        if (rc == 0) {
+            r->file_done = 1;
+            return 0;
+        }
+        if (rc == ZERR) {
+            zstd_record(r, rec);
+            return 1;
+        }
         if (rc < 0) return rc;
         if (!li.nonblank) continue;
         rec_base(r, rec, line, off);
@@ -1371,8 +1418,14 @@ static int next_whole_file(ds_reader *r, ds_record *rec) {
     for (;;) {
         int f = fill(r);
         if (f == 0) break;
-        if (f == ZERR) { zstd_record(r, rec); return 1; }
-        if (f < 0) { rc = f; return rc; }
+        if (f == ZERR) {
+            zstd_record(r, rec);
+            return 1;
+        }
+        if (f < 0) {
+            rc = f;
+            return rc;
+        }
         const uint8_t *s = r->win + r->wpos;
         size_t n = r->wlen - r->wpos;
         size_t dropped;
@@ -1395,8 +1448,14 @@ static int next_line(ds_reader *r, ds_record *rec) {
     int rc;
     uint64_t line = r->line, off = r->pos;
     rc = read_line(r, &li, 0);
-    if (rc == 0) { r->file_done = 1; return 0; }
-    if (rc == ZERR) { zstd_record(r, rec); return 1; }
+    if (rc == 0) {
+        r->file_done = 1;
+        return 0;
+    }
+    if (rc == ZERR) {
+        zstd_record(r, rec);
+        return 1;
+    }
     if (rc < 0) return rc;
     rec_base(r, rec, line, off);
     rec->record_bytes = li.bytes;
@@ -1424,7 +1483,10 @@ static int next_blank_run(ds_reader *r, ds_record *rec) {
         }
         int ov_before = overflow;
         rc = read_line(r, &li, 1);
-        if (rc == ZERR) { zstd_record(r, rec); return 1; }
+        if (rc == ZERR) {
+            zstd_record(r, rec);
+            return 1;
+        }
         if (rc < 0) return rc;
         if (rc == 0) {
             r->rec_len = before;
@@ -1446,7 +1508,10 @@ static int next_blank_run(ds_reader *r, ds_record *rec) {
         } else {
             total += 1 + li.bytes;
         }
-        if (!li.had_nl) { r->file_done = 1; break; }
+        if (!li.had_nl) {
+            r->file_done = 1;
+            break;
+        }
     }
     if (!started) return 0;
     rec_base(r, rec, line, off);
@@ -1463,7 +1528,7 @@ static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) 
         r->at_file_start = 0;
     }
     r->rec_len = 0;
-    int rc = r->kind == KIND_JSONL                ? next_jsonl(r, rec)
+    int rc = r->kind == KIND_JSONL            ? next_jsonl(r, rec)
              : r->opts.doc_sep == DS_SEP_FILE ? next_whole_file(r, rec)
              : r->opts.doc_sep == DS_SEP_LINE ? next_line(r, rec)
                                               : next_blank_run(r, rec);

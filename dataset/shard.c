@@ -96,14 +96,13 @@ void ds_shard_header_encode(const ds_shard_header *h, uint8_t o[DS_SHARD_HEADER_
 }
 
 /* Bad header: the message names the field's offset and value. */
-#define HDR_BAD(...)                                                                                         \
-    do {                                                                                                     \
-        ds_set_err(err, errlen, __VA_ARGS__);                                                                \
-        return DS_ERR_FORMAT;                                                                                \
+#define HDR_BAD(...)                                                                                                   \
+    do {                                                                                                               \
+        ds_set_err(err, errlen, __VA_ARGS__);                                                                          \
+        return DS_ERR_FORMAT;                                                                                          \
     } while (0)
 
-int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_header *h, char *err,
-                           size_t errlen) {
+int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_header *h, char *err, size_t errlen) {
     memset(h, 0, sizeof *h);
     if (memcmp(in, DS_SHARD_MAGIC, 8) != 0) HDR_BAD("offset 0: bad magic (not a mkshards shard)");
     uint64_t hx = XXH3_64bits(in, 184);
@@ -133,7 +132,8 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
     /* Every field is bounded before any product or sum of fields is formed,
      * so no size computed below can wrap (the checksum only guards against
      * accidental damage: a crafted header carries a valid one). */
-    if (h->dtype_bytes != 2 && h->dtype_bytes != 4) HDR_BAD("offset 16: dtype bytes %u (must be 2 or 4)", h->dtype_bytes);
+    if (h->dtype_bytes != 2 && h->dtype_bytes != 4)
+        HDR_BAD("offset 16: dtype bytes %u (must be 2 or 4)", h->dtype_bytes);
     if (h->flags & ~DS_SHARD_F_KNOWN) HDR_BAD("offset 20: unknown flag bits 0x%x", h->flags & ~DS_SHARD_F_KNOWN);
     if (h->row_len == 0 || h->row_len > DS_SHARD_MAX_ROW_LEN)
         HDR_BAD("offset 24: row length %u (must be 1..%u)", h->row_len, DS_SHARD_MAX_ROW_LEN);
@@ -182,8 +182,8 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
         HDR_BAD("offset 72: token section of %" PRIu64 " bytes is too large", h->tokens_bytes);
     blocks = (payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
     if (h->n_blocks != blocks)
-        HDR_BAD("offset 88: %" PRIu64 " checksum blocks, %" PRIu64 " payload bytes need %" PRIu64, h->n_blocks,
-                payload, blocks);
+        HDR_BAD("offset 88: %" PRIu64 " checksum blocks, %" PRIu64 " payload bytes need %" PRIu64, h->n_blocks, payload,
+                blocks);
     total = DS_SHARD_HEADER_BYTES + payload + 8 * blocks; /* payload <= 2^40: no wrap */
     if (total > DS_SHARD_MAX_FILE_BYTES)
         HDR_BAD("offset 72-95: shard of %" PRIu64 " bytes exceeds the %llu-byte limit", total,
@@ -204,9 +204,9 @@ void ds_shard_image_free(ds_shard_image *img) {
     img->len = 0;
 }
 
-int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *perm,
-                         const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, int zstd_level,
-                         ds_shard_image *out, char *err, size_t errlen) {
+int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *perm, const uint32_t *valid,
+                         const uint32_t *sidx, const uint32_t *starts, int zstd_level, ds_shard_image *out, char *err,
+                         size_t errlen) {
     ds_shard_header h = *hin;
     h.version = DS_SHARD_VERSION;
     int zstd = (h.flags & DS_SHARD_F_ZSTD) != 0;
@@ -226,7 +226,8 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
      * DS_SHARD_MAX_FRAME_BYTES, so the writer never produces them */
     uint64_t frame_rows_max = zstd ? (h.frame_rows < n ? h.frame_rows : n) : 0;
     if (zstd && (h.frame_rows == 0 || frame_rows_max * L * dt > DS_SHARD_MAX_FRAME_BYTES)) {
-        ds_set_err(err, errlen, "zstd frames of %u rows x %u tokens exceed %llu MiB decoded (use a smaller --frame-rows)",
+        ds_set_err(err, errlen,
+                   "zstd frames of %u rows x %u tokens exceed %llu MiB decoded (use a smaller --frame-rows)",
                    h.frame_rows, h.row_len, (unsigned long long)(DS_SHARD_MAX_FRAME_BYTES >> 20));
         return DS_ERR_ARG;
     }
@@ -364,8 +365,7 @@ static int same_file_content(const char *path, const void *data, size_t len) {
     return same;
 }
 
-int ds_write_file_atomic(const char *path, const void *data, size_t len, int *skipped, char *err,
-                         size_t errlen) {
+int ds_write_file_atomic(const char *path, const void *data, size_t len, int *skipped, char *err, size_t errlen) {
     if (skipped) *skipped = 0;
     if (same_file_content(path, data, len)) {
         if (skipped) *skipped = 1;
@@ -382,13 +382,13 @@ struct ds_shard {
     ds_shard_header h;
     const uint8_t *map;
     size_t map_len;
-    const uint8_t *tok;   /* token section */
-    const uint8_t *valid; /* u32[n_rows] */
-    const uint8_t *sidx;  /* u32[n_rows+1] */
-    const uint8_t *starts;/* u32[n_starts] */
-    const uint8_t *foff;  /* u64[n_frames+1] (zstd) */
+    const uint8_t *tok;    /* token section */
+    const uint8_t *valid;  /* u32[n_rows] */
+    const uint8_t *sidx;   /* u32[n_rows+1] */
+    const uint8_t *starts; /* u32[n_starts] */
+    const uint8_t *foff;   /* u64[n_frames+1] (zstd) */
     char *path;
-    dev_t dev;            /* identity of the file (a shard set refuses one file listed twice) */
+    dev_t dev; /* identity of the file (a shard set refuses one file listed twice) */
     ino_t ino;
 };
 
@@ -548,8 +548,8 @@ static int row_ids_bad(const ds_shard *s, uint64_t r, const uint32_t *t, uint32_
     uint32_t ref = t[i] >= h->vocab_size ? h->vocab_size : h->pad_id;
     const char *unit = t[i] >= h->vocab_size ? " ids" : "";
     if (h->flags & DS_SHARD_F_ZSTD)
-        ds_set_err(err, errlen, "row %" PRIu64 " position %u (compressed): token id %u %s %u%s", r, i, t[i], what,
-                   ref, unit);
+        ds_set_err(err, errlen, "row %" PRIu64 " position %u (compressed): token id %u %s %u%s", r, i, t[i], what, ref,
+                   unit);
     else
         ds_set_err(err, errlen, "offset %" PRIu64 ": row %" PRIu64 " position %u: token id %u %s %u%s",
                    DS_SHARD_HEADER_BYTES + (r * L + i) * (uint64_t)h->dtype_bytes, r, i, t[i], what, ref, unit);
@@ -561,10 +561,9 @@ static int row_ids_bad(const ds_shard *s, uint64_t r, const uint32_t *t, uint32_
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("vect-cost-model=dynamic"))) /* as row_ids, which inlines it */
 #endif
-static inline __attribute__((always_inline)) void convert_ids(const uint8_t *restrict src, size_t w, size_t n,
-                                                              size_t L, uint32_t pad, int32_t lim,
-                                                              uint32_t *restrict tokens, uint32_t *over_out,
-                                                              uint32_t *px_out) {
+static inline __attribute__((always_inline)) void
+convert_ids(const uint8_t *restrict src, size_t w, size_t n, size_t L, uint32_t pad, int32_t lim,
+            uint32_t *restrict tokens, uint32_t *over_out, uint32_t *px_out) {
     uint32_t over = 0, px = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t v = w == 2 ? get16(src + 2 * i) : get32(src + 4 * i);
@@ -592,8 +591,9 @@ static inline __attribute__((always_inline)) void convert_ids(const uint8_t *res
  * checks cost nothing measurable over the conversion alone */
 __attribute__((optimize("vect-cost-model=dynamic")))
 #endif
-static int row_ids(const ds_shard *s, uint64_t r, const uint8_t *restrict src, uint32_t nv,
-                   uint32_t *restrict tokens, char *err, size_t errlen) {
+static int
+row_ids(const ds_shard *s, uint64_t r, const uint8_t *restrict src, uint32_t nv, uint32_t *restrict tokens, char *err,
+        size_t errlen) {
     const ds_shard_header *h = &s->h;
     size_t L = h->row_len, n = nv; /* size_t indices: no wrap for the vectoriser to rule out */
     uint32_t pad = h->pad_id, over = 0, px = 0;
@@ -731,8 +731,9 @@ int ds_shard_verify(const char *path, uint64_t *file_xxh3, char *err, size_t err
             uint64_t o0 = get64(s->foff + 8 * f), o1 = get64(s->foff + 8 * (f + 1)); /* checked above */
             size_t z = ZSTD_decompress(frame, (size_t)((r1 - r0) * L * dt), s->tok + o0, (size_t)(o1 - o0));
             if (ZSTD_isError(z) || z != (r1 - r0) * L * dt) {
-                ds_set_err(err, errlen, "%s: row %" PRIu64 ": zstd frame %" PRIu64 " does not decode (offset %" PRIu64
-                           ")", path, r0, f, (uint64_t)DS_SHARD_HEADER_BYTES + o0);
+                ds_set_err(err, errlen,
+                           "%s: row %" PRIu64 ": zstd frame %" PRIu64 " does not decode (offset %" PRIu64 ")", path, r0,
+                           f, (uint64_t)DS_SHARD_HEADER_BYTES + o0);
                 rc = DS_ERR_FORMAT;
                 break;
             }
@@ -866,13 +867,13 @@ static int read_small_file(const char *path, size_t max, char **out, size_t *len
     return DS_OK;
 }
 
-#define MAN_BAD(...)                                                                                         \
-    do {                                                                                                     \
-        char msg_[384];                                                                                      \
-        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                                            \
-        ds_set_err(err, errlen, "%s: %s", m->path, msg_);                                                    \
-        ds_manifest_free(m);                                                                                 \
-        return DS_ERR_FORMAT;                                                                                \
+#define MAN_BAD(...)                                                                                                   \
+    do {                                                                                                               \
+        char msg_[384];                                                                                                \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                                                                      \
+        ds_set_err(err, errlen, "%s: %s", m->path, msg_);                                                              \
+        ds_manifest_free(m);                                                                                           \
+        return DS_ERR_FORMAT;                                                                                          \
     } while (0)
 
 int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) {
@@ -1068,16 +1069,16 @@ int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, s
         rc = ds_shard_open(e->path, 0, &e->sh, err, errlen);
         if (rc != DS_OK) goto fail;
         const ds_shard_header *h = &e->sh->h;
-        const char *what = h->n_rows != ms->rows                                ? "rows"
-                           : e->sh->map_len != ms->bytes                        ? "file size"
-                           : h->row_len != man.seq_len                          ? "row length"
-                           : h->vocab_size != man.vocab_size                    ? "vocabulary size"
-                           : h->dtype_bytes != man.dtype_bytes                  ? "dtype"
-                           : h->eot_id != man.eot_id                            ? "EOT id"
-                           : h->pad_id != man.pad_id                            ? "pad id"
-                           : memcmp(h->fingerprint, man.fingerprint, 32) != 0   ? "tokenizer fingerprint"
-                           : ((h->flags & DS_SHARD_F_VAL) != 0) != (k == 1)     ? "split"
-                                                                                : NULL;
+        const char *what = h->n_rows != ms->rows                              ? "rows"
+                           : e->sh->map_len != ms->bytes                      ? "file size"
+                           : h->row_len != man.seq_len                        ? "row length"
+                           : h->vocab_size != man.vocab_size                  ? "vocabulary size"
+                           : h->dtype_bytes != man.dtype_bytes                ? "dtype"
+                           : h->eot_id != man.eot_id                          ? "EOT id"
+                           : h->pad_id != man.pad_id                          ? "pad id"
+                           : memcmp(h->fingerprint, man.fingerprint, 32) != 0 ? "tokenizer fingerprint"
+                           : ((h->flags & DS_SHARD_F_VAL) != 0) != (k == 1)   ? "split"
+                                                                              : NULL;
         if (what) {
             ds_set_err(err, errlen, "%s: %s in the header disagrees with %s", e->path, what, man.path);
             rc = DS_ERR_FORMAT;

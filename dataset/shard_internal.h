@@ -27,15 +27,14 @@ typedef struct {
  * fingerprint; the other fields are computed. rows: n_rows*row_len ids
  * (u32), valid[n_rows], sidx[n_rows+1], starts[sidx[n_rows]], all in input
  * order; output row j is input row perm[j] (perm NULL: identity). */
-int ds_shard_build_image(const ds_shard_header *h, const uint32_t *rows, const uint32_t *perm,
-                         const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, int zstd_level,
-                         ds_shard_image *out, char *err, size_t errlen);
+int ds_shard_build_image(const ds_shard_header *h, const uint32_t *rows, const uint32_t *perm, const uint32_t *valid,
+                         const uint32_t *sidx, const uint32_t *starts, int zstd_level, ds_shard_image *out, char *err,
+                         size_t errlen);
 void ds_shard_image_free(ds_shard_image *img);
 
 /* Crash-safe write: path.tmp, fsync, rename, fsync of the directory. If the
  * file already exists with identical bytes it is left alone (*skipped = 1). */
-int ds_write_file_atomic(const char *path, const void *data, size_t len, int *skipped, char *err,
-                         size_t errlen);
+int ds_write_file_atomic(const char *path, const void *data, size_t len, int *skipped, char *err, size_t errlen);
 
 /* Document starts of one row (at most row_len entries). */
 int ds_shard_row_starts(const ds_shard *s, uint64_t row, uint32_t *starts, uint32_t *n_starts);
@@ -51,13 +50,13 @@ uint64_t ds_xxh3(const void *data, size_t len);
  * file names (ds_shard_name_check); a name listed twice is refused. */
 /* ds_manifest_shard: ds_shard.h (the public reader, ds_manifest_read, wraps this one). */
 typedef struct {
-    json_t *root;       /* the parsed manifest (owned; config/accounting are the tools' to check) */
-    char *path;         /* DIR/manifest.json, for messages */
+    json_t *root; /* the parsed manifest (owned; config/accounting are the tools' to check) */
+    char *path;   /* DIR/manifest.json, for messages */
     uint32_t seq_len, vocab_size, eot_id, pad_id, dtype_bytes;
     int64_t bos_id, eos_id; /* -1: none (absent from the manifest: no BOS, EOS = eot_id) */
     uint8_t fingerprint[32];
     const char *tokenizer_name;
-    size_t n_shards;    /* in manifest order */
+    size_t n_shards; /* in manifest order */
     ds_manifest_shard *shards;
 } ds_manifest;
 

@@ -19,7 +19,8 @@ static uint64_t splitmix64(uint64_t *s) {
 void ds_shard_shuffle_perm(uint64_t seed, int split, uint64_t shard_index, uint32_t *perm, uint64_t n) {
     uint64_t st = seed ^ (0xA0761D6478BD642Full * (uint64_t)(split + 1)) ^ (0xE7037ED1A0B428DBull * (shard_index + 1));
     for (uint64_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
-    for (uint64_t i = n; i > 1; i--) { /* Fisher-Yates; j uniform in [0, i) (128-bit multiply, no modulo bias to speak of) */
+    for (uint64_t i = n; i > 1;
+         i--) { /* Fisher-Yates; j uniform in [0, i) (128-bit multiply, no modulo bias to speak of) */
         uint64_t j = (uint64_t)(((unsigned __int128)splitmix64(&st) * i) >> 64);
         uint32_t t = perm[i - 1];
         perm[i - 1] = perm[j];
@@ -32,8 +33,8 @@ void ds_shard_file_name(int split, uint64_t index, char *out, size_t outlen) {
 }
 
 /* ---------------------------------------------------------- writer */
-void ds_shard_writer_init(ds_shard_writer *w, const ds_build_config *cfg, int split, const char *out_dir, ds_shard_rec **recs,
-                    size_t *n_recs, size_t *cap_recs) {
+void ds_shard_writer_init(ds_shard_writer *w, const ds_build_config *cfg, int split, const char *out_dir,
+                          ds_shard_rec **recs, size_t *n_recs, size_t *cap_recs) {
     memset(w, 0, sizeof *w);
     w->cfg = cfg;
     w->split = split;
@@ -111,8 +112,8 @@ static int flush_shard(ds_shard_writer *w, ds_build_account *acc) {
     return rc;
 }
 
-int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_valid, const uint32_t *starts, uint32_t n_starts,
-                  ds_build_account *acc) {
+int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_valid, const uint32_t *starts,
+                        uint32_t n_starts, ds_build_account *acc) {
     uint64_t L = w->cfg->seq_len;
     if (w->n_rows == w->cap_rows) {
         size_t nc = w->cap_rows ? 2 * w->cap_rows : 64;

@@ -41,9 +41,7 @@ int ds_source_next_record(const ds_source *s, uint64_t *index, size_t max_record
         rec->len = it.len;
         return 1;
     case DS_REC_MISSING_FIELD:
-    case DS_REC_NOT_STRING:
-        rec->status = it.status;
-        return 1;
+    case DS_REC_NOT_STRING: rec->status = it.status; return 1;
     default:
         if (err && errlen) snprintf(err, errlen, "%s: the source gave an item with status %d", s->name, (int)it.status);
         return DS_ERR_INTERNAL;

@@ -57,8 +57,8 @@ static int check_totals(const char *dir, json_t *m, const ds_build_account *a, u
     json_t *d = json_object_get(acc, "documents"), *t = json_object_get(acc, "tokens");
     json_t *jin = json_object_get(d, "in"), *jw = json_object_get(t, "written");
     unsigned __int128 din = (uint64_t)json_integer_value(jin), written = (uint64_t)json_integer_value(jw);
-    unsigned __int128 docs = (unsigned __int128)a->docs_whole + a->docs_truncated + a->docs_chunked +
-                             a->docs_dropped + a->docs_rejected;
+    unsigned __int128 docs =
+        (unsigned __int128)a->docs_whole + a->docs_truncated + a->docs_chunked + a->docs_dropped + a->docs_rejected;
     unsigned __int128 cells = ((unsigned __int128)rows[0] + rows[1]) * L;
     if (!json_is_integer(jin) || !json_is_integer(jw) || json_integer_value(jin) < 0 || json_integer_value(jw) < 0 ||
         din != docs || din != a->records || written + a->pad != cells ||
@@ -100,21 +100,22 @@ static int verify_set(const char *dir, ds_verify_result *res, char *err, size_t 
         if ((rc = verify_one(path, &xx, &tokens, &h, err, errlen)) != DS_OK) break;
         int k = ms->split;
         uint64_t bytes = DS_SHARD_HEADER_BYTES + h.tokens_bytes + h.meta_bytes + 8 * h.n_blocks; /* = file size */
-        const char *what = ms->xxh3 != xx                                          ? "file checksum"
-                           : ms->rows != h.n_rows                                  ? "rows"
-                           : ms->tokens != tokens                                  ? "tokens"
-                           : ms->bytes != bytes                                    ? "bytes"
-                           : memcmp(h.fingerprint, man.fingerprint, 32)            ? "tokenizer fingerprint"
-                           : h.vocab_size != man.vocab_size                        ? "vocab size"
-                           : h.dtype_bytes != man.dtype_bytes                      ? "dtype"
-                           : h.eot_id != man.eot_id                                ? "EOT id"
-                           : h.pad_id != man.pad_id                                ? "pad id"
-                           : h.row_len != L                                        ? "row length"
-                           : ((h.flags & DS_SHARD_F_VAL) != 0) != k                ? "split"
-                           : ((h.flags & DS_SHARD_F_ZSTD) != 0) != (cfg.zstd_level != 0) || h.frame_rows != cfg.frame_rows
-                               ? "compression (config.zstd_level / frame_rows)"
-                           : ((h.flags & DS_SHARD_F_SHUFFLED) != 0) != (cfg.shuffle != 0) ? "shuffle flag"
-                                                                                          : NULL;
+        const char *what =
+            ms->xxh3 != xx                               ? "file checksum"
+            : ms->rows != h.n_rows                       ? "rows"
+            : ms->tokens != tokens                       ? "tokens"
+            : ms->bytes != bytes                         ? "bytes"
+            : memcmp(h.fingerprint, man.fingerprint, 32) ? "tokenizer fingerprint"
+            : h.vocab_size != man.vocab_size             ? "vocab size"
+            : h.dtype_bytes != man.dtype_bytes           ? "dtype"
+            : h.eot_id != man.eot_id                     ? "EOT id"
+            : h.pad_id != man.pad_id                     ? "pad id"
+            : h.row_len != L                             ? "row length"
+            : ((h.flags & DS_SHARD_F_VAL) != 0) != k     ? "split"
+            : ((h.flags & DS_SHARD_F_ZSTD) != 0) != (cfg.zstd_level != 0) || h.frame_rows != cfg.frame_rows
+                ? "compression (config.zstd_level / frame_rows)"
+            : ((h.flags & DS_SHARD_F_SHUFFLED) != 0) != (cfg.shuffle != 0) ? "shuffle flag"
+                                                                           : NULL;
         if (what) {
             ds_set_err(err, errlen, "%s: %s disagrees with the manifest", path, what);
             rc = DS_ERR_FORMAT;

@@ -8,16 +8,12 @@
 #include <string.h>
 
 /* t attends t2 iff t2 <= t and (no doc mask or same document) */
-static inline int visible(const int32_t *docrow, int t, int t2)
-{
-    return !docrow || docrow[t2] == docrow[t];
-}
+static inline int visible(const int32_t *docrow, int t, int t2) { return !docrow || docrow[t2] == docrow[t]; }
 
 /* one (b, h, t) row: scores, softmax into a (T floats), output o (hs) */
 KN_CLONES
-static void attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow,
-                         int t, int T, int C, int h, int hs, float scale)
-{
+static void attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, int C, int h,
+                         int hs, float scale) {
     int C3 = 3 * C;
     const float *q = base + (size_t)t * C3 + h * hs;
     float mx = -INFINITY;
@@ -49,30 +45,25 @@ static void attn_row_fwd(float *a, float *o, const float *base, const int32_t *d
     }
 }
 
-int kn_attention_forward_ref(float *out, float *att, const float *qkv,
-                             const int32_t *doc, int B, int T, int C, int NH)
-{
-    if (!out || !att || !qkv || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH)
-        return KN_EINVAL;
+int kn_attention_forward_ref(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int C,
+                             int NH) {
+    if (!out || !att || !qkv || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     long rows = (long)B * NH * T;
     KN_OMP(parallel for schedule(dynamic, 16))
     for (long r = 0; r < rows; r++) {
         int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / ((long)T * NH));
-        attn_row_fwd(att + (size_t)r * T, out + ((size_t)b * T + t) * C + h * hs,
-                     qkv + (size_t)b * T * 3 * C, doc ? doc + (size_t)b * T : NULL,
-                     t, T, C, h, hs, scale);
+        attn_row_fwd(att + (size_t)r * T, out + ((size_t)b * T + t) * C + h * hs, qkv + (size_t)b * T * 3 * C,
+                     doc ? doc + (size_t)b * T : NULL, t, T, C, h, hs, scale);
     }
     return KN_OK;
 }
 
 /* one (b, h): dqkv slice of head h (q, k, v channels) for all t */
 KN_CLONES
-static void attn_bh_bwd(float *dbase, const float *dout_b, const float *base,
-                        const float *att_bh, const int32_t *docrow, float *datt,
-                        int T, int C, int h, int hs, float scale)
-{
+static void attn_bh_bwd(float *dbase, const float *dout_b, const float *base, const float *att_bh,
+                        const int32_t *docrow, float *datt, int T, int C, int h, int hs, float scale) {
     int C3 = 3 * C;
     for (int t = 0; t < T; t++) {
         float *d = dbase + (size_t)t * C3 + h * hs;
@@ -110,19 +101,14 @@ static void attn_bh_bwd(float *dbase, const float *dout_b, const float *base,
     }
 }
 
-int kn_attention_backward_ref(float *dqkv, const float *dout, const float *qkv,
-                              const float *att, const int32_t *doc,
-                              int B, int T, int C, int NH)
-{
-    if (!dqkv || !dout || !qkv || !att || B <= 0 || T <= 0 || C <= 0 ||
-        NH <= 0 || C % NH)
-        return KN_EINVAL;
+int kn_attention_backward_ref(float *dqkv, const float *dout, const float *qkv, const float *att, const int32_t *doc,
+                              int B, int T, int C, int NH) {
+    if (!dqkv || !dout || !qkv || !att || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     int err = 0;
     long pairs = (long)B * NH;
-    KN_OMP(parallel)
-    {
+    KN_OMP(parallel) {
         float *datt = malloc(sizeof(float) * (size_t)T);
         if (!datt) {
             KN_OMP(atomic write)
@@ -134,9 +120,8 @@ int kn_attention_backward_ref(float *dqkv, const float *dout, const float *qkv,
         for (long bh = 0; bh < pairs; bh++) {
             if (!datt) continue;
             int b = (int)(bh / NH), h = (int)(bh % NH);
-            attn_bh_bwd(dqkv + (size_t)b * T * C3, dout + (size_t)b * T * C,
-                        qkv + (size_t)b * T * C3, att + (size_t)bh * T * T,
-                        doc ? doc + (size_t)b * T : NULL, datt, T, C, h, hs, scale);
+            attn_bh_bwd(dqkv + (size_t)b * T * C3, dout + (size_t)b * T * C, qkv + (size_t)b * T * C3,
+                        att + (size_t)bh * T * T, doc ? doc + (size_t)b * T : NULL, datt, T, C, h, hs, scale);
         }
         free(datt);
     }

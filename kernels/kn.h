@@ -32,10 +32,10 @@ extern "C" {
 #endif
 
 #define KN_OK 0
-#define KN_EINVAL (-1)   /* bad argument (NULL, size <= 0, id out of range) */
-#define KN_ENOMEM (-2)   /* allocation failed (only ops that say they allocate) */
+#define KN_EINVAL (-1) /* bad argument (NULL, size <= 0, id out of range) */
+#define KN_ENOMEM (-2) /* allocation failed (only ops that say they allocate) */
 
-#define KN_LN_EPS 1e-5f  /* LayerNorm epsilon (same as GPT-2 / PyTorch default) */
+#define KN_LN_EPS 1e-5f /* LayerNorm epsilon (same as GPT-2 / PyTorch default) */
 
 /* Vocabulary padding: smallest multiple of 128 >= v (v > 0). */
 int kn_pad_vocab(int v);
@@ -45,12 +45,10 @@ int kn_pad_vocab(int v);
  *   out (B,T,C)  inp (B,T) < V  pos (B,T) in [0,maxT) or NULL
  *   wte (V or Vp, C) (only rows < V are read)  wpe (maxT, C)
  * backward: dwte[inp[b,t],:] += dout[b,t,:];  dwpe[p,:] += dout[b,t,:]   */
-int kn_encoder_forward_ref(float *out, const uint32_t *inp, const int32_t *pos,
-                           const float *wte, const float *wpe,
+int kn_encoder_forward_ref(float *out, const uint32_t *inp, const int32_t *pos, const float *wte, const float *wpe,
                            int B, int T, int C, int V, int maxT);
-int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout,
-                            const uint32_t *inp, const int32_t *pos,
-                            int B, int T, int C, int V, int maxT);
+int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout, const uint32_t *inp, const int32_t *pos, int B,
+                            int T, int C, int V, int maxT);
 
 /* ---- residual add: out = a + b (n elements; out may alias a or b) -------- */
 int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n);
@@ -58,13 +56,10 @@ int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n
 /* ---- layernorm over the last dim (eps KN_LN_EPS, biased variance) ---------
  *   inp/out (N,C)  weight/bias (C)  mean/rstd (N) saved for backward
  * backward: dinp (N,C) +=, dweight (C) +=, dbias (C) += ; dout (N,C)   */
-int kn_layernorm_forward_ref(float *out, float *mean, float *rstd,
-                             const float *inp, const float *weight,
+int kn_layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                              const float *bias, int N, int C);
-int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias,
-                              const float *dout, const float *inp,
-                              const float *weight, const float *mean,
-                              const float *rstd, int N, int C);
+int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                              const float *weight, const float *mean, const float *rstd, int N, int C);
 
 /* ---- matmul (linear layer) ------------------------------------------------
  * out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias(OC)     (bias may be NULL)
@@ -74,10 +69,8 @@ int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias,
  *   dbias   (OC)   += sum_n dout[n,:]             (may be NULL)
  * Cache-blocked, packed, register-tiled; allocates per-thread packing
  * buffers (KN_ENOMEM on failure).  out/dinp must not alias any input.   */
-int kn_matmul_forward_ref(float *out, const float *inp, const float *weight,
-                          const float *bias, int N, int C, int OC);
-int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
-                           const float *dout, const float *inp,
+int kn_matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
+int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                            const float *weight, int N, int C, int OC);
 
 /* ---- causal multi-head self-attention --------------------------------------
@@ -88,18 +81,15 @@ int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
  *   Masked entries of att are stored as 0.  Scale 1/sqrt(hs).
  * backward: dqkv (B,T,3C) overwritten; dout (B,T,C); allocates a T-float
  *   scratch row per thread (KN_ENOMEM on failure).                       */
-int kn_attention_forward_ref(float *out, float *att, const float *qkv,
-                             const int32_t *doc, int B, int T, int C, int NH);
-int kn_attention_backward_ref(float *dqkv, const float *dout, const float *qkv,
-                              const float *att, const int32_t *doc,
+int kn_attention_forward_ref(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int C, int NH);
+int kn_attention_backward_ref(float *dqkv, const float *dout, const float *qkv, const float *att, const int32_t *doc,
                               int B, int T, int C, int NH);
 
 /* ---- GELU, tanh approximation (PyTorch approximate='tanh') ----------------
  *   out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))     n elements
  * backward: dinp = dout * gelu'(inp)  (overwritten; dinp may alias dout) */
 int kn_gelu_forward_ref(float *out, const float *inp, size_t n);
-int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout,
-                         size_t n);
+int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout, size_t n);
 
 /* ---- fused softmax + cross-entropy over a padded vocabulary ---------------
  *   logits (N,Vp); columns >= V are padding: treated as -inf (probability 0,
@@ -113,10 +103,9 @@ int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout,
  *           v < V, 0 for padding columns and for rows with target < 0.
  *           dloss (N) or NULL meaning a constant dloss_scale for every row.
  *           dlogits may alias probs (in place).                          */
-int kn_softmax_xent_forward_ref(float *losses, float *probs, const float *logits,
-                                const int32_t *targets, int N, int V, int Vp);
-int kn_softmax_xent_backward_ref(float *dlogits, const float *probs,
-                                 const int32_t *targets, const float *dloss,
+int kn_softmax_xent_forward_ref(float *losses, float *probs, const float *logits, const int32_t *targets, int N, int V,
+                                int Vp);
+int kn_softmax_xent_backward_ref(float *dlogits, const float *probs, const int32_t *targets, const float *dloss,
                                  float dloss_scale, int N, int V, int Vp);
 
 /* ---- AdamW (PyTorch semantics, decoupled weight decay) -------------------
@@ -126,9 +115,8 @@ int kn_softmax_xent_backward_ref(float *dlogits, const float *probs,
  *   p = p - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  * Caller passes decay = 1 for 2-D weight matrices (embeddings, linear
  * weights) and 0 for biases / LayerNorm parameters.                      */
-int kn_adamw_step_ref(float *params, const float *grads, float *m, float *v,
-                      size_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, int decay, int t);
+int kn_adamw_step_ref(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int decay, int t);
 
 /* ---- global gradient L2 norm and clipping -------------------------------
  * kn_sumsq_ref: *out = sum g^2, accumulated in double over 256 fixed

@@ -14,8 +14,7 @@
 #define ATT_BQ 64 /* query rows per forward / dq block (one thread each) */
 #define ATT_BK 32 /* keys per shared-memory tile */
 
-static __device__ __forceinline__ bool att_ok(int tq, int tk, const int32_t *doc_row, int dq, int dk)
-{
+static __device__ __forceinline__ bool att_ok(int tq, int tk, const int32_t *doc_row, int dq, int dk) {
     return tk <= tq && (!doc_row || dq == dk);
 }
 
@@ -24,8 +23,7 @@ static __device__ __forceinline__ bool att_ok(int tq, int tk, const int32_t *doc
  * forward and dq kernels, whose blocks are ATT_BQ threads. */
 template <int HS, typename T>
 static __device__ __forceinline__ void att_stage_keys(float (*Ks)[HS], float (*Vs)[HS], int *Ds, const T *qkv,
-                                                      const int32_t *drow, int b, int h, int k0, int Tn, int C)
-{
+                                                      const int32_t *drow, int b, int h, int k0, int Tn, int C) {
     size_t C3 = 3 * (size_t)C;
     for (int i = threadIdx.x; i < ATT_BK * HS; i += ATT_BQ) {
         int j = i / HS, d = i % HS, tk = k0 + j;
@@ -41,9 +39,8 @@ static __device__ __forceinline__ void att_stage_keys(float (*Ks)[HS], float (*V
 
 /* grid (ceil(T/64), NH, B), block 64. */
 template <int HS, typename T>
-__global__ void __launch_bounds__(ATT_BQ) att_fwd_kernel(T *out, float *lse, const T *qkv, const int32_t *doc,
-                                                          int Tn, int C, int NH, float scale)
-{
+__global__ void __launch_bounds__(ATT_BQ)
+    att_fwd_kernel(T *out, float *lse, const T *qkv, const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ float Ks[ATT_BK][HS];
     __shared__ float Vs[ATT_BK][HS];
     __shared__ int Ds[ATT_BK];
@@ -103,8 +100,7 @@ __global__ void __launch_bounds__(ATT_BQ) att_fwd_kernel(T *out, float *lse, con
 
 /* D[b,h,t] = dout[t,h,:] . out[t,h,:] */
 template <typename T>
-__global__ void att_dsum_kernel(float *Dsum, const T *dout, const T *out, int B, int Tn, int C, int NH, int HS)
-{
+__global__ void att_dsum_kernel(float *Dsum, const T *dout, const T *out, int B, int Tn, int C, int NH, int HS) {
     size_t total = (size_t)B * NH * Tn;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int t = (int)(i % Tn);
@@ -119,10 +115,9 @@ __global__ void att_dsum_kernel(float *Dsum, const T *dout, const T *out, int B,
 
 /* dq: grid (ceil(T/64), NH, B), block 64; thread per query row. */
 template <int HS, typename T>
-__global__ void __launch_bounds__(ATT_BQ) att_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
-                                                         const float *Dsum, const int32_t *doc, int Tn, int C, int NH,
-                                                         float scale)
-{
+__global__ void __launch_bounds__(ATT_BQ)
+    att_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dsum, const int32_t *doc, int Tn,
+                  int C, int NH, float scale) {
     __shared__ float Ks[ATT_BK][HS];
     __shared__ float Vs[ATT_BK][HS];
     __shared__ float DOs[ATT_BQ][HS + 1];
@@ -178,11 +173,9 @@ template <int HS> struct att_kv_cfg {
 };
 
 template <int HS, typename T>
-__global__ void __launch_bounds__(att_kv_cfg<HS>::KB) att_dkdv_kernel(T *dqkv, const T *dout, const T *qkv,
-                                                                     const float *lse, const float *Dsum,
-                                                                     const int32_t *doc, int Tn, int C, int NH,
-                                                                     float scale)
-{
+__global__ void __launch_bounds__(att_kv_cfg<HS>::KB)
+    att_dkdv_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dsum, const int32_t *doc,
+                    int Tn, int C, int NH, float scale) {
     constexpr int KB = att_kv_cfg<HS>::KB, QB = att_kv_cfg<HS>::QB;
     __shared__ float Ks[KB][HS + 1];
     __shared__ float Vs[KB][HS + 1];
@@ -252,8 +245,7 @@ __global__ void __launch_bounds__(att_kv_cfg<HS>::KB) att_dkdv_kernel(T *dqkv, c
 
 template <int HS, typename T>
 static int att_fwd_launch(T *out, float *lse, const T *qkv, const int32_t *doc, int B, int Tn, int C, int NH,
-                          cudaStream_t s)
-{
+                          cudaStream_t s) {
     dim3 grid((unsigned)((Tn + ATT_BQ - 1) / ATT_BQ), (unsigned)NH, (unsigned)B);
     att_fwd_kernel<HS, T><<<grid, ATT_BQ, 0, s>>>(out, lse, qkv, doc, Tn, C, NH, 1.0f / sqrtf((float)HS));
     KN_CUDA_LAUNCHED("attention_forward");
@@ -261,8 +253,7 @@ static int att_fwd_launch(T *out, float *lse, const T *qkv, const int32_t *doc, 
 }
 
 extern "C" int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
-                                         int C, int NH, kn_dtype dt, kn_stream s)
-{
+                                         int C, int NH, kn_dtype dt, kn_stream s) {
     if (!out || !lse || !qkv || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
     if (B > 65535 || NH > 65535) return KN_EINVAL;
     int hs = C / NH;
@@ -275,8 +266,7 @@ extern "C" int kn_attention_forward_cuda(void *out, float *lse, const void *qkv,
 
 template <int HS, typename T>
 static int att_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse, const int32_t *doc,
-                          int B, int Tn, int C, int NH, float *Dsum, cudaStream_t s)
-{
+                          int B, int Tn, int C, int NH, float *Dsum, cudaStream_t s) {
     float scale = 1.0f / sqrtf((float)HS);
     size_t rows = (size_t)B * NH * Tn;
     att_dsum_kernel<T><<<kn_blocks(rows, 256), 256, 0, s>>>(Dsum, dout, out, B, Tn, C, NH, HS);
@@ -293,10 +283,8 @@ static int att_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out, co
 
 extern "C" int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
                                           const float *lse, const int32_t *doc, int B, int T, int C, int NH,
-                                          void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s)
-{
-    if (!dqkv || !dout || !qkv || !out || !lse || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH)
-        return KN_EINVAL;
+                                          void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s) {
+    if (!dqkv || !dout || !qkv || !out || !lse || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
     if (B > 65535 || NH > 65535) return KN_EINVAL;
     if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
     float *Dsum = (float *)scratch;

@@ -11,10 +11,8 @@
 
 #include "kn_attention_tc.cuh"
 
-
 /* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
-static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4)
-{
+static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4) {
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         uint32_t pa[4];
@@ -32,8 +30,7 @@ static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4],
 /* grid (ceil(T/64), NH, B), block 128 */
 template <bool LDSM>
 __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *lse, const kn_bf16 *qkv,
-                                                         const int32_t *doc, int Tn, int C, int NH, float scale)
-{
+                                                         const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ __align__(16) kn_bf16 Ks[TC_BK][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vt[LDSM ? 1 : TC_HS][TC_PAD]; /* V transposed: [d][key] */
     __shared__ __align__(16) kn_bf16 Vs[LDSM ? TC_BK : 1][TC_PAD]; /* V rows: [key][d] */
@@ -143,10 +140,8 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
         online_row(l1, m1, ps1, corr1, mn1);
         scale_cfrag(o, corr0, corr1);
         /* O += P V: k-steps of 16 keys; P's A fragment is two S n-tiles */
-        if constexpr (LDSM)
-            mma_cfrag_kn(o, sc, Vs, lane);
-        else
-            mma_cfrag(o, sc, Vt, g, t4);
+        if constexpr (LDSM) mma_cfrag_kn(o, sc, Vs, lane);
+        else mma_cfrag(o, sc, Vt, g, t4);
     }
     /* normalise and store: thread holds rows r0 (o[n][0..1]) and r1 (o[n][2..3]), cols n*8 + 2*t4 (+1) */
     float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
@@ -174,8 +169,7 @@ __global__ void __launch_bounds__(128) att_fwd_tc_kernel(kn_bf16 *out, float *ls
  * SM.  All four passed every kernel row on the H200 (2026-12-04, quick runs);
  * at d12 B16 T1024 forward + backward took 1.85 / 1.46 / 0.60 / 0.63 ms. */
 static int g_tc_variant = -1;
-static int tc_variant(void)
-{
+static int tc_variant(void) {
     if (g_tc_variant < 0) {
         const char *v = getenv("MKS_ATTN_TC");
         g_tc_variant = !v || !strcmp(v, "pipe") ? 2
@@ -190,8 +184,7 @@ static int tc_variant(void)
 extern "C" void kn_attention_tc_variant(int v) { g_tc_variant = v < 0 ? -1 : v > 3 ? 3 : v; }
 
 extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
-                                            int C, int NH, kn_dtype dt, kn_stream s)
-{
+                                            int C, int NH, kn_dtype dt, kn_stream s) {
     if (!out || !lse || !qkv || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
     if (dt != KN_BF16 || C / NH != TC_HS || C % 8 || B > 65535 || NH > 65535) {
         kn_cuda_set_error("attention_forward_tc: bf16 with head size 64 only (got %s, hs %d)",
@@ -204,14 +197,13 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
     }
     dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
     const int variant = tc_variant();
-    if (variant >= 2)
-        kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, T, C, NH, s);
+    if (variant >= 2) kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, T, C, NH, s);
     else if (variant == 1)
-        att_fwd_tc_kernel<true><<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH,
-                                                     1.0f / sqrtf((float)TC_HS));
+        att_fwd_tc_kernel<true>
+            <<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH, 1.0f / sqrtf((float)TC_HS));
     else
-        att_fwd_tc_kernel<false><<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH,
-                                                      1.0f / sqrtf((float)TC_HS));
+        att_fwd_tc_kernel<false>
+            <<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH, 1.0f / sqrtf((float)TC_HS));
     KN_CUDA_LAUNCHED("attention_forward_tc");
     return KN_OK;
 }
@@ -224,8 +216,7 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
 /* 64 rows x 64 cols of bf16 (row stride ld, rows from `first`) into shared
  * memory, as rows (dst) and/or transposed (dstT: [col][row]); zero past T. */
 static __device__ __forceinline__ void load_tile(kn_bf16 (*dst)[TC_PAD], kn_bf16 (*dstT)[TC_PAD], const kn_bf16 *base,
-                                                 size_t ld, int first, int Tn)
-{
+                                                 size_t ld, int first, int Tn) {
     for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
         int j = i / 8, d0 = (i % 8) * 8, r = first + j;
         uint4 v = make_uint4(0, 0, 0, 0);
@@ -242,8 +233,7 @@ static __device__ __forceinline__ void load_tile(kn_bf16 (*dst)[TC_PAD], kn_bf16
 /* acc[n] (16 x 64) += A (16 x 64, frags) . B where B[k][n] = M[n][k] and M is
  * a shared 64 x 64 tile (row n, col k). */
 static __device__ __forceinline__ void mma_rows(float acc[8][4], const uint32_t a[4][4], kn_bf16 (*M)[TC_PAD], int g,
-                                                int t4)
-{
+                                                int t4) {
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -257,8 +247,7 @@ static __device__ __forceinline__ void mma_rows(float acc[8][4], const uint32_t 
 
 /* D = rowsum(dout * out) per (b, h, t), a thread per row (the version that ran
  * on the H200). */
-__global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C, int NH)
-{
+__global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C, int NH) {
     size_t total = (size_t)B * NH * Tn;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int t = (int)(i % Tn), h = (int)((i / Tn) % NH), b = (int)(i / ((size_t)Tn * NH));
@@ -274,8 +263,8 @@ __global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf
  * the one above walks its 64 elements 2 bytes at a time at a 1.5 KB stride
  * between lanes, inside the tensor-core backward's 1.47 ms at d12 B16 T1024.
  * With the ldmatrix variant (opt-in until a GPU has run it). */
-__global__ void att_dsum_vec_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C, int NH)
-{
+__global__ void att_dsum_vec_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C,
+                                    int NH) {
     size_t rows = (size_t)B * Tn * NH, step = ((size_t)gridDim.x * blockDim.x) >> 3;
     int sub = threadIdx.x & 7;
     /* i0 is the warp's first row (the same in all its lanes: the shuffles below need every lane) */
@@ -308,10 +297,9 @@ __global__ void att_dsum_vec_kernel(float *Dsum, const kn_bf16 *dout, const kn_b
 
 /* dq: grid (ceil(T/64), NH, B), block 128 */
 template <bool LDSM>
-__global__ void __launch_bounds__(128) att_dq_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
-                                                        const float *lse, const float *Dsum, const int32_t *doc,
-                                                        int Tn, int C, int NH, float scale)
-{
+__global__ void __launch_bounds__(128)
+    att_dq_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
+                     const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ __align__(16) kn_bf16 Ks[64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vs[64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Kt[LDSM ? 1 : 64][TC_PAD];
@@ -353,23 +341,20 @@ __global__ void __launch_bounds__(128) att_dq_tc_kernel(kn_bf16 *dqkv, const kn_
                 float p = ok ? __expf(s[n][e] * scale - (e < 2 ? L0 : L1)) : 0.0f;
                 s[n][e] = p * (dp[n][e] - (e < 2 ? D0 : D1)) * scale; /* dS (d/d raw score) */
             }
-        if constexpr (LDSM)
-            mma_cfrag_kn(dq, s, Ks, lane);
-        else
-            mma_cfrag(dq, s, Kt, g, t4);
+        if constexpr (LDSM) mma_cfrag_kn(dq, s, Ks, lane);
+        else mma_cfrag(dq, s, Kt, g, t4);
     }
     store_cfrag(dqkv + (size_t)b * Tn * C3 + h * TC_HS, C3, dq, rw + g, Tn, t4, 1.0f);
 }
 
 /* dk, dv: grid (ceil(T/64), NH, B), block 128; rows are keys */
 template <bool LDSM>
-__global__ void __launch_bounds__(128) att_dkdv_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
-                                                          const float *lse, const float *Dsum, const int32_t *doc,
-                                                          int Tn, int C, int NH, float scale)
-{
+__global__ void __launch_bounds__(128)
+    att_dkdv_tc_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
+                       const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ __align__(16) kn_bf16 Qs[64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Qt[LDSM ? 1 : 64][TC_PAD];
-    __shared__ __align__(16) kn_bf16 Os[64][TC_PAD];  /* dout rows */
+    __shared__ __align__(16) kn_bf16 Os[64][TC_PAD];            /* dout rows */
     __shared__ __align__(16) kn_bf16 Ot[LDSM ? 1 : 64][TC_PAD]; /* dout transposed */
     __shared__ float Ls[64], Dd[64];
     __shared__ int Dq[64];
@@ -430,8 +415,7 @@ __global__ void __launch_bounds__(128) att_dkdv_tc_kernel(kn_bf16 *dqkv, const k
 
 extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
                                              const float *lse, const int32_t *doc, int B, int T, int C, int NH,
-                                             void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s)
-{
+                                             void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s) {
     if (!dqkv || !dout || !qkv || !out || !lse || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
     if (dt != KN_BF16 || C / NH != TC_HS || C % 8 || B > 65535 || NH > 65535) {
         kn_cuda_set_error("attention_backward_tc: bf16 with head size 64 only");

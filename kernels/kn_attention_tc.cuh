@@ -15,24 +15,21 @@
 #define TC_HS 64
 #define TC_PAD 72 /* bf16 per shared row: 144 bytes, conflict-free fragment reads */
 
-static __device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
-{
+static __device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, const uint32_t *b) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
-{
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x (lower half) = lo */
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
 /* The A fragment of k-step ks (keys ks*16 .. +15) of P, a 16 x 64 C-fragment
  * accumulator: its n-tiles 2ks and 2ks + 1, rounded to bf16 pairs. */
-static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], int ks)
-{
+static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], int ks) {
     pa[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
     pa[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
     pa[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
@@ -48,16 +45,14 @@ static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], in
  * that mma_cfrag reads, and halves the backward kernels' shared memory.
  * Variant "ldsm" (MKS_ATTN_TC=ldsm); the pipelined kernels read all their
  * B operands this way. */
-static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row)
-{
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
 
-static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][4], kn_bf16 (*M)[TC_PAD], int lane)
-{
+static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][4], kn_bf16 (*M)[TC_PAD], int lane) {
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         uint32_t pa[4];
@@ -75,28 +70,26 @@ static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][
 /* A fragments (16 rows x 64 cols, 4 k-steps) of a row-major bf16 matrix in
  * global memory: rows r0 / r0 + 8 of `base` with row stride `ld`. */
 static __device__ __forceinline__ void load_a_frags(uint32_t a[4][4], const kn_bf16 *base, size_t ld, int r0, int Tn,
-                                                    int t4)
-{
+                                                    int t4) {
 #pragma unroll
     for (int ks = 0; ks < 4; ks++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             int c = ks * 16 + 2 * t4 + half * 8;
             a[ks][half * 2 + 0] = r0 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)r0 * ld + c) : 0u;
-            a[ks][half * 2 + 1] = r0 + 8 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)(r0 + 8) * ld + c) : 0u;
+            a[ks][half * 2 + 1] =
+                r0 + 8 < Tn ? *reinterpret_cast<const uint32_t *>(base + (size_t)(r0 + 8) * ld + c) : 0u;
         }
 }
 
-static __device__ __forceinline__ void zero8x4(float a[8][4])
-{
+static __device__ __forceinline__ void zero8x4(float a[8][4]) {
 #pragma unroll
     for (int n = 0; n < 8; n++) a[n][0] = a[n][1] = a[n][2] = a[n][3] = 0.0f;
 }
 
 /* store a 16 x 64 C-fragment accumulator (rows r0, r0 + 8) as bf16 */
 static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, const float acc[8][4], int r0, int Tn,
-                                                   int t4, float mul)
-{
+                                                   int t4, float mul) {
 #pragma unroll
     for (int n = 0; n < 8; n++) {
         int col = n * 8 + 2 * t4;
@@ -110,28 +103,24 @@ static __device__ __forceinline__ void store_cfrag(kn_bf16 *base, size_t ld, con
 }
 
 /* Row statistics across the 4 threads (t4 = 0..3) that hold one C-fragment row */
-static __device__ __forceinline__ float quad_max(float x)
-{
+static __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
-static __device__ __forceinline__ float quad_sum(float x)
-{
+static __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 /* The online softmax's running sum and maximum of one row after a tile:
  * l = l * corr + (this tile's row sum over the quad), m = the new maximum */
-static __device__ __forceinline__ void online_row(float &l, float &m, float tile_sum, float corr, float m_new)
-{
+static __device__ __forceinline__ void online_row(float &l, float &m, float tile_sum, float corr, float m_new) {
     l = l * corr + quad_sum(tile_sum);
     m = m_new;
 }
 
 /* acc rows r0 (elements 0, 1) times c0, rows r0 + 8 (elements 2, 3) times c1 */
-static __device__ __forceinline__ void scale_cfrag(float acc[8][4], float c0, float c1)
-{
+static __device__ __forceinline__ void scale_cfrag(float acc[8][4], float c0, float c1) {
 #pragma unroll
     for (int n = 0; n < 8; n++) {
         acc[n][0] *= c0;

@@ -24,8 +24,7 @@
 
 #define LOG2E_F 1.4426950408889634f
 
-static __device__ __forceinline__ float ex2(float x)
-{
+static __device__ __forceinline__ float ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
@@ -33,8 +32,7 @@ static __device__ __forceinline__ float ex2(float x)
 
 /* 16 bytes global -> shared, asynchronously; zero-filled when !valid (src-size
  * 0: nothing is read, src stays a valid address anyway) */
-static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
-{
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
     uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
 }
@@ -45,8 +43,7 @@ static __device__ __forceinline__ void cp_async_wait1(void) { asm volatile("cp.a
 /* rows first .. first + 63 (row stride ld, 64 bf16 each) into a shared tile,
  * zeros past T; 128 threads, 4 x 16 bytes each */
 static __device__ __forceinline__ void tile_async(kn_bf16 (*dst)[TC_PAD], const kn_bf16 *base, size_t ld, int first,
-                                                  int Tn)
-{
+                                                  int Tn) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         int i = threadIdx.x + k * 128, j = i >> 3, d0 = (i & 7) * 8, r = first + j;
@@ -59,8 +56,7 @@ static __device__ __forceinline__ void tile_async(kn_bf16 (*dst)[TC_PAD], const 
  * buffers a and b, as one cp.async group when committed */
 static __device__ __forceinline__ void tiles_async(kn_bf16 (*a)[TC_PAD], const kn_bf16 *abase, size_t lda,
                                                    kn_bf16 (*b)[TC_PAD], const kn_bf16 *bbase, size_t ldb, int first,
-                                                   int Tn)
-{
+                                                   int Tn) {
     tile_async(a, abase, lda, first, Tn);
     tile_async(b, bbase, ldb, first, Tn);
 }
@@ -68,15 +64,13 @@ static __device__ __forceinline__ void tiles_async(kn_bf16 (*a)[TC_PAD], const k
 /* Close this iteration's (possibly empty) group of requests, wait for every
  * group but that one - the current tiles - and make them visible to the
  * block.  Committing an empty group keeps "all but the newest" uniform. */
-static __device__ __forceinline__ void tiles_ready(void)
-{
+static __device__ __forceinline__ void tiles_ready(void) {
     cp_async_commit();
     cp_async_wait1();
     __syncthreads();
 }
 
-static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const kn_bf16 *row)
-{
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const kn_bf16 *row) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -90,8 +84,7 @@ static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const kn_bf16 *row
  * thread (g, t4) receives M[row g][2*t4, 2*t4 + 1] of each 8x8 matrix, the
  * m16n8k16 B fragment b0 / b1 of n-tile n, then of n + 1. */
 static __device__ __forceinline__ void mma_rows_ldsm(float acc[8][4], const uint32_t a[4][4], kn_bf16 (*M)[TC_PAD],
-                                                     int lane)
-{
+                                                     int lane) {
 #pragma unroll
     for (int n = 0; n < 8; n += 2)
 #pragma unroll
@@ -108,8 +101,7 @@ static __device__ __forceinline__ void mma_rows_ldsm(float acc[8][4], const uint
  * p = 2^(s * sl2 - m * sl2) with sl2 = scale * log2(e). */
 template <bool DOC>
 __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *lse, const kn_bf16 *qkv,
-                                                           const int32_t *doc, int Tn, int C, int NH, float scale)
-{
+                                                           const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ __align__(16) kn_bf16 Ks[2][TC_BK][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vs[2][TC_BK][TC_PAD];
     __shared__ int Dk[2][TC_BK];
@@ -202,10 +194,9 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
 /* dq: grid (ceil(T/64), NH, B), block 128, longest query blocks first; K and
  * V tiles double-buffered.  dS = P * (dP - D) * scale, P = 2^(s*sl2 - lse*log2e). */
 template <bool DOC>
-__global__ void __launch_bounds__(128) att_dq_pipe_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
-                                                          const float *lse, const float *Dsum, const int32_t *doc,
-                                                          int Tn, int C, int NH, float scale)
-{
+__global__ void __launch_bounds__(128)
+    att_dq_pipe_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
+                       const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ __align__(16) kn_bf16 Ks[2][64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vs[2][64][TC_PAD];
     __shared__ int Dk[2][64];
@@ -279,10 +270,9 @@ __global__ void __launch_bounds__(128) att_dq_pipe_kernel(kn_bf16 *dqkv, const k
  * caps it at 168 and spills ~200 bytes to L1 (variant 3: which is faster is
  * for the GPU to say). */
 template <bool DOC, int MINB>
-__global__ void __launch_bounds__(128, MINB) att_dkdv_pipe_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv,
-                                                            const float *lse, const float *Dsum, const int32_t *doc,
-                                                            int Tn, int C, int NH, float scale)
-{
+__global__ void __launch_bounds__(128, MINB)
+    att_dkdv_pipe_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
+                         const int32_t *doc, int Tn, int C, int NH, float scale) {
     __shared__ __align__(16) kn_bf16 Qs[2][64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Os[2][64][TC_PAD]; /* dout rows */
     __shared__ float Ls[2][64], Dd[2][64];
@@ -331,8 +321,8 @@ __global__ void __launch_bounds__(128, MINB) att_dkdv_pipe_kernel(kn_bf16 *dqkv,
             float s[8][4], dp[8][4];
             zero8x4(s);
             zero8x4(dp);
-            mma_rows_ldsm(s, ka, Qs[buf], lane);  /* S^T: keys x queries */
-            mma_rows_ldsm(dp, va, Os[buf], lane); /* dP^T = V dO^T */
+            mma_rows_ldsm(s, ka, Qs[buf], lane);         /* S^T: keys x queries */
+            mma_rows_ldsm(dp, va, Os[buf], lane);        /* dP^T = V dO^T */
             if (!DOC && q0 >= kw + 15 && q0 + 63 < Tn) { /* every query >= every key of this warp */
 #pragma unroll
                 for (int n = 0; n < 8; n++)
@@ -371,29 +361,22 @@ __global__ void __launch_bounds__(128, MINB) att_dkdv_pipe_kernel(kn_bf16 *dqkv,
 }
 
 void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, int T, int C, int NH,
-                         cudaStream_t s)
-{
+                         cudaStream_t s) {
     dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
     const float scale = 1.0f / sqrtf((float)TC_HS);
-    if (doc)
-        att_fwd_pipe_kernel<true><<<grid, 128, 0, s>>>(out, lse, qkv, doc, T, C, NH, scale);
-    else
-        att_fwd_pipe_kernel<false><<<grid, 128, 0, s>>>(out, lse, qkv, nullptr, T, C, NH, scale);
+    if (doc) att_fwd_pipe_kernel<true><<<grid, 128, 0, s>>>(out, lse, qkv, doc, T, C, NH, scale);
+    else att_fwd_pipe_kernel<false><<<grid, 128, 0, s>>>(out, lse, qkv, nullptr, T, C, NH, scale);
 }
 
 template <bool DOC>
 static void dkdv_launch(dim3 grid, int minb, kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse,
-                        const float *Dsum, const int32_t *doc, int T, int C, int NH, float scale, cudaStream_t s)
-{
-    if (minb >= 3)
-        att_dkdv_pipe_kernel<DOC, 3><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
-    else
-        att_dkdv_pipe_kernel<DOC, 1><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
+                        const float *Dsum, const int32_t *doc, int T, int C, int NH, float scale, cudaStream_t s) {
+    if (minb >= 3) att_dkdv_pipe_kernel<DOC, 3><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
+    else att_dkdv_pipe_kernel<DOC, 1><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
 }
 
 void kn_att_pipe_backward(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
-                          const int32_t *doc, int B, int T, int C, int NH, int dkdv_min_blocks, cudaStream_t s)
-{
+                          const int32_t *doc, int B, int T, int C, int NH, int dkdv_min_blocks, cudaStream_t s) {
     dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
     const float scale = 1.0f / sqrtf((float)TC_HS);
     if (doc) {

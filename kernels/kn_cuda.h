@@ -75,12 +75,11 @@ int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s); /* also NaN po
  * backward: dwte/dwpe fp32 +=.  Deterministic: ids are sorted (stable radix
  * sort, CUB) into scratch and each vocabulary row sums its positions in
  * order.  scratch: kn_encoder_backward_scratch_bytes(B*T) bytes. */
-int kn_encoder_forward_cuda(void *out, const uint32_t *inp, const int32_t *pos, const void *wte,
-                            const void *wpe, int B, int T, int C, int V, int maxT, kn_dtype dt,
-                            kn_stream s);
-int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, const uint32_t *inp,
-                             const int32_t *pos, int B, int T, int C, int V, int maxT, void *scratch,
-                             size_t scratch_bytes, kn_dtype dt, kn_stream s);
+int kn_encoder_forward_cuda(void *out, const uint32_t *inp, const int32_t *pos, const void *wte, const void *wpe, int B,
+                            int T, int C, int V, int maxT, kn_dtype dt, kn_stream s);
+int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, const uint32_t *inp, const int32_t *pos, int B,
+                             int T, int C, int V, int maxT, void *scratch, size_t scratch_bytes, kn_dtype dt,
+                             kn_stream s);
 
 /* ---- residual add: out = a + b (n elements, dt; out may alias a or b) --------
  * (the trainer normally fuses it into kn_layernorm_forward_cuda) */
@@ -93,13 +92,11 @@ int kn_residual_forward_cuda(void *out, const void *a, const void *b, size_t n, 
  * backward as kn_layernorm_backward_ref (dinp += in dt; dweight/dbias fp32
  * +=), deterministic two-pass column sums through scratch
  * (kn_layernorm_backward_scratch_bytes(N, C)). */
-int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, void *resid_out, const void *inp,
-                              const void *inp2, const float *weight, const float *bias, int N, int C,
-                              kn_dtype dt, kn_stream s);
-int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout,
-                               const void *inp, const float *weight, const float *mean,
-                               const float *rstd, int N, int C, void *scratch, size_t scratch_bytes,
-                               kn_dtype dt, kn_stream s);
+int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, void *resid_out, const void *inp, const void *inp2,
+                              const float *weight, const float *bias, int N, int C, kn_dtype dt, kn_stream s);
+int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                               const float *weight, const float *mean, const float *rstd, int N, int C, void *scratch,
+                               size_t scratch_bytes, kn_dtype dt, kn_stream s);
 
 /* ---- matmul (cuBLASLt) ----------------------------------------------------------
  * out (N,OC) = inp (N,C) @ weight(OC,C)^T (+ bias(OC)) ; all in dt.
@@ -109,8 +106,8 @@ int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const v
  * dweight (OC,C) fp32 += dout^T @ inp (may be NULL); dbias (OC) fp32 +=
  * column sums of dout (may be NULL; deterministic, scratch
  * kn_matmul_backward_scratch_bytes(N, OC)). */
-int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp,
-                           const void *weight, const void *bias, int N, int C, int OC, kn_dtype dt);
+int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp, const void *weight,
+                           const void *bias, int N, int C, int OC, kn_dtype dt);
 /* The backward of a layer whose input was gelu(gelu_pre) (GPT's fc projection):
  * as kn_matmul_backward_cuda, but dinp (required) = (dout @ weight) *
  * gelu'(gelu_pre), gelu_pre (N,C) the pre-activation, by cuBLASLt's DGELU
@@ -118,17 +115,17 @@ int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const vo
 int kn_matmul_backward_dgelu_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias, const void *dout,
                                   const void *inp, const void *weight, const void *gelu_pre, int N, int C, int OC,
                                   void *scratch, size_t scratch_bytes, kn_dtype dt);
-int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
-                            const void *dout, const void *inp, const void *weight, int N, int C,
-                            int OC, void *scratch, size_t scratch_bytes, kn_dtype dt);
+int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias, const void *dout,
+                            const void *inp, const void *weight, int N, int C, int OC, void *scratch,
+                            size_t scratch_bytes, kn_dtype dt);
 
 /* ---- attention (flash-style: O(T) memory, never a T x T matrix) ----------------
  * qkv (B,T,3C) and out (B,T,C) in dt; lse (B,NH,T) fp32 saved for backward;
  * doc (B,T) or NULL as kn_attention_forward_ref.
  * backward: dqkv (B,T,3C) overwritten (dt); needs qkv, out, dout, lse;
  * scratch kn_attention_backward_scratch_bytes(B,T,NH) (fp32 row sums). */
-int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B,
-                              int T, int C, int NH, kn_dtype dt, kn_stream s);
+int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C, int NH,
+                              kn_dtype dt, kn_stream s);
 /* The same forward on the tensor cores (mma.sync bf16, flash-attention-2
  * layout): bf16 and head size 64 only (KN_EINVAL otherwise), qkv 16-byte
  * aligned.  The trainer's default for bf16 with heads of 64 since it passed
@@ -147,16 +144,15 @@ void kn_attention_tc_variant(int variant);
 /* Backward on the tensor cores, same contract as kn_attention_backward_cuda
  * (bf16, head size 64, qkv/dout/out 16-byte aligned). */
 int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
-                                  const int32_t *doc, int B, int T, int C, int NH, void *scratch,
-                                  size_t scratch_bytes, kn_dtype dt, kn_stream s);
-int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
-                               const float *lse, const int32_t *doc, int B, int T, int C, int NH,
-                               void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s);
+                                  const int32_t *doc, int B, int T, int C, int NH, void *scratch, size_t scratch_bytes,
+                                  kn_dtype dt, kn_stream s);
+int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
+                               const int32_t *doc, int B, int T, int C, int NH, void *scratch, size_t scratch_bytes,
+                               kn_dtype dt, kn_stream s);
 
 /* ---- GELU (tanh) ---------------------------------------------------------------- */
 int kn_gelu_forward_cuda(void *out, const void *inp, size_t n, kn_dtype dt, kn_stream s);
-int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *dout, size_t n, kn_dtype dt,
-                          kn_stream s);
+int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *dout, size_t n, kn_dtype dt, kn_stream s);
 
 /* ---- softmax + cross-entropy over a padded vocabulary -------------------------
  * logits (N,Vp) in dt; targets (N) int32 (< 0: no loss); losses (N) fp32
@@ -166,27 +162,25 @@ int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *dout, size_t 
  * dloss_scale for every row.  dlogits may alias logits.
  * fused: forward + backward in one pass pair per row, dlogits in place over
  * logits when dlogits == logits. */
-int kn_softmax_xent_forward_cuda(float *losses, float *lse, const void *logits,
-                                 const int32_t *targets, int N, int V, int Vp, kn_dtype dt,
-                                 kn_stream s);
-int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, const float *lse,
-                                  const int32_t *targets, const float *dloss, float dloss_scale,
-                                  int N, int V, int Vp, kn_dtype dt, kn_stream s);
+int kn_softmax_xent_forward_cuda(float *losses, float *lse, const void *logits, const int32_t *targets, int N, int V,
+                                 int Vp, kn_dtype dt, kn_stream s);
+int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, const float *lse, const int32_t *targets,
+                                  const float *dloss, float dloss_scale, int N, int V, int Vp, kn_dtype dt,
+                                  kn_stream s);
 /* Which fused softmax-xent kernel 16-bit logits take: 0 the scalar one, 1
  * 16-byte accesses (the default where Vp % 8 == 0; 2.9x the scalar one on an
  * H200); -1 back to the environment (MKS_XENT_SCALAR=1 picks 0). */
 void kn_softmax_xent_variant(int vec);
-int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits,
-                               const int32_t *targets, const float *dloss, float dloss_scale, int N,
-                               int V, int Vp, kn_dtype dt, kn_stream s);
+int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits, const int32_t *targets,
+                               const float *dloss, float dloss_scale, int N, int V, int Vp, kn_dtype dt, kn_stream s);
 
 /* ---- AdamW on fp32 master weights ------------------------------------------------
  * As kn_adamw_step_ref on grads * (*grad_scale) (grad_scale: device float,
  * NULL = 1; the clip factor of kn_clip_scale_cuda).  params_lp != NULL
  * receives a copy of the updated params in lp_dt (the bf16 compute copy). */
-int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads,
-                       float *m, float *v, size_t n, float lr, float beta1, float beta2, float eps,
-                       float weight_decay, int decay, int t, const float *grad_scale, kn_stream s);
+int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float weight_decay, int decay, int t,
+                       const float *grad_scale, kn_stream s);
 
 /* ---- global gradient norm ---------------------------------------------------------
  * kn_sumsq_cuda: *out (device double) = sum g^2, in double over fixed
@@ -197,10 +191,8 @@ int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const flo
  * max_norm / (norm + 1e-6) : 1, norm = sqrt(*sumsq); *norm_out (may be
  * NULL) = norm.  Both device pointers (no host sync).
  * kn_scale_cuda: g *= s (host float). */
-int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes,
-                  kn_stream s);
-int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm,
-                       kn_stream s);
+int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes, kn_stream s);
+int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm, kn_stream s);
 int kn_scale_cuda(float *g, size_t n, float scale, kn_stream s);
 
 #ifdef __cplusplus

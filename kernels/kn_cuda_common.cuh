@@ -28,19 +28,16 @@ __device__ __forceinline__ void kn_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void kn_st(kn_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void kn_st(kn_f16 *p, float v) { *p = __float2half_rn(v); }
 
-__device__ __forceinline__ float kn_warp_sum(float v)
-{
+__device__ __forceinline__ float kn_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
-__device__ __forceinline__ float kn_warp_max(float v)
-{
+__device__ __forceinline__ float kn_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
-static inline unsigned kn_blocks(size_t n, unsigned threads, unsigned cap = 65535u * 16u)
-{
+static inline unsigned kn_blocks(size_t n, unsigned threads, unsigned cap = 65535u * 16u) {
     size_t b = (n + threads - 1) / threads;
     if (b < 1) b = 1;
     return (unsigned)(b > cap ? cap : b);
@@ -49,25 +46,21 @@ static inline unsigned kn_blocks(size_t n, unsigned threads, unsigned cap = 6553
 /* 8 consecutive elements as floats: one 16-byte access for 16-bit types,
  * two for fp32 (callers check the alignment; kn_layernorm.cu and
  * kn_softmax_xent.cu use them). */
-__device__ __forceinline__ void ld8(const float *p, float v[8])
-{
+__device__ __forceinline__ void ld8(const float *p, float v[8]) {
     float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-template <typename T> __device__ __forceinline__ void ld8(const T *p, float v[8])
-{
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float v[8]) {
     uint4 u = *(const uint4 *)p;
     const T *h = (const T *)&u;
 #pragma unroll
     for (int i = 0; i < 8; i++) v[i] = kn_ld(h + i);
 }
-__device__ __forceinline__ void st8(float *p, const float v[8])
-{
+__device__ __forceinline__ void st8(float *p, const float v[8]) {
     *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
     *(float4 *)(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
-template <typename T> __device__ __forceinline__ void st8(T *p, const float v[8])
-{
+template <typename T> __device__ __forceinline__ void st8(T *p, const float v[8]) {
     uint4 u;
     T *h = (T *)&u;
 #pragma unroll
@@ -77,8 +70,7 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const float v[8]
 
 /* A kernel variant behind an opt-in environment flag ("1": on), cached in
  * *state (-1: not read yet); the kn_*_variant setters write *state. */
-static inline bool kn_opt_in(int *state, const char *env)
-{
+static inline bool kn_opt_in(int *state, const char *env) {
     if (*state < 0) {
         const char *e = getenv(env);
         *state = e && e[0] == '1';
@@ -87,20 +79,20 @@ static inline bool kn_opt_in(int *state, const char *env)
 }
 
 /* Dispatch on the activation dtype: DT is the element type inside BODY. */
-#define KN_DISPATCH(dt, ...)                                                                     \
-    do {                                                                                          \
-        if ((dt) == KN_F32) {                                                                     \
-            typedef float DT;                                                                     \
-            __VA_ARGS__;                                                                          \
-        } else if ((dt) == KN_BF16) {                                                             \
-            typedef kn_bf16 DT;                                                                   \
-            __VA_ARGS__;                                                                          \
-        } else if ((dt) == KN_F16) {                                                             \
-            typedef kn_f16 DT ;                                                                   \
-            __VA_ARGS__;                                                                          \
-        } else {                                                                                  \
-            return KN_EINVAL;                                                                     \
-        }                                                                                         \
+#define KN_DISPATCH(dt, ...)                                                                                           \
+    do {                                                                                                               \
+        if ((dt) == KN_F32) {                                                                                          \
+            typedef float DT;                                                                                          \
+            __VA_ARGS__;                                                                                               \
+        } else if ((dt) == KN_BF16) {                                                                                  \
+            typedef kn_bf16 DT;                                                                                        \
+            __VA_ARGS__;                                                                                               \
+        } else if ((dt) == KN_F16) {                                                                                   \
+            typedef kn_f16 DT;                                                                                         \
+            __VA_ARGS__;                                                                                               \
+        } else {                                                                                                       \
+            return KN_EINVAL;                                                                                          \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -36,8 +36,7 @@ extern "C" {
  * named kernel (call is then ignored); sync_debug: the launch was followed by
  * a synchronisation (the kernel named is the one that failed). */
 size_t kn_cuda_format_error(char *buf, size_t n, const char *api, const char *call, const char *kernel,
-                            const char *file, int line, int code, const char *name, const char *str,
-                            int sync_debug);
+                            const char *file, int line, int code, const char *name, const char *str, int sync_debug);
 /* 1 when an error of that name is raised asynchronously by a kernel (so it
  * may be reported by a later, innocent call). */
 int kn_cuda_error_is_async(const char *name);
@@ -47,8 +46,8 @@ const char *kn_cuda_short_file(const char *file);
 /* Record a failed API call / kernel launch (formats as above). */
 void kn_cuda_record(const char *api, const char *call, const char *file, int line, int code, const char *name,
                     const char *str);
-void kn_cuda_record_kernel(const char *kernel, const char *file, int line, int code, const char *name,
-                           const char *str, int sync_debug);
+void kn_cuda_record_kernel(const char *kernel, const char *file, int line, int code, const char *name, const char *str,
+                           int sync_debug);
 /* Record a free-form failure (bad argument, no cuBLASLt algorithm, ...). */
 void kn_cuda_recordf(const char *file, int line, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -86,13 +85,13 @@ void kn_cuda_set_sync_debug(int on);
  * fake API of the CPU test): T is the call's status type, ok its success
  * value, namefn/strfn turn a status into its name / text; onfail runs after
  * the record (e_ holds the status there). */
-#define KN_API_CHECK(api, T, call, ok, namefn, strfn, onfail)                                                     \
-    do {                                                                                                          \
-        T e_ = (call);                                                                                            \
-        if (e_ != (ok)) {                                                                                         \
-            kn_cuda_record((api), #call, __FILE__, __LINE__, (int)e_, namefn(e_), strfn(e_));                    \
-            onfail;                                                                                               \
-        }                                                                                                         \
+#define KN_API_CHECK(api, T, call, ok, namefn, strfn, onfail)                                                          \
+    do {                                                                                                               \
+        T e_ = (call);                                                                                                 \
+        if (e_ != (ok)) {                                                                                              \
+            kn_cuda_record((api), #call, __FILE__, __LINE__, (int)e_, namefn(e_), strfn(e_));                          \
+            onfail;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 #ifdef __cplusplus

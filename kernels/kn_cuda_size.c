@@ -8,18 +8,15 @@ static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 size_t kn_encoder_sort_temp_bytes(size_t N) { return N ? 16 * N + 65536 : 0; }
 
-size_t kn_encoder_backward_scratch_bytes(size_t N)
-{
+size_t kn_encoder_backward_scratch_bytes(size_t N) {
     return N ? 4 * align256(N * sizeof(uint32_t)) + kn_encoder_sort_temp_bytes(N) : 0;
 }
 
-size_t kn_layernorm_backward_scratch_bytes(size_t N, size_t C)
-{
+size_t kn_layernorm_backward_scratch_bytes(size_t N, size_t C) {
     return ((N + KN_LN_BWD_ROWS - 1) / KN_LN_BWD_ROWS) * 2 * C * sizeof(float);
 }
 
-size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC)
-{
+size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC) {
     return ((N + KN_BIAS_ROWS - 1) / KN_BIAS_ROWS) * OC * sizeof(float);
 }
 

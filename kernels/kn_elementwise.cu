@@ -10,16 +10,12 @@
 extern "C" size_t kn_dtype_size(kn_dtype dt) { return dt == KN_F32 ? 4 : 2; }
 
 /* ---- casts and fills ------------------------------------------------------------ */
-template <typename D, typename S>
-__global__ void cast_kernel(D *dst, const S *src, size_t n)
-{
+template <typename D, typename S> __global__ void cast_kernel(D *dst, const S *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         kn_st(dst + i, kn_ld(src + i));
 }
 
-extern "C" int kn_cast_cuda(void *dst, kn_dtype dst_dt, const void *src, kn_dtype src_dt, size_t n,
-                            kn_stream s)
-{
+extern "C" int kn_cast_cuda(void *dst, kn_dtype dst_dt, const void *src, kn_dtype src_dt, size_t n, kn_stream s) {
     if (!dst || !src) return KN_EINVAL;
     if (n == 0) return KN_OK;
     unsigned g = kn_blocks(n, 256);
@@ -36,14 +32,12 @@ extern "C" int kn_cast_cuda(void *dst, kn_dtype dst_dt, const void *src, kn_dtyp
     return KN_OK;
 }
 
-__global__ void fill_kernel(float *dst, float v, size_t n)
-{
+__global__ void fill_kernel(float *dst, float v, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dst[i] = v;
 }
 
-extern "C" int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s)
-{
+extern "C" int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s) {
     if (!dst) return KN_EINVAL;
     if (n == 0) return KN_OK;
     fill_kernel<<<kn_blocks(n, 256), 256, 0, s>>>(dst, value, n);
@@ -52,18 +46,16 @@ extern "C" int kn_fill_cuda(float *dst, float value, size_t n, kn_stream s)
 }
 
 /* ---- residual add ------------------------------------------------------------------------ */
-template <typename T>
-__global__ void residual_kernel(T *out, const T *a, const T *b, size_t n)
-{
+template <typename T> __global__ void residual_kernel(T *out, const T *a, const T *b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         kn_st(out + i, kn_ld(a + i) + kn_ld(b + i));
 }
 
-extern "C" int kn_residual_forward_cuda(void *out, const void *a, const void *b, size_t n, kn_dtype dt, kn_stream s)
-{
+extern "C" int kn_residual_forward_cuda(void *out, const void *a, const void *b, size_t n, kn_dtype dt, kn_stream s) {
     if (!out || !a || !b) return KN_EINVAL;
     if (n == 0) return KN_OK;
-    KN_DISPATCH(dt, (residual_kernel<DT><<<kn_blocks(n, 256), 256, 0, s>>>((DT *)out, (const DT *)a, (const DT *)b, n)));
+    KN_DISPATCH(dt,
+                (residual_kernel<DT><<<kn_blocks(n, 256), 256, 0, s>>>((DT *)out, (const DT *)a, (const DT *)b, n)));
     KN_CUDA_LAUNCHED("residual_forward");
     return KN_OK;
 }
@@ -72,9 +64,7 @@ extern "C" int kn_residual_forward_cuda(void *out, const void *a, const void *b,
 #define KN_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 #define KN_GELU_A 0.044715f
 
-template <typename T>
-__global__ void gelu_fwd_kernel(T *out, const T *inp, size_t n)
-{
+template <typename T> __global__ void gelu_fwd_kernel(T *out, const T *inp, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float x = kn_ld(inp + i);
         float u = KN_GELU_S * (x + KN_GELU_A * x * x * x);
@@ -82,9 +72,7 @@ __global__ void gelu_fwd_kernel(T *out, const T *inp, size_t n)
     }
 }
 
-template <typename T>
-__global__ void gelu_bwd_kernel(T *dinp, const T *inp, const T *dout, size_t n)
-{
+template <typename T> __global__ void gelu_bwd_kernel(T *dinp, const T *inp, const T *dout, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float x = kn_ld(inp + i);
         float u = KN_GELU_S * (x + KN_GELU_A * x * x * x);
@@ -95,8 +83,7 @@ __global__ void gelu_bwd_kernel(T *dinp, const T *inp, const T *dout, size_t n)
     }
 }
 
-extern "C" int kn_gelu_forward_cuda(void *out, const void *inp, size_t n, kn_dtype dt, kn_stream s)
-{
+extern "C" int kn_gelu_forward_cuda(void *out, const void *inp, size_t n, kn_dtype dt, kn_stream s) {
     if (!out || !inp) return KN_EINVAL;
     if (n == 0) return KN_OK;
     KN_DISPATCH(dt, (gelu_fwd_kernel<DT><<<kn_blocks(n, 256), 256, 0, s>>>((DT *)out, (const DT *)inp, n)));
@@ -105,22 +92,19 @@ extern "C" int kn_gelu_forward_cuda(void *out, const void *inp, size_t n, kn_dty
 }
 
 extern "C" int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *dout, size_t n, kn_dtype dt,
-                                     kn_stream s)
-{
+                                     kn_stream s) {
     if (!dinp || !inp || !dout) return KN_EINVAL;
     if (n == 0) return KN_OK;
-    KN_DISPATCH(dt, (gelu_bwd_kernel<DT><<<kn_blocks(n, 256), 256, 0, s>>>((DT *)dinp, (const DT *)inp,
-                                                                            (const DT *)dout, n)));
+    KN_DISPATCH(
+        dt, (gelu_bwd_kernel<DT><<<kn_blocks(n, 256), 256, 0, s>>>((DT *)dinp, (const DT *)inp, (const DT *)dout, n)));
     KN_CUDA_LAUNCHED("gelu_backward");
     return KN_OK;
 }
 
 /* ---- AdamW ---------------------------------------------------------------------------- */
 template <typename LP>
-__global__ void adamw_kernel(float *p, LP *plp, const float *g, float *m, float *v, size_t n, float lr,
-                             float b1, float b2, float eps, float wd, int decay, float bc1, float bc2,
-                             const float *gscale)
-{
+__global__ void adamw_kernel(float *p, LP *plp, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                             float b2, float eps, float wd, int decay, float bc1, float bc2, const float *gscale) {
     float sc = gscale ? *gscale : 1.0f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gi = gscale ? g[i] * sc : g[i];
@@ -137,9 +121,8 @@ __global__ void adamw_kernel(float *p, LP *plp, const float *g, float *m, float 
 }
 
 extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads, float *m,
-                                  float *v, size_t n, float lr, float beta1, float beta2, float eps,
-                                  float weight_decay, int decay, int t, const float *grad_scale, kn_stream s)
-{
+                                  float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                  int decay, int t, const float *grad_scale, kn_stream s) {
     if (!params || !grads || !m || !v || t < 1) return KN_EINVAL;
     if (n == 0) return KN_OK;
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
@@ -148,11 +131,11 @@ extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt
         adamw_kernel<<<g, 256, 0, s>>>(params, (kn_bf16 *)params_lp, grads, m, v, n, lr, beta1, beta2, eps,
                                        weight_decay, decay, bc1, bc2, grad_scale);
     else if (lp_dt == KN_F16)
-        adamw_kernel<<<g, 256, 0, s>>>(params, (kn_f16 *)params_lp, grads, m, v, n, lr, beta1, beta2, eps,
-                                       weight_decay, decay, bc1, bc2, grad_scale);
+        adamw_kernel<<<g, 256, 0, s>>>(params, (kn_f16 *)params_lp, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                                       decay, bc1, bc2, grad_scale);
     else
-        adamw_kernel<<<g, 256, 0, s>>>(params, (float *)params_lp, grads, m, v, n, lr, beta1, beta2, eps,
-                                       weight_decay, decay, bc1, bc2, grad_scale);
+        adamw_kernel<<<g, 256, 0, s>>>(params, (float *)params_lp, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                                       decay, bc1, bc2, grad_scale);
     KN_CUDA_LAUNCHED("adamw");
     return KN_OK;
 }
@@ -160,8 +143,7 @@ extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt
 /* ---- gradient norm (KN_SUMSQ_CHUNK: kn_cuda_size.h) ----------------------------------------- */
 
 /* One block (256 threads) per 4096-element chunk; double throughout. */
-__global__ void sumsq_chunk_kernel(double *partial, const float *g, size_t n)
-{
+__global__ void sumsq_chunk_kernel(double *partial, const float *g, size_t n) {
     __shared__ double sh[256];
     size_t base = (size_t)blockIdx.x * KN_SUMSQ_CHUNK;
     double acc = 0.0;
@@ -181,8 +163,7 @@ __global__ void sumsq_chunk_kernel(double *partial, const float *g, size_t n)
     if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
 }
 
-__global__ void sumsq_final_kernel(double *out, const double *partial, size_t nchunks)
-{
+__global__ void sumsq_final_kernel(double *out, const double *partial, size_t nchunks) {
     __shared__ double sh[1024];
     double acc = 0.0;
     for (size_t i = threadIdx.x; i < nchunks; i += 1024) acc += partial[i];
@@ -195,9 +176,7 @@ __global__ void sumsq_final_kernel(double *out, const double *partial, size_t nc
     if (threadIdx.x == 0) *out = sh[0];
 }
 
-extern "C" int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes,
-                             kn_stream s)
-{
+extern "C" int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t scratch_bytes, kn_stream s) {
     if (!out || !g || n == 0 || !scratch || scratch_bytes < kn_sumsq_scratch_bytes(n)) return KN_EINVAL;
     size_t nch = (n + KN_SUMSQ_CHUNK - 1) / KN_SUMSQ_CHUNK;
     if (nch > 0x7fffffffu) return KN_EINVAL;
@@ -208,30 +187,25 @@ extern "C" int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratc
     return KN_OK;
 }
 
-__global__ void clip_scale_kernel(float *scale, float *norm_out, const double *sumsq, float max_norm)
-{
+__global__ void clip_scale_kernel(float *scale, float *norm_out, const double *sumsq, float max_norm) {
     float norm = (float)sqrt(*sumsq);
     if (norm_out) *norm_out = norm;
     *scale = (max_norm > 0.0f && norm > max_norm) ? max_norm / (norm + 1e-6f) : 1.0f;
 }
 
-extern "C" int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm,
-                                  kn_stream s)
-{
+extern "C" int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm, kn_stream s) {
     if (!scale || !sumsq) return KN_EINVAL;
     clip_scale_kernel<<<1, 1, 0, s>>>(scale, norm_out, sumsq, max_norm);
     KN_CUDA_LAUNCHED("clip_scale");
     return KN_OK;
 }
 
-__global__ void scale_kernel(float *g, size_t n, float sc)
-{
+__global__ void scale_kernel(float *g, size_t n, float sc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         g[i] *= sc;
 }
 
-extern "C" int kn_scale_cuda(float *g, size_t n, float scale, kn_stream s)
-{
+extern "C" int kn_scale_cuda(float *g, size_t n, float scale, kn_stream s) {
     if (!g) return KN_EINVAL;
     if (n == 0) return KN_OK;
     scale_kernel<<<kn_blocks(n, 256), 256, 0, s>>>(g, n, scale);

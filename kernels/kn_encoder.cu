@@ -7,9 +7,8 @@
 /* Out-of-range ids cannot be reported without a host sync: such rows are
  * written as NaN, so they poison the loss instead of reading out of bounds. */
 template <typename T>
-__global__ void encoder_fwd_kernel(T *out, const uint32_t *inp, const int32_t *pos, const T *wte, const T *wpe,
-                                   int BT, int T_, int C, int V, int maxT)
-{
+__global__ void encoder_fwd_kernel(T *out, const uint32_t *inp, const int32_t *pos, const T *wte, const T *wpe, int BT,
+                                   int T_, int C, int V, int maxT) {
     size_t total = (size_t)BT * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int n = (int)(i / C), c = (int)(i % C);
@@ -25,8 +24,7 @@ __global__ void encoder_fwd_kernel(T *out, const uint32_t *inp, const int32_t *p
 
 extern "C" int kn_encoder_forward_cuda(void *out, const uint32_t *inp, const int32_t *pos, const void *wte,
                                        const void *wpe, int B, int T, int C, int V, int maxT, kn_dtype dt,
-                                       kn_stream s)
-{
+                                       kn_stream s) {
     if (!out || !inp || !wte || !wpe || B <= 0 || T <= 0 || C <= 0 || V <= 0 || maxT <= 0) return KN_EINVAL;
     if (!pos && T > maxT) return KN_EINVAL;
     size_t total = (size_t)B * T * C;
@@ -38,8 +36,7 @@ extern "C" int kn_encoder_forward_cuda(void *out, const uint32_t *inp, const int
 
 /* ---- backward -------------------------------------------------------------------------- */
 __global__ void iota_keys_kernel(uint32_t *keys, int32_t *vals, const uint32_t *src_u, const int32_t *src_i, int N,
-                                 uint32_t limit)
-{
+                                 uint32_t limit) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < N) {
         uint32_t k = src_u ? src_u[i] : (uint32_t)src_i[i];
@@ -51,9 +48,8 @@ __global__ void iota_keys_kernel(uint32_t *keys, int32_t *vals, const uint32_t *
 /* After a stable sort, the block of each segment start sums its rows in index
  * order (deterministic) and adds the sum to the table row.  grid (N, ceil(C/256)). */
 template <typename T>
-__global__ void segment_sum_kernel(float *table, const uint32_t *keys, const int32_t *idx, const T *dout, int N,
-                                   int C, uint32_t limit)
-{
+__global__ void segment_sum_kernel(float *table, const uint32_t *keys, const int32_t *idx, const T *dout, int N, int C,
+                                   uint32_t limit) {
     int i = blockIdx.x;
     uint32_t k = keys[i];
     if (k >= limit || (i > 0 && keys[i - 1] == k)) return;
@@ -65,9 +61,7 @@ __global__ void segment_sum_kernel(float *table, const uint32_t *keys, const int
 }
 
 /* dwpe without explicit positions: p = t, sum over b in order. */
-template <typename T>
-__global__ void wpe_bwd_kernel(float *dwpe, const T *dout, int B, int T_, int C)
-{
+template <typename T> __global__ void wpe_bwd_kernel(float *dwpe, const T *dout, int B, int T_, int C) {
     size_t total = (size_t)T_ * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
@@ -78,19 +72,16 @@ __global__ void wpe_bwd_kernel(float *dwpe, const T *dout, int B, int T_, int C)
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-static size_t cub_temp_bytes(int N)
-{
+static size_t cub_temp_bytes(int N) {
     size_t temp = 0;
     cub::DeviceRadixSort::SortPairs(nullptr, temp, (const uint32_t *)nullptr, (uint32_t *)nullptr,
                                     (const int32_t *)nullptr, (int32_t *)nullptr, N);
     return temp;
 }
 
-
 template <typename T>
 static int scatter_rows(float *table, int rows, const T *dout, const uint32_t *ids_u, const int32_t *ids_i, int N,
-                        int C, char *scratch, size_t scratch_bytes, cudaStream_t s)
-{
+                        int C, char *scratch, size_t scratch_bytes, cudaStream_t s) {
     size_t a = align256((size_t)N * 4);
     uint32_t *k_in = (uint32_t *)scratch, *k_out = (uint32_t *)(scratch + a);
     int32_t *v_in = (int32_t *)(scratch + 2 * a), *v_out = (int32_t *)(scratch + 3 * a);
@@ -110,8 +101,7 @@ static int scatter_rows(float *table, int rows, const T *dout, const uint32_t *i
 
 extern "C" int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, const uint32_t *inp,
                                         const int32_t *pos, int B, int T, int C, int V, int maxT, void *scratch,
-                                        size_t scratch_bytes, kn_dtype dt, kn_stream s)
-{
+                                        size_t scratch_bytes, kn_dtype dt, kn_stream s) {
     if (!dout || !inp || B <= 0 || T <= 0 || C <= 0 || V <= 0 || maxT <= 0) return KN_EINVAL;
     if (!pos && T > maxT) return KN_EINVAL;
     int N = B * T;
@@ -136,8 +126,8 @@ extern "C" int kn_encoder_backward_cuda(float *dwte, float *dwpe, const void *do
                                                   scratch_bytes, s));
         } else {
             size_t total = (size_t)T * C;
-            KN_DISPATCH(dt, (wpe_bwd_kernel<DT><<<kn_blocks(total, 256), 256, 0, s>>>(dwpe, (const DT *)dout, B,
-                                                                                       T, C)));
+            KN_DISPATCH(dt,
+                        (wpe_bwd_kernel<DT><<<kn_blocks(total, 256), 256, 0, s>>>(dwpe, (const DT *)dout, B, T, C)));
             KN_CUDA_LAUNCHED("encoder_backward wpe");
         }
     }

@@ -24,8 +24,7 @@ typedef float kn_v8f __attribute__((vector_size(32)));
 #endif
 
 /* dot product with 8 partial sums (fixed order: deterministic) */
-static inline float kn_dot(const float *a, const float *b, int n)
-{
+static inline float kn_dot(const float *a, const float *b, int n) {
     kn_v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {

@@ -5,16 +5,14 @@
 template <typename T> __device__ __forceinline__ float kn_round(float x);
 template <> __device__ __forceinline__ float kn_round<float>(float x) { return x; }
 template <> __device__ __forceinline__ float kn_round<kn_f16>(float x) { return __half2float(__float2half_rn(x)); }
-template <> __device__ __forceinline__ float kn_round<kn_bf16>(float x)
-{
+template <> __device__ __forceinline__ float kn_round<kn_bf16>(float x) {
     return __bfloat162float(__float2bfloat16_rn(x));
 }
 
 /* One warp per row.  x = inp (+ inp2, stored to resid_out as T). */
 template <typename T>
 __global__ void ln_fwd_kernel(T *out, float *mean, float *rstd, T *resid_out, const T *inp, const T *inp2,
-                              const float *w, const float *b, int N, int C)
-{
+                              const float *w, const float *b, int N, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -58,8 +56,7 @@ __global__ void ln_fwd_kernel(T *out, float *mean, float *rstd, T *resid_out, co
 #define LN_FWD_MAXV 8
 template <typename T>
 __global__ void __launch_bounds__(256) ln_fwd_vec_kernel(T *out, float *mean, float *rstd, T *resid_out, const T *inp,
-                                                         const T *inp2, const float *w, const float *b, int N, int C)
-{
+                                                         const T *inp2, const float *w, const float *b, int N, int C) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -113,13 +110,12 @@ static int g_ln_fwd_scalar = -1; /* MKS_LN_FWD_SCALAR=1: the scalar kernel (test
 
 extern "C" int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, void *resid_out, const void *inp,
                                          const void *inp2, const float *weight, const float *bias, int N, int C,
-                                         kn_dtype dt, kn_stream s)
-{
+                                         kn_dtype dt, kn_stream s) {
     if (!out || !inp || !weight || !bias || N <= 0 || C <= 0) return KN_EINVAL;
     if (resid_out && !inp2) return KN_EINVAL;
     unsigned grid = (unsigned)((N + 7) / 8);
-    const uintptr_t ptrs = (uintptr_t)out | (uintptr_t)inp | (uintptr_t)inp2 | (uintptr_t)resid_out |
-                           (uintptr_t)weight | (uintptr_t)bias;
+    const uintptr_t ptrs =
+        (uintptr_t)out | (uintptr_t)inp | (uintptr_t)inp2 | (uintptr_t)resid_out | (uintptr_t)weight | (uintptr_t)bias;
     bool vec = dt != KN_F32 && C % 8 == 0 && C <= 32 * 8 * LN_FWD_MAXV && ptrs % 16 == 0 &&
                !kn_opt_in(&g_ln_fwd_scalar, "MKS_LN_FWD_SCALAR");
     if (vec) {
@@ -132,9 +128,8 @@ extern "C" int kn_layernorm_forward_cuda(void *out, float *mean, float *rstd, vo
                                                            (const kn_f16 *)inp, (const kn_f16 *)inp2, weight, bias, N,
                                                            C);
     } else {
-        KN_DISPATCH(dt, (ln_fwd_kernel<DT><<<grid, 256, 0, s>>>((DT *)out, mean, rstd, (DT *)resid_out,
-                                                                (const DT *)inp, (const DT *)inp2, weight, bias, N,
-                                                                C)));
+        KN_DISPATCH(dt, (ln_fwd_kernel<DT><<<grid, 256, 0, s>>>((DT *)out, mean, rstd, (DT *)resid_out, (const DT *)inp,
+                                                                (const DT *)inp2, weight, bias, N, C)));
     }
     KN_CUDA_LAUNCHED("layernorm_forward");
     return KN_OK;
@@ -152,8 +147,7 @@ static int ln_bwd_blocks(int N) { return (N + LN_BWD_ROWS - 1) / LN_BWD_ROWS; }
  * row order, to partial[block][2C]. */
 template <typename T>
 __global__ void ln_bwd_kernel(T *dinp, float *partial, const T *dout, const T *inp, const float *w, const float *mean,
-                              const float *rstd, int N, int C)
-{
+                              const float *rstd, int N, int C) {
     int r0 = blockIdx.x * LN_BWD_ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
     for (int r = r0 + warp; r < r0 + LN_BWD_ROWS && r < N; r += nw) {
@@ -201,10 +195,9 @@ __global__ void ln_bwd_kernel(T *dinp, float *partial, const T *dout, const T *i
  * per call at d12, B16 T1024, 24 calls a step. */
 #define LN_BWD_RPW (LN_BWD_ROWS / 8)
 template <typename T>
-__global__ void __launch_bounds__(256) ln_bwd_vec_kernel(T *dinp, float *partial, const T *dout, const T *inp,
-                                                         const float *w, const float *mean, const float *rstd, int N,
-                                                         int C)
-{
+__global__ void __launch_bounds__(256)
+    ln_bwd_vec_kernel(T *dinp, float *partial, const T *dout, const T *inp, const float *w, const float *mean,
+                      const float *rstd, int N, int C) {
     __shared__ float sw[8][256], sb[8][256];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int r0 = blockIdx.x * LN_BWD_ROWS, rw = r0 + warp * LN_BWD_RPW;
@@ -280,8 +273,7 @@ __global__ void __launch_bounds__(256) ln_bwd_vec_kernel(T *dinp, float *partial
     }
 }
 
-__global__ void ln_bwd_reduce_kernel(float *dweight, float *dbias, const float *partial, int nblocks, int C)
-{
+__global__ void ln_bwd_reduce_kernel(float *dweight, float *dbias, const float *partial, int nblocks, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float aw = 0.0f, ab = 0.0f;
@@ -295,11 +287,9 @@ __global__ void ln_bwd_reduce_kernel(float *dweight, float *dbias, const float *
 
 static int g_ln_bwd_scalar = -1; /* MKS_LN_BWD_SCALAR=1: the first version (tests/gpu/run.sh's fallback) */
 
-extern "C" int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout,
-                                          const void *inp, const float *weight, const float *mean,
-                                          const float *rstd, int N, int C, void *scratch, size_t scratch_bytes,
-                                          kn_dtype dt, kn_stream s)
-{
+extern "C" int kn_layernorm_backward_cuda(void *dinp, float *dweight, float *dbias, const void *dout, const void *inp,
+                                          const float *weight, const float *mean, const float *rstd, int N, int C,
+                                          void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s) {
     if (!dinp || !dout || !inp || !weight || !mean || !rstd || N <= 0 || C <= 0) return KN_EINVAL;
     if (!scratch || scratch_bytes < kn_layernorm_backward_scratch_bytes(N, C)) return KN_EINVAL;
     int nb = ln_bwd_blocks(N);

@@ -33,7 +33,7 @@ int kn_rmsnorm_backward_ref(float *dinp, float *dweight, const float *dout, cons
  * high-frequency one, and smoothly interpolated between
  * (transformers' _compute_llama3_parameters). */
 typedef struct {
-    float factor;            /* 0: no scaling ("default" rope) */
+    float factor; /* 0: no scaling ("default" rope) */
     float low_freq_factor, high_freq_factor;
     int original_max_position_embeddings;
 } kn_rope_scaling;

@@ -20,17 +20,15 @@ static const char *lt_str(cublasStatus_t st) { return kn_cublas_status_string((i
 
 /* a cuBLASLt call: on failure the call text, file:line, status name and text
  * are recorded (kernels/kn_cuda_err.h) */
-#define KN_LT_TRY(call)                                                                           \
-    KN_API_CHECK("cuBLAS", cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, lt_name, lt_str,          \
-                 rc = KN_ECUDA; goto done)
+#define KN_LT_TRY(call)                                                                                                \
+    KN_API_CHECK("cuBLAS", cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, lt_name, lt_str, rc = KN_ECUDA; goto done)
 
-extern "C" int kn_cuda_ctx_create(kn_cuda_ctx **out, kn_stream stream, void *workspace, size_t workspace_bytes)
-{
+extern "C" int kn_cuda_ctx_create(kn_cuda_ctx **out, kn_stream stream, void *workspace, size_t workspace_bytes) {
     if (!out) return KN_EINVAL;
     kn_cuda_ctx *c = (kn_cuda_ctx *)calloc(1, sizeof *c);
     if (!c) return KN_ENOMEM;
-    KN_API_CHECK("cuBLAS", cublasStatus_t, cublasLtCreate(&c->lt), CUBLAS_STATUS_SUCCESS, lt_name, lt_str,
-                 free(c); return KN_ECUDA);
+    KN_API_CHECK("cuBLAS", cublasStatus_t, cublasLtCreate(&c->lt), CUBLAS_STATUS_SUCCESS, lt_name, lt_str, free(c);
+                 return KN_ECUDA);
     c->stream = stream;
     c->ws = workspace;
     c->ws_bytes = workspace ? workspace_bytes : 0;
@@ -38,8 +36,7 @@ extern "C" int kn_cuda_ctx_create(kn_cuda_ctx **out, kn_stream stream, void *wor
     return KN_OK;
 }
 
-extern "C" void kn_cuda_ctx_destroy(kn_cuda_ctx *ctx)
-{
+extern "C" void kn_cuda_ctx_destroy(kn_cuda_ctx *ctx) {
     if (!ctx) return;
     cublasLtDestroy(ctx->lt);
     free(ctx);
@@ -47,8 +44,7 @@ extern "C" void kn_cuda_ctx_destroy(kn_cuda_ctx *ctx)
 
 extern "C" kn_stream kn_cuda_ctx_stream(const kn_cuda_ctx *ctx) { return ctx ? ctx->stream : nullptr; }
 
-static uint32_t ptr_align(const void *p)
-{
+static uint32_t ptr_align(const void *p) {
     uintptr_t a = (uintptr_t)p;
     uint32_t al = 256;
     while (al > 1 && (a % al)) al >>= 1;
@@ -58,9 +54,8 @@ static uint32_t ptr_align(const void *p)
 /* D (m,n) = alpha op(A) op(B) + beta C, column-major, C == D.
  * a_t / b_t: transpose flags; epilogue with optional bias / aux. */
 static int lt_matmul(kn_cuda_ctx *ctx, cudaDataType_t ab_type, cudaDataType_t d_type, int m, int n, int k,
-                     const void *A, int lda, bool a_t, const void *B, int ldb, bool b_t, void *D, int ldd,
-                     float beta, cublasLtEpilogue_t epi, const void *bias, void *aux, int ldaux)
-{
+                     const void *A, int lda, bool a_t, const void *B, int ldb, bool b_t, void *D, int ldd, float beta,
+                     cublasLtEpilogue_t epi, const void *bias, void *aux, int ldaux) {
     int rc = KN_OK;
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
@@ -91,22 +86,22 @@ static int lt_matmul(kn_cuda_ctx *ctx, cudaDataType_t ab_type, cudaDataType_t d_
     KN_LT_TRY(cublasLtMatrixLayoutCreate(&ld, d_type, m, n, ldd));
     KN_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     KN_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    KN_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
-                                                   sizeof al_a));
-    KN_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
-                                                   sizeof al_b));
-    KN_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d,
-                                                   sizeof al_d));
-    KN_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
-                                                   sizeof al_d));
+    KN_LT_TRY(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    KN_LT_TRY(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    KN_LT_TRY(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
+    KN_LT_TRY(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
     KN_LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, ld, ld, pref, 1, &heur, &found));
     if (found == 0) {
         kn_cuda_set_error("cublasLt: no algorithm for m=%d n=%d k=%d epilogue=%d", m, n, k, (int)epi);
         rc = KN_ECUDA;
         goto done;
     }
-    KN_LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, ctx->ws,
-                             ctx->ws_bytes, ctx->stream));
+    KN_LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, ctx->ws, ctx->ws_bytes,
+                             ctx->stream));
     if (kn_cuda_sync_debug()) { /* name the product that faulted */
         char what[128];
         snprintf(what, sizeof what, "cublasLtMatmul (m=%d n=%d k=%d epilogue=%d)", m, n, k, (int)epi);
@@ -121,21 +116,19 @@ done:
     return rc;
 }
 
-static cudaDataType_t cu_type(kn_dtype dt)
-{
+static cudaDataType_t cu_type(kn_dtype dt) {
     return dt == KN_BF16 ? CUDA_R_16BF : (dt == KN_F16 ? CUDA_R_16F : CUDA_R_32F);
 }
 
-extern "C" int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp,
-                                      const void *weight, const void *bias, int N, int C, int OC, kn_dtype dt)
-{
+extern "C" int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pre, const void *inp, const void *weight,
+                                      const void *bias, int N, int C, int OC, kn_dtype dt) {
     if (!ctx || !out || !inp || !weight || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
     if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return KN_EINVAL;
     cublasLtEpilogue_t epi = gelu_pre ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     /* out^T (OC,N) = W (OC,C) [col-major (C,OC), transposed] x inp^T (C,N) */
-    return lt_matmul(ctx, cu_type(dt), cu_type(dt), OC, N, C, weight, C, true, inp, C, false, out, OC, 0.0f, epi,
-                     bias, gelu_pre, OC);
+    return lt_matmul(ctx, cu_type(dt), cu_type(dt), OC, N, C, weight, C, true, inp, C, false, out, OC, 0.0f, epi, bias,
+                     gelu_pre, OC);
 }
 
 /* ---- bias gradient: column sums of dout (N,OC), deterministic ----------------------------- */
@@ -143,9 +136,7 @@ extern "C" int kn_matmul_forward_cuda(kn_cuda_ctx *ctx, void *out, void *gelu_pr
  * kn_matmul_backward_scratch_bytes sizes the partials from it */
 static int bias_chunks(int N) { return (N + KN_BIAS_ROWS - 1) / KN_BIAS_ROWS; }
 
-template <typename T>
-__global__ void bias_partial_kernel(float *partial, const T *dout, int N, int OC)
-{
+template <typename T> __global__ void bias_partial_kernel(float *partial, const T *dout, int N, int OC) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= OC) return;
     int r0 = blockIdx.y * KN_BIAS_ROWS;
@@ -154,8 +145,7 @@ __global__ void bias_partial_kernel(float *partial, const T *dout, int N, int OC
     partial[(size_t)blockIdx.y * OC + c] = acc;
 }
 
-__global__ void bias_reduce_kernel(float *dbias, const float *partial, int nchunks, int OC)
-{
+__global__ void bias_reduce_kernel(float *dbias, const float *partial, int nchunks, int OC) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= OC) return;
     float acc = 0.0f;
@@ -167,8 +157,7 @@ __global__ void bias_reduce_kernel(float *dbias, const float *partial, int nchun
  * epilogue reading the pre-activation (N,C) as its aux matrix */
 static int matmul_backward(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias, const void *dout,
                            const void *inp, const void *weight, const void *gelu_pre, int N, int C, int OC,
-                           void *scratch, size_t scratch_bytes, kn_dtype dt)
-{
+                           void *scratch, size_t scratch_bytes, kn_dtype dt) {
     if (!ctx || !dout || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
     if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return KN_EINVAL;
     int rc;
@@ -190,29 +179,26 @@ static int matmul_backward(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *
     if (dbias) {
         if (!scratch || scratch_bytes < kn_matmul_backward_scratch_bytes(N, OC)) return KN_EINVAL;
         dim3 grid((unsigned)((OC + 255) / 256), (unsigned)bias_chunks(N));
-        KN_DISPATCH(dt, (bias_partial_kernel<DT><<<grid, 256, 0, ctx->stream>>>((float *)scratch, (const DT *)dout,
-                                                                                 N, OC)));
+        KN_DISPATCH(
+            dt, (bias_partial_kernel<DT><<<grid, 256, 0, ctx->stream>>>((float *)scratch, (const DT *)dout, N, OC)));
         KN_CUDA_LAUNCHED("matmul_backward bias partial");
-        bias_reduce_kernel<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, (const float *)scratch,
-                                                                       bias_chunks(N), OC);
+        bias_reduce_kernel<<<(OC + 255) / 256, 256, 0, ctx->stream>>>(dbias, (const float *)scratch, bias_chunks(N),
+                                                                      OC);
         KN_CUDA_LAUNCHED("matmul_backward bias reduce");
     }
     return KN_OK;
 }
 
-extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
-                                       const void *dout, const void *inp, const void *weight, int N, int C,
-                                       int OC, void *scratch, size_t scratch_bytes, kn_dtype dt)
-{
-    return matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, nullptr, N, C, OC, scratch, scratch_bytes,
-                           dt);
+extern "C" int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias, const void *dout,
+                                       const void *inp, const void *weight, int N, int C, int OC, void *scratch,
+                                       size_t scratch_bytes, kn_dtype dt) {
+    return matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, nullptr, N, C, OC, scratch, scratch_bytes, dt);
 }
 
 extern "C" int kn_matmul_backward_dgelu_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float *dbias,
                                              const void *dout, const void *inp, const void *weight,
                                              const void *gelu_pre, int N, int C, int OC, void *scratch,
-                                             size_t scratch_bytes, kn_dtype dt)
-{
+                                             size_t scratch_bytes, kn_dtype dt) {
     if (!gelu_pre || !dinp) return KN_EINVAL;
     return matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, gelu_pre, N, C, OC, scratch, scratch_bytes,
                            dt);

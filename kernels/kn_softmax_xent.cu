@@ -10,8 +10,7 @@
 #define XENT_THREADS 512
 
 /* One element into a thread's online (max, sum exp). */
-__device__ __forceinline__ void lse_add(float &m, float &s, float z)
-{
+__device__ __forceinline__ void lse_add(float &m, float &s, float z) {
     if (z > m) {
         s = s * __expf(m - z) + 1.0f;
         m = z;
@@ -21,8 +20,7 @@ __device__ __forceinline__ void lse_add(float &m, float &s, float z)
 }
 
 /* The block's log-sum-exp from every thread's (m, s). */
-__device__ float block_lse(float m, float s)
-{
+__device__ float block_lse(float m, float s) {
     __shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
     /* warp: combine (m, s) pairs */
     for (int o = 16; o > 0; o >>= 1) {
@@ -58,18 +56,15 @@ __device__ float block_lse(float m, float s)
 }
 
 /* Block-wide online (max, sum exp) over logits[0..V). */
-template <typename T>
-__device__ float row_lse(const T *x, int V)
-{
+template <typename T> __device__ float row_lse(const T *x, int V) {
     float m = -INFINITY, s = 0.0f;
     for (int v = threadIdx.x; v < V; v += blockDim.x) lse_add(m, s, kn_ld(x + v));
     return block_lse(m, s);
 }
 
 template <typename T>
-__global__ void __launch_bounds__(XENT_THREADS) xent_fwd_kernel(float *losses, float *lse, const T *logits,
-                                                                const int32_t *targets, int V, int Vp)
-{
+__global__ void __launch_bounds__(XENT_THREADS)
+    xent_fwd_kernel(float *losses, float *lse, const T *logits, const int32_t *targets, int V, int Vp) {
     int n = blockIdx.x;
     const T *x = logits + (size_t)n * Vp;
     float L = row_lse(x, V);
@@ -80,9 +75,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fwd_kernel(float *losses, f
     }
 }
 
-template <typename T>
-__device__ void xent_grad_row(T *dx, const T *x, float L, int tg, float dl, int V, int Vp)
-{
+template <typename T> __device__ void xent_grad_row(T *dx, const T *x, float L, int tg, float dl, int V, int Vp) {
     for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
         float g = 0.0f;
         if (tg >= 0 && v < V) g = dl * (__expf(kn_ld(x + v) - L) - (v == tg ? 1.0f : 0.0f));
@@ -91,10 +84,9 @@ __device__ void xent_grad_row(T *dx, const T *x, float L, int tg, float dl, int 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(XENT_THREADS) xent_bwd_kernel(T *dlogits, const T *logits, const float *lse,
-                                                                const int32_t *targets, const float *dloss,
-                                                                float dscale, int V, int Vp)
-{
+__global__ void __launch_bounds__(XENT_THREADS)
+    xent_bwd_kernel(T *dlogits, const T *logits, const float *lse, const int32_t *targets, const float *dloss,
+                    float dscale, int V, int Vp) {
     int n = blockIdx.x;
     float dl = dloss ? dloss[n] : dscale;
     xent_grad_row(dlogits + (size_t)n * Vp, logits + (size_t)n * Vp, lse[n], targets[n], dl, V, Vp);
@@ -103,18 +95,16 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_bwd_kernel(T *dlogits, cons
 /* Row n's loss (thread 0) from its log-sum-exp, before a fused kernel
  * overwrites the row: the barrier orders the read of the target logit. */
 template <typename T>
-__device__ __forceinline__ void xent_row_loss(float *losses, int n, const T *x, float L, int tg, int V)
-{
+__device__ __forceinline__ void xent_row_loss(float *losses, int n, const T *x, float L, int tg, int V) {
     if (threadIdx.x == 0 && losses)
         losses[n] = tg < 0 ? 0.0f : (tg < V ? L - kn_ld(x + tg) : __int_as_float(0x7fc00000));
     __syncthreads();
 }
 
 template <typename T>
-__global__ void __launch_bounds__(XENT_THREADS) xent_fused_kernel(float *losses, T *dlogits, const T *logits,
-                                                                  const int32_t *targets, const float *dloss,
-                                                                  float dscale, int V, int Vp)
-{
+__global__ void __launch_bounds__(XENT_THREADS)
+    xent_fused_kernel(float *losses, T *dlogits, const T *logits, const int32_t *targets, const float *dloss,
+                      float dscale, int V, int Vp) {
     int n = blockIdx.x;
     const T *x = logits + (size_t)n * Vp;
     float L = row_lse(x, V);
@@ -133,10 +123,9 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_kernel(float *losses,
  * logits whose rows are 16-byte aligned (Vp % 8 == 0); MKS_XENT_SCALAR=1
  * keeps the scalar kernel (tests/gpu/run.sh's fallback). */
 template <typename T>
-__global__ void __launch_bounds__(XENT_THREADS) xent_fused_vec_kernel(float *losses, T *dlogits, const T *logits,
-                                                                      const int32_t *targets, const float *dloss,
-                                                                      float dscale, int V, int Vp)
-{
+__global__ void __launch_bounds__(XENT_THREADS)
+    xent_fused_vec_kernel(float *losses, T *dlogits, const T *logits, const int32_t *targets, const float *dloss,
+                          float dscale, int V, int Vp) {
     int n = blockIdx.x;
     const T *x = logits + (size_t)n * Vp;
     T *dx = dlogits + (size_t)n * Vp;
@@ -172,8 +161,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_fused_vec_kernel(float *los
 }
 
 static int g_xent_vec = -1; /* -1: from the environment (the 16-byte kernel unless MKS_XENT_SCALAR=1) */
-static bool xent_vec(void)
-{
+static bool xent_vec(void) {
     if (g_xent_vec < 0) {
         int scalar = -1;
         g_xent_vec = !kn_opt_in(&scalar, "MKS_XENT_SCALAR");
@@ -186,8 +174,7 @@ extern "C" void kn_softmax_xent_variant(int vec) { g_xent_vec = vec < 0 ? -1 : v
 static int xent_args_ok(int N, int V, int Vp) { return N > 0 && V > 0 && Vp >= V && N <= 0x7fffffff; }
 
 extern "C" int kn_softmax_xent_forward_cuda(float *losses, float *lse, const void *logits, const int32_t *targets,
-                                            int N, int V, int Vp, kn_dtype dt, kn_stream s)
-{
+                                            int N, int V, int Vp, kn_dtype dt, kn_stream s) {
     if (!logits || !targets || !xent_args_ok(N, V, Vp)) return KN_EINVAL;
     KN_DISPATCH(dt, (xent_fwd_kernel<DT><<<N, XENT_THREADS, 0, s>>>(losses, lse, (const DT *)logits, targets, V, Vp)));
     KN_CUDA_LAUNCHED("softmax_xent_forward");
@@ -196,8 +183,7 @@ extern "C" int kn_softmax_xent_forward_cuda(float *losses, float *lse, const voi
 
 extern "C" int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, const float *lse,
                                              const int32_t *targets, const float *dloss, float dloss_scale, int N,
-                                             int V, int Vp, kn_dtype dt, kn_stream s)
-{
+                                             int V, int Vp, kn_dtype dt, kn_stream s) {
     if (!dlogits || !logits || !lse || !targets || !xent_args_ok(N, V, Vp)) return KN_EINVAL;
     KN_DISPATCH(dt, (xent_bwd_kernel<DT><<<N, XENT_THREADS, 0, s>>>((DT *)dlogits, (const DT *)logits, lse, targets,
                                                                     dloss, dloss_scale, V, Vp)));
@@ -207,16 +193,15 @@ extern "C" int kn_softmax_xent_backward_cuda(void *dlogits, const void *logits, 
 
 extern "C" int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits, const int32_t *targets,
                                           const float *dloss, float dloss_scale, int N, int V, int Vp, kn_dtype dt,
-                                          kn_stream s)
-{
+                                          kn_stream s) {
     if (!dlogits || !logits || !targets || !xent_args_ok(N, V, Vp)) return KN_EINVAL;
     if (dt != KN_F32 && Vp % 8 == 0 && ((uintptr_t)logits | (uintptr_t)dlogits) % 16 == 0 && xent_vec()) {
         if (dt == KN_BF16)
-            xent_fused_vec_kernel<kn_bf16><<<N, XENT_THREADS, 0, s>>>(losses, (kn_bf16 *)dlogits, (const kn_bf16 *)logits,
-                                                                     targets, dloss, dloss_scale, V, Vp);
+            xent_fused_vec_kernel<kn_bf16><<<N, XENT_THREADS, 0, s>>>(
+                losses, (kn_bf16 *)dlogits, (const kn_bf16 *)logits, targets, dloss, dloss_scale, V, Vp);
         else
             xent_fused_vec_kernel<kn_f16><<<N, XENT_THREADS, 0, s>>>(losses, (kn_f16 *)dlogits, (const kn_f16 *)logits,
-                                                                    targets, dloss, dloss_scale, V, Vp);
+                                                                     targets, dloss, dloss_scale, V, Vp);
         KN_CUDA_LAUNCHED("softmax_xent_fused (vec)");
         return KN_OK;
     }

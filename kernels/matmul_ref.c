@@ -17,9 +17,9 @@
 
 #define MR 4
 #define NR 16
-#define MC 64   /* rows of a packed A block, multiple of MR */
-#define MB 256  /* rows of a thread task, multiple of MC */
-#define NB 256  /* columns of a thread task / packed B block, multiple of NR */
+#define MC 64  /* rows of a packed A block, multiple of MR */
+#define MB 256 /* rows of a thread task, multiple of MC */
+#define NB 256 /* columns of a thread task / packed B block, multiple of NR */
 #define KC 256
 
 typedef kn_v8f v8f;
@@ -29,8 +29,7 @@ typedef struct {
     ptrdiff_t rs, cs; /* element (r, c) = p[r * rs + c * cs] */
 } view;
 
-static void pack_a(float *dst, view A, int i0, int mc, int k0, int kc)
-{
+static void pack_a(float *dst, view A, int i0, int mc, int k0, int kc) {
     for (int ip = 0; ip < mc; ip += MR) {
         float *d = dst + (size_t)ip * kc;
         int rows = mc - ip < MR ? mc - ip : MR;
@@ -46,15 +45,13 @@ static void pack_a(float *dst, view A, int i0, int mc, int k0, int kc)
         } else {
             for (int k = 0; k < kc; k++) {
                 const float *s = A.p + (ptrdiff_t)(k0 + k) * A.cs + (ptrdiff_t)(i0 + ip) * A.rs;
-                for (int r = 0; r < MR; r++)
-                    d[k * MR + r] = r < rows ? s[r * A.rs] : 0.0f;
+                for (int r = 0; r < MR; r++) d[k * MR + r] = r < rows ? s[r * A.rs] : 0.0f;
             }
         }
     }
 }
 
-static void pack_b(float *dst, view B, int k0, int kc, int j0, int nc)
-{
+static void pack_b(float *dst, view B, int k0, int kc, int j0, int nc) {
     for (int jp = 0; jp < nc; jp += NR) {
         float *d = dst + (size_t)jp * kc;
         int cols = nc - jp < NR ? nc - jp : NR;
@@ -78,9 +75,7 @@ static void pack_b(float *dst, view B, int k0, int kc, int j0, int nc)
 
 /* C[MR x NR] (first ? = : +=) Ap(MR x kc) * Bp(kc x NR); only mr x nr valid. */
 KN_CLONES
-static void micro_kernel(int kc, const float *ap, const float *bp, float *c,
-                         ptrdiff_t ldc, int mr, int nr, int first)
-{
+static void micro_kernel(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr, int nr, int first) {
     v8f acc[MR][2];
     memset(acc, 0, sizeof acc);
     for (int k = 0; k < kc; k++) {
@@ -104,16 +99,13 @@ static void micro_kernel(int kc, const float *ap, const float *bp, float *c,
     }
 }
 
-static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc,
-                int accumulate)
-{
+static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc, int accumulate) {
     /* task = MB x NB output block; inside it each KC x NB B panel is packed
      * once and reused by MB/MC packed A panels (packing ~2/256 of the work) */
     int mt = (M + MB - 1) / MB, nt = (N + NB - 1) / NB;
     long ntiles = (long)mt * nt;
     int err = 0;
-    KN_OMP(parallel)
-    {
+    KN_OMP(parallel) {
         float *abuf = aligned_alloc(64, sizeof(float) * MC * KC);
         float *bbuf = aligned_alloc(64, sizeof(float) * KC * NB);
         if (!abuf || !bbuf) {
@@ -137,8 +129,7 @@ static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc,
                         for (int ip = 0; ip < mc; ip += MR)
                             micro_kernel(kc, abuf + (size_t)ip * kc, bbuf + (size_t)jp * kc,
                                          C + (ptrdiff_t)(i0 + ic + ip) * ldc + j0 + jp, ldc,
-                                         mc - ip < MR ? mc - ip : MR,
-                                         nb - jp < NR ? nb - jp : NR, first);
+                                         mc - ip < MR ? mc - ip : MR, nb - jp < NR ? nb - jp : NR, first);
                 }
             }
         }
@@ -148,9 +139,7 @@ static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc,
     return err ? KN_ENOMEM : KN_OK;
 }
 
-int kn_matmul_forward_ref(float *out, const float *inp, const float *weight,
-                          const float *bias, int N, int C, int OC)
-{
+int kn_matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
     if (!out || !inp || !weight || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
     view A = {inp, C, 1};
     view B = {weight, 1, C}; /* B(k, j) = weight[j, k] */
@@ -166,10 +155,8 @@ int kn_matmul_forward_ref(float *out, const float *inp, const float *weight,
     return KN_OK;
 }
 
-int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias,
-                           const float *dout, const float *inp,
-                           const float *weight, int N, int C, int OC)
-{
+int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                           const float *weight, int N, int C, int OC) {
     if (!dout || N <= 0 || C <= 0 || OC <= 0) return KN_EINVAL;
     if ((dinp && !weight) || (dweight && !inp)) return KN_EINVAL;
     int rc;

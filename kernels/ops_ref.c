@@ -9,9 +9,7 @@
 
 /* ---- encoder ------------------------------------------------------------- */
 
-static int check_ids(const uint32_t *inp, const int32_t *pos, int B, int T,
-                     int V, int maxT)
-{
+static int check_ids(const uint32_t *inp, const int32_t *pos, int B, int T, int V, int maxT) {
     for (long i = 0; i < (long)B * T; i++) {
         if (inp[i] >= (uint32_t)V) return KN_EINVAL;
         int p = pos ? pos[i] : (int)(i % T);
@@ -20,13 +18,9 @@ static int check_ids(const uint32_t *inp, const int32_t *pos, int B, int T,
     return KN_OK;
 }
 
-int kn_encoder_forward_ref(float *out, const uint32_t *inp, const int32_t *pos,
-                           const float *wte, const float *wpe,
-                           int B, int T, int C, int V, int maxT)
-{
-    if (!out || !inp || !wte || !wpe || B <= 0 || T <= 0 || C <= 0 || V <= 0 ||
-        maxT <= 0)
-        return KN_EINVAL;
+int kn_encoder_forward_ref(float *out, const uint32_t *inp, const int32_t *pos, const float *wte, const float *wpe,
+                           int B, int T, int C, int V, int maxT) {
+    if (!out || !inp || !wte || !wpe || B <= 0 || T <= 0 || C <= 0 || V <= 0 || maxT <= 0) return KN_EINVAL;
     if (check_ids(inp, pos, B, T, V, maxT)) return KN_EINVAL;
     long BT = (long)B * T;
     KN_OMP(parallel for schedule(static))
@@ -39,13 +33,9 @@ int kn_encoder_forward_ref(float *out, const uint32_t *inp, const int32_t *pos,
     return KN_OK;
 }
 
-int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout,
-                            const uint32_t *inp, const int32_t *pos,
-                            int B, int T, int C, int V, int maxT)
-{
-    if (!dwte || !dwpe || !dout || !inp || B <= 0 || T <= 0 || C <= 0 ||
-        V <= 0 || maxT <= 0)
-        return KN_EINVAL;
+int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout, const uint32_t *inp, const int32_t *pos, int B,
+                            int T, int C, int V, int maxT) {
+    if (!dwte || !dwpe || !dout || !inp || B <= 0 || T <= 0 || C <= 0 || V <= 0 || maxT <= 0) return KN_EINVAL;
     if (check_ids(inp, pos, B, T, V, maxT)) return KN_EINVAL;
     long BT = (long)B * T;
     enum { CB = 32 };
@@ -69,8 +59,7 @@ int kn_encoder_backward_ref(float *dwte, float *dwpe, const float *dout,
 
 /* ---- residual ------------------------------------------------------------ */
 
-int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n)
-{
+int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n) {
     if (!out || !a || !b) return KN_EINVAL;
     KN_OMP(parallel for schedule(static))
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
@@ -79,10 +68,8 @@ int kn_residual_forward_ref(float *out, const float *a, const float *b, size_t n
 
 /* ---- layernorm ----------------------------------------------------------- */
 
-int kn_layernorm_forward_ref(float *out, float *mean, float *rstd,
-                             const float *inp, const float *weight,
-                             const float *bias, int N, int C)
-{
+int kn_layernorm_forward_ref(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                             const float *bias, int N, int C) {
     if (!out || !inp || !weight || !bias || N <= 0 || C <= 0) return KN_EINVAL;
     KN_OMP(parallel for schedule(static))
     for (int n = 0; n < N; n++) {
@@ -104,13 +91,9 @@ int kn_layernorm_forward_ref(float *out, float *mean, float *rstd,
     return KN_OK;
 }
 
-int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias,
-                              const float *dout, const float *inp,
-                              const float *weight, const float *mean,
-                              const float *rstd, int N, int C)
-{
-    if (!dout || !inp || !weight || !mean || !rstd || N <= 0 || C <= 0)
-        return KN_EINVAL;
+int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                              const float *weight, const float *mean, const float *rstd, int N, int C) {
+    if (!dout || !inp || !weight || !mean || !rstd || N <= 0 || C <= 0) return KN_EINVAL;
     if (dinp) {
         KN_OMP(parallel for schedule(static))
         for (int n = 0; n < N; n++) {
@@ -161,8 +144,7 @@ int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias,
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K 0.044715f
 
-int kn_gelu_forward_ref(float *out, const float *inp, size_t n)
-{
+int kn_gelu_forward_ref(float *out, const float *inp, size_t n) {
     if (!out || !inp) return KN_EINVAL;
     KN_OMP(parallel for schedule(static))
     for (size_t i = 0; i < n; i++) {
@@ -173,9 +155,7 @@ int kn_gelu_forward_ref(float *out, const float *inp, size_t n)
     return KN_OK;
 }
 
-int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout,
-                         size_t n)
-{
+int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout, size_t n) {
     if (!dinp || !inp || !dout) return KN_EINVAL;
     KN_OMP(parallel for schedule(static))
     for (size_t i = 0; i < n; i++) {
@@ -183,8 +163,7 @@ int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout,
         float u = GELU_S * (x + GELU_K * x * x * x);
         float th = tanhf(u);
         float sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) +
-                  0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * GELU_K * x * x);
+        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * GELU_K * x * x);
         dinp[i] = dout[i] * g;
     }
     return KN_OK;
@@ -192,17 +171,15 @@ int kn_gelu_backward_ref(float *dinp, const float *inp, const float *dout,
 
 /* ---- fused softmax + cross-entropy ---------------------------------------- */
 
-static int check_targets(const int32_t *targets, int N, int V)
-{
+static int check_targets(const int32_t *targets, int N, int V) {
     if (!targets) return KN_OK;
     for (int n = 0; n < N; n++)
         if (targets[n] >= V) return KN_EINVAL;
     return KN_OK;
 }
 
-int kn_softmax_xent_forward_ref(float *losses, float *probs, const float *logits,
-                                const int32_t *targets, int N, int V, int Vp)
-{
+int kn_softmax_xent_forward_ref(float *losses, float *probs, const float *logits, const int32_t *targets, int N, int V,
+                                int Vp) {
     if (!logits || N <= 0 || V <= 0 || Vp < V) return KN_EINVAL;
     if (losses && !targets) return KN_EINVAL;
     if (check_targets(targets, N, V)) return KN_EINVAL;
@@ -234,12 +211,9 @@ int kn_softmax_xent_forward_ref(float *losses, float *probs, const float *logits
     return KN_OK;
 }
 
-int kn_softmax_xent_backward_ref(float *dlogits, const float *probs,
-                                 const int32_t *targets, const float *dloss,
-                                 float dloss_scale, int N, int V, int Vp)
-{
-    if (!dlogits || !probs || !targets || N <= 0 || V <= 0 || Vp < V)
-        return KN_EINVAL;
+int kn_softmax_xent_backward_ref(float *dlogits, const float *probs, const int32_t *targets, const float *dloss,
+                                 float dloss_scale, int N, int V, int Vp) {
+    if (!dlogits || !probs || !targets || N <= 0 || V <= 0 || Vp < V) return KN_EINVAL;
     if (check_targets(targets, N, V)) return KN_EINVAL;
     KN_OMP(parallel for schedule(static))
     for (int n = 0; n < N; n++) {
@@ -259,10 +233,8 @@ int kn_softmax_xent_backward_ref(float *dlogits, const float *probs,
 
 /* ---- AdamW ------------------------------------------------------------- */
 
-int kn_adamw_step_ref(float *params, const float *grads, float *m, float *v,
-                      size_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, int decay, int t)
-{
+int kn_adamw_step_ref(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int decay, int t) {
     if (!params || !grads || !m || !v || t < 1) return KN_EINVAL;
     double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
     float step_size = (float)(lr / bc1);
@@ -286,8 +258,7 @@ int kn_adamw_step_ref(float *params, const float *grads, float *m, float *v,
 
 #define NORM_PARTS 256
 
-int kn_sumsq_ref(const float *g, size_t n, double *out)
-{
+int kn_sumsq_ref(const float *g, size_t n, double *out) {
     if (!g || !out) return KN_EINVAL;
     double part[NORM_PARTS];
     size_t per = (n + NORM_PARTS - 1) / NORM_PARTS;
@@ -307,16 +278,14 @@ int kn_sumsq_ref(const float *g, size_t n, double *out)
     return KN_OK;
 }
 
-int kn_scale_ref(float *g, size_t n, float s)
-{
+int kn_scale_ref(float *g, size_t n, float s) {
     if (!g) return KN_EINVAL;
     KN_OMP(parallel for schedule(static))
     for (size_t i = 0; i < n; i++) g[i] *= s;
     return KN_OK;
 }
 
-int kn_clip_grad_norm_ref(float *g, size_t n, float max_norm, float *norm_out)
-{
+int kn_clip_grad_norm_ref(float *g, size_t n, float max_norm, float *norm_out) {
     double ss;
     int rc = kn_sumsq_ref(g, n, &ss);
     if (rc) return rc;

@@ -5,8 +5,7 @@
 #include "kn.h"
 #include "kn_internal.h"
 
-int kn_num_threads(void)
-{
+int kn_num_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();
 #else

@@ -2,8 +2,7 @@
 #include "kn.h"
 #include "kn_internal.h"
 
-int kn_pad_vocab(int v)
-{
+int kn_pad_vocab(int v) {
     if (v <= 0 || v > 0x7fffffff - 127) return KN_EINVAL;
     return (v + 127) / 128 * 128;
 }

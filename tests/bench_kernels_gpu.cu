@@ -27,19 +27,18 @@ extern "C" {
 #include "kn_cuda.h"
 }
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define CK(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static const double PEAK_FLOPS = 989e12, PEAK_BW = 4.8e12;
 
-__global__ void rand_fill(float *p, size_t n, uint32_t seed, float scale)
-{
+__global__ void rand_fill(float *p, size_t n, uint32_t seed, float scale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t x = (uint32_t)i * 2654435761u ^ seed;
         x ^= x >> 16;
@@ -50,8 +49,7 @@ __global__ void rand_fill(float *p, size_t n, uint32_t seed, float scale)
         p[i] = scale * ((float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f);
     }
 }
-__global__ void rand_fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed, float scale)
-{
+__global__ void rand_fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed, float scale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t x = (uint32_t)i * 2654435761u ^ seed;
         x ^= x >> 16;
@@ -60,23 +58,20 @@ __global__ void rand_fill_bf16(__nv_bfloat16 *p, size_t n, uint32_t seed, float 
         p[i] = __float2bfloat16(scale * ((float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f));
     }
 }
-__global__ void rand_ids(uint32_t *p, size_t n, uint32_t V, uint32_t seed)
-{
+__global__ void rand_ids(uint32_t *p, size_t n, uint32_t V, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         p[i] = ((uint32_t)i * 2654435761u ^ seed) % V;
 }
 
 static uint32_t g_seed = 12345;
-static void *dalloc_f32(size_t n, float scale = 1.0f)
-{
+static void *dalloc_f32(size_t n, float scale = 1.0f) {
     float *p;
     CK(cudaMalloc(&p, n * 4 + 256));
     rand_fill<<<1024, 256>>>(p, n, g_seed++, scale);
     CK(cudaGetLastError());
     return p;
 }
-static void *dalloc_bf16(size_t n, float scale = 1.0f)
-{
+static void *dalloc_bf16(size_t n, float scale = 1.0f) {
     __nv_bfloat16 *p;
     CK(cudaMalloc(&p, n * 2 + 256));
     rand_fill_bf16<<<1024, 256>>>(p, n, g_seed++, scale);
@@ -97,21 +92,21 @@ static int g_reps = 10;
 static int g_dead = 0; /* a CUDA fault: the context is gone, later rows are skipped */
 static char g_fault[256];
 
-#define BK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            snprintf(g_fault, sizeof g_fault, "%s: %s", op, cudaGetErrorString(e_));               \
-            fprintf(stderr, "bench_kernels_gpu: %s\n", g_fault);                                   \
-            g_dead = 1;                                                                            \
-            r.failed = 1;                                                                          \
-            g_rows.push_back(r);                                                                   \
-            return;                                                                                \
-        }                                                                                          \
+#define BK(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            snprintf(g_fault, sizeof g_fault, "%s: %s", op, cudaGetErrorString(e_));                                   \
+            fprintf(stderr, "bench_kernels_gpu: %s\n", g_fault);                                                       \
+            g_dead = 1;                                                                                                \
+            r.failed = 1;                                                                                              \
+            g_rows.push_back(r);                                                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
-template <typename F> static void bench(const char *op, const char *shape, double flops, double bytes, int per_layer, F f)
-{
+template <typename F>
+static void bench(const char *op, const char *shape, double flops, double bytes, int per_layer, F f) {
     row r;
     memset(&r, 0, sizeof r);
     r.op = op;
@@ -153,8 +148,7 @@ template <typename F> static void bench(const char *op, const char *shape, doubl
     g_rows.push_back(r);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("bench_kernels_gpu: no CUDA device: skipped\n");
@@ -192,11 +186,14 @@ int main(int argc, char **argv)
     /* activations (bf16) */
     void *x = dalloc_bf16((size_t)N * C), *x2 = dalloc_bf16((size_t)N * C), *ln = dalloc_bf16((size_t)N * C);
     void *res = dalloc_bf16((size_t)N * C);
-    void *qkv = dalloc_bf16((size_t)N * 3 * C), *att = dalloc_bf16((size_t)N * C), *dqkv = dalloc_bf16((size_t)N * 3 * C);
-    void *fc = dalloc_bf16((size_t)N * 4 * C), *fcg = dalloc_bf16((size_t)N * 4 * C), *dfc = dalloc_bf16((size_t)N * 4 * C);
+    void *qkv = dalloc_bf16((size_t)N * 3 * C), *att = dalloc_bf16((size_t)N * C),
+         *dqkv = dalloc_bf16((size_t)N * 3 * C);
+    void *fc = dalloc_bf16((size_t)N * 4 * C), *fcg = dalloc_bf16((size_t)N * 4 * C),
+         *dfc = dalloc_bf16((size_t)N * 4 * C);
     void *dx = dalloc_bf16((size_t)N * C), *dout = dalloc_bf16((size_t)N * C);
     void *logits = dalloc_bf16((size_t)N * Vp, 4.0f);
-    float *lse = (float *)dalloc_f32((size_t)B * NH * T), *mean = (float *)dalloc_f32(N), *rstd = (float *)dalloc_f32(N);
+    float *lse = (float *)dalloc_f32((size_t)B * NH * T), *mean = (float *)dalloc_f32(N),
+          *rstd = (float *)dalloc_f32(N);
     float *losses = (float *)dalloc_f32(N);
     /* one layer's weights (bf16) + fp32 grads; the embedding */
     void *wqkv = dalloc_bf16((size_t)3 * C * C, 0.02f), *bqkv = dalloc_bf16(3 * C, 0.02f);
@@ -223,7 +220,8 @@ int main(int argc, char **argv)
     void *scratch;
     CK(cudaMalloc(&scratch, sb));
     /* optimizer over all parameters (fp32 master, m, v, grads; bf16 copy) */
-    float *mp = (float *)dalloc_f32(Pn, 0.02f), *mg = (float *)dalloc_f32(Pn, 1e-3f), *mm = (float *)dalloc_f32(Pn, 1e-4f);
+    float *mp = (float *)dalloc_f32(Pn, 0.02f), *mg = (float *)dalloc_f32(Pn, 1e-3f),
+          *mm = (float *)dalloc_f32(Pn, 1e-4f);
     float *mv = (float *)dalloc_f32(Pn, 1e-4f);
     CK(cudaMemset(mv, 0, Pn * 4)); /* v >= 0 */
     void *mlp = dalloc_bf16(Pn);
@@ -238,82 +236,64 @@ int main(int argc, char **argv)
     double nC = (double)N * C, a2 = 2.0;
     double att_f = 2.0 * 2.0 * B * NH * (double)T * T / 2.0 * (C / NH); /* causal: QK^T + PV */
     snprintf(sh, sizeof sh, "N%d C%d", N, C);
-    bench("encoder_forward", sh, 0, nC * a2 * 2, 0, [&] {
-        return kn_encoder_forward_cuda(x, ids, nullptr, wte, wpe, B, T, C, V, T, bf, nullptr);
-    });
-    bench("layernorm_forward (plain)", sh, 0, nC * a2 * 2, -1, [&] {
-        return kn_layernorm_forward_cuda(ln, mean, rstd, nullptr, x, nullptr, lnw, lnb, N, C, bf, nullptr);
-    });
-    bench("layernorm_fwd +residual", sh, 0, nC * a2 * 4, 2 /* two per layer */, [&] {
-        return kn_layernorm_forward_cuda(ln, mean, rstd, res, x, x2, lnw, lnb, N, C, bf, nullptr);
-    });
+    bench("encoder_forward", sh, 0, nC * a2 * 2, 0,
+          [&] { return kn_encoder_forward_cuda(x, ids, nullptr, wte, wpe, B, T, C, V, T, bf, nullptr); });
+    bench("layernorm_forward (plain)", sh, 0, nC * a2 * 2, -1,
+          [&] { return kn_layernorm_forward_cuda(ln, mean, rstd, nullptr, x, nullptr, lnw, lnb, N, C, bf, nullptr); });
+    bench("layernorm_fwd +residual", sh, 0, nC * a2 * 4, 2 /* two per layer */,
+          [&] { return kn_layernorm_forward_cuda(ln, mean, rstd, res, x, x2, lnw, lnb, N, C, bf, nullptr); });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, 3 * C);
-    bench("matmul_fwd qkv", sh, 2.0 * N * C * 3 * C, a2 * (nC + 3.0 * C * C + 3.0 * nC), 1, [&] {
-        return kn_matmul_forward_cuda(ctx, qkv, nullptr, ln, wqkv, bqkv, N, C, 3 * C, bf);
-    });
+    bench("matmul_fwd qkv", sh, 2.0 * N * C * 3 * C, a2 * (nC + 3.0 * C * C + 3.0 * nC), 1,
+          [&] { return kn_matmul_forward_cuda(ctx, qkv, nullptr, ln, wqkv, bqkv, N, C, 3 * C, bf); });
     snprintf(sh, sizeof sh, "B%d T%d NH%d hs%d", B, T, NH, C / NH);
-    bench("attention_forward", sh, att_f, a2 * (3.0 * nC + nC), -1, [&] {
-        return kn_attention_forward_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
-    });
+    bench("attention_forward", sh, att_f, a2 * (3.0 * nC + nC), -1,
+          [&] { return kn_attention_forward_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr); });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, C);
-    bench("matmul_fwd attproj", sh, 2.0 * N * C * C, a2 * (2.0 * nC + 1.0 * C * C), 1, [&] {
-        return kn_matmul_forward_cuda(ctx, x2, nullptr, att, wproj, bqkv, N, C, C, bf);
-    });
+    bench("matmul_fwd attproj", sh, 2.0 * N * C * C, a2 * (2.0 * nC + 1.0 * C * C), 1,
+          [&] { return kn_matmul_forward_cuda(ctx, x2, nullptr, att, wproj, bqkv, N, C, C, bf); });
     snprintf(sh, sizeof sh, "%dx%d->%d bias+gelu", N, C, 4 * C);
-    bench("matmul_fwd fc +gelu", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 8.0 * nC), 1, [&] {
-        return kn_matmul_forward_cuda(ctx, fcg, fc, ln, wfc, bfc, N, C, 4 * C, bf);
-    });
-    bench("matmul_fwd fc (no epilogue)", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 4.0 * nC), -1, [&] {
-        return kn_matmul_forward_cuda(ctx, fc, nullptr, ln, wfc, bfc, N, C, 4 * C, bf);
-    });
+    bench("matmul_fwd fc +gelu", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 8.0 * nC), 1,
+          [&] { return kn_matmul_forward_cuda(ctx, fcg, fc, ln, wfc, bfc, N, C, 4 * C, bf); });
+    bench("matmul_fwd fc (no epilogue)", sh, 2.0 * N * C * 4 * C, a2 * (nC + 4.0 * C * C + 4.0 * nC), -1,
+          [&] { return kn_matmul_forward_cuda(ctx, fc, nullptr, ln, wfc, bfc, N, C, 4 * C, bf); });
     snprintf(sh, sizeof sh, "n%d", N * 4 * C);
-    bench("gelu_forward (unfused)", sh, 0, a2 * 8.0 * nC, -1, [&] {
-        return kn_gelu_forward_cuda(fcg, fc, (size_t)N * 4 * C, bf, nullptr);
-    });
+    bench("gelu_forward (unfused)", sh, 0, a2 * 8.0 * nC, -1,
+          [&] { return kn_gelu_forward_cuda(fcg, fc, (size_t)N * 4 * C, bf, nullptr); });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, 4 * C, C);
-    bench("matmul_fwd fcproj", sh, 2.0 * N * 4 * C * C, a2 * (5.0 * nC + 4.0 * C * C), 1, [&] {
-        return kn_matmul_forward_cuda(ctx, x2, nullptr, fcg, wproj, bqkv, N, 4 * C, C, bf);
-    });
+    bench("matmul_fwd fcproj", sh, 2.0 * N * 4 * C * C, a2 * (5.0 * nC + 4.0 * C * C), 1,
+          [&] { return kn_matmul_forward_cuda(ctx, x2, nullptr, fcg, wproj, bqkv, N, 4 * C, C, bf); });
     /* backward, per layer */
-    bench("matmul_bwd fcproj", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 4.0 * nC) + 16.0 * C * C, -1, [&] {
-        return kn_matmul_backward_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, N, 4 * C, C, scratch, sb, bf);
-    });
+    bench("matmul_bwd fcproj", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 4.0 * nC) + 16.0 * C * C, -1,
+          [&] { return kn_matmul_backward_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, N, 4 * C, C, scratch, sb, bf); });
     /* the same with the GELU backward in its epilogue (the 16-bit default; MKS_GELU_UNFUSED=1
      * takes the two rows "matmul_bwd fcproj" + "gelu_backward" instead) */
-    bench("matmul_bwd fcproj (dgelu)", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 8.0 * nC) + 16.0 * C * C, 1,
-          [&] {
-              return kn_matmul_backward_dgelu_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, fc, N, 4 * C, C, scratch, sb,
-                                                   bf);
-          });
+    bench("matmul_bwd fcproj (dgelu)", sh, 4.0 * N * 4 * C * C, a2 * (nC + 4.0 * nC + 8.0 * nC) + 16.0 * C * C, 1, [&] {
+        return kn_matmul_backward_dgelu_cuda(ctx, dfc, gw, gb, dout, fcg, wproj, fc, N, 4 * C, C, scratch, sb, bf);
+    });
     snprintf(sh, sizeof sh, "n%d", N * 4 * C);
-    bench("gelu_backward", sh, 0, a2 * 12.0 * nC, -1, [&] {
-        return kn_gelu_backward_cuda(dfc, fc, dfc, (size_t)N * 4 * C, bf, nullptr);
-    });
+    bench("gelu_backward", sh, 0, a2 * 12.0 * nC, -1,
+          [&] { return kn_gelu_backward_cuda(dfc, fc, dfc, (size_t)N * 4 * C, bf, nullptr); });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, 4 * C);
-    bench("matmul_bwd fc", sh, 4.0 * N * C * 4 * C, a2 * (4.0 * nC + nC + nC) + 16.0 * C * C, 1, [&] {
-        return kn_matmul_backward_cuda(ctx, dx, gw, gb, dfc, ln, wfc, N, C, 4 * C, scratch, sb, bf);
-    });
+    bench("matmul_bwd fc", sh, 4.0 * N * C * 4 * C, a2 * (4.0 * nC + nC + nC) + 16.0 * C * C, 1,
+          [&] { return kn_matmul_backward_cuda(ctx, dx, gw, gb, dfc, ln, wfc, N, C, 4 * C, scratch, sb, bf); });
     snprintf(sh, sizeof sh, "N%d C%d", N, C);
     bench("layernorm_backward", sh, 0, a2 * 4.0 * nC, 2 /* two per layer */, [&] {
         return kn_layernorm_backward_cuda(dx, glw, glb, dout, x, lnw, mean, rstd, N, C, scratch, sb, bf, nullptr);
     });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, C);
-    bench("matmul_bwd attproj", sh, 4.0 * N * C * C, a2 * 3.0 * nC + 4.0 * C * C, 1, [&] {
-        return kn_matmul_backward_cuda(ctx, dx, gw, gb, dout, att, wproj, N, C, C, scratch, sb, bf);
-    });
+    bench("matmul_bwd attproj", sh, 4.0 * N * C * C, a2 * 3.0 * nC + 4.0 * C * C, 1,
+          [&] { return kn_matmul_backward_cuda(ctx, dx, gw, gb, dout, att, wproj, N, C, C, scratch, sb, bf); });
     snprintf(sh, sizeof sh, "B%d T%d NH%d hs%d", B, T, NH, C / NH);
     bench("attention_backward", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), -1, [&] {
         return kn_attention_backward_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
     snprintf(sh, sizeof sh, "%dx%d->%d bias", N, C, 3 * C);
-    bench("matmul_bwd qkv", sh, 4.0 * N * C * 3 * C, a2 * (3.0 * nC + 2.0 * nC) + 12.0 * C * C, 1, [&] {
-        return kn_matmul_backward_cuda(ctx, dx, gw, gb, dqkv, ln, wqkv, N, C, 3 * C, scratch, sb, bf);
-    });
+    bench("matmul_bwd qkv", sh, 4.0 * N * C * 3 * C, a2 * (3.0 * nC + 2.0 * nC) + 12.0 * C * C, 1,
+          [&] { return kn_matmul_backward_cuda(ctx, dx, gw, gb, dqkv, ln, wqkv, N, C, 3 * C, scratch, sb, bf); });
     /* head, loss, embedding backward */
     snprintf(sh, sizeof sh, "%dx%d->%d", N, C, Vp);
-    bench("matmul_fwd lm head", sh, 2.0 * N * C * Vp, a2 * (nC + (double)Vp * C + (double)N * Vp), 0, [&] {
-        return kn_matmul_forward_cuda(ctx, logits, nullptr, ln, wte, nullptr, N, C, Vp, bf);
-    });
+    bench("matmul_fwd lm head", sh, 2.0 * N * C * Vp, a2 * (nC + (double)Vp * C + (double)N * Vp), 0,
+          [&] { return kn_matmul_forward_cuda(ctx, logits, nullptr, ln, wte, nullptr, N, C, Vp, bf); });
     snprintf(sh, sizeof sh, "N%d V%d Vp%d", N, V, Vp);
     kn_softmax_xent_variant(0); /* the scalar kernel (MKS_XENT_SCALAR=1) */
     bench("softmax_xent_fused (in place)", sh, 0, a2 * 2.0 * N * Vp, -1, [&] {
@@ -325,9 +305,8 @@ int main(int argc, char **argv)
     });
     kn_softmax_xent_variant(-1);
     snprintf(sh, sizeof sh, "%dx%d->%d", N, C, Vp);
-    bench("matmul_bwd lm head", sh, 4.0 * N * C * Vp, a2 * ((double)N * Vp + nC) + 6.0 * Vp * C, 0, [&] {
-        return kn_matmul_backward_cuda(ctx, dx, gwte, nullptr, logits, ln, wte, N, C, Vp, scratch, sb, bf);
-    });
+    bench("matmul_bwd lm head", sh, 4.0 * N * C * Vp, a2 * ((double)N * Vp + nC) + 6.0 * Vp * C, 0,
+          [&] { return kn_matmul_backward_cuda(ctx, dx, gwte, nullptr, logits, ln, wte, N, C, Vp, scratch, sb, bf); });
     snprintf(sh, sizeof sh, "N%d C%d", N, C);
     bench("encoder_backward", sh, 0, a2 * nC + 8.0 * nC, 0, [&] {
         return kn_encoder_backward_cuda(gwte, gwpe, dout, ids, nullptr, B, T, C, V, T, scratch, sb, bf, nullptr);
@@ -347,9 +326,8 @@ int main(int argc, char **argv)
      * one whose test rows all passed */
     snprintf(sh, sizeof sh, "B%d T%d NH%d hs%d", B, T, NH, C / NH);
     kn_attention_tc_variant(0);
-    bench("attention_forward (tc)", sh, att_f, a2 * (3.0 * nC + nC), -1, [&] {
-        return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
-    });
+    bench("attention_forward (tc)", sh, att_f, a2 * (3.0 * nC + nC), -1,
+          [&] { return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr); });
     bench("attention_backward (tc)", sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), -1, [&] {
         return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf, nullptr);
     });
@@ -359,17 +337,16 @@ int main(int argc, char **argv)
                                           "attention_backward (tc pipe3)"};
     for (int v = 1; v <= 3; v++) {
         kn_attention_tc_variant(v);
-        bench(fwd_row[v], sh, att_f, a2 * (3.0 * nC + nC), v == 2 ? 1 : -1, [&] {
-            return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr);
-        });
+        bench(fwd_row[v], sh, att_f, a2 * (3.0 * nC + nC), v == 2 ? 1 : -1,
+              [&] { return kn_attention_forward_tc_cuda(att, lse, qkv, nullptr, B, T, C, NH, bf, nullptr); });
         bench(bwd_row[v], sh, 2.5 * att_f, a2 * (3.0 * nC + 3.0 * nC + 2.0 * nC), v == 2 ? 1 : -1, [&] {
             return kn_attention_backward_tc_cuda(dqkv, dout, qkv, att, lse, nullptr, B, T, C, NH, scratch, sb, bf,
                                                  nullptr);
         });
     }
     kn_attention_tc_variant(-1);
-    printf("| %-30s | %-26s | %9s | %9s | %8s | %6s | %8s | %6s |\n", "op", "shape", "ms", "TFLOP/s", "%peak",
-           "GB/s", "%bw", "x/step");
+    printf("| %-30s | %-26s | %9s | %9s | %8s | %6s | %8s | %6s |\n", "op", "shape", "ms", "TFLOP/s", "%peak", "GB/s",
+           "%bw", "x/step");
     printf("|--------------------------------|----------------------------|-----------|-----------|----------|--------|"
            "----------|--------|\n");
     double step_ms = 0, attn_ms = 0, mm_ms = 0;
@@ -401,7 +378,8 @@ int main(int argc, char **argv)
     double fpt = 6.0 * (P - (double)T * C) + 6.0 * L * T * C;
     double tps = N / (step_ms / 1e3);
     printf("\nprojected step (the rows marked in x/step: the model's default path; no launch gaps, no recompute): "
-           "%.2f ms for %d tokens\n", step_ms, N);
+           "%.2f ms for %d tokens\n",
+           step_ms, N);
     printf("  of which matmuls %.2f ms (%.0f%%), attention %.2f ms (%.0f%%), other %.2f ms\n", mm_ms,
            100 * mm_ms / step_ms, attn_ms, 100 * attn_ms / step_ms, step_ms - mm_ms - attn_ms);
     printf("  -> %.0f tokens/s, MFU %.1f%% (6N + 6LTC = %.3f GFLOP/token, peak 989 TFLOP/s)\n", tps,
@@ -411,8 +389,9 @@ int main(int argc, char **argv)
     if (simt_tps > 0)
         printf("  with the SIMT attention instead (MKS_CUDA_ATTENTION=simt): %.2f ms -> %.0f tokens/s\n", simt_step,
                simt_tps);
-    printf("PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f simt_attention_tokens_per_s=%.0f\n",
-           tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, simt_tps);
+    printf(
+        "PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f simt_attention_tokens_per_s=%.0f\n",
+        tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, simt_tps);
     if (g_dead) {
         printf("bench_kernels_gpu: CUDA fault (%s): rows after it were skipped\n", g_fault);
         return 2;

@@ -37,24 +37,34 @@ extern "C" {
 }
 #include "kn_cuda_err.h"
 
-static double now_s(void)
-{
+static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *data = NULL, *model = "d12", *logp = NULL, *prec = "bf16";
     int T = 1024, B = 32, steps = 40, docmask = 0, fast_init = 0;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--doc-mask")) { docmask = 1; continue; }
-        if (!strcmp(a, "--fast-init")) { fast_init = 1; continue; }
-        if (!strcmp(a, "--sync-debug")) { kn_cuda_set_sync_debug(1); continue; }
-        if (!v) { fprintf(stderr, "bench_train_gpu: %s needs a value\n", a); return 64; }
+        if (!strcmp(a, "--doc-mask")) {
+            docmask = 1;
+            continue;
+        }
+        if (!strcmp(a, "--fast-init")) {
+            fast_init = 1;
+            continue;
+        }
+        if (!strcmp(a, "--sync-debug")) {
+            kn_cuda_set_sync_debug(1);
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "bench_train_gpu: %s needs a value\n", a);
+            return 64;
+        }
         if (!strcmp(a, "--data")) data = v;
         else if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--seq-len")) T = atoi(v);
@@ -63,22 +73,40 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--precision")) prec = v;
         else if (!strcmp(a, "--log")) logp = v;
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
-        else { fprintf(stderr, "bench_train_gpu: unknown option %s\n", a); return 64; }
+        else {
+            fprintf(stderr, "bench_train_gpu: unknown option %s\n", a);
+            return 64;
+        }
         i++;
     }
-    if (!data || T <= 0 || B <= 0 || steps <= 0) { fprintf(stderr, "bench_train_gpu: --data DIR required\n"); return 64; }
+    if (!data || T <= 0 || B <= 0 || steps <= 0) {
+        fprintf(stderr, "bench_train_gpu: --data DIR required\n");
+        return 64;
+    }
     kn_dtype dt = !strcmp(prec, "fp32") ? KN_F32 : (!strcmp(prec, "fp16") ? KN_F16 : KN_BF16);
     char name[256];
     uint64_t total = 0, fr = 0, used0 = 0, used1 = 0;
-    if (tr_cuda_device_info(name, sizeof name, &total, &fr) != TR_OK) { fprintf(stderr, "bench_train_gpu: no GPU\n"); return 2; }
+    if (tr_cuda_device_info(name, sizeof name, &total, &fr) != TR_OK) {
+        fprintf(stderr, "bench_train_gpu: no GPU\n");
+        return 2;
+    }
     tr_cuda_mem_used(&used0);
 
     tr_rows rows;
     char err[512];
-    if (tr_rows_open_shards(&rows, data, err, sizeof err)) { fprintf(stderr, "bench_train_gpu: %s\n", err); return 2; }
-    if (T > rows.row_len) { fprintf(stderr, "bench_train_gpu: rows hold %d tokens\n", rows.row_len); return 2; }
+    if (tr_rows_open_shards(&rows, data, err, sizeof err)) {
+        fprintf(stderr, "bench_train_gpu: %s\n", err);
+        return 2;
+    }
+    if (T > rows.row_len) {
+        fprintf(stderr, "bench_train_gpu: rows hold %d tokens\n", rows.row_len);
+        return 2;
+    }
     tr_model_config cfg;
-    if (tr_model_config_preset(model, (int)rows.vocab_size, T, &cfg) != TR_MODEL_OK) { fprintf(stderr, "bad model\n"); return 2; }
+    if (tr_model_config_preset(model, (int)rows.vocab_size, T, &cfg) != TR_MODEL_OK) {
+        fprintf(stderr, "bad model\n");
+        return 2;
+    }
 
     /* the planner's view of the same run, for planned vs measured */
     tr_plan_in pi;
@@ -107,7 +135,10 @@ int main(int argc, char **argv)
     ao.items[1].where = "device";
     tr_cuda_arena arena;
     int rc = tr_cuda_arena_create(&arena, &ao);
-    if (rc != TR_OK) { fprintf(stderr, "bench_train_gpu: arena: %s\n", arena.last_error); return 1; }
+    if (rc != TR_OK) {
+        fprintf(stderr, "bench_train_gpu: arena: %s\n", arena.last_error);
+        return 1;
+    }
     cudaStream_t compute;
     cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
     tr_cuda_model *g = NULL;
@@ -119,10 +150,16 @@ int main(int argc, char **argv)
     }
     tr_cuda_arena_seal(&arena); /* nothing is allocated on the device after this */
     if (fast_init) {
-        if (tr_cuda_model_init_random(g, seed) != TR_OK) { fprintf(stderr, "device init failed\n"); return 1; }
+        if (tr_cuda_model_init_random(g, seed) != TR_OK) {
+            fprintf(stderr, "device init failed\n");
+            return 1;
+        }
     } else {
         tr_model *cpu = NULL;
-        if (tr_model_create(&cfg, seed, &cpu) != TR_MODEL_OK) { fprintf(stderr, "model init failed\n"); return 1; }
+        if (tr_model_create(&cfg, seed, &cpu) != TR_MODEL_OK) {
+            fprintf(stderr, "model init failed\n");
+            return 1;
+        }
         tr_cuda_model_set_params(g, tr_model_params(cpu));
         tr_model_free(cpu);
     }
@@ -137,10 +174,13 @@ int main(int argc, char **argv)
     lo.alloc = tr_cuda_pinned_alloc;
     lo.free = tr_cuda_pinned_free;
     tr_loader *ld = NULL;
-    if (tr_loader_open(&rows, &lo, &ld) != TR_OK) { fprintf(stderr, "bench_train_gpu: loader\n"); return 1; }
+    if (tr_loader_open(&rows, &lo, &ld) != TR_OK) {
+        fprintf(stderr, "bench_train_gpu: loader\n");
+        return 1;
+    }
     FILE *logf = logp ? fopen(logp, "w") : NULL;
-    printf("bench_train_gpu: %s; %s (%zu params) %s, %d x %d tokens/step, arena %.1f MiB, plan %.1f MiB\n", name,
-           model, tr_model_param_count(&cfg), prec, B, T, arena.size / 1048576.0, po.total_bytes / 1048576.0);
+    printf("bench_train_gpu: %s; %s (%zu params) %s, %d x %d tokens/step, arena %.1f MiB, plan %.1f MiB\n", name, model,
+           tr_model_param_count(&cfg), prec, B, T, arena.size / 1048576.0, po.total_bytes / 1048576.0);
     tr_adamw_hparams h = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
     tr_loss_scaler scaler; /* fp16: the scale is on the per-token mean loss (gpu_model.h) */
     tr_loss_scaler_init(&scaler, B * T);
@@ -148,7 +188,10 @@ int main(int argc, char **argv)
     for (int step = 1; step <= steps; step++) {
         double t0 = now_s(), w1 = 0, w2 = 0;
         const tr_batch *b = NULL;
-        if (tr_loader_next(ld, &b, &w1) != TR_OK) { fprintf(stderr, "loader failed\n"); return 1; }
+        if (tr_loader_next(ld, &b, &w1) != TR_OK) {
+            fprintf(stderr, "loader failed\n");
+            return 1;
+        }
         tr_cuda_batch dev;
         if (tr_cuda_input_upload(in, b, &dev) != TR_OK || tr_cuda_input_host_done(in, &w2) != TR_OK) {
             fprintf(stderr, "upload failed\n");

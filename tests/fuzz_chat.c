@@ -28,9 +28,18 @@ static tk_tokenizer *tokenizer(void) {
         toks[i] = &bytes[i];
         lens[i] = 1;
     }
-    static const char *const names[] = {"<|im_start|>",   "<|im_end|>",      "<|begin_of_text|>", "<|end_of_text|>",
-                                        "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<start_of_turn>",
-                                        "<end_of_turn>",  "<|system|>",      "<|user|>",          "<|assistant|>",
+    static const char *const names[] = {"<|im_start|>",
+                                        "<|im_end|>",
+                                        "<|begin_of_text|>",
+                                        "<|end_of_text|>",
+                                        "<|start_header_id|>",
+                                        "<|end_header_id|>",
+                                        "<|eot_id|>",
+                                        "<start_of_turn>",
+                                        "<end_of_turn>",
+                                        "<|system|>",
+                                        "<|user|>",
+                                        "<|assistant|>",
                                         "<|end|>"};
     tk_special sp[sizeof names / sizeof *names];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) sp[i] = (tk_special){names[i], 256 + (uint32_t)i};
@@ -70,8 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         for (size_t t = 0; ds_chat_template_at(t); t++)
             for (int l = 0; l < 4; l++) {
-                ds_chat_render_opts ro = {.bos_token = "<|begin_of_text|>", .eos_token = "<|end_of_text|>",
-                                          .loss_on = (ds_loss_on)l};
+                ds_chat_render_opts ro = {
+                    .bos_token = "<|begin_of_text|>", .eos_token = "<|end_of_text|>", .loss_on = (ds_loss_on)l};
                 if (ds_chat_render(ds_chat_template_at(t), &c, &ro, &r, why, sizeof why) != DS_CHAT_OK) continue;
                 v.len = 0;
                 if (ds_chat_encode(tok, &r, &v, why, sizeof why) != DS_OK) continue;

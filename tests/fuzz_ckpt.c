@@ -15,11 +15,9 @@
 #include "fuzz_ckpt.h"
 #include "tr.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd = memfd_create("ckpt", MFD_CLOEXEC);
-    if (fd < 0)
-        return 0;
+    if (fd < 0) return 0;
     size_t off = 0;
     while (off < size) {
         ssize_t w = write(fd, data + off, size - off);

@@ -108,8 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 fclose(f);
             }
             if (h && rep && (h->docs != rep->docs || h->tokens != rep->tokens)) abort(); /* one pass, same docs */
-            if (h && h->docs && (h->p50 > h->p90 || h->p90 > h->p99 || h->p99 > h->p999 || h->p999 > h->max ||
-                                 h->min > h->p50))
+            if (h && h->docs &&
+                (h->p50 > h->p90 || h->p90 > h->p99 || h->p99 > h->p999 || h->p999 > h->max || h->min > h->p50))
                 abort();
             ds_lint_report_free(rep);
             ds_hist_free(h);

@@ -16,11 +16,9 @@
 
 #include "safetensors.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd = memfd_create("st", MFD_CLOEXEC);
-    if (fd < 0)
-        return 0;
+    if (fd < 0) return 0;
     for (size_t off = 0; off < size;) {
         ssize_t w = write(fd, data + off, size - off);
         if (w <= 0) {
@@ -35,13 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tr_st_open(path, &f, err, sizeof err) == 0) {
         for (size_t i = 0; i < f.n; i++) {
             const tr_st_tensor *t = tr_st_find(&f, f.t[i].name);
-            if (t != &f.t[i])
-                __builtin_trap(); /* the table is sorted and names are unique */
-            if (t->numel > size)
-                continue;
+            if (t != &f.t[i]) __builtin_trap(); /* the table is sorted and names are unique */
+            if (t->numel > size) continue;
             float *v = malloc((size_t)t->numel * sizeof *v + 1);
-            if (v)
-                (void)tr_st_read_f32(&f, t, v, t->numel, err, sizeof err);
+            if (v) (void)tr_st_read_f32(&f, t, v, t->numel, err, sizeof err);
             free(v);
         }
         (void)tr_st_meta(&f, "format");

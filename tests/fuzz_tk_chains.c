@@ -97,14 +97,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         jputs(&j, ",\"decoder\":");
         jput(&j, dec.p, dec.n);
         jputs(&j, ",\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"unk_token\":\"<unk>\","
-                  "\"merges\":[\"\xe2\x96\x81 a\",\"a b\",\"\xe2\x96\x81" "a b\"],\"vocab\":{\"<unk>\":0");
+                  "\"merges\":[\"\xe2\x96\x81 a\",\"a b\",\"\xe2\x96\x81"
+                  "a b\"],\"vocab\":{\"<unk>\":0");
         for (int i = 0; i < 256; i++) {
             char e[32];
             snprintf(e, sizeof e, ",\"<0x%02X>\":%d", i, i + 1);
             jputs(&j, e);
         }
-        jputs(&j, ",\"\xe2\x96\x81\":257,\"a\":258,\"b\":259,\"c\":260,\"\xe2\x96\x81" "a\":261,\"ab\":262,"
-                  "\"\xe2\x96\x81" "ab\":263,\" \":264}}}");
+        jputs(&j, ",\"\xe2\x96\x81\":257,\"a\":258,\"b\":259,\"c\":260,\"\xe2\x96\x81"
+                  "a\":261,\"ab\":262,"
+                  "\"\xe2\x96\x81"
+                  "ab\":263,\" \":264}}}");
     }
     char path[200];
     snprintf(path, sizeof path, "%s/tokenizer.json", fuzz_tk_folder());
@@ -142,7 +145,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* any ids: the text's bytes taken as ids, through the one-shot and the streaming decoder */
     uint32_t raw[128];
     size_t nr = 0;
-    for (size_t k = 0; k + 1 < tn && nr < 128; k += 2) raw[nr++] = ((uint32_t)text[k] | (uint32_t)text[k + 1] << 8) % vs;
+    for (size_t k = 0; k + 1 < tn && nr < 128; k += 2)
+        raw[nr++] = ((uint32_t)text[k] | (uint32_t)text[k + 1] << 8) % vs;
     rc = tk_decode(t, raw, nr, &out);
     if (rc != TK_OK && !tk_err_is_document(rc)) abort();
     tk_bytes_free(&out);

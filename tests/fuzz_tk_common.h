@@ -20,8 +20,8 @@
 
 typedef struct {
     tk_pattern pat;
-    int second;                     /* write the second file */
-    const uint8_t *a, *b;           /* the two files */
+    int second;           /* write the second file */
+    const uint8_t *a, *b; /* the two files */
     size_t alen, blen;
 } fuzz_tk_input;
 

@@ -45,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define H_OFF (88 + 32 + 16 + 1024 + 32 + 64)
 #define N_SEC 11
 
-static const char TEXT[] = "Hello, World! naïve café ΚΑΛΗΜΕΡΑ 你好世界 <|endoftext|> x = 12345678;\n\xff\xfe 🎉 aaaaaaaa";
+static const char TEXT[] =
+    "Hello, World! naïve café ΚΑΛΗΜΕΡΑ 你好世界 <|endoftext|> x = 12345678;\n\xff\xfe 🎉 aaaaaaaa";
 
 static struct {
     int ready; /* 1: set up, -1: no shared data */

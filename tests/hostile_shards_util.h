@@ -98,8 +98,8 @@ static inline void hs_make_overflow_shard(uint8_t out[264]) {
     hs_put32(out + 32, 5);
     hs_put32(out + 36, 5);
     uint64_t n = 1ull << 40, L = 1ull << 23;
-    uint64_t tok = n * L * 4;                           /* 2^65 wraps to 0 */
-    uint64_t starts = (1ull << 62) - 2 * n - 1 + 16;    /* 4 x (2n + 1 + S) = 2^64 + 64 wraps to 64 */
+    uint64_t tok = n * L * 4;                        /* 2^65 wraps to 0 */
+    uint64_t starts = (1ull << 62) - 2 * n - 1 + 16; /* 4 x (2n + 1 + S) = 2^64 + 64 wraps to 64 */
     uint64_t meta = 4 * (2 * n + 1 + starts);
     hs_put64(out + 48, n);
     hs_put64(out + 64, starts);
@@ -196,12 +196,13 @@ static inline void hs_complete_manifest(json_t *m) {
     }
     uint64_t L = (uint64_t)json_integer_value(json_object_get(m, "seq_len"));
     json_error_t je;
-    json_t *cfg = json_loads("{\"tokenizer\": \"tok.tiktoken\", \"seq_len\": 8, \"pack\": \"concat\", \"over_long\": "
-                             "\"truncate\", \"bfd_window_rows\": 1024, \"val_fraction\": 0.01, \"seed\": 0, \"shuffle\": "
-                             "false, \"shard_tokens\": 32, \"zstd_level\": 0, \"frame_rows\": 0, \"field\": \"text\", "
-                             "\"doc_sep\": \"file\", \"part\": [1, 1], \"inputs\": [\"in.jsonl\"], \"files\": "
-                             "[{\"path\": \"in.jsonl\", \"bytes\": 10}]}",
-                             0, &je);
+    json_t *cfg =
+        json_loads("{\"tokenizer\": \"tok.tiktoken\", \"seq_len\": 8, \"pack\": \"concat\", \"over_long\": "
+                   "\"truncate\", \"bfd_window_rows\": 1024, \"val_fraction\": 0.01, \"seed\": 0, \"shuffle\": "
+                   "false, \"shard_tokens\": 32, \"zstd_level\": 0, \"frame_rows\": 0, \"field\": \"text\", "
+                   "\"doc_sep\": \"file\", \"part\": [1, 1], \"inputs\": [\"in.jsonl\"], \"files\": "
+                   "[{\"path\": \"in.jsonl\", \"bytes\": 10}]}",
+                   0, &je);
     json_object_set_new(cfg, "seq_len", json_integer((json_int_t)L));
     json_object_set_new(m, "config", cfg);
     json_t *sp = json_object();
@@ -215,15 +216,16 @@ static inline void hs_complete_manifest(json_t *m) {
     json_object_set_new(m, "splits", sp);
     uint64_t written = toks[0] + toks[1], pad = (rows[0] + rows[1]) * L - written;
     char txt[2048];
-    snprintf(txt, sizeof txt,
-             "{\"documents\": {\"in\": 3, \"whole\": 3, \"truncated\": 0, \"chunked\": 0, \"dropped\": 0, \"rejected\": 0, "
-             "\"train\": 2, \"val\": 1}, \"tokens\": {\"in\": %" PRIu64 ", \"whole\": %" PRIu64 ", \"truncated_kept\": 0, "
-             "\"truncated_lost\": 0, \"chunked\": 0, \"dropped\": 0, \"eot\": 0, \"written\": %" PRIu64 ", \"pad\": %" PRIu64
-             "}, \"reject_reasons\": {\"zstd-corrupt\": 0, \"json-malformed\": 0, \"field-missing\": 0, "
-             "\"field-not-string\": 0, \"record-too-large\": 0, \"utf8-invalid\": 0, \"nul-byte\": 0, \"over-long\": 0}, "
-             "\"records\": 3, \"bytes_in\": 10, \"rejected_bytes\": 0, \"pieces\": 0, \"rows\": {\"train\": %" PRIu64
-             ", \"val\": %" PRIu64 "}, \"utilisation\": \"0.500000\", \"doc_tokens_log2_hist\": [0, 1, 2]}",
-             written, written, written, pad, rows[0], rows[1]);
+    snprintf(
+        txt, sizeof txt,
+        "{\"documents\": {\"in\": 3, \"whole\": 3, \"truncated\": 0, \"chunked\": 0, \"dropped\": 0, \"rejected\": 0, "
+        "\"train\": 2, \"val\": 1}, \"tokens\": {\"in\": %" PRIu64 ", \"whole\": %" PRIu64 ", \"truncated_kept\": 0, "
+        "\"truncated_lost\": 0, \"chunked\": 0, \"dropped\": 0, \"eot\": 0, \"written\": %" PRIu64 ", \"pad\": %" PRIu64
+        "}, \"reject_reasons\": {\"zstd-corrupt\": 0, \"json-malformed\": 0, \"field-missing\": 0, "
+        "\"field-not-string\": 0, \"record-too-large\": 0, \"utf8-invalid\": 0, \"nul-byte\": 0, \"over-long\": 0}, "
+        "\"records\": 3, \"bytes_in\": 10, \"rejected_bytes\": 0, \"pieces\": 0, \"rows\": {\"train\": %" PRIu64
+        ", \"val\": %" PRIu64 "}, \"utilisation\": \"0.500000\", \"doc_tokens_log2_hist\": [0, 1, 2]}",
+        written, written, written, pad, rows[0], rows[1]);
     json_object_set_new(m, "accounting", json_loads(txt, 0, &je));
     json_object_set_new(m, "rejects", json_string("rejects.jsonl"));
 }

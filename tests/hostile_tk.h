@@ -103,9 +103,10 @@ static inline const char *htk_bl(int byte) {
  * ByteLevel one (JSON array body, NULL: none). */
 static inline int htk_bytelevel_json(const char *path, const char *normalizer, const char *pre) {
     htk_buf b = {0};
-    htk_put(&b, "{\"normalizer\":%s,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[%s%s"
-                "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]},"
-                "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"merges\":[],\"vocab\":{",
+    htk_put(&b,
+            "{\"normalizer\":%s,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[%s%s"
+            "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]},"
+            "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"merges\":[],\"vocab\":{",
             normalizer ? normalizer : "null", pre ? pre : "", pre ? "," : "");
     for (int i = 0; i < 256; i++) htk_put(&b, "%s\"%s\":%d", i ? "," : "", htk_bl(i), i);
     htk_put(&b, "}}}");
@@ -115,8 +116,8 @@ static inline int htk_bytelevel_json(const char *path, const char *normalizer, c
 /* tokenizer.json whose Split (Isolated) regex is re (a JSON string body). */
 static inline int htk_regex_json(const char *path, const char *re) {
     char pre[512];
-    snprintf(pre, sizeof pre, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"%s\"},\"behavior\":\"Isolated\",\"invert\":false}",
-             re);
+    snprintf(pre, sizeof pre,
+             "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"%s\"},\"behavior\":\"Isolated\",\"invert\":false}", re);
     return htk_bytelevel_json(path, NULL, pre);
 }
 #define HTK_REGEX "(?:x+x+)+y|."

@@ -11,16 +11,13 @@
 
 #include "tr.h"
 
-static void line(const char *tag, const int32_t *v, const uint32_t *u, int n)
-{
+static void line(const char *tag, const int32_t *v, const uint32_t *u, int n) {
     fputs(tag, stdout);
-    for (int j = 0; j < n; j++)
-        printf(" %lld", u ? (long long)u[j] : (long long)v[j]);
+    for (int j = 0; j < n; j++) printf(" %lld", u ? (long long)u[j] : (long long)v[j]);
     fputc('\n', stdout);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc != 9) {
         fprintf(stderr, "usage: %s DIR T micro_rows rows_per_step seed doc_mask start_row n_batches\n", argv[0]);
         return 64;
@@ -50,8 +47,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < nb && rc == TR_OK; k++) {
         const tr_batch *b;
         rc = tr_loader_next(l, &b, NULL);
-        if (rc != TR_OK)
-            break;
+        if (rc != TR_OK) break;
         printf("batch %llu %d %d %d %llu\n", (unsigned long long)b->step, b->micro, b->n_micro, b->rows,
                (unsigned long long)b->first_row);
         for (int r = 0; r < b->rows; r++) {

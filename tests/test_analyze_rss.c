@@ -127,14 +127,15 @@ int main(int argc, char **argv) {
             fprintf(stderr, "a run failed\n");
             return 1;
         }
-        printf("N=%llu docs: peak RSS %ld MiB; 4N=%llu docs: peak RSS %ld MiB (duplicate set capped at %llu)\n",
-               a.docs, a.peak_mib, b.docs, b.peak_mib, (unsigned long long)cap);
+        printf("N=%llu docs: peak RSS %ld MiB; 4N=%llu docs: peak RSS %ld MiB (duplicate set capped at %llu)\n", a.docs,
+               a.peak_mib, b.docs, b.peak_mib, (unsigned long long)cap);
         if (a.rc || b.rc || a.docs != n || b.docs != 4 * n) fails++, fprintf(stderr, "wrong document counts\n");
         if (a.untracked != n - cap || b.untracked != 4 * n - cap)
             fails++, fprintf(stderr, "untracked %llu / %llu\n", a.untracked, b.untracked);
         if (vp && (a.p50 == 0 || b.p50 == 0)) fails++, fprintf(stderr, "p50 %llu / %llu\n", a.p50, b.p50);
         if (!UNDER_ASAN && b.peak_mib > a.peak_mib + 6)
-            fails++, fprintf(stderr, "peak RSS grows with the document count: %ld -> %ld MiB\n", a.peak_mib, b.peak_mib);
+            fails++,
+                fprintf(stderr, "peak RSS grows with the document count: %ld -> %ld MiB\n", a.peak_mib, b.peak_mib);
     } else {
         const unsigned long long n = 20000000;
         const long bound = 288;

@@ -78,18 +78,18 @@ static const char *const scripts[] = {
     "完革深区即求品士转量空甚众技轻程告江语英基派满式李息写呢识极令黄德收脸钱"
     "党倒未持取设始版双历越史商千片容研像找友孩站广改议形委早房音火际则首单据"
     "导影失拿网香似斯专石若兵弟谁校读志飞观争究包组造落视济喜离虽坏兴",
-    "กขคฆงจฉชซฌญฎฏฐฑฒณดตถทธนบปผฝพฟภมยรลวศษสหฬอฮะัาำิีึืุูเแโใไ่้๊๋็์", /* Thai */
-    "αβγδεζηθικλμνξοπρστυφχψωάέήίόύώΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ",       /* Greek */
-    "ابتثجحخدذرزسشصضطظعغفقكلمنهويىةءآأإؤئ",                              /* Arabic */
-    "אבגדהוזחטיכלמנסעפצקרשתךםןףץ",                                      /* Hebrew */
-    "अआइईउऊएऐओऔकखगघङचछजझञटठडढणतथदधनपफबभमयरलवशषसहािीुूेैोौंः्",     /* Devanagari */
-    "가나다라마바사아자차카타파하한국어의는을를이가에서고다요습니",     /* Hangul */
+    "กขคฆงจฉชซฌญฎฏฐฑฒณดตถทธนบปผฝพฟภมยรลวศษสหฬอฮะัาำิีึืุูเแโใไ่้๊๋็์",           /* Thai */
+    "αβγδεζηθικλμνξοπρστυφχψωάέήίόύώΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ",      /* Greek */
+    "ابتثجحخدذرزسشصضطظعغفقكلمنهويىةءآأإؤئ",                         /* Arabic */
+    "אבגדהוזחטיכלמנסעפצקרשתךםןףץ",                                  /* Hebrew */
+    "अआइईउऊएऐओऔकखगघङचछजझञटठडढणतथदधनपफबभमयरलवशषसहािीुूेैोौंः्",            /* Devanagari */
+    "가나다라마바사아자차카타파하한국어의는을를이가에서고다요습니", /* Hangul */
     "あいうえおかきくけこさしすせそたちつてとなにぬねのはひふへほまみむめもやゆよらりるれろわをんアイウエオカキクケコ", /* kana */
-    "áéíóúàèìòùâêîôûäëïöüçñãõøåæœßÁÉÍÓÚÀÈÌÒÙÂÊÎÔÛÄËÏÖÜÇÑ",                 /* Latin accents */
-    "ąćęłńóśźżčďěňřšťůžőűăîșțğışəğ",                                  /* Latin extended */
-    "ԱԲԳԴԵԶԷԸԹԺԻԼԽԾԿՀՁՂՃՄՅՆՇՈՉՊՋՌՍՎՏՐՑՒՓՔՕՖաբգդեզէըթ",                  /* Armenian */
-    "აბგდევზთიკლმნოპჟრსტუფქღყშჩცძწჭხჯჰ",                                /* Georgian */
-    "€£¥©®°±µ¶·×÷‘’“”–—…•™←→↑↓∀∂∈∑√∞≈≠≤≥",                              /* symbols */
+    "áéíóúàèìòùâêîôûäëïöüçñãõøåæœßÁÉÍÓÚÀÈÌÒÙÂÊÎÔÛÄËÏÖÜÇÑ", /* Latin accents */
+    "ąćęłńóśźżčďěňřšťůžőűăîșțğışəğ",                       /* Latin extended */
+    "ԱԲԳԴԵԶԷԸԹԺԻԼԽԾԿՀՁՂՃՄՅՆՇՈՉՊՋՌՍՎՏՐՑՒՓՔՕՖաբգդեզէըթ",     /* Armenian */
+    "აბგდევზთიკლმნოპჟრსტუფქღყშჩცძწჭხჯჰ",                   /* Georgian */
+    "€£¥©®°±µ¶·×÷‘’“”–—…•™←→↑↓∀∂∈∑√∞≈≠≤≥",                 /* symbols */
 };
 #define N_SCRIPTS (sizeof scripts / sizeof scripts[0])
 static const char ascii[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"()-_";
@@ -112,11 +112,10 @@ static size_t make_piece(uint8_t *p, size_t cap) {
     if (rnd() % 2) p[n++] = ' ';
     while (n + 4 < cap && n < target) {
         uint64_t r = rnd() % 100;
-        if (mode == 0 || r < 60) n += pick_char(scripts[a], p + n);           /* one script */
-        else if (mode == 1 && r < 90) n += pick_char(scripts[b], p + n);      /* two mixed */
+        if (mode == 0 || r < 60) n += pick_char(scripts[a], p + n);      /* one script */
+        else if (mode == 1 && r < 90) n += pick_char(scripts[b], p + n); /* two mixed */
         else if (mode == 2 && r < 95) p[n++] = (uint8_t)ascii[rnd() % (sizeof ascii - 1)];
-        else if (mode == 3 && r < 90) {                                        /* 4-byte characters */
-            const char *f = four_byte[rnd() % 8];
+        else if (mode == 3 && r < 90) { /* 4-byte characters */ const char *f = four_byte[rnd() % 8];
             memcpy(p + n, f, strlen(f));
             n += strlen(f);
         } else if (mode == 4 && r < 70) p[n++] = (uint8_t)(rnd() % 256); /* bytes: usually invalid UTF-8 */
@@ -285,11 +284,11 @@ static int run_handmade(const char *dir) {
         const char *tokens[4]; /* ranks 256, 257, ... in this order */
         const char *piece;
     } cases[] = {
-        {{"\xb8\x81", "\xb8\x81\xe0", "\xe0\xb8\x81"}, "\xe0\xb8\x81\xe0\xb8\xb2"},     /* suf2 */
-        {{"\xe0\xb8", "x\xe0\xb8", "\xe0\xb8\x81"}, "x\xe0\xb8\x81"},                   /* pre2 */
-        {{"x\xd0", "\xd0\xbe", "x\xd0\xbe"}, "x\xd0\xbe"},                              /* pre1 */
-        {{"\xbe y", "\xd0\xbe"}, "\xd0\xbe y"},                                         /* suf1 */
-        {{"\xd0\xbe", "\xd0\xbe\xd0\xb2", "\xd0\xb2"}, "\xd0\xbe\xd0\xb2"},             /* chars that stay whole */
+        {{"\xb8\x81", "\xb8\x81\xe0", "\xe0\xb8\x81"}, "\xe0\xb8\x81\xe0\xb8\xb2"}, /* suf2 */
+        {{"\xe0\xb8", "x\xe0\xb8", "\xe0\xb8\x81"}, "x\xe0\xb8\x81"},               /* pre2 */
+        {{"x\xd0", "\xd0\xbe", "x\xd0\xbe"}, "x\xd0\xbe"},                          /* pre1 */
+        {{"\xbe y", "\xd0\xbe"}, "\xd0\xbe y"},                                     /* suf1 */
+        {{"\xd0\xbe", "\xd0\xbe\xd0\xb2", "\xd0\xb2"}, "\xd0\xbe\xd0\xb2"},         /* chars that stay whole */
     };
     char path[4200], err[512];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -311,7 +310,8 @@ static int run_handmade(const char *dir) {
                 break;
             }
             for (size_t i = 0; i < n; i += 3) {
-                uint32_t w = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
+                uint32_t w =
+                    (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
                 fprintf(f, "%c%c%c%c", b64[w >> 18 & 63], b64[w >> 12 & 63], i + 1 < n ? b64[w >> 6 & 63] : '=',
                         i + 2 < n ? b64[w & 63] : '=');
             }

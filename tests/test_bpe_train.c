@@ -13,7 +13,6 @@
 #include "tk_train.h"
 #include "test_check.h"
 
-
 /* ------------------------------------------------------------------------
  * Brute-force reference: words are lists of token ids into a table of byte
  * strings; after every merge all pairs are recounted from scratch. */
@@ -129,8 +128,7 @@ static size_t ref_train(const uint8_t *const *pieces, const uint32_t *plen, cons
                 if (k + 1 < R->wn[i] && R->w[i][k] == best.a && R->w[i][k + 1] == best.b) {
                     R->w[i][j++] = C;
                     k += 2;
-                } else
-                    R->w[i][j++] = R->w[i][k++];
+                } else R->w[i][j++] = R->w[i][k++];
             }
             R->wn[i] = j;
         }
@@ -177,8 +175,8 @@ static int compare_with_ref(const uint8_t *const *pieces, const uint32_t *plen, 
     size_t nrm = ref_train(pieces, plen, pcnt, n, vocab, minf, maxtok, &rm, &R);
     int bad = 0;
     if (nrm != res.n_merges || R.ntok != res.n_ranks) {
-        fprintf(stderr, "%s: ref %zu merges/%zu ranks, ours %u merges/%u ranks\n", what, nrm, R.ntok,
-                res.n_merges, res.n_ranks);
+        fprintf(stderr, "%s: ref %zu merges/%zu ranks, ours %u merges/%u ranks\n", what, nrm, R.ntok, res.n_merges,
+                res.n_ranks);
         bad = 1;
     }
     for (size_t i = 0; !bad && i < nrm; i++) {

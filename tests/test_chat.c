@@ -187,7 +187,8 @@ static void parse_cases(void) {
     ds_loss_on l;
     CHECK(!ds_format_parse("prompt-completion", &f) && f == DS_FMT_PROMPT_COMPLETION, "format parse");
     CHECK(ds_format_parse("jsonl", &f) == -1, "format parse unknown");
-    CHECK(!ds_loss_on_parse("all", &l) && l == DS_LOSS_ALL && !strcmp(ds_loss_on_name(DS_LOSS_COMPLETION), "completion"),
+    CHECK(!ds_loss_on_parse("all", &l) && l == DS_LOSS_ALL &&
+              !strcmp(ds_loss_on_name(DS_LOSS_COMPLETION), "completion"),
           "loss-on names");
 }
 
@@ -222,7 +223,8 @@ static void loss_cases(const char *shared) {
     CHECK(plen == strlen("Question: two plus two?"), "pc prompt tokens cover %zu bytes", plen);
     ro.loss_on = DS_LOSS_ALL;
     v.len = 0;
-    CHECK(ds_chat_render(t, &c, &ro, &r, why, sizeof why) == DS_CHAT_OK && ds_chat_encode(tok, &r, &v, why, sizeof why) == DS_OK,
+    CHECK(ds_chat_render(t, &c, &ro, &r, why, sizeof why) == DS_CHAT_OK &&
+              ds_chat_encode(tok, &r, &v, why, sizeof why) == DS_OK,
           "all");
     for (size_t i = 0; i < v.len; i++) CHECK(v.mask[i], "loss-on all: token %zu not a target", i);
     /* chat with loss-on completion: the last assistant message only */

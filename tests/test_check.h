@@ -22,13 +22,13 @@ static inline void check_note(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
-#define CHECK(c, ...)                                                           \
-    do {                                                                        \
-        if (!(c)) {                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s", __FILE__, __LINE__, #c); \
-            check_note("" __VA_ARGS__);                                         \
-            failures++;                                                         \
-        }                                                                       \
+#define CHECK(c, ...)                                                                                                  \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s", __FILE__, __LINE__, #c);                                        \
+            check_note("" __VA_ARGS__);                                                                                \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -24,7 +24,8 @@ int main(void) {
     int bad = 0;
     for (uint64_t v = 0; v < 3000000 && bad < 10; v++) bad += check(v);
     for (uint64_t v = 3000000; v < 1200000000 && bad < 10; v += 71) bad += check(v);
-    static const uint64_t edges[] = {999, 1000, 999999, 1000000, 999999999, 1000000000, 4294967295ull, 18446744073709551615ull};
+    static const uint64_t edges[] = {999,       1000,       999999,        1000000,
+                                     999999999, 1000000000, 4294967295ull, 18446744073709551615ull};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) bad += check(edges[i]);
     printf("%s\n", bad ? "FAILED" : "cli_fmt_u64 agrees with printf");
     return bad ? 1 : 0;

@@ -40,20 +40,19 @@
 
 static int failures, rank_, world_;
 
-#define CHECK(cond, ...)                                                                                             \
-    do {                                                                                                             \
-        if (!(cond)) {                                                                                               \
-            failures++;                                                                                              \
-            printf("rank %d FAIL %s:%d: ", rank_, __FILE__, __LINE__);                                              \
-            printf(__VA_ARGS__);                                                                                     \
-            printf("\n");                                                                                            \
-        }                                                                                                            \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            printf("rank %d FAIL %s:%d: ", rank_, __FILE__, __LINE__);                                                 \
+            printf(__VA_ARGS__);                                                                                       \
+            printf("\n");                                                                                              \
+        }                                                                                                              \
     } while (0)
 
 /* Value of element i on rank r: magnitudes spread over ~2^20 so that the
  * order of the additions changes the rounding. */
-static float val(int r, size_t i)
-{
+static float val(int r, size_t i) {
     uint64_t z = (uint64_t)r * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 12345;
     z ^= z >> 31;
     z *= 0x94D049BB133111EBull;
@@ -63,24 +62,19 @@ static float val(int r, size_t i)
     return (float)((u - 0.5) * ldexp(1.0, e));
 }
 
-static float fold(size_t i, int W)
-{
+static float fold(size_t i, int W) {
     float v = val(0, i);
-    for (int r = 1; r < W; r++)
-        v += val(r, i);
+    for (int r = 1; r < W; r++) v += val(r, i);
     return v;
 }
 
-static float fold_rev(size_t i, int W)
-{
+static float fold_rev(size_t i, int W) {
     float v = val(W - 1, i);
-    for (int r = W - 2; r >= 0; r--)
-        v += val(r, i);
+    for (int r = W - 2; r >= 0; r--) v += val(r, i);
     return v;
 }
 
-static void test_shards(void)
-{
+static void test_shards(void) {
     for (int W = 1; W <= 9; W++)
         for (size_t n = 0; n < 40; n++) {
             size_t next = 0;
@@ -111,8 +105,7 @@ static void test_shards(void)
     CHECK(hi == SIZE_MAX && lo < hi, "huge n");
 }
 
-static void test_float(tr_comm *c, size_t n, size_t bucket)
-{
+static void test_float(tr_comm *c, size_t n, size_t bucket) {
     int W = world_, me = rank_;
     if (tr_comm_set_bucket(c, bucket)) {
         CHECK(0, "set_bucket %zu: %s", bucket, tr_comm_error(c));
@@ -121,26 +114,22 @@ static void test_float(tr_comm *c, size_t n, size_t bucket)
     float *b = malloc((n ? n : 1) * sizeof(float));
     float *g = malloc((n ? n : 1) * sizeof(float));
     size_t differ = 0, bad = 0;
-    for (size_t i = 0; i < n; i++)
-        b[i] = val(me, i);
+    for (size_t i = 0; i < n; i++) b[i] = val(me, i);
     int rc = tr_comm_allreduce_f32(c, b, n);
     CHECK(rc == 0, "allreduce n=%zu bucket=%zu: %s", n, bucket, tr_comm_error(c));
     for (size_t i = 0; i < n; i++) {
         float e = fold(i, W);
-        if (memcmp(&b[i], &e, sizeof e))
-            bad++;
+        if (memcmp(&b[i], &e, sizeof e)) bad++;
         float r = fold_rev(i, W);
         differ += memcmp(&e, &r, sizeof e) != 0;
     }
     CHECK(bad == 0, "allreduce n=%zu bucket=%zu: %zu elements differ from the rank-order fold", n, bucket, bad);
-    if (W > 2 && n >= 1000)
-        CHECK(differ > 0, "values too tame: reverse order gives the same bits");
+    if (W > 2 && n >= 1000) CHECK(differ > 0, "values too tame: reverse order gives the same bits");
 
     /* reduce-scatter: own shard folded, the rest untouched */
     size_t lo, hi;
     tr_comm_shard(n, W, me, &lo, &hi);
-    for (size_t i = 0; i < n; i++)
-        b[i] = val(me, i);
+    for (size_t i = 0; i < n; i++) b[i] = val(me, i);
     rc = tr_comm_reduce_scatter_f32(c, b, n);
     CHECK(rc == 0, "reduce_scatter: %s", tr_comm_error(c));
     bad = 0;
@@ -151,8 +140,7 @@ static void test_float(tr_comm *c, size_t n, size_t bucket)
     CHECK(bad == 0, "reduce_scatter n=%zu bucket=%zu: %zu wrong", n, bucket, bad);
     /* then all-gather: == all-reduce */
     for (size_t i = 0; i < n; i++)
-        if (i < lo || i >= hi)
-            b[i] = NAN;
+        if (i < lo || i >= hi) b[i] = NAN;
     rc = tr_comm_allgather_f32(c, b, n);
     CHECK(rc == 0, "allgather: %s", tr_comm_error(c));
     bad = 0;
@@ -164,16 +152,14 @@ static void test_float(tr_comm *c, size_t n, size_t bucket)
     /* the same on whole units (the CPU ZeRO-1 layout: 256 norm parts) */
     size_t unit = n / 256 + (n % 256 != 0);
     tr_comm_shard_units(n, unit, W, me, &lo, &hi);
-    for (size_t i = 0; i < n; i++)
-        b[i] = val(me, i);
+    for (size_t i = 0; i < n; i++) b[i] = val(me, i);
     rc = tr_comm_reduce_scatter_units_f32(c, b, n, unit);
     CHECK(rc == 0, "reduce_scatter_units: %s", tr_comm_error(c));
     bad = 0;
     for (size_t i = 0; i < n; i++) {
         float e = i >= lo && i < hi ? fold(i, W) : val(me, i);
         bad += memcmp(&b[i], &e, sizeof e) != 0;
-        if (i < lo || i >= hi)
-            b[i] = NAN;
+        if (i < lo || i >= hi) b[i] = NAN;
     }
     rc = tr_comm_allgather_units_f32(c, b, n, unit);
     CHECK(rc == 0, "allgather_units: %s", tr_comm_error(c));
@@ -190,8 +176,7 @@ static void test_float(tr_comm *c, size_t n, size_t bucket)
 /* Ranges (the overlap buckets): only [a, b) changes; all-reduce ranges
  * fold in rank order; units ranges leave each element's fold on its global
  * shard's owner. Ranges covering the buffer in any order == the whole call. */
-static void test_range(tr_comm *c, size_t n, size_t bucket)
-{
+static void test_range(tr_comm *c, size_t n, size_t bucket) {
     int W = world_, me = rank_;
     if (tr_comm_set_bucket(c, bucket)) {
         CHECK(0, "set_bucket %zu: %s", bucket, tr_comm_error(c));
@@ -201,8 +186,7 @@ static void test_range(tr_comm *c, size_t n, size_t bucket)
     size_t cuts[] = {0, n / 7, n / 3, n / 3 + 1 < n ? n / 3 + 1 : n, n / 2, n};
     size_t bad = 0;
     /* all-reduce of one middle range */
-    for (size_t i = 0; i < n; i++)
-        b[i] = val(me, i);
+    for (size_t i = 0; i < n; i++) b[i] = val(me, i);
     size_t a = cuts[1], e = cuts[4];
     CHECK(tr_comm_allreduce_range_f32(c, b, a, e) == 0, "allreduce_range: %s", tr_comm_error(c));
     for (size_t i = 0; i < n; i++) {
@@ -211,10 +195,9 @@ static void test_range(tr_comm *c, size_t n, size_t bucket)
     }
     CHECK(bad == 0, "allreduce_range [%zu,%zu) of %zu, bucket %zu: %zu wrong", a, e, n, bucket, bad);
     /* the asynchronous form on a host engine: done at once, the same bits */
-    for (size_t i = 0; i < n; i++)
-        b[i] = val(me, i);
-    CHECK(tr_comm_allreduce_range_async_f32(c, b, a, e, NULL) == 0 && tr_comm_wait(c) == 0,
-          "allreduce_range_async: %s", tr_comm_error(c));
+    for (size_t i = 0; i < n; i++) b[i] = val(me, i);
+    CHECK(tr_comm_allreduce_range_async_f32(c, b, a, e, NULL) == 0 && tr_comm_wait(c) == 0, "allreduce_range_async: %s",
+          tr_comm_error(c));
     bad = 0;
     for (size_t i = 0; i < n; i++) {
         float x = i >= a && i < e ? fold(i, W) : val(me, i);
@@ -224,8 +207,7 @@ static void test_range(tr_comm *c, size_t n, size_t bucket)
     /* units ranges, last range first */
     size_t unit = n / 256 + (n % 256 != 0), lo, hi;
     tr_comm_shard_units(n, unit, W, me, &lo, &hi);
-    for (size_t i = 0; i < n; i++)
-        b[i] = val(me, i);
+    for (size_t i = 0; i < n; i++) b[i] = val(me, i);
     for (int k = 4; k >= 0; k--)
         CHECK(tr_comm_reduce_scatter_units_range_f32(c, b, n, unit, cuts[k], cuts[k + 1]) == 0,
               "reduce_scatter_units_range: %s", tr_comm_error(c));
@@ -250,19 +232,16 @@ typedef struct {
     int rc;
 } thr_arg;
 
-static void *thr_main(void *p)
-{
+static void *thr_main(void *p) {
     thr_arg *t = p;
     t->rc = tr_comm_allreduce_range_f32(t->c, t->b, 0, t->n);
     return NULL;
 }
 
-static void test_thread(tr_comm *c)
-{
+static void test_thread(tr_comm *c) {
     enum { N = 5000 };
     float b[N];
-    for (size_t i = 0; i < N; i++)
-        b[i] = val(rank_, i);
+    for (size_t i = 0; i < N; i++) b[i] = val(rank_, i);
     thr_arg t = {c, b, N, -1};
     pthread_t th;
     if (!tr_comm_serialized(c)) {
@@ -282,8 +261,7 @@ static void test_thread(tr_comm *c)
 
 /* Point-to-point (checkpoint shards): ranks make different numbers of
  * calls; the collectives after them still match. */
-static void test_p2p(tr_comm *c)
-{
+static void test_p2p(tr_comm *c) {
     enum { N = 3000 };
     float b[N];
     memset(b, 0, sizeof b);
@@ -298,14 +276,12 @@ static void test_p2p(tr_comm *c)
                 memset(b, 0, sizeof b);
                 CHECK(tr_comm_recv_f32(c, b, N, r) == 0, "recv from %d: %s", r, tr_comm_error(c));
                 int ok = 1;
-                for (size_t i = 0; i < N; i++)
-                    ok &= b[i] == val(r, i + (size_t)k);
+                for (size_t i = 0; i < N; i++) ok &= b[i] == val(r, i + (size_t)k);
                 CHECK(ok, "message %d from rank %d", k, r);
             }
     } else {
         for (int k = 0; k < 2; k++) {
-            for (size_t i = 0; i < N; i++)
-                b[i] = val(rank_, i + (size_t)k);
+            for (size_t i = 0; i < N; i++) b[i] = val(rank_, i + (size_t)k);
             CHECK(tr_comm_send_f32(c, b, N, 0) == 0, "send %d: %s", k, tr_comm_error(c));
         }
     }
@@ -318,18 +294,27 @@ static void test_p2p(tr_comm *c)
 /* The launcher's environment (tr_launch_env_read, tr_launch_detected) under
  * simulated OpenMPI, MPICH (Hydra), PMIx, Slurm srun and sbatch settings;
  * the real environment is restored afterwards. */
-static const char *const env_names[] = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "PMI_RANK", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS",
-    "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", NULL};
+static const char *const env_names[] = {"OMPI_COMM_WORLD_RANK",
+                                        "OMPI_COMM_WORLD_SIZE",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                        "PMI_RANK",
+                                        "PMI_SIZE",
+                                        "PMIX_RANK",
+                                        "MPI_LOCALRANKID",
+                                        "MPI_LOCALNRANKS",
+                                        "SLURM_PROCID",
+                                        "SLURM_NTASKS",
+                                        "SLURM_STEP_NUM_TASKS",
+                                        "SLURM_LOCALID",
+                                        "SLURM_STEP_TASKS_PER_NODE",
+                                        "SLURM_NTASKS_PER_NODE",
+                                        NULL};
 
 static void env_case(const char *what, const char *const *kv, const char *src, int rank, int world, int lr, int ls,
-                     int launched)
-{
-    for (int i = 0; env_names[i]; i++)
-        unsetenv(env_names[i]);
-    for (; kv && *kv; kv += 2)
-        setenv(kv[0], kv[1], 1);
+                     int launched) {
+    for (int i = 0; env_names[i]; i++) unsetenv(env_names[i]);
+    for (; kv && *kv; kv += 2) setenv(kv[0], kv[1], 1);
     tr_launch_env e;
     tr_launch_env_read(&e);
     CHECK(!strcmp(e.source, src) && e.rank == rank && e.world == world && e.local_rank == lr && e.local_size == ls,
@@ -338,49 +323,88 @@ static void env_case(const char *what, const char *const *kv, const char *src, i
     CHECK(tr_launch_detected() == launched, "env %s: launched %d, want %d", what, tr_launch_detected(), launched);
 }
 
-static void test_env(void)
-{
+static void test_env(void) {
     char *saved[32] = {0};
     for (int i = 0; env_names[i]; i++) {
         const char *v = getenv(env_names[i]);
         saved[i] = v ? strdup(v) : NULL;
     }
     env_case("none", NULL, "none", -1, -1, -1, -1, 0);
-    const char *ompi[] = {"OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "8", "OMPI_COMM_WORLD_LOCAL_RANK", "1",
-                          "OMPI_COMM_WORLD_LOCAL_SIZE", "4", NULL};
+    const char *ompi[] = {"OMPI_COMM_WORLD_RANK",
+                          "3",
+                          "OMPI_COMM_WORLD_SIZE",
+                          "8",
+                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "1",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                          "4",
+                          NULL};
     env_case("mpirun (OpenMPI)", ompi, "openmpi", 3, 8, 1, 4, 1);
     const char *hydra[] = {"PMI_RANK", "5", "PMI_SIZE", "6", "MPI_LOCALRANKID", "2", "MPI_LOCALNRANKS", "3", NULL};
     env_case("mpiexec (MPICH Hydra)", hydra, "pmi", 5, 6, 2, 3, 1);
-    const char *srun[] = {"SLURM_PROCID", "7", "SLURM_NTASKS", "16", "SLURM_STEP_NUM_TASKS", "16", "SLURM_LOCALID",
-                          "3", "SLURM_STEP_TASKS_PER_NODE", "4(x4)", NULL};
+    const char *srun[] = {"SLURM_PROCID",
+                          "7",
+                          "SLURM_NTASKS",
+                          "16",
+                          "SLURM_STEP_NUM_TASKS",
+                          "16",
+                          "SLURM_LOCALID",
+                          "3",
+                          "SLURM_STEP_TASKS_PER_NODE",
+                          "4(x4)",
+                          NULL};
     env_case("srun", srun, "slurm", 7, 16, 3, 4, 1);
-    const char *pmix[] = {"PMIX_RANK", "2", "SLURM_PROCID", "2", "SLURM_STEP_NUM_TASKS", "4", "SLURM_LOCALID", "0",
-                          "SLURM_STEP_TASKS_PER_NODE", "1,3", NULL};
+    const char *pmix[] = {"PMIX_RANK",
+                          "2",
+                          "SLURM_PROCID",
+                          "2",
+                          "SLURM_STEP_NUM_TASKS",
+                          "4",
+                          "SLURM_LOCALID",
+                          "0",
+                          "SLURM_STEP_TASKS_PER_NODE",
+                          "1,3",
+                          NULL};
     env_case("srun --mpi=pmix", pmix, "pmix", 2, 4, 0, 1, 1);
-    const char *pmi2[] = {"PMI_RANK", "9", "PMI_SIZE", "12", "SLURM_PROCID", "9", "SLURM_NTASKS", "12",
-                          "SLURM_LOCALID", "1", "SLURM_NTASKS_PER_NODE", "6", NULL};
+    const char *pmi2[] = {"PMI_RANK",
+                          "9",
+                          "PMI_SIZE",
+                          "12",
+                          "SLURM_PROCID",
+                          "9",
+                          "SLURM_NTASKS",
+                          "12",
+                          "SLURM_LOCALID",
+                          "1",
+                          "SLURM_NTASKS_PER_NODE",
+                          "6",
+                          NULL};
     env_case("srun --mpi=pmi2 (local rank from Slurm)", pmi2, "pmi", 9, 12, 1, 6, 1);
     const char *batch[] = {"SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0", NULL};
     env_case("sbatch script (one task)", batch, "slurm", 0, 1, 0, -1, 0);
-    const char *ompi_slurm[] = {"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "SLURM_LOCALID", "1",
-                                "SLURM_NTASKS_PER_NODE", "2", NULL};
+    const char *ompi_slurm[] = {"OMPI_COMM_WORLD_RANK",
+                                "1",
+                                "OMPI_COMM_WORLD_SIZE",
+                                "2",
+                                "SLURM_LOCALID",
+                                "1",
+                                "SLURM_NTASKS_PER_NODE",
+                                "2",
+                                NULL};
     env_case("OpenMPI rank, Slurm local id", ompi_slurm, "openmpi", 1, 2, 1, 2, 1);
     const char *junk[] = {"PMI_RANK", "x1", "SLURM_PROCID", "-3", "SLURM_NTASKS", "4", NULL};
     /* launched: a PMI variable is there (MPI_Init reads it), only its number is not one */
     env_case("malformed numbers", junk, "none", -1, -1, -1, -1, 1);
     for (int i = 0; env_names[i]; i++) {
-        if (saved[i])
-            setenv(env_names[i], saved[i], 1);
-        else
-            unsetenv(env_names[i]);
+        if (saved[i]) setenv(env_names[i], saved[i], 1);
+        else unsetenv(env_names[i]);
         free(saved[i]);
     }
 }
 
 /* The dispatcher: engines by name, what this build lacks and why, host and
  * device engines kept apart. */
-static void test_engines(tr_comm *c)
-{
+static void test_engines(tr_comm *c) {
     char err[512];
     tr_comm *x = NULL;
     CHECK(tr_comm_have("single") && !tr_comm_have("nope") && !tr_comm_have(NULL), "tr_comm_have");
@@ -420,8 +444,7 @@ static void test_engines(tr_comm *c)
     }
 }
 
-static void test_small(tr_comm *c)
-{
+static void test_small(tr_comm *c) {
     int W = world_, me = rank_;
     double d[3] = {0.1 * (me + 1), 1e16, -1e16 + me};
     CHECK(tr_comm_allreduce_f64(c, d, 3) == 0, "f64: %s", tr_comm_error(c));
@@ -435,21 +458,18 @@ static void test_small(tr_comm *c)
           "f64 fold %.17g %.17g %.17g", d[0], d[1], d[2]);
     uint64_t u[2] = {(uint64_t)me + 1, UINT64_C(1) << 40};
     CHECK(tr_comm_allreduce_u64(c, u, 2) == 0, "u64");
-    CHECK(u[0] == (uint64_t)W * (W + 1) / 2 && u[1] == (uint64_t)W << 40, "u64 sum %llu",
-          (unsigned long long)u[0]);
+    CHECK(u[0] == (uint64_t)W * (W + 1) / 2 && u[1] == (uint64_t)W << 40, "u64 sum %llu", (unsigned long long)u[0]);
     int mine[2] = {me, 1000 + me}, all[2 * 64];
     if (W <= 64) {
         CHECK(tr_comm_allgather_bytes(c, mine, all, sizeof mine) == 0, "allgather_bytes");
-        for (int r = 0; r < W; r++)
-            CHECK(all[2 * r] == r && all[2 * r + 1] == 1000 + r, "allgather_bytes slot %d", r);
+        for (int r = 0; r < W; r++) CHECK(all[2 * r] == r && all[2 * r + 1] == 1000 + r, "allgather_bytes slot %d", r);
     }
     for (int root = 0; root < W; root++) {
         char buf[300];
         memset(buf, me == root ? 'a' + root % 26 : 0, sizeof buf);
         CHECK(tr_comm_bcast(c, buf, sizeof buf, root) == 0, "bcast from %d: %s", root, tr_comm_error(c));
         int ok = 1;
-        for (size_t i = 0; i < sizeof buf; i++)
-            ok &= buf[i] == 'a' + root % 26;
+        for (size_t i = 0; i < sizeof buf; i++) ok &= buf[i] == 'a' + root % 26;
         CHECK(ok, "bcast from %d", root);
     }
     CHECK(tr_comm_bcast(c, mine, 4, W) == TR_ERR_ARG, "bcast from a rank outside the world");
@@ -458,12 +478,10 @@ static void test_small(tr_comm *c)
 }
 
 /* The last rank dies (kill) or stops (stop) while the others reduce. */
-static int failure_mode(tr_comm *c, const char *mode)
-{
+static int failure_mode(tr_comm *c, const char *mode) {
     enum { N = 1 << 16 };
     float *b = calloc(N, sizeof(float));
-    if (!b)
-        return 1;
+    if (!b) return 1;
     if (tr_comm_barrier(c)) {
         fprintf(stderr, "%s\n", tr_comm_error(c));
         return 1;
@@ -487,8 +505,7 @@ static int failure_mode(tr_comm *c, const char *mode)
     return 1;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     tr_comm *c;
     char err[512];
@@ -498,8 +515,7 @@ int main(int argc, char **argv)
     }
     rank_ = tr_comm_rank(c);
     world_ = tr_comm_world(c);
-    if (argc > 1 && (strcmp(argv[1], "kill") == 0 || strcmp(argv[1], "stop") == 0))
-        return failure_mode(c, argv[1]);
+    if (argc > 1 && (strcmp(argv[1], "kill") == 0 || strcmp(argv[1], "stop") == 0)) return failure_mode(c, argv[1]);
     if (argc > 2 && strcmp(argv[1], "bench") == 0) {
         /* test_comm bench N: seconds per all-reduce of N floats (not a test) */
         size_t n = (size_t)strtoull(argv[2], NULL, 10);
@@ -507,8 +523,7 @@ int main(int argc, char **argv)
         int rc = b ? tr_comm_allreduce_f32(c, b, n) : 1; /* warm-up */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; i < 5 && !rc; i++)
-            rc = tr_comm_allreduce_f32(c, b, n);
+        for (int i = 0; i < 5 && !rc; i++) rc = tr_comm_allreduce_f32(c, b, n);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / 5;
         if (rank_ == 0)
@@ -519,8 +534,8 @@ int main(int argc, char **argv)
         return rc ? 1 : 0;
     }
     if (rank_ == 0)
-        printf("test_comm: engine %s, world %d, local rank %d of %d, deadline %.0f s\n", tr_comm_engine_name(c),
-               world_, tr_comm_local_rank(c), tr_comm_local_size(c), tr_comm_timeout(c));
+        printf("test_comm: engine %s, world %d, local rank %d of %d, deadline %.0f s\n", tr_comm_engine_name(c), world_,
+               tr_comm_local_rank(c), tr_comm_local_size(c), tr_comm_timeout(c));
     CHECK(tr_launch_detected() == (strcmp(tr_comm_engine_name(c), "mpi") == 0) || !tr_comm_have("mpi"),
           "launcher detection");
     test_shards();
@@ -529,16 +544,14 @@ int main(int argc, char **argv)
     size_t buckets[] = {W, 7 * W + 3, 4096, TR_COMM_DEFAULT_BUCKET};
     for (size_t a = 0; a < sizeof sizes / sizeof *sizes; a++)
         for (size_t k = 0; k < sizeof buckets / sizeof *buckets; k++) {
-            if (sizes[a] > 5000 && buckets[k] < 64)
-                continue; /* 100k elements one per message: slow, nothing new */
+            if (sizes[a] > 5000 && buckets[k] < 64) continue; /* 100k elements one per message: slow, nothing new */
             test_float(c, sizes[a], buckets[k]);
         }
     size_t rsizes[] = {0, 7, 1000, 100003};
     size_t rbuckets[] = {7 * W + 3, 4096, TR_COMM_DEFAULT_BUCKET};
     for (size_t a = 0; a < sizeof rsizes / sizeof *rsizes; a++)
         for (size_t k = 0; k < sizeof rbuckets / sizeof *rbuckets; k++)
-            if (!(rsizes[a] > 5000 && rbuckets[k] < 64))
-                test_range(c, rsizes[a], rbuckets[k]);
+            if (!(rsizes[a] > 5000 && rbuckets[k] < 64)) test_range(c, rsizes[a], rbuckets[k]);
     CHECK(tr_comm_set_bucket(c, 0) == TR_ERR_ARG, "bucket 0 refused");
     CHECK(tr_comm_set_bucket(c, TR_COMM_DEFAULT_BUCKET) == 0, "bucket");
     test_thread(c);
@@ -549,8 +562,7 @@ int main(int argc, char **argv)
           "environment restored");
     test_small(c);
     uint64_t fails = (uint64_t)failures;
-    if (tr_comm_allreduce_u64(c, &fails, 1))
-        fails = 1;
+    if (tr_comm_allreduce_u64(c, &fails, 1)) fails = 1;
     if (rank_ == 0)
         printf("test_comm: %s (%llu failures over %d ranks)\n", fails ? "FAILED" : "ok", (unsigned long long)fails,
                world_);

@@ -20,20 +20,17 @@
 static float v(int r, size_t i) { return (float)((int)(i % 1000) - 500 + 1000 * r); }
 
 /* Elements of h[0..cnt) that are not the sum over the W ranks of v. */
-static size_t wrong_sums(const float *h, size_t cnt, int W)
-{
+static size_t wrong_sums(const float *h, size_t cnt, int W) {
     size_t bad = 0;
     for (size_t i = 0; i < cnt; i++) {
         float e = 0;
-        for (int r = 0; r < W; r++)
-            e += v(r, i);
+        for (int r = 0; r < W; r++) e += v(r, i);
         bad += h[i] != e;
     }
     return bad;
 }
 
-int main(void)
-{
+int main(void) {
     int ndev = 0;
     if (!tr_comm_have("nccl")) {
         printf("test_comm_nccl_gpu: no NCCL in this build: skipped\n");
@@ -74,8 +71,7 @@ int main(void)
         size_t cnt = sizes[k], pad = tr_comm_padded(cnt, W);
         float *h = (float *)malloc(pad * sizeof(float)), *d = NULL;
         cudaMalloc((void **)&d, pad * sizeof(float));
-        for (size_t i = 0; i < pad; i++)
-            h[i] = v(me, i);
+        for (size_t i = 0; i < pad; i++) h[i] = v(me, i);
         cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
         CHECK(tr_comm_allreduce_f32(n, d, cnt) == 0, "allreduce: %s", tr_comm_error(n));
         cudaMemcpy(h, d, cnt * sizeof(float), cudaMemcpyDeviceToHost);
@@ -86,8 +82,7 @@ int main(void)
         {
             cudaStream_t cs;
             cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
-            for (size_t i = 0; i < pad; i++)
-                h[i] = v(me, i);
+            for (size_t i = 0; i < pad; i++) h[i] = v(me, i);
             cudaMemsetAsync(d, 0, pad * sizeof(float), cs);
             cudaMemcpyAsync(d, h, pad * sizeof(float), cudaMemcpyHostToDevice, cs);
             size_t half = cnt / 2;
@@ -101,8 +96,7 @@ int main(void)
             CHECK(bad == 0, "allreduce buckets %zu: %zu wrong", cnt, bad);
             cudaStreamDestroy(cs);
         }
-        for (size_t i = 0; i < pad; i++)
-            h[i] = v(me, i);
+        for (size_t i = 0; i < pad; i++) h[i] = v(me, i);
         cudaMemcpy(d, h, pad * sizeof(float), cudaMemcpyHostToDevice);
         CHECK(tr_comm_reduce_scatter_f32(n, d, cnt) == 0, "reduce_scatter: %s", tr_comm_error(n));
         CHECK(tr_comm_allgather_f32(n, d, cnt) == 0, "allgather: %s", tr_comm_error(n));

@@ -50,26 +50,26 @@ static void test_utf8(void) {
     } cases[] = {
         {"", 0},
         {"plain ascii text, long enough for the 8-byte path", 49},
-        {"\xC2\x80", 2},                 /* U+0080, smallest 2-byte */
-        {"\xC0\x80", 0},                 /* overlong NUL */
-        {"\xC1\xBF", 0},                 /* overlong U+007F */
-        {"\xE0\x9F\xBF", 0},             /* overlong U+07FF */
-        {"\xE0\xA0\x80", 3},             /* U+0800 */
-        {"\xED\x9F\xBF", 3},             /* U+D7FF, last before the surrogates */
-        {"\xED\xA0\x80", 0},             /* U+D800, high surrogate */
-        {"\xED\xBF\xBF", 0},             /* U+DFFF, low surrogate */
-        {"\xEE\x80\x80", 3},             /* U+E000 */
-        {"\xEF\xBF\xBF", 3},             /* U+FFFF (a noncharacter, but valid) */
-        {"\xF0\x8F\xBF\xBF", 0},         /* overlong U+FFFF */
-        {"\xF0\x90\x80\x80", 4},         /* U+10000 */
-        {"\xF4\x8F\xBF\xBF", 4},         /* U+10FFFF */
-        {"\xF4\x90\x80\x80", 0},         /* U+110000 */
-        {"\xF5\x80\x80\x80", 0},         /* lead byte beyond F4 */
+        {"\xC2\x80", 2},         /* U+0080, smallest 2-byte */
+        {"\xC0\x80", 0},         /* overlong NUL */
+        {"\xC1\xBF", 0},         /* overlong U+007F */
+        {"\xE0\x9F\xBF", 0},     /* overlong U+07FF */
+        {"\xE0\xA0\x80", 3},     /* U+0800 */
+        {"\xED\x9F\xBF", 3},     /* U+D7FF, last before the surrogates */
+        {"\xED\xA0\x80", 0},     /* U+D800, high surrogate */
+        {"\xED\xBF\xBF", 0},     /* U+DFFF, low surrogate */
+        {"\xEE\x80\x80", 3},     /* U+E000 */
+        {"\xEF\xBF\xBF", 3},     /* U+FFFF (a noncharacter, but valid) */
+        {"\xF0\x8F\xBF\xBF", 0}, /* overlong U+FFFF */
+        {"\xF0\x90\x80\x80", 4}, /* U+10000 */
+        {"\xF4\x8F\xBF\xBF", 4}, /* U+10FFFF */
+        {"\xF4\x90\x80\x80", 0}, /* U+110000 */
+        {"\xF5\x80\x80\x80", 0}, /* lead byte beyond F4 */
         {"\xFF", 0},
-        {"\x80", 0},                     /* lone continuation */
-        {"ab\xE2\x82", 2},               /* cut by the end */
-        {"ab\xE2\x82\xAC", 5},           /* the euro sign, whole */
-        {"abcdefgh\xE2\x28\xA1", 8},     /* bad second byte after an ASCII run */
+        {"\x80", 0},                          /* lone continuation */
+        {"ab\xE2\x82", 2},                    /* cut by the end */
+        {"ab\xE2\x82\xAC", 5},                /* the euro sign, whole */
+        {"abcdefgh\xE2\x28\xA1", 8},          /* bad second byte after an ASCII run */
         {"\xF0\x9F\x98\x80x\xF0\x9F\x98", 5}, /* an emoji, then one cut */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -120,7 +120,8 @@ static void test_read(void) {
     put("ten", "0123456789");
     snprintf(p, sizeof p, "%s/ten", dir);
     CHECK(mc_read_regular(p, 10, &d, &n, err, sizeof err) == MC_OK && n == 10 && d[10] == 0 &&
-          !memcmp(d, "0123456789", 10), "%s", err);
+              !memcmp(d, "0123456789", 10),
+          "%s", err);
     free(d);
     CHECK(mc_read_regular(p, 9, &d, &n, err, sizeof err) == MC_ERR_LIMIT && !d && n == 10, "over the cap: %s", err);
     CHECK(strstr(err, "10 bytes, more than the 9-byte limit"), "%s", err);
@@ -201,7 +202,8 @@ static void test_atomic(void) {
     char in[600];
     snprintf(in, sizeof in, "%s/x", sub);
     put("adir/x", "x");
-    CHECK(mc_atomic_write(sub, NULL, 0644, parts, lens, 2, err, sizeof err) == MC_ERR_IO && strstr(err, "rename"), "%s", err);
+    CHECK(mc_atomic_write(sub, NULL, 0644, parts, lens, 2, err, sizeof err) == MC_ERR_IO && strstr(err, "rename"), "%s",
+          err);
     CHECK(count_prefixed("adir.tmp") == 0, "no temporary after a failed rename");
     /* a link planted under the temporary's name is not written through */
     put("victim", "keep");
@@ -217,7 +219,8 @@ static void test_atomic(void) {
     CHECK(count_prefixed("out.bin.tmp") == 0);
     /* an unwritable place: the error names the temporary */
     CHECK(mc_atomic_write("/nonexistent-dir/x", NULL, 0644, parts, lens, 1, err, sizeof err) == MC_ERR_IO &&
-          strstr(err, "/nonexistent-dir/x.tmp"), "%s", err);
+              strstr(err, "/nonexistent-dir/x.tmp"),
+          "%s", err);
     /* a temporary the caller names (a writer that races other processes) */
     char own[600];
     snprintf(own, sizeof own, "%s.tmp.%ld", p, (long)getpid());

@@ -24,8 +24,7 @@ typedef enum {
     fakeErrorIllegalAddress = 700,
 } fakeError_t;
 
-static const char *fakeGetErrorName(fakeError_t e)
-{
+static const char *fakeGetErrorName(fakeError_t e) {
     switch (e) {
     case fakeSuccess: return "cudaSuccess";
     case fakeErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
@@ -33,8 +32,7 @@ static const char *fakeGetErrorName(fakeError_t e)
     }
     return "cudaErrorUnknown";
 }
-static const char *fakeGetErrorString(fakeError_t e)
-{
+static const char *fakeGetErrorString(fakeError_t e) {
     switch (e) {
     case fakeSuccess: return "no error"; /* what cudaGetErrorString(cudaSuccess) says */
     case fakeErrorMemoryAllocation: return "out of memory";
@@ -42,58 +40,49 @@ static const char *fakeGetErrorString(fakeError_t e)
     }
     return "unknown error";
 }
-static fakeError_t fake_cudaMalloc(void **p, size_t bytes)
-{
+static fakeError_t fake_cudaMalloc(void **p, size_t bytes) {
     (void)bytes;
     *p = NULL;
     return fakeErrorMemoryAllocation;
 }
-static fakeError_t fake_cudaStreamSynchronize(void *s)
-{
+static fakeError_t fake_cudaStreamSynchronize(void *s) {
     (void)s;
     return fakeErrorIllegalAddress; /* a kernel before it faulted */
 }
-static fakeError_t fake_cudaMemsetAsync(void *p, int v, size_t n)
-{
+static fakeError_t fake_cudaMemsetAsync(void *p, int v, size_t n) {
     (void)p, (void)v, (void)n;
     return fakeSuccess;
 }
 static int fake_cublasLtMatmul(int m) { return m > 0 ? 13 : 0; } /* CUBLAS_STATUS_EXECUTION_FAILED */
 
-#define FAKE_CU(call, onfail) KN_API_CHECK("CUDA", fakeError_t, call, fakeSuccess, fakeGetErrorName, fakeGetErrorString, onfail)
+#define FAKE_CU(call, onfail)                                                                                          \
+    KN_API_CHECK("CUDA", fakeError_t, call, fakeSuccess, fakeGetErrorName, fakeGetErrorString, onfail)
 
 enum { ERR_NODEVICE = -7, ERR_NOMEM = -2 };
 
 /* shaped like gpu_model.cu's functions */
-static int model_alloc(void)
-{
+static int model_alloc(void) {
     void *p = NULL;
     FAKE_CU(fake_cudaMemsetAsync(p, 0, 16), return ERR_NODEVICE);
     FAKE_CU(fake_cudaMalloc(&p, (size_t)1 << 40), return e_ == fakeErrorMemoryAllocation ? ERR_NOMEM : ERR_NODEVICE);
     return 0;
 }
-static int model_sync(void)
-{
+static int model_sync(void) {
     void *stream = NULL;
     FAKE_CU(fake_cudaStreamSynchronize(stream), return ERR_NODEVICE);
     return 0;
 }
-static int matmul_op(void)
-{
+static int matmul_op(void) {
     int rc = 0;
-    KN_API_CHECK("cuBLAS", int, fake_cublasLtMatmul(64), 0, kn_cublas_status_name, kn_cublas_status_string,
-                 rc = -3; goto done);
+    KN_API_CHECK("cuBLAS", int, fake_cublasLtMatmul(64), 0, kn_cublas_status_name, kn_cublas_status_string, rc = -3;
+                 goto done);
 done:
     return rc;
 }
 
-static int has(const char *hay, const char *needle)
-{
-    return hay && needle && strstr(hay, needle) != NULL;
-}
+static int has(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle) != NULL; }
 
-static void *other_thread(void *arg)
-{
+static void *other_thread(void *arg) {
     (void)arg;
     int *clean = malloc(sizeof *clean);
     *clean = !kn_cuda_has_error() && kn_cuda_last_error()[0] == 0;
@@ -101,8 +90,7 @@ static void *other_thread(void *arg)
     return clean;
 }
 
-int main(void)
-{
+int main(void) {
     char buf[KN_ERR_MSG_MAX];
     /* sync-debug: the environment is read once, at the first use */
     setenv("MKS_SYNC_DEBUG", "1", 1);
@@ -171,8 +159,8 @@ int main(void)
     /* 4. a bad-argument return with nothing recorded still says what and where */
     kn_cuda_clear_error();
     kn_cuda_add_context("kn_layernorm_backward_cuda(dres, ...)", "/x/train/gpu_model.cu", 400, -1);
-    CHECK(has(kn_cuda_first_error(), "kn_layernorm_backward_cuda(dres, ...) failed at train/gpu_model.cu:400"),
-          "%s", kn_cuda_first_error());
+    CHECK(has(kn_cuda_first_error(), "kn_layernorm_backward_cuda(dres, ...) failed at train/gpu_model.cu:400"), "%s",
+          kn_cuda_first_error());
     CHECK(has(kn_cuda_first_error(), "bad argument"));
 
     /* 5. a kernel launch: named; with sync-debug, said to be the failing one */
@@ -181,8 +169,8 @@ int main(void)
                           "an illegal memory access was encountered", 1);
     const char *mk = kn_cuda_first_error();
     printf("sync-debug kernel message: %s\n", mk);
-    CHECK(has(mk, "kernel attention_forward (kernels/kn_attention.cu:259) failed: cudaErrorIllegalAddress (700)"),
-          "%s", mk);
+    CHECK(has(mk, "kernel attention_forward (kernels/kn_attention.cu:259) failed: cudaErrorIllegalAddress (700)"), "%s",
+          mk);
     CHECK(has(mk, "synchronised after this launch"), "%s", mk);
     kn_cuda_clear_error();
     kn_cuda_record_kernel("gelu_forward", "kn_elementwise.cu", 113, 209, "cudaErrorNoKernelImageForDevice",
@@ -238,9 +226,7 @@ int main(void)
     free(res);
     CHECK(has(kn_cuda_first_error(), "main thread failure"));
 
-    if (failures)
-        fprintf(stderr, "test_cuda_msg: %d check(s) failed\n", failures);
-    else
-        printf("test_cuda_msg: all checks passed\n");
+    if (failures) fprintf(stderr, "test_cuda_msg: %d check(s) failed\n", failures);
+    else printf("test_cuda_msg: all checks passed\n");
     return failures ? 1 : 0;
 }

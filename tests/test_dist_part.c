@@ -9,16 +9,21 @@
 
 static int failures;
 
-static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                                   "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_ARRAY_TASK_ID",
-                                   "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_STEP",
+static const char *const vars[] = {"OMPI_COMM_WORLD_RANK",
+                                   "OMPI_COMM_WORLD_SIZE",
+                                   "PMI_RANK",
+                                   "PMI_SIZE",
+                                   "SLURM_PROCID",
+                                   "SLURM_STEP_NUM_TASKS",
+                                   "SLURM_ARRAY_TASK_ID",
+                                   "SLURM_ARRAY_TASK_MIN",
+                                   "SLURM_ARRAY_TASK_COUNT",
+                                   "SLURM_ARRAY_TASK_STEP",
                                    NULL};
 
 /* env: "NAME=V NAME=V"; want_k 0: expect DS_ERR_ARG */
-static void t(const char *env, unsigned want_k, unsigned want_n)
-{
-    for (int i = 0; vars[i]; i++)
-        unsetenv(vars[i]);
+static void t(const char *env, unsigned want_k, unsigned want_n) {
+    for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
     char buf[512];
     snprintf(buf, sizeof buf, "%s", env);
     for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
@@ -30,13 +35,11 @@ static void t(const char *env, unsigned want_k, unsigned want_n)
     char src[256], err[512];
     int rc = ds_part_from_env(&k, &n, src, sizeof src, err, sizeof err);
     int ok = want_k ? rc == DS_OK && k == want_k && n == want_n : rc == DS_ERR_ARG && err[0];
-    if (!ok)
-        failures++;
+    if (!ok) failures++;
     printf("%-4s [%s] -> rc %d, %u/%u (%s)\n", ok ? "ok" : "FAIL", env, rc, k, n, rc ? err : src);
 }
 
-int main(void)
-{
+int main(void) {
     t("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2", 1, 2);
     t("OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2", 2, 2);
     t("PMI_RANK=3 PMI_SIZE=4", 4, 4);

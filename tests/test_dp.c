@@ -20,8 +20,7 @@
 
 #include "test_check.h"
 
-static void test_dealing(void)
-{
+static void test_dealing(void) {
     for (int W = 1; W <= 5; W++)
         for (int n = 0; n <= 13; n++) {
             int prev = 0, ok = 1, lasts = 0;
@@ -37,33 +36,25 @@ static void test_dealing(void)
             int ranks = 0;
             for (int r = 0; r < W; r++) {
                 int has = 0;
-                for (int j = 0; j < n; j++)
-                    has |= tr_dp_owner(j, n, W) == r;
+                for (int j = 0; j < n; j++) has |= tr_dp_owner(j, n, W) == r;
                 ranks += has;
             }
             CHECK(ok && lasts == ranks, "dealing W=%d n=%d", W, n);
-            if (n >= W)
-                CHECK(ranks == W, "W=%d n=%d: every rank gets work", W, n);
+            if (n >= W) CHECK(ranks == W, "W=%d n=%d: every rank gets work", W, n);
         }
     CHECK(tr_dp_owner(0, 0, 4) == 0, "no items");
 }
 
-static size_t overlap(const char *mb, const char *gpu_opt, int hook, int async, int opt_in)
-{
-    if (mb)
-        setenv("MKS_DP_BUCKET_MB", mb, 1);
-    else
-        unsetenv("MKS_DP_BUCKET_MB");
-    if (gpu_opt)
-        setenv("MKS_GPU_OVERLAP", gpu_opt, 1);
-    else
-        unsetenv("MKS_GPU_OVERLAP");
+static size_t overlap(const char *mb, const char *gpu_opt, int hook, int async, int opt_in) {
+    if (mb) setenv("MKS_DP_BUCKET_MB", mb, 1);
+    else unsetenv("MKS_DP_BUCKET_MB");
+    if (gpu_opt) setenv("MKS_GPU_OVERLAP", gpu_opt, 1);
+    else unsetenv("MKS_GPU_OVERLAP");
     tr_dp_caps caps = {hook, async, opt_in};
     return tr_dp_overlap_bucket(&caps);
 }
 
-static void test_overlap(void)
-{
+static void test_overlap(void) {
     const size_t def = (size_t)25 << 18; /* 25 MiB of floats */
     /* CPU: hook + serialized communicator, no opt-in */
     CHECK(overlap(NULL, NULL, 1, 1, 0) == def, "cpu default: %zu", overlap(NULL, NULL, 1, 1, 0));
@@ -86,8 +77,7 @@ static void test_overlap(void)
     unsetenv("MKS_GPU_OVERLAP");
 }
 
-static void test_buckets(void)
-{
+static void test_buckets(void) {
     tr_model_config mc;
     CHECK(tr_model_config_preset("tiny", 300, 64, &mc) == 0, "tiny config");
     size_t P = tr_model_param_count(&mc);
@@ -101,11 +91,9 @@ static void test_buckets(void)
         for (int i = 0; ok && i < n; i++) {
             ok &= bk[i].a < bk[i].b && bk[i].b <= P && bk[i].b - bk[i].a <= els[k];
             ok &= i == 0 || bk[i - 1].group <= bk[i].group;
-            for (size_t e = bk[i].a; ok && e < bk[i].b; e++)
-                ok &= seen[e]++ == 0;
+            for (size_t e = bk[i].a; ok && e < bk[i].b; e++) ok &= seen[e]++ == 0;
         }
-        for (size_t e = 0; ok && e < P; e++)
-            ok &= seen[e] == 1;
+        for (size_t e = 0; ok && e < P; e++) ok &= seen[e] == 1;
         CHECK(ok, "buckets of %zu elements tile the %zu-element gradient once, sorted by group", els[k], P);
         free(seen);
         free(bk);
@@ -115,8 +103,7 @@ static void test_buckets(void)
     CHECK(tr_dp_buckets(&mc, 0, &bk, &n) == TR_ERR_ARG && !bk && n == 0, "bucket of 0 elements refused");
 }
 
-static void test_zero_shard(void)
-{
+static void test_zero_shard(void) {
     size_t Ps[] = {1, 255, 256, 257, 1000003};
     for (size_t k = 0; k < sizeof Ps / sizeof *Ps; k++)
         for (int W = 1; W <= 7; W++) {
@@ -133,17 +120,14 @@ static void test_zero_shard(void)
         }
 }
 
-static void test_loss_world1(void)
-{
+static void test_loss_world1(void) {
     tr_comm *c = NULL;
     char err[256];
     CHECK(tr_comm_open("single", &c, err, sizeof err) == 0, "single: %s", err);
-    if (!c)
-        return;
+    if (!c) return;
     double ml[3] = {1, 2, 3}, ls = 0.25;
     uint64_t nt = 7;
-    CHECK(tr_dp_reduce_loss(c, ml, 3, tr_dp_exact_loss(3, 1), &ls, &nt, err, sizeof err) == 0 && ls == 0.25 &&
-              nt == 7,
+    CHECK(tr_dp_reduce_loss(c, ml, 3, tr_dp_exact_loss(3, 1), &ls, &nt, err, sizeof err) == 0 && ls == 0.25 && nt == 7,
           "world 1: loss and targets as they are");
     /* n x 8 bytes x world within the 4 MiB communication buffer, n <= 4096 */
     CHECK(tr_dp_exact_loss(4096, 128) && !tr_dp_exact_loss(4097, 2) && !tr_dp_exact_loss(4096, 129) &&
@@ -152,8 +136,7 @@ static void test_loss_world1(void)
     tr_comm_close(c);
 }
 
-int main(void)
-{
+int main(void) {
     test_dealing();
     test_overlap();
     test_buckets();

@@ -132,12 +132,12 @@ static void test_build(void) {
         o.user = &ev;
         int rc = ds_build(&o, &r, err, sizeof err);
         CHECK(rc == DS_OK, "pack %d: %s", pack, err);
-        CHECK(!r.up_to_date && r.n_shards >= 2 && ev.progress >= 2 && ev.last, "pack %d: %zu shards, %d events",
-              pack, r.n_shards, ev.progress);
+        CHECK(!r.up_to_date && r.n_shards >= 2 && ev.progress >= 2 && ev.last, "pack %d: %zu shards, %d events", pack,
+              r.n_shards, ev.progress);
         CHECK(r.acc.records == 804 && r.acc.docs_rejected == 2, "pack %d: %llu records, %llu rejected", pack,
               (unsigned long long)r.acc.records, (unsigned long long)r.acc.docs_rejected);
-        CHECK(r.acc.docs_whole + r.acc.docs_truncated + r.acc.docs_chunked + r.acc.docs_dropped +
-                      r.acc.docs_rejected == r.acc.records);
+        CHECK(r.acc.docs_whole + r.acc.docs_truncated + r.acc.docs_chunked + r.acc.docs_dropped + r.acc.docs_rejected ==
+              r.acc.records);
         /* 2 threads: the same bytes */
         o.out_dir = out2;
         o.threads = 2;
@@ -273,8 +273,8 @@ static void test_encode(void) {
         ds_encode_result r;
         int rc = ds_encode(&o, &r, err, sizeof err);
         CHECK(rc == DS_OK, "%s", err);
-        CHECK(r.docs == 3000 && c.docs == 3000 && c.mismatches == 0, "threads %d: %llu docs, %zu mismatches",
-              threads, (unsigned long long)r.docs, c.mismatches);
+        CHECK(r.docs == 3000 && c.docs == 3000 && c.mismatches == 0, "threads %d: %llu docs, %zu mismatches", threads,
+              (unsigned long long)r.docs, c.mismatches);
         if (c.src) fclose(c.src);
     }
 }
@@ -298,15 +298,15 @@ static void test_framing(void) {
         o.bos_id = 220;
         int rc = ds_build(&o, &r, err, sizeof err);
         CHECK(rc == DS_OK && r.bos_id == 220 && r.eos_id == (int64_t)eot, "pack %d: %s", pack, err);
-        CHECK(r.acc.bos == r.acc.records - r.acc.docs_rejected && r.acc.eot == r.acc.bos, "pack %d: %llu BOS",
-              pack, (unsigned long long)r.acc.bos);
+        CHECK(r.acc.bos == r.acc.records - r.acc.docs_rejected && r.acc.eot == r.acc.bos, "pack %d: %llu BOS", pack,
+              (unsigned long long)r.acc.bos);
         ds_shardset *set = NULL;
         CHECK(ds_shardset_open(out, DS_SHARD_OPEN_VERIFY, &set, err, sizeof err) == DS_OK, "%s", err);
         if (!set) continue;
         ds_shardset_info info;
         ds_shardset_get_info(set, &info);
-        CHECK(info.bos_id == 220 && info.eos_id == (int64_t)eot && info.eot_id == eot, "pack %d: info %lld %lld",
-              pack, (long long)info.bos_id, (long long)info.eos_id);
+        CHECK(info.bos_id == 220 && info.eos_id == (int64_t)eot && info.eot_id == eot, "pack %d: info %lld %lld", pack,
+              (long long)info.bos_id, (long long)info.eos_id);
         uint32_t *tok = malloc(2048 * sizeof *tok), *pos = malloc(2048 * sizeof *pos);
         uint64_t starts = 0, bos_at_start = 0;
         for (uint64_t i = 0; tok && pos && i < ds_shardset_rows(set, DS_SPLIT_TRAIN); i++) {
@@ -448,8 +448,7 @@ static void test_source(void) {
     o.out_dir = out3;
     rc = ds_build(&o, &r, err, sizeof err);
     snprintf(rp, sizeof rp, "%s/manifest.json", out3);
-    CHECK(rc == DS_ERR_IO && strstr(err, "the generator failed") && access(rp, F_OK) != 0, "stop: rc %d %s", rc,
-          err);
+    CHECK(rc == DS_ERR_IO && strstr(err, "the generator failed") && access(rp, F_OK) != 0, "stop: rc %d %s", rc, err);
     /* refusals: a source with inputs, or with --part */
     memset(&g, 0, sizeof g);
     o.part_n = 2;

@@ -35,8 +35,7 @@
 #include "gpu_model.h"
 
 /* ---- IEEE binary16 ----------------------------------------------------------------------- */
-static uint16_t f2h(float f)
-{
+static uint16_t f2h(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
@@ -48,8 +47,7 @@ static uint16_t f2h(float f)
         uint32_t mant = ax & 0x7fffffu;
         uint32_t h = ((((ax >> 23) - 127 + 15) & 0x1fu) << 10) | (mant >> 13);
         uint32_t rem = mant & 0x1fffu;
-        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-            h++; /* a carry into the exponent is the right result */
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is the right result */
         return (uint16_t)(sign | h);
     }
     if (ax < 0x33000000u) /* < 2^-25 (2^-25 itself: a tie, to even 0) */
@@ -58,21 +56,17 @@ static uint16_t f2h(float f)
     uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126 - e; /* value / 2^-24 = mant >> shift */
     uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u)))
-        h++;
+    if (rem > half || (rem == half && (h & 1u))) h++;
     return (uint16_t)(sign | h);
 }
 
-static float h2f(uint16_t h)
-{
+static float h2f(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
-    if (e == 0x1f)
-        x = sign | 0x7f800000u | (m << 13);
+    if (e == 0x1f) x = sign | 0x7f800000u | (m << 13);
     else if (e == 0) {
         float v = ldexpf((float)m, -24);
         return sign ? -v : v;
-    } else
-        x = sign | ((e - 15 + 127) << 23) | (m << 13);
+    } else x = sign | ((e - 15 + 127) << 23) | (m << 13);
     float f;
     memcpy(&f, &x, 4);
     return f;
@@ -80,31 +74,27 @@ static float h2f(uint16_t h)
 
 static float r16(float f) { return h2f(f2h(f)); }
 
-static void test_half(void)
-{
+static void test_half(void) {
     struct {
         float f;
         uint16_t h;
-    } k[] = {{1.0f, 0x3c00}, {-2.0f, 0xc000}, {65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00},
-             {1e6f, 0x7c00}, {-1e6f, 0xfc00}, {0x1p-14f, 0x0400}, {0x1p-24f, 0x0001}, {0x1p-25f, 0x0000},
-             {0x1.8p-25f, 0x0001}, {0x3p-25f, 0x0002}, {0x1p-26f, 0x0000}, {0.1f, 0x2e66}, {0.0f, 0x0000},
-             {-0.0f, 0x8000}, {2049.0f, 0x6800}, {2051.0f, 0x6802}, {0x1.ffcp-15f, 0x0400}};
+    } k[] = {{1.0f, 0x3c00},       {-2.0f, 0xc000},    {65504.0f, 0x7bff}, {65519.0f, 0x7bff},    {65520.0f, 0x7c00},
+             {1e6f, 0x7c00},       {-1e6f, 0xfc00},    {0x1p-14f, 0x0400}, {0x1p-24f, 0x0001},    {0x1p-25f, 0x0000},
+             {0x1.8p-25f, 0x0001}, {0x3p-25f, 0x0002}, {0x1p-26f, 0x0000}, {0.1f, 0x2e66},        {0.0f, 0x0000},
+             {-0.0f, 0x8000},      {2049.0f, 0x6800},  {2051.0f, 0x6802},  {0x1.ffcp-15f, 0x0400}};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
         CHECK(f2h(k[i].f) == k[i].h, "f2h(%a) = 0x%04x, want 0x%04x", k[i].f, f2h(k[i].f), k[i].h);
     CHECK(isnan(h2f(f2h(NAN))));
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
-        if (((h >> 10) & 0x1f) == 0x1f)
-            continue; /* inf / nan */
-        if (f2h(h2f((uint16_t)h)) != h)
-            bad++;
+        if (((h >> 10) & 0x1f) == 0x1f) continue; /* inf / nan */
+        if (f2h(h2f((uint16_t)h)) != h) bad++;
     }
     CHECK(bad == 0, "%d halves do not round-trip", bad);
 }
 
 /* ---- 2. the bound holds by construction ------------------------------------------------- */
-static void test_bound(void)
-{
+static void test_bound(void) {
     const int Ds[] = {1, 2, 3, 7, 64, 256, 1000, 4096, 32768, 131072, 1 << 20};
     for (size_t i = 0; i < sizeof Ds / sizeof Ds[0]; i++) {
         int D = Ds[i];
@@ -121,8 +111,7 @@ static void test_bound(void)
         CHECK(g <= TR_FP16_DLOGIT_MAX * 1.0001f && g >= TR_FP16_DLOGIT_MAX * 0.4999f, "D %d: grown g %g", D, g);
         CHECK(isfinite(r16(-g)), "D %d", D);
         /* skips halve it, never below 1 */
-        for (int k = 0; k < 200; k++)
-            tr_loss_scaler_update(&s, 1);
+        for (int k = 0; k < 200; k++) tr_loss_scaler_update(&s, 1);
         CHECK(s.scale == 1.0f && s.skipped_total == 200);
         /* the optimiser's factor undoes g * targets */
         tr_loss_scaler_init(&s, D);
@@ -150,16 +139,12 @@ typedef struct {
     long elems[NK];
 } range_t;
 
-static void round_buf(float *x, size_t n, int kind, range_t *r)
-{
+static void round_buf(float *x, size_t n, int kind, range_t *r) {
     for (size_t i = 0; i < n; i++) {
         float v = r16(x[i]);
-        if (!isfinite(v))
-            r->nonfinite[kind]++;
-        else if (fabs(v) > r->maxabs[kind])
-            r->maxabs[kind] = fabs(v);
-        if (v == 0.0f && x[i] != 0.0f)
-            r->zeros_made[kind]++;
+        if (!isfinite(v)) r->nonfinite[kind]++;
+        else if (fabs(v) > r->maxabs[kind]) r->maxabs[kind] = fabs(v);
+        if (v == 0.0f && x[i] != 0.0f) r->zeros_made[kind]++;
         x[i] = v;
     }
     r->elems[kind] += (long)n;
@@ -167,14 +152,13 @@ static void round_buf(float *x, size_t n, int kind, range_t *r)
 
 typedef struct {
     int B, T, C, L, NH, V, Vp, N;
-    float *wc;                                  /* fp16-rounded compute copy of the parameters */
+    float *wc; /* fp16-rounded compute copy of the parameters */
     float *enc, *ln1, *qkv, *atty, *att, *res2, *ln2, *fch, *fchg, *res3, *proj, *lnf, *logits, *losses;
     float *ln1m, *ln1r, *ln2m, *ln2r, *lnfm, *lnfr;
     float *dres, *dbuf, *dbig;
 } emu_t;
 
-static float *zalloc(size_t n)
-{
+static float *zalloc(size_t n) {
     float *p = calloc(n ? n : 1, sizeof(float));
     if (!p) {
         fprintf(stderr, "out of memory\n");
@@ -183,8 +167,7 @@ static float *zalloc(size_t n)
     return p;
 }
 
-static void emu_init(emu_t *e, const tr_model_config *c, int B, int T, size_t P)
-{
+static void emu_init(emu_t *e, const tr_model_config *c, int B, int T, size_t P) {
     memset(e, 0, sizeof *e);
     e->B = B, e->T = T, e->C = c->d_model, e->L = c->n_layer, e->NH = c->n_head, e->V = c->vocab;
     e->Vp = c->vocab_padded, e->N = B * T;
@@ -200,28 +183,25 @@ static void emu_init(emu_t *e, const tr_model_config *c, int B, int T, size_t P)
     e->dres = zalloc(N * C), e->dbuf = zalloc(N * C), e->dbig = zalloc(N * 4 * C);
 }
 
-static void emu_free(emu_t *e)
-{
-    float *ps[] = {e->wc,   e->enc,  e->proj, e->lnf,  e->ln1,  e->qkv,   e->atty,   e->att,  e->res2,
-                   e->ln2,  e->fch,  e->fchg, e->res3, e->ln1m, e->ln1r,  e->ln2m,   e->ln2r, e->lnfm,
-                   e->lnfr, e->logits, e->losses, e->dres, e->dbuf, e->dbig};
-    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-        free(ps[i]);
+static void emu_free(emu_t *e) {
+    float *ps[] = {e->wc,   e->enc,  e->proj, e->lnf,    e->ln1,    e->qkv,  e->atty, e->att,
+                   e->res2, e->ln2,  e->fch,  e->fchg,   e->res3,   e->ln1m, e->ln1r, e->ln2m,
+                   e->ln2r, e->lnfm, e->lnfr, e->logits, e->losses, e->dres, e->dbuf, e->dbig};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
 }
 
-#define OK(call)                                                                                                 \
-    do {                                                                                                         \
-        if ((call) != KN_OK) {                                                                                   \
-            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #call);                                  \
-            exit(2);                                                                                             \
-        }                                                                                                        \
+#define OK(call)                                                                                                       \
+    do {                                                                                                               \
+        if ((call) != KN_OK) {                                                                                         \
+            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #call);                                          \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* Forward + backward as tr_cuda_model_fwd_bwd in fp16: grads (fp32) +=
  * d(g * summed loss); returns the summed loss; *ntgt = target count. */
 static double emu_fwd_bwd(emu_t *e, const size_t *offs, const float *master, float *grads, const uint32_t *inp,
-                          const int32_t *tgt, float g, uint64_t *ntgt, range_t *r)
-{
+                          const int32_t *tgt, float g, uint64_t *ntgt, range_t *r) {
     int B = e->B, T = e->T, C = e->C, L = e->L, NH = e->NH, V = e->V, Vp = e->Vp, N = e->N;
     size_t BTC = (size_t)N * C, C2 = (size_t)C * C;
     const float *W[TR_NUM_PARAM_TENSORS], *Wf[TR_NUM_PARAM_TENSORS];
@@ -256,8 +236,8 @@ static double emu_fwd_bwd(emu_t *e, const size_t *offs, const float *master, flo
         round_buf(fch, BTC * 4, K_ACT, r);
         OK(kn_gelu_forward_ref(fchg, fch, BTC * 4));
         round_buf(fchg, BTC * 4, K_ACT, r);
-        OK(kn_matmul_forward_ref(e->proj, fchg, W[TR_P_FCPROJW] + l * 4 * C2, W[TR_P_FCPROJB] + (size_t)l * C, N,
-                                 4 * C, C));
+        OK(kn_matmul_forward_ref(e->proj, fchg, W[TR_P_FCPROJW] + l * 4 * C2, W[TR_P_FCPROJB] + (size_t)l * C, N, 4 * C,
+                                 C));
         OK(kn_residual_forward_ref(res3, res2, e->proj, BTC));
         round_buf(res3, BTC, K_ACT, r);
     }
@@ -271,16 +251,15 @@ static double emu_fwd_bwd(emu_t *e, const size_t *offs, const float *master, flo
     double ls = 0;
     uint64_t k = 0;
     for (int i = 0; i < N; i++)
-        if (tgt[i] >= 0)
-            ls += e->losses[i], k++;
+        if (tgt[i] >= 0) ls += e->losses[i], k++;
     *ntgt = k;
     OK(kn_softmax_xent_backward_ref(e->logits, e->logits, tgt, NULL, g, N, V, Vp));
     round_buf(e->logits, (size_t)N * Vp, K_DLOGITS, r);
     OK(kn_matmul_backward_ref(e->dbuf, G[TR_P_WTE], NULL, e->logits, e->lnf, W[TR_P_WTE], N, C, Vp));
     round_buf(e->dbuf, BTC, K_DLN, r);
     memset(e->dres, 0, BTC * sizeof(float));
-    OK(kn_layernorm_backward_ref(e->dres, G[TR_P_LNFW], G[TR_P_LNFB], e->dbuf, last, Wf[TR_P_LNFW], e->lnfm,
-                                 e->lnfr, N, C));
+    OK(kn_layernorm_backward_ref(e->dres, G[TR_P_LNFW], G[TR_P_LNFB], e->dbuf, last, Wf[TR_P_LNFW], e->lnfm, e->lnfr, N,
+                                 C));
     round_buf(e->dres, BTC, K_DRES, r);
     for (int l = L - 1; l >= 0; l--) {
         const float *res = l == 0 ? e->enc : e->res3 + (size_t)(l - 1) * BTC;
@@ -296,8 +275,8 @@ static double emu_fwd_bwd(emu_t *e, const size_t *offs, const float *master, flo
                                   W[TR_P_FCW] + l * 4 * C2, N, C, 4 * C));
         round_buf(e->dbuf, BTC, K_DLN, r);
         OK(kn_layernorm_backward_ref(e->dres, G[TR_P_LN2W] + (size_t)l * C, G[TR_P_LN2B] + (size_t)l * C, e->dbuf, res2,
-                                     Wf[TR_P_LN2W] + (size_t)l * C, e->ln2m + (size_t)l * N, e->ln2r + (size_t)l * N,
-                                     N, C));
+                                     Wf[TR_P_LN2W] + (size_t)l * C, e->ln2m + (size_t)l * N, e->ln2r + (size_t)l * N, N,
+                                     C));
         round_buf(e->dres, BTC, K_DRES, r);
         OK(kn_matmul_backward_ref(e->dbuf, G[TR_P_ATTPROJW] + l * C2, G[TR_P_ATTPROJB] + (size_t)l * C, e->dres, atty,
                                   W[TR_P_ATTPROJW] + l * C2, N, C, C));
@@ -308,8 +287,8 @@ static double emu_fwd_bwd(emu_t *e, const size_t *offs, const float *master, flo
                                   W[TR_P_QKVW] + l * 3 * C2, N, C, 3 * C));
         round_buf(e->dbuf, BTC, K_DLN, r);
         OK(kn_layernorm_backward_ref(e->dres, G[TR_P_LN1W] + (size_t)l * C, G[TR_P_LN1B] + (size_t)l * C, e->dbuf, res,
-                                     Wf[TR_P_LN1W] + (size_t)l * C, e->ln1m + (size_t)l * N, e->ln1r + (size_t)l * N,
-                                     N, C));
+                                     Wf[TR_P_LN1W] + (size_t)l * C, e->ln1m + (size_t)l * N, e->ln1r + (size_t)l * N, N,
+                                     C));
         round_buf(e->dres, BTC, K_DRES, r);
     }
     OK(kn_encoder_backward_ref(G[TR_P_WTE], G[TR_P_WPE], e->dres, inp, NULL, B, T, C, V, T));
@@ -319,22 +298,19 @@ static double emu_fwd_bwd(emu_t *e, const size_t *offs, const float *master, flo
 /* Data with something to learn: a Zipf-like unigram mix plus a fixed
  * successor for half of the positions. */
 static uint64_t g_rng = 0x1234567ull;
-static uint64_t rnd(void)
-{
+static uint64_t rnd(void) {
     g_rng += 0x9E3779B97F4A7C15ull;
     uint64_t z = g_rng;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static uint32_t zipf(int V)
-{
+static uint32_t zipf(int V) {
     double u = (double)(rnd() >> 11) * (1.0 / 9007199254740992.0);
     uint32_t t = (uint32_t)(pow((double)V, u)) - 1; /* log-uniform rank: p ~ 1/rank */
     return t < (uint32_t)V ? t : (uint32_t)V - 1;
 }
-static void make_batch(uint32_t *inp, int32_t *tgt, int B, int T, int V)
-{
+static void make_batch(uint32_t *inp, int32_t *tgt, int B, int T, int V) {
     for (int b = 0; b < B; b++) {
         uint32_t cur = zipf(V);
         for (int t = 0; t < T; t++) {
@@ -348,20 +324,17 @@ static void make_batch(uint32_t *inp, int32_t *tgt, int B, int T, int V)
 
 /* old_only: just step 1 of the old scheme (the regression demo); else the
  * STEPS-step fp16 run with the new scheme */
-static void test_training(int V, int B, int T, int STEPS, int old_only)
-{
+static void test_training(int V, int B, int T, int STEPS, int old_only) {
     const int D = B * T;
     tr_model_config c;
     CHECK(tr_model_config_make(2, 2, 64, T, V, &c) == TR_MODEL_OK);
     tr_model *m = NULL;
     CHECK(tr_model_create(&c, 7, &m) == TR_MODEL_OK && m);
-    if (!m)
-        return;
+    if (!m) return;
     CHECK(tr_model_adamw_init(m) == TR_MODEL_OK);
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P = 0;
     tr_model_param_sizes(&c, sizes);
-    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++)
-        offs[i] = P, P += sizes[i];
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) offs[i] = P, P += sizes[i];
     emu_t e;
     emu_init(&e, &c, B, T, P);
     uint32_t *inp = malloc(sizeof(uint32_t) * D);
@@ -373,8 +346,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
         range_t r0;
         memset(&r0, 0, sizeof r0);
         uint64_t n0 = 0;
-        for (size_t i = 0; i < P; i++)
-            e.wc[i] = r16(params[i]);
+        for (size_t i = 0; i < P; i++) e.wc[i] = r16(params[i]);
         make_batch(inp, tgt, B, T, V);
         tr_model_zero_grad(m);
         emu_fwd_bwd(&e, offs, params, grads, inp, tgt, 65536.0f, &n0, &r0);
@@ -391,8 +363,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
         tr_model_zero_grad(m);
         emu_fwd_bwd(&e, offs, params, grads, inp, tgt, tr_loss_scaler_dloss(&s1, D), &n0, &r1);
         long nf1 = 0;
-        for (int k = 0; k < NK; k++)
-            nf1 += r1.nonfinite[k];
+        for (int k = 0; k < NK; k++) nf1 += r1.nonfinite[k];
         printf("new scheme (g = %g), same step 1: %ld non-finite values\n", (double)tr_loss_scaler_dloss(&s1, D), nf1);
         CHECK(nf1 == 0);
         emu_free(&e);
@@ -415,8 +386,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
         make_batch(inp, tgt, B, T, V);
         tr_model_zero_grad(m);
         float g = tr_loss_scaler_dloss(&s, D);
-        if (g > g_max)
-            g_max = g;
+        if (g > g_max) g_max = g;
         range_t rs;
         memset(&rs, 0, sizeof rs);
         uint64_t nt = 0;
@@ -429,8 +399,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
             r.nonfinite[k] += rs.nonfinite[k];
             r.zeros_made[k] += rs.zeros_made[k];
             r.elems[k] += rs.elems[k];
-            if (rs.maxabs[k] > r.maxabs[k])
-                r.maxabs[k] = rs.maxabs[k];
+            if (rs.maxabs[k] > r.maxabs[k]) r.maxabs[k] = rs.maxabs[k];
         }
         CHECK(rs.maxabs[K_DLOGITS] <= g * 1.001, "step %d: |dlogit| %g > g %g", step, rs.maxabs[K_DLOGITS], g);
         int skip = nf > 0 || !isfinite(ss);
@@ -446,8 +415,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
         }
         tr_loss_scaler_update(&s, skip);
         double loss = ls / (double)(nt ? nt : 1);
-        if (step == 1)
-            first = loss;
+        if (step == 1) first = loss;
         last = loss;
         if (step == 1 || step % 25 == 0)
             printf("step %3d | loss %.4f | scale %.0f (dlogit factor g %.1f) | max |dlogit| %.3g dln %.3g dres %.3g "
@@ -464,8 +432,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
     printf("skipped steps: %d of %d; loss %.4f -> %.4f\n", skipped, STEPS, first, last);
     CHECK(skipped == 0, "a clean fp16 run must skip no step in its first %d steps", STEPS);
     CHECK(s.skipped_total == 0);
-    for (int k = 0; k < NK; k++)
-        CHECK(r.nonfinite[k] == 0, "%s", kind_name[k]);
+    for (int k = 0; k < NK; k++) CHECK(r.nonfinite[k] == 0, "%s", kind_name[k]);
     CHECK(r.maxabs[K_DLOGITS] <= TR_FP16_DLOGIT_MAX);
     CHECK(last < first - 0.5, "the emulated fp16 run trains: loss %.4f -> %.4f", first, last);
     emu_free(&e);
@@ -474,8 +441,7 @@ static void test_training(int V, int B, int T, int STEPS, int old_only)
     tr_model_free(m);
 }
 
-int main(void)
-{
+int main(void) {
 #ifdef _OPENMP
     omp_set_num_threads(1); /* small matrices: one thread is 3x faster than two spinning */
 #endif
@@ -486,9 +452,7 @@ int main(void)
     test_training(8192, 2, 32, 1, 1);
     /* 100 steps of the new scheme; small enough to run under ASan at -O0 */
     test_training(2048, 2, 32, 100, 0);
-    if (failures)
-        fprintf(stderr, "test_fp16_scale: %d check(s) failed\n", failures);
-    else
-        printf("test_fp16_scale: all checks passed\n");
+    if (failures) fprintf(stderr, "test_fp16_scale: %d check(s) failed\n", failures);
+    else printf("test_fp16_scale: all checks passed\n");
     return failures ? 1 : 0;
 }

@@ -40,8 +40,7 @@
 static const char *TEXT = "Hello world! The exported tokenizer: 12345  caf\xc3\xa9 \xf0\x9f\x98\x80.";
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void)
-{
+static uint64_t next(void) {
     uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -56,17 +55,14 @@ typedef struct {
     double loss; /* mean over B*T */
 } fixture;
 
-static int make(fixture *f)
-{
-    if (tr_model_config_make(2, 2, 32, 64, 50257, &f->c) || tr_model_create(&f->c, 7, &f->m))
-        return 1;
+static int make(fixture *f) {
+    if (tr_model_config_make(2, 2, 32, 64, 50257, &f->c) || tr_model_create(&f->c, 7, &f->m)) return 1;
     size_t n = tr_model_param_count(&f->c);
     float *p = tr_model_params(f->m);
     for (size_t i = 0; i < n; i++) /* every parameter moves: biases, LayerNorm, padded rows */
         p[i] += 0.3f * unif();
     for (int b = 0; b < B; b++)
-        for (int t = 0; t <= T; t++)
-            f->rows[b][t] = (uint32_t)(next() % 50257);
+        for (int t = 0; t <= T; t++) f->rows[b][t] = (uint32_t)(next() % 50257);
     uint32_t in[B * T];
     int32_t tg[B * T];
     for (int b = 0; b < B; b++)
@@ -76,21 +72,18 @@ static int make(fixture *f)
         }
     double sum;
     uint64_t nt;
-    if (tr_model_forward(f->m, B, T, in, tg, NULL, NULL, &sum, &nt) || nt != B * T)
-        return 1;
+    if (tr_model_forward(f->m, B, T, in, tg, NULL, NULL, &sum, &nt) || nt != B * T) return 1;
     f->loss = sum / (double)nt;
     return 0;
 }
 
 /* Each exported tensor against the parameter it comes from. */
-static void check_tensors(const char *dir, fixture *f, int bf16)
-{
+static void check_tensors(const char *dir, fixture *f, int bf16) {
     char path[1024], err[1024];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     tr_st_file sf;
     CHECK(tr_st_open(path, &sf, err, sizeof err) == TR_OK, "%s", err);
-    if (sf.fd < 0)
-        return;
+    if (sf.fd < 0) return;
     const tr_model_config *c = &f->c;
     size_t C = (size_t)c->d_model, L = (size_t)c->n_layer;
     CHECK(sf.n == 4 + 12 * L, "%zu tensors", sf.n);
@@ -121,23 +114,17 @@ static void check_tensors(const char *dir, fixture *f, int bf16)
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
         for (size_t l = 0; l < (map[k].per_layer ? L : 1); l++) {
             char nm[128];
-            if (map[k].per_layer)
-                snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, map[k].name);
-            else
-                snprintf(nm, sizeof nm, "%s", map[k].name);
+            if (map[k].per_layer) snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, map[k].name);
+            else snprintf(nm, sizeof nm, "%s", map[k].name);
             const tr_st_tensor *t = tr_st_find(&sf, nm);
             size_t R = (size_t)map[k].rows, K = (size_t)map[k].cols, n = R * K;
             CHECK(t != NULL, "%s missing", nm);
-            if (!t)
-                continue;
+            if (!t) continue;
             CHECK(t->dtype == (bf16 ? TR_ST_BF16 : TR_ST_F32) && t->numel == n, "%s: dtype/size", nm);
             /* shape: Conv1D weights (in, out), vectors 1-D */
-            if (map[k].transposed)
-                CHECK(t->rank == 2 && t->shape[0] == K && t->shape[1] == R, "%s: shape", nm);
-            else if (R == 1)
-                CHECK(t->rank == 1 && t->shape[0] == K, "%s: shape", nm);
-            else
-                CHECK(t->rank == 2 && t->shape[0] == R && t->shape[1] == K, "%s: shape", nm);
+            if (map[k].transposed) CHECK(t->rank == 2 && t->shape[0] == K && t->shape[1] == R, "%s: shape", nm);
+            else if (R == 1) CHECK(t->rank == 1 && t->shape[0] == K, "%s: shape", nm);
+            else CHECK(t->rank == 2 && t->shape[0] == R && t->shape[1] == K, "%s: shape", nm);
             float *v = malloc(n * sizeof *v);
             CHECK(tr_st_read_f32(&sf, t, v, n, err, sizeof err) == TR_OK, "%s", err);
             const float *src = tr_model_param_tensor(f->m, map[k].tensor) + l * n;
@@ -158,16 +145,14 @@ static void check_tensors(const char *dir, fixture *f, int bf16)
     tr_st_close(&sf);
 }
 
-static int export_both(const char *dir, fixture *f, tk_tokenizer *tok, const char *spec)
-{
+static int export_both(const char *dir, fixture *f, tk_tokenizer *tok, const char *spec) {
     char p[512], err[1024] = "";
     size_t n = tr_model_param_count(&f->c);
     for (int bf = 0; bf < 2; bf++) {
         snprintf(p, sizeof p, "%s/%s", dir, bf ? "bf16" : "fp32");
         int rc = tr_export_hf(p, &f->c, tr_model_params(f->m), bf, tok, spec, -1, 50256, err, sizeof err);
         CHECK(rc == TR_OK, "export: %s", err);
-        if (rc)
-            return 1;
+        if (rc) return 1;
         check_tensors(p, f, bf);
     }
     (void)n;
@@ -176,8 +161,7 @@ static int export_both(const char *dir, fixture *f, tk_tokenizer *tok, const cha
 
 /* The loss of the model with its weights rounded to bf16 (the bf16 folder's
  * model as transformers runs it in fp32). */
-static double bf16_loss(fixture *f)
-{
+static double bf16_loss(fixture *f) {
     size_t n = tr_model_param_count(&f->c);
     float *p = tr_model_params(f->m), *keep = malloc(n * sizeof *keep);
     memcpy(keep, p, n * sizeof *keep);
@@ -206,8 +190,7 @@ static double bf16_loss(fixture *f)
  * set's validation split as llmtrain's validation feeds them (tr_fill_rows,
  * no --doc-mask): inputs and targets (-1: no loss) as JSON, for the
  * fixture script's run check. */
-static int valrows(const char *dir, int split, int T_, int n, const char *out)
-{
+static int valrows(const char *dir, int split, int T_, int n, const char *out) {
     tr_rows rows;
     char err[512] = "";
     if (tr_rows_open_shards_ex(&rows, dir, 0, err, sizeof err)) {
@@ -228,8 +211,7 @@ static int valrows(const char *dir, int split, int T_, int n, const char *out)
         }
     } else { /* the first step's rows: loader positions 0..n-1 in llmtrain's order (seed 1337) */
         tr_batch one;
-        if (tr_batch_alloc(&one, 1, T_))
-            return 1;
+        if (tr_batch_alloc(&one, 1, T_)) return 1;
         for (int r = 0; r < n; r++) {
             uint64_t row = tr_row_at((uint64_t)r, rows.n_rows[TR_SPLIT_TRAIN], 1337, 1);
             if (tr_fill_rows(&rows, TR_SPLIT_TRAIN, row, 1, T_, 0, &one, st, sp, sm)) {
@@ -266,12 +248,10 @@ static int valrows(const char *dir, int split, int T_, int n, const char *out)
 /* tests/data/hf/gpt2_tiny: a random-init GPT-2 transformers saved with
  * save_pretrained in two shards (index.json); its loss on the fixture's rows
  * must be transformers' to 1e-4 relative. Then the import's refusals. */
-static void check_import(json_t *fx)
-{
+static void check_import(json_t *fx) {
     json_t *ti = json_object_get(fx, "import_gpt2_tiny"), *rows = json_object_get(ti, "rows");
     CHECK(json_array_size(rows) == 2, "fixture rows");
-    if (json_array_size(rows) != 2)
-        return;
+    if (json_array_size(rows) != 2) return;
     const char *dir = MKS_TEST_DATA "/hf/gpt2_tiny";
     char err[1024] = "";
     tr_model_config c;
@@ -290,8 +270,7 @@ static void check_import(json_t *fx)
     stub.vocab_size = 96;
     rc = tr_hf_import_shape(dir, &stub, 17, &L, &NH, &C, err, sizeof err);
     CHECK(rc == TR_ERR_ARG && strstr(err, "n_positions 16"), "T > n_positions: %d %s", rc, err);
-    if (tr_model_config_make(2, 2, 16, 16, 96, &c) || tr_model_create(&c, 1, &m))
-        return;
+    if (tr_model_config_make(2, 2, 16, 16, 96, &c) || tr_model_create(&c, 1, &m)) return;
     rc = tr_hf_import_weights(dir, m, err, sizeof err);
     CHECK(rc == TR_OK, "import: %s", err);
     uint32_t in[2 * 16];
@@ -353,13 +332,11 @@ static void check_import(json_t *fx)
     rc = tr_hf_import_weights(tmp, m, err, sizeof err);
     CHECK(rc == TR_ERR_IO && strstr(err, "model-00002-of-00002"), "missing shard: %d %s", rc, err);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
     tr_model_free(m);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc == 6 && (!strcmp(argv[1], "valrows") || !strcmp(argv[1], "trainrows")))
         return valrows(argv[2], argv[1][0] == 'v' ? TR_SPLIT_VAL : TR_SPLIT_TRAIN, atoi(argv[3]), atoi(argv[4]),
                        argv[5]);
@@ -386,8 +363,7 @@ int main(int argc, char **argv)
         snprintf(dir, sizeof dir, "%s", argv[2]);
     } else {
         snprintf(dir, sizeof dir, "/tmp/test_hf_export_XXXXXX");
-        if (!mkdtemp(dir))
-            return 1;
+        if (!mkdtemp(dir)) return 1;
     }
     if (export_both(dir, &f, tok, spec) == 0) {
         /* the exported tokenizer.json and config */
@@ -414,12 +390,10 @@ int main(int argc, char **argv)
         json_t *o = json_object(), *rows = json_array(), *enc = json_array();
         for (int b = 0; b < B; b++) {
             json_t *r = json_array();
-            for (int t = 0; t <= T; t++)
-                json_array_append_new(r, json_integer(f.rows[b][t]));
+            for (int t = 0; t <= T; t++) json_array_append_new(r, json_integer(f.rows[b][t]));
             json_array_append_new(rows, r);
         }
-        for (size_t i = 0; i < ids.len; i++)
-            json_array_append_new(enc, json_integer(ids.ids[i]));
+        for (size_t i = 0; i < ids.len; i++) json_array_append_new(enc, json_integer(ids.ids[i]));
         json_object_set_new(o, "rows", rows);
         json_object_set_new(o, "text", json_string(TEXT));
         json_object_set_new(o, "llmtrain_loss_fp32", json_real(f.loss));
@@ -440,8 +414,8 @@ int main(int argc, char **argv)
             CHECK(fabs(f.loss - h32) <= 1e-4 * fabs(h32), "fp32 loss %.9g, transformers %.9g", f.loss, h32);
             CHECK(fabs(lb - h16) <= 1e-4 * fabs(h16), "bf16 loss %.9g, transformers %.9g", lb, h16);
             json_t *hid = json_object_get(fx, "hf_ids");
-            CHECK(json_array_size(hid) == ids.len, "transformers' tokenizer gave %zu ids, tk %zu",
-                  json_array_size(hid), ids.len);
+            CHECK(json_array_size(hid) == ids.len, "transformers' tokenizer gave %zu ids, tk %zu", json_array_size(hid),
+                  ids.len);
             for (size_t i = 0; i < ids.len && i < json_array_size(hid); i++)
                 CHECK(json_integer_value(json_array_get(hid, i)) == ids.ids[i], "id %zu", i);
             check_import(fx);
@@ -451,8 +425,7 @@ int main(int argc, char **argv)
         }
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd)) {
-        }
+        if (system(cmd)) {}
     }
     tk_ids_free(&ids);
     tr_model_free(f.m);

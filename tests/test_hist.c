@@ -11,8 +11,9 @@
 #include "tk.h"
 #include "test_check.h"
 
-#define EQ(a, b) CHECK((unsigned long long)(a) == (unsigned long long)(b), "%s=%llu vs %s=%llu", #a, \
-                       (unsigned long long)(a), #b, (unsigned long long)(b))
+#define EQ(a, b)                                                                                                       \
+    CHECK((unsigned long long)(a) == (unsigned long long)(b), "%s=%llu vs %s=%llu", #a, (unsigned long long)(a), #b,   \
+          (unsigned long long)(b))
 
 static int cmp_u64(const void *a, const void *b) {
     unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
@@ -28,9 +29,9 @@ static void small_case(void) {
     EQ(h.tokens, 119);
     EQ(h.max, 100);
     EQ(h.min, 0);
-    EQ(h.p50, 3);   /* sorted 0 1 2 3 5 8 100: ceil(3.5)=4th */
-    EQ(h.p90, 100); /* ceil(6.3)=7th */
-    EQ(h.docs_over, 3);      /* 5, 8, 100 */
+    EQ(h.p50, 3);       /* sorted 0 1 2 3 5 8 100: ceil(3.5)=4th */
+    EQ(h.p90, 100);     /* ceil(6.3)=7th */
+    EQ(h.docs_over, 3); /* 5, 8, 100 */
     EQ(h.tokens_over, 113);
     EQ(h.trunc_lost, 1 + 4 + 96);
     EQ(h.chunk_rows, 0 + 1 + 1 + 1 + 25 + 2 + 2);
@@ -141,9 +142,10 @@ int main(void) {
         FILE *nul = fopen("/dev/null", "w");
         CHECK(ds_hist_print(h, nul, 40) == 0 && ds_hist_write_json(h, nul) == 0, "print");
         fclose(nul);
-        if (threads == 1) printf("hist: %llu docs, %llu tokens, p50 %llu p99 %llu max %llu\n",
-                                 (unsigned long long)h->docs, (unsigned long long)h->tokens,
-                                 (unsigned long long)h->p50, (unsigned long long)h->p99, (unsigned long long)h->max);
+        if (threads == 1)
+            printf("hist: %llu docs, %llu tokens, p50 %llu p99 %llu max %llu\n", (unsigned long long)h->docs,
+                   (unsigned long long)h->tokens, (unsigned long long)h->p50, (unsigned long long)h->p99,
+                   (unsigned long long)h->max);
         ds_hist_free(h);
     }
     free(cnt);

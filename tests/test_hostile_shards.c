@@ -399,8 +399,8 @@ static void row_shard(uint32_t n, uint32_t L, int zstd, int bad_row, uint32_t ba
     h.frame_rows = zstd ? 3 : 0;
     for (int i = 0; i < 32; i++) h.fingerprint[i] = (uint8_t)(i * 11);
     char err[256];
-    CHECK(ds_shard_build_image(&h, rows, NULL, valid, sidx, starts, zstd ? 3 : 0, img, err, sizeof err) == DS_OK,
-          "%s", err);
+    CHECK(ds_shard_build_image(&h, rows, NULL, valid, sidx, starts, zstd ? 3 : 0, img, err, sizeof err) == DS_OK, "%s",
+          err);
     free(rows), free(valid), free(sidx), free(starts);
 }
 

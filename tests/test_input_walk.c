@@ -71,20 +71,21 @@ int main(void) {
     put_gz("in/h.jsonl.gz", doc);
     put_gz("in/sub/i.txt.gz", "gzip text\n");
     put_text("in/sub/deeper/j.jsonl", doc);
-    put_text("in/.hidden.jsonl", doc);          /* hidden: skipped */
-    put_text("in/.hidden_dir/k.jsonl", doc);    /* in a hidden folder: skipped */
-    put_text("in/notes.md", "not an input\n");  /* other extensions: skipped */
+    put_text("in/.hidden.jsonl", doc);         /* hidden: skipped */
+    put_text("in/.hidden_dir/k.jsonl", doc);   /* in a hidden folder: skipped */
+    put_text("in/notes.md", "not an input\n"); /* other extensions: skipped */
     put_text("in/data.csv", "x,y\n");
     put_text("in/sub/l.jsonl.bak", doc);
     put_text("in/other/m.txt", "linked to\n");
     snprintf(p, sizeof p, "%s/in/other/m.txt", dir);
     snprintf(q, sizeof q, "%s/in/sub/link.txt", dir);
-    CHECK(symlink(p, q) == 0);                  /* a link to a file: followed */
+    CHECK(symlink(p, q) == 0); /* a link to a file: followed */
     snprintf(p, sizeof p, "%s/in/other", dir);
     snprintf(q, sizeof q, "%s/in/sub/folder_link", dir);
-    CHECK(symlink(p, q) == 0);                  /* a link to a folder: not followed */
+    CHECK(symlink(p, q) == 0); /* a link to a folder: not followed */
     static const char *const want[] = {
-        "a.jsonl", "b.ndjson", "c.json", "d.txt", "e.text", "f.jsonl.zst", "g.txt.zstd", "h.jsonl.gz",
+        "a.jsonl",     "b.ndjson",           "c.json",       "d.txt",
+        "e.text",      "f.jsonl.zst",        "g.txt.zstd",   "h.jsonl.gz",
         "other/m.txt", "sub/deeper/j.jsonl", "sub/i.txt.gz", "sub/link.txt",
     };
     size_t n_want = sizeof want / sizeof *want;

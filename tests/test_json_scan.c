@@ -25,7 +25,6 @@ static long n_checked, n_fail, n_unsure, n_valid, n_invalid, n_lone;
 
 /* ---------------------------------------------------------------- reference */
 
-
 typedef struct {
     ds_jscan_status st; /* OK, MISSING, NOT_OBJECT, PARENT_NOT_OBJECT, NOT_STRING, INVALID */
     ds_jscan_type type;
@@ -36,7 +35,10 @@ typedef struct {
 
 static void ref_extract(const uint8_t *line, size_t n, char **parts, size_t n_parts, ref_t *r) {
     memset(r, 0, sizeof *r);
-    if (n >= 3 && line[0] == 0xEF && line[1] == 0xBB && line[2] == 0xBF) { line += 3; n -= 3; }
+    if (n >= 3 && line[0] == 0xEF && line[1] == 0xBB && line[2] == 0xBF) {
+        line += 3;
+        n -= 3;
+    }
     json_error_t je;
     json_t *j = json_loadb((const char *)line, n, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
     if (!j && memchr(line, '\\', n)) {
@@ -48,13 +50,22 @@ static void ref_extract(const uint8_t *line, size_t n, char **parts, size_t n_pa
         }
         free(c);
     }
-    if (!j) { r->st = DS_JSCAN_INVALID; return; }
+    if (!j) {
+        r->st = DS_JSCAN_INVALID;
+        return;
+    }
     json_t *v = j;
     r->st = DS_JSCAN_OK;
     for (size_t i = 0; i < n_parts; i++) {
-        if (!json_is_object(v)) { r->st = i == 0 ? DS_JSCAN_NOT_OBJECT : DS_JSCAN_PARENT_NOT_OBJECT; break; }
+        if (!json_is_object(v)) {
+            r->st = i == 0 ? DS_JSCAN_NOT_OBJECT : DS_JSCAN_PARENT_NOT_OBJECT;
+            break;
+        }
         v = json_object_get(v, parts[i]);
-        if (!v) { r->st = DS_JSCAN_MISSING; break; }
+        if (!v) {
+            r->st = DS_JSCAN_MISSING;
+            break;
+        }
     }
     if (r->st == DS_JSCAN_OK) {
         if (json_is_string(v)) {
@@ -64,9 +75,11 @@ static void ref_extract(const uint8_t *line, size_t n, char **parts, size_t n_pa
             memcpy(r->text, json_string_value(v), r->len);
         } else {
             r->st = DS_JSCAN_NOT_STRING;
-            r->type = json_is_null(v) ? DS_JSCAN_T_NULL : json_is_object(v) ? DS_JSCAN_T_OBJECT
-                    : json_is_array(v) ? DS_JSCAN_T_ARRAY : json_is_number(v) ? DS_JSCAN_T_NUMBER
-                    : DS_JSCAN_T_BOOLEAN;
+            r->type = json_is_null(v)     ? DS_JSCAN_T_NULL
+                      : json_is_object(v) ? DS_JSCAN_T_OBJECT
+                      : json_is_array(v)  ? DS_JSCAN_T_ARRAY
+                      : json_is_number(v) ? DS_JSCAN_T_NUMBER
+                                          : DS_JSCAN_T_BOOLEAN;
         }
     }
     json_decref(j);
@@ -89,11 +102,17 @@ static void field_init(field_t *f, const char *field) {
     f->buf = strdup(field);
     f->parts[f->n_parts++] = f->buf;
     for (char *q = f->buf; *q; q++)
-        if (*q == '.') { *q = 0; f->parts[f->n_parts++] = q + 1; }
+        if (*q == '.') {
+            *q = 0;
+            f->parts[f->n_parts++] = q + 1;
+        }
     ds_reader_opts o;
     ds_reader_opts_init(&o);
     o.field = field;
-    if (ds_json_ctx_new(&o, &f->ctx) != DS_OK) { fprintf(stderr, "ctx %s\n", field); exit(1); }
+    if (ds_json_ctx_new(&o, &f->ctx) != DS_OK) {
+        fprintf(stderr, "ctx %s\n", field);
+        exit(1);
+    }
 }
 static void field_free(field_t *f) {
     free(f->buf);
@@ -112,8 +131,8 @@ static void show(const char *what, const char *ctx, const uint8_t *line, size_t 
 }
 
 static const char *st_name(int s) {
-    static const char *const nm[] = {"OK", "MISSING", "NOT_OBJECT", "PARENT_NOT_OBJECT", "NOT_STRING",
-                                     "INVALID", "UNSURE", "NOMEM"};
+    static const char *const nm[] = {"OK",         "MISSING", "NOT_OBJECT", "PARENT_NOT_OBJECT",
+                                     "NOT_STRING", "INVALID", "UNSURE",     "NOMEM"};
     return s >= 0 && s < 8 ? nm[s] : "?";
 }
 
@@ -127,7 +146,10 @@ static void check(field_t *f, const uint8_t *line, size_t n, const char *ctx) {
     /* 1. the scanner alone */
     const uint8_t *p = line;
     size_t pn = n;
-    if (pn >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) { p += 3; pn -= 3; }
+    if (pn >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) {
+        p += 3;
+        pn -= 3;
+    }
     ds_jscan_result sr;
     ds_jscan_status st = ds_json_scan(p, pn, f->parts, f->n_parts, &f->sb, &sr);
     if (st == DS_JSCAN_UNSURE) {
@@ -141,8 +163,8 @@ static void check(field_t *f, const uint8_t *line, size_t n, const char *ctx) {
                (sr.lone_surrogate != r.lone || (st == DS_JSCAN_NOT_STRING && sr.type != r.type) ||
                 (st == DS_JSCAN_OK && (sr.len != r.len || memcmp(sr.text, r.text, r.len))))) {
         if (n_fail++ < 30) {
-            fprintf(stderr, "scan lone %d/%d type %d/%d len %zu/%zu field %s\n", sr.lone_surrogate, r.lone,
-                    sr.type, r.type, sr.len, r.len, f->field);
+            fprintf(stderr, "scan lone %d/%d type %d/%d len %zu/%zu field %s\n", sr.lone_surrogate, r.lone, sr.type,
+                    r.type, sr.len, r.len, f->field);
             show("result", ctx, line, n);
         }
     }
@@ -154,19 +176,25 @@ static void check(field_t *f, const uint8_t *line, size_t n, const char *ctx) {
         n_fail++;
         fprintf(stderr, "ds_json_extract error\n");
     } else {
-        ds_rec_status want = r.st == DS_JSCAN_OK ? DS_REC_OK : r.st == DS_JSCAN_INVALID ? DS_REC_BAD_JSON
-                           : r.st == DS_JSCAN_NOT_STRING ? DS_REC_NOT_STRING : DS_REC_MISSING_FIELD;
+        ds_rec_status want = r.st == DS_JSCAN_OK           ? DS_REC_OK
+                             : r.st == DS_JSCAN_INVALID    ? DS_REC_BAD_JSON
+                             : r.st == DS_JSCAN_NOT_STRING ? DS_REC_NOT_STRING
+                                                           : DS_REC_MISSING_FIELD;
         int bad = rec.status != want || !!(rec.flags & DS_RECF_JSON_LONE_SURROGATE) != r.lone ||
                   (rec.flags & DS_RECF_RAW_JSON);
         if (!bad && want == DS_REC_OK) bad = rec.len != r.len || memcmp(rec.text, r.text, r.len) || rec.detail;
         if (!bad && want != DS_REC_OK) {
             char d[300];
-            const char *t = r.type == DS_JSCAN_T_NULL ? "null" : r.type == DS_JSCAN_T_OBJECT ? "an object"
-                          : r.type == DS_JSCAN_T_ARRAY ? "an array" : r.type == DS_JSCAN_T_NUMBER ? "a number"
-                          : "a boolean";
+            const char *t = r.type == DS_JSCAN_T_NULL     ? "null"
+                            : r.type == DS_JSCAN_T_OBJECT ? "an object"
+                            : r.type == DS_JSCAN_T_ARRAY  ? "an array"
+                            : r.type == DS_JSCAN_T_NUMBER ? "a number"
+                                                          : "a boolean";
             if (want == DS_REC_MISSING_FIELD)
-                snprintf(d, sizeof d, "%s", r.st == DS_JSCAN_MISSING ? "" : r.st == DS_JSCAN_NOT_OBJECT
-                                           ? "line is not a JSON object" : "parent of the field is not an object");
+                snprintf(d, sizeof d, "%s",
+                         r.st == DS_JSCAN_MISSING      ? ""
+                         : r.st == DS_JSCAN_NOT_OBJECT ? "line is not a JSON object"
+                                                       : "parent of the field is not an object");
             if (want == DS_REC_MISSING_FIELD && r.st == DS_JSCAN_MISSING)
                 snprintf(d, sizeof d, "no field '%s'", f->field);
             if (want == DS_REC_NOT_STRING) snprintf(d, sizeof d, "field '%s' is %s, not a string", f->field, t);
@@ -174,7 +202,10 @@ static void check(field_t *f, const uint8_t *line, size_t n, const char *ctx) {
                 /* detail is jansson's message: recompute it */
                 const uint8_t *q = line;
                 size_t qn = n;
-                if (qn >= 3 && q[0] == 0xEF && q[1] == 0xBB && q[2] == 0xBF) { q += 3; qn -= 3; }
+                if (qn >= 3 && q[0] == 0xEF && q[1] == 0xBB && q[2] == 0xBF) {
+                    q += 3;
+                    qn -= 3;
+                }
                 json_error_t je;
                 json_t *j = json_loadb((const char *)q, qn, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
                 json_decref(j);
@@ -194,7 +225,8 @@ static void check(field_t *f, const uint8_t *line, size_t n, const char *ctx) {
 
 /* ---------------------------------------------------------------- inputs */
 
-#define S(x) {x, sizeof(x) - 1}
+#define S(x)                                                                                                           \
+    { x, sizeof(x) - 1 }
 typedef struct {
     const char *s;
     size_t n;
@@ -378,10 +410,41 @@ static uint64_t rnd(void) {
     return rng;
 }
 
-static const char *const snippets[] = {
-    "\"", "\\", "{", "}", "[", "]", ",", ":", " ", "\\u", "\\uD800", "\\uDC00", "\\ud83d\\ude00", "\\u0000",
-    "\\n", "0", "01", "-", ".", "e", "1e400", "99999999999999999999", "true", "null", "\xc3\xa9", "\xe2\x82",
-    "\xed\xa0\x80", "\x80", "\xff", "\x01", "\t", "\"text\":", "{\"b\":\"z\"}", "\"a\":", "\xef\xbb\xbf"};
+static const char *const snippets[] = {"\"",
+                                       "\\",
+                                       "{",
+                                       "}",
+                                       "[",
+                                       "]",
+                                       ",",
+                                       ":",
+                                       " ",
+                                       "\\u",
+                                       "\\uD800",
+                                       "\\uDC00",
+                                       "\\ud83d\\ude00",
+                                       "\\u0000",
+                                       "\\n",
+                                       "0",
+                                       "01",
+                                       "-",
+                                       ".",
+                                       "e",
+                                       "1e400",
+                                       "99999999999999999999",
+                                       "true",
+                                       "null",
+                                       "\xc3\xa9",
+                                       "\xe2\x82",
+                                       "\xed\xa0\x80",
+                                       "\x80",
+                                       "\xff",
+                                       "\x01",
+                                       "\t",
+                                       "\"text\":",
+                                       "{\"b\":\"z\"}",
+                                       "\"a\":",
+                                       "\xef\xbb\xbf"};
 
 static void mutate_and_check(field_t *fs, const uint8_t *src, size_t n, uint8_t *buf) {
     size_t len = n;
@@ -424,14 +487,44 @@ static void mutate_and_check(field_t *fs, const uint8_t *src, size_t n, uint8_t 
  * boundary code points, overlongs, surrogates, > U+10FFFF, stray and missing
  * continuations, escapes, a closing quote and control bytes among them. */
 static void utf8_mix(field_t *fs, int n_lines) {
-    static const char *const good[] = {"a", " ", "\x7f", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xe4\xb8\xad",
-                                       "\xed\x9f\xbf", "\xee\x80\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80",
-                                       "\xf4\x8f\xbf\xbf", "\xf3\xa0\x80\x81", "\xd0\x96", "\\n", "\\u00e9",
-                                       "\\ud83d\\ude00", "\\\"", "\\\\"};
-    static const char *const bad[] = {"\xc0\x80", "\xc1\xbf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf",
-                                      "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff",
-                                      "\x80", "\xbf", "\xe4\xb8", "\xf0\x90\x80", "\xc3", "\x01", "\x1f", "\"",
-                                      "\xe4\x41\x80", "\xc3\xc3\xa9"};
+    static const char *const good[] = {"a",
+                                       " ",
+                                       "\x7f",
+                                       "\xc2\x80",
+                                       "\xdf\xbf",
+                                       "\xe0\xa0\x80",
+                                       "\xe4\xb8\xad",
+                                       "\xed\x9f\xbf",
+                                       "\xee\x80\x80",
+                                       "\xef\xbf\xbf",
+                                       "\xf0\x90\x80\x80",
+                                       "\xf4\x8f\xbf\xbf",
+                                       "\xf3\xa0\x80\x81",
+                                       "\xd0\x96",
+                                       "\\n",
+                                       "\\u00e9",
+                                       "\\ud83d\\ude00",
+                                       "\\\"",
+                                       "\\\\"};
+    static const char *const bad[] = {"\xc0\x80",
+                                      "\xc1\xbf",
+                                      "\xe0\x9f\xbf",
+                                      "\xed\xa0\x80",
+                                      "\xed\xbf\xbf",
+                                      "\xf0\x8f\xbf\xbf",
+                                      "\xf4\x90\x80\x80",
+                                      "\xf5\x80\x80\x80",
+                                      "\xff",
+                                      "\x80",
+                                      "\xbf",
+                                      "\xe4\xb8",
+                                      "\xf0\x90\x80",
+                                      "\xc3",
+                                      "\x01",
+                                      "\x1f",
+                                      "\"",
+                                      "\xe4\x41\x80",
+                                      "\xc3\xc3\xa9"};
     enum { NG = sizeof good / sizeof *good, NB = sizeof bad / sizeof *bad };
     uint8_t buf[512];
     for (int l = 0; l < n_lines; l++) {
@@ -458,10 +551,16 @@ static void deep(field_t *fs, size_t nf, int levels, const char *open, const cha
     size_t il = strlen(inner), ol = strlen(open), cl = strlen(close);
     size_t n = levels * (ol + cl) + il + 16;
     char *b = malloc(n), *q = b;
-    for (int i = 0; i < levels; i++) { memcpy(q, open, ol); q += ol; }
+    for (int i = 0; i < levels; i++) {
+        memcpy(q, open, ol);
+        q += ol;
+    }
     memcpy(q, inner, il);
     q += il;
-    for (int i = 0; i < levels; i++) { memcpy(q, close, cl); q += cl; }
+    for (int i = 0; i < levels; i++) {
+        memcpy(q, close, cl);
+        q += cl;
+    }
     char ctx[64];
     snprintf(ctx, sizeof ctx, "deep %d", levels);
     for (size_t i = 0; i < nf; i++) check(&fs[i], (uint8_t *)b, (size_t)(q - b), ctx);
@@ -530,7 +629,10 @@ int main(void) {
             ds_reader *rd;
             char err[256];
             const char *in[1] = {paths[i]};
-            if (ds_reader_open(in, 1, &o, &rd, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+            if (ds_reader_open(in, 1, &o, &rd, err, sizeof err)) {
+                fprintf(stderr, "%s\n", err);
+                return 1;
+            }
             ds_record rec;
             while (ds_reader_next(rd, &rec, err, sizeof err) == 1) {
                 if (!(rec.flags & DS_RECF_RAW_JSON)) continue;

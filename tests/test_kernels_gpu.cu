@@ -37,8 +37,7 @@ extern "C" {
 static int g_fail = 0, g_checks = 0;
 static uint64_t g_rng;
 
-static uint64_t rnd64(void)
-{
+static uint64_t rnd64(void) {
     g_rng += 0x9E3779B97F4A7C15ull;
     uint64_t z = g_rng;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -46,60 +45,56 @@ static uint64_t rnd64(void)
     return z ^ (z >> 31);
 }
 static float urand(void) { return (float)((rnd64() >> 40) * (1.0 / 16777216.0)); }
-static float nrand(void)
-{
+static float nrand(void) {
     float u1 = urand() + 1e-7f, u2 = urand();
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define CK(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-#define KN(call)                                                                                   \
-    do {                                                                                           \
-        int r_ = (call);                                                                           \
-        if (r_ != KN_OK) { /* report, count, go on with the next check */                         \
-            printf("| %-28s | %-4s | returned %d: %s | FAIL |\n", #call, "", r_, kn_cuda_last_error()); \
-            g_fail++;                                                                              \
-            g_checks++;                                                                            \
-            return;                                                                                \
-        }                                                                                          \
-        cudaError_t e_ = cudaDeviceSynchronize();                                                  \
-        if (e_ == cudaSuccess) e_ = cudaGetLastError();                                            \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: after %s: %s\n", __FILE__, __LINE__, #call,                    \
-                    cudaGetErrorString(e_));                                                       \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define KN(call)                                                                                                       \
+    do {                                                                                                               \
+        int r_ = (call);                                                                                               \
+        if (r_ != KN_OK) { /* report, count, go on with the next check */                                              \
+            printf("| %-28s | %-4s | returned %d: %s | FAIL |\n", #call, "", r_, kn_cuda_last_error());                \
+            g_fail++;                                                                                                  \
+            g_checks++;                                                                                                \
+            return;                                                                                                    \
+        }                                                                                                              \
+        cudaError_t e_ = cudaDeviceSynchronize();                                                                      \
+        if (e_ == cudaSuccess) e_ = cudaGetLastError();                                                                \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: after %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));               \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-#define REF(call)                                                                                  \
-    do {                                                                                           \
-        int r_ = (call);                                                                           \
-        if (r_ != KN_OK) {                                                                         \
-            fprintf(stderr, "%s:%d: reference %s returned %d\n", __FILE__, __LINE__, #call, r_);   \
-            exit(2);                                                                               \
-        }                                                                                          \
+#define REF(call)                                                                                                      \
+    do {                                                                                                               \
+        int r_ = (call);                                                                                               \
+        if (r_ != KN_OK) {                                                                                             \
+            fprintf(stderr, "%s:%d: reference %s returned %d\n", __FILE__, __LINE__, #call, r_);                       \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 typedef std::vector<float> vf;
 
-static vf randn(size_t n, float scale = 1.0f)
-{
+static vf randn(size_t n, float scale = 1.0f) {
     vf v(n);
     for (auto &x : v) x = nrand() * scale;
     return v;
 }
 static float bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 static float f16_round(float x) { return __half2float(__float2half_rn(x)); }
-static void round_to(vf &v, kn_dtype dt)
-{
+static void round_to(vf &v, kn_dtype dt) {
     if (dt == KN_BF16)
         for (auto &x : v) x = bf16_round(x);
     else if (dt == KN_F16)
@@ -111,14 +106,16 @@ struct dbuf {
     void *p = nullptr;
     size_t n = 0;
     kn_dtype dt = KN_F32;
-    dbuf(size_t n_, kn_dtype dt_) : n(n_), dt(dt_) { CK(cudaMalloc(&p, bytes() ? bytes() : 1)); poison(); }
+    dbuf(size_t n_, kn_dtype dt_) : n(n_), dt(dt_) {
+        CK(cudaMalloc(&p, bytes() ? bytes() : 1));
+        poison();
+    }
     ~dbuf() { cudaFree(p); }
     dbuf(const dbuf &) = delete;
     dbuf &operator=(const dbuf &) = delete;
     size_t bytes() const { return n * kn_dtype_size(dt); }
     void poison() { CK(cudaMemset(p, 0xFF, bytes())); } /* NaN in fp32 and in bf16 */
-    void put(const vf &v)
-    {
+    void put(const vf &v) {
         if (dt == KN_F32) {
             CK(cudaMemcpy(p, v.data(), bytes(), cudaMemcpyHostToDevice));
         } else if (dt == KN_F16) {
@@ -131,8 +128,7 @@ struct dbuf {
             CK(cudaMemcpy(p, h.data(), bytes(), cudaMemcpyHostToDevice));
         }
     }
-    vf get() const
-    {
+    vf get() const {
         vf v(n);
         if (dt == KN_F32) {
             CK(cudaMemcpy(v.data(), p, bytes(), cudaMemcpyDeviceToHost));
@@ -150,8 +146,7 @@ struct dbuf {
     float *f() const { return (float *)p; }
 };
 
-template <typename T> static T *dput(const std::vector<T> &v)
-{
+template <typename T> static T *dput(const std::vector<T> &v) {
     T *p;
     CK(cudaMalloc(&p, v.size() * sizeof(T) + 1));
     CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
@@ -160,8 +155,8 @@ template <typename T> static T *dput(const std::vector<T> &v)
 
 static const char *dtn(kn_dtype dt) { return dt == KN_BF16 ? "bf16" : (dt == KN_F16 ? "fp16" : "fp32"); }
 
-static void check(const char *op, kn_dtype dt, const char *shape, const vf &got, const vf &ref, double tol_override = 0)
-{
+static void check(const char *op, kn_dtype dt, const char *shape, const vf &got, const vf &ref,
+                  double tol_override = 0) {
     double tol = tol_override > 0 ? tol_override : (dt == KN_F32 ? 1e-5 : 1e-2);
     double maxd = 0, maxr = 0, sd = 0, sr = 0;
     size_t bad = 0, first_bad = (size_t)-1;
@@ -193,8 +188,7 @@ static void check(const char *op, kn_dtype dt, const char *shape, const vf &got,
 }
 
 /* ------------------------------------------------------------------------------------------- */
-static void t_encoder(kn_dtype dt, bool with_pos)
-{
+static void t_encoder(kn_dtype dt, bool with_pos) {
     int B = 3, T = 77, C = 96, V = 300, maxT = 128;
     char shape[64];
     snprintf(shape, sizeof shape, "B%d T%d C%d V%d%s", B, T, C, V, with_pos ? " pos" : "");
@@ -217,8 +211,8 @@ static void t_encoder(kn_dtype dt, bool with_pos)
     d_wpe.put(wpe);
     KN(kn_encoder_forward_cuda(d_out.p, d_inp, pp, d_wte.p, d_wpe.p, B, T, C, V, maxT, dt, nullptr));
     vf ref((size_t)N * C);
-    REF(kn_encoder_forward_ref(ref.data(), inp.data(), with_pos ? pos.data() : nullptr, wte.data(), wpe.data(), B, T,
-                               C, V, maxT));
+    REF(kn_encoder_forward_ref(ref.data(), inp.data(), with_pos ? pos.data() : nullptr, wte.data(), wpe.data(), B, T, C,
+                               V, maxT));
     check("encoder_forward", dt, shape, d_out.get(), ref);
 
     vf dout = randn((size_t)N * C);
@@ -240,8 +234,7 @@ static void t_encoder(kn_dtype dt, bool with_pos)
     cudaFree(d_pos);
 }
 
-static void t_layernorm(kn_dtype dt, bool fused, int N = 300, int C = 200)
-{
+static void t_layernorm(kn_dtype dt, bool fused, int N = 300, int C = 200) {
     char shape[64];
     snprintf(shape, sizeof shape, "N%d C%d%s", N, C, fused ? " +residual" : "");
     vf a = randn((size_t)N * C), b2 = randn((size_t)N * C), w = randn(C), bias = randn(C);
@@ -272,8 +265,7 @@ static void t_layernorm(kn_dtype dt, bool fused, int N = 300, int C = 200)
     vf dout = randn((size_t)N * C), dinp = randn((size_t)N * C), dw = randn(C), db = randn(C);
     round_to(dout, dt);
     round_to(dinp, dt);
-    dbuf g_dout((size_t)N * C, dt), g_x((size_t)N * C, dt), g_dinp((size_t)N * C, dt), g_dw(C, KN_F32),
-        g_db(C, KN_F32);
+    dbuf g_dout((size_t)N * C, dt), g_x((size_t)N * C, dt), g_dinp((size_t)N * C, dt), g_dw(C, KN_F32), g_db(C, KN_F32);
     g_dout.put(dout);
     g_x.put(x);
     g_dinp.put(dinp);
@@ -292,8 +284,7 @@ static void t_layernorm(kn_dtype dt, bool fused, int N = 300, int C = 200)
     check("layernorm_backward dbias", dt, shape, g_db.get(), db);
 }
 
-static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, int N = 264, int C = 192, int OC = 320)
-{
+static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, int N = 264, int C = 192, int OC = 320) {
     char shape[64];
     snprintf(shape, sizeof shape, "N%d C%d OC%d%s%s", N, C, OC, with_bias ? " bias" : "", gelu ? " gelu" : "");
     vf inp = randn((size_t)N * C), w = randn((size_t)OC * C, 0.1f), bias = randn(OC);
@@ -305,8 +296,8 @@ static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, i
     d_inp.put(inp);
     d_w.put(w);
     d_b.put(bias);
-    KN(kn_matmul_forward_cuda(ctx, d_out.p, gelu ? d_pre.p : nullptr, d_inp.p, d_w.p, with_bias ? d_b.p : nullptr, N,
-                              C, OC, dt));
+    KN(kn_matmul_forward_cuda(ctx, d_out.p, gelu ? d_pre.p : nullptr, d_inp.p, d_w.p, with_bias ? d_b.p : nullptr, N, C,
+                              OC, dt));
     vf pre((size_t)N * OC);
     REF(kn_matmul_forward_ref(pre.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, C, OC));
     if (gelu) {
@@ -350,8 +341,7 @@ static void t_matmul(kn_cuda_ctx *ctx, kn_dtype dt, bool with_bias, bool gelu, i
 
 /* tc: check the tensor-core kernels too (run last: a fault there must not
  * take the other rows with it) */
-static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, bool tc = false)
-{
+static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, bool tc = false) {
     char shape[64];
     snprintf(shape, sizeof shape, "B%d T%d C%d NH%d%s", B, T, C, NH, docs ? " doc" : "");
     vf qkv = randn((size_t)B * T * 3 * C);
@@ -416,8 +406,7 @@ static void t_attention(kn_dtype dt, int B, int T, int C, int NH, bool docs, boo
     cudaFree(d_doc);
 }
 
-static void t_gelu(kn_dtype dt)
-{
+static void t_gelu(kn_dtype dt) {
     size_t n = 100003;
     vf x = randn(n, 2.0f), dout = randn(n);
     round_to(x, dt);
@@ -434,8 +423,7 @@ static void t_gelu(kn_dtype dt)
     check("gelu_backward", dt, "n100003", d_dinp.get(), dinp);
 }
 
-static void t_residual(kn_dtype dt)
-{
+static void t_residual(kn_dtype dt) {
     size_t n = 70001;
     vf a = randn(n), b = randn(n);
     round_to(a, dt);
@@ -452,8 +440,7 @@ static void t_residual(kn_dtype dt)
     check("residual_forward (in place)", dt, "n70001", d_a.get(), out);
 }
 
-static void t_xent(kn_dtype dt, int V = 1000)
-{
+static void t_xent(kn_dtype dt, int V = 1000) {
     int N = 96, Vp = 1024;
     char shape[48];
     snprintf(shape, sizeof shape, "N%d V%d Vp%d", N, V, Vp);
@@ -496,8 +483,7 @@ static void t_xent(kn_dtype dt, int V = 1000)
     cudaFree(d_tg);
 }
 
-static void t_adamw(kn_dtype lp)
-{
+static void t_adamw(kn_dtype lp) {
     size_t n = 50001;
     const char *shape = "n50001 t3 clip0.5";
     vf p = randn(n), g = randn(n), m = randn(n, 0.1f), v = randn(n, 0.1f);
@@ -514,7 +500,8 @@ static void t_adamw(kn_dtype lp)
                               3, d_sc.f(), nullptr));
         vf rp = p, rg = g, rm = m, rv = v;
         REF(kn_scale_ref(rg.data(), n, 0.5f));
-        REF(kn_adamw_step_ref(rp.data(), rg.data(), rm.data(), rv.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, decay, 3));
+        REF(kn_adamw_step_ref(rp.data(), rg.data(), rm.data(), rv.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, decay,
+                              3));
         check(decay ? "adamw params (decay)" : "adamw params", KN_F32, shape, d_p.get(), rp);
         check("adamw m", KN_F32, shape, d_m.get(), rm);
         check("adamw v", KN_F32, shape, d_v.get(), rv);
@@ -522,8 +509,7 @@ static void t_adamw(kn_dtype lp)
     }
 }
 
-static void t_gradnorm(void)
-{
+static void t_gradnorm(void) {
     size_t n = 1000003;
     vf g = randn(n, 0.01f);
     dbuf d_g(n, KN_F32), d_ss(2, KN_F32) /* one double */, d_sc(1, KN_F32), d_norm(1, KN_F32);
@@ -551,8 +537,7 @@ static void t_gradnorm(void)
 
 static bool g_small = false;
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--small")) g_small = true;
         else {
@@ -575,7 +560,8 @@ int main(int argc, char **argv)
     printf("test_kernels_gpu: %s (sm_%d%d, %d SMs), seed %llu (KN_TEST_SEED to repeat)\n\n", prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, (unsigned long long)seed);
     printf("| %-28s | %-4s | %-22s | %-9s | %-9s | %-7s | result\n", "op", "dt", "shape", "max-rel", "l2-rel", "tol");
-    printf("|------------------------------|------|------------------------|-----------|-----------|---------|-------\n");
+    printf(
+        "|------------------------------|------|------------------------|-----------|-----------|---------|-------\n");
 
     void *ws = nullptr;
     CK(cudaMalloc(&ws, KN_CUBLASLT_WORKSPACE));
@@ -597,10 +583,10 @@ int main(int argc, char **argv)
         t_matmul(ctx, dt, true, false);
         t_matmul(ctx, dt, false, false);
         t_matmul(ctx, dt, true, true);
-        t_attention(dt, 2, 200, 128, 2, false);  /* hs 64, T not a multiple of the tiles */
-        t_attention(dt, 2, 200, 128, 2, true);   /* document mask */
-        t_attention(dt, 1, 130, 128, 4, true);   /* hs 32 */
-        t_attention(dt, 2, 333, 256, 4, true);   /* hs 64, 6 tiles, doc mask */
+        t_attention(dt, 2, 200, 128, 2, false); /* hs 64, T not a multiple of the tiles */
+        t_attention(dt, 2, 200, 128, 2, true);  /* document mask */
+        t_attention(dt, 1, 130, 128, 4, true);  /* hs 32 */
+        t_attention(dt, 2, 333, 256, 4, true);  /* hs 64, 6 tiles, doc mask */
         if (!g_small) {
             t_attention(dt, 1, 1024, 768, 12, true);         /* d12's shape (one row) */
             t_matmul(ctx, dt, true, false, 1024, 768, 3072); /* d12's fc layer, 1024 tokens */

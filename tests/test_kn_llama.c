@@ -15,21 +15,17 @@
 #include "kn_llama.h"
 #include "test_check.h"
 
-static float *arr(json_t *o, const char *k, size_t *n)
-{
+static float *arr(json_t *o, const char *k, size_t *n) {
     json_t *a = json_object_get(o, k);
     size_t m = json_array_size(a);
     float *v = calloc(m ? m : 1, sizeof *v);
-    for (size_t i = 0; i < m; i++)
-        v[i] = (float)json_number_value(json_array_get(a, i));
-    if (n)
-        *n = m;
+    for (size_t i = 0; i < m; i++) v[i] = (float)json_number_value(json_array_get(a, i));
+    if (n) *n = m;
     return v;
 }
 
 /* max |a - b| / max |b| */
-static double rel(const float *a, const float *b, size_t n)
-{
+static double rel(const float *a, const float *b, size_t n) {
     double d = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
         d = fmax(d, fabs((double)a[i] - b[i]));
@@ -38,8 +34,7 @@ static double rel(const float *a, const float *b, size_t n)
     return m > 0 ? d / m : d;
 }
 
-static void rmsnorm(json_t *o)
-{
+static void rmsnorm(json_t *o) {
     int N = (int)json_integer_value(json_object_get(o, "N")), C = (int)json_integer_value(json_object_get(o, "C"));
     size_t n;
     float *x = arr(o, "x", &n), *w = arr(o, "w", NULL), *dy = arr(o, "dy", NULL), *y = arr(o, "y", NULL),
@@ -55,15 +50,13 @@ static void rmsnorm(json_t *o)
     free(x), free(w), free(dy), free(y), free(dx), free(dw), free(oy), free(r), free(odx), free(odw);
 }
 
-static void rope(json_t *o, const char *name)
-{
+static void rope(json_t *o, const char *name) {
     int hd = (int)json_integer_value(json_object_get(o, "head_dim"));
     int H = (int)json_integer_value(json_object_get(o, "heads"));
     json_t *pj = json_object_get(o, "pos");
     int N = (int)json_array_size(pj);
     int32_t *pos = calloc((size_t)N, sizeof *pos);
-    for (int i = 0; i < N; i++)
-        pos[i] = (int32_t)json_integer_value(json_array_get(pj, i));
+    for (int i = 0; i < N; i++) pos[i] = (int32_t)json_integer_value(json_array_get(pj, i));
     kn_rope_scaling sc = {8.0f, 1.0f, 4.0f, 8192};
     int l3 = json_is_true(json_object_get(o, "llama3"));
     float theta = (float)json_number_value(json_object_get(o, "theta"));
@@ -94,21 +87,20 @@ static void rope(json_t *o, const char *name)
     free(pos), free(tf), free(x), free(dy), free(y), free(dx), free(f), free(oy), free(odx);
 }
 
-static void swiglu(json_t *o)
-{
+static void swiglu(json_t *o) {
     size_t n;
     float *g = arr(o, "gate", &n), *u = arr(o, "up", NULL), *dy = arr(o, "dy", NULL), *y = arr(o, "y", NULL),
           *dg = arr(o, "dgate", NULL), *du = arr(o, "dup", NULL);
     float *oy = calloc(n, 4), *odg = calloc(n, 4), *odu = calloc(n, 4);
-    CHECK(n > 0 && kn_swiglu_forward_ref(oy, g, u, n) == KN_OK && kn_swiglu_backward_ref(odg, odu, dy, g, u, n) == KN_OK);
+    CHECK(n > 0 && kn_swiglu_forward_ref(oy, g, u, n) == KN_OK &&
+          kn_swiglu_backward_ref(odg, odu, dy, g, u, n) == KN_OK);
     double e1 = rel(oy, y, n), e2 = rel(odg, dg, n), e3 = rel(odu, du, n);
     CHECK(e1 <= 1e-5 && e2 <= 1e-5 && e3 <= 1e-5, "swiglu: y %.2e dgate %.2e dup %.2e", e1, e2, e3);
     printf("swiglu: y %.2e, dgate %.2e, dup %.2e\n", e1, e2, e3);
     free(g), free(u), free(dy), free(y), free(dg), free(du), free(oy), free(odg), free(odu);
 }
 
-int main(void)
-{
+int main(void) {
     json_error_t je;
     json_t *fx = json_load_file(MKS_TEST_DATA "/hf/llama_ops.json", 0, &je);
     if (!fx) {

@@ -23,33 +23,28 @@
 static int failures;
 static uint64_t rng_state = 42;
 
-static double urand(void)
-{
+static double urand(void) {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(rng_state >> 11) * 0x1.0p-53;
 }
-static float nrand(void)
-{
+static float nrand(void) {
     double u1 = urand() + 1e-12, u2 = urand();
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
-static float *rnd(size_t n, float scale)
-{
+static float *rnd(size_t n, float scale) {
     float *p = malloc(n * sizeof(float) + 4);
     for (size_t i = 0; i < n; i++) p[i] = nrand() * scale;
     return p;
 }
 static float *zeros(size_t n) { return calloc(n + 1, sizeof(float)); }
 
-static void check(int ok, const char *what, double err, double tol)
-{
+static void check(int ok, const char *what, double err, double tol) {
     if (!ok) failures++;
     printf("%-4s %-44s err %.3e (tol %.1e)\n", ok ? "ok" : "FAIL", what, err, tol);
 }
 
 /* worst |a-b| / max(|a|,|b|, floor_frac * max|b|); NaN -> inf */
-static double relerr(const float *a, const double *b, size_t n, double floor_frac)
-{
+static double relerr(const float *a, const double *b, size_t n, double floor_frac) {
     double mx = 0.0, worst = 0.0;
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i]));
     double fl = fmax(floor_frac * mx, 1e-30);
@@ -59,9 +54,7 @@ static double relerr(const float *a, const double *b, size_t n, double floor_fra
     }
     return worst;
 }
-static void check_close(const char *what, const float *a, const double *b, size_t n,
-                        double tol, double floor_frac)
-{
+static void check_close(const char *what, const float *a, const double *b, size_t n, double tol, double floor_frac) {
     double e = relerr(a, b, n, floor_frac);
     check(e <= tol, what, e, tol);
 }
@@ -70,17 +63,15 @@ static void check_close(const char *what, const float *a, const double *b, size_
 
 typedef double (*objective)(void *ctx); /* forward + sum(w * out) in double */
 
-static double dot_w(const float *out, const float *w, size_t n)
-{
+static double dot_w(const float *out, const float *w, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)out[i] * w[i];
     return s;
 }
 
 /* Compares analytic grad g (n) of x with central differences of f. */
-static void fd_check(const char *what, float *x, const float *g, size_t n,
-                     objective f, void *ctx, float h, double tol)
-{
+static void fd_check(const char *what, float *x, const float *g, size_t n, objective f, void *ctx, float h,
+                     double tol) {
     double *num = malloc(n * sizeof(double));
     for (size_t i = 0; i < n; i++) {
         float x0 = x[i];
@@ -98,15 +89,18 @@ static void fd_check(const char *what, float *x, const float *g, size_t n,
 }
 
 /* encoder */
-typedef struct { float *out, *wte, *wpe, *w; uint32_t *inp; int32_t *pos; int B, T, C, V, maxT; } enc_ctx;
-static double enc_obj(void *p)
-{
+typedef struct {
+    float *out, *wte, *wpe, *w;
+    uint32_t *inp;
+    int32_t *pos;
+    int B, T, C, V, maxT;
+} enc_ctx;
+static double enc_obj(void *p) {
     enc_ctx *c = p;
     kn_encoder_forward_ref(c->out, c->inp, c->pos, c->wte, c->wpe, c->B, c->T, c->C, c->V, c->maxT);
     return dot_w(c->out, c->w, (size_t)c->B * c->T * c->C);
 }
-static void test_encoder(void)
-{
+static void test_encoder(void) {
     enc_ctx c = {0};
     c.B = 2, c.T = 5, c.C = 6, c.V = 7, c.maxT = 8;
     size_t BT = 10, BTC = 60;
@@ -129,15 +123,16 @@ static void test_encoder(void)
 }
 
 /* layernorm */
-typedef struct { float *out, *mean, *rstd, *inp, *wt, *b, *w; int N, C; } ln_ctx;
-static double ln_obj(void *p)
-{
+typedef struct {
+    float *out, *mean, *rstd, *inp, *wt, *b, *w;
+    int N, C;
+} ln_ctx;
+static double ln_obj(void *p) {
     ln_ctx *c = p;
     kn_layernorm_forward_ref(c->out, c->mean, c->rstd, c->inp, c->wt, c->b, c->N, c->C);
     return dot_w(c->out, c->w, (size_t)c->N * c->C);
 }
-static void test_layernorm(void)
-{
+static void test_layernorm(void) {
     ln_ctx c = {0};
     c.N = 5, c.C = 70;
     size_t NC = 350;
@@ -173,9 +168,7 @@ static void test_layernorm(void)
 }
 
 /* matmul */
-static void naive_mm(double *out, const float *inp, const float *w, const float *b,
-                     int N, int C, int OC)
-{
+static void naive_mm(double *out, const float *inp, const float *w, const float *b, int N, int C, int OC) {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
             double s = b ? b[o] : 0.0;
@@ -184,8 +177,7 @@ static void naive_mm(double *out, const float *inp, const float *w, const float 
         }
 }
 
-static void test_matmul_shape(int N, int C, int OC)
-{
+static void test_matmul_shape(int N, int C, int OC) {
     char what[96];
     float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
     float *out = zeros((size_t)N * OC), *dout = rnd((size_t)N * OC, 1);
@@ -228,15 +220,16 @@ static void test_matmul_shape(int N, int C, int OC)
     free(dw0), free(db0), free(r1), free(r2), free(r3);
 }
 
-typedef struct { float *out, *inp, *wt, *b, *w; int N, C, OC; } mm_ctx;
-static double mm_obj(void *p)
-{
+typedef struct {
+    float *out, *inp, *wt, *b, *w;
+    int N, C, OC;
+} mm_ctx;
+static double mm_obj(void *p) {
     mm_ctx *c = p;
     kn_matmul_forward_ref(c->out, c->inp, c->wt, c->b, c->N, c->C, c->OC);
     return dot_w(c->out, c->w, (size_t)c->N * c->OC);
 }
-static void test_matmul(void)
-{
+static void test_matmul(void) {
     int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 70, 45}, {130, 300, 270}, {65, 257, 17}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         test_matmul_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
@@ -252,15 +245,17 @@ static void test_matmul(void)
 }
 
 /* attention */
-typedef struct { float *out, *att, *qkv, *w; int32_t *doc; int B, T, C, NH; } att_ctx;
-static double att_obj(void *p)
-{
+typedef struct {
+    float *out, *att, *qkv, *w;
+    int32_t *doc;
+    int B, T, C, NH;
+} att_ctx;
+static double att_obj(void *p) {
     att_ctx *c = p;
     kn_attention_forward_ref(c->out, c->att, c->qkv, c->doc, c->B, c->T, c->C, c->NH);
     return dot_w(c->out, c->w, (size_t)c->B * c->T * c->C);
 }
-static void test_attention(int use_doc)
-{
+static void test_attention(int use_doc) {
     att_ctx c = {0};
     c.B = 2, c.T = 7, c.C = 8, c.NH = 2;
     size_t BTC = 112;
@@ -313,15 +308,16 @@ static void test_attention(int use_doc)
 }
 
 /* GELU */
-typedef struct { float *out, *inp, *w; size_t n; } gelu_ctx;
-static double gelu_obj(void *p)
-{
+typedef struct {
+    float *out, *inp, *w;
+    size_t n;
+} gelu_ctx;
+static double gelu_obj(void *p) {
     gelu_ctx *c = p;
     kn_gelu_forward_ref(c->out, c->inp, c->n);
     return dot_w(c->out, c->w, c->n);
 }
-static void test_gelu(void)
-{
+static void test_gelu(void) {
     gelu_ctx c = {0};
     c.n = 200;
     c.out = zeros(200), c.inp = rnd(200, 3), c.w = rnd(200, 1);
@@ -344,15 +340,17 @@ static void test_gelu(void)
 }
 
 /* softmax + cross-entropy */
-typedef struct { float *losses, *logits, *dl; int32_t *tg; int N, V, Vp; } sx_ctx;
-static double sx_obj(void *p)
-{
+typedef struct {
+    float *losses, *logits, *dl;
+    int32_t *tg;
+    int N, V, Vp;
+} sx_ctx;
+static double sx_obj(void *p) {
     sx_ctx *c = p;
     kn_softmax_xent_forward_ref(c->losses, NULL, c->logits, c->tg, c->N, c->V, c->Vp);
     return dot_w(c->losses, c->dl, (size_t)c->N);
 }
-static void test_softmax_xent(void)
-{
+static void test_softmax_xent(void) {
     sx_ctx c = {0};
     c.N = 6, c.V = 100, c.Vp = 128;
     size_t NV = 6 * 128;
@@ -371,8 +369,7 @@ static void test_softmax_xent(void)
         for (int v = 0; v < 100; v++) mx = fmax(mx, c.logits[n * 128 + v]);
         for (int v = 0; v < 100; v++) s += exp(c.logits[n * 128 + v] - mx);
         ref[n] = tg[n] < 0 ? 0.0 : log(s) + mx - c.logits[n * 128 + tg[n]];
-        for (int v = 0; v < 100; v++)
-            pe = fmax(pe, fabs(probs[n * 128 + v] - exp(c.logits[n * 128 + v] - mx) / s));
+        for (int v = 0; v < 100; v++) pe = fmax(pe, fabs(probs[n * 128 + v] - exp(c.logits[n * 128 + v] - mx) / s));
         for (int v = 100; v < 128; v++) pad_ok &= probs[n * 128 + v] == 0.0f;
     }
     check_close("softmax_xent loss vs double (target<0 -> 0)", c.losses, ref, 6, 1e-6, 0.01);
@@ -401,8 +398,7 @@ static void test_softmax_xent(void)
 }
 
 /* AdamW + norms */
-static void test_adamw_norm(void)
-{
+static void test_adamw_norm(void) {
     size_t n = 1000;
     float *p = rnd(n, 1), *m = zeros(n), *v = zeros(n);
     double *pd = malloc(n * sizeof(double)), *md = calloc(n, sizeof(double)), *vd = calloc(n, sizeof(double));
@@ -445,8 +441,7 @@ static void test_adamw_norm(void)
 }
 
 /* determinism across thread counts + speed */
-static void test_threads_and_speed(void)
-{
+static void test_threads_and_speed(void) {
 #ifdef _OPENMP
     int N = 200, C = 96, OC = 300;
     float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
@@ -480,21 +475,20 @@ static void test_threads_and_speed(void)
     kn_matmul_forward_ref(y, x, W, NULL, M, K, NO);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-    printf("info matmul %dx%d->%d: %.2f GFLOP/s (%d threads)\n", M, K, NO,
-           2.0 * M * K * NO / s * 1e-9, kn_num_threads());
+    printf("info matmul %dx%d->%d: %.2f GFLOP/s (%d threads)\n", M, K, NO, 2.0 * M * K * NO / s * 1e-9,
+           kn_num_threads());
     free(x), free(W), free(y);
 }
 
-static void test_errors(void)
-{
+static void test_errors(void) {
     float x[4] = {0};
     int ok = kn_matmul_forward_ref(NULL, x, x, NULL, 1, 1, 1) == KN_EINVAL &&
              kn_matmul_forward_ref(x, x, x, NULL, 0, 1, 1) == KN_EINVAL &&
              kn_attention_forward_ref(x, x, x, NULL, 1, 1, 3, 2) == KN_EINVAL &&
              kn_layernorm_forward_ref(x, NULL, NULL, x, NULL, x, 1, 1) == KN_EINVAL &&
              kn_adamw_step_ref(x, x, x, x, 1, 1, 0.9f, 0.9f, 0, 0, 0, 0) == KN_EINVAL &&
-             kn_residual_forward_ref(x, x, NULL, 1) == KN_EINVAL &&
-             kn_pad_vocab(50257) == 50304 && kn_pad_vocab(128) == 128 && kn_pad_vocab(0) == KN_EINVAL;
+             kn_residual_forward_ref(x, x, NULL, 1) == KN_EINVAL && kn_pad_vocab(50257) == 50304 &&
+             kn_pad_vocab(128) == 128 && kn_pad_vocab(0) == KN_EINVAL;
     check(ok, "argument errors / kn_pad_vocab", 0, 0);
     float ra[5] = {1, 2, 3, 4, 5}, rb[5] = {0.5f, -2, 1e-8f, 4, -5}, ro[5];
     kn_residual_forward_ref(ro, ra, rb, 5);
@@ -509,8 +503,7 @@ static void test_errors(void)
     check(!(relerr(a, b, 3, 0.1) <= 1e-5), "checker rejects NaN", 0, 0);
 }
 
-int main(void)
-{
+int main(void) {
     test_errors();
     test_encoder();
     test_layernorm();

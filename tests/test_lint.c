@@ -11,7 +11,6 @@
 #include "test_check.h"
 #include "hostile_tk.h"
 
-
 typedef struct {
     char file[128], opts[128], rule[64];
     unsigned long long line, offset;
@@ -45,7 +44,8 @@ static tk_tokenizer *get_hostile(void) {
         if (!mkdtemp(g_hostile_dir)) return NULL;
         char p[512], err[256] = "";
         snprintf(p, sizeof p, "%s/regex.json", g_hostile_dir);
-        if (htk_regex_json(p, HTK_REGEX) == 0) CHECK(tk_load(p, TK_PAT_NONE, &g_hostile, err, sizeof err) == 0, "%s", err);
+        if (htk_regex_json(p, HTK_REGEX) == 0)
+            CHECK(tk_load(p, TK_PAT_NONE, &g_hostile, err, sizeof err) == 0, "%s", err);
         unlink(p);
         rmdir(g_hostile_dir);
     }
@@ -62,7 +62,8 @@ static int apply_opts(const char *opts, ds_reader_opts *ro, ds_analyze_opts *ao)
         if (!eq) continue;
         *eq = 0;
         const char *k = kv, *v = eq + 1;
-        if (!strcmp(k, "sep")) ro->doc_sep = !strcmp(v, "line") ? DS_SEP_LINE : !strcmp(v, "blank") ? DS_SEP_BLANK : DS_SEP_FILE;
+        if (!strcmp(k, "sep"))
+            ro->doc_sep = !strcmp(v, "line") ? DS_SEP_LINE : !strcmp(v, "blank") ? DS_SEP_BLANK : DS_SEP_FILE;
         else if (!strcmp(k, "maxrec")) ro->max_record_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "maxdoc")) ao->max_doc_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "L")) ao->seq_len = strtoull(v, NULL, 10);
@@ -123,8 +124,8 @@ static void check_file(const row *rows, size_t nrows) {
             if (first && fd->n_examples) {
                 CHECK(fd->examples[0].line == first->line && fd->examples[0].offset == first->offset,
                       "%s: rule %s at line %llu offset %llu, expected line %llu offset %llu", file, id,
-                      (unsigned long long)fd->examples[0].line, (unsigned long long)fd->examples[0].offset,
-                      first->line, first->offset);
+                      (unsigned long long)fd->examples[0].line, (unsigned long long)fd->examples[0].offset, first->line,
+                      first->offset);
                 CHECK(strstr(fd->examples[0].file, file) != NULL, "%s: example file %s", file, fd->examples[0].file);
             }
         }
@@ -157,7 +158,8 @@ int main(void) {
     while (fgets(line, sizeof line, f) && n < 256) {
         if (line[0] == '#' || line[0] == '\n') continue;
         row *r = &rows[n];
-        if (sscanf(line, "%127[^\t]\t%127[^\t]\t%63[^\t]\t%llu\t%llu", r->file, r->opts, r->rule, &r->line, &r->offset) == 5)
+        if (sscanf(line, "%127[^\t]\t%127[^\t]\t%63[^\t]\t%llu\t%llu", r->file, r->opts, r->rule, &r->line,
+                   &r->offset) == 5)
             n++;
     }
     fclose(f);

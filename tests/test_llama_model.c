@@ -19,47 +19,46 @@
 static double worst;
 
 /* number of elements over the criterion */
-static size_t over(const float *a, json_t *r, size_t n)
-{
+static size_t over(const float *a, json_t *r, size_t n) {
     double mx = 0;
-    for (size_t i = 0; i < n; i++)
-        mx = fmax(mx, fabs(json_number_value(json_array_get(r, i))));
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(json_number_value(json_array_get(r, i))));
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         double b = json_number_value(json_array_get(r, i)), d = fabs(a[i] - b);
         double s = fmax(fmax(fabs(a[i]), fabs(b)), 0.1 * mx);
-        if (s > 0)
-            worst = fmax(worst, d / s);
+        if (s > 0) worst = fmax(worst, d / s);
         bad += d > 1e-5 * s;
     }
     return bad;
 }
 
-static void run_case(const char *name, json_t *o)
-{
+static void run_case(const char *name, json_t *o) {
     json_t *cj = json_object_get(o, "config");
     int ci = 0;
 #define I(k) (int)json_integer_value(json_object_get(cj, k))
-    tr_llama_config c = {I("num_hidden_layers"), I("num_attention_heads"), I("num_key_value_heads"), I("hidden_size"),
-                         I("intermediate_size"), I("vocab_size"), I("max_position_embeddings"),
+    tr_llama_config c = {I("num_hidden_layers"),
+                         I("num_attention_heads"),
+                         I("num_key_value_heads"),
+                         I("hidden_size"),
+                         I("intermediate_size"),
+                         I("vocab_size"),
+                         I("max_position_embeddings"),
                          (float)json_number_value(json_object_get(cj, "theta")),
                          (float)json_number_value(json_object_get(cj, "rms_norm_eps")),
-                         {0, 0, 0, 0}, json_is_true(json_object_get(cj, "tied")),
+                         {0, 0, 0, 0},
+                         json_is_true(json_object_get(cj, "tied")),
                          json_is_true(json_object_get(cj, "qkv_bias"))};
-    if (json_is_true(json_object_get(cj, "llama3")))
-        c.rope_scaling = (kn_rope_scaling){8.0f, 1.0f, 4.0f, 32};
+    if (json_is_true(json_object_get(cj, "llama3"))) c.rope_scaling = (kn_rope_scaling){8.0f, 1.0f, 4.0f, 32};
     (void)ci;
     tr_llama *m = NULL;
     CHECK(tr_llama_create(&c, &m) == 0, "%s: create", name);
-    if (!m)
-        return;
+    if (!m) return;
     json_t *params = json_object_get(o, "params"), *grads = json_object_get(o, "grads");
     CHECK(json_object_size(params) == (size_t)tr_llama_n_tensors(m), "%s: %zu tensors in transformers, %d here", name,
           json_object_size(params), tr_llama_n_tensors(m));
     const char *key;
     json_t *val;
-    json_object_foreach(params, key, val)
-    {
+    json_object_foreach(params, key, val) {
         size_t n = 0;
         float *p = tr_llama_param(m, key, &n);
         CHECK(p && n == json_array_size(val), "%s: %s", name, key);
@@ -94,12 +93,10 @@ static void run_case(const char *name, json_t *o)
     CHECK(bad == 0, "%s: %zu logits differ", name, bad);
     double wl = worst;
     worst = 0;
-    json_object_foreach(grads, key, val)
-    {
+    json_object_foreach(grads, key, val) {
         size_t n = 0;
         float *g = tr_llama_grad(m, key, &n);
-        if (!g)
-            continue;
+        if (!g) continue;
         size_t b = over(g, val, n);
         CHECK(b == 0, "%s: gradient %s: %zu of %zu elements differ", name, key, b, n);
     }
@@ -109,8 +106,7 @@ static void run_case(const char *name, json_t *o)
     tr_llama_free(m);
 }
 
-int main(void)
-{
+int main(void) {
     json_error_t je;
     json_t *fx = json_load_file(MKS_TEST_DATA "/hf/llama_model.json", 0, &je);
     if (!fx) {

@@ -19,15 +19,13 @@
 
 static int failures;
 
-static void check(int ok, const char *what, double err, double tol)
-{
+static void check(int ok, const char *what, double err, double tol) {
     if (!ok) failures++;
     printf("%-4s %-52s err %.3e (tol %.1e)\n", ok ? "ok" : "FAIL", what, err, tol);
 }
 
 /* worst |a-b| / max(|a|,|b|, 0.1 max|b|) per tensor, NaN -> inf */
-static double grad_err(tr_model *m, const float *a, const float *b)
-{
+static double grad_err(tr_model *m, const float *a, const float *b) {
     size_t sizes[TR_NUM_PARAM_TENSORS], off = 0;
     tr_model_param_sizes(tr_model_get_config(m), sizes);
     double worst = 0;
@@ -45,8 +43,7 @@ static double grad_err(tr_model *m, const float *a, const float *b)
     return worst;
 }
 
-static void run(int use_doc)
-{
+static void run(int use_doc) {
     tr_model_config c;
     tr_model *m;
     if (tr_model_config_preset("tiny", 300, 64, &c) || tr_model_create(&c, 7, &m)) {
@@ -107,8 +104,8 @@ static void run(int use_doc)
     rc |= tr_model_fwd_bwd(m, B, T, in, tg, pos, D, 1.0f / (float)N, NULL, NULL);
     omp_set_num_threads(saved);
     snprintf(what, sizeof what, "grads bitwise equal for 1 and 3 threads%s", tag);
-    check(!rc && !memcmp(acc, tr_model_grads(m), P * sizeof(float)) &&
-              !memcmp(big, acc, P * sizeof(float)), what, 0, 0);
+    check(!rc && !memcmp(acc, tr_model_grads(m), P * sizeof(float)) && !memcmp(big, acc, P * sizeof(float)), what, 0,
+          0);
 #endif
 
     /* 4 micro-batches of one row */
@@ -117,13 +114,11 @@ static void run(int use_doc)
     for (int b = 0; b < B; b++) {
         double l;
         uint64_t n;
-        rc |= tr_model_forward(m, 1, T, in + b * T, tg + b * T, pos + b * T,
-                               D ? D + b * T : NULL, NULL, NULL);
-        if (memcmp(tr_model_logits(m), logits_big + (size_t)b * T * c.vocab_padded,
-                   sizeof(float) * T * c.vocab_padded))
+        rc |= tr_model_forward(m, 1, T, in + b * T, tg + b * T, pos + b * T, D ? D + b * T : NULL, NULL, NULL);
+        if (memcmp(tr_model_logits(m), logits_big + (size_t)b * T * c.vocab_padded, sizeof(float) * T * c.vocab_padded))
             same_logits = 0;
-        rc |= tr_model_fwd_bwd(m, 1, T, in + b * T, tg + b * T, pos + b * T,
-                               D ? D + b * T : NULL, 1.0f / (float)N, &l, &n);
+        rc |= tr_model_fwd_bwd(m, 1, T, in + b * T, tg + b * T, pos + b * T, D ? D + b * T : NULL, 1.0f / (float)N, &l,
+                               &n);
         la += l;
         na += n;
     }
@@ -140,8 +135,8 @@ static void run(int use_doc)
     /* 2 micro-batches of two rows */
     tr_model_zero_grad(m);
     for (int b = 0; b < B; b += 2)
-        rc |= tr_model_fwd_bwd(m, 2, T, in + b * T, tg + b * T, pos + b * T,
-                               D ? D + b * T : NULL, 1.0f / (float)N, NULL, NULL);
+        rc |= tr_model_fwd_bwd(m, 2, T, in + b * T, tg + b * T, pos + b * T, D ? D + b * T : NULL, 1.0f / (float)N,
+                               NULL, NULL);
     e = grad_err(m, tr_model_grads(m), big);
     snprintf(what, sizeof what, "grads: 2 micro-batches of 2 vs batch 4%s", tag);
     check(!rc && e <= 1e-5, what, e, 1e-5);
@@ -152,8 +147,8 @@ static void run(int use_doc)
     for (int b = 0; b < B; b++) {
         uint64_t nr = 0;
         for (int t = 0; t < T; t++) nr += tg[b * T + t] >= 0;
-        rc |= tr_model_fwd_bwd(m, 1, T, in + b * T, tg + b * T, pos + b * T,
-                               D ? D + b * T : NULL, 1.0f / (float)(nr * B), NULL, NULL);
+        rc |= tr_model_fwd_bwd(m, 1, T, in + b * T, tg + b * T, pos + b * T, D ? D + b * T : NULL,
+                               1.0f / (float)(nr * B), NULL, NULL);
     }
     e = grad_err(m, tr_model_grads(m), big);
     snprintf(what, sizeof what, "mean-of-means differs from token mean%s", tag);
@@ -161,8 +156,7 @@ static void run(int use_doc)
 
     /* accumulation: two identical calls = 2x */
     tr_model_zero_grad(m);
-    for (int k = 0; k < 2; k++)
-        rc |= tr_model_fwd_bwd(m, B, T, in, tg, pos, D, 1.0f / (float)N, NULL, NULL);
+    for (int k = 0; k < 2; k++) rc |= tr_model_fwd_bwd(m, B, T, in, tg, pos, D, 1.0f / (float)N, NULL, NULL);
     for (size_t i = 0; i < P; i++) acc[i] = 2.0f * big[i];
     e = grad_err(m, tr_model_grads(m), acc);
     snprintf(what, sizeof what, "grads accumulate (+=): 2 calls = 2x%s", tag);
@@ -172,8 +166,7 @@ static void run(int use_doc)
     tr_model_free(m);
 }
 
-static void bookkeeping(void)
-{
+static void bookkeeping(void) {
     tr_model_config c;
     int rc = tr_model_config_preset("d12", 50257, 1024, &c);
     size_t P = tr_model_param_count(&c);
@@ -183,8 +176,8 @@ static void bookkeeping(void)
     int L[] = {2, 12, 24, 36, 48}, H[] = {2, 12, 16, 20, 25}, Cd[] = {64, 768, 1024, 1280, 1600};
     int ok = 1;
     for (int i = 0; i < 5; i++) {
-        ok &= tr_model_config_preset(names[i], 50257, 1024, &c) == 0 && c.n_layer == L[i] &&
-              c.n_head == H[i] && c.d_model == Cd[i];
+        ok &= tr_model_config_preset(names[i], 50257, 1024, &c) == 0 && c.n_layer == L[i] && c.n_head == H[i] &&
+              c.d_model == Cd[i];
     }
     ok &= tr_model_config_preset("d13", 100, 10, &c) == TR_MODEL_EINVAL;
     ok &= tr_model_config_make(2, 3, 64, 16, 100, &c) == TR_MODEL_EINVAL; /* 64 % 3 */
@@ -198,10 +191,9 @@ static void bookkeeping(void)
     size_t BT = 4 * 1024, Cc = 768, Ll = 12;
     size_t acts = 4 * (BT * (Cc * (16 * Ll + 3) + 4 * Ll + 3 + 50304) + Ll * 4 * 12 * 1024 * 1024);
     ok = mm.params == 4 * P && mm.grads == 4 * P && mm.adam == 8 * P && mm.acts == acts &&
-         mm.grad_acts == 4 * BT * 6 * Cc &&
-         mm.total == mm.params + mm.grads + mm.adam + mm.acts + mm.grad_acts;
-    printf("     d12 B=4 T=1024: params %zu grads %zu adam %zu acts %zu grad_acts %zu total %zu bytes\n",
-           mm.params, mm.grads, mm.adam, mm.acts, mm.grad_acts, mm.total);
+         mm.grad_acts == 4 * BT * 6 * Cc && mm.total == mm.params + mm.grads + mm.adam + mm.acts + mm.grad_acts;
+    printf("     d12 B=4 T=1024: params %zu grads %zu adam %zu acts %zu grad_acts %zu total %zu bytes\n", mm.params,
+           mm.grads, mm.adam, mm.acts, mm.grad_acts, mm.total);
     check(ok, "tr_model_memory matches the documented formula", 0, 0);
 
     size_t sizes[TR_NUM_PARAM_TENSORS], sum = 0;
@@ -235,15 +227,13 @@ static void bookkeeping(void)
     in[3] = 300;
     ok = tr_model_fwd_bwd(m, 1, 33, in, tg, NULL, NULL, 1, NULL, NULL) == TR_MODEL_EINVAL &&
          tr_model_fwd_bwd(m, 1, 8, in, tg, NULL, NULL, 1, NULL, NULL) == TR_MODEL_EINVAL &&
-         tr_model_adamw_step(m, &(tr_adamw_hparams){1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}, 1, NULL) ==
-             TR_MODEL_ESTATE &&
+         tr_model_adamw_step(m, &(tr_adamw_hparams){1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}, 1, NULL) == TR_MODEL_ESTATE &&
          tr_model_logits(m) == NULL;
     check(ok, "errors: T > max_seq, token >= V, AdamW before init", 0, 0);
     tr_model_free(m);
 }
 
-int main(void)
-{
+int main(void) {
     bookkeeping();
     run(0);
     run(1);

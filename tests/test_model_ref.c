@@ -41,8 +41,7 @@ static fx_t fx[64];
 static int nfx;
 static int failures;
 
-static int load(const char *path)
-{
+static int load(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "cannot open %s\n", path);
@@ -50,16 +49,14 @@ static int load(const char *path)
     }
     char magic[8];
     uint32_t count;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "MKSREF01", 8) ||
-        fread(&count, 4, 1, f) != 1 || count > 64)
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "MKSREF01", 8) || fread(&count, 4, 1, f) != 1 || count > 64)
         goto bad;
     for (uint32_t i = 0; i < count; i++) {
         uint32_t nl, dt, nd, dims[8];
         if (fread(&nl, 4, 1, f) != 1 || nl >= sizeof fx[i].name) goto bad;
         if (fread(fx[i].name, 1, nl, f) != nl) goto bad;
         fx[i].name[nl] = 0;
-        if (fread(&dt, 4, 1, f) != 1 || fread(&nd, 4, 1, f) != 1 || nd > 8 || dt > 2)
-            goto bad;
+        if (fread(&dt, 4, 1, f) != 1 || fread(&nd, 4, 1, f) != 1 || nd > 8 || dt > 2) goto bad;
         if (fread(dims, 4, nd, f) != nd) goto bad;
         size_t n = 1;
         for (uint32_t d = 0; d < nd; d++) n *= dims[d];
@@ -79,13 +76,11 @@ bad:
     return -1;
 }
 
-static const fx_t *get(const char *name, size_t expect_n)
-{
+static const fx_t *get(const char *name, size_t expect_n) {
     for (int i = 0; i < nfx; i++)
         if (!strcmp(fx[i].name, name)) {
             if (expect_n && fx[i].n != expect_n) {
-                fprintf(stderr, "fixture %s: %zu elements, expected %zu\n", name,
-                        fx[i].n, expect_n);
+                fprintf(stderr, "fixture %s: %zu elements, expected %zu\n", name, fx[i].n, expect_n);
                 exit(1);
             }
             return &fx[i];
@@ -95,10 +90,8 @@ static const fx_t *get(const char *name, size_t expect_n)
 }
 
 /* Compares a (stride sa) with r (stride sr) over rows x cols; reports. */
-static double compare_tol(const char *what, const float *a, const float *r,
-                          size_t rows, size_t cols, size_t sa, size_t sr,
-                          double rtol, int check)
-{
+static double compare_tol(const char *what, const float *a, const float *r, size_t rows, size_t cols, size_t sa,
+                          size_t sr, double rtol, int check) {
     double maxref = 0.0;
     for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < cols; j++) {
@@ -126,28 +119,27 @@ static double compare_tol(const char *what, const float *a, const float *r,
     size_t wr = wi / cols, wc = wi % cols;
     if (!check) bad = 0;
     printf("%-4s %-28s worst rel %.3e (abs max %.3e) at %zu: c=%.9g ref=%.9g\n",
-           !check ? "info" : bad ? "FAIL" : "ok", what, worst, maxabs, wi, a[wr * sa + wc],
-           r[wr * sr + wc]);
+           !check ? "info"
+           : bad  ? "FAIL"
+                  : "ok",
+           what, worst, maxabs, wi, a[wr * sa + wc], r[wr * sr + wc]);
     if (bad) failures++;
     return worst;
 }
 
-static double compare(const char *what, const float *a, const float *r,
-                      size_t rows, size_t cols, size_t sa, size_t sr)
-{
+static double compare(const char *what, const float *a, const float *r, size_t rows, size_t cols, size_t sa,
+                      size_t sr) {
     return compare_tol(what, a, r, rows, cols, sa, sr, RTOL, 1);
 }
 
-static void compare_scalar(const char *what, double a, double r)
-{
+static void compare_scalar(const char *what, double a, double r) {
     double e = fabs(a - r) / fmax(fmax(fabs(a), fabs(r)), 1e-30);
     int bad = !(e <= RTOL);
     printf("%-4s %-28s rel %.3e: c=%.9g ref=%.9g\n", bad ? "FAIL" : "ok", what, e, a, r);
     if (bad) failures++;
 }
 
-static int run_case(tr_model *m, const char *tag, int use_doc, const float *params0)
-{
+static int run_case(tr_model *m, const char *tag, int use_doc, const float *params0) {
     const tr_model_config *c = tr_model_get_config(m);
     size_t P = tr_model_param_count(c);
     int B, T, V = c->vocab, Vp = c->vocab_padded;
@@ -183,8 +175,7 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
     tr_model_zero_grad(m);
     double ls2;
     uint64_t n2;
-    if (tr_model_fwd_bwd(m, B, T, inputs, targets, pos, doc, 1.0f / (float)n, &ls2, &n2))
-        return -1;
+    if (tr_model_fwd_bwd(m, B, T, inputs, targets, pos, doc, 1.0f / (float)n, &ls2, &n2)) return -1;
     snprintf(what, sizeof what, "%s fwd_bwd loss sum", tag);
     compare_scalar(what, ls2, loss_ref[0]);
     size_t sizes[TR_NUM_PARAM_TENSORS], off = 0;
@@ -218,8 +209,8 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
         for (int mb = 0; mb < 2; mb++) {
             size_t o = (size_t)(2 * s + mb) * BT;
             double ls;
-            if (tr_model_fwd_bwd(m, B, T, tinputs + o, ttargets + o, tpos + o,
-                                 tdoc ? tdoc + o : NULL, 1.0f / (float)ntok, &ls, NULL))
+            if (tr_model_fwd_bwd(m, B, T, tinputs + o, ttargets + o, tpos + o, tdoc ? tdoc + o : NULL,
+                                 1.0f / (float)ntok, &ls, NULL))
                 return -1;
             tot += ls;
         }
@@ -232,8 +223,8 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
     snprintf(what, sizeof what, "%s train grad norms", tag);
     compare(what, norms, tnorms, 1, (size_t)steps, 0, 0);
     for (int s = 0; s < steps; s++)
-        printf("     step %2d loss %.7f (ref %.7f) norm %.6f (ref %.6f)\n", s + 1,
-               losses[s], tlosses[s], norms[s], tnorms[s]);
+        printf("     step %2d loss %.7f (ref %.7f) norm %.6f (ref %.6f)\n", s + 1, losses[s], tlosses[s], norms[s],
+               tnorms[s]);
     if (!use_doc) {
         const float *fp = FX("train_final_params", P)->data;
         off = 0;
@@ -245,14 +236,11 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
                 for (int l = 0; l < c->n_layer; l++)
                     for (int part = 0; part < 3; part++) {
                         size_t o = off + (size_t)l * 3 * C + (size_t)part * C;
-                        snprintf(what, sizeof what, "%s final qkvb L%d %c", tag, l,
-                                 "qkv"[part]);
-                        compare_tol(what, tr_model_params(m) + o, fp + o, 1, (size_t)C,
-                                    0, 0, RTOL_FINAL, part != 1);
+                        snprintf(what, sizeof what, "%s final qkvb L%d %c", tag, l, "qkv"[part]);
+                        compare_tol(what, tr_model_params(m) + o, fp + o, 1, (size_t)C, 0, 0, RTOL_FINAL, part != 1);
                     }
             } else {
-                compare_tol(what, tr_model_params(m) + off, fp + off, 1, sizes[i], 0,
-                            0, RTOL_FINAL, 1);
+                compare_tol(what, tr_model_params(m) + off, fp + off, 1, sizes[i], 0, 0, RTOL_FINAL, 1);
             }
             off += sizes[i];
         }
@@ -261,22 +249,19 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
     return 0;
 }
 
-int main(void)
-{
+int main(void) {
     if (load(MKS_TEST_DATA "/ref/gpt2_tiny_ref.bin")) return 1;
     const int32_t *cf = get("config", 6)->data;
     tr_model_config c;
-    if (tr_model_config_make(cf[0], cf[1], cf[2], cf[3], cf[4], &c) ||
-        c.vocab_padded != cf[5]) {
+    if (tr_model_config_make(cf[0], cf[1], cf[2], cf[3], cf[4], &c) || c.vocab_padded != cf[5]) {
         fprintf(stderr, "bad config\n");
         return 1;
     }
     tr_model *m;
     if (tr_model_create(&c, 1, &m)) return 1;
     const float *params0 = get("params0", tr_model_param_count(&c))->data;
-    printf("tiny GPT-2: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %zu params, %d threads\n",
-           c.n_layer, c.n_head, c.d_model, c.max_seq, c.vocab, c.vocab_padded,
-           tr_model_param_count(&c), kn_num_threads());
+    printf("tiny GPT-2: L=%d NH=%d C=%d maxT=%d V=%d Vp=%d, %zu params, %d threads\n", c.n_layer, c.n_head, c.d_model,
+           c.max_seq, c.vocab, c.vocab_padded, tr_model_param_count(&c), kn_num_threads());
     if (run_case(m, "plain", 0, params0) || run_case(m, "doc", 1, params0)) {
         fprintf(stderr, "model call failed\n");
         return 1;

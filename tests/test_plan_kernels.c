@@ -29,11 +29,9 @@
 #include "test_check.h"
 #include "tr.h"
 
-static const tr_plan_item *row(const tr_plan_out *o, const char *name)
-{
+static const tr_plan_item *row(const tr_plan_out *o, const char *name) {
     for (int i = 0; i < o->n_items; i++)
-        if (!strcmp(o->items[i].name, name))
-            return &o->items[i];
+        if (!strcmp(o->items[i].name, name)) return &o->items[i];
     return NULL;
 }
 
@@ -41,17 +39,16 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* What the GPU model's backward kernels ask for at (B, T): the calls of
  * train/gpu_model.cu's fwd_bwd and step, shape by shape. */
-static size_t kernels_scratch(const tr_model_config *c, size_t B, size_t T)
-{
+static size_t kernels_scratch(const tr_model_config *c, size_t B, size_t T) {
     size_t N = B * T, C = (size_t)c->d_model, s = 0;
-    s = max_sz(s, kn_encoder_backward_scratch_bytes(N));               /* dwte, dwpe */
-    s = max_sz(s, kn_layernorm_backward_scratch_bytes(N, C));          /* ln1, ln2, lnf */
-    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, 3 * C));         /* qkv */
-    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, C));             /* attention projection */
-    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, 4 * C));         /* fc */
-    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, C));             /* fc projection */
+    s = max_sz(s, kn_encoder_backward_scratch_bytes(N));       /* dwte, dwpe */
+    s = max_sz(s, kn_layernorm_backward_scratch_bytes(N, C));  /* ln1, ln2, lnf */
+    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, 3 * C)); /* qkv */
+    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, C));     /* attention projection */
+    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, 4 * C)); /* fc */
+    s = max_sz(s, kn_matmul_backward_scratch_bytes(N, C));     /* fc projection */
     s = max_sz(s, kn_attention_backward_scratch_bytes(B, T, (size_t)c->n_head));
-    s = max_sz(s, kn_sumsq_scratch_bytes(tr_model_param_count(c)));    /* gradient norm */
+    s = max_sz(s, kn_sumsq_scratch_bytes(tr_model_param_count(c))); /* gradient norm */
     return s;
 }
 
@@ -62,8 +59,7 @@ typedef struct {
 
 /* One GPU plan at (B forced, T, precision, recompute, world): its rows
  * against the kernels and the optimizer. Returns 1 when it was planned. */
-static int check_plan(const shape *s, int T, int B, tr_precision prec, int rc, int world, const tr_optim_ops *opt)
-{
+static int check_plan(const shape *s, int T, int B, tr_precision prec, int rc, int world, const tr_optim_ops *opt) {
     tr_plan_in in;
     memset(&in, 0, sizeof in);
     in.n_layer = s->L;
@@ -82,8 +78,7 @@ static int check_plan(const shape *s, int T, int B, tr_precision prec, int rc, i
     tr_plan_out o;
     int prc = tr_plan(&in, &o);
     CHECK(prc == TR_OK, "%s T=%d B=%d: tr_plan %d (%s)", s->name, T, B, prc, o.reason);
-    if (prc != TR_OK)
-        return 0;
+    if (prc != TR_OK) return 0;
     tr_model_config mc;
     CHECK(tr_model_config_make(s->L, s->NH, s->C, T, s->V, &mc) == TR_MODEL_OK);
     const tr_plan_item *ks = row(&o, "kernel scratch (largest backward op)");
@@ -101,19 +96,17 @@ static int check_plan(const shape *s, int T, int B, tr_precision prec, int rc, i
     return 1;
 }
 
-int main(void)
-{
+int main(void) {
     const shape shapes[] = {
-        {"tiny", 2, 2, 64, 512},     {"d12", 12, 12, 768, 50257}, {"d24", 24, 16, 1024, 50257},
-        {"odd", 3, 3, 96, 1000},     {"wide-vocab", 2, 4, 128, 200019},
+        {"tiny", 2, 2, 64, 512}, {"d12", 12, 12, 768, 50257},       {"d24", 24, 16, 1024, 50257},
+        {"odd", 3, 3, 96, 1000}, {"wide-vocab", 2, 4, 128, 200019},
     };
     const int Ts[] = {16, 63, 64, 255, 1024};
     const int Bs[] = {1, 2, 3, 7, 16, 33};
     const tr_optim_ops *opt = tr_optim_layout_default();
     int n = 0;
     CHECK(opt && opt->n_state >= 1 && opt->state_bytes >= 1, "no optimizer layout");
-    if (!opt)
-        return 1;
+    if (!opt) return 1;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
             for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++)
@@ -134,7 +127,7 @@ int main(void)
         CHECK(os && os->bytes == tr_optim_state_bytes(opt, o.params) && !strcmp(os->where, "host"),
               "CPU optimizer row %" PRIu64, os ? os->bytes : 0);
     }
-    printf("test_plan_kernels: %d plans checked (kernel scratch, cuBLAS workspace, %s state rows): %s\n", n,
-           opt->name, failures ? "FAILED" : "ok");
+    printf("test_plan_kernels: %d plans checked (kernel scratch, cuBLAS workspace, %s state rows): %s\n", n, opt->name,
+           failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

@@ -10,14 +10,16 @@
 #include "ds.h"
 #include "test_check.h"
 
-
 static char tmpdir[256];
 
 static void write_file(const char *name, const void *data, size_t n) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", tmpdir, name);
     FILE *f = fopen(p, "wb");
-    if (!f) { perror(p); exit(1); }
+    if (!f) {
+        perror(p);
+        exit(1);
+    }
     fwrite(data, 1, n, f);
     fclose(f);
 }
@@ -26,14 +28,17 @@ static void write_zst(const char *name, const void *data, size_t n, size_t trunc
     size_t cap = ZSTD_compressBound(n);
     void *buf = malloc(cap);
     size_t z = ZSTD_compress(buf, cap, data, n, 3);
-    if (ZSTD_isError(z)) { fprintf(stderr, "zstd\n"); exit(1); }
+    if (ZSTD_isError(z)) {
+        fprintf(stderr, "zstd\n");
+        exit(1);
+    }
     write_file(name, buf, z - (truncate_by < z ? truncate_by : 0));
     free(buf);
 }
 
 typedef struct {
-    int n;              /* records stored (first 64) */
-    long total;         /* all records */
+    int n;      /* records stored (first 64) */
+    long total; /* all records */
     long by_status[8];
     char last_file[512];
     ds_record rec[64];
@@ -53,7 +58,10 @@ static void read_all(const char *const *names, size_t n, const ds_reader_opts *o
     ds_reader *r;
     char err[256];
     int rc = ds_reader_open(ins, n, o, &r, err, sizeof err);
-    if (rc) { fprintf(stderr, "open: %s\n", err); exit(1); }
+    if (rc) {
+        fprintf(stderr, "open: %s\n", err);
+        exit(1);
+    }
     for (int i = 0; i < out->n; i++) free(out->text[i]);
     out->n = 0;
     out->total = 0;
@@ -77,7 +85,10 @@ static int streq(const char *a, const char *b) { return a && b && strcmp(a, b) =
 
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s/ds_reader_test_XXXXXX", MKS_BINARY_DIR);
-    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     recs R = {0};
     ds_reader_opts o;
 
@@ -128,7 +139,8 @@ int main(void) {
     write_file("crlf.txt", crlf, strlen(crlf));
     const char *cf[] = {"crlf.txt"};
     read_all(cf, 1, &o, &R);
-    CHECK(R.n == 2 && streq(R.text[0], "a1\r\na2") && streq(R.text[1], "b1") && R.rec[1].line == 4 && R.rec[1].offset == 10);
+    CHECK(R.n == 2 && streq(R.text[0], "a1\r\na2") && streq(R.text[1], "b1") && R.rec[1].line == 4 &&
+          R.rec[1].offset == 10);
 
     /* --- zstd: good, concatenated frames, truncated, corrupt --- */
     write_zst("z.jsonl.zst", jl, strlen(jl), 0);
@@ -141,7 +153,8 @@ int main(void) {
     char *big = malloc(bign + 1);
     size_t p = 0;
     int k = 0;
-    while (p + 64 < bign) p += (size_t)snprintf(big + p, bign - p, "{\"text\":\"doc %d %08x\"}\n", k, k * 2654435761u), k++;
+    while (p + 64 < bign)
+        p += (size_t)snprintf(big + p, bign - p, "{\"text\":\"doc %d %08x\"}\n", k, k * 2654435761u), k++;
     write_zst("big.jsonl.zst", big, p, 0);
     write_zst("trunc.jsonl.zst", big, p, 1000);
     const char *bz[] = {"big.jsonl.zst"};
@@ -227,7 +240,9 @@ int main(void) {
     /* --- ds_reader_take_text: the text's buffer changes hands, the reader
      * goes on with the buffer it got in exchange (or one of its own) --- */
     {
-        const char *t1 = "\xEF\xBB\xBF" "first document\nwith two lines\n", *t2 = "second";
+        const char *t1 = "\xEF\xBB\xBF"
+                         "first document\nwith two lines\n",
+                   *t2 = "second";
         write_file("take1.txt", t1, strlen(t1));
         write_file("take2.txt", t2, strlen(t2));
         const char *jt = "{\"text\":\"plain\"}\n{\"text\":\"esc\\n\"}\n{\"text\":\"last\"}\n";

@@ -147,8 +147,8 @@ static void folders(void) {
         strcat(rel, "/d");
         mkd(rel);
     }
-    CHECK(read_input(path_of("deep"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "nested more than"),
-          "deep: %s", err);
+    CHECK(read_input(path_of("deep"), &n, err, sizeof err) == DS_ERR_IO && strstr(err, "nested more than"), "deep: %s",
+          err);
 }
 
 /* A path of more than 4096 bytes, built with chdir + relative mkdir. */
@@ -173,8 +173,8 @@ static void long_path(void) {
     if (chdir(tmpdir) != 0) return;
     if (levels == 22) {
         /* relative input: tmpdir is the cwd */
-        CHECK(read_input("long", &n, err, sizeof err) == DS_ERR_IO && strstr(err, "path longer than"),
-              "long path: %s", err);
+        CHECK(read_input("long", &n, err, sizeof err) == DS_ERR_IO && strstr(err, "path longer than"), "long path: %s",
+              err);
     }
 }
 
@@ -196,8 +196,8 @@ static void named_directly(void) {
     close(p[0]);
     close(p[1]);
     /* devices */
-    CHECK(read_input("/dev/zero", &n, err, sizeof err) == DS_ERR_IO && strstr(err, "character device"),
-          "/dev/zero: %s", err);
+    CHECK(read_input("/dev/zero", &n, err, sizeof err) == DS_ERR_IO && strstr(err, "character device"), "/dev/zero: %s",
+          err);
     CHECK(read_input("/dev/null", &n, err, sizeof err) == DS_ERR_IO, "/dev/null: %s", err);
     /* "-" still reads a pipe */
     CHECK(pipe(p) == 0);
@@ -257,10 +257,12 @@ static void lenhist(void) {
         CHECK(h.coarse == round, "coarse flag %d in round %d", h.coarse, round);
         for (int q = 0; q < 7; q++) {
             uint64_t exact = v[ranks[q] - 1];
-            if (round == 0) CHECK(out[q] == exact, "rank %llu: %llu vs %llu", (unsigned long long)ranks[q],
-                                  (unsigned long long)out[q], (unsigned long long)exact);
-            else CHECK(out[q] <= exact && out[q] >= exact - exact / 64, "coarse rank %llu: %llu vs %llu",
-                       (unsigned long long)ranks[q], (unsigned long long)out[q], (unsigned long long)exact);
+            if (round == 0)
+                CHECK(out[q] == exact, "rank %llu: %llu vs %llu", (unsigned long long)ranks[q],
+                      (unsigned long long)out[q], (unsigned long long)exact);
+            else
+                CHECK(out[q] <= exact && out[q] >= exact - exact / 64, "coarse rank %llu: %llu vs %llu",
+                      (unsigned long long)ranks[q], (unsigned long long)out[q], (unsigned long long)exact);
         }
         uint64_t above = 0, want = 0;
         for (size_t i = 0; i < N; i++) want += v[i] > 70000;
@@ -319,8 +321,8 @@ static void dup_cap(void) {
     ds_lint_print(rep, m);
     ds_lint_write_json(rep, m);
     fclose(m);
-    CHECK(buf && strstr(buf, "duplicate detection remembered the first 40 distinct documents; 120 later"),
-          "note: %s", buf ? buf : "");
+    CHECK(buf && strstr(buf, "duplicate detection remembered the first 40 distinct documents; 120 later"), "note: %s",
+          buf ? buf : "");
     CHECK(buf && strstr(buf, "\"duplicates_tracked\":40,\"duplicates_untracked\":120"), "json: %s", buf ? buf : "");
     free(buf);
     ds_lint_report_free(rep);
@@ -344,7 +346,7 @@ static void json_amplification(void) {
     fputs("0\n", f); /* never closed: invalid */
     fputs("{\"text\":\"", f);
     for (size_t i = 0; i < (2u << 20); i++) fputc('a', f);
-    fputs("\",\"score\":1e400}\n", f); /* over 1 MiB and undecided by the scanner */
+    fputs("\",\"score\":1e400}\n", f);                  /* over 1 MiB and undecided by the scanner */
     fputs("{\"text\":\"small\",\"score\":1e400}\n", f); /* small: jansson decides (overflow) */
     fputs("{\"text\":\"ok\",\"score\":1e300}\n", f);
     fclose(f);
@@ -516,8 +518,8 @@ static void gzip_inputs(void) {
     gz_write("empty.jsonl.gz", &gz, 0);
     CHECK(gz_read("empty.jsonl.gz", 0, &g) == 0 && g.bad == 1 && g.ok == 0, "empty .gz: '%s'", g.detail);
     put("fake.jsonl.gz", "{\"text\":\"not compressed\"}\n");
-    CHECK(gz_read("fake.jsonl.gz", 0, &g) == 0 && g.bad == 1 && g.ok == 0 && strstr(g.detail, "gzip"),
-          "not gzip: '%s'", g.detail);
+    CHECK(gz_read("fake.jsonl.gz", 0, &g) == 0 && g.bad == 1 && g.ok == 0 && strstr(g.detail, "gzip"), "not gzip: '%s'",
+          g.detail);
 
     /* bad CRC-32 / ISIZE of the first member: its last line is still
      * delivered (deflate checks at the end), then the damage record */
@@ -532,8 +534,10 @@ static void gzip_inputs(void) {
     one.p[one.n - 8] ^= 1;
     one.p[one.n - 1] ^= 1;
     gz_write("isize.jsonl.gz", &one, one.n);
-    CHECK(gz_read("isize.jsonl.gz", 0, &g) == 0 && g.bad == 1 && (strstr(g.detail, "incorrect length check") || strstr(g.detail, "incorrect data check (CRC-32 or length)")),
-          "bad isize: '%s'", g.detail);
+    CHECK(
+        gz_read("isize.jsonl.gz", 0, &g) == 0 && g.bad == 1 &&
+            (strstr(g.detail, "incorrect length check") || strstr(g.detail, "incorrect data check (CRC-32 or length)")),
+        "bad isize: '%s'", g.detail);
     one.p[one.n - 1] ^= 1;
     /* trailing garbage after a good member: named, with its compressed byte */
     size_t good = one.n;

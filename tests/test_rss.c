@@ -34,7 +34,8 @@ static void writer(int fd, int json) {
 }
 
 /* Runs one case in a child; returns 0 on success. */
-static int run_case(const char *name, int json, ds_doc_sep sep, size_t max_rec, long max_rss_mb, uint64_t want_records) {
+static int run_case(const char *name, int json, ds_doc_sep sep, size_t max_rec, long max_rss_mb,
+                    uint64_t want_records) {
     fflush(stdout);
     pid_t c = fork();
     if (c == 0) {

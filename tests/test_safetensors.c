@@ -19,8 +19,7 @@
 
 static char dir[256];
 
-static void put(const char *name, const void *p, size_t n)
-{
+static void put(const char *name, const void *p, size_t n) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
@@ -33,34 +32,28 @@ static void put(const char *name, const void *p, size_t n)
 
 /* A file of header text h (declared size = strlen(h) unless size != ~0) and
  * data_len bytes of data. */
-static void craft(const char *name, const char *h, uint64_t size, size_t data_len)
-{
+static void craft(const char *name, const char *h, uint64_t size, size_t data_len) {
     size_t hn = strlen(h);
     uint64_t n = size != ~0ull ? size : hn;
     uint8_t *b = calloc(1, 8 + hn + data_len);
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(n >> (8 * i));
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(n >> (8 * i));
     memcpy(b + 8, h, hn);
     put(name, b, 8 + hn + data_len);
     free(b);
 }
 
 /* Open dir/name and expect rc; the message must contain want (if given). */
-static void expect(const char *name, int want_rc, const char *want)
-{
+static void expect(const char *name, int want_rc, const char *want) {
     char path[512], err[1024] = "";
     snprintf(path, sizeof path, "%s/%s", dir, name);
     tr_st_file f;
     int rc = tr_st_open(path, &f, err, sizeof err);
     CHECK(rc == want_rc, "%s: rc %d, expected %d (%s)", name, rc, want_rc, err);
-    if (want)
-        CHECK(strstr(err, want) != NULL, "%s: message \"%s\" lacks \"%s\"", name, err, want);
-    if (!rc)
-        tr_st_close(&f);
+    if (want) CHECK(strstr(err, want) != NULL, "%s: message \"%s\" lacks \"%s\"", name, err, want);
+    if (!rc) tr_st_close(&f);
 }
 
-static void hostile(void)
-{
+static void hostile(void) {
     const char *T1 = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
     craft("ok", T1, ~0ull, 4);
     expect("ok", TR_OK, NULL);
@@ -84,14 +77,12 @@ static void hostile(void)
     expect("dtype", TR_ERR_CORRUPT, "unknown dtype");
     craft("size", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", ~0ull, 4);
     expect("size", TR_ERR_CORRUPT, "shape x dtype size is 8 bytes but data_offsets span 4");
-    craft("overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967297],\"data_offsets\":[0,0]}}",
-          ~0ull, 0);
+    craft("overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967297],\"data_offsets\":[0,0]}}", ~0ull, 0);
     expect("overflow", TR_ERR_CORRUPT, "overflows 64 bits");
-    craft("overflow_dt", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",
-          ~0ull, 0);
+    craft("overflow_dt", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}", ~0ull,
+          0);
     expect("overflow_dt", TR_ERR_CORRUPT, "shape x dtype size overflows");
-    craft("big_number", "{\"a\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[0,0]}}",
-          ~0ull, 0);
+    craft("big_number", "{\"a\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[0,0]}}", ~0ull, 0);
     expect("big_number", TR_ERR_CORRUPT, "does not fit 64 bits");
     craft("neg", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", ~0ull, 0);
     expect("neg", TR_ERR_CORRUPT, "non-negative integer");
@@ -160,18 +151,15 @@ static void hostile(void)
     /* a FIFO is refused without blocking */
     char fifo[512];
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
-    if (mkfifo(fifo, 0600) == 0)
-        expect("fifo", TR_ERR_IO, NULL);
+    if (mkfifo(fifo, 0600) == 0) expect("fifo", TR_ERR_IO, NULL);
     expect("absent", TR_ERR_IO, NULL);
 }
 
-static void roundtrip(void)
-{
+static void roundtrip(void) {
     float w[6] = {1, -2, 3.5f, 0.25f, -0.125f, 1e-3f};
     uint16_t h[3] = {0x3f80, 0xc000, 0x4049}; /* bf16 1, -2, 3.140625 */
     uint8_t u[5] = {1, 2, 3, 4, 5};
-    tr_st_out t[3] = {
-        {"u", TR_ST_U8, 1, {5}, u}, {"w", TR_ST_F32, 2, {2, 3}, w}, {"h", TR_ST_BF16, 1, {3}, h}};
+    tr_st_out t[3] = {{"u", TR_ST_U8, 1, {5}, u}, {"w", TR_ST_F32, 2, {2, 3}, w}, {"h", TR_ST_BF16, 1, {3}, h}};
     const char *mk[1] = {"format"}, *mv[1] = {"pt"};
     char path[512], err[1024] = "";
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -180,20 +168,23 @@ static void roundtrip(void)
     uint8_t head[8];
     CHECK(f && fread(head, 1, 8, f) == 8);
     uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = n << 8 | head[i];
+    for (int i = 7; i >= 0; i--) n = n << 8 | head[i];
     CHECK(n % 8 == 0, "header of %llu bytes is not padded to 8", (unsigned long long)n);
     char *js = calloc(1, n + 1);
     CHECK(fread(js, 1, n, f) == n);
     fclose(f);
     /* the reference layout: metadata first, then F32 (4 bytes) before BF16 before U8 */
-    CHECK(!strncmp(js, "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
-                       "\"h\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[24,30]},"
-                       "\"u\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[30,35]}}",
-                   strlen("{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
-                          "\"h\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[24,30]},"
-                          "\"u\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[30,35]}}")),
-          "header %s", js);
+    CHECK(
+        !strncmp(
+            js,
+            "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+            "\"h\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[24,30]},"
+            "\"u\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[30,35]}}",
+            strlen(
+                "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                "\"h\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[24,30]},"
+                "\"u\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[30,35]}}")),
+        "header %s", js);
     free(js);
     tr_st_file sf;
     CHECK(tr_st_open(path, &sf, err, sizeof err) == TR_OK, "%s", err);
@@ -214,13 +205,9 @@ static void roundtrip(void)
     CHECK(tr_st_write(path, d, 2, NULL, NULL, 0, err, sizeof err) == TR_ERR_ARG);
 }
 
-static void index_file(const char *json)
-{
-    put("model.safetensors.index.json", json, strlen(json));
-}
+static void index_file(const char *json) { put("model.safetensors.index.json", json, strlen(json)); }
 
-static void sharded(void)
-{
+static void sharded(void) {
     char path[512], err[1024] = "";
     float a[2] = {1, 2}, b[3] = {3, 4, 5};
     tr_st_out ta = {"a", TR_ST_F32, 1, {2}, a}, tb = {"b", TR_ST_F32, 1, {3}, b};
@@ -260,17 +247,14 @@ static void sharded(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         index_file(bad[i].json);
         int rc = tr_st_set_open(dir, &s, err, sizeof err);
-        CHECK(rc != TR_OK && strstr(err, bad[i].want), "index %zu: rc %d \"%s\" lacks \"%s\"", i, rc, err,
-              bad[i].want);
-        if (!rc)
-            tr_st_set_close(&s);
+        CHECK(rc != TR_OK && strstr(err, bad[i].want), "index %zu: rc %d \"%s\" lacks \"%s\"", i, rc, err, bad[i].want);
+        if (!rc) tr_st_set_close(&s);
     }
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     unlink(path);
 }
 
-int main(void)
-{
+int main(void) {
     snprintf(dir, sizeof dir, "%s", "/tmp/test_safetensors_XXXXXX");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -281,11 +265,8 @@ int main(void)
     sharded();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) {
-    }
-    if (failures)
-        fprintf(stderr, "%d check(s) failed\n", failures);
-    else
-        printf("test_safetensors: ok\n");
+    if (system(cmd)) {}
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    else printf("test_safetensors: ok\n");
     return failures ? 1 : 0;
 }

@@ -22,7 +22,6 @@
 #include <xxhash.h>
 #include "test_check.h"
 
-
 static char g_tmp[256];
 static const char *g_bin = MKS_BINARY_DIR "/tools/mkshards";
 static tk_tokenizer *g_tok;
@@ -116,14 +115,14 @@ static long long acc(json_t *m, const char *grp, const char *key) {
 /* documents in == whole + truncated + chunked + dropped + rejected; tokens add up */
 static void check_accounting(json_t *m, uint32_t L) {
     CHECK(acc(m, "documents", "in") == acc(m, "documents", "whole") + acc(m, "documents", "truncated") +
-                                          acc(m, "documents", "chunked") + acc(m, "documents", "dropped") +
-                                          acc(m, "documents", "rejected"));
+                                           acc(m, "documents", "chunked") + acc(m, "documents", "dropped") +
+                                           acc(m, "documents", "rejected"));
     CHECK(acc(m, "documents", "in") == acc(m, NULL, "records"));
     CHECK(acc(m, "tokens", "in") == acc(m, "tokens", "whole") + acc(m, "tokens", "truncated_kept") +
-                                       acc(m, "tokens", "truncated_lost") + acc(m, "tokens", "chunked") +
-                                       acc(m, "tokens", "dropped"));
-    CHECK(acc(m, "tokens", "written") ==
-          acc(m, "tokens", "whole") + acc(m, "tokens", "truncated_kept") + acc(m, "tokens", "chunked") + acc(m, "tokens", "eot"));
+                                        acc(m, "tokens", "truncated_lost") + acc(m, "tokens", "chunked") +
+                                        acc(m, "tokens", "dropped"));
+    CHECK(acc(m, "tokens", "written") == acc(m, "tokens", "whole") + acc(m, "tokens", "truncated_kept") +
+                                             acc(m, "tokens", "chunked") + acc(m, "tokens", "eot"));
     long long rows = acc(m, "rows", "train") + acc(m, "rows", "val");
     CHECK(acc(m, "tokens", "written") + acc(m, "tokens", "pad") == rows * (long long)L);
 }
@@ -349,7 +348,7 @@ static void test_lint_agreement(void) {
 
 /* exit codes and refusals */
 static void test_cli_errors(void) {
-    CHECK(sh("%s build -q -L 8 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);  /* no tokenizer */
+    CHECK(sh("%s build -q -L 8 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);    /* no tokenizer */
     CHECK(sh("%s build -q -t gpt2 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64); /* no L */
     CHECK(sh("%s build -q -t gpt2 -L 8 --pack zig -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);
     CHECK(sh("%s build -q -t gpt2 -L 8 --part 3/2 -o %s/e1 %s/docs.jsonl 2>/dev/null", g_bin, g_tmp, g_tmp) == 64);
@@ -424,8 +423,8 @@ static void test_corruption(void) {
     for (int z = 0; z < 2; z++) {
         char dir[512], path[600];
         snprintf(dir, sizeof dir, "%s/small%d", g_tmp, z);
-        CHECK(sh("%s build -q -t gpt2 -L 8 --pack bfd %s -o %s %s/docs5.jsonl", g_bin, z ? "--zstd 1 --frame-rows 2" : "",
-                 dir, g_tmp) == 0);
+        CHECK(sh("%s build -q -t gpt2 -L 8 --pack bfd %s -o %s %s/docs5.jsonl", g_bin,
+                 z ? "--zstd 1 --frame-rows 2" : "", dir, g_tmp) == 0);
         snprintf(path, sizeof path, "%s/train-00000.mks", dir);
         int fd = open(path, O_RDWR);
         CHECK(fd >= 0);

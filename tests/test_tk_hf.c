@@ -73,26 +73,39 @@ static int refusals(void) {
         const char *at, *json, *want1, *want2;
     } cases[] = {
         {"normalizer", "{\"type\":\"BertNormalizer\",\"clean_text\":true}", "normalizer:", "BertNormalizer"},
-        {"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Precompiled\","
-                       "\"precompiled_charsmap\":\"\"}]}", "normalizer.normalizers[1]", "Precompiled"},
-        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-                          "\"\\\\bfoo\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
-                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pre_tokenizer.pretokenizers[0].pattern", "\\b"},
-        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-                          "\"[a[bc]]\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
-                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pretokenizers[0].pattern", "nested"},
-        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-                          "\"(?m:a.)\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
-                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pretokenizers[0].pattern", "(?"},
-        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-                          "\"\\\\p{N}{1,3}+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
-                          "\"add_prefix_space\":false,\"use_regex\":false}]}", "pretokenizers[0].pattern", "{n,m}+"},
-        {"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
-                          "\"use_regex\":false},{\"type\":\"Digits\",\"individual_digits\":true}]}",
+        {"normalizer",
+         "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Precompiled\","
+         "\"precompiled_charsmap\":\"\"}]}",
+         "normalizer.normalizers[1]", "Precompiled"},
+        {"pre_tokenizer",
+         "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+         "\"\\\\bfoo\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+         "\"add_prefix_space\":false,\"use_regex\":false}]}",
+         "pre_tokenizer.pretokenizers[0].pattern", "\\b"},
+        {"pre_tokenizer",
+         "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+         "\"[a[bc]]\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+         "\"add_prefix_space\":false,\"use_regex\":false}]}",
+         "pretokenizers[0].pattern", "nested"},
+        {"pre_tokenizer",
+         "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+         "\"(?m:a.)\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+         "\"add_prefix_space\":false,\"use_regex\":false}]}",
+         "pretokenizers[0].pattern", "(?"},
+        {"pre_tokenizer",
+         "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+         "\"\\\\p{N}{1,3}+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
+         "\"add_prefix_space\":false,\"use_regex\":false}]}",
+         "pretokenizers[0].pattern", "{n,m}+"},
+        {"pre_tokenizer",
+         "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+         "\"use_regex\":false},{\"type\":\"Digits\",\"individual_digits\":true}]}",
          "pre_tokenizer.pretokenizers[1]", "after ByteLevel"},
         {"pre_tokenizer", "{\"type\":\"BertPreTokenizer\"}", "pre_tokenizer:", "BertPreTokenizer"},
-        {"pre_tokenizer", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\","
-                          "\"invert\":false,\"extra\":1}", "pre_tokenizer:", "\"extra\""},
+        {"pre_tokenizer",
+         "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\","
+         "\"invert\":false,\"extra\":1}",
+         "pre_tokenizer:", "\"extra\""},
         {"decoder", "{\"type\":\"WordPiece\",\"prefix\":\"##\"}", "decoder", "ByteLevel"},
         {"model.type", "\"WordPiece\"", "model.type", "WordPiece"},
         {"model.type", "\"Unigram\"", "model.type", "Unigram"},
@@ -118,7 +131,8 @@ static int refusals(void) {
             json_decref(d);
             continue;
         }
-        if (strncmp(cases[k].at, "model.", 6) == 0) json_object_set_new(json_object_get(d, "model"), cases[k].at + 6, v);
+        if (strncmp(cases[k].at, "model.", 6) == 0)
+            json_object_set_new(json_object_get(d, "model"), cases[k].at + 6, v);
         else json_object_set_new(d, cases[k].at, v);
         json_dump_file(d, tmp, 0);
         json_decref(d);
@@ -149,24 +163,30 @@ static int framing(void) {
         {"null", TK_OK, 1, 2}, /* no post_processor: the family's tokens by name */
         {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
          "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\","
-         "\"ids\":[1],\"tokens\":[\"<s>\"]}}}", TK_OK, 1, 2},
+         "\"ids\":[1],\"tokens\":[\"<s>\"]}}}",
+         TK_OK, 1, 2},
         {"{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
-         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{}}", TK_OK, -1, 2},
+         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{}}",
+         TK_OK, -1, 2},
         {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}", TK_OK, -1, 2},
         {"{\"type\":\"RobertaProcessing\",\"sep\":[\"</s>\",2],\"cls\":[\"<s>\",1],\"trim_offsets\":true,"
-         "\"add_prefix_space\":false}", TK_OK, 1, 2},
+         "\"add_prefix_space\":false}",
+         TK_OK, 1, 2},
         {"{\"type\":\"BertProcessing\",\"sep\":[\"<unk>\",0],\"cls\":[\"<s>\",1]}", TK_OK, 1, 0},
         {"{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"TemplateProcessing\","
          "\"single\":[{\"SpecialToken\":{\"id\":\"<unk>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
-         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"special_tokens\":{}}]}", TK_OK, 0, 2},
+         "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],\"special_tokens\":{}}]}",
+         TK_OK, 0, 2},
         {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
          "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}",
          TK_ERR_UNSUPPORTED, -1, -1},
         {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<|nope|>\",\"type_id\":0}},"
-         "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}", TK_ERR_UNSUPPORTED, -1, -1},
+         "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}",
+         TK_ERR_UNSUPPORTED, -1, -1},
         {"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"X\",\"type_id\":0}},"
          "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"X\":{\"id\":\"X\",\"ids\":[1,2],"
-         "\"tokens\":[\"<s>\",\"</s>\"]}}}", TK_ERR_UNSUPPORTED, -1, -1},
+         "\"tokens\":[\"<s>\",\"</s>\"]}}}",
+         TK_ERR_UNSUPPORTED, -1, -1},
         {"{\"type\":\"SomethingNew\"}", TK_ERR_UNSUPPORTED, -1, -1},
     };
     json_error_t je;
@@ -204,8 +224,8 @@ static int framing(void) {
         if (rc != cases[k].rc || (rc == TK_OK && (f.bos != cases[k].bos || f.eos != cases[k].eos)) ||
             (rc != TK_OK && !strstr(err, "post_processor"))) {
             fprintf(stderr, "FAIL framing case %zu: rc %d bos %lld eos %lld (%s), want rc %d bos %lld eos %lld\n", k,
-                    rc, (long long)f.bos, (long long)f.eos, rc ? err : f.source, cases[k].rc,
-                    (long long)cases[k].bos, (long long)cases[k].eos);
+                    rc, (long long)f.bos, (long long)f.eos, rc ? err : f.source, cases[k].rc, (long long)cases[k].bos,
+                    (long long)cases[k].eos);
             fails++;
         }
         uint32_t id = 99;

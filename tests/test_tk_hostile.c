@@ -216,7 +216,8 @@ static void test_tiktoken_ids(void) {
         EXPECT_FAIL(p, TK_ERR_RANGE, path_of("sp.tiktoken.meta.json"), "<|x|>");
     }
     /* an id far beyond the entries but under 2^24: the vocabulary would be 64 MiB of nothing */
-    const char *p = write_tiktoken("gap.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":16777215}}");
+    const char *p =
+        write_tiktoken("gap.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":16777215}}");
     EXPECT_FAIL(p, TK_ERR_RANGE, path_of("gap.tiktoken.meta.json"), "unused");
     /* a gap that a real vocabulary has (cl100k: 100257 -> 100276) is fine */
     p = write_tiktoken("smallgap.tiktoken", "", "{\"pattern\":\"gpt2\",\"special_tokens\":{\"<|x|>\":1000}}");
@@ -323,7 +324,8 @@ static void test_tiktoken_ids(void) {
         CHECK(t && tk_save_tiktoken(t, path_of("s1025b.tiktoken")) == TK_ERR_LIMIT &&
                   access(path_of("s1025b.tiktoken"), F_OK) != 0,
               "tk_save_tiktoken wrote a 1025-byte token");
-        CHECK(t && tk_save_hf_json(t, path_of("s1025b.json")) == TK_ERR_LIMIT && access(path_of("s1025b.json"), F_OK) != 0,
+        CHECK(t && tk_save_hf_json(t, path_of("s1025b.json")) == TK_ERR_LIMIT &&
+                  access(path_of("s1025b.json"), F_OK) != 0,
               "tk_save_hf_json wrote a 1025-byte token");
         tk_free(t);
     }
@@ -639,8 +641,11 @@ static void test_expand_bound(void) {
         int (*make)(const char *path);
         int decode;
     } k[] = {
-        {"spm_norm.model", NULL, 0},    {"spm_denorm.model", NULL, 1},       {"precompiled.json", htk_precompiled_json, 0},
-        {"replace.json", htk_replace_json, 0}, {"decoder.json", htk_decoder_json, 1},
+        {"spm_norm.model", NULL, 0},
+        {"spm_denorm.model", NULL, 1},
+        {"precompiled.json", htk_precompiled_json, 0},
+        {"replace.json", htk_replace_json, 0},
+        {"decoder.json", htk_decoder_json, 1},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         const char *p = path_of(k[i].file);
@@ -742,8 +747,8 @@ static uint32_t rnd(uint32_t n) {
 }
 
 static void gen_re(htk_buf *b, int depth) {
-    static const char *const atoms[] = {"a", "b", "x", ".", "[ab]", "[^a]", "\\s", "\\S", "\\p{L}", "\\w", " ", "\\n",
-                                        "\\d", "$", "^", "ababxaba", "xxxxxxxxxb"};
+    static const char *const atoms[] = {"a",   "b", "x",   ".",   "[ab]", "[^a]", "\\s",      "\\S",       "\\p{L}",
+                                        "\\w", " ", "\\n", "\\d", "$",    "^",    "ababxaba", "xxxxxxxxxb"};
     static const char *const quants[] = {"*", "+", "?", "{1,3}", "*?", "+?", "??", "++", "*+", "{2}", "{0,2}?"};
     int items = 1 + (int)rnd(4);
     for (int i = 0; i < items; i++) {
@@ -788,7 +793,8 @@ static int plain_find_all(pcre2_code *code, bool jit, const uint8_t *s, size_t n
     size_t last_end = 0, last_match_end = 0;
     int have_last = 0, rc = 0;
     while (last_end <= n) {
-        int m = jit ? pcre2_jit_match(code, s, n, last_end, 0, md, NULL) : pcre2_match(code, s, n, last_end, 0, md, NULL);
+        int m =
+            jit ? pcre2_jit_match(code, s, n, last_end, 0, md, NULL) : pcre2_match(code, s, n, last_end, 0, md, NULL);
         if (m == PCRE2_ERROR_NOMATCH) break;
         if (m < 0) {
             rc = m;
@@ -813,8 +819,13 @@ static int plain_find_all(pcre2_code *code, bool jit, const uint8_t *s, size_t n
 }
 
 static void test_callouts_neutral(void) {
-    static const char *const texts[] = {"aab xx\nb a", "xxxxxxxxxxxxxxxxxxxy", "  \n\n ab\xc3\xa9 9 x", "",
-                                        "b\xff" "a x\xe2\x80\xa8 bb", "abababab abab\n\nxx  a"};
+    static const char *const texts[] = {"aab xx\nb a",
+                                        "xxxxxxxxxxxxxxxxxxxy",
+                                        "  \n\n ab\xc3\xa9 9 x",
+                                        "",
+                                        "b\xff"
+                                        "a x\xe2\x80\xa8 bb",
+                                        "abababab abab\n\nxx  a"};
     /* real pre-tokenizer patterns, and groups whose (*FAIL) branch would
      * break a lookbehind's fixed length, before the random ones */
     static const char *const fixed[] = {
@@ -840,8 +851,8 @@ static void test_callouts_neutral(void) {
         if (trc == TK_OK) {
             int ec;
             PCRE2_SIZE eo;
-            code = pcre2_compile((PCRE2_SPTR)plain, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
-                                 &ec, &eo, NULL);
+            code = pcre2_compile((PCRE2_SPTR)plain, PCRE2_ZERO_TERMINATED,
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
         }
         bool jit = code && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
         CHECK((crc == TK_OK) == (code != NULL), "pattern %s: compiles with callouts %d, without %d", (const char *)re.p,
@@ -940,8 +951,8 @@ static void test_memory_bound(void) {
     put(&b, "{\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"merges\":[],"
             "\"vocab\":{");
     for (int i = 0; i < 256; i++) put(&b, "\"%s\":%d,", htk_bl(i), i);
-    for (uint32_t i = 0; i < 200000; i++) put(&b, "\"%c%c%c%c\":%u,", 'a' + i % 26, 'a' + i / 26 % 26,
-                                             'a' + i / 676 % 26, 'a' + i / 17576 % 26, 256 + i);
+    for (uint32_t i = 0; i < 200000; i++)
+        put(&b, "\"%c%c%c%c\":%u,", 'a' + i % 26, 'a' + i / 26 % 26, 'a' + i / 676 % 26, 'a' + i / 17576 % 26, 256 + i);
     b.len--; /* the last comma */
     put(&b, "}}}");
     size_t hf_bytes = b.len;

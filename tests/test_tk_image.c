@@ -35,7 +35,7 @@ static int failures;
 #define CHECK(c, ...)                                                                                                  \
     do {                                                                                                               \
         if (!(c)) {                                                                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
             fprintf(stderr, __VA_ARGS__);                                                                              \
             fputc('\n', stderr);                                                                                       \
             failures++;                                                                                                \
@@ -75,8 +75,9 @@ static tk_tokenizer *load_any(const char *path) {
 
 static tk_tokenizer *load(const char *path, bool want_image) {
     tk_tokenizer *t = load_any(path);
-    if (t) CHECK((t->image != NULL) == want_image, "%s: image %s, expected %s", path, t->image ? "used" : "not used",
-                 want_image ? "used" : "not used");
+    if (t)
+        CHECK((t->image != NULL) == want_image, "%s: image %s, expected %s", path, t->image ? "used" : "not used",
+              want_image ? "used" : "not used");
     return t;
 }
 
@@ -124,8 +125,8 @@ static int count_images(const char *dir) {
     for (struct dirent *e; (e = readdir(d));) {
         struct stat st;
         size_t l = strlen(e->d_name);
-        n += l > 4 && !strcmp(e->d_name + l - 4, ".img") && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-             S_ISREG(st.st_mode);
+        n += l > 4 && !strcmp(e->d_name + l - 4, ".img") &&
+             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
     }
     closedir(d);
     return n;
@@ -186,8 +187,8 @@ static void put64(uint8_t *b, size_t at, uint64_t v) { memcpy(b + at, &v, 8); }
  * ref (the rank file's own), and must write the pristine image again. With
  * decode_all, every id is decoded too (an edited offset table used to loop
  * or crash there). */
-static void refused(const char *src, const char *img, const uint8_t *bad, size_t n, const uint8_t *pristine,
-                    size_t pn, const tk_tokenizer *ref, bool decode_all, const char *what) {
+static void refused(const char *src, const char *img, const uint8_t *bad, size_t n, const uint8_t *pristine, size_t pn,
+                    const tk_tokenizer *ref, bool decode_all, const char *what) {
     write_all(img, bad, n);
     tk_tokenizer *t = load_any(src);
     if (!t) return;
@@ -266,7 +267,7 @@ static void corruptions(const char *cache) {
     /* header fields edited: identity, counts, name, offsets */
     static const struct {
         size_t at;
-        uint32_t xor;
+        uint32_t xor ;
         const char *what;
     } hdr[] = {{8, 1, "version"},
                {H_MTIME_NS, 1, "mtime ns"},
@@ -282,7 +283,7 @@ static void corruptions(const char *cache) {
         memcpy(bad, img, n);
         uint32_t v;
         memcpy(&v, bad + hdr[k].at, 4);
-        v ^= hdr[k].xor;
+        v ^= hdr[k].xor ;
         memcpy(bad + hdr[k].at, &v, 4);
         refused(gp, gimg, bad, n, img, n, ref, false, hdr[k].what);
     }

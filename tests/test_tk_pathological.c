@@ -101,7 +101,12 @@ int main(void) {
             return 1;
         }
         /* single long pieces (letters only: one piece in every pattern) */
-        static const char *alphabets[] = {"a", "ab", "abc", "aab", "etaoinshrdlu", "abcdefghijklmnopqrstuvwxyz",
+        static const char *alphabets[] = {"a",
+                                          "ab",
+                                          "abc",
+                                          "aab",
+                                          "etaoinshrdlu",
+                                          "abcdefghijklmnopqrstuvwxyz",
                                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"};
         random_pieces(t, names[e], alphabets, 7, 4, 97, 3000, buf, compare);
         /* runs of one character and of spaces, digits (gpt2: one piece) */
@@ -123,7 +128,13 @@ int main(void) {
         compare(t, names[e], buf, n, "cjk");
         /* chunked merging with tiny chunks: small alphabets, runs, digits,
          * arbitrary bytes and stretches of real text taken as one piece */
-        static const char *sets[] = {"a", "ab", "aab", "0123456789", " ", "  \n", "abcdefghijklmnopqrstuvwxyz",
+        static const char *sets[] = {"a",
+                                     "ab",
+                                     "aab",
+                                     "0123456789",
+                                     " ",
+                                     "  \n",
+                                     "abcdefghijklmnopqrstuvwxyz",
                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz 0123456789"};
         random_pieces(t, names[e], sets, 8, 3, 40, 1500, buf, compare_chunked);
         for (int rep = 0; rep < 6; rep++) {
@@ -154,8 +165,8 @@ int main(void) {
             tk_ids ids = {0};
             tk_bytes back = {0};
             size_t cnt = 0;
-            int ok = tk_encode(t, buf, big, &ids) == TK_OK && tk_count(t, buf, big, &cnt) == TK_OK &&
-                     cnt == ids.len && tk_decode(t, ids.ids, ids.len, &back) == TK_OK && back.len == big &&
+            int ok = tk_encode(t, buf, big, &ids) == TK_OK && tk_count(t, buf, big, &cnt) == TK_OK && cnt == ids.len &&
+                     tk_decode(t, ids.ids, ids.len, &back) == TK_OK && back.len == big &&
                      memcmp(back.data, buf, big) == 0;
             if (!ok) {
                 fprintf(stderr, "FAIL %s pathological kind %d\n", names[e], kind);

@@ -147,7 +147,8 @@ static void check_row(const char *model, tk_tokenizer *t, json_t *row, int every
         json_t *ids = json_object_get(row, "ids");
         v.cap = json_array_size(ids) + 1;
         v.ids = malloc(v.cap * sizeof *v.ids);
-        for (size_t i = 0; i < json_array_size(ids); i++) v.ids[v.len++] = (uint32_t)json_integer_value(json_array_get(ids, i));
+        for (size_t i = 0; i < json_array_size(ids); i++)
+            v.ids[v.len++] = (uint32_t)json_integer_value(json_array_get(ids, i));
         CHECK(tk_decode(t, v.ids, v.len, &b) == TK_OK);
         const char *dh = json_string_value(json_object_get(row, "dec"));
         uint8_t *d = malloc(strlen(dh) / 2 + 1);
@@ -254,8 +255,7 @@ static void refusals(void) {
     CHECK(try_load(&m, "nobytes.model", err, sizeof err) == TK_ERR_FORMAT && strstr(err, "<0x00>"), "%s", err);
     base_model(&m, true, 2, false);
     put_piece(&m, "<0x41>", 6, 6);
-    CHECK(try_load(&m, "bytepiece.model", err, sizeof err) == TK_ERR_FORMAT && strstr(err, "byte_fallback"), "%s",
-          err);
+    CHECK(try_load(&m, "bytepiece.model", err, sizeof err) == TK_ERR_FORMAT && strstr(err, "byte_fallback"), "%s", err);
     base_model(&m, true, 2, false);
     put_piece(&m, "he", 2, 1);
     CHECK(try_load(&m, "dup.model", err, sizeof err) == TK_ERR_DUP_RANK && strstr(err, "already defined"), "%s", err);
@@ -350,7 +350,8 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "%s: %s\n", model, d);
                     if (nfp < 16) {
                         tk_fingerprint(t, fps[nfp]);
-                        for (int k = 0; k < nfp; k++) CHECK(memcmp(fps[k], fps[nfp], 32), "%s: same fingerprint", model);
+                        for (int k = 0; k < nfp; k++)
+                            CHECK(memcmp(fps[k], fps[nfp], 32), "%s: same fingerprint", model);
                         nfp++;
                     }
                     CHECK(tk_lossless(t) == 0);

@@ -12,7 +12,6 @@
 #include <unistd.h>
 #include "test_check.h"
 
-
 static char shared_vocab[4096], tmpdir[4096];
 static tk_tokenizer *enc[3];
 static const char *enc_names[3] = {"gpt2", "cl100k_base", "o200k_base"};
@@ -92,8 +91,26 @@ static void test_round_trip(void) {
     tk_ids ids = {0};
     tk_bytes out = {0};
     uint8_t buf[2048];
-    static const char *alpha[] = {"a", "b", " ", "\n", "\r", "1", "'", "s", "\xc3\xa9", "\xe4\xb8\xad", "\xcc\x81",
-                                  "\xf0\x9f\x91\x8d", "\xe2\x80\x8d", "A", "\t", "/", "!", "\xff", "\x80", "\xc3"};
+    static const char *alpha[] = {"a",
+                                  "b",
+                                  " ",
+                                  "\n",
+                                  "\r",
+                                  "1",
+                                  "'",
+                                  "s",
+                                  "\xc3\xa9",
+                                  "\xe4\xb8\xad",
+                                  "\xcc\x81",
+                                  "\xf0\x9f\x91\x8d",
+                                  "\xe2\x80\x8d",
+                                  "A",
+                                  "\t",
+                                  "/",
+                                  "!",
+                                  "\xff",
+                                  "\x80",
+                                  "\xc3"};
     for (int iter = 0; iter < 3000; iter++) {
         size_t n = 0, want = rnd() % 300;
         if (iter % 2) {
@@ -138,7 +155,8 @@ static int valid_utf8(const uint8_t *s, size_t n) {
 }
 
 static void test_streaming_decoder(void) {
-    const char *text = "Grüße aus 東京 👨‍👩‍👧‍👦 and ɑ̃ ... 中文字符测试 한국어 🇺🇸 end";
+    const char *text =
+        "Grüße aus 東京 👨‍👩‍👧‍👦 and ɑ̃ ... 中文字符测试 한국어 🇺🇸 end";
     for (int k = 0; k < 3; k++) {
         tk_ids ids = {0};
         tk_encode(enc[k], (const uint8_t *)text, strlen(text), &ids);
@@ -292,7 +310,8 @@ static void test_errors(void) {
 
 static void same_ids(tk_tokenizer *a, tk_tokenizer *b, const char *what) {
     const char *texts[] = {"Hello world! It's 2024, and we've got 12345 tokens.\n\n  x",
-                           "Ünïcödé 中文 한국어 👍🏽 e\u0301 don't STOP", "    for (int i = 0; i < n; i++) {}\n"};
+                           "Ünïcödé 中文 한국어 👍🏽 e\u0301 don't STOP",
+                           "    for (int i = 0; i < n; i++) {}\n"};
     for (int i = 0; i < 3; i++) {
         tk_ids x = {0}, y = {0};
         tk_encode(a, (const uint8_t *)texts[i], strlen(texts[i]), &x);
@@ -384,7 +403,8 @@ static void test_loaders_savers(void) {
         same_ids(t, u, "custom");
         tk_ids ids = {0};
         tk_encode(u, (const uint8_t *)"the thing", 9, &ids);
-        CHECK(ids.len == 4 && ids.ids[0] == 257 && ids.ids[1] == 32 && ids.ids[2] == 256 && ids.ids[3] == 260, "custom ids");
+        CHECK(ids.len == 4 && ids.ids[0] == 257 && ids.ids[1] == 32 && ids.ids[2] == 256 && ids.ids[3] == 260,
+              "custom ids");
         tk_ids_free(&ids);
     }
     tk_free(u);
@@ -419,8 +439,7 @@ int main(void) {
     for (int k = 0; k < 3; k++) tk_free(enc[k]);
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
     printf("%d failures\n", failures);
     return failures ? 1 : 0;
 }

@@ -13,16 +13,15 @@ extern "C" {
 }
 
 static int fails = 0;
-#define EXPECT(c)                                                                                  \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                    \
-            fails++;                                                                               \
-        }                                                                                          \
+#define EXPECT(c)                                                                                                      \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                                        \
+            fails++;                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-int main(void)
-{
+int main(void) {
     char name[256];
     uint64_t total = 0, fr = 0;
     if (tr_cuda_device_info(name, sizeof name, &total, &fr) != TR_OK) {

@@ -19,8 +19,7 @@ extern "C" {
 
 static int fails = 0;
 
-static double relerr(const float *a, const float *r, size_t n, double *l2)
-{
+static double relerr(const float *a, const float *r, size_t n, double *l2) {
     double md = 0, mr = 0, sd = 0, sr = 0;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(a[i])) return INFINITY;
@@ -34,8 +33,7 @@ static double relerr(const float *a, const float *r, size_t n, double *l2)
     return mr > 0 ? md / mr : md;
 }
 
-static void row(const char *what, const char *mode, double rel, double l2, double tol)
-{
+static void row(const char *what, const char *mode, double rel, double l2, double tol) {
     bool ok = rel <= tol && l2 <= tol;
     if (!ok) fails++;
     printf("| %-22s | %-12s | %9.2e | %9.2e | %7.0e | %s |\n", what, mode, rel, l2, tol, ok ? "PASS" : "FAIL");
@@ -47,11 +45,13 @@ static const char *g_mode_extra = ""; /* " unfused" while MKS_GELU_UNFUSED=1 is 
 static int g_recompute = 0;           /* the GPU model's activation recompute level */
 
 /* tc_variant: the tensor-core attention's (kn_attention_tc_variant), -1 the default */
-static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -1)
-{
+static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -1) {
     static const char *const vname[] = {" copy", " ldsm", " pipe", " pipe3"};
     char mode[40];
-    snprintf(mode, sizeof mode, "%s%s%s%s%s", dt == KN_BF16 ? "bf16" : dt == KN_F16 ? "fp16" : "fp32",
+    snprintf(mode, sizeof mode, "%s%s%s%s%s",
+             dt == KN_BF16  ? "bf16"
+             : dt == KN_F16 ? "fp16"
+                            : "fp32",
              docmask ? " doc" : "", hs64 ? " hs64" : "", tc_variant < 0 ? "" : vname[tc_variant & 3], g_mode_extra);
     kn_attention_tc_variant(tc_variant < 0 ? -1 : tc_variant & 3);
     const float lscale = dt == KN_F16 ? 1024.0f : 1.0f; /* loss scaling in fp16 */
@@ -166,7 +166,8 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
         tr_cuda_model_get(g, NULL, again.data(), NULL);
         bool same = gloss2 == gloss && memcmp(again.data(), ggrad.data(), P * sizeof(float)) == 0;
         if (!same) fails++;
-        printf("| %-22s | %-12s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0", same ? "PASS" : "FAIL");
+        printf("| %-22s | %-12s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0",
+               same ? "PASS" : "FAIL");
         float lc = (float)(closs / cn), lg = (float)(gloss / (gn ? gn : 1));
         double l2 = 0, rel = relerr(&lg, &lc, 1, &l2);
         row("loss (mean)", mode, rel, l2, lowp ? 1e-2 : 1e-5);
@@ -197,7 +198,8 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
         tr_model_adamw_step(cpu, &h, 1, NULL);
         int skipped = 0;
         if ((dt == KN_F16 ? tr_cuda_model_step_scaled(g, &h, 1, 0.5f, lscale, &gnorm, &skipped)
-                          : tr_cuda_model_step(g, &h, 1, 0.5f, &gnorm)) != TR_OK || skipped) {
+                          : tr_cuda_model_step(g, &h, 1, 0.5f, &gnorm)) != TR_OK ||
+            skipped) {
             printf("gpu step failed: %s\n", kn_cuda_last_error());
             fails++;
         } else {
@@ -215,8 +217,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     tr_model_free(cpu);
 }
 
-int main(void)
-{
+int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         printf("test_tr_cuda_model_gpu: no CUDA device: skipped\n");

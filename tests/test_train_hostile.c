@@ -18,16 +18,20 @@
 #include "test_check.h"
 #include "tr.h"
 
-static void put64le(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+static void put64le(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void parse_bytes(void)
-{
-    static const char *bad[] = {"", "-1", "+1", " 1", "1 ", "nan", "inf", "1e3", "0x10", "1.", ".5", "1Q",
-                                "1KB2", "18446744073709551616", "16777216T", "99999999999999999999", "1.5.G"};
+static void parse_bytes(void) {
+    static const char *bad[] = {"",          "-1",
+                                "+1",        " 1",
+                                "1 ",        "nan",
+                                "inf",       "1e3",
+                                "0x10",      "1.",
+                                ".5",        "1Q",
+                                "1KB2",      "18446744073709551616",
+                                "16777216T", "99999999999999999999",
+                                "1.5.G"};
     uint64_t v = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(tr_parse_bytes(bad[i], &v) == TR_ERR_ARG, "'%s' accepted", bad[i]);
@@ -39,11 +43,9 @@ static void parse_bytes(void)
     CHECK(tr_parse_bytes("16777215T", &v) == 0 && v == 16777215ull << 40);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
+static uint8_t *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -57,8 +59,7 @@ static uint8_t *slurp(const char *path, size_t *len)
     return b;
 }
 
-static void spit(const char *path, const void *b, size_t len)
-{
+static void spit(const char *path, const void *b, size_t len) {
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
     if (f) {
@@ -67,12 +68,10 @@ static void spit(const char *path, const void *b, size_t len)
     }
 }
 
-static void checkpoints(const char *dir)
-{
+static void checkpoints(const char *dir) {
     char err[1024], ck[4096];
     float p[64], am[64], av[64];
-    for (int i = 0; i < 64; i++)
-        p[i] = am[i] = av[i] = (float)i;
+    for (int i = 0; i < 64; i++) p[i] = am[i] = av[i] = (float)i;
     tr_ckpt_meta m;
     memset(&m, 0, sizeof m);
     m.step = 3;
@@ -89,8 +88,7 @@ static void checkpoints(const char *dir)
     size_t len = 0;
     uint8_t *good = slurp(ck, &len);
     CHECK(good != NULL && len == 128 + 3 * 40 + 3 * sizeof p + 8, "size %zu", len);
-    if (!good)
-        return;
+    if (!good) return;
     uint8_t *c = malloc(len + 64);
 
     /* trailing bytes after the checksum: refused by size, meta-only too */
@@ -129,8 +127,8 @@ static void checkpoints(const char *dir)
         int32_t v = bad_i32[i][1];
         memcpy(c + 96 + 4 * bad_i32[i][0], &v, 4);
         spit(ck, c, len);
-        CHECK(tr_ckpt_load(dir, &r, NULL, 0, err, sizeof err) == TR_ERR_CORRUPT, "field %d = %d: %s",
-              bad_i32[i][0], v, err);
+        CHECK(tr_ckpt_load(dir, &r, NULL, 0, err, sizeof err) == TR_ERR_CORRUPT, "field %d = %d: %s", bad_i32[i][0], v,
+              err);
     }
     /* step beyond TR_MAX_STEPS */
     memcpy(c, good, len);
@@ -145,8 +143,7 @@ static void checkpoints(const char *dir)
     /* a FIFO in place of ckpt.bin: refused at once */
     unlink(ck);
     CHECK(mkfifo(ck, 0600) == 0);
-    CHECK(tr_ckpt_load(dir, &r, NULL, 0, err, sizeof err) == TR_ERR_IO && strstr(err, "not a regular file"), "%s",
-          err);
+    CHECK(tr_ckpt_load(dir, &r, NULL, 0, err, sizeof err) == TR_ERR_IO && strstr(err, "not a regular file"), "%s", err);
     /* a FIFO planted as ckpt.tmp does not block the save */
     unlink(ck);
     char tmp[4200];
@@ -158,12 +155,10 @@ static void checkpoints(const char *dir)
     free(good);
 }
 
-static void options_and_rows(const char *dir)
-{
+static void options_and_rows(const char *dir) {
     enum { NT = 16, NV = 4, L = 8, V = 32 };
     uint32_t tok[(NT + NV) * L];
-    for (int i = 0; i < (NT + NV) * L; i++)
-        tok[i] = (uint32_t)(i % (V - 1));
+    for (int i = 0; i < (NT + NV) * L; i++) tok[i] = (uint32_t)(i % (V - 1));
     tr_rows rows;
     char err[1024];
     CHECK(tr_rows_mem(&rows, NT, NV, L, V, tok, NULL, NULL) == TR_OK);
@@ -231,21 +226,16 @@ static void options_and_rows(const char *dir)
     tr_rows_close(&rows);
 }
 
-int main(void)
-{
+int main(void) {
     char dir[] = "/tmp/test_train_hostileXXXXXX";
-    if (!mkdtemp(dir))
-        return 1;
+    if (!mkdtemp(dir)) return 1;
     parse_bytes();
     checkpoints(dir);
     options_and_rows(dir);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) {
-    }
-    if (failures)
-        fprintf(stderr, "%d failures\n", failures);
-    else
-        printf("ok\n");
+    if (system(cmd)) {}
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    else printf("ok\n");
     return failures ? 1 : 0;
 }

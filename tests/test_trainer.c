@@ -16,10 +16,8 @@
 #include "tr.h"
 #include "test_check.h"
 
-
 static uint64_t rs = 88172645463325252ULL;
-static uint64_t rnd(void)
-{
+static uint64_t rnd(void) {
     rs ^= rs << 13;
     rs ^= rs >> 7;
     rs ^= rs << 17;
@@ -30,8 +28,7 @@ static uint64_t rnd(void)
  * progression mod (V-1), EOT = V-1 at the end; pos restarts per document;
  * a tail of some rows is padding (mask 0). Row r's first token encodes r so
  * tests can recover the row index. */
-static int make_rows(tr_rows *out, uint64_t n_train, uint64_t n_val, int L, uint32_t V, int pad)
-{
+static int make_rows(tr_rows *out, uint64_t n_train, uint64_t n_val, int L, uint32_t V, int pad) {
     uint64_t n = n_train + n_val;
     uint32_t *tok = malloc(sizeof(uint32_t) * n * (size_t)L);
     uint32_t *pos = malloc(sizeof(uint32_t) * n * (size_t)L);
@@ -72,8 +69,7 @@ static int make_rows(tr_rows *out, uint64_t n_train, uint64_t n_val, int L, uint
 }
 
 /* ------------------------------------------------------------ loader */
-static void test_permutation(void)
-{
+static void test_permutation(void) {
     for (uint64_t n = 1; n < 300; n += 7) {
         uint8_t *seen = calloc(n, 1);
         for (uint64_t e = 0; e < 3; e++) {
@@ -92,15 +88,13 @@ static void test_permutation(void)
     }
     /* different epochs / seeds differ */
     int diff = 0;
-    for (uint64_t i = 0; i < 100; i++)
-        diff += tr_row_at(i, 100, 1, 1) != tr_row_at(100 + i, 100, 1, 1);
+    for (uint64_t i = 0; i < 100; i++) diff += tr_row_at(i, 100, 1, 1) != tr_row_at(100 + i, 100, 1, 1);
     CHECK(diff > 50, "epochs not reshuffled (%d)", diff);
 }
 
 /* Random shard sets: token budget never exceeded, geometry, determinism,
  * resume. */
-static void test_loader_random(void)
-{
+static void test_loader_random(void) {
     for (int trial = 0; trial < 60; trial++) {
         int L = 2 + (int)(rnd() % 64);
         uint64_t ntr = 1 + rnd() % 50;
@@ -130,8 +124,7 @@ static void test_loader_random(void)
         }
         CHECK(prc == TR_OK, "plan rc %d", prc);
         CHECK((uint64_t)po.micro_rows * (uint64_t)T <= budget, "plan over budget");
-        if (pi.mem_budget)
-            CHECK(po.total_bytes <= pi.mem_budget, "plan over memory budget");
+        if (pi.mem_budget) CHECK(po.total_bytes <= pi.mem_budget, "plan over memory budget");
         tr_loader_opts o;
         tr_loader_opts_init(&o);
         o.seq_len = T;
@@ -149,27 +142,23 @@ static void test_loader_random(void)
             for (;;) {
                 const tr_batch *b;
                 CHECK(tr_loader_next(ld, &b, NULL) == TR_OK, "next");
-                CHECK((uint64_t)b->rows * (uint64_t)b->T <= budget, "micro-batch %d x %d over budget %llu",
-                      b->rows, b->T, (unsigned long long)budget);
+                CHECK((uint64_t)b->rows * (uint64_t)b->T <= budget, "micro-batch %d x %d over budget %llu", b->rows,
+                      b->T, (unsigned long long)budget);
                 CHECK(b->step == s, "step %llu != %llu", (unsigned long long)b->step, (unsigned long long)s);
                 got += b->rows;
-                if (nf < 64)
-                    firsts[nf++] = b->first_row;
+                if (nf < 64) firsts[nf++] = b->first_row;
                 /* masks and targets */
                 uint64_t nt = 0;
                 for (int i = 0; i < b->rows * b->T; i++) {
                     nt += b->tmask[i];
                     CHECK((b->targets[i] < 0) == !b->tmask[i], "target/mask disagree");
-                    if (!o.doc_mask)
-                        CHECK(b->pos[i] == i % b->T && b->seg[i] == 0, "positions without doc mask");
-                    else if (i % b->T == 0)
-                        CHECK(b->pos[i] == 0 && b->seg[i] == 0, "row start");
+                    if (!o.doc_mask) CHECK(b->pos[i] == i % b->T && b->seg[i] == 0, "positions without doc mask");
+                    else if (i % b->T == 0) CHECK(b->pos[i] == 0 && b->seg[i] == 0, "row start");
                 }
                 CHECK(nt == b->n_targets, "n_targets");
                 int last = b->micro == b->n_micro - 1;
                 tr_loader_release(ld);
-                if (last)
-                    break;
+                if (last) break;
             }
             CHECK(got == po.rows_per_step, "step rows %d != %d", got, po.rows_per_step);
         }
@@ -192,8 +181,7 @@ static void test_loader_random(void)
 }
 
 /* doc_mask: segments/positions follow the row's document starts. */
-static void test_docmask(void)
-{
+static void test_docmask(void) {
     uint32_t tok[8] = {1, 2, 3, 9, 4, 5, 9, 9};
     uint32_t pos[8] = {5, 6, 7, 8, 0, 1, 2, 0};
     uint8_t mask[8] = {1, 1, 1, 1, 1, 1, 1, 0};
@@ -217,8 +205,7 @@ static void test_docmask(void)
 }
 
 /* ------------------------------------------------------------ planner */
-static void test_plan(void)
-{
+static void test_plan(void) {
     tr_plan_in pi;
     memset(&pi, 0, sizeof pi);
     tr_model_preset("d12", &pi.n_layer, &pi.n_head, &pi.n_embd);
@@ -265,8 +252,7 @@ static void test_plan(void)
         CHECK(tr_plan(&q, &d) == TR_OK, "d12 at capacity %d", i);
         uint64_t ctx = 0;
         for (int k = 0; k < d.n_items; k++)
-            if (strstr(d.items[k].name, "CUDA context"))
-                ctx = d.items[k].bytes;
+            if (strstr(d.items[k].name, "CUDA context")) ctx = d.items[k].bytes;
         CHECK(ctx > 0, "no context line");
         CHECK(d.device_bytes - ctx + (256ull << 20) <= frees[i], "arena %llu over free %llu less 256 MiB",
               (unsigned long long)(d.device_bytes - ctx), (unsigned long long)frees[i]);
@@ -300,8 +286,7 @@ static void test_plan(void)
         CHECK(tr_plan(&pi, &c) == TR_OK, "forced B");
         CHECK(c.micro_rows == B, "B");
         int64_t lin = (int64_t)(c.fixed_bytes + (uint64_t)B * c.per_row_bytes);
-        if (c.n_micro == 1)
-            lin -= 4 * (int64_t)c.params;
+        if (c.n_micro == 1) lin -= 4 * (int64_t)c.params;
         CHECK(llabs((int64_t)c.total_bytes - lin) < 4096, "not linear at B=%d", B);
     }
 }
@@ -312,23 +297,19 @@ typedef struct {
     int n;
 } losses;
 
-static void read_log(const char *path, losses *l)
-{
+static void read_log(const char *path, losses *l) {
     l->n = 0;
     FILE *f = fopen(path, "r");
-    if (!f)
-        return;
+    if (!f) return;
     char line[1024];
     while (fgets(line, sizeof line, f) && l->n < 512) {
         const char *p = strstr(line, "\"loss\":");
-        if (p)
-            l->loss[l->n++] = strtod(p + 7, NULL);
+        if (p) l->loss[l->n++] = strtod(p + 7, NULL);
     }
     fclose(f);
 }
 
-static void base_opts(tr_train_opts *o, tr_rows *rows, const char *dir)
-{
+static void base_opts(tr_train_opts *o, tr_rows *rows, const char *dir) {
     tr_train_opts_init(o);
     o->rows = rows;
     o->model = "tiny";
@@ -340,13 +321,11 @@ static void base_opts(tr_train_opts *o, tr_rows *rows, const char *dir)
     o->quiet = 1;
     o->ckpt_dir = dir;
     static FILE *null;
-    if (!null)
-        null = fopen("/dev/null", "w");
+    if (!null) null = fopen("/dev/null", "w");
     o->out = null;
 }
 
-static void test_train(const char *tmp)
-{
+static void test_train(const char *tmp) {
     tr_rows rows;
     CHECK(make_rows(&rows, 200, 20, 33, 64, 1) == TR_OK, "rows");
     memset(rows.fingerprint, 0xab, 32);
@@ -470,17 +449,14 @@ static void test_train(const char *tmp)
             double maxd = 0;
             for (size_t i = 0; i < np; i++) {
                 double dd = fabs((double)a3[i] - (double)a4[i]);
-                if (dd > maxd)
-                    maxd = dd;
+                if (dd > maxd) maxd = dd;
             }
             CHECK(maxd < 3e-4, "params differ by %g between B=1x8 and B=8x1", maxd);
             free(a3);
             free(a4);
         }
-        if (f3)
-            fclose(f3);
-        if (f4)
-            fclose(f4);
+        if (f3) fclose(f3);
+        if (f4) fclose(f4);
     }
 
     /* a memory budget that cannot hold the model is refused before allocation */
@@ -504,8 +480,7 @@ static void test_train(const char *tmp)
     tr_rows_close(&rows);
 }
 
-int main(void)
-{
+int main(void) {
     char tmp[] = "/tmp/test_trainer.XXXXXX";
     if (!mkdtemp(tmp)) {
         perror("mkdtemp");
@@ -518,8 +493,7 @@ int main(void)
     test_train(tmp);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -17,8 +17,7 @@
 #endif
 #endif
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
 #ifdef TR_SANITIZED
     (void)argc;
     (void)argv;
@@ -31,8 +30,7 @@ int main(int argc, char **argv)
     uint32_t V = 512;
     size_t n = (size_t)(ntr + nval) * (size_t)L;
     uint32_t *tok = malloc(n * 4);
-    for (size_t i = 0; i < n; i++)
-        tok[i] = (uint32_t)((i * 7 + i / 13) % V);
+    for (size_t i = 0; i < n; i++) tok[i] = (uint32_t)((i * 7 + i / 13) % V);
     tr_rows rows;
     if (tr_rows_mem(&rows, ntr, nval, L, V, tok, NULL, NULL)) {
         fprintf(stderr, "rows\n");

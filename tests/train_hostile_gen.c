@@ -28,11 +28,9 @@
 #include "shard_internal.h"
 #include "tr.h"
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
+static uint8_t *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -46,41 +44,33 @@ static uint8_t *slurp(const char *path, size_t *len)
     return b;
 }
 
-static int spit(const char *path, const void *b, size_t len)
-{
+static int spit(const char *path, const void *b, size_t len) {
     FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
+    if (!f) return -1;
     int ok = fwrite(b, 1, len, f) == len;
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static void put64le(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+static void put64le(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void hex_of(uint64_t v, char out[17])
-{
+static void hex_of(uint64_t v, char out[17]) {
     uint8_t b[8];
-    for (int q = 0; q < 8; q++)
-        b[q] = (uint8_t)(v >> (56 - 8 * q));
+    for (int q = 0; q < 8; q++) b[q] = (uint8_t)(v >> (56 - 8 * q));
     ds_shard_hex(b, 8, out);
 }
 
 /* Recompute the block table, payload/blocks checksums and the header of a
  * shard image whose payload was edited; then replace the shard's xxh3 in the
  * manifest (a plain text substitution of the old hex). */
-static int reseal(const char *dir, const char *file, uint8_t *img, size_t len, ds_shard_header *h)
-{
+static int reseal(const char *dir, const char *file, uint8_t *img, size_t len, ds_shard_header *h) {
     char path[4096], mpath[4096], oldx[17], newx[17];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     size_t olen = 0;
     uint8_t *orig = slurp(path, &olen);
-    if (!orig)
-        return -1;
+    if (!orig) return -1;
     hex_of(ds_xxh3(orig, olen), oldx);
     free(orig);
     uint64_t payload = h->tokens_bytes + h->meta_bytes;
@@ -94,12 +84,10 @@ static int reseal(const char *dir, const char *file, uint8_t *img, size_t len, d
     h->blocks_xxh3 = ds_xxh3(tab, (size_t)(8 * h->n_blocks));
     ds_shard_header_encode(h, img);
     hex_of(ds_xxh3(img, len), newx);
-    if (spit(path, img, len))
-        return -1;
+    if (spit(path, img, len)) return -1;
     size_t mlen = 0;
     char *m = (char *)slurp(mpath, &mlen);
-    if (!m)
-        return -1;
+    if (!m) return -1;
     m[mlen] = 0;
     char *at = strstr(m, oldx);
     if (!at) {
@@ -113,8 +101,7 @@ static int reseal(const char *dir, const char *file, uint8_t *img, size_t len, d
     return rc;
 }
 
-static int load_shard(const char *dir, const char *file, uint8_t **img, size_t *len, ds_shard_header *h)
-{
+static int load_shard(const char *dir, const char *file, uint8_t **img, size_t *len, ds_shard_header *h) {
     char path[4096], e[256];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     *img = slurp(path, len);
@@ -125,32 +112,27 @@ static int load_shard(const char *dir, const char *file, uint8_t **img, size_t *
     return 0;
 }
 
-static int cmd_badid(const char *dir, const char *file, uint64_t row, uint64_t pos, uint64_t id)
-{
+static int cmd_badid(const char *dir, const char *file, uint64_t row, uint64_t pos, uint64_t id) {
     uint8_t *img;
     size_t len;
     ds_shard_header h;
-    if (load_shard(dir, file, &img, &len, &h))
-        return 1;
+    if (load_shard(dir, file, &img, &len, &h)) return 1;
     if ((h.flags & DS_SHARD_F_ZSTD) || row >= h.n_rows || pos >= h.row_len) {
         fprintf(stderr, "badid: needs an uncompressed shard and a row/pos inside it\n");
         return 1;
     }
     uint8_t *t = img + DS_SHARD_HEADER_BYTES + (row * h.row_len + pos) * h.dtype_bytes;
-    for (uint32_t i = 0; i < h.dtype_bytes; i++)
-        t[i] = (uint8_t)(id >> (8 * i));
+    for (uint32_t i = 0; i < h.dtype_bytes; i++) t[i] = (uint8_t)(id >> (8 * i));
     int rc = reseal(dir, file, img, len, &h);
     free(img);
     return rc ? 1 : 0;
 }
 
-static int cmd_vocab(const char *dir, const char *file, uint32_t v)
-{
+static int cmd_vocab(const char *dir, const char *file, uint32_t v) {
     uint8_t *img;
     size_t len;
     ds_shard_header h;
-    if (load_shard(dir, file, &img, &len, &h))
-        return 1;
+    if (load_shard(dir, file, &img, &len, &h)) return 1;
     h.vocab_size = v;
     int rc = reseal(dir, file, img, len, &h);
     free(img);
@@ -158,18 +140,15 @@ static int cmd_vocab(const char *dir, const char *file, uint32_t v)
 }
 
 /* ------------------------------------------------------------ ckpt seeds */
-static int seed(const char *dir, const char *name, const uint8_t *b, size_t len)
-{
+static int seed(const char *dir, const char *name, const uint8_t *b, size_t len) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return spit(p, b, len);
 }
 
-static int cmd_ckpt_corpus(const char *out)
-{
+static int cmd_ckpt_corpus(const char *out) {
     char tmpd[] = "/tmp/ckpt_seedXXXXXX", err[512];
-    if (!mkdtemp(tmpd))
-        return 1;
+    if (!mkdtemp(tmpd)) return 1;
     static float p[FUZZ_CKPT_PARAMS], am[FUZZ_CKPT_PARAMS], av[FUZZ_CKPT_PARAMS];
     for (int i = 0; i < FUZZ_CKPT_PARAMS; i++) {
         p[i] = (float)i * 0.01f;
@@ -199,13 +178,11 @@ static int cmd_ckpt_corpus(const char *out)
     uint8_t *b = slurp(ck, &len);
     unlink(ck);
     rmdir(tmpd);
-    if (!b)
-        return 1;
+    if (!b) return 1;
     /* offsets: magic 0, step 8, loader_pos 16, seed 24, rng 32, fingerprint
      * 64, i32 x6 96 (n_layer..vocab), n_sections 120, section table 128 */
     uint8_t *c = malloc(len + 64);
-    if (!c)
-        return 1;
+    if (!c) return 1;
     int rc = seed(out, "valid.bin", b, len);
     memcpy(c, b, len);
     memset(c + len, 0xAB, 16);
@@ -236,8 +213,7 @@ static int cmd_ckpt_corpus(const char *out)
     return rc ? 1 : 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc == 7 && !strcmp(argv[1], "badid"))
         return cmd_badid(argv[2], argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),
                          strtoull(argv[6], NULL, 10));
@@ -247,8 +223,8 @@ int main(int argc, char **argv)
         printf("%llu\n", (unsigned long long)tr_row_at(0, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), 1));
         return 0;
     }
-    if (argc == 3 && !strcmp(argv[1], "ckpt-corpus"))
-        return cmd_ckpt_corpus(argv[2]);
-    fprintf(stderr, "usage: %s badid DIR FILE ROW POS ID | vocab DIR FILE V | firstrow N SEED | ckpt-corpus OUTDIR\n", argv[0]);
+    if (argc == 3 && !strcmp(argv[1], "ckpt-corpus")) return cmd_ckpt_corpus(argv[2]);
+    fprintf(stderr, "usage: %s badid DIR FILE ROW POS ID | vocab DIR FILE V | firstrow N SEED | ckpt-corpus OUTDIR\n",
+            argv[0]);
     return 64;
 }

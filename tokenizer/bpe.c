@@ -15,8 +15,8 @@
 #include <sys/mman.h>
 #include <stdlib.h>
 
-#define FLAT_PIECE 32  /* up to here: flat array scan */
-#define FLAT_LANES 64  /* lanes of the flat merge (chunks of long pieces use up to 64) */
+#define FLAT_PIECE 32 /* up to here: flat array scan */
+#define FLAT_LANES 64 /* lanes of the flat merge (chunks of long pieces use up to 64) */
 _Static_assert(FLAT_LANES <= 64, "the parts of a flat merge are the bits of one uint64_t");
 #define SMALL_PIECE 255 /* up to here: stack heap (bpe_mid); beyond: chunks (tk_bpe_chunked) */
 #define PC_BITS 14
@@ -27,18 +27,15 @@ _Static_assert(FLAT_LANES <= 64, "the parts of a flat merge are the bits of one 
 #define PIECE_CACHE_IDS 14
 #define PC_SIZE (1u << PC_BITS)
 
-static inline __attribute__((always_inline)) uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank) {
+static inline __attribute__((always_inline)) uint32_t rank_of_span(const tk_tokenizer *t, const uint8_t *p, size_t n,
+                                                                   uint32_t max_rank) {
     uint32_t r, k = ((uint32_t)p[0] << 8) | p[1];
-    if (n == 2)
-        r = t->pair2[k];
-    else if (n == 3)
-        r = tk_map3_get(t, p);
+    if (n == 2) r = t->pair2[k];
+    else if (n == 3) r = tk_map3_get(t, p);
     else if (n <= 8) /* the short map's filter answers most misses as cheaply as maxlen2 would */
         r = tk_smap_get(t, tk_short_word(p, n), n);
-    else if (n > t->maxlen2[k] && t->maxlen2[k] != 255)
-        return TK_NO_RANK;
-    else
-        r = tk_lmap_get(t, p, n, tk_hash_bytes(p, n));
+    else if (n > t->maxlen2[k] && t->maxlen2[k] != 255) return TK_NO_RANK;
+    else r = tk_lmap_get(t, p, n, tk_hash_bytes(p, n));
     return r < max_rank ? r : TK_NO_RANK;
 }
 
@@ -106,8 +103,8 @@ typedef struct {
     _Alignas(64) int32_t rk[FLAT_LANES];
     uint32_t tok[FLAT_LANES];
     const uint8_t *p;
-    uint32_t n, nvec;  /* bytes; lanes scanned / 4 */
-    uint64_t alive;    /* bit k: a part starts at byte k */
+    uint32_t n, nvec; /* bytes; lanes scanned / 4 */
+    uint64_t alive;   /* bit k: a part starts at byte k */
 } flat_state;
 
 /* alive before any merge: one part per byte */
@@ -216,7 +213,7 @@ static uint64_t heap_pop(u64heap *h) {
 }
 
 typedef struct {
-    uint64_t h;     /* tk_hash_bytes of the piece; 0 = empty */
+    uint64_t h; /* tk_hash_bytes of the piece; 0 = empty */
     uint16_t len, n_ids;
     uint8_t bytes[PIECE_CACHE_BYTES];
     uint32_t ids[PIECE_CACHE_IDS];
@@ -231,22 +228,22 @@ typedef struct {
 
 typedef struct scratch {
     uint32_t n_ranks;
-    uint32_t *head;       /* per rank: newest block + 1, 0 = empty bucket */
+    uint32_t *head; /* per rank: newest block + 1, 0 = empty bucket */
     block *blk;
     size_t n_blk, cap_blk;
-    u64heap ranks;        /* ranks whose bucket is non-empty */
-    node *nd;             /* per node (one per byte of the piece) */
+    u64heap ranks; /* ranks whose bucket is non-empty */
+    node *nd;      /* per node (one per byte of the piece) */
     uint32_t *batch;
     size_t cap_nodes;
     /* Direct-mapped cache: (left token, right token) -> rank of their
      * concatenation. Long pathological pieces repeat the same few pairs, so
      * this replaces most hash-table probes over growing byte strings. */
     pair_slot *pc;
-    uint64_t pc_serial;  /* tokenizer the cache belongs to */
+    uint64_t pc_serial; /* tokenizer the cache belongs to */
     uint32_t pc_max;
     piece_entry *pcache;
     uint64_t pcache_serial;
-    u64heap local;        /* (rank << 32 | node) outranking the current bucket */
+    u64heap local; /* (rank << 32 | node) outranking the current bucket */
     /* Chunked long pieces: (left, right) -> "BPE of their bytes gives
      * exactly these two tokens", and buffers for re-encoding windows. */
     uint64_t *cc_key;
@@ -400,8 +397,8 @@ static scratch *pair_cache(const tk_tokenizer *t, uint32_t max_rank) {
     return s;
 }
 
-static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb,
-                                        const uint8_t *p, size_t len, uint32_t max_rank) {
+static inline uint32_t cached_pair_rank(scratch *s, const tk_tokenizer *t, uint32_t ta, uint32_t tb, const uint8_t *p,
+                                        size_t len, uint32_t max_rank) {
     if (len > t->max_token_len) return TK_NO_RANK;
     if (!s) return rank_of_span(t, p, len, max_rank);
     uint64_t key = (((uint64_t)ta << 32) | tb) + 1;
@@ -738,8 +735,7 @@ static tk_chartab *char_table_build(const tk_tokenizer *t) {
     return tk_chartab_new(own, own);
 }
 
-void tk_char_slot_set(char_slot *e, uint32_t first, uint32_t first_rank, uint32_t whole, uint32_t high,
-                      uint32_t lim) {
+void tk_char_slot_set(char_slot *e, uint32_t first, uint32_t first_rank, uint32_t whole, uint32_t high, uint32_t lim) {
     /* atomics: another thread may be writing the same values */
     __atomic_store_n(&e->first, first, __ATOMIC_RELAXED);
     __atomic_store_n(&e->first_rank, first_rank, __ATOMIC_RELAXED);
@@ -801,9 +797,11 @@ int tk_char_parts(const tk_tokenizer *t, tk_chartab *ct, tk_char_slot_fn slot_of
             if ((p[k + i] & 0xC0) != 0x80) return 1;
             cp = cp << 6 | (p[k + i] & 63u);
         }
-        if (len > 1 && (cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) || cp > 0x10FFFF ||
-                        (cp >= 0xD800 && cp < 0xE000)))
-            return 1; /* overlong, surrogate or beyond Unicode: not valid text */
+        if (len > 1 && (cp < (len == 2   ? 0x80u
+                              : len == 3 ? 0x800u
+                                         : 0x10000u) ||
+                        cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)))
+            return 1;        /* overlong, surrogate or beyond Unicode: not valid text */
         unsigned keep = len; /* bytes of this character that start a part of their own: whole 1, [ab][c] 2 */
         uint32_t first = TK_NO_RANK;
         if ((len == 2 || len == 3) && n > len) {
@@ -970,7 +968,6 @@ fail:
     while (s->ranks.n) s->head[(uint32_t)heap_pop(&s->ranks)] = 0;
     return rc;
 }
-
 
 /* ---- long pieces: chunks joined by a pair check -------------------------
  *
@@ -1195,7 +1192,8 @@ static int simd_level(void) {
         v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")
                 ? 2
-                : __builtin_cpu_supports("avx2") ? 1 : 0;
+            : __builtin_cpu_supports("avx2") ? 1
+                                             : 0;
         __atomic_store_n(&simd_known, v, __ATOMIC_RELAXED);
     }
     return v;
@@ -1305,7 +1303,6 @@ static piece_entry *piece_cache_slot(const tk_tokenizer *t, uint64_t h) {
     return &s->pcache[(h >> 20) & (PIECE_CACHE_SETS - 1)];
 }
 
-
 /* Short pieces that are no token go through the piece cache because words
  * recur in text; on text where they do not (random letters) the cache only
  * costs. Per thread: the hit rate over each 4096 probes decides, and a cold
@@ -1313,9 +1310,7 @@ static piece_entry *piece_cache_slot(const tk_tokenizer *t, uint64_t h) {
  * tried again. */
 #define SHORT_WINDOW 4096
 #define SHORT_SKIP 65536
-static _Thread_local struct {
-    uint32_t probes, hits, skip;
-} short_stats;
+static _Thread_local struct { uint32_t probes, hits, skip; } short_stats;
 
 int tk_bpe_piece(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     if (n == 0) return TK_OK;

@@ -43,8 +43,9 @@ static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin32)(const int
 /* Lowest key of lanes 0..63. */
 static inline __attribute__((always_inline)) int32_t FLAT_FN(argmin64)(const int32_t *rk) {
 #if FLAT_SIMD >= 2
-    return _mm512_reduce_min_epi32(_mm512_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)),
-                                                    _mm512_min_epi32(_mm512_load_si512(rk + 32), _mm512_load_si512(rk + 48))));
+    return _mm512_reduce_min_epi32(
+        _mm512_min_epi32(_mm512_min_epi32(_mm512_load_si512(rk), _mm512_load_si512(rk + 16)),
+                         _mm512_min_epi32(_mm512_load_si512(rk + 32), _mm512_load_si512(rk + 48))));
 #else
     int32_t a = FLAT_FN(argmin32)(rk), b = FLAT_FN(argmin32)(rk + 32);
     return a < b ? a : b;
@@ -124,15 +125,13 @@ static inline __attribute__((always_inline)) int FLAT_FN(step)(flat_state *st, c
 static int FLAT_FN(small)(const tk_tokenizer *t, const uint8_t *p, size_t n, uint32_t max_rank, tk_ids *out) {
     flat_state st;
     flat_init(&st, t, p, n, max_rank);
-    while (FLAT_FN(step)(&st, t, max_rank)) {
-    }
+    while (FLAT_FN(step)(&st, t, max_rank)) {}
     return flat_emit(&st, out);
 }
 
 /* The merge from a state set up elsewhere (bpe_chars: parts are characters). */
 static int FLAT_FN(run)(flat_state *st, const tk_tokenizer *t, tk_ids *out) {
-    while (FLAT_FN(step)(st, t, TK_NO_RANK)) {
-    }
+    while (FLAT_FN(step)(st, t, TK_NO_RANK)) {}
     return flat_emit(st, out);
 }
 
@@ -157,8 +156,9 @@ static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, co
         __m512i r = _mm512_i32gather_epi32(_mm512_or_si512(_mm512_slli_epi32(lo, 8), hi), (const void *)t->pair2, 4);
         __m512i lane = _mm512_add_epi32(iota, _mm512_set1_epi32((int)v));
         /* a pair exists where lane + 1 < n, and its rank fits a key */
-        __mmask16 ok = _mm512_cmplt_epu32_mask(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), _mm512_set1_epi32((int)n)) &
-                       _mm512_cmplt_epu32_mask(r, _mm512_set1_epi32((int)FLAT_MAX_RANKS));
+        __mmask16 ok =
+            _mm512_cmplt_epu32_mask(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), _mm512_set1_epi32((int)n)) &
+            _mm512_cmplt_epu32_mask(r, _mm512_set1_epi32((int)FLAT_MAX_RANKS));
         __m512i key = _mm512_or_si512(_mm512_slli_epi32(r, FLAT_LANE_BITS), lane);
         _mm512_store_si512(st->rk + v, _mm512_mask_blend_epi32(ok, _mm512_set1_epi32(FLAT_INF), key));
     }
@@ -171,9 +171,10 @@ static inline void FLAT_FN(init_chunk)(flat_state *st, const tk_tokenizer *t, co
         __m256i r = _mm256_i32gather_epi32((const int *)t->pair2, _mm256_or_si256(_mm256_slli_epi32(lo, 8), hi), 4);
         __m256i lane = _mm256_add_epi32(iota, _mm256_set1_epi32((int)v));
         /* signed compares are safe: lanes < 64, and ranks >= 2^31 are out of range either way */
-        __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_add_epi32(lane, _mm256_set1_epi32(1))),
-                                      _mm256_and_si256(_mm256_cmpgt_epi32(r, _mm256_set1_epi32(-1)),
-                                                       _mm256_cmpgt_epi32(_mm256_set1_epi32((int)FLAT_MAX_RANKS), r)));
+        __m256i ok = _mm256_and_si256(
+            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_add_epi32(lane, _mm256_set1_epi32(1))),
+            _mm256_and_si256(_mm256_cmpgt_epi32(r, _mm256_set1_epi32(-1)),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32((int)FLAT_MAX_RANKS), r)));
         __m256i key = _mm256_or_si256(_mm256_slli_epi32(r, FLAT_LANE_BITS), lane);
         _mm256_store_si256((__m256i *)(st->rk + v), _mm256_blendv_epi8(_mm256_set1_epi32(FLAT_INF), key, ok));
     }
@@ -200,8 +201,7 @@ static inline __attribute__((always_inline)) void FLAT_FN(merge_group)(flat_stat
  * chunks overlap. A chunk equal to the one before it (runs, repeated text)
  * reuses its tokens. Each chunk's tokens go to chunk_joined, which checks and
  * repairs the junction. 1: done, 0: fall back to the whole piece, <0: error. */
-static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t n, size_t chunk,
-                           tk_ids *out) {
+static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, size_t n, size_t chunk, tk_ids *out) {
     size_t base = out->len;
     flat_state st[CHUNK_GROUP];
     uint32_t raw[FLAT_LANES]; /* tokens of the previous chunk on its own */
@@ -222,10 +222,8 @@ static int FLAT_FN(chunks)(const tk_tokenizer *t, scratch *s, const uint8_t *p, 
             }
             end += m;
         }
-        if (nvec == 16)
-            FLAT_FN(merge_group)(st, g, live, t, 16);
-        else
-            FLAT_FN(merge_group)(st, g, live, t, 8);
+        if (nvec == 16) FLAT_FN(merge_group)(st, g, live, t, 16);
+        else FLAT_FN(merge_group)(st, g, live, t, 8);
         for (size_t i = 0; i < g; i++) {
             if (!(copy >> i & 1)) raw_n = flat_tokens(&st[i], raw);
             int rc = chunk_joined(t, s, p, base, pos, raw, raw_n, out);

@@ -353,9 +353,7 @@ typedef struct {
 } trainer;
 
 static inline uint64_t pkey(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
-static inline size_t phash(uint64_t k, size_t cap) {
-    return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
-}
+static inline size_t phash(uint64_t k, size_t cap) { return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1); }
 
 static int ptab_rehash(trainer *T, size_t ncap) {
     pslot *nt = malloc(ncap * sizeof *nt);
@@ -556,11 +554,10 @@ static void touch(trainer *T, uint32_t p) {
     T->touched[T->ntouched++] = p; /* capacity ensured per merge */
 }
 
-
 /* Rewrite words lw[lo..hi) replacing (A,B) by C; gather neighbour deltas and
  * new-pair events in S (appended; S->nlx etc. are not reset here). */
-static int scan_words(trainer *T, scanctx *S, const uint32_t *lw, uint32_t lo, uint32_t hi, uint32_t A,
-                      uint32_t B, uint32_t C) {
+static int scan_words(trainer *T, scanctx *S, const uint32_t *lw, uint32_t lo, uint32_t hi, uint32_t A, uint32_t B,
+                      uint32_t C) {
     const uint32_t stamp = T->stamp;
     for (uint32_t li = lo; li < hi; li++) {
         uint32_t w = lw[li];
@@ -755,8 +752,8 @@ static void progress_line(const tk_train_opts *o, const char *phase, uint64_t do
 static int train_check_args(const tk_piece_counts *pc, const tk_train_opts *o, char *err, size_t errlen) {
     if ((uint64_t)o->vocab_size < 256 + (uint64_t)o->n_specials) {
         if (err)
-            snprintf(err, errlen, "vocabulary size %u is below 256 byte tokens + %zu special tokens",
-                     o->vocab_size, o->n_specials);
+            snprintf(err, errlen, "vocabulary size %u is below 256 byte tokens + %zu special tokens", o->vocab_size,
+                     o->n_specials);
         return TK_ERR_ARG;
     }
     for (size_t i = 0; i < o->n_specials; i++) {
@@ -884,8 +881,8 @@ typedef struct {
     tk_train_result *res;
     uint32_t target, want, par_min;
     uint64_t minf;
-    size_t mcap;   /* capacity of res->merges */
-    uint8_t *buf;  /* bytes of the new token */
+    size_t mcap;  /* capacity of res->merges */
+    uint8_t *buf; /* bytes of the new token */
     size_t bufcap;
     double tlast, tm0;
 } mergectx;
@@ -1034,8 +1031,7 @@ static int train_build_result(const trainer *T, tk_train_result *res) {
     return rc;
 }
 
-int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err,
-                    size_t errlen) {
+int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!pc || !o || !res) return TK_ERR_ARG;
     memset(res, 0, sizeof *res);
@@ -1055,14 +1051,19 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
     if (!rc) rc = train_index(&T);
     if (o->progress && !rc)
         fprintf(stderr, "[train] index: %zu words, %zu pairs in %.2fs\n", T.nwords, T.npairs, now_sec() - t0);
-    mergectx M = {.T = &T, .o = o, .res = res, .target = target, .want = target - 256, .par_min = par_min,
+    mergectx M = {.T = &T,
+                  .o = o,
+                  .res = res,
+                  .target = target,
+                  .want = target - 256,
+                  .par_min = par_min,
                   .minf = o->min_frequency ? o->min_frequency : 1};
     M.tlast = M.tm0 = now_sec();
     if (!rc) rc = train_merge_loop(&M);
     if (o->progress && !rc) {
         progress_line(o, "merging", res->n_merges, M.want, M.tm0);
-        fprintf(stderr, "\n[train] %u merges, %zu ranks in %.2fs (%zu words, %zu pairs)\n", res->n_merges,
-                T.ntok, now_sec() - t0, T.nwords, T.npairs);
+        fprintf(stderr, "\n[train] %u merges, %zu ranks in %.2fs (%zu words, %zu pairs)\n", res->n_merges, T.ntok,
+                now_sec() - t0, T.nwords, T.npairs);
     }
     if (!rc) rc = train_build_result(&T, res);
     trainer_free(&T);
@@ -1095,14 +1096,12 @@ int tk_train_result_tokenizer(const tk_train_result *res, const tk_train_opts *o
         }
     }
     tk_pattern pat = o->pattern == TK_PAT_NONE ? TK_PAT_O200K : o->pattern;
-    int rc = tk_create((const uint8_t *const *)res->tokens, res->lens, res->n_ranks, pat, sp, o->n_specials,
-                       out);
+    int rc = tk_create((const uint8_t *const *)res->tokens, res->lens, res->n_ranks, pat, sp, o->n_specials, out);
     free(sp);
     return rc;
 }
 
-int tk_train(const tk_span *docs, size_t n, const tk_train_opts *o, tk_train_result *res, char *err,
-             size_t errlen) {
+int tk_train(const tk_span *docs, size_t n, const tk_train_opts *o, tk_train_result *res, char *err, size_t errlen) {
     if (!o || !res) return TK_ERR_ARG;
     tk_piece_counts *pc = NULL;
     int rc = tk_piece_counts_create(o, &pc);

@@ -76,8 +76,7 @@ int tk_encode_bytes(const tk_tokenizer *t, const uint8_t *bytes, size_t len, tk_
     }
     ranks_to_ids(t, out, from);
     if (last < out->len && all_space(t, out->ids[last]))
-        while (last > from && all_space(t, out->ids[last - 1]))
-            last--;
+        while (last > from && all_space(t, out->ids[last - 1])) last--;
     /* the unstable bytes: the last piece's tokens again, then the invalid tail */
     tk_bytes unstable = {0};
     if ((rc = tk_decode(t, out->ids + last, out->len - last, &unstable)) ||

@@ -98,7 +98,8 @@ static void pp_one(const tk_tokenizer *t, json_t *p, pp_state *s, int depth) {
         json_t *cls = json_object_get(p, "cls"), *sep = json_object_get(p, "sep");
         json_t *ci = json_array_get(cls, 1), *si = json_array_get(sep, 1);
         if (!json_is_integer(ci) || !json_is_integer(si) || json_integer_value(ci) < 0 || json_integer_value(si) < 0 ||
-            json_integer_value(ci) >= (json_int_t)t->vocab_size || json_integer_value(si) >= (json_int_t)t->vocab_size) {
+            json_integer_value(ci) >= (json_int_t)t->vocab_size ||
+            json_integer_value(si) >= (json_int_t)t->vocab_size) {
             s->why = "cls / sep are not [text, id] pairs of this vocabulary";
             return;
         }
@@ -131,12 +132,21 @@ void tk_hf_post_processor(tk_tokenizer *t, json_t *root) {
 
 /* The model families' end-of-text and begin-of-text tokens, in the order
  * they are tried (a vocabulary rarely holds two of them). */
-static const char *const k_eos[] = {"<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>",
-                                    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-                                    "<|end\xe2\x96\x81of\xe2\x96\x81sentence|>", NULL};
-static const char *const k_bos[] = {"<|begin_of_text|>", "<s>", "<bos>",
-                                    "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-                                    "<|begin\xe2\x96\x81of\xe2\x96\x81sentence|>", NULL};
+static const char *const k_eos[] = {"<|end_of_text|>",
+                                    "<|endoftext|>",
+                                    "</s>",
+                                    "<eos>",
+                                    "<\xef\xbd\x9c"
+                                    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                    "<|end\xe2\x96\x81of\xe2\x96\x81sentence|>",
+                                    NULL};
+static const char *const k_bos[] = {"<|begin_of_text|>",
+                                    "<s>",
+                                    "<bos>",
+                                    "<\xef\xbd\x9c"
+                                    "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                    "<|begin\xe2\x96\x81of\xe2\x96\x81sentence|>",
+                                    NULL};
 
 static int by_name(const tk_tokenizer *t, const char *const *names, uint32_t *id, const char **which) {
     for (size_t k = 0; names[k]; k++)
@@ -153,7 +163,7 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
     f->source[0] = 0;
     uint8_t pp = t->pp;
     if (pp == TK_PP_NONE) pp = tk_engine_of(t)->default_pp; /* a SentencePiece .model: <s> ... </s> by name */
-    if (pp == TK_PP_NONE) { /* rank files, encoder.json: tiktoken's convention */
+    if (pp == TK_PP_NONE) {                                 /* rank files, encoder.json: tiktoken's convention */
         if (t->eot == TK_NO_RANK) {
             tk_set_err(err, errlen, "tokenizer %s has no <|endoftext|> token (needed to separate documents)", t->name);
             return TK_ERR_NOT_FOUND;
@@ -163,8 +173,10 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
         return TK_OK;
     }
     if (pp == TK_PP_UNUSABLE) {
-        tk_set_err(err, errlen, "tokenizer %s: post_processor: %s; give the framing with --bos TOKEN|none and "
-                   "--eos TOKEN|none", t->name, t->pp_why);
+        tk_set_err(err, errlen,
+                   "tokenizer %s: post_processor: %s; give the framing with --bos TOKEN|none and "
+                   "--eos TOKEN|none",
+                   t->name, t->pp_why);
         return TK_ERR_UNSUPPORTED;
     }
     uint32_t id;
@@ -188,8 +200,10 @@ int tk_default_framing(const tk_tokenizer *t, tk_framing *f, char *err, size_t e
         f->eos = id;
         esrc = "by name";
     } else {
-        tk_set_err(err, errlen, "tokenizer %s has no end-of-text token (none in its post_processor, none of "
-                   "<|end_of_text|>, <|endoftext|>, </s>, <eos>); give one with --eos TOKEN (or --eos none)", t->name);
+        tk_set_err(err, errlen,
+                   "tokenizer %s has no end-of-text token (none in its post_processor, none of "
+                   "<|end_of_text|>, <|endoftext|>, </s>, <eos>); give one with --eos TOKEN (or --eos none)",
+                   t->name);
         return TK_ERR_NOT_FOUND;
     }
     snprintf(f->source, sizeof f->source, "BOS %s, EOS %s", bsrc, esrc);

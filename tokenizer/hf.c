@@ -33,38 +33,38 @@ enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
 
 typedef struct {
     int kind;
-    bool left, right;       /* Strip */
-    uint8_t *a, *b;         /* Replace: content (b); Prepend: a */
+    bool left, right; /* Strip */
+    uint8_t *a, *b;   /* Replace: content (b); Prepend: a */
     size_t alen, blen;
-    tk_regex *re;           /* Replace pattern */
+    tk_regex *re; /* Replace pattern */
 } nm_step;
 
 typedef struct {
     int kind;
     int beh;
     bool invert;
-    tk_regex *re;           /* Split (regex engine) */
-    tk_pattern fast;        /* Split whose regex is a built-in scanner's */
+    tk_regex *re;                 /* Split (regex engine) */
+    tk_pattern fast;              /* Split whose regex is a built-in scanner's */
     bool prefix_space, use_regex; /* ByteLevel */
-    uint8_t repl[8];        /* Metaspace replacement (UTF-8) */
+    uint8_t repl[8];              /* Metaspace replacement (UTF-8) */
     size_t repl_len;
     int scheme;
     bool split;
-    bool individual;        /* Digits */
+    bool individual; /* Digits */
 } pt_step;
 
 typedef struct {
-    uint8_t *text;          /* content (normalized content for normalized tokens) */
+    uint8_t *text; /* content (normalized content for normalized tokens) */
     size_t len;
     uint32_t id;
     bool special, normalized;
-    bool lstrip, rstrip;    /* the match takes the whitespace before / after it */
-    bool single_word;       /* a match counts only between non-word characters (else it is skipped) */
+    bool lstrip, rstrip; /* the match takes the whitespace before / after it */
+    bool single_word;    /* a match counts only between non-word characters (else it is skipped) */
 } hf_added;
 
 typedef struct {
-    uint64_t key;           /* ((a << 32) | b) + 1; 0 = empty */
-    uint32_t midx, res;     /* merge priority, result rank */
+    uint64_t key;       /* ((a << 32) | b) + 1; 0 = empty */
+    uint32_t midx, res; /* merge priority, result rank */
 } mslot;
 
 #define HF_AFFIX_MAX 64 /* bytes of continuing_subword_prefix / end_of_word_suffix */
@@ -73,22 +73,24 @@ struct tk_hf {
     size_t n_nm;
     pt_step pt[HF_MAX_STEPS];
     size_t n_pt;
-    bool fast_bpe;          /* tk_bpe_piece gives HF's ids */
+    bool fast_bpe; /* tk_bpe_piece gives HF's ids */
     bool ignore_merges;
     mslot *merges;
     uint64_t mmask;
-    uint64_t *pair1;        /* 65536: merge of the byte pair (b1, b2): midx << 32 | res, UINT64_MAX if none */
-    struct m1 { uint32_t a, b, midx; } *m1; /* per result rank: its only merge; a = NONE: none, b = MULTI: several
+    uint64_t *pair1; /* 65536: merge of the byte pair (b1, b2): midx << 32 | res, UINT64_MAX if none */
+    struct m1 {
+        uint32_t a, b, midx;
+    } * m1;               /* per result rank: its only merge; a = NONE: none, b = MULTI: several
                                              * (midx: then the lowest of their priorities) */
-    tk_chartab *chartab;    /* merging from characters (bpe.c), by merge priority; built on first use */
-    uint32_t multi_words;   /* words of multi-byte characters seen before the chartab is built */
+    tk_chartab *chartab;  /* merging from characters (bpe.c), by merge priority; built on first use */
+    uint32_t multi_words; /* words of multi-byte characters seen before the chartab is built */
     hf_added *added;
     size_t n_added;
     /* SentencePiece-style BPE: the model works on characters and ids */
     bool sp;
-    tk_hfj voc;             /* vocabulary strings -> entries (own copy) */
-    uint32_t byte_id[256];  /* id of <0xNN>, TK_NO_RANK if none or no byte_fallback */
-    uint32_t unk;           /* unk_token id, TK_NO_RANK if none */
+    tk_hfj voc;            /* vocabulary strings -> entries (own copy) */
+    uint32_t byte_id[256]; /* id of <0xNN>, TK_NO_RANK if none or no byte_fallback */
+    uint32_t unk;          /* unk_token id, TK_NO_RANK if none */
     bool fuse_unk;
     /* model.continuing_subword_prefix / end_of_word_suffix (SentencePiece-style
      * path): put before every character but a word's first / after its last */
@@ -119,9 +121,7 @@ static inline size_t u8_len(const uint8_t *s, size_t n, size_t i, int32_t *cp) {
     return (size_t)l;
 }
 
-static int hexd(uint8_t c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
+static int hexd(uint8_t c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
 
 static bool is_ws(int32_t cp) {
     return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
@@ -137,8 +137,9 @@ static bool is_numeric(int32_t cp) { /* Rust char::is_numeric: Nd, Nl, No */
 
 static bool is_punct(int32_t cp) { /* ASCII punctuation or Unicode P* */
     if (cp < 0) return false;
-    if (cp < 128) return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
-                         (cp >= 0x7B && cp <= 0x7E);
+    if (cp < 128)
+        return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+               (cp >= 0x7B && cp <= 0x7E);
     int c = utf8proc_category(cp);
     return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
 }
@@ -305,7 +306,7 @@ typedef struct {
 } hq_item;
 
 typedef struct {
-    uint32_t *sym;   /* rank of each symbol */
+    uint32_t *sym; /* rank of each symbol */
     int32_t *prev, *next;
     uint8_t *gone;
     hq_item *heap;
@@ -398,7 +399,8 @@ static int merge_small_loop(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym
         }
         st[n - 1] = st[n];
         n--;
-        if (b > 0 && !pair_merge(t, h, sym[b - 1], sym[b], p + st[b - 1], st[b + 1] - st[b - 1], &rk[b - 1], &rs[b - 1]))
+        if (b > 0 &&
+            !pair_merge(t, h, sym[b - 1], sym[b], p + st[b - 1], st[b + 1] - st[b - 1], &rk[b - 1], &rs[b - 1]))
             rk[b - 1] = UINT32_MAX;
         if (b + 1 < n && !pair_merge(t, h, sym[b], sym[b + 1], p + st[b], st[b + 2] - st[b], &rk[b], &rs[b]))
             rk[b] = UINT32_MAX;
@@ -409,8 +411,7 @@ static int merge_small_loop(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym
     return TK_OK;
 }
 
-static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, const uint8_t *p, size_t n,
-                       tk_ids *out) {
+static int merge_small(const tk_tokenizer *t, const tk_hf *h, uint32_t *sym, const uint8_t *p, size_t n, tk_ids *out) {
     uint32_t rk[SMALL_WORD], rs[SMALL_WORD];
     uint8_t st[SMALL_WORD + 1]; /* start of each symbol in p */
     for (size_t i = 0; i <= n; i++) st[i] = (uint8_t)i;
@@ -449,8 +450,7 @@ static const char_slot *hf_char_slot(const void *ctx, tk_chartab *ct, uint32_t c
         if (pw < lim) lim = pw;
         if (ab != UINT64_MAX && pa <= pb) { /* bytes 0-1 first (distinct pairs have distinct priorities) */
             first = (uint32_t)ab, first_rank = pa;
-            if (pair_merge(t, h, first, t->byte_rank[c[2]], c, 3, &m2, &r2))
-                whole = r2, high = m2 > pa ? m2 : pa;
+            if (pair_merge(t, h, first, t->byte_rank[c[2]], c, 3, &m2, &r2)) whole = r2, high = m2 > pa ? m2 : pa;
         } else if (bc != UINT64_MAX) {
             first = (uint32_t)bc | CT_BC, first_rank = pb;
             if (pair_merge(t, h, t->byte_rank[c[0]], (uint32_t)bc, c, 3, &m2, &r2))
@@ -514,7 +514,8 @@ static int merge_small_chars(const tk_tokenizer *t, const tk_hf *h, uint32_t *sy
         }
     st[m] = (uint8_t)n;
     for (size_t i = 0; i + 1 < m; i++)
-        if (!pair_merge(t, h, sym[i], sym[i + 1], p + st[i], (size_t)st[i + 2] - st[i], &rk[i], &rs[i])) rk[i] = UINT32_MAX;
+        if (!pair_merge(t, h, sym[i], sym[i + 1], p + st[i], (size_t)st[i + 2] - st[i], &rk[i], &rs[i]))
+            rk[i] = UINT32_MAX;
     return merge_small_loop(t, h, sym, rk, rs, st, p, m, out);
 }
 
@@ -726,9 +727,9 @@ static bool is_word(int32_t cp) {
         (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
         return true;
     int c = utf8proc_category(cp);
-    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || (c >= UTF8PROC_CATEGORY_MN &&
-           c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL ||
-           c == UTF8PROC_CATEGORY_PC;
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
+           (c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND ||
+           c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_PC;
 }
 
 /* The character that ends at s[i] (i > 0): its code point, -1 if invalid. */
@@ -817,7 +818,7 @@ typedef struct {
     const tk_tokenizer *t;
     const tk_hf *h;
     tk_ids *out;
-    uint64_t serial;   /* the tokenizer the cache belongs to */
+    uint64_t serial; /* the tokenizer the cache belongs to */
     wc_slot *wc;
     bpe_scratch bs;
     tk_bytes nbuf[2];
@@ -997,7 +998,10 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
     case PT_PUNCT:
     case PT_WSSPLIT:
         v->n = 0;
-        if ((rc = char_matches(v, p, n, st->kind == PT_DIGITS ? is_numeric : st->kind == PT_PUNCT ? is_punct : is_ws,
+        if ((rc = char_matches(v, p, n,
+                               st->kind == PT_DIGITS  ? is_numeric
+                               : st->kind == PT_PUNCT ? is_punct
+                                                      : is_ws,
                                NULL, 0)))
             return rc;
         fold(v, st->kind == PT_DIGITS ? (st->individual ? B_ISOLATED : B_CONTIGUOUS) : st->beh, false);
@@ -1135,7 +1139,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
 
 static int hf_lossless(const tk_tokenizer *t) {
     const tk_hf *h = HF_OF(t);
-    if (h->n_nm || h->sp) return 0; /* SentencePiece-style: unk, dropped characters, decoder chain */
+    if (h->n_nm || h->sp) return 0;         /* SentencePiece-style: unk, dropped characters, decoder chain */
     for (size_t k = 0; k < h->n_added; k++) /* an added token that takes whitespace in */
         if (!h->added[k].special && (h->added[k].lstrip || h->added[k].rstrip)) return 0;
     for (size_t k = 0; k < h->n_pt; k++) {
@@ -1185,12 +1189,12 @@ void tk_hf_free(tk_hf *h) {
     free(h);
 }
 
-#define REFUSE(path, ...)                                                                                               \
-    do {                                                                                                                \
-        char _m[200];                                                                                                   \
-        snprintf(_m, sizeof _m, __VA_ARGS__);                                                                           \
-        tk_set_err(err, errlen, "%s: %s: %s", file, path, _m);                                                          \
-        return TK_ERR_UNSUPPORTED;                                                                                      \
+#define REFUSE(path, ...)                                                                                              \
+    do {                                                                                                               \
+        char _m[200];                                                                                                  \
+        snprintf(_m, sizeof _m, __VA_ARGS__);                                                                          \
+        tk_set_err(err, errlen, "%s: %s: %s", file, path, _m);                                                         \
+        return TK_ERR_UNSUPPORTED;                                                                                     \
     } while (0)
 
 static const char *type_of(json_t *o) { return json_string_value(json_object_get(o, "type")); }
@@ -1215,8 +1219,8 @@ static int only_keys(json_t *o, const char *file, const char *path, const char *
     return TK_OK;
 }
 
-static int get_bool(json_t *o, const char *key, bool dflt, bool *out, const char *file, const char *path,
-                    char *err, size_t errlen) {
+static int get_bool(json_t *o, const char *key, bool dflt, bool *out, const char *file, const char *path, char *err,
+                    size_t errlen) {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) {
         *out = dflt;
@@ -1252,8 +1256,8 @@ static int dup_bytes(const uint8_t *s, size_t n, uint8_t **out, size_t *on) {
 }
 
 /* pattern: {"Regex": "..."} or {"String": "..."} */
-static int parse_pattern(json_t *pat, const char *file, const char *path, tk_regex **re, tk_pattern *fast,
-                         char *err, size_t errlen) {
+static int parse_pattern(json_t *pat, const char *file, const char *path, tk_regex **re, tk_pattern *fast, char *err,
+                         size_t errlen) {
     json_t *rx = json_object_get(pat, "Regex"), *st = json_object_get(pat, "String");
     if (!json_is_object(pat) || json_object_size(pat) != 1 || (!json_is_string(rx) && !json_is_string(st))) {
         tk_set_err(err, errlen, "%s: %s.pattern is not {\"Regex\": ...} or {\"String\": ...}", file, path);
@@ -1304,8 +1308,11 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
     if (!strcmp(ty, "NFC") || !strcmp(ty, "NFD") || !strcmp(ty, "NFKC") || !strcmp(ty, "NFKD") ||
         !strcmp(ty, "Lowercase")) {
         if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
-        st->kind = !strcmp(ty, "NFC") ? NM_NFC : !strcmp(ty, "NFD") ? NM_NFD : !strcmp(ty, "NFKC") ? NM_NFKC
-                 : !strcmp(ty, "NFKD") ? NM_NFKD : NM_LOWER;
+        st->kind = !strcmp(ty, "NFC")    ? NM_NFC
+                   : !strcmp(ty, "NFD")  ? NM_NFD
+                   : !strcmp(ty, "NFKC") ? NM_NFKC
+                   : !strcmp(ty, "NFKD") ? NM_NFKD
+                                         : NM_LOWER;
     } else if (!strcmp(ty, "Strip")) {
         static const char *const keys[] = {"strip_left", "strip_right", NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
@@ -1344,15 +1351,16 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
         snprintf(sb, sizeof sb, "%.40s", ty);
         for (char *q = sb; *q; q++)
             if ((unsigned char)*q < 0x20) *q = '?';
-        REFUSE(path, "normalizer \"%s\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
-               "Replace, Prepend, Precompiled, Sequence)", sb);
+        REFUSE(path,
+               "normalizer \"%s\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
+               "Replace, Prepend, Precompiled, Sequence)",
+               sb);
     }
     h->n_nm++;
     return TK_OK;
 }
 
-static int parse_behavior(json_t *o, const char *file, const char *path, int dflt, int *beh, char *err,
-                          size_t errlen) {
+static int parse_behavior(json_t *o, const char *file, const char *path, int dflt, int *beh, char *err, size_t errlen) {
     json_t *b = json_object_get(o, "behavior");
     if (!b) {
         *beh = dflt;
@@ -1362,8 +1370,11 @@ static int parse_behavior(json_t *o, const char *file, const char *path, int dfl
     static const struct {
         const char *n;
         int b;
-    } names[] = {{"Removed", B_REMOVED}, {"Isolated", B_ISOLATED}, {"MergedWithPrevious", B_MERGED_PREV},
-                 {"MergedWithNext", B_MERGED_NEXT}, {"Contiguous", B_CONTIGUOUS}};
+    } names[] = {{"Removed", B_REMOVED},
+                 {"Isolated", B_ISOLATED},
+                 {"MergedWithPrevious", B_MERGED_PREV},
+                 {"MergedWithNext", B_MERGED_NEXT},
+                 {"Contiguous", B_CONTIGUOUS}};
     for (size_t k = 0; s && k < 5; k++)
         if (!strcmp(s, names[k].n)) {
             *beh = names[k].b;
@@ -1410,8 +1421,7 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
         if ((rc = parse_behavior(n, file, path, B_ISOLATED, &st->beh, err, errlen)) ||
             (rc = get_bool(n, "invert", false, &st->invert, file, path, err, errlen)))
             return rc;
-        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, &st->fast, err, errlen)))
-            return rc;
+        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, &st->fast, err, errlen))) return rc;
     } else if (!strcmp(ty, "ByteLevel")) {
         static const char *const keys[] = {"add_prefix_space", "trim_offsets", "use_regex", NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
@@ -1450,8 +1460,8 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
             return rc;
         }
     } else if (!strcmp(ty, "Metaspace")) {
-        static const char *const keys[] = {"replacement", "prepend_scheme", "split", "add_prefix_space",
-                                           "str_rep", NULL};
+        static const char *const keys[] = {"replacement",      "prepend_scheme", "split",
+                                           "add_prefix_space", "str_rep",        NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
         st->kind = PT_METASPACE;
         const uint8_t *r;
@@ -1481,8 +1491,10 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
         snprintf(sb, sizeof sb, "%.40s", ty);
         for (char *q = sb; *q; q++)
             if ((unsigned char)*q < 0x20) *q = '?';
-        REFUSE(path, "pre-tokenizer \"%s\" is not supported (supported: ByteLevel, Split, Digits, Punctuation, "
-               "WhitespaceSplit, Whitespace, Metaspace, Sequence)", sb);
+        REFUSE(path,
+               "pre-tokenizer \"%s\" is not supported (supported: ByteLevel, Split, Digits, Punctuation, "
+               "WhitespaceSplit, Whitespace, Metaspace, Sequence)",
+               sb);
     }
     h->n_pt++;
     return TK_OK;
@@ -1596,8 +1608,8 @@ static void fold_fingerprint(tk_tokenizer *t, json_t *root) {
         free(s);
     }
     json_t *model = json_object_get(root, "model");
-    static const char *const mk[] = {"ignore_merges", "byte_fallback", "fuse_unk", "unk_token",
-                                     "continuing_subword_prefix", "end_of_word_suffix"};
+    static const char *const mk[] = {
+        "ignore_merges", "byte_fallback", "fuse_unk", "unk_token", "continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t k = 0; k < 6; k++) {
         char *s = json_dumps(json_object_get(model, mk[k]) ? json_object_get(model, mk[k]) : json_null(),
                              JSON_COMPACT | JSON_ENCODE_ANY);
@@ -1671,8 +1683,15 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     json_t *model = json_object_get(root, "model");
     if ((rc = get_bool(model, "ignore_merges", false, &h->ignore_merges, file, "model", err, errlen))) goto fail;
     {
-        static const char *const keys[] = {"vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
-                                           "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
+        static const char *const keys[] = {"vocab",
+                                           "merges",
+                                           "dropout",
+                                           "unk_token",
+                                           "continuing_subword_prefix",
+                                           "end_of_word_suffix",
+                                           "fuse_unk",
+                                           "byte_fallback",
+                                           "ignore_merges",
                                            NULL};
         if ((rc = only_keys(model, file, "model", "BPE", keys, err, errlen))) goto fail;
         json_t *d = json_object_get(model, "dropout");
@@ -1696,15 +1715,16 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
     if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
     if (!h->n_pt || h->pt[h->n_pt - 1].kind != PT_BYTELEVEL) {
-        tk_set_err(err, errlen, "%s: pre_tokenizer: a byte-level vocabulary needs a ByteLevel pre-tokenizer last "
-                   "(this one has %s)", file, h->n_pt ? "another last" : "none");
+        tk_set_err(err, errlen,
+                   "%s: pre_tokenizer: a byte-level vocabulary needs a ByteLevel pre-tokenizer last "
+                   "(this one has %s)",
+                   file, h->n_pt ? "another last" : "none");
         rc = TK_ERR_UNSUPPORTED;
         goto fail;
     }
     for (size_t k = 0; k < h->n_pt; k++)
         if (h->pt[k].kind == PT_METASPACE) {
-            tk_set_err(err, errlen, "%s: pre_tokenizer: Metaspace with a byte-level vocabulary is not supported",
-                       file);
+            tk_set_err(err, errlen, "%s: pre_tokenizer: Metaspace with a byte-level vocabulary is not supported", file);
             rc = TK_ERR_UNSUPPORTED;
             goto fail;
         }
@@ -1734,8 +1754,10 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
         }
     }
     if (forced != TK_PAT_NONE && forced != pat) {
-        tk_set_err(err, errlen, "%s: --pattern %s cannot replace this tokenizer's own pre-tokenizer and normalizer "
-                   "(they would give other ids than HF): leave it out", file, tk_pattern_name(forced));
+        tk_set_err(err, errlen,
+                   "%s: --pattern %s cannot replace this tokenizer's own pre-tokenizer and normalizer "
+                   "(they would give other ids than HF): leave it out",
+                   file, tk_pattern_name(forced));
         rc = TK_ERR_PATTERN;
         goto fail;
     }
@@ -1823,8 +1845,8 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
         d->stop = (uint32_t)json_integer_value(b);
         if ((rc = dup_bytes(cs, cn, &d->a, &d->alen))) return rc;
     } else if (!strcmp(ty, "Metaspace")) {
-        static const char *const keys[] = {"replacement", "prepend_scheme", "split", "add_prefix_space", "str_rep",
-                                           NULL};
+        static const char *const keys[] = {"replacement",      "prepend_scheme", "split",
+                                           "add_prefix_space", "str_rep",        NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
         const uint8_t *r;
         size_t rl;
@@ -1840,23 +1862,32 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
         snprintf(sb, sizeof sb, "%.40s", ty);
         for (char *q = sb; *q; q++)
             if ((unsigned char)*q < 0x20) *q = '?';
-        REFUSE(path, "decoder \"%s\" is not supported with a SentencePiece-style vocabulary (supported: Replace, "
-               "ByteFallback, Fuse, Strip, Metaspace, Sequence)", sb);
+        REFUSE(path,
+               "decoder \"%s\" is not supported with a SentencePiece-style vocabulary (supported: Replace, "
+               "ByteFallback, Fuse, Strip, Metaspace, Sequence)",
+               sb);
     }
     h->n_dec++;
     return TK_OK;
 }
 
-int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
-                   tk_hfj *J, char *err, size_t errlen) {
+int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm, tk_hfj *J,
+                   char *err, size_t errlen) {
     tk_hf *h = calloc(1, sizeof *h);
     if (!h) return TK_ERR_NOMEM;
     h->sp = true;
     int rc;
     json_t *model = json_object_get(root, "model");
     {
-        static const char *const keys[] = {"vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
-                                           "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges",
+        static const char *const keys[] = {"vocab",
+                                           "merges",
+                                           "dropout",
+                                           "unk_token",
+                                           "continuing_subword_prefix",
+                                           "end_of_word_suffix",
+                                           "fuse_unk",
+                                           "byte_fallback",
+                                           "ignore_merges",
                                            NULL};
         if ((rc = only_keys(model, file, "model", "BPE", keys, err, errlen))) goto fail;
         json_t *d = json_object_get(model, "dropout");
@@ -1945,8 +1976,8 @@ fail:
 bool tk_hf_decodes(const tk_tokenizer *t) { return t && t->engine == &tk_engine_hf && HF_OF(t)->sp; }
 
 typedef struct {
-    tk_bytes b;             /* all token strings, back to back */
-    size_t *off;            /* n + 1 offsets */
+    tk_bytes b;  /* all token strings, back to back */
+    size_t *off; /* n + 1 offsets */
     size_t n, cap;
 } strv;
 
@@ -2128,8 +2159,8 @@ int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool firs
 }
 
 static void hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
-    static const char *const nm[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "Replace", "Prepend",
-                                     "Precompiled"};
+    static const char *const nm[] = {"NFC",   "NFD",     "NFKC",    "NFKD",       "Lowercase",
+                                     "Strip", "Replace", "Prepend", "Precompiled"};
     static const char *const pt[] = {"Split", "ByteLevel", "Digits", "Punctuation", "WhitespaceSplit", "Metaspace"};
     static const char *const bh[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     const tk_hf *h = HF_OF(t);
@@ -2169,8 +2200,7 @@ static int hf_encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n,
 
 /* Only a SentencePiece-style pipeline has a decoder chain of its own; a
  * byte-level one decodes as the token bytes (the generic path). */
-static int hf_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream,
-                        tk_bytes *out) {
+static int hf_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream, tk_bytes *out) {
     (void)stream;
     return HF_OF(t)->sp ? tk_hf_decode(t, ids, n, first, out) : 1;
 }

@@ -104,8 +104,15 @@ static long hex4(const uint8_t *s) {
 }
 
 static size_t put_utf8(uint8_t *o, uint32_t cp) {
-    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
-    if (cp < 0x800) { o[0] = (uint8_t)(0xC0 | cp >> 6); o[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | cp >> 6);
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
         o[0] = (uint8_t)(0xE0 | cp >> 12);
         o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
@@ -131,7 +138,7 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
             memcpy(&v, s + p, 8);
             uint64_t m = swar_special(v, true);
             memcpy(o + w, &v, 8); /* the bytes past the plain ones are overwritten below */
-            if (m) { /* the lowest flagged byte is a true one: keep the plain bytes before it */
+            if (m) {              /* the lowest flagged byte is a true one: keep the plain bytes before it */
                 size_t k = (size_t)__builtin_ctzll(m) >> 3;
                 w += k;
                 p += k;

@@ -61,17 +61,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define WS_CLASS "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WS_CLASS                                                                                                       \
+    "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 /* Oniguruma's Unicode \w is UTS #18's word class: Alphabetic (letters, Nl and
  * Other_Alphabetic: marks and the circled / squared Latin letters), M, Nd, Pc
  * and Join_Control (ZWNJ, ZWJ) */
-#define W_CLASS "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{200C}\\x{200D}\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}" \
-                "\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
+#define W_CLASS                                                                                                        \
+    "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{200C}\\x{200D}\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}"                      \
+    "\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
 
 struct tk_regex {
     pcre2_code *code;
     bool jit;
-    uint8_t *lit;  /* a String pattern: matched with memmem (linear; PCRE2 only checks it is UTF-8) */
+    uint8_t *lit; /* a String pattern: matched with memmem (linear; PCRE2 only checks it is UTF-8) */
     size_t lit_len;
 };
 
@@ -100,8 +102,10 @@ static void sb_put(sbuf *b, const char *p, size_t n) {
 static void sb_puts(sbuf *b, const char *p) { sb_put(b, p, strlen(p)); }
 
 static int refuse(char *err, size_t errlen, const char *what, size_t at) {
-    tk_set_err(err, errlen, "regex construct %s (at byte %zu) is not supported: its Oniguruma meaning is not proven "
-               "equal to PCRE2's", what, at);
+    tk_set_err(err, errlen,
+               "regex construct %s (at byte %zu) is not supported: its Oniguruma meaning is not proven "
+               "equal to PCRE2's",
+               what, at);
     return TK_ERR_UNSUPPORTED;
 }
 
@@ -293,15 +297,31 @@ static int tr_escape(xlat *t) {
     char e = t->re[t->i + 1];
     if (!t->in_class) before_atom(t);
     switch (e) {
-    case 's': case 'S': case 'w': case 'W': case 'd': case 'D': case 'h': case 'H': return tr_shorthand(t, e);
+    case 's':
+    case 'S':
+    case 'w':
+    case 'W':
+    case 'd':
+    case 'D':
+    case 'h':
+    case 'H': return tr_shorthand(t, e);
     case 'v':
         sb_puts(&t->b, "\\x{0B}");
         t->i += 2;
         return TK_OK;
-    case 'u': case 'x': return tr_hex_escape(t, e);
-    case 'p': case 'P': return tr_property(t);
-    case 'n': case 'r': case 't': case 'f': case 'e': case 'a':
-    case 'A': case 'z': case 'Z':
+    case 'u':
+    case 'x': return tr_hex_escape(t, e);
+    case 'p':
+    case 'P': return tr_property(t);
+    case 'n':
+    case 'r':
+    case 't':
+    case 'f':
+    case 'e':
+    case 'a':
+    case 'A':
+    case 'z':
+    case 'Z':
         if (t->in_class && (e == 'A' || e == 'z' || e == 'Z')) return xrefuse(t, "anchor inside [...]");
         break;
     default:
@@ -416,17 +436,29 @@ static int tr_plain(xlat *t, char c) {
         t->class_start = i;
         /* a ']' first in the class: Oniguruma warns and takes it literally, as PCRE2 does */
         return TK_OK;
-    case '$': before_atom(t); sb_puts(&t->b, "(?![^\\n])"); t->i++; return TK_OK;
-    case '^': before_atom(t); sb_puts(&t->b, "(?<![^\\n])"); t->i++; return TK_OK;
-    case '*': case '+': case '?': return tr_quantifier(t, 1);
+    case '$':
+        before_atom(t);
+        sb_puts(&t->b, "(?![^\\n])");
+        t->i++;
+        return TK_OK;
+    case '^':
+        before_atom(t);
+        sb_puts(&t->b, "(?<![^\\n])");
+        t->i++;
+        return TK_OK;
+    case '*':
+    case '+':
+    case '?': return tr_quantifier(t, 1);
     case '{': {
         unsigned long min = 0;
         size_t q = brace_quantifier(re, n, i, &min);
         if (!q) break; /* a literal brace */
         if (min > TK_REGEX_MAX_MIN_REPEAT) {
             /* a fixed-count scan that fails is not paid from the work budget: keep it short */
-            tk_set_err(t->err, t->errlen, "regex repeat {%lu,...} (at byte %zu) is refused: a minimum count over %u is "
-                       "beyond the regex work limits (docs/tokenizer.md, Hostile files)", min, i, TK_REGEX_MAX_MIN_REPEAT);
+            tk_set_err(t->err, t->errlen,
+                       "regex repeat {%lu,...} (at byte %zu) is refused: a minimum count over %u is "
+                       "beyond the regex work limits (docs/tokenizer.md, Hostile files)",
+                       min, i, TK_REGEX_MAX_MIN_REPEAT);
             return TK_ERR_UNSUPPORTED;
         }
         return tr_quantifier(t, q);
@@ -526,7 +558,8 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
     if (cc) pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
     uint32_t opt = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_NO_UTF_CHECK;
     if (literal) opt = PCRE2_UTF | PCRE2_LITERAL | PCRE2_MATCH_INVALID_UTF;
-    r->code = pcre2_compile((PCRE2_SPTR)pat, literal ? n : PCRE2_ZERO_TERMINATED, opt & ~PCRE2_NO_UTF_CHECK, &ec, &eo, cc);
+    r->code =
+        pcre2_compile((PCRE2_SPTR)pat, literal ? n : PCRE2_ZERO_TERMINATED, opt & ~PCRE2_NO_UTF_CHECK, &ec, &eo, cc);
     pcre2_compile_context_free(cc);
     if (!r->code) {
         PCRE2_UCHAR msg[160];

@@ -12,17 +12,25 @@
 
 /* Upstream vocabularies, recognised by the sha256 of their rank file. */
 static const tk_known_vocab TK_KNOWN[] = {
-    {"gpt2", "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930", TK_PAT_GPT2,
+    {"gpt2",
+     "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+     TK_PAT_GPT2,
      {{"<|endoftext|>", 50256}}},
-    {"gpt2", "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5", TK_PAT_GPT2, /* vocab.bpe */
+    {"gpt2",
+     "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+     TK_PAT_GPT2, /* vocab.bpe */
      {{"<|endoftext|>", 50256}}},
-    {"cl100k_base", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", TK_PAT_CL100K,
+    {"cl100k_base",
+     "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+     TK_PAT_CL100K,
      {{"<|endoftext|>", 100257},
       {"<|fim_prefix|>", 100258},
       {"<|fim_middle|>", 100259},
       {"<|fim_suffix|>", 100260},
       {"<|endofprompt|>", 100276}}},
-    {"o200k_base", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", TK_PAT_O200K,
+    {"o200k_base",
+     "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+     TK_PAT_O200K,
      {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
 };
 
@@ -73,9 +81,7 @@ const char *tk_escape_text(const void *text, size_t n, char *out, size_t cap) {
 
 /* A token text or key as it may be shown in a message: control bytes
  * (terminal escapes in a hostile file) as \xNN, at most ~60 bytes. */
-const char *tk_ld_shown(const char *s, char buf[static 160]) {
-    return tk_escape_text(s, strlen(s), buf, 68);
-}
+const char *tk_ld_shown(const char *s, char buf[static 160]) { return tk_escape_text(s, strlen(s), buf, 68); }
 
 const char *tk_ld_json_kind(const json_t *v) {
     if (!v) return "missing";
@@ -95,7 +101,7 @@ const char *tk_ld_json_kind(const json_t *v) {
 /* A token id from JSON: an integer (not a float, string or boolean) in
  * 0..TK_MAX_VOCAB-1; what/entry name it in the message. */
 int tk_ld_json_id(const json_t *v, const char *file, const char *what, const char *entry, uint32_t *id, char *err,
-            size_t errlen) {
+                  size_t errlen) {
     char sb[160];
     if (!json_is_integer(v)) {
         tk_set_err(err, errlen, "%s: %s \"%s\": the id is %s, not an integer", file, what, tk_ld_shown(entry, sb),
@@ -113,7 +119,6 @@ int tk_ld_json_id(const json_t *v, const char *file, const char *what, const cha
 }
 
 /* ---- tokens under construction ------------------------------------------ */
-
 
 /* n slots: callers size it by entries actually present in the file, so it
  * is bounded by the file's size (and by TK_MAX_VOCAB). */
@@ -157,7 +162,7 @@ void tk_ld_tv_free(tk_tokvec *v) {
 
 /* What tk_finalize refused, as a message naming the file and the entries. */
 void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const char *sp_file, char *err,
-                  size_t errlen) {
+                        size_t errlen) {
     const char *what = t->bad_what ? t->bad_what : tk_strerror(rc);
     /* ranks are contiguous by now: an id out of range or too far out is a special's */
     if (rc == TK_ERR_RANGE || strstr(what, "special")) file = sp_file;
@@ -167,25 +172,23 @@ void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const c
     else if (t->bad_rank != TK_NO_RANK && t->bad_rank2 != TK_NO_RANK && t->bad_rank < t->n_ranks &&
              t->bad_rank2 < t->n_ranks)
         tk_set_err(err, errlen, "%s: %s (ids %u and %u)", file, what, ID_OF(t->bad_rank2), ID_OF(t->bad_rank));
-    else if (t->bad_id != TK_NO_RANK)
-        tk_set_err(err, errlen, "%s: %s (id %u)", file, what, t->bad_id);
+    else if (t->bad_id != TK_NO_RANK) tk_set_err(err, errlen, "%s: %s (id %u)", file, what, t->bad_id);
     else if (t->bad_rank != TK_NO_RANK && t->bad_rank < t->n_ranks)
         tk_set_err(err, errlen, "%s: %s (id %u)", file, what, ID_OF(t->bad_rank));
-    else
-        tk_set_err(err, errlen, "%s: %s", file, what);
+    else tk_set_err(err, errlen, "%s: %s", file, what);
 #undef ID_OF
 }
 
 /* Move a complete tk_tokvec into a new tokenizer (arena laid out by rank). */
 int tk_ld_tv_build(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
-             const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
-             size_t errlen) {
+                   const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
+                   size_t errlen) {
     return tk_ld_tv_build_x(v, pat, sp, nsp, rank_to_id, name, file, sp_file, false, out, err, errlen);
 }
 
 int tk_ld_tv_build_x(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
-               const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
-               char *err, size_t errlen) {
+                     const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
+                     char *err, size_t errlen) {
     for (uint32_t r = 0; r < v->n; r++)
         if (v->off[r] == UINT64_MAX) {
             tk_set_err(err, errlen, "%s: rank %u is missing (ranks must be contiguous from 0)", file, r);

@@ -13,7 +13,6 @@
 
 #define SPECIAL_ID (TK_NO_RANK - 1)
 
-
 /* Some object in v (recursively) has "type": type. */
 static bool has_type(json_t *v, const char *type, int depth) {
     if (depth > 32) return false;
@@ -129,8 +128,10 @@ static int hf_check_ids(const char *path, json_t *vocab, size_t nv, json_t *adde
         if (id > *max_id) *max_id = id;
     }
     if ((uint64_t)*max_id + 1 > (uint64_t)nv + na + TK_MAX_ID_GAP) {
-        tk_set_err(err, errlen, "%s: id %u leaves more than %u ids unused (%zu vocab entries, %zu added tokens): "
-                   "the vocabulary would be far larger than its entries", path, *max_id, TK_MAX_ID_GAP, nv, na);
+        tk_set_err(err, errlen,
+                   "%s: id %u leaves more than %u ids unused (%zu vocab entries, %zu added tokens): "
+                   "the vocabulary would be far larger than its entries",
+                   path, *max_id, TK_MAX_ID_GAP, nv, na);
         return TK_ERR_RANGE;
     }
     return TK_OK;
@@ -342,7 +343,10 @@ static int hf_merge_sp(hf_load *L, size_t i, size_t sp_plen) {
     if (ea < 0 || eb < 0 || er < 0) {
         tk_set_err(L->err, L->errlen, "%s: merge %zu: %s \"%s\" is not in model.vocab", L->path, i,
                    er >= 0 || ea < 0 || eb < 0 ? "part" : "result",
-                   tk_ld_shown(ea < 0 ? J->ma[i] : eb < 0 ? J->mb[i] : ab2, L->sb));
+                   tk_ld_shown(ea < 0   ? J->ma[i]
+                               : eb < 0 ? J->mb[i]
+                                        : ab2,
+                               L->sb));
         return TK_ERR_FORMAT;
     }
     L->mids[i][0] = J->vid[ea];
@@ -376,7 +380,8 @@ static int hf_merge_bl(hf_load *L, size_t i) {
     L->mids[i][1] = J->vid[eb];
     L->mids[i][2] = id;
     if (L->rank_of_id[id] == SPECIAL_ID) {
-        tk_set_err(L->err, L->errlen, "%s: merge %zu: result \"%s\" is an added token", L->path, i, tk_ld_shown(ab, L->sb));
+        tk_set_err(L->err, L->errlen, "%s: merge %zu: result \"%s\" is an added token", L->path, i,
+                   tk_ld_shown(ab, L->sb));
         return TK_ERR_FORMAT;
     }
     if (L->rank_of_id[id] != TK_NO_RANK) return TK_OK;
@@ -459,7 +464,7 @@ static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
     }
     tk_tokenizer *t = NULL;
     rc = tk_ld_tv_build_x(&L->v, TK_PAT_NONE, L->sp, L->nsp, L->rank_to_id, NULL, L->path, L->path, L->sp_mode, &t,
-                    L->err, L->errlen);
+                          L->err, L->errlen);
     L->rank_to_id = NULL; /* owned by tk_ld_tv_build now */
     if (rc) return rc;
     const uint32_t(*mids)[3] = (const uint32_t(*)[3])L->mids;

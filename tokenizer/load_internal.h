@@ -45,14 +45,13 @@ typedef struct {
     size_t len, cap;
     uint64_t *off; /* by rank: start; UINT64_MAX = unset */
     uint32_t *tlen;
-    uint32_t n;    /* number of ranks (slots) */
+    uint32_t n; /* number of ranks (slots) */
 } tk_tokvec;
 int tk_ld_tv_init(tk_tokvec *v, uint32_t n);
 int tk_ld_tv_set(tk_tokvec *v, uint32_t rank, const uint8_t *p, size_t n);
 void tk_ld_tv_free(tk_tokvec *v);
 /* What tk_finalize refused, as a message naming the file and the entries. */
-void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const char *sp_file, char *err,
-                        size_t errlen);
+void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const char *sp_file, char *err, size_t errlen);
 /* Move a complete tk_tokvec into a new tokenizer (arena laid out by rank);
  * _x: decode_only marks token bytes kept for decoding alone. */
 int tk_ld_tv_build(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,

@@ -55,8 +55,10 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
         if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
         if (!tk_ld_join_path(a, sizeof a, spec, "/tokenizer.model", err, errlen)) return TK_ERR_ARG;
         if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
-        tk_set_err(err, errlen, "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json nor "
-                   "tokenizer.model", spec);
+        tk_set_err(err, errlen,
+                   "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json nor "
+                   "tokenizer.model",
+                   spec);
         return TK_ERR_NOT_FOUND;
     }
     if (tk_ld_exists(spec)) return load_file(spec, pat, out, err, errlen);
@@ -75,8 +77,10 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
     for (int k = 0; k < 4; k++)
         if (strcmp(spec, names[k].name) == 0) which = k;
     if (which < 0) {
-        tk_set_err(err, errlen, "%s: no such file, folder or vocabulary name (names: gpt2, r50k_base, cl100k_base, "
-                   "o200k_base)", spec);
+        tk_set_err(err, errlen,
+                   "%s: no such file, folder or vocabulary name (names: gpt2, r50k_base, cl100k_base, "
+                   "o200k_base)",
+                   spec);
         return errno == ENOENT || errno == 0 ? TK_ERR_IO : TK_ERR_IO;
     }
     const char *vd = mks_getenv("MKS_VOCAB_DIR");
@@ -86,8 +90,8 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
             if (tk_ld_exists(a)) return tk_load_tiktoken(a, pat, out, err, errlen);
         }
         if (which == 0) {
-            if (tk_ld_join_path(a, sizeof a, vd, "/encoder.json", NULL, 0) && tk_ld_join_path(b, sizeof b, vd, "/vocab.bpe", NULL, 0) &&
-                tk_ld_exists(a) && tk_ld_exists(b))
+            if (tk_ld_join_path(a, sizeof a, vd, "/encoder.json", NULL, 0) &&
+                tk_ld_join_path(b, sizeof b, vd, "/vocab.bpe", NULL, 0) && tk_ld_exists(a) && tk_ld_exists(b))
                 return tk_load_gpt2(a, b, pat, out, err, errlen);
         }
     }
@@ -116,8 +120,9 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
         snprintf(b, sizeof b, "%.4000s/%s", cd, h2);
         if (tk_ld_exists(a) && tk_ld_exists(b)) return tk_load_gpt2(a, b, pat, out, err, errlen);
     }
-    tk_set_err(err, errlen, "vocabulary %s not found: looked in $MKS_VOCAB_DIR (%s) for %s and in tiktoken's "
-               "cache %s; set MKS_VOCAB_DIR to a folder holding %s", spec, vd && *vd ? vd : "unset",
-               names[which].files[0], cd, names[which].files[0]);
+    tk_set_err(err, errlen,
+               "vocabulary %s not found: looked in $MKS_VOCAB_DIR (%s) for %s and in tiktoken's "
+               "cache %s; set MKS_VOCAB_DIR to a folder holding %s",
+               spec, vd && *vd ? vd : "unset", names[which].files[0], cd, names[which].files[0]);
     return TK_ERR_NOT_FOUND;
 }

@@ -182,8 +182,7 @@ static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_
                 if (rc == TK_ERR_RANGE)
                     tk_set_err(err, errlen, "%s:%u: rank \"%.*s\" out of range (0..%u)", path, lineno,
                                (int)(le - sp - 1 > 24 ? 24 : le - sp - 1), data + sp + 1, TK_MAX_VOCAB - 1);
-                else
-                    tk_set_err(err, errlen, "%s:%u: bad rank (decimal digits expected)", path, lineno);
+                else tk_set_err(err, errlen, "%s:%u: bad rank (decimal digits expected)", path, lineno);
                 return rc;
             }
             if (r >= v->n) {
@@ -223,16 +222,18 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         if (!kv && (rc = read_meta(path, &p, &msp, &nmsp, err, errlen))) goto done;
         if (p == TK_PAT_NONE) p = kv ? kv->pat : TK_PAT_NONE;
         if (p == TK_PAT_NONE) {
-            tk_set_err(err, errlen, "%s: unknown rank file (not gpt2/cl100k_base/o200k_base by sha256): give the "
-                       "pre-tokenizer with --pattern gpt2|cl100k|o200k", path);
+            tk_set_err(err, errlen,
+                       "%s: unknown rank file (not gpt2/cl100k_base/o200k_base by sha256): give the "
+                       "pre-tokenizer with --pattern gpt2|cl100k|o200k",
+                       path);
             tk_ld_free_specials(msp, nmsp);
             rc = TK_ERR_PATTERN;
             goto done;
         }
         char mp[4096];
         snprintf(mp, sizeof mp, "%s%s", path, nmsp ? ".meta.json" : "");
-        rc = tk_ld_tv_build(&v, p, kv ? kv->specials : msp, kv ? tk_ld_n_known_specials(kv) : nmsp, NULL, kv ? kv->name : NULL,
-                      path, mp, out, err, errlen);
+        rc = tk_ld_tv_build(&v, p, kv ? kv->specials : msp, kv ? tk_ld_n_known_specials(kv) : nmsp, NULL,
+                            kv ? kv->name : NULL, path, mp, out, err, errlen);
         tk_ld_free_specials(msp, nmsp);
         if (rc == TK_OK && kv) {
             (*out)->known = true;

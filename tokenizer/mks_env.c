@@ -12,14 +12,11 @@ static const char *const k_renamed[] = {"VOCAB_DIR", "CACHE_DIR", "CHECKPOINT_SE
 #define N_RENAMED (sizeof k_renamed / sizeof k_renamed[0])
 static int g_warned[N_RENAMED]; /* set once its warning is printed (atomic exchange: threads may race) */
 
-const char *mks_getenv(const char *name)
-{
+const char *mks_getenv(const char *name) {
     const char *v = getenv(name);
-    if (strncmp(name, "MKS_", 4) != 0)
-        return v;
+    if (strncmp(name, "MKS_", 4) != 0) return v;
     for (size_t i = 0; i < N_RENAMED; i++) {
-        if (strcmp(name + 4, k_renamed[i]) != 0)
-            continue;
+        if (strcmp(name + 4, k_renamed[i]) != 0) continue;
         char old[64];
         snprintf(old, sizeof old, "MKSHARDS_%s", k_renamed[i]);
         const char *o = getenv(old);

@@ -80,7 +80,8 @@ int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size
                 size_t cl = tk_spm_valid_char(s + k, i - k);
                 if (!cl) cl = 1;
                 bool d2;
-                if (!(rc = put_transform(&m, s + k, cl, out, cap, &d2)) && !d2) rc = tk_bytes_put_capped(out, s + k, cl, cap);
+                if (!(rc = put_transform(&m, s + k, cl, out, cap, &d2)) && !d2)
+                    rc = tk_bytes_put_capped(out, s + k, cl, cap);
                 k += cl;
             }
             g = i;
@@ -108,8 +109,12 @@ int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on) {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
-              : c == '+' ? 62 : c == '/' ? 63 : -1;
+        int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+                : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                : c >= '0' && c <= '9' ? c - '0' + 52
+                : c == '+'             ? 62
+                : c == '/'             ? 63
+                                       : -1;
         if (v < 0) {
             free(b);
             return TK_ERR_BASE64;

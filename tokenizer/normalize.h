@@ -55,7 +55,7 @@ static inline uint32_t tk_du_offset(uint32_t u) { return (u >> 10) << ((u & (1u 
  * search (explicit length) walks on through a NUL byte when it lands on an
  * empty unit (label 0); the Rust port HF uses stops there (stop_nul). */
 static inline size_t tk_cmap_longest(const tk_cmap *m, const uint8_t *s, size_t n, size_t max_results, bool stop_nul,
-                           uint32_t *value) {
+                                     uint32_t *value) {
     if (!m->n_units) return 0;
     size_t best = 0, found = 0;
     uint32_t id = tk_du_offset(m->units[0]);

@@ -101,8 +101,7 @@ static inline size_t utf8_decode(const uint8_t *s, size_t n, size_t i, uint32_t 
         return 3;
     }
     if (b < 0xF5) {
-        if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
-            return 0;
+        if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
         uint32_t c = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
                      ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
         if (c < 0x10000 || c > 0x10FFFF) return 0;
@@ -281,8 +280,8 @@ static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) {
     if ((e = punct_run(s, n, i, c, false))) return e;
     size_t last, an;
     e = ws_run(s, n, i, &last, &an);
-    if (e == n) return e;   /* \s++$ */
-    if (an) return an;      /* \s*[\r\n] */
+    if (e == n) return e; /* \s++$ */
+    if (an) return an;    /* \s*[\r\n] */
     if (last > i) return last;
     return e;
 }
@@ -369,8 +368,8 @@ static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
     if ((e = punct_run(s, n, i, c, true))) return e;
     size_t last, an;
     e = ws_run(s, n, i, &last, &an);
-    if (an) return an;      /* \s*[\r\n]+ */
-    if (e == n) return e;   /* \s+(?!\S) at the end */
+    if (an) return an;    /* \s*[\r\n]+ */
+    if (e == n) return e; /* \s+(?!\S) at the end */
     if (last > i) return last;
     return e;
 }
@@ -414,8 +413,8 @@ int tk_pattern_parse(const char *name, tk_pattern *out) {
     static const struct {
         const char *name;
         tk_pattern pat;
-    } names[] = {{"gpt2", TK_PAT_GPT2},     {"r50k", TK_PAT_GPT2},         {"r50k_base", TK_PAT_GPT2},
-                 {"p50k_base", TK_PAT_GPT2}, {"cl100k", TK_PAT_CL100K},    {"cl100k_base", TK_PAT_CL100K},
+    } names[] = {{"gpt2", TK_PAT_GPT2},      {"r50k", TK_PAT_GPT2},       {"r50k_base", TK_PAT_GPT2},
+                 {"p50k_base", TK_PAT_GPT2}, {"cl100k", TK_PAT_CL100K},   {"cl100k_base", TK_PAT_CL100K},
                  {"o200k", TK_PAT_O200K},    {"o200k_base", TK_PAT_O200K}};
     if (!name || !out) return TK_ERR_ARG;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)

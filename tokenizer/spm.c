@@ -60,8 +60,8 @@ static int pb_varint(pb *r, uint64_t *v) {
 /* Next field: its number, wire type and, for type 2, the bytes. */
 typedef struct {
     uint32_t num, wt;
-    uint64_t v;            /* wire types 0, 1, 5 */
-    const uint8_t *s;      /* wire type 2 */
+    uint64_t v;       /* wire types 0, 1, 5 */
+    const uint8_t *s; /* wire type 2 */
     size_t n;
 } pb_field;
 
@@ -72,8 +72,7 @@ static int pb_next(pb *r, pb_field *f) {
     f->wt = (uint32_t)(key & 7);
     if (f->num == 0 || key >> 3 > 0x1fffffff) return -1;
     switch (f->wt) {
-    case 0:
-        return pb_varint(r, &f->v);
+    case 0: return pb_varint(r, &f->v);
     case 1:
     case 5: {
         size_t w = f->wt == 1 ? 8 : 4;
@@ -91,8 +90,7 @@ static int pb_next(pb *r, pb_field *f) {
         r->p += n;
         return 0;
     }
-    default:
-        return -1; /* groups and wire types 6, 7 */
+    default: return -1; /* groups and wire types 6, 7 */
     }
 }
 
@@ -100,27 +98,27 @@ static int pb_next(pb *r, pb_field *f) {
 
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6 };
 enum { MT_UNIGRAM = 1, MT_BPE = 2, MT_WORD = 3, MT_CHAR = 4 };
-#define SPM_MAX_PIECE 8000       /* sentencepiece refuses pieces of 8000 bytes or more */
-#define SPM_NORM_RESULTS 32      /* Normalizer::kMaxTrieResultsSize */
-#define SPM_USER_RESULTS 64      /* PrefixMatcher's kResultSize */
+#define SPM_MAX_PIECE 8000                              /* sentencepiece refuses pieces of 8000 bytes or more */
+#define SPM_NORM_RESULTS 32                             /* Normalizer::kMaxTrieResultsSize */
+#define SPM_USER_RESULTS 64                             /* PrefixMatcher's kResultSize */
 static const uint8_t SPACE_SYM[3] = {0xe2, 0x96, 0x81}; /* U+2581 */
 
 typedef struct {
-    const uint8_t *name, *cmap;  /* into the file copy */
+    const uint8_t *name, *cmap; /* into the file copy */
     size_t name_len, cmap_len;
     bool add_dummy_prefix, remove_extra_ws, escape_ws;
 } spm_spec;
 
 typedef struct {
     spm_spec spec;
-    tk_cmap map;      /* n_units == 0: no charsmap (identity) */
-    bool ws_suffix;    /* trainer_spec.treat_whitespace_as_suffix */
+    tk_cmap map;    /* n_units == 0: no charsmap (identity) */
+    bool ws_suffix; /* trainer_spec.treat_whitespace_as_suffix */
 } spm_norm;
 
 struct tk_spm {
-    uint8_t *file;     /* the model file (pieces and specs point into it) */
+    uint8_t *file; /* the model file (pieces and specs point into it) */
     size_t file_len;
-    uint32_t n;        /* pieces */
+    uint32_t n; /* pieces */
     const uint8_t **piece;
     uint32_t *plen;
     float *score;
@@ -137,10 +135,10 @@ struct tk_spm {
     uint64_t user_first[4];
     uint32_t user_maxlen;
     uint32_t n_unused;
-    uint32_t *unused_idx;  /* id -> index among UNUSED pieces */
-    uint32_t *shadow;      /* normal id -> the reserved id of the same string (PieceToId prefers it); NULL: none */
+    uint32_t *unused_idx; /* id -> index among UNUSED pieces */
+    uint32_t *shadow;     /* normal id -> the reserved id of the same string (PieceToId prefers it); NULL: none */
     spm_norm norm;
-    spm_norm denorm;       /* used when its charsmap is not empty */
+    spm_norm denorm; /* used when its charsmap is not empty */
     bool has_denorm;
     bool has_unk_surface;
     const uint8_t *unk_surface;
@@ -150,7 +148,7 @@ struct tk_spm {
      * cut does not touch it (see split_ok in spm_setup) */
     bool split;
     int32_t bos_id, eos_id, pad_id; /* from trainer_spec, -1 if not a piece */
-    uint64_t serial;       /* the tokenizer's (caches key on it) */
+    uint64_t serial;                /* the tokenizer's (caches key on it) */
 };
 
 static uint64_t h64(const uint8_t *p, size_t n) { return tk_hash_bytes(p, n); }
@@ -293,7 +291,7 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
 #define ID_LATER (TK_NO_RANK - 1) /* sym.id not looked up yet (bpe_run does) */
 typedef struct {
     uint32_t off, len;
-    uint32_t id;       /* its piece among NORMAL/USER_DEFINED/UNUSED, TK_NO_RANK if none */
+    uint32_t id; /* its piece among NORMAL/USER_DEFINED/UNUSED, TK_NO_RANK if none */
     int32_t prev, next;
     bool freeze;
 } sym;
@@ -315,7 +313,7 @@ typedef struct {
     size_t sy_cap;
     agenda_item *ag;
     size_t ag_n, ag_cap;
-    uint32_t *rev;         /* per UNUSED piece: (left sym off, left len, right off, right len), 0 len = unset */
+    uint32_t *rev; /* per UNUSED piece: (left sym off, left len, right off, right len), 0 len = unset */
     size_t rev_cap;
     uint32_t *stack;
     size_t stack_cap;
@@ -547,7 +545,7 @@ static int word_cached(const tk_spm *m, spm_scratch *w, const uint8_t *t, uint32
     }
     wc_rec r = {.base = wo};
     if ((rc = bpe_run(m, w, t, a, b, emit_rec, &r))) return rc;
-    if (r.over) { /* more pieces than an entry holds: run it again, emitting */
+    if (r.over) {                          /* more pieces than an entry holds: run it again, emitting */
         for (int32_t k = a; k <= b; k++) { /* the symbols, as they were */
             w->sy[k].len = k < b ? w->sy[k + 1].off - w->sy[k].off : wo + wl - w->sy[k].off;
             w->sy[k].prev = k == a ? -1 : k - 1;
@@ -922,8 +920,14 @@ static void fingerprint(tk_tokenizer *t, const tk_spm *m) {
     struct sha256_ctx c;
     sha256_init(&c);
     sha256_update(&c, 32, t->fingerprint);
-    uint8_t hdr[16] = {'s', 'p', 'm', 1, (uint8_t)m->byte_fallback, (uint8_t)m->norm.ws_suffix,
-                       (uint8_t)m->has_unk_surface, (uint8_t)m->has_denorm};
+    uint8_t hdr[16] = {'s',
+                       'p',
+                       'm',
+                       1,
+                       (uint8_t)m->byte_fallback,
+                       (uint8_t)m->norm.ws_suffix,
+                       (uint8_t)m->has_unk_surface,
+                       (uint8_t)m->has_denorm};
     memcpy(hdr + 8, &m->n, 4);
     sha256_update(&c, sizeof hdr, hdr);
     for (uint32_t i = 0; i < m->n; i++) {
@@ -986,8 +990,7 @@ static int load_scan(const tk_spm *m, spm_load *L) {
         } else if (f.num == 3) {
             if (parse_spec(f.s, f.n, &L->nspec)) FAIL(TK_ERR_FORMAT, "%s: normalizer_spec: malformed protobuf", path);
         } else if (f.num == 5) {
-            if (parse_spec(f.s, f.n, &L->dspec))
-                FAIL(TK_ERR_FORMAT, "%s: denormalizer_spec: malformed protobuf", path);
+            if (parse_spec(f.s, f.n, &L->dspec)) FAIL(TK_ERR_FORMAT, "%s: denormalizer_spec: malformed protobuf", path);
         }
     }
     return TK_OK;
@@ -1317,8 +1320,7 @@ static int spm_load_op(const char *path, tk_pattern pat, tk_tokenizer **out, cha
     return tk_load_spm(path, out, err, errlen);
 }
 
-static int spm_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream,
-                         tk_bytes *out) {
+static int spm_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream, tk_bytes *out) {
     return stream ? tk_spm_decode_stream(t, ids, n, first, out) : tk_spm_decode(t, ids, n, first, out);
 }
 

@@ -16,24 +16,24 @@ extern "C" {
 
 enum {
     TK_OK = 0,
-    TK_ERR_NOMEM = -1,       /* allocation failed */
-    TK_ERR_IO = -2,          /* file missing or unreadable */
-    TK_ERR_FORMAT = -3,      /* malformed vocabulary file */
-    TK_ERR_BASE64 = -4,      /* bad base64 in a .tiktoken line */
-    TK_ERR_DUP_RANK = -5,    /* the same rank or token given twice */
-    TK_ERR_MISSING_RANK = -6,/* ranks not contiguous / single bytes missing */
-    TK_ERR_RANGE = -7,       /* token id out of range */
-    TK_ERR_UNSUPPORTED = -8, /* e.g. tokenizer.json of another model type */
-    TK_ERR_ARG = -9,         /* invalid argument */
-    TK_ERR_PATTERN = -10,    /* unknown pre-tokenizer pattern / none given */
-    TK_ERR_NOT_FOUND = -11,  /* named vocabulary not found */
-    TK_ERR_THREAD = -12,     /* could not start a thread */
-    TK_ERR_LIMIT = -13,      /* beyond a documented limit (file size, token length, JSON memory) */
+    TK_ERR_NOMEM = -1,        /* allocation failed */
+    TK_ERR_IO = -2,           /* file missing or unreadable */
+    TK_ERR_FORMAT = -3,       /* malformed vocabulary file */
+    TK_ERR_BASE64 = -4,       /* bad base64 in a .tiktoken line */
+    TK_ERR_DUP_RANK = -5,     /* the same rank or token given twice */
+    TK_ERR_MISSING_RANK = -6, /* ranks not contiguous / single bytes missing */
+    TK_ERR_RANGE = -7,        /* token id out of range */
+    TK_ERR_UNSUPPORTED = -8,  /* e.g. tokenizer.json of another model type */
+    TK_ERR_ARG = -9,          /* invalid argument */
+    TK_ERR_PATTERN = -10,     /* unknown pre-tokenizer pattern / none given */
+    TK_ERR_NOT_FOUND = -11,   /* named vocabulary not found */
+    TK_ERR_THREAD = -12,      /* could not start a thread */
+    TK_ERR_LIMIT = -13,       /* beyond a documented limit (file size, token length, JSON memory) */
     /* Per-document failures: this text is refused, the tokenizer is fine and
      * the next document may be encoded (tk_err_is_document). Every other code
      * from an encode or decode call is a failure of the run (memory, misuse). */
-    TK_ERR_DOC_REGEX = -14,  /* the document spent its regex work budget (TK_REGEX_WORK_*) */
-    TK_ERR_DOC_EXPAND = -15  /* a normalizer or decoder step would write more than TK_EXPAND_* allow */
+    TK_ERR_DOC_REGEX = -14, /* the document spent its regex work budget (TK_REGEX_WORK_*) */
+    TK_ERR_DOC_EXPAND = -15 /* a normalizer or decoder step would write more than TK_EXPAND_* allow */
 };
 /* 1 when err refuses one document (TK_ERR_DOC_*), 0 otherwise. */
 int tk_err_is_document(int err);
@@ -48,8 +48,8 @@ int tk_err_is_document(int err);
 #define TK_JSON_MEM_FACTOR 32u              /* a JSON file's parse tree: at most 32 x its size */
 /* Limits on what one document may cost (docs/tokenizer.md, "Hostile files"):
  * beyond them the document is refused (TK_ERR_DOC_*), the run goes on. */
-#define TK_EXPAND_FACTOR 16u   /* a normalizer / decoder step writes <= 16 x min(its input, the chain's) */
-#define TK_EXPAND_SLACK 64u    /* ... + 64 bytes */
+#define TK_EXPAND_FACTOR 16u /* a normalizer / decoder step writes <= 16 x min(its input, the chain's) */
+#define TK_EXPAND_SLACK 64u  /* ... + 64 bytes */
 #define TK_REGEX_WORK_BASE ((uint64_t)1 << 20) /* regex work units per document: this ... */
 #define TK_REGEX_WORK_PER_BYTE 256u            /* ... + this many per byte of the document */
 #define TK_REGEX_MAX_MIN_REPEAT 256u           /* X{n,m} with n above this is refused at load */
@@ -93,8 +93,8 @@ typedef struct {
  * err (if not NULL) receives a one-line human message. */
 int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
 int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
-int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat, tk_tokenizer **out,
-                 char *err, size_t errlen);
+int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat, tk_tokenizer **out, char *err,
+                 size_t errlen);
 int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
 /* A SentencePiece tokenizer.model whose model_type is BPE (ids of
  * sentencepiece's encode, no BOS/EOS); tk_load picks it by content. */
@@ -112,10 +112,10 @@ void tk_free(tk_tokenizer *tok);
 int tk_save_tiktoken(const tk_tokenizer *tok, const char *path);
 int tk_save_hf_json(const tk_tokenizer *tok, const char *path);
 
-uint32_t tk_n_ranks(const tk_tokenizer *tok);   /* mergeable ranks */
+uint32_t tk_n_ranks(const tk_tokenizer *tok);    /* mergeable ranks */
 uint32_t tk_vocab_size(const tk_tokenizer *tok); /* max id + 1, specials included */
 tk_pattern tk_get_pattern(const tk_tokenizer *tok);
-const char *tk_name(const tk_tokenizer *tok);    /* "cl100k_base", ... or "custom" */
+const char *tk_name(const tk_tokenizer *tok); /* "cl100k_base", ... or "custom" */
 size_t tk_n_specials(const tk_tokenizer *tok);
 const tk_special *tk_specials(const tk_tokenizer *tok);
 /* Id of a special token by text; TK_ERR_NOT_FOUND if it is not one. */
@@ -137,8 +137,8 @@ int tk_token_id(const tk_tokenizer *tok, const char *text, uint32_t *id);
  * token) or TK_ERR_UNSUPPORTED (a template with several tokens on a side),
  * with a message in err. */
 typedef struct {
-    int64_t bos, eos;    /* ids, -1: none */
-    char source[160];    /* where each came from, for messages */
+    int64_t bos, eos; /* ids, -1: none */
+    char source[160]; /* where each came from, for messages */
 } tk_framing;
 int tk_default_framing(const tk_tokenizer *tok, tk_framing *out, char *err, size_t errlen);
 /* What HF's encode(add_special_tokens=True) adds to one sequence: the ids

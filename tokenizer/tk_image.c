@@ -63,7 +63,20 @@
 #define IMG_ALIGN 64u
 #define IMG_MAGIC "MKSTKIM" /* 8 bytes with its NUL */
 
-enum { S_ARENA, S_TOK_OFF, S_MAP, S_SMAP, S_FILTER, S_PAIR2, S_MAXLEN2, S_MAP3, S_ID2RANK, S_SPECIALS, S_CHARMIN, S_COUNT };
+enum {
+    S_ARENA,
+    S_TOK_OFF,
+    S_MAP,
+    S_SMAP,
+    S_FILTER,
+    S_PAIR2,
+    S_MAXLEN2,
+    S_MAP3,
+    S_ID2RANK,
+    S_SPECIALS,
+    S_CHARMIN,
+    S_COUNT
+};
 
 typedef struct {
     /* part 1: this file and the rank file it was made from */
@@ -101,12 +114,9 @@ typedef struct {
     const char *body;   /* XXH3-128 of the image body */
 } img_known;
 static const img_known IMG_KNOWN[] = {
-    {"gpt2", TK_PAT_GPT2, 835554, "aa5ef69a716d8a563cb2fbe95939bd2d",
-     "d759e29ba52de8c42206f34ca33e68f5"},
-    {"cl100k_base", TK_PAT_CL100K, 1681126, "7cdb781bb5d59657aa5d7bf38900641a",
-     "40ec85005dc5133fd169084c843d3f44"},
-    {"o200k_base", TK_PAT_O200K, 3613922, "dee5d4ced09a2db672a095e82ca109d6",
-     "9b714e74f47674f0d84785fd5211e824"},
+    {"gpt2", TK_PAT_GPT2, 835554, "aa5ef69a716d8a563cb2fbe95939bd2d", "d759e29ba52de8c42206f34ca33e68f5"},
+    {"cl100k_base", TK_PAT_CL100K, 1681126, "7cdb781bb5d59657aa5d7bf38900641a", "40ec85005dc5133fd169084c843d3f44"},
+    {"o200k_base", TK_PAT_O200K, 3613922, "dee5d4ced09a2db672a095e82ca109d6", "9b714e74f47674f0d84785fd5211e824"},
 };
 
 /* Tests only: skip both digests, to check that the structural checks alone
@@ -522,8 +532,8 @@ static bool layout(const tk_tokenizer *t, img_hdr *h, const void *src_p[S_COUNT]
         *spb = NULL;
         return false;
     }
-    const void *p[S_COUNT] = {t->arena, t->tok_off, t->map.slots, t->smap.slots, t->filter,
-                              t->pair2, t->maxlen2, t->map3,      t->id_to_rank, *spb, *cm};
+    const void *p[S_COUNT] = {t->arena,   t->tok_off, t->map.slots,  t->smap.slots, t->filter, t->pair2,
+                              t->maxlen2, t->map3,    t->id_to_rank, *spb,          *cm};
     memcpy(src_p, p, sizeof p);
     h->len[S_ARENA] = t->tok_off[t->n_ranks];
     h->len[S_TOK_OFF] = ((uint64_t)t->n_ranks + 1) * 8;
@@ -553,7 +563,7 @@ static int emit_body(const img_hdr *h, const void *const src_p[S_COUNT], int fd,
 #define EMIT(p, n)                                                                                                     \
     do {                                                                                                               \
         if (xs) XXH3_128bits_update(xs, (p), (n));                                                                     \
-        if (fd >= 0 && mc_write_all(fd, (p), (n))) return -1;                                                             \
+        if (fd >= 0 && mc_write_all(fd, (p), (n))) return -1;                                                          \
     } while (0)
     EMIT((const uint8_t *)h + IMG_BODY, sizeof *h - IMG_BODY);
     uint64_t at = sizeof *h;
@@ -592,8 +602,8 @@ const char *tk_image_known_body(const char *name) {
     return kv ? kv->body : NULL;
 }
 
-void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src,
-                   const uint8_t *data, size_t len) {
+void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src, const uint8_t *data,
+                   size_t len) {
     if (!t || t->image || !tk_engine_of(t)->image || t->decode_only || t->rank_to_id || !t->known || !src->st_ino)
         return;
     /* only the upstream files of IMG_KNOWN, with their own pattern */

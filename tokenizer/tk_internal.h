@@ -11,12 +11,12 @@
 
 /* Character classes used by the pre-tokenizers (bit flags). */
 enum {
-    TKC_L = 1u << 0,     /* \p{L} */
-    TKC_N = 1u << 1,     /* \p{N} */
-    TKC_S = 1u << 2,     /* \s (Unicode White_Space) */
-    TKC_M = 1u << 3,     /* \p{M} */
-    TKC_UP = 1u << 4,    /* o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
-    TKC_LO = 1u << 5,    /* o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+    TKC_L = 1u << 0,  /* \p{L} */
+    TKC_N = 1u << 1,  /* \p{N} */
+    TKC_S = 1u << 2,  /* \s (Unicode White_Space) */
+    TKC_M = 1u << 3,  /* \p{M} */
+    TKC_UP = 1u << 4, /* o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
+    TKC_LO = 1u << 5, /* o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
 };
 
 /* Class of the character at s[i] (n = end); *len receives its byte length.
@@ -45,53 +45,53 @@ typedef struct {
 } tk_shortmap;
 
 struct tk_tokenizer {
-    uint32_t n_ranks;      /* mergeable tokens: ranks 0..n_ranks-1 */
-    uint32_t vocab_size;   /* max id + 1 (specials included) */
-    uint8_t *arena;        /* token bytes */
-    uint64_t *tok_off;     /* n_ranks + 1 offsets into arena */
-    tk_rankmap map;       /* tokens > 8 bytes */
-    tk_shortmap smap;     /* tokens <= 8 bytes */
-    uint64_t *filter;     /* TK_FILTER_BITS-bit filter over token hashes: most failed look-ups stop here */
+    uint32_t n_ranks;    /* mergeable tokens: ranks 0..n_ranks-1 */
+    uint32_t vocab_size; /* max id + 1 (specials included) */
+    uint8_t *arena;      /* token bytes */
+    uint64_t *tok_off;   /* n_ranks + 1 offsets into arena */
+    tk_rankmap map;      /* tokens > 8 bytes */
+    tk_shortmap smap;    /* tokens <= 8 bytes */
+    uint64_t *filter;    /* TK_FILTER_BITS-bit filter over token hashes: most failed look-ups stop here */
     uint32_t byte_rank[256];
-    uint32_t *pair2;       /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
-    uint8_t *maxlen2;      /* 65536: longest token starting with these two bytes (255: or longer) */
-    uint8_t *reach;        /* per rank, filled lazily: 1 = the merge loop on its bytes yields it, 2 = not, 0 = unknown */
+    uint32_t *pair2;  /* 65536: rank of each 2-byte token, TK_NO_RANK if none */
+    uint8_t *maxlen2; /* 65536: longest token starting with these two bytes (255: or longer) */
+    uint8_t *reach;   /* per rank, filled lazily: 1 = the merge loop on its bytes yields it, 2 = not, 0 = unknown */
     /* Merging from characters (bpe.c): the straddle minima (mapped from the
      * table image, tk_image.c, or NULL: built with the chartab) and the
      * per-character table built on first use by a piece with non-ASCII
      * bytes (NULL until then). */
     const struct tk_charmin *charmin;
     struct tk_chartab *chartab;
-    uint64_t *map3;        /* 3-byte tokens: (bytes + 1) << 32 | rank, open addressing; 0 = empty */
-    uint32_t map3_shift;   /* 64 - log2(slots) */
+    uint64_t *map3;      /* 3-byte tokens: (bytes + 1) << 32 | rank, open addressing; 0 = empty */
+    uint32_t map3_shift; /* 64 - log2(slots) */
     uint32_t max_token_len;
-    uint64_t serial;       /* unique per tokenizer instance (caches key on it, not on the address) */
+    uint64_t serial; /* unique per tokenizer instance (caches key on it, not on the address) */
     /* Ids: rank r is emitted as id r unless rank_to_id is set (vocabularies
      * whose ids are not their merge priority, e.g. some tokenizer.json). */
     uint32_t *rank_to_id;
-    uint32_t *id_to_rank;  /* vocab_size entries, TK_NO_RANK for specials/gaps */
+    uint32_t *id_to_rank; /* vocab_size entries, TK_NO_RANK for specials/gaps */
     tk_pattern pattern;
     char name[64];
-    tk_special *specials;  /* texts owned */
+    tk_special *specials; /* texts owned */
     size_t n_specials;
-    uint32_t eot;          /* TK_NO_RANK if none */
+    uint32_t eot; /* TK_NO_RANK if none */
     uint8_t fingerprint[32];
-    bool known;            /* a known upstream vocabulary (sha256 matched) */
+    bool known; /* a known upstream vocabulary (sha256 matched) */
     /* The engine that runs this tokenizer (tk_engine.h; NULL: the rank
      * engine) and its own state, which only that engine's file touches. */
     const struct tk_engine *engine;
     void *engine_state;
-    bool decode_only;      /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
+    bool decode_only; /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
     /* Document framing a tokenizer file asks for (tk_default_framing, hf.c):
      * pp = TK_PP_* (0: not a tokenizer.json); pp_bos / pp_eos: ids the
      * post-processor puts before / after a sequence (TK_NO_RANK: none). */
     uint8_t pp;
     uint32_t pp_bos, pp_eos;
-    const char *pp_why;    /* TK_PP_UNUSABLE: why (static string) */
+    const char *pp_why; /* TK_PP_UNUSABLE: why (static string) */
     /* Set by tk_finalize when it refuses: the entries at fault, for the
      * loaders' messages (TK_NO_RANK when not applicable). */
     uint32_t bad_rank, bad_rank2, bad_id;
-    const char *bad_what;  /* what was wrong, a static string */
+    const char *bad_what; /* what was wrong, a static string */
     /* Tables mapped from a file image (tk_image.c): the sections point into
      * it, tk_free unmaps it instead of freeing them. NULL: heap tables. */
     void *image;
@@ -324,8 +324,8 @@ uint64_t tk_next_serial(void);
  * with tk_image_known_body(name), the value this build expects. */
 struct stat;
 int tk_image_load(const char *path, tk_pattern pat, tk_tokenizer **out, struct stat *src);
-void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src,
-                   const uint8_t *data, size_t len);
+void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src, const uint8_t *data,
+                   size_t len);
 int tk_image_body_digest(const tk_tokenizer *t, char out[33]);
 const char *tk_image_known_body(const char *name); /* NULL: no images for that vocabulary */
 extern bool tk_image_skip_digests_for_tests;
@@ -394,14 +394,18 @@ typedef struct tk_hfj_s {
     size_t nm;
     /* vocab key -> entry: the key's first 8 bytes inline (one cache line
      * answers keys of up to 8 bytes), hash tag and length */
-    struct tk_hfj_slot { uint64_t word; uint32_t e1; uint16_t len, tag; } *slots; /* e1 = entry + 1; 0 = empty */
+    struct tk_hfj_slot {
+        uint64_t word;
+        uint32_t e1;
+        uint16_t len, tag;
+    } * slots; /* e1 = entry + 1; 0 = empty */
     size_t mask;
-    uint8_t *rest;         /* the file with vocab -> {} and merges -> [] */
+    uint8_t *rest; /* the file with vocab -> {} and merges -> [] */
     size_t rest_len;
 } tk_hfj;
-#define TK_HFJ_FALLBACK 1  /* not for the fast reader: read the file with jansson */
+#define TK_HFJ_FALLBACK 1 /* not for the fast reader: read the file with jansson */
 int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j);
-int tk_hfj_index(tk_hfj *j); /* TK_HFJ_FALLBACK on a duplicate key */
+int tk_hfj_index(tk_hfj *j);                                  /* TK_HFJ_FALLBACK on a duplicate key */
 int tk_hfj_lookup(const tk_hfj *j, const char *k, size_t kl); /* entry or -1 */
 /* A zeroed table of `bytes` (free with free()): pages written before they
  * are read, 2 MiB pages for big ones (MADV_HUGEPAGE) - loading speed. */

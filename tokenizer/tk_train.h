@@ -28,19 +28,19 @@ extern "C" {
 #endif
 
 typedef struct {
-    uint32_t vocab_size;          /* total ids: ranks + specials (>= 256 + n_specials) */
-    tk_pattern pattern;           /* TK_PAT_NONE -> o200k */
-    const char *const *specials;  /* appended after the merges, ids n_ranks, n_ranks+1, ... */
+    uint32_t vocab_size;         /* total ids: ranks + specials (>= 256 + n_specials) */
+    tk_pattern pattern;          /* TK_PAT_NONE -> o200k */
+    const char *const *specials; /* appended after the merges, ids n_ranks, n_ranks+1, ... */
     size_t n_specials;
-    uint64_t min_frequency;       /* pairs seen fewer times are never merged (0/1: no limit) */
-    uint32_t max_token_bytes;     /* merged tokens longer than this are never made (0, or above
+    uint64_t min_frequency;   /* pairs seen fewer times are never merged (0/1: no limit) */
+    uint32_t max_token_bytes; /* merged tokens longer than this are never made (0, or above
                                      TK_MAX_TOKEN_BYTES: TK_MAX_TOKEN_BYTES, what the loaders accept) */
-    uint32_t max_piece_bytes;     /* longer pieces are cut into chunks at UTF-8 boundaries
+    uint32_t max_piece_bytes; /* longer pieces are cut into chunks at UTF-8 boundaries
                                      (0: default TK_TRAIN_DEFAULT_MAX_PIECE) */
-    int threads;                  /* counting and merging threads (0: all cores) */
-    uint32_t par_min_words;       /* a merge whose word list is at least this long is applied
+    int threads;              /* counting and merging threads (0: all cores) */
+    uint32_t par_min_words;   /* a merge whose word list is at least this long is applied
                                      on all threads (0: default TK_TRAIN_DEFAULT_PAR_MIN) */
-    int progress;                 /* print phase / merges / rate to stderr */
+    int progress;             /* print phase / merges / rate to stderr */
 } tk_train_opts;
 
 #define TK_TRAIN_DEFAULT_MAX_PIECE 1024u
@@ -65,24 +65,22 @@ typedef struct {
 } tk_merge;
 
 typedef struct {
-    uint32_t n_ranks;    /* 256 + distinct merged tokens */
-    uint8_t **tokens;    /* token bytes in rank order (tokens[r], lens[r]) */
+    uint32_t n_ranks; /* 256 + distinct merged tokens */
+    uint8_t **tokens; /* token bytes in rank order (tokens[r], lens[r]) */
     uint32_t *lens;
-    tk_merge *merges;    /* in merge order (includes merges whose bytes repeated a token) */
+    tk_merge *merges; /* in merge order (includes merges whose bytes repeated a token) */
     uint32_t n_merges;
-    int hit_limit;       /* 1 if training stopped before vocab_size (no eligible pair left) */
+    int hit_limit; /* 1 if training stopped before vocab_size (no eligible pair left) */
 } tk_train_result;
 
-int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err,
-                    size_t errlen);
+int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_result *res, char *err, size_t errlen);
 void tk_train_result_free(tk_train_result *res);
 
 /* Build an encoder from the result (specials get ids n_ranks + i). */
 int tk_train_result_tokenizer(const tk_train_result *res, const tk_train_opts *o, tk_tokenizer **out);
 
 /* Convenience: pre-tokenize + count + merge n in-memory documents. */
-int tk_train(const tk_span *docs, size_t n, const tk_train_opts *o, tk_train_result *res, char *err,
-             size_t errlen);
+int tk_train(const tk_span *docs, size_t n, const tk_train_opts *o, tk_train_result *res, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -104,7 +104,7 @@ static int map_build(tk_tokenizer *t) {
     t->smap.mask = scap - 1;
     t->filter = calloc((1u << TK_FILTER_BITS) / 64, sizeof *t->filter);
     if (!t->map.slots || !t->smap.slots || !t->filter) return TK_ERR_NOMEM;
-    /* Each insertion probes a multi-MB table at random: the slot of the
+        /* Each insertion probes a multi-MB table at random: the slot of the
      * token MB_AHEAD ranks on is prefetched while this one is placed, and
      * the probe for an empty slot is also the duplicate check. */
 #define MB_AHEAD 16
@@ -195,9 +195,7 @@ int tk_set_specials(tk_tokenizer *t, const tk_special *sp, size_t n) {
     return TK_OK;
 }
 
-static int cmp_text(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_text(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* Two specials with the same text: tk_special_id would answer only one. */
 static int specials_distinct(tk_tokenizer *t) {
@@ -311,7 +309,8 @@ int tk_finalize(tk_tokenizer *t) {
         uint64_t off = t->tok_off[r];
         if (t->tok_off[r + 1] - off != 3) continue;
         const uint8_t *b = t->arena + off;
-        uint64_t key = ((uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16) + 1, mask = ((uint64_t)1 << bits) - 1;
+        uint64_t key = ((uint64_t)b[0] | (uint64_t)b[1] << 8 | (uint64_t)b[2] << 16) + 1,
+                 mask = ((uint64_t)1 << bits) - 1;
         uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> t->map3_shift;
         while (t->map3[i]) i = (i + 1) & mask;
         t->map3[i] = key << 32 | r;
@@ -356,7 +355,7 @@ ids:
             t->bad_id = t->specials[k].id;
             if (*slot != TK_NO_RANK - 1) t->bad_rank = *slot;
             t->bad_what = *slot == TK_NO_RANK - 1 ? "two special tokens have the same id"
-                                                   : "a special token has the id of a mergeable token";
+                                                  : "a special token has the id of a mergeable token";
             return TK_ERR_DUP_RANK; /* t is freed: the marks need no clearing */
         }
         *slot = TK_NO_RANK - 1;

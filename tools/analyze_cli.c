@@ -6,32 +6,42 @@
 #include "analyze_cli.h"
 
 enum {
-    OPT_JSON = 1000, OPT_MAX_EX, OPT_DOC_SEP, OPT_SVG, OPT_HIST, OPT_MAX_DOC_BYTES, OPT_MAX_RECORD,
-    OPT_CUT, OPT_OUTLIER, OPT_LONG_RUN, OPT_LONG_LINE, OPT_MIN_BPT, OPT_LIST_RULES
+    OPT_JSON = 1000,
+    OPT_MAX_EX,
+    OPT_DOC_SEP,
+    OPT_SVG,
+    OPT_HIST,
+    OPT_MAX_DOC_BYTES,
+    OPT_MAX_RECORD,
+    OPT_CUT,
+    OPT_OUTLIER,
+    OPT_LONG_RUN,
+    OPT_LONG_LINE,
+    OPT_MIN_BPT,
+    OPT_LIST_RULES
 };
 
-static const struct option k_opts[] = {
-    {"tokenizer", required_argument, 0, 't'},
-    {"pattern", required_argument, 0, 'p'},
-    {"seq-len", required_argument, 0, 'L'},
-    {"input", required_argument, 0, 'i'},
-    {"field", required_argument, 0, 'f'},
-    {"threads", required_argument, 0, 'j'},
-    {"json", no_argument, 0, OPT_JSON},
-    {"max-examples", required_argument, 0, OPT_MAX_EX},
-    {"doc-sep", required_argument, 0, OPT_DOC_SEP},
-    {"svg", required_argument, 0, OPT_SVG},
-    {"hist", no_argument, 0, OPT_HIST},
-    {"max-doc-bytes", required_argument, 0, OPT_MAX_DOC_BYTES},
-    {"max-record-bytes", required_argument, 0, OPT_MAX_RECORD},
-    {"cut-overlong", no_argument, 0, OPT_CUT},
-    {"outlier-factor", required_argument, 0, OPT_OUTLIER},
-    {"long-run", required_argument, 0, OPT_LONG_RUN},
-    {"long-line", required_argument, 0, OPT_LONG_LINE},
-    {"min-bytes-per-token", required_argument, 0, OPT_MIN_BPT},
-    {"list-rules", no_argument, 0, OPT_LIST_RULES},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                       {"pattern", required_argument, 0, 'p'},
+                                       {"seq-len", required_argument, 0, 'L'},
+                                       {"input", required_argument, 0, 'i'},
+                                       {"field", required_argument, 0, 'f'},
+                                       {"threads", required_argument, 0, 'j'},
+                                       {"json", no_argument, 0, OPT_JSON},
+                                       {"max-examples", required_argument, 0, OPT_MAX_EX},
+                                       {"doc-sep", required_argument, 0, OPT_DOC_SEP},
+                                       {"svg", required_argument, 0, OPT_SVG},
+                                       {"hist", no_argument, 0, OPT_HIST},
+                                       {"max-doc-bytes", required_argument, 0, OPT_MAX_DOC_BYTES},
+                                       {"max-record-bytes", required_argument, 0, OPT_MAX_RECORD},
+                                       {"cut-overlong", no_argument, 0, OPT_CUT},
+                                       {"outlier-factor", required_argument, 0, OPT_OUTLIER},
+                                       {"long-run", required_argument, 0, OPT_LONG_RUN},
+                                       {"long-line", required_argument, 0, OPT_LONG_LINE},
+                                       {"min-bytes-per-token", required_argument, 0, OPT_MIN_BPT},
+                                       {"list-rules", no_argument, 0, OPT_LIST_RULES},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
 
 static int push_input(analyze_args *a, const char *s) {
     const char **n = realloc(a->inputs, (a->n_inputs + 1) * sizeof *n);
@@ -119,7 +129,8 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
             printf("%-20s %-8s %s\n", "RULE", "SEVERITY", "MEANING / FIX");
             for (int i = 0; i < DS_RULE_COUNT; i++) {
                 const ds_rule_info *ri = ds_rule_get(i);
-                printf("%-20s %-8s %s\n%-29s fix: %s\n", ri->id, ds_severity_name(ri->severity), ri->title, "", ri->fix);
+                printf("%-20s %-8s %s\n%-29s fix: %s\n", ri->id, ds_severity_name(ri->severity), ri->title, "",
+                       ri->fix);
             }
             return EXIT_OK;
         default: return EXIT_USAGE;
@@ -147,8 +158,8 @@ int analyze_run(const char *cmd, analyze_args *a) {
     ds_lint_report *rep = NULL;
     ds_hist *h = NULL;
     char err[512] = "";
-    int rc = ds_analyze(a->inputs, a->n_inputs, &a->ro, &a->ao, a->lint ? &rep : NULL, a->hist ? &h : NULL, err,
-                        sizeof err);
+    int rc =
+        ds_analyze(a->inputs, a->n_inputs, &a->ro, &a->ao, a->lint ? &rep : NULL, a->hist ? &h : NULL, err, sizeof err);
     if (rc != DS_OK) {
         cli_error(cmd, "%s", err[0] ? err : ds_strerror(rc));
         return rc == DS_ERR_ARG ? EXIT_USAGE : EXIT_BAD_INPUT;

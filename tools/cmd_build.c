@@ -75,8 +75,22 @@ static const char k_usage[] =
     "  mkshards build -t gpt2 -L 1024 --val-fraction 0.01 -o shards/ corpus/*.jsonl.zst\n";
 
 enum {
-    OPT_PACK = 1000, OPT_OVERLONG, OPT_BFD_WINDOW, OPT_VAL, OPT_SEED, OPT_NO_SHUFFLE, OPT_SHARD_TOKENS, OPT_ZSTD,
-    OPT_FRAME_ROWS, OPT_DOC_SEP, OPT_PART, OPT_RESUME, OPT_FORCE, OPT_BATCH_BYTES, OPT_BOS, OPT_EOS
+    OPT_PACK = 1000,
+    OPT_OVERLONG,
+    OPT_BFD_WINDOW,
+    OPT_VAL,
+    OPT_SEED,
+    OPT_NO_SHUFFLE,
+    OPT_SHARD_TOKENS,
+    OPT_ZSTD,
+    OPT_FRAME_ROWS,
+    OPT_DOC_SEP,
+    OPT_PART,
+    OPT_RESUME,
+    OPT_FORCE,
+    OPT_BATCH_BYTES,
+    OPT_BOS,
+    OPT_EOS
 };
 
 static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
@@ -139,8 +153,8 @@ static int parse_args(build_cli *c, int argc, char **argv) {
         case 'q': c->quiet = 1; break;
         case OPT_PACK:
             if (ds_pack_parse(optarg, &o->pack))
-                return cli_usage_error(CMD, "--pack expects %s, got '%s'", ds_names_list(ds_pack_name, names, sizeof names),
-                                       optarg);
+                return cli_usage_error(CMD, "--pack expects %s, got '%s'",
+                                       ds_names_list(ds_pack_name, names, sizeof names), optarg);
             break;
         case OPT_OVERLONG:
             if (ds_over_long_parse(optarg, &o->over_long))
@@ -181,8 +195,7 @@ static int parse_args(build_cli *c, int argc, char **argv) {
                 fprintf(stderr, "%s: --part auto: part %u/%u (%s)\n", CMD, k, n, src);
                 part_k = k;
                 part_n = n;
-            } else if (cli_parse_part(CMD, "--part", optarg, DS_BUILD_MAX_PARTS, &part_k, &part_n))
-                return EXIT_USAGE;
+            } else if (cli_parse_part(CMD, "--part", optarg, DS_BUILD_MAX_PARTS, &part_k, &part_n)) return EXIT_USAGE;
             break;
         case OPT_RESUME: break; /* resuming is what every run does */
         case OPT_FORCE: o->force = 1; break;
@@ -247,8 +260,8 @@ static int on_event(const ds_build_event *ev, void *user) {
         double mb = (double)ev->bytes_in / 1e6, dt = ev->seconds, rate = dt > 0 ? mb / dt : 0;
         double left = ev->est_bytes > ev->bytes_in ? (double)(ev->est_bytes - ev->bytes_in) / 1e6 : 0;
         double eta = rate > 0 ? left / rate : 0;
-        fprintf(stderr, "\r  %" PRIu64 " docs  %.1f MB  %" PRIu64 " tokens  %.1f MB/s  ETA %d:%02d   ", ev->records,
-                mb, ev->tokens, rate, (int)eta / 60, (int)eta % 60);
+        fprintf(stderr, "\r  %" PRIu64 " docs  %.1f MB  %" PRIu64 " tokens  %.1f MB/s  ETA %d:%02d   ", ev->records, mb,
+                ev->tokens, rate, (int)eta / 60, (int)eta % 60);
         if (ev->last) fputc('\n', stderr);
         c->last_prog = now;
         break;
@@ -264,8 +277,8 @@ static void print_summary(const build_cli *c, const ds_build_result *r) {
     uint64_t cells = (a->rows[0] + a->rows[1]) * (uint64_t)c->o.seq_len;
     fprintf(stderr,
             "mkshards build: %" PRIu64 " docs (%" PRIu64 " whole, %" PRIu64 " truncated, %" PRIu64 " chunked, %" PRIu64
-            " dropped, %" PRIu64 " rejected), %" PRIu64 " rows (%" PRIu64 " train, %" PRIu64
-            " val) in %" PRIu64 " shard(s), utilisation %.4f, %.1f MB in %.2f s (%.1f MB/s)\n",
+            " dropped, %" PRIu64 " rejected), %" PRIu64 " rows (%" PRIu64 " train, %" PRIu64 " val) in %" PRIu64
+            " shard(s), utilisation %.4f, %.1f MB in %.2f s (%.1f MB/s)\n",
             a->records, a->docs_whole, a->docs_truncated, a->docs_chunked, a->docs_dropped, a->docs_rejected,
             a->rows[0] + a->rows[1], a->rows[0], a->rows[1], (uint64_t)r->n_shards,
             cells ? (double)written / (double)cells : 0.0, (double)a->bytes_in / 1e6, dt,

@@ -30,24 +30,20 @@ static const char k_usage[] =
     "Example:\n"
     "  mkshards encode -t gpt2 notes.txt --ids-out - | mkshards decode -t gpt2\n";
 
-static const struct option k_opts[] = {
-    {"tokenizer", required_argument, 0, 't'},
-    {"pattern", required_argument, 0, 'p'},
-    {"ids", required_argument, 0, 'i'},
-    {"out", required_argument, 0, 'o'},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                       {"pattern", required_argument, 0, 'p'},
+                                       {"ids", required_argument, 0, 'i'},
+                                       {"out", required_argument, 0, 'o'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
 
-static const char *skip_ws(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-        p++;
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
     return p;
 }
 
 /* Parse "[1, 2, 3]" into v. Returns NULL on success, or a description of the problem. */
-static const char *parse_line(const char *p, const char *end, tk_ids *v, size_t *col)
-{
+static const char *parse_line(const char *p, const char *end, tk_ids *v, size_t *col) {
     const char *start = p;
     v->len = 0;
     p = skip_ws(p, end);
@@ -78,8 +74,7 @@ static const char *parse_line(const char *p, const char *end, tk_ids *v, size_t 
         if (v->len == v->cap) {
             size_t nc = v->cap ? v->cap * 2 : 1024;
             uint32_t *n = realloc(v->ids, nc * sizeof *n);
-            if (!n)
-                return "out of memory";
+            if (!n) return "out of memory";
             v->ids = n;
             v->cap = nc;
         }
@@ -102,8 +97,7 @@ static const char *parse_line(const char *p, const char *end, tk_ids *v, size_t 
 /* Every line of in (a JSON array of ids) decoded to one line of out. EXIT_OK,
  * or EXIT_BAD_INPUT after a message naming the line (and column or id). */
 static int decode_stream(const char *cmd, const tk_tokenizer *tok, FILE *in, const char *in_name, FILE *out,
-                         const char *out_path)
-{
+                         const char *out_path) {
     char *line = NULL;
     size_t line_cap = 0;
     tk_ids v = {0};
@@ -127,10 +121,10 @@ static int decode_stream(const char *cmd, const tk_tokenizer *tok, FILE *in, con
             size_t k = 0;
             const uint8_t *b;
             size_t bl;
-            while (k < v.len && v.ids[k] < vocab && tk_token_bytes(tok, v.ids[k], &b, &bl) == TK_OK)
-                k++;
-            cli_error(cmd, "%s:%llu: token id %u (position %zu) is not in the vocabulary of %s (%u ids); "
-                           "was it encoded with another tokenizer?",
+            while (k < v.len && v.ids[k] < vocab && tk_token_bytes(tok, v.ids[k], &b, &bl) == TK_OK) k++;
+            cli_error(cmd,
+                      "%s:%llu: token id %u (position %zu) is not in the vocabulary of %s (%u ids); "
+                      "was it encoded with another tokenizer?",
                       in_name, (unsigned long long)lineno, k < v.len ? v.ids[k] : 0u, k + 1, tk_name(tok), vocab);
             rc = EXIT_BAD_INPUT;
         } else if (drc != TK_OK) {
@@ -151,8 +145,7 @@ static int decode_stream(const char *cmd, const tk_tokenizer *tok, FILE *in, con
     return rc;
 }
 
-int cmd_decode(int argc, char **argv)
-{
+int cmd_decode(int argc, char **argv) {
     const char *cmd = "decode";
     const char *spec = NULL, *pattern = NULL, *in_path = NULL, *out_path = NULL;
     int c, rc = EXIT_OK;
@@ -172,12 +165,9 @@ int cmd_decode(int argc, char **argv)
             return cli_usage_error(cmd, "decode reads one input; got more than one ('%s')", argv[optind]);
         in_path = argv[optind];
     }
-    if (!spec)
-        return cli_usage_error(cmd, "--tokenizer is required (the one the ids were encoded with)");
-    if (!in_path)
-        in_path = "-";
-    if (!out_path)
-        out_path = "-";
+    if (!spec) return cli_usage_error(cmd, "--tokenizer is required (the one the ids were encoded with)");
+    if (!in_path) in_path = "-";
+    if (!out_path) out_path = "-";
 
     /* before --out is created (fopen "wb" truncates) */
     {
@@ -191,8 +181,7 @@ int cmd_decode(int argc, char **argv)
     FILE *in = NULL, *out = NULL;
 
     rc = cli_load_tokenizer(spec, pattern, &tok);
-    if (rc != EXIT_OK)
-        goto done;
+    if (rc != EXIT_OK) goto done;
     const char *in_name = strcmp(in_path, "-") ? in_path : "<stdin>";
     in = strcmp(in_path, "-") ? fopen(in_path, "rb") : stdin; /* a pipe is fine: decode streams */
     if (!in) {
@@ -210,16 +199,14 @@ int cmd_decode(int argc, char **argv)
     setvbuf(out, obuf, _IOFBF, sizeof obuf);
 
     rc = decode_stream(cmd, tok, in, in_name, out, out_path);
-    if (rc != EXIT_OK)
-        goto done;
+    if (rc != EXIT_OK) goto done;
     if (fflush(out) != 0) {
         cli_error(cmd, "cannot write '%s': %s", out_path, strerror(errno));
         rc = EXIT_BAD_INPUT;
     }
 
 done:
-    if (in && in != stdin)
-        fclose(in);
+    if (in && in != stdin) fclose(in);
     if (out && out != stdout) {
         if (fclose(out) != 0 && rc == EXIT_OK) {
             cli_error(cmd, "cannot write '%s': %s", out_path, strerror(errno));
@@ -228,7 +215,6 @@ done:
     } else if (out) {
         fflush(out);
     }
-    if (tok)
-        tk_free(tok);
+    if (tok) tk_free(tok);
     return rc;
 }

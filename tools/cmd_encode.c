@@ -67,34 +67,42 @@ static const char k_usage[] =
     "  mkshards encode -t cl100k_base samples/tiny.jsonl --ids-out tiny.ids --stats\n";
 
 enum {
-    OPT_ALLOW_SPECIAL = 1000, OPT_DOC_SEP, OPT_STATS, OPT_BATCH_BYTES, OPT_BATCH_DOCS, OPT_BOS, OPT_EOS, OPT_FORMAT,
-    OPT_CHAT_TEMPLATE, OPT_MESSAGES_FIELD, OPT_LOSS_ON, OPT_MASK_OUT
+    OPT_ALLOW_SPECIAL = 1000,
+    OPT_DOC_SEP,
+    OPT_STATS,
+    OPT_BATCH_BYTES,
+    OPT_BATCH_DOCS,
+    OPT_BOS,
+    OPT_EOS,
+    OPT_FORMAT,
+    OPT_CHAT_TEMPLATE,
+    OPT_MESSAGES_FIELD,
+    OPT_LOSS_ON,
+    OPT_MASK_OUT
 };
 
-static const struct option k_opts[] = {
-    {"tokenizer", required_argument, 0, 't'},
-    {"input", required_argument, 0, 'i'},
-    {"field", required_argument, 0, 'f'},
-    {"threads", required_argument, 0, 'j'},
-    {"pattern", required_argument, 0, 'p'},
-    {"allow-special", required_argument, 0, OPT_ALLOW_SPECIAL},
-    {"doc-sep", required_argument, 0, OPT_DOC_SEP},
-    {"ids-out", required_argument, 0, 'o'},
-    {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
-    {"batch-docs", required_argument, 0, OPT_BATCH_DOCS},
-    {"stats", no_argument, 0, OPT_STATS},
-    {"bos", required_argument, 0, OPT_BOS},
-    {"eos", required_argument, 0, OPT_EOS},
-    {"format", required_argument, 0, OPT_FORMAT},
-    {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
-    {"messages-field", required_argument, 0, OPT_MESSAGES_FIELD},
-    {"loss-on", required_argument, 0, OPT_LOSS_ON},
-    {"mask-out", required_argument, 0, OPT_MASK_OUT},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                       {"input", required_argument, 0, 'i'},
+                                       {"field", required_argument, 0, 'f'},
+                                       {"threads", required_argument, 0, 'j'},
+                                       {"pattern", required_argument, 0, 'p'},
+                                       {"allow-special", required_argument, 0, OPT_ALLOW_SPECIAL},
+                                       {"doc-sep", required_argument, 0, OPT_DOC_SEP},
+                                       {"ids-out", required_argument, 0, 'o'},
+                                       {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
+                                       {"batch-docs", required_argument, 0, OPT_BATCH_DOCS},
+                                       {"stats", no_argument, 0, OPT_STATS},
+                                       {"bos", required_argument, 0, OPT_BOS},
+                                       {"eos", required_argument, 0, OPT_EOS},
+                                       {"format", required_argument, 0, OPT_FORMAT},
+                                       {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
+                                       {"messages-field", required_argument, 0, OPT_MESSAGES_FIELD},
+                                       {"loss-on", required_argument, 0, OPT_LOSS_ON},
+                                       {"mask-out", required_argument, 0, OPT_MASK_OUT},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
 
-static const char *rec_status_name(ds_rec_status s)
-{
+static const char *rec_status_name(ds_rec_status s) {
     switch (s) {
     case DS_REC_OK: return "ok";
     case DS_REC_BAD_JSON: return "malformed JSON line";
@@ -117,45 +125,36 @@ typedef struct {
     int failed;
 } outbuf;
 
-static int out_flush(outbuf *o)
-{
-    if (o->len && !o->failed && fwrite(o->buf, 1, o->len, o->f) != o->len)
-        o->failed = errno ? errno : EIO;
+static int out_flush(outbuf *o) {
+    if (o->len && !o->failed && fwrite(o->buf, 1, o->len, o->f) != o->len) o->failed = errno ? errno : EIO;
     o->len = 0;
     return o->failed ? -1 : 0;
 }
 
 /* Make room for `need` more bytes (flushing first when over the soft limit). */
-static int out_reserve(outbuf *o, size_t need)
-{
-    if (o->len + need <= o->cap)
-        return 0;
-    if (out_flush(o))
-        return -1;
+static int out_reserve(outbuf *o, size_t need) {
+    if (o->len + need <= o->cap) return 0;
+    if (out_flush(o)) return -1;
     if (need > o->cap) {
         char *nb = realloc(o->buf, need);
-        if (!nb)
-            return -1;
+        if (!nb) return -1;
         o->buf = nb;
         o->cap = need;
     }
     return 0;
 }
 
-static int write_ids(outbuf *o, const tk_ids *v)
-{
+static int write_ids(outbuf *o, const tk_ids *v) {
     /* worst case: 20 digits + ',' per id, "[]\n"; a block at a time so the
      * inner loop keeps its pointers in registers */
     const size_t block = 8192; /* 172 KiB of buffer at most: fewer first-touch page faults than 64 K ids */
     const uint32_t *ids = v->ids;
     size_t n = v->len;
-    if (out_reserve(o, 3 + (n < block ? n : block) * 21))
-        return -1;
+    if (out_reserve(o, 3 + (n < block ? n : block) * 21)) return -1;
     o->buf[o->len++] = '[';
     for (size_t i = 0; i < n;) {
         size_t m = n - i < block ? n - i : block;
-        if (out_reserve(o, 3 + m * 21))
-            return -1;
+        if (out_reserve(o, 3 + m * 21)) return -1;
         char *p = o->buf + o->len;
         for (size_t k = i; k < i + m; k++) {
             *p = ',';
@@ -175,12 +174,11 @@ typedef struct {
     outbuf out;
     const char *out_path;
     int sink_failed, open_failed;
-    outbuf mask;           /* --mask-out */
+    outbuf mask; /* --mask-out */
     const char *mask_path;
 } encode_cli;
 
-static int open_output(void *user)
-{
+static int open_output(void *user) {
     encode_cli *c = user;
     if (!strcmp(c->out_path, "-")) {
         c->out.f = stdout;
@@ -198,11 +196,9 @@ static int open_output(void *user)
 }
 
 /* --mask-out: the mask of the document whose ids come next, as "[0,1,1]\n" */
-static int sink_mask(const uint8_t *mask, size_t n, void *user)
-{
+static int sink_mask(const uint8_t *mask, size_t n, void *user) {
     encode_cli *c = user;
-    if (!c->mask.f)
-        return 0;
+    if (!c->mask.f) return 0;
     if (out_reserve(&c->mask, 2 * n + 3)) {
         c->sink_failed = 1;
         return -1;
@@ -210,8 +206,7 @@ static int sink_mask(const uint8_t *mask, size_t n, void *user)
     char *p = c->mask.buf + c->mask.len;
     *p++ = '[';
     for (size_t i = 0; i < n; i++) {
-        if (i)
-            *p++ = ',';
+        if (i) *p++ = ',';
         *p++ = mask[i] ? '1' : '0';
     }
     *p++ = ']';
@@ -220,8 +215,7 @@ static int sink_mask(const uint8_t *mask, size_t n, void *user)
     return 0;
 }
 
-static int sink_ids(const uint32_t *ids, size_t n, void *user)
-{
+static int sink_ids(const uint32_t *ids, size_t n, void *user) {
     encode_cli *c = user;
     tk_ids v = {.ids = (uint32_t *)ids, .len = n, .cap = n};
     if (write_ids(&c->out, &v)) {
@@ -231,10 +225,10 @@ static int sink_ids(const uint32_t *ids, size_t n, void *user)
     return 0;
 }
 
-static void on_skipped(const ds_record *rec, void *user)
-{
+static void on_skipped(const ds_record *rec, void *user) {
     (void)user;
-    if (rec->status == DS_REC_TOKENIZER || rec->status == DS_REC_CHAT) /* the rule id and why, as lint and build's rejects.jsonl say it */
+    if (rec->status == DS_REC_TOKENIZER ||
+        rec->status == DS_REC_CHAT) /* the rule id and why, as lint and build's rejects.jsonl say it */
         cli_warn("encode", "%s:%llu: %s: %s; record skipped", rec->file ? rec->file : "?",
                  (unsigned long long)rec->line, rec_status_name(rec->status), rec->detail ? rec->detail : "");
     else
@@ -245,8 +239,7 @@ static void on_skipped(const ds_record *rec, void *user)
 /* --allow-special: "all" or a comma list of the tokenizer's special tokens.
  * EXIT_OK or the exit code after a message. */
 static int parse_allowed(const char *cmd, const tk_tokenizer *tok, const char *allow, ds_encode_opts *o,
-                         char **copy_out, const char ***list_out)
-{
+                         char **copy_out, const char ***list_out) {
     o->use_special = 1;
     if (!strcmp(allow, "all")) {
         o->allowed = NULL;
@@ -289,8 +282,7 @@ typedef struct {
 } encode_args;
 
 /* Options into o / a. EXIT_OK, -1 after --help, or the usage exit code. */
-static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
-{
+static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a) {
     const char *cmd = "encode";
     long threads = 0, batch_docs = 4096;
     int c;
@@ -301,8 +293,7 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
         case 'i': a->inputs[a->n_inputs++] = optarg; break;
         case 'f': o->field = optarg; break;
         case 'j':
-            if (cli_parse_long(cmd, "--threads", optarg, 0, 4096, &threads))
-                return EXIT_USAGE;
+            if (cli_parse_long(cmd, "--threads", optarg, 0, 4096, &threads)) return EXIT_USAGE;
             break;
         case 'p': a->pattern = optarg; break;
         case 'o': a->out_path = optarg; break;
@@ -315,12 +306,10 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
             }
             break;
         case OPT_BATCH_BYTES:
-            if (cli_parse_size(cmd, "--batch-bytes", optarg, 1, 1ull << 40, &o->batch_bytes))
-                return EXIT_USAGE;
+            if (cli_parse_size(cmd, "--batch-bytes", optarg, 1, 1ull << 40, &o->batch_bytes)) return EXIT_USAGE;
             break;
         case OPT_BATCH_DOCS:
-            if (cli_parse_long(cmd, "--batch-docs", optarg, 1, 1L << 24, &batch_docs))
-                return EXIT_USAGE;
+            if (cli_parse_long(cmd, "--batch-docs", optarg, 1, 1L << 24, &batch_docs)) return EXIT_USAGE;
             break;
         case OPT_STATS: a->stats = 1; break;
         case OPT_BOS: a->bos = optarg; break;
@@ -343,14 +332,11 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
         default: return EXIT_USAGE;
         }
     }
-    for (int i = optind; i < argc; i++)
-        a->inputs[a->n_inputs++] = argv[i];
+    for (int i = optind; i < argc; i++) a->inputs[a->n_inputs++] = argv[i];
     if (!a->spec)
         return cli_usage_error(cmd, "--tokenizer is required (a .tiktoken file or a name such as cl100k_base)");
-    if (!a->out_path)
-        return cli_usage_error(cmd, "--ids-out is required (a file, or - for stdout)");
-    if (a->n_inputs == 0)
-        a->inputs[a->n_inputs++] = "-";
+    if (!a->out_path) return cli_usage_error(cmd, "--ids-out is required (a file, or - for stdout)");
+    if (a->n_inputs == 0) a->inputs[a->n_inputs++] = "-";
     if (o->format == DS_FMT_TEXT && (a->chat_template || a->mask_out || o->messages_field))
         return cli_usage_error(cmd, "--chat-template, --messages-field and --mask-out need --format chat, "
                                     "prompt-completion or auto");
@@ -364,8 +350,7 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a)
 
 /* After ds_encode: its status, the output's last bytes, the skip count and --stats. */
 static int report(const char *cmd, int erc, const char *err, encode_cli *c, const ds_encode_result *r,
-                  const encode_args *a, const ds_encode_opts *o, const tk_tokenizer *tok, double t0)
-{
+                  const encode_args *a, const ds_encode_opts *o, const tk_tokenizer *tok, double t0) {
     outbuf *out = &c->out;
     if (erc != DS_OK) {
         if (c->sink_failed)
@@ -398,8 +383,7 @@ static int report(const char *cmd, int erc, const char *err, encode_cli *c, cons
     return rc;
 }
 
-int cmd_encode(int argc, char **argv)
-{
+int cmd_encode(int argc, char **argv) {
     const char *cmd = "encode";
     ds_encode_opts o;
     ds_encode_opts_init(&o);
@@ -426,8 +410,7 @@ int cmd_encode(int argc, char **argv)
     const char **allowed = NULL;
     encode_cli c = {.out_path = a.out_path};
     rc = cli_load_tokenizer(a.spec, a.pattern, &tok);
-    if (rc == EXIT_OK && a.allow)
-        rc = parse_allowed(cmd, tok, a.allow, &o, &allow_copy, &allowed);
+    if (rc == EXIT_OK && a.allow) rc = parse_allowed(cmd, tok, a.allow, &o, &allow_copy, &allowed);
     if (rc == EXIT_OK && a.bos) rc = cli_frame_token(cmd, "--bos", tok, a.bos, &o.bos_id);
     if (rc == EXIT_OK && a.eos) rc = cli_frame_token(cmd, "--eos", tok, a.eos, &o.eos_id);
     const ds_chat_template *tmpl = NULL;
@@ -500,8 +483,7 @@ int cmd_encode(int argc, char **argv)
     free(c.out.buf);
     free(allowed);
     free(allow_copy);
-    if (tok)
-        tk_free(tok);
+    if (tok) tk_free(tok);
     free(a.inputs);
     return rc;
 }

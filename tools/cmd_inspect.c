@@ -10,29 +10,28 @@
 #include "cli.h"
 #include "ds.h"
 
-static const char k_usage[] =
-    "Usage: mkshards inspect [options] DIR|SHARD\n"
-    "\n"
-    "DIR (a shard set): tokenizer, build configuration, splits, shards, the\n"
-    "accounting (documents in = whole + truncated + chunked + dropped + rejected,\n"
-    "with token counts), utilisation and the histogram of document lengths.\n"
-    "SHARD (one .mks file): its header and counts.\n"
-    "\n"
-    "Options:\n"
-    "  -r, --row I          show row I decoded: segments (documents), positions, padding\n"
-    "                       (in DIR: row I of --split; in SHARD: row I of the file)\n"
-    "  -s, --split S        train (default) or val, for --row on a DIR\n"
-    "  -t, --tokenizer T    tokenizer for decoding; its fingerprint must match the shards'.\n"
-    "                       Without it --row shows ids: the path the manifest records is\n"
-    "                       only named, never opened (a path from inside a file)\n"
-    "      --ids            print token ids instead of decoded text\n"
-    "  -h, --help           show this help\n"
-    "\n"
-    "Exit codes: 0 ok, 2 unreadable or corrupt input, 64 usage error.\n";
+static const char k_usage[] = "Usage: mkshards inspect [options] DIR|SHARD\n"
+                              "\n"
+                              "DIR (a shard set): tokenizer, build configuration, splits, shards, the\n"
+                              "accounting (documents in = whole + truncated + chunked + dropped + rejected,\n"
+                              "with token counts), utilisation and the histogram of document lengths.\n"
+                              "SHARD (one .mks file): its header and counts.\n"
+                              "\n"
+                              "Options:\n"
+                              "  -r, --row I          show row I decoded: segments (documents), positions, padding\n"
+                              "                       (in DIR: row I of --split; in SHARD: row I of the file)\n"
+                              "  -s, --split S        train (default) or val, for --row on a DIR\n"
+                              "  -t, --tokenizer T    tokenizer for decoding; its fingerprint must match the shards'.\n"
+                              "                       Without it --row shows ids: the path the manifest records is\n"
+                              "                       only named, never opened (a path from inside a file)\n"
+                              "      --ids            print token ids instead of decoded text\n"
+                              "  -h, --help           show this help\n"
+                              "\n"
+                              "Exit codes: 0 ok, 2 unreadable or corrupt input, 64 usage error.\n";
 
-static const struct option k_opts[] = {{"row", required_argument, 0, 'r'},   {"split", required_argument, 0, 's'},
-                                       {"tokenizer", required_argument, 0, 't'}, {"ids", no_argument, 0, 'I'},
-                                       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+static const struct option k_opts[] = {
+    {"row", required_argument, 0, 'r'}, {"split", required_argument, 0, 's'}, {"tokenizer", required_argument, 0, 't'},
+    {"ids", no_argument, 0, 'I'},       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
 
 static void print_header(const ds_shard_header *h) {
     char fp[65];
@@ -83,8 +82,8 @@ static void print_manifest(const ds_manifest_info *man) {
     printf("    whole       %12" PRIu64 "  %14" PRIu64 " tokens\n", a->docs_whole, a->tok_whole);
     printf("    truncated   %12" PRIu64 "  %14" PRIu64 " tokens kept, %" PRIu64 " lost\n", a->docs_truncated,
            a->tok_trunc_kept, a->tok_trunc_lost);
-    printf("    chunked     %12" PRIu64 "  %14" PRIu64 " tokens in %" PRIu64 " pieces\n", a->docs_chunked, a->tok_chunked,
-           a->pieces);
+    printf("    chunked     %12" PRIu64 "  %14" PRIu64 " tokens in %" PRIu64 " pieces\n", a->docs_chunked,
+           a->tok_chunked, a->pieces);
     printf("    dropped     %12" PRIu64 "  %14" PRIu64 " tokens\n", a->docs_dropped, a->tok_dropped);
     printf("    rejected    %12" PRIu64 "  %14" PRIu64 " bytes", a->docs_rejected, a->rejected_bytes);
     int first = 1;
@@ -134,8 +133,7 @@ static void print_text(const uint8_t *p, size_t n) {
         else if (c == '\t') fputs("\\t", stdout);
         else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
         else if (c < 0x80) putchar(c);
-        else { /* a character: C1 controls (U+009B is CSI) and bytes that are not UTF-8 as \xNN */
-            char e[40];
+        else { /* a character: C1 controls (U+009B is CSI) and bytes that are not UTF-8 as \xNN */ char e[40];
             size_t k = 1;
             while (k < 4 && i + k < n && (p[i + k] & 0xC0) == 0x80) k++;
             fputs(tk_escape_text(p + i, k, e, sizeof e), stdout);
@@ -269,8 +267,8 @@ static int inspect_shard(const char *cmd, const char *target, const ds_shard *on
     for (uint64_t r = 0; r < h->n_rows; r++) {
         uint32_t nv = 0;
         if (ds_shard_read(one, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) {
-            cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (offset %" PRIu64 "; run mkshards verify)", target,
-                      r, (uint64_t)DS_SHARD_HEADER_BYTES + h->tokens_bytes + 4 * r);
+            cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (offset %" PRIu64 "; run mkshards verify)",
+                      target, r, (uint64_t)DS_SHARD_HEADER_BYTES + h->tokens_bytes + 4 * r);
             return EXIT_BAD_INPUT;
         }
         toks += nv;
@@ -336,8 +334,8 @@ int cmd_inspect(int argc, char **argv) {
             ds_split sp;
             char names[32];
             if (ds_split_parse(optarg, &sp))
-                return cli_usage_error(cmd, "--split expects %s, got '%s'", ds_names_list(ds_split_name, names, sizeof names),
-                                       optarg);
+                return cli_usage_error(cmd, "--split expects %s, got '%s'",
+                                       ds_names_list(ds_split_name, names, sizeof names), optarg);
             split = sp == DS_SPLIT_VAL;
             break;
         }

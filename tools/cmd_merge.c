@@ -11,25 +11,24 @@
 #include "cli.h"
 #include "ds.h"
 
-static const char k_usage[] =
-    "Usage: mkshards merge --out DIR [--force] PART_DIR...\n"
-    "\n"
-    "Joins the outputs of `mkshards build --part K/N` (K = 1..N, any order on the\n"
-    "command line) into one shard set in DIR. The parts must come from the same\n"
-    "build command (same inputs, tokenizer and options). The result is\n"
-    "byte-identical to a single build without --part. Part folders are only read.\n"
-    "\n"
-    "Options:\n"
-    "  -o, --out DIR   output folder (created)            [required]\n"
-    "      --force     replace a shard set of another configuration in DIR\n"
-    "  -q, --quiet     no summary line\n"
-    "  -h, --help      show this help\n"
-    "\n"
-    "A DIR that holds a shard set with another configuration or tokenizer (another\n"
-    "build, another merge) is refused, as `mkshards build` refuses it, unless --force.\n"
-    "\n"
-    "Exit codes: 0 ok, 2 bad or mismatched parts / output error (also: DIR holds another\n"
-    "set; DIR is locked), 64 usage error.\n";
+static const char k_usage[] = "Usage: mkshards merge --out DIR [--force] PART_DIR...\n"
+                              "\n"
+                              "Joins the outputs of `mkshards build --part K/N` (K = 1..N, any order on the\n"
+                              "command line) into one shard set in DIR. The parts must come from the same\n"
+                              "build command (same inputs, tokenizer and options). The result is\n"
+                              "byte-identical to a single build without --part. Part folders are only read.\n"
+                              "\n"
+                              "Options:\n"
+                              "  -o, --out DIR   output folder (created)            [required]\n"
+                              "      --force     replace a shard set of another configuration in DIR\n"
+                              "  -q, --quiet     no summary line\n"
+                              "  -h, --help      show this help\n"
+                              "\n"
+                              "A DIR that holds a shard set with another configuration or tokenizer (another\n"
+                              "build, another merge) is refused, as `mkshards build` refuses it, unless --force.\n"
+                              "\n"
+                              "Exit codes: 0 ok, 2 bad or mismatched parts / output error (also: DIR holds another\n"
+                              "set; DIR is locked), 64 usage error.\n";
 
 enum { OPT_FORCE = 1000 };
 static const struct option k_opts[] = {{"out", required_argument, 0, 'o'},
@@ -58,8 +57,8 @@ int cmd_merge(int argc, char **argv) {
     size_t n_shards = 0;
     uint64_t rows_train = 0, rows_val = 0;
     char err[9000];
-    int rc = ds_merge(out_dir, (const char *const *)argv + optind, (size_t)np, force, &n_shards, &rows_train, &rows_val, err,
-                      sizeof err);
+    int rc = ds_merge(out_dir, (const char *const *)argv + optind, (size_t)np, force, &n_shards, &rows_train, &rows_val,
+                      err, sizeof err);
     if (rc != DS_OK) {
         cli_error(cmd, "%s", err[0] ? err : ds_strerror(rc));
         return rc == DS_ERR_ARG ? EXIT_USAGE : EXIT_BAD_INPUT;

@@ -213,8 +213,7 @@ static int train_check(const char *cmd, train_args *a) {
                              a->vocab, a->n_specials, 256 + a->n_specials);
     else if (tk_pattern_parse(a->pattern, &a->pat) != TK_OK)
         rc = cli_usage_error(cmd, "unknown --pattern '%s' (use gpt2, cl100k or o200k)", a->pattern);
-    else if (a->batch_bytes < 4096)
-        rc = cli_usage_error(cmd, "--batch-bytes must be at least 4K");
+    else if (a->batch_bytes < 4096) rc = cli_usage_error(cmd, "--batch-bytes must be at least 4K");
     for (size_t i = 0; rc == EXIT_OK && i < a->n_specials; i++) {
         if (!a->specials[i][0]) rc = cli_usage_error(cmd, "--special needs a non-empty text");
         for (size_t k = 0; rc == EXIT_OK && k < i; k++)
@@ -252,10 +251,10 @@ static int train_parse(int argc, char **argv, const char *cmd, train_args *a) {
         case 'p': a->pattern = optarg; break;
         case 's': a->specials[a->n_specials++] = optarg; break;
         case OPT_MINF: rc = cli_parse_long(cmd, "--min-frequency", optarg, 0, 0x7fffffffffffffffL, &a->minf); break;
-        case OPT_MAXTOK: rc = cli_parse_long(cmd, "--max-token-bytes", optarg, 0, TK_MAX_TOKEN_BYTES, &a->maxtok); break;
-        case OPT_MAXPIECE:
-            rc = cli_parse_long(cmd, "--max-piece-bytes", optarg, 2, 1L << 24, &a->maxpiece);
+        case OPT_MAXTOK:
+            rc = cli_parse_long(cmd, "--max-token-bytes", optarg, 0, TK_MAX_TOKEN_BYTES, &a->maxtok);
             break;
+        case OPT_MAXPIECE: rc = cli_parse_long(cmd, "--max-piece-bytes", optarg, 2, 1L << 24, &a->maxpiece); break;
         case OPT_SAMPLE: rc = cli_parse_size(cmd, "--sample-bytes", optarg, 0, 1ull << 50, &a->sample); break;
         case 'i': a->inputs[a->n_inputs++] = optarg; break;
         case 'f': a->field = optarg; break;
@@ -267,9 +266,7 @@ static int train_parse(int argc, char **argv, const char *cmd, train_args *a) {
             }
             break;
         case 'j': rc = cli_parse_long(cmd, "--threads", optarg, 0, 256, &a->threads); break;
-        case OPT_BATCH:
-            rc = cli_parse_size(cmd, "--batch-bytes", optarg, 4096, 1ull << 40, &a->batch_bytes);
-            break;
+        case OPT_BATCH: rc = cli_parse_size(cmd, "--batch-bytes", optarg, 4096, 1ull << 40, &a->batch_bytes); break;
         case 'q': a->quiet = 1; break;
         case 'h':
             fputs(k_usage, stdout);
@@ -286,8 +283,8 @@ static int train_parse(int argc, char **argv, const char *cmd, train_args *a) {
 /* Sampling: pass 1 measures the usable text so that a hash threshold keeps
  * about `sample` bytes (keep a document iff its hash <= *threshold). stdin
  * cannot be read twice: *prefix_sample, keep the first SIZE. */
-static int train_sample_threshold(const char *cmd, const train_args *a, const ds_reader_opts *ro,
-                                  uint64_t *threshold, int *prefix_sample) {
+static int train_sample_threshold(const char *cmd, const train_args *a, const ds_reader_opts *ro, uint64_t *threshold,
+                                  int *prefix_sample) {
     *threshold = UINT64_MAX;
     *prefix_sample = 0;
     if (!a->sample) return EXIT_OK;
@@ -476,8 +473,8 @@ static int train_run(const char *cmd, const train_args *a, const tk_train_opts *
         fprintf(stderr,
                 "mkshards tokenizer train: %s: %u ranks + %zu special(s), %u merges; %llu docs, %.1f MB "
                 "(%llu not sampled), %zu distinct pieces; counting %.2fs, merging %.2fs\n",
-                a->out, res.n_ranks, a->n_specials, res.n_merges, (unsigned long long)st.docs,
-                (double)st.bytes / 1e6, (unsigned long long)st.not_sampled, distinct, t_count, t_merge);
+                a->out, res.n_ranks, a->n_specials, res.n_merges, (unsigned long long)st.docs, (double)st.bytes / 1e6,
+                (unsigned long long)st.not_sampled, distinct, t_count, t_merge);
     tk_train_result_free(&res);
     return rc;
 }

@@ -24,8 +24,7 @@ static const command k_commands[] = {
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
 
-static void usage(FILE *f)
-{
+static void usage(FILE *f) {
     fputs("Usage: mkshards <command> [options]\n"
           "       mkshards <command> --help\n"
           "       mkshards --help | --version\n"
@@ -34,8 +33,7 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n",
           f);
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
     fputs("\n"
           "Exit codes: 0 ok, 1 findings (lint warnings), 2 bad input or file, 64 usage error.\n"
           "Tokenizer names (gpt2, r50k_base, cl100k_base, o200k_base) are looked up in\n"
@@ -43,8 +41,7 @@ static void usage(FILE *f)
           f);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -69,7 +66,6 @@ int main(int argc, char **argv)
     if (name[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s' (the command comes first: mkshards <command> ...)", name);
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(name, k_commands[i].name))
-            return k_commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(name, k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
     return cli_usage_error(NULL, "unknown command '%s'", name);
 }

@@ -62,8 +62,8 @@ typedef struct tr_backend tr_backend; /* one backend instance (opaque) */
 
 /* What probe finds (before the plan). */
 typedef struct {
-    char device_name[256]; /* "" : no separate device (the CPU) */
-    uint64_t device_total; /* device memory bytes (the plan's default budget); 0: none */
+    char device_name[256];    /* "" : no separate device (the CPU) */
+    uint64_t device_total;    /* device memory bytes (the plan's default budget); 0: none */
     uint64_t device_capacity; /* the largest budget the device can honour now (tr_plan_device_capacity
                                * of its free memory): a larger one is lowered to it; 0: no limit */
 } tr_backend_info;
@@ -78,11 +78,11 @@ uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *no
 /* What create gets. */
 typedef struct {
     const tr_train_opts *opts;
-    tr_model *host;           /* host model: params (initial or resumed), optimizer state allocated
+    tr_model *host; /* host model: params (initial or resumed), optimizer state allocated
                                  (tr_optim_host_init) unless own_moments */
     const tr_model_config *mc;
-    int B, T;                 /* planned micro-batch: rows, tokens per row */
-    const tr_plan_out *plan;  /* the run's plan (device lines size a device arena) */
+    int B, T;                  /* planned micro-batch: rows, tokens per row */
+    const tr_plan_out *plan;   /* the run's plan (device lines size a device arena) */
     const tr_optim_ops *optim; /* the run's optimizer (train/optim.h) */
 } tr_backend_args;
 
@@ -96,13 +96,13 @@ typedef struct {
 } tr_backend_mem;
 
 typedef struct tr_backend_ops {
-    const char *name;      /* "cpu", "cuda" */
-    tr_device device;      /* what --device selects it */
-    int device_memory;     /* 1: runs in device memory: plan and device line printed before step 1,
+    const char *name;  /* "cpu", "cuda" */
+    tr_device device;  /* what --device selects it */
+    int device_memory; /* 1: runs in device memory: plan and device line printed before step 1,
                               device memory reported at the end */
-    int ckpt_extra;        /* 1: checkpoints carry the TR_BACKEND_EXTRA optimiser words */
-    int loss_scale;        /* 1: step reports a loss scale / skipped steps (logged per step) */
-    int own_moments;       /* 1: the backend keeps the optimizer state itself (ZeRO-1 shards on the
+    int ckpt_extra;    /* 1: checkpoints carry the TR_BACKEND_EXTRA optimiser words */
+    int loss_scale;    /* 1: step reports a loss scale / skipped steps (logged per step) */
+    int own_moments;   /* 1: the backend keeps the optimizer state itself (ZeRO-1 shards on the
                               CPU): the host model has none, a resume loads only the params into it
                               (set_state reads the backend's part of the checkpoint) and checkpoints are
                               written through save_ckpt */
@@ -114,8 +114,7 @@ typedef struct tr_backend_ops {
     void (*loader_hooks)(tr_backend *b, tr_loader_opts *lo);
     /* extra: the checkpoint's optimiser words or NULL (then: AdamW step =
      * opt_step, defaults for the rest). */
-    int (*set_state)(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
-                     size_t errlen);
+    int (*set_state)(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err, size_t errlen);
 
     int (*zero_grad)(tr_backend *b, char *err, size_t errlen);
     /* One micro-batch of the step: make bt the backend's input, hand bt
@@ -123,8 +122,8 @@ typedef struct tr_backend_ops {
      * longer read; *wait_s += time spent waiting for an upload), forward +
      * backward ADDING the gradient of the summed token loss.  *loss_sum,
      * *n_targets: as tr_model_fwd_bwd. */
-    int (*micro)(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
-                 uint64_t *n_targets, double *wait_s, char *err, size_t errlen);
+    int (*micro)(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets,
+                 double *wait_s, char *err, size_t errlen);
     /* Optional (NULL on a single device): after the last micro-batch of a
      * step, combine the gradients, loss sums and target counts of every
      * replica (data-parallel all-reduce: sums), so that step divides by the

@@ -27,11 +27,11 @@
 #include "tr.h"
 
 struct tr_backend {
-    tr_model *m;  /* borrowed: the trainer's host model */
+    tr_model *m; /* borrowed: the trainer's host model */
     const tr_optim_ops *optim;
-    float *acc;   /* the step's sum while a micro-batch is computed (NULL: one micro-batch per step) */
+    float *acc; /* the step's sum while a micro-batch is computed (NULL: one micro-batch per step) */
     size_t P;
-    int nacc;     /* micro-batches added since zero_grad */
+    int nacc; /* micro-batches added since zero_grad */
     /* gradient readiness (grad_hook): the caller's hook, and whether this
      * micro-batch adds the sum aside group by group inside the hook */
     tr_model_grad_hook hook;
@@ -42,21 +42,18 @@ struct tr_backend {
 
 /* g[i] = acc[i] + g[i] over [a, a + n) (the accumulation order of the
  * whole-gradient add: the same bits). */
-static void add_acc(float *g, const float *acc, size_t a, size_t n)
-{
+static void add_acc(float *g, const float *acc, size_t a, size_t n) {
     long long e = (long long)(a + n);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
-    for (long long i = (long long)a; i < e; i++)
-        g[i] = acc[i] + g[i];
+    for (long long i = (long long)a; i < e; i++) g[i] = acc[i] + g[i];
 }
 
 /* The model's readiness hook during an armed micro-batch: group g is final
  * for this micro-batch; add the step's earlier sum to it, then tell the
  * caller. */
-static void on_group(void *ctx, int g)
-{
+static void on_group(void *ctx, int g) {
     tr_backend *b = ctx;
     if (b->sep_now) {
         const tr_model_config *c = tr_model_get_config(b->m);
@@ -65,31 +62,29 @@ static void on_group(void *ctx, int g)
             int nl = tr_model_param_layers(c, t);
             size_t per = b->sizes[t] / (size_t)nl;
             for (int l = 0; l < nl; l++)
-                if (tr_model_grad_group_of(c, t, l) == g)
-                    add_acc(gr, b->acc, b->offs[t] + (size_t)l * per, per);
+                if (tr_model_grad_group_of(c, t, l) == g) add_acc(gr, b->acc, b->offs[t] + (size_t)l * per, per);
         }
     }
     b->hook(b->hook_ctx, g);
 }
 
-int tr_backend_model_err(int rc)
-{
+int tr_backend_model_err(int rc) {
     return rc == TR_MODEL_ENOMEM ? TR_ERR_NOMEM : rc == TR_MODEL_EINVAL ? TR_ERR_ARG : TR_ERR_INTERNAL;
 }
 
-static int cpu_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
-{
+static int cpu_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen) {
     memset(info, 0, sizeof *info);
     if (o->precision != TR_FP32) {
-        snprintf(err, errlen, "--precision %s: the CPU reference trains in fp32 (bf16/fp16 are GPU precisions; "
-                              "--plan accounts for them)", tr_precision_name(o->precision));
+        snprintf(err, errlen,
+                 "--precision %s: the CPU reference trains in fp32 (bf16/fp16 are GPU precisions; "
+                 "--plan accounts for them)",
+                 tr_precision_name(o->precision));
         return TR_ERR_ARG;
     }
     return TR_OK;
 }
 
-static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen)
-{
+static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen) {
     *out = NULL;
     tr_backend *b = calloc(1, sizeof *b);
     if (!b) {
@@ -101,12 +96,10 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
     b->P = tr_model_param_count(a->mc);
     tr_model_param_sizes(a->mc, b->sizes);
     b->offs[0] = 0;
-    for (int t = 1; t < TR_NUM_PARAM_TENSORS; t++)
-        b->offs[t] = b->offs[t - 1] + b->sizes[t - 1];
+    for (int t = 1; t < TR_NUM_PARAM_TENSORS; t++) b->offs[t] = b->offs[t - 1] + b->sizes[t - 1];
     /* activations for the planned micro-batch now: nothing grows later */
     int mr = tr_model_reserve(b->m, a->B, a->T);
-    if (!mr && a->plan->rank_micro > 1 && !(b->acc = malloc(b->P * sizeof(float))))
-        mr = TR_MODEL_ENOMEM;
+    if (!mr && a->plan->rank_micro > 1 && !(b->acc = malloc(b->P * sizeof(float)))) mr = TR_MODEL_ENOMEM;
     if (mr) {
         free(b->acc);
         free(b);
@@ -117,23 +110,19 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
     return TR_OK;
 }
 
-static void cpu_destroy(tr_backend *b)
-{
-    if (b)
-        free(b->acc);
+static void cpu_destroy(tr_backend *b) {
+    if (b) free(b->acc);
     free(b);
 }
 
 static int cpu_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
-                         size_t errlen)
-{
+                         size_t errlen) {
     /* the checkpoint was loaded into the host model, which is ours */
     (void)b, (void)host, (void)extra, (void)opt_step, (void)err, (void)errlen;
     return TR_OK;
 }
 
-static int cpu_zero_grad(tr_backend *b, char *err, size_t errlen)
-{
+static int cpu_zero_grad(tr_backend *b, char *err, size_t errlen) {
     (void)err, (void)errlen;
     tr_model_zero_grad(b->m);
     b->nacc = 0;
@@ -141,8 +130,7 @@ static int cpu_zero_grad(tr_backend *b, char *err, size_t errlen)
 }
 
 static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
-                     uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
-{
+                     uint64_t *n_targets, double *wait_s, char *err, size_t errlen) {
     (void)wait_s; /* computed from the loader's buffer: no upload */
     float *g = tr_model_grads(b->m);
     int sep = b->nacc > 0 && b->acc; /* keep the sum aside, this micro-batch from zero */
@@ -153,14 +141,12 @@ static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_m
     /* armed (grad_hook): the sum aside is added group by group as backward
      * finishes each, and the caller hears of it at once */
     b->sep_now = sep;
-    if (b->hook)
-        tr_model_set_grad_hook(b->m, on_group, b);
-    int mr = tr_model_fwd_bwd(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL,
-                              1.0f, loss_sum, n_targets);
+    if (b->hook) tr_model_set_grad_hook(b->m, on_group, b);
+    int mr = tr_model_fwd_bwd(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL, 1.0f,
+                              loss_sum, n_targets);
     tr_model_set_grad_hook(b->m, NULL, NULL);
     tr_loader_release(ld);
-    if (sep && !mr && !b->hook)
-        add_acc(g, b->acc, 0, b->P);
+    if (sep && !mr && !b->hook) add_acc(g, b->acc, 0, b->P);
     b->nacc++;
     if (mr) {
         snprintf(err, errlen, "model step failed");
@@ -169,12 +155,10 @@ static int cpu_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_m
     return TR_OK;
 }
 
-static int cpu_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets,
-                    uint64_t opt_step, float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
-{
+static int cpu_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
+                    float *gnorm, int *skipped, float *scale, char *err, size_t errlen) {
     const tr_model_config *c = tr_model_get_config(b->m);
-    if (n_targets)
-        kn_scale_ref(tr_model_grads(b->m), tr_model_param_count(c), (float)(1.0 / (double)n_targets));
+    if (n_targets) kn_scale_ref(tr_model_grads(b->m), tr_model_param_count(c), (float)(1.0 / (double)n_targets));
     tr_model_clip_grad_norm(b->m, grad_clip, gnorm);
     int mr = tr_optim_host_step(b->optim, b->m, h, (int)opt_step);
     if (mr) {
@@ -186,9 +170,8 @@ static int cpu_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, u
     return TR_OK;
 }
 
-static int cpu_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets,
-                    char *err, size_t errlen)
-{
+static int cpu_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
+                    size_t errlen) {
     int mr = tr_model_forward(b->m, bt->rows, bt->T, bt->inputs, bt->targets, bt->pos, doc_mask ? bt->seg : NULL,
                               loss_sum, n_targets);
     if (mr) {
@@ -198,20 +181,17 @@ static int cpu_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *los
     return TR_OK;
 }
 
-static int cpu_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen)
-{
+static int cpu_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen) {
     (void)b, (void)host, (void)moments, (void)extra, (void)err, (void)errlen; /* host model = our state */
     return TR_OK;
 }
 
-static void cpu_grad_hook(tr_backend *b, tr_model_grad_hook fn, void *ctx)
-{
+static void cpu_grad_hook(tr_backend *b, tr_model_grad_hook fn, void *ctx) {
     b->hook = fn;
     b->hook_ctx = ctx;
 }
 
-static void cpu_mem_report(tr_backend *b, tr_backend_mem *out)
-{
+static void cpu_mem_report(tr_backend *b, tr_backend_mem *out) {
     (void)b;
     memset(out, 0, sizeof *out);
 }

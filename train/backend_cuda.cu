@@ -53,13 +53,13 @@ struct tr_backend {
     tr_backend_mem mem;
     int measured; /* peak measured after the first step */
     /* data parallel (nc != NULL) */
-    tr_comm *c;       /* host communicator (the run's; own_c: opened here at world 1) */
+    tr_comm *c; /* host communicator (the run's; own_c: opened here at world 1) */
     int own_c;
-    tr_comm *nc;      /* device communicator (NCCL) */
+    tr_comm *nc; /* device communicator (NCCL) */
     int W, rank, dev;
-    double *mloss;    /* loss sum per micro-batch of the step (exact fold, as dist.c) */
+    double *mloss; /* loss sum per micro-batch of the step (exact fold, as dist.c) */
     int nmloss, exact_loss;
-    double t_reduce;  /* seconds in reduce (MKS_DP_STATS) */
+    double t_reduce; /* seconds in reduce (MKS_DP_STATS) */
     uint64_t steps;
     /* overlap (MKS_GPU_OVERLAP=1): gradient buckets all-reduced on the NCCL
      * stream as backward enqueues their last kernels */
@@ -72,13 +72,11 @@ struct tr_backend {
 /* Enqueue buckets [released, upto) on the NCCL stream, each after the
  * compute stream's work so far. After a failure nothing more is enqueued
  * (the peers then fail at their deadline). */
-static void release_upto(tr_backend *b, int upto)
-{
+static void release_upto(tr_backend *b, int upto) {
     size_t n = 0;
     float *dg = tr_gpu_grads_nowait(b->g, &n);
     for (; b->released < upto; b->released++) {
-        if (b->ovl_rc)
-            continue;
+        if (b->ovl_rc) continue;
         const tr_dp_bucket *k = &b->bk[b->released];
         int rc = tr_comm_allreduce_range_async_f32(b->nc, dg, k->a, k->b, tr_gpu_stream(b->g));
         if (rc) {
@@ -90,17 +88,14 @@ static void release_upto(tr_backend *b, int upto)
 
 /* The readiness hook (the rank's last micro-batch of the step): every
  * bucket that group g completed. */
-static void on_ready(void *ctx, int g)
-{
+static void on_ready(void *ctx, int g) {
     tr_backend *b = (tr_backend *)ctx;
     int r = b->released;
-    while (r < b->nbk && b->bk[r].group <= g)
-        r++;
+    while (r < b->nbk && b->bk[r].group <= g) r++;
     release_upto(b, r);
 }
 
-static int run_world(const tr_train_opts *o)
-{
+static int run_world(const tr_train_opts *o) {
     tr_comm *c = tr_dist_of(o);
     return c ? tr_comm_world(c) : 1;
 }
@@ -108,46 +103,44 @@ static int run_world(const tr_train_opts *o)
 /* The GPU of this rank: its local rank, or GPU 0 when the launcher shows
  * each rank a single GPU (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per
  * rank). -1 with a message when the host has fewer GPUs than ranks. */
-static int rank_device(const tr_train_opts *o, char *err, size_t errlen)
-{
+static int rank_device(const tr_train_opts *o, char *err, size_t errlen) {
     tr_comm *c = tr_dist_of(o);
     int lr = c ? tr_comm_local_rank(c) : 0, ls = c ? tr_comm_local_size(c) : 1;
     int n = tr_gpu_count();
-    if (lr < 0)
-        lr = 0;
+    if (lr < 0) lr = 0;
     if (n < 1) {
         snprintf(err, errlen, "--device cuda: rank %d sees no CUDA GPU; use --device cpu", c ? tr_comm_rank(c) : 0);
         return -1;
     }
-    if (n == 1 || lr < n)
-        return n == 1 ? 0 : lr;
-    snprintf(err, errlen, "--device cuda: rank %d is local rank %d of %d on its host, which shows %d GPU(s): start at "
-                          "most one rank per GPU (mpirun -np N with N <= GPUs per host, or one GPU per task)",
+    if (n == 1 || lr < n) return n == 1 ? 0 : lr;
+    snprintf(err, errlen,
+             "--device cuda: rank %d is local rank %d of %d on its host, which shows %d GPU(s): start at "
+             "most one rank per GPU (mpirun -np N with N <= GPUs per host, or one GPU per task)",
              c ? tr_comm_rank(c) : 0, lr, ls, n);
     return -1;
 }
 
-static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
-{
+static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen) {
     memset(info, 0, sizeof *info);
     uint64_t fr = 0;
     char why[256] = "";
     int W = run_world(o);
     if (W > 1 || tr_dp_device_world1()) {
         if (!tr_comm_have("nccl")) {
-            snprintf(err, errlen, "--device cuda with %d rank(s)%s: this build has no NCCL (configure with "
-                                  "-DMKS_NCCL_ROOT=DIR holding include/nccl.h and lib/libnccl.so*); use one rank",
+            snprintf(err, errlen,
+                     "--device cuda with %d rank(s)%s: this build has no NCCL (configure with "
+                     "-DMKS_NCCL_ROOT=DIR holding include/nccl.h and lib/libnccl.so*); use one rank",
                      W, W > 1 ? "" : " and MKS_GPU_NCCL=1");
             return TR_ERR_NODEVICE;
         }
         if (o->zero) {
-            snprintf(err, errlen, "--zero 1 --device cuda: ZeRO-1 is implemented on the CPU backend only (the GPU "
-                                  "backend all-reduces the whole gradient); drop --zero or use --device cpu");
+            snprintf(err, errlen,
+                     "--zero 1 --device cuda: ZeRO-1 is implemented on the CPU backend only (the GPU "
+                     "backend all-reduces the whole gradient); drop --zero or use --device cpu");
             return TR_ERR_ARG;
         }
         int dev = tr_gpu_count() < 1 ? 0 : rank_device(o, err, errlen); /* no GPU: tr_gpu_device says why */
-        if (dev < 0)
-            return TR_ERR_NODEVICE;
+        if (dev < 0) return TR_ERR_NODEVICE;
         if (tr_gpu_count() >= 1 && tr_gpu_select(dev, why, sizeof why) != TR_OK) {
             snprintf(err, errlen, "--device cuda: rank %d cannot use GPU %d: %s", tr_dist_rank(o), dev, why);
             return TR_ERR_NODEVICE;
@@ -155,34 +148,35 @@ static int cuda_probe(const tr_train_opts *o, tr_backend_info *info, char *err, 
     }
     if (tr_gpu_device(info->device_name, sizeof info->device_name, &info->device_total, &fr, why, sizeof why) !=
         TR_OK) {
-        snprintf(err, errlen, "--device cuda: no usable CUDA GPU on this machine (%s); use --device cpu, or "
-                              "--plan to see the GPU memory plan", why);
+        snprintf(err, errlen,
+                 "--device cuda: no usable CUDA GPU on this machine (%s); use --device cpu, or "
+                 "--plan to see the GPU memory plan",
+                 why);
         return TR_ERR_NODEVICE;
     }
     info->device_capacity = tr_plan_device_capacity(fr);
     if (o->recompute > TR_GPU_RECOMPUTE_MAX) {
-        snprintf(err, errlen, "--recompute %d: the GPU model recomputes up to level %d (the GELU output); use "
-                              "--recompute %d or less", o->recompute, TR_GPU_RECOMPUTE_MAX, TR_GPU_RECOMPUTE_MAX);
+        snprintf(err, errlen,
+                 "--recompute %d: the GPU model recomputes up to level %d (the GELU output); use "
+                 "--recompute %d or less",
+                 o->recompute, TR_GPU_RECOMPUTE_MAX, TR_GPU_RECOMPUTE_MAX);
         return TR_ERR_ARG;
     }
     return TR_OK;
 }
 
-static void cuda_destroy(tr_backend *b)
-{
-    if (!b)
-        return;
+static void cuda_destroy(tr_backend *b) {
+    if (!b) return;
     if (b->nc) {
         if (tr_dp_stats())
-            fprintf(stderr, "dp stats: rank %d/%d (GPU %d, NCCL): overlap %s (%d buckets), %llu steps, %.3f s of "
-                            "gradient reduction after backward\n",
-                    b->rank, b->W, b->dev, b->ovl_on ? "on" : "off", b->nbk, (unsigned long long)b->steps,
-                    b->t_reduce);
+            fprintf(stderr,
+                    "dp stats: rank %d/%d (GPU %d, NCCL): overlap %s (%d buckets), %llu steps, %.3f s of "
+                    "gradient reduction after backward\n",
+                    b->rank, b->W, b->dev, b->ovl_on ? "on" : "off", b->nbk, (unsigned long long)b->steps, b->t_reduce);
     }
     tr_comm_close(b->nc);
     tr_gpu_close(b->g);
-    if (b->own_c)
-        tr_comm_close(b->c);
+    if (b->own_c) tr_comm_close(b->c);
     free(b->mloss);
     free(b->bk);
     free(b);
@@ -190,15 +184,13 @@ static void cuda_destroy(tr_backend *b)
 
 /* Data-parallel setup after the GPU model: every rank agrees that its
  * setup succeeded (rc: this rank's), then the NCCL communicator. */
-static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, size_t errlen)
-{
+static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, size_t errlen) {
     b->c = tr_dist_of(a->opts);
     if (!b->c) { /* a library caller at world 1 with MKS_GPU_NCCL: a one-rank host communicator */
         char e2[256];
         int orc = tr_comm_open("single", &b->c, e2, sizeof e2);
         if (orc) {
-            if (!rc)
-                snprintf(err, errlen, "NCCL bootstrap: %s", e2);
+            if (!rc) snprintf(err, errlen, "NCCL bootstrap: %s", e2);
             return rc ? rc : orc;
         }
         b->own_c = 1;
@@ -209,12 +201,10 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
         uint64_t bad = rc != TR_OK;
         int crc = tr_comm_allreduce_u64(b->c, &bad, 1);
         if (crc) {
-            if (!rc)
-                snprintf(err, errlen, "agreeing on the GPU setup: %s", tr_comm_error(b->c));
+            if (!rc) snprintf(err, errlen, "agreeing on the GPU setup: %s", tr_comm_error(b->c));
             return rc ? rc : TR_ERR_INTERNAL;
         }
-        if (rc)
-            return rc;
+        if (rc) return rc;
         if (bad) {
             snprintf(err, errlen, "rank %d: the GPU setup failed on %llu other rank(s) (see their messages)", b->rank,
                      (unsigned long long)bad);
@@ -226,8 +216,7 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
     char why[256] = "";
     b->dev = 0;
     int dev = rank_device(a->opts, why, sizeof why);
-    if (dev >= 0)
-        b->dev = dev;
+    if (dev >= 0) b->dev = dev;
     b->nmloss = a->plan && a->plan->n_micro > 0 ? a->plan->n_micro : 1;
     b->exact_loss = tr_dp_exact_loss(b->nmloss, b->W);
     b->mloss = (double *)calloc((size_t)b->nmloss, sizeof(double));
@@ -254,8 +243,7 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
     return TR_OK;
 }
 
-static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen)
-{
+static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen) {
     *out = NULL;
     tr_backend *b = (tr_backend *)calloc(1, sizeof *b);
     if (!b) {
@@ -267,8 +255,7 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
     b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision, a->opts->recompute, a->optim);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),
                          &b->mem.arena_bytes, err, errlen, a->opts->recompute, a->optim);
-    if (run_world(a->opts) > 1 || tr_dp_device_world1())
-        rc = dp_open(b, a, rc, err, errlen);
+    if (run_world(a->opts) > 1 || tr_dp_device_world1()) rc = dp_open(b, a, rc, err, errlen);
     if (rc) {
         cuda_destroy(b);
         return rc;
@@ -277,44 +264,35 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
     return TR_OK;
 }
 
-static void cuda_loader_hooks(tr_backend *b, tr_loader_opts *lo)
-{
+static void cuda_loader_hooks(tr_backend *b, tr_loader_opts *lo) {
     (void)b;
     tr_gpu_loader_hooks(lo); /* pinned host buffers: asynchronous copies */
 }
 
 /* The host model's optimizer state tensors (NULL past the optimizer's count):
  * the staging copy of the device's. */
-static void *const *host_state(tr_model *host, void *st[TR_OPTIM_MAX_STATE])
-{
-    for (int k = 0; k < TR_OPTIM_MAX_STATE; k++)
-        st[k] = tr_model_state(host, k);
+static void *const *host_state(tr_model *host, void *st[TR_OPTIM_MAX_STATE]) {
+    for (int k = 0; k < TR_OPTIM_MAX_STATE; k++) st[k] = tr_model_state(host, k);
     return st;
 }
 
 static int cuda_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
-                          size_t errlen)
-{
+                          size_t errlen) {
     void *st[TR_OPTIM_MAX_STATE];
     int rc = tr_gpu_set_state(b->g, tr_model_params(host), host_state(host, st), extra, opt_step);
-    if (rc)
-        snprintf(err, errlen, "cannot restore the checkpoint on the GPU: %s", tr_gpu_last_error());
+    if (rc) snprintf(err, errlen, "cannot restore the checkpoint on the GPU: %s", tr_gpu_last_error());
     return rc;
 }
 
-static int cuda_zero_grad(tr_backend *b, char *err, size_t errlen)
-{
-    if (b->mloss)
-        memset(b->mloss, 0, sizeof(double) * (size_t)b->nmloss);
+static int cuda_zero_grad(tr_backend *b, char *err, size_t errlen) {
+    if (b->mloss) memset(b->mloss, 0, sizeof(double) * (size_t)b->nmloss);
     int rc = tr_gpu_zero_grad(b->g);
-    if (rc)
-        snprintf(err, errlen, "cannot clear the GPU gradients: %s", tr_gpu_last_error());
+    if (rc) snprintf(err, errlen, "cannot clear the GPU gradients: %s", tr_gpu_last_error());
     return rc;
 }
 
 static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
-                      uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
-{
+                      uint64_t *n_targets, double *wait_s, char *err, size_t errlen) {
     if (b->nc && tr_dp_owner(bt->micro, bt->n_micro, b->W) != b->rank) {
         *loss_sum = 0;
         *n_targets = 0;
@@ -325,23 +303,18 @@ static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_
      * enqueues them */
     int j = bt->micro, n = bt->n_micro;
     int arm = b->nc && b->ovl_on && tr_dp_last_of_rank(j, n, b->W);
-    if (arm)
-        tr_gpu_set_grad_hook(b->g, on_ready, b);
+    if (arm) tr_gpu_set_grad_hook(b->g, on_ready, b);
     /* upload, hand the buffer back, forward + backward (summed loss) */
     int rc = tr_gpu_micro(b->g, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
-    if (arm)
-        tr_gpu_set_grad_hook(b->g, NULL, NULL);
-    if (!rc && b->mloss && bt->micro >= 0 && bt->micro < b->nmloss)
-        b->mloss[bt->micro] = *loss_sum;
+    if (arm) tr_gpu_set_grad_hook(b->g, NULL, NULL);
+    if (!rc && b->mloss && bt->micro >= 0 && bt->micro < b->nmloss) b->mloss[bt->micro] = *loss_sum;
     return rc;
 }
 
 /* Data parallel: gradient sums over NCCL, then the loss sums and target
  * counts over the host communicator (identical on every rank). */
-static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen)
-{
-    if (!b->nc)
-        return TR_OK; /* one GPU */
+static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen) {
+    if (!b->nc) return TR_OK; /* one GPU */
     double t0 = mc_now_s();
     float *dg = NULL;
     size_t n = 0;
@@ -370,16 +343,14 @@ static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, cha
         }
     }
     rc = tr_dp_reduce_loss(b->c, b->mloss, b->nmloss, b->exact_loss, loss_sum, n_targets, err, errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     b->t_reduce += mc_now_s() - t0;
     b->steps++;
     return TR_OK;
 }
 
-static int cuda_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets,
-                     uint64_t opt_step, float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
-{
+static int cuda_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
+                     float *gnorm, int *skipped, float *scale, char *err, size_t errlen) {
     (void)opt_step; /* the GPU counts its optimiser steps (fp16 skips do not advance it) */
     /* 1/targets and the clip folded into the optimizer's step; fp16: loss scaling */
     int rc = tr_gpu_step(b->g, h, grad_clip, n_targets, gnorm, skipped, scale, err, errlen);
@@ -390,29 +361,26 @@ static int cuda_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, 
     return rc;
 }
 
-static int cuda_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets,
-                     char *err, size_t errlen)
-{
+static int cuda_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
+                     size_t errlen) {
     return tr_gpu_eval(b->g, bt, doc_mask, loss_sum, n_targets, err, errlen);
 }
 
-static int cuda_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen)
-{
+static int cuda_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen) {
     /* device -> the host model's buffers (master fp32 params, the optimizer's state) */
     void *st[TR_OPTIM_MAX_STATE];
-    int rc = tr_gpu_get_state(b->g, tr_model_params(host), moments ? host_state(host, st) : NULL,
-                              moments ? extra : NULL);
+    int rc =
+        tr_gpu_get_state(b->g, tr_model_params(host), moments ? host_state(host, st) : NULL, moments ? extra : NULL);
     if (rc)
-        snprintf(err, errlen, moments ? "cannot read the GPU state for the checkpoint: %s"
-                                      : "cannot read the GPU parameters: %s",
+        snprintf(err, errlen,
+                 moments ? "cannot read the GPU state for the checkpoint: %s" : "cannot read the GPU parameters: %s",
                  tr_gpu_last_error());
     return rc;
 }
 
 static void cuda_mem_report(tr_backend *b, tr_backend_mem *out) { *out = b->mem; }
 
-static tr_backend_ops make_ops(void)
-{
+static tr_backend_ops make_ops(void) {
     tr_backend_ops o;
     memset(&o, 0, sizeof o);
     o.name = "cuda";

@@ -28,31 +28,25 @@ typedef struct {
     int err;
 } wr;
 
-static void w(wr *o, const void *p, size_t n)
-{
-    if (o->err)
-        return;
-    if (n && fwrite(p, 1, n, o->f) != n)
-        o->err = 1;
+static void w(wr *o, const void *p, size_t n) {
+    if (o->err) return;
+    if (n && fwrite(p, 1, n, o->f) != n) o->err = 1;
     XXH64_update(o->h, p, n);
 }
 static void w64(wr *o, uint64_t v) { w(o, &v, 8); }
 
-static void meta_write(wr *o, const tr_ckpt_meta *m, int n)
-{
+static void meta_write(wr *o, const tr_ckpt_meta *m, int n) {
     w64(o, m->step);
     w64(o, m->loader_pos);
     w64(o, m->seed);
-    for (int i = 0; i < 4; i++)
-        w64(o, m->rng.s[i]);
+    for (int i = 0; i < 4; i++) w64(o, m->rng.s[i]);
     w(o, m->fingerprint, 32);
     int32_t v[6] = {m->n_layer, m->n_head, m->n_embd, m->max_seq, m->seq_len, (int32_t)m->vocab_size};
     w(o, v, sizeof v);
     w64(o, (uint64_t)n);
 }
 
-static int mkdir_p(const char *dir)
-{
+static int mkdir_p(const char *dir) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", dir);
     for (char *p = tmp + 1; *p; p++)
@@ -61,13 +55,11 @@ static int mkdir_p(const char *dir)
             mkdir(tmp, 0777);
             *p = '/';
         }
-    if (mkdir(tmp, 0777) && errno != EEXIST)
-        return -1;
+    if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
     return 0;
 }
 
-int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen)
-{
+int tr_ckpt_save(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, int n, char *err, size_t errlen) {
     return tr_ckpt_save_io(dir, m, s, NULL, n, err, errlen);
 }
 
@@ -80,19 +72,16 @@ typedef struct {
 } ckpt_fill_ctx;
 
 /* The checkpoint's bytes into the temporary (fd stays the caller's). */
-static int ckpt_fill(int fd, void *vctx, char *err, size_t errlen)
-{
+static int ckpt_fill(int fd, void *vctx, char *err, size_t errlen) {
     const ckpt_fill_ctx *c = vctx;
     const tr_ckpt_section *s = c->s;
     const tr_ckpt_io *io = c->io;
     int n = c->n, dfd = dup(fd);
     wr o = {dfd >= 0 ? fdopen(dfd, "wb") : NULL, XXH64_createState(), 0};
-    if (dfd >= 0 && !o.f)
-        close(dfd);
+    if (dfd >= 0 && !o.f) close(dfd);
     if (!o.f || !o.h) {
         snprintf(err, errlen, "cannot write %s: %s", c->tmp, strerror(errno));
-        if (o.f)
-            fclose(o.f);
+        if (o.f) fclose(o.f);
         XXH64_freeState(o.h);
         return -1;
     }
@@ -123,11 +112,9 @@ static int ckpt_fill(int fd, void *vctx, char *err, size_t errlen)
         }
     }
     uint64_t hv = XXH64_digest(o.h);
-    if (!io_failed && !o.err && fwrite(&hv, 1, 8, o.f) != 8)
-        o.err = 1;
+    if (!io_failed && !o.err && fwrite(&hv, 1, 8, o.f) != 8) o.err = 1;
     XXH64_freeState(o.h);
-    if (fclose(o.f))
-        o.err = 1;
+    if (fclose(o.f)) o.err = 1;
     if (io_failed) {
         snprintf(err, errlen, "cannot write %s: a section's data could not be gathered", c->tmp);
         return -1;
@@ -140,8 +127,7 @@ static int ckpt_fill(int fd, void *vctx, char *err, size_t errlen)
 }
 
 int tr_ckpt_save_io(const char *dir, const tr_ckpt_meta *m, const tr_ckpt_section *s, const tr_ckpt_io *io, int n,
-                    char *err, size_t errlen)
-{
+                    char *err, size_t errlen) {
     char tmp[4096], fin[4096];
     if (mkdir_p(dir)) {
         snprintf(err, errlen, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
@@ -162,18 +148,15 @@ typedef struct {
     int err;
 } rd;
 
-static void r(rd *o, void *p, size_t n)
-{
-    if (o->err)
-        return;
+static void r(rd *o, void *p, size_t n) {
+    if (o->err) return;
     if (n && fread(p, 1, n, o->f) != n) {
         o->err = 1;
         return;
     }
     XXH64_update(o->h, p, n);
 }
-static uint64_t r64(rd *o)
-{
+static uint64_t r64(rd *o) {
     uint64_t v = 0;
     r(o, &v, 8);
     return v;
@@ -185,16 +168,13 @@ static uint64_t r64(rd *o)
 
 /* Model shape as a checkpoint may state it: each field within what the
  * trainer can build (the run compares them with its own config). */
-static int meta_sane(const tr_ckpt_meta *m)
-{
+static int meta_sane(const tr_ckpt_meta *m) {
     return m->n_layer >= 1 && m->n_layer <= 1024 && m->n_head >= 1 && m->n_head <= 1024 && m->n_embd >= 1 &&
            m->n_embd <= 65536 && m->max_seq >= 1 && (uint32_t)m->max_seq <= TR_MAX_ROW_LEN && m->seq_len >= 1 &&
-           m->seq_len <= m->max_seq && m->vocab_size >= 1 && m->vocab_size <= TR_MAX_VOCAB &&
-           m->step <= TR_MAX_STEPS;
+           m->seq_len <= m->max_seq && m->vocab_size >= 1 && m->vocab_size <= TR_MAX_VOCAB && m->step <= TR_MAX_STEPS;
 }
 
-int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen)
-{
+int tr_ckpt_load(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen) {
     return tr_ckpt_load_io(dir, m, s, NULL, n, err, errlen);
 }
 
@@ -202,8 +182,7 @@ static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const
                      size_t errlen);
 
 int tr_ckpt_load_io(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
-                    size_t errlen)
-{
+                    size_t errlen) {
     char fin[4096];
     if ((size_t)snprintf(fin, sizeof fin, "%s/ckpt.bin", dir) >= sizeof fin) {
         snprintf(err, errlen, "checkpoint directory name too long");
@@ -212,14 +191,12 @@ int tr_ckpt_load_io(const char *dir, tr_ckpt_meta *m, tr_ckpt_section *s, const 
     return load_path(fin, m, s, io, n, err, errlen);
 }
 
-int tr_ckpt_load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen)
-{
+int tr_ckpt_load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, int n, char *err, size_t errlen) {
     return load_path(fin, m, s, NULL, n, err, errlen);
 }
 
 /* The header into m (checked: meta_sane, 1..TR_CKPT_MAX_SECTIONS sections). */
-static int read_header(rd *o, const char *fin, uint64_t fsize, tr_ckpt_meta *m, char *err, size_t errlen)
-{
+static int read_header(rd *o, const char *fin, uint64_t fsize, tr_ckpt_meta *m, char *err, size_t errlen) {
     char magic[8];
     r(o, magic, 8);
     if (o->err || memcmp(magic, CK_MAGIC, 8)) {
@@ -229,8 +206,7 @@ static int read_header(rd *o, const char *fin, uint64_t fsize, tr_ckpt_meta *m, 
     m->step = r64(o);
     m->loader_pos = r64(o);
     m->seed = r64(o);
-    for (int i = 0; i < 4; i++)
-        m->rng.s[i] = r64(o);
+    for (int i = 0; i < 4; i++) m->rng.s[i] = r64(o);
     r(o, m->fingerprint, 32);
     int32_t v[6] = {0};
     r(o, v, sizeof v);
@@ -259,8 +235,7 @@ static int read_header(rd *o, const char *fin, uint64_t fsize, tr_ckpt_meta *m, 
  * payload is touched. */
 static int read_table(rd *o, const char *fin, uint64_t fsize, const tr_ckpt_meta *m,
                       char names[TR_CKPT_MAX_SECTIONS][32], uint64_t sizes[TR_CKPT_MAX_SECTIONS], char *err,
-                      size_t errlen)
-{
+                      size_t errlen) {
     uint64_t want_size = CK_HEADER_BYTES + m->n_sections * CK_SECTION_ENTRY_BYTES + 8;
     for (uint64_t i = 0; i < m->n_sections; i++) {
         r(o, names[i], 32);
@@ -289,8 +264,7 @@ static int read_table(rd *o, const char *fin, uint64_t fsize, const tr_ckpt_meta
  * then the checksum. */
 static int read_sections(rd *o, const char *fin, const tr_ckpt_meta *m, char names[TR_CKPT_MAX_SECTIONS][32],
                          const uint64_t sizes[TR_CKPT_MAX_SECTIONS], tr_ckpt_section *s, const tr_ckpt_io *io, int n,
-                         char *err, size_t errlen)
-{
+                         char *err, size_t errlen) {
     if (m->n_sections != (uint64_t)n) {
         snprintf(err, errlen, "%s: %llu sections, expected %d (a different model or optimizer?)", fin,
                  (unsigned long long)m->n_sections, n);
@@ -341,8 +315,7 @@ static int read_sections(rd *o, const char *fin, const tr_ckpt_meta *m, char nam
 }
 
 static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const tr_ckpt_io *io, int n, char *err,
-                     size_t errlen)
-{
+                     size_t errlen) {
     char e[512] = "";
     memset(m, 0, sizeof *m);
     if (n < 0 || n > TR_CKPT_MAX_SECTIONS || (n && !s)) {
@@ -365,10 +338,8 @@ static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const
     rd o = {fdopen(fd, "rb"), XXH64_createState(), 0};
     if (!o.f || !o.h) {
         snprintf(err, errlen, "cannot open checkpoint %s: %s", fin, strerror(errno));
-        if (o.f)
-            fclose(o.f);
-        else
-            close(fd);
+        if (o.f) fclose(o.f);
+        else close(fd);
         XXH64_freeState(o.h);
         return TR_ERR_IO;
     }
@@ -376,8 +347,7 @@ static int load_path(const char *fin, tr_ckpt_meta *m, tr_ckpt_section *s, const
     char names[TR_CKPT_MAX_SECTIONS][32];
     uint64_t sizes[TR_CKPT_MAX_SECTIONS];
     int rc = read_header(&o, fin, fsize, m, err, errlen);
-    if (rc == TR_OK)
-        rc = read_table(&o, fin, fsize, m, names, sizes, err, errlen);
+    if (rc == TR_OK) rc = read_table(&o, fin, fsize, m, names, sizes, err, errlen);
     if (rc == TR_OK && n > 0) /* n == 0: meta only */
         rc = read_sections(&o, fin, m, names, sizes, s, io, n, err, errlen);
     fclose(o.f);

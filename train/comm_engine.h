@@ -30,11 +30,11 @@ typedef struct tr_comm_engine tr_comm_engine;
 struct tr_comm {
     const tr_comm_engine *engine;
     int rank, world, local_rank, local_size;
-    double timeout;       /* seconds per collective */
-    size_t bucket;        /* elements per bucket of the float collectives */
-    float *scratch;       /* receive buffer: bucket floats (host engines, world > 1) */
-    int serialized;       /* another thread may drive it (MPI_THREAD_SERIALIZED or more) */
-    void *impl;           /* the engine's state */
+    double timeout; /* seconds per collective */
+    size_t bucket;  /* elements per bucket of the float collectives */
+    float *scratch; /* receive buffer: bucket floats (host engines, world > 1) */
+    int serialized; /* another thread may drive it (MPI_THREAD_SERIALIZED or more) */
+    void *impl;     /* the engine's state */
     char err[1024];
 };
 

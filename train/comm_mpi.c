@@ -26,30 +26,27 @@
 #include <time.h>
 
 typedef struct {
-    MPI_Comm comm;        /* duplicate of MPI_COMM_WORLD (our tags only) */
-    int own_init;         /* mpi_open called MPI_Init */
-    uint64_t seq;         /* collectives issued (message tags) */
+    MPI_Comm comm; /* duplicate of MPI_COMM_WORLD (our tags only) */
+    int own_init;  /* mpi_open called MPI_Init */
+    uint64_t seq;  /* collectives issued (message tags) */
     int nreq;
-    MPI_Request *req;     /* 2 * world */
-    int *peer;            /* peer of each request */
+    MPI_Request *req; /* 2 * world */
+    int *peer;        /* peer of each request */
     int *done;
     int *idx;
     MPI_Status *st;
 } mpi_state;
 
-static void mpi_msg(int code, char *out, size_t len)
-{
+static void mpi_msg(int code, char *out, size_t len) {
     char s[MPI_MAX_ERROR_STRING];
     int n = 0;
-    if (MPI_Error_string(code, s, &n) != MPI_SUCCESS)
-        snprintf(s, sizeof s, "MPI error %d", code);
+    if (MPI_Error_string(code, s, &n) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", code);
     snprintf(out, len, "%s", s);
 }
 
 static void mpi_close(tr_comm *c);
 
-static int mpi_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen)
-{
+static int mpi_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen) {
     (void)host;
     (void)device;
     /* the launcher's word, before MPI_Init adds its own variables (a
@@ -87,12 +84,9 @@ static int mpi_open(tr_comm *c, tr_comm *host, int device, char *err, size_t err
     m->own_init = own_init;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_rank(m->comm, &c->rank);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_size(m->comm, &c->world);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(m->comm, &c->rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(m->comm, &c->world);
     if (rc == MPI_SUCCESS) {
         MPI_Comm node;
         if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
@@ -140,18 +134,14 @@ static int mpi_open(tr_comm *c, tr_comm *host, int device, char *err, size_t err
     return TR_OK;
 fail:
     free(m);
-    if (own_init)
-        MPI_Finalize();
+    if (own_init) MPI_Finalize();
     return TR_ERR_IO;
 }
 
-static void mpi_close(tr_comm *c)
-{
+static void mpi_close(tr_comm *c) {
     mpi_state *m = c->impl;
-    if (!m)
-        return;
-    if (m->comm != MPI_COMM_NULL && m->comm != 0)
-        MPI_Comm_free(&m->comm);
+    if (!m) return;
+    if (m->comm != MPI_COMM_NULL && m->comm != 0) MPI_Comm_free(&m->comm);
     free(m->req);
     free(m->peer);
     free(m->done);
@@ -160,15 +150,13 @@ static void mpi_close(tr_comm *c)
     if (m->own_init) {
         int fin = 0;
         MPI_Finalized(&fin);
-        if (!fin)
-            MPI_Finalize();
+        if (!fin) MPI_Finalize();
     }
     free(m);
     c->impl = NULL;
 }
 
-static void mpi_abort(tr_comm *c, int code)
-{
+static void mpi_abort(tr_comm *c, int code) {
     (void)c;
     fflush(stdout);
     fflush(stderr);
@@ -181,25 +169,20 @@ static void mpi_abort(tr_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 }
 
-static int mpi_exit_agree(tr_comm *c, int code, double timeout_s)
-{
+static int mpi_exit_agree(tr_comm *c, int code, double timeout_s) {
     (void)c;
     /* the highest code in a nonblocking reduction, polled against the
      * deadline: a rank that never comes leaves it pending, and MPI_Abort
      * ends it with the job */
     int all = 0;
     MPI_Request req;
-    if (MPI_Iallreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
-        return -1;
+    if (MPI_Iallreduce(&code, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS) return -1;
     double end = mc_now_s() + timeout_s;
     for (;;) {
         int done = 0;
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return -1;
-        if (done)
-            return all;
-        if (mc_now_s() > end)
-            return -1;
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return -1;
+        if (done) return all;
+        if (mc_now_s() > end) return -1;
         struct timespec pause = {0, 1000000L}; /* leave the core to the other ranks */
         nanosleep(&pause, NULL);
     }
@@ -208,16 +191,14 @@ static int mpi_exit_agree(tr_comm *c, int code, double timeout_s)
 /* ---- requests and the deadline ------------------------------------------ */
 
 /* The next collective's tag (and its number, for messages). */
-static int next_tag(tr_comm *c)
-{
+static int next_tag(tr_comm *c) {
     mpi_state *m = c->impl;
     m->seq++;
     return 1 + (int)(m->seq % 30000u);
 }
 
 static int post(tr_comm *c, int is_send, void *buf, size_t count, MPI_Datatype type, int peer, int tag,
-                const char *what)
-{
+                const char *what) {
     mpi_state *m = c->impl;
     if (count > (size_t)INT_MAX) {
         snprintf(c->err, sizeof c->err, "rank %d: %s: message of %zu elements", c->rank, what, count);
@@ -240,8 +221,7 @@ static int post(tr_comm *c, int is_send, void *buf, size_t count, MPI_Datatype t
 }
 
 /* Complete every posted request or fail at the deadline, naming peers. */
-static int wait_all(tr_comm *c, const char *what)
-{
+static int wait_all(tr_comm *c, const char *what) {
     mpi_state *m = c->impl;
     int n = m->nreq, left = n;
     double t0 = mc_now_s();
@@ -257,28 +237,25 @@ static int wait_all(tr_comm *c, const char *what)
                 for (int k = 0; k < out; k++) {
                     int e = m->st[k].MPI_ERROR;
                     if (e != MPI_SUCCESS && e != MPI_ERR_PENDING) {
-                        if (!s[0])
-                            mpi_msg(e, s, sizeof s);
+                        if (!s[0]) mpi_msg(e, s, sizeof s);
                         if (wl < sizeof who - 16)
-                            wl += (size_t)snprintf(who + wl, sizeof who - wl, "%s%d", wl ? ", " : "",
-                                                   m->peer[m->idx[k]]);
+                            wl +=
+                                (size_t)snprintf(who + wl, sizeof who - wl, "%s%d", wl ? ", " : "", m->peer[m->idx[k]]);
                     }
                 }
             } else {
                 mpi_msg(rc, s, sizeof s);
             }
-            snprintf(c->err, sizeof c->err, "rank %d: %s failed on the link to rank %s: %s (that rank died or its "
-                                            "host is unreachable)",
+            snprintf(c->err, sizeof c->err,
+                     "rank %d: %s failed on the link to rank %s: %s (that rank died or its "
+                     "host is unreachable)",
                      c->rank, what, who[0] ? who : "?", s);
             return TR_ERR_IO;
         }
-        if (out == MPI_UNDEFINED)
-            break;
-        for (int k = 0; k < out; k++)
-            m->done[m->idx[k]] = 1;
+        if (out == MPI_UNDEFINED) break;
+        for (int k = 0; k < out; k++) m->done[m->idx[k]] = 1;
         left -= out;
-        if (left <= 0)
-            break;
+        if (left <= 0) break;
         double el = mc_now_s() - t0;
         if (el > c->timeout) {
             char who[256] = "";
@@ -310,8 +287,7 @@ static int wait_all(tr_comm *c, const char *what)
  * range itself into world shards (tr_comm_shard of rb - ra, from ra); unit
  * > 0 keeps the units layout of the whole buffer (ZeRO-1: each element's
  * owner is its global shard's). */
-static void owned(size_t n, size_t unit, int world, int s, size_t ra, size_t rb, size_t *lo, size_t *hi)
-{
+static void owned(size_t n, size_t unit, int world, int s, size_t ra, size_t rb, size_t *lo, size_t *hi) {
     if (unit == 0) {
         tr_comm_shard(rb - ra, world, s, lo, hi);
         *lo += ra;
@@ -319,18 +295,14 @@ static void owned(size_t n, size_t unit, int world, int s, size_t ra, size_t rb,
         return;
     }
     tr_comm_shard_units(n, unit, world, s, lo, hi);
-    if (*lo < ra)
-        *lo = ra;
-    if (*hi > rb)
-        *hi = rb;
-    if (*hi < *lo)
-        *hi = *lo;
+    if (*lo < ra) *lo = ra;
+    if (*hi > rb) *hi = rb;
+    if (*hi < *lo) *hi = *lo;
 }
 
 /* Piece k of rank s's part of the range: [lo_s + k*chunk, min(hi_s, lo_s + (k+1)*chunk)). */
 static void piece_r(size_t n, size_t unit, int world, int s, size_t ra, size_t rb, size_t k, size_t chunk, size_t *a,
-                    size_t *len)
-{
+                    size_t *len) {
     size_t lo, hi;
     owned(n, unit, world, s, ra, rb, &lo, &hi);
     size_t off = k * chunk;
@@ -343,39 +315,33 @@ static void piece_r(size_t n, size_t unit, int world, int s, size_t ra, size_t r
     *len = hi - lo - off < chunk ? hi - lo - off : chunk;
 }
 
-static void piece(size_t n, size_t unit, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len)
-{
+static void piece(size_t n, size_t unit, int world, int s, size_t k, size_t chunk, size_t *a, size_t *len) {
     piece_r(n, unit, world, s, 0, n, k, chunk, a, len);
 }
 
 /* Rounds of `chunk` elements that cover the longest part of the range. */
-static size_t rounds_range(size_t n, size_t unit, int W, size_t ra, size_t rb, size_t chunk)
-{
+static size_t rounds_range(size_t n, size_t unit, int W, size_t ra, size_t rb, size_t chunk) {
     size_t most = 0;
     for (int r = 0; r < W; r++) {
         size_t lo, hi;
         owned(n, unit, W, r, ra, rb, &lo, &hi);
-        if (hi - lo > most)
-            most = hi - lo;
+        if (hi - lo > most) most = hi - lo;
     }
     return (most + chunk - 1) / chunk;
 }
 
 /* Rounds of `chunk` elements that cover the longest shard. */
-static size_t rounds_of(size_t n, size_t unit, int W, size_t chunk)
-{
+static size_t rounds_of(size_t n, size_t unit, int W, size_t chunk) {
     size_t most = 0;
     for (int r = 0; r < W; r++) {
         size_t lo, hi;
         tr_comm_shard_units(n, unit, W, r, &lo, &hi);
-        if (hi - lo > most)
-            most = hi - lo;
+        if (hi - lo > most) most = hi - lo;
     }
     return (most + chunk - 1) / chunk;
 }
 
-static int mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t ra, size_t rb, int gather)
-{
+static int mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t ra, size_t rb, int gather) {
     const char *what = gather ? "all-reduce" : "reduce-scatter";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket / (size_t)W;
@@ -385,47 +351,35 @@ static int mpi_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_
         size_t ma, ml;
         piece_r(n, unit, W, me, ra, rb, k, chunk, &ma, &ml);
         for (int p = 0; p < W && !rc; p++) {
-            if (p == me)
-                continue;
+            if (p == me) continue;
             size_t a, l;
             piece_r(n, unit, W, p, ra, rb, k, chunk, &a, &l);
-            if (ml)
-                rc = post(c, 0, c->scratch + (size_t)p * chunk, ml, MPI_FLOAT, p, tag, what);
-            if (!rc && l)
-                rc = post(c, 1, buf + a, l, MPI_FLOAT, p, tag, what);
+            if (ml) rc = post(c, 0, c->scratch + (size_t)p * chunk, ml, MPI_FLOAT, p, tag, what);
+            if (!rc && l) rc = post(c, 1, buf + a, l, MPI_FLOAT, p, tag, what);
         }
-        if (!rc)
-            rc = wait_all(c, what);
-        if (rc)
-            break;
+        if (!rc) rc = wait_all(c, what);
+        if (rc) break;
         /* the owner folds its piece in rank order: ((x_0 + x_1) + x_2) ... */
         float *dst = buf + ma;
         for (size_t i = 0; i < ml; i++) {
             float v = me == 0 ? dst[i] : c->scratch[i];
-            for (int r = 1; r < W; r++)
-                v += r == me ? dst[i] : c->scratch[(size_t)r * chunk + i];
+            for (int r = 1; r < W; r++) v += r == me ? dst[i] : c->scratch[(size_t)r * chunk + i];
             dst[i] = v;
         }
-        if (!gather)
-            continue;
+        if (!gather) continue;
         for (int p = 0; p < W && !rc; p++) {
-            if (p == me)
-                continue;
+            if (p == me) continue;
             size_t a, l;
             piece_r(n, unit, W, p, ra, rb, k, chunk, &a, &l);
-            if (l)
-                rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
-            if (!rc && ml)
-                rc = post(c, 1, dst, ml, MPI_FLOAT, p, tag, what);
+            if (l) rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
+            if (!rc && ml) rc = post(c, 1, dst, ml, MPI_FLOAT, p, tag, what);
         }
-        if (!rc)
-            rc = wait_all(c, what);
+        if (!rc) rc = wait_all(c, what);
     }
     return rc;
 }
 
-static int mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
-{
+static int mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit) {
     const char *what = "all-gather";
     int W = c->world, me = c->rank;
     size_t chunk = c->bucket; /* no staging: messages land in buf */
@@ -435,44 +389,34 @@ static int mpi_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
         size_t ma, ml;
         piece(n, unit, W, me, k, chunk, &ma, &ml);
         for (int p = 0; p < W && !rc; p++) {
-            if (p == me)
-                continue;
+            if (p == me) continue;
             size_t a, l;
             piece(n, unit, W, p, k, chunk, &a, &l);
-            if (l)
-                rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
-            if (!rc && ml)
-                rc = post(c, 1, buf + ma, ml, MPI_FLOAT, p, tag, what);
+            if (l) rc = post(c, 0, buf + a, l, MPI_FLOAT, p, tag, what);
+            if (!rc && ml) rc = post(c, 1, buf + ma, ml, MPI_FLOAT, p, tag, what);
         }
-        if (!rc)
-            rc = wait_all(c, what);
+        if (!rc) rc = wait_all(c, what);
     }
     return rc;
 }
 
-static int mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes, const char *what)
-{
+static int mpi_allgather_bytes(tr_comm *c, const void *mine, void *all, size_t bytes, const char *what) {
     int W = c->world, me = c->rank;
     static char dummy[1]; /* the barrier's empty messages */
     int tag = next_tag(c), rc = TR_OK;
     char *out = bytes ? all : dummy;
     char *src = bytes ? (char *)(uintptr_t)mine : dummy;
     for (int p = 0; p < W && !rc; p++) {
-        if (p == me)
-            continue;
+        if (p == me) continue;
         rc = post(c, 0, bytes ? out + (size_t)p * bytes : dummy, bytes, MPI_BYTE, p, tag, what);
-        if (!rc)
-            rc = post(c, 1, src, bytes, MPI_BYTE, p, tag, what);
+        if (!rc) rc = post(c, 1, src, bytes, MPI_BYTE, p, tag, what);
     }
-    if (!rc)
-        rc = wait_all(c, what);
-    if (!rc && bytes)
-        memmove(out + (size_t)me * bytes, mine, bytes);
+    if (!rc) rc = wait_all(c, what);
+    if (!rc && bytes) memmove(out + (size_t)me * bytes, mine, bytes);
     return rc;
 }
 
-static int mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
-{
+static int mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root) {
     const char *what = "broadcast";
     int W = c->world, me = c->rank;
     const size_t chunk = (size_t)1 << 30;
@@ -482,13 +426,11 @@ static int mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
         char *p0 = (char *)buf + off;
         if (me == root) {
             for (int p = 0; p < W && !rc; p++)
-                if (p != me)
-                    rc = post(c, 1, p0, l, MPI_BYTE, p, tag, what);
+                if (p != me) rc = post(c, 1, p0, l, MPI_BYTE, p, tag, what);
         } else {
             rc = post(c, 0, p0, l, MPI_BYTE, root, tag, what);
         }
-        if (!rc)
-            rc = wait_all(c, what);
+        if (!rc) rc = wait_all(c, what);
     }
     return rc;
 }
@@ -499,15 +441,13 @@ static int mpi_bcast(tr_comm *c, void *buf, size_t bytes, int root)
  * ranks on one tag). Pieces of c->bucket floats, each against the deadline. */
 #define P2P_TAG 30001
 
-static int mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer)
-{
+static int mpi_p2p(tr_comm *c, int is_send, float *buf, size_t n, int peer) {
     const char *what = is_send ? "send" : "receive";
     int rc = TR_OK;
     for (size_t off = 0; off < n && !rc; off += c->bucket) {
         size_t l = n - off < c->bucket ? n - off : c->bucket;
         rc = post(c, is_send, buf + off, l, MPI_FLOAT, peer, P2P_TAG, what);
-        if (!rc)
-            rc = wait_all(c, what);
+        if (!rc) rc = wait_all(c, what);
     }
     return rc;
 }

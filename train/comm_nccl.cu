@@ -37,17 +37,13 @@ typedef struct {
     int aborted;
 } nccl_state;
 
-static void release(nccl_state *n)
-{
-    if (n->ev)
-        cudaEventDestroy(n->ev);
-    if (n->stream)
-        cudaStreamDestroy(n->stream);
+static void release(nccl_state *n) {
+    if (n->ev) cudaEventDestroy(n->ev);
+    if (n->stream) cudaStreamDestroy(n->stream);
     free(n);
 }
 
-static int nccl_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen)
-{
+static int nccl_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen) {
     nccl_state *n = (nccl_state *)calloc(1, sizeof *n);
     if (!n) {
         snprintf(err, errlen, "out of memory");
@@ -59,10 +55,8 @@ static int nccl_open(tr_comm *c, tr_comm *host, int device, char *err, size_t er
     c->local_size = tr_comm_local_size(host);
     n->device = device;
     cudaError_t ce = cudaSetDevice(device);
-    if (ce == cudaSuccess)
-        ce = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
-    if (ce == cudaSuccess)
-        ce = cudaEventCreateWithFlags(&n->ev, cudaEventDisableTiming);
+    if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&n->ev, cudaEventDisableTiming);
     if (ce != cudaSuccess) {
         snprintf(err, errlen, "rank %d: GPU %d: %s", c->rank, device, cudaGetErrorString(ce));
         release(n);
@@ -71,14 +65,12 @@ static int nccl_open(tr_comm *c, tr_comm *host, int device, char *err, size_t er
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     ncclResult_t r = ncclSuccess;
-    if (c->rank == 0)
-        r = ncclGetUniqueId(&id);
+    if (c->rank == 0) r = ncclGetUniqueId(&id);
     /* a failure on rank 0 must not leave the others waiting in the bcast:
      * they receive an all-zero id plus the status */
     int st[2] = {(int)r, 0};
     int rc = tr_comm_bcast(host, st, sizeof st, 0);
-    if (!rc)
-        rc = tr_comm_bcast(host, &id, sizeof id, 0);
+    if (!rc) rc = tr_comm_bcast(host, &id, sizeof id, 0);
     if (rc) {
         snprintf(err, errlen, "NCCL bootstrap: %s", tr_comm_error(host));
         release(n);
@@ -100,11 +92,9 @@ static int nccl_open(tr_comm *c, tr_comm *host, int device, char *err, size_t er
     return TR_OK;
 }
 
-static void nccl_close(tr_comm *c)
-{
+static void nccl_close(tr_comm *c) {
     nccl_state *n = (nccl_state *)c->impl;
-    if (!n)
-        return;
+    if (!n) return;
     if (n->comm && !n->aborted) /* ncclCommAbort frees it */
         ncclCommDestroy(n->comm);
     release(n);
@@ -113,8 +103,7 @@ static void nccl_close(tr_comm *c)
 
 /* Wait for the stream against the deadline; abort the communicator when a
  * peer fails or the deadline passes. */
-static int finish(tr_comm *c, ncclResult_t r, const char *what)
-{
+static int finish(tr_comm *c, ncclResult_t r, const char *what) {
     nccl_state *n = (nccl_state *)c->impl;
     if (r != ncclSuccess) {
         snprintf(c->err, sizeof c->err, "rank %d: %s: %s", c->rank, what, ncclGetErrorString(r));
@@ -123,8 +112,7 @@ static int finish(tr_comm *c, ncclResult_t r, const char *what)
     double t0 = mc_now_s(), dl = c->timeout;
     for (long spins = 0;; spins++) {
         cudaError_t ce = cudaStreamQuery(n->stream);
-        if (ce == cudaSuccess)
-            return TR_OK;
+        if (ce == cudaSuccess) return TR_OK;
         if (ce != cudaErrorNotReady) {
             snprintf(c->err, sizeof c->err, "rank %d: %s: GPU %d fault: %s", c->rank, what, n->device,
                      cudaGetErrorString(ce));
@@ -135,8 +123,8 @@ static int finish(tr_comm *c, ncclResult_t r, const char *what)
         ncclResult_t ar = ncclSuccess;
         ncclCommGetAsyncError(n->comm, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress) {
-            snprintf(c->err, sizeof c->err, "rank %d: %s: NCCL reports %s (a peer rank or its GPU failed)",
-                     c->rank, what, ncclGetErrorString(ar));
+            snprintf(c->err, sizeof c->err, "rank %d: %s: NCCL reports %s (a peer rank or its GPU failed)", c->rank,
+                     what, ncclGetErrorString(ar));
             ncclCommAbort(n->comm);
             n->aborted = 1;
             return TR_ERR_IO;
@@ -159,8 +147,7 @@ static int finish(tr_comm *c, ncclResult_t r, const char *what)
 }
 
 /* Nothing more after an abort (the communicator is gone). */
-static int usable(tr_comm *c, const char *what)
-{
+static int usable(tr_comm *c, const char *what) {
     if (((nccl_state *)c->impl)->aborted) {
         snprintf(c->err, sizeof c->err, "rank %d: %s after the NCCL communicator was aborted", c->rank, what);
         return TR_ERR_IO;
@@ -170,13 +157,11 @@ static int usable(tr_comm *c, const char *what)
 
 /* all-reduce of [a, b); reduce-scatter of the whole padded buffer (the
  * units layouts of the host engines are not NCCL's) */
-static int nccl_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b, int gather)
-{
+static int nccl_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size_t a, size_t b, int gather) {
     nccl_state *s = (nccl_state *)c->impl;
     const char *what = gather ? "all-reduce" : "reduce-scatter";
     int rc = usable(c, what);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (unit != 0 || (!gather && (a != 0 || b != n))) {
         snprintf(c->err, sizeof c->err, "nccl %s: whole buffer, plain shards only (unit %zu, range [%zu, %zu) of %zu)",
                  what, unit, a, b, n);
@@ -185,17 +170,14 @@ static int nccl_reduce_range(tr_comm *c, float *buf, size_t n, size_t unit, size
     if (gather)
         return finish(c, ncclAllReduce(buf + a, buf + a, b - a, ncclFloat32, ncclSum, s->comm, s->stream), what);
     size_t per = tr_comm_padded(n, c->world) / (size_t)c->world;
-    return finish(c,
-                  ncclReduceScatter(buf, buf + per * (size_t)c->rank, per, ncclFloat32, ncclSum, s->comm, s->stream),
+    return finish(c, ncclReduceScatter(buf, buf + per * (size_t)c->rank, per, ncclFloat32, ncclSum, s->comm, s->stream),
                   what);
 }
 
-static int nccl_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
-{
+static int nccl_allgather(tr_comm *c, float *buf, size_t n, size_t unit) {
     nccl_state *s = (nccl_state *)c->impl;
     int rc = usable(c, "all-gather");
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (unit != 0) {
         snprintf(c->err, sizeof c->err, "nccl all-gather: plain shards only (unit %zu)", unit);
         return TR_ERR_ARG;
@@ -205,25 +187,20 @@ static int nccl_allgather(tr_comm *c, float *buf, size_t n, size_t unit)
                   "all-gather");
 }
 
-static int nccl_bcast(tr_comm *c, void *buf, size_t bytes, int root)
-{
+static int nccl_bcast(tr_comm *c, void *buf, size_t bytes, int root) {
     nccl_state *s = (nccl_state *)c->impl;
     int rc = usable(c, "broadcast");
-    if (rc)
-        return rc;
+    if (rc) return rc;
     return finish(c, ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->comm, s->stream), "broadcast");
 }
 
-static int nccl_reduce_async(tr_comm *c, float *buf, size_t a, size_t b, void *after)
-{
+static int nccl_reduce_async(tr_comm *c, float *buf, size_t a, size_t b, void *after) {
     nccl_state *s = (nccl_state *)c->impl;
     int rc = usable(c, "all-reduce");
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (after) {
         cudaError_t ce = cudaEventRecord(s->ev, (cudaStream_t)after);
-        if (ce == cudaSuccess)
-            ce = cudaStreamWaitEvent(s->stream, s->ev, 0);
+        if (ce == cudaSuccess) ce = cudaStreamWaitEvent(s->stream, s->ev, 0);
         if (ce != cudaSuccess) {
             snprintf(c->err, sizeof c->err, "rank %d: all-reduce bucket: ordering after the compute stream: %s",
                      c->rank, cudaGetErrorString(ce));
@@ -238,14 +215,12 @@ static int nccl_reduce_async(tr_comm *c, float *buf, size_t a, size_t b, void *a
     return TR_OK;
 }
 
-static int nccl_wait(tr_comm *c)
-{
+static int nccl_wait(tr_comm *c) {
     int rc = usable(c, "wait");
     return rc ? rc : finish(c, ncclSuccess, "all-reduce (gradient buckets)");
 }
 
-static tr_comm_engine make_engine(void)
-{
+static tr_comm_engine make_engine(void) {
     tr_comm_engine e;
     memset(&e, 0, sizeof e);
     e.name = "nccl";

@@ -7,8 +7,7 @@
 
 #include <stddef.h>
 
-static int single_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen)
-{
+static int single_open(tr_comm *c, tr_comm *host, int device, char *err, size_t errlen) {
     (void)host;
     (void)device;
     (void)err;

@@ -20,45 +20,35 @@
 
 static tr_comm *g_comm;
 
-int tr_dist_init(char *err, size_t errlen)
-{
-    if (g_comm)
-        return TR_OK;
+int tr_dist_init(char *err, size_t errlen) {
+    if (g_comm) return TR_OK;
     return tr_comm_open(NULL, &g_comm, err, errlen);
 }
 
-int tr_dist_finish(int status)
-{
-    if (!g_comm)
-        return status;
+int tr_dist_finish(int status) {
+    if (!g_comm) return status;
     if (status != 0 && tr_comm_world(g_comm) > 1) {
         /* MPI_Abort(..., 1) made every refusal under mpirun exit 1 (issue 32) */
         int agreed = tr_comm_exit_agree(g_comm, status, TR_DIST_EXIT_AGREE_S);
-        if (agreed <= 0)
-            tr_comm_abort(g_comm, status); /* does not return under MPI */
-        else
-            status = agreed;
+        if (agreed <= 0) tr_comm_abort(g_comm, status); /* does not return under MPI */
+        else status = agreed;
     }
     tr_comm_close(g_comm);
     g_comm = NULL;
     return status;
 }
 
-tr_comm *tr_dist_of(const tr_train_opts *o)
-{
-    if (o && o->comm)
-        return (tr_comm *)o->comm;
+tr_comm *tr_dist_of(const tr_train_opts *o) {
+    if (o && o->comm) return (tr_comm *)o->comm;
     return g_comm;
 }
 
-int tr_dist_rank(const tr_train_opts *o)
-{
+int tr_dist_rank(const tr_train_opts *o) {
     tr_comm *c = tr_dist_of(o);
     return c ? tr_comm_rank(c) : 0;
 }
 
-int tr_dist_world(const tr_train_opts *o)
-{
+int tr_dist_world(const tr_train_opts *o) {
     tr_comm *c = tr_dist_of(o);
     return c ? tr_comm_world(c) : 1;
 }
@@ -83,25 +73,25 @@ typedef struct {
     int started, quit;
     int released, done, rc; /* buckets released / reduced this step; first failure */
     char err[1024];
-    double t_comm, t_wait;  /* seconds in collectives (thread), waiting in reduce (main) */
+    double t_comm, t_wait; /* seconds in collectives (thread), waiting in reduce (main) */
     uint64_t steps;
 } overlap;
 
 struct tr_backend {
     const tr_backend_ops *in;
-    tr_backend *ib;      /* the wrapped CPU backend instance */
+    tr_backend *ib; /* the wrapped CPU backend instance */
     tr_comm *c;
-    tr_model *m;         /* the host model: params, grads (and no optimizer state with ZeRO-1) */
+    tr_model *m;               /* the host model: params, grads (and no optimizer state with ZeRO-1) */
     const tr_optim_ops *optim; /* the run's optimizer (train/optim.h) */
     const tr_train_opts *o;
     int W, rank, zero;
     size_t P;
-    size_t unit, lo, hi; /* ZeRO-1: this rank's shard of whole norm parts */
+    size_t unit, lo, hi;           /* ZeRO-1: this rank's shard of whole norm parts */
     float *sh[TR_OPTIM_MAX_STATE]; /* ZeRO-1: this rank's shard [lo, hi) of each optimizer state tensor */
     size_t sizes[TR_NUM_PARAM_TENSORS];
-    double *mloss;       /* loss sum per micro-batch of the step (exact fold) */
+    double *mloss; /* loss sum per micro-batch of the step (exact fold) */
     int nmloss;
-    int exact_loss;      /* mloss fits the small reductions */
+    int exact_loss; /* mloss fits the small reductions */
     double parts[NORM_PARTS];
     /* overlap of the gradient reduction with backward */
     int ovl_on;
@@ -110,17 +100,14 @@ struct tr_backend {
     overlap ov;
 };
 
-static void *comm_thread(void *arg)
-{
+static void *comm_thread(void *arg) {
     tr_backend *b = arg;
     overlap *ov = &b->ov;
     float *g = tr_model_grads(b->m);
     pthread_mutex_lock(&ov->mu);
     for (;;) {
-        while (!ov->quit && ov->done >= ov->released)
-            pthread_cond_wait(&ov->cv, &ov->mu);
-        if (ov->quit)
-            break; /* the run ends (on a failure: buckets may be left) */
+        while (!ov->quit && ov->done >= ov->released) pthread_cond_wait(&ov->cv, &ov->mu);
+        if (ov->quit) break; /* the run ends (on a failure: buckets may be left) */
         int i = ov->done, failed = ov->rc != 0;
         pthread_mutex_unlock(&ov->mu);
         int rc = TR_OK;
@@ -144,14 +131,12 @@ static void *comm_thread(void *arg)
 
 /* The readiness hook (rank's last micro-batch): release every bucket that
  * group g made final. */
-static void on_ready(void *ctx, int g)
-{
+static void on_ready(void *ctx, int g) {
     tr_backend *b = ctx;
     overlap *ov = &b->ov;
     pthread_mutex_lock(&ov->mu);
     int r = ov->released;
-    while (r < b->nbk && b->bk[r].group <= g)
-        r++;
+    while (r < b->nbk && b->bk[r].group <= g) r++;
     if (r != ov->released) {
         ov->released = r;
         pthread_cond_broadcast(&ov->cv);
@@ -160,15 +145,13 @@ static void on_ready(void *ctx, int g)
 }
 
 /* Release what is left and wait for every bucket of the step. */
-static int overlap_wait(tr_backend *b, char *err, size_t errlen)
-{
+static int overlap_wait(tr_backend *b, char *err, size_t errlen) {
     overlap *ov = &b->ov;
     double t0 = mc_now_s();
     pthread_mutex_lock(&ov->mu);
     ov->released = b->nbk;
     pthread_cond_broadcast(&ov->cv);
-    while (ov->done < b->nbk)
-        pthread_cond_wait(&ov->cv, &ov->mu);
+    while (ov->done < b->nbk) pthread_cond_wait(&ov->cv, &ov->mu);
     int rc = ov->rc;
     ov->released = ov->done = 0;
     ov->t_wait += mc_now_s() - t0;
@@ -181,10 +164,8 @@ static int overlap_wait(tr_backend *b, char *err, size_t errlen)
     return rc;
 }
 
-static void d_destroy(tr_backend *b)
-{
-    if (!b)
-        return;
+static void d_destroy(tr_backend *b) {
+    if (!b) return;
     if (b->ov.started) {
         pthread_mutex_lock(&b->ov.mu);
         b->ov.quit = 1;
@@ -200,17 +181,14 @@ static void d_destroy(tr_backend *b)
                 "thread), %.3f s of gradient reduction after backward; peak RSS %.1f MiB\n",
                 b->rank, b->W, b->ovl_on ? "on" : "off", b->nbk, (unsigned long long)b->ov.steps, b->ov.t_comm,
                 b->ov.t_wait, (double)tr_peak_rss() / 1048576.0);
-    if (b->ib)
-        b->in->destroy(b->ib);
+    if (b->ib) b->in->destroy(b->ib);
     free(b->bk);
-    for (int k = 0; k < TR_OPTIM_MAX_STATE; k++)
-        free(b->sh[k]);
+    for (int k = 0; k < TR_OPTIM_MAX_STATE; k++) free(b->sh[k]);
     free(b->mloss);
     free(b);
 }
 
-static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen)
-{
+static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_t errlen) {
     *out = NULL;
     tr_backend *b = calloc(1, sizeof *b);
     if (!b) {
@@ -244,16 +222,14 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
         /* ZeRO-1: only this rank's shard of the optimizer state (the host model has none) */
         size_t ns = b->hi - b->lo ? b->hi - b->lo : 1;
         for (int k = 0; k < b->optim->n_state && !rc; k++)
-            if (!(b->sh[k] = calloc(ns, sizeof(float))))
-                rc = TR_ERR_NOMEM;
+            if (!(b->sh[k] = calloc(ns, sizeof(float)))) rc = TR_ERR_NOMEM;
     }
     /* overlap: the communication thread drives the communicator while
      * backward runs */
     tr_dp_caps caps = {b->in->grad_hook != NULL, tr_comm_serialized(b->c), 0};
     size_t el = tr_dp_overlap_bucket(&caps);
     b->ovl_on = el > 0;
-    if (!rc && b->ovl_on)
-        rc = tr_dp_buckets(a->mc, el, &b->bk, &b->nbk);
+    if (!rc && b->ovl_on) rc = tr_dp_buckets(a->mc, el, &b->bk, &b->nbk);
     if (rc) {
         d_destroy(b);
         snprintf(err, errlen, "cannot allocate the data-parallel backend");
@@ -277,26 +253,21 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     return TR_OK;
 }
 
-static void d_loader_hooks(tr_backend *b, tr_loader_opts *lo)
-{
-    if (b->in->loader_hooks)
-        b->in->loader_hooks(b->ib, lo);
+static void d_loader_hooks(tr_backend *b, tr_loader_opts *lo) {
+    if (b->in->loader_hooks) b->in->loader_hooks(b->ib, lo);
 }
 
 /* The checkpoint's deadline for waits that follow rank 0's disk writes:
  * max(the deadline, MKS_COMM_CKPT_TIMEOUT or 1800 s). Returns the old one. */
-static double slow_timeout(tr_comm *c)
-{
+static double slow_timeout(tr_comm *c) {
     double old = tr_comm_timeout(c), slow = 1800;
     const char *v = getenv("MKS_COMM_CKPT_TIMEOUT");
     if (v && *v) {
         char *end;
         double t = strtod(v, &end);
-        if (!*end && t > 0 && t <= 1e7)
-            slow = t;
+        if (!*end && t > 0 && t <= 1e7) slow = t;
     }
-    if (slow > old)
-        tr_comm_set_timeout(c, slow);
+    if (slow > old) tr_comm_set_timeout(c, slow);
     return old;
 }
 
@@ -308,20 +279,18 @@ static double slow_timeout(tr_comm *c)
  * the other ranks send them. */
 typedef struct {
     tr_backend *b;
-    int sec;      /* state tensor k (section 1 + k) */
+    int sec; /* state tensor k (section 1 + k) */
     int save;
     int *pulled;
     int failed;
 } zio;
 
-static void *zio_fn(void *ctx, uint64_t off, uint64_t *len)
-{
+static void *zio_fn(void *ctx, uint64_t off, uint64_t *len) {
     zio *z = ctx;
     tr_backend *b = z->b;
     float *mine = b->sh[z->sec], *g = tr_model_grads(b->m);
     size_t e = (size_t)(off / sizeof(float));
-    if (off % sizeof(float) || e >= b->P)
-        return NULL;
+    if (off % sizeof(float) || e >= b->P) return NULL;
     if (!z->save) {
         size_t end = e < b->lo ? b->lo : e < b->hi ? b->hi : b->P;
         *len = (uint64_t)(end - e) * sizeof(float);
@@ -331,14 +300,12 @@ static void *zio_fn(void *ctx, uint64_t off, uint64_t *len)
     size_t lo = 0, hi = 0;
     for (r = 0; r < b->W; r++) {
         tr_comm_shard_units(b->P, b->unit, b->W, r, &lo, &hi);
-        if (e >= lo && e < hi)
-            break;
+        if (e >= lo && e < hi) break;
     }
     if (r == b->W || e != lo) /* pieces start at shard starts */
         return NULL;
     *len = (uint64_t)(hi - lo) * sizeof(float);
-    if (r == 0)
-        return mine;
+    if (r == 0) return mine;
     if (tr_comm_recv_f32(b->c, g + lo, hi - lo, r)) {
         z->failed = 1;
         return NULL;
@@ -348,18 +315,15 @@ static void *zio_fn(void *ctx, uint64_t off, uint64_t *len)
 }
 
 static int d_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uint64_t opt_step, char *err,
-                       size_t errlen)
-{
+                       size_t errlen) {
     int rc = b->in->set_state(b->ib, host, extra, opt_step, err, errlen);
-    if (rc || !b->zero)
-        return rc;
+    if (rc || !b->zero) return rc;
     /* ZeRO-1 resume: this rank's shard of the optimizer state from the full
      * tensors in the checkpoint (any world size wrote it: the shards are
      * re-cut) */
     tr_ckpt_meta km;
     rc = tr_ckpt_load_io(b->o->ckpt_dir, &km, NULL, NULL, 0, err, errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (km.step != opt_step) {
         snprintf(err, errlen, "%s/ckpt.bin changed while resuming (step %llu, then %llu)", b->o->ckpt_dir,
                  (unsigned long long)opt_step, (unsigned long long)km.step);
@@ -377,18 +341,15 @@ static int d_set_state(tr_backend *b, tr_model *host, const uint64_t *extra, uin
 }
 
 static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, const tr_ckpt_section *sec, int n,
-                       char *err, size_t errlen)
-{
+                       char *err, size_t errlen) {
     if (!b->zero) /* the host model holds everything: rank 0 writes it */
         return b->rank == 0 ? tr_ckpt_save(dir, km, sec, n, err, errlen) : TR_OK;
     double old = slow_timeout(b->c);
     int rc = TR_OK;
     if (b->rank != 0) {
         /* serve: this rank's shards to rank 0, state tensor 0 first */
-        for (int k = 0; k < b->optim->n_state && !rc; k++)
-            rc = tr_comm_send_f32(b->c, b->sh[k], b->hi - b->lo, 0);
-        if (rc)
-            rc = tr_comm_failed(b->c, rc, "sending the optimizer state shards to rank 0", err, errlen);
+        for (int k = 0; k < b->optim->n_state && !rc; k++) rc = tr_comm_send_f32(b->c, b->sh[k], b->hi - b->lo, 0);
+        if (rc) rc = tr_comm_failed(b->c, rc, "sending the optimizer state shards to rank 0", err, errlen);
         tr_comm_set_timeout(b->c, old);
         return rc;
     }
@@ -400,8 +361,7 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
         io[1 + k] = (tr_ckpt_io){zio_fn, &z[k]};
     }
     rc = tr_ckpt_save_io(dir, km, sec, io, n, err, errlen);
-    for (int k = 0; k < b->optim->n_state; k++)
-        failed |= z[k].failed;
+    for (int k = 0; k < b->optim->n_state; k++) failed |= z[k].failed;
     if (failed) {
         rc = tr_comm_failed(b->c, TR_ERR_IO, "gathering the optimizer state shards", err, errlen);
     } else {
@@ -412,10 +372,8 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
             for (int r = 1; r < b->W; r++) {
                 size_t lo, hi;
                 tr_comm_shard_units(b->P, b->unit, b->W, r, &lo, &hi);
-                if (hi == lo)
-                    continue;
-                if (k++ < pulled)
-                    continue;
+                if (hi == lo) continue;
+                if (k++ < pulled) continue;
                 int crc = tr_comm_recv_f32(b->c, tr_model_grads(b->m) + lo, hi - lo, r);
                 if (crc) {
                     char e2[512];
@@ -433,15 +391,13 @@ static int d_save_ckpt(tr_backend *b, const char *dir, const tr_ckpt_meta *km, c
     return rc;
 }
 
-static int d_zero_grad(tr_backend *b, char *err, size_t errlen)
-{
+static int d_zero_grad(tr_backend *b, char *err, size_t errlen) {
     memset(b->mloss, 0, sizeof(double) * (size_t)b->nmloss);
     return b->in->zero_grad(b->ib, err, errlen);
 }
 
 static int d_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mask, double *loss_sum,
-                   uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
-{
+                   uint64_t *n_targets, double *wait_s, char *err, size_t errlen) {
     *loss_sum = 0;
     *n_targets = 0;
     int j = bt->micro, n = bt->n_micro;
@@ -452,24 +408,19 @@ static int d_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_mas
     /* this rank's last micro-batch of the step: buckets start as backward
      * finishes them */
     int arm = b->ovl_on && tr_dp_last_of_rank(j, n, b->W);
-    if (arm)
-        b->in->grad_hook(b->ib, on_ready, b);
+    if (arm) b->in->grad_hook(b->ib, on_ready, b);
     int rc = b->in->micro(b->ib, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
-    if (arm)
-        b->in->grad_hook(b->ib, NULL, NULL);
-    if (!rc && bt->micro >= 0 && bt->micro < b->nmloss)
-        b->mloss[bt->micro] = *loss_sum;
+    if (arm) b->in->grad_hook(b->ib, NULL, NULL);
+    if (!rc && bt->micro >= 0 && bt->micro < b->nmloss) b->mloss[bt->micro] = *loss_sum;
     return rc;
 }
 
-static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen)
-{
+static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen) {
     float *g = tr_model_grads(b->m);
     int rc;
     if (b->ovl_on) {
         rc = overlap_wait(b, err, errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     } else {
         double t0 = mc_now_s();
         rc = b->zero ? tr_comm_reduce_scatter_units_f32(b->c, g, b->P, b->unit) : tr_comm_allreduce_f32(b->c, g, b->P);
@@ -486,44 +437,35 @@ static int d_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *
  * parts in its order, then the parameters all-gathered. Every operation is
  * elementwise or the same per-part sum, so the result equals the unsharded
  * step bit for bit. */
-static int zero_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets,
-                     uint64_t opt_step, float *gnorm, char *err, size_t errlen)
-{
+static int zero_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
+                     float *gnorm, char *err, size_t errlen) {
     float *g = tr_model_grads(b->m), *p = tr_model_params(b->m);
     size_t lo = b->lo, n = b->hi - b->lo;
-    if (n_targets && n)
-        kn_scale_ref(g + lo, n, (float)(1.0 / (double)n_targets));
+    if (n_targets && n) kn_scale_ref(g + lo, n, (float)(1.0 / (double)n_targets));
     for (int q = 0; q < NORM_PARTS; q++) {
         size_t a = (size_t)q * b->unit, e = a + b->unit;
-        if (a > b->P)
-            a = b->P;
-        if (e > b->P)
-            e = b->P;
+        if (a > b->P) a = b->P;
+        if (e > b->P) e = b->P;
         double s = 0.0;
         if (a >= b->lo && a < b->hi)
-            for (size_t i = a; i < e; i++)
-                s += (double)g[i] * g[i];
+            for (size_t i = a; i < e; i++) s += (double)g[i] * g[i];
         b->parts[q] = s;
     }
     int rc = tr_comm_allreduce_f64(b->c, b->parts, NORM_PARTS);
-    if (rc)
-        return tr_comm_failed(b->c, rc, "gradient norm all-reduce", err, errlen);
+    if (rc) return tr_comm_failed(b->c, rc, "gradient norm all-reduce", err, errlen);
     double ss = 0.0;
-    for (int q = 0; q < NORM_PARTS; q++)
-        ss += b->parts[q];
+    for (int q = 0; q < NORM_PARTS; q++) ss += b->parts[q];
     double norm = sqrt(ss);
     *gnorm = (float)norm;
     if (grad_clip > 0.0f) {
         double coef = grad_clip / (norm + 1e-6);
-        if (coef < 1.0 && n)
-            kn_scale_ref(g + lo, n, (float)coef);
+        if (coef < 1.0 && n) kn_scale_ref(g + lo, n, (float)coef);
     }
     size_t off = 0;
     for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
         size_t a = off > b->lo ? off : b->lo, e = off + b->sizes[t] < b->hi ? off + b->sizes[t] : b->hi;
         void *st[TR_OPTIM_MAX_STATE];
-        for (int k = 0; k < b->optim->n_state; k++)
-            st[k] = b->sh[k] + (a - lo);
+        for (int k = 0; k < b->optim->n_state; k++) st[k] = b->sh[k] + (a - lo);
         if (a < e && b->optim->step_cpu(h, (int)opt_step, tr_model_param_decay(t), p + a, g + a, st, e - a)) {
             snprintf(err, errlen, "optimiser step failed");
             return TR_ERR_INTERNAL;
@@ -531,46 +473,40 @@ static int zero_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, 
         off += b->sizes[t];
     }
     rc = tr_comm_allgather_units_f32(b->c, p, b->P, b->unit);
-    if (rc)
-        return tr_comm_failed(b->c, rc, "parameter all-gather", err, errlen);
+    if (rc) return tr_comm_failed(b->c, rc, "parameter all-gather", err, errlen);
     return TR_OK;
 }
 
 static int d_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, uint64_t opt_step,
-                  float *gnorm, int *skipped, float *scale, char *err, size_t errlen)
-{
-    if (!b->zero)
-        return b->in->step(b->ib, h, grad_clip, n_targets, opt_step, gnorm, skipped, scale, err, errlen);
+                  float *gnorm, int *skipped, float *scale, char *err, size_t errlen) {
+    if (!b->zero) return b->in->step(b->ib, h, grad_clip, n_targets, opt_step, gnorm, skipped, scale, err, errlen);
     *skipped = 0;
     *scale = 1.0f;
     return zero_step(b, h, grad_clip, n_targets, opt_step, gnorm, err, errlen);
 }
 
 static int d_eval(tr_backend *b, const tr_batch *bt, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
-                  size_t errlen)
-{
+                  size_t errlen) {
     return b->in->eval(b->ib, bt, doc_mask, loss_sum, n_targets, err, errlen);
 }
 
-static int d_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen)
-{
+static int d_get_state(tr_backend *b, tr_model *host, int moments, uint64_t *extra, char *err, size_t errlen) {
     /* ZeRO-1 moments reach the checkpoint through save_ckpt */
     return b->in->get_state(b->ib, host, moments, extra, err, errlen);
 }
 
 static void d_mem_report(tr_backend *b, tr_backend_mem *out) { b->in->mem_report(b->ib, out); }
 
-#define DIST_OPS(zero_)                                                                                              \
-    {                                                                                                                \
-        .name = "cpu (data-parallel)", .device = TR_DEV_CPU, .device_memory = 0, .ckpt_extra = 0, .loss_scale = 0,  \
-        .own_moments = zero_, .probe = d_probe, .create = d_create, .destroy = d_destroy,                            \
-        .loader_hooks = d_loader_hooks, .set_state = d_set_state, .zero_grad = d_zero_grad, .micro = d_micro,        \
-        .reduce = d_reduce, .step = d_step, .eval = d_eval, .get_state = d_get_state, .mem_report = d_mem_report,    \
-        .grad_hook = NULL, .save_ckpt = d_save_ckpt,                                                                 \
+#define DIST_OPS(zero_)                                                                                                \
+    {                                                                                                                  \
+        .name = "cpu (data-parallel)", .device = TR_DEV_CPU, .device_memory = 0, .ckpt_extra = 0, .loss_scale = 0,     \
+        .own_moments = zero_, .probe = d_probe, .create = d_create, .destroy = d_destroy,                              \
+        .loader_hooks = d_loader_hooks, .set_state = d_set_state, .zero_grad = d_zero_grad, .micro = d_micro,          \
+        .reduce = d_reduce, .step = d_step, .eval = d_eval, .get_state = d_get_state, .mem_report = d_mem_report,      \
+        .grad_hook = NULL, .save_ckpt = d_save_ckpt,                                                                   \
     }
 
-static int d_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen)
-{
+static int d_probe(const tr_train_opts *o, tr_backend_info *info, char *err, size_t errlen) {
     return tr_backend_cpu.probe(o, info, err, errlen);
 }
 
@@ -578,8 +514,7 @@ static const tr_backend_ops dist_cpu = DIST_OPS(0);
 static const tr_backend_ops dist_cpu_zero = DIST_OPS(1);
 
 int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const tr_backend_ops **out, char *err,
-                    size_t errlen)
-{
+                    size_t errlen) {
     *out = inner;
     if (tr_dist_world(o) == 1) {
         if (o->zero) {
@@ -592,16 +527,18 @@ int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const t
         /* the CUDA backend is its own data-parallel wrapper (NCCL,
          * train/backend_cuda.cu): dealing, all-reduce, loss/target sums */
         if (o->zero) {
-            snprintf(err, errlen, "--zero 1 --device cuda: ZeRO-1 is implemented on the CPU backend only (the GPU "
-                                  "backend all-reduces the whole gradient over NCCL); drop --zero or use --device cpu");
+            snprintf(err, errlen,
+                     "--zero 1 --device cuda: ZeRO-1 is implemented on the CPU backend only (the GPU "
+                     "backend all-reduces the whole gradient over NCCL); drop --zero or use --device cpu");
             return TR_ERR_ARG;
         }
         return TR_OK;
     }
     if (inner != &tr_backend_cpu) {
-        snprintf(err, errlen, "--device %s with %d ranks: data-parallel training runs on the CPU backend so far "
-                              "(the NCCL engine, train/comm_nccl.cu, is not wired into the %s backend yet); use "
-                              "--device cpu or one rank",
+        snprintf(err, errlen,
+                 "--device %s with %d ranks: data-parallel training runs on the CPU backend so far "
+                 "(the NCCL engine, train/comm_nccl.cu, is not wired into the %s backend yet); use "
+                 "--device cpu or one rank",
                  tr_device_name(inner->device), tr_dist_world(o), inner->name);
         return TR_ERR_NODEVICE;
     }
@@ -609,11 +546,9 @@ int tr_dist_backend(const tr_train_opts *o, const tr_backend_ops *inner, const t
     return TR_OK;
 }
 
-int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, size_t errlen)
-{
+int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, size_t errlen) {
     tr_comm *c = tr_dist_of(o);
-    if (!c || tr_comm_world(c) == 1)
-        return rc;
+    if (!c || tr_comm_world(c) == 1) return rc;
     uint64_t failed = rc != 0;
     /* rank 0 may write a large checkpoint while the others wait here */
     double old = slow_timeout(c);
@@ -627,19 +562,15 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
         uint8_t mine = rc != 0, *all = calloc((size_t)W, 1);
         crc = all ? tr_comm_allgather_bytes(c, &mine, all, 1) : TR_ERR_NOMEM;
         for (int r = 0; !crc && r < W && first < 0; r++)
-            if (all[r])
-                first = r;
+            if (all[r]) first = r;
         free(all);
         if (!crc && first == tr_comm_rank(c))
             snprintf(msg, sizeof msg, "%s", err && errlen && err[0] ? err : tr_strerror(rc));
-        if (!crc && first >= 0)
-            crc = tr_comm_bcast(c, msg, sizeof msg, first);
+        if (!crc && first >= 0) crc = tr_comm_bcast(c, msg, sizeof msg, first);
     }
     tr_comm_set_timeout(c, old);
-    if (crc)
-        return tr_comm_failed(c, crc, what, err, errlen);
-    if (rc)
-        return rc;
+    if (crc) return tr_comm_failed(c, crc, what, err, errlen);
+    if (rc) return rc;
     if (failed) {
         snprintf(err, errlen, "rank %d: %s failed on %llu other rank(s); rank %d: %s", tr_comm_rank(c), what,
                  (unsigned long long)failed, first, msg);
@@ -650,29 +581,24 @@ int tr_dist_agree(const tr_train_opts *o, int rc, const char *what, char *err, s
 
 /* ---- validation shared over the ranks ------------------------------------ */
 
-int tr_dist_val_mine(const tr_train_opts *o, int k, int n)
-{
+int tr_dist_val_mine(const tr_train_opts *o, int k, int n) {
     return tr_dp_owner(k, n, tr_dist_world(o)) == tr_dist_rank(o);
 }
 
 int tr_dist_val_sum(const tr_train_opts *o, double *l, uint64_t *k, int n, double *ls, uint64_t *nt, char *err,
-                    size_t errlen)
-{
+                    size_t errlen) {
     tr_comm *c = tr_dist_of(o);
     if (c && tr_comm_world(c) > 1 && n > 0) {
         /* each value is non-zero on its owner only: the rank-order fold
          * leaves it as computed. The world's copies pass through the
          * communication buffer: pieces that fit it. */
         size_t per = tr_comm_buffer_bytes(tr_comm_world(c), TR_COMM_DEFAULT_BUCKET) / 8 / (size_t)tr_comm_world(c);
-        if (per < 1)
-            per = 1;
+        if (per < 1) per = 1;
         for (size_t a = 0; a < (size_t)n; a += per) {
             size_t m = (size_t)n - a < per ? (size_t)n - a : per;
             int rc = tr_comm_allreduce_f64(c, l + a, m);
-            if (!rc)
-                rc = tr_comm_allreduce_u64(c, k + a, m);
-            if (rc)
-                return tr_comm_failed(c, rc, "validation loss all-reduce", err, errlen);
+            if (!rc) rc = tr_comm_allreduce_u64(c, k + a, m);
+            if (rc) return tr_comm_failed(c, rc, "validation loss all-reduce", err, errlen);
         }
     }
     for (int i = 0; i < n; i++) {

@@ -11,8 +11,7 @@
 #define DEFAULT_BUCKET_MB 25.0
 
 /* A switch: set, not empty and not "0". */
-static int env_on(const char *name)
-{
+static int env_on(const char *name) {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
 }
@@ -20,61 +19,49 @@ static int env_on(const char *name)
 /* MKS_DP_BUCKET_MB: bucket size in MiB (default 25; 0: no overlap, the
  * whole gradient reduced after backward). Not a number in [0, 1e6]: the
  * default. */
-static double bucket_mb(void)
-{
+static double bucket_mb(void) {
     const char *v = getenv("MKS_DP_BUCKET_MB");
     if (v && *v) {
         char *end;
         double x = strtod(v, &end);
-        if (!*end && x >= 0 && x <= 1e6)
-            return x;
+        if (!*end && x >= 0 && x <= 1e6) return x;
     }
     return DEFAULT_BUCKET_MB;
 }
 
-size_t tr_dp_overlap_bucket(const tr_dp_caps *caps)
-{
-    if (!caps->hook || !caps->async || (caps->opt_in && !env_on("MKS_GPU_OVERLAP")))
-        return 0;
+size_t tr_dp_overlap_bucket(const tr_dp_caps *caps) {
+    if (!caps->hook || !caps->async || (caps->opt_in && !env_on("MKS_GPU_OVERLAP"))) return 0;
     double mb = bucket_mb();
-    if (mb <= 0)
-        return 0;
+    if (mb <= 0) return 0;
     size_t el = (size_t)(mb * 1048576.0 / sizeof(float));
     return el > 0 ? el : 1;
 }
 
 int tr_dp_device_world1(void) { return env_on("MKS_GPU_NCCL"); }
 
-int tr_dp_stats(void)
-{
+int tr_dp_stats(void) {
     const char *v = getenv("MKS_DP_STATS");
     return v && *v && *v != '0';
 }
 
-int tr_dp_exact_loss(int n_micro, int world)
-{
+int tr_dp_exact_loss(int n_micro, int world) {
     return n_micro <= 4096 &&
            (uint64_t)n_micro * sizeof(double) * (uint64_t)world <= tr_comm_buffer_bytes(world, TR_COMM_DEFAULT_BUCKET);
 }
 
 int tr_dp_reduce_loss(tr_comm *c, double *mloss, int n_micro, int exact, double *loss_sum, uint64_t *n_targets,
-                      char *err, size_t errlen)
-{
-    if (tr_comm_world(c) == 1)
-        return TR_OK;
+                      char *err, size_t errlen) {
+    if (tr_comm_world(c) == 1) return TR_OK;
     int rc = tr_comm_allreduce_u64(c, n_targets, 1);
-    if (rc)
-        return tr_comm_failed(c, rc, "target count all-reduce", err, errlen);
+    if (rc) return tr_comm_failed(c, rc, "target count all-reduce", err, errlen);
     if (exact) {
         /* each micro-batch's loss is non-zero on one rank only: the fold
          * leaves it unchanged; then add them in micro-batch order like the
          * one-process loop (0 + l_0 + l_1 + ...) */
         rc = tr_comm_allreduce_f64(c, mloss, (size_t)n_micro);
-        if (rc)
-            return tr_comm_failed(c, rc, "loss all-reduce", err, errlen);
+        if (rc) return tr_comm_failed(c, rc, "loss all-reduce", err, errlen);
         double s = 0;
-        for (int j = 0; j < n_micro; j++)
-            s += mloss[j];
+        for (int j = 0; j < n_micro; j++) s += mloss[j];
         *loss_sum = s;
         return TR_OK;
     }
@@ -84,28 +71,22 @@ int tr_dp_reduce_loss(tr_comm *c, double *mloss, int n_micro, int exact, double 
 
 /* ---- buckets ------------------------------------------------------------- */
 
-static int cmp_bucket(const void *x, const void *y)
-{
+static int cmp_bucket(const void *x, const void *y) {
     const tr_dp_bucket *a = x, *b = y;
-    if (a->group != b->group)
-        return a->group < b->group ? -1 : 1;
+    if (a->group != b->group) return a->group < b->group ? -1 : 1;
     return a->a < b->a ? -1 : a->a > b->a;
 }
 
-int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int *n_out)
-{
+int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int *n_out) {
     *out = NULL;
     *n_out = 0;
-    if (el == 0)
-        return TR_ERR_ARG;
+    if (el == 0) return TR_ERR_ARG;
     size_t sizes[TR_NUM_PARAM_TENSORS];
     tr_model_param_sizes(mc, sizes);
     size_t cap = 16;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++)
-        cap += (size_t)tr_model_param_layers(mc, t) + sizes[t] / el + 2;
+    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) cap += (size_t)tr_model_param_layers(mc, t) + sizes[t] / el + 2;
     tr_dp_bucket *bk = calloc(cap, sizeof *bk);
-    if (!bk)
-        return TR_ERR_NOMEM;
+    if (!bk) return TR_ERR_NOMEM;
     int n = 0;
     size_t off = 0;
     for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
@@ -133,11 +114,9 @@ int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int 
     qsort(bk, (size_t)n, sizeof *bk, cmp_bucket);
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (m > 0 && bk[m - 1].group == bk[i].group && bk[m - 1].b == bk[i].a &&
-            bk[i].b - bk[m - 1].a <= el)
+        if (m > 0 && bk[m - 1].group == bk[i].group && bk[m - 1].b == bk[i].a && bk[i].b - bk[m - 1].a <= el)
             bk[m - 1].b = bk[i].b;
-        else
-            bk[m++] = bk[i];
+        else bk[m++] = bk[i];
     }
     *out = bk;
     *n_out = m;

@@ -43,14 +43,10 @@ extern "C" {
 #endif
 
 /* The rank that computes item j of n (micro-batch, validation batch). */
-static inline int tr_dp_owner(int j, int n, int world)
-{
-    return n > 0 ? (int)((long long)j * world / n) : 0;
-}
+static inline int tr_dp_owner(int j, int n, int world) { return n > 0 ? (int)((long long)j * world / n) : 0; }
 /* 1 when micro-batch j of n is its rank's last of the step (arm the
  * readiness hook there). */
-static inline int tr_dp_last_of_rank(int j, int n, int world)
-{
+static inline int tr_dp_last_of_rank(int j, int n, int world) {
     return j + 1 >= n || tr_dp_owner(j + 1, n, world) != tr_dp_owner(j, n, world);
 }
 
@@ -60,18 +56,17 @@ static inline int tr_dp_last_of_rank(int j, int n, int world)
  * linking the communicator. */
 #define TR_DP_NORM_PARTS 256
 static inline size_t tr_dp_zero_unit(size_t P) { return P / TR_DP_NORM_PARTS + (P % TR_DP_NORM_PARTS != 0); }
-static inline void tr_dp_zero_shard(size_t P, int world, int r, size_t *lo, size_t *hi)
-{
+static inline void tr_dp_zero_shard(size_t P, int world, int r, size_t *lo, size_t *hi) {
     tr_comm_shard_units(P, tr_dp_zero_unit(P), world, r, lo, hi);
 }
 
 /* What a backend can do for overlap. */
 typedef struct {
-    int hook;      /* it reports gradient groups as backward completes them (grad_hook) */
-    int async;     /* the communicator can reduce while backward runs (a communication
+    int hook;   /* it reports gradient groups as backward completes them (grad_hook) */
+    int async;  /* the communicator can reduce while backward runs (a communication
                     * thread on a tr_comm_serialized host communicator, or a device
                     * engine's own stream) */
-    int opt_in;    /* overlap only with MKS_GPU_OVERLAP=1 (the GPU backend) */
+    int opt_in; /* overlap only with MKS_GPU_OVERLAP=1 (the GPU backend) */
 } tr_dp_caps;
 /* Elements per gradient bucket when this backend overlaps the reduction
  * with backward, 0 when it does not (MKS_DP_BUCKET_MB=0, or caps lacking). */

@@ -18,25 +18,20 @@
 #include "tr.h"
 
 /* fp32 -> bf16, round to nearest even; NaN stays NaN (quiet). */
-static uint16_t f32_to_bf16(float x)
-{
+static uint16_t f32_to_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)(u >> 16 | 0x40);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
     u += 0x7fffu + (u >> 16 & 1);
     return (uint16_t)(u >> 16);
 }
 
-static void transpose(float *dst, const float *src, size_t rows, size_t cols)
-{
+static void transpose(float *dst, const float *src, size_t rows, size_t cols) {
     for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++)
-            dst[c * rows + r] = src[r * cols + c];
+        for (size_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
 }
 
-static int write_json(const char *dir, const char *name, json_t *j, char *err, size_t errlen)
-{
+static int write_json(const char *dir, const char *name, json_t *j, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -58,8 +53,7 @@ static int write_json(const char *dir, const char *name, json_t *j, char *err, s
     return rc;
 }
 
-static int mkdir_p(const char *dir)
-{
+static int mkdir_p(const char *dir) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", dir);
     for (char *p = tmp + 1; *p; p++)
@@ -72,12 +66,10 @@ static int mkdir_p(const char *dir)
 }
 
 /* The text of a special token (for tokenizer_config.json), NULL if none. */
-static json_t *token_text(const tk_tokenizer *tok, int64_t id)
-{
+static json_t *token_text(const tk_tokenizer *tok, int64_t id) {
     const uint8_t *b;
     size_t n;
-    if (id < 0 || tk_token_bytes(tok, (uint32_t)id, &b, &n))
-        return json_null();
+    if (id < 0 || tk_token_bytes(tok, (uint32_t)id, &b, &n)) return json_null();
     json_t *s = json_stringn((const char *)b, n);
     return s ? s : json_null();
 }
@@ -88,8 +80,7 @@ static json_t *token_text(const tk_tokenizer *tok, int64_t id)
  * is written by tk_save_hf_json with, when the framing has a BOS, a
  * TemplateProcessing post_processor adding it. */
 static int export_tokenizer(const char *dir, const tk_tokenizer *tok, const char *spec, int max_seq, int64_t bos,
-                            int64_t eos, char *err, size_t errlen)
-{
+                            int64_t eos, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     int trc = tk_save_hf_json(tok, path);
@@ -106,15 +97,15 @@ static int export_tokenizer(const char *dir, const tk_tokenizer *tok, const char
         json_error_t je;
         json_t *j = k < ns ? json_load_file(src[k], 0, &je) : NULL;
         if (!j) {
-            snprintf(err, errlen, "the tokenizer (%s) cannot be exported as tokenizer.json (a SentencePiece "
-                                  "model has no tokenizer.json form here); export it with transformers",
+            snprintf(err, errlen,
+                     "the tokenizer (%s) cannot be exported as tokenizer.json (a SentencePiece "
+                     "model has no tokenizer.json form here); export it with transformers",
                      tk_name(tok));
             return TR_ERR_ARG;
         }
         int rc = write_json(dir, "tokenizer.json", j, err, errlen);
         json_decref(j);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     } else if (trc) {
         snprintf(err, errlen, "cannot write %s: %s", path, tk_strerror(trc));
         return TR_ERR_IO;
@@ -129,19 +120,18 @@ static int export_tokenizer(const char *dir, const tk_tokenizer *tok, const char
             return TR_ERR_IO;
         }
         const char *b = json_string_value(bt);
-        json_t *pp = json_pack("{s:s, s:[{s:{s:s,s:i}},{s:{s:s,s:i}}], s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}},"
-                               "{s:{s:s,s:i}}], s:{s:{s:s,s:[I],s:[s]}}}",
-                               "type", "TemplateProcessing", "single", "SpecialToken", "id", b, "type_id", 0,
-                               "Sequence", "id", "A", "type_id", 0, "pair", "SpecialToken", "id", b, "type_id", 0,
-                               "Sequence", "id", "A", "type_id", 0, "SpecialToken", "id", b, "type_id", 1, "Sequence",
-                               "id", "B", "type_id", 1, "special_tokens", b, "id", b, "ids", (json_int_t)bos,
-                               "tokens", b);
+        json_t *pp =
+            json_pack("{s:s, s:[{s:{s:s,s:i}},{s:{s:s,s:i}}], s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}},"
+                      "{s:{s:s,s:i}}], s:{s:{s:s,s:[I],s:[s]}}}",
+                      "type", "TemplateProcessing", "single", "SpecialToken", "id", b, "type_id", 0, "Sequence", "id",
+                      "A", "type_id", 0, "pair", "SpecialToken", "id", b, "type_id", 0, "Sequence", "id", "A",
+                      "type_id", 0, "SpecialToken", "id", b, "type_id", 1, "Sequence", "id", "B", "type_id", 1,
+                      "special_tokens", b, "id", b, "ids", (json_int_t)bos, "tokens", b);
         json_object_set_new(j, "post_processor", pp);
         int rc = write_json(dir, "tokenizer.json", j, err, errlen);
         json_decref(j);
         json_decref(bt);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     /* The record --init-from reads (train/hf_import.h): a tokenizer.json
      * has its own fingerprint (its pipeline is part of it), so a run's rank
@@ -167,16 +157,15 @@ static int export_tokenizer(const char *dir, const tk_tokenizer *tok, const char
     json_object_set_new(tc, "eos_token", token_text(tok, eos));
     json_object_set_new(tc, "model_max_length", json_integer(max_seq));
     json_object_set_new(tc, "clean_up_tokenization_spaces", json_false());
-    json_object_set_new(tc, "llmtrain", json_pack("{s:s, s:s}", "tokenizer_fingerprint", hsrc,
-                                                  "tokenizer_json_fingerprint", hjson));
+    json_object_set_new(tc, "llmtrain",
+                        json_pack("{s:s, s:s}", "tokenizer_fingerprint", hsrc, "tokenizer_json_fingerprint", hjson));
     int rc = write_json(dir, "tokenizer_config.json", tc, err, errlen);
     json_decref(tc);
     return rc;
 }
 
-int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *params, int bf16,
-                 const tk_tokenizer *tok, const char *tok_spec, int64_t bos, int64_t eos, char *err, size_t errlen)
-{
+int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *params, int bf16, const tk_tokenizer *tok,
+                 const char *tok_spec, int64_t bos, int64_t eos, char *err, size_t errlen) {
     if (!out_dir || !c || !params || tr_model_config_check(c)) {
         snprintf(err, errlen, "tr_export_hf: bad arguments");
         return TR_ERR_ARG;
@@ -188,15 +177,14 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     size_t L = (size_t)c->n_layer, C = (size_t)c->d_model, V = (size_t)c->vocab, T = (size_t)c->max_seq;
     size_t sizes[TR_NUM_PARAM_TENSORS], off[TR_NUM_PARAM_TENSORS + 1] = {0};
     tr_model_param_sizes(c, sizes);
-    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++)
-        off[i + 1] = off[i] + sizes[i];
+    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) off[i + 1] = off[i] + sizes[i];
     /* the exported values: the parameters without wte's padding rows */
     size_t n_out = off[TR_NUM_PARAM_TENSORS] - ((size_t)c->vocab_padded - V) * C;
     size_t n_t = 4 + 12 * L;
     float *buf = malloc(n_out * sizeof *buf);
     uint16_t *hb = bf16 ? malloc(n_out * sizeof *hb) : NULL;
     tr_st_out *t = calloc(n_t, sizeof *t);
-    char (*names)[64] = calloc(n_t, sizeof *names);
+    char(*names)[64] = calloc(n_t, sizeof *names);
     int rc = TR_ERR_NOMEM;
     if (!buf || !t || !names || (bf16 && !hb)) {
         snprintf(err, errlen, "out of memory exporting %zu parameters", n_out);
@@ -204,12 +192,12 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     }
     size_t at = 0, k = 0;
 #define P(i) (params + off[i])
-#define ADD(nm, rank_, d0, d1)                                                                                     \
-    do {                                                                                                           \
-        snprintf(names[k], sizeof names[k], "%s", nm);                                                            \
-        t[k] = (tr_st_out){names[k], bf16 ? TR_ST_BF16 : TR_ST_F32, rank_, {d0, d1}, NULL};                       \
-        t[k].data = (void *)(buf + at); /* made bf16 below */                                                    \
-        k++;                                                                                                       \
+#define ADD(nm, rank_, d0, d1)                                                                                         \
+    do {                                                                                                               \
+        snprintf(names[k], sizeof names[k], "%s", nm);                                                                 \
+        t[k] = (tr_st_out){names[k], bf16 ? TR_ST_BF16 : TR_ST_F32, rank_, {d0, d1}, NULL};                            \
+        t[k].data = (void *)(buf + at); /* made bf16 below */                                                          \
+        k++;                                                                                                           \
     } while (0)
     ADD("transformer.wte.weight", 2, V, C);
     memcpy(buf + at, P(TR_P_WTE), V * C * sizeof *buf), at += V * C;
@@ -217,13 +205,13 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     memcpy(buf + at, P(TR_P_WPE), T * C * sizeof *buf), at += T * C;
     for (size_t l = 0; l < L; l++) {
         char nm[64];
-#define VEC(suffix, tensor, width)                                                                                 \
-    snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, suffix);                                                   \
-    ADD(nm, 1, width, 0);                                                                                          \
+#define VEC(suffix, tensor, width)                                                                                     \
+    snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, suffix);                                                        \
+    ADD(nm, 1, width, 0);                                                                                              \
     memcpy(buf + at, P(tensor) + l * (width), (width) * sizeof *buf), at += (width)
-#define MAT(suffix, tensor, out_, in_) /* ours (out, in) -> Conv1D (in, out) */                                   \
-    snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, suffix);                                                   \
-    ADD(nm, 2, in_, out_);                                                                                         \
+#define MAT(suffix, tensor, out_, in_) /* ours (out, in) -> Conv1D (in, out) */                                        \
+    snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, suffix);                                                        \
+    ADD(nm, 2, in_, out_);                                                                                             \
     transpose(buf + at, P(tensor) + l * (out_) * (in_), out_, in_), at += (out_) * (in_)
         VEC("ln_1.weight", TR_P_LN1W, C);
         VEC("ln_1.bias", TR_P_LN1B, C);
@@ -252,16 +240,13 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
         goto done;
     }
     if (bf16) {
-        for (size_t i = 0; i < n_out; i++)
-            hb[i] = f32_to_bf16(buf[i]);
-        for (size_t i = 0; i < n_t; i++)
-            t[i].data = hb + ((const float *)t[i].data - buf);
+        for (size_t i = 0; i < n_out; i++) hb[i] = f32_to_bf16(buf[i]);
+        for (size_t i = 0; i < n_t; i++) t[i].data = hb + ((const float *)t[i].data - buf);
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
     const char *mk[1] = {"format"}, *mv[1] = {"pt"};
-    if ((rc = tr_st_write(path, t, n_t, mk, mv, 1, err, errlen)))
-        goto done;
+    if ((rc = tr_st_write(path, t, n_t, mk, mv, 1, err, errlen))) goto done;
     /* generation starts from the BOS, else (GPT-2's convention) the EOS */
     int64_t start = bos >= 0 ? bos : eos;
     json_t *cfg = json_object();
@@ -289,17 +274,14 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     json_object_set_new(cfg, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
     rc = write_json(out_dir, "config.json", cfg, err, errlen);
     json_decref(cfg);
-    if (rc)
-        goto done;
+    if (rc) goto done;
     json_t *gen = json_object();
     json_object_set_new(gen, "bos_token_id", start >= 0 ? json_integer(start) : json_null());
     json_object_set_new(gen, "eos_token_id", eos >= 0 ? json_integer(eos) : json_null());
     rc = write_json(out_dir, "generation_config.json", gen, err, errlen);
     json_decref(gen);
-    if (rc)
-        goto done;
-    if (tok)
-        rc = export_tokenizer(out_dir, tok, tok_spec, (int)T, bos, eos, err, errlen);
+    if (rc) goto done;
+    if (tok) rc = export_tokenizer(out_dir, tok, tok_spec, (int)T, bos, eos, err, errlen);
 done:
     free(buf);
     free(hb);
@@ -308,18 +290,14 @@ done:
     return rc;
 }
 
-static void hex8(const uint8_t *fp, char *out)
-{
-    for (int i = 0; i < 8; i++)
-        sprintf(out + 2 * i, "%02x", fp[i]);
+static void hex8(const uint8_t *fp, char *out) {
+    for (int i = 0; i < 8; i++) sprintf(out + 2 * i, "%02x", fp[i]);
 }
 
-int tr_export_run(const tr_export_opts *o, char *err, size_t errlen)
-{
+int tr_export_run(const tr_export_opts *o, char *err, size_t errlen) {
     tr_ckpt_meta m;
     int rc = tr_ckpt_load(o->ckpt_dir, &m, NULL, 0, err, errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     tr_model_config c;
     if (tr_model_config_make(m.n_layer, m.n_head, m.n_embd, m.max_seq, (int)m.vocab_size, &c)) {
         snprintf(err, errlen, "checkpoint in %s has a model shape this build cannot make", o->ckpt_dir);
@@ -330,27 +308,33 @@ int tr_export_run(const tr_export_opts *o, char *err, size_t errlen)
     snprintf(ck, sizeof ck, "%s/ckpt.bin", o->ckpt_dir);
     const char *ins[1] = {ck};
     const char *sets[1] = {o->data_dir};
-    ds_read_paths in = {.inputs = ins, .n_inputs = 1, .in_what = "the checkpoint", .tokenizer = o->tokenizer,
-                        .sets = sets, .n_sets = o->data_dir ? 1 : 0, .set_what = "the data folder"};
-    static const char *const files[] = {"", "/model.safetensors", "/config.json", "/generation_config.json",
-                                        "/tokenizer.json", "/tokenizer_config.json"};
+    ds_read_paths in = {.inputs = ins,
+                        .n_inputs = 1,
+                        .in_what = "the checkpoint",
+                        .tokenizer = o->tokenizer,
+                        .sets = sets,
+                        .n_sets = o->data_dir ? 1 : 0,
+                        .set_what = "the data folder"};
+    static const char *const files[] = {"",
+                                        "/model.safetensors",
+                                        "/config.json",
+                                        "/generation_config.json",
+                                        "/tokenizer.json",
+                                        "/tokenizer_config.json"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s%s", o->out_dir, files[i]);
-        if (ds_check_output("--out", p, &in, err, errlen))
-            return TR_ERR_ARG;
+        if (ds_check_output("--out", p, &in, err, errlen)) return TR_ERR_ARG;
     }
     /* the tokenizer and the framing */
     tr_rows rows;
     int have_rows = 0;
     if (o->data_dir) {
-        if ((rc = tr_rows_open_shards_ex(&rows, o->data_dir, 0, err, errlen)))
-            return rc;
+        if ((rc = tr_rows_open_shards_ex(&rows, o->data_dir, 0, err, errlen))) return rc;
         have_rows = 1;
     }
     const char *spec = o->tokenizer;
-    if (!spec && have_rows && rows.tokenizer[0] && strcmp(rows.tokenizer, "custom"))
-        spec = rows.tokenizer;
+    if (!spec && have_rows && rows.tokenizer[0] && strcmp(rows.tokenizer, "custom")) spec = rows.tokenizer;
     tk_tokenizer *tok = NULL;
     int64_t bos = -1, eos = -1;
     if (spec) {
@@ -367,8 +351,9 @@ int tr_export_run(const tr_export_opts *o, char *err, size_t errlen)
             char a[17], b[17];
             hex8(fp, a);
             hex8(m.fingerprint, b);
-            snprintf(err, errlen, "tokenizer %s (fingerprint %s...) is not the one the checkpoint in %s was "
-                                  "trained with (%s...): pass the run's --tokenizer",
+            snprintf(err, errlen,
+                     "tokenizer %s (fingerprint %s...) is not the one the checkpoint in %s was "
+                     "trained with (%s...): pass the run's --tokenizer",
                      spec, a, o->ckpt_dir, b);
             rc = TR_ERR_FINGERPRINT;
             goto out;
@@ -384,8 +369,7 @@ int tr_export_run(const tr_export_opts *o, char *err, size_t errlen)
         } else {
             tk_framing fr;
             char e2[256];
-            if (tk_default_framing(tok, &fr, e2, sizeof e2) == 0)
-                bos = fr.bos, eos = fr.eos;
+            if (tk_default_framing(tok, &fr, e2, sizeof e2) == 0) bos = fr.bos, eos = fr.eos;
         }
     } else if (have_rows && rows.frame_known) {
         bos = rows.bos_id, eos = rows.eos_id;
@@ -404,17 +388,14 @@ int tr_export_run(const tr_export_opts *o, char *err, size_t errlen)
             tr_ckpt_section sec[TR_OPTIM_MAX_SECTIONS];
             uint64_t words[TR_BACKEND_EXTRA];
             int ns = tr_optim_ckpt_sections(*op, NULL, P, words, sizeof words, extra, sec);
-            if ((uint64_t)ns != m.n_sections)
-                continue;
+            if ((uint64_t)ns != m.n_sections) continue;
             sec[0].data = params;
-            if (extra)
-                sec[ns - 1].data = NULL;
+            if (extra) sec[ns - 1].data = NULL;
             rc = tr_ckpt_load(o->ckpt_dir, &m, sec, ns, err, errlen);
         }
     if (rc) {
         if (!err[0])
-            snprintf(err, errlen, "checkpoint in %s has sections this build's optimizers do not write",
-                     o->ckpt_dir);
+            snprintf(err, errlen, "checkpoint in %s has sections this build's optimizers do not write", o->ckpt_dir);
         free(params);
         goto out;
     }
@@ -426,7 +407,6 @@ int tr_export_run(const tr_export_opts *o, char *err, size_t errlen)
                 o->bf16 ? "bf16" : "fp32", o->out_dir, tok ? "" : " (no tokenizer: pass --tokenizer or --data)");
 out:
     tk_free(tok);
-    if (have_rows)
-        tr_rows_close(&rows);
+    if (have_rows) tr_rows_close(&rows);
     return rc;
 }

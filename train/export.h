@@ -34,9 +34,8 @@ extern "C" {
  * are written by tk_save_hf_json). bos/eos: the shards' framing (-1 none);
  * a BOS is added to a written tokenizer.json as its post_processor so that
  * the HF tokenizer frames a text as the shards did. */
-int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *params, int bf16,
-                 const tk_tokenizer *tok, const char *tok_spec, int64_t bos, int64_t eos, char *err,
-                 size_t errlen);
+int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *params, int bf16, const tk_tokenizer *tok,
+                 const char *tok_spec, int64_t bos, int64_t eos, char *err, size_t errlen);
 
 /* `llmtrain export`: the checkpoint DIR/ckpt.bin's parameters; the
  * tokenizer is --tokenizer, else the one the shard set (--data) names; it

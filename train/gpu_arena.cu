@@ -17,8 +17,7 @@ extern "C" {
  * returns `code` */
 #define CUR(call, code) KN_CU_CHECK(call, return (code))
 
-extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_bytes, uint64_t *free_bytes)
-{
+extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_bytes, uint64_t *free_bytes) {
     int n = 0;
     CUR(cudaGetDeviceCount(&n), TR_ERR_NODEVICE);
     if (n == 0) {
@@ -27,8 +26,8 @@ extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_
     }
     cudaDeviceProp p;
     CUR(cudaGetDeviceProperties(&p, 0), TR_ERR_NODEVICE);
-    if (name && name_len) snprintf(name, name_len, "%s (sm_%d%d, %d SMs)", p.name, p.major, p.minor,
-                                   p.multiProcessorCount);
+    if (name && name_len)
+        snprintf(name, name_len, "%s (sm_%d%d, %d SMs)", p.name, p.major, p.minor, p.multiProcessorCount);
     size_t fr = 0, tot = 0;
     CUR(cudaMemGetInfo(&fr, &tot), TR_ERR_NODEVICE);
     if (total_bytes) *total_bytes = tot;
@@ -36,8 +35,7 @@ extern "C" int tr_cuda_device_info(char *name, size_t name_len, uint64_t *total_
     return TR_OK;
 }
 
-extern "C" int tr_cuda_mem_used(uint64_t *used)
-{
+extern "C" int tr_cuda_mem_used(uint64_t *used) {
     size_t fr = 0, tot = 0;
     if (!used) return TR_ERR_ARG;
     CUR(cudaMemGetInfo(&fr, &tot), TR_ERR_NODEVICE);
@@ -46,8 +44,7 @@ extern "C" int tr_cuda_mem_used(uint64_t *used)
 }
 
 /* ---- arena ------------------------------------------------------------------------------ */
-extern "C" size_t tr_cuda_arena_bytes(const tr_plan_out *plan)
-{
+extern "C" size_t tr_cuda_arena_bytes(const tr_plan_out *plan) {
     if (!plan) return 0;
     size_t sum = 0;
     for (int i = 0; i < plan->n_items; i++) {
@@ -59,8 +56,7 @@ extern "C" size_t tr_cuda_arena_bytes(const tr_plan_out *plan)
     return sum;
 }
 
-extern "C" int tr_cuda_arena_create(tr_cuda_arena *a, const tr_plan_out *plan)
-{
+extern "C" int tr_cuda_arena_create(tr_cuda_arena *a, const tr_plan_out *plan) {
     if (!a || !plan) return TR_ERR_ARG;
     memset(a, 0, sizeof *a);
     size_t bytes = tr_cuda_arena_bytes(plan);
@@ -85,8 +81,7 @@ extern "C" int tr_cuda_arena_create(tr_cuda_arena *a, const tr_plan_out *plan)
     return TR_OK;
 }
 
-extern "C" void *tr_cuda_arena_take(tr_cuda_arena *a, size_t bytes, const char *what)
-{
+extern "C" void *tr_cuda_arena_take(tr_cuda_arena *a, size_t bytes, const char *what) {
     if (!a || !a->base) return nullptr;
     if (a->sealed) {
         snprintf(a->last_error, sizeof a->last_error, "arena sealed: '%s' (%zu bytes) asked for after step 1",
@@ -96,8 +91,8 @@ extern "C" void *tr_cuda_arena_take(tr_cuda_arena *a, size_t bytes, const char *
     size_t off = (a->used + TR_CUDA_ALIGN - 1) & ~(size_t)(TR_CUDA_ALIGN - 1);
     if (off > a->size || bytes > a->size - off) {
         snprintf(a->last_error, sizeof a->last_error,
-                 "arena exhausted: '%s' needs %zu bytes, %zu of %zu left (the plan is short)", what ? what : "?",
-                 bytes, off > a->size ? (size_t)0 : a->size - off, a->size);
+                 "arena exhausted: '%s' needs %zu bytes, %zu of %zu left (the plan is short)", what ? what : "?", bytes,
+                 off > a->size ? (size_t)0 : a->size - off, a->size);
         return nullptr;
     }
     a->used = off + bytes;
@@ -105,13 +100,11 @@ extern "C" void *tr_cuda_arena_take(tr_cuda_arena *a, size_t bytes, const char *
     return a->base + off;
 }
 
-extern "C" void tr_cuda_arena_seal(tr_cuda_arena *a)
-{
+extern "C" void tr_cuda_arena_seal(tr_cuda_arena *a) {
     if (a) a->sealed = 1;
 }
 
-extern "C" void tr_cuda_arena_destroy(tr_cuda_arena *a)
-{
+extern "C" void tr_cuda_arena_destroy(tr_cuda_arena *a) {
     if (!a) return;
     if (a->base) cudaFree(a->base);
     a->base = nullptr;
@@ -119,16 +112,14 @@ extern "C" void tr_cuda_arena_destroy(tr_cuda_arena *a)
 }
 
 /* ---- pinned host buffers ---------------------------------------------------------------- */
-extern "C" void *tr_cuda_pinned_alloc(size_t bytes, void *user)
-{
+extern "C" void *tr_cuda_pinned_alloc(size_t bytes, void *user) {
     (void)user;
     void *p = nullptr;
     CUR(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault), nullptr);
     return p;
 }
 
-extern "C" void tr_cuda_pinned_free(void *p, void *user)
-{
+extern "C" void tr_cuda_pinned_free(void *p, void *user) {
     (void)user;
     if (p) cudaFreeHost(p);
 }
@@ -144,8 +135,7 @@ struct tr_cuda_input {
 };
 
 extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int max_rows, int T,
-                                    tr_cuda_stream compute)
-{
+                                    tr_cuda_stream compute) {
     if (!out || !a || max_rows <= 0 || T <= 0) return TR_ERR_ARG;
     tr_cuda_input *in = (tr_cuda_input *)calloc(1, sizeof *in);
     if (!in) return TR_ERR_NOMEM;
@@ -168,8 +158,7 @@ extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int m
     return TR_OK;
 }
 
-extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cuda_batch *dev)
-{
+extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cuda_batch *dev) {
     if (!in || !b || b->rows <= 0 || b->rows > in->max_rows || b->T != in->T) return TR_ERR_ARG;
     size_t bytes = (size_t)b->rows * b->T * 4;
     /* the device batch is reused: wait until compute released the previous one */
@@ -189,8 +178,7 @@ extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cud
     return TR_OK;
 }
 
-extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s)
-{
+extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s) {
     if (!in) return TR_ERR_ARG;
     double t0 = mc_now_s();
     cudaError_t e = cudaEventSynchronize(in->copied);
@@ -204,16 +192,14 @@ extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s)
     return TR_OK;
 }
 
-extern "C" int tr_cuda_input_consumed(tr_cuda_input *in)
-{
+extern "C" int tr_cuda_input_consumed(tr_cuda_input *in) {
     if (!in) return TR_ERR_ARG;
     CUR(cudaEventRecord(in->consumed, in->compute), TR_ERR_NODEVICE);
     in->consumed_recorded = 1;
     return TR_OK;
 }
 
-extern "C" void tr_cuda_input_destroy(tr_cuda_input *in)
-{
+extern "C" void tr_cuda_input_destroy(tr_cuda_input *in) {
     if (!in) return;
     cudaStreamSynchronize(in->copy);
     cudaEventDestroy(in->copied);

@@ -44,9 +44,9 @@ int tr_cuda_mem_used(uint64_t *used);
 /* ---- the arena ---------------------------------------------------------------- */
 #define TR_CUDA_ALIGN 256
 typedef struct {
-    char *base;       /* device pointer */
-    size_t size;      /* bytes allocated */
-    size_t used;      /* bytes handed out (with alignment) */
+    char *base;  /* device pointer */
+    size_t size; /* bytes allocated */
+    size_t used; /* bytes handed out (with alignment) */
     int sealed;
     int n_takes;
     char last_error[256];

@@ -16,17 +16,17 @@ struct tr_cuda_model {
     int Bmax, Tmax;
     kn_dtype dt;
     size_t esz;
-    int attn_tc; /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_tc;   /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
     int gelu_epi;  /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
     int dgelu_epi; /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
     int recompute; /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
     cudaStream_t s;
     kn_cuda_ctx *ctx;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
-    const tr_optim_ops *opt;          /* the optimizer (train/optim.h) */
+    const tr_optim_ops *opt; /* the optimizer (train/optim.h) */
     float *master, *grads;
-    void *state[TR_OPTIM_MAX_STATE];  /* its state tensors, opt->state_bytes per element */
-    void *wc; /* compute weights: == master (fp32) or the bf16 copy */
+    void *state[TR_OPTIM_MAX_STATE]; /* its state tensors, opt->state_bytes per element */
+    void *wc;                        /* compute weights: == master (fp32) or the bf16 copy */
     /* activations: per layer, [L][...] */
     void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg, *res3;
     float *ln1m, *ln1r, *ln2m, *ln2r, *lse;
@@ -47,8 +47,7 @@ struct carver {
     tr_cuda_arena *a;
     size_t total;
     int failed;
-    void *take(size_t bytes, const char *what)
-    {
+    void *take(size_t bytes, const char *what) {
         total += bytes + TR_CUDA_ALIGN;
         if (!a) return (void *)(uintptr_t)TR_CUDA_ALIGN; /* counting: any non-NULL */
         void *p = tr_cuda_arena_take(a, bytes, what);
@@ -57,8 +56,7 @@ struct carver {
     }
 };
 
-static void carve(tr_cuda_model *m, carver *cv)
-{
+static void carve(tr_cuda_model *m, carver *cv) {
     const tr_model_config *c = &m->c;
     size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)c->d_model, L = (size_t)c->n_layer, e = m->esz;
     size_t P = m->P;
@@ -76,7 +74,8 @@ static void carve(tr_cuda_model *m, carver *cv)
     m->res2 = cv->take(L * N * C * e, "residual2");
     m->ln2 = cv->take(L * N * C * e, "ln2");
     m->fch = cv->take(L * N * 4 * C * e, "fc");
-    m->fchg = cv->take((m->recompute ? 1 : L) * N * 4 * C * e, m->recompute ? "fc gelu (one layer: recompute 1)" : "fc gelu");
+    m->fchg =
+        cv->take((m->recompute ? 1 : L) * N * 4 * C * e, m->recompute ? "fc gelu (one layer: recompute 1)" : "fc gelu");
     m->res3 = cv->take(L * N * C * e, "residual3");
     m->ln1m = (float *)cv->take(L * N * 4, "ln1 mean");
     m->ln1r = (float *)cv->take(L * N * 4, "ln1 rstd");
@@ -107,8 +106,7 @@ static void carve(tr_cuda_model *m, carver *cv)
 }
 
 static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
-                      const tr_optim_ops *opt)
-{
+                      const tr_optim_ops *opt) {
     m->opt = opt ? opt : tr_optim_default();
     if (m->opt->n_state < 1 || m->opt->n_state > TR_OPTIM_MAX_STATE || m->opt->state_bytes < 1) return TR_ERR_ARG;
     if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
@@ -131,8 +129,7 @@ static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, 
 }
 
 extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
-                                            const tr_optim_ops *opt)
-{
+                                            const tr_optim_ops *opt) {
     tr_cuda_model m;
     memset(&m, 0, sizeof m);
     if (init_shape(&m, c, B, T, dt, recompute, opt) != TR_OK) return 0;
@@ -142,8 +139,7 @@ extern "C" size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int
 }
 
 extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
-                                    tr_cuda_arena *a, tr_cuda_stream s, int recompute, const tr_optim_ops *opt)
-{
+                                    tr_cuda_arena *a, tr_cuda_stream s, int recompute, const tr_optim_ops *opt) {
     if (!out || !a) return TR_ERR_ARG;
     tr_cuda_model *m = (tr_cuda_model *)calloc(1, sizeof *m);
     if (!m) return TR_ERR_NOMEM;
@@ -169,8 +165,8 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
          * in its pipelined variant another 2.5x / 3.3x (kernels/kn_attention_tc.cu picks the variant,
          * MKS_ATTN_TC); MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
         const char *att = getenv("MKS_CUDA_ATTENTION");
-        m->attn_tc = !(att && !strcmp(att, "simt")) && dt == KN_BF16 && c->d_model / c->n_head == 64 &&
-                     c->d_model % 8 == 0;
+        m->attn_tc =
+            !(att && !strcmp(att, "simt")) && dt == KN_BF16 && c->d_model / c->n_head == 64 && c->d_model % 8 == 0;
         /* GELU fused into cuBLASLt's epilogues, 16-bit runs: the fc forward's GELU_AUX (the
          * pre-activation written beside the output for the backward) and the fc projection's
          * DGELU backward replace the two GELU passes: 0.30 -> 0.19 ms forward and 0.46 ->
@@ -192,8 +188,7 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
     return TR_OK;
 }
 
-extern "C" void tr_cuda_model_destroy(tr_cuda_model *m)
-{
+extern "C" void tr_cuda_model_destroy(tr_cuda_model *m) {
     if (!m) return;
     kn_cuda_ctx_destroy(m->ctx);
     free(m); /* the arena owns the memory */
@@ -204,26 +199,24 @@ extern "C" void tr_cuda_model_destroy(tr_cuda_model *m)
 #define CU(call) KN_CU_CHECK(call, return e_ == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE)
 /* A kn_cuda op: it records its own failure; this adds where the model called
  * it from (or records a bad-argument return, which the op does not). */
-#define KC(call)                                                                                   \
-    do {                                                                                           \
-        int k_ = (call);                                                                           \
-        if (k_ != KN_OK) {                                                                         \
-            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                    \
-            return TR_ERR_NODEVICE;                                                                \
-        }                                                                                          \
+#define KC(call)                                                                                                       \
+    do {                                                                                                               \
+        int k_ = (call);                                                                                               \
+        if (k_ != KN_OK) {                                                                                             \
+            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                                        \
+            return TR_ERR_NODEVICE;                                                                                    \
+        }                                                                                                              \
     } while (0)
 /* After a launch of this file's own kernels (sync-debug aware). */
 #define LAUNCHED(what) KN_LAUNCH_CHECK(what, return TR_ERR_NODEVICE)
 
-extern "C" int tr_cuda_model_zero_grad(tr_cuda_model *m)
-{
+extern "C" int tr_cuda_model_zero_grad(tr_cuda_model *m) {
     if (!m) return TR_ERR_ARG;
     CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
     return TR_OK;
 }
 
-extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params)
-{
+extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params) {
     if (!m || !host_params) return TR_ERR_ARG;
     CU(cudaMemcpyAsync(m->master, host_params, m->P * 4, cudaMemcpyHostToDevice, m->s));
     if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
@@ -234,8 +227,7 @@ extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_para
     return TR_OK;
 }
 
-__global__ void init_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant)
-{
+__global__ void init_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         if (constant) {
             p[i] = lo;
@@ -249,8 +241,7 @@ __global__ void init_fill_kernel(float *p, size_t n, uint64_t seed, float lo, fl
     }
 }
 
-extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
-{
+extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed) {
     if (!m) return TR_ERR_ARG;
     const float a = 0.0346f; /* uniform(-a, a): std 0.02 */
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
@@ -258,12 +249,9 @@ extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
         int ln_w = i == TR_P_LN1W || i == TR_P_LN2W || i == TR_P_LNFW;
         int decay = tr_model_param_decay(i);
         float *p = m->master + m->offs[i];
-        if (ln_w)
-            init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 1.0f, 1.0f, 1);
-        else if (!decay)
-            init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 0.0f, 0.0f, 1);
-        else
-            init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], seed + (uint64_t)i, -a, a, 0);
+        if (ln_w) init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 1.0f, 1.0f, 1);
+        else if (!decay) init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 0.0f, 0.0f, 1);
+        else init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], seed + (uint64_t)i, -a, a, 0);
         LAUNCHED("init_fill");
     }
     if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
@@ -274,8 +262,7 @@ extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed)
     return TR_OK;
 }
 
-extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, void *const state[])
-{
+extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, void *const state[]) {
     int rc = tr_cuda_model_set_params(m, params);
     if (rc != TR_OK) return rc;
     for (int k = 0; state && k < m->opt->n_state; k++)
@@ -286,20 +273,17 @@ extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, vo
     return TR_OK;
 }
 
-extern "C" void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook fn, void *ctx)
-{
+extern "C" void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook fn, void *ctx) {
     m->hook = fn;
     m->hook_ctx = fn ? ctx : NULL;
 }
 
-extern "C" float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n)
-{
+extern "C" float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n) {
     if (n) *n = m->P;
     return m->grads;
 }
 
-extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, void *const state[])
-{
+extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, void *const state[]) {
     if (!m) return TR_ERR_ARG;
     if (params) CU(cudaMemcpyAsync(params, m->master, m->P * 4, cudaMemcpyDeviceToHost, m->s));
     if (grads) CU(cudaMemcpyAsync(grads, m->grads, m->P * 4, cudaMemcpyDeviceToHost, m->s));
@@ -312,8 +296,7 @@ extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, 
 }
 
 /* loss sum over target tokens, fixed order (one block) */
-__global__ void loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N)
-{
+__global__ void loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N) {
     __shared__ double s[1024], k[1024];
     double a = 0, n = 0;
     for (int i = threadIdx.x; i < N; i += 1024)
@@ -361,10 +344,9 @@ typedef struct {
     float *l1m, *l1r, *l2m, *l2r, *lse;
 } layer_acts;
 
-#define LAYER(buf, l, width) ep(m->buf, (size_t)(l) * x->cap * (width), x->e)
+#define LAYER(buf, l, width) ep(m->buf, (size_t)(l)*x->cap *(width), x->e)
 
-static layer_acts acts_of(const tr_cuda_model *m, const fb_ctx *x, int l)
-{
+static layer_acts acts_of(const tr_cuda_model *m, const fb_ctx *x, int l) {
     size_t bt = (size_t)m->Bmax * m->Tmax;
     layer_acts a;
     a.ln1 = LAYER(ln1, l, 1);
@@ -384,8 +366,7 @@ static layer_acts acts_of(const tr_cuda_model *m, const fb_ctx *x, int l)
 }
 
 /* Forward through lnf and the logits, then the loss and dlogits in place. */
-static int forward_pass(tr_cuda_model *m, const fb_ctx *x)
-{
+static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
     const tr_model_config *c = &m->c;
     int B = x->B, T = x->T, L = x->L, C = x->C, NH = x->NH, N = x->N, V = x->V, Vp = x->Vp;
     size_t BTC = x->BTC, e = x->e, C2 = x->C2;
@@ -405,10 +386,8 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x)
         }
         KC(kn_matmul_forward_cuda(m->ctx, a.qkv, nullptr, a.ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e),
                                   ep(W[TR_P_QKVB], (size_t)l * 3 * C, e), N, C, 3 * C, dt));
-        if (m->attn_tc)
-            KC(kn_attention_forward_tc_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
-        else
-            KC(kn_attention_forward_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
+        if (m->attn_tc) KC(kn_attention_forward_tc_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
+        else KC(kn_attention_forward_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
         KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e),
                                   ep(W[TR_P_ATTPROJB], (size_t)l * C, e), N, C, C, dt));
         KC(kn_layernorm_forward_cuda(a.ln2, a.l2m, a.l2r, a.res2, a.res, m->proj, Wf[TR_P_LN2W] + (size_t)l * C,
@@ -438,8 +417,7 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x)
 
 /* Backward from dlogits to the embeddings; m->hook hears each group of the
  * gradient as its kernels are enqueued (lnf, layers L-1 .. 0, wte/wpe). */
-static int backward_pass(tr_cuda_model *m, const fb_ctx *x)
-{
+static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
     const tr_model_config *c = &m->c;
     int B = x->B, T = x->T, L = x->L, C = x->C, NH = x->NH, N = x->N, V = x->V, Vp = x->Vp;
     size_t BTC = x->BTC, e = x->e, C2 = x->C2;
@@ -460,15 +438,13 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x)
         if (m->recompute) /* fchg = gelu(fch) again: the fc projection's weight gradient reads it */
             KC(kn_gelu_forward_cuda(a.fchg, a.fch, BTC * 4, dt, s));
         if (m->dgelu_epi) { /* dbig = d(fch) directly */
-            KC(kn_matmul_backward_dgelu_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
-                                             G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
-                                             ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), a.fch, N, 4 * C, C,
-                                             m->scratch, m->scratch_bytes, dt));
+            KC(kn_matmul_backward_dgelu_cuda(
+                m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2, G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
+                ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), a.fch, N, 4 * C, C, m->scratch, m->scratch_bytes, dt));
         } else {
-            KC(kn_matmul_backward_cuda(m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2,
-                                       G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
-                                       ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->scratch,
-                                       m->scratch_bytes, dt));
+            KC(kn_matmul_backward_cuda(
+                m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2, G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
+                ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->scratch, m->scratch_bytes, dt));
             KC(kn_gelu_backward_cuda(m->dbig, a.fch, m->dbig, BTC * 4, dt, s));
         }
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_FCW] + (size_t)l * 4 * C2, G[TR_P_FCB] + (size_t)l * 4 * C,
@@ -505,8 +481,7 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x)
 
 extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
                                      const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
-                                     uint64_t *n_targets)
-{
+                                     uint64_t *n_targets) {
     if (loss_sum) *loss_sum = 0;
     if (n_targets) *n_targets = 0;
     if (!m || !inputs || !targets || B <= 0 || T <= 0 || B * T > m->Bmax * m->Tmax || T > m->Tmax) return TR_ERR_ARG;
@@ -537,10 +512,8 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     x.doc = doc;
     x.grad_scale = grad_scale;
     int rc = forward_pass(m, &x);
-    if (rc == TR_OK)
-        rc = backward_pass(m, &x);
-    if (rc != TR_OK)
-        return rc;
+    if (rc == TR_OK) rc = backward_pass(m, &x);
+    if (rc != TR_OK) return rc;
     if (loss_sum || n_targets) {
         double h[2];
         CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, m->s));
@@ -552,8 +525,7 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
 }
 
 /* factor = clip(unscaled norm) / loss_scale; norm = unscaled norm */
-__global__ void scaled_clip_kernel(float *factor, float *norm_out, const double *sumsq, float max_norm, float inv_ls)
-{
+__global__ void scaled_clip_kernel(float *factor, float *norm_out, const double *sumsq, float max_norm, float inv_ls) {
     float norm = (float)(sqrt(*sumsq) * (double)inv_ls);
     *norm_out = norm;
     float clip = (max_norm > 0.0f && norm > max_norm) ? max_norm / (norm + 1e-6f) : 1.0f;
@@ -565,8 +537,7 @@ __global__ void scaled_clip_kernel(float *factor, float *norm_out, const double 
 static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t);
 
 extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm,
-                                         float loss_scale, float *norm_out, int *skipped)
-{
+                                         float loss_scale, float *norm_out, int *skipped) {
     if (!m || !h || t < 1 || !(loss_scale > 0.0f)) return TR_ERR_ARG;
     KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
     double ss = 0;
@@ -588,8 +559,7 @@ extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_optim_hparam
     return rc;
 }
 
-extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out)
-{
+extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out) {
     if (!m || !h || t < 1) return TR_ERR_ARG;
     KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
     KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
@@ -603,8 +573,7 @@ extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_optim_hparams *h, i
 
 /* The optimizer's GPU step over every tensor (train/optim.h), the gradient
  * scaled by the factor in m->clip_scale */
-static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t)
-{
+static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t) {
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         if (!m->sizes[i]) continue;
         void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, m->offs[i], m->esz);

@@ -48,8 +48,8 @@ size_t tr_cuda_model_arena_bytes(const tr_model_config *c, int B, int T, kn_dtyp
  * stream s.  Parameters are uninitialised until tr_cuda_model_set_params.
  * opt: the optimizer (NULL: tr_optim_default()); one without a GPU step
  * (step_cuda NULL) is refused (TR_ERR_ARG). */
-int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt,
-                         tr_cuda_arena *a, tr_cuda_stream s, int recompute, const tr_optim_ops *opt);
+int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *c, int B, int T, kn_dtype dt, tr_cuda_arena *a,
+                         tr_cuda_stream s, int recompute, const tr_optim_ops *opt);
 void tr_cuda_model_destroy(tr_cuda_model *m);
 /* Host fp32 params (tr_model_params layout) -> master (+ compute copy);
  * zeroes the gradients and the optimizer state. */
@@ -125,16 +125,15 @@ int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_optim_hparams *h, int t
 #define TR_FP16_DLOGIT_MAX 16384.0f
 #define TR_LOSS_SCALE_INIT 65536.0f
 typedef struct {
-    float scale;        /* multiplies the per-token mean loss */
+    float scale; /* multiplies the per-token mean loss */
     int clean_steps;
     uint64_t skipped_total;
-    float max_scale;    /* TR_FP16_DLOGIT_MAX * micro_tokens */
+    float max_scale; /* TR_FP16_DLOGIT_MAX * micro_tokens */
 } tr_loss_scaler;
 
 /* micro_tokens: D, the micro-batch capacity (rows x T) the dlogits are
  * divided by. */
-static inline void tr_loss_scaler_init(tr_loss_scaler *s, int micro_tokens)
-{
+static inline void tr_loss_scaler_init(tr_loss_scaler *s, int micro_tokens) {
     if (!s) return;
     double mx = (double)TR_FP16_DLOGIT_MAX * (double)(micro_tokens > 0 ? micro_tokens : 1);
     if (mx > 1e30) mx = 1e30;
@@ -145,8 +144,7 @@ static inline void tr_loss_scaler_init(tr_loss_scaler *s, int micro_tokens)
     s->skipped_total = 0;
 }
 /* Call after each optimiser step with its `skipped` result. */
-static inline void tr_loss_scaler_update(tr_loss_scaler *s, int skipped)
-{
+static inline void tr_loss_scaler_update(tr_loss_scaler *s, int skipped) {
     if (!s) return;
     if (skipped) {
         s->scale = s->scale > 2.0f ? s->scale * 0.5f : 1.0f;
@@ -159,21 +157,18 @@ static inline void tr_loss_scaler_update(tr_loss_scaler *s, int skipped)
     }
 }
 /* Keep a restored scale inside [1, max_scale]. */
-static inline void tr_loss_scaler_clamp(tr_loss_scaler *s)
-{
+static inline void tr_loss_scaler_clamp(tr_loss_scaler *s) {
     if (!(s->scale >= 1.0f)) s->scale = 1.0f;
     if (s->scale > s->max_scale) s->scale = s->max_scale;
 }
 /* g: the dloss factor for tr_cuda_model_fwd_bwd (every micro-batch of the
  * step uses the same g, so the accumulated gradient is g * d(summed loss)). */
-static inline float tr_loss_scaler_dloss(const tr_loss_scaler *s, int micro_tokens)
-{
+static inline float tr_loss_scaler_dloss(const tr_loss_scaler *s, int micro_tokens) {
     return (float)((double)s->scale / (double)(micro_tokens > 0 ? micro_tokens : 1));
 }
 /* The loss_scale for tr_cuda_model_step_scaled: g * n_targets, so the update
  * uses the token-mean gradient of the step. */
-static inline float tr_loss_scaler_unscale(const tr_loss_scaler *s, int micro_tokens, uint64_t n_targets)
-{
+static inline float tr_loss_scaler_unscale(const tr_loss_scaler *s, int micro_tokens, uint64_t n_targets) {
     double g = (double)s->scale / (double)(micro_tokens > 0 ? micro_tokens : 1);
     return (float)(g * (double)(n_targets ? n_targets : 1));
 }

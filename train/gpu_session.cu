@@ -28,25 +28,20 @@ struct tr_gpu {
     uint64_t opt_step; /* optimiser steps taken (t of the next step - 1) */
 };
 
-static kn_dtype dtype_of(tr_precision p)
-{
-    return p == TR_FP32 ? KN_F32 : (p == TR_FP16 ? KN_F16 : KN_BF16);
-}
+static kn_dtype dtype_of(tr_precision p) { return p == TR_FP32 ? KN_F32 : (p == TR_FP16 ? KN_F16 : KN_BF16); }
 
 /* The message for a failed GPU call: the first error recorded since the
  * call began (kernels/kn_cuda_err.h: call text, file:line, error name and
  * text, where it was called from); when nothing was recorded, the pending
  * CUDA error with its name; never "no error". */
-static const char *cuda_msg(void)
-{
+static const char *cuda_msg(void) {
     static __thread char buf[KN_ERR_MSG_MAX];
     cudaError_t e = cudaPeekAtLastError();
     return kn_cuda_failure_message(buf, sizeof buf, (int)e, e != cudaSuccess ? cudaGetErrorName(e) : NULL,
                                    e != cudaSuccess ? cudaGetErrorString(e) : NULL);
 }
 
-static int stream_create(cudaStream_t *s)
-{
+static int stream_create(cudaStream_t *s) {
     KN_CU_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), return TR_ERR_NODEVICE);
     return TR_OK;
 }
@@ -54,15 +49,14 @@ static int stream_create(cudaStream_t *s)
 extern "C" const char *tr_gpu_last_error(void) { return cuda_msg(); }
 
 extern "C" int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint64_t *free_bytes, char *why,
-                             size_t why_len)
-{
+                             size_t why_len) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n < 1) {
         if (e != cudaSuccess)
-            snprintf(why, why_len, "cudaGetDeviceCount: %s (%d): %s", cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
-        else
-            snprintf(why, why_len, "no CUDA device found");
+            snprintf(why, why_len, "cudaGetDeviceCount: %s (%d): %s", cudaGetErrorName(e), (int)e,
+                     cudaGetErrorString(e));
+        else snprintf(why, why_len, "no CUDA device found");
         cudaGetLastError(); /* clear it */
         return TR_ERR_NODEVICE;
     }
@@ -74,8 +68,7 @@ extern "C" int tr_gpu_device(char *name, size_t name_len, uint64_t *total, uint6
 
 extern "C" int tr_gpu_mem_used(uint64_t *used) { return tr_cuda_mem_used(used); }
 
-extern "C" int tr_gpu_count(void)
-{
+extern "C" int tr_gpu_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* clear it */
@@ -84,8 +77,7 @@ extern "C" int tr_gpu_count(void)
     return n;
 }
 
-extern "C" int tr_gpu_select(int device, char *why, size_t why_len)
-{
+extern "C" int tr_gpu_select(int device, char *why, size_t why_len) {
     int n = tr_gpu_count();
     if (device < 0 || device >= n) {
         snprintf(why, why_len, "GPU %d requested, %d visible", device, n);
@@ -104,13 +96,11 @@ extern "C" int tr_gpu_select(int device, char *why, size_t why_len)
 static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
 
 extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute,
-                                      const tr_optim_ops *opt)
-{
+                                      const tr_optim_ops *opt) {
     return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p), recompute, opt) + input_bytes(B, T);
 }
 
-extern "C" void tr_gpu_close(tr_gpu *g)
-{
+extern "C" void tr_gpu_close(tr_gpu *g) {
     if (!g) return;
     if (g->s) cudaStreamSynchronize(g->s);
     if (g->in) tr_cuda_input_destroy(g->in);
@@ -122,8 +112,7 @@ extern "C" void tr_gpu_close(tr_gpu *g)
 
 extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T, tr_precision p,
                            const tr_plan_out *plan, const float *host_params, uint64_t *arena_bytes, char *err,
-                           size_t errlen, int recompute, const tr_optim_ops *opt)
-{
+                           size_t errlen, int recompute, const tr_optim_ops *opt) {
     *out = NULL;
     tr_gpu *g = (tr_gpu *)calloc(1, sizeof *g);
     if (!g) return TR_ERR_NOMEM;
@@ -135,7 +124,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     /* the plan's device lines, unless the exact carve is larger (then the
      * plan under-counts: allocate what is needed, the caller reports it) */
     uint64_t need = tr_gpu_arena_need(c, B, T, p, recompute, opt);
-    static tr_plan_out exact; /* large struct: not on the stack; only read by arena_create */
+    static tr_plan_out exact;  /* large struct: not on the stack; only read by arena_create */
     static tr_plan_out inside; /* the plan without its lines outside the arena (NCCL's own buffers) */
     const tr_plan_out *ap = plan;
     if (plan) {
@@ -159,8 +148,8 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     }
     int rc = tr_cuda_arena_create(&g->arena, ap);
     if (rc != TR_OK) {
-        snprintf(err, errlen, "cannot allocate the device arena (%.1f MiB): %s", (double)tr_cuda_arena_bytes(ap) / 1048576.0,
-                 cuda_msg());
+        snprintf(err, errlen, "cannot allocate the device arena (%.1f MiB): %s",
+                 (double)tr_cuda_arena_bytes(ap) / 1048576.0, cuda_msg());
         free(g);
         return rc;
     }
@@ -188,15 +177,13 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     return TR_OK;
 }
 
-extern "C" void tr_gpu_loader_hooks(tr_loader_opts *lo)
-{
+extern "C" void tr_gpu_loader_hooks(tr_loader_opts *lo) {
     lo->alloc = tr_cuda_pinned_alloc;
     lo->free = tr_cuda_pinned_free;
     lo->alloc_user = NULL;
 }
 
-extern "C" int tr_gpu_zero_grad(tr_gpu *g)
-{
+extern "C" int tr_gpu_zero_grad(tr_gpu *g) {
     kn_cuda_clear_error();
     return tr_cuda_model_zero_grad(g->m);
 }
@@ -204,14 +191,12 @@ extern "C" int tr_gpu_zero_grad(tr_gpu *g)
 /* The dloss factor of every micro-batch: 1 (the summed loss) outside fp16;
  * in fp16 scale / (B x T), the scale on the per-token mean loss, so the
  * dlogits are bounded by TR_FP16_DLOGIT_MAX (gpu_model.h). */
-static float dloss_factor(const tr_gpu *g)
-{
+static float dloss_factor(const tr_gpu *g) {
     return g->dt == KN_F16 ? tr_loss_scaler_dloss(&g->scaler, g->micro_tokens) : 1.0f;
 }
 
 extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum,
-                            uint64_t *n_targets, double *wait_s, char *err, size_t errlen)
-{
+                            uint64_t *n_targets, double *wait_s, char *err, size_t errlen) {
     tr_cuda_batch dev;
     double w = 0;
     kn_cuda_clear_error();
@@ -232,17 +217,16 @@ extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc
     return rc;
 }
 
-extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets,
-                           char *err, size_t errlen)
-{
+extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
+                           size_t errlen) {
     tr_cuda_batch dev;
     double w = 0;
     kn_cuda_clear_error();
     int rc = tr_cuda_input_upload(g->in, b, &dev);
     if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
     if (rc == TR_OK)
-        rc = tr_cuda_model_fwd_bwd(g->m, b->rows, b->T, dev.inputs, dev.targets, dev.pos,
-                                   doc_mask ? dev.seg : NULL, 0.0f, loss_sum, n_targets);
+        rc = tr_cuda_model_fwd_bwd(g->m, b->rows, b->T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL,
+                                   0.0f, loss_sum, n_targets);
     int rc2 = tr_cuda_input_consumed(g->in);
     if (rc == TR_OK) rc = rc2;
     if (rc != TR_OK) snprintf(err, errlen, "GPU validation forward failed: %s", cuda_msg());
@@ -250,8 +234,7 @@ extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *l
 }
 
 extern "C" int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
-                           int *skipped, float *scale, char *err, size_t errlen)
-{
+                           int *skipped, float *scale, char *err, size_t errlen) {
     kn_cuda_clear_error();
     int fp16 = g->dt == KN_F16;
     int sk = 0;
@@ -259,8 +242,8 @@ extern "C" int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip
     /* "scale by 1/targets, then clip": the factor is folded into the
      * optimizer's step; in fp16 it also undoes the dloss factor
      * (tr_loss_scaler_unscale) */
-    float factor = fp16 ? tr_loss_scaler_unscale(&g->scaler, g->micro_tokens, n_targets)
-                        : (n_targets ? (float)n_targets : 1.0f);
+    float factor =
+        fp16 ? tr_loss_scaler_unscale(&g->scaler, g->micro_tokens, n_targets) : (n_targets ? (float)n_targets : 1.0f);
     int rc = tr_cuda_model_step_scaled(g->m, h, (int)(g->opt_step + 1), grad_clip, factor, gnorm, &sk);
     if (rc != TR_OK) {
         snprintf(err, errlen, "GPU optimiser step failed: %s", cuda_msg());
@@ -272,8 +255,7 @@ extern "C" int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip
     return TR_OK;
 }
 
-extern "C" int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n)
-{
+extern "C" int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n) {
     kn_cuda_clear_error();
     KN_CU_CHECK(cudaStreamSynchronize(g->s), return TR_ERR_INTERNAL);
     *dgrads = tr_cuda_model_grads(g->m, n);
@@ -282,13 +264,11 @@ extern "C" int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n)
 
 extern "C" float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n) { return tr_cuda_model_grads(g->m, n); }
 extern "C" void *tr_gpu_stream(tr_gpu *g) { return (void *)g->s; }
-extern "C" void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx)
-{
+extern "C" void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx) {
     tr_cuda_model_set_grad_hook(g->m, fn, ctx);
 }
 
-extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, void *const state[], uint64_t extra[TR_GPU_EXTRA])
-{
+extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, void *const state[], uint64_t extra[TR_GPU_EXTRA]) {
     int rc = tr_cuda_model_get(g->m, params, NULL, state);
     if (extra) {
         uint32_t bits;
@@ -301,9 +281,8 @@ extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, void *const state[], u
     return rc;
 }
 
-extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, void *const state[],
-                                const uint64_t extra[TR_GPU_EXTRA], uint64_t opt_step)
-{
+extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, void *const state[], const uint64_t extra[TR_GPU_EXTRA],
+                                uint64_t opt_step) {
     tr_loss_scaler_init(&g->scaler, g->micro_tokens);
     g->opt_step = opt_step;
     if (extra) {

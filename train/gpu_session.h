@@ -77,8 +77,8 @@ int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, ui
  * *skipped = 1).
  * *gnorm: pre-clip norm of the token-mean gradient (NaN on a skipped
  * step); *scale: the loss scale used (on the mean loss; 1 outside fp16). */
-int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm,
-                int *skipped, float *scale, char *err, size_t errlen);
+int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip, uint64_t n_targets, float *gnorm, int *skipped,
+                float *scale, char *err, size_t errlen);
 
 /* The device fp32 gradient of the step (tr_model_params layout, *n floats),
  * after every queued backward has finished (waits for the compute stream):

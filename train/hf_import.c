@@ -18,13 +18,11 @@
 
 #define CONFIG_MAX (1u << 20)
 
-static json_t *load_json(const char *dir, const char *name, int required, char *err, size_t errlen, int *rc)
-{
+static json_t *load_json(const char *dir, const char *name, int required, char *err, size_t errlen, int *rc) {
     char p[4200], e[512] = "", esc[300];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     *rc = TR_OK;
-    if (!required && access(p, F_OK))
-        return NULL;
+    if (!required && access(p, F_OK)) return NULL;
     tk_escape_text(p, strlen(p), esc, sizeof esc);
     int fd = ds_open_regular(p, e, sizeof e);
     struct stat st;
@@ -42,10 +40,8 @@ static json_t *load_json(const char *dir, const char *name, int required, char *
     FILE *f = fdopen(fd, "rb");
     json_error_t je;
     json_t *j = f ? json_loadf(f, JSON_REJECT_DUPLICATES, &je) : NULL;
-    if (f)
-        fclose(f);
-    else
-        close(fd);
+    if (f) fclose(f);
+    else close(fd);
     if (!json_is_object(j)) {
         snprintf(err, errlen, "%s: %s", esc, j ? "not a JSON object" : je.text);
         json_decref(j);
@@ -57,8 +53,7 @@ static json_t *load_json(const char *dir, const char *name, int required, char *
 
 /* An integer field in [lo, hi]; absent: def (def < 0: required). */
 static int int_field(json_t *c, const char *dir, const char *key, long long lo, long long hi, long long def, int *out,
-                     char *err, size_t errlen)
-{
+                     char *err, size_t errlen) {
     json_t *v = json_object_get(c, key);
     if (!v && def >= 0) {
         *out = (int)def;
@@ -73,27 +68,21 @@ static int int_field(json_t *c, const char *dir, const char *key, long long lo, 
     return TR_OK;
 }
 
-static void hex8(const uint8_t *fp, char *out)
-{
-    for (int i = 0; i < 8; i++)
-        sprintf(out + 2 * i, "%02x", fp[i]);
+static void hex8(const uint8_t *fp, char *out) {
+    for (int i = 0; i < 8; i++) sprintf(out + 2 * i, "%02x", fp[i]);
 }
 
-static int hex_eq(const char *s, const uint8_t fp[32])
-{
+static int hex_eq(const char *s, const uint8_t fp[32]) {
     char h[65];
-    for (int i = 0; i < 32; i++)
-        sprintf(h + 2 * i, "%02x", fp[i]);
+    for (int i = 0; i < 32; i++) sprintf(h + 2 * i, "%02x", fp[i]);
     return s && !strcmp(s, h);
 }
 
-int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer, int *n_head, int *n_embd,
-                       char *err, size_t errlen)
-{
+int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer, int *n_head, int *n_embd, char *err,
+                       size_t errlen) {
     int rc;
     json_t *c = load_json(dir, "config.json", 1, err, errlen, &rc);
-    if (!c)
-        return rc;
+    if (!c) return rc;
     const char *mt = json_string_value(json_object_get(c, "model_type"));
     const char *act = json_string_value(json_object_get(c, "activation_function"));
     json_t *eps = json_object_get(c, "layer_norm_epsilon"), *inner = json_object_get(c, "n_inner");
@@ -124,8 +113,7 @@ int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer
         why = "layer_norm_epsilon is not 1e-5";
     else if (inner && !json_is_null(inner) && json_integer_value(inner) != 4 * (json_int_t)C)
         why = "n_inner is not 4 x n_embd";
-    else if (json_is_false(json_object_get(c, "scale_attn_weights")))
-        why = "scale_attn_weights is false";
+    else if (json_is_false(json_object_get(c, "scale_attn_weights"))) why = "scale_attn_weights is false";
     else if (json_is_true(json_object_get(c, "scale_attn_by_inverse_layer_idx")))
         why = "scale_attn_by_inverse_layer_idx is true";
     else if (json_is_false(json_object_get(c, "tie_word_embeddings")))
@@ -171,8 +159,9 @@ int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer
             char a[17], b[17];
             hex8(fp, a);
             hex8(rows->fingerprint, b);
-            snprintf(err, errlen, "the tokenizer of %s (fingerprint %s...) is not the one %s was built with (%s...): "
-                                  "build the shards with %s/tokenizer.json",
+            snprintf(err, errlen,
+                     "the tokenizer of %s (fingerprint %s...) is not the one %s was built with (%s...): "
+                     "build the shards with %s/tokenizer.json",
                      dir, a, rows->desc, b, dir);
             rc = TR_ERR_FINGERPRINT;
             goto out;
@@ -187,22 +176,18 @@ out:
 
 /* The tensor NAME (with or without the "transformer." prefix). */
 static const tr_st_tensor *find(const tr_st_set *s, const char *name, const tr_st_file **f, char *used_name,
-                                size_t ulen)
-{
+                                size_t ulen) {
     char p[160];
     snprintf(p, sizeof p, "transformer.%s", name);
     const tr_st_tensor *t = tr_st_set_find(s, p, f);
-    if (!t)
-        t = tr_st_set_find(s, name, f);
-    if (t)
-        snprintf(used_name, ulen, "%s", t->name);
+    if (!t) t = tr_st_set_find(s, name, f);
+    if (t) snprintf(used_name, ulen, "%s", t->name);
     return t;
 }
 
 /* Read NAME of shape (d0[, d1]) as fp32 into dst. */
-static int read_t(const tr_st_set *s, const char *dir, const char *name, int rank, uint64_t d0, uint64_t d1,
-                  float *dst, size_t *n_used, char *err, size_t errlen)
-{
+static int read_t(const tr_st_set *s, const char *dir, const char *name, int rank, uint64_t d0, uint64_t d1, float *dst,
+                  size_t *n_used, char *err, size_t errlen) {
     const tr_st_file *f;
     char used[200];
     const tr_st_tensor *t = find(s, name, &f, used, sizeof used);
@@ -221,19 +206,16 @@ static int read_t(const tr_st_set *s, const char *dir, const char *name, int ran
     return tr_st_read_f32(f, t, dst, t->numel, err, errlen);
 }
 
-int tr_hf_import_weights(const char *dir, tr_model *m, char *err, size_t errlen)
-{
+int tr_hf_import_weights(const char *dir, tr_model *m, char *err, size_t errlen) {
     const tr_model_config *c = tr_model_get_config(m);
     size_t L = (size_t)c->n_layer, C = (size_t)c->d_model, V = (size_t)c->vocab, T = (size_t)c->max_seq;
     json_t *cfg;
     int rc;
-    if (!(cfg = load_json(dir, "config.json", 1, err, errlen, &rc)))
-        return rc;
+    if (!(cfg = load_json(dir, "config.json", 1, err, errlen, &rc))) return rc;
     size_t npos = (size_t)json_integer_value(json_object_get(cfg, "n_positions"));
     json_decref(cfg);
     tr_st_set s;
-    if ((rc = tr_st_set_open(dir, &s, err, errlen)))
-        return rc;
+    if ((rc = tr_st_set_open(dir, &s, err, errlen))) return rc;
     size_t used = 0, big = (npos > V ? npos : V) * C, m4 = 4 * C * C;
     float *tmp = malloc((big > m4 ? big : m4) * sizeof *tmp);
     if (!tmp) {
@@ -243,10 +225,8 @@ int tr_hf_import_weights(const char *dir, tr_model *m, char *err, size_t errlen)
     }
     float *wte = tr_model_param_tensor(m, TR_P_WTE);
     memset(wte, 0, (size_t)c->vocab_padded * C * sizeof *wte); /* padded rows 0 */
-    if ((rc = read_t(&s, dir, "wte.weight", 2, V, C, wte, &used, err, errlen)))
-        goto out;
-    if ((rc = read_t(&s, dir, "wpe.weight", 2, npos, C, tmp, &used, err, errlen)))
-        goto out;
+    if ((rc = read_t(&s, dir, "wte.weight", 2, V, C, wte, &used, err, errlen))) goto out;
+    if ((rc = read_t(&s, dir, "wpe.weight", 2, npos, C, tmp, &used, err, errlen))) goto out;
     memcpy(tr_model_param_tensor(m, TR_P_WPE), tmp, T * C * sizeof *tmp); /* the first T positions */
     for (size_t l = 0; l < L && !rc; l++) {
         char nm[128];
@@ -255,27 +235,30 @@ int tr_hf_import_weights(const char *dir, tr_model *m, char *err, size_t errlen)
             int tensor;
             size_t out, in; /* matrices: ours (out, in), HF Conv1D (in, out); vectors: in == 0 */
         } map[] = {
-            {"ln_1.weight", TR_P_LN1W, C, 0},           {"ln_1.bias", TR_P_LN1B, C, 0},
-            {"attn.c_attn.weight", TR_P_QKVW, 3 * C, C}, {"attn.c_attn.bias", TR_P_QKVB, 3 * C, 0},
-            {"attn.c_proj.weight", TR_P_ATTPROJW, C, C}, {"attn.c_proj.bias", TR_P_ATTPROJB, C, 0},
-            {"ln_2.weight", TR_P_LN2W, C, 0},           {"ln_2.bias", TR_P_LN2B, C, 0},
-            {"mlp.c_fc.weight", TR_P_FCW, 4 * C, C},    {"mlp.c_fc.bias", TR_P_FCB, 4 * C, 0},
-            {"mlp.c_proj.weight", TR_P_FCPROJW, C, 4 * C}, {"mlp.c_proj.bias", TR_P_FCPROJB, C, 0},
+            {"ln_1.weight", TR_P_LN1W, C, 0},
+            {"ln_1.bias", TR_P_LN1B, C, 0},
+            {"attn.c_attn.weight", TR_P_QKVW, 3 * C, C},
+            {"attn.c_attn.bias", TR_P_QKVB, 3 * C, 0},
+            {"attn.c_proj.weight", TR_P_ATTPROJW, C, C},
+            {"attn.c_proj.bias", TR_P_ATTPROJB, C, 0},
+            {"ln_2.weight", TR_P_LN2W, C, 0},
+            {"ln_2.bias", TR_P_LN2B, C, 0},
+            {"mlp.c_fc.weight", TR_P_FCW, 4 * C, C},
+            {"mlp.c_fc.bias", TR_P_FCB, 4 * C, 0},
+            {"mlp.c_proj.weight", TR_P_FCPROJW, C, 4 * C},
+            {"mlp.c_proj.bias", TR_P_FCPROJB, C, 0},
         };
         for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
             snprintf(nm, sizeof nm, "h.%zu.%s", l, map[k].suffix);
             size_t n = map[k].in ? map[k].out * map[k].in : map[k].out;
             float *dst = tr_model_param_tensor(m, map[k].tensor) + l * n;
             if (!map[k].in) {
-                if ((rc = read_t(&s, dir, nm, 1, map[k].out, 0, dst, &used, err, errlen)))
-                    goto out;
+                if ((rc = read_t(&s, dir, nm, 1, map[k].out, 0, dst, &used, err, errlen))) goto out;
                 continue;
             }
-            if ((rc = read_t(&s, dir, nm, 2, map[k].in, map[k].out, tmp, &used, err, errlen)))
-                goto out;
+            if ((rc = read_t(&s, dir, nm, 2, map[k].in, map[k].out, tmp, &used, err, errlen))) goto out;
             for (size_t i = 0; i < map[k].in; i++) /* (in, out) -> (out, in) */
-                for (size_t o = 0; o < map[k].out; o++)
-                    dst[o * map[k].in + i] = tmp[i * map[k].out + o];
+                for (size_t o = 0; o < map[k].out; o++) dst[o * map[k].in + i] = tmp[i * map[k].out + o];
         }
         /* the causal-mask buffers some checkpoints carry: not parameters */
         const char *bufs[2] = {"attn.bias", "attn.masked_bias"};
@@ -283,8 +266,7 @@ int tr_hf_import_weights(const char *dir, tr_model *m, char *err, size_t errlen)
             char u[200];
             const tr_st_file *f;
             snprintf(nm, sizeof nm, "h.%zu.%s", l, bufs[b]);
-            if (find(&s, nm, &f, u, sizeof u))
-                used++;
+            if (find(&s, nm, &f, u, sizeof u)) used++;
         }
     }
     if ((rc = read_t(&s, dir, "ln_f.weight", 1, C, 0, tr_model_param_tensor(m, TR_P_LNFW), &used, err, errlen)) ||
@@ -299,8 +281,7 @@ int tr_hf_import_weights(const char *dir, tr_model *m, char *err, size_t errlen)
                 rc = TR_ERR_CORRUPT;
                 goto out;
             }
-            if ((rc = tr_st_read_f32(f, lm, tmp, lm->numel, err, errlen)))
-                goto out;
+            if ((rc = tr_st_read_f32(f, lm, tmp, lm->numel, err, errlen))) goto out;
             if (memcmp(tmp, wte, V * C * sizeof *tmp)) {
                 snprintf(err, errlen, "%s: lm_head.weight differs from wte (untied output): not supported", dir);
                 rc = TR_ERR_DATA;

@@ -30,8 +30,8 @@ extern "C" {
  * that fingerprint (tokenizer_config.json's "llmtrain" record: the source's
  * fingerprint and that of the tokenizer.json written) - else
  * TR_ERR_FINGERPRINT naming both. */
-int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer, int *n_head, int *n_embd,
-                       char *err, size_t errlen);
+int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer, int *n_head, int *n_embd, char *err,
+                       size_t errlen);
 /* The folder's weights into m (whose config tr_hf_import_shape gave): every
  * tensor present with its shape, nothing unknown (the attention-mask buffers
  * attn.bias / attn.masked_bias of old checkpoints are skipped); padded

@@ -4,46 +4,37 @@
 #include <stdlib.h>
 
 /* A non-negative decimal int from the environment, else -1. */
-static int env_int(const char *name)
-{
+static int env_int(const char *name) {
     const char *v = getenv(name);
-    if (!v || !*v)
-        return -1;
+    if (!v || !*v) return -1;
     char *end;
     long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > (1L << 30))
-        return -1;
+    if (*end || x < 0 || x > (1L << 30)) return -1;
     return (int)x;
 }
 
 /* The first number of a Slurm tasks-per-node list ("4(x2),3" -> 4). */
-static int env_first_int(const char *name)
-{
+static int env_first_int(const char *name) {
     const char *v = getenv(name);
-    if (!v || *v < '0' || *v > '9')
-        return -1;
+    if (!v || *v < '0' || *v > '9') return -1;
     char *end;
     long x = strtol(v, &end, 10);
-    if ((*end && *end != '(' && *end != ',') || x < 0 || x > (1L << 30))
-        return -1;
+    if ((*end && *end != '(' && *end != ',') || x < 0 || x > (1L << 30)) return -1;
     return (int)x;
 }
 
 /* The tasks of this Slurm step (a batch script's allocation when no step). */
-static int slurm_world(void)
-{
+static int slurm_world(void) {
     int n = env_int("SLURM_STEP_NUM_TASKS");
     return n >= 0 ? n : env_int("SLURM_NTASKS");
 }
 
-void tr_launch_env_read(tr_launch_env *e)
-{
+void tr_launch_env_read(tr_launch_env *e) {
     e->source = "none";
     e->rank = e->world = e->local_rank = e->local_size = -1;
     int sworld = slurm_world();
     int slsize = env_first_int("SLURM_STEP_TASKS_PER_NODE");
-    if (slsize < 0)
-        slsize = env_first_int("SLURM_NTASKS_PER_NODE");
+    if (slsize < 0) slsize = env_first_int("SLURM_NTASKS_PER_NODE");
     if (env_int("OMPI_COMM_WORLD_RANK") >= 0) {
         e->source = "openmpi";
         e->rank = env_int("OMPI_COMM_WORLD_RANK");
@@ -71,19 +62,16 @@ void tr_launch_env_read(tr_launch_env *e)
         e->local_rank = env_int("SLURM_LOCALID");
         e->local_size = slsize;
     }
-    if (e->local_rank < 0)
-        e->local_size = -1;
+    if (e->local_rank < 0) e->local_size = -1;
 }
 
-int tr_launch_detected(void)
-{
+int tr_launch_detected(void) {
     /* variables MPI_Init reads whatever their value: present is enough */
     static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
-                                        "MPI_LOCALNRANKS", NULL};
+                                        "MPI_LOCALNRANKS",      NULL};
     for (const char *const *n = names; *n; n++) {
         const char *v = getenv(*n);
-        if (v && *v)
-            return 1;
+        if (v && *v) return 1;
     }
     return env_int("SLURM_PROCID") >= 0 && slurm_world() > 1;
 }

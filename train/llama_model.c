@@ -19,10 +19,8 @@ struct tr_llama {
     float *inv_freq;
 };
 
-static int add(tr_llama *m, int *k, size_t *at, size_t len, const char *fmt, int l)
-{
-    if (m->names)
-        snprintf(m->names[*k], NAME_LEN, fmt, l);
+static int add(tr_llama *m, int *k, size_t *at, size_t len, const char *fmt, int l) {
+    if (m->names) snprintf(m->names[*k], NAME_LEN, fmt, l);
     if (m->off) {
         m->off[*k] = *at;
         m->len[*k] = len;
@@ -33,8 +31,7 @@ static int add(tr_llama *m, int *k, size_t *at, size_t len, const char *fmt, int
 }
 
 /* The tensor table, in transformers' named_parameters order per layer. */
-static size_t layout(tr_llama *m)
-{
+static size_t layout(tr_llama *m) {
     const tr_llama_config *c = &m->c;
     size_t C = (size_t)c->d_model, hd = C / (size_t)c->n_head, KVd = (size_t)c->n_kv_head * hd, F = (size_t)c->d_ff,
            V = (size_t)c->vocab, at = 0;
@@ -42,14 +39,11 @@ static size_t layout(tr_llama *m)
     add(m, &k, &at, V * C, "model.embed_tokens.weight", 0);
     for (int l = 0; l < c->n_layer; l++) {
         add(m, &k, &at, C * C, "model.layers.%d.self_attn.q_proj.weight", l);
-        if (c->qkv_bias)
-            add(m, &k, &at, C, "model.layers.%d.self_attn.q_proj.bias", l);
+        if (c->qkv_bias) add(m, &k, &at, C, "model.layers.%d.self_attn.q_proj.bias", l);
         add(m, &k, &at, KVd * C, "model.layers.%d.self_attn.k_proj.weight", l);
-        if (c->qkv_bias)
-            add(m, &k, &at, KVd, "model.layers.%d.self_attn.k_proj.bias", l);
+        if (c->qkv_bias) add(m, &k, &at, KVd, "model.layers.%d.self_attn.k_proj.bias", l);
         add(m, &k, &at, KVd * C, "model.layers.%d.self_attn.v_proj.weight", l);
-        if (c->qkv_bias)
-            add(m, &k, &at, KVd, "model.layers.%d.self_attn.v_proj.bias", l);
+        if (c->qkv_bias) add(m, &k, &at, KVd, "model.layers.%d.self_attn.v_proj.bias", l);
         add(m, &k, &at, C * C, "model.layers.%d.self_attn.o_proj.weight", l);
         add(m, &k, &at, F * C, "model.layers.%d.mlp.gate_proj.weight", l);
         add(m, &k, &at, F * C, "model.layers.%d.mlp.up_proj.weight", l);
@@ -58,22 +52,19 @@ static size_t layout(tr_llama *m)
         add(m, &k, &at, C, "model.layers.%d.post_attention_layernorm.weight", l);
     }
     add(m, &k, &at, C, "model.norm.weight", 0);
-    if (!c->tied)
-        add(m, &k, &at, V * C, "lm_head.weight", 0);
+    if (!c->tied) add(m, &k, &at, V * C, "lm_head.weight", 0);
     m->n = k;
     return at;
 }
 
-int tr_llama_create(const tr_llama_config *c, tr_llama **out)
-{
+int tr_llama_create(const tr_llama_config *c, tr_llama **out) {
     *out = NULL;
     if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->n_kv_head <= 0 || c->n_head % c->n_kv_head || c->d_model <= 0 ||
         c->d_model % c->n_head || (c->d_model / c->n_head) % 2 || c->d_ff <= 0 || c->vocab <= 0 || c->max_seq <= 0 ||
         c->n_layer > 1024 || c->d_model > 65536 || c->d_ff > 1 << 20 || !(c->norm_eps > 0))
         return -1;
     tr_llama *m = calloc(1, sizeof *m);
-    if (!m)
-        return -1;
+    if (!m) return -1;
     m->c = *c;
     size_t P = layout(m); /* counts */
     m->names = calloc((size_t)m->n, sizeof *m->names);
@@ -92,10 +83,8 @@ int tr_llama_create(const tr_llama_config *c, tr_llama **out)
     return 0;
 }
 
-void tr_llama_free(tr_llama *m)
-{
-    if (!m)
-        return;
+void tr_llama_free(tr_llama *m) {
+    if (!m) return;
     free(m->names), free(m->off), free(m->len), free(m->p), free(m->g), free(m->inv_freq);
     free(m);
 }
@@ -103,12 +92,10 @@ void tr_llama_free(tr_llama *m)
 int tr_llama_n_tensors(const tr_llama *m) { return m->n; }
 const char *tr_llama_tensor_name(const tr_llama *m, int i) { return i >= 0 && i < m->n ? m->names[i] : NULL; }
 
-static float *lookup(tr_llama *m, float *base, const char *name, size_t *n)
-{
+static float *lookup(tr_llama *m, float *base, const char *name, size_t *n) {
     for (int i = 0; i < m->n; i++)
         if (!strcmp(m->names[i], name)) {
-            if (n)
-                *n = m->len[i];
+            if (n) *n = m->len[i];
             return base + m->off[i];
         }
     return NULL;
@@ -117,19 +104,18 @@ float *tr_llama_param(tr_llama *m, const char *name, size_t *n) { return lookup(
 float *tr_llama_grad(tr_llama *m, const char *name, size_t *n) { return lookup(m, m->g, name, n); }
 
 /* parameter / gradient of layer l by suffix */
-static float *PL(tr_llama *m, float *base, int l, const char *suffix)
-{
+static float *PL(tr_llama *m, float *base, int l, const char *suffix) {
     char nm[NAME_LEN];
     snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);
     return lookup(m, base, nm, NULL);
 }
 
-#define CK(x)                                                                                                      \
-    do {                                                                                                           \
-        if ((x) != KN_OK) {                                                                                        \
-            rc = -1;                                                                                               \
-            goto done;                                                                                             \
-        }                                                                                                          \
+#define CK(x)                                                                                                          \
+    do {                                                                                                               \
+        if ((x) != KN_OK) {                                                                                            \
+            rc = -1;                                                                                                   \
+            goto done;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 /* One forward/backward pass: the shapes, the activations kept for the
@@ -160,8 +146,7 @@ typedef struct {
 #define R2(P, l) LAY(P, l, 8 * (P)->NC + 3 * (P)->NF + (P)->NA + (P)->N)
 
 /* Layer l forward: xin -> xout (the next layer's input, or the final norm's). */
-static int layer_forward(const llama_pass *P, int l, float *xout, float *tmp)
-{
+static int layer_forward(const llama_pass *P, int l, float *xout, float *tmp) {
     tr_llama *m = P->m;
     const tr_llama_config *c = P->c;
     const int N = (int)P->N, C = P->C, H = P->H, KV = P->KV, hd = P->hd, KVd = P->KVd, F = P->F, rep = P->rep;
@@ -200,8 +185,7 @@ done:
 
 /* Layer l backward: dx holds the gradient of the layer's output on entry and
  * of its input on return; dqkv: 3NC floats of scratch outside S. */
-static int layer_backward(const llama_pass *P, int l, float *dx, float *dqkv)
-{
+static int layer_backward(const llama_pass *P, int l, float *dx, float *dqkv) {
     tr_llama *m = P->m;
     const tr_llama_config *c = P->c;
     const int N = (int)P->N, C = P->C, H = P->H, KV = P->KV, hd = P->hd, KVd = P->KVd, F = P->F, rep = P->rep;
@@ -255,21 +239,27 @@ done:
 }
 
 int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
-                     const int32_t *doc, float *logits_out, double *loss)
-{
+                     const int32_t *doc, float *logits_out, double *loss) {
     const tr_llama_config *c = &m->c;
-    if (B <= 0 || T <= 0 || T > c->max_seq || !inputs || !targets)
-        return -1;
-    llama_pass P = {.m = m, .c = c, .B = B, .T = T, .L = c->n_layer, .H = c->n_head, .KV = c->n_kv_head,
-                    .C = c->d_model, .F = c->d_ff, .V = c->vocab, .doc = doc};
+    if (B <= 0 || T <= 0 || T > c->max_seq || !inputs || !targets) return -1;
+    llama_pass P = {.m = m,
+                    .c = c,
+                    .B = B,
+                    .T = T,
+                    .L = c->n_layer,
+                    .H = c->n_head,
+                    .KV = c->n_kv_head,
+                    .C = c->d_model,
+                    .F = c->d_ff,
+                    .V = c->vocab,
+                    .doc = doc};
     P.hd = P.C / P.H;
     P.KVd = P.KV * P.hd;
     P.rep = P.H / P.KV;
     const int L = P.L, C = P.C, V = P.V;
     const size_t N = P.N = (size_t)B * T;
     for (size_t n = 0; n < N; n++)
-        if (inputs[n] >= (uint32_t)V || targets[n] >= V || (pos && (pos[n] < 0 || pos[n] >= c->max_seq)))
-            return -1;
+        if (inputs[n] >= (uint32_t)V || targets[n] >= V || (pos && (pos[n] < 0 || pos[n] >= c->max_seq))) return -1;
     int rc = 0;
     const size_t NC = P.NC = N * C;
     P.NF = N * (size_t)P.F;
@@ -284,29 +274,25 @@ int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const in
         rc = -1;
         goto done;
     }
-    for (size_t n = 0; n < N; n++)
-        P.ps[n] = pos ? pos[n] : (int32_t)(n % (size_t)T);
-    float *XL = P.A + P.per * (size_t)L, *HF = XL + NC, *TMP = HF + NC, *RF = TMP + NC, *LOG = RF + N, *PR = LOG + N * V;
+    for (size_t n = 0; n < N; n++) P.ps[n] = pos ? pos[n] : (int32_t)(n % (size_t)T);
+    float *XL = P.A + P.per * (size_t)L, *HF = XL + NC, *TMP = HF + NC, *RF = TMP + NC, *LOG = RF + N,
+          *PR = LOG + N * V;
     float *emb = tr_llama_param(m, "model.embed_tokens.weight", NULL);
     float *W = c->tied ? emb : tr_llama_param(m, "lm_head.weight", NULL);
-    float *gW = c->tied ? tr_llama_grad(m, "model.embed_tokens.weight", NULL) : tr_llama_grad(m, "lm_head.weight", NULL);
-    for (size_t n = 0; n < N; n++)
-        memcpy(XIN(&P, 0) + n * C, emb + (size_t)inputs[n] * C, (size_t)C * sizeof *emb);
-    for (int l = 0; l < L; l++)
-        CK(layer_forward(&P, l, l + 1 < L ? XIN(&P, l + 1) : XL, TMP));
+    float *gW =
+        c->tied ? tr_llama_grad(m, "model.embed_tokens.weight", NULL) : tr_llama_grad(m, "lm_head.weight", NULL);
+    for (size_t n = 0; n < N; n++) memcpy(XIN(&P, 0) + n * C, emb + (size_t)inputs[n] * C, (size_t)C * sizeof *emb);
+    for (int l = 0; l < L; l++) CK(layer_forward(&P, l, l + 1 < L ? XIN(&P, l + 1) : XL, TMP));
     CK(kn_rmsnorm_forward_ref(HF, RF, XL, tr_llama_param(m, "model.norm.weight", NULL), (int)N, C, c->norm_eps));
     CK(kn_matmul_forward_ref(LOG, HF, W, NULL, (int)N, C, V));
-    if (logits_out)
-        memcpy(logits_out, LOG, N * (size_t)V * sizeof *LOG);
+    if (logits_out) memcpy(logits_out, LOG, N * (size_t)V * sizeof *LOG);
     CK(kn_softmax_xent_forward_ref(losses, PR, LOG, targets, (int)N, V, V));
     double sum = 0;
     size_t cnt = 0;
     for (size_t n = 0; n < N; n++)
-        if (targets[n] >= 0)
-            sum += losses[n], cnt++;
+        if (targets[n] >= 0) sum += losses[n], cnt++;
     *loss = cnt ? sum / (double)cnt : 0;
-    if (!cnt)
-        goto done;
+    if (!cnt) goto done;
     /* ---- backward ---- */
     float *dlog = PR, *dx = P.S, *dh = P.S + NC;
     float *dqkv = XL; /* XL's (N,C) is done with; dqkv needs 3NC: XL, HF, TMP */
@@ -315,12 +301,10 @@ int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const in
     memset(dx, 0, NC * sizeof *dx);
     CK(kn_rmsnorm_backward_ref(dx, tr_llama_grad(m, "model.norm.weight", NULL), dh, XL,
                                tr_llama_param(m, "model.norm.weight", NULL), RF, (int)N, C));
-    for (int l = L - 1; l >= 0; l--)
-        CK(layer_backward(&P, l, dx, dqkv));
+    for (int l = L - 1; l >= 0; l--) CK(layer_backward(&P, l, dx, dqkv));
     float *gemb = tr_llama_grad(m, "model.embed_tokens.weight", NULL);
     for (size_t n = 0; n < N; n++) /* in row order: deterministic */
-        for (int e = 0; e < C; e++)
-            gemb[(size_t)inputs[n] * C + e] += dx[n * C + e];
+        for (int e = 0; e < C; e++) gemb[(size_t)inputs[n] * C + e] += dx[n * C + e];
     rc = 0;
 done:
     free(P.A);

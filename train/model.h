@@ -37,11 +37,9 @@ typedef struct {
  * (24L,16H,1024), "d36" (36L,20H,1280), "d48" (48L,25H,1600).
  * vocab > 0 and max_seq > 0 are taken from the arguments; vocab_padded is
  * computed.  Unknown name -> TR_MODEL_EINVAL. */
-int tr_model_config_preset(const char *name, int vocab, int max_seq,
-                           tr_model_config *out);
+int tr_model_config_preset(const char *name, int vocab, int max_seq, tr_model_config *out);
 /* Explicit shape; fills vocab_padded.  Validates like tr_model_config_check. */
-int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq,
-                         int vocab, tr_model_config *out);
+int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq, int vocab, tr_model_config *out);
 /* Positive sizes, d_model % n_head == 0, vocab_padded == pad128(vocab). */
 int tr_model_config_check(const tr_model_config *c);
 
@@ -62,13 +60,25 @@ int tr_model_config_check(const tr_model_config *c);
  * the optimizer's state tensors (AdamW: m and v) use the same layout. */
 #define TR_NUM_PARAM_TENSORS 16
 enum {
-    TR_P_WTE, TR_P_WPE, TR_P_LN1W, TR_P_LN1B, TR_P_QKVW, TR_P_QKVB,
-    TR_P_ATTPROJW, TR_P_ATTPROJB, TR_P_LN2W, TR_P_LN2B, TR_P_FCW, TR_P_FCB,
-    TR_P_FCPROJW, TR_P_FCPROJB, TR_P_LNFW, TR_P_LNFB
+    TR_P_WTE,
+    TR_P_WPE,
+    TR_P_LN1W,
+    TR_P_LN1B,
+    TR_P_QKVW,
+    TR_P_QKVB,
+    TR_P_ATTPROJW,
+    TR_P_ATTPROJB,
+    TR_P_LN2W,
+    TR_P_LN2B,
+    TR_P_FCW,
+    TR_P_FCB,
+    TR_P_FCPROJW,
+    TR_P_FCPROJB,
+    TR_P_LNFW,
+    TR_P_LNFB
 };
 /* Element counts of the 16 tensors (not bytes). */
-void tr_model_param_sizes(const tr_model_config *c,
-                          size_t sizes[TR_NUM_PARAM_TENSORS]);
+void tr_model_param_sizes(const tr_model_config *c, size_t sizes[TR_NUM_PARAM_TENSORS]);
 /* Name of tensor i ("wte", ...), NULL if out of range. */
 const char *tr_model_param_name(int i);
 /* 1 if tensor i gets weight decay (2-D: wte, wpe, qkvw, attprojw, fcw,
@@ -126,8 +136,8 @@ const tr_model_config *tr_model_get_config(const tr_model *m);
  * a smaller (B, T) reuses them). */
 int tr_model_reserve(tr_model *m, int B, int T);
 
-float *tr_model_params(tr_model *m);   /* param_count floats, layout above */
-float *tr_model_grads(tr_model *m);    /* same layout */
+float *tr_model_params(tr_model *m); /* param_count floats, layout above */
+float *tr_model_grads(tr_model *m);  /* same layout */
 /* Pointer to tensor i inside params. */
 float *tr_model_param_tensor(tr_model *m, int i);
 void tr_model_zero_grad(tr_model *m);
@@ -150,10 +160,8 @@ void tr_model_zero_grad(tr_model *m);
  * *n_targets = number of positions with target >= 0 (both may be NULL).
  * After fwd_bwd the logits buffer holds dlogits (use tr_model_forward for
  * logits). */
-int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs,
-                     const int32_t *targets, const int32_t *pos,
-                     const int32_t *doc, float grad_scale, double *loss_sum,
-                     uint64_t *n_targets);
+int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                     const int32_t *doc, float grad_scale, double *loss_sum, uint64_t *n_targets);
 /* Gradient readiness (data-parallel overlap, issue 16). The backward pass
  * finishes the gradient in tr_model_grad_groups() = L + 2 groups, in order:
  *   group 0        lnfw, lnfb (after the final LayerNorm's backward)
@@ -176,10 +184,8 @@ int tr_model_grad_group_of(const tr_model_config *c, int i, int l);
  * Afterwards tr_model_logits returns the (B,T,Vp) logits; padding columns
  * (>= V) hold raw lnf(x) @ wte^T values (0 while the padded wte rows are 0)
  * and are never part of the softmax - ignore them. */
-int tr_model_forward(tr_model *m, int B, int T, const uint32_t *inputs,
-                     const int32_t *targets, const int32_t *pos,
-                     const int32_t *doc, double *loss_sum,
-                     uint64_t *n_targets);
+int tr_model_forward(tr_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                     const int32_t *doc, double *loss_sum, uint64_t *n_targets);
 /* Logits (B,T,Vp) of the last tr_model_forward; NULL before any. */
 const float *tr_model_logits(const tr_model *m);
 
@@ -209,9 +215,8 @@ int tr_model_adamw_init(tr_model *m);
 /* One AdamW step at step t (1-based) over every tensor; weight decay only
  * where tr_model_param_decay(i) (or decay_mask[i] when decay_mask != NULL).
  * Does not zero the gradients. */
-int tr_model_adamw_step(tr_model *m, const tr_adamw_hparams *h, int t,
-                        const int *decay_mask);
-float *tr_model_adam_m(tr_model *m);   /* NULL before adamw_init */
+int tr_model_adamw_step(tr_model *m, const tr_adamw_hparams *h, int t, const int *decay_mask);
+float *tr_model_adam_m(tr_model *m); /* NULL before adamw_init */
 float *tr_model_adam_v(tr_model *m);
 /* Global L2 norm of the gradients (pre-clip) into *norm_out; when
  * max_norm > 0 and norm > max_norm scale them by max_norm/(norm + 1e-6). */

@@ -11,50 +11,43 @@
 
 /* ---- config ---------------------------------------------------------------- */
 
-int tr_model_config_check(const tr_model_config *c)
-{
-    if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->d_model <= 0 ||
-        c->max_seq <= 0 || c->vocab <= 0 || c->d_model % c->n_head)
+int tr_model_config_check(const tr_model_config *c) {
+    if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->d_model <= 0 || c->max_seq <= 0 || c->vocab <= 0 ||
+        c->d_model % c->n_head)
         return TR_MODEL_EINVAL;
     if (c->vocab_padded != kn_pad_vocab(c->vocab)) return TR_MODEL_EINVAL;
     return TR_MODEL_OK;
 }
 
-int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq,
-                         int vocab, tr_model_config *out)
-{
+int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq, int vocab, tr_model_config *out) {
     if (!out) return TR_MODEL_EINVAL;
-    tr_model_config c = {n_layer, n_head, d_model, max_seq, vocab,
-                         vocab > 0 ? kn_pad_vocab(vocab) : 0};
+    tr_model_config c = {n_layer, n_head, d_model, max_seq, vocab, vocab > 0 ? kn_pad_vocab(vocab) : 0};
     if (tr_model_config_check(&c)) return TR_MODEL_EINVAL;
     *out = c;
     return TR_MODEL_OK;
 }
 
-int tr_model_config_preset(const char *name, int vocab, int max_seq,
-                           tr_model_config *out)
-{
-    static const struct { const char *name; int L, NH, C; } presets[] = {
-        {"tiny", 2, 2, 64},    {"d12", 12, 12, 768},  {"d24", 24, 16, 1024},
-        {"d36", 36, 20, 1280}, {"d48", 48, 25, 1600},
+int tr_model_config_preset(const char *name, int vocab, int max_seq, tr_model_config *out) {
+    static const struct {
+        const char *name;
+        int L, NH, C;
+    } presets[] = {
+        {"tiny", 2, 2, 64}, {"d12", 12, 12, 768}, {"d24", 24, 16, 1024}, {"d36", 36, 20, 1280}, {"d48", 48, 25, 1600},
     };
     if (!name) return TR_MODEL_EINVAL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(name, presets[i].name))
-            return tr_model_config_make(presets[i].L, presets[i].NH, presets[i].C,
-                                        max_seq, vocab, out);
+            return tr_model_config_make(presets[i].L, presets[i].NH, presets[i].C, max_seq, vocab, out);
     return TR_MODEL_EINVAL;
 }
 
 /* ---- parameter layout ------------------------------------------------------ */
 
-static const char *const param_names[TR_NUM_PARAM_TENSORS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+static const char *const param_names[TR_NUM_PARAM_TENSORS] = {"wte",      "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",
+                                                              "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
+                                                              "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
 
-void tr_model_param_sizes(const tr_model_config *c,
-                          size_t s[TR_NUM_PARAM_TENSORS])
-{
+void tr_model_param_sizes(const tr_model_config *c, size_t s[TR_NUM_PARAM_TENSORS]) {
     size_t L = (size_t)c->n_layer, C = (size_t)c->d_model;
     s[TR_P_WTE] = (size_t)c->vocab_padded * C;
     s[TR_P_WPE] = (size_t)c->max_seq * C;
@@ -74,24 +67,21 @@ void tr_model_param_sizes(const tr_model_config *c,
     s[TR_P_LNFB] = C;
 }
 
-const char *tr_model_param_name(int i)
-{
-    return i >= 0 && i < TR_NUM_PARAM_TENSORS ? param_names[i] : NULL;
-}
+const char *tr_model_param_name(int i) { return i >= 0 && i < TR_NUM_PARAM_TENSORS ? param_names[i] : NULL; }
 
-int tr_model_param_decay(int i)
-{
+int tr_model_param_decay(int i) {
     switch (i) {
-    case TR_P_WTE: case TR_P_WPE: case TR_P_QKVW: case TR_P_ATTPROJW:
-    case TR_P_FCW: case TR_P_FCPROJW:
-        return 1;
-    default:
-        return 0;
+    case TR_P_WTE:
+    case TR_P_WPE:
+    case TR_P_QKVW:
+    case TR_P_ATTPROJW:
+    case TR_P_FCW:
+    case TR_P_FCPROJW: return 1;
+    default: return 0;
     }
 }
 
-size_t tr_model_param_count(const tr_model_config *c)
-{
+size_t tr_model_param_count(const tr_model_config *c) {
     size_t s[TR_NUM_PARAM_TENSORS], n = 0;
     if (tr_model_config_check(c)) return 0;
     tr_model_param_sizes(c, s);
@@ -101,20 +91,14 @@ size_t tr_model_param_count(const tr_model_config *c)
 
 /* ---- memory: the activation layout of model.c's carve(), in floats ---------- */
 
-static size_t acts_floats(const tr_model_config *c, size_t B, size_t T)
-{
+static size_t acts_floats(const tr_model_config *c, size_t B, size_t T) {
     size_t L = (size_t)c->n_layer, C = (size_t)c->d_model, BT = B * T;
-    return BT * (C * (16 * L + 3) + 4 * L + 3 + (size_t)c->vocab_padded) +
-           L * B * (size_t)c->n_head * T * T;
+    return BT * (C * (16 * L + 3) + 4 * L + 3 + (size_t)c->vocab_padded) + L * B * (size_t)c->n_head * T * T;
 }
 
-static size_t grad_acts_floats(const tr_model_config *c, size_t B, size_t T)
-{
-    return B * T * 6 * (size_t)c->d_model;
-}
+static size_t grad_acts_floats(const tr_model_config *c, size_t B, size_t T) { return B * T * 6 * (size_t)c->d_model; }
 
-size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T)
-{
+size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T) {
     if (tr_model_config_check(c)) return 0;
     size_t N = B * T, C = (size_t)c->d_model;
     size_t s = kn_encoder_backward_scratch_bytes(N), x;
@@ -126,8 +110,7 @@ size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T)
     return s;
 }
 
-int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out)
-{
+int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
     if (!out || tr_model_config_check(c) || B <= 0 || T <= 0) return TR_MODEL_EINVAL;
     size_t P = tr_model_param_count(c);
     out->params = 4 * P;

@@ -53,8 +53,8 @@ typedef struct tr_optim_ops {
      * tensor. The gradient is already divided by the step's target count and
      * clipped. Elementwise: a slice's result does not depend on how the
      * tensor is cut (ZeRO-1 shards, train/dist.c). Returns 0 or a kn error. */
-    int (*step_cpu)(const tr_optim_hparams *h, int t, int decay, float *params, const float *grads,
-                    void *const state[], size_t n);
+    int (*step_cpu)(const tr_optim_hparams *h, int t, int decay, float *params, const float *grads, void *const state[],
+                    size_t n);
     /* The same on the GPU, enqueued on stream (a cudaStream_t): device
      * pointers; params the fp32 master weights, params_lp (NULL in fp32
      * runs) receives their copy in lp_dtype (a kn_dtype of kn_cuda.h);
@@ -93,8 +93,7 @@ const tr_optim_ops *tr_optim_layout_default(void);
 const tr_optim_ops *tr_optim_layout_find(const char *name);
 
 /* Bytes of the whole state for n parameters: n_state * state_bytes * n. */
-static inline uint64_t tr_optim_state_bytes(const tr_optim_ops *o, uint64_t n)
-{
+static inline uint64_t tr_optim_state_bytes(const tr_optim_ops *o, uint64_t n) {
     return (uint64_t)o->n_state * (uint64_t)o->state_bytes * n;
 }
 

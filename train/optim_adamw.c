@@ -10,16 +10,13 @@
 #include "optim.h"
 
 static inline int adamw_cpu(const tr_optim_hparams *h, int t, int decay, float *params, const float *grads,
-                            void *const state[], size_t n)
-{
-    return kn_adamw_step_ref(params, grads, (float *)state[0], (float *)state[1], n, h->lr, h->beta1, h->beta2,
-                             h->eps, h->weight_decay, decay, t);
+                            void *const state[], size_t n) {
+    return kn_adamw_step_ref(params, grads, (float *)state[0], (float *)state[1], n, h->lr, h->beta1, h->beta2, h->eps,
+                             h->weight_decay, decay, t);
 }
 
-static inline int adamw_cuda(const tr_optim_hparams *h, int t, int decay, float *params, void *params_lp,
-                             int lp_dtype, const float *grads, void *const state[], size_t n, const float *grad_scale,
-                             void *stream)
-{
+static inline int adamw_cuda(const tr_optim_hparams *h, int t, int decay, float *params, void *params_lp, int lp_dtype,
+                             const float *grads, void *const state[], size_t n, const float *grad_scale, void *stream) {
     return kn_adamw_step_cuda(params, params_lp, (kn_dtype)lp_dtype, grads, (float *)state[0], (float *)state[1], n,
                               h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, decay, t, grad_scale,
                               (kn_stream)stream);

@@ -26,20 +26,17 @@
  * first touched by the kernels. Calibrated against VmHWM
  * (test_trainer_rss; 0.37 MiB with 1 thread, 0.84 MiB with 2). */
 #define TR_PLAN_CPU_RUNTIME_PER_THREAD (448u * 1024u)
-#define TR_PLAN_CUDA_CTX (512ull << 20)   /* CUDA context + kernels image, outside the arena */
+#define TR_PLAN_CUDA_CTX (512ull << 20) /* CUDA context + kernels image, outside the arena */
 #define TR_PLAN_GIB (1024ull * 1024 * 1024)
 #define TR_PLAN_CUDA_LATE (256ull << 20) /* mapped after the probe + margin (tr_plan_device_capacity) */
 
-uint64_t tr_plan_device_capacity(uint64_t free_bytes)
-{
+uint64_t tr_plan_device_capacity(uint64_t free_bytes) {
     uint64_t c = free_bytes + TR_PLAN_CUDA_CTX;
     return c > TR_PLAN_CUDA_LATE ? c - TR_PLAN_CUDA_LATE : 0;
 }
 
-static void item(tr_plan_out *o, const char *name, uint64_t fixed, uint64_t per_row, int B, const char *where)
-{
-    if (o->n_items >= TR_PLAN_MAX_ITEMS)
-        return;
+static void item(tr_plan_out *o, const char *name, uint64_t fixed, uint64_t per_row, int B, const char *where) {
+    if (o->n_items >= TR_PLAN_MAX_ITEMS) return;
     tr_plan_item *it = &o->items[o->n_items++];
     it->name = name;
     it->per_row = per_row * (uint64_t)B;
@@ -53,8 +50,7 @@ static uint64_t world_of(const tr_plan_in *in) { return in->world > 1 ? (uint64_
 
 /* Elements of P a rank holds when sharded over the world (ZeRO-1): the
  * shard of train/comm.h, ceil(P / world). */
-static uint64_t shard_of(const tr_plan_in *in, uint64_t P)
-{
+static uint64_t shard_of(const tr_plan_in *in, uint64_t P) {
     uint64_t w = world_of(in);
     return in->zero ? P / w + (P % w != 0) : P;
 }
@@ -62,14 +58,12 @@ static uint64_t shard_of(const tr_plan_in *in, uint64_t P)
 /* ZeRO-1 on the CPU: elements of the largest rank's shard, in the layout
  * train/dist.c shards by (tr_dp_zero_shard, train/dp.h: whole parts of the
  * gradient norm's TR_DP_NORM_PARTS). */
-static uint64_t cpu_zero_shard(uint64_t P, int W)
-{
+static uint64_t cpu_zero_shard(uint64_t P, int W) {
     uint64_t most = 0;
     for (int r = 0; r < W; r++) {
         size_t lo, hi;
         tr_dp_zero_shard((size_t)P, W, r, &lo, &hi);
-        if (hi - lo > most)
-            most = hi - lo;
+        if (hi - lo > most) most = hi - lo;
     }
     return most;
 }
@@ -95,8 +89,7 @@ typedef struct {
 
 /* The CPU table (the host model itself, backend_cpu.c); returns the host total. */
 static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o,
-                         int force_acc)
-{
+                         int force_acc) {
     uint64_t T = d->T, L = d->L, C = d->C, NH = d->NH, P = d->P;
     const tr_optim_ops *opt = d->opt;
     tr_model_mem mm;
@@ -108,8 +101,7 @@ static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const 
      * gradient-norm parts (tr_dp_zero_shard); the largest rank's */
     if (in->zero && world_of(in) > 1)
         item(o, opt->plan_row_shard, tr_optim_state_bytes(opt, cpu_zero_shard(P, (int)world_of(in))), 0, B, "host");
-    else
-        item(o, opt->plan_row, tr_optim_state_bytes(opt, P), 0, B, "host");
+    else item(o, opt->plan_row, tr_optim_state_bytes(opt, P), 0, B, "host");
     /* activations: split into per-layer and the rest for the table */
     uint64_t per_tok_layer = 4 * (16 * C + 4);
     uint64_t att_layer = 4 * NH * T * T;
@@ -131,11 +123,9 @@ static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const 
          (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
     item(o, "runtime (per thread: stack, malloc arena, code pages)",
          (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * TR_PLAN_CPU_RUNTIME_PER_THREAD, 0, B, "host");
-    if (world_of(in) > 1)
-        item(o, "communication buffer (all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
+    if (world_of(in) > 1) item(o, "communication buffer (all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
     uint64_t tot = 0;
-    for (int i = 0; i < o->n_items; i++)
-        tot += o->items[i].bytes;
+    for (int i = 0; i < o->n_items; i++) tot += o->items[i].bytes;
     o->host_bytes = tot;
     o->device_bytes = 0;
     return tot;
@@ -145,8 +135,7 @@ static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const 
  * stored for backward. The CUDA attention is flash-style: it never stores
  * the NH x T probabilities, only a fp32 log-sum-exp per head (4*NH bytes),
  * and recomputes tiles in backward. */
-static void gpu_activation_items(const tr_plan_in *in, const plan_dims *d, uint64_t ab, int B, tr_plan_out *o)
-{
+static void gpu_activation_items(const tr_plan_in *in, const plan_dims *d, uint64_t ab, int B, tr_plan_out *o) {
     uint64_t T = d->T, L = d->L, C = d->C, NH = d->NH;
     uint64_t keep_elems, keep_f32, scratch_elems, scratch_f32;
     switch (in->recompute) {
@@ -170,7 +159,8 @@ static void gpu_activation_items(const tr_plan_in *in, const plan_dims *d, uint6
         break;
     }
     uint64_t per_row_layers = T * L * (keep_elems * ab + keep_f32 * 4);
-    item(o, in->recompute == 0 ? "activations: blocks (all stored, attention lse only)"
+    item(o,
+         in->recompute == 0   ? "activations: blocks (all stored, attention lse only)"
          : in->recompute == 1 ? "activations: blocks (recompute 1: no GELU output)"
                               : "activations: blocks (recompute 2: block inputs only)",
          0, per_row_layers, B, "device");
@@ -180,8 +170,7 @@ static void gpu_activation_items(const tr_plan_in *in, const plan_dims *d, uint6
 
 /* The GPU table (the device arena of gpu_arena.cu, and the host lines of a
  * GPU run); returns the device total. */
-static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o)
-{
+static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o) {
     uint64_t T = d->T, C = d->C, Vp = d->Vp, P = d->P;
     const tr_optim_ops *opt = d->opt;
     /* bf16/fp16 keep a half-precision compute copy of the weights, fp32
@@ -191,11 +180,10 @@ static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const 
     item(o, mixed ? "parameters (compute copy, 16-bit)" : "parameters (fp32)", P * ab, 0, B, "device");
     int zero = in->zero && world_of(in) > 1;
     uint64_t Ppad = P; /* NCCL's reduce-scatter / all-gather: world equal shards */
-    if (world_of(in) > 1)
-        Ppad = (P / world_of(in) + (P % world_of(in) != 0)) * world_of(in);
+    if (world_of(in) > 1) Ppad = (P / world_of(in) + (P % world_of(in) != 0)) * world_of(in);
     if (mixed)
-        item(o, zero ? "master weights (fp32, 1/N shard: ZeRO-1)" : "master weights (fp32)", shard_of(in, P) * 4, 0,
-             B, "device");
+        item(o, zero ? "master weights (fp32, 1/N shard: ZeRO-1)" : "master weights (fp32)", shard_of(in, P) * 4, 0, B,
+             "device");
     item(o, "gradients (fp32)", Ppad * 4, 0, B, "device");
     item(o, zero ? opt->plan_row_shard : opt->plan_row, tr_optim_state_bytes(opt, shard_of(in, P)), 0, B, "device");
     gpu_activation_items(in, d, ab, B, o);
@@ -227,10 +215,8 @@ static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const 
     }
     uint64_t dev = 0, host = 0;
     for (int i = 0; i < o->n_items; i++) {
-        if (!strcmp(o->items[i].where, "device"))
-            dev += o->items[i].bytes;
-        else
-            host += o->items[i].bytes;
+        if (!strcmp(o->items[i].where, "device")) dev += o->items[i].bytes;
+        else host += o->items[i].bytes;
     }
     o->device_bytes = dev;
     o->host_bytes = host;
@@ -240,75 +226,65 @@ static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const 
 /* Evaluate the table for one B; returns the total of the budgeted side
  * (force_acc: count the gradient accumulator whatever B is, for the linear
  * model in tr_plan). */
-static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o, int force_acc)
-{
+static uint64_t eval_acc(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o, int force_acc) {
     o->n_items = 0;
     plan_dims d = {
-        .T = (uint64_t)in->seq_len, .L = (uint64_t)mc->n_layer, .C = (uint64_t)mc->d_model,
-        .NH = (uint64_t)mc->n_head, .Vp = (uint64_t)mc->vocab_padded, .P = (uint64_t)tr_model_param_count(mc),
-        .lbB = tr_loader_buffer_bytes(B, in->seq_len), .nbuf = in->nbuf >= 2 ? in->nbuf : 2,
+        .T = (uint64_t)in->seq_len,
+        .L = (uint64_t)mc->n_layer,
+        .C = (uint64_t)mc->d_model,
+        .NH = (uint64_t)mc->n_head,
+        .Vp = (uint64_t)mc->vocab_padded,
+        .P = (uint64_t)tr_model_param_count(mc),
+        .lbB = tr_loader_buffer_bytes(B, in->seq_len),
+        .nbuf = in->nbuf >= 2 ? in->nbuf : 2,
         .opt = in->optim ? tr_optim_layout_find(in->optim) : tr_optim_layout_default(), /* tr_plan checked */
     };
     o->params = d.P;
     return in->device == TR_DEV_CPU ? eval_cpu(in, mc, &d, B, o, force_acc) : eval_gpu(in, mc, &d, B, o);
 }
 
-static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o)
-{
+static uint64_t eval(const tr_plan_in *in, const tr_model_config *mc, int B, tr_plan_out *o) {
     return eval_acc(in, mc, B, o, 0);
 }
 
-static int max_rows_tokens(const tr_plan_in *in, int R)
-{
+static int max_rows_tokens(const tr_plan_in *in, int R) {
     uint64_t b = in->token_budget ? in->token_budget / (uint64_t)in->seq_len : (uint64_t)R;
-    if (b > (uint64_t)R)
-        b = (uint64_t)R;
+    if (b > (uint64_t)R) b = (uint64_t)R;
     return (int)b;
 }
 
-static void human(char *buf, size_t n, uint64_t b)
-{
-    if (b >= TR_PLAN_GIB)
-        snprintf(buf, n, "%.2f GiB", (double)b / (double)TR_PLAN_GIB);
-    else if (b >= (1ull << 20))
-        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
-    else
-        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+static void human(char *buf, size_t n, uint64_t b) {
+    if (b >= TR_PLAN_GIB) snprintf(buf, n, "%.2f GiB", (double)b / (double)TR_PLAN_GIB);
+    else if (b >= (1ull << 20)) snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
 }
 
 /* Does (in) fit with B = 1? Used for advice. */
-static int fits1(const tr_plan_in *in)
-{
+static int fits1(const tr_plan_in *in) {
     tr_model_config mc;
-    if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
-        return 0;
+    if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc)) return 0;
     tr_plan_out o;
     memset(&o, 0, sizeof o);
     uint64_t t = eval(in, &mc, 1, &o);
-    if (in->token_budget && (uint64_t)in->seq_len > in->token_budget)
-        return 0;
+    if (in->token_budget && (uint64_t)in->seq_len > in->token_budget) return 0;
     return !in->mem_budget || t <= in->mem_budget;
 }
 
-static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1)
-{
+static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1) {
     char *a = o->advice;
     size_t n = sizeof o->advice, u = 0;
     char hb[32];
     human(hb, sizeof hb, need1);
-#define ADD(...)                                                                                                  \
-    do {                                                                                                          \
-        if (u < n)                                                                                                \
-            u += (size_t)snprintf(a + u, n - u, __VA_ARGS__);                                                     \
+#define ADD(...)                                                                                                       \
+    do {                                                                                                               \
+        if (u < n) u += (size_t)snprintf(a + u, n - u, __VA_ARGS__);                                                   \
     } while (0)
-    if (in->mem_budget && need1 > in->mem_budget)
-        ADD("a budget of at least %s (one row); ", hb);
+    if (in->mem_budget && need1 > in->mem_budget) ADD("a budget of at least %s (one row); ", hb);
     /* shorter rows */
     for (int T = in->seq_len / 2; T >= 16; T /= 2) {
         tr_plan_in t = *in;
         t.seq_len = T;
-        if (t.max_seq > T)
-            t.max_seq = T;
+        if (t.max_seq > T) t.max_seq = T;
         if (fits1(&t)) {
             ADD("--seq-len %d; ", T);
             break;
@@ -326,52 +302,42 @@ static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1)
         if (in->precision == TR_FP32) {
             tr_plan_in t = *in;
             t.precision = TR_BF16;
-            if (fits1(&t))
-                ADD("--precision bf16; ");
+            if (fits1(&t)) ADD("--precision bf16; ");
             else if (TR_GPU_RECOMPUTE_MAX >= 2) {
                 t.recompute = 2;
-                if (fits1(&t))
-                    ADD("--precision bf16 --recompute 2; ");
+                if (fits1(&t)) ADD("--precision bf16 --recompute 2; ");
             }
         }
     }
     static const char *names[] = {"d36", "d24", "d12", "tiny"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         tr_plan_in t = *in;
-        if (tr_model_preset(names[i], &t.n_layer, &t.n_head, &t.n_embd))
-            continue;
-        if ((uint64_t)t.n_layer * (uint64_t)t.n_embd >= (uint64_t)in->n_layer * (uint64_t)in->n_embd)
-            continue;
+        if (tr_model_preset(names[i], &t.n_layer, &t.n_head, &t.n_embd)) continue;
+        if ((uint64_t)t.n_layer * (uint64_t)t.n_embd >= (uint64_t)in->n_layer * (uint64_t)in->n_embd) continue;
         if (fits1(&t)) {
             ADD("a smaller model (--model %s); ", names[i]);
             break;
         }
     }
-    if (u >= 2 && a[u - 2] == ';')
-        a[u - 2] = 0;
-    if (!u)
-        snprintf(a, n, "nothing short of a larger memory budget");
+    if (u >= 2 && a[u - 2] == ';') a[u - 2] = 0;
+    if (!u) snprintf(a, n, "nothing short of a larger memory budget");
 #undef ADD
 }
 
-int tr_plan(const tr_plan_in *in, tr_plan_out *o)
-{
+int tr_plan(const tr_plan_in *in, tr_plan_out *o) {
     memset(o, 0, sizeof *o);
     if (!in || in->seq_len < 1 || in->n_layer < 1 || in->n_head < 1 || in->n_embd < 1 || in->vocab_size < 1 ||
-        in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2 ||
-        (uint32_t)in->seq_len > TR_MAX_SEQ_LEN || (uint32_t)in->max_seq > TR_MAX_ROW_LEN ||
-        in->vocab_size > TR_MAX_VOCAB || in->world < 0 || in->world > (1 << 20) || in->zero < 0 || in->zero > 1 ||
-        (in->optim && !tr_optim_layout_find(in->optim)))
+        in->max_seq < in->seq_len || in->recompute < 0 || in->recompute > 2 || (uint32_t)in->seq_len > TR_MAX_SEQ_LEN ||
+        (uint32_t)in->max_seq > TR_MAX_ROW_LEN || in->vocab_size > TR_MAX_VOCAB || in->world < 0 ||
+        in->world > (1 << 20) || in->zero < 0 || in->zero > 1 || (in->optim && !tr_optim_layout_find(in->optim)))
         return TR_ERR_ARG;
     tr_model_config mc;
     if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
         return TR_ERR_ARG;
     uint64_t bt = in->batch_tokens ? in->batch_tokens : (uint64_t)in->seq_len;
     uint64_t R = bt / (uint64_t)in->seq_len;
-    if (R < 1)
-        R = 1;
-    if (R > (1u << 30))
-        return TR_ERR_ARG;
+    if (R < 1) R = 1;
+    if (R > (1u << 30)) return TR_ERR_ARG;
     o->rows_per_step = (int)R;
     o->budget = in->mem_budget;
     /* world > 1: each rank takes its share of the step's rows, so a
@@ -389,18 +355,15 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
     if (o->per_row_bytes && o->fixed_bytes < (1ull << 62) &&
         (uint64_t)B > ((1ull << 62) - o->fixed_bytes) / o->per_row_bytes)
         B = (int)(((1ull << 62) - o->fixed_bytes) / o->per_row_bytes);
-    if (in->force_micro_rows > 0)
-        B = in->force_micro_rows;
+    if (in->force_micro_rows > 0) B = in->force_micro_rows;
     else if (in->mem_budget && B > 0) {
         uint64_t room = in->mem_budget > o->fixed_bytes ? in->mem_budget - o->fixed_bytes : 0;
         uint64_t bm = o->per_row_bytes ? room / o->per_row_bytes : (uint64_t)B;
-        if (bm < (uint64_t)B)
-            B = (int)bm;
+        if (bm < (uint64_t)B) B = (int)bm;
         /* exact check (loader buffers round per array) */
         while (B > 0) {
             tr_plan_out tt;
-            if (eval(in, &mc, B, &tt) <= in->mem_budget)
-                break;
+            if (eval(in, &mc, B, &tt) <= in->mem_budget) break;
             B--;
         }
     }
@@ -422,7 +385,7 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
                  "one row of %d tokens exceeds the token budget of %" PRIu64 " tokens per micro-batch", in->seq_len,
                  in->token_budget);
     } else if (in->force_micro_rows > 0 && (uint64_t)in->force_micro_rows * (uint64_t)in->seq_len >
-                                                   (in->token_budget ? in->token_budget : UINT64_MAX)) {
+                                               (in->token_budget ? in->token_budget : UINT64_MAX)) {
         o->fits = 0;
         snprintf(o->reason, sizeof o->reason, "%d rows x %d tokens exceed the token budget of %" PRIu64,
                  in->force_micro_rows, in->seq_len, in->token_budget);
@@ -434,22 +397,21 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o)
         human(c, sizeof c, o->per_row_bytes);
         human(d, sizeof d, in->mem_budget);
         snprintf(o->reason, sizeof o->reason,
-                 "%s needed for %d row(s) of %d tokens (%s fixed + %s per row) > budget %s", a, show, in->seq_len, b,
-                 c, d);
+                 "%s needed for %d row(s) of %d tokens (%s fixed + %s per row) > budget %s", a, show, in->seq_len, b, c,
+                 d);
     }
-    if (!o->fits)
-        advise(in, o, o->fixed_bytes + o->per_row_bytes);
+    if (!o->fits) advise(in, o, o->fixed_bytes + o->per_row_bytes);
     return o->fits ? TR_OK : TR_ERR_NOFIT;
 }
 
-void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
-{
+void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *o) {
     char h[32];
     fprintf(f, "memory plan: model %dL %dH C=%d V=%u (%" PRIu64 " params), T=%d, device %s, %s, recompute %d\n",
             in->n_layer, in->n_head, in->n_embd, in->vocab_size, o->params, in->seq_len, tr_device_name(in->device),
             tr_precision_name(in->precision), in->recompute);
-    fprintf(f, "  micro-batch %d rows x %d = %" PRIu64 " tokens (token budget %" PRIu64 "), %d micro-batches x %d "
-               "rows = %" PRIu64 " tokens per step\n",
+    fprintf(f,
+            "  micro-batch %d rows x %d = %" PRIu64 " tokens (token budget %" PRIu64 "), %d micro-batches x %d "
+            "rows = %" PRIu64 " tokens per step\n",
             o->micro_rows, in->seq_len, o->micro_tokens, in->token_budget, o->n_micro, o->rows_per_step,
             o->step_tokens);
     if (in->world > 1)
@@ -478,31 +440,29 @@ void tr_plan_print(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
     }
 }
 
-static void json_str(FILE *f, const char *s)
-{
+static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
+        if (*s == '"' || *s == '\\') fputc('\\', f);
         fputc(*s, f);
     }
     fputc('"', f);
 }
 
-void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *o)
-{
+void tr_plan_print_json(FILE *f, const tr_plan_in *in, const tr_plan_out *o) {
     fprintf(f, "{\"fits\":%s,\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,", o->fits ? "true" : "false",
             tr_device_name(in->device), tr_precision_name(in->precision), in->recompute);
     fprintf(f, "\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,\"vocab_size\":%u,\"params\":%" PRIu64 ",", in->n_layer,
             in->n_head, in->n_embd, in->vocab_size, o->params);
-    fprintf(f, "\"seq_len\":%d,\"token_budget\":%" PRIu64 ",\"batch_tokens\":%" PRIu64 ",\"micro_rows\":%d,"
-               "\"micro_tokens\":%" PRIu64 ",\"rows_per_step\":%d,\"n_micro\":%d,\"step_tokens\":%" PRIu64 ",",
+    fprintf(f,
+            "\"seq_len\":%d,\"token_budget\":%" PRIu64 ",\"batch_tokens\":%" PRIu64 ",\"micro_rows\":%d,"
+            "\"micro_tokens\":%" PRIu64 ",\"rows_per_step\":%d,\"n_micro\":%d,\"step_tokens\":%" PRIu64 ",",
             in->seq_len, in->token_budget, in->batch_tokens, o->micro_rows, o->micro_tokens, o->rows_per_step,
             o->n_micro, o->step_tokens);
-    fprintf(f, "\"world\":%d,\"zero\":%d,\"rank_micro\":%d,", in->world > 1 ? in->world : 1, in->zero,
-            o->rank_micro);
-    fprintf(f, "\"mem_budget\":%" PRIu64 ",\"fixed_bytes\":%" PRIu64 ",\"per_row_bytes\":%" PRIu64
-               ",\"total_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 ",\"device_bytes\":%" PRIu64 ",\"items\":[",
+    fprintf(f, "\"world\":%d,\"zero\":%d,\"rank_micro\":%d,", in->world > 1 ? in->world : 1, in->zero, o->rank_micro);
+    fprintf(f,
+            "\"mem_budget\":%" PRIu64 ",\"fixed_bytes\":%" PRIu64 ",\"per_row_bytes\":%" PRIu64
+            ",\"total_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 ",\"device_bytes\":%" PRIu64 ",\"items\":[",
             o->budget, o->fixed_bytes, o->per_row_bytes, o->total_bytes, o->host_bytes, o->device_bytes);
     for (int i = 0; i < o->n_items; i++) {
         fprintf(f, "%s{\"name\":", i ? "," : "");

@@ -10,8 +10,7 @@
  * instead of a copy. */
 #include "tr.h"
 
-static uint64_t mix64(uint64_t x)
-{
+static uint64_t mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 27;
@@ -20,18 +19,13 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-uint64_t tr_row_at(uint64_t p, uint64_t n, uint64_t seed, int shuffle)
-{
-    if (n == 0)
-        return 0;
+uint64_t tr_row_at(uint64_t p, uint64_t n, uint64_t seed, int shuffle) {
+    if (n == 0) return 0;
     uint64_t epoch = p / n, i = p % n;
-    if (!shuffle || n == 1)
-        return i;
+    if (!shuffle || n == 1) return i;
     int bits = 2;
-    while (bits < 64 && (1ULL << bits) < n)
-        bits++;
-    if (bits & 1)
-        bits++;
+    while (bits < 64 && (1ULL << bits) < n) bits++;
+    if (bits & 1) bits++;
     int half = bits / 2;
     uint64_t hmask = (half >= 64) ? ~0ULL : ((1ULL << half) - 1);
     uint64_t key = mix64(seed * 0x9e3779b97f4a7c15ULL + epoch + 1);

@@ -17,30 +17,23 @@ typedef struct {
 } memsrc;
 
 static int mem_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask, char *why,
-                    size_t whylen)
-{
+                    size_t whylen) {
     (void)why, (void)whylen;
     memsrc *m = ctx;
     uint64_t n = split == TR_SPLIT_VAL ? m->n_val : m->n_train;
-    if (i >= n)
-        return TR_ERR_ARG;
+    if (i >= n) return TR_ERR_ARG;
     size_t o = (size_t)((split == TR_SPLIT_VAL ? m->n_train : 0) + i) * (size_t)m->L;
-    if (tokens)
-        memcpy(tokens, m->tok + o, (size_t)m->L * 4);
+    if (tokens) memcpy(tokens, m->tok + o, (size_t)m->L * 4);
     for (int j = 0; j < m->L; j++) {
-        if (pos)
-            pos[j] = m->pos ? m->pos[o + (size_t)j] : (uint32_t)j;
-        if (mask)
-            mask[j] = m->mask ? m->mask[o + (size_t)j] : 1;
+        if (pos) pos[j] = m->pos ? m->pos[o + (size_t)j] : (uint32_t)j;
+        if (mask) mask[j] = m->mask ? m->mask[o + (size_t)j] : 1;
     }
     return TR_OK;
 }
 
-static void mem_close(void *ctx)
-{
+static void mem_close(void *ctx) {
     memsrc *m = ctx;
-    if (!m)
-        return;
+    if (!m) return;
     free(m->tok);
     free(m->pos);
     free(m->mask);
@@ -48,36 +41,29 @@ static void mem_close(void *ctx)
 }
 
 int tr_rows_mem(tr_rows *out, uint64_t n_train, uint64_t n_val, int row_len, uint32_t vocab_size,
-                const uint32_t *tokens, const uint32_t *pos, const uint8_t *mask)
-{
+                const uint32_t *tokens, const uint32_t *pos, const uint8_t *mask) {
     memset(out, 0, sizeof *out);
-    if (row_len < 1 || !tokens)
-        return TR_ERR_ARG;
+    if (row_len < 1 || !tokens) return TR_ERR_ARG;
     uint64_t n_all, n64, n4;
     if (__builtin_add_overflow(n_train, n_val, &n_all) || __builtin_mul_overflow(n_all, (uint64_t)row_len, &n64) ||
         __builtin_mul_overflow(n64, (uint64_t)4, &n4) || n4 >= SIZE_MAX)
         return TR_ERR_ARG;
     size_t n = (size_t)n64;
     memsrc *m = calloc(1, sizeof *m);
-    if (!m)
-        return TR_ERR_NOMEM;
+    if (!m) return TR_ERR_NOMEM;
     m->n_train = n_train;
     m->n_val = n_val;
     m->L = row_len;
     m->tok = malloc(n * 4 + 1);
-    if (pos)
-        m->pos = malloc(n * 4 + 1);
-    if (mask)
-        m->mask = malloc(n + 1);
+    if (pos) m->pos = malloc(n * 4 + 1);
+    if (mask) m->mask = malloc(n + 1);
     if (!m->tok || (pos && !m->pos) || (mask && !m->mask)) {
         mem_close(m);
         return TR_ERR_NOMEM;
     }
     memcpy(m->tok, tokens, n * 4);
-    if (pos)
-        memcpy(m->pos, pos, n * 4);
-    if (mask)
-        memcpy(m->mask, mask, n);
+    if (pos) memcpy(m->pos, pos, n * 4);
+    if (mask) memcpy(m->mask, mask, n);
     out->ctx = m;
     out->n_rows[0] = n_train;
     out->n_rows[1] = n_val;
@@ -104,33 +90,30 @@ typedef struct {
 /* ds_shardset_read_msg checks the row as `mkshards verify` does (metadata,
  * frame, ids < vocabulary, padding); why gets its reason. */
 static int shard_read(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask, char *why,
-                      size_t whylen)
-{
+                      size_t whylen) {
     const shardsrc *src = ctx;
     char e[512];
-    int rc = ds_shardset_read_msg(src->set, split == TR_SPLIT_VAL ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, tokens, pos,
-                                  NULL, mask, e, sizeof e);
+    int rc = ds_shardset_read_msg(src->set, split == TR_SPLIT_VAL ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, i, tokens, pos, NULL,
+                                  mask, e, sizeof e);
     if (rc == DS_ERR_FORMAT && why && whylen) {
         const char *r = strstr(e, ".mks: "); /* the loader's "where" names the shard already */
         snprintf(why, whylen, "%s", r ? r + 6 : e);
     }
-    if (rc == DS_OK)
-        return TR_OK;
-    return rc == DS_ERR_NOMEM ? TR_ERR_NOMEM : rc == DS_ERR_IO ? TR_ERR_IO : rc == DS_ERR_ARG ? TR_ERR_ARG
-                                                                                                : TR_ERR_CORRUPT;
+    if (rc == DS_OK) return TR_OK;
+    return rc == DS_ERR_NOMEM ? TR_ERR_NOMEM
+           : rc == DS_ERR_IO  ? TR_ERR_IO
+           : rc == DS_ERR_ARG ? TR_ERR_ARG
+                              : TR_ERR_CORRUPT;
 }
 
-static void shard_where(void *ctx, int split, uint64_t i, char *buf, size_t len)
-{
+static void shard_where(void *ctx, int split, uint64_t i, char *buf, size_t len) {
     const shardsrc *src = ctx;
     int k = split == TR_SPLIT_VAL;
     size_t n = src->n_shards[k], lo = 0, hi = n;
     while (hi - lo > 1) { /* last shard whose first row <= i */
         size_t mid = lo + (hi - lo) / 2;
-        if (src->first_row[k][mid] <= i)
-            lo = mid;
-        else
-            hi = mid;
+        if (src->first_row[k][mid] <= i) lo = mid;
+        else hi = mid;
     }
     const char *path = NULL;
     if (n == 0 || !ds_shardset_shard(src->set, k ? DS_SPLIT_VAL : DS_SPLIT_TRAIN, lo, &path) || !path) {
@@ -141,11 +124,9 @@ static void shard_where(void *ctx, int split, uint64_t i, char *buf, size_t len)
              k ? "val" : "train", (unsigned long long)i);
 }
 
-static void shard_close(void *ctx)
-{
+static void shard_close(void *ctx) {
     shardsrc *src = ctx;
-    if (!src)
-        return;
+    if (!src) return;
     ds_shardset_close(src->set);
     free(src->dir);
     free(src->first_row[0]);
@@ -153,37 +134,32 @@ static void shard_close(void *ctx)
     free(src);
 }
 
-int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen)
-{
+int tr_rows_open_shards(tr_rows *out, const char *dir, char *err, size_t errlen) {
     return tr_rows_open_shards_ex(out, dir, 1, err, errlen);
 }
 
-int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err, size_t errlen)
-{
+int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     ds_shardset *s = NULL;
     char e[512] = "";
     int rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_VERIFY : 0, &s, e, sizeof e);
     if (rc != DS_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", e[0] ? e : ds_strerror(rc));
+        if (err && errlen) snprintf(err, errlen, "%s", e[0] ? e : ds_strerror(rc));
         return rc == DS_ERR_IO ? TR_ERR_IO : rc == DS_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_CORRUPT;
     }
     ds_shardset_info info;
     ds_shardset_get_info(s, &info);
     /* what the manifest declares sizes the trainer's allocations (row
      * scratch, model): bounded here, and every shard header must agree */
-    if (info.row_len < 1 || info.row_len > TR_MAX_ROW_LEN || info.vocab_size < 1 ||
-        info.vocab_size > TR_MAX_VOCAB) {
+    if (info.row_len < 1 || info.row_len > TR_MAX_ROW_LEN || info.vocab_size < 1 || info.vocab_size > TR_MAX_VOCAB) {
         if (err && errlen)
-            snprintf(err, errlen, "%s: row length %u / vocabulary %u out of range (at most %u / %u)", dir,
-                     info.row_len, info.vocab_size, TR_MAX_ROW_LEN, TR_MAX_VOCAB);
+            snprintf(err, errlen, "%s: row length %u / vocabulary %u out of range (at most %u / %u)", dir, info.row_len,
+                     info.vocab_size, TR_MAX_ROW_LEN, TR_MAX_VOCAB);
         ds_shardset_close(s);
         return TR_ERR_CORRUPT;
     }
     shardsrc *src = calloc(1, sizeof *src);
-    if (src)
-        src->dir = strdup(dir);
+    if (src) src->dir = strdup(dir);
     if (!src || !src->dir) {
         free(src);
         ds_shardset_close(s);
@@ -207,8 +183,9 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
             if (!h || h->vocab_size > info.vocab_size || h->row_len != info.row_len ||
                 __builtin_add_overflow(acc, h->n_rows, &acc)) {
                 if (err && errlen)
-                    snprintf(err, errlen, "%s: header (vocabulary %u, row length %u) disagrees with the manifest's "
-                                          "model vocabulary %u / row length %u",
+                    snprintf(err, errlen,
+                             "%s: header (vocabulary %u, row length %u) disagrees with the manifest's "
+                             "model vocabulary %u / row length %u",
                              path ? path : dir, h ? h->vocab_size : 0, h ? h->row_len : 0, info.vocab_size,
                              info.row_len);
                 shard_close(src);
@@ -244,10 +221,7 @@ int tr_rows_open_shards_ex(tr_rows *out, const char *dir, int verify, char *err,
     return TR_OK;
 }
 
-void tr_rows_close(tr_rows *r)
-{
-    if (r && r->close)
-        r->close(r->ctx);
-    if (r)
-        memset(r, 0, sizeof *r);
+void tr_rows_close(tr_rows *r) {
+    if (r && r->close) r->close(r->ctx);
+    if (r) memset(r, 0, sizeof *r);
 }

@@ -26,7 +26,7 @@
 #include "tr.h"
 
 static const char *const DT_NAME[TR_ST_NDTYPES] = {"BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
-                                                   "BF16", "I32", "U32", "F32", "F64",     "I64",     "U64"};
+                                                   "BF16", "I32", "U32", "F32",     "F64",     "I64", "U64"};
 static const unsigned char DT_SIZE[TR_ST_NDTYPES] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8};
 
 const char *tr_st_dtype_name(tr_st_dtype d) { return (unsigned)d < TR_ST_NDTYPES ? DT_NAME[d] : NULL; }
@@ -35,7 +35,7 @@ size_t tr_st_dtype_size(tr_st_dtype d) { return (unsigned)d < TR_ST_NDTYPES ? DT
 /* ------------------------------------------------------------ parser */
 typedef struct {
     const uint8_t *p, *end, *start;
-    char *arena;        /* unescaped strings, NUL-terminated, one after another */
+    char *arena; /* unescaped strings, NUL-terminated, one after another */
     size_t arena_used;
     const char *what;
     char *err;
@@ -43,28 +43,21 @@ typedef struct {
     int failed;
 } ps;
 
-static void fail(ps *s, const char *msg, const char *name)
-{
-    if (s->failed)
-        return;
+static void fail(ps *s, const char *msg, const char *name) {
+    if (s->failed) return;
     s->failed = 1;
     char esc[200];
     if (name)
         snprintf(s->err, s->errlen, "%s: safetensors header: %s (tensor \"%s\")", s->what, msg,
                  tk_escape_text(name, strlen(name), esc, sizeof esc));
-    else
-        snprintf(s->err, s->errlen, "%s: safetensors header: %s at byte %zu", s->what, msg,
-                 (size_t)(s->p - s->start));
+    else snprintf(s->err, s->errlen, "%s: safetensors header: %s at byte %zu", s->what, msg, (size_t)(s->p - s->start));
 }
 
-static void ws(ps *s)
-{
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-        s->p++;
+static void ws(ps *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
 }
 
-static int lit(ps *s, char c)
-{
+static int lit(ps *s, char c) {
     ws(s);
     if (s->p < s->end && *s->p == (uint8_t)c) {
         s->p++;
@@ -73,19 +66,14 @@ static int lit(ps *s, char c)
     return 0;
 }
 
-static int hex4(const uint8_t *p, unsigned *v)
-{
+static int hex4(const uint8_t *p, unsigned *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         int c = p[i], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return 0;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return 0;
         *v = *v << 4 | (unsigned)d;
     }
     return 1;
@@ -94,8 +82,7 @@ static int hex4(const uint8_t *p, unsigned *v)
 /* A JSON string into the arena; returns it (NULL on error). An unescaped
  * string is never longer than its quoted form, so the arena (header size + 1)
  * cannot overflow. A \u0000 is refused (names are C strings). */
-static char *str(ps *s)
-{
+static char *str(ps *s) {
     ws(s);
     if (s->p >= s->end || *s->p != '"') {
         fail(s, "expected a string", NULL);
@@ -109,8 +96,7 @@ static char *str(ps *s)
             return NULL;
         }
         uint8_t c = *s->p++;
-        if (c == '"')
-            break;
+        if (c == '"') break;
         if (c < 0x20) {
             fail(s, "control byte in a string", NULL);
             return NULL;
@@ -173,9 +159,7 @@ static char *str(ps *s)
             }
             break;
         }
-        default:
-            fail(s, "bad escape in a string", NULL);
-            return NULL;
+        default: fail(s, "bad escape in a string", NULL); return NULL;
         }
     }
     *o++ = 0;
@@ -184,8 +168,7 @@ static char *str(ps *s)
 }
 
 /* A non-negative integer without fraction, exponent or leading zeros, < 2^64. */
-static int num_u64(ps *s, uint64_t *v)
-{
+static int num_u64(ps *s, uint64_t *v) {
     ws(s);
     if (s->p >= s->end || *s->p < '0' || *s->p > '9') {
         fail(s, "expected a non-negative integer", NULL);
@@ -213,8 +196,7 @@ static int num_u64(ps *s, uint64_t *v)
 }
 
 /* One tensor entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
-static int entry(ps *s, tr_st_tensor *t)
-{
+static int entry(ps *s, tr_st_tensor *t) {
     int have_dt = 0, have_shape = 0, have_off = 0;
     if (!lit(s, '{')) {
         fail(s, "a tensor's entry is not an object", t->name);
@@ -226,20 +208,17 @@ static int entry(ps *s, tr_st_tensor *t)
     }
     do {
         const char *k = str(s);
-        if (!k)
-            return 0;
+        if (!k) return 0;
         if (!lit(s, ':')) {
             fail(s, "expected ':'", NULL);
             return 0;
         }
         if (!strcmp(k, "dtype")) {
             const char *d = str(s);
-            if (!d)
-                return 0;
+            if (!d) return 0;
             int found = -1;
             for (int i = 0; i < TR_ST_NDTYPES; i++)
-                if (!strcmp(d, DT_NAME[i]))
-                    found = i;
+                if (!strcmp(d, DT_NAME[i])) found = i;
             if (found < 0 || have_dt) {
                 fail(s, found < 0 ? "unknown dtype" : "duplicate key dtype", t->name);
                 return 0;
@@ -255,8 +234,7 @@ static int entry(ps *s, tr_st_tensor *t)
             if (!lit(s, ']')) {
                 do {
                     uint64_t d;
-                    if (!num_u64(s, &d))
-                        return 0;
+                    if (!num_u64(s, &d)) return 0;
                     if (t->rank == TR_ST_MAX_RANK) {
                         fail(s, "rank over 8", t->name);
                         return 0;
@@ -293,33 +271,25 @@ static int entry(ps *s, tr_st_tensor *t)
 }
 
 /* Whole-buffer UTF-8 check (no overlongs, no surrogates, <= U+10FFFF). */
-static size_t utf8_bad(const uint8_t *p, size_t n)
-{
+static size_t utf8_bad(const uint8_t *p, size_t n) {
     size_t ok = mc_utf8_valid_prefix(p, n);
     return ok == n ? 0 : ok + 1;
 }
 
-static int cmp_name(const void *a, const void *b)
-{
+static int cmp_name(const void *a, const void *b) {
     return strcmp(((const tr_st_tensor *)a)->name, ((const tr_st_tensor *)b)->name);
 }
-static int cmp_off(const void *a, const void *b)
-{
+static int cmp_off(const void *a, const void *b) {
     const tr_st_tensor *x = a, *y = b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end)
-        return x->end < y->end ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
     return 0;
 }
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-void tr_st_close(tr_st_file *f)
-{
-    if (!f)
-        return;
-    if (f->fd >= 0)
-        close(f->fd);
+void tr_st_close(tr_st_file *f) {
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
     free(f->arena_);
     free(f->t);
     free(f->meta_key);
@@ -329,24 +299,19 @@ void tr_st_close(tr_st_file *f)
 }
 
 /* Table growth: doubling, never past what the header can hold. */
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 1;
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 1;
     size_t c = *cap ? *cap * 2 : 16;
-    if (c < need)
-        c = need;
+    if (c < need) c = need;
     void *q = realloc(*p, c * elem);
-    if (!q)
-        return 0;
+    if (!q) return 0;
     *p = q;
     *cap = c;
     return 1;
 }
 
 int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *what, tr_st_file *out, char *err,
-                size_t errlen)
-{
+                size_t errlen) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
     snprintf(out->path, sizeof out->path, "%s", what ? what : "safetensors");
@@ -379,8 +344,7 @@ int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *wh
     if (!lit(&s, '}')) {
         do {
             char *name = str(&s);
-            if (!name)
-                goto out;
+            if (!name) goto out;
             if (!lit(&s, ':')) {
                 fail(&s, "expected ':'", NULL);
                 goto out;
@@ -395,12 +359,10 @@ int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *wh
                     fail(&s, "__metadata__ is not an object", NULL);
                     goto out;
                 }
-                if (lit(&s, '}'))
-                    continue;
+                if (lit(&s, '}')) continue;
                 do {
                     char *k = str(&s), *v = NULL;
-                    if (!k)
-                        goto out;
+                    if (!k) goto out;
                     if (!lit(&s, ':')) {
                         fail(&s, "expected ':'", NULL);
                         goto out;
@@ -410,10 +372,10 @@ int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *wh
                         fail(&s, "a __metadata__ value is not a string", NULL);
                         goto out;
                     }
-                    if (!(v = str(&s)))
-                        goto out;
+                    if (!(v = str(&s))) goto out;
                     size_t c0 = cap_m;
-                    if (!grow((void **)&mk, &c0, n_m + 1, sizeof *mk) || !grow((void **)&mv, &cap_m, n_m + 1, sizeof *mv)) {
+                    if (!grow((void **)&mk, &c0, n_m + 1, sizeof *mk) ||
+                        !grow((void **)&mv, &cap_m, n_m + 1, sizeof *mv)) {
                         rc = TR_ERR_NOMEM;
                         snprintf(err, errlen, "%s: out of memory", out->path);
                         goto out;
@@ -438,8 +400,7 @@ int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *wh
             }
             memset(&t[n_t], 0, sizeof t[n_t]);
             t[n_t].name = name;
-            if (!entry(&s, &t[n_t]))
-                goto out;
+            if (!entry(&s, &t[n_t])) goto out;
             n_t++;
         } while (lit(&s, ','));
         if (!lit(&s, '}')) {
@@ -482,8 +443,7 @@ int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *wh
         }
     }
     /* offsets tile the byte buffer: no overlap, no hole, nothing past its end */
-    if (n_t)
-        qsort(t, n_t, sizeof *t, cmp_off);
+    if (n_t) qsort(t, n_t, sizeof *t, cmp_off);
     uint64_t at = 0;
     for (size_t i = 0; i < n_t; i++) {
         if (t[i].begin != at) {
@@ -495,13 +455,12 @@ int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *wh
     }
     if (at != data_len) {
         char m[160];
-        snprintf(m, sizeof m, "the tensors cover %llu bytes but the byte buffer holds %llu",
-                 (unsigned long long)at, (unsigned long long)data_len);
+        snprintf(m, sizeof m, "the tensors cover %llu bytes but the byte buffer holds %llu", (unsigned long long)at,
+                 (unsigned long long)data_len);
         snprintf(err, errlen, "%s: safetensors header: %s", out->path, m);
         goto out;
     }
-    if (n_t)
-        qsort(t, n_t, sizeof *t, cmp_name);
+    if (n_t) qsort(t, n_t, sizeof *t, cmp_name);
     for (size_t i = 1; i < n_t; i++)
         if (!strcmp(t[i - 1].name, t[i].name)) {
             fail(&s, "duplicate tensor name", t[i].name);
@@ -543,8 +502,7 @@ out:
     return TR_OK;
 }
 
-int tr_st_open(const char *path, tr_st_file *out, char *err, size_t errlen)
-{
+int tr_st_open(const char *path, tr_st_file *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
     char e[512] = "", esc[300];
@@ -562,8 +520,7 @@ int tr_st_open(const char *path, tr_st_file *out, char *err, size_t errlen)
         return st.st_size < 8 ? TR_ERR_CORRUPT : TR_ERR_IO;
     }
     uint64_t n = 0, size = (uint64_t)st.st_size;
-    for (int i = 7; i >= 0; i--)
-        n = n << 8 | h8[i];
+    for (int i = 7; i >= 0; i--) n = n << 8 | h8[i];
     if (n > TR_ST_MAX_HEADER || n > size - 8) {
         snprintf(err, errlen, "%s: safetensors header size %llu is %s", esc, (unsigned long long)n,
                  n > TR_ST_MAX_HEADER ? "over the 100,000,000-byte limit" : "past the end of the file");
@@ -597,40 +554,32 @@ int tr_st_open(const char *path, tr_st_file *out, char *err, size_t errlen)
     return TR_OK;
 }
 
-const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name)
-{
+const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name) {
     size_t lo = 0, hi = f->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(f->t[mid].name, name);
-        if (!c)
-            return &f->t[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+        if (!c) return &f->t[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
     return NULL;
 }
 
-const char *tr_st_meta(const tr_st_file *f, const char *key)
-{
+const char *tr_st_meta(const tr_st_file *f, const char *key) {
     for (size_t i = 0; i < f->n_meta; i++)
-        if (!strcmp(f->meta_key[i], key))
-            return f->meta_val[i];
+        if (!strcmp(f->meta_key[i], key)) return f->meta_val[i];
     return NULL;
 }
 
-static float bf16_to_f32(uint16_t h)
-{
+static float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float x;
     memcpy(&x, &u, 4);
     return x;
 }
 
-static float f16_to_f32(uint16_t h)
-{
+static float f16_to_f32(uint16_t h) {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = h >> 10 & 31, m = h & 1023, u;
     if (e == 0) {
         if (m == 0) {
@@ -653,8 +602,7 @@ static float f16_to_f32(uint16_t h)
     return x;
 }
 
-int tr_st_read_f32(const tr_st_file *f, const tr_st_tensor *t, float *dst, uint64_t n, char *err, size_t errlen)
-{
+int tr_st_read_f32(const tr_st_file *f, const tr_st_tensor *t, float *dst, uint64_t n, char *err, size_t errlen) {
     char esc[200];
     tk_escape_text(t->name, strlen(t->name), esc, sizeof esc);
     if (t->dtype != TR_ST_F32 && t->dtype != TR_ST_BF16 && t->dtype != TR_ST_F16) {
@@ -667,8 +615,7 @@ int tr_st_read_f32(const tr_st_file *f, const tr_st_tensor *t, float *dst, uint6
                  (unsigned long long)t->numel, (unsigned long long)n);
         return TR_ERR_CORRUPT;
     }
-    if (f->fd < 0)
-        return TR_ERR_ARG;
+    if (f->fd < 0) return TR_ERR_ARG;
     size_t es = DT_SIZE[t->dtype];
     /* 16-bit data is read into the second half of dst and widened forwards
      * (element i is read from bytes 2i.. of that half before dst[i] is
@@ -697,8 +644,7 @@ int tr_st_read_f32(const tr_st_file *f, const tr_st_tensor *t, float *dst, uint6
 
 /* ------------------------------------------------------------ writer */
 int tr_st_write_atomic(const char *path, const void *const *part, const size_t *len, size_t n, char *err,
-                       size_t errlen)
-{
+                       size_t errlen) {
     /* the common layer's one policy: PATH.tmp (O_EXCL|O_NOFOLLOW), fsync,
      * rename, fsync of the folder; its messages escape the path */
     return mc_atomic_write(path, NULL, 0644, part, len, n, err, errlen) == MC_OK ? TR_OK : TR_ERR_IO;
@@ -711,14 +657,11 @@ typedef struct {
     int oom;
 } sbuf;
 
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t c = b->cap ? b->cap : 256;
-        while (c < b->len + n + 1)
-            c *= 2;
+        while (c < b->len + n + 1) c *= 2;
         char *q = realloc(b->p, c);
         if (!q) {
             b->oom = 1;
@@ -732,8 +675,7 @@ static void sb_put(sbuf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_json(sbuf *b, const char *s)
-{
+static void sb_json(sbuf *b, const char *s) {
     sb_put(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char e[8];
@@ -755,18 +697,15 @@ typedef struct {
     uint64_t bytes;
 } wr_item;
 
-static int cmp_wr(const void *a, const void *b)
-{
+static int cmp_wr(const void *a, const void *b) {
     const wr_item *x = a, *y = b;
     size_t sx = DT_SIZE[x->t->dtype], sy = DT_SIZE[y->t->dtype];
-    if (sx != sy)
-        return sx > sy ? -1 : 1; /* larger elements first: every tensor aligned to its element size */
+    if (sx != sy) return sx > sy ? -1 : 1; /* larger elements first: every tensor aligned to its element size */
     return strcmp(x->t->name, y->t->name);
 }
 
 int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *const *meta_key,
-                const char *const *meta_val, size_t n_meta, char *err, size_t errlen)
-{
+                const char *const *meta_val, size_t n_meta, char *err, size_t errlen) {
     wr_item *it = calloc(n ? n : 1, sizeof *it);
     const void **part = calloc(n + 2, sizeof *part);
     size_t *len = calloc(n + 2, sizeof *len);
@@ -794,8 +733,7 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
         it[i].t = &t[i];
         it[i].bytes = ne * DT_SIZE[t[i].dtype];
     }
-    if (n)
-        qsort(it, n, sizeof *it, cmp_wr);
+    if (n) qsort(it, n, sizeof *it, cmp_wr);
     for (size_t i = 1; i < n; i++)
         if (!strcmp(it[i - 1].t->name, it[i].t->name)) {
             snprintf(err, errlen, "tr_st_write: duplicate tensor name %s", it[i].t->name);
@@ -806,8 +744,7 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
     if (n_meta) {
         sb_str(&h, "\"__metadata__\":{");
         for (size_t i = 0; i < n_meta; i++) {
-            if (i)
-                sb_str(&h, ",");
+            if (i) sb_str(&h, ",");
             sb_json(&h, meta_key[i]);
             sb_str(&h, ":");
             sb_json(&h, meta_val[i]);
@@ -818,8 +755,7 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         char num[64];
-        if (!first)
-            sb_str(&h, ",");
+        if (!first) sb_str(&h, ",");
         first = 0;
         sb_json(&h, it[i].t->name);
         sb_str(&h, ":{\"dtype\":\"");
@@ -845,8 +781,7 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
         goto done;
     }
     uint8_t n8[8];
-    for (int i = 0; i < 8; i++)
-        n8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    for (int i = 0; i < 8; i++) n8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
     /* parts: the 8-byte size, then the header, then the tensors */
     part[0] = n8;
     len[0] = 8;
@@ -864,45 +799,34 @@ done:
 }
 
 /* ------------------------------------------------------------ model folders */
-void tr_st_set_close(tr_st_set *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->n_files; i++)
-        tr_st_close(&s->files[i]);
+void tr_st_set_close(tr_st_set *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->n_files; i++) tr_st_close(&s->files[i]);
     free(s->files);
     s->files = NULL;
     s->n_files = 0;
 }
 
-const tr_st_tensor *tr_st_set_find(const tr_st_set *s, const char *name, const tr_st_file **file)
-{
+const tr_st_tensor *tr_st_set_find(const tr_st_set *s, const char *name, const tr_st_file **file) {
     for (size_t i = 0; i < s->n_files; i++) {
         const tr_st_tensor *t = tr_st_find(&s->files[i], name);
         if (t) {
-            if (file)
-                *file = &s->files[i];
+            if (file) *file = &s->files[i];
             return t;
         }
     }
     return NULL;
 }
 
-size_t tr_st_set_count(const tr_st_set *s)
-{
+size_t tr_st_set_count(const tr_st_set *s) {
     size_t c = 0;
-    for (size_t i = 0; i < s->n_files; i++)
-        c += s->files[i].n;
+    for (size_t i = 0; i < s->n_files; i++) c += s->files[i].n;
     return c;
 }
 
-static int plain_name(const char *f)
-{
-    return f[0] && !strchr(f, '/') && strcmp(f, ".") && strcmp(f, "..");
-}
+static int plain_name(const char *f) { return f[0] && !strchr(f, '/') && strcmp(f, ".") && strcmp(f, ".."); }
 
-int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen)
-{
+int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     char p[4200], esc[300];
     tk_escape_text(dir, strlen(dir), esc, sizeof esc);
@@ -939,14 +863,11 @@ int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen)
     FILE *f = fdopen(fd, "rb");
     json_error_t je;
     json_t *root = f ? json_loadf(f, JSON_REJECT_DUPLICATES, &je) : NULL;
-    if (f)
-        fclose(f);
-    else
-        close(fd);
+    if (f) fclose(f);
+    else close(fd);
     json_t *wm = root ? json_object_get(root, "weight_map") : NULL;
     if (!root || !json_is_object(wm)) {
-        snprintf(err, errlen, "%s/model.safetensors.index.json: %s", esc,
-                 root ? "no \"weight_map\" object" : je.text);
+        snprintf(err, errlen, "%s/model.safetensors.index.json: %s", esc, root ? "no \"weight_map\" object" : je.text);
         json_decref(root);
         return TR_ERR_CORRUPT;
     }
@@ -956,8 +877,7 @@ int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen)
     json_t *val;
     const char **names = NULL;
     size_t nn = 0, cap = 0;
-    json_object_foreach(wm, key, val)
-    {
+    json_object_foreach(wm, key, val) {
         const char *fn = json_string_value(val);
         char k[200];
         if (!fn || !plain_name(fn) || strlen(fn) != json_string_length(val)) {
@@ -967,8 +887,7 @@ int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen)
             goto fail;
         }
         size_t j = 0;
-        while (j < nn && strcmp(names[j], fn))
-            j++;
+        while (j < nn && strcmp(names[j], fn)) j++;
         if (j == nn) {
             if (nn == TR_ST_MAX_SHARDS) {
                 snprintf(err, errlen, "%s/model.safetensors.index.json names over %d files", esc, TR_ST_MAX_SHARDS);
@@ -991,8 +910,7 @@ int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen)
     for (size_t j = 0; j < nn; j++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[j]);
         out->files[j].fd = -1;
-        if ((rc = tr_st_open(p, &out->files[j], err, errlen)))
-            goto fail;
+        if ((rc = tr_st_open(p, &out->files[j], err, errlen))) goto fail;
         out->n_files = j + 1;
         /* every tensor of the file is mapped to it */
         for (size_t i = 0; i < out->files[j].n; i++) {
@@ -1009,11 +927,9 @@ int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen)
         }
     }
     /* every mapped tensor is in its file (then no name is in two files) */
-    json_object_foreach(wm, key, val)
-    {
+    json_object_foreach(wm, key, val) {
         size_t j = 0;
-        while (strcmp(names[j], json_string_value(val)))
-            j++;
+        while (strcmp(names[j], json_string_value(val))) j++;
         if (!tr_st_find(&out->files[j], key)) {
             char k[200];
             snprintf(err, errlen, "%s/model.safetensors.index.json: tensor \"%s\" is not in its file", esc,

@@ -53,31 +53,45 @@ extern "C" {
 #define TR_ST_MAX_RANK 8
 
 typedef enum {
-    TR_ST_BOOL, TR_ST_U8, TR_ST_I8, TR_ST_F8_E5M2, TR_ST_F8_E4M3, TR_ST_I16, TR_ST_U16, TR_ST_F16,
-    TR_ST_BF16, TR_ST_I32, TR_ST_U32, TR_ST_F32, TR_ST_F64, TR_ST_I64, TR_ST_U64, TR_ST_NDTYPES
+    TR_ST_BOOL,
+    TR_ST_U8,
+    TR_ST_I8,
+    TR_ST_F8_E5M2,
+    TR_ST_F8_E4M3,
+    TR_ST_I16,
+    TR_ST_U16,
+    TR_ST_F16,
+    TR_ST_BF16,
+    TR_ST_I32,
+    TR_ST_U32,
+    TR_ST_F32,
+    TR_ST_F64,
+    TR_ST_I64,
+    TR_ST_U64,
+    TR_ST_NDTYPES
 } tr_st_dtype;
-const char *tr_st_dtype_name(tr_st_dtype d);   /* "F32", ... NULL if out of range */
-size_t tr_st_dtype_size(tr_st_dtype d);        /* bytes per element, 0 if out of range */
+const char *tr_st_dtype_name(tr_st_dtype d); /* "F32", ... NULL if out of range */
+size_t tr_st_dtype_size(tr_st_dtype d);      /* bytes per element, 0 if out of range */
 
 typedef struct {
-    char *name;                       /* NUL-terminated, no NUL inside */
+    char *name; /* NUL-terminated, no NUL inside */
     tr_st_dtype dtype;
     int rank;
     uint64_t shape[TR_ST_MAX_RANK];
-    uint64_t numel;                   /* product of shape (1 for rank 0) */
-    uint64_t begin, end;              /* offsets in the byte buffer */
+    uint64_t numel;      /* product of shape (1 for rank 0) */
+    uint64_t begin, end; /* offsets in the byte buffer */
 } tr_st_tensor;
 
 typedef struct {
-    tr_st_tensor *t;                  /* sorted by name */
+    tr_st_tensor *t; /* sorted by name */
     size_t n;
-    char **meta_key, **meta_val;      /* __metadata__, in file order */
+    char **meta_key, **meta_val; /* __metadata__, in file order */
     size_t n_meta;
-    uint64_t data_start;              /* 8 + N: file offset of the byte buffer */
-    uint64_t data_len;                /* bytes of the byte buffer */
-    int fd;                           /* -1 for a parsed header without a file */
-    char path[512];                   /* for messages */
-    char *arena_;                     /* private: the strings' storage */
+    uint64_t data_start; /* 8 + N: file offset of the byte buffer */
+    uint64_t data_len;   /* bytes of the byte buffer */
+    int fd;              /* -1 for a parsed header without a file */
+    char path[512];      /* for messages */
+    char *arena_;        /* private: the strings' storage */
 } tr_st_file;
 
 /* Parse a header (the N JSON bytes) for a byte buffer of data_len bytes and
@@ -102,7 +116,7 @@ typedef struct {
     tr_st_dtype dtype;
     int rank;
     uint64_t shape[TR_ST_MAX_RANK];
-    const void *data;                 /* numel x dtype size bytes, little-endian */
+    const void *data; /* numel x dtype size bytes, little-endian */
 } tr_st_out;
 /* Write n tensors (unique, non-empty names) and n_meta key/value metadata
  * strings to path (PATH.tmp, fsync, rename, fsync of the folder). */

@@ -58,7 +58,7 @@ typedef struct tr_rows {
      * EOS; a source that does not know (frame_known 0) uses eot_id for both. */
     int frame_known;
     int64_t bos_id, eos_id;
-    char tokenizer[64];      /* tokenizer name recorded with the data ("" unknown) */
+    char tokenizer[64]; /* tokenizer name recorded with the data ("" unknown) */
     /* why (whylen bytes): the reason of a TR_ERR_CORRUPT, or left "" */
     int (*read_row)(void *ctx, int split, uint64_t i, uint32_t *tokens, uint32_t *pos, uint8_t *mask, char *why,
                     size_t whylen);
@@ -113,14 +113,14 @@ void tr_rows_close(tr_rows *r);
  * once in a pseudo-random permutation keyed by (seed, e); the loader
  * position is the number of rows consumed so far. */
 typedef struct {
-    int seq_len;          /* T: tokens per row fed to the model (T <= row_len) */
-    int micro_rows;       /* B: max rows per micro-batch */
-    int rows_per_step;    /* R: rows per optimiser step */
-    int nbuf;             /* host buffers (>= 2); 0 = 2 */
+    int seq_len;       /* T: tokens per row fed to the model (T <= row_len) */
+    int micro_rows;    /* B: max rows per micro-batch */
+    int rows_per_step; /* R: rows per optimiser step */
+    int nbuf;          /* host buffers (>= 2); 0 = 2 */
     uint64_t seed;
-    uint64_t start_row;   /* resume position: rows consumed before */
-    int doc_mask;         /* 1: pos/seg restart at document boundaries */
-    int shuffle;          /* 1 (default via tr_loader_opts_init): permute rows per epoch */
+    uint64_t start_row;                       /* resume position: rows consumed before */
+    int doc_mask;                             /* 1: pos/seg restart at document boundaries */
+    int shuffle;                              /* 1 (default via tr_loader_opts_init): permute rows per epoch */
     void *(*alloc)(size_t bytes, void *user); /* NULL: malloc */
     void (*free)(void *p, void *user);
     void *alloc_user;
@@ -130,11 +130,11 @@ void tr_loader_opts_init(tr_loader_opts *o);
 /* One micro-batch, rows x T, row-major. */
 typedef struct {
     int rows, T;
-    uint32_t *inputs;  /* [rows*T] */
-    int32_t *targets;  /* [rows*T] next token, -1 where the target carries no loss */
-    uint8_t *tmask;    /* [rows*T] 1: this target carries loss */
-    int32_t *pos;      /* [rows*T] position ids (restart per document with doc_mask) */
-    int32_t *seg;      /* [rows*T] document index within the row (0 everywhere without doc_mask) */
+    uint32_t *inputs;   /* [rows*T] */
+    int32_t *targets;   /* [rows*T] next token, -1 where the target carries no loss */
+    uint8_t *tmask;     /* [rows*T] 1: this target carries loss */
+    int32_t *pos;       /* [rows*T] position ids (restart per document with doc_mask) */
+    int32_t *seg;       /* [rows*T] document index within the row (0 everywhere without doc_mask) */
     uint64_t n_targets; /* sum of tmask */
     uint64_t step;      /* optimiser step index (0-based, since the start of the run) */
     int micro, n_micro; /* index of this micro-batch in its step, micro-batches in the step */
@@ -181,49 +181,49 @@ typedef enum { TR_FP32 = 0, TR_BF16 = 1, TR_FP16 = 2 } tr_precision;
 
 typedef struct {
     int n_layer, n_head, n_embd, max_seq; /* model config */
-    uint32_t vocab_size;      /* as stored (may be padded) */
-    int seq_len;              /* T */
-    uint64_t token_budget;    /* max rows*T per micro-batch; 0 = unlimited */
-    uint64_t batch_tokens;    /* tokens per optimiser step */
-    uint64_t mem_budget;      /* bytes; 0 = unlimited (CPU) / device memory (GPU) */
+    uint32_t vocab_size;                  /* as stored (may be padded) */
+    int seq_len;                          /* T */
+    uint64_t token_budget;                /* max rows*T per micro-batch; 0 = unlimited */
+    uint64_t batch_tokens;                /* tokens per optimiser step */
+    uint64_t mem_budget;                  /* bytes; 0 = unlimited (CPU) / device memory (GPU) */
     tr_device device;
     tr_precision precision;
-    int recompute;            /* 0, 1, 2 */
-    int nbuf;                 /* loader buffers (0 = 2) */
+    int recompute; /* 0, 1, 2 */
+    int nbuf;      /* loader buffers (0 = 2) */
     int doc_mask;
-    int force_micro_rows;     /* >0: evaluate exactly this B (no search) */
-    int cpu_threads;          /* kernel threads (CPU workspaces); 0 = 1 */
-    int world;                /* data-parallel ranks (0 = 1): the plan is per rank */
-    int zero;                 /* 1: ZeRO-1, the optimizer's state (and mixed-precision master weights) sharded */
-    const char *optim;        /* the optimizer whose state is counted (tr_optim_name); NULL: the default */
+    int force_micro_rows; /* >0: evaluate exactly this B (no search) */
+    int cpu_threads;      /* kernel threads (CPU workspaces); 0 = 1 */
+    int world;            /* data-parallel ranks (0 = 1): the plan is per rank */
+    int zero;             /* 1: ZeRO-1, the optimizer's state (and mixed-precision master weights) sharded */
+    const char *optim;    /* the optimizer whose state is counted (tr_optim_name); NULL: the default */
 } tr_plan_in;
 
 enum { TR_PLAN_MAX_ITEMS = 32 };
 typedef struct {
     const char *name;
-    uint64_t bytes;     /* total for the chosen micro-batch */
-    uint64_t per_row;   /* part of bytes that scales with rows (0 = fixed) */
-    const char *where;  /* "host" or "device" */
+    uint64_t bytes;    /* total for the chosen micro-batch */
+    uint64_t per_row;  /* part of bytes that scales with rows (0 = fixed) */
+    const char *where; /* "host" or "device" */
 } tr_plan_item;
 
 typedef struct {
-    int fits;                  /* 1: the plan fits both budgets */
-    int micro_rows;            /* B chosen */
-    int rows_per_step;         /* R */
-    int n_micro;               /* ceil(R / B) */
-    uint64_t micro_tokens;     /* B*T */
-    uint64_t step_tokens;      /* R*T */
-    uint64_t fixed_bytes;      /* total that does not depend on B */
-    uint64_t per_row_bytes;    /* bytes per micro-batch row */
-    uint64_t total_bytes;      /* total for the chosen B on the budgeted side */
+    int fits;               /* 1: the plan fits both budgets */
+    int micro_rows;         /* B chosen */
+    int rows_per_step;      /* R */
+    int n_micro;            /* ceil(R / B) */
+    uint64_t micro_tokens;  /* B*T */
+    uint64_t step_tokens;   /* R*T */
+    uint64_t fixed_bytes;   /* total that does not depend on B */
+    uint64_t per_row_bytes; /* bytes per micro-batch row */
+    uint64_t total_bytes;   /* total for the chosen B on the budgeted side */
     uint64_t host_bytes, device_bytes;
-    uint64_t budget;           /* effective memory budget (0 = none) */
-    uint64_t params;           /* parameter count */
+    uint64_t budget; /* effective memory budget (0 = none) */
+    uint64_t params; /* parameter count */
     int n_items;
     tr_plan_item items[TR_PLAN_MAX_ITEMS];
-    int rank_micro;            /* micro-batches per step of the busiest rank (world > 1) */
-    char reason[512];          /* why it does not fit */
-    char advice[1024];         /* what would make it fit */
+    int rank_micro;    /* micro-batches per step of the busiest rank (world > 1) */
+    char reason[512];  /* why it does not fit */
+    char advice[1024]; /* what would make it fit */
 } tr_plan_out;
 
 int tr_plan(const tr_plan_in *in, tr_plan_out *out);
@@ -259,7 +259,9 @@ int tr_model_preset(const char *name, int *n_layer, int *n_head, int *n_embd);
 double tr_lr_at(uint64_t step, uint64_t warmup, uint64_t total, double lr_max, double lr_min);
 
 /* ================================================================ rng */
-typedef struct { uint64_t s[4]; } tr_rng;
+typedef struct {
+    uint64_t s[4];
+} tr_rng;
 void tr_rng_seed(tr_rng *r, uint64_t seed);
 uint64_t tr_rng_u64(tr_rng *r);
 double tr_rng_f64(tr_rng *r); /* [0, 1) */
@@ -269,8 +271,8 @@ double tr_rng_f64(tr_rng *r); /* [0, 1) */
  * DIR/ckpt.bin (atomic: a crash leaves the previous checkpoint intact). The
  * payload is checksummed (XXH64); a bad checksum is TR_ERR_CORRUPT. */
 typedef struct {
-    uint64_t step;          /* optimiser steps done */
-    uint64_t loader_pos;    /* rows consumed */
+    uint64_t step;       /* optimiser steps done */
+    uint64_t loader_pos; /* rows consumed */
     uint64_t seed;
     tr_rng rng;
     uint8_t fingerprint[32];
@@ -323,58 +325,58 @@ int tr_ckpt_load_path(const char *path, tr_ckpt_meta *m, tr_ckpt_section *s, int
  * The whole CPU training run behind llmtrain. Messages (one line, say what
  * to do) go to err; per-step lines to opts.out, JSON lines to opts.log_path. */
 typedef struct {
-    const char *data_dir;     /* shard set (or rows != NULL) */
-    tr_rows *rows;            /* borrowed row source (tests); NULL: open data_dir */
-    const char *model;        /* tiny|d12|d24|d36|d48 */
-    int seq_len;              /* T (0: the rows' length) */
-    uint64_t steps;           /* optimiser steps (schedule length) */
-    uint64_t stop_after;      /* >0: stop (checkpointing) after this step, as if interrupted */
-    uint64_t token_budget;    /* max rows*T per micro-batch (0: batch_tokens) */
-    uint64_t batch_tokens;    /* tokens per optimiser step */
-    uint64_t mem_budget;      /* bytes, 0 = unlimited */
+    const char *data_dir;  /* shard set (or rows != NULL) */
+    tr_rows *rows;         /* borrowed row source (tests); NULL: open data_dir */
+    const char *model;     /* tiny|d12|d24|d36|d48 */
+    int seq_len;           /* T (0: the rows' length) */
+    uint64_t steps;        /* optimiser steps (schedule length) */
+    uint64_t stop_after;   /* >0: stop (checkpointing) after this step, as if interrupted */
+    uint64_t token_budget; /* max rows*T per micro-batch (0: batch_tokens) */
+    uint64_t batch_tokens; /* tokens per optimiser step */
+    uint64_t mem_budget;   /* bytes, 0 = unlimited */
     tr_precision precision;
     tr_device device;
     int recompute;
     uint64_t seed;
-    double lr, lr_min;        /* lr_min < 0: lr / 10 */
-    uint64_t warmup;          /* UINT64_MAX: automatic (steps / 20, >= 1) */
+    double lr, lr_min; /* lr_min < 0: lr / 10 */
+    uint64_t warmup;   /* UINT64_MAX: automatic (steps / 20, >= 1) */
     float weight_decay, grad_clip, beta1, beta2, eps;
-    const char *log_path;     /* JSONL, one object per step */
+    const char *log_path; /* JSONL, one object per step */
     const char *ckpt_dir;
-    uint64_t ckpt_every;      /* 0: only at the end / stop */
+    uint64_t ckpt_every; /* 0: only at the end / stop */
     int resume;
-    uint64_t val_every;       /* 0: never */
-    int val_rows;             /* rows per validation (0: min(n_val, 8 micro-batches)) */
+    uint64_t val_every; /* 0: never */
+    int val_rows;       /* rows per validation (0: min(n_val, 8 micro-batches)) */
     int doc_mask;
     int nbuf;
-    int no_verify;            /* 1: skip hashing the shard files on open */
-    const char *tokenizer;    /* for --sample decoding and the fingerprint check */
-    int sample_tokens;        /* 0: no sample */
+    int no_verify;         /* 1: skip hashing the shard files on open */
+    const char *tokenizer; /* for --sample decoding and the fingerprint check */
+    int sample_tokens;     /* 0: no sample */
     float sample_temp;
-    int log_every;            /* print every K steps (1) */
+    int log_every; /* print every K steps (1) */
     int quiet;
-    FILE *out;                /* step lines (stdout) */
+    FILE *out; /* step lines (stdout) */
     /* Data parallelism (train/dist.h, docs/cluster.md): comm is a tr_comm *
      * (train/comm.h), NULL = the process's (mpirun/srun) or world 1; zero 1:
      * ZeRO-1 (the optimiser update sharded over the ranks). */
     void *comm;
     int zero;
-    const char *optim;        /* --optim: a name of tr_optim_name's list; NULL: the first (the default) */
-    const char *init_from;    /* --init-from: a Hugging Face folder whose config.json and weights start the
+    const char *optim;      /* --optim: a name of tr_optim_name's list; NULL: the first (the default) */
+    const char *init_from;  /* --init-from: a Hugging Face folder whose config.json and weights start the
                                  run (train/hf_import.h); NULL: --model, random init */
-    const char *export_dir;   /* --export: a Hugging Face folder written at the end (train/export.h) */
-    uint64_t export_every;    /* --export-every K: also every K steps (0: only at the end) */
-    int export_bf16;          /* --export-dtype bf16 */
+    const char *export_dir; /* --export: a Hugging Face folder written at the end (train/export.h) */
+    uint64_t export_every;  /* --export-every K: also every K steps (0: only at the end) */
+    int export_bf16;        /* --export-dtype bf16 */
 } tr_train_opts;
 void tr_train_opts_init(tr_train_opts *o);
 
 typedef struct {
-    uint64_t steps_done;      /* steps completed in this process */
-    uint64_t last_step;       /* global step count at the end */
+    uint64_t steps_done; /* steps completed in this process */
+    uint64_t last_step;  /* global step count at the end */
     double first_loss, last_loss, last_val_loss;
-    double last_grad_norm;    /* pre-clip norm of the last step's (token-normalised) gradient */
+    double last_grad_norm; /* pre-clip norm of the last step's (token-normalised) gradient */
     double mean_wait_s, total_wait_s;
-    uint64_t max_micro_tokens;/* largest rows*T fed to the model */
+    uint64_t max_micro_tokens;       /* largest rows*T fed to the model */
     uint64_t baseline_rss, peak_rss; /* VmRSS before allocating, VmHWM at the end */
     tr_plan_in plan_in;
     tr_plan_out plan;

@@ -25,11 +25,13 @@ static const char *usage_export =
     "\n"
     "Exit codes: 0 ok, 1 failure, 2 bad input (corrupt checkpoint, wrong tokenizer), 64 usage.\n";
 
-int tr_cli_export(const char *prog, int argc, char **argv)
-{
-    static const struct option opts[] = {{"ckpt", required_argument, 0, 'c'},   {"out", required_argument, 0, 'o'},
-                                         {"dtype", required_argument, 0, 'd'},  {"data", required_argument, 0, 'D'},
-                                         {"tokenizer", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
+int tr_cli_export(const char *prog, int argc, char **argv) {
+    static const struct option opts[] = {{"ckpt", required_argument, 0, 'c'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"dtype", required_argument, 0, 'd'},
+                                         {"data", required_argument, 0, 'D'},
+                                         {"tokenizer", required_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     tr_export_opts o = {0};
     o.out = stdout;
@@ -43,8 +45,7 @@ int tr_cli_export(const char *prog, int argc, char **argv)
         case 'D': o.data_dir = optarg; break;
         case 't': o.tokenizer = optarg; break;
         case 'd':
-            if (!strcmp(optarg, "bf16"))
-                o.bf16 = 1;
+            if (!strcmp(optarg, "bf16")) o.bf16 = 1;
             else if (strcmp(optarg, "fp32"))
                 return tr_cli_uerr(prog, "export --dtype takes fp32 or bf16, not '%s'", optarg);
             break;
@@ -54,23 +55,18 @@ int tr_cli_export(const char *prog, int argc, char **argv)
                                argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return tr_cli_uerr(prog, "export: unexpected argument '%s'", argv[optind]);
+    if (optind < argc) return tr_cli_uerr(prog, "export: unexpected argument '%s'", argv[optind]);
     if (!o.ckpt_dir || !o.out_dir)
         return tr_cli_uerr(prog, "%s", "export needs --ckpt DIR and --out MODEL_DIR (see 'export --help')");
     char err[1024] = "";
     int rc = tr_export_run(&o, err, sizeof err);
-    if (rc == TR_OK)
-        return X_OK;
+    if (rc == TR_OK) return X_OK;
     fprintf(stderr, "%s export: %s\n", prog, err[0] ? err : tr_strerror(rc));
     switch (rc) {
     case TR_ERR_CORRUPT:
     case TR_ERR_FINGERPRINT:
-    case TR_ERR_IO:
-        return X_INPUT;
-    case TR_ERR_ARG:
-        return X_USAGE;
-    default:
-        return X_FAIL;
+    case TR_ERR_IO: return X_INPUT;
+    case TR_ERR_ARG: return X_USAGE;
+    default: return X_FAIL;
     }
 }

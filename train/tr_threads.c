@@ -13,12 +13,10 @@
  * nthreads-var before that region is enough; the trainer's parallel regions
  * all run on the thread that calls tr_train (the loader and communication
  * threads run none). */
-int tr_threads_bound(void)
-{
+int tr_threads_bound(void) {
 #ifdef _OPENMP
     int n = omp_get_max_threads();
-    if (n >= 1 && n <= TR_MAX_THREADS)
-        return n;
+    if (n >= 1 && n <= TR_MAX_THREADS) return n;
     n = tr_threads_default(NULL);
     omp_set_num_threads(n);
     return n;

@@ -42,18 +42,14 @@
 #include "optim.h"
 #include "tk.h"
 
-static int zero32(const uint8_t *f)
-{
+static int zero32(const uint8_t *f) {
     for (int i = 0; i < 32; i++)
-        if (f[i])
-            return 0;
+        if (f[i]) return 0;
     return 1;
 }
 
-static void hex8(const uint8_t *f, char *out)
-{
-    for (int i = 0; i < 8; i++)
-        sprintf(out + 2 * i, "%02x", f[i]);
+static void hex8(const uint8_t *f, char *out) {
+    for (int i = 0; i < 8; i++) sprintf(out + 2 * i, "%02x", f[i]);
 }
 
 /* The lines of the log at `in` of steps <= last_step into fd. */
@@ -62,15 +58,13 @@ typedef struct {
     uint64_t last_step;
 } log_fill_ctx;
 
-static int log_fill(int fd, void *vctx, char *err, size_t errlen)
-{
+static int log_fill(int fd, void *vctx, char *err, size_t errlen) {
     (void)err, (void)errlen;
     const log_fill_ctx *c = vctx;
     int dfd = dup(fd);
     FILE *w = dfd >= 0 ? fdopen(dfd, "w") : NULL;
     if (!w) {
-        if (dfd >= 0)
-            close(dfd);
+        if (dfd >= 0) close(dfd);
         return -1;
     }
     char *line = NULL;
@@ -78,10 +72,8 @@ static int log_fill(int fd, void *vctx, char *err, size_t errlen)
     ssize_t n;
     while ((n = getline(&line, &cap, c->in)) > 0) {
         const char *p = strstr(line, "\"step\":");
-        if (p && strtoull(p + 7, NULL, 10) > c->last_step)
-            continue;
-        if (line[n - 1] != '\n')
-            continue; /* a line cut by a kill */
+        if (p && strtoull(p + 7, NULL, 10) > c->last_step) continue;
+        if (line[n - 1] != '\n') continue; /* a line cut by a kill */
         fwrite(line, 1, (size_t)n, w);
     }
     free(line);
@@ -90,11 +82,9 @@ static int log_fill(int fd, void *vctx, char *err, size_t errlen)
 
 /* Keep only the JSON lines of steps <= last_step (the common layer's
  * atomic rewrite: path.tmp fresh, fsync, rename, fsync of the folder). */
-static void truncate_log(const char *path, uint64_t last_step)
-{
+static void truncate_log(const char *path, uint64_t last_step) {
     FILE *in = ds_fopen_regular(path, NULL, 0); /* a FIFO / device log is not rewritten */
-    if (!in)
-        return;
+    if (!in) return;
     log_fill_ctx c = {in, last_step};
     mc_atomic_write_fn(path, NULL, 0644, log_fill, &c, NULL, 0);
     fclose(in);
@@ -105,8 +95,7 @@ static void truncate_log(const char *path, uint64_t last_step)
  * '\\' as \xNN (tk_escape_text), so a sampled token cannot send terminal
  * escapes. Runs of at most 1 KiB, cut at a character boundary, fit buf
  * whole (tk_escape_text writes at most 4 bytes per input byte). */
-static void put_text(FILE *f, const uint8_t *p, size_t n)
-{
+static void put_text(FILE *f, const uint8_t *p, size_t n) {
     char buf[4 * 1024 + 8];
     size_t i = 0;
     while (i < n) {
@@ -115,21 +104,17 @@ static void put_text(FILE *f, const uint8_t *p, size_t n)
             continue;
         }
         size_t j = i;
-        while (j < n && j - i < 1024 && p[j] != '\n' && p[j] != '\t')
-            j++;
+        while (j < n && j - i < 1024 && p[j] != '\n' && p[j] != '\t') j++;
         size_t k = j; /* back to the lead byte of a character the cut would split */
-        while (k < n && k > i && j - k < 3 && (p[k] & 0xC0) == 0x80)
-            k--;
-        if (k == i || (k < n && (p[k] & 0xC0) == 0x80))
-            k = j;
+        while (k < n && k > i && j - k < 3 && (p[k] & 0xC0) == 0x80) k--;
+        if (k == i || (k < n && (p[k] & 0xC0) == 0x80)) k = j;
         fputs(tk_escape_text(p + i, k - i, buf, sizeof buf), f);
         i = k;
     }
 }
 
 static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok, int T, int n_tokens, float temp,
-                   tr_rng *rng)
-{
+                   tr_rng *rng) {
     const tr_model_config *c = tr_model_get_config(m);
     uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)(n_tokens + 1));
     double *p = malloc(sizeof(double) * (size_t)c->vocab);
@@ -149,15 +134,12 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
     ids[n++] = start >= 0 && start < c->vocab ? (uint32_t)start : 0;
     for (int g = 0; g < n_tokens; g++) {
         int start = n > T ? n - T : 0, len = n - start;
-        if (tr_model_forward(m, 1, len, ids + start, NULL, NULL, NULL, NULL, NULL))
-            break;
+        if (tr_model_forward(m, 1, len, ids + start, NULL, NULL, NULL, NULL, NULL)) break;
         const float *lg = tr_model_logits(m) + (size_t)(len - 1) * (size_t)c->vocab_padded;
         double mx = -INFINITY, sum = 0;
         for (int v = 0; v < c->vocab; v++)
-            if (lg[v] > mx)
-                mx = lg[v];
-        for (int v = 0; v < c->vocab; v++)
-            sum += (p[v] = exp(((double)lg[v] - mx) / (temp > 0 ? temp : 1.0f)));
+            if (lg[v] > mx) mx = lg[v];
+        for (int v = 0; v < c->vocab; v++) sum += (p[v] = exp(((double)lg[v] - mx) / (temp > 0 ? temp : 1.0f)));
         double u = tr_rng_f64(rng) * sum, acc = 0;
         int pick = c->vocab - 1;
         for (int v = 0; v < c->vocab; v++) {
@@ -168,8 +150,7 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
             }
         }
         ids[n++] = (uint32_t)pick;
-        if (pick == stop)
-            break;
+        if (pick == stop) break;
     }
     if (tok) {
         tk_bytes b = {0};
@@ -181,8 +162,7 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
         tk_bytes_free(&b);
     } else {
         fprintf(f, "--- sample (%d token ids; pass --tokenizer to decode) ---\n", n - 1);
-        for (int i = 1; i < n; i++)
-            fprintf(f, "%s%u", i > 1 ? " " : "", ids[i]);
+        for (int i = 1; i < n; i++) fprintf(f, "%s%u", i > 1 ? " " : "", ids[i]);
         fprintf(f, "\n");
     }
     free(ids);
@@ -191,17 +171,12 @@ static void sample(FILE *f, tr_model *m, tr_rows *rows, const tk_tokenizer *tok,
 
 /* The options a library caller (or the CLI) passes: every number finite and
  * in range before anything is opened. */
-static int check_opts(const tr_train_opts *o, char *err, size_t errlen)
-{
+static int check_opts(const tr_train_opts *o, char *err, size_t errlen) {
     const char *bad = NULL;
-    if (o->steps < 1 || o->steps > TR_MAX_STEPS)
-        bad = "steps must be 1..1000000000";
-    else if (!isfinite(o->lr) || o->lr <= 0)
-        bad = "lr must be a finite number > 0";
-    else if (!isfinite(o->lr_min) || o->lr_min > o->lr)
-        bad = "lr_min must be finite and <= lr (negative: lr / 10)";
-    else if (o->warmup != UINT64_MAX && o->warmup > o->steps)
-        bad = "warmup must be <= steps";
+    if (o->steps < 1 || o->steps > TR_MAX_STEPS) bad = "steps must be 1..1000000000";
+    else if (!isfinite(o->lr) || o->lr <= 0) bad = "lr must be a finite number > 0";
+    else if (!isfinite(o->lr_min) || o->lr_min > o->lr) bad = "lr_min must be finite and <= lr (negative: lr / 10)";
+    else if (o->warmup != UINT64_MAX && o->warmup > o->steps) bad = "warmup must be <= steps";
     else if (!isfinite(o->weight_decay) || o->weight_decay < 0 || !isfinite(o->grad_clip) || o->grad_clip < 0 ||
              !isfinite(o->beta1) || o->beta1 < 0 || o->beta1 >= 1 || !isfinite(o->beta2) || o->beta2 < 0 ||
              o->beta2 >= 1 || !isfinite(o->eps) || o->eps <= 0)
@@ -226,8 +201,7 @@ static int check_opts(const tr_train_opts *o, char *err, size_t errlen)
  * the tokenizer or its sidecar. The log is not the checkpoint either (the
  * same resolved path for one not written yet). TR_ERR_ARG (a usage error)
  * with the reason, before anything is written. */
-static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_t errlen)
-{
+static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_t errlen) {
     char ck[2][4200];
     if (o->ckpt_dir) {
         snprintf(ck[0], sizeof ck[0], "%s/ckpt.bin", o->ckpt_dir);
@@ -262,11 +236,9 @@ static int check_outputs(const tr_train_opts *o, tr_rows *rows, char *err, size_
 /* The JSONL log: a regular file (created or truncated), or a FIFO / device
  * that a reader already holds open; opened without blocking so a FIFO with
  * no reader fails instead of hanging. */
-static FILE *open_log(const char *path, int append)
-{
+static FILE *open_log(const char *path, int append) {
     int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
-    if (fd < 0)
-        return NULL;
+    if (fd < 0) return NULL;
     struct stat st;
     int fl = fcntl(fd, F_GETFL);
     if (fstat(fd, &st) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) ||
@@ -275,8 +247,7 @@ static FILE *open_log(const char *path, int append)
         return NULL;
     }
     FILE *f = fdopen(fd, append ? "a" : "w");
-    if (!f)
-        close(fd);
+    if (!f) close(fd);
     return f;
 }
 
@@ -328,40 +299,36 @@ typedef struct {
     float gnorm;
 } tr_step_acc;
 
-const tr_backend_ops *tr_backend_find(tr_device d)
-{
+const tr_backend_ops *tr_backend_find(tr_device d) {
     for (int i = 0; tr_backend_table[i]; i++)
-        if (tr_backend_table[i]->device == d)
-            return tr_backend_table[i];
+        if (tr_backend_table[i]->device == d) return tr_backend_table[i];
     return NULL;
 }
 
 /* --device: the build's backend for it, then its probe (device present,
  * options it cannot do). */
-static int select_backend(tr_run *r)
-{
+static int select_backend(tr_run *r) {
     r->ops = tr_backend_find(r->o->device);
     if (!r->ops) {
         const char *d = tr_device_name(r->o->device);
         char up[16];
         size_t i = 0;
-        for (; d[i] && i + 1 < sizeof up; i++)
-            up[i] = (char)toupper((unsigned char)d[i]);
+        for (; d[i] && i + 1 < sizeof up; i++) up[i] = (char)toupper((unsigned char)d[i]);
         up[i] = 0;
-        snprintf(r->err, r->errlen, "--device %s: this build has no %s backend (built without %s or no GPU); "
-                                    "use --device cpu, or --plan to see the GPU memory plan", d, up, up);
+        snprintf(r->err, r->errlen,
+                 "--device %s: this build has no %s backend (built without %s or no GPU); "
+                 "use --device cpu, or --plan to see the GPU memory plan",
+                 d, up, up);
         return TR_ERR_NODEVICE;
     }
     /* more than one rank (mpirun / srun): the data-parallel wrapper */
     int rc = tr_dist_backend(r->o, r->ops, &r->ops, r->err, r->errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     return r->ops->probe(r->o, &r->dev, r->err, r->errlen);
 }
 
 /* The row source (borrowed or the shard set) and T. */
-static int open_rows(tr_run *r)
-{
+static int open_rows(tr_run *r) {
     const tr_train_opts *o = r->o;
     r->rows = o->rows;
     if (!r->rows) {
@@ -399,8 +366,7 @@ static int open_rows(tr_run *r)
 
 /* --tokenizer must match the shards' fingerprint; without it, samples are
  * decoded with the tokenizer the shards name when it loads and matches. */
-static int open_tokenizer(tr_run *r)
-{
+static int open_tokenizer(tr_run *r) {
     const tr_train_opts *o = r->o;
     tr_rows *rows = r->rows;
     if (o->tokenizer) {
@@ -416,8 +382,9 @@ static int open_tokenizer(tr_run *r)
             char a[17], b[17];
             hex8(fp, a);
             hex8(rows->fingerprint, b);
-            snprintf(r->err, r->errlen, "tokenizer %s (fingerprint %s...) is not the one %s was built with (%s...): "
-                                        "rebuild the shards or pass the matching --tokenizer",
+            snprintf(r->err, r->errlen,
+                     "tokenizer %s (fingerprint %s...) is not the one %s was built with (%s...): "
+                     "rebuild the shards or pass the matching --tokenizer",
                      o->tokenizer, a, rows->desc, b);
             return TR_ERR_FINGERPRINT;
         }
@@ -440,29 +407,22 @@ static int open_tokenizer(tr_run *r)
     return TR_OK;
 }
 
-static int run_open(tr_run *r)
-{
+static int run_open(tr_run *r) {
     int rc = check_opts(r->o, r->err, r->errlen);
-    if (!rc)
-        rc = select_backend(r);
-    if (!rc)
-        rc = open_rows(r);
-    if (!rc)
-        rc = check_outputs(r->o, r->rows, r->err, r->errlen);
-    if (!rc)
-        rc = open_tokenizer(r);
+    if (!rc) rc = select_backend(r);
+    if (!rc) rc = open_rows(r);
+    if (!rc) rc = check_outputs(r->o, r->rows, r->err, r->errlen);
+    if (!rc) rc = open_tokenizer(r);
     return rc;
 }
 
 /* --resume: whether there is a checkpoint, and that its header fits this
  * run (tokenizer, model shape, T); the payload is read by run_allocate. */
-static int resume_meta(tr_run *r)
-{
+static int resume_meta(tr_run *r) {
     const tr_train_opts *o = r->o;
     const tr_plan_in *pi = &r->res->plan_in;
     memset(&r->cm, 0, sizeof r->cm);
-    if (!o->resume)
-        return TR_OK;
+    if (!o->resume) return TR_OK;
     if (!o->ckpt_dir) {
         snprintf(r->err, r->errlen, "--resume needs --ckpt-dir");
         return TR_ERR_ARG;
@@ -471,21 +431,20 @@ static int resume_meta(tr_run *r)
     snprintf(ck, sizeof ck, "%s/ckpt.bin", o->ckpt_dir);
     r->resuming = access(ck, F_OK) == 0;
     if (!r->resuming) {
-        if (!o->quiet)
-            fprintf(r->out, "--resume: no checkpoint in %s yet: starting from step 0\n", o->ckpt_dir);
+        if (!o->quiet) fprintf(r->out, "--resume: no checkpoint in %s yet: starting from step 0\n", o->ckpt_dir);
         return TR_OK;
     }
     int rc = tr_ckpt_load(o->ckpt_dir, &r->cm, NULL, 0, r->err, r->errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     const tr_ckpt_meta *cm = &r->cm;
     tr_rows *rows = r->rows;
     if (memcmp(cm->fingerprint, rows->fingerprint, 32)) {
         char a[17], b[17];
         hex8(cm->fingerprint, a);
         hex8(rows->fingerprint, b);
-        snprintf(r->err, r->errlen, "checkpoint in %s was trained with tokenizer %s..., but %s has %s...: refusing "
-                                    "to mix tokenizers",
+        snprintf(r->err, r->errlen,
+                 "checkpoint in %s was trained with tokenizer %s..., but %s has %s...: refusing "
+                 "to mix tokenizers",
                  o->ckpt_dir, a, rows->desc, b);
         return TR_ERR_FINGERPRINT;
     }
@@ -494,38 +453,35 @@ static int resume_meta(tr_run *r)
         snprintf(r->err, r->errlen,
                  "checkpoint in %s is for a different model or --seq-len (%dL H=%d C=%d T=%d V=%u; this run: "
                  "%dL H=%d C=%d T=%d V=%u)",
-                 o->ckpt_dir, cm->n_layer, cm->n_head, cm->n_embd, cm->seq_len, cm->vocab_size, pi->n_layer,
-                 pi->n_head, pi->n_embd, r->T, rows->vocab_size);
+                 o->ckpt_dir, cm->n_layer, cm->n_head, cm->n_embd, cm->seq_len, cm->vocab_size, pi->n_layer, pi->n_head,
+                 pi->n_embd, r->T, rows->vocab_size);
         return TR_ERR_DATA;
     }
     return TR_OK;
 }
 
-uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *note)
-{
+uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *note) {
     uint64_t b = asked ? asked : info->device_total, cap = info->device_capacity;
-    if (!cap || b <= cap)
-        return b;
+    if (!cap || b <= cap) return b;
     if (note)
-        fprintf(note, "note: memory budget %.2f GiB is more than %s can give now (free memory after the CUDA "
-                      "context, plus the plan's context line, less 256 MiB): planning for %.2f GiB\n",
+        fprintf(note,
+                "note: memory budget %.2f GiB is more than %s can give now (free memory after the CUDA "
+                "context, plus the plan's context line, less 256 MiB): planning for %.2f GiB\n",
                 (double)b / 1073741824.0, info->device_name[0] ? info->device_name : "this device",
                 (double)cap / 1073741824.0);
     return cap;
 }
 
 /* The memory plan (pure): refused before anything is allocated. */
-static int run_plan(tr_run *r)
-{
+static int run_plan(tr_run *r) {
     const tr_train_opts *o = r->o;
     tr_train_result *res = r->res;
     tr_plan_in *pi = &res->plan_in;
     memset(pi, 0, sizeof *pi);
     if (o->init_from) { /* the folder's config.json defines the model (train/hf_import.h) */
-        int rc = tr_hf_import_shape(o->init_from, r->rows, r->T, &pi->n_layer, &pi->n_head, &pi->n_embd, r->err,
-                                    r->errlen);
-        if (rc)
-            return rc;
+        int rc =
+            tr_hf_import_shape(o->init_from, r->rows, r->T, &pi->n_layer, &pi->n_head, &pi->n_embd, r->err, r->errlen);
+        if (rc) return rc;
     } else if (tr_model_preset(o->model, &pi->n_layer, &pi->n_head, &pi->n_embd)) {
         snprintf(r->err, r->errlen, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
         return TR_ERR_ARG;
@@ -564,8 +520,7 @@ static int run_plan(tr_run *r)
 }
 
 /* Host model (+ the checkpoint's payload on --resume), then the backend. */
-static int alloc_model(tr_run *r)
-{
+static int alloc_model(tr_run *r) {
     const tr_train_opts *o = r->o;
     const tr_plan_in *pi = &r->res->plan_in;
     if (tr_model_config_make(pi->n_layer, pi->n_head, pi->n_embd, r->T, (int)r->rows->vocab_size, &r->mc)) {
@@ -583,8 +538,7 @@ static int alloc_model(tr_run *r)
     }
     if (o->init_from && !r->resuming) { /* a checkpoint, when resuming, has the weights */
         int rc = tr_hf_import_weights(o->init_from, r->m, r->err, r->errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     r->P = tr_model_param_count(&r->mc);
     tr_rng_seed(&r->rng, o->seed ^ 0x5a5a5a5a5a5a5a5aULL);
@@ -597,8 +551,7 @@ static int alloc_model(tr_run *r)
         int ns = tr_optim_ckpt_sections(r->optim, r->m, r->P, r->extra, sizeof r->extra, 1, sec);
         have_extra = r->cm.n_sections == (uint64_t)ns;
         int rc = tr_ckpt_load(o->ckpt_dir, &r->cm, sec, have_extra ? ns : ns - 1, r->err, r->errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         r->step0 = r->cm.step;
         r->pos0 = r->cm.loader_pos;
         r->rng = r->cm.rng;
@@ -609,12 +562,10 @@ static int alloc_model(tr_run *r)
     }
     tr_backend_args ba = {o, r->m, &r->mc, r->B, r->T, &r->res->plan, r->optim};
     int rc = r->ops->create(&ba, &r->be, r->err, r->errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (r->resuming) {
         rc = r->ops->set_state(r->be, r->m, have_extra ? r->extra : NULL, r->step0, r->err, r->errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     if (r->ops->device_memory && !o->quiet) {
         tr_backend_mem mem;
@@ -626,8 +577,7 @@ static int alloc_model(tr_run *r)
 }
 
 /* Loader, validation batch + row scratch (counted by the planner), log. */
-static int alloc_io(tr_run *r)
-{
+static int alloc_io(tr_run *r) {
     const tr_train_opts *o = r->o;
     tr_rows *rows = r->rows;
     tr_loader_opts lo;
@@ -639,8 +589,7 @@ static int alloc_io(tr_run *r)
     lo.seed = r->seed;
     lo.start_row = r->pos0;
     lo.doc_mask = o->doc_mask;
-    if (r->ops->loader_hooks)
-        r->ops->loader_hooks(r->be, &lo);
+    if (r->ops->loader_hooks) r->ops->loader_hooks(r->be, &lo);
     int rc = tr_loader_open(rows, &lo, &r->ld);
     if (rc) {
         r->ld = NULL;
@@ -649,19 +598,15 @@ static int alloc_io(tr_run *r)
     }
     if (o->val_every && rows->n_rows[TR_SPLIT_VAL]) {
         r->val_rows = o->val_rows ? o->val_rows : 8 * r->B;
-        if ((uint64_t)r->val_rows > rows->n_rows[TR_SPLIT_VAL])
-            r->val_rows = (int)rows->n_rows[TR_SPLIT_VAL];
+        if ((uint64_t)r->val_rows > rows->n_rows[TR_SPLIT_VAL]) r->val_rows = (int)rows->n_rows[TR_SPLIT_VAL];
     }
-    if (tr_batch_alloc(&r->vb, r->B, r->T))
-        return TR_ERR_NOMEM;
+    if (tr_batch_alloc(&r->vb, r->B, r->T)) return TR_ERR_NOMEM;
     r->st = malloc((size_t)rows->row_len * 4);
     r->sp = malloc((size_t)rows->row_len * 4);
     r->sm = malloc((size_t)rows->row_len);
-    if (!r->st || !r->sp || !r->sm)
-        return TR_ERR_NOMEM;
+    if (!r->st || !r->sp || !r->sm) return TR_ERR_NOMEM;
     if (o->log_path) {
-        if (r->resuming)
-            truncate_log(o->log_path, r->step0); /* drop steps logged after the checkpoint (killed run) */
+        if (r->resuming) truncate_log(o->log_path, r->step0); /* drop steps logged after the checkpoint (killed run) */
         r->logf = open_log(o->log_path, r->resuming);
         if (!r->logf) {
             snprintf(r->err, r->errlen, "cannot write log %s: %s", o->log_path, strerror(errno));
@@ -671,40 +616,35 @@ static int alloc_io(tr_run *r)
     return TR_OK;
 }
 
-static int run_allocate(tr_run *r)
-{
+static int run_allocate(tr_run *r) {
     const tr_train_opts *o = r->o;
     tr_train_result *res = r->res;
     res->baseline_rss = tr_cur_rss();
     int rc = alloc_model(r);
-    if (!rc)
-        rc = alloc_io(r);
-    if (rc)
-        return rc;
+    if (!rc) rc = alloc_io(r);
+    if (rc) return rc;
     if (!o->quiet)
         fprintf(r->out,
                 "training %s (%zu params) on %s: T=%d, micro-batch %d rows (%d tokens <= budget %" PRIu64
                 "), %d micro-batches/step, %" PRIu64 " tokens/step, plan %.1f MiB\n",
-                o->init_from ? o->init_from : o->model, r->P, r->rows->desc, r->T, r->B, r->B * r->T, res->plan_in.token_budget,
-                res->plan.n_micro, (uint64_t)r->R * (uint64_t)r->T, (double)res->plan.total_bytes / 1048576.0);
+                o->init_from ? o->init_from : o->model, r->P, r->rows->desc, r->T, r->B, r->B * r->T,
+                res->plan_in.token_budget, res->plan.n_micro, (uint64_t)r->R * (uint64_t)r->T,
+                (double)res->plan.total_bytes / 1048576.0);
     r->warm = o->warmup;
     if (r->warm == UINT64_MAX) {
         r->warm = o->steps / 20;
-        if (r->warm < 1)
-            r->warm = 1;
+        if (r->warm < 1) r->warm = 1;
     }
     r->lr_min = o->lr_min >= 0 ? o->lr_min : o->lr / 10;
     r->end = o->steps;
-    if (o->stop_after && o->stop_after < r->end)
-        r->end = o->stop_after;
+    if (o->stop_after && o->stop_after < r->end) r->end = o->stop_after;
     r->lscale = 1.0f;
     r->t_run = mc_now_s();
     return TR_OK;
 }
 
 /* The micro-batches of one step: each adds the gradient of its summed loss. */
-static int accumulate(tr_run *r, tr_step_acc *a)
-{
+static int accumulate(tr_run *r, tr_step_acc *a) {
     tr_train_result *res = r->res;
     for (;;) {
         const tr_batch *b;
@@ -722,20 +662,17 @@ static int accumulate(tr_run *r, tr_step_acc *a)
             snprintf(r->err, r->errlen, "internal: micro-batch of %" PRIu64 " tokens over the budget", mt);
             return TR_ERR_INTERNAL;
         }
-        if (mt > res->max_micro_tokens)
-            res->max_micro_tokens = mt;
+        if (mt > res->max_micro_tokens) res->max_micro_tokens = mt;
         double l = 0;
         uint64_t k = 0;
         a->nm = b->n_micro;
         int last = b->micro == b->n_micro - 1;
         rc = r->ops->micro(r->be, r->ld, b, r->o->doc_mask, &l, &k, &a->wait, r->err, r->errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         a->lsum += l;
         a->ntgt += k;
         a->ntok += mt;
-        if (last)
-            return TR_OK;
+        if (last) return TR_OK;
     }
 }
 
@@ -743,8 +680,7 @@ static int accumulate(tr_run *r, tr_step_acc *a)
  * several ranks each evaluates its block of the batches and the sums are
  * added in batch order (train/dist.h): the one-process value. On failure
  * `why` holds the backend's or the communicator's reason ("" if none). */
-static int validate(tr_run *r, double *out, char *why, size_t whylen)
-{
+static int validate(tr_run *r, double *out, char *why, size_t whylen) {
     why[0] = 0;
     double ls = 0, l[TR_DIST_VAL_GROUP];
     uint64_t nt = 0, k[TR_DIST_VAL_GROUP];
@@ -756,66 +692,53 @@ static int validate(tr_run *r, double *out, char *why, size_t whylen)
             int n = r->val_rows - r0 < r->B ? r->val_rows - r0 : r->B;
             l[i] = 0;
             k[i] = 0;
-            if (!tr_dist_val_mine(r->o, g0 + i, nb))
-                continue;
-            int rc = tr_fill_rows(r->rows, TR_SPLIT_VAL, (uint64_t)r0, n, r->T, r->o->doc_mask, &r->vb, r->st,
-                                  r->sp, r->sm);
-            if (rc)
-                return rc;
+            if (!tr_dist_val_mine(r->o, g0 + i, nb)) continue;
+            int rc =
+                tr_fill_rows(r->rows, TR_SPLIT_VAL, (uint64_t)r0, n, r->T, r->o->doc_mask, &r->vb, r->st, r->sp, r->sm);
+            if (rc) return rc;
             rc = r->ops->eval(r->be, &r->vb, r->o->doc_mask, &l[i], &k[i], why, whylen);
-            if (rc)
-                return rc;
+            if (rc) return rc;
         }
         int rc = tr_dist_val_sum(r->o, l, k, ng, &ls, &nt, why, whylen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     *out = nt ? ls / (double)nt : NAN;
     return TR_OK;
 }
 
 /* The step line on stdout and the JSON line of the log. */
-static void log_step(tr_run *r, uint64_t step, const tr_step_acc *a)
-{
+static void log_step(tr_run *r, uint64_t step, const tr_step_acc *a) {
     const tr_train_opts *o = r->o;
     int BT = r->B * r->T;
-    if (!o->quiet && (o->log_every <= 1 || (step + 1) % (uint64_t)o->log_every == 0 || step + 1 == r->end ||
-                      step == r->step0))
+    if (!o->quiet &&
+        (o->log_every <= 1 || (step + 1) % (uint64_t)o->log_every == 0 || step + 1 == r->end || step == r->step0))
         fprintf(r->out,
                 "step %5" PRIu64 "/%" PRIu64 " | loss %.4f | lr %.2e | gnorm %.3f | tokens %" PRIu64 " (%" PRIu64
                 " targets, %d x %d) | %.0f tok/s | wait %.2f ms\n",
                 step + 1, o->steps, a->loss, a->lr, a->gnorm, a->ntok, a->ntgt, a->nm, BT, a->tps, a->wait * 1e3);
 }
 
-static void log_json(tr_run *r, uint64_t step, const tr_step_acc *a)
-{
-    if (!r->logf)
-        return;
+static void log_json(tr_run *r, uint64_t step, const tr_step_acc *a) {
+    if (!r->logf) return;
     /* one object per step; validation steps carry val_loss too.  A skipped
      * fp16 step has no gradient norm (NaN): JSON has no nan, so null */
     char gn[32];
-    if (isfinite(a->gnorm))
-        snprintf(gn, sizeof gn, "%.9g", (double)a->gnorm);
-    else
-        snprintf(gn, sizeof gn, "null");
+    if (isfinite(a->gnorm)) snprintf(gn, sizeof gn, "%.9g", (double)a->gnorm);
+    else snprintf(gn, sizeof gn, "null");
     fprintf(r->logf,
             "{\"step\":%" PRIu64 ",\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%s,\"tokens\":%" PRIu64
             ",\"target_tokens\":%" PRIu64 ",\"micro_batches\":%d,\"micro_tokens\":%d,\"tok_per_s\":%.1f,"
             "\"wait_ms\":%.3f,\"step_ms\":%.3f,\"epoch\":%.4f",
-            step + 1, isnan(a->loss) ? 0.0 : a->loss, a->lr, gn, a->ntok, a->ntgt, a->nm,
-            r->B * r->T, a->tps, a->wait * 1e3, a->dt * 1e3,
-            (double)tr_loader_position(r->ld) / (double)r->rows->n_rows[TR_SPLIT_TRAIN]);
-    if (!isnan(a->vl))
-        fprintf(r->logf, ",\"val_loss\":%.9g,\"val_rows\":%d", a->vl, r->val_rows);
-    if (r->ops->loss_scale)
-        fprintf(r->logf, ",\"loss_scale\":%.9g,\"skipped\":%d", (double)r->lscale, r->skipped);
+            step + 1, isnan(a->loss) ? 0.0 : a->loss, a->lr, gn, a->ntok, a->ntgt, a->nm, r->B * r->T, a->tps,
+            a->wait * 1e3, a->dt * 1e3, (double)tr_loader_position(r->ld) / (double)r->rows->n_rows[TR_SPLIT_TRAIN]);
+    if (!isnan(a->vl)) fprintf(r->logf, ",\"val_loss\":%.9g,\"val_rows\":%d", a->vl, r->val_rows);
+    if (r->ops->loss_scale) fprintf(r->logf, ",\"loss_scale\":%.9g,\"skipped\":%d", (double)r->lscale, r->skipped);
     fprintf(r->logf, "}\n");
     fflush(r->logf);
 }
 
 /* The backend's state -> host model -> DIR/ckpt.bin (atomic). */
-static int checkpoint(tr_run *r, uint64_t step)
-{
+static int checkpoint(tr_run *r, uint64_t step) {
     tr_ckpt_meta km;
     memset(&km, 0, sizeof km);
     km.step = step + 1;
@@ -830,17 +753,14 @@ static int checkpoint(tr_run *r, uint64_t step)
     km.seq_len = r->T;
     km.vocab_size = r->rows->vocab_size;
     int rc = r->ops->get_state(r->be, r->m, 1, r->extra, r->err, r->errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     tr_ckpt_section sec[TR_OPTIM_MAX_SECTIONS];
     int ns = tr_optim_ckpt_sections(r->optim, r->m, r->P, r->extra, sizeof r->extra, r->ops->ckpt_extra, sec);
     /* rank 0 writes (a backend with its own moments gathers them to it);
      * every rank waits for the outcome, so the checkpoint on disk is one
      * that every rank has reached */
-    if (r->ops->save_ckpt)
-        rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
-    else if (tr_dist_rank(r->o) == 0)
-        rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
+    if (r->ops->save_ckpt) rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
+    else if (tr_dist_rank(r->o) == 0) rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
     return tr_dist_agree(r->o, rc, "writing the checkpoint", r->err, r->errlen);
 }
 
@@ -848,12 +768,10 @@ static int checkpoint(tr_run *r, uint64_t step)
  * train/export.h), written by rank 0. The tokenizer: --tokenizer, else the
  * one the shard set names when it loads with their fingerprint; the
  * framing: the shard set's. */
-static int export_model(tr_run *r, uint64_t step)
-{
+static int export_model(tr_run *r, uint64_t step) {
     const tr_train_opts *o = r->o;
     int rc = r->ops->get_state(r->be, r->m, 0, r->extra, r->err, r->errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (tr_dist_rank(o) == 0) {
         tk_tokenizer *own = NULL;
         const tk_tokenizer *tok = r->tok;
@@ -862,8 +780,7 @@ static int export_model(tr_run *r, uint64_t step)
             tk_load(r->rows->tokenizer, TK_PAT_NONE, &own, NULL, 0) == 0) {
             uint8_t fp[32];
             tk_fingerprint(own, fp);
-            if (memcmp(fp, r->rows->fingerprint, 32) == 0)
-                tok = own, spec = r->rows->tokenizer;
+            if (memcmp(fp, r->rows->fingerprint, 32) == 0) tok = own, spec = r->rows->tokenizer;
         }
         int64_t bos = r->rows->frame_known ? r->rows->bos_id : -1;
         int64_t eos = r->rows->frame_known ? r->rows->eos_id : (int64_t)r->rows->eot_id;
@@ -878,8 +795,7 @@ static int export_model(tr_run *r, uint64_t step)
 }
 
 /* One optimiser step (0-based index step). */
-static int run_step(tr_run *r, uint64_t step)
-{
+static int run_step(tr_run *r, uint64_t step) {
     const tr_train_opts *o = r->o;
     tr_train_result *res = r->res;
     tr_step_acc a;
@@ -887,25 +803,19 @@ static int run_step(tr_run *r, uint64_t step)
     a.t0 = mc_now_s();
     a.vl = NAN;
     int rc = r->ops->zero_grad(r->be, r->err, r->errlen);
-    if (!rc)
-        rc = accumulate(r, &a);
-    if (!rc && r->ops->reduce)
-        rc = r->ops->reduce(r->be, &a.lsum, &a.ntgt, r->err, r->errlen);
-    if (rc)
-        return rc;
+    if (!rc) rc = accumulate(r, &a);
+    if (!rc && r->ops->reduce) rc = r->ops->reduce(r->be, &a.lsum, &a.ntgt, r->err, r->errlen);
+    if (rc) return rc;
     a.lr = tr_lr_at(step, r->warm, o->steps, o->lr, r->lr_min);
     tr_optim_hparams h = {(float)a.lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-    rc = r->ops->step(r->be, &h, o->grad_clip, a.ntgt, step + 1, &a.gnorm, &r->skipped, &r->lscale, r->err,
-                      r->errlen);
-    if (rc)
-        return rc;
+    rc = r->ops->step(r->be, &h, o->grad_clip, a.ntgt, step + 1, &a.gnorm, &r->skipped, &r->lscale, r->err, r->errlen);
+    if (rc) return rc;
     if (r->skipped && !o->quiet)
         fprintf(r->out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n", step + 1,
                 (double)r->lscale);
     a.loss = a.ntgt ? a.lsum / (double)a.ntgt : NAN;
     a.dt = mc_now_s() - a.t0;
-    if (res->steps_done == 0)
-        res->first_loss = a.loss;
+    if (res->steps_done == 0) res->first_loss = a.loss;
     res->last_loss = a.loss;
     res->last_grad_norm = a.gnorm;
     res->steps_done++;
@@ -919,19 +829,17 @@ static int run_step(tr_run *r, uint64_t step)
         if (rc) {
             snprintf(r->err, r->errlen, "validation on %s failed: %s", r->rows->desc,
                      r->rows->read_err[TR_SPLIT_VAL][0] ? r->rows->read_err[TR_SPLIT_VAL]
-                     : why[0]                            ? why
-                                                         : tr_strerror(rc));
+                     : why[0]                           ? why
+                                                        : tr_strerror(rc));
             return rc;
         }
         res->last_val_loss = a.vl;
-        if (!o->quiet)
-            fprintf(r->out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, a.vl, r->val_rows);
+        if (!o->quiet) fprintf(r->out, "step %5" PRIu64 " | val loss %.4f (%d rows)\n", step + 1, a.vl, r->val_rows);
     }
     log_json(r, step, &a);
     if (o->ckpt_dir && ((o->ckpt_every && (step + 1) % o->ckpt_every == 0) || step + 1 == r->end)) {
         int rc = checkpoint(r, step);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     if (o->export_dir && ((o->export_every && (step + 1) % o->export_every == 0) || step + 1 == r->end))
         return export_model(r, step);
@@ -939,8 +847,7 @@ static int run_step(tr_run *r, uint64_t step)
 }
 
 /* Device memory: planned vs measured (backends with device memory). */
-static void report_device_memory(tr_run *r)
-{
+static void report_device_memory(tr_run *r) {
     tr_train_result *res = r->res;
     tr_backend_mem mem;
     r->ops->mem_report(r->be, &mem);
@@ -962,21 +869,17 @@ static void report_device_memory(tr_run *r)
 }
 
 /* Summary, memory report, --sample (on the host model). */
-static int run_finish(tr_run *r)
-{
+static int run_finish(tr_run *r) {
     const tr_train_opts *o = r->o;
     tr_train_result *res = r->res;
-    if (res->steps_done)
-        res->mean_wait_s = res->total_wait_s / (double)res->steps_done;
+    if (res->steps_done) res->mean_wait_s = res->total_wait_s / (double)res->steps_done;
     if (!o->quiet && res->steps_done)
         fprintf(r->out, "done: %" PRIu64 " steps in %.1f s, loss %.4f -> %.4f, input wait %.3f ms/step\n",
                 res->steps_done, mc_now_s() - r->t_run, res->first_loss, res->last_loss, res->mean_wait_s * 1e3);
-    if (r->ops->device_memory && res->steps_done)
-        report_device_memory(r);
+    if (r->ops->device_memory && res->steps_done) report_device_memory(r);
     if (o->sample_tokens > 0) {
         int rc = r->ops->get_state(r->be, r->m, 0, NULL, r->err, r->errlen); /* the trained params */
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     res->peak_rss = tr_peak_rss();
     if (!o->quiet && r->ops->device_memory && res->peak_rss && res->baseline_rss)
@@ -987,32 +890,24 @@ static int run_finish(tr_run *r)
                 (double)res->plan.total_bytes / 1048576.0, (double)(res->peak_rss - res->baseline_rss) / 1048576.0,
                 100.0 * ((double)(res->peak_rss - res->baseline_rss) - (double)res->plan.total_bytes) /
                     (double)res->plan.total_bytes);
-    if (o->sample_tokens > 0)
-        sample(r->out, r->m, r->rows, r->tok, r->T, o->sample_tokens, o->sample_temp, &r->rng);
+    if (o->sample_tokens > 0) sample(r->out, r->m, r->rows, r->tok, r->T, o->sample_tokens, o->sample_temp, &r->rng);
     return TR_OK;
 }
 
-static void run_close(tr_run *r)
-{
-    if (r->ld)
-        tr_loader_close(r->ld); /* before the backend: its buffers may be the backend's (pinned) */
-    if (r->be)
-        r->ops->destroy(r->be);
-    if (r->logf)
-        fclose(r->logf);
+static void run_close(tr_run *r) {
+    if (r->ld) tr_loader_close(r->ld); /* before the backend: its buffers may be the backend's (pinned) */
+    if (r->be) r->ops->destroy(r->be);
+    if (r->logf) fclose(r->logf);
     tr_batch_free(&r->vb);
     free(r->st);
     free(r->sp);
     free(r->sm);
     tr_model_free(r->m);
-    if (r->tok)
-        tk_free(r->tok);
-    if (r->rows == &r->own_rows)
-        tr_rows_close(&r->own_rows);
+    if (r->tok) tk_free(r->tok);
+    if (r->rows == &r->own_rows) tr_rows_close(&r->own_rows);
 }
 
-int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen)
-{
+int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t errlen) {
     tr_run r;
     memset(&r, 0, sizeof r);
     memset(res, 0, sizeof *res);
@@ -1033,14 +928,10 @@ int tr_train(const tr_train_opts *o, tr_train_result *res, char *err, size_t err
     r.out = o->out ? o->out : stdout;
     tr_threads_bound(); /* before the first parallel region: a huge OMP_NUM_THREADS crashed libgomp */
     int rc = run_open(&r);
-    if (!rc)
-        rc = run_plan(&r);
-    if (!rc)
-        rc = run_allocate(&r);
-    for (uint64_t step = r.step0; !rc && step < r.end; step++)
-        rc = run_step(&r, step);
-    if (!rc)
-        rc = run_finish(&r);
+    if (!rc) rc = run_plan(&r);
+    if (!rc) rc = run_allocate(&r);
+    for (uint64_t step = r.step0; !rc && step < r.end; step++) rc = run_step(&r, step);
+    if (!rc) rc = run_finish(&r);
     run_close(&r);
     return rc;
 }

@@ -187,8 +187,8 @@ int mc_read_regular(const char *path, size_t max_bytes, uint8_t **data, size_t *
     }
     close(fd);
     if (got != size) {
-        mc_set_err(err, errlen, "%s: read %zu bytes where the file has %zu (it changed while being read)", sp,
-                   got, size);
+        mc_set_err(err, errlen, "%s: read %zu bytes where the file has %zu (it changed while being read)", sp, got,
+                   size);
         free(buf);
         return MC_ERR_IO;
     }

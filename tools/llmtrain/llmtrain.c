@@ -10,8 +10,7 @@
 
 #include "tr.h"
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     char err[1024];
     if (tr_dist_init(err, sizeof err)) {
         fprintf(stderr, "llmtrain: cannot join the launcher's job: %s\n", err);

@@ -29,12 +29,9 @@ typedef struct bg_job {
 
 /* From a C progress callback on the worker thread: make(ev) builds the
  * event's dict (under the GIL), the Python callback gets it. Nonzero: stop. */
-static int bg_report(bg_job *j, PyObject *(*make)(const void *ev), const void *ev)
-{
-    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED))
-        return 1;
-    if (!j->cb)
-        return 0;
+static int bg_report(bg_job *j, PyObject *(*make)(const void *ev), const void *ev) {
+    if (__atomic_load_n(&j->cancel, __ATOMIC_RELAXED)) return 1;
+    if (!j->cb) return 0;
     PyGILState_STATE g = PyGILState_Ensure();
     PyObject *d = make(ev);
     PyObject *r = d ? PyObject_CallFunctionObjArgs(j->cb, d, NULL) : NULL;
@@ -45,20 +42,16 @@ static int bg_report(bg_job *j, PyObject *(*make)(const void *ev), const void *e
         Py_DECREF(r);
     }
     if (stop < 0 || !r) {
-        if (!j->exc_t)
-            PyErr_Fetch(&j->exc_t, &j->exc_v, &j->exc_tb);
-        else
-            PyErr_Clear();
+        if (!j->exc_t) PyErr_Fetch(&j->exc_t, &j->exc_v, &j->exc_tb);
+        else PyErr_Clear();
         stop = 1;
     }
     PyGILState_Release(g);
-    if (stop)
-        __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
+    if (stop) __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
     return stop;
 }
 
-static void *bg_thread(void *arg)
-{
+static void *bg_thread(void *arg) {
     bg_job *j = arg;
     int rc = j->run(j);
     pthread_mutex_lock(&j->mu);
@@ -70,11 +63,9 @@ static void *bg_thread(void *arg)
 }
 
 /* Wait up to 100 ms for the worker (GIL released); 1 when it is done. */
-static int bg_wait(bg_job *j)
-{
+static int bg_wait(bg_job *j) {
     int done;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&j->mu);
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&j->mu);
     if (!j->done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -87,15 +78,13 @@ static int bg_wait(bg_job *j)
     }
     done = j->done;
     pthread_mutex_unlock(&j->mu);
-    Py_END_ALLOW_THREADS
-    return done;
+    Py_END_ALLOW_THREADS return done;
 }
 
 /* Run j->run on a worker thread. 0: it ran to its end (status in j->rc);
  * -1: a Python exception is set (a signal's, e.g. KeyboardInterrupt, or the
  * callback's; the C call was canceled). */
-static int bg_run(bg_job *j)
-{
+static int bg_run(bg_job *j) {
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     pthread_t th;
@@ -111,13 +100,12 @@ static int bg_run(bg_job *j)
             PyErr_Fetch(&st, &sv, &stb);
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
         }
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(th, NULL);
-    Py_END_ALLOW_THREADS
-    if (st) {
+    Py_BEGIN_ALLOW_THREADS pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS if (st) {
         PyErr_Restore(st, sv, stb);
         ret = -1;
-    } else if (j->exc_t) {
+    }
+    else if (j->exc_t) {
         PyErr_Restore(j->exc_t, j->exc_v, j->exc_tb);
         j->exc_t = j->exc_v = j->exc_tb = NULL;
         ret = -1;
@@ -133,12 +121,10 @@ out:
 
 /* Path-likes -> C strings (file system encoding). *keep (a list) owns the
  * bytes; the array is PyMem_Malloc'ed. NULL with an exception set. */
-static const char **fs_paths(PyObject *seq, PyObject **keep, size_t *n_ret)
-{
+static const char **fs_paths(PyObject *seq, PyObject **keep, size_t *n_ret) {
     *keep = NULL;
     PyObject *tup = PySequence_Tuple(seq);
-    if (!tup)
-        return NULL;
+    if (!tup) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(tup);
     PyObject *paths = PyList_New(n);
     const char **out = PyMem_Calloc(n ? (size_t)n : 1, sizeof *out);
@@ -148,8 +134,7 @@ static const char **fs_paths(PyObject *seq, PyObject **keep, size_t *n_ret)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *b = NULL;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b))
-            goto fail;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(tup, i), &b)) goto fail;
         PyList_SET_ITEM(paths, i, b);
         out[i] = PyBytes_AS_STRING(b);
     }
@@ -168,42 +153,37 @@ fail:
 /* pack / over_long / doc_sep by name, through the library's tables (ds.h
  * "Enum names"): the Python package spells none of them itself. */
 typedef struct {
-    const char *arg;               /* the argument, as the Python call names it */
-    const char *(*name)(int);      /* the table, for the message */
+    const char *arg;          /* the argument, as the Python call names it */
+    const char *(*name)(int); /* the table, for the message */
     int (*parse)(const char *, int *);
-    int v;                         /* the value (preset: the default) */
+    int v; /* the value (preset: the default) */
 } enum_arg;
 
-static int parse_pack(const char *s, int *v)
-{
+static int parse_pack(const char *s, int *v) {
     ds_pack x;
     return ds_pack_parse(s, &x) ? -1 : (*v = (int)x, 0);
 }
 
-static int parse_over_long(const char *s, int *v)
-{
+static int parse_over_long(const char *s, int *v) {
     ds_over_long x;
     return ds_over_long_parse(s, &x) ? -1 : (*v = (int)x, 0);
 }
 
-static int parse_doc_sep(const char *s, int *v)
-{
+static int parse_doc_sep(const char *s, int *v) {
     ds_doc_sep x;
     return ds_doc_sep_parse(s, &x) ? -1 : (*v = (int)x, 0);
 }
 
 /* PyArg "O&" converter for an enum_arg: a str naming a value; TypeError /
  * ValueError naming the argument (and the accepted names) otherwise. */
-static int conv_enum(PyObject *o, void *p)
-{
+static int conv_enum(PyObject *o, void *p) {
     enum_arg *e = p;
     if (!PyUnicode_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s: a str, not %.80s", e->arg, Py_TYPE(o)->tp_name);
         return 0;
     }
     const char *s = PyUnicode_AsUTF8(o);
-    if (!s)
-        return 0;
+    if (!s) return 0;
     if (e->parse(s, &e->v)) {
         char names[128];
         PyErr_Format(PyExc_ValueError, "%s %R: must be %s", e->arg, o, ds_names_list(e->name, names, sizeof names));
@@ -250,15 +230,12 @@ typedef struct {
     char stop_msg[200];
 } py_source;
 
-static int aux_put(py_source *s, const void *p, size_t n, size_t *off)
-{
+static int aux_put(py_source *s, const void *p, size_t n, size_t *off) {
     if (s->aux_len + n + 1 > s->aux_cap) {
         size_t nc = s->aux_cap ? s->aux_cap : 4096;
-        while (nc < s->aux_len + n + 1)
-            nc *= 2;
+        while (nc < s->aux_len + n + 1) nc *= 2;
         char *na = PyMem_RawRealloc(s->aux, nc);
-        if (!na)
-            return -1;
+        if (!na) return -1;
         s->aux = na;
         s->aux_cap = nc;
     }
@@ -269,8 +246,7 @@ static int aux_put(py_source *s, const void *p, size_t n, size_t *off)
     return 0;
 }
 
-static int src_detail(py_source *s, src_item *it, int status, const char *fmt, const char *a, const char *b)
-{
+static int src_detail(py_source *s, src_item *it, int status, const char *fmt, const char *a, const char *b) {
     char d[256];
     snprintf(d, sizeof d, fmt, a, b);
     it->status = status;
@@ -278,25 +254,18 @@ static int src_detail(py_source *s, src_item *it, int status, const char *fmt, c
 }
 
 /* The JSON reader's words for a value's type (reader.c), for the same reject details. */
-static const char *json_type_words(PyObject *o)
-{
-    if (o == Py_None)
-        return "null";
-    if (PyBool_Check(o))
-        return "a boolean";
-    if (PyLong_Check(o) || PyFloat_Check(o))
-        return "a number";
-    if (PyDict_Check(o))
-        return "an object";
-    if (PyList_Check(o) || PyTuple_Check(o))
-        return "an array";
+static const char *json_type_words(PyObject *o) {
+    if (o == Py_None) return "null";
+    if (PyBool_Check(o)) return "a boolean";
+    if (PyLong_Check(o) || PyFloat_Check(o)) return "a number";
+    if (PyDict_Check(o)) return "an object";
+    if (PyList_Check(o) || PyTuple_Check(o)) return "an array";
     return Py_TYPE(o)->tp_name;
 }
 
 /* A str that has surrogates (not UTF-8 encodable) as the JSON reader decodes
  * its \u escapes: a high + low pair is one code point, a lone one U+FFFD. */
-static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it)
-{
+static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(u);
     int kind = PyUnicode_KIND(u);
     const void *data = PyUnicode_DATA(u);
@@ -316,10 +285,8 @@ static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it)
         }
         unsigned char b[4];
         size_t k = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-        if (k == 1)
-            b[0] = (unsigned char)c;
-        else if (k == 2)
-            b[0] = (unsigned char)(0xC0 | (c >> 6)), b[1] = (unsigned char)(0x80 | (c & 0x3F));
+        if (k == 1) b[0] = (unsigned char)c;
+        else if (k == 2) b[0] = (unsigned char)(0xC0 | (c >> 6)), b[1] = (unsigned char)(0x80 | (c & 0x3F));
         else if (k == 3)
             b[0] = (unsigned char)(0xE0 | (c >> 12)), b[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F)),
             b[2] = (unsigned char)(0x80 | (c & 0x3F));
@@ -327,8 +294,7 @@ static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it)
             b[0] = (unsigned char)(0xF0 | (c >> 18)), b[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F)),
             b[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F)), b[3] = (unsigned char)(0x80 | (c & 0x3F));
         size_t off;
-        if (aux_put(s, b, k, &off))
-            return -1;
+        if (aux_put(s, b, k, &off)) return -1;
         s->aux_len--; /* one run: drop the NUL aux_put added */
     }
     it->text = NULL;
@@ -339,8 +305,7 @@ static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it)
 }
 
 /* One item -> *it (a reference to its text's str in *ref). -1: no memory. */
-static int src_classify(py_source *s, PyObject *o, src_item *it, PyObject **ref)
-{
+static int src_classify(py_source *s, PyObject *o, src_item *it, PyObject **ref) {
     memset(it, 0, sizeof *it);
     it->detail_off = (size_t)-1;
     PyObject *v = o;
@@ -368,8 +333,7 @@ static int src_classify(py_source *s, PyObject *o, src_item *it, PyObject **ref)
     Py_ssize_t len;
     const char *u8 = PyUnicode_AsUTF8AndSize(v, &len);
     if (!u8) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
-            return -1;
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
         PyErr_Clear();
         return src_utf8_fixed(s, v, it);
     }
@@ -381,10 +345,8 @@ static int src_classify(py_source *s, PyObject *o, src_item *it, PyObject **ref)
 }
 
 /* Refill the chunk (GIL held). */
-static void src_pull(py_source *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        Py_CLEAR(s->refs[i]);
+static void src_pull(py_source *s) {
+    for (size_t i = 0; i < s->n; i++) Py_CLEAR(s->refs[i]);
     s->n = s->pos = 0;
     s->aux_len = 0;
     size_t bytes = 0;
@@ -400,10 +362,8 @@ static void src_pull(py_source *s)
                 s->ended = 1;
                 return;
             }
-            if (!s->job->exc_t)
-                PyErr_Fetch(&s->job->exc_t, &s->job->exc_v, &s->job->exc_tb);
-            else
-                PyErr_Clear();
+            if (!s->job->exc_t) PyErr_Fetch(&s->job->exc_t, &s->job->exc_v, &s->job->exc_tb);
+            else PyErr_Clear();
             s->stop_rc = DS_ERR_CANCELED;
             snprintf(s->stop_msg, sizeof s->stop_msg, "the Python source raised an exception");
             return;
@@ -423,8 +383,7 @@ static void src_pull(py_source *s)
     }
 }
 
-static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen)
-{
+static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen) {
     py_source *s = user;
     if (s->pos == s->n && !s->ended && !s->stop_rc) {
         PyGILState_STATE g = PyGILState_Ensure();
@@ -448,18 +407,17 @@ static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen
 }
 
 /* From the spec dict (see above); 0, or -1 with an exception set. */
-static int py_source_init(py_source *s, PyObject *spec, bg_job *job)
-{
+static int py_source_init(py_source *s, PyObject *spec, bg_job *job) {
     memset(s, 0, sizeof *s);
     s->job = job;
     PyObject *it = PyDict_GetItemString(spec, "iter"), *keys = PyDict_GetItemString(spec, "field");
     PyObject *name = PyDict_GetItemString(spec, "field_name"), *values = PyDict_GetItemString(spec, "values");
     if (!it || !PyIter_Check(it) || !keys || !PyTuple_Check(keys) || !name || !PyUnicode_Check(name) || !values) {
-        PyErr_SetString(PyExc_TypeError, "source: {'iter': iterator, 'field': tuple, 'field_name': str, 'values': bool}");
+        PyErr_SetString(PyExc_TypeError,
+                        "source: {'iter': iterator, 'field': tuple, 'field_name': str, 'values': bool}");
         return -1;
     }
-    if (!(s->field_name = PyUnicode_AsUTF8(name)))
-        return -1;
+    if (!(s->field_name = PyUnicode_AsUTF8(name))) return -1;
     s->values = PyObject_IsTrue(values) == 1;
     s->it = it;
     s->keys = keys;
@@ -470,10 +428,8 @@ static int py_source_init(py_source *s, PyObject *spec, bg_job *job)
 }
 
 /* GIL held. */
-static void py_source_free(py_source *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        Py_CLEAR(s->refs[i]);
+static void py_source_free(py_source *s) {
+    for (size_t i = 0; i < s->n; i++) Py_CLEAR(s->refs[i]);
     PyMem_RawFree(s->aux);
     s->aux = NULL;
 }
@@ -492,29 +448,23 @@ typedef struct {
     py_source *src; /* inputs was a source spec (a dict) */
 } analyze_job;
 
-static PyObject *analyze_event_dict(const void *p)
-{
+static PyObject *analyze_event_dict(const void *p) {
     const ds_analyze_event *ev = p;
     return Py_BuildValue("{s:s,s:K,s:K,s:d,s:O}", "stage", "progress", "records", (unsigned long long)ev->records,
                          "bytes_in", (unsigned long long)ev->bytes_in, "seconds", ev->seconds, "last",
                          ev->last ? Py_True : Py_False);
 }
 
-static int analyze_cb(const ds_analyze_event *ev, void *user)
-{
-    return bg_report(user, analyze_event_dict, ev);
-}
+static int analyze_cb(const ds_analyze_event *ev, void *user) { return bg_report(user, analyze_event_dict, ev); }
 
-static int analyze_run(bg_job *b)
-{
+static int analyze_run(bg_job *b) {
     analyze_job *j = (analyze_job *)b;
-    return ds_analyze(j->inputs, j->n_inputs, &j->ro, &j->ao, j->lint ? &j->rep : NULL, j->hist ? &j->h : NULL,
-                      j->err, sizeof j->err);
+    return ds_analyze(j->inputs, j->n_inputs, &j->ro, &j->ao, j->lint ? &j->rep : NULL, j->hist ? &j->h : NULL, j->err,
+                      sizeof j->err);
 }
 
 /* The reports as the CLI's --json text, the chart as --svg. */
-static PyObject *analyze_result(analyze_job *j, PyObject *svg_b)
-{
+static PyObject *analyze_result(analyze_job *j, PyObject *svg_b) {
     char *lbuf = NULL, *hbuf = NULL;
     size_t lsz = 0, hsz = 0;
     PyObject *ret = NULL;
@@ -545,17 +495,33 @@ out:
     return ret;
 }
 
-static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
-{
+static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
-    static char *kwl[] = {"inputs", "tokenizer", "lint", "hist", "seq_len", "max_doc_bytes", "max_examples",
-                          "threads", "field", "doc_sep", "max_record_bytes", "cut_overlong", "outlier_factor",
-                          "long_run_bytes", "long_line_bytes", "min_bytes_per_token", "svg", "callback", NULL};
+    static char *kwl[] = {"inputs",
+                          "tokenizer",
+                          "lint",
+                          "hist",
+                          "seq_len",
+                          "max_doc_bytes",
+                          "max_examples",
+                          "threads",
+                          "field",
+                          "doc_sep",
+                          "max_record_bytes",
+                          "cut_overlong",
+                          "outlier_factor",
+                          "long_run_bytes",
+                          "long_line_bytes",
+                          "min_bytes_per_token",
+                          "svg",
+                          "callback",
+                          NULL};
     PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None, *cb = Py_None;
     int lint = 1, hist = 0, cut = 0;
     enum_arg doc_sep = {"doc_sep", ds_doc_sep_name, parse_doc_sep, DS_SEP_FILE};
     /* the ranges of mkshards lint / hist (tools/analyze_cli.c); 0 or None: the default */
-    num_arg seq_len = {"seq_len", 1, 1ULL << 30, 1, 0, 0, 0}, max_doc_bytes = {"max_doc_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
+    num_arg seq_len = {"seq_len", 1, 1ULL << 30, 1, 0, 0, 0},
+            max_doc_bytes = {"max_doc_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     num_arg max_examples = {"max_examples", 0, 100000, 0, 1, 0, 0}, threads = {"threads", 1, 256, 2, 0, 0, 0};
     num_arg max_record = {"max_record_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     num_arg long_run = {"long_run_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
@@ -564,8 +530,8 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     const char *field = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&zO&O&pdO&O&dOO", kwl, &inputs_o, &tok_o, &lint, &hist,
                                      conv_num, &seq_len, conv_num, &max_doc_bytes, conv_num, &max_examples, conv_num,
-                                     &threads, &field, conv_enum, &doc_sep, conv_num, &max_record, &cut, &outlier, conv_num,
-                                     &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb))
+                                     &threads, &field, conv_enum, &doc_sep, conv_num, &max_record, &cut, &outlier,
+                                     conv_num, &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb))
         return NULL;
     if (check_real("outlier_factor", outlier, 1, 1, 1e12, 0, 1) ||
         check_real("min_bytes_per_token", min_bpt, 0, 1, 1e6, 0, 1))
@@ -574,32 +540,25 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     const char *tok_spec = NULL; /* the spec it was loaded from */
     if (tok_o != Py_None && !(tok = core_tokenizer_of(tok_o, &tok_spec)))
         return PyErr_Format(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer or None");
-    if (hist && tok_o == Py_None)
-        return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
-    if (cb != Py_None && !PyCallable_Check(cb))
-        return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
+    if (hist && tok_o == Py_None) return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
+    if (cb != Py_None && !PyCallable_Check(cb)) return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
     analyze_job *j = PyMem_Calloc(1, sizeof *j);
     PyObject *paths = NULL, *svg_b = NULL, *ret = NULL;
-    if (!j)
-        return PyErr_NoMemory();
+    if (!j) return PyErr_NoMemory();
     if (PyDict_Check(inputs_o)) { /* a Python source (mkshards._pipeline) */
         if (!(j->src = PyMem_Calloc(1, sizeof *j->src))) {
             PyErr_NoMemory();
             goto out;
         }
-        if (py_source_init(j->src, inputs_o, &j->bg))
-            goto out;
-    } else if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs)))
-        goto out;
+        if (py_source_init(j->src, inputs_o, &j->bg)) goto out;
+    } else if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs))) goto out;
     if (!j->n_inputs && !j->src) {
         PyErr_SetString(PyExc_ValueError, "no inputs given");
         goto out;
     }
-    if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b))
-        goto out;
+    if (svg_o != Py_None && !PyUnicode_FSConverter(svg_o, &svg_b)) goto out;
     if (svg_b) { /* before the (long) analysis: the CLI's refusals, through the same library check */
-        ds_read_paths rp = {.inputs = j->inputs, .n_inputs = j->n_inputs,
-                            .tokenizer = tok_spec};
+        ds_read_paths rp = {.inputs = j->inputs, .n_inputs = j->n_inputs, .tokenizer = tok_spec};
         int crc = ds_check_output("svg", PyBytes_AS_STRING(svg_b), &rp, j->err, sizeof j->err);
         if (crc != DS_OK) {
             raise_c(crc, j->err);
@@ -610,10 +569,8 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     ds_analyze_opts_init(&j->ao);
     j->ro.field = field;
     j->ro.doc_sep = (ds_doc_sep)doc_sep.v;
-    if (max_record.v)
-        j->ro.max_record_bytes = (size_t)max_record.v;
-    if (cut)
-        j->ro.overlong = DS_OVERLONG_CUT;
+    if (max_record.v) j->ro.max_record_bytes = (size_t)max_record.v;
+    if (cut) j->ro.overlong = DS_OVERLONG_CUT;
     ds_analyze_opts *ao = &j->ao;
     ao->tok = tok;
     ao->seq_len = seq_len.v;
@@ -623,14 +580,10 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
         ao->set_examples = 1;
     }
     ao->threads = (int)threads.v;
-    if (outlier > 0)
-        ao->outlier_factor = outlier;
-    if (long_run.v)
-        ao->long_run_bytes = long_run.v;
-    if (long_line.v)
-        ao->long_line_bytes = long_line.v;
-    if (min_bpt > 0)
-        ao->min_bytes_per_token = min_bpt;
+    if (outlier > 0) ao->outlier_factor = outlier;
+    if (long_run.v) ao->long_run_bytes = long_run.v;
+    if (long_line.v) ao->long_line_bytes = long_line.v;
+    if (min_bpt > 0) ao->min_bytes_per_token = min_bpt;
     ao->callback = analyze_cb;
     ao->user = j;
     ao->source = j->src ? &j->src->src : NULL;
@@ -638,8 +591,7 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw)
     j->hist = hist;
     j->bg.run = analyze_run;
     j->bg.cb = cb == Py_None ? NULL : cb;
-    if (bg_run(&j->bg))
-        goto out;
+    if (bg_run(&j->bg)) goto out;
     if (j->bg.rc != DS_OK) {
         raise_c(j->bg.rc, j->err[0] ? j->err : ds_strerror(j->bg.rc));
         goto out;
@@ -650,8 +602,7 @@ out:
         ds_lint_report_free(j->rep);
         ds_hist_free(j->h);
         PyMem_Free(j->inputs);
-        if (j->src)
-            py_source_free(j->src);
+        if (j->src) py_source_free(j->src);
         PyMem_Free(j->src);
     }
     PyMem_Free(j);
@@ -669,8 +620,7 @@ typedef struct {
     py_source *src; /* inputs was a source spec (a dict) */
 } build_job;
 
-static const char *build_ev_name(ds_build_event_kind k)
-{
+static const char *build_ev_name(ds_build_event_kind k) {
     switch (k) {
     case DS_BUILD_EV_PROGRESS: return "progress";
     case DS_BUILD_EV_REBUILD: return "rebuild";
@@ -680,23 +630,18 @@ static const char *build_ev_name(ds_build_event_kind k)
     return "event";
 }
 
-static PyObject *build_event_dict(const void *p)
-{
+static PyObject *build_event_dict(const void *p) {
     const ds_build_event *ev = p;
     return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:d,s:O,s:n,s:s}", "event", build_ev_name(ev->kind), "records",
                          (unsigned long long)ev->records, "bytes_in", (unsigned long long)ev->bytes_in, "tokens",
                          (unsigned long long)ev->tokens, "est_bytes", (unsigned long long)ev->est_bytes, "seconds",
-                         ev->seconds, "last", ev->last ? Py_True : Py_False, "shards", (Py_ssize_t)ev->shards,
-                         "detail", ev->detail ? ev->detail : "");
+                         ev->seconds, "last", ev->last ? Py_True : Py_False, "shards", (Py_ssize_t)ev->shards, "detail",
+                         ev->detail ? ev->detail : "");
 }
 
-static int build_cb(const ds_build_event *ev, void *user)
-{
-    return bg_report(user, build_event_dict, ev);
-}
+static int build_cb(const ds_build_event *ev, void *user) { return bg_report(user, build_event_dict, ev); }
 
-static int build_run(bg_job *b)
-{
+static int build_run(bg_job *b) {
     build_job *j = (build_job *)b;
     return ds_build(&j->o, &j->res, j->err, sizeof j->err);
 }
@@ -712,12 +657,31 @@ typedef struct {
 } build_args;
 
 /* Parse and check; a->out is a new reference (bytes) on success. */
-static int build_parse(PyObject *args, PyObject *kw, build_args *a)
-{
-    static char *kwl[] = {"inputs", "out", "tokenizer", "tokenizer_spec", "seq_len", "pack", "over_long",
-                          "bfd_window", "val_fraction", "seed", "shuffle", "shard_tokens", "zstd_level",
-                          "frame_rows", "field", "doc_sep", "part_k", "part_n", "threads", "batch_bytes", "force",
-                          "callback", "checkpoint_seconds", NULL};
+static int build_parse(PyObject *args, PyObject *kw, build_args *a) {
+    static char *kwl[] = {"inputs",
+                          "out",
+                          "tokenizer",
+                          "tokenizer_spec",
+                          "seq_len",
+                          "pack",
+                          "over_long",
+                          "bfd_window",
+                          "val_fraction",
+                          "seed",
+                          "shuffle",
+                          "shard_tokens",
+                          "zstd_level",
+                          "frame_rows",
+                          "field",
+                          "doc_sep",
+                          "part_k",
+                          "part_n",
+                          "threads",
+                          "batch_bytes",
+                          "force",
+                          "callback",
+                          "checkpoint_seconds",
+                          NULL};
     memset(a, 0, sizeof *a);
     a->cb = Py_None;
     a->shuffle = 1;
@@ -725,7 +689,8 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
     num_arg seq_len = {"seq_len", 1, 1ULL << 24, 0, 0, 0, 0}, bfd_window = {"bfd_window", 1, 1ULL << 24, 1, 0, 0, 0};
     num_arg seed = {"seed", 0, UINT64_MAX, 0, 0, 0, 0}, shard_tokens = {"shard_tokens", 1, 1ULL << 40, 1, 0, 0, 0};
     num_arg zstd_level = {"zstd", 0, 22, 0, 0, 0, 0}, frame_rows = {"frame_rows", 1, 1ULL << 20, 1, 0, 0, 0};
-    num_arg part_k = {"part K", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1}, part_n = {"part N", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1};
+    num_arg part_k = {"part K", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1},
+            part_n = {"part N", 1, DS_BUILD_MAX_PARTS, 0, 0, 0, 1};
     num_arg threads = {"threads", 1, 256, 2, 0, 0, 0}, batch_bytes = {"batch_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     enum_arg pack = {"pack", ds_pack_name, parse_pack, DS_PACK_CONCAT};
     enum_arg over_long = {"over_long", ds_over_long_name, parse_over_long, DS_OL_TRUNCATE};
@@ -735,12 +700,11 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
                                      PyUnicode_FSConverter, &a->out, &a->tok, &a->spec, conv_num, &seq_len, conv_enum,
                                      &pack, conv_enum, &over_long, conv_num, &bfd_window, &a->val_fraction, conv_num,
                                      &seed, &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num,
-                                     &frame_rows, &a->field, conv_enum, &doc_sep, conv_num, &part_k, conv_num, &part_n, conv_num, &threads,
-                                     conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o))
+                                     &frame_rows, &a->field, conv_enum, &doc_sep, conv_num, &part_k, conv_num, &part_n,
+                                     conv_num, &threads, conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o))
         return -1;
     a->ckpt_s = -1; /* None: ds_build's default */
-    if (ckpt_o != Py_None && ((a->ckpt_s = PyFloat_AsDouble(ckpt_o)) == -1 && PyErr_Occurred()))
-        goto fail;
+    if (ckpt_o != Py_None && ((a->ckpt_s = PyFloat_AsDouble(ckpt_o)) == -1 && PyErr_Occurred())) goto fail;
     if (!seq_len.given) {
         PyErr_SetString(PyExc_TypeError, "build: seq_len is required (tokens per row, 1..2^24)");
         goto fail;
@@ -767,10 +731,8 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a)
     a->threads = (int)threads.v;
     a->batch_bytes = batch_bytes.v;
     const char *bad = NULL;
-    if (!core_tokenizer_of(a->tok, NULL))
-        bad = "tokenizer: a loaded mkshards Tokenizer";
-    else if (a->cb != Py_None && !PyCallable_Check(a->cb))
-        bad = "progress: a callable or None";
+    if (!core_tokenizer_of(a->tok, NULL)) bad = "tokenizer: a loaded mkshards Tokenizer";
+    else if (a->cb != Py_None && !PyCallable_Check(a->cb)) bad = "progress: a callable or None";
     if (bad) {
         PyErr_SetString(PyExc_TypeError, bad);
         goto fail;
@@ -782,8 +744,7 @@ fail:
 }
 
 /* ds_build_opts from the parsed arguments (0 = the CLI's default). */
-static void build_set_opts(build_job *j, const build_args *a, const char **inputs, size_t n)
-{
+static void build_set_opts(build_job *j, const build_args *a, const char **inputs, size_t n) {
     ds_build_opts *o = &j->o;
     ds_build_opts_init(o);
     o->tok = core_tokenizer_of(a->tok, NULL);
@@ -794,44 +755,36 @@ static void build_set_opts(build_job *j, const build_args *a, const char **input
     o->seq_len = a->seq_len;
     o->pack = (ds_pack)a->pack;
     o->over_long = (ds_over_long)a->over_long;
-    if (a->bfd_window)
-        o->bfd_window = a->bfd_window;
+    if (a->bfd_window) o->bfd_window = a->bfd_window;
     o->val_fraction = a->val_fraction;
     o->seed = a->seed;
     o->shuffle = a->shuffle;
-    if (a->shard_tokens)
-        o->shard_tokens = a->shard_tokens;
+    if (a->shard_tokens) o->shard_tokens = a->shard_tokens;
     o->zstd_level = a->zstd_level;
-    if (a->frame_rows)
-        o->frame_rows = a->frame_rows;
+    if (a->frame_rows) o->frame_rows = a->frame_rows;
     o->field = a->field;
     o->doc_sep = (ds_doc_sep)a->doc_sep;
     o->part_k = a->part_k;
     o->part_n = a->part_n;
     o->threads = a->threads > 0 ? a->threads : n_cpus();
-    if (a->batch_bytes)
-        o->batch_bytes = a->batch_bytes;
+    if (a->batch_bytes) o->batch_bytes = a->batch_bytes;
     o->force = a->force;
-    if (a->ckpt_s >= 0)
-        o->checkpoint_seconds = a->ckpt_s;
+    if (a->ckpt_s >= 0) o->checkpoint_seconds = a->ckpt_s;
     o->callback = build_cb;
     o->user = j;
 }
 
-static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
-{
+static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     build_args a;
-    if (build_parse(args, kw, &a))
-        return NULL;
+    if (build_parse(args, kw, &a)) return NULL;
     PyObject *paths = NULL, *ret = NULL;
     size_t n = 0;
     int is_src = PyDict_Check(a.inputs); /* a Python source (mkshards._pipeline) */
     const char **inputs = is_src ? NULL : fs_paths(a.inputs, &paths, &n);
     build_job *j = inputs || is_src ? PyMem_Calloc(1, sizeof *j) : NULL;
     if (!j) {
-        if (inputs || is_src)
-            PyErr_NoMemory();
+        if (inputs || is_src) PyErr_NoMemory();
         goto out;
     }
     if (is_src) {
@@ -843,16 +796,13 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
             PyErr_NoMemory();
             goto out;
         }
-        if (py_source_init(j->src, a.inputs, &j->bg))
-            goto out;
+        if (py_source_init(j->src, a.inputs, &j->bg)) goto out;
     }
     build_set_opts(j, &a, inputs, n);
-    if (j->src)
-        j->o.source = &j->src->src;
+    if (j->src) j->o.source = &j->src->src;
     j->bg.run = build_run;
     j->bg.cb = a.cb == Py_None ? NULL : a.cb;
-    if (bg_run(&j->bg))
-        goto out;
+    if (bg_run(&j->bg)) goto out;
     if (j->bg.rc != DS_OK) {
         raise_c(j->bg.rc, j->err[0] ? j->err : ds_strerror(j->bg.rc));
         goto out;
@@ -861,10 +811,8 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw)
                         (Py_ssize_t)j->res.n_checked, "resumed", j->res.resumed ? Py_True : Py_False, "n_shards",
                         (Py_ssize_t)j->res.n_shards, "seconds", j->res.seconds);
 out:
-    if (j && j->src)
-        py_source_free(j->src);
-    if (j)
-        PyMem_Free(j->src);
+    if (j && j->src) py_source_free(j->src);
+    if (j) PyMem_Free(j->src);
     PyMem_Free(j);
     PyMem_Free(inputs);
     Py_XDECREF(paths);

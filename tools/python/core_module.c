@@ -17,11 +17,9 @@
 static PyObject *MksError;
 
 /* Raise MkshardsError(msg) with .code = code. */
-PyObject *raise_c(int code, const char *msg)
-{
+PyObject *raise_c(int code, const char *msg) {
     PyObject *e = PyObject_CallFunction(MksError, "s", msg && *msg ? msg : "mkshards: unknown error");
-    if (!e)
-        return NULL;
+    if (!e) return NULL;
     PyObject *c = PyLong_FromLong(code);
     if (c) {
         PyObject_SetAttrString(e, "code", c);
@@ -32,15 +30,13 @@ PyObject *raise_c(int code, const char *msg)
     return NULL;
 }
 
-PyObject *raise_tk(int rc, const char *what)
-{
+PyObject *raise_tk(int rc, const char *what) {
     char msg[600];
     snprintf(msg, sizeof msg, "%s: %s", what, tk_strerror(rc));
     return raise_c(rc, msg);
 }
 
-int n_cpus(void)
-{
+int n_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (int)n;
 }
@@ -50,8 +46,7 @@ int n_cpus(void)
 
 /* The decimal text of an int (a long one by its size: str() of an int of
  * over 4300 digits raises). */
-void int_text(PyObject *ix, char *buf, size_t n)
-{
+void int_text(PyObject *ix, char *buf, size_t n) {
     PyObject *s = PyObject_Str(ix);
     const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
     if (u && strlen(u) <= 60) {
@@ -72,8 +67,7 @@ void int_text(PyObject *ix, char *buf, size_t n)
 /* o as an exact int (new reference): ints and __index__ types, and floats
  * without a fraction (build(shard_tokens=32e6)); NULL with TypeError /
  * ValueError naming `name` otherwise. */
-static PyObject *exact_int(PyObject *o, const char *name)
-{
+static PyObject *exact_int(PyObject *o, const char *name) {
     if (PyFloat_Check(o)) {
         double d = PyFloat_AS_DOUBLE(o);
         if (!isfinite(d) || d != floor(d)) {
@@ -91,12 +85,10 @@ static PyObject *exact_int(PyObject *o, const char *name)
 }
 
 /* Checks ix (an exact int) against a's range; 1 and a->v set, or 0 with ValueError. */
-static int num_check(num_arg *a, PyObject *ix)
-{
+static int num_check(num_arg *a, PyObject *ix) {
     int overflow = 0;
     long long s = PyLong_AsLongLongAndOverflow(ix, &overflow);
-    if (s == -1 && PyErr_Occurred())
-        return 0;
+    if (s == -1 && PyErr_Occurred()) return 0;
     unsigned long long v = 0;
     int ok;
     if (overflow < 0 || (!overflow && s < 0)) {
@@ -125,26 +117,21 @@ static int num_check(num_arg *a, PyObject *ix)
 }
 
 /* PyArg "O&" converter for a num_arg. */
-int conv_num(PyObject *o, void *p)
-{
+int conv_num(PyObject *o, void *p) {
     num_arg *a = p;
-    if (o == Py_None && a->none_ok)
-        return 1;
+    if (o == Py_None && a->none_ok) return 1;
     PyObject *ix = exact_int(o, a->name);
-    if (!ix)
-        return 0;
+    if (!ix) return 0;
     int ok = num_check(a, ix);
     Py_DECREF(ix);
     return ok;
 }
 
 /* A signed 64-bit integer argument (ignore_index): "O&" converter. */
-int conv_i64(PyObject *o, void *p)
-{
+int conv_i64(PyObject *o, void *p) {
     i64_arg *a = p;
     PyObject *ix = exact_int(o, a->name);
-    if (!ix)
-        return 0;
+    if (!ix) return 0;
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
     if (overflow || (v == -1 && PyErr_Occurred())) {
@@ -162,23 +149,19 @@ int conv_i64(PyObject *o, void *p)
 
 /* A float argument: finite, in [lo, hi] (lo_open / hi_open: the bound
  * excluded), or 0 when zero_ok (the default). 0, or -1 with ValueError. */
-int check_real(const char *name, double v, double lo, int lo_open, double hi, int hi_open, int zero_ok)
-{
-    if (zero_ok && v == 0)
-        return 0;
-    if (isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi))
-        return 0;
+int check_real(const char *name, double v, double lo, int lo_open, double hi, int hi_open, int zero_ok) {
+    if (zero_ok && v == 0) return 0;
+    if (isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi)) return 0;
     char msg[200]; /* PyErr_Format has no %g */
-    snprintf(msg, sizeof msg, "%s %.17g: must be a number with %g %s x %s %g%s", name, v, lo, lo_open ? "<" : "<=",
-             hi_open ? "<" : "<=", hi, zero_ok ? " (or 0: the default)" : "");
+    snprintf(msg, sizeof msg, "%s %.17g: must be a number with %g %s x %s %g%s", name, v, lo,
+             lo_open ? "<" : "<=", hi_open ? "<" : "<=", hi, zero_ok ? " (or 0: the default)" : "");
     PyErr_SetString(PyExc_ValueError, msg);
     return -1;
 }
 
 /* ================================================================ IdBuffer */
 typedef struct {
-    PyObject_HEAD
-    void *data;
+    PyObject_HEAD void *data;
     Py_ssize_t n;
     Py_ssize_t itemsize;
     const char *fmt;
@@ -187,15 +170,12 @@ typedef struct {
 
 static uint64_t empty_storage;
 
-static void idbuf_dealloc(IdBuf *b)
-{
-    if (b->data != &empty_storage)
-        free(b->data);
+static void idbuf_dealloc(IdBuf *b) {
+    if (b->data != &empty_storage) free(b->data);
     Py_TYPE(b)->tp_free((PyObject *)b);
 }
 
-static int idbuf_getbuffer(IdBuf *b, Py_buffer *view, int flags)
-{
+static int idbuf_getbuffer(IdBuf *b, Py_buffer *view, int flags) {
     (void)flags;
     view->obj = (PyObject *)b;
     Py_INCREF(b);
@@ -230,8 +210,7 @@ static PyTypeObject IdBufType = {
 };
 
 /* Takes ownership of data (malloc'ed, or NULL when n == 0). */
-PyObject *idbuf_new(void *data, Py_ssize_t n, Py_ssize_t itemsize, const char *fmt)
-{
+PyObject *idbuf_new(void *data, Py_ssize_t n, Py_ssize_t itemsize, const char *fmt) {
     IdBuf *b = PyObject_New(IdBuf, &IdBufType);
     if (!b) {
         free(data);
@@ -247,11 +226,9 @@ PyObject *idbuf_new(void *data, Py_ssize_t n, Py_ssize_t itemsize, const char *f
 /* ================================================================ module */
 /* The names of an enum from its library table (ds.h "Enum names"), as a
  * tuple: the package spells none of them itself. */
-static PyObject *names_tuple(const char *(*name)(int))
-{
+static PyObject *names_tuple(const char *(*name)(int)) {
     int n = 0;
-    while (name(n))
-        n++;
+    while (name(n)) n++;
     PyObject *t = PyTuple_New(n);
     for (int i = 0; t && i < n; i++) {
         PyObject *s = PyUnicode_FromString(name(i));
@@ -265,8 +242,7 @@ static PyObject *names_tuple(const char *(*name)(int))
 }
 
 /* Adds NAME = names_tuple(name) to m; 0, or -1 with an exception set. */
-static int add_names(PyObject *m, const char *attr, const char *(*name)(int))
-{
+static int add_names(PyObject *m, const char *attr, const char *(*name)(int)) {
     PyObject *t = names_tuple(name);
     if (!t || PyModule_AddObject(m, attr, t)) {
         Py_XDECREF(t);
@@ -275,27 +251,21 @@ static int add_names(PyObject *m, const char *attr, const char *(*name)(int))
     return 0;
 }
 
-static PyObject *py_cpu_count(PyObject *self, PyObject *unused)
-{
+static PyObject *py_cpu_count(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     return PyLong_FromLong(n_cpus());
 }
 
-static PyMethodDef mod_methods[] = {
-    {"cpu_count", FN(py_cpu_count), METH_NOARGS, "online CPUs"},
-    {NULL, NULL, 0, NULL}};
+static PyMethodDef mod_methods[] = {{"cpu_count", FN(py_cpu_count), METH_NOARGS, "online CPUs"}, {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef mod_def = {PyModuleDef_HEAD_INIT, "_core", "C core of mkshards", -1, mod_methods,
-                                     NULL, NULL, NULL, NULL};
+static struct PyModuleDef mod_def = {
+    PyModuleDef_HEAD_INIT, "_core", "C core of mkshards", -1, mod_methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__core(void)
-{
-    if (PyType_Ready(&IdBufType) < 0)
-        return NULL;
+PyMODINIT_FUNC PyInit__core(void) {
+    if (PyType_Ready(&IdBufType) < 0) return NULL;
     PyObject *m = PyModule_Create(&mod_def);
-    if (!m)
-        return NULL;
+    if (!m) return NULL;
     MksError = PyErr_NewExceptionWithDoc("mkshards.MkshardsError",
                                          "A failure reported by the C library; .code holds its status (negative).",
                                          PyExc_ValueError, NULL);
@@ -310,8 +280,7 @@ PyMODINIT_FUNC PyInit__core(void)
         PyModule_AddIntConstant(m, "SHARD_HEADER_BYTES", DS_SHARD_HEADER_BYTES) ||
         add_names(m, "SPLIT_NAMES", ds_split_name) || add_names(m, "PACK_NAMES", ds_pack_name) ||
         add_names(m, "OVER_LONG_NAMES", ds_over_long_name) || add_names(m, "DOC_SEP_NAMES", ds_doc_sep_name) ||
-        core_add_tokenizer(m) ||
-        core_add_shardset(m) || core_add_jobs(m)) {
+        core_add_tokenizer(m) || core_add_shardset(m) || core_add_jobs(m)) {
         Py_DECREF(m);
         return NULL;
     }

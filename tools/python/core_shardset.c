@@ -31,7 +31,7 @@ typedef struct {
     uint64_t first, n_rows; /* rows of the split before this shard; its rows */
     void *map;              /* NULL: read through ds_shardset_read */
     size_t map_len;
-    const uint8_t *tok;     /* uncompressed token rows, or NULL (zstd frames) */
+    const uint8_t *tok; /* uncompressed token rows, or NULL (zstd frames) */
     const uint8_t *valid, *sidx, *starts;
     uint64_t n_starts;
     uint32_t dt;
@@ -52,8 +52,7 @@ typedef struct {
 } frame_cache;
 
 typedef struct {
-    PyObject_HEAD
-    ds_shardset *ss;
+    PyObject_HEAD ds_shardset *ss;
     ds_shardset_info info;
     int busy; /* reads running with the GIL released: close() must wait for them */
     sh_map *maps[2];
@@ -62,22 +61,19 @@ typedef struct {
     int fc_init;
 } SSObj;
 
-static uint32_t get32le(const uint8_t *p)
-{
+static uint32_t get32le(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
     return v;
 }
 
-static uint64_t get64le(const uint8_t *p)
-{
+static uint64_t get64le(const uint8_t *p) {
     uint64_t v;
     memcpy(&v, p, 8);
     return v;
 }
 
-static void maps_free(SSObj *s)
-{
+static void maps_free(SSObj *s) {
     if (s->fc_init) {
         free(s->fc.buf);
         s->fc.buf = NULL;
@@ -86,8 +82,7 @@ static void maps_free(SSObj *s)
     }
     for (int sp = 0; sp < 2; sp++) {
         for (size_t k = 0; k < s->n_maps[sp]; k++)
-            if (s->maps[sp][k].map)
-                munmap(s->maps[sp][k].map, s->maps[sp][k].map_len);
+            if (s->maps[sp][k].map) munmap(s->maps[sp][k].map, s->maps[sp][k].map_len);
         free(s->maps[sp]);
         s->maps[sp] = NULL;
         s->n_maps[sp] = 0;
@@ -95,12 +90,10 @@ static void maps_free(SSObj *s)
 }
 
 /* Map one shard when its sections fit the file; leaves m->map NULL otherwise. */
-static void map_shard(sh_map *m, const char *path, const ds_shard_header *h)
-{
+static void map_shard(sh_map *m, const char *path, const ds_shard_header *h) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     uint64_t N = h->n_rows, S = h->n_starts, L = h->row_len;
-    if (N > (1ull << 40) || S > (1ull << 40) || h->tokens_bytes > (1ull << 50) || h->meta_bytes > (1ull << 50))
-        return;
+    if (N > (1ull << 40) || S > (1ull << 40) || h->tokens_bytes > (1ull << 50) || h->meta_bytes > (1ull << 50)) return;
     int zstd = (h->flags & DS_SHARD_F_ZSTD) != 0;
     uint64_t F = zstd ? h->n_frames : 0;
     if (F > (1ull << 40) || (zstd && (h->frame_rows == 0 || F != (N + h->frame_rows - 1) / h->frame_rows ||
@@ -114,16 +107,14 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h)
     /* the library opened and checked this file; if a FIFO or device has
      * taken its name since, opening it must not block, nor be mapped */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     struct stat st;
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
         (uint64_t)st.st_size >= meta_off + h->meta_bytes)
         p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
-    if (p == MAP_FAILED)
-        return;
+    if (p == MAP_FAILED) return;
     const uint8_t *b = p;
     m->map = p;
     m->map_len = (size_t)st.st_size;
@@ -145,8 +136,7 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h)
 #endif
 }
 
-static int maps_open(SSObj *s)
-{
+static int maps_open(SSObj *s) {
     if (!s->fc_init) {
         pthread_mutex_init(&s->fc.mu, NULL);
         s->fc_init = 1;
@@ -154,8 +144,7 @@ static int maps_open(SSObj *s)
     for (int sp = 0; sp < 2; sp++) {
         size_t n = ds_shardset_n_shards(s->ss, (ds_split)sp);
         s->maps[sp] = calloc(n ? n : 1, sizeof(sh_map));
-        if (!s->maps[sp])
-            return -1;
+        if (!s->maps[sp]) return -1;
         s->n_maps[sp] = n;
         uint64_t first = 0;
         for (size_t k = 0; k < n; k++) {
@@ -166,32 +155,26 @@ static int maps_open(SSObj *s)
             m->first = first;
             m->n_rows = h->n_rows;
             first += h->n_rows;
-            if (path && h->row_len == s->info.row_len)
-                map_shard(m, path, h);
+            if (path && h->row_len == s->info.row_len) map_shard(m, path, h);
         }
     }
     return 0;
 }
 
 /* The shard holding row `row` of split sp (row < the split's rows). */
-static const sh_map *map_of(const SSObj *s, int sp, uint64_t row)
-{
+static const sh_map *map_of(const SSObj *s, int sp, uint64_t row) {
     size_t lo = 0, hi = s->n_maps[sp];
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
-        if (s->maps[sp][mid].first <= row)
-            lo = mid;
-        else
-            hi = mid;
+        if (s->maps[sp][mid].first <= row) lo = mid;
+        else hi = mid;
     }
     return &s->maps[sp][lo];
 }
 
 /* Row r of mapped zstd shard m as u32 ids (L entries) through the frame cache. */
-static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *out)
-{
-    if (r >= m->n_rows)
-        return DS_ERR_FORMAT;
+static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *out) {
+    if (r >= m->n_rows) return DS_ERR_FORMAT;
     uint64_t f = r / m->frame_rows, r0 = f * m->frame_rows;
     size_t rows_in = (size_t)(m->n_rows - r0 < m->frame_rows ? m->n_rows - r0 : m->frame_rows);
     size_t fb = rows_in * L * m->dt;
@@ -201,12 +184,10 @@ static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *o
     if (c->m != m || c->f != f) {
         uint64_t o0 = get64le(m->frames + 8 * f), o1 = get64le(m->frames + 8 * (f + 1));
         c->m = NULL;
-        if (o0 > o1 || o1 > m->zsec_bytes)
-            rc = DS_ERR_FORMAT;
+        if (o0 > o1 || o1 > m->zsec_bytes) rc = DS_ERR_FORMAT;
         else if (fb > c->cap) {
             uint8_t *nb = realloc(c->buf, fb);
-            if (!nb)
-                rc = DS_ERR_NOMEM;
+            if (!nb) rc = DS_ERR_NOMEM;
             else {
                 c->buf = nb;
                 c->cap = fb;
@@ -214,8 +195,7 @@ static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *o
         }
         if (rc == DS_OK) {
             size_t z = ZSTD_decompress(c->buf, fb, m->zsec + o0, (size_t)(o1 - o0));
-            if (ZSTD_isError(z) || z != fb)
-                rc = DS_ERR_FORMAT;
+            if (ZSTD_isError(z) || z != fb) rc = DS_ERR_FORMAT;
             else {
                 c->m = m;
                 c->f = f;
@@ -224,11 +204,9 @@ static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *o
     }
     if (rc == DS_OK) {
         const uint8_t *src = c->buf + (size_t)(r - r0) * L * m->dt;
-        if (m->dt == 4)
-            memcpy(out, src, L * 4);
+        if (m->dt == 4) memcpy(out, src, L * 4);
         else
-            for (size_t j = 0; j < L; j++)
-                out[j] = ((const uint16_t *)src)[j];
+            for (size_t j = 0; j < L; j++) out[j] = ((const uint16_t *)src)[j];
     }
     pthread_mutex_unlock(&s->fc.mu);
     /* the id checks of ds_shard_read (a crafted frame may carry valid checksums) */
@@ -238,18 +216,14 @@ static int zstd_row(SSObj *s, const sh_map *m, uint64_t r, size_t L, uint32_t *o
     return rc;
 }
 
-static void ss_dealloc(SSObj *s)
-{
+static void ss_dealloc(SSObj *s) {
     maps_free(s);
-    if (s->fc_init)
-        pthread_mutex_destroy(&s->fc.mu);
-    if (s->ss)
-        ds_shardset_close(s->ss);
+    if (s->fc_init) pthread_mutex_destroy(&s->fc.mu);
+    if (s->ss) ds_shardset_close(s->ss);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
-static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
-{
+static int ss_init(SSObj *s, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"dir", "verify", NULL};
     PyObject *dir_o = NULL;
     int verify = 1;
@@ -257,16 +231,14 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "ShardSet is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|p", kwl, PyUnicode_FSConverter, &dir_o, &verify))
-        return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|p", kwl, PyUnicode_FSConverter, &dir_o, &verify)) return -1;
     char err[512] = "";
     ds_shardset *ss = NULL;
     int rc;
     const char *dir = PyBytes_AS_STRING(dir_o);
-    Py_BEGIN_ALLOW_THREADS
-    rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_FULL : 0, &ss, err, sizeof err); /* verify: `mkshards verify` */
-    Py_END_ALLOW_THREADS
-    if (rc != DS_OK || !ss) {
+    Py_BEGIN_ALLOW_THREADS rc =
+        ds_shardset_open(dir, verify ? DS_SHARD_OPEN_FULL : 0, &ss, err, sizeof err); /* verify: `mkshards verify` */
+    Py_END_ALLOW_THREADS if (rc != DS_OK || !ss) {
         char msg[800];
         snprintf(msg, sizeof msg, "%s", err[0] ? err : ds_strerror(rc));
         Py_DECREF(dir_o);
@@ -286,8 +258,7 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static int ss_ready(SSObj *s)
-{
+static int ss_ready(SSObj *s) {
     if (!s->ss) {
         PyErr_SetString(PyExc_ValueError, "shard set is closed");
         return 0;
@@ -295,23 +266,18 @@ static int ss_ready(SSObj *s)
     return 1;
 }
 
-static int parse_split(PyObject *o, ds_split *sp)
-{
+static int parse_split(PyObject *o, ds_split *sp) {
     const char *s = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
-    if (!s)
-        PyErr_Clear(); /* a str that is not UTF-8: not a split's name either */
-    if (s && ds_split_parse(s, sp) == 0)
-        return 0;
+    if (!s) PyErr_Clear(); /* a str that is not UTF-8: not a split's name either */
+    if (s && ds_split_parse(s, sp) == 0) return 0;
     char names[32];
     PyErr_Format(PyExc_ValueError, "split %R: must be %s", o, ds_names_list(ds_split_name, names, sizeof names));
     return -1;
 }
 
-static PyObject *ss_info(SSObj *s, PyObject *unused)
-{
+static PyObject *ss_info(SSObj *s, PyObject *unused) {
     (void)unused;
-    if (!ss_ready(s))
-        return NULL;
+    if (!ss_ready(s)) return NULL;
     const ds_shardset_info *i = &s->info;
     char hex[65];
     ds_shard_hex(i->fingerprint, 32, hex);
@@ -332,11 +298,9 @@ static PyObject *ss_info(SSObj *s, PyObject *unused)
                          (Py_ssize_t)i->n_shards[1]);
 }
 
-static PyObject *ss_shards(SSObj *s, PyObject *split_o)
-{
+static PyObject *ss_shards(SSObj *s, PyObject *split_o) {
     ds_split sp;
-    if (!ss_ready(s) || parse_split(split_o, &sp))
-        return NULL;
+    if (!ss_ready(s) || parse_split(split_o, &sp)) return NULL;
     size_t n = ds_shardset_n_shards(s->ss, sp);
     PyObject *l = PyList_New((Py_ssize_t)n);
     for (size_t k = 0; l && k < n; k++) {
@@ -344,10 +308,9 @@ static PyObject *ss_shards(SSObj *s, PyObject *split_o)
         const ds_shard *sh = ds_shardset_shard(s->ss, sp, k, &path);
         const ds_shard_header *h = ds_shard_get_header(sh);
         PyObject *d = Py_BuildValue("{s:s,s:K,s:I,s:I,s:I,s:K,s:K,s:O}", "path", path ? path : "", "rows",
-                                    (unsigned long long)h->n_rows, "row_len", h->row_len, "dtype_bytes",
-                                    h->dtype_bytes, "flags", h->flags, "tokens_offset",
-                                    (unsigned long long)DS_SHARD_HEADER_BYTES, "tokens_bytes",
-                                    (unsigned long long)h->tokens_bytes, "compressed",
+                                    (unsigned long long)h->n_rows, "row_len", h->row_len, "dtype_bytes", h->dtype_bytes,
+                                    "flags", h->flags, "tokens_offset", (unsigned long long)DS_SHARD_HEADER_BYTES,
+                                    "tokens_bytes", (unsigned long long)h->tokens_bytes, "compressed",
                                     (h->flags & DS_SHARD_F_ZSTD) ? Py_True : Py_False);
         if (!d) {
             Py_CLEAR(l);
@@ -360,17 +323,15 @@ static PyObject *ss_shards(SSObj *s, PyObject *split_o)
 
 /* A writable C-contiguous buffer of count items of itemsize bytes (None: no
  * buffer). */
-static int out_buffer(PyObject *o, Py_buffer *v, int *have, size_t count, const char *what, int size_a, int size_b)
-{
+static int out_buffer(PyObject *o, Py_buffer *v, int *have, size_t count, const char *what, int size_a, int size_b) {
     *have = 0;
-    if (o == Py_None)
-        return 0;
-    if (PyObject_GetBuffer(o, v, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS))
-        return -1;
+    if (o == Py_None) return 0;
+    if (PyObject_GetBuffer(o, v, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)) return -1;
     *have = 1;
     if ((v->itemsize != size_a && v->itemsize != size_b) || (size_t)v->len != count * (size_t)v->itemsize) {
-        PyErr_Format(PyExc_ValueError, "%s: need a writable buffer of %zu items of %d bytes (got %zd bytes, itemsize %zd)",
-                     what, count, size_a, v->len, v->itemsize);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: need a writable buffer of %zu items of %d bytes (got %zd bytes, itemsize %zd)", what, count,
+                     size_a, v->len, v->itemsize);
         PyBuffer_Release(v);
         *have = 0;
         return -1;
@@ -388,21 +349,17 @@ typedef struct {
     size_t n;
 } rows_arg;
 
-static void rows_release(rows_arg *r)
-{
-    if (r->have)
-        PyBuffer_Release(&r->v);
+static void rows_release(rows_arg *r) {
+    if (r->have) PyBuffer_Release(&r->v);
     r->have = 0;
 }
 
-static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
-{
+static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r) {
     memset(r, 0, sizeof *r);
     if (PyLong_Check(o)) {
         int overflow = 0;
         r->one = PyLong_AsLongLongAndOverflow(o, &overflow);
-        if (r->one == -1 && !overflow && PyErr_Occurred())
-            return -1;
+        if (r->one == -1 && !overflow && PyErr_Occurred()) return -1;
         if (overflow) { /* beyond int64: out of range, named as given */
             char t[96];
             int_text(o, t, sizeof t);
@@ -413,8 +370,7 @@ static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
         r->rows = &r->one;
         r->n = 1;
     } else {
-        if (PyObject_GetBuffer(o, &r->v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
-            return -1;
+        if (PyObject_GetBuffer(o, &r->v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS)) return -1;
         r->have = 1;
         const char *f = r->v.format;
         if (r->v.itemsize != 8 || !f || !f[0] || !strchr("qlQL", f[strlen(f) - 1])) {
@@ -431,10 +387,8 @@ static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
     for (size_t i = 0; i < r->n; i++)
         if (r->rows[i] < 0 || (uint64_t)r->rows[i] >= nrows) {
             char t[32];
-            if (uns)
-                snprintf(t, sizeof t, "%llu", (unsigned long long)r->rows[i]);
-            else
-                snprintf(t, sizeof t, "%lld", (long long)r->rows[i]);
+            if (uns) snprintf(t, sizeof t, "%llu", (unsigned long long)r->rows[i]);
+            else snprintf(t, sizeof t, "%lld", (long long)r->rows[i]);
             PyErr_Format(PyExc_IndexError, "row %s out of range: the %s split has %llu rows", t,
                          sp == DS_SPLIT_VAL ? "val" : "train", (unsigned long long)nrows);
             rows_release(r);
@@ -449,15 +403,13 @@ static int rows_parse(SSObj *s, ds_split sp, PyObject *o, rows_arg *r)
  * direct paths (fill, the row maker, ShardSet.row over the mapped files)
  * return a status only, so the library is asked to read the row again for
  * it: the same checks, made once more on the error path only. */
-static PyObject *raise_row(SSObj *s, ds_split sp, int64_t row, int rc)
-{
+static PyObject *raise_row(SSObj *s, ds_split sp, int64_t row, int rc) {
     const char *split = sp == DS_SPLIT_VAL ? "val" : "train";
     char err[600] = "", msg[800];
-    if (rc == DS_ERR_NOMEM)
-        return PyErr_NoMemory();
+    if (rc == DS_ERR_NOMEM) return PyErr_NoMemory();
     uint32_t *tok = malloc((size_t)s->info.row_len * 4 + 4);
-    int lrc = tok ? ds_shardset_read_msg(s->ss, sp, (uint64_t)row, tok, NULL, NULL, NULL, err, sizeof err)
-                  : DS_ERR_NOMEM;
+    int lrc =
+        tok ? ds_shardset_read_msg(s->ss, sp, (uint64_t)row, tok, NULL, NULL, NULL, err, sizeof err) : DS_ERR_NOMEM;
     free(tok);
     if (lrc != DS_OK && err[0]) {
         snprintf(msg, sizeof msg, "%s row %lld: %s", split, (long long)row, err);
@@ -485,15 +437,13 @@ static PyObject *raise_row(SSObj *s, ds_split sp, int64_t row, int rc)
  * buffer of int64 row numbers; outputs (any may be None) are writable
  * buffers of len(rows) x row_len items: tokens of 4 (uint32) or 2 bytes
  * (uint16, for 2-byte shard sets), pos/doc of 4 bytes, loss_mask of 1. */
-static PyObject *ss_read(SSObj *s, PyObject *args)
-{
+static PyObject *ss_read(SSObj *s, PyObject *args) {
     PyObject *split_o, *rows_o, *tok_o, *pos_o, *doc_o, *mask_o;
     if (!ss_ready(s) || !PyArg_ParseTuple(args, "OOOOOO", &split_o, &rows_o, &tok_o, &pos_o, &doc_o, &mask_o))
         return NULL;
     ds_split sp;
     rows_arg ra;
-    if (parse_split(split_o, &sp) || rows_parse(s, sp, rows_o, &ra))
-        return NULL;
+    if (parse_split(split_o, &sp) || rows_parse(s, sp, rows_o, &ra)) return NULL;
     const int64_t *rows = ra.rows;
     size_t n = ra.n, L = s->info.row_len;
     Py_buffer bt, bp, bd, bm;
@@ -516,8 +466,7 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     int rc = DS_OK;
     size_t bad = 0;
     s->busy++;
-    Py_BEGIN_ALLOW_THREADS
-    for (size_t i = 0; i < n && rc == DS_OK; i++) {
+    Py_BEGIN_ALLOW_THREADS for (size_t i = 0; i < n && rc == DS_OK; i++) {
         size_t o = i * L;
         uint32_t *t = ht ? (narrow ? scratch : (uint32_t *)bt.buf + o) : NULL;
         const sh_map *m = t && s->n_maps[sp] ? map_of(s, (int)sp, (uint64_t)rows[i]) : NULL;
@@ -532,20 +481,18 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
             const sh_map *mm = map_of(s, (int)sp, (uint64_t)rows[i]); /* the id checks of ds_shard_read */
             uint64_t rr = (uint64_t)rows[i] - mm->first;
             if (mm->map && mm->tok &&
-                (rr >= mm->n_rows || ds_shard_check_ids(mm->tok + rr * L * mm->dt, mm->dt, (uint32_t)L,
-                                                         get32le(mm->valid + 4 * rr), s->info.vocab_size,
-                                                         s->info.pad_id) != DS_OK))
+                (rr >= mm->n_rows ||
+                 ds_shard_check_ids(mm->tok + rr * L * mm->dt, mm->dt, (uint32_t)L, get32le(mm->valid + 4 * rr),
+                                    s->info.vocab_size, s->info.pad_id) != DS_OK))
                 rc = DS_ERR_FORMAT;
         }
         if (rc == DS_OK && narrow) {
             uint16_t *d = (uint16_t *)bt.buf + o;
-            for (size_t j = 0; j < L; j++)
-                d[j] = (uint16_t)scratch[j];
+            for (size_t j = 0; j < L; j++) d[j] = (uint16_t)scratch[j];
         }
         bad = i;
     }
-    Py_END_ALLOW_THREADS
-    s->busy--;
+    Py_END_ALLOW_THREADS s->busy--;
     if (rc != DS_OK) {
         raise_row(s, sp, rows[bad], rc);
         goto out;
@@ -554,14 +501,10 @@ static PyObject *ss_read(SSObj *s, PyObject *args)
     Py_INCREF(ret);
 out:
     free(scratch);
-    if (ht)
-        PyBuffer_Release(&bt);
-    if (hp)
-        PyBuffer_Release(&bp);
-    if (hd)
-        PyBuffer_Release(&bd);
-    if (hm)
-        PyBuffer_Release(&bm);
+    if (ht) PyBuffer_Release(&bt);
+    if (hp) PyBuffer_Release(&bp);
+    if (hd) PyBuffer_Release(&bd);
+    if (hm) PyBuffer_Release(&bm);
     rows_release(&ra);
     return ret;
 }
@@ -577,97 +520,76 @@ typedef struct {
 } fill_row_out;
 
 /* dst[j] = src[j], j < n: u16 or u32 ids (dt bytes) into int64 or int32 */
-static void put_src(void *dst, int wide, const void *src, int dt, size_t n)
-{
+static void put_src(void *dst, int wide, const void *src, int dt, size_t n) {
     if (dt == 4) {
         const uint32_t *s = src;
         if (wide)
-            for (size_t j = 0; j < n; j++)
-                ((int64_t *)dst)[j] = (int64_t)s[j];
+            for (size_t j = 0; j < n; j++) ((int64_t *)dst)[j] = (int64_t)s[j];
         else
-            for (size_t j = 0; j < n; j++)
-                ((int32_t *)dst)[j] = (int32_t)s[j];
+            for (size_t j = 0; j < n; j++) ((int32_t *)dst)[j] = (int32_t)s[j];
     } else {
         const uint16_t *s = src;
         if (wide)
-            for (size_t j = 0; j < n; j++)
-                ((int64_t *)dst)[j] = (int64_t)s[j];
+            for (size_t j = 0; j < n; j++) ((int64_t *)dst)[j] = (int64_t)s[j];
         else
-            for (size_t j = 0; j < n; j++)
-                ((int32_t *)dst)[j] = (int32_t)s[j];
+            for (size_t j = 0; j < n; j++) ((int32_t *)dst)[j] = (int32_t)s[j];
     }
 }
 
 /* dst[j] = v (step 0) or v + j - from (step 1), from <= j < to */
-static void put_run1(void *dst, int wide, size_t from, size_t to, int64_t v, int step)
-{
+static void put_run1(void *dst, int wide, size_t from, size_t to, int64_t v, int step) {
     if (wide) {
         int64_t *d = dst;
-        for (size_t j = from; j < to; j++)
-            d[j] = step ? (int64_t)(j - from) : v;
+        for (size_t j = from; j < to; j++) d[j] = step ? (int64_t)(j - from) : v;
     } else {
         int32_t *d = dst;
-        for (size_t j = from; j < to; j++)
-            d[j] = step ? (int32_t)(j - from) : (int32_t)v;
+        for (size_t j = from; j < to; j++) d[j] = step ? (int32_t)(j - from) : (int32_t)v;
     }
 }
 
 /* One segment [from, to): positions restart, one segment number. */
-static void put_run(const fill_row_out *o, size_t from, size_t to, size_t seg)
-{
-    if (o->d[2])
-        put_run1(o->d[2], o->wide[2], from, to, 0, 1);
-    if (o->d[3])
-        put_run1(o->d[3], o->wide[3], from, to, (int64_t)seg, 0);
+static void put_run(const fill_row_out *o, size_t from, size_t to, size_t seg) {
+    if (o->d[2]) put_run1(o->d[2], o->wide[2], from, to, 0, 1);
+    if (o->d[3]) put_run1(o->d[3], o->wide[3], from, to, (int64_t)seg, 0);
 }
 
 /* position_ids / doc_ids of a row from its document starts: segments begin
  * at 0, at every start and at valid (padding), as ds_shard_read expands them. */
-static int put_segments(const sh_map *m, uint32_t a, uint32_t b, uint32_t nv, const fill_row_out *o)
-{
+static int put_segments(const sh_map *m, uint32_t a, uint32_t b, uint32_t nv, const fill_row_out *o) {
     size_t start = 0, seg = 0, T = o->T;
     uint32_t prev = 0;
     for (uint64_t k = a; k <= b && start < T; k++) {
         size_t x;
         if (k < b) {
             uint32_t st = get32le(m->starts + 4 * k);
-            if (st >= nv || (k > a && st <= prev))
-                return DS_ERR_FORMAT;
+            if (st >= nv || (k > a && st <= prev)) return DS_ERR_FORMAT;
             prev = st;
-            if (st == 0)
-                continue;
+            if (st == 0) continue;
             x = st;
         } else {
-            if (nv == 0 || nv >= o->L)
-                break;
+            if (nv == 0 || nv >= o->L) break;
             x = nv;
         }
         put_run(o, start, x < T ? x : T, seg);
         seg++;
         start = x;
     }
-    if (start < T)
-        put_run(o, start, T, seg);
+    if (start < T) put_run(o, start, T, seg);
     return DS_OK;
 }
 
 /* Row r of mapped shard m; tok32: its ids when the shard is compressed (NULL: in place). */
-static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, const fill_row_out *o)
-{
+static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, const fill_row_out *o) {
     size_t L = o->L, T = o->T;
-    if (r >= m->n_rows)
-        return DS_ERR_FORMAT;
+    if (r >= m->n_rows) return DS_ERR_FORMAT;
     uint32_t nv = get32le(m->valid + 4 * r), a = get32le(m->sidx + 4 * r), b = get32le(m->sidx + 4 * (r + 1));
-    if (nv > L || a > b || b > m->n_starts)
-        return DS_ERR_FORMAT;
+    if (nv > L || a > b || b > m->n_starts) return DS_ERR_FORMAT;
     size_t lab_n = nv > 0 ? nv - 1 : 0; /* labels where j + 1 < valid */
-    if (lab_n > T)
-        lab_n = T;
+    if (lab_n > T) lab_n = T;
     if (o->d[0] || o->d[1]) {
         const void *src = tok32 ? (const void *)tok32 : (const void *)(m->tok + r * L * m->dt);
         int dt = tok32 ? 4 : (int)m->dt;
-        if (o->d[0])
-            put_src(o->d[0], o->wide[0], src, dt, T);
+        if (o->d[0]) put_src(o->d[0], o->wide[0], src, dt, T);
         if (o->d[1]) {
             put_src(o->d[1], o->wide[1], (const uint8_t *)src + dt, dt, lab_n);
             put_run1(o->d[1], o->wide[1], lab_n, T, o->ignore, 0);
@@ -677,66 +599,50 @@ static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, const
         memset(o->d[4], 1, lab_n);
         memset(o->d[4] + lab_n, 0, T - lab_n);
     }
-    if (!o->d[2] && !o->d[3])
-        return DS_OK;
-    if (o->doc_mask)
-        return put_segments(m, a, b, nv, o);
+    if (!o->d[2] && !o->d[3]) return DS_OK;
+    if (o->doc_mask) return put_segments(m, a, b, nv, o);
     put_run(o, 0, T, 0);
     return DS_OK;
 }
 
 /* labels[j] = tok[j+1] where loss_mask[j+1] (j+1 < L), else ignore */
 static void put_labels(void *dst, int wide, const uint32_t *tok, const uint8_t *mask, size_t L, size_t T,
-                       int64_t ignore)
-{
+                       int64_t ignore) {
     size_t m_end = T < L - 1 ? T : L - 1;
     if (wide) {
         int64_t *d = dst;
-        for (size_t j = 0; j < m_end; j++)
-            d[j] = mask[j + 1] ? (int64_t)tok[j + 1] : ignore;
-        for (size_t j = m_end; j < T; j++)
-            d[j] = ignore;
+        for (size_t j = 0; j < m_end; j++) d[j] = mask[j + 1] ? (int64_t)tok[j + 1] : ignore;
+        for (size_t j = m_end; j < T; j++) d[j] = ignore;
     } else {
         int32_t *d = dst, ig = (int32_t)ignore;
-        for (size_t j = 0; j < m_end; j++)
-            d[j] = mask[j + 1] ? (int32_t)tok[j + 1] : ig;
-        for (size_t j = m_end; j < T; j++)
-            d[j] = ig;
+        for (size_t j = 0; j < m_end; j++) d[j] = mask[j + 1] ? (int32_t)tok[j + 1] : ig;
+        for (size_t j = m_end; j < T; j++) d[j] = ig;
     }
 }
 
 /* The same through ds_shardset_read's per-position arrays (scratch: 3 x L
  * u32 + L bytes), for shards that are not mapped. */
-static int fill_read(SSObj *s, ds_split sp, uint64_t row, uint32_t *scratch, const fill_row_out *o)
-{
+static int fill_read(SSObj *s, ds_split sp, uint64_t row, uint32_t *scratch, const fill_row_out *o) {
     size_t L = o->L, T = o->T;
     uint32_t *tok = scratch, *pos = scratch + L, *doc = scratch + 2 * L;
     uint8_t *mask = (uint8_t *)(scratch + 3 * L);
     int need_tok = o->d[0] || o->d[1], need_mask = o->d[1] || o->d[4];
     int rc = ds_shardset_read(s->ss, sp, row, need_tok ? tok : NULL, o->doc_mask && o->d[2] ? pos : NULL,
                               o->doc_mask && o->d[3] ? doc : NULL, need_mask ? mask : NULL);
-    if (rc != DS_OK)
-        return rc;
-    if (o->d[0])
-        put_src(o->d[0], o->wide[0], tok, 4, T);
-    if (o->d[1])
-        put_labels(o->d[1], o->wide[1], tok, mask, L, T, o->ignore);
+    if (rc != DS_OK) return rc;
+    if (o->d[0]) put_src(o->d[0], o->wide[0], tok, 4, T);
+    if (o->d[1]) put_labels(o->d[1], o->wide[1], tok, mask, L, T, o->ignore);
     if (o->d[2]) {
-        if (o->doc_mask)
-            put_src(o->d[2], o->wide[2], pos, 4, T);
-        else
-            put_run1(o->d[2], o->wide[2], 0, T, 0, 1);
+        if (o->doc_mask) put_src(o->d[2], o->wide[2], pos, 4, T);
+        else put_run1(o->d[2], o->wide[2], 0, T, 0, 1);
     }
     if (o->d[3]) {
-        if (o->doc_mask)
-            put_src(o->d[3], o->wide[3], doc, 4, T);
-        else
-            put_run1(o->d[3], o->wide[3], 0, T, 0, 0);
+        if (o->doc_mask) put_src(o->d[3], o->wide[3], doc, 4, T);
+        else put_run1(o->d[3], o->wide[3], 0, T, 0, 0);
     }
     if (o->d[4]) {
         size_t m_end = T < L - 1 ? T : L - 1;
-        for (size_t j = 0; j < m_end; j++)
-            ((uint8_t *)o->d[4])[j] = mask[j + 1] != 0;
+        for (size_t j = 0; j < m_end; j++) ((uint8_t *)o->d[4])[j] = mask[j + 1] != 0;
         memset(o->d[4] + m_end, 0, T - m_end);
     }
     return DS_OK;
@@ -744,26 +650,21 @@ static int fill_read(SSObj *s, ds_split sp, uint64_t row, uint32_t *scratch, con
 
 /* *scratch (3 x L u32 + L bytes) is allocated on first use: rows of mapped
  * uncompressed shards need none. */
-static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, const fill_row_out *o)
-{
+static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, const fill_row_out *o) {
     const sh_map *m = s->n_maps[sp] ? map_of(s, (int)sp, row) : NULL;
     int need_tok = o->d[0] || o->d[1];
-    if ((!m || !m->map || (!m->tok && need_tok)) && !*scratch && !(*scratch = malloc(o->L * 13)))
-        return DS_ERR_NOMEM;
-    if (!m || !m->map)
-        return fill_read(s, sp, row, *scratch, o);
+    if ((!m || !m->map || (!m->tok && need_tok)) && !*scratch && !(*scratch = malloc(o->L * 13))) return DS_ERR_NOMEM;
+    if (!m || !m->map) return fill_read(s, sp, row, *scratch, o);
     const uint32_t *tok = NULL;
     if (!m->tok && need_tok) { /* zstd: the ids through the frame cache */
         int rc = zstd_row(s, m, row - m->first, o->L, *scratch);
-        if (rc != DS_OK)
-            return rc;
+        if (rc != DS_OK) return rc;
         tok = *scratch;
     }
     uint64_t r = row - m->first; /* in place: the id checks of ds_shard_read (zstd_row made them) */
     if (m->tok && need_tok &&
         (r >= m->n_rows || ds_shard_check_ids(m->tok + r * o->L * m->dt, m->dt, (uint32_t)o->L,
-                                              get32le(m->valid + 4 * r), s->info.vocab_size,
-                                              s->info.pad_id) != DS_OK))
+                                              get32le(m->valid + 4 * r), s->info.vocab_size, s->info.pad_id) != DS_OK))
         return DS_ERR_FORMAT;
     return fill_direct(m, r, tok, o);
 }
@@ -777,8 +678,7 @@ static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, con
  *   loss_mask[j] = labels[j] carries loss
  *   doc_mask: position_ids / doc_ids are the row's pos_ids / doc_ids (they
  *   restart where a document starts); without, position j and segment 0. */
-static PyObject *ss_fill(SSObj *s, PyObject *args)
-{
+static PyObject *ss_fill(SSObj *s, PyObject *args) {
     PyObject *split_o, *rows_o, *outs_o[5];
     int doc_mask;
     num_arg Ta = {"seq_len", 1, DS_SHARD_MAX_ROW_LEN, 0, 0, 0, 0};
@@ -787,8 +687,7 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
                                           &ig, &outs_o[0], &outs_o[1], &outs_o[2], &outs_o[3], &outs_o[4]))
         return NULL;
     ds_split sp;
-    if (parse_split(split_o, &sp))
-        return NULL;
+    if (parse_split(split_o, &sp)) return NULL;
     size_t L = s->info.row_len;
     if (Ta.v > L) {
         PyErr_Format(PyExc_ValueError, "seq_len %llu: must be 1..%zu (the rows' length)", Ta.v, L);
@@ -797,8 +696,7 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
     int T = (int)Ta.v;
     long long ignore = ig.v;
     rows_arg ra;
-    if (rows_parse(s, sp, rows_o, &ra))
-        return NULL;
+    if (rows_parse(s, sp, rows_o, &ra)) return NULL;
     static const char *names[5] = {"input_ids", "labels", "position_ids", "doc_ids", "loss_mask"};
     Py_buffer ob[5];
     int have[5] = {0, 0, 0, 0, 0};
@@ -810,11 +708,9 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
         goto out;
     }
     for (int k = 0; k < 5; k++)
-        if (out_buffer(outs_o[k], &ob[k], &have[k], n * Tz, names[k], k == 4 ? 1 : 8, k == 4 ? 1 : 4))
-            goto out;
+        if (out_buffer(outs_o[k], &ob[k], &have[k], n * Tz, names[k], k == 4 ? 1 : 8, k == 4 ? 1 : 4)) goto out;
     fill_row_out o = {.T = Tz, .L = L, .doc_mask = doc_mask, .ignore = (int64_t)ignore};
-    for (int k = 0; k < 5; k++)
-        o.wide[k] = have[k] && ob[k].itemsize == 8;
+    for (int k = 0; k < 5; k++) o.wide[k] = have[k] && ob[k].itemsize == 8;
     if (have[1] && !o.wide[1] && (ignore < INT32_MIN || ignore > INT32_MAX)) { /* it would be cut to 32 bits */
         PyErr_Format(PyExc_ValueError, "ignore_index %lld: int32 labels hold -2^31..2^31-1", ignore);
         goto out;
@@ -822,15 +718,11 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
     int rc = DS_OK;
     size_t r = 0;
     s->busy++;
-    Py_BEGIN_ALLOW_THREADS
-    for (; r < n; r++) {
-        for (int k = 0; k < 5; k++)
-            o.d[k] = have[k] ? (char *)ob[k].buf + r * Tz * (size_t)ob[k].itemsize : NULL;
-        if ((rc = fill_row(s, sp, (uint64_t)ra.rows[r], &scratch, &o)) != DS_OK)
-            break;
+    Py_BEGIN_ALLOW_THREADS for (; r < n; r++) {
+        for (int k = 0; k < 5; k++) o.d[k] = have[k] ? (char *)ob[k].buf + r * Tz * (size_t)ob[k].itemsize : NULL;
+        if ((rc = fill_row(s, sp, (uint64_t)ra.rows[r], &scratch, &o)) != DS_OK) break;
     }
-    Py_END_ALLOW_THREADS
-    s->busy--;
+    Py_END_ALLOW_THREADS s->busy--;
     if (rc != DS_OK) {
         raise_row(s, sp, ra.rows[r], rc);
         goto out;
@@ -840,8 +732,7 @@ static PyObject *ss_fill(SSObj *s, PyObject *args)
 out:
     free(scratch);
     for (int k = 0; k < 5; k++)
-        if (have[k])
-            PyBuffer_Release(&ob[k]);
+        if (have[k]) PyBuffer_Release(&ob[k]);
     rows_release(&ra);
     return ret;
 }
@@ -852,8 +743,7 @@ out:
  * the given numpy.empty, the tensors from the given torch.from_numpy, the
  * dict is built here. */
 typedef struct {
-    PyObject_HEAD
-    SSObj *ss;
+    PyObject_HEAD SSObj *ss;
     ds_split sp;
     long T;
     int doc_mask;
@@ -861,36 +751,30 @@ typedef struct {
     PyObject *len_T, *i64, *boolean, *empty, *to_tensor, *keys[5];
 } RMObj;
 
-static void rm_dealloc(RMObj *r)
-{
+static void rm_dealloc(RMObj *r) {
     Py_XDECREF(r->ss);
     Py_XDECREF(r->len_T);
     Py_XDECREF(r->i64);
     Py_XDECREF(r->boolean);
     Py_XDECREF(r->empty);
     Py_XDECREF(r->to_tensor);
-    for (int k = 0; k < 5; k++)
-        Py_XDECREF(r->keys[k]);
+    for (int k = 0; k < 5; k++) Py_XDECREF(r->keys[k]);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
 /* row(i): dict of the five (T,) tensors of row i (negative i counts from the end). */
-static PyObject *rm_row(RMObj *r, PyObject *idx)
-{
+static PyObject *rm_row(RMObj *r, PyObject *idx) {
     SSObj *s = r->ss;
-    if (!ss_ready(s))
-        return NULL;
+    if (!ss_ready(s)) return NULL;
     int overflow = 0;
     long long i = PyLong_AsLongLongAndOverflow(idx, &overflow);
     if (i == -1 && !overflow && PyErr_Occurred()) {
         PyErr_Clear();
         PyObject *ix = PyNumber_Index(idx); /* numpy integers */
-        if (!ix)
-            return NULL;
+        if (!ix) return NULL;
         i = PyLong_AsLongLongAndOverflow(ix, &overflow);
         Py_DECREF(ix);
-        if (i == -1 && !overflow && PyErr_Occurred())
-            return NULL;
+        if (i == -1 && !overflow && PyErr_Occurred()) return NULL;
     }
     long long n = (long long)s->info.rows[r->sp];
     long long row = i < 0 ? i + n : i;
@@ -911,23 +795,19 @@ static PyObject *rm_row(RMObj *r, PyObject *idx)
     int have = 0;
     for (int k = 0; k < 5; k++) {
         PyObject *a[2] = {r->len_T, k < 4 ? r->i64 : r->boolean};
-        if (!(arr[k] = PyObject_Vectorcall(r->empty, a, 2, NULL)))
-            goto out;
+        if (!(arr[k] = PyObject_Vectorcall(r->empty, a, 2, NULL))) goto out;
     }
     for (; have < 5; have++)
         if (out_buffer(arr[have], &b[have], &(int){0}, (size_t)r->T, "row", have < 4 ? 8 : 1, have < 4 ? 8 : 1))
             goto out;
-    fill_row_out o = {.T = (size_t)r->T, .L = s->info.row_len, .doc_mask = r->doc_mask, .ignore = r->ignore,
-                      .wide = {1, 1, 1, 1, 1}};
-    for (int k = 0; k < 5; k++)
-        o.d[k] = b[k].buf;
+    fill_row_out o = {
+        .T = (size_t)r->T, .L = s->info.row_len, .doc_mask = r->doc_mask, .ignore = r->ignore, .wide = {1, 1, 1, 1, 1}};
+    for (int k = 0; k < 5; k++) o.d[k] = b[k].buf;
     uint32_t *scratch = NULL;
     int rc;
     s->busy++;
-    Py_BEGIN_ALLOW_THREADS
-    rc = fill_row(s, r->sp, (uint64_t)row, &scratch, &o);
-    Py_END_ALLOW_THREADS
-    s->busy--;
+    Py_BEGIN_ALLOW_THREADS rc = fill_row(s, r->sp, (uint64_t)row, &scratch, &o);
+    Py_END_ALLOW_THREADS s->busy--;
     free(scratch);
     if (rc != DS_OK) {
         raise_row(s, r->sp, row, rc);
@@ -945,10 +825,8 @@ static PyObject *rm_row(RMObj *r, PyObject *idx)
     }
     ret = d;
 out:
-    for (int k = 0; k < have; k++)
-        PyBuffer_Release(&b[k]);
-    for (int k = 0; k < 5; k++)
-        Py_XDECREF(arr[k]);
+    for (int k = 0; k < have; k++) PyBuffer_Release(&b[k]);
+    for (int k = 0; k < 5; k++) Py_XDECREF(arr[k]);
     return ret;
 }
 
@@ -967,8 +845,7 @@ static PyTypeObject RMType = {
 };
 
 /* row_maker(split, T, doc_mask, ignore_index, empty, int64, bool, to_tensor, keys): a RowMaker. */
-static PyObject *ss_row_maker(SSObj *s, PyObject *args)
-{
+static PyObject *ss_row_maker(SSObj *s, PyObject *args) {
     PyObject *split_o, *empty, *i64, *boolean, *to_tensor, *keys;
     int doc_mask;
     num_arg Ta = {"seq_len", 1, DS_SHARD_MAX_ROW_LEN, 0, 0, 0, 0};
@@ -977,21 +854,20 @@ static PyObject *ss_row_maker(SSObj *s, PyObject *args)
                                           &empty, &i64, &boolean, &to_tensor, &keys))
         return NULL;
     ds_split sp;
-    if (parse_split(split_o, &sp))
-        return NULL;
+    if (parse_split(split_o, &sp)) return NULL;
     if (Ta.v > s->info.row_len) {
         PyErr_Format(PyExc_ValueError, "seq_len %llu: must be 1..%u (the rows' length)", Ta.v, s->info.row_len);
         return NULL;
     }
     long T = (long)Ta.v;
     long long ignore = ig.v;
-    if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != 5 || !PyCallable_Check(empty) || !PyCallable_Check(to_tensor)) {
+    if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != 5 || !PyCallable_Check(empty) ||
+        !PyCallable_Check(to_tensor)) {
         PyErr_SetString(PyExc_TypeError, "row_maker: keys must be a tuple of 5 names, empty and to_tensor callables");
         return NULL;
     }
     RMObj *r = PyObject_New(RMObj, &RMType);
-    if (!r)
-        return NULL;
+    if (!r) return NULL;
     r->ss = (SSObj *)Py_NewRef(s);
     r->sp = sp;
     r->T = T;
@@ -1002,8 +878,7 @@ static PyObject *ss_row_maker(SSObj *s, PyObject *args)
     r->boolean = Py_NewRef(boolean);
     r->empty = Py_NewRef(empty);
     r->to_tensor = Py_NewRef(to_tensor);
-    for (int k = 0; k < 5; k++)
-        r->keys[k] = Py_NewRef(PyTuple_GET_ITEM(keys, k));
+    for (int k = 0; k < 5; k++) r->keys[k] = Py_NewRef(PyTuple_GET_ITEM(keys, k));
     if (!r->len_T) {
         Py_DECREF(r);
         return NULL;
@@ -1011,22 +886,21 @@ static PyObject *ss_row_maker(SSObj *s, PyObject *args)
     return (PyObject *)r;
 }
 
-static PyObject *ss_close(SSObj *s, PyObject *unused)
-{
+static PyObject *ss_close(SSObj *s, PyObject *unused) {
     (void)unused;
     if (s->busy) {
         PyErr_SetString(PyExc_RuntimeError, "ShardSet.close: another thread is reading from it");
         return NULL;
     }
     maps_free(s);
-    if (s->ss)
-        ds_shardset_close(s->ss);
+    if (s->ss) ds_shardset_close(s->ss);
     s->ss = NULL;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef ss_methods[] = {
-    {"info", FN(ss_info), METH_NOARGS, "dict: row_len, vocab_size, eot_id, pad_id, bos_id, eos_id, dtype_bytes, fingerprint, ..."},
+    {"info", FN(ss_info), METH_NOARGS,
+     "dict: row_len, vocab_size, eot_id, pad_id, bos_id, eos_id, dtype_bytes, fingerprint, ..."},
     {"shards", FN(ss_shards), METH_O, "shards(split) -> list of dicts (path, rows, dtype_bytes, compressed, ...)"},
     {"read", FN(ss_read), METH_VARARGS, "read(split, rows, tokens, pos_ids, doc_ids, loss_mask)"},
     {"row_maker", FN(ss_row_maker), METH_VARARGS,
@@ -1052,15 +926,14 @@ static PyTypeObject SSType = {
 /* llmtrain's row order: the train row visited at loader position p, from the
  * trainer library itself (tr_row_at, train/row_order.c), so the sampler
  * cannot drift from the loader. */
-static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw)
-{
+static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *kwl[] = {"start", "count", "n", "seed", "shuffle", NULL};
     num_arg sa = {"start", 0, UINT64_MAX, 0, 0, 0, 0}, ca = {"count", 0, 1ULL << 40, 0, 0, 0, 0};
     num_arg na = {"n_rows", 1, UINT64_MAX, 0, 0, 0, 0}, se = {"seed", 0, UINT64_MAX, 0, 0, 0, 0}; /* llmtrain --seed */
     int shuffle = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&O&O&|p", kwl, conv_num, &sa, conv_num, &ca, conv_num, &na,
-                                     conv_num, &se, &shuffle))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&O&O&|p", kwl, conv_num, &sa, conv_num, &ca, conv_num, &na, conv_num,
+                                     &se, &shuffle))
         return NULL;
     unsigned long long start = sa.v, count = ca.v, n = na.v, seed = se.v;
     if (count && start > UINT64_MAX - (count - 1)) { /* the last position must not wrap to 0 */
@@ -1069,13 +942,9 @@ static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     uint64_t *out = malloc(count ? count * 8 : 8);
-    if (!out)
-        return PyErr_NoMemory();
-    Py_BEGIN_ALLOW_THREADS
-    for (uint64_t i = 0; i < count; i++)
-        out[i] = tr_row_at(start + i, n, seed, shuffle);
-    Py_END_ALLOW_THREADS
-    return idbuf_new(out, (Py_ssize_t)count, 8, "Q");
+    if (!out) return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS for (uint64_t i = 0; i < count; i++) out[i] = tr_row_at(start + i, n, seed, shuffle);
+    Py_END_ALLOW_THREADS return idbuf_new(out, (Py_ssize_t)count, 8, "Q");
 }
 
 static PyMethodDef shardset_functions[] = {
@@ -1084,12 +953,9 @@ static PyMethodDef shardset_functions[] = {
      "start..start+count-1"},
     {NULL, NULL, 0, NULL}};
 
-int core_add_shardset(PyObject *m)
-{
-    if (PyType_Ready(&SSType) < 0 || PyType_Ready(&RMType) < 0)
-        return -1;
+int core_add_shardset(PyObject *m) {
+    if (PyType_Ready(&SSType) < 0 || PyType_Ready(&RMType) < 0) return -1;
     Py_INCREF(&SSType);
-    if (PyModule_AddObject(m, "ShardSet", (PyObject *)&SSType))
-        return -1;
+    if (PyModule_AddObject(m, "ShardSet", (PyObject *)&SSType)) return -1;
     return PyModule_AddFunctions(m, shardset_functions);
 }

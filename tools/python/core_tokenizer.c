@@ -10,30 +10,25 @@
 #include <string.h>
 
 typedef struct {
-    PyObject_HEAD
-    tk_tokenizer *tok;
+    PyObject_HEAD tk_tokenizer *tok;
     PyObject **idcache; /* PyLong for every id < ncache (built on first use) */
     uint32_t ncache;
-    PyObject *spec;     /* the spec loaded (bytes): outputs are checked against its files (ds_check_output) */
+    PyObject *spec; /* the spec loaded (bytes): outputs are checked against its files (ds_check_output) */
 } TokObj;
 
 #define IDCACHE_MAX (1u << 21)
 
-static void tok_dealloc(TokObj *t)
-{
+static void tok_dealloc(TokObj *t) {
     if (t->idcache) {
-        for (uint32_t i = 0; i < t->ncache; i++)
-            Py_XDECREF(t->idcache[i]);
+        for (uint32_t i = 0; i < t->ncache; i++) Py_XDECREF(t->idcache[i]);
         free(t->idcache);
     }
-    if (t->tok)
-        tk_free(t->tok);
+    if (t->tok) tk_free(t->tok);
     Py_XDECREF(t->spec);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
-static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
-{
+static int tok_init(TokObj *t, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"spec", "pattern", NULL};
     PyObject *spec_o = NULL;
     const char *pattern = NULL;
@@ -41,8 +36,7 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Tokenizer is already loaded");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|z", kwl, PyUnicode_FSConverter, &spec_o, &pattern))
-        return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|z", kwl, PyUnicode_FSConverter, &spec_o, &pattern)) return -1;
     tk_pattern pat = TK_PAT_NONE;
     if (pattern && *pattern && tk_pattern_parse(pattern, &pat) != TK_OK) {
         Py_DECREF(spec_o);
@@ -59,14 +53,11 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
     char err[512] = "";
     tk_tokenizer *tok = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = tk_load(spec, pat, &tok, err, sizeof err);
-    Py_END_ALLOW_THREADS
-    if (rc != TK_OK || !tok) {
+    Py_BEGIN_ALLOW_THREADS rc = tk_load(spec, pat, &tok, err, sizeof err);
+    Py_END_ALLOW_THREADS if (rc != TK_OK || !tok) {
         /* the same wording as the CLI (tools/cli.c, cli_load_tokenizer) */
         const char *hint = "";
-        if (rc == TK_ERR_PATTERN)
-            hint = " (this vocabulary is not a known one: pass pattern='gpt2'|'cl100k'|'o200k')";
+        if (rc == TK_ERR_PATTERN) hint = " (this vocabulary is not a known one: pass pattern='gpt2'|'cl100k'|'o200k')";
         else if (!err[0] && rc == TK_ERR_NOT_FOUND)
             hint = " (pass a path, or set MKS_VOCAB_DIR to a folder holding <name>.tiktoken)";
         char msg[900];
@@ -90,8 +81,7 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw)
  * in rank order (rank i = tokens[i]), a pattern name and a dict special text
  * -> id - what tiktoken's Encoding(name=, pat_str=, mergeable_ranks=,
  * special_tokens=) builds in memory. spec is the name to record. */
-static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
+static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"tokens", "pattern", "specials", "spec", NULL};
     PyObject *tokens_o, *specials_o, *spec_o;
     const char *pattern;
@@ -104,8 +94,7 @@ static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw)
         return NULL;
     }
     PyObject *seq = PySequence_Fast(tokens_o, "tokens: a sequence of bytes in rank order");
-    if (!seq)
-        return NULL;
+    if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     Py_ssize_t ns = PyDict_Size(specials_o);
     if ((size_t)n > TK_MAX_VOCAB || (size_t)ns > TK_MAX_VOCAB) {
@@ -158,10 +147,8 @@ static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw)
     }
     tk_tokenizer *tok = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = tk_create(tp, lens, (uint32_t)n, pat, sp, (size_t)k, &tok);
-    Py_END_ALLOW_THREADS
-    if (rc != TK_OK || !tok) {
+    Py_BEGIN_ALLOW_THREADS rc = tk_create(tp, lens, (uint32_t)n, pat, sp, (size_t)k, &tok);
+    Py_END_ALLOW_THREADS if (rc != TK_OK || !tok) {
         char msg[300];
         snprintf(msg, sizeof msg, "Encoding: cannot build the tokenizer from its ranks: %s%s", tk_strerror(rc),
                  rc == TK_ERR_MISSING_RANK ? " (every single byte must be a token)" : "");
@@ -185,8 +172,7 @@ done:
     return res;
 }
 
-static int tok_ready(TokObj *t)
-{
+static int tok_ready(TokObj *t) {
     if (!t->tok) {
         PyErr_SetString(PyExc_ValueError, "tokenizer not loaded");
         return 0;
@@ -194,13 +180,10 @@ static int tok_ready(TokObj *t)
     return 1;
 }
 
-static int build_cache(TokObj *t)
-{
-    if (t->idcache || t->ncache)
-        return 0;
+static int build_cache(TokObj *t) {
+    if (t->idcache || t->ncache) return 0;
     uint32_t n = tk_vocab_size(t->tok);
-    if (n > IDCACHE_MAX)
-        n = IDCACHE_MAX;
+    if (n > IDCACHE_MAX) n = IDCACHE_MAX;
     PyObject **c = calloc(n ? n : 1, sizeof *c);
     if (!c) {
         PyErr_NoMemory();
@@ -209,8 +192,7 @@ static int build_cache(TokObj *t)
     for (uint32_t i = 0; i < n; i++) {
         c[i] = PyLong_FromUnsignedLong(i);
         if (!c[i]) {
-            for (uint32_t k = 0; k < i; k++)
-                Py_DECREF(c[k]);
+            for (uint32_t k = 0; k < i; k++) Py_DECREF(c[k]);
             free(c);
             return -1;
         }
@@ -220,13 +202,10 @@ static int build_cache(TokObj *t)
     return 0;
 }
 
-static PyObject *ids_to_list(TokObj *t, const uint32_t *ids, size_t n)
-{
-    if (!t->idcache && build_cache(t))
-        return NULL;
+static PyObject *ids_to_list(TokObj *t, const uint32_t *ids, size_t n) {
+    if (!t->idcache && build_cache(t)) return NULL;
     PyObject *l = PyList_New((Py_ssize_t)n);
-    if (!l)
-        return NULL;
+    if (!l) return NULL;
     for (size_t i = 0; i < n; i++) {
         PyObject *o;
         if (ids[i] < t->ncache) {
@@ -245,26 +224,21 @@ static PyObject *ids_to_list(TokObj *t, const uint32_t *ids, size_t n)
  * it is round-tripped through UTF-16 (surrogatepass) and decoded with
  * 'replace' (pairs join, lone ones become U+FFFD). *keep receives a new
  * reference the bytes live in (NULL when they live in s itself). */
-static int text_utf8(PyObject *s, PyObject **keep, const char **p, Py_ssize_t *n)
-{
+static int text_utf8(PyObject *s, PyObject **keep, const char **p, Py_ssize_t *n) {
     *keep = NULL;
     if (!PyUnicode_Check(s)) {
         PyErr_Format(PyExc_TypeError, "expected str, got %.80s", Py_TYPE(s)->tp_name);
         return -1;
     }
     *p = PyUnicode_AsUTF8AndSize(s, n);
-    if (*p)
-        return 0;
-    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
-        return -1;
+    if (*p) return 0;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return -1;
     PyErr_Clear();
     PyObject *b = PyUnicode_AsEncodedString(s, "utf-16", "surrogatepass");
-    if (!b)
-        return -1;
+    if (!b) return -1;
     PyObject *f = PyUnicode_Decode(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), "utf-16", "replace");
     Py_DECREF(b);
-    if (!f)
-        return -1;
+    if (!f) return -1;
     *p = PyUnicode_AsUTF8AndSize(f, n);
     if (!*p) {
         Py_DECREF(f);
@@ -283,18 +257,15 @@ typedef struct {
     PyObject *keep;
 } allowed_set;
 
-static void allowed_free(allowed_set *a)
-{
+static void allowed_free(allowed_set *a) {
     PyMem_Free(a->names);
     Py_XDECREF(a->keep);
     memset(a, 0, sizeof *a);
 }
 
-static int allowed_parse(PyObject *o, allowed_set *a)
-{
+static int allowed_parse(PyObject *o, allowed_set *a) {
     memset(a, 0, sizeof *a);
-    if (!o || o == Py_None)
-        return 0;
+    if (!o || o == Py_None) return 0;
     if (PyUnicode_Check(o)) {
         if (PyUnicode_CompareWithASCIIString(o, "all") == 0) {
             a->all = 1;
@@ -304,12 +275,10 @@ static int allowed_parse(PyObject *o, allowed_set *a)
         return -1;
     }
     PyObject *t = PySequence_Tuple(o);
-    if (!t)
-        return -1;
+    if (!t) return -1;
     Py_ssize_t n = PyTuple_GET_SIZE(t);
     a->keep = t;
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     a->names = PyMem_Malloc((size_t)n * sizeof *a->names);
     if (!a->names) {
         allowed_free(a);
@@ -319,8 +288,7 @@ static int allowed_parse(PyObject *o, allowed_set *a)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = PyTuple_GET_ITEM(t, i);
         if (!PyUnicode_Check(s) || !(a->names[i] = PyUnicode_AsUTF8(s))) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "allowed_special: expected str items");
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "allowed_special: expected str items");
             allowed_free(a);
             return -1;
         }
@@ -331,21 +299,16 @@ static int allowed_parse(PyObject *o, allowed_set *a)
 
 static int allowed_any(const allowed_set *a) { return a->all || a->n > 0; }
 
-static int encode_one(const tk_tokenizer *tok, const allowed_set *a, const uint8_t *p, size_t n, tk_ids *out)
-{
-    if (a->all)
-        return tk_encode_special(tok, p, n, NULL, (size_t)-1, out);
-    if (a->n)
-        return tk_encode_special(tok, p, n, a->names, a->n, out);
+static int encode_one(const tk_tokenizer *tok, const allowed_set *a, const uint8_t *p, size_t n, tk_ids *out) {
+    if (a->all) return tk_encode_special(tok, p, n, NULL, (size_t)-1, out);
+    if (a->n) return tk_encode_special(tok, p, n, a->names, a->n, out);
     return tk_encode(tok, p, n, out);
 }
 
 /* encode one str -> tk_ids (GIL released while encoding) */
-static int encode_str(TokObj *t, PyObject *text, PyObject *allowed_o, tk_ids *out)
-{
+static int encode_str(TokObj *t, PyObject *text, PyObject *allowed_o, tk_ids *out) {
     allowed_set a;
-    if (allowed_parse(allowed_o, &a))
-        return -1;
+    if (allowed_parse(allowed_o, &a)) return -1;
     PyObject *keep;
     const char *p;
     Py_ssize_t n;
@@ -354,10 +317,8 @@ static int encode_str(TokObj *t, PyObject *text, PyObject *allowed_o, tk_ids *ou
         return -1;
     }
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = encode_one(t->tok, &a, (const uint8_t *)p, (size_t)n, out);
-    Py_END_ALLOW_THREADS
-    Py_XDECREF(keep);
+    Py_BEGIN_ALLOW_THREADS rc = encode_one(t->tok, &a, (const uint8_t *)p, (size_t)n, out);
+    Py_END_ALLOW_THREADS Py_XDECREF(keep);
     allowed_free(&a);
     if (rc != TK_OK) {
         tk_ids_free(out);
@@ -367,46 +328,35 @@ static int encode_str(TokObj *t, PyObject *text, PyObject *allowed_o, tk_ids *ou
     return 0;
 }
 
-static PyObject *tok_encode(TokObj *t, PyObject *args, PyObject *kw)
-{
+static PyObject *tok_encode(TokObj *t, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"text", "allowed", NULL};
     PyObject *text, *allowed = Py_None;
-    if (!tok_ready(t) || !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &text, &allowed))
-        return NULL;
+    if (!tok_ready(t) || !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &text, &allowed)) return NULL;
     tk_ids out = {0};
-    if (encode_str(t, text, allowed, &out))
-        return NULL;
+    if (encode_str(t, text, allowed, &out)) return NULL;
     PyObject *l = ids_to_list(t, out.ids, out.len);
     tk_ids_free(&out);
     return l;
 }
 
-static PyObject *tok_encode_ordinary(TokObj *t, PyObject *text)
-{
-    if (!tok_ready(t))
-        return NULL;
+static PyObject *tok_encode_ordinary(TokObj *t, PyObject *text) {
+    if (!tok_ready(t)) return NULL;
     tk_ids out = {0};
-    if (encode_str(t, text, Py_None, &out))
-        return NULL;
+    if (encode_str(t, text, Py_None, &out)) return NULL;
     PyObject *l = ids_to_list(t, out.ids, out.len);
     tk_ids_free(&out);
     return l;
 }
 
 /* tiktoken's _encode_bytes: any bytes-like object, invalid UTF-8 included (tk_encode_bytes). */
-static PyObject *tok_encode_bytes(TokObj *t, PyObject *arg)
-{
-    if (!tok_ready(t))
-        return NULL;
+static PyObject *tok_encode_bytes(TokObj *t, PyObject *arg) {
+    if (!tok_ready(t)) return NULL;
     Py_buffer v;
-    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE))
-        return NULL;
+    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE)) return NULL;
     tk_ids out = {0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = tk_encode_bytes(t->tok, (const uint8_t *)v.buf, (size_t)v.len, &out);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&v);
+    Py_BEGIN_ALLOW_THREADS rc = tk_encode_bytes(t->tok, (const uint8_t *)v.buf, (size_t)v.len, &out);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
     if (rc != TK_OK) {
         tk_ids_free(&out);
         return raise_tk(rc, "encode_bytes");
@@ -416,35 +366,26 @@ static PyObject *tok_encode_bytes(TokObj *t, PyObject *arg)
     return l;
 }
 
-static PyObject *tok_encode_to_buffer(TokObj *t, PyObject *args, PyObject *kw)
-{
+static PyObject *tok_encode_to_buffer(TokObj *t, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"text", "allowed", NULL};
     PyObject *text, *allowed = Py_None;
-    if (!tok_ready(t) || !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &text, &allowed))
-        return NULL;
+    if (!tok_ready(t) || !PyArg_ParseTupleAndKeywords(args, kw, "O|O", kwl, &text, &allowed)) return NULL;
     tk_ids out = {0};
-    if (encode_str(t, text, allowed, &out))
-        return NULL;
+    if (encode_str(t, text, allowed, &out)) return NULL;
     return idbuf_new(out.ids, (Py_ssize_t)out.len, 4, "I");
 }
 
-static PyObject *tok_count(TokObj *t, PyObject *text)
-{
-    if (!tok_ready(t))
-        return NULL;
+static PyObject *tok_count(TokObj *t, PyObject *text) {
+    if (!tok_ready(t)) return NULL;
     PyObject *keep;
     const char *p;
     Py_ssize_t n;
-    if (text_utf8(text, &keep, &p, &n))
-        return NULL;
+    if (text_utf8(text, &keep, &p, &n)) return NULL;
     size_t cnt = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = tk_count(t->tok, (const uint8_t *)p, (size_t)n, &cnt);
-    Py_END_ALLOW_THREADS
-    Py_XDECREF(keep);
-    if (rc != TK_OK)
-        return raise_tk(rc, "count");
+    Py_BEGIN_ALLOW_THREADS rc = tk_count(t->tok, (const uint8_t *)p, (size_t)n, &cnt);
+    Py_END_ALLOW_THREADS Py_XDECREF(keep);
+    if (rc != TK_OK) return raise_tk(rc, "count");
     return PyLong_FromSize_t(cnt);
 }
 
@@ -458,13 +399,11 @@ typedef struct {
     int rc;
 } special_job;
 
-static void *special_worker(void *arg)
-{
+static void *special_worker(void *arg) {
     special_job *j = arg;
     for (;;) {
         size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-        if (k >= j->n)
-            break;
+        if (k >= j->n) break;
         int rc = encode_one(j->tok, j->a, j->docs[k].text, j->docs[k].len, &j->outs[k]);
         if (rc) {
             int z = 0;
@@ -477,35 +416,27 @@ static void *special_worker(void *arg)
 /* Encode with allowed specials on `threads` threads (tk_encode_batch has no
  * special-token variant). */
 static int encode_batch_special(const tk_tokenizer *tok, const allowed_set *a, const tk_span *docs, size_t n,
-                                int threads, tk_ids *outs)
-{
-    if (threads <= 0)
-        threads = n_cpus();
-    if ((size_t)threads > n)
-        threads = (int)n;
+                                int threads, tk_ids *outs) {
+    if (threads <= 0) threads = n_cpus();
+    if ((size_t)threads > n) threads = (int)n;
     special_job j = {tok, a, docs, outs, n, 0, 0};
     pthread_t th[256];
-    if (threads > 256)
-        threads = 256;
+    if (threads > 256) threads = 256;
     int started = 0;
     for (int k = 1; k < threads; k++) {
-        if (pthread_create(&th[k], NULL, special_worker, &j))
-            break;
+        if (pthread_create(&th[k], NULL, special_worker, &j)) break;
         started = k;
     }
     special_worker(&j);
-    for (int k = 1; k <= started; k++)
-        pthread_join(th[k], NULL);
+    for (int k = 1; k <= started; k++) pthread_join(th[k], NULL);
     return j.rc;
 }
 
 /* Encode a sequence of str; outs (calloc'ed, n entries) on success. */
 static int encode_texts(TokObj *t, PyObject *texts, int threads, PyObject *allowed_o, tk_ids **outs_ret,
-                        size_t *n_ret)
-{
+                        size_t *n_ret) {
     allowed_set a;
-    if (allowed_parse(allowed_o, &a))
-        return -1;
+    if (allowed_parse(allowed_o, &a)) return -1;
     /* a tuple holds every str alive while the GIL is released, even if the
      * caller's list changes meanwhile */
     PyObject *tup = PySequence_Tuple(texts);
@@ -519,33 +450,25 @@ static int encode_texts(TokObj *t, PyObject *texts, int threads, PyObject *allow
     PyObject *keeps = PyList_New(0);
     int rc = -1;
     if (!spans || !outs || !keeps) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+        if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         PyObject *keep;
         const char *p;
         Py_ssize_t len;
-        if (text_utf8(PyTuple_GET_ITEM(tup, (Py_ssize_t)i), &keep, &p, &len))
-            goto done;
+        if (text_utf8(PyTuple_GET_ITEM(tup, (Py_ssize_t)i), &keep, &p, &len)) goto done;
         if (keep) {
             int e = PyList_Append(keeps, keep);
             Py_DECREF(keep);
-            if (e)
-                goto done;
+            if (e) goto done;
         }
         spans[i].text = (const uint8_t *)p;
         spans[i].len = (size_t)len;
     }
     int erc;
-    Py_BEGIN_ALLOW_THREADS
-    if (allowed_any(&a))
-        erc = encode_batch_special(t->tok, &a, spans, n, threads, outs);
-    else
-        erc = tk_encode_batch(t->tok, spans, n, threads, outs);
-    Py_END_ALLOW_THREADS
-    if (erc != TK_OK) {
+    Py_BEGIN_ALLOW_THREADS if (allowed_any(&a)) erc = encode_batch_special(t->tok, &a, spans, n, threads, outs);
+    else erc = tk_encode_batch(t->tok, spans, n, threads, outs); Py_END_ALLOW_THREADS if (erc != TK_OK) {
         raise_tk(erc, "encode_batch");
         goto done;
     }
@@ -555,8 +478,7 @@ static int encode_texts(TokObj *t, PyObject *texts, int threads, PyObject *allow
     rc = 0;
 done:
     if (outs) {
-        for (size_t i = 0; i < n; i++)
-            tk_ids_free(&outs[i]);
+        for (size_t i = 0; i < n; i++) tk_ids_free(&outs[i]);
         free(outs);
     }
     PyMem_Free(spans);
@@ -566,8 +488,7 @@ done:
     return rc;
 }
 
-static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
-{
+static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"texts", "num_threads", "allowed", "as_buffer", NULL};
     PyObject *texts, *allowed = Py_None;
     int as_buffer = 0;
@@ -577,14 +498,12 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
         return NULL;
     tk_ids *outs = NULL;
     size_t n = 0;
-    if (encode_texts(t, texts, (int)threads.v, allowed, &outs, &n))
-        return NULL;
+    if (encode_texts(t, texts, (int)threads.v, allowed, &outs, &n)) return NULL;
     PyObject *res = NULL;
     if (as_buffer) {
         /* flat ids + offsets (n + 1 entries) */
         size_t total = 0;
-        for (size_t i = 0; i < n; i++)
-            total += outs[i].len;
+        for (size_t i = 0; i < n; i++) total += outs[i].len;
         uint32_t *ids = malloc(total ? total * 4 : 4);
         uint64_t *off = malloc((n + 1) * 8);
         if (!ids || !off) {
@@ -595,15 +514,13 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
             size_t o = 0;
             for (size_t i = 0; i < n; i++) {
                 off[i] = o;
-                if (outs[i].len)
-                    memcpy(ids + o, outs[i].ids, outs[i].len * 4);
+                if (outs[i].len) memcpy(ids + o, outs[i].ids, outs[i].len * 4);
                 o += outs[i].len;
             }
             off[n] = o;
             PyObject *bi = idbuf_new(ids, (Py_ssize_t)total, 4, "I");
             PyObject *bo = bi ? idbuf_new(off, (Py_ssize_t)n + 1, 8, "Q") : (free(off), NULL);
-            if (bi && bo)
-                res = PyTuple_Pack(2, bi, bo);
+            if (bi && bo) res = PyTuple_Pack(2, bi, bo);
             Py_XDECREF(bi);
             Py_XDECREF(bo);
         }
@@ -625,12 +542,10 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
             PyList_SET_ITEM(res, (Py_ssize_t)i, l);
         }
 #if PY_VERSION_HEX >= 0x030A0000
-        if (gc_was)
-            PyGC_Enable();
+        if (gc_was) PyGC_Enable();
 #endif
     }
-    for (size_t i = 0; i < n; i++)
-        tk_ids_free(&outs[i]);
+    for (size_t i = 0; i < n; i++) tk_ids_free(&outs[i]);
     free(outs);
     return res;
 }
@@ -647,11 +562,9 @@ static PyObject *tok_encode_batch(TokObj *t, PyObject *args, PyObject *kw)
 
 static PyObject *UnknownTokenError, *TokenIdOverflowError;
 
-static PyObject *raise_id_error(PyObject *type, const char *msg)
-{
+static PyObject *raise_id_error(PyObject *type, const char *msg) {
     PyObject *e = PyObject_CallFunction(type, "s", msg);
-    if (!e)
-        return NULL;
+    if (!e) return NULL;
     PyObject *c = PyLong_FromLong(TK_ERR_RANGE);
     if (c) {
         PyObject_SetAttrString(e, "code", c);
@@ -663,8 +576,7 @@ static PyObject *raise_id_error(PyObject *type, const char *msg)
 }
 
 /* in_u32: 0 the id is negative or beyond 32 bits; 1 it fits; -1 it fits and is under n_vocab (unused) */
-static PyObject *raise_bad_id(const char *id_text, size_t index, const tk_tokenizer *tok, int in_u32)
-{
+static PyObject *raise_bad_id(const char *id_text, size_t index, const tk_tokenizer *tok, int in_u32) {
     char msg[300];
     snprintf(msg, sizeof msg, "decode: token id %s (index %zu) is not in the vocabulary (ids 0..%u%s)", id_text, index,
              tk_vocab_size(tok) - 1, in_u32 < 0 ? "; this one is unused" : "");
@@ -673,8 +585,7 @@ static PyObject *raise_bad_id(const char *id_text, size_t index, const tk_tokeni
 
 /* An item of a sequence of ids as uint32; -1 with TypeError, or MkshardsError
  * naming the id as given when it cannot be one. */
-static int item_id(PyObject *item, size_t index, const tk_tokenizer *tok, uint32_t *id)
-{
+static int item_id(PyObject *item, size_t index, const tk_tokenizer *tok, uint32_t *id) {
     PyObject *ix = PyNumber_Index(item);
     if (!ix) {
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -704,16 +615,14 @@ static int item_id(PyObject *item, size_t index, const tk_tokenizer *tok, uint32
 
 /* ids from a buffer (numpy array or scalar, array.array, IdBuffer) of
  * integers or any iterable of ints; *ids is PyMem_Malloc'ed. */
-static int collect_ids(PyObject *o, const tk_tokenizer *tok, uint32_t **ids_ret, size_t *n_ret)
-{
+static int collect_ids(PyObject *o, const tk_tokenizer *tok, uint32_t **ids_ret, size_t *n_ret) {
     *ids_ret = NULL;
     *n_ret = 0;
     if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
         Py_buffer v;
         if (PyObject_GetBuffer(o, &v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
             const char *f = v.format ? v.format : "B";
-            if (*f == '<' || *f == '=' || *f == '@')
-                f++;
+            if (*f == '<' || *f == '=' || *f == '@') f++;
             char c = f[0];
             int sgn = (c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q');
             int ok = c && f[1] == 0 && strchr("bBhHiIlLqQ", c) != NULL &&
@@ -739,10 +648,8 @@ static int collect_ids(PyObject *o, const tk_tokenizer *tok, uint32_t **ids_ret,
                     }
                     if (sgn ? (x < 0 || x > (int64_t)UINT32_MAX) : u > UINT32_MAX) {
                         char t[32];
-                        if (sgn)
-                            snprintf(t, sizeof t, "%lld", (long long)x);
-                        else
-                            snprintf(t, sizeof t, "%llu", (unsigned long long)u);
+                        if (sgn) snprintf(t, sizeof t, "%lld", (long long)x);
+                        else snprintf(t, sizeof t, "%llu", (unsigned long long)u);
                         PyMem_Free(ids);
                         PyBuffer_Release(&v);
                         raise_bad_id(t, i, tok, 0);
@@ -761,8 +668,7 @@ static int collect_ids(PyObject *o, const tk_tokenizer *tok, uint32_t **ids_ret,
         }
     }
     PyObject *seq = PySequence_Fast(o, "expected a sequence of token ids");
-    if (!seq)
-        return -1;
+    if (!seq) return -1;
     size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
     uint32_t *ids = PyMem_Malloc(n ? n * 4 : 4);
     if (!ids) {
@@ -792,22 +698,18 @@ static int collect_ids(PyObject *o, const tk_tokenizer *tok, uint32_t **ids_ret,
     return 0;
 }
 
-static PyObject *tok_decode_bytes(TokObj *t, PyObject *tokens)
-{
-    if (!tok_ready(t))
-        return NULL;
+static PyObject *tok_decode_bytes(TokObj *t, PyObject *tokens) {
+    if (!tok_ready(t)) return NULL;
     uint32_t *ids;
     size_t n;
-    if (collect_ids(tokens, t->tok, &ids, &n))
-        return NULL;
+    if (collect_ids(tokens, t->tok, &ids, &n)) return NULL;
     tk_bytes out = {0};
     int rc = tk_decode(t->tok, ids, n, &out);
     if (rc != TK_OK) {
         size_t i = 0;
         const uint8_t *b;
         size_t bl;
-        while (rc == TK_ERR_RANGE && i < n && tk_token_bytes(t->tok, ids[i], &b, &bl) == TK_OK)
-            i++;
+        while (rc == TK_ERR_RANGE && i < n && tk_token_bytes(t->tok, ids[i], &b, &bl) == TK_OK) i++;
         tk_bytes_free(&out);
         if (rc == TK_ERR_RANGE && i < n) {
             char tx[16];
@@ -825,10 +727,8 @@ static PyObject *tok_decode_bytes(TokObj *t, PyObject *tokens)
     return b;
 }
 
-static PyObject *tok_token_bytes(TokObj *t, PyObject *arg)
-{
-    if (!tok_ready(t))
-        return NULL;
+static PyObject *tok_token_bytes(TokObj *t, PyObject *arg) {
+    if (!tok_ready(t)) return NULL;
     PyObject *ix = PyNumber_Index(arg);
     if (!ix) {
         if (PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -860,36 +760,29 @@ static PyObject *tok_token_bytes(TokObj *t, PyObject *arg)
     return PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)n);
 }
 
-static PyObject *tok_rank_of(TokObj *t, PyObject *arg)
-{
-    if (!tok_ready(t))
-        return NULL;
+static PyObject *tok_rank_of(TokObj *t, PyObject *arg) {
+    if (!tok_ready(t)) return NULL;
     char *p;
     Py_ssize_t n;
-    if (PyBytes_AsStringAndSize(arg, &p, &n))
-        return NULL;
+    if (PyBytes_AsStringAndSize(arg, &p, &n)) return NULL;
     return PyLong_FromLongLong((long long)tk_rank_of(t->tok, (const uint8_t *)p, (size_t)n));
 }
 
 /* Bytes of every mergeable token (specials excluded), sorted like tiktoken's
  * token_byte_values. */
-static PyObject *tok_token_byte_values(TokObj *t, PyObject *unused)
-{
+static PyObject *tok_token_byte_values(TokObj *t, PyObject *unused) {
     (void)unused;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     uint32_t nv = tk_vocab_size(t->tok);
     size_t ns = tk_n_specials(t->tok);
     const tk_special *sp = tk_specials(t->tok);
     PyObject *l = PyList_New(0);
     for (uint32_t id = 0; l && id < nv; id++) {
         int special = 0;
-        for (size_t k = 0; k < ns; k++)
-            special |= sp[k].id == id;
+        for (size_t k = 0; k < ns; k++) special |= sp[k].id == id;
         const uint8_t *b;
         size_t n;
-        if (special || tk_token_bytes(t->tok, id, &b, &n) != TK_OK)
-            continue;
+        if (special || tk_token_bytes(t->tok, id, &b, &n) != TK_OK) continue;
         PyObject *o = PyBytes_FromStringAndSize((const char *)b, (Py_ssize_t)n);
         if (!o || PyList_Append(l, o)) {
             Py_XDECREF(o);
@@ -904,56 +797,42 @@ static PyObject *tok_token_byte_values(TokObj *t, PyObject *unused)
     return l;
 }
 
-static PyObject *tok_get_name(TokObj *t, void *c)
-{
+static PyObject *tok_get_name(TokObj *t, void *c) {
     (void)c;
     return tok_ready(t) ? PyUnicode_FromString(tk_name(t->tok)) : NULL;
 }
-static PyObject *tok_get_n_vocab(TokObj *t, void *c)
-{
+static PyObject *tok_get_n_vocab(TokObj *t, void *c) {
     (void)c;
     return tok_ready(t) ? PyLong_FromUnsignedLong(tk_vocab_size(t->tok)) : NULL;
 }
-static PyObject *tok_get_n_ranks(TokObj *t, void *c)
-{
+static PyObject *tok_get_n_ranks(TokObj *t, void *c) {
     (void)c;
     return tok_ready(t) ? PyLong_FromUnsignedLong(tk_n_ranks(t->tok)) : NULL;
 }
-static PyObject *tok_get_pattern(TokObj *t, void *c)
-{
+static PyObject *tok_get_pattern(TokObj *t, void *c) {
     (void)c;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     const char *p = tk_pattern_name(tk_get_pattern(t->tok));
-    if (!p)
-        Py_RETURN_NONE;
+    if (!p) Py_RETURN_NONE;
     return PyUnicode_FromString(p);
 }
-static PyObject *tok_get_pat_str(TokObj *t, void *c)
-{
+static PyObject *tok_get_pat_str(TokObj *t, void *c) {
     (void)c;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     const char *p = tk_pattern_regex(tk_get_pattern(t->tok));
-    if (!p)
-        Py_RETURN_NONE;
+    if (!p) Py_RETURN_NONE;
     return PyUnicode_FromString(p);
 }
-static PyObject *tok_get_eot(TokObj *t, void *c)
-{
+static PyObject *tok_get_eot(TokObj *t, void *c) {
     (void)c;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     uint32_t id;
-    if (tk_eot_id(t->tok, &id) != TK_OK)
-        Py_RETURN_NONE;
+    if (tk_eot_id(t->tok, &id) != TK_OK) Py_RETURN_NONE;
     return PyLong_FromUnsignedLong(id);
 }
-static PyObject *tok_get_specials(TokObj *t, void *c)
-{
+static PyObject *tok_get_specials(TokObj *t, void *c) {
     (void)c;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     PyObject *d = PyDict_New();
     size_t n = tk_n_specials(t->tok);
     const tk_special *sp = tk_specials(t->tok);
@@ -970,11 +849,9 @@ static PyObject *tok_get_specials(TokObj *t, void *c)
 }
 /* (bos, eos) the tokenizer.json's post_processor adds to one sequence (None: none); ValueError for one
  * mkshards cannot apply (tk_post_process_ids). */
-static PyObject *tok_get_post_process(TokObj *t, void *closure)
-{
+static PyObject *tok_get_post_process(TokObj *t, void *closure) {
     (void)closure;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     int64_t bos, eos;
     const char *why = NULL;
     int rc = tk_post_process_ids(t->tok, &bos, &eos, &why);
@@ -997,11 +874,9 @@ static PyObject *tok_get_post_process(TokObj *t, void *closure)
     return r;
 }
 
-static PyObject *tok_get_fingerprint(TokObj *t, void *c)
-{
+static PyObject *tok_get_fingerprint(TokObj *t, void *c) {
     (void)c;
-    if (!tok_ready(t))
-        return NULL;
+    if (!tok_ready(t)) return NULL;
     uint8_t fp[32];
     char hex[65];
     tk_fingerprint(t->tok, fp);
@@ -1051,23 +926,17 @@ static PyTypeObject TokType = {
     .tp_new = PyType_GenericNew,
 };
 
-const tk_tokenizer *core_tokenizer_of(PyObject *o, const char **spec)
-{
-    if (!PyObject_TypeCheck(o, &TokType) || !((TokObj *)o)->tok)
-        return NULL;
-    if (spec)
-        *spec = ((TokObj *)o)->spec ? PyBytes_AS_STRING(((TokObj *)o)->spec) : NULL;
+const tk_tokenizer *core_tokenizer_of(PyObject *o, const char **spec) {
+    if (!PyObject_TypeCheck(o, &TokType) || !((TokObj *)o)->tok) return NULL;
+    if (spec) *spec = ((TokObj *)o)->spec ? PyBytes_AS_STRING(((TokObj *)o)->spec) : NULL;
     return ((TokObj *)o)->tok;
 }
 
-int core_add_tokenizer(PyObject *m)
-{
-    if (PyType_Ready(&TokType) < 0)
-        return -1;
+int core_add_tokenizer(PyObject *m) {
+    if (PyType_Ready(&TokType) < 0) return -1;
     /* the id errors: MkshardsError and tiktoken's class at once (see "decoding") */
     PyObject *base = PyObject_GetAttrString(m, "MkshardsError");
-    if (!base)
-        return -1;
+    if (!base) return -1;
     PyObject *b1 = Py_BuildValue("(OO)", base, PyExc_KeyError), *b2 = Py_BuildValue("(OO)", base, PyExc_OverflowError);
     /* str(e) is the message, as MkshardsError's (KeyError's own __str__ would quote it) */
     PyObject *plain = PyDict_New(), *str = PyObject_GetAttrString(PyExc_BaseException, "__str__");
@@ -1085,8 +954,7 @@ int core_add_tokenizer(PyObject *m)
     Py_XDECREF(plain);
     Py_XDECREF(str);
     Py_DECREF(base);
-    if (!UnknownTokenError || !TokenIdOverflowError)
-        return -1;
+    if (!UnknownTokenError || !TokenIdOverflowError) return -1;
     Py_INCREF(UnknownTokenError);
     Py_INCREF(TokenIdOverflowError);
     if (PyModule_AddObject(m, "UnknownTokenError", UnknownTokenError) ||
