@@ -1,8 +1,8 @@
 /* part_env.c - `--part auto`: which part K of N this process builds, from
  * the launcher's environment (ds_part_from_env, ds.h). */
 #include "ds.h"
+#include "mks_common.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +10,14 @@
 #define PART_MAX 1000000ull /* as DS_BUILD_MAX_PARTS */
 
 /* 1: NAME is set to a plain decimal integer <= PART_MAX * PART_MAX (into
- * *v); 0: unset or empty; -1: set to something else. */
+ * *v); 0: unset or empty; -1: set to something else. The parser is the
+ * common layer's (launch_env.c reads the same variables with it); the policy
+ * (a malformed variable is an error here, "not launched" there) is ours. */
 static int env_u64(const char *name, unsigned long long *v) {
-    const char *s = getenv(name);
-    if (!s || !*s) return 0;
-    if (strspn(s, "0123456789") != strlen(s) || strlen(s) > 13) return -1;
-    errno = 0;
-    *v = strtoull(s, NULL, 10);
-    return errno ? -1 : 1;
+    uint64_t x = 0;
+    int r = mc_env_uint(name, PART_MAX * PART_MAX, &x);
+    if (r == 1) *v = x;
+    return r;
 }
 
 /* A rank/size pair: 1 found (0 <= rank < size), 0 not set, -1 malformed. */

@@ -240,6 +240,45 @@ static void test_misc(void) {
     CHECK(a > 0 && b >= a);
 }
 
+/* The launcher-number parser both launch_env.c and part_env.c use. */
+static void test_env(void) {
+    static const struct {
+        const char *value; /* NULL: unset */
+        int plain, first;  /* mc_env_uint, mc_env_first_uint on it (max 1000) */
+        uint64_t v;
+    } cases[] = {
+        {NULL, 0, 0, 0},
+        {"", 0, 0, 0},
+        {"0", 1, 1, 0},
+        {"17", 1, 1, 17},
+        {"1000", 1, 1, 1000},
+        {"1001", -1, -1, 0},
+        {"-1", -1, -1, 0},
+        {"+3", -1, -1, 0},
+        {" 3", -1, -1, 0},
+        {"3 ", -1, -1, 0},
+        {"0x10", -1, -1, 0},
+        {"4(x2),3", -1, 1, 4},
+        {"4,3", -1, 1, 4},
+        {"(x2)", -1, -1, 0},
+        {"99999999999999999999999", -1, -1, 0},
+        {"18446744073709551617", -1, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cases[i].value) setenv("MC_TEST_ENV", cases[i].value, 1);
+        else unsetenv("MC_TEST_ENV");
+        uint64_t v = 12345;
+        int r = mc_env_uint("MC_TEST_ENV", 1000, &v);
+        CHECK(r == cases[i].plain && (r != 1 || v == cases[i].v), "mc_env_uint(%s) = %d (%llu)",
+              cases[i].value ? cases[i].value : "unset", r, (unsigned long long)v);
+        v = 12345;
+        r = mc_env_first_uint("MC_TEST_ENV", 1000, &v);
+        CHECK(r == cases[i].first && (r != 1 || v == cases[i].v), "mc_env_first_uint(%s) = %d (%llu)",
+              cases[i].value ? cases[i].value : "unset", r, (unsigned long long)v);
+    }
+    unsetenv("MC_TEST_ENV");
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s/test_common.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) {
@@ -247,6 +286,7 @@ int main(void) {
         return 1;
     }
     test_misc();
+    test_env();
     test_utf8();
     test_read();
     test_atomic();

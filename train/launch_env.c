@@ -1,26 +1,23 @@
 /* launch_env.c - the launcher's environment (launch_env.h). */
 #include "launch_env.h"
 
+#include "mks_common.h"
+
 #include <stdlib.h>
 
-/* A non-negative decimal int from the environment, else -1. */
+#define RANK_MAX (1u << 30) /* no launch has more ranks; keeps every value an int */
+
+/* The launcher's number NAME (mc_env_uint, the one parser part_env.c uses
+ * too), else -1: unset and malformed both mean "not launched this way". */
 static int env_int(const char *name) {
-    const char *v = getenv(name);
-    if (!v || !*v) return -1;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > (1L << 30)) return -1;
-    return (int)x;
+    uint64_t v;
+    return mc_env_uint(name, RANK_MAX, &v) == 1 ? (int)v : -1;
 }
 
-/* The first number of a Slurm tasks-per-node list ("4(x2),3" -> 4). */
+/* The first number of a Slurm tasks-per-node list ("4(x2),3" -> 4), else -1. */
 static int env_first_int(const char *name) {
-    const char *v = getenv(name);
-    if (!v || *v < '0' || *v > '9') return -1;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if ((*end && *end != '(' && *end != ',') || x < 0 || x > (1L << 30)) return -1;
-    return (int)x;
+    uint64_t v;
+    return mc_env_first_uint(name, RANK_MAX, &v) == 1 ? (int)v : -1;
 }
 
 /* The tasks of this Slurm step (a batch script's allocation when no step). */

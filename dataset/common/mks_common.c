@@ -61,6 +61,35 @@ double mc_now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* ------------------------------------------------------- environment */
+
+/* Digits [s, s+n) as a number <= max: 1, else -1 (no digits, too many,
+ * or over max; 20 digits can overflow, so the length is bounded first). */
+static int parse_digits(const char *s, size_t n, uint64_t max, uint64_t *v) {
+    if (n == 0 || n > 19) return -1;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) x = x * 10 + (uint64_t)(s[i] - '0');
+    if (x > max) return -1;
+    *v = x;
+    return 1;
+}
+
+int mc_env_uint(const char *name, uint64_t max, uint64_t *v) {
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    size_t n = strspn(s, "0123456789");
+    if (s[n]) return -1;
+    return parse_digits(s, n, max, v);
+}
+
+int mc_env_first_uint(const char *name, uint64_t max, uint64_t *v) {
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    size_t n = strspn(s, "0123456789");
+    if (s[n] && s[n] != '(' && s[n] != ',') return -1;
+    return parse_digits(s, n, max, v);
+}
+
 /* ------------------------------------------------------------------ UTF-8 */
 
 size_t mc_utf8_seq(const uint8_t *p, size_t n) {

@@ -5,6 +5,7 @@
  *
  *   mc_set_err      printf-style message into a caller's buffer
  *   mc_now_s        monotonic clock, seconds
+ *   mc_env_uint     a launcher's number from the environment (rank, size, task id)
  *   mc_utf8_*       strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF)
  *   mc_open_regular open an untrusted path that must be a regular file
  *   mc_read_regular ... and read it whole, under a byte cap
@@ -47,6 +48,18 @@ const char *mc_escape_text(const void *text, size_t n, char *out, size_t cap);
 
 /* CLOCK_MONOTONIC in seconds: for durations and deadlines, never wall time. */
 double mc_now_s(void);
+
+/* A launcher's number in the environment (MPI, PMI, Slurm ranks, sizes, job
+ * array ids), parsed one way for everyone who reads them (llmtrain's launch
+ * detection, `mkshards --part auto`). Callers keep their own policy on what
+ * an unset or malformed variable means.
+ *   mc_env_uint:       NAME is a plain decimal (digits only) <= max.
+ *   mc_env_first_uint: the first number of a Slurm per-node list such as
+ *                      "4(x2),3" (-> 4): digits, then end, '(' or ','.
+ * Both return 1 (set and valid, into *v), 0 (unset or empty), -1 (set to
+ * anything else, including a value over max). */
+int mc_env_uint(const char *name, uint64_t max, uint64_t *v);
+int mc_env_first_uint(const char *name, uint64_t max, uint64_t *v);
 
 /* Length of the longest prefix of p[0..n) that is valid UTF-8 (Rust's
  * str::from_utf8 valid_up_to, jansson's check): 2-4 byte sequences without
