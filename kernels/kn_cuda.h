@@ -195,6 +195,52 @@ int kn_sumsq_cuda(double *out, const float *g, size_t n, void *scratch, size_t s
 int kn_clip_scale_cuda(float *scale, float *norm_out, const double *sumsq, float max_norm, kn_stream s);
 int kn_scale_cuda(float *g, size_t n, float scale, kn_stream s);
 
+/* ---- Llama family (kernels/kn_llama.cu; C references kernels/kn_llama.h) -------------
+ * RMSNorm: x = inp (+ inp2; then x also to resid_out, which may alias inp:
+ * the fused residual add), out = weight * (x * rstd), rstd (N) fp32 saved.
+ * out/inp/inp2/resid_out in dt, weight fp32.  backward as
+ * kn_rmsnorm_backward_ref: dinp += (dt), dweight fp32 += (may be NULL),
+ * deterministic column sums through scratch
+ * (kn_rmsnorm_backward_scratch_bytes(N, C)). */
+int kn_rmsnorm_forward_cuda(void *out, float *rstd, void *resid_out, const void *inp, const void *inp2,
+                            const float *weight, int N, int C, float eps, kn_dtype dt, kn_stream s);
+int kn_rmsnorm_backward_cuda(void *dinp, float *dweight, const void *dout, const void *inp, const float *weight,
+                             const float *rstd, int N, int C, void *scratch, size_t scratch_bytes, kn_dtype dt,
+                             kn_stream s);
+/* Rotary embeddings.  kn_rope_table_cuda fills table (max_pos, head_dim/2, 2)
+ * fp32 = {cos, sin} of p * inv_freq[i] (inv_freq: device, head_dim/2, from
+ * kn_rope_inv_freq_ref), as kn_rope_table_ref: once per run, not per step.
+ * forward/backward rotate n_heads heads of head_dim in each of N rows that
+ * are ld elements apart (ld >= n_heads * head_dim: the q and k heads of a
+ * packed q/k/v row in one launch), as kn_rope_forward_ref / _backward_ref;
+ * out may alias x.  pos (N) position ids or NULL (position n % T).  A
+ * position outside [0, max_pos) rotates to NaN (the loader checks positions;
+ * a kernel cannot report). */
+int kn_rope_table_cuda(float *table, const float *inv_freq, int max_pos, int head_dim, kn_stream s);
+int kn_rope_forward_cuda(void *out, const void *x, const int32_t *pos, const float *table, int N, int T, int n_heads,
+                         int head_dim, int ld, int max_pos, kn_dtype dt, kn_stream s);
+int kn_rope_backward_cuda(void *dx, const void *dout, const int32_t *pos, const float *table, int N, int T,
+                          int n_heads, int head_dim, int ld, int max_pos, kn_dtype dt, kn_stream s);
+/* SwiGLU gate, n elements, all dt: as kn_swiglu_forward_ref / _backward_ref
+ * (dgate may alias dout). */
+int kn_swiglu_forward_cuda(void *out, const void *gate, const void *up, size_t n, kn_dtype dt, kn_stream s);
+int kn_swiglu_backward_cuda(void *dgate, void *dup, const void *dout, const void *gate, const void *up, size_t n,
+                            kn_dtype dt, kn_stream s);
+/* Grouped-query attention (flash-style as kn_attention_forward_cuda: lse
+ * (B,NH,T) fp32 saved, nothing T x T) on packed rows qkv (B,T,(NH+2NKV)HS)
+ * = [q heads | k heads | v heads] (one fused q/k/v projection; Qwen2's q/k/v
+ * biases are that matmul's bias), query head h reading KV head
+ * h / (NH / NKV) by index: K/V are never expanded.  out (B,T,NH HS).  HS 64
+ * or 128; NKV divides NH (NKV == NH is plain MHA).  backward: dqkv (=, same
+ * packing), each KV head's dK/dV summed over its query heads in a fixed
+ * order (deterministic); scratch kn_attention_backward_scratch_bytes(B,T,NH).
+ * References: kn_gqa_attention_forward_ref / _backward_ref. */
+int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int NH,
+                                  int NKV, int HS, kn_dtype dt, kn_stream s);
+int kn_gqa_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
+                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS, void *scratch,
+                                   size_t scratch_bytes, kn_dtype dt, kn_stream s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,10 @@ size_t kn_layernorm_backward_scratch_bytes(size_t N, size_t C) {
     return ((N + KN_LN_BWD_ROWS - 1) / KN_LN_BWD_ROWS) * 2 * C * sizeof(float);
 }
 
+size_t kn_rmsnorm_backward_scratch_bytes(size_t N, size_t C) {
+    return ((N + KN_LN_BWD_ROWS - 1) / KN_LN_BWD_ROWS) * C * sizeof(float);
+}
+
 size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC) {
     return ((N + KN_BIAS_ROWS - 1) / KN_BIAS_ROWS) * OC * sizeof(float);
 }

@@ -45,6 +45,9 @@ size_t kn_encoder_sort_temp_bytes(size_t N);
 /* kn_layernorm_backward_cuda: ceil(N / KN_LN_BWD_ROWS) partial rows of
  * dweight and dbias (2C floats). */
 size_t kn_layernorm_backward_scratch_bytes(size_t N, size_t C);
+/* kn_rmsnorm_backward_cuda (kernels/kn_llama.cu): ceil(N / KN_LN_BWD_ROWS)
+ * partial rows of dweight (C floats). */
+size_t kn_rmsnorm_backward_scratch_bytes(size_t N, size_t C);
 /* kn_matmul_backward_cuda / _dgelu_cuda with a bias gradient: ceil(N /
  * KN_BIAS_ROWS) partial rows of OC floats (none is needed without dbias). */
 size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC);

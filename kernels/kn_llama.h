@@ -52,6 +52,23 @@ int kn_rope_backward_ref(float *dx, const float *dout, const int32_t *pos, const
 int kn_swiglu_forward_ref(float *out, const float *gate, const float *up, size_t n);
 int kn_swiglu_backward_ref(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
 
+/* ---- the CUDA backend's two extra references (kernels/llama_gqa_ref.c) -----
+ * kn_rope_table_ref: table (max_pos, head_dim / 2, 2) = {cos, sin} of the
+ * angle p * inv_freq[i] exactly as kn_rope_forward_ref forms it (the CUDA
+ * rotary kernels read this table, built once per run).
+ * kn_gqa_attention_*_ref: grouped-query causal attention on packed rows
+ * qkv (B, T, (NH + 2 NKV) HS) = [q heads | k heads | v heads] (one fused
+ * q/k/v projection), query head h reading KV head h / (NH / NKV); out
+ * (B, T, NH HS), att (B, NH, T, T) as kn_attention_forward_ref. The MHA
+ * reference on K/V expanded per query head (transformers' repeat_kv); the
+ * backward's dqkv (=) sums the expanded dK/dV into each KV head in
+ * query-head order. Allocate the expanded copies (KN_ENOMEM). */
+int kn_rope_table_ref(float *table, const float *inv_freq, int max_pos, int head_dim);
+int kn_gqa_attention_forward_ref(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
+                                 int NKV, int HS);
+int kn_gqa_attention_backward_ref(float *dqkv, const float *dout, const float *qkv, const float *att,
+                                  const int32_t *doc, int B, int T, int NH, int NKV, int HS);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,12 @@
+# The Llama family's CUDA kernels (kernels/kn_llama.cu) against their C
+# references (kernels/llama_ref.c, llama_gqa_ref.c): test_kn_llama_gpu (label
+# gpu, exits 77 without a GPU); the same program's reference-side checks
+# (--cpu: rotary table, GQA reference vs MHA and finite differences) run
+# everywhere the CUDA build does, as test_kn_llama_gpu_refs (label cpu).
+if(MKS_ENABLE_CUDA)
+  mks_add_test(test_kn_llama_gpu SOURCES test_kn_llama_gpu.cu LIBS kn_cuda LABELS gpu TIMEOUT 300)
+  set_target_properties(test_kn_llama_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  target_compile_options(test_kn_llama_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
+  add_test(NAME test_kn_llama_gpu_refs COMMAND test_kn_llama_gpu --cpu)
+  set_tests_properties(test_kn_llama_gpu_refs PROPERTIES LABELS cpu TIMEOUT 120)
+endif()
