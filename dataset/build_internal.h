@@ -41,6 +41,18 @@ typedef struct {
     char field[256];
     char doc_sep[16];
     uint32_t part_k, part_n; /* 1/1 for a whole build */
+    /* fine-tuning records (config "records", written only when format is not text) */
+    ds_format format;
+    char chat_template[32];
+    char messages_field[256];
+    ds_loss_on loss_on;
+    /* 1: the shards are version 2 with a per-token loss bit (builds whose
+     * records carry loss masks: ds_packer_add_loss). Every shard of the set
+     * is then version 2, whatever its rows' documents, so the bytes do not
+     * depend on where --part cut the inputs; the manifest records it as
+     * "shard_format_version": 2 and loss-token counts. 0: version-1 shards,
+     * byte-identical to builds before loss bits existed. */
+    int loss_bits;
     size_t n_inputs;
     char **inputs; /* the INPUT arguments as given */
     size_t n_files;
@@ -63,6 +75,7 @@ typedef struct {
     char file[64];
     int split;
     uint64_t rows, tokens, bytes, xxh3;
+    uint64_t loss_tokens; /* targets (loss bits set); = tokens when cfg->loss_bits is 0 */
 } ds_shard_rec;
 
 /* The writer for one split: accumulates rows; writes a shard every
@@ -75,6 +88,7 @@ typedef struct {
     uint32_t *valid; /* rows */
     uint32_t *sidx;  /* rows + 1 */
     uint32_t *starts;
+    uint8_t *loss; /* cfg->loss_bits: rows x ds_shard_loss_row_bytes(L) bytes of loss bits; else NULL */
     size_t n_rows, cap_rows, n_starts, cap_starts;
     uint64_t shard_index;
     const char *out_dir;
@@ -90,6 +104,13 @@ void ds_shard_writer_init(ds_shard_writer *w, const ds_build_config *cfg, int sp
  * starts inside the row. Writes a shard when full. DS_OK or <0 (w->err). */
 int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_valid, const uint32_t *starts,
                         uint32_t n_starts, ds_build_account *acc);
+/* The same with the row's loss mask: loss[i] != 0 (i < n_valid) makes token
+ * i a target; loss NULL: every real token is one. A mask needs
+ * cfg->loss_bits (DS_ERR_ARG otherwise). The targets are counted per shard
+ * (ds_shard_rec.loss_tokens); ds_manifest_write sums them into the
+ * accounting's tokens.loss, so callers do not count them. */
+int ds_shard_writer_add_loss(ds_shard_writer *w, const uint32_t *tokens, const uint8_t *loss, uint32_t n_valid,
+                             const uint32_t *starts, uint32_t n_starts, ds_build_account *acc);
 int ds_shard_writer_finish(ds_shard_writer *w, ds_build_account *acc);
 void ds_shard_writer_free(ds_shard_writer *w);
 /* The permutation used for shard `shard_index` of `split` with n rows:
@@ -133,8 +154,10 @@ typedef struct {
     uint32_t fill;
     uint32_t *st; /* L + 1 */
     uint32_t n_st;
+    uint8_t *rowl; /* cfg->loss_bits: the loss mask of row (L bytes, 1 = target) */
     /* bfd */
     uint32_t *pool;
+    uint8_t *pooll; /* cfg->loss_bits: pool's loss mask (pool_cap bytes) */
     size_t pool_len, pool_cap;
     ds_piece *pc;
     size_t n_pc, cap_pc;
@@ -148,6 +171,16 @@ void ds_packer_reset(ds_packer *p);
 /* Add one accepted document; *dropped = 1 when --over-long drop dropped it.
  * DS_OK or <0 (the writer's err, or out of memory). */
 int ds_packer_add(ds_packer *p, const uint32_t *ids, size_t n, int *dropped);
+/* ds_packer_add with a loss mask (the chat / prompt-completion records'):
+ * loss[i] != 0 makes ids[i] a target (its prediction from the tokens before
+ * it is trained); loss NULL: every token is one, as ds_packer_add. The mask
+ * follows its tokens through truncation, chunking and packing into the
+ * version-2 shards' loss bits. Framing: a BOS the build puts before the
+ * document is never a target of a masked document; the EOS after it is a
+ * target when the document's last token is (an empty masked document: not).
+ * Unmasked documents keep every framed token a target (what version-1
+ * shards mean). A non-NULL mask needs cfg->loss_bits (DS_ERR_ARG). */
+int ds_packer_add_loss(ds_packer *p, const uint32_t *ids, const uint8_t *loss, size_t n, int *dropped);
 /* Write what is pending (a partial concat row, a BFD window). */
 int ds_packer_flush(ds_packer *p);
 

@@ -18,7 +18,11 @@
  *   doc_ids[i]   0-based segment number inside the row (attention mask:
  *                token i may attend to j <= i iff doc_ids[i] == doc_ids[j]);
  *                padding positions get their own segment number (last + 1).
- *   loss_mask[i] 1 for real tokens (document tokens and their EOT), 0 for
+ *   loss_mask[i] 1 where token i is a target (the prediction of token i from
+ *                the tokens before it is trained), else 0. Version-1 shards:
+ *                1 for every real token (document tokens and their EOT), 0
+ *                for padding. Version-2 shards store the bit per token (the
+ *                loss section; chat / prompt-completion builds), never set on
  *                padding.
  * Any of the output arrays may be NULL. Arrays hold row_len entries.
  */
@@ -33,7 +37,8 @@ extern "C" {
 #endif
 
 #define DS_SHARD_MAGIC "MKSHARD\0" /* 8 bytes */
-#define DS_SHARD_VERSION 1u
+#define DS_SHARD_VERSION 1u        /* shards without a loss section: every real token is a target */
+#define DS_SHARD_VERSION_LOSS 2u   /* shards with a per-token loss bit (the loss section) */
 #define DS_SHARD_HEADER_BYTES 192u
 #define DS_SHARD_BLOCK_BYTES 65536u /* granularity of the per-block checksums */
 
@@ -76,7 +81,12 @@ typedef struct {
     uint64_t payload_xxh3;   /* XXH3-64 of tokens + metadata sections */
     uint64_t blocks_xxh3;    /* XXH3-64 of the block checksum table */
     uint8_t fingerprint[32]; /* tokenizer fingerprint (tk_fingerprint) */
+    uint64_t loss_bytes;     /* version 2: the loss section, n_rows x ceil(row_len / 8) bytes; version 1: 0 */
 } ds_shard_header;
+
+/* Bytes of one row's loss bits in a version-2 shard: bit i of the row is bit
+ * (i % 8) of byte i / 8 (least significant first). */
+static inline uint64_t ds_shard_loss_row_bytes(uint32_t row_len) { return ((uint64_t)row_len + 7) / 8; }
 
 /* ------------------------------------------------------------ one shard */
 typedef struct ds_shard ds_shard;
@@ -133,7 +143,9 @@ typedef struct {
     uint64_t rows[2];
     uint64_t tokens[2]; /* real (non-pad) tokens */
     uint32_t row_len;
-    uint64_t file_xxh3; /* one shard: XXH3-64 of the file */
+    uint64_t loss_tokens[2]; /* targets (loss bit set; version 1: = tokens) */
+    uint32_t shard_version;  /* of the shard / the set's shards */
+    uint64_t file_xxh3;      /* one shard: XXH3-64 of the file */
 } ds_verify_result;
 
 /* Everything `mkshards verify PATH` checks. PATH a folder: its manifest, then
@@ -164,8 +176,10 @@ typedef struct {
     uint64_t rows[2];        /* rows per split: [DS_SPLIT_TRAIN], [DS_SPLIT_VAL] */
     uint64_t tokens[2];      /* non-pad tokens per split */
     size_t n_shards[2];
-    int64_t bos_id, eos_id; /* framing of each document (manifest "tokenizer.bos_id"/"eos_id"; -1: none);
+    int64_t bos_id, eos_id;  /* framing of each document (manifest "tokenizer.bos_id"/"eos_id"; -1: none);
                                   a manifest without them: no BOS, EOS = eot_id */
+    uint32_t shard_version;  /* DS_SHARD_VERSION (every real token a target) or DS_SHARD_VERSION_LOSS */
+    uint64_t loss_tokens[2]; /* targets per split (the manifest's per-shard "loss_tokens"; = tokens for version 1) */
 } ds_shardset_info;
 
 typedef struct ds_shardset ds_shardset;
@@ -204,6 +218,7 @@ typedef struct {
     const char *file; /* plain file name inside the set's directory */
     int split;        /* DS_SPLIT_TRAIN or DS_SPLIT_VAL */
     uint64_t rows, tokens, bytes, xxh3;
+    uint64_t loss_tokens; /* targets ("loss_tokens"; version-1 sets: = tokens) */
 } ds_manifest_shard;
 
 typedef struct {
@@ -226,7 +241,8 @@ typedef struct {
     char utilisation[33]; /* non-pad tokens / row tokens: its fixed-digit text (32 bytes at most) */
     size_t n_shards;      /* in manifest order */
     const ds_manifest_shard *shards;
-    void *impl; /* the reader's own (freed by ds_manifest_info_free) */
+    uint32_t shard_version; /* "shard_format_version": 1, or 2 (per-token loss bits) */
+    void *impl;             /* the reader's own (freed by ds_manifest_info_free) */
 } ds_manifest_info;
 
 /* DS_OK, DS_ERR_IO (missing / not a regular file / not a directory),

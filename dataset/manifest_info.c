@@ -91,6 +91,7 @@ int ds_manifest_read(const char *dir, ds_manifest_info *m, char *err, size_t err
     const char *u = json_string_value(json_object_get(acc, "utilisation"));
     snprintf(m->utilisation, sizeof m->utilisation, "%s", u ? u : "");
     m->n_shards = man->n_shards;
+    m->shard_version = man->shard_version;
     m->shards = man->shards;
     return DS_OK;
 }

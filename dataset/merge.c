@@ -71,17 +71,26 @@ static int check_part(const part *p, const ds_build_config *cfg, char *errout, s
             return DS_ERR_FORMAT;
         }
         const ds_shard_header *h = ds_shard_get_header(s);
-        uint64_t nt = 0;
+        uint64_t nt = 0, nl = 0;
         int bad_row = 0;
+        uint8_t *mask = malloc(h->row_len); /* row_len <= 2^24 (header checked) */
+        if (!mask) {
+            ds_shard_close(s);
+            return DS_ERR_NOMEM;
+        }
         for (uint64_t r = 0; r < h->n_rows && !bad_row; r++) {
             uint32_t nv = 0;
-            if (ds_shard_read(s, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) bad_row = 1;
+            if (ds_shard_read(s, r, NULL, NULL, NULL, mask, &nv) != DS_OK) bad_row = 1;
             nt += nv;
+            for (uint32_t i = 0; i < nv && !bad_row; i++) nl += mask[i];
         }
-        uint64_t bytes = DS_SHARD_HEADER_BYTES + h->tokens_bytes + h->meta_bytes + 8 * h->n_blocks;
+        free(mask);
+        uint64_t bytes = DS_SHARD_HEADER_BYTES + h->tokens_bytes + h->meta_bytes + h->loss_bytes + 8 * h->n_blocks;
         const char *what =
             bad_row                                                  ? "row metadata"
             : xx != e->xxh3                                          ? "file checksum (xxh3)"
+            : h->version != m->shard_version                         ? "shard version (shard_format_version)"
+            : nl != e->loss_tokens                                   ? "loss_tokens"
             : bytes != e->bytes                                      ? "bytes"
             : h->n_rows != e->rows                                   ? "rows"
             : nt != e->tokens                                        ? "tokens"
@@ -173,6 +182,10 @@ static int load_parts(merge *m, const char *const *dirs) {
 static int merged_config(merge *m) {
     part **byk = m->byk;
     for (int i = 0; i < m->np; i++) {
+        if (byk[i]->man.shard_version != byk[0]->man.shard_version)
+            return mfail(m, DS_ERR_FORMAT,
+                         "%s holds shard format version %u, %s version %u; parts must come from one command",
+                         byk[i]->dir, byk[i]->man.shard_version, byk[0]->dir, byk[0]->man.shard_version);
         json_t *a = json_deep_copy(json_object_get(byk[0]->m, "config"));
         json_t *b = json_deep_copy(json_object_get(byk[i]->m, "config"));
         json_object_del(a, "part"), json_object_del(a, "files");
@@ -211,12 +224,14 @@ static int merged_config(merge *m) {
             cfg->file_bytes[cfg->n_files++] = byk[i]->cfg.file_bytes[j];
         }
     cfg->part_k = cfg->part_n = 1;
+    /* the parts' loss bits go on into the merged shards (version 2 in, version 2 out) */
+    cfg->loss_bits = m0->shard_version == DS_SHARD_VERSION_LOSS;
     return DS_OK;
 }
 
 /* The rows of one part shard, back in packing order, into the writer. */
-static int copy_shard(merge *m, const part *p, const ds_manifest_shard *e, uint64_t index, uint32_t *row,
-                      uint32_t *st) {
+static int copy_shard(merge *m, const part *p, const ds_manifest_shard *e, uint64_t index, uint32_t *row, uint32_t *st,
+                      uint8_t *mask) {
     char path[4200], err[1024];
     uint32_t L = m->cfg.seq_len;
     int split = e->split;
@@ -242,14 +257,14 @@ static int copy_shard(merge *m, const part *p, const ds_manifest_shard *e, uint6
     }
     for (uint64_t r = 0; r < n && rc == DS_OK; r++) {
         uint32_t nv = 0, ns = 0;
-        if (ds_shard_read(s, inv[r], row, NULL, NULL, NULL, &nv) != DS_OK ||
+        if (ds_shard_read(s, inv[r], row, NULL, NULL, m->cfg.loss_bits ? mask : NULL, &nv) != DS_OK ||
             ds_shard_row_starts(s, inv[r], st, &ns) != DS_OK) {
             rc = mfail(m, DS_ERR_FORMAT, "%s: row %u unreadable", path, inv[r]);
             break;
         }
         ds_build_account dummy;
         memset(&dummy, 0, sizeof dummy);
-        if (ds_shard_writer_add(&m->wr[split], row, nv, st, ns, &dummy) != DS_OK)
+        if (ds_shard_writer_add_loss(&m->wr[split], row, m->cfg.loss_bits ? mask : NULL, nv, st, ns, &dummy) != DS_OK)
             rc = mfail(m, DS_ERR_IO, "%s", m->wr[split].err);
     }
     ds_shard_close(s);
@@ -261,17 +276,18 @@ static int copy_shard(merge *m, const part *p, const ds_manifest_shard *e, uint6
 static int write_rows(merge *m) {
     uint32_t L = m->cfg.seq_len;
     uint32_t *row = malloc((size_t)L * sizeof *row), *st = malloc((size_t)L * sizeof *st);
-    int rc = row && st ? DS_OK : mfail(m, DS_ERR_NOMEM, "out of memory");
+    uint8_t *mask = malloc(L);
+    int rc = row && st && mask ? DS_OK : mfail(m, DS_ERR_NOMEM, "out of memory");
     for (int s = 0; s < 2; s++) ds_shard_writer_init(&m->wr[s], &m->cfg, s, m->out, &m->recs, &m->n_recs, &m->cap_recs);
     for (int i = 0; i < m->np && rc == DS_OK; i++) {
         const ds_manifest *pm = &m->byk[i]->man;
         uint64_t idx[2] = {0, 0};
         for (size_t q = 0; q < pm->n_shards && rc == DS_OK; q++) {
             const ds_manifest_shard *e = &pm->shards[q];
-            rc = copy_shard(m, m->byk[i], e, idx[e->split]++, row, st);
+            rc = copy_shard(m, m->byk[i], e, idx[e->split]++, row, st, mask);
         }
     }
-    free(row), free(st);
+    free(row), free(st), free(mask);
     if (rc != DS_OK) return rc;
     ds_build_account dummy;
     memset(&dummy, 0, sizeof dummy);

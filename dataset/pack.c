@@ -2,17 +2,32 @@
  * a split's shard writer (see build_internal.h). Every one counts what it
  * does to a document in the accounting. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "build_internal.h"
 #include "tk.h"
 
-static int emit(ds_packer *p, const uint32_t *toks, uint32_t n, const uint32_t *starts, uint32_t ns) {
-    return ds_shard_writer_add(p->wr, toks, n, starts, ns, p->acc);
+/* lm: the row's loss mask (cfg->loss_bits), NULL otherwise */
+static int emit(ds_packer *p, const uint32_t *toks, const uint8_t *lm, uint32_t n, const uint32_t *starts,
+                uint32_t ns) {
+    return ds_shard_writer_add_loss(p->wr, toks, lm, n, starts, ns, p->acc);
 }
 
-static int concat_push(ds_packer *p, const uint32_t *src, uint32_t n, int doc_start) {
+/* The loss bit of token i of a framed document (nb BOS, t ids, then the
+ * EOS): a masked document's BOS is no target and its EOS is one when its
+ * last token is; an unmasked document's tokens all are (ds_packer_add_loss). */
+static uint8_t framed_loss(const uint8_t *loss, uint64_t i, uint64_t nb, uint64_t t) {
+    if (!loss) return 1;
+    if (i < nb) return 0;
+    if (i - nb < t) return loss[i - nb] != 0;
+    return t ? loss[t - 1] != 0 : 0;
+}
+
+/* src / n tokens with their loss bits: srcl[i] (srcl NULL: `fill` for each) */
+static int concat_push(ds_packer *p, const uint32_t *src, const uint8_t *srcl, uint8_t fill, uint32_t n,
+                       int doc_start) {
     uint32_t L = p->cfg->seq_len;
     while (n) {
         if (doc_start) {
@@ -21,11 +36,17 @@ static int concat_push(ds_packer *p, const uint32_t *src, uint32_t n, int doc_st
         }
         uint32_t k = L - p->fill < n ? L - p->fill : n;
         memcpy(p->row + p->fill, src, k * sizeof *src);
+        if (p->rowl) {
+            if (srcl)
+                for (uint32_t i = 0; i < k; i++) p->rowl[p->fill + i] = srcl[i] != 0;
+            else memset(p->rowl + p->fill, fill, k);
+            if (srcl) srcl += k;
+        }
         p->fill += k;
         src += k;
         n -= k;
         if (p->fill == L) {
-            int rc = emit(p, p->row, L, p->st, p->n_st);
+            int rc = emit(p, p->row, p->rowl, L, p->st, p->n_st);
             p->fill = 0;
             p->n_st = 0;
             if (rc) return rc;
@@ -38,37 +59,49 @@ static int concat_push(ds_packer *p, const uint32_t *src, uint32_t n, int doc_st
 static uint32_t n_bos(const ds_packer *p) { return p->cfg->bos_id >= 0; }
 static uint32_t n_eos(const ds_packer *p) { return p->cfg->eos_id >= 0; }
 
-static int concat_add(ds_packer *p, const tk_ids *ids) {
+static int concat_add(ds_packer *p, const tk_ids *ids, const uint8_t *loss) {
     uint32_t bos = (uint32_t)p->cfg->bos_id, eos = (uint32_t)p->cfg->eos_id;
+    uint64_t t = ids->len, nb = n_bos(p);
     p->acc->docs_whole++;
     p->acc->tok_whole += ids->len;
     p->acc->eot += n_eos(p);
     p->acc->bos += n_bos(p);
     int rc = 0, start = 1;
-    if (n_bos(p)) rc = concat_push(p, &bos, 1, start), start = 0;
-    if (!rc && ids->len) rc = concat_push(p, ids->ids, (uint32_t)ids->len, start), start = 0;
-    if (!rc && n_eos(p)) rc = concat_push(p, &eos, 1, start);
+    if (nb) rc = concat_push(p, &bos, NULL, framed_loss(loss, 0, nb, t), 1, start), start = 0;
+    if (!rc && ids->len) rc = concat_push(p, ids->ids, loss, 1, (uint32_t)ids->len, start), start = 0;
+    if (!rc && n_eos(p)) rc = concat_push(p, &eos, NULL, framed_loss(loss, nb + t, nb, t), 1, start);
     return rc;
 }
 
 static int concat_flush(ds_packer *p) {
     int rc = 0;
-    if (p->fill) rc = emit(p, p->row, p->fill, p->st, p->n_st);
+    if (p->fill) rc = emit(p, p->row, p->rowl, p->fill, p->st, p->n_st);
     p->fill = 0;
     p->n_st = 0;
     return rc;
 }
 
-static int pool_add(ds_packer *p, const uint32_t *src, size_t n) {
+/* n tokens and (cfg->loss_bits) their loss bits: srcl[i], or `fill` for each when srcl is NULL */
+static int pool_add(ds_packer *p, const uint32_t *src, const uint8_t *srcl, uint8_t fill, size_t n) {
     if (p->pool_len + n > p->pool_cap) {
         size_t nc = p->pool_cap ? p->pool_cap : 65536;
         while (nc < p->pool_len + n) nc *= 2;
         uint32_t *np = realloc(p->pool, nc * sizeof *np);
         if (!np) return DS_ERR_NOMEM;
         p->pool = np;
+        if (p->cfg->loss_bits) {
+            uint8_t *nl = realloc(p->pooll, nc);
+            if (!nl) return DS_ERR_NOMEM; /* pool_cap unchanged: the next add grows both again */
+            p->pooll = nl;
+        }
         p->pool_cap = nc;
     }
     if (n) memcpy(p->pool + p->pool_len, src, n * sizeof *src);
+    if (n && p->cfg->loss_bits) {
+        if (srcl)
+            for (size_t i = 0; i < n; i++) p->pooll[p->pool_len + i] = srcl[i] != 0;
+        else memset(p->pooll + p->pool_len, fill, n);
+    }
     p->pool_len += n;
     return 0;
 }
@@ -94,8 +127,9 @@ static int bfd_flush(ds_packer *p) {
     size_t words = (L + 64) / 64;
     uint64_t *bits = calloc(words, sizeof *bits);
     uint32_t *row = malloc((size_t)L * sizeof *row), *st = malloc((size_t)L * sizeof *st);
+    uint8_t *rowl = p->cfg->loss_bits ? malloc(L) : NULL;
     int rc = 0;
-    if (!rem || !head || !tail || !bnext || !bucket || !bits || !row || !st) {
+    if (!rem || !head || !tail || !bnext || !bucket || !bits || !row || !st || (p->cfg->loss_bits && !rowl)) {
         rc = DS_ERR_NOMEM;
         goto out;
     }
@@ -136,18 +170,19 @@ static int bfd_flush(ds_packer *p) {
         for (uint32_t i = head[b]; i != UINT32_MAX; i = p->pc[i].next) {
             st[ns++] = n;
             memcpy(row + n, p->pool + p->pc[i].off, p->pc[i].len * sizeof *row);
+            if (rowl) memcpy(rowl + n, p->pooll + p->pc[i].off, p->pc[i].len);
             n += p->pc[i].len;
         }
-        rc = emit(p, row, n, st, ns);
+        rc = emit(p, row, rowl, n, st, ns);
     }
 out:
-    free(rem), free(head), free(tail), free(bnext), free(bucket), free(bits), free(row), free(st);
+    free(rem), free(head), free(tail), free(bnext), free(bucket), free(bits), free(row), free(st), free(rowl);
     p->n_pc = 0;
     p->pool_len = 0;
     return rc;
 }
 
-static int bfd_add(ds_packer *p, const tk_ids *ids) {
+static int bfd_add(ds_packer *p, const tk_ids *ids, const uint8_t *loss) {
     uint32_t L = p->cfg->seq_len, bos = (uint32_t)p->cfg->bos_id, eos = (uint32_t)p->cfg->eos_id;
     uint64_t t = ids->len, n = t + n_bos(p) + n_eos(p);
     uint64_t npieces = (n + L - 1) / L;
@@ -162,7 +197,10 @@ static int bfd_add(ds_packer *p, const tk_ids *ids) {
     p->acc->eot += n_eos(p);
     p->acc->bos += n_bos(p);
     size_t off = p->pool_len;
-    if (pool_add(p, &bos, n_bos(p)) || pool_add(p, ids->ids, t) || pool_add(p, &eos, n_eos(p))) return DS_ERR_NOMEM;
+    uint64_t nb = n_bos(p);
+    if (pool_add(p, &bos, NULL, framed_loss(loss, 0, nb, t), nb) || pool_add(p, ids->ids, loss, 1, t) ||
+        pool_add(p, &eos, NULL, framed_loss(loss, nb + t, nb, t), n_eos(p)))
+        return DS_ERR_NOMEM;
     for (uint64_t k = 0; k < npieces; k++) {
         if (p->n_pc == p->cap_pc) {
             size_t nc = p->cap_pc ? 2 * p->cap_pc : 1024;
@@ -182,7 +220,7 @@ static int bfd_add(ds_packer *p, const tk_ids *ids) {
 }
 
 /* --pack none; returns 1 when the document was dropped. */
-static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
+static int none_add(ds_packer *p, const tk_ids *ids, const uint8_t *loss, int *dropped) {
     uint32_t L = p->cfg->seq_len, nb = n_bos(p), ne = n_eos(p);
     uint32_t bos = (uint32_t)p->cfg->bos_id, eos = (uint32_t)p->cfg->eos_id;
     uint64_t t = ids->len, n = t + nb + ne;
@@ -190,14 +228,21 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
     *dropped = 0;
     /* token i of the framed document */
 #define FRAMED(i) ((i) < nb ? bos : (i)-nb < t ? ids->ids[(i)-nb] : eos)
+    /* row + its loss mask (p->rowl, cfg->loss_bits) from framed tokens a .. a + len */
+#define FILL_ROW(a, len)                                                                                               \
+    do {                                                                                                               \
+        for (uint64_t i_ = 0; i_ < (len); i_++) p->row[i_] = FRAMED((a) + i_);                                         \
+        if (p->rowl)                                                                                                   \
+            for (uint64_t i_ = 0; i_ < (len); i_++) p->rowl[i_] = framed_loss(loss, (a) + i_, nb, t);                  \
+    } while (0)
     if (n <= L) {
         p->acc->docs_whole++;
         p->acc->tok_whole += t;
         p->acc->eot += ne;
         p->acc->bos += nb;
         if (!n) return 0; /* an empty document without framing: nothing to write */
-        for (uint64_t i = 0; i < n; i++) p->row[i] = FRAMED(i);
-        return emit(p, p->row, (uint32_t)n, &zero, 1);
+        FILL_ROW(0, n);
+        return emit(p, p->row, p->rowl, (uint32_t)n, &zero, 1);
     }
     switch (p->cfg->over_long) {
     case DS_OL_TRUNCATE: { /* the first L tokens of the framed document: the EOS is lost */
@@ -206,9 +251,9 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
         p->acc->tok_trunc_kept += kept;
         p->acc->tok_trunc_lost += t - kept;
         p->acc->bos += nb;
-        if (!nb) return emit(p, ids->ids, L, &zero, 1);
-        for (uint64_t i = 0; i < L; i++) p->row[i] = FRAMED(i);
-        return emit(p, p->row, L, &zero, 1);
+        if (!nb && !p->rowl) return emit(p, ids->ids, NULL, L, &zero, 1);
+        FILL_ROW(0, L);
+        return emit(p, p->row, p->rowl, L, &zero, 1);
     }
     case DS_OL_DROP:
         p->acc->docs_dropped++;
@@ -224,14 +269,15 @@ static int none_add(ds_packer *p, const tk_ids *ids, int *dropped) {
         p->acc->pieces += np;
         for (uint64_t k = 0; k < np; k++) {
             uint64_t a = k * L, len = k + 1 < np ? L : n - a;
-            for (uint64_t i = 0; i < len; i++) p->row[i] = FRAMED(a + i);
-            int rc = emit(p, p->row, (uint32_t)len, &zero, 1);
+            FILL_ROW(a, len);
+            int rc = emit(p, p->row, p->rowl, (uint32_t)len, &zero, 1);
             if (rc) return rc;
         }
         return 0;
     }
     }
     return 0;
+#undef FILL_ROW
 #undef FRAMED
 }
 
@@ -242,7 +288,8 @@ int ds_packer_init(ds_packer *p, const ds_build_config *cfg, ds_shard_writer *wr
     p->acc = acc;
     p->row = malloc((size_t)cfg->seq_len * sizeof *p->row);
     p->st = malloc(((size_t)cfg->seq_len + 1) * sizeof *p->st);
-    return p->row && p->st ? DS_OK : DS_ERR_NOMEM;
+    p->rowl = cfg->loss_bits ? malloc((size_t)cfg->seq_len) : NULL;
+    return p->row && p->st && (p->rowl || !cfg->loss_bits) ? DS_OK : DS_ERR_NOMEM;
 }
 
 void ds_packer_free(ds_packer *p) {
@@ -250,6 +297,9 @@ void ds_packer_free(ds_packer *p) {
     free(p->st);
     free(p->pool);
     free(p->pc);
+    free(p->rowl);
+    free(p->pooll);
+    p->rowl = p->pooll = NULL;
     p->row = p->st = p->pool = NULL;
     p->pc = NULL;
 }
@@ -260,11 +310,19 @@ void ds_packer_reset(ds_packer *p) {
 }
 
 int ds_packer_add(ds_packer *p, const uint32_t *ids, size_t n, int *dropped) {
+    return ds_packer_add_loss(p, ids, NULL, n, dropped);
+}
+
+int ds_packer_add_loss(ds_packer *p, const uint32_t *ids, const uint8_t *loss, size_t n, int *dropped) {
     tk_ids v = {.ids = (uint32_t *)ids, .len = n, .cap = n};
     *dropped = 0;
-    if (p->cfg->pack == DS_PACK_CONCAT) return concat_add(p, &v);
-    if (p->cfg->pack == DS_PACK_BFD) return bfd_add(p, &v);
-    return none_add(p, &v, dropped);
+    if (loss && !p->cfg->loss_bits) {
+        snprintf(p->wr->err, sizeof p->wr->err, "a loss mask needs a build with loss bits (version-2 shards)");
+        return DS_ERR_ARG;
+    }
+    if (p->cfg->pack == DS_PACK_CONCAT) return concat_add(p, &v, loss);
+    if (p->cfg->pack == DS_PACK_BFD) return bfd_add(p, &v, loss);
+    return none_add(p, &v, loss, dropped);
 }
 
 int ds_packer_flush(ds_packer *p) {

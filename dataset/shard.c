@@ -69,7 +69,8 @@ int ds_shard_unhex(const char *hex, uint8_t *b, size_t n) {
  *   0 magic[8]  8 version  12 header_bytes  16 dtype_bytes  20 flags  24 row_len
  *  28 vocab_size  32 pad_id  36 eot_id  40 frame_rows  44 reserved(0)
  *  48 n_rows  56 n_frames  64 n_starts  72 tokens_bytes  80 meta_bytes  88 n_blocks
- *  96 payload_xxh3  104 blocks_xxh3  112 fingerprint[32]  144..183 zero
+ *  96 payload_xxh3  104 blocks_xxh3  112 fingerprint[32]
+ * 144 loss_bytes (version 2; 0 in version 1)  152..183 zero
  * 184 header_xxh3 (XXH3-64 of bytes 0..183) */
 void ds_shard_header_encode(const ds_shard_header *h, uint8_t o[DS_SHARD_HEADER_BYTES]) {
     memset(o, 0, DS_SHARD_HEADER_BYTES);
@@ -92,6 +93,7 @@ void ds_shard_header_encode(const ds_shard_header *h, uint8_t o[DS_SHARD_HEADER_
     put64(o + 96, h->payload_xxh3);
     put64(o + 104, h->blocks_xxh3);
     memcpy(o + 112, h->fingerprint, 32);
+    put64(o + 144, h->loss_bytes);
     put64(o + 184, XXH3_64bits(o, 184));
 }
 
@@ -108,8 +110,9 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
     uint64_t hx = XXH3_64bits(in, 184);
     if (get64(in + 184) != hx) HDR_BAD("offset 0-191: header checksum mismatch (header corrupt)");
     h->version = get32(in + 8);
-    if (h->version != DS_SHARD_VERSION)
-        HDR_BAD("offset 8: unsupported shard version %u (this reader knows %u)", h->version, DS_SHARD_VERSION);
+    if (h->version != DS_SHARD_VERSION && h->version != DS_SHARD_VERSION_LOSS)
+        HDR_BAD("offset 8: unsupported shard version %u (this reader knows %u and %u)", h->version, DS_SHARD_VERSION,
+                DS_SHARD_VERSION_LOSS);
     if (get32(in + 12) != DS_SHARD_HEADER_BYTES)
         HDR_BAD("offset 12: header size %u, version %u headers are %u bytes", get32(in + 12), h->version,
                 DS_SHARD_HEADER_BYTES);
@@ -129,6 +132,7 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
     h->payload_xxh3 = get64(in + 96);
     h->blocks_xxh3 = get64(in + 104);
     memcpy(h->fingerprint, in + 112, 32);
+    h->loss_bytes = get64(in + 144);
     /* Every field is bounded before any product or sum of fields is formed,
      * so no size computed below can wrap (the checksum only guards against
      * accidental damage: a crafted header carries a valid one). */
@@ -144,7 +148,8 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
     if (h->pad_id >= h->vocab_size) HDR_BAD("offset 32: pad id %u >= vocab size %u", h->pad_id, h->vocab_size);
     if (h->eot_id >= h->vocab_size) HDR_BAD("offset 36: EOT id %u >= vocab size %u", h->eot_id, h->vocab_size);
     if (get32(in + 44) != 0) HDR_BAD("offset 44: reserved field is %u, must be 0", get32(in + 44));
-    for (int i = 144; i < 184; i++)
+    /* version 2 puts the loss section's size at 144; the rest stays reserved */
+    for (int i = h->version == DS_SHARD_VERSION_LOSS ? 152 : 144; i < 184; i++)
         if (in[i]) HDR_BAD("offset %d: reserved byte is %u, must be 0", i, in[i]);
     uint64_t n = h->n_rows, tokens;
     if (n > DS_SHARD_MAX_TOKENS || __builtin_mul_overflow(n, (uint64_t)h->row_len, &tokens) ||
@@ -177,9 +182,15 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
     uint64_t meta = 4 * (2 * n + 1 + h->n_starts) + 8 * frame_entries;
     if (h->meta_bytes != meta)
         HDR_BAD("offset 80: row-metadata section of %" PRIu64 " bytes, the counts need %" PRIu64, h->meta_bytes, meta);
+    /* n <= 2^32, ceil(L / 8) <= 2^21: no wrap */
+    uint64_t loss = h->version == DS_SHARD_VERSION_LOSS ? n * ds_shard_loss_row_bytes(h->row_len) : 0;
+    if (h->loss_bytes != loss)
+        HDR_BAD("offset 144: loss section of %" PRIu64 " bytes, %" PRIu64 " rows of %u tokens need %" PRIu64,
+                h->loss_bytes, n, h->row_len, loss);
     uint64_t payload, blocks, total;
     if (__builtin_add_overflow(h->tokens_bytes, meta, &payload) || payload > DS_SHARD_MAX_FILE_BYTES)
         HDR_BAD("offset 72: token section of %" PRIu64 " bytes is too large", h->tokens_bytes);
+    payload += loss; /* both <= 2^40 */
     blocks = (payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
     if (h->n_blocks != blocks)
         HDR_BAD("offset 88: %" PRIu64 " checksum blocks, %" PRIu64 " payload bytes need %" PRIu64, h->n_blocks, payload,
@@ -193,8 +204,9 @@ int ds_shard_header_decode(const uint8_t in[DS_SHARD_HEADER_BYTES], ds_shard_hea
 #undef HDR_BAD
 
 /* Valid only after ds_shard_header_decode accepted h (no wrap). */
+static uint64_t payload_of(const ds_shard_header *h) { return h->tokens_bytes + h->meta_bytes + h->loss_bytes; }
 static uint64_t file_size_of(const ds_shard_header *h) {
-    return DS_SHARD_HEADER_BYTES + h->tokens_bytes + h->meta_bytes + 8 * h->n_blocks;
+    return DS_SHARD_HEADER_BYTES + payload_of(h) + 8 * h->n_blocks;
 }
 
 /* ---------------------------------------------------------- writer */
@@ -204,11 +216,26 @@ void ds_shard_image_free(ds_shard_image *img) {
     img->len = 0;
 }
 
+/* 1 when row `bits` (lb bytes) has a bit set at a position >= nv. */
+static int loss_bits_past(const uint8_t *bits, uint64_t lb, uint32_t nv) {
+    uint64_t k = nv / 8;
+    if (k < lb && (bits[k] >> (nv % 8))) return 1;
+    for (k++; k < lb; k++)
+        if (bits[k]) return 1;
+    return 0;
+}
+
 int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *perm, const uint32_t *valid,
                          const uint32_t *sidx, const uint32_t *starts, int zstd_level, ds_shard_image *out, char *err,
                          size_t errlen) {
+    return ds_shard_build_image_loss(hin, rows, perm, valid, sidx, starts, NULL, zstd_level, out, err, errlen);
+}
+
+int ds_shard_build_image_loss(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *perm,
+                              const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, const uint8_t *loss,
+                              int zstd_level, ds_shard_image *out, char *err, size_t errlen) {
     ds_shard_header h = *hin;
-    h.version = DS_SHARD_VERSION;
+    h.version = loss ? DS_SHARD_VERSION_LOSS : DS_SHARD_VERSION;
     int zstd = (h.flags & DS_SHARD_F_ZSTD) != 0;
     uint64_t L = h.row_len, n = h.n_rows, dt = h.dtype_bytes;
     if (L == 0 || L > DS_SHARD_MAX_ROW_LEN || h.vocab_size == 0 || h.vocab_size > DS_SHARD_MAX_VOCAB ||
@@ -232,11 +259,17 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
         return DS_ERR_ARG;
     }
     /* metadata in output row order */
-    uint64_t n_starts = 0;
+    uint64_t n_starts = 0, lb = ds_shard_loss_row_bytes(h.row_len);
     for (uint64_t j = 0; j < n; j++) {
         uint64_t r = perm ? perm[j] : j;
         n_starts += sidx[r + 1] - sidx[r];
+        if (loss && (valid[r] > L || loss_bits_past(loss + r * lb, lb, valid[r]))) {
+            ds_set_err(err, errlen, "row %" PRIu64 ": a loss bit is set on padding (valid %u of %u)", r, valid[r],
+                       h.row_len);
+            return DS_ERR_ARG;
+        }
     }
+    h.loss_bytes = loss ? n * lb : 0;
     h.n_starts = n_starts;
     h.n_frames = zstd ? (n + h.frame_rows - 1) / h.frame_rows : 0;
     if (!zstd) h.frame_rows = 0;
@@ -253,7 +286,7 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
         tok_bytes = raw_bytes;
     }
     uint64_t meta_bytes = 4 * (2 * n + 1 + n_starts) + (zstd ? 8 * (h.n_frames + 1) : 0);
-    uint64_t max_payload = tok_bytes + meta_bytes;
+    uint64_t max_payload = tok_bytes + meta_bytes + h.loss_bytes;
     uint64_t max_blocks = (max_payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
     uint8_t *img = malloc((size_t)(DS_SHARD_HEADER_BYTES + max_payload + 8 * max_blocks));
     uint8_t *rawbuf = zstd ? malloc((size_t)(frame_rows_max * L * dt) + 1) : NULL;
@@ -309,7 +342,7 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     }
     h.tokens_bytes = tok_bytes;
     h.meta_bytes = meta_bytes;
-    uint64_t payload = tok_bytes + meta_bytes;
+    uint64_t payload = tok_bytes + meta_bytes + h.loss_bytes;
     h.n_blocks = (payload + DS_SHARD_BLOCK_BYTES - 1) / DS_SHARD_BLOCK_BYTES;
     size_t total = (size_t)(DS_SHARD_HEADER_BYTES + payload + 8 * h.n_blocks);
     uint8_t *p = img + DS_SHARD_HEADER_BYTES + tok_bytes;
@@ -329,6 +362,8 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     if (zstd)
         for (uint64_t i = 0; i <= h.n_frames; i++, p += 8) put64(p, foff[i]);
     free(foff);
+    if (loss)
+        for (uint64_t j = 0; j < n; j++, p += lb) memcpy(p, loss + (uint64_t)(perm ? perm[j] : j) * lb, (size_t)lb);
     const uint8_t *pay = img + DS_SHARD_HEADER_BYTES;
     for (uint64_t b = 0; b < h.n_blocks; b++, p += 8) {
         uint64_t o = b * DS_SHARD_BLOCK_BYTES;
@@ -387,6 +422,7 @@ struct ds_shard {
     const uint8_t *sidx;   /* u32[n_rows+1] */
     const uint8_t *starts; /* u32[n_starts] */
     const uint8_t *foff;   /* u64[n_frames+1] (zstd) */
+    const uint8_t *loss;   /* version 2: n_rows x ceil(L / 8) bytes of loss bits; NULL in version 1 */
     char *path;
     dev_t dev; /* identity of the file (a shard set refuses one file listed twice) */
     ino_t ino;
@@ -403,7 +439,7 @@ void ds_shard_close(ds_shard *s) {
 
 static int check_blocks(const ds_shard_header *h, const uint8_t *map, char *err, size_t errlen) {
     const uint8_t *pay = map + DS_SHARD_HEADER_BYTES;
-    uint64_t payload = h->tokens_bytes + h->meta_bytes;
+    uint64_t payload = payload_of(h);
     const uint8_t *tab = pay + payload;
     if (XXH3_64bits(tab, (size_t)(8 * h->n_blocks)) != h->blocks_xxh3) {
         ds_set_err(err, errlen, "offset %" PRIu64 "-%" PRIu64 ": block checksum table corrupt",
@@ -417,7 +453,9 @@ static int check_blocks(const ds_shard_header *h, const uint8_t *map, char *err,
         if (XXH3_64bits(pay + o, (size_t)l) != get64(tab + 8 * b)) {
             ds_set_err(err, errlen, "offset %" PRIu64 "-%" PRIu64 ": checksum mismatch (%s section)",
                        DS_SHARD_HEADER_BYTES + o, DS_SHARD_HEADER_BYTES + o + l - 1,
-                       o < h->tokens_bytes ? "token" : "row-metadata");
+                       o < h->tokens_bytes                   ? "token"
+                       : o < h->tokens_bytes + h->meta_bytes ? "row-metadata"
+                                                             : "loss");
             return DS_ERR_FORMAT;
         }
     }
@@ -485,6 +523,7 @@ int ds_shard_open(const char *path, int flags, ds_shard **out, char *err, size_t
     s->sidx = s->valid + 4 * s->h.n_rows;
     s->starts = s->sidx + 4 * (s->h.n_rows + 1);
     s->foff = s->starts + 4 * s->h.n_starts;
+    s->loss = s->h.loss_bytes ? s->tok + s->h.tokens_bytes + s->h.meta_bytes : NULL;
     if (flags & DS_SHARD_OPEN_VERIFY) {
         rc = check_blocks(&s->h, s->map, e2, sizeof e2);
         if (rc != DS_OK) {
@@ -531,6 +570,14 @@ static int row_meta(const ds_shard *s, uint64_t r, uint32_t *nv_out, uint32_t *a
             return DS_ERR_FORMAT;
         }
         prev = p;
+    }
+    if (s->loss) { /* a target on padding: the trainer would learn to predict the pad id */
+        uint64_t lb = ds_shard_loss_row_bytes(L);
+        if (loss_bits_past(s->loss + r * lb, lb, nv)) {
+            ds_set_err(err, errlen, "offset %" PRIu64 ": row %" PRIu64 " has a loss bit set on padding (valid %u)",
+                       (uint64_t)(s->loss - s->map) + r * lb + nv / 8, r, nv);
+            return DS_ERR_FORMAT;
+        }
     }
     *nv_out = nv;
     *a_out = a;
@@ -673,8 +720,12 @@ int ds_shard_read_msg(const ds_shard *s, uint64_t row, uint32_t *tokens, uint32_
             if (doc_ids) doc_ids[i] = seg;
         }
     }
-    if (loss_mask)
+    if (loss_mask && s->loss) {
+        const uint8_t *bits = s->loss + row * ds_shard_loss_row_bytes(L);
+        for (uint32_t i = 0; i < L; i++) loss_mask[i] = (uint8_t)((bits[i >> 3] >> (i & 7)) & 1);
+    } else if (loss_mask) {
         for (uint32_t i = 0; i < L; i++) loss_mask[i] = i < nv;
+    }
     return DS_OK;
 }
 
@@ -909,8 +960,10 @@ int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) 
     uint64_t v;
     if (json_u64_in(json_object_get(r, "version"), UINT32_MAX, &v) || v != 1)
         MAN_BAD("\"version\" must be 1 (this reader knows version 1)");
-    if (json_u64_in(json_object_get(r, "shard_format_version"), UINT32_MAX, &v) || v != DS_SHARD_VERSION)
-        MAN_BAD("\"shard_format_version\" must be %u", DS_SHARD_VERSION);
+    if (json_u64_in(json_object_get(r, "shard_format_version"), UINT32_MAX, &v) ||
+        (v != DS_SHARD_VERSION && v != DS_SHARD_VERSION_LOSS))
+        MAN_BAD("\"shard_format_version\" must be %u or %u", DS_SHARD_VERSION, DS_SHARD_VERSION_LOSS);
+    m->shard_version = (uint32_t)v;
     if (json_u64_in(json_object_get(r, "seq_len"), DS_SHARD_MAX_ROW_LEN, &v) || v == 0)
         MAN_BAD("\"seq_len\" must be an integer 1..%u", DS_SHARD_MAX_ROW_LEN);
     m->seq_len = (uint32_t)v;
@@ -984,6 +1037,11 @@ int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) 
                     (uint64_t)DS_SHARD_MAX_TOKENS / m->seq_len);
         if (json_u64_in(json_object_get(e, "tokens"), d->rows * m->seq_len, &d->tokens))
             MAN_BAD("shards[%zu] (%s): \"tokens\" must be an integer 0..rows x seq_len", i, d->file);
+        /* targets: recorded for version-2 sets (readers that ignore the key keep working) */
+        json_t *jl = json_object_get(e, "loss_tokens");
+        d->loss_tokens = d->tokens;
+        if ((jl || m->shard_version == DS_SHARD_VERSION_LOSS) && json_u64_in(jl, d->tokens, &d->loss_tokens))
+            MAN_BAD("shards[%zu] (%s): \"loss_tokens\" must be an integer 0..tokens", i, d->file);
         if (json_u64_in(json_object_get(e, "bytes"), DS_SHARD_MAX_FILE_BYTES, &d->bytes) ||
             d->bytes < DS_SHARD_HEADER_BYTES)
             MAN_BAD("shards[%zu] (%s): \"bytes\" must be an integer %u..%llu", i, d->file, DS_SHARD_HEADER_BYTES,
@@ -1045,6 +1103,7 @@ int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, s
     s->info.bos_id = man.bos_id;
     s->info.eos_id = man.eos_id;
     s->info.dtype_bytes = man.dtype_bytes;
+    s->info.shard_version = man.shard_version;
     size_t ns = man.n_shards;
     for (int k = 0; k < 2; k++) {
         s->e[k] = calloc(ns ? ns : 1, sizeof *s->e[k]);
@@ -1069,7 +1128,8 @@ int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, s
         rc = ds_shard_open(e->path, 0, &e->sh, err, errlen);
         if (rc != DS_OK) goto fail;
         const ds_shard_header *h = &e->sh->h;
-        const char *what = h->n_rows != ms->rows                              ? "rows"
+        const char *what = h->version != man.shard_version                    ? "shard version"
+                           : h->n_rows != ms->rows                            ? "rows"
                            : e->sh->map_len != ms->bytes                      ? "file size"
                            : h->row_len != man.seq_len                        ? "row length"
                            : h->vocab_size != man.vocab_size                  ? "vocabulary size"
@@ -1095,7 +1155,8 @@ int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, s
         }
         e->first_row = s->info.rows[k];
         if (__builtin_add_overflow(s->info.rows[k], ms->rows, &s->info.rows[k]) ||
-            __builtin_add_overflow(s->info.tokens[k], ms->tokens, &s->info.tokens[k])) {
+            __builtin_add_overflow(s->info.tokens[k], ms->tokens, &s->info.tokens[k]) ||
+            __builtin_add_overflow(s->info.loss_tokens[k], ms->loss_tokens, &s->info.loss_tokens[k])) {
             ds_set_err(err, errlen, "%s: row or token totals overflow", man.path);
             rc = DS_ERR_FORMAT;
             goto fail;

@@ -30,6 +30,14 @@ typedef struct {
 int ds_shard_build_image(const ds_shard_header *h, const uint32_t *rows, const uint32_t *perm, const uint32_t *valid,
                          const uint32_t *sidx, const uint32_t *starts, int zstd_level, ds_shard_image *out, char *err,
                          size_t errlen);
+/* The same with per-token loss bits: loss NULL writes a version-1 shard
+ * (byte-identical to ds_shard_build_image); otherwise a version-2 shard whose
+ * loss section holds, for output row j, the ds_shard_loss_row_bytes(row_len)
+ * bytes at loss + perm[j] * that (input order, bit i = byte i / 8, bit i % 8).
+ * A bit set at or past a row's valid count is refused (DS_ERR_ARG). */
+int ds_shard_build_image_loss(const ds_shard_header *h, const uint32_t *rows, const uint32_t *perm,
+                              const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, const uint8_t *loss,
+                              int zstd_level, ds_shard_image *out, char *err, size_t errlen);
 void ds_shard_image_free(ds_shard_image *img);
 
 /* Crash-safe write: path.tmp, fsync, rename, fsync of the directory. If the
@@ -53,6 +61,7 @@ typedef struct {
     json_t *root; /* the parsed manifest (owned; config/accounting are the tools' to check) */
     char *path;   /* DIR/manifest.json, for messages */
     uint32_t seq_len, vocab_size, eot_id, pad_id, dtype_bytes;
+    uint32_t shard_version; /* "shard_format_version": every listed shard's header version */
     int64_t bos_id, eos_id; /* -1: none (absent from the manifest: no BOS, EOS = eot_id) */
     uint8_t fingerprint[32];
     const char *tokenizer_name;

@@ -86,8 +86,14 @@ static int flush_shard(ds_shard_writer *w, ds_build_account *acc) {
     h.frame_rows = c->frame_rows;
     memcpy(h.fingerprint, c->fingerprint, 32);
     ds_shard_image img = {0};
-    rc = ds_shard_build_image(&h, w->tok, perm, w->valid, w->sidx, w->starts, c->zstd_level, &img, w->err,
-                              sizeof w->err);
+    uint64_t nloss = ntok;
+    if (c->loss_bits) {
+        uint64_t lb = ds_shard_loss_row_bytes(c->seq_len);
+        nloss = 0;
+        for (uint64_t i = 0; i < n * lb; i++) nloss += (uint64_t)__builtin_popcount(w->loss[i]);
+    }
+    rc = ds_shard_build_image_loss(&h, w->tok, perm, w->valid, w->sidx, w->starts, c->loss_bits ? w->loss : NULL,
+                                   c->zstd_level, &img, w->err, sizeof w->err);
     free(perm);
     if (rc != DS_OK) return rc;
     ds_shard_rec rec = {0};
@@ -100,6 +106,7 @@ static int flush_shard(ds_shard_writer *w, ds_build_account *acc) {
     rec.split = w->split;
     rec.rows = n;
     rec.tokens = ntok;
+    rec.loss_tokens = nloss;
     rec.bytes = img.len;
     rec.xxh3 = img.file_xxh3;
     ds_shard_image_free(&img);
@@ -114,7 +121,21 @@ static int flush_shard(ds_shard_writer *w, ds_build_account *acc) {
 
 int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_valid, const uint32_t *starts,
                         uint32_t n_starts, ds_build_account *acc) {
-    uint64_t L = w->cfg->seq_len;
+    return ds_shard_writer_add_loss(w, tokens, NULL, n_valid, starts, n_starts, acc);
+}
+
+int ds_shard_writer_add_loss(ds_shard_writer *w, const uint32_t *tokens, const uint8_t *loss, uint32_t n_valid,
+                             const uint32_t *starts, uint32_t n_starts, ds_build_account *acc) {
+    uint64_t L = w->cfg->seq_len, lb = ds_shard_loss_row_bytes(w->cfg->seq_len);
+    int bits = w->cfg->loss_bits;
+    if (loss && !bits) {
+        snprintf(w->err, sizeof w->err, "a loss mask needs a build with loss bits (version-2 shards)");
+        return DS_ERR_ARG;
+    }
+    if (n_valid > L) {
+        snprintf(w->err, sizeof w->err, "row of %u tokens exceeds the row length %" PRIu64, n_valid, L);
+        return DS_ERR_ARG;
+    }
     if (w->n_rows == w->cap_rows) {
         size_t nc = w->cap_rows ? 2 * w->cap_rows : 64;
         if (nc > w->rows_per_shard) nc = (size_t)w->rows_per_shard;
@@ -125,7 +146,9 @@ int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_v
         if (v) w->valid = v;
         uint32_t *s = realloc(w->sidx, (nc + 1) * sizeof *s);
         if (s) w->sidx = s;
-        if (!t || !v || !s) {
+        uint8_t *lm = bits ? realloc(w->loss, nc * lb) : NULL;
+        if (lm) w->loss = lm;
+        if (!t || !v || !s || (bits && !lm)) {
             snprintf(w->err, sizeof w->err, "out of memory");
             return DS_ERR_NOMEM;
         }
@@ -145,6 +168,11 @@ int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_v
     uint32_t *row = w->tok + w->n_rows * L;
     memcpy(row, tokens, n_valid * sizeof *row);
     for (uint64_t i = n_valid; i < L; i++) row[i] = w->cfg->eot_id;
+    if (bits) { /* one bit per token, least significant first; none on padding */
+        uint8_t *b = w->loss + w->n_rows * lb;
+        memset(b, 0, (size_t)lb);
+        for (uint32_t i = 0; i < n_valid; i++) b[i >> 3] |= (uint8_t)((loss ? loss[i] != 0 : 1) << (i & 7));
+    }
     w->valid[w->n_rows] = n_valid;
     w->sidx[w->n_rows] = (uint32_t)w->n_starts;
     if (n_starts) memcpy(w->starts + w->n_starts, starts, n_starts * sizeof *starts);
@@ -160,6 +188,7 @@ int ds_shard_writer_add(ds_shard_writer *w, const uint32_t *tokens, uint32_t n_v
 int ds_shard_writer_finish(ds_shard_writer *w, ds_build_account *acc) { return flush_shard(w, acc); }
 
 void ds_shard_writer_free(ds_shard_writer *w) {
-    free(w->tok), free(w->valid), free(w->sidx), free(w->starts);
+    free(w->tok), free(w->valid), free(w->sidx), free(w->starts), free(w->loss);
     w->tok = w->valid = w->sidx = w->starts = NULL;
+    w->loss = NULL;
 }

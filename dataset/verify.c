@@ -16,34 +16,54 @@
 #include "build_internal.h"
 #include "ds_internal.h"
 
-/* One shard: ds_shard_verify, then its header and real-token count. */
-static int verify_one(const char *path, uint64_t *xx, uint64_t *tokens, ds_shard_header *hdr, char *err,
-                      size_t errlen) {
+/* One shard: ds_shard_verify, then its header, real-token and target counts
+ * (a version-1 shard's targets are its real tokens). */
+static int verify_one(const char *path, uint64_t *xx, uint64_t *tokens, uint64_t *loss_tokens, ds_shard_header *hdr,
+                      char *err, size_t errlen) {
     int rc = ds_shard_verify(path, xx, err, errlen);
     if (rc != DS_OK) return rc;
     ds_shard *s = NULL;
     if ((rc = ds_shard_open(path, 0, &s, err, errlen)) != DS_OK) return rc;
     *hdr = *ds_shard_get_header(s);
-    *tokens = 0;
+    *tokens = *loss_tokens = 0;
+    int bits = hdr->version == DS_SHARD_VERSION_LOSS;
+    uint8_t *mask = bits ? malloc(hdr->row_len) : NULL; /* row_len <= 2^24 (header checked) */
+    if (bits && !mask) {
+        ds_shard_close(s);
+        return DS_ERR_NOMEM;
+    }
     for (uint64_t r = 0; r < hdr->n_rows; r++) {
         uint32_t nv = 0;
-        if (ds_shard_read(s, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) { /* changed since the verify above */
+        if (ds_shard_read(s, r, NULL, NULL, NULL, mask, &nv) != DS_OK) { /* changed since the verify above */
             ds_set_err(err, errlen, "%s: row %" PRIu64 ": metadata corrupt", path, r);
+            free(mask);
             ds_shard_close(s);
             return DS_ERR_FORMAT;
         }
         *tokens += nv;
+        if (!bits) *loss_tokens += nv;
+        else
+            for (uint32_t i = 0; i < nv; i++) *loss_tokens += mask[i];
     }
+    free(mask);
     ds_shard_close(s);
     return DS_OK;
 }
 
 /* The manifest's splits and accounting against the shards' totals. */
 static int check_totals(const char *dir, json_t *m, const ds_build_account *a, uint32_t L, const uint64_t rows[2],
-                        const uint64_t toks[2], const uint64_t n_sh[2], char *err, size_t errlen) {
+                        const uint64_t toks[2], const uint64_t loss[2], const uint64_t n_sh[2], char *err,
+                        size_t errlen) {
     json_t *sp = json_object_get(m, "splits");
     for (int k = 0; k < 2; k++) {
         json_t *o = json_object_get(sp, k ? "val" : "train");
+        /* targets: recorded in version-2 sets (optional key; where present it must be right) */
+        json_t *jl = json_object_get(o, "loss_tokens");
+        if (jl && (!json_is_integer(jl) || (uint64_t)json_integer_value(jl) != loss[k])) {
+            ds_set_err(err, errlen, "%s/manifest.json: splits.%s.loss_tokens does not match its shards", dir,
+                       k ? "val" : "train");
+            return DS_ERR_FORMAT;
+        }
         json_t *r = json_object_get(o, "rows"), *t = json_object_get(o, "tokens"), *n = json_object_get(o, "shards");
         if (!json_is_integer(r) || !json_is_integer(t) || !json_is_integer(n) ||
             (uint64_t)json_integer_value(r) != rows[k] || (uint64_t)json_integer_value(t) != toks[k] ||
@@ -67,6 +87,12 @@ static int check_totals(const char *dir, json_t *m, const ds_build_account *a, u
                    "%s/manifest.json: accounting does not add up (documents in = whole + truncated + chunked + "
                    "dropped + rejected; written + pad = rows x seq_len)",
                    dir);
+        return DS_ERR_FORMAT;
+    }
+    json_t *jl = json_object_get(t, "loss"); /* chat / prompt-completion builds record their targets */
+    if (jl && (!json_is_integer(jl) || json_integer_value(jl) < 0 ||
+               (unsigned __int128)(uint64_t)json_integer_value(jl) != (unsigned __int128)loss[0] + loss[1])) {
+        ds_set_err(err, errlen, "%s/manifest.json: accounting.tokens.loss differs from the shards' targets", dir);
         return DS_ERR_FORMAT;
     }
     return DS_OK;
@@ -95,13 +121,15 @@ static int verify_set(const char *dir, ds_verify_result *res, char *err, size_t 
         const ds_manifest_shard *ms = &man.shards[i];
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, ms->file);
-        uint64_t xx = 0, tokens = 0;
+        uint64_t xx = 0, tokens = 0, loss = 0;
         ds_shard_header h;
-        if ((rc = verify_one(path, &xx, &tokens, &h, err, errlen)) != DS_OK) break;
+        if ((rc = verify_one(path, &xx, &tokens, &loss, &h, err, errlen)) != DS_OK) break;
         int k = ms->split;
-        uint64_t bytes = DS_SHARD_HEADER_BYTES + h.tokens_bytes + h.meta_bytes + 8 * h.n_blocks; /* = file size */
+        uint64_t bytes = DS_SHARD_HEADER_BYTES + h.tokens_bytes + h.meta_bytes + h.loss_bytes + 8 * h.n_blocks;
         const char *what =
             ms->xxh3 != xx                               ? "file checksum"
+            : h.version != man.shard_version             ? "shard version (shard_format_version)"
+            : ms->loss_tokens != loss                    ? "loss_tokens"
             : ms->rows != h.n_rows                       ? "rows"
             : ms->tokens != tokens                       ? "tokens"
             : ms->bytes != bytes                         ? "bytes"
@@ -123,6 +151,7 @@ static int verify_set(const char *dir, ds_verify_result *res, char *err, size_t 
         }
         res->rows[k] += h.n_rows;
         res->tokens[k] += tokens;
+        res->loss_tokens[k] += loss;
         res->shards[k]++;
     }
     if (rc == DS_OK) { /* the set-level checks the trainer makes (one file under two names) */
@@ -130,8 +159,10 @@ static int verify_set(const char *dir, ds_verify_result *res, char *err, size_t 
         rc = ds_shardset_open(dir, 0, &set, err, errlen);
         ds_shardset_close(set);
     }
-    if (rc == DS_OK) rc = check_totals(dir, m, &a, L, res->rows, res->tokens, res->shards, err, errlen);
+    if (rc == DS_OK)
+        rc = check_totals(dir, m, &a, L, res->rows, res->tokens, res->loss_tokens, res->shards, err, errlen);
     res->row_len = L;
+    res->shard_version = man.shard_version;
     ds_build_config_free(&cfg);
     ds_manifest_free(&man);
     return rc;
@@ -151,10 +182,12 @@ int ds_verify(const char *path, ds_verify_result *res, char *err, size_t errlen)
         return verify_set(path, res, err, errlen);
     }
     ds_shard_header h;
-    int rc = verify_one(path, &res->file_xxh3, &res->tokens[0], &h, err, errlen);
+    int rc = verify_one(path, &res->file_xxh3, &res->tokens[0], &res->loss_tokens[0], &h, err, errlen);
     if (rc != DS_OK) return rc;
     int k = (h.flags & DS_SHARD_F_VAL) != 0;
     if (k) res->tokens[1] = res->tokens[0], res->tokens[0] = 0;
+    if (k) res->loss_tokens[1] = res->loss_tokens[0], res->loss_tokens[0] = 0;
+    res->shard_version = h.version;
     res->rows[k] = h.n_rows;
     res->shards[k] = 1;
     res->row_len = h.row_len;

@@ -70,7 +70,8 @@ static void test_headers(void) {
     printf("ok   %-36s %s\n", "2^40 rows", err);
 
     header_case("header size 64", 12, 4, 64, "offset 12: header size 64");
-    header_case("version 2", 8, 4, 2, "unsupported shard version 2");
+    header_case("version 3", 8, 4, 3, "unsupported shard version 3");
+    header_case("version 2 without its loss section", 8, 4, 2, "offset 144: loss section of 0 bytes");
     header_case("dtype 3", 16, 4, 3, "dtype bytes 3");
     header_case("unknown flag bit", 20, 4, 1u << 5, "unknown flag bits 0x20");
     header_case("row length 0", 24, 4, 0, "row length 0");
