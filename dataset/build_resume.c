@@ -99,6 +99,11 @@ int ds_ckpt_save(const char *dir, uint64_t cfg_hash, const ds_build_account *acc
         ob_put(&o, w->valid, w->n_rows * sizeof(uint32_t));
         ob_put(&o, w->sidx, (w->n_rows ? w->n_rows + 1 : 0) * sizeof(uint32_t));
         ob_put(&o, w->starts, w->n_starts * sizeof(uint32_t));
+        if (p->cfg->loss_bits) { /* the loss bits of the pending tokens follow them (version-2 builds only) */
+            ob_put(&o, p->rowl, p->fill);
+            ob_put(&o, p->pooll, p->pool_len);
+            ob_put(&o, w->loss, (size_t)(w->n_rows * ds_shard_loss_row_bytes(L)));
+        }
     }
     uint64_t h = XXH3_64bits(o.d, o.n);
     ob_u64(&o, h);
@@ -154,6 +159,39 @@ static int ckpt_shard_ok(const char *dir, const ds_shard_rec *r, uint64_t index)
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->bytes) return 0;
     if (ds_shard_verify(path, &xx, err, sizeof err) != DS_OK || xx != r->xxh3) return 0;
     return 1;
+}
+
+/* 1 when each of the n bytes is 0 or 1 (a packer's per-token loss mask). */
+static int mask_ok(const uint8_t *m, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (m[i] > 1) return 0;
+    return 1;
+}
+
+/* The loss bits of a version-2 build's pending tokens (after the writer's
+ * rows were restored: fill, pool_len, n_rows and valid are checked). The
+ * buffers get the capacities the packer and writer grow from; a bit on a
+ * row's padding is refused as the shard writer would refuse it. 0 or -1. */
+static int ckpt_load_loss(ibuf *b, ds_packer *p, ds_shard_writer *w, uint32_t L) {
+    uint64_t lb = ds_shard_loss_row_bytes(L), rows = w->n_rows;
+    if (ib_get(b, p->rowl, p->fill) || !mask_ok(p->rowl, p->fill)) return -1;
+    uint8_t *pl = realloc(p->pooll, p->pool_cap ? p->pool_cap : 1);
+    if (!pl) return -1;
+    p->pooll = pl;
+    if (ib_get(b, p->pooll, p->pool_len) || !mask_ok(p->pooll, p->pool_len)) return -1;
+    if (!ib_fits(b, rows, lb)) return -1;
+    uint8_t *wl = realloc(w->loss, rows ? (size_t)(rows * lb) : 1);
+    if (!wl) return -1;
+    w->loss = wl;
+    if (ib_get(b, w->loss, (size_t)(rows * lb))) return -1;
+    for (uint64_t j = 0; j < rows; j++) { /* no target on padding or past the row */
+        const uint8_t *r = w->loss + j * lb;
+        uint32_t nv = w->valid[j];
+        if (nv / 8 < lb && (r[nv / 8] >> (nv % 8))) return -1;
+        for (uint64_t k = nv / 8 + 1; k < lb; k++)
+            if (r[k]) return -1;
+    }
+    return 0;
 }
 
 /* Restore the state saved by ckpt_save. The file lies in the output folder,
@@ -308,6 +346,7 @@ int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint
                 !starts_ok(w->starts + w->sidx[j], w->sidx[j + 1] - w->sidx[j], w->valid[j]))
                 b.bad = 1;
         }
+        if (!b.bad && cfg->loss_bits && ckpt_load_loss(&b, p, w, L)) b.bad = 1;
     }
     int ok = !b.bad && b.at == b.n;
     free(d);
