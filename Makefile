@@ -1,6 +1,6 @@
 # Top-level convenience targets. Quick start: `make demo` and `make test`.
 #
-#   make deps          install missing build dependencies (Debian/Ubuntu, apt-get)
+#   make deps          install missing build dependencies (Debian/Ubuntu, apt-get; pyarrow into a venv)
 #   make build         configure + build build/ (Release; CUDA off unless CUDA=1)
 #   make test          build, then run the fast tests (ctest -LE slow)
 #   make test-all      build, then run every test including the slow ones
@@ -23,7 +23,7 @@ endif
 
 DEPS_PKGS := cmake gcc pkg-config zstd libutf8proc-dev libpcre2-dev libzstd-dev zlib1g-dev libisal-dev pigz tabix libjansson-dev libxxhash-dev nettle-dev python3 python3-venv python3-dev libopenmpi-dev openmpi-bin
 
-.PHONY: all deps build test test-all asan cuda-compile demo clean help
+.PHONY: all deps deps-arrow build test test-all asan cuda-compile demo clean help
 
 all: build
 
@@ -48,6 +48,22 @@ deps:
 	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
+	fi
+	@$(MAKE) --no-print-directory deps-arrow
+
+# Parquet / Arrow IPC inputs (MKS_ENABLE_ARROW, docs/reader.md): Debian 12 has
+# no libarrow, so Arrow's C++ libraries and headers come from the pyarrow
+# wheel, in a venv CMake looks for (ARROW_VENV). No package index: a note,
+# and those inputs stay off.
+ARROW_VENV ?= $(HOME)/.local/share/mkshards/arrow-venv
+deps-arrow:
+	@if "$(ARROW_VENV)/bin/python" -c 'import pyarrow' 2> /dev/null; then \
+	  echo "deps: pyarrow $$("$(ARROW_VENV)/bin/python" -c 'import pyarrow; print(pyarrow.__version__)') in $(ARROW_VENV)"; \
+	elif python3 -m venv "$(ARROW_VENV)" > /dev/null 2>&1 && \
+	     "$(ARROW_VENV)/bin/python" -m pip install -q --disable-pip-version-check pyarrow; then \
+	  echo "deps: installed pyarrow into $(ARROW_VENV) (Arrow C++ for .parquet / .arrow inputs)"; \
+	else \
+	  echo "deps: pyarrow not installed into $(ARROW_VENV) (python3-venv or a package index missing): .parquet / .arrow inputs stay off"; \
 	fi
 
 build: deps

@@ -2,6 +2,7 @@
  * gzip, folders (recursive, sorted), stdin. Memory is bounded by the read
  * buffers plus max_record_bytes for the record being assembled. */
 #include "ds.h"
+#include "ds_columnar.h"
 #include "mks_common.h"
 #include "ds_internal.h"
 
@@ -21,6 +22,9 @@
 #endif
 #include <zlib.h>
 #include <zstd.h>
+#ifdef MKS_HAVE_ARROW
+#include "arrow_reader.h"
+#endif
 
 #define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
 #define DS_IN_CAP ((size_t)256 << 10)     /* reused per read; larger only adds first-touch page faults */
@@ -61,7 +65,7 @@ void ds_set_err(char *err, size_t errlen, const char *fmt, ...) {
 
 /* ------------------------------------------------------------ input list */
 
-typedef enum { KIND_AUTO = 0, KIND_TXT = 1, KIND_JSONL = 2 } in_kind;
+typedef enum { KIND_AUTO = 0, KIND_TXT = 1, KIND_JSONL = 2, KIND_PARQUET = 3, KIND_ARROW = 4 } in_kind;
 enum { CODEC_SNIFF = 0, CODEC_ZSTD = 1, CODEC_GZIP = 2 };
 
 typedef struct {
@@ -92,6 +96,11 @@ static const struct {
 static int classify(const char *path, in_kind *kind, int *codec) {
     size_t n = strlen(path);
     *codec = CODEC_SNIFF;
+    /* columnar files compress inside (per page / per buffer): no outer codec */
+    if (ends_with(path, n, ".parquet") || ends_with(path, n, ".arrow")) {
+        *kind = ends_with(path, n, ".parquet") ? KIND_PARQUET : KIND_ARROW;
+        return 1;
+    }
     for (size_t i = 0; i < sizeof k_codecs / sizeof k_codecs[0]; i++)
         if (ends_with(path, n, k_codecs[i].suffix)) {
             *codec = k_codecs[i].codec;
@@ -460,14 +469,43 @@ struct ds_reader {
     size_t rec_len, rec_cap;
     uint64_t index;
     char detail[256];
+
+#ifdef MKS_HAVE_ARROW
+    ds_arrow *arrow;    /* the open Parquet / Arrow IPC file (arrow_reader.h) */
+    int64_t arrow_rows; /* rows in its loaded piece */
+    int64_t arrow_row;  /* next row of the piece */
+#endif
 };
 
 typedef struct gz_pipe gz_pipe;
 static void gz_pipe_stop(ds_reader *r);
+
+/* ds_columnar_stats_get's totals: the files' figures are added as each closes. */
+static pthread_mutex_t g_columnar_mu = PTHREAD_MUTEX_INITIALIZER;
+static ds_columnar_stats g_columnar;
+#ifdef MKS_HAVE_ARROW
+static void columnar_account(const ds_arrow *a) {
+    uint64_t big = ds_arrow_largest_piece(a), peak = ds_arrow_peak_bytes(a);
+    pthread_mutex_lock(&g_columnar_mu);
+    g_columnar.files++;
+    g_columnar.pieces += ds_arrow_n_pieces(a);
+    if (big > g_columnar.largest_piece_bytes) g_columnar.largest_piece_bytes = big;
+    if (peak > g_columnar.peak_bytes) g_columnar.peak_bytes = peak;
+    pthread_mutex_unlock(&g_columnar_mu);
+}
+#endif
 static void gz_pipe_start(ds_reader *r);
 
 static void close_file(ds_reader *r) {
     gz_pipe_stop(r); /* joined before its fd closes */
+#ifdef MKS_HAVE_ARROW
+    if (r->arrow) {
+        columnar_account(r->arrow);
+        ds_arrow_close(r->arrow); /* closes the fd it was given */
+        r->arrow = NULL;
+        r->fd = -1;
+    }
+#endif
     if (r->open) {
         if (r->fd >= 0 && !r->is_stdin) close(r->fd);
         r->open = 0;
@@ -548,8 +586,11 @@ static ssize_t raw_read(ds_reader *r) {
     }
 }
 
+static int open_arrow(ds_reader *r, char *err, size_t errlen);
+
 static int open_file(ds_reader *r, char *err, size_t errlen) {
     in_file *f = &r->files.v[r->cur];
+    if (f->kind == KIND_PARQUET || f->kind == KIND_ARROW) return open_arrow(r, err, errlen);
     if (strcmp(f->path, "-") == 0) {
         r->fd = 0;
         r->is_stdin = 1;
@@ -1520,9 +1561,139 @@ static int next_blank_run(ds_reader *r, ds_record *rec) {
     return finish_text(r, rec, overflow, line == 1);
 }
 
+/* ------------------------------------------------- Parquet and Arrow IPC */
+
+/* The reader's share of Arrow's memory for one file: the row group (only
+ * the text column) or record batch being read, plus the file's metadata.
+ * A piece that needs more is damage (a crafted page size, a bomb), reported
+ * like any other with its file and row group. */
+#define DS_ARROW_MEM_LIMIT ((uint64_t)2 << 30)
+
+/* Opens a .parquet / .arrow input through arrow_reader.cpp. A file Arrow
+ * cannot open (not that format, bad footer or schema) is damage: the
+ * record ds_reader_next gives next says so, as for a .gz that is not gzip. */
+static int open_arrow(ds_reader *r, char *err, size_t errlen) {
+    in_file *f = &r->files.v[r->cur];
+#ifndef MKS_HAVE_ARROW
+    ds_set_err(err, errlen,
+               "%s: %s input needs a build with Arrow: configure with -DMKS_ENABLE_ARROW=ON (pyarrow's C++ "
+               "libraries; `make deps` installs them), or convert it to JSONL",
+               f->path, f->kind == KIND_PARQUET ? "Parquet" : "Arrow IPC");
+    return DS_ERR_FORMAT;
+#else
+    int fd = ds_open_regular(f->path, err, errlen);
+    if (fd < 0) return DS_ERR_IO;
+    r->is_stdin = 0;
+    r->fd = -1; /* the wrapper owns fd */
+    r->open = 1;
+    r->kind = f->kind;
+    r->at_file_start = 0;
+    r->file_done = 0;
+    r->zerr = 0;
+    r->line = 1;
+    r->pos = 0;
+    r->arrow_rows = r->arrow_row = 0;
+    uint64_t limit = DS_ARROW_MEM_LIMIT;
+    int rc =
+        ds_arrow_open(fd, f->kind == KIND_PARQUET ? DS_ARROW_FMT_PARQUET : DS_ARROW_FMT_IPC,
+                      (const char *const *)r->jctx->parts, r->jctx->n_parts, limit, &r->arrow, r->zmsg, sizeof r->zmsg);
+    if (rc == DS_ARROW_NOMEM) {
+        ds_set_err(err, errlen, "%s: out of memory", f->path);
+        return DS_ERR_NOMEM;
+    }
+    if (rc < 0) r->zerr = 1;
+    return DS_OK;
+#endif
+}
+
+#ifdef MKS_HAVE_ARROW
+/* The next row of the open Parquet / Arrow IPC file. Rows are numbered
+ * from 1 through the whole file (row groups / batches in file order): the
+ * record's line; its offset is 0 (a row has no byte position); non-OK
+ * rows name their row group and row in the detail. 1 / 0 / <0 as next_jsonl. */
+static int next_arrow(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
+    const char *what = r->kind == KIND_PARQUET ? "parquet" : "arrow";
+    while (!r->zerr && r->arrow_row >= r->arrow_rows) {
+        int64_t rows = 0;
+        int rc = ds_arrow_next_piece(r->arrow, &rows, r->zmsg, sizeof r->zmsg);
+        if (rc == 0) {
+            r->file_done = 1;
+            return 0;
+        }
+        if (rc == DS_ARROW_NOMEM) {
+            ds_set_err(err, errlen, "%s: out of memory", r->files.v[r->cur].path);
+            return DS_ERR_NOMEM;
+        }
+        if (rc < 0) r->zerr = 1;
+        r->arrow_rows = rows;
+        r->arrow_row = 0;
+    }
+    if (r->zerr) { /* damage: where the usable rows ended, and Arrow's words */
+        char msg[sizeof r->zmsg];
+        memcpy(msg, r->zmsg, sizeof msg);
+        snprintf(r->zmsg, sizeof r->zmsg, "%s: %.*s", what, (int)(sizeof msg - 10), msg);
+        zstd_record(r, rec);
+        rec->offset = 0;
+        return 1;
+    }
+    int64_t i = r->arrow_row++;
+    rec_base(r, rec, r->line++, 0);
+    const uint8_t *text;
+    size_t len;
+    const char *detail;
+    int st = ds_arrow_row(r->arrow, i, &text, &len, &detail);
+    if (st != DS_ARROW_ROW_TEXT) {
+        rec->status = st == DS_ARROW_ROW_NOT_STRING ? DS_REC_NOT_STRING : DS_REC_MISSING_FIELD;
+        snprintf(r->detail, sizeof r->detail, "%s (row group %llu, row %lld)", detail,
+                 (unsigned long long)ds_arrow_piece_index(r->arrow), (long long)i);
+        rec->detail = r->detail;
+        return 1;
+    }
+    rec->record_bytes = len;
+    if (len > r->opts.max_record_bytes) { /* as an over-long JSONL line: measured, reported, no text */
+        set_overlong(r, rec, 0);
+        return 1;
+    }
+    /* copied: the text is NUL-terminated like every record's and outlives
+     * the piece (ds_reader_take_text can hand the buffer on) */
+    int rc = rec_reserve(r, len);
+    if (rc) return rc;
+    memcpy(r->rec, text, len);
+    r->rec_len = len;
+    r->rec[len] = 0;
+    rec->status = DS_REC_OK;
+    rec->text = r->rec;
+    rec->len = len;
+    (void)err;
+    (void)errlen;
+    return 1;
+}
+#endif
+
+const char *ds_columnar_support(void) {
+#ifdef MKS_HAVE_ARROW
+    return ds_arrow_version();
+#else
+    return NULL;
+#endif
+}
+
+void ds_columnar_stats_get(ds_columnar_stats *out) {
+    pthread_mutex_lock(&g_columnar_mu);
+    *out = g_columnar;
+    pthread_mutex_unlock(&g_columnar_mu);
+}
+
 /* One record from the open file. 1: produced, 0: file finished, <0 fatal. */
 static int next_in_file(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
     if (r->file_done) return 0;
+#ifdef MKS_HAVE_ARROW
+    if (r->kind == KIND_PARQUET || r->kind == KIND_ARROW) {
+        int arc = next_arrow(r, rec, err, errlen);
+        if (arc == DS_ERR_NOMEM && !(err && err[0])) ds_set_err(err, errlen, "out of memory");
+        return arc;
+    }
+#endif
     if (r->at_file_start) {
         sniff_kind(r);
         r->at_file_start = 0;

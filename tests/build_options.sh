@@ -9,7 +9,8 @@
 #   native   MKS_NATIVE=ON (-march=native), MKS_ENABLE_MPI=ON
 #   haswell  -march=haswell: an AVX2 machine without AVX-512; MKS_STATIC_EXE=OFF
 #   x86-64   -march=x86-64: the baseline (SSE2); MKS_STATIC_DEPS=OFF, MKS_ENABLE_MPI=OFF,
-#            MKS_ENABLE_ISAL=OFF (gzip through zlib: its gzip tests run)
+#            MKS_ENABLE_ISAL=OFF (gzip through zlib: its gzip tests run),
+#            MKS_ENABLE_ARROW=OFF (.parquet / .arrow refused: cli_arrow checks it)
 #   python   MKS_PYTHON=ON: the extension module, imported
 #   presets  cmake --preset cpu / asan / cuda (configure; cuda where nvcc is)
 #   cuda-arch  MKS_ENABLE_CUDA AUTO with CMAKE_CUDA_ARCHITECTURES=90 (where nvcc is)
@@ -57,12 +58,13 @@ stage haswell -DMKS_ENABLE_CUDA=OFF -DCMAKE_C_FLAGS=-march=haswell -DMKS_STATIC_
 simd haswell
 grep -q "dynamic executable" "$ROOT/haswell.configure.log" || { echo "FAIL haswell: MKS_STATIC_EXE=OFF not applied"; exit 1; }
 stage x86-64 -DMKS_ENABLE_CUDA=OFF -DCMAKE_C_FLAGS=-march=x86-64 -DMKS_STATIC_DEPS=OFF -DMKS_ENABLE_MPI=OFF \
-    -DMKS_ENABLE_ISAL=OFF
+    -DMKS_ENABLE_ISAL=OFF -DMKS_ENABLE_ARROW=OFF
 simd x86-64
 grep -q "MPI communicator OFF" "$ROOT/x86-64.configure.log" || { echo "FAIL x86-64: MKS_ENABLE_MPI=OFF not applied"; exit 1; }
 # the zlib inflate (the other builds use ISA-L where make deps installed it)
 grep -q "gzip inflate with ISA-L OFF" "$ROOT/x86-64.configure.log" || { echo "FAIL x86-64: MKS_ENABLE_ISAL=OFF not applied"; exit 1; }
-ctest --test-dir "$ROOT/x86-64" -R '^(test_reader_hostile|cli_gzip|test_replay_reader)$' --output-on-failure \
+grep -q "Parquet / Arrow IPC inputs OFF" "$ROOT/x86-64.configure.log" || { echo "FAIL x86-64: MKS_ENABLE_ARROW=OFF not applied"; exit 1; }
+ctest --test-dir "$ROOT/x86-64" -R '^(test_reader_hostile|cli_gzip|test_replay_reader|cli_arrow)$' --output-on-failure \
     > "$ROOT/x86-64.gzip.log" 2>&1 || { tail -30 "$ROOT/x86-64.gzip.log"; echo "FAIL x86-64: gzip tests with zlib"; exit 1; }
 stage python -DMKS_ENABLE_CUDA=OFF -DMKS_PYTHON=ON -DBUILD_TESTING=OFF
 PYTHONPATH="$ROOT/python/python" python3 -c 'import mkshards, mkshards._core' ||

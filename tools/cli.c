@@ -1,5 +1,6 @@
 /* cli.c - shared helpers for the mkshards subcommands (see cli.h). */
 #include "cli.h"
+#include "ds_columnar.h"
 #include "mks_common.h"
 
 #include <errno.h>
@@ -271,4 +272,15 @@ __attribute__((constructor)) static void cli_digits3_init(void) {
         cli_digits3_lead[v] = lead; /* little-endian: the digits come first in memory */
         cli_digits3_full[v] = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16;
     }
+}
+
+void cli_columnar_note(const char *cmd) {
+    ds_columnar_stats st;
+    ds_columnar_stats_get(&st);
+    if (!st.files) return;
+    fprintf(stderr,
+            "mkshards %s: %llu Parquet/Arrow file(s), %llu row group(s)/batch(es); Arrow held at most %.2f MiB for "
+            "one row group's text column (%.2f MiB with a file's metadata; %s)\n",
+            cmd, (unsigned long long)st.files, (unsigned long long)st.pieces,
+            (double)st.largest_piece_bytes / 1048576.0, (double)st.peak_bytes / 1048576.0, ds_columnar_support());
 }

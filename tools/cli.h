@@ -74,6 +74,10 @@ int cli_getopt(int argc, char **argv, const char *cmd, const char *shortopts, co
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "mkshards <cmd>: <message>" (no hint). */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* After a command read Parquet / Arrow IPC inputs: one stderr line with the
+ * files, row groups and the most memory Arrow held for one row group
+ * (ds_columnar.h). Nothing when it read none. */
+void cli_columnar_note(const char *cmd);
 /* Print "mkshards <cmd>: warning: <message>". */
 void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -66,6 +66,10 @@ int main(int argc, char **argv) {
     if (name[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s' (the command comes first: mkshards <command> ...)", name);
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(name, k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(name, k_commands[i].name)) {
+            int rc = k_commands[i].fn(argc - 1, argv + 1);
+            cli_columnar_note(name); /* a command that read Parquet / Arrow inputs: their memory */
+            return rc;
+        }
     return cli_usage_error(NULL, "unknown command '%s'", name);
 }

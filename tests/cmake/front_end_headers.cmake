@@ -23,7 +23,7 @@ cmake_minimum_required(VERSION 3.22)
 set(MKS_LIBRARY_DIRS tokenizer dataset train kernels)
 set(MKS_PUBLIC_HEADERS
     tk.h tk_train.h mks_env.h                        # tokenizer (mks_env.h: the MKS_* variables)
-    ds.h ds_shard.h ds_chat.h                        # dataset
+    ds.h ds_shard.h ds_chat.h ds_columnar.h          # dataset (ds_columnar.h: Parquet / Arrow inputs)
     mks_common.h                                     # the common layer (dataset/common)
     tr.h                                             # train
     kn.h kn_cuda.h kn_cuda_check.h kn_cuda_size.h)   # kernels

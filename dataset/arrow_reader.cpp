@@ -1,0 +1,620 @@
+// arrow_reader.cpp - Parquet and Arrow IPC inputs through Apache Arrow's own
+// readers (the only C++ in the dataset library; its C API and contract are in
+// arrow_reader.h). Built against the C++ libraries and headers the pyarrow
+// wheel ships for extensions (CMakeLists.txt, MKS_ENABLE_ARROW).
+//
+// Hostile files: Arrow's readers parse the footer / flatbuffer metadata with
+// their own checks and limits (thrift string and container limits set below,
+// flatbuffer verification, max_recursion_depth); every piece is then checked
+// with ValidateFull before a row is read, and every buffer Arrow allocates for
+// the file comes from a pool capped at mem_limit. Any exception is caught here:
+// nothing C++ crosses the C boundary.
+#include "arrow_reader.h"
+
+#include <arrow/api.h>
+#include <arrow/io/file.h>
+#include <arrow/ipc/reader.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/file_reader.h>
+#include <parquet/properties.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Arrow's allocations for one file, counted and capped: a decompression bomb
+// or a page header that claims gigabytes fails with OutOfMemory at the cap
+// instead of taking the machine's memory.
+class CappedPool : public arrow::MemoryPool {
+  public:
+    CappedPool() : base_(arrow::system_memory_pool()) {}
+    // a fresh file: only for a pool with nothing allocated (pool_acquire)
+    void reset(int64_t limit) {
+        limit_ = limit;
+        peak_ = piece_peak_ = total_ = n_ = 0;
+    }
+    bool in_use = false;
+    using arrow::MemoryPool::Allocate;
+    using arrow::MemoryPool::Free;
+    using arrow::MemoryPool::Reallocate;
+    arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t **out) override {
+        if (!reserve(size)) return over(size);
+        arrow::Status st = base_->Allocate(size, alignment, out);
+        if (!st.ok()) cur_ -= size;
+        return st;
+    }
+    arrow::Status Reallocate(int64_t old_size, int64_t new_size, int64_t alignment, uint8_t **ptr) override {
+        int64_t grow = new_size - old_size;
+        if (grow > 0 && !reserve(grow)) return over(grow);
+        arrow::Status st = base_->Reallocate(old_size, new_size, alignment, ptr);
+        if (!st.ok()) {
+            if (grow > 0) cur_ -= grow;
+        } else if (grow < 0) {
+            cur_ += grow;
+        }
+        return st;
+    }
+    void Free(uint8_t *buffer, int64_t size, int64_t alignment) override {
+        base_->Free(buffer, size, alignment);
+        cur_ -= size;
+    }
+    int64_t bytes_allocated() const override { return cur_; }
+    int64_t max_memory() const override { return peak_; }
+    int64_t total_bytes_allocated() const override { return total_; }
+    int64_t num_allocations() const override { return n_; }
+    std::string backend_name() const override { return "mkshards-capped(" + base_->backend_name() + ")"; }
+    void reset_piece_peak() { piece_peak_ = cur_.load(); }
+    int64_t piece_peak() const { return piece_peak_; }
+
+  private:
+    bool reserve(int64_t size) {
+        if (size < 0) return false;
+        int64_t now = cur_ += size;
+        if (limit_ > 0 && now > limit_) {
+            cur_ -= size;
+            return false;
+        }
+        total_ += size;
+        n_++;
+        if (now > peak_) peak_ = now;
+        if (now > piece_peak_) piece_peak_ = now;
+        return true;
+    }
+    arrow::Status over(int64_t size) const {
+        return arrow::Status::OutOfMemory("an allocation of ", size, " bytes would pass the reader's ", limit_,
+                                          "-byte memory cap for one file (", cur_.load(), " bytes held)");
+    }
+    arrow::MemoryPool *base_;
+    int64_t limit_ = 0;
+    std::atomic<int64_t> cur_{0};
+    int64_t peak_ = 0, piece_peak_ = 0, total_ = 0, n_ = 0;
+};
+
+// Pools live as long as the process: Arrow's IPC file reader reads its
+// footer on Arrow's I/O thread, and that thread may drop the last reference
+// to a buffer (and free it into its pool) after ds_arrow_close returned.
+// A pool is reused only once it is closed and holds nothing.
+std::mutex g_pools_mu;
+std::vector<CappedPool *> *g_pools = new std::vector<CappedPool *>; // never destroyed: see above
+
+CappedPool *pool_acquire(int64_t limit) {
+    std::lock_guard<std::mutex> lk(g_pools_mu);
+    for (CappedPool *p : *g_pools)
+        if (!p->in_use && p->bytes_allocated() == 0) {
+            p->in_use = true;
+            p->reset(limit);
+            return p;
+        }
+    auto *p = new CappedPool();
+    g_pools->push_back(p);
+    p->in_use = true;
+    p->reset(limit);
+    return p;
+}
+
+void pool_release(CappedPool *p) {
+    std::lock_guard<std::mutex> lk(g_pools_mu);
+    p->in_use = false;
+}
+
+// Messages from Arrow may quote bytes of the file (field names, type
+// strings): only printable ASCII goes into our reports.
+void set_err(char *err, size_t errlen, const std::string &msg) {
+    if (!err || !errlen) return;
+    size_t n = 0;
+    for (char ch : msg) {
+        if (n + 1 >= errlen) break;
+        unsigned char c = (unsigned char)ch;
+        err[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : (c == '\n' ? ' ' : '?');
+    }
+    err[n] = 0;
+}
+
+std::string clean(const std::string &s, size_t max) {
+    std::string o;
+    for (char ch : s) {
+        if (o.size() >= max) {
+            o += "...";
+            break;
+        }
+        unsigned char c = (unsigned char)ch;
+        o += (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    return o;
+}
+
+bool is_string_type(arrow::Type::type t) {
+    return t == arrow::Type::STRING || t == arrow::Type::LARGE_STRING || t == arrow::Type::STRING_VIEW;
+}
+
+// The same buffers typed as binary: ValidateFull then checks the offsets /
+// views (what memory safety needs) but not UTF-8, which the pipeline checks
+// per document (an invalid document is one reject, as in JSONL, not the loss
+// of its whole row group).
+std::shared_ptr<arrow::DataType> as_binary(const std::shared_ptr<arrow::DataType> &t) {
+    switch (t->id()) {
+    case arrow::Type::STRING: return arrow::binary();
+    case arrow::Type::LARGE_STRING: return arrow::large_binary();
+    case arrow::Type::STRING_VIEW: return arrow::binary_view();
+    default: return t;
+    }
+}
+
+std::shared_ptr<arrow::ArrayData> binary_view_of(const std::shared_ptr<arrow::ArrayData> &d) {
+    auto c = d->Copy();
+    if (c->type->id() == arrow::Type::DICTIONARY) {
+        const auto &dt = static_cast<const arrow::DictionaryType &>(*c->type);
+        c->type = arrow::dictionary(dt.index_type(), as_binary(dt.value_type()), dt.ordered());
+        if (c->dictionary) c->dictionary = binary_view_of(c->dictionary);
+    } else {
+        c->type = as_binary(c->type);
+    }
+    return c;
+}
+
+// One chunk of the text column: the arrays along the field's path.
+struct Chunk {
+    int64_t start = 0, length = 0;                   // rows of the piece it covers
+    std::vector<std::shared_ptr<arrow::Array>> path; // path[k]: the array at depth k (fewer: the path broke)
+    int broken = 0; // 0: the leaf is path.back(); 1: no such field; 2: a parent is not a struct
+};
+
+} // namespace
+
+struct ds_arrow {
+    explicit ds_arrow(int64_t limit) : pool(*pool_acquire(limit)) {}
+    ~ds_arrow() {
+        chunks.clear();
+        pq.reset();
+        ipc_file.reset();
+        ipc_stream.reset();
+        file.reset();
+        pool_release(&pool);
+    }
+    CappedPool &pool;
+    int format = 0;
+    std::vector<std::string> parts;
+    std::string name; // the field as given, for details
+    std::shared_ptr<arrow::io::ReadableFile> file;
+    // Parquet
+    std::unique_ptr<parquet::arrow::FileReader> pq;
+    int pq_leaf = -1; // leaf column index of the field; -1: none
+    int pq_kind =
+        0; // 0: a leaf; 1: missing; 2: a parent is not a struct; 3: the field is not a leaf (a struct, list, ...)
+    std::string pq_type; // the field's type when pq_kind == 3 or the leaf is not a string
+    int n_groups = 0;
+    // IPC
+    std::shared_ptr<arrow::ipc::RecordBatchFileReader> ipc_file;
+    std::shared_ptr<arrow::RecordBatchReader> ipc_stream;
+    int ipc_top = -1; // top-level field index of parts[0]; -1: missing
+    int64_t n_batches = 0;
+    // the loaded piece
+    int64_t next = 0, piece = -1, rows = 0;
+    std::vector<Chunk> chunks;
+    size_t cur_chunk = 0;
+    uint64_t largest = 0;
+    std::string detail;
+};
+
+namespace {
+
+int fail(char *err, size_t errlen, const arrow::Status &st, const std::string &where) {
+    set_err(err, errlen, where + st.ToString());
+    /* OutOfMemory included: nearly always the pool's cap, i.e. this file */
+    return DS_ARROW_DAMAGED;
+}
+
+// The arrays along the path below top (the column parts[0]) in one chunk.
+Chunk make_chunk(const ds_arrow *a, const std::shared_ptr<arrow::Array> &top, int64_t start) {
+    Chunk c;
+    c.start = start;
+    c.length = top->length();
+    c.path.push_back(top);
+    for (size_t k = 1; k < a->parts.size(); k++) {
+        const auto &parent = c.path.back();
+        if (parent->type_id() != arrow::Type::STRUCT) {
+            c.broken = 2;
+            return c;
+        }
+        auto child = static_cast<const arrow::StructArray &>(*parent).GetFieldByName(a->parts[k]);
+        if (!child) {
+            c.broken = 1;
+            return c;
+        }
+        c.path.push_back(child);
+    }
+    return c;
+}
+
+// ValidateFull on what the rows will touch: the structs on the path (their
+// own buffers and lengths) and the leaf's offsets / views as binary.
+arrow::Status validate_chunk(const Chunk &c) {
+    for (size_t k = 0; k + 1 < c.path.size(); k++) ARROW_RETURN_NOT_OK(c.path[k]->Validate());
+    if (c.broken || c.path.empty()) return arrow::Status::OK();
+    return arrow::MakeArray(binary_view_of(c.path.back()->data()))->ValidateFull();
+}
+
+int load_chunks(ds_arrow *a, const std::shared_ptr<arrow::ChunkedArray> &col, char *err, size_t errlen,
+                const std::string &where) {
+    int64_t start = 0;
+    for (const auto &arr : col->chunks()) {
+        Chunk c = make_chunk(a, arr, start);
+        arrow::Status st = validate_chunk(c);
+        if (!st.ok()) return fail(err, errlen, st, where);
+        start += c.length;
+        a->chunks.push_back(std::move(c));
+    }
+    if (start != a->rows) {
+        set_err(err, errlen,
+                where + "the column has " + std::to_string(start) + " rows, the piece " + std::to_string(a->rows));
+        return DS_ARROW_DAMAGED;
+    }
+    return 1;
+}
+
+int open_parquet(ds_arrow *a, char *err, size_t errlen) {
+    parquet::ReaderProperties props(&a->pool);
+    // Footer limits (parquet's defaults are 100 MB strings, 1M-entry
+    // containers): metadata is read whole, so keep what a footer may make
+    // the thrift decoder allocate small. Real footers are far below these.
+    props.set_thrift_string_size_limit(16 << 20);
+    props.set_thrift_container_size_limit(1 << 20);
+    // pages that carry a CRC (writers' option) are checked against it
+    props.set_page_checksum_verification(true);
+    parquet::ArrowReaderProperties aprops;
+    aprops.set_use_threads(false);
+    aprops.set_pre_buffer(false);
+    parquet::arrow::FileReaderBuilder b;
+    arrow::Status st = b.Open(a->file, props);
+    if (!st.ok()) return fail(err, errlen, st, "not a readable Parquet file: ");
+    b.memory_pool(&a->pool)->properties(aprops);
+    auto r = b.Build();
+    if (!r.ok()) return fail(err, errlen, r.status(), "not a readable Parquet file: ");
+    a->pq = std::move(*r);
+    a->n_groups = a->pq->num_row_groups();
+    // the field's leaf column, walking the schema tree by name
+    const auto &fields = a->pq->manifest().schema_fields;
+    const std::vector<parquet::arrow::SchemaField> *level = &fields;
+    const parquet::arrow::SchemaField *f = nullptr;
+    a->pq_kind = 0;
+    for (size_t k = 0; k < a->parts.size(); k++) {
+        if (k > 0 && f->field->type()->id() != arrow::Type::STRUCT) {
+            a->pq_kind = 2;
+            return 0;
+        }
+        const parquet::arrow::SchemaField *hit = nullptr;
+        for (const auto &sf : *level)
+            if (sf.field->name() == a->parts[k]) {
+                hit = &sf;
+                break;
+            }
+        if (!hit) {
+            a->pq_kind = 1;
+            return 0;
+        }
+        f = hit;
+        level = &f->children;
+    }
+    if (!f->is_leaf()) {
+        a->pq_kind = 3;
+        a->pq_type = clean(f->field->type()->ToString(), 80);
+        return 0;
+    }
+    a->pq_leaf = f->column_index;
+    a->pq_type = clean(f->field->type()->ToString(), 80);
+    return 0;
+}
+
+int open_ipc(ds_arrow *a, char *err, size_t errlen) {
+    arrow::ipc::IpcReadOptions o = arrow::ipc::IpcReadOptions::Defaults();
+    o.memory_pool = &a->pool;
+    o.use_threads = false;
+    uint8_t magic[6] = {0};
+    auto got = a->file->ReadAt(0, 6, magic);
+    if (!got.ok()) return fail(err, errlen, got.status(), "cannot read: ");
+    bool file_format = *got == 6 && memcmp(magic, "ARROW1", 6) == 0;
+    auto seek0 = a->file->Seek(0); // ReadAt leaves the stream position undefined
+    if (!seek0.ok()) return fail(err, errlen, seek0, "cannot read: ");
+    std::shared_ptr<arrow::Schema> schema;
+    if (file_format) {
+        auto r = arrow::ipc::RecordBatchFileReader::Open(a->file, o);
+        if (!r.ok()) return fail(err, errlen, r.status(), "not a readable Arrow IPC file: ");
+        a->ipc_file = *r;
+        schema = a->ipc_file->schema();
+        a->n_batches = a->ipc_file->num_record_batches();
+    } else {
+        // the stream format (what datasets caches): the schema message first
+        auto r = arrow::ipc::RecordBatchStreamReader::Open(a->file, o);
+        if (!r.ok()) return fail(err, errlen, r.status(), "not a readable Arrow IPC stream: ");
+        schema = (*r)->schema();
+        a->ipc_top = schema->GetFieldIndex(a->parts[0]);
+        if (schema->num_fields() > 0) {
+            // reopen reading only the field's column (or any one, for the
+            // row counts, when it is missing)
+            auto seek = a->file->Seek(0);
+            if (!seek.ok()) return fail(err, errlen, seek, "cannot read: ");
+            o.included_fields = {a->ipc_top >= 0 ? a->ipc_top : 0};
+            auto r2 = arrow::ipc::RecordBatchStreamReader::Open(a->file, o);
+            if (!r2.ok()) return fail(err, errlen, r2.status(), "not a readable Arrow IPC stream: ");
+            a->ipc_stream = *r2;
+        } else {
+            a->ipc_stream = *r;
+        }
+        return 0;
+    }
+    a->ipc_top = schema->GetFieldIndex(a->parts[0]);
+    if (schema->num_fields() > 0) {
+        o.included_fields = {a->ipc_top >= 0 ? a->ipc_top : 0};
+        auto seek = a->file->Seek(0);
+        if (!seek.ok()) return fail(err, errlen, seek, "cannot read: ");
+        auto r = arrow::ipc::RecordBatchFileReader::Open(a->file, o);
+        if (!r.ok()) return fail(err, errlen, r.status(), "not a readable Arrow IPC file: ");
+        a->ipc_file = *r;
+    }
+    return 0;
+}
+
+int next_parquet(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
+    if (a->next >= a->n_groups) return 0;
+    int g = (int)a->next++;
+    a->piece = g;
+    std::string where = "row group " + std::to_string(g) + ": ";
+    a->rows = a->pq->parquet_reader()->metadata()->RowGroup(g)->num_rows();
+    if (a->rows < 0) {
+        set_err(err, errlen, where + "negative row count");
+        return DS_ARROW_DAMAGED;
+    }
+    *rows = a->rows;
+    if (a->pq_leaf < 0) return 1; // every row reports the missing / non-leaf field; nothing to read
+    auto got = a->pq->ReadRowGroup(g, std::vector<int>{a->pq_leaf});
+    if (!got.ok()) return fail(err, errlen, got.status(), where);
+    std::shared_ptr<arrow::Table> t = *got;
+    if (t->num_columns() != 1) {
+        set_err(err, errlen, where + "the reader returned " + std::to_string(t->num_columns()) + " columns");
+        return DS_ARROW_DAMAGED;
+    }
+    return load_chunks(a, t->column(0), err, errlen, where);
+}
+
+int next_ipc(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
+    std::shared_ptr<arrow::RecordBatch> batch;
+    std::string where = "record batch " + std::to_string(a->next) + ": ";
+    if (a->ipc_file) {
+        if (a->next >= a->n_batches) return 0;
+        auto r = a->ipc_file->ReadRecordBatch((int)a->next);
+        if (!r.ok()) return fail(err, errlen, r.status(), where);
+        batch = *r;
+    } else if (a->ipc_stream) {
+        arrow::Status st = a->ipc_stream->ReadNext(&batch);
+        if (!st.ok()) return fail(err, errlen, st, where);
+        if (!batch) return 0;
+        a->n_batches = a->next + 1;
+    } else {
+        return 0; // a file format IPC file whose schema has no fields: no rows to number
+    }
+    a->piece = a->next++;
+    a->rows = batch->num_rows();
+    *rows = a->rows;
+    if (a->ipc_top < 0) return 1;
+    if (batch->num_columns() != 1) {
+        set_err(err, errlen, where + "the reader returned " + std::to_string(batch->num_columns()) + " columns");
+        return DS_ARROW_DAMAGED;
+    }
+    auto col = std::make_shared<arrow::ChunkedArray>(arrow::ArrayVector{batch->column(0)});
+    return load_chunks(a, col, err, errlen, where);
+}
+
+} // namespace
+
+extern "C" {
+
+int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, uint64_t mem_limit, ds_arrow **out,
+                  char *err, size_t errlen) {
+    *out = nullptr;
+    if (err && errlen) err[0] = 0;
+    ds_arrow *a = nullptr;
+    try {
+        a = new ds_arrow((int64_t)std::min<uint64_t>(mem_limit, (uint64_t)INT64_MAX));
+        a->format = format;
+        for (size_t i = 0; i < n_parts; i++) {
+            if (i) a->name += '.';
+            a->name += parts[i];
+            a->parts.emplace_back(parts[i]);
+        }
+        if (a->parts.empty()) a->parts.emplace_back("text"), a->name = "text";
+        auto f = arrow::io::ReadableFile::Open(fd, &a->pool);
+        if (!f.ok()) {
+            close(fd);
+            delete a;
+            return fail(err, errlen, f.status(), "cannot open: ");
+        }
+        a->file = *f; // owns fd now
+        int rc = format == DS_ARROW_FMT_PARQUET ? open_parquet(a, err, errlen) : open_ipc(a, err, errlen);
+        if (rc < 0) {
+            delete a;
+            return rc;
+        }
+        *out = a;
+        return 0;
+    } catch (const std::bad_alloc &) {
+        delete a;
+        set_err(err, errlen, "out of memory");
+        return DS_ARROW_NOMEM;
+    } catch (const std::exception &e) {
+        delete a;
+        set_err(err, errlen, std::string("not a readable file: ") + e.what());
+        return DS_ARROW_DAMAGED;
+    } catch (...) {
+        delete a;
+        set_err(err, errlen, "not a readable file (unknown C++ exception)");
+        return DS_ARROW_DAMAGED;
+    }
+}
+
+int ds_arrow_next_piece(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
+    *rows = 0;
+    try {
+        a->chunks.clear(); // the previous piece's buffers go back first
+        a->cur_chunk = 0;
+        a->rows = 0;
+        a->pool.reset_piece_peak();
+        int rc =
+            a->format == DS_ARROW_FMT_PARQUET ? next_parquet(a, rows, err, errlen) : next_ipc(a, rows, err, errlen);
+        if (rc < 0) a->chunks.clear();
+        if ((uint64_t)a->pool.piece_peak() > a->largest) a->largest = (uint64_t)a->pool.piece_peak();
+        return rc;
+    } catch (const std::bad_alloc &) {
+        a->chunks.clear();
+        set_err(err, errlen, "out of memory");
+        return DS_ARROW_NOMEM;
+    } catch (const std::exception &e) {
+        a->chunks.clear();
+        set_err(err, errlen,
+                std::string(a->format == DS_ARROW_FMT_PARQUET ? "row group " : "record batch ") +
+                    std::to_string(a->next - 1) + ": " + e.what());
+        return DS_ARROW_DAMAGED;
+    } catch (...) {
+        a->chunks.clear();
+        set_err(err, errlen, "unknown C++ exception");
+        return DS_ARROW_DAMAGED;
+    }
+}
+
+int ds_arrow_row(ds_arrow *a, int64_t i, const uint8_t **text, size_t *len, const char **detail) {
+    *text = nullptr;
+    *len = 0;
+    *detail = nullptr;
+    try {
+        if (a->format == DS_ARROW_FMT_PARQUET && a->pq_leaf < 0) {
+            a->detail = a->pq_kind == 1   ? "no field '" + clean(a->name, 120) + "'"
+                        : a->pq_kind == 2 ? std::string("parent of the field is not an object")
+                                          : "field '" + clean(a->name, 120) + "' is " + a->pq_type + ", not a string";
+            *detail = a->detail.c_str();
+            return a->pq_kind == 3 ? DS_ARROW_ROW_NOT_STRING : DS_ARROW_ROW_MISSING;
+        }
+        if (a->format == DS_ARROW_FMT_IPC && a->ipc_top < 0) {
+            a->detail = "no field '" + clean(a->name, 120) + "'";
+            *detail = a->detail.c_str();
+            return DS_ARROW_ROW_MISSING;
+        }
+        // rows are asked for in order: the cursor moves forward
+        if (a->cur_chunk >= a->chunks.size() || i < a->chunks[a->cur_chunk].start) a->cur_chunk = 0;
+        while (a->cur_chunk < a->chunks.size() && i >= a->chunks[a->cur_chunk].start + a->chunks[a->cur_chunk].length)
+            a->cur_chunk++;
+        if (a->cur_chunk >= a->chunks.size() || i < 0) {
+            a->detail = "row out of range";
+            *detail = a->detail.c_str();
+            return DS_ARROW_ROW_MISSING;
+        }
+        const Chunk &c = a->chunks[a->cur_chunk];
+        int64_t j = i - c.start;
+        for (const auto &arr : c.path)
+            if (arr->IsNull(j)) {
+                a->detail = "field '" + clean(a->name, 120) + "' is null";
+                *detail = a->detail.c_str();
+                return DS_ARROW_ROW_MISSING;
+            }
+        if (c.broken) {
+            a->detail = c.broken == 1 ? "no field '" + clean(a->name, 120) + "'"
+                                      : std::string("parent of the field is not an object");
+            *detail = a->detail.c_str();
+            return DS_ARROW_ROW_MISSING;
+        }
+        const arrow::Array *leaf = c.path.back().get();
+        int64_t k = j;
+        if (leaf->type_id() == arrow::Type::DICTIONARY) {
+            const auto &d = static_cast<const arrow::DictionaryArray &>(*leaf);
+            if (is_string_type(d.dictionary()->type_id())) {
+                k = d.GetValueIndex(j);
+                leaf = d.dictionary().get();
+                if (k < 0 || k >= leaf->length()) {
+                    a->detail = "dictionary index out of range";
+                    *detail = a->detail.c_str();
+                    return DS_ARROW_ROW_MISSING;
+                }
+                if (leaf->IsNull(k)) {
+                    a->detail = "field '" + clean(a->name, 120) + "' is null";
+                    *detail = a->detail.c_str();
+                    return DS_ARROW_ROW_MISSING;
+                }
+            }
+        }
+        std::string_view v;
+        switch (leaf->type_id()) {
+        case arrow::Type::STRING: v = static_cast<const arrow::StringArray *>(leaf)->GetView(k); break;
+        case arrow::Type::LARGE_STRING: v = static_cast<const arrow::LargeStringArray *>(leaf)->GetView(k); break;
+        case arrow::Type::STRING_VIEW: v = static_cast<const arrow::StringViewArray *>(leaf)->GetView(k); break;
+        default:
+            a->detail = "field '" + clean(a->name, 120) + "' is " + clean(c.path.back()->type()->ToString(), 80) +
+                        ", not a string";
+            *detail = a->detail.c_str();
+            return DS_ARROW_ROW_NOT_STRING;
+        }
+        *text = reinterpret_cast<const uint8_t *>(v.data());
+        *len = v.size();
+        return DS_ARROW_ROW_TEXT;
+    } catch (...) {
+        a->detail = "unreadable row";
+        *detail = a->detail.c_str();
+        return DS_ARROW_ROW_MISSING;
+    }
+}
+
+uint64_t ds_arrow_piece_index(const ds_arrow *a) { return a->piece < 0 ? 0 : (uint64_t)a->piece; }
+uint64_t ds_arrow_n_pieces(const ds_arrow *a) {
+    return a->format == DS_ARROW_FMT_PARQUET ? (uint64_t)a->n_groups : (uint64_t)a->n_batches;
+}
+uint64_t ds_arrow_peak_bytes(const ds_arrow *a) { return (uint64_t)a->pool.max_memory(); }
+uint64_t ds_arrow_largest_piece(const ds_arrow *a) { return a->largest; }
+
+void ds_arrow_close(ds_arrow *a) {
+    if (!a) return;
+    try {
+        a->chunks.clear();
+        a->pq.reset();
+        a->ipc_file.reset();
+        a->ipc_stream.reset();
+        if (a->file) (void)a->file->Close();
+        a->file.reset();
+        delete a;
+    } catch (...) {}
+}
+
+const char *ds_arrow_version(void) {
+    static char v[64];
+    if (!v[0]) snprintf(v, sizeof v, "Arrow %s", arrow::GetBuildInfo().version_string.c_str());
+    return v;
+}
+
+} // extern "C"

@@ -1,0 +1,12 @@
+# Parquet and Arrow IPC inputs (issue 29; dataset/arrow_reader.cpp, built
+# with MKS_ENABLE_ARROW). cli_arrow runs in every build: without Arrow it
+# checks that .parquet / .arrow are refused (exit 2, naming the option);
+# with it, every command against the same documents in JSONL, with fixtures
+# pyarrow writes at test time (tests/make_arrow_fixtures.py).
+add_test(NAME cli_arrow COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_arrow.sh $<TARGET_FILE:mkshards> ${MKS_SHARED_DIR}
+                                ${CMAKE_CURRENT_SOURCE_DIR}/data ${CMAKE_CURRENT_BINARY_DIR} "${MKS_ARROW_PYTHON_USED}")
+set_tests_properties(cli_arrow PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+if(MKS_HAVE_ARROW)
+  # the wrapper with Arrow's checks on (seeds: tests/data/fuzz/make_arrow_seeds.py)
+  mks_add_fuzz(arrow SOURCE fuzz_arrow.c LIBS ds CORPUS data/fuzz/arrow)
+endif()
