@@ -1,0 +1,576 @@
+/* gpu_llama.cu - the Llama-family model on the GPU, op for op the CUDA twin
+ * of train/llama_model.c's tr_llama_fwd_bwd (see gpu_llama.h), laid out as
+ * train/gpu_model.cu lays out GPT-2. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "gpu_llama.h"
+}
+#include "kn_cuda_check.h"
+
+#define LL_NAME 96
+
+typedef struct {
+    char name[LL_NAME];
+    size_t cpu_off, dev_off, n;
+    int decay;
+} ll_tensor;
+
+/* The device's per-layer tensors (dev_off into the buffers), by role. */
+enum { LW_QKV, LW_QKVB, LW_O, LW_GATE, LW_UP, LW_DOWN, LW_N1, LW_N2, LW_COUNT };
+
+struct tr_cuda_llama {
+    tr_llama_config c;
+    int Bmax, Tmax, C, H, KV, hd, KVd, RS, F, V, L;
+    kn_dtype dt;
+    size_t esz;
+    cudaStream_t s;
+    kn_cuda_ctx *ctx;
+    const tr_optim_ops *opt;
+    int nt;
+    ll_tensor *t; /* the tensor table (host) */
+    size_t P;     /* parameters */
+    size_t *lay;  /* [L][LW_COUNT] device offsets (LW_QKVB: (size_t)-1 without biases) */
+    size_t off_embed, off_norm, off_head;
+    float *master, *grads;
+    void *state[TR_OPTIM_MAX_STATE];
+    void *wc; /* compute weights: master (fp32) or the 16-bit copy */
+    /* activations, per layer [L][...] at capacity stride */
+    void *xin, *h1, *qkv, *ao, *xmid, *h2, *gate, *up, *act;
+    float *r1, *r2, *lse;
+    void *xl, *hf, *proj, *logits; /* the final norm's input and output, a (N,C) temporary, logits/dlogits */
+    float *rf, *losses;
+    void *dres, *dbuf, *dbuf2, *df1, *df2, *dqkv;
+    float *rope; /* (max_seq, hd/2, 2) cos/sin */
+    float *inv_freq;
+    void *scratch;
+    size_t scratch_bytes;
+    void *cublas_ws;
+    double *lossacc, *sumsq;
+    float *clip_scale, *gnorm;
+};
+
+struct ll_carver {
+    tr_cuda_arena *a;
+    size_t total;
+    int failed;
+    void *take(size_t bytes, const char *what) {
+        total += bytes + TR_CUDA_ALIGN;
+        if (!a) return (void *)(uintptr_t)TR_CUDA_ALIGN;
+        void *p = tr_cuda_arena_take(a, bytes, what);
+        if (!p) failed = 1;
+        return p;
+    }
+};
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The table: tr_llama's order (cpu_off) and the device's (dev_off), where a
+ * layer's q, k, v weights are one stacked matrix and its biases one vector. */
+static int build_table(tr_cuda_llama *m) {
+    const tr_llama_config *c = &m->c;
+    size_t C = (size_t)m->C, KVd = (size_t)m->KVd, F = (size_t)m->F, V = (size_t)m->V, RS = (size_t)m->RS;
+    size_t cpu = 0, dev = 0;
+    int k = 0;
+    m->lay = (size_t *)calloc((size_t)m->L * LW_COUNT, sizeof *m->lay);
+    m->t = (ll_tensor *)calloc((size_t)(3 + 12 * m->L), sizeof *m->t);
+    if (!m->lay || !m->t) return TR_ERR_NOMEM;
+#define T_ADD(n_, dec_, devoff_, ...)                                                                                  \
+    do {                                                                                                               \
+        ll_tensor *t_ = &m->t[k++];                                                                                    \
+        snprintf(t_->name, LL_NAME, __VA_ARGS__);                                                                      \
+        t_->n = (n_);                                                                                                  \
+        t_->decay = (dec_);                                                                                            \
+        t_->cpu_off = cpu;                                                                                             \
+        t_->dev_off = (devoff_);                                                                                       \
+        cpu += (n_);                                                                                                   \
+    } while (0)
+    m->off_embed = dev;
+    T_ADD(V * C, 1, dev, "model.embed_tokens.weight");
+    dev += V * C;
+    for (int l = 0; l < m->L; l++) {
+        size_t *ly = m->lay + (size_t)l * LW_COUNT;
+        ly[LW_QKV] = dev;
+        ly[LW_QKVB] = c->qkv_bias ? dev + RS * C : (size_t)-1;
+        size_t bq = ly[LW_QKVB];
+        T_ADD(C * C, 1, dev, "model.layers.%d.self_attn.q_proj.weight", l);
+        if (c->qkv_bias) T_ADD(C, 0, bq, "model.layers.%d.self_attn.q_proj.bias", l);
+        T_ADD(KVd * C, 1, dev + C * C, "model.layers.%d.self_attn.k_proj.weight", l);
+        if (c->qkv_bias) T_ADD(KVd, 0, bq + C, "model.layers.%d.self_attn.k_proj.bias", l);
+        T_ADD(KVd * C, 1, dev + (C + KVd) * C, "model.layers.%d.self_attn.v_proj.weight", l);
+        if (c->qkv_bias) T_ADD(KVd, 0, bq + C + KVd, "model.layers.%d.self_attn.v_proj.bias", l);
+        dev += RS * C + (c->qkv_bias ? RS : 0);
+        ly[LW_O] = dev;
+        T_ADD(C * C, 1, dev, "model.layers.%d.self_attn.o_proj.weight", l);
+        dev += C * C;
+        ly[LW_GATE] = dev;
+        T_ADD(F * C, 1, dev, "model.layers.%d.mlp.gate_proj.weight", l);
+        dev += F * C;
+        ly[LW_UP] = dev;
+        T_ADD(F * C, 1, dev, "model.layers.%d.mlp.up_proj.weight", l);
+        dev += F * C;
+        ly[LW_DOWN] = dev;
+        T_ADD(C * F, 1, dev, "model.layers.%d.mlp.down_proj.weight", l);
+        dev += C * F;
+        ly[LW_N1] = dev;
+        T_ADD(C, 0, dev, "model.layers.%d.input_layernorm.weight", l);
+        dev += C;
+        ly[LW_N2] = dev;
+        T_ADD(C, 0, dev, "model.layers.%d.post_attention_layernorm.weight", l);
+        dev += C;
+    }
+    m->off_norm = dev;
+    T_ADD(C, 0, dev, "model.norm.weight");
+    dev += C;
+    m->off_head = m->off_embed;
+    if (!c->tied) {
+        m->off_head = dev;
+        T_ADD(V * C, 1, dev, "lm_head.weight");
+        dev += V * C;
+    }
+#undef T_ADD
+    m->nt = k;
+    m->P = dev;
+    return cpu == dev ? TR_OK : TR_ERR_ARG; /* the same parameters in either order */
+}
+
+static void carve(tr_cuda_llama *m, ll_carver *cv) {
+    size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)m->C, L = (size_t)m->L, e = m->esz, F = (size_t)m->F,
+           RS = (size_t)m->RS, V = (size_t)m->V, P = m->P;
+    m->master = (float *)cv->take(P * 4, "master weights (fp32)");
+    m->wc = m->dt == KN_F32 ? (void *)m->master : cv->take(P * e, "parameters (compute copy)");
+    m->grads = (float *)cv->take(P * 4, "gradients (fp32)");
+    for (int k = 0; k < m->opt->n_state; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "optimizer state %s", m->opt->section[k]);
+        m->state[k] = cv->take(P * (size_t)m->opt->state_bytes, what);
+    }
+    m->xin = cv->take(L * N * C * e, "layer input (residual)");
+    m->h1 = cv->take(L * N * C * e, "input rmsnorm");
+    m->qkv = cv->take(L * N * RS * e, "qkv (rotated)");
+    m->ao = cv->take(L * N * C * e, "attention out");
+    m->xmid = cv->take(L * N * C * e, "residual mid");
+    m->h2 = cv->take(L * N * C * e, "post-attention rmsnorm");
+    m->gate = cv->take(L * N * F * e, "gate");
+    m->up = cv->take(L * N * F * e, "up");
+    m->act = cv->take(L * N * F * e, "swiglu");
+    m->r1 = (float *)cv->take(L * N * 4, "rmsnorm1 rstd");
+    m->r2 = (float *)cv->take(L * N * 4, "rmsnorm2 rstd");
+    m->lse = (float *)cv->take(L * N * (size_t)m->H * 4, "attention lse");
+    m->xl = cv->take(N * C * e, "final norm input");
+    m->hf = cv->take(N * C * e, "final norm");
+    m->rf = (float *)cv->take(N * 4, "final rstd");
+    m->proj = cv->take(N * C * e, "projection");
+    m->logits = cv->take(N * V * e, "logits / dlogits");
+    m->losses = (float *)cv->take(N * 4, "losses");
+    m->dres = cv->take(N * C * e, "dresidual");
+    m->dbuf = cv->take(N * C * e, "dnorm");
+    m->dbuf2 = cv->take(N * C * e, "dnorm (second branch)");
+    m->df1 = cv->take(N * F * e, "dgate");
+    m->df2 = cv->take(N * F * e, "dup");
+    m->dqkv = cv->take(N * RS * e, "dqkv");
+    m->rope = (float *)cv->take((size_t)m->c.max_seq * (size_t)m->hd * 4, "rotary cos/sin table");
+    m->inv_freq = (float *)cv->take((size_t)m->hd / 2 * 4, "rotary inverse frequencies");
+    size_t sc = kn_matmul_backward_scratch_bytes(N, RS); /* the q/k/v bias gradient (Qwen2) */
+    sc = max_sz(sc, kn_rmsnorm_backward_scratch_bytes(N, C));
+    sc = max_sz(sc, kn_attention_backward_scratch_bytes((size_t)m->Bmax, (size_t)m->Tmax, (size_t)m->H));
+    sc = max_sz(sc, kn_encoder_backward_scratch_bytes(N));
+    sc = max_sz(sc, kn_sumsq_scratch_bytes(P));
+    m->scratch_bytes = sc;
+    m->scratch = cv->take(sc, "kernel scratch");
+    m->cublas_ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
+    m->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
+    m->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");
+    m->clip_scale = (float *)cv->take(sizeof(float), "clip scale");
+    m->gnorm = (float *)cv->take(sizeof(float), "grad norm");
+}
+
+static int init_shape(tr_cuda_llama *m, const tr_llama_config *c, int B, int T, kn_dtype dt, const tr_optim_ops *opt) {
+    m->opt = opt ? opt : tr_optim_default();
+    if (m->opt->n_state < 1 || m->opt->n_state > TR_OPTIM_MAX_STATE || m->opt->state_bytes < 1) return TR_ERR_ARG;
+    if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
+    if (c->n_layer <= 0 || c->n_layer > 1024 || c->n_head <= 0 || c->n_kv_head <= 0 || c->n_head % c->n_kv_head ||
+        c->d_model <= 0 || c->d_model % c->n_head || c->d_ff <= 0 || c->vocab <= 0 || !(c->norm_eps > 0))
+        return TR_ERR_ARG;
+    int hd = c->d_model / c->n_head;
+    if (hd != 64 && hd != 128) {
+        kn_cuda_set_error("the GPU Llama model takes head size 64 or 128 (the GQA kernels'), not %d", hd);
+        return TR_ERR_ARG;
+    }
+    /* every row width below is an int for the kernels; B*T*width products are size_t */
+    if ((size_t)B * T > (size_t)INT32_MAX / 8 || (size_t)c->d_model + 2 * (size_t)c->n_kv_head * hd > 1u << 20)
+        return TR_ERR_ARG;
+    m->c = *c;
+    m->Bmax = B, m->Tmax = T, m->dt = dt, m->esz = kn_dtype_size(dt);
+    m->C = c->d_model, m->H = c->n_head, m->KV = c->n_kv_head, m->hd = hd, m->KVd = m->KV * hd;
+    m->RS = m->C + 2 * m->KVd, m->F = c->d_ff, m->V = c->vocab, m->L = c->n_layer;
+    return build_table(m);
+}
+
+static void free_host(tr_cuda_llama *m) {
+    free(m->t);
+    free(m->lay);
+    free(m);
+}
+
+extern "C" size_t tr_cuda_llama_arena_bytes(const tr_llama_config *c, int B, int T, kn_dtype dt,
+                                            const tr_optim_ops *opt) {
+    tr_cuda_llama *m = (tr_cuda_llama *)calloc(1, sizeof *m);
+    if (!m) return 0;
+    size_t total = 0;
+    if (init_shape(m, c, B, T, dt, opt) == TR_OK) {
+        ll_carver cv = {nullptr, 0, 0};
+        carve(m, &cv);
+        total = cv.total;
+    }
+    free_host(m);
+    return total;
+}
+
+#define CU(call) KN_CU_CHECK(call, return e_ == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE)
+#define KC(call)                                                                                                       \
+    do {                                                                                                               \
+        int k_ = (call);                                                                                               \
+        if (k_ != KN_OK) {                                                                                             \
+            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                                        \
+            return TR_ERR_NODEVICE;                                                                                    \
+        }                                                                                                              \
+    } while (0)
+#define LAUNCHED(what) KN_LAUNCH_CHECK(what, return TR_ERR_NODEVICE)
+
+/* the rotary table: inv_freq on the host (kn_rope_inv_freq_ref: torch's fp32
+ * formula and Llama 3's scaling), the cos/sin table on the device, once */
+static int build_rope(tr_cuda_llama *m) {
+    int h2 = m->hd / 2;
+    float *inv = (float *)malloc((size_t)h2 * sizeof *inv);
+    if (!inv) return TR_ERR_NOMEM;
+    if (kn_rope_inv_freq_ref(inv, m->hd, m->c.rope_theta, &m->c.rope_scaling) != KN_OK) {
+        free(inv);
+        kn_cuda_set_error("rope: bad theta %g or rope_scaling", (double)m->c.rope_theta);
+        return TR_ERR_ARG;
+    }
+    cudaError_t e = cudaMemcpyAsync(m->inv_freq, inv, (size_t)h2 * sizeof *inv, cudaMemcpyHostToDevice, m->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(m->s);
+    free(inv);
+    CU(e);
+    KC(kn_rope_table_cuda(m->rope, m->inv_freq, m->c.max_seq, m->hd, m->s));
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_llama_create(tr_cuda_llama **out, const tr_llama_config *c, int B, int T, kn_dtype dt,
+                                    tr_cuda_arena *a, tr_cuda_stream s, const tr_optim_ops *opt) {
+    if (!out || !a) return TR_ERR_ARG;
+    *out = nullptr;
+    tr_cuda_llama *m = (tr_cuda_llama *)calloc(1, sizeof *m);
+    if (!m) return TR_ERR_NOMEM;
+    int rc = init_shape(m, c, B, T, dt, opt);
+    if (rc == TR_OK && !m->opt->step_cuda) {
+        kn_cuda_set_error("optimizer %s has no GPU step in this build", m->opt->name);
+        rc = TR_ERR_ARG;
+    }
+    if (rc != TR_OK) {
+        free_host(m);
+        return rc;
+    }
+    ll_carver cv = {a, 0, 0};
+    carve(m, &cv);
+    if (cv.failed) {
+        free_host(m);
+        return TR_ERR_NOMEM; /* a->last_error names the piece */
+    }
+    m->s = (cudaStream_t)s;
+    if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
+        free_host(m);
+        return TR_ERR_NODEVICE;
+    }
+    rc = build_rope(m);
+    if (rc != TR_OK) {
+        tr_cuda_llama_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return TR_OK;
+}
+
+extern "C" void tr_cuda_llama_destroy(tr_cuda_llama *m) {
+    if (!m) return;
+    kn_cuda_ctx_destroy(m->ctx);
+    free_host(m); /* the arena owns the device memory */
+}
+
+extern "C" size_t tr_cuda_llama_num_params(const tr_cuda_llama *m) { return m ? m->P : 0; }
+extern "C" int tr_cuda_llama_n_tensors(const tr_cuda_llama *m) { return m ? m->nt : 0; }
+extern "C" const char *tr_cuda_llama_tensor(const tr_cuda_llama *m, int i, size_t *cpu_off, size_t *dev_off, size_t *n,
+                                            int *decay) {
+    if (!m || i < 0 || i >= m->nt) return NULL;
+    const ll_tensor *t = &m->t[i];
+    if (cpu_off) *cpu_off = t->cpu_off;
+    if (dev_off) *dev_off = t->dev_off;
+    if (n) *n = t->n;
+    if (decay) *decay = t->decay;
+    return t->name;
+}
+
+static int zero_grads_state(tr_cuda_llama *m) {
+    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
+    for (int k = 0; k < m->opt->n_state; k++)
+        CU(cudaMemsetAsync(m->state[k], 0, m->P * (size_t)m->opt->state_bytes, m->s));
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_llama_zero_grad(tr_cuda_llama *m) {
+    if (!m) return TR_ERR_ARG;
+    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_llama_set_params(tr_cuda_llama *m, const float *host) {
+    if (!m || !host) return TR_ERR_ARG;
+    for (int i = 0; i < m->nt; i++) /* tensor by tensor: q/k/v(+bias) move into the stacked order */
+        CU(cudaMemcpyAsync(m->master + m->t[i].dev_off, host + m->t[i].cpu_off, m->t[i].n * 4, cudaMemcpyHostToDevice,
+                           m->s));
+    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
+    int rc = zero_grads_state(m);
+    if (rc != TR_OK) return rc;
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
+__global__ void ll_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        if (constant) {
+            p[i] = lo;
+            continue;
+        }
+        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        p[i] = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
+    }
+}
+
+extern "C" int tr_cuda_llama_init_random(tr_cuda_llama *m, uint64_t seed) {
+    if (!m) return TR_ERR_ARG;
+    const float a = 0.0346f; /* uniform(-a, a): std 0.02 */
+    for (int i = 0; i < m->nt; i++) {
+        const ll_tensor *t = &m->t[i];
+        float *p = m->master + t->dev_off;
+        int norm = strstr(t->name, "norm") != NULL;
+        if (t->decay) ll_fill_kernel<<<1024, 256, 0, m->s>>>(p, t->n, seed + (uint64_t)i, -a, a, 0);
+        else ll_fill_kernel<<<1024, 256, 0, m->s>>>(p, t->n, 0, norm ? 1.0f : 0.0f, 0.0f, 1);
+        LAUNCHED("ll_fill");
+    }
+    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
+    int rc = zero_grads_state(m);
+    if (rc != TR_OK) return rc;
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_llama_get(tr_cuda_llama *m, float *params, float *grads) {
+    if (!m) return TR_ERR_ARG;
+    for (int i = 0; i < m->nt; i++) {
+        const ll_tensor *t = &m->t[i];
+        if (params)
+            CU(cudaMemcpyAsync(params + t->cpu_off, m->master + t->dev_off, t->n * 4, cudaMemcpyDeviceToHost, m->s));
+        if (grads)
+            CU(cudaMemcpyAsync(grads + t->cpu_off, m->grads + t->dev_off, t->n * 4, cudaMemcpyDeviceToHost, m->s));
+    }
+    CU(cudaStreamSynchronize(m->s));
+    return TR_OK;
+}
+
+/* loss sum and target count over the micro-batch, fixed order (one block) */
+__global__ void ll_loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N) {
+    __shared__ double s[1024], k[1024];
+    double a = 0, n = 0;
+    for (int i = threadIdx.x; i < N; i += 1024)
+        if (targets[i] >= 0) {
+            a += losses[i];
+            n += 1;
+        }
+    s[threadIdx.x] = a;
+    k[threadIdx.x] = n;
+    __syncthreads();
+    for (int o = 512; o > 0; o >>= 1) {
+        if ((int)threadIdx.x < o) {
+            s[threadIdx.x] += s[threadIdx.x + o];
+            k[threadIdx.x] += k[threadIdx.x + o];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = s[0];
+        out[1] = k[0];
+    }
+}
+
+/* The token embedding (no position table in this family). */
+template <typename T> __global__ void ll_embed_kernel(T *out, const uint32_t *inp, const T *wte, size_t N, int C) {
+    size_t total = N * (size_t)C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / (size_t)C;
+        out[i] = wte[(size_t)inp[n] * C + i % C];
+    }
+}
+
+static int embed_forward(void *out, const uint32_t *inp, const void *wte, size_t N, int C, kn_dtype dt,
+                         cudaStream_t s) {
+    unsigned g = (unsigned)((N * (size_t)C + 255) / 256 > 65535u * 16u ? 65535u * 16u : (N * (size_t)C + 255) / 256);
+    if (dt == KN_F32) ll_embed_kernel<float><<<g, 256, 0, s>>>((float *)out, inp, (const float *)wte, N, C);
+    else ll_embed_kernel<uint16_t><<<g, 256, 0, s>>>((uint16_t *)out, inp, (const uint16_t *)wte, N, C);
+    LAUNCHED("llama embedding");
+    return TR_OK;
+}
+
+static inline void *ep(void *base, size_t elems, size_t esz) { return (char *)base + elems * esz; }
+
+typedef struct {
+    int B, T, N;
+    size_t cap; /* Bmax * Tmax: rows of capacity, the activation stride */
+    const uint32_t *inputs;
+    const int32_t *targets, *pos, *doc;
+    float grad_scale;
+} ll_batch;
+
+/* layer l's slice of a per-layer activation of `width` elements a row */
+#define ACT(buf, l, width) ep(m->buf, (size_t)(l)*x->cap *(size_t)(width), m->esz)
+#define W(off) ep(m->wc, (off), m->esz)
+#define G(off) (m->grads + (off))
+#define WF(off) (m->master + (off))
+
+static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
+    const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
+    const size_t NF = (size_t)N * F;
+    const kn_dtype dt = m->dt;
+    cudaStream_t s = m->s;
+    const float eps = m->c.norm_eps;
+    int rc = embed_forward(m->xin, x->inputs, W(m->off_embed), (size_t)N, C, dt, s);
+    if (rc != TR_OK) return rc;
+    for (int l = 0; l < m->L; l++) {
+        const size_t *ly = m->lay + (size_t)l * LW_COUNT;
+        void *xin = ACT(xin, l, C), *h1 = ACT(h1, l, C), *qkv = ACT(qkv, l, RS), *ao = ACT(ao, l, C),
+             *xmid = ACT(xmid, l, C), *h2 = ACT(h2, l, C), *gt = ACT(gate, l, F), *up = ACT(up, l, F),
+             *act = ACT(act, l, F);
+        float *r1 = m->r1 + (size_t)l * x->cap, *r2 = m->r2 + (size_t)l * x->cap,
+              *lse = m->lse + (size_t)l * x->cap * H;
+        if (l == 0) {
+            KC(kn_rmsnorm_forward_cuda(h1, r1, nullptr, xin, nullptr, WF(ly[LW_N1]), N, C, eps, dt, s));
+        } else { /* xin[l] = xmid[l-1] + down(act[l-1]), fused into the norm */
+            KC(kn_rmsnorm_forward_cuda(h1, r1, xin, ACT(xmid, l - 1, C), m->proj, WF(ly[LW_N1]), N, C, eps, dt, s));
+        }
+        KC(kn_matmul_forward_cuda(m->ctx, qkv, nullptr, h1, W(ly[LW_QKV]),
+                                  ly[LW_QKVB] == (size_t)-1 ? nullptr : W(ly[LW_QKVB]), N, C, RS, dt));
+        /* q and k heads of each packed row, in place: the attention and its backward see the rotated q, k */
+        KC(kn_rope_forward_cuda(qkv, qkv, x->pos, m->rope, N, T, H + KV, hd, RS, m->c.max_seq, dt, s));
+        KC(kn_gqa_attention_forward_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, ao, W(ly[LW_O]), nullptr, N, C, C, dt));
+        KC(kn_rmsnorm_forward_cuda(h2, r2, xmid, xin, m->proj, WF(ly[LW_N2]), N, C, eps, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, gt, nullptr, h2, W(ly[LW_GATE]), nullptr, N, C, F, dt));
+        KC(kn_matmul_forward_cuda(m->ctx, up, nullptr, h2, W(ly[LW_UP]), nullptr, N, C, F, dt));
+        KC(kn_swiglu_forward_cuda(act, gt, up, NF, dt, s));
+        KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, act, W(ly[LW_DOWN]), nullptr, N, F, C, dt));
+    }
+    KC(kn_rmsnorm_forward_cuda(m->hf, m->rf, m->xl, ACT(xmid, m->L - 1, C), m->proj, WF(m->off_norm), N, C, eps, dt,
+                               s));
+    KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->hf, W(m->off_head), nullptr, N, C, V, dt));
+    KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, x->targets, nullptr, x->grad_scale, N, V, V, dt, s));
+    ll_loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, x->targets, N);
+    LAUNCHED("llama loss_sum");
+    return TR_OK;
+}
+
+static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
+    const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
+    const size_t NC = (size_t)N * C, NF = (size_t)N * F;
+    const kn_dtype dt = m->dt;
+    cudaStream_t s = m->s;
+    void *sc = m->scratch;
+    size_t sb = m->scratch_bytes;
+    /* the head: dhf = dlogits @ W, dW += dlogits^T hf (the embedding when tied) */
+    KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(m->off_head), nullptr, m->logits, m->hf, W(m->off_head), N, C, V, sc,
+                               sb, dt));
+    CU(cudaMemsetAsync(m->dres, 0, NC * m->esz, s));
+    KC(kn_rmsnorm_backward_cuda(m->dres, G(m->off_norm), m->dbuf, m->xl, WF(m->off_norm), m->rf, N, C, sc, sb, dt, s));
+    for (int l = m->L - 1; l >= 0; l--) {
+        const size_t *ly = m->lay + (size_t)l * LW_COUNT;
+        void *xin = ACT(xin, l, C), *h1 = ACT(h1, l, C), *qkv = ACT(qkv, l, RS), *ao = ACT(ao, l, C),
+             *xmid = ACT(xmid, l, C), *h2 = ACT(h2, l, C), *gt = ACT(gate, l, F), *up = ACT(up, l, F),
+             *act = ACT(act, l, F);
+        float *r1 = m->r1 + (size_t)l * x->cap, *r2 = m->r2 + (size_t)l * x->cap,
+              *lse = m->lse + (size_t)l * x->cap * H;
+        /* dres: d(layer output) = d(xmid + down(act)) */
+        KC(kn_matmul_backward_cuda(m->ctx, m->df1, G(ly[LW_DOWN]), nullptr, m->dres, act, W(ly[LW_DOWN]), N, F, C, sc,
+                                   sb, dt)); /* df1 = dact */
+        KC(kn_swiglu_backward_cuda(m->df1, m->df2, m->df1, gt, up, NF, dt, s));
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_GATE]), nullptr, m->df1, h2, W(ly[LW_GATE]), N, C, F, sc,
+                                   sb, dt));
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf2, G(ly[LW_UP]), nullptr, m->df2, h2, W(ly[LW_UP]), N, C, F, sc, sb,
+                                   dt));
+        KC(kn_residual_forward_cuda(m->dbuf, m->dbuf, m->dbuf2, NC, dt, s));
+        KC(kn_rmsnorm_backward_cuda(m->dres, G(ly[LW_N2]), m->dbuf, xmid, WF(ly[LW_N2]), r2, N, C, sc, sb, dt, s));
+        /* dres: d(xmid) = d(xin + o_proj(ao)) */
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_O]), nullptr, m->dres, ao, W(ly[LW_O]), N, C, C, sc, sb,
+                                   dt)); /* dbuf = dao */
+        KC(kn_gqa_attention_backward_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt, s));
+        KC(kn_rope_backward_cuda(m->dqkv, m->dqkv, x->pos, m->rope, N, T, H + KV, hd, RS, m->c.max_seq, dt, s));
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_QKV]), ly[LW_QKVB] == (size_t)-1 ? nullptr : G(ly[LW_QKVB]),
+                                   m->dqkv, h1, W(ly[LW_QKV]), N, C, RS, sc, sb, dt));
+        KC(kn_rmsnorm_backward_cuda(m->dres, G(ly[LW_N1]), m->dbuf, xin, WF(ly[LW_N1]), r1, N, C, sc, sb, dt, s));
+        /* dres: d(xin) */
+    }
+    /* the embedding rows: deterministic (ids sorted, each row summed in order) */
+    KC(kn_encoder_backward_cuda(G(m->off_embed), nullptr, m->dres, x->inputs, nullptr, B, T, C, V, m->c.max_seq, sc, sb,
+                                dt, s));
+    return TR_OK;
+}
+#undef ACT
+#undef W
+#undef G
+#undef WF
+
+extern "C" int tr_cuda_llama_fwd_bwd(tr_cuda_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
+                                     const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
+                                     uint64_t *n_targets) {
+    if (loss_sum) *loss_sum = 0;
+    if (n_targets) *n_targets = 0;
+    if (!m || !inputs || !targets || B <= 0 || T <= 0 || T > m->Tmax || (size_t)B * T > (size_t)m->Bmax * m->Tmax)
+        return TR_ERR_ARG;
+    ll_batch x = {B, T, B * T, (size_t)m->Bmax * m->Tmax, inputs, targets, pos, doc, grad_scale};
+    int rc = forward_pass(m, &x);
+    if (rc == TR_OK) rc = backward_pass(m, &x);
+    if (rc != TR_OK) return rc;
+    if (loss_sum || n_targets) {
+        double h[2];
+        CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, m->s));
+        CU(cudaStreamSynchronize(m->s));
+        if (loss_sum) *loss_sum = h[0];
+        if (n_targets) *n_targets = (uint64_t)h[1];
+    }
+    return TR_OK;
+}
+
+extern "C" int tr_cuda_llama_step(tr_cuda_llama *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out) {
+    if (!m || !h || t < 1) return TR_ERR_ARG;
+    KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
+    KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
+    /* by tensor: the decay flag is the tensor's (stacked q/k/v: the same flag each) */
+    for (int i = 0; i < m->nt; i++) {
+        const ll_tensor *te = &m->t[i];
+        void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, te->dev_off, m->esz);
+        void *st[TR_OPTIM_MAX_STATE];
+        for (int k = 0; k < m->opt->n_state; k++) st[k] = ep(m->state[k], te->dev_off, (size_t)m->opt->state_bytes);
+        KC(m->opt->step_cuda(h, t, te->decay, m->master + te->dev_off, lp, (int)m->dt, m->grads + te->dev_off, st,
+                             te->n, m->clip_scale, (void *)m->s));
+    }
+    if (norm_out) {
+        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
+        CU(cudaStreamSynchronize(m->s));
+    }
+    return TR_OK;
+}
