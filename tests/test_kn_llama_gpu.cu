@@ -186,7 +186,8 @@ static void check(const char *op, kn_dtype dt, const char *shape, const vf &got,
     bool pass = sizes_ok && bad == 0 && rel_max <= tol && rel_2 <= tol;
     g_checks++;
     if (!pass) g_fail++;
-    printf("| %-28s | %-4s | %-24s | %9.2e | %9.2e | %7.0e | %s", op, dtn(dt), shape, rel_max, rel_2, tol,
+    /* shape before dtype: tests/gpu/run.sh reads "| op | bf16 |" rows as the GPT-2 tests' */
+    printf("| %-28s | %-24s | %-4s | %9.2e | %9.2e | %7.0e | %s", op, shape, dtn(dt), rel_max, rel_2, tol,
            pass ? "PASS" : "FAIL");
     if (!sizes_ok) printf(" (size %zu vs %zu)", got.size(), ref.size());
     if (bad) printf(" (%zu non-finite, first at %zu: got %g ref %g)", bad, first_bad, got[first_bad], ref[first_bad]);
@@ -512,7 +513,7 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("test_kn_llama_gpu: %s (sm_%d%d, %d SMs)\n\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
-    printf("| %-28s | %-4s | %-24s | %-9s | %-9s | %-7s | result\n", "op", "dt", "shape", "max-rel", "l2-rel", "tol");
+    printf("| %-28s | %-24s | %-4s | %-9s | %-9s | %-7s | result\n", "op", "shape", "dt", "max-rel", "l2-rel", "tol");
     cpu_checks();
     t_refusals();
     t_rope_table(64, nullptr, 8192);

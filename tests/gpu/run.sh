@@ -33,7 +33,8 @@
 # Exit: 0 every check passed; 1 a check failed or timed out (the verdict names each).
 #
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
-# TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1,
+# TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1, SKIP_LLAMA=1,
+# LLAMA_BATCH (8), LLAMA_STEPS (10), LLAMA_FORCE_BENCH=1 (step 10b times bench_llama_gpu, not llmtrain),
 # SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, NCCL_STEPS (5), DP_STEPS (5), DP_BATCH (524288),
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
@@ -860,6 +861,120 @@ else
         "$LOGS/torch_d12.json" "$PY" tests/gpu/torch_mem.py --model d12 --seq-len "$SEQ" --batch "$BATCH" \
         --steps "$STEPS" --vocab-size "$VOCAB_N" "${DATA_ARG[@]}"
     check torch "$(status_of $RC)" "exit $RC: $(tail -c 150 "$LOGS/torch_d12.json" | tr -d '\n')"
+fi
+
+# ---- 10b. Llama-shape ~1B bf16: ours vs transformers (issue 30 item 5) -------------------------
+# One config.json (Llama 3.2 1B's shape: 16 layers, d 2048, 32 heads over 8 KV heads, SwiGLU
+# 8192, rope theta 500000 with Llama 3 scaling, tied embeddings; the vocabulary is the shards'
+# padded to a multiple of 128, so ~1.08B parameters at GPT-2's) trained by both at the same
+# LLAMA_BATCH rows x SEQ, LLAMA_STEPS steps, bf16. Ours: `llmtrain --model config.json --device
+# cuda` when llmtrain takes that config on the GPU, else tests/bench_llama_gpu (the same GPU model,
+# random tokens) and the result says which. PyTorch: tools/bench/llama_torch.py (LlamaForCausalLM,
+# SDPA, torch.compile, fused AdamW). Ratio and MFU (6N + 6LTd per token, 989 TFLOP/s) reported;
+# PASS when both ran. SKIP_LLAMA=1 skips it. The JSON lines stay in logs.tar.gz ($OUT keeps 7 files).
+LLAMA_BATCH=${LLAMA_BATCH:-8}
+LLAMA_STEPS=${LLAMA_STEPS:-10}
+if [ -n "${SKIP_LLAMA:-}" ]; then
+    check llama_1b SKIP "SKIP_LLAMA set"
+elif [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then
+    # the CPU twin: the baseline script's own check (a tiny GQA Llama, 2 steps on the CPU)
+    if [ "$TORCH_OK" = 1 ]; then
+        run_t 120 "$LOGS/llama_torch_check.txt" "$PY" tools/bench/llama_torch.py --check
+        check llama_1b "$(status_of $RC)" "CPU twin: llama_torch.py --check (the ~1B run needs the GPU)"
+    else
+        check llama_1b SKIP "no GPU and no torch here: llama_torch.py --check and the ~1B run need them"
+    fi
+else
+    LCFG=$WORK/llama1b/config.json
+    mkdir -p "$WORK/llama1b"
+    "$PY" - "$LCFG" "$VOCAB_N" "$SEQ" <<'EOF2'
+import json, sys
+v = (int(sys.argv[2]) + 127) // 128 * 128
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+           "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 64, "vocab_size": v,
+           "max_position_embeddings": max(int(sys.argv[3]), 2048), "rms_norm_eps": 1e-5,
+           "rope_theta": 500000.0, "tie_word_embeddings": True, "attention_bias": False, "mlp_bias": False,
+           "hidden_act": "silu", "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+          open(sys.argv[1], "w"), indent=1)
+EOF2
+    LV=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$LCFG")
+    say "10b. Llama-shape ~1B bf16 (config $LCFG, vocab $LV), $LLAMA_BATCH x $SEQ, $LLAMA_STEPS steps: ours, then transformers"
+    lsrc=""
+    if [ -n "${LLAMA_FORCE_BENCH:-}" ] || [ -z "$LLMTRAIN" ] || [ "$SHARDS_OK" = 0 ]; then
+        RC=1
+    else
+        run_t 150 "$LOGS/llama_ours.txt" "$LLMTRAIN" --data "$SHARDS" --model "$LCFG" --seq-len "$SEQ" \
+            --token-budget $((LLAMA_BATCH * SEQ)) --batch-tokens $((LLAMA_BATCH * SEQ)) --precision bf16 --device cuda \
+            --mem-budget "$DEV_BYTES" --seed 1 --steps "$LLAMA_STEPS" --log "$LOGS/llama_ours.jsonl"
+        [ "$RC" = 0 ] && lsrc="llmtrain --model config.json --device cuda"
+    fi
+    if [ "$RC" != 0 ] && [ -x "$BUILD_DIR/tests/bench_llama_gpu" ]; then
+        [ -s "$LOGS/llama_ours.txt" ] && mv "$LOGS/llama_ours.txt" "$LOGS/llama_llmtrain.txt"
+        run_t 150 "$LOGS/llama_bench.err" bash -c '"${@:2}" >"$1"' _ "$LOGS/llama_ours.json" \
+            "$BUILD_DIR/tests/bench_llama_gpu" --layers 16 --heads 32 --kv-heads 8 --dim 2048 --ffn 8192 --vocab "$LV" \
+            --seq-len "$SEQ" --max-seq "$SEQ" --batch "$LLAMA_BATCH" --steps "$LLAMA_STEPS" --precision bf16 --llama3
+        [ "$RC" = 0 ] && lsrc="bench_llama_gpu (train/gpu_llama.cu; llmtrain: $(last_line "$LOGS/llama_llmtrain.txt" | cut -c1-60))"
+    fi
+    lours_rc=$RC
+    res llama source "${lsrc:-not run (exit $lours_rc)}"
+    lt_rc=125
+    if [ "$TORCH_OK" = 1 ]; then
+        DATA_ARG=()
+        [ "$SHARDS_OK" = 1 ] && DATA_ARG=(--data "$SHARDS")
+        run_t 240 "$LOGS/llama_torch.err" bash -c '"${@:2}" >"$1"' _ "$LOGS/llama_torch.json" "$PY" \
+            tools/bench/llama_torch.py --config "$LCFG" --seq-len "$SEQ" --batch "$LLAMA_BATCH" --steps "$LLAMA_STEPS" \
+            "${DATA_ARG[@]}"
+        lt_rc=$RC
+    fi
+    lrow=$("$PY" - "$LOGS" "$LCFG" "$SEQ" <<'EOF2'
+import json, os, statistics, sys
+d, cfg, T = sys.argv[1], json.load(open(sys.argv[2])), int(sys.argv[3])
+def last(p):
+    out = {}
+    try:
+        for l in open(os.path.join(d, p)):
+            try: out = json.loads(l)
+            except ValueError: pass
+    except OSError: pass
+    return out
+ours = last("llama_ours.json")
+if not ours.get("tokens_per_s") and os.path.exists(os.path.join(d, "llama_ours.jsonl")):
+    tps = []  # llmtrain's log: the median step rate after the first two steps
+    for l in open(os.path.join(d, "llama_ours.jsonl")):
+        try: j = json.loads(l)
+        except ValueError: continue
+        if "step" in j and isinstance(j.get("tok_per_s"), (int, float)): tps.append(j["tok_per_s"])
+    if tps: ours = {"tokens_per_s": statistics.median(tps[2:] or tps)}
+tor = last("llama_torch.json")
+L, dm, V = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["vocab_size"]
+H, KV, F = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["intermediate_size"]
+hd = dm // H
+n = V * dm + L * (dm * dm * 2 + 2 * dm * KV * hd + 3 * dm * F + 2 * dm) + dm  # tied
+fpt = 6 * n + 6 * L * T * dm
+def cell(j):
+    t = j.get("tokens_per_s")
+    return f"{t:,.0f} ({100 * t * fpt / 989e12:.1f}%)" if t else "n/a"
+o, t = ours.get("tokens_per_s"), tor.get("tokens_per_s")
+print(f"{cell(ours)}|{cell(tor)}|{(f'{o / t:.2f}x' if o and t else 'n/a')}|{n / 1e9:.2f}B params")
+EOF2
+)
+    IFS='|' read -r l_o l_t l_r l_n <<<"$lrow"
+    res llama ours "${l_o:-n/a}"
+    res llama torch "${l_t:-n/a}"
+    res llama ratio "${l_r:-n/a}"
+    res llama params "${l_n:-?}"
+    det="$l_n, ${LLAMA_BATCH}x$SEQ bf16: ours ${l_o:-n/a} tok/s (MFU), torch ${l_t:-n/a}, ratio ${l_r:-n/a}"
+    if [ "$lours_rc" != 0 ]; then
+        check llama_1b "$(status_of $lours_rc)" "ours: $(last_line "$LOGS/llama_bench.err")"
+    elif [ "$TORCH_OK" = 0 ]; then
+        check llama_1b FAIL "torch not installed: no baseline ($det)"
+    elif [ "$lt_rc" != 0 ]; then
+        check llama_1b "$(status_of $lt_rc)" "transformers baseline: $(tail -c 150 "$LOGS/llama_torch.err" | tr -d '\n')"
+    else
+        check llama_1b PASS "$det"
+    fi
 fi
 
 # ---- 11. ceilings + kernel timings (information, not checks) -----------------------------------

@@ -158,6 +158,8 @@ def main():
     for k, v in res.items():
         if k[0] == "open":  # run.sh step 8c: u32 shards of an open model's vocabulary, trained on the GPU
             det.append(f"open-model vocabulary {k[1]}: {v}")
+    if res.get(("llama", "source")):
+        det.append(f"Llama ~1B (step 10b) ours: {res[('llama', 'source')]}")
     for k in ("plan", "measured"):
         if res.get(("edge", k)):
             det.append(f"memory edge {k}: {res[('edge', k)]}")
@@ -221,6 +223,10 @@ def main():
     if res.get(("dp", "scaling")):  # run.sh step 8b: tokens/s per GPU, scaling efficiency vs 1 GPU
         hl.append(cut(f"| multi-GPU d12 0.5M tok/step (GPUs: tok/s/GPU, efficiency) | {res[('dp', 'scaling')]} "
                       f"| | | >= 90% at 8 |", 300))
+    if res.get(("llama", "ours")) or res.get(("llama", "torch")):  # run.sh step 10b: Llama-shape ~1B bf16
+        hl.append(cut(f"| Llama {res.get(('llama', 'params'), '~1B')} bf16 tokens/s (MFU) | "
+                      f"{res.get(('llama', 'ours'), 'n/a')} | {res.get(('llama', 'torch'), 'n/a')} | "
+                      f"{res.get(('llama', 'ratio'), 'n/a')} | reported |", 230))
     hl.append("")
     hl.append("| check | status | detail |")
     hl.append("|---|---|---|")

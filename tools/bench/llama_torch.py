@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Llama-shape model in PyTorch/transformers: the baseline `llmtrain --model CONFIG.json --device cuda`
+is measured against on the GPU (issue 30 item 5; tests/gpu/run.sh step 10b).
+
+transformers' LlamaForCausalLM built from the same config.json llmtrain is given (so the two
+train the same architecture and parameter count), SDPA attention (flash on the GPU),
+bf16 autocast over fp32 weights (as llmtrain's bf16: fp32 master weights, bf16 compute),
+torch.compile, fused AdamW (betas 0.9/0.95, weight decay 0.1 on matrices), gradient clipping
+at 1.0, the same micro-batch (rows x seq-len) and number of timed steps.
+
+Data: as tools/bench/nanogpt_torch.py (the shard set through tools/python's reader when
+--data is given and usable, else random tokens; throughput does not depend on the values).
+
+Output: one JSON line on stdout (everything else on stderr), with tokens_per_s, step_ms_median,
+params, flops_per_token (6 N + 6 L T d: the matmul FLOPs of forward + backward, N without
+the embedding when it is tied, attention's QK^T and PV counted at full T x T as PaLM's MFU
+does) and mfu against --peak-tflops (989: H100/H200 SXM dense bf16).
+
+  python3 tools/bench/llama_torch.py --config CONFIG.json --seq-len 1024 --batch 8 --steps 10
+  python3 tools/bench/llama_torch.py --check     # imports + 2 steps of a tiny Llama on the CPU
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# The tiny config of --check: GQA (4 heads over 2 KV heads), untied, Llama 3 rope scaling.
+TINY = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192},
+    "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="", help="a LlamaForCausalLM config.json (the one llmtrain trains)")
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=8, help="rows per micro-batch")
+    p.add_argument("--steps", type=int, default=10, help="timed optimiser steps")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compile happens here)")
+    p.add_argument("--data", default="", help="shard set directory (numpy reader in tools/python)")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--peak-tflops", type=float, default=989.0)
+    p.add_argument("--check", action="store_true",
+                   help="dry check: imports, model build, 2 steps of a tiny Llama on the CPU, no compile")
+    return p.parse_args(argv)
+
+
+def flops_per_token(cfg, n_params, T):
+    """6 N + 6 L T d (PaLM appendix B), N = parameters less a tied embedding (its lookup is not a matmul;
+    the logits matmul through the tied matrix is counted once, as lm_head)."""
+    L, d = cfg["num_hidden_layers"], cfg["hidden_size"]
+    n = n_params
+    if not cfg.get("tie_word_embeddings", True):
+        n -= cfg["vocab_size"] * d  # the input embedding is a lookup; lm_head stays
+    return 6 * n + 6 * L * T * d
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.check:
+        args.seq_len, args.batch, args.steps, args.warmup = 32, 2, 2, 0
+        args.device, args.no_compile = "cpu", True
+    elif not args.config:
+        print(json.dumps({"impl": "torch-llama", "error": "--config CONFIG.json is required (or --check)"}))
+        return 64
+    try:
+        import numpy as np
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        print(json.dumps({"impl": "torch-llama", "error": f"import failed: {e}"}))
+        return 2
+    cfg = dict(TINY) if args.check else json.load(open(args.config))
+    dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        print(json.dumps({"impl": "torch-llama", "error": "no CUDA device visible to torch"}))
+        return 2
+    torch.manual_seed(args.seed)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    T, B = args.seq_len, args.batch
+    conf = LlamaConfig(attn_implementation="sdpa",
+                       **{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
+    model = LlamaForCausalLM(conf).to(dev)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())  # tied: counted once
+    V = conf.vocab_size
+    decay = [p for _, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for _, p in model.named_parameters() if p.dim() < 2]
+    opt_kw = {"lr": args.lr, "betas": (0.9, 0.95), "eps": 1e-8}
+    if dev.type == "cuda":
+        opt_kw["fused"] = True
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            **opt_kw)
+    step_model = model if args.no_compile else torch.compile(model)
+
+    rows, data_desc = None, "random: no --data"
+    if args.data:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from nanogpt_torch import _open_reader  # the same reader the GPT-2 baseline uses
+
+        rows, data_desc = _open_reader(args.data, T)
+    cursor = [0]
+
+    def next_batch():
+        if rows is None:
+            x = torch.randint(0, V, (B, T + 1), dtype=torch.int64)
+            xb, yb = x[:, :-1], x[:, 1:].clone()
+        else:
+            xs, ys = [], []
+            for i in range(B):
+                r = rows[(cursor[0] + i) % len(rows)]
+                tok, mask = (r[0], r[1]) if isinstance(r, tuple) else (r, None)
+                tok = np.asarray(tok[: T + 1], dtype=np.int64)
+                y = np.full(T, -100, dtype=np.int64)  # no loss beyond the row (transformers' ignore index)
+                y[: len(tok) - 1] = tok[1:T + 1]
+                if mask is not None:
+                    m = np.asarray(mask[1:T + 1])
+                    y[: len(m)][m == 0] = -100
+                xs.append(np.pad(tok[:T], (0, T - len(tok[:T]))))
+                ys.append(y)
+            cursor[0] += B
+            xb, yb = torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
+        if dev.type == "cuda":
+            xb = xb.pin_memory().to(dev, non_blocking=True)
+            yb = yb.pin_memory().to(dev, non_blocking=True)
+        return xb, yb
+
+    amp = torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=True)
+
+    def one_step():
+        xb, yb = next_batch()
+        with amp:
+            logits = step_model(input_ids=xb).logits
+        # targets already shifted: the loss over next tokens, in fp32 (llmtrain's too)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, V), yb.reshape(-1), ignore_index=-100)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):
+        one_step()
+    sync()
+    warm_s = time.perf_counter() - t0
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times, losses = [], []
+    for _ in range(args.steps):
+        t = time.perf_counter()
+        loss = one_step()
+        lv = float(loss.item())  # a sync: the step is over
+        times.append(time.perf_counter() - t)
+        losses.append(lv)
+    med = statistics.median(times)
+    fpt = flops_per_token(cfg, n_params, T)
+    tps = B * T / med
+    out = {
+        "impl": "torch-llama", "torch": torch.__version__, "layers": conf.num_hidden_layers,
+        "heads": conf.num_attention_heads, "kv_heads": conf.num_key_value_heads, "dim": conf.hidden_size,
+        "ffn": conf.intermediate_size, "vocab": V, "tied": bool(conf.tie_word_embeddings), "seq_len": T, "batch": B,
+        "params": n_params, "steps": args.steps, "attn": "sdpa", "compile": not args.no_compile,
+        "device": str(dev), "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "",
+        "step_ms_median": med * 1e3, "tokens_per_s": tps, "flops_per_token": fpt,
+        "mfu": tps * fpt / (args.peak_tflops * 1e12) if dev.type == "cuda" else None,
+        "peak_mem_bytes": int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else 0,
+        "warmup_s": warm_s, "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None, "data": data_desc,
+    }
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
