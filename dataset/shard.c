@@ -451,11 +451,13 @@ static int check_blocks(const ds_shard_header *h, const uint8_t *map, char *err,
         uint64_t o = b * DS_SHARD_BLOCK_BYTES;
         uint64_t l = payload - o < DS_SHARD_BLOCK_BYTES ? payload - o : DS_SHARD_BLOCK_BYTES;
         if (XXH3_64bits(pay + o, (size_t)l) != get64(tab + 8 * b)) {
-            ds_set_err(err, errlen, "offset %" PRIu64 "-%" PRIu64 ": checksum mismatch (%s section)",
-                       DS_SHARD_HEADER_BYTES + o, DS_SHARD_HEADER_BYTES + o + l - 1,
-                       o < h->tokens_bytes                   ? "token"
-                       : o < h->tokens_bytes + h->meta_bytes ? "row-metadata"
-                                                             : "loss");
+            /* the sections the damaged block overlaps */
+            uint64_t e = o + l, t = h->tokens_bytes, m = t + h->meta_bytes;
+            int in_t = o < t, in_m = o < m && e > t, in_l = e > m;
+            ds_set_err(err, errlen, "offset %" PRIu64 "-%" PRIu64 ": checksum mismatch (%s%s%s%s%s section%s)",
+                       DS_SHARD_HEADER_BYTES + o, DS_SHARD_HEADER_BYTES + e - 1, in_t ? "token" : "",
+                       in_t && in_m ? " / " : "", in_m ? "row-metadata" : "", (in_t || in_m) && in_l ? " / " : "",
+                       in_l ? "loss" : "", in_t + in_m + in_l > 1 ? "s" : "");
             return DS_ERR_FORMAT;
         }
     }

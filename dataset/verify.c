@@ -129,9 +129,9 @@ static int verify_set(const char *dir, ds_verify_result *res, char *err, size_t 
         const char *what =
             ms->xxh3 != xx                               ? "file checksum"
             : h.version != man.shard_version             ? "shard version (shard_format_version)"
-            : ms->loss_tokens != loss                    ? "loss_tokens"
             : ms->rows != h.n_rows                       ? "rows"
             : ms->tokens != tokens                       ? "tokens"
+            : ms->loss_tokens != loss                    ? "loss_tokens"
             : ms->bytes != bytes                         ? "bytes"
             : memcmp(h.fingerprint, man.fingerprint, 32) ? "tokenizer fingerprint"
             : h.vocab_size != man.vocab_size             ? "vocab size"

@@ -206,6 +206,64 @@ else
     echo "skip: no llmtrain at $LLM"
 fi
 
+# ---- issue 28 item 3: version-2 shards (a loss bit per token), made from the real build
+fresh set ls && "$GEN" lossify "$T/ls" || bad "lossify"
+run 0 "verify: version-2 set" -- "$MKS" verify "$T/ls"
+# out_has WHAT PATTERN...: the last run's stdout holds every pattern
+out_has() {
+    local what=$1; shift
+    for p in "$@"; do grep -qF -- "$p" "$T/out" || { bad "$what: output lacks '$p': $(head -c 300 "$T/out")"; return; }; done
+    ok "$what: output has $*"
+}
+run 0 "inspect: version-2 set" -- "$MKS" inspect "$T/ls"
+out_has "inspect: targets per split" "targets (loss bits)"
+run 0 "inspect --row 0: version 2" -- "$MKS" inspect --ids --row 0 "$T/ls"
+out_has "inspect --row: masked spans in brackets" "targets; [bracketed] spans are not targets" " ["
+run 0 "inspect SHARD: version 2" -- "$MKS" inspect "$T/ls/$S0"
+out_has "inspect SHARD: loss section and targets" "loss bytes" "targets "
+# a loss bit on a padding position of the first row with padding, checksums and manifest recomputed,
+# in a --pack none set (every row padded, one shard: llmtrain's 16 steps read every row)
+"$MKS" build -t "$T/tok.tiktoken" -L 1024 --pack none --val-fraction 0 --shard-tokens 1000000 -q -o "$T/lsn" "$T/in" &&
+    "$GEN" lossify "$T/lsn" || bad "build + lossify --pack none"
+read -r pfile prow poff pbyte < <(python3 - "$T/lsn" <<'PY'
+import glob, os, struct, sys
+for f in sorted(glob.glob(sys.argv[1] + "/*.mks")):
+    b = open(f, "rb").read()
+    n, = struct.unpack_from("<Q", b, 48); L, = struct.unpack_from("<I", b, 24)
+    tb, mb = struct.unpack_from("<QQ", b, 72)
+    valid = struct.unpack_from("<%dI" % n, b, 192 + tb)
+    r = next((r for r in range(n) if valid[r] < L), None)
+    if r is not None:
+        off = 192 + tb + mb + r * ((L + 7) // 8) + (L - 1) // 8
+        print(os.path.basename(f), r, off, b[off] | (1 << ((L - 1) % 8)))
+        break
+PY
+)
+[ -n "$pfile" ] || bad "no shard with a padded row in the version-2 set"
+fresh lsn lp && python3 - "$T/lp/$pfile" "$poff" "$pbyte" <<'PY'
+import sys
+p, off, v = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+b = bytearray(open(p, "rb").read()); b[off] = v; open(p, "wb").write(b)
+PY
+# (patching the version field with its own value 2 recomputes the checksums)
+"$GEN" patch "$T/lp/$pfile" 8 4 2 payload && "$GEN" rehash "$T/lp"
+run 2 "verify: a loss bit on padding (checksums recomputed)" "$pfile" "row $prow has a loss bit set on padding" -- "$MKS" verify "$T/lp"
+run 2 "inspect --row: the same row" "row $prow has a loss bit set on padding" -- "$MKS" inspect --ids --row "$prow" "$T/lp/$pfile"
+fresh ls lz && "$GEN" patch "$T/lz/$S0" 144 8 1 && "$GEN" rehash "$T/lz"
+run 2 "verify: loss section size wrong" "$S0" "offset 144: loss section of 1 bytes" -- "$MKS" verify "$T/lz"
+fresh ls lm && jedit "$T/lm" 'm["shard_format_version"] = 1'
+run 2 "verify: manifest version 1 over version-2 shards" "shard version (shard_format_version) disagrees" -- "$MKS" verify "$T/lm"
+fresh ls lt && jedit "$T/lt" 'm["shards"][0]["loss_tokens"] += 1'
+run 2 "verify: loss_tokens off by one" "$S0: loss_tokens disagrees" -- "$MKS" verify "$T/lt"
+if [ -x "$LLM" ]; then
+    run 0 "llmtrain on a version-2 set" -- \
+        "$LLM" --data "$T/ls" --model tiny --seq-len 32 --steps 4 --token-budget 256 --batch-tokens 256 --quiet
+    run 2 "llmtrain: a loss bit on padding" "$pfile row $prow" "loss bit set on padding" -- \
+        "$LLM" --data "$T/lp" --model tiny --seq-len 32 --steps 16 --token-budget 512 --batch-tokens 512 --quiet --no-verify
+    run 2 "llmtrain: manifest version 1 over version-2 shards" "shard version" -- \
+        "$LLM" --data "$T/lm" --model tiny --seq-len 32 --steps 4 --token-budget 256 --batch-tokens 256 --quiet
+fi
+
 # ---- item 12: merge takes the same DIR/.lock as build
 if command -v flock >/dev/null; then
     mkdir -p "$T/ml"

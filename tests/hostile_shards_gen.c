@@ -8,6 +8,7 @@
  *                      checksums) recomputed: only the structural checks can object
  *   hostile_shards_gen rehash DIR                    the manifest's xxh3 and bytes of
  *                      every listed shard set to the files' (a consistent forgery)
+ *   hostile_shards_gen lossify DIR                   the set's shards as version 2 (loss bits)
  *   hostile_shards_gen corpus-shard DIR              seeds for fuzz_shard
  *   hostile_shards_gen corpus-manifest DIR           seeds for fuzz_manifest
  */
@@ -61,6 +62,68 @@ static int cmd_rehash(const char *dir) {
     return rc ? die("rehash: cannot write") : 0;
 }
 
+/* Rewrite every shard of the set in DIR as a version-2 shard with the same
+ * rows, targets where hs_loss_bit(row, position) (real tokens only), and
+ * update the manifest (shard_format_version 2, loss_tokens, bytes, xxh3):
+ * a valid version-2 set made from a real build, for the CLI and trainer. */
+static int cmd_lossify(const char *dir) {
+    char p[4096], err[512];
+    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    json_error_t je;
+    json_t *m = json_load_file(p, 0, &je);
+    if (!m) return die("lossify: cannot read the manifest");
+    json_t *sh = json_object_get(m, "shards");
+    uint64_t split_loss[2] = {0, 0};
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(sh) && !rc; i++) {
+        json_t *e = json_array_get(sh, i);
+        char f[4096];
+        snprintf(f, sizeof f, "%s/%s", dir, json_string_value(json_object_get(e, "file")));
+        ds_shard *s = NULL;
+        if (ds_shard_open(f, 0, &s, err, sizeof err) != DS_OK) return die(err);
+        ds_shard_header h = *ds_shard_get_header(s);
+        uint64_t n = h.n_rows, L = h.row_len, lb = ds_shard_loss_row_bytes(h.row_len), loss_n = 0;
+        uint32_t *rows = calloc(n * L + 1, 4), *valid = calloc(n + 1, 4), *sidx = calloc(n + 2, 4);
+        uint32_t *starts = calloc(n * L + 1, 4);
+        uint8_t *loss = calloc(n * lb + 1, 1);
+        if (!rows || !valid || !sidx || !starts || !loss) return die("out of memory");
+        uint32_t ns = 0;
+        for (uint64_t r = 0; r < n && !rc; r++) {
+            uint32_t k = 0;
+            sidx[r] = ns;
+            if (ds_shard_read(s, r, rows + r * L, NULL, NULL, NULL, &valid[r]) != DS_OK ||
+                ds_shard_row_starts(s, r, starts + ns, &k) != DS_OK)
+                rc = die("lossify: unreadable row");
+            ns += k;
+            for (uint32_t j = 0; j < valid[r]; j++)
+                if (hs_loss_bit((uint32_t)r, j)) loss[r * lb + j / 8] |= (uint8_t)(1u << (j % 8)), loss_n++;
+        }
+        sidx[n] = ns;
+        ds_shard_close(s);
+        ds_shard_image img;
+        if (!rc && ds_shard_build_image_loss(&h, rows, NULL, valid, sidx, starts, loss, 0, &img, err, sizeof err))
+            rc = die(err);
+        if (!rc) {
+            char hx[17];
+            snprintf(hx, sizeof hx, "%016" PRIx64, img.file_xxh3);
+            if (hs_write(f, img.data, img.len)) rc = die("lossify: cannot write a shard");
+            json_object_set_new(e, "bytes", json_integer((json_int_t)img.len));
+            json_object_set_new(e, "xxh3", json_string(hx));
+            json_object_set_new(e, "loss_tokens", json_integer((json_int_t)loss_n));
+            split_loss[!strcmp(json_string_value(json_object_get(e, "split")), "val")] += loss_n;
+            ds_shard_image_free(&img);
+        }
+        free(rows), free(valid), free(sidx), free(starts), free(loss);
+    }
+    json_object_set_new(m, "shard_format_version", json_integer(DS_SHARD_VERSION_LOSS));
+    for (int k = 0; k < 2; k++)
+        json_object_set_new(json_object_get(json_object_get(m, "splits"), k ? "val" : "train"), "loss_tokens",
+                            json_integer((json_int_t)split_loss[k]));
+    if (!rc && json_dump_file(m, p, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) rc = die("lossify: cannot write");
+    json_decref(m);
+    return rc;
+}
+
 static void seed(const char *dir, const char *name, uint8_t mode, const uint8_t *b, size_t len) {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -91,6 +154,18 @@ static int cmd_corpus_shard(const char *dir) {
             hs_put32(img.data + 192 + t + 8, 3);
             hs_put32(img.data + 192 + t + 4 * 11, 7);
             seed(dir, "plain-badstart", 2, img.data, img.len);
+        }
+        ds_shard_image_free(&img);
+    }
+    /* version 2 (per-token loss bits): valid, compressed, and a bit on padding */
+    for (int z = 0; z < 2; z++) {
+        if (hs_make_shard_v(6, 8, 0, z ? 3 : 0, 1, &img)) return die("cannot make a version-2 shard");
+        seed(dir, z ? "loss-zstd" : "loss", 0, img.data, img.len);
+        seed(dir, z ? "loss-zstd-fixpayload" : "loss-fixpayload", 2, img.data, img.len);
+        if (!z) { /* row 2 (3 real tokens) with a target at position 7 */
+            uint64_t lo = 192 + hs_get64(img.data + 72) + hs_get64(img.data + 80);
+            img.data[lo + 2] |= 0x80;
+            seed(dir, "loss-padbit", 2, img.data, img.len);
         }
         ds_shard_image_free(&img);
     }
@@ -163,6 +238,14 @@ static int cmd_corpus_manifest(const char *dir) {
     snprintf(p, sizeof p, "%s/mistyped.json", dir);
     hs_write(p, txt, strlen(txt));
     free(txt), json_decref(x);
+    x = json_deep_copy(m); /* a version-2 manifest (its shards are version 1: refused, after the parse) */
+    json_object_set_new(x, "shard_format_version", json_integer(DS_SHARD_VERSION_LOSS));
+    json_object_set_new(json_array_get(json_object_get(x, "shards"), 0), "loss_tokens", json_integer(3));
+    json_object_set_new(json_object_get(json_object_get(x, "splits"), "train"), "loss_tokens", json_integer(3));
+    txt = json_dumps(x, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    snprintf(p, sizeof p, "%s/loss-v2.json", dir);
+    hs_write(p, txt, strlen(txt));
+    free(txt), json_decref(x);
     snprintf(p, sizeof p, "%s/dupkey.json", dir);
     const char *dk = "{\"format\": \"mkshards-manifest\", \"format\": \"x\", \"shards\": []}";
     hs_write(p, dk, strlen(dk));
@@ -180,9 +263,10 @@ int main(int argc, char **argv) {
         return cmd_patch(argv[2], strtoull(argv[3], NULL, 0), atoi(argv[4]), strtoull(argv[5], NULL, 0),
                          argc == 7 && !strcmp(argv[6], "payload"));
     if (argc == 3 && !strcmp(argv[1], "rehash")) return cmd_rehash(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "lossify")) return cmd_lossify(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "corpus-shard")) return cmd_corpus_shard(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "corpus-manifest")) return cmd_corpus_manifest(argv[2]);
     fprintf(stderr, "usage: hostile_shards_gen overflow FILE | patch FILE OFF WIDTH VALUE [payload] | rehash DIR |\n"
-                    "       corpus-shard DIR | corpus-manifest DIR\n");
+                    "       lossify DIR | corpus-shard DIR | corpus-manifest DIR\n");
     return 64;
 }

@@ -36,6 +36,7 @@ static inline void hs_fix_payload(uint8_t *img, size_t len) {
     if (len < DS_SHARD_HEADER_BYTES) return;
     uint64_t t = hs_get64(img + 72), m = hs_get64(img + 80), nb = hs_get64(img + 88);
     uint64_t payload = t + m;
+    if (hs_get32(img + 8) == DS_SHARD_VERSION_LOSS) payload += hs_get64(img + 144); /* the loss section */
     if (payload < t || payload > len - DS_SHARD_HEADER_BYTES || nb > (len - DS_SHARD_HEADER_BYTES - payload) / 8) {
         hs_fix_header(img);
         return;
@@ -54,7 +55,17 @@ static inline void hs_fix_payload(uint8_t *img, size_t len) {
 /* A small valid shard: n rows of L tokens (vocab 300, EOT/pad 299),
  * row r holds r%L+1 real tokens with a document start at 0 (and at 2 when
  * there are more than 3); zstd > 0 compresses with frames of 3 rows. */
+static inline int hs_make_shard_v(uint32_t n, uint32_t L, int split, int zstd, int loss_bits, ds_shard_image *img);
 static inline int hs_make_shard(uint32_t n, uint32_t L, int split, int zstd, ds_shard_image *img) {
+    return hs_make_shard_v(n, L, split, zstd, 0, img);
+}
+
+/* Loss bit i of row r in hs_make_shard_v's version-2 shards (i < valid). */
+static inline int hs_loss_bit(uint32_t r, uint32_t i) { return (r + i) % 3 != 0; }
+
+/* hs_make_shard; loss_bits: a version-2 shard whose row r has bit i set
+ * where hs_loss_bit(r, i) (real tokens only). */
+static inline int hs_make_shard_v(uint32_t n, uint32_t L, int split, int zstd, int loss_bits, ds_shard_image *img) {
     uint32_t *rows = calloc((size_t)n * L + 1, 4), *valid = calloc(n + 1, 4), *sidx = calloc(n + 2, 4);
     uint32_t *starts = calloc((size_t)n * 2 + 1, 4);
     if (!rows || !valid || !sidx || !starts) return -1;
@@ -78,9 +89,16 @@ static inline int hs_make_shard(uint32_t n, uint32_t L, int split, int zstd, ds_
     h.frame_rows = zstd ? 3 : 0;
     for (int i = 0; i < 32; i++) h.fingerprint[i] = (uint8_t)(i * 11);
     char err[256];
-    int rc = ds_shard_build_image(&h, rows, NULL, valid, sidx, starts, zstd, img, err, sizeof err);
+    uint64_t lb = ds_shard_loss_row_bytes(L);
+    uint8_t *loss = loss_bits ? calloc((size_t)(n * lb) + 1, 1) : NULL;
+    for (uint32_t r = 0; loss && r < n; r++)
+        for (uint32_t i = 0; i < valid[r]; i++)
+            if (hs_loss_bit(r, i)) loss[r * lb + i / 8] |= (uint8_t)(1u << (i % 8));
+    int rc = loss_bits && !loss
+                 ? DS_ERR_NOMEM
+                 : ds_shard_build_image_loss(&h, rows, NULL, valid, sidx, starts, loss, zstd, img, err, sizeof err);
     if (rc != DS_OK) fprintf(stderr, "hs_make_shard: %s\n", err);
-    free(rows), free(valid), free(sidx), free(starts);
+    free(rows), free(valid), free(sidx), free(starts), free(loss);
     return rc == DS_OK ? 0 : -1;
 }
 
@@ -162,12 +180,18 @@ static inline json_t *hs_manifest(const char *dir, uint32_t L, const char *const
         else if (b && len >= 192) /* zstd: rows r hold r%L+1 tokens (hs_make_shard) */
             for (uint64_t r = 0; r < rows && r < (1u << 20); r++) toks += r % L + 1;
         snprintf(hx, sizeof hx, "%016" PRIx64, b ? (uint64_t)XXH3_64bits(b, len) : 0);
+        /* a version-2 shard: the set is version 2 and each shard lists its targets */
+        int v2 = b && len >= 192 && hs_get32(b + 8) == DS_SHARD_VERSION_LOSS;
+        uint64_t loss = 0, lo = v2 ? 192 + hs_get64(b + 72) + hs_get64(b + 80) : 0, lsz = v2 ? hs_get64(b + 144) : 0;
+        for (uint64_t k = 0; v2 && k < lsz && lo + k < len; k++) loss += (uint64_t)__builtin_popcount(b[lo + k]);
+        if (v2) json_object_set_new(m, "shard_format_version", json_integer(DS_SHARD_VERSION_LOSS));
         free(b);
         json_t *e = json_object();
         json_object_set_new(e, "file", json_string(files[i]));
         json_object_set_new(e, "split", json_string(splits[i] ? "val" : "train"));
         json_object_set_new(e, "rows", json_integer((json_int_t)rows));
         json_object_set_new(e, "tokens", json_integer((json_int_t)toks));
+        if (v2) json_object_set_new(e, "loss_tokens", json_integer((json_int_t)loss));
         json_object_set_new(e, "bytes", json_integer((json_int_t)len));
         json_object_set_new(e, "xxh3", json_string(hx));
         json_array_append_new(arr, e);
@@ -186,12 +210,15 @@ static inline int hs_write_manifest(const char *dir, json_t *m) {
  * the shards listed in m (so that `mkshards verify` passes on the set). */
 static inline void hs_complete_manifest(json_t *m) {
     json_t *sh = json_object_get(m, "shards");
-    uint64_t rows[2] = {0, 0}, toks[2] = {0, 0}, n[2] = {0, 0};
+    uint64_t rows[2] = {0, 0}, toks[2] = {0, 0}, n[2] = {0, 0}, loss[2] = {0, 0};
+    int v2 = 0;
     for (size_t i = 0; i < json_array_size(sh); i++) {
         json_t *e = json_array_get(sh, i);
         int k = !strcmp(json_string_value(json_object_get(e, "split")), "val");
         rows[k] += (uint64_t)json_integer_value(json_object_get(e, "rows"));
         toks[k] += (uint64_t)json_integer_value(json_object_get(e, "tokens"));
+        if (json_object_get(e, "loss_tokens")) v2 = 1;
+        loss[k] += (uint64_t)json_integer_value(json_object_get(e, "loss_tokens"));
         n[k]++;
     }
     uint64_t L = (uint64_t)json_integer_value(json_object_get(m, "seq_len"));
@@ -211,6 +238,7 @@ static inline void hs_complete_manifest(json_t *m) {
         json_object_set_new(o, "shards", json_integer((json_int_t)n[k]));
         json_object_set_new(o, "rows", json_integer((json_int_t)rows[k]));
         json_object_set_new(o, "tokens", json_integer((json_int_t)toks[k]));
+        if (v2) json_object_set_new(o, "loss_tokens", json_integer((json_int_t)loss[k]));
         json_object_set_new(sp, k ? "val" : "train", o);
     }
     json_object_set_new(m, "splits", sp);

@@ -565,6 +565,144 @@ static void test_outputs(void) {
     unsetenv("MKS_VOCAB_DIR");
 }
 
+/* ---- version-2 shards: the per-token loss bits (issue 28 item 3) */
+
+/* a one-shard v2 set in g_tmp/lossset from img; returns its manifest (to edit) */
+static json_t *loss_set(const char *dir, const ds_shard_image *img) {
+    char p[1100];
+    snprintf(p, sizeof p, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    CHECK(system(p) == 0);
+    snprintf(p, sizeof p, "%s/train-00000.mks", dir);
+    CHECK(hs_write(p, img->data, img->len) == 0);
+    static const char *const files[] = {"train-00000.mks"};
+    static const int splits[] = {0};
+    json_t *m = hs_manifest(dir, 8, files, splits, 1);
+    hs_complete_manifest(m);
+    return m;
+}
+
+static void test_loss_bits(void) {
+    char dir[512], p[600], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/lossset", g_tmp);
+    snprintf(p, sizeof p, "%s/train-00000.mks", dir);
+    ds_shard_image img;
+    /* the valid set: every check passes and the masks read back as made */
+    CHECK(hs_make_shard_v(6, 8, 0, 0, 1, &img) == 0);
+    json_t *m = loss_set(dir, &img);
+    CHECK(hs_write_manifest(dir, m) == 0);
+    ds_shardset *set = NULL;
+    CHECK(ds_shardset_open(dir, DS_SHARD_OPEN_FULL, &set, err, sizeof err) == DS_OK, "%s", err);
+    uint64_t targets = 0;
+    for (uint64_t r = 0; set && r < 6; r++) {
+        uint8_t mask[8];
+        CHECK(ds_shardset_read(set, DS_SPLIT_TRAIN, r, NULL, NULL, NULL, mask) == DS_OK);
+        for (uint32_t i = 0; i < 8; i++) {
+            CHECK(mask[i] == (i < r % 8 + 1 && hs_loss_bit((uint32_t)r, i)), "row %llu bit %u", (unsigned long long)r,
+                  i);
+            targets += mask[i];
+        }
+    }
+    if (set) {
+        ds_shardset_info in;
+        ds_shardset_get_info(set, &in);
+        CHECK(in.shard_version == DS_SHARD_VERSION_LOSS && in.loss_tokens[0] == targets && targets < in.tokens[0]);
+    }
+    ds_shardset_close(set);
+    printf("ok   %-36s %llu targets\n", "version-2 set", (unsigned long long)targets);
+    json_decref(m);
+
+    /* the loss section of row 2 (valid 3): its byte and the size field */
+    size_t loss_off = DS_SHARD_HEADER_BYTES + (size_t)(hs_get64(img.data + 72) + hs_get64(img.data + 80));
+    struct {
+        const char *what;
+        int kind; /* 0: bit on padding (checksums recomputed), 1: size field, 2: flipped bit, checksums stale,
+                     3: one byte short, 4: version 1 with a loss size */
+        const char *want;
+    } cases[] = {
+        {"loss bit on padding", 0, "row 2 has a loss bit set on padding (valid 3)"},
+        {"loss section size off by one", 1, "offset 144: loss section of 7 bytes"},
+        {"loss bit flipped, stale checksums", 2, "checksum mismatch (token / row-metadata / loss sections)"},
+        {"loss section cut short", 3, "truncated"},
+        {"version 1 with a loss section size", 4, "offset 144: reserved byte"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ds_shard_image bad;
+        CHECK(hs_make_shard_v(6, 8, 0, 0, 1, &bad) == 0);
+        size_t len = bad.len;
+        switch (cases[k].kind) {
+        case 0:
+            bad.data[loss_off + 2] |= 0x80; /* row 2, position 7 */
+            hs_fix_payload(bad.data, len);
+            break;
+        case 1:
+            hs_put64(bad.data + 144, 7);
+            hs_fix_header(bad.data);
+            break;
+        case 2: bad.data[loss_off + 1] ^= 0x01; break;
+        case 3: len--; break;
+        case 4:
+            hs_put32(bad.data + 8, DS_SHARD_VERSION);
+            hs_fix_header(bad.data);
+            break;
+        }
+        CHECK(hs_write(p, bad.data, len) == 0);
+        int rc = ds_shard_verify(p, NULL, err, sizeof err);
+        CHECK(rc == DS_ERR_FORMAT && strstr(err, cases[k].want), "%s: verify rc %d (%s), want '%s'", cases[k].what, rc,
+              err, cases[k].want);
+        if (cases[k].kind == 0) { /* checksums valid: the file opens, the row read refuses it */
+            ds_shard *s = NULL;
+            CHECK(ds_shard_open(p, DS_SHARD_OPEN_VERIFY, &s, err, sizeof err) == DS_OK, "%s", err);
+            uint8_t mask[8];
+            rc = s ? ds_shard_read_msg(s, 2, NULL, NULL, NULL, mask, NULL, err, sizeof err) : -1;
+            CHECK(rc == DS_ERR_FORMAT && strstr(err, cases[k].want), "%s: read rc %d (%s)", cases[k].what, rc, err);
+            CHECK(s && ds_shard_read(s, 1, NULL, NULL, NULL, mask, NULL) == DS_OK, "other rows still read");
+            ds_shard_close(s);
+        }
+        printf("ok   %-36s %s\n", cases[k].what, err);
+        ds_shard_image_free(&bad);
+    }
+
+    /* the manifest against the shards */
+    struct {
+        const char *what, *field, *json, *want;
+        int open_ok; /* the cheap open accepts it; verify refuses */
+    } mc[] = {
+        {"manifest version 1, shard version 2", "shard_format_version", "1",
+         "shard version (shard_format_version) disagrees", 0},
+        {"manifest version 3", "shard_format_version", "3", "shard_format_version", 0},
+        {"v2 shard without loss_tokens", "shards.0.loss_tokens", NULL, "loss_tokens", 0},
+        {"loss_tokens > tokens", "shards.0.loss_tokens", "1000", "loss_tokens", 0},
+        {"loss_tokens off by one", "shards.0.loss_tokens", "1", "loss_tokens disagrees with the manifest", 1},
+        {"splits loss_tokens wrong", "splits.train.loss_tokens", "2", "splits.train.loss_tokens", 1},
+    };
+    for (size_t k = 0; k < sizeof mc / sizeof mc[0]; k++) {
+        m = loss_set(dir, &img);
+        json_t *o = m;
+        char path[64];
+        snprintf(path, sizeof path, "%s", mc[k].field);
+        char *key = strtok(path, "."), *next;
+        while ((next = strtok(NULL, "."))) {
+            o = json_is_array(o) ? json_array_get(o, (size_t)atoi(key)) : json_object_get(o, key);
+            key = next;
+        }
+        if (!mc[k].json) json_object_del(o, key);
+        else if (!strcmp(mc[k].field, "shards.0.loss_tokens") && !strcmp(mc[k].json, "1"))
+            json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) + 1));
+        else json_object_set_new(o, key, json_loads(mc[k].json, JSON_DECODE_ANY, NULL));
+        CHECK(hs_write_manifest(dir, m) == 0);
+        json_decref(m);
+        set = NULL;
+        int rc = ds_shardset_open(dir, 0, &set, err, sizeof err);
+        ds_shardset_close(set);
+        CHECK((rc == DS_OK) == mc[k].open_ok, "%s: open rc %d (%s)", mc[k].what, rc, err);
+        rc = ds_verify(dir, NULL, err, sizeof err);
+        CHECK(rc == DS_ERR_FORMAT && strstr(err, mc[k].want), "%s: verify rc %d (%s), want '%s'", mc[k].what, rc, err,
+              mc[k].want);
+        printf("ok   %-36s %s\n", mc[k].what, err);
+    }
+    ds_shard_image_free(&img);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/test_hostile_shards_XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -572,6 +710,7 @@ int main(void) {
     test_sets();
     test_rows();
     test_outputs();
+    test_loss_bits();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd) != 0) failures++;

@@ -45,6 +45,8 @@ static void print_header(const ds_shard_header *h) {
            (h->flags & DS_SHARD_F_ZSTD) ? " zstd" : "", h->n_starts, h->tokens_bytes,
            (h->flags & DS_SHARD_F_ZSTD) ? " (compressed)" : "", h->meta_bytes, h->payload_xxh3, h->n_blocks,
            DS_SHARD_BLOCK_BYTES, fp);
+    if (h->version == DS_SHARD_VERSION_LOSS)
+        printf("  loss bytes     %" PRIu64 " (a loss bit per token: version 2)\n", h->loss_bytes);
     if (h->flags & DS_SHARD_F_ZSTD)
         printf("  zstd frames    %" PRIu64 " of %u rows (ratio %.2f)\n", h->n_frames, h->frame_rows,
                h->tokens_bytes ? (double)(h->n_rows * h->row_len * h->dtype_bytes) / (double)h->tokens_bytes : 0.0);
@@ -62,9 +64,17 @@ static void print_manifest(const ds_manifest_info *man) {
     if (man->pack == DS_PACK_NONE) printf(" (over-long: %s)", ds_over_long_name(man->over_long));
     printf("; val fraction %g; seed %" PRIu64 "%s; zstd %d\n", man->val_fraction, man->seed,
            man->shuffle ? "" : " (no shuffle)", man->zstd_level);
-    for (int k = 0; k < 2; k++)
-        printf("%-12s %" PRIu64 " shards, %" PRIu64 " rows, %" PRIu64 " tokens\n", k ? "val" : "train",
+    for (int k = 0; k < 2; k++) {
+        printf("%-12s %" PRIu64 " shards, %" PRIu64 " rows, %" PRIu64 " tokens", k ? "val" : "train",
                man->split_shards[k], man->split_rows[k], man->split_tokens[k]);
+        if (man->shard_version == DS_SHARD_VERSION_LOSS) { /* the targets the shards list */
+            uint64_t loss = 0;
+            for (size_t i = 0; i < man->n_shards; i++)
+                if (man->shards[i].split == k) loss += man->shards[i].loss_tokens;
+            printf(", %" PRIu64 " targets (loss bits)", loss);
+        }
+        putchar('\n');
+    }
     size_t n = man->n_shards;
     printf("\nshards (%zu):\n", n);
     for (size_t i = 0; i < n; i++) {
@@ -142,6 +152,23 @@ static void print_text(const uint8_t *p, size_t n) {
     }
 }
 
+/* Tokens [i, j) as ids or decoded text. */
+static void print_span(const uint32_t *t, uint32_t i, uint32_t j, const tk_tokenizer *tok, int ids_only) {
+    if (ids_only || !tok) {
+        for (uint32_t k = i; k < j; k++) printf("%s%u", k > i ? " " : "", t[k]);
+        return;
+    }
+    tk_bytes b = {0};
+    if (tk_decode(tok, t + i, j - i, &b) == TK_OK) {
+        putchar('"');
+        print_text(b.data, b.len);
+        putchar('"');
+    } else {
+        printf("(ids do not decode with this tokenizer)");
+    }
+    tk_bytes_free(&b);
+}
+
 static int show_row(const ds_shard *s, uint64_t row, const tk_tokenizer *tok, int ids_only) {
     const ds_shard_header *h = ds_shard_get_header(s);
     uint32_t L = h->row_len, nv = 0;
@@ -156,8 +183,12 @@ static int show_row(const ds_shard *s, uint64_t row, const tk_tokenizer *tok, in
         free(t), free(pos), free(doc), free(mask);
         return rc;
     }
-    printf("row %" PRIu64 ": %u tokens, %u real, %u padding%s\n", row, L, nv, L - nv,
-           nv && pos[0] == 0 && doc[0] == 0 ? "" : "");
+    int bits = h->version == DS_SHARD_VERSION_LOSS;
+    uint32_t targets = 0;
+    for (uint32_t k = 0; k < nv; k++) targets += mask[k];
+    printf("row %" PRIu64 ": %u tokens, %u real, %u padding", row, L, nv, L - nv);
+    if (bits) printf(", %u targets; [bracketed] spans are not targets (loss bit 0)", targets);
+    putchar('\n');
     uint32_t i = 0;
     while (i < nv) {
         uint32_t j = i;
@@ -166,18 +197,18 @@ static int show_row(const ds_shard *s, uint64_t row, const tk_tokenizer *tok, in
         (void)st;
         printf("  segment %u: positions %u-%u (%u tokens)%s\n    ", doc[i], i, j - 1, j - i,
                t[j - 1] == h->eot_id ? ", ends with EOT" : "");
-        if (ids_only || !tok) {
-            for (uint32_t k = i; k < j; k++) printf("%s%u", k > i ? " " : "", t[k]);
-        } else {
-            tk_bytes b = {0};
-            if (tk_decode(tok, t + i, j - i, &b) == TK_OK) {
-                putchar('"');
-                print_text(b.data, b.len);
-                putchar('"');
-            } else {
-                printf("(ids do not decode with this tokenizer)");
+        if (!bits) {
+            print_span(t, i, j, tok, ids_only);
+        } else { /* runs of equal loss bits; the masked-out ones in brackets */
+            for (uint32_t a = i; a < j;) {
+                uint32_t e = a;
+                while (e < j && mask[e] == mask[a]) e++;
+                if (a > i) putchar(' ');
+                if (!mask[a]) putchar('[');
+                print_span(t, a, e, tok, ids_only);
+                if (!mask[a]) putchar(']');
+                a = e;
             }
-            tk_bytes_free(&b);
         }
         putchar('\n');
         i = j;
@@ -262,20 +293,29 @@ static int inspect_set(const char *cmd, const char *target, ds_manifest_info *ma
 static int inspect_shard(const char *cmd, const char *target, const ds_shard *one) {
     printf("%s:\n", target);
     print_header(ds_shard_get_header(one));
-    uint64_t toks = 0;
+    uint64_t toks = 0, targets = 0;
     const ds_shard_header *h = ds_shard_get_header(one);
+    uint8_t *mask = malloc(h->row_len); /* row_len <= 2^24 (header checked) */
+    if (!mask) {
+        cli_error(cmd, "out of memory");
+        return EXIT_BAD_INPUT;
+    }
     for (uint64_t r = 0; r < h->n_rows; r++) {
         uint32_t nv = 0;
-        if (ds_shard_read(one, r, NULL, NULL, NULL, NULL, &nv) != DS_OK) {
-            cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (offset %" PRIu64 "; run mkshards verify)",
-                      target, r, (uint64_t)DS_SHARD_HEADER_BYTES + h->tokens_bytes + 4 * r);
+        char why[512];
+        if (ds_shard_read_msg(one, r, NULL, NULL, NULL, mask, &nv, why, sizeof why) != DS_OK) {
+            free(mask);
+            cli_error(cmd, "%s: row %" PRIu64 ": row metadata corrupt (%s; run mkshards verify)", target, r, why);
             return EXIT_BAD_INPUT;
         }
         toks += nv;
+        for (uint32_t i = 0; i < nv; i++) targets += mask[i];
     }
+    free(mask);
     uint64_t cells = h->n_rows * h->row_len; /* <= 2^32-1 (header checked) */
     printf("  tokens         %" PRIu64 " real, %" PRIu64 " padding (utilisation %.4f)\n", toks, cells - toks,
            cells ? (double)toks / (double)cells : 0.0);
+    if (h->version == DS_SHARD_VERSION_LOSS) printf("  targets        %" PRIu64 " (loss bit set)\n", targets);
     return EXIT_OK;
 }
 
