@@ -196,6 +196,7 @@ struct ds_arrow {
     explicit ds_arrow(int64_t limit) : pool(*pool_acquire(limit)) {}
     ~ds_arrow() {
         chunks.clear();
+        rg_rows.reset();
         pq.reset();
         ipc_file.reset();
         ipc_stream.reset();
@@ -214,6 +215,9 @@ struct ds_arrow {
         0; // 0: a leaf; 1: missing; 2: a parent is not a struct; 3: the field is not a leaf (a struct, list, ...)
     std::string pq_type; // the field's type when pq_kind == 3 or the leaf is not a string
     int n_groups = 0;
+    int group = -1;                                    // the row group being read
+    int64_t group_rows = 0, group_done = 0;            // its rows, and those read so far
+    std::unique_ptr<arrow::RecordBatchReader> rg_rows; // its batches (the field's column only)
     // IPC
     std::shared_ptr<arrow::ipc::RecordBatchFileReader> ipc_file;
     std::shared_ptr<arrow::RecordBatchReader> ipc_stream;
@@ -221,6 +225,7 @@ struct ds_arrow {
     int64_t n_batches = 0;
     // the loaded piece
     int64_t next = 0, piece = -1, rows = 0;
+    int64_t row0 = 0; // the piece's first row within its row group
     std::vector<Chunk> chunks;
     size_t cur_chunk = 0;
     uint64_t largest = 0;
@@ -292,9 +297,16 @@ int open_parquet(ds_arrow *a, char *err, size_t errlen) {
     props.set_thrift_container_size_limit(1 << 20);
     // pages that carry a CRC (writers' option) are checked against it
     props.set_page_checksum_verification(true);
+    // pages read as they are decoded, not the column chunk whole
+    props.enable_buffered_stream();
+    props.set_buffer_size(1 << 20);
     parquet::ArrowReaderProperties aprops;
     aprops.set_use_threads(false);
     aprops.set_pre_buffer(false);
+    // a row group is decoded in batches of this many rows: the pipeline's
+    // workers get the first documents while the rest is still compressed,
+    // and memory holds a batch, not the row group
+    aprops.set_batch_size(1024);
     parquet::arrow::FileReaderBuilder b;
     arrow::Status st = b.Open(a->file, props);
     if (!st.ok()) return fail(err, errlen, st, "not a readable Parquet file: ");
@@ -386,25 +398,55 @@ int open_ipc(ds_arrow *a, char *err, size_t errlen) {
 }
 
 int next_parquet(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
-    if (a->next >= a->n_groups) return 0;
-    int g = (int)a->next++;
-    a->piece = g;
-    std::string where = "row group " + std::to_string(g) + ": ";
-    a->rows = a->pq->parquet_reader()->metadata()->RowGroup(g)->num_rows();
-    if (a->rows < 0) {
-        set_err(err, errlen, where + "negative row count");
-        return DS_ARROW_DAMAGED;
+    for (;;) {
+        if (a->group >= 0 && a->rg_rows) {
+            std::string where = "row group " + std::to_string(a->group) + ": ";
+            std::shared_ptr<arrow::RecordBatch> batch;
+            arrow::Status st = a->rg_rows->ReadNext(&batch);
+            if (!st.ok()) return fail(err, errlen, st, where);
+            if (batch) {
+                a->piece = a->group;
+                a->row0 = a->group_done;
+                a->rows = batch->num_rows();
+                a->group_done += a->rows;
+                if (a->group_done > a->group_rows || batch->num_columns() != 1) {
+                    set_err(err, errlen,
+                            where + "the column has more rows than the row group's " + std::to_string(a->group_rows));
+                    return DS_ARROW_DAMAGED;
+                }
+                *rows = a->rows;
+                auto col = std::make_shared<arrow::ChunkedArray>(arrow::ArrayVector{batch->column(0)});
+                return load_chunks(a, col, err, errlen, where);
+            }
+            a->rg_rows.reset();
+            if (a->group_done != a->group_rows) {
+                set_err(err, errlen,
+                        where + "the column has " + std::to_string(a->group_done) + " rows, the row group " +
+                            std::to_string(a->group_rows));
+                return DS_ARROW_DAMAGED;
+            }
+        }
+        if (a->next >= a->n_groups) return 0;
+        int g = (int)a->next++;
+        a->group = g;
+        a->group_done = 0;
+        a->group_rows = a->pq->parquet_reader()->metadata()->RowGroup(g)->num_rows();
+        if (a->group_rows < 0) {
+            set_err(err, errlen, "row group " + std::to_string(g) + ": negative row count");
+            return DS_ARROW_DAMAGED;
+        }
+        if (a->pq_leaf < 0) { // every row reports the missing / non-leaf field; nothing to read
+            a->piece = g;
+            a->row0 = 0;
+            a->rows = a->group_rows;
+            *rows = a->rows;
+            return 1;
+        }
+        if (a->group_rows == 0) continue;
+        auto r = a->pq->GetRecordBatchReader(std::vector<int>{g}, std::vector<int>{a->pq_leaf});
+        if (!r.ok()) return fail(err, errlen, r.status(), "row group " + std::to_string(g) + ": ");
+        a->rg_rows = std::move(*r);
     }
-    *rows = a->rows;
-    if (a->pq_leaf < 0) return 1; // every row reports the missing / non-leaf field; nothing to read
-    auto got = a->pq->ReadRowGroup(g, std::vector<int>{a->pq_leaf});
-    if (!got.ok()) return fail(err, errlen, got.status(), where);
-    std::shared_ptr<arrow::Table> t = *got;
-    if (t->num_columns() != 1) {
-        set_err(err, errlen, where + "the reader returned " + std::to_string(t->num_columns()) + " columns");
-        return DS_ARROW_DAMAGED;
-    }
-    return load_chunks(a, t->column(0), err, errlen, where);
 }
 
 int next_ipc(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
@@ -424,6 +466,7 @@ int next_ipc(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
         return 0; // a file format IPC file whose schema has no fields: no rows to number
     }
     a->piece = a->next++;
+    a->row0 = 0;
     a->rows = batch->num_rows();
     *rows = a->rows;
     if (a->ipc_top < 0) return 1;
@@ -592,6 +635,7 @@ int ds_arrow_row(ds_arrow *a, int64_t i, const uint8_t **text, size_t *len, cons
 }
 
 uint64_t ds_arrow_piece_index(const ds_arrow *a) { return a->piece < 0 ? 0 : (uint64_t)a->piece; }
+uint64_t ds_arrow_piece_row0(const ds_arrow *a) { return (uint64_t)a->row0; }
 uint64_t ds_arrow_n_pieces(const ds_arrow *a) {
     return a->format == DS_ARROW_FMT_PARQUET ? (uint64_t)a->n_groups : (uint64_t)a->n_batches;
 }
@@ -602,6 +646,7 @@ void ds_arrow_close(ds_arrow *a) {
     if (!a) return;
     try {
         a->chunks.clear();
+        a->rg_rows.reset();
         a->pq.reset();
         a->ipc_file.reset();
         a->ipc_stream.reset();

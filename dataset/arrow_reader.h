@@ -4,9 +4,9 @@
  * reader.c calls these. Built only with MKS_ENABLE_ARROW (CMakeLists.txt);
  * MKS_HAVE_ARROW is defined then.
  *
- * A file is read piece by piece: a Parquet row group (only the column that
- * holds the text field, one row group in memory at a time) or an IPC record
- * batch. Every piece is checked with Arrow's validation (ValidateFull) before
+ * A file is read piece by piece: up to 1024 rows of a Parquet row group
+ * (only the column that holds the text field, decoded page by page) or an
+ * IPC record batch. Every piece is checked with Arrow's validation (ValidateFull) before
  * a row is looked at, and every allocation Arrow makes for the file goes
  * through a pool capped at mem_limit bytes, so a crafted file is an error
  * message, not a crash or unbounded memory. */
@@ -42,7 +42,7 @@ enum {
 int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, uint64_t mem_limit, ds_arrow **out,
                   char *err, size_t errlen);
 
-/* Loads the next piece (row group or record batch; the previous one is
+/* Loads the next piece (rows of a row group, or a record batch; the previous one is
  * released first). 1: loaded, *rows rows in it (may be 0); 0: the file is
  * done; DS_ARROW_DAMAGED / DS_ARROW_NOMEM: err says what and which piece. */
 int ds_arrow_next_piece(ds_arrow *a, int64_t *rows, char *err, size_t errlen);
@@ -52,7 +52,9 @@ int ds_arrow_next_piece(ds_arrow *a, int64_t *rows, char *err, size_t errlen);
  * details ("no field 'text'", "field 'text' is null", ...). */
 int ds_arrow_row(ds_arrow *a, int64_t i, const uint8_t **text, size_t *len, const char **detail);
 
-uint64_t ds_arrow_piece_index(const ds_arrow *a);   /* 0-based row group / batch number of the loaded piece */
+uint64_t ds_arrow_piece_index(const ds_arrow *a); /* 0-based row group / batch number of the loaded piece */
+/* its first row within that row group (Parquet reads a row group in batches of 1024 rows) */
+uint64_t ds_arrow_piece_row0(const ds_arrow *a);
 uint64_t ds_arrow_n_pieces(const ds_arrow *a);      /* row groups / batches in the file (IPC stream: read so far) */
 uint64_t ds_arrow_peak_bytes(const ds_arrow *a);    /* most bytes Arrow held for this file at once */
 uint64_t ds_arrow_largest_piece(const ds_arrow *a); /* most bytes held for one loaded piece (its column) */

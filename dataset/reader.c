@@ -1644,8 +1644,10 @@ static int next_arrow(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
     int st = ds_arrow_row(r->arrow, i, &text, &len, &detail);
     if (st != DS_ARROW_ROW_TEXT) {
         rec->status = st == DS_ARROW_ROW_NOT_STRING ? DS_REC_NOT_STRING : DS_REC_MISSING_FIELD;
-        snprintf(r->detail, sizeof r->detail, "%s (row group %llu, row %lld)", detail,
-                 (unsigned long long)ds_arrow_piece_index(r->arrow), (long long)i);
+        snprintf(r->detail, sizeof r->detail, "%s (%s %llu, row %llu)", detail,
+                 r->kind == KIND_PARQUET ? "row group" : "record batch",
+                 (unsigned long long)ds_arrow_piece_index(r->arrow),
+                 (unsigned long long)(ds_arrow_piece_row0(r->arrow) + (uint64_t)i));
         rec->detail = r->detail;
         return 1;
     }

@@ -150,6 +150,9 @@ done
 "$MKS" lint "$FX/nulls.parquet" > "$T/out" 2> /dev/null
 grep -q "nulls.parquet:4 @0  field 'text' is null (row group 0, row 3)" "$T/out" &&
     ok "a null names its row group and row" || bad "null detail: $(grep -m1 null "$T/out")"
+"$MKS" lint "$FX/bignull.parquet" > "$T/out" 2> /dev/null
+grep -q "bignull.parquet:2501 @0  field 'text' is null (row group 0, row 2500)" "$T/out" &&
+    ok "a null past the first 1024-row batch: its row in the row group" || bad "bignull: $(grep -m1 null "$T/out")"
 read -r kept nullish < "$FX/nullstruct.count"
 "$MKS" lint --json --field meta.body "$FX/nullstruct.parquet" > "$T/ln.json" 2> /dev/null
 python3 -c "

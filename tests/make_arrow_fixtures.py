@@ -22,6 +22,7 @@ documents of IN.jsonl and must build to the same shard bytes:
   notstring.parquet       "text" is int64: every row not a string
   empty.parquet           0 rows, with a schema
   wide.parquet            one row group of every row (row groups = 1)
+  bignull.parquet         3000 rows in one row group, row 2500 null
 OUT_DIR/docs.count holds the number of documents, OUT_DIR/docs.jsonl the
 documents themselves (the JSONL every fixture is compared with).
 make_arrow_fixtures.py IN.jsonl OUT_DIR --split FILES ROWS: only
@@ -131,6 +132,9 @@ def main():
     pq.write_table(pa.table({"text": ids}), os.path.join(out, "notstring.parquet"))
     pq.write_table(pa.table({"text": pa.array([], pa.string())}), os.path.join(out, "empty.parquet"))
     pq.write_table(table, os.path.join(out, "wide.parquet"))
+    # one 3000-row row group (read in batches of 1024) with a null at row 2500
+    big = [None if i == 2500 else "document %d" % i for i in range(3000)]
+    pq.write_table(pa.table({"text": pa.array(big, pa.string())}), os.path.join(out, "bignull.parquet"))
     open(os.path.join(out, "docs.count"), "w").write("%d\n" % n)
 
 
