@@ -22,3 +22,8 @@ if(MKS_ENABLE_CUDA)
   set_target_properties(bench_llama_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   target_compile_options(bench_llama_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
 endif()
+# The planner's rows of the GPU Llama model (train/gpu_llama_plan.c, tr_plan)
+# equal the model's carve (tr_cuda_llama_arena_bytes: host code, no GPU needed).
+if(MKS_ENABLE_CUDA)
+  mks_add_test(test_llama_gpu_plan SOURCES test_llama_gpu_plan.c LIBS tr LABELS cpu TIMEOUT 60)
+endif()

@@ -67,8 +67,6 @@ struct ll_carver {
     }
 };
 
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-
 /* The table: tr_llama's order (cpu_off) and the device's (dev_off), where a
  * layer's q, k, v weights are one stacked matrix and its biases one vector. */
 static int build_table(tr_cuda_llama *m) {
@@ -175,13 +173,9 @@ static void carve(tr_cuda_llama *m, ll_carver *cv) {
     m->dqkv = cv->take(N * RS * e, "dqkv");
     m->rope = (float *)cv->take((size_t)m->c.max_seq * (size_t)m->hd * 4, "rotary cos/sin table");
     m->inv_freq = (float *)cv->take((size_t)m->hd / 2 * 4, "rotary inverse frequencies");
-    size_t sc = kn_matmul_backward_scratch_bytes(N, RS); /* the q/k/v bias gradient (Qwen2) */
-    sc = max_sz(sc, kn_rmsnorm_backward_scratch_bytes(N, C));
-    sc = max_sz(sc, kn_attention_backward_scratch_bytes((size_t)m->Bmax, (size_t)m->Tmax, (size_t)m->H));
-    sc = max_sz(sc, kn_encoder_backward_scratch_bytes(N));
-    sc = max_sz(sc, kn_sumsq_scratch_bytes(P));
-    m->scratch_bytes = sc;
-    m->scratch = cv->take(sc, "kernel scratch");
+    /* one piece for every backward op: the planner's figure (gpu_llama_plan.c) */
+    m->scratch_bytes = tr_llama_gpu_scratch_bytes(&m->c, (size_t)m->Bmax, (size_t)m->Tmax);
+    m->scratch = cv->take(m->scratch_bytes, "kernel scratch");
     m->cublas_ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
     m->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
     m->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");

@@ -78,6 +78,25 @@ int tr_cuda_llama_fwd_bwd(tr_cuda_llama *m, int B, int T, const uint32_t *inputs
  * tensor; refreshes the compute copy. *norm_out (host, may be NULL; waits). */
 int tr_cuda_llama_step(tr_cuda_llama *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out);
 
+/* ---- the planner's view (train/gpu_llama_plan.c: plain C, in tr_plan) ------------------
+ * The device rows of tr_cuda_llama_create's carve for micro-batches of B rows
+ * of T tokens in a dtype of esz bytes (4 fp32, 2 bf16/fp16): fixed bytes and
+ * bytes per row; their sum fixed + B per_row over the rows equals
+ * tr_cuda_llama_arena_bytes (tests/test_llama_gpu_plan.c). Returns the
+ * number of rows, 0 for a config or shape the GPU model refuses. The scratch
+ * row is the value at this B (it is not linear in B). */
+#define TR_LLAMA_GPU_ROWS 16
+typedef struct {
+    const char *name;
+    uint64_t fixed, per_row;
+} tr_llama_gpu_row;
+int tr_llama_gpu_plan_rows(const tr_llama_config *c, int B, int T, int esz, const tr_optim_ops *opt,
+                           tr_llama_gpu_row rows[TR_LLAMA_GPU_ROWS]);
+/* Parameters of the config (tr_llama's count) and the kernel scratch the
+ * model carves for (B, T): the largest backward op's, from kn_cuda_size.h. */
+size_t tr_llama_gpu_param_count(const tr_llama_config *c);
+size_t tr_llama_gpu_scratch_bytes(const tr_llama_config *c, size_t B, size_t T);
+
 #ifdef __cplusplus
 }
 #endif
