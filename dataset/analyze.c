@@ -66,6 +66,39 @@ static const ds_rule_info k_rules[DS_RULE_COUNT] = {
     [DS_RULE_BOM] = {"bom", DS_SEV_INFO, "UTF-8 byte-order mark at the start (stripped by the reader)", "none needed"},
     [DS_RULE_MIXED_NL] = {"mixed-newlines", DS_SEV_INFO, "both CRLF and LF line endings in one document",
                           "normalise line endings (dos2unix)"},
+    [DS_RULE_CHAT_ROLE] = {"chat-unknown-role", DS_SEV_ERROR,
+                           "a message's role is not system, user, assistant or tool (build rejects the record)",
+                           "map the role to one of the four, or drop the message"},
+    [DS_RULE_CHAT_CONTENT] = {"chat-bad-content", DS_SEV_ERROR,
+                              "a message's content is missing, not a string nor a list of text parts, or the "
+                              "messages are not a list of objects (build rejects the record)",
+                              "write content as a string (or [{\"type\":\"text\",\"text\":...}])"},
+    [DS_RULE_CHAT_TEMPLATE] = {"chat-template-refused", DS_SEV_ERROR,
+                               "the chat template refuses the conversation (its raise_exception; build rejects it)",
+                               "fix the role order the template's message names, or pick another template"},
+    [DS_RULE_CHAT_ASSISTANT_TWICE] = {"chat-assistant-twice", DS_SEV_ERROR,
+                                      "two assistant messages in a row, which the template forbids (build "
+                                      "rejects the record)",
+                                      "merge the two messages, or put the user turn between them back"},
+    [DS_RULE_CHAT_EMPTY] = {"chat-empty-content", DS_SEV_WARNING, "a message with empty or whitespace-only content",
+                            "drop the message or the record"},
+    [DS_RULE_CHAT_NO_ASSISTANT] = {"chat-no-assistant", DS_SEV_WARNING,
+                                   "no assistant message: nothing to train on (build drops it: no-loss-tokens)",
+                                   "drop the record, or check --messages-field / the role names"},
+    [DS_RULE_CHAT_SYSTEM_NOT_FIRST] = {"chat-system-not-first", DS_SEV_WARNING,
+                                       "a system message after the first message (templates render it as a "
+                                       "turn, or refuse it)",
+                                       "move the system message first"},
+    [DS_RULE_CHAT_TOO_LONG] = {"chat-over-seq-len", DS_SEV_WARNING,
+                               "conversation longer than L tokens (the note says what --over-long drop-turns "
+                               "would drop)",
+                               "pick --over-long drop-turns, truncate or drop (see mkshards hist)"},
+    [DS_RULE_CHAT_SPECIAL] = {"chat-special-text", DS_SEV_WARNING,
+                              "a special token's text inside a message (encoded as plain text, not as the token)",
+                              "remove it if it was meant as markup; the template places the real tokens"},
+    [DS_RULE_CHAT_PARTS] = {"chat-non-text-part", DS_SEV_WARNING,
+                            "list-of-parts content with non-text parts (images, audio): left out",
+                            "text-only training leaves them out; drop such records if they need them"},
 };
 
 const ds_rule_info *ds_rule_get(int rule) {
@@ -104,6 +137,14 @@ typedef struct {
     int tok_rc;
     uint64_t hash;
     uint64_t nonascii; /* bytes >= 0x80 */
+    /* chat formats: the record-level rule (-1: none) and the conversation's facts */
+    int chat_rule;
+    char chat_note[120];
+    uint64_t loss;        /* targets of the whole conversation */
+    uint64_t turns;       /* over L: turns drop-turns would drop */
+    int turns_fit;        /* over L: 1 when drop-turns fits it */
+    int chat_refused;     /* the template refuses it: no count (not in hist) */
+    char special_tok[72]; /* chat-special-text: the special token's text (escaped) */
 } doc_res;
 
 #define HIT(res, rule, p, v)                                                                                           \
@@ -280,8 +321,18 @@ static void scan_doc(const uint8_t *p, size_t n, const scan_cfg *cfg, doc_res *r
  * record i. */
 typedef ds_batch_rec item;
 
+/* Chat formats: one parsed record, rendering and ids per worker thread. */
+typedef struct {
+    ds_chat c;
+    ds_chat_rendered r;
+    ds_chat_ids v;
+} chat_worker;
+
 typedef struct analyzer analyzer;
 struct analyzer {
+    chat_worker *cw; /* chat formats: one per worker thread */
+    ds_chat_render_opts cro;
+    char bos_tok[256], eos_tok[256];
     const ds_analyze_opts *o;
     const ds_reader_opts *ro;
     atomic_int nomem;
@@ -293,6 +344,134 @@ struct analyzer {
     doc_res *res;
     atomic_int tok_err;
 };
+
+/* The first special token of the tokenizer whose text occurs in buf (NULL:
+ * none); *at its offset. One pass over the bytes: a special is only looked
+ * for where a byte that starts one occurs. */
+static const char *find_special(const tk_tokenizer *tok, const uint8_t *buf, size_t n, size_t *at) {
+    size_t ns = tk_n_specials(tok);
+    const tk_special *sp = tk_specials(tok);
+    uint8_t first[256] = {0};
+    for (size_t k = 0; k < ns; k++)
+        if (sp[k].text[0]) first[(uint8_t)sp[k].text[0]] = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!first[buf[i]]) continue;
+        for (size_t k = 0; k < ns; k++) {
+            size_t l = strlen(sp[k].text);
+            if (l && l <= n - i && !memcmp(buf + i, sp[k].text, l)) {
+                *at = i;
+                return sp[k].text;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int is_blank(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!is_ws(p[i])) return 0;
+    return 1;
+}
+
+/* Set the record-level chat rule (the first one found wins). */
+static void chat_hit(doc_res *res, int rule, const char *fmt, const char *arg) {
+    if (res->chat_rule >= 0) return;
+    res->chat_rule = rule;
+    char esc[80];
+    mc_escape_text(arg ? arg : "", arg ? strlen(arg) : 0, esc, sizeof esc);
+    snprintf(res->chat_note, sizeof res->chat_note, fmt, esc);
+}
+
+/* A chat / prompt-completion record (the raw JSONL line): parse it, check
+ * its messages, render and count it. 1 with *t / *len the contents (for the
+ * byte rules), 0 when the record cannot be parsed (res says why). */
+static int chat_item(analyzer *a, int thread, const uint8_t *line, size_t n, doc_res *res, const uint8_t **t,
+                     size_t *len) {
+    const ds_analyze_opts *o = a->o;
+    chat_worker *w = &a->cw[thread];
+    char why[160];
+    ds_chat_parse_opts po = {.format = o->format, .messages_field = o->messages_field, .text_field = a->ro->field};
+    int rc = ds_chat_parse(line, n, &po, &w->c, why, sizeof why);
+    if (rc == DS_ERR_NOMEM) {
+        atomic_store(&a->nomem, 1);
+        res->has_text = 0;
+        return 0;
+    }
+    if (rc != DS_CHAT_OK) {
+        res->has_text = 0;
+        switch (rc) {
+        case DS_CHAT_BAD_JSON: res->status = DS_REC_BAD_JSON; break;
+        case DS_CHAT_TOO_LARGE: res->status = DS_REC_OVERLONG; break;
+        case DS_CHAT_NO_MESSAGES: res->status = DS_REC_MISSING_FIELD; break;
+        case DS_CHAT_UNKNOWN_ROLE: chat_hit(res, DS_RULE_CHAT_ROLE, "%s", why); break;
+        default: chat_hit(res, DS_RULE_CHAT_CONTENT, "%s", why); break;
+        }
+        snprintf(res->detail, sizeof res->detail, "%s", why);
+        if (res->status == DS_REC_BAD_JSON) { /* as the text path: an invalid byte is why */
+            size_t bad = mc_utf8_valid_prefix(line, n);
+            if (bad < n) HIT(res, DS_RULE_UTF8, bad, line[bad]);
+        }
+        return 0;
+    }
+    const ds_chat *c = &w->c;
+    *t = c->buf;
+    *len = c->buf_len;
+    res->len = c->buf_len;
+    if (c->format != DS_FMT_TEXT) {
+        /* the warnings: every rule that applies (val: the message index, or a count) */
+        int assistant = 0;
+        for (size_t i = 0; i < c->n; i++) {
+            const ds_chat_msg *m = &c->msgs[i];
+            assistant |= m->role == DS_ROLE_ASSISTANT;
+            if (is_blank(c->buf + m->off, m->len)) HIT(res, DS_RULE_CHAT_EMPTY, 0, i);
+            if (m->role == DS_ROLE_SYSTEM && i > 0) HIT(res, DS_RULE_CHAT_SYSTEM_NOT_FIRST, 0, i);
+        }
+        if (!assistant) HIT(res, DS_RULE_CHAT_NO_ASSISTANT, 0, c->n);
+        if (c->other_parts) HIT(res, DS_RULE_CHAT_PARTS, 0, c->other_parts);
+        size_t at = 0;
+        const char *sp = a->tok ? find_special(a->tok, c->buf, c->buf_len, &at) : NULL;
+        if (sp) {
+            HIT(res, DS_RULE_CHAT_SPECIAL, at, 0);
+            mc_escape_text(sp, strlen(sp), res->special_tok, sizeof res->special_tok);
+        }
+    }
+    if (!o->chat_template) return 1;
+    /* the whole conversation: tokens and targets; then, over L, what
+     * drop-turns does. Without a tokenizer: whether the template takes it. */
+    ds_chat_fit_result fr;
+    if (!a->tok) rc = ds_chat_render(o->chat_template, &w->c, &a->cro, &w->r, why, sizeof why);
+    else
+        rc = ds_chat_fit(a->tok, o->chat_template, &w->c, &a->cro, DS_CHAT_FIT_KEEP, 0, &w->r, &w->v, &fr, why,
+                         sizeof why);
+    if (rc == DS_CHAT_OK && a->tok) {
+        res->tokens = fr.tokens;
+        res->loss = fr.loss_tokens;
+        if (o->seq_len && fr.tokens > o->seq_len) {
+            rc = ds_chat_fit(a->tok, o->chat_template, &w->c, &a->cro, DS_CHAT_FIT_DROP_TURNS, o->seq_len, &w->r, &w->v,
+                             &fr, why, sizeof why);
+            res->turns = fr.turns_dropped;
+            res->turns_fit = rc == DS_CHAT_OK && fr.fate != DS_CHAT_FATE_DROPPED;
+        }
+    }
+    if (rc == DS_CHAT_TEMPLATE) {
+        int twice = 0;
+        for (size_t i = 1; i < c->n; i++)
+            twice |= c->msgs[i].role == DS_ROLE_ASSISTANT && c->msgs[i - 1].role == DS_ROLE_ASSISTANT;
+        res->chat_rule = -1; /* the template's refusal is what build does: it comes first */
+        chat_hit(res, twice ? DS_RULE_CHAT_ASSISTANT_TWICE : DS_RULE_CHAT_TEMPLATE, "%s", why);
+        res->chat_refused = 1; /* no count: not in hist */
+    } else if (rc == DS_ERR_ARG) {
+        res->chat_rule = -1;
+        chat_hit(res, DS_RULE_CHAT_TEMPLATE, "%s", why);
+        res->chat_refused = 1;
+    } else if (rc == DS_ERR_NOMEM || rc == TK_ERR_NOMEM) {
+        atomic_store(&a->nomem, 1);
+    } else if (rc != DS_CHAT_OK) {
+        res->tok_rc = rc;
+        if (!tk_err_is_document(rc)) atomic_store(&a->tok_err, rc);
+    }
+    return 1;
+}
 
 static void process_item(void *ctx, int thread, size_t i) {
     analyzer *a = ctx;
@@ -311,10 +490,15 @@ static void process_item(void *ctx, int thread, size_t i) {
     res->flags = it->flags;
     res->len = it->len;
     res->has_text = it->has_text;
+    res->chat_rule = -1;
+    res->loss = res->turns = 0;
+    res->turns_fit = 0;
+    res->chat_refused = 0;
     if (!it->has_text) return;
     const uint8_t *t = b->arena + it->off;
     size_t len = it->len;
-    if (it->flags & DS_RECF_RAW_JSON) {
+    if (a->cw && (it->flags & DS_RECF_RAW_JSON) && !chat_item(a, thread, t, len, res, &t, &len)) return;
+    if (!a->cw && (it->flags & DS_RECF_RAW_JSON)) {
         ds_record rec;
         memset(&rec, 0, sizeof rec);
         rec.flags = it->flags;
@@ -343,6 +527,7 @@ static void process_item(void *ctx, int thread, size_t i) {
         scan_doc(t, len, &a->cfg, res);
         res->hash = XXH3_64bits(t, len);
     }
+    if (a->cw && a->tok) return; /* chat_item counted the rendered conversation */
     if (a->tok) {
         size_t nt = 0;
         res->tok_rc = tk_count(a->tok, t, len, &nt);
@@ -543,8 +728,13 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
             }
             if (r->flags & DS_RECF_JSON_LONE_SURROGATE) add_example(g, DS_RULE_SURROGATE, it, 0, 0, NULL);
             if (r->flags & DS_RECF_BOM) add_example(g, DS_RULE_BOM, it, 0, 0, NULL);
+            if (r->chat_rule >= 0) add_example(g, r->chat_rule, it, 0, 0, r->chat_note);
         }
         if (!usable) continue;
+        if (r->chat_refused) { /* the template refuses it: a record build rejects, not a document */
+            g->hist_skipped++;
+            continue;
+        }
         uint64_t len = r->len;
         int refused = r->tok_rc != 0; /* the tokenizer refused it: no token count */
         if (rep) {
@@ -560,6 +750,19 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
         } else if (g->hist) {
             if (ds_hist_add(g->hist, &g->counts, r->tokens)) return DS_ERR_NOMEM;
             g->hist_bytes += len;
+            if (g->a->cw && o->chat_template) { /* targets, and what drop-turns does over L */
+                ds_hist *h = g->hist;
+                if (!h->chat || r->loss < h->loss_min) h->loss_min = r->loss;
+                if (r->loss > h->loss_max) h->loss_max = r->loss;
+                h->chat = 1;
+                h->loss_tokens += r->loss;
+                h->no_loss_docs += r->loss == 0;
+                if (o->seq_len && r->tokens > o->seq_len) {
+                    h->turns_docs += r->turns_fit;
+                    h->turns_dropped += r->turns_fit ? r->turns : 0;
+                    h->turns_fail += !r->turns_fit;
+                }
+            }
         }
         if (!rep) continue;
         if (ds_lenhist_add(&g->lens, len)) return DS_ERR_NOMEM;
@@ -592,11 +795,34 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
             }
             if (rule == DS_RULE_SPECIAL)
                 snprintf(note, sizeof note, "%s, %llu occurrence(s)", r->special, (unsigned long long)v);
+            if (rule == DS_RULE_CHAT_EMPTY) snprintf(note, sizeof note, "message %llu: no text", (unsigned long long)v);
+            if (rule == DS_RULE_CHAT_SYSTEM_NOT_FIRST)
+                snprintf(note, sizeof note, "message %llu is a system message", (unsigned long long)v);
+            if (rule == DS_RULE_CHAT_NO_ASSISTANT)
+                snprintf(note, sizeof note, "%llu message(s), none from the assistant", (unsigned long long)v);
+            if (rule == DS_RULE_CHAT_PARTS)
+                snprintf(note, sizeof note, "%llu non-text part(s) left out", (unsigned long long)v);
+            if (rule == DS_RULE_CHAT_SPECIAL)
+                snprintf(note, sizeof note, "'%s' in the messages' text (byte %llu)", r->special_tok,
+                         (unsigned long long)pos);
             add_example(g, rule, it, pos, v, note);
         }
         /* length rules */
         if (refused) {
             /* no token count: neither doc-too-long by tokens nor low-bytes-per-token */
+        } else if (g->a->tok && o->seq_len && g->a->cw && o->chat_template) {
+            if (r->tokens > o->seq_len) {
+                if (r->turns_fit)
+                    snprintf(note, sizeof note, "%llu tokens > L=%llu; drop-turns would drop %llu turn(s)",
+                             (unsigned long long)r->tokens, (unsigned long long)o->seq_len,
+                             (unsigned long long)r->turns);
+                else
+                    snprintf(note, sizeof note,
+                             "%llu tokens > L=%llu; drop-turns cannot fit it (its last turn "
+                             "alone is over L)",
+                             (unsigned long long)r->tokens, (unsigned long long)o->seq_len);
+                add_example(g, DS_RULE_CHAT_TOO_LONG, it, 0, r->tokens, note);
+            }
         } else if (g->a->tok && o->seq_len) {
             if (r->tokens > o->seq_len) {
                 snprintf(note, sizeof note, "%llu tokens > L=%llu", (unsigned long long)r->tokens,
@@ -820,7 +1046,27 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
 
     int nth = o.threads > 0 ? o.threads : ds_ncpus();
     if (nth > 256) nth = 256;
-    rc = scan_all(&a, &g, rd, batch_bytes, nth, err, errlen);
+    if (o.format != DS_FMT_TEXT) {
+        if (!ds_format_name(o.format) || !ds_loss_on_name(o.loss_on)) {
+            ds_set_err(err, errlen, "ds_analyze: format / loss_on out of range");
+            rc = DS_ERR_ARG;
+        } else if (!(a.cw = calloc((size_t)nth, sizeof *a.cw))) {
+            rc = DS_ERR_NOMEM;
+        } else if (a.tok) {
+            ds_chat_framing_tokens(a.tok, a.bos_tok, sizeof a.bos_tok, a.eos_tok, sizeof a.eos_tok);
+        }
+        a.cro.bos_token = a.bos_tok;
+        a.cro.eos_token = a.eos_tok;
+        a.cro.loss_on = o.loss_on;
+    }
+    if (rc == DS_OK) rc = scan_all(&a, &g, rd, batch_bytes, nth, err, errlen);
+    if (a.cw)
+        for (int t = 0; t < nth; t++) {
+            ds_chat_free(&a.cw[t].c);
+            ds_chat_rendered_free(&a.cw[t].r);
+            ds_chat_ids_free(&a.cw[t].v);
+        }
+    free(a.cw);
 
     if (rc == DS_OK && g.rep) {
         rc = finish_outliers(&g);

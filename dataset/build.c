@@ -27,8 +27,21 @@ typedef struct {
     tk_ids ids;
     int reason; /* -1: accepted */
     uint64_t hash;
-    char detail[96];
+    char detail[200];
+    /* chat formats: the loss mask of ids, and what fitting did */
+    uint8_t *loss;
+    size_t loss_cap;
+    int fate;        /* ds_chat_fate */
+    uint64_t tokens; /* the whole conversation's tokens (before fitting) */
+    uint64_t turns;  /* turns drop-turns removed */
 } dres;
+
+/* Chat formats: one parsed record, rendering and ids per worker thread. */
+typedef struct {
+    ds_chat c;
+    ds_chat_rendered r;
+    ds_chat_ids v;
+} chat_worker;
 
 typedef struct {
     const tk_tokenizer *tok;
@@ -36,6 +49,11 @@ typedef struct {
     dres *res;
     ds_json_ctx **jctx;
     atomic_int rc;
+    /* chat formats (o->format not text) */
+    const ds_build_opts *o;
+    chat_worker *cw;
+    const ds_chat_render_opts *ro;
+    size_t budget; /* L less the build's framing */
 } work;
 
 static int status_reason(int st) {
@@ -49,6 +67,87 @@ static int status_reason(int st) {
     return DS_REJ_JSON;
 }
 
+static ds_chat_fit_policy fit_policy(ds_over_long ol) {
+    switch (ol) {
+    case DS_OL_TRUNCATE: return DS_CHAT_FIT_TRUNCATE;
+    case DS_OL_DROP: return DS_CHAT_FIT_DROP;
+    case DS_OL_DROP_TURNS: return DS_CHAT_FIT_DROP_TURNS;
+    case DS_OL_CHUNK: break;
+    }
+    return DS_CHAT_FIT_KEEP;
+}
+
+/* A chat / prompt-completion record (the raw JSONL line): parse, render,
+ * encode and fit into the row (--over-long); r->ids / r->loss the result. */
+static void do_chat(work *w, int t, const uint8_t *line, size_t len, dres *r) {
+    chat_worker *cw = &w->cw[t];
+    const ds_build_opts *o = w->o;
+    r->hash = XXH3_64bits(line, len);
+    ds_chat_parse_opts po = {.format = o->format, .messages_field = o->messages_field, .text_field = o->field};
+    char why[sizeof r->detail - 40];
+    int rc = ds_chat_parse(line, len, &po, &cw->c, why, sizeof why);
+    if (rc == DS_CHAT_OK && cw->c.buf_len && memchr(cw->c.buf, 0, cw->c.buf_len)) {
+        r->reason = DS_REJ_NUL; /* as a text build rejects it */
+        snprintf(r->detail, sizeof r->detail, "NUL byte in the record's text");
+        return;
+    }
+    ds_chat_fit_result fr;
+    if (rc == DS_CHAT_OK)
+        rc = ds_chat_fit(w->tok, o->chat_template, &cw->c, w->ro, fit_policy(o->over_long), w->budget, &cw->r, &cw->v,
+                         &fr, why, sizeof why);
+    if (rc == DS_ERR_NOMEM || rc == TK_ERR_NOMEM) {
+        atomic_store(&w->rc, TK_ERR_NOMEM);
+        return;
+    }
+    if (rc > 0) { /* a ds_chat_status: the parser or the template refuses the record */
+        r->reason = DS_REJ_CHAT;
+        snprintf(r->detail, sizeof r->detail, "%s: %s", ds_chat_status_name(rc), why);
+        return;
+    }
+    if (rc == DS_ERR_ARG) { /* a template special token the tokenizer lacks */
+        r->reason = DS_REJ_CHAT;
+        snprintf(r->detail, sizeof r->detail, "%s: %s", ds_chat_status_name(DS_CHAT_TEMPLATE), why);
+        return;
+    }
+    if (tk_err_is_document(rc)) {
+        r->reason = DS_REJ_TOKENIZER;
+        snprintf(r->detail, sizeof r->detail, "%s", tk_strerror(rc));
+        return;
+    }
+    if (rc != DS_OK) {
+        atomic_store(&w->rc, rc);
+        return;
+    }
+    r->fate = (int)fr.fate;
+    r->tokens = fr.tokens;
+    r->turns = fr.turns_dropped;
+    snprintf(r->detail, sizeof r->detail, "%s", why);
+    size_t n = cw->v.len;
+    if (n > r->ids.cap) {
+        uint32_t *p = realloc(r->ids.ids, n * sizeof *p);
+        if (!p) {
+            atomic_store(&w->rc, TK_ERR_NOMEM);
+            return;
+        }
+        r->ids.ids = p;
+        r->ids.cap = n;
+    }
+    if (n > r->loss_cap) {
+        uint8_t *m = realloc(r->loss, n);
+        if (!m) {
+            atomic_store(&w->rc, TK_ERR_NOMEM);
+            return;
+        }
+        r->loss = m;
+        r->loss_cap = n;
+    }
+    if (n) {
+        memcpy(r->ids.ids, cw->v.ids, n * sizeof *cw->v.ids);
+        memcpy(r->loss, cw->v.mask, n);
+    }
+    r->ids.len = n;
+}
+
 static void do_doc(void *ctx, int t, size_t i) {
     work *w = ctx;
     const ds_batch_rec *br = &w->b->recs[i];
@@ -56,6 +155,8 @@ static void do_doc(void *ctx, int t, size_t i) {
     r->ids.len = 0;
     r->reason = -1;
     r->detail[0] = 0;
+    r->fate = DS_CHAT_FATE_WHOLE;
+    r->tokens = r->turns = 0;
     if (br->status != DS_REC_OK) {
         r->reason = status_reason(br->status);
         snprintf(r->detail, sizeof r->detail, "%s",
@@ -64,6 +165,10 @@ static void do_doc(void *ctx, int t, size_t i) {
     }
     const uint8_t *text = w->b->arena + br->off;
     size_t len = br->len;
+    if (w->cw) {
+        do_chat(w, t, text, len, r);
+        return;
+    }
     if (br->flags & DS_RECF_RAW_JSON) {
         ds_record rec = {0};
         if (ds_json_extract(w->jctx[t], text, len, &rec) != DS_OK) {
@@ -121,6 +226,8 @@ void ds_build_opts_init(ds_build_opts *o) {
     o->batch_bytes = 32ull << 20;
     o->checkpoint_seconds = 0.5;
     o->bos_id = o->eos_id = DS_FRAME_DEFAULT;
+    o->format = DS_FMT_TEXT;
+    o->loss_on = DS_LOSS_DEFAULT;
 }
 
 /* ------------------------------------------------------------ one build */
@@ -135,6 +242,9 @@ typedef struct {
     ds_reader_opts ro;
     ds_pipeline pl;
     ds_json_ctx **jctx;
+    chat_worker *cw; /* chat formats: per thread */
+    ds_chat_render_opts cro;
+    char bos_tok[256], eos_tok[256];
     dres *res;
     size_t cap_res;
     ds_shard_writer wr[2];
@@ -185,13 +295,16 @@ static void token_text(const tk_tokenizer *tok, int64_t id, char *out, size_t ca
 static int set_framing(build *b) {
     const ds_build_opts *o = b->o;
     ds_build_config *c = &b->cfg;
-    int64_t bos = o->bos_id, eos = o->eos_id;
-    if (bos == DS_FRAME_DEFAULT || eos == DS_FRAME_DEFAULT) {
+    int64_t bos = o->bos_id, eos = o->eos_id, pad = -1;
+    int chat = o->format != DS_FMT_TEXT;
+    if (bos == DS_FRAME_DEFAULT || eos == DS_FRAME_DEFAULT || chat) {
         tk_framing fr;
         char msg[512];
         if (tk_default_framing(o->tok, &fr, msg, sizeof msg) != TK_OK) return fail(b, DS_ERR_FORMAT, "%s", msg);
-        if (bos == DS_FRAME_DEFAULT) bos = fr.bos;
-        if (eos == DS_FRAME_DEFAULT) eos = fr.eos;
+        /* a chat template places its own BOS and end-of-turn tokens: no framing by default */
+        if (bos == DS_FRAME_DEFAULT) bos = chat ? -1 : fr.bos;
+        if (eos == DS_FRAME_DEFAULT) eos = chat ? -1 : fr.eos;
+        pad = fr.eos >= 0 ? fr.eos : fr.bos;
     }
     uint32_t vs = tk_vocab_size(o->tok), eot;
     if (bos < -1 || eos < -1 || bos >= (int64_t)vs || eos >= (int64_t)vs)
@@ -199,7 +312,7 @@ static int set_framing(build *b) {
     c->bos_id = bos;
     c->eos_id = eos;
     /* the shard headers' EOT / pad id: the token that ends (else starts) a document */
-    c->eot_id = eos >= 0 ? (uint32_t)eos : bos >= 0 ? (uint32_t)bos : 0;
+    c->eot_id = eos >= 0 ? (uint32_t)eos : bos >= 0 ? (uint32_t)bos : pad >= 0 ? (uint32_t)pad : 0;
     c->framed = !(bos < 0 && eos >= 0 && tk_eot_id(o->tok, &eot) == TK_OK && eot == (uint32_t)eos);
     token_text(o->tok, bos, c->bos_text, sizeof c->bos_text);
     token_text(o->tok, eos, c->eos_text, sizeof c->eos_text);
@@ -220,6 +333,11 @@ static int make_config(build *b) {
         return fail(b, DS_ERR_ARG, "ds_build: an option is out of its range (see ds_build_opts in ds.h)");
     if (o->bfd_window * (uint64_t)o->seq_len >= (1ull << 31))
         return fail(b, DS_ERR_ARG, "--bfd-window x --seq-len must stay below 2^31 tokens");
+    if (o->format != DS_FMT_TEXT &&
+        (!o->chat_template || !ds_format_name(o->format) || !ds_loss_on_name(o->loss_on) || o->source))
+        return fail(b, DS_ERR_ARG, "ds_build: a chat format needs chat_template, a valid loss_on and file inputs");
+    if (o->format == DS_FMT_TEXT && o->over_long == DS_OL_DROP_TURNS)
+        return fail(b, DS_ERR_ARG, "--over-long drop-turns is for --format chat, prompt-completion or auto");
     int rc = set_framing(b);
     if (rc != DS_OK) return rc;
     snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s",
@@ -241,6 +359,13 @@ static int make_config(build *b) {
     snprintf(c->doc_sep, sizeof c->doc_sep, "%s", ds_doc_sep_name(o->doc_sep));
     c->part_k = o->part_k;
     c->part_n = o->part_n;
+    c->format = o->format;
+    c->loss_bits = o->format != DS_FMT_TEXT;
+    if (c->loss_bits) {
+        snprintf(c->chat_template, sizeof c->chat_template, "%s", ds_chat_template_name(o->chat_template));
+        snprintf(c->messages_field, sizeof c->messages_field, "%s", o->messages_field ? o->messages_field : "messages");
+        c->loss_on = o->loss_on;
+    }
     c->inputs = calloc(o->n_inputs + 1, sizeof *c->inputs);
     if (!c->inputs) return fail(b, DS_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < o->n_inputs; i++)
@@ -304,6 +429,13 @@ static int open_inputs(build *b) {
     for (int t = 0; t < b->threads; t++)
         if (ds_json_ctx_new(&b->ro, &b->jctx[t]) != DS_OK)
             return fail(b, DS_ERR_ARG, "bad --field '%s'", b->o->field ? b->o->field : "text");
+    if (b->o->format != DS_FMT_TEXT) {
+        if (!(b->cw = calloc((size_t)b->threads, sizeof *b->cw))) return fail(b, DS_ERR_NOMEM, "out of memory");
+        ds_chat_framing_tokens(b->o->tok, b->bos_tok, sizeof b->bos_tok, b->eos_tok, sizeof b->eos_tok);
+        b->cro.bos_token = b->bos_tok;
+        b->cro.eos_token = b->eos_tok;
+        b->cro.loss_on = b->o->loss_on;
+    }
     return DS_OK;
 }
 
@@ -370,6 +502,19 @@ static int consume_record(build *b, const ds_batch_rec *br, dres *r, int *rej_er
         }
         return 0;
     }
+    if (r->fate == DS_CHAT_FATE_DROPPED || r->fate == DS_CHAT_FATE_NO_LOSS) {
+        /* a conversation --over-long cannot fit, or a sample without a target: dropped with its reason */
+        int reason = r->fate == DS_CHAT_FATE_DROPPED ? DS_REJ_OVERLONG_DROP : DS_REJ_NO_LOSS;
+        acc->docs_dropped++;
+        acc->tok_dropped += r->tokens;
+        acc->turns_dropped += r->turns;
+        acc->reasons[reason]++;
+        if (ds_rejects_write(b->rej, br->file, br->line, br->offset, reason, r->detail, br->record_bytes)) {
+            *rej_errno = errno ? errno : EIO;
+            return -1;
+        }
+        return 0;
+    }
     uint64_t t = r->ids.len;
     int bin = 0;
     while (bin < DS_BUILD_HIST_BINS - 1 && t >= (1ull << bin)) bin++;
@@ -378,7 +523,17 @@ static int consume_record(build *b, const ds_batch_rec *br, dres *r, int *rej_er
     int split = b->cfg.val_fraction > 0 && (double)r->hash < vthr;
     acc->docs_split[split]++;
     b->toks_total += t;
-    int dropped = 0, prc = ds_packer_add(&b->pk[split], r->ids.ids, r->ids.len, &dropped);
+    int dropped = 0, prc = b->cw ? ds_packer_add_loss(&b->pk[split], r->ids.ids, r->loss, r->ids.len, &dropped)
+                                 : ds_packer_add(&b->pk[split], r->ids.ids, r->ids.len, &dropped);
+    if (!prc && (r->fate == DS_CHAT_FATE_TRUNCATED || r->fate == DS_CHAT_FATE_TURNS_DROPPED)) {
+        /* fitted to the row before packing, so the packer counted it whole: it was cut */
+        acc->docs_whole--;
+        acc->tok_whole -= t;
+        acc->docs_truncated++;
+        acc->tok_trunc_kept += t;
+        acc->tok_trunc_lost += r->tokens - t;
+        acc->turns_dropped += r->turns;
+    }
     if (!prc && dropped) {
         char d[96];
         snprintf(d, sizeof d, "%" PRIu64 " tokens%s%s > seq-len %ld", t, b->cfg.bos_id >= 0 ? " + BOS" : "",
@@ -420,7 +575,15 @@ static int process_batch(build *b, const ds_batch *bt) {
         b->res = nr;
         b->cap_res = bt->n;
     }
-    work w = {.tok = b->o->tok, .b = bt, .res = b->res, .jctx = b->jctx};
+    uint32_t framing = (b->cfg.bos_id >= 0) + (b->cfg.eos_id >= 0);
+    work w = {.tok = b->o->tok,
+              .b = bt,
+              .res = b->res,
+              .jctx = b->jctx,
+              .o = b->o,
+              .cw = b->cw,
+              .ro = &b->cro,
+              .budget = b->cfg.seq_len > framing ? b->cfg.seq_len - framing : 0};
     atomic_init(&w.rc, TK_OK);
     if (bt->n) ds_parallel_for(bt->n, b->threads, do_doc, &w, &w.rc);
     if (atomic_load(&w.rc) != TK_OK)
@@ -505,6 +668,10 @@ static int finish(build *b, ds_build_result *res) {
     ds_ckpt_remove(out);
     res->n_shards = b->n_recs;
     res->acc = *acc;
+    if (b->cfg.loss_bits) { /* the targets are counted per shard, as the manifest sums them */
+        res->acc.loss_tokens = 0;
+        for (size_t i = 0; i < b->n_recs; i++) res->acc.loss_tokens += b->recs[i].loss_tokens;
+    }
     res->seconds = ds_now() - b->t0;
     return DS_OK;
 }
@@ -516,7 +683,17 @@ static void cleanup(build *b) {
         ds_packer_free(&b->pk[k]);
     }
     if (b->rej) fclose(b->rej);
-    for (size_t i = 0; i < b->cap_res; i++) tk_ids_free(&b->res[i].ids);
+    for (size_t i = 0; i < b->cap_res; i++) {
+        tk_ids_free(&b->res[i].ids);
+        free(b->res[i].loss);
+    }
+    if (b->cw)
+        for (int t = 0; t < b->threads; t++) {
+            ds_chat_free(&b->cw[t].c);
+            ds_chat_rendered_free(&b->cw[t].r);
+            ds_chat_ids_free(&b->cw[t].v);
+        }
+    free(b->cw);
     free(b->res);
     if (b->jctx)
         for (int t = 0; t < b->threads; t++) ds_json_ctx_free(b->jctx[t]);

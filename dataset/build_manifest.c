@@ -13,12 +13,12 @@
 #include "build_internal.h"
 #include "mks_common.h"
 
-static const char *const k_reasons[DS_REJ_COUNT] = {"zstd-corrupt",     "json-malformed",   "field-missing",
-                                                    "field-not-string", "record-too-large", "utf8-invalid",
-                                                    "nul-byte",         "over-long",        "tokenizer-limit"};
+static const char *const k_reasons[DS_REJ_COUNT] = {
+    "zstd-corrupt", "json-malformed", "field-missing",   "field-not-string", "record-too-large", "utf8-invalid",
+    "nul-byte",     "over-long",      "tokenizer-limit", "chat-invalid",     "no-loss-tokens"};
 /* A reason added after manifests were first written: present only when it
  * counted something, so manifests without it keep their bytes (and read). */
-static int reason_optional(int r) { return r == DS_REJ_TOKENIZER; }
+static int reason_optional(int r) { return r == DS_REJ_TOKENIZER || r == DS_REJ_CHAT || r == DS_REJ_NO_LOSS; }
 const char *ds_reject_reason_name(int r) { return r >= 0 && r < DS_REJ_COUNT ? k_reasons[r] : "?"; }
 
 void ds_build_config_free(ds_build_config *c) {
@@ -93,6 +93,14 @@ json_t *ds_build_config_json(const ds_build_config *c) {
             json_object_set_new(fr, k ? "eos" : "bos", o);
         }
         json_object_set_new(j, "framing", fr);
+    }
+    if (c->format != DS_FMT_TEXT) { /* absent: a text build (its manifests keep their bytes) */
+        json_t *rec = json_object();
+        json_object_set_new(rec, "format", json_string(ds_format_name(c->format)));
+        json_object_set_new(rec, "chat_template", json_string(c->chat_template));
+        json_object_set_new(rec, "messages_field", json_string(c->messages_field));
+        json_object_set_new(rec, "loss_on", json_string(ds_loss_on_name(c->loss_on)));
+        json_object_set_new(j, "records", rec);
     }
     return j;
 }
@@ -267,14 +275,30 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
             return -1;
         c->framed = 1;
     }
+    json_t *rec = json_object_get(j, "records");
+    c->format = DS_FMT_TEXT;
+    c->loss_on = DS_LOSS_DEFAULT;
+    if (rec) {
+        json_t *f = json_object_get(rec, "format"), *lo = json_object_get(rec, "loss_on");
+        if (!json_is_object(rec) || !json_is_string(f) || ds_format_parse(json_string_value(f), &c->format) ||
+            c->format == DS_FMT_TEXT || !json_is_string(lo) || ds_loss_on_parse(json_string_value(lo), &c->loss_on) ||
+            cfg_str(rec, "chat_template", c->chat_template, sizeof c->chat_template, err, errlen) ||
+            cfg_str(rec, "messages_field", c->messages_field, sizeof c->messages_field, err, errlen)) {
+            snprintf(err, errlen,
+                     "config.records must be {\"format\": chat|prompt-completion|auto, \"chat_template\": "
+                     "string, \"messages_field\": string, \"loss_on\": assistant|completion|all|default}");
+            return -1;
+        }
+    }
     return 0;
 }
 
 /* ---------------------------------------------------------- accounting */
 #define ACC_FIELDS(X)                                                                                                  \
     X(records)                                                                                                         \
-    X(bytes_in) X(docs_whole) X(docs_truncated) X(docs_chunked) X(docs_dropped) X(docs_rejected) X(tok_whole)          \
-        X(tok_trunc_kept) X(tok_trunc_lost) X(tok_chunked) X(tok_dropped) X(eot) X(pad) X(pieces) X(rejected_bytes)
+    X(bytes_in)                                                                                                        \
+    X(docs_whole) X(docs_truncated) X(docs_chunked) X(docs_dropped) X(docs_rejected) X(tok_whole) X(tok_trunc_kept)    \
+        X(tok_trunc_lost) X(tok_chunked) X(tok_dropped) X(eot) X(pad) X(pieces) X(rejected_bytes)
 
 json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *cfg) {
     json_t *j = json_object();
@@ -288,6 +312,7 @@ json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *
     json_object_set_new(d, "rejected", json_integer((json_int_t)a->docs_rejected));
     json_object_set_new(d, "train", json_integer((json_int_t)a->docs_split[0]));
     json_object_set_new(d, "val", json_integer((json_int_t)a->docs_split[1]));
+    if (cfg->format != DS_FMT_TEXT) json_object_set_new(d, "turns_dropped", json_integer((json_int_t)a->turns_dropped));
     json_object_set_new(j, "documents", d);
     uint64_t tin = a->tok_whole + a->tok_trunc_kept + a->tok_trunc_lost + a->tok_chunked + a->tok_dropped;
     uint64_t written = a->tok_whole + a->tok_trunc_kept + a->tok_chunked + a->eot + a->bos;
@@ -302,6 +327,8 @@ json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *
     if (cfg->framed) json_object_set_new(t, "bos", json_integer((json_int_t)a->bos));
     json_object_set_new(t, "written", json_integer((json_int_t)written));
     json_object_set_new(t, "pad", json_integer((json_int_t)a->pad));
+    /* targets beside tokens: chat / prompt-completion builds */
+    if (cfg->format != DS_FMT_TEXT) json_object_set_new(t, "loss", json_integer((json_int_t)a->loss_tokens));
     json_object_set_new(j, "tokens", t);
     json_t *r = json_object();
     for (int i = 0; i < DS_REJ_COUNT; i++)
@@ -380,6 +407,9 @@ int ds_build_account_from_json(json_t *j, ds_build_account *a, char *err, size_t
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (jget(f[i].o, f[i].grp, f[i].k, f[i].dst, err, errlen)) return -1;
     if (json_object_get(t, "bos") && jget(t, "tokens", "bos", &a->bos, err, errlen)) return -1;
+    if (json_object_get(t, "loss") && jget(t, "tokens", "loss", &a->loss_tokens, err, errlen)) return -1;
+    if (json_object_get(d, "turns_dropped") && jget(d, "documents", "turns_dropped", &a->turns_dropped, err, errlen))
+        return -1;
     for (int i = 0; i < DS_REJ_COUNT; i++)
         if ((json_object_get(r, k_reasons[i]) || !reason_optional(i)) &&
             jget(r, "reject_reasons", k_reasons[i], &a->reasons[i], err, errlen))
@@ -406,7 +436,8 @@ int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_buil
     json_t *m = json_object();
     json_object_set_new(m, "format", json_string("mkshards-manifest"));
     json_object_set_new(m, "version", json_integer(1));
-    json_object_set_new(m, "shard_format_version", json_integer(DS_SHARD_VERSION));
+    json_object_set_new(m, "shard_format_version",
+                        json_integer(cfg->loss_bits ? DS_SHARD_VERSION_LOSS : DS_SHARD_VERSION));
     json_object_set_new(m, "seq_len", json_integer(cfg->seq_len));
     json_object_set_new(m, "dtype", json_string(cfg->vocab_size <= 65536 ? "u16" : "u32"));
     json_t *tk = json_object();
@@ -428,12 +459,14 @@ int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_buil
     json_t *splits = json_object();
     for (int s = 0; s < 2; s++) {
         json_t *o = json_object();
-        uint64_t shards = 0, rows = 0, toks = 0;
+        uint64_t shards = 0, rows = 0, toks = 0, loss = 0;
         for (size_t i = 0; i < n_recs; i++)
-            if (recs[i].split == s) shards++, rows += recs[i].rows, toks += recs[i].tokens;
+            if (recs[i].split == s) shards++, rows += recs[i].rows, toks += recs[i].tokens, loss += recs[i].loss_tokens;
         json_object_set_new(o, "shards", json_integer((json_int_t)shards));
         json_object_set_new(o, "rows", json_integer((json_int_t)rows));
         json_object_set_new(o, "tokens", json_integer((json_int_t)toks));
+        /* targets beside tokens in version-2 sets (version 1: every token; the key stays out) */
+        if (cfg->loss_bits) json_object_set_new(o, "loss_tokens", json_integer((json_int_t)loss));
         json_object_set_new(splits, s ? "val" : "train", o);
     }
     json_object_set_new(m, "splits", splits);
@@ -448,12 +481,20 @@ int ds_manifest_write(const char *dir, const ds_build_config *cfg, const ds_buil
             json_object_set_new(o, "split", json_string(ds_split_name(s)));
             json_object_set_new(o, "rows", json_integer((json_int_t)recs[i].rows));
             json_object_set_new(o, "tokens", json_integer((json_int_t)recs[i].tokens));
+            if (cfg->loss_bits) json_object_set_new(o, "loss_tokens", json_integer((json_int_t)recs[i].loss_tokens));
             json_object_set_new(o, "bytes", json_integer((json_int_t)recs[i].bytes));
             json_object_set_new(o, "xxh3", json_string(hx));
             json_array_append_new(sh, o);
         }
     json_object_set_new(m, "shards", sh);
-    json_object_set_new(m, "accounting", ds_build_account_json(acc, cfg));
+    /* the accounting's targets are the shards' (counted by the writer per
+     * shard; merge and resume carry the shard records, so they cannot drift) */
+    ds_build_account acc_out = *acc;
+    if (cfg->loss_bits) {
+        acc_out.loss_tokens = 0;
+        for (size_t i = 0; i < n_recs; i++) acc_out.loss_tokens += recs[i].loss_tokens;
+    }
+    json_object_set_new(m, "accounting", ds_build_account_json(&acc_out, cfg));
     json_object_set_new(m, "rejects", json_string("rejects.jsonl"));
     char *txt = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(m);

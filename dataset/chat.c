@@ -48,13 +48,6 @@ int ds_loss_on_parse(const char *name, ds_loss_on *out) {
     return 0;
 }
 
-void ds_chat_free(ds_chat *c) {
-    if (!c) return;
-    free(c->msgs);
-    free(c->buf);
-    memset(c, 0, sizeof *c);
-}
-
 /* ---- parsing */
 
 static int buf_append(ds_chat *c, const void *p, size_t n) {
@@ -94,50 +87,88 @@ static int set_why(char *why, size_t whylen, int status, const char *fmt, const 
     return status;
 }
 
+/* The record's JSON is read as a tape (json_scan.c: ~5x fewer instructions
+ * per byte than jansson's tree, which was ~20% of a chat build); jansson
+ * only gives its verdict and message on the rare line the tape refuses or
+ * leaves undecided. */
+static int tape_is(const ds_jtape *t, long i, int type) { return i >= 0 && t->n[i].type == type; }
+static int tape_eq(const ds_jtape *t, long i, const char *s) {
+    size_t n = strlen(s);
+    return tape_is(t, i, DS_JSCAN_T_STRING) && t->n[i].len == n && !memcmp(t->text + t->n[i].off, s, n);
+}
+static int tape_append(ds_chat *c, const ds_jtape *t, long i) {
+    return buf_append(c, t->text + t->n[i].off, t->n[i].len);
+}
+
 /* Content: a string, or a list of parts whose text parts are joined with
  * "\n" (as vLLM's "string" content format does); other parts (images,
  * audio) are counted in other_parts and left out. */
-static int add_content(ds_chat *c, json_t *content, size_t idx, char *why, size_t whylen) {
+static int add_content(ds_chat *c, const ds_jtape *t, long content, size_t idx, char *why, size_t whylen) {
     char at[32];
     snprintf(at, sizeof at, "%zu", idx);
-    if (json_is_string(content)) return buf_append(c, json_string_value(content), json_string_length(content));
-    if (!json_is_array(content))
+    if (tape_is(t, content, DS_JSCAN_T_STRING)) return tape_append(c, t, content);
+    if (!tape_is(t, content, DS_JSCAN_T_ARRAY))
         return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "message %s: content is not a string nor a list of parts", at);
-    size_t i, n_text = 0;
-    json_t *part;
-    json_array_foreach(content, i, part) {
-        json_t *type = json_object_get(part, "type");
-        json_t *text = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
-            !json_is_string(text)) {
+    size_t n_text = 0;
+    for (size_t i = (size_t)content + 1; i < t->n[content].end; i = t->n[i].end) {
+        long type = ds_jtape_get(t, i, "type"), text = ds_jtape_get(t, i, "text");
+        if (!tape_eq(t, type, "text") || !tape_is(t, text, DS_JSCAN_T_STRING)) {
             c->other_parts++;
             continue;
         }
         if (n_text++ && buf_append(c, "\n", 1)) return DS_ERR_NOMEM;
-        if (buf_append(c, json_string_value(text), json_string_length(text))) return DS_ERR_NOMEM;
+        if (tape_append(c, t, text)) return DS_ERR_NOMEM;
     }
     if (!n_text) return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "message %s: content has no text part", at);
     return DS_OK;
 }
 
-static int add_messages(ds_chat *c, json_t *list, int completion, const char *what, char *why, size_t whylen) {
-    if (!json_is_array(list)) return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s is not a list", what);
-    size_t i;
-    json_t *m;
-    json_array_foreach(list, i, m) {
-        if (!json_is_object(m)) return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s holds a non-object", what);
-        json_t *role = json_object_get(m, "role");
-        if (!json_is_string(role))
+static int add_messages(ds_chat *c, const ds_jtape *t, long list, int completion, const char *what, char *why,
+                        size_t whylen) {
+    if (!tape_is(t, list, DS_JSCAN_T_ARRAY)) return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s is not a list", what);
+    for (size_t m = (size_t)list + 1; m < t->n[list].end; m = t->n[m].end) {
+        if (!tape_is(t, (long)m, DS_JSCAN_T_OBJECT))
+            return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s holds a non-object", what);
+        long role = ds_jtape_get(t, m, "role");
+        if (!tape_is(t, role, DS_JSCAN_T_STRING))
             return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "%s: a message without role", what);
-        int r = parse_name(role_names, N_OF(role_names), json_string_value(role));
-        if (r < 0) return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "unknown role '%s'", json_string_value(role));
+        int r = -1;
+        for (size_t k = 0; k < N_OF(role_names) && r < 0; k++)
+            if (tape_eq(t, role, role_names[k])) r = (int)k;
+        if (r < 0) {
+            char name[64];
+            size_t nl = t->n[role].len < sizeof name - 1 ? t->n[role].len : sizeof name - 1;
+            memcpy(name, t->text + t->n[role].off, nl);
+            name[nl] = 0;
+            return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "unknown role '%s'", name);
+        }
         size_t off = c->buf_len;
-        json_t *content = json_object_get(m, "content");
-        int rc = add_content(c, content, c->n, why, whylen);
+        int rc = add_content(c, t, ds_jtape_get(t, m, "content"), c->n, why, whylen);
         if (rc) return rc;
         if (msg_push(c, (ds_role)r, off, completion)) return DS_ERR_NOMEM;
     }
     return DS_OK;
+}
+
+void ds_chat_free(ds_chat *c) {
+    if (!c) return;
+    free(c->msgs);
+    free(c->buf);
+    if (c->impl) ds_jtape_free(c->impl);
+    free(c->impl);
+    memset(c, 0, sizeof *c);
+}
+
+/* jansson's verdict on a line the tape refused or left undecided: 0 when it
+ * parses (an undecided number jansson takes), else DS_CHAT_BAD_JSON with
+ * its message. A lone surrogate escape, which the tape decodes as U+FFFD,
+ * is refused here too, as jansson refuses it. */
+static int jansson_verdict(const uint8_t *line, size_t len, char *why, size_t whylen) {
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)line, len, JSON_ALLOW_NUL, &jerr);
+    if (!root) return set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", jerr.text);
+    json_decref(root);
+    return 0;
 }
 
 int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why, size_t whylen) {
@@ -152,61 +183,55 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
                      DS_CHAT_MAX_RECORD >> 20);
         return DS_CHAT_TOO_LARGE;
     }
-    json_error_t jerr;
-    json_t *root = json_loadb((const char *)line, len, JSON_ALLOW_NUL, &jerr);
-    if (!root) return set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", jerr.text);
-    int rc = DS_OK;
+    if (!c->impl && !(c->impl = calloc(1, sizeof(ds_jtape)))) return DS_ERR_NOMEM;
+    ds_jtape *t = c->impl;
+    int lone = 0;
+    ds_jscan_status st = ds_json_tape(line, len, t, &lone);
+    if (st == DS_JSCAN_NOMEM) return DS_ERR_NOMEM;
+    if (st != DS_JSCAN_OK || lone) {
+        int v = jansson_verdict(line, len, why, whylen);
+        if (v) return v;
+        if (st != DS_JSCAN_UNSURE || lone) /* jansson took what the tape refuses (a NUL after a number) */
+            return set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", "not JSON the record parser accepts");
+    }
     const char *mf = o && o->messages_field ? o->messages_field : "messages";
     const char *tf = o && o->text_field ? o->text_field : "text";
     ds_format f = o ? o->format : DS_FMT_CHAT;
-    if (!json_is_object(root)) {
-        rc = set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", "the line is not a JSON object");
-        goto done;
-    }
-    json_t *msgs = json_object_get(root, mf);
-    json_t *prompt = json_object_get(root, "prompt"), *compl = json_object_get(root, "completion");
-    if (f == DS_FMT_AUTO) f = msgs ? DS_FMT_CHAT : (prompt && compl ) ? DS_FMT_PROMPT_COMPLETION : DS_FMT_TEXT;
+    if (!tape_is(t, 0, DS_JSCAN_T_OBJECT))
+        return set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", "the line is not a JSON object");
+    long msgs = ds_jtape_get(t, 0, mf);
+    long prompt = ds_jtape_get(t, 0, "prompt"), compl = ds_jtape_get(t, 0, "completion");
+    if (f == DS_FMT_AUTO)
+        f = msgs >= 0 ? DS_FMT_CHAT : (prompt >= 0 && compl >= 0) ? DS_FMT_PROMPT_COMPLETION : DS_FMT_TEXT;
     c->format = f;
     if (f == DS_FMT_TEXT) {
-        json_t *t = json_object_get(root, tf);
-        if (!json_is_string(t)) {
-            rc = set_why(why, whylen, DS_CHAT_NO_MESSAGES, "no string field '%s'", tf);
-            goto done;
-        }
-        rc = buf_append(c, json_string_value(t), json_string_length(t));
-    } else if (f == DS_FMT_CHAT) {
-        if (!msgs) {
-            rc = set_why(why, whylen, DS_CHAT_NO_MESSAGES, "no field '%s'", mf);
-            goto done;
-        }
-        rc = add_messages(c, msgs, 0, mf, why, whylen);
-    } else { /* prompt-completion: two strings, or two message lists (TRL's conversational form) */
-        if (!prompt || !compl ) {
-            rc = set_why(why, whylen, DS_CHAT_NO_MESSAGES, "%s", "no 'prompt' and 'completion' fields");
-            goto done;
-        }
-        if (json_is_string(prompt) && json_is_string(compl )) {
-            c->pc_strings = 1;
-            size_t off = c->buf_len;
-            if ((rc = buf_append(c, json_string_value(prompt), json_string_length(prompt))) ||
-                (rc = msg_push(c, DS_ROLE_USER, off, 0)))
-                goto done;
-            off = c->buf_len;
-            if ((rc = buf_append(c, json_string_value(compl ), json_string_length(compl ))) ||
-                (rc = msg_push(c, DS_ROLE_ASSISTANT, off, 1)))
-                goto done;
-        } else if (json_is_array(prompt) && json_is_array(compl )) {
-            if ((rc = add_messages(c, prompt, 0, "prompt", why, whylen)) ||
-                (rc = add_messages(c, compl, 1, "completion", why, whylen)))
-                goto done;
-        } else {
-            rc = set_why(why, whylen, DS_CHAT_BAD_CONTENT, "%s",
-                         "prompt and completion must both be strings or both be message lists");
-        }
+        long tx = ds_jtape_get(t, 0, tf);
+        if (!tape_is(t, tx, DS_JSCAN_T_STRING))
+            return set_why(why, whylen, DS_CHAT_NO_MESSAGES, "no string field '%s'", tf);
+        return tape_append(c, t, tx);
     }
-done:
-    json_decref(root);
-    return rc;
+    if (f == DS_FMT_CHAT) {
+        if (msgs < 0) return set_why(why, whylen, DS_CHAT_NO_MESSAGES, "no field '%s'", mf);
+        return add_messages(c, t, msgs, 0, mf, why, whylen);
+    }
+    /* prompt-completion: two strings, or two message lists (TRL's conversational form) */
+    if (prompt < 0 || compl < 0)
+        return set_why(why, whylen, DS_CHAT_NO_MESSAGES, "%s", "no 'prompt' and 'completion' fields");
+    int rc;
+    if (tape_is(t, prompt, DS_JSCAN_T_STRING) && tape_is(t, compl, DS_JSCAN_T_STRING)) {
+        c->pc_strings = 1;
+        size_t off = c->buf_len;
+        if ((rc = tape_append(c, t, prompt)) || (rc = msg_push(c, DS_ROLE_USER, off, 0))) return rc;
+        off = c->buf_len;
+        if ((rc = tape_append(c, t, compl )) || (rc = msg_push(c, DS_ROLE_ASSISTANT, off, 1))) return rc;
+        return DS_OK;
+    }
+    if (tape_is(t, prompt, DS_JSCAN_T_ARRAY) && tape_is(t, compl, DS_JSCAN_T_ARRAY)) {
+        if ((rc = add_messages(c, t, prompt, 0, "prompt", why, whylen))) return rc;
+        return add_messages(c, t, compl, 1, "completion", why, whylen);
+    }
+    return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "%s",
+                   "prompt and completion must both be strings or both be message lists");
 }
 
 /* ---- encoding a rendering */
@@ -306,6 +331,19 @@ int ds_chat_encode(const tk_tokenizer *tok, const ds_chat_rendered *r, ds_chat_i
         }
         size_t pos = a;
         for (size_t i = 0; i < tmp.len; i++) {
+            /* once the rest of the run lies inside one span (an assistant
+             * message after its role header), or past every span, its
+             * tokens need no byte lengths: ~4% of a chat build was
+             * tk_token_bytes over whole assistant messages */
+            while (si < r->n_spans && r->spans[si].off + r->spans[si].len <= pos) si++;
+            int rest_none = si >= r->n_spans || r->spans[si].off >= e;
+            if (rest_none || (r->spans[si].off <= pos && r->spans[si].off + r->spans[si].len >= e)) {
+                size_t k = tmp.len - i;
+                memcpy(out->ids + out->len, tmp.ids + i, k * sizeof *tmp.ids);
+                memset(out->mask + out->len, rest_none ? 0 : 1, k);
+                out->len += k;
+                break;
+            }
             const uint8_t *b;
             size_t bl = 0;
             if (tk_token_bytes(tok, tmp.ids[i], &b, &bl) != TK_OK) bl = 0;
@@ -336,4 +374,121 @@ void ds_chat_framing_tokens(const tk_tokenizer *tok, char *bos, size_t boscap, c
         memcpy(eos, b, n);
         eos[n] = 0;
     }
+}
+
+/* ---- fitting a conversation into a row (ds_chat_fit) */
+
+static size_t count_targets(const ds_chat_ids *v) {
+    size_t n = 0;
+    for (size_t i = 0; i < v->len; i++) n += v->mask[i] != 0;
+    return n;
+}
+
+static int render_encode(const tk_tokenizer *tok, const ds_chat_template *t, const ds_chat *c,
+                         const ds_chat_render_opts *ro, ds_chat_rendered *r, ds_chat_ids *out, char *why,
+                         size_t whylen) {
+    int rc = ds_chat_render(t, c, ro, r, why, whylen);
+    if (rc != DS_CHAT_OK) return rc;
+    out->len = 0;
+    rc = ds_chat_encode(tok, r, out, why, whylen);
+    /* a text record (format auto): every token is a target, as in a text build */
+    if (rc == DS_OK && c->format == DS_FMT_TEXT) memset(out->mask, 1, out->len);
+    return rc;
+}
+
+/* [*s, *e): the oldest turn after the system message that may go: a user
+ * message and what follows up to the next user message. 0 when none may:
+ * the last turn (the one that ends the conversation, or the prompt before a
+ * completion) always stays. */
+static int oldest_turn(const ds_chat *c, size_t *s, size_t *e) {
+    size_t a = c->n && c->msgs[0].role == DS_ROLE_SYSTEM ? 1 : 0;
+    if (a >= c->n || c->msgs[a].completion) return 0;
+    size_t b = a + 1;
+    while (b < c->n && c->msgs[b].role != DS_ROLE_USER && !c->msgs[b].completion) b++;
+    if (b >= c->n || c->msgs[b].completion) return 0;
+    *s = a;
+    *e = b;
+    return 1;
+}
+
+/* The first token of the last run of assistant targets in v (the last
+ * assistant message's content under loss_on assistant); v->len when none. */
+static size_t last_assistant_start(const ds_chat_ids *v) {
+    size_t i = v->len;
+    while (i > 0 && !v->mask[i - 1]) i--;
+    if (!i) return v->len;
+    while (i > 0 && v->mask[i - 1]) i--;
+    return i;
+}
+
+static int fit_out(ds_chat_fit_result *res, ds_chat_fate fate, ds_chat_ids *out, char *why, size_t whylen,
+                   const char *fmt, size_t a, size_t b) {
+    res->fate = fate;
+    if (fate == DS_CHAT_FATE_DROPPED || fate == DS_CHAT_FATE_NO_LOSS) out->len = 0;
+    res->loss_tokens = count_targets(out);
+    if (fmt && why && whylen) snprintf(why, whylen, fmt, a, b);
+    return DS_CHAT_OK;
+}
+
+int ds_chat_fit(const tk_tokenizer *tok, const ds_chat_template *t, ds_chat *c, const ds_chat_render_opts *ro,
+                ds_chat_fit_policy policy, size_t budget, ds_chat_rendered *r, ds_chat_ids *out,
+                ds_chat_fit_result *res, char *why, size_t whylen) {
+    memset(res, 0, sizeof *res);
+    if (why && whylen) why[0] = 0;
+    int rc = render_encode(tok, t, c, ro, r, out, why, whylen);
+    if (rc != DS_OK) return rc;
+    res->tokens = out->len;
+    if (out->len <= budget || policy == DS_CHAT_FIT_KEEP) {
+        if (!count_targets(out))
+            return fit_out(res, DS_CHAT_FATE_NO_LOSS, out, why, whylen, "%zu tokens, none of them a target%.0zu",
+                           res->tokens, 0);
+        return fit_out(res, DS_CHAT_FATE_WHOLE, out, why, whylen, NULL, 0, 0);
+    }
+    if (policy == DS_CHAT_FIT_DROP)
+        return fit_out(res, DS_CHAT_FATE_DROPPED, out, why, whylen, "%zu tokens > %zu (--over-long drop)", res->tokens,
+                       budget);
+    if (policy == DS_CHAT_FIT_DROP_TURNS) {
+        size_t s, e;
+        while (out->len > budget && oldest_turn(c, &s, &e)) {
+            memmove(c->msgs + s, c->msgs + e, (c->n - e) * sizeof *c->msgs);
+            c->n -= e - s;
+            res->turns_dropped++;
+            if ((rc = render_encode(tok, t, c, ro, r, out, why, whylen)) != DS_OK) return rc;
+        }
+        if (out->len > budget)
+            return fit_out(res, DS_CHAT_FATE_DROPPED, out, why, whylen,
+                           "its last turn alone is %zu tokens > %zu (--over-long drop-turns)", out->len, budget);
+        if (!count_targets(out))
+            return fit_out(res, DS_CHAT_FATE_NO_LOSS, out, why, whylen,
+                           "no target token left after dropping %zu turn(s)%.0zu", res->turns_dropped, 0);
+        return fit_out(res, res->turns_dropped ? DS_CHAT_FATE_TURNS_DROPPED : DS_CHAT_FATE_WHOLE, out, why, whylen,
+                       NULL, 0, 0);
+    }
+    /* truncate: a token prefix, so no special token is ever split and the ids
+     * are those of the whole conversation; the cut must fall inside the last
+     * assistant message or after it (its end-of-turn then stays when it fits) */
+    size_t start;
+    if (c->format == DS_FMT_TEXT) {
+        start = 0;
+    } else if (ro->loss_on == DS_LOSS_ASSISTANT || (ro->loss_on == DS_LOSS_DEFAULT && c->format == DS_FMT_CHAT)) {
+        start = last_assistant_start(out);
+    } else { /* the mask in force is not the assistant's: find its last message with one */
+        ds_chat_render_opts ao = *ro;
+        ao.loss_on = DS_LOSS_ASSISTANT;
+        ds_chat_rendered r2 = {0};
+        ds_chat_ids v2 = {0};
+        rc = render_encode(tok, t, c, &ao, &r2, &v2, why, whylen);
+        start = rc == DS_OK ? last_assistant_start(&v2) : 0;
+        ds_chat_rendered_free(&r2);
+        ds_chat_ids_free(&v2);
+        if (rc != DS_OK) return rc;
+    }
+    if (start >= budget)
+        return fit_out(res, DS_CHAT_FATE_DROPPED, out, why, whylen,
+                       "%zu tokens before its last assistant message, not < %zu (--over-long truncate)", start, budget);
+    out->len = budget;
+    if (!count_targets(out))
+        return fit_out(res, DS_CHAT_FATE_NO_LOSS, out, why, whylen, "no target token in its first %zu tokens%.0zu",
+                       budget, 0);
+    return fit_out(res, DS_CHAT_FATE_TRUNCATED, out, why, whylen, NULL, 0, 0);
 }

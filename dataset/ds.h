@@ -257,6 +257,17 @@ typedef enum {
     DS_RULE_SURROGATE,        /* json-lone-surrogate warning */
     DS_RULE_BOM,              /* bom                 info    */
     DS_RULE_MIXED_NL,         /* mixed-newlines      info    */
+    /* chat / prompt-completion records (--format; docs/lint-rules.md) */
+    DS_RULE_CHAT_ROLE,             /* chat-unknown-role        error   */
+    DS_RULE_CHAT_CONTENT,          /* chat-bad-content         error   (not a string nor text parts) */
+    DS_RULE_CHAT_TEMPLATE,         /* chat-template-refused    error   (the template's own refusal) */
+    DS_RULE_CHAT_ASSISTANT_TWICE,  /* chat-assistant-twice     error   (two in a row, the template refuses) */
+    DS_RULE_CHAT_EMPTY,            /* chat-empty-content       warning */
+    DS_RULE_CHAT_NO_ASSISTANT,     /* chat-no-assistant        warning (no target: build drops it) */
+    DS_RULE_CHAT_SYSTEM_NOT_FIRST, /* chat-system-not-first    warning */
+    DS_RULE_CHAT_TOO_LONG,         /* chat-over-seq-len        warning (and what drop-turns would do) */
+    DS_RULE_CHAT_SPECIAL,          /* chat-special-text        warning (a special token's text in content) */
+    DS_RULE_CHAT_PARTS,            /* chat-non-text-part       warning (left out) */
     DS_RULE_COUNT
 } ds_rule;
 
@@ -304,6 +315,15 @@ typedef struct {
     ds_analyze_callback callback; /* progress and cancellation (NULL: none) */
     void *user;
     const ds_source *source; /* non-NULL: records from it; ds_analyze's inputs must be empty */
+    /* Fine-tuning records (ds_chat.h), as ds_build_opts: with format CHAT,
+     * PROMPT_COMPLETION or AUTO each JSONL line is parsed as a record; the
+     * byte rules run over its contents, the chat-* rules over its messages,
+     * and (with tok and chat_template) lengths are the rendered
+     * conversation's tokens, hist counts its targets. */
+    ds_format format;
+    const struct ds_chat_template *chat_template; /* NULL: no rendering (structure rules only) */
+    const char *messages_field;                   /* NULL: "messages" */
+    ds_loss_on loss_on;                           /* DS_LOSS_DEFAULT */
 } ds_analyze_opts;
 #define DS_DUP_DEFAULT_MAX ((uint64_t)6291456) /* 3/4 of 2^23 slots: a 128 MiB table */
 void ds_analyze_opts_init(ds_analyze_opts *o);
@@ -360,7 +380,15 @@ typedef struct {
     uint64_t bin_docs[DS_HIST_MAX_BINS];
     uint64_t bin_tokens[DS_HIST_MAX_BINS];
     char tokenizer[64];
-    int approximate; /* 1: over 2^18 distinct counts >= 65536 were seen, so a
+    /* chat formats (ds_analyze_opts.format not text): targets and fitting */
+    int chat;
+    uint64_t loss_tokens;        /* targets over all conversations */
+    uint64_t no_loss_docs;       /* conversations without a target (build drops them) */
+    uint64_t loss_min, loss_max; /* targets per conversation */
+    uint64_t turns_docs;         /* over L: conversations drop-turns fits */
+    uint64_t turns_dropped;      /* ... and the turns it drops for them */
+    uint64_t turns_fail;         /* over L: conversations whose last turn alone is over L */
+    int approximate;             /* 1: over 2^18 distinct counts >= 65536 were seen, so a
                                               percentile >= 65536 is its bucket's lower end: at most
                                               1/64 below the exact value (min, max, sums stay exact) */
 } ds_hist;
@@ -452,7 +480,9 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
  * already holds the same build. docs/library.md shows a caller. */
 typedef enum { DS_PACK_CONCAT = 0, DS_PACK_BFD = 1, DS_PACK_NONE = 2 } ds_pack;
 #define DS_FRAME_DEFAULT (-2) /* bos_id / eos_id: the tokenizer's framing (tk_default_framing) */
-typedef enum { DS_OL_TRUNCATE = 0, DS_OL_CHUNK = 1, DS_OL_DROP = 2 } ds_over_long;
+/* DROP_TURNS: chat / prompt-completion builds only (the oldest turns after
+ * the system message go until the conversation fits; docs/chat.md). */
+typedef enum { DS_OL_TRUNCATE = 0, DS_OL_CHUNK = 1, DS_OL_DROP = 2, DS_OL_DROP_TURNS = 3 } ds_over_long;
 
 /* Enum names (dataset/ds_names.c): the one spelling of ds_pack, ds_over_long
  * and ds_doc_sep, used by the CLI options, the manifest's config and the
@@ -484,6 +514,10 @@ enum {
     DS_REJ_OVERLONG_DROP,
     DS_REJ_TOKENIZER, /* "tokenizer-limit": the tokenizer refused the document (TK_ERR_DOC_*); the
                          manifest names it in reject_reasons only when it happened */
+    DS_REJ_CHAT,      /* "chat-invalid": a chat / prompt-completion record its parser or template
+                         refuses (detail: the ds_chat_status id and why); named only when it happened */
+    DS_REJ_NO_LOSS,   /* "no-loss-tokens": a sample left without a target token (dropped); named
+                         only when it happened */
     DS_REJ_COUNT
 };
 const char *ds_reject_reason_name(int reason);
@@ -500,6 +534,9 @@ typedef struct {
     uint64_t hist[DS_BUILD_HIST_BINS];          /* accepted documents by token count: bin 0 = 0,
                                                      bin k = [2^(k-1), 2^k) */
     uint64_t bos;                               /* BOS tokens written (framing with a BOS) */
+    /* chat / prompt-completion builds (the manifest writes them only there) */
+    uint64_t loss_tokens;   /* target tokens written (loss bit set) */
+    uint64_t turns_dropped; /* turns removed by --over-long drop-turns */
 } ds_build_account;
 /* The accounting of a manifest read by ds_manifest_read (ds_shard.h): every
  * counter checked as ds_build reads it back; NULL for an unread m. */
@@ -560,6 +597,17 @@ typedef struct {
     int64_t bos_id, eos_id;
     const ds_source *source; /* non-NULL: records from it instead of inputs (n_inputs 0, part 1/1);
                                          never checkpointed nor "up to date" (like stdin) */
+    /* Fine-tuning records (ds_chat.h, docs/chat.md), as ds_encode_opts: format
+     * CHAT, PROMPT_COMPLETION or AUTO renders each JSONL record through
+     * chat_template (required then) and writes its loss mask into the shards
+     * (version 2); bos_id / eos_id default to none (the template places its
+     * own). over_long then applies to every packer: truncate / drop /
+     * drop-turns fit a conversation to L before packing, chunk leaves it to
+     * the packer. A sample without a target token is dropped. */
+    ds_format format; /* DS_FMT_TEXT (default) */
+    const struct ds_chat_template *chat_template;
+    const char *messages_field; /* NULL: "messages" */
+    ds_loss_on loss_on;         /* DS_LOSS_DEFAULT */
 } ds_build_opts;
 void ds_build_opts_init(ds_build_opts *o);
 

@@ -55,6 +55,7 @@ typedef struct {
     ds_format format;   /* CHAT or PROMPT_COMPLETION (TEXT: buf holds the text, n == 0) */
     int pc_strings;     /* prompt-completion given as two strings (rendered as plain text, no template) */
     size_t other_parts; /* list-of-parts content: parts that are not text (left out) */
+    void *impl;         /* the parser's reused JSON tape (ds_chat_free frees it) */
 } ds_chat;
 void ds_chat_free(ds_chat *c);
 
@@ -72,9 +73,11 @@ typedef enum {
     DS_CHAT_STATUS_COUNT
 } ds_chat_status;
 const char *ds_chat_status_name(int s);
-/* The longest record ds_chat_parse reads: its JSON tree costs ~26x the line
- * (jansson), per worker thread, so a line is bounded well below the reader's
- * 256 MiB; 8 MiB is ~2M tokens, far past any sequence length. */
+/* The longest record ds_chat_parse reads: its JSON tape costs <= 17x the
+ * line (json_scan.c; jansson's tree, still used for the rare line the tape
+ * leaves undecided, ~26x), per worker thread, so a line is bounded well
+ * below the reader's 256 MiB; 8 MiB is ~2M tokens, far past any sequence
+ * length. */
 #define DS_CHAT_MAX_RECORD ((size_t)8 << 20)
 
 typedef struct {
@@ -155,6 +158,39 @@ typedef struct {
 void ds_chat_ids_free(ds_chat_ids *v);
 int ds_chat_encode(const struct tk_tokenizer *tok, const ds_chat_rendered *r, ds_chat_ids *out, char *why,
                    size_t whylen);
+
+/* ---- fitting a conversation into a row of `budget` tokens (build's
+ * --over-long for chat formats; lint's over-seq-len rule) */
+typedef enum {
+    DS_CHAT_FIT_KEEP = 0,      /* no fitting: the whole conversation (the packer chunks it) */
+    DS_CHAT_FIT_TRUNCATE = 1,  /* cut the last assistant message (its end-of-turn kept only if it fits) */
+    DS_CHAT_FIT_DROP = 2,      /* drop the sample */
+    DS_CHAT_FIT_DROP_TURNS = 3 /* drop the oldest turns after the system message until it fits */
+} ds_chat_fit_policy;
+typedef enum {
+    DS_CHAT_FATE_WHOLE = 0,     /* fits as it is */
+    DS_CHAT_FATE_TRUNCATED,     /* cut inside its last assistant message */
+    DS_CHAT_FATE_TURNS_DROPPED, /* fits after turns_dropped turns were removed */
+    DS_CHAT_FATE_DROPPED,       /* over the budget and the policy cannot fit it (why says how) */
+    DS_CHAT_FATE_NO_LOSS        /* what is left holds no target token (why says so) */
+} ds_chat_fate;
+typedef struct {
+    ds_chat_fate fate;
+    size_t tokens;        /* the whole conversation's tokens */
+    size_t turns_dropped; /* DROP_TURNS: turns removed (lint: would remove) */
+    size_t loss_tokens;   /* targets in out */
+} ds_chat_fit_result;
+/* Render c through t, encode, and fit into budget tokens by policy: out
+ * holds the ids and mask kept (empty for DROPPED / NO_LOSS). A turn is a
+ * user message and what follows it up to the next user message (the
+ * assistant's answer, tool calls and results); the system message and, for
+ * prompt-completion, the completion are never dropped. c is modified (turns
+ * removed). DS_CHAT_OK with res, the render's DS_CHAT_TEMPLATE, DS_ERR_ARG
+ * (a template special token the tokenizer lacks), a TK_ERR_* of the
+ * tokenizer or DS_ERR_NOMEM; why says why for every status but OK. */
+int ds_chat_fit(const struct tk_tokenizer *tok, const ds_chat_template *t, ds_chat *c, const ds_chat_render_opts *ro,
+                ds_chat_fit_policy policy, size_t budget, ds_chat_rendered *r, ds_chat_ids *out,
+                ds_chat_fit_result *res, char *why, size_t whylen);
 
 /* bos/eos token text of a tokenizer for templates (tk_default_framing's
  * ids as text; "" when it has none), for ds_chat_render_opts. */

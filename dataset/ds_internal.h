@@ -86,6 +86,34 @@ ds_jscan_status ds_json_scan(const uint8_t *line, size_t n, char *const *parts, 
                              ds_jscan_result *res);
 void ds_jscan_buf_free(ds_jscan_buf *buf);
 
+/* The whole line as a tape (chat records, chat.c): one node per value and
+ * per object key, in document order, with the same acceptance as
+ * ds_json_scan. A container's `end` is the index just past its subtree
+ * (scalars: their index + 1); an object's children alternate key (a
+ * DS_JSCAN_T_STRING node) and value. Strings are decoded into text (lone
+ * surrogate escapes as U+FFFD, *lone set). Nodes are 16 bytes, at most one
+ * per input byte, and text at most the line: memory <= 17 x the line, reused
+ * across lines. Returns DS_JSCAN_OK (the tape is complete), DS_JSCAN_INVALID,
+ * DS_JSCAN_UNSURE (complete, but a number jansson may reject as a double
+ * overflow: the caller asks jansson) or DS_JSCAN_NOMEM. A raw NUL byte after
+ * a number or literal (jansson drops it) is INVALID here. Lines over 4 GiB
+ * are INVALID (offsets are 32-bit). */
+typedef struct {
+    uint8_t type; /* ds_jscan_type */
+    uint32_t end, off, len;
+} ds_jnode;
+typedef struct {
+    ds_jnode *n;
+    size_t len, cap;
+    uint8_t *text;
+    size_t text_cap;
+} ds_jtape;
+ds_jscan_status ds_json_tape(const uint8_t *line, size_t n, ds_jtape *t, int *lone);
+void ds_jtape_free(ds_jtape *t);
+/* The value of KEY in object node OBJ (the last one when the key repeats,
+ * as jansson's json_object_get); -1 when absent or OBJ is not an object. */
+long ds_jtape_get(const ds_jtape *t, size_t obj, const char *key);
+
 /* ------------------------------------------------------------ lenhist.c
  * Exact histogram of document lengths (bytes or tokens) with bounded memory,
  * replacing the former 4-bytes-per-document arrays of lint/hist. Values below

@@ -9,7 +9,7 @@
 
 static const char *const k_pack[] = {[DS_PACK_CONCAT] = "concat", [DS_PACK_BFD] = "bfd", [DS_PACK_NONE] = "none"};
 static const char *const k_over_long[] = {
-    [DS_OL_TRUNCATE] = "truncate", [DS_OL_CHUNK] = "chunk", [DS_OL_DROP] = "drop"};
+    [DS_OL_TRUNCATE] = "truncate", [DS_OL_CHUNK] = "chunk", [DS_OL_DROP] = "drop", [DS_OL_DROP_TURNS] = "drop-turns"};
 static const char *const k_doc_sep[] = {[DS_SEP_FILE] = "file", [DS_SEP_LINE] = "line", [DS_SEP_BLANK] = "blank-line"};
 static const char *const k_split[] = {[DS_SPLIT_TRAIN] = "train", [DS_SPLIT_VAL] = "val"};
 

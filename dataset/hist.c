@@ -123,6 +123,12 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
                 "            (approximate: over %zu distinct counts >= %llu, so percentiles >= %llu are within 1/64 "
                 "below the exact value)\n",
                 DS_LH_SPARSE_MAX, (unsigned long long)DS_LH_DENSE, (unsigned long long)DS_LH_DENSE);
+    if (h->chat) /* conversations: the rendered tokens above; their targets here */
+        fprintf(f,
+                "loss        %llu target tokens (%.2f%% of tokens), per conversation min %llu max %llu; %llu "
+                "without a target (build drops them)\n",
+                (unsigned long long)h->loss_tokens, share(h->loss_tokens, h->tokens), (unsigned long long)h->loss_min,
+                (unsigned long long)h->loss_max, (unsigned long long)h->no_loss_docs);
     uint64_t peak = 0;
     for (size_t b = 0; b < h->n_bins; b++)
         if (h->bin_docs[b] > peak) peak = h->bin_docs[b];
@@ -156,6 +162,10 @@ int ds_hist_print(const ds_hist *h, FILE *f, int width) {
                 (unsigned long long)h->pad_waste, share(h->pad_waste, h->pad_rows * L));
         fprintf(f, "  pack      %llu rows, %.2f%% utilisation (1 separator token per doc)\n",
                 (unsigned long long)h->pack_rows, 100.0 * h->pack_util);
+        if (h->chat)
+            fprintf(f, "  drop-turns  %llu conversations fit after dropping %llu turn(s); %llu do not (dropped)\n",
+                    (unsigned long long)h->turns_docs, (unsigned long long)h->turns_dropped,
+                    (unsigned long long)h->turns_fail);
     }
     return ferror(f) ? DS_ERR_IO : DS_OK;
 }
@@ -169,6 +179,13 @@ int ds_hist_write_json(const ds_hist *h, FILE *f) {
             (unsigned long long)h->min, (unsigned long long)h->p50, (unsigned long long)h->p90,
             (unsigned long long)h->p99, (unsigned long long)h->p999, (unsigned long long)h->max);
     if (h->approximate) fprintf(f, "\"percentiles_approximate\":true,");
+    if (h->chat)
+        fprintf(f,
+                "\"loss_tokens\":%llu,\"no_loss_docs\":%llu,\"loss_min\":%llu,\"loss_max\":%llu,"
+                "\"drop_turns\":{\"docs\":%llu,\"turns\":%llu,\"unfit\":%llu},",
+                (unsigned long long)h->loss_tokens, (unsigned long long)h->no_loss_docs,
+                (unsigned long long)h->loss_min, (unsigned long long)h->loss_max, (unsigned long long)h->turns_docs,
+                (unsigned long long)h->turns_dropped, (unsigned long long)h->turns_fail);
     fprintf(f, "\"bins\":[");
     for (size_t b = 0; b < h->n_bins; b++) {
         uint64_t lo = b ? 1ULL << (b - 1) : 0, hi = b ? (1ULL << b) - 1 : 0;

@@ -570,3 +570,135 @@ invalid:
     r->lone_surrogate = lone;
     return r->status = DS_JSCAN_INVALID;
 }
+
+/* ------------------------------------------------------------ tape (chat records) */
+
+void ds_jtape_free(ds_jtape *t) {
+    if (!t) return;
+    free(t->n);
+    free(t->text);
+    memset(t, 0, sizeof *t);
+}
+
+static int tape_push(ds_jtape *t, uint8_t type, uint32_t off, uint32_t len) {
+    if (t->len == t->cap) {
+        size_t nc = t->cap ? 2 * t->cap : 256;
+        ds_jnode *nn = realloc(t->n, nc * sizeof *nn);
+        if (!nn) return 0;
+        t->n = nn;
+        t->cap = nc;
+    }
+    t->n[t->len] = (ds_jnode){.type = type, .end = (uint32_t)t->len + 1, .off = off, .len = len};
+    t->len++;
+    return 1;
+}
+
+/* The grammar walk of ds_json_scan, recording every value and key. */
+ds_jscan_status ds_json_tape(const uint8_t *line, size_t n, ds_jtape *t, int *lone) {
+    const uint8_t *p = line, *e = line + n;
+    uint32_t stk[JS_MAX_DEPTH]; /* node index of each open container */
+    size_t depth = 0, tl = 0;
+    int unsure = 0;
+    unsigned fl;
+    t->len = 0;
+    *lone = 0;
+    if (n >= UINT32_MAX - 64) return DS_JSCAN_INVALID;
+    if (!grow(&t->text, &t->text_cap, n + 32)) return DS_JSCAN_NOMEM; /* decoded strings are never longer */
+
+value:
+    p = skip_ws(p, e);
+    if (p >= e || depth >= JS_MAX_DEPTH) return DS_JSCAN_INVALID;
+    switch (*p) {
+    case '{':
+    case '[': {
+        int obj = *p == '{';
+        p++;
+        if (!tape_push(t, obj ? DS_JSCAN_T_OBJECT : DS_JSCAN_T_ARRAY, 0, 0)) return DS_JSCAN_NOMEM;
+        stk[depth++] = (uint32_t)(t->len - 1);
+        p = skip_ws(p, e);
+        if (p < e && *p == (obj ? '}' : ']')) {
+            p++;
+            goto pop;
+        }
+        if (obj) goto key;
+        goto value;
+    }
+    case '"': {
+        size_t sl = 0;
+        p++;
+        fl = 0;
+        if (!scan_string(&p, e, 1, t->text + tl, &sl, &fl, lone)) return DS_JSCAN_INVALID;
+        if (!tape_push(t, DS_JSCAN_T_STRING, (uint32_t)tl, (uint32_t)sl)) return DS_JSCAN_NOMEM;
+        tl += sl;
+        goto after;
+    }
+    case 't':
+    case 'f':
+    case 'n': {
+        const char *lit = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+        size_t ll = strlen(lit);
+        if ((size_t)(e - p) < ll || memcmp(p, lit, ll)) return DS_JSCAN_INVALID;
+        p += ll;
+        if (!tape_push(t, *lit == 'n' ? DS_JSCAN_T_NULL : DS_JSCAN_T_BOOLEAN, 0, 0)) return DS_JSCAN_NOMEM;
+        goto scalar;
+    }
+    default: {
+        if (*p != '-' && !is_digit(*p)) return DS_JSCAN_INVALID;
+        int k = scan_number(&p, e);
+        if (!k) return DS_JSCAN_INVALID;
+        if (k == 2) unsure = 1;
+        if (!tape_push(t, DS_JSCAN_T_NUMBER, 0, 0)) return DS_JSCAN_NOMEM;
+        goto scalar;
+    }
+    }
+
+scalar:
+    if (p < e && !*p) return DS_JSCAN_INVALID; /* jansson would drop the NUL: not JSON, refused */
+    goto after;
+
+key:
+    if (p >= e || *p != '"') return DS_JSCAN_INVALID;
+    {
+        size_t sl = 0;
+        p++;
+        fl = 0;
+        if (!scan_string(&p, e, 1, t->text + tl, &sl, &fl, lone)) return DS_JSCAN_INVALID;
+        if (fl & STR_NUL) return DS_JSCAN_INVALID; /* jansson: NUL byte in object key not supported */
+        if (!tape_push(t, DS_JSCAN_T_STRING, (uint32_t)tl, (uint32_t)sl)) return DS_JSCAN_NOMEM;
+        tl += sl;
+    }
+    p = skip_ws(p, e);
+    if (p >= e || *p != ':') return DS_JSCAN_INVALID;
+    p++;
+    goto value;
+
+after:
+    p = skip_ws(p, e);
+    if (depth == 0) {
+        if (p != e) return DS_JSCAN_INVALID;
+        return unsure ? DS_JSCAN_UNSURE : DS_JSCAN_OK;
+    }
+    if (p >= e) return DS_JSCAN_INVALID;
+    if (*p == ',') {
+        p = skip_ws(p + 1, e);
+        if (t->n[stk[depth - 1]].type == DS_JSCAN_T_OBJECT) goto key;
+        goto value;
+    }
+    if (*p != (t->n[stk[depth - 1]].type == DS_JSCAN_T_OBJECT ? '}' : ']')) return DS_JSCAN_INVALID;
+    p++;
+pop:
+    depth--;
+    t->n[stk[depth]].end = (uint32_t)t->len;
+    goto after;
+}
+
+long ds_jtape_get(const ds_jtape *t, size_t obj, const char *key) {
+    if (obj >= t->len || t->n[obj].type != DS_JSCAN_T_OBJECT) return -1;
+    size_t kl = strlen(key);
+    long found = -1;
+    for (size_t i = obj + 1; i < t->n[obj].end; i = t->n[i + 1].end) {
+        const ds_jnode *k = &t->n[i];
+        if (k->len == kl && !memcmp(t->text + k->off, key, kl)) found = (long)i + 1;
+    }
+    return found;
+}

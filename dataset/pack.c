@@ -255,6 +255,7 @@ static int none_add(ds_packer *p, const tk_ids *ids, const uint8_t *loss, int *d
         FILL_ROW(0, L);
         return emit(p, p->row, p->rowl, L, &zero, 1);
     }
+    case DS_OL_DROP_TURNS: /* a conversation policy: the build fits conversations before packing; else drop */
     case DS_OL_DROP:
         p->acc->docs_dropped++;
         p->acc->tok_dropped += t;

@@ -6,3 +6,6 @@ mks_add_test(test_chat SOURCES test_chat.c LIBS ds tk PkgConfig::JANSSON LABELS 
 mks_add_cli_test(cli_chat cli_chat.sh LABELS cpu TIMEOUT 120)
 # ds_chat_parse / render / encode on hostile records (seeds: tests/data/fuzz/make_chat_seeds.py).
 mks_add_fuzz(chat SOURCE fuzz_chat.c LIBS ds tk CORPUS data/fuzz/chat MAX_LEN 8192)
+# ds_build on chat records: rows and loss masks of each --over-long policy (truncate, drop, drop-turns,
+# chunk), the no-target drop, bfd keeping conversations whole (a one-token-per-byte tokenizer made in the test).
+mks_add_test(test_chat_build SOURCES test_chat_build.c LIBS ds tk LABELS cpu TIMEOUT 120)

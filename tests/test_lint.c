@@ -52,6 +52,20 @@ static tk_tokenizer *get_hostile(void) {
     return g_hostile;
 }
 
+/* tok=qwen2: a tokenizer with ChatML's special tokens (chat records). */
+static tk_tokenizer *g_qwen2;
+static int g_qwen2_tried;
+static tk_tokenizer *get_qwen2(void) {
+    if (!g_qwen2_tried) {
+        g_qwen2_tried = 1;
+        char p[1024], err[256] = "";
+        snprintf(p, sizeof p, "%s/vocab/hf/qwen2/tokenizer.json", MKS_SHARED_DIR);
+        if (access(p, R_OK) != 0) return NULL;
+        CHECK(tk_load(p, TK_PAT_NONE, &g_qwen2, err, sizeof err) == 0, "tk_load(%s): %s", p, err);
+    }
+    return g_qwen2;
+}
+
 /* Apply "k=v,k=v" options. Returns 0 if the tokenizer is needed but missing. */
 static int apply_opts(const char *opts, ds_reader_opts *ro, ds_analyze_opts *ao) {
     if (!strcmp(opts, "-")) return 1;
@@ -71,9 +85,12 @@ static int apply_opts(const char *opts, ds_reader_opts *ro, ds_analyze_opts *ao)
         else if (!strcmp(k, "longline")) ao->long_line_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "bpt")) ao->min_bytes_per_token = strtod(v, NULL);
         else if (!strcmp(k, "tok")) {
-            ao->tok = (const struct tk_tokenizer *)(!strcmp(v, "hostile") ? get_hostile() : get_tok());
+            ao->tok = (const struct tk_tokenizer *)(!strcmp(v, "hostile") ? get_hostile()
+                                                    : !strcmp(v, "qwen2") ? get_qwen2()
+                                                                          : get_tok());
             if (!ao->tok) return 0;
-        }
+        } else if (!strcmp(k, "fmt")) CHECK(ds_format_parse(v, &ao->format) == 0, "fmt=%s", v);
+        else if (!strcmp(k, "tmpl")) CHECK((ao->chat_template = ds_chat_template_find(v)) != NULL, "tmpl=%s", v);
     }
     return 1;
 }
@@ -203,6 +220,7 @@ int main(void) {
         ds_lint_report_free(rep);
     }
     if (g_tok) tk_free(g_tok);
+    if (g_qwen2) tk_free(g_qwen2);
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

@@ -251,7 +251,7 @@ static void test_manifest_reader(void) {
     CHECK(ds_split_parse("test", &sp) == -1 && ds_split_name(2) == NULL);
     CHECK(ds_pack_name(3) == NULL && ds_pack_name(-1) == NULL && ds_pack_parse(NULL, &(ds_pack){0}) == -1);
     char names[64];
-    CHECK(!strcmp(ds_names_list(ds_over_long_name, names, sizeof names), "truncate, chunk or drop"));
+    CHECK(!strcmp(ds_names_list(ds_over_long_name, names, sizeof names), "truncate, chunk, drop or drop-turns"));
     CHECK(!strcmp(ds_names_list(ds_pack_name, names, 8), "concat,"));
     char d[512], err[512];
     snprintf(d, sizeof d, "%s/none-chunk", g_tmp);

@@ -40,6 +40,7 @@ static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
                                        {"long-line", required_argument, 0, OPT_LONG_LINE},
                                        {"min-bytes-per-token", required_argument, 0, OPT_MIN_BPT},
                                        {"list-rules", no_argument, 0, OPT_LIST_RULES},
+                                       CLI_CHAT_LONGOPTS,
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
 
@@ -62,6 +63,7 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
     memset(a, 0, sizeof *a);
     ds_reader_opts_init(&a->ro);
     ds_analyze_opts_init(&a->ao);
+    cli_chat_init(&a->chat);
     a->lint = strcmp(cmd, "lint") == 0;
     a->hist = !a->lint;
     int c;
@@ -133,11 +135,17 @@ int analyze_parse(const char *cmd, const char *usage, int argc, char **argv, ana
                        ri->fix);
             }
             return EXIT_OK;
-        default: return EXIT_USAGE;
+        default:
+            if (cli_chat_option(cmd, c, optarg, &a->chat) == 1) break;
+            return EXIT_USAGE; /* a bad value (its message printed), or cli_getopt's own message */
         }
     }
     for (int i = optind; i < argc; i++)
         if (push_input(a, argv[i])) return EXIT_BAD_INPUT;
+    if (cli_chat_check(cmd, &a->chat) != EXIT_OK) return EXIT_USAGE;
+    a->ao.format = a->chat.format;
+    a->ao.messages_field = a->chat.messages_field;
+    a->ao.loss_on = a->chat.loss_on;
     if (a->n_inputs == 0) return cli_usage_error(cmd, "no INPUT given (use - for stdin)");
     if (!a->lint && !a->tokenizer) return cli_usage_error(cmd, "--tokenizer is required");
     if (a->lint && a->hist && !a->tokenizer) return cli_usage_error(cmd, "--hist needs --tokenizer");
@@ -154,6 +162,12 @@ int analyze_run(const char *cmd, analyze_args *a) {
         int rc = cli_load_tokenizer(a->tokenizer, a->pattern, &a->tok);
         if (rc != EXIT_OK) return rc;
         a->ao.tok = (const struct tk_tokenizer *)a->tok;
+    }
+    /* chat formats: the template renders (and counts) each conversation;
+     * lint without a tokenizer nor --chat-template checks the messages only */
+    if (a->chat.format != DS_FMT_TEXT && (a->tokenizer || a->chat.chat_template)) {
+        int rc = cli_chat_template(cmd, &a->chat, a->tokenizer, &a->ao.chat_template);
+        if (rc != EXIT_OK) return rc;
     }
     ds_lint_report *rep = NULL;
     ds_hist *h = NULL;

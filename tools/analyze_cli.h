@@ -3,6 +3,7 @@
 #define MKS_ANALYZE_CLI_H
 
 #include "cli.h"
+#include "cli_chat.h"
 #include "ds.h"
 
 typedef struct {
@@ -13,6 +14,7 @@ typedef struct {
     ds_reader_opts ro;
     ds_analyze_opts ao;
     tk_tokenizer *tok;
+    cli_chat_args chat; /* --format, --chat-template, --messages-field, --loss-on */
 } analyze_args;
 
 /* Parse argv for `cmd` ("lint" or "hist"). Returns -1 to continue, or an

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_chat.h"
 #include "ds.h"
 #include "mks_env.h"
 #include "tk.h"
@@ -31,7 +32,11 @@ static const char k_usage[] =
     "                          bfd: documents cut into pieces of <= L, best-fit-decreasing\n"
     "                          packed within a window; none: one document per row, padded\n"
     "      --over-long M       --pack none: truncate (default), chunk or drop documents\n"
-    "                          longer than L (document + EOT)\n"
+    "                          longer than L (document + EOT). Chat formats, every --pack:\n"
+    "                          truncate (cut the last assistant message), drop, drop-turns\n"
+    "                          (drop the oldest turns after the system message until it\n"
+    "                          fits) or chunk (leave it to the packer); a sample left without\n"
+    "                          a target token is dropped (rejects.jsonl: no-loss-tokens)\n"
     "      --bfd-window R      rows per BFD packing window, 1..16777216 (default 1024);\n"
     "                          R x L must stay below 2^31\n"
     "      --val-fraction F    fraction of documents for validation, by document hash,\n"
@@ -41,7 +46,9 @@ static const char k_usage[] =
     "      --shard-tokens N    target tokens per shard, K/M/G suffixes (default 32M)\n"
     "      --zstd LEVEL        compress rows in independent zstd frames, 0..22 (0 = off, default)\n"
     "      --frame-rows N      rows per zstd frame, 1..1048576 (default 64)\n"
-    "  -f, --field NAME        JSONL text field (default: text)\n"
+    "  -f, --field NAME        JSONL text field (default: text)\n" CLI_CHAT_HELP
+    "                          Chat formats write the loss mask into the shards (version 2;\n"
+    "                          docs/shard-format.md), no BOS/EOS framing unless --bos/--eos\n"
     "      --doc-sep MODE      .txt inputs: file (default), line or blank-line\n"
     "      --part K/N          build the K-th of N partitions of the input files\n"
     "                          (1 <= K <= N <= 1000000); --part auto: K/N from the\n"
@@ -114,6 +121,7 @@ static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
                                        {"batch-bytes", required_argument, 0, OPT_BATCH_BYTES},
                                        {"bos", required_argument, 0, OPT_BOS},
                                        {"eos", required_argument, 0, OPT_EOS},
+                                       CLI_CHAT_LONGOPTS,
                                        {"quiet", no_argument, 0, 'q'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -124,6 +132,7 @@ typedef struct {
     ds_build_opts o;
     const char *spec;
     const char *bos, *eos; /* --bos / --eos as given */
+    cli_chat_args chat;    /* --format, --chat-template, --messages-field, --loss-on */
     int quiet, ol_given;
     char **inputs;
     size_t n_inputs;
@@ -205,10 +214,15 @@ static int parse_args(build_cli *c, int argc, char **argv) {
         case OPT_BOS: c->bos = optarg; break;
         case OPT_EOS: c->eos = optarg; break;
         case 'h': fputs(k_usage, stdout); return -1;
-        default: return EXIT_USAGE;
+        default:
+            if (cli_chat_option(CMD, ch, optarg, &c->chat) == 1) break;
+            return EXIT_USAGE; /* a bad value (its message printed), or cli_getopt's own message */
         }
     }
     for (int i = optind; i < argc; i++) c->inputs[c->n_inputs++] = argv[i];
+    o->format = c->chat.format;
+    o->messages_field = c->chat.messages_field;
+    o->loss_on = c->chat.loss_on;
     o->seq_len = (uint32_t)seq_len;
     o->threads = (int)threads;
     o->zstd_level = (int)zstd_level;
@@ -227,7 +241,10 @@ static int check_args(build_cli *c) {
     if (c->o.threads <= 0) c->o.threads = cli_ncpus();
     if (c->o.bfd_window * (uint64_t)c->o.seq_len >= (1ull << 31))
         return cli_usage_error(CMD, "--bfd-window x --seq-len must stay below 2^31 tokens");
-    if (c->ol_given && c->o.pack != DS_PACK_NONE)
+    if (cli_chat_check(CMD, &c->chat) != EXIT_OK) return EXIT_USAGE;
+    if (c->o.over_long == DS_OL_DROP_TURNS && c->o.format == DS_FMT_TEXT)
+        return cli_usage_error(CMD, "--over-long drop-turns needs --format chat, prompt-completion or auto");
+    if (c->ol_given && c->o.pack != DS_PACK_NONE && c->o.format == DS_FMT_TEXT)
         cli_warn(CMD, "--over-long applies to --pack none only (concat keeps every token; bfd chunks)");
     const char *e = mks_getenv("MKS_CHECKPOINT_SECONDS"); /* tests: 0 = at every batch that wrote a shard */
     if (e && *e) {
@@ -283,6 +300,13 @@ static void print_summary(const build_cli *c, const ds_build_result *r) {
             a->rows[0] + a->rows[1], a->rows[0], a->rows[1], (uint64_t)r->n_shards,
             cells ? (double)written / (double)cells : 0.0, (double)a->bytes_in / 1e6, dt,
             dt > 0 ? (double)a->bytes_in / 1e6 / dt : 0.0);
+    if (c->o.format != DS_FMT_TEXT) /* the targets beside the tokens, and what fitting did */
+        fprintf(stderr,
+                "mkshards build: %" PRIu64 " loss tokens of %" PRIu64 " written (%s, --loss-on %s); %" PRIu64
+                " turn(s) dropped, %" PRIu64 " sample(s) without a target dropped\n",
+                a->loss_tokens, written, ds_chat_template_name(c->o.chat_template),
+                c->o.loss_on == DS_LOSS_DEFAULT ? "default" : ds_loss_on_name(c->o.loss_on), a->turns_dropped,
+                a->reasons[DS_REJ_NO_LOSS]);
     if (a->docs_rejected || a->docs_dropped)
         fprintf(stderr, "mkshards build: %" PRIu64 " record(s) listed in %s/rejects.jsonl\n",
                 a->docs_rejected + a->docs_dropped, c->o.out_dir);
@@ -307,6 +331,7 @@ int cmd_build(int argc, char **argv) {
     build_cli c;
     memset(&c, 0, sizeof c);
     ds_build_opts_init(&c.o);
+    cli_chat_init(&c.chat);
     c.inputs = calloc((size_t)argc + 1, sizeof *c.inputs);
     if (!c.inputs) return EXIT_BAD_INPUT;
     int rc = parse_args(&c, argc, argv);
@@ -322,7 +347,8 @@ int cmd_build(int argc, char **argv) {
         return rc;
     }
     if ((c.bos && (rc = cli_frame_token(CMD, "--bos", tok, c.bos, &c.o.bos_id)) != EXIT_OK) ||
-        (c.eos && (rc = cli_frame_token(CMD, "--eos", tok, c.eos, &c.o.eos_id)) != EXIT_OK)) {
+        (c.eos && (rc = cli_frame_token(CMD, "--eos", tok, c.eos, &c.o.eos_id)) != EXIT_OK) ||
+        (rc = cli_chat_template(CMD, &c.chat, c.spec, &c.o.chat_template)) != EXIT_OK) {
         tk_free(tok);
         free(c.inputs);
         return rc;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_chat.h"
 #include "ds.h"
 #include "tk.h"
 
@@ -35,16 +36,7 @@ static const char k_usage[] =
     "      --doc-sep MODE       for .txt inputs: file (default), line or blank-line\n"
     "      --bos TOKEN|default  put this token (its text) before every document; default: the\n"
     "                           tokenizer's framing, as `build` uses (default: none)\n"
-    "      --eos TOKEN|default  the same after every document (default: none)\n"
-    "      --format F           text (default), chat, prompt-completion, or auto (by each\n"
-    "                           record's fields): fine-tuning records (docs/chat.md)\n"
-    "      --chat-template T    chat formats: a built-in (chatml, qwen2, qwen2.5, llama3, llama2,\n"
-    "                           mistral, gemma, phi3, deepseek), auto (the tokenizer folder's\n"
-    "                           tokenizer_config.json chat_template, recognised) or a file\n"
-    "                           holding a Jinja template (default: auto)\n"
-    "      --messages-field F   chat records' messages field (default: messages)\n"
-    "      --loss-on WHAT       assistant, completion or all (default: assistant for chat,\n"
-    "                           completion for prompt-completion): what --mask-out marks\n"
+    "      --eos TOKEN|default  the same after every document (default: none)\n" CLI_CHAT_HELP
     "      --mask-out FILE      chat formats: one line per document, the loss mask as a JSON\n"
     "                           array of 0/1, one per id of the --ids-out line\n"
     "  -o, --ids-out FILE       output file, - for stdout   [required]\n"
@@ -74,10 +66,6 @@ enum {
     OPT_BATCH_DOCS,
     OPT_BOS,
     OPT_EOS,
-    OPT_FORMAT,
-    OPT_CHAT_TEMPLATE,
-    OPT_MESSAGES_FIELD,
-    OPT_LOSS_ON,
     OPT_MASK_OUT
 };
 
@@ -94,10 +82,7 @@ static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
                                        {"stats", no_argument, 0, OPT_STATS},
                                        {"bos", required_argument, 0, OPT_BOS},
                                        {"eos", required_argument, 0, OPT_EOS},
-                                       {"format", required_argument, 0, OPT_FORMAT},
-                                       {"chat-template", required_argument, 0, OPT_CHAT_TEMPLATE},
-                                       {"messages-field", required_argument, 0, OPT_MESSAGES_FIELD},
-                                       {"loss-on", required_argument, 0, OPT_LOSS_ON},
+                                       CLI_CHAT_LONGOPTS,
                                        {"mask-out", required_argument, 0, OPT_MASK_OUT},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -277,6 +262,7 @@ static int parse_allowed(const char *cmd, const tk_tokenizer *tok, const char *a
 typedef struct {
     const char *spec, *pattern, *allow, *out_path, *bos, *eos, *chat_template, *mask_out;
     int stats;
+    cli_chat_args chat; /* --format, --chat-template, --messages-field, --loss-on */
     const char **inputs;
     size_t n_inputs;
 } encode_args;
@@ -314,32 +300,27 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a) 
         case OPT_STATS: a->stats = 1; break;
         case OPT_BOS: a->bos = optarg; break;
         case OPT_EOS: a->eos = optarg; break;
-        case OPT_FORMAT:
-            if (ds_format_parse(optarg, &o->format)) {
-                char names[96];
-                return cli_usage_error(cmd, "--format expects %s, got '%s'",
-                                       ds_names_list(ds_format_name, names, sizeof names), optarg);
-            }
-            break;
-        case OPT_CHAT_TEMPLATE: a->chat_template = optarg; break;
-        case OPT_MESSAGES_FIELD: o->messages_field = optarg; break;
-        case OPT_LOSS_ON:
-            if (ds_loss_on_parse(optarg, &o->loss_on) || o->loss_on == DS_LOSS_DEFAULT)
-                return cli_usage_error(cmd, "--loss-on expects assistant, completion or all, got '%s'", optarg);
-            break;
         case OPT_MASK_OUT: a->mask_out = optarg; break;
         case 'h': fputs(k_usage, stdout); return -1;
-        default: return EXIT_USAGE;
+        default: {
+            int taken = cli_chat_option(cmd, c, optarg, &a->chat);
+            if (taken == 1) break;
+            return EXIT_USAGE; /* a bad value (its message printed), or cli_getopt's own message */
+        }
         }
     }
+    o->format = a->chat.format;
+    o->messages_field = a->chat.messages_field;
+    o->loss_on = a->chat.loss_on;
+    a->chat_template = a->chat.chat_template;
     for (int i = optind; i < argc; i++) a->inputs[a->n_inputs++] = argv[i];
     if (!a->spec)
         return cli_usage_error(cmd, "--tokenizer is required (a .tiktoken file or a name such as cl100k_base)");
     if (!a->out_path) return cli_usage_error(cmd, "--ids-out is required (a file, or - for stdout)");
     if (a->n_inputs == 0) a->inputs[a->n_inputs++] = "-";
-    if (o->format == DS_FMT_TEXT && (a->chat_template || a->mask_out || o->messages_field))
-        return cli_usage_error(cmd, "--chat-template, --messages-field and --mask-out need --format chat, "
-                                    "prompt-completion or auto");
+    if (o->format == DS_FMT_TEXT && a->mask_out)
+        return cli_usage_error(cmd, "--mask-out needs --format chat, prompt-completion or auto");
+    if (cli_chat_check(cmd, &a->chat) != EXIT_OK) return EXIT_USAGE;
     if (o->format != DS_FMT_TEXT && (a->allow || a->bos || a->eos))
         return cli_usage_error(cmd, "--allow-special, --bos and --eos are for --format text: a chat template "
                                     "places its own special tokens");
@@ -388,6 +369,7 @@ int cmd_encode(int argc, char **argv) {
     ds_encode_opts o;
     ds_encode_opts_init(&o);
     encode_args a = {0};
+    cli_chat_init(&a.chat);
     a.inputs = calloc((size_t)argc + 1, sizeof *a.inputs);
     if (!a.inputs) {
         cli_error(cmd, "out of memory");
@@ -414,17 +396,8 @@ int cmd_encode(int argc, char **argv) {
     if (rc == EXIT_OK && a.bos) rc = cli_frame_token(cmd, "--bos", tok, a.bos, &o.bos_id);
     if (rc == EXIT_OK && a.eos) rc = cli_frame_token(cmd, "--eos", tok, a.eos, &o.eos_id);
     const ds_chat_template *tmpl = NULL;
-    if (rc == EXIT_OK && o.format != DS_FMT_TEXT) {
-        char terr[1200];
-        int trc = ds_chat_template_resolve(a.chat_template, a.spec, &tmpl, terr, sizeof terr);
-        if (trc == DS_ERR_ARG) {
-            rc = cli_usage_error(cmd, "%s", terr);
-        } else if (trc != DS_OK) {
-            cli_error(cmd, "--chat-template: %s", terr);
-            rc = EXIT_BAD_INPUT;
-        }
-        o.chat_template = tmpl;
-    }
+    if (rc == EXIT_OK) rc = cli_chat_template(cmd, &a.chat, a.spec, &tmpl);
+    o.chat_template = tmpl;
     if (rc == EXIT_OK && a.mask_out) {
         if (a.out_path && !strcmp(a.out_path, a.mask_out) && strcmp(a.mask_out, "-")) {
             rc = cli_usage_error(cmd, "--mask-out and --ids-out are the same file");

@@ -19,7 +19,10 @@ static const char k_usage[] =
     "      --json                 print the report as one JSON object\n"
     "      --max-examples N       examples kept per rule (default 5)\n"
     "      --hist                 also print the token histogram (as `mkshards hist`), same pass\n"
-    "  -f, --field NAME           JSONL text field, dotted path (default: text)\n"
+    "  -f, --field NAME           JSONL text field, dotted path (default: text)\n" CLI_CHAT_HELP
+    "                           lint: chat-* rules (docs/lint-rules.md); without --tokenizer and\n"
+    "                           --chat-template the messages only; with them lengths are the\n"
+    "                           rendered conversation's tokens (chat-over-seq-len)\n"
     "      --doc-sep MODE         .txt documents: file (default), line, blank-line\n"
     "  -j, --threads N            worker threads (default: all cores)\n"
     "  -i, --input FILE           an input (repeatable; positional INPUTs work too)\n"

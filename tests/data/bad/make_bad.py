@@ -102,6 +102,45 @@ put("record_too_large.txt", data)
 expect("record_too_large.txt", "sep=line,maxrec=128", "record-too-large", 3, len(lines[0]) + len(lines[1]) + 2)
 
 # zstd: frame 1 complete (2 records), frame 2 truncated
+# chat records (--format chat; issue 28): two good conversations, the bad one, one more
+def conv(seed, n=1):
+    msgs = []
+    for k in range(n):
+        msgs += [{"role": "user", "content": words(6, seed * 10 + 2 * k)},
+                 {"role": "assistant", "content": words(6, seed * 10 + 2 * k + 1)}]
+    return {"messages": msgs}
+
+def chat(name, bad_obj, rules, opts):
+    objs = [conv(300 + i) for i in range(2)] + [bad_obj] + [conv(400)]
+    data, locs = jl(objs)
+    put(name, data)
+    for rule in rules:
+        expect(name, opts, rule, *locs[2])
+
+chat("chat_unknown_role.jsonl", {"messages": [{"role": "robot", "content": "beep"}]}, ["chat-unknown-role"], "fmt=chat")
+chat("chat_bad_content.jsonl", {"messages": [{"role": "user", "content": 7}]}, ["chat-bad-content"], "fmt=chat")
+# mistral's template raises on a system message without a user turn to fold it into
+chat("chat_template_refused.jsonl", {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]},
+     ["chat-template-refused"], "fmt=chat,tmpl=mistral")
+chat("chat_assistant_twice.jsonl", {"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"},
+                                                 {"role": "assistant", "content": "b"}]},
+     ["chat-assistant-twice"], "fmt=chat,tmpl=mistral")
+chat("chat_empty_content.jsonl", {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " \n"}]},
+     ["chat-empty-content"], "fmt=chat")
+chat("chat_no_assistant.jsonl", {"messages": [{"role": "user", "content": "anyone?"}]}, ["chat-no-assistant"], "fmt=chat")
+chat("chat_system_not_first.jsonl", {"messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "s"},
+                                                  {"role": "assistant", "content": "a"}]},
+     ["chat-system-not-first"], "fmt=chat")
+chat("chat_over_seq_len.jsonl", conv(500, 4), ["chat-over-seq-len"], "fmt=chat,tok=qwen2,tmpl=chatml,L=40")
+# a special token's text in a message: the tokenizer's (chat-special-text) and the <|...|> shape (special-token)
+chat("chat_special_text.jsonl", {"messages": [{"role": "user", "content": "say <|im_start|> now"},
+                                              {"role": "assistant", "content": "no"}]},
+     ["special-token", "chat-special-text"], "fmt=chat,tok=qwen2")
+chat("chat_non_text_part.jsonl", {"messages": [{"role": "user", "content": [{"type": "text", "text": "see"},
+                                                                            {"type": "image_url", "image_url": "x"}]},
+                                               {"role": "assistant", "content": "a cat"}]},
+     ["chat-non-text-part"], "fmt=chat")
+
 def zst(b):
     return subprocess.run(["zstd", "-q", "-c", "--no-check"], input=b, stdout=subprocess.PIPE, check=True).stdout
 part1, _ = jl([{"text": words(8, 700)}, {"text": words(8, 701)}])
