@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLI test for fine-tuning records in `mkshards encode` (issue 28): --format,
+# CLI test for fine-tuning records in `mkshards encode`, `build`, `lint`, `hist` (issue 28): --format,
 # --chat-template (names, auto, files), --messages-field, --loss-on, --mask-out;
 # ids and masks against transformers' (tests/data/chat/make_fixtures.py wrote
 # cli_*.jsonl/.ids/.mask), refusals and their exit codes.
@@ -117,6 +117,74 @@ expect_rc "an unrecognised template file" 2
 expect_err "refused with the names, not guessed" "none of the built-in templates"
 run "$MKS" encode -t "$Q" --format chat --chat-template chatml "$TMP/f.jsonl" -o "$TMP/x.ids" --mask-out "$TMP/f.jsonl"
 expect_rc "--mask-out over an input" 2
+
+# --- build, lint and hist take the same options (one parser: tools/cli_chat.c)
+for c in build lint hist; do
+    extra=""
+    [ $c = build ] && extra="-L 64 -o $TMP/bo"
+    run "$MKS" $c -t "$Q" --chat-template chatml $extra "$TMP/pc.jsonl"
+    expect_rc "$c --chat-template without a chat --format" 64
+    run "$MKS" $c -t "$Q" --format dialog $extra "$TMP/pc.jsonl"
+    expect_rc "$c: unknown --format" 64
+    expect_err "$c --format lists the names" "text, chat, prompt-completion or auto"
+    run "$MKS" $c -t "$Q" --format chat --loss-on prompt $extra "$TMP/pc.jsonl"
+    expect_rc "$c: unknown --loss-on" 64
+done
+run "$MKS" build -t "$Q" -L 64 --over-long drop-turns -o "$TMP/bo" "$TMP/pc.jsonl"
+expect_rc "build --over-long drop-turns on text records" 64
+
+# --- build: chat records into version-2 shards; the same bytes on 1 and 2 threads, and with --part + merge
+python3 - "$TMP" <<'PY'
+import json, sys
+t = sys.argv[1]
+for k in range(2):  # two input files: --part 1/2 and 2/2 take one each
+    with open(f"{t}/conv{k}.jsonl", "w") as f:
+        for i in range(60):
+            msgs = [{"role": "system", "content": "be brief"}]
+            for j in range(1 + (i % 4)):
+                msgs += [{"role": "user", "content": f"question {k} {i} {j} " + "why " * (i % 7)},
+                         {"role": "assistant", "content": f"answer {k} {i} {j} " + "because " * (i % 9)}]
+            if i % 13 == 5:
+                msgs = msgs[:2]  # no assistant turn: dropped as no-loss-tokens
+            f.write(json.dumps({"messages": msgs}) + "\n")
+PY
+common=(-t "$Q" --format chat --chat-template qwen2.5 -L 96 --pack bfd --over-long drop-turns --shard-tokens 2K -q)
+run "$MKS" build "${common[@]}" -j1 -o "$TMP/j1" "$TMP/conv0.jsonl" "$TMP/conv1.jsonl"
+expect_rc "build --format chat -j1" 0
+run "$MKS" build "${common[@]}" -j2 -o "$TMP/j2" "$TMP/conv0.jsonl" "$TMP/conv1.jsonl"
+expect_rc "build --format chat -j2" 0
+for f in "$TMP"/j1/*.mks "$TMP/j1/manifest.json" "$TMP/j1/rejects.jsonl"; do
+    same_file "-j1 = -j2: $(basename "$f")" "$f" "$TMP/j2/$(basename "$f")"
+done
+for k in 1 2; do
+    run "$MKS" build "${common[@]}" --part $k/2 -o "$TMP/p$k" "$TMP/conv0.jsonl" "$TMP/conv1.jsonl"
+    expect_rc "build --part $k/2" 0
+done
+run "$MKS" merge --out "$TMP/merged" "$TMP/p1" "$TMP/p2"
+expect_rc "merge the two parts" 0
+for f in "$TMP"/j1/*.mks "$TMP/j1/manifest.json"; do
+    same_file "--part + merge = one build: $(basename "$f")" "$f" "$TMP/merged/$(basename "$f")"
+done
+run "$MKS" verify "$TMP/j1"
+expect_rc "verify the chat set" 0
+if grep -q '"no-loss-tokens"' "$TMP/j1/rejects.jsonl"; then pass "no-target samples listed as no-loss-tokens"
+else fail "rejects.jsonl: $(head -3 "$TMP/j1/rejects.jsonl")"; fi
+if python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); a=m["accounting"]; r=m["config"]["records"]
+assert m["shard_format_version"] == 2 and r["chat_template"] == "qwen2.5" and 0 < a["tokens"]["loss"] < a["tokens"]["written"]
+assert a["documents"]["turns_dropped"] > 0 and a["reject_reasons"]["no-loss-tokens"] == 10' "$TMP/j1/manifest.json"; then
+    pass "manifest: version 2, records config, loss tokens beside tokens, turns dropped"
+else fail "manifest accounting: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["accounting"])' "$TMP/j1/manifest.json")"; fi
+
+# --- lint and hist on the same records
+run "$MKS" lint -t "$Q" --format chat --chat-template qwen2.5 -L 96 "$TMP/conv0.jsonl"
+expect_rc "lint: warnings only" 1
+expect_err_out() { if grep -qF -- "$2" "$TMP/out"; then pass "$1"; else fail "$1: stdout lacks '$2': $(head -20 "$TMP/out")"; fi; }
+expect_err_out "lint: chat-no-assistant with file:line" "conv0.jsonl:6 @"
+expect_err_out "lint: over-long conversations and what drop-turns does" "drop-turns would drop"
+run "$MKS" hist -t "$Q" --format chat --chat-template qwen2.5 -L 96 "$TMP/conv0.jsonl"
+expect_rc "hist --format chat" 0
+expect_err_out "hist: loss tokens" "target tokens"
+expect_err_out "hist: drop-turns policy line" "drop-turns"
 
 echo "cli_chat: $fails failure(s)"
 [ "$fails" -eq 0 ]
