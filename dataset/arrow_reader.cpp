@@ -240,9 +240,13 @@ int fail(char *err, size_t errlen, const arrow::Status &st, const std::string &w
     return DS_ARROW_DAMAGED;
 }
 
-// The arrays along the path below top (the column parts[0]) in one chunk.
-Chunk make_chunk(const ds_arrow *a, const std::shared_ptr<arrow::Array> &top, int64_t start) {
-    Chunk c;
+// The arrays along the path, each checked before it is used: an array's
+// structure (lengths, offsets, buffer sizes: Validate) before a child is
+// sliced out of it (Arrow aborts on a bad slice, found by fuzz_arrow), and
+// the leaf in full (ValidateFull, its offsets / views as binary).
+arrow::Status make_chunk(const ds_arrow *a, const std::shared_ptr<arrow::Array> &top, int64_t start, Chunk *out) {
+    Chunk &c = *out;
+    ARROW_RETURN_NOT_OK(top->Validate());
     c.start = start;
     c.length = top->length();
     c.path.push_back(top);
@@ -250,23 +254,16 @@ Chunk make_chunk(const ds_arrow *a, const std::shared_ptr<arrow::Array> &top, in
         const auto &parent = c.path.back();
         if (parent->type_id() != arrow::Type::STRUCT) {
             c.broken = 2;
-            return c;
+            return arrow::Status::OK();
         }
         auto child = static_cast<const arrow::StructArray &>(*parent).GetFieldByName(a->parts[k]);
         if (!child) {
             c.broken = 1;
-            return c;
+            return arrow::Status::OK();
         }
+        ARROW_RETURN_NOT_OK(child->Validate());
         c.path.push_back(child);
     }
-    return c;
-}
-
-// ValidateFull on what the rows will touch: the structs on the path (their
-// own buffers and lengths) and the leaf's offsets / views as binary.
-arrow::Status validate_chunk(const Chunk &c) {
-    for (size_t k = 0; k + 1 < c.path.size(); k++) ARROW_RETURN_NOT_OK(c.path[k]->Validate());
-    if (c.broken || c.path.empty()) return arrow::Status::OK();
     return arrow::MakeArray(binary_view_of(c.path.back()->data()))->ValidateFull();
 }
 
@@ -274,8 +271,8 @@ int load_chunks(ds_arrow *a, const std::shared_ptr<arrow::ChunkedArray> &col, ch
                 const std::string &where) {
     int64_t start = 0;
     for (const auto &arr : col->chunks()) {
-        Chunk c = make_chunk(a, arr, start);
-        arrow::Status st = validate_chunk(c);
+        Chunk c;
+        arrow::Status st = make_chunk(a, arr, start, &c);
         if (!st.ok()) return fail(err, errlen, st, where);
         start += c.length;
         a->chunks.push_back(std::move(c));
