@@ -94,6 +94,7 @@ typedef struct {
     size_t n_parts;
     ds_json_ctx *ctx;
     ds_jscan_buf sb;
+    ds_jtape tape; /* ds_json_tape, the chat records' reader */
 } field_t;
 
 static void field_init(field_t *f, const char *field) {
@@ -118,6 +119,7 @@ static void field_free(field_t *f) {
     free(f->buf);
     ds_json_ctx_free(f->ctx);
     ds_jscan_buf_free(&f->sb);
+    ds_jtape_free(&f->tape);
 }
 
 static void show(const char *what, const char *ctx, const uint8_t *line, size_t n) {
@@ -166,6 +168,24 @@ static void check(field_t *f, const uint8_t *line, size_t n, const char *ctx) {
             fprintf(stderr, "scan lone %d/%d type %d/%d len %zu/%zu field %s\n", sr.lone_surrogate, r.lone, sr.type,
                     r.type, sr.len, r.len, f->field);
             show("result", ctx, line, n);
+        }
+    }
+    /* 1b. the tape (chat records): accepts what jansson accepts (lone surrogates as the
+     * reference retry does), and decodes a top-level string field to the same bytes */
+    int tlone = 0;
+    ds_jscan_status ts = ds_json_tape(p, pn, &f->tape, &tlone);
+    if (st != DS_JSCAN_UNSURE && ts != DS_JSCAN_UNSURE) {
+        int tape_ok = ts == DS_JSCAN_OK, ref_ok = r.st != DS_JSCAN_INVALID;
+        int bad = tape_ok != ref_ok || (tape_ok && tlone != r.lone);
+        if (!bad && tape_ok && r.st == DS_JSCAN_OK && f->n_parts == 1) {
+            long v = ds_jtape_get(&f->tape, 0, f->parts[0]);
+            bad = v < 0 || f->tape.n[v].type != DS_JSCAN_T_STRING || f->tape.n[v].len != r.len ||
+                  memcmp(f->tape.text + f->tape.n[v].off, r.text, r.len);
+        }
+        if (bad && n_fail++ < 30) {
+            fprintf(stderr, "tape %s lone %d, jansson %s lone %d, field %s\n", st_name(ts), tlone, st_name(r.st),
+                    r.lone, f->field);
+            show("tape", ctx, line, n);
         }
     }
     /* 2. ds_json_extract (fast path + jansson fallback) vs the reference */
