@@ -274,7 +274,9 @@ if [ "$DEPS" = none ] && [ "$REHEARSE" = 0 ]; then
     run_t 300 "$LOGS/build.log" bash -c "$(declare -f fallback_build); BUILD_DIR='$BUILD_DIR'; fallback_build"
     check build "$(status_of $RC)" "no C dependencies: kernels-only fallback build (run tests/gpu/pack_deps.sh and carry tmp/gpu-deps)"
 else
-    cfg=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DMKS_ENABLE_CUDA=$CUDA")
+    # no Parquet inputs here (MKS_ENABLE_ARROW): the lent machine has no pyarrow, and a
+    # rehearsal must not pick up this machine's (~/.local/share/mkshards/arrow-venv)
+    cfg=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DMKS_ENABLE_CUDA=$CUDA" -DMKS_ENABLE_ARROW=OFF)
     [ "$CUDA" = ON ] && cfg+=(-DCMAKE_CUDA_ARCHITECTURES=90)
     have pkg-config && cfg+=(-DPKG_CONFIG_EXECUTABLE="$(command -v pkg-config)")
     if [ -f "$BUILD_DIR/CMakeCache.txt" ] && ! grep -q 'CMAKE_GENERATOR:INTERNAL=Ninja' "$BUILD_DIR/CMakeCache.txt"; then
