@@ -5,6 +5,15 @@
 # shard / manifest / folder; every file is crafted at test time.
 mks_add_test(test_hostile_shards SOURCES test_hostile_shards.c LIBS ds LABELS cpu TIMEOUT 120)
 target_include_directories(test_hostile_shards PRIVATE ${PROJECT_SOURCE_DIR}/dataset)
+# Per-token loss bits (version-2 shards, issue 28 item 3): masks through the
+# packers, the writer, the reader, verify and the manifest's counts.
+mks_add_test(test_loss_bits SOURCES test_loss_bits.c LIBS ds PkgConfig::JANSSON LABELS cpu TIMEOUT 120)
+target_include_directories(test_loss_bits PRIVATE ${PROJECT_SOURCE_DIR}/dataset)
+# ... into llmtrain's loader and the CPU model: loss and gradients equal PyTorch's
+# cross entropy with ignore_index=-100 (tests/ref/make_loss_mask_fixture.py).
+mks_add_test(test_loss_mask_train SOURCES test_loss_mask_train.c LIBS tr kn ds tk PkgConfig::JANSSON LABELS cpu
+             TIMEOUT 120)
+target_include_directories(test_loss_mask_train PRIVATE ${PROJECT_SOURCE_DIR}/dataset ${PROJECT_SOURCE_DIR}/train)
 # hostile_shards_gen crafts shard files for the CLI test and writes the seed
 # corpora of the `shard` and `manifest` fuzz targets
 # (hostile_shards_gen corpus-shard DIR / corpus-manifest DIR).
