@@ -42,5 +42,5 @@ if ! "$V/bin/python" -m pip install -q --disable-pip-version-check --no-build-is
 fi
 [ "$MODE" = --setup-only ] && exit 0
 cd "$BUILD" || exit 1
-MKS_BIN=$BIN MKS_LOADER_DUMP=$DUMP MKS_SHARED=$SHARED \
+MKS_BIN=$BIN MKS_LOADER_DUMP=$DUMP MKS_SHARED=$SHARED MKS_SHARD_GEN=$BUILD/tests/hostile_shards_gen \
   exec bash "$SRC/tests/python/pytest_rc.sh" "$V/bin/python" -q -p no:cacheprovider -rs --durations=5 "$SRC/tests/python"

@@ -39,6 +39,7 @@ typedef struct {
     const uint8_t *zsec, *frames;
     uint64_t zsec_bytes, n_frames;
     uint32_t frame_rows;
+    int loss_bits; /* version 2: the loss mask is the stored bits, read through ds_shardset_read */
 } sh_map;
 
 /* The last decoded zstd frame, so that reading the rows of a compressed shard
@@ -124,6 +125,7 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h) {
     m->starts = m->sidx + 4 * (N + 1);
     m->n_starts = S;
     m->dt = h->dtype_bytes;
+    m->loss_bits = h->version == DS_SHARD_VERSION_LOSS;
     if (zstd) {
         m->zsec = b + DS_SHARD_HEADER_BYTES;
         m->zsec_bytes = h->tokens_bytes;
@@ -289,13 +291,14 @@ static PyObject *ss_info(SSObj *s, PyObject *unused) {
         Py_XDECREF(eos);
         return NULL;
     }
-    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:N,s:N,s:I,s:s,s:s,s:{s:K,s:K},s:{s:K,s:K},s:{s:n,s:n}}", "row_len",
-                         i->row_len, "vocab_size", i->vocab_size, "eot_id", i->eot_id, "pad_id", i->pad_id, "bos_id",
-                         bos, "eos_id", eos, "dtype_bytes", i->dtype_bytes, "fingerprint", hex, "tokenizer",
+    return Py_BuildValue("{s:I,s:I,s:I,s:I,s:N,s:N,s:I,s:s,s:s,s:{s:K,s:K},s:{s:K,s:K},s:{s:n,s:n},s:I,s:{s:K,s:K}}",
+                         "row_len", i->row_len, "vocab_size", i->vocab_size, "eot_id", i->eot_id, "pad_id", i->pad_id,
+                         "bos_id", bos, "eos_id", eos, "dtype_bytes", i->dtype_bytes, "fingerprint", hex, "tokenizer",
                          i->tokenizer, "rows", "train", (unsigned long long)i->rows[0], "val",
                          (unsigned long long)i->rows[1], "tokens", "train", (unsigned long long)i->tokens[0], "val",
                          (unsigned long long)i->tokens[1], "n_shards", "train", (Py_ssize_t)i->n_shards[0], "val",
-                         (Py_ssize_t)i->n_shards[1]);
+                         (Py_ssize_t)i->n_shards[1], "shard_version", i->shard_version, "loss_tokens", "train",
+                         (unsigned long long)i->loss_tokens[0], "val", (unsigned long long)i->loss_tokens[1]);
 }
 
 static PyObject *ss_shards(SSObj *s, PyObject *split_o) {
@@ -653,8 +656,11 @@ static int fill_read(SSObj *s, ds_split sp, uint64_t row, uint32_t *scratch, con
 static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, const fill_row_out *o) {
     const sh_map *m = s->n_maps[sp] ? map_of(s, (int)sp, row) : NULL;
     int need_tok = o->d[0] || o->d[1];
-    if ((!m || !m->map || (!m->tok && need_tok)) && !*scratch && !(*scratch = malloc(o->L * 13))) return DS_ERR_NOMEM;
-    if (!m || !m->map) return fill_read(s, sp, row, *scratch, o);
+    /* fill_direct derives the mask from the valid count (version 1); a
+     * version-2 shard's labels and loss_mask come from its loss bits */
+    int direct = m && m->map && !m->loss_bits;
+    if ((!direct || (!m->tok && need_tok)) && !*scratch && !(*scratch = malloc(o->L * 13))) return DS_ERR_NOMEM;
+    if (!direct) return fill_read(s, sp, row, *scratch, o);
     const uint32_t *tok = NULL;
     if (!m->tok && need_tok) { /* zstd: the ids through the frame cache */
         int rc = zstd_row(s, m, row - m->first, o->L, *scratch);

@@ -28,7 +28,10 @@ check them).
 
 Row semantics (same as the C API ds_shardset_read):
   tokens     token ids; padding positions hold the pad id (= EOT)
-  loss_mask  1 for real tokens (document tokens and their EOT), 0 for padding
+  loss_mask  1 where the token is a target (its prediction from the tokens
+             before it is trained): version-1 shards every real token
+             (document tokens and their EOT), version-2 shards (chat /
+             prompt-completion builds) the stored loss bit; 0 on padding
   pos_ids    position inside the document segment: restarts at 0 where a
              document (or piece) starts, and at the row start
   doc_ids    segment number inside the row (mask attention where they differ);
@@ -128,6 +131,10 @@ class Shard:
             self.tokens = None
         else:
             self.tokens = view(self.dtype, HEADER_BYTES, n * L).reshape(n, L)
+        # version 2: a loss bit per token, ceil(L / 8) bytes a row, bit i = byte i // 8, bit i % 8 (LSB first)
+        self._loss_row = (L + 7) // 8
+        self.loss_bits = (view("u1", m0 + self.meta_bytes, n * self._loss_row).reshape(n, self._loss_row)
+                          if self.version == 2 else None)
 
     def _check_header(self, hb, size):
         """The field checks of the C reader's ds_shard_header_decode (its checksum aside), then the file size."""
@@ -138,8 +145,9 @@ class Shard:
         def bad(msg):
             raise ShardError(f"{self.path}: {msg}")
 
-        if self.version != 1:
-            bad(f"offset 8: unsupported shard version {self.version} (this reader knows 1)")
+        if self.version not in (1, 2):
+            bad(f"offset 8: unsupported shard version {self.version} (this reader knows 1 and 2)")
+        self.loss_bytes, = struct.unpack_from("<Q", hb, 144)
         if hdr_bytes != HEADER_BYTES:
             bad(f"offset 12: header size {hdr_bytes}, version 1 headers are {HEADER_BYTES} bytes")
         if self.dtype_bytes not in (2, 4):
@@ -158,8 +166,9 @@ class Shard:
             bad(f"offset 36: EOT id {self.eot_id} >= vocab size {self.vocab_size}")
         if reserved != 0:
             bad(f"offset 44: reserved field is {reserved}, must be 0")
-        if any(hb[144:184]):
-            bad(f"offset {144 + next(i for i, c in enumerate(hb[144:184]) if c)}: reserved byte is not 0")
+        r0 = 152 if self.version == 2 else 144  # version 2: the loss section's size at 144
+        if any(hb[r0:184]):
+            bad(f"offset {r0 + next(i for i, c in enumerate(hb[r0:184]) if c)}: reserved byte is not 0")
         n, L = self.n_rows, self.row_len
         tokens = n * L
         if tokens > MAX_TOKENS:
@@ -186,9 +195,13 @@ class Shard:
         meta = 4 * (2 * n + 1 + self.n_starts) + 8 * frame_entries
         if self.meta_bytes != meta:
             bad(f"offset 80: row-metadata section of {self.meta_bytes} bytes, the counts need {meta}")
+        loss = n * ((L + 7) // 8) if self.version == 2 else 0
+        if self.loss_bytes != loss:
+            bad(f"offset 144: loss section of {self.loss_bytes} bytes, {n} rows of {L} tokens need {loss}")
         payload = self.tokens_bytes + meta
         if payload > MAX_FILE_BYTES:
             bad(f"offset 72: token section of {self.tokens_bytes} bytes is too large")
+        payload += loss
         blocks = (payload + BLOCK_BYTES - 1) // BLOCK_BYTES
         if self.n_blocks != blocks:
             bad(f"offset 88: {self.n_blocks} checksum blocks, {payload} payload bytes need {blocks}")
@@ -220,6 +233,11 @@ class Shard:
             if bad.any():
                 k = int(np.argmax(bad))
                 self._bad(f"offset {m0 + 4 * (2 * n + 1 + a + k)}: row {i} document start {int(st[k])} invalid")
+        if self.loss_bits is not None:  # no target on padding (C: row_meta)
+            bits = np.unpackbits(self.loss_bits[i], bitorder="little")
+            if bits[nv:].any():
+                self._bad(f"offset {self._meta0 + self.meta_bytes + i * self._loss_row + nv // 8}: row {i} has a "
+                          f"loss bit set on padding (valid {nv})")
         return nv, st
 
     def _row_tokens(self, i):
@@ -274,7 +292,10 @@ class Shard:
         doc_ids = np.cumsum(mark, dtype=np.int32)
         idx = np.arange(L, dtype=np.int32)
         seg_start = np.maximum.accumulate(np.where(mark, idx, 0))
-        loss = (idx < nv).astype(np.uint8)
+        if self.loss_bits is not None:
+            loss = np.unpackbits(self.loss_bits[i], bitorder="little")[:L].astype(np.uint8)
+        else:
+            loss = (idx < nv).astype(np.uint8)
         return {"tokens": tokens, "loss_mask": loss, "pos_ids": idx - seg_start, "doc_ids": doc_ids, "n_valid": nv}
 
 
@@ -334,6 +355,9 @@ class ShardSet:
         if not isinstance(self.fingerprint, str) or len(self.fingerprint) != 64 or \
                 any(c not in "0123456789abcdef" for c in self.fingerprint):
             bad('"tokenizer.fingerprint" must be 64 lowercase hex digits')
+        self.shard_version = m.get("shard_format_version")
+        if self.shard_version not in (1, 2) or not _is_int(self.shard_version):
+            bad('"shard_format_version" must be 1 or 2')
         entries = m.get("shards")
         if not isinstance(entries, list):
             bad('"shards" missing or not an array')
@@ -356,7 +380,7 @@ class ShardSet:
                 bad(f'shards[{i}] ({e["file"]}): "rows" must be an integer 0..{MAX_TOKENS // self.seq_len}')
             s = Shard(os.path.join(directory, e["file"]))
             if s.n_rows != e["rows"] or s.row_len != self.seq_len or s.fingerprint.hex() != self.fingerprint \
-                    or s.split != e["split"] or s.vocab_size != self.vocab_size:
+                    or s.split != e["split"] or s.vocab_size != self.vocab_size or s.version != self.shard_version:
                 raise ShardError(f"{s.path}: header disagrees with the manifest")
             self.shards[e["split"]].append(s)
         self._first = {k: np.cumsum([0] + [len(s) for s in v]) for k, v in self.shards.items()}

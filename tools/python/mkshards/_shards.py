@@ -25,7 +25,9 @@ class ShardSet:
       read-only view into a memory map of the file (no copy), padding holds ``pad_id``
     - ``pos_ids`` (int32): position inside the document segment, restarting at 0 where a document starts
     - ``doc_ids`` (int32): segment number inside the row (padding is one more segment)
-    - ``loss_mask`` (uint8): 1 for real tokens (documents and their EOT), 0 for padding
+    - ``loss_mask`` (uint8): 1 where the token is a target (its prediction from the tokens before it is
+      trained): every real token of a version-1 set (documents and their EOT), the stored loss bit of a version-2
+      set (chat / prompt-completion builds; ``ss.shard_version``); 0 on padding
 
     ``ss.read(indices, split)`` reads many rows at once into (n, row_len) arrays (one C call, GIL released).
     """
@@ -47,6 +49,9 @@ class ShardSet:
         self.tokenizer = info["tokenizer"]
         self.rows = dict(info["rows"])
         self.tokens = dict(info["tokens"])
+        # shard format 2: a loss bit per token; loss_tokens = the targets per split (= tokens in version 1)
+        self.shard_version = info["shard_version"]
+        self.loss_tokens = dict(info["loss_tokens"])
         self.splits = tuple(s for s in SPLITS if self.rows[s])
         self._shards = {s: self._c.shards(s) for s in SPLITS}
         self._first = {}

@@ -13,7 +13,8 @@
     dl = torch.utils.data.DataLoader(it, batch_size=8, num_workers=4)
 
 Items follow llmtrain's batch layout (``mkshards.data.llm_batch``): ``labels[j]`` is the next token where it
-carries loss, else -100; with ``doc_mask`` (default) positions restart at every document and ``doc_ids`` number
+carries loss, else -100 (padding, and in version-2 sets from chat / prompt-completion builds every token whose loss
+bit is clear: the prompt, the user turns); ``loss_mask[j]`` says the same as a bool; with ``doc_mask`` (default) positions restart at every document and ``doc_ids`` number
 the documents of the row (mask attention where they differ).
 """
 import operator as _operator
