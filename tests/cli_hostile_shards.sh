@@ -255,6 +255,42 @@ fresh ls lm && jedit "$T/lm" 'm["shard_format_version"] = 1'
 run 2 "verify: manifest version 1 over version-2 shards" "shard version (shard_format_version) disagrees" -- "$MKS" verify "$T/lm"
 fresh ls lt && jedit "$T/lt" 'm["shards"][0]["loss_tokens"] += 1'
 run 2 "verify: loss_tokens off by one" "$S0: loss_tokens disagrees" -- "$MKS" verify "$T/lt"
+# a loss byte flipped, checksums left as they were
+fresh ls lc && python3 - "$T/lc/$S0" <<'PY'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+tb, mb = struct.unpack_from("<QQ", b, 72)
+b[192 + tb + mb] ^= 1
+open(p, "wb").write(b)
+PY
+"$GEN" rehash "$T/lc"
+run 2 "verify: a loss bit flipped (stale block checksums)" "$S0" "checksum mismatch" "loss section" -- "$MKS" verify "$T/lc"
+# a real chat build (Qwen2's tokenizer.json, ChatML): version 2 from the CLI, --part + merge = one build, bits shown
+QW=$2/vocab/hf/qwen2
+if [ -d "$QW" ]; then
+    C=(-t "$QW" --format chat --chat-template chatml -L 64 --pack bfd --val-fraction 0.2 --shard-tokens 512 -q)
+    CIN=("$ROOT/tests/data/chat/cli_llama3.jsonl" "$ROOT/tests/data/chat/cli_qwen2.5.jsonl")
+    "$MKS" build "${C[@]}" -o "$T/cw" "${CIN[@]}" && "$MKS" build "${C[@]}" --part 1/2 -o "$T/cp1" "${CIN[@]}" &&
+        "$MKS" build "${C[@]}" --part 2/2 -o "$T/cp2" "${CIN[@]}" || bad "chat builds"
+    run 0 "merge of version-2 parts" -- "$MKS" merge -q --out "$T/cm" "$T/cp1" "$T/cp2"
+    diff -r "$T/cw" "$T/cm" >/dev/null && ok "chat: merge == single build (version 2)" || bad "chat: merge differs"
+    run 0 "verify: chat set" -- "$MKS" verify "$T/cm"
+    run 0 "inspect --row 0: chat set" -- "$MKS" inspect --row 0 --tokenizer "$QW" "$T/cw"
+    out_has "inspect --row: the prompt in brackets, the answer outside" "targets; [bracketed]" '["<|im_start|>user' \
+        '<|im_end|>" ["'
+    python3 - "$T/cw/manifest.json" <<'PY' && ok "chat manifest: version 2, loss_tokens per shard and split, tokens.loss" ||
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["shard_format_version"] == 2
+per = sum(s["loss_tokens"] for s in m["shards"])
+assert 0 < per < sum(s["tokens"] for s in m["shards"])
+assert per == sum(m["splits"][k]["loss_tokens"] for k in ("train", "val")) == m["accounting"]["tokens"]["loss"]
+PY
+        bad "chat manifest counts"
+else
+    echo "skip: no $QW for the chat build cases"
+fi
 if [ -x "$LLM" ]; then
     run 0 "llmtrain on a version-2 set" -- \
         "$LLM" --data "$T/ls" --model tiny --seq-len 32 --steps 4 --token-budget 256 --batch-tokens 256 --quiet
