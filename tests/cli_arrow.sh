@@ -41,7 +41,7 @@ cp "$T/x.parquet" "$T/x.arrow"
 rc=$?
 if grep -q "MKS_ENABLE_ARROW" "$T/out"; then
     for f in x.parquet x.arrow; do
-        for cmd in "lint" "encode -t gpt2" "build -t gpt2 -L 64 -o $T/no_arrow" "tokenizer train --vocab-size 300 --out $T/v"; do
+        for cmd in "lint" "encode -t gpt2 --ids-out $T/ids" "build -t gpt2 -L 64 -o $T/no_arrow" "tokenizer train --vocab-size 300 --out $T/v"; do
             # shellcheck disable=SC2086
             "$MKS" $cmd "$T/$f" > "$T/out" 2>&1
             rc=$?
