@@ -7,8 +7,11 @@
  * sequences (decode). Also: loading by content (no .model suffix), refusals
  * (Unigram, malformed protobuf, inconsistent pieces) with the field named,
  * fingerprints, tk_count, batch encode and the streaming decoder.
- * argv[1]: shared dir (default MKS_SHARED_DIR); argv[2]: only this model;
- * argv[3]: check every Nth document (default 1; 4 under ASan). */
+ * The same checks run on the Unigram fixtures of tests/data/tk_unigram
+ * (tests/ref/make_tk_unigram_fixtures.py) as test_tk_unigram.
+ * argv[1]: shared dir (default MKS_SHARED_DIR); argv[2]: only this model
+ * ("-": all); argv[3]: check every Nth document (default 1; 4 under ASan);
+ * argv[4]: the fixtures' directory under tests/data (default tk_spm). */
 #include "tk.h"
 #include "test_check.h"
 #include "test_corpus.h"
@@ -296,18 +299,25 @@ static void refusals(void) {
     for (int i = 0; i < 11; i++) m.b[m.n++] = 0xff; /* an 11-byte varint */
     CHECK(try_load(&m, "varint.model", err, sizeof err) == TK_ERR_FORMAT, "%s", err);
     m.n = 0;
-    put_piece(&m, "<unk>", 5, 2); /* no trainer_spec: model_type defaults to UNIGRAM */
-    CHECK(try_load(&m, "notrainer.model", err, sizeof err) == TK_ERR_UNSUPPORTED && strstr(err, "UNIGRAM"), "%s", err);
+    put_piece(&m, "<unk>", 5, 2); /* no trainer_spec: model_type defaults to UNIGRAM, which loads */
+    CHECK(try_load(&m, "notrainer.model", err, sizeof err) == TK_OK, "%s", err);
     tk_tokenizer *t = NULL;
-    CHECK(tk_load(MKS_TEST_DATA "/tk_spm/unigram.model", TK_PAT_NONE, &t, err, sizeof err) == TK_ERR_UNSUPPORTED &&
-              strstr(err, "trainer_spec.model_type") && strstr(err, "UNIGRAM"),
-          "%s", err);
+    CHECK(tk_load(MKS_TEST_DATA "/tk_spm/unigram.model", TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "%s", err);
+    if (t) {
+        char d[256];
+        tk_describe(t, d, sizeof d);
+        CHECK(strstr(d, "Unigram") != NULL, "%s", d);
+        tk_free(t);
+        t = NULL;
+    }
     CHECK(tk_load(MKS_TEST_DATA "/tk_spm/bpe_nmt.model", TK_PAT_CL100K, &t, err, sizeof err) == TK_ERR_PATTERN);
 }
 
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
-    const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL;
+    const char *only = argc > 2 && argv[2][0] && strcmp(argv[2], "-") ? argv[2] : NULL;
+    const char *dir = argc > 4 ? argv[4] : "tk_spm";
+    bool uni = !strcmp(dir, "tk_unigram");
 #if defined(__SANITIZE_ADDRESS__)
     int every = argc > 3 ? atoi(argv[3]) : 4; /* ASan/UBSan builds: every 4th document */
 #else
@@ -318,9 +328,11 @@ int main(int argc, char **argv) {
     tmpdir = mkdtemp(tmpl);
     refusals();
     size_t rn;
-    char *refs = test_read_zst(MKS_TEST_DATA "/tk_spm/refs.jsonl.zst", &rn);
+    char refs_path[1024];
+    snprintf(refs_path, sizeof refs_path, "%s/%s/refs.jsonl.zst", MKS_TEST_DATA, dir);
+    char *refs = test_read_zst(refs_path, &rn);
     if (!refs) {
-        fprintf(stderr, "no %s\n", MKS_TEST_DATA "/tk_spm/refs.jsonl.zst");
+        fprintf(stderr, "no %s\n", refs_path);
         return 1;
     }
     bool corpus = load_corpus(shared) == 0;
@@ -341,7 +353,7 @@ int main(int argc, char **argv) {
             snprintf(cur, sizeof cur, "%s", model);
             if (!only || !strcmp(only, model)) {
                 char p[1024], err[512];
-                snprintf(p, sizeof p, "%s/tk_spm/%s.%s", MKS_TEST_DATA, model,
+                snprintf(p, sizeof p, "%s/%s/%s.%s", MKS_TEST_DATA, dir, model,
                          strncmp(model, "hf_", 3) ? "model" : "json");
                 CHECK(tk_load(p, TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "%s", err);
                 if (t) {
@@ -355,7 +367,8 @@ int main(int argc, char **argv) {
                         nfp++;
                     }
                     CHECK(tk_lossless(t) == 0);
-                    if (!strncmp(model, "hf_", 3)) CHECK(strstr(d, "Precompiled") != NULL, "%s", d);
+                    if (!strncmp(model, "hf_", 3) && !uni) CHECK(strstr(d, "Precompiled") != NULL, "%s", d);
+                    if (uni) CHECK(strstr(d, "Unigram") != NULL, "%s", d);
                 }
             }
         }
@@ -366,10 +379,11 @@ int main(int argc, char **argv) {
     tk_free(t);
     /* batch on two threads, streaming decoder, same file twice */
     for (int mi = 0; corpus && mi < 2; mi++) {
-        const char *mname = mi ? "bpe_llama" : "bpe_nmt"; /* bpe_llama: byte pieces split between feeds */
+        /* bpe_llama, uni_bf: byte pieces split between feeds */
+        const char *mname = uni ? (mi ? "uni_bf" : "uni_nmt") : mi ? "bpe_llama" : "bpe_nmt";
         if (only && strcmp(only, mname)) continue;
         char err[512], mp[1024];
-        snprintf(mp, sizeof mp, "%s/tk_spm/%s.model", MKS_TEST_DATA, mname);
+        snprintf(mp, sizeof mp, "%s/%s/%s.model", MKS_TEST_DATA, dir, mname);
         CHECK(tk_load(mp, TK_PAT_NONE, &t, err, sizeof err) == TK_OK, "%s", err);
         tk_tokenizer *t2 = NULL;
         CHECK(tk_load(mp, TK_PAT_NONE, &t2, err, sizeof err) == TK_OK);
@@ -409,7 +423,7 @@ int main(int argc, char **argv) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);
-    fprintf(stderr, "test_tk_spm: %ld documents, %ld edge cases, %ld decodes checked, %d failures\n", n_docs, n_edges,
-            n_decodes, failures);
+    fprintf(stderr, "test_tk_spm (%s): %ld documents, %ld edge cases, %ld decodes checked, %d failures\n", dir, n_docs,
+            n_edges, n_decodes, failures);
     return failures ? 1 : 0;
 }

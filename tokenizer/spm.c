@@ -1,4 +1,5 @@
-/* spm.c - SentencePiece `tokenizer.model` files whose model_type is BPE.
+/* spm.c - SentencePiece `tokenizer.model` files whose model_type is BPE
+ * (and the loading of UNIGRAM ones, which unigram.c encodes).
  *
  * Reads the ModelProto with a small protobuf reader of its own (no protobuf
  * library), normalizes text as sentencepiece's Normalizer does (the
@@ -6,8 +7,9 @@
  * remove_extra_whitespaces, escape_whitespaces) and encodes as its bpe::Model
  * followed by SentencePieceProcessor's byte fallback / unknown merging, so
  * the ids are those of `SentencePieceProcessor.encode(text)` (out_type=int, no
- * BOS/EOS). Decoding follows SentencePieceProcessor::Decode. Unigram, WORD
- * and CHAR models are refused. docs/tokenizer.md, "SentencePiece .model".
+ * BOS/EOS). Decoding follows SentencePieceProcessor::Decode. UNIGRAM models
+ * share everything here but the model (unigram.c: the Viterbi of
+ * unigram::Model::EncodeOptimized); WORD and CHAR models are refused. docs/tokenizer.md, "SentencePiece .model".
  *
  * The file is untrusted: every length is checked against the bytes left,
  * varints are at most 10 bytes, and everything allocated is bounded by the
@@ -17,6 +19,7 @@
  * "Precompiled" normalizer (tk_spm_precompiled_hf, also there), which walks
  * it per grapheme cluster as HF does. */
 #include "normalize.h"
+#include "spm_internal.h"
 #include "tk_engine.h"
 
 #include <math.h>
@@ -95,61 +98,6 @@ static int pb_next(pb *r, pb_field *f) {
 }
 
 /* ---- the parsed model --------------------------------------------------- */
-
-enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6 };
-enum { MT_UNIGRAM = 1, MT_BPE = 2, MT_WORD = 3, MT_CHAR = 4 };
-#define SPM_MAX_PIECE 8000                              /* sentencepiece refuses pieces of 8000 bytes or more */
-#define SPM_NORM_RESULTS 32                             /* Normalizer::kMaxTrieResultsSize */
-#define SPM_USER_RESULTS 64                             /* PrefixMatcher's kResultSize */
-static const uint8_t SPACE_SYM[3] = {0xe2, 0x96, 0x81}; /* U+2581 */
-
-typedef struct {
-    const uint8_t *name, *cmap; /* into the file copy */
-    size_t name_len, cmap_len;
-    bool add_dummy_prefix, remove_extra_ws, escape_ws;
-} spm_spec;
-
-typedef struct {
-    spm_spec spec;
-    tk_cmap map;    /* n_units == 0: no charsmap (identity) */
-    bool ws_suffix; /* trainer_spec.treat_whitespace_as_suffix */
-} spm_norm;
-
-struct tk_spm {
-    uint8_t *file; /* the model file (pieces and specs point into it) */
-    size_t file_len;
-    uint32_t n; /* pieces */
-    const uint8_t **piece;
-    uint32_t *plen;
-    float *score;
-    uint8_t *type;
-    /* piece -> id: NORMAL, USER_DEFINED and UNUSED (what merges look up), and
-     * the rest (UNKNOWN, CONTROL, BYTE), which PieceToId consults first */
-    uint64_t *nmap, *rmap; /* slots: hash tag << 32 | (id + 1), 0 = empty */
-    size_t nmask, rmask;
-    uint32_t unk_id;
-    uint32_t byte_id[256];
-    bool byte_fallback;
-    int model_type;
-    /* user-defined symbols: first bytes and lengths */
-    uint64_t user_first[4];
-    uint32_t user_maxlen;
-    uint32_t n_unused;
-    uint32_t *unused_idx; /* id -> index among UNUSED pieces */
-    uint32_t *shadow;     /* normal id -> the reserved id of the same string (PieceToId prefers it); NULL: none */
-    spm_norm norm;
-    spm_norm denorm; /* used when its charsmap is not empty */
-    bool has_denorm;
-    bool has_unk_surface;
-    const uint8_t *unk_surface;
-    size_t unk_surface_len;
-    /* words: a cut is safe before a symbol starting with the space symbol
-     * (after one ending with it when ws_suffix) whose neighbour across the
-     * cut does not touch it (see split_ok in spm_setup) */
-    bool split;
-    int32_t bos_id, eos_id, pad_id; /* from trainer_spec, -1 if not a piece */
-    uint64_t serial;                /* the tokenizer's (caches key on it) */
-};
 
 static uint64_t h64(const uint8_t *p, size_t n) { return tk_hash_bytes(p, n); }
 static int byte_of_piece(const uint8_t *p, size_t n);
@@ -284,6 +232,10 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
     if (nz->ws_suffix && sp->add_dummy_prefix) rc = put(out, ws, wsl);
     return rc;
 #undef put
+}
+
+int tk_spm_normalize(const tk_spm *m, const uint8_t *s, size_t n, tk_bytes *out) {
+    return normalize(m, &m->norm, s, n, n, out);
 }
 
 /* ---- bpe::Model::Encode ---------------------------------------------------- */
@@ -841,6 +793,7 @@ static void spm_free(tk_spm *m) {
     free(m->shadow);
     free(m->norm.map.units);
     free(m->denorm.map.units);
+    tk_unigram_free(m->uni);
     free(m);
 }
 
@@ -929,6 +882,7 @@ static void fingerprint(tk_tokenizer *t, const tk_spm *m) {
                        (uint8_t)m->has_unk_surface,
                        (uint8_t)m->has_denorm};
     memcpy(hdr + 8, &m->n, 4);
+    hdr[12] = m->model_type == MT_UNIGRAM; /* 0 for BPE: its fingerprints stay what they were */
     sha256_update(&c, sizeof hdr, hdr);
     for (uint32_t i = 0; i < m->n; i++) {
         uint32_t l = m->plen[i];
@@ -996,13 +950,14 @@ static int load_scan(const tk_spm *m, spm_load *L) {
     return TK_OK;
 }
 
-/* Refuse what is not a BPE model with a vocabulary we can hold. */
+/* Refuse what is not a BPE or UNIGRAM model with a vocabulary we can hold. */
 static int load_check(const spm_load *L) {
     const char *path = L->path;
     if (!L->np) FAIL(TK_ERR_FORMAT, "%s: not a SentencePiece model: no pieces", path);
-    if (L->tr.model_type != MT_BPE) {
+    if (L->tr.model_type != MT_BPE && L->tr.model_type != MT_UNIGRAM) {
         static const char *const mt[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
-        FAIL(TK_ERR_UNSUPPORTED, "%s: trainer_spec.model_type: model type %s is not supported (only BPE)%s", path,
+        FAIL(TK_ERR_UNSUPPORTED,
+             "%s: trainer_spec.model_type: SentencePiece model type %s is not supported (only BPE and UNIGRAM)%s", path,
              L->tr.model_type >= 1 && L->tr.model_type <= 4 ? mt[L->tr.model_type] : "unknown",
              L->has_trainer ? "" : " (no trainer_spec: UNIGRAM by default)");
     }
@@ -1076,6 +1031,7 @@ static int load_index(tk_spm *m, const spm_load *L) {
             FAIL(rc, "%s: out of memory", path);
         }
     m->unk_id = TK_NO_RANK;
+    m->model_type = (int)L->tr.model_type;
     m->byte_fallback = L->tr.byte_fallback;
     for (int b = 0; b < 256; b++) m->byte_id[b] = TK_NO_RANK;
     for (uint32_t i = 0; i < m->n; i++) {
@@ -1281,7 +1237,8 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
         (rc = load_finish(t, m, &L)))
         goto done;
     m->serial = t->serial;
-    tk_engine_attach(t, &tk_engine_spm, m);
+    if (m->model_type == MT_UNIGRAM && (rc = tk_unigram_build(m, err, errlen, path))) goto done;
+    tk_engine_attach(t, m->model_type == MT_UNIGRAM ? &tk_engine_unigram : &tk_engine_spm, m);
     m = NULL;
     *out = t;
     t = NULL;

@@ -6,6 +6,8 @@
  *             decode.c run it: its ops are the generic paths)
  *   hf        HF tokenizer.json BPE (load_hf.c, hf.c, hf_regex.c, hf_json.c)
  *   spm       SentencePiece .model BPE (spm.c)
+ *   unigram   SentencePiece .model UNIGRAM (spm.c loads and decodes, unigram.c
+ *             encodes; no sniffer: spm.c hands these models over)
  * The registry (tk_engines.def, one TK_ENGINE(name) line per engine, in the
  * order files are offered to their sniffers) is read by tk_engine.c, the
  * dispatcher: adding an engine = its own file defining

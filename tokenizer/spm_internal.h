@@ -1,0 +1,79 @@
+/* spm_internal.h - the parsed SentencePiece ModelProto (spm.c), shared
+ * with the engine that runs its Unigram models (unigram.c). Internal. */
+#ifndef TK_SPM_INTERNAL_H
+#define TK_SPM_INTERNAL_H
+
+#include "normalize.h"
+#include "tk_internal.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct tk_uni;
+
+enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6 };
+enum { MT_UNIGRAM = 1, MT_BPE = 2, MT_WORD = 3, MT_CHAR = 4 };
+#define SPM_MAX_PIECE 8000                              /* sentencepiece refuses pieces of 8000 bytes or more */
+#define SPM_NORM_RESULTS 32                             /* Normalizer::kMaxTrieResultsSize */
+#define SPM_USER_RESULTS 64                             /* PrefixMatcher's kResultSize */
+static const uint8_t SPACE_SYM[3] = {0xe2, 0x96, 0x81}; /* U+2581 */
+
+typedef struct {
+    const uint8_t *name, *cmap; /* into the file copy */
+    size_t name_len, cmap_len;
+    bool add_dummy_prefix, remove_extra_ws, escape_ws;
+} spm_spec;
+
+typedef struct {
+    spm_spec spec;
+    tk_cmap map;    /* n_units == 0: no charsmap (identity) */
+    bool ws_suffix; /* trainer_spec.treat_whitespace_as_suffix */
+} spm_norm;
+
+struct tk_spm {
+    uint8_t *file; /* the model file (pieces and specs point into it) */
+    size_t file_len;
+    uint32_t n; /* pieces */
+    const uint8_t **piece;
+    uint32_t *plen;
+    float *score;
+    uint8_t *type;
+    /* piece -> id: NORMAL, USER_DEFINED and UNUSED (what merges look up), and
+     * the rest (UNKNOWN, CONTROL, BYTE), which PieceToId consults first */
+    uint64_t *nmap, *rmap; /* slots: hash tag << 32 | (id + 1), 0 = empty */
+    size_t nmask, rmask;
+    uint32_t unk_id;
+    uint32_t byte_id[256];
+    bool byte_fallback;
+    int model_type;
+    /* user-defined symbols: first bytes and lengths */
+    uint64_t user_first[4];
+    uint32_t user_maxlen;
+    uint32_t n_unused;
+    uint32_t *unused_idx; /* id -> index among UNUSED pieces */
+    uint32_t *shadow;     /* normal id -> the reserved id of the same string (PieceToId prefers it); NULL: none */
+    spm_norm norm;
+    spm_norm denorm; /* used when its charsmap is not empty */
+    bool has_denorm;
+    bool has_unk_surface;
+    const uint8_t *unk_surface;
+    size_t unk_surface_len;
+    /* words: a cut is safe before a symbol starting with the space symbol
+     * (after one ending with it when ws_suffix) whose neighbour across the
+     * cut does not touch it (see split_ok in spm_setup) */
+    bool split;
+    int32_t bos_id, eos_id, pad_id; /* from trainer_spec, -1 if not a piece */
+    uint64_t serial;                /* the tokenizer's (caches key on it) */
+    struct tk_uni *uni;             /* model_type UNIGRAM: its lattice tables (unigram.c) */
+};
+
+/* Normalizer::Normalize of the model's normalizer_spec (user-defined symbols
+ * pass unchanged); out is overwritten. */
+int tk_spm_normalize(const tk_spm *m, const uint8_t *s, size_t n, tk_bytes *out);
+
+/* unigram.c: builds m->uni (the piece trie and scores) at load, frees it
+ * with m; the engine whose state is such a tk_spm. */
+int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path);
+void tk_unigram_free(struct tk_uni *u);
+
+#endif

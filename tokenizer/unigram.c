@@ -1,0 +1,436 @@
+/* unigram.c - the engine of SentencePiece models whose model_type is
+ * UNIGRAM (T5/mT5/UL2, XLM-R, ALBERT ...).
+ *
+ * spm.c reads the ModelProto (pieces, normalizer, byte fallback, unk,
+ * user-defined and control pieces) and decodes; this file encodes as
+ * unigram::Model::EncodeOptimized of sentencepiece 0.2.1 and later (0.2.3
+ * checked; its only encoder) followed by SentencePieceProcessor::Encode's
+ * handling of unknown pieces, so the ids are those of
+ * `SentencePieceProcessor.encode`:
+ *
+ *   - Viterbi over the lattice of the normalized text, positions in bytes:
+ *     for each character start s (by its lead byte), every NORMAL or
+ *     USER_DEFINED piece that starts there (UNUSED pieces are in the trie
+ *     and skipped) proposes best[s] + score as best[end]; strictly greater
+ *     wins, so among equal scores the first proposed (the earlier start,
+ *     then the shorter piece) stays;
+ *   - a USER_DEFINED piece of l bytes scores 0.1 * (l - 1);
+ *   - a character no single-character piece covers is unk, scored
+ *     min_score - 10 (kUnkPenalty), min over the NORMAL pieces;
+ *   - path scores are floats, summed in float; when the score at s is
+ *     beyond +-100000 (kScoreResetThreshold) every score from s to the
+ *     furthest end reached so far is rebased by it. Near-ties are decided by
+ *     that rounding, so it is reproduced exactly: there is no word cache (a
+ *     word's pieces depend on the sum of everything before it);
+ *   - then unk with byte_fallback is its bytes' <0xNN> pieces, and a run of
+ *     unk pieces is one unk.
+ * sentencepiece 0.2.0 and earlier differ: no rebasing (documents whose
+ * path passes -100000, some 15000 tokens, can differ in a few near-ties)
+ * and USER_DEFINED pieces scored l * max_score - 0.1.
+ *
+ * The pieces are held in a double-array trie (base/check, as Darts, which
+ * sentencepiece uses) built at load from the sorted pieces; its size is
+ * bounded by the pieces' bytes (which the file holds), plus 256 slots. */
+#include "spm_internal.h"
+#include "tk_engine.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPM_OF(t) ((const tk_spm *)(t)->engine_state)
+#define FREE_SLOT UINT32_MAX
+#define UNK_PENALTY 10.0f     /* unigram::kUnkPenalty */
+#define SCORE_RESET 100000.0f /* EncodeOptimized's kScoreResetThreshold */
+
+struct tk_uni {
+    int32_t *base;   /* node -> its children's base (child of c: base + c) */
+    uint32_t *check; /* slot -> its parent node, FREE_SLOT if none */
+    int32_t *value;  /* node -> the piece id ending there, -1 if none */
+    size_t size;     /* slots; 256 more are allocated, free, so base + c needs no bound check */
+    float min_score, unk_score;
+    uint32_t n_trie; /* pieces in the trie */
+};
+
+void tk_unigram_free(struct tk_uni *u) {
+    if (!u) return;
+    free(u->base);
+    free(u->check);
+    free(u->value);
+    free(u);
+}
+
+/* ---- building the double array ------------------------------------------- */
+
+typedef struct {
+    const tk_spm *m;
+    struct tk_uni *u;
+    size_t cap;        /* allocated slots */
+    size_t next_check; /* slots below are (almost all) taken */
+} builder;
+
+static int grow(builder *b, size_t need) {
+    if (need + 256 <= b->cap) return TK_OK;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < need + 256) {
+        if (cap > SIZE_MAX / 2 / sizeof(int32_t) / 4) return TK_ERR_NOMEM;
+        cap *= 2;
+    }
+    if (cap > INT32_MAX) return TK_ERR_LIMIT;
+    struct tk_uni *u = b->u;
+    int32_t *base = realloc(u->base, cap * sizeof *base);
+    if (base) u->base = base;
+    uint32_t *check = realloc(u->check, cap * sizeof *check);
+    if (check) u->check = check;
+    int32_t *value = realloc(u->value, cap * sizeof *value);
+    if (value) u->value = value;
+    if (!base || !check || !value) return TK_ERR_NOMEM;
+    for (size_t i = b->cap; i < cap; i++) {
+        u->base[i] = 0;
+        u->check[i] = FREE_SLOT;
+        u->value[i] = -1;
+    }
+    b->cap = cap;
+    return TK_OK;
+}
+
+static const tk_spm *g_sort_m; /* qsort has no context argument; loading holds no lock while it sorts */
+static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_bytes(const void *a, const void *b) {
+    const tk_spm *m = g_sort_m;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint32_t lx = m->plen[x], ly = m->plen[y];
+    int c = memcmp(m->piece[x], m->piece[y], lx < ly ? lx : ly);
+    return c ? c : (lx > ly) - (lx < ly);
+}
+
+typedef struct {
+    uint32_t node, lo, hi, depth;
+} pending;
+
+/* Place the children of every node, breadth first: a node covering the
+ * sorted pieces ids[lo, hi) that share their first depth bytes. */
+static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
+    const tk_spm *m = b->m;
+    struct tk_uni *u = b->u;
+    size_t total = 1;
+    for (uint32_t i = 0; i < n; i++) total += m->plen[ids[i]];
+    pending *q = malloc(total * sizeof *q); /* at most one entry per node */
+    if (!q) return TK_ERR_NOMEM;
+    int rc = grow(b, 1);
+    if (rc) goto out;
+    u->check[0] = FREE_SLOT - 1; /* the root: taken, and no node's child */
+    u->size = 1;
+    b->next_check = 1;
+    size_t qh = 0, qt = 0;
+    if (n) q[qt++] = (pending){0, 0, n, 0};
+    uint8_t label[256];
+    uint32_t from[257];
+    while (qh < qt) {
+        pending p = q[qh++];
+        uint32_t lo = p.lo;
+        if (m->plen[ids[lo]] == p.depth) u->value[p.node] = (int32_t)ids[lo++]; /* unique: duplicates were refused */
+        int nl = 0;
+        for (uint32_t i = lo; i < p.hi; i++) {
+            uint8_t c = m->piece[ids[i]][p.depth];
+            if (!nl || c != label[nl - 1]) {
+                label[nl] = c;
+                from[nl++] = i;
+            }
+        }
+        from[nl] = p.hi;
+        if (!nl) continue;
+        /* first base whose slots base + label[k] are all free */
+        size_t pos = b->next_check > (size_t)label[0] + 1 ? b->next_check : (size_t)label[0] + 1, taken = 0;
+        size_t first_free = 0;
+        for (;; pos++) {
+            if ((rc = grow(b, pos + 1))) goto out;
+            if (u->check[pos] != FREE_SLOT) {
+                taken++;
+                continue;
+            }
+            if (!first_free) first_free = pos;
+            size_t bs = pos - label[0];
+            if ((rc = grow(b, bs + label[nl - 1] + 1))) goto out;
+            int k = 1;
+            while (k < nl && u->check[bs + label[k]] == FREE_SLOT) k++;
+            if (k == nl) break;
+        }
+        /* the slots scanned were almost all taken: start later next time */
+        if (taken * 20 >= (pos - b->next_check + 1) * 19) b->next_check = first_free ? first_free : pos;
+        size_t bs = pos - label[0];
+        u->base[p.node] = (int32_t)bs;
+        for (int k = 0; k < nl; k++) {
+            size_t t = bs + label[k];
+            u->check[t] = p.node;
+            if (t + 1 > u->size) u->size = t + 1;
+            q[qt++] = (pending){(uint32_t)t, from[k], from[k + 1], p.depth + 1};
+        }
+    }
+out:
+    free(q);
+    return rc;
+}
+
+int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
+    struct tk_uni *u = calloc(1, sizeof *u);
+    uint32_t *ids = malloc(((size_t)m->n + 1) * sizeof *ids);
+    int rc = TK_ERR_NOMEM;
+    if (!u || !ids) goto fail;
+    /* unigram::Model::Model: min over the NORMAL pieces, from FLT_MAX;
+     * an infinite score makes the model unusable there */
+    u->min_score = FLT_MAX;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        int ty = m->type[i];
+        if (isinf(m->score[i])) {
+            tk_set_err(err, errlen, "%s: pieces[%u]: Unigram model with an infinite score (sentencepiece refuses it)",
+                       path, i);
+            free(ids);
+            tk_unigram_free(u);
+            return TK_ERR_FORMAT;
+        }
+        if (ty == SP_NORMAL && m->score[i] < u->min_score) u->min_score = m->score[i];
+        if (ty == SP_NORMAL || ty == SP_USER || ty == SP_UNUSED) ids[n++] = i; /* the model's pieces_ */
+    }
+    u->unk_score = u->min_score - UNK_PENALTY;
+    u->n_trie = n;
+    pthread_mutex_lock(&g_sort_lock);
+    g_sort_m = m;
+    qsort(ids, n, sizeof *ids, by_bytes);
+    pthread_mutex_unlock(&g_sort_lock);
+    builder b = {.m = m, .u = u};
+    if ((rc = build_trie(&b, ids, n))) goto fail;
+    free(ids);
+    m->uni = u;
+    return TK_OK;
+fail:
+    tk_set_err(err, errlen, "%s: Unigram model: %s while building its piece trie", path,
+               rc == TK_ERR_LIMIT ? "too many trie nodes" : "out of memory");
+    free(ids);
+    tk_unigram_free(u);
+    return rc;
+}
+
+/* ---- encoding -------------------------------------------------------------- */
+
+typedef struct {
+    float score;   /* best path score ending here */
+    int32_t start; /* where its last piece starts, -1: no path yet */
+    int32_t id;    /* its last piece */
+} best_node;
+
+typedef struct {
+    tk_bytes norm;
+    best_node *best;
+    size_t best_cap;
+    uint32_t *path; /* backtracked: (id, off, len) triples, last piece first */
+    size_t path_cap;
+} uni_scratch;
+
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) {
+    uni_scratch *w = p;
+    if (!w) return;
+    tk_bytes_free(&w->norm);
+    free(w->best);
+    free(w->path);
+    free(w);
+}
+
+static void key_init(void) { pthread_key_create(&g_key, scratch_free); }
+
+static uni_scratch *scratch(void) {
+    pthread_once(&g_once, key_init);
+    uni_scratch *w = pthread_getspecific(g_key);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w || pthread_setspecific(g_key, w)) {
+            free(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
+/* string_util::OneCharLen: from the lead byte alone. */
+static inline size_t one_char_len(uint8_t b) {
+    static const uint8_t t[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return t[b >> 4];
+}
+
+/* EncodeOptimized over t[0, tn): fills best. */
+static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, best_node *best) {
+    for (size_t i = 0; i <= tn; i++) best[i] = (best_node){0.0f, -1, -1};
+    const int32_t *base = u->base;
+    const uint32_t *check = u->check;
+    const int32_t *value = u->value;
+    size_t frontier = 0; /* the furthest end any piece has reached */
+    for (size_t s = 0; s < tn;) {
+        float till = best[s].score;
+        if (till < -SCORE_RESET || till > SCORE_RESET) {
+            /* sentencepiece rebases the scores of the positions still ahead
+             * (a float loses the differences of pieces' scores as the sum
+             * grows); the ids depend on exactly when it does */
+            const float offset = till;
+            for (size_t i = s; i <= frontier; i++)
+                if (i == s || best[i].start != -1) best[i].score -= offset;
+            till = 0.0f;
+        }
+        size_t mb = one_char_len(t[s]);
+        if (mb > tn - s) mb = tn - s;
+        bool single = false;
+        uint32_t node = 0;
+        for (size_t k = s; k < tn; k++) {
+            uint32_t nx = (uint32_t)base[node] + t[k];
+            if (check[nx] != node) break;
+            node = nx;
+            int32_t id = value[node];
+            if (id < 0) continue;
+            int ty = m->type[id];
+            if (ty == SP_UNUSED) continue;
+            size_t len = k + 1 - s;
+            if (k + 1 > frontier) frontier = k + 1;
+            /* GetUserDefinedScore: 0.1 * (length - 1), a float */
+            float sc = ty == SP_USER ? (float)(0.1 * (double)(len - 1)) : m->score[id];
+            float cand = sc + till;
+            best_node *tg = &best[k + 1];
+            if (tg->start < 0 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)s;
+                tg->id = id;
+            }
+            if (len == mb) single = true;
+        }
+        if (!single) {
+            if (s + mb > frontier) frontier = s + mb;
+            best_node *tg = &best[s + mb];
+            float cand = u->unk_score + till;
+            if (tg->start < 0 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)s;
+                tg->id = (int32_t)m->unk_id;
+            }
+        }
+        s += mb;
+    }
+}
+
+static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
+    const tk_spm *m = SPM_OF(tok);
+    const struct tk_uni *u = m->uni;
+    uni_scratch *w = scratch();
+    if (!w) return TK_ERR_NOMEM;
+    int rc = tk_spm_normalize(m, s, n, &w->norm);
+    if (rc) return rc;
+    const uint8_t *t = w->norm.data;
+    size_t tn = w->norm.len;
+    if (!tn) return TK_OK;
+    if (tn >= INT32_MAX) return TK_ERR_LIMIT;
+    if (w->best_cap < tn + 1) {
+        best_node *p = realloc(w->best, (tn + 1) * sizeof *p);
+        if (!p) return TK_ERR_NOMEM;
+        w->best = p;
+        w->best_cap = tn + 1;
+    }
+    viterbi(m, u, t, tn, w->best);
+    /* backtrack: the pieces, last first */
+    size_t np = 0;
+    for (size_t e = tn; e > 0; e = (size_t)w->best[e].start) {
+        if (np == w->path_cap) {
+            size_t cap = w->path_cap ? w->path_cap * 2 : 1024;
+            uint32_t *p = realloc(w->path, cap * 3 * sizeof *p);
+            if (!p) return TK_ERR_NOMEM;
+            w->path = p;
+            w->path_cap = cap;
+        }
+        const best_node *b = &w->best[e];
+        w->path[3 * np] = (uint32_t)b->id;
+        w->path[3 * np + 1] = (uint32_t)b->start;
+        w->path[3 * np + 2] = (uint32_t)(e - (size_t)b->start);
+        np++;
+    }
+    /* SentencePieceProcessor::Encode: unk as its bytes with byte fallback,
+     * else a run of unk pieces as one */
+    bool prev_unk = false;
+    for (size_t k = np; k-- > 0;) {
+        uint32_t id = w->path[3 * k], off = w->path[3 * k + 1], len = w->path[3 * k + 2];
+        bool unk = id == m->unk_id;
+        if (unk && m->byte_fallback) {
+            if (tk_ids_reserve(out, len)) return TK_ERR_NOMEM;
+            for (uint32_t j = 0; j < len; j++) out->ids[out->len++] = m->byte_id[t[off + j]];
+            continue;
+        }
+        if (!(unk && prev_unk)) {
+            if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+            out->ids[out->len++] = id;
+        }
+        prev_unk = unk;
+    }
+    return TK_OK;
+}
+
+/* ---- the engine (tk_engine.h) ---------------------------------------------- */
+
+static void shown(const uint8_t *p, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < cap; i++) {
+        if (p[i] < 0x20 || p[i] == 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[i]);
+        else out[o++] = (char)p[i];
+    }
+    out[o] = 0;
+}
+
+static void unigram_describe(const tk_tokenizer *t, char *buf, size_t len) {
+    const tk_spm *m = SPM_OF(t);
+    const spm_spec *sp = &m->norm.spec;
+    char nm[64];
+    shown(sp->name, sp->name_len < 40 ? sp->name_len : 40, nm, sizeof nm);
+    snprintf(buf, len, "sentencepiece .model: %s%s%s%s%s | Unigram (Viterbi over %u pieces, unk score %g%s%s)%s",
+             sp->cmap_len ? "charsmap " : "identity", sp->cmap_len ? nm : "",
+             sp->add_dummy_prefix ? ", dummy prefix" : "", sp->remove_extra_ws ? ", remove extra whitespace" : "",
+             sp->escape_ws ? ", escape whitespace" : "", m->uni->n_trie, (double)m->uni->unk_score,
+             m->byte_fallback ? ", byte fallback" : "", m->user_maxlen ? ", user-defined symbols" : "",
+             m->has_denorm ? " | denormalizer charsmap" : "");
+}
+
+static int unigram_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream,
+                          tk_bytes *out) {
+    return stream ? tk_spm_decode_stream(t, ids, n, first, out) : tk_spm_decode(t, ids, n, first, out);
+}
+
+/* The normalizer, unk and U+FFFD for bad UTF-8 lose bytes. */
+static int unigram_lossless(const tk_tokenizer *t) {
+    (void)t;
+    return 0;
+}
+
+/* Neither format carries a normalizer and scored pieces. */
+static int unigram_savable(const tk_tokenizer *t, int fmt) {
+    (void)t;
+    (void)fmt;
+    return TK_ERR_UNSUPPORTED;
+}
+
+static void unigram_free_state(void *state) { tk_spm_free(state); }
+
+const tk_engine tk_engine_unigram = {
+    .name = "unigram",
+    .sniff = NULL, /* spm.c's loader hands its UNIGRAM models over */
+    .load = NULL,
+    .encode = unigram_encode,
+    .encode_special = NULL, /* encode.c splits at the specials */
+    .decode = unigram_decode,
+    .describe = unigram_describe,
+    .lossless = unigram_lossless,
+    .savable = unigram_savable,
+    .image = false,
+    .default_pp = TK_PP_ABSENT, /* <s> ... </s> by name, as SentencePiece BPE */
+    .free = unigram_free_state,
+};
