@@ -91,9 +91,10 @@ def test_enum_names_from_the_library(shared, tmp_path):
     spelling of blank-line) is taken too."""
     ins = [os.path.join(SAMPLES, "tiny.jsonl")]
     from mkshards import _core
-    assert (_core.PACK_NAMES, _core.OVER_LONG_NAMES) == (("concat", "bfd", "none"), ("truncate", "chunk", "drop"))
+    assert (_core.PACK_NAMES, _core.OVER_LONG_NAMES) == (("concat", "bfd", "none"),
+                                                         ("truncate", "chunk", "drop", "drop-turns"))
     assert (_core.DOC_SEP_NAMES, _core.SPLIT_NAMES) == (("file", "line", "blank-line"), ("train", "val"))
-    for arg, names in (("pack", "concat, bfd or none"), ("over_long", "truncate, chunk or drop"),
+    for arg, names in (("pack", "concat, bfd or none"), ("over_long", "truncate, chunk, drop or drop-turns"),
                        ("doc_sep", "file, line or blank-line")):
         with pytest.raises(ValueError, match=f"{arg} 'bogus': must be {names}"):
             mkshards.build(ins, tmp_path / "x", tokenizer="gpt2", seq_len=64, **{arg: "bogus"})
