@@ -204,7 +204,21 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
     if (!nz->ws_suffix && sp->add_dummy_prefix && (rc = put(out, ws, wsl))) return rc;
     bool prev_space = sp->remove_extra_ws;
     while (n) {
-        q = norm_prefix(m, nz, s, n, &len, &used);
+        if (s[0] < 0x80 && nz->plain[s[0]]) { /* what norm_prefix would copy one by one */
+            size_t r = 1;
+            while (r < n && s[r] < 0x80 && nz->plain[s[r]]) r++;
+            if ((rc = put(out, s, r))) return rc;
+            s += r;
+            n -= r;
+            prev_space = false;
+            continue;
+        }
+        if (s[0] == ' ' && nz->plain_space) {
+            q = s;
+            len = used = 1;
+        } else {
+            q = norm_prefix(m, nz, s, n, &len, &used);
+        }
         while (prev_space && len && q[0] == ' ') {
             q++;
             len--;
@@ -1068,6 +1082,23 @@ static int load_index(tk_spm *m, const spm_load *L) {
     return TK_OK;
 }
 
+/* nz->plain: the ASCII bytes (not ' ') at which neither a charsmap rule
+ * (no transition from the trie's root) nor one of m's user-defined symbols
+ * starts */
+static void plain_ascii(spm_norm *nz, const tk_spm *m) {
+    const tk_cmap *c = &nz->map;
+    for (uint32_t b = 0; b < 128; b++) {
+        bool rule = false;
+        if (c->n_units) {
+            uint32_t id = tk_du_offset(c->units[0]) ^ b;
+            rule = id < c->n_units && (c->units[id] & (0x80000000u | 0xffu)) == b;
+        }
+        bool user = m && ((m->user_first[b >> 6] >> (b & 63)) & 1);
+        nz->plain[b] = b != ' ' && !rule && !user;
+        if (b == ' ') nz->plain_space = !rule && !user;
+    }
+}
+
 /* normalizer and denormalizer, unk surface, word splitting */
 static int load_norm(tk_spm *m, const spm_load *L) {
     const char *path = L->path;
@@ -1084,6 +1115,8 @@ static int load_norm(tk_spm *m, const spm_load *L) {
             FAIL(rc, "%s: denormalizer_spec.precompiled_charsmap: %s", path,
                  rc == TK_ERR_NOMEM ? "out of memory" : "broken (trie size beyond the blob)");
     }
+    plain_ascii(&m->norm, m);
+    plain_ascii(&m->denorm, NULL);
     m->has_unk_surface = L->tr.has_unk_surface;
     m->unk_surface = L->tr.unk_surface;
     m->unk_surface_len = L->tr.unk_surface_len;

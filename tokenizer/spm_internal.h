@@ -28,6 +28,10 @@ typedef struct {
     spm_spec spec;
     tk_cmap map;    /* n_units == 0: no charsmap (identity) */
     bool ws_suffix; /* trainer_spec.treat_whitespace_as_suffix */
+    /* ASCII bytes other than ' ' that no charsmap rule and no user-defined
+     * symbol starts with: they normalize to themselves, copied in runs */
+    bool plain[128];
+    bool plain_space; /* ' ' too (it is then escaped or squeezed one by one) */
 } spm_norm;
 
 struct tk_spm {

@@ -46,20 +46,25 @@
 #define UNK_PENALTY 10.0f     /* unigram::kUnkPenalty */
 #define SCORE_RESET 100000.0f /* EncodeOptimized's kScoreResetThreshold */
 
+/* One slot of the double array, all a lattice step reads (one cache line
+ * holds four). */
+typedef struct {
+    uint32_t check; /* its parent node, FREE_SLOT if none */
+    int32_t base;   /* its children's base (child of byte c: base + c) */
+    int32_t id;     /* the piece ending here, -1 if none or UNUSED (skipped) */
+    float score;    /* that piece's lattice score (user-defined: by its length) */
+} uni_slot;
+
 struct tk_uni {
-    int32_t *base;   /* node -> its children's base (child of c: base + c) */
-    uint32_t *check; /* slot -> its parent node, FREE_SLOT if none */
-    int32_t *value;  /* node -> the piece id ending there, -1 if none */
-    size_t size;     /* slots; 256 more are allocated, free, so base + c needs no bound check */
+    uni_slot *slot;
+    size_t size; /* slots used; 256 more are allocated, free, so base + c needs no bound check */
     float min_score, unk_score;
     uint32_t n_trie; /* pieces in the trie */
 };
 
 void tk_unigram_free(struct tk_uni *u) {
     if (!u) return;
-    free(u->base);
-    free(u->check);
-    free(u->value);
+    free(u->slot);
     free(u);
 }
 
@@ -81,18 +86,10 @@ static int grow(builder *b, size_t need) {
     }
     if (cap > INT32_MAX) return TK_ERR_LIMIT;
     struct tk_uni *u = b->u;
-    int32_t *base = realloc(u->base, cap * sizeof *base);
-    if (base) u->base = base;
-    uint32_t *check = realloc(u->check, cap * sizeof *check);
-    if (check) u->check = check;
-    int32_t *value = realloc(u->value, cap * sizeof *value);
-    if (value) u->value = value;
-    if (!base || !check || !value) return TK_ERR_NOMEM;
-    for (size_t i = b->cap; i < cap; i++) {
-        u->base[i] = 0;
-        u->check[i] = FREE_SLOT;
-        u->value[i] = -1;
-    }
+    uni_slot *sl = realloc(u->slot, cap * sizeof *sl);
+    if (!sl) return TK_ERR_NOMEM;
+    u->slot = sl;
+    for (size_t i = b->cap; i < cap; i++) sl[i] = (uni_slot){FREE_SLOT, 0, -1, 0.0f};
     b->cap = cap;
     return TK_OK;
 }
@@ -123,7 +120,7 @@ static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
     if (!q) return TK_ERR_NOMEM;
     int rc = grow(b, 1);
     if (rc) goto out;
-    u->check[0] = FREE_SLOT - 1; /* the root: taken, and no node's child */
+    u->slot[0].check = FREE_SLOT - 1; /* the root: taken, and no node's child */
     u->size = 1;
     b->next_check = 1;
     size_t qh = 0, qt = 0;
@@ -133,7 +130,15 @@ static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
     while (qh < qt) {
         pending p = q[qh++];
         uint32_t lo = p.lo;
-        if (m->plen[ids[lo]] == p.depth) u->value[p.node] = (int32_t)ids[lo++]; /* unique: duplicates were refused */
+        if (m->plen[ids[lo]] == p.depth) { /* unique: duplicates were refused */
+            uint32_t id = ids[lo++];
+            uni_slot *sl = &u->slot[p.node];
+            if (m->type[id] != SP_UNUSED) { /* EncodeOptimized skips UNUSED pieces */
+                sl->id = (int32_t)id;
+                /* GetUserDefinedScore: 0.1 * (length - 1), a float */
+                sl->score = m->type[id] == SP_USER ? (float)(0.1 * (double)(p.depth - 1)) : m->score[id];
+            }
+        }
         int nl = 0;
         for (uint32_t i = lo; i < p.hi; i++) {
             uint8_t c = m->piece[ids[i]][p.depth];
@@ -149,7 +154,7 @@ static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
         size_t first_free = 0;
         for (;; pos++) {
             if ((rc = grow(b, pos + 1))) goto out;
-            if (u->check[pos] != FREE_SLOT) {
+            if (u->slot[pos].check != FREE_SLOT) {
                 taken++;
                 continue;
             }
@@ -157,16 +162,16 @@ static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
             size_t bs = pos - label[0];
             if ((rc = grow(b, bs + label[nl - 1] + 1))) goto out;
             int k = 1;
-            while (k < nl && u->check[bs + label[k]] == FREE_SLOT) k++;
+            while (k < nl && u->slot[bs + label[k]].check == FREE_SLOT) k++;
             if (k == nl) break;
         }
         /* the slots scanned were almost all taken: start later next time */
         if (taken * 20 >= (pos - b->next_check + 1) * 19) b->next_check = first_free ? first_free : pos;
         size_t bs = pos - label[0];
-        u->base[p.node] = (int32_t)bs;
+        u->slot[p.node].base = (int32_t)bs;
         for (int k = 0; k < nl; k++) {
             size_t t = bs + label[k];
-            u->check[t] = p.node;
+            u->slot[t].check = p.node;
             if (t + 1 > u->size) u->size = t + 1;
             q[qt++] = (pending){(uint32_t)t, from[k], from[k + 1], p.depth + 1};
         }
@@ -268,9 +273,7 @@ static inline size_t one_char_len(uint8_t b) {
 /* EncodeOptimized over t[0, tn): fills best. */
 static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, best_node *best) {
     for (size_t i = 0; i <= tn; i++) best[i] = (best_node){0.0f, -1, -1};
-    const int32_t *base = u->base;
-    const uint32_t *check = u->check;
-    const int32_t *value = u->value;
+    const uni_slot *sl = u->slot;
     size_t frontier = 0; /* the furthest end any piece has reached */
     for (size_t s = 0; s < tn;) {
         float till = best[s].score;
@@ -288,18 +291,14 @@ static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, s
         bool single = false;
         uint32_t node = 0;
         for (size_t k = s; k < tn; k++) {
-            uint32_t nx = (uint32_t)base[node] + t[k];
-            if (check[nx] != node) break;
+            uint32_t nx = (uint32_t)sl[node].base + t[k];
+            if (sl[nx].check != node) break;
             node = nx;
-            int32_t id = value[node];
+            int32_t id = sl[node].id;
             if (id < 0) continue;
-            int ty = m->type[id];
-            if (ty == SP_UNUSED) continue;
             size_t len = k + 1 - s;
             if (k + 1 > frontier) frontier = k + 1;
-            /* GetUserDefinedScore: 0.1 * (length - 1), a float */
-            float sc = ty == SP_USER ? (float)(0.1 * (double)(len - 1)) : m->score[id];
-            float cand = sc + till;
+            float cand = sl[node].score + till;
             best_node *tg = &best[k + 1];
             if (tg->start < 0 || cand > tg->score) {
                 tg->score = cand;

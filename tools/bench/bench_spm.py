@@ -10,9 +10,13 @@ whole process (load, read, encode, write ids included) on the same
 documents: the first LIMIT MB of every corpus category, round-robin; the
 ids are compared too. Wall and CPU time (the CPU ratio is the one to trust on
 a loaded machine). Models: the fixtures of tests/data/tk_spm by name, a
-path to any .model, or `llama32k`: a 32000-piece BPE trained here like
+path to any .model, `llama32k`: a 32000-piece BPE trained here like
 Llama 2's (identity, byte fallback, split digits, whitespace-only pieces;
-cached under $TMPDIR). Needs: pip install sentencepiece; the zstd CLI.
+cached under $TMPDIR), or `t5uni32k`: a 32000-piece Unigram trained here like
+T5's (nmt_nfkc, dummy prefix; cached too). Unigram fixtures
+(tests/data/tk_unigram, uni_*) by name as well:
+    python3 tools/bench/bench_spm.py --models uni_nmt,uni_bf,t5uni32k
+Needs: pip install sentencepiece; the zstd CLI.
 """
 import argparse
 import json
@@ -45,9 +49,9 @@ def docs_of(shared, limit):
     return out
 
 
-def llama32k(shared):
+def llama32k(shared, unigram=False):
     import sentencepiece as spm
-    path = os.path.join(tempfile.gettempdir(), "bench_spm_llama32k.model")
+    path = os.path.join(tempfile.gettempdir(), "bench_spm_t5uni32k.model" if unigram else "bench_spm_llama32k.model")
     if os.path.exists(path):
         return path
     txt = os.path.join(tempfile.gettempdir(), "bench_spm_train.txt")
@@ -59,6 +63,12 @@ def llama32k(shared):
                 for s in json.loads(line)["text"][:200000].splitlines():
                     if s.strip():
                         f.write(s[:4000] + "\n")
+    if unigram:  # T5's options: the defaults (nmt_nfkc, dummy prefix, remove extra whitespace)
+        spm.SentencePieceTrainer.train(input=txt, model_prefix=path[:-6], model_type="unigram", vocab_size=32000,
+                                       character_coverage=0.9995, input_sentence_size=100000, num_threads=2,
+                                       minloglevel=2)
+        os.remove(txt)
+        return path
     spm.SentencePieceTrainer.train(input=txt, model_prefix=path[:-6], model_type="bpe", vocab_size=32000,
                                    normalization_rule_name="identity", byte_fallback=True, split_digits=True,
                                    allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
@@ -85,8 +95,10 @@ def main():
             for d in docs:
                 f.write(json.dumps({"text": d}) + "\n")
         for name in a.models.split(","):
-            path = llama32k(a.shared) if name == "llama32k" else (
-                name if os.path.exists(name) else os.path.join(ROOT, "tests", "data", "tk_spm", name + ".model"))
+            fixture = os.path.join(ROOT, "tests", "data", "tk_unigram" if name.startswith("uni_") else "tk_spm",
+                                   name + ".model")
+            path = llama32k(a.shared, name == "t5uni32k") if name in ("llama32k", "t5uni32k") else (
+                name if os.path.exists(name) else fixture)
             sp = spm.SentencePieceProcessor(model_file=path)
             t0, c0 = time.perf_counter(), time.process_time()
             ref = [sp.encode(d) for d in docs]
