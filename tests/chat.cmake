@@ -9,3 +9,6 @@ mks_add_fuzz(chat SOURCE fuzz_chat.c LIBS ds tk CORPUS data/fuzz/chat MAX_LEN 81
 # ds_build on chat records: rows and loss masks of each --over-long policy (truncate, drop, drop-turns,
 # chunk), the no-target drop, bfd keeping conversations whole (a one-token-per-byte tokenizer made in the test).
 mks_add_test(test_chat_build SOURCES test_chat_build.c LIBS ds tk LABELS cpu TIMEOUT 120)
+# kill -9 a chat build (loss bits, drop-turns, bfd) at random points and resume: byte-identical (cli_shards_kill.sh).
+mks_add_cli_test(cli_chat_kill cli_shards_kill.sh LABELS slow TIMEOUT 900)
+set_tests_properties(cli_chat_kill PROPERTIES ENVIRONMENT "MKS_KILL_CHAT=1")

@@ -12,6 +12,26 @@ for f in $IN; do [ -r "$f" ] || { echo "skip: $f missing"; exit 77; }; done
 T=$(mktemp -d /tmp/cli_shards_kill.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 OPTS="-t gpt2 -L 512 --val-fraction 0.02 --shard-tokens 128K --batch-bytes 256K"
+if [ "${MKS_KILL_CHAT:-0}" = 1 ]; then
+  # chat records (issue 28): conversations made from the corpus, version-2 shards with loss bits, drop-turns
+  # fitting and bfd windows in the checkpoint (ctest cli_chat_kill)
+  [ -r "$SHARED/vocab/hf/qwen2/tokenizer.json" ] || { echo "skip: no qwen2 tokenizer"; exit 77; }
+  python3 - "$T/chat.jsonl" $IN <<'PY' || { echo "FAIL: making chat records"; exit 1; }
+import json, subprocess, sys
+with open(sys.argv[1], "w") as out:
+    for path in sys.argv[2:]:
+        for line in subprocess.run(["zstd", "-dc", path], capture_output=True, check=True).stdout.decode().splitlines():
+            if not line.strip():
+                continue
+            parts = [p for p in json.loads(line)["text"].split("\n") if p.strip()][:9]
+            msgs = [{"role": "system", "content": "be helpful"}]
+            msgs += [{"role": "user" if i % 2 == 0 else "assistant", "content": p} for i, p in enumerate(parts)]
+            out.write(json.dumps({"messages": msgs}) + "\n")
+PY
+  IN="$T/chat.jsonl"
+  OPTS="-t $SHARED/vocab/hf/qwen2/tokenizer.json --format chat --chat-template qwen2.5 -L 512 --pack bfd \
+        --bfd-window 16 --over-long drop-turns --val-fraction 0.02 --shard-tokens 128K --batch-bytes 256K"
+fi
 export MKS_CHECKPOINT_SECONDS=0   # checkpoint at every batch that wrote a shard (default: every 0.5 s)
 fail() { echo "FAIL: $*"; trap - EXIT; echo "outputs kept in $T"; exit 1; }
 
