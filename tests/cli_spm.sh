@@ -2,8 +2,9 @@
 # CLI test for SentencePiece .model files (tests/data/tk_spm): every command
 # that takes --tokenizer accepts a BPE .model (by suffix or by content), the
 # ids are sentencepiece's (edge cases from refs.jsonl.zst through
-# make_tk_spm_fixtures.py: here a few fixed ones), and a Unigram model is
-# refused with exit 2 naming trainer_spec.model_type.
+# make_tk_spm_fixtures.py: here a few fixed ones), a Unigram model encodes
+# (tokenizer/unigram.c), and a WORD model is refused with exit 2 naming
+# trainer_spec.model_type.
 # Usage: cli_spm.sh MKSHARDS SHARED_DIR TEST_DATA_DIR
 set -uo pipefail
 MKS=$1
@@ -39,7 +40,14 @@ run 0 "build" -- "$MKS" build -q -t "$LL" -L 16 -o "$T/shards" --no-shuffle "$T/
 run 0 "verify" -- "$MKS" verify "$T/shards"
 "$MKS" inspect "$T/shards" --row 0 --ids >"$T/out" 2>&1
 grep -q "^    1 511 320 " "$T/out" && ok "shards framed <s> ... </s> (ids 1, 2)" || bad "inspect: $(head -20 "$T/out")"
-run 2 "Unigram refused" "trainer_spec.model_type" "UNIGRAM" "only BPE" -- "$MKS" encode -t "$DATA/unigram.model" "$T/in.jsonl" --ids-out "$T/x"
+# Unigram: encoded (ids of sentencepiece 0.2.3 for "hello world"); WORD is refused by name
+printf '{"text":"hello world"}\n' >"$T/hw.jsonl"
+run 0 "Unigram .model encodes" -- "$MKS" encode -t "$DATA/unigram.model" "$T/hw.jsonl" --ids-out "$T/uni.ids"
+grep -qx '\[206,402,15,3,47,45,24,9\]' "$T/uni.ids" && ok "Unigram ids = sentencepiece's" || bad "Unigram ids: $(cat "$T/uni.ids")"
+"$MKS" tokenizer info -t "$DATA/unigram.model" >"$T/info" 2>&1
+grep -q "| Unigram (Viterbi" "$T/info" && ok "tokenizer info names the Unigram pipeline" || bad "info: $(cat "$T/info")"
+printf '\x0a\x09\x0a\x05<unk>\x18\x02\x12\x02\x18\x03' >"$T/word.model"
+run 2 "WORD model refused" "trainer_spec.model_type" "model type WORD is not supported" -- "$MKS" encode -t "$T/word.model" "$T/hw.jsonl" --ids-out "$T/x"
 printf '\x0a\x05\x0a\x03abc\x12\x02\x18' >"$T/broken.model"
 run 2 "malformed protobuf refused" "broken.model" "malformed protobuf" -- "$MKS" encode -t "$T/broken.model" "$T/in.jsonl" --ids-out "$T/x"
 run 2 "tokenizer export to tokenizer.json refused" "unsupported" -- "$MKS" tokenizer export -t "$LL" --out "$T/x.json"

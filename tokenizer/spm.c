@@ -971,9 +971,8 @@ static int load_check(const spm_load *L) {
     if (L->tr.model_type != MT_BPE && L->tr.model_type != MT_UNIGRAM) {
         static const char *const mt[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
         FAIL(TK_ERR_UNSUPPORTED,
-             "%s: trainer_spec.model_type: SentencePiece model type %s is not supported (only BPE and UNIGRAM)%s", path,
-             L->tr.model_type >= 1 && L->tr.model_type <= 4 ? mt[L->tr.model_type] : "unknown",
-             L->has_trainer ? "" : " (no trainer_spec: UNIGRAM by default)");
+             "%s: trainer_spec.model_type: SentencePiece model type %s is not supported (only BPE and UNIGRAM)", path,
+             L->tr.model_type >= 1 && L->tr.model_type <= 4 ? mt[L->tr.model_type] : "unknown");
     }
     if (L->np > TK_MAX_VOCAB) FAIL(TK_ERR_LIMIT, "%s: more than %u pieces", path, TK_MAX_VOCAB);
     return TK_OK;

@@ -84,7 +84,7 @@ typedef struct {
 } tk_special;
 
 /* Load by spec: a path to a .tiktoken file, a tokenizer.json, a SentencePiece
- * .model (BPE; recognised by its content), or a folder
+ * .model (BPE or Unigram; recognised by its content), or a folder
  * holding encoder.json + vocab.bpe; or a name (gpt2, r50k_base, cl100k_base,
  * o200k_base) looked up in $MKS_VOCAB_DIR and in tiktoken's cache
  * ($TIKTOKEN_CACHE_DIR, files named by the sha1 of the download URL).
@@ -96,8 +96,8 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
 int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat, tk_tokenizer **out, char *err,
                  size_t errlen);
 int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
-/* A SentencePiece tokenizer.model whose model_type is BPE (ids of
- * sentencepiece's encode, no BOS/EOS); tk_load picks it by content. */
+/* A SentencePiece tokenizer.model whose model_type is BPE or UNIGRAM (ids
+ * of sentencepiece's encode, no BOS/EOS); tk_load picks it by content. */
 int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen);
 
 /* Build from raw token bytes in rank order (rank i = tokens[i]); the first

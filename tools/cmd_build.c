@@ -21,7 +21,7 @@ static const char k_usage[] =
     "DIR/manifest.json. Format: docs/shard-format.md.\n"
     "\n"
     "Options:\n"
-    "  -t, --tokenizer T       .tiktoken file, tokenizer.json, SentencePiece .model (BPE), or a\n"
+    "  -t, --tokenizer T       .tiktoken file, tokenizer.json, SentencePiece .model (BPE/Unigram), or a\n"
     "                          name (gpt2, cl100k_base, o200k_base; looked up in\n"
     "                          $MKS_VOCAB_DIR)                                     [required]\n"
     "  -L, --seq-len L         tokens per row, 1..16777216                         [required]\n"

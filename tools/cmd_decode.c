@@ -14,7 +14,7 @@ static const char k_usage[] =
     "e.g. [464,3290,13]) and writes the decoded text of each line followed by a newline.\n"
     "\n"
     "Options:\n"
-    "  -t, --tokenizer T   .tiktoken file, tokenizer.json, SentencePiece .model (BPE),\n"
+    "  -t, --tokenizer T   .tiktoken file, tokenizer.json, SentencePiece .model (BPE/Unigram),\n"
     "                      folder with encoder.json + vocab.bpe, or a name: gpt2,\n"
     "                      r50k_base, cl100k_base, o200k_base\n"
     "                      (names are looked up in $MKS_VOCAB_DIR)        [required]\n"

@@ -10,8 +10,9 @@ options that change encoding: normalization rule (nmt_nfkc, nfkc_cf,
 identity), add_dummy_prefix, remove_extra_whitespaces, byte_fallback,
 user_defined_symbols, control_symbols, split_digits, whitespace-only pieces,
 treat_whitespace_as_suffix; two more are edited through the protobuf
-(UNUSED pieces; escape_whitespaces off) and one Unigram model is kept for
-the refusal test. Then writes refs.jsonl.zst, one JSON object per line:
+(UNUSED pieces; escape_whitespaces off) and one Unigram model is kept (once
+the refusal test's; now loaded by test_tk_spm; the Unigram fixtures and
+their references are tests/ref/make_tk_unigram_fixtures.py's). Then writes refs.jsonl.zst, one JSON object per line:
 
   {"model": M, "kind": "doc", "cat": C, "i": I, "n": N, "sha": S, "dsha": D}
       document I of category C, cut to its first CUT characters: N ids whose

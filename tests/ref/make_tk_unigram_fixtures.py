@@ -13,8 +13,9 @@ split_digits, treat_whitespace_as_suffix; one more is edited through the
 protobuf (some pieces made UNUSED, which the lattice skips). Then writes
 refs.jsonl.zst in the format of tests/ref/make_tk_spm_fixtures.py (doc, edge
 and decode rows; test_tk_spm reads both), references from
-`SentencePieceProcessor.encode(x)` / `decode(ids)` (sentencepiece >= 0.1.96:
-the optimized Viterbi encoder, its default).
+`SentencePieceProcessor.encode(x)` / `decode(ids)` of sentencepiece 0.2.3
+(EncodeOptimized with its score rebasing; 0.2.0 and older give different ids
+in near-ties of long documents and around user-defined pieces).
 """
 import hashlib
 import json

@@ -7,8 +7,10 @@ fuzz_tk_common.h: flags byte, u16 length of the .model, the .model, a text.
 Small BPE models cut from the tests/data/tk_spm fixtures (first pieces kept,
 so every option still shows: byte fallback, user-defined, control, UNUSED
 pieces, whitespace as suffix, escape off) and one with a small charsmap
-compiled by sentencepiece from a normalization_rule_tsv, plus a Unigram one
-(refused)."""
+compiled by sentencepiece from a normalization_rule_tsv, plus Unigram ones
+(tests/data/tk_unigram: byte fallback, user-defined + control pieces,
+UNUSED pieces, whitespace as suffix; and tk_spm's unigram.model), which
+the Unigram engine (tokenizer/unigram.c) runs."""
 import os
 import struct
 import tempfile
@@ -18,6 +20,7 @@ from sentencepiece import sentencepiece_model_pb2 as pb
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "tk_spm")
+FIXU = os.path.join(HERE, "..", "tk_unigram")
 OUT = os.path.join(HERE, "spm_model")
 TEXT = "Hello  wörld ｆｕｌｌ 123 😀 <mask> foo\xff".encode("utf-8", "surrogateescape")
 
@@ -45,6 +48,9 @@ def main():
                  "bpe_nodummy_ident", "unigram"]:
         m = cut(os.path.join(FIX, name + ".model"), 400)
         seed(name, m.SerializeToString())
+    for name in ["uni_bf", "uni_user", "uni_unused", "uni_suffix"]:
+        m = cut(os.path.join(FIXU, name + ".model"), 400)
+        seed(name, m.SerializeToString(), TEXT + " @@@ abc 12 12345 ▁the<sep>".encode())
     # a small charsmap: sentencepiece compiles a rule TSV (source code points, target code points)
     d = tempfile.mkdtemp()
     tsv = os.path.join(d, "rules.tsv")
