@@ -272,7 +272,10 @@ static inline size_t one_char_len(uint8_t b) {
 
 /* EncodeOptimized over t[0, tn): fills best. */
 static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, best_node *best) {
-    for (size_t i = 0; i <= tn; i++) best[i] = (best_node){0.0f, -1, -1};
+    /* -inf: the first proposal always wins (scores are finite), as
+     * sentencepiece's starts_at == -1 test has it, without a branch */
+    for (size_t i = 0; i <= tn; i++) best[i] = (best_node){-INFINITY, -1, -1};
+    best[0].score = 0.0f;
     const uni_slot *sl = u->slot;
     size_t frontier = 0; /* the furthest end any piece has reached */
     for (size_t s = 0; s < tn;) {
@@ -297,21 +300,20 @@ static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, s
             int32_t id = sl[node].id;
             if (id < 0) continue;
             size_t len = k + 1 - s;
-            if (k + 1 > frontier) frontier = k + 1;
+            frontier = k + 1 > frontier ? k + 1 : frontier;
             float cand = sl[node].score + till;
             best_node *tg = &best[k + 1];
-            if (tg->start < 0 || cand > tg->score) {
-                tg->score = cand;
-                tg->start = (int32_t)s;
-                tg->id = id;
-            }
-            if (len == mb) single = true;
+            bool win = cand > tg->score; /* select, not branch: which wins is data */
+            tg->score = win ? cand : tg->score;
+            tg->start = win ? (int32_t)s : tg->start;
+            tg->id = win ? id : tg->id;
+            single |= len == mb;
         }
         if (!single) {
             if (s + mb > frontier) frontier = s + mb;
             best_node *tg = &best[s + mb];
             float cand = u->unk_score + till;
-            if (tg->start < 0 || cand > tg->score) {
+            if (cand > tg->score) {
                 tg->score = cand;
                 tg->start = (int32_t)s;
                 tg->id = (int32_t)m->unk_id;
