@@ -74,7 +74,8 @@ typedef struct {
     const tk_spm *m;
     struct tk_uni *u;
     size_t cap;        /* allocated slots */
-    size_t next_check; /* slots below are (almost all) taken */
+    size_t next_check; /* slots below are all taken */
+    uint32_t *nf;      /* union-find: nf[i] leads to the first free slot >= i */
 } builder;
 
 static int grow(builder *b, size_t need) {
@@ -87,9 +88,14 @@ static int grow(builder *b, size_t need) {
     if (cap > INT32_MAX) return TK_ERR_LIMIT;
     struct tk_uni *u = b->u;
     uni_slot *sl = realloc(u->slot, cap * sizeof *sl);
-    if (!sl) return TK_ERR_NOMEM;
-    u->slot = sl;
-    for (size_t i = b->cap; i < cap; i++) sl[i] = (uni_slot){FREE_SLOT, 0, -1, 0.0f};
+    if (sl) u->slot = sl;
+    uint32_t *nf = realloc(b->nf, cap * sizeof *nf);
+    if (nf) b->nf = nf;
+    if (!sl || !nf) return TK_ERR_NOMEM;
+    for (size_t i = b->cap; i < cap; i++) {
+        sl[i] = (uni_slot){FREE_SLOT, 0, -1, 0.0f};
+        nf[i] = (uint32_t)i;
+    }
     b->cap = cap;
     return TK_OK;
 }
@@ -109,6 +115,25 @@ typedef struct {
     uint32_t node, lo, hi, depth;
 } pending;
 
+/* The first free slot >= i (taken slots link onwards; paths compressed),
+ * so a search for a base visits free slots only. i < b->cap - 256. */
+static size_t next_free(builder *b, size_t i) {
+    uint32_t *nf = b->nf;
+    size_t r = i;
+    while (nf[r] != r) r = nf[r];
+    while (nf[i] != r) {
+        size_t nx = nf[i];
+        nf[i] = (uint32_t)r;
+        i = nx;
+    }
+    return r;
+}
+
+static void take(builder *b, size_t t, uint32_t parent) {
+    b->u->slot[t].check = parent;
+    b->nf[t] = (uint32_t)(t + 1); /* t + 1 < cap: a slot is taken only below cap - 256 */
+}
+
 /* Place the children of every node, breadth first: a node covering the
  * sorted pieces ids[lo, hi) that share their first depth bytes. */
 static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
@@ -120,7 +145,7 @@ static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
     if (!q) return TK_ERR_NOMEM;
     int rc = grow(b, 1);
     if (rc) goto out;
-    u->slot[0].check = FREE_SLOT - 1; /* the root: taken, and no node's child */
+    take(b, 0, FREE_SLOT - 1); /* the root: taken, and no node's child */
     u->size = 1;
     b->next_check = 1;
     size_t qh = 0, qt = 0;
@@ -149,29 +174,28 @@ static int build_trie(builder *b, const uint32_t *ids, uint32_t n) {
         }
         from[nl] = p.hi;
         if (!nl) continue;
-        /* first base whose slots base + label[k] are all free */
-        size_t pos = b->next_check > (size_t)label[0] + 1 ? b->next_check : (size_t)label[0] + 1, taken = 0;
-        size_t first_free = 0;
-        for (;; pos++) {
-            if ((rc = grow(b, pos + 1))) goto out;
-            if (u->slot[pos].check != FREE_SLOT) {
-                taken++;
-                continue;
-            }
-            if (!first_free) first_free = pos;
+        /* first base whose slots base + label[k] are all free: label[0]'s
+         * slot runs over the free slots only */
+        b->next_check = next_free(b, b->next_check);
+        size_t pos = next_free(b, b->next_check > (size_t)label[0] + 1 ? b->next_check : (size_t)label[0] + 1);
+        for (size_t tries = 0;; tries++) {
+            /* a wide node in fragmented space: place it past everything
+             * used (all free there), while the array stays within 4 slots
+             * per node, so memory stays bounded by the file */
+            if (tries == 8 && u->size + 256 < 4 * total + 1024)
+                pos = u->size + label[0] > pos ? u->size + label[0] : pos;
+            if (pos + 512 > b->cap && (rc = grow(b, pos + 512))) goto out; /* base + any label < cap - 256 */
             size_t bs = pos - label[0];
-            if ((rc = grow(b, bs + label[nl - 1] + 1))) goto out;
             int k = 1;
             while (k < nl && u->slot[bs + label[k]].check == FREE_SLOT) k++;
             if (k == nl) break;
+            pos = next_free(b, pos + 1);
         }
-        /* the slots scanned were almost all taken: start later next time */
-        if (taken * 20 >= (pos - b->next_check + 1) * 19) b->next_check = first_free ? first_free : pos;
         size_t bs = pos - label[0];
         u->slot[p.node].base = (int32_t)bs;
         for (int k = 0; k < nl; k++) {
             size_t t = bs + label[k];
-            u->slot[t].check = p.node;
+            take(b, t, p.node);
             if (t + 1 > u->size) u->size = t + 1;
             q[qt++] = (pending){(uint32_t)t, from[k], from[k + 1], p.depth + 1};
         }
@@ -209,7 +233,9 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
     qsort(ids, n, sizeof *ids, by_bytes);
     pthread_mutex_unlock(&g_sort_lock);
     builder b = {.m = m, .u = u};
-    if ((rc = build_trie(&b, ids, n))) goto fail;
+    rc = build_trie(&b, ids, n);
+    free(b.nf);
+    if (rc) goto fail;
     free(ids);
     m->uni = u;
     return TK_OK;
