@@ -37,6 +37,31 @@ typedef struct {
 
 typedef struct tr_llama tr_llama;
 
+/* ---- configurations (llama_config.c) --------------------------------------- */
+typedef enum { TR_LLAMA_LLAMA = 0, TR_LLAMA_QWEN2 = 1, TR_LLAMA_MISTRAL = 2 } tr_llama_arch;
+
+/* TR_OK, or TR_ERR_ARG for a config llama_model.c cannot run (sizes out of
+ * range, heads not dividing, bad rope_scaling). */
+int tr_llama_config_check(const tr_llama_config *c);
+/* Number of parameters (tied: one embedding matrix); 0 for a bad config. */
+size_t tr_llama_param_count(const tr_llama_config *c);
+/* The shapes of published models by name (smollm-135m, smollm-360m,
+ * llama-1b = Llama-3.2-1B, qwen2.5-0.5b) with the run's vocab and context;
+ * TR_ERR_ARG for an unknown name. tr_llama_preset_name(i): NULL past the end. */
+int tr_llama_config_preset(const char *name, int vocab, int max_seq, tr_llama_config *out);
+const char *tr_llama_preset_name(int i);
+/* "LlamaForCausalLM"... and "llama"/"qwen2"/"mistral"; NULL if out of range. */
+const char *tr_llama_arch_name(tr_llama_arch a);
+const char *tr_llama_model_type(tr_llama_arch a);
+/* A Hugging Face config.json (len bytes, untrusted) of model_type llama,
+ * qwen2 or mistral. TR_OK; TR_ERR_CORRUPT for malformed JSON or a field out
+ * of range; TR_ERR_DATA for a valid config of a model we do not compute
+ * (another model_type, o_proj/MLP biases, hidden_act not silu, rope_scaling
+ * not llama3, ...). err names the field. *sliding_window: the attention
+ * window (0: none) - full attention equals it only on rows that fit it. */
+int tr_llama_config_from_json(const char *text, size_t len, tr_llama_config *out, tr_llama_arch *arch,
+                              int *sliding_window, char *err, size_t errlen);
+
 /* 0, or -1 for a bad config / no memory. Parameters and gradients zeroed. */
 int tr_llama_create(const tr_llama_config *c, tr_llama **out);
 void tr_llama_free(tr_llama *m);
