@@ -298,6 +298,20 @@ static void refusals(void) {
     m.n = 0;
     for (int i = 0; i < 11; i++) m.b[m.n++] = 0xff; /* an 11-byte varint */
     CHECK(try_load(&m, "varint.model", err, sizeof err) == TK_ERR_FORMAT, "%s", err);
+    base_model(&m, true, 1, false); /* Unigram: an infinite score is refused (sentencepiece's Model does) */
+    {
+        buf p = {.n = 0};
+        put_bytes(&p, 1, "hex", 3);
+        p.b[p.n++] = 2 << 3 | 5;
+        uint8_t inf[4] = {0x00, 0x00, 0x80, 0xff}; /* -inf, little endian */
+        memcpy(p.b + p.n, inf, 4);
+        p.n += 4;
+        put_bytes(&m, 1, p.b, p.n);
+    }
+    CHECK(try_load(&m, "inf.model", err, sizeof err) == TK_ERR_FORMAT && strstr(err, "Unigram model with an infinite"),
+          "%s", err);
+    base_model(&m, true, 1, false);
+    CHECK(try_load(&m, "uni.model", err, sizeof err) == TK_OK, "%s", err);
     m.n = 0;
     put_piece(&m, "<unk>", 5, 2); /* no trainer_spec: model_type defaults to UNIGRAM, which loads */
     CHECK(try_load(&m, "notrainer.model", err, sizeof err) == TK_OK, "%s", err);
