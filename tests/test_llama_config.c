@@ -38,6 +38,19 @@ int main(void) {
     while (tr_llama_preset_name(np)) np++;
     CHECK(np == 4);
 
+    /* the count is what llama_model.c lays out: tied / untied, with and without biases */
+    for (int v = 0; v < 4; v++) {
+        tr_llama_config s = {3, 4, 2, 32, 48, 50, 16, 10000.f, 1e-6f, {0, 0, 0, 0}, v & 1, v >> 1};
+        tr_llama *m = NULL;
+        CHECK(!tr_llama_create(&s, &m));
+        if (!m) continue;
+        size_t sum = 0, n;
+        for (int i = 0; i < tr_llama_n_tensors(m); i++)
+            if (tr_llama_param(m, tr_llama_tensor_name(m, i), &n)) sum += n;
+        CHECK(sum == tr_llama_param_count(&s), "variant %d: layout %zu, count %zu", v, sum, tr_llama_param_count(&s));
+        tr_llama_free(m);
+    }
+
     /* Llama-3.2-1B's config.json (the fields transformers reads) */
     const char *l32 =
         "{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"attention_dropout\":0.0,"

@@ -59,10 +59,7 @@ static size_t layout(tr_llama *m) {
 
 int tr_llama_create(const tr_llama_config *c, tr_llama **out) {
     *out = NULL;
-    if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->n_kv_head <= 0 || c->n_head % c->n_kv_head || c->d_model <= 0 ||
-        c->d_model % c->n_head || (c->d_model / c->n_head) % 2 || c->d_ff <= 0 || c->vocab <= 0 || c->max_seq <= 0 ||
-        c->n_layer > 1024 || c->d_model > 65536 || c->d_ff > 1 << 20 || !(c->norm_eps > 0))
-        return -1;
+    if (tr_llama_config_check(c)) return -1;
     tr_llama *m = calloc(1, sizeof *m);
     if (!m) return -1;
     m->c = *c;
