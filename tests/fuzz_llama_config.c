@@ -3,7 +3,8 @@
  * as a config.json. A config that reads must pass tr_llama_config_check and
  * have a parameter count (the shapes llama_model.c would allocate). Seeds:
  * tests/data/fuzz/llama_config, the Llama 3.2 1B, Qwen2.5 0.5B and Mistral
- * 7B config.json strings of tests/test_llama_config.c as files. */
+ * 7B config.json strings of tests/test_llama_config.c as files, and a
+ * config.json written by transformers 5.25 (rope_parameters, llama3). */
 #include <stdint.h>
 #include <stdio.h>
 

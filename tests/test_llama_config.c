@@ -89,6 +89,26 @@ int main(void) {
     CHECK(a == TR_LLAMA_MISTRAL && !c.tied && !c.qkv_bias && sw == 4096);
     CHECK(tr_llama_param_count(&c) == 7241732096u, "%zu", tr_llama_param_count(&c));
 
+    /* transformers 5.25's save_pretrained: rope settings in "rope_parameters" */
+    const char *t5 = "{\"architectures\":[\"LlamaForCausalLM\"],\"attention_bias\":false,\"head_dim\":4,"
+                     "\"hidden_act\":\"silu\",\"hidden_size\":16,\"intermediate_size\":24,"
+                     "\"max_position_embeddings\":64,\"mlp_bias\":false,\"model_type\":\"llama\","
+                     "\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,"
+                     "\"pad_token_id\":null,\"pretraining_tp\":1,\"rms_norm_eps\":1e-05,\"rope_parameters\":{"
+                     "\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
+                     "\"original_max_position_embeddings\":32,\"rope_theta\":5000.0,\"rope_type\":\"llama3\"},"
+                     "\"tie_word_embeddings\":false,\"transformers_version\":\"5.25.0\",\"vocab_size\":64}";
+    CHECK(!parse(t5, &c, &a, &sw, err, sizeof err), "%s", err);
+    CHECK(c.rope_theta == 5000 && c.rope_scaling.factor == 8 && c.rope_scaling.original_max_position_embeddings == 32 &&
+              !c.tied && c.n_kv_head == 2,
+          "theta %g factor %g", c.rope_theta, c.rope_scaling.factor);
+    {
+        char buf[1024];
+        const char *at = strstr(t5, "\"rope_type\":\"llama3\"");
+        snprintf(buf, sizeof buf, "%.*s\"rope_type\":\"linear\"%s", (int)(at - t5), t5, at + 20);
+        CHECK(parse(buf, &c, &a, &sw, err, sizeof err) == TR_ERR_DATA && strstr(err, "rope_scaling"), "%s", err);
+    }
+
     /* absent: num_key_value_heads = heads, rope_theta 10000, untied */
     CHECK(!parse("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
                  "\"num_attention_heads\":4,\"vocab_size\":100,\"max_position_embeddings\":64,\"rms_norm_eps\":1e-6}",

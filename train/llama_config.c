@@ -157,9 +157,18 @@ int tr_llama_config_from_json(const char *text, size_t len, tr_llama_config *out
         int_field(c, "intermediate_size", 1, 1 << 20, -1, &k.d_ff, err, errlen) ||
         int_field(c, "vocab_size", 1, TR_MAX_VOCAB, -1, &k.vocab, err, errlen) ||
         int_field(c, "max_position_embeddings", 1, TR_MAX_ROW_LEN, -1, &k.max_seq, err, errlen) ||
-        num_field(c, "rms_norm_eps", 0, &k.norm_eps, err, errlen) ||
-        num_field(c, "rope_theta", 10000, &k.rope_theta, err, errlen))
+        num_field(c, "rms_norm_eps", 0, &k.norm_eps, err, errlen))
         goto out;
+    /* transformers 5 writes "rope_parameters" {rope_type, rope_theta, factor,
+     * ...}; 4.x files carry "rope_theta" and "rope_scaling" {rope_type or
+     * type, factor, ...} at the top level */
+    json_t *rp = json_object_get(c, "rope_parameters");
+    if (rp && !json_is_null(rp) && !json_is_object(rp)) {
+        snprintf(err, errlen, "config.json: \"rope_parameters\" is not an object");
+        goto out;
+    }
+    if (!json_is_object(rp)) rp = NULL;
+    if (num_field(rp ? rp : c, "rope_theta", 10000, &k.rope_theta, err, errlen)) goto out;
     if (k.d_model % k.n_head || (k.d_model / k.n_head) % 2 || k.n_head % k.n_kv_head) {
         snprintf(err, errlen,
                  "config.json: hidden_size %d, num_attention_heads %d, num_key_value_heads %d: the heads must divide "
@@ -204,7 +213,7 @@ int tr_llama_config_from_json(const char *text, size_t len, tr_llama_config *out
     if (windowed && sw && !json_is_null(sw) &&
         int_field(c, "sliding_window", 1, TR_MAX_ROW_LEN, -1, sliding_window, err, errlen))
         goto out;
-    json_t *rs = json_object_get(c, "rope_scaling");
+    json_t *rs = rp ? rp : json_object_get(c, "rope_scaling");
     if (rs && !json_is_null(rs)) {
         const char *t = json_string_value(json_object_get(rs, "rope_type"));
         if (!t) t = json_string_value(json_object_get(rs, "type"));
