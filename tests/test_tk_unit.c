@@ -308,6 +308,31 @@ static void test_errors(void) {
     tk_free(NULL);
 }
 
+static void same_ids(tk_tokenizer *a, tk_tokenizer *b, const char *what);
+
+/* Meta's Llama 3 / Llama 4 tokenizer.model is a rank file: read by content,
+ * not as SentencePiece by its name (was "malformed protobuf at byte 205"). */
+static void test_rank_file_named_model(void) {
+    char src[4200], p[4200], err[512] = "", cmd[13000];
+    snprintf(src, sizeof src, "%s/gpt2.tiktoken", shared_vocab);
+    snprintf(p, sizeof p, "%s/tokenizer.model", tmpdir);
+    /* gpt2's ranks but the last: a rank file no sha256 names */
+    snprintf(cmd, sizeof cmd, "head -n 50255 '%s' > '%s'", src, p);
+    CHECK(system(cmd) == 0, "rank .model: cannot write %s", p);
+    tk_tokenizer *t = NULL;
+    int rc = tk_load(p, TK_PAT_NONE, &t, err, sizeof err);
+    CHECK(rc == TK_ERR_PATTERN && strstr(err, "tiktoken rank file named .model"),
+          "rank .model without a pattern: got %d (%s)", rc, err);
+    printf("  %-28s -> %s\n", "rank file named .model", err);
+    tk_free(t);
+    t = NULL;
+    rc = tk_load(p, TK_PAT_GPT2, &t, err, sizeof err);
+    CHECK(rc == TK_OK, "rank .model with --pattern gpt2: %s", err);
+    if (t) same_ids(t, enc[0], "rank file named .model vs gpt2");
+    tk_free(t);
+    printf("rank file named .model ok\n");
+}
+
 static void same_ids(tk_tokenizer *a, tk_tokenizer *b, const char *what) {
     const char *texts[] = {"Hello world! It's 2024, and we've got 12345 tokens.\n\n  x",
                            "Ünïcödé 中文 한국어 👍🏽 e\u0301 don't STOP",
@@ -435,6 +460,7 @@ int main(void) {
     test_specials();
     test_batch();
     test_errors();
+    test_rank_file_named_model();
     test_loaders_savers();
     for (int k = 0; k < 3; k++) tk_free(enc[k]);
     char cmd[4300];

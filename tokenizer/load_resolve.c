@@ -15,6 +15,20 @@
 
 #define BLOB "https://openaipublic.blob.core.windows.net/"
 
+/* The first bytes of a rank file: a base64 token, one space, a decimal
+ * rank, a line end (or the 16 bytes end inside the line). */
+static bool tk_ld_rank_head(const uint8_t *h, size_t n) {
+    size_t i = 0, d = 0;
+    while (i < n && ((h[i] >= 'A' && h[i] <= 'Z') || (h[i] >= 'a' && h[i] <= 'z') || (h[i] >= '0' && h[i] <= '9') ||
+                     h[i] == '+' || h[i] == '/' || h[i] == '='))
+        i++;
+    if (i == 0 || i == n) return i == n && n > 0 && n == 16; /* one long token fills the head */
+    if (h[i++] != ' ') return false;
+    while (i < n && h[i] >= '0' && h[i] <= '9') i++, d++;
+    if (i == n) return d > 0 || n == 16;
+    return d > 0 && (h[i] == '\n' || h[i] == '\r');
+}
+
 /* A file, to the first engine of the registry whose sniffer takes it (by
  * its name or its first bytes; the rank engine takes any file). */
 static int load_file(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
@@ -26,6 +40,12 @@ static int load_file(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         close(fd);
         if (r > 0) n = (size_t)r;
     }
+    /* Meta ships Llama 3 / Llama 4's tiktoken rank file as tokenizer.model:
+     * the content decides, not the name (a SentencePiece model starts with a
+     * protobuf tag byte, never with a base64 line) */
+    size_t pl = strlen(path);
+    if (pl >= 6 && strcmp(path + pl - 6, ".model") == 0 && tk_ld_rank_head(head, n))
+        return tk_load_tiktoken(path, pat, out, err, errlen);
     size_t ne;
     const tk_engine *const *eng = tk_engines(&ne);
     for (size_t k = 0; k < ne; k++)

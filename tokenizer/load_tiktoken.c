@@ -171,8 +171,16 @@ static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_
                            b64n / 4 * 3 - pad, TK_MAX_TOKEN_BYTES);
                 return TK_ERR_LIMIT;
             }
-            long tl = b64_decode(data + i, sp - i, tokbuf);
-            if (tl <= 0) {
+            /* A field of '=' alone is the empty token: Python's b64decode
+             * (tiktoken's load_tiktoken_bpe) turns "=" into b"", and Whisper's
+             * multilingual.tiktoken / gpt2.tiktoken end with "= 50256". tiktoken
+             * keeps it as a rank that encode never yields (a piece is never
+             * empty) and that decodes to nothing; tk_finalize indexes tokens
+             * of length 1 and up only, so it does the same. */
+            size_t neq = 0;
+            while (i + neq < sp && data[i + neq] == '=') neq++;
+            long tl = neq == sp - i ? 0 : b64_decode(data + i, sp - i, tokbuf);
+            if (tl < 0 || (tl == 0 && neq != sp - i)) {
                 tk_set_err(err, errlen, "%s:%u: bad base64 \"%.*s\"", path, lineno, (int)(sp - i > 40 ? 40 : sp - i),
                            data + i);
                 return TK_ERR_BASE64;
@@ -221,6 +229,17 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         tk_pattern p = pat;
         if (!kv && (rc = read_meta(path, &p, &msp, &nmsp, err, errlen))) goto done;
         if (p == TK_PAT_NONE) p = kv ? kv->pat : TK_PAT_NONE;
+        size_t pl = strlen(path);
+        if (p == TK_PAT_NONE && pl >= 6 && strcmp(path + pl - 6, ".model") == 0) {
+            tk_set_err(err, errlen,
+                       "%s: a tiktoken rank file named .model (as Meta ships Llama 3 / Llama 4), not a "
+                       "SentencePiece model, and not one this build recognises by sha256: give its pre-tokenizer "
+                       "with --pattern gpt2|cl100k|o200k (Llama 3: cl100k) and its special tokens in %s.meta.json",
+                       path, path);
+            tk_ld_free_specials(msp, nmsp);
+            rc = TK_ERR_PATTERN;
+            goto done;
+        }
         if (p == TK_PAT_NONE) {
             tk_set_err(err, errlen,
                        "%s: unknown rank file (not gpt2/cl100k_base/o200k_base by sha256): give the "

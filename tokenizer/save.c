@@ -75,6 +75,7 @@ int tk_save_tiktoken(const tk_tokenizer *t, const char *path) {
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
         size_t o = b64_encode(t->arena + t->tok_off[r], n, line);
+        if (o == 0) line[o++] = '='; /* the empty token, as Whisper's files write it */
         fprintf(f, "%.*s %u\n", (int)o, line, r);
     }
     free(line);
