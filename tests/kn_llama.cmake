@@ -10,3 +10,7 @@ mks_add_test(test_llama_model SOURCES test_llama_model.c LIBS tr kn PkgConfig::J
 # counts, config.json of Llama / Qwen2 / Mistral, refusals
 mks_add_test(test_llama_config SOURCES test_llama_config.c LIBS tr PkgConfig::JANSSON LABELS cpu TIMEOUT 30)
 mks_add_fuzz(llama_config SOURCE fuzz_llama_config.c LIBS tr CORPUS data/fuzz/llama_config MAX_LEN 4096)
+# a Hugging Face folder into the CPU model (train/llama_hf.c): transformers'
+# save_pretrained output (single and sharded) gives transformers' loss
+# (tests/data/hf/llama_import, tests/hf/make_llama_import_fixture.py)
+mks_add_test(test_llama_import SOURCES test_llama_import.c LIBS tr kn PkgConfig::JANSSON LABELS cpu TIMEOUT 60)

@@ -73,6 +73,14 @@ float *tr_llama_grad(tr_llama *m, const char *name, size_t *n);
 int tr_llama_n_tensors(const tr_llama *m);
 const char *tr_llama_tensor_name(const tr_llama *m, int i);
 
+/* ---- a Hugging Face folder (llama_hf.c) ----------------------------------- */
+/* The model of DIR (config.json + model.safetensors or a sharded set) for
+ * rows of max_seq tokens, its weights read as fp32 (F32/BF16/F16 files).
+ * TR_ERR_CORRUPT: a tensor missing, of another shape, left over, or a tied
+ * config with a different lm_head; TR_ERR_DATA: a model we do not compute;
+ * TR_ERR_ARG: max_seq over max_position_embeddings; TR_ERR_IO: unreadable. */
+int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_arch *arch, char *err, size_t errlen);
+
 /* Forward + backward of one batch: inputs (B,T) < vocab, targets (B,T)
  * (< 0: no loss), pos (B,T) position ids or NULL (0..T-1), doc (B,T)
  * document ids or NULL (--doc-mask: attention never crosses a document;
