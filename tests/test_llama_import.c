@@ -25,6 +25,7 @@
 
 static void run_case(const char *name, json_t *r, tr_llama_arch want) {
     char dir[512], err[1024];
+    err[0] = 0;
     snprintf(dir, sizeof dir, DIR "/%s", name);
     tr_llama *m = NULL;
     tr_llama_arch a;
@@ -45,6 +46,40 @@ static void run_case(const char *name, json_t *r, tr_llama_arch want) {
     CHECK(!tr_llama_fwd_bwd(m, B, T, x, y, NULL, NULL, NULL, &loss));
     CHECK(fabs(loss - ref) <= 1e-5 * fabs(ref), "%s: loss %.9g, transformers %.9g", name, loss, ref);
     printf("%s: loss %.9g transformers %.9g (rel %.2g)\n", name, loss, ref, fabs(loss - ref) / fabs(ref));
+    /* export (fp32) and import again: every parameter bit-identical */
+    char out[] = "/tmp/test_llama_export.XXXXXX", f1[600], f2[600];
+    CHECK(mkdtemp(out) != NULL);
+    CHECK(!tr_llama_export_hf(out, m, a, 0, err, sizeof err), "%s", err);
+    tr_llama *m2 = NULL;
+    tr_llama_arch a2;
+    CHECK(!tr_llama_import_hf(out, 12, &m2, &a2, err, sizeof err), "%s: %s", name, err);
+    if (m2) {
+        CHECK(a2 == a && tr_llama_n_tensors(m2) == tr_llama_n_tensors(m));
+        size_t diff = 0;
+        for (int i = 0; i < tr_llama_n_tensors(m); i++) {
+            size_t n1, n2;
+            const char *tn = tr_llama_tensor_name(m, i);
+            float *p1 = tr_llama_param(m, tn, &n1), *p2 = tr_llama_param(m2, tn, &n2);
+            diff += !p2 || n1 != n2 || memcmp(p1, p2, n1 * sizeof *p1);
+        }
+        CHECK(diff == 0, "%s: %zu tensors differ after export + import", name, diff);
+        tr_llama_free(m2);
+    }
+    /* bf16: the nearest-even rounding of each value */
+    CHECK(!tr_llama_export_hf(out, m, a, 1, err, sizeof err), "%s", err);
+    CHECK(!tr_llama_import_hf(out, 12, &m2, &a2, err, sizeof err), "%s: %s", name, err);
+    if (m2) {
+        size_t n1, bad = 0;
+        float *p1 = tr_llama_param(m, "model.norm.weight", &n1), *p2 = tr_llama_param(m2, "model.norm.weight", &n1);
+        for (size_t k = 0; k < n1; k++) bad += fabsf(p1[k] - p2[k]) > fabsf(p1[k]) / 256;
+        CHECK(bad == 0 && memcmp(p1, p2, n1 * sizeof *p1), "%s: bf16 values", name);
+        tr_llama_free(m2);
+    }
+    snprintf(f1, sizeof f1, "%s/config.json", out);
+    snprintf(f2, sizeof f2, "%s/model.safetensors", out);
+    unlink(f1);
+    unlink(f2);
+    rmdir(out);
     free(x);
     free(y);
     tr_llama_free(m);

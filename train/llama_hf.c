@@ -6,6 +6,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +99,7 @@ int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_ar
                  esc, sw, max_seq);
         return TR_ERR_DATA;
     }
-    c.max_seq = max_seq;
+    /* the model keeps max_position_embeddings: an export writes it back unchanged */
     tr_llama *m = NULL;
     if (tr_llama_create(&c, &m)) {
         snprintf(err, errlen, "out of memory for the model of %s", esc);
@@ -162,5 +165,101 @@ int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_ar
     tr_st_set_close(&s);
     if (rc) tr_llama_free(m);
     else *out = m;
+    return rc;
+}
+
+/* fp32 -> bf16, round to nearest even; NaN stays a quiet NaN (as export.c). */
+static uint16_t to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+int tr_llama_export_hf(const char *out_dir, tr_llama *m, tr_llama_arch arch, int bf16, char *err, size_t errlen) {
+    if (!out_dir || !m || !err || !errlen || !tr_llama_arch_name(arch)) return TR_ERR_ARG;
+    const tr_llama_config *c = tr_llama_get_config(m);
+    char esc[300], p[4200];
+    tk_escape_text(out_dir, strlen(out_dir), esc, sizeof esc);
+    if ((arch == TR_LLAMA_QWEN2) != (c->qkv_bias != 0)) {
+        snprintf(err, errlen, "%s: q/k/v biases are Qwen2's alone", tr_llama_arch_name(arch));
+        return TR_ERR_ARG;
+    }
+    if (mkdir(out_dir, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", esc, strerror(errno));
+        return TR_ERR_IO;
+    }
+    json_t *j = json_object(), *rs = json_null();
+    if (c->rope_scaling.factor > 0) {
+        rs = json_object();
+        json_object_set_new(rs, "rope_type", json_string("llama3"));
+        json_object_set_new(rs, "factor", json_real(c->rope_scaling.factor));
+        json_object_set_new(rs, "low_freq_factor", json_real(c->rope_scaling.low_freq_factor));
+        json_object_set_new(rs, "high_freq_factor", json_real(c->rope_scaling.high_freq_factor));
+        json_object_set_new(rs, "original_max_position_embeddings",
+                            json_integer(c->rope_scaling.original_max_position_embeddings));
+    }
+    json_t *archs = json_array();
+    json_array_append_new(archs, json_string(tr_llama_arch_name(arch)));
+    json_object_set_new(j, "architectures", archs);
+    json_object_set_new(j, "model_type", json_string(tr_llama_model_type(arch)));
+    json_object_set_new(j, "hidden_size", json_integer(c->d_model));
+    json_object_set_new(j, "intermediate_size", json_integer(c->d_ff));
+    json_object_set_new(j, "num_hidden_layers", json_integer(c->n_layer));
+    json_object_set_new(j, "num_attention_heads", json_integer(c->n_head));
+    json_object_set_new(j, "num_key_value_heads", json_integer(c->n_kv_head));
+    json_object_set_new(j, "head_dim", json_integer(c->d_model / c->n_head));
+    json_object_set_new(j, "vocab_size", json_integer(c->vocab));
+    json_object_set_new(j, "max_position_embeddings", json_integer(c->max_seq));
+    json_object_set_new(j, "rms_norm_eps", json_real(c->norm_eps));
+    /* transformers 4.x's spelling; 5.x converts it to rope_parameters */
+    json_object_set_new(j, "rope_theta", json_real(c->rope_theta));
+    json_object_set_new(j, "rope_scaling", rs);
+    json_object_set_new(j, "tie_word_embeddings", json_boolean(c->tied));
+    json_object_set_new(j, "hidden_act", json_string("silu"));
+    if (arch == TR_LLAMA_LLAMA) {
+        json_object_set_new(j, "attention_bias", json_false());
+        json_object_set_new(j, "mlp_bias", json_false());
+    }
+    if (arch == TR_LLAMA_QWEN2) json_object_set_new(j, "use_sliding_window", json_false());
+    if (arch == TR_LLAMA_MISTRAL) json_object_set_new(j, "sliding_window", json_null());
+    json_object_set_new(j, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (!text) {
+        snprintf(err, errlen, "out of memory");
+        return TR_ERR_NOMEM;
+    }
+    snprintf(p, sizeof p, "%s/config.json", out_dir);
+    size_t tl = strlen(text);
+    const void *part = text;
+    int rc = tr_st_write_atomic(p, &part, &tl, 1, err, errlen);
+    free(text);
+    if (rc) return rc;
+
+    int n = tr_llama_n_tensors(m);
+    tr_st_out *t = calloc((size_t)n, sizeof *t);
+    uint16_t **hb = calloc((size_t)n, sizeof *hb);
+    rc = t && hb ? TR_OK : TR_ERR_NOMEM;
+    for (int i = 0; i < n && !rc; i++) {
+        const char *name = tr_llama_tensor_name(m, i);
+        size_t len;
+        float *v = tr_llama_param(m, name, &len);
+        uint64_t d0, d1;
+        shape_of(c, name, &d0, &d1);
+        t[i] = (tr_st_out){name, bf16 ? TR_ST_BF16 : TR_ST_F32, d1 ? 2 : 1, {d0, d1}, v};
+        if (bf16) {
+            if (!(hb[i] = malloc(len * sizeof **hb))) rc = TR_ERR_NOMEM;
+            for (size_t k = 0; !rc && k < len; k++) hb[i][k] = to_bf16(v[k]);
+            t[i].data = hb[i];
+        }
+    }
+    if (rc) snprintf(err, errlen, "out of memory");
+    const char *mk[1] = {"format"}, *mv[1] = {"pt"};
+    snprintf(p, sizeof p, "%s/model.safetensors", out_dir);
+    if (!rc) rc = tr_st_write(p, t, (size_t)n, mk, mv, 1, err, errlen);
+    for (int i = 0; hb && i < n; i++) free(hb[i]);
+    free(hb);
+    free(t);
     return rc;
 }

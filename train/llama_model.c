@@ -57,6 +57,8 @@ static size_t layout(tr_llama *m) {
     return at;
 }
 
+const tr_llama_config *tr_llama_get_config(const tr_llama *m) { return &m->c; }
+
 int tr_llama_create(const tr_llama_config *c, tr_llama **out) {
     *out = NULL;
     if (tr_llama_config_check(c)) return -1;

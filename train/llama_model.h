@@ -75,11 +75,21 @@ const char *tr_llama_tensor_name(const tr_llama *m, int i);
 
 /* ---- a Hugging Face folder (llama_hf.c) ----------------------------------- */
 /* The model of DIR (config.json + model.safetensors or a sharded set) for
- * rows of max_seq tokens, its weights read as fp32 (F32/BF16/F16 files).
+ * rows of up to max_seq tokens, its weights read as fp32 (F32/BF16/F16
+ * files); its max_seq is config.json's max_position_embeddings.
  * TR_ERR_CORRUPT: a tensor missing, of another shape, left over, or a tied
  * config with a different lm_head; TR_ERR_DATA: a model we do not compute;
  * TR_ERR_ARG: max_seq over max_position_embeddings; TR_ERR_IO: unreadable. */
 int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_arch *arch, char *err, size_t errlen);
+
+/* Write DIR/config.json (arch's architecture and model_type, transformers
+ * 4.x rope spelling, which 5.x reads too) and DIR/model.safetensors (fp32,
+ * or bf16 rounded to nearest even) that transformers' from_pretrained loads
+ * as this model. DIR is created if absent; files replaced atomically.
+ * TR_ERR_ARG: q/k/v biases with an arch other than Qwen2 or the reverse. */
+int tr_llama_export_hf(const char *out_dir, tr_llama *m, tr_llama_arch arch, int bf16, char *err, size_t errlen);
+/* The model's configuration. */
+const tr_llama_config *tr_llama_get_config(const tr_llama *m);
 
 /* Forward + backward of one batch: inputs (B,T) < vocab, targets (B,T)
  * (< 0: no loss), pos (B,T) position ids or NULL (0..T-1), doc (B,T)
