@@ -12,9 +12,11 @@
  *
  * Parameters are addressed by their transformers names
  * ("model.layers.0.self_attn.q_proj.weight", ...), each (out, in) like
- * nn.Linear. Not yet wired into the trainer (no --model preset, plan rows,
- * checkpoints, data parallel or CUDA): tests/test_llama_model.c checks
- * logits, loss and every gradient against transformers. */
+ * nn.Linear. Configurations (presets, config.json: llama_config.c) and
+ * Hugging Face folders in and out (llama_hf.c) are here too. Not yet wired
+ * into the trainer (no --model, plan rows, checkpoints, data parallel or
+ * CUDA): tests/test_llama_model.c checks logits, loss and every gradient
+ * against transformers, tests/test_llama_import.c import and export. */
 #ifndef TR_LLAMA_MODEL_H
 #define TR_LLAMA_MODEL_H
 
