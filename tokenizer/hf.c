@@ -92,10 +92,20 @@ struct tk_hf {
     uint32_t byte_id[256]; /* id of <0xNN>, TK_NO_RANK if none or no byte_fallback */
     uint32_t unk;          /* unk_token id, TK_NO_RANK if none */
     bool fuse_unk;
-    /* model.continuing_subword_prefix / end_of_word_suffix (SentencePiece-style
-     * path): put before every character but a word's first / after its last */
+    /* model.continuing_subword_prefix / end_of_word_suffix (as written in
+     * the vocabulary): put before every character but a word's first /
+     * after its last */
     uint8_t prefix[HF_AFFIX_MAX], suffix[HF_AFFIX_MAX];
     size_t prefix_len, suffix_len;
+    /* Byte-level words that merge_small and merging from characters cannot
+     * take (bl_word): a byte without a single-byte token, or an affix. */
+    bool bl_general;       /* every word goes to bl_word (an affix) */
+    uint8_t bl_odd[32];    /* bitmap: bytes whose character is no mergeable token */
+    bool bl_byte_fallback; /* model.byte_fallback */
+    bool bl_plain;         /* the model is merge-by-rank's: no affix, no odd byte, no raw entry */
+    uint32_t bsym[4][256]; /* symbol of a byte's character [1: not first | 2: last] (BL_*) */
+    uint32_t fb_sym[256];  /* symbol of <0xNN> (byte_fallback), BL_NONE if none */
+    uint32_t unk_sym;      /* symbol of unk_token, BL_NONE if none */
     struct dec_step {
         int kind;
         uint8_t *a, *b;
@@ -699,6 +709,84 @@ static int sp_word(const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, t
     return hf_merge_ids(h, s, ns, out);
 }
 
+/* ---- byte-level words HF's way, character by character ------------------- */
+
+/* A symbol of bl_word: a rank, or BL_ID | id for a model.vocab entry that is
+ * no mergeable token (an added token's entry: never part of a merge), or
+ * BL_NONE: the vocabulary has no such entry. */
+#define BL_ID 0x80000000u
+#define BL_NONE UINT32_MAX
+
+/* HF's BPE::merge_word on a byte-level word whose characters are not all
+ * single-byte tokens, or with a continuing_subword_prefix /
+ * end_of_word_suffix: each character (one byte) with its affixes is looked
+ * up; one that is not in the vocabulary becomes the <0xNN> tokens of its
+ * UTF-8 bytes (byte_fallback, when all exist), else unk (runs fused with
+ * fuse_unk), else it is dropped and its neighbours meet. Then the merges by
+ * the symbols' ids (hf_merge_ids). Ids out. */
+static int bl_word(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out) {
+    size_t from = out->len;
+    if (h->ignore_merges && n <= t->max_token_len) {
+        uint32_t r = tk_map_get(t, p, n);
+        if (r != TK_NO_RANK) {
+            if (tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+            out->ids[out->len++] = t->rank_to_id ? t->rank_to_id[r] : r;
+            return TK_OK;
+        }
+    }
+    /* a character can fall back to the bytes of prefix + character (2) + suffix */
+    int rc;
+    if ((rc = bs_reserve(s, n * (2 + h->prefix_len + h->suffix_len) + 1))) return rc;
+    size_t ns = 0;
+    bool have_unk = false;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t sym = h->bsym[(i > 0) | (i + 1 == n) << 1][p[i]];
+        if (sym == BL_NONE && h->bl_byte_fallback) {
+            uint8_t w[2 * HF_AFFIX_MAX + 2];
+            size_t wl = 0;
+            if (i > 0) memcpy(w, h->prefix, h->prefix_len), wl = h->prefix_len;
+            uint32_t cp = tk_byte_to_cp(p[i]);
+            if (cp < 0x80) w[wl++] = (uint8_t)cp;
+            else w[wl++] = (uint8_t)(0xC0 | cp >> 6), w[wl++] = (uint8_t)(0x80 | (cp & 63));
+            if (i + 1 == n) memcpy(w + wl, h->suffix, h->suffix_len), wl += h->suffix_len;
+            bool all = true;
+            for (size_t k = 0; k < wl && all; k++) all = h->fb_sym[w[k]] != BL_NONE;
+            if (all) {
+                if (have_unk) s->sym[ns++] = h->unk_sym;
+                have_unk = false;
+                for (size_t k = 0; k < wl; k++) s->sym[ns++] = h->fb_sym[w[k]];
+                continue;
+            }
+        }
+        if (sym != BL_NONE) {
+            if (have_unk) s->sym[ns++] = h->unk_sym;
+            have_unk = false;
+            s->sym[ns++] = sym;
+        } else if (h->unk_sym != BL_NONE) {
+            if (have_unk && !h->fuse_unk) s->sym[ns++] = h->unk_sym;
+            have_unk = true;
+        }
+    }
+    if (have_unk) s->sym[ns++] = h->unk_sym;
+    if (!ns) return TK_OK;
+    /* BL_ID symbols match no merge (merge keys are ranks < 2^24) */
+    if ((rc = hf_merge_ids(h, s, ns, out))) return rc;
+    for (size_t k = from; k < out->len; k++) {
+        uint32_t x = out->ids[k];
+        out->ids[k] = x & BL_ID ? x & ~BL_ID : t->rank_to_id ? t->rank_to_id[x] : x;
+    }
+    return TK_OK;
+}
+
+/* Does the byte-level word p[0..n) need bl_word? */
+static inline bool bl_needs_word(const tk_hf *h, const uint8_t *p, size_t n) {
+    if (h->bl_general) return true;
+    if (h->bl_plain) return false;
+    for (size_t i = 0; i < n; i++)
+        if (h->bl_odd[p[i] >> 3] >> (p[i] & 7) & 1) return true;
+    return false;
+}
+
 /* ---- added tokens --------------------------------------------------------- */
 
 /* Leftmost-longest match of an active added token in s[i..n); returns its
@@ -935,11 +1023,13 @@ static int model(hf_ctx *c, const uint8_t *p, size_t n) {
             return TK_OK;
         }
     }
+    bool ids = c->h->sp || (!c->h->fast_bpe && bl_needs_word(c->h, p, n));
     if (c->h->sp) rc = sp_word(c->h, &c->bs, p, n, out);
+    else if (ids) rc = bl_word(t, c->h, &c->bs, p, n, out);
     else if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
     else rc = hf_bpe_bytes(t, c->h, &c->bs, p, n, out);
     if (rc) return rc;
-    if (t->rank_to_id && !c->h->sp)
+    if (t->rank_to_id && !ids)
         for (size_t k = from; k < out->len; k++) out->ids[k] = t->rank_to_id[out->ids[k]];
     if (w && out->len - from <= WC_IDS) {
         memcpy(w->key, p, n);
@@ -1140,6 +1230,7 @@ int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *
 static int hf_lossless(const tk_tokenizer *t) {
     const tk_hf *h = HF_OF(t);
     if (h->n_nm || h->sp) return 0;         /* SentencePiece-style: unk, dropped characters, decoder chain */
+    if (!h->bl_plain) return 0;             /* bytes without a token (unk, dropped, <0xNN>); affixes in the tokens */
     for (size_t k = 0; k < h->n_added; k++) /* an added token that takes whitespace in */
         if (!h->added[k].special && (h->added[k].lstrip || h->added[k].rstrip)) return 0;
     for (size_t k = 0; k < h->n_pt; k++) {
@@ -1507,6 +1598,7 @@ static int merges_build(tk_hf *h, const uint32_t (*m)[3], size_t nm) {
     if (!h->merges) return TK_ERR_NOMEM;
     h->mmask = slots - 1;
     for (size_t i = 0; i < nm; i++) {
+        if (m[i][0] == TK_NO_RANK) continue; /* a merge that never applies (load_hf.c) */
         uint64_t key = (((uint64_t)m[i][0] << 32) | m[i][1]) + 1;
         uint64_t j = (key * 0x9E3779B97F4A7C15ull) >> 20 & h->mmask;
         while (h->merges[j].key && h->merges[j].key != key) j = (j + 1) & h->mmask;
@@ -1675,8 +1767,110 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
     return TK_OK;
 }
 
+/* The symbol (bl_word) of vocabulary string k[0..kl): its rank, BL_ID | id,
+ * or BL_NONE. */
+static uint32_t bl_sym_of(const tk_tokenizer *t, const tk_hfj *J, const char *k, size_t kl) {
+    int e = tk_hfj_lookup(J, k, kl);
+    if (e < 0) return BL_NONE;
+    uint32_t id = J->vid[e], r = id < t->vocab_size ? t->id_to_rank[id] : TK_NO_RANK;
+    return r != TK_NO_RANK ? r : BL_ID | id;
+}
+
+/* A string option of model (absent or null: empty) into buf (cap bytes). */
+static int get_affix(json_t *model, const char *key, uint8_t *buf, size_t *len, const char *file, char *err,
+                     size_t errlen) {
+    json_t *v = json_object_get(model, key);
+    *len = 0;
+    if (!v || json_is_null(v)) return TK_OK;
+    if (!json_is_string(v)) {
+        tk_set_err(err, errlen, "%s: model.%s is not a string", file, key);
+        return TK_ERR_FORMAT;
+    }
+    if (json_string_length(v) > HF_AFFIX_MAX) {
+        tk_set_err(err, errlen, "%s: model.%s is longer than %d bytes", file, key, HF_AFFIX_MAX);
+        return TK_ERR_LIMIT;
+    }
+    *len = json_string_length(v);
+    memcpy(buf, json_string_value(v), *len);
+    return TK_OK;
+}
+
+/* The byte-level model's options (HF's BPE: unk_token, fuse_unk,
+ * byte_fallback, continuing_subword_prefix, end_of_word_suffix) as the
+ * tables of bl_word: the symbol of each byte's character in each position,
+ * of each <0xNN>, of unk. bl_plain when none of them changes what the
+ * merge loop on the bytes gives. */
+static int bl_model(const tk_tokenizer *t, tk_hf *h, json_t *model, const tk_hfj *J, bool raw_entries, const char *file,
+                    char *err, size_t errlen) {
+    int rc;
+    if ((rc = get_bool(model, "fuse_unk", false, &h->fuse_unk, file, "model", err, errlen)) ||
+        (rc = get_bool(model, "byte_fallback", false, &h->bl_byte_fallback, file, "model", err, errlen)) ||
+        (rc = get_affix(model, "continuing_subword_prefix", h->prefix, &h->prefix_len, file, err, errlen)) ||
+        (rc = get_affix(model, "end_of_word_suffix", h->suffix, &h->suffix_len, file, err, errlen)))
+        return rc;
+    h->bl_general = h->prefix_len || h->suffix_len;
+    char k[2 * HF_AFFIX_MAX + 8];
+    for (int pos = 0; pos < 4; pos++)
+        for (int b = 0; b < 256; b++) {
+            size_t kl = 0;
+            if (pos & 1) memcpy(k, h->prefix, h->prefix_len), kl = h->prefix_len;
+            uint32_t cp = tk_byte_to_cp((uint8_t)b);
+            if (cp < 0x80) k[kl++] = (char)cp;
+            else k[kl++] = (char)(0xC0 | cp >> 6), k[kl++] = (char)(0x80 | (cp & 63));
+            if (pos & 2) memcpy(k + kl, h->suffix, h->suffix_len), kl += h->suffix_len;
+            h->bsym[pos][b] = bl_sym_of(t, J, k, kl);
+        }
+    for (int b = 0; b < 256; b++) {
+        snprintf(k, sizeof k, "<0x%02X>", b);
+        h->fb_sym[b] = h->bl_byte_fallback ? bl_sym_of(t, J, k, 6) : BL_NONE;
+        /* without affixes a byte's character is its single-byte token */
+        if (h->bsym[0][b] == BL_NONE || h->bsym[0][b] != t->byte_rank[b]) h->bl_odd[b >> 3] |= (uint8_t)(1u << (b & 7));
+    }
+    h->unk = TK_NO_RANK;
+    h->unk_sym = BL_NONE;
+    json_t *unk = json_object_get(model, "unk_token");
+    if (unk && !json_is_null(unk) && !json_is_string(unk)) {
+        tk_set_err(err, errlen, "%s: model.unk_token is not a string", file);
+        return TK_ERR_FORMAT;
+    }
+    if (json_is_string(unk)) {
+        h->unk_sym = bl_sym_of(t, J, json_string_value(unk), json_string_length(unk));
+        h->unk = h->unk_sym == BL_NONE ? TK_NO_RANK
+                 : h->unk_sym & BL_ID  ? h->unk_sym & ~BL_ID
+                 : t->rank_to_id       ? t->rank_to_id[h->unk_sym]
+                                       : h->unk_sym;
+    }
+    bool odd = false;
+    for (int b = 0; b < 32; b++) odd |= h->bl_odd[b] != 0;
+    h->bl_plain = !h->bl_general && !odd && !raw_entries;
+    /* HF fails every text with a character that has no token, no fallback
+     * and an unk_token missing from the vocabulary: no ids to give there */
+    if (json_is_string(unk) && h->unk_sym == BL_NONE)
+        for (int pos = 0; pos < 4; pos++)
+            for (int b = 0; b < 256; b++) {
+                if (h->bsym[pos][b] != BL_NONE || (!h->bl_general && pos)) continue;
+                /* byte_fallback covers it when <0xNN> exist for every byte of prefix + char + suffix */
+                bool covered = h->bl_byte_fallback;
+                uint8_t w[2 * HF_AFFIX_MAX + 2];
+                size_t wl = 0;
+                if (pos & 1) memcpy(w, h->prefix, h->prefix_len), wl = h->prefix_len;
+                uint32_t cp = tk_byte_to_cp((uint8_t)b);
+                if (cp < 0x80) w[wl++] = (uint8_t)cp;
+                else w[wl++] = (uint8_t)(0xC0 | cp >> 6), w[wl++] = (uint8_t)(0x80 | (cp & 63));
+                if (pos & 2) memcpy(w + wl, h->suffix, h->suffix_len), wl += h->suffix_len;
+                for (size_t q = 0; q < wl && covered; q++) covered = h->fb_sym[w[q]] != BL_NONE;
+                if (covered) continue;
+                tk_set_err(err, errlen,
+                           "%s: model.unk_token \"%s\" is not in model.vocab, and byte 0x%02x has no token: "
+                           "HF fails every text with that byte (unsupported byte-level vocabulary)",
+                           file, json_string_value(unk), b);
+                return TK_ERR_UNSUPPORTED;
+            }
+    return TK_OK;
+}
+
 int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
-                tk_pattern forced, char *err, size_t errlen) {
+                const tk_hfj *J, bool raw_entries, tk_pattern forced, char *err, size_t errlen) {
     tk_hf *h = calloc(1, sizeof *h);
     if (!h) return TK_ERR_NOMEM;
     int rc;
@@ -1700,17 +1894,7 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
             rc = TK_ERR_UNSUPPORTED;
             goto fail;
         }
-        static const char *const nulls[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-        for (size_t k = 0; k < 2; k++) {
-            json_t *v = json_object_get(model, nulls[k]);
-            if (v && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v))) {
-                tk_set_err(err, errlen, "%s: model.%s is not supported with a byte-level vocabulary", file, nulls[k]);
-                rc = TK_ERR_UNSUPPORTED;
-                goto fail;
-            }
-        }
-        /* unk_token, fuse_unk, byte_fallback: a byte-level vocabulary that
-         * holds every byte (tk_finalize checked) never needs them */
+        if ((rc = bl_model(t, h, model, J, raw_entries, file, err, errlen))) goto fail;
     }
     if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
     if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
@@ -1739,7 +1923,7 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     }
     if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
     if ((rc = merges_build(h, merges, nm)) || (rc = pair1_build(t, h)) || (rc = m1_build(t, h))) goto fail;
-    if ((rc = fast_equivalent(t, h, merges, nm, &h->fast_bpe))) goto fail;
+    if (h->bl_plain && (rc = fast_equivalent(t, h, merges, nm, &h->fast_bpe))) goto fail;
     bool any_nonspecial = false;
     for (size_t k = 0; k < h->n_added; k++) any_nonspecial |= !h->added[k].special;
     /* the tiktoken engine alone does exactly this pipeline? */
@@ -2180,8 +2364,20 @@ static void hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
         else PUT(" %s", pt[st->kind]);
     }
     if (!h->n_pt) PUT(" (no pre-tokenizer)");
-    PUT(" | BPE (%s%s%s)", h->sp ? "characters, " : "", h->fast_bpe ? "merge by rank" : "HF merge loop",
+    PUT(" | BPE (%s%s%s", h->sp ? "characters, " : "", h->fast_bpe ? "merge by rank" : "HF merge loop",
         h->sp && h->byte_id[0] != TK_NO_RANK ? ", byte fallback" : "");
+    if (!h->sp) {
+        int odd = 0;
+        for (int b = 0; b < 256; b++) odd += h->bl_odd[b >> 3] >> (b & 7) & 1;
+        if (h->suffix_len) PUT(", end_of_word_suffix");
+        if (h->prefix_len) PUT(", continuing_subword_prefix");
+        if (odd)
+            PUT(", %d bytes without a token: %s", odd,
+                h->bl_byte_fallback     ? "byte fallback"
+                : h->unk_sym != BL_NONE ? (h->fuse_unk ? "fused unk" : "unk")
+                                        : "dropped");
+    }
+    PUT(")");
 #undef PUT
 }
 
@@ -2209,7 +2405,7 @@ static int hf_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bo
  * over merge-by-rank tokens; neither format carries the rest of the
  * pipeline. */
 static int hf_savable(const tk_tokenizer *t, int fmt) {
-    if (fmt == 0 && t->pattern != TK_PAT_NONE && !t->decode_only) return TK_OK;
+    if (fmt == 0 && t->pattern != TK_PAT_NONE && !t->decode_only && HF_OF(t)->bl_plain) return TK_OK;
     return TK_ERR_UNSUPPORTED;
 }
 

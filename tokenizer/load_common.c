@@ -183,11 +183,11 @@ void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const c
 int tk_ld_tv_build(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
                    const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
                    size_t errlen) {
-    return tk_ld_tv_build_x(v, pat, sp, nsp, rank_to_id, name, file, sp_file, false, out, err, errlen);
+    return tk_ld_tv_build_x(v, pat, sp, nsp, rank_to_id, name, file, sp_file, 0, out, err, errlen);
 }
 
 int tk_ld_tv_build_x(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
-                     const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
+                     const char *name, const char *file, const char *sp_file, unsigned how, tk_tokenizer **out,
                      char *err, size_t errlen) {
     for (uint32_t r = 0; r < v->n; r++)
         if (v->off[r] == UINT64_MAX) {
@@ -208,7 +208,8 @@ int tk_ld_tv_build_x(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t 
     }
     t->eot = TK_NO_RANK;
     t->pattern = pat;
-    t->decode_only = decode_only;
+    t->decode_only = how & TK_LD_DECODE_ONLY;
+    t->partial_bytes = how & TK_LD_PARTIAL_BYTES;
     t->rank_to_id = rank_to_id;
     t->n_ranks = v->n;
     t->arena = malloc(v->len ? v->len : 1);

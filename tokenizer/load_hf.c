@@ -12,6 +12,28 @@
 /* ---- HF tokenizer.json ----------------------------------------------------- */
 
 #define SPECIAL_ID (TK_NO_RANK - 1)
+/* rank_of_id of a model.vocab entry outside the byte map (raw text such as
+ * Command-R's): no merge of byte-level pieces can make it, so it is kept for
+ * decoding alone, as a special token holding its text */
+#define RAW_ID (TK_NO_RANK - 2)
+
+/* Every character of s is one of the byte map's 256 (tk_cp_to_byte). */
+static bool is_bytelevel(const char *s) {
+    const uint8_t *p = (const uint8_t *)s;
+    while (*p) {
+        uint32_t cp;
+        if (p[0] < 0x80) {
+            cp = *p++;
+        } else if ((p[0] & 0xE0) == 0xC0 && (p[1] & 0xC0) == 0x80) {
+            cp = ((uint32_t)(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+            p += 2;
+        } else {
+            return false;
+        }
+        if (tk_cp_to_byte(cp) < 0) return false;
+    }
+    return true;
+}
 
 /* Some object in v (recursively) has "type": type. */
 static bool has_type(json_t *v, const char *type, int depth) {
@@ -149,6 +171,10 @@ typedef struct {
     bool sp_mode; /* SentencePiece-style (no ByteLevel anywhere) */
     size_t nv, n_merges;
     uint32_t max_id, next_rank;
+    size_t n_single; /* single-byte tokens (byte-level: < 256 when some bytes have none) */
+    size_t *raw;     /* entries (indices into J) outside the byte map */
+    size_t n_raw;
+    bool dead_merges; /* some merge has a part outside the byte map: it never applies */
     tk_tokvec v;
     tk_special *sp;
     size_t nsp;
@@ -311,10 +337,17 @@ static int hf_first_ranks(hf_load *L) {
                 return l == 0 ? TK_ERR_FORMAT : TK_ERR_LIMIT;
             }
         } else if ((l = tk_ld_bytelevel_decode(k, buf, sizeof buf)) <= 0) { /* pass 1: single bytes */
+            if (l < 0 && !is_bytelevel(k)) {
+                if (!L->raw && !(L->raw = malloc(L->nv * sizeof *L->raw))) return TK_ERR_NOMEM;
+                L->raw[L->n_raw++] = e;
+                L->rank_of_id[id] = RAW_ID;
+                continue;
+            }
             tk_set_err(L->err, L->errlen, "%s: model.vocab entry \"%s\" is %s", L->path, tk_ld_shown(k, L->sb),
-                       l == 0 ? "empty" : "not byte-level or longer than 1024 bytes (only ByteLevel BPE is supported)");
-            return l == 0 ? TK_ERR_FORMAT : TK_ERR_UNSUPPORTED;
+                       l == 0 ? "empty" : "longer than 1024 bytes");
+            return l == 0 ? TK_ERR_FORMAT : TK_ERR_LIMIT;
         }
+        if (!L->sp_mode && l == 1) L->n_single++;
         if ((L->sp_mode || l == 1) && (rc = hf_give_rank(L, id, buf, (size_t)l))) return rc;
     }
     if (L->sp_mode) L->v.n = L->next_rank;
@@ -356,8 +389,10 @@ static int hf_merge_sp(hf_load *L, size_t i, size_t sp_plen) {
 }
 
 /* ByteLevel merge i: its parts and result by id; the result's rank unless
- * an earlier merge produced it (the first merge producing it wins). */
-static int hf_merge_bl(hf_load *L, size_t i) {
+ * an earlier merge produced it (the first merge producing it wins). With a
+ * continuing_subword_prefix of plen bytes HF's result is a + b[plen:]. A
+ * merge with a part outside the byte map can never apply: kept as a gap. */
+static int hf_merge_bl(hf_load *L, size_t i, size_t plen) {
     tk_hfj *J = &L->J;
     char ab[8 * TK_MAX_TOKEN_BYTES + 4];
     const char *a = J->ma[i], *b = J->mb[i];
@@ -368,8 +403,22 @@ static int hf_merge_bl(hf_load *L, size_t i) {
                    tk_ld_shown(ea < 0 ? a : b, L->sb));
         return TK_ERR_FORMAT;
     }
+    if (L->rank_of_id[J->vid[ea]] == RAW_ID || L->rank_of_id[J->vid[eb]] == RAW_ID) {
+        L->mids[i][0] = L->mids[i][1] = L->mids[i][2] = TK_NO_RANK;
+        L->dead_merges = true;
+        return TK_OK;
+    }
     memcpy(ab, a, la); /* each part < 4 x 1024 + 2 bytes */
     memcpy(ab + la, b, lb + 1);
+    if (plen) {
+        if (lb < plen) {
+            tk_set_err(L->err, L->errlen, "%s: merge %zu: part \"%s\" is shorter than continuing_subword_prefix",
+                       L->path, i, tk_ld_shown(b, L->sb));
+            return TK_ERR_FORMAT;
+        }
+        memcpy(ab + la, b + plen, lb - plen + 1);
+        er = tk_hfj_lookup(J, ab, la + lb - plen);
+    }
     if (er < 0) {
         tk_set_err(L->err, L->errlen, "%s: merge %zu: result \"%s\" is not in model.vocab", L->path, i,
                    tk_ld_shown(ab, L->sb));
@@ -395,12 +444,12 @@ static int hf_merge_bl(hf_load *L, size_t i) {
  * hf_json.c). */
 static int hf_merges(hf_load *L) {
     int rc;
-    json_t *sp_pfx = json_object_get(L->model, "continuing_subword_prefix");
-    size_t sp_plen = L->sp_mode && json_is_string(sp_pfx) ? json_string_length(sp_pfx) : 0;
+    json_t *pfx = json_object_get(L->model, "continuing_subword_prefix");
+    size_t plen = json_is_string(pfx) ? json_string_length(pfx) : 0;
     if (!(L->ment = malloc((L->n_merges + 1) * sizeof *L->ment)) || tk_hfj_resolve_merges(&L->J, L->ment))
         return TK_ERR_NOMEM;
     for (size_t i = 0; i < L->n_merges; i++)
-        if ((rc = L->sp_mode ? hf_merge_sp(L, i, sp_plen) : hf_merge_bl(L, i))) return rc;
+        if ((rc = L->sp_mode ? hf_merge_sp(L, i, plen) : hf_merge_bl(L, i, plen))) return rc;
     return TK_OK;
 }
 
@@ -419,17 +468,30 @@ static int hf_rest_ranks(hf_load *L) {
     return TK_OK;
 }
 
-/* Phase 7: added tokens -> specials (those not already mergeable tokens). */
+/* Phase 7: added tokens -> specials (those not already mergeable tokens),
+ * then the vocab entries outside the byte map, whose text is what HF's
+ * ByteLevel decoder gives for them (unless an added token of another id
+ * has that text: that id then has no text of its own). */
 static int hf_specials(hf_load *L) {
     size_t i;
     json_t *a;
-    L->sp = calloc(json_array_size(L->added) + 1, sizeof *L->sp);
+    L->sp = calloc(json_array_size(L->added) + L->n_raw + 1, sizeof *L->sp);
     if (!L->sp) return TK_ERR_NOMEM;
     json_array_foreach(L->added, i, a) {
         const char *c = json_string_value(json_object_get(a, "content"));
         uint32_t id = (uint32_t)json_integer_value(json_object_get(a, "id")); /* checked */
+        int e = L->n_raw ? tk_hfj_lookup(&L->J, c, strlen(c)) : -1;
+        if (e >= 0 && L->rank_of_id[L->J.vid[e]] == RAW_ID && L->J.vid[e] != id)
+            L->rank_of_id[L->J.vid[e]] = TK_NO_RANK;
         if (L->rank_of_id[id] != SPECIAL_ID) continue;
         if (!(L->sp[L->nsp].text = strdup(c))) return TK_ERR_NOMEM;
+        L->sp[L->nsp].id = id;
+        L->nsp++;
+    }
+    for (size_t k = 0; k < L->n_raw; k++) {
+        uint32_t id = L->J.vid[L->raw[k]];
+        if (L->rank_of_id[id] != RAW_ID) continue;
+        if (!(L->sp[L->nsp].text = strdup(L->J.vkey[L->raw[k]]))) return TK_ERR_NOMEM;
         L->sp[L->nsp].id = id;
         L->nsp++;
     }
@@ -440,7 +502,7 @@ static int hf_specials(hf_load *L) {
  * tokens: refused). */
 static int hf_merge_ranks(hf_load *L) {
     for (size_t i = 0; i < L->n_merges && !L->sp_mode; i++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 3 && L->mids[i][0] != TK_NO_RANK; k++) {
             uint32_t r = L->rank_of_id[L->mids[i][k]];
             if (r >= L->v.n) {
                 tk_set_err(L->err, L->errlen, "%s: merge %zu: a part is an added token, not a model.vocab entry",
@@ -463,8 +525,9 @@ static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
         L->rank_to_id = NULL;
     }
     tk_tokenizer *t = NULL;
-    rc = tk_ld_tv_build_x(&L->v, TK_PAT_NONE, L->sp, L->nsp, L->rank_to_id, NULL, L->path, L->path, L->sp_mode, &t,
-                          L->err, L->errlen);
+    unsigned how = L->sp_mode ? TK_LD_DECODE_ONLY : L->n_single < 256 ? TK_LD_PARTIAL_BYTES : 0;
+    rc = tk_ld_tv_build_x(&L->v, TK_PAT_NONE, L->sp, L->nsp, L->rank_to_id, NULL, L->path, L->path, how, &t, L->err,
+                          L->errlen);
     L->rank_to_id = NULL; /* owned by tk_ld_tv_build now */
     if (rc) return rc;
     const uint32_t(*mids)[3] = (const uint32_t(*)[3])L->mids;
@@ -475,7 +538,8 @@ static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
     } else if (L->sp_mode) {
         rc = tk_hf_setup_sp(t, L->root, L->path, mids, L->n_merges, &L->J, L->err, L->errlen);
     } else {
-        rc = tk_hf_setup(t, L->root, L->path, mids, L->n_merges, pat, L->err, L->errlen);
+        rc = tk_hf_setup(t, L->root, L->path, mids, L->n_merges, &L->J, L->n_raw || L->dead_merges, pat, L->err,
+                         L->errlen);
     }
     if (rc) {
         tk_free(t);
@@ -494,6 +558,7 @@ static int hf_finish(hf_load *L, int rc) {
     free(L->rank_to_id);
     free(L->mids);
     free(L->ment);
+    free(L->raw);
     tk_hfj_free(&L->J);
     tk_ld_free_specials(L->sp, L->nsp);
     tk_ld_tv_free(&L->v);

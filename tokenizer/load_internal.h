@@ -53,12 +53,16 @@ void tk_ld_tv_free(tk_tokvec *v);
 /* What tk_finalize refused, as a message naming the file and the entries. */
 void tk_ld_finalize_msg(const tk_tokenizer *t, int rc, const char *file, const char *sp_file, char *err, size_t errlen);
 /* Move a complete tk_tokvec into a new tokenizer (arena laid out by rank);
- * _x: decode_only marks token bytes kept for decoding alone. */
+ * _x: how = TK_LD_* flags. */
 int tk_ld_tv_build(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
                    const char *name, const char *file, const char *sp_file, tk_tokenizer **out, char *err,
                    size_t errlen);
+enum {
+    TK_LD_DECODE_ONLY = 1u,  /* token bytes kept for decoding alone (SentencePiece-style BPE) */
+    TK_LD_PARTIAL_BYTES = 2u /* some single bytes may have no token (HF byte-level: hf.c decides) */
+};
 int tk_ld_tv_build_x(tk_tokvec *v, tk_pattern pat, const tk_special *sp, size_t nsp, uint32_t *rank_to_id,
-                     const char *name, const char *file, const char *sp_file, bool decode_only, tk_tokenizer **out,
+                     const char *name, const char *file, const char *sp_file, unsigned how, tk_tokenizer **out,
                      char *err, size_t errlen);
 
 /* Decode a byte-level-mapped UTF-8 string into raw bytes; -1 if a character

@@ -82,6 +82,10 @@ struct tk_tokenizer {
     const struct tk_engine *engine;
     void *engine_state;
     bool decode_only; /* token bytes for decoding only, no merge tables (SentencePiece-style BPE) */
+    /* Some single bytes have no token (byte-level tokenizer.json such as
+     * StarCoder's or Falcon's): only the hf engine runs it, and decides
+     * what such a byte gives (HF's unk / byte_fallback / dropped). */
+    bool partial_bytes;
     /* Document framing a tokenizer file asks for (tk_default_framing, hf.c):
      * pp = TK_PP_* (0: not a tokenizer.json); pp_bos / pp_eos: ids the
      * post-processor puts before / after a sequence (TK_NO_RANK: none). */
@@ -353,14 +357,16 @@ int tk_json_loadb(const char *path, const uint8_t *data, size_t len, size_t file
 
 /* HF tokenizer.json pipeline (hf.c). tk_hf_setup parses normalizer,
  * pre_tokenizer, model options, added tokens and decoder of root; merges
- * are (rank a, rank b, rank result) in file order. Either the rank
+ * are (rank a, rank b, rank result) in file order (all TK_NO_RANK: a merge
+ * that never applies); J: the vocabulary by string; raw_entries: some ids
+ * are vocab entries outside the byte map or such merges. Either the rank
  * engine is proven to give HF's ids (t->pattern set, no engine attached) or
  * the hf engine (tk_engine_hf, its tk_hf as engine_state) runs the pipeline; anything unsupported is refused (err names the JSON
  * path). forced: --pattern, refused unless it is what the file says. */
 typedef struct tk_hf tk_hf;
 struct tk_hfj_s;
 int tk_hf_setup(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
-                tk_pattern forced, char *err, size_t errlen);
+                const struct tk_hfj_s *J, bool raw_entries, tk_pattern forced, char *err, size_t errlen);
 /* SentencePiece-style BPE (no ByteLevel): merges are (id a, id b, id result);
  * takes over the vocabulary arrays of *J. */
 int tk_hf_setup_sp(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,

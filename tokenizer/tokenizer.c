@@ -83,11 +83,11 @@ static int map_build(tk_tokenizer *t) {
     uint32_t n_short = 0, n_long = 0;
     for (uint32_t r = 0; r < t->n_ranks; r++) {
         size_t n = t->tok_off[r + 1] - t->tok_off[r];
-        if (n == 0) {
-            t->bad_rank = r;
-            t->bad_what = "empty token";
-            return TK_ERR_FORMAT;
-        }
+        /* the empty token (a rank file's "= 50256", as in Whisper's files) is
+         * kept as tiktoken keeps it: an id that decodes to nothing and that
+         * no lookup can find, since pieces and merge candidates are never
+         * empty; the other loaders refuse an empty token themselves */
+        if (n == 0) continue;
         if (n > t->max_token_len) t->max_token_len = (uint32_t)n;
         if (n <= 8) n_short++;
         else n_long++;
@@ -115,7 +115,10 @@ static int map_build(tk_tokenizer *t) {
             const uint8_t *p = t->arena + t->tok_off[q];
             size_t n = t->tok_off[q + 1] - t->tok_off[q];
             uint64_t h = ring[q % MB_AHEAD], fb = h >> (64 - TK_FILTER_BITS), i;
-            if (n <= 8) {
+            if (n == 0) {
+                /* the empty token is not indexed (see above); token r is
+                 * still hashed below */
+            } else if (n <= 8) {
                 uint64_t w = tk_short_word(p, n);
                 for (i = h & t->smap.mask; t->smap.slots[i].rank1; i = (i + 1) & t->smap.mask)
                     if (t->smap.slots[i].word == w && t->smap.slots[i].len == n) {
@@ -139,11 +142,15 @@ static int map_build(tk_tokenizer *t) {
                 }
                 t->map.slots[i] = ((h >> 32) << 32) | (uint64_t)(q + 1);
             }
-            t->filter[fb >> 6] |= 1ull << (fb & 63);
+            if (n) t->filter[fb >> 6] |= 1ull << (fb & 63);
         }
         if (r < t->n_ranks) { /* hash token r, prefetch its slot */
             const uint8_t *p = t->arena + t->tok_off[r];
             size_t n = t->tok_off[r + 1] - t->tok_off[r];
+            if (n == 0) { /* the empty token: nothing to hash (p may be the arena's end) */
+                ring[r % MB_AHEAD] = 0;
+                continue;
+            }
             uint64_t h = n <= 8 ? tk_short_hash(tk_short_word(p, n), n) : tk_hash_bytes(p, n);
             ring[r % MB_AHEAD] = h;
             if (n <= 8) __builtin_prefetch(&t->smap.slots[h & t->smap.mask], 1);
@@ -287,7 +294,7 @@ int tk_finalize(tk_tokenizer *t) {
         if (len == 1) t->byte_rank[t->arena[off]] = r;
         else if (len == 2) t->pair2[(uint32_t)t->arena[off] << 8 | t->arena[off + 1]] = r;
     }
-    for (int b = 0; b < 256; b++) {
+    for (int b = 0; b < 256 && !t->partial_bytes; b++) {
         if (t->byte_rank[b] == TK_NO_RANK) {
             t->bad_what = "not every single byte is a token";
             t->bad_id = (uint32_t)b;

@@ -217,6 +217,114 @@ def derived_fixtures():
     return {"sp_replace_regex": json.dumps(d, ensure_ascii=False)}
 
 
+BYTE_CHAR = None
+
+
+def byte_char(b):
+    """The character HF's ByteLevel maps byte b to (GPT-2's table)."""
+    global BYTE_CHAR
+    if BYTE_CHAR is None:
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        cs, n = bs[:], 0
+        for x in range(256):
+            if x not in bs:
+                bs.append(x)
+                cs.append(256 + n)
+                n += 1
+        BYTE_CHAR = {x: chr(c) for x, c in zip(bs, cs)}
+    return BYTE_CHAR[b]
+
+
+def parts(m):
+    return m if isinstance(m, list) else m.split(" ")
+
+
+def without_bytes(d, drop):
+    """d without the single-byte tokens of drop, and without every vocab entry and merge that holds
+    one of those bytes (as the published files lacking bytes are: no token ever contains them)."""
+    chars = {byte_char(b) for b in drop}
+    v = {k: i for k, i in d["model"]["vocab"].items() if not chars & set(k)}
+    d["model"]["vocab"] = {k: n for n, k in enumerate(sorted(v, key=v.get))}  # ids stay dense
+    d["model"]["merges"] = [m for m in d["model"]["merges"] if all(x in d["model"]["vocab"] for x in parts(m))]
+    return d
+
+
+# what published byte-level files lack: C0, C1, F5-FF (DeepSeek, StarCoder, MPT, Refact), 0x03 (Falcon);
+# 0x80 too, a continuation byte of most non-ASCII text, so the corpus documents exercise it everywhere
+MISSING = [0x03, 0x80, 0xC0, 0xC1] + list(range(0xF5, 0x100))
+
+
+def missing_fixtures(base):
+    """Byte-level models that lack some single bytes, with each of HF's answers for such a byte:
+    dropped (no unk_token), unk (an added special token's entry, fused runs; a plain vocab entry,
+    not fused), byte_fallback (<0xNN> entries); and raw-text vocab entries outside the byte map
+    (Command-R's construct: entries and added tokens such as "\n\n", "<|START_OF_TURN_TOKEN|>" spelled
+    with spaces), with a merge that uses one."""
+    res = {}
+    pre = seq(split(QWEN), bytelevel())
+    dec = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+
+    def make(unk=None, fuse=False, bfb=False, extra=(), added_=(), pre_tokenizer=pre):
+        d = without_bytes(copy.deepcopy(base), MISSING)
+        d["pre_tokenizer"], d["decoder"] = pre_tokenizer, dec
+        voc = d["model"]["vocab"]
+        for e in extra:
+            voc[e] = len(voc)
+        d["added_tokens"] = []
+        for a in added_:
+            if a[0] not in voc:
+                voc[a[0]] = len(voc)
+            d["added_tokens"].append(added(a[0], voc[a[0]], *a[1:]))
+        d["model"].update(unk_token=unk, fuse_unk=fuse, byte_fallback=bfb)
+        return d
+    res["bl_missing_drop"] = make()
+    res["bl_missing_drop_gpt2"] = make(pre_tokenizer=bytelevel(regex=True),
+                                       added_=[("<|endoftext|>", True, False)])
+    res["bl_missing_unk"] = make(unk="<|endoftext|>", fuse=True, added_=[("<|endoftext|>", True, False)])
+    res["bl_missing_unk_vocab"] = make(unk="<unk>", fuse=False, extra=["<unk>"])
+    res["bl_missing_fallback"] = make(unk="<unk>", bfb=True, extra=["<unk>"] + ["<0x%02X>" % b for b in range(256)
+                                                                              if b not in (0x83, 0x84)])
+    d = make(extra=["hello world", "\n\n", "€ raw", "  "],
+             added_=[("<|START_OF_TURN_TOKEN|>", True, False), ("<| USER TOKEN |>", True, False),
+                     ("\t\t", False, False), ("<|endoftext|>", True, False)])
+    d["model"]["vocab"]["hello worldx"] = len(d["model"]["vocab"])
+    d["model"]["merges"].append(["hello world", "x"])
+    res["bl_raw_entries"] = d
+    return {k: json.dumps(v, ensure_ascii=False) for k, v in res.items()}
+
+
+CLIP_SPLIT = "<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+"
+
+
+def clip_fixtures(docs):
+    """CLIP's byte-level BPE as transformers' CLIPConverter builds it (BPE with end_of_word_suffix
+    "</w>", continuing_subword_prefix "", unk <|endoftext|>; NFC + Replace(\\s+, " ") + Lowercase;
+    Split(CLIP's regex, Removed, invert) + ByteLevel), trained by HF's BpeTrainer with that suffix on
+    the byte alphabet (so some bytes have no "x</w>" token: unk); clip_prefix: the same with a
+    continuing_subword_prefix "##"."""
+    from tokenizers import normalizers, Regex
+    res = {}
+    for name, prefix in [("bl_clip", ""), ("bl_clip_prefix", "##")]:
+        tk = Tokenizer(models.BPE(unk_token="<|endoftext|>", continuing_subword_prefix=prefix,
+                                  end_of_word_suffix="</w>"))
+        tk.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex("\\s+"), " "),
+                                              normalizers.Lowercase()])
+        tk.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(CLIP_SPLIT), behavior="removed", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False)])
+        tr = trainers.BpeTrainer(vocab_size=900, special_tokens=["<|startoftext|>", "<|endoftext|>"],
+                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), end_of_word_suffix="</w>",
+                                 continuing_subword_prefix=prefix, show_progress=False)
+        tk.train_from_iterator(docs, tr)
+        d = json.loads(tk.to_str())
+        d["model"]["continuing_subword_prefix"] = prefix
+        d["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+        d["post_processor"] = {"type": "RobertaProcessing", "sep": ["<|endoftext|>", 1],
+                               "cls": ["<|startoftext|>", 0], "trim_offsets": False, "add_prefix_space": False}
+        res[name] = json.dumps(d, ensure_ascii=False)
+    return res
+
+
 def write_fixture(name, s):
     """DATA/NAME.json = s, once HF accepts it (skipped when --only names other fixtures)."""
     if ONLY and name not in ONLY:
@@ -255,6 +363,10 @@ def main():
                     else sp_fixtures(texts())).items():
         write_fixture(name, s)
     for name, s in derived_fixtures().items():  # after sp_llama2 is written
+        write_fixture(name, s)
+    for name, s in missing_fixtures(base).items():
+        write_fixture(name, s)
+    for name, s in clip_fixtures(texts()).items():
         write_fixture(name, s)
 
 

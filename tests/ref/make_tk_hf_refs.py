@@ -79,6 +79,17 @@ EXTRA = {
 }
 
 
+# edge cases of the fixtures that lack some bytes (0x03 and 0x80 are the ones valid UTF-8 can hold)
+MISSING_EXTRA = ["a\x03b", "t\x03he \x03\x03x x\x03\x03", "\x03", "\x01\x02\x03\x04 ctl\x03\x7f",
+                 "À€\u0080 — “quoted” ‘x’", "\x03<|endoftext|>\x03", "ﬁ\x03ﬂ", "hello world\n\nhello worldx",
+                 "\t\t<|START_OF_TURN_TOKEN|><| USER TOKEN |>€ raw  x"]
+for _n in ["bl_missing_drop", "bl_missing_drop_gpt2", "bl_missing_unk", "bl_missing_unk_vocab", "bl_missing_fallback",
+           "bl_raw_entries", "bl_clip", "bl_clip_prefix"]:
+    EXTRA[_n] = MISSING_EXTRA
+# fixtures checked on every corpus document (not a third): their constructs are rare per document
+FULL = ("bl_missing", "bl_raw", "bl_clip")
+
+
 def ids_sha(ids):
     return hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16]
 
@@ -116,7 +127,7 @@ def main():
         tk.encode_special_tokens = True
         # corpus: every document for the real tokenizers, a third for fixtures
         for cat, i, text in docs:
-            if not real and i % 3:
+            if not real and i % 3 and not name.startswith(FULL):
                 continue
             ids = tk.encode(text, add_special_tokens=False).ids
             lines.append(json.dumps({"tok": name, "cat": cat, "doc": i, "n": len(ids), "sha": ids_sha(ids)}))
