@@ -5,18 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "mks_common.h"
+
 #include <time.h>
 #include <unistd.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 /* ------------------------------------------------------------------ utils */
-
-static double now_sec(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return TK_OK;
@@ -742,7 +738,7 @@ static int pool_run(trainer *T, const uint32_t *w, uint32_t n, uint32_t A, uint3
 
 static void progress_line(const tk_train_opts *o, const char *phase, uint64_t done, uint64_t total, double t0) {
     if (!o->progress) return;
-    double dt = now_sec() - t0;
+    double dt = mc_now_s() - t0;
     fprintf(stderr, "\r[train] %s: %llu/%llu merges, %.0f merges/s   ", phase, (unsigned long long)done,
             (unsigned long long)total, dt > 0 ? (double)done / dt : 0.0);
     fflush(stderr);
@@ -973,7 +969,7 @@ static inline int merge_update_counts(trainer *T, uint32_t A, uint32_t B, uint32
 }
 
 static inline void merge_progress(mergectx *M) {
-    double tn = now_sec();
+    double tn = mc_now_s();
     if (M->o->progress && tn - M->tlast > 0.25) {
         M->tlast = tn;
         progress_line(M->o, "merging", M->res->n_merges, M->want, M->tm0);
@@ -1043,14 +1039,14 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
     T.o = o;
     /* never a token the vocabulary files cannot hold (the loaders' limit) */
     T.max_tok = o->max_token_bytes && o->max_token_bytes < TK_MAX_TOKEN_BYTES ? o->max_token_bytes : TK_MAX_TOKEN_BYTES;
-    double t0 = now_sec();
+    double t0 = mc_now_s();
     uint64_t nsym = 0;
     uint32_t par_min = train_par_min(o);
     rc = train_load_words(&T, pc, &nsym);
     if (!rc) rc = train_alloc_scan(&T, o, target, nsym, par_min);
     if (!rc) rc = train_index(&T);
     if (o->progress && !rc)
-        fprintf(stderr, "[train] index: %zu words, %zu pairs in %.2fs\n", T.nwords, T.npairs, now_sec() - t0);
+        fprintf(stderr, "[train] index: %zu words, %zu pairs in %.2fs\n", T.nwords, T.npairs, mc_now_s() - t0);
     mergectx M = {.T = &T,
                   .o = o,
                   .res = res,
@@ -1058,12 +1054,12 @@ int tk_train_merges(const tk_piece_counts *pc, const tk_train_opts *o, tk_train_
                   .want = target - 256,
                   .par_min = par_min,
                   .minf = o->min_frequency ? o->min_frequency : 1};
-    M.tlast = M.tm0 = now_sec();
+    M.tlast = M.tm0 = mc_now_s();
     if (!rc) rc = train_merge_loop(&M);
     if (o->progress && !rc) {
         progress_line(o, "merging", res->n_merges, M.want, M.tm0);
         fprintf(stderr, "\n[train] %u merges, %zu ranks in %.2fs (%zu words, %zu pairs)\n", res->n_merges, T.ntok,
-                now_sec() - t0, T.nwords, T.npairs);
+                mc_now_s() - t0, T.nwords, T.npairs);
     }
     if (!rc) rc = train_build_result(&T, res);
     trainer_free(&T);

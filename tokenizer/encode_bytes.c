@@ -7,42 +7,10 @@
  * can join them with what follows) - is decoded again, the invalid tail is
  * appended, and those bytes are one token if they are one, else BPE-merged as
  * a single piece. The ids are tiktoken's, not only a lossless encoding. */
+#include "mks_common.h"
 #include "tk_internal.h"
 
 size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i); /* pretok.c */
-
-/* Length of the longest prefix of p that is valid UTF-8 (Rust's
- * str::from_utf8 valid_up_to: no overlongs, no surrogates, <= U+10FFFF). */
-static size_t utf8_valid_prefix(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = p[i];
-        size_t k;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            return i;
-        }
-        if (n - i <= k) return i; /* truncated sequence (or exactly fits: checked below) */
-        if (p[i + 1] < lo || p[i + 1] > hi) return i;
-        for (size_t j = 2; j <= k; j++)
-            if (p[i + j] < 0x80 || p[i + j] > 0xBF) return i;
-        i += k + 1;
-    }
-    return n;
-}
 
 static bool all_space(const tk_tokenizer *t, uint32_t id) {
     const uint8_t *b;
@@ -61,7 +29,7 @@ static void ranks_to_ids(const tk_tokenizer *t, tk_ids *out, size_t from) {
 
 int tk_encode_bytes(const tk_tokenizer *t, const uint8_t *bytes, size_t len, tk_ids *out) {
     if (!t || !out || (!bytes && len)) return TK_ERR_ARG;
-    size_t valid = utf8_valid_prefix(bytes, len);
+    size_t valid = mc_utf8_valid_prefix(bytes, len);
     if (valid == len) return tk_encode(t, bytes, len, out);
     /* A tokenizer.json or SentencePiece model normalizes and maps text, not
      * bytes: there is no tiktoken meaning for its invalid UTF-8. */
