@@ -247,8 +247,12 @@ static void test_tiktoken_ids(void) {
     EXPECT_FAIL(p, TK_ERR_FORMAT, path_of("s2.tiktoken:257"), "bad rank");
     p = write_tiktoken("s3.tiktoken", "aG!= 256\n", "{\"pattern\":\"gpt2\"}");
     EXPECT_FAIL(p, TK_ERR_BASE64, path_of("s3.tiktoken:257"), "base64");
-    p = write_tiktoken("s4.tiktoken", "= 256\n", "{\"pattern\":\"gpt2\"}");
+    /* "=" alone is the empty token (Whisper's files), "=" before data is not base64 */
+    p = write_tiktoken("s4.tiktoken", "=QQ= 256\n", "{\"pattern\":\"gpt2\"}");
     EXPECT_FAIL(p, TK_ERR_BASE64, path_of("s4.tiktoken:257"), "base64");
+    /* two empty tokens: tiktoken's CoreBPE refuses them (encoder and decoder lengths differ) */
+    p = write_tiktoken("s4b.tiktoken", "= 256\n== 257\n", "{\"pattern\":\"gpt2\"}");
+    EXPECT_FAIL(p, TK_ERR_DUP_RANK, path_of("s4b.tiktoken:258"), "empty token");
     p = write_tiktoken("s5.tiktoken", "aGk= 300\n", "{\"pattern\":\"gpt2\"}");
     EXPECT_FAIL(p, TK_ERR_MISSING_RANK, path_of("s5.tiktoken:257"), "gap");
     {

@@ -310,6 +310,54 @@ static void test_errors(void) {
 
 static void same_ids(tk_tokenizer *a, tk_tokenizer *b, const char *what);
 
+/* Whisper's multilingual.tiktoken / gpt2.tiktoken: gpt2's ranks plus "= 50256",
+ * the empty token. tiktoken (load_tiktoken_bpe: b64decode("=") == b"") keeps
+ * it as an id that encode never yields and that decodes to b"", so the ids
+ * are gpt2's; a saved copy writes it back as "=". */
+static void test_empty_token(void) {
+    char src[4200], p[4200], err[512] = "";
+    snprintf(src, sizeof src, "%s/gpt2.tiktoken", shared_vocab);
+    snprintf(p, sizeof p, "%s/multilingual_like.tiktoken", tmpdir);
+    char cmd[13000];
+    snprintf(cmd, sizeof cmd, "cat '%s' > '%s' && printf '= 50256\\n' >> '%s'", src, p, p);
+    CHECK(system(cmd) == 0, "empty token: cannot write %s", p);
+    tk_tokenizer *t = NULL;
+    int rc = tk_load(p, TK_PAT_GPT2, &t, err, sizeof err);
+    CHECK(rc == TK_OK, "empty token: rank file with \"= 50256\" refused: %s", err);
+    if (rc) return;
+    CHECK(tk_vocab_size(t) == 50257, "empty token: vocab size %u, want 50257", tk_vocab_size(t));
+    same_ids(t, enc[0], "empty token vs gpt2");
+    uint32_t id = 50256, mixed[3] = {15496, 50256, 995}; /* "Hello", "", " world" */
+    tk_bytes b = {0};
+    CHECK(tk_decode(t, &id, 1, &b) == TK_OK && b.len == 0, "empty token: decode(50256) gives %zu bytes", b.len);
+    tk_bytes_free(&b);
+    CHECK(tk_decode(t, mixed, 3, &b) == TK_OK && b.len == 11 && memcmp(b.data, "Hello world", 11) == 0,
+          "empty token: decode around it");
+    tk_bytes_free(&b);
+    tk_decoder *d = NULL;
+    CHECK(tk_decoder_create(t, &d) == TK_OK && tk_decoder_feed(d, &id, 1, &b) == TK_OK &&
+              tk_decoder_feed(d, mixed, 3, &b) == TK_OK && tk_decoder_finish(d, &b) == TK_OK && b.len == 11,
+          "empty token: streaming decode gives %zu bytes, want 11", b.len);
+    tk_decoder_free(d);
+    tk_bytes_free(&b);
+    char saved[4300];
+    snprintf(saved, sizeof saved, "%s/saved_empty.tiktoken", tmpdir);
+    CHECK(tk_save_tiktoken(t, saved) == TK_OK, "empty token: save");
+    tk_tokenizer *u = NULL;
+    CHECK(tk_load(saved, TK_PAT_NONE, &u, err, sizeof err) == TK_OK, "empty token: reload of the saved copy: %s", err);
+    if (u) {
+        CHECK(tk_vocab_size(u) == 50257, "empty token: saved copy has %u ids", tk_vocab_size(u));
+        same_ids(u, enc[0], "empty token saved copy vs gpt2");
+    }
+    tk_free(u);
+    tk_free(t);
+    /* only '=' alone is the empty token; "==x=" stays bad base64 */
+    snprintf(p, sizeof p, "%s/badeq.tiktoken", tmpdir);
+    write_file(p, "==x= 0\n");
+    expect_load(p, TK_PAT_GPT2, TK_ERR_BASE64, "'=' mixed with data");
+    printf("empty token ok\n");
+}
+
 /* Meta's Llama 3 / Llama 4 tokenizer.model is a rank file: read by content,
  * not as SentencePiece by its name (was "malformed protobuf at byte 205"). */
 static void test_rank_file_named_model(void) {
@@ -460,6 +508,7 @@ int main(void) {
     test_specials();
     test_batch();
     test_errors();
+    test_empty_token();
     test_rank_file_named_model();
     test_loaders_savers();
     for (int k = 0; k < 3; k++) tk_free(enc[k]);

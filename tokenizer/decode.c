@@ -24,7 +24,7 @@ int tk_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, tk_bytes *ou
         const uint8_t *b;
         size_t l;
         tk_token_bytes(t, ids[k], &b, &l);
-        memcpy(out->data + out->len, b, l);
+        if (l) memcpy(out->data + out->len, b, l); /* the empty token: out->data may be NULL */
         out->len += l;
     }
     return TK_OK;

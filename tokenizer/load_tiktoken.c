@@ -149,7 +149,7 @@ static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_
     int rc = tk_ld_tv_init(v, entries);
     if (rc) return rc;
     uint8_t tokbuf[TK_MAX_TOKEN_BYTES];
-    uint32_t lineno = 0;
+    uint32_t lineno = 0, empty_seen = 0;
     for (size_t i = 0; i < len;) {
         const uint8_t *nl = memchr(data + i, '\n', len - i);
         size_t e = nl ? (size_t)(nl - data) : len, le = e;
@@ -185,6 +185,11 @@ static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_
                            data + i);
                 return TK_ERR_BASE64;
             }
+            if (tl == 0 && empty_seen) {
+                tk_set_err(err, errlen, "%s:%u: a second empty token (the first at line %u)", path, lineno, empty_seen);
+                return TK_ERR_DUP_RANK;
+            }
+            if (tl == 0) empty_seen = lineno;
             uint32_t r = 0;
             if ((rc = parse_rank(data + sp + 1, le - sp - 1, &r))) {
                 if (rc == TK_ERR_RANGE)
