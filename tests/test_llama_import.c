@@ -142,6 +142,21 @@ int main(void) {
     CHECK(tr_llama_import_hf(tmp, 12, &m, &a, err, sizeof err) == TR_ERR_CORRUPT && strstr(err, "k_proj") &&
               strstr(err, "shape"),
           "%s", err);
+    /* a config.json claiming 99 layers over 2 layers' weights: refused before allocating */
+    FILE *cf = fopen(p, "rb");
+    char cfg[4096] = "";
+    size_t cl = cf ? fread(cfg, 1, sizeof cfg - 1, cf) : 0;
+    if (cf) fclose(cf);
+    cfg[cl] = 0;
+    char *at = strstr(cfg, "\"num_hidden_layers\": 2,");
+    CHECK(at != NULL);
+    if (at) {
+        memcpy(at, "\"num_hidden_layers\":99,", 23);
+        cf = fopen(p, "wb");
+        if (cf) fputs(cfg, cf), fclose(cf);
+        CHECK(tr_llama_import_hf(tmp, 12, &m, &a, err, sizeof err) == TR_ERR_CORRUPT && strstr(err, "parameters"), "%s",
+              err);
+    }
     for (size_t i = 0; i < n; i++) free(bufs[i]);
     free(bufs);
     free(o);

@@ -100,15 +100,24 @@ int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_ar
         return TR_ERR_DATA;
     }
     /* the model keeps max_position_embeddings: an export writes it back unchanged */
+    tr_st_set s;
+    if ((rc = tr_st_set_open(dir, &s, err, errlen))) return rc;
+    /* memory bounded by the files: the shapes config.json claims must be
+     * there before the model they imply is allocated */
+    uint64_t held = 0;
+    for (size_t k = 0; k < s.n_files; k++)
+        for (size_t j = 0; j < s.files[k].n; j++) held += s.files[k].t[j].numel;
+    if (tr_llama_param_count(&c) > held) {
+        snprintf(err, errlen, "%s: config.json implies %zu parameters, the safetensors hold %llu values", esc,
+                 tr_llama_param_count(&c), (unsigned long long)held);
+        tr_st_set_close(&s);
+        return TR_ERR_CORRUPT;
+    }
     tr_llama *m = NULL;
     if (tr_llama_create(&c, &m)) {
         snprintf(err, errlen, "out of memory for the model of %s", esc);
+        tr_st_set_close(&s);
         return TR_ERR_NOMEM;
-    }
-    tr_st_set s;
-    if ((rc = tr_st_set_open(dir, &s, err, errlen))) {
-        tr_llama_free(m);
-        return rc;
     }
     size_t used = 0;
     for (int i = 0; i < tr_llama_n_tensors(m) && !rc; i++) {
