@@ -14,3 +14,7 @@ mks_add_fuzz(llama_config SOURCE fuzz_llama_config.c LIBS tr CORPUS data/fuzz/ll
 # save_pretrained output (single and sharded) gives transformers' loss
 # (tests/data/hf/llama_import, tests/hf/make_llama_import_fixture.py)
 mks_add_test(test_llama_import SOURCES test_llama_import.c LIBS tr kn PkgConfig::JANSSON LABELS cpu TIMEOUT 60)
+
+# Not a test: the CPU Llama per-step timing for tools/bench comparisons (issue 30 item 5).
+add_executable(bench_llama_cpu_step bench_llama_cpu_step.c)
+target_link_libraries(bench_llama_cpu_step PRIVATE tr kn)
