@@ -169,6 +169,9 @@ static int cfg_enum(json_t *o, const char *k, const char *(*name)(int), int *out
     return -1;
 }
 
+/* The manifest's config block back into a ds_build_config (for --resume,
+ * --part merge checks and inspect). Long (~120 lines) but flat: one checked
+ * read per key, in the order build_manifest writes them, no shared state. */
 int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     if (!json_is_object(j)) {
@@ -297,8 +300,10 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
 #define ACC_FIELDS(X)                                                                                                  \
     X(records)                                                                                                         \
     X(bytes_in)                                                                                                        \
-    X(docs_whole) X(docs_truncated) X(docs_chunked) X(docs_dropped) X(docs_rejected) X(tok_whole) X(tok_trunc_kept)    \
-        X(tok_trunc_lost) X(tok_chunked) X(tok_dropped) X(eot) X(pad) X(pieces) X(rejected_bytes)
+    X(docs_whole)                                                                                                      \
+    X(docs_truncated)                                                                                                  \
+    X(docs_chunked) X(docs_dropped) X(docs_rejected) X(tok_whole) X(tok_trunc_kept) X(tok_trunc_lost) X(tok_chunked)   \
+        X(tok_dropped) X(eot) X(pad) X(pieces) X(rejected_bytes)
 
 json_t *ds_build_account_json(const ds_build_account *a, const ds_build_config *cfg) {
     json_t *j = json_object();

@@ -199,7 +199,10 @@ static int ckpt_load_loss(ibuf *b, ds_packer *p, ds_shard_writer *w, uint32_t L)
  * used (checksum, every count against the bytes present and the limits the
  * writer keeps, ids < vocab, piece and start offsets inside their buffers,
  * the listed shards on disk), and memory is bounded by the file's size.
- * 0: restored; -1: no usable checkpoint (start from scratch). */
+ * 0: restored; -1: no usable checkpoint (start from scratch).
+ * Long (~150 lines): it reads the fields in the exact order ckpt_save wrote
+ * them, each check next to its read, one cursor (b) and one verdict (b.bad)
+ * for all; the blocks (accounting, shard list, packer, writer) are marked. */
 int ds_ckpt_load(const char *dir, uint64_t cfg_hash, ds_build_account *acc, uint64_t *toks_total, char **cur_file,
                  ds_packer *pk, ds_shard_writer *wr, ds_shard_rec **recs, size_t *n_recs, size_t *cap_recs,
                  uint64_t *rej_len) {

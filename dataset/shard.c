@@ -231,6 +231,10 @@ int ds_shard_build_image(const ds_shard_header *hin, const uint32_t *rows, const
     return ds_shard_build_image_loss(hin, rows, perm, valid, sidx, starts, NULL, zstd_level, out, err, errlen);
 }
 
+/* The whole shard file in memory, in the order docs/shard-format.md lays it
+ * out (header, token section plain or in zstd frames, row metadata, loss
+ * bits, checksums). Long (~145 lines) because the sections' sizes, offsets
+ * and checksums depend on each other and are written in one pass. */
 int ds_shard_build_image_loss(const ds_shard_header *hin, const uint32_t *rows, const uint32_t *perm,
                               const uint32_t *valid, const uint32_t *sidx, const uint32_t *starts, const uint8_t *loss,
                               int zstd_level, ds_shard_image *out, char *err, size_t errlen) {
@@ -929,6 +933,8 @@ static int read_small_file(const char *path, size_t max, char **out, size_t *len
         return DS_ERR_FORMAT;                                                                                          \
     } while (0)
 
+/* Reads and checks manifest.json against the limits and itself. Long (~140
+ * lines) but flat: one check per field, each message naming the field. */
 int ds_manifest_load(const char *dir, ds_manifest *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     /* the folder itself: O_DIRECTORY fails at once on a FIFO or a file */

@@ -219,8 +219,8 @@ int kn_rmsnorm_backward_cuda(void *dinp, float *dweight, const void *dout, const
 int kn_rope_table_cuda(float *table, const float *inv_freq, int max_pos, int head_dim, kn_stream s);
 int kn_rope_forward_cuda(void *out, const void *x, const int32_t *pos, const float *table, int N, int T, int n_heads,
                          int head_dim, int ld, int max_pos, kn_dtype dt, kn_stream s);
-int kn_rope_backward_cuda(void *dx, const void *dout, const int32_t *pos, const float *table, int N, int T,
-                          int n_heads, int head_dim, int ld, int max_pos, kn_dtype dt, kn_stream s);
+int kn_rope_backward_cuda(void *dx, const void *dout, const int32_t *pos, const float *table, int N, int T, int n_heads,
+                          int head_dim, int ld, int max_pos, kn_dtype dt, kn_stream s);
 /* SwiGLU gate, n elements, all dt: as kn_swiglu_forward_ref / _backward_ref
  * (dgate may alias dout). */
 int kn_swiglu_forward_cuda(void *out, const void *gate, const void *up, size_t n, kn_dtype dt, kn_stream s);

@@ -116,6 +116,8 @@ static int refuse(char *err, size_t errlen, const char *what) {
     return TR_ERR_DATA;
 }
 
+/* A Hugging Face config.json of the Llama family. Long (~125 lines) but
+ * flat: one bounded read and check per key, each refusal naming its key. */
 int tr_llama_config_from_json(const char *text, size_t len, tr_llama_config *out, tr_llama_arch *arch,
                               int *sliding_window, char *err, size_t errlen) {
     if (!text || !out || !arch || !sliding_window || !err || !errlen) return TR_ERR_ARG;

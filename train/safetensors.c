@@ -310,6 +310,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     return 1;
 }
 
+/* The safetensors header: untrusted JSON checked entry by entry against
+ * the spec and the file (dtype, shape x dtype = byte length, offsets in the
+ * data, no overlap, no duplicate). Long (~190 lines) because the checks run
+ * in the one scan over the JSON, each beside the value it reads. */
 int tr_st_parse(const uint8_t *json, size_t n, uint64_t data_len, const char *what, tr_st_file *out, char *err,
                 size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -826,6 +830,9 @@ size_t tr_st_set_count(const tr_st_set *s) {
 
 static int plain_name(const char *f) { return f[0] && !strchr(f, '/') && strcmp(f, ".") && strcmp(f, ".."); }
 
+/* A model folder's tensors: model.safetensors, or the shards an index names.
+ * Long (~120 lines): the index is untrusted too (names, files, each tensor in
+ * exactly one listed file), checked in the same pass that opens the files. */
 int tr_st_set_open(const char *dir, tr_st_set *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     char p[4200], esc[300];
