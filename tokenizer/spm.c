@@ -1309,18 +1309,21 @@ static int spm_load_op(const char *path, tk_pattern pat, tk_tokenizer **out, cha
     return tk_load_spm(path, out, err, errlen);
 }
 
-static int spm_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream, tk_bytes *out) {
+/* Decode, lossless and savable are the same for both SentencePiece engines
+ * (BPE here, Unigram in unigram.c): the pieces, the normalizer and the file
+ * format are shared, only the segmentation differs. */
+int tk_spm_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream, tk_bytes *out) {
     return stream ? tk_spm_decode_stream(t, ids, n, first, out) : tk_spm_decode(t, ids, n, first, out);
 }
 
 /* The normalizer, unk and U+FFFD for bad UTF-8 lose bytes. */
-static int spm_lossless(const tk_tokenizer *t) {
+int tk_spm_lossless_op(const tk_tokenizer *t) {
     (void)t;
     return 0;
 }
 
-/* Neither format carries a normalizer and score-ordered merges. */
-static int spm_savable(const tk_tokenizer *t, int fmt) {
+/* Neither format carries a normalizer and SentencePiece's scores. */
+int tk_spm_savable_op(const tk_tokenizer *t, int fmt) {
     (void)t;
     (void)fmt;
     return TK_ERR_UNSUPPORTED;
@@ -1334,10 +1337,10 @@ const tk_engine tk_engine_spm = {
     .load = spm_load_op,
     .encode = tk_spm_encode,
     .encode_special = NULL, /* encode.c splits at the specials */
-    .decode = spm_decode_op,
+    .decode = tk_spm_decode_op,
     .describe = spm_describe,
-    .lossless = spm_lossless,
-    .savable = spm_savable,
+    .lossless = tk_spm_lossless_op,
+    .savable = tk_spm_savable_op,
     .image = false,
     .default_pp = TK_PP_ABSENT, /* <s> ... </s> by name */
     .free = spm_free_state,

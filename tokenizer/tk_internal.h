@@ -474,6 +474,10 @@ int tk_spm_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool fir
 /* The same for tk_decoder_feed: byte pieces pass as raw bytes (a character split
  * between feeds is held back by the decoder, not replaced by U+FFFD). */
 int tk_spm_decode_stream(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
+/* The ops both SentencePiece engines (spm.c, unigram.c) share. */
+int tk_spm_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream, tk_bytes *out);
+int tk_spm_lossless_op(const tk_tokenizer *t);
+int tk_spm_savable_op(const tk_tokenizer *t, int fmt);
 void tk_spm_free(tk_spm *m);
 int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
 int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap);

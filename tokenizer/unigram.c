@@ -427,24 +427,6 @@ static void unigram_describe(const tk_tokenizer *t, char *buf, size_t len) {
              m->has_denorm ? " | denormalizer charsmap" : "");
 }
 
-static int unigram_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream,
-                          tk_bytes *out) {
-    return stream ? tk_spm_decode_stream(t, ids, n, first, out) : tk_spm_decode(t, ids, n, first, out);
-}
-
-/* The normalizer, unk and U+FFFD for bad UTF-8 lose bytes. */
-static int unigram_lossless(const tk_tokenizer *t) {
-    (void)t;
-    return 0;
-}
-
-/* Neither format carries a normalizer and scored pieces. */
-static int unigram_savable(const tk_tokenizer *t, int fmt) {
-    (void)t;
-    (void)fmt;
-    return TK_ERR_UNSUPPORTED;
-}
-
 static void unigram_free_state(void *state) { tk_spm_free(state); }
 
 const tk_engine tk_engine_unigram = {
@@ -452,11 +434,11 @@ const tk_engine tk_engine_unigram = {
     .sniff = NULL, /* spm.c's loader hands its UNIGRAM models over */
     .load = NULL,
     .encode = unigram_encode,
-    .encode_special = NULL, /* encode.c splits at the specials */
-    .decode = unigram_decode,
+    .encode_special = NULL,     /* encode.c splits at the specials */
+    .decode = tk_spm_decode_op, /* spm.c's: same pieces and normalizer */
     .describe = unigram_describe,
-    .lossless = unigram_lossless,
-    .savable = unigram_savable,
+    .lossless = tk_spm_lossless_op,
+    .savable = tk_spm_savable_op,
     .image = false,
     .default_pp = TK_PP_ABSENT, /* <s> ... </s> by name, as SentencePiece BPE */
     .free = unigram_free_state,
