@@ -1236,6 +1236,11 @@ int ds_json_ctx_new(const ds_reader_opts *o, ds_json_ctx **out) {
     return DS_OK;
 }
 
+/* One JSONL line to the --field text: the fast scanner (json_scan.c) first,
+ * jansson only for the lines the scanner cannot decide (with the lone-
+ * surrogate retry). Long (~135 lines) because both paths must give the same
+ * record and the same reject reason, word for word; they share the line's
+ * state and the message buffer. */
 int ds_json_extract(ds_json_ctx *c, const uint8_t *line, size_t len, ds_record *rec) {
     if (c->json) {
         json_decref(c->json);
