@@ -691,14 +691,161 @@ static const char *blob_name(int k) {
     return k == BLOB_BASE64 ? "base64" : k == BLOB_HEX ? "hex string" : k == BLOB_HEXDUMP ? "hex dump" : "blob";
 }
 
-/* Folds one batch's per-document results into the report, rule by rule in
- * the rule table's order. Long (~170 lines) because every rule's finding
- * shares the same state (counts, first file:line, escaped samples) and the
- * report's order is this order; the blocks are independent and short. */
-static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
-    const ds_analyze_opts *o = g->a->o;
-    ds_lint_report *rep = g->rep;
+/* Phase 1 of a record: the record-level findings (unreadable, not JSON, no
+ * field, too large, BOM, lone surrogate, a chat record's own rule). */
+static void agg_record_rules(agg *g, const item *it, const doc_res *r, const char *detail) {
     char note[160];
+    switch (r->status) {
+    case DS_REC_ZSTD_ERROR: add_example(g, DS_RULE_ZSTD, it, 0, 0, detail); break;
+    case DS_REC_BAD_JSON:
+        if (r->hits & (1u << DS_RULE_UTF8)) {
+            snprintf(note, sizeof note, "byte 0x%02X in the JSON line (the parser rejects it)",
+                     (unsigned)r->val[DS_RULE_UTF8]);
+            add_example(g, DS_RULE_UTF8, it, r->pos[DS_RULE_UTF8], r->val[DS_RULE_UTF8], note);
+        } else add_example(g, DS_RULE_JSON, it, 0, 0, detail);
+        break;
+    case DS_REC_MISSING_FIELD: add_example(g, DS_RULE_FIELD_MISSING, it, 0, 0, detail); break;
+    case DS_REC_NOT_STRING: add_example(g, DS_RULE_FIELD_TYPE, it, 0, 0, detail); break;
+    case DS_REC_OVERLONG:
+        snprintf(note, sizeof note, "%llu bytes%s", (unsigned long long)it->record_bytes,
+                 (it->flags & DS_RECF_CUT) ? ", cut" : ", skipped");
+        add_example(g, DS_RULE_RECORD_TOO_LARGE, it, 0, it->record_bytes, note);
+        break;
+    default: break;
+    }
+    if (r->flags & DS_RECF_JSON_LONE_SURROGATE) add_example(g, DS_RULE_SURROGATE, it, 0, 0, NULL);
+    if (r->flags & DS_RECF_BOM) add_example(g, DS_RULE_BOM, it, 0, 0, NULL);
+    if (r->chat_rule >= 0) add_example(g, r->chat_rule, it, 0, 0, r->chat_note);
+}
+
+/* Phase 2 (hist): a document's token count, and for chat its targets and
+ * what drop-turns does over L. */
+static int agg_hist(agg *g, const doc_res *r, uint64_t len) {
+    const ds_analyze_opts *o = g->a->o;
+    if (ds_hist_add(g->hist, &g->counts, r->tokens)) return DS_ERR_NOMEM;
+    g->hist_bytes += len;
+    if (g->a->cw && o->chat_template) {
+        ds_hist *h = g->hist;
+        if (!h->chat || r->loss < h->loss_min) h->loss_min = r->loss;
+        if (r->loss > h->loss_max) h->loss_max = r->loss;
+        h->chat = 1;
+        h->loss_tokens += r->loss;
+        h->no_loss_docs += r->loss == 0;
+        if (o->seq_len && r->tokens > o->seq_len) {
+            h->turns_docs += r->turns_fit;
+            h->turns_dropped += r->turns_fit ? r->turns : 0;
+            h->turns_fail += !r->turns_fit;
+        }
+    }
+    return DS_OK;
+}
+
+/* The note of an in-document rule's finding; v may be rescaled (CONTROL
+ * packs the code point in its low byte). */
+static void doc_rule_note(int rule, const doc_res *r, uint64_t pos, uint64_t *v, char *note, size_t cap) {
+    note[0] = 0;
+    switch (rule) {
+    case DS_RULE_UTF8: snprintf(note, cap, "byte 0x%02X", (unsigned)*v); break;
+    case DS_RULE_NUL: snprintf(note, cap, "%llu NUL byte(s)", (unsigned long long)*v); break;
+    case DS_RULE_CONTROL:
+        snprintf(note, cap, "U+%04X, %llu control char(s)", (unsigned)(*v & 0xFF), (unsigned long long)(*v >> 8));
+        *v >>= 8;
+        break;
+    case DS_RULE_EMPTY: snprintf(note, cap, "%llu bytes, no visible text", (unsigned long long)*v); break;
+    case DS_RULE_LONG_LINE: snprintf(note, cap, "line of %llu bytes", (unsigned long long)*v); break;
+    case DS_RULE_LONG_RUN: snprintf(note, cap, "%llu bytes without whitespace", (unsigned long long)*v); break;
+    case DS_RULE_BLOB:
+        snprintf(note, cap, "%s, %llu bytes", blob_name(r->note[DS_RULE_BLOB]), (unsigned long long)*v);
+        break;
+    case DS_RULE_SPECIAL: snprintf(note, cap, "%s, %llu occurrence(s)", r->special, (unsigned long long)*v); break;
+    case DS_RULE_CHAT_EMPTY: snprintf(note, cap, "message %llu: no text", (unsigned long long)*v); break;
+    case DS_RULE_CHAT_SYSTEM_NOT_FIRST:
+        snprintf(note, cap, "message %llu is a system message", (unsigned long long)*v);
+        break;
+    case DS_RULE_CHAT_NO_ASSISTANT:
+        snprintf(note, cap, "%llu message(s), none from the assistant", (unsigned long long)*v);
+        break;
+    case DS_RULE_CHAT_PARTS: snprintf(note, cap, "%llu non-text part(s) left out", (unsigned long long)*v); break;
+    case DS_RULE_CHAT_SPECIAL:
+        snprintf(note, cap, "'%s' in the messages' text (byte %llu)", r->special_tok, (unsigned long long)pos);
+        break;
+    default: break;
+    }
+}
+
+/* Phase 3: the length rules (too long by tokens, by turns for chat, by
+ * bytes without a tokenizer; few bytes per token). A document the tokenizer
+ * refused has no token count: no length rule applies to it. */
+static void agg_length_rules(agg *g, const item *it, const doc_res *r, uint64_t len, int refused) {
+    const ds_analyze_opts *o = g->a->o;
+    char note[160];
+    if (refused) {
+        /* no token count: neither doc-too-long by tokens nor low-bytes-per-token */
+    } else if (g->a->tok && o->seq_len && g->a->cw && o->chat_template) {
+        if (r->tokens > o->seq_len) {
+            if (r->turns_fit)
+                snprintf(note, sizeof note, "%llu tokens > L=%llu; drop-turns would drop %llu turn(s)",
+                         (unsigned long long)r->tokens, (unsigned long long)o->seq_len, (unsigned long long)r->turns);
+            else
+                snprintf(note, sizeof note,
+                         "%llu tokens > L=%llu; drop-turns cannot fit it (its last turn "
+                         "alone is over L)",
+                         (unsigned long long)r->tokens, (unsigned long long)o->seq_len);
+            add_example(g, DS_RULE_CHAT_TOO_LONG, it, 0, r->tokens, note);
+        }
+    } else if (g->a->tok && o->seq_len) {
+        if (r->tokens > o->seq_len) {
+            snprintf(note, sizeof note, "%llu tokens > L=%llu", (unsigned long long)r->tokens,
+                     (unsigned long long)o->seq_len);
+            add_example(g, DS_RULE_TOO_LONG, it, 0, r->tokens, note);
+        }
+    } else if (len > g->rep->max_doc_bytes) {
+        snprintf(note, sizeof note, "%llu bytes > %llu", (unsigned long long)len,
+                 (unsigned long long)g->rep->max_doc_bytes);
+        add_example(g, DS_RULE_TOO_LONG, it, 0, len, note);
+    }
+    /* Only mostly-ASCII documents: in scripts a vocabulary covers poorly
+     * (Thai, Armenian with cl100k) one token per byte is normal text. */
+    double min_bpt = o->min_bytes_per_token > 0 ? o->min_bytes_per_token : 1.5;
+    uint64_t bpt_min = o->bpt_min_bytes ? o->bpt_min_bytes : 1024;
+    if (g->a->tok && !refused && len >= bpt_min && r->tokens && r->nonascii * 5 <= len &&
+        (double)len / (double)r->tokens < min_bpt) {
+        snprintf(note, sizeof note, "%.2f bytes/token (%llu tokens)", (double)len / (double)r->tokens,
+                 (unsigned long long)r->tokens);
+        add_example(g, DS_RULE_LOW_BPT, it, 0, r->tokens, note);
+    }
+}
+
+/* Phase 4 (lint): in-document rules in rule order, length rules, the
+ * duplicate check (non-empty documents only), the largest-documents heap. */
+static int agg_lint_doc(agg *g, const item *it, const doc_res *r, uint64_t len, int refused) {
+    char note[160];
+    if (ds_lenhist_add(&g->lens, len)) return DS_ERR_NOMEM;
+    for (int rule = 0; rule < DS_RULE_COUNT; rule++) {
+        if (!(r->hits & (1u << rule))) continue;
+        uint64_t pos = r->pos[rule], v = r->val[rule];
+        doc_rule_note(rule, r, pos, &v, note, sizeof note);
+        add_example(g, rule, it, pos, v, note);
+    }
+    agg_length_rules(g, it, r, len, refused);
+    if (!(r->hits & (1u << DS_RULE_EMPTY))) {
+        uint64_t first;
+        int d = hset_insert(&g->dup, r->hash, it->index, &first);
+        if (d < 0) return d;
+        if (d == 2) g->rep->dup_untracked++;
+        if (d == 1) {
+            snprintf(note, sizeof note, "same text as record #%llu", (unsigned long long)first);
+            add_example(g, DS_RULE_DUPLICATE, it, 0, first, note);
+        }
+    }
+    heap_push(g, len, it);
+    return DS_OK;
+}
+
+/* Folds one batch's per-document results into the report (lint) and the
+ * histogram (hist), record by record, in the phases above. */
+static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
+    ds_lint_report *rep = g->rep;
     for (size_t i = 0; i < b->n; i++) {
         const item *it = &b->recs[i];
         const doc_res *r = &res[i];
@@ -714,29 +861,7 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
         }
         int usable = r->has_text && (r->status == DS_REC_OK || r->status == DS_REC_OVERLONG);
         if (!usable) g->hist_skipped++;
-        if (rep) {
-            switch (r->status) {
-            case DS_REC_ZSTD_ERROR: add_example(g, DS_RULE_ZSTD, it, 0, 0, detail); break;
-            case DS_REC_BAD_JSON:
-                if (r->hits & (1u << DS_RULE_UTF8)) {
-                    snprintf(note, sizeof note, "byte 0x%02X in the JSON line (the parser rejects it)",
-                             (unsigned)r->val[DS_RULE_UTF8]);
-                    add_example(g, DS_RULE_UTF8, it, r->pos[DS_RULE_UTF8], r->val[DS_RULE_UTF8], note);
-                } else add_example(g, DS_RULE_JSON, it, 0, 0, detail);
-                break;
-            case DS_REC_MISSING_FIELD: add_example(g, DS_RULE_FIELD_MISSING, it, 0, 0, detail); break;
-            case DS_REC_NOT_STRING: add_example(g, DS_RULE_FIELD_TYPE, it, 0, 0, detail); break;
-            case DS_REC_OVERLONG:
-                snprintf(note, sizeof note, "%llu bytes%s", (unsigned long long)it->record_bytes,
-                         (it->flags & DS_RECF_CUT) ? ", cut" : ", skipped");
-                add_example(g, DS_RULE_RECORD_TOO_LARGE, it, 0, it->record_bytes, note);
-                break;
-            default: break;
-            }
-            if (r->flags & DS_RECF_JSON_LONE_SURROGATE) add_example(g, DS_RULE_SURROGATE, it, 0, 0, NULL);
-            if (r->flags & DS_RECF_BOM) add_example(g, DS_RULE_BOM, it, 0, 0, NULL);
-            if (r->chat_rule >= 0) add_example(g, r->chat_rule, it, 0, 0, r->chat_note);
-        }
+        if (rep) agg_record_rules(g, it, r, detail);
         if (!usable) continue;
         if (r->chat_refused) { /* the template refuses it: a record build rejects, not a document */
             g->hist_skipped++;
@@ -755,114 +880,11 @@ static int aggregate(agg *g, const ds_batch *b, const doc_res *res) {
                 snprintf(g->refused_first, sizeof g->refused_first, "%.200s:%llu: %s", it->file,
                          (unsigned long long)it->line, tk_strerror(r->tok_rc));
         } else if (g->hist) {
-            if (ds_hist_add(g->hist, &g->counts, r->tokens)) return DS_ERR_NOMEM;
-            g->hist_bytes += len;
-            if (g->a->cw && o->chat_template) { /* targets, and what drop-turns does over L */
-                ds_hist *h = g->hist;
-                if (!h->chat || r->loss < h->loss_min) h->loss_min = r->loss;
-                if (r->loss > h->loss_max) h->loss_max = r->loss;
-                h->chat = 1;
-                h->loss_tokens += r->loss;
-                h->no_loss_docs += r->loss == 0;
-                if (o->seq_len && r->tokens > o->seq_len) {
-                    h->turns_docs += r->turns_fit;
-                    h->turns_dropped += r->turns_fit ? r->turns : 0;
-                    h->turns_fail += !r->turns_fit;
-                }
-            }
+            if (agg_hist(g, r, len)) return DS_ERR_NOMEM;
         }
         if (!rep) continue;
-        if (ds_lenhist_add(&g->lens, len)) return DS_ERR_NOMEM;
-        /* in-document rules, in rule order */
-        for (int rule = 0; rule < DS_RULE_COUNT; rule++) {
-            if (!(r->hits & (1u << rule))) continue;
-            uint64_t pos = r->pos[rule], v = r->val[rule];
-            note[0] = 0;
-            switch (rule) {
-            case DS_RULE_UTF8: snprintf(note, sizeof note, "byte 0x%02X", (unsigned)v); break;
-            case DS_RULE_NUL: snprintf(note, sizeof note, "%llu NUL byte(s)", (unsigned long long)v); break;
-            case DS_RULE_CONTROL:
-                snprintf(note, sizeof note, "U+%04X, %llu control char(s)", (unsigned)(v & 0xFF),
-                         (unsigned long long)(v >> 8));
-                v >>= 8;
-                break;
-            case DS_RULE_EMPTY:
-                snprintf(note, sizeof note, "%llu bytes, no visible text", (unsigned long long)v);
-                break;
-            case DS_RULE_LONG_LINE: snprintf(note, sizeof note, "line of %llu bytes", (unsigned long long)v); break;
-            case DS_RULE_LONG_RUN:
-                snprintf(note, sizeof note, "%llu bytes without whitespace", (unsigned long long)v);
-                break;
-            case DS_RULE_BLOB:
-                snprintf(note, sizeof note, "%s, %llu bytes", blob_name(r->note[DS_RULE_BLOB]), (unsigned long long)v);
-                break;
-            case DS_RULE_SPECIAL: snprintf(note, sizeof note, "%llu occurrence(s)", (unsigned long long)v); break;
-            case DS_RULE_MIXED_NL: break;
-            default: break;
-            }
-            if (rule == DS_RULE_SPECIAL)
-                snprintf(note, sizeof note, "%s, %llu occurrence(s)", r->special, (unsigned long long)v);
-            if (rule == DS_RULE_CHAT_EMPTY) snprintf(note, sizeof note, "message %llu: no text", (unsigned long long)v);
-            if (rule == DS_RULE_CHAT_SYSTEM_NOT_FIRST)
-                snprintf(note, sizeof note, "message %llu is a system message", (unsigned long long)v);
-            if (rule == DS_RULE_CHAT_NO_ASSISTANT)
-                snprintf(note, sizeof note, "%llu message(s), none from the assistant", (unsigned long long)v);
-            if (rule == DS_RULE_CHAT_PARTS)
-                snprintf(note, sizeof note, "%llu non-text part(s) left out", (unsigned long long)v);
-            if (rule == DS_RULE_CHAT_SPECIAL)
-                snprintf(note, sizeof note, "'%s' in the messages' text (byte %llu)", r->special_tok,
-                         (unsigned long long)pos);
-            add_example(g, rule, it, pos, v, note);
-        }
-        /* length rules */
-        if (refused) {
-            /* no token count: neither doc-too-long by tokens nor low-bytes-per-token */
-        } else if (g->a->tok && o->seq_len && g->a->cw && o->chat_template) {
-            if (r->tokens > o->seq_len) {
-                if (r->turns_fit)
-                    snprintf(note, sizeof note, "%llu tokens > L=%llu; drop-turns would drop %llu turn(s)",
-                             (unsigned long long)r->tokens, (unsigned long long)o->seq_len,
-                             (unsigned long long)r->turns);
-                else
-                    snprintf(note, sizeof note,
-                             "%llu tokens > L=%llu; drop-turns cannot fit it (its last turn "
-                             "alone is over L)",
-                             (unsigned long long)r->tokens, (unsigned long long)o->seq_len);
-                add_example(g, DS_RULE_CHAT_TOO_LONG, it, 0, r->tokens, note);
-            }
-        } else if (g->a->tok && o->seq_len) {
-            if (r->tokens > o->seq_len) {
-                snprintf(note, sizeof note, "%llu tokens > L=%llu", (unsigned long long)r->tokens,
-                         (unsigned long long)o->seq_len);
-                add_example(g, DS_RULE_TOO_LONG, it, 0, r->tokens, note);
-            }
-        } else if (len > rep->max_doc_bytes) {
-            snprintf(note, sizeof note, "%llu bytes > %llu", (unsigned long long)len,
-                     (unsigned long long)rep->max_doc_bytes);
-            add_example(g, DS_RULE_TOO_LONG, it, 0, len, note);
-        }
-        /* Only mostly-ASCII documents: in scripts a vocabulary covers poorly
-         * (Thai, Armenian with cl100k) one token per byte is normal text. */
-        double min_bpt = o->min_bytes_per_token > 0 ? o->min_bytes_per_token : 1.5;
-        uint64_t bpt_min = o->bpt_min_bytes ? o->bpt_min_bytes : 1024;
-        if (g->a->tok && !refused && len >= bpt_min && r->tokens && r->nonascii * 5 <= len &&
-            (double)len / (double)r->tokens < min_bpt) {
-            snprintf(note, sizeof note, "%.2f bytes/token (%llu tokens)", (double)len / (double)r->tokens,
-                     (unsigned long long)r->tokens);
-            add_example(g, DS_RULE_LOW_BPT, it, 0, r->tokens, note);
-        }
-        /* duplicates (non-empty only) */
-        if (!(r->hits & (1u << DS_RULE_EMPTY))) {
-            uint64_t first;
-            int d = hset_insert(&g->dup, r->hash, it->index, &first);
-            if (d < 0) return d;
-            if (d == 2) rep->dup_untracked++;
-            if (d == 1) {
-                snprintf(note, sizeof note, "same text as record #%llu", (unsigned long long)first);
-                add_example(g, DS_RULE_DUPLICATE, it, 0, first, note);
-            }
-        }
-        heap_push(g, len, it);
+        int rc = agg_lint_doc(g, it, r, len, refused);
+        if (rc) return rc;
     }
     return DS_OK;
 }
