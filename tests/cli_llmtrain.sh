@@ -25,10 +25,15 @@ trap 'rm -rf "$T"' EXIT
 # cuBLASLt + NCCL cost ~50 ms of start-up in every mkshards command (measured 56 ms for an
 # empty `encode`, against ~2 ms), libmpi ~2 ms
 # (nor OpenMP's, ~0.15 ms: the planner's thread count comes from tr_threads_default there)
-if command -v ldd >/dev/null 2>&1; then
-    heavy=$(ldd "$MKS" 2>/dev/null | grep -oE 'lib(cudart|cublas|cublasLt|nccl|mpi|gomp)[^ ]*' | sort -u | tr '\n' ' ')
-    [ -z "$heavy" ] && ok "mkshards links no trainer runtime" || bad "mkshards links $heavy(start-up of every command)"
-fi
+# (the binary's own NEEDED entries, read by readelf: ldd gave no answer in CI once, which
+# would pass this check without looking; a static build has none, so there the runtimes'
+# entry points must be absent from the binary itself)
+heavy=$(readelf -d "$MKS" 2>/dev/null | grep NEEDED | grep -oE 'lib(cudart|cublas|cublasLt|nccl|mpi|gomp)[^] ]*' |
+    sort -u | tr '\n' ' ')
+for sym in cudaMalloc cublasLtMatmul ncclAllReduce MPI_Init GOMP_parallel; do
+    grep -qa "$sym" "$MKS" && heavy="$heavy$sym "
+done
+[ -z "$heavy" ] && ok "mkshards links no trainer runtime" || bad "mkshards links $heavy(start-up of every command)"
 # the same plan from both programs, per-thread lines included (llmtrain asks OpenMP's runtime)
 for th in 3 ""; do
     (
