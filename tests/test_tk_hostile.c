@@ -21,6 +21,7 @@
 
 #include "tk.h"
 #include "tk_internal.h" /* the regex translation and budget, for the callout check */
+#include "regex_ucd.h"   /* PCRE2's Unicode against the references'*/
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -924,6 +925,65 @@ __attribute__((unused)) static long load_rss_kib(const char *spec, tk_pattern pa
     return grow;
 }
 
+/* A Split regex's general categories follow the references' Unicode (16.0),
+ * not the system PCRE2's (Debian 12: 14.0): a letter assigned in 15.1 (CJK
+ * Extension I, U+2EBF0), a digit of 16.0 (Garay, U+10D40) and U+1171E (Mn in
+ * 14.0, Mc in 16.0) as HF's Oniguruma classifies them (regex_ucd.c). On a
+ * PCRE2 of the references' version the corrections are empty and this holds
+ * as is. */
+static void test_regex_unicode_version(void) {
+    static const struct {
+        const char *re, *text;
+        size_t want_pieces; /* matches of the pattern in text */
+    } cases[] = {
+        {"\\p{L}+",
+         "a\xF0\xAE\xAF\xB0"
+         "b",
+         1},                                      /* one letter run, U+2EBF0 inside */
+        {"[^\\s\\p{L}]+", "\xF0\xAE\xAF\xB0", 0}, /* not a non-letter */
+        {"\\p{Lo}", "\xF0\xAE\xAF\xB0", 1},
+        {"\\p{Cn}", "\xF0\xAE\xAF\xB0", 0}, /* assigned: taken out of Cn by a lookahead */
+        {"\\P{Cn}", "\xF0\xAE\xAF\xB0", 1},
+        {"\\p{C}", "\xF0\xAE\xAF\xB0", 0},
+        {"\\d", "\xF0\x90\xB5\x80", 1}, /* U+10D40 GARAY DIGIT ZERO: Nd in 16.0 */
+        {"\\w+", "x\xF0\x90\xB5\x80y", 1},
+        {"\\D", "\xF0\x90\xB5\x80", 0},
+        {"\\p{Mc}", "\xF0\x91\x9C\x9E", 1}, /* U+1171E */
+        {"\\p{Mn}", "\xF0\x91\x9C\x9E", 0},
+        {"\\p{M}", "\xF0\x91\x9C\x9E", 1},
+        {"\\p{Han}", "\xE4\xB8\x80", 1}, /* a script: PCRE2's tables, as written */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tk_regex *r = NULL;
+        char err[300];
+        int rc = tk_regex_compile(cases[k].re, strlen(cases[k].re), false, &r, err, sizeof err);
+        CHECK(rc == TK_OK, "%s: does not compile: %s", cases[k].re, err);
+        if (rc) continue;
+        spans_t *sp = calloc(1, sizeof *sp);
+        tk_re_budget budget;
+        tk_re_budget_init(&budget, strlen(cases[k].text));
+        rc = tk_regex_find_all(r, (const uint8_t *)cases[k].text, strlen(cases[k].text), &budget, collect, sp);
+        CHECK(rc == TK_OK && sp->n == cases[k].want_pieces, "%s: %zu matches (rc %d), want %zu", cases[k].re, sp->n, rc,
+              cases[k].want_pieces);
+        free(sp);
+        tk_regex_free(r);
+    }
+    /* inside [...] a category PCRE2 counts too much in cannot be corrected (no
+     * lookahead there): refused on an older PCRE2, never matched differently */
+    const tk_ucd_diff *d;
+    size_t nd;
+    const char *pv;
+    CHECK(tk_ucd_pcre2_diff(&d, &nd, &pv) == 0, "PCRE2's Unicode tables could not be measured");
+    tk_regex *r = NULL;
+    char err[300] = "";
+    int rc = tk_regex_compile("[\\p{Cn}x]", 9, false, &r, err, sizeof err);
+    if (nd)
+        CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "counts in it code points"), "[\\p{Cn}x]: rc %d: %s", rc, err);
+    else CHECK(rc == TK_OK, "[\\p{Cn}x] on a PCRE2 of Unicode %s: rc %d: %s", pv, rc, err);
+    tk_regex_free(r);
+    printf("regex categories: PCRE2 Unicode %s, %zu code points corrected\n", pv, nd);
+}
+
 static void test_memory_bound(void) {
 #if defined(__SANITIZE_ADDRESS__)
     printf("skip memory bound (ASan changes the heap)\n");
@@ -1003,6 +1063,7 @@ int main(void) {
     test_expand_bound();
     test_regex_budget();
     test_callouts_neutral();
+    test_regex_unicode_version();
     test_bytes_append_wrap();
     cleanup();
     if (failures) {

@@ -1,5 +1,6 @@
 /* hf_regex.c - the regexes of HF tokenizer.json Split pre-tokenizers, run by
- * PCRE2 (JIT) with Oniguruma's meaning.
+ * PCRE2 (JIT) with Oniguruma's meaning, general categories of Unicode 16.0
+ * whatever the system PCRE2 knows (regex_ucd.c).
  *
  * HF tokenizers compiles these patterns with Oniguruma (Ruby syntax, UTF-8).
  * PCRE2 reads most of that syntax the same way; the constructs where the two
@@ -15,7 +16,7 @@
  *       U+200C U+200D and the So letters of Other_Alphabetic] (PCRE2 10.42's
  *       \w lacks \p{M}, \p{Pc}, Nl, Join_Control);
  *       \W -> negation (refused inside [...])
- *   \d  \p{Nd} in both (kept, PCRE2_UCP)
+ *   \d  \p{Nd} (with the Unicode 16 correction, as every \p{category})
  *   \h  Oniguruma: hex digit (PCRE2: horizontal space) -> [0-9A-Fa-f]
  *   \v  Oniguruma: U+000B (PCRE2: vertical space class) -> \x{0B}
  *   \uHHHH -> \x{HHHH}
@@ -55,6 +56,9 @@
  */
 #include "tk_internal.h"
 
+#include "regex_ucd.h"
+#include "ucd_categories.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <pthread.h>
@@ -66,9 +70,9 @@
 /* Oniguruma's Unicode \w is UTS #18's word class: Alphabetic (letters, Nl and
  * Other_Alphabetic: marks and the circled / squared Latin letters), M, Nd, Pc
  * and Join_Control (ZWNJ, ZWJ) */
-#define W_CLASS                                                                                                        \
-    "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{200C}\\x{200D}\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}"                      \
-    "\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
+#define W_CLASS_CATEGORIES "L", "M", "Nd", "Nl", "Pc"
+#define W_CLASS_REST                                                                                                   \
+    "\\x{200C}\\x{200D}\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
 
 struct tk_regex {
     pcre2_code *code;
@@ -208,6 +212,97 @@ static void close_group(xlat *t) {
 
 static int xrefuse(xlat *t, const char *what) { return refuse(t->err, t->errlen, what, t->i); }
 
+static void put_cp_range(sbuf *b, uint32_t lo, uint32_t hi) {
+    char tmp[32];
+    if (lo == hi) snprintf(tmp, sizeof tmp, "\\x{%X}", (unsigned)lo);
+    else snprintf(tmp, sizeof tmp, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)hi);
+    sb_puts(b, tmp);
+}
+
+/* A general-category property (\p{X}: mask = X's categories; \P{X}: negated)
+ * with the references' Unicode (16.0) on a PCRE2 that knows another: the
+ * property as written (orig) plus the code points PCRE2 leaves out of it,
+ * minus those it counts in (regex_ucd.c; on 14.0: ~9,500 letters, digits,
+ * marks and symbols assigned since, none to take out but for \p{C}, \p{Cn}
+ * and \p{Mn}). Taking out needs a lookahead, which a [...] cannot hold:
+ * there it is refused rather than matched differently from the reference. */
+static int put_category(xlat *t, const char *orig, size_t olen, uint32_t mask, bool negated) {
+    const tk_ucd_diff *d;
+    size_t nd;
+    const char *pv;
+    if (tk_ucd_pcre2_diff(&d, &nd, &pv)) {
+        tk_set_err(t->err, t->errlen, "out of memory measuring PCRE2's Unicode tables against the reference's");
+        return TK_ERR_NOMEM;
+    }
+    sbuf add = {0}, rem = {0};
+    sbuf *out[2] = {&add, &rem};
+    uint32_t lo[2] = {0, 0}, hi[2] = {0, 0};
+    bool open[2] = {false, false};
+    for (size_t k = 0; k < nd; k++) {
+        bool ours = ((mask >> d[k].our_cat) & 1) != negated, theirs = ((mask >> d[k].pcre_cat) & 1) != negated;
+        if (ours == theirs) continue;
+        int w = ours ? 0 : 1; /* 0: PCRE2 leaves it out (add it), 1: PCRE2 counts it in (take it out) */
+        if (open[w] && d[k].cp == hi[w] + 1) {
+            hi[w] = d[k].cp;
+            continue;
+        }
+        if (open[w]) put_cp_range(out[w], lo[w], hi[w]);
+        lo[w] = hi[w] = d[k].cp;
+        open[w] = true;
+    }
+    for (int w = 0; w < 2; w++)
+        if (open[w]) put_cp_range(out[w], lo[w], hi[w]);
+    int rc = TK_OK;
+    if (add.oom || rem.oom) rc = TK_ERR_NOMEM;
+    else if (rem.len && t->in_class) {
+        char what[96];
+        snprintf(what, sizeof what, "%.*s inside [...] (PCRE2's Unicode %s counts in it code points that %s does not)",
+                 (int)(olen < 24 ? olen : 24), orig, pv, tk_ucd_version);
+        rc = xrefuse(t, what);
+    } else if (!add.len && !rem.len) {
+        sb_put(&t->b, orig, olen);
+    } else if (t->in_class) {
+        sb_put(&t->b, orig, olen);
+        sb_put(&t->b, add.s, add.len);
+    } else {
+        if (rem.len) {
+            sb_puts(&t->b, "(?:(?![");
+            sb_put(&t->b, rem.s, rem.len);
+            sb_puts(&t->b, "])");
+        }
+        sb_puts(&t->b, "[");
+        sb_put(&t->b, orig, olen);
+        sb_put(&t->b, add.s, add.len);
+        sb_puts(&t->b, "]");
+        if (rem.len) sb_puts(&t->b, ")");
+    }
+    free(add.s);
+    free(rem.s);
+    return rc;
+}
+
+/* Oniguruma's \w (or \W: negated) as a PCRE2 class */
+static int put_word_class(xlat *t, bool negated) {
+    static const char *const cats[] = {W_CLASS_CATEGORIES};
+    bool was_in = t->in_class;
+    if (!was_in) sb_puts(&t->b, negated ? "[^" : "[");
+    t->in_class = true;
+    int rc = TK_OK;
+    for (size_t k = 0; k < sizeof cats / sizeof cats[0] && rc == TK_OK; k++) {
+        char orig[16];
+        uint32_t mask = 0;
+        int n = snprintf(orig, sizeof orig, "\\p{%s}", cats[k]);
+        tk_ucd_category_mask(cats[k], strlen(cats[k]), &mask);
+        rc = put_category(t, orig, (size_t)n, mask, false);
+    }
+    t->in_class = was_in;
+    if (rc) return rc;
+    sb_puts(&t->b, W_CLASS_REST);
+    if (!was_in) sb_puts(&t->b, "]");
+    t->i += 2;
+    return TK_OK;
+}
+
 /* \s \S \w \W \d \D \h \H: Oniguruma's classes spelled out for PCRE2 */
 static int tr_shorthand(xlat *t, char e) {
     const char *put;
@@ -217,16 +312,19 @@ static int tr_shorthand(xlat *t, char e) {
         if (t->in_class) return xrefuse(t, "\\S inside [...]");
         put = "[^" WS_CLASS "]";
         break;
-    case 'w': put = t->in_class ? W_CLASS : "[" W_CLASS "]"; break;
+    case 'w': return put_word_class(t, false);
     case 'W':
         if (t->in_class) return xrefuse(t, "\\W inside [...]");
-        put = "[^" W_CLASS "]";
-        break;
-    case 'd': put = "\\p{Nd}"; break;
-    case 'D':
-        if (t->in_class) return xrefuse(t, "\\D inside [...]");
-        put = "\\P{Nd}";
-        break;
+        return put_word_class(t, true);
+    case 'd':
+    case 'D': {
+        if (e == 'D' && t->in_class) return xrefuse(t, "\\D inside [...]");
+        uint32_t nd_mask = 0;
+        tk_ucd_category_mask("Nd", 2, &nd_mask);
+        int rc = put_category(t, e == 'd' ? "\\p{Nd}" : "\\P{Nd}", 6, nd_mask, e == 'D');
+        if (rc == TK_OK) t->i += 2;
+        return rc;
+    }
     case 'h': put = t->in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]"; break;
     default: /* 'H' */
         if (t->in_class) return xrefuse(t, "\\H inside [...]");
@@ -270,7 +368,9 @@ static int tr_hex_escape(xlat *t, char e) {
     return xrefuse(t, "\\x without hex digits");
 }
 
-/* \p{Name} / \P{Name}: copied as is (names of letters, '_' and '&') */
+/* \p{Name} / \P{Name} (names of letters, '_' and '&'): a general category
+ * with the references' Unicode (put_category); any other property (scripts,
+ * binary properties) as is, by PCRE2's tables. */
 static int tr_property(xlat *t) {
     const char *re = t->re;
     size_t n = t->n, i = t->i;
@@ -283,6 +383,12 @@ static int tr_property(xlat *t) {
         j++;
     }
     if (j >= n || re[j] != '}') return xrefuse(t, "malformed \\p{...}");
+    uint32_t mask;
+    if (tk_ucd_category_mask(re + i + 3, j - (i + 3), &mask) == 0) {
+        int rc = put_category(t, re + i, j + 1 - i, mask, re[i + 1] == 'P');
+        if (rc == TK_OK) t->i = j + 1;
+        return rc;
+    }
     sb_put(&t->b, re + i, j + 1 - i);
     t->i = j + 1;
     return TK_OK;

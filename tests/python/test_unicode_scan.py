@@ -36,10 +36,7 @@ def _encoding(name, fx, tmp_path):
     return mkshards.get_encoding(name)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "cl100k_base", "o200k_base", "hf_llama3_split", pytest.param(
-    "hf_pcre2_split", marks=pytest.mark.xfail(strict=True, reason="open (issue 27): a Split regex run by PCRE2 10.42 "
-                                              "classifies by its Unicode 14 tables, HF by Unicode 16 (17 blocks "
-                                              "differ); strict: passing means the mark must go"))])
+@pytest.mark.parametrize("name", ["gpt2", "cl100k_base", "o200k_base", "hf_llama3_split", "hf_pcre2_split"])
 def test_full_range_scan(shared, scan, name, tmp_path):
     fx, maker = scan
     global _make
