@@ -981,6 +981,15 @@ static void test_regex_unicode_version(void) {
         CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "counts in it code points"), "[\\p{Cn}x]: rc %d: %s", rc, err);
     else CHECK(rc == TK_OK, "[\\p{Cn}x] on a PCRE2 of Unicode %s: rc %d: %s", pv, rc, err);
     tk_regex_free(r);
+    /* the corrections make a category ~170x longer: a pattern of thousands is refused, its
+     * translation bounded (hf_regex.c XLAT_MAX_OUT), not grown to ~170x the file */
+    htk_buf many = {0};
+    for (int k = 0; k < 2000; k++) htk_put(&many, "\\p{C}");
+    r = NULL;
+    rc = tk_regex_compile((const char *)many.p, many.n, false, &r, err, sizeof err);
+    if (nd) CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "translation is over"), "2000 x \\p{C}: rc %d: %s", rc, err);
+    tk_regex_free(r);
+    free(many.p);
     printf("regex categories: PCRE2 Unicode %s, %zu code points corrected\n", pv, nd);
 }
 

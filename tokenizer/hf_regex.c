@@ -84,11 +84,22 @@ struct tk_regex {
 typedef struct {
     char *s;
     size_t len, cap;
-    bool oom;
+    bool oom;       /* no memory, or too_large */
+    bool too_large; /* over XLAT_MAX_OUT */
 } sbuf;
+
+/* The longest translation: each general category carries its Unicode
+ * correction (up to ~1.2 KB for \p{C} on PCRE2 10.42), so a pattern made of
+ * thousands of them would cost ~170x its size; real patterns translate to a
+ * few KB (PCRE2's own compiled-size limit is near 64 KB anyway). */
+#define XLAT_MAX_OUT ((size_t)1 << 20)
 
 static void sb_put(sbuf *b, const char *p, size_t n) {
     if (b->oom) return;
+    if (n > XLAT_MAX_OUT - b->len) {
+        b->oom = b->too_large = true;
+        return;
+    }
     if (n > b->cap - b->len) {
         size_t c = b->cap ? b->cap * 2 : 256;
         while (c - b->len < n + 1) c *= 2;
@@ -618,6 +629,10 @@ static int translate(const char *re, size_t n, bool callouts, char **out, char *
     if (rc == TK_OK && t.in_class) {
         tk_set_err(err, errlen, "regex has an unterminated [...]");
         rc = TK_ERR_FORMAT;
+    }
+    if (rc == TK_OK && t.b.too_large) {
+        tk_set_err(err, errlen, "regex is refused: its PCRE2 translation is over %zu bytes", XLAT_MAX_OUT);
+        rc = TK_ERR_UNSUPPORTED;
     }
     if (rc == TK_OK && t.b.oom) rc = TK_ERR_NOMEM;
     if (rc) {
