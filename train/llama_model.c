@@ -237,8 +237,12 @@ done:
     return rc;
 }
 
-int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
-                     const int32_t *doc, float *logits_out, double *loss) {
+/* mean: the gradient of the mean loss (tr_llama_fwd_bwd); else of
+ * grad_scale * the summed loss, no backward when grad_scale is 0
+ * (tr_llama_fwd_bwd_sum). */
+static int fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                   const int32_t *doc, float *logits_out, int mean, float grad_scale, double *loss_out,
+                   uint64_t *n_targets) {
     const tr_llama_config *c = &m->c;
     if (B <= 0 || T <= 0 || T > c->max_seq || !inputs || !targets) return -1;
     llama_pass P = {.m = m,
@@ -290,12 +294,13 @@ int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const in
     size_t cnt = 0;
     for (size_t n = 0; n < N; n++)
         if (targets[n] >= 0) sum += losses[n], cnt++;
-    *loss = cnt ? sum / (double)cnt : 0;
-    if (!cnt) goto done;
+    *loss_out = mean ? (cnt ? sum / (double)cnt : 0) : sum;
+    if (n_targets) *n_targets = cnt;
+    if (!cnt || (!mean && grad_scale == 0.0f)) goto done;
     /* ---- backward ---- */
     float *dlog = PR, *dx = P.S, *dh = P.S + NC;
     float *dqkv = XL; /* XL's (N,C) is done with; dqkv needs 3NC: XL, HF, TMP */
-    CK(kn_softmax_xent_backward_ref(dlog, PR, targets, NULL, 1.0f / (float)cnt, (int)N, V, V));
+    CK(kn_softmax_xent_backward_ref(dlog, PR, targets, NULL, mean ? 1.0f / (float)cnt : grad_scale, (int)N, V, V));
     CK(kn_matmul_backward_ref(dh, gW, NULL, dlog, HF, W, (int)N, C, V));
     memset(dx, 0, NC * sizeof *dx);
     CK(kn_rmsnorm_backward_ref(dx, tr_llama_grad(m, "model.norm.weight", NULL), dh, XL,
@@ -312,3 +317,18 @@ done:
     free(losses);
     return rc;
 }
+
+int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                     const int32_t *doc, float *logits_out, double *loss) {
+    return fwd_bwd(m, B, T, inputs, targets, pos, doc, logits_out, 1, 0.0f, loss, NULL);
+}
+
+int tr_llama_fwd_bwd_sum(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                         const int32_t *doc, float grad_scale, float *logits_out, double *loss_sum,
+                         uint64_t *n_targets) {
+    return fwd_bwd(m, B, T, inputs, targets, pos, doc, logits_out, 0, grad_scale, loss_sum, n_targets);
+}
+
+float *tr_llama_params(tr_llama *m) { return m ? m->p : NULL; }
+float *tr_llama_grads(tr_llama *m) { return m ? m->g : NULL; }
+size_t tr_llama_tensor_size(const tr_llama *m, int i) { return m && i >= 0 && i < m->n ? m->len[i] : 0; }

@@ -103,6 +103,20 @@ const tr_llama_config *tr_llama_get_config(const tr_llama *m);
 int tr_llama_fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
                      const int32_t *doc, float *logits, double *loss);
 
+/* The trainer's form (train/family_llama.c): forward + backward ACCUMULATING
+ * the gradient of grad_scale * (the summed loss of the targets), like
+ * tr_model_fwd_bwd; grad_scale 0: forward only, gradients untouched (eval,
+ * sampling). *loss_sum: the summed loss, *n_targets: the target count (may
+ * be NULL). */
+int tr_llama_fwd_bwd_sum(tr_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                         const int32_t *doc, float grad_scale, float *logits, double *loss_sum, uint64_t *n_targets);
+/* Parameters and gradients are each ONE contiguous buffer holding the
+ * tensors in tensor order (tr_llama_tensor_name), each right after the
+ * previous one: tensor i has tr_llama_tensor_size(m, i) elements. */
+float *tr_llama_params(tr_llama *m);
+float *tr_llama_grads(tr_llama *m);
+size_t tr_llama_tensor_size(const tr_llama *m, int i);
+
 #ifdef __cplusplus
 }
 #endif
