@@ -212,3 +212,114 @@ def test_hf_datasets_same_as_cli(shared, mkshards_bin, tmp_path):
     same_build(tmp_path / "hf", tmp_path / "cli")
     mkshards.build(d.to_iterable_dataset(), tmp_path / "hfit", **OPTS)
     same_build(tmp_path / "hfit", tmp_path / "cli")
+
+
+class _StreamOnly:
+    """An object with nothing but the Arrow PyCapsule stream protocol (as polars / DuckDB results have): mkshards
+    can only read it through the C stream interface, no pyarrow method or Python object per row."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self._reader.__arrow_c_stream__(requested_schema)
+
+
+def test_arrow_c_stream_types_and_rejects_same_as_cli(shared, mkshards_bin, tmp_path):
+    """Arrow data goes to C as a C stream (zero-copy: the string column's offsets + data read in place): every
+    string layout (string, large_string, string_view, dictionary), several batches, nulls and struct paths give
+    the CLI's bytes and rejects on the same documents as JSONL."""
+    pa = pytest.importorskip("pyarrow")
+    if not hasattr(pa.Table, "__arrow_c_stream__"):
+        pytest.skip("pyarrow < 14: no PyCapsule stream protocol")
+    ok = [d for d in DOCS if not any(0xD800 <= ord(c) <= 0xDFFF for c in d)]
+    texts = ok[:900] + [None] + ok[900:1700] + ["the quick brown fox"] * 40  # repeats: a dictionary shares them
+    j = write_jsonl(tmp_path / "d.jsonl", [{"text": t} for t in texts])
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "-o", str(tmp_path / "cli"), j)
+    base = pa.array(texts, pa.string())
+    types = {"string": base, "large_string": base.cast(pa.large_string()), "dictionary": base.dictionary_encode()}
+    if hasattr(pa, "string_view"):
+        types["string_view"] = base.cast(pa.string_view())
+    for name, arr in types.items():
+        t = pa.table({"id": pa.array(range(len(texts))), "text": arr})
+        # sliced batches: each with its own offset into shared buffers
+        reader = pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=333))
+        mkshards.build(_StreamOnly(reader), tmp_path / name, **OPTS)
+        same_build(tmp_path / name, tmp_path / "cli")
+    # a struct column by a dotted field: null parent / null leaf as the JSONL lines {"meta": null} and
+    # {"meta": {"body": null}}
+    rows = ROWS[:500] + [{"id": -1, "meta": None}, {"id": -2, "meta": {"body": None}}] + ROWS[500:900]
+    rows = [r for r in rows if r["meta"] is None or r["meta"]["body"] is None
+            or not any(0xD800 <= ord(c) <= 0xDFFF for c in r["meta"]["body"])]
+    jm = write_jsonl(tmp_path / "m.jsonl", rows)
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "--field", "meta.body", "-o", str(tmp_path / "clim"), jm)
+    st = pa.Table.from_pylist(rows)
+    mkshards.build(_StreamOnly(st.to_reader(max_chunksize=128)), tmp_path / "struct", field="meta.body", **OPTS)
+    same_build(tmp_path / "struct", tmp_path / "clim")
+    # a column that is not a string, and a path through one: the JSON reader's words, per row
+    jn = write_jsonl(tmp_path / "n.jsonl", [{"text": i} for i in range(50)] + [{"text": "words here"}])
+    want = json.loads(run_cli(mkshards_bin, "lint", "--json", jn, check=False).stdout)
+    got = mkshards.lint(pa.table({"text": pa.array(list(range(50)) + [None])}), field="text")
+    assert got["findings"][0]["count"] == 51  # 50 numbers + one null
+    for f in want["findings"] + got["findings"]:
+        for ex in f["examples"]:
+            ex.pop("file"), ex.pop("offset")
+    assert [e["note"] for e in got["findings"][0]["examples"]][:3] == \
+        [e["note"] for e in want["findings"][0]["examples"]][:3]
+    got = mkshards.lint(pa.table({"text": ["a", "b"]}), field="text.body")
+    assert [f["rule"] for f in got["findings"]] == ["field-missing"] and got["findings"][0]["count"] == 2
+    # the capsule is consumed once: a second read of it is refused, not a crash
+    cap = pa.table({"text": ["x"]}).__arrow_c_stream__()
+    mkshards.lint(cap, field="text")
+    with pytest.raises(ValueError, match="already consumed"):
+        mkshards.lint(cap, field="text")
+
+
+def test_parquet_and_arrow_files_through_pyarrow(shared, mkshards_bin, tmp_path):
+    """mkshards.build("x.parquet") / ("x.arrow") / a folder of them: read by pyarrow (the module has no Arrow
+    C++), streamed into C, the same shards as the CLI on the same documents (as JSONL; and as the same .parquet
+    where the CLI is built with Arrow)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    ok = [d for d in DOCS if not any(0xD800 <= ord(c) <= 0xDFFF for c in d)]
+    texts = ok[:1100] + [None] + ok[1100:]
+    j = write_jsonl(tmp_path / "d.jsonl", [{"text": t} for t in texts])
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "-o", str(tmp_path / "cli"), j)
+    t = pa.table({"id": pa.array(range(len(texts))), "text": pa.array(texts, pa.string())})
+    d = tmp_path / "in"
+    (d / "sub").mkdir(parents=True)
+    pq.write_table(t, d / "all.parquet", row_group_size=700, compression="zstd")
+    with pa.ipc.new_file(str(d / "all.arrow"), t.schema) as w:  # IPC file format
+        for b in t.to_batches(max_chunksize=500):
+            w.write_batch(b)
+    with pa.ipc.new_stream(str(d / "sub" / "stream.arrow"), t.schema) as w:  # stream format, as datasets caches
+        for b in t.to_batches(max_chunksize=500):
+            w.write_batch(b)
+    for name in ("all.parquet", "all.arrow", "sub/stream.arrow"):
+        out = tmp_path / name.replace("/", "_")
+        mkshards.build(str(d / name), out, **OPTS)
+        same_build(out, tmp_path / "cli")
+    # a folder: its files in the CLI's order (sorted by name, recursively), here two halves of the documents
+    f = tmp_path / "folder"
+    (f / "b").mkdir(parents=True)
+    pq.write_table(t.slice(0, 1300), f / "a.parquet", compression="snappy")
+    pq.write_table(t.slice(1300), f / "b" / "part.parquet", row_group_size=300)
+    mkshards.build(str(f), tmp_path / "ofolder", **OPTS)
+    same_build(tmp_path / "ofolder", tmp_path / "cli")
+    p = run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "-o", str(tmp_path / "clipq"), str(d / "all.parquet"),
+                check=False)
+    if p.returncode == 0:  # a CLI built with Arrow: the same shard bytes as from its own Parquet reader
+        assert shard_files(tmp_path / "clipq") == shard_files(tmp_path / "all.parquet")
+    with pytest.raises(ValueError, match="apart from"):
+        mkshards.build([j, str(d / "all.parquet")], tmp_path / "mixed", **OPTS)
+
+
+def test_parquet_without_pyarrow_names_it(shared, tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['pyarrow'] = None; import mkshards\n"
+            "try:\n mkshards.build(sys.argv[1], sys.argv[2], tokenizer='gpt2', seq_len=64)\n"
+            "except ImportError as e:\n print('IMPORT', e)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.parquet"), str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert "IMPORT" in p.stdout and "pyarrow" in p.stdout and "x.parquet" in p.stdout, p.stdout + p.stderr

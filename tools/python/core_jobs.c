@@ -203,8 +203,9 @@ static int conv_enum(PyObject *o, void *p) {
  * iterator is kept in the job and re-raised unchanged by bg_run. The spec
  * (a dict, made by mkshards._pipeline) is {"iter": iterator, "field": tuple of
  * keys, "field_name": str, "values": bool}: values True: the items are the
- * field's values (an Arrow column); else an item is a str (the document) or a
- * dict walked by the keys. */
+ * field's values; else an item is a str (the document) or a dict walked by
+ * the keys. Arrow data comes as {"stream": an Arrow C stream, ...} instead
+ * (src_arrow below): zero-copy, no Python object per row. */
 #define SRC_CHUNK_ITEMS 1024
 #define SRC_CHUNK_BYTES ((size_t)4 << 20)
 
@@ -215,11 +216,72 @@ typedef struct {
     uint32_t flags;
 } src_item;
 
+/* The Arrow C data / C stream interface (arrowlib.org/docs/format/CDataInterface.html
+ * and CStreamInterface.html): the ABI is these structs, which the
+ * specification says to copy rather than include, so the module needs no
+ * Arrow headers or libraries. */
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+#endif
+#ifndef ARROW_C_STREAM_INTERFACE
+#define ARROW_C_STREAM_INTERFACE
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+#endif
+
+#define SRC_ARROW_DEPTH 32 /* dotted field components followed into struct columns */
+
+/* An Arrow stream source: record batches from a C stream, the field's
+ * strings handed to the pipeline as pointers into the batch's own buffers
+ * (offsets + data; no Python objects, no copies). */
+typedef struct {
+    struct ArrowArrayStream stream; /* release NULL: none */
+    struct ArrowSchema schema;      /* release NULL: none */
+    struct ArrowArray batch;        /* the batch being handed out; release NULL: none */
+    int64_t row;                    /* next row of batch */
+    int depth;                      /* schema levels found along the field's path (>= 1) */
+    int child[SRC_ARROW_DEPTH];     /* child index at each level */
+    int broken;                     /* 0: the leaf is at depth n_keys; 1: no such field; 2: a parent is not a struct */
+    int leaf;                       /* 0: not a string; 1: utf8; 2: large_utf8; 3: utf8_view; | 8: dictionary-encoded */
+    int index_bytes, index_signed;  /* a dictionary's index type */
+    const char *not_string;         /* the JSON reader's words for the leaf's type */
+    char detail[256];
+} src_arrow;
+
 typedef struct {
     bg_job *job;
     PyObject *it, *keys; /* keys: a tuple of str */
     const char *field_name;
     int values;
+    src_arrow *arrow; /* non-NULL: an Arrow C stream instead of it */
     ds_source src;
     PyObject *refs[SRC_CHUNK_ITEMS];
     src_item items[SRC_CHUNK_ITEMS];
@@ -383,8 +445,322 @@ static void src_pull(py_source *s) {
     }
 }
 
+/* ---------------------------------------------------------------- Arrow streams */
+/* Every check a record batch gets before a row of it is read: the producer
+ * is a library in this process (pyarrow, polars, ...), but a batch that does
+ * not match its schema or claims impossible lengths is refused, not read. */
+
+static int arrow_fmt_is(const struct ArrowSchema *sc, const char *f) { return sc->format && !strcmp(sc->format, f); }
+
+/* The leaf's string kind (1 utf8, 2 large_utf8, 3 utf8_view), 0 for another type. */
+static int arrow_string_kind(const struct ArrowSchema *sc) {
+    return arrow_fmt_is(sc, "u") ? 1 : arrow_fmt_is(sc, "U") ? 2 : arrow_fmt_is(sc, "vu") ? 3 : 0;
+}
+
+/* The JSON reader's words for a non-string Arrow type, as a JSONL writer would have written its values. */
+static const char *arrow_type_words(const struct ArrowSchema *sc) {
+    const char *f = sc->format ? sc->format : "";
+    if (!strcmp(f, "n")) return "null";
+    if (!strcmp(f, "b")) return "a boolean";
+    if (strchr("cCsSiIlLefg", f[0]) && f[1] == 0) return "a number";
+    if (f[0] == 'd' && f[1] == ':') return "a number"; /* decimal */
+    if (!strcmp(f, "+s") || !strcmp(f, "+m")) return "an object";
+    if (f[0] == '+' && (f[1] == 'l' || f[1] == 'L' || f[1] == 'w' || f[1] == 'v')) return "an array";
+    return "not text (binary, a date, ...)";
+}
+
+/* The schema along the field's path (GIL held, at init). 0, or -1 with a
+ * ValueError naming the columns when the first key is no column. */
+static int arrow_plan(src_arrow *a, PyObject *keys, const char *field_name) {
+    const struct ArrowSchema *sc = &a->schema;
+    if (!arrow_fmt_is(sc, "+s") || sc->n_children < 0 || (sc->n_children && !sc->children)) {
+        PyErr_Format(PyExc_ValueError, "Arrow stream: its schema is '%s', not a struct of columns",
+                     sc->format ? sc->format : "?");
+        return -1;
+    }
+    Py_ssize_t nk = PyTuple_GET_SIZE(keys);
+    if (nk > SRC_ARROW_DEPTH) {
+        PyErr_Format(PyExc_ValueError, "field '%s': more than %d components", field_name, SRC_ARROW_DEPTH);
+        return -1;
+    }
+    a->depth = 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        const char *key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(keys, k));
+        if (!key) return -1;
+        if (k > 0 && !arrow_fmt_is(sc, "+s")) {
+            a->broken = 2;
+            return 0;
+        }
+        int hit = -1;
+        for (int64_t c = 0; c < sc->n_children && hit < 0; c++)
+            if (sc->children[c] && sc->children[c]->name && !strcmp(sc->children[c]->name, key)) hit = (int)c;
+        if (hit < 0) {
+            if (k == 0) { /* as for a Table: a missing column is the caller's mistake, not one reject per row */
+                PyObject *names = PyList_New(0);
+                for (int64_t c = 0; names && c < sc->n_children; c++) {
+                    PyObject *n = PyUnicode_FromString(sc->children[c]->name ? sc->children[c]->name : "");
+                    if (!n || PyList_Append(names, n)) Py_CLEAR(names);
+                    Py_XDECREF(n);
+                }
+                PyObject *sep = names ? PyUnicode_FromString(", ") : NULL;
+                PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
+                if (joined)
+                    PyErr_Format(PyExc_ValueError, "field '%s': no column '%s' (columns: %U)", field_name, key, joined);
+                Py_XDECREF(joined);
+                Py_XDECREF(sep);
+                Py_XDECREF(names);
+                return -1;
+            }
+            a->broken = 1;
+            return 0;
+        }
+        a->child[a->depth++] = hit;
+        sc = sc->children[hit];
+    }
+    const struct ArrowSchema *vals = sc->dictionary ? sc->dictionary : sc;
+    a->leaf = arrow_string_kind(vals);
+    if (a->leaf && sc->dictionary) {
+        const char *f = sc->format ? sc->format : "";
+        const char *ix = strchr("cCsSiIlL", f[0]);
+        if (!ix || !f[0] || f[1]) {
+            PyErr_Format(PyExc_ValueError, "field '%s': dictionary index type '%s'", field_name, f);
+            return -1;
+        }
+        int w = (int)(ix - "cCsSiIlL");
+        a->index_bytes = 1 << (w / 2);
+        a->index_signed = !(w & 1);
+        a->leaf |= 8;
+    }
+    if (!a->leaf) a->not_string = arrow_type_words(vals);
+    return 0;
+}
+
+static int arrow_valid(const struct ArrowArray *x, int64_t p) {
+    if (x->null_count == 0 || x->n_buffers < 1 || !x->buffers[0]) return 1;
+    return (((const uint8_t *)x->buffers[0])[p >> 3] >> (p & 7)) & 1;
+}
+
+/* A batch's structure along the path (lengths, offsets, buffer and child
+ * counts) against the schema. NULL, or what is wrong. */
+static const char *arrow_check(const src_arrow *a, const struct ArrowArray *b) {
+    const struct ArrowSchema *sc = &a->schema;
+    const struct ArrowArray *x = b;
+    int64_t need = 0; /* rows of x that are addressed: physical positions [0, need) */
+    if (b->length < 0 || b->offset < 0 || b->length > INT64_MAX / 2 - b->offset) return "bad length or offset";
+    need = b->offset + b->length;
+    for (int k = 0; k < a->depth; k++) {
+        if (x->n_children != sc->n_children || !x->children) return "children differ from the schema";
+        x = x->children[a->child[k]];
+        sc = sc->children[a->child[k]];
+        if (!x || x->length < 0 || x->offset < 0 || x->length > INT64_MAX / 2 - x->offset) return "bad child length";
+        if (x->length < need) return "a child shorter than its parent";
+        if (x->null_count != 0 && x->n_buffers >= 1 && !x->buffers) return "no buffers";
+        need += x->offset; /* the child's physical positions */
+    }
+    if (a->broken || !a->leaf || !a->depth) return NULL;
+    const struct ArrowArray *v = x;
+    if (a->leaf & 8) {
+        if (x->n_buffers != 2 || !x->buffers || (need > x->offset && !x->buffers[1])) return "bad dictionary indices";
+        v = x->dictionary;
+        if (!v || v->length < 0 || v->offset < 0 || v->length > INT64_MAX / 2 - v->offset) return "bad dictionary";
+    }
+    int kind = a->leaf & 7;
+    if (!v->buffers || (kind < 3 ? v->n_buffers != 3 : v->n_buffers < 3)) return "bad string buffers";
+    if (v->length > 0 && !v->buffers[1]) return "no offsets buffer";
+    return NULL;
+}
+
+/* Row i of the loaded batch into *out (its text points into the batch). */
+static void arrow_row(py_source *s, int64_t i, ds_source_item *out) {
+    src_arrow *a = s->arrow;
+    const struct ArrowArray *x = &a->batch;
+    int64_t p = i + x->offset; /* physical position in x */
+    int nk = (int)PyTuple_GET_SIZE(s->keys);
+    memset(out, 0, sizeof *out);
+    out->detail = a->detail;
+    for (int k = 0; k < a->depth; k++) {
+        x = x->children[a->child[k]];
+        p += x->offset;
+        if (!arrow_valid(x, p)) { /* a null on the path: as JSON null there */
+            if (k + 1 < nk) {
+                out->status = DS_REC_MISSING_FIELD;
+                snprintf(a->detail, sizeof a->detail, "parent of the field is not an object");
+            } else {
+                out->status = DS_REC_NOT_STRING;
+                snprintf(a->detail, sizeof a->detail, "field '%s' is null, not a string", s->field_name);
+            }
+            return;
+        }
+    }
+    if (a->broken) {
+        out->status = DS_REC_MISSING_FIELD;
+        if (a->broken == 1) snprintf(a->detail, sizeof a->detail, "no field '%s'", s->field_name);
+        else snprintf(a->detail, sizeof a->detail, "parent of the field is not an object");
+        return;
+    }
+    if (!a->leaf) {
+        out->status = DS_REC_NOT_STRING;
+        snprintf(a->detail, sizeof a->detail, "field '%s' is %s, not a string", s->field_name, a->not_string);
+        return;
+    }
+    if (a->leaf & 8) { /* the index, then the dictionary's string */
+        const uint8_t *ib = (const uint8_t *)x->buffers[1] + (size_t)p * (size_t)a->index_bytes;
+        int64_t k;
+        switch (a->index_bytes * 2 + !a->index_signed) {
+        case 2: k = *(const int8_t *)ib; break;
+        case 3: k = *ib; break;
+        case 4: k = *(const int16_t *)ib; break;
+        case 5: k = *(const uint16_t *)ib; break;
+        case 8: k = *(const int32_t *)ib; break;
+        case 9: k = *(const uint32_t *)ib; break;
+        case 16: k = *(const int64_t *)ib; break;
+        default: k = (int64_t)(*(const uint64_t *)ib & INT64_MAX); break;
+        }
+        x = x->dictionary;
+        if (k < 0 || k >= x->length) {
+            out->status = DS_REC_MISSING_FIELD;
+            snprintf(a->detail, sizeof a->detail, "dictionary index %lld out of range", (long long)k);
+            return;
+        }
+        p = k + x->offset;
+        if (!arrow_valid(x, p)) {
+            out->status = DS_REC_NOT_STRING;
+            snprintf(a->detail, sizeof a->detail, "field '%s' is null, not a string", s->field_name);
+            return;
+        }
+    }
+    const uint8_t *data = NULL;
+    int64_t lo = 0, hi = 0;
+    switch (a->leaf & 7) {
+    case 1:
+        lo = ((const int32_t *)x->buffers[1])[p], hi = ((const int32_t *)x->buffers[1])[p + 1];
+        data = x->buffers[2];
+        break;
+    case 2:
+        lo = ((const int64_t *)x->buffers[1])[p], hi = ((const int64_t *)x->buffers[1])[p + 1];
+        data = x->buffers[2];
+        break;
+    default: { /* a view: 4-byte length, then the bytes inline (<= 12) or prefix, buffer index, offset */
+        const uint8_t *vw = (const uint8_t *)x->buffers[1] + (size_t)p * 16;
+        int32_t n, bi, off;
+        memcpy(&n, vw, 4);
+        hi = n;
+        if (n <= 12) {
+            data = vw + 4;
+        } else {
+            memcpy(&bi, vw + 8, 4);
+            memcpy(&off, vw + 12, 4);
+            /* buffers: validity, views, the variadic data buffers, their sizes */
+            if (bi < 0 || bi >= x->n_buffers - 3 || off < 0) {
+                out->status = DS_REC_MISSING_FIELD;
+                snprintf(a->detail, sizeof a->detail, "string view out of range");
+                return;
+            }
+            const int64_t *sizes = x->buffers[x->n_buffers - 1];
+            if (sizes && (int64_t)off + n > sizes[bi]) {
+                out->status = DS_REC_MISSING_FIELD;
+                snprintf(a->detail, sizeof a->detail, "string view out of range");
+                return;
+            }
+            data = (const uint8_t *)x->buffers[2 + bi] + off;
+        }
+        break;
+    }
+    }
+    if (lo < 0 || hi < lo || (hi > lo && !data)) {
+        out->status = DS_REC_MISSING_FIELD;
+        snprintf(a->detail, sizeof a->detail, "string offsets out of order");
+        return;
+    }
+    out->status = DS_REC_OK;
+    out->text = hi > lo ? data + lo : (const uint8_t *)"";
+    out->len = (size_t)(hi - lo);
+    out->detail = NULL;
+}
+
+/* The next non-empty batch (GIL held). 1: loaded, 0: the stream ended; -1: stop (s->stop_* set). */
+static int arrow_pull(py_source *s) {
+    src_arrow *a = s->arrow;
+    for (;;) {
+        if (a->batch.release) a->batch.release(&a->batch);
+        memset(&a->batch, 0, sizeof a->batch);
+        a->row = 0;
+        if (__atomic_load_n(&s->job->cancel, __ATOMIC_RELAXED)) {
+            s->stop_rc = DS_ERR_CANCELED;
+            snprintf(s->stop_msg, sizeof s->stop_msg, "canceled");
+            return -1;
+        }
+        int rc = a->stream.get_next(&a->stream, &a->batch);
+        if (rc) {
+            const char *m = a->stream.get_last_error ? a->stream.get_last_error(&a->stream) : NULL;
+            s->stop_rc = DS_ERR_IO;
+            snprintf(s->stop_msg, sizeof s->stop_msg, "the Arrow stream failed: %s", m ? m : strerror(rc));
+            return -1;
+        }
+        if (!a->batch.release) return 0; /* released marker: the end */
+        const char *bad = arrow_check(a, &a->batch);
+        if (bad) {
+            s->stop_rc = DS_ERR_FORMAT;
+            snprintf(s->stop_msg, sizeof s->stop_msg, "Arrow stream: a record batch does not match its schema (%s)",
+                     bad);
+            return -1;
+        }
+        if (a->batch.length > 0) return 1;
+    }
+}
+
+/* Takes the stream out of a PyCapsule named "arrow_array_stream" (the
+ * __arrow_c_stream__ protocol: the capsule's stream is moved, its release
+ * set to NULL) or, for an object without the protocol (pyarrow < 14), from
+ * its _export_to_c(address). 0, or -1 with an exception set. */
+static int arrow_take_stream(src_arrow *a, PyObject *obj) {
+    if (PyCapsule_CheckExact(obj)) {
+        struct ArrowArrayStream *st = PyCapsule_GetPointer(obj, "arrow_array_stream");
+        if (!st) return -1;
+        if (!st->release) {
+            PyErr_SetString(PyExc_ValueError, "Arrow stream: the capsule's stream was already consumed");
+            return -1;
+        }
+        a->stream = *st;
+        st->release = NULL;
+        return 0;
+    }
+    PyObject *r = PyObject_CallMethod(obj, "_export_to_c", "K", (unsigned long long)(uintptr_t)&a->stream);
+    if (!r) return -1;
+    Py_DECREF(r);
+    if (!a->stream.release) {
+        PyErr_SetString(PyExc_ValueError, "Arrow stream: _export_to_c gave no stream");
+        return -1;
+    }
+    return 0;
+}
+
+/* GIL held. */
+static void arrow_free(src_arrow *a) {
+    if (!a) return;
+    if (a->batch.release) a->batch.release(&a->batch);
+    if (a->schema.release) a->schema.release(&a->schema);
+    if (a->stream.release) a->stream.release(&a->stream);
+    PyMem_RawFree(a);
+}
+
 static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen) {
     py_source *s = user;
+    if (s->arrow) { /* the batch's rows in place; the GIL only to move to the next batch */
+        src_arrow *a = s->arrow;
+        if (a->row >= a->batch.length && !s->ended && !s->stop_rc) {
+            PyGILState_STATE g = PyGILState_Ensure();
+            if (arrow_pull(s) == 0) s->ended = 1;
+            PyGILState_Release(g);
+        }
+        if (s->stop_rc) {
+            snprintf(err, errlen, "%s", s->stop_msg);
+            return s->stop_rc;
+        }
+        if (s->ended) return 0;
+        arrow_row(s, a->row++, out);
+        return 1;
+    }
     if (s->pos == s->n && !s->ended && !s->stop_rc) {
         PyGILState_STATE g = PyGILState_Ensure();
         src_pull(s);
@@ -412,15 +788,35 @@ static int py_source_init(py_source *s, PyObject *spec, bg_job *job) {
     s->job = job;
     PyObject *it = PyDict_GetItemString(spec, "iter"), *keys = PyDict_GetItemString(spec, "field");
     PyObject *name = PyDict_GetItemString(spec, "field_name"), *values = PyDict_GetItemString(spec, "values");
-    if (!it || !PyIter_Check(it) || !keys || !PyTuple_Check(keys) || !name || !PyUnicode_Check(name) || !values) {
-        PyErr_SetString(PyExc_TypeError,
-                        "source: {'iter': iterator, 'field': tuple, 'field_name': str, 'values': bool}");
+    PyObject *stream = PyDict_GetItemString(spec, "stream");
+    if ((stream ? !!it : !it || !PyIter_Check(it)) || !keys || !PyTuple_Check(keys) || !PyTuple_GET_SIZE(keys) ||
+        !name || !PyUnicode_Check(name) || !values) {
+        PyErr_SetString(PyExc_TypeError, "source: {'iter': iterator or 'stream': Arrow C stream, 'field': tuple, "
+                                         "'field_name': str, 'values': bool}");
         return -1;
     }
     if (!(s->field_name = PyUnicode_AsUTF8(name))) return -1;
     s->values = PyObject_IsTrue(values) == 1;
     s->it = it;
     s->keys = keys;
+    if (stream) {
+        if (!(s->arrow = PyMem_RawCalloc(1, sizeof *s->arrow))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        int rc = arrow_take_stream(s->arrow, stream);
+        if (!rc && s->arrow->stream.get_schema(&s->arrow->stream, &s->arrow->schema)) {
+            const char *m = s->arrow->stream.get_last_error ? s->arrow->stream.get_last_error(&s->arrow->stream) : 0;
+            PyErr_Format(PyExc_ValueError, "Arrow stream: no schema (%s)", m ? m : "no message");
+            rc = -1;
+        }
+        if (!rc) rc = arrow_plan(s->arrow, keys, s->field_name);
+        if (rc) {
+            arrow_free(s->arrow);
+            s->arrow = NULL;
+            return -1;
+        }
+    }
     s->src.next = py_src_next;
     s->src.user = s;
     s->src.name = "<python>";
@@ -429,6 +825,8 @@ static int py_source_init(py_source *s, PyObject *spec, bg_job *job) {
 
 /* GIL held. */
 static void py_source_free(py_source *s) {
+    arrow_free(s->arrow);
+    s->arrow = NULL;
     for (size_t i = 0; i < s->n; i++) Py_CLEAR(s->refs[i]);
     PyMem_RawFree(s->aux);
     s->aux = NULL;

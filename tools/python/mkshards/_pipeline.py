@@ -1,6 +1,7 @@
 """lint / hist in-process (ds_analyze): the same reports as `mkshards lint --json` / `mkshards hist --json`."""
 import json
 import os
+import re
 
 from . import _core
 from ._encoding import Encoding
@@ -12,36 +13,121 @@ def _is_path(x):
     return isinstance(x, (str, bytes, os.PathLike))
 
 
-_ARROW_BATCH_ROWS = 4096  # rows turned into Python objects at a time (memory: one such batch)
+_ARROW_BATCH_ROWS = 4096  # rows of a Hugging Face dataset fetched at a time
+_COLUMNAR = (".parquet", ".arrow")
+# the other files the CLI's folder walk reads (reader.c classify)
+_DATA_EXT = re.compile(r"\.(jsonl|ndjson|json|txt|text)(\.zst|\.zstd|\.gz)?$")
 
 
-def _arrow_values(batches, keys):
-    """The field's values of each record batch: a str per row, None for a null (a reject, like JSON null); a
-    dotted field selects a struct column's child, where the rows go to C as {key: value} dicts so that a null
-    parent is reported as for JSONL."""
-    import pyarrow.compute as pc
-    for b in batches:
-        names = b.schema.names
-        if keys[0] not in names:
-            raise ValueError(f"field {'.'.join(keys)!r}: no column {keys[0]!r} (columns: {', '.join(names)})")
-        col = b.column(names.index(keys[0]))
-        for lo in range(0, len(col), _ARROW_BATCH_ROWS):
-            part = col.slice(lo, _ARROW_BATCH_ROWS).to_pylist()
-            if len(keys) == 1:
-                yield from part
+def _arrow_stream(obj):
+    """What mkshards._core reads an Arrow source from: the object's Arrow C stream as a PyCapsule (the
+    __arrow_c_stream__ protocol, pyarrow >= 14, also polars / DuckDB / nanoarrow objects), else a
+    pyarrow.RecordBatchReader (exported through its _export_to_c). C reads the text column's offsets and data
+    buffers in place: no Python object per row."""
+    if hasattr(obj, "__arrow_c_stream__"):
+        return obj.__arrow_c_stream__()
+    return obj
+
+
+def _batches_reader(batches):
+    """A pyarrow.RecordBatchReader over an iterable of RecordBatches / Tables (the first one gives the schema)."""
+    import pyarrow as pa
+    it = iter(batches)
+
+    def flat():
+        for b in it:
+            yield from (b.to_batches() if isinstance(b, pa.Table) else [b])
+
+    gen = flat()
+    first = next(gen, None)
+    if first is None:
+        return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+    schema = first.schema
+
+    def rest():
+        yield first
+        for b in gen:
+            yield b if b.schema == schema else b.cast(schema)
+
+    return pa.RecordBatchReader.from_batches(schema, rest())
+
+
+def _columnar_files(paths):
+    """The .parquet / .arrow files among paths in the CLI's order (a folder: its entries sorted by their bytes,
+    recursively, hidden names and symlinked folders skipped), or None when any input is something else (the C
+    readers take those, and refuse .parquet / .arrow beside them)."""
+    out = []
+
+    def walk(d):
+        for n in sorted(os.listdir(os.fsencode(d))):
+            if n.startswith(b"."):
+                continue
+            p = os.path.join(d, os.fsdecode(n))
+            if os.path.isdir(p) and not os.path.islink(p):
+                if not walk(p):
+                    return False
+            elif p.endswith(_COLUMNAR):
+                out.append(p)
+            elif _DATA_EXT.search(p):
+                return False
+        return True
+
+    for p in paths:
+        if os.path.isdir(p):
+            if not walk(p):
+                return None
+        elif p.endswith(_COLUMNAR):
+            out.append(p)
+        else:
+            return None
+    return out or None
+
+
+def _columnar_reader(files, column):
+    """Parquet / Arrow IPC files read by pyarrow (the module is built without Arrow's C++ libraries, so that it
+    never pins one pyarrow's libraries into a process that imports another): one RecordBatchReader over the
+    files in order, only the text column, one row group / record batch in memory at a time."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(f"{files[0]}: reading Parquet / Arrow IPC from Python needs pyarrow "
+                          "(pip install pyarrow), or give the file to the mkshards CLI") from None
+
+    def batches():
+        for f in files:
+            if f.endswith(".parquet"):
+                pf = pq.ParquetFile(f)
+                cols = [column] if column in pf.schema_arrow.names else None
+                yield from pf.iter_batches(columns=cols, use_threads=False)
             else:
-                for v in part:
-                    yield {keys[0]: v}
+                with open(f, "rb") as fh:
+                    magic = fh.read(6)
+                src = pa.memory_map(f)
+                rd = pa.ipc.open_file(src) if magic == b"ARROW1" else pa.ipc.open_stream(src)
+                if magic == b"ARROW1":
+                    for i in range(rd.num_record_batches):
+                        yield rd.get_batch(i)
+                else:
+                    yield from rd
+
+    return _batches_reader(batches())
 
 
 def _source(inputs, field):
-    """None when inputs name files (a path or a list/tuple of paths); else the source spec mkshards._core reads:
-    an iterator of items (str documents, or dicts walked by the field's keys, or the field's values)."""
-    if _is_path(inputs):
-        return None
-    # a list or tuple of str names files, as before; documents in a list go as iter(docs) (or dicts)
-    if isinstance(inputs, (list, tuple)) and all(_is_path(x) for x in inputs):
-        return None
+    """None when inputs name files the C readers take (a path or a list/tuple of paths); else the source spec
+    mkshards._core reads: {"stream": an Arrow C stream} for Arrow data (and .parquet / .arrow files, read through
+    pyarrow), or {"iter": an iterator of items} (str documents, or dicts walked by the field's keys)."""
+    files = None
+    if _is_path(inputs) or (isinstance(inputs, (list, tuple)) and all(_is_path(x) for x in inputs)):
+        # a list or tuple of str names files, as before; documents in a list go as iter(docs) (or dicts)
+        paths = [os.fsdecode(p) for p in ([inputs] if _is_path(inputs) else inputs)]
+        files = _columnar_files(paths)
+        if files is None:
+            if any(p.endswith(_COLUMNAR) for p in paths):
+                raise ValueError("Parquet / Arrow IPC files are read through pyarrow here: give them apart from "
+                                 "other inputs (or all inputs to the mkshards CLI)")
+            return None
     field = "text" if field is None else field
     if not isinstance(field, str):
         raise TypeError(f"field: a str, not {type(field).__name__}")
@@ -49,31 +135,43 @@ def _source(inputs, field):
     if not all(keys):
         raise ValueError(f"bad field {field!r}: empty path component")
     spec = {"field": keys, "field_name": field, "values": False}
+    if files is not None:
+        spec["stream"] = _arrow_stream(_columnar_reader(files, keys[0]))
+        return spec
     mod = type(inputs).__module__ or ""
     if mod.startswith("pyarrow"):
         import pyarrow as pa
         if isinstance(inputs, pa.Table):
-            batches = inputs.to_batches()
+            names = inputs.schema.names
+            reader = inputs.select([keys[0]]).to_reader() if keys[0] in names else inputs.to_reader()
         elif isinstance(inputs, pa.RecordBatch):
-            batches = [inputs]
+            reader = pa.Table.from_batches([inputs]).to_reader()
         elif isinstance(inputs, pa.RecordBatchReader):
-            batches = inputs
-        elif hasattr(inputs, "to_batches"):  # pyarrow.dataset.Dataset / Scanner: only the text column is read
-            batches = inputs.to_batches(columns=[keys[0]])
+            reader = inputs
+        elif hasattr(inputs, "scanner"):  # pyarrow.dataset.Dataset: only the text column is read
+            cols = [keys[0]] if keys[0] in inputs.schema.names else None
+            reader = inputs.scanner(columns=cols, use_threads=False).to_reader()
+        elif hasattr(inputs, "to_reader"):  # a Scanner
+            reader = inputs.to_reader()
         else:
             raise TypeError(f"{type(inputs).__name__}: a pyarrow Table, RecordBatch, RecordBatchReader or dataset")
-        spec["iter"] = iter(_arrow_values(batches, keys))
-        spec["values"] = len(keys) == 1
+        spec["stream"] = _arrow_stream(reader)
         return spec
     if mod.startswith("datasets") and hasattr(inputs, "iter"):
-        # a Hugging Face Dataset / IterableDataset: batches as Arrow where it can give them, else dicts of lists
+        # a Hugging Face Dataset / IterableDataset: Arrow batches where it gives them, else dicts of lists
         ds = inputs
         try:
             tables = ds.with_format("arrow").iter(batch_size=_ARROW_BATCH_ROWS)
-            spec["iter"] = iter(_arrow_values((b if hasattr(b, "schema") else _dict_batch(b) for b in tables), keys))
+            reader = _batches_reader(b if hasattr(b, "schema") else _dict_batch(b) for b in tables)
         except (AttributeError, NotImplementedError, ValueError):
-            spec["iter"] = iter(_arrow_values((_dict_batch(b) for b in ds.iter(batch_size=_ARROW_BATCH_ROWS)), keys))
-        spec["values"] = len(keys) == 1
+            reader = _batches_reader(_dict_batch(b) for b in ds.iter(batch_size=_ARROW_BATCH_ROWS))
+        spec["stream"] = _arrow_stream(reader)
+        return spec
+    if hasattr(inputs, "__arrow_c_stream__"):  # polars, DuckDB, nanoarrow, ...: any Arrow C stream producer
+        spec["stream"] = inputs.__arrow_c_stream__()
+        return spec
+    if type(inputs).__name__ == "PyCapsule":  # such a stream's capsule itself (C checks its name)
+        spec["stream"] = inputs
         return spec
     try:
         spec["iter"] = iter(inputs)
