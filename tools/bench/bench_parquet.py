@@ -17,8 +17,13 @@ GPT2TokenizerFast (from ../shared/vocab/encoder.json + vocab.bpe: the same
 BPE as mkshards' gpt2) over batches of 1000 with num_proc=2, save_to_disk;
 its wall time (cache in a fresh temporary folder) against mkshards' median.
 
+--python: the same documents through the Python package (import mkshards; run
+it with the package on PYTHONPATH): mkshards.lint (byte checks, no tokenizer:
+what the source itself costs) and mkshards.build from a pyarrow.Table in
+memory, and mkshards.build from the .parquet path (read by pyarrow), docs/s.
+
   python3 tools/bench/bench_parquet.py [--mkshards build/tools/mkshards]
-      [--shared ../shared] [--threads 2] [--repeat 5] [--row-group 4096] [--hf]
+      [--shared ../shared] [--threads 2] [--repeat 5] [--row-group 4096] [--hf] [--python]
 """
 import argparse
 import filecmp
@@ -65,6 +70,41 @@ def hf_pipeline(parquet, vocab, tmp, num_proc):
     return time.perf_counter() - t, len(ds)
 
 
+def py_sources(docs, parquet, tmp, threads, repeat):
+    """docs/s of mkshards.lint / build from a pyarrow.Table and of build from the .parquet path (medians)"""
+    import pyarrow as pa
+    import mkshards
+    table = pa.table({"text": pa.array(docs, pa.string())})
+    # the same text as its non-empty lines: many short documents, where a per-row cost shows
+    lines = pa.table({"text": pa.array([x for d in docs for x in d.split("\n") if x], pa.string())})
+    runs = {"lint(Table), no tokenizer": lambda: mkshards.lint(table, threads=threads),
+            "lint(Table of lines)": lambda: mkshards.lint(lines, threads=threads),
+            "build(Table)": lambda: mkshards.build(table, os.path.join(tmp, "py_t"), tokenizer="gpt2",
+                                                   seq_len=1024, threads=threads, force=True),
+            "build('x.parquet')": lambda: mkshards.build(parquet, os.path.join(tmp, "py_p"), tokenizer="gpt2",
+                                                         seq_len=1024, threads=threads, force=True)}
+    print("Python package (%s), -j %d, %d runs each:" % (os.path.dirname(mkshards.__file__), threads, repeat))
+    for name, fn in runs.items():
+        ts, cs = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            c0 = resource.getrusage(resource.RUSAGE_SELF)
+            try:
+                fn()
+            except mkshards.MkshardsError as e:  # an older package: .parquet refused
+                print("  %-28s %s" % (name, str(e)[:100]))
+                break
+            c1 = resource.getrusage(resource.RUSAGE_SELF)
+            ts.append(time.perf_counter() - t)
+            cs.append(c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime)
+        if not ts:
+            continue
+        m = statistics.median(ts)
+        n = lines.num_rows if "lines" in name else len(docs)
+        print("  %-28s median %.3f s = %.0f docs/s, CPU median %.3f s (runs: %s)" %
+              (name, m, n / m, statistics.median(cs), " ".join("%.3f" % x for x in ts)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mkshards", default="build/tools/mkshards")
@@ -73,6 +113,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--row-group", type=int, default=4096)
     ap.add_argument("--hf", action="store_true")
+    ap.add_argument("--python", action="store_true")
+    ap.add_argument("--no-cli", action="store_true", help="skip the CLI builds (with --python / --hf)")
     a = ap.parse_args()
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -97,6 +139,10 @@ def main():
         mb = os.path.getsize(plain) / 1e6
         print("corpus: %d documents, %.1f MB JSONL, %.1f MB Parquet (snappy, %d-row row groups, pyarrow %s)" %
               (len(docs), mb, os.path.getsize(parquet) / 1e6, a.row_group, pa.__version__))
+        if a.python:
+            py_sources(docs, parquet, tmp, a.threads, a.repeat)
+        if a.no_cli:
+            return
         times = {"jsonl": [], "parquet": []}
         outs = {"jsonl": os.path.join(tmp, "o_jsonl"), "parquet": os.path.join(tmp, "o_parquet")}
         for _ in range(a.repeat):
