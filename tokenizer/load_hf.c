@@ -1,6 +1,8 @@
 /* load_hf.c - HF tokenizer.json (BPE): vocab, merges, added tokens and
  * ranks; the pipeline itself (normalizer, pre-tokenizer, decoder) is set up
- * by hf.c. */
+ * by hf_config.c, and the hf engine's table (tk_engine_hf) is here: this
+ * file calls the engine (hf*.c), never the reverse. */
+#include "hf_internal.h"
 #include "load_internal.h"
 
 #include <errno.h>
@@ -317,7 +319,7 @@ static int hf_give_rank(hf_load *L, uint32_t id, const uint8_t *buf, size_t l) {
  * single bytes first (by id), then merge i -> rank 256 + i, then any other
  * vocab entry (unreachable by merges) last. SentencePiece-style (no
  * ByteLevel anywhere): ranks in file order, token bytes for decoding only;
- * hf.c encodes with the raw vocabulary. */
+ * hf_model.c encodes with the raw vocabulary. */
 static int hf_first_ranks(hf_load *L) {
     int rc;
     L->sp_mode = !has_type(json_object_get(L->root, "pre_tokenizer"), "ByteLevel", 0) &&
@@ -354,7 +356,7 @@ static int hf_first_ranks(hf_load *L) {
     return TK_OK;
 }
 
-/* SentencePiece-style merge i: ids only (hf.c checks and tables them); with
+/* SentencePiece-style merge i: ids only (hf_config.c checks and tables them); with
  * a continuing_subword_prefix of sp_plen bytes HF's result is
  * a + b[len(prefix):]. */
 static int hf_merge_sp(hf_load *L, size_t i, size_t sp_plen) {
@@ -515,7 +517,7 @@ static int hf_merge_ranks(hf_load *L) {
 }
 
 /* Phase 9: the tokenizer, then its pipeline (normalizer, pre-tokenizer,
- * decoder: hf.c) and post-processor. */
+ * decoder: hf_config.c) and post-processor. */
 static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
     bool identity = true;
     int rc;
@@ -531,20 +533,22 @@ static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
     L->rank_to_id = NULL; /* owned by tk_ld_tv_build now */
     if (rc) return rc;
     const uint32_t(*mids)[3] = (const uint32_t(*)[3])L->mids;
+    tk_hf *h = NULL; /* NULL: the rank engine gives HF's ids */
     if (L->sp_mode && pat != TK_PAT_NONE) {
         tk_set_err(L->err, L->errlen, "%s: --pattern cannot replace this tokenizer's own pre-tokenizer: leave it out",
                    L->path);
         rc = TK_ERR_PATTERN;
     } else if (L->sp_mode) {
-        rc = tk_hf_setup_sp(t, L->root, L->path, mids, L->n_merges, &L->J, L->err, L->errlen);
+        rc = tk_hf_setup_sp(t, L->root, L->path, mids, L->n_merges, &L->J, &h, L->err, L->errlen);
     } else {
-        rc = tk_hf_setup(t, L->root, L->path, mids, L->n_merges, &L->J, L->n_raw || L->dead_merges, pat, L->err,
+        rc = tk_hf_setup(t, L->root, L->path, mids, L->n_merges, &L->J, L->n_raw || L->dead_merges, pat, &h, L->err,
                          L->errlen);
     }
     if (rc) {
         tk_free(t);
         return rc;
     }
+    if (h) tk_engine_attach(t, &tk_engine_hf, h);
     tk_hf_post_processor(t, L->root);
     *out = t;
     return TK_OK;
@@ -581,3 +585,21 @@ int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *
         rc = hf_build(&L, pat, out);
     return hf_finish(&L, rc);
 }
+
+/* The hf engine (tk_engine.h): its ops are the pipeline's (hf.c, hf_*.c);
+ * the table lives with the loader so that the dependency is one-way: the
+ * loader calls the engine, the engine never names the loader. */
+const tk_engine tk_engine_hf = {
+    .name = "hf",
+    .sniff = tk_hf_sniff,
+    .load = tk_load_hf_json,
+    .encode = tk_hf_encode_ordinary,
+    .encode_special = tk_hf_encode,
+    .decode = tk_hf_decode_op,
+    .describe = tk_hf_describe,
+    .lossless = tk_hf_lossless,
+    .savable = tk_hf_savable,
+    .image = false,
+    .default_pp = TK_PP_NONE,
+    .free = tk_hf_free_state,
+};

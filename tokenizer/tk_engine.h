@@ -4,7 +4,9 @@
  *   rank      tiktoken-style BPE: .tiktoken rank files, GPT-2 encoder.json +
  *             vocab.bpe (load_tiktoken.c, load_gpt2.c; encode.c / bpe.c /
  *             decode.c run it: its ops are the generic paths)
- *   hf        HF tokenizer.json BPE (load_hf.c, hf.c, hf_regex.c, hf_json.c)
+ *   hf        HF tokenizer.json BPE (load_hf.c: loader and table; hf.c: ops;
+ *             hf_config.c hf_normalize.c hf_encode.c hf_model.c hf_decode.c,
+ *             sharing hf_internal.h; hf_regex.c, hf_json.c)
  *   spm       SentencePiece .model BPE (spm.c)
  *   unigram   SentencePiece .model UNIGRAM (spm.c loads and decodes, unigram.c
  *             encodes; no sniffer: spm.c hands these models over)
@@ -16,7 +18,8 @@
  * Layering inside tokenizer/ (each line uses only what is below it; no
  * circle):
  *   load_resolve.c                   tk_load: path/name -> an engine's load
- *   load_*.c, hf.c, spm.c            engines (loaders + their ops)
+ *   load_*.c, hf*.c, spm.c           engines (loaders + their ops; a loader
+ *                                    calls its engine, never the reverse)
  *   tk_engine.c                      dispatcher: registry, tk_describe,
  *                                    tk_lossless, tk_engine_of
  *   encode.c decode.c save.c framing.c tk_image.c

@@ -355,26 +355,26 @@ int tk_json_load(const char *path, struct json_t **out, char *err, size_t errlen
 int tk_json_loadb(const char *path, const uint8_t *data, size_t len, size_t file_len, struct json_t **out, char *err,
                   size_t errlen);
 
-/* HF tokenizer.json pipeline (hf.c). tk_hf_setup parses normalizer,
+/* HF tokenizer.json pipeline (hf_config.c). tk_hf_setup parses normalizer,
  * pre_tokenizer, model options, added tokens and decoder of root; merges
  * are (rank a, rank b, rank result) in file order (all TK_NO_RANK: a merge
  * that never applies); J: the vocabulary by string; raw_entries: some ids
  * are vocab entries outside the byte map or such merges. Either the rank
- * engine is proven to give HF's ids (t->pattern set, no engine attached) or
- * the hf engine (tk_engine_hf, its tk_hf as engine_state) runs the pipeline; anything unsupported is refused (err names the JSON
- * path). forced: --pattern, refused unless it is what the file says. */
+ * engine is proven to give HF's ids (t->pattern set, *out NULL) or *out is
+ * the pipeline for the hf engine (load_hf.c attaches it as tk_engine_hf's
+ * engine_state: the engine never names the loader); anything unsupported
+ * is refused (err names the JSON path). forced: --pattern, refused unless it is what the file says. */
 typedef struct tk_hf tk_hf;
 struct tk_hfj_s;
 int tk_hf_setup(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
-                const struct tk_hfj_s *J, bool raw_entries, tk_pattern forced, char *err, size_t errlen);
+                const struct tk_hfj_s *J, bool raw_entries, tk_pattern forced, tk_hf **out, char *err, size_t errlen);
 /* SentencePiece-style BPE (no ByteLevel): merges are (id a, id b, id result);
  * takes over the vocabulary arrays of *J. */
 int tk_hf_setup_sp(tk_tokenizer *t, struct json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm,
-                   struct tk_hfj_s *J, char *err, size_t errlen);
+                   struct tk_hfj_s *J, tk_hf **out, char *err, size_t errlen);
 /* Decode through the tokenizer.json decoder chain (SentencePiece-style);
  * first: the ids start the text (Metaspace/Strip take the prefix space). */
 int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, tk_bytes *out);
-bool tk_hf_decodes(const tk_tokenizer *t);
 void tk_hf_free(tk_hf *h);
 /* Encode through the pipeline: added tokens that are not special always,
  * specials when all or listed in allowed. */

@@ -1,0 +1,461 @@
+/* hf_encode.c - one document through the HF pipeline: added tokens,
+ * normalizer, pre-tokenizers, then the model stage (model(): the dispatch on
+ * the model kind), with a per-thread context and piece cache. */
+#include "hf_internal.h"
+
+#include <pthread.h>
+
+/* ---- added tokens --------------------------------------------------------- */
+
+/* Leftmost-longest match of an active added token in s[i..n); returns its
+ * index or -1, with its start in *at. */
+typedef struct {
+    const char *const *allowed;
+    size_t n_allowed;
+    bool all;
+    bool any; /* some added token is active */
+} active_set;
+
+static bool active(const hf_added *a, const active_set *as) {
+    if (!a->special || as->all) return true;
+    for (size_t k = 0; k < as->n_allowed; k++)
+        if (strlen(as->allowed[k]) == a->len && memcmp(as->allowed[k], a->text, a->len) == 0) return true;
+    return false;
+}
+
+/* Rust regex's Unicode \w (HF's single_word test): Alphabetic (letters, Nl,
+ * Other_Alphabetic: marks and the circled / squared Latin letters), M, Nd,
+ * Pc, Join_Control. Invalid UTF-8 (cp < 0): not a word character. */
+static bool is_word(int32_t cp) {
+    if (cp < 0) return false;
+    if (cp < 128) return (cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || cp == '_';
+    if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+        (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
+        return true;
+    int c = utf8proc_category(cp);
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
+           (c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND ||
+           c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_PC;
+}
+
+/* The character that ends at s[i] (i > 0): its code point, -1 if invalid. */
+static int32_t char_before(const uint8_t *s, size_t i) {
+    size_t k = i - 1;
+    while (k > 0 && (s[k] & 0xC0) == 0x80 && i - k < 4) k--;
+    int32_t cp;
+    size_t l = u8_len(s, i, k, &cp);
+    return k + l == i ? cp : -1;
+}
+
+static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, bool normalized, const active_set *as,
+                       size_t *at, size_t *end) {
+    if (!as->any) return -1;
+    size_t from = i;
+    for (; i < n; i++) {
+        if (!(h->first_byte[s[i] >> 3] >> (s[i] & 7) & 1)) continue;
+        long best = -1;
+        size_t blen = 0;
+        for (size_t k = 0; k < h->n_added; k++) {
+            const hf_added *a = &h->added[k];
+            if (a->normalized != normalized || a->len > n - i || a->len <= blen) continue;
+            if (a->text[0] != s[i] || memcmp(a->text, s + i, a->len) != 0 || !active(a, as)) continue;
+            best = (long)k;
+            blen = a->len;
+        }
+        if (best >= 0) {
+            const hf_added *a = &h->added[best];
+            size_t st = i, e = i + a->len;
+            if (a->single_word) { /* HF: a match inside a word is dropped, and its text is not searched again */
+                int32_t cp = -1;
+                bool before = st == 0 || !is_word(char_before(s, st));
+                bool after = e == n || (u8_len(s, n, e, &cp), !is_word(cp));
+                if (!before || !after) {
+                    i = e - 1;
+                    continue;
+                }
+            }
+            if (a->lstrip) /* back over whitespace, not into the text before from */
+                while (st > from) {
+                    size_t k = st - 1;
+                    while (k > from && (s[k] & 0xC0) == 0x80 && st - k < 4) k--;
+                    int32_t cp;
+                    size_t l = u8_len(s, st, k, &cp);
+                    if (k + l != st || !is_ws(cp)) break;
+                    st = k;
+                }
+            if (a->rstrip)
+                while (e < n) {
+                    int32_t cp;
+                    size_t l = u8_len(s, n, e, &cp);
+                    if (!is_ws(cp)) break;
+                    e += l;
+                }
+            *at = st;
+            *end = e;
+            return best;
+        }
+    }
+    return -1;
+}
+
+/* ---- pre-tokenizers and the whole encode ---------------------------------- */
+
+typedef struct {
+    size_t a, b;
+    bool m;
+} span;
+
+typedef struct {
+    span *v;
+    size_t n, cap;
+} spanv;
+
+/* Pieces repeat: a direct-mapped cache of piece -> ids (HF keeps one too). */
+#define WC_SLOTS 8192
+#define WC_KEY 30
+#define WC_IDS 8
+typedef struct {
+    uint8_t key[WC_KEY];
+    uint8_t len, n; /* len 0: empty */
+    uint32_t ids[WC_IDS];
+} wc_slot;
+
+typedef struct {
+    const tk_tokenizer *t;
+    const tk_hf *h;
+    tk_ids *out;
+    uint64_t serial; /* the tokenizer the cache belongs to */
+    wc_slot *wc;
+    bpe_scratch bs;
+    tk_bytes nbuf[2];
+    tk_bytes mod[HF_MAX_STEPS];
+    spanv sp[HF_MAX_STEPS];
+    tk_re_budget budget; /* the document's regex work (tk_hf_encode sets it) */
+} hf_ctx;
+
+static int sv_push(spanv *v, size_t a, size_t b, bool m) {
+    if (v->n == v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 64;
+        span *q = realloc(v->v, c * sizeof *q);
+        if (!q) return TK_ERR_NOMEM;
+        v->v = q;
+        v->cap = c;
+    }
+    v->v[v->n++] = (span){a, b, m};
+    return TK_OK;
+}
+
+typedef struct {
+    spanv *v;
+    size_t prev;
+} match_ctx;
+
+static int match_cb(void *u, size_t a, size_t b) {
+    match_ctx *c = u;
+    int rc;
+    if (c->prev != a && (rc = sv_push(c->v, c->prev, a, false))) return rc;
+    if ((rc = sv_push(c->v, a, b, true))) return rc;
+    c->prev = b;
+    return TK_OK;
+}
+
+/* (offsets, is_match) of a char predicate: each matching char is a match */
+static int char_matches(spanv *v, const uint8_t *s, size_t n, bool (*pred)(int32_t), const uint8_t *ch, size_t chl) {
+    size_t prev = 0, i = 0;
+    int rc;
+    while (i < n) {
+        int32_t cp;
+        size_t l = u8_len(s, n, i, &cp);
+        bool m = pred ? pred(cp) : (l == chl && memcmp(s + i, ch, chl) == 0 && cp >= 0);
+        if (m) {
+            if (prev < i && (rc = sv_push(v, prev, i, false))) return rc;
+            if ((rc = sv_push(v, i, i + l, true))) return rc;
+            prev = i + l;
+        }
+        i += l;
+    }
+    if (prev < n && (rc = sv_push(v, prev, n, false))) return rc;
+    return TK_OK;
+}
+
+/* HF NormalizedString::split: fold (offsets, is_match) by the behavior; the
+ * result's m flag means "remove". */
+static void fold(spanv *v, int beh, bool invert) {
+    if (invert)
+        for (size_t k = 0; k < v->n; k++) v->v[k].m = !v->v[k].m;
+    size_t o = 0;
+    bool prev_match = false;
+    switch (beh) {
+    case B_ISOLATED:
+        for (size_t k = 0; k < v->n; k++) v->v[k].m = false;
+        return;
+    case B_REMOVED: return;
+    case B_CONTIGUOUS:
+        for (size_t k = 0; k < v->n; k++) {
+            span s = v->v[k];
+            if (s.m == prev_match && o) v->v[o - 1].b = s.b;
+            else v->v[o++] = (span){s.a, s.b, false};
+            prev_match = s.m;
+        }
+        break;
+    case B_MERGED_PREV:
+        for (size_t k = 0; k < v->n; k++) {
+            span s = v->v[k];
+            if (s.m && !prev_match && o) v->v[o - 1].b = s.b;
+            else v->v[o++] = (span){s.a, s.b, false};
+            prev_match = s.m;
+        }
+        break;
+    case B_MERGED_NEXT: {
+        /* right to left, building from the end */
+        size_t w = v->n;
+        for (size_t k = v->n; k-- > 0;) {
+            span s = v->v[k];
+            if (s.m && !prev_match && w < v->n) v->v[w].a = s.a;
+            else v->v[--w] = (span){s.a, s.b, false};
+            prev_match = s.m;
+        }
+        memmove(v->v, v->v + w, (v->n - w) * sizeof *v->v);
+        o = v->n - w;
+        break;
+    }
+    }
+    v->n = o;
+}
+
+static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start);
+
+static int model(hf_ctx *c, const uint8_t *p, size_t n) {
+    const tk_tokenizer *t = c->t;
+    tk_ids *out = c->out;
+    size_t from = out->len;
+    int rc;
+    wc_slot *w = NULL;
+    if (c->wc && n <= WC_KEY) {
+        w = &c->wc[tk_hash_bytes(p, n) & (WC_SLOTS - 1)];
+        if (w->len == n && memcmp(w->key, p, n) == 0) {
+            if (!w->n) return TK_OK;
+            if (tk_ids_reserve(out, w->n)) return TK_ERR_NOMEM;
+            memcpy(out->ids + out->len, w->ids, w->n * sizeof *w->ids);
+            out->len += w->n;
+            return TK_OK;
+        }
+    }
+    bool ids = c->h->sp || (!c->h->fast_bpe && tk_hf_bl_needs_word(c->h, p, n));
+    if (c->h->sp) rc = tk_hf_sp_word(c->h, &c->bs, p, n, out);
+    else if (ids) rc = tk_hf_bl_word(t, c->h, &c->bs, p, n, out);
+    else if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
+    else rc = tk_hf_bpe_bytes(t, c->h, &c->bs, p, n, out);
+    if (rc) return rc;
+    if (t->rank_to_id && !ids)
+        for (size_t k = from; k < out->len; k++) out->ids[k] = t->rank_to_id[out->ids[k]];
+    if (w && out->len - from <= WC_IDS) {
+        memcpy(w->key, p, n);
+        w->len = (uint8_t)n;
+        w->n = (uint8_t)(out->len - from);
+        if (w->n) memcpy(w->ids, out->ids + from, w->n * sizeof *w->ids);
+    }
+    return TK_OK;
+}
+
+/* Hand the pieces in c->sp[k] (spans of p) to step k + 1. */
+static int emit_spans(hf_ctx *c, size_t k, const uint8_t *p, bool at_start) {
+    spanv *v = &c->sp[k];
+    for (size_t j = 0; j < v->n; j++) {
+        span s = v->v[j];
+        if (s.m || s.a == s.b) continue;
+        int rc = run_pre(c, k + 1, p + s.a, s.b - s.a, at_start && s.a == 0);
+        if (rc) return rc;
+    }
+    return TK_OK;
+}
+
+static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start) {
+    if (!n) return TK_OK;
+    if (k == c->h->n_pt) return model(c, p, n);
+    const pt_step *st = &c->h->pt[k];
+    spanv *v = &c->sp[k];
+    int rc;
+    switch (st->kind) {
+    case PT_SPLIT:
+        if (st->fast != TK_PAT_NONE && st->beh == B_ISOLATED && !st->invert) {
+            for (size_t i = 0; i < n;) {
+                size_t e = tk_pretok_next(st->fast, p, n, i);
+                if ((rc = run_pre(c, k + 1, p + i, e - i, at_start && i == 0))) return rc;
+                i = e;
+            }
+            return TK_OK;
+        }
+        v->n = 0;
+        if (st->fast != TK_PAT_NONE) {
+            for (size_t i = 0; i < n;) {
+                size_t e = tk_pretok_next(st->fast, p, n, i);
+                if ((rc = sv_push(v, i, e, true))) return rc;
+                i = e;
+            }
+        } else {
+            match_ctx mc = {v, 0};
+            if ((rc = tk_regex_find_all(st->re, p, n, &c->budget, match_cb, &mc))) return rc;
+            if (mc.prev != n && (rc = sv_push(v, mc.prev, n, false))) return rc;
+        }
+        fold(v, st->beh, st->invert);
+        /* the spans of step k are used while deeper steps run: they own
+         * their own span vectors, so this one stays valid */
+        return emit_spans(c, k, p, at_start);
+    case PT_DIGITS:
+    case PT_PUNCT:
+    case PT_WSSPLIT:
+        v->n = 0;
+        if ((rc = char_matches(v, p, n,
+                               st->kind == PT_DIGITS  ? is_numeric
+                               : st->kind == PT_PUNCT ? is_punct
+                                                      : is_ws,
+                               NULL, 0)))
+            return rc;
+        fold(v, st->kind == PT_DIGITS ? (st->individual ? B_ISOLATED : B_CONTIGUOUS) : st->beh, false);
+        return emit_spans(c, k, p, at_start);
+    case PT_BYTELEVEL: {
+        const uint8_t *q = p;
+        size_t qn = n;
+        if (st->prefix_space && p[0] != ' ') {
+            tk_bytes *m = &c->mod[k];
+            m->len = 0;
+            if ((rc = bput(m, " ", 1)) || (rc = bput(m, p, n))) return rc;
+            q = m->data;
+            qn = m->len;
+        }
+        if (!st->use_regex) return run_pre(c, k + 1, q, qn, at_start);
+        for (size_t i = 0; i < qn;) {
+            size_t e = tk_pretok_next(TK_PAT_GPT2, q, qn, i);
+            if ((rc = run_pre(c, k + 1, q + i, e - i, at_start && i == 0))) return rc;
+            i = e;
+        }
+        return TK_OK;
+    }
+    case PT_METASPACE: {
+        tk_bytes *m = &c->mod[k];
+        m->len = 0;
+        bool starts = n >= st->repl_len && memcmp(p, st->repl, st->repl_len) == 0;
+        if (p[0] == ' ') starts = true; /* replaced below */
+        if (!starts && (st->scheme == MS_ALWAYS || (st->scheme == MS_FIRST && at_start)))
+            if ((rc = bput(m, st->repl, st->repl_len))) return rc;
+        for (size_t i = 0; i < n; i++) {
+            size_t j = i;
+            while (j < n && p[j] != ' ') j++;
+            if ((rc = bput(m, p + i, j - i))) return rc;
+            if (j < n && (rc = bput(m, st->repl, st->repl_len))) return rc;
+            i = j;
+        }
+        if (!st->split) return run_pre(c, k + 1, m->data, m->len, at_start);
+        v->n = 0;
+        if ((rc = char_matches(v, m->data, m->len, NULL, st->repl, st->repl_len))) return rc;
+        fold(v, B_MERGED_NEXT, false);
+        return emit_spans(c, k, m->data, at_start);
+    }
+    }
+    return TK_ERR_ARG;
+}
+
+/* A stretch of text with no added token of the raw stage in it. */
+static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, const active_set *as) {
+    const uint8_t *ns;
+    size_t nn;
+    int rc = tk_hf_normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn, &c->budget);
+    if (rc) return rc;
+    size_t i = 0;
+    while (i < nn) {
+        size_t at = nn, end = nn;
+        long k = c->h->n_added ? find_added(c->h, ns, nn, i, true, as, &at, &end) : -1;
+        if ((rc = run_pre(c, 0, ns + i, at - i, at_start && i == 0))) return rc;
+        if (k < 0) break;
+        if (tk_ids_reserve(c->out, 1)) return TK_ERR_NOMEM;
+        c->out->ids[c->out->len++] = c->h->added[k].id;
+        i = end;
+    }
+    return TK_OK;
+}
+
+static void ctx_free(hf_ctx *c) {
+    free(c->wc);
+    free(c->bs.sym);
+    free(c->bs.prev);
+    free(c->bs.next);
+    free(c->bs.gone);
+    free(c->bs.heap);
+    tk_bytes_free(&c->nbuf[0]);
+    tk_bytes_free(&c->nbuf[1]);
+    for (size_t k = 0; k < HF_MAX_STEPS; k++) {
+        tk_bytes_free(&c->mod[k]);
+        free(c->sp[k].v);
+    }
+}
+
+/* One context per thread, kept between documents (scratch buffers and the
+ * piece cache); the cache is cleared when another tokenizer uses it. */
+static _Thread_local hf_ctx *g_ctx;
+static pthread_key_t g_ctx_key;
+static pthread_once_t g_ctx_once = PTHREAD_ONCE_INIT;
+
+static void ctx_destroy(void *p) {
+    if (!p) return;
+    ctx_free(p);
+    free(p);
+}
+static void ctx_key_init(void) { pthread_key_create(&g_ctx_key, ctx_destroy); }
+
+int tk_hf_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, const char *const *allowed, size_t n_allowed,
+                 bool all, tk_ids *out) {
+    const tk_hf *h = HF_OF(t);
+    pthread_once(&g_ctx_once, ctx_key_init);
+    hf_ctx *c = g_ctx;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return TK_ERR_NOMEM;
+        c->wc = tk_zalloc_written(WC_SLOTS, sizeof *c->wc); /* without it: no cache */
+        g_ctx = c;
+        pthread_setspecific(g_ctx_key, c); /* freed when the thread ends */
+    }
+    if (c->serial != t->serial) {
+        if (c->wc) memset(c->wc, 0, WC_SLOTS * sizeof *c->wc);
+        c->serial = t->serial;
+    }
+    c->t = t;
+    c->h = h;
+    c->out = out;
+    tk_re_budget_init(&c->budget, n); /* one budget for the whole document, every regex step */
+    size_t from = out->len;
+    active_set as = {allowed, n_allowed, all, false};
+    for (size_t k = 0; k < h->n_added && !as.any; k++) as.any = active(&h->added[k], &as);
+    int rc = TK_OK;
+    size_t i = 0;
+    while (i < n) {
+        size_t at = n, end = n;
+        long k = h->n_added ? find_added(h, s, n, i, false, &as, &at, &end) : -1;
+        if ((rc = encode_segment(c, s + i, at - i, i == 0, &as))) break;
+        if (k < 0) break;
+        if (tk_ids_reserve(out, 1)) {
+            rc = TK_ERR_NOMEM;
+            break;
+        }
+        out->ids[out->len++] = h->added[k].id;
+        i = end;
+    }
+    c->out = NULL;
+    if (rc) out->len = from; /* a refused document leaves no ids behind */
+    return rc;
+}
+
+int tk_hf_lossless(const tk_tokenizer *t) {
+    const tk_hf *h = HF_OF(t);
+    if (h->n_nm || h->sp) return 0;         /* SentencePiece-style: unk, dropped characters, decoder chain */
+    if (!h->bl_plain) return 0;             /* bytes without a token (unk, dropped, <0xNN>); affixes in the tokens */
+    for (size_t k = 0; k < h->n_added; k++) /* an added token that takes whitespace in */
+        if (!h->added[k].special && (h->added[k].lstrip || h->added[k].rstrip)) return 0;
+    for (size_t k = 0; k < h->n_pt; k++) {
+        const pt_step *st = &h->pt[k];
+        if ((st->kind == PT_SPLIT || st->kind == PT_PUNCT) && st->beh == B_REMOVED) return 0;
+        if (st->kind == PT_WSSPLIT || st->kind == PT_METASPACE || (st->kind == PT_BYTELEVEL && st->prefix_space))
+            return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,246 @@
+/* hf_internal.h - what the files of the HF tokenizer.json engine share:
+ * the pipeline state (struct tk_hf) parsed by hf_config.c and run by
+ * hf_normalize.c, hf_encode.c (added tokens, pre-tokenizers, the model
+ * dispatch), hf_model.c (the BPE model stage) and hf_decode.c; hf.c holds
+ * the engine ops that load_hf.c's tk_engine_hf table names. Private to
+ * those files and load_hf.c; everything else in them is static. */
+#ifndef MKS_HF_INTERNAL_H
+#define MKS_HF_INTERNAL_H
+
+#include "normalize.h"
+#include "tk_engine.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
+
+/* This engine's state of t (tk_engine.h). */
+#define HF_OF(t) ((tk_hf *)(t)->engine_state)
+
+enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND, NM_PRECOMPILED };
+enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE };
+enum { B_REMOVED, B_ISOLATED, B_MERGED_PREV, B_MERGED_NEXT, B_CONTIGUOUS };
+enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
+
+#define HF_MAX_STEPS 32
+
+typedef struct {
+    int kind;
+    bool left, right; /* Strip */
+    uint8_t *a, *b;   /* Replace: content (b); Prepend: a */
+    size_t alen, blen;
+    tk_regex *re; /* Replace pattern */
+} nm_step;
+
+typedef struct {
+    int kind;
+    int beh;
+    bool invert;
+    tk_regex *re;                 /* Split (regex engine) */
+    tk_pattern fast;              /* Split whose regex is a built-in scanner's */
+    bool prefix_space, use_regex; /* ByteLevel */
+    uint8_t repl[8];              /* Metaspace replacement (UTF-8) */
+    size_t repl_len;
+    int scheme;
+    bool split;
+    bool individual; /* Digits */
+} pt_step;
+
+typedef struct {
+    uint8_t *text; /* content (normalized content for normalized tokens) */
+    size_t len;
+    uint32_t id;
+    bool special, normalized;
+    bool lstrip, rstrip; /* the match takes the whitespace before / after it */
+    bool single_word;    /* a match counts only between non-word characters (else it is skipped) */
+} hf_added;
+
+typedef struct {
+    uint64_t key;       /* ((a << 32) | b) + 1; 0 = empty */
+    uint32_t midx, res; /* merge priority, result rank */
+} mslot;
+
+#define HF_AFFIX_MAX 64 /* bytes of continuing_subword_prefix / end_of_word_suffix */
+struct tk_hf {
+    nm_step nm[HF_MAX_STEPS];
+    size_t n_nm;
+    pt_step pt[HF_MAX_STEPS];
+    size_t n_pt;
+    bool fast_bpe; /* tk_bpe_piece gives HF's ids */
+    bool ignore_merges;
+    mslot *merges;
+    uint64_t mmask;
+    uint64_t *pair1; /* 65536: merge of the byte pair (b1, b2): midx << 32 | res, UINT64_MAX if none */
+    struct m1 {
+        uint32_t a, b, midx;
+    } * m1;               /* per result rank: its only merge; a = NONE: none, b = MULTI: several
+                                             * (midx: then the lowest of their priorities) */
+    tk_chartab *chartab;  /* merging from characters (bpe.c), by merge priority; built on first use */
+    uint32_t multi_words; /* words of multi-byte characters seen before the chartab is built */
+    hf_added *added;
+    size_t n_added;
+    /* SentencePiece-style BPE: the model works on characters and ids */
+    bool sp;
+    tk_hfj voc;            /* vocabulary strings -> entries (own copy) */
+    uint32_t byte_id[256]; /* id of <0xNN>, TK_NO_RANK if none or no byte_fallback */
+    uint32_t unk;          /* unk_token id, TK_NO_RANK if none */
+    bool fuse_unk;
+    /* model.continuing_subword_prefix / end_of_word_suffix (as written in
+     * the vocabulary): put before every character but a word's first /
+     * after its last */
+    uint8_t prefix[HF_AFFIX_MAX], suffix[HF_AFFIX_MAX];
+    size_t prefix_len, suffix_len;
+    /* Byte-level words that merge_small and merging from characters cannot
+     * take (bl_word): a byte without a single-byte token, or an affix. */
+    bool bl_general;       /* every word goes to bl_word (an affix) */
+    uint8_t bl_odd[32];    /* bitmap: bytes whose character is no mergeable token */
+    bool bl_byte_fallback; /* model.byte_fallback */
+    bool bl_plain;         /* the model is merge-by-rank's: no affix, no odd byte, no raw entry */
+    uint32_t bsym[4][256]; /* symbol of a byte's character [1: not first | 2: last] (BL_*) */
+    uint32_t fb_sym[256];  /* symbol of <0xNN> (byte_fallback), BL_NONE if none */
+    uint32_t unk_sym;      /* symbol of unk_token, BL_NONE if none */
+    struct dec_step {
+        int kind;
+        uint8_t *a, *b;
+        size_t alen, blen;
+        uint32_t start, stop;
+        int scheme;
+        tk_regex *re; /* Replace with a {"Regex": ...} pattern */
+    } dec[HF_MAX_STEPS];
+    size_t n_dec;
+    uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+#define M1_NONE UINT32_MAX
+#define M1_MULTI (UINT32_MAX - 1)
+
+/* A symbol of bl_word: a rank, or BL_ID | id for a model.vocab entry that is
+ * no mergeable token (an added token's entry: never part of a merge), or
+ * BL_NONE: the vocabulary has no such entry. */
+#define BL_ID 0x80000000u
+#define BL_NONE UINT32_MAX
+
+enum { D_REPLACE, D_BYTEFB, D_FUSE, D_STRIP, D_METASPACE };
+
+/* The merge loop's heap entries and per-word scratch (hf_model.c; the
+ * encode context and hf_config.c's proof hold one). */
+typedef struct {
+    uint32_t rank, pos, res;
+} hq_item;
+
+typedef struct {
+    uint32_t *sym; /* rank of each symbol */
+    int32_t *prev, *next;
+    uint8_t *gone;
+    hq_item *heap;
+    size_t cap, hcap;
+} bpe_scratch;
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static inline size_t u8_len(const uint8_t *s, size_t n, size_t i, int32_t *cp) {
+    utf8proc_int32_t c;
+    utf8proc_ssize_t l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i > 4 ? 4 : n - i), &c);
+    if (l <= 0) {
+        *cp = -1;
+        return 1;
+    }
+    *cp = c;
+    return (size_t)l;
+}
+
+static inline int hexd(uint8_t c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
+
+static inline bool is_ws(int32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
+}
+
+static inline bool is_numeric(int32_t cp) { /* Rust char::is_numeric: Nd, Nl, No */
+    if (cp < 0) return false;
+    int c = utf8proc_category(cp);
+    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+}
+
+static inline bool is_punct(int32_t cp) { /* ASCII punctuation or Unicode P* */
+    if (cp < 0) return false;
+    if (cp < 128)
+        return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+               (cp >= 0x7B && cp <= 0x7E);
+    int c = utf8proc_category(cp);
+    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+static inline int bput(tk_bytes *b, const void *p, size_t n) { return n ? tk_bytes_append(b, p, n) : TK_OK; }
+
+/* A Replace step in progress (normalizer or decoder). */
+typedef struct {
+    const uint8_t *s;
+    tk_bytes *out;
+    size_t pos;
+    const uint8_t *rep;
+    size_t rep_len;
+    size_t cap; /* the step's output bound */
+} repl_ctx;
+
+/* The merge of the pair (a, b), or NULL. */
+static inline const mslot *merge_get(const tk_hf *h, uint32_t a, uint32_t b) {
+    uint64_t key = (((uint64_t)a << 32) | b) + 1;
+    uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & h->mmask;
+    for (;;) {
+        const mslot *s = &h->merges[i];
+        if (!s->key) return NULL;
+        if (s->key == key) return s;
+        i = (i + 1) & h->mmask;
+    }
+}
+
+/* ---- between the files ---------------------------------------------------- */
+
+/* hf.c: the engine ops load_hf.c's tk_engine_hf names. */
+void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len);
+bool tk_hf_sniff(const char *path, const uint8_t *head, size_t n);
+int tk_hf_encode_ordinary(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out);
+int tk_hf_decode_op(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool first, bool stream, tk_bytes *out);
+int tk_hf_savable(const tk_tokenizer *t, int fmt);
+void tk_hf_free_state(void *state);
+/* hf_encode.c: 1 when decode gives back every input byte. */
+int tk_hf_lossless(const tk_tokenizer *t);
+
+/* hf_normalize.c: h's normalizer chain on s[0..n), alternating between a
+ * and b; *res, *rn: the result (s itself when there are no steps). */
+int tk_hf_normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
+                    size_t *rn, tk_re_budget *budget);
+/* tk_regex_find_all callback of a Replace step (a repl_ctx); the decoder's
+ * Replace uses it too. */
+int tk_hf_repl_cb(void *u, size_t a, size_t b);
+
+/* hf_model.c: the model stage on one pre-tokenized word, ids appended to
+ * out. Byte-level words: tk_hf_bpe_bytes (HF's merge loop on bytes, ranks
+ * out), tk_hf_bl_word (character by character with affixes / byte fallback /
+ * unk, ids out); SentencePiece-style words: tk_hf_sp_word (ids out). */
+int tk_hf_bpe_bytes(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out);
+int tk_hf_bl_word(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out);
+int tk_hf_sp_word(const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk_ids *out);
+/* HF's merge loop on token r's own bytes: 1 if it yields r (hf_config.c's
+ * proof that merge-by-rank gives HF's ids). */
+int tk_hf_reaches(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, uint32_t r, tk_ids *tmp);
+
+/* Does the byte-level word p[0..n) need tk_hf_bl_word? (inline: asked once a
+ * piece on the encode path) */
+static inline bool tk_hf_bl_needs_word(const tk_hf *h, const uint8_t *p, size_t n) {
+    if (h->bl_general) return true;
+    if (h->bl_plain) return false;
+    for (size_t i = 0; i < n; i++)
+        if (h->bl_odd[p[i] >> 3] >> (p[i] & 7) & 1) return true;
+    return false;
+}
+
+#endif
