@@ -6,8 +6,7 @@
  * Each matches transformers' fp32 implementation (LlamaRMSNorm,
  * LlamaRotaryEmbedding + apply_rotary_pos_emb, silu(gate) * up):
  * tests/test_kn_llama.c compares forward values and gradients with the
- * figures tests/hf/make_llama_ops_fixture.py computed with torch. No model
- * uses them yet (the Llama model is not built). */
+ * figures tests/hf/make_llama_ops_fixture.py computed with torch. */
 #ifndef KN_LLAMA_H
 #define KN_LLAMA_H
 
@@ -68,6 +67,34 @@ int kn_gqa_attention_forward_ref(float *out, float *att, const float *qkv, const
                                  int NKV, int HS);
 int kn_gqa_attention_backward_ref(float *dqkv, const float *dout, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS);
+
+/* ---- CPU model kernels (kernels/llama_cpu_ref.c) ---------------------------
+ * What train/llama_model.c runs: the references' arithmetic on its packed
+ * layouts (tests/test_llama_cpu_kernels.c compares each with the reference).
+ * kn_rope_cos_sin_cpu: cs (N, head_dim / 2, 2) = {cos, sin} of pos[n] *
+ *   inv_freq[i] as kn_rope_forward_ref forms them (once per batch).
+ * kn_rope_rows_cpu: in place on N rows row_stride floats apart, each
+ *   starting with n_heads x head_dim values (e.g. the q or k part of a
+ *   packed q/k/v row); inverse 1: the backward's inverse rotation.
+ * kn_gqa_attention_*_cpu: as kn_gqa_attention_*_ref on the packed rows
+ *   (B, T, (NH + 2 NKV) HS) without expanding K/V per query head; the
+ *   backward sums a KV head's dK/dV over its query heads in one buffer (a
+ *   different association than the reference's per-head copies) and
+ *   allocates T floats per thread (KN_ENOMEM).
+ * kn_swiglu_packed_*_cpu: gu (N, 2F) = [gate | up] per row (one matmul of
+ *   the adjacent gate_proj and up_proj weights); out (N, F); the backward
+ *   writes dgu (N, 2F) (=).
+ * kn_rmsnorm_backward_cpu: kn_rmsnorm_backward_ref's result bit for bit. */
+int kn_rope_cos_sin_cpu(float *cs, const int32_t *pos, const float *inv_freq, int N, int head_dim);
+int kn_rope_rows_cpu(float *x, size_t row_stride, const float *cs, int N, int n_heads, int head_dim, int inverse);
+int kn_gqa_attention_forward_cpu(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
+                                 int NKV, int HS);
+int kn_gqa_attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, const float *att,
+                                  const int32_t *doc, int B, int T, int NH, int NKV, int HS);
+int kn_swiglu_packed_forward_cpu(float *out, const float *gu, int N, int F);
+int kn_swiglu_packed_backward_cpu(float *dgu, const float *dout, const float *gu, int N, int F);
+int kn_rmsnorm_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                            const float *rstd, int N, int C);
 
 #ifdef __cplusplus
 }

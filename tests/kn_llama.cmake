@@ -18,3 +18,7 @@ mks_add_test(test_llama_import SOURCES test_llama_import.c LIBS tr kn PkgConfig:
 # Not a test: the CPU Llama per-step timing for tools/bench comparisons (issue 30 item 5).
 add_executable(bench_llama_cpu_step bench_llama_cpu_step.c)
 target_link_libraries(bench_llama_cpu_step PRIVATE tr kn)
+# the CPU model's one-block memory (tr_llama_memory / tr_llama_reserve): the
+# block the formula gives, no large allocation per step, a dirty block's
+# result equal to a fresh model's, overflowing sizes refused
+mks_add_test(test_llama_reserve SOURCES test_llama_reserve.c LIBS tr kn LABELS cpu TIMEOUT 60)

@@ -1,5 +1,8 @@
-/* llama_model.c - the Llama-family model on the CPU reference kernels
- * (llama_model.h). A reference: every call allocates its activations. */
+/* llama_model.c - the Llama-family model on the CPU kernels (llama_model.h):
+ * the GPT-2 model's blocked, threaded matmul (kernels/matmul_ref.c) with the
+ * adjacent q/k/v and gate/up weights as one matmul each, and the Llama ops
+ * of kernels/llama_cpu_ref.c on packed rows. Activations and scratch live in
+ * one block (tr_llama_reserve / tr_llama_memory), reused across calls. */
 #include "llama_model.h"
 
 #include <stdio.h>
@@ -17,6 +20,8 @@ struct tr_llama {
     size_t *off, *len;
     float *p, *g;
     float *inv_freq;
+    float *buf; /* activations + scratch (tr_llama_reserve) */
+    size_t buf_cap;
 };
 
 static int add(tr_llama *m, int *k, size_t *at, size_t len, const char *fmt, int l) {
@@ -84,7 +89,7 @@ int tr_llama_create(const tr_llama_config *c, tr_llama **out) {
 
 void tr_llama_free(tr_llama *m) {
     if (!m) return;
-    free(m->names), free(m->off), free(m->len), free(m->p), free(m->g), free(m->inv_freq);
+    free(m->names), free(m->off), free(m->len), free(m->p), free(m->g), free(m->inv_freq), free(m->buf);
     free(m);
 }
 
@@ -102,11 +107,31 @@ static float *lookup(tr_llama *m, float *base, const char *name, size_t *n) {
 float *tr_llama_param(tr_llama *m, const char *name, size_t *n) { return lookup(m, m->p, name, n); }
 float *tr_llama_grad(tr_llama *m, const char *name, size_t *n) { return lookup(m, m->g, name, n); }
 
-/* parameter / gradient of layer l by suffix */
-static float *PL(tr_llama *m, float *base, int l, const char *suffix) {
-    char nm[NAME_LEN];
-    snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix);
-    return lookup(m, base, nm, NULL);
+/* The tensors of layer l, by their index in the layout above. */
+enum { LT_Q, LT_K, LT_V, LT_O, LT_GATE, LT_UP, LT_DOWN, LT_NORM1, LT_NORM2 };
+static size_t tix(const tr_llama *m, int l, int which, int bias) {
+    int b = m->c.qkv_bias, nt = 9 + 3 * b;
+    int at[] = {0, 1 + b, 2 + 2 * b, 3 + 3 * b, 4 + 3 * b, 5 + 3 * b, 6 + 3 * b, 7 + 3 * b, 8 + 3 * b};
+    return (size_t)(1 + l * nt + at[which] + bias); /* bias: the q/k/v bias right after its weight */
+}
+#define PW(m, l, w) ((m)->p + (m)->off[tix(m, l, w, 0)])
+#define GW(m, l, w) ((m)->g + (m)->off[tix(m, l, w, 0)])
+#define PB(m, l, w) ((m)->p + (m)->off[tix(m, l, w, 1)])
+#define GB(m, l, w) ((m)->g + (m)->off[tix(m, l, w, 1)])
+
+int tr_llama_reserve(tr_llama *m, int B, int T) {
+    tr_llama_mem mem;
+    if (!m || tr_llama_memory(&m->c, B, T, &mem) != TR_OK) return -1;
+    size_t need = (mem.acts + mem.scratch) / sizeof(float);
+    if (need > m->buf_cap) {
+        free(m->buf);
+        m->buf_cap = 0;
+        /* not zeroed: every activation is written before it is read */
+        m->buf = malloc(need * sizeof(float));
+        if (!m->buf) return -1;
+        m->buf_cap = need;
+    }
+    return 0;
 }
 
 #define CK(x)                                                                                                          \
@@ -117,122 +142,103 @@ static float *PL(tr_llama *m, float *base, int l, const char *suffix) {
         }                                                                                                              \
     } while (0)
 
-/* One forward/backward pass: the shapes, the activations kept for the
- * backward (A, one block of `per` floats per layer, then the head's) and the
- * backward's scratch (S). tr_llama_fwd_bwd runs it in phases. */
+/* One forward/backward pass: the shapes and the reserved block carved as
+ * tr_llama_memory describes: activations kept for the backward (one block
+ * of `per` floats per layer, then the head's) and the scratch S. */
 typedef struct {
     tr_llama *m;
     const tr_llama_config *c;
-    int B, T, L, H, KV, C, hd, KVd, F, V, rep;
-    size_t N, NC, NF, NA, per;
+    int B, T, L, H, KV, C, hd, KVd, Q, F, V;
+    size_t N, NC, NQ, NF, NA, per;
     float *A, *S;
-    int32_t *ps;        /* positions */
-    const int32_t *doc; /* document ids (NULL: one document per row) */
+    float *dx, *dh, *dqkv, *dgu, *dtmp, *split; /* in S */
+    float *cs;                                  /* RoPE cos/sin of the batch's positions (N, hd) */
+    const int32_t *doc;                         /* document ids (NULL: one document per row) */
 } llama_pass;
 
 #define LAY(P, l, k) ((P)->A + (size_t)(l) * (P)->per + (k))
 #define XIN(P, l) LAY(P, l, 0)
 #define H1(P, l) LAY(P, l, (P)->NC)
 #define QKV(P, l) LAY(P, l, 2 * (P)->NC)
-#define AO(P, l) LAY(P, l, 5 * (P)->NC)
-#define XMID(P, l) LAY(P, l, 6 * (P)->NC)
-#define H2(P, l) LAY(P, l, 7 * (P)->NC)
-#define GT(P, l) LAY(P, l, 8 * (P)->NC)
-#define UP(P, l) LAY(P, l, 8 * (P)->NC + (P)->NF)
-#define ACT(P, l) LAY(P, l, 8 * (P)->NC + 2 * (P)->NF)
-#define ATT(P, l) LAY(P, l, 8 * (P)->NC + 3 * (P)->NF)
-#define R1(P, l) LAY(P, l, 8 * (P)->NC + 3 * (P)->NF + (P)->NA)
-#define R2(P, l) LAY(P, l, 8 * (P)->NC + 3 * (P)->NF + (P)->NA + (P)->N)
+#define AO(P, l) LAY(P, l, 2 * (P)->NC + (P)->NQ)
+#define XMID(P, l) LAY(P, l, 3 * (P)->NC + (P)->NQ)
+#define H2(P, l) LAY(P, l, 4 * (P)->NC + (P)->NQ)
+#define GU(P, l) LAY(P, l, 5 * (P)->NC + (P)->NQ)
+#define ACT(P, l) LAY(P, l, 5 * (P)->NC + (P)->NQ + 2 * (P)->NF)
+#define ATT(P, l) LAY(P, l, 5 * (P)->NC + (P)->NQ + 3 * (P)->NF)
+#define R1(P, l) LAY(P, l, 5 * (P)->NC + (P)->NQ + 3 * (P)->NF + (P)->NA)
+#define R2(P, l) LAY(P, l, 5 * (P)->NC + (P)->NQ + 3 * (P)->NF + (P)->NA + (P)->N)
 
 /* Layer l forward: xin -> xout (the next layer's input, or the final norm's). */
-static int layer_forward(const llama_pass *P, int l, float *xout, float *tmp) {
+static int layer_forward(const llama_pass *P, int l, float *xout) {
     tr_llama *m = P->m;
     const tr_llama_config *c = P->c;
-    const int N = (int)P->N, C = P->C, H = P->H, KV = P->KV, hd = P->hd, KVd = P->KVd, F = P->F, rep = P->rep;
-    float *xin = XIN(P, l), *q = P->S, *k = P->S + P->NC, *v = k + P->N * (size_t)KVd; /* before packing */
+    const int N = (int)P->N, C = P->C, H = P->H, KV = P->KV, hd = P->hd, KVd = P->KVd, Q = P->Q, F = P->F;
+    float *xin = XIN(P, l), *qkv = QKV(P, l);
     int rc = 0;
-    CK(kn_rmsnorm_forward_ref(H1(P, l), R1(P, l), xin, PL(m, m->p, l, "input_layernorm.weight"), N, C, c->norm_eps));
-    CK(kn_matmul_forward_ref(q, H1(P, l), PL(m, m->p, l, "self_attn.q_proj.weight"),
-                             c->qkv_bias ? PL(m, m->p, l, "self_attn.q_proj.bias") : NULL, N, C, C));
-    CK(kn_matmul_forward_ref(k, H1(P, l), PL(m, m->p, l, "self_attn.k_proj.weight"),
-                             c->qkv_bias ? PL(m, m->p, l, "self_attn.k_proj.bias") : NULL, N, C, KVd));
-    CK(kn_matmul_forward_ref(v, H1(P, l), PL(m, m->p, l, "self_attn.v_proj.weight"),
-                             c->qkv_bias ? PL(m, m->p, l, "self_attn.v_proj.bias") : NULL, N, C, KVd));
-    CK(kn_rope_forward_ref(q, q, P->ps, m->inv_freq, N, H, hd));
-    CK(kn_rope_forward_ref(k, k, P->ps, m->inv_freq, N, KV, hd));
-    float *qkv = QKV(P, l);
-    for (size_t n = 0; n < P->N; n++) /* pack [q | k | v], each query head with its KV head */
-        for (int h = 0; h < H; h++) {
-            memcpy(qkv + n * 3 * C + (size_t)h * hd, q + n * C + (size_t)h * hd, (size_t)hd * sizeof *q);
-            memcpy(qkv + n * 3 * C + C + (size_t)h * hd, k + n * KVd + (size_t)(h / rep) * hd, (size_t)hd * sizeof *k);
-            memcpy(qkv + n * 3 * C + 2 * C + (size_t)h * hd, v + n * KVd + (size_t)(h / rep) * hd,
-                   (size_t)hd * sizeof *v);
+    CK(kn_rmsnorm_forward_ref(H1(P, l), R1(P, l), xin, PW(m, l, LT_NORM1), N, C, c->norm_eps));
+    if (!c->qkv_bias) { /* q_proj, k_proj, v_proj are adjacent: one (Q, C) matmul gives the packed row */
+        CK(kn_matmul_forward_ref(qkv, H1(P, l), PW(m, l, LT_Q), NULL, N, C, Q));
+    } else { /* Qwen2: weights and biases interleave; three matmuls, then pack */
+        float *q = P->split, *k = q + P->NC, *v = k + P->N * (size_t)KVd;
+        CK(kn_matmul_forward_ref(q, H1(P, l), PW(m, l, LT_Q), PB(m, l, LT_Q), N, C, C));
+        CK(kn_matmul_forward_ref(k, H1(P, l), PW(m, l, LT_K), PB(m, l, LT_K), N, C, KVd));
+        CK(kn_matmul_forward_ref(v, H1(P, l), PW(m, l, LT_V), PB(m, l, LT_V), N, C, KVd));
+        for (size_t n = 0; n < P->N; n++) {
+            memcpy(qkv + n * Q, q + n * C, (size_t)C * sizeof *q);
+            memcpy(qkv + n * Q + C, k + n * KVd, (size_t)KVd * sizeof *k);
+            memcpy(qkv + n * Q + C + KVd, v + n * KVd, (size_t)KVd * sizeof *v);
         }
-    CK(kn_attention_forward_ref(AO(P, l), ATT(P, l), qkv, P->doc, P->B, P->T, C, H));
-    CK(kn_matmul_forward_ref(tmp, AO(P, l), PL(m, m->p, l, "self_attn.o_proj.weight"), NULL, N, C, C));
-    CK(kn_residual_forward_ref(XMID(P, l), xin, tmp, P->NC));
-    CK(kn_rmsnorm_forward_ref(H2(P, l), R2(P, l), XMID(P, l), PL(m, m->p, l, "post_attention_layernorm.weight"), N, C,
-                              c->norm_eps));
-    CK(kn_matmul_forward_ref(GT(P, l), H2(P, l), PL(m, m->p, l, "mlp.gate_proj.weight"), NULL, N, C, F));
-    CK(kn_matmul_forward_ref(UP(P, l), H2(P, l), PL(m, m->p, l, "mlp.up_proj.weight"), NULL, N, C, F));
-    CK(kn_swiglu_forward_ref(ACT(P, l), GT(P, l), UP(P, l), P->NF));
-    CK(kn_matmul_forward_ref(tmp, ACT(P, l), PL(m, m->p, l, "mlp.down_proj.weight"), NULL, N, F, C));
-    CK(kn_residual_forward_ref(xout, XMID(P, l), tmp, P->NC));
+    }
+    CK(kn_rope_rows_cpu(qkv, (size_t)Q, P->cs, N, H, hd, 0));
+    CK(kn_rope_rows_cpu(qkv + C, (size_t)Q, P->cs, N, KV, hd, 0));
+    CK(kn_gqa_attention_forward_cpu(AO(P, l), ATT(P, l), qkv, P->doc, P->B, P->T, H, KV, hd));
+    CK(kn_matmul_forward_ref(XMID(P, l), AO(P, l), PW(m, l, LT_O), NULL, N, C, C));
+    CK(kn_residual_forward_ref(XMID(P, l), XMID(P, l), xin, P->NC));
+    CK(kn_rmsnorm_forward_ref(H2(P, l), R2(P, l), XMID(P, l), PW(m, l, LT_NORM2), N, C, c->norm_eps));
+    /* gate_proj and up_proj are adjacent: one (2F, C) matmul, rows [gate | up] */
+    CK(kn_matmul_forward_ref(GU(P, l), H2(P, l), PW(m, l, LT_GATE), NULL, N, C, 2 * F));
+    CK(kn_swiglu_packed_forward_cpu(ACT(P, l), GU(P, l), N, F));
+    CK(kn_matmul_forward_ref(xout, ACT(P, l), PW(m, l, LT_DOWN), NULL, N, F, C));
+    CK(kn_residual_forward_ref(xout, xout, XMID(P, l), P->NC));
 done:
     return rc;
 }
 
-/* Layer l backward: dx holds the gradient of the layer's output on entry and
- * of its input on return; dqkv: 3NC floats of scratch outside S. */
-static int layer_backward(const llama_pass *P, int l, float *dx, float *dqkv) {
+/* Layer l backward: P->dx holds the gradient of the layer's output on entry
+ * and of its input on return. */
+static int layer_backward(const llama_pass *P, int l) {
     tr_llama *m = P->m;
     const tr_llama_config *c = P->c;
-    const int N = (int)P->N, C = P->C, H = P->H, KV = P->KV, hd = P->hd, KVd = P->KVd, F = P->F, rep = P->rep;
-    float *S = P->S, *dh = S + P->NC, *t1 = S + 2 * P->NC, *dq = S + 4 * P->NC, *dao = S + 5 * P->NC,
-          *dk = S + 6 * P->NC, *dv = dk + P->N * (size_t)KVd, *dgt = dv + P->N * (size_t)KVd, *dup = dgt + P->NF;
+    const int N = (int)P->N, C = P->C, H = P->H, KV = P->KV, hd = P->hd, KVd = P->KVd, Q = P->Q, F = P->F;
+    float *dx = P->dx, *dh = P->dh, *dqkv = P->dqkv, *dgu = P->dgu, *dtmp = P->dtmp;
     int rc = 0;
     /* dx: the gradient of the layer's output x = xmid + down(act) */
-    CK(kn_matmul_backward_ref(dgt, PL(m, m->g, l, "mlp.down_proj.weight"), NULL, dx, ACT(P, l),
-                              PL(m, m->p, l, "mlp.down_proj.weight"), N, F, C)); /* dgt = dact */
-    CK(kn_swiglu_backward_ref(dgt, dup, dgt, GT(P, l), UP(P, l), P->NF));
-    CK(kn_matmul_backward_ref(dh, PL(m, m->g, l, "mlp.gate_proj.weight"), NULL, dgt, H2(P, l),
-                              PL(m, m->p, l, "mlp.gate_proj.weight"), N, C, F));
-    CK(kn_matmul_backward_ref(t1, PL(m, m->g, l, "mlp.up_proj.weight"), NULL, dup, H2(P, l),
-                              PL(m, m->p, l, "mlp.up_proj.weight"), N, C, F));
-    CK(kn_residual_forward_ref(dh, dh, t1, P->NC));
-    CK(kn_rmsnorm_backward_ref(dx, PL(m, m->g, l, "post_attention_layernorm.weight"), dh, XMID(P, l),
-                               PL(m, m->p, l, "post_attention_layernorm.weight"), R2(P, l), N, C));
+    CK(kn_matmul_backward_ref(dtmp, GW(m, l, LT_DOWN), NULL, dx, ACT(P, l), PW(m, l, LT_DOWN), N, F, C));
+    CK(kn_swiglu_packed_backward_cpu(dgu, dtmp, GU(P, l), N, F));
+    CK(kn_matmul_backward_ref(dh, GW(m, l, LT_GATE), NULL, dgu, H2(P, l), PW(m, l, LT_GATE), N, C, 2 * F));
+    CK(kn_rmsnorm_backward_cpu(dx, GW(m, l, LT_NORM2), dh, XMID(P, l), PW(m, l, LT_NORM2), R2(P, l), N, C));
     /* dx: the gradient of xmid = xin + o_proj(ao) */
-    CK(kn_matmul_backward_ref(dao, PL(m, m->g, l, "self_attn.o_proj.weight"), NULL, dx, AO(P, l),
-                              PL(m, m->p, l, "self_attn.o_proj.weight"), N, C, C));
-    CK(kn_attention_backward_ref(dqkv, dao, QKV(P, l), ATT(P, l), P->doc, P->B, P->T, C, H));
-    memset(dk, 0, 2 * P->N * (size_t)KVd * sizeof *dk);
-    for (size_t n = 0; n < P->N; n++) /* unpack: each KV head gets the sum over its query heads */
-        for (int h = 0; h < H; h++) {
-            const float *sq = dqkv + n * 3 * C + (size_t)h * hd, *sk = sq + C, *sv = sq + 2 * C;
-            float *oq = dq + n * C + (size_t)h * hd, *ok = dk + n * KVd + (size_t)(h / rep) * hd,
-                  *ov = dv + n * KVd + (size_t)(h / rep) * hd;
-            for (int e = 0; e < hd; e++) {
-                oq[e] = sq[e];
-                ok[e] += sk[e];
-                ov[e] += sv[e];
-            }
+    CK(kn_matmul_backward_ref(dtmp, GW(m, l, LT_O), NULL, dx, AO(P, l), PW(m, l, LT_O), N, C, C));
+    CK(kn_gqa_attention_backward_cpu(dqkv, dtmp, QKV(P, l), ATT(P, l), P->doc, P->B, P->T, H, KV, hd));
+    CK(kn_rope_rows_cpu(dqkv, (size_t)Q, P->cs, N, H, hd, 1));
+    CK(kn_rope_rows_cpu(dqkv + C, (size_t)Q, P->cs, N, KV, hd, 1));
+    if (!c->qkv_bias) {
+        CK(kn_matmul_backward_ref(dh, GW(m, l, LT_Q), NULL, dqkv, H1(P, l), PW(m, l, LT_Q), N, C, Q));
+    } else {
+        float *dq = P->split, *dk = dq + P->NC, *dv = dk + P->N * (size_t)KVd;
+        for (size_t n = 0; n < P->N; n++) {
+            memcpy(dq + n * C, dqkv + n * Q, (size_t)C * sizeof *dq);
+            memcpy(dk + n * KVd, dqkv + n * Q + C, (size_t)KVd * sizeof *dk);
+            memcpy(dv + n * KVd, dqkv + n * Q + C + KVd, (size_t)KVd * sizeof *dv);
         }
-    CK(kn_rope_backward_ref(dq, dq, P->ps, m->inv_freq, N, H, hd));
-    CK(kn_rope_backward_ref(dk, dk, P->ps, m->inv_freq, N, KV, hd));
-    CK(kn_matmul_backward_ref(dh, PL(m, m->g, l, "self_attn.q_proj.weight"),
-                              c->qkv_bias ? PL(m, m->g, l, "self_attn.q_proj.bias") : NULL, dq, H1(P, l),
-                              PL(m, m->p, l, "self_attn.q_proj.weight"), N, C, C));
-    CK(kn_matmul_backward_ref(t1, PL(m, m->g, l, "self_attn.k_proj.weight"),
-                              c->qkv_bias ? PL(m, m->g, l, "self_attn.k_proj.bias") : NULL, dk, H1(P, l),
-                              PL(m, m->p, l, "self_attn.k_proj.weight"), N, C, KVd));
-    CK(kn_residual_forward_ref(dh, dh, t1, P->NC));
-    CK(kn_matmul_backward_ref(t1, PL(m, m->g, l, "self_attn.v_proj.weight"),
-                              c->qkv_bias ? PL(m, m->g, l, "self_attn.v_proj.bias") : NULL, dv, H1(P, l),
-                              PL(m, m->p, l, "self_attn.v_proj.weight"), N, C, KVd));
-    CK(kn_residual_forward_ref(dh, dh, t1, P->NC));
-    CK(kn_rmsnorm_backward_ref(dx, PL(m, m->g, l, "input_layernorm.weight"), dh, XIN(P, l),
-                               PL(m, m->p, l, "input_layernorm.weight"), R1(P, l), N, C));
+        CK(kn_matmul_backward_ref(dh, GW(m, l, LT_Q), GB(m, l, LT_Q), dq, H1(P, l), PW(m, l, LT_Q), N, C, C));
+        CK(kn_matmul_backward_ref(dtmp, GW(m, l, LT_K), GB(m, l, LT_K), dk, H1(P, l), PW(m, l, LT_K), N, C, KVd));
+        CK(kn_residual_forward_ref(dh, dh, dtmp, P->NC));
+        CK(kn_matmul_backward_ref(dtmp, GW(m, l, LT_V), GB(m, l, LT_V), dv, H1(P, l), PW(m, l, LT_V), N, C, KVd));
+        CK(kn_residual_forward_ref(dh, dh, dtmp, P->NC));
+    }
+    CK(kn_rmsnorm_backward_cpu(dx, GW(m, l, LT_NORM1), dh, XIN(P, l), PW(m, l, LT_NORM1), R1(P, l), N, C));
 done:
     return rc;
 }
@@ -258,38 +264,42 @@ static int fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int3
                     .doc = doc};
     P.hd = P.C / P.H;
     P.KVd = P.KV * P.hd;
-    P.rep = P.H / P.KV;
+    P.Q = P.C + 2 * P.KVd;
     const int L = P.L, C = P.C, V = P.V;
     const size_t N = P.N = (size_t)B * T;
     for (size_t n = 0; n < N; n++)
         if (inputs[n] >= (uint32_t)V || targets[n] >= V || (pos && (pos[n] < 0 || pos[n] >= c->max_seq))) return -1;
+    if (tr_llama_reserve(m, B, T)) return -1;
     int rc = 0;
     const size_t NC = P.NC = N * C;
+    P.NQ = N * (size_t)P.Q;
     P.NF = N * (size_t)P.F;
     P.NA = (size_t)B * P.H * T * T;
-    /* activations: per layer xin, h1, qkv(3), ao, xmid, h2 (8 NC), gt, up, act (3 NF), att, r1, r2 */
-    P.per = 8 * NC + 3 * P.NF + P.NA + 2 * N;
-    P.A = calloc(P.per * (size_t)L + 3 * NC + N + 2 * N * (size_t)V, sizeof *P.A);
-    P.S = calloc(6 * NC + 2 * N * (size_t)P.KVd + 2 * P.NF, sizeof *P.S); /* backward scratch */
-    P.ps = malloc(N * sizeof *P.ps);
-    float *losses = calloc(N, sizeof *losses);
-    if (!P.A || !P.S || !P.ps || !losses) {
-        rc = -1;
-        goto done;
-    }
-    for (size_t n = 0; n < N; n++) P.ps[n] = pos ? pos[n] : (int32_t)(n % (size_t)T);
-    float *XL = P.A + P.per * (size_t)L, *HF = XL + NC, *TMP = HF + NC, *RF = TMP + NC, *LOG = RF + N,
-          *PR = LOG + N * V;
-    float *emb = tr_llama_param(m, "model.embed_tokens.weight", NULL);
-    float *W = c->tied ? emb : tr_llama_param(m, "lm_head.weight", NULL);
-    float *gW =
-        c->tied ? tr_llama_grad(m, "model.embed_tokens.weight", NULL) : tr_llama_grad(m, "lm_head.weight", NULL);
+    P.per = 5 * NC + P.NQ + 3 * P.NF + P.NA + 2 * N;
+    /* the block, in tr_llama_memory's order */
+    P.A = m->buf;
+    float *XL = P.A + P.per * (size_t)L, *HF = XL + NC, *RF = HF + NC, *LOG = RF + N, *losses = LOG + N * V;
+    int32_t *ps = (int32_t *)(losses + N); /* int32 in float-sized slots */
+    P.cs = (float *)(ps + N);
+    P.S = P.cs + N * (size_t)P.hd;
+    P.dx = P.S;
+    P.dh = P.dx + NC;
+    P.dqkv = P.dh + NC;
+    P.dgu = P.dqkv + P.NQ;
+    P.dtmp = P.dgu + 2 * P.NF;
+    P.split = P.dtmp + (P.NF > NC ? P.NF : NC);
+    for (size_t n = 0; n < N; n++) ps[n] = pos ? pos[n] : (int32_t)(n % (size_t)T);
+    CK(kn_rope_cos_sin_cpu(P.cs, ps, m->inv_freq, (int)N, P.hd));
+    float *emb = m->p + m->off[0];
+    size_t ih = tix(m, L - 1, LT_NORM2, 0) + 1; /* model.norm.weight, then lm_head when untied */
+    float *W = c->tied ? emb : m->p + m->off[ih + 1];
+    float *gW = c->tied ? m->g + m->off[0] : m->g + m->off[ih + 1];
     for (size_t n = 0; n < N; n++) memcpy(XIN(&P, 0) + n * C, emb + (size_t)inputs[n] * C, (size_t)C * sizeof *emb);
-    for (int l = 0; l < L; l++) CK(layer_forward(&P, l, l + 1 < L ? XIN(&P, l + 1) : XL, TMP));
-    CK(kn_rmsnorm_forward_ref(HF, RF, XL, tr_llama_param(m, "model.norm.weight", NULL), (int)N, C, c->norm_eps));
+    for (int l = 0; l < L; l++) CK(layer_forward(&P, l, l + 1 < L ? XIN(&P, l + 1) : XL));
+    CK(kn_rmsnorm_forward_ref(HF, RF, XL, m->p + m->off[ih], (int)N, C, c->norm_eps));
     CK(kn_matmul_forward_ref(LOG, HF, W, NULL, (int)N, C, V));
     if (logits_out) memcpy(logits_out, LOG, N * (size_t)V * sizeof *LOG);
-    CK(kn_softmax_xent_forward_ref(losses, PR, LOG, targets, (int)N, V, V));
+    CK(kn_softmax_xent_forward_ref(losses, LOG, LOG, targets, (int)N, V, V)); /* probabilities in place */
     double sum = 0;
     size_t cnt = 0;
     for (size_t n = 0; n < N; n++)
@@ -298,23 +308,16 @@ static int fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int3
     if (n_targets) *n_targets = cnt;
     if (!cnt || (!mean && grad_scale == 0.0f)) goto done;
     /* ---- backward ---- */
-    float *dlog = PR, *dx = P.S, *dh = P.S + NC;
-    float *dqkv = XL; /* XL's (N,C) is done with; dqkv needs 3NC: XL, HF, TMP */
-    CK(kn_softmax_xent_backward_ref(dlog, PR, targets, NULL, mean ? 1.0f / (float)cnt : grad_scale, (int)N, V, V));
-    CK(kn_matmul_backward_ref(dh, gW, NULL, dlog, HF, W, (int)N, C, V));
-    memset(dx, 0, NC * sizeof *dx);
-    CK(kn_rmsnorm_backward_ref(dx, tr_llama_grad(m, "model.norm.weight", NULL), dh, XL,
-                               tr_llama_param(m, "model.norm.weight", NULL), RF, (int)N, C));
-    for (int l = L - 1; l >= 0; l--) CK(layer_backward(&P, l, dx, dqkv));
-    float *gemb = tr_llama_grad(m, "model.embed_tokens.weight", NULL);
+    CK(kn_softmax_xent_backward_ref(LOG, LOG, targets, NULL, mean ? 1.0f / (float)cnt : grad_scale, (int)N, V, V));
+    CK(kn_matmul_backward_ref(P.dh, gW, NULL, LOG, HF, W, (int)N, C, V));
+    memset(P.dx, 0, NC * sizeof *P.dx);
+    CK(kn_rmsnorm_backward_cpu(P.dx, m->g + m->off[ih], P.dh, XL, m->p + m->off[ih], RF, (int)N, C));
+    for (int l = L - 1; l >= 0; l--) CK(layer_backward(&P, l));
+    float *gemb = m->g + m->off[0];
     for (size_t n = 0; n < N; n++) /* in row order: deterministic */
-        for (int e = 0; e < C; e++) gemb[(size_t)inputs[n] * C + e] += dx[n * C + e];
+        for (int e = 0; e < C; e++) gemb[(size_t)inputs[n] * C + e] += P.dx[n * C + e];
     rc = 0;
 done:
-    free(P.A);
-    free(P.S);
-    free(P.ps);
-    free(losses);
     return rc;
 }
 

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "kn_llama.h"
+#include "tr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -113,6 +114,81 @@ int tr_llama_fwd_bwd_sum(tr_llama *m, int B, int T, const uint32_t *inputs, cons
 /* Parameters and gradients are each ONE contiguous buffer holding the
  * tensors in tensor order (tr_llama_tensor_name), each right after the
  * previous one: tensor i has tr_llama_tensor_size(m, i) elements. */
+/* ---- exact memory of a model for micro-batch (B, T) ---------------------
+ * In bytes, what llama_model.c allocates (fp32). With N = B*T, C = d_model,
+ * hd = C / n_head, KVd = n_kv_head * hd, Q = C + 2 KVd (one packed q/k/v
+ * row), F = d_ff, V = vocab, L = n_layer, NA = B * n_head * T * T:
+ *   params  = grads = 4 * tr_llama_param_count(c)
+ *   acts    forward activations kept for the backward
+ *           = 4 * ( L * (5NC + NQ + 3NF + NA + 2N)  per layer: input,
+ *                     RMSNorm 1 out, packed q/k/v (after RoPE), attention
+ *                     out, mid residual, RMSNorm 2 out, gate|up (2F),
+ *                     SwiGLU out, attention probabilities, the two rstd
+ *             + 2NC + N + NV + N + N + N hd )  final residual and norm,
+ *                     its rstd, logits (softmax and dlogits in place),
+ *                     losses, positions, RoPE cos/sin rows
+ *   scratch backward (and the Qwen2 biased q/k/v forward's) scratch
+ *           = 4 * ( 2NC + NQ + 2NF + max(NF, NC) + (qkv_bias ? NQ : 0) )
+ *   total   = params + grads + acts + scratch (no optimizer state)
+ * tr_llama_reserve(m, B, T) allocates acts + scratch as ONE block of
+ * exactly that size (unless a block at least that large is held); fwd_bwd
+ * reserves on demand and, once reserved, allocates nothing itself. Not
+ * included: the model's tensor table (n_tensors x ~112 bytes), RoPE
+ * inv_freq (hd/2 floats) and the kernels' transient per-thread workspace,
+ * malloc'd per call and freed on return (kn matmul packing: (64*256 +
+ * 256*256) floats = 320 KiB per thread; attention backward: T floats per
+ * thread). A static inline so the planner (tr_plan, without the model's
+ * compute) can use it. TR_OK, or TR_ERR_ARG for a bad config, B or T <= 0,
+ * T > max_seq, or a size that overflows size_t. */
+typedef struct {
+    size_t params, grads, acts, scratch, total;
+} tr_llama_mem;
+
+static inline int tr_llama_mem_mul_(size_t *acc, size_t x) {
+    if (x && *acc > SIZE_MAX / x) return 1;
+    *acc *= x;
+    return 0;
+}
+static inline int tr_llama_mem_add_(size_t *acc, size_t x) {
+    if (*acc > SIZE_MAX - x) return 1;
+    *acc += x;
+    return 0;
+}
+static inline int tr_llama_memory(const tr_llama_config *c, int B, int T, tr_llama_mem *out) {
+    if (!c || !out || B <= 0 || T <= 0 || T > c->max_seq || tr_llama_config_check(c)) return TR_ERR_ARG;
+    size_t P = tr_llama_param_count(c), L = (size_t)c->n_layer, C = (size_t)c->d_model, hd = C / (size_t)c->n_head,
+           KVd = (size_t)c->n_kv_head * hd, Q = C + 2 * KVd, F = (size_t)c->d_ff, V = (size_t)c->vocab;
+    size_t N = (size_t)B, NC, NQ, NF, NV, NA = (size_t)B, Nhd, per, acts, scr, big;
+    int bad = tr_llama_mem_mul_(&N, (size_t)T);
+    NC = N, NQ = N, NF = N, NV = N, Nhd = N;
+    bad |= tr_llama_mem_mul_(&NC, C) | tr_llama_mem_mul_(&NQ, Q) | tr_llama_mem_mul_(&NF, F) |
+           tr_llama_mem_mul_(&NV, V) | tr_llama_mem_mul_(&Nhd, hd) | tr_llama_mem_mul_(&NA, (size_t)c->n_head) |
+           tr_llama_mem_mul_(&NA, (size_t)T) | tr_llama_mem_mul_(&NA, (size_t)T);
+    if (bad || NC > SIZE_MAX / 8 || NQ > SIZE_MAX / 8 || NF > SIZE_MAX / 8 || N > SIZE_MAX / 8) return TR_ERR_ARG;
+    per = 5 * NC;
+    bad |= tr_llama_mem_add_(&per, NQ) | tr_llama_mem_add_(&per, 3 * NF) | tr_llama_mem_add_(&per, NA) |
+           tr_llama_mem_add_(&per, 2 * N);
+    acts = per;
+    bad |= tr_llama_mem_mul_(&acts, L) | tr_llama_mem_add_(&acts, 2 * NC) | tr_llama_mem_add_(&acts, 3 * N) |
+           tr_llama_mem_add_(&acts, NV) | tr_llama_mem_add_(&acts, Nhd);
+    big = NF > NC ? NF : NC;
+    scr = 2 * NC;
+    bad |= tr_llama_mem_add_(&scr, NQ) | tr_llama_mem_add_(&scr, 2 * NF) | tr_llama_mem_add_(&scr, big) |
+           tr_llama_mem_add_(&scr, c->qkv_bias ? NQ : 0);
+    bad |= tr_llama_mem_mul_(&acts, 4) | tr_llama_mem_mul_(&scr, 4) | (P > SIZE_MAX / 16);
+    if (bad || acts > SIZE_MAX - scr - 8 * P) return TR_ERR_ARG;
+    out->params = out->grads = 4 * P;
+    out->acts = acts;
+    out->scratch = scr;
+    out->total = 8 * P + acts + scr;
+    return TR_OK;
+}
+
+/* Allocate acts + scratch for micro-batch (B, T) now, as one block
+ * (tr_llama_memory); a smaller (B, T) reuses it. 0, or -1 for bad sizes or
+ * no memory. */
+int tr_llama_reserve(tr_llama *m, int B, int T);
+
 float *tr_llama_params(tr_llama *m);
 float *tr_llama_grads(tr_llama *m);
 size_t tr_llama_tensor_size(const tr_llama *m, int i);
