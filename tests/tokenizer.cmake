@@ -6,5 +6,13 @@ mks_add_test(test_tk_pathological SOURCES test_tk_pathological.c LIBS tk LABELS 
 mks_add_test(test_tk_image SOURCES test_tk_image.c LIBS tk LABELS cpu TIMEOUT 120)
 # HF tokenizer.json parity (refs from tests/ref/make_tk_hf_refs.py).
 mks_add_test(test_tk_hf SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu TIMEOUT 600)
+# Meta's Llama 3 / Llama 4 tokenizer.model against Meta's tokenizer code (refs from
+# tests/ref/make_tk_meta_refs.py); tk_meta.sh fetches the files (llama-models on PyPI), skips without them.
+add_executable(test_tk_meta test_tk_meta.c)
+target_link_libraries(test_tk_meta PRIVATE tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE)
+target_compile_definitions(test_tk_meta PRIVATE MKS_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data")
+add_test(NAME test_tk_meta COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tk_meta.sh $<TARGET_FILE:test_tk_meta>
+         $<TARGET_FILE:mkshards> ${MKS_SHARED_DIR} ${CMAKE_BINARY_DIR}/llama-models)
+set_tests_properties(test_tk_meta PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 # Merging from characters (bpe.c) against the textbook byte merge loop.
 mks_add_test(test_bpe_chars SOURCES test_bpe_chars.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON LABELS cpu TIMEOUT 300)

@@ -10,16 +10,79 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+/* Meta's special tokens, in the order of their tokenizer.py (llama-models
+ * 0.3.0, llama3/ and llama4/): ids from the number of ranks up. */
+#define RUN(fmt, first, count)                                                                                         \
+    { "<|" fmt "|>", first, count }
+#define LIT(text)                                                                                                      \
+    { "<|" text "|>", 0, 0 }
+static const tk_special_run LLAMA3_SPECIALS[] = {
+    LIT("begin_of_text"),
+    LIT("end_of_text"),
+    RUN("reserved_special_token_%u", 0, 2),
+    LIT("finetune_right_pad_id"),
+    LIT("step_id"),
+    LIT("start_header_id"),
+    LIT("end_header_id"),
+    LIT("eom_id"),
+    LIT("eot_id"),
+    LIT("python_tag"),
+    LIT("image"),
+    RUN("reserved_special_token_%u", 2, 244), /* 256 in all */
+    {NULL, 0, 0},
+};
+static const tk_special_run LLAMA4_SPECIALS[] = {
+    /* BASIC_SPECIAL_TOKENS */
+    LIT("begin_of_text"),
+    LIT("end_of_text"),
+    LIT("fim_prefix"),
+    LIT("fim_middle"),
+    LIT("fim_suffix"),
+    /* LLAMA4_TEXT_POST_TRAIN_SPECIAL_TOKENS */
+    LIT("header_start"),
+    LIT("header_end"),
+    LIT("eom"),
+    LIT("eot"),
+    LIT("step"),
+    RUN("text_post_train_reserved_special_token_%u", 0, 6),
+    LIT("python_start"),
+    LIT("python_end"),
+    LIT("finetune_right_pad"),
+    RUN("text_post_train_reserved_special_token_%u", 8, 61),
+    /* LLAMA4_VISION_SPECIAL_TOKENS */
+    LIT("image_start"),
+    LIT("image_end"),
+    RUN("vision_reserved_special_token_%u", 0, 2),
+    LIT("tile_x_separator"),
+    LIT("tile_y_separator"),
+    RUN("vision_reserved_special_token_%u", 2, 4),
+    LIT("image"),
+    RUN("vision_reserved_special_token_%u", 6, 1),
+    LIT("patch"),
+    RUN("vision_reserved_special_token_%u", 7, 1041),
+    /* LLAMA4_REASONING_SPECIAL_TOKENS */
+    RUN("reasoning_reserved_special_token_%u", 0, 8),
+    LIT("reasoning_thinking_start"),
+    LIT("reasoning_thinking_end"),
+    /* up to num_reserved_special_tokens = 2048 */
+    RUN("reserved_special_token_%u", 0, 904),
+    {NULL, 0, 0},
+};
+#undef RUN
+#undef LIT
+
 /* Upstream vocabularies, recognised by the sha256 of their rank file. */
 static const tk_known_vocab TK_KNOWN[] = {
     {"gpt2",
      "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
      TK_PAT_GPT2,
-     {{"<|endoftext|>", 50256}}},
+     {{"<|endoftext|>", 50256}},
+     NULL},
     {"gpt2",
      "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
      TK_PAT_GPT2, /* vocab.bpe */
-     {{"<|endoftext|>", 50256}}},
+     {{"<|endoftext|>", 50256}},
+     NULL},
     {"cl100k_base",
      "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
      TK_PAT_CL100K,
@@ -27,11 +90,25 @@ static const tk_known_vocab TK_KNOWN[] = {
       {"<|fim_prefix|>", 100258},
       {"<|fim_middle|>", 100259},
       {"<|fim_suffix|>", 100260},
-      {"<|endofprompt|>", 100276}}},
+      {"<|endofprompt|>", 100276}},
+     NULL},
     {"o200k_base",
      "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
      TK_PAT_O200K,
-     {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
+     {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}},
+     NULL},
+    /* Meta's tokenizer.model files: Llama 3's pat_str is cl100k's (its
+     * older spelling), Llama 4's O200K_PATTERN is o200k's */
+    {"llama3",
+     "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
+     TK_PAT_CL100K,
+     {{0}},
+     LLAMA3_SPECIALS},
+    {"llama4",
+     "d0bdbaf59b0762c8c807617e2d8ea51420eb1b1de266df2495be755c8e0ed6ed",
+     TK_PAT_O200K,
+     {{0}},
+     LLAMA4_SPECIALS},
 };
 
 const tk_known_vocab *tk_ld_known_by_sha(const uint8_t *data, size_t n) {
@@ -48,6 +125,38 @@ size_t tk_ld_n_known_specials(const tk_known_vocab *kv) {
     size_t n = 0;
     while (n < 6 && kv->specials[n].text) n++;
     return n;
+}
+
+int tk_ld_known_run_specials(const tk_known_vocab *kv, uint32_t base, tk_special **sp, size_t *nsp) {
+    *sp = NULL;
+    *nsp = 0;
+    size_t n = 0;
+    for (const tk_special_run *r = kv->runs; r && r->fmt; r++) n += r->count ? r->count : 1;
+    if (!n) return TK_OK;
+    tk_special *out = calloc(n, sizeof *out);
+    if (!out) return TK_ERR_NOMEM;
+    size_t k = 0;
+    for (const tk_special_run *r = kv->runs; r->fmt; r++)
+        for (uint32_t i = 0; i < (r->count ? r->count : 1); i++, k++) {
+            char buf[96];
+            if (r->count) snprintf(buf, sizeof buf, r->fmt, r->first + i);
+            out[k].text = strdup(r->count ? buf : r->fmt);
+            out[k].id = base + (uint32_t)k;
+            if (!out[k].text) {
+                tk_ld_free_specials(out, k);
+                return TK_ERR_NOMEM;
+            }
+        }
+    *sp = out;
+    *nsp = n;
+    return TK_OK;
+}
+
+tk_pattern tk_known_pattern(const tk_tokenizer *t) {
+    if (!t || !t->known) return TK_PAT_NONE;
+    for (size_t k = 0; k < sizeof TK_KNOWN / sizeof TK_KNOWN[0]; k++)
+        if (strcmp(t->name, TK_KNOWN[k].name) == 0) return TK_KNOWN[k].pat;
+    return TK_PAT_NONE;
 }
 
 bool tk_ld_is_dir(const char *p) {

@@ -10,17 +10,31 @@
 
 #include <jansson.h>
 
+/* A run of special tokens in a known vocabulary's list: the literal text
+ * (count 0), or count texts fmt % (first + i) (fmt holds one %u). */
+typedef struct {
+    const char *fmt;
+    uint32_t first, count;
+} tk_special_run;
+
 /* Upstream vocabularies, recognised by the sha256 of their rank file. */
 typedef struct {
     const char *name;
     const char *sha256;
     tk_pattern pat;
     tk_special specials[6];
+    /* Meta's Llama files: the special tokens as their tokenizer.py lists
+     * them, ids from the number of ranks up (specials[] unused); NULL-fmt
+     * terminated. BOS/EOS by name (<|begin_of_text|> / <|end_of_text|>). */
+    const tk_special_run *runs;
 } tk_known_vocab;
 
 /* The known vocabulary whose rank file (data[0..n)) has this sha256, or NULL. */
 const tk_known_vocab *tk_ld_known_by_sha(const uint8_t *data, size_t n);
 size_t tk_ld_n_known_specials(const tk_known_vocab *kv);
+/* A known vocabulary's specials listed by runs (kv->runs), ids from base;
+ * *sp owned by the caller (tk_ld_free_specials). */
+int tk_ld_known_run_specials(const tk_known_vocab *kv, uint32_t base, tk_special **sp, size_t *nsp);
 
 bool tk_ld_is_dir(const char *p);
 /* Something is there (a file, FIFO, device ...): the loaders refuse what is

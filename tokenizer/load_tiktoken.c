@@ -254,13 +254,19 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
             rc = TK_ERR_PATTERN;
             goto done;
         }
+        /* Meta's files: the specials of its tokenizer.py, from n_ranks up */
+        if (kv && kv->runs && (rc = tk_ld_known_run_specials(kv, v.n, &msp, &nmsp))) goto done;
         char mp[4096];
-        snprintf(mp, sizeof mp, "%s%s", path, nmsp ? ".meta.json" : "");
-        rc = tk_ld_tv_build(&v, p, kv ? kv->specials : msp, kv ? tk_ld_n_known_specials(kv) : nmsp, NULL,
+        snprintf(mp, sizeof mp, "%s%s", path, nmsp && !kv ? ".meta.json" : "");
+        bool own = kv && !kv->runs;
+        rc = tk_ld_tv_build(&v, p, own ? kv->specials : msp, own ? tk_ld_n_known_specials(kv) : nmsp, NULL,
                             kv ? kv->name : NULL, path, mp, out, err, errlen);
         tk_ld_free_specials(msp, nmsp);
         if (rc == TK_OK && kv) {
             (*out)->known = true;
+            /* Meta's encode(bos=True, eos=True): <|begin_of_text|> ...
+             * <|end_of_text|>, which tk_default_framing finds by name */
+            if (kv->runs) (*out)->pp = TK_PP_ABSENT;
             tk_image_save(path, pat, *out, &src, data, len);
         }
     }

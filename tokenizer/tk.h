@@ -115,6 +115,10 @@ int tk_save_hf_json(const tk_tokenizer *tok, const char *path);
 uint32_t tk_n_ranks(const tk_tokenizer *tok);    /* mergeable ranks */
 uint32_t tk_vocab_size(const tk_tokenizer *tok); /* max id + 1, specials included */
 tk_pattern tk_get_pattern(const tk_tokenizer *tok);
+/* The pattern a recognised upstream vocabulary (by sha256: gpt2, cl100k_base,
+ * o200k_base, Meta's llama3 / llama4) needs; TK_PAT_NONE for any other. A
+ * front end warns when the user's --pattern differs from it. */
+tk_pattern tk_known_pattern(const tk_tokenizer *tok);
 const char *tk_name(const tk_tokenizer *tok); /* "cl100k_base", ... or "custom" */
 size_t tk_n_specials(const tk_tokenizer *tok);
 const tk_special *tk_specials(const tk_tokenizer *tok);

@@ -231,7 +231,17 @@ int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out
     }
     char err[512] = "";
     int rc = tk_load(spec, pat, out, err, sizeof err);
-    if (rc == TK_OK && *out) return EXIT_OK;
+    if (rc == TK_OK && *out) {
+        /* a recognised file under another pattern gives other ids than its
+         * own reference: allowed (the user asked), never silent */
+        tk_pattern need = tk_known_pattern(*out);
+        if (pat != TK_PAT_NONE && need != TK_PAT_NONE && need != pat)
+            cli_warn(NULL,
+                     "--pattern %s differs from the pattern %s that %s needs: ids will differ from %s's own "
+                     "tokenizer",
+                     tk_pattern_name(pat), tk_pattern_name(need), tk_name(*out), tk_name(*out));
+        return EXIT_OK;
+    }
     const char *why = err[0] ? err : tk_strerror(rc);
     /* tk_load's own message already says what was tried; add a hint only without one */
     const char *hint = "";
