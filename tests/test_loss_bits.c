@@ -16,6 +16,8 @@
 
 #include "build_internal.h"
 #include "ds.h"
+#define XXH_INLINE_ALL /* the checkpoint's checksum, recomputed after an edit */
+#include <xxhash.h>
 
 static int g_fail;
 #define CHECK(c, ...)                                                                                                  \
@@ -354,12 +356,139 @@ static void test_resume(void) {
     }
 }
 
+/* A hostile build.ckpt's loss state (the file lies in the output folder,
+ * which others may write): each variant is the checkpoint of a cut build
+ * with its loss bytes edited and the checksum recomputed, so the loader's
+ * own checks are what refuse it. ds_ckpt_load must answer -1 (no usable
+ * checkpoint: the build starts over) and never read or write out of bounds
+ * (ASan run). The unedited, resealed file restores, so the edits are what
+ * the refusals are about. */
+static int ckpt_try(const char *dir, const ds_build_config *cfg, const uint8_t *img, size_t n, int reseal) {
+    uint8_t *d = malloc(n);
+    CHECK(d != NULL);
+    if (!d) return -2;
+    memcpy(d, img, n);
+    if (reseal && n >= 8) {
+        uint64_t h = XXH3_64bits(d, n - 8);
+        memcpy(d + n - 8, &h, 8);
+    }
+    char path[400];
+    snprintf(path, sizeof path, "%s/build.ckpt", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(d, 1, n, f) == n);
+    if (f) fclose(f);
+    free(d);
+    ds_shard_rec *recs = NULL;
+    size_t n_recs = 0, cap_recs = 0;
+    ds_build_account acc;
+    memset(&acc, 0, sizeof acc);
+    ds_shard_writer wr[2];
+    ds_packer pk[2];
+    for (int s = 0; s < 2; s++) {
+        ds_shard_writer_init(&wr[s], cfg, s, dir, &recs, &n_recs, &cap_recs);
+        CHECK(ds_packer_init(&pk[s], cfg, &wr[s], &acc) == DS_OK);
+    }
+    uint64_t toks = 0, rej = 0;
+    char *cur = NULL;
+    int rc = ds_ckpt_load(dir, 42, &acc, &toks, &cur, pk, wr, &recs, &n_recs, &cap_recs, &rej);
+    free(cur);
+    for (int s = 0; s < 2; s++) ds_packer_free(&pk[s]), ds_shard_writer_free(&wr[s]);
+    free(recs);
+    return rc;
+}
+
+static void test_ckpt_hostile(void) {
+    ds_pack packs[2] = {DS_PACK_CONCAT, DS_PACK_BFD};
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/ckpt", g_dir);
+    for (int k = 0; k < 2; k++) {
+        const char *pn = ds_pack_name(packs[k]);
+        ds_build_config cfg;
+        init_cfg(&cfg, 13, packs[k], DS_OL_TRUNCATE, 1, 0, 1); /* 13: 3 bits of padding in each row's 2 bytes */
+        cfg.bfd_window = 8;
+        rm_set(dir);
+        CHECK(ds_mkdir_p(dir) == 0);
+        ds_shard_rec *recs = NULL;
+        size_t n_recs = 0, cap_recs = 0;
+        ds_build_account acc;
+        memset(&acc, 0, sizeof acc);
+        ds_shard_writer wr[2];
+        ds_packer pk[2];
+        for (int s = 0; s < 2; s++) {
+            ds_shard_writer_init(&wr[s], &cfg, s, dir, &recs, &n_recs, &cap_recs);
+            CHECK(ds_packer_init(&pk[s], &cfg, &wr[s], &acc) == DS_OK);
+        }
+        feed(&pk[0], 0, 237);
+        for (int d = 237; d < 400 && !(packs[k] == DS_PACK_BFD ? pk[0].pool_len : pk[0].fill); d++)
+            feed(&pk[0], d, d + 1); /* a cut with pending packer tokens */
+        CHECK(ds_ckpt_save(dir, 42, &acc, 0, NULL, pk, wr, recs, n_recs, 0) == 0);
+        /* split 0's loss state: the concat row's bytes, the BFD pool's, the
+         * writer's rows; then split 1's 7 zero counts (nothing fed) and the
+         * checksum */
+        size_t fill = pk[0].fill, pool = pk[0].pool_len, rows = wr[0].n_rows, lb = ds_shard_loss_row_bytes(13);
+        uint32_t valid0 = rows ? wr[0].valid[0] : 0;
+        for (int s = 0; s < 2; s++) ds_packer_free(&pk[s]), ds_shard_writer_free(&wr[s]);
+        free(recs);
+        char path[400];
+        snprintf(path, sizeof path, "%s/build.ckpt", dir);
+        FILE *f = fopen(path, "rb");
+        static uint8_t img[1 << 20], ed[(1 << 20) + 16];
+        size_t n = f ? fread(img, 1, sizeof img, f) : 0;
+        if (f) fclose(f);
+        size_t S = fill + pool + rows * lb, tail = 8 + 7 * 8;
+        CHECK(n > tail + S && rows > 0 && valid0 <= 13, "%s: n %zu S %zu rows %zu valid %u", pn, n, S, rows, valid0);
+        if (!(n > tail + S && rows > 0 && valid0 <= 13)) continue;
+        size_t at = n - tail - S; /* where split 0's loss bytes start */
+        CHECK(ckpt_try(dir, &cfg, img, n, 1) == 0, "%s: the resealed, unedited checkpoint was not restored", pn);
+        int rc, nv = 3; /* + the three checks after the VARIANTs */
+#define VARIANT(what, edit, len)                                                                                       \
+    do {                                                                                                               \
+        memcpy(ed, img, n);                                                                                            \
+        size_t m = n;                                                                                                  \
+        edit;                                                                                                          \
+        rc = ckpt_try(dir, &cfg, ed, (len), 1);                                                                        \
+        CHECK(rc == -1, "%s: %s: restored (%d)", pn, what, rc);                                                        \
+        nv++;                                                                                                          \
+    } while (0)
+        if (fill) VARIANT("a concat-row mask byte 2", ed[at] = 2, m);
+        if (pool) VARIANT("a BFD-pool mask byte 2", ed[at + fill] = 2, m);
+        /* the first writer row: a bit just past its tokens (padding, or past
+         * a full row's 13 in its 2 bytes), its last byte all ones */
+        VARIANT("a bit past a row's tokens", ed[at + fill + pool + valid0 / 8] |= (uint8_t)(1u << (valid0 % 8)), m);
+        VARIANT("a row's last byte 0xff", ed[at + fill + pool + lb - 1] = 0xff, m);
+        /* counts not matching the bytes: one loss byte short, one too many
+         * (the rest of the file shifted, the checksum recomputed) */
+        VARIANT("one loss byte cut", memmove(ed + at, ed + at + 1, n - at - 1); m = n - 1, m);
+        VARIANT("one loss byte added", memmove(ed + at + 1, img + at, n - at); ed[at] = 0; m = n + 1, m);
+        VARIANT("the loss bytes cut", memmove(ed + at, img + at + S, n - at - S); m = n - S, m);
+        VARIANT("truncated inside the loss bytes", m = at + S / 2 + 8, m);
+#undef VARIANT
+        /* a flipped bit without a new checksum */
+        memcpy(ed, img, n);
+        ed[at + fill + pool] ^= 0x01;
+        CHECK(ckpt_try(dir, &cfg, ed, n, 0) == -1, "%s: a flipped loss bit with the old checksum was restored", pn);
+        /* the other format: a version-2 checkpoint for a version-1 build
+         * (bytes left over), and one without loss bytes for a version-2 build */
+        ds_build_config v1 = cfg;
+        v1.loss_bits = 0;
+        CHECK(ckpt_try(dir, &v1, img, n, 1) == -1, "%s: a loss-bit checkpoint restored into a build without", pn);
+        memcpy(ed, img, n);
+        memmove(ed + at, img + at + S, n - at - S);
+        CHECK(ckpt_try(dir, &cfg, ed, n - S, 1) == -1, "%s: a checkpoint without loss bytes was restored", pn);
+        printf(
+            "ok   %s: build.ckpt loss state (%zu row + %zu pool + %zu x %zu row bytes): %d hostile variants refused\n",
+            pn, fill, pool, rows, lb, nv);
+    }
+    rm_set(dir);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/test_loss_bits_XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
     test_image_refuses_padding_bit();
     test_packers();
     test_resume();
+    test_ckpt_hostile();
     rm_set(g_dir);
     if (g_fail) {
         fprintf(stderr, "FAIL (%d failures)\n", g_fail);
