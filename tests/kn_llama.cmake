@@ -22,3 +22,6 @@ target_link_libraries(bench_llama_cpu_step PRIVATE tr kn)
 # block the formula gives, no large allocation per step, a dirty block's
 # result equal to a fresh model's, overflowing sizes refused
 mks_add_test(test_llama_reserve SOURCES test_llama_reserve.c LIBS tr kn LABELS cpu TIMEOUT 60)
+# the CPU model's Llama kernels (kernels/llama_cpu_ref.c) against the
+# references they replace: bitwise, or 1e-5 where the sum order differs
+mks_add_test(test_llama_cpu_kernels SOURCES test_llama_cpu_kernels.c LIBS kn LABELS cpu TIMEOUT 60)

@@ -18,6 +18,17 @@ does) and mfu against --peak-tflops (989: H100/H200 SXM dense bf16).
 
   python3 tools/bench/llama_torch.py --config CONFIG.json --seq-len 1024 --batch 8 --steps 10
   python3 tools/bench/llama_torch.py --check     # imports + 2 steps of a tiny Llama on the CPU
+
+CPU comparison (issue 30 item 5): --vs-c BUILD/tests/bench_llama_cpu_step times forward + backward
+(no optimizer: what bench_llama_cpu_step times) of transformers' fp32 LlamaForCausalLM (SDPA, no
+autocast, no compile, torch.set_num_threads(--threads)) and of the C model at the same threads
+(OMP_NUM_THREADS), same shape (--layers --heads --kv-heads --dim --ffn --vocab, tied), batch and
+sequence length, in --rounds alternating rounds of --steps timed steps each (so both see the same
+machine load), and prints one JSON line with each round's medians and the median ratio C / torch
+(below 1: the C model is faster).
+
+  python3 tools/bench/llama_torch.py --vs-c build/tests/bench_llama_cpu_step --threads 2 \
+      --batch 2 --seq-len 256 --steps 3 --rounds 3
 """
 import argparse
 import json
@@ -55,6 +66,16 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cuda")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--peak-tflops", type=float, default=989.0)
+    p.add_argument("--vs-c", default="", metavar="BENCH",
+                   help="CPU fp32 forward+backward against this bench_llama_cpu_step binary (see above)")
+    p.add_argument("--threads", type=int, default=2, help="--vs-c: torch threads and OMP_NUM_THREADS")
+    p.add_argument("--rounds", type=int, default=3, help="--vs-c: alternating rounds")
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--kv-heads", type=int, default=4)
+    p.add_argument("--dim", type=int, default=768)
+    p.add_argument("--ffn", type=int, default=2048)
+    p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--check", action="store_true",
                    help="dry check: imports, model build, 2 steps of a tiny Llama on the CPU, no compile")
     return p.parse_args(argv)
@@ -70,8 +91,60 @@ def flops_per_token(cfg, n_params, T):
     return 6 * n + 6 * L * T * d
 
 
+def vs_c(args):
+    """fp32 CPU forward + backward: transformers vs the C model, alternating rounds; the ratio C / torch."""
+    import subprocess
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    B, T, V = args.batch, args.seq_len, args.vocab
+    conf = LlamaConfig(hidden_size=args.dim, intermediate_size=args.ffn, num_hidden_layers=args.layers,
+                       num_attention_heads=args.heads, num_key_value_heads=args.kv_heads, vocab_size=V,
+                       max_position_embeddings=T, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True,
+                       attn_implementation="sdpa")
+    model = LlamaForCausalLM(conf).float()
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    x = torch.randint(0, V, (B, T), dtype=torch.int64)
+    y = torch.randint(0, V, (B, T), dtype=torch.int64)
+
+    def torch_step():
+        t = time.perf_counter()
+        logits = model(input_ids=x).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
+        loss.backward()  # gradients accumulate, as the C bench's do
+        return time.perf_counter() - t
+
+    torch_step()  # warm-up (allocations, oneDNN primitives)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    cmd = [args.vs_c] + [str(v) for v in (args.layers, args.heads, args.kv_heads, args.dim, args.ffn, V, B, T,
+                                          args.steps)]
+    rounds = []
+    for r in range(args.rounds):
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+        c = json.loads(out.strip().splitlines()[-1])
+        tt = statistics.median(torch_step() for _ in range(args.steps))
+        rounds.append({"c_s": c["step_s_median"], "torch_s": tt, "ratio": c["step_s_median"] / tt})
+        log(f"round {r + 1}: C {c['step_s_median']:.3f} s, torch {tt:.3f} s, ratio {rounds[-1]['ratio']:.3f}")
+        if c["params"] != n_params:
+            log(f"parameter counts differ: C {c['params']}, torch {n_params}")
+            return 2
+    out = {"impl": "llama-cpu-vs-torch", "torch": torch.__version__, "threads": args.threads, "batch": B,
+           "seq_len": T, "params": n_params, "steps_per_round": args.steps, "rounds": rounds,
+           "c_step_s_median": statistics.median(r["c_s"] for r in rounds),
+           "torch_step_s_median": statistics.median(r["torch_s"] for r in rounds),
+           "ratio_median": statistics.median(r["ratio"] for r in rounds)}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.vs_c:
+        return vs_c(args)
     if args.check:
         args.seq_len, args.batch, args.steps, args.warmup = 32, 2, 2, 0
         args.device, args.no_compile = "cpu", True

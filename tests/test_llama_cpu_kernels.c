@@ -1,0 +1,152 @@
+/* test_llama_cpu_kernels.c - the CPU model's Llama kernels
+ * (kernels/llama_cpu_ref.c) against the references they replace in
+ * train/llama_model.c (llama_ref.c, llama_gqa_ref.c) on random inputs:
+ * RoPE from the cos/sin table on strided packed rows, SwiGLU on [gate|up]
+ * rows and RMSNorm's backward give the reference's bits; GQA attention on
+ * packed rows gives the expanded-K/V reference's output, probabilities and
+ * dQ bit for bit, and dK/dV (summed over the query heads in another order)
+ * within 1e-6 of the tensor's largest value; with and without a document mask, and argument
+ * refusals. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn.h"
+#include "kn_llama.h"
+
+static int fails;
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fails++;                                                                                                   \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
+            printf(__VA_ARGS__);                                                                                       \
+            printf("\n");                                                                                              \
+        }                                                                                                              \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+static float *rnd(size_t n) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+/* worst |a - b| relative to the tensor's largest |b| (a reassociated sum
+ * of cancelling terms can be far from an element's own size) */
+static double worst_rel(const float *a, const float *b, size_t n) {
+    double mx = 0, w = 0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) w = fmax(w, fabs((double)a[i] - b[i]));
+    return mx > 0 ? w / mx : w;
+}
+
+static void test_rope(void) {
+    enum { N = 37, H = 4, KV = 2, HD = 16 };
+    const int C = H * HD, KVd = KV * HD, Q = C + 2 * KVd;
+    float inv[HD / 2];
+    kn_rope_scaling sc = {8.0f, 1.0f, 4.0f, 64};
+    CHECK(kn_rope_inv_freq_ref(inv, HD, 500000.0f, &sc) == KN_OK, "inv_freq");
+    int32_t pos[N];
+    for (int n = 0; n < N; n++) pos[n] = (n * 37) % 1000;
+    float *cs = malloc((size_t)N * HD * sizeof *cs), *x = rnd((size_t)N * Q), *y = malloc((size_t)N * Q * sizeof *y);
+    float *q = malloc((size_t)N * C * sizeof *q), *k = malloc((size_t)N * KVd * sizeof *k);
+    CHECK(kn_rope_cos_sin_cpu(cs, pos, inv, N, HD) == KN_OK, "cos_sin");
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        memcpy(y, x, (size_t)N * Q * sizeof *y);
+        CHECK(kn_rope_rows_cpu(y, Q, cs, N, H, HD, inverse) == KN_OK, "rope q");
+        CHECK(kn_rope_rows_cpu(y + C, Q, cs, N, KV, HD, inverse) == KN_OK, "rope k");
+        for (int n = 0; n < N; n++) {
+            memcpy(q + (size_t)n * C, x + (size_t)n * Q, C * sizeof *q);
+            memcpy(k + (size_t)n * KVd, x + (size_t)n * Q + C, KVd * sizeof *k);
+        }
+        int (*ref)(float *, const float *, const int32_t *, const float *, int, int, int) =
+            inverse ? kn_rope_backward_ref : kn_rope_forward_ref;
+        ref(q, q, pos, inv, N, H, HD);
+        ref(k, k, pos, inv, N, KV, HD);
+        int same = 1;
+        for (int n = 0; n < N; n++)
+            same &= !memcmp(q + (size_t)n * C, y + (size_t)n * Q, C * sizeof *q) &&
+                    !memcmp(k + (size_t)n * KVd, y + (size_t)n * Q + C, KVd * sizeof *k) &&
+                    !memcmp(x + (size_t)n * Q + C + KVd, y + (size_t)n * Q + C + KVd, KVd * sizeof *k);
+        CHECK(same, "rope rows (inverse %d) differ from kn_rope_*_ref or touched v", inverse);
+    }
+    int32_t bad = -1;
+    CHECK(kn_rope_cos_sin_cpu(cs, &bad, inv, 1, HD) == KN_EINVAL, "negative position accepted");
+    CHECK(kn_rope_rows_cpu(y, C - 1, cs, N, H, HD, 0) == KN_EINVAL, "row stride under the heads accepted");
+    free(cs), free(x), free(y), free(q), free(k);
+}
+
+static void test_attention(int with_doc) {
+    enum { B = 2, T = 29, NH = 6, NKV = 2, HS = 8 };
+    const size_t C = NH * HS, RS = C + 2 * NKV * HS, N = (size_t)B * T, NA = (size_t)B * NH * T * T;
+    float *qkv = rnd(N * RS), *dout = rnd(N * C);
+    float *o1 = malloc(N * C * 4), *o2 = malloc(N * C * 4), *a1 = malloc(NA * 4), *a2 = malloc(NA * 4);
+    float *d1 = malloc(N * RS * 4), *d2 = malloc(N * RS * 4);
+    int32_t doc[B * T];
+    for (int i = 0; i < B * T; i++) doc[i] = (i % T) / 9 + (i / T);
+    const int32_t *dm = with_doc ? doc : NULL;
+    memset(a2, 0xff, NA * 4); /* NaN garbage: every entry must be written */
+    memset(d2, 0xff, N * RS * 4);
+    CHECK(kn_gqa_attention_forward_ref(o1, a1, qkv, dm, B, T, NH, NKV, HS) == KN_OK, "ref fwd");
+    CHECK(kn_gqa_attention_forward_cpu(o2, a2, qkv, dm, B, T, NH, NKV, HS) == KN_OK, "cpu fwd");
+    CHECK(!memcmp(o1, o2, N * C * 4) && !memcmp(a1, a2, NA * 4), "doc %d: attention out/probabilities differ",
+          with_doc);
+    CHECK(kn_gqa_attention_backward_ref(d1, dout, qkv, a1, dm, B, T, NH, NKV, HS) == KN_OK, "ref bwd");
+    CHECK(kn_gqa_attention_backward_cpu(d2, dout, qkv, a2, dm, B, T, NH, NKV, HS) == KN_OK, "cpu bwd");
+    int dq_same = 1;
+    for (size_t n = 0; n < N; n++) dq_same &= !memcmp(d1 + n * RS, d2 + n * RS, C * 4);
+    double w = worst_rel(d2, d1, N * RS);
+    CHECK(dq_same, "doc %d: dQ differs", with_doc);
+    CHECK(w <= 1e-6, "doc %d: dQKV worst rel %.3g > 1e-6", with_doc, w);
+    printf("gqa attention (doc mask %d): out, probabilities, dQ bitwise; dK/dV worst rel %.2g\n", with_doc, w);
+    CHECK(kn_gqa_attention_forward_cpu(o2, a2, qkv, dm, B, T, NH, 4, HS) == KN_EINVAL, "NKV not dividing NH");
+    free(qkv), free(dout), free(o1), free(o2), free(a1), free(a2), free(d1), free(d2);
+}
+
+static void test_swiglu_rmsnorm(void) {
+    enum { N = 23, F = 45, C = 150 };
+    float *gu = rnd((size_t)N * 2 * F), *dy = rnd((size_t)N * F);
+    float *g = malloc(N * F * 4), *u = malloc(N * F * 4), *o1 = malloc(N * F * 4), *o2 = malloc(N * F * 4);
+    float *dg = malloc(N * F * 4), *du = malloc(N * F * 4), *dgu = malloc(N * 2 * F * 4);
+    for (int n = 0; n < N; n++) {
+        memcpy(g + n * F, gu + (size_t)n * 2 * F, F * 4);
+        memcpy(u + n * F, gu + (size_t)n * 2 * F + F, F * 4);
+    }
+    kn_swiglu_forward_ref(o1, g, u, (size_t)N * F);
+    CHECK(kn_swiglu_packed_forward_cpu(o2, gu, N, F) == KN_OK, "swiglu fwd");
+    CHECK(!memcmp(o1, o2, N * F * 4), "swiglu forward differs");
+    kn_swiglu_backward_ref(dg, du, dy, g, u, (size_t)N * F);
+    CHECK(kn_swiglu_packed_backward_cpu(dgu, dy, gu, N, F) == KN_OK, "swiglu bwd");
+    int same = 1;
+    for (int n = 0; n < N; n++)
+        same &= !memcmp(dg + n * F, dgu + (size_t)n * 2 * F, F * 4) &&
+                !memcmp(du + n * F, dgu + (size_t)n * 2 * F + F, F * 4);
+    CHECK(same, "swiglu backward differs");
+
+    float *x = rnd((size_t)N * C), *w = rnd(C), *dout = rnd((size_t)N * C), *h = malloc(N * C * 4), r[N];
+    float *dx1 = rnd((size_t)N * C), *dx2 = malloc(N * C * 4), *dw1 = rnd(C), *dw2 = malloc(C * 4);
+    memcpy(dx2, dx1, N * C * 4), memcpy(dw2, dw1, C * 4); /* both accumulate */
+    kn_rmsnorm_forward_ref(h, r, x, w, N, C, 1e-5f);
+    kn_rmsnorm_backward_ref(dx1, dw1, dout, x, w, r, N, C);
+    CHECK(kn_rmsnorm_backward_cpu(dx2, dw2, dout, x, w, r, N, C) == KN_OK, "rmsnorm bwd");
+    CHECK(!memcmp(dx1, dx2, N * C * 4) && !memcmp(dw1, dw2, C * 4), "rmsnorm backward differs");
+    free(gu), free(dy), free(g), free(u), free(o1), free(o2), free(dg), free(du), free(dgu);
+    free(x), free(w), free(dout), free(h), free(dx1), free(dx2), free(dw1), free(dw2);
+}
+
+int main(void) {
+    test_rope();
+    test_attention(0);
+    test_attention(1);
+    test_swiglu_rmsnorm();
+    if (fails) return 1;
+    printf("test_llama_cpu_kernels: all checks passed\n");
+    return 0;
+}
