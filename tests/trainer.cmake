@@ -6,6 +6,8 @@ mks_add_test(test_trainer_rss SOURCES test_trainer_rss.c LIBS tr kn ds tk LABELS
 # grid of shapes; links tr_plan alone, as `mkshards plan` does.
 mks_add_test(test_plan_kernels SOURCES test_plan_kernels.c LIBS tr_plan LABELS cpu TIMEOUT 60)
 mks_add_cli_test(cli_llmtrain cli_llmtrain.sh LABELS cpu TIMEOUT 600)
+# The Llama family through llmtrain (train/family.h): plan, resume, accumulation, --doc-mask, config.json
+mks_add_cli_test(cli_llmtrain_llama cli_llmtrain_llama.sh LABELS cpu TIMEOUT 600)
 # the same check on a small plan, where fixed costs dominate
 add_test(NAME test_trainer_rss_small COMMAND test_trainer_rss 8)
 set_tests_properties(test_trainer_rss_small PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)

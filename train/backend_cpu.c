@@ -37,7 +37,8 @@ struct tr_backend {
     tr_model_grad_hook hook;
     void *hook_ctx;
     int sep_now;
-    size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS];
+    int nt;               /* tensors of the model's family (train/family.h) */
+    size_t *sizes, *offs; /* their sizes and offsets */
 };
 
 /* g[i] = acc[i] + g[i] over [a, a + n) (the accumulation order of the
@@ -58,7 +59,7 @@ static void on_group(void *ctx, int g) {
     if (b->sep_now) {
         const tr_model_config *c = tr_model_get_config(b->m);
         float *gr = tr_model_grads(b->m);
-        for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
+        for (int t = 0; t < b->nt; t++) {
             int nl = tr_model_param_layers(c, t);
             size_t per = b->sizes[t] / (size_t)nl;
             for (int l = 0; l < nl; l++)
@@ -94,14 +95,21 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
     b->m = a->host;
     b->optim = a->optim;
     b->P = tr_model_param_count(a->mc);
-    tr_model_param_sizes(a->mc, b->sizes);
-    b->offs[0] = 0;
-    for (int t = 1; t < TR_NUM_PARAM_TENSORS; t++) b->offs[t] = b->offs[t - 1] + b->sizes[t - 1];
+    b->nt = tr_model_n_tensors(a->mc);
+    b->sizes = malloc((size_t)b->nt * sizeof *b->sizes);
+    b->offs = malloc((size_t)b->nt * sizeof *b->offs);
+    int mr = b->sizes && b->offs ? TR_MODEL_OK : TR_MODEL_ENOMEM;
+    for (int t = 0; !mr && t < b->nt; t++) {
+        b->sizes[t] = tr_model_tensor_size(a->mc, t);
+        b->offs[t] = t ? b->offs[t - 1] + b->sizes[t - 1] : 0;
+    }
     /* activations for the planned micro-batch now: nothing grows later */
-    int mr = tr_model_reserve(b->m, a->B, a->T);
+    if (!mr) mr = tr_model_reserve(b->m, a->B, a->T);
     if (!mr && a->plan->rank_micro > 1 && !(b->acc = malloc(b->P * sizeof(float)))) mr = TR_MODEL_ENOMEM;
     if (mr) {
         free(b->acc);
+        free(b->sizes);
+        free(b->offs);
         free(b);
         snprintf(err, errlen, "cannot allocate the model");
         return tr_backend_model_err(mr);
@@ -111,7 +119,11 @@ static int cpu_create(const tr_backend_args *a, tr_backend **out, char *err, siz
 }
 
 static void cpu_destroy(tr_backend *b) {
-    if (b) free(b->acc);
+    if (b) {
+        free(b->acc);
+        free(b->sizes);
+        free(b->offs);
+    }
     free(b);
 }
 

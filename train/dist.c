@@ -88,8 +88,7 @@ struct tr_backend {
     size_t P;
     size_t unit, lo, hi;           /* ZeRO-1: this rank's shard of whole norm parts */
     float *sh[TR_OPTIM_MAX_STATE]; /* ZeRO-1: this rank's shard [lo, hi) of each optimizer state tensor */
-    size_t sizes[TR_NUM_PARAM_TENSORS];
-    double *mloss; /* loss sum per micro-batch of the step (exact fold) */
+    double *mloss;                 /* loss sum per micro-batch of the step (exact fold) */
     int nmloss;
     int exact_loss; /* mloss fits the small reductions */
     double parts[NORM_PARTS];
@@ -204,7 +203,6 @@ static int d_create(const tr_backend_args *a, tr_backend **out, char *err, size_
     b->rank = tr_comm_rank(b->c);
     b->zero = a->opts->zero;
     b->P = tr_model_param_count(a->mc);
-    tr_model_param_sizes(a->mc, b->sizes);
     b->unit = tr_dp_zero_unit(b->P);
     tr_dp_zero_shard(b->P, b->W, b->rank, &b->lo, &b->hi);
     b->nmloss = a->plan->n_micro > 0 ? a->plan->n_micro : 1;
@@ -462,15 +460,17 @@ static int zero_step(tr_backend *b, const tr_optim_hparams *h, float grad_clip, 
         if (coef < 1.0 && n) kn_scale_ref(g + lo, n, (float)coef);
     }
     size_t off = 0;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
-        size_t a = off > b->lo ? off : b->lo, e = off + b->sizes[t] < b->hi ? off + b->sizes[t] : b->hi;
+    const tr_model_config *mc = tr_model_get_config(b->m);
+    for (int t = 0, nt = tr_model_n_tensors(mc); t < nt; t++) { /* any family's tensor table */
+        size_t sz = tr_model_tensor_size(mc, t);
+        size_t a = off > b->lo ? off : b->lo, e = off + sz < b->hi ? off + sz : b->hi;
         void *st[TR_OPTIM_MAX_STATE];
         for (int k = 0; k < b->optim->n_state; k++) st[k] = b->sh[k] + (a - lo);
-        if (a < e && b->optim->step_cpu(h, (int)opt_step, tr_model_param_decay(t), p + a, g + a, st, e - a)) {
+        if (a < e && b->optim->step_cpu(h, (int)opt_step, tr_model_tensor_decay(mc, t), p + a, g + a, st, e - a)) {
             snprintf(err, errlen, "optimiser step failed");
             return TR_ERR_INTERNAL;
         }
-        off += b->sizes[t];
+        off += sz;
     }
     rc = tr_comm_allgather_units_f32(b->c, p, b->P, b->unit);
     if (rc) return tr_comm_failed(b->c, rc, "parameter all-gather", err, errlen);

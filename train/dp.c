@@ -81,17 +81,16 @@ int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int 
     *out = NULL;
     *n_out = 0;
     if (el == 0) return TR_ERR_ARG;
-    size_t sizes[TR_NUM_PARAM_TENSORS];
-    tr_model_param_sizes(mc, sizes);
+    int nt = tr_model_n_tensors(mc); /* any family's tensor table */
     size_t cap = 16;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) cap += (size_t)tr_model_param_layers(mc, t) + sizes[t] / el + 2;
+    for (int t = 0; t < nt; t++) cap += (size_t)tr_model_param_layers(mc, t) + tr_model_tensor_size(mc, t) / el + 2;
     tr_dp_bucket *bk = calloc(cap, sizeof *bk);
     if (!bk) return TR_ERR_NOMEM;
     int n = 0;
     size_t off = 0;
-    for (int t = 0; t < TR_NUM_PARAM_TENSORS; t++) {
+    for (int t = 0; t < nt; t++) {
         int nl = tr_model_param_layers(mc, t);
-        size_t per = sizes[t] / (size_t)nl;
+        size_t sz = tr_model_tensor_size(mc, t), per = sz / (size_t)nl;
         size_t k = per >= el ? 1 : el / per; /* layers per bucket */
         for (long hiL = nl; hiL > 0;) {
             long loL = hiL - (long)k > 0 ? hiL - (long)k : 0;
@@ -109,7 +108,7 @@ int tr_dp_buckets(const tr_model_config *mc, size_t el, tr_dp_bucket **out, int 
             }
             hiL = loL;
         }
-        off += sizes[t];
+        off += sz;
     }
     qsort(bk, (size_t)n, sizeof *bk, cmp_bucket);
     int m = 0;

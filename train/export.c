@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "ds.h"
+#include "family.h"
 #include "optim.h"
 #include "safetensors.h"
 #include "tr.h"
@@ -164,12 +165,45 @@ static int export_tokenizer(const char *dir, const tk_tokenizer *tok, const char
     return rc;
 }
 
+/* generation_config.json: generation starts from the BOS, else (GPT-2's
+ * convention) the EOS */
+static int write_generation_config(const char *out_dir, int64_t bos, int64_t eos, char *err, size_t errlen) {
+    int64_t start = bos >= 0 ? bos : eos;
+    json_t *gen = json_object();
+    json_object_set_new(gen, "bos_token_id", start >= 0 ? json_integer(start) : json_null());
+    json_object_set_new(gen, "eos_token_id", eos >= 0 ? json_integer(eos) : json_null());
+    int rc = write_json(out_dir, "generation_config.json", gen, err, errlen);
+    json_decref(gen);
+    return rc;
+}
+
+/* The Llama family: llama_hf.c writes config.json (LlamaForCausalLM /
+ * Qwen2ForCausalLM / MistralForCausalLM) and model.safetensors from a
+ * tr_llama holding the parameters (the same contiguous tensor order). */
+static int export_llama(const char *out_dir, const tr_model_config *c, const float *params, int bf16,
+                        const tk_tokenizer *tok, const char *tok_spec, int64_t bos, int64_t eos, char *err,
+                        size_t errlen) {
+    tr_llama *m = NULL;
+    if (tr_llama_create(&c->llama, &m)) {
+        snprintf(err, errlen, "out of memory exporting %zu parameters", tr_model_param_count(c));
+        return TR_ERR_NOMEM;
+    }
+    memcpy(tr_llama_params(m), params, tr_model_param_count(c) * sizeof *params);
+    int rc = tr_llama_export_hf(out_dir, m, (tr_llama_arch)c->llama_arch, bf16, err, errlen);
+    tr_llama_free(m);
+    if (!rc) rc = write_generation_config(out_dir, bos, eos, err, errlen);
+    if (!rc && tok) rc = export_tokenizer(out_dir, tok, tok_spec, c->max_seq, bos, eos, err, errlen);
+    return rc;
+}
+
 int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *params, int bf16, const tk_tokenizer *tok,
                  const char *tok_spec, int64_t bos, int64_t eos, char *err, size_t errlen) {
     if (!out_dir || !c || !params || tr_model_config_check(c)) {
         snprintf(err, errlen, "tr_export_hf: bad arguments");
         return TR_ERR_ARG;
     }
+    if (c->family == TR_FAMILY_LLAMA)
+        return export_llama(out_dir, c, params, bf16, tok, tok_spec, bos, eos, err, errlen);
     if (mkdir_p(out_dir)) {
         snprintf(err, errlen, "cannot create %s: %s", out_dir, strerror(errno));
         return TR_ERR_IO;
@@ -275,12 +309,7 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     rc = write_json(out_dir, "config.json", cfg, err, errlen);
     json_decref(cfg);
     if (rc) goto done;
-    json_t *gen = json_object();
-    json_object_set_new(gen, "bos_token_id", start >= 0 ? json_integer(start) : json_null());
-    json_object_set_new(gen, "eos_token_id", eos >= 0 ? json_integer(eos) : json_null());
-    rc = write_json(out_dir, "generation_config.json", gen, err, errlen);
-    json_decref(gen);
-    if (rc) goto done;
+    if ((rc = write_generation_config(out_dir, bos, eos, err, errlen))) goto done;
     if (tok) rc = export_tokenizer(out_dir, tok, tok_spec, (int)T, bos, eos, err, errlen);
 done:
     free(buf);
@@ -299,7 +328,10 @@ int tr_export_run(const tr_export_opts *o, char *err, size_t errlen) {
     int rc = tr_ckpt_load(o->ckpt_dir, &m, NULL, 0, err, errlen);
     if (rc) return rc;
     tr_model_config c;
-    if (tr_model_config_make(m.n_layer, m.n_head, m.n_embd, m.max_seq, (int)m.vocab_size, &c)) {
+    int fam = 0; /* another family than GPT-2 records its configuration in model.txt */
+    if ((rc = tr_family_ckpt_read(o->ckpt_dir, &c, &fam, err, errlen))) return rc;
+    if (fam ? c.n_layer != m.n_layer || c.n_head != m.n_head || c.d_model != m.n_embd || c.vocab != (int)m.vocab_size
+            : tr_model_config_make(m.n_layer, m.n_head, m.n_embd, m.max_seq, (int)m.vocab_size, &c)) {
         snprintf(err, errlen, "checkpoint in %s has a model shape this build cannot make", o->ckpt_dir);
         return TR_ERR_CORRUPT;
     }

@@ -134,6 +134,15 @@ int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer
         rc = TR_ERR_ARG;
         goto out;
     }
+    if ((rc = tr_hf_import_check_tokenizer(dir, rows, err, errlen))) goto out;
+    *n_layer = L, *n_head = NH, *n_embd = C;
+    rc = TR_OK;
+out:
+    json_decref(c);
+    return rc;
+}
+
+int tr_hf_import_check_tokenizer(const char *dir, const tr_rows *rows, char *err, size_t errlen) {
     /* the tokenizer: the shards' fingerprint */
     char tp[4200];
     snprintf(tp, sizeof tp, "%s/tokenizer.json", dir);
@@ -141,8 +150,7 @@ int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer
     char e[512] = "";
     if (tk_load(tp, TK_PAT_NONE, &tok, e, sizeof e)) {
         snprintf(err, errlen, "%s has no tokenizer the trainer can check against the shards' (%s)", dir, e);
-        rc = TR_ERR_FINGERPRINT;
-        goto out;
+        return TR_ERR_FINGERPRINT;
     }
     uint8_t fp[32];
     tk_fingerprint(tok, fp);
@@ -163,15 +171,10 @@ int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer
                      "the tokenizer of %s (fingerprint %s...) is not the one %s was built with (%s...): "
                      "build the shards with %s/tokenizer.json",
                      dir, a, rows->desc, b, dir);
-            rc = TR_ERR_FINGERPRINT;
-            goto out;
+            return TR_ERR_FINGERPRINT;
         }
     }
-    *n_layer = L, *n_head = NH, *n_embd = C;
-    rc = TR_OK;
-out:
-    json_decref(c);
-    return rc;
+    return TR_OK;
 }
 
 /* The tensor NAME (with or without the "transformer." prefix). */

@@ -32,6 +32,9 @@ extern "C" {
  * TR_ERR_FINGERPRINT naming both. */
 int tr_hf_import_shape(const char *dir, const tr_rows *rows, int T, int *n_layer, int *n_head, int *n_embd, char *err,
                        size_t errlen);
+/* The folder's tokenizer against the shards' (any model family): the check
+ * tr_hf_import_shape makes, TR_OK or TR_ERR_FINGERPRINT naming both. */
+int tr_hf_import_check_tokenizer(const char *dir, const tr_rows *rows, char *err, size_t errlen);
 /* The folder's weights into m (whose config tr_hf_import_shape gave): every
  * tensor present with its shape, nothing unknown (the attention-mask buffers
  * attn.bias / attn.masked_bias of old checkpoints are skipped); padded

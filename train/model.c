@@ -1,5 +1,6 @@
 /* model.c - GPT-2 on the kn reference kernels (see model.h, docs/model.md). */
 #include "model.h"
+#include "family.h"
 
 #include "kn.h"
 
@@ -74,6 +75,9 @@ struct tr_model {
     int have_logits;
     tr_model_grad_hook hook; /* gradient readiness (tr_model_set_grad_hook) */
     void *hook_ctx;
+    /* another family (train/family.h): its instance, which owns params and grads */
+    const tr_family_ops *fam;
+    void *impl;
 };
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -100,6 +104,17 @@ int tr_model_create(const tr_model_config *c, uint64_t seed, tr_model **out) {
     tr_model *m = calloc(1, sizeof *m);
     if (!m) return TR_MODEL_ENOMEM;
     m->cfg = *c;
+    if (c->family != TR_FAMILY_GPT2) { /* its family computes; the buffers are its own */
+        m->fam = tr_family_of(c);
+        m->nparams = tr_model_param_count(c);
+        int rc = m->fam->create(c, seed, &m->impl, &m->params, &m->grads);
+        if (rc) {
+            free(m);
+            return rc;
+        }
+        *out = m;
+        return TR_MODEL_OK;
+    }
     tr_model_param_sizes(c, m->sizes);
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         m->offs[i] = m->nparams;
@@ -140,8 +155,11 @@ int tr_model_create(const tr_model_config *c, uint64_t seed, tr_model **out) {
 
 void tr_model_free(tr_model *m) {
     if (!m) return;
-    free(m->params);
-    free(m->grads);
+    if (m->fam) m->fam->destroy(m->impl);
+    else {
+        free(m->params);
+        free(m->grads);
+    }
     for (int k = 0; k < m->n_state; k++) free(m->state[k]);
     free(m->acts);
     free(m);
@@ -155,7 +173,11 @@ float *tr_model_adam_m(tr_model *m) { return m && m->state_bytes == 4 ? tr_model
 float *tr_model_adam_v(tr_model *m) { return m && m->state_bytes == 4 ? tr_model_state(m, 1) : NULL; }
 
 float *tr_model_param_tensor(tr_model *m, int i) {
-    return m && i >= 0 && i < TR_NUM_PARAM_TENSORS ? m->params + m->offs[i] : NULL;
+    if (!m || i < 0 || i >= tr_model_n_tensors(&m->cfg)) return NULL;
+    if (!m->fam) return m->params + m->offs[i];
+    size_t off = 0;
+    for (int k = 0; k < i; k++) off += tr_model_tensor_size(&m->cfg, k);
+    return m->params + off;
 }
 
 void tr_model_zero_grad(tr_model *m) {
@@ -168,30 +190,19 @@ void tr_model_set_grad_hook(tr_model *m, tr_model_grad_hook fn, void *ctx) {
     m->hook_ctx = ctx;
 }
 
-int tr_model_grad_groups(const tr_model_config *c) { return c ? c->n_layer + 2 : 0; }
-
-int tr_model_param_layers(const tr_model_config *c, int i) {
-    if (!c) return 0;
-    return i >= TR_P_LN1W && i <= TR_P_FCPROJB ? c->n_layer : 1;
-}
-
-int tr_model_grad_group_of(const tr_model_config *c, int i, int l) {
-    if (!c || i < 0 || i >= TR_NUM_PARAM_TENSORS) return -1;
-    if (i == TR_P_LNFW || i == TR_P_LNFB) return 0;
-    if (i == TR_P_WTE || i == TR_P_WPE) return c->n_layer + 1;
-    if (l < 0 || l >= c->n_layer) return -1;
-    return c->n_layer - l;
-}
-
 #define GRAD_READY(g)                                                                                                  \
     do {                                                                                                               \
         if (m->hook) m->hook(m->hook_ctx, (g));                                                                        \
     } while (0)
 
-const float *tr_model_logits(const tr_model *m) { return m && m->have_logits ? m->a.logits : NULL; }
+const float *tr_model_logits(const tr_model *m) {
+    if (m && m->fam) return m->fam->logits(m->impl);
+    return m && m->have_logits ? m->a.logits : NULL;
+}
 
 int tr_model_reserve(tr_model *m, int B, int T) {
     if (!m || B <= 0 || T <= 0 || T > m->cfg.max_seq) return TR_MODEL_EINVAL;
+    if (m->fam) return m->fam->reserve(m->impl, B, T);
     tr_model_mem mem;
     if (tr_model_memory(&m->cfg, B, T, &mem) != TR_MODEL_OK) return TR_MODEL_EINVAL;
     size_t need = (mem.acts + mem.grad_acts) / sizeof(float);
@@ -285,6 +296,7 @@ int tr_model_forward(tr_model *m, int B, int T, const uint32_t *inputs, const in
     if (loss_sum) *loss_sum = 0.0;
     if (n_targets) *n_targets = 0;
     if (!m) return TR_MODEL_EINVAL;
+    if (m->fam) return m->fam->forward(m->impl, B, T, inputs, targets, pos, doc, loss_sum, n_targets);
     int rc = check_batch(m, B, T, inputs, targets, pos);
     if (!rc) rc = forward(m, B, T, inputs, pos, doc);
     if (rc) return rc;
@@ -302,6 +314,11 @@ int tr_model_fwd_bwd(tr_model *m, int B, int T, const uint32_t *inputs, const in
     if (loss_sum) *loss_sum = 0.0;
     if (n_targets) *n_targets = 0;
     if (!m || !targets) return TR_MODEL_EINVAL;
+    if (m->fam) { /* one readiness group: the whole gradient, when backward is done */
+        int frc = m->fam->fwd_bwd(m->impl, B, T, inputs, targets, pos, doc, grad_scale, loss_sum, n_targets);
+        if (!frc) GRAD_READY(0);
+        return frc;
+    }
     int rc = check_batch(m, B, T, inputs, targets, pos);
     if (!rc) rc = forward(m, B, T, inputs, pos, doc);
     if (rc) return rc;
@@ -384,6 +401,7 @@ int tr_model_adamw_step(tr_model *m, const tr_adamw_hparams *h, int t, const int
     if (!m || !h || t < 1) return TR_MODEL_EINVAL;
     float *am = tr_model_adam_m(m), *av = tr_model_adam_v(m);
     if (!am || !av) return TR_MODEL_ESTATE;
+    if (m->fam) return TR_MODEL_EINVAL; /* GPT-2's test optimiser; the trainer steps through optim.h */
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         size_t o = m->offs[i];
         int decay = decay_mask ? decay_mask[i] != 0 : tr_model_param_decay(i);

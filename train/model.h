@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llama_model.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,7 +33,15 @@ typedef struct {
     int max_seq;      /* maxT: rows of the position embedding */
     int vocab;        /* V: real vocabulary size */
     int vocab_padded; /* Vp: V rounded up to a multiple of 128 */
+    /* The model family (train/family.h). 0 = GPT-2, everything above is
+     * its shape. TR_FAMILY_LLAMA: `llama` is the shape (arch: llama_arch);
+     * n_layer, n_head, d_model, max_seq, vocab mirror it and vocab_padded
+     * = vocab (the family pads nothing). */
+    int family;
+    int llama_arch; /* tr_llama_arch */
+    tr_llama_config llama;
 } tr_model_config;
+enum { TR_FAMILY_GPT2 = 0, TR_FAMILY_LLAMA = 1 };
 
 /* Presets: "tiny" (2L, 2H, C=64), "d12" (12L,12H,768, 124M), "d24"
  * (24L,16H,1024), "d36" (36L,20H,1280), "d48" (48L,25H,1600).
@@ -84,8 +94,14 @@ const char *tr_model_param_name(int i);
 /* 1 if tensor i gets weight decay (2-D: wte, wpe, qkvw, attprojw, fcw,
  * fcprojw), 0 otherwise (biases, LayerNorm). */
 int tr_model_param_decay(int i);
-/* Total element count (includes the padded wte rows). */
+/* Total element count (includes the padded wte rows); any family. */
 size_t tr_model_param_count(const tr_model_config *c);
+/* The tensor table of any family (train/family.h): the number of tensors
+ * (GPT-2: the 16 above), tensor i's element count and weight decay, laid
+ * out one after the other in the params buffer. */
+int tr_model_n_tensors(const tr_model_config *c);
+size_t tr_model_tensor_size(const tr_model_config *c, int i);
+int tr_model_tensor_decay(const tr_model_config *c, int i);
 
 /* ---- exact memory of a model for micro-batch (B, T) ---------------------
  * All in bytes, exactly what tr_model_* allocates for that group (fp32):

@@ -3,6 +3,7 @@
  * memory planner, `mkshards plan`) links neither the model's compute nor the
  * reference kernels and their OpenMP runtime. */
 #include "model.h"
+#include "family.h"
 
 #include "kn.h"
 #include "kn_cuda_size.h"
@@ -12,6 +13,10 @@
 /* ---- config ---------------------------------------------------------------- */
 
 int tr_model_config_check(const tr_model_config *c) {
+    if (c && c->family != TR_FAMILY_GPT2) {
+        const tr_family_ops *f = tr_family_of(c);
+        return f ? f->check(c) : TR_MODEL_EINVAL;
+    }
     if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->d_model <= 0 || c->max_seq <= 0 || c->vocab <= 0 ||
         c->d_model % c->n_head)
         return TR_MODEL_EINVAL;
@@ -21,7 +26,10 @@ int tr_model_config_check(const tr_model_config *c) {
 
 int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq, int vocab, tr_model_config *out) {
     if (!out) return TR_MODEL_EINVAL;
-    tr_model_config c = {n_layer, n_head, d_model, max_seq, vocab, vocab > 0 ? kn_pad_vocab(vocab) : 0};
+    tr_model_config c;
+    memset(&c, 0, sizeof c); /* family 0: GPT-2 */
+    c.n_layer = n_layer, c.n_head = n_head, c.d_model = d_model, c.max_seq = max_seq, c.vocab = vocab;
+    c.vocab_padded = vocab > 0 ? kn_pad_vocab(vocab) : 0;
     if (tr_model_config_check(&c)) return TR_MODEL_EINVAL;
     *out = c;
     return TR_MODEL_OK;
@@ -84,6 +92,7 @@ int tr_model_param_decay(int i) {
 size_t tr_model_param_count(const tr_model_config *c) {
     size_t s[TR_NUM_PARAM_TENSORS], n = 0;
     if (tr_model_config_check(c)) return 0;
+    if (c->family != TR_FAMILY_GPT2) return tr_family_of(c)->param_count(c);
     tr_model_param_sizes(c, s);
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) n += s[i];
     return n;
@@ -110,8 +119,61 @@ size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T) 
     return s;
 }
 
+int tr_model_grad_groups(const tr_model_config *c) {
+    if (c && c->family != TR_FAMILY_GPT2) return tr_family_of(c) ? tr_family_of(c)->grad_groups(c) : 0;
+    return c ? c->n_layer + 2 : 0;
+}
+
+int tr_model_param_layers(const tr_model_config *c, int i) {
+    if (!c) return 0;
+    if (c->family != TR_FAMILY_GPT2) {
+        if (i < 0 || i >= tr_model_n_tensors(c)) return 0;
+        tr_tensor_info t;
+        tr_family_of(c)->tensor(c, i, &t);
+        return t.layers;
+    }
+    return i >= TR_P_LN1W && i <= TR_P_FCPROJB ? c->n_layer : 1;
+}
+
+int tr_model_grad_group_of(const tr_model_config *c, int i, int l) {
+    if (c && c->family != TR_FAMILY_GPT2) return tr_family_of(c) ? tr_family_of(c)->grad_group_of(c, i, l) : -1;
+    if (!c || i < 0 || i >= TR_NUM_PARAM_TENSORS) return -1;
+    if (i == TR_P_LNFW || i == TR_P_LNFB) return 0;
+    if (i == TR_P_WTE || i == TR_P_WPE) return c->n_layer + 1;
+    if (l < 0 || l >= c->n_layer) return -1;
+    return c->n_layer - l;
+}
+
+int tr_model_n_tensors(const tr_model_config *c) {
+    if (!c) return 0;
+    if (c->family == TR_FAMILY_GPT2) return TR_NUM_PARAM_TENSORS;
+    const tr_family_ops *f = tr_family_of(c);
+    return f ? f->n_tensors(c) : 0;
+}
+
+size_t tr_model_tensor_size(const tr_model_config *c, int i) {
+    if (!c || i < 0 || i >= tr_model_n_tensors(c)) return 0;
+    if (c->family == TR_FAMILY_GPT2) {
+        size_t s[TR_NUM_PARAM_TENSORS];
+        tr_model_param_sizes(c, s);
+        return s[i];
+    }
+    tr_tensor_info t;
+    tr_family_of(c)->tensor(c, i, &t);
+    return t.size;
+}
+
+int tr_model_tensor_decay(const tr_model_config *c, int i) {
+    if (!c || i < 0 || i >= tr_model_n_tensors(c)) return 0;
+    if (c->family == TR_FAMILY_GPT2) return tr_model_param_decay(i);
+    tr_tensor_info t;
+    tr_family_of(c)->tensor(c, i, &t);
+    return t.decay;
+}
+
 int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
     if (!out || tr_model_config_check(c) || B <= 0 || T <= 0) return TR_MODEL_EINVAL;
+    if (c->family != TR_FAMILY_GPT2) return tr_family_of(c)->memory(c, B, T, out);
     size_t P = tr_model_param_count(c);
     out->params = 4 * P;
     out->grads = 4 * P;

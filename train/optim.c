@@ -13,18 +13,17 @@ int tr_optim_host_init(const tr_optim_ops *o, tr_model *m) {
 int tr_optim_host_step(const tr_optim_ops *o, tr_model *m, const tr_optim_hparams *h, int t) {
     if (!o || !m || !h || t < 1 || !o->step_cpu) return TR_MODEL_EINVAL;
     const tr_model_config *c = tr_model_get_config(m);
-    size_t sizes[TR_NUM_PARAM_TENSORS];
-    tr_model_param_sizes(c, sizes);
     char *state[TR_OPTIM_MAX_STATE];
     for (int k = 0; k < o->n_state; k++)
         if (!(state[k] = tr_model_state(m, k))) return TR_MODEL_ESTATE;
     float *p = tr_model_params(m), *g = tr_model_grads(m);
     size_t off = 0;
-    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
+    for (int i = 0, n = tr_model_n_tensors(c); i < n; i++) { /* any family's tensor table */
         void *st[TR_OPTIM_MAX_STATE];
+        size_t sz = tr_model_tensor_size(c, i);
         for (int k = 0; k < o->n_state; k++) st[k] = state[k] + off * (size_t)o->state_bytes;
-        if (o->step_cpu(h, t, tr_model_param_decay(i), p + off, g + off, st, sizes[i])) return TR_MODEL_EINVAL;
-        off += sizes[i];
+        if (o->step_cpu(h, t, tr_model_tensor_decay(c, i), p + off, g + off, st, sz)) return TR_MODEL_EINVAL;
+        off += sz;
     }
     return TR_MODEL_OK;
 }

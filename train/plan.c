@@ -102,13 +102,19 @@ static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const 
     if (in->zero && world_of(in) > 1)
         item(o, opt->plan_row_shard, tr_optim_state_bytes(opt, cpu_zero_shard(P, (int)world_of(in))), 0, B, "host");
     else item(o, opt->plan_row, tr_optim_state_bytes(opt, P), 0, B, "host");
-    /* activations: split into per-layer and the rest for the table */
-    uint64_t per_tok_layer = 4 * (16 * C + 4);
-    uint64_t att_layer = 4 * NH * T * T;
-    uint64_t layers = (uint64_t)B * L * (T * per_tok_layer + att_layer);
-    item(o, "activations: blocks (ln, qkv, att, mlp, residuals)", 0, L * (T * per_tok_layer + att_layer), B, "host");
-    item(o, "activations: embed, lnf, logits, loss", mm.acts - layers, 0, B, "host");
-    item(o, "backward scratch (grad acts)", mm.grad_acts, 0, B, "host");
+    if (mc->family != TR_FAMILY_GPT2) { /* the family's own exact figures (train/family.h memory) */
+        item(o, "activations (forward, kept for backward)", 0, mm.acts / (uint64_t)B, B, "host");
+        item(o, "backward scratch (grad acts)", 0, mm.grad_acts / (uint64_t)B, B, "host");
+    } else {
+        /* activations: split into per-layer and the rest for the table */
+        uint64_t per_tok_layer = 4 * (16 * C + 4);
+        uint64_t att_layer = 4 * NH * T * T;
+        uint64_t layers = (uint64_t)B * L * (T * per_tok_layer + att_layer);
+        item(o, "activations: blocks (ln, qkv, att, mlp, residuals)", 0, L * (T * per_tok_layer + att_layer), B,
+             "host");
+        item(o, "activations: embed, lnf, logits, loss", mm.acts - layers, 0, B, "host");
+        item(o, "backward scratch (grad acts)", mm.grad_acts, 0, B, "host");
+    }
     {
         /* backend_cpu.c: the step's gradient sum while a further
          * micro-batch is computed from zero (more than one per step) */
@@ -259,10 +265,23 @@ static void human(char *buf, size_t n, uint64_t b) {
     else snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
 }
 
+/* The model of (in): GPT-2 of its shape, or another family's configuration
+ * (model_cfg) with the context max_seq (advice tries shorter rows). */
+static int plan_config(const tr_plan_in *in, tr_model_config *mc) {
+    _Static_assert(sizeof(tr_model_config) <= sizeof in->model_cfg, "tr_plan_in.model_cfg holds a tr_model_config");
+    if (!in->model_family)
+        return tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, mc);
+    memcpy(mc, in->model_cfg, sizeof *mc);
+    if (mc->family != in->model_family) return TR_MODEL_EINVAL;
+    mc->max_seq = in->max_seq;
+    if (mc->family == TR_FAMILY_LLAMA) mc->llama.max_seq = in->max_seq;
+    return tr_model_config_check(mc);
+}
+
 /* Does (in) fit with B = 1? Used for advice. */
 static int fits1(const tr_plan_in *in) {
     tr_model_config mc;
-    if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc)) return 0;
+    if (plan_config(in, &mc)) return 0;
     tr_plan_out o;
     memset(&o, 0, sizeof o);
     uint64_t t = eval(in, &mc, 1, &o);
@@ -310,7 +329,7 @@ static void advise(const tr_plan_in *in, tr_plan_out *o, uint64_t need1) {
         }
     }
     static const char *names[] = {"d36", "d24", "d12", "tiny"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (size_t i = 0; !in->model_family && i < sizeof names / sizeof names[0]; i++) { /* GPT-2 for GPT-2 */
         tr_plan_in t = *in;
         if (tr_model_preset(names[i], &t.n_layer, &t.n_head, &t.n_embd)) continue;
         if ((uint64_t)t.n_layer * (uint64_t)t.n_embd >= (uint64_t)in->n_layer * (uint64_t)in->n_embd) continue;
@@ -332,8 +351,7 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o) {
         in->world > (1 << 20) || in->zero < 0 || in->zero > 1 || (in->optim && !tr_optim_layout_find(in->optim)))
         return TR_ERR_ARG;
     tr_model_config mc;
-    if (tr_model_config_make(in->n_layer, in->n_head, in->n_embd, in->max_seq, (int)in->vocab_size, &mc))
-        return TR_ERR_ARG;
+    if (plan_config(in, &mc)) return TR_ERR_ARG;
     uint64_t bt = in->batch_tokens ? in->batch_tokens : (uint64_t)in->seq_len;
     uint64_t R = bt / (uint64_t)in->seq_len;
     if (R < 1) R = 1;

@@ -196,6 +196,12 @@ typedef struct {
     int world;            /* data-parallel ranks (0 = 1): the plan is per rank */
     int zero;             /* 1: ZeRO-1, the optimizer's state (and mixed-precision master weights) sharded */
     const char *optim;    /* the optimizer whose state is counted (tr_optim_name); NULL: the default */
+    /* Another model family than GPT-2 (issue 30): model_family != 0 and
+     * model_cfg holds its whole configuration, a tr_model_config
+     * (train/model.h, train/family.h) by value; n_layer, n_head, n_embd,
+     * max_seq mirror it. 0: GPT-2 of the shape above. */
+    int model_family;
+    uint64_t model_cfg[40];
 } tr_plan_in;
 
 enum { TR_PLAN_MAX_ITEMS = 32 };

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ds.h"
+#include "family.h"
 #include "kn.h"
 #include "model.h"
 #include "tr_cli_internal.h"
@@ -406,8 +407,6 @@ int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_bu
     const tr_train_opts *o = &a->o;
     tr_plan_in pi;
     memset(&pi, 0, sizeof pi);
-    if (tr_model_preset(o->model, &pi.n_layer, &pi.n_head, &pi.n_embd))
-        return tr_cli_uerr(prog, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
     uint32_t V = a->vocab ? (uint32_t)a->vocab : 50257;
     int T = o->seq_len;
     if (o->data_dir) {
@@ -415,6 +414,13 @@ int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_bu
         if (x >= 0) return x;
     }
     if (!T) return tr_cli_uerr(prog, "%s needs --seq-len (or --data)", "--plan");
+    char ferr[512];
+    int frc = tr_family_plan_in(o->model, (int)V, T, &pi, ferr, sizeof ferr); /* any family, or a config.json */
+    if (frc == TR_ERR_ARG) return tr_cli_uerr(prog, "%s", ferr);
+    if (frc) {
+        fprintf(stderr, "%s: %s\n", prog, ferr);
+        return X_INPUT;
+    }
     pi.vocab_size = V;
     pi.seq_len = T;
     pi.max_seq = T;

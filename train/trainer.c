@@ -38,6 +38,7 @@
 #include "dist.h"
 #include "ds.h"
 #include "kn.h"
+#include "family.h"
 #include "model.h"
 #include "optim.h"
 #include "tk.h"
@@ -457,6 +458,25 @@ static int resume_meta(tr_run *r) {
                  pi->n_embd, r->T, rows->vocab_size);
         return TR_ERR_DATA;
     }
+    /* the family and its whole configuration (rope, norms, biases ...): model.txt */
+    tr_model_config kc;
+    int have = 0, rc2 = tr_family_ckpt_read(o->ckpt_dir, &kc, &have, r->err, r->errlen);
+    if (rc2) return rc2;
+    char a[1024] = "", b[1024] = "";
+    tr_model_config run;
+    memset(&run, 0, sizeof run);
+    if (pi->model_family != TR_FAMILY_GPT2) {
+        memcpy(&run, pi->model_cfg, sizeof run);
+        tr_family_config_to_text(&run, b, sizeof b);
+    }
+    if (have) tr_family_config_to_text(&kc, a, sizeof a);
+    if (have != (pi->model_family != TR_FAMILY_GPT2) || strcmp(a, b)) {
+        snprintf(r->err, r->errlen, "checkpoint in %s is for another model (%s family%s; this run: %s family)",
+                 o->ckpt_dir, have ? tr_family_of(&kc)->name : "gpt2",
+                 have && pi->model_family == kc.family ? " of another configuration, model.txt" : "",
+                 pi->model_family ? tr_family_of(&run)->name : "gpt2");
+        return TR_ERR_DATA;
+    }
     return TR_OK;
 }
 
@@ -472,6 +492,51 @@ uint64_t tr_backend_budget(const tr_backend_info *info, uint64_t asked, FILE *no
     return cap;
 }
 
+/* --init-from DIR of the Llama family (config.json model_type llama, qwen2,
+ * mistral): its configuration into the plan's input and the folder's
+ * tokenizer checked against the shards'. TR_ERR_DATA with model_family 0:
+ * another model_type (the GPT-2 reader's to judge). */
+static int init_from_llama(tr_run *r) {
+    tr_plan_in *pi = &r->res->plan_in;
+    char cj[4200], e[1024] = "";
+    snprintf(cj, sizeof cj, "%s/config.json", r->o->init_from);
+    int rc = tr_family_plan_in(cj, (int)r->rows->vocab_size, r->T, pi, e, sizeof e);
+    if (rc == TR_ERR_DATA && strstr(e, "model_type")) return TR_ERR_DATA; /* another family's folder */
+    if (!rc) {
+        pi->model_family = TR_FAMILY_LLAMA;
+        rc = tr_hf_import_check_tokenizer(r->o->init_from, r->rows, e, sizeof e);
+    }
+    if (rc) {
+        pi->model_family = 0;
+        snprintf(r->err, r->errlen, "--init-from %s: %s", r->o->init_from, e);
+        return rc == TR_ERR_DATA ? TR_ERR_CORRUPT : rc; /* a Llama folder we cannot take: not GPT-2's either */
+    }
+    if (r->ops->device != TR_DEV_CPU) {
+        snprintf(r->err, r->errlen,
+                 "--init-from %s: the CUDA backend trains GPT-2 only for now (train/gpu_llama.cu is not wired in); "
+                 "train this model with --device cpu",
+                 r->o->init_from);
+        return TR_ERR_ARG;
+    }
+    return TR_OK;
+}
+
+/* The Llama folder's weights into the host model (the same tensor order,
+ * checked: the config the folder gives is the plan's). */
+static int import_llama_weights(tr_run *r) {
+    tr_llama *lm = NULL;
+    tr_llama_arch arch;
+    int rc = tr_llama_import_hf(r->o->init_from, r->T, &lm, &arch, r->err, r->errlen);
+    if (rc) return rc;
+    size_t P = tr_model_param_count(&r->mc);
+    if (tr_llama_param_count(tr_llama_get_config(lm)) != P) {
+        snprintf(r->err, r->errlen, "--init-from %s: the weights are not of config.json's model", r->o->init_from);
+        rc = TR_ERR_CORRUPT;
+    } else memcpy(tr_model_params(r->m), tr_llama_params(lm), P * sizeof(float));
+    tr_llama_free(lm);
+    return rc;
+}
+
 /* The memory plan (pure): refused before anything is allocated. */
 static int run_plan(tr_run *r) {
     const tr_train_opts *o = r->o;
@@ -479,12 +544,21 @@ static int run_plan(tr_run *r) {
     tr_plan_in *pi = &res->plan_in;
     memset(pi, 0, sizeof *pi);
     if (o->init_from) { /* the folder's config.json defines the model (train/hf_import.h) */
-        int rc =
-            tr_hf_import_shape(o->init_from, r->rows, r->T, &pi->n_layer, &pi->n_head, &pi->n_embd, r->err, r->errlen);
+        int rc = init_from_llama(r);
+        if (rc == TR_ERR_DATA && !pi->model_family) /* not a Llama-family model_type: GPT-2's reader says */
+            rc = tr_hf_import_shape(o->init_from, r->rows, r->T, &pi->n_layer, &pi->n_head, &pi->n_embd, r->err,
+                                    r->errlen);
         if (rc) return rc;
-    } else if (tr_model_preset(o->model, &pi->n_layer, &pi->n_head, &pi->n_embd)) {
-        snprintf(r->err, r->errlen, "unknown --model '%s' (tiny, d12, d24, d36, d48)", o->model);
-        return TR_ERR_ARG;
+    } else { /* a preset of any family or a config.json (train/family.h) */
+        int rc = tr_family_plan_in(o->model, (int)r->rows->vocab_size, r->T, pi, r->err, r->errlen);
+        if (rc) return rc;
+        if (pi->model_family != TR_FAMILY_GPT2 && r->ops->device != TR_DEV_CPU) {
+            snprintf(r->err, r->errlen,
+                     "--model %s: the CUDA backend trains GPT-2 only for now (train/gpu_llama.cu is not wired "
+                     "in); train this model with --device cpu",
+                     o->model);
+            return TR_ERR_ARG;
+        }
     }
     pi->vocab_size = r->rows->vocab_size;
     pi->seq_len = r->T;
@@ -523,7 +597,8 @@ static int run_plan(tr_run *r) {
 static int alloc_model(tr_run *r) {
     const tr_train_opts *o = r->o;
     const tr_plan_in *pi = &r->res->plan_in;
-    if (tr_model_config_make(pi->n_layer, pi->n_head, pi->n_embd, r->T, (int)r->rows->vocab_size, &r->mc)) {
+    if (pi->model_family != TR_FAMILY_GPT2) memcpy(&r->mc, pi->model_cfg, sizeof r->mc); /* tr_plan checked it */
+    else if (tr_model_config_make(pi->n_layer, pi->n_head, pi->n_embd, r->T, (int)r->rows->vocab_size, &r->mc)) {
         snprintf(r->err, r->errlen, "bad model configuration");
         return TR_ERR_ARG;
     }
@@ -537,7 +612,8 @@ static int alloc_model(tr_run *r) {
         return tr_backend_model_err(mr);
     }
     if (o->init_from && !r->resuming) { /* a checkpoint, when resuming, has the weights */
-        int rc = tr_hf_import_weights(o->init_from, r->m, r->err, r->errlen);
+        int rc = r->mc.family == TR_FAMILY_LLAMA ? import_llama_weights(r)
+                                                 : tr_hf_import_weights(o->init_from, r->m, r->err, r->errlen);
         if (rc) return rc;
     }
     r->P = tr_model_param_count(&r->mc);
@@ -732,6 +808,7 @@ static void log_json(tr_run *r, uint64_t step, const tr_step_acc *a) {
             step + 1, isnan(a->loss) ? 0.0 : a->loss, a->lr, gn, a->ntok, a->ntgt, a->nm, r->B * r->T, a->tps,
             a->wait * 1e3, a->dt * 1e3, (double)tr_loader_position(r->ld) / (double)r->rows->n_rows[TR_SPLIT_TRAIN]);
     if (!isnan(a->vl)) fprintf(r->logf, ",\"val_loss\":%.9g,\"val_rows\":%d", a->vl, r->val_rows);
+    if (!a->ntgt) fprintf(r->logf, ",\"update_skipped\":\"no loss targets\""); /* loss 0 above means none */
     if (r->ops->loss_scale) fprintf(r->logf, ",\"loss_scale\":%.9g,\"skipped\":%d", (double)r->lscale, r->skipped);
     fprintf(r->logf, "}\n");
     fflush(r->logf);
@@ -759,8 +836,10 @@ static int checkpoint(tr_run *r, uint64_t step) {
     /* rank 0 writes (a backend with its own moments gathers them to it);
      * every rank waits for the outcome, so the checkpoint on disk is one
      * that every rank has reached */
-    if (r->ops->save_ckpt) rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
-    else if (tr_dist_rank(r->o) == 0) rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
+    if (r->mc.family != TR_FAMILY_GPT2 && tr_dist_rank(r->o) == 0) /* the family's record, first */
+        rc = tr_family_ckpt_write(r->o->ckpt_dir, &r->mc, r->err, r->errlen);
+    if (!rc && r->ops->save_ckpt) rc = r->ops->save_ckpt(r->be, r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
+    else if (!rc && tr_dist_rank(r->o) == 0) rc = tr_ckpt_save(r->o->ckpt_dir, &km, sec, ns, r->err, r->errlen);
     return tr_dist_agree(r->o, rc, "writing the checkpoint", r->err, r->errlen);
 }
 
@@ -808,11 +887,24 @@ static int run_step(tr_run *r, uint64_t step) {
     if (rc) return rc;
     a.lr = tr_lr_at(step, r->warm, o->steps, o->lr, r->lr_min);
     tr_optim_hparams h = {(float)a.lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-    rc = r->ops->step(r->be, &h, o->grad_clip, a.ntgt, step + 1, &a.gnorm, &r->skipped, &r->lscale, r->err, r->errlen);
-    if (rc) return rc;
-    if (r->skipped && !o->quiet)
-        fprintf(r->out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n", step + 1,
-                (double)r->lscale);
+    if (a.ntgt == 0) {
+        /* Not one loss token in the whole step (a.ntgt is global after
+         * reduce, so every rank agrees): the gradient is zero, yet an update
+         * would still apply weight decay and move the optimiser's moments.
+         * Skip it: parameters and optimiser state stay bit-identical. The
+         * step still counts, as an fp16 overflow skip does: the schedule,
+         * the loader, logs and checkpoints move on (docs/training.md). */
+        a.gnorm = 0.0f;
+        if (!o->quiet)
+            fprintf(r->out, "step %5" PRIu64 ": no loss targets (every token masked): update skipped\n", step + 1);
+    } else {
+        rc = r->ops->step(r->be, &h, o->grad_clip, a.ntgt, step + 1, &a.gnorm, &r->skipped, &r->lscale, r->err,
+                          r->errlen);
+        if (rc) return rc;
+        if (r->skipped && !o->quiet)
+            fprintf(r->out, "step %5" PRIu64 ": non-finite gradient at loss scale %.0f: update skipped\n", step + 1,
+                    (double)r->lscale);
+    }
     a.loss = a.ntgt ? a.lsum / (double)a.ntgt : NAN;
     a.dt = mc_now_s() - a.t0;
     if (res->steps_done == 0) res->first_loss = a.loss;
