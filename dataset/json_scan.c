@@ -17,6 +17,7 @@
  *     is UNSURE.
  * See tests/test_json_scan.c for the differential test against jansson. */
 #include "ds_internal.h"
+#include "mks_common.h"
 #include "mks_env.h"
 
 #include <stdlib.h>
@@ -188,29 +189,6 @@ static int u8_simd(void) {
 }
 #endif
 
-static inline size_t put_utf8(uint8_t *o, unsigned cp) {
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xC0 | (cp >> 6));
-        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (uint8_t)(0xE0 | (cp >> 12));
-        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (uint8_t)(0xF0 | (cp >> 18));
-    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Scan a string body; *pp is just after the opening quote. On success *pp is
  * after the closing quote and 1 is returned; 0: invalid. With decode, the
  * decoded bytes go to out (room for (e - *pp) + 16 bytes) and *olen is set.
@@ -309,7 +287,7 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
             } else if (v == 0) {
                 *fl |= STR_NUL;
             }
-            if (decode) o += put_utf8(out + o, v);
+            if (decode) o += mc_utf8_put(out + o, v);
             else o += 1;
             continue;
         }

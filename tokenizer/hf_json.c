@@ -11,6 +11,7 @@
  * the messages for bad files stay the loader's own.
  */
 #include "tk_internal.h"
+#include "mks_common.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -103,29 +104,6 @@ static long hex4(const uint8_t *s) {
     return v;
 }
 
-static size_t put_utf8(uint8_t *o, uint32_t cp) {
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xC0 | cp >> 6);
-        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (uint8_t)(0xE0 | cp >> 12);
-        o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (uint8_t)(0xF0 | cp >> 18);
-    o[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Decode the string at s[*i] into o (NUL-terminated); its length, or -1. */
 static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
     size_t p = *i, w = 0;
@@ -181,7 +159,7 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
                     p += 6;
                     u = 0x10000 + ((u - 0xD800) << 10) + (l - 0xDC00);
                 }
-                w += put_utf8(o + w, (uint32_t)u);
+                w += mc_utf8_put(o + w, (uint32_t)u);
                 break;
             }
             default: return -1;
@@ -193,8 +171,8 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
             p++;
             continue;
         }
-        /* one UTF-8 sequence, checked; two-byte ones (ByteLevel's Ġ, Ċ ...: most
-         * of a byte-level vocabulary) by themselves */
+        /* one UTF-8 sequence, checked (mc_utf8_seq); two-byte ones (ByteLevel's
+         * Ġ, Ċ ...: most of a byte-level vocabulary) here without the call */
         if (c >= 0xC2 && c < 0xE0 && p + 1 < n && (s[p + 1] & 0xC0) == 0x80) {
             o[w] = c;
             o[w + 1] = s[p + 1];
@@ -202,15 +180,8 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
             p += 2;
             continue;
         }
-        size_t l = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        if (c < 0xC2 || c > 0xF4 || p + l > n) return -1;
-        uint32_t cp = c & (l == 2 ? 0x1F : l == 3 ? 0x0F : 0x07);
-        for (size_t k = 1; k < l; k++) {
-            if ((s[p + k] & 0xC0) != 0x80) return -1;
-            cp = cp << 6 | (s[p + k] & 0x3F);
-        }
-        if ((l == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (l == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return -1;
+        size_t l = mc_utf8_seq(s + p, n - p); /* the common layer's strict check */
+        if (!l) return -1;
         for (size_t k = 0; k < l; k++) o[w + k] = s[p + k];
         w += l;
         p += l;

@@ -18,6 +18,7 @@
  * Surrogates (Cs) cannot be written in UTF-8 and are never matched; private
  * use (Co) is the same in every version but is scanned like the rest. */
 #include "regex_ucd.h"
+#include "mks_common.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -39,29 +40,6 @@ static size_t g_ndiff;
 static int g_state; /* 0: versions equal, 1: differences found, -1: could not be measured */
 static char g_pcre_version[32];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static size_t put_utf8(uint8_t *p, uint32_t cp) {
-    if (cp < 0x80) {
-        p[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        p[0] = (uint8_t)(0xC0 | (cp >> 6));
-        p[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        p[0] = (uint8_t)(0xE0 | (cp >> 12));
-        p[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        p[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    p[0] = (uint8_t)(0xF0 | (cp >> 18));
-    p[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-    p[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-    p[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 static uint32_t get_utf8(const uint8_t *p) {
     if (p[0] < 0x80) return p[0];
@@ -115,7 +93,7 @@ static int measure(void) {
         if (cat == CAT_CS) continue;
         size_t len = 0;
         for (uint32_t cp = 0; cp < 0x110000; cp++)
-            if ((cp < 0xD800 || cp > 0xDFFF) && tk_ucd_category(cp) == cat) len += put_utf8(s + len, cp);
+            if ((cp < 0xD800 || cp > 0xDFFF) && tk_ucd_category(cp) == cat) len += mc_utf8_put(s + len, cp);
         char pat[16] = "\\P{";
         strcat(pat, CAT_NAME[cat]);
         strcat(pat, "}");

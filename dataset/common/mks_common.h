@@ -6,7 +6,8 @@
  *   mc_set_err      printf-style message into a caller's buffer
  *   mc_now_s        monotonic clock, seconds
  *   mc_env_uint     a launcher's number from the environment (rank, size, task id)
- *   mc_utf8_*       strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF)
+ *   mc_utf8_*       strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF):
+ *                   check a buffer or one sequence, write a code point
  *   mc_open_regular open an untrusted path that must be a regular file
  *   mc_read_regular ... and read it whole, under a byte cap
  *   mc_atomic_write write a file so that a reader sees the old or the new
@@ -71,6 +72,31 @@ int mc_utf8_valid(const uint8_t *p, size_t n);
 /* Length of the one valid UTF-8 sequence at p[0..n) (1-4 bytes), 0 if the
  * bytes there are not one (or n is 0). */
 size_t mc_utf8_seq(const uint8_t *p, size_t n);
+/* Writes code point cp (a scalar value: <= U+10FFFF, no surrogate; the
+ * caller checks) as 1-4 UTF-8 bytes at o, which has room for 4; returns how
+ * many. Inline: the JSON string decoders call it once per \u escape. */
+static inline size_t mc_utf8_put(uint8_t *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | cp >> 6);
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | cp >> 12);
+        o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | cp >> 18);
+    o[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
 
 /* Opens path for reading when it is a regular file. The open is
  * O_NONBLOCK (a FIFO with no writer cannot hang it before fstat sees what it
