@@ -507,6 +507,31 @@ static void test_fifos(void) {
     alarm(0);
 }
 
+/* ---- kinds this build does not run: named, never reported as damage -------- */
+
+/* A Mistral Tekken vocabulary as its files begin (rank 0's token_str is
+ * "\u0000", which jansson refuses without JSON_ALLOW_NUL: the hf engine used
+ * to take the file and say so, as if it were broken). */
+static void test_kinds_named(void) {
+    static const char tekken[] =
+        "{\n    \"config\": {\"pattern\": \"\\\\p{N}|[^\\\\p{N}]+\", \"num_vocab_tokens\": 256, "
+        "\"default_vocab_size\": 266, \"default_num_special_tokens\": 10, \"version\": \"v3\"},\n"
+        "    \"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA==\", \"token_str\": \"\\u0000\"}]}\n";
+    /* by its name, and by its first key under any name */
+    const char *names[] = {"tekken.json", "tekken_240911.json", "mistral-nemo.json"};
+    for (size_t k = 0; k < 3; k++) {
+        write_bytes(names[k], tekken, sizeof tekken - 1);
+        EXPECT_FAIL(path_of(names[k]), TK_ERR_UNSUPPORTED, path_of(names[k]), "a Mistral Tekken vocabulary");
+    }
+    /* a tokenizer.json is still the hf engine's: its own messages */
+    write_bytes("notekken.json", "{\"version\": \"1.0\", \"model\": {\"type\": \"WordPiece\"}}", 50);
+    char err[512] = "";
+    tk_tokenizer *t = NULL;
+    int rc = tk_load(path_of("notekken.json"), TK_PAT_NONE, &t, err, sizeof err);
+    tk_free(t);
+    CHECK(rc != TK_OK && !strstr(err, "Tekken"), "a tokenizer.json named as Tekken: %s", err);
+}
+
 /* ---- real vocabularies still load ------------------------------------------- */
 
 static void test_real(void) {
@@ -1067,6 +1092,7 @@ int main(void) {
     test_gpt2_ids();
     test_hf_ids();
     test_fifos();
+    test_kinds_named();
     test_real();
     test_memory_bound();
     test_expand_bound();

@@ -8,6 +8,8 @@
  *             hf_config.c hf_normalize.c hf_encode.c hf_model.c hf_decode.c,
  *             sharing hf_internal.h; hf_regex.c, hf_json.c)
  *   spm       SentencePiece .model BPE (spm.c)
+ *   tekken    Mistral's tekken.json, sniffed to be refused by its name
+ *             (load_tekken.c; not run yet)
  *   unigram   SentencePiece .model UNIGRAM (spm.c loads and decodes, unigram.c
  *             encodes; no sniffer: spm.c hands these models over)
  * The registry (tk_engines.def, one TK_ENGINE(name) line per engine, in the
