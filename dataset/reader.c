@@ -1661,15 +1661,12 @@ static int next_arrow(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
         set_overlong(r, rec, 0);
         return 1;
     }
-    /* copied: the text is NUL-terminated like every record's and outlives
-     * the piece (ds_reader_take_text can hand the buffer on) */
-    int rc = rec_reserve(r, len);
-    if (rc) return rc;
-    memcpy(r->rec, text, len);
-    r->rec_len = len;
-    r->rec[len] = 0;
+    /* not copied: the text is Arrow's buffer, valid until the next call
+     * (the piece is released only when the next one is loaded); the
+     * pipeline copies it into its batch once, ds_reader_take_text declines
+     * it (not in r->rec) */
     rec->status = DS_REC_OK;
-    rec->text = r->rec;
+    rec->text = len ? text : (const uint8_t *)"";
     rec->len = len;
     (void)err;
     (void)errlen;
