@@ -174,6 +174,56 @@ static int parse_doc_sep(const char *s, int *v) {
     return ds_doc_sep_parse(s, &x) ? -1 : (*v = (int)x, 0);
 }
 
+/* format= / chat_template= / loss_on= / messages_field= (None: not given):
+ * the CLI's --format / --chat-template / --loss-on / --messages-field of
+ * build, lint and hist (tools/cli_chat.c), with its names and checks.
+ * resolve: look the template up (NAME, auto: the tokenizer folder's
+ * tokenizer_config.json, or FILE) through the library, as the CLI does.
+ * 0, or -1 with ValueError (a usage error) / MkshardsError (exit 2 of the
+ * CLI: an unrecognised or unreadable template). */
+typedef struct {
+    const char *format, *chat_template, *loss_on, *messages_field;
+    ds_format fmt;
+    ds_loss_on lo;
+    const ds_chat_template *tpl;
+} chat_kw;
+
+static int chat_kw_check(chat_kw *k, const char *tok_spec, int resolve) {
+    char names[96];
+    k->fmt = DS_FMT_TEXT;
+    k->lo = DS_LOSS_DEFAULT;
+    k->tpl = NULL;
+    if (k->format && ds_format_parse(k->format, &k->fmt)) {
+        PyErr_Format(PyExc_ValueError, "format '%s': must be %s", k->format,
+                     ds_names_list(ds_format_name, names, sizeof names));
+        return -1;
+    }
+    /* "default" is the library's own value, not an option value */
+    if (k->loss_on && (ds_loss_on_parse(k->loss_on, &k->lo) || k->lo == DS_LOSS_DEFAULT)) {
+        PyErr_Format(PyExc_ValueError, "loss_on '%s': must be assistant, completion or all", k->loss_on);
+        return -1;
+    }
+    if (k->fmt == DS_FMT_TEXT && (k->chat_template || k->messages_field || k->loss_on)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "chat_template, messages_field and loss_on need format='chat', 'prompt-completion' or 'auto'");
+        return -1;
+    }
+    if (k->fmt == DS_FMT_TEXT || !resolve) return 0;
+    char err[1200] = "";
+    int rc = ds_chat_template_resolve(k->chat_template, tok_spec, &k->tpl, err, sizeof err);
+    if (rc == DS_ERR_ARG) {
+        PyErr_Format(PyExc_ValueError, "chat_template: %s", err);
+        return -1;
+    }
+    if (rc != DS_OK) {
+        char msg[1300];
+        snprintf(msg, sizeof msg, "chat_template: %s", err);
+        raise_c(rc, msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* PyArg "O&" converter for an enum_arg: a str naming a value; TypeError /
  * ValueError naming the argument (and the accepted names) otherwise. */
 static int conv_enum(PyObject *o, void *p) {
@@ -913,8 +963,13 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
                           "min_bytes_per_token",
                           "svg",
                           "callback",
+                          "format",
+                          "chat_template",
+                          "loss_on",
+                          "messages_field",
                           NULL};
     PyObject *inputs_o, *tok_o = Py_None, *svg_o = Py_None, *cb = Py_None;
+    chat_kw ck = {0};
     int lint = 1, hist = 0, cut = 0;
     enum_arg doc_sep = {"doc_sep", ds_doc_sep_name, parse_doc_sep, DS_SEP_FILE};
     /* the ranges of mkshards lint / hist (tools/analyze_cli.c); 0 or None: the default */
@@ -926,10 +981,11 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
     num_arg long_line = {"long_line_bytes", 1, 1ULL << 40, 1, 0, 0, 0};
     double outlier = 0, min_bpt = 0;
     const char *field = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&zO&O&pdO&O&dOO", kwl, &inputs_o, &tok_o, &lint, &hist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OppO&O&O&O&zO&O&pdO&O&dOOzzzz", kwl, &inputs_o, &tok_o, &lint, &hist,
                                      conv_num, &seq_len, conv_num, &max_doc_bytes, conv_num, &max_examples, conv_num,
                                      &threads, &field, conv_enum, &doc_sep, conv_num, &max_record, &cut, &outlier,
-                                     conv_num, &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb))
+                                     conv_num, &long_run, conv_num, &long_line, &min_bpt, &svg_o, &cb, &ck.format,
+                                     &ck.chat_template, &ck.loss_on, &ck.messages_field))
         return NULL;
     if (check_real("outlier_factor", outlier, 1, 1, 1e12, 0, 1) ||
         check_real("min_bytes_per_token", min_bpt, 0, 1, 1e6, 0, 1))
@@ -939,6 +995,13 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
     if (tok_o != Py_None && !(tok = core_tokenizer_of(tok_o, &tok_spec)))
         return PyErr_Format(PyExc_TypeError, "tokenizer: a loaded mkshards Tokenizer or None");
     if (hist && tok_o == Py_None) return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
+    /* lint without a tokenizer nor a template checks the messages only (the CLI's rule) */
+    if (chat_kw_check(&ck, tok_spec, tok || ck.chat_template)) return NULL;
+    if (ck.fmt != DS_FMT_TEXT && PyDict_Check(inputs_o))
+        return PyErr_Format(PyExc_ValueError,
+                            "format '%s': records are read from JSONL files; a Python source gives "
+                            "text only",
+                            ck.format);
     if (cb != Py_None && !PyCallable_Check(cb)) return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
     analyze_job *j = PyMem_Calloc(1, sizeof *j);
     PyObject *paths = NULL, *svg_b = NULL, *ret = NULL;
@@ -982,6 +1045,10 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
     if (long_run.v) ao->long_run_bytes = long_run.v;
     if (long_line.v) ao->long_line_bytes = long_line.v;
     if (min_bpt > 0) ao->min_bytes_per_token = min_bpt;
+    ao->format = ck.fmt;
+    ao->chat_template = ck.tpl;
+    ao->messages_field = ck.messages_field;
+    ao->loss_on = ck.lo;
     ao->callback = analyze_cb;
     ao->user = j;
     ao->source = j->src ? &j->src->src : NULL;
@@ -1052,6 +1119,7 @@ typedef struct {
     int pack, over_long, shuffle, zstd_level, doc_sep, threads, force;
     unsigned long long bfd_window, seed, shard_tokens, batch_bytes;
     double val_fraction, ckpt_s;
+    chat_kw chat; /* format=, chat_template=, loss_on=, messages_field= */
 } build_args;
 
 /* Parse and check; a->out is a new reference (bytes) on success. */
@@ -1079,6 +1147,10 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a) {
                           "force",
                           "callback",
                           "checkpoint_seconds",
+                          "format",
+                          "chat_template",
+                          "loss_on",
+                          "messages_field",
                           NULL};
     memset(a, 0, sizeof *a);
     a->cb = Py_None;
@@ -1094,12 +1166,13 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a) {
     enum_arg over_long = {"over_long", ds_over_long_name, parse_over_long, DS_OL_TRUNCATE};
     enum_arg doc_sep = {"doc_sep", ds_doc_sep_name, parse_doc_sep, DS_SEP_FILE};
     PyObject *ckpt_o = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&Os|O&O&O&O&dO&pO&O&O&zO&O&O&O&O&pOO", kwl, &a->inputs,
-                                     PyUnicode_FSConverter, &a->out, &a->tok, &a->spec, conv_num, &seq_len, conv_enum,
-                                     &pack, conv_enum, &over_long, conv_num, &bfd_window, &a->val_fraction, conv_num,
-                                     &seed, &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num,
-                                     &frame_rows, &a->field, conv_enum, &doc_sep, conv_num, &part_k, conv_num, &part_n,
-                                     conv_num, &threads, conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "OO&Os|O&O&O&O&dO&pO&O&O&zO&O&O&O&O&pOOzzzz", kwl, &a->inputs, PyUnicode_FSConverter, &a->out,
+            &a->tok, &a->spec, conv_num, &seq_len, conv_enum, &pack, conv_enum, &over_long, conv_num, &bfd_window,
+            &a->val_fraction, conv_num, &seed, &a->shuffle, conv_num, &shard_tokens, conv_num, &zstd_level, conv_num,
+            &frame_rows, &a->field, conv_enum, &doc_sep, conv_num, &part_k, conv_num, &part_n, conv_num, &threads,
+            conv_num, &batch_bytes, &a->force, &a->cb, &ckpt_o, &a->chat.format, &a->chat.chat_template,
+            &a->chat.loss_on, &a->chat.messages_field))
         return -1;
     a->ckpt_s = -1; /* None: ds_build's default */
     if (ckpt_o != Py_None && ((a->ckpt_s = PyFloat_AsDouble(ckpt_o)) == -1 && PyErr_Occurred())) goto fail;
@@ -1110,6 +1183,16 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a) {
     if (part_k.v > part_n.v) {
         PyErr_Format(PyExc_ValueError, "part %llu/%llu: K must be 1..N (N at most %u)", part_k.v, part_n.v,
                      (unsigned)DS_BUILD_MAX_PARTS);
+        goto fail;
+    }
+    if (chat_kw_check(&a->chat, a->spec, 1)) goto fail;
+    if (over_long.v == DS_OL_DROP_TURNS && a->chat.fmt == DS_FMT_TEXT) {
+        PyErr_SetString(PyExc_ValueError, "over_long 'drop-turns' needs format='chat', 'prompt-completion' or 'auto'");
+        goto fail;
+    }
+    if (a->chat.fmt != DS_FMT_TEXT && PyDict_Check(a->inputs)) {
+        PyErr_Format(PyExc_ValueError,
+                     "format '%s': records are read from JSONL files; a Python source gives text only", a->chat.format);
         goto fail;
     }
     if (check_real("val_fraction", a->val_fraction, 0, 0, 1, 1, 0) ||
@@ -1168,6 +1251,10 @@ static void build_set_opts(build_job *j, const build_args *a, const char **input
     if (a->batch_bytes) o->batch_bytes = a->batch_bytes;
     o->force = a->force;
     if (a->ckpt_s >= 0) o->checkpoint_seconds = a->ckpt_s;
+    o->format = a->chat.fmt;
+    o->chat_template = a->chat.tpl;
+    o->messages_field = a->chat.messages_field;
+    o->loss_on = a->chat.lo;
     o->callback = build_cb;
     o->user = j;
 }

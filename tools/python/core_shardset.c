@@ -39,7 +39,8 @@ typedef struct {
     const uint8_t *zsec, *frames;
     uint64_t zsec_bytes, n_frames;
     uint32_t frame_rows;
-    int loss_bits; /* version 2: the loss mask is the stored bits, read through ds_shardset_read */
+    int loss_bits;       /* version 2: the loss mask is the stored bits */
+    const uint8_t *loss; /* version 2: the loss section (n_rows x ceil(L / 8) bytes) */
 } sh_map;
 
 /* The last decoded zstd frame, so that reading the rows of a compressed shard
@@ -102,8 +103,12 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h) {
         return;
     uint64_t meta_need = 4 * N + 4 * (N + 1) + 4 * S + (zstd ? 8 * (F + 1) : 0);
     uint64_t meta_off = DS_SHARD_HEADER_BYTES + h->tokens_bytes;
+    int v2 = h->version == DS_SHARD_VERSION_LOSS;
+    /* version 2: the loss section follows the metadata, one ceil(L / 8)-byte row of bits per row */
+    uint64_t loss_need = v2 ? N * ds_shard_loss_row_bytes((uint32_t)L) : 0;
     if (h->meta_bytes < meta_need || (h->dtype_bytes != 2 && h->dtype_bytes != 4) || L > (1ull << 24) ||
-        (!zstd && h->tokens_bytes < N * L * h->dtype_bytes))
+        (!zstd && h->tokens_bytes < N * L * h->dtype_bytes) || (v2 && h->loss_bytes != loss_need) ||
+        (!v2 && h->version != DS_SHARD_VERSION))
         return;
     /* the library opened and checked this file; if a FIFO or device has
      * taken its name since, opening it must not block, nor be mapped */
@@ -112,7 +117,7 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h) {
     struct stat st;
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-        (uint64_t)st.st_size >= meta_off + h->meta_bytes)
+        (uint64_t)st.st_size >= meta_off + h->meta_bytes + loss_need)
         p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return;
@@ -125,7 +130,8 @@ static void map_shard(sh_map *m, const char *path, const ds_shard_header *h) {
     m->starts = m->sidx + 4 * (N + 1);
     m->n_starts = S;
     m->dt = h->dtype_bytes;
-    m->loss_bits = h->version == DS_SHARD_VERSION_LOSS;
+    m->loss_bits = v2;
+    m->loss = v2 ? b + meta_off + h->meta_bytes : NULL;
     if (zstd) {
         m->zsec = b + DS_SHARD_HEADER_BYTES;
         m->zsec_bytes = h->tokens_bytes;
@@ -410,9 +416,10 @@ static PyObject *raise_row(SSObj *s, ds_split sp, int64_t row, int rc) {
     const char *split = sp == DS_SPLIT_VAL ? "val" : "train";
     char err[600] = "", msg[800];
     if (rc == DS_ERR_NOMEM) return PyErr_NoMemory();
-    uint32_t *tok = malloc((size_t)s->info.row_len * 4 + 4);
-    int lrc =
-        tok ? ds_shardset_read_msg(s->ss, sp, (uint64_t)row, tok, NULL, NULL, NULL, err, sizeof err) : DS_ERR_NOMEM;
+    uint32_t *tok = malloc((size_t)s->info.row_len * 5 + 4); /* the ids, then the loss mask (its checks too) */
+    int lrc = tok ? ds_shardset_read_msg(s->ss, sp, (uint64_t)row, tok, NULL, NULL, (uint8_t *)(tok + s->info.row_len),
+                                         err, sizeof err)
+                  : DS_ERR_NOMEM;
     free(tok);
     if (lrc != DS_OK && err[0]) {
         snprintf(msg, sizeof msg, "%s row %lld: %s", split, (long long)row, err);
@@ -581,25 +588,62 @@ static int put_segments(const sh_map *m, uint32_t a, uint32_t b, uint32_t nv, co
     return DS_OK;
 }
 
+/* A version-2 row's loss bits lb (rb bytes, bit i = byte i / 8, bit i % 8)
+ * as one byte per token in bits[0, 8 rb): each byte's 8 bits spread to 8
+ * bytes by shifts and masks (little-endian host: the mapped path's). */
+static void expand_bits(const uint8_t *lb, size_t rb, uint8_t *bits) {
+    for (size_t i = 0; i < rb; i++) {
+        uint64_t x = lb[i];
+        x = (x | (x << 28)) & 0x0000000F0000000FULL;
+        x = (x | (x << 14)) & 0x0003000300030003ULL;
+        x = (x | (x << 7)) & 0x0101010101010101ULL;
+        memcpy(bits + 8 * i, &x, 8);
+    }
+}
+
+/* labels[j] = ignore where token j + 1 is not a target (bits[j + 1] == 0),
+ * j < n; the labels were copied from the tokens first. Branch-free. */
+static void put_ignored(void *dst, int wide, const uint8_t *bits, size_t n, int64_t ignore) {
+    if (wide) {
+        int64_t *d = dst;
+        for (size_t j = 0; j < n; j++) d[j] = bits[j + 1] ? d[j] : ignore;
+    } else {
+        int32_t *d = dst, ig = (int32_t)ignore;
+        for (size_t j = 0; j < n; j++) d[j] = bits[j + 1] ? d[j] : ig;
+    }
+}
+
 /* Row r of mapped shard m; tok32: its ids when the shard is compressed (NULL: in place). */
-static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, const fill_row_out *o) {
+static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, uint8_t *bits, const fill_row_out *o) {
     size_t L = o->L, T = o->T;
     if (r >= m->n_rows) return DS_ERR_FORMAT;
     uint32_t nv = get32le(m->valid + 4 * r), a = get32le(m->sidx + 4 * r), b = get32le(m->sidx + 4 * (r + 1));
     if (nv > L || a > b || b > m->n_starts) return DS_ERR_FORMAT;
     size_t lab_n = nv > 0 ? nv - 1 : 0; /* labels where j + 1 < valid */
     if (lab_n > T) lab_n = T;
+    int v2 = m->loss && (o->d[1] || o->d[4]); /* bits: this row's loss bits, a byte per token */
+    if (v2) {
+        size_t rb = (L + 7) / 8;
+        const uint8_t *lb = m->loss + r * rb;
+        /* no target on padding nor past the row (ds_shard_read's check; raise_row names it) */
+        if (nv / 8 < rb && (lb[nv / 8] >> (nv % 8))) return DS_ERR_FORMAT;
+        for (size_t k = nv / 8 + 1; k < rb; k++)
+            if (lb[k]) return DS_ERR_FORMAT;
+        expand_bits(lb, rb, bits);
+    }
     if (o->d[0] || o->d[1]) {
         const void *src = tok32 ? (const void *)tok32 : (const void *)(m->tok + r * L * m->dt);
         int dt = tok32 ? 4 : (int)m->dt;
         if (o->d[0]) put_src(o->d[0], o->wide[0], src, dt, T);
         if (o->d[1]) {
             put_src(o->d[1], o->wide[1], (const uint8_t *)src + dt, dt, lab_n);
+            if (v2) put_ignored(o->d[1], o->wide[1], bits, lab_n, o->ignore);
             put_run1(o->d[1], o->wide[1], lab_n, T, o->ignore, 0);
         }
     }
     if (o->d[4]) {
-        memset(o->d[4], 1, lab_n);
+        if (v2) memcpy(o->d[4], bits + 1, lab_n);
+        else memset(o->d[4], 1, lab_n);
         memset(o->d[4] + lab_n, 0, T - lab_n);
     }
     if (!o->d[2] && !o->d[3]) return DS_OK;
@@ -651,15 +695,16 @@ static int fill_read(SSObj *s, ds_split sp, uint64_t row, uint32_t *scratch, con
     return DS_OK;
 }
 
-/* *scratch (3 x L u32 + L bytes) is allocated on first use: rows of mapped
+/* *scratch (3 x L u32 + L + 8 bytes) is allocated on first use: rows of mapped
  * uncompressed shards need none. */
 static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, const fill_row_out *o) {
     const sh_map *m = s->n_maps[sp] ? map_of(s, (int)sp, row) : NULL;
     int need_tok = o->d[0] || o->d[1];
-    /* fill_direct derives the mask from the valid count (version 1); a
-     * version-2 shard's labels and loss_mask come from its loss bits */
-    int direct = m && m->map && !m->loss_bits;
-    if ((!direct || (!m->tok && need_tok)) && !*scratch && !(*scratch = malloc(o->L * 13))) return DS_ERR_NOMEM;
+    /* fill_direct derives the mask from the valid count (version 1) or
+     * reads the mapped loss bits (version 2) */
+    int direct = m && m->map && (!m->loss_bits || m->loss);
+    if ((!direct || (!m->tok && need_tok) || m->loss) && !*scratch && !(*scratch = malloc(o->L * 13 + 8)))
+        return DS_ERR_NOMEM;
     if (!direct) return fill_read(s, sp, row, *scratch, o);
     const uint32_t *tok = NULL;
     if (!m->tok && need_tok) { /* zstd: the ids through the frame cache */
@@ -672,7 +717,8 @@ static int fill_row(SSObj *s, ds_split sp, uint64_t row, uint32_t **scratch, con
         (r >= m->n_rows || ds_shard_check_ids(m->tok + r * o->L * m->dt, m->dt, (uint32_t)o->L,
                                               get32le(m->valid + 4 * r), s->info.vocab_size, s->info.pad_id) != DS_OK))
         return DS_ERR_FORMAT;
-    return fill_direct(m, r, tok, o);
+    /* the loss bits a byte per token after the zstd ids (L u32): 8 ceil(L / 8) <= L + 7 bytes */
+    return fill_direct(m, r, tok, m->loss ? (uint8_t *)(*scratch + o->L) : NULL, o);
 }
 
 /* fill(split, rows, T, doc_mask, ignore_index, input_ids, labels, position_ids, doc_ids, loss_mask):

@@ -225,7 +225,7 @@ def _part(part):
 
 def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max_examples, field, doc_sep, threads,
              max_record_bytes, cut_overlong, outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token,
-             svg, progress):
+             svg, progress, chat=None):
     tok = _tokenizer(tokenizer, pattern)
     src = _source(inputs, field)
     ins = _inputs(inputs) if src is None else src
@@ -239,7 +239,7 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
         doc_sep=doc_sep, max_record_bytes=_zero(max_record_bytes), cut_overlong=bool(cut_overlong),
         outlier_factor=float(outlier_factor or 0), long_run_bytes=_zero(long_run_bytes),
         long_line_bytes=_zero(long_line_bytes), min_bytes_per_token=float(min_bytes_per_token or 0),
-        svg=None if svg is None else os.fspath(svg), callback=progress)
+        svg=None if svg is None else os.fspath(svg), callback=progress, **(chat or {}))
     lint_d = json.loads(lint_json) if lint_json else None
     hist_d = json.loads(hist_json) if hist_json else None
     if progress is not None:
@@ -247,9 +247,16 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
     return lint_d, hist_d, code
 
 
+def _chat(format, chat_template, loss_on, messages_field):
+    """The fine-tuning record options as _core takes them (None: not given; C checks them as the CLI does)."""
+    return {"format": format, "chat_template": None if chat_template is None else os.fspath(chat_template),
+            "loss_on": loss_on, "messages_field": messages_field}
+
+
 def lint(inputs, *, tokenizer=None, seq_len=0, max_doc_bytes=0, max_examples=None, field=None, doc_sep="file",
          threads=0, hist=False, pattern=None, max_record_bytes=0, cut_overlong=False, outlier_factor=0,
-         long_run_bytes=0, long_line_bytes=0, min_bytes_per_token=0, progress=None):
+         long_run_bytes=0, long_line_bytes=0, min_bytes_per_token=0, progress=None, format=None, chat_template=None,
+         loss_on=None, messages_field=None):
     """`mkshards lint --json`: the report as a dict (with ``hist=True``: ``{"lint": ..., "hist": ...}`` like
     ``lint --hist --json``). Options are the CLI's (``seq_len`` = ``-L``, ``threads`` = ``-j``, ...); tokenizer is a
     name, a path, an Encoding or None (byte checks only). The CLI's exit status (0 clean, 1 warnings, 2 errors) is
@@ -258,13 +265,19 @@ def lint(inputs, *, tokenizer=None, seq_len=0, max_doc_bytes=0, max_examples=Non
     ``progress`` (optional) is called with a dict: ``{"stage": "start", "inputs": n}``, then after every batch of
     records (about 8 MiB) ``{"stage": "progress", "records", "bytes_in", "seconds", "last"}``, and at the end
     ``{"stage": "done", "exit_code": ...}``. A true return value or an exception from it cancels (MkshardsError
-    "canceled", or that exception); Ctrl-C cancels and raises KeyboardInterrupt. A canceled run writes nothing."""
+    "canceled", or that exception); Ctrl-C cancels and raises KeyboardInterrupt. A canceled run writes nothing.
+
+    Fine-tuning records (docs/chat.md), as the CLI's options: ``format`` = ``--format`` ("text", "chat",
+    "prompt-completion", "auto"), ``chat_template`` = ``--chat-template`` (a built-in name, "auto" for the
+    tokenizer folder's tokenizer_config.json, or a file), ``loss_on`` = ``--loss-on`` ("assistant", "completion",
+    "all"), ``messages_field`` = ``--messages-field``. Without a tokenizer nor a template only the messages are
+    checked. Records are read from JSONL files (a Python source gives text only)."""
     if hist and tokenizer is None:
         raise ValueError("hist=True needs a tokenizer")
     lint_d, hist_d, code = _analyze(inputs, tokenizer, pattern, True, bool(hist), seq_len, max_doc_bytes,
                                     max_examples, field, doc_sep, threads, max_record_bytes, cut_overlong,
                                     outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token, None,
-                                    progress)
+                                    progress, _chat(format, chat_template, loss_on, messages_field))
     if hist:
         return {"lint": lint_d, "hist": hist_d}
     return lint_d
@@ -279,19 +292,23 @@ def lint_exit_code(report):
 
 
 def hist(inputs, *, tokenizer, seq_len=0, threads=0, field=None, doc_sep="file", svg=None, pattern=None,
-         max_record_bytes=0, cut_overlong=False, progress=None):
+         max_record_bytes=0, cut_overlong=False, progress=None, format=None, chat_template=None, loss_on=None,
+         messages_field=None):
     """`mkshards hist --json`: token-count statistics as a dict; ``svg`` writes the chart like ``--svg`` (not on a
-    canceled run). ``progress`` and cancellation as in :func:`lint`."""
+    canceled run). ``progress``, cancellation and the fine-tuning record options (``format``, ``chat_template``,
+    ``loss_on``, ``messages_field``: conversation lengths and loss-token counts) as in :func:`lint`."""
     if tokenizer is None:
         raise ValueError("hist needs a tokenizer")
     _, hist_d, _ = _analyze(inputs, tokenizer, pattern, False, True, seq_len, 0, None, field, doc_sep, threads,
-                            max_record_bytes, cut_overlong, 0, 0, 0, 0, svg, progress)
+                            max_record_bytes, cut_overlong, 0, 0, 0, 0, svg, progress,
+                            _chat(format, chat_template, loss_on, messages_field))
     return hist_d
 
 
 def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate", bfd_window=0, val_fraction=0.0,
           seed=0, shuffle=True, shard_tokens=0, zstd=0, frame_rows=0, field=None, doc_sep="file", part=None,
-          threads=0, batch_bytes=0, force=False, pattern=None, progress=None, checkpoint_seconds=None):
+          threads=0, batch_bytes=0, force=False, pattern=None, progress=None, checkpoint_seconds=None, format=None,
+          chat_template=None, loss_on=None, messages_field=None):
     """`mkshards build` in-process (ds_build): the same shards and manifest, byte for byte, as the CLI with the
     same options (``pack`` = ``--pack``, ``over_long`` = ``--over-long``, ``zstd`` = ``--zstd LEVEL``, ``part`` =
     ``--part K/N`` as "K/N" or (K, N), ``shuffle=False`` = ``--no-shuffle``; 0 means the CLI's default).
@@ -302,7 +319,12 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
     at the next batch boundary and raises KeyboardInterrupt; an interrupted or canceled build keeps its
     checkpoint (written every ``checkpoint_seconds``, 0.5 by default; 0: after every batch that wrote a shard),
     and the same call later continues from it. Returns a dict: up_to_date, resumed, n_checked,
-    n_shards, seconds and the written ``manifest`` (its "accounting" is the build's report)."""
+    n_shards, seconds and the written ``manifest`` (its "accounting" is the build's report).
+
+    Fine-tuning records (docs/chat.md) as in :func:`lint`: ``format``, ``chat_template``, ``loss_on`` (default:
+    assistant for chat, completion for prompt-completion), ``messages_field``; the shards then carry the loss
+    mask (version 2), ``over_long="drop-turns"`` drops the oldest turns, and the datasets give ``labels`` -100
+    where the mask is off."""
     if tokenizer is None:
         raise ValueError("build needs a tokenizer")
     if isinstance(tokenizer, Encoding):
@@ -326,7 +348,8 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
                       shard_tokens=_zero(shard_tokens), zstd_level=_zero(zstd), frame_rows=_zero(frame_rows),
                       field=field, doc_sep=doc_sep, part_k=k, part_n=n, threads=_zero(threads),
                       batch_bytes=_zero(batch_bytes), force=bool(force), callback=progress,
-                      checkpoint_seconds=None if checkpoint_seconds is None else float(checkpoint_seconds))
+                      checkpoint_seconds=None if checkpoint_seconds is None else float(checkpoint_seconds),
+                      **_chat(format, chat_template, loss_on, messages_field))
     with open(os.path.join(os.fspath(out), "manifest.json")) as f:
         res["manifest"] = json.load(f)
     return res
