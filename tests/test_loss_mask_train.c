@@ -127,6 +127,78 @@ static int write_set(const char *dir, const uint32_t *tok, const uint32_t *bits,
     return rc;
 }
 
+/* The file's bytes (*n), NULL when unreadable. */
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *p = NULL;
+    long sz = -1;
+    if (f && !fseek(f, 0, SEEK_END) && (sz = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (p = malloc((size_t)sz)) &&
+        fread(p, 1, (size_t)sz, f) != (size_t)sz)
+        free(p), p = NULL;
+    if (f) fclose(f);
+    *n = p ? (size_t)sz : 0;
+    return p;
+}
+
+/* llmtrain on the CPU backend: 1 step on the fixture's set (targets), then
+ * resumed for 2 steps on the same rows with every loss bit clear. A step
+ * without one target must not update: weight decay and Adam's moments would
+ * move parameters and state with a zero gradient. The checkpoints after
+ * step 1 and after step 3 must hold the same parameter and optimiser bytes
+ * (everything past the header; the header's step and loader position
+ * differ), and the run must have reached step 3. */
+static int zero_target_steps(const char *dir, const uint32_t *tok, const uint32_t *valid, int R, uint32_t row_len,
+                             uint32_t vocab) {
+    char zdir[] = "/tmp/test_loss_mask_zero_XXXXXX", ck[] = "/tmp/test_loss_mask_ck_XXXXXX";
+    if (!mkdtemp(zdir) || !mkdtemp(ck)) return 1;
+    uint32_t *none = calloc((size_t)R * row_len, 4);
+    int bad = !none || write_set(zdir, tok, none, valid, R, row_len, vocab) != DS_OK;
+    free(none);
+    char err[512] = "", path[128], log[128];
+    snprintf(path, sizeof path, "%s/ckpt.bin", ck);
+    snprintf(log, sizeof log, "%s/log.jsonl", ck);
+    tr_train_opts o;
+    tr_train_opts_init(&o);
+    o.model = "tiny";
+    o.steps = 3;
+    o.stop_after = 1;
+    o.batch_tokens = (uint64_t)R * (row_len - 1);
+    o.weight_decay = 0.1f;
+    o.warmup = 1;
+    o.ckpt_dir = ck;
+    o.no_verify = 1;
+    o.quiet = 1;
+    o.out = stdout;
+    o.data_dir = dir;
+    tr_train_result res;
+    size_t n1 = 0, n3 = 0;
+    unsigned char *c1 = NULL, *c3 = NULL;
+    if (!bad && tr_train(&o, &res, err, sizeof err) != TR_OK) bad = 1, fprintf(stderr, "step 1: %s\n", err);
+    if (!bad) c1 = slurp(path, &n1);
+    o.data_dir = zdir, o.stop_after = 0, o.resume = 1, o.log_path = log;
+    if (!bad && tr_train(&o, &res, err, sizeof err) != TR_OK) bad = 1, fprintf(stderr, "steps 2-3: %s\n", err);
+    if (!bad) c3 = slurp(path, &n3);
+    size_t hdr = 1024, diff = 0;
+    if (!c1 || !c3 || n1 != n3 || n1 < hdr + 8) bad = 1;
+    else
+        for (size_t i = hdr; i < n1 - 8; i++) diff += c1[i] != c3[i];
+    size_t nl = 0;
+    unsigned char *lg = slurp(log, &nl);
+    char *lgs = lg ? calloc(nl + 1, 1) : NULL;
+    if (lgs) memcpy(lgs, lg, nl);
+    int skips = 0;
+    for (const char *q = lgs; q && (q = strstr(q, "\"update_skipped\":\"no loss targets\"")); q++) skips++;
+    bad += diff != 0 || res.last_step != 3 || skips != 2;
+    printf("%s zero-target steps 2-3        %zu of %zu checkpoint bytes past the header changed, at step %llu, %d "
+           "logged skips\n",
+           bad ? "FAIL" : "ok  ", diff, n1 > hdr + 8 ? n1 - hdr - 8 : 0, (unsigned long long)res.last_step, skips);
+    free(c1), free(c3), free(lg), free(lgs);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", zdir, ck);
+    if (system(cmd) != 0) bad = 1;
+    return bad != 0;
+}
+
 int main(void) {
     if (load(MKS_TEST_DATA "/ref/loss_mask_ref.bin")) {
         fprintf(stderr, "cannot read %s\n", MKS_TEST_DATA "/ref/loss_mask_ref.bin");
@@ -200,6 +272,7 @@ int main(void) {
     tr_batch_free(&z);
     tr_model_free(m);
     tr_rows_close(&rows);
+    failures += zero_target_steps(dir, tok, valid, R, (uint32_t)ROW, (uint32_t)c.vocab);
     free(st), free(sp), free(sm);
     for (int i = 0; i < nfx; i++) free(fx[i].data);
     char cmd[128];
