@@ -131,6 +131,48 @@ static int by_bytes(const void *a, const void *b) {
     return c ? c : (lx > ly) - (lx < ly);
 }
 
+/* Sorts ent[0, n) by the pieces' bytes: least significant digit radix
+ * passes over the 8-byte keys (a pass whose byte is the same everywhere is
+ * skipped), then each run of equal keys by the whole pieces. qsort on the
+ * pieces took 50 of a 175 ms load at 245k pieces. */
+static int sort_pieces(const tk_spm *m, sort_ent *ent, uint32_t n) {
+    sort_ent *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    uint32_t(*cnt)[256] = calloc(8, sizeof *cnt);
+    if (!tmp || !cnt) {
+        free(tmp);
+        free(cnt);
+        return TK_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        for (int d = 0; d < 8; d++) cnt[d][(ent[i].key >> (8 * d)) & 0xff]++;
+    sort_ent *src = ent, *dst = tmp;
+    for (int d = 0; d < 8; d++) {
+        if (n && cnt[d][(ent[0].key >> (8 * d)) & 0xff] == n) continue; /* one value: order unchanged */
+        uint32_t pos[256], sum = 0;
+        for (int c = 0; c < 256; c++) {
+            pos[c] = sum;
+            sum += cnt[d][c];
+        }
+        for (uint32_t i = 0; i < n; i++) dst[pos[(src[i].key >> (8 * d)) & 0xff]++] = src[i];
+        sort_ent *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != ent) memcpy(ent, src, (size_t)n * sizeof *ent);
+    free(tmp);
+    free(cnt);
+    pthread_mutex_lock(&g_sort_lock);
+    g_sort_m = m;
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i + 1;
+        while (j < n && ent[j].key == ent[i].key) j++;
+        if (j - i > 1) qsort(ent + i, j - i, sizeof *ent, by_bytes);
+        i = j;
+    }
+    pthread_mutex_unlock(&g_sort_lock);
+    return TK_OK;
+}
+
 typedef struct {
     uint32_t node, lo, hi, depth;
 } pending;
@@ -267,10 +309,7 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
     }
     u->unk_score = u->min_score - UNK_PENALTY;
     u->n_trie = n;
-    pthread_mutex_lock(&g_sort_lock);
-    g_sort_m = m;
-    qsort(ent, n, sizeof *ent, by_bytes);
-    pthread_mutex_unlock(&g_sort_lock);
+    if ((rc = sort_pieces(m, ent, n))) goto fail;
     builder b = {.m = m, .u = u};
     rc = build_trie(&b, ent, n);
     free(b.nf);
