@@ -323,3 +323,23 @@ def test_parquet_without_pyarrow_names_it(shared, tmp_path):
     p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.parquet"), str(tmp_path / "o")],
                        capture_output=True, text=True)
     assert "IMPORT" in p.stdout and "pyarrow" in p.stdout and "x.parquet" in p.stdout, p.stdout + p.stderr
+
+
+def test_crafted_arrow_file_is_refused(shared, tmp_path):
+    """An IPC file whose middle string offset points past its data (first and last in range, so the structural
+    check passes): pyarrow reads it (its reader checks the structure
+    only), mkshards validates each batch in full before C reads a row - an error naming it, never a read out of
+    bounds."""
+    pa = pytest.importorskip("pyarrow")
+    good = pa.array(["abc", "defgh", "ij"], pa.string())
+    offsets = pa.py_buffer(b"".join(int(x).to_bytes(4, "little") for x in (0, 4000, 4000, 10)))
+    bad = pa.Array.from_buffers(pa.string(), 3, [None, offsets, good.buffers()[2]])
+    for name, batches in (("first.arrow", [bad]), ("second.arrow", [good, bad])):
+        path = tmp_path / name
+        with pa.ipc.new_file(str(path), pa.schema([("text", pa.string())])) as w:
+            for b in batches:
+                w.write_batch(pa.record_batch([b], names=["text"]))
+        # the first batch is read in Python (pyarrow's ArrowInvalid), a later one through the C stream
+        with pytest.raises((mkshards.MkshardsError, pa.ArrowInvalid), match="out of bounds: 4000 > 10"):
+            mkshards.build(str(path), tmp_path / (name + ".out"), tokenizer="gpt2", seq_len=64)
+        assert not (tmp_path / (name + ".out") / "manifest.json").exists()

@@ -94,6 +94,13 @@ def _columnar_reader(files, column):
         raise ImportError(f"{files[0]}: reading Parquet / Arrow IPC from Python needs pyarrow "
                           "(pip install pyarrow), or give the file to the mkshards CLI") from None
 
+    def checked(batches):
+        # a crafted file: pyarrow's readers check the structure, not every offset (as the CLI, validate in full
+        # before C reads a row: pyarrow.ArrowInvalid stops the run, naming the batch)
+        for b in batches:
+            b.validate(full=True)
+            yield b
+
     def batches():
         for f in files:
             if f.endswith(".parquet"):
@@ -111,7 +118,7 @@ def _columnar_reader(files, column):
                 else:
                     yield from rd
 
-    return _batches_reader(batches())
+    return _batches_reader(checked(batches()))
 
 
 def _source(inputs, field):
