@@ -326,6 +326,83 @@ static int r_mistral(rd *d, char *why, size_t whylen) {
     return DS_CHAT_OK;
 }
 
+/* Mistral's 'v1' template (Mistral-7B-Instruct-v0.2/v0.3 as mistralai
+ * updated them): the system message folded into the first user turn,
+ * ' [INST] ' with spaces both sides, ' ' + content + eos for the assistant. */
+#define ALTERNATE_AFTER_SYS                                                                                            \
+    "After the optional system message, conversation roles must alternate user/assistant/user/assistant/..."
+#define ONLY_USER_ASSISTANT                                                                                            \
+    "Only user and assistant roles are supported, with the exception of an initial optional system message!"
+static int r_mistral_v1(rd *d, char *why, size_t whylen) {
+    size_t first = d->c->n && role(d, 0) == DS_ROLE_SYSTEM ? 1 : 0;
+    tok_opt(d, d->o->bos_token);
+    for (size_t i = first; i < d->c->n; i++) {
+        size_t k = i - first;
+        if ((role(d, i) == DS_ROLE_USER) != (k % 2 == 0)) return refuse(why, whylen, ALTERNATE_AFTER_SYS);
+        if (role(d, i) == DS_ROLE_USER) {
+            text(d, " [INST] ");
+            if (k == 0 && first) {
+                msg_text(d, 0);
+                text(d, "\n\n");
+            }
+            msg_text(d, i);
+            text(d, " [/INST]");
+        } else if (role(d, i) == DS_ROLE_ASSISTANT) {
+            text(d, " ");
+            span_open(d, i);
+            msg_text(d, i);
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        } else {
+            return refuse(why, whylen, ONLY_USER_ASSISTANT);
+        }
+    }
+    return DS_CHAT_OK;
+}
+
+/* Mistral's 'v3' (Mistral-Large-Instruct-2407) and 'v3-tekken'
+ * (Mistral-Nemo-Instruct-2407) templates without tools: the system message
+ * goes into the LAST message when that is a user turn, else nowhere (so a
+ * training conversation, which ends with the assistant, loses it: that is
+ * what the published template does); tool messages need a 9-character
+ * tool_call_id, which records here never carry (refused as the template
+ * refuses them). v3: '[INST] ' + content + '[/INST]', ' ' + trimmed
+ * content + eos; tekken: no spaces, the content untrimmed. */
+static int mistral_v3_common(rd *d, int tekken, char *why, size_t whylen) {
+    size_t first = d->c->n && role(d, 0) == DS_ROLE_SYSTEM ? 1 : 0, idx = 0;
+    for (size_t i = first; i < d->c->n; i++) { /* the alternation check skips tool messages */
+        if (role(d, i) == DS_ROLE_TOOL) continue;
+        if ((role(d, i) == DS_ROLE_USER) != (idx % 2 == 0)) return refuse(why, whylen, ALTERNATE_AFTER_SYS);
+        idx++;
+    }
+    tok_opt(d, d->o->bos_token);
+    for (size_t i = first; i < d->c->n; i++) {
+        if (role(d, i) == DS_ROLE_USER) {
+            text(d, tekken ? "[INST]" : "[INST] ");
+            if (i + 1 == d->c->n && first) {
+                msg_text(d, 0);
+                text(d, "\n\n");
+            }
+            msg_text(d, i);
+            text(d, "[/INST]");
+        } else if (role(d, i) == DS_ROLE_ASSISTANT) {
+            if (!tekken) text(d, " ");
+            span_open(d, i);
+            if (tekken) msg_text(d, i);
+            else msg_trimmed(d, i);
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        } else if (role(d, i) == DS_ROLE_TOOL) {
+            return refuse(why, whylen, "Tool call IDs should be alphanumeric strings with length 9!");
+        } else {
+            return refuse(why, whylen, ONLY_USER_ASSISTANT);
+        }
+    }
+    return DS_CHAT_OK;
+}
+static int r_mistral_v3(rd *d, char *why, size_t whylen) { return mistral_v3_common(d, 0, why, whylen); }
+static int r_mistral_tekken(rd *d, char *why, size_t whylen) { return mistral_v3_common(d, 1, why, whylen); }
+
 /* Gemma: no system role, alternating turns, assistant is "model". */
 static int r_gemma(rd *d, char *why, size_t whylen) {
     tok_opt(d, d->o->bos_token);
@@ -458,6 +535,107 @@ static const ds_chat_template templates[] = {
      "'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles "
      "are supported!') }}{% endif %}{% endfor %}",
      r_mistral},
+    {"mistral-v1",
+     "{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content'] %}\n "
+     "   {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages %}\n{%"
+     "- endif %}\n\n{{- bos_token }}\n{%- for message in loop_messages %}\n    {%- if (message['role'] == "
+     "'user') != (loop.index0 % 2 == 0) %}\n        {{- raise_exception('After the optional system message"
+     ", conversation roles must alternate user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%"
+     "- if message['role'] == 'user' %}\n        {%- if loop.first and system_message is defined %}\n     "
+     "       {{- ' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n        {%- "
+     "else %}\n            {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n    "
+     "{%- elif message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n    "
+     "{%- else %}\n        {{- raise_exception('Only user and assistant roles are supported, with the exce"
+     "ption of an initial optional system message!') }}\n    {%- endif %}\n{%- endfor %}\n",
+     r_mistral_v1},
+    {"mistral-v3",
+     "{%- if messages[0][\"role\"] == \"system\" %}\n    {%- set system_message = messages[0][\"content\"]"
+     " %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages "
+     "%}\n{%- endif %}\n{%- if not tools is defined %}\n    {%- set tools = none %}\n{%- endif %}\n{%- set"
+     " user_messages = loop_messages | selectattr(\"role\", \"equalto\", \"user\") | list %}\n\n{#- This b"
+     "lock checks for alternating user/assistant messages, skipping tool calling messages #}\n{%- set ns ="
+     " namespace() %}\n{%- set ns.index = 0 %}\n{%- for message in loop_messages %}\n    {%- if not (messa"
+     "ge.role == \"tool\" or message.role == \"tool_results\" or (message.tool_calls is defined and messag"
+     "e.tool_calls is not none)) %}\n        {%- if (message[\"role\"] == \"user\") != (ns.index % 2 == 0)"
+     " %}\n            {{- raise_exception(\"After the optional system message, conversation roles must al"
+     "ternate user/assistant/user/assistant/...\") }}\n        {%- endif %}\n        {%- set ns.index = ns"
+     ".index + 1 %}\n    {%- endif %}\n{%- endfor %}\n\n{{- bos_token }}\n{%- for message in loop_messages"
+     " %}\n    {%- if message[\"role\"] == \"user\" %}\n        {%- if tools is not none and (message == u"
+     "ser_messages[-1]) %}\n            {{- \"[AVAILABLE_TOOLS] [\" }}\n            {%- for tool in tools "
+     "%}\n                {%- set tool = tool.function %}\n                {{- '{\"type\": \"function\", "
+     "\"function\": {' }}\n                {%- for key, val in tool.items() if key != \"return\" %}\n     "
+     "               {%- if val is string %}\n                        {{- '\"' + key + '\": \"' + val + '"
+     "\"' }}\n                    {%- else %}\n                        {{- '\"' + key + '\": ' + val|tojso"
+     "n }}\n                    {%- endif %}\n                    {%- if not loop.last %}\n               "
+     "         {{- \", \" }}\n                    {%- endif %}\n                {%- endfor %}\n           "
+     "     {{- \"}}\" }}\n                {%- if not loop.last %}\n                    {{- \", \" }}\n    "
+     "            {%- else %}\n                    {{- \"]\" }}\n                {%- endif %}\n           "
+     " {%- endfor %}\n            {{- \"[/AVAILABLE_TOOLS]\" }}\n            {%- endif %}\n        {%- if "
+     "loop.last and system_message is defined %}\n            {{- \"[INST] \" + system_message + \"\\n\\n"
+     "\" + message[\"content\"] + \"[/INST]\" }}\n        {%- else %}\n            {{- \"[INST] \" + messa"
+     "ge[\"content\"] + \"[/INST]\" }}\n        {%- endif %}\n    {%- elif message.tool_calls is defined a"
+     "nd message.tool_calls is not none %}\n        {{- \"[TOOL_CALLS] [\" }}\n        {%- for tool_call i"
+     "n message.tool_calls %}\n            {%- set out = tool_call.function|tojson %}\n            {{- out"
+     "[:-1] }}\n            {%- if not tool_call.id is defined or tool_call.id|length != 9 %}\n           "
+     "     {{- raise_exception(\"Tool call IDs should be alphanumeric strings with length 9!\") }}\n      "
+     "      {%- endif %}\n            {{- ', \"id\": \"' + tool_call.id + '\"}' }}\n            {%- if not"
+     " loop.last %}\n                {{- \", \" }}\n            {%- else %}\n                {{- \"]\" + e"
+     "os_token }}\n            {%- endif %}\n        {%- endfor %}\n    {%- elif message[\"role\"] == \"as"
+     "sistant\" %}\n        {{- \" \" + message[\"content\"]|trim + eos_token}}\n    {%- elif message[\"ro"
+     "le\"] == \"tool_results\" or message[\"role\"] == \"tool\" %}\n        {%- if message.content is def"
+     "ined and message.content.content is defined %}\n            {%- set content = message.content.conten"
+     "t %}\n        {%- else %}\n            {%- set content = message.content %}\n        {%- endif %}\n "
+     "       {{- '[TOOL_RESULTS] {\"content\": ' + content|string + \", \" }}\n        {%- if not message."
+     "tool_call_id is defined or message.tool_call_id|length != 9 %}\n            {{- raise_exception(\"To"
+     "ol call IDs should be alphanumeric strings with length 9!\") }}\n        {%- endif %}\n        {{- '"
+     "\"call_id\": \"' + message.tool_call_id + '\"}[/TOOL_RESULTS]' }}\n    {%- else %}\n        {{- rais"
+     "e_exception(\"Only user and assistant roles are supported, with the exception of an initial optional"
+     " system message!\") }}\n    {%- endif %}\n{%- endfor %}\n",
+     r_mistral_v3},
+    {"mistral-tekken",
+     "{%- if messages[0][\"role\"] == \"system\" %}\n    {%- set system_message = messages[0][\"content\"]"
+     " %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages "
+     "%}\n{%- endif %}\n{%- if not tools is defined %}\n    {%- set tools = none %}\n{%- endif %}\n{%- set"
+     " user_messages = loop_messages | selectattr(\"role\", \"equalto\", \"user\") | list %}\n\n{#- This b"
+     "lock checks for alternating user/assistant messages, skipping tool calling messages #}\n{%- set ns ="
+     " namespace() %}\n{%- set ns.index = 0 %}\n{%- for message in loop_messages %}\n    {%- if not (messa"
+     "ge.role == \"tool\" or message.role == \"tool_results\" or (message.tool_calls is defined and messag"
+     "e.tool_calls is not none)) %}\n        {%- if (message[\"role\"] == \"user\") != (ns.index % 2 == 0)"
+     " %}\n            {{- raise_exception(\"After the optional system message, conversation roles must al"
+     "ternate user/assistant/user/assistant/...\") }}\n        {%- endif %}\n        {%- set ns.index = ns"
+     ".index + 1 %}\n    {%- endif %}\n{%- endfor %}\n\n{{- bos_token }}\n{%- for message in loop_messages"
+     " %}\n    {%- if message[\"role\"] == \"user\" %}\n        {%- if tools is not none and (message == u"
+     "ser_messages[-1]) %}\n            {{- \"[AVAILABLE_TOOLS][\" }}\n            {%- for tool in tools %"
+     "}\n                {%- set tool = tool.function %}\n                {{- '{\"type\": \"function\", \""
+     "function\": {' }}\n                {%- for key, val in tool.items() if key != \"return\" %}\n       "
+     "             {%- if val is string %}\n                        {{- '\"' + key + '\": \"' + val + '\"'"
+     " }}\n                    {%- else %}\n                        {{- '\"' + key + '\": ' + val|tojson }"
+     "}\n                    {%- endif %}\n                    {%- if not loop.last %}\n                  "
+     "      {{- \", \" }}\n                    {%- endif %}\n                {%- endfor %}\n              "
+     "  {{- \"}}\" }}\n                {%- if not loop.last %}\n                    {{- \", \" }}\n       "
+     "         {%- else %}\n                    {{- \"]\" }}\n                {%- endif %}\n            {%"
+     "- endfor %}\n            {{- \"[/AVAILABLE_TOOLS]\" }}\n            {%- endif %}\n        {%- if loo"
+     "p.last and system_message is defined %}\n            {{- \"[INST]\" + system_message + \"\\n\\n\" + "
+     "message[\"content\"] + \"[/INST]\" }}\n        {%- else %}\n            {{- \"[INST]\" + message[\"c"
+     "ontent\"] + \"[/INST]\" }}\n        {%- endif %}\n    {%- elif (message.tool_calls is defined and me"
+     "ssage.tool_calls is not none) %}\n        {{- \"[TOOL_CALLS][\" }}\n        {%- for tool_call in mes"
+     "sage.tool_calls %}\n            {%- set out = tool_call.function|tojson %}\n            {{- out[:-1]"
+     " }}\n            {%- if not tool_call.id is defined or tool_call.id|length != 9 %}\n                "
+     "{{- raise_exception(\"Tool call IDs should be alphanumeric strings with length 9!\") }}\n           "
+     " {%- endif %}\n            {{- ', \"id\": \"' + tool_call.id + '\"}' }}\n            {%- if not loop"
+     ".last %}\n                {{- \", \" }}\n            {%- else %}\n                {{- \"]\" + eos_to"
+     "ken }}\n            {%- endif %}\n        {%- endfor %}\n    {%- elif message[\"role\"] == \"assista"
+     "nt\" %}\n        {{- message[\"content\"] + eos_token}}\n    {%- elif message[\"role\"] == \"tool_re"
+     "sults\" or message[\"role\"] == \"tool\" %}\n        {%- if message.content is defined and message.c"
+     "ontent.content is defined %}\n            {%- set content = message.content.content %}\n        {%- "
+     "else %}\n            {%- set content = message.content %}\n        {%- endif %}\n        {{- '[TOOL_"
+     "RESULTS]{\"content\": ' + content|string + \", \" }}\n        {%- if not message.tool_call_id is def"
+     "ined or message.tool_call_id|length != 9 %}\n            {{- raise_exception(\"Tool call IDs should "
+     "be alphanumeric strings with length 9!\") }}\n        {%- endif %}\n        {{- '\"call_id\": \"' + "
+     "message.tool_call_id + '\"}[/TOOL_RESULTS]' }}\n    {%- else %}\n        {{- raise_exception(\"Only "
+     "user and assistant roles are supported, with the exception of an initial optional system message!\")"
+     " }}\n    {%- endif %}\n{%- endfor %}\n",
+     r_mistral_tekken},
     {"gemma",
      "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% "
      "endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "

@@ -95,7 +95,7 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
 /* ---- templates (chat_template.c) */
 typedef struct ds_chat_template ds_chat_template;
 /* Built-in templates by name ("chatml", "qwen2", "qwen2.5", "llama3", "llama2",
- * "mistral", "gemma", "phi3", "deepseek"); NULL when unknown. */
+ * "mistral", "mistral-v1", "mistral-v3", "mistral-tekken", "gemma", "phi3", "deepseek"); NULL when unknown. */
 const ds_chat_template *ds_chat_template_find(const char *name);
 const char *ds_chat_template_name(const ds_chat_template *t);
 /* The i-th built-in (NULL past the end), for listings. */

@@ -137,6 +137,107 @@ T["deepseek"] = ("{% if not add_generation_prompt is defined %}{% set add_genera
                  "message['content'] + eos_token }}{% elif message['role'] == 'system' %}{{ message['content'] + "
                  "'\\n\\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}")
 
+# Mistral's own templates (no copy ships in a package reachable here): the chat_template strings of
+# mistralai/Mistral-7B-Instruct-v0.2 as mistralai updated it ('v1', with a system prompt),
+# mistralai/Mistral-Large-Instruct-2407 ('v3') and mistralai/Mistral-Nemo-Instruct-2407 ('v3-tekken'), as quoted
+# verbatim in llama.cpp's tests/test-chat-template.cpp (commit 03f94f19a2c4c9d039fa1a84838fe3e2110cc28d), where
+# they render its reference conversation to the outputs recorded there (checked with transformers 5.25).
+T["mistral-v1"] = ("{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content'] %}\n "
+    "   {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages %}\n{%"
+    "- endif %}\n\n{{- bos_token }}\n{%- for message in loop_messages %}\n    {%- if (message['role'] == "
+    "'user') != (loop.index0 % 2 == 0) %}\n        {{- raise_exception('After the optional system message"
+    ", conversation roles must alternate user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%"
+    "- if message['role'] == 'user' %}\n        {%- if loop.first and system_message is defined %}\n     "
+    "       {{- ' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n        {%- "
+    "else %}\n            {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n    "
+    "{%- elif message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n    "
+    "{%- else %}\n        {{- raise_exception('Only user and assistant roles are supported, with the exce"
+    "ption of an initial optional system message!') }}\n    {%- endif %}\n{%- endfor %}\n")
+T["mistral-v3"] = ("{%- if messages[0][\"role\"] == \"system\" %}\n    {%- set system_message = messages[0][\"content\"]"
+    " %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages "
+    "%}\n{%- endif %}\n{%- if not tools is defined %}\n    {%- set tools = none %}\n{%- endif %}\n{%- set"
+    " user_messages = loop_messages | selectattr(\"role\", \"equalto\", \"user\") | list %}\n\n{#- This b"
+    "lock checks for alternating user/assistant messages, skipping tool calling messages #}\n{%- set ns ="
+    " namespace() %}\n{%- set ns.index = 0 %}\n{%- for message in loop_messages %}\n    {%- if not (messa"
+    "ge.role == \"tool\" or message.role == \"tool_results\" or (message.tool_calls is defined and messag"
+    "e.tool_calls is not none)) %}\n        {%- if (message[\"role\"] == \"user\") != (ns.index % 2 == 0)"
+    " %}\n            {{- raise_exception(\"After the optional system message, conversation roles must al"
+    "ternate user/assistant/user/assistant/...\") }}\n        {%- endif %}\n        {%- set ns.index = ns"
+    ".index + 1 %}\n    {%- endif %}\n{%- endfor %}\n\n{{- bos_token }}\n{%- for message in loop_messages"
+    " %}\n    {%- if message[\"role\"] == \"user\" %}\n        {%- if tools is not none and (message == u"
+    "ser_messages[-1]) %}\n            {{- \"[AVAILABLE_TOOLS] [\" }}\n            {%- for tool in tools "
+    "%}\n                {%- set tool = tool.function %}\n                {{- '{\"type\": \"function\", "
+    "\"function\": {' }}\n                {%- for key, val in tool.items() if key != \"return\" %}\n     "
+    "               {%- if val is string %}\n                        {{- '\"' + key + '\": \"' + val + '"
+    "\"' }}\n                    {%- else %}\n                        {{- '\"' + key + '\": ' + val|tojso"
+    "n }}\n                    {%- endif %}\n                    {%- if not loop.last %}\n               "
+    "         {{- \", \" }}\n                    {%- endif %}\n                {%- endfor %}\n           "
+    "     {{- \"}}\" }}\n                {%- if not loop.last %}\n                    {{- \", \" }}\n    "
+    "            {%- else %}\n                    {{- \"]\" }}\n                {%- endif %}\n           "
+    " {%- endfor %}\n            {{- \"[/AVAILABLE_TOOLS]\" }}\n            {%- endif %}\n        {%- if "
+    "loop.last and system_message is defined %}\n            {{- \"[INST] \" + system_message + \"\\n\\n"
+    "\" + message[\"content\"] + \"[/INST]\" }}\n        {%- else %}\n            {{- \"[INST] \" + messa"
+    "ge[\"content\"] + \"[/INST]\" }}\n        {%- endif %}\n    {%- elif message.tool_calls is defined a"
+    "nd message.tool_calls is not none %}\n        {{- \"[TOOL_CALLS] [\" }}\n        {%- for tool_call i"
+    "n message.tool_calls %}\n            {%- set out = tool_call.function|tojson %}\n            {{- out"
+    "[:-1] }}\n            {%- if not tool_call.id is defined or tool_call.id|length != 9 %}\n           "
+    "     {{- raise_exception(\"Tool call IDs should be alphanumeric strings with length 9!\") }}\n      "
+    "      {%- endif %}\n            {{- ', \"id\": \"' + tool_call.id + '\"}' }}\n            {%- if not"
+    " loop.last %}\n                {{- \", \" }}\n            {%- else %}\n                {{- \"]\" + e"
+    "os_token }}\n            {%- endif %}\n        {%- endfor %}\n    {%- elif message[\"role\"] == \"as"
+    "sistant\" %}\n        {{- \" \" + message[\"content\"]|trim + eos_token}}\n    {%- elif message[\"ro"
+    "le\"] == \"tool_results\" or message[\"role\"] == \"tool\" %}\n        {%- if message.content is def"
+    "ined and message.content.content is defined %}\n            {%- set content = message.content.conten"
+    "t %}\n        {%- else %}\n            {%- set content = message.content %}\n        {%- endif %}\n "
+    "       {{- '[TOOL_RESULTS] {\"content\": ' + content|string + \", \" }}\n        {%- if not message."
+    "tool_call_id is defined or message.tool_call_id|length != 9 %}\n            {{- raise_exception(\"To"
+    "ol call IDs should be alphanumeric strings with length 9!\") }}\n        {%- endif %}\n        {{- '"
+    "\"call_id\": \"' + message.tool_call_id + '\"}[/TOOL_RESULTS]' }}\n    {%- else %}\n        {{- rais"
+    "e_exception(\"Only user and assistant roles are supported, with the exception of an initial optional"
+    " system message!\") }}\n    {%- endif %}\n{%- endfor %}\n")
+T["mistral-tekken"] = ("{%- if messages[0][\"role\"] == \"system\" %}\n    {%- set system_message = messages[0][\"content\"]"
+    " %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages "
+    "%}\n{%- endif %}\n{%- if not tools is defined %}\n    {%- set tools = none %}\n{%- endif %}\n{%- set"
+    " user_messages = loop_messages | selectattr(\"role\", \"equalto\", \"user\") | list %}\n\n{#- This b"
+    "lock checks for alternating user/assistant messages, skipping tool calling messages #}\n{%- set ns ="
+    " namespace() %}\n{%- set ns.index = 0 %}\n{%- for message in loop_messages %}\n    {%- if not (messa"
+    "ge.role == \"tool\" or message.role == \"tool_results\" or (message.tool_calls is defined and messag"
+    "e.tool_calls is not none)) %}\n        {%- if (message[\"role\"] == \"user\") != (ns.index % 2 == 0)"
+    " %}\n            {{- raise_exception(\"After the optional system message, conversation roles must al"
+    "ternate user/assistant/user/assistant/...\") }}\n        {%- endif %}\n        {%- set ns.index = ns"
+    ".index + 1 %}\n    {%- endif %}\n{%- endfor %}\n\n{{- bos_token }}\n{%- for message in loop_messages"
+    " %}\n    {%- if message[\"role\"] == \"user\" %}\n        {%- if tools is not none and (message == u"
+    "ser_messages[-1]) %}\n            {{- \"[AVAILABLE_TOOLS][\" }}\n            {%- for tool in tools %"
+    "}\n                {%- set tool = tool.function %}\n                {{- '{\"type\": \"function\", \""
+    "function\": {' }}\n                {%- for key, val in tool.items() if key != \"return\" %}\n       "
+    "             {%- if val is string %}\n                        {{- '\"' + key + '\": \"' + val + '\"'"
+    " }}\n                    {%- else %}\n                        {{- '\"' + key + '\": ' + val|tojson }"
+    "}\n                    {%- endif %}\n                    {%- if not loop.last %}\n                  "
+    "      {{- \", \" }}\n                    {%- endif %}\n                {%- endfor %}\n              "
+    "  {{- \"}}\" }}\n                {%- if not loop.last %}\n                    {{- \", \" }}\n       "
+    "         {%- else %}\n                    {{- \"]\" }}\n                {%- endif %}\n            {%"
+    "- endfor %}\n            {{- \"[/AVAILABLE_TOOLS]\" }}\n            {%- endif %}\n        {%- if loo"
+    "p.last and system_message is defined %}\n            {{- \"[INST]\" + system_message + \"\\n\\n\" + "
+    "message[\"content\"] + \"[/INST]\" }}\n        {%- else %}\n            {{- \"[INST]\" + message[\"c"
+    "ontent\"] + \"[/INST]\" }}\n        {%- endif %}\n    {%- elif (message.tool_calls is defined and me"
+    "ssage.tool_calls is not none) %}\n        {{- \"[TOOL_CALLS][\" }}\n        {%- for tool_call in mes"
+    "sage.tool_calls %}\n            {%- set out = tool_call.function|tojson %}\n            {{- out[:-1]"
+    " }}\n            {%- if not tool_call.id is defined or tool_call.id|length != 9 %}\n                "
+    "{{- raise_exception(\"Tool call IDs should be alphanumeric strings with length 9!\") }}\n           "
+    " {%- endif %}\n            {{- ', \"id\": \"' + tool_call.id + '\"}' }}\n            {%- if not loop"
+    ".last %}\n                {{- \", \" }}\n            {%- else %}\n                {{- \"]\" + eos_to"
+    "ken }}\n            {%- endif %}\n        {%- endfor %}\n    {%- elif message[\"role\"] == \"assista"
+    "nt\" %}\n        {{- message[\"content\"] + eos_token}}\n    {%- elif message[\"role\"] == \"tool_re"
+    "sults\" or message[\"role\"] == \"tool\" %}\n        {%- if message.content is defined and message.c"
+    "ontent.content is defined %}\n            {%- set content = message.content.content %}\n        {%- "
+    "else %}\n            {%- set content = message.content %}\n        {%- endif %}\n        {{- '[TOOL_"
+    "RESULTS]{\"content\": ' + content|string + \", \" }}\n        {%- if not message.tool_call_id is def"
+    "ined or message.tool_call_id|length != 9 %}\n            {{- raise_exception(\"Tool call IDs should "
+    "be alphanumeric strings with length 9!\") }}\n        {%- endif %}\n        {{- '\"call_id\": \"' + "
+    "message.tool_call_id + '\"}[/TOOL_RESULTS]' }}\n    {%- else %}\n        {{- raise_exception(\"Only "
+    "user and assistant roles are supported, with the exception of an initial optional system message!\")"
+    " }}\n    {%- endif %}\n{%- endfor %}\n")
+
 # template -> (tokenizer folder or None: text only, bos, eos, the template's special tokens,
 #              end-of-turn string after an assistant message, contents stripped by the template)
 L3_BOS, L3_EOS = "<|begin_of_text|>", "<|end_of_text|>"
@@ -148,6 +249,9 @@ SETUP = {
                "<|eot_id|>", True),
     "llama2": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], " " + L3_EOS, True),
     "mistral": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, False),
+    "mistral-v1": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, False),
+    "mistral-v3": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, True),
+    "mistral-tekken": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, False),
     "deepseek": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], L3_EOS, False),
     "gemma": (None, "<bos>", "<eos>", ["<bos>", "<start_of_turn>", "<end_of_turn>"], "<end_of_turn>", True),
     "phi3": (None, "<s>", "<|endoftext|>", ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
@@ -169,7 +273,7 @@ def sentence(rng, k, special=False):
 
 def conversations(rng):
     out = []
-    for i in range(30):
+    for i in range(52):
         special = i % 5 == 4
         msgs = []
         if i % 3 == 0:
@@ -181,6 +285,8 @@ def conversations(rng):
             msgs.append({"role": "assistant", "content": sentence(rng, 12, special and t == 1)})
         if i % 11 == 10:
             msgs[-1]["content"] = "  " + msgs[-1]["content"] + " \n"
+        if i % 13 == 12:  # ending with the user's turn (Mistral v3 / tekken put the system message there)
+            msgs.pop()
         out.append({"messages": msgs})
     # list-of-parts content: text parts joined with "\n"
     out.append({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
@@ -249,7 +355,11 @@ def main():
             row["text"] = text
             # where each rendered message's content is
             spans, cur, targets = [], 0, []
-            for k, m in enumerate(msgs):
+            order = list(enumerate(msgs))
+            if tname in ("mistral-v3", "mistral-tekken") and msgs[0]["role"] == "system" and \
+                    msgs[-1]["role"] == "user":  # these render the system message inside the last user turn
+                order = order[1:-1] + [order[0], order[-1]]
+            for k, m in order:
                 c = m["content"]
                 if stripped and not (tname == "llama2" and k == 0 and m["role"] == "system"):
                     c = c.strip()
