@@ -134,4 +134,6 @@ close "$ours" "$hf" && ok "--init-from: first step loss $ours equals transformer
 "$MKS" build -t "$T/tok2.tiktoken" -L 33 -o "$T/shards2" -q "$ROOT/samples/tiny.jsonl"
 run 2 "--init-from a Llama folder of another tokenizer refused" "tokenizer" -- \
     "$LLM" --data "$T/shards2" --init-from "$T/hf" --seq-len 32 --steps 1
+run 64 "--plan --device cuda for a Llama model refused" "GPT-2 only" -- \
+    "$LLM" --plan --data "$T/shards" --model llama-tiny --seq-len 32 --device cuda
 exit $fail

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     tr_train_opts o;
     tr_train_opts_init(&o);
     o.rows = &rows;
-    o.model = "tiny";
+    o.model = argc > 2 ? argv[2] : "tiny"; /* any family's preset (issue 30: llama-tiny) */
     o.seq_len = T;
     o.steps = 3;
     o.token_budget = (uint64_t)B * (uint64_t)T;

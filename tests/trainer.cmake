@@ -11,6 +11,10 @@ mks_add_cli_test(cli_llmtrain_llama cli_llmtrain_llama.sh LABELS cpu TIMEOUT 600
 # the same check on a small plan, where fixed costs dominate
 add_test(NAME test_trainer_rss_small COMMAND test_trainer_rss 8)
 set_tests_properties(test_trainer_rss_small PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+# and for the Llama family (its plan rows are tr_llama_memory's, train/family_llama.c)
+add_test(NAME test_trainer_rss_llama COMMAND test_trainer_rss 48 llama-tiny)
+set_tests_properties(test_trainer_rss_llama PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+mks_allow_skip(test_trainer_rss_llama "peak RSS is meaningless under AddressSanitizer (skips in sanitizer builds only)")
 mks_allow_skip(test_trainer_rss "peak RSS is meaningless under AddressSanitizer (skips in sanitizer builds only)")
 mks_allow_skip(test_trainer_rss_small "peak RSS is meaningless under AddressSanitizer (skips in sanitizer builds only)")
 # Golden llmtrain runs (tests/golden_train, inputs + expected values in

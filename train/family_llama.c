@@ -136,18 +136,18 @@ static int ll_grad_group_of(const tr_model_config *c, int i, int l) {
     return i >= 0 && i < ll_n_tensors(c) ? 0 : -1;
 }
 
-/* What one tr_llama_fwd_bwd_sum allocates (llama_model.c: the activations
- * A, the backward scratch S, positions and per-token losses), in bytes. */
+/* llama_model.h's exact figures (tr_llama_memory: the activations and the
+ * scratch tr_llama_reserve allocates as one block) plus the optimizer rows
+ * the trainer adds like GPT-2's (adam: AdamW's two moments; plan.c counts
+ * the run's optimizer itself). */
 static int ll_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
-    const tr_llama_config *l = &c->llama;
-    size_t P = tr_llama_param_count(l), N = (size_t)B * (size_t)T, C = (size_t)l->d_model, H = (size_t)l->n_head,
-           KVd = (size_t)l->n_kv_head * (C / H), NC = N * C, NF = N * (size_t)l->d_ff, V = (size_t)l->vocab;
-    size_t NA = (size_t)B * H * (size_t)T * (size_t)T, per = 8 * NC + 3 * NF + NA + 2 * N;
-    out->params = 4 * P;
-    out->grads = 4 * P;
-    out->adam = 8 * P;
-    out->acts = 4 * (per * (size_t)l->n_layer + 3 * NC + N + 2 * N * V) + 4 * N /* positions */ + 4 * N /* losses */;
-    out->grad_acts = 4 * (6 * NC + 2 * N * KVd + 2 * NF);
+    tr_llama_mem lm;
+    if (tr_llama_memory(&c->llama, B, T, &lm)) return TR_MODEL_EINVAL;
+    out->params = lm.params;
+    out->grads = lm.grads;
+    out->adam = 2 * lm.params;
+    out->acts = lm.acts;
+    out->grad_acts = lm.scratch;
     out->total = out->params + out->grads + out->adam + out->acts + out->grad_acts;
     return TR_MODEL_OK;
 }
@@ -220,9 +220,8 @@ static int ll_create(const tr_model_config *c, uint64_t seed, void **impl, float
 }
 
 static int ll_reserve(void *impl, int B, int T) {
-    /* the reference allocates its activations per call (llama_model.c) */
-    (void)impl, (void)B, (void)T;
-    return TR_MODEL_OK;
+    ll_inst *x = impl;
+    return tr_llama_reserve(x->m, B, T) ? TR_MODEL_ENOMEM : TR_MODEL_OK;
 }
 
 static int ll_fwd_bwd(void *impl, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,

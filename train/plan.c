@@ -352,6 +352,8 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o) {
         return TR_ERR_ARG;
     tr_model_config mc;
     if (plan_config(in, &mc)) return TR_ERR_ARG;
+    /* the GPU rows are GPT-2's layout: the CUDA backend trains no other family yet */
+    if (mc.family != TR_FAMILY_GPT2 && in->device != TR_DEV_CPU) return TR_ERR_ARG;
     uint64_t bt = in->batch_tokens ? in->batch_tokens : (uint64_t)in->seq_len;
     uint64_t R = bt / (uint64_t)in->seq_len;
     if (R < 1) R = 1;
