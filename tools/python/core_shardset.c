@@ -590,28 +590,42 @@ static int put_segments(const sh_map *m, uint32_t a, uint32_t b, uint32_t nv, co
 
 /* A version-2 row's loss bits lb (rb bytes, bit i = byte i / 8, bit i % 8)
  * as one byte per token in bits[0, 8 rb): each byte's 8 bits spread to 8
- * bytes by shifts and masks (little-endian host: the mapped path's). */
-static void expand_bits(const uint8_t *lb, size_t rb, uint8_t *bits) {
-    for (size_t i = 0; i < rb; i++) {
-        uint64_t x = lb[i];
+ * bytes through a 2 KiB table (little-endian host: the mapped path's). */
+static uint64_t spread8[256]; /* byte b -> 8 bytes, byte k = bit k of b */
+static pthread_once_t spread8_once = PTHREAD_ONCE_INIT;
+static void spread8_init(void) {
+    for (unsigned b = 0; b < 256; b++) {
+        uint64_t x = b;
         x = (x | (x << 28)) & 0x0000000F0000000FULL;
         x = (x | (x << 14)) & 0x0003000300030003ULL;
         x = (x | (x << 7)) & 0x0101010101010101ULL;
-        memcpy(bits + 8 * i, &x, 8);
+        spread8[b] = x;
     }
+}
+static void expand_bits(const uint8_t *lb, size_t rb, uint8_t *bits) {
+    pthread_once(&spread8_once, spread8_init);
+    for (size_t i = 0; i < rb; i++) memcpy(bits + 8 * i, &spread8[lb[i]], 8);
 }
 
-/* labels[j] = ignore where token j + 1 is not a target (bits[j + 1] == 0),
- * j < n; the labels were copied from the tokens first. Branch-free. */
-static void put_ignored(void *dst, int wide, const uint8_t *bits, size_t n, int64_t ignore) {
-    if (wide) {
-        int64_t *d = dst;
-        for (size_t j = 0; j < n; j++) d[j] = bits[j + 1] ? d[j] : ignore;
-    } else {
-        int32_t *d = dst, ig = (int32_t)ignore;
-        for (size_t j = 0; j < n; j++) d[j] = bits[j + 1] ? d[j] : ig;
-    }
+/* dst[j] = src[j] where keep[j], else ignore, j < n: a version-2 row's
+ * labels in one branch-free pass (src: the ids after the first, keep: the
+ * expanded bits after the first). */
+#define PUT_KEPT(DT, ST)                                                                                               \
+    do {                                                                                                               \
+        DT *d = dst;                                                                                                   \
+        const ST *s = src;                                                                                             \
+        for (size_t j = 0; j < n; j++) { /* a bitwise select, which vectorises */                                      \
+            DT m = (DT)0 - (DT)keep[j];                                                                                \
+            d[j] = ((DT)s[j] & m) | ((DT)ignore & ~m);                                                                 \
+        }                                                                                                              \
+    } while (0)
+static void put_kept(void *dst, int wide, const void *src, int dt, const uint8_t *keep, size_t n, int64_t ignore) {
+    if (dt == 4 && wide) PUT_KEPT(int64_t, uint32_t);
+    else if (dt == 4) PUT_KEPT(int32_t, uint32_t);
+    else if (wide) PUT_KEPT(int64_t, uint16_t);
+    else PUT_KEPT(int32_t, uint16_t);
 }
+#undef PUT_KEPT
 
 /* Row r of mapped shard m; tok32: its ids when the shard is compressed (NULL: in place). */
 static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, uint8_t *bits, const fill_row_out *o) {
@@ -636,8 +650,8 @@ static int fill_direct(const sh_map *m, uint64_t r, const uint32_t *tok32, uint8
         int dt = tok32 ? 4 : (int)m->dt;
         if (o->d[0]) put_src(o->d[0], o->wide[0], src, dt, T);
         if (o->d[1]) {
-            put_src(o->d[1], o->wide[1], (const uint8_t *)src + dt, dt, lab_n);
-            if (v2) put_ignored(o->d[1], o->wide[1], bits, lab_n, o->ignore);
+            if (v2) put_kept(o->d[1], o->wide[1], (const uint8_t *)src + dt, dt, bits + 1, lab_n, o->ignore);
+            else put_src(o->d[1], o->wide[1], (const uint8_t *)src + dt, dt, lab_n);
             put_run1(o->d[1], o->wide[1], lab_n, T, o->ignore, 0);
         }
     }
