@@ -104,9 +104,11 @@ def _columnar_reader(files, column):
     def batches():
         for f in files:
             if f.endswith(".parquet"):
-                pf = pq.ParquetFile(f)
+                # as the CLI's reader: pages read through a 1 MiB buffer and decoded 1024 rows at a time, so
+                # memory is a batch of the text column, not its row group (pyarrow's default: 65,536 rows)
+                pf = pq.ParquetFile(f, buffer_size=1 << 20, pre_buffer=False)
                 cols = [column] if column in pf.schema_arrow.names else None
-                yield from pf.iter_batches(columns=cols, use_threads=False)
+                yield from pf.iter_batches(batch_size=1024, columns=cols, use_threads=False)
             else:
                 with open(f, "rb") as fh:
                     magic = fh.read(6)
