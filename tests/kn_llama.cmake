@@ -21,7 +21,7 @@ target_link_libraries(bench_llama_cpu_step PRIVATE tr kn)
 # the CPU model's one-block memory (tr_llama_memory / tr_llama_reserve): the
 # block the formula gives, no large allocation per step, a dirty block's
 # result equal to a fresh model's, overflowing sizes refused
-mks_add_test(test_llama_reserve SOURCES test_llama_reserve.c LIBS tr kn LABELS cpu TIMEOUT 60)
+mks_add_test(test_llama_reserve SOURCES test_llama_reserve.c LIBS tr kn LABELS cpu TIMEOUT 180)
 # the CPU model's Llama kernels (kernels/llama_cpu_ref.c) against the
-# references they replace: bitwise, or 1e-5 where the sum order differs
+# references they replace: bitwise, or 1e-6 of the max where sums reassociate
 mks_add_test(test_llama_cpu_kernels SOURCES test_llama_cpu_kernels.c LIBS kn LABELS cpu TIMEOUT 60)

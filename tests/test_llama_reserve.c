@@ -140,7 +140,7 @@ static void run_config(const tr_llama_config *c, const char *what) {
 }
 
 int main(void) {
-    tr_llama_config c = {2, 4, 2, 64, 128, 4096, 128, 10000.f, 1e-5f, {0, 0, 0, 0}, 1, 0};
+    tr_llama_config c = {2, 4, 2, 64, 128, 2048, 128, 10000.f, 1e-5f, {0, 0, 0, 0}, 1, 0};
     run_config(&c, "llama tied gqa");
     tr_llama_config q = c;
     q.qkv_bias = 1, q.tied = 0, q.n_kv_head = 1;
