@@ -95,7 +95,7 @@ typedef struct {
 #define XLAT_MAX_OUT ((size_t)1 << 20)
 
 static void sb_put(sbuf *b, const char *p, size_t n) {
-    if (b->oom) return;
+    if (b->oom || !n) return; /* an empty correction has p == NULL: memcpy may not take it */
     if (n > XLAT_MAX_OUT - b->len) {
         b->oom = b->too_large = true;
         return;
