@@ -8,15 +8,29 @@
  * (It lives in tests/, not tools/bench/, because it drives the model's
  * internal API, which front ends may not include: ctest front_end_headers.)
  *
- * Measured (2-core machine shared with other jobs, load average 7.6-8.8):
- * 12 layers, 12 heads, 4 KV heads, d 768, ffn 2048, vocab 32000, tied
- * (100,092,672 params), B 2 x T 256, 2 threads: 36.6 s per step here vs
- * 11.6 s for transformers 5.25 LlamaForCausalLM (fp32, SDPA, torch 2.15
- * CPU, torch.set_num_threads(2), median of steps 2-4): 3.2x slower - the
- * reference allocates its activations per call and runs naive kernels. */
+ * Prints the planner's figure (tr_llama_memory total) and the peak RSS too.
+ * tools/bench/llama_torch.py --vs-c runs this next to transformers and
+ * prints the ratio.
+ *
+ * Measured, 12 layers, 12 heads, 4 KV heads, d 768, ffn 2048, vocab 32000,
+ * tied (100,092,672 params), B 2 x T 256, 2 threads, on the shared 2-core
+ * machine at load average 12-25 (every figure is slowed by that load; only
+ * the ratios of alternating runs mean anything):
+ *  - this model vs the previous one (per-call calloc, separate q/k/v and
+ *    gate/up matmuls, K/V copied per query head), alternating processes:
+ *    56.1/35.2, 39.5/34.3, 53.2/36.1 s: new/old median 0.68 (1.48x faster);
+ *  - vs transformers 5.25 LlamaForCausalLM fp32 (SDPA, torch 2.15 CPU,
+ *    set_num_threads(2)), forward + backward, llama_torch.py --vs-c, 3
+ *    rounds of 3 steps: 50.1/32.1, 42.9/25.1, 55.2/40.9 s: ratio median
+ *    1.56 (still SLOWER: the shared GPT-2 matmul kernel is 45% of the
+ *    samples and its packing another 14%; its 8-wide AVX2 micro-kernel
+ *    against oneDNN/MKL's AVX-512 on this Xeon);
+ *  - memory: tr_llama_memory 1,240,281,088 B, peak RSS 1,246,793,728 B
+ *    (+0.5%). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "llama_model.h"
@@ -58,6 +72,11 @@ int main(int argc, char **argv) {
     int32_t *y = malloc((size_t)B * T * sizeof *y);
     for (int i = 0; i < B * T; i++) x[i] = (uint32_t)(rand() % c.vocab), y[i] = rand() % c.vocab;
     double *t = malloc((size_t)steps * sizeof *t), loss = 0;
+    tr_llama_mem mem;
+    if (tr_llama_memory(&c, B, T, &mem) || tr_llama_reserve(m, B, T)) {
+        fprintf(stderr, "batch too large for memory\n");
+        return 3;
+    }
     if (tr_llama_fwd_bwd(m, B, T, x, y, NULL, NULL, NULL, &loss)) return 2; /* warm-up */
     for (int s = 0; s < steps; s++) {
         double t0 = now();
@@ -65,8 +84,13 @@ int main(int argc, char **argv) {
         t[s] = now() - t0;
     }
     qsort(t, (size_t)steps, sizeof *t, cmp);
-    printf("{\"params\": %zu, \"B\": %d, \"T\": %d, \"step_s_median\": %.4f, \"loss\": %.4f}\n",
-           tr_llama_param_count(&c), B, T, t[steps / 2], loss);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    /* the planner's figure (params + grads + acts + scratch) next to the
+     * peak RSS, which adds the tokens, the tensor table, code and libraries */
+    printf("{\"params\": %zu, \"B\": %d, \"T\": %d, \"step_s_median\": %.4f, \"loss\": %.4f, "
+           "\"memory_total_bytes\": %zu, \"peak_rss_bytes\": %ld}\n",
+           tr_llama_param_count(&c), B, T, t[steps / 2], loss, mem.total, ru.ru_maxrss * 1024L);
     tr_llama_free(m);
     free(x);
     free(y);

@@ -190,8 +190,8 @@ static int layer_forward(const llama_pass *P, int l, float *xout) {
             memcpy(qkv + n * Q + C + KVd, v + n * KVd, (size_t)KVd * sizeof *v);
         }
     }
-    CK(kn_rope_rows_cpu(qkv, (size_t)Q, P->cs, N, H, hd, 0));
-    CK(kn_rope_rows_cpu(qkv + C, (size_t)Q, P->cs, N, KV, hd, 0));
+    /* q's H heads and k's KV heads are adjacent in the packed row: one pass */
+    CK(kn_rope_rows_cpu(qkv, (size_t)Q, P->cs, N, H + KV, hd, 0));
     CK(kn_gqa_attention_forward_cpu(AO(P, l), ATT(P, l), qkv, P->doc, P->B, P->T, H, KV, hd));
     CK(kn_matmul_forward_ref(XMID(P, l), AO(P, l), PW(m, l, LT_O), NULL, N, C, C));
     CK(kn_residual_forward_ref(XMID(P, l), XMID(P, l), xin, P->NC));
@@ -221,8 +221,7 @@ static int layer_backward(const llama_pass *P, int l) {
     /* dx: the gradient of xmid = xin + o_proj(ao) */
     CK(kn_matmul_backward_ref(dtmp, GW(m, l, LT_O), NULL, dx, AO(P, l), PW(m, l, LT_O), N, C, C));
     CK(kn_gqa_attention_backward_cpu(dqkv, dtmp, QKV(P, l), ATT(P, l), P->doc, P->B, P->T, H, KV, hd));
-    CK(kn_rope_rows_cpu(dqkv, (size_t)Q, P->cs, N, H, hd, 1));
-    CK(kn_rope_rows_cpu(dqkv + C, (size_t)Q, P->cs, N, KV, hd, 1));
+    CK(kn_rope_rows_cpu(dqkv, (size_t)Q, P->cs, N, H + KV, hd, 1));
     if (!c->qkv_bias) {
         CK(kn_matmul_backward_ref(dh, GW(m, l, LT_Q), NULL, dqkv, H1(P, l), PW(m, l, LT_Q), N, C, Q));
     } else {
