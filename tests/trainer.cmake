@@ -8,6 +8,8 @@ mks_add_test(test_plan_kernels SOURCES test_plan_kernels.c LIBS tr_plan LABELS c
 mks_add_cli_test(cli_llmtrain cli_llmtrain.sh LABELS cpu TIMEOUT 600)
 # The Llama family through llmtrain (train/family.h): plan, resume, accumulation, --doc-mask, config.json
 mks_add_cli_test(cli_llmtrain_llama cli_llmtrain_llama.sh LABELS cpu TIMEOUT 600)
+# a checkpoint's model record (DIR/model.txt, train/family.c), untrusted on --resume and export
+mks_add_fuzz(family_config SOURCE fuzz_family_config.c LIBS tr CORPUS data/fuzz/family_config MAX_LEN 4096)
 # the same check on a small plan, where fixed costs dominate
 add_test(NAME test_trainer_rss_small COMMAND test_trainer_rss 8)
 set_tests_properties(test_trainer_rss_small PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -31,11 +31,11 @@ static int read_small(const char *path, char **text, size_t *len, char *err, siz
     int fd = ds_open_regular(path, e, sizeof e);
     struct stat st;
     if (fd < 0) {
-        snprintf(err, errlen, "--model: cannot open %s", e);
+        snprintf(err, errlen, "cannot open %s", e);
         return TR_ERR_IO;
     }
     if (fstat(fd, &st) || st.st_size > CONFIG_MAX) {
-        snprintf(err, errlen, "--model: %s is over %u bytes", path, CONFIG_MAX);
+        snprintf(err, errlen, "%s is over %u bytes", path, CONFIG_MAX);
         close(fd);
         return TR_ERR_CORRUPT;
     }
@@ -48,7 +48,7 @@ static int read_small(const char *path, char **text, size_t *len, char *err, siz
     }
     close(fd);
     if (!b || got != (size_t)st.st_size) {
-        snprintf(err, errlen, b ? "--model: cannot read %s" : "out of memory", path);
+        snprintf(err, errlen, b ? "cannot read %s" : "out of memory", path);
         free(b);
         return b ? TR_ERR_IO : TR_ERR_NOMEM;
     }

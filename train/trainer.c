@@ -501,7 +501,8 @@ static int init_from_llama(tr_run *r) {
     char cj[4200], e[1024] = "";
     snprintf(cj, sizeof cj, "%s/config.json", r->o->init_from);
     int rc = tr_family_plan_in(cj, (int)r->rows->vocab_size, r->T, pi, e, sizeof e);
-    if (rc == TR_ERR_DATA && strstr(e, "model_type")) return TR_ERR_DATA; /* another family's folder */
+    /* another family's folder, or no readable config.json: GPT-2's reader says */
+    if (rc == TR_ERR_IO || (rc == TR_ERR_DATA && strstr(e, "model_type"))) return TR_ERR_DATA;
     if (!rc) {
         pi->model_family = TR_FAMILY_LLAMA;
         rc = tr_hf_import_check_tokenizer(r->o->init_from, r->rows, e, sizeof e);
