@@ -137,7 +137,8 @@ def main():
     ap.add_argument("--python", default="", help="interpreter for the Python blocks (empty: they are skipped)")
     ap.add_argument("--require", action="append", default=[], choices=["torch"],
                     help="fail instead of skipping when this optional module is missing")
-    ap.add_argument("--timeout", type=float, default=300, help="seconds per block")
+    # the 300-step training block takes ~186 s on a quiet 2-core machine: 450 s leaves room for a busy one
+    ap.add_argument("--timeout", type=float, default=450, help="seconds per block")
     ap.add_argument("--only", type=int, action="append", default=[], help="run only the block at this line")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--verbose", action="store_true", help="print the output of the blocks that pass too")
