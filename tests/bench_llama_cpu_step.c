@@ -25,6 +25,11 @@
  *    1.56 (still SLOWER: the shared GPT-2 matmul kernel is 45% of the
  *    samples and its packing another 14%; its 8-wide AVX2 micro-kernel
  *    against oneDNN/MKL's AVX-512 on this Xeon);
+ *  - on the machine when QUIET (load 2, 17:56 UTC), --vs-c 2 rounds of 2
+ *    steps: C 3.12/3.35 s vs torch 1.35/1.40 s: ratio 2.35 - the load
+ *    figures above flatter the C model; quiet, the previous model took
+ *    3.38 s (16:42, one run), so the one-block/packed rework gains ~5% and
+ *    the gap is the matmul kernel (torch ~3.5x its throughput);
  *  - memory: tr_llama_memory 1,240,281,088 B, peak RSS 1,246,793,728 B
  *    (+0.5%). */
 #include <stdio.h>
