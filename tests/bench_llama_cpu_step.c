@@ -29,7 +29,8 @@
  *    steps: C 3.12/3.35 s vs torch 1.35/1.40 s: ratio 2.35 - the load
  *    figures above flatter the C model; quiet, the previous model took
  *    3.38 s (16:42, one run), so the one-block/packed rework gains ~5% and
- *    the gap is the matmul kernel (torch ~3.5x its throughput);
+ *    the gap is the matmul kernel (a step is ~307 GFLOP of matmul: torch
+ *    runs it at ~224 GFLOP/s on 2 cores, AVX-512; this model at ~95);
  *  - memory: tr_llama_memory 1,240,281,088 B, peak RSS 1,246,793,728 B
  *    (+0.5%). */
 #include <stdio.h>
