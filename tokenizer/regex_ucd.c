@@ -76,8 +76,23 @@ static int cmp_diff(const void *a, const void *b) {
 
 /* Scan every category; 0, or -1 (no memory, a pattern PCRE2 refused). */
 static int measure(void) {
-    /* one category's code points, largest (Cn: ~820k) x 4 bytes */
-    uint8_t *s = malloc((size_t)0x110000 * 4);
+    /* every category's code points in one buffer, each category one slice:
+     * two passes over the code points (one to size the slices, one to fill
+     * them), not one pass per category (30x the lookups: ~1 s under ASan) */
+    size_t start[TK_UCD_NCAT + 1] = {0}, fill[TK_UCD_NCAT];
+    uint8_t tmp[4];
+    for (uint32_t cp = 0; cp < 0x110000; cp++)
+        if (cp < 0xD800 || cp > 0xDFFF) start[tk_ucd_category(cp) + 1] += mc_utf8_put(tmp, cp);
+    for (int k = 0; k < TK_UCD_NCAT; k++) start[k + 1] += start[k];
+    uint8_t *all = malloc(start[TK_UCD_NCAT]);
+    if (all) {
+        memcpy(fill, start, sizeof fill);
+        for (uint32_t cp = 0; cp < 0x110000; cp++)
+            if (cp < 0xD800 || cp > 0xDFFF) {
+                int c = tk_ucd_category(cp);
+                fill[c] += mc_utf8_put(all + fill[c], cp);
+            }
+    }
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
     pcre2_match_data *wmd = pcre2_match_data_create(TK_UCD_NCAT + 1, NULL);
     char which_pat[TK_UCD_NCAT * 10 + 1] = "";
@@ -88,12 +103,11 @@ static int measure(void) {
     }
     pcre2_code *which = compile(which_pat);
     size_t cap = 0;
-    int rc = (s && md && wmd && which) ? 0 : -1;
+    int rc = (all && md && wmd && which) ? 0 : -1;
     for (int cat = 0; cat < TK_UCD_NCAT && rc == 0; cat++) {
         if (cat == CAT_CS) continue;
-        size_t len = 0;
-        for (uint32_t cp = 0; cp < 0x110000; cp++)
-            if ((cp < 0xD800 || cp > 0xDFFF) && tk_ucd_category(cp) == cat) len += mc_utf8_put(s + len, cp);
+        const uint8_t *s = all + start[cat];
+        size_t len = start[cat + 1] - start[cat];
         char pat[16] = "\\P{";
         strcat(pat, CAT_NAME[cat]);
         strcat(pat, "}");
@@ -125,7 +139,7 @@ static int measure(void) {
     pcre2_code_free(which);
     pcre2_match_data_free(md);
     pcre2_match_data_free(wmd);
-    free(s);
+    free(all);
     if (rc == 0) qsort(g_diff, g_ndiff, sizeof *g_diff, cmp_diff);
     return rc;
 }
