@@ -7,40 +7,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* t attends t2 iff t2 <= t and (no doc mask or same document) */
-static inline int visible(const int32_t *docrow, int t, int t2) { return !docrow || docrow[t2] == docrow[t]; }
-
 /* one (b, h, t) row: scores, softmax into a (T floats), output o (hs) */
 KN_CLONES
-static void attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, int C, int h,
-                         int hs, float scale) {
-    int C3 = 3 * C;
-    const float *q = base + (size_t)t * C3 + h * hs;
+void kn_attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, size_t RS, size_t qo,
+                     size_t ko, size_t vo, int hs, float scale) {
+    const float *q = base + (size_t)t * RS + qo;
     float mx = -INFINITY;
     for (int t2 = 0; t2 <= t; t2++) {
-        if (!visible(docrow, t, t2)) {
+        if (!kn_attn_visible(docrow, t, t2)) {
             a[t2] = 0.0f;
             continue;
         }
-        float s = kn_dot(q, base + (size_t)t2 * C3 + C + h * hs, hs) * scale;
+        float s = kn_dot(q, base + (size_t)t2 * RS + ko, hs) * scale;
         a[t2] = s;
         if (s > mx) mx = s;
     }
     double sum = 0.0;
     for (int t2 = 0; t2 <= t; t2++) {
-        if (!visible(docrow, t, t2)) continue;
+        if (!kn_attn_visible(docrow, t, t2)) continue;
         float e = expf(a[t2] - mx);
         a[t2] = e;
         sum += e;
     }
     float inv = (float)(1.0 / sum);
-    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv; /* masked stay 0 */
+    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
     for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
     for (int i = 0; i < hs; i++) o[i] = 0.0f;
     for (int t2 = 0; t2 <= t; t2++) {
         float w = a[t2];
         if (w == 0.0f) continue;
-        const float *v = base + (size_t)t2 * C3 + 2 * C + h * hs;
+        const float *v = base + (size_t)t2 * RS + vo;
         for (int i = 0; i < hs; i++) o[i] += w * v[i];
     }
 }
@@ -54,8 +50,9 @@ int kn_attention_forward_ref(float *out, float *att, const float *qkv, const int
     KN_OMP(parallel for schedule(dynamic, 16))
     for (long r = 0; r < rows; r++) {
         int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / ((long)T * NH));
-        attn_row_fwd(att + (size_t)r * T, out + ((size_t)b * T + t) * C + h * hs, qkv + (size_t)b * T * 3 * C,
-                     doc ? doc + (size_t)b * T : NULL, t, T, C, h, hs, scale);
+        size_t hd = (size_t)h * hs, C_ = (size_t)C;
+        kn_attn_row_fwd(att + (size_t)r * T, out + ((size_t)b * T + t) * C + h * hs, qkv + (size_t)b * T * 3 * C,
+                        doc ? doc + (size_t)b * T : NULL, t, T, 3 * C_, hd, C_ + hd, 2 * C_ + hd, hs, scale);
     }
     return KN_OK;
 }
@@ -78,7 +75,7 @@ static void attn_bh_bwd(float *dbase, const float *dout_b, const float *base, co
         float *dq = dbase + (size_t)t * C3 + h * hs;
         double dot = 0.0;
         for (int t2 = 0; t2 <= t; t2++) {
-            if (!visible(docrow, t, t2)) continue;
+            if (!kn_attn_visible(docrow, t, t2)) continue;
             const float *v = base + (size_t)t2 * C3 + 2 * C + h * hs;
             float *dv = dbase + (size_t)t2 * C3 + 2 * C + h * hs;
             float at = a[t2];
@@ -89,7 +86,7 @@ static void attn_bh_bwd(float *dbase, const float *dout_b, const float *base, co
         }
         float fdot = (float)dot;
         for (int t2 = 0; t2 <= t; t2++) {
-            if (!visible(docrow, t, t2)) continue;
+            if (!kn_attn_visible(docrow, t, t2)) continue;
             float dpre = a[t2] * (datt[t2] - fdot) * scale;
             const float *k = base + (size_t)t2 * C3 + C + h * hs;
             float *dk = dbase + (size_t)t2 * C3 + C + h * hs;

@@ -10,6 +10,8 @@
 #define KN_OMP(x)
 #endif
 
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* 8-float GCC/Clang vector (two SSE registers without AVX). */
@@ -37,5 +39,15 @@ static inline float kn_dot(const float *a, const float *b, int n) {
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
+
+/* Attention: t attends t2 iff t2 <= t and (no document mask or the same
+ * document). */
+static inline int kn_attn_visible(const int32_t *docrow, int t, int t2) { return !docrow || docrow[t2] == docrow[t]; }
+/* One (b, h, t) row of causal attention over packed rows of RS floats (q at
+ * qo, k at ko, v at vo in each): scores, softmax into a (T floats: masked
+ * and future positions 0), output o (hs). GPT-2's [q|k|v] rows and the Llama
+ * CPU model's GQA rows both use it (attention_ref.c). */
+void kn_attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, size_t RS, size_t qo,
+                     size_t ko, size_t vo, int hs, float scale);
 
 #endif

@@ -58,44 +58,6 @@ static int gqa_ok(int B, int T, int NH, int NKV, int HS) {
     return (size_t)(NH + 2 * NKV) * (size_t)HS <= ((size_t)1 << 30);
 }
 
-/* t attends t2 iff t2 <= t and (no doc mask or same document) */
-static inline int visible(const int32_t *docrow, int t, int t2) { return !docrow || docrow[t2] == docrow[t]; }
-
-/* One (b, h, t) row as attention_ref.c's attn_row_fwd, on packed rows of
- * RS floats: q at qo, k at ko, v at vo. */
-KN_CLONES
-static void gqa_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, size_t RS,
-                        size_t qo, size_t ko, size_t vo, int hs, float scale) {
-    const float *q = base + (size_t)t * RS + qo;
-    float mx = -INFINITY;
-    for (int t2 = 0; t2 <= t; t2++) {
-        if (!visible(docrow, t, t2)) {
-            a[t2] = 0.0f;
-            continue;
-        }
-        float s = kn_dot(q, base + (size_t)t2 * RS + ko, hs) * scale;
-        a[t2] = s;
-        if (s > mx) mx = s;
-    }
-    double sum = 0.0;
-    for (int t2 = 0; t2 <= t; t2++) {
-        if (!visible(docrow, t, t2)) continue;
-        float e = expf(a[t2] - mx);
-        a[t2] = e;
-        sum += e;
-    }
-    float inv = (float)(1.0 / sum);
-    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-    for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-    for (int i = 0; i < hs; i++) o[i] = 0.0f;
-    for (int t2 = 0; t2 <= t; t2++) {
-        float w = a[t2];
-        if (w == 0.0f) continue;
-        const float *v = base + (size_t)t2 * RS + vo;
-        for (int i = 0; i < hs; i++) o[i] += w * v[i];
-    }
-}
-
 int kn_gqa_attention_forward_cpu(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
                                  int NKV, int HS) {
     if (!out || !att || !qkv || !gqa_ok(B, T, NH, NKV, HS)) return KN_EINVAL;
@@ -107,9 +69,9 @@ int kn_gqa_attention_forward_cpu(float *out, float *att, const float *qkv, const
     for (long r = 0; r < rows; r++) {
         int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / ((long)T * NH));
         size_t g = (size_t)(h / rep);
-        gqa_row_fwd(att + (size_t)r * T, out + ((size_t)b * T + t) * C + (size_t)h * HS, qkv + (size_t)b * T * RS,
-                    doc ? doc + (size_t)b * T : NULL, t, T, RS, (size_t)h * HS, C + g * HS, C + KVd + g * HS, HS,
-                    scale);
+        kn_attn_row_fwd(att + (size_t)r * T, out + ((size_t)b * T + t) * C + (size_t)h * HS, qkv + (size_t)b * T * RS,
+                        doc ? doc + (size_t)b * T : NULL, t, T, RS, (size_t)h * HS, C + g * HS, C + KVd + g * HS, HS,
+                        scale);
     }
     return KN_OK;
 }
@@ -129,7 +91,7 @@ static void gqa_head_bwd(float *dbase, const float *dout_b, const float *base, c
         float *dq = dbase + (size_t)t * RS + qo;
         double dot = 0.0;
         for (int t2 = 0; t2 <= t; t2++) {
-            if (!visible(docrow, t, t2)) continue;
+            if (!kn_attn_visible(docrow, t, t2)) continue;
             const float *v = base + (size_t)t2 * RS + vo;
             float *dv = dbase + (size_t)t2 * RS + vo;
             float at = a[t2];
@@ -140,7 +102,7 @@ static void gqa_head_bwd(float *dbase, const float *dout_b, const float *base, c
         }
         float fdot = (float)dot;
         for (int t2 = 0; t2 <= t; t2++) {
-            if (!visible(docrow, t, t2)) continue;
+            if (!kn_attn_visible(docrow, t, t2)) continue;
             float dpre = a[t2] * (datt[t2] - fdot) * scale;
             const float *k = base + (size_t)t2 * RS + ko;
             float *dk = dbase + (size_t)t2 * RS + ko;
