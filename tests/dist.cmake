@@ -57,6 +57,9 @@ if(MKS_HAVE_MPI)
   add_test(NAME dist_train_resume COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh ${MPIEXEC_EXECUTABLE}
                                           $<TARGET_FILE:llmtrain> ${CMAKE_CURRENT_SOURCE_DIR}/data/golden_train/inputs/concat resume)
   set_tests_properties(dist_train_resume PROPERTIES LABELS cpu TIMEOUT 240 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
+  add_test(NAME dist_train_llama COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh ${MPIEXEC_EXECUTABLE}
+                                         $<TARGET_FILE:llmtrain> ${CMAKE_CURRENT_SOURCE_DIR}/data/golden_train/inputs/concat llama)
+  set_tests_properties(dist_train_llama PROPERTIES LABELS cpu TIMEOUT 240 ENVIRONMENT "${MKS_MPI_TEST_ENV}")
   add_test(NAME dist_train_codes COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh ${MPIEXEC_EXECUTABLE}
                                          $<TARGET_FILE:llmtrain> ${CMAKE_CURRENT_SOURCE_DIR}/data/golden_train/inputs/concat codes)
   set_tests_properties(dist_train_codes PROPERTIES LABELS cpu TIMEOUT 240 ENVIRONMENT "${MKS_MPI_TEST_ENV}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dist_train.sh MPIEXEC LLMTRAIN DATA [same|resume|codes|fail] - data-parallel llmtrain on the CPU
+# dist_train.sh MPIEXEC LLMTRAIN DATA [same|resume|llama|codes|fail] - data-parallel llmtrain on the CPU
 # (issue 16; tiny model on the golden shard set, a few seconds each):
 #   - mpirun -np 2 == one process with 2 micro-batches, bit for bit: every
 #     logged step value and the final checkpoint (params + AdamW moments);
@@ -15,6 +15,10 @@
 #     and stays within 1e-4; a ZeRO-1 checkpoint (1/N of the moments per
 #     rank, gathered by rank 0) resumed on 4 ranks with ZeRO-1 and by one
 #     process;
+#   - (llama) the Llama family (llama-tiny): 2 ranks == 1 process and ZeRO-1
+#     == no ZeRO bit for bit, 2 x 2 micro-batches within 1e-5, resume on 2
+#     ranks with and without ZeRO-1 and a ZeRO-1 checkpoint resumed by one
+#     process, bit for bit;
 #   - (codes) a refusal exits with the status the command gives alone (64
 #     usage, 3 does not fit, 2 corrupt checkpoint), not MPI_Abort's 1: every
 #     rank refusing alike agrees and finalizes (no abort); one rank refusing
@@ -132,6 +136,42 @@ cp "$T/zn.jsonl" "$T/zn1.jsonl" 2>/dev/null
 m=$(cmp_logs r2 zn1 0) && ok "2-rank ZeRO-1 checkpoint resumed by one process (2 micro-batches): $m" ||
     bad "ZeRO-1 resume on 1: $m"
 
+exit $fail
+fi
+
+if [ "$MODE" = llama ]; then
+# the Llama family (llama-tiny: GQA 4/2, RMSNorm, RoPE, SwiGLU) under the same
+# data-parallel paths: its one contiguous parameter buffer is all-reduced and
+# ZeRO-1-sharded through the family's tensor table (train/family.h)
+A=("${A[@]/#tiny/llama-tiny}")
+one p2 --token-budget 128
+mpi 2 r2 --token-budget 128
+mpi 2 z2 --token-budget 128 --zero 1
+one p4 --token-budget 64
+mpi 2 r2x2 --token-budget 64
+grep -q "^family 1" "$T/c_r2/model.txt" 2>/dev/null && ok "llama-tiny: the checkpoint records the Llama family (model.txt)" ||
+    bad "llama-tiny: no Llama model.txt in the 2-rank checkpoint"
+m=$(cmp_logs p2 r2 0) && same_ckpt p2 r2 && ok "llama-tiny: 2 ranks == 1 process x 2 micro-batches, bit for bit ($m; checkpoint identical)" ||
+    bad "llama-tiny 2 ranks vs 1 process: $m"
+m=$(cmp_logs r2 z2 0) && same_ckpt r2 z2 && ok "llama-tiny: ZeRO-1 == no ZeRO on 2 ranks ($m; checkpoint identical)" ||
+    bad "llama-tiny ZeRO-1 on 2: $m"
+m=$(cmp_logs p4 r2x2 1e-5) && ok "llama-tiny: 2 ranks x 2 micro-batches vs 1 process x 4: $m (<= 1e-5)" ||
+    bad "llama-tiny 2x2 vs 4: $m"
+# resume on the same N, with and without ZeRO-1 (model.txt + the gathered moments)
+for z in 0 1; do
+    mpi 2 res$z --token-budget 128 --zero $z --stop-after 2
+    "$MPI" -np 2 --oversubscribe "$LLM" "${A[@]}" --log "$T/res$z.jsonl" --ckpt-dir "$T/c_res$z" --token-budget 128 \
+        --zero $z --resume > "$T/res$z.2.out" 2>&1 || bad "llama-tiny resume -np 2 --zero $z: $(tail -2 "$T/res$z.2.out")"
+    m=$(cmp_logs r2 res$z 0) && same_ckpt r2 res$z &&
+        ok "llama-tiny: 2 ranks (--zero $z) stopped at 2 + resumed == uninterrupted, bit for bit ($m)" ||
+        bad "llama-tiny resume --zero $z: $m"
+done
+# a 2-rank ZeRO-1 checkpoint continued by one process (2 micro-batches)
+mpi 2 zn --token-budget 128 --zero 1 --stop-after 2
+"$LLM" "${A[@]}" --log "$T/zn.jsonl" --ckpt-dir "$T/c_zn" --token-budget 128 --resume > "$T/zn2.out" 2>&1 ||
+    bad "llama-tiny ZeRO-1 checkpoint resumed by one process: $(tail -2 "$T/zn2.out")"
+m=$(cmp_logs r2 zn 0) && same_ckpt r2 zn && ok "llama-tiny: 2-rank ZeRO-1 checkpoint resumed by one process: $m" ||
+    bad "llama-tiny ZeRO-1 resume on 1: $m"
 exit $fail
 fi
 
