@@ -19,9 +19,6 @@ KNOWN = [
     # spm.c hands UNIGRAM models to unigram.c (tk_engine_unigram, tk_unigram_build),
     # unigram.c uses spm.c's decode/lossless/savable ops
     {"spm", "unigram"},
-    # the registry names tk_engine_rank (load_tiktoken.c), which loads and saves
-    # table images (tk_image.c), which asks the dispatcher (tk_engine_of)
-    {"load_tiktoken", "tk_engine", "tk_image"},
 ]
 
 

@@ -24,12 +24,14 @@
  *                                    calls its engine, never the reverse)
  *   tk_engine.c                      dispatcher: registry, tk_describe,
  *                                    tk_lossless, tk_engine_of
- *   encode.c decode.c save.c framing.c tk_image.c
+ *   encode.c decode.c save.c framing.c
  *                                    generic API; call engines only through
  *                                    tk_engine_of(t)->op
  *   tokenizer.c bpe.c pretok.c normalize.c hf_regex.c hf_json.c tk_file.c
- *                                    tables, merge loops, pre-tokenizers,
- *                                    normalizers, files
+ *   tk_image.c                       tables, merge loops, pre-tokenizers,
+ *                                    normalizers, files, table images (the
+ *                                    rank loader's; they read t->engine's
+ *                                    image flag, never call the dispatcher)
  * (tokenizer.c's tk_free calls the engine's free op through the table.) */
 #ifndef TK_ENGINE_H
 #define TK_ENGINE_H

@@ -577,13 +577,21 @@ static int emit_body(const img_hdr *h, const void *const src_p[S_COUNT], int fd,
     return 0;
 }
 
+/* Whether t's tables are all there is of it: no engine (the rank engine's
+ * tokenizers: tk_engine.h) or one whose image flag says its state is in the
+ * tables. Read from the tokenizer's own engine pointer, not through the
+ * dispatcher (tk_engine_of): the images sit below the engines, whose rank
+ * loader calls them, and the dispatcher's registry names every engine, so a
+ * call up to it would close a circle (tests/tk_layering.py). */
+static bool tables_hold_all(const tk_tokenizer *t) { return !t->engine || t->engine->image; }
+
 int tk_image_body_digest(const tk_tokenizer *t, char out[33]) {
     img_hdr h;
     const void *src_p[S_COUNT];
     uint8_t *spb;
     tk_charmin *cm;
     out[0] = 0;
-    if (!t || t->image || !tk_engine_of(t)->image || t->decode_only || t->rank_to_id) return TK_ERR_UNSUPPORTED;
+    if (!t || t->image || !tables_hold_all(t) || t->decode_only || t->rank_to_id) return TK_ERR_UNSUPPORTED;
     if (!layout(t, &h, src_p, &spb, &cm)) return TK_ERR_NOMEM;
     XXH3_state_t *xs = XXH3_createState();
     int rc = TK_ERR_NOMEM;
@@ -604,8 +612,7 @@ const char *tk_image_known_body(const char *name) {
 
 void tk_image_save(const char *path, tk_pattern pat, const tk_tokenizer *t, const struct stat *src, const uint8_t *data,
                    size_t len) {
-    if (!t || t->image || !tk_engine_of(t)->image || t->decode_only || t->rank_to_id || !t->known || !src->st_ino)
-        return;
+    if (!t || t->image || !tables_hold_all(t) || t->decode_only || t->rank_to_id || !t->known || !src->st_ino) return;
     /* only the upstream files of IMG_KNOWN, with their own pattern */
     const img_known *kv = known_of(t->name);
     if (!kv || t->pattern != kv->pat || (pat != TK_PAT_NONE && pat != kv->pat) || len != kv->size) return;
