@@ -421,10 +421,12 @@ static int r_gemma(rd *d, char *why, size_t whylen) {
     return DS_CHAT_OK;
 }
 
-/* Phi-3 (mini instruct): <|role|> headers, <|end|>, eos at the end; tool messages are left out. */
+/* Phi-3 (Phi-3.5-mini-instruct's published template): <|role|> headers, <|end|>, eos at the
+ * end; a system message with empty content and tool messages are left out. */
 static int r_phi3(rd *d, char *why, size_t whylen) {
     (void)why, (void)whylen;
     for (size_t i = 0; i < d->c->n; i++) {
+        if (role(d, i) == DS_ROLE_SYSTEM && d->c->msgs[i].len == 0) continue; /* `and message['content']` */
         const char *h = role(d, i) == DS_ROLE_SYSTEM      ? "<|system|>"
                         : role(d, i) == DS_ROLE_USER      ? "<|user|>"
                         : role(d, i) == DS_ROLE_ASSISTANT ? "<|assistant|>"
@@ -645,7 +647,8 @@ static const ds_chat_template templates[] = {
      "add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
      r_gemma},
     {"phi3",
-     "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] + "
+     "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\\n' + "
+     "message['content'] + "
      "'<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif "
      "message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% "
      "endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}",
@@ -669,23 +672,42 @@ const ds_chat_template *ds_chat_template_find(const char *name) {
     return NULL;
 }
 
-/* Next significant byte of a Jinja source: whitespace outside string
+/* Next significant unit of a Jinja source: whitespace outside string
  * literals is skipped (how tokenizer_config.json files differ in layout
- * without differing in output: the {%- / -%} trims remain significant). */
+ * without differing in output: the {%- / -%} trims remain significant), and
+ * a literal's bytes are compared by value, as Jinja's lexer decodes them:
+ * Gemma 2's published template has a real newline inside '...' where a copy
+ * written through a C or JSON string has the escape backslash-n, and both
+ * render the same.  A literal's bytes come back offset by 256 so that an
+ * escaped quote never equals the quote that closes a literal. */
 typedef struct {
     const char *s;
     size_t n, i;
-    char quote;  /* inside a string literal: its quote */
-    int escaped; /* the byte before was a backslash inside a literal */
+    char quote; /* inside a string literal: its quote */
 } jnorm;
 static int jnext(jnorm *j) {
     while (j->i < j->n) {
         char c = j->s[j->i++];
         if (j->quote) {
-            if (j->escaped) j->escaped = 0;
-            else if (c == '\\') j->escaped = 1;
-            else if (c == j->quote) j->quote = 0;
-            return (unsigned char)c;
+            if (c == j->quote) {
+                j->quote = 0;
+                return (unsigned char)c;
+            }
+            if (c == '\r' && j->i < j->n && j->s[j->i] == '\n') continue; /* Jinja normalises newlines */
+            if (c == '\\' && j->i < j->n) {
+                char e = j->s[j->i];
+                int v = e == 'n'                               ? '\n'
+                        : e == 't'                             ? '\t'
+                        : e == 'r'                             ? '\r'
+                        : (e == '\\' || e == '\'' || e == '"') ? e
+                                                               : -1;
+                if (v >= 0) {
+                    j->i++;
+                    return 256 + v;
+                }
+                /* any other escape: Python keeps the backslash, so it is compared as written */
+            }
+            return 256 + (unsigned char)c;
         }
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
         if (c == '\'' || c == '"') j->quote = c;
@@ -694,7 +716,7 @@ static int jnext(jnorm *j) {
     return -1;
 }
 static int jinja_equal(const char *a, size_t an, const char *b, size_t bn) {
-    jnorm x = {a, an, 0, 0, 0}, y = {b, bn, 0, 0, 0};
+    jnorm x = {a, an, 0, 0}, y = {b, bn, 0, 0};
     for (;;) {
         int ca = jnext(&x), cb = jnext(&y);
         if (ca != cb) return 0;

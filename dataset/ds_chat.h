@@ -103,7 +103,9 @@ const ds_chat_template *ds_chat_template_at(size_t i);
 /* The family's Jinja source the built-in reproduces. */
 const char *ds_chat_template_jinja(const ds_chat_template *t);
 /* The built-in whose Jinja source equals JINJA up to whitespace outside
- * string literals, NULL when none does (recognise, never guess). */
+ * string literals and the spelling of a literal's escapes (a real newline
+ * and backslash-n are the same string to Jinja), NULL when none does
+ * (recognise, never guess). */
 const ds_chat_template *ds_chat_template_recognise(const char *jinja, size_t len);
 /* "auto": the chat_template of TOKENIZER_DIR/tokenizer_config.json (a
  * folder, or the folder of a tokenizer.json). DS_OK with *out, DS_ERR_IO

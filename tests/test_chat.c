@@ -294,6 +294,61 @@ static void auto_cases(void) {
     rmdir(dir);
 }
 
+/* Published chat_template strings (tests/data/chat/published, made by its
+ * make_published.py): each is recognised as the built-in MANIFEST names, as
+ * a .jinja file and inside a tokenizer_config.json (what `auto` reads). */
+static void published_cases(void) {
+    char dir[1024], path[1400], err[512];
+    snprintf(dir, sizeof dir, "%s/chat/published", MKS_TEST_DATA);
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    FILE *m = fopen(path, "r");
+    CHECK(m, "no %s", path);
+    if (!m) return;
+    char tmp[] = "/tmp/test_chat_pub_XXXXXX";
+    if (!mkdtemp(tmp)) {
+        fclose(m);
+        return;
+    }
+    char line[512], file[256], want[64], cfg[300];
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", tmp);
+    int n = 0;
+    while (fgets(line, sizeof line, m)) {
+        if (line[0] == '#' || sscanf(line, "%255s %63s", file, want) != 2) continue;
+        n++;
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        const ds_chat_template *t = NULL;
+        int rc = ds_chat_template_resolve(path, NULL, &t, err, sizeof err);
+        CHECK(rc == DS_OK && t && !strcmp(ds_chat_template_name(t), want), "%s as %s: rc %d (%s) %s", file, want, rc,
+              t ? ds_chat_template_name(t) : "-", rc ? err : "");
+        FILE *jf = fopen(path, "rb");
+        char *text = NULL;
+        size_t len = 0;
+        if (jf) {
+            fseek(jf, 0, SEEK_END);
+            len = (size_t)ftell(jf);
+            rewind(jf);
+            text = malloc(len + 1);
+            if (text && fread(text, 1, len, jf) != len) len = 0;
+            fclose(jf);
+        }
+        CHECK(text && len, "read %s", path);
+        if (!text) continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "chat_template", json_stringn(text, len));
+        json_dump_file(o, cfg, 0);
+        json_decref(o);
+        free(text);
+        t = NULL;
+        rc = ds_chat_template_auto(tmp, &t, err, sizeof err);
+        CHECK(rc == DS_OK && t && !strcmp(ds_chat_template_name(t), want), "auto %s as %s: rc %d %s", file, want, rc,
+              rc ? err : "");
+    }
+    fclose(m);
+    CHECK(n >= 6, "published copies: %d", n);
+    unlink(cfg);
+    rmdir(tmp);
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
     char fx[1024];
@@ -313,6 +368,7 @@ int main(int argc, char **argv) {
     }
     parse_cases();
     auto_cases();
+    published_cases();
     loss_cases(shared);
     char *line = NULL;
     size_t cap = 0;

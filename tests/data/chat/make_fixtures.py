@@ -126,8 +126,8 @@ T["gemma"] = ("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_e
               "= 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + "
               "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
               "{{'<start_of_turn>model\\n'}}{% endif %}")
-T["phi3"] = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] "
-             "+ '<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + "
+T["phi3"] = ("{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\\n' "
+             "+ message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + "
              "'<|end|>\\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + "
              "'<|end|>\\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}"
              "{{ eos_token }}{% endif %}")
@@ -293,6 +293,9 @@ def conversations(rng):
                                                            {"type": "image_url", "image_url": {"url": "x"}},
                                                            {"type": "text", "text": "b #91"}]},
                              {"role": "assistant", "content": "ok #92"}]})
+    # an empty system message (Phi-3.5 leaves it out: `and message['content']`)
+    out.append({"messages": [{"role": "system", "content": ""}, {"role": "user", "content": "hi #93"},
+                             {"role": "assistant", "content": "ok #94"}]})
     return out
 
 
