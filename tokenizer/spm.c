@@ -1,5 +1,6 @@
-/* spm.c - SentencePiece `tokenizer.model` files whose model_type is BPE
- * (and the loading of UNIGRAM ones, which unigram.c encodes).
+/* spm.c - SentencePiece `tokenizer.model` files: the ModelProto reader
+ * (tk_spm_read, for BPE and UNIGRAM models alike; load_spm.c attaches the
+ * engine) and the BPE engine's ops.
  *
  * Reads the ModelProto with a small protobuf reader of its own (no protobuf
  * library), normalizes text as sentencepiece's Normalizer does (the
@@ -807,7 +808,6 @@ static void spm_free(tk_spm *m) {
     free(m->shadow);
     free(m->norm.map.units);
     free(m->denorm.map.units);
-    tk_unigram_free(m->uni);
     free(m);
 }
 
@@ -1242,9 +1242,9 @@ static int load_finish(tk_tokenizer *t, const tk_spm *m, const spm_load *L) {
     return TK_OK;
 }
 
-int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) {
-    if (!path || !out) return TK_ERR_ARG;
-    *out = NULL;
+int tk_spm_read(const char *path, tk_tokenizer **tp, tk_spm **mp, char *err, size_t errlen) {
+    *tp = NULL;
+    *mp = NULL;
     if (err && errlen) err[0] = 0;
     uint8_t *data = NULL;
     size_t len = 0;
@@ -1269,19 +1269,17 @@ int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen) 
         (rc = load_finish(t, m, &L)))
         goto done;
     m->serial = t->serial;
-    if (m->model_type == MT_UNIGRAM && (rc = tk_unigram_build(m, err, errlen, path))) goto done;
-    tk_engine_attach(t, m->model_type == MT_UNIGRAM ? &tk_engine_unigram : &tk_engine_spm, m);
-    m = NULL;
-    *out = t;
-    t = NULL;
+    *mp = m;
+    *tp = t;
+    return TK_OK;
 done:
-    if (rc && err && errlen && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
+    if (err && errlen && !err[0]) tk_set_err(err, errlen, "%s: %s", path, tk_strerror(rc));
     spm_free(m);
     tk_free(t);
     return rc;
 }
 
-static void spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
+void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
     const tk_spm *m = SPM_OF(t);
     const spm_spec *sp = &m->norm.spec;
     char nm[64];
@@ -1293,21 +1291,7 @@ static void spm_describe(const tk_tokenizer *t, char *buf, size_t len) {
              m->user_maxlen ? ", user-defined symbols" : "", m->has_denorm ? " | denormalizer charsmap" : "");
 }
 
-/* ---- the engine (tk_engine.h) ---------------------------------------------- */
-
-/* A .model name, or a ModelProto by its first bytes. */
-static bool spm_sniff_file(const char *path, const uint8_t *head, size_t n) {
-    size_t a = strlen(path);
-    return (a >= 6 && strcmp(path + a - 6, ".model") == 0) || (n > 0 && tk_spm_sniff(head, n));
-}
-
-static int spm_load_op(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen) {
-    if (pat != TK_PAT_NONE) {
-        tk_set_err(err, errlen, "%s: --pattern does not apply to a SentencePiece model: leave it out", path);
-        return TK_ERR_PATTERN;
-    }
-    return tk_load_spm(path, out, err, errlen);
-}
+/* ---- the ops (load_spm.c holds the table) ---------------------------------- */
 
 /* Decode, lossless and savable are the same for both SentencePiece engines
  * (BPE here, Unigram in unigram.c): the pieces, the normalizer and the file
@@ -1328,20 +1312,3 @@ int tk_spm_savable_op(const tk_tokenizer *t, int fmt) {
     (void)fmt;
     return TK_ERR_UNSUPPORTED;
 }
-
-static void spm_free_state(void *state) { spm_free(state); }
-
-const tk_engine tk_engine_spm = {
-    .name = "spm",
-    .sniff = spm_sniff_file,
-    .load = spm_load_op,
-    .encode = tk_spm_encode,
-    .encode_special = NULL, /* encode.c splits at the specials */
-    .decode = tk_spm_decode_op,
-    .describe = spm_describe,
-    .lossless = tk_spm_lossless_op,
-    .savable = tk_spm_savable_op,
-    .image = false,
-    .default_pp = TK_PP_ABSENT, /* <s> ... </s> by name */
-    .free = spm_free_state,
-};

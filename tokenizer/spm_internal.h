@@ -1,5 +1,7 @@
 /* spm_internal.h - the parsed SentencePiece ModelProto (spm.c), shared
- * with the engine that runs its Unigram models (unigram.c). Internal. */
+ * with the engine that runs its Unigram models (unigram.c) and the loader
+ * that hands each model to its engine (load_spm.c). Internal.
+ * Calls go one way: load_spm.c -> unigram.c -> spm.c. */
 #ifndef TK_SPM_INTERNAL_H
 #define TK_SPM_INTERNAL_H
 
@@ -71,12 +73,20 @@ struct tk_spm {
     struct tk_uni *uni;             /* model_type UNIGRAM: its lattice tables (unigram.c) */
 };
 
+/* spm.c: reads the ModelProto at path into *mp (m->uni unset) and the
+ * tokenizer *tp that carries its pieces (no engine attached yet); on
+ * failure both are NULL and err says why. tk_spm_free does not free m->uni
+ * (the unigram engine's free op does). */
+int tk_spm_read(const char *path, tk_tokenizer **tp, tk_spm **mp, char *err, size_t errlen);
+/* spm.c: the describe op of SentencePiece BPE models. */
+void tk_spm_describe(const tk_tokenizer *t, char *buf, size_t len);
+
 /* Normalizer::Normalize of the model's normalizer_spec (user-defined symbols
  * pass unchanged); out is overwritten. */
 int tk_spm_normalize(const tk_spm *m, const uint8_t *s, size_t n, tk_bytes *out);
 
-/* unigram.c: builds m->uni (the piece trie and scores) at load, frees it
- * with m; the engine whose state is such a tk_spm. */
+/* unigram.c: builds m->uni (the piece trie and scores) at load; its engine
+ * (tk_engine_unigram, whose state is such a tk_spm) frees m->uni, then m. */
 int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path);
 void tk_unigram_free(struct tk_uni *u);
 

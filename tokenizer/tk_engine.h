@@ -7,11 +7,13 @@
  *   hf        HF tokenizer.json BPE (load_hf.c: loader and table; hf.c: ops;
  *             hf_config.c hf_normalize.c hf_encode.c hf_model.c hf_decode.c,
  *             sharing hf_internal.h; hf_regex.c, hf_json.c)
- *   spm       SentencePiece .model BPE (spm.c)
+ *   spm       SentencePiece .model BPE (load_spm.c: loader and table; spm.c:
+ *             the ModelProto reader, normalizer, BPE and decode ops)
  *   tekken    Mistral's tekken.json, sniffed to be refused by its name
  *             (load_tekken.c; not run yet)
- *   unigram   SentencePiece .model UNIGRAM (spm.c loads and decodes, unigram.c
- *             encodes; no sniffer: spm.c hands these models over)
+ *   unigram   SentencePiece .model UNIGRAM (unigram.c encodes with spm.c's
+ *             normalizer and decodes with its ops; no sniffer: load_spm.c
+ *             hands these models over)
  * The registry (tk_engines.def, one TK_ENGINE(name) line per engine, in the
  * order files are offered to their sniffers) is read by tk_engine.c, the
  * dispatcher: adding an engine = its own file defining
@@ -20,7 +22,7 @@
  * Layering inside tokenizer/ (each line uses only what is below it; no
  * circle):
  *   load_resolve.c                   tk_load: path/name -> an engine's load
- *   load_*.c, hf*.c, spm.c           engines (loaders + their ops; a loader
+ *   load_*.c, hf*.c, unigram.c, spm.c engines (loaders + their ops; a loader
  *                                    calls its engine, never the reverse)
  *   tk_engine.c                      dispatcher: registry, tk_describe,
  *                                    tk_lossless, tk_engine_of

@@ -2,7 +2,8 @@
  * UNIGRAM (T5/mT5/UL2, XLM-R, ALBERT ...).
  *
  * spm.c reads the ModelProto (pieces, normalizer, byte fallback, unk,
- * user-defined and control pieces) and decodes; this file encodes as
+ * user-defined and control pieces) and decodes, load_spm.c hands UNIGRAM
+ * models here (this file never calls the loader); this file encodes as
  * unigram::Model::EncodeOptimized of sentencepiece 0.2.1 and later (0.2.3
  * checked; its only encoder) followed by SentencePieceProcessor::Encode's
  * handling of unknown pieces, so the ids are those of
@@ -508,11 +509,17 @@ static void unigram_describe(const tk_tokenizer *t, char *buf, size_t len) {
              m->has_denorm ? " | denormalizer charsmap" : "");
 }
 
-static void unigram_free_state(void *state) { tk_spm_free(state); }
+static void unigram_free_state(void *state) {
+    tk_spm *m = state;
+    if (!m) return;
+    tk_unigram_free(m->uni);
+    m->uni = NULL;
+    tk_spm_free(m);
+}
 
 const tk_engine tk_engine_unigram = {
     .name = "unigram",
-    .sniff = NULL, /* spm.c's loader hands its UNIGRAM models over */
+    .sniff = NULL, /* load_spm.c's loader hands UNIGRAM models over */
     .load = NULL,
     .encode = unigram_encode,
     .encode_special = NULL,     /* encode.c splits at the specials */
