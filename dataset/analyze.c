@@ -1037,6 +1037,11 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
     if (ropts) ro = *ropts;
     else ds_reader_opts_init(&ro);
     ro.defer_json = 1; /* JSON parsing runs on the workers */
+    /* chat formats: Parquet / Arrow IPC rows as JSON objects, for the chat parser */
+    if (o.format != DS_FMT_TEXT) {
+        ro.row_format = o.format;
+        ro.messages_field = o.messages_field;
+    }
     a.ro = &ro;
     ds_reader *rd = NULL;
     if (o.source && (n_inputs || !o.source->next || !o.source->name)) {

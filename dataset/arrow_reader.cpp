@@ -12,6 +12,7 @@
 #include "arrow_reader.h"
 
 #include <arrow/api.h>
+#include <arrow/c/bridge.h>
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
 #include <parquet/arrow/reader.h>
@@ -183,6 +184,51 @@ std::shared_ptr<arrow::ArrayData> binary_view_of(const std::shared_ptr<arrow::Ar
     return c;
 }
 
+// Chat formats read whole columns: every string type inside them (list
+// items, struct fields, map keys) typed as binary, for the same reason.
+std::shared_ptr<arrow::Field> deep_binary_field(const std::shared_ptr<arrow::Field> &f);
+std::shared_ptr<arrow::DataType> deep_binary_type(const std::shared_ptr<arrow::DataType> &t) {
+    switch (t->id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::STRING_VIEW: return as_binary(t);
+    case arrow::Type::LIST:
+        return arrow::list(deep_binary_field(static_cast<const arrow::ListType &>(*t).value_field()));
+    case arrow::Type::LARGE_LIST:
+        return arrow::large_list(deep_binary_field(static_cast<const arrow::LargeListType &>(*t).value_field()));
+    case arrow::Type::FIXED_SIZE_LIST: {
+        const auto &lt = static_cast<const arrow::FixedSizeListType &>(*t);
+        return arrow::fixed_size_list(deep_binary_field(lt.value_field()), lt.list_size());
+    }
+    case arrow::Type::MAP: {
+        const auto &mt = static_cast<const arrow::MapType &>(*t);
+        auto r = arrow::MapType::Make(deep_binary_field(mt.value_field()), mt.keys_sorted());
+        return r.ok() ? *r : t;
+    }
+    case arrow::Type::STRUCT: {
+        arrow::FieldVector fs;
+        for (const auto &f : t->fields()) fs.push_back(deep_binary_field(f));
+        return arrow::struct_(fs);
+    }
+    case arrow::Type::DICTIONARY: {
+        const auto &dt = static_cast<const arrow::DictionaryType &>(*t);
+        return arrow::dictionary(dt.index_type(), deep_binary_type(dt.value_type()), dt.ordered());
+    }
+    default: return t;
+    }
+}
+std::shared_ptr<arrow::Field> deep_binary_field(const std::shared_ptr<arrow::Field> &f) {
+    return f->WithType(deep_binary_type(f->type()));
+}
+std::shared_ptr<arrow::ArrayData> deep_binary_data(const std::shared_ptr<arrow::ArrayData> &d) {
+    if (!d) return d;
+    auto c = d->Copy();
+    c->type = deep_binary_type(d->type);
+    for (auto &ch : c->child_data) ch = deep_binary_data(ch);
+    if (c->dictionary) c->dictionary = deep_binary_data(c->dictionary);
+    return c;
+}
+
 // One chunk of the text column: the arrays along the field's path.
 struct Chunk {
     int64_t start = 0, length = 0;                   // rows of the piece it covers
@@ -195,6 +241,7 @@ struct Chunk {
 struct ds_arrow {
     explicit ds_arrow(int64_t limit) : pool(*pool_acquire(limit)) {}
     ~ds_arrow() {
+        release_c();
         chunks.clear();
         rg_rows.reset();
         pq.reset();
@@ -230,6 +277,21 @@ struct ds_arrow {
     size_t cur_chunk = 0;
     uint64_t largest = 0;
     std::string detail;
+    // chat formats (ds_arrow_open_rows): whole rows of these columns
+    bool rows_mode = false;
+    std::vector<std::vector<std::string>> row_paths;
+    std::vector<int> pq_leaves;   // Parquet: the leaf columns under the paths
+    std::vector<int> ipc_columns; // IPC: the top-level columns the paths start at
+    std::shared_ptr<arrow::RecordBatch> row_batch;
+    struct ArrowSchema c_schema = {};
+    struct ArrowArray c_array = {};
+    void release_c() {
+        if (c_array.release) c_array.release(&c_array);
+        if (c_schema.release) c_schema.release(&c_schema);
+        c_array = {};
+        c_schema = {};
+        row_batch.reset();
+    }
 };
 
 namespace {
@@ -285,6 +347,36 @@ int load_chunks(ds_arrow *a, const std::shared_ptr<arrow::ChunkedArray> &col, ch
     return 1;
 }
 
+// Chat formats: the piece's columns checked in full (strings as bytes), then
+// exported as Arrow C data for ds_ajson_row (C reads them).
+int load_rows(ds_arrow *a, const std::shared_ptr<arrow::RecordBatch> &batch, char *err, size_t errlen,
+              const std::string &where) {
+    for (int k = 0; k < batch->num_columns(); k++) {
+        const auto &col = batch->column(k);
+        if (col->length() != a->rows) {
+            set_err(err, errlen,
+                    where + "a column has " + std::to_string(col->length()) + " rows, the piece " +
+                        std::to_string(a->rows));
+            return DS_ARROW_DAMAGED;
+        }
+        arrow::Status st = arrow::MakeArray(deep_binary_data(col->data()))->ValidateFull();
+        if (!st.ok()) return fail(err, errlen, st, where);
+    }
+    arrow::Status st = arrow::ExportRecordBatch(*batch, &a->c_array, &a->c_schema);
+    if (!st.ok()) return fail(err, errlen, st, where);
+    a->row_batch = batch;
+    return 1;
+}
+
+// The leaf columns under a schema node (all of a struct / list / map).
+void collect_leaves(const parquet::arrow::SchemaField &f, std::vector<int> *out) {
+    if (f.is_leaf()) {
+        out->push_back(f.column_index);
+        return;
+    }
+    for (const auto &c : f.children) collect_leaves(c, out);
+}
+
 int open_parquet(ds_arrow *a, char *err, size_t errlen) {
     parquet::ReaderProperties props(&a->pool);
     // Footer limits (parquet's defaults are 100 MB strings, 1M-entry
@@ -312,6 +404,35 @@ int open_parquet(ds_arrow *a, char *err, size_t errlen) {
     if (!r.ok()) return fail(err, errlen, r.status(), "not a readable Parquet file: ");
     a->pq = std::move(*r);
     a->n_groups = a->pq->num_row_groups();
+    if (a->rows_mode) {
+        // every leaf under each path that names a column (a path into a
+        // struct reads only that part of it: Arrow prunes the struct)
+        for (const auto &path : a->row_paths) {
+            const std::vector<parquet::arrow::SchemaField> *level = &a->pq->manifest().schema_fields;
+            const parquet::arrow::SchemaField *f = nullptr;
+            for (size_t k = 0; k < path.size(); k++) {
+                if (k > 0 && f->field->type()->id() != arrow::Type::STRUCT) break; // the whole parent then
+                const parquet::arrow::SchemaField *hit = nullptr;
+                for (const auto &sf : *level)
+                    if (sf.field->name() == path[k]) {
+                        hit = &sf;
+                        break;
+                    }
+                if (!hit) {
+                    f = k > 0 ? f : nullptr; // a missing child: the parent struct, whose object lacks it
+                    break;
+                }
+                f = hit;
+                level = &f->children;
+            }
+            if (f) collect_leaves(*f, &a->pq_leaves);
+        }
+        std::sort(a->pq_leaves.begin(), a->pq_leaves.end());
+        a->pq_leaves.erase(std::unique(a->pq_leaves.begin(), a->pq_leaves.end()), a->pq_leaves.end());
+        a->pq_leaf = a->pq_leaves.empty() ? -1 : a->pq_leaves[0];
+        a->pq_kind = a->pq_leaves.empty() ? 1 : 0;
+        return 0;
+    }
     // the field's leaf column, walking the schema tree by name
     const auto &fields = a->pq->manifest().schema_fields;
     const std::vector<parquet::arrow::SchemaField> *level = &fields;
@@ -345,6 +466,19 @@ int open_parquet(ds_arrow *a, char *err, size_t errlen) {
     return 0;
 }
 
+// The text field's top-level column (-1: none); in rows mode the columns
+// the paths start at (ipc_columns; -1 when there are none).
+int ipc_columns(ds_arrow *a, const arrow::Schema &schema) {
+    if (!a->rows_mode) return schema.GetFieldIndex(a->parts[0]);
+    for (const auto &path : a->row_paths) {
+        int k = schema.GetFieldIndex(path[0]);
+        if (k >= 0 && std::find(a->ipc_columns.begin(), a->ipc_columns.end(), k) == a->ipc_columns.end())
+            a->ipc_columns.push_back(k);
+    }
+    std::sort(a->ipc_columns.begin(), a->ipc_columns.end());
+    return a->ipc_columns.empty() ? -1 : a->ipc_columns[0];
+}
+
 int open_ipc(ds_arrow *a, char *err, size_t errlen) {
     arrow::ipc::IpcReadOptions o = arrow::ipc::IpcReadOptions::Defaults();
     o.memory_pool = &a->pool;
@@ -367,13 +501,15 @@ int open_ipc(ds_arrow *a, char *err, size_t errlen) {
         auto r = arrow::ipc::RecordBatchStreamReader::Open(a->file, o);
         if (!r.ok()) return fail(err, errlen, r.status(), "not a readable Arrow IPC stream: ");
         schema = (*r)->schema();
-        a->ipc_top = schema->GetFieldIndex(a->parts[0]);
+        a->ipc_top = ipc_columns(a, *schema);
         if (schema->num_fields() > 0) {
             // reopen reading only the field's column (or any one, for the
             // row counts, when it is missing)
             auto seek = a->file->Seek(0);
             if (!seek.ok()) return fail(err, errlen, seek, "cannot read: ");
-            o.included_fields = {a->ipc_top >= 0 ? a->ipc_top : 0};
+            o.included_fields = a->rows_mode && !a->ipc_columns.empty()
+                                    ? a->ipc_columns
+                                    : std::vector<int>{a->ipc_top >= 0 ? a->ipc_top : 0};
             auto r2 = arrow::ipc::RecordBatchStreamReader::Open(a->file, o);
             if (!r2.ok()) return fail(err, errlen, r2.status(), "not a readable Arrow IPC stream: ");
             a->ipc_stream = *r2;
@@ -382,9 +518,11 @@ int open_ipc(ds_arrow *a, char *err, size_t errlen) {
         }
         return 0;
     }
-    a->ipc_top = schema->GetFieldIndex(a->parts[0]);
+    a->ipc_top = ipc_columns(a, *schema);
     if (schema->num_fields() > 0) {
-        o.included_fields = {a->ipc_top >= 0 ? a->ipc_top : 0};
+        o.included_fields = a->rows_mode && !a->ipc_columns.empty()
+                                ? a->ipc_columns
+                                : std::vector<int>{a->ipc_top >= 0 ? a->ipc_top : 0};
         auto seek = a->file->Seek(0);
         if (!seek.ok()) return fail(err, errlen, seek, "cannot read: ");
         auto r = arrow::ipc::RecordBatchFileReader::Open(a->file, o);
@@ -406,12 +544,13 @@ int next_parquet(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
                 a->row0 = a->group_done;
                 a->rows = batch->num_rows();
                 a->group_done += a->rows;
-                if (a->group_done > a->group_rows || batch->num_columns() != 1) {
+                if (a->group_done > a->group_rows || (!a->rows_mode && batch->num_columns() != 1)) {
                     set_err(err, errlen,
                             where + "the column has more rows than the row group's " + std::to_string(a->group_rows));
                     return DS_ARROW_DAMAGED;
                 }
                 *rows = a->rows;
+                if (a->rows_mode) return load_rows(a, batch, err, errlen, where);
                 auto col = std::make_shared<arrow::ChunkedArray>(arrow::ArrayVector{batch->column(0)});
                 return load_chunks(a, col, err, errlen, where);
             }
@@ -440,7 +579,8 @@ int next_parquet(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
             return 1;
         }
         if (a->group_rows == 0) continue;
-        auto r = a->pq->GetRecordBatchReader(std::vector<int>{g}, std::vector<int>{a->pq_leaf});
+        auto r = a->pq->GetRecordBatchReader(std::vector<int>{g},
+                                             a->rows_mode ? a->pq_leaves : std::vector<int>{a->pq_leaf});
         if (!r.ok()) return fail(err, errlen, r.status(), "row group " + std::to_string(g) + ": ");
         a->rg_rows = std::move(*r);
     }
@@ -467,6 +607,13 @@ int next_ipc(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
     a->rows = batch->num_rows();
     *rows = a->rows;
     if (a->ipc_top < 0) return 1;
+    if (a->rows_mode) {
+        if (batch->num_columns() != (int)a->ipc_columns.size()) {
+            set_err(err, errlen, where + "the reader returned " + std::to_string(batch->num_columns()) + " columns");
+            return DS_ARROW_DAMAGED;
+        }
+        return load_rows(a, batch, err, errlen, where);
+    }
     if (batch->num_columns() != 1) {
         set_err(err, errlen, where + "the reader returned " + std::to_string(batch->num_columns()) + " columns");
         return DS_ARROW_DAMAGED;
@@ -479,8 +626,9 @@ int next_ipc(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
 
 extern "C" {
 
-int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, uint64_t mem_limit, ds_arrow **out,
-                  char *err, size_t errlen) {
+static int ds_arrow_open_impl(int fd, int format, const char *const *parts, size_t n_parts, uint64_t mem_limit,
+                              ds_arrow **out, char *err, size_t errlen,
+                              std::vector<std::vector<std::string>> *row_paths) {
     *out = nullptr;
     if (err && errlen) err[0] = 0;
     ds_arrow *a = nullptr;
@@ -493,6 +641,10 @@ int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, 
             a->parts.emplace_back(parts[i]);
         }
         if (a->parts.empty()) a->parts.emplace_back("text"), a->name = "text";
+        if (row_paths) {
+            a->rows_mode = true;
+            a->row_paths = std::move(*row_paths);
+        }
         auto f = arrow::io::ReadableFile::Open(fd, &a->pool);
         if (!f.ok()) {
             close(fd);
@@ -522,10 +674,51 @@ int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, 
     }
 }
 
+int ds_arrow_open_rows(int fd, int format, const char *const *paths, size_t n_paths, uint64_t mem_limit, ds_arrow **out,
+                       char *err, size_t errlen) {
+    *out = nullptr;
+    std::vector<std::vector<std::string>> rp;
+    try {
+        for (size_t i = 0; i < n_paths; i++) {
+            std::vector<std::string> parts;
+            std::string s = paths[i], cur;
+            for (char ch : s) {
+                if (ch == '.') parts.push_back(cur), cur.clear();
+                else cur += ch;
+            }
+            parts.push_back(cur);
+            rp.push_back(parts);
+        }
+    } catch (...) {
+        close(fd);
+        set_err(err, errlen, "out of memory");
+        return DS_ARROW_NOMEM;
+    }
+    const char *first = n_paths ? "" : "text";
+    // the text field's machinery stays unused: parts is a placeholder
+    int rc = ds_arrow_open_impl(fd, format, &first, 1, mem_limit, out, err, errlen, &rp);
+    return rc;
+}
+
+int ds_arrow_piece_c(ds_arrow *a, const struct ArrowSchema **sc, const struct ArrowArray **arr) {
+    *sc = nullptr;
+    *arr = nullptr;
+    if (!a->rows_mode || !a->c_array.release) return -1;
+    *sc = &a->c_schema;
+    *arr = &a->c_array;
+    return 0;
+}
+
+int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, uint64_t mem_limit, ds_arrow **out,
+                  char *err, size_t errlen) {
+    return ds_arrow_open_impl(fd, format, parts, n_parts, mem_limit, out, err, errlen, nullptr);
+}
+
 int ds_arrow_next_piece(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
     *rows = 0;
     try {
         a->chunks.clear(); // the previous piece's buffers go back first
+        a->release_c();
         a->cur_chunk = 0;
         a->rows = 0;
         a->pool.reset_piece_peak();
@@ -642,6 +835,7 @@ uint64_t ds_arrow_largest_piece(const ds_arrow *a) { return a->largest; }
 void ds_arrow_close(ds_arrow *a) {
     if (!a) return;
     try {
+        a->release_c();
         a->chunks.clear();
         a->rg_rows.reset();
         a->pq.reset();

@@ -42,6 +42,24 @@ enum {
 int ds_arrow_open(int fd, int format, const char *const *parts, size_t n_parts, uint64_t mem_limit, ds_arrow **out,
                   char *err, size_t errlen);
 
+/* Chat formats (ds_arrow_json.h): opens the file to read whole rows of
+ * the columns under paths (dotted: "messages", "conv.messages"; a path into
+ * a struct column reads only that part of it) instead of one string
+ * field; ds_arrow_piece_c then gives each piece to ds_ajson_row. Paths
+ * that name no column are left out (a file where none does has rows with
+ * no columns). Otherwise as ds_arrow_open. */
+int ds_arrow_open_rows(int fd, int format, const char *const *paths, size_t n_paths, uint64_t mem_limit, ds_arrow **out,
+                       char *err, size_t errlen);
+
+struct ArrowSchema;
+struct ArrowArray;
+/* The loaded piece of a ds_arrow_open_rows file as Arrow C data, checked
+ * in full by Arrow (ValidateFull; strings as bytes: UTF-8 is the chat
+ * parser's to judge per record): a struct array of the columns read, valid
+ * until the next piece or close. 0; -1 when the piece has no columns (every
+ * row is the empty object). */
+int ds_arrow_piece_c(ds_arrow *a, const struct ArrowSchema **sc, const struct ArrowArray **arr);
+
 /* Loads the next piece (rows of a row group, or a record batch; the previous one is
  * released first). 1: loaded, *rows rows in it (may be 0); 0: the file is
  * done; DS_ARROW_DAMAGED / DS_ARROW_NOMEM: err says what and which piece. */

@@ -417,6 +417,8 @@ static int open_inputs(build *b) {
     if (b->o->field) b->ro.field = b->o->field;
     b->ro.doc_sep = b->o->doc_sep;
     b->ro.defer_json = 1;
+    b->ro.row_format = b->o->format; /* chat formats: a Parquet / Arrow IPC row as a JSON object */
+    b->ro.messages_field = b->o->messages_field;
     if (b->cfg.n_files) {
         int orc = ds_reader_open((const char *const *)b->cfg.files, b->cfg.n_files, &b->ro, &b->rd, b->err, b->errlen);
         if (orc != DS_OK) {

@@ -96,6 +96,26 @@ static int tape_eq(const ds_jtape *t, long i, const char *s) {
     size_t n = strlen(s);
     return tape_is(t, i, DS_JSCAN_T_STRING) && t->n[i].len == n && !memcmp(t->text + t->n[i].off, s, n);
 }
+/* The messages field: a key of the record, or a dotted path into nested
+ * objects ("conv.messages"), as --field walks the text field (a key that
+ * itself holds the dots is found first, as before paths were walked). */
+static long tape_path(const ds_jtape *t, const char *path) {
+    long v = ds_jtape_get(t, 0, path);
+    if (v >= 0 || !strchr(path, '.')) return v;
+    char key[256];
+    v = 0;
+    for (const char *s = path;;) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot ? (size_t)(dot - s) : strlen(s);
+        if (n >= sizeof key) return -1;
+        memcpy(key, s, n);
+        key[n] = 0;
+        v = ds_jtape_get(t, (size_t)v, key); /* -1 when v is no object */
+        if (v < 0 || !dot) return v;
+        s = dot + 1;
+    }
+}
+
 static int tape_append(ds_chat *c, const ds_jtape *t, long i) {
     return buf_append(c, t->text + t->n[i].off, t->n[i].len);
 }
@@ -199,7 +219,7 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     ds_format f = o ? o->format : DS_FMT_CHAT;
     if (!tape_is(t, 0, DS_JSCAN_T_OBJECT))
         return set_why(why, whylen, DS_CHAT_BAD_JSON, "%s", "the line is not a JSON object");
-    long msgs = ds_jtape_get(t, 0, mf);
+    long msgs = tape_path(t, mf);
     long prompt = ds_jtape_get(t, 0, "prompt"), compl = ds_jtape_get(t, 0, "completion");
     if (f == DS_FMT_AUTO)
         f = msgs >= 0 ? DS_FMT_CHAT : (prompt >= 0 && compl >= 0) ? DS_FMT_PROMPT_COMPLETION : DS_FMT_TEXT;

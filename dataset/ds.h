@@ -118,6 +118,13 @@ typedef struct {
     ds_overlong overlong;
     int defer_json; /* 1: JSONL lines are delivered unparsed (status OK, DS_RECF_RAW_JSON,
                                  text = the line) so that ds_json_extract can run on worker threads */
+    /* A chat ds_format (ds_chat.h; 0, text: the field's string as before): a
+     * Parquet / Arrow IPC row is delivered as the JSON object of the fields
+     * that format reads (status OK, DS_RECF_RAW_JSON; ds_arrow_json.h), for
+     * ds_chat_parse as a JSONL line is; messages_field: its messages field
+     * (NULL: "messages"). */
+    int row_format;
+    const char *messages_field;
 } ds_reader_opts;
 void ds_reader_opts_init(ds_reader_opts *o);
 

@@ -370,6 +370,9 @@ int ds_encode(const ds_encode_opts *opts, ds_encode_result *res, char *err, size
         e.ro.eos_token = e.eos_tok;
         e.ro.loss_on = opts->loss_on;
         ro.defer_json = 1; /* each line whole, parsed on the workers */
+        /* a Parquet / Arrow IPC row: a JSON object of the format's fields */
+        ro.row_format = opts->format;
+        ro.messages_field = opts->messages_field;
         e.cw = calloc((size_t)e.threads, sizeof *e.cw);
         e.masks = calloc(2 * opts->batch_docs, sizeof *e.masks);
         e.whys = calloc(opts->batch_docs, CHAT_WHY);

@@ -24,6 +24,8 @@
 #include <zstd.h>
 #ifdef MKS_HAVE_ARROW
 #include "arrow_reader.h"
+#include "ds_arrow_json.h"
+#include "ds_chat.h"
 #endif
 
 #define DS_DEFAULT_MAX_RECORD ((size_t)256 << 20)
@@ -474,6 +476,8 @@ struct ds_reader {
     ds_arrow *arrow;    /* the open Parquet / Arrow IPC file (arrow_reader.h) */
     int64_t arrow_rows; /* rows in its loaded piece */
     int64_t arrow_row;  /* next row of the piece */
+    ds_ajson *ajson;    /* opts.row_format: the fields a row's JSON object holds */
+    ds_ajson_buf ajbuf; /* ... and that object */
 #endif
 };
 
@@ -519,6 +523,10 @@ void ds_reader_free(ds_reader *r) {
     for (size_t i = 0; i < r->files.n; i++) free(r->files.v[i].path);
     free(r->files.v);
     ds_json_ctx_free(r->jctx);
+#ifdef MKS_HAVE_ARROW
+    ds_ajson_free(r->ajson);
+    ds_ajson_buf_free(&r->ajbuf);
+#endif
     if (r->zd) ZSTD_freeDCtx(r->zd);
     if (r->gz) {
         inflateEnd(r->gz);
@@ -1599,9 +1607,21 @@ static int open_arrow(ds_reader *r, char *err, size_t errlen) {
     r->pos = 0;
     r->arrow_rows = r->arrow_row = 0;
     uint64_t limit = DS_ARROW_MEM_LIMIT;
-    int rc =
-        ds_arrow_open(fd, f->kind == KIND_PARQUET ? DS_ARROW_FMT_PARQUET : DS_ARROW_FMT_IPC,
-                      (const char *const *)r->jctx->parts, r->jctx->n_parts, limit, &r->arrow, r->zmsg, sizeof r->zmsg);
+    int afmt = f->kind == KIND_PARQUET ? DS_ARROW_FMT_PARQUET : DS_ARROW_FMT_IPC;
+    int rc;
+    if (r->opts.row_format != DS_FMT_TEXT) { /* chat formats: whole rows of the fields the format reads */
+        const char *paths[4];
+        size_t np = ds_ajson_format_paths(r->opts.row_format, r->opts.messages_field, r->opts.field, paths);
+        if (!r->ajson && !(r->ajson = ds_ajson_new(paths, np))) {
+            close(fd);
+            ds_set_err(err, errlen, "out of memory");
+            return DS_ERR_NOMEM;
+        }
+        rc = ds_arrow_open_rows(fd, afmt, paths, np, limit, &r->arrow, r->zmsg, sizeof r->zmsg);
+    } else {
+        rc = ds_arrow_open(fd, afmt, (const char *const *)r->jctx->parts, r->jctx->n_parts, limit, &r->arrow, r->zmsg,
+                           sizeof r->zmsg);
+    }
     if (rc == DS_ARROW_NOMEM) {
         ds_set_err(err, errlen, "%s: out of memory", f->path);
         return DS_ERR_NOMEM;
@@ -1612,6 +1632,50 @@ static int open_arrow(ds_reader *r, char *err, size_t errlen) {
 }
 
 #ifdef MKS_HAVE_ARROW
+/* Chat formats: row i as the JSON object of the format's fields (the JSONL
+ * line a writer would have written for it), for ds_chat_parse on the
+ * workers, as a deferred JSONL line is. */
+static int arrow_row_json(ds_reader *r, ds_record *rec, int64_t i) {
+    const struct ArrowSchema *sc;
+    const struct ArrowArray *arr;
+    int rc = DS_AJSON_OK;
+    char why[160] = "";
+    if (ds_arrow_piece_c(r->arrow, &sc, &arr) != 0) { /* no column the format reads: an empty object */
+        r->ajbuf.len = 0;
+        if (r->ajbuf.cap < 2) {
+            uint8_t *p = realloc(r->ajbuf.p, 16);
+            if (!p) return DS_ERR_NOMEM;
+            r->ajbuf.p = p;
+            r->ajbuf.cap = 16;
+        }
+        memcpy(r->ajbuf.p, "{}", 2);
+        r->ajbuf.len = 2;
+    } else {
+        rc = ds_ajson_row(r->ajson, sc, arr, i, r->opts.max_record_bytes, &r->ajbuf, why, sizeof why);
+    }
+    if (rc == DS_AJSON_NOMEM) return DS_ERR_NOMEM;
+    rec->record_bytes = r->ajbuf.len;
+    if (rc == DS_AJSON_TOO_LARGE) { /* as an over-long JSONL line: reported, no text */
+        rec->record_bytes = r->opts.max_record_bytes + 1;
+        set_overlong(r, rec, 0);
+        return 1;
+    }
+    if (rc != DS_AJSON_OK) { /* arrays that contradict their schema (Arrow validated them: not expected) */
+        rec->status = DS_REC_BAD_JSON;
+        snprintf(r->detail, sizeof r->detail, "%s (%s %llu, row %llu)", why,
+                 r->kind == KIND_PARQUET ? "row group" : "record batch",
+                 (unsigned long long)ds_arrow_piece_index(r->arrow),
+                 (unsigned long long)(ds_arrow_piece_row0(r->arrow) + (uint64_t)i));
+        rec->detail = r->detail;
+        return 1;
+    }
+    rec->status = DS_REC_OK;
+    rec->flags |= DS_RECF_RAW_JSON;
+    rec->text = r->ajbuf.p;
+    rec->len = r->ajbuf.len;
+    return 1;
+}
+
 /* The next row of the open Parquet / Arrow IPC file. Rows are numbered
  * from 1 through the whole file (row groups / batches in file order): the
  * record's line; its offset is 0 (a row has no byte position); non-OK
@@ -1643,6 +1707,7 @@ static int next_arrow(ds_reader *r, ds_record *rec, char *err, size_t errlen) {
     }
     int64_t i = r->arrow_row++;
     rec_base(r, rec, r->line++, 0);
+    if (r->ajson) return arrow_row_json(r, rec, i);
     const uint8_t *text;
     size_t len;
     const char *detail;

@@ -10,3 +10,9 @@ if(MKS_HAVE_ARROW)
   # the wrapper with Arrow's checks on (seeds: tests/data/fuzz/make_arrow_seeds.py)
   mks_add_fuzz(arrow SOURCE fuzz_arrow.c LIBS ds CORPUS data/fuzz/arrow)
 endif()
+# Chat / prompt-completion records from Parquet / Arrow IPC columns (list<struct<role, content>>, ...):
+# the same shards, accounting, rejects, lint findings, histogram and ids as the same rows in JSONL
+# (tests/make_arrow_chat_fixtures.py writes both at test time)
+add_test(NAME cli_arrow_chat COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli_arrow_chat.sh $<TARGET_FILE:mkshards>
+                                     ${MKS_SHARED_DIR} ${CMAKE_CURRENT_BINARY_DIR} "${MKS_ARROW_PYTHON_USED}")
+set_tests_properties(cli_arrow_chat PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 300)

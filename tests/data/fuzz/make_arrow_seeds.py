@@ -55,6 +55,35 @@ seeds["ipc_lz4_stream"] = (1, ipc_bytes(TABLE, True, "lz4"))
 seeds["ipc_struct"] = (3, ipc_bytes(TABLE, True))
 seeds["ipc_dict"] = (1, ipc_bytes(pa.table({"text": pa.array(DOCS).dictionary_encode()}), False))
 seeds["ipc_view"] = (1, ipc_bytes(pa.table({"text": pa.array(DOCS, pa.string_view())}), True))
+# chat formats (bit 3): messages = list<struct<role, content>>, list-of-parts
+# content, TRL prompt/completion message lists, a struct column (bits 1-2 = 1:
+# conv.messages), maps, nulls
+MSG = pa.struct([("role", pa.string()), ("content", pa.string())])
+CONVS = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo \u00e9"}], None, [],
+         [{"role": "system", "content": None}, {"role": "user", "content": "x" * 30}]]
+CHAT = pa.table({"messages": pa.array(CONVS, pa.list_(MSG)), "id": pa.array(range(4), pa.int64())})
+PART = pa.struct([("type", pa.string()), ("text", pa.string())])
+PARTS = pa.table({"messages": pa.array([[{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                      {"type": "image", "text": None}]}], None],
+                                       pa.list_(pa.struct([("role", pa.string()), ("content", pa.list_(PART))])))})
+PC = pa.table({"prompt": pa.array([[{"role": "user", "content": "q"}], None], pa.list_(MSG)),
+               "completion": pa.array([[{"role": "assistant", "content": "a"}], [{"role": "x", "content": ""}]],
+                                      pa.list_(MSG))})
+NESTED = pa.table({"conv": pa.array([{"messages": c} for c in CONVS], pa.struct([("messages", pa.list_(MSG))]))})
+MAPS = pa.table({"messages": pa.array([[("role", "user"), ("content", "m")], None],
+                                      pa.map_(pa.string(), pa.string())),
+                 "prompt": pa.array([1.5, None], pa.float64()), "completion": pa.array([True, False])})
+seeds["chat_pq"] = (8, parquet(CHAT, row_group_size=2))
+seeds["chat_pq_zstd"] = (8, parquet(CHAT, compression="zstd"))
+seeds["chat_ipc"] = (9, ipc_bytes(CHAT, False))
+seeds["chat_ipc_stream"] = (9, ipc_bytes(CHAT, True))
+seeds["chat_parts_pq"] = (8, parquet(PARTS))
+seeds["chat_pc_ipc"] = (9, ipc_bytes(PC, True))
+seeds["chat_nested_pq"] = (10, parquet(NESTED))
+seeds["chat_nested_ipc"] = (11, ipc_bytes(NESTED, False))
+seeds["chat_maps_ipc"] = (9, ipc_bytes(MAPS, False))
+seeds["chat_view_ipc"] = (9, ipc_bytes(pa.table({"messages": pa.array(CONVS, pa.list_(pa.struct(
+    [("role", pa.string_view()), ("content", pa.string_view())])))}), True))
 # damage
 good = seeds["pq_none"][1]
 seeds["pq_truncated"] = (0, good[: len(good) // 2])
@@ -63,6 +92,9 @@ flip = bytearray(seeds["pq_crc"][1])
 flip[40] ^= 0x5A
 seeds["pq_flipped"] = (0, bytes(flip))
 seeds["pq_magic_only"] = (0, b"PAR1PAR1")
+c = bytearray(seeds["chat_ipc_stream"][1])
+c[len(c) // 2] ^= 0xFF
+seeds["chat_ipc_flipped"] = (9, bytes(c))
 f = seeds["ipc_file"][1]
 seeds["ipc_truncated"] = (1, f[: len(f) - 20])
 s = bytearray(seeds["ipc_stream"][1])
