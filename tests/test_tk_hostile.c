@@ -507,21 +507,185 @@ static void test_fifos(void) {
     alarm(0);
 }
 
-/* ---- kinds this build does not run: named, never reported as damage -------- */
+/* ---- Mistral Tekken files (load_tekken.c) ------------------------------------ */
 
-/* A Mistral Tekken vocabulary as its files begin (rank 0's token_str is
- * "\u0000", which jansson refuses without JSON_ALLOW_NUL: the hf engine used
- * to take the file and say so, as if it were broken). */
-static void test_kinds_named(void) {
-    static const char tekken[] =
+/* A tekken.json: the 256 byte entries, then "he", "ll", "llo"; entry bad_at
+ * replaced by bad (raw JSON) when bad; specials / extra: raw JSON or NULL. */
+typedef struct {
+    const char *vs, *nsp, *version, *pattern, *specials, *extra, *bad;
+    int bad_at;
+} tekken_opts;
+
+/* Mistral's pattern (its files' config.pattern), as a JSON string body */
+static const char TEKKEN_RE_JSON[] =
+    "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+|"
+    "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*|"
+    "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
+
+static void tekken_json(str *b, const tekken_opts *o) {
+    static const char *b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    put(b,
+        "{\n    \"config\": {\"pattern\": \"%s\", \"num_vocab_tokens\": 259, \"default_vocab_size\": %s, "
+        "\"default_num_special_tokens\": %s, \"version\": \"%s\"},\n    \"vocab\": [",
+        o->pattern ? o->pattern : TEKKEN_RE_JSON, o->vs ? o->vs : "289", o->nsp ? o->nsp : "30",
+        o->version ? o->version : "v3");
+    static const char *merges[] = {"aGU=", "bGw=", "bGxv"};
+    for (int i = 0; i < 259; i++) {
+        if (i) put(b, ", ");
+        if (o->bad && i == o->bad_at) {
+            put(b, "%s", o->bad);
+        } else if (i < 256) {
+            /* token_str as Mistral writes it: "\u0000" for byte 0, null for
+             * the bytes that are no character alone, a lone surrogate once */
+            put(b, "{\"rank\": %d, \"token_bytes\": \"%c%c==\", \"token_str\": %s}", i, b64[i >> 2], b64[(i & 3) << 4],
+                i == 0      ? "\"\\u0000\""
+                : i == 1    ? "\"\\ud800\""
+                : i >= 0x80 ? "null"
+                            : "\"x\"");
+        } else {
+            put(b, "{\"rank\": %d, \"token_bytes\": \"%s\", \"token_str\": null}", i, merges[i - 256]);
+        }
+    }
+    put(b, "]");
+    if (o->specials) put(b, ",\n    \"special_tokens\": %s", o->specials);
+    if (o->extra) put(b, ",\n    %s", o->extra);
+    put(b, "\n}\n");
+}
+
+static void tekken_case(int line, const char *name, const tekken_opts *o, int want, const char *what) {
+    str b = {0};
+    tekken_json(&b, o);
+    write_bytes(name, b.s, b.len);
+    free(b.s);
+    if (want == TK_OK) expect_ok_at(line, path_of(name), 0);
+    else expect_fail_at(line, path_of(name), want, path_of(name), what);
+}
+#define TEKKEN_CASE(name, want, what, ...) tekken_case(__LINE__, name, &(tekken_opts){__VA_ARGS__}, want, what)
+
+/* Each malformed or hostile tekken.json is refused with a message naming the
+ * file and what is wrong, never loaded half or crashed on; the well-formed
+ * one loads with mistral_common's sizes. */
+static void test_tekken_hostile(void) {
+    TEKKEN_CASE("tekken_ok.json", TK_OK, NULL, .bad_at = -1);
+    {
+        tk_tokenizer *t = NULL;
+        char err[512] = "";
+        CHECK(tk_load(path_of("tekken_ok.json"), TK_PAT_NONE, &t, err, sizeof err) == TK_OK &&
+                  tk_vocab_size(t) == 289 && tk_n_specials(t) == 30,
+              "tekken_ok.json: %s", err);
+        uint32_t id = 0;
+        /* v3 without a list: mistral_common's deprecated specials, then fillers */
+        CHECK(t && tk_special_id(t, "</s>", &id) == TK_OK && id == 2, "</s> is id 2");
+        char desc[256] = "";
+        if (t) tk_describe(t, desc, sizeof desc);
+        CHECK(strstr(desc, "Tekken pre-tokenizer") != NULL, "Mistral's pattern runs on its scanner: %s", desc);
+        CHECK(t && tk_special_id(t, "<SPECIAL_29>", &id) == TK_OK && id == 29, "<SPECIAL_29> is id 29");
+        tk_ids v = {0};
+        CHECK(t && tk_encode(t, (const uint8_t *)"hello", 5, &v) == TK_OK && v.len == 2 && v.ids[0] == 256 + 30 &&
+                  v.ids[1] == 258 + 30,
+              "hello -> he llo, ids after the 30 specials");
+        tk_ids_free(&v);
+        tk_free(t);
+        t = NULL;
+        /* a Tekken file carries its pattern: --pattern is refused, naming why */
+        CHECK(tk_load(path_of("tekken_ok.json"), TK_PAT_O200K, &t, err, sizeof err) == TK_ERR_PATTERN &&
+                  strstr(err, "its own pre-tokenizer"),
+              "--pattern on a Tekken file: %s", err);
+        tk_free(t);
+    }
+    /* the file as the old refusal test had it: one vocab entry for 256 ranks */
+    static const char one[] =
         "{\n    \"config\": {\"pattern\": \"\\\\p{N}|[^\\\\p{N}]+\", \"num_vocab_tokens\": 256, "
         "\"default_vocab_size\": 266, \"default_num_special_tokens\": 10, \"version\": \"v3\"},\n"
         "    \"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA==\", \"token_str\": \"\\u0000\"}]}\n";
-    /* by its name, and by its first key under any name */
     const char *names[] = {"tekken.json", "tekken_240911.json", "mistral-nemo.json"};
-    for (size_t k = 0; k < 3; k++) {
-        write_bytes(names[k], tekken, sizeof tekken - 1);
-        EXPECT_FAIL(path_of(names[k]), TK_ERR_UNSUPPORTED, path_of(names[k]), "a Mistral Tekken vocabulary");
+    for (size_t k = 0; k < 3; k++) { /* by its name, and by its first key under any name */
+        write_bytes(names[k], one, sizeof one - 1);
+        EXPECT_FAIL(path_of(names[k]), TK_ERR_MISSING_RANK, path_of(names[k]), "needs 256 vocab entries");
+    }
+    /* truncated anywhere: a JSON error at a byte offset */
+    {
+        str b = {0};
+        tekken_json(&b, &(tekken_opts){.bad_at = -1});
+        size_t cuts[] = {1, 20, 200, b.len / 2, b.len - 3};
+        for (size_t k = 0; k < 5; k++) {
+            write_bytes("tekken_cut.json", b.s, cuts[k]);
+            EXPECT_FAIL(path_of("tekken_cut.json"), TK_ERR_FORMAT, path_of("tekken_cut.json"), "byte ");
+        }
+        free(b.s);
+    }
+    TEKKEN_CASE("tekken_b64.json", TK_ERR_BASE64, "vocab entry 257: bad base64", .bad_at = 257,
+                .bad = "{\"rank\": 257, \"token_bytes\": \"b?w=\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_b64pad.json", TK_ERR_BASE64, "bad base64", .bad_at = 257,
+                .bad = "{\"rank\": 257, \"token_bytes\": \"bGw\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_order.json", TK_ERR_MISSING_RANK, "vocab entry 257 has rank 258", .bad_at = 257,
+                .bad = "{\"rank\": 258, \"token_bytes\": \"bGw=\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_duprank.json", TK_ERR_MISSING_RANK, "vocab entry 257 has rank 256", .bad_at = 257,
+                .bad = "{\"rank\": 256, \"token_bytes\": \"bGw=\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_dupbytes.json", TK_ERR_DUP_RANK, "tekken_dupbytes.json", .bad_at = 257,
+                .bad = "{\"rank\": 257, \"token_bytes\": \"aGU=\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_negrank.json", TK_ERR_RANGE, "rank is not an integer", .bad_at = 3,
+                .bad = "{\"rank\": -3, \"token_bytes\": \"Aw==\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_floatrank.json", TK_ERR_RANGE, "rank is not an integer", .bad_at = 3,
+                .bad = "{\"rank\": 3.0, \"token_bytes\": \"Aw==\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_notbyte.json", TK_ERR_MISSING_RANK, "vocab entry 5 is not the single byte 0x05", .bad_at = 5,
+                .bad = "{\"rank\": 5, \"token_bytes\": \"Bg==\", \"token_str\": null}");
+    TEKKEN_CASE("tekken_keys.json", TK_ERR_FORMAT, "keys other than exactly rank, token_bytes, token_str", .bad_at = 9,
+                .bad = "{\"rank\": 9, \"token_bytes\": \"CQ==\", \"token_str\": null, \"x\": 1}");
+    TEKKEN_CASE("tekken_nsp_gt_vs.json", TK_ERR_RANGE, "default_vocab_size 5 out of range", .vs = "5", .nsp = "10",
+                .bad_at = -1);
+    TEKKEN_CASE("tekken_vs_huge.json", TK_ERR_MISSING_RANK, "the file has 259", .vs = "16777215", .bad_at = -1);
+    TEKKEN_CASE("tekken_vs_big.json", TK_ERR_RANGE, "out of range", .vs = "100000000000000000000000000000",
+                .bad_at = -1);
+    TEKKEN_CASE("tekken_nsp_huge.json", TK_ERR_LIMIT, "default_num_special_tokens 1000000000000 out of range",
+                .vs = "1000000000289", .nsp = "1000000000000", .bad_at = -1);
+    TEKKEN_CASE("tekken_nsp_neg.json", TK_ERR_LIMIT, "out of range", .nsp = "-1", .bad_at = -1);
+    TEKKEN_CASE("tekken_sp_many.json", TK_ERR_RANGE, "more than config.default_num_special_tokens", .nsp = "1",
+                .vs = "260", .bad_at = -1,
+                .specials = "[{\"rank\": 0, \"token_str\": \"<s>\"}, {\"rank\": 1, \"token_str\": \"</s>\"}]");
+    TEKKEN_CASE("tekken_sp_rank.json", TK_ERR_MISSING_RANK, "special_tokens[1] has rank 5", .bad_at = -1,
+                .specials = "[{\"rank\": 0, \"token_str\": \"<s>\"}, {\"rank\": 5, \"token_str\": \"</s>\"}]");
+    TEKKEN_CASE("tekken_sp_nul.json", TK_ERR_FORMAT, "token_str holds U+0000", .bad_at = -1,
+                .specials = "[{\"rank\": 0, \"token_str\": \"<\\u0000>\"}]");
+    TEKKEN_CASE("tekken_sp_dup.json", TK_ERR_DUP_RANK, "tekken_sp_dup.json", .bad_at = -1,
+                .specials = "[{\"rank\": 0, \"token_str\": \"<s>\"}, {\"rank\": 1, \"token_str\": \"<s>\"}]");
+    TEKKEN_CASE("tekken_v11.json", TK_ERR_FORMAT, "a file of version v11 must list them", .version = "v11",
+                .bad_at = -1);
+    TEKKEN_CASE("tekken_version.json", TK_ERR_FORMAT, "config.version is not a version", .version = "3", .bad_at = -1);
+    TEKKEN_CASE("tekken_pattern.json", TK_ERR_UNSUPPORTED, "config.pattern: regex does not compile",
+                .pattern = "(unclosed", .bad_at = -1);
+    /* another pattern: the general regex engine; invalid UTF-8 between its
+     * matches is kept (the round trip of expect_ok_at) */
+    TEKKEN_CASE("tekken_regex.json", TK_OK, NULL, .pattern = "\\\\p{N}| ?\\\\p{L}+|[^\\\\p{L}\\\\p{N}]+", .bad_at = -1);
+    {
+        char deep[400] = "\"x\": ";
+        for (int k = 0; k < 100; k++) strcat(deep, "[");
+        for (int k = 0; k < 100; k++) strcat(deep, "]");
+        TEKKEN_CASE("tekken_deep.json", TK_ERR_LIMIT, "nested deeper than 64", .extra = deep, .bad_at = -1);
+    }
+    TEKKEN_CASE("tekken_ctl.json", TK_ERR_FORMAT, "a control byte inside a string", .extra = "\"x\": \"a\tb\"",
+                .bad_at = -1);
+    TEKKEN_CASE("tekken_utf8.json", TK_ERR_FORMAT, "invalid UTF-8", .extra = "\"x\": \"\xc0\xaf\"", .bad_at = -1);
+    TEKKEN_CASE("tekken_dupkey.json", TK_ERR_FORMAT, "a top-level key given twice", .extra = "\"vocab\": []",
+                .bad_at = -1);
+    TEKKEN_CASE("tekken_extra.json", TK_OK, NULL, .extra = "\"image\": {\"a\": [NaN, -Infinity, 1e5, null]}",
+                .bad_at = -1);
+    /* a token over the 1024-byte limit, base64 of 1400 characters */
+    {
+        char big[1500];
+        int o = snprintf(big, sizeof big, "{\"rank\": 258, \"token_bytes\": \"");
+        for (int k = 0; k < 1400; k++) big[o++] = 'Q';
+        snprintf(big + o, sizeof big - (size_t)o, "\", \"token_str\": null}");
+        TEKKEN_CASE("tekken_long.json", TK_ERR_LIMIT, "longer than 1024 bytes", .bad_at = 258, .bad = big);
+    }
+    /* data after the object */
+    {
+        str b = {0};
+        tekken_json(&b, &(tekken_opts){.bad_at = -1});
+        put(&b, "{}");
+        write_bytes("tekken_trail.json", b.s, b.len);
+        free(b.s);
+        EXPECT_FAIL(path_of("tekken_trail.json"), TK_ERR_FORMAT, path_of("tekken_trail.json"), "data after");
     }
     /* a tokenizer.json is still the hf engine's: its own messages */
     write_bytes("notekken.json", "{\"version\": \"1.0\", \"model\": {\"type\": \"WordPiece\"}}", 50);
@@ -1092,7 +1256,7 @@ int main(void) {
     test_gpt2_ids();
     test_hf_ids();
     test_fifos();
-    test_kinds_named();
+    test_tekken_hostile();
     test_real();
     test_memory_bound();
     test_expand_bound();

@@ -287,8 +287,9 @@ static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) {
 }
 
 /* o200k letter branches. alt1: U*W+ with backtracking; alt2: U+W*.
- * Both followed by an optional case-insensitive contraction. */
-static inline size_t o200k_alt1(const uint8_t *s, size_t n, size_t p) {
+ * Both followed by an optional case-insensitive contraction when ctr
+ * (o200k; Mistral's Tekken pattern has the same branches without it). */
+static inline size_t o200k_alt1(const uint8_t *s, size_t n, size_t p, bool ctr) {
     size_t i = p, last_w_end = 0, l;
     uint8_t c = 0;
     while (i < n) {
@@ -306,16 +307,16 @@ static inline size_t o200k_alt1(const uint8_t *s, size_t n, size_t p) {
     } else {
         return 0;
     }
-    size_t k = contraction(s, n, e, true);
+    size_t k = ctr ? contraction(s, n, e, true) : 0;
     return k ? k : e;
 }
 
-static inline size_t o200k_alt2(const uint8_t *s, size_t n, size_t p) {
+static inline size_t o200k_alt2(const uint8_t *s, size_t n, size_t p, bool ctr) {
     size_t e = run_any(s, n, p, TKC_UP);
     if (e == p) return 0;
     size_t l;
     while (e < n && (cls_at(s, n, e, &l) & TKC_LO)) e += l;
-    size_t k = contraction(s, n, e, true);
+    size_t k = ctr ? contraction(s, n, e, true) : 0;
     return k ? k : e;
 }
 
@@ -325,46 +326,52 @@ static inline size_t o200k_alt2(const uint8_t *s, size_t n, size_t p) {
  * neither has Lt, Lm, Lo or M, so both come to the end of the lower-case
  * run (or of the upper-case run when none follows). 0 when the word runs
  * into a non-ASCII byte: the general scanners decide then. */
-static inline size_t o200k_ascii_word(const uint8_t *s, size_t n, size_t j) {
+static inline size_t o200k_ascii_word(const uint8_t *s, size_t n, size_t j, bool ctr) {
     size_t k = j;
     while (k < n && (uint8_t)(s[k] - 'A') < 26) k++;
     while (k < n && (uint8_t)(s[k] - 'a') < 26) k++;
     if (k < n && s[k] >= 0x80) return 0;
-    size_t c = contraction(s, n, k, true);
+    size_t c = ctr ? contraction(s, n, k, true) : 0;
     return c ? c : k;
 }
 
 static inline bool ascii_letter(uint8_t b) { return (uint8_t)((b | 0x20) - 'a') < 26; }
 
-/* ---- o200k_base: see tk_pattern_regex(TK_PAT_O200K). */
-static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
+/* The o200k_base scanner and, with ctr false and digits1 true, Mistral's
+ * Tekken pattern (tekken.json's config.pattern, load_tekken.c):
+ *   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|
+ *   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|
+ *   \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * which is o200k's without the contractions after the letter branches and
+ * with one digit per piece instead of \p{N}{1,3}. */
+static inline size_t scan_o200k_like(const uint8_t *s, size_t n, size_t i, bool ctr, bool digits1) {
     size_t e, l;
     uint8_t b = s[i];
     if (b < 0x80) {
         /* ASCII words, with or without one ASCII prefix character that is
          * no letter, digit, \r or \n (the [^\r\n\p{L}\p{N}]? of both branches) */
         if (ascii_letter(b)) {
-            if ((e = o200k_ascii_word(s, n, i))) return e;
+            if ((e = o200k_ascii_word(s, n, i, ctr))) return e;
         } else if (i + 1 < n && ascii_letter(s[i + 1]) && !is_nl(b) && (uint8_t)(b - '0') >= 10) {
-            if ((e = o200k_ascii_word(s, n, i + 1))) return e;
+            if ((e = o200k_ascii_word(s, n, i + 1, ctr))) return e;
         }
     }
     uint8_t c = cls_at(s, n, i, &l);
     if (c & TKC_L) {
-        if ((e = o200k_alt1(s, n, i))) return e;
-        return o200k_alt2(s, n, i);
+        if ((e = o200k_alt1(s, n, i, ctr))) return e;
+        return o200k_alt2(s, n, i, ctr);
     }
     if (!(c & TKC_N) && !is_nl(s[i])) {
         /* [^\r\n\p{L}\p{N}]? prefix taken first, then without it (only a
          * mark can start the letter part itself). */
         size_t j = i + l;
         bool mark = (c & TKC_M) != 0;
-        if (j < n && (e = o200k_alt1(s, n, j))) return e;
-        if (mark && (e = o200k_alt1(s, n, i))) return e;
-        if (j < n && (e = o200k_alt2(s, n, j))) return e;
-        if (mark && (e = o200k_alt2(s, n, i))) return e;
+        if (j < n && (e = o200k_alt1(s, n, j, ctr))) return e;
+        if (mark && (e = o200k_alt1(s, n, i, ctr))) return e;
+        if (j < n && (e = o200k_alt2(s, n, j, ctr))) return e;
+        if (mark && (e = o200k_alt2(s, n, i, ctr))) return e;
     }
-    if (c & TKC_N) return digits3(s, n, i + l);
+    if (c & TKC_N) return digits1 ? i + l : digits3(s, n, i + l);
     if ((e = punct_run(s, n, i, c, true))) return e;
     size_t last, an;
     e = ws_run(s, n, i, &last, &an);
@@ -373,6 +380,11 @@ static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) {
     if (last > i) return last;
     return e;
 }
+
+/* ---- o200k_base: see tk_pattern_regex(TK_PAT_O200K). */
+static size_t scan_o200k(const uint8_t *s, size_t n, size_t i) { return scan_o200k_like(s, n, i, true, false); }
+
+size_t tk_pretok_tekken_next(const uint8_t *s, size_t n, size_t i) { return scan_o200k_like(s, n, i, false, true); }
 
 typedef size_t (*scan_fn)(const uint8_t *, size_t, size_t);
 
