@@ -105,13 +105,18 @@ static int encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len
                 if (tk_special_id(t, allowed[a], NULL) != TK_OK) return TK_ERR_NOT_FOUND;
         return e->encode_special(t, text, len, allowed, all ? 0 : n_allowed, all, out);
     }
+    if (!all)
+        for (size_t a = 0; a < n_allowed; a++)
+            if (tk_special_id(t, allowed[a], NULL) != TK_OK) return TK_ERR_NOT_FOUND;
+    return tk_split_specials(t, text, len, allowed, n_allowed, all, encode_ordinary, out);
+}
+
+int tk_split_specials(const tk_tokenizer *t, const uint8_t *text, size_t len, const char *const *allowed,
+                      size_t n_allowed, bool all, tk_ordinary_fn ordinary, tk_ids *out) {
     /* The specials in force, all of them (o200k_harmony has 1,090, Llama 3
      * 256). One pass over the text: at a byte that starts some special the
      * longest special there is taken, so the first occurrence wins and the
      * longest on an equal start, at O(len x specials with that first byte). */
-    if (!all)
-        for (size_t a = 0; a < n_allowed; a++)
-            if (tk_special_id(t, allowed[a], NULL) != TK_OK) return TK_ERR_NOT_FOUND;
     const tk_special **sp = malloc((t->n_specials ? t->n_specials : 1) * sizeof *sp);
     if (!sp) return TK_ERR_NOMEM;
     size_t ns = 0;
@@ -143,7 +148,7 @@ static int encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len
             i++;
             continue;
         }
-        if ((rc = encode_ordinary(t, text + from, i - from, out))) break;
+        if ((rc = ordinary(t, text + from, i - from, out))) break;
         if (tk_ids_reserve(out, 1)) {
             rc = TK_ERR_NOMEM;
             break;
@@ -152,7 +157,7 @@ static int encode_special(const tk_tokenizer *t, const uint8_t *text, size_t len
         i += blen;
         from = i;
     }
-    if (rc == TK_OK) rc = encode_ordinary(t, text + from, len - from, out);
+    if (rc == TK_OK) rc = ordinary(t, text + from, len - from, out);
     free(sp);
     return rc;
 }

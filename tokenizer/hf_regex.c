@@ -27,6 +27,16 @@
  *   nested classes and && inside [...], POSIX [:..:], inline options other
  *   than i (Ruby's (?m) is PCRE2's (?s)), \x without braces beyond 2 digits.
  *
+ * tiktoken's dialect (tk_regex_compile_tiktoken: a rank file's --pattern
+ * REGEX, tiktoken.Encoding's pat_str, run by Rust fancy-regex / regex) reads
+ * the same syntax with these differences, rewritten or refused likewise:
+ *   $   the end of the text (no multi-line mode) -> \z
+ *   ^   the start of the text -> \A
+ *   X{n,m}+ possessive, as in PCRE2 (tiktoken's own cl100k \p{N}{1,3}+)
+ *   \Z  refused (not proven equal)
+ * and the classes above (\s White_Space, \w UTS #18 word, \d \p{Nd}, \h hex
+ * digit) are the regex crate's too.
+ *
  * Matching follows the Rust onig crate's find_iter: leftmost-first matches,
  * an empty match right where the previous match ended is skipped and the
  * search moves on by one character. Text that is not valid UTF-8 is matched
@@ -55,6 +65,7 @@
  * empty item returning 0 and (*FAIL) a branch that never matches.
  */
 #include "tk_internal.h"
+#include "rank_pretok.h"
 
 #include "regex_ucd.h"
 #include "ucd_categories.h"
@@ -158,6 +169,7 @@ typedef struct {
     char *err;
     size_t errlen;
     bool callouts; /* insert the work-budget callouts (tk_regex_compile; tk_regex_translate does not) */
+    bool rust;     /* tiktoken's dialect (Rust fancy-regex), not Oniguruma's: see the top of this file */
     int depth;     /* open groups */
     xframe fr[XLAT_MAX_DEPTH + 1];
 } xlat;
@@ -439,6 +451,7 @@ static int tr_escape(xlat *t) {
     case 'A':
     case 'z':
     case 'Z':
+        if (e == 'Z' && t->rust) return xrefuse(t, "\\Z");
         if (t->in_class && (e == 'A' || e == 'z' || e == 'Z')) return xrefuse(t, "anchor inside [...]");
         break;
     default:
@@ -526,7 +539,8 @@ static int tr_quantifier(xlat *t, size_t q) {
     const char *re = t->re;
     size_t n = t->n, i = t->i + q;
     if (i < n && (re[i] == '?' || re[i] == '+')) {
-        if (re[i] == '+' && re[t->i] == '{') return xrefuse(t, "{n,m}+"); /* Ruby: a repeat of a repeat */
+        /* Ruby: a repeat of a repeat; Rust and PCRE2: possessive */
+        if (re[i] == '+' && re[t->i] == '{' && !t->rust) return xrefuse(t, "{n,m}+");
         i++;
     }
     sb_put(&t->b, re + t->i, i - t->i);
@@ -555,12 +569,12 @@ static int tr_plain(xlat *t, char c) {
         return TK_OK;
     case '$':
         before_atom(t);
-        sb_puts(&t->b, "(?![^\\n])");
+        sb_puts(&t->b, t->rust ? "\\z" : "(?![^\\n])");
         t->i++;
         return TK_OK;
     case '^':
         before_atom(t);
-        sb_puts(&t->b, "(?<![^\\n])");
+        sb_puts(&t->b, t->rust ? "\\A" : "(?<![^\\n])");
         t->i++;
         return TK_OK;
     case '*':
@@ -581,7 +595,7 @@ static int tr_plain(xlat *t, char c) {
         return tr_quantifier(t, q);
     }
     case '}':
-        if (i + 1 < n && re[i + 1] == '+') {
+        if (i + 1 < n && re[i + 1] == '+' && !t->rust) {
             /* X{n,m}+ : Ruby reads a repeat of a repeat, PCRE2 a possessive */
             size_t j = i;
             while (j > 0 && re[j - 1] != '{') j--;
@@ -613,8 +627,8 @@ static int tr_plain(xlat *t, char c) {
 
 /* Oniguruma (Ruby syntax) pattern -> PCRE2 pattern with the same matches;
  * callouts: with the work-budget callouts (see the top of this file). */
-static int translate(const char *re, size_t n, bool callouts, char **out, char *err, size_t errlen) {
-    xlat t = {.re = re, .n = n, .err = err, .errlen = errlen, .callouts = callouts};
+static int translate(const char *re, size_t n, bool callouts, bool rust, char **out, char *err, size_t errlen) {
+    xlat t = {.re = re, .n = n, .err = err, .errlen = errlen, .callouts = callouts, .rust = rust};
     int rc = TK_OK;
     while (t.i < n && rc == TK_OK) {
         char c = re[t.i];
@@ -649,14 +663,14 @@ static int translate(const char *re, size_t n, bool callouts, char **out, char *
 }
 
 int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen) {
-    return translate(re, n, false, out, err, errlen);
+    return translate(re, n, false, false, out, err, errlen);
 }
 
 int tk_regex_translate_counted(const char *re, size_t n, char **out, char *err, size_t errlen) {
-    return translate(re, n, true, out, err, errlen);
+    return translate(re, n, true, false, out, err, errlen);
 }
 
-int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, char *err, size_t errlen) {
+static int compile(const char *re, size_t n, bool literal, bool rust, tk_regex **out, char *err, size_t errlen) {
     *out = NULL;
     char *pat = NULL;
     int rc;
@@ -665,7 +679,7 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
         if (!pat) return TK_ERR_NOMEM;
         memcpy(pat, re, n);
         pat[n] = 0;
-    } else if ((rc = translate(re, n, true, &pat, err, errlen))) {
+    } else if ((rc = translate(re, n, true, rust, &pat, err, errlen))) {
         return rc;
     }
     tk_regex *r = calloc(1, sizeof *r);
@@ -699,6 +713,14 @@ int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, cha
     r->jit = !r->lit && pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
     *out = r;
     return TK_OK;
+}
+
+int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, char *err, size_t errlen) {
+    return compile(re, n, literal, false, out, err, errlen);
+}
+
+int tk_regex_compile_tiktoken(const char *re, size_t n, tk_regex **out, char *err, size_t errlen) {
+    return compile(re, n, false, true, out, err, errlen);
 }
 
 void tk_regex_free(tk_regex *r) {

@@ -1,6 +1,7 @@
 /* load_resolve.c - tk_load: a path (file or folder) or a vocabulary name,
  * handed to the loader for its kind. */
 #include "load_internal.h"
+#include "rank_pretok.h"
 #include "tk_engine.h"
 
 #include <errno.h>
@@ -49,7 +50,17 @@ static int load_file(const char *path, tk_pattern pat, tk_tokenizer **out, char 
     size_t ne;
     const tk_engine *const *eng = tk_engines(&ne);
     for (size_t k = 0; k < ne; k++)
-        if (eng[k]->sniff && eng[k]->sniff(path, head, n)) return eng[k]->load(path, pat, out, err, errlen);
+        if (eng[k]->sniff && eng[k]->sniff(path, head, n)) {
+            /* a pre-tokenizer regex (tk_load_ex) is for rank files and encoder.json only */
+            if (pat == TK_PAT_REGEX && eng[k] != &tk_engine_rank) {
+                tk_set_err(err, errlen,
+                           "%s: this file carries its own pre-tokenizer (the %s engine's): --pattern REGEX "
+                           "applies to rank files (.tiktoken) and encoder.json + vocab.bpe",
+                           path, eng[k]->name);
+                return TK_ERR_UNSUPPORTED;
+            }
+            return eng[k]->load(path, pat, out, err, errlen);
+        }
     return tk_load_tiktoken(path, pat, out, err, errlen);
 }
 

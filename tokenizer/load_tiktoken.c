@@ -1,6 +1,7 @@
 /* load_tiktoken.c - tiktoken rank files ("base64 rank" per line) and
  * their optional .meta.json sidecar. */
 #include "load_internal.h"
+#include "rank_pretok.h"
 #include "tk_engine.h"
 
 #include <errno.h>
@@ -221,7 +222,10 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
     *out = NULL;
     uint8_t *data;
     struct stat src; /* a known rank file's tables may be mapped from an image (tk_image.c) */
-    if (tk_image_load(path, pat, out, &src) == 0) return TK_OK;
+    /* a regex the caller attaches next (TK_PAT_REGEX): a known file keeps its
+     * own pattern in its tables and image */
+    tk_pattern img_pat = pat == TK_PAT_REGEX ? TK_PAT_NONE : pat;
+    if (tk_image_load(path, img_pat, out, &src) == 0) return TK_OK;
     size_t len;
     int rc = tk_read_regular(path, TK_MAX_FILE_BYTES, &data, &len, err, errlen);
     if (rc) return rc;
@@ -233,13 +237,14 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         size_t nmsp = 0;
         tk_pattern p = pat;
         if (!kv && (rc = read_meta(path, &p, &msp, &nmsp, err, errlen))) goto done;
-        if (p == TK_PAT_NONE) p = kv ? kv->pat : TK_PAT_NONE;
+        if (p == TK_PAT_NONE || (p == TK_PAT_REGEX && kv)) p = kv ? kv->pat : TK_PAT_NONE;
         size_t pl = strlen(path);
         if (p == TK_PAT_NONE && pl >= 6 && strcmp(path + pl - 6, ".model") == 0) {
             tk_set_err(err, errlen,
                        "%s: a tiktoken rank file named .model (as Meta ships Llama 3 / Llama 4), not a "
                        "SentencePiece model, and not one this build recognises by sha256: give its pre-tokenizer "
-                       "with --pattern gpt2|cl100k|o200k (Llama 3: cl100k) and its special tokens in %s.meta.json",
+                       "with --pattern gpt2|cl100k|o200k|REGEX (Llama 3: cl100k) and its special tokens in "
+                       "%s.meta.json",
                        path, path);
             tk_ld_free_specials(msp, nmsp);
             rc = TK_ERR_PATTERN;
@@ -248,7 +253,7 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
         if (p == TK_PAT_NONE) {
             tk_set_err(err, errlen,
                        "%s: unknown rank file (not gpt2/cl100k_base/o200k_base by sha256): give the "
-                       "pre-tokenizer with --pattern gpt2|cl100k|o200k",
+                       "pre-tokenizer with --pattern gpt2|cl100k|o200k or its regex",
                        path);
             tk_ld_free_specials(msp, nmsp);
             rc = TK_ERR_PATTERN;
@@ -267,7 +272,7 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
             /* Meta's encode(bos=True, eos=True): <|begin_of_text|> ...
              * <|end_of_text|>, which tk_default_framing finds by name */
             if (kv->runs) (*out)->pp = TK_PP_ABSENT;
-            tk_image_save(path, pat, *out, &src, data, len);
+            tk_image_save(path, img_pat, *out, &src, data, len);
         }
     }
 done:

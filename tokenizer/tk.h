@@ -32,8 +32,9 @@ enum {
     /* Per-document failures: this text is refused, the tokenizer is fine and
      * the next document may be encoded (tk_err_is_document). Every other code
      * from an encode or decode call is a failure of the run (memory, misuse). */
-    TK_ERR_DOC_REGEX = -14, /* the document spent its regex work budget (TK_REGEX_WORK_*) */
-    TK_ERR_DOC_EXPAND = -15 /* a normalizer or decoder step would write more than TK_EXPAND_* allow */
+    TK_ERR_DOC_REGEX = -14,  /* the document spent its regex work budget (TK_REGEX_WORK_*) */
+    TK_ERR_DOC_EXPAND = -15, /* a normalizer or decoder step would write more than TK_EXPAND_* allow */
+    TK_ERR_DOC_UNK = -16     /* a character no token covers and no unk token (HF Unigram fails such a text too) */
 };
 /* 1 when err refuses one document (TK_ERR_DOC_*), 0 otherwise. */
 int tk_err_is_document(int err);
@@ -96,6 +97,44 @@ int tk_load_tiktoken(const char *path, tk_pattern pat, tk_tokenizer **out, char 
 int tk_load_gpt2(const char *encoder_json, const char *vocab_bpe, tk_pattern pat, tk_tokenizer **out, char *err,
                  size_t errlen);
 int tk_load_hf_json(const char *path, tk_pattern pat, tk_tokenizer **out, char *err, size_t errlen);
+
+/* A rank file's own pre-tokenizer and normalization (rank_pretok.c): what
+ * tiktoken.Encoding(pat_str=REGEX, mergeable_ranks=...) gives on
+ * unicodedata.normalize(FORM, text), e.g. Qwen (v1)'s qwen.tiktoken (its own
+ * regex, NFC). Only for tokenizers run by the rank engine (rank files,
+ * encoder.json + vocab.bpe, tk_create): a tokenizer.json, a SentencePiece
+ * model or a Tekken file carries its own pipeline (TK_ERR_UNSUPPORTED). */
+typedef enum {
+    TK_NORM_NONE = 0,
+    TK_NORM_NFC = 1, /* utf8proc's NFC (Unicode 15.0) */
+    TK_NORM_NFKC = 2
+} tk_norm;
+int tk_norm_parse(const char *name, tk_norm *out); /* "none" | "nfc" | "nfkc" */
+const char *tk_norm_name(tk_norm norm);
+#define TK_MAX_PATTERN_BYTES 4096u /* a pre-tokenizer regex given by the user */
+/* --pattern ARG: a built-in name (tk_pattern_parse) -> *pat, *regex = NULL;
+ * else a regex (it holds a byte other than a letter, digit or '_'): one
+ * that is exactly a built-in's spelling -> that *pat; any other -> *regex =
+ * arg, *pat = TK_PAT_NONE. TK_ERR_PATTERN for an unknown name. */
+int tk_pattern_spec(const char *arg, tk_pattern *pat, const char **regex);
+typedef struct {
+    tk_pattern pat;    /* a built-in pattern; TK_PAT_NONE: the file's own */
+    const char *regex; /* a pre-tokenizer regex in tiktoken's syntax instead of pat; NULL: none */
+    tk_norm norm;      /* applied to the text before pre-tokenizing */
+} tk_load_opts;
+/* tk_load with those options (o NULL: none): the file is loaded as by
+ * tk_load (a regex stands in for --pattern: an unknown rank file needs no
+ * name), then tk_set_pretokenizer. */
+int tk_load_ex(const char *spec, const tk_load_opts *o, tk_tokenizer **out, char *err, size_t errlen);
+/* Gives a rank-engine tokenizer a regex (NULL: keep its built-in pattern)
+ * and a normalization; both go into its fingerprint. Matches follow
+ * tiktoken: text no match covers is dropped (tk_lossless is then 0), and a
+ * document whose matching spends the regex work budget is refused
+ * (TK_ERR_DOC_REGEX). Unsupported constructs (hf_regex.c) are refused with
+ * TK_ERR_UNSUPPORTED and the construct named in err. */
+int tk_set_pretokenizer(tk_tokenizer *tok, const char *regex, tk_norm norm, char *err, size_t errlen);
+const char *tk_get_regex(const tk_tokenizer *tok); /* the regex given, NULL: a built-in pattern */
+tk_norm tk_get_norm(const tk_tokenizer *tok);
 /* A SentencePiece tokenizer.model whose model_type is BPE or UNIGRAM (ids
  * of sentencepiece's encode, no BOS/EOS); tk_load picks it by content. */
 int tk_load_spm(const char *path, tk_tokenizer **out, char *err, size_t errlen);

@@ -9,6 +9,9 @@
  *             sharing hf_internal.h; hf_regex.c, hf_json.c)
  *   spm       SentencePiece .model BPE (load_spm.c: loader and table; spm.c:
  *             the ModelProto reader, normalizer, BPE and decode ops)
+ *   rank+pretok  a rank-engine tokenizer given its own regex and / or
+ *             normalization (rank_pretok.c: --pattern REGEX, --normalize);
+ *             not in the registry: tk_set_pretokenizer hands it over
  *   tekken    Mistral's tekken.json, sniffed to be refused by its name
  *             (load_tekken.c; not run yet)
  *   unigram   SentencePiece .model UNIGRAM (unigram.c encodes with spm.c's
@@ -79,6 +82,14 @@ typedef struct tk_engine {
     void (*free)(void *state);
 } tk_engine;
 
+/* The generic special-token split (encode.c): the allowed specials (all:
+ * every one) become their ids, the text between them goes to ordinary. An
+ * engine whose encode_special must see the whole text first (rank_pretok.c:
+ * normalize, then split, as tiktoken on unicodedata.normalize's output)
+ * calls it itself. */
+typedef int (*tk_ordinary_fn)(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out);
+int tk_split_specials(const tk_tokenizer *t, const uint8_t *text, size_t len, const char *const *allowed,
+                      size_t n_allowed, bool all, tk_ordinary_fn ordinary, tk_ids *out);
 /* The engine of t (the rank engine when none was set: tk_create and the
  * rank-file loaders leave it NULL). */
 const tk_engine *tk_engine_of(const tk_tokenizer *t);

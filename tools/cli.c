@@ -218,34 +218,54 @@ int cli_frame_token(const char *cmd, const char *opt, const tk_tokenizer *tok, c
 }
 
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out) {
-    tk_pattern pat = TK_PAT_NONE;
+    return cli_load_tokenizer_opts(spec, pattern, NULL, out);
+}
+
+int cli_load_tokenizer_opts(const char *spec, const char *pattern, const char *normalize, tk_tokenizer **out) {
+    tk_load_opts o = {TK_PAT_NONE, NULL, TK_NORM_NONE};
     *out = NULL;
     if (!spec || !*spec) {
         cli_error(NULL, "no tokenizer given: pass --tokenizer with a .tiktoken file, a tokenizer.json, "
                         "a folder with encoder.json+vocab.bpe, or a name (gpt2, cl100k_base, o200k_base)");
         return EXIT_USAGE;
     }
-    if (pattern && *pattern && tk_pattern_parse(pattern, &pat) != TK_OK) {
-        cli_error(NULL, "unknown --pattern '%s': use gpt2, cl100k or o200k", pattern);
+    if (pattern && tk_pattern_spec(pattern, &o.pat, &o.regex) != TK_OK) {
+        char shown[96];
+        cli_error(NULL, "unknown --pattern '%s': use gpt2, cl100k, o200k or a regex",
+                  tk_escape_text(pattern, strlen(pattern), shown, sizeof shown));
+        return EXIT_USAGE;
+    }
+    if (normalize && tk_norm_parse(normalize, &o.norm) != TK_OK) {
+        char shown[96];
+        cli_error(NULL, "unknown --normalize '%s': use none, nfc or nfkc",
+                  tk_escape_text(normalize, strlen(normalize), shown, sizeof shown));
         return EXIT_USAGE;
     }
     char err[512] = "";
-    int rc = tk_load(spec, pat, out, err, sizeof err);
+    int rc = tk_load_ex(spec, &o, out, err, sizeof err);
     if (rc == TK_OK && *out) {
-        /* a recognised file under another pattern gives other ids than its
-         * own reference: allowed (the user asked), never silent */
+        /* a recognised file under another pattern or normalization gives other
+         * ids than its own reference: allowed (the user asked), never silent */
         tk_pattern need = tk_known_pattern(*out);
-        if (pat != TK_PAT_NONE && need != TK_PAT_NONE && need != pat)
+        if (need != TK_PAT_NONE && o.regex)
+            cli_warn(NULL,
+                     "--pattern REGEX is not the pattern %s that %s needs: ids will differ from %s's own tokenizer",
+                     tk_pattern_name(need), tk_name(*out), tk_name(*out));
+        else if (o.pat != TK_PAT_NONE && need != TK_PAT_NONE && need != o.pat)
             cli_warn(NULL,
                      "--pattern %s differs from the pattern %s that %s needs: ids will differ from %s's own "
                      "tokenizer",
-                     tk_pattern_name(pat), tk_pattern_name(need), tk_name(*out), tk_name(*out));
+                     tk_pattern_name(o.pat), tk_pattern_name(need), tk_name(*out), tk_name(*out));
+        if (need != TK_PAT_NONE && o.norm != TK_NORM_NONE)
+            cli_warn(NULL, "--normalize %s: %s's own tokenizer does not normalize: ids will differ from it",
+                     tk_norm_name(o.norm), tk_name(*out));
         return EXIT_OK;
     }
     const char *why = err[0] ? err : tk_strerror(rc);
     /* tk_load's own message already says what was tried; add a hint only without one */
     const char *hint = "";
-    if (rc == TK_ERR_PATTERN) hint = " (this vocabulary is not a known one: pass --pattern gpt2|cl100k|o200k)";
+    if (rc == TK_ERR_PATTERN)
+        hint = " (this vocabulary is not a known one: pass --pattern gpt2|cl100k|o200k or its regex)";
     else if (!err[0] && rc == TK_ERR_NOT_FOUND)
         hint = " (pass a path, or set MKS_VOCAB_DIR to a folder holding <name>.tiktoken)";
     else if (!err[0] && rc == TK_ERR_IO) hint = " (check the path exists and is readable)";

@@ -117,10 +117,13 @@ int cli_refuse_overwrite_tokenizer(const char *cmd, const char *out_opt, const c
 
 /* Load a tokenizer by spec (path to .tiktoken / tokenizer.json / folder with
  * encoder.json+vocab.bpe, or a name such as gpt2, cl100k_base, o200k_base)
- * with an optional pattern name (NULL = the one the vocabulary implies).
- * Prints one actionable error and returns EXIT_BAD_INPUT (cannot load) or
- * EXIT_USAGE (unknown pattern name); EXIT_OK on success. */
+ * with an optional --pattern (a name or a regex: tk_pattern_spec; NULL = the
+ * one the vocabulary implies) and --normalize (none|nfc|nfkc; NULL: none).
+ * Warns when they differ from what a recognised vocabulary needs. Prints one
+ * actionable error and returns EXIT_BAD_INPUT (cannot load) or EXIT_USAGE
+ * (unknown pattern name or form); EXIT_OK on success. */
 int cli_load_tokenizer(const char *spec, const char *pattern, tk_tokenizer **out);
+int cli_load_tokenizer_opts(const char *spec, const char *pattern, const char *normalize, tk_tokenizer **out);
 
 /* --bos / --eos ARG: "none" -> -1, "default" -> -2 (DS_FRAME_DEFAULT), else
  * the id of the token whose text is ARG (tk_token_id). EXIT_OK, or

@@ -24,6 +24,10 @@ static const char k_usage[] =
     "  -t, --tokenizer T       .tiktoken file, tokenizer.json, SentencePiece .model (BPE/Unigram), or a\n"
     "                          name (gpt2, cl100k_base, o200k_base; looked up in\n"
     "                          $MKS_VOCAB_DIR)                                     [required]\n"
+    "  -p, --pattern P         a rank file's pre-tokenizer: gpt2, cl100k, o200k or a regex in\n"
+    "                          tiktoken's syntax (default: the one the vocabulary implies)\n"
+    "      --normalize N       a rank file's text normalization before it: none (default), nfc\n"
+    "                          or nfkc (Qwen v1's qwen.tiktoken: its regex and nfc)\n"
     "  -L, --seq-len L         tokens per row, 1..16777216                         [required]\n"
     "  -o, --out DIR           output directory (created)                          [required]\n"
     "  -j, --threads N         worker threads, 0..256 (default 0: all cores); output is byte-identical\n"
@@ -97,10 +101,13 @@ enum {
     OPT_FORCE,
     OPT_BATCH_BYTES,
     OPT_BOS,
-    OPT_EOS
+    OPT_EOS,
+    OPT_NORMALIZE
 };
 
 static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                       {"pattern", required_argument, 0, 'p'},
+                                       {"normalize", required_argument, 0, OPT_NORMALIZE},
                                        {"seq-len", required_argument, 0, 'L'},
                                        {"out", required_argument, 0, 'o'},
                                        {"threads", required_argument, 0, 'j'},
@@ -131,8 +138,9 @@ static const char *CMD = "build";
 typedef struct {
     ds_build_opts o;
     const char *spec;
-    const char *bos, *eos; /* --bos / --eos as given */
-    cli_chat_args chat;    /* --format, --chat-template, --messages-field, --loss-on */
+    const char *pattern, *normalize; /* --pattern / --normalize as given */
+    const char *bos, *eos;           /* --bos / --eos as given */
+    cli_chat_args chat;              /* --format, --chat-template, --messages-field, --loss-on */
     int quiet, ol_given;
     char **inputs;
     size_t n_inputs;
@@ -148,9 +156,11 @@ static int parse_args(build_cli *c, int argc, char **argv) {
     int ch;
     char names[64]; /* an enum's names, for a usage message */
     cli_getopt_reset();
-    while ((ch = cli_getopt(argc, argv, CMD, ":t:L:o:j:f:qh", k_opts)) != -1) {
+    while ((ch = cli_getopt(argc, argv, CMD, ":t:p:L:o:j:f:qh", k_opts)) != -1) {
         switch (ch) {
         case 't': c->spec = optarg; break;
+        case 'p': c->pattern = optarg; break;
+        case OPT_NORMALIZE: c->normalize = optarg; break;
         case 'L':
             if (cli_parse_long(CMD, "--seq-len", optarg, 1, 1L << 24, &seq_len)) return EXIT_USAGE;
             break;
@@ -341,7 +351,7 @@ int cmd_build(int argc, char **argv) {
         return rc < 0 ? EXIT_OK : rc; /* -1: --help */
     }
     tk_tokenizer *tok = NULL;
-    rc = cli_load_tokenizer(c.spec, NULL, &tok);
+    rc = cli_load_tokenizer_opts(c.spec, c.pattern, c.normalize, &tok);
     if (rc != EXIT_OK) {
         free(c.inputs);
         return rc;

@@ -29,8 +29,10 @@ static const char k_usage[] =
     "  -i, --input FILE         an input (repeatable; positional INPUTs work too)\n"
     "  -f, --field NAME         JSONL text field, dotted path for nested objects (default: text)\n"
     "  -j, --threads N          encoder threads, 0..4096 (default 0: all cores)\n"
-    "  -p, --pattern P          pre-tokenizer pattern: gpt2, cl100k, o200k (default: the one\n"
-    "                           the vocabulary implies)\n"
+    "  -p, --pattern P          pre-tokenizer pattern: gpt2, cl100k, o200k, or a regex in\n"
+    "                           tiktoken's syntax for a rank file (default: the one the\n"
+    "                           vocabulary implies)\n"
+    "      --normalize N        a rank file's text normalization: none (default), nfc, nfkc\n"
     "      --allow-special S    map special-token text to special ids: 'all' or a comma list\n"
     "                           such as '<|endoftext|>' (default: none, specials are ordinary text)\n"
     "      --doc-sep MODE       for .txt inputs: file (default), line or blank-line\n"
@@ -66,7 +68,8 @@ enum {
     OPT_BATCH_DOCS,
     OPT_BOS,
     OPT_EOS,
-    OPT_MASK_OUT
+    OPT_MASK_OUT,
+    OPT_NORMALIZE
 };
 
 static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
@@ -74,6 +77,7 @@ static const struct option k_opts[] = {{"tokenizer", required_argument, 0, 't'},
                                        {"field", required_argument, 0, 'f'},
                                        {"threads", required_argument, 0, 'j'},
                                        {"pattern", required_argument, 0, 'p'},
+                                       {"normalize", required_argument, 0, OPT_NORMALIZE},
                                        {"allow-special", required_argument, 0, OPT_ALLOW_SPECIAL},
                                        {"doc-sep", required_argument, 0, OPT_DOC_SEP},
                                        {"ids-out", required_argument, 0, 'o'},
@@ -260,7 +264,7 @@ static int parse_allowed(const char *cmd, const tk_tokenizer *tok, const char *a
 }
 
 typedef struct {
-    const char *spec, *pattern, *allow, *out_path, *bos, *eos, *chat_template, *mask_out;
+    const char *spec, *pattern, *normalize, *allow, *out_path, *bos, *eos, *chat_template, *mask_out;
     int stats;
     cli_chat_args chat; /* --format, --chat-template, --messages-field, --loss-on */
     const char **inputs;
@@ -282,6 +286,7 @@ static int parse_args(int argc, char **argv, ds_encode_opts *o, encode_args *a) 
             if (cli_parse_long(cmd, "--threads", optarg, 0, 4096, &threads)) return EXIT_USAGE;
             break;
         case 'p': a->pattern = optarg; break;
+        case OPT_NORMALIZE: a->normalize = optarg; break;
         case 'o': a->out_path = optarg; break;
         case OPT_ALLOW_SPECIAL: a->allow = optarg; break;
         case OPT_DOC_SEP:
@@ -391,7 +396,7 @@ int cmd_encode(int argc, char **argv) {
     char *allow_copy = NULL;
     const char **allowed = NULL;
     encode_cli c = {.out_path = a.out_path};
-    rc = cli_load_tokenizer(a.spec, a.pattern, &tok);
+    rc = cli_load_tokenizer_opts(a.spec, a.pattern, a.normalize, &tok);
     if (rc == EXIT_OK && a.allow) rc = parse_allowed(cmd, tok, a.allow, &o, &allow_copy, &allowed);
     if (rc == EXIT_OK && a.bos) rc = cli_frame_token(cmd, "--bos", tok, a.bos, &o.bos_id);
     if (rc == EXIT_OK && a.eos) rc = cli_frame_token(cmd, "--eos", tok, a.eos, &o.eos_id);

@@ -16,7 +16,7 @@
 static const char k_usage[] =
     "Usage: mkshards tokenizer train --vocab-size N --out FILE [options] [INPUT...]\n"
     "       mkshards tokenizer export --tokenizer T --out FILE [--pattern P]\n"
-    "       mkshards tokenizer info --tokenizer T\n"
+    "       mkshards tokenizer info --tokenizer T [--pattern P] [--normalize none|nfc|nfkc]\n"
     "\n"
     "train: learns a byte-level BPE vocabulary from the inputs (.txt, .jsonl, either + .zst/.gz,\n"
     "folders, or - for stdin; default stdin). Ranks 0..255 are the single bytes, merge i\n"
@@ -543,11 +543,12 @@ static int cmd_train(int argc, char **argv) {
 
 static int cmd_export(int argc, char **argv, int info) {
     const char *cmd = info ? "tokenizer info" : "tokenizer export";
-    const char *spec = NULL, *out = NULL, *pattern = NULL;
+    const char *spec = NULL, *out = NULL, *pattern = NULL, *normalize = NULL;
     int c, rc = EXIT_OK;
     static const struct option opts[] = {{"tokenizer", required_argument, 0, 't'},
                                          {"out", required_argument, 0, 'o'},
                                          {"pattern", required_argument, 0, 'p'},
+                                         {"normalize", required_argument, 0, 'N'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     cli_getopt_reset();
@@ -556,6 +557,7 @@ static int cmd_export(int argc, char **argv, int info) {
         case 't': spec = optarg; break;
         case 'o': out = optarg; break;
         case 'p': pattern = optarg; break;
+        case 'N': normalize = optarg; break;
         case 'h': fputs(k_usage, stdout); return EXIT_OK;
         default: rc = EXIT_USAGE; break;
         }
@@ -566,15 +568,19 @@ static int cmd_export(int argc, char **argv, int info) {
     if (!info && !out) return cli_usage_error(cmd, "--out is required (a .tiktoken or tokenizer.json path)");
     if (!info && refuse_outputs(cmd, out, NULL, NULL, 0, spec)) return EXIT_BAD_INPUT;
     tk_tokenizer *tok = NULL;
-    rc = cli_load_tokenizer(spec, pattern, &tok);
+    rc = cli_load_tokenizer_opts(spec, pattern, normalize, &tok);
     if (rc != EXIT_OK) return rc;
     if (info) {
         uint8_t fp[32];
         tk_fingerprint(tok, fp);
-        printf("name: %s\npattern: %s\nranks: %u\nvocab size: %u\nspecials: %zu\n", tk_name(tok),
-               tk_pattern_name(tk_get_pattern(tok)), tk_n_ranks(tok), tk_vocab_size(tok), tk_n_specials(tok));
+        const char *rx = tk_get_regex(tok);
+        char shown[TK_MAX_PATTERN_BYTES * 4 + 8];
+        if (rx) tk_escape_text(rx, strlen(rx), shown, sizeof shown);
+        printf("name: %s\npattern: %s%s\n", tk_name(tok), rx ? "regex " : tk_pattern_name(tk_get_pattern(tok)),
+               rx ? shown : "");
+        if (tk_get_norm(tok) != TK_NORM_NONE) printf("normalize: %s\n", tk_norm_name(tk_get_norm(tok)));
+        printf("ranks: %u\nvocab size: %u\nspecials: %zu\n", tk_n_ranks(tok), tk_vocab_size(tok), tk_n_specials(tok));
         const tk_special *sp = tk_specials(tok);
-        char shown[1100];
         for (size_t i = 0; i < tk_n_specials(tok); i++) /* token texts escaped: a hostile file's ESC bytes */
             printf("  %u %s\n", sp[i].id, tk_escape_text(sp[i].text, strlen(sp[i].text), shown, sizeof shown));
         char desc[512];

@@ -1,0 +1,281 @@
+/* test_tk_pattern.c - a rank file with its own pre-tokenizer regex and
+ * normalization (--pattern REGEX, --normalize; tokenizer/rank_pretok.c)
+ * against tiktoken.Encoding(pat_str=REGEX, mergeable_ranks=...) on
+ * unicodedata.normalize(FORM, text), Qwen (v1)'s construct:
+ *  - ids on the first 200 documents of each ../shared/corpus category and on
+ *    edge cases, plain and with every special allowed, for four
+ *    configurations (Qwen's regex + NFC on cl100k_base's ranks; $, possessive
+ *    repeats + NFKC on o200k_base's; a $ that only tiktoken's reading keeps;
+ *    text no match covers): tests/data/tk_pattern/refs.jsonl.zst, made by
+ *    tests/ref/make_tk_pattern_refs.py;
+ *  - the fingerprint covers regex and form (a shard set built with one is
+ *    never taken for one built with another); a regex spelled as a built-in
+ *    pattern is that pattern;
+ *  - names vs regexes (tk_pattern_spec), refused constructs named, the regex
+ *    work budget, a tokenizer.json refusing both options.
+ * argv[1]: shared dir. The parity part is skipped (exit 77 when nothing
+ * else failed) without ../shared. */
+#include "test_corpus.h"
+#include "tk.h"
+
+#include <nettle/sha2.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+static const char *CATS[4] = {"en-books", "multi", "code", "web"};
+#define PER_CAT 200
+static char *texts[4][PER_CAT];
+static size_t lens[4][PER_CAT];
+static int fails;
+
+#define CHECK(c, ...)                                                                                                  \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+            fails++;                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static void keep(void *user, int i, const char *text, size_t len) {
+    int c = *(int *)user;
+    texts[c][i] = malloc(len + 1);
+    memcpy(texts[c][i], text, len);
+    texts[c][i][len] = 0;
+    lens[c][i] = len;
+}
+
+static void ids_sha(const tk_ids *v, char out[17]) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    for (size_t i = 0; i < v->len; i++) {
+        uint8_t b[4] = {(uint8_t)v->ids[i], (uint8_t)(v->ids[i] >> 8), (uint8_t)(v->ids[i] >> 16),
+                        (uint8_t)(v->ids[i] >> 24)};
+        sha256_update(&c, 4, b);
+    }
+    uint8_t d[32];
+    sha256_digest(&c, 32, d);
+    for (int i = 0; i < 8; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static const char QWEN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                           "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* ids of the refs file, per configuration */
+static int parity(const char *shared) {
+    size_t rn;
+    char *refs = test_read_zst(MKS_TEST_DATA "/tk_pattern/refs.jsonl.zst", &rn);
+    if (!refs) {
+        fprintf(stderr, "FAIL: no %s\n", MKS_TEST_DATA "/tk_pattern/refs.jsonl.zst");
+        fails++;
+        return 0;
+    }
+    int checked = 0;
+    char cfg[64] = "";
+    tk_tokenizer *tok = NULL;
+    for (char *line = refs; *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        line = nl ? nl + 1 : line + strlen(line);
+        if (!o) continue;
+        if (json_object_get(o, "pat")) {
+            tk_free(tok);
+            tok = NULL;
+            snprintf(cfg, sizeof cfg, "%s", json_string_value(json_object_get(o, "cfg")));
+            char p[4096], err[512] = "";
+            snprintf(p, sizeof p, "%s/vocab/%s", shared, json_string_value(json_object_get(o, "vocab")));
+            tk_load_opts lo = {TK_PAT_NONE, json_string_value(json_object_get(o, "pat")), TK_NORM_NONE};
+            CHECK(tk_norm_parse(json_string_value(json_object_get(o, "norm")), &lo.norm) == TK_OK, "norm");
+            int rc = tk_load_ex(p, &lo, &tok, err, sizeof err);
+            CHECK(rc == TK_OK, "%s: load: %s", cfg, err);
+            if (rc) tok = NULL;
+            else
+                CHECK(tk_get_regex(tok) && !strcmp(tk_get_regex(tok), lo.regex) && tk_get_norm(tok) == lo.norm &&
+                          tk_get_pattern(tok) == TK_PAT_NONE && !tk_lossless(tok),
+                      "%s: accessors", cfg);
+            json_decref(o);
+            continue;
+        }
+        if (!tok) {
+            json_decref(o);
+            continue;
+        }
+        tk_ids v = {0};
+        json_t *ids = json_object_get(o, "ids");
+        if (ids) {
+            const char *text = json_string_value(json_object_get(o, "text"));
+            size_t tl = json_string_length(json_object_get(o, "text"));
+            bool special = strcmp(json_string_value(json_object_get(o, "mode")), "special") == 0;
+            int rc = special ? tk_encode_special(tok, (const uint8_t *)text, tl, NULL, (size_t)-1, &v)
+                             : tk_encode(tok, (const uint8_t *)text, tl, &v);
+            size_t n = json_array_size(ids), at = 0;
+            while (at < n && at < v.len && (uint32_t)json_integer_value(json_array_get(ids, at)) == v.ids[at]) at++;
+            checked++;
+            CHECK(rc == TK_OK && at == n && at == v.len,
+                  "%s %s \"%.60s\": rc %d, first difference at id %zu of %zu (ours %zu)", cfg,
+                  special ? "special" : "plain", text, rc, at, n, v.len);
+        } else {
+            const char *cat = json_string_value(json_object_get(o, "cat"));
+            int doc = (int)json_integer_value(json_object_get(o, "doc")), c = 0;
+            while (c < 4 && strcmp(CATS[c], cat) != 0) c++;
+            if (c < 4 && doc < PER_CAT && texts[c][doc]) {
+                int rc = tk_encode(tok, (const uint8_t *)texts[c][doc], lens[c][doc], &v);
+                char sha[17];
+                ids_sha(&v, sha);
+                checked++;
+                size_t n = (size_t)json_integer_value(json_object_get(o, "n"));
+                CHECK(rc == TK_OK && v.len == n && strcmp(sha, json_string_value(json_object_get(o, "sha"))) == 0,
+                      "%s %s doc %d: %zu ids (tiktoken's %zu), rc %d", cfg, cat, doc, v.len, n, rc);
+            }
+        }
+        tk_ids_free(&v);
+        json_decref(o);
+        if (fails > 20) break;
+    }
+    tk_free(tok);
+    free(refs);
+    return checked;
+}
+
+static void fp_of(const char *path, tk_pattern pat, const char *regex, tk_norm norm, uint8_t fp[32]) {
+    tk_load_opts o = {pat, regex, norm};
+    tk_tokenizer *t = NULL;
+    char err[512] = "";
+    memset(fp, 0, 32);
+    if (tk_load_ex(path, &o, &t, err, sizeof err) != TK_OK) {
+        CHECK(0, "load %s: %s", path, err);
+        return;
+    }
+    tk_fingerprint(t, fp);
+    tk_free(t);
+}
+
+/* The fingerprint tells the pipelines apart (manifest, resume, merge). */
+static void fingerprints(const char *shared) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/vocab/cl100k_base.tiktoken", shared);
+    uint8_t d[32], r[32], r2[32], n1[32], n2[32], rn[32], same[32];
+    fp_of(p, TK_PAT_NONE, NULL, TK_NORM_NONE, d);
+    fp_of(p, TK_PAT_NONE, QWEN, TK_NORM_NONE, r);
+    fp_of(p, TK_PAT_NONE, "\\p{L}+|\\p{N}+|\\s+|.", TK_NORM_NONE, r2);
+    fp_of(p, TK_PAT_NONE, NULL, TK_NORM_NFC, n1);
+    fp_of(p, TK_PAT_NONE, NULL, TK_NORM_NFKC, n2);
+    fp_of(p, TK_PAT_NONE, QWEN, TK_NORM_NFC, rn);
+    /* tiktoken's own cl100k spelling is the built-in pattern: the same tokenizer */
+    fp_of(p, TK_PAT_NONE, tk_pattern_regex(TK_PAT_CL100K), TK_NORM_NONE, same);
+    const uint8_t *all[] = {d, r, r2, n1, n2, rn};
+    for (int a = 0; a < 6; a++)
+        for (int b = a + 1; b < 6; b++) CHECK(memcmp(all[a], all[b], 32) != 0, "fingerprints %d and %d equal", a, b);
+    CHECK(memcmp(d, same, 32) == 0, "cl100k's regex spelled out: another fingerprint than the name's");
+}
+
+/* What needs no ../shared: a byte-level vocabulary of 256 tokens + "ab". */
+static tk_tokenizer *bytes_vocab(void) {
+    uint8_t bytes[258][2];
+    const uint8_t *tp[258];
+    uint32_t ln[258];
+    for (int i = 0; i < 256; i++) {
+        bytes[i][0] = (uint8_t)i;
+        tp[i] = bytes[i];
+        ln[i] = 1;
+    }
+    tp[256] = (const uint8_t *)"ab";
+    ln[256] = 2;
+    tk_special sp = {"<|endoftext|>", 257};
+    tk_tokenizer *t = NULL;
+    CHECK(tk_create(tp, ln, 257, TK_PAT_O200K, &sp, 1, &t) == TK_OK, "tk_create");
+    return t;
+}
+
+static void units(void) {
+    tk_pattern pat;
+    const char *rx;
+    CHECK(tk_pattern_spec("cl100k_base", &pat, &rx) == TK_OK && pat == TK_PAT_CL100K && !rx, "name");
+    CHECK(tk_pattern_spec("cl100", &pat, &rx) == TK_ERR_PATTERN, "a mistyped name is refused, not a regex");
+    CHECK(tk_pattern_spec(QWEN, &pat, &rx) == TK_OK && pat == TK_PAT_NONE && rx == QWEN, "regex");
+    CHECK(tk_pattern_spec(tk_pattern_regex(TK_PAT_O200K), &pat, &rx) == TK_OK && pat == TK_PAT_O200K && !rx,
+          "o200k spelled out");
+    tk_norm nm;
+    CHECK(tk_norm_parse("nfkc", &nm) == TK_OK && nm == TK_NORM_NFKC && tk_norm_parse("NFC", &nm) != TK_OK, "norm");
+
+    char err[512];
+    tk_tokenizer *t = bytes_vocab();
+    if (!t) return;
+    /* unsupported constructs named; the tokenizer stays as it was */
+    static const char *const refused[][2] = {{"\\bab", "\\b"}, {"a\\Z", "\\Z"}, {"(?m)a$", "(?"}, {"[[:alpha:]]", "["}};
+    for (int k = 0; k < 4; k++) {
+        err[0] = 0;
+        int rc = tk_set_pretokenizer(t, refused[k][0], TK_NORM_NONE, err, sizeof err);
+        CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, refused[k][1]), "%s: rc %d, \"%s\"", refused[k][0], rc, err);
+    }
+    char big[TK_MAX_PATTERN_BYTES + 2];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    CHECK(tk_set_pretokenizer(t, big, TK_NORM_NONE, err, sizeof err) == TK_ERR_LIMIT, "a regex over the limit");
+    CHECK(tk_get_regex(t) == NULL && tk_lossless(t), "a refused regex left the tokenizer changed");
+
+    /* $ is the text's end (tiktoken), not a line's: "ab" before "\n" is two
+     * letters, "ab" at the end one token; '.' and '\n' nowhere matched are
+     * dropped as tiktoken drops them */
+    CHECK(tk_set_pretokenizer(t, "\\w+$|\\w", TK_NORM_NONE, err, sizeof err) == TK_OK, "set: %s", err);
+    tk_ids v = {0};
+    CHECK(tk_encode(t, (const uint8_t *)"ab.\nab", 6, &v) == TK_OK && v.len == 3 && v.ids[0] == 'a' &&
+              v.ids[1] == 'b' && v.ids[2] == 256,
+          "$ / gaps: %zu ids", v.len);
+    v.len = 0;
+    CHECK(tk_encode_special(t, (const uint8_t *)"ab<|endoftext|>ab", 17, NULL, (size_t)-1, &v) == TK_OK && v.len == 3 &&
+              v.ids[0] == 256 && v.ids[1] == 257 && v.ids[2] == 256,
+          "specials: %zu ids", v.len);
+    CHECK(tk_set_pretokenizer(t, "a", TK_NORM_NONE, err, sizeof err) == TK_ERR_UNSUPPORTED, "set twice");
+    CHECK(tk_save_tiktoken(t, "/nonexistent/x.tiktoken") == TK_ERR_UNSUPPORTED, "save refuses a regex");
+    tk_free(t);
+
+    /* the regex work budget: a backtracking pattern on a long run refuses
+     * the document (the run goes on), never hangs */
+    t = bytes_vocab();
+    if (!t) return;
+    CHECK(tk_set_pretokenizer(t, "(?:a+a+)+b|.", TK_NORM_NFC, err, sizeof err) == TK_OK, "set: %s", err);
+    size_t n = 20000;
+    uint8_t *s = malloc(n);
+    memset(s, 'a', n);
+    v.len = 0;
+    int rc = tk_encode(t, s, n, &v);
+    CHECK(rc == TK_ERR_DOC_REGEX && v.len == 0, "hostile regex: rc %d, %zu ids", rc, v.len);
+    CHECK(tk_encode(t, (const uint8_t *)"e\xcc\x81", 3, &v) == TK_OK && v.len == 2 && v.ids[0] == 0xc3 &&
+              v.ids[1] == 0xa9,
+          "NFC before the regex: %zu ids", v.len);
+    free(s);
+    tk_ids_free(&v);
+    tk_free(t);
+
+    /* a tokenizer.json carries its own pipeline: both options refused by name */
+    tk_load_opts lo = {TK_PAT_NONE, "\\w+", TK_NORM_NONE};
+    err[0] = 0;
+    rc = tk_load_ex(MKS_TEST_DATA "/tk_hf/bl_added.json", &lo, &t, err, sizeof err);
+    CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "--pattern REGEX"), "tokenizer.json + regex: rc %d \"%s\"", rc, err);
+    lo.regex = NULL;
+    lo.norm = TK_NORM_NFC;
+    err[0] = 0;
+    rc = tk_load_ex(MKS_TEST_DATA "/tk_hf/bl_added.json", &lo, &t, err, sizeof err);
+    CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "--normalize"), "tokenizer.json + nfc: rc %d \"%s\"", rc, err);
+}
+
+int main(int argc, char **argv) {
+    const char *shared = argc > 1 ? argv[1] : "../shared";
+    units();
+    bool have = true;
+    for (int c = 0; c < 4 && have; c++) have = test_corpus_docs(shared, CATS[c], PER_CAT, keep, &c) >= 0;
+    int checked = 0;
+    if (have) {
+        fingerprints(shared);
+        checked = parity(shared);
+    }
+    for (int c = 0; c < 4; c++)
+        for (int i = 0; i < PER_CAT; i++) free(texts[c][i]);
+    printf("test_tk_pattern: %d parity checks, %d failures%s\n", checked, fails, have ? "" : " (no ../shared)");
+    if (fails) return 1;
+    return have ? 0 : 77;
+}
