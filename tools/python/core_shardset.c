@@ -530,6 +530,16 @@ typedef struct {
 } fill_row_out;
 
 /* dst[j] = src[j], j < n: u16 or u32 ids (dt bytes) into int64 or int32 */
+/* x86-64 GCC: the per-row copy loops compiled for AVX2 too and picked at load
+ * time (ifunc), as kernels/ does: a portable build otherwise gets SSE2 only,
+ * and these loops are most of what a mapped row costs. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KN_NO_CLONES)
+#define ROW_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_CLONES
+#endif
+
+ROW_CLONES
 static void put_src(void *dst, int wide, const void *src, int dt, size_t n) {
     if (dt == 4) {
         const uint32_t *s = src;
@@ -547,6 +557,7 @@ static void put_src(void *dst, int wide, const void *src, int dt, size_t n) {
 }
 
 /* dst[j] = v (step 0) or v + j - from (step 1), from <= j < to */
+ROW_CLONES
 static void put_run1(void *dst, int wide, size_t from, size_t to, int64_t v, int step) {
     if (wide) {
         int64_t *d = dst;
@@ -619,6 +630,7 @@ static void expand_bits(const uint8_t *lb, size_t rb, uint8_t *bits) {
             d[j] = ((DT)s[j] & m) | ((DT)ignore & ~m);                                                                 \
         }                                                                                                              \
     } while (0)
+ROW_CLONES
 static void put_kept(void *dst, int wide, const void *src, int dt, const uint8_t *keep, size_t n, int64_t ignore) {
     if (dt == 4 && wide) PUT_KEPT(int64_t, uint32_t);
     else if (dt == 4) PUT_KEPT(int32_t, uint32_t);
