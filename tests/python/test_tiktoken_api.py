@@ -174,10 +174,57 @@ def test_constructor_like_tiktoken(shared, tiktoken_mod):
     assert m2.encode(text, allowed_special="all") == m.encode(text, allowed_special="all") and m2.name == "llama_like"
     with pytest.raises(ValueError, match="explicit_n_vocab"):
         mkshards.Encoding(**dict(kw, explicit_n_vocab=n + 255))
-    with pytest.raises(ValueError, match="pat_str"):
-        mkshards.Encoding(**dict(kw, pat_str=r"\w+|\s+"))
     with pytest.raises(ValueError, match="ranks"):
         mkshards.Encoding(name="gap", pat_str=llama_pat, mergeable_ranks={b"a": 0, b"b": 2}, special_tokens={})
+
+
+QWEN_PAT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+PAT_TEXTS = ["Hello world's 12345 \n\n  x<|endoftext|>y", "IT'S Café cafe\u0301 ½ ²³ ①", "end  ", "a.\nb$c",
+             "日本語のテキスト 한국어 Русский", "    def f(x):\n        return x**2\n\n\n", "🇫🇷👍🏽 ok", ""]
+
+
+def test_constructor_any_pat_str(shared, tiktoken_mod):
+    """Encoding(pat_str=...) takes any regex, as tiktoken does (Qwen v1's reference code builds its encoder with
+    its own PAT_STR): the built-in spellings run the built-in scanners, any other through the general regex
+    engine with tiktoken's meaning; ids equal tiktoken's."""
+    import pickle
+    t = tiktoken_mod.get_encoding("cl100k_base")
+    for pat in (QWEN_PAT, r"\w+|\s+", r"\w+$|\w|\s+", r"""\p{L}++|\p{N}{1,2}+| ?[^\s\p{L}\p{N}]++|\s++$|\s+"""):
+        kw = dict(name="custom", pat_str=pat, mergeable_ranks=t._mergeable_ranks,
+                  special_tokens={"<|endoftext|>": 100257})
+        m, r = mkshards.Encoding(**kw), tiktoken_mod.Encoding(**kw)
+        assert m.pat_str == pat and m._pat_str == pat
+        for text in PAT_TEXTS:
+            assert m.encode_ordinary(text) == r.encode_ordinary(text), (pat, text)
+            assert m.encode(text, allowed_special="all") == r.encode(text, allowed_special="all"), (pat, text)
+        m2 = pickle.loads(pickle.dumps(m))
+        assert m2.encode_ordinary(PAT_TEXTS[0]) == m.encode_ordinary(PAT_TEXTS[0]) and m2.pat_str == pat
+    with pytest.raises(ValueError, match=r"\\b"):  # a construct whose meaning is not proven equal: named
+        mkshards.Encoding(name="b", pat_str=r"\bx\b|.", mergeable_ranks=t._mergeable_ranks, special_tokens={})
+    with pytest.raises(TypeError, match="pat_str"):
+        mkshards.Encoding(name="n", pat_str=None, mergeable_ranks=t._mergeable_ranks, special_tokens={})
+
+
+def test_rank_file_pattern_and_normalize(shared, tiktoken_mod):
+    """Encoding.from_file(rank file, pattern=REGEX, normalize="nfc") = Qwen v1's tokenizer: tiktoken with its
+    PAT_STR on unicodedata.normalize("NFC", text); the fingerprint tells it from the file's own."""
+    import unicodedata
+    path = os.path.join(VOCAB, "cl100k_base.tiktoken")
+    m = mkshards.Encoding.from_file(path, pattern=QWEN_PAT, normalize="nfc")
+    t = tiktoken_mod.get_encoding("cl100k_base")
+    r = tiktoken_mod.Encoding(name="q", pat_str=QWEN_PAT, mergeable_ranks=t._mergeable_ranks,
+                              special_tokens=t._special_tokens)
+    for text in PAT_TEXTS:
+        nfc = unicodedata.normalize("NFC", text)
+        assert m.encode_ordinary(text) == r.encode_ordinary(nfc), text
+    assert m.pat_str == QWEN_PAT
+    plain = mkshards.Encoding.from_file(path)
+    assert plain.fingerprint != m.fingerprint
+    assert mkshards.Encoding.from_file(path, pattern=QWEN_PAT).fingerprint not in (plain.fingerprint, m.fingerprint)
+    with pytest.raises(ValueError, match="normalize"):
+        mkshards.Encoding.from_file(path, normalize="nfd")
+    with pytest.raises(ValueError, match="pattern"):
+        mkshards.Encoding.from_file(path, pattern="cl100")
 
 
 def test_p50k_names_refuse_a_wrong_file(tmp_path, monkeypatch):

@@ -29,18 +29,25 @@ static void tok_dealloc(TokObj *t) {
 }
 
 static int tok_init(TokObj *t, PyObject *args, PyObject *kw) {
-    static char *kwl[] = {"spec", "pattern", NULL};
+    static char *kwl[] = {"spec", "pattern", "normalize", NULL};
     PyObject *spec_o = NULL;
-    const char *pattern = NULL;
+    const char *pattern = NULL, *normalize = NULL;
     if (t->tok) { /* another thread may be encoding with it (GIL released) */
         PyErr_SetString(PyExc_RuntimeError, "Tokenizer is already loaded");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|z", kwl, PyUnicode_FSConverter, &spec_o, &pattern)) return -1;
-    tk_pattern pat = TK_PAT_NONE;
-    if (pattern && *pattern && tk_pattern_parse(pattern, &pat) != TK_OK) {
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|zz", kwl, PyUnicode_FSConverter, &spec_o, &pattern, &normalize))
+        return -1;
+    /* a name or a regex (tiktoken's syntax), as the CLI's --pattern / --normalize */
+    tk_load_opts lo = {TK_PAT_NONE, NULL, TK_NORM_NONE};
+    if (pattern && tk_pattern_spec(pattern, &lo.pat, &lo.regex) != TK_OK) {
         Py_DECREF(spec_o);
-        PyErr_Format(PyExc_ValueError, "unknown pattern '%s': use gpt2, cl100k or o200k", pattern);
+        PyErr_Format(PyExc_ValueError, "unknown pattern '%s': use gpt2, cl100k, o200k or a regex", pattern);
+        return -1;
+    }
+    if (normalize && tk_norm_parse(normalize, &lo.norm) != TK_OK) {
+        Py_DECREF(spec_o);
+        PyErr_Format(PyExc_ValueError, "unknown normalize '%s': use none, nfc or nfkc", normalize);
         return -1;
     }
     const char *spec = PyBytes_AS_STRING(spec_o);
@@ -53,11 +60,12 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw) {
     char err[512] = "";
     tk_tokenizer *tok = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tk_load(spec, pat, &tok, err, sizeof err);
+    Py_BEGIN_ALLOW_THREADS rc = tk_load_ex(spec, &lo, &tok, err, sizeof err);
     Py_END_ALLOW_THREADS if (rc != TK_OK || !tok) {
         /* the same wording as the CLI (tools/cli.c, cli_load_tokenizer) */
         const char *hint = "";
-        if (rc == TK_ERR_PATTERN) hint = " (this vocabulary is not a known one: pass pattern='gpt2'|'cl100k'|'o200k')";
+        if (rc == TK_ERR_PATTERN)
+            hint = " (this vocabulary is not a known one: pass pattern='gpt2'|'cl100k'|'o200k' or its regex)";
         else if (!err[0] && rc == TK_ERR_NOT_FOUND)
             hint = " (pass a path, or set MKS_VOCAB_DIR to a folder holding <name>.tiktoken)";
         char msg[900];
@@ -78,8 +86,9 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw) {
 }
 
 /* Tokenizer.create(tokens, pattern, specials): tk_create from the token bytes
- * in rank order (rank i = tokens[i]), a pattern name and a dict special text
- * -> id - what tiktoken's Encoding(name=, pat_str=, mergeable_ranks=,
+ * in rank order (rank i = tokens[i]), a pattern (a name, or any regex in
+ * tiktoken's syntax: tk_set_pretokenizer) and a dict special text -> id -
+ * what tiktoken's Encoding(name=, pat_str=, mergeable_ranks=,
  * special_tokens=) builds in memory. spec is the name to record. */
 static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *kwl[] = {"tokens", "pattern", "specials", "spec", NULL};
@@ -89,8 +98,9 @@ static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw) {
                                      &PyBytes_Type, &spec_o))
         return NULL;
     tk_pattern pat;
-    if (tk_pattern_parse(pattern, &pat) != TK_OK) {
-        PyErr_Format(PyExc_ValueError, "unknown pattern '%s': use gpt2, cl100k or o200k", pattern);
+    const char *regex;
+    if (tk_pattern_spec(pattern, &pat, &regex) != TK_OK || (!regex && pat == TK_PAT_NONE)) {
+        PyErr_Format(PyExc_ValueError, "unknown pattern '%s': use gpt2, cl100k, o200k or a regex", pattern);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(tokens_o, "tokens: a sequence of bytes in rank order");
@@ -147,8 +157,20 @@ static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     tk_tokenizer *tok = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tk_create(tp, lens, (uint32_t)n, pat, sp, (size_t)k, &tok);
-    Py_END_ALLOW_THREADS if (rc != TK_OK || !tok) {
+    char err[512] = "";
+    /* a regex: the tables are built under a built-in pattern, then the regex replaces it */
+    Py_BEGIN_ALLOW_THREADS rc = tk_create(tp, lens, (uint32_t)n, regex ? TK_PAT_O200K : pat, sp, (size_t)k, &tok);
+    if (rc == TK_OK && regex && (rc = tk_set_pretokenizer(tok, regex, TK_NORM_NONE, err, sizeof err))) {
+        tk_free(tok);
+        tok = NULL;
+    }
+    Py_END_ALLOW_THREADS if (err[0]) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "Encoding: pat_str: %s", err);
+        PyErr_SetString(PyExc_ValueError, msg);
+        goto done;
+    }
+    if (rc != TK_OK || !tok) {
         char msg[300];
         snprintf(msg, sizeof msg, "Encoding: cannot build the tokenizer from its ranks: %s%s", tk_strerror(rc),
                  rc == TK_ERR_MISSING_RANK ? " (every single byte must be a token)" : "");
@@ -819,7 +841,8 @@ static PyObject *tok_get_pattern(TokObj *t, void *c) {
 static PyObject *tok_get_pat_str(TokObj *t, void *c) {
     (void)c;
     if (!tok_ready(t)) return NULL;
-    const char *p = tk_pattern_regex(tk_get_pattern(t->tok));
+    const char *p = tk_get_regex(t->tok);
+    if (!p) p = tk_pattern_regex(tk_get_pattern(t->tok));
     if (!p) Py_RETURN_NONE;
     return PyUnicode_FromString(p);
 }

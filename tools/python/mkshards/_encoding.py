@@ -66,8 +66,9 @@ MODEL_TO_ENCODING = {
     "gpt2": "gpt2", "gpt-2": "gpt2",
 }
 
-# Regexes (pat_str) the C pre-tokenizers implement exactly: tiktoken's spellings, the C library's own
-# (tk_pattern_regex) and the original GPT-2 / Llama 3 forms. Any other pattern is refused by name.
+# Regexes (pat_str) the C built-in pre-tokenizers implement exactly: tiktoken's spellings, the C library's own
+# (tk_pattern_regex) and the original GPT-2 / Llama 3 forms. Any other pattern runs through the C library's general
+# regex engine with tiktoken's meaning (tk_set_pretokenizer; unsupported constructs are refused by name).
 _R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 _PATTERN_FORMS = {
     _R50K_PAT: "gpt2",
@@ -104,8 +105,11 @@ class Encoding:
     """
 
     def __init__(self, spec=None, pattern=None, *, name=None, pat_str=None, mergeable_ranks=None,
-                 special_tokens=None, explicit_n_vocab=None):
+                 special_tokens=None, explicit_n_vocab=None, normalize=None):
         if spec is None and mergeable_ranks is not None:
+            if normalize is not None:
+                raise TypeError("Encoding(mergeable_ranks=...) takes no normalize (tiktoken's has none: normalize "
+                                "the text before encode, as Qwen's code does)")
             self._init_ranks(name, pat_str, mergeable_ranks, special_tokens or {}, explicit_n_vocab)
             return
         if spec is None or pat_str is not None or mergeable_ranks is not None or special_tokens is not None:
@@ -113,21 +117,22 @@ class Encoding:
                             "mergeable_ranks=, special_tokens=[, explicit_n_vocab=]) builds one in memory")
         self._spec = os.fspath(spec)
         self._pattern = pattern
+        self._normalize = normalize
         self._ranks_args = None
-        self._core = _core.Tokenizer(self._spec, pattern)
+        self._core = _core.Tokenizer(self._spec, pattern, normalize)
         self._finish(name or self._core.name)
         if explicit_n_vocab is not None and explicit_n_vocab != self.n_vocab:
             raise ValueError(f"explicit_n_vocab {explicit_n_vocab} != {self.n_vocab} (ranks + special tokens)")
 
     def _init_ranks(self, name, pat_str, mergeable_ranks, special_tokens, explicit_n_vocab):
-        """tiktoken's constructor: ranks (bytes -> rank) contiguous from 0, a pattern the C pre-tokenizers
-        implement (gpt2, cl100k / Llama 3, o200k forms), specials str -> id."""
+        """tiktoken's constructor: ranks (bytes -> rank) contiguous from 0, any pat_str (a built-in
+        pre-tokenizer's spelling runs the built-in; any other regex the general regex engine with tiktoken's
+        meaning), specials str -> id."""
         if not isinstance(name, str):
             raise TypeError("Encoding(name=...): a str")
-        pattern = _pattern_name(pat_str)
-        if pattern is None:
-            raise ValueError(f"Encoding {name!r}: pat_str {pat_str!r} is not one of the pre-tokenizer patterns "
-                             "mkshards implements (tiktoken's gpt2/r50k, cl100k, o200k; Llama 3's)")
+        if not isinstance(pat_str, str):
+            raise TypeError(f"Encoding {name!r}: pat_str must be a str, not {type(pat_str).__name__}")
+        pattern = _pattern_name(pat_str) or pat_str
         n = len(mergeable_ranks)
         tokens = [None] * n
         for tok, rank in mergeable_ranks.items():
@@ -146,7 +151,7 @@ class Encoding:
         self._ranks_args = (name, pat_str, mergeable_ranks, dict(special_tokens), explicit_n_vocab)
         self._core = _core.Tokenizer.create(tokens, pattern, dict(special_tokens), name.encode("utf-8"))
         self._finish(name)
-        self.pat_str = pat_str  # as given (tiktoken's _pat_str); the C pre-tokenizer implements it exactly
+        self.pat_str = pat_str  # as given (tiktoken's _pat_str)
 
     def _finish(self, name):
         self.name = name
@@ -157,12 +162,14 @@ class Encoding:
         self.pat_str = self._core.pat_str
 
     @classmethod
-    def from_file(cls, path, pattern=None, *, name=None):
+    def from_file(cls, path, pattern=None, *, name=None, normalize=None):
         """Every tokenizer kind the CLI loads: .tiktoken (+ .meta.json), tokenizer.json, encoder.json+vocab.bpe folder.
 
-        ``pattern`` ("gpt2", "cl100k", "o200k") is needed for a rank file that is not one of the known vocabularies.
+        ``pattern`` ("gpt2", "cl100k", "o200k", or a regex in tiktoken's syntax) is needed for a rank file that is
+        not one of the known vocabularies; ``normalize`` ("nfc", "nfkc") normalizes a rank file's text first (the
+        CLI's --pattern / --normalize; Qwen v1's qwen.tiktoken: its PAT_STR and "nfc").
         """
-        return cls(path, pattern, name=name)
+        return cls(path, pattern, name=name, normalize=normalize)
 
     def __repr__(self):
         return f"<Encoding {self.name!r}>"
@@ -172,7 +179,7 @@ class Encoding:
             return (get_encoding, (self._derived,))
         if self._ranks_args is not None:
             return (_rebuild_ranks, self._ranks_args)
-        return (_rebuild, (self._spec, self._pattern, self.name))
+        return (_rebuild, (self._spec, self._pattern, self.name, getattr(self, "_normalize", None)))
 
     # ------------------------------------------------------------ tiktoken's private fields, read by its users
     @property
@@ -353,8 +360,8 @@ class Encoding:
         return token in self._special_tokens.values()
 
 
-def _rebuild(spec, pattern, name):
-    return Encoding(spec, pattern, name=name)
+def _rebuild(spec, pattern, name, normalize=None):
+    return Encoding(spec, pattern, name=name, normalize=normalize)
 
 
 def _rebuild_ranks(name, pat_str, mergeable_ranks, special_tokens, explicit_n_vocab):
