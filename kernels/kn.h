@@ -72,6 +72,13 @@ int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, const f
 int kn_matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
 int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                            const float *weight, int N, int C, int OC);
+/* The micro-kernel the matmuls use: AUTO picks AVX-512 where the CPU has it
+ * (x86-64; KN_MATMUL_ISA=portable in the environment forces the portable
+ * one). Both give bit-identical results (same operations, same order), so
+ * this only changes speed. Returns the kernel now in use, or KN_EINVAL (AVX512
+ * asked for on a CPU without it). Not thread-safe: call between matmuls. */
+enum { KN_MATMUL_ISA_AUTO = -1, KN_MATMUL_ISA_PORTABLE = 0, KN_MATMUL_ISA_AVX512 = 1 };
+int kn_matmul_set_isa(int isa);
 
 /* ---- causal multi-head self-attention --------------------------------------
  *   qkv (B,T,3C): [q | k | v], head h occupies channels h*hs..h*hs+hs-1

@@ -2,7 +2,9 @@
  *  - every backward against central finite differences of the forward
  *    (scalar objective sum(w * out) accumulated in double, small sizes);
  *  - matmul forward/backward against a naive double GEMM on sizes that
- *    cross every blocking boundary (MR/NR/MC/NC/KC edges);
+ *    cross every blocking boundary (MR/NR/MC/NC/KC edges), with each
+ *    micro-kernel (portable, AVX-512 where the CPU has it), and the two
+ *    kernels bitwise equal to each other;
  *  - softmax-xent, GELU, AdamW, grad norm/clip against double formulas;
  *  - document-mask semantics, padded-vocab semantics, targets < 0;
  *  - bitwise identical results for 1 and 3 threads;
@@ -177,6 +179,8 @@ static void naive_mm(double *out, const float *inp, const float *w, const float 
         }
 }
 
+static const char *mm_isa = "auto";
+
 static void test_matmul_shape(int N, int C, int OC) {
     char what[96];
     float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
@@ -184,7 +188,7 @@ static void test_matmul_shape(int N, int C, int OC) {
     double *ref = malloc(sizeof(double) * (size_t)N * OC);
     naive_mm(ref, inp, w, b, N, C, OC);
     int rc = kn_matmul_forward_ref(out, inp, w, b, N, C, OC);
-    snprintf(what, sizeof what, "matmul fwd %dx%d->%d vs double", N, C, OC);
+    snprintf(what, sizeof what, "matmul %s fwd %dx%d->%d vs double", mm_isa, N, C, OC);
     check_close(what, out, ref, (size_t)N * OC, rc ? 0 : 1e-5, 0.1);
     /* backward vs double */
     float *dinp = rnd((size_t)N * C, 1), *dw = rnd((size_t)OC * C, 1), *db = rnd(OC, 1);
@@ -210,11 +214,11 @@ static void test_matmul_shape(int N, int C, int OC) {
         for (int n = 0; n < N; n++) sb += dout[(size_t)n * OC + o];
         r3[o] = sb;
     }
-    snprintf(what, sizeof what, "matmul dinp %dx%d->%d (overwrite)", N, C, OC);
+    snprintf(what, sizeof what, "matmul %s dinp %dx%d->%d (overwrite)", mm_isa, N, C, OC);
     check_close(what, dinp, r1, (size_t)N * C, rc ? 0 : 1e-5, 0.1);
-    snprintf(what, sizeof what, "matmul dweight %dx%d->%d (+=)", N, C, OC);
+    snprintf(what, sizeof what, "matmul %s dweight %dx%d->%d (+=)", mm_isa, N, C, OC);
     check_close(what, dw, r2, (size_t)OC * C, 1e-5, 0.1);
-    snprintf(what, sizeof what, "matmul dbias %dx%d->%d (+=)", N, C, OC);
+    snprintf(what, sizeof what, "matmul %s dbias %dx%d->%d (+=)", mm_isa, N, C, OC);
     check_close(what, db, r3, OC, 1e-5, 0.1);
     free(inp), free(w), free(b), free(out), free(dout), free(ref), free(dinp), free(dw), free(db);
     free(dw0), free(db0), free(r1), free(r2), free(r3);
@@ -229,10 +233,62 @@ static double mm_obj(void *p) {
     kn_matmul_forward_ref(c->out, c->inp, c->wt, c->b, c->N, c->C, c->OC);
     return dot_w(c->out, c->w, (size_t)c->N * c->OC);
 }
+/* One forward + backward (dweight accumulated onto nonzero values) with the
+ * micro-kernel isa; NULL outputs when the ISA is not available here. */
+static int matmul_run(int isa, float *out, float *dinp, float *dw, const float *inp, const float *w, const float *b,
+                      const float *dout, int N, int C, int OC) {
+    if (kn_matmul_set_isa(isa) != isa) return 0;
+    for (size_t i = 0; i < (size_t)OC * C; i++) dw[i] = 0.25f * (float)(i % 7) - 0.5f;
+    int rc = kn_matmul_forward_ref(out, inp, w, b, N, C, OC);
+    rc |= kn_matmul_backward_ref(dinp, dw, NULL, dout, inp, w, N, C, OC);
+    return rc == KN_OK;
+}
+
+/* The AVX-512 kernel does the portable kernel's operations in its order, so
+ * the two must agree to the bit, on shapes that are not multiples of either
+ * tile (4x16, 8x32), of the 64-row A blocks or 256-column B blocks, with K
+ * across several 256-deep blocks (the forward's B is a transposed view, the
+ * dinp's a plain one, the dweight's A a transposed one, accumulating). */
+static void test_matmul_isa_bitwise(void) {
+    int shapes[][3] = {{1, 1, 1}, {7, 9, 33}, {37, 70, 45}, {300, 530, 290}, {65, 769, 17}, {263, 33, 515}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
+        float *dout = rnd((size_t)N * OC, 1), *o[2], *di[2], *dw[2];
+        for (int r = 0; r < 2; r++)
+            o[r] = zeros((size_t)N * OC), di[r] = zeros((size_t)N * C), dw[r] = zeros((size_t)OC * C);
+        char what[96];
+        if (!matmul_run(KN_MATMUL_ISA_PORTABLE, o[0], di[0], dw[0], inp, w, b, dout, N, C, OC)) {
+            check(0, "matmul portable kernel runs", 0, 0);
+        } else if (!matmul_run(KN_MATMUL_ISA_AVX512, o[1], di[1], dw[1], inp, w, b, dout, N, C, OC)) {
+            printf("info no AVX-512 on this CPU: portable kernel only\n");
+        } else {
+            snprintf(what, sizeof what, "matmul avx512 == portable bitwise %dx%d->%d", N, C, OC);
+            check(!memcmp(o[0], o[1], sizeof(float) * N * OC) && !memcmp(di[0], di[1], sizeof(float) * N * C) &&
+                      !memcmp(dw[0], dw[1], sizeof(float) * OC * C),
+                  what, 0, 0);
+        }
+        for (int r = 0; r < 2; r++) free(o[r]), free(di[r]), free(dw[r]);
+        free(inp), free(w), free(b), free(dout);
+    }
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
+}
+
 static void test_matmul(void) {
-    int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 70, 45}, {130, 300, 270}, {65, 257, 17}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        test_matmul_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
+    int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 70, 45}, {130, 300, 270}, {65, 257, 17}, {300, 530, 290}};
+    const struct {
+        int isa;
+        const char *name;
+    } isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"}, {KN_MATMUL_ISA_AVX512, "avx512"}};
+    for (size_t k = 0; k < 2; k++) {
+        if (kn_matmul_set_isa(isas[k].isa) != isas[k].isa) continue;
+        mm_isa = isas[k].name;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            test_matmul_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
+    }
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
+    mm_isa = "auto";
+    test_matmul_isa_bitwise();
     mm_ctx c = {0};
     c.N = 6, c.C = 9, c.OC = 5;
     c.out = zeros(30), c.inp = rnd(54, 1), c.wt = rnd(45, 1), c.b = rnd(5, 1), c.w = rnd(30, 1);
