@@ -10,3 +10,5 @@ set_tests_properties(test_tk_tekken PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME test_tk_tekken_real COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tk_tekken_real.sh
          $<TARGET_FILE:test_tk_tekken> $<TARGET_FILE:mkshards> ${MKS_SHARED_DIR} ${CMAKE_BINARY_DIR}/mistral-common)
 set_tests_properties(test_tk_tekken_real PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+# Fuzz target for the tekken.json reader (seeds: tests/data/fuzz/make_tekken_seeds.py).
+mks_add_fuzz(tekken SOURCE fuzz_tekken.c LIBS tk CORPUS data/fuzz/tekken MAX_LEN 16384)

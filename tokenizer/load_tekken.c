@@ -20,9 +20,10 @@
  * So this engine is the rank engine's BPE (tk_bpe_piece) over the Tekken
  * pre-tokenizer (pretok.c: o200k's scanner without contractions, one digit
  * per piece) with every id shifted; a file with another pattern goes through
- * the general regex engine (hf_regex.c), whose matches are the pieces as
- * tiktoken's find_iter gives them (text no match covers is dropped, as
- * tiktoken drops it).
+ * the general regex engine in tiktoken's dialect (hf_regex.c,
+ * tk_regex_compile_tiktoken), whose matches are the pieces as tiktoken's
+ * find_iter gives them (text no match covers is dropped, as tiktoken drops
+ * it).
  *
  * The file (19 MB for Mistral NeMo's) holds "\u0000" in token_str and is
  * read here by a strict streaming JSON scanner (Python json's grammar:
@@ -32,6 +33,7 @@
  * 12 bytes per recorded entry, each entry at least 3 bytes of JSON. */
 #include "load_internal.h"
 #include "mks_common.h"
+#include "rank_pretok.h"
 #include "tk_engine.h"
 
 #include <stdio.h>
@@ -978,7 +980,7 @@ static int tekken_load(const char *path, tk_pattern pat, tk_tokenizer **out, cha
     st->nsp = nsp;
     snprintf(st->version, sizeof st->version, "%s", f.version);
     if (strcmp(f.pattern, TEKKEN_PATTERN) != 0 &&
-        (rc = tk_regex_compile(f.pattern, strlen(f.pattern), false, &st->re, err, errlen))) {
+        (rc = tk_regex_compile_tiktoken(f.pattern, strlen(f.pattern), &st->re, err, errlen))) {
         free(rank_to_id);
         char m[512];
         snprintf(m, sizeof m, "%s", err ? err : "");

@@ -12,8 +12,9 @@
  *   rank+pretok  a rank-engine tokenizer given its own regex and / or
  *             normalization (rank_pretok.c: --pattern REGEX, --normalize);
  *             not in the registry: tk_set_pretokenizer hands it over
- *   tekken    Mistral's tekken.json, sniffed to be refused by its name
- *             (load_tekken.c; not run yet)
+ *   tekken    Mistral's tekken.json (load_tekken.c: loader and ops; the
+ *             rank tables and merge, Mistral's pattern in pretok.c, ids
+ *             shifted past the specials)
  *   unigram   SentencePiece .model UNIGRAM (unigram.c encodes with spm.c's
  *             normalizer and decodes with its ops; no sniffer: load_spm.c
  *             hands these models over)
