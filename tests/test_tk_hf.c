@@ -6,7 +6,11 @@
  * References: tests/data/tk_hf/refs.jsonl.zst, made by
  * tests/ref/make_tk_hf_refs.py with HF tokenizers. Also checks
  * decode(encode(x)) == x for byte-level tokenizers.
- * argv[1]: shared dir (default MKS_SHARED_DIR); argv[2]: only this tokenizer. */
+ * argv[1]: shared dir (default MKS_SHARED_DIR); argv[2]: only this tokenizer
+ * ("-": all); argv[3]: the fixture directory under tests/data (default
+ * tk_hf; tk_hf_uni: the Unigram fixtures of make_tk_hf_uni_fixtures.py).
+ * A row with "err" is a text HF fails (a Unigram model without unk_id):
+ * ours must refuse that document (tk_err_is_document). */
 #include "tk.h"
 #include "test_corpus.h"
 
@@ -108,7 +112,9 @@ static int refusals(void) {
          "pre_tokenizer:", "\"extra\""},
         {"decoder", "{\"type\":\"WordPiece\",\"prefix\":\"##\"}", "decoder", "ByteLevel"},
         {"model.type", "\"WordPiece\"", "model.type", "WordPiece"},
-        {"model.type", "\"Unigram\"", "model.type", "Unigram"},
+        {"model.type", "\"WordLevel\"", "model.type", "WordLevel"},
+        /* a BPE file marked Unigram: its vocab is an object, not [piece, score] pairs */
+        {"model.type", "\"Unigram\"", "model.vocab", "Unigram"},
         {"model.dropout", "0.1", "model.dropout", "dropout"},
         /* with a prefix, HF's merge result is a + b[len(prefix):]: a part shorter than it cannot be */
         {"model.continuing_subword_prefix", "\"##\"", "merge", "shorter than continuing_subword_prefix"},
@@ -267,11 +273,14 @@ static int framing(void) {
 
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
-    const char *only = argc > 2 ? argv[2] : NULL;
+    const char *only = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
+    const char *dir = argc > 3 ? argv[3] : "tk_hf";
     size_t rn;
-    char *refs = test_read_zst(MKS_TEST_DATA "/tk_hf/refs.jsonl.zst", &rn);
+    char rpath[4096];
+    snprintf(rpath, sizeof rpath, "%s/%s/refs.jsonl.zst", MKS_TEST_DATA, dir);
+    char *refs = test_read_zst(rpath, &rn);
     if (!refs) {
-        fprintf(stderr, "no %s\n", MKS_TEST_DATA "/tk_hf/refs.jsonl.zst");
+        fprintf(stderr, "no %s\n", rpath);
         return 1;
     }
     bool have_corpus = load_corpus(shared) == 0;
@@ -301,7 +310,7 @@ int main(int argc, char **argv) {
             snprintf(p, sizeof p, "%s/vocab/hf/%s/tokenizer.json", shared, name);
             FILE *f = fopen(p, "rb");
             if (f) fclose(f);
-            else snprintf(p, sizeof p, "%s/tk_hf/%s.json", MKS_TEST_DATA, name);
+            else snprintf(p, sizeof p, "%s/%s/%s.json", MKS_TEST_DATA, dir, name);
             int rc = tk_load_hf_json(p, TK_PAT_NONE, &tok, err, sizeof err);
             if (rc) {
                 f = fopen(p, "rb");
@@ -323,7 +332,28 @@ int main(int argc, char **argv) {
         }
         tk_ids v = {0};
         json_t *ids = json_object_get(o, "ids");
-        if (ids) {
+        bool hf_err = json_is_true(json_object_get(o, "err"));
+        if (hf_err) { /* HF fails this text: so must we, for this document only */
+            const char *text = json_string_value(json_object_get(o, "text"));
+            size_t tl = json_string_length(json_object_get(o, "text"));
+            const char *cat = json_string_value(json_object_get(o, "cat"));
+            int doc = (int)json_integer_value(json_object_get(o, "doc"));
+            int c = 0;
+            while (cat && c < 4 && strcmp(CATS[c], cat) != 0) c++;
+            if (cat && (!have_corpus || c == 4 || doc >= PER_CAT || !texts[c][doc])) text = NULL;
+            else if (cat) text = texts[c][doc], tl = lens[c][doc];
+            if (text) {
+                bool special = !cat && strcmp(json_string_value(json_object_get(o, "mode")), "special") == 0;
+                int rc = special ? tk_encode_special(tok, (const uint8_t *)text, tl, NULL, (size_t)-1, &v)
+                                 : tk_encode(tok, (const uint8_t *)text, tl, &v);
+                checked++;
+                if (!tk_err_is_document(rc) || v.len) {
+                    fprintf(stderr, "FAIL %s: \"%.60s\": rc %d with %zu ids, HF fails this text\n", name, text, rc,
+                            v.len);
+                    fails++;
+                }
+            }
+        } else if (ids) {
             const char *text = json_string_value(json_object_get(o, "text"));
             size_t tl = json_string_length(json_object_get(o, "text"));
             bool special = strcmp(json_string_value(json_object_get(o, "mode")), "special") == 0;

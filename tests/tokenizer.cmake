@@ -6,6 +6,10 @@ mks_add_test(test_tk_pathological SOURCES test_tk_pathological.c LIBS tk LABELS 
 mks_add_test(test_tk_image SOURCES test_tk_image.c LIBS tk LABELS cpu TIMEOUT 120)
 # HF tokenizer.json parity (refs from tests/ref/make_tk_hf_refs.py).
 mks_add_test(test_tk_hf SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu TIMEOUT 600)
+# HF tokenizer.json with a Unigram model (T5/XLM-R/ALBERT converted, HF-trained):
+# tests/data/tk_hf_uni, fixtures and refs from tests/ref/make_tk_hf_uni_fixtures.py.
+mks_add_test(test_tk_hf_uni SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu
+             TIMEOUT 600 ARGS ${MKS_SHARED_DIR} - tk_hf_uni)
 # Meta's Llama 3 / Llama 4 tokenizer.model against Meta's tokenizer code (refs from
 # tests/ref/make_tk_meta_refs.py); tk_meta.sh fetches the files (llama-models on PyPI), skips without them.
 add_executable(test_tk_meta test_tk_meta.c)

@@ -16,8 +16,8 @@
 #include "hf_internal.h"
 
 void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
-    static const char *const nm[] = {"NFC",   "NFD",     "NFKC",    "NFKD",       "Lowercase",
-                                     "Strip", "Replace", "Prepend", "Precompiled"};
+    static const char *const nm[] = {"NFC",   "NFD",     "NFKC",    "NFKD",        "Lowercase",
+                                     "Strip", "Replace", "Prepend", "Precompiled", "StripAccents"};
     static const char *const pt[] = {"Split", "ByteLevel", "Digits", "Punctuation", "WhitespaceSplit", "Metaspace"};
     static const char *const bh[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     const tk_hf *h = HF_OF(t);
@@ -37,6 +37,12 @@ void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
         else PUT(" %s", pt[st->kind]);
     }
     if (!h->n_pt) PUT(" (no pre-tokenizer)");
+    if (h->uni) {
+        PUT(" | Unigram (Viterbi over %u pieces, unk score %g%s%s)", tk_hf_uni_size(h->uni),
+            tk_hf_uni_unk_score(h->uni), h->unk == TK_NO_RANK ? ", no unk" : "",
+            h->bl_byte_fallback ? ", byte fallback" : "");
+        return;
+    }
     PUT(" | BPE (%s%s%s", h->sp ? "characters, " : "", h->fast_bpe ? "merge by rank" : "HF merge loop",
         h->sp && h->byte_id[0] != TK_NO_RANK ? ", byte fallback" : "");
     if (!h->sp) {

@@ -25,6 +25,7 @@ void tk_hf_free(tk_hf *h) {
     free(h->pair1);
     free(h->m1);
     tk_chartab_free(h->chartab);
+    tk_hf_uni_free(h->uni);
     free(h);
 }
 
@@ -145,13 +146,14 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
     memset(st, 0, sizeof *st);
     static const char *const none[] = {NULL};
     if (!strcmp(ty, "NFC") || !strcmp(ty, "NFD") || !strcmp(ty, "NFKC") || !strcmp(ty, "NFKD") ||
-        !strcmp(ty, "Lowercase")) {
+        !strcmp(ty, "Lowercase") || !strcmp(ty, "StripAccents")) {
         if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
-        st->kind = !strcmp(ty, "NFC")    ? NM_NFC
-                   : !strcmp(ty, "NFD")  ? NM_NFD
-                   : !strcmp(ty, "NFKC") ? NM_NFKC
-                   : !strcmp(ty, "NFKD") ? NM_NFKD
-                                         : NM_LOWER;
+        st->kind = !strcmp(ty, "NFC")         ? NM_NFC
+                   : !strcmp(ty, "NFD")       ? NM_NFD
+                   : !strcmp(ty, "NFKC")      ? NM_NFKC
+                   : !strcmp(ty, "NFKD")      ? NM_NFKD
+                   : !strcmp(ty, "Lowercase") ? NM_LOWER
+                                              : NM_STRIP_ACCENTS;
     } else if (!strcmp(ty, "Strip")) {
         static const char *const keys[] = {"strip_left", "strip_right", NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
@@ -192,7 +194,7 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
             if ((unsigned char)*q < 0x20) *q = '?';
         REFUSE(path,
                "normalizer \"%s\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
-               "Replace, Prepend, Precompiled, Sequence)",
+               "StripAccents, Replace, Prepend, Precompiled, Sequence)",
                sb);
     }
     h->n_nm++;
@@ -496,7 +498,7 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
             size_t nn;
             tk_re_budget budget;
             tk_re_budget_init(&budget, cl);
-            rc = tk_hf_normalize(h, (const uint8_t *)c, cl, &x, &y, &ns, &nn, &budget);
+            rc = tk_hf_normalize(h, (const uint8_t *)c, cl, &x, &y, &ns, &nn, &budget, NULL);
             if (!rc) rc = nn ? dup_bytes(ns, nn, &d->text, &d->len) : TK_OK;
             tk_bytes_free(&x);
             tk_bytes_free(&y);
@@ -802,6 +804,28 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
     return TK_OK;
 }
 
+/* h->voc: a copy of the vocabulary strings of J, in J's order (the decoder
+ * chain reads the tokens' own strings from it). */
+static int voc_copy(tk_hf *h, const tk_hfj *J) {
+    size_t bytes = 1;
+    for (size_t e = 0; e < J->nv; e++) bytes += J->vlen[e] + 1;
+    h->voc.arena = malloc(bytes);
+    h->voc.vkey = malloc((J->nv + 1) * sizeof *h->voc.vkey);
+    h->voc.vlen = malloc((J->nv + 1) * sizeof *h->voc.vlen);
+    h->voc.vid = malloc((J->nv + 1) * sizeof *h->voc.vid);
+    if (!h->voc.arena || !h->voc.vkey || !h->voc.vlen || !h->voc.vid) return TK_ERR_NOMEM;
+    size_t o = 0;
+    for (size_t e = 0; e < J->nv; e++) {
+        memcpy(h->voc.arena + o, J->vkey[e], J->vlen[e] + 1);
+        h->voc.vkey[e] = (const char *)h->voc.arena + o;
+        h->voc.vlen[e] = J->vlen[e];
+        h->voc.vid[e] = J->vid[e];
+        o += J->vlen[e] + 1;
+    }
+    h->voc.nv = J->nv;
+    return TK_OK;
+}
+
 int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32_t (*merges)[3], size_t nm, tk_hfj *J,
                    tk_hf **out, char *err, size_t errlen) {
     *out = NULL;
@@ -850,25 +874,7 @@ int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32
         goto fail;
     /* own copy of the vocabulary strings (J may point into a jansson tree) */
     {
-        size_t bytes = 1;
-        for (size_t e = 0; e < J->nv; e++) bytes += J->vlen[e] + 1;
-        h->voc.arena = malloc(bytes);
-        h->voc.vkey = malloc((J->nv + 1) * sizeof *h->voc.vkey);
-        h->voc.vlen = malloc((J->nv + 1) * sizeof *h->voc.vlen);
-        h->voc.vid = malloc((J->nv + 1) * sizeof *h->voc.vid);
-        if (!h->voc.arena || !h->voc.vkey || !h->voc.vlen || !h->voc.vid) {
-            rc = TK_ERR_NOMEM;
-            goto fail;
-        }
-        size_t o = 0;
-        for (size_t e = 0; e < J->nv; e++) {
-            memcpy(h->voc.arena + o, J->vkey[e], J->vlen[e] + 1);
-            h->voc.vkey[e] = (const char *)h->voc.arena + o;
-            h->voc.vlen[e] = J->vlen[e];
-            h->voc.vid[e] = J->vid[e];
-            o += J->vlen[e] + 1;
-        }
-        h->voc.nv = J->nv;
+        if ((rc = voc_copy(h, J))) goto fail;
         if ((rc = tk_hfj_index(&h->voc))) {
             rc = rc < 0 ? rc : TK_ERR_FORMAT;
             goto fail;
@@ -897,6 +903,72 @@ int tk_hf_setup_sp(tk_tokenizer *t, json_t *root, const char *file, const uint32
     if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
     if ((rc = merges_build(h, merges, nm))) goto fail;
     fold_fingerprint(t, root);
+    t->pattern = TK_PAT_NONE;
+    *out = h;
+    return TK_OK;
+fail:
+    tk_hf_free(h);
+    return rc;
+}
+
+/* ---- Unigram: setup -------------------------------------------------------- */
+
+/* The scores and unk_id decide the ids beyond what fold_fingerprint covers. */
+static void fold_unigram(tk_tokenizer *t, const double *score, uint32_t n, uint32_t unk_id, bool bfb) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, 32, t->fingerprint);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t b;
+        memcpy(&b, &score[i], 8);
+        uint8_t le[8];
+        for (int k = 0; k < 8; k++) le[k] = (uint8_t)(b >> (8 * k));
+        sha256_update(&c, 8, le);
+    }
+    uint8_t tail[16] = {'t',
+                        'k',
+                        'h',
+                        'f',
+                        'u',
+                        'n',
+                        'i',
+                        1,
+                        (uint8_t)unk_id,
+                        (uint8_t)(unk_id >> 8),
+                        (uint8_t)(unk_id >> 16),
+                        (uint8_t)(unk_id >> 24),
+                        (uint8_t)bfb,
+                        0,
+                        0,
+                        0};
+    sha256_update(&c, sizeof tail, tail);
+    sha256_digest(&c, 32, t->fingerprint);
+}
+
+int tk_hf_setup_uni(tk_tokenizer *t, json_t *root, const char *file, const tk_hfj *J, const double *score,
+                    uint32_t unk_id, bool byte_fallback, tk_hf **out, char *err, size_t errlen) {
+    uint32_t n = (uint32_t)J->nv;
+    *out = NULL;
+    tk_hf *h = calloc(1, sizeof *h);
+    if (!h) return TK_ERR_NOMEM;
+    h->sp = true; /* characters, not byte-level: decoder chain, no lossless claim */
+    h->unk = unk_id;
+    for (int b = 0; b < 256; b++) h->byte_id[b] = TK_NO_RANK;
+    int rc = voc_copy(h, J);
+    if (rc) goto fail;
+    rc = tk_hf_uni_build(J->vkey, J->vlen, score, n, unk_id, byte_fallback, &h->uni);
+    if (rc) {
+        tk_set_err(err, errlen, "%s: model.vocab: Unigram: %s while building its piece trie", file,
+                   rc == TK_ERR_LIMIT ? "too many trie nodes" : "out of memory");
+        goto fail;
+    }
+    h->bl_byte_fallback = byte_fallback; /* for describe */
+    if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
+    if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
+    if ((rc = parse_decoder(h, json_object_get(root, "decoder"), file, "decoder", err, errlen))) goto fail;
+    if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
+    fold_fingerprint(t, root);
+    fold_unigram(t, score, n, unk_id, byte_fallback);
     t->pattern = TK_PAT_NONE;
     *out = h;
     return TK_OK;

@@ -176,7 +176,14 @@ int tk_hf_decode(const tk_tokenizer *t, const uint32_t *ids, size_t n, bool firs
         cur = nxt;
         nxt = x;
     }
-    if (!rc && cur->n && cur->off[cur->n] > cur->off[0])
+    if (!rc && !h->n_dec && cur->n) {
+        /* HF without a decoder: the tokens' strings joined by spaces (a
+         * stream's later chunks start with the space between) */
+        for (size_t k = 0; k < cur->n && !rc; k++) {
+            if ((k || !first) && (rc = bput(out, " ", 1))) break;
+            rc = bput(out, cur->b.data + cur->off[k], cur->off[k + 1] - cur->off[k]);
+        }
+    } else if (!rc && cur->n && cur->off[cur->n] > cur->off[0])
         rc = bput(out, cur->b.data + cur->off[0], cur->off[cur->n] - cur->off[0]);
     tk_bytes_free(&a.b);
     tk_bytes_free(&b.b);

@@ -127,6 +127,7 @@ typedef struct {
     uint64_t serial; /* the tokenizer the cache belongs to */
     wc_slot *wc;
     bpe_scratch bs;
+    hf_uni_scratch us; /* Unigram's lattice */
     tk_bytes nbuf[2];
     tk_bytes mod[HF_MAX_STEPS];
     spanv sp[HF_MAX_STEPS];
@@ -242,7 +243,8 @@ static int model(hf_ctx *c, const uint8_t *p, size_t n) {
         }
     }
     bool ids = c->h->sp || (!c->h->fast_bpe && tk_hf_bl_needs_word(c->h, p, n));
-    if (c->h->sp) rc = tk_hf_sp_word(c->h, &c->bs, p, n, out);
+    if (c->h->uni) rc = tk_hf_uni_word(c->h->uni, &c->us, p, n, out);
+    else if (c->h->sp) rc = tk_hf_sp_word(c->h, &c->bs, p, n, out);
     else if (ids) rc = tk_hf_bl_word(t, c->h, &c->bs, p, n, out);
     else if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
     else rc = tk_hf_bpe_bytes(t, c->h, &c->bs, p, n, out);
@@ -360,8 +362,10 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
 static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, const active_set *as) {
     const uint8_t *ns;
     size_t nn;
-    int rc = tk_hf_normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn, &c->budget);
+    bool dropped;
+    int rc = tk_hf_normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn, &c->budget, &dropped);
     if (rc) return rc;
+    at_start &= !dropped;
     size_t i = 0;
     while (i < nn) {
         size_t at = nn, end = nn;
@@ -382,6 +386,7 @@ static void ctx_free(hf_ctx *c) {
     free(c->bs.next);
     free(c->bs.gone);
     free(c->bs.heap);
+    tk_hf_uni_scratch_free(&c->us);
     tk_bytes_free(&c->nbuf[0]);
     tk_bytes_free(&c->nbuf[1]);
     for (size_t k = 0; k < HF_MAX_STEPS; k++) {

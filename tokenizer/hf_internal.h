@@ -11,6 +11,7 @@
 #include "tk_engine.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
 /* This engine's state of t (tk_engine.h). */
 #define HF_OF(t) ((tk_hf *)(t)->engine_state)
 
-enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND, NM_PRECOMPILED };
+enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND, NM_PRECOMPILED, NM_STRIP_ACCENTS };
 enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE };
 enum { B_REMOVED, B_ISOLATED, B_MERGED_PREV, B_MERGED_NEXT, B_CONTIGUOUS };
 enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
@@ -113,6 +114,7 @@ struct tk_hf {
     } dec[HF_MAX_STEPS];
     size_t n_dec;
     uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
+    struct tk_hf_uni *uni;  /* model "Unigram" (hf_unigram.c); NULL: BPE */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -202,6 +204,20 @@ static inline const mslot *merge_get(const tk_hf *h, uint32_t a, uint32_t b) {
     }
 }
 
+/* hf_unigram.c's per-thread scratch (in the encode context). */
+typedef struct {
+    double score;  /* best path score ending here */
+    int32_t start; /* where its last piece starts, -1: no path yet */
+    uint32_t id;   /* its last piece */
+} hf_uni_node;
+
+typedef struct {
+    hf_uni_node *best;
+    size_t best_cap;
+    uint32_t *path;
+    size_t path_cap;
+} hf_uni_scratch;
+
 /* ---- between the files ---------------------------------------------------- */
 
 /* hf.c: the engine ops load_hf.c's tk_engine_hf names. */
@@ -217,7 +233,7 @@ int tk_hf_lossless(const tk_tokenizer *t);
 /* hf_normalize.c: h's normalizer chain on s[0..n), alternating between a
  * and b; *res, *rn: the result (s itself when there are no steps). */
 int tk_hf_normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
-                    size_t *rn, tk_re_budget *budget);
+                    size_t *rn, tk_re_budget *budget, bool *lead_dropped);
 /* tk_regex_find_all callback of a Replace step (a repl_ctx); the decoder's
  * Replace uses it too. */
 int tk_hf_repl_cb(void *u, size_t a, size_t b);
@@ -232,6 +248,41 @@ int tk_hf_sp_word(const tk_hf *h, bpe_scratch *s, const uint8_t *p, size_t n, tk
 /* HF's merge loop on token r's own bytes: 1 if it yields r (hf_config.c's
  * proof that merge-by-rank gives HF's ids). */
 int tk_hf_reaches(const tk_tokenizer *t, const tk_hf *h, bpe_scratch *s, uint32_t r, tk_ids *tmp);
+
+/* hf_unigram.c: HF's Unigram model. tk_hf_uni_build: from the vocab
+ * entries (key[i], len[i] bytes, score[i]; id = i), unk_id (TK_NO_RANK:
+ * none); tk_hf_uni_word: the ids of one pre-tokenized word (TK_ERR_DOC_UNK
+ * where HF fails the text: a character without a piece and no unk_id). */
+struct tk_hf_uni;
+int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *score, uint32_t n, uint32_t unk_id,
+                    bool byte_fallback, struct tk_hf_uni **out);
+void tk_hf_uni_free(struct tk_hf_uni *u);
+uint32_t tk_hf_uni_size(const struct tk_hf_uni *u);
+double tk_hf_uni_unk_score(const struct tk_hf_uni *u);
+int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *t, size_t tn, tk_ids *out);
+void tk_hf_uni_scratch_free(hf_uni_scratch *w);
+
+/* hf_config.c: a tokenizer.json whose model is "Unigram": the vocab entries
+ * J->vkey[i] (J->vlen[i] bytes, score[i], id i = J->vid[i]), unk_id (TK_NO_RANK: none); the
+ * normalizer, pre-tokenizer, decoder and added tokens as tk_hf_setup_sp's. */
+int tk_hf_setup_uni(tk_tokenizer *t, json_t *root, const char *file, const tk_hfj *J, const double *score,
+                    uint32_t unk_id, bool byte_fallback, tk_hf **out, char *err, size_t errlen);
+
+/* hf_json.c: a Unigram model.vocab read from the raw file: pieces (NUL
+ * terminated, in arena), their scores as HF reads them (serde_json), and
+ * the file with that value replaced by [] for jansson. TK_HFJ_FALLBACK for
+ * anything unusual (the loader then reads the file with jansson). */
+typedef struct {
+    uint8_t *arena;
+    const char **key;
+    uint32_t *len;
+    double *score;
+    size_t n;
+    uint8_t *rest;
+    size_t rest_len;
+} tk_hfj_uni;
+int tk_hfj_parse_unigram(const uint8_t *s, size_t n, tk_hfj_uni *v);
+void tk_hfj_uni_free(tk_hfj_uni *v);
 
 /* Does the byte-level word p[0..n) need tk_hf_bl_word? (inline: asked once a
  * piece on the encode path) */

@@ -9,12 +9,21 @@
  * id, an empty key, bad UTF-8, a third merge form ...) makes it answer
  * TK_HFJ_FALLBACK, and the loader reads the file with jansson as before, so
  * the messages for bad files stay the loader's own.
+ *
+ * A Unigram model's vocab ([[piece, score], ...]) has its own reader
+ * (tk_hfj_parse_unigram): jansson would take ~1 s on mT5's 250k pieces, and
+ * its scores are strtod's, where HF's are serde_json's (serde_f64).
  */
 #include "tk_internal.h"
 #include "mks_common.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "hf_internal.h" /* tk_hfj_uni */
 
 static size_t ws(const uint8_t *s, size_t n, size_t i) {
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
@@ -501,4 +510,225 @@ fail:
 fail_rc:
     tk_hfj_free(j);
     return rc;
+}
+
+/* ---- a Unigram model's vocab: [[piece, score], ...] ------------------------ */
+
+/* 1e0 .. 1e308 as Rust's literals (correctly rounded, as strtod gives them). */
+static double g_pow10[309];
+static pthread_once_t g_pow10_once = PTHREAD_ONCE_INIT;
+static void pow10_init(void) {
+    for (int k = 0; k <= 308; k++) {
+        char b[16];
+        snprintf(b, sizeof b, "1e%d", k);
+        g_pow10[k] = strtod(b, NULL);
+    }
+}
+
+/* f64_from_parts of serde_json without its float_roundtrip feature (how HF
+ * `tokenizers` builds it): (double)significand, then one multiplication or
+ * division by a power of ten - not always the correctly rounded value
+ * (strtod's): 13% of 17-digit scores differ by an ulp, which moves near-ties
+ * of the Viterbi. false where serde_json fails (out of range). */
+static bool serde_from_parts(bool neg, uint64_t sig, int64_t exp, double *out) {
+    double f = (double)sig;
+    for (;;) {
+        uint64_t a = exp < 0 ? (uint64_t)(-exp) : (uint64_t)exp;
+        if (a <= 308) {
+            if (exp >= 0) {
+                f *= g_pow10[a];
+                if (isinf(f)) return false;
+            } else {
+                f /= g_pow10[a];
+            }
+            break;
+        }
+        if (f == 0.0) break;
+        if (exp >= 0) return false;
+        f /= 1e308;
+        exp += 308;
+    }
+    *out = neg ? -f : f;
+    return true;
+}
+
+/* The JSON number at s[*i] read as serde_json reads it into an f64
+ * (de.rs: parse_integer, parse_long_integer, parse_decimal(_overflow),
+ * parse_exponent(_overflow)); false on anything else. */
+static bool serde_f64(const uint8_t *s, size_t n, size_t *i, double *out) {
+    size_t p = *i;
+    bool neg = p < n && s[p] == '-';
+    if (neg) p++;
+    if (p >= n || s[p] < '0' || s[p] > '9') return false;
+    uint64_t sig = 0;
+    int64_t exp = 0;
+    bool integer = true;
+    if (s[p] == '0') {
+        p++;
+        if (p < n && s[p] >= '0' && s[p] <= '9') return false;
+    } else {
+        while (p < n && s[p] >= '0' && s[p] <= '9') {
+            uint64_t d = (uint64_t)(s[p] - '0');
+            if (sig > (UINT64_MAX - d) / 10) { /* parse_long_integer: further digits only scale */
+                integer = false;
+                while (p < n && s[p] >= '0' && s[p] <= '9') p++, exp++;
+                break;
+            }
+            sig = sig * 10 + d;
+            p++;
+        }
+    }
+    if (p < n && s[p] == '.') {
+        integer = false;
+        p++;
+        size_t d0 = p;
+        bool over = false;
+        while (p < n && s[p] >= '0' && s[p] <= '9') {
+            uint64_t d = (uint64_t)(s[p] - '0');
+            if (!over && sig > (UINT64_MAX - d) / 10) over = true; /* parse_decimal_overflow: digits ignored */
+            if (!over) sig = sig * 10 + d, exp--;
+            p++;
+        }
+        if (p == d0) return false;
+    }
+    if (p < n && (s[p] == 'e' || s[p] == 'E')) {
+        integer = false;
+        p++;
+        bool eneg = false;
+        if (p < n && (s[p] == '+' || s[p] == '-')) eneg = s[p++] == '-';
+        if (p >= n || s[p] < '0' || s[p] > '9') return false;
+        int64_t e = 0;
+        bool over = false;
+        while (p < n && s[p] >= '0' && s[p] <= '9') {
+            if (!over && e > (INT32_MAX - (s[p] - '0')) / 10) over = true;
+            if (!over) e = e * 10 + (s[p] - '0');
+            p++;
+        }
+        if (over) { /* parse_exponent_overflow */
+            if (sig && !eneg) return false;
+            *out = neg ? -0.0 : 0.0;
+            *i = p;
+            return true;
+        }
+        exp = eneg ? exp - e : exp + e; /* saturating in i32 there; |exp| stays far below */
+    }
+    *i = p;
+    if (integer) { /* U64 / I64, then `as f64` */
+        *out = neg ? -(double)sig : (double)sig;
+        return true;
+    }
+    return serde_from_parts(neg, sig, exp, out);
+}
+
+/* [[piece, score], ...] at s[i] == '[' into v: the end of the value, 0 for
+ * the fallback, or TK_ERR_NOMEM (negative). */
+static long parse_uni_vocab(const uint8_t *s, size_t n, size_t i, tk_hfj_uni *v, uint8_t **op) {
+    uint8_t *o = *op;
+    size_t c1 = 0, c2 = 0, c3 = 0;
+    i = ws(s, n, i + 1);
+    while (i < n && s[i] != ']') {
+        if (grow((void **)&v->key, &c1, v->n + 1, sizeof *v->key) ||
+            grow((void **)&v->len, &c2, v->n + 1, sizeof *v->len) ||
+            grow((void **)&v->score, &c3, v->n + 1, sizeof *v->score))
+            return TK_ERR_NOMEM;
+        if (s[i] != '[') return 0;
+        i = ws(s, n, i + 1);
+        long l = decode_str(s, n, &i, o);
+        if (l < 0) return 0;
+        i = ws(s, n, i);
+        if (i >= n || s[i] != ',') return 0;
+        i = ws(s, n, i + 1);
+        if (!serde_f64(s, n, &i, &v->score[v->n])) return 0;
+        i = ws(s, n, i);
+        if (i >= n || s[i] != ']') return 0;
+        i = ws(s, n, i + 1);
+        v->key[v->n] = (const char *)o;
+        v->len[v->n] = (uint32_t)l;
+        v->n++;
+        o += l + 1;
+        if (v->n > TK_MAX_VOCAB) return 0;
+        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+        else if (i >= n || s[i] != ']') return 0;
+    }
+    if (i >= n) return 0;
+    *op = o;
+    return (long)(i + 1);
+}
+
+int tk_hfj_parse_unigram(const uint8_t *s, size_t n, tk_hfj_uni *v) {
+    memset(v, 0, sizeof *v);
+    pthread_once(&g_pow10_once, pow10_init);
+    size_t i = ws(s, n, 0), vs = 0, ve = 0;
+    int rc = TK_ERR_NOMEM;
+    if (i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
+    v->arena = malloc(n + 16); /* decoded strings are never longer than their JSON text */
+    if (!v->arena) goto fail;
+    uint8_t *o = v->arena;
+    i = ws(s, n, i + 1);
+    while (i < n && s[i] != '}') {
+        size_t ks = i;
+        if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
+        size_t ke = i;
+        i = ws(s, n, i);
+        if (i >= n || s[i] != ':') goto fallback;
+        i = ws(s, n, i + 1);
+        if (key_is(s, ks, ke, "model") && i < n && s[i] == '{') {
+            i = ws(s, n, i + 1);
+            while (i < n && s[i] != '}') {
+                size_t a = i;
+                if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
+                size_t b = i;
+                i = ws(s, n, i);
+                if (i >= n || s[i] != ':') goto fallback;
+                i = ws(s, n, i + 1);
+                long e;
+                if (key_is(s, a, b, "vocab")) {
+                    if (ve || i >= n || s[i] != '[') goto fallback;
+                    e = parse_uni_vocab(s, n, i, v, &o);
+                    vs = i;
+                    ve = e > 0 ? (size_t)e : 0;
+                } else {
+                    e = (long)skip_value(s, n, i, 1);
+                }
+                if (e < 0) goto fail;
+                if (!e) goto fallback;
+                i = ws(s, n, (size_t)e);
+                if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+                else if (i >= n || s[i] != '}') goto fallback;
+            }
+            if (i >= n) goto fallback;
+            i++;
+        } else {
+            if (!(i = skip_value(s, n, i, 0))) goto fallback;
+        }
+        i = ws(s, n, i);
+        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
+        else if (i >= n || s[i] != '}') goto fallback;
+    }
+    if (!ve) goto fallback;
+    /* the rest, for jansson: the vocab replaced by [] */
+    v->rest = malloc(n - (ve - vs) + 8);
+    if (!v->rest) goto fail;
+    memcpy(v->rest, s, vs);
+    memcpy(v->rest + vs, "[]", 2);
+    memcpy(v->rest + vs + 2, s + ve, n - ve);
+    v->rest_len = vs + 2 + n - ve;
+    return TK_OK;
+fallback:
+    rc = TK_HFJ_FALLBACK;
+    goto fail_rc;
+fail:
+    rc = TK_ERR_NOMEM;
+fail_rc:
+    tk_hfj_uni_free(v);
+    return rc;
+}
+
+void tk_hfj_uni_free(tk_hfj_uni *v) {
+    free(v->arena);
+    free(v->key);
+    free(v->len);
+    free(v->score);
+    free(v->rest);
+    memset(v, 0, sizeof *v);
 }

@@ -1,5 +1,6 @@
 /* hf_normalize.c - the HF normalizers at encode time (NFC/NFD/NFKC/NFKD,
- * Lowercase, Strip, Replace, Prepend, Precompiled) run in order. */
+ * Lowercase, Strip, StripAccents, Replace, Prepend, Precompiled) run in
+ * order. */
 #include "hf_internal.h"
 
 /* ---- normalizers ---------------------------------------------------------- */
@@ -36,6 +37,29 @@ static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
     return TK_OK;
 }
 
+/* StripAccents (ALBERT, XLNet, RemBERT after NFKD): HF drops every
+ * character of general category M (Mn, Mc, Me: unicode-normalization's
+ * is_combining_mark); invalid bytes stay. */
+static int nm_strip_accents(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
+    size_t i = 0, kept = 0; /* s[kept, i) is copied as one run */
+    int rc;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int32_t cp;
+        size_t l = u8_len(s, n, i, &cp);
+        int c = cp < 0 ? 0 : utf8proc_category(cp);
+        if (c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME) {
+            if ((rc = tk_bytes_put_capped(out, s + kept, i - kept, cap))) return rc;
+            kept = i + l;
+        }
+        i += l;
+    }
+    return tk_bytes_put_capped(out, s + kept, n - kept, cap);
+}
+
 int tk_hf_repl_cb(void *u, size_t a, size_t b) {
     repl_ctx *c = u;
     int rc;
@@ -53,6 +77,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
     case NM_NFKC:
     case NM_NFKD: return tk_nm_unicode(TK_NF_C + (st->kind - NM_NFC), s, n, out, cap); /* normalize.c */
     case NM_LOWER: return nm_lower(s, n, out, cap);
+    case NM_STRIP_ACCENTS: return nm_strip_accents(s, n, out, cap);
     case NM_STRIP: {
         size_t a = 0, b = n;
         if (st->left)
@@ -89,22 +114,74 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
     return TK_ERR_ARG;
 }
 
+#define FIRST_MATCH 1 /* first_match_cb's stop: not a TK_ERR_* */
+static int first_match_cb(void *u, size_t a, size_t b) {
+    size_t *m = u;
+    m[0] = a;
+    m[1] = b;
+    return FIRST_MATCH;
+}
+
+/* Does step st remove the first character of s[0..n) (its output's first
+ * character then comes from further on)? Strip at the left, a Replace by ""
+ * matching at 0, StripAccents on a mark, a charsmap mapping it to nothing;
+ * the other steps keep or replace it. */
+static int drops_lead(const nm_step *st, const uint8_t *s, size_t n, tk_re_budget *budget, bool *drop) {
+    int32_t cp;
+    size_t l = u8_len(s, n, 0, &cp);
+    *drop = false;
+    switch (st->kind) {
+    case NM_STRIP: *drop = st->left && is_ws(cp); return TK_OK;
+    case NM_STRIP_ACCENTS: {
+        int c = cp < 0 ? 0 : utf8proc_category(cp);
+        *drop = c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
+        return TK_OK;
+    }
+    case NM_REPLACE: {
+        if (st->blen) return TK_OK;
+        size_t m[2] = {1, 0};
+        int rc = tk_regex_find_all(st->re, s, n, budget, first_match_cb, m);
+        *drop = m[0] == 0 && m[1] > 0; /* the first match starts at 0 and takes something */
+        return rc == FIRST_MATCH ? TK_OK : rc;
+    }
+    case NM_PRECOMPILED: {
+        tk_bytes o = {0};
+        int rc = tk_spm_precompiled_hf(st->a, st->alen, s, l, &o, 64);
+        *drop = !rc && o.len == 0;
+        tk_bytes_free(&o);
+        return rc == TK_ERR_NOMEM ? rc : TK_OK;
+    }
+    default: return TK_OK;
+    }
+}
+
 /* Normalize s into *res (points into buf a or b, or at s when no steps).
  * Every step writes at most tk_expand_cap(its input, n) bytes: a chain of 32
- * steps cannot multiply the text 16^32 times. Regex steps pay from budget. */
+ * steps cannot multiply the text 16^32 times. Regex steps pay from budget.
+ * lead_dropped (may be NULL): a step removed the text's first character, so
+ * the result no longer starts at the text's offset 0 (HF's
+ * offsets_original, which Metaspace's prepend_scheme "first" reads). */
 int tk_hf_normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
-                    size_t *rn, tk_re_budget *budget) {
+                    size_t *rn, tk_re_budget *budget, bool *lead_dropped) {
     const uint8_t *cur = s;
     size_t cn = n;
     tk_bytes *bufs[2] = {a, b};
+    bool dropped = false;
     for (size_t k = 0; k < h->n_nm; k++) {
         tk_bytes *o = bufs[k & 1];
         o->len = 0;
-        int rc = nm_apply(&h->nm[k], cur, cn, o, tk_expand_cap(cn, n), budget);
+        int rc;
+        if (lead_dropped && !dropped && cn) {
+            bool d;
+            if ((rc = drops_lead(&h->nm[k], cur, cn, budget, &d))) return rc;
+            dropped = d;
+        }
+        rc = nm_apply(&h->nm[k], cur, cn, o, tk_expand_cap(cn, n), budget);
         if (rc) return rc;
         cur = o->data ? o->data : (const uint8_t *)"";
         cn = o->len;
     }
+    if (lead_dropped) *lead_dropped = dropped;
     *res = cur;
     *rn = cn;
     return TK_OK;

@@ -6,6 +6,7 @@
 #include "load_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,13 @@ typedef struct {
     uint32_t *rank_of_id, *rank_to_id;
     uint32_t (*mids)[3]; /* merges as (id a, id b, id result), then as ranks */
     int32_t (*ment)[3];  /* merges as vocabulary entries (a, b, a+b; -1: none) */
+    /* model "Unigram": vocab [[piece, score], ...] (J.vkey/vlen, J.vid = index) */
+    bool uni;
+    tk_hfj_uni U; /* its vocab by the fast reader (uni_fast) */
+    bool uni_fast;
+    double *score;   /* jansson's reading (not uni_fast) */
+    uint32_t unk_id; /* TK_NO_RANK: none */
+    bool uni_bfb;
     char sb[160];
 } hf_load;
 
@@ -202,7 +210,18 @@ static int hf_read(hf_load *L) {
             free(data);
             return rc;
         }
-        rc = tk_json_loadb(L->path, data, len, len, &L->root, L->err, L->errlen);
+        /* a Unigram vocab ([[piece, score], ...]) has its own fast reader */
+        rc = tk_hfj_parse_unigram(data, len, &L->U);
+        if (rc == TK_OK && tk_json_loadb(L->path, L->U.rest, L->U.rest_len, len, &L->root, NULL, 0) == TK_OK) {
+            L->uni_fast = true;
+        } else {
+            tk_hfj_uni_free(&L->U);
+            if (rc < 0 && rc != TK_HFJ_FALLBACK) {
+                free(data);
+                return rc;
+            }
+            rc = tk_json_loadb(L->path, data, len, len, &L->root, L->err, L->errlen);
+        }
     }
     free(data);
     return rc;
@@ -250,14 +269,101 @@ static int hf_flatten(hf_load *L) {
     return TK_OK;
 }
 
+/* Phase 2 of a "Unigram" model: vocab [[piece, score], ...] (ids are the
+ * positions; a piece listed twice is allowed, HF keeps its last id), unk_id
+ * (null or a position), byte_fallback. HF ignores other keys of the model. */
+static int hf_model_uni(hf_load *L) {
+    int rc;
+    json_t *v = json_object_get(L->model, "vocab"), *unk = json_object_get(L->model, "unk_id");
+    json_t *bfb = json_object_get(L->model, "byte_fallback");
+    L->uni = true;
+    L->added = json_object_get(L->root, "added_tokens");
+    if (!json_is_array(v)) {
+        tk_set_err(L->err, L->errlen, "%s: model.vocab: a Unigram model's vocab is %s, not an array of [piece, score]",
+                   L->path, tk_ld_json_kind(v));
+        return TK_ERR_FORMAT;
+    }
+    if (bfb && !json_is_null(bfb) && !json_is_boolean(bfb)) {
+        tk_set_err(L->err, L->errlen, "%s: model.byte_fallback is not a boolean", L->path);
+        return TK_ERR_FORMAT;
+    }
+    L->uni_bfb = json_is_true(bfb);
+    L->nv = L->uni_fast ? L->U.n : json_array_size(v);
+    if (!L->nv) { /* HF: EmptyVocabulary, or every character fails */
+        tk_set_err(L->err, L->errlen, "%s: model.vocab: an empty Unigram vocabulary", L->path);
+        return TK_ERR_FORMAT;
+    }
+    L->unk_id = TK_NO_RANK;
+    if (unk && !json_is_null(unk)) {
+        if (!json_is_integer(unk) || json_integer_value(unk) < 0 || (size_t)json_integer_value(unk) >= L->nv) {
+            tk_set_err(L->err, L->errlen,
+                       "%s: model.unk_id is not a position in model.vocab (HF: UnkIdNotInVocabulary)", L->path);
+            return TK_ERR_FORMAT;
+        }
+        L->unk_id = (uint32_t)json_integer_value(unk);
+    }
+    L->max_id = 0;
+    if ((rc = hf_check_ids(L->path, NULL, L->nv, L->added, &L->max_id, L->err, L->errlen))) return rc;
+    if (L->nv - 1 > L->max_id) L->max_id = (uint32_t)(L->nv - 1);
+    tk_hfj *J = &L->J;
+    J->vkey = malloc(L->nv * sizeof *J->vkey);
+    J->vlen = malloc(L->nv * sizeof *J->vlen);
+    J->vid = malloc(L->nv * sizeof *J->vid);
+    if (!J->vkey || !J->vlen || !J->vid) return TK_ERR_NOMEM;
+    J->nv = L->nv;
+    if (L->uni_fast) {
+        for (size_t i = 0; i < L->nv; i++) {
+            if (strlen(L->U.key[i]) != L->U.len[i]) {
+                tk_set_err(L->err, L->errlen, "%s: model.vocab[%zu]: a piece with a NUL character is not supported",
+                           L->path, i);
+                return TK_ERR_UNSUPPORTED;
+            }
+            J->vkey[i] = L->U.key[i];
+            J->vlen[i] = L->U.len[i];
+            J->vid[i] = (uint32_t)i;
+        }
+        L->score = L->U.score;
+        L->U.score = NULL; /* owned by L->score now */
+        return TK_OK;
+    }
+    /* jansson's numbers are strtod's, HF's serde_json's: an ulp apart for
+     * some scores; only files the fast reader does not take come here */
+    if (!(L->score = malloc(L->nv * sizeof *L->score))) return TK_ERR_NOMEM;
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+        json_t *p = json_array_get(e, 0), *sc = json_array_get(e, 1);
+        if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_string(p) || !json_is_number(sc)) {
+            tk_set_err(L->err, L->errlen, "%s: model.vocab[%zu] is not [piece, score]", L->path, i);
+            return TK_ERR_FORMAT;
+        }
+        if (strlen(json_string_value(p)) != json_string_length(p)) {
+            tk_set_err(L->err, L->errlen, "%s: model.vocab[%zu]: a piece with a NUL character is not supported",
+                       L->path, i);
+            return TK_ERR_UNSUPPORTED;
+        }
+        double d = json_number_value(sc);
+        if (!isfinite(d)) {
+            tk_set_err(L->err, L->errlen, "%s: model.vocab[%zu]: the score is not a finite number", L->path, i);
+            return TK_ERR_FORMAT;
+        }
+        J->vkey[i] = json_string_value(p);
+        J->vlen[i] = (uint32_t)json_string_length(p);
+        J->vid[i] = (uint32_t)i;
+        L->score[i] = d;
+    }
+    return TK_OK;
+}
+
 /* Phase 2: the model section: type, vocab and merges, ids of vocab and
  * added tokens, merge count. */
 static int hf_model(hf_load *L) {
     int rc;
     L->model = json_object_get(L->root, "model");
     const char *type = json_string_value(json_object_get(L->model, "type"));
+    if (type && strcmp(type, "Unigram") == 0) return hf_model_uni(L);
     if (!type || strcmp(type, "BPE") != 0) {
-        tk_set_err(L->err, L->errlen, "%s: model.type: model \"%s\" is not supported (only BPE)", L->path,
+        tk_set_err(L->err, L->errlen, "%s: model.type: model \"%s\" is not supported (only BPE and Unigram)", L->path,
                    type ? tk_ld_shown(type, L->sb) : "?");
         return TK_ERR_UNSUPPORTED;
     }
@@ -325,6 +431,10 @@ static int hf_first_ranks(hf_load *L) {
     L->sp_mode = !has_type(json_object_get(L->root, "pre_tokenizer"), "ByteLevel", 0) &&
                  !has_type(json_object_get(L->root, "decoder"), "ByteLevel", 0) &&
                  !has_type(json_object_get(L->root, "normalizer"), "ByteLevel", 0);
+    if (L->uni && !L->sp_mode) {
+        tk_set_err(L->err, L->errlen, "%s: a Unigram model with a ByteLevel component is not supported", L->path);
+        return TK_ERR_UNSUPPORTED;
+    }
     bool bfb = L->sp_mode && json_is_true(json_object_get(L->model, "byte_fallback"));
     for (size_t e = 0; e < L->nv; e++) {
         uint32_t id = L->J.vid[e];
@@ -538,6 +648,8 @@ static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
         tk_set_err(L->err, L->errlen, "%s: --pattern cannot replace this tokenizer's own pre-tokenizer: leave it out",
                    L->path);
         rc = TK_ERR_PATTERN;
+    } else if (L->uni) {
+        rc = tk_hf_setup_uni(t, L->root, L->path, &L->J, L->score, L->unk_id, L->uni_bfb, &h, L->err, L->errlen);
     } else if (L->sp_mode) {
         rc = tk_hf_setup_sp(t, L->root, L->path, mids, L->n_merges, &L->J, &h, L->err, L->errlen);
     } else {
@@ -563,6 +675,8 @@ static int hf_finish(hf_load *L, int rc) {
     free(L->mids);
     free(L->ment);
     free(L->raw);
+    free(L->score);
+    tk_hfj_uni_free(&L->U);
     tk_hfj_free(&L->J);
     tk_ld_free_specials(L->sp, L->nsp);
     tk_ld_tv_free(&L->v);

@@ -27,11 +27,12 @@ const char *tk_strerror(int err) {
     case TK_ERR_LIMIT: return "beyond a tokenizer size limit";
     case TK_ERR_DOC_REGEX: return "the document exceeds the tokenizer's regex work budget";
     case TK_ERR_DOC_EXPAND: return "a normalizer or decoder step would expand the document more than 16x";
+    case TK_ERR_DOC_UNK: return "the document has a character that no token covers and the tokenizer has no unk token";
     default: return "unknown error";
     }
 }
 
-int tk_err_is_document(int err) { return err == TK_ERR_DOC_REGEX || err == TK_ERR_DOC_EXPAND; }
+int tk_err_is_document(int err) { return err == TK_ERR_DOC_REGEX || err == TK_ERR_DOC_EXPAND || err == TK_ERR_DOC_UNK; }
 
 void tk_set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;

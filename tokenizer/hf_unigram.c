@@ -1,0 +1,364 @@
+/* hf_unigram.c - the model stage of a tokenizer.json whose model is
+ * "Unigram" (T5/mT5/UL2, XLM-R, ALBERT, ... as transformers' converters
+ * write them, and what HF's UnigramTrainer makes), with the semantics of HF
+ * `tokenizers` (models/unigram/model.rs, 0.23), which are not
+ * sentencepiece's (unigram.c):
+ *
+ *   - every vocab entry is in the trie (control pieces, <unk>, <0xNN>,
+ *     user-defined pieces alike) with its own score: no UNUSED skip, no
+ *     user-defined score rule;
+ *   - scores and path sums are f64, never rebased;
+ *   - a string listed twice is the last of its ids (token_to_ids is a map
+ *     filled in vocab order), with that id's score;
+ *   - Viterbi (encode_optimized): for each character start s, every entry
+ *     that starts there proposes best[s] + score for its end; the first
+ *     proposal to reach an end, then any strictly greater one, wins; a
+ *     character no single-character entry covers proposes unk_id with
+ *     min_score - 10 (min over every entry) - and fails the text when there
+ *     is no unk_id and that proposal would win (MissingUnkId);
+ *   - fuse_unk is always on: consecutive pieces whose id is unk_id (an
+ *     entry matched as text counts too) are one string, which is looked up
+ *     in the vocabulary (it may be an entry), else with byte_fallback is its
+ *     bytes' <0xNN> when all of them exist, else unk_id.
+ *
+ * The entries are held in a double-array trie (base/check) built at load
+ * from the sorted strings: one array read per byte of a walk. Its size is
+ * bounded by the entries' bytes (which the file holds) plus 256 slots. */
+#include "hf_internal.h"
+
+#include <math.h>
+
+#define FREE_SLOT UINT32_MAX
+#define TERMINAL 0x80000000u /* base's flag: an entry ends at this slot; bases stay below 2^31 */
+#define UNK_PENALTY 10.0     /* model.rs K_UNK_PENALTY */
+
+typedef struct {
+    uint32_t check; /* parent slot, FREE_SLOT if free */
+    uint32_t base;  /* children at (base & ~TERMINAL) + byte; | TERMINAL when an entry ends here */
+} du_slot;
+
+struct tk_hf_uni {
+    du_slot *slot;
+    uint32_t *term; /* by slot: the id of the entry ending there (read only under TERMINAL) */
+    size_t size, cap;
+    double *score; /* by id */
+    uint32_t n;    /* vocab entries */
+    double min_score, unk_score;
+    uint32_t unk_id; /* TK_NO_RANK: none */
+    bool byte_fallback;
+    uint32_t byte_id[256]; /* id of <0xNN>, TK_NO_RANK if none */
+};
+
+void tk_hf_uni_free(struct tk_hf_uni *u) {
+    if (!u) return;
+    free(u->slot);
+    free(u->term);
+    free(u->score);
+    free(u);
+}
+
+/* ---- building the double array ------------------------------------------- */
+
+typedef struct {
+    const char *const *key;
+    const uint32_t *len;
+} sort_ctx;
+
+typedef struct {
+    uint64_t head; /* first 8 bytes, big-endian, zero padded */
+    uint32_t e;    /* entry (= id) */
+    uint32_t len;
+} du_ent;
+
+static const char *const *g_keys; /* qsort has no context; loads hold g_lock while sorting */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_key(const void *a, const void *b) {
+    const du_ent *x = a, *y = b;
+    if (x->head != y->head) return x->head < y->head ? -1 : 1;
+    uint32_t lx = x->len, ly = y->len;
+    int c = memcmp(g_keys[x->e], g_keys[y->e], lx < ly ? lx : ly);
+    if (c) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x->e < y->e ? -1 : x->e > y->e; /* equal strings: by id, the last one kept */
+}
+
+static int du_grow(struct tk_hf_uni *u, uint32_t **nf, size_t need) {
+    if (need + 256 <= u->cap) return TK_OK;
+    size_t cap = u->cap ? u->cap : 1024;
+    while (cap < need + 256) cap *= 2;
+    if (cap > INT32_MAX) return TK_ERR_LIMIT;
+    du_slot *s = realloc(u->slot, cap * sizeof *s);
+    if (s) u->slot = s;
+    uint32_t *t = realloc(u->term, cap * sizeof *t);
+    if (t) u->term = t;
+    uint32_t *f = realloc(*nf, cap * sizeof *f);
+    if (f) *nf = f;
+    if (!s || !t || !f) return TK_ERR_NOMEM;
+    for (size_t i = u->cap; i < cap; i++) {
+        s[i] = (du_slot){FREE_SLOT, 0};
+        t[i] = 0;
+        f[i] = (uint32_t)i;
+    }
+    u->cap = cap;
+    return TK_OK;
+}
+
+/* The first free slot >= i (taken slots point onwards; paths compressed). */
+static size_t du_next_free(uint32_t *nf, size_t i) {
+    size_t r = i;
+    while (nf[r] != r) r = nf[r];
+    while (nf[i] != r) {
+        size_t nx = nf[i];
+        nf[i] = (uint32_t)r;
+        i = nx;
+    }
+    return r;
+}
+
+typedef struct {
+    uint32_t node, lo, hi, depth;
+} du_pending;
+
+/* Places the children of every node breadth first; ent[0, n) sorted, one
+ * per distinct string. */
+static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *ent, uint32_t n) {
+    size_t total = 1;
+    for (uint32_t i = 0; i < n; i++) total += ent[i].len;
+    du_pending *q = malloc(total * sizeof *q); /* at most one per node */
+    uint32_t *nf = NULL;
+    int rc = TK_ERR_NOMEM;
+    if (!q) goto out;
+    if ((rc = du_grow(u, &nf, total + total / 8 + 512))) goto out;
+    u->slot[0].check = FREE_SLOT - 1; /* the root: taken, nobody's child */
+    nf[0] = 1;
+    u->size = 1;
+    size_t qh = 0, qt = 0, next_check = 1;
+    if (n) q[qt++] = (du_pending){0, 0, n, 0};
+    uint8_t label[256];
+    uint32_t from[257];
+    while (qh < qt) {
+        du_pending p = q[qh++];
+        uint32_t lo = p.lo;
+        if (ent[lo].len == p.depth) { /* distinct strings: only the first can end here */
+            u->slot[p.node].base |= TERMINAL;
+            u->term[p.node] = ent[lo].e;
+            lo++;
+        }
+        int nl = 0;
+        for (uint32_t i = lo; i < p.hi; i++) {
+            uint8_t c = (uint8_t)key[ent[i].e][p.depth];
+            if (!nl || c != label[nl - 1]) {
+                label[nl] = c;
+                from[nl++] = i;
+            }
+        }
+        from[nl] = p.hi;
+        if (!nl) continue;
+        next_check = du_next_free(nf, next_check);
+        size_t pos = du_next_free(nf, next_check > (size_t)label[0] + 1 ? next_check : (size_t)label[0] + 1);
+        for (size_t tries = 0;; tries++) {
+            /* a wide node in fragmented space: past everything used (free
+             * there) while the array stays within 4 slots per node */
+            if (tries == 8 && u->size + 256 < 4 * total + 1024)
+                pos = u->size + label[0] > pos ? u->size + label[0] : pos;
+            if (pos + 512 > u->cap && (rc = du_grow(u, &nf, pos + 512))) goto out;
+            size_t bs = pos - label[0];
+            int k = 1;
+            while (k < nl && u->slot[bs + label[k]].check == FREE_SLOT) k++;
+            if (k == nl) break;
+            pos = du_next_free(nf, pos + 1);
+        }
+        size_t bs = pos - label[0];
+        u->slot[p.node].base |= (uint32_t)bs;
+        for (int k = 0; k < nl; k++) {
+            size_t t = bs + label[k];
+            u->slot[t].check = p.node;
+            nf[t] = (uint32_t)(t + 1);
+            if (t + 1 > u->size) u->size = t + 1;
+            q[qt++] = (du_pending){(uint32_t)t, from[k], from[k + 1], p.depth + 1};
+        }
+    }
+    rc = TK_OK;
+out:
+    free(q);
+    free(nf);
+    return rc;
+}
+
+/* The id of the entry whose string is exactly p[0, n), TK_NO_RANK if none. */
+static uint32_t du_lookup(const struct tk_hf_uni *u, const uint8_t *p, size_t n) {
+    uint32_t node = 0, base = u->slot[0].base & ~TERMINAL;
+    if (!n) return TK_NO_RANK;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t nx = base + p[k];
+        if (u->slot[nx].check != node) return TK_NO_RANK;
+        node = nx;
+        base = u->slot[nx].base & ~TERMINAL;
+    }
+    return u->slot[node].base & TERMINAL ? u->term[node] : TK_NO_RANK;
+}
+
+int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *score, uint32_t n, uint32_t unk_id,
+                    bool byte_fallback, struct tk_hf_uni **out) {
+    *out = NULL;
+    struct tk_hf_uni *u = calloc(1, sizeof *u);
+    du_ent *ent = malloc(((size_t)n + 1) * sizeof *ent);
+    int rc = TK_ERR_NOMEM;
+    if (!u || !ent || !(u->score = malloc(((size_t)n + 1) * sizeof *u->score))) goto fail;
+    u->n = n;
+    u->unk_id = unk_id;
+    u->byte_fallback = byte_fallback;
+    u->min_score = INFINITY;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        u->score[i] = score[i];
+        if (score[i] < u->min_score) u->min_score = score[i];
+        if (!len[i]) continue; /* "" never matches (the trie's walk yields prefixes of 1 byte or more) */
+        uint64_t h = 0;
+        for (uint32_t k = 0; k < 8; k++) h = h << 8 | (k < len[i] ? (uint8_t)key[i][k] : 0);
+        ent[m++] = (du_ent){h, i, len[i]};
+    }
+    u->unk_score = u->min_score - UNK_PENALTY;
+    pthread_mutex_lock(&g_lock);
+    g_keys = key;
+    qsort(ent, m, sizeof *ent, by_key);
+    pthread_mutex_unlock(&g_lock);
+    /* equal strings: the last id (the map's last insert) is the entry */
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        if (w && ent[w - 1].len == ent[i].len && memcmp(key[ent[w - 1].e], key[ent[i].e], ent[i].len) == 0)
+            ent[w - 1] = ent[i];
+        else ent[w++] = ent[i];
+    }
+    if ((rc = du_build(u, key, ent, w))) goto fail;
+    for (int b = 0; b < 256; b++) {
+        char code[8];
+        snprintf(code, sizeof code, "<0x%02X>", b);
+        u->byte_id[b] = du_lookup(u, (const uint8_t *)code, 6);
+    }
+    free(ent);
+    *out = u;
+    return TK_OK;
+fail:
+    free(ent);
+    tk_hf_uni_free(u);
+    return rc;
+}
+
+uint32_t tk_hf_uni_size(const struct tk_hf_uni *u) { return u->n; }
+double tk_hf_uni_unk_score(const struct tk_hf_uni *u) { return u->unk_score; }
+
+/* ---- encoding -------------------------------------------------------------- */
+
+void tk_hf_uni_scratch_free(hf_uni_scratch *w) {
+    free(w->best);
+    free(w->path);
+    memset(w, 0, sizeof *w);
+}
+
+/* string_util::OneCharLen-style: from the lead byte (valid UTF-8 here). */
+static inline size_t one_char_len(uint8_t b) {
+    static const uint8_t t[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return t[b >> 4];
+}
+
+static int emit(tk_ids *out, uint32_t id) {
+    if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+    out->ids[out->len++] = id;
+    return TK_OK;
+}
+
+/* A run of unk pieces p[0, n): model.rs tokenize's lookup of its string. */
+static int emit_unk_run(const struct tk_hf_uni *u, const uint8_t *p, size_t n, tk_ids *out) {
+    uint32_t id = du_lookup(u, p, n);
+    if (id != TK_NO_RANK) return emit(out, id);
+    if (u->byte_fallback) {
+        size_t k = 0;
+        while (k < n && u->byte_id[p[k]] != TK_NO_RANK) k++;
+        if (k == n) {
+            if (tk_ids_reserve(out, n)) return TK_ERR_NOMEM;
+            for (k = 0; k < n; k++) out->ids[out->len++] = u->byte_id[p[k]];
+            return TK_OK;
+        }
+    }
+    return emit(out, u->unk_id); /* set: the run's pieces have it */
+}
+
+int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *t, size_t tn, tk_ids *out) {
+    if (!tn) return TK_OK;
+    if (tn >= INT32_MAX) return TK_ERR_LIMIT;
+    if (w->best_cap < tn + 1) {
+        hf_uni_node *b = realloc(w->best, (tn + 1) * sizeof *b);
+        if (!b) return TK_ERR_NOMEM;
+        w->best = b;
+        w->best_cap = tn + 1;
+    }
+    hf_uni_node *best = w->best;
+    for (size_t i = 0; i <= tn; i++) best[i] = (hf_uni_node){0.0, -1, 0};
+    const du_slot *sl = u->slot;
+    for (size_t s = 0; s < tn;) {
+        double till = best[s].score;
+        size_t mb = one_char_len(t[s]);
+        if (mb > tn - s) mb = tn - s;
+        bool single = false;
+        uint32_t node = 0, base = sl[0].base & ~TERMINAL;
+        for (size_t k = s; k < tn; k++) {
+            uint32_t nx = base + t[k];
+            if (sl[nx].check != node) break;
+            node = nx;
+            base = sl[nx].base;
+            if (!(base & TERMINAL)) continue;
+            base &= ~TERMINAL;
+            uint32_t id = u->term[node];
+            double cand = u->score[id] + till;
+            hf_uni_node *tg = &best[k + 1];
+            if (tg->start < 0 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)s;
+                tg->id = id;
+            }
+            single |= k + 1 - s == mb;
+        }
+        if (!single) {
+            hf_uni_node *tg = &best[s + mb];
+            double cand = u->unk_score + till;
+            if (tg->start < 0 || cand > tg->score) {
+                if (u->unk_id == TK_NO_RANK) return TK_ERR_DOC_UNK; /* HF: MissingUnkId */
+                tg->score = cand;
+                tg->start = (int32_t)s;
+                tg->id = u->unk_id;
+            }
+        }
+        s += mb;
+    }
+    /* backtrack: the pieces' ends, last first */
+    size_t np = 0;
+    for (size_t e = tn; e > 0; e = (size_t)best[e].start) {
+        if (np == w->path_cap) {
+            size_t cap = w->path_cap ? w->path_cap * 2 : 256;
+            uint32_t *p = realloc(w->path, cap * sizeof *p);
+            if (!p) return TK_ERR_NOMEM;
+            w->path = p;
+            w->path_cap = cap;
+        }
+        w->path[np++] = (uint32_t)e;
+    }
+    int rc;
+    size_t run = SIZE_MAX; /* start of the unk run in progress */
+    for (size_t k = np; k-- > 0;) {
+        size_t e = w->path[k], s = (size_t)best[e].start;
+        uint32_t id = best[e].id;
+        if (id == u->unk_id) { /* unk_id set: fused with its neighbours */
+            if (run == SIZE_MAX) run = s;
+            continue;
+        }
+        if (run != SIZE_MAX) {
+            if ((rc = emit_unk_run(u, t + run, s - run, out))) return rc;
+            run = SIZE_MAX;
+        }
+        if ((rc = emit(out, id))) return rc;
+    }
+    if (run != SIZE_MAX) return emit_unk_run(u, t + run, tn - run, out);
+    return TK_OK;
+}
