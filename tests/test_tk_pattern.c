@@ -24,6 +24,9 @@
 
 static const char *CATS[4] = {"en-books", "multi", "code", "web"};
 #define PER_CAT 200
+/* scan(): blocks where PCRE2 10.42's script tables (Unicode 14.0) differ from tiktoken's (16.0) */
+#define SCAN_HAN_BLOCKS 4   /* U+2B000, 2E000, 31000, 32000: Han assigned in 15.0 / 15.1 */
+#define SCAN_LATIN_BLOCKS 2 /* U+A000 (A7CB-A7CD, A7DA-A7DC: 16.0), U+1D000 (15.0 / 16.0 Latin) */
 static char *texts[4][PER_CAT];
 static size_t lens[4][PER_CAT];
 static int fails;
@@ -263,9 +266,97 @@ static void units(void) {
     CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "--normalize"), "tokenizer.json + nfc: rc %d \"%s\"", rc, err);
 }
 
+/* UTF-8 of cp appended at p; its length. */
+static size_t put_utf8(uint8_t *p, uint32_t cp) {
+    if (cp < 0x80) return p[0] = (uint8_t)cp, 1;
+    if (cp < 0x800) return p[0] = (uint8_t)(0xC0 | cp >> 6), p[1] = (uint8_t)(0x80 | (cp & 63)), 2;
+    if (cp < 0x10000)
+        return p[0] = (uint8_t)(0xE0 | cp >> 12), p[1] = (uint8_t)(0x80 | (cp >> 6 & 63)),
+               p[2] = (uint8_t)(0x80 | (cp & 63)), 3;
+    p[0] = (uint8_t)(0xF0 | cp >> 18), p[1] = (uint8_t)(0x80 | (cp >> 12 & 63));
+    p[2] = (uint8_t)(0x80 | (cp >> 6 & 63)), p[3] = (uint8_t)(0x80 | (cp & 63));
+    return 4;
+}
+
+/* The constructs whose meaning on PCRE2 10.42 is known to differ from
+ * tiktoken's somewhere in the range, with the number of 4,096-code-point
+ * blocks that differ (docs/tokenizer.md, "A rank file's own pre-tokenizer"):
+ * scripts stay on PCRE2's Unicode 14.0 tables, tiktoken's are 16.0. The test
+ * fails on any other difference, and when a listed count changes (so the
+ * list follows the code). */
+static const struct {
+    const char *name;
+    int blocks;
+} SCAN_KNOWN[] = {{"han", SCAN_HAN_BLOCKS}, {"latin", SCAN_LATIN_BLOCKS}};
+
+/* Every code point in each construct's probes (tests/data/tk_pattern/scan.json,
+ * tests/ref/make_tk_pattern_scan.py): the bytes the regex matches, one
+ * digest per block, equal to tiktoken's. */
+static void scan(void) {
+    size_t jn;
+    char *js = test_read_file(MKS_TEST_DATA "/tk_pattern/scan.json", &jn);
+    json_error_t je;
+    json_t *root = js ? json_loads(js, 0, &je) : NULL;
+    free(js);
+    CHECK(root != NULL, "no tests/data/tk_pattern/scan.json");
+    if (!root) return;
+    const char *name;
+    json_t *c;
+    uint8_t *text = malloc(4096 * 6 * 6);
+    json_object_foreach(json_object_get(root, "constructs"), name, c) {
+        tk_tokenizer *t = bytes_vocab();
+        char err[512] = "";
+        const char *pat = json_string_value(json_object_get(c, "pat"));
+        if (!t || tk_set_pretokenizer(t, pat, TK_NORM_NONE, err, sizeof err)) {
+            CHECK(0, "scan %s: %s", name, err);
+            tk_free(t);
+            continue;
+        }
+        json_t *probes = json_object_get(c, "probes"), *dg = json_object_get(c, "digests");
+        int differ = 0;
+        char first[96] = "";
+        tk_ids v = {0};
+        for (uint32_t b = 0; b < 0x110000 / 4096; b++) {
+            size_t n = 0;
+            for (size_t k = 0; k < json_array_size(probes); k++) {
+                const char *pr = json_string_value(json_array_get(probes, k));
+                for (uint32_t cp = b * 4096; cp < (b + 1) * 4096; cp++) {
+                    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+                    for (const char *q = pr; *q; q++) {
+                        if (q[0] == '{' && q[1] == 'c' && q[2] == '}') {
+                            n += put_utf8(text + n, cp);
+                            q += 2;
+                        } else {
+                            text[n++] = (uint8_t)*q;
+                        }
+                    }
+                }
+            }
+            v.len = 0;
+            int rc = tk_encode(t, text, n, &v);
+            char sha[17];
+            ids_sha(&v, sha);
+            if (rc || strcmp(sha, json_string_value(json_array_get(dg, b))) != 0) {
+                if (!differ++) snprintf(first, sizeof first, "U+%04X..U+%04X (rc %d)", b * 4096, b * 4096 + 4095, rc);
+            }
+        }
+        tk_ids_free(&v);
+        tk_free(t);
+        int known = 0;
+        for (size_t k = 0; k < sizeof SCAN_KNOWN / sizeof SCAN_KNOWN[0]; k++)
+            if (!strcmp(SCAN_KNOWN[k].name, name)) known = SCAN_KNOWN[k].blocks;
+        printf("scan %-12s %-40.40s %d block(s) differ from tiktoken%s%s\n", name, pat, differ,
+               differ ? ", first " : "", first);
+        CHECK(differ == known, "scan %s: %d blocks differ, %d expected", name, differ, known);
+    }
+    free(text);
+    json_decref(root);
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : "../shared";
     units();
+    scan();
     bool have = true;
     for (int c = 0; c < 4 && have; c++) have = test_corpus_docs(shared, CATS[c], PER_CAT, keep, &c) >= 0;
     int checked = 0;

@@ -391,6 +391,18 @@ static int tr_hex_escape(xlat *t, char e) {
     return xrefuse(t, "\\x without hex digits");
 }
 
+/* Whether PCRE2 knows name[0..n) as a script (\p{sc:NAME} compiles). */
+static bool is_script(const char *name, size_t n) {
+    char pat[80];
+    if (n == 0 || n > 60) return false;
+    snprintf(pat, sizeof pat, "\\p{sc:%.*s}", (int)n, name);
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    pcre2_code_free(c);
+    return c != NULL;
+}
+
 /* \p{Name} / \P{Name} (names of letters, '_' and '&'): a general category
  * with the references' Unicode (put_category); any other property (scripts,
  * binary properties) as is, by PCRE2's tables. */
@@ -411,6 +423,15 @@ static int tr_property(xlat *t) {
         int rc = put_category(t, re + i, j + 1 - i, mask, re[i + 1] == 'P');
         if (rc == TK_OK) t->i = j + 1;
         return rc;
+    }
+    if (t->rust && is_script(re + i + 3, j - (i + 3))) {
+        /* Rust's \p{Han} is the Script property; PCRE2's (10.40 on) is
+         * Script_Extensions (U+3001 is Han there): \p{sc:Han} is the former */
+        sb_put(&t->b, re + i, 3);
+        sb_puts(&t->b, "sc:");
+        sb_put(&t->b, re + i + 3, j + 1 - (i + 3));
+        t->i = j + 1;
+        return TK_OK;
     }
     sb_put(&t->b, re + i, j + 1 - i);
     t->i = j + 1;

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Full-range scan of the regex constructs a rank file's --pattern REGEX can use, against tiktoken (its Rust regex,
+Unicode 16.0): tests/test_tk_pattern.c recomputes it with mkshards' regex path (hf_regex.c on PCRE2, tiktoken's
+meaning) and compares.
+
+For each construct, every code point c (surrogates excepted) is put in the construct's probes (e.g. "'" + c for the
+contractions: does (?i:'s|...) take c as one of its letters?); the probes of 4,096 code points are concatenated and
+encoded by tiktoken.Encoding(pat_str=CONSTRUCT, mergeable_ranks={the 256 single bytes}): text no match covers is
+dropped, so the ids are the bytes the regex matched. One digest per block (first 16 hex digits of sha256 over the ids
+as little-endian uint32).
+
+    pip install tiktoken          # 0.14.0
+    python3 tests/ref/make_tk_pattern_scan.py > tests/data/tk_pattern/scan.json
+"""
+import hashlib
+import json
+import struct
+import sys
+
+import tiktoken
+
+BLOCK = 4096
+# name -> (regex, probes): what a real pattern uses - Qwen's / Llama 3's / o200k's (?i:...) contractions, ASCII
+# letters under (?i), the general categories and classes of every tiktoken-style pattern, and scripts (Kimi K2's
+# tiktoken pattern starts with [\p{Han}]+)
+CONSTRUCTS = {
+    "contractions": (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)""", ["'{c}", "'l{c}", "'r{c}", "'v{c}", "'{c}l", "'{c}e"]),
+    "ascii_fold": (r"""(?i:[a-z])""", ["{c}"]),
+    "letter": (r"""\p{L}""", ["{c}"]),
+    "upper": (r"""\p{Lu}""", ["{c}"]),
+    "number": (r"""\p{N}""", ["{c}"]),
+    "mark": (r"""\p{M}""", ["{c}"]),
+    "not_lnw": (r"""[^\s\p{L}\p{N}]""", ["{c}"]),
+    "word": (r"""\w""", ["{c}"]),
+    "space": (r"""\s""", ["{c}"]),
+    "digit": (r"""\d""", ["{c}"]),
+    "han": (r"""\p{Han}""", ["{c}"]),
+    "latin": (r"""\p{Latin}""", ["{c}"]),
+}
+
+
+def main():
+    ranks = {bytes([b]): b for b in range(256)}
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    out = {"block": BLOCK, "tiktoken": tiktoken.__version__, "constructs": {}}
+    for name, (pat, probes) in CONSTRUCTS.items():
+        enc = tiktoken.Encoding(name, pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+        digests = []
+        for b in range(0x110000 // BLOCK):
+            text = "".join(p.format(c=chr(c)) for p in probes for c in range(b * BLOCK, (b + 1) * BLOCK)
+                           if not 0xD800 <= c <= 0xDFFF)
+            ids = enc.encode_ordinary(text)
+            digests.append(hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16])
+        out["constructs"][name] = {"pat": pat, "probes": probes, "digests": digests}
+        print(name, file=sys.stderr)
+    del cps
+    json.dump(out, sys.stdout, indent=0)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
