@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seed corpora for the tokenizer-loader fuzz targets (stdlib only).
 
-    python3 tests/data/fuzz/make_tokenizer_seeds.py   # rewrites the three folders
+    python3 tests/data/fuzz/make_tokenizer_seeds.py   # (re)writes its seeds in the three folders
 
 tests/data/fuzz/tiktoken, tokenizer_json, encoder_json: small synthetic
 vocabularies (the real ones are megabytes; fuzzing wants inputs of a few KiB)
@@ -92,6 +92,50 @@ def bpe(lines=None):
 BAD_IDS = ["4294967295", "-1", "1000000000", "2147483648", "16777216", "1e9", "262.0", '"262"', "true"]
 
 
+def unigram(vocab=None, unk_id=0, byte_fallback=False, normalizer=None, pre=None, decoder=None, raw_vocab=None,
+            added=None):
+    if vocab is None:
+        vocab = [["<unk>", 0.0], ["\u2581", -2.0], ["\u2581the", -3.5], ["the", -4.25], ["h", -5.0], ["e", -5.0],
+                 ["t", -5.0], ["a", -6.0], ["ab", -4.0], ["abc", -7.5], ["b", -6.0], ["c", -6.0]]
+    model = {"type": "Unigram", "unk_id": unk_id, "vocab": vocab, "byte_fallback": byte_fallback}
+    doc = {"added_tokens": added if added is not None else [{"id": 0, "content": "<unk>", "special": True}],
+           "normalizer": normalizer, "pre_tokenizer": pre or {"type": "Metaspace", "replacement": "\u2581",
+                                                               "prepend_scheme": "always", "split": True},
+           "decoder": decoder, "model": model}
+    s = json.dumps(doc, ensure_ascii=False)
+    if raw_vocab is not None:
+        s = s.replace(json.dumps(vocab, ensure_ascii=False), raw_vocab)
+    return s.encode()
+
+
+def unigram_seeds():
+    u = {}
+    u["ok"] = unigram()
+    u["byte_fallback"] = unigram(vocab=[["<unk>", 0.0], ["a", -1.0]] + [["<0x%02X>" % b, -9.0] for b in range(256)],
+                                 byte_fallback=True,
+                                 decoder={"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]})
+    u["no_unk"] = unigram(unk_id=None, added=[])
+    u["dup_piece"] = unigram(vocab=[["<unk>", 0.0], ["a", -1.0], ["b", -1.0], ["a", -0.5], ["ab", -3.0]])
+    u["unk_out_of_range"] = unigram(unk_id=12)
+    u["unk_negative"] = unigram(unk_id=-1)
+    u["empty_vocab"] = unigram(vocab=[], unk_id=None, added=[])
+    u["nul_piece"] = unigram(raw_vocab='[["<unk>", 0.0], ["a\\u0000", -1.0]]')
+    u["empty_piece"] = unigram(raw_vocab='[["<unk>", 0.0], ["", -1.0], ["a", -2.0]]')
+    for i, num in enumerate(["1e999", "-1e400", "1e-400", "12345678901234567890123.5", "-0", "0.1e+5",
+                             "123456789012345678901234567890", "1.", ".5", "\"x\"", "null", "-9.999999999999999e307"]):
+        u["score_%d" % i] = unigram(raw_vocab='[["<unk>", 0.0], ["a", %s], ["b", -1.5]]' % num)
+    u["not_pairs"] = unigram(raw_vocab='[["<unk>", 0.0], ["a"], ["b", -1.5, 3]]')
+    u["object_vocab"] = unigram(raw_vocab='{"a": 0}')
+    u["nfkc_strip_accents_first"] = unigram(
+        normalizer={"type": "Sequence", "normalizers": [{"type": "Strip", "strip_left": True, "strip_right": True},
+                                                        {"type": "NFKD"}, {"type": "StripAccents"},
+                                                        {"type": "Lowercase"}]},
+        pre={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False})
+    u["whitespace_split"] = unigram(pre={"type": "WhitespaceSplit"}, normalizer={"type": "NFKC"})
+    u["bytelevel"] = unigram(pre={"type": "ByteLevel", "add_prefix_space": False, "use_regex": True})
+    return u
+
+
 def seeds():
     t = {}
     t["ok"] = pack(rank_file(), meta({"<|endoftext|>": 262}))
@@ -132,6 +176,9 @@ def seeds():
     h["deep"] = pack(b'{"model":' + b"[" * 3000)
     h["nul_string"] = pack(b'{"model":{"type":"BPE","vocab":{"a\\u0000":1},"merges":[]}}')
     h["objects"] = pack(b"[" + b"{}," * 2000 + b"{}]")
+    # Unigram models (hf_unigram.c, the serde_json score reader in hf_json.c)
+    for k, v in unigram_seeds().items():
+        h["uni_" + k] = pack(v)
 
     e = {}
     e["ok"] = pack(encoder(), bpe())
@@ -152,8 +199,7 @@ def seeds():
 def main():
     for name, items in seeds().items():
         d = os.path.join(HERE, name)
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
+        os.makedirs(d, exist_ok=True)  # other seeds there (hf_*: copies of test fixtures) stay
         for k, v in sorted(items.items()):
             assert len(v) < 16384, (name, k, len(v))
             with open(os.path.join(d, k), "wb") as f:
