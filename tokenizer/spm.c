@@ -205,9 +205,32 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
     if (!nz->ws_suffix && sp->add_dummy_prefix && (rc = put(out, ws, wsl))) return rc;
     bool prev_space = sp->remove_extra_ws;
     while (n) {
-        if (s[0] < 0x80 && nz->plain[s[0]]) { /* what norm_prefix would copy one by one */
-            size_t r = 1;
-            while (r < n && s[r] < 0x80 && nz->plain[s[r]]) r++;
+        /* what norm_prefix would copy one by one: plain ASCII, letters no
+         * combining sequence follows, characters no key starts */
+        size_t r = 0;
+        while (r < n) {
+            uint8_t b = s[r];
+            if (b < 0x80) {
+                if (nz->plain[b] ||
+                    (nz->plain_unless[b] && (r + 1 == n || !((nz->cont[b][s[r + 1] >> 6] >> (s[r + 1] & 63)) & 1)))) {
+                    r++;
+                    continue;
+                }
+                break;
+            }
+            if (b >= 0xc2 && b < 0xf0) {
+                size_t cl = tk_spm_valid_char(s + r, n - r);
+                if (!cl) break;
+                uint32_t cp = cl == 2
+                                  ? (uint32_t)(b & 0x1f) << 6 | (s[r + 1] & 0x3f)
+                                  : (uint32_t)(b & 0x0f) << 12 | (uint32_t)(s[r + 1] & 0x3f) << 6 | (s[r + 2] & 0x3f);
+                if (!((nz->ident[cp >> 6] >> (cp & 63)) & 1)) break;
+                r += cl;
+                continue;
+            }
+            break;
+        }
+        if (r) {
             if ((rc = put(out, s, r))) return rc;
             s += r;
             n -= r;
@@ -215,8 +238,11 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
             continue;
         }
         if (s[0] == ' ' && nz->plain_space) {
-            q = s;
-            len = used = 1;
+            if (!prev_space && (rc = put(out, ws, wsl))) return rc;
+            prev_space = sp->remove_extra_ws;
+            s++;
+            n--;
+            continue;
         } else {
             q = norm_prefix(m, nz, s, n, &len, &used);
         }
@@ -1081,20 +1107,64 @@ static int load_index(tk_spm *m, const spm_load *L) {
     return TK_OK;
 }
 
+/* The charsmap trie's step from node id by byte c (tk_cmap_longest's):
+ * the next node id, or UINT32_MAX; *leaf: a key ends there. */
+static uint32_t cmap_step(const tk_cmap *c, uint32_t id, uint8_t b, bool *leaf) {
+    id ^= b;
+    if (id >= c->n_units) return UINT32_MAX;
+    uint32_t u = c->units[id];
+    if ((u & (0x80000000u | 0xffu)) != b) return UINT32_MAX;
+    *leaf = (u >> 8) & 1;
+    return id ^ tk_du_offset(u);
+}
+
 /* nz->plain: the ASCII bytes (not ' ') at which neither a charsmap rule
  * (no transition from the trie's root) nor one of m's user-defined symbols
- * starts */
+ * starts; nz->plain_unless / cont and nz->ident (spm_internal.h): what
+ * else normalizes to itself, found by the same trie steps the walk takes */
 static void plain_ascii(spm_norm *nz, const tk_spm *m) {
     const tk_cmap *c = &nz->map;
+    uint32_t root = c->n_units ? tk_du_offset(c->units[0]) : 0;
     for (uint32_t b = 0; b < 128; b++) {
-        bool rule = false;
+        bool rule = false, leaf = false;
+        uint32_t nb = UINT32_MAX;
         if (c->n_units) {
             uint32_t id = tk_du_offset(c->units[0]) ^ b;
             rule = id < c->n_units && (c->units[id] & (0x80000000u | 0xffu)) == b;
+            nb = cmap_step(c, root, (uint8_t)b, &leaf);
         }
         bool user = m && ((m->user_first[b >> 6] >> (b & 63)) & 1);
         nz->plain[b] = b != ' ' && !rule && !user;
         if (b == ' ') nz->plain_space = !rule && !user;
+        memset(nz->cont[b], 0, sizeof nz->cont[b]);
+        nz->plain_unless[b] = b != ' ' && rule && nb != UINT32_MAX && !leaf && !user;
+        if (nz->plain_unless[b])
+            for (uint32_t x = 0; x < 256; x++) {
+                bool l2;
+                if (cmap_step(c, nb, (uint8_t)x, &l2) != UINT32_MAX) nz->cont[b][x >> 6] |= 1ull << (x & 63);
+            }
+    }
+    memset(nz->ident, 0, sizeof nz->ident);
+    for (uint32_t cp = 0x80; cp < 0x10000; cp++) {
+        if (cp >= 0xd800 && cp < 0xe000) continue;
+        uint8_t u[3];
+        size_t k = cp < 0x800 ? 2 : 3;
+        if (k == 2) {
+            u[0] = (uint8_t)(0xc0 | cp >> 6);
+            u[1] = (uint8_t)(0x80 | (cp & 0x3f));
+        } else {
+            u[0] = (uint8_t)(0xe0 | cp >> 12);
+            u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
+            u[2] = (uint8_t)(0x80 | (cp & 0x3f));
+        }
+        if (m && ((m->user_first[u[0] >> 6] >> (u[0] & 63)) & 1)) continue;
+        bool left = !c->n_units, leaf = false;
+        uint32_t id = root;
+        for (size_t j = 0; j < k && !left && !leaf; j++) {
+            id = cmap_step(c, id, u[j], &leaf);
+            left = id == UINT32_MAX;
+        }
+        if (left) nz->ident[cp >> 6] |= 1ull << (cp & 63);
     }
 }
 

@@ -34,6 +34,17 @@ typedef struct {
      * symbol starts with: they normalize to themselves, copied in runs */
     bool plain[128];
     bool plain_space; /* ' ' too (it is then escaped or squeezed one by one) */
+    /* ASCII bytes that start keys (letters: "e" + a combining mark) but are
+     * no key themselves and no user-defined symbol's first byte: they
+     * normalize to themselves unless the next byte is in cont[b] (a step
+     * of the trie from b's node) */
+    bool plain_unless[128];
+    uint64_t cont[128][4];
+    /* code points U+0080-U+FFFF (valid 2- and 3-byte characters) that no
+     * key prefixes, whatever follows (the trie walk leaves before the
+     * character's end with no key ended), and whose lead byte starts no
+     * user-defined symbol: copied as they are */
+    uint64_t ident[1024];
 } spm_norm;
 
 struct tk_spm {

@@ -21,8 +21,10 @@
  *   - path scores are floats, summed in float; when the score at s is
  *     beyond +-100000 (kScoreResetThreshold) every score from s to the
  *     furthest end reached so far is rebased by it. Near-ties are decided by
- *     that rounding, so it is reproduced exactly: there is no word cache (a
- *     word's pieces depend on the sum of everything before it);
+ *     that rounding, so it is reproduced exactly; the word cache (below)
+ *     answers only where that rounding provably cannot change a word's
+ *     pieces, and the path score it carries on is the float sum the
+ *     Viterbi would hold;
  *   - then unk with byte_fallback is its bytes' <0xNN> pieces, and a run of
  *     unk pieces is one unk.
  * sentencepiece 0.2.0 and earlier differ: no rebasing (documents whose
@@ -67,6 +69,9 @@ struct tk_uni {
     size_t size;    /* slots used; 256 more are allocated, free, so base + c needs no bound check */
     float min_score, unk_score;
     uint32_t n_trie; /* pieces in the trie */
+    /* no NORMAL or USER_DEFINED piece holds '▁' past its first byte, so no
+     * piece crosses a '▁' of the text: the word cache applies */
+    bool cut_safe;
 };
 
 void tk_unigram_free(struct tk_uni *u) {
@@ -309,6 +314,14 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
         }
     }
     u->unk_score = u->min_score - UNK_PENALTY;
+    u->cut_safe = true;
+    for (uint32_t i = 0; i < m->n && u->cut_safe; i++)
+        if ((m->type[i] == SP_NORMAL || m->type[i] == SP_USER) && m->plen[i] > 3)
+            for (uint32_t k = 1; k + 3 <= m->plen[i]; k++)
+                if (memcmp(m->piece[i] + k, SPACE_SYM, 3) == 0) {
+                    u->cut_safe = false;
+                    break;
+                }
     u->n_trie = n;
     if ((rc = sort_pieces(m, ent, n))) goto fail;
     builder b = {.m = m, .u = u};
@@ -334,12 +347,39 @@ typedef struct {
     int32_t id;    /* its last piece */
 } best_node;
 
+/* The word cache (u->cut_safe models only). Every path of the lattice
+ * passes through each position where a '▁' starts (no piece crosses it), so
+ * the text splits there into words whose best paths are independent, but
+ * for the float rounding of T + the word's sums, T = the path score where
+ * the word starts. An entry holds a word's path found in double with T = 0
+ * and tmax: the largest |T| for which float sums from T provably make the
+ * same decisions (each of the word's nc additions errs by at most half an
+ * ulp, so two candidates move by at most 2 nc half-ulps relative to each
+ * other; every decision on the path has a margin over that) and no score
+ * inside the word passes the rebasing threshold. A hit gives the pieces,
+ * and the float path score at the word's end is T + their scores summed in
+ * float in path order, which is what the Viterbi would hold there. */
+#define KEY_MAX 24 /* bytes of a cached word */
+#define ENT_MAX 11 /* pieces of a cached word (an entry: 128 bytes) */
+#define CACHE_BITS 14
+typedef struct {
+    uint64_t key[KEY_MAX / 8]; /* the word's bytes, zero padded */
+    uint32_t tag;              /* low bits of the model's serial + 1; 0: empty */
+    float tmax;                /* usable while |T| <= tmax; -1: never (the Viterbi runs) */
+    uint8_t klen, np;
+    int32_t id[ENT_MAX];
+    float score[ENT_MAX]; /* the pieces' lattice scores */
+    uint8_t pad[4];
+} uni_entry;
+_Static_assert(sizeof(uni_entry) == 128, "an entry is two cache lines");
+
 typedef struct {
     tk_bytes norm;
     best_node *best;
     size_t best_cap;
     uint32_t *path; /* backtracked: (id, off, len) triples, last piece first */
     size_t path_cap;
+    uni_entry *cache; /* 1 << CACHE_BITS entries, any model's (tag) */
 } uni_scratch;
 
 static pthread_key_t g_key;
@@ -351,6 +391,7 @@ static void scratch_free(void *p) {
     tk_bytes_free(&w->norm);
     free(w->best);
     free(w->path);
+    free(w->cache);
     free(w);
 }
 
@@ -375,14 +416,47 @@ static inline size_t one_char_len(uint8_t b) {
     return t[b >> 4];
 }
 
-/* EncodeOptimized over t[0, tn): fills best. */
-static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, best_node *best) {
+/* The double-precision side of a word's Viterbi (entry_of): from 0, the
+ * runner-up of every end and the largest magnitude any candidate reaches. */
+typedef struct {
+    double bs[KEY_MAX + 1], sec[KEY_MAX + 1], wmax;
+    int32_t st[KEY_MAX + 1], id[KEY_MAX + 1];
+    float sc[KEY_MAX + 1];
+} local_path;
+
+/* EncodeOptimized over t[0, tn) from a path score t0 at 0: fills best; and
+ * with d (tn <= KEY_MAX), the same lattice in double from 0 into d, in the
+ * same walk (the walk's loads are the cost, not the sums). */
+static inline __attribute__((always_inline)) void walk(const tk_spm *m, const struct tk_uni *u, const uint8_t *t,
+                                                       size_t tn, float t0, best_node *best, local_path *d) {
     /* -inf: the first proposal always wins (scores are finite), as
      * sentencepiece's starts_at == -1 test has it, without a branch */
     for (size_t i = 0; i <= tn; i++) best[i] = (best_node){-INFINITY, -1, -1};
-    best[0].score = 0.0f;
+    best[0].score = t0;
+    if (d) {
+        for (size_t i = 0; i <= tn; i++) {
+            d->bs[i] = d->sec[i] = -INFINITY;
+            d->st[i] = -1;
+        }
+        d->bs[0] = 0.0;
+        d->wmax = 0.0;
+    }
     const uni_slot *sl = u->slot;
     size_t frontier = 0; /* the furthest end any piece has reached */
+#define PROPOSE_D(end, cid, csc)                                                                                       \
+    do {                                                                                                               \
+        double c_ = d->bs[s] + (double)(csc);                                                                          \
+        d->wmax = fabs(c_) > d->wmax ? fabs(c_) : d->wmax;                                                             \
+        if (c_ > d->bs[end]) {                                                                                         \
+            d->sec[end] = d->bs[end];                                                                                  \
+            d->bs[end] = c_;                                                                                           \
+            d->st[end] = (int32_t)s;                                                                                   \
+            d->id[end] = (cid);                                                                                        \
+            d->sc[end] = (csc);                                                                                        \
+        } else if (c_ > d->sec[end]) {                                                                                 \
+            d->sec[end] = c_;                                                                                          \
+        }                                                                                                              \
+    } while (0)
     for (size_t s = 0; s < tn;) {
         float till = best[s].score;
         if (till < -SCORE_RESET || till > SCORE_RESET) {
@@ -416,6 +490,7 @@ static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, s
             tg->start = win ? (int32_t)s : tg->start;
             tg->id = win ? id : tg->id;
             single |= len == mb;
+            if (d) PROPOSE_D(k + 1, id, u->term[node].score);
         }
         if (!single) {
             if (s + mb > frontier) frontier = s + mb;
@@ -426,30 +501,63 @@ static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, s
                 tg->start = (int32_t)s;
                 tg->id = (int32_t)m->unk_id;
             }
+            if (d) PROPOSE_D(s + mb, (int32_t)m->unk_id, u->unk_score);
         }
         s += mb;
     }
+#undef PROPOSE_D
 }
 
-static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
-    const tk_spm *m = SPM_OF(tok);
-    const struct tk_uni *u = m->uni;
-    uni_scratch *w = scratch();
-    if (!w) return TK_ERR_NOMEM;
-    int rc = tk_spm_normalize(m, s, n, &w->norm);
-    if (rc) return rc;
-    const uint8_t *t = w->norm.data;
-    size_t tn = w->norm.len;
-    if (!tn) return TK_OK;
-    if (tn >= INT32_MAX) return TK_ERR_LIMIT;
-    if (w->best_cap < tn + 1) {
-        best_node *p = realloc(w->best, (tn + 1) * sizeof *p);
-        if (!p) return TK_ERR_NOMEM;
-        w->best = p;
-        w->best_cap = tn + 1;
+static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, float t0, best_node *best) {
+    walk(m, u, t, tn, t0, best, NULL);
+}
+
+/* The Viterbi of the word t[0, n) (n <= KEY_MAX, nc characters) from t0,
+ * and its cache entry: the path found in double from 0 (exact for these
+ * sums: float scores, a few additions), the margin of every decision on it
+ * over the runner-up (0 on a tie: the proposal order decides, which
+ * rounding can change), and from those tmax. */
+static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t n, size_t nc, float t0,
+                          best_node *best, uni_entry *e) {
+    local_path d;
+    walk(m, u, t, n, t0, best, &d);
+    e->klen = (uint8_t)n;
+    e->np = 0;
+    e->tmax = -1.0f;
+    int32_t rid[KEY_MAX];
+    float rsc[KEY_MAX];
+    double margin = INFINITY;
+    size_t np = 0;
+    for (size_t x = n; x > 0; x = (size_t)d.st[x]) {
+        if (d.st[x] < 0 || d.id[x] == (int32_t)m->unk_id) return; /* unk: its bytes or a fused run, the Viterbi's way */
+        if (d.bs[x] - d.sec[x] < margin) margin = d.bs[x] - d.sec[x];
+        rid[np] = d.id[x];
+        rsc[np++] = d.sc[x];
     }
-    viterbi(m, u, t, tn, w->best);
-    /* backtrack: the pieces, last first */
+    if (np > ENT_MAX) return;
+    for (size_t k = 0; k < np; k++) {
+        e->id[k] = rid[np - 1 - k];
+        e->score[k] = rsc[np - 1 - k];
+    }
+    e->np = (uint8_t)np;
+    /* candidates' magnitudes stay below 2^b when |T| + wmax + 1 < 2^b (the
+     * 1 covers the rounding, nc half-ulps of at most 2^-8); there a float
+     * addition errs by at most 2^(b-25), and the decisions hold while
+     * margin > 2 nc 2^(b-25). No rebasing inside: |T| + wmax + 1 <= 100000. */
+    for (int b = 17; b > 0; b--) {
+        if (!(margin > 2.0 * (double)nc * ldexp(1.0, b - 25) + 1e-9)) continue; /* 1e-9: the double sums' rounding */
+        double lim = ldexp(1.0, b) - d.wmax - 1.0;
+        if (lim > (double)SCORE_RESET - d.wmax - 1.0) lim = (double)SCORE_RESET - d.wmax - 1.0;
+        if (lim >= 0.0) e->tmax = (float)lim * (1.0f - 1e-6f); /* float(lim) may round up */
+        return;
+    }
+}
+
+/* Backtracks best over t[0, tn) (positions from off in the text) and
+ * appends the ids as SentencePieceProcessor::Encode does: unk as its bytes'
+ * pieces with byte fallback, else a run of unk pieces (across calls:
+ * *prev_unk) as one. */
+static int emit_path(const tk_spm *m, uni_scratch *w, const uint8_t *t, size_t tn, bool *prev_unk, tk_ids *out) {
     size_t np = 0;
     for (size_t e = tn; e > 0; e = (size_t)w->best[e].start) {
         if (np == w->path_cap) {
@@ -465,9 +573,7 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
         w->path[3 * np + 2] = (uint32_t)(e - (size_t)b->start);
         np++;
     }
-    /* SentencePieceProcessor::Encode: unk as its bytes with byte fallback,
-     * else a run of unk pieces as one */
-    bool prev_unk = false;
+    if (tk_ids_reserve(out, np)) return TK_ERR_NOMEM;
     for (size_t k = np; k-- > 0;) {
         uint32_t id = w->path[3 * k], off = w->path[3 * k + 1], len = w->path[3 * k + 2];
         bool unk = id == m->unk_id;
@@ -476,11 +582,119 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
             for (uint32_t j = 0; j < len; j++) out->ids[out->len++] = m->byte_id[t[off + j]];
             continue;
         }
-        if (!(unk && prev_unk)) {
-            if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM;
+        if (!(unk && *prev_unk)) {
+            if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM; /* byte pieces took the room */
             out->ids[out->len++] = id;
         }
-        prev_unk = unk;
+        *prev_unk = unk;
+    }
+    return TK_OK;
+}
+
+static int best_reserve(uni_scratch *w, size_t n) {
+    if (w->best_cap >= n + 1) return TK_OK;
+    best_node *p = realloc(w->best, (n + 1) * sizeof *p);
+    if (!p) return TK_ERR_NOMEM;
+    w->best = p;
+    w->best_cap = n + 1;
+    return TK_OK;
+}
+
+/* The end of the word starting at p (the next '▁' at a character start,
+ * by lead bytes as the Viterbi steps) and its characters in *nc. The text
+ * has 3 readable bytes past tn. */
+static inline size_t word_end(const uint8_t *t, size_t p, size_t tn, size_t *nc) {
+    size_t s = p + one_char_len(t[p]), c = 1;
+    while (s < tn) {
+        uint8_t b = t[s];
+        if (b < 0x80) {
+            s++;
+        } else {
+            if (b == 0xe2 && t[s + 1] == 0x96 && t[s + 2] == 0x81) break;
+            s += one_char_len(b);
+        }
+        c++;
+    }
+    *nc = c;
+    return s < tn ? s : tn;
+}
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
+    const tk_spm *m = SPM_OF(tok);
+    const struct tk_uni *u = m->uni;
+    uni_scratch *w = scratch();
+    if (!w) return TK_ERR_NOMEM;
+    int rc = tk_spm_normalize(m, s, n, &w->norm);
+    if (rc) return rc;
+    size_t tn = w->norm.len;
+    if (!tn) return TK_OK;
+    if (tn >= INT32_MAX) return TK_ERR_LIMIT;
+    /* KEY_MAX zero bytes past the text: word_end and the key loads read there */
+    if (tk_bytes_append(&w->norm, NULL, KEY_MAX)) return TK_ERR_NOMEM;
+    memset(w->norm.data + tn, 0, KEY_MAX);
+    w->norm.len = tn;
+    const uint8_t *t = w->norm.data;
+    bool prev_unk = false;
+    if (!u->cut_safe) {
+        if (best_reserve(w, tn)) return TK_ERR_NOMEM;
+        viterbi(m, u, t, tn, 0.0f, w->best);
+        return emit_path(m, w, t, tn, &prev_unk, out);
+    }
+    if (!w->cache) {
+        w->cache = aligned_alloc(128, ((size_t)1 << CACHE_BITS) * sizeof *w->cache);
+        if (!w->cache) return TK_ERR_NOMEM;
+        memset(w->cache, 0, ((size_t)1 << CACHE_BITS) * sizeof *w->cache);
+    }
+    const uint32_t tag = (uint32_t)m->serial + 1 ? (uint32_t)m->serial + 1 : 1;
+    float till = 0.0f; /* the path score at p, as the Viterbi holds it */
+    for (size_t p = 0; p < tn;) {
+        size_t nc;
+        size_t q = word_end(t, p, tn, &nc), len = q - p;
+        if (till < -SCORE_RESET || till > SCORE_RESET) till = 0.0f; /* the Viterbi rebases at p */
+        if (len <= KEY_MAX) {
+            uint64_t k[KEY_MAX / 8];
+            for (size_t j = 0; j < KEY_MAX / 8; j++) {
+                size_t left = len > 8 * j ? len - 8 * j : 0;
+                k[j] = left >= 8 ? load64(t + p + 8 * j)
+                       : left    ? load64(t + p + 8 * j) & ((1ull << (8 * left)) - 1)
+                                 : 0;
+            }
+            uint64_t h =
+                (k[0] * 0x9e3779b97f4a7c15ull) ^ (k[1] * 0xc2b2ae3d27d4eb4full) ^ (k[2] * 0x165667b19e3779f9ull) ^ len;
+            h ^= h >> 29;
+            uni_entry *e = &w->cache[(h * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS)];
+            if (e->tag == tag && e->klen == len && e->key[0] == k[0] && e->key[1] == k[1] && e->key[2] == k[2]) {
+                if (fabsf(till) <= e->tmax) {
+                    if (tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
+                    for (int j = 0; j < e->np; j++) {
+                        out->ids[out->len++] = (uint32_t)e->id[j];
+                        till += e->score[j]; /* the Viterbi's float sum, piece by piece */
+                    }
+                    prev_unk = false;
+                    p = q;
+                    continue;
+                }
+                if (best_reserve(w, len)) return TK_ERR_NOMEM;
+                viterbi(m, u, t + p, len, till, w->best);
+            } else {
+                memcpy(e->key, k, sizeof k);
+                e->tag = tag;
+                if (best_reserve(w, len)) return TK_ERR_NOMEM;
+                viterbi_entry(m, u, t + p, len, nc, till, w->best, e);
+            }
+        } else {
+            if (best_reserve(w, len)) return TK_ERR_NOMEM;
+            viterbi(m, u, t + p, len, till, w->best);
+        }
+        till = w->best[len].score;
+        if ((rc = emit_path(m, w, t + p, len, &prev_unk, out))) return rc;
+        p = q;
     }
     return TK_OK;
 }
