@@ -3,3 +3,5 @@
 # (refs from tests/ref/make_tk_pattern_refs.py); its parity part needs ../shared (strict in CI).
 mks_add_test(test_tk_pattern SOURCES test_tk_pattern.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE
              LABELS cpu TIMEOUT 300 ARGS ${MKS_SHARED_DIR})
+# The regex and normalization given to a rank file, as untrusted bytes (seeds: tests/data/fuzz/make_tk_pattern_seeds.py).
+mks_add_fuzz(tk_pattern SOURCE fuzz_tk_pattern.c LIBS tk CORPUS data/fuzz/tk_pattern MAX_LEN 8192)
