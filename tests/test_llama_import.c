@@ -127,7 +127,7 @@ int main(void) {
         o[i].data = bufs[i];
     }
     float extra[4] = {1, 2, 3, 4};
-    o[n] = (tr_st_out){"model.layers.0.self_attn.o_proj.bias", TR_ST_F32, 1, {4}, extra};
+    o[n] = (tr_st_out){"model.layers.0.self_attn.o_proj.bias", TR_ST_F32, 1, {4}, extra, NULL, 0};
     snprintf(q, sizeof q, "%s/model.safetensors", tmp);
     CHECK(!tr_st_write(q, o, n + 1, NULL, NULL, 0, err, sizeof err), "%s", err);
     CHECK(tr_llama_import_hf(tmp, 12, &m, &a, err, sizeof err) == TR_ERR_CORRUPT && strstr(err, "another model"), "%s",

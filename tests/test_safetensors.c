@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +160,9 @@ static void roundtrip(void) {
     float w[6] = {1, -2, 3.5f, 0.25f, -0.125f, 1e-3f};
     uint16_t h[3] = {0x3f80, 0xc000, 0x4049}; /* bf16 1, -2, 3.140625 */
     uint8_t u[5] = {1, 2, 3, 4, 5};
-    tr_st_out t[3] = {{"u", TR_ST_U8, 1, {5}, u}, {"w", TR_ST_F32, 2, {2, 3}, w}, {"h", TR_ST_BF16, 1, {3}, h}};
+    tr_st_out t[3] = {{"u", TR_ST_U8, 1, {5}, u, NULL, 0},
+                      {"w", TR_ST_F32, 2, {2, 3}, w, NULL, 0},
+                      {"h", TR_ST_BF16, 1, {3}, h, NULL, 0}};
     const char *mk[1] = {"format"}, *mv[1] = {"pt"};
     char path[512], err[1024] = "";
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -201,7 +204,7 @@ static void roundtrip(void) {
     CHECK(!tr_st_find(&sf, "x"));
     tr_st_close(&sf);
     /* duplicate names are refused by the writer too */
-    tr_st_out d[2] = {{"a", TR_ST_U8, 1, {1}, u}, {"a", TR_ST_U8, 1, {1}, u}};
+    tr_st_out d[2] = {{"a", TR_ST_U8, 1, {1}, u, NULL, 0}, {"a", TR_ST_U8, 1, {1}, u, NULL, 0}};
     CHECK(tr_st_write(path, d, 2, NULL, NULL, 0, err, sizeof err) == TR_ERR_ARG);
 }
 
@@ -210,12 +213,12 @@ static void index_file(const char *json) { put("model.safetensors.index.json", j
 static void sharded(void) {
     char path[512], err[1024] = "";
     float a[2] = {1, 2}, b[3] = {3, 4, 5};
-    tr_st_out ta = {"a", TR_ST_F32, 1, {2}, a}, tb = {"b", TR_ST_F32, 1, {3}, b};
+    tr_st_out ta = {"a", TR_ST_F32, 1, {2}, a, NULL, 0}, tb = {"b", TR_ST_F32, 1, {3}, b, NULL, 0};
     snprintf(path, sizeof path, "%s/model-00001-of-00002.safetensors", dir);
     CHECK(tr_st_write(path, &ta, 1, NULL, NULL, 0, err, sizeof err) == TR_OK, "%s", err);
     snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
     CHECK(tr_st_write(path, &tb, 1, NULL, NULL, 0, err, sizeof err) == TR_OK, "%s", err);
-    tr_st_out tcd[2] = {{"c", TR_ST_F32, 1, {2}, a}, {"d", TR_ST_F32, 1, {3}, b}};
+    tr_st_out tcd[2] = {{"c", TR_ST_F32, 1, {2}, a, NULL, 0}, {"d", TR_ST_F32, 1, {3}, b, NULL, 0}};
     snprintf(path, sizeof path, "%s/extra.safetensors", dir);
     CHECK(tr_st_write(path, tcd, 2, NULL, NULL, 0, err, sizeof err) == TR_OK, "%s", err);
     index_file("{\"metadata\":{\"total_size\":20},\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
@@ -254,6 +257,47 @@ static void sharded(void) {
     unlink(path);
 }
 
+/* Streamed tensors (tr_st_out.src, what `llmtrain export` writes from the
+ * checkpoint's buffer without a copy): fp32 and bf16 conversion and the
+ * transposed layout, across several TR_ST_CHUNK chunks, byte for byte what a
+ * caller-converted data buffer gives. */
+static void streamed(void) {
+    const uint64_t R = 700, Cc = 1000; /* 700k elements: 3 chunks in order, 374 output rows per transposed chunk */
+    float *src = malloc(R * Cc * sizeof *src), *tr = malloc(R * Cc * sizeof *tr);
+    uint16_t *hb = malloc(R * Cc * sizeof *hb), *htr = malloc(R * Cc * sizeof *htr);
+    CHECK(src && tr && hb && htr);
+    if (!src || !tr || !hb || !htr) return;
+    for (uint64_t i = 0; i < R * Cc; i++) src[i] = (float)((i * 2654435761u) % 100003) * 1e-3f - 50.0f;
+    src[7] = NAN;
+    for (uint64_t i = 0; i < R; i++)
+        for (uint64_t j = 0; j < Cc; j++) tr[j * R + i] = src[i * Cc + j];
+    for (uint64_t i = 0; i < R * Cc; i++) hb[i] = tr_st_f32_to_bf16(src[i]), htr[i] = tr_st_f32_to_bf16(tr[i]);
+    tr_st_out a[4] = {{"f", TR_ST_F32, 2, {R, Cc}, src, NULL, 0},
+                      {"ft", TR_ST_F32, 2, {Cc, R}, tr, NULL, 0},
+                      {"h", TR_ST_BF16, 2, {R, Cc}, hb, NULL, 0},
+                      {"ht", TR_ST_BF16, 2, {Cc, R}, htr, NULL, 0}};
+    tr_st_out b[4] = {{"f", TR_ST_F32, 2, {R, Cc}, NULL, src, 0},
+                      {"ft", TR_ST_F32, 2, {Cc, R}, NULL, src, R},
+                      {"h", TR_ST_BF16, 2, {R, Cc}, NULL, src, 0},
+                      {"ht", TR_ST_BF16, 2, {Cc, R}, NULL, src, R}};
+    char pa[512], pb[512], err[1024] = "";
+    snprintf(pa, sizeof pa, "%s/data.safetensors", dir);
+    snprintf(pb, sizeof pb, "%s/src.safetensors", dir);
+    CHECK(tr_st_write(pa, a, 4, NULL, NULL, 0, err, sizeof err) == TR_OK, "%s", err);
+    CHECK(tr_st_write(pb, b, 4, NULL, NULL, 0, err, sizeof err) == TR_OK, "%s", err);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", pa, pb);
+    CHECK(system(cmd) == 0, "streamed tensors differ from the converted buffers");
+    /* a src tensor of a type the writer does not convert, or rows that do not divide it: refused */
+    tr_st_out bad = {"u", TR_ST_U8, 1, {4}, NULL, src, 0}, bad2 = {"x", TR_ST_F32, 1, {10}, NULL, src, 3};
+    CHECK(tr_st_write(pb, &bad, 1, NULL, NULL, 0, err, sizeof err) == TR_ERR_ARG);
+    CHECK(tr_st_write(pb, &bad2, 1, NULL, NULL, 0, err, sizeof err) == TR_ERR_ARG);
+    free(src);
+    free(tr);
+    free(hb);
+    free(htr);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s", "/tmp/test_safetensors_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -262,6 +306,7 @@ int main(void) {
     }
     hostile();
     roundtrip();
+    streamed();
     sharded();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

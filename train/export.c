@@ -18,20 +18,6 @@
 #include "safetensors.h"
 #include "tr.h"
 
-/* fp32 -> bf16, round to nearest even; NaN stays NaN (quiet). */
-static uint16_t f32_to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
-    u += 0x7fffu + (u >> 16 & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static void transpose(float *dst, const float *src, size_t rows, size_t cols) {
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
-}
-
 static int write_json(const char *dir, const char *name, json_t *j, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -178,19 +164,13 @@ static int write_generation_config(const char *out_dir, int64_t bos, int64_t eos
 }
 
 /* The Llama family: llama_hf.c writes config.json (LlamaForCausalLM /
- * Qwen2ForCausalLM / MistralForCausalLM) and model.safetensors from a
- * tr_llama holding the parameters (the same contiguous tensor order). */
+ * Qwen2ForCausalLM / MistralForCausalLM) and model.safetensors from the
+ * parameters in the family's (tr_llama's) contiguous tensor order. */
 static int export_llama(const char *out_dir, const tr_model_config *c, const float *params, int bf16,
                         const tk_tokenizer *tok, const char *tok_spec, int64_t bos, int64_t eos, char *err,
                         size_t errlen) {
-    tr_llama *m = NULL;
-    if (tr_llama_create(&c->llama, &m)) {
-        snprintf(err, errlen, "out of memory exporting %zu parameters", tr_model_param_count(c));
-        return TR_ERR_NOMEM;
-    }
-    memcpy(tr_llama_params(m), params, tr_model_param_count(c) * sizeof *params);
-    int rc = tr_llama_export_hf(out_dir, m, (tr_llama_arch)c->llama_arch, bf16, err, errlen);
-    tr_llama_free(m);
+    /* straight from params (the family's tensor order is tr_llama's): no model instance, no copy */
+    int rc = tr_llama_export_hf_params(out_dir, &c->llama, params, (tr_llama_arch)c->llama_arch, bf16, err, errlen);
     if (!rc) rc = write_generation_config(out_dir, bos, eos, err, errlen);
     if (!rc && tok) rc = export_tokenizer(out_dir, tok, tok_spec, c->max_seq, bos, eos, err, errlen);
     return rc;
@@ -215,38 +195,35 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     /* the exported values: the parameters without wte's padding rows */
     size_t n_out = off[TR_NUM_PARAM_TENSORS] - ((size_t)c->vocab_padded - V) * C;
     size_t n_t = 4 + 12 * L;
-    float *buf = malloc(n_out * sizeof *buf);
-    uint16_t *hb = bf16 ? malloc(n_out * sizeof *hb) : NULL;
+    /* no copy of the weights: each tensor points into params and the writer
+     * converts (bf16) and transposes (Conv1D) a bounded chunk at a time
+     * (safetensors.h, tr_st_out.src) */
     tr_st_out *t = calloc(n_t, sizeof *t);
     char(*names)[64] = calloc(n_t, sizeof *names);
     int rc = TR_ERR_NOMEM;
-    if (!buf || !t || !names || (bf16 && !hb)) {
+    if (!t || !names) {
         snprintf(err, errlen, "out of memory exporting %zu parameters", n_out);
         goto done;
     }
     size_t at = 0, k = 0;
 #define P(i) (params + off[i])
-#define ADD(nm, rank_, d0, d1)                                                                                         \
+#define ADD(nm, rank_, d0, d1, src_, rows_)                                                                            \
     do {                                                                                                               \
         snprintf(names[k], sizeof names[k], "%s", nm);                                                                 \
-        t[k] = (tr_st_out){names[k], bf16 ? TR_ST_BF16 : TR_ST_F32, rank_, {d0, d1}, NULL};                            \
-        t[k].data = (void *)(buf + at); /* made bf16 below */                                                          \
+        t[k] = (tr_st_out){names[k], bf16 ? TR_ST_BF16 : TR_ST_F32, rank_, {d0, d1}, NULL, src_, rows_};               \
+        at += (size_t)(d0) * ((d1) != 0 ? (size_t)(d1) : 1);                                                           \
         k++;                                                                                                           \
     } while (0)
-    ADD("transformer.wte.weight", 2, V, C);
-    memcpy(buf + at, P(TR_P_WTE), V * C * sizeof *buf), at += V * C;
-    ADD("transformer.wpe.weight", 2, T, C);
-    memcpy(buf + at, P(TR_P_WPE), T * C * sizeof *buf), at += T * C;
+    ADD("transformer.wte.weight", 2, V, C, P(TR_P_WTE), 0); /* the first V rows: no padding rows */
+    ADD("transformer.wpe.weight", 2, T, C, P(TR_P_WPE), 0);
     for (size_t l = 0; l < L; l++) {
         char nm[64];
 #define VEC(suffix, tensor, width)                                                                                     \
     snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, suffix);                                                        \
-    ADD(nm, 1, width, 0);                                                                                              \
-    memcpy(buf + at, P(tensor) + l * (width), (width) * sizeof *buf), at += (width)
-#define MAT(suffix, tensor, out_, in_) /* ours (out, in) -> Conv1D (in, out) */                                        \
+    ADD(nm, 1, width, 0, P(tensor) + l * (width), 0)
+#define MAT(suffix, tensor, out_, in_) /* ours (out, in) -> Conv1D (in, out): written transposed */                    \
     snprintf(nm, sizeof nm, "transformer.h.%zu.%s", l, suffix);                                                        \
-    ADD(nm, 2, in_, out_);                                                                                             \
-    transpose(buf + at, P(tensor) + l * (out_) * (in_), out_, in_), at += (out_) * (in_)
+    ADD(nm, 2, in_, out_, P(tensor) + l * (out_) * (in_), out_)
         VEC("ln_1.weight", TR_P_LN1W, C);
         VEC("ln_1.bias", TR_P_LN1B, C);
         MAT("attn.c_attn.weight", TR_P_QKVW, 3 * C, C);
@@ -262,20 +239,14 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
 #undef VEC
 #undef MAT
     }
-    ADD("transformer.ln_f.weight", 1, C, 0);
-    memcpy(buf + at, P(TR_P_LNFW), C * sizeof *buf), at += C;
-    ADD("transformer.ln_f.bias", 1, C, 0);
-    memcpy(buf + at, P(TR_P_LNFB), C * sizeof *buf), at += C;
+    ADD("transformer.ln_f.weight", 1, C, 0, P(TR_P_LNFW), 0);
+    ADD("transformer.ln_f.bias", 1, C, 0, P(TR_P_LNFB), 0);
 #undef ADD
 #undef P
     if (at != n_out || k != n_t) {
         snprintf(err, errlen, "tr_export_hf: internal layout error");
         rc = TR_ERR_INTERNAL;
         goto done;
-    }
-    if (bf16) {
-        for (size_t i = 0; i < n_out; i++) hb[i] = f32_to_bf16(buf[i]);
-        for (size_t i = 0; i < n_t; i++) t[i].data = hb + ((const float *)t[i].data - buf);
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
@@ -312,8 +283,6 @@ int tr_export_hf(const char *out_dir, const tr_model_config *c, const float *par
     if ((rc = write_generation_config(out_dir, bos, eos, err, errlen))) goto done;
     if (tok) rc = export_tokenizer(out_dir, tok, tok_spec, (int)T, bos, eos, err, errlen);
 done:
-    free(buf);
-    free(hb);
     free(t);
     free(names);
     return rc;

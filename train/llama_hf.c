@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ds.h"
+#include "family.h"
 #include "llama_model.h"
 #include "safetensors.h"
 #include "tk.h"
@@ -178,16 +179,14 @@ int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_ar
 }
 
 /* fp32 -> bf16, round to nearest even; NaN stays a quiet NaN (as export.c). */
-static uint16_t to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+int tr_llama_export_hf(const char *out_dir, tr_llama *m, tr_llama_arch arch, int bf16, char *err, size_t errlen) {
+    if (!m) return TR_ERR_ARG;
+    return tr_llama_export_hf_params(out_dir, tr_llama_get_config(m), tr_llama_params(m), arch, bf16, err, errlen);
 }
 
-int tr_llama_export_hf(const char *out_dir, tr_llama *m, tr_llama_arch arch, int bf16, char *err, size_t errlen) {
-    if (!out_dir || !m || !err || !errlen || !tr_llama_arch_name(arch)) return TR_ERR_ARG;
-    const tr_llama_config *c = tr_llama_get_config(m);
+int tr_llama_export_hf_params(const char *out_dir, const tr_llama_config *c, const float *params, tr_llama_arch arch,
+                              int bf16, char *err, size_t errlen) {
+    if (!out_dir || !c || !params || !err || !errlen || !tr_llama_arch_name(arch)) return TR_ERR_ARG;
     char esc[300], p[4200];
     tk_escape_text(out_dir, strlen(out_dir), esc, sizeof esc);
     if ((arch == TR_LLAMA_QWEN2) != (c->qkv_bias != 0)) {
@@ -246,29 +245,36 @@ int tr_llama_export_hf(const char *out_dir, tr_llama *m, tr_llama_arch arch, int
     free(text);
     if (rc) return rc;
 
-    int n = tr_llama_n_tensors(m);
+    /* the tensor table from the configuration (the family's, train/family.h: tr_llama's order, which
+     * family_llama.c's create checks); each tensor points into params, converted to bf16 by the writer a
+     * bounded chunk at a time (safetensors.h tr_st_out.src): no second copy of the weights */
+    tr_model_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.family = TR_FAMILY_LLAMA;
+    mc.llama = *c;
+    const tr_family_ops *f = tr_family_of(&mc);
+    int n = f->n_tensors(&mc);
     tr_st_out *t = calloc((size_t)n, sizeof *t);
-    uint16_t **hb = calloc((size_t)n, sizeof *hb);
-    rc = t && hb ? TR_OK : TR_ERR_NOMEM;
+    tr_tensor_info *ti = calloc((size_t)n, sizeof *ti);
+    rc = t && ti ? TR_OK : TR_ERR_NOMEM;
+    size_t off = 0;
     for (int i = 0; i < n && !rc; i++) {
-        const char *name = tr_llama_tensor_name(m, i);
-        size_t len;
-        float *v = tr_llama_param(m, name, &len);
+        f->tensor(&mc, i, &ti[i]);
         uint64_t d0, d1;
-        shape_of(c, name, &d0, &d1);
-        t[i] = (tr_st_out){name, bf16 ? TR_ST_BF16 : TR_ST_F32, d1 ? 2 : 1, {d0, d1}, v};
-        if (bf16) {
-            if (!(hb[i] = malloc(len * sizeof **hb))) rc = TR_ERR_NOMEM;
-            for (size_t k = 0; !rc && k < len; k++) hb[i][k] = to_bf16(v[k]);
-            t[i].data = hb[i];
+        shape_of(c, ti[i].name, &d0, &d1);
+        if (d0 * (d1 ? d1 : 1) != ti[i].size) {
+            snprintf(err, errlen, "%s: the tensor table and the shapes disagree", ti[i].name);
+            rc = TR_ERR_INTERNAL;
+            break;
         }
+        t[i] = (tr_st_out){ti[i].name, bf16 ? TR_ST_BF16 : TR_ST_F32, d1 ? 2 : 1, {d0, d1}, NULL, params + off, 0};
+        off += ti[i].size;
     }
-    if (rc) snprintf(err, errlen, "out of memory");
+    if (rc == TR_ERR_NOMEM) snprintf(err, errlen, "out of memory");
     const char *mk[1] = {"format"}, *mv[1] = {"pt"};
     snprintf(p, sizeof p, "%s/model.safetensors", out_dir);
     if (!rc) rc = tr_st_write(p, t, (size_t)n, mk, mv, 1, err, errlen);
-    for (int i = 0; hb && i < n; i++) free(hb[i]);
-    free(hb);
+    free(ti);
     free(t);
     return rc;
 }

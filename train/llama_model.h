@@ -91,6 +91,11 @@ int tr_llama_import_hf(const char *dir, int max_seq, tr_llama **out, tr_llama_ar
  * as this model. DIR is created if absent; files replaced atomically.
  * TR_ERR_ARG: q/k/v biases with an arch other than Qwen2 or the reverse. */
 int tr_llama_export_hf(const char *out_dir, tr_llama *m, tr_llama_arch arch, int bf16, char *err, size_t errlen);
+/* The same from a configuration and its parameters (tr_llama's order),
+ * streamed: no model instance, no copy of the weights (bf16 converted while
+ * writing, a bounded chunk at a time). */
+int tr_llama_export_hf_params(const char *out_dir, const tr_llama_config *c, const float *params, tr_llama_arch arch,
+                              int bf16, char *err, size_t errlen);
 /* The model's configuration. */
 const tr_llama_config *tr_llama_get_config(const tr_llama *m);
 

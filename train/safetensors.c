@@ -708,21 +708,96 @@ static int cmp_wr(const void *a, const void *b) {
     return strcmp(x->t->name, y->t->name);
 }
 
+uint16_t tr_st_f32_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
+    u += 0x7fffu + (u >> 16 & 1);
+    return (uint16_t)(u >> 16);
+}
+
+typedef struct {
+    const uint8_t *n8;
+    const char *hdr;
+    size_t hlen;
+    const wr_item *it;
+    size_t n;
+    uint8_t *chunk; /* TR_ST_CHUNK fp32 values (allocated on the first src tensor) */
+} wr_fill;
+
+/* Element e of vals (fp32) into chunk as dtype. */
+static void put_el(uint8_t *chunk, uint64_t e, float v, tr_st_dtype dt) {
+    if (dt == TR_ST_BF16) {
+        uint16_t b = tr_st_f32_to_bf16(v);
+        chunk[2 * e] = (uint8_t)b, chunk[2 * e + 1] = (uint8_t)(b >> 8);
+    } else {
+        memcpy(chunk + 4 * e, &v, 4); /* little-endian hosts (the format's order) */
+    }
+}
+
+/* A src tensor's bytes, converted TR_ST_CHUNK elements at a time: the only
+ * memory an fp32 -> bf16 (or transposed) tensor costs beyond its source.
+ * Transposed (src (rows, cols) -> out (cols, rows)): whole output rows per
+ * chunk, the source read row by row (contiguous runs of the chunk's
+ * columns), not one strided element at a time. */
+static int write_src(int fd, const tr_st_out *t, uint64_t ne, uint8_t *chunk) {
+    uint64_t rows = t->src_rows ? t->src_rows : 1, cols = ne / rows;
+    uint64_t per = t->src_rows ? TR_ST_CHUNK / rows : 0; /* output rows per chunk */
+    for (uint64_t at = 0; at < ne;) {
+        uint64_t k;
+        if (!t->src_rows || !per) { /* in order (or a column longer than a chunk: element by element) */
+            k = ne - at < TR_ST_CHUNK ? ne - at : TR_ST_CHUNK;
+            for (uint64_t e = 0; e < k; e++) {
+                uint64_t o = at + e; /* transposed: out[j][i] = src[i][j] */
+                put_el(chunk, e, t->src_rows ? t->src[(o % rows) * cols + o / rows] : t->src[o], t->dtype);
+            }
+        } else {
+            uint64_t j0 = at / rows, nj = cols - j0 < per ? cols - j0 : per;
+            k = nj * rows;
+            for (uint64_t i = 0; i < rows; i++)
+                for (uint64_t j = 0; j < nj; j++) put_el(chunk, j * rows + i, t->src[i * cols + j0 + j], t->dtype);
+        }
+        if (mc_write_all(fd, chunk, (size_t)(k * DT_SIZE[t->dtype]))) return -1;
+        at += k;
+    }
+    return 0;
+}
+
+static int fill_st(int fd, void *ctx, char *err, size_t errlen) {
+    wr_fill *f = ctx;
+    if (mc_write_all(fd, f->n8, 8) || mc_write_all(fd, f->hdr, f->hlen)) goto io;
+    for (size_t i = 0; i < f->n; i++) {
+        const tr_st_out *t = f->it[i].t;
+        if (t->data) {
+            if (mc_write_all(fd, t->data, (size_t)f->it[i].bytes)) goto io;
+            continue;
+        }
+        if (!f->chunk && !(f->chunk = malloc((size_t)TR_ST_CHUNK * 4))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        if (write_src(fd, t, f->it[i].bytes / DT_SIZE[t->dtype], f->chunk)) goto io;
+    }
+    return 0;
+io:
+    snprintf(err, errlen, "write failed: %s", strerror(errno));
+    return -1;
+}
+
 int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *const *meta_key,
                 const char *const *meta_val, size_t n_meta, char *err, size_t errlen) {
     wr_item *it = calloc(n ? n : 1, sizeof *it);
-    const void **part = calloc(n + 2, sizeof *part);
-    size_t *len = calloc(n + 2, sizeof *len);
     sbuf h = {0};
     int rc = TR_ERR_NOMEM;
-    if (!it || !part || !len) {
+    if (!it) {
         snprintf(err, errlen, "out of memory writing %s", path);
         goto done;
     }
     rc = TR_ERR_ARG;
     for (size_t i = 0; i < n; i++) {
         if (!t[i].name || !t[i].name[0] || (unsigned)t[i].dtype >= TR_ST_NDTYPES || t[i].rank < 0 ||
-            t[i].rank > TR_ST_MAX_RANK) {
+            t[i].rank > TR_ST_MAX_RANK || (!t[i].data && !t[i].src) ||
+            (!t[i].data && t[i].dtype != TR_ST_F32 && t[i].dtype != TR_ST_BF16)) {
             snprintf(err, errlen, "tr_st_write: bad tensor %zu", i);
             goto done;
         }
@@ -733,6 +808,11 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
                 goto done;
             }
             ne *= t[i].shape[d];
+        }
+        if (!t[i].data && t[i].src_rows && ne % t[i].src_rows) {
+            snprintf(err, errlen, "tr_st_write: tensor %s: %llu rows do not divide it", t[i].name,
+                     (unsigned long long)t[i].src_rows);
+            goto done;
         }
         it[i].t = &t[i];
         it[i].bytes = ne * DT_SIZE[t[i].dtype];
@@ -773,8 +853,6 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
                  (unsigned long long)(off + it[i].bytes));
         sb_str(&h, num);
         off += it[i].bytes;
-        part[i + 1] = it[i].t->data;
-        len[i + 1] = (size_t)it[i].bytes;
     }
     sb_str(&h, "}");
     while (h.len % 8) /* the reference writer's padding: the byte buffer starts 8-aligned */
@@ -786,18 +864,12 @@ int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *cons
     }
     uint8_t n8[8];
     for (int i = 0; i < 8; i++) n8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    /* parts: the 8-byte size, then the header, then the tensors */
-    part[0] = n8;
-    len[0] = 8;
-    memmove(part + 2, part + 1, n * sizeof *part);
-    memmove(len + 2, len + 1, n * sizeof *len);
-    part[1] = h.p;
-    len[1] = h.len;
-    rc = tr_st_write_atomic(path, part, len, n + 2, err, errlen);
+    /* the 8-byte size, then the header, then the tensors in header order */
+    wr_fill f = {n8, h.p, h.len, it, n, NULL};
+    rc = mc_atomic_write_fn(path, NULL, 0644, fill_st, &f, err, errlen) == MC_OK ? TR_OK : TR_ERR_IO;
+    free(f.chunk);
 done:
     free(it);
-    free(part);
-    free(len);
     free(h.p);
     return rc;
 }

@@ -117,7 +117,17 @@ typedef struct {
     int rank;
     uint64_t shape[TR_ST_MAX_RANK];
     const void *data; /* numel x dtype size bytes, little-endian */
+    /* Instead of data (NULL): fp32 values converted to dtype (TR_ST_F32 or
+     * TR_ST_BF16) while the file is written, TR_ST_CHUNK elements at a time,
+     * so an export needs no second copy of the weights (issue 30). src_rows
+     * > 0: src is (src_rows, numel / src_rows) row-major and is written
+     * transposed (GPT-2's Conv1D layout). */
+    const float *src;
+    uint64_t src_rows;
 } tr_st_out;
+#define TR_ST_CHUNK (1u << 18) /* elements converted per write: 1 MiB of fp32 */
+/* fp32 -> bf16, round to nearest even; NaN stays NaN (quiet). */
+uint16_t tr_st_f32_to_bf16(float x);
 /* Write n tensors (unique, non-empty names) and n_meta key/value metadata
  * strings to path (PATH.tmp, fsync, rename, fsync of the folder). */
 int tr_st_write(const char *path, const tr_st_out *t, size_t n, const char *const *meta_key,
