@@ -367,9 +367,12 @@ typedef struct {
     uint32_t tag;              /* low bits of the model's serial + 1; 0: empty */
     float tmax;                /* usable while |T| <= tmax; -1: never (the Viterbi runs) */
     uint8_t klen, np;
-    int32_t id[ENT_MAX];
-    float score[ENT_MAX]; /* the pieces' lattice scores */
-    uint8_t pad[4];
+    uint8_t pad[2]; /* pad[0] of a set's first way: which way was used last */
+    struct {
+        int32_t id;
+        float score; /* its lattice score */
+    } pc[ENT_MAX];   /* the pieces: up to 3 in the entry's first cache line */
+    uint8_t pad2[4];
 } uni_entry;
 _Static_assert(sizeof(uni_entry) == 128, "an entry is two cache lines");
 
@@ -536,8 +539,8 @@ static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t
     }
     if (np > ENT_MAX) return;
     for (size_t k = 0; k < np; k++) {
-        e->id[k] = rid[np - 1 - k];
-        e->score[k] = rsc[np - 1 - k];
+        e->pc[k].id = rid[np - 1 - k];
+        e->pc[k].score = rsc[np - 1 - k];
     }
     e->np = (uint8_t)np;
     /* candidates' magnitudes stay below 2^b when |T| + wmax + 1 < 2^b (the
@@ -619,10 +622,35 @@ static inline size_t word_end(const uint8_t *t, size_t p, size_t tn, size_t *nc)
     return s < tn ? s : tn;
 }
 
+static inline bool same_key(const uni_entry *e, uint32_t tag, const uint64_t *k, size_t len) {
+    return e->tag == tag && e->klen == len && e->key[0] == k[0] && e->key[1] == k[1] && e->key[2] == k[2];
+}
+
 static inline uint64_t load64(const uint8_t *p) {
     uint64_t x;
     memcpy(&x, p, 8);
     return x;
+}
+
+/* The word starting at p: its end q, characters nc, zero-padded key and
+ * cache set (for words of at most KEY_MAX bytes). */
+typedef struct {
+    size_t q, nc, set;
+    uint64_t k[KEY_MAX / 8];
+} word_key;
+
+static inline void word_at(const uint8_t *t, size_t p, size_t tn, word_key *wk) {
+    wk->q = word_end(t, p, tn, &wk->nc);
+    size_t len = wk->q - p;
+    if (len > KEY_MAX) return;
+    for (size_t j = 0; j < KEY_MAX / 8; j++) {
+        size_t left = len > 8 * j ? len - 8 * j : 0;
+        wk->k[j] = left >= 8 ? load64(t + p + 8 * j) : left ? load64(t + p + 8 * j) & ((1ull << (8 * left)) - 1) : 0;
+    }
+    uint64_t h = (wk->k[0] * 0x9e3779b97f4a7c15ull) ^ (wk->k[1] * 0xc2b2ae3d27d4eb4full) ^
+                 (wk->k[2] * 0x165667b19e3779f9ull) ^ len;
+    h ^= h >> 29;
+    wk->set = ((h * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS)) & ~(size_t)1;
 }
 
 static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
@@ -653,28 +681,38 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
     }
     const uint32_t tag = (uint32_t)m->serial + 1 ? (uint32_t)m->serial + 1 : 1;
     float till = 0.0f; /* the path score at p, as the Viterbi holds it */
+    word_key nx;
+    word_at(t, 0, tn, &nx);
     for (size_t p = 0; p < tn;) {
-        size_t nc;
-        size_t q = word_end(t, p, tn, &nc), len = q - p;
+        /* the next word's set is fetched while this one is looked up */
+        const word_key wk = nx;
+        if (wk.q < tn) {
+            word_at(t, wk.q, tn, &nx);
+            if (nx.q - wk.q <= KEY_MAX) {
+                __builtin_prefetch(&w->cache[nx.set]);
+                __builtin_prefetch(&w->cache[nx.set + 1]);
+            }
+        }
+        size_t q = wk.q, nc = wk.nc, len = q - p;
+        const uint64_t *k = wk.k;
         if (till < -SCORE_RESET || till > SCORE_RESET) till = 0.0f; /* the Viterbi rebases at p */
         if (len <= KEY_MAX) {
-            uint64_t k[KEY_MAX / 8];
-            for (size_t j = 0; j < KEY_MAX / 8; j++) {
-                size_t left = len > 8 * j ? len - 8 * j : 0;
-                k[j] = left >= 8 ? load64(t + p + 8 * j)
-                       : left    ? load64(t + p + 8 * j) & ((1ull << (8 * left)) - 1)
-                                 : 0;
+            /* two ways a set, least recently used out: a word met once
+             * does not push out one met all the time */
+            uni_entry *e = &w->cache[wk.set];
+            uint8_t *mru = &e->pad[0];
+            bool hit = same_key(e, tag, k, len);
+            if (!hit && same_key(e + 1, tag, k, len)) {
+                hit = true;
+                e++;
             }
-            uint64_t h =
-                (k[0] * 0x9e3779b97f4a7c15ull) ^ (k[1] * 0xc2b2ae3d27d4eb4full) ^ (k[2] * 0x165667b19e3779f9ull) ^ len;
-            h ^= h >> 29;
-            uni_entry *e = &w->cache[(h * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS)];
-            if (e->tag == tag && e->klen == len && e->key[0] == k[0] && e->key[1] == k[1] && e->key[2] == k[2]) {
+            if (hit) {
+                *mru = (uint8_t)(e - w->cache) & 1;
                 if (fabsf(till) <= e->tmax) {
                     if (tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
                     for (int j = 0; j < e->np; j++) {
-                        out->ids[out->len++] = (uint32_t)e->id[j];
-                        till += e->score[j]; /* the Viterbi's float sum, piece by piece */
+                        out->ids[out->len++] = (uint32_t)e->pc[j].id;
+                        till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
                     }
                     prev_unk = false;
                     p = q;
@@ -683,7 +721,9 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
                 if (best_reserve(w, len)) return TK_ERR_NOMEM;
                 viterbi(m, u, t + p, len, till, w->best);
             } else {
-                memcpy(e->key, k, sizeof k);
+                e += !*mru;
+                *mru = (uint8_t)(e - w->cache) & 1;
+                memcpy(e->key, k, sizeof e->key);
                 e->tag = tag;
                 if (best_reserve(w, len)) return TK_ERR_NOMEM;
                 viterbi_entry(m, u, t + p, len, nc, till, w->best, e);
