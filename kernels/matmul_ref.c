@@ -49,6 +49,8 @@ typedef struct {
     int mc;     /* rows of a packed A block, multiple of mr */
     int mb;     /* rows of a thread task, multiple of mc */
     micro_fn kernel;
+    void (*pack_a)(float *dst, view A, int i0, int mc, int k0, int kc, int MR);
+    void (*pack_b)(float *dst, view B, int k0, int kc, int j0, int nc, int NR);
 } gemm_kernel;
 
 static void pack_a(float *dst, view A, int i0, int mc, int k0, int kc, int MR) {
@@ -124,7 +126,7 @@ static void micro_portable(int kc, const float *ap, const float *bp, float *c, p
     }
 }
 
-static const gemm_kernel k_portable = {P_MR, P_NR, 64, 256, micro_portable};
+static const gemm_kernel k_portable = {P_MR, P_NR, 64, 256, micro_portable, pack_a, pack_b};
 
 #ifdef KN_HAVE_AVX512
 /* AVX-512 X_MR x 32 tile: 2 x X_MR zmm accumulators. Per element the same
@@ -133,8 +135,9 @@ static const gemm_kernel k_portable = {P_MR, P_NR, 64, 256, micro_portable};
  * C = C + acc), only wider, so both kernels give bit-identical results. */
 #define X_MR 8
 #define X_NR 32
-__attribute__((target("avx512f"))) static void micro_avx512(int kc, const float *ap, const float *bp, float *c,
-                                                            ptrdiff_t ldc, int mr, int nr, int first) {
+#define AVX512_FN __attribute__((target("avx512f")))
+AVX512_FN static void micro_avx512(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr, int nr,
+                                   int first) {
     __m512 acc0[X_MR], acc1[X_MR];
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
@@ -161,7 +164,86 @@ __attribute__((target("avx512f"))) static void micro_avx512(int kc, const float 
     }
 }
 
-static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, 256, micro_avx512};
+/* The packs only move values (so they cannot change results); the ones that
+ * transpose go through 8 x 8 register transposes instead of one scalar
+ * store per element, which had made packing a third of the kernel's time. */
+/* dst[j * dld + i] = src[i * ld + j] for i, j < 8 */
+AVX512_FN static inline void transpose8(float *dst, ptrdiff_t dld, const float *src, ptrdiff_t ld) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ld), r2 = _mm256_loadu_ps(src + 2 * ld),
+           r3 = _mm256_loadu_ps(src + 3 * ld), r4 = _mm256_loadu_ps(src + 4 * ld), r5 = _mm256_loadu_ps(src + 5 * ld),
+           r6 = _mm256_loadu_ps(src + 6 * ld), r7 = _mm256_loadu_ps(src + 7 * ld);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+           s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+           s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+           s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)),
+           s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)),
+           s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2)),
+           s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)),
+           s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(dst + dld, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(dst + 2 * dld, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(dst + 3 * dld, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(dst + 4 * dld, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(dst + 5 * dld, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(dst + 6 * dld, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_storeu_ps(dst + 7 * dld, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+/* pack_a for MR == 8: full row panels of a row-major A (the forward's and
+ * dinp's activations) by 8 x 8 transposes, of a column-major A (dweight's
+ * dout^T) by 8-float copies; partial panels and other strides as pack_a. */
+AVX512_FN static void pack_a_avx512(float *dst, view A, int i0, int mc, int k0, int kc, int MR) {
+    int full = mc / X_MR * X_MR;
+    for (int ip = 0; ip < full; ip += X_MR) {
+        float *d = dst + (size_t)ip * kc;
+        if (A.cs == 1) {
+            const float *s = A.p + (ptrdiff_t)(i0 + ip) * A.rs + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) transpose8(d + (size_t)k * X_MR, X_MR, s + k, A.rs);
+            for (; k < kc; k++)
+                for (int r = 0; r < X_MR; r++) d[k * X_MR + r] = s[r * A.rs + k];
+        } else if (A.rs == 1) {
+            for (int k = 0; k < kc; k++)
+                _mm256_storeu_ps(d + (size_t)k * X_MR, _mm256_loadu_ps(A.p + (ptrdiff_t)(k0 + k) * A.cs + (i0 + ip)));
+        } else {
+            pack_a(d, A, i0 + ip, X_MR, k0, kc, MR);
+        }
+    }
+    if (full < mc) pack_a(dst + (size_t)full * kc, A, i0 + full, mc - full, k0, kc, MR);
+}
+
+/* pack_b for NR == 32: full column panels of a row-major B (dinp's weight,
+ * dweight's activations) by 32-float copies, of a column-major B (the
+ * forward's weight^T) by 8 x 8 transposes; the rest as pack_b. */
+AVX512_FN static void pack_b_avx512(float *dst, view B, int k0, int kc, int j0, int nc, int NR) {
+    int full = nc / X_NR * X_NR;
+    for (int jp = 0; jp < full; jp += X_NR) {
+        float *d = dst + (size_t)jp * kc;
+        if (B.cs == 1) {
+            for (int k = 0; k < kc; k++) {
+                const float *s = B.p + (ptrdiff_t)(k0 + k) * B.rs + j0 + jp;
+                _mm512_storeu_ps(d + (size_t)k * X_NR, _mm512_loadu_ps(s));
+                _mm512_storeu_ps(d + (size_t)k * X_NR + 16, _mm512_loadu_ps(s + 16));
+            }
+        } else if (B.rs == 1) {
+            const float *s = B.p + (ptrdiff_t)(j0 + jp) * B.cs + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8)
+                for (int c = 0; c < X_NR; c += 8) transpose8(d + (size_t)k * X_NR + c, X_NR, s + c * B.cs + k, B.cs);
+            for (; k < kc; k++)
+                for (int c = 0; c < X_NR; c++) d[k * X_NR + c] = s[c * B.cs + k];
+        } else {
+            pack_b(d, B, k0, kc, j0 + jp, X_NR, NR);
+        }
+    }
+    if (full < nc) pack_b(dst + (size_t)full * kc, B, k0, kc, j0 + full, nc - full, NR);
+}
+
+static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, 256, micro_avx512, pack_a_avx512, pack_b_avx512};
 #endif
 
 /* KN_MATMUL_ISA_*: -1 until the first gemm (or kn_matmul_set_isa) decides. */
@@ -222,10 +304,10 @@ static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc, in
             for (int k0 = 0; k0 < K; k0 += KC) {
                 int kc = K - k0 < KC ? K - k0 : KC;
                 int first = (k0 == 0 && !accumulate);
-                pack_b(bbuf, B, k0, kc, j0, nb, NR);
+                kd->pack_b(bbuf, B, k0, kc, j0, nb, NR);
                 for (int ic = 0; ic < mb; ic += MC) {
                     int mc = mb - ic < MC ? mb - ic : MC;
-                    pack_a(abuf, A, i0 + ic, mc, k0, kc, MR);
+                    kd->pack_a(abuf, A, i0 + ic, mc, k0, kc, MR);
                     for (int jp = 0; jp < nb; jp += NR)
                         for (int ip = 0; ip < mc; ip += MR)
                             kd->kernel(kc, abuf + (size_t)ip * kc, bbuf + (size_t)jp * kc,
