@@ -19,6 +19,11 @@
 /* Everything that determines the bytes of the output (the manifest's "config"). */
 typedef struct {
     char tokenizer_spec[512];
+    /* a rank file's --pattern REGEX / --normalize (tk_get_regex /
+     * tk_get_norm), "" when not given: written to config only when given, so
+     * every other manifest keeps its bytes (TK_MAX_PATTERN_BYTES + 1) */
+    char tokenizer_regex[4097];
+    char tokenizer_normalize[8];
     char tokenizer_name[64];
     uint8_t fingerprint[32];
     uint32_t vocab_size, eot_id; /* eot_id: the pad / separator id of the shard headers */

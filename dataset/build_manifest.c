@@ -55,6 +55,8 @@ json_t *ds_build_config_json(const ds_build_config *c) {
     json_array_append_new(part, json_integer(c->part_n));
     json_t *j = json_object();
     json_object_set_new(j, "tokenizer", json_string(c->tokenizer_spec));
+    if (c->tokenizer_regex[0]) json_object_set_new(j, "pattern", json_string(c->tokenizer_regex));
+    if (c->tokenizer_normalize[0]) json_object_set_new(j, "normalize", json_string(c->tokenizer_normalize));
     json_object_set_new(j, "seq_len", json_integer(c->seq_len));
     json_object_set_new(j, "pack", json_string(ds_pack_name(c->pack)));
     json_object_set_new(j, "over_long", json_string(ds_over_long_name(c->over_long)));
@@ -181,6 +183,13 @@ int ds_build_config_from_json(json_t *j, ds_build_config *c, char *err, size_t e
     json_int_t v;
     int e;
     if (cfg_str(j, "tokenizer", c->tokenizer_spec, sizeof c->tokenizer_spec, err, errlen)) return -1;
+    /* a rank file's own regex / normalization: present only when given */
+    if (json_object_get(j, "pattern") &&
+        cfg_str(j, "pattern", c->tokenizer_regex, sizeof c->tokenizer_regex, err, errlen))
+        return -1;
+    if (json_object_get(j, "normalize") &&
+        cfg_str(j, "normalize", c->tokenizer_normalize, sizeof c->tokenizer_normalize, err, errlen))
+        return -1;
     if (cfg_int(j, "seq_len", 1, DS_SHARD_MAX_ROW_LEN, &v, err, errlen)) return -1;
     c->seq_len = (uint32_t)v;
     if (cfg_enum(j, "pack", ds_pack_name, &e, err, errlen)) return -1;
