@@ -359,8 +359,8 @@ typedef struct {
  * inside the word passes the rebasing threshold. A hit gives the pieces,
  * and the float path score at the word's end is T + their scores summed in
  * float in path order, which is what the Viterbi would hold there. */
-#define KEY_MAX 24 /* bytes of a cached word */
-#define ENT_MAX 11 /* pieces of a cached word (an entry: 128 bytes) */
+#define KEY_MAX 32 /* bytes of a cached word */
+#define ENT_MAX 10 /* pieces of a cached word (an entry: 128 bytes) */
 #define CACHE_BITS 14
 typedef struct {
     uint64_t key[KEY_MAX / 8]; /* the word's bytes, zero padded */
@@ -371,7 +371,7 @@ typedef struct {
     struct {
         int32_t id;
         float score; /* its lattice score */
-    } pc[ENT_MAX];   /* the pieces: up to 3 in the entry's first cache line */
+    } pc[ENT_MAX];   /* the pieces: up to 2 in the entry's first cache line */
     uint8_t pad2[4];
 } uni_entry;
 _Static_assert(sizeof(uni_entry) == 128, "an entry is two cache lines");
@@ -623,7 +623,8 @@ static inline size_t word_end(const uint8_t *t, size_t p, size_t tn, size_t *nc)
 }
 
 static inline bool same_key(const uni_entry *e, uint32_t tag, const uint64_t *k, size_t len) {
-    return e->tag == tag && e->klen == len && e->key[0] == k[0] && e->key[1] == k[1] && e->key[2] == k[2];
+    return e->tag == tag && e->klen == len && e->key[0] == k[0] && e->key[1] == k[1] && e->key[2] == k[2] &&
+           e->key[3] == k[3];
 }
 
 static inline uint64_t load64(const uint8_t *p) {
@@ -648,7 +649,7 @@ static inline void word_at(const uint8_t *t, size_t p, size_t tn, word_key *wk) 
         wk->k[j] = left >= 8 ? load64(t + p + 8 * j) : left ? load64(t + p + 8 * j) & ((1ull << (8 * left)) - 1) : 0;
     }
     uint64_t h = (wk->k[0] * 0x9e3779b97f4a7c15ull) ^ (wk->k[1] * 0xc2b2ae3d27d4eb4full) ^
-                 (wk->k[2] * 0x165667b19e3779f9ull) ^ len;
+                 (wk->k[2] * 0x165667b19e3779f9ull) ^ (wk->k[3] * 0x27d4eb2f165667c5ull) ^ len;
     h ^= h >> 29;
     wk->set = ((h * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS)) & ~(size_t)1;
 }
