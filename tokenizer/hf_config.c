@@ -319,7 +319,7 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
             const char *s = json_string_value(ps);
             if (!s) REFUSE(path, "Metaspace: prepend_scheme is not a string");
             if (!strcmp(s, "always")) st->scheme = MS_ALWAYS;
-            else if (!strcmp(s, "first")) st->scheme = MS_FIRST;
+            else if (!strcmp(s, "first")) st->scheme = MS_FIRST, h->first_scheme = true;
             else if (!strcmp(s, "never")) st->scheme = MS_NEVER;
             else REFUSE(path, "Metaspace: prepend_scheme is not always/first/never");
         } else {

@@ -362,8 +362,9 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
 static int encode_segment(hf_ctx *c, const uint8_t *s, size_t n, bool at_start, const active_set *as) {
     const uint8_t *ns;
     size_t nn;
-    bool dropped;
-    int rc = tk_hf_normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn, &c->budget, &dropped);
+    bool dropped = false; /* only prepend_scheme "first" reads it: tracked only then (a regex pass) */
+    int rc = tk_hf_normalize(c->h, s, n, &c->nbuf[0], &c->nbuf[1], &ns, &nn, &c->budget,
+                             c->h->first_scheme && at_start ? &dropped : NULL);
     if (rc) return rc;
     at_start &= !dropped;
     size_t i = 0;

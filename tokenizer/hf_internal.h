@@ -115,6 +115,7 @@ struct tk_hf {
     size_t n_dec;
     uint8_t first_byte[32]; /* bitmap of the first bytes of added tokens */
     struct tk_hf_uni *uni;  /* model "Unigram" (hf_unigram.c); NULL: BPE */
+    bool first_scheme;      /* a Metaspace with prepend_scheme "first": encode tracks where the text starts */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -206,9 +207,9 @@ static inline const mslot *merge_get(const tk_hf *h, uint32_t a, uint32_t b) {
 
 /* hf_unigram.c's per-thread scratch (in the encode context). */
 typedef struct {
-    double score;  /* best path score ending here */
-    int32_t start; /* where its last piece starts, -1: no path yet */
-    uint32_t id;   /* its last piece */
+    double score;    /* best path score ending here */
+    uint32_t start1; /* where its last piece starts + 1; 0: no path yet */
+    uint32_t id;     /* its last piece */
 } hf_uni_node;
 
 typedef struct {

@@ -39,7 +39,8 @@ typedef struct {
 
 struct tk_hf_uni {
     du_slot *slot;
-    uint32_t *term; /* by slot: the id of the entry ending there (read only under TERMINAL) */
+    uint32_t *term; /* by slot: the id of the entry ending there (read only under TERMINAL); 4 bytes a
+                     * slot (id and score side by side, 16, made a 250k-piece load fault 24 MB more) */
     size_t size, cap;
     double *score; /* by id */
     uint32_t n;    /* vocab entries */
@@ -83,6 +84,45 @@ static int by_key(const void *a, const void *b) {
     return x->e < y->e ? -1 : x->e > y->e; /* equal strings: by id, the last one kept */
 }
 
+/* Sorts ent[0, n) by key: least significant digit radix passes over the
+ * 8-byte heads (a pass whose byte is one value everywhere is skipped), then
+ * each run of equal heads by qsort on the whole strings. qsort alone took a
+ * quarter of a 250k-piece load. Holds g_lock (by_key reads g_keys). */
+static int sort_ents(du_ent *ent, uint32_t n) {
+    du_ent *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    uint32_t(*cnt)[256] = calloc(8, sizeof *cnt);
+    if (!tmp || !cnt) {
+        free(tmp);
+        free(cnt);
+        return TK_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        for (int d = 0; d < 8; d++) cnt[d][(ent[i].head >> (8 * d)) & 0xff]++;
+    du_ent *src = ent, *dst = tmp;
+    for (int d = 0; d < 8; d++) {
+        if (n && cnt[d][(ent[0].head >> (8 * d)) & 0xff] == n) continue;
+        uint32_t pos[256], sum = 0;
+        for (int c = 0; c < 256; c++) {
+            pos[c] = sum;
+            sum += cnt[d][c];
+        }
+        for (uint32_t i = 0; i < n; i++) dst[pos[(src[i].head >> (8 * d)) & 0xff]++] = src[i];
+        du_ent *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != ent) memcpy(ent, src, (size_t)n * sizeof *ent);
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i + 1;
+        while (j < n && ent[j].head == ent[i].head) j++;
+        if (j - i > 1) qsort(ent + i, j - i, sizeof *ent, by_key);
+        i = j;
+    }
+    free(tmp);
+    free(cnt);
+    return TK_OK;
+}
+
 static int du_grow(struct tk_hf_uni *u, uint32_t **nf, size_t need) {
     if (need + 256 <= u->cap) return TK_OK;
     size_t cap = u->cap ? u->cap : 1024;
@@ -121,14 +161,23 @@ typedef struct {
 } du_pending;
 
 /* Places the children of every node breadth first; ent[0, n) sorted, one
- * per distinct string. */
+ * per distinct string. The strings are copied in sorted order first: every
+ * depth scans them all, and reading them in id order was a cache miss per
+ * string and depth (as unigram.c found). */
 static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *ent, uint32_t n) {
     size_t total = 1;
     for (uint32_t i = 0; i < n; i++) total += ent[i].len;
     du_pending *q = malloc(total * sizeof *q); /* at most one per node */
+    uint8_t *buf = malloc(total);
+    size_t *off = malloc(((size_t)n + 1) * sizeof *off);
     uint32_t *nf = NULL;
     int rc = TK_ERR_NOMEM;
-    if (!q) goto out;
+    if (!q || !buf || !off) goto out;
+    off[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(buf + off[i], key[ent[i].e], ent[i].len);
+        off[i + 1] = off[i] + ent[i].len;
+    }
     if ((rc = du_grow(u, &nf, total + total / 8 + 512))) goto out;
     u->slot[0].check = FREE_SLOT - 1; /* the root: taken, nobody's child */
     nf[0] = 1;
@@ -147,7 +196,7 @@ static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *e
         }
         int nl = 0;
         for (uint32_t i = lo; i < p.hi; i++) {
-            uint8_t c = (uint8_t)key[ent[i].e][p.depth];
+            uint8_t c = buf[off[i] + p.depth];
             if (!nl || c != label[nl - 1]) {
                 label[nl] = c;
                 from[nl++] = i;
@@ -182,6 +231,8 @@ static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *e
     rc = TK_OK;
 out:
     free(q);
+    free(buf);
+    free(off);
     free(nf);
     return rc;
 }
@@ -222,8 +273,9 @@ int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *s
     u->unk_score = u->min_score - UNK_PENALTY;
     pthread_mutex_lock(&g_lock);
     g_keys = key;
-    qsort(ent, m, sizeof *ent, by_key);
+    rc = sort_ents(ent, m);
     pthread_mutex_unlock(&g_lock);
+    if (rc) goto fail;
     /* equal strings: the last id (the map's last insert) is the entry */
     uint32_t w = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -295,7 +347,8 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
         w->best_cap = tn + 1;
     }
     hf_uni_node *best = w->best;
-    for (size_t i = 0; i <= tn; i++) best[i] = (hf_uni_node){0.0, -1, 0};
+    /* all zero: score 0.0 (HF's default), start1 0 = no path yet */
+    memset(best, 0, (tn + 1) * sizeof *best);
     const du_slot *sl = u->slot;
     for (size_t s = 0; s < tn;) {
         double till = best[s].score;
@@ -313,9 +366,9 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
             uint32_t id = u->term[node];
             double cand = u->score[id] + till;
             hf_uni_node *tg = &best[k + 1];
-            if (tg->start < 0 || cand > tg->score) {
+            if (!tg->start1 || cand > tg->score) {
                 tg->score = cand;
-                tg->start = (int32_t)s;
+                tg->start1 = (uint32_t)s + 1;
                 tg->id = id;
             }
             single |= k + 1 - s == mb;
@@ -323,10 +376,10 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
         if (!single) {
             hf_uni_node *tg = &best[s + mb];
             double cand = u->unk_score + till;
-            if (tg->start < 0 || cand > tg->score) {
+            if (!tg->start1 || cand > tg->score) {
                 if (u->unk_id == TK_NO_RANK) return TK_ERR_DOC_UNK; /* HF: MissingUnkId */
                 tg->score = cand;
-                tg->start = (int32_t)s;
+                tg->start1 = (uint32_t)s + 1;
                 tg->id = u->unk_id;
             }
         }
@@ -334,7 +387,8 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
     }
     /* backtrack: the pieces' ends, last first */
     size_t np = 0;
-    for (size_t e = tn; e > 0; e = (size_t)best[e].start) {
+    for (size_t e = tn; e > 0; e = best[e].start1 - 1) {
+        if (!best[e].start1) return TK_ERR_ARG; /* every character end is reached: never */
         if (np == w->path_cap) {
             size_t cap = w->path_cap ? w->path_cap * 2 : 256;
             uint32_t *p = realloc(w->path, cap * sizeof *p);
@@ -347,7 +401,7 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
     int rc;
     size_t run = SIZE_MAX; /* start of the unk run in progress */
     for (size_t k = np; k-- > 0;) {
-        size_t e = w->path[k], s = (size_t)best[e].start;
+        size_t e = w->path[k], s = best[e].start1 - 1;
         uint32_t id = best[e].id;
         if (id == u->unk_id) { /* unk_id set: fused with its neighbours */
             if (run == SIZE_MAX) run = s;
