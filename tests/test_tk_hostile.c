@@ -593,6 +593,20 @@ static void test_tekken_hostile(void) {
               "--pattern on a Tekken file: %s", err);
         tk_free(t);
     }
+    /* a model folder holding only tekken.json (Mistral's repositories) */
+    {
+        char sub[768], err[512] = "";
+        snprintf(sub, sizeof sub, "%s/mistral_model", dir);
+        mkdir(sub, 0700);
+        str b = {0};
+        tekken_json(&b, &(tekken_opts){.bad_at = -1});
+        write_bytes("mistral_model/tekken.json", b.s, b.len);
+        free(b.s);
+        tk_tokenizer *t = NULL;
+        CHECK(tk_load(sub, TK_PAT_NONE, &t, err, sizeof err) == TK_OK && tk_vocab_size(t) == 289,
+              "a folder with tekken.json: %s", err);
+        tk_free(t);
+    }
     /* the file as the old refusal test had it: one vocab entry for 256 ranks */
     static const char one[] =
         "{\n    \"config\": {\"pattern\": \"\\\\p{N}|[^\\\\p{N}]+\", \"num_vocab_tokens\": 256, "
@@ -668,6 +682,9 @@ static void test_tekken_hostile(void) {
     TEKKEN_CASE("tekken_utf8.json", TK_ERR_FORMAT, "invalid UTF-8", .extra = "\"x\": \"\xc0\xaf\"", .bad_at = -1);
     TEKKEN_CASE("tekken_dupkey.json", TK_ERR_FORMAT, "a top-level key given twice", .extra = "\"vocab\": []",
                 .bad_at = -1);
+    /* JSON escapes inside token_bytes are JSON's business: "\u0041w==" is "Aw==" */
+    TEKKEN_CASE("tekken_b64esc.json", TK_OK, NULL, .bad_at = 3,
+                .bad = "{\"rank\": 3, \"token_bytes\": \"\\u0041w==\", \"token_str\": null}");
     TEKKEN_CASE("tekken_extra.json", TK_OK, NULL, .extra = "\"image\": {\"a\": [NaN, -Infinity, 1e5, null]}",
                 .bad_at = -1);
     /* a token over the 1024-byte limit, base64 of 1400 characters */
@@ -1224,6 +1241,38 @@ static void test_memory_bound(void) {
     printf("tokenizer.json of %zu bytes: %ld KiB while loading (bound %ld KiB = 48 x file + 16 MiB)\n", hf_bytes, kib,
            bound);
     CHECK(kib > 0 && kib <= bound, "tokenizer.json load took %ld KiB, bound %ld", kib, bound);
+    /* worst cases for tekken.json: the smallest vocab entries ("{}", each
+     * recorded in 12 bytes, never decoded past the cut), and 300,000 short
+     * tokens that are all kept */
+    for (int big = 0; big < 2; big++) {
+        b.len = 0;
+        put(&b,
+            "{\"config\": {\"pattern\": \"\\\\p{N}|[^\\\\p{N}]+\", \"default_vocab_size\": %u, "
+            "\"default_num_special_tokens\": 20, \"version\": \"v3\"}, \"vocab\": [",
+            big ? 20 + 256 + 300000 : 20 + 256);
+        for (int i = 0; i < 256; i++) {
+            char e[8];
+            uint8_t t = (uint8_t)i;
+            b64(&t, 1, e);
+            put(&b, "{\"rank\":%d,\"token_bytes\":\"%s\",\"token_str\":null},", i, e);
+        }
+        for (uint32_t i = 0; i < (big ? 300000u : 1000000u); i++) {
+            uint8_t t[3] = {(uint8_t)(i >> 16 | 0x80), (uint8_t)(i >> 8), (uint8_t)i};
+            char e[8];
+            b64(t, 3, e);
+            if (big) put(&b, "{\"rank\":%u,\"token_bytes\":\"%s\",\"token_str\":null},", 256 + i, e);
+            else put(&b, "{},");
+        }
+        b.len--;
+        put(&b, "]}");
+        size_t tj_bytes = b.len;
+        write_str("tekken_big.json", &b);
+        kib = load_rss_kib(path_of("tekken_big.json"), TK_PAT_NONE);
+        bound = (long)(48 * tj_bytes / 1024) + 16 * 1024;
+        printf("tekken.json of %zu bytes (%s): %ld KiB while loading (bound %ld KiB = 48 x file + 16 MiB)\n", tj_bytes,
+               big ? "300,000 tokens kept" : "1,000,000 empty entries cut", kib, bound);
+        CHECK(kib > 0 && kib <= bound, "tekken.json load took %ld KiB, bound %ld", kib, bound);
+    }
 #endif
 }
 

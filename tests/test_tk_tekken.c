@@ -4,7 +4,10 @@
  * fillers), the vocabulary size after the cut, framing <s> ... </s>, ids on
  * the first 150 documents of each ../shared/corpus category and on edge
  * cases (special-token text is ordinary text, as Tekkenizer.encode has it),
- * decode(encode(x)) == x; --allow-special all maps the specials' text.
+ * decode(encode(x)) == x; --allow-special all maps the specials' text; on
+ * the fixtures and tekken_240911 a full-range Unicode scan (every code point
+ * in the probe of tests/unicode/make_unicode_scan.py, one digest per 4,096
+ * code points: the classes of Mistral's pattern are tiktoken's, Unicode 16).
  *
  * References: tests/data/tk_tekken/refs.jsonl.zst, made with the two
  * crafted fixtures beside it by tests/ref/make_tk_tekken_refs.py
@@ -117,6 +120,81 @@ static int header(tk_tokenizer *tok, const char *name, json_t *o) {
     return fails;
 }
 
+static size_t put_utf8(char *o, uint32_t c) {
+    if (c < 0x80) return o[0] = (char)c, 1;
+    if (c < 0x800) return o[0] = (char)(0xC0 | c >> 6), o[1] = (char)(0x80 | (c & 63)), 2;
+    if (c < 0x10000)
+        return o[0] = (char)(0xE0 | c >> 12), o[1] = (char)(0x80 | (c >> 6 & 63)), o[2] = (char)(0x80 | (c & 63)), 3;
+    o[0] = (char)(0xF0 | c >> 18), o[1] = (char)(0x80 | (c >> 12 & 63)), o[2] = (char)(0x80 | (c >> 6 & 63));
+    o[3] = (char)(0x80 | (c & 63));
+    return 4;
+}
+
+/* make_unicode_scan.py's digests: per 4,096 code points, sha256 over the
+ * probes' id counts then their ids (little-endian uint32), 16 hex digits;
+ * the number of blocks that differ from the reference's. */
+static int unicode_scan(const tk_tokenizer *tok, const char *name, json_t *want) {
+    int bad = 0;
+    uint32_t *lens = malloc(4096 * sizeof *lens);
+    uint32_t *flat = NULL;
+    size_t nflat = 0, cap = 0;
+    tk_ids v = {0};
+    for (uint32_t b = 0; b < 0x110000 / 4096; b++) {
+        size_t np = 0;
+        nflat = 0;
+        for (uint32_t c = b * 4096; c < (b + 1) * 4096; c++) {
+            if (c >= 0xD800 && c <= 0xDFFF) continue;
+            char ch[4], p[64];
+            size_t cl = put_utf8(ch, c), n = 0;
+            /* "x{c}{c}'s {c}1 A{c}a {c}A" */
+#define PUT(s, l) (memcpy(p + n, s, l), n += l)
+            PUT("x", 1), PUT(ch, cl), PUT(ch, cl), PUT("'s ", 3), PUT(ch, cl), PUT("1 A", 3), PUT(ch, cl);
+            PUT("a ", 2), PUT(ch, cl), PUT("A", 1);
+#undef PUT
+            v.len = 0;
+            if (tk_encode(tok, (const uint8_t *)p, n, &v)) {
+                bad++;
+                break;
+            }
+            if (nflat + v.len > cap) {
+                cap = (nflat + v.len) * 2;
+                flat = realloc(flat, cap * sizeof *flat);
+                if (!flat) abort();
+            }
+            lens[np++] = (uint32_t)v.len;
+            memcpy(flat + nflat, v.ids, v.len * sizeof *v.ids);
+            nflat += v.len;
+        }
+        struct sha256_ctx ctx;
+        sha256_init(&ctx);
+        for (size_t k = 0; k < np; k++) {
+            uint8_t q[4] = {(uint8_t)lens[k], (uint8_t)(lens[k] >> 8), (uint8_t)(lens[k] >> 16),
+                            (uint8_t)(lens[k] >> 24)};
+            sha256_update(&ctx, 4, q);
+        }
+        for (size_t k = 0; k < nflat; k++) {
+            uint32_t x = flat[k];
+            uint8_t q[4] = {(uint8_t)x, (uint8_t)(x >> 8), (uint8_t)(x >> 16), (uint8_t)(x >> 24)};
+            sha256_update(&ctx, 4, q);
+        }
+        uint8_t d[32];
+        char hex[17];
+        sha256_digest(&ctx, 32, d);
+        for (int i = 0; i < 8; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+        const char *w = json_string_value(json_array_get(want, b));
+        if (!w || strcmp(w, hex) != 0) {
+            if (bad < 5)
+                fprintf(stderr, "FAIL %s: Unicode scan differs in U+%04X..U+%04X\n", name, b * 4096, b * 4096 + 4095);
+            bad++;
+        }
+    }
+    free(flat);
+    tk_ids_free(&v);
+    free(lens);
+    if (!bad) printf("%s: full-range Unicode scan: 0 blocks differ\n", name);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_tk_tekken SHARED_DIR [REAL_FILES_DIR]\n");
@@ -183,7 +261,10 @@ int main(int argc, char **argv) {
         }
         tk_ids v = {0};
         json_t *ids = json_object_get(o, "ids");
-        if (ids) {
+        if (json_object_get(o, "scan")) {
+            checked++;
+            fails += unicode_scan(tok, name, json_object_get(o, "scan"));
+        } else if (ids) {
             const char *text = json_string_value(json_object_get(o, "text"));
             size_t tl = json_string_length(json_object_get(o, "text"));
             int rc = tk_encode(tok, (const uint8_t *)text, tl, &v);

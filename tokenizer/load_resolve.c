@@ -86,9 +86,13 @@ int tk_load(const char *spec, tk_pattern pat, tk_tokenizer **out, char *err, siz
         if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
         if (!tk_ld_join_path(a, sizeof a, spec, "/tokenizer.model", err, errlen)) return TK_ERR_ARG;
         if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
+        /* Mistral's model folders: tekken.json (beside an HF tokenizer.json
+         * in most, which is taken first) */
+        if (!tk_ld_join_path(a, sizeof a, spec, "/tekken.json", err, errlen)) return TK_ERR_ARG;
+        if (tk_ld_exists(a)) return load_file(a, pat, out, err, errlen);
         tk_set_err(err, errlen,
                    "%s: folder holds neither encoder.json + vocab.bpe nor tokenizer.json nor "
-                   "tokenizer.model",
+                   "tokenizer.model nor tekken.json",
                    spec);
         return TK_ERR_NOT_FOUND;
     }

@@ -3,7 +3,7 @@
 
 Made with mistral_common 1.13.1 (Tekkenizer, which runs tiktoken) and the two tekken.json files its wheel ships:
 
-    pip install mistral-common==1.13.1 zstandard tokenizers
+    pip install mistral-common==1.13.1 zstandard tokenizers numpy
     python3 tests/ref/make_tk_tekken_refs.py [SHARED_DIR]     # default ../shared
 
 Writes, under tests/data/tk_tekken/:
@@ -18,6 +18,9 @@ Writes, under tests/data/tk_tekken/:
     {"tok": NAME, "sha256": FILE_SHA, "n_words": N, "specials": {TEXT: ID, ...}, "bos": ID, "eos": ID}  (first)
     {"tok": NAME, "cat": CATEGORY, "doc": N, "n": COUNT, "sha": SHA}   the first 150 documents of each category
     {"tok": NAME, "text": T, "ids": [...]}                             every edge case, full ids
+    {"tok": NAME, "scan": [DIGEST, ...]}    the fixtures and tekken_240911: a full-range Unicode scan, every code point
+                                            (surrogates excepted) in the probe of tests/unicode/make_unicode_scan.py,
+                                            one digest per 4,096 code points (its digests())
 Ids: Tekkenizer.from_file(path).encode(text, bos=False, eos=False). SHA = first 16 hex digits of sha256 over the
 ids as little-endian uint32 (as make_tk_meta_refs.py). NAME is the file name without .json: the two fixtures and
 tekken_240718 / tekken_240911 (the real files, not committed: tests/tk_tekken_real.sh takes them from the wheel).
@@ -42,6 +45,8 @@ PER_CAT = 150
 
 sys.path.insert(0, HERE)
 from make_tk_hf_refs import edge_cases  # noqa: E402  (the common edge cases)
+sys.path.insert(0, os.path.join(HERE, "..", "unicode"))
+import make_unicode_scan  # noqa: E402  (the probe and digests of the full-range scan)
 
 TEKKEN_EXTRA = [
     "<s>[INST] hi [/INST]</s>", "<unk><pad>[IMG][IMG_BREAK][IMG_END]", "<SPECIAL_20> <SPECIAL_99> <SPECIAL_999>",
@@ -117,6 +122,10 @@ def main():
             ids = t.encode(text, bos=False, eos=False)
             assert t.decode(ids) == text
             lines.append({"tok": name, "text": text, "ids": ids})
+        if name.startswith("tekken_small") or name == "tekken_240911":
+            cps, _ = make_unicode_scan.probes()
+            lines.append({"tok": name, "scan": make_unicode_scan.digests(
+                cps, lambda texts: [t.encode(x, bos=False, eos=False) for x in texts])})
         print(name, len(docs), "documents,", len(edges), "edge cases")
     body = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
     with open(os.path.join(OUT, "refs.jsonl.zst"), "wb") as f:
