@@ -27,4 +27,10 @@ mks_allow_skip(test_trainer_rss_small "peak RSS is meaningless under AddressSani
 if(NOT MKS_NATIVE)
   add_test(NAME golden_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/golden_train/check.sh $<TARGET_FILE:llmtrain>)
   set_tests_properties(golden_train PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+  # the same goldens with the portable matmul micro-kernel forced (golden_train
+  # itself uses the AVX-512 one where the CPU has it): the two must agree
+  add_test(NAME golden_train_portable_matmul COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/golden_train/check.sh
+                                                     $<TARGET_FILE:llmtrain>)
+  set_tests_properties(golden_train_portable_matmul PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600
+                                                               ENVIRONMENT KN_MATMUL_ISA=portable)
 endif()
