@@ -32,7 +32,20 @@
  *    the gap is the matmul kernel (a step is ~307 GFLOP of matmul: torch
  *    runs it at ~224 GFLOP/s on 2 cores, AVX-512; this model at ~95);
  *  - memory: tr_llama_memory 1,240,281,088 B, peak RSS 1,246,793,728 B
- *    (+0.5%). */
+ *    (+0.5%);
+ *  - after the AVX-512 matmul kernel (kernels/matmul_ref.c, 8x32 tile,
+ *    transposing packs; bit-identical to the portable kernel, goldens
+ *    unchanged), on a quiet 16-core Xeon of the same family (device host,
+ *    taskset 2 cores, OMP_NUM_THREADS 2, 3 alternating rounds of 3 steps):
+ *    before 3.04/2.98/3.05 s, after 2.25/2.06/2.02 s per step (1.48x); CPU
+ *    per 4-step process 26.2 -> 18.5 s. Against torch's quiet 1.35-1.40 s
+ *    above: ~1.5x slower (was 2.35x). That is near the limit of these
+ *    numerics: a rounded multiply then a rounded add (no FMA, as the C
+ *    standard mode compiles the portable kernel) issues 2 zmm uops per
+ *    multiply-add on the 2 vector ports, ~100 GFLOP/s a core measured, so
+ *    the ~307 GFLOP take >= ~1.5 s on 2 cores. The same kernel with FMA
+ *    (results change in the last bits: every golden would be re-recorded)
+ *    ran 1.48/1.41/1.52 s in the same rounds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
