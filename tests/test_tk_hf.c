@@ -271,6 +271,169 @@ static int framing(void) {
     return fails;
 }
 
+/* Crafted Unigram files (written at test time): what a hostile or odd file
+ * costs and gives. Each returns the failures. */
+static int write_tmp(char *path, const char *text) {
+    int fd = mkstemps(path, 5);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    fclose(f);
+    return 0;
+}
+
+static int load_text(const char *json, tk_tokenizer **t, char *err, size_t errlen) {
+    char path[] = "/tmp/tk_hf_uni_XXXXXX.json";
+    if (write_tmp(path, json)) return -1;
+    int rc = tk_load_hf_json(path, TK_PAT_NONE, t, err, errlen);
+    unlink(path);
+    return rc;
+}
+
+static char *uni_json(const char *vocab, const char *unk_id, const char *pre) {
+    static const char fmt[] = "{\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":%s,\"decoder\":null,"
+                              "\"model\":{\"type\":\"Unigram\",\"unk_id\":%s,\"vocab\":%s,\"byte_fallback\":false}}";
+    size_t n = strlen(fmt) + strlen(vocab) + strlen(unk_id) + strlen(pre) + 1;
+    char *s = malloc(n);
+    snprintf(s, n, fmt, pre, unk_id, vocab);
+    return s;
+}
+
+static int hostile_unigram(void) {
+    int fails = 0;
+    char err[512];
+    tk_tokenizer *t = NULL;
+    /* scores at the ends of f64: path sums overflow to +-inf; every position
+     * still gets a path (the first proposal wins), no crash, ids in range */
+    char *j =
+        uni_json("[[\"<unk>\",0],[\"a\",1.7e308],[\"aa\",1.7e308],[\"b\",-1.7e308],[\"ab\",-1.7e308]]", "0", "null");
+    err[0] = 0;
+    if (load_text(j, &t, err, sizeof err) != TK_OK) {
+        fprintf(stderr, "FAIL unigram extreme scores: load: %s\n", err);
+        fails++;
+    } else {
+        tk_ids v = {0};
+        static const char txt[] = "aaaaabababbbbbaaxyzaaaa";
+        int rc = tk_encode(t, (const uint8_t *)txt, sizeof txt - 1, &v);
+        /* HF tokenizers 0.23.3's ids for this text and file */
+        static const uint32_t want[] = {1, 1, 2, 4, 4, 4, 3, 3, 3, 3, 2, 0, 2, 2};
+        if (!rc && (v.len != sizeof want / sizeof want[0] || memcmp(v.ids, want, sizeof want) != 0)) rc = -1;
+        if (rc) {
+            fprintf(stderr, "FAIL unigram extreme scores: rc %d, %zu ids\n", rc, v.len);
+            fails++;
+        }
+        tk_ids_free(&v);
+    }
+    tk_free(t);
+    t = NULL;
+    free(j);
+    /* no unk_id: a text with a character no piece covers is refused for
+     * that document alone (HF: MissingUnkId), the next one encodes */
+    j = uni_json("[[\"a\",-1],[\"b\",-2],[\"ab\",-1.5]]", "null", "null");
+    if (load_text(j, &t, err, sizeof err) != TK_OK) {
+        fprintf(stderr, "FAIL unigram no unk_id: load: %s\n", err);
+        fails++;
+    } else {
+        tk_ids v = {0};
+        int rc = tk_encode(t, (const uint8_t *)"abxab", 5, &v);
+        if (rc != TK_ERR_DOC_UNK || !tk_err_is_document(rc) || v.len) {
+            fprintf(stderr, "FAIL unigram no unk_id: rc %d, %zu ids, want TK_ERR_DOC_UNK and none\n", rc, v.len);
+            fails++;
+        }
+        rc = tk_encode(t, (const uint8_t *)"abab", 4, &v);
+        if (rc || v.len != 2 || v.ids[0] != 2 || v.ids[1] != 2) {
+            fprintf(stderr, "FAIL unigram no unk_id: \"abab\" rc %d, %zu ids\n", rc, v.len);
+            fails++;
+        }
+        tk_ids_free(&v);
+    }
+    tk_free(t);
+    t = NULL;
+    free(j);
+    /* the lattice's work is (longest piece) x (text): pieces a, aa, ...,
+     * a x 1024 over 256 KiB of 'a' - linear, ~2.7e8 trie steps, bounded by
+     * the 1024-byte piece limit */
+    {
+        size_t cap = 1100 * 1100 + 100;
+        char *voc = malloc(cap);
+        size_t o = 0;
+        o += (size_t)snprintf(voc + o, cap - o, "[[\"<unk>\",0]");
+        for (int k = 1; k <= 1024; k++) {
+            o += (size_t)snprintf(voc + o, cap - o, ",[\"");
+            memset(voc + o, 'a', (size_t)k);
+            o += (size_t)k;
+            o += (size_t)snprintf(voc + o, cap - o, "\",%d.25]", -k);
+        }
+        snprintf(voc + o, cap - o, "]");
+        j = uni_json(voc, "0", "null");
+        free(voc);
+        if (load_text(j, &t, err, sizeof err) != TK_OK) {
+            fprintf(stderr, "FAIL unigram long pieces: load: %s\n", err);
+            fails++;
+        } else {
+            size_t n = 256 << 10;
+            uint8_t *txt = malloc(n);
+            memset(txt, 'a', n);
+            tk_ids v = {0};
+            int rc = tk_encode(t, txt, n, &v);
+            /* a x k (id k) scores -k - 0.25: 1024 a's as one piece beat any split */
+            size_t k = 0;
+            while (!rc && k < v.len && v.ids[k] == 1024) k++;
+            if (rc || v.len != n / 1024 || k != v.len) {
+                fprintf(stderr, "FAIL unigram long pieces: rc %d, %zu ids, want %zu of id 1024\n", rc, v.len, n / 1024);
+                fails++;
+            }
+            free(txt);
+            tk_ids_free(&v);
+        }
+        tk_free(t);
+        t = NULL;
+        free(j);
+    }
+    /* refusals name the file and the entry */
+    static const struct {
+        const char *vocab, *unk, *want;
+    } bad[] = {
+        {"[[\"a\",1e999]]", "null", "line 1"}, /* serde_json: out of range; jansson names the place */
+        {"[]", "null", "empty Unigram vocabulary"}, {"[[\"a\",-1]]", "1", "unk_id"},
+        {"[[\"a\",-1]]", "-1", "unk_id"},           {"[[\"a\"]]", "null", "model.vocab[0]"},
+        {"{\"a\":0}", "null", "not an array"},      {"[[\"a\\u0000b\",-1]]", "null", "u0000"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        j = uni_json(bad[k].vocab, bad[k].unk, "null");
+        err[0] = 0;
+        int rc = load_text(j, &t, err, sizeof err);
+        if (rc == TK_OK || !strstr(err, bad[k].want) || !strstr(err, "tk_hf_uni_")) {
+            fprintf(stderr, "FAIL unigram refusal %zu: rc %d \"%s\", want \"%s\"\n", k, rc, err, bad[k].want);
+            fails++;
+        }
+        tk_free(t);
+        t = NULL;
+        free(j);
+    }
+    /* a piece over 1024 bytes */
+    {
+        char *voc = malloc(3000);
+        strcpy(voc, "[[\"");
+        memset(voc + 3, 'x', 1500);
+        strcpy(voc + 1503, "\",-1],[\"<unk>\",0]]");
+        j = uni_json(voc, "1", "null");
+        free(voc);
+        err[0] = 0;
+        int rc = load_text(j, &t, err, sizeof err);
+        if (rc != TK_ERR_LIMIT || !strstr(err, "1024")) {
+            fprintf(stderr, "FAIL unigram long piece: rc %d \"%s\"\n", rc, err);
+            fails++;
+        }
+        tk_free(t);
+        t = NULL;
+        free(j);
+    }
+    printf("hostile unigram: done\n");
+    return fails;
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
     const char *only = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
@@ -285,7 +448,8 @@ int main(int argc, char **argv) {
     }
     bool have_corpus = load_corpus(shared) == 0;
     if (!have_corpus) fprintf(stderr, "note: no corpus under %s: corpus checks skipped\n", shared);
-    int fails = refusals() + framing(), checked = 0, skipped = 0;
+    int fails = refusals() + framing() + (strcmp(dir, "tk_hf_uni") == 0 ? hostile_unigram() : 0), checked = 0,
+        skipped = 0;
     char cur[128] = "";
     tk_tokenizer *tok = NULL;
     bool bytelevel = true;
