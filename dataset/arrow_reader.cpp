@@ -51,14 +51,26 @@ class CappedPool : public arrow::MemoryPool {
     using arrow::MemoryPool::Reallocate;
     arrow::Status Allocate(int64_t size, int64_t alignment, uint8_t **out) override {
         if (!reserve(size)) return over(size);
-        arrow::Status st = base_->Allocate(size, alignment, out);
+        arrow::Status st = raw_alloc(size, alignment, out);
         if (!st.ok()) cur_ -= size;
         return st;
     }
     arrow::Status Reallocate(int64_t old_size, int64_t new_size, int64_t alignment, uint8_t **ptr) override {
         int64_t grow = new_size - old_size;
         if (grow > 0 && !reserve(grow)) return over(grow);
-        arrow::Status st = base_->Reallocate(old_size, new_size, alignment, ptr);
+        arrow::Status st;
+        int64_t oc = size_class(old_size), nc = size_class(new_size);
+        if (oc < kCacheMin && nc < kCacheMin) {
+            st = base_->Reallocate(old_size, new_size, alignment, ptr);
+        } else if (oc != nc) { // another block (the same class: the block already holds new_size)
+            uint8_t *q = nullptr;
+            st = raw_alloc(new_size, alignment, &q);
+            if (st.ok()) {
+                memcpy(q, *ptr, (size_t)std::min(old_size, new_size));
+                raw_free(*ptr, old_size, alignment);
+                *ptr = q;
+            }
+        }
         if (!st.ok()) {
             if (grow > 0) cur_ -= grow;
         } else if (grow < 0) {
@@ -67,9 +79,10 @@ class CappedPool : public arrow::MemoryPool {
         return st;
     }
     void Free(uint8_t *buffer, int64_t size, int64_t alignment) override {
-        base_->Free(buffer, size, alignment);
+        raw_free(buffer, size, alignment);
         cur_ -= size;
     }
+    ~CappedPool() override { drop_cache(); }
     int64_t bytes_allocated() const override { return cur_; }
     int64_t max_memory() const override { return peak_; }
     int64_t total_bytes_allocated() const override { return total_; }
@@ -79,6 +92,65 @@ class CappedPool : public arrow::MemoryPool {
     int64_t piece_peak() const { return piece_peak_; }
 
   private:
+    // Blocks of kCacheMin bytes and more (the column's data and offsets,
+    // decompressed pages) are kept when freed, in power-of-two size classes,
+    // up to kCacheMax bytes, and handed out again: the next batch of a row
+    // group needs the same sizes, and glibc would return such blocks to the
+    // kernel (munmap, heap trim) and fault every page of them in again - the
+    // page faults that made Parquet input slower than JSONL (docs/reader.md).
+    static constexpr int64_t kCacheMin = 64 << 10, kCacheMax = 64 << 20;
+    static int64_t size_class(int64_t n) {
+        if (n < kCacheMin || n > ((int64_t)1 << 40)) return n;
+        int64_t c = kCacheMin;
+        while (c < n) c <<= 1;
+        return c;
+    }
+    struct Cached {
+        uint8_t *p;
+        int64_t cls, alignment;
+    };
+    uint8_t *take_cached(int64_t cls, int64_t alignment) {
+        std::lock_guard<std::mutex> lk(cache_mu_);
+        for (size_t i = 0; i < cache_.size(); i++)
+            if (cache_[i].cls == cls && cache_[i].alignment == alignment) {
+                uint8_t *p = cache_[i].p;
+                cached_ -= cls;
+                cache_[i] = cache_.back();
+                cache_.pop_back();
+                return p;
+            }
+        return nullptr;
+    }
+    arrow::Status raw_alloc(int64_t size, int64_t alignment, uint8_t **out) {
+        int64_t c = size_class(size);
+        if (c >= kCacheMin && (*out = take_cached(c, alignment))) return arrow::Status::OK();
+        return base_->Allocate(c, alignment, out);
+    }
+
+    void raw_free(uint8_t *p, int64_t size, int64_t alignment) {
+        int64_t c = size_class(size);
+        if (c >= kCacheMin) {
+            std::lock_guard<std::mutex> lk(cache_mu_);
+            if (cached_ + c <= kCacheMax) {
+                try {
+                    cache_.push_back({p, c, alignment});
+                    cached_ += c;
+                    return;
+                } catch (...) {}
+            }
+        }
+        base_->Free(p, c, alignment);
+    }
+    void drop_cache() {
+        std::lock_guard<std::mutex> lk(cache_mu_);
+        for (const Cached &b : cache_) base_->Free(b.p, b.cls, b.alignment);
+        cache_.clear();
+        cached_ = 0;
+    }
+    std::mutex cache_mu_;
+    std::vector<Cached> cache_;
+    int64_t cached_ = 0;
+
     bool reserve(int64_t size) {
         if (size < 0) return false;
         int64_t now = cur_ += size;
