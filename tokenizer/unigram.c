@@ -315,13 +315,15 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
     }
     u->unk_score = u->min_score - UNK_PENALTY;
     u->cut_safe = true;
-    for (uint32_t i = 0; i < m->n && u->cut_safe; i++)
-        if ((m->type[i] == SP_NORMAL || m->type[i] == SP_USER) && m->plen[i] > 3)
-            for (uint32_t k = 1; k + 3 <= m->plen[i]; k++)
-                if (memcmp(m->piece[i] + k, SPACE_SYM, 3) == 0) {
-                    u->cut_safe = false;
-                    break;
-                }
+    for (uint32_t i = 0; i < m->n && u->cut_safe; i++) {
+        if (!(m->type[i] == SP_NORMAL || m->type[i] == SP_USER) || m->plen[i] <= 3) continue;
+        const uint8_t *pc = m->piece[i], *end = pc + m->plen[i];
+        for (const uint8_t *x = pc + 1; (x = memchr(x, 0xe2, (size_t)(end - x))) && end - x >= 3; x++)
+            if (x[1] == SPACE_SYM[1] && x[2] == SPACE_SYM[2]) {
+                u->cut_safe = false;
+                break;
+            }
+    }
     u->n_trie = n;
     if ((rc = sort_pieces(m, ent, n))) goto fail;
     builder b = {.m = m, .u = u};
@@ -358,13 +360,15 @@ typedef struct {
  * other; every decision on the path has a margin over that) and no score
  * inside the word passes the rebasing threshold. A hit gives the pieces,
  * and the float path score at the word's end is T + their scores summed in
- * float in path order, which is what the Viterbi would hold there. */
+ * float in path order, which is what the Viterbi would hold there.
+ * Memory: 2^CACHE_BITS entries of 128 bytes (2 MiB) per encoding thread,
+ * whatever the text; a word not in it costs one walk, as without it. */
 #define KEY_MAX 32 /* bytes of a cached word */
 #define ENT_MAX 10 /* pieces of a cached word (an entry: 128 bytes) */
 #define CACHE_BITS 14
 typedef struct {
     uint64_t key[KEY_MAX / 8]; /* the word's bytes, zero padded */
-    uint32_t tag;              /* low bits of the model's serial + 1; 0: empty */
+    uint32_t tag;              /* the model's serial + 1 (below 2^32); 0: empty */
     float tmax;                /* usable while |T| <= tmax; -1: never (the Viterbi runs) */
     uint8_t klen, np;
     uint8_t pad[2]; /* pad[0] of a set's first way: which way was used last */
@@ -670,7 +674,9 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
     w->norm.len = tn;
     const uint8_t *t = w->norm.data;
     bool prev_unk = false;
-    if (!u->cut_safe) {
+    /* entries are tagged serial + 1 (32 bits): past 2^32 - 1 tokenizers in
+     * one process two models could share a tag, so those run uncached */
+    if (!u->cut_safe || m->serial >= UINT32_MAX) {
         if (best_reserve(w, tn)) return TK_ERR_NOMEM;
         viterbi(m, u, t, tn, 0.0f, w->best);
         return emit_path(m, w, t, tn, &prev_unk, out);
@@ -680,7 +686,7 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
         if (!w->cache) return TK_ERR_NOMEM;
         memset(w->cache, 0, ((size_t)1 << CACHE_BITS) * sizeof *w->cache);
     }
-    const uint32_t tag = (uint32_t)m->serial + 1 ? (uint32_t)m->serial + 1 : 1;
+    const uint32_t tag = (uint32_t)m->serial + 1;
     float till = 0.0f; /* the path score at p, as the Viterbi holds it */
     word_key nx;
     word_at(t, 0, tn, &nx);
