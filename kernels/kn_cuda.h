@@ -230,8 +230,8 @@ int kn_swiglu_backward_cuda(void *dgate, void *dup, const void *dout, const void
  * (B,NH,T) fp32 saved, nothing T x T) on packed rows qkv (B,T,(NH+2NKV)HS)
  * = [q heads | k heads | v heads] (one fused q/k/v projection; Qwen2's q/k/v
  * biases are that matmul's bias), query head h reading KV head
- * h / (NH / NKV) by index: K/V are never expanded.  out (B,T,NH HS).  HS 64
- * or 128; NKV divides NH (NKV == NH is plain MHA).  backward: dqkv (=, same
+ * h / (NH / NKV) by index: K/V are never expanded.  out (B,T,NH HS).  HS 16,
+ * 32, 64 or 128; NKV divides NH (NKV == NH is plain MHA).  backward: dqkv (=, same
  * packing), each KV head's dK/dV summed over its query heads in a fixed
  * order (deterministic); scratch kn_attention_backward_scratch_bytes(B,T,NH).
  * References: kn_gqa_attention_forward_ref / _backward_ref. */

@@ -4,16 +4,14 @@
  * cos/sin table built once per run, the SwiGLU gate, and grouped-query
  * attention that indexes the KV head of each query head.
  *
- * Why GQA has its own kernels instead of a KV-head index in kn_attention.cu:
- * those kernels (and the tensor-core ones) take the GPT-2 row [q | k | v] of
- * 3C with head size 32/64, and they are the ones validated on an H200; the
- * Llama row is [q (NH HS) | k (NKV HS) | v (NKV HS)] with head size 64 or
- * 128, and the dK/dV of a KV head must sum over its query heads.  The
- * kernels below are the SIMT design of kn_attention.cu (thread per query row
- * for the forward and dq, thread per key row for dk/dv, online softmax, no
- * atomics) with that indexing; a tensor-core version is the next step. */
+ * GQA runs GPT-2's SIMT attention kernels (kn_attention_simt.cuh: one set
+ * for any packed row by strides and offsets) on the Llama row [q (NH HS) |
+ * k (NKV HS) | v (NKV HS)], head size 16 to 128, the dK/dV of a KV head
+ * summed over its query heads in a fixed order; a tensor-core version is the
+ * next step. */
 #include <math.h>
 
+#include "kn_attention_simt.cuh" /* the SIMT attention kernels, shared with GPT-2's (kn_attention.cu) */
 #include "kn_cuda_common.cuh"
 
 /* x rounded to T's precision (the stored residual, read back as the
@@ -219,252 +217,27 @@ extern "C" int kn_swiglu_backward_cuda(void *dgate, void *dup, const void *dout,
 }
 
 /* ---- grouped-query attention ------------------------------------------------------------------ */
-/* Tiles: forward / dq blocks of BQ query rows (a thread each) walking keys in
- * tiles of BK in shared memory (K and V: 2 BK HS floats, 16 KiB at HS 64,
- * 32 KiB at 128); dk/dv blocks of KB key rows (a thread each, own K/V row in
- * padded shared memory) walking query tiles of QB rows.  At HS 128 the dk/dv
- * block is halved to stay under the 48 KiB of static shared memory. */
+/* The kernels of kn_attention_simt.cuh on the packed GQA row.  Tiles:
+ * forward / dq blocks of BQ query rows walking keys in tiles of BK in shared
+ * memory (K and V: 2 BK HS floats, 16 KiB at HS 64, 32 KiB at 128); dk/dv
+ * blocks of KB key rows walking query tiles of QB rows.  At HS 128 the dk/dv
+ * block is halved to stay under the 48 KiB of static shared memory; dq keeps
+ * its dout row in registers. */
 template <int HS> struct gqa_cfg {
     static constexpr int BQ = 64;
     static constexpr int BK = 32;
     static constexpr int KB = HS >= 128 ? 32 : 64;
     static constexpr int QB = HS >= 128 ? 8 : 16;
+    static constexpr bool FAST_CORR = false, DO_SHARED = false;
 };
-
-/* Row geometry of the packed [q | k | v] row. */
-struct gqa_geo {
-    int Tn, NH, NKV, rep; /* rep = NH / NKV query heads per KV head */
-    size_t RS;            /* elements per token row of qkv: (NH + 2 NKV) HS */
-    size_t OS;            /* elements per token row of out: NH HS */
-    size_t koff, voff;    /* where the k and v heads start in a row */
-};
-
-static __device__ __forceinline__ bool gqa_ok(int tq, int tk, const int32_t *drow, int dq, int dk) {
-    return tk <= tq && (!drow || dq == dk);
-}
-
-/* grid (ceil(T/BQ), NH, B), block BQ. */
-template <int HS, typename T>
-__global__ void __launch_bounds__(gqa_cfg<HS>::BQ)
-    gqa_fwd_kernel(T *out, float *lse, const T *qkv, const int32_t *doc, gqa_geo g, float scale) {
-    constexpr int BQ = gqa_cfg<HS>::BQ, BK = gqa_cfg<HS>::BK;
-    __shared__ float Ks[BK][HS];
-    __shared__ float Vs[BK][HS];
-    __shared__ int Ds[BK];
-    const int b = blockIdx.z, h = blockIdx.y, kv = h / g.rep, Tn = g.Tn;
-    const int q0 = blockIdx.x * BQ, t = q0 + threadIdx.x;
-    const bool active = t < Tn;
-    const int32_t *drow = doc ? doc + (size_t)b * Tn : nullptr;
-    const int dqv = (active && drow) ? drow[t] : 0;
-    const T *base = qkv + (size_t)b * Tn * g.RS;
-    float q[HS], o[HS];
-#pragma unroll
-    for (int d = 0; d < HS; d++) {
-        q[d] = active ? kn_ld(base + (size_t)t * g.RS + (size_t)h * HS + d) * scale : 0.0f;
-        o[d] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-    const int last = min(q0 + BQ, Tn) - 1;
-    for (int k0 = 0; k0 <= last; k0 += BK) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < BK * HS; i += BQ) {
-            int j = i / HS, d = i % HS, tk = k0 + j;
-            const T *row = base + (size_t)(tk < Tn ? tk : 0) * g.RS + (size_t)kv * HS + d;
-            Ks[j][d] = tk < Tn ? kn_ld(row + g.koff) : 0.0f;
-            Vs[j][d] = tk < Tn ? kn_ld(row + g.voff) : 0.0f;
-        }
-        if (threadIdx.x < BK) {
-            int tk = k0 + threadIdx.x;
-            Ds[threadIdx.x] = (drow && tk < Tn) ? drow[tk] : 0;
-        }
-        __syncthreads();
-        if (!active || k0 > t) continue;
-        float sc[BK];
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < BK; j++) {
-            float sv = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HS; d++) sv += q[d] * Ks[j][d];
-            sc[j] = gqa_ok(t, k0 + j, drow, dqv, Ds[j]) ? sv : -INFINITY;
-            tmax = fmaxf(tmax, sc[j]);
-        }
-        if (tmax == -INFINITY) continue;
-        float mn = fmaxf(m, tmax), corr = expf(m - mn); /* m = -inf the first time: 0 */
-        l *= corr;
-#pragma unroll
-        for (int d = 0; d < HS; d++) o[d] *= corr;
-#pragma unroll
-        for (int j = 0; j < BK; j++) {
-            float p = sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mn);
-            l += p;
-#pragma unroll
-            for (int d = 0; d < HS; d++) o[d] += p * Vs[j][d];
-        }
-        m = mn;
-    }
-    if (!active) return;
-    float inv = 1.0f / l;
-    T *orow = out + ((size_t)b * Tn + t) * g.OS + (size_t)h * HS;
-#pragma unroll
-    for (int d = 0; d < HS; d++) kn_st(orow + d, o[d] * inv);
-    lse[((size_t)b * g.NH + h) * Tn + t] = m + logf(l);
-}
-
-/* Dsum[b,h,t] = dout[b,t,h,:] . out[b,t,h,:] */
-template <typename T>
-__global__ void gqa_dsum_kernel(float *Dsum, const T *dout, const T *out, int B, gqa_geo g, int HS) {
-    size_t total = (size_t)B * g.NH * g.Tn;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t t = i % g.Tn, h = i / g.Tn % g.NH, b = i / ((size_t)g.Tn * g.NH);
-        size_t at = (b * g.Tn + t) * g.OS + h * HS;
-        float acc = 0.0f;
-        for (int d = 0; d < HS; d++) acc += kn_ld(dout + at + d) * kn_ld(out + at + d);
-        Dsum[i] = acc;
-    }
-}
-
-/* dq: grid (ceil(T/BQ), NH, B), block BQ, a thread per query row (its q, dout
- * and dq rows in registers). */
-template <int HS, typename T>
-__global__ void __launch_bounds__(gqa_cfg<HS>::BQ)
-    gqa_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dsum, const int32_t *doc,
-                  gqa_geo g, float scale) {
-    constexpr int BQ = gqa_cfg<HS>::BQ, BK = gqa_cfg<HS>::BK;
-    __shared__ float Ks[BK][HS];
-    __shared__ float Vs[BK][HS];
-    __shared__ int Ds[BK];
-    const int b = blockIdx.z, h = blockIdx.y, kv = h / g.rep, Tn = g.Tn;
-    const int q0 = blockIdx.x * BQ, t = q0 + threadIdx.x;
-    const bool active = t < Tn;
-    const int32_t *drow = doc ? doc + (size_t)b * Tn : nullptr;
-    const int dqv = (active && drow) ? drow[t] : 0;
-    const T *base = qkv + (size_t)b * Tn * g.RS;
-    float q[HS], dq[HS], dO[HS];
-#pragma unroll
-    for (int d = 0; d < HS; d++) {
-        q[d] = active ? kn_ld(base + (size_t)t * g.RS + (size_t)h * HS + d) * scale : 0.0f;
-        dO[d] = active ? kn_ld(dout + ((size_t)b * Tn + t) * g.OS + (size_t)h * HS + d) : 0.0f;
-        dq[d] = 0.0f;
-    }
-    const float L = active ? lse[((size_t)b * g.NH + h) * Tn + t] : 0.0f;
-    const float Di = active ? Dsum[((size_t)b * g.NH + h) * Tn + t] : 0.0f;
-    const int last = min(q0 + BQ, Tn) - 1;
-    for (int k0 = 0; k0 <= last; k0 += BK) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < BK * HS; i += BQ) {
-            int j = i / HS, d = i % HS, tk = k0 + j;
-            const T *row = base + (size_t)(tk < Tn ? tk : 0) * g.RS + (size_t)kv * HS + d;
-            Ks[j][d] = tk < Tn ? kn_ld(row + g.koff) : 0.0f;
-            Vs[j][d] = tk < Tn ? kn_ld(row + g.voff) : 0.0f;
-        }
-        if (threadIdx.x < BK) {
-            int tk = k0 + threadIdx.x;
-            Ds[threadIdx.x] = (drow && tk < Tn) ? drow[tk] : 0;
-        }
-        __syncthreads();
-        if (!active || k0 > t) continue;
-        for (int j = 0; j < BK; j++) {
-            if (!gqa_ok(t, k0 + j, drow, dqv, Ds[j])) continue;
-            float sv = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HS; d++) {
-                sv += q[d] * Ks[j][d];
-                dp += dO[d] * Vs[j][d];
-            }
-            float ds = expf(sv - L) * (dp - Di) * scale;
-#pragma unroll
-            for (int d = 0; d < HS; d++) dq[d] += ds * Ks[j][d];
-        }
-    }
-    if (!active) return;
-    T *row = dqkv + ((size_t)b * Tn + t) * g.RS + (size_t)h * HS;
-#pragma unroll
-    for (int d = 0; d < HS; d++) kn_st(row + d, dq[d]);
-}
-
-/* dk, dv: grid (ceil(T/KB), NKV, B), block KB, a thread per key row of KV
- * head kv; the query heads of the group are walked in order kv*rep ..
- * kv*rep + rep - 1, each over its query tiles, into one accumulator: a fixed
- * order, so deterministic without atomics. */
-template <int HS, typename T>
-__global__ void __launch_bounds__(gqa_cfg<HS>::KB)
-    gqa_dkdv_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dsum, const int32_t *doc,
-                    gqa_geo g, float scale) {
-    constexpr int KB = gqa_cfg<HS>::KB, QB = gqa_cfg<HS>::QB;
-    __shared__ float Ks[KB][HS + 1];
-    __shared__ float Vs[KB][HS + 1];
-    __shared__ float Qs[QB][HS];
-    __shared__ float DOs[QB][HS];
-    __shared__ float Ls[QB], Dd[QB];
-    __shared__ int Dc[QB];
-    const int b = blockIdx.z, kv = blockIdx.y, Tn = g.Tn;
-    const int k0 = blockIdx.x * KB, tk = k0 + threadIdx.x;
-    const bool active = tk < Tn;
-    const int32_t *drow = doc ? doc + (size_t)b * Tn : nullptr;
-    const int dkv = (active && drow) ? drow[tk] : 0;
-    const T *base = qkv + (size_t)b * Tn * g.RS;
-    float dk[HS], dv[HS];
-#pragma unroll
-    for (int d = 0; d < HS; d++) {
-        const T *row = base + (size_t)(active ? tk : 0) * g.RS + (size_t)kv * HS + d;
-        Ks[threadIdx.x][d] = active ? kn_ld(row + g.koff) : 0.0f;
-        Vs[threadIdx.x][d] = active ? kn_ld(row + g.voff) : 0.0f;
-        dk[d] = 0.0f;
-        dv[d] = 0.0f;
-    }
-    for (int h = kv * g.rep; h < (kv + 1) * g.rep; h++) {
-        const float *lh = lse + ((size_t)b * g.NH + h) * Tn, *dh = Dsum + ((size_t)b * g.NH + h) * Tn;
-        for (int qt = (k0 / QB) * QB; qt < Tn; qt += QB) {
-            __syncthreads();
-            for (int i = threadIdx.x; i < QB * HS; i += KB) {
-                int r = i / HS, d = i % HS, tq = qt + r;
-                bool in = tq < Tn;
-                Qs[r][d] = in ? kn_ld(base + (size_t)tq * g.RS + (size_t)h * HS + d) * scale : 0.0f;
-                DOs[r][d] = in ? kn_ld(dout + ((size_t)b * Tn + tq) * g.OS + (size_t)h * HS + d) : 0.0f;
-            }
-            for (int r = threadIdx.x; r < QB; r += KB) {
-                int tq = qt + r;
-                bool in = tq < Tn;
-                Ls[r] = in ? lh[tq] : 0.0f;
-                Dd[r] = in ? dh[tq] : 0.0f;
-                Dc[r] = (in && drow) ? drow[tq] : 0;
-            }
-            __syncthreads();
-            if (!active) continue;
-            for (int r = 0; r < QB; r++) {
-                int tq = qt + r;
-                if (tq >= Tn || !gqa_ok(tq, tk, drow, Dc[r], dkv)) continue;
-                float sv = 0.0f, dp = 0.0f;
-#pragma unroll
-                for (int d = 0; d < HS; d++) {
-                    sv += Qs[r][d] * Ks[threadIdx.x][d];
-                    dp += DOs[r][d] * Vs[threadIdx.x][d];
-                }
-                float p = expf(sv - Ls[r]), ds = p * (dp - Dd[r]);
-#pragma unroll
-                for (int d = 0; d < HS; d++) {
-                    dv[d] += p * DOs[r][d];
-                    dk[d] += ds * Qs[r][d]; /* Qs holds q * scale: dk = ds * q * scale */
-                }
-            }
-        }
-    }
-    if (!active) return;
-    T *row = dqkv + ((size_t)b * Tn + tk) * g.RS + (size_t)kv * HS;
-#pragma unroll
-    for (int d = 0; d < HS; d++) {
-        kn_st(row + g.koff + d, dk[d]);
-        kn_st(row + g.voff + d, dv[d]);
-    }
-}
+typedef kn_att_geo gqa_geo;
 
 /* Shape checks shared by forward and backward; fills the geometry. */
 static int gqa_setup(gqa_geo *g, int B, int T, int NH, int NKV, int HS) {
     if (B <= 0 || T <= 0 || NH <= 0 || NKV <= 0 || NH % NKV) return KN_EINVAL;
     if (B > 65535 || NH > 65535) return KN_EINVAL; /* grid.z / grid.y limits */
-    if (HS != 64 && HS != 128) {
-        kn_cuda_set_error("gqa attention: head size %d not supported (64 or 128)", HS);
+    if (HS != 16 && HS != 32 && HS != 64 && HS != 128) {
+        kn_cuda_set_error("gqa attention: head size %d not supported (16, 32, 64 or 128)", HS);
         return KN_EINVAL;
     }
     /* row widths are int-sized for the callers' matmuls; the products below are size_t */
@@ -480,11 +253,7 @@ static int gqa_setup(gqa_geo *g, int B, int T, int NH, int NKV, int HS) {
 template <int HS, typename T>
 static int gqa_fwd_launch(T *out, float *lse, const T *qkv, const int32_t *doc, int B, const gqa_geo &g,
                           cudaStream_t s) {
-    constexpr int BQ = gqa_cfg<HS>::BQ;
-    dim3 grid((unsigned)((g.Tn + BQ - 1) / BQ), (unsigned)g.NH, (unsigned)B);
-    gqa_fwd_kernel<HS, T><<<grid, BQ, 0, s>>>(out, lse, qkv, doc, g, 1.0f / sqrtf((float)HS));
-    KN_CUDA_LAUNCHED("gqa_attention_forward");
-    return KN_OK;
+    return kn_att_fwd_launch<HS, gqa_cfg<HS>, T>(out, lse, qkv, doc, B, g, s, "gqa_attention_forward");
 }
 
 extern "C" int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
@@ -493,6 +262,9 @@ extern "C" int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *
     gqa_geo g;
     int rc = gqa_setup(&g, B, T, NH, NKV, HS);
     if (rc != KN_OK) return rc;
+    /* 16 and 32: small test shapes (llama-tiny's heads of 16) */
+    if (HS == 16) KN_DISPATCH(dt, return gqa_fwd_launch<16, DT>((DT *)out, lse, (const DT *)qkv, doc, B, g, s));
+    if (HS == 32) KN_DISPATCH(dt, return gqa_fwd_launch<32, DT>((DT *)out, lse, (const DT *)qkv, doc, B, g, s));
     if (HS == 64) KN_DISPATCH(dt, return gqa_fwd_launch<64, DT>((DT *)out, lse, (const DT *)qkv, doc, B, g, s));
     KN_DISPATCH(dt, return gqa_fwd_launch<128, DT>((DT *)out, lse, (const DT *)qkv, doc, B, g, s));
     return KN_EINVAL; /* not reached: every branch above returns */
@@ -501,18 +273,8 @@ extern "C" int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *
 template <int HS, typename T>
 static int gqa_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse, const int32_t *doc,
                           int B, const gqa_geo &g, float *Dsum, cudaStream_t s) {
-    constexpr int BQ = gqa_cfg<HS>::BQ, KB = gqa_cfg<HS>::KB;
-    const float scale = 1.0f / sqrtf((float)HS);
-    size_t rows = (size_t)B * g.NH * g.Tn;
-    gqa_dsum_kernel<T><<<kn_blocks(rows, 256), 256, 0, s>>>(Dsum, dout, out, B, g, HS);
-    KN_CUDA_LAUNCHED("gqa_attention_backward dsum");
-    dim3 gq((unsigned)((g.Tn + BQ - 1) / BQ), (unsigned)g.NH, (unsigned)B);
-    gqa_dq_kernel<HS, T><<<gq, BQ, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, g, scale);
-    KN_CUDA_LAUNCHED("gqa_attention_backward dq");
-    dim3 gk((unsigned)((g.Tn + KB - 1) / KB), (unsigned)g.NKV, (unsigned)B);
-    gqa_dkdv_kernel<HS, T><<<gk, KB, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, g, scale);
-    KN_CUDA_LAUNCHED("gqa_attention_backward dkdv");
-    return KN_OK;
+    return kn_att_bwd_launch<HS, gqa_cfg<HS>, T>(dqkv, dout, qkv, out, lse, doc, B, g, Dsum, s,
+                                                 "gqa_attention_backward");
 }
 
 extern "C" int kn_gqa_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -524,6 +286,12 @@ extern "C" int kn_gqa_attention_backward_cuda(void *dqkv, const void *dout, cons
     if (rc != KN_OK) return rc;
     if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
     float *Dsum = (float *)scratch;
+    if (HS == 16)
+        KN_DISPATCH(dt, return gqa_bwd_launch<16, DT>((DT *)dqkv, (const DT *)dout, (const DT *)qkv, (const DT *)out,
+                                                      lse, doc, B, g, Dsum, s));
+    if (HS == 32)
+        KN_DISPATCH(dt, return gqa_bwd_launch<32, DT>((DT *)dqkv, (const DT *)dout, (const DT *)qkv, (const DT *)out,
+                                                      lse, doc, B, g, Dsum, s));
     if (HS == 64)
         KN_DISPATCH(dt, return gqa_bwd_launch<64, DT>((DT *)dqkv, (const DT *)dout, (const DT *)qkv, (const DT *)out,
                                                       lse, doc, B, g, Dsum, s));

@@ -134,6 +134,12 @@ close "$ours" "$hf" && ok "--init-from: first step loss $ours equals transformer
 "$MKS" build -t "$T/tok2.tiktoken" -L 33 -o "$T/shards2" -q "$ROOT/samples/tiny.jsonl"
 run 2 "--init-from a Llama folder of another tokenizer refused" "tokenizer" -- \
     "$LLM" --data "$T/shards2" --init-from "$T/hf" --seq-len 32 --steps 1
-run 64 "--plan --device cuda for a Llama model refused" "GPT-2 only" -- \
-    "$LLM" --plan --data "$T/shards" --model llama-tiny --seq-len 32 --device cuda
+# the GPU plan of a Llama model: its GPU model's own rows (train/gpu_llama_plan.c through the family)
+"$LLM" --plan --data "$T/shards" --model llama-tiny --seq-len 32 --device cuda --mem-budget 1G >"$T/gplan" 2>"$T/err"
+rc=$?
+[ $rc = 0 ] && grep -q "rotary cos/sin table" "$T/gplan" && grep -q "device input batch" "$T/gplan" &&
+    ok "--plan --device cuda for a Llama model: the GPU Llama model's rows and the run's" ||
+    bad "--plan --device cuda for a Llama model: exit $rc: $(head -c 300 "$T/err")"
+run 64 "--plan --device cuda --recompute 1 for a Llama model refused" "recompute 0" -- \
+    "$LLM" --plan --data "$T/shards" --model llama-tiny --seq-len 32 --device cuda --mem-budget 1G --recompute 1
 exit $fail

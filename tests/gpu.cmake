@@ -30,3 +30,10 @@ if(MKS_ENABLE_CUDA)
   set_target_properties(bench_train_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   target_compile_options(bench_train_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
 endif()
+# The Llama family trained by llmtrain --device cuda against --device cpu (losses, resume bit for bit; exit 77
+# without a GPU).
+if(MKS_ENABLE_CUDA)
+  add_test(NAME llmtrain_cuda_llama COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llmtrain_cuda_llama.sh
+                                            $<TARGET_FILE:llmtrain> ${CMAKE_CURRENT_SOURCE_DIR}/data/golden_train/inputs/concat)
+  set_tests_properties(llmtrain_cuda_llama PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

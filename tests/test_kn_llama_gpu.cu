@@ -11,7 +11,7 @@
  * reference runs on the rounded values.  The GQA backward also runs twice
  * and must repeat bit for bit (no atomics).
  *
- * Shapes: head_dim 64 and 128, odd sequence lengths (77, 131, 333), NKV = 1,
+ * Shapes: head_dim 16, 32, 64 and 128, odd sequence lengths (77, 131, 333), NKV = 1,
  * NKV = NH (plain MHA) and groups in between, document masks, rotary
  * positions restarting per document and position ids NULL, Llama 3
  * rope_scaling, RMSNorm widths off the warp multiple (100) and at 2048.
@@ -384,6 +384,8 @@ int main(int argc, char **argv) {
         t_gqa(dt, 1, 131, 4, 4, 128, false); /* KVH = H (plain MHA), head dim 128 */
         t_gqa(dt, 2, 200, 8, 2, 128, true);  /* groups of 4, hd 128, doc mask */
         t_gqa(dt, 1, 333, 6, 3, 64, true);   /* groups of 2, 6 tiles */
+        t_gqa(dt, 2, 77, 4, 2, 16, true);    /* llama-tiny's heads of 16 (llmtrain --device cuda) */
+        t_gqa(dt, 1, 70, 4, 1, 32, false);   /* heads of 32 */
     }
     printf("\n%d of %d checks failed\n", g_fail, g_checks);
     return g_fail ? 1 : 0;

@@ -2,7 +2,7 @@
  * (tr_llama_gpu_plan_rows, train/gpu_llama_plan.c, plain C in tr_plan)
  * against the model's own carve (tr_cuda_llama_arena_bytes,
  * train/gpu_llama.cu: host code, no device needed): equal to the byte over a
- * grid of configs (GQA / MQA / MHA, head size 64 and 128, tied / untied,
+ * grid of configs (GQA / MQA / MHA, head size 16, 32, 64 and 128, tied / untied,
  * q/k/v biases), micro-batches and dtypes; the parameter count equal to the
  * CPU model's (tr_llama); refused configs give 0 rows and 0 bytes. Label cpu
  * (CUDA builds: it links tr_cuda). */
@@ -66,9 +66,15 @@ int main(void) {
     }
     printf("  Llama 3.2 1B shape, V 50304, 8 x 1024 bf16: %zu params, device arena %.2f GiB\n",
            tr_llama_gpu_param_count(&big), tot / 1073741824.0);
-    /* refusals: head size 32 (the GQA kernels take 64 or 128), T beyond max_seq */
+    /* llama-tiny's shape (heads of 16, what llmtrain --device cuda --model llama-tiny runs) and heads of 32 */
+    const tr_llama_config tiny = {2, 4, 2, 64, 128, 512, 64, 10000.0f, 1e-5f, {0, 0, 0, 0}, 1, 0};
+    for (int d = 0; d < 3; d++, cases++) one(&tiny, 4, 32, (kn_dtype)d);
+    tr_llama_config h32 = base;
+    h32.n_head = 8, h32.n_kv_head = 2;
+    one(&h32, 3, 17, KN_BF16), cases++;
+    /* refusals: head size 8 (the GQA kernels take 16, 32, 64 or 128), T beyond max_seq */
     tr_llama_config bad = base;
-    bad.n_head = 8; /* head size 32 */
+    bad.n_head = 32; /* head size 8 */
     CHECK(tr_llama_gpu_plan_rows(&bad, 2, 16, 2, tr_optim_default(), rows) == 0 &&
           tr_cuda_llama_arena_bytes(&bad, 2, 16, KN_BF16, NULL) == 0);
     CHECK(tr_llama_gpu_plan_rows(&base, 2, 65, 2, tr_optim_default(), rows) == 0 &&

@@ -25,26 +25,10 @@ extern "C" {
 #include "llama_model.h"
 }
 
-static int fails = 0;
-
-static double relerr(const float *a, const float *r, size_t n, double *l2) {
-    double md = 0, mr = 0, sd = 0, sr = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) return INFINITY;
-        double d = fabs((double)a[i] - r[i]);
-        md = fmax(md, d);
-        mr = fmax(mr, fabs((double)r[i]));
-        sd += d * d;
-        sr += (double)r[i] * r[i];
-    }
-    if (l2) *l2 = sr > 0 ? sqrt(sd / sr) : sqrt(sd);
-    return mr > 0 ? md / mr : md;
-}
+#include "gpu_model_check.h" /* relerr, check_row, g_fails */
 
 static void row(const char *what, const char *mode, double rel, double l2, double tol) {
-    bool ok = rel <= tol && l2 <= tol;
-    if (!ok) fails++;
-    printf("| %-52s | %-22s | %9.2e | %9.2e | %7.0e | %s |\n", what, mode, rel, l2, tol, ok ? "PASS" : "FAIL");
+    check_row(52, 22, what, mode, rel, l2, tol);
 }
 
 static uint64_t g_s = 0x9E3779B97F4A7C15ull;
@@ -60,7 +44,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
     tr_llama *cpu = NULL;
     if (tr_llama_create(&cfg, &cpu) != 0) {
         printf("tr_llama_create failed (%s)\n", mode);
-        fails++;
+        g_fails++;
         return;
     }
     /* parameters: matrices 0.05 N(0,1)-ish uniform, norm weights around 1, biases small */
@@ -94,7 +78,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
     if (tr_llama_fwd_bwd(cpu, B, T, in.data(), tg.data(), docmask ? pos.data() : NULL, docmask ? doc.data() : NULL,
                          NULL, &closs) != 0) {
         printf("cpu fwd_bwd failed (%s)\n", mode);
-        fails++;
+        g_fails++;
         tr_llama_free(cpu);
         return;
     }
@@ -112,7 +96,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
     tr_cuda_arena a;
     if (!po.items[0].bytes || tr_cuda_arena_create(&a, &po) != TR_OK) {
         printf("arena (%s): %zu bytes\n", mode, (size_t)po.items[0].bytes);
-        fails++;
+        g_fails++;
         tr_llama_free(cpu);
         return;
     }
@@ -126,7 +110,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
     int rc = tr_cuda_llama_create(&g, &cfg, B, T, dt, &a, st, NULL);
     if (rc != TR_OK || !d_doc) {
         printf("tr_cuda_llama_create (%s): %d (%s; %s)\n", mode, rc, a.last_error, kn_cuda_last_error());
-        fails++;
+        g_fails++;
         cudaStreamDestroy(st);
         tr_cuda_arena_destroy(&a);
         tr_llama_free(cpu);
@@ -147,7 +131,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
     table_ok = table_ok && total == P;
     printf("| %-52s | %-22s | %9s | %9s | %7s | %s |\n", "tensor table = tr_llama's names, sizes, offsets", mode, "-",
            "-", "0", table_ok ? "PASS" : "FAIL");
-    if (!table_ok) fails++;
+    if (!table_ok) g_fails++;
     cudaMemcpy(d_in, in.data(), N * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(d_tg, tg.data(), N * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(d_pos, pos.data(), N * 4, cudaMemcpyHostToDevice);
@@ -159,7 +143,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
     rc = tr_cuda_llama_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs, &gloss, &gn);
     if (rc != TR_OK || !table_ok) {
         if (rc != TR_OK) printf("gpu fwd_bwd (%s): %d (%s)\n", mode, rc, kn_cuda_last_error());
-        fails++;
+        g_fails++;
     } else {
         std::vector<float> gg(P), again(P);
         tr_cuda_llama_get(g, NULL, gg.data());
@@ -168,7 +152,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
         tr_cuda_llama_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs, &gl2, NULL);
         tr_cuda_llama_get(g, NULL, again.data());
         bool same = gl2 == gloss && !memcmp(again.data(), gg.data(), P * 4);
-        if (!same) fails++;
+        if (!same) g_fails++;
         printf("| %-52s | %-22s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0",
                same ? "PASS" : "FAIL");
         float lc = (float)closs, lg = (float)(gloss / (gn ? gn : 1));
@@ -176,7 +160,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
         row("loss (mean)", mode, rel, l2, lowp ? 1e-2 : 1e-5);
         if ((int)gn != ntg) {
             printf("target count %llu vs %d\n", (unsigned long long)gn, ntg);
-            fails++;
+            g_fails++;
         }
         for (int i = 0; i < tr_cuda_llama_n_tensors(g); i++) {
             size_t co = 0, n = 0;
@@ -203,7 +187,7 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
         tr_cuda_llama_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, gs, NULL, NULL);
         if (tr_cuda_llama_step(g, &h, 1, 0.5f, &gnorm) != TR_OK) {
             printf("gpu step (%s): %s\n", mode, kn_cuda_last_error());
-            fails++;
+            g_fails++;
         } else {
             rel = relerr(&gnorm, &cnorm, 1, &l2);
             row("grad norm", mode, rel, l2, 1e-5);
@@ -237,6 +221,6 @@ int main(void) {
         run("mqa+bias tied l3", qwen, dts[i], true);
         run("hd128", hd128, dts[i], true);
     }
-    printf("\n%s (%d failed)\n", fails ? "FAIL" : "PASS", fails);
-    return fails ? 1 : 0;
+    printf("\n%s (%d failed)\n", g_fails ? "FAIL" : "PASS", g_fails);
+    return g_fails ? 1 : 0;
 }

@@ -17,26 +17,10 @@ extern "C" {
 #include "gpu_model.h"
 }
 
-static int fails = 0;
-
-static double relerr(const float *a, const float *r, size_t n, double *l2) {
-    double md = 0, mr = 0, sd = 0, sr = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) return INFINITY;
-        double d = fabs((double)a[i] - r[i]);
-        md = fmax(md, d);
-        mr = fmax(mr, fabs((double)r[i]));
-        sd += d * d;
-        sr += (double)r[i] * r[i];
-    }
-    if (l2) *l2 = sr > 0 ? sqrt(sd / sr) : sqrt(sd);
-    return mr > 0 ? md / mr : md;
-}
+#include "gpu_model_check.h" /* relerr, check_row, g_fails */
 
 static void row(const char *what, const char *mode, double rel, double l2, double tol) {
-    bool ok = rel <= tol && l2 <= tol;
-    if (!ok) fails++;
-    printf("| %-22s | %-12s | %9.2e | %9.2e | %7.0e | %s |\n", what, mode, rel, l2, tol, ok ? "PASS" : "FAIL");
+    check_row(22, 12, what, mode, rel, l2, tol);
 }
 
 /* hs64: 2 layers, 2 heads of 64 (tiny's are 32): bf16 then takes the
@@ -60,13 +44,13 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     if ((hs64 ? tr_model_config_make(2, 2, 128, 64, 300, &cfg) : tr_model_config_preset("tiny", 300, 64, &cfg)) !=
         TR_MODEL_OK) {
         printf("preset failed\n");
-        fails++;
+        g_fails++;
         return;
     }
     tr_model *cpu = NULL;
     if (tr_model_create(&cfg, 42, &cpu) != TR_MODEL_OK) {
         printf("tr_model_create failed\n");
-        fails++;
+        g_fails++;
         return;
     }
     int B = 3, T = 48, N = B * T;
@@ -101,7 +85,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     uint64_t cn = 0;
     if (tr_model_fwd_bwd(cpu, B, T, in.data(), tg.data(), hp, hd, gs, &closs, &cn) != TR_MODEL_OK) {
         printf("cpu fwd_bwd failed\n");
-        fails++;
+        g_fails++;
         tr_model_free(cpu);
         return;
     }
@@ -120,7 +104,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     tr_cuda_arena a;
     if (tr_cuda_arena_create(&a, &po) != TR_OK) {
         printf("arena: %s\n", a.last_error);
-        fails++;
+        g_fails++;
         tr_model_free(cpu);
         return;
     }
@@ -134,7 +118,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
     int rc = tr_cuda_model_create(&g, &cfg, B, T, dt, &a, st, g_recompute, NULL);
     if (rc != TR_OK || !d_in || !d_doc) {
         printf("tr_cuda_model_create: %d (%s; %s)\n", rc, a.last_error, kn_cuda_last_error());
-        fails++;
+        g_fails++;
         tr_cuda_arena_destroy(&a);
         tr_model_free(cpu);
         return;
@@ -152,7 +136,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
                                &gn);
     if (rc != TR_OK) {
         printf("gpu fwd_bwd: %d (%s / %s)\n", rc, kn_cuda_last_error(), cudaGetErrorString(cudaGetLastError()));
-        fails++;
+        g_fails++;
     } else {
         std::vector<float> ggrad(P), again(P);
         tr_cuda_model_get(g, NULL, ggrad.data(), NULL);
@@ -165,7 +149,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
                               NULL);
         tr_cuda_model_get(g, NULL, again.data(), NULL);
         bool same = gloss2 == gloss && memcmp(again.data(), ggrad.data(), P * sizeof(float)) == 0;
-        if (!same) fails++;
+        if (!same) g_fails++;
         printf("| %-22s | %-12s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0",
                same ? "PASS" : "FAIL");
         float lc = (float)(closs / cn), lg = (float)(gloss / (gn ? gn : 1));
@@ -173,7 +157,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
         row("loss (mean)", mode, rel, l2, lowp ? 1e-2 : 1e-5);
         if (gn != cn) {
             printf("target count %llu vs %llu\n", (unsigned long long)gn, (unsigned long long)cn);
-            fails++;
+            g_fails++;
         }
         size_t sizes[TR_NUM_PARAM_TENSORS];
         tr_model_param_sizes(&cfg, sizes);
@@ -201,7 +185,7 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
                           : tr_cuda_model_step(g, &h, 1, 0.5f, &gnorm)) != TR_OK ||
             skipped) {
             printf("gpu step failed: %s\n", kn_cuda_last_error());
-            fails++;
+            g_fails++;
         } else {
             rel = relerr(&gnorm, &cnorm, 1, &l2);
             row("grad norm", mode, rel, l2, lowp ? 1e-1 : 1e-4);
@@ -255,6 +239,6 @@ int main(void) {
     g_recompute = 0;
     g_mode_extra = "";
     kn_attention_tc_variant(-1);
-    printf("test_tr_cuda_model_gpu: %s\n", fails ? "FAILED" : "ok");
-    return fails ? 1 : 0;
+    printf("test_tr_cuda_model_gpu: %s\n", g_fails ? "FAILED" : "ok");
+    return g_fails ? 1 : 0;
 }

@@ -227,7 +227,7 @@ static int dp_open(tr_backend *b, const tr_backend_args *a, int rc, char *err, s
     /* overlap: the GPU model's readiness hook, NCCL's own stream */
     tr_dp_caps caps = {1, 1, 1};
     size_t el = tr_dp_overlap_bucket(&caps);
-    if (el > 0) {
+    if (el > 0 && tr_gpu_has_grad_hook(b->g)) { /* a model without the hook: one all-reduce after backward */
         if (tr_dp_buckets(a->mc, el, &b->bk, &b->nbk) != TR_OK) {
             snprintf(err, errlen, "cannot allocate the gradient buckets");
             return TR_ERR_NOMEM;
@@ -251,6 +251,12 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
         return TR_ERR_NOMEM;
     }
     b->mem.source = "cudaMemGetInfo";
+    /* the family's GPU model (train/family.h gpu), at this recompute level */
+    int crc = tr_gpu_model_check(a->mc, a->opts->recompute, err, errlen);
+    if (crc) {
+        free(b);
+        return crc;
+    }
     tr_gpu_mem_used(&b->mem.baseline_bytes);
     b->mem.arena_need = tr_gpu_arena_need(a->mc, a->B, a->T, a->opts->precision, a->opts->recompute, a->optim);
     int rc = tr_gpu_open(&b->g, a->mc, a->B, a->T, a->opts->precision, a->plan, tr_model_params(a->host),

@@ -32,6 +32,15 @@
 extern "C" {
 #endif
 
+struct tr_optim_ops;
+struct tr_gpu_model_ops;
+
+/* One row of a GPU model's device memory (gpu_plan below). */
+typedef struct {
+    const char *name;
+    uint64_t fixed, per_row;
+} tr_gpu_plan_row;
+
 /* One tensor of the table. */
 typedef struct {
     char name[96]; /* the family's own name (Hugging Face names for llama) */
@@ -80,6 +89,21 @@ typedef struct tr_family_ops {
                    const int32_t *doc, double *loss_sum, uint64_t *n_targets);
     /* (B, T, vocab_padded) logits of the last forward, NULL before one */
     const float *(*logits)(const void *impl);
+
+    /* ---- the GPU (issue 30 item 3) -------------------------------------------------
+     * gpu_plan: the GPU model's own device rows for the planner (train/plan.c
+     * adds the run's rows around them: input batch, CUDA context, loader,
+     * host model copy, NCCL), for micro-batches of B rows of T tokens at
+     * precision p and recompute level r: the rows' fixed bytes and bytes per
+     * row (their sum at B equals the model's arena carve), their count (<=
+     * max), 0 for a shape or level the GPU model refuses (why says which).
+     * NULL: GPT-2's rows, written in plan.c. In tr_plan and tr. */
+    int (*gpu_plan)(const tr_model_config *c, int B, int T, tr_precision p, int r, const struct tr_optim_ops *opt,
+                    tr_gpu_plan_row *rows, int max, char *why, size_t whylen);
+    /* gpu: the family's GPU model (train/gpu_family.h), what the CUDA
+     * backend's session drives; set in tr where the build has CUDA
+     * (TR_HAVE_CUDA), NULL elsewhere (the backend then refuses the family). */
+    const struct tr_gpu_model_ops *gpu;
 } tr_family_ops;
 
 /* The families (family.c), NULL-terminated; the first is the default. */

@@ -1,9 +1,14 @@
 /* family_gpt2.c - GPT-2 as a model family (train/family.h): its presets,
  * tensor table and memory from model.h. Its instance is model.c's own
  * tr_model (the host model every family shares), so the instance ops are
- * NULL: model.c computes GPT-2 directly, bit for bit as before families. */
+ * NULL: model.c computes GPT-2 directly, bit for bit as before families.
+ * Compiled into tr_plan (layout) and into tr, where a CUDA build names its
+ * GPU model (gpu_model.cu's tr_gpu_model_gpt2). */
 #include "family.h"
 #include "tr.h"
+#ifdef TR_HAVE_CUDA
+#include "gpu_family.h"
+#endif
 
 static const char *const names[] = {"tiny", "d12", "d24", "d36", "d48"};
 
@@ -42,4 +47,8 @@ const tr_family_ops tr_family_gpt2 = {
     .grad_groups = tr_model_grad_groups,
     .grad_group_of = tr_model_grad_group_of,
     .memory = gpt2_memory,
+    .gpu_plan = NULL, /* plan.c's own GPU rows */
+#ifdef TR_HAVE_CUDA
+    .gpu = &tr_gpu_model_gpt2,
+#endif
 };

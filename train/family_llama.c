@@ -14,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_llama.h"
+#include "optim.h"
 #include "tr.h"
+#if defined(TR_HAVE_CUDA) && !defined(TR_FAMILY_LAYOUT_ONLY)
+#include "gpu_family.h"
+#endif
 
 /* A shape small enough for tests and quick trials (2 layers, GQA 4/2). */
 static const tr_llama_config tiny = {2, 4, 2, 64, 128, 0, 0, 10000.f, 1e-5f, {0, 0, 0, 0}, 1, 0};
@@ -150,6 +155,26 @@ static int ll_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) 
     out->grad_acts = lm.scratch;
     out->total = out->params + out->grads + out->adam + out->acts + out->grad_acts;
     return TR_MODEL_OK;
+}
+
+/* The GPU model's device rows (gpu_llama_plan.c: the same formulas as
+ * gpu_llama.cu's carve, held equal by tests/test_llama_gpu_plan.c). */
+static int ll_gpu_plan(const tr_model_config *c, int B, int T, tr_precision p, int r, const tr_optim_ops *opt,
+                       tr_gpu_plan_row *rows, int max, char *why, size_t whylen) {
+    tr_llama_gpu_row lr[TR_LLAMA_GPU_ROWS];
+    if (r != 0) {
+        snprintf(why, whylen, "the GPU Llama model stores every activation: use --recompute 0");
+        return 0;
+    }
+    int n = tr_llama_gpu_plan_rows(&c->llama, B, T, p == TR_FP32 ? 4 : 2, opt, lr);
+    if (!n || n > max) {
+        int hd = c->llama.n_head > 0 ? c->llama.d_model / c->llama.n_head : 0;
+        snprintf(why, whylen, "the GPU Llama model cannot run this shape (head size %d: it takes 16, 32, 64 or 128)",
+                 hd);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) rows[i] = (tr_gpu_plan_row){lr[i].name, lr[i].fixed, lr[i].per_row};
+    return n;
 }
 
 /* ---- an instance (tr only: tr_plan has the layout alone) ----------------------- */
@@ -289,6 +314,10 @@ const tr_family_ops tr_family_llama = {
     .grad_groups = ll_grad_groups,
     .grad_group_of = ll_grad_group_of,
     .memory = ll_memory,
+    .gpu_plan = ll_gpu_plan,
+#if defined(TR_HAVE_CUDA) && !defined(TR_FAMILY_LAYOUT_ONLY)
+    .gpu = &tr_gpu_model_llama,
+#endif
 #ifndef TR_FAMILY_LAYOUT_ONLY
     .create = ll_create,
     .destroy = ll_destroy,

@@ -8,9 +8,10 @@
 #include <string.h>
 
 extern "C" {
+#include "gpu_family.h"
 #include "gpu_llama.h"
 }
-#include "kn_cuda_check.h"
+#include "gpu_common.cuh" /* the parameter block, carver, error macros and step every GPU model shares */
 
 #define LL_NAME 96
 
@@ -26,19 +27,12 @@ enum { LW_QKV, LW_QKVB, LW_O, LW_GATE, LW_UP, LW_DOWN, LW_N1, LW_N2, LW_COUNT };
 struct tr_cuda_llama {
     tr_llama_config c;
     int Bmax, Tmax, C, H, KV, hd, KVd, RS, F, V, L;
-    kn_dtype dt;
-    size_t esz;
-    cudaStream_t s;
+    tr_gpu_params p; /* P, dtype, stream, optimizer, master/grads/state/compute copy, scratch, step buffers */
     kn_cuda_ctx *ctx;
-    const tr_optim_ops *opt;
     int nt;
     ll_tensor *t; /* the tensor table (host) */
-    size_t P;     /* parameters */
     size_t *lay;  /* [L][LW_COUNT] device offsets (LW_QKVB: (size_t)-1 without biases) */
     size_t off_embed, off_norm, off_head;
-    float *master, *grads;
-    void *state[TR_OPTIM_MAX_STATE];
-    void *wc; /* compute weights: master (fp32) or the 16-bit copy */
     /* activations, per layer [L][...] at capacity stride */
     void *xin, *h1, *qkv, *ao, *xmid, *h2, *gate, *up, *act;
     float *r1, *r2, *lse;
@@ -47,25 +41,10 @@ struct tr_cuda_llama {
     void *dres, *dbuf, *dbuf2, *df1, *df2, *dqkv;
     float *rope; /* (max_seq, hd/2, 2) cos/sin */
     float *inv_freq;
-    void *scratch;
-    size_t scratch_bytes;
     void *cublas_ws;
-    double *lossacc, *sumsq;
-    float *clip_scale, *gnorm;
 };
 
-struct ll_carver {
-    tr_cuda_arena *a;
-    size_t total;
-    int failed;
-    void *take(size_t bytes, const char *what) {
-        total += bytes + TR_CUDA_ALIGN;
-        if (!a) return (void *)(uintptr_t)TR_CUDA_ALIGN;
-        void *p = tr_cuda_arena_take(a, bytes, what);
-        if (!p) failed = 1;
-        return p;
-    }
-};
+typedef tr_gpu_carver ll_carver;
 
 /* The table: tr_llama's order (cpu_off) and the device's (dev_off), where a
  * layer's q, k, v weights are one stacked matrix and its biases one vector. */
@@ -132,21 +111,14 @@ static int build_table(tr_cuda_llama *m) {
     }
 #undef T_ADD
     m->nt = k;
-    m->P = dev;
+    m->p.P = dev;
     return cpu == dev ? TR_OK : TR_ERR_ARG; /* the same parameters in either order */
 }
 
 static void carve(tr_cuda_llama *m, ll_carver *cv) {
-    size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)m->C, L = (size_t)m->L, e = m->esz, F = (size_t)m->F,
-           RS = (size_t)m->RS, V = (size_t)m->V, P = m->P;
-    m->master = (float *)cv->take(P * 4, "master weights (fp32)");
-    m->wc = m->dt == KN_F32 ? (void *)m->master : cv->take(P * e, "parameters (compute copy)");
-    m->grads = (float *)cv->take(P * 4, "gradients (fp32)");
-    for (int k = 0; k < m->opt->n_state; k++) {
-        char what[64];
-        snprintf(what, sizeof what, "optimizer state %s", m->opt->section[k]);
-        m->state[k] = cv->take(P * (size_t)m->opt->state_bytes, what);
-    }
+    size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)m->C, L = (size_t)m->L, e = m->p.esz, F = (size_t)m->F,
+           RS = (size_t)m->RS, V = (size_t)m->V;
+    tr_gpu_params_carve(&m->p, cv);
     m->xin = cv->take(L * N * C * e, "layer input (residual)");
     m->h1 = cv->take(L * N * C * e, "input rmsnorm");
     m->qkv = cv->take(L * N * RS * e, "qkv (rotated)");
@@ -174,32 +146,26 @@ static void carve(tr_cuda_llama *m, ll_carver *cv) {
     m->rope = (float *)cv->take((size_t)m->c.max_seq * (size_t)m->hd * 4, "rotary cos/sin table");
     m->inv_freq = (float *)cv->take((size_t)m->hd / 2 * 4, "rotary inverse frequencies");
     /* one piece for every backward op: the planner's figure (gpu_llama_plan.c) */
-    m->scratch_bytes = tr_llama_gpu_scratch_bytes(&m->c, (size_t)m->Bmax, (size_t)m->Tmax);
-    m->scratch = cv->take(m->scratch_bytes, "kernel scratch");
-    m->cublas_ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
-    m->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
-    m->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");
-    m->clip_scale = (float *)cv->take(sizeof(float), "clip scale");
-    m->gnorm = (float *)cv->take(sizeof(float), "grad norm");
+    m->p.scratch_bytes = tr_llama_gpu_scratch_bytes(&m->c, (size_t)m->Bmax, (size_t)m->Tmax);
+    tr_gpu_params_carve_tail(&m->p, cv, &m->cublas_ws);
 }
 
 static int init_shape(tr_cuda_llama *m, const tr_llama_config *c, int B, int T, kn_dtype dt, const tr_optim_ops *opt) {
-    m->opt = opt ? opt : tr_optim_default();
-    if (m->opt->n_state < 1 || m->opt->n_state > TR_OPTIM_MAX_STATE || m->opt->state_bytes < 1) return TR_ERR_ARG;
-    if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
+    if (tr_gpu_params_init(&m->p, dt, opt) != TR_OK) return TR_ERR_ARG;
+    if (!c || B <= 0 || T <= 0 || T > c->max_seq) return TR_ERR_ARG;
     if (c->n_layer <= 0 || c->n_layer > 1024 || c->n_head <= 0 || c->n_kv_head <= 0 || c->n_head % c->n_kv_head ||
         c->d_model <= 0 || c->d_model % c->n_head || c->d_ff <= 0 || c->vocab <= 0 || !(c->norm_eps > 0))
         return TR_ERR_ARG;
     int hd = c->d_model / c->n_head;
-    if (hd != 64 && hd != 128) {
-        kn_cuda_set_error("the GPU Llama model takes head size 64 or 128 (the GQA kernels'), not %d", hd);
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128) {
+        kn_cuda_set_error("the GPU Llama model takes head size 16, 32, 64 or 128 (the GQA kernels'), not %d", hd);
         return TR_ERR_ARG;
     }
     /* every row width below is an int for the kernels; B*T*width products are size_t */
     if ((size_t)B * T > (size_t)INT32_MAX / 8 || (size_t)c->d_model + 2 * (size_t)c->n_kv_head * hd > 1u << 20)
         return TR_ERR_ARG;
     m->c = *c;
-    m->Bmax = B, m->Tmax = T, m->dt = dt, m->esz = kn_dtype_size(dt);
+    m->Bmax = B, m->Tmax = T;
     m->C = c->d_model, m->H = c->n_head, m->KV = c->n_kv_head, m->hd = hd, m->KVd = m->KV * hd;
     m->RS = m->C + 2 * m->KVd, m->F = c->d_ff, m->V = c->vocab, m->L = c->n_layer;
     return build_table(m);
@@ -225,16 +191,7 @@ extern "C" size_t tr_cuda_llama_arena_bytes(const tr_llama_config *c, int B, int
     return total;
 }
 
-#define CU(call) KN_CU_CHECK(call, return e_ == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE)
-#define KC(call)                                                                                                       \
-    do {                                                                                                               \
-        int k_ = (call);                                                                                               \
-        if (k_ != KN_OK) {                                                                                             \
-            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                                        \
-            return TR_ERR_NODEVICE;                                                                                    \
-        }                                                                                                              \
-    } while (0)
-#define LAUNCHED(what) KN_LAUNCH_CHECK(what, return TR_ERR_NODEVICE)
+/* CU, KC, LAUNCHED: gpu_common.cuh */
 
 /* the rotary table: inv_freq on the host (kn_rope_inv_freq_ref: torch's fp32
  * formula and Llama 3's scaling), the cos/sin table on the device, once */
@@ -247,11 +204,11 @@ static int build_rope(tr_cuda_llama *m) {
         kn_cuda_set_error("rope: bad theta %g or rope_scaling", (double)m->c.rope_theta);
         return TR_ERR_ARG;
     }
-    cudaError_t e = cudaMemcpyAsync(m->inv_freq, inv, (size_t)h2 * sizeof *inv, cudaMemcpyHostToDevice, m->s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(m->s);
+    cudaError_t e = cudaMemcpyAsync(m->inv_freq, inv, (size_t)h2 * sizeof *inv, cudaMemcpyHostToDevice, m->p.s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(m->p.s);
     free(inv);
     CU(e);
-    KC(kn_rope_table_cuda(m->rope, m->inv_freq, m->c.max_seq, m->hd, m->s));
+    KC(kn_rope_table_cuda(m->rope, m->inv_freq, m->c.max_seq, m->hd, m->p.s));
     return TR_OK;
 }
 
@@ -262,8 +219,8 @@ extern "C" int tr_cuda_llama_create(tr_cuda_llama **out, const tr_llama_config *
     tr_cuda_llama *m = (tr_cuda_llama *)calloc(1, sizeof *m);
     if (!m) return TR_ERR_NOMEM;
     int rc = init_shape(m, c, B, T, dt, opt);
-    if (rc == TR_OK && !m->opt->step_cuda) {
-        kn_cuda_set_error("optimizer %s has no GPU step in this build", m->opt->name);
+    if (rc == TR_OK && !m->p.opt->step_cuda) {
+        kn_cuda_set_error("optimizer %s has no GPU step in this build", m->p.opt->name);
         rc = TR_ERR_ARG;
     }
     if (rc != TR_OK) {
@@ -276,7 +233,7 @@ extern "C" int tr_cuda_llama_create(tr_cuda_llama **out, const tr_llama_config *
         free_host(m);
         return TR_ERR_NOMEM; /* a->last_error names the piece */
     }
-    m->s = (cudaStream_t)s;
+    m->p.s = (cudaStream_t)s;
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free_host(m);
         return TR_ERR_NODEVICE;
@@ -296,7 +253,7 @@ extern "C" void tr_cuda_llama_destroy(tr_cuda_llama *m) {
     free_host(m); /* the arena owns the device memory */
 }
 
-extern "C" size_t tr_cuda_llama_num_params(const tr_cuda_llama *m) { return m ? m->P : 0; }
+extern "C" size_t tr_cuda_llama_num_params(const tr_cuda_llama *m) { return m ? m->p.P : 0; }
 extern "C" int tr_cuda_llama_n_tensors(const tr_cuda_llama *m) { return m ? m->nt : 0; }
 extern "C" const char *tr_cuda_llama_tensor(const tr_cuda_llama *m, int i, size_t *cpu_off, size_t *dev_off, size_t *n,
                                             int *decay) {
@@ -309,43 +266,37 @@ extern "C" const char *tr_cuda_llama_tensor(const tr_cuda_llama *m, int i, size_
     return t->name;
 }
 
-static int zero_grads_state(tr_cuda_llama *m) {
-    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
-    for (int k = 0; k < m->opt->n_state; k++)
-        CU(cudaMemsetAsync(m->state[k], 0, m->P * (size_t)m->opt->state_bytes, m->s));
-    return TR_OK;
-}
-
 extern "C" int tr_cuda_llama_zero_grad(tr_cuda_llama *m) {
     if (!m) return TR_ERR_ARG;
-    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
+    return tr_gpu_params_zero_grad(&m->p);
+}
+
+/* Host <-> device tensor by tensor: the host side in tr_llama's order, the
+ * device's with q/k/v(+bias) stacked; esz bytes an element (4: params and
+ * grads; the optimizer's state_bytes for its state). */
+static int copy_tensors(tr_cuda_llama *m, void *dev, void *host, size_t esz, cudaMemcpyKind kind) {
+    for (int i = 0; i < m->nt; i++) {
+        char *d = (char *)dev + m->t[i].dev_off * esz, *h = (char *)host + m->t[i].cpu_off * esz;
+        if (kind == cudaMemcpyHostToDevice) CU(cudaMemcpyAsync(d, h, m->t[i].n * esz, kind, m->p.s));
+        else CU(cudaMemcpyAsync(h, d, m->t[i].n * esz, kind, m->p.s));
+    }
     return TR_OK;
 }
 
 extern "C" int tr_cuda_llama_set_params(tr_cuda_llama *m, const float *host) {
-    if (!m || !host) return TR_ERR_ARG;
-    for (int i = 0; i < m->nt; i++) /* tensor by tensor: q/k/v(+bias) move into the stacked order */
-        CU(cudaMemcpyAsync(m->master + m->t[i].dev_off, host + m->t[i].cpu_off, m->t[i].n * 4, cudaMemcpyHostToDevice,
-                           m->s));
-    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
-    int rc = zero_grads_state(m);
-    if (rc != TR_OK) return rc;
-    CU(cudaStreamSynchronize(m->s));
-    return TR_OK;
+    return tr_cuda_llama_set_state(m, host, NULL);
 }
 
-__global__ void ll_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        if (constant) {
-            p[i] = lo;
-            continue;
-        }
-        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        p[i] = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
-    }
+extern "C" int tr_cuda_llama_set_state(tr_cuda_llama *m, const float *host, void *const state[]) {
+    if (!m || !host) return TR_ERR_ARG;
+    int rc = copy_tensors(m, m->p.master, (void *)host, 4, cudaMemcpyHostToDevice);
+    if (rc == TR_OK) rc = tr_gpu_params_reset(&m->p); /* compute copy; zero grads and state */
+    for (int k = 0; rc == TR_OK && state && k < m->p.opt->n_state; k++)
+        if (state[k])
+            rc = copy_tensors(m, m->p.state[k], state[k], (size_t)m->p.opt->state_bytes, cudaMemcpyHostToDevice);
+    if (rc != TR_OK) return rc;
+    CU(cudaStreamSynchronize(m->p.s));
+    return TR_OK;
 }
 
 extern "C" int tr_cuda_llama_init_random(tr_cuda_llama *m, uint64_t seed) {
@@ -353,55 +304,30 @@ extern "C" int tr_cuda_llama_init_random(tr_cuda_llama *m, uint64_t seed) {
     const float a = 0.0346f; /* uniform(-a, a): std 0.02 */
     for (int i = 0; i < m->nt; i++) {
         const ll_tensor *t = &m->t[i];
-        float *p = m->master + t->dev_off;
+        float *p = m->p.master + t->dev_off;
         int norm = strstr(t->name, "norm") != NULL;
-        if (t->decay) ll_fill_kernel<<<1024, 256, 0, m->s>>>(p, t->n, seed + (uint64_t)i, -a, a, 0);
-        else ll_fill_kernel<<<1024, 256, 0, m->s>>>(p, t->n, 0, norm ? 1.0f : 0.0f, 0.0f, 1);
+        if (t->decay) tr_gpu_fill_kernel<<<1024, 256, 0, m->p.s>>>(p, t->n, seed + (uint64_t)i, -a, a, 0);
+        else tr_gpu_fill_kernel<<<1024, 256, 0, m->p.s>>>(p, t->n, 0, norm ? 1.0f : 0.0f, 0.0f, 1);
         LAUNCHED("ll_fill");
     }
-    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
-    int rc = zero_grads_state(m);
+    return tr_gpu_params_reset(&m->p);
+}
+
+extern "C" int tr_cuda_llama_get_state(tr_cuda_llama *m, float *params, float *grads, void *const state[]) {
+    if (!m) return TR_ERR_ARG;
+    int rc = TR_OK;
+    if (params) rc = copy_tensors(m, m->p.master, params, 4, cudaMemcpyDeviceToHost);
+    if (rc == TR_OK && grads) rc = copy_tensors(m, m->p.grads, grads, 4, cudaMemcpyDeviceToHost);
+    for (int k = 0; rc == TR_OK && state && k < m->p.opt->n_state; k++)
+        if (state[k])
+            rc = copy_tensors(m, m->p.state[k], state[k], (size_t)m->p.opt->state_bytes, cudaMemcpyDeviceToHost);
     if (rc != TR_OK) return rc;
-    CU(cudaStreamSynchronize(m->s));
+    CU(cudaStreamSynchronize(m->p.s));
     return TR_OK;
 }
 
 extern "C" int tr_cuda_llama_get(tr_cuda_llama *m, float *params, float *grads) {
-    if (!m) return TR_ERR_ARG;
-    for (int i = 0; i < m->nt; i++) {
-        const ll_tensor *t = &m->t[i];
-        if (params)
-            CU(cudaMemcpyAsync(params + t->cpu_off, m->master + t->dev_off, t->n * 4, cudaMemcpyDeviceToHost, m->s));
-        if (grads)
-            CU(cudaMemcpyAsync(grads + t->cpu_off, m->grads + t->dev_off, t->n * 4, cudaMemcpyDeviceToHost, m->s));
-    }
-    CU(cudaStreamSynchronize(m->s));
-    return TR_OK;
-}
-
-/* loss sum and target count over the micro-batch, fixed order (one block) */
-__global__ void ll_loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N) {
-    __shared__ double s[1024], k[1024];
-    double a = 0, n = 0;
-    for (int i = threadIdx.x; i < N; i += 1024)
-        if (targets[i] >= 0) {
-            a += losses[i];
-            n += 1;
-        }
-    s[threadIdx.x] = a;
-    k[threadIdx.x] = n;
-    __syncthreads();
-    for (int o = 512; o > 0; o >>= 1) {
-        if ((int)threadIdx.x < o) {
-            s[threadIdx.x] += s[threadIdx.x + o];
-            k[threadIdx.x] += k[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        out[0] = s[0];
-        out[1] = k[0];
-    }
+    return tr_cuda_llama_get_state(m, params, grads, NULL);
 }
 
 /* The token embedding (no position table in this family). */
@@ -422,7 +348,7 @@ static int embed_forward(void *out, const uint32_t *inp, const void *wte, size_t
     return TR_OK;
 }
 
-static inline void *ep(void *base, size_t elems, size_t esz) { return (char *)base + elems * esz; }
+#define ep tr_gpu_ep
 
 typedef struct {
     int B, T, N;
@@ -433,16 +359,16 @@ typedef struct {
 } ll_batch;
 
 /* layer l's slice of a per-layer activation of `width` elements a row */
-#define ACT(buf, l, width) ep(m->buf, (size_t)(l)*x->cap *(size_t)(width), m->esz)
-#define W(off) ep(m->wc, (off), m->esz)
-#define G(off) (m->grads + (off))
-#define WF(off) (m->master + (off))
+#define ACT(buf, l, width) ep(m->buf, (size_t)(l)*x->cap *(size_t)(width), m->p.esz)
+#define W(off) ep(m->p.wc, (off), m->p.esz)
+#define G(off) (m->p.grads + (off))
+#define WF(off) (m->p.master + (off))
 
 static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
     const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
     const size_t NF = (size_t)N * F;
-    const kn_dtype dt = m->dt;
-    cudaStream_t s = m->s;
+    const kn_dtype dt = m->p.dt;
+    cudaStream_t s = m->p.s;
     const float eps = m->c.norm_eps;
     int rc = embed_forward(m->xin, x->inputs, W(m->off_embed), (size_t)N, C, dt, s);
     if (rc != TR_OK) return rc;
@@ -474,22 +400,20 @@ static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
                                s));
     KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->hf, W(m->off_head), nullptr, N, C, V, dt));
     KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, x->targets, nullptr, x->grad_scale, N, V, V, dt, s));
-    ll_loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, x->targets, N);
-    LAUNCHED("llama loss_sum");
-    return TR_OK;
+    return tr_gpu_params_loss_sum(&m->p, m->losses, x->targets, N);
 }
 
 static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
     const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
     const size_t NC = (size_t)N * C, NF = (size_t)N * F;
-    const kn_dtype dt = m->dt;
-    cudaStream_t s = m->s;
-    void *sc = m->scratch;
-    size_t sb = m->scratch_bytes;
+    const kn_dtype dt = m->p.dt;
+    cudaStream_t s = m->p.s;
+    void *sc = m->p.scratch;
+    size_t sb = m->p.scratch_bytes;
     /* the head: dhf = dlogits @ W, dW += dlogits^T hf (the embedding when tied) */
     KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(m->off_head), nullptr, m->logits, m->hf, W(m->off_head), N, C, V, sc,
                                sb, dt));
-    CU(cudaMemsetAsync(m->dres, 0, NC * m->esz, s));
+    CU(cudaMemsetAsync(m->dres, 0, NC * m->p.esz, s));
     KC(kn_rmsnorm_backward_cuda(m->dres, G(m->off_norm), m->dbuf, m->xl, WF(m->off_norm), m->rf, N, C, sc, sb, dt, s));
     for (int l = m->L - 1; l >= 0; l--) {
         const size_t *ly = m->lay + (size_t)l * LW_COUNT;
@@ -539,32 +463,67 @@ extern "C" int tr_cuda_llama_fwd_bwd(tr_cuda_llama *m, int B, int T, const uint3
     int rc = forward_pass(m, &x);
     if (rc == TR_OK) rc = backward_pass(m, &x);
     if (rc != TR_OK) return rc;
-    if (loss_sum || n_targets) {
-        double h[2];
-        CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, m->s));
-        CU(cudaStreamSynchronize(m->s));
-        if (loss_sum) *loss_sum = h[0];
-        if (n_targets) *n_targets = (uint64_t)h[1];
-    }
-    return TR_OK;
+    return tr_gpu_params_read_loss(&m->p, loss_sum, n_targets);
+}
+
+/* where tensor i lives in the device buffer (stacked q/k/v: each its own flag) */
+static void llama_tensor(const tr_cuda_llama *m, int i, size_t *off, size_t *n, int *decay) {
+    *off = m->t[i].dev_off;
+    *n = m->t[i].n;
+    *decay = m->t[i].decay;
 }
 
 extern "C" int tr_cuda_llama_step(tr_cuda_llama *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out) {
-    if (!m || !h || t < 1) return TR_ERR_ARG;
-    KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
-    KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
-    /* by tensor: the decay flag is the tensor's (stacked q/k/v: the same flag each) */
-    for (int i = 0; i < m->nt; i++) {
-        const ll_tensor *te = &m->t[i];
-        void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, te->dev_off, m->esz);
-        void *st[TR_OPTIM_MAX_STATE];
-        for (int k = 0; k < m->opt->n_state; k++) st[k] = ep(m->state[k], te->dev_off, (size_t)m->opt->state_bytes);
-        KC(m->opt->step_cuda(h, t, te->decay, m->master + te->dev_off, lp, (int)m->dt, m->grads + te->dev_off, st,
-                             te->n, m->clip_scale, (void *)m->s));
-    }
-    if (norm_out) {
-        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
-        CU(cudaStreamSynchronize(m->s));
-    }
-    return TR_OK;
+    if (!m) return TR_ERR_ARG;
+    return tr_gpu_params_step(&m->p, h, t, max_norm, norm_out, m->nt,
+                              [m](int i, size_t *o, size_t *n, int *d) { llama_tensor(m, i, o, n, d); });
 }
+
+extern "C" int tr_cuda_llama_step_scaled(tr_cuda_llama *m, const tr_optim_hparams *h, int t, float max_norm,
+                                         float loss_scale, float *norm_out, int *skipped) {
+    if (!m) return TR_ERR_ARG;
+    return tr_gpu_params_step_scaled(&m->p, h, t, max_norm, loss_scale, norm_out, skipped, m->nt,
+                                     [m](int i, size_t *o, size_t *n, int *d) { llama_tensor(m, i, o, n, d); });
+}
+
+extern "C" float *tr_cuda_llama_grads(tr_cuda_llama *m, size_t *n) {
+    if (n) *n = m->p.P;
+    return m->p.grads;
+}
+
+/* ---- the Llama family's entry in the GPU model table (gpu_family.h) ----------------------- */
+static size_t ll_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
+                             const tr_optim_ops *opt) {
+    return recompute ? 0 : tr_cuda_llama_arena_bytes(&c->llama, B, T, dt, opt);
+}
+static int ll_create(void **out, const tr_model_config *c, int B, int T, kn_dtype dt, tr_cuda_arena *a,
+                     tr_cuda_stream s, int recompute, const tr_optim_ops *opt) {
+    if (recompute) {
+        kn_cuda_set_error("the GPU Llama model stores every activation (--recompute 0)");
+        return TR_ERR_ARG;
+    }
+    return tr_cuda_llama_create((tr_cuda_llama **)out, &c->llama, B, T, dt, a, s, opt);
+}
+static void ll_destroy(void *m) { tr_cuda_llama_destroy((tr_cuda_llama *)m); }
+static int ll_set_state(void *m, const float *params, void *const state[]) {
+    return tr_cuda_llama_set_state((tr_cuda_llama *)m, params, state);
+}
+static int ll_get(void *m, float *params, float *grads, void *const state[]) {
+    return tr_cuda_llama_get_state((tr_cuda_llama *)m, params, grads, state);
+}
+static int ll_zero_grad(void *m) { return tr_cuda_llama_zero_grad((tr_cuda_llama *)m); }
+static float *ll_grads(void *m, size_t *n) { return tr_cuda_llama_grads((tr_cuda_llama *)m, n); }
+static int ll_fwd_bwd(void *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                      const int32_t *doc, float grad_scale, double *loss_sum, uint64_t *n_targets) {
+    return tr_cuda_llama_fwd_bwd((tr_cuda_llama *)m, B, T, inputs, targets, pos, doc, grad_scale, loss_sum, n_targets);
+}
+static int ll_step_scaled(void *m, const tr_optim_hparams *h, int t, float max_norm, float loss_scale, float *norm_out,
+                          int *skipped) {
+    return tr_cuda_llama_step_scaled((tr_cuda_llama *)m, h, t, max_norm, loss_scale, norm_out, skipped);
+}
+
+/* one readiness group (family_llama.c): no hook, the reduce waits for the backward */
+extern "C" const tr_gpu_model_ops tr_gpu_model_llama = {
+    "llama",      0,        ll_arena_bytes, ll_create,  ll_destroy,     ll_set_state, ll_get,
+    ll_zero_grad, ll_grads, NULL,           ll_fwd_bwd, ll_step_scaled,
+};

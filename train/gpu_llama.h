@@ -19,7 +19,7 @@
  * losses fp32; the rotary cos/sin table (max_seq x head_dim/2 pairs, fp32)
  * built once at create.
  *
- * Head size 64 or 128 (the GQA kernels'); logits are V columns wide (the
+ * Head size 16, 32, 64 or 128 (the GQA kernels'); logits are V columns wide (the
  * vocabulary as configured: a config padded to a multiple of 8 lets the
  * 16-bit cross-entropy use its 16-byte kernel).
  *
@@ -61,11 +61,19 @@ const char *tr_cuda_llama_tensor(const tr_cuda_llama *m, int i, size_t *cpu_off,
 /* Host fp32 parameters in tr_llama's order -> master (+ compute copy);
  * zeroes the gradients and the optimizer state. */
 int tr_cuda_llama_set_params(tr_cuda_llama *m, const float *host_params);
+/* Resume: as set_params, then the optimizer's state tensors (host buffers in
+ * tr_llama's order; state NULL or state[k] NULL: left zero). */
+int tr_cuda_llama_set_state(tr_cuda_llama *m, const float *host_params, void *const state[]);
 /* Device-side init for throughput runs: matrices uniform with std 0.02,
  * norm weights 1, biases 0; grads and state zeroed. Deterministic in seed. */
 int tr_cuda_llama_init_random(tr_cuda_llama *m, uint64_t seed);
 /* Device -> host in tr_llama's order (either may be NULL); synchronises. */
 int tr_cuda_llama_get(tr_cuda_llama *m, float *params, float *grads);
+/* The same with the optimizer's state (state NULL or state[k] NULL: not copied). */
+int tr_cuda_llama_get_state(tr_cuda_llama *m, float *params, float *grads, void *const state[]);
+/* The device fp32 gradient (device order, *n floats; no synchronisation):
+ * the data-parallel all-reduce sums it in place. */
+float *tr_cuda_llama_grads(tr_cuda_llama *m, size_t *n);
 int tr_cuda_llama_zero_grad(tr_cuda_llama *m);
 /* As tr_llama_fwd_bwd, on DEVICE batch arrays (pos/doc may be NULL), with
  * the loss gradient scale grad_scale (1 / targets for the mean loss);
@@ -77,6 +85,11 @@ int tr_cuda_llama_fwd_bwd(tr_cuda_llama *m, int B, int T, const uint32_t *inputs
 /* Clip (max_norm > 0) then the optimizer's GPU step at step t over every
  * tensor; refreshes the compute copy. *norm_out (host, may be NULL; waits). */
 int tr_cuda_llama_step(tr_cuda_llama *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out);
+/* As tr_cuda_model_step_scaled (gpu_model.h): gradients of the loss times
+ * loss_scale (the session's 1/targets, fp16's scaler), a non-finite gradient
+ * skips the update (*skipped = 1). */
+int tr_cuda_llama_step_scaled(tr_cuda_llama *m, const tr_optim_hparams *h, int t, float max_norm, float loss_scale,
+                              float *norm_out, int *skipped);
 
 /* ---- the planner's view (train/gpu_llama_plan.c: plain C, in tr_plan) ------------------
  * The device rows of tr_cuda_llama_create's carve for micro-batches of B rows

@@ -18,7 +18,7 @@ static int shape_ok(const tr_llama_config *c, int B, int T) {
         c->d_model <= 0 || c->d_model % c->n_head || c->d_ff <= 0 || c->vocab <= 0 || !(c->norm_eps > 0))
         return 0;
     int hd = c->d_model / c->n_head;
-    if (hd != 64 && hd != 128) return 0;
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128) return 0;
     if ((size_t)B * T > (size_t)INT32_MAX / 8 || (size_t)c->d_model + 2 * (size_t)c->n_kv_head * hd > 1u << 20)
         return 0;
     return 1;

@@ -7,67 +7,37 @@
 #include <string.h>
 
 extern "C" {
+#include "gpu_family.h"
 #include "gpu_model.h"
 }
-#include "kn_cuda_check.h" /* error checks with call text, file:line, name (kernels/kn_cuda_err.h) */
+#include "gpu_common.cuh" /* the parameter block, carver, error macros and step every GPU model shares */
 
 struct tr_cuda_model {
     tr_model_config c;
     int Bmax, Tmax;
-    kn_dtype dt;
-    size_t esz;
-    int attn_tc;   /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
-    int gelu_epi;  /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
-    int dgelu_epi; /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
-    int recompute; /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
-    cudaStream_t s;
+    int attn_tc;     /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
+    int gelu_epi;    /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
+    int dgelu_epi;   /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
+    int recompute;   /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
+    tr_gpu_params p; /* P, dtype, stream, optimizer, master/grads/state/compute copy, scratch, step buffers */
     kn_cuda_ctx *ctx;
-    size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS], P;
-    const tr_optim_ops *opt; /* the optimizer (train/optim.h) */
-    float *master, *grads;
-    void *state[TR_OPTIM_MAX_STATE]; /* its state tensors, opt->state_bytes per element */
-    void *wc;                        /* compute weights: == master (fp32) or the bf16 copy */
+    size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS];
     /* activations: per layer, [L][...] */
     void *ln1, *qkv, *atty, *res2, *ln2, *fch, *fchg, *res3;
     float *ln1m, *ln1r, *ln2m, *ln2r, *lse;
     void *encoded, *proj, *lnf, *logits, *dres, *dbuf, *dbig;
     float *lnfm, *lnfr, *losses;
-    void *scratch;
-    size_t scratch_bytes;
     void *cublas_ws;
-    double *lossacc; /* [0] loss sum, [1] target count (as double) */
-    double *sumsq;
-    float *clip_scale, *gnorm;
     tr_model_grad_hook hook; /* gradient readiness (tr_cuda_model_set_grad_hook) */
     void *hook_ctx;
 };
 
-/* Counting (a == NULL) or carving pass over every piece, in one order. */
-struct carver {
-    tr_cuda_arena *a;
-    size_t total;
-    int failed;
-    void *take(size_t bytes, const char *what) {
-        total += bytes + TR_CUDA_ALIGN;
-        if (!a) return (void *)(uintptr_t)TR_CUDA_ALIGN; /* counting: any non-NULL */
-        void *p = tr_cuda_arena_take(a, bytes, what);
-        if (!p) failed = 1;
-        return p;
-    }
-};
+typedef tr_gpu_carver carver;
 
 static void carve(tr_cuda_model *m, carver *cv) {
     const tr_model_config *c = &m->c;
-    size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)c->d_model, L = (size_t)c->n_layer, e = m->esz;
-    size_t P = m->P;
-    m->master = (float *)cv->take(P * 4, "master weights (fp32)");
-    m->wc = m->dt == KN_F32 ? (void *)m->master : cv->take(P * e, "parameters (compute copy)");
-    m->grads = (float *)cv->take(P * 4, "gradients (fp32)");
-    for (int k = 0; k < m->opt->n_state; k++) {
-        char what[64];
-        snprintf(what, sizeof what, "optimizer state %s", m->opt->section[k]);
-        m->state[k] = cv->take(P * (size_t)m->opt->state_bytes, what);
-    }
+    size_t N = (size_t)m->Bmax * m->Tmax, C = (size_t)c->d_model, L = (size_t)c->n_layer, e = m->p.esz;
+    tr_gpu_params_carve(&m->p, cv);
     m->ln1 = cv->take(L * N * C * e, "ln1");
     m->qkv = cv->take(L * N * 3 * C * e, "qkv");
     m->atty = cv->take(L * N * C * e, "attention out");
@@ -96,35 +66,27 @@ static void carve(tr_cuda_model *m, carver *cv) {
      * kernels' own size functions; no bias gradient over the vocabulary:
      * the tied lm head has none, so no Vp-wide partials, 25 MiB at d12,
      * 32 x 1024 tokens) */
-    m->scratch_bytes = tr_model_gpu_scratch_bytes(c, (size_t)m->Bmax, (size_t)m->Tmax);
-    m->scratch = cv->take(m->scratch_bytes, "kernel scratch");
-    m->cublas_ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
-    m->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
-    m->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");
-    m->clip_scale = (float *)cv->take(sizeof(float), "clip scale");
-    m->gnorm = (float *)cv->take(sizeof(float), "grad norm");
+    m->p.scratch_bytes = tr_model_gpu_scratch_bytes(c, (size_t)m->Bmax, (size_t)m->Tmax);
+    tr_gpu_params_carve_tail(&m->p, cv, &m->cublas_ws);
 }
 
 static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
                       const tr_optim_ops *opt) {
-    m->opt = opt ? opt : tr_optim_default();
-    if (m->opt->n_state < 1 || m->opt->n_state > TR_OPTIM_MAX_STATE || m->opt->state_bytes < 1) return TR_ERR_ARG;
-    if (!c || B <= 0 || T <= 0 || T > c->max_seq || (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16)) return TR_ERR_ARG;
+    if (tr_gpu_params_init(&m->p, dt, opt) != TR_OK) return TR_ERR_ARG;
+    if (!c || B <= 0 || T <= 0 || T > c->max_seq) return TR_ERR_ARG;
     if (recompute < 0 || recompute > TR_GPU_RECOMPUTE_MAX) return TR_ERR_ARG;
     m->recompute = recompute;
     if (tr_model_config_check(c) != TR_MODEL_OK) return TR_ERR_ARG;
     m->c = *c;
     m->Bmax = B;
     m->Tmax = T;
-    m->dt = dt;
-    m->esz = kn_dtype_size(dt);
     tr_model_param_sizes(c, m->sizes);
     size_t off = 0;
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
         m->offs[i] = off;
         off += m->sizes[i];
     }
-    m->P = off;
+    m->p.P = off;
     return TR_OK;
 }
 
@@ -144,8 +106,8 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
     tr_cuda_model *m = (tr_cuda_model *)calloc(1, sizeof *m);
     if (!m) return TR_ERR_NOMEM;
     int rc = init_shape(m, c, B, T, dt, recompute, opt);
-    if (rc == TR_OK && !m->opt->step_cuda) {
-        kn_cuda_set_error("optimizer %s has no GPU step in this build", m->opt->name);
+    if (rc == TR_OK && !m->p.opt->step_cuda) {
+        kn_cuda_set_error("optimizer %s has no GPU step in this build", m->p.opt->name);
         rc = TR_ERR_ARG;
     }
     if (rc != TR_OK) {
@@ -158,7 +120,7 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
         free(m);
         return TR_ERR_NOMEM; /* a->last_error names the piece */
     }
-    m->s = (cudaStream_t)s;
+    m->p.s = (cudaStream_t)s;
     {
         /* bf16 with heads of 64: the tensor-core attention (mma.sync), 6.6x the SIMT kernels' forward
          * and 5.5x their backward at d12 B16 T1024 on the H200 (docs/gpu-results.md, 2026-12-04),
@@ -194,51 +156,17 @@ extern "C" void tr_cuda_model_destroy(tr_cuda_model *m) {
     free(m); /* the arena owns the memory */
 }
 
-/* A CUDA call: on failure the call text, file:line, error name and text are
- * recorded (kernels/kn_cuda_err.h; tr_gpu_last_error() reports them). */
-#define CU(call) KN_CU_CHECK(call, return e_ == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE)
-/* A kn_cuda op: it records its own failure; this adds where the model called
- * it from (or records a bad-argument return, which the op does not). */
-#define KC(call)                                                                                                       \
-    do {                                                                                                               \
-        int k_ = (call);                                                                                               \
-        if (k_ != KN_OK) {                                                                                             \
-            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                                        \
-            return TR_ERR_NODEVICE;                                                                                    \
-        }                                                                                                              \
-    } while (0)
-/* After a launch of this file's own kernels (sync-debug aware). */
-#define LAUNCHED(what) KN_LAUNCH_CHECK(what, return TR_ERR_NODEVICE)
+/* CU, KC, LAUNCHED: gpu_common.cuh */
 
 extern "C" int tr_cuda_model_zero_grad(tr_cuda_model *m) {
     if (!m) return TR_ERR_ARG;
-    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
-    return TR_OK;
+    return tr_gpu_params_zero_grad(&m->p);
 }
 
 extern "C" int tr_cuda_model_set_params(tr_cuda_model *m, const float *host_params) {
     if (!m || !host_params) return TR_ERR_ARG;
-    CU(cudaMemcpyAsync(m->master, host_params, m->P * 4, cudaMemcpyHostToDevice, m->s));
-    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
-    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
-    for (int k = 0; k < m->opt->n_state; k++)
-        CU(cudaMemsetAsync(m->state[k], 0, m->P * (size_t)m->opt->state_bytes, m->s));
-    CU(cudaStreamSynchronize(m->s));
-    return TR_OK;
-}
-
-__global__ void init_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        if (constant) {
-            p[i] = lo;
-            continue;
-        }
-        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        p[i] = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
-    }
+    CU(cudaMemcpyAsync(m->p.master, host_params, m->p.P * 4, cudaMemcpyHostToDevice, m->p.s));
+    return tr_gpu_params_reset(&m->p);
 }
 
 extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed) {
@@ -248,28 +176,23 @@ extern "C" int tr_cuda_model_init_random(tr_cuda_model *m, uint64_t seed) {
         if (!m->sizes[i]) continue;
         int ln_w = i == TR_P_LN1W || i == TR_P_LN2W || i == TR_P_LNFW;
         int decay = tr_model_param_decay(i);
-        float *p = m->master + m->offs[i];
-        if (ln_w) init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 1.0f, 1.0f, 1);
-        else if (!decay) init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], 0, 0.0f, 0.0f, 1);
-        else init_fill_kernel<<<1024, 256, 0, m->s>>>(p, m->sizes[i], seed + (uint64_t)i, -a, a, 0);
+        float *p = m->p.master + m->offs[i];
+        if (ln_w) tr_gpu_fill_kernel<<<1024, 256, 0, m->p.s>>>(p, m->sizes[i], 0, 1.0f, 1.0f, 1);
+        else if (!decay) tr_gpu_fill_kernel<<<1024, 256, 0, m->p.s>>>(p, m->sizes[i], 0, 0.0f, 0.0f, 1);
+        else tr_gpu_fill_kernel<<<1024, 256, 0, m->p.s>>>(p, m->sizes[i], seed + (uint64_t)i, -a, a, 0);
         LAUNCHED("init_fill");
     }
-    if (m->dt != KN_F32) KC(kn_cast_cuda(m->wc, m->dt, m->master, KN_F32, m->P, m->s));
-    CU(cudaMemsetAsync(m->grads, 0, m->P * 4, m->s));
-    for (int k = 0; k < m->opt->n_state; k++)
-        CU(cudaMemsetAsync(m->state[k], 0, m->P * (size_t)m->opt->state_bytes, m->s));
-    CU(cudaStreamSynchronize(m->s));
-    return TR_OK;
+    return tr_gpu_params_reset(&m->p);
 }
 
 extern "C" int tr_cuda_model_set_state(tr_cuda_model *m, const float *params, void *const state[]) {
     int rc = tr_cuda_model_set_params(m, params);
     if (rc != TR_OK) return rc;
-    for (int k = 0; state && k < m->opt->n_state; k++)
+    for (int k = 0; state && k < m->p.opt->n_state; k++)
         if (state[k])
-            CU(cudaMemcpyAsync(m->state[k], state[k], m->P * (size_t)m->opt->state_bytes, cudaMemcpyHostToDevice,
-                               m->s));
-    CU(cudaStreamSynchronize(m->s));
+            CU(cudaMemcpyAsync(m->p.state[k], state[k], m->p.P * (size_t)m->p.opt->state_bytes, cudaMemcpyHostToDevice,
+                               m->p.s));
+    CU(cudaStreamSynchronize(m->p.s));
     return TR_OK;
 }
 
@@ -279,49 +202,24 @@ extern "C" void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook
 }
 
 extern "C" float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n) {
-    if (n) *n = m->P;
-    return m->grads;
+    if (n) *n = m->p.P;
+    return m->p.grads;
 }
 
 extern "C" int tr_cuda_model_get(tr_cuda_model *m, float *params, float *grads, void *const state[]) {
     if (!m) return TR_ERR_ARG;
-    if (params) CU(cudaMemcpyAsync(params, m->master, m->P * 4, cudaMemcpyDeviceToHost, m->s));
-    if (grads) CU(cudaMemcpyAsync(grads, m->grads, m->P * 4, cudaMemcpyDeviceToHost, m->s));
-    for (int k = 0; state && k < m->opt->n_state; k++)
+    if (params) CU(cudaMemcpyAsync(params, m->p.master, m->p.P * 4, cudaMemcpyDeviceToHost, m->p.s));
+    if (grads) CU(cudaMemcpyAsync(grads, m->p.grads, m->p.P * 4, cudaMemcpyDeviceToHost, m->p.s));
+    for (int k = 0; state && k < m->p.opt->n_state; k++)
         if (state[k])
-            CU(cudaMemcpyAsync(state[k], m->state[k], m->P * (size_t)m->opt->state_bytes, cudaMemcpyDeviceToHost,
-                               m->s));
-    CU(cudaStreamSynchronize(m->s));
+            CU(cudaMemcpyAsync(state[k], m->p.state[k], m->p.P * (size_t)m->p.opt->state_bytes, cudaMemcpyDeviceToHost,
+                               m->p.s));
+    CU(cudaStreamSynchronize(m->p.s));
     return TR_OK;
 }
 
-/* loss sum over target tokens, fixed order (one block) */
-__global__ void loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N) {
-    __shared__ double s[1024], k[1024];
-    double a = 0, n = 0;
-    for (int i = threadIdx.x; i < N; i += 1024)
-        if (targets[i] >= 0) {
-            a += losses[i];
-            n += 1;
-        }
-    s[threadIdx.x] = a;
-    k[threadIdx.x] = n;
-    __syncthreads();
-    for (int o = 512; o > 0; o >>= 1) {
-        if ((int)threadIdx.x < o) {
-            s[threadIdx.x] += s[threadIdx.x + o];
-            k[threadIdx.x] += k[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        out[0] = s[0];
-        out[1] = k[0];
-    }
-}
-
-/* pointer helpers */
-static inline void *ep(void *base, size_t elems, size_t esz) { return (char *)base + elems * esz; }
+/* pointer helper */
+#define ep tr_gpu_ep
 
 /* One forward + backward's shapes, the parameter pointers and the batch. */
 typedef struct {
@@ -410,9 +308,7 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
     /* loss and dlogits in place (no probability tensor) */
     KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, x->targets, nullptr, x->grad_scale, N, V, Vp, dt,
                                   s));
-    loss_sum_kernel<<<1, 1024, 0, s>>>(m->lossacc, m->losses, x->targets, N);
-    LAUNCHED("loss_sum");
-    return TR_OK;
+    return tr_gpu_params_loss_sum(&m->p, m->losses, x->targets, N);
 }
 
 /* Backward from dlogits to the embeddings; m->hook hears each group of the
@@ -427,10 +323,10 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
     float *const *G = x->G;
     const float *const *Wf = x->Wf;
     KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
-                               m->scratch, m->scratch_bytes, dt));
+                               m->p.scratch, m->p.scratch_bytes, dt));
     CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
     KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LNFW], G[TR_P_LNFB], m->dbuf, LAYER(res3, L - 1, 1), Wf[TR_P_LNFW],
-                                  m->lnfm, m->lnfr, N, C, m->scratch, m->scratch_bytes, dt, s));
+                                  m->lnfm, m->lnfr, N, C, m->p.scratch, m->p.scratch_bytes, dt, s));
     if (m->hook) m->hook(m->hook_ctx, 0); /* lnf: enqueued */
     for (int l = L - 1; l >= 0; l--) {
         layer_acts a = acts_of(m, x, l);
@@ -440,40 +336,40 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
         if (m->dgelu_epi) { /* dbig = d(fch) directly */
             KC(kn_matmul_backward_dgelu_cuda(
                 m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2, G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
-                ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), a.fch, N, 4 * C, C, m->scratch, m->scratch_bytes, dt));
+                ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), a.fch, N, 4 * C, C, m->p.scratch, m->p.scratch_bytes, dt));
         } else {
             KC(kn_matmul_backward_cuda(
                 m->ctx, m->dbig, G[TR_P_FCPROJW] + (size_t)l * 4 * C2, G[TR_P_FCPROJB] + (size_t)l * C, m->dres, a.fchg,
-                ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->scratch, m->scratch_bytes, dt));
+                ep(W[TR_P_FCPROJW], (size_t)l * 4 * C2, e), N, 4 * C, C, m->p.scratch, m->p.scratch_bytes, dt));
             KC(kn_gelu_backward_cuda(m->dbig, a.fch, m->dbig, BTC * 4, dt, s));
         }
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_FCW] + (size_t)l * 4 * C2, G[TR_P_FCB] + (size_t)l * 4 * C,
-                                   m->dbig, a.ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e), N, C, 4 * C, m->scratch,
-                                   m->scratch_bytes, dt));
+                                   m->dbig, a.ln2, ep(W[TR_P_FCW], (size_t)l * 4 * C2, e), N, C, 4 * C, m->p.scratch,
+                                   m->p.scratch_bytes, dt));
         KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN2W] + (size_t)l * C, G[TR_P_LN2B] + (size_t)l * C, m->dbuf,
-                                      a.res2, Wf[TR_P_LN2W] + (size_t)l * C, a.l2m, a.l2r, N, C, m->scratch,
-                                      m->scratch_bytes, dt, s));
+                                      a.res2, Wf[TR_P_LN2W] + (size_t)l * C, a.l2m, a.l2r, N, C, m->p.scratch,
+                                      m->p.scratch_bytes, dt, s));
         /* dres holds d(residual2[l]) */
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_ATTPROJW] + (size_t)l * C2, G[TR_P_ATTPROJB] + (size_t)l * C,
-                                   m->dres, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->scratch,
-                                   m->scratch_bytes, dt));
+                                   m->dres, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->p.scratch,
+                                   m->p.scratch_bytes, dt));
         if (m->attn_tc)
-            KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->scratch,
-                                             m->scratch_bytes, dt, s));
+            KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->p.scratch,
+                                             m->p.scratch_bytes, dt, s));
         else
-            KC(kn_attention_backward_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->scratch,
-                                          m->scratch_bytes, dt, s));
+            KC(kn_attention_backward_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->p.scratch,
+                                          m->p.scratch_bytes, dt, s));
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_QKVW] + (size_t)l * 3 * C2, G[TR_P_QKVB] + (size_t)l * 3 * C,
-                                   m->dbig, a.ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e), N, C, 3 * C, m->scratch,
-                                   m->scratch_bytes, dt));
+                                   m->dbig, a.ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e), N, C, 3 * C, m->p.scratch,
+                                   m->p.scratch_bytes, dt));
         KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LN1W] + (size_t)l * C, G[TR_P_LN1B] + (size_t)l * C, m->dbuf,
-                                      a.res, Wf[TR_P_LN1W] + (size_t)l * C, a.l1m, a.l1r, N, C, m->scratch,
-                                      m->scratch_bytes, dt, s));
+                                      a.res, Wf[TR_P_LN1W] + (size_t)l * C, a.l1m, a.l1r, N, C, m->p.scratch,
+                                      m->p.scratch_bytes, dt, s));
         /* dres holds d(residual3[l-1]) (or d(encoded)) */
         if (m->hook) m->hook(m->hook_ctx, 1 + (L - 1 - l)); /* layer l: enqueued */
     }
     KC(kn_encoder_backward_cuda(G[TR_P_WTE], G[TR_P_WPE], m->dres, x->inputs, x->pos, B, T, C, V, c->max_seq,
-                                m->scratch, m->scratch_bytes, dt, s));
+                                m->p.scratch, m->p.scratch_bytes, dt, s));
     if (m->hook) m->hook(m->hook_ctx, L + 1); /* wte, wpe: enqueued */
     return TR_OK;
 }
@@ -496,15 +392,15 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     x.V = c->vocab;
     x.Vp = c->vocab_padded;
     x.BTC = (size_t)x.N * x.C;
-    x.e = m->esz;
+    x.e = m->p.esz;
     x.C2 = (size_t)x.C * x.C;
     x.cap = (size_t)m->Bmax * m->Tmax * x.C;
-    x.dt = m->dt;
-    x.s = m->s;
+    x.dt = m->p.dt;
+    x.s = m->p.s;
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
-        x.W[i] = ep(m->wc, m->offs[i], x.e);
-        x.G[i] = m->grads + m->offs[i];
-        x.Wf[i] = m->master + m->offs[i];
+        x.W[i] = ep(m->p.wc, m->offs[i], x.e);
+        x.G[i] = m->p.grads + m->offs[i];
+        x.Wf[i] = m->p.master + m->offs[i];
     }
     x.inputs = inputs;
     x.targets = targets;
@@ -514,73 +410,63 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     int rc = forward_pass(m, &x);
     if (rc == TR_OK) rc = backward_pass(m, &x);
     if (rc != TR_OK) return rc;
-    if (loss_sum || n_targets) {
-        double h[2];
-        CU(cudaMemcpyAsync(h, m->lossacc, sizeof h, cudaMemcpyDeviceToHost, m->s));
-        CU(cudaStreamSynchronize(m->s));
-        if (loss_sum) *loss_sum = h[0];
-        if (n_targets) *n_targets = (uint64_t)h[1];
-    }
-    return TR_OK;
-}
-
-/* factor = clip(unscaled norm) / loss_scale; norm = unscaled norm */
-__global__ void scaled_clip_kernel(float *factor, float *norm_out, const double *sumsq, float max_norm, float inv_ls) {
-    float norm = (float)(sqrt(*sumsq) * (double)inv_ls);
-    *norm_out = norm;
-    float clip = (max_norm > 0.0f && norm > max_norm) ? max_norm / (norm + 1e-6f) : 1.0f;
-    *factor = clip * inv_ls;
+    return tr_gpu_params_read_loss(&m->p, loss_sum, n_targets);
 }
 
 /* tr_loss_scaler: inline in gpu_model.h (plain C, emulated by tests/test_fp16_scale.c) */
 
-static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t);
+/* The optimizer's GPU step over every tensor (train/optim.h): where each
+ * lives and its decay flag */
+static void model_tensor(const tr_cuda_model *m, int i, size_t *off, size_t *n, int *decay) {
+    *off = m->offs[i];
+    *n = m->sizes[i];
+    *decay = tr_model_param_decay(i);
+}
 
 extern "C" int tr_cuda_model_step_scaled(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm,
                                          float loss_scale, float *norm_out, int *skipped) {
-    if (!m || !h || t < 1 || !(loss_scale > 0.0f)) return TR_ERR_ARG;
-    KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
-    double ss = 0;
-    CU(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, m->s));
-    CU(cudaStreamSynchronize(m->s));
-    int skip = !isfinite(ss);
-    if (skipped) *skipped = skip;
-    if (skip) {
-        if (norm_out) *norm_out = NAN;
-        return TR_OK; /* no update: parameters, m and v untouched */
-    }
-    scaled_clip_kernel<<<1, 1, 0, m->s>>>(m->clip_scale, m->gnorm, m->sumsq, max_norm, 1.0f / loss_scale);
-    LAUNCHED("scaled_clip");
-    int rc = optim_all(m, h, t);
-    if (rc == TR_OK && norm_out) {
-        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
-        CU(cudaStreamSynchronize(m->s));
-    }
-    return rc;
+    if (!m) return TR_ERR_ARG;
+    return tr_gpu_params_step_scaled(&m->p, h, t, max_norm, loss_scale, norm_out, skipped, TR_NUM_PARAM_TENSORS,
+                                     [m](int i, size_t *o, size_t *n, int *d) { model_tensor(m, i, o, n, d); });
 }
 
 extern "C" int tr_cuda_model_step(tr_cuda_model *m, const tr_optim_hparams *h, int t, float max_norm, float *norm_out) {
-    if (!m || !h || t < 1) return TR_ERR_ARG;
-    KC(kn_sumsq_cuda(m->sumsq, m->grads, m->P, m->scratch, m->scratch_bytes, m->s));
-    KC(kn_clip_scale_cuda(m->clip_scale, m->gnorm, m->sumsq, max_norm, m->s));
-    int rc = optim_all(m, h, t);
-    if (rc == TR_OK && norm_out) {
-        CU(cudaMemcpyAsync(norm_out, m->gnorm, sizeof(float), cudaMemcpyDeviceToHost, m->s));
-        CU(cudaStreamSynchronize(m->s));
-    }
-    return rc;
+    if (!m) return TR_ERR_ARG;
+    return tr_gpu_params_step(&m->p, h, t, max_norm, norm_out, TR_NUM_PARAM_TENSORS,
+                              [m](int i, size_t *o, size_t *n, int *d) { model_tensor(m, i, o, n, d); });
 }
 
-/* The optimizer's GPU step over every tensor (train/optim.h), the gradient
- * scaled by the factor in m->clip_scale */
-static int optim_all(tr_cuda_model *m, const tr_optim_hparams *h, int t) {
-    for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
-        if (!m->sizes[i]) continue;
-        void *lp = m->dt == KN_F32 ? nullptr : ep(m->wc, m->offs[i], m->esz);
-        void *st[TR_OPTIM_MAX_STATE];
-        for (int k = 0; k < m->opt->n_state; k++) st[k] = ep(m->state[k], m->offs[i], (size_t)m->opt->state_bytes);
-        KC(m->opt->step_cuda(h, t, tr_model_param_decay(i), m->master + m->offs[i], lp, (int)m->dt,
-                             m->grads + m->offs[i], st, m->sizes[i], m->clip_scale, (void *)m->s));
-    }
-    return TR_OK;
+/* ---- GPT-2's entry in the GPU model table (gpu_family.h) ---------------------------------- */
+static size_t g2_arena_bytes(const tr_model_config *c, int B, int T, kn_dtype dt, int recompute,
+                             const tr_optim_ops *opt) {
+    return tr_cuda_model_arena_bytes(c, B, T, dt, recompute, opt);
 }
+static int g2_create(void **out, const tr_model_config *c, int B, int T, kn_dtype dt, tr_cuda_arena *a,
+                     tr_cuda_stream s, int recompute, const tr_optim_ops *opt) {
+    return tr_cuda_model_create((tr_cuda_model **)out, c, B, T, dt, a, s, recompute, opt);
+}
+static void g2_destroy(void *m) { tr_cuda_model_destroy((tr_cuda_model *)m); }
+static int g2_set_state(void *m, const float *params, void *const state[]) {
+    return tr_cuda_model_set_state((tr_cuda_model *)m, params, state);
+}
+static int g2_get(void *m, float *params, float *grads, void *const state[]) {
+    return tr_cuda_model_get((tr_cuda_model *)m, params, grads, state);
+}
+static int g2_zero_grad(void *m) { return tr_cuda_model_zero_grad((tr_cuda_model *)m); }
+static float *g2_grads(void *m, size_t *n) { return tr_cuda_model_grads((tr_cuda_model *)m, n); }
+static void g2_set_grad_hook(void *m, tr_model_grad_hook fn, void *ctx) {
+    tr_cuda_model_set_grad_hook((tr_cuda_model *)m, fn, ctx);
+}
+static int g2_fwd_bwd(void *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
+                      const int32_t *doc, float grad_scale, double *loss_sum, uint64_t *n_targets) {
+    return tr_cuda_model_fwd_bwd((tr_cuda_model *)m, B, T, inputs, targets, pos, doc, grad_scale, loss_sum, n_targets);
+}
+static int g2_step_scaled(void *m, const tr_optim_hparams *h, int t, float max_norm, float loss_scale, float *norm_out,
+                          int *skipped) {
+    return tr_cuda_model_step_scaled((tr_cuda_model *)m, h, t, max_norm, loss_scale, norm_out, skipped);
+}
+
+extern "C" const tr_gpu_model_ops tr_gpu_model_gpt2 = {
+    "gpt2", TR_GPU_RECOMPUTE_MAX, g2_arena_bytes, g2_create,        g2_destroy, g2_set_state,
+    g2_get, g2_zero_grad,         g2_grads,       g2_set_grad_hook, g2_fwd_bwd, g2_step_scaled,
+};

@@ -1,6 +1,8 @@
 /* gpu_session.cu - a GPU training session (train/gpu_session.h): the loop of
  * tests/bench_train_gpu.cu behind a small C interface, which the CUDA
- * backend (train/backend_cuda.cu) adapts to train/backend.h. */
+ * backend (train/backend_cuda.cu) adapts to train/backend.h.  The model is
+ * the configuration's family's GPU model (train/family.h gpu, a
+ * train/gpu_family.h table): nothing here knows a family. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,9 @@
 extern "C" {
 #include "model.h"
 #include "tr.h"
+#include "family.h"
 #include "gpu_arena.h"
+#include "gpu_family.h"
 #include "gpu_model.h"
 #include "gpu_session.h"
 }
@@ -19,7 +23,8 @@ struct tr_gpu {
     tr_cuda_arena arena;
     int arena_ok;
     cudaStream_t s;
-    tr_cuda_model *m;
+    const tr_gpu_model_ops *mo; /* the family's GPU model */
+    void *m;
     tr_cuda_input *in;
     kn_dtype dt;
     int T;
@@ -95,16 +100,39 @@ extern "C" int tr_gpu_select(int device, char *why, size_t why_len) {
 
 static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
 
+/* The GPU model of c's family; NULL (why says so) when it has none. */
+static const tr_gpu_model_ops *model_ops(const tr_model_config *c, char *why, size_t whylen) {
+    const tr_family_ops *f = tr_family_of(c);
+    if (f && f->gpu) return f->gpu;
+    if (why)
+        snprintf(why, whylen, "the %s model family has no GPU model in this build; use --device cpu",
+                 f ? f->name : "unknown");
+    return NULL;
+}
+
+extern "C" int tr_gpu_model_check(const tr_model_config *c, int recompute, char *err, size_t errlen) {
+    const tr_gpu_model_ops *mo = model_ops(c, err, errlen);
+    if (!mo) return TR_ERR_ARG;
+    if (recompute > mo->recompute_max) {
+        snprintf(err, errlen, "--recompute %d: the GPU %s model recomputes up to level %d; use --recompute %d",
+                 recompute, mo->name, mo->recompute_max, mo->recompute_max);
+        return TR_ERR_ARG;
+    }
+    return TR_OK;
+}
+
 extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute,
                                       const tr_optim_ops *opt) {
-    return (uint64_t)tr_cuda_model_arena_bytes(c, B, T, dtype_of(p), recompute, opt) + input_bytes(B, T);
+    const tr_gpu_model_ops *mo = model_ops(c, NULL, 0);
+    size_t mb = mo ? mo->arena_bytes(c, B, T, dtype_of(p), recompute, opt) : 0;
+    return mb ? (uint64_t)mb + input_bytes(B, T) : 0;
 }
 
 extern "C" void tr_gpu_close(tr_gpu *g) {
     if (!g) return;
     if (g->s) cudaStreamSynchronize(g->s);
     if (g->in) tr_cuda_input_destroy(g->in);
-    if (g->m) tr_cuda_model_destroy(g->m);
+    if (g->m) g->mo->destroy(g->m);
     if (g->arena_ok) tr_cuda_arena_destroy(&g->arena);
     if (g->s) cudaStreamDestroy(g->s);
     free(g);
@@ -114,8 +142,11 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
                            const tr_plan_out *plan, const float *host_params, uint64_t *arena_bytes, char *err,
                            size_t errlen, int recompute, const tr_optim_ops *opt) {
     *out = NULL;
+    const tr_gpu_model_ops *mo = model_ops(c, err, errlen);
+    if (!mo) return TR_ERR_ARG;
     tr_gpu *g = (tr_gpu *)calloc(1, sizeof *g);
     if (!g) return TR_ERR_NOMEM;
+    g->mo = mo;
     kn_cuda_clear_error();
     g->dt = dtype_of(p);
     g->T = T;
@@ -124,6 +155,12 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
     /* the plan's device lines, unless the exact carve is larger (then the
      * plan under-counts: allocate what is needed, the caller reports it) */
     uint64_t need = tr_gpu_arena_need(c, B, T, p, recompute, opt);
+    if (!need) {
+        snprintf(err, errlen, "the GPU %s model cannot run this configuration at %d x %d tokens (recompute %d)",
+                 mo->name, B, T, recompute);
+        free(g);
+        return TR_ERR_ARG;
+    }
     static tr_plan_out exact;  /* large struct: not on the stack; only read by arena_create */
     static tr_plan_out inside; /* the plan without its lines outside the arena (NCCL's own buffers) */
     const tr_plan_out *ap = plan;
@@ -139,7 +176,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         memset(&exact, 0, sizeof exact);
         exact.n_items = 2;
         exact.items[0].name = "model";
-        exact.items[0].bytes = tr_cuda_model_arena_bytes(c, B, T, g->dt, recompute, opt);
+        exact.items[0].bytes = need - input_bytes(B, T);
         exact.items[0].where = "device";
         exact.items[1].name = "device input batch";
         exact.items[1].bytes = input_bytes(B, T);
@@ -161,14 +198,14 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         tr_gpu_close(g);
         return TR_ERR_NODEVICE;
     }
-    if ((rc = tr_cuda_model_create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s, recompute, opt)) != TR_OK ||
+    if ((rc = mo->create(&g->m, c, B, T, g->dt, &g->arena, (tr_cuda_stream)g->s, recompute, opt)) != TR_OK ||
         (rc = tr_cuda_input_create(&g->in, &g->arena, B, T, (tr_cuda_stream)g->s)) != TR_OK) {
         snprintf(err, errlen, "GPU setup failed: %s", g->arena.last_error[0] ? g->arena.last_error : cuda_msg());
         tr_gpu_close(g);
         return rc;
     }
     tr_cuda_arena_seal(&g->arena); /* nothing is allocated on the device after this */
-    if (host_params && (rc = tr_cuda_model_set_params(g->m, host_params)) != TR_OK) {
+    if (host_params && (rc = mo->set_state(g->m, host_params, NULL)) != TR_OK) {
         snprintf(err, errlen, "cannot copy the parameters to the GPU: %s", cuda_msg());
         tr_gpu_close(g);
         return rc;
@@ -185,7 +222,7 @@ extern "C" void tr_gpu_loader_hooks(tr_loader_opts *lo) {
 
 extern "C" int tr_gpu_zero_grad(tr_gpu *g) {
     kn_cuda_clear_error();
-    return tr_cuda_model_zero_grad(g->m);
+    return g->mo->zero_grad(g->m);
 }
 
 /* The dloss factor of every micro-batch: 1 (the summed loss) outside fp16;
@@ -209,8 +246,8 @@ extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc
         snprintf(err, errlen, "input upload failed: %s", cuda_msg());
         return rc;
     }
-    rc = tr_cuda_model_fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL,
-                               dloss_factor(g), loss_sum, n_targets);
+    rc = g->mo->fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL, dloss_factor(g),
+                        loss_sum, n_targets);
     int rc2 = tr_cuda_input_consumed(g->in);
     if (rc == TR_OK) rc = rc2;
     if (rc != TR_OK) snprintf(err, errlen, "GPU forward/backward failed: %s", cuda_msg());
@@ -225,8 +262,8 @@ extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *l
     int rc = tr_cuda_input_upload(g->in, b, &dev);
     if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
     if (rc == TR_OK)
-        rc = tr_cuda_model_fwd_bwd(g->m, b->rows, b->T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL,
-                                   0.0f, loss_sum, n_targets);
+        rc = g->mo->fwd_bwd(g->m, b->rows, b->T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL, 0.0f,
+                            loss_sum, n_targets);
     int rc2 = tr_cuda_input_consumed(g->in);
     if (rc == TR_OK) rc = rc2;
     if (rc != TR_OK) snprintf(err, errlen, "GPU validation forward failed: %s", cuda_msg());
@@ -244,7 +281,7 @@ extern "C" int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip
      * (tr_loss_scaler_unscale) */
     float factor =
         fp16 ? tr_loss_scaler_unscale(&g->scaler, g->micro_tokens, n_targets) : (n_targets ? (float)n_targets : 1.0f);
-    int rc = tr_cuda_model_step_scaled(g->m, h, (int)(g->opt_step + 1), grad_clip, factor, gnorm, &sk);
+    int rc = g->mo->step_scaled(g->m, h, (int)(g->opt_step + 1), grad_clip, factor, gnorm, &sk);
     if (rc != TR_OK) {
         snprintf(err, errlen, "GPU optimiser step failed: %s", cuda_msg());
         return rc;
@@ -258,18 +295,19 @@ extern "C" int tr_gpu_step(tr_gpu *g, const tr_optim_hparams *h, float grad_clip
 extern "C" int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n) {
     kn_cuda_clear_error();
     KN_CU_CHECK(cudaStreamSynchronize(g->s), return TR_ERR_INTERNAL);
-    *dgrads = tr_cuda_model_grads(g->m, n);
+    *dgrads = g->mo->grads(g->m, n);
     return TR_OK;
 }
 
-extern "C" float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n) { return tr_cuda_model_grads(g->m, n); }
+extern "C" float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n) { return g->mo->grads(g->m, n); }
 extern "C" void *tr_gpu_stream(tr_gpu *g) { return (void *)g->s; }
+extern "C" int tr_gpu_has_grad_hook(const tr_gpu *g) { return g->mo->set_grad_hook != NULL; }
 extern "C" void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx) {
-    tr_cuda_model_set_grad_hook(g->m, fn, ctx);
+    if (g->mo->set_grad_hook) g->mo->set_grad_hook(g->m, fn, ctx);
 }
 
 extern "C" int tr_gpu_get_state(tr_gpu *g, float *params, void *const state[], uint64_t extra[TR_GPU_EXTRA]) {
-    int rc = tr_cuda_model_get(g->m, params, NULL, state);
+    int rc = g->mo->get(g->m, params, NULL, state);
     if (extra) {
         uint32_t bits;
         memcpy(&bits, &g->scaler.scale, 4);
@@ -295,5 +333,5 @@ extern "C" int tr_gpu_set_state(tr_gpu *g, const float *params, void *const stat
         g->opt_step = extra[3];
         tr_loss_scaler_clamp(&g->scaler);
     }
-    return tr_cuda_model_set_state(g->m, params, state);
+    return g->mo->set_state(g->m, params, state);
 }

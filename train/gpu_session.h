@@ -4,9 +4,10 @@
  * tr_gpu_*).  Plain C: no CUDA header is needed to include it.
  *
  * It wraps train/gpu_arena.h (arena, pinned loader buffers, copy stream) and
- * train/gpu_model.h (GPT-2 forward/backward and the optimizer step on the
- * device) in the few calls the trainer loop makes (docs/gpu-notes.md,
- * "Wiring"):
+ * the configuration's family's GPU model (train/family.h gpu: a
+ * train/gpu_family.h table - GPT-2's train/gpu_model.h, the Llama family's
+ * train/gpu_llama.h: forward/backward and the optimizer step on the device)
+ * in the few calls the trainer loop makes (docs/gpu-notes.md, "Wiring"):
  *   tr_gpu_device        -> TR_ERR_NODEVICE without a usable GPU
  *   tr_gpu_open          -> one arena (from the plan), model, input uploader,
  *                           arena sealed; parameters from the host
@@ -43,9 +44,14 @@ int tr_gpu_count(void);
 int tr_gpu_select(int device, char *why, size_t why_len);
 /* Bytes in use on the device now (cudaMemGetInfo). */
 int tr_gpu_mem_used(uint64_t *used);
+/* Can the GPU train c's family at recompute level `recompute`? TR_ERR_ARG
+ * with a message naming what to use instead when not (no GPU model in this
+ * build, a level over the model's). No device needed. */
+int tr_gpu_model_check(const tr_model_config *c, int recompute, char *err, size_t errlen);
 /* Exact device arena bytes the run needs (model carve + input batch) at
  * activation recompute level `recompute` (0 .. TR_GPU_RECOMPUTE_MAX), with
- * optimizer opt's state (train/optim.h). */
+ * optimizer opt's state (train/optim.h); 0 when the family's GPU model
+ * cannot run it. */
 uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr_precision p, int recompute,
                            const tr_optim_ops *opt);
 
@@ -91,6 +97,9 @@ int tr_gpu_grads(tr_gpu *g, float **dgrads, size_t *n);
 float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n);
 void *tr_gpu_stream(tr_gpu *g);
 void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx);
+/* 1 when the model calls the readiness hook (else set_grad_hook is a no-op
+ * and gradients are ready when the backward ends). */
+int tr_gpu_has_grad_hook(const tr_gpu *g);
 
 /* Checkpoint state: fp32 params and the optimizer's state tensors (host
  * buffers of the model's param count; state NULL or state[k] NULL: not

@@ -13,6 +13,7 @@
 
 #include "comm.h"
 #include "dp.h"
+#include "family.h"
 #include "kn_cuda_size.h"
 #include "model.h"
 #include "optim.h"
@@ -174,9 +175,9 @@ static void gpu_activation_items(const tr_plan_in *in, const plan_dims *d, uint6
         item(o, "recompute scratch (one layer)", 0, T * (scratch_elems * ab + scratch_f32 * 4), B, "device");
 }
 
-/* The GPU table (the device arena of gpu_arena.cu, and the host lines of a
- * GPU run); returns the device total. */
-static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o) {
+/* GPT-2's GPU model rows (train/gpu_model.cu's carve) and the device input
+ * batch, in the order the plan has always printed them. */
+static void gpt2_gpu_items(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o) {
     uint64_t T = d->T, C = d->C, Vp = d->Vp, P = d->P;
     const tr_optim_ops *opt = d->opt;
     /* bf16/fp16 keep a half-precision compute copy of the weights, fp32
@@ -205,6 +206,30 @@ static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const 
     /* loss/norm accumulators and 256-byte alignment of every carved piece */
     item(o, "small buffers + arena alignment", 64 * 256 + 64, 0, B, "device");
     item(o, "cuBLAS workspace", KN_CUBLASLT_WORKSPACE, 0, B, "device");
+}
+
+/* The GPU table (the device arena of gpu_arena.cu, and the host lines of a
+ * GPU run); returns the device total. The model's rows are its family's
+ * (train/family.h gpu_plan: the same formulas as its GPU model's carve) or
+ * GPT-2's; the run's rows around them are every family's. */
+static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const plan_dims *d, int B, tr_plan_out *o) {
+    uint64_t P = d->P;
+    const tr_optim_ops *opt = d->opt;
+    const tr_family_ops *fam = tr_family_of(mc);
+    if (fam && fam->gpu_plan) {
+        tr_gpu_plan_row rows[TR_PLAN_MAX_ITEMS];
+        char why[8];
+        int n = fam->gpu_plan(mc, B, in->seq_len, in->precision, in->recompute, opt, rows, TR_PLAN_MAX_ITEMS, why,
+                              sizeof why);
+        if (!n) { /* a shape or level its GPU model refuses (tr_plan says why): nothing fits it */
+            o->device_bytes = o->host_bytes = UINT64_MAX;
+            return UINT64_MAX;
+        }
+        for (int i = 0; i < n; i++) item(o, rows[i].name, rows[i].fixed, rows[i].per_row, B, "device");
+        item(o, "device input batch (ids, targets, pos, doc)", 0, d->T * 16, B, "device");
+    } else {
+        gpt2_gpu_items(in, mc, d, B, o);
+    }
     item(o, "CUDA context (outside the arena)", TR_PLAN_CUDA_CTX, 0, B, "device");
     item(o, "pinned loader buffers", d->lbB * (uint64_t)d->nbuf, 0, B, "host");
     /* the host model the run starts from and checkpoints through: fp32
@@ -352,8 +377,15 @@ int tr_plan(const tr_plan_in *in, tr_plan_out *o) {
         return TR_ERR_ARG;
     tr_model_config mc;
     if (plan_config(in, &mc)) return TR_ERR_ARG;
-    /* the GPU rows are GPT-2's layout: the CUDA backend trains no other family yet */
-    if (mc.family != TR_FAMILY_GPT2 && in->device != TR_DEV_CPU) return TR_ERR_ARG;
+    /* a family with GPU rows of its own must have them for this shape and level */
+    const tr_family_ops *fam = tr_family_of(&mc);
+    if (in->device != TR_DEV_CPU && fam && fam->gpu_plan) {
+        tr_gpu_plan_row rows[TR_PLAN_MAX_ITEMS];
+        if (!fam->gpu_plan(&mc, 1, in->seq_len, in->precision, in->recompute,
+                           in->optim ? tr_optim_layout_find(in->optim) : tr_optim_layout_default(), rows,
+                           TR_PLAN_MAX_ITEMS, o->reason, sizeof o->reason))
+            return TR_ERR_ARG;
+    }
     uint64_t bt = in->batch_tokens ? in->batch_tokens : (uint64_t)in->seq_len;
     uint64_t R = bt / (uint64_t)in->seq_len;
     if (R < 1) R = 1;

@@ -442,9 +442,8 @@ int tr_cli_plan(const char *prog, const cli_args *a, tr_cli_gpu_budget_fn gpu_bu
     }
     tr_plan_out po;
     int rc = tr_plan(&pi, &po);
-    if (rc != TR_OK && rc != TR_ERR_NOFIT && pi.model_family && pi.device != TR_DEV_CPU)
-        return tr_cli_uerr(prog, "--model %s: the CUDA backend trains GPT-2 only for now: no GPU plan (--device cpu)",
-                           o->model);
+    if (rc != TR_OK && rc != TR_ERR_NOFIT && po.reason[0]) /* the family's GPU model refuses the shape or level */
+        return tr_cli_uerr(prog, "%s", po.reason);
     if (rc != TR_OK && rc != TR_ERR_NOFIT) return tr_cli_uerr(prog, "%s", "bad model/plan configuration");
     if (a->json) tr_plan_print_json(stdout, &pi, &po);
     else tr_plan_print(stdout, &pi, &po);

@@ -512,13 +512,6 @@ static int init_from_llama(tr_run *r) {
         snprintf(r->err, r->errlen, "--init-from %s: %s", r->o->init_from, e);
         return rc == TR_ERR_DATA ? TR_ERR_CORRUPT : rc; /* a Llama folder we cannot take: not GPT-2's either */
     }
-    if (r->ops->device != TR_DEV_CPU) {
-        snprintf(r->err, r->errlen,
-                 "--init-from %s: the CUDA backend trains GPT-2 only for now (train/gpu_llama.cu is not wired in); "
-                 "train this model with --device cpu",
-                 r->o->init_from);
-        return TR_ERR_ARG;
-    }
     return TR_OK;
 }
 
@@ -553,13 +546,6 @@ static int run_plan(tr_run *r) {
     } else { /* a preset of any family or a config.json (train/family.h) */
         int rc = tr_family_plan_in(o->model, (int)r->rows->vocab_size, r->T, pi, r->err, r->errlen);
         if (rc) return rc;
-        if (pi->model_family != TR_FAMILY_GPT2 && r->ops->device != TR_DEV_CPU) {
-            snprintf(r->err, r->errlen,
-                     "--model %s: the CUDA backend trains GPT-2 only for now (train/gpu_llama.cu is not wired "
-                     "in); train this model with --device cpu",
-                     o->model);
-            return TR_ERR_ARG;
-        }
     }
     pi->vocab_size = r->rows->vocab_size;
     pi->seq_len = r->T;
@@ -580,7 +566,9 @@ static int run_plan(tr_run *r) {
     pi->optim = o->optim;
     int rc = tr_plan(pi, &res->plan);
     if (rc) {
-        snprintf(r->err, r->errlen, "%s", rc == TR_ERR_NOFIT ? res->plan.reason : "bad model/plan configuration");
+        /* a refusal with a reason (the family's GPU model cannot run the shape or level) says it */
+        snprintf(r->err, r->errlen, "%s",
+                 rc == TR_ERR_NOFIT || res->plan.reason[0] ? res->plan.reason : "bad model/plan configuration");
         return rc;
     }
     r->B = res->plan.micro_rows;

@@ -34,7 +34,7 @@
 #
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
 # TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1, SKIP_LLAMA=1,
-# LLAMA_BATCH (8), LLAMA_STEPS (10), LLAMA_FORCE_BENCH=1 (step 10b times bench_llama_gpu, not llmtrain),
+# LLAMA_BATCH (8), LLAMA_STEPS (10), LLAMA_FORCE_BENCH=1 (step 10b times bench_llama_gpu, not llmtrain --device cuda),
 # SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, NCCL_STEPS (5), DP_STEPS (5), DP_BATCH (524288),
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
@@ -870,8 +870,9 @@ fi
 # 8192, rope theta 500000 with Llama 3 scaling, tied embeddings; the vocabulary is the shards'
 # padded to a multiple of 128, so ~1.08B parameters at GPT-2's) trained by both at the same
 # LLAMA_BATCH rows x SEQ, LLAMA_STEPS steps, bf16. Ours: `llmtrain --model config.json --device
-# cuda` when llmtrain takes that config on the GPU, else tests/bench_llama_gpu (the same GPU model,
-# random tokens) and the result says which. PyTorch: tools/bench/llama_torch.py (LlamaForCausalLM,
+# cuda` on the shards (train/gpu_llama.cu through the family's GPU model ops); a failure of it is
+# the check's failure, not a fallback. LLAMA_FORCE_BENCH=1 (or no llmtrain / no shards) times
+# tests/bench_llama_gpu instead (the same GPU model, random tokens) and the result says so. PyTorch: tools/bench/llama_torch.py (LlamaForCausalLM,
 # SDPA, torch.compile, fused AdamW). Ratio and MFU (6N + 6LTd per token, 989 TFLOP/s) reported;
 # PASS when both ran. SKIP_LLAMA=1 skips it. The JSON lines stay in logs.tar.gz ($OUT keeps 7 files).
 LLAMA_BATCH=${LLAMA_BATCH:-8}
@@ -912,12 +913,14 @@ EOF2
             --mem-budget "$DEV_BYTES" --seed 1 --steps "$LLAMA_STEPS" --log "$LOGS/llama_ours.jsonl"
         [ "$RC" = 0 ] && lsrc="llmtrain --model config.json --device cuda"
     fi
-    if [ "$RC" != 0 ] && [ -x "$BUILD_DIR/tests/bench_llama_gpu" ]; then
-        [ -s "$LOGS/llama_ours.txt" ] && mv "$LOGS/llama_ours.txt" "$LOGS/llama_llmtrain.txt"
+    lours_log=$LOGS/llama_ours.txt
+    if [ "$RC" != 0 ] && [ -z "$lsrc" ] && { [ -n "${LLAMA_FORCE_BENCH:-}" ] || [ -z "$LLMTRAIN" ] || [ "$SHARDS_OK" = 0 ]; } &&
+        [ -x "$BUILD_DIR/tests/bench_llama_gpu" ]; then
+        lours_log=$LOGS/llama_bench.err
         run_t 150 "$LOGS/llama_bench.err" bash -c '"${@:2}" >"$1"' _ "$LOGS/llama_ours.json" \
             "$BUILD_DIR/tests/bench_llama_gpu" --layers 16 --heads 32 --kv-heads 8 --dim 2048 --ffn 8192 --vocab "$LV" \
             --seq-len "$SEQ" --max-seq "$SEQ" --batch "$LLAMA_BATCH" --steps "$LLAMA_STEPS" --precision bf16 --llama3
-        [ "$RC" = 0 ] && lsrc="bench_llama_gpu (train/gpu_llama.cu; llmtrain: $(last_line "$LOGS/llama_llmtrain.txt" | cut -c1-60))"
+        [ "$RC" = 0 ] && lsrc="bench_llama_gpu (train/gpu_llama.cu; llmtrain not run: LLAMA_FORCE_BENCH, no llmtrain or no shards)"
     fi
     lours_rc=$RC
     res llama source "${lsrc:-not run (exit $lours_rc)}"
@@ -969,7 +972,7 @@ EOF2
     res llama params "${l_n:-?}"
     det="$l_n, ${LLAMA_BATCH}x$SEQ bf16: ours ${l_o:-n/a} tok/s (MFU), torch ${l_t:-n/a}, ratio ${l_r:-n/a}"
     if [ "$lours_rc" != 0 ]; then
-        check llama_1b "$(status_of $lours_rc)" "ours: $(last_line "$LOGS/llama_bench.err")"
+        check llama_1b "$(status_of $lours_rc)" "ours: $(last_line "$lours_log")"
     elif [ "$TORCH_OK" = 0 ]; then
         check llama_1b FAIL "torch not installed: no baseline ($det)"
     elif [ "$lt_rc" != 0 ]; then

@@ -1,0 +1,254 @@
+/* gpu_common.cuh - what every GPU model of a family shares (train/gpu_model.cu
+ * for GPT-2, train/gpu_llama.cu for the Llama family; issue 26: the two had
+ * their own copies of each piece): the carving pass over the arena, the
+ * error macros, the parameter block (fp32 master weights, fp32 gradients, the
+ * optimizer's state, the 16-bit compute copy and the step's small buffers)
+ * with its zeroing, init fill, loss read-back and the clipped, loss-scaled
+ * optimizer step over a tensor table.  Internal to library tr_cuda
+ * (included by .cu files only); every function keeps the arithmetic the
+ * GPT-2 model had before the split (same kernels, same order). */
+#ifndef TR_GPU_COMMON_CUH
+#define TR_GPU_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern "C" {
+#include "gpu_arena.h"
+#include "kn_cuda.h"
+#include "optim.h"
+#include "tr.h"
+}
+#include "kn_cuda_check.h" /* KN_CU_CHECK, KN_LAUNCH_CHECK (kernels/kn_cuda_err.h) */
+
+/* A CUDA call: on failure the call text, file:line, error name and text are
+ * recorded (kernels/kn_cuda_err.h; tr_gpu_last_error() reports them). */
+#define CU(call) KN_CU_CHECK(call, return e_ == cudaErrorMemoryAllocation ? TR_ERR_NOMEM : TR_ERR_NODEVICE)
+/* A kn_cuda op: it records its own failure; this adds where the model called
+ * it from (or records a bad-argument return, which the op does not). */
+#define KC(call)                                                                                                       \
+    do {                                                                                                               \
+        int k_ = (call);                                                                                               \
+        if (k_ != KN_OK) {                                                                                             \
+            kn_cuda_add_context(#call, __FILE__, __LINE__, k_);                                                        \
+            return TR_ERR_NODEVICE;                                                                                    \
+        }                                                                                                              \
+    } while (0)
+/* After a launch of a model's own kernels (sync-debug aware). */
+#define LAUNCHED(what) KN_LAUNCH_CHECK(what, return TR_ERR_NODEVICE)
+
+/* Counting (a == NULL) or carving pass over every piece, in one order: the
+ * count is the model's arena_bytes, the carve its create. */
+struct tr_gpu_carver {
+    tr_cuda_arena *a;
+    size_t total;
+    int failed;
+    void *take(size_t bytes, const char *what) {
+        total += bytes + TR_CUDA_ALIGN;
+        if (!a) return (void *)(uintptr_t)TR_CUDA_ALIGN; /* counting: any non-NULL */
+        void *p = tr_cuda_arena_take(a, bytes, what);
+        if (!p) failed = 1;
+        return p;
+    }
+};
+
+static inline void *tr_gpu_ep(void *base, size_t elems, size_t esz) { return (char *)base + elems * esz; }
+
+/* The parameter block of a GPU model: P parameters in one device layout. */
+struct tr_gpu_params {
+    size_t P;
+    kn_dtype dt;
+    size_t esz;              /* compute dtype bytes */
+    const tr_optim_ops *opt; /* the optimizer (train/optim.h) */
+    cudaStream_t s;
+    float *master, *grads;
+    void *state[TR_OPTIM_MAX_STATE]; /* opt->state_bytes per element */
+    void *wc;                        /* compute weights: == master (fp32) or the 16-bit copy */
+    void *scratch;                   /* the model's kernel scratch (sumsq uses it too) */
+    size_t scratch_bytes;
+    double *lossacc; /* [0] loss sum, [1] target count (as double) */
+    double *sumsq;
+    float *clip_scale, *gnorm;
+};
+
+/* The optimizer and dtype checks every model's init_shape starts with. */
+static inline int tr_gpu_params_init(tr_gpu_params *p, kn_dtype dt, const tr_optim_ops *opt) {
+    p->opt = opt ? opt : tr_optim_default();
+    if (p->opt->n_state < 1 || p->opt->n_state > TR_OPTIM_MAX_STATE || p->opt->state_bytes < 1) return TR_ERR_ARG;
+    if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return TR_ERR_ARG;
+    p->dt = dt;
+    p->esz = kn_dtype_size(dt);
+    return TR_OK;
+}
+
+/* The first pieces of every model's carve (P set). */
+static inline void tr_gpu_params_carve(tr_gpu_params *p, tr_gpu_carver *cv) {
+    size_t P = p->P;
+    p->master = (float *)cv->take(P * 4, "master weights (fp32)");
+    p->wc = p->dt == KN_F32 ? (void *)p->master : cv->take(P * p->esz, "parameters (compute copy)");
+    p->grads = (float *)cv->take(P * 4, "gradients (fp32)");
+    for (int k = 0; k < p->opt->n_state; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "optimizer state %s", p->opt->section[k]);
+        p->state[k] = cv->take(P * (size_t)p->opt->state_bytes, what);
+    }
+}
+
+/* The last pieces of every model's carve: scratch (bytes set), cuBLASLt
+ * workspace (*ws), the loss and norm accumulators. */
+static inline void tr_gpu_params_carve_tail(tr_gpu_params *p, tr_gpu_carver *cv, void **ws) {
+    p->scratch = cv->take(p->scratch_bytes, "kernel scratch");
+    *ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
+    p->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
+    p->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");
+    p->clip_scale = (float *)cv->take(sizeof(float), "clip scale");
+    p->gnorm = (float *)cv->take(sizeof(float), "grad norm");
+}
+
+static inline int tr_gpu_params_zero_grad(tr_gpu_params *p) {
+    CU(cudaMemsetAsync(p->grads, 0, p->P * 4, p->s));
+    return TR_OK;
+}
+
+/* After the master weights changed: the compute copy, zero gradients and
+ * optimizer state, then wait. */
+static inline int tr_gpu_params_reset(tr_gpu_params *p) {
+    if (p->dt != KN_F32) KC(kn_cast_cuda(p->wc, p->dt, p->master, KN_F32, p->P, p->s));
+    CU(cudaMemsetAsync(p->grads, 0, p->P * 4, p->s));
+    for (int k = 0; k < p->opt->n_state; k++)
+        CU(cudaMemsetAsync(p->state[k], 0, p->P * (size_t)p->opt->state_bytes, p->s));
+    CU(cudaStreamSynchronize(p->s));
+    return TR_OK;
+}
+
+/* init_random's fill: uniform(lo, hi) from seed, or the constant lo. */
+static __global__ void tr_gpu_fill_kernel(float *p, size_t n, uint64_t seed, float lo, float hi, int constant) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        if (constant) {
+            p[i] = lo;
+            continue;
+        }
+        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        p[i] = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
+    }
+}
+
+/* loss sum over target tokens, fixed order (one block of 1024) */
+static __global__ void tr_gpu_loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N) {
+    __shared__ double s[1024], k[1024];
+    double a = 0, n = 0;
+    for (int i = threadIdx.x; i < N; i += 1024)
+        if (targets[i] >= 0) {
+            a += losses[i];
+            n += 1;
+        }
+    s[threadIdx.x] = a;
+    k[threadIdx.x] = n;
+    __syncthreads();
+    for (int o = 512; o > 0; o >>= 1) {
+        if ((int)threadIdx.x < o) {
+            s[threadIdx.x] += s[threadIdx.x + o];
+            k[threadIdx.x] += k[threadIdx.x + o];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = s[0];
+        out[1] = k[0];
+    }
+}
+
+static inline int tr_gpu_params_loss_sum(tr_gpu_params *p, const float *losses, const int32_t *targets, int N) {
+    tr_gpu_loss_sum_kernel<<<1, 1024, 0, p->s>>>(p->lossacc, losses, targets, N);
+    LAUNCHED("loss_sum");
+    return TR_OK;
+}
+
+/* The micro-batch's loss sum and target count (host, either may be NULL:
+ * then nothing waits). */
+static inline int tr_gpu_params_read_loss(tr_gpu_params *p, double *loss_sum, uint64_t *n_targets) {
+    if (!loss_sum && !n_targets) return TR_OK;
+    double h[2];
+    CU(cudaMemcpyAsync(h, p->lossacc, sizeof h, cudaMemcpyDeviceToHost, p->s));
+    CU(cudaStreamSynchronize(p->s));
+    if (loss_sum) *loss_sum = h[0];
+    if (n_targets) *n_targets = (uint64_t)h[1];
+    return TR_OK;
+}
+
+/* factor = clip(unscaled norm) / loss_scale; norm = unscaled norm */
+static __global__ void tr_gpu_scaled_clip_kernel(float *factor, float *norm_out, const double *sumsq, float max_norm,
+                                                 float inv_ls) {
+    float norm = (float)(sqrt(*sumsq) * (double)inv_ls);
+    *norm_out = norm;
+    float clip = (max_norm > 0.0f && norm > max_norm) ? max_norm / (norm + 1e-6f) : 1.0f;
+    *factor = clip * inv_ls;
+}
+
+/* The optimizer's GPU step over tensor i = 0 .. nt-1 of the device layout,
+ * where tensor(i, &off, &n, &decay) says where each lives (n 0: skipped),
+ * the gradient scaled by the factor in p->clip_scale. */
+template <typename F>
+static int tr_gpu_params_optim(tr_gpu_params *p, const tr_optim_hparams *h, int t, int nt, F tensor) {
+    for (int i = 0; i < nt; i++) {
+        size_t off = 0, n = 0;
+        int decay = 0;
+        tensor(i, &off, &n, &decay);
+        if (!n) continue;
+        void *lp = p->dt == KN_F32 ? nullptr : tr_gpu_ep(p->wc, off, p->esz);
+        void *st[TR_OPTIM_MAX_STATE];
+        for (int k = 0; k < p->opt->n_state; k++) st[k] = tr_gpu_ep(p->state[k], off, (size_t)p->opt->state_bytes);
+        KC(p->opt->step_cuda(h, t, decay, p->master + off, lp, (int)p->dt, p->grads + off, st, n, p->clip_scale,
+                             (void *)p->s));
+    }
+    return TR_OK;
+}
+
+static inline int tr_gpu_params_norm_out(tr_gpu_params *p, float *norm_out) {
+    if (!norm_out) return TR_OK;
+    CU(cudaMemcpyAsync(norm_out, p->gnorm, sizeof(float), cudaMemcpyDeviceToHost, p->s));
+    CU(cudaStreamSynchronize(p->s));
+    return TR_OK;
+}
+
+/* Clip then step, gradients computed with the loss multiplied by loss_scale:
+ * the norm is unscaled, clipping and 1/loss_scale folded into the update; a
+ * non-finite gradient skips the update (*skipped = 1; this waits for the
+ * device to decide). */
+template <typename F>
+static int tr_gpu_params_step_scaled(tr_gpu_params *p, const tr_optim_hparams *h, int t, float max_norm,
+                                     float loss_scale, float *norm_out, int *skipped, int nt, F tensor) {
+    if (!h || t < 1 || !(loss_scale > 0.0f)) return TR_ERR_ARG;
+    KC(kn_sumsq_cuda(p->sumsq, p->grads, p->P, p->scratch, p->scratch_bytes, p->s));
+    double ss = 0;
+    CU(cudaMemcpyAsync(&ss, p->sumsq, sizeof ss, cudaMemcpyDeviceToHost, p->s));
+    CU(cudaStreamSynchronize(p->s));
+    int skip = !isfinite(ss);
+    if (skipped) *skipped = skip;
+    if (skip) {
+        if (norm_out) *norm_out = NAN;
+        return TR_OK; /* no update: parameters and optimizer state untouched */
+    }
+    tr_gpu_scaled_clip_kernel<<<1, 1, 0, p->s>>>(p->clip_scale, p->gnorm, p->sumsq, max_norm, 1.0f / loss_scale);
+    LAUNCHED("scaled_clip");
+    int rc = tr_gpu_params_optim(p, h, t, nt, tensor);
+    return rc == TR_OK ? tr_gpu_params_norm_out(p, norm_out) : rc;
+}
+
+/* Clip (max_norm > 0) then step, gradients of the loss itself. */
+template <typename F>
+static int tr_gpu_params_step(tr_gpu_params *p, const tr_optim_hparams *h, int t, float max_norm, float *norm_out,
+                              int nt, F tensor) {
+    if (!h || t < 1) return TR_ERR_ARG;
+    KC(kn_sumsq_cuda(p->sumsq, p->grads, p->P, p->scratch, p->scratch_bytes, p->s));
+    KC(kn_clip_scale_cuda(p->clip_scale, p->gnorm, p->sumsq, max_norm, p->s));
+    int rc = tr_gpu_params_optim(p, h, t, nt, tensor);
+    return rc == TR_OK ? tr_gpu_params_norm_out(p, norm_out) : rc;
+}
+
+#endif /* TR_GPU_COMMON_CUH */
