@@ -50,27 +50,8 @@ mpi() { # np name args...
     "$MPI" -np "$np" --oversubscribe "$LLM" "${A[@]}" --log "$T/$n.jsonl" --ckpt-dir "$T/c_$n" "$@" \
         > "$T/$n.out" 2>&1 || bad "mpirun -np $np $n: $(tail -3 "$T/$n.out")"
 }
-# cmp_logs a b tol what: per-step loss, grad_norm, lr, val_loss (tol 0: identical)
-cmp_logs() {
-    python3 - "$T/$1.jsonl" "$T/$2.jsonl" "$3" <<'PY'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
-b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
-tol = float(sys.argv[3])
-if len(a) != len(b) or not a:
-    print("steps %d vs %d" % (len(a), len(b))); sys.exit(1)
-worst = 0.0
-for x, y in zip(a, b):
-    for k in ("step", "loss", "grad_norm", "lr", "val_loss", "tokens", "target_tokens"):
-        if (k in x) != (k in y): print("step %s: %s in one log only" % (x["step"], k)); sys.exit(1)
-        if k not in x: continue
-        if tol == 0 and x[k] != y[k]: print("step %s: %s %r != %r" % (x["step"], k, x[k], y[k])); sys.exit(1)
-        d = abs(x[k] - y[k]) / max(abs(x[k]), 1e-30)
-        worst = max(worst, d)
-if worst > tol: print("worst relative difference %.3g > %g" % (worst, tol)); sys.exit(1)
-print("%d steps, worst relative difference %.3g" % (len(a), worst))
-PY
-}
+# cmp_logs a b tol: per-step loss, grad_norm, lr, val_loss, tokens (tol 0: identical)
+cmp_logs() { python3 "$(dirname "$0")/train_log_cmp.py" "$T/$1.jsonl" "$T/$2.jsonl" "$3"; }
 same_ckpt() { cmp -s "$T/c_$1/ckpt.bin" "$T/c_$2/ckpt.bin"; }
 
 if [ "$MODE" = same ]; then

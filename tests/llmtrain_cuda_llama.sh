@@ -31,27 +31,8 @@ if [ $rc != 0 ] && grep -qE "no usable CUDA GPU|no CUDA backend|sees no CUDA GPU
 fi
 [ $rc = 0 ] || bad "llama-tiny --device cuda: exit $rc: $(tail -3 "$T/probe.out")"
 
-# cmp_logs a b tol keys...: per-step values of the two logs within tol relative (0: identical)
-cmp_logs() {
-    python3 - "$T/$1.jsonl" "$T/$2.jsonl" "$3" <<'PY'
-import json, math, sys
-a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
-b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
-tol = float(sys.argv[3])
-if len(a) != len(b) or not a:
-    print("steps %d vs %d" % (len(a), len(b))); sys.exit(1)
-worst = 0.0
-for x, y in zip(a, b):
-    for k in ("loss", "grad_norm", "val_loss"):
-        if (k in x) != (k in y): print("step %s: %s in one log only" % (x["step"], k)); sys.exit(1)
-        if k not in x: continue
-        if not (math.isfinite(x[k]) and math.isfinite(y[k])): print("step %s: %s not finite" % (x["step"], k)); sys.exit(1)
-        if tol == 0 and x[k] != y[k]: print("step %s: %s %r != %r" % (x["step"], k, x[k], y[k])); sys.exit(1)
-        worst = max(worst, abs(x[k] - y[k]) / max(abs(x[k]), 1e-30))
-if worst > tol: print("worst relative difference %.3g > %g" % (worst, tol)); sys.exit(1)
-print("%d steps, worst relative difference %.3g" % (len(a), worst))
-PY
-}
+# cmp_logs a b tol: per-step loss, grad_norm and val_loss within tol relative (0: identical)
+cmp_logs() { python3 "$(dirname "$0")/train_log_cmp.py" "$T/$1.jsonl" "$T/$2.jsonl" "$3" loss grad_norm val_loss; }
 run() { # name args...
     local n=$1; shift
     "$LLM" "${A[@]}" --log "$T/$n.jsonl" --ckpt-dir "$T/c_$n" "$@" > "$T/$n.out" 2>&1 || bad "run $n: $(tail -3 "$T/$n.out")"
