@@ -37,3 +37,7 @@ if(MKS_ENABLE_CUDA)
                                             $<TARGET_FILE:llmtrain> ${CMAKE_CURRENT_SOURCE_DIR}/data/golden_train/inputs/concat)
   set_tests_properties(llmtrain_cuda_llama PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# Every family names its GPU model in a CUDA build (tr_family_ops.gpu: the CUDA backend's only way to it).
+if(MKS_ENABLE_CUDA)
+  mks_add_test(test_family_gpu SOURCES test_family_gpu.c LIBS tr LABELS cpu TIMEOUT 30)
+endif()
