@@ -82,7 +82,13 @@ static int refuse_outputs(const char *cmd, const char *out, const char *in_what,
 static int save_by_ext(const char *cmd, const tk_tokenizer *tok, const char *out) {
     int rc = has_suffix(out, ".json") ? tk_save_hf_json(tok, out) : tk_save_tiktoken(tok, out);
     if (rc != TK_OK) {
-        cli_error(cmd, "cannot write %s: %s", out, tk_strerror(rc));
+        /* a rank file's own regex / normalization has no place in either format */
+        int own = rc == TK_ERR_UNSUPPORTED && (tk_get_regex(tok) || tk_get_norm(tok) != TK_NORM_NONE);
+        cli_error(cmd, "cannot write %s: %s%s", out, tk_strerror(rc),
+                  own ? " (a .meta.json names only the built-in patterns and no normalization, and a tokenizer.json "
+                        "would be read by Oniguruma's rules: a tokenizer given --pattern REGEX or --normalize is "
+                        "not saved)"
+                      : "");
         return EXIT_BAD_INPUT;
     }
     return EXIT_OK;
