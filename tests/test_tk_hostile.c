@@ -672,6 +672,22 @@ static void test_tekken_hostile(void) {
      * matches is kept (the round trip of expect_ok_at) */
     TEKKEN_CASE("tekken_regex.json", TK_OK, NULL, .pattern = "\\\\p{N}| ?\\\\p{L}+|[^\\\\p{L}\\\\p{N}]+", .bad_at = -1);
     {
+        /* the same ranks under another pattern give other ids: another fingerprint */
+        tk_tokenizer *a = NULL, *b = NULL;
+        char err[512] = "";
+        uint8_t fa[32], fb[32];
+        CHECK(tk_load(path_of("tekken_ok.json"), TK_PAT_NONE, &a, err, sizeof err) == TK_OK &&
+                  tk_load(path_of("tekken_regex.json"), TK_PAT_NONE, &b, err, sizeof err) == TK_OK,
+              "%s", err);
+        if (a && b) {
+            tk_fingerprint(a, fa);
+            tk_fingerprint(b, fb);
+            CHECK(memcmp(fa, fb, 32) != 0, "two Tekken patterns over the same ranks share a fingerprint");
+        }
+        tk_free(a);
+        tk_free(b);
+    }
+    {
         char deep[400] = "\"x\": ";
         for (int k = 0; k < 100; k++) strcat(deep, "[");
         for (int k = 0; k < 100; k++) strcat(deep, "]");

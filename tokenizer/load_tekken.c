@@ -36,6 +36,7 @@
 #include "rank_pretok.h"
 #include "tk_engine.h"
 
+#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -997,6 +998,15 @@ static int tekken_load(const char *path, tk_pattern pat, tk_tokenizer **out, cha
     if ((rc = tk_ld_tv_build(&v, TK_PAT_NONE, sp, nsp, rank_to_id, name, shown, shown, out, err, errlen))) goto done;
     tk_engine_attach(*out, &tk_engine_tekken, st);
     st = NULL;
+    /* the fingerprint identifies the ids: ranks, ids and specials (above)
+     * and the pattern, which t->pattern (none) does not name */
+    struct sha256_ctx c;
+    sha256_init(&c);
+    static const uint8_t hdr[8] = {'t', 'k', 't', 'e', 1, 0, 0, 0};
+    sha256_update(&c, sizeof hdr, hdr);
+    sha256_update(&c, 32, (*out)->fingerprint);
+    sha256_update(&c, strlen(f.pattern), (const uint8_t *)f.pattern);
+    sha256_digest(&c, 32, (*out)->fingerprint);
 done:
     if (rc && err && !err[0]) tk_set_err(err, errlen, "%s: %s", shown, tk_strerror(rc));
     tekken_free(st);
