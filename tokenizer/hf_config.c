@@ -10,6 +10,7 @@ void tk_hf_free(tk_hf *h) {
     for (size_t k = 0; k < h->n_nm; k++) {
         free(h->nm[k].a);
         free(h->nm[k].b);
+        free(h->nm[k].cmap.units);
         tk_regex_free(h->nm[k].re);
     }
     for (size_t k = 0; k < h->n_pt; k++) tk_regex_free(h->pt[k].re);
@@ -187,6 +188,10 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
         st->kind = NM_PRECOMPILED;
         if (!json_is_string(b) || tk_spm_charsmap_b64(json_string_value(b), json_string_length(b), &st->a, &st->alen))
             REFUSE(path, "Precompiled: precompiled_charsmap is not a base64 SentencePiece charsmap");
+        h->n_nm++; /* owns st->a from here */
+        if ((rc = tk_cmap_init(&st->cmap, st->a, st->alen))) return rc;
+        tk_hf_precompiled_plain(st);
+        return TK_OK;
     } else {
         char sb[48];
         snprintf(sb, sizeof sb, "%.40s", ty);

@@ -34,7 +34,9 @@ typedef struct {
     bool left, right; /* Strip */
     uint8_t *a, *b;   /* Replace: content (b); Prepend: a */
     size_t alen, blen;
-    tk_regex *re; /* Replace pattern */
+    tk_regex *re;    /* Replace pattern */
+    tk_cmap cmap;    /* Precompiled: the charsmap of a (decoded once, at load) */
+    bool plain[128]; /* Precompiled: ASCII bytes the charsmap leaves as they are */
 } nm_step;
 
 typedef struct {
@@ -235,6 +237,8 @@ int tk_hf_lossless(const tk_tokenizer *t);
  * and b; *res, *rn: the result (s itself when there are no steps). */
 int tk_hf_normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
                     size_t *rn, tk_re_budget *budget, bool *lead_dropped);
+/* hf_normalize.c: st->plain of a Precompiled step (its cmap set). */
+void tk_hf_precompiled_plain(nm_step *st);
 /* tk_regex_find_all callback of a Replace step (a repl_ctx); the decoder's
  * Replace uses it too. */
 int tk_hf_repl_cb(void *u, size_t a, size_t b);

@@ -60,6 +60,95 @@ static int nm_strip_accents(const uint8_t *s, size_t n, tk_bytes *out, size_t ca
     return tk_bytes_put_capped(out, s + kept, n - kept, cap);
 }
 
+/* ---- Precompiled: SentencePiece's charsmap walked as HF does --------------
+ * (tokenizers' precompiled.rs over the spm_precompiled crate): the text cut
+ * into extended grapheme clusters; a cluster under 6 bytes is replaced whole
+ * by the string of the first (shortest) key that prefixes it, if any; else
+ * each character by that of its own first key, or kept. The charsmap is
+ * decoded once at load (nm_step.cmap), and runs of ASCII bytes that map to
+ * themselves are copied as they are: between two ASCII characters (but CR
+ * LF) there is always a cluster break, so such a run is clusters of one
+ * byte each. (normalize.c's tk_spm_precompiled_hf is the same walk without
+ * either: it decoded the charsmap's 100k+ units for every document.) */
+
+static int put_key(const tk_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, size_t cap, bool *done) {
+    uint32_t v = 0;
+    *done = tk_cmap_shortest(m, s, n, &v) > 0;
+    if (!*done) return TK_OK;
+    size_t l;
+    const uint8_t *p = tk_cmap_string(m, v, &l);
+    return tk_bytes_put_capped(out, p, l, cap);
+}
+
+/* The clusters of s[0, n) (a stretch that starts and ends at breaks). */
+static int precompiled_slow(const tk_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
+    utf8proc_int32_t state = 0, prev = -1;
+    size_t g = 0; /* start of the current cluster */
+    int rc = TK_OK;
+    for (size_t i = 0; i <= n && !rc;) {
+        utf8proc_int32_t cp = -1;
+        utf8proc_ssize_t l = 0;
+        if (i < n) {
+            l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
+            if (l <= 0) { /* not UTF-8 (HF's strings always are): the byte alone */
+                l = 1;
+                cp = -1;
+            }
+        }
+        bool brk = i == n || prev < 0 || cp < 0 || utf8proc_grapheme_break_stateful(prev, cp, &state);
+        if (brk && i > g) {
+            bool done = false;
+            if (i - g < 6 && (rc = put_key(m, s + g, i - g, out, cap, &done))) break;
+            for (size_t k = g; !done && k < i && !rc;) {
+                size_t cl = tk_spm_valid_char(s + k, i - k);
+                if (!cl) cl = 1;
+                bool d2;
+                if (!(rc = put_key(m, s + k, cl, out, cap, &d2)) && !d2) rc = tk_bytes_put_capped(out, s + k, cl, cap);
+                k += cl;
+            }
+            g = i;
+        }
+        if (i == n) break;
+        if (cp < 0) state = 0;
+        prev = cp;
+        i += (size_t)l;
+    }
+    return rc;
+}
+
+void tk_hf_precompiled_plain(nm_step *st) {
+    for (int c = 0; c < 128; c++) {
+        uint8_t b = (uint8_t)c;
+        uint32_t v = 0;
+        size_t l = 0;
+        const uint8_t *p = tk_cmap_shortest(&st->cmap, &b, 1, &v) ? tk_cmap_string(&st->cmap, v, &l) : NULL;
+        st->plain[c] = !p || (l == 1 && p[0] == b);
+    }
+}
+
+/* A break lies between s[i - 1] and s[i] when both are ASCII, but CR LF. */
+static inline bool ascii_break(const uint8_t *s, size_t i) {
+    return s[i - 1] < 0x80 && s[i] < 0x80 && !(s[i - 1] == '\r' && s[i] == '\n');
+}
+
+static int nm_precompiled(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
+    if (!st->cmap.n_units) return tk_bytes_put_capped(out, s, n, cap);
+    size_t i = 0;
+    int rc;
+    while (i < n) {
+        /* s[i] starts a cluster here: plain ASCII bytes each followed by a break */
+        size_t a = i;
+        while (i < n && s[i] < 0x80 && st->plain[s[i]] && (i + 1 == n || ascii_break(s, i + 1))) i++;
+        if (i > a && (rc = tk_bytes_put_capped(out, s + a, i - a, cap))) return rc;
+        if (i == n) break;
+        size_t j = i + 1; /* to the next break between two ASCII characters */
+        while (j < n && !ascii_break(s, j)) j++;
+        if ((rc = precompiled_slow(&st->cmap, s + i, j - i, out, cap))) return rc;
+        i = j;
+    }
+    return TK_OK;
+}
+
 int tk_hf_repl_cb(void *u, size_t a, size_t b) {
     repl_ctx *c = u;
     int rc;
@@ -104,7 +193,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
         if (rc) return rc;
         return tk_bytes_put_capped(out, s + c.pos, n - c.pos, cap);
     }
-    case NM_PRECOMPILED: return tk_spm_precompiled_hf(st->a, st->alen, s, n, out, cap); /* normalize.c */
+    case NM_PRECOMPILED: return nm_precompiled(st, s, n, out, cap);
     case NM_PREPEND: {
         if (!n) return TK_OK;
         int rc = tk_bytes_put_capped(out, st->a, st->alen, cap);
@@ -146,7 +235,7 @@ static int drops_lead(const nm_step *st, const uint8_t *s, size_t n, tk_re_budge
     }
     case NM_PRECOMPILED: {
         tk_bytes o = {0};
-        int rc = tk_spm_precompiled_hf(st->a, st->alen, s, l, &o, 64);
+        int rc = precompiled_slow(&st->cmap, s, l, &o, 64);
         *drop = !rc && o.len == 0;
         tk_bytes_free(&o);
         return rc == TK_ERR_NOMEM ? rc : TK_OK;
