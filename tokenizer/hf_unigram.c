@@ -346,10 +346,12 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
         w->best = b;
         w->best_cap = tn + 1;
     }
-    hf_uni_node *best = w->best;
+    hf_uni_node *restrict best = w->best;
     /* all zero: score 0.0 (HF's default), start1 0 = no path yet */
     memset(best, 0, (tn + 1) * sizeof *best);
-    const du_slot *sl = u->slot;
+    const du_slot *restrict sl = u->slot;
+    const uint32_t *restrict term = u->term;
+    const double *restrict score = u->score;
     for (size_t s = 0; s < tn;) {
         double till = best[s].score;
         size_t mb = one_char_len(t[s]);
@@ -363,14 +365,13 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
             base = sl[nx].base;
             if (!(base & TERMINAL)) continue;
             base &= ~TERMINAL;
-            uint32_t id = u->term[node];
-            double cand = u->score[id] + till;
+            uint32_t id = term[node];
+            double cand = score[id] + till;
             hf_uni_node *tg = &best[k + 1];
-            if (!tg->start1 || cand > tg->score) {
-                tg->score = cand;
-                tg->start1 = (uint32_t)s + 1;
-                tg->id = id;
-            }
+            bool win = !tg->start1 | (cand > tg->score); /* a select, not a branch: which wins is data */
+            tg->score = win ? cand : tg->score;
+            tg->start1 = win ? (uint32_t)s + 1 : tg->start1;
+            tg->id = win ? id : tg->id;
             single |= k + 1 - s == mb;
         }
         if (!single) {
