@@ -73,7 +73,7 @@ int kn_matmul_forward_ref(float *out, const float *inp, const float *weight, con
 int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                            const float *weight, int N, int C, int OC);
 /* The micro-kernel the matmuls use: AUTO picks AVX-512 where the CPU has it
- * (x86-64; KN_MATMUL_ISA=portable in the environment forces the portable
+ * (x86-64; MKS_MATMUL_ISA=portable in the environment forces the portable
  * one). Both give bit-identical results (same operations, same order), so
  * this only changes speed. Returns the kernel now in use, or KN_EINVAL (AVX512
  * asked for on a CPU without it). Not thread-safe: call between matmuls. */

@@ -259,7 +259,7 @@ static int cpu_has_avx512(void) {
 }
 
 static int isa_auto(void) {
-    const char *e = getenv("KN_MATMUL_ISA");
+    const char *e = getenv("MKS_MATMUL_ISA");
     if (e && !strcmp(e, "portable")) return KN_MATMUL_ISA_PORTABLE;
     return cpu_has_avx512() ? KN_MATMUL_ISA_AVX512 : KN_MATMUL_ISA_PORTABLE;
 }
@@ -267,13 +267,18 @@ static int isa_auto(void) {
 int kn_matmul_set_isa(int isa) {
     if (isa == KN_MATMUL_ISA_AUTO) isa = isa_auto();
     else if (isa != KN_MATMUL_ISA_PORTABLE && !(isa == KN_MATMUL_ISA_AVX512 && cpu_has_avx512())) return KN_EINVAL;
-    g_isa = isa;
+    __atomic_store_n(&g_isa, isa, __ATOMIC_RELAXED);
     return isa;
 }
 
 static const gemm_kernel *pick_kernel(void) {
-    int isa = g_isa;
-    if (isa < 0) g_isa = isa = isa_auto(); /* gemm runs it outside parallel regions */
+    /* atomic: matmuls may run on several user threads at once (each decides
+     * the same value) */
+    int isa = __atomic_load_n(&g_isa, __ATOMIC_RELAXED);
+    if (isa < 0) {
+        isa = isa_auto();
+        __atomic_store_n(&g_isa, isa, __ATOMIC_RELAXED);
+    }
 #ifdef KN_HAVE_AVX512
     if (isa == KN_MATMUL_ISA_AVX512) return &k_avx512;
 #endif

@@ -32,5 +32,5 @@ if(NOT MKS_NATIVE)
   add_test(NAME golden_train_portable_matmul COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/golden_train/check.sh
                                                      $<TARGET_FILE:llmtrain>)
   set_tests_properties(golden_train_portable_matmul PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600
-                                                               ENVIRONMENT KN_MATMUL_ISA=portable)
+                                                               ENVIRONMENT MKS_MATMUL_ISA=portable)
 endif()
