@@ -333,9 +333,8 @@ static int make_config(build *b) {
         return fail(b, DS_ERR_ARG, "ds_build: an option is out of its range (see ds_build_opts in ds.h)");
     if (o->bfd_window * (uint64_t)o->seq_len >= (1ull << 31))
         return fail(b, DS_ERR_ARG, "--bfd-window x --seq-len must stay below 2^31 tokens");
-    if (o->format != DS_FMT_TEXT &&
-        (!o->chat_template || !ds_format_name(o->format) || !ds_loss_on_name(o->loss_on) || o->source))
-        return fail(b, DS_ERR_ARG, "ds_build: a chat format needs chat_template, a valid loss_on and file inputs");
+    if (o->format != DS_FMT_TEXT && (!o->chat_template || !ds_format_name(o->format) || !ds_loss_on_name(o->loss_on)))
+        return fail(b, DS_ERR_ARG, "ds_build: a chat format needs chat_template and a valid loss_on");
     if (o->format == DS_FMT_TEXT && o->over_long == DS_OL_DROP_TURNS)
         return fail(b, DS_ERR_ARG, "--over-long drop-turns is for --format chat, prompt-completion or auto");
     int rc = set_framing(b);
@@ -343,6 +342,13 @@ static int make_config(build *b) {
     snprintf(c->tokenizer_spec, sizeof c->tokenizer_spec, "%s",
              o->tokenizer_spec ? o->tokenizer_spec : tk_name(o->tok));
     snprintf(c->tokenizer_name, sizeof c->tokenizer_name, "%s", tk_name(o->tok));
+    /* the pre-tokenizer and normalization a rank file was given (the fingerprint covers them too) */
+    const char *rx = tk_get_regex(o->tok);
+    if (rx && strlen(rx) >= sizeof c->tokenizer_regex)
+        return fail(b, DS_ERR_ARG, "the tokenizer's pre-tokenizer regex is longer than a manifest records");
+    snprintf(c->tokenizer_regex, sizeof c->tokenizer_regex, "%s", rx ? rx : "");
+    snprintf(c->tokenizer_normalize, sizeof c->tokenizer_normalize, "%s",
+             tk_get_norm(o->tok) != TK_NORM_NONE ? tk_norm_name(tk_get_norm(o->tok)) : "");
     tk_fingerprint(o->tok, c->fingerprint);
     c->vocab_size = tk_vocab_size(o->tok);
     c->seq_len = o->seq_len;

@@ -5,3 +5,5 @@ mks_add_test(test_tk_pattern SOURCES test_tk_pattern.c LIBS tk PkgConfig::ZSTD P
              LABELS cpu TIMEOUT 300 ARGS ${MKS_SHARED_DIR})
 # The regex and normalization given to a rank file, as untrusted bytes (seeds: tests/data/fuzz/make_tk_pattern_seeds.py).
 mks_add_fuzz(tk_pattern SOURCE fuzz_tk_pattern.c LIBS tk CORPUS data/fuzz/tk_pattern MAX_LEN 8192)
+# The CLI: manifest records, fingerprints, resume / merge refusals, names vs regexes, messages.
+mks_add_cli_test(cli_pattern cli_pattern.sh LABELS cpu TIMEOUT 300)
