@@ -208,7 +208,8 @@ typedef struct {
     const uint8_t *text;
     size_t len;
     ds_rec_status status; /* DS_REC_OK, DS_REC_MISSING_FIELD or DS_REC_NOT_STRING */
-    uint32_t flags;       /* DS_RECF_JSON_LONE_SURROGATE where the source replaced one by U+FFFD */
+    uint32_t flags;       /* DS_RECF_JSON_LONE_SURROGATE where the source replaced one by U+FFFD;
+                             DS_RECF_RAW_JSON: text is a chat record's JSON (chat formats) */
     const char *detail;   /* a reject's reason (valid until the next call) */
 } ds_source_item;
 typedef struct {

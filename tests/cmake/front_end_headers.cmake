@@ -24,6 +24,7 @@ set(MKS_LIBRARY_DIRS tokenizer dataset train kernels)
 set(MKS_PUBLIC_HEADERS
     tk.h tk_train.h mks_env.h                        # tokenizer (mks_env.h: the MKS_* variables)
     ds.h ds_shard.h ds_chat.h ds_columnar.h          # dataset (ds_columnar.h: Parquet / Arrow inputs)
+    ds_arrow_json.h                                  # dataset: an Arrow row as a chat record (the Python module)
     mks_common.h                                     # the common layer (dataset/common)
     tr.h                                             # train
     kn.h kn_cuda.h kn_cuda_check.h kn_cuda_size.h)   # kernels

@@ -104,8 +104,6 @@ def test_refusals_are_the_cli_ones(qwen, tmp_path):
     # auto: the tokenizer folder has no tokenizer_config.json (CLI: exit 2, listing the names)
     with pytest.raises(mkshards.MkshardsError, match="llama3"):
         mkshards.build(CHAT, tmp_path / "e", tokenizer=qwen, seq_len=64, format="chat", chat_template="auto")
-    with pytest.raises(ValueError, match="JSONL files"):
-        mkshards.build(iter(["a"]), tmp_path / "f", tokenizer=qwen, seq_len=64, format="chat",
-                       chat_template="qwen2.5")
-    for d in "abcdef":
+    # a Python source takes chat records now (test_source.py: test_chat_records_from_python_sources)
+    for d in "abcde":
         assert not (tmp_path / d).exists()

@@ -343,3 +343,138 @@ def test_crafted_arrow_file_is_refused(shared, tmp_path):
         with pytest.raises((mkshards.MkshardsError, pa.ArrowInvalid), match="out of bounds: 4000 > 10"):
             mkshards.build(str(path), tmp_path / (name + ".out"), tokenizer="gpt2", seq_len=64)
         assert not (tmp_path / (name + ".out") / "manifest.json").exists()
+
+
+def test_invalid_utf8_is_one_reject(shared, mkshards_bin, tmp_path):
+    """A document whose bytes are not UTF-8 is one reject (utf8-invalid, its record number), as the CLI rejects one
+    such line, and the run goes on: Python strs holding bytes through surrogateescape (lone U+DC80..U+DCFF: the
+    bytes they stand for), as items or dict fields; an Arrow string column with invalid UTF-8 (pyarrow makes one
+    from buffers), as a Table and as a .parquet file read through pyarrow, whose full validation stopped the
+    whole run with ArrowInvalid before (strings are now validated as bytes). Other lone surrogates (text cut
+    inside a UTF-16 pair) stay replaced by U+FFFD, as the CLI decodes a JSON \\ud800 escape."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    raw = [b"first good document", b"bad \xff\xfe bytes", b"second good document", b"cut \xe2\x82 short",
+           b"third good"]
+    bad_lines = [2, 4]
+    # the CLI on the same bytes as a .txt with one document per line
+    (tmp_path / "d.txt").write_bytes(b"\n".join(raw) + b"\n")
+    run_cli(mkshards_bin, "build", "-q", *CLI_OPTS, "--doc-sep", "line", "-o", str(tmp_path / "cli"),
+            str(tmp_path / "d.txt"), check=False)
+    cli_rej = [json.loads(x) for x in open(tmp_path / "cli" / "rejects.jsonl")]
+    assert [(r["line"], r["reason"]) for r in cli_rej] == [(n, "utf8-invalid") for n in bad_lines]
+
+    def check(out, what):
+        rej = [json.loads(x) for x in open(os.path.join(out, "rejects.jsonl"))]
+        assert [(r["line"], r["reason"]) for r in rej] == [(n, "utf8-invalid") for n in bad_lines], (what, rej)
+        acc = json.load(open(os.path.join(out, "manifest.json")))["accounting"]
+        assert acc["records"] == len(raw) and acc["documents"]["rejected"] == 2, (what, acc)
+        assert shard_files(out) == shard_files(tmp_path / "cli"), what  # the good documents, the same bytes
+
+    docs = [b.decode("utf-8", "surrogateescape") for b in raw]
+    mkshards.build((d for d in docs), tmp_path / "gen", **OPTS)
+    check(tmp_path / "gen", "str items")
+    mkshards.build(({"meta": {"body": d}} for d in docs), tmp_path / "dicts", field="meta.body", **OPTS)
+    check(tmp_path / "dicts", "dict fields")
+    lr = mkshards.lint((d for d in docs))
+    assert [f["count"] for f in lr["findings"] if f["rule"] == "utf8-invalid"] == [2]
+    col = pa.array(raw, pa.binary())
+    t = pa.table({"text": pa.Array.from_buffers(pa.string(), len(raw), col.buffers())})
+    mkshards.build(t, tmp_path / "table", **OPTS)
+    check(tmp_path / "table", "Arrow Table")
+    pq.write_table(t, tmp_path / "bad.parquet", row_group_size=2)
+    mkshards.build(str(tmp_path / "bad.parquet"), tmp_path / "pq", **OPTS)
+    check(tmp_path / "pq", ".parquet through pyarrow")
+    # a high surrogate alone: U+FFFD, kept (json-lone-surrogate), as the CLI's \ud800
+    r = mkshards.lint(iter(["lone \ud800 end", "ok"]))
+    assert {f["rule"] for f in r["findings"]} >= {"json-lone-surrogate"} and r["documents"] == 2
+
+
+def test_chat_records_from_python_sources(shared, mkshards_bin, tmp_path):
+    """format='chat' / 'prompt-completion' from a pyarrow Table (messages = list<struct<role, content>>, as HF
+    datasets store them), a .parquet file and an iterable of dicts: the same shard bytes, manifest accounting
+    and reject lines as the CLI on the same rows written as JSONL (json.dumps, compact, ensure_ascii=False).
+    Rows with a null content, an unknown role, invalid UTF-8 in a content: one reject each, as in JSONL."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    qwen = os.path.join(shared, "vocab", "hf", "qwen2", "tokenizer.json")
+    if not os.path.isfile(qwen):
+        pytest.skip(f"no {qwen}")
+    msg = pa.struct([("role", pa.string()), ("content", pa.string())])
+    convs = []
+    for i in range(120):
+        m = [{"role": "system", "content": "be brief"}]
+        for j in range(1 + i % 3):
+            m += [{"role": "user", "content": f"q {i} {j} caf\u00e9 \U0001F600 " + "why " * (i % 5)},
+                  {"role": "assistant", "content": f"a {i} {j}\n\"x\" " + "so " * (i % 7)}]
+        convs.append(m)
+    convs[3][1]["content"] = None
+    convs[8][1]["role"] = "bot"
+    col = pa.array(convs, pa.list_(msg))
+    # row 11's first content as invalid UTF-8, from buffers (pyarrow validates the strings it makes)
+    flat = col.flatten()
+    vals = [None if v is None else v.encode() for v in flat.field("content").to_pylist()]
+    vals[col.offsets[11].as_py()] = b"bad \xff utf-8"
+    b = pa.array(vals, pa.binary())
+    content = pa.Array.from_buffers(pa.string(), len(b), b.buffers(), null_count=b.null_count)
+    col = pa.ListArray.from_arrays(col.offsets, pa.StructArray.from_arrays([flat.field("role"), content],
+                                                                           fields=list(msg)))
+    table = pa.table({"messages": col, "id": pa.array(range(120))})  # "id" is not read
+    jl = tmp_path / "chat.jsonl"
+    with open(jl, "wb") as f:
+        for row in table.select(["messages"]).cast(pa.schema([("messages", pa.list_(
+                pa.struct([("role", pa.string()), ("content", pa.binary())])))])).to_pylist():
+            for m in row["messages"]:
+                m["content"] = None if m["content"] is None else m["content"].decode("utf-8", "surrogateescape")
+            f.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+                    + b"\n")
+    opts = dict(tokenizer=qwen, seq_len=128, format="chat", chat_template="qwen2.5", val_fraction=0.1,
+                shard_tokens=2048, threads=2)
+    cli = ["-t", qwen, "-L", "128", "--format", "chat", "--chat-template", "qwen2.5", "--val-fraction", "0.1",
+           "--shard-tokens", "2K", "-j", "2", "-q"]
+    run_cli(mkshards_bin, "build", *cli, "-o", str(tmp_path / "cli"), str(jl))
+
+    def same(out, what):
+        assert shard_files(out) == shard_files(tmp_path / "cli") and shard_files(out), what
+        a, c = (json.load(open(os.path.join(d, "manifest.json")))["accounting"] for d in (out, tmp_path / "cli"))
+        assert a == c, what  # bytes_in included: the rows' JSON is the JSONL's bytes
+
+        def rej(d):
+            out = []
+            for x in open(os.path.join(d, "rejects.jsonl")):
+                r = json.loads(x)
+                out.append((r["line"], r["reason"], r["detail"], r["bytes"]))
+            return out
+        assert rej(out) == rej(tmp_path / "cli"), what
+        # rows 3 (content null), 8 (role 'bot'), 11 (invalid UTF-8: the parser refuses the line) are lines 4, 9, 12
+        assert {4, 9, 12} <= {r[0] for r in rej(out)}, rej(out)
+
+    mkshards.build(table, tmp_path / "table", **opts)
+    same(tmp_path / "table", "pyarrow Table")
+    pq.write_table(table, tmp_path / "chat.parquet", row_group_size=32)
+    mkshards.build(str(tmp_path / "chat.parquet"), tmp_path / "pq", **opts)
+    same(tmp_path / "pq", ".parquet through pyarrow")
+    rows = (json.loads(x) for x in open(jl, encoding="utf-8", errors="surrogateescape"))
+    mkshards.build(rows, tmp_path / "dicts", **opts)
+    same(tmp_path / "dicts", "dicts")
+    # lint of the Table: the CLI's findings
+    lp = mkshards.lint(table, tokenizer=qwen, seq_len=128, format="chat", chat_template="qwen2.5")
+    lc = json.loads(run_cli(mkshards_bin, "lint", "-t", qwen, "--seq-len", "128", "--format", "chat",
+                            "--chat-template", "qwen2.5", "--json", str(jl), check=False).stdout)
+    assert [(f["rule"], f["count"]) for f in lp["findings"]] == [(f["rule"], f["count"]) for f in lc["findings"]]
+    # prompt / completion strings and a dotted messages field
+    pc = pa.table({"prompt": [f"p {i}" for i in range(40)], "completion": [f"c {i} " * (i % 5 + 1) for i in range(40)]})
+    pj = tmp_path / "pc.jsonl"
+    pj.write_text("".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in pc.to_pylist()))
+    run_cli(mkshards_bin, "build", *[x if x != "chat" else "prompt-completion" for x in cli], "-o",
+            str(tmp_path / "pc_cli"), str(pj))
+    mkshards.build(pc, tmp_path / "pc_py", **{**opts, "format": "prompt-completion"})
+    assert shard_files(tmp_path / "pc_py") == shard_files(tmp_path / "pc_cli")
+    nested = pa.table({"conv": pa.array([{"messages": c} for c in convs[:40]],
+                                        pa.struct([("messages", pa.list_(msg))]))})
+    nj = tmp_path / "nested.jsonl"
+    nj.write_text("".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
+                          for r in nested.to_pylist()), encoding="utf-8")
+    run_cli(mkshards_bin, "build", *cli, "--messages-field", "conv.messages", "-o", str(tmp_path / "n_cli"), str(nj))
+    mkshards.build(nested, tmp_path / "nested", messages_field="conv.messages", **opts)
+    assert shard_files(tmp_path / "nested") == shard_files(tmp_path / "n_cli") and shard_files(tmp_path / "nested")

@@ -2,6 +2,7 @@
  * hist, reports as the CLI's --json text) and ds_build over dataset/ds.h,
  * each on a worker thread while the caller waits with the GIL released. */
 #include "core.h"
+#include "ds_arrow_json.h" /* before the Arrow C data structs below: it defines them (same guard) */
 
 #include <pthread.h>
 #include <stdint.h>
@@ -340,6 +341,13 @@ typedef struct {
     size_t aux_len, aux_cap;
     int ended, stop_rc;
     char stop_msg[200];
+    /* chat formats: an item is a record, handed over as its JSON text
+     * (DS_RECF_RAW_JSON) for the chat parser: a str (the JSON; mkshards._pipeline
+     * writes each dict as json.dumps does), or an Arrow row as the JSON object
+     * of the fields the format reads (ds_ajson_row) */
+    int rows;
+    ds_ajson *aj;
+    ds_ajson_buf ajbuf;
 } py_source;
 
 static int aux_put(py_source *s, const void *p, size_t n, size_t *off) {
@@ -376,7 +384,11 @@ static const char *json_type_words(PyObject *o) {
 }
 
 /* A str that has surrogates (not UTF-8 encodable) as the JSON reader decodes
- * its \u escapes: a high + low pair is one code point, a lone one U+FFFD. */
+ * its \u escapes: a high + low pair is one code point, a lone one U+FFFD.
+ * But a lone U+DC80..U+DCFF is what Python's surrogateescape makes of a byte
+ * that is not UTF-8 (os.fsdecode, open(..., errors="surrogateescape")): it
+ * goes back to that byte, so the document is the bytes it was read from and
+ * is rejected as they would be (utf8-invalid: one reject, the run goes on). */
 static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(u);
     int kind = PyUnicode_KIND(u);
@@ -390,6 +402,13 @@ static int src_utf8_fixed(py_source *s, PyObject *u, src_item *it) {
                 c = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
                 i++;
             }
+        }
+        if (c >= 0xDC80 && c <= 0xDCFF) {
+            unsigned char raw = (unsigned char)(c - 0xDC00);
+            size_t off;
+            if (aux_put(s, &raw, 1, &off)) return -1;
+            s->aux_len--;
+            continue;
         }
         if (c >= 0xD800 && c <= 0xDFFF) {
             c = 0xFFFD;
@@ -421,7 +440,21 @@ static int src_classify(py_source *s, PyObject *o, src_item *it, PyObject **ref)
     memset(it, 0, sizeof *it);
     it->detail_off = (size_t)-1;
     PyObject *v = o;
-    if (!PyUnicode_Check(o)) {
+    if (s->rows && PyBytes_Check(o)) { /* a record's JSON as bytes (a dict with surrogateescape'd strs) */
+        Py_INCREF(o);
+        *ref = o;
+        it->flags |= DS_RECF_RAW_JSON;
+        it->text = PyBytes_AS_STRING(o);
+        it->len = (size_t)PyBytes_GET_SIZE(o);
+        return 0;
+    }
+    if (s->rows) { /* a record: its JSON text */
+        if (!PyUnicode_Check(o))
+            return src_detail(s, it, DS_REC_NOT_STRING,
+                              "item is %s%s, not a chat record (a dict json.dumps writes, or its JSON text)",
+                              json_type_words(o), "");
+        it->flags |= DS_RECF_RAW_JSON;
+    } else if (!PyUnicode_Check(o)) {
         if (s->values)
             return src_detail(s, it, DS_REC_NOT_STRING, "field '%s' is %s, not a string", s->field_name,
                               json_type_words(o));
@@ -748,7 +781,8 @@ static int arrow_pull(py_source *s) {
             return -1;
         }
         if (!a->batch.release) return 0; /* released marker: the end */
-        const char *bad = arrow_check(a, &a->batch);
+        /* rows mode: ds_ajson_row checks each access against the arrays' own lengths */
+        const char *bad = s->rows ? NULL : arrow_check(a, &a->batch);
         if (bad) {
             s->stop_rc = DS_ERR_FORMAT;
             snprintf(s->stop_msg, sizeof s->stop_msg, "Arrow stream: a record batch does not match its schema (%s)",
@@ -794,6 +828,31 @@ static void arrow_free(src_arrow *a) {
     PyMem_RawFree(a);
 }
 
+/* Chat formats: row i of the loaded batch as the JSON object of the
+ * format's fields, the record's text (RAW_JSON). A batch that contradicts
+ * its schema stops the run, as for the text field (arrow_check). */
+static int arrow_row_json(py_source *s, int64_t i, ds_source_item *out, char *err, size_t errlen) {
+    char why[160];
+    const size_t limit = (size_t)256 << 20; /* the reader's bound on a record (source.c) */
+    int rc = ds_ajson_row(s->aj, &s->arrow->schema, &s->arrow->batch, i, limit, &s->ajbuf, why, sizeof why);
+    memset(out, 0, sizeof *out);
+    if (rc == DS_AJSON_NOMEM) {
+        snprintf(err, errlen, "out of memory reading the Arrow stream");
+        return DS_ERR_NOMEM;
+    }
+    if (rc == DS_AJSON_BAD) {
+        snprintf(err, errlen, "Arrow stream: a record batch does not match its schema (%s)", why);
+        return DS_ERR_FORMAT;
+    }
+    out->status = DS_REC_OK;
+    out->flags = DS_RECF_RAW_JSON;
+    out->text = s->ajbuf.p;
+    /* over the bound: the prefix written, far over the chat parser's 8 MiB
+     * (chat-record-too-large) or the pipeline's record bound (record-too-large) */
+    out->len = s->ajbuf.len;
+    return 1;
+}
+
 static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen) {
     py_source *s = user;
     if (s->arrow) { /* the batch's rows in place; the GIL only to move to the next batch */
@@ -808,6 +867,7 @@ static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen
             return s->stop_rc;
         }
         if (s->ended) return 0;
+        if (s->rows) return arrow_row_json(s, a->row++, out, err, errlen);
         arrow_row(s, a->row++, out);
         return 1;
     }
@@ -833,9 +893,10 @@ static int py_src_next(void *user, ds_source_item *out, char *err, size_t errlen
 }
 
 /* From the spec dict (see above); 0, or -1 with an exception set. */
-static int py_source_init(py_source *s, PyObject *spec, bg_job *job) {
+static int py_source_init(py_source *s, PyObject *spec, bg_job *job, int row_format, const char *messages_field) {
     memset(s, 0, sizeof *s);
     s->job = job;
+    s->rows = row_format != DS_FMT_TEXT;
     PyObject *it = PyDict_GetItemString(spec, "iter"), *keys = PyDict_GetItemString(spec, "field");
     PyObject *name = PyDict_GetItemString(spec, "field_name"), *values = PyDict_GetItemString(spec, "values");
     PyObject *stream = PyDict_GetItemString(spec, "stream");
@@ -860,12 +921,21 @@ static int py_source_init(py_source *s, PyObject *spec, bg_job *job) {
             PyErr_Format(PyExc_ValueError, "Arrow stream: no schema (%s)", m ? m : "no message");
             rc = -1;
         }
-        if (!rc) rc = arrow_plan(s->arrow, keys, s->field_name);
+        if (!rc && s->rows && !arrow_fmt_is(&s->arrow->schema, "+s")) {
+            PyErr_Format(PyExc_ValueError, "Arrow stream: its schema is '%s', not a struct of columns",
+                         s->arrow->schema.format ? s->arrow->schema.format : "?");
+            rc = -1;
+        }
+        if (!rc && !s->rows) rc = arrow_plan(s->arrow, keys, s->field_name);
         if (rc) {
             arrow_free(s->arrow);
             s->arrow = NULL;
             return -1;
         }
+    }
+    if (s->rows && !(s->aj = ds_ajson_for_format(row_format, messages_field, s->field_name))) {
+        PyErr_NoMemory();
+        return -1;
     }
     s->src.next = py_src_next;
     s->src.user = s;
@@ -875,6 +945,9 @@ static int py_source_init(py_source *s, PyObject *spec, bg_job *job) {
 
 /* GIL held. */
 static void py_source_free(py_source *s) {
+    ds_ajson_free(s->aj);
+    s->aj = NULL;
+    ds_ajson_buf_free(&s->ajbuf);
     arrow_free(s->arrow);
     s->arrow = NULL;
     for (size_t i = 0; i < s->n; i++) Py_CLEAR(s->refs[i]);
@@ -997,11 +1070,6 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
     if (hist && tok_o == Py_None) return PyErr_Format(PyExc_ValueError, "hist needs a tokenizer");
     /* lint without a tokenizer nor a template checks the messages only (the CLI's rule) */
     if (chat_kw_check(&ck, tok_spec, tok || ck.chat_template)) return NULL;
-    if (ck.fmt != DS_FMT_TEXT && PyDict_Check(inputs_o))
-        return PyErr_Format(PyExc_ValueError,
-                            "format '%s': records are read from JSONL files; a Python source gives "
-                            "text only",
-                            ck.format);
     if (cb != Py_None && !PyCallable_Check(cb)) return PyErr_Format(PyExc_TypeError, "progress: a callable or None");
     analyze_job *j = PyMem_Calloc(1, sizeof *j);
     PyObject *paths = NULL, *svg_b = NULL, *ret = NULL;
@@ -1011,7 +1079,7 @@ static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
             PyErr_NoMemory();
             goto out;
         }
-        if (py_source_init(j->src, inputs_o, &j->bg)) goto out;
+        if (py_source_init(j->src, inputs_o, &j->bg, ck.fmt, ck.messages_field)) goto out;
     } else if (!(j->inputs = fs_paths(inputs_o, &paths, &j->n_inputs))) goto out;
     if (!j->n_inputs && !j->src) {
         PyErr_SetString(PyExc_ValueError, "no inputs given");
@@ -1190,11 +1258,6 @@ static int build_parse(PyObject *args, PyObject *kw, build_args *a) {
         PyErr_SetString(PyExc_ValueError, "over_long 'drop-turns' needs format='chat', 'prompt-completion' or 'auto'");
         goto fail;
     }
-    if (a->chat.fmt != DS_FMT_TEXT && PyDict_Check(a->inputs)) {
-        PyErr_Format(PyExc_ValueError,
-                     "format '%s': records are read from JSONL files; a Python source gives text only", a->chat.format);
-        goto fail;
-    }
     if (check_real("val_fraction", a->val_fraction, 0, 0, 1, 1, 0) ||
         (ckpt_o != Py_None && check_real("checkpoint_seconds", a->ckpt_s, 0, 0, 1e9, 1, 0)))
         goto fail;
@@ -1281,7 +1344,7 @@ static PyObject *py_build(PyObject *self, PyObject *args, PyObject *kw) {
             PyErr_NoMemory();
             goto out;
         }
-        if (py_source_init(j->src, a.inputs, &j->bg)) goto out;
+        if (py_source_init(j->src, a.inputs, &j->bg, a.chat.fmt, a.chat.messages_field)) goto out;
     }
     build_set_opts(j, &a, inputs, n);
     if (j->src) j->o.source = &j->src->src;

@@ -83,10 +83,46 @@ def _columnar_files(paths):
     return out or None
 
 
-def _columnar_reader(files, column):
+def _bytes_type(pa, t):
+    """t with every string type in it (list items, struct fields, map entries, dictionary values) as binary:
+    the same buffers, so a view validates their structure without judging UTF-8."""
+    if pa.types.is_string(t):
+        return pa.binary()
+    if pa.types.is_large_string(t):
+        return pa.large_binary()
+    if hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t):
+        return pa.binary_view()
+    if pa.types.is_map(t):
+        return pa.map_(_bytes_type(pa, t.key_type), t.item_field.with_type(_bytes_type(pa, t.item_type)),
+                       t.keys_sorted)
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_bytes_type(pa, t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_bytes_type(pa, t.value_type)), t.list_size)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_bytes_type(pa, t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_bytes_type(pa, t.field(i).type)) for i in range(t.num_fields)])
+    return t
+
+
+def _validate_structure(pa, b):
+    """A batch checked in full (offsets, lengths, buffer sizes) as the CLI's reader checks it, with its strings
+    as bytes: invalid UTF-8 in a document is that record's reject (utf8-invalid, as a JSONL line with a bad
+    byte), not the end of the run. A type pyarrow cannot view so is validated as it is (UTF-8 included)."""
+    try:
+        cols = [c.view(_bytes_type(pa, c.type)) for c in b.columns]
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+        b.validate(full=True)
+        return
+    pa.RecordBatch.from_arrays(cols, names=b.schema.names).validate(full=True)
+
+
+def _columnar_reader(files, columns):
     """Parquet / Arrow IPC files read by pyarrow (the module is built without Arrow's C++ libraries, so that it
     never pins one pyarrow's libraries into a process that imports another): one RecordBatchReader over the
-    files in order, only the text column, one row group / record batch in memory at a time."""
+    files in order, only the columns read (the text column; a chat format's), one row group / record batch in
+    memory at a time."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -98,7 +134,7 @@ def _columnar_reader(files, column):
         # a crafted file: pyarrow's readers check the structure, not every offset (as the CLI, validate in full
         # before C reads a row: pyarrow.ArrowInvalid stops the run, naming the batch)
         for b in batches:
-            b.validate(full=True)
+            _validate_structure(pa, b)
             yield b
 
     def batches():
@@ -107,7 +143,7 @@ def _columnar_reader(files, column):
                 # as the CLI's reader: pages read through a 1 MiB buffer and decoded 1024 rows at a time, so
                 # memory is a batch of the text column, not its row group (pyarrow's default: 65,536 rows)
                 pf = pq.ParquetFile(f, buffer_size=1 << 20, pre_buffer=False)
-                cols = [column] if column in pf.schema_arrow.names else None
+                cols = [c for c in columns if c in pf.schema_arrow.names] or None
                 yield from pf.iter_batches(batch_size=1024, columns=cols, use_threads=False)
             else:
                 with open(f, "rb") as fh:
@@ -123,10 +159,52 @@ def _columnar_reader(files, column):
     return _batches_reader(checked(batches()))
 
 
-def _source(inputs, field):
+def _chat_columns(chat, field):
+    """The top-level columns a chat format reads (the messages field's first key, prompt, completion, and for
+    auto the text field's), or None for text (ds_ajson_format_paths in C says the same)."""
+    fmt = (chat or {}).get("format")
+    if fmt in (None, "text"):
+        return None
+    mf = (chat or {}).get("messages_field") or "messages"
+    cols = []
+    if fmt in ("chat", "auto"):
+        cols.append(mf.split(".")[0])
+    if fmt in ("prompt-completion", "auto"):
+        cols += ["prompt", "completion"]
+    if fmt == "auto":
+        cols.append((field or "text").split(".")[0])
+    return cols
+
+
+def _json_records(it):
+    """Chat formats from an iterable: each dict as the JSONL line json.dumps writes for it (a str item is taken as
+    that line already). Strs that are not Unicode: bytes decoded with surrogateescape (lone U+DC80..U+DCFF) go
+    back to those bytes, the line they were read from (utf8-invalid, as the CLI rejects it); other lone
+    surrogates (text cut inside a UTF-16 pair) are written with json.dumps' default \\u escapes, which the chat
+    parser refuses as the CLI does (json-malformed). One reject each; the run goes on. A dict json.dumps cannot
+    write (bytes values, ...) goes as it is: C rejects that item."""
+    for x in it:
+        if isinstance(x, dict):
+            try:
+                s = json.dumps(x, ensure_ascii=False, separators=(",", ":"))
+                try:
+                    s.encode("utf-8")
+                except UnicodeEncodeError:
+                    try:
+                        s = s.encode("utf-8", "surrogateescape")
+                    except UnicodeEncodeError:
+                        s = json.dumps(x, separators=(",", ":"))
+                x = s
+            except (TypeError, ValueError):
+                pass
+        yield x
+
+
+def _source(inputs, field, chat=None):
     """None when inputs name files the C readers take (a path or a list/tuple of paths); else the source spec
     mkshards._core reads: {"stream": an Arrow C stream} for Arrow data (and .parquet / .arrow files, read through
-    pyarrow), or {"iter": an iterator of items} (str documents, or dicts walked by the field's keys)."""
+    pyarrow), or {"iter": an iterator of items} (str documents, or dicts walked by the field's keys; for a chat
+    format, records as JSON text)."""
     files = None
     if _is_path(inputs) or (isinstance(inputs, (list, tuple)) and all(_is_path(x) for x in inputs)):
         # a list or tuple of str names files, as before; documents in a list go as iter(docs) (or dicts)
@@ -144,21 +222,23 @@ def _source(inputs, field):
     if not all(keys):
         raise ValueError(f"bad field {field!r}: empty path component")
     spec = {"field": keys, "field_name": field, "values": False}
+    wanted = _chat_columns(chat, field) or [keys[0]]  # the columns read
     if files is not None:
-        spec["stream"] = _arrow_stream(_columnar_reader(files, keys[0]))
+        spec["stream"] = _arrow_stream(_columnar_reader(files, wanted))
         return spec
     mod = type(inputs).__module__ or ""
     if mod.startswith("pyarrow"):
         import pyarrow as pa
         if isinstance(inputs, pa.Table):
             names = inputs.schema.names
-            reader = inputs.select([keys[0]]).to_reader() if keys[0] in names else inputs.to_reader()
+            cols = [c for c in dict.fromkeys(wanted) if c in names]
+            reader = inputs.select(cols).to_reader() if cols else inputs.to_reader()
         elif isinstance(inputs, pa.RecordBatch):
             reader = pa.Table.from_batches([inputs]).to_reader()
         elif isinstance(inputs, pa.RecordBatchReader):
             reader = inputs
         elif hasattr(inputs, "scanner"):  # pyarrow.dataset.Dataset: only the text column is read
-            cols = [keys[0]] if keys[0] in inputs.schema.names else None
+            cols = [c for c in dict.fromkeys(wanted) if c in inputs.schema.names] or None
             reader = inputs.scanner(columns=cols, use_threads=False).to_reader()
         elif hasattr(inputs, "to_reader"):  # a Scanner
             reader = inputs.to_reader()
@@ -183,7 +263,8 @@ def _source(inputs, field):
         spec["stream"] = inputs
         return spec
     try:
-        spec["iter"] = iter(inputs)
+        spec["iter"] = iter(inputs) if chat is None or _chat_columns(chat, field) is None else \
+            _json_records(iter(inputs))
     except TypeError:
         raise TypeError(f"inputs: paths or an iterable of documents, not {type(inputs).__name__}") from None
     return spec
@@ -236,7 +317,7 @@ def _analyze(inputs, tokenizer, pattern, lint, hist, seq_len, max_doc_bytes, max
              max_record_bytes, cut_overlong, outlier_factor, long_run_bytes, long_line_bytes, min_bytes_per_token,
              svg, progress, chat=None):
     tok = _tokenizer(tokenizer, pattern)
-    src = _source(inputs, field)
+    src = _source(inputs, field, chat)
     ins = _inputs(inputs) if src is None else src
     if progress is not None:
         progress({"stage": "start", "inputs": len(ins) if src is None else 0})
@@ -342,7 +423,8 @@ def build(inputs, out, *, tokenizer, seq_len, pack="concat", over_long="truncate
         spec = os.fspath(tokenizer)
         tok = _core.Tokenizer(spec, pattern)
     k, n = (1, 1) if part is None else _part(part)
-    src = _source(inputs, field)
+    chat = _chat(format, chat_template, loss_on, messages_field)
+    src = _source(inputs, field, chat)
     if src is not None and (k, n) != (1, 1):
         raise ValueError("part: a Python source cannot be split into parts (its records are not numbered "
                          "ahead); build from files, or split the source yourself")
