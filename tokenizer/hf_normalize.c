@@ -68,8 +68,8 @@ static int nm_strip_accents(const uint8_t *s, size_t n, tk_bytes *out, size_t ca
  * decoded once at load (nm_step.cmap), and runs of ASCII bytes that map to
  * themselves are copied as they are: between two ASCII characters (but CR
  * LF) there is always a cluster break, so such a run is clusters of one
- * byte each. (normalize.c's tk_spm_precompiled_hf is the same walk without
- * either: it decoded the charsmap's 100k+ units for every document.) */
+ * byte each (the walk once decoded the charsmap's 100k+ units for every
+ * document). */
 
 static int put_key(const tk_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, size_t cap, bool *done) {
     uint32_t v = 0;

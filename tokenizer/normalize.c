@@ -47,54 +47,6 @@ int tk_spm_charsmap_check(const uint8_t *blob, size_t n) {
     return rc;
 }
 
-static int put_transform(const tk_cmap *m, const uint8_t *s, size_t n, tk_bytes *out, size_t cap, bool *done) {
-    uint32_t v = 0;
-    *done = tk_cmap_shortest(m, s, n, &v) > 0;
-    if (!*done) return TK_OK;
-    size_t l;
-    const uint8_t *p = tk_cmap_string(m, v, &l);
-    return tk_bytes_put_capped(out, p, l, cap);
-}
-
-int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
-    tk_cmap m;
-    int rc = tk_cmap_init(&m, blob, bn);
-    if (rc) return rc;
-    utf8proc_int32_t state = 0, prev = -1;
-    size_t g = 0; /* start of the current cluster */
-    for (size_t i = 0; i <= n && !rc;) {
-        utf8proc_int32_t cp = -1;
-        utf8proc_ssize_t l = 0;
-        if (i < n) {
-            l = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &cp);
-            if (l <= 0) { /* not UTF-8 (HF's strings always are): the byte alone */
-                l = 1;
-                cp = -1;
-            }
-        }
-        bool brk = i == n || prev < 0 || cp < 0 || utf8proc_grapheme_break_stateful(prev, cp, &state);
-        if (brk && i > g) {
-            bool done = false;
-            if (i - g < 6 && (rc = put_transform(&m, s + g, i - g, out, cap, &done))) break;
-            for (size_t k = g; !done && k < i && !rc;) {
-                size_t cl = tk_spm_valid_char(s + k, i - k);
-                if (!cl) cl = 1;
-                bool d2;
-                if (!(rc = put_transform(&m, s + k, cl, out, cap, &d2)) && !d2)
-                    rc = tk_bytes_put_capped(out, s + k, cl, cap);
-                k += cl;
-            }
-            g = i;
-        }
-        if (i == n) break;
-        if (cp < 0) state = 0;
-        prev = cp;
-        i += (size_t)l;
-    }
-    free(m.units);
-    return rc;
-}
-
 /* precompiled_charsmap of a tokenizer.json: standard base64 (padding
  * optional) -> a checked charsmap blob in *out (malloc'd). */
 int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on) {

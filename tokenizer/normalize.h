@@ -1,7 +1,7 @@
 /* normalize.h - normalizer pieces both the HF and the SentencePiece engines
  * use (normalize.c): SentencePiece's precompiled charsmap (a Darts-clone
  * double array, walked as sentencepiece does by spm.c and as HF's
- * "Precompiled" normalizer does by tk_spm_precompiled_hf), sentencepiece's
+ * "Precompiled" normalizer does in hf_normalize.c), sentencepiece's
  * UTF-8 validity rule, and Unicode NFC/NFD/NFKC/NFKD (utf8proc). The walkers
  * are inline: they run once per character of every normalized document. */
 #ifndef TK_NORMALIZE_H

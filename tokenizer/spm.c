@@ -17,8 +17,8 @@
  * file's size (pieces are counted before they are stored).
  *
  * The charsmap reader is normalize.c's, shared with HF tokenizer.json's
- * "Precompiled" normalizer (tk_spm_precompiled_hf, also there), which walks
- * it per grapheme cluster as HF does. */
+ * "Precompiled" normalizer (hf_normalize.c), which walks it per grapheme
+ * cluster as HF does. */
 #include "normalize.h"
 #include "spm_internal.h"
 #include "tk_engine.h"

@@ -464,9 +464,9 @@ static inline int tk_bytes_put_capped(tk_bytes *b, const void *p, size_t n, size
 /* SentencePiece .model, model_type BPE (spm.c). tk_spm_sniff: the first
  * bytes look like a ModelProto. tk_spm_decode: first = the ids start the text
  * (the dummy-prefix space is taken off). tk_spm_charsmap_check: a
- * precompiled_charsmap blob is well formed; tk_spm_precompiled_hf: HF
- * tokenizer.json's "Precompiled" normalizer over that blob (these two and
- * tk_spm_charsmap_b64 live in normalize.c). */
+ * precompiled_charsmap blob is well formed (it and tk_spm_charsmap_b64 live
+ * in normalize.c; HF's "Precompiled" normalizer walks the blob in
+ * hf_normalize.c). */
 typedef struct tk_spm tk_spm;
 bool tk_spm_sniff(const uint8_t *p, size_t n);
 int tk_spm_encode(const tk_tokenizer *t, const uint8_t *s, size_t n, tk_ids *out);
@@ -480,7 +480,6 @@ int tk_spm_lossless_op(const tk_tokenizer *t);
 int tk_spm_savable_op(const tk_tokenizer *t, int fmt);
 void tk_spm_free(tk_spm *m);
 int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
-int tk_spm_precompiled_hf(const uint8_t *blob, size_t bn, const uint8_t *s, size_t n, tk_bytes *out, size_t cap);
 int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on);
 
 #endif
