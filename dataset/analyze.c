@@ -1010,6 +1010,31 @@ static int scan_all(analyzer *a, agg *g, ds_reader *rd, uint64_t batch_bytes, in
     return rc;
 }
 
+/* Chat formats: one parse/render/encode state per worker, and the template's
+ * bos/eos from the tokenizer's framing. */
+static int chat_begin(analyzer *a, int nth, char *err, size_t errlen) {
+    const ds_analyze_opts *o = a->o;
+    if (!ds_format_name(o->format) || !ds_loss_on_name(o->loss_on)) {
+        ds_set_err(err, errlen, "ds_analyze: format / loss_on out of range");
+        return DS_ERR_ARG;
+    }
+    if (!(a->cw = calloc((size_t)nth, sizeof *a->cw))) return DS_ERR_NOMEM;
+    if (a->tok) ds_chat_framing_tokens(a->tok, a->bos_tok, sizeof a->bos_tok, a->eos_tok, sizeof a->eos_tok);
+    a->cro.bos_token = a->bos_tok;
+    a->cro.eos_token = a->eos_tok;
+    a->cro.loss_on = o->loss_on;
+    return DS_OK;
+}
+static void chat_end(analyzer *a, int nth) {
+    for (int t = 0; a->cw && t < nth; t++) {
+        ds_chat_free(&a->cw[t].c);
+        ds_chat_rendered_free(&a->cw[t].r);
+        ds_chat_ids_free(&a->cw[t].v);
+    }
+    free(a->cw);
+    a->cw = NULL;
+}
+
 int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts *ropts, const ds_analyze_opts *aopts,
                ds_lint_report **lint_out, ds_hist **hist_out, char *err, size_t errlen) {
     if (lint_out) *lint_out = NULL;
@@ -1080,27 +1105,9 @@ int ds_analyze(const char *const *inputs, size_t n_inputs, const ds_reader_opts 
 
     int nth = o.threads > 0 ? o.threads : ds_ncpus();
     if (nth > 256) nth = 256;
-    if (o.format != DS_FMT_TEXT) {
-        if (!ds_format_name(o.format) || !ds_loss_on_name(o.loss_on)) {
-            ds_set_err(err, errlen, "ds_analyze: format / loss_on out of range");
-            rc = DS_ERR_ARG;
-        } else if (!(a.cw = calloc((size_t)nth, sizeof *a.cw))) {
-            rc = DS_ERR_NOMEM;
-        } else if (a.tok) {
-            ds_chat_framing_tokens(a.tok, a.bos_tok, sizeof a.bos_tok, a.eos_tok, sizeof a.eos_tok);
-        }
-        a.cro.bos_token = a.bos_tok;
-        a.cro.eos_token = a.eos_tok;
-        a.cro.loss_on = o.loss_on;
-    }
+    if (o.format != DS_FMT_TEXT) rc = chat_begin(&a, nth, err, errlen);
     if (rc == DS_OK) rc = scan_all(&a, &g, rd, batch_bytes, nth, err, errlen);
-    if (a.cw)
-        for (int t = 0; t < nth; t++) {
-            ds_chat_free(&a.cw[t].c);
-            ds_chat_rendered_free(&a.cw[t].r);
-            ds_chat_ids_free(&a.cw[t].v);
-        }
-    free(a.cw);
+    chat_end(&a, nth);
 
     if (rc == DS_OK && g.rep) {
         rc = finish_outliers(&g);
