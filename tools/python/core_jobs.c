@@ -2,7 +2,7 @@
  * hist, reports as the CLI's --json text) and ds_build over dataset/ds.h,
  * each on a worker thread while the caller waits with the GIL released. */
 #include "core.h"
-#include "ds_arrow_json.h" /* before the Arrow C data structs below: it defines them (same guard) */
+#include "ds_arrow_json.h" /* the Arrow C data interface structs (ArrowSchema, ArrowArray) */
 
 #include <pthread.h>
 #include <stdint.h>
@@ -66,20 +66,22 @@ static void *bg_thread(void *arg) {
 /* Wait up to 100 ms for the worker (GIL released); 1 when it is done. */
 static int bg_wait(bg_job *j) {
     int done;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&j->mu);
-    if (!j->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+    Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&j->mu);
+        if (!j->done) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
         }
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-    }
-    done = j->done;
-    pthread_mutex_unlock(&j->mu);
-    Py_END_ALLOW_THREADS return done;
+        done = j->done;
+        pthread_mutex_unlock(&j->mu);
+    Py_END_ALLOW_THREADS
+    return done;
 }
 
 /* Run j->run on a worker thread. 0: it ran to its end (status in j->rc);
@@ -101,12 +103,13 @@ static int bg_run(bg_job *j) {
             PyErr_Fetch(&st, &sv, &stb);
             __atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
         }
-    Py_BEGIN_ALLOW_THREADS pthread_join(th, NULL);
-    Py_END_ALLOW_THREADS if (st) {
+    Py_BEGIN_ALLOW_THREADS
+        pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+    if (st) {
         PyErr_Restore(st, sv, stb);
         ret = -1;
-    }
-    else if (j->exc_t) {
+    } else if (j->exc_t) {
         PyErr_Restore(j->exc_t, j->exc_v, j->exc_tb);
         j->exc_t = j->exc_v = j->exc_tb = NULL;
         ret = -1;
@@ -267,36 +270,10 @@ typedef struct {
     uint32_t flags;
 } src_item;
 
-/* The Arrow C data / C stream interface (arrowlib.org/docs/format/CDataInterface.html
- * and CStreamInterface.html): the ABI is these structs, which the
- * specification says to copy rather than include, so the module needs no
- * Arrow headers or libraries. */
-#ifndef ARROW_C_DATA_INTERFACE
-#define ARROW_C_DATA_INTERFACE
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-#endif
+/* The Arrow C stream interface (arrow.apache.org/docs/format/CStreamInterface.html;
+ * the C data structs come from ds_arrow_json.h): the ABI is these structs,
+ * which the specification says to copy rather than include, so the module
+ * needs no Arrow headers or libraries. */
 #ifndef ARROW_C_STREAM_INTERFACE
 #define ARROW_C_STREAM_INTERFACE
 struct ArrowArrayStream {

@@ -244,9 +244,11 @@ static int ss_init(SSObj *s, PyObject *args, PyObject *kw) {
     ds_shardset *ss = NULL;
     int rc;
     const char *dir = PyBytes_AS_STRING(dir_o);
-    Py_BEGIN_ALLOW_THREADS rc =
-        ds_shardset_open(dir, verify ? DS_SHARD_OPEN_FULL : 0, &ss, err, sizeof err); /* verify: `mkshards verify` */
-    Py_END_ALLOW_THREADS if (rc != DS_OK || !ss) {
+    Py_BEGIN_ALLOW_THREADS
+        rc = ds_shardset_open(dir, verify ? DS_SHARD_OPEN_FULL : 0, &ss, err,
+                              sizeof err); /* verify: `mkshards verify` */
+    Py_END_ALLOW_THREADS
+    if (rc != DS_OK || !ss) {
         char msg[800];
         snprintf(msg, sizeof msg, "%s", err[0] ? err : ds_strerror(rc));
         Py_DECREF(dir_o);
@@ -476,33 +478,35 @@ static PyObject *ss_read(SSObj *s, PyObject *args) {
     int rc = DS_OK;
     size_t bad = 0;
     s->busy++;
-    Py_BEGIN_ALLOW_THREADS for (size_t i = 0; i < n && rc == DS_OK; i++) {
-        size_t o = i * L;
-        uint32_t *t = ht ? (narrow ? scratch : (uint32_t *)bt.buf + o) : NULL;
-        const sh_map *m = t && s->n_maps[sp] ? map_of(s, (int)sp, (uint64_t)rows[i]) : NULL;
-        if (m && m->map && !m->tok) { /* zstd: the ids through the frame cache */
-            rc = zstd_row(s, m, (uint64_t)rows[i] - m->first, L, t);
-            t = NULL;
+    Py_BEGIN_ALLOW_THREADS
+        for (size_t i = 0; i < n && rc == DS_OK; i++) {
+            size_t o = i * L;
+            uint32_t *t = ht ? (narrow ? scratch : (uint32_t *)bt.buf + o) : NULL;
+            const sh_map *m = t && s->n_maps[sp] ? map_of(s, (int)sp, (uint64_t)rows[i]) : NULL;
+            if (m && m->map && !m->tok) { /* zstd: the ids through the frame cache */
+                rc = zstd_row(s, m, (uint64_t)rows[i] - m->first, L, t);
+                t = NULL;
+            }
+            if (rc == DS_OK && (t || hp || hd || hm))
+                rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[i], t, hp ? (uint32_t *)bp.buf + o : NULL,
+                                      hd ? (uint32_t *)bd.buf + o : NULL, hm ? (uint8_t *)bm.buf + o : NULL);
+            if (rc == DS_OK && !ht && s->n_maps[sp]) { /* ShardSet.row takes the ids from its memory map: */
+                const sh_map *mm = map_of(s, (int)sp, (uint64_t)rows[i]); /* the id checks of ds_shard_read */
+                uint64_t rr = (uint64_t)rows[i] - mm->first;
+                if (mm->map && mm->tok &&
+                    (rr >= mm->n_rows ||
+                     ds_shard_check_ids(mm->tok + rr * L * mm->dt, mm->dt, (uint32_t)L, get32le(mm->valid + 4 * rr),
+                                        s->info.vocab_size, s->info.pad_id) != DS_OK))
+                    rc = DS_ERR_FORMAT;
+            }
+            if (rc == DS_OK && narrow) {
+                uint16_t *d = (uint16_t *)bt.buf + o;
+                for (size_t j = 0; j < L; j++) d[j] = (uint16_t)scratch[j];
+            }
+            bad = i;
         }
-        if (rc == DS_OK && (t || hp || hd || hm))
-            rc = ds_shardset_read(s->ss, sp, (uint64_t)rows[i], t, hp ? (uint32_t *)bp.buf + o : NULL,
-                                  hd ? (uint32_t *)bd.buf + o : NULL, hm ? (uint8_t *)bm.buf + o : NULL);
-        if (rc == DS_OK && !ht && s->n_maps[sp]) { /* ShardSet.row takes the ids from its memory map: */
-            const sh_map *mm = map_of(s, (int)sp, (uint64_t)rows[i]); /* the id checks of ds_shard_read */
-            uint64_t rr = (uint64_t)rows[i] - mm->first;
-            if (mm->map && mm->tok &&
-                (rr >= mm->n_rows ||
-                 ds_shard_check_ids(mm->tok + rr * L * mm->dt, mm->dt, (uint32_t)L, get32le(mm->valid + 4 * rr),
-                                    s->info.vocab_size, s->info.pad_id) != DS_OK))
-                rc = DS_ERR_FORMAT;
-        }
-        if (rc == DS_OK && narrow) {
-            uint16_t *d = (uint16_t *)bt.buf + o;
-            for (size_t j = 0; j < L; j++) d[j] = (uint16_t)scratch[j];
-        }
-        bad = i;
-    }
-    Py_END_ALLOW_THREADS s->busy--;
+    Py_END_ALLOW_THREADS
+    s->busy--;
     if (rc != DS_OK) {
         raise_row(s, sp, rows[bad], rc);
         goto out;
@@ -796,11 +800,13 @@ static PyObject *ss_fill(SSObj *s, PyObject *args) {
     int rc = DS_OK;
     size_t r = 0;
     s->busy++;
-    Py_BEGIN_ALLOW_THREADS for (; r < n; r++) {
-        for (int k = 0; k < 5; k++) o.d[k] = have[k] ? (char *)ob[k].buf + r * Tz * (size_t)ob[k].itemsize : NULL;
-        if ((rc = fill_row(s, sp, (uint64_t)ra.rows[r], &scratch, &o)) != DS_OK) break;
-    }
-    Py_END_ALLOW_THREADS s->busy--;
+    Py_BEGIN_ALLOW_THREADS
+        for (; r < n; r++) {
+            for (int k = 0; k < 5; k++) o.d[k] = have[k] ? (char *)ob[k].buf + r * Tz * (size_t)ob[k].itemsize : NULL;
+            if ((rc = fill_row(s, sp, (uint64_t)ra.rows[r], &scratch, &o)) != DS_OK) break;
+        }
+    Py_END_ALLOW_THREADS
+    s->busy--;
     if (rc != DS_OK) {
         raise_row(s, sp, ra.rows[r], rc);
         goto out;
@@ -884,8 +890,10 @@ static PyObject *rm_row(RMObj *r, PyObject *idx) {
     uint32_t *scratch = NULL;
     int rc;
     s->busy++;
-    Py_BEGIN_ALLOW_THREADS rc = fill_row(s, r->sp, (uint64_t)row, &scratch, &o);
-    Py_END_ALLOW_THREADS s->busy--;
+    Py_BEGIN_ALLOW_THREADS
+        rc = fill_row(s, r->sp, (uint64_t)row, &scratch, &o);
+    Py_END_ALLOW_THREADS
+    s->busy--;
     free(scratch);
     if (rc != DS_OK) {
         raise_row(s, r->sp, row, rc);
@@ -1021,8 +1029,10 @@ static PyObject *py_row_order(PyObject *self, PyObject *args, PyObject *kw) {
     }
     uint64_t *out = malloc(count ? count * 8 : 8);
     if (!out) return PyErr_NoMemory();
-    Py_BEGIN_ALLOW_THREADS for (uint64_t i = 0; i < count; i++) out[i] = tr_row_at(start + i, n, seed, shuffle);
-    Py_END_ALLOW_THREADS return idbuf_new(out, (Py_ssize_t)count, 8, "Q");
+    Py_BEGIN_ALLOW_THREADS
+        for (uint64_t i = 0; i < count; i++) out[i] = tr_row_at(start + i, n, seed, shuffle);
+    Py_END_ALLOW_THREADS
+    return idbuf_new(out, (Py_ssize_t)count, 8, "Q");
 }
 
 static PyMethodDef shardset_functions[] = {

@@ -60,8 +60,10 @@ static int tok_init(TokObj *t, PyObject *args, PyObject *kw) {
     char err[512] = "";
     tk_tokenizer *tok = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tk_load_ex(spec, &lo, &tok, err, sizeof err);
-    Py_END_ALLOW_THREADS if (rc != TK_OK || !tok) {
+    Py_BEGIN_ALLOW_THREADS
+        rc = tk_load_ex(spec, &lo, &tok, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc != TK_OK || !tok) {
         /* the same wording as the CLI (tools/cli.c, cli_load_tokenizer) */
         const char *hint = "";
         if (rc == TK_ERR_PATTERN)
@@ -159,12 +161,14 @@ static PyObject *tok_create(PyTypeObject *type, PyObject *args, PyObject *kw) {
     int rc;
     char err[512] = "";
     /* a regex: the tables are built under a built-in pattern, then the regex replaces it */
-    Py_BEGIN_ALLOW_THREADS rc = tk_create(tp, lens, (uint32_t)n, regex ? TK_PAT_O200K : pat, sp, (size_t)k, &tok);
-    if (rc == TK_OK && regex && (rc = tk_set_pretokenizer(tok, regex, TK_NORM_NONE, err, sizeof err))) {
-        tk_free(tok);
-        tok = NULL;
-    }
-    Py_END_ALLOW_THREADS if (err[0]) {
+    Py_BEGIN_ALLOW_THREADS
+        rc = tk_create(tp, lens, (uint32_t)n, regex ? TK_PAT_O200K : pat, sp, (size_t)k, &tok);
+        if (rc == TK_OK && regex && (rc = tk_set_pretokenizer(tok, regex, TK_NORM_NONE, err, sizeof err))) {
+            tk_free(tok);
+            tok = NULL;
+        }
+    Py_END_ALLOW_THREADS
+    if (err[0]) {
         char msg[700];
         snprintf(msg, sizeof msg, "Encoding: pat_str: %s", err);
         PyErr_SetString(PyExc_ValueError, msg);
@@ -339,8 +343,10 @@ static int encode_str(TokObj *t, PyObject *text, PyObject *allowed_o, tk_ids *ou
         return -1;
     }
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = encode_one(t->tok, &a, (const uint8_t *)p, (size_t)n, out);
-    Py_END_ALLOW_THREADS Py_XDECREF(keep);
+    Py_BEGIN_ALLOW_THREADS
+        rc = encode_one(t->tok, &a, (const uint8_t *)p, (size_t)n, out);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(keep);
     allowed_free(&a);
     if (rc != TK_OK) {
         tk_ids_free(out);
@@ -377,8 +383,10 @@ static PyObject *tok_encode_bytes(TokObj *t, PyObject *arg) {
     if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE)) return NULL;
     tk_ids out = {0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tk_encode_bytes(t->tok, (const uint8_t *)v.buf, (size_t)v.len, &out);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    Py_BEGIN_ALLOW_THREADS
+        rc = tk_encode_bytes(t->tok, (const uint8_t *)v.buf, (size_t)v.len, &out);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
     if (rc != TK_OK) {
         tk_ids_free(&out);
         return raise_tk(rc, "encode_bytes");
@@ -405,8 +413,10 @@ static PyObject *tok_count(TokObj *t, PyObject *text) {
     if (text_utf8(text, &keep, &p, &n)) return NULL;
     size_t cnt = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = tk_count(t->tok, (const uint8_t *)p, (size_t)n, &cnt);
-    Py_END_ALLOW_THREADS Py_XDECREF(keep);
+    Py_BEGIN_ALLOW_THREADS
+        rc = tk_count(t->tok, (const uint8_t *)p, (size_t)n, &cnt);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(keep);
     if (rc != TK_OK) return raise_tk(rc, "count");
     return PyLong_FromSize_t(cnt);
 }
@@ -489,8 +499,11 @@ static int encode_texts(TokObj *t, PyObject *texts, int threads, PyObject *allow
         spans[i].len = (size_t)len;
     }
     int erc;
-    Py_BEGIN_ALLOW_THREADS if (allowed_any(&a)) erc = encode_batch_special(t->tok, &a, spans, n, threads, outs);
-    else erc = tk_encode_batch(t->tok, spans, n, threads, outs); Py_END_ALLOW_THREADS if (erc != TK_OK) {
+    Py_BEGIN_ALLOW_THREADS
+        if (allowed_any(&a)) erc = encode_batch_special(t->tok, &a, spans, n, threads, outs);
+        else erc = tk_encode_batch(t->tok, spans, n, threads, outs);
+    Py_END_ALLOW_THREADS
+    if (erc != TK_OK) {
         raise_tk(erc, "encode_batch");
         goto done;
     }
