@@ -428,62 +428,99 @@ static long parse_merges(const uint8_t *s, size_t n, size_t i, tk_hfj *j, uint8_
     return (long)(i + 1);
 }
 
-int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j) {
-    memset(j, 0, sizeof *j);
-    size_t i = ws(s, n, 0), vs = 0, ve = 0, ms = 0, me = 0;
-    int rc = TK_ERR_NOMEM;
+/* The walk both fast readers share: the top-level object, and inside its
+ * "model" object each key handed to take(ctx, s, n, key_start, key_end, i,
+ * &end) with s[i] its value. take returns TK_OK with *end the value's end
+ * (0: not taken, the walk skips the value), TK_HFJ_FALLBACK or TK_ERR_NOMEM.
+ * Every other value is skipped. TK_OK, TK_HFJ_FALLBACK (anything the fast
+ * path does not read: jansson decides) or TK_ERR_NOMEM. */
+typedef int (*model_key_fn)(void *ctx, const uint8_t *s, size_t n, size_t a, size_t b, size_t i, size_t *end);
+static int walk_model_keys(const uint8_t *s, size_t n, model_key_fn take, void *ctx) {
+    size_t i = ws(s, n, 0);
     if (i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
-    /* decoded strings (+ NUL) are never longer than their JSON text: vocab and
-     * merges are decoded in this one pass over the file */
-    j->arena = malloc(n + 16);
-    if (!j->arena) goto fail;
-    uint8_t *o = j->arena;
     i = ws(s, n, i + 1);
     while (i < n && s[i] != '}') {
         size_t ks = i;
-        if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
+        if (s[i] != '"' || !(i = str_end(s, n, i))) return TK_HFJ_FALLBACK;
         size_t ke = i;
         i = ws(s, n, i);
-        if (i >= n || s[i] != ':') goto fallback;
+        if (i >= n || s[i] != ':') return TK_HFJ_FALLBACK;
         i = ws(s, n, i + 1);
         if (key_is(s, ks, ke, "model") && i < n && s[i] == '{') {
             i = ws(s, n, i + 1);
             while (i < n && s[i] != '}') {
                 size_t a = i;
-                if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
+                if (s[i] != '"' || !(i = str_end(s, n, i))) return TK_HFJ_FALLBACK;
                 size_t b = i;
                 i = ws(s, n, i);
-                if (i >= n || s[i] != ':') goto fallback;
+                if (i >= n || s[i] != ':') return TK_HFJ_FALLBACK;
                 i = ws(s, n, i + 1);
-                long e;
-                if (key_is(s, a, b, "vocab")) {
-                    if (ve || i >= n || s[i] != '{') goto fallback;
-                    e = parse_vocab(s, n, i, j, &o);
-                    vs = i;
-                    ve = e > 0 ? (size_t)e : 0;
-                } else if (key_is(s, a, b, "merges")) {
-                    if (me || i >= n || s[i] != '[') goto fallback;
-                    e = parse_merges(s, n, i, j, &o);
-                    ms = i;
-                    me = e > 0 ? (size_t)e : 0;
-                } else {
-                    e = (long)skip_value(s, n, i, 1);
-                }
-                if (e < 0) goto fail;
-                if (!e) goto fallback;
-                i = ws(s, n, (size_t)e);
+                size_t e = 0;
+                int rc = take(ctx, s, n, a, b, i, &e);
+                if (rc) return rc;
+                if (!e && !(e = skip_value(s, n, i, 1))) return TK_HFJ_FALLBACK;
+                i = ws(s, n, e);
                 if (i < n && s[i] == ',') i = ws(s, n, i + 1);
-                else if (i >= n || s[i] != '}') goto fallback;
+                else if (i >= n || s[i] != '}') return TK_HFJ_FALLBACK;
             }
-            if (i >= n) goto fallback;
+            if (i >= n) return TK_HFJ_FALLBACK;
             i++;
         } else {
-            if (!(i = skip_value(s, n, i, 0))) goto fallback;
+            if (!(i = skip_value(s, n, i, 0))) return TK_HFJ_FALLBACK;
         }
         i = ws(s, n, i);
         if (i < n && s[i] == ',') i = ws(s, n, i + 1);
-        else if (i >= n || s[i] != '}') goto fallback;
+        else if (i >= n || s[i] != '}') return TK_HFJ_FALLBACK;
     }
+    return TK_OK;
+}
+
+/* A parser's result (the value's end, 0 for the fallback, or a negative
+ * TK_ERR_NOMEM) as take's status. */
+static int taken(long e, size_t *end) {
+    if (e < 0) return TK_ERR_NOMEM;
+    if (!e) return TK_HFJ_FALLBACK;
+    *end = (size_t)e;
+    return TK_OK;
+}
+
+/* BPE: model.vocab and model.merges, decoded into the arena as they are met. */
+typedef struct {
+    tk_hfj *j;
+    uint8_t *o;
+    size_t vs, ve, ms, me;
+} bpe_walk;
+static int take_bpe(void *ctx, const uint8_t *s, size_t n, size_t a, size_t b, size_t i, size_t *end) {
+    bpe_walk *w = ctx;
+    if (key_is(s, a, b, "vocab")) {
+        if (w->ve || i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
+        w->vs = i;
+        int rc = taken(parse_vocab(s, n, i, w->j, &w->o), end);
+        w->ve = *end;
+        return rc;
+    }
+    if (key_is(s, a, b, "merges")) {
+        if (w->me || i >= n || s[i] != '[') return TK_HFJ_FALLBACK;
+        w->ms = i;
+        int rc = taken(parse_merges(s, n, i, w->j, &w->o), end);
+        w->me = *end;
+        return rc;
+    }
+    return TK_OK;
+}
+
+int tk_hfj_parse(const uint8_t *s, size_t n, tk_hfj *j) {
+    memset(j, 0, sizeof *j);
+    int rc = TK_ERR_NOMEM;
+    size_t i = ws(s, n, 0);
+    if (i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
+    /* decoded strings (+ NUL) are never longer than their JSON text: vocab and
+     * merges are decoded in this one pass over the file */
+    j->arena = malloc(n + 16);
+    if (!j->arena) goto fail;
+    bpe_walk bw = {j, j->arena, 0, 0, 0, 0};
+    if ((rc = walk_model_keys(s, n, take_bpe, &bw))) goto fail_rc;
+    size_t vs = bw.vs, ve = bw.ve, ms = bw.ms, me = bw.me;
     if (!ve || !me || vs > ms) goto fallback;
     /* the rest, for jansson: the two values replaced by {} and [] */
     j->rest = malloc(n - (ve - vs) - (me - ms) + 8);
@@ -655,56 +692,33 @@ static long parse_uni_vocab(const uint8_t *s, size_t n, size_t i, tk_hfj_uni *v,
     return (long)(i + 1);
 }
 
+/* Unigram: model.vocab, a list of [piece, score]. */
+typedef struct {
+    tk_hfj_uni *v;
+    uint8_t *o;
+    size_t vs, ve;
+} uni_walk;
+static int take_uni(void *ctx, const uint8_t *s, size_t n, size_t a, size_t b, size_t i, size_t *end) {
+    uni_walk *w = ctx;
+    if (!key_is(s, a, b, "vocab")) return TK_OK;
+    if (w->ve || i >= n || s[i] != '[') return TK_HFJ_FALLBACK;
+    w->vs = i;
+    int rc = taken(parse_uni_vocab(s, n, i, w->v, &w->o), end);
+    w->ve = *end;
+    return rc;
+}
+
 int tk_hfj_parse_unigram(const uint8_t *s, size_t n, tk_hfj_uni *v) {
     memset(v, 0, sizeof *v);
     pthread_once(&g_pow10_once, pow10_init);
-    size_t i = ws(s, n, 0), vs = 0, ve = 0;
     int rc = TK_ERR_NOMEM;
+    size_t i = ws(s, n, 0);
     if (i >= n || s[i] != '{') return TK_HFJ_FALLBACK;
     v->arena = malloc(n + 16); /* decoded strings are never longer than their JSON text */
     if (!v->arena) goto fail;
-    uint8_t *o = v->arena;
-    i = ws(s, n, i + 1);
-    while (i < n && s[i] != '}') {
-        size_t ks = i;
-        if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
-        size_t ke = i;
-        i = ws(s, n, i);
-        if (i >= n || s[i] != ':') goto fallback;
-        i = ws(s, n, i + 1);
-        if (key_is(s, ks, ke, "model") && i < n && s[i] == '{') {
-            i = ws(s, n, i + 1);
-            while (i < n && s[i] != '}') {
-                size_t a = i;
-                if (s[i] != '"' || !(i = str_end(s, n, i))) goto fallback;
-                size_t b = i;
-                i = ws(s, n, i);
-                if (i >= n || s[i] != ':') goto fallback;
-                i = ws(s, n, i + 1);
-                long e;
-                if (key_is(s, a, b, "vocab")) {
-                    if (ve || i >= n || s[i] != '[') goto fallback;
-                    e = parse_uni_vocab(s, n, i, v, &o);
-                    vs = i;
-                    ve = e > 0 ? (size_t)e : 0;
-                } else {
-                    e = (long)skip_value(s, n, i, 1);
-                }
-                if (e < 0) goto fail;
-                if (!e) goto fallback;
-                i = ws(s, n, (size_t)e);
-                if (i < n && s[i] == ',') i = ws(s, n, i + 1);
-                else if (i >= n || s[i] != '}') goto fallback;
-            }
-            if (i >= n) goto fallback;
-            i++;
-        } else {
-            if (!(i = skip_value(s, n, i, 0))) goto fallback;
-        }
-        i = ws(s, n, i);
-        if (i < n && s[i] == ',') i = ws(s, n, i + 1);
-        else if (i >= n || s[i] != '}') goto fallback;
-    }
+    uni_walk uw = {v, v->arena, 0, 0};
+    if ((rc = walk_model_keys(s, n, take_uni, &uw))) goto fail_rc;
+    size_t vs = uw.vs, ve = uw.ve;
     if (!ve) goto fallback;
     /* the rest, for jansson: the vocab replaced by [] */
     v->rest = malloc(n - (ve - vs) + 8);
