@@ -60,67 +60,9 @@ void tk_hf_uni_free(struct tk_hf_uni *u) {
 
 /* ---- building the double array ------------------------------------------- */
 
-typedef struct {
-    const char *const *key;
-    const uint32_t *len;
-} sort_ctx;
-
-typedef struct {
-    uint64_t head; /* first 8 bytes, big-endian, zero padded */
-    uint32_t e;    /* entry (= id) */
-    uint32_t len;
-} du_ent;
-
-static const char *const *g_keys; /* qsort has no context; loads hold g_lock while sorting */
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int by_key(const void *a, const void *b) {
-    const du_ent *x = a, *y = b;
-    if (x->head != y->head) return x->head < y->head ? -1 : 1;
-    uint32_t lx = x->len, ly = y->len;
-    int c = memcmp(g_keys[x->e], g_keys[y->e], lx < ly ? lx : ly);
-    if (c) return c;
-    if (lx != ly) return lx < ly ? -1 : 1;
-    return x->e < y->e ? -1 : x->e > y->e; /* equal strings: by id, the last one kept */
-}
-
-/* Sorts ent[0, n) by key: least significant digit radix passes over the
- * 8-byte heads (a pass whose byte is one value everywhere is skipped), then
- * each run of equal heads by qsort on the whole strings. qsort alone took a
- * quarter of a 250k-piece load. Holds g_lock (by_key reads g_keys). */
-static int sort_ents(du_ent *ent, uint32_t n) {
-    du_ent *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
-    uint32_t(*cnt)[256] = calloc(8, sizeof *cnt);
-    if (!tmp || !cnt) {
-        free(tmp);
-        free(cnt);
-        return TK_ERR_NOMEM;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        for (int d = 0; d < 8; d++) cnt[d][(ent[i].head >> (8 * d)) & 0xff]++;
-    du_ent *src = ent, *dst = tmp;
-    for (int d = 0; d < 8; d++) {
-        if (n && cnt[d][(ent[0].head >> (8 * d)) & 0xff] == n) continue;
-        uint32_t pos[256], sum = 0;
-        for (int c = 0; c < 256; c++) {
-            pos[c] = sum;
-            sum += cnt[d][c];
-        }
-        for (uint32_t i = 0; i < n; i++) dst[pos[(src[i].head >> (8 * d)) & 0xff]++] = src[i];
-        du_ent *x = src;
-        src = dst;
-        dst = x;
-    }
-    if (src != ent) memcpy(ent, src, (size_t)n * sizeof *ent);
-    for (uint32_t i = 0; i < n;) {
-        uint32_t j = i + 1;
-        while (j < n && ent[j].head == ent[i].head) j++;
-        if (j - i > 1) qsort(ent + i, j - i, sizeof *ent, by_key);
-        i = j;
-    }
-    free(tmp);
-    free(cnt);
-    return TK_OK;
+/* A key's bytes, for tk_key_sort. */
+static const uint8_t *key_bytes(const void *owner, uint32_t id) {
+    return (const uint8_t *)((const char *const *)owner)[id];
 }
 
 static int du_grow(struct tk_hf_uni *u, uint32_t **nf, size_t need) {
@@ -164,7 +106,7 @@ typedef struct {
  * per distinct string. The strings are copied in sorted order first: every
  * depth scans them all, and reading them in id order was a cache miss per
  * string and depth (as unigram.c found). */
-static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *ent, uint32_t n) {
+static int du_build(struct tk_hf_uni *u, const char *const *key, const tk_key_ent *ent, uint32_t n) {
     size_t total = 1;
     for (uint32_t i = 0; i < n; i++) total += ent[i].len;
     du_pending *q = malloc(total * sizeof *q); /* at most one per node */
@@ -175,7 +117,7 @@ static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *e
     if (!q || !buf || !off) goto out;
     off[0] = 0;
     for (uint32_t i = 0; i < n; i++) {
-        memcpy(buf + off[i], key[ent[i].e], ent[i].len);
+        memcpy(buf + off[i], key[ent[i].id], ent[i].len);
         off[i + 1] = off[i] + ent[i].len;
     }
     if ((rc = du_grow(u, &nf, total + total / 8 + 512))) goto out;
@@ -191,7 +133,7 @@ static int du_build(struct tk_hf_uni *u, const char *const *key, const du_ent *e
         uint32_t lo = p.lo;
         if (ent[lo].len == p.depth) { /* distinct strings: only the first can end here */
             u->slot[p.node].base |= TERMINAL;
-            u->term[p.node] = ent[lo].e;
+            u->term[p.node] = ent[lo].id;
             lo++;
         }
         int nl = 0;
@@ -254,7 +196,7 @@ int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *s
                     bool byte_fallback, struct tk_hf_uni **out) {
     *out = NULL;
     struct tk_hf_uni *u = calloc(1, sizeof *u);
-    du_ent *ent = malloc(((size_t)n + 1) * sizeof *ent);
+    tk_key_ent *ent = malloc(((size_t)n + 1) * sizeof *ent);
     int rc = TK_ERR_NOMEM;
     if (!u || !ent || !(u->score = malloc(((size_t)n + 1) * sizeof *u->score))) goto fail;
     u->n = n;
@@ -266,20 +208,14 @@ int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *s
         u->score[i] = score[i];
         if (score[i] < u->min_score) u->min_score = score[i];
         if (!len[i]) continue; /* "" never matches (the trie's walk yields prefixes of 1 byte or more) */
-        uint64_t h = 0;
-        for (uint32_t k = 0; k < 8; k++) h = h << 8 | (k < len[i] ? (uint8_t)key[i][k] : 0);
-        ent[m++] = (du_ent){h, i, len[i]};
+        ent[m++] = (tk_key_ent){tk_key_head((const uint8_t *)key[i], len[i]), i, len[i]};
     }
     u->unk_score = u->min_score - UNK_PENALTY;
-    pthread_mutex_lock(&g_lock);
-    g_keys = key;
-    rc = sort_ents(ent, m);
-    pthread_mutex_unlock(&g_lock);
-    if (rc) goto fail;
+    if ((rc = tk_key_sort(ent, m, key, key_bytes))) goto fail;
     /* equal strings: the last id (the map's last insert) is the entry */
     uint32_t w = 0;
     for (uint32_t i = 0; i < m; i++) {
-        if (w && ent[w - 1].len == ent[i].len && memcmp(key[ent[w - 1].e], key[ent[i].e], ent[i].len) == 0)
+        if (w && ent[w - 1].len == ent[i].len && memcmp(key[ent[w - 1].id], key[ent[i].id], ent[i].len) == 0)
             ent[w - 1] = ent[i];
         else ent[w++] = ent[i];
     }

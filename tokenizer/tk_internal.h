@@ -482,4 +482,16 @@ void tk_spm_free(tk_spm *m);
 int tk_spm_charsmap_check(const uint8_t *blob, size_t n);
 int tk_spm_charsmap_b64(const char *s, size_t n, uint8_t **out, size_t *on);
 
+/* Byte strings in byte order for the Unigram tries (key_sort.c): an entry is
+ * a string's first 8 bytes big-endian (tk_key_head), its id and length;
+ * tk_key_sort orders ent[0, n) by the whole strings (bytes(owner, id) gives
+ * one), equal strings by id. TK_OK or TK_ERR_NOMEM. */
+typedef struct {
+    uint64_t head;
+    uint32_t id, len;
+} tk_key_ent;
+uint64_t tk_key_head(const uint8_t *s, uint32_t len);
+int tk_key_sort(tk_key_ent *ent, uint32_t n, const void *owner,
+                const uint8_t *(*bytes)(const void *owner, uint32_t id));
+
 #endif

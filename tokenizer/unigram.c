@@ -115,69 +115,8 @@ static int grow(builder *b, size_t need) {
     return TK_OK;
 }
 
-/* A piece to sort: its first 8 bytes as a big-endian number (zero padded),
- * so most comparisons read only the array being sorted, not the pieces
- * scattered over the file (250k pieces: 60 ms -> 20 ms). */
-typedef struct {
-    uint64_t key;
-    uint32_t id, len;
-} sort_ent;
-
-static const tk_spm *g_sort_m; /* qsort has no context argument; loading holds no lock while it sorts */
-static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int by_bytes(const void *a, const void *b) {
-    const sort_ent *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    /* equal first 8 bytes (or a shorter piece padded with zeros that equal
-     * real zero bytes): the whole pieces decide */
-    const tk_spm *m = g_sort_m;
-    uint32_t lx = x->len, ly = y->len;
-    int c = memcmp(m->piece[x->id], m->piece[y->id], lx < ly ? lx : ly);
-    return c ? c : (lx > ly) - (lx < ly);
-}
-
-/* Sorts ent[0, n) by the pieces' bytes: least significant digit radix
- * passes over the 8-byte keys (a pass whose byte is the same everywhere is
- * skipped), then each run of equal keys by the whole pieces. qsort on the
- * pieces took 50 of a 175 ms load at 245k pieces. */
-static int sort_pieces(const tk_spm *m, sort_ent *ent, uint32_t n) {
-    sort_ent *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
-    uint32_t(*cnt)[256] = calloc(8, sizeof *cnt);
-    if (!tmp || !cnt) {
-        free(tmp);
-        free(cnt);
-        return TK_ERR_NOMEM;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        for (int d = 0; d < 8; d++) cnt[d][(ent[i].key >> (8 * d)) & 0xff]++;
-    sort_ent *src = ent, *dst = tmp;
-    for (int d = 0; d < 8; d++) {
-        if (n && cnt[d][(ent[0].key >> (8 * d)) & 0xff] == n) continue; /* one value: order unchanged */
-        uint32_t pos[256], sum = 0;
-        for (int c = 0; c < 256; c++) {
-            pos[c] = sum;
-            sum += cnt[d][c];
-        }
-        for (uint32_t i = 0; i < n; i++) dst[pos[(src[i].key >> (8 * d)) & 0xff]++] = src[i];
-        sort_ent *x = src;
-        src = dst;
-        dst = x;
-    }
-    if (src != ent) memcpy(ent, src, (size_t)n * sizeof *ent);
-    free(tmp);
-    free(cnt);
-    pthread_mutex_lock(&g_sort_lock);
-    g_sort_m = m;
-    for (uint32_t i = 0; i < n;) {
-        uint32_t j = i + 1;
-        while (j < n && ent[j].key == ent[i].key) j++;
-        if (j - i > 1) qsort(ent + i, j - i, sizeof *ent, by_bytes);
-        i = j;
-    }
-    pthread_mutex_unlock(&g_sort_lock);
-    return TK_OK;
-}
+/* A piece's bytes, for tk_key_sort. */
+static const uint8_t *piece_bytes(const void *owner, uint32_t id) { return ((const tk_spm *)owner)->piece[id]; }
 
 typedef struct {
     uint32_t node, lo, hi, depth;
@@ -207,7 +146,7 @@ static void take(builder *b, size_t t, uint32_t parent) {
  * are copied in sorted order into one buffer first: every depth scans them
  * all, and reading them where the file has them (in id order) was a cache
  * miss per piece and depth (250k pieces: 350 ms of a 545 ms load). */
-static int build_trie(builder *b, const sort_ent *ent, uint32_t n) {
+static int build_trie(builder *b, const tk_key_ent *ent, uint32_t n) {
     const tk_spm *m = b->m;
     struct tk_uni *u = b->u;
     size_t total = 1;
@@ -290,7 +229,7 @@ out:
 
 int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
     struct tk_uni *u = calloc(1, sizeof *u);
-    sort_ent *ent = malloc(((size_t)m->n + 1) * sizeof *ent);
+    tk_key_ent *ent = malloc(((size_t)m->n + 1) * sizeof *ent);
     int rc = TK_ERR_NOMEM;
     if (!u || !ent) goto fail;
     /* unigram::Model::Model: min over the NORMAL pieces, from FLT_MAX;
@@ -308,9 +247,7 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
         }
         if (ty == SP_NORMAL && m->score[i] < u->min_score) u->min_score = m->score[i];
         if (ty == SP_NORMAL || ty == SP_USER || ty == SP_UNUSED) { /* the model's pieces_ */
-            uint64_t key = 0;
-            for (uint32_t k = 0; k < 8; k++) key = key << 8 | (k < m->plen[i] ? m->piece[i][k] : 0);
-            ent[n++] = (sort_ent){key, i, m->plen[i]};
+            ent[n++] = (tk_key_ent){tk_key_head(m->piece[i], m->plen[i]), i, m->plen[i]};
         }
     }
     u->unk_score = u->min_score - UNK_PENALTY;
@@ -325,7 +262,7 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
             }
     }
     u->n_trie = n;
-    if ((rc = sort_pieces(m, ent, n))) goto fail;
+    if ((rc = tk_key_sort(ent, n, m, piece_bytes))) goto fail;
     builder b = {.m = m, .u = u};
     rc = build_trie(&b, ent, n);
     free(b.nf);
