@@ -13,10 +13,10 @@
  * ours must refuse that document (tk_err_is_document). */
 #include "tk.h"
 #include "test_corpus.h"
+#include "test_tk_ids.h"
 
 #include <jansson.h>
 #include <stdbool.h>
-#include <nettle/sha2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,19 +39,6 @@ static int load_corpus(const char *shared) {
     for (int c = 0; c < 4; c++)
         if (test_corpus_docs(shared, CATS[c], PER_CAT, keep_doc, (void *)(intptr_t)c) < 0) return -1;
     return 0;
-}
-
-static void ids_sha(const tk_ids *v, char out[17]) {
-    struct sha256_ctx c;
-    sha256_init(&c);
-    for (size_t i = 0; i < v->len; i++) {
-        uint8_t b[4] = {(uint8_t)v->ids[i], (uint8_t)(v->ids[i] >> 8), (uint8_t)(v->ids[i] >> 16),
-                        (uint8_t)(v->ids[i] >> 24)};
-        sha256_update(&c, 4, b);
-    }
-    uint8_t d[32];
-    sha256_digest(&c, 32, d);
-    for (int i = 0; i < 8; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
 static int first_diff(const tk_ids *v, json_t *ids) {
@@ -556,7 +543,7 @@ int main(int argc, char **argv) {
             if (c < 4 && doc < PER_CAT && texts[c][doc]) {
                 int rc = tk_encode(tok, (const uint8_t *)texts[c][doc], lens[c][doc], &v);
                 char sha[17];
-                ids_sha(&v, sha);
+                test_ids_sha(&v, sha);
                 checked++;
                 size_t n = (size_t)json_integer_value(json_object_get(o, "n"));
                 if (rc || v.len != n || strcmp(sha, json_string_value(json_object_get(o, "sha"))) != 0) {

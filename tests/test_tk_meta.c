@@ -12,9 +12,9 @@
  * and llama4/tokenizer.model (llama-models' package folder, fetched by
  * tests/tk_meta.sh). Exit 77 (skipped) when the files are absent. */
 #include "test_corpus.h"
+#include "test_tk_ids.h"
 #include "tk.h"
 
-#include <nettle/sha2.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -29,19 +29,6 @@ static void keep(void *user, int i, const char *text, size_t len) {
     memcpy(texts[c][i], text, len);
     texts[c][i][len] = 0;
     lens[c][i] = len;
-}
-
-static void ids_sha(const tk_ids *v, char out[17]) {
-    struct sha256_ctx c;
-    sha256_init(&c);
-    for (size_t i = 0; i < v->len; i++) {
-        uint8_t b[4] = {(uint8_t)v->ids[i], (uint8_t)(v->ids[i] >> 8), (uint8_t)(v->ids[i] >> 16),
-                        (uint8_t)(v->ids[i] >> 24)};
-        sha256_update(&c, 4, b);
-    }
-    uint8_t d[32];
-    sha256_digest(&c, 32, d);
-    for (int i = 0; i < 8; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
 /* The tokenizer as a user gets it: tk_load on the path, no --pattern. */
@@ -166,7 +153,7 @@ int main(int argc, char **argv) {
             if (c < 4 && doc < PER_CAT && texts[c][doc]) {
                 int rc = tk_encode(tok, (const uint8_t *)texts[c][doc], lens[c][doc], &v);
                 char sha[17];
-                ids_sha(&v, sha);
+                test_ids_sha(&v, sha);
                 checked++;
                 size_t n = (size_t)json_integer_value(json_object_get(o, "n"));
                 if (rc || v.len != n || strcmp(sha, json_string_value(json_object_get(o, "sha"))) != 0) {
