@@ -12,6 +12,7 @@
 #include "arrow_reader.h"
 
 #include <arrow/api.h>
+#include <arrow/array/validate.h>
 #include <arrow/c/bridge.h>
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
@@ -424,14 +425,18 @@ int load_chunks(ds_arrow *a, const std::shared_ptr<arrow::ChunkedArray> &col, ch
 int load_rows(ds_arrow *a, const std::shared_ptr<arrow::RecordBatch> &batch, char *err, size_t errlen,
               const std::string &where) {
     for (int k = 0; k < batch->num_columns(); k++) {
-        const auto &col = batch->column(k);
-        if (col->length() != a->rows) {
+        // The column's ArrayData, validated as data: making an Array of an
+        // invalid one (batch->column, MakeArray) aborts in Arrow's own
+        // checks (a map whose keys hold a null), so nothing is made before
+        // ValidateArrayFull has accepted it.
+        const auto &data = batch->column_data(k);
+        if (!data || data->length != a->rows) {
             set_err(err, errlen,
-                    where + "a column has " + std::to_string(col->length()) + " rows, the piece " +
+                    where + "a column has " + std::to_string(data ? data->length : 0) + " rows, the piece " +
                         std::to_string(a->rows));
             return DS_ARROW_DAMAGED;
         }
-        arrow::Status st = arrow::MakeArray(deep_binary_data(col->data()))->ValidateFull();
+        arrow::Status st = arrow::internal::ValidateArrayFull(*deep_binary_data(data));
         if (!st.ok()) return fail(err, errlen, st, where);
     }
     arrow::Status st = arrow::ExportRecordBatch(*batch, &a->c_array, &a->c_schema);
