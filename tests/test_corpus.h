@@ -86,4 +86,18 @@ static inline int test_corpus_docs(const char *shared, const char *cat, int max,
     return i;
 }
 
+/* test_corpus_docs' fn that keeps each document as a NUL-terminated copy in
+ * the caller's arrays (user: a test_doc_slots for the category). */
+typedef struct {
+    char **text;
+    size_t *len;
+} test_doc_slots;
+static inline void test_doc_keep(void *user, int i, const char *text, size_t len) {
+    const test_doc_slots *s = user;
+    s->text[i] = malloc(len + 1);
+    memcpy(s->text[i], text, len);
+    s->text[i][len] = 0;
+    s->len[i] = len;
+}
+
 #endif

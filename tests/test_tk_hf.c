@@ -28,16 +28,10 @@ static const char *CATS[] = {"en-books", "multi", "code", "web"};
 static char *texts[4][PER_CAT];
 static size_t lens[4][PER_CAT];
 
-static void keep_doc(void *cat, int i, const char *text, size_t len) {
-    int c = (int)(intptr_t)cat;
-    lens[c][i] = len;
-    texts[c][i] = malloc(len + 1);
-    memcpy(texts[c][i], text, len + 1);
-}
-
 static int load_corpus(const char *shared) {
     for (int c = 0; c < 4; c++)
-        if (test_corpus_docs(shared, CATS[c], PER_CAT, keep_doc, (void *)(intptr_t)c) < 0) return -1;
+        if (test_corpus_docs(shared, CATS[c], PER_CAT, test_doc_keep, &(test_doc_slots){texts[c], lens[c]}) < 0)
+            return -1;
     return 0;
 }
 

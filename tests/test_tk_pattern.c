@@ -41,14 +41,6 @@ static int fails;
         }                                                                                                              \
     } while (0)
 
-static void keep(void *user, int i, const char *text, size_t len) {
-    int c = *(int *)user;
-    texts[c][i] = malloc(len + 1);
-    memcpy(texts[c][i], text, len);
-    texts[c][i][len] = 0;
-    lens[c][i] = len;
-}
-
 static const char QWEN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
                            "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
@@ -345,7 +337,8 @@ int main(int argc, char **argv) {
     units();
     scan();
     bool have = true;
-    for (int c = 0; c < 4 && have; c++) have = test_corpus_docs(shared, CATS[c], PER_CAT, keep, &c) >= 0;
+    for (int c = 0; c < 4 && have; c++)
+        have = test_corpus_docs(shared, CATS[c], PER_CAT, test_doc_keep, &(test_doc_slots){texts[c], lens[c]}) >= 0;
     int checked = 0;
     if (have) {
         fingerprints(shared);

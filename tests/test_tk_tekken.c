@@ -30,14 +30,6 @@ static const char *CATS[4] = {"en-books", "multi", "code", "web"};
 static char *texts[4][PER_CAT];
 static size_t lens[4][PER_CAT];
 
-static void keep(void *user, int i, const char *text, size_t len) {
-    int c = *(int *)user;
-    texts[c][i] = malloc(len + 1);
-    memcpy(texts[c][i], text, len);
-    texts[c][i][len] = 0;
-    lens[c][i] = len;
-}
-
 static bool file_sha_is(const char *path, const char *want) {
     size_t n;
     char *data = test_read_file(path, &n);
@@ -196,7 +188,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int c = 0; c < 4; c++)
-        if (test_corpus_docs(shared, CATS[c], PER_CAT, keep, &c) < 0) {
+        if (test_corpus_docs(shared, CATS[c], PER_CAT, test_doc_keep, &(test_doc_slots){texts[c], lens[c]}) < 0) {
             fprintf(stderr, "FAIL: no corpus under %s\n", shared);
             return 1;
         }
