@@ -15,6 +15,7 @@
  * its scores are strtod's, where HF's are serde_json's (serde_f64).
  */
 #include "tk_internal.h"
+#include "mc_json.h"
 #include "mks_common.h"
 
 #include <stdlib.h>
@@ -96,23 +97,6 @@ static size_t skip_value(const uint8_t *s, size_t n, size_t i, int depth) {
     return j > i ? j : 0;
 }
 
-static int hexv(uint8_t c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static long hex4(const uint8_t *s) {
-    long v = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = hexv(s[k]);
-        if (h < 0) return -1;
-        v = v << 4 | h;
-    }
-    return v;
-}
-
 /* Decode the string at s[*i] into o (NUL-terminated); its length, or -1. */
 static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
     size_t p = *i, w = 0;
@@ -156,18 +140,12 @@ static long decode_str(const uint8_t *s, size_t n, size_t *i, uint8_t *o) {
             case 'r': o[w++] = '\r'; break;
             case 't': o[w++] = '\t'; break;
             case 'u': {
-                if (p + 4 > n) return -1;
-                long u = hex4(s + p);
-                p += 4;
-                if (u <= 0) return -1; /* \u0000: the loader's message */
-                if (u >= 0xDC00 && u <= 0xDFFF) return -1;
-                if (u >= 0xD800 && u <= 0xDBFF) {
-                    if (p + 6 > n || s[p] != '\\' || s[p + 1] != 'u') return -1;
-                    long l = hex4(s + p + 2);
-                    if (l < 0xDC00 || l > 0xDFFF) return -1;
-                    p += 6;
-                    u = 0x10000 + ((u - 0xD800) << 10) + (l - 0xDC00);
-                }
+                uint32_t u;
+                size_t k = mc_json_u_escape(s + p - 2, n - (p - 2), &u); /* a surrogate pair is one character */
+                if (!k) return -1;
+                p += k - 2;
+                if (u == 0) return -1;                     /* \u0000: the loader's message */
+                if (u >= 0xD800 && u <= 0xDFFF) return -1; /* a lone surrogate: refused, as before */
                 w += mc_utf8_put(o + w, (uint32_t)u);
                 break;
             }

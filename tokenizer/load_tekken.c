@@ -32,6 +32,7 @@
  * entries mistral_common keeps are decoded. Memory is bounded by the file:
  * 12 bytes per recorded entry, each entry at least 3 bytes of JSON. */
 #include "load_internal.h"
+#include "mc_json.h"
 #include "mks_common.h"
 #include "rank_pretok.h"
 #include "tk_engine.h"
@@ -114,53 +115,11 @@ static inline bool jeat(jrd *r, uint8_t c) {
     return false;
 }
 
-static int hex4(const uint8_t *p, uint32_t *v) {
-    uint32_t x = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = p[k];
-        uint32_t d = c >= '0' && c <= '9'                     ? (uint32_t)(c - '0')
-                     : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (uint32_t)((c | 0x20) - 'a' + 10)
-                                                              : 16u;
-        if (d == 16) return -1;
-        x = x << 4 | d;
-    }
-    *v = x;
-    return 0;
-}
-
-/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), as Python's
- * strict decoder takes it (no overlongs, no surrogates, <= U+10FFFF); 0 if
- * invalid. */
-static size_t utf8_seq(const uint8_t *p, size_t n) {
-    uint8_t b = p[0];
-    if (b >= 0xC2 && b <= 0xDF) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (b >= 0xE0 && b <= 0xEF) {
-        if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-        if (b == 0xE0 && p[1] < 0xA0) return 0;
-        if (b == 0xED && p[1] >= 0xA0) return 0;
-        return 3;
-    }
-    if (b >= 0xF0 && b <= 0xF4) {
-        if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-        if (b == 0xF0 && p[1] < 0x90) return 0;
-        if (b == 0xF4 && p[1] >= 0x90) return 0;
-        return 4;
-    }
-    return 0;
-}
-
+/* A code point as UTF-8 onto o (a scalar value: the caller has set lone
+ * surrogates aside). */
 static int put_cp(tk_bytes *o, uint32_t cp) {
     uint8_t u[4];
-    size_t k;
-    if (cp < 0x80) u[0] = (uint8_t)cp, k = 1;
-    else if (cp < 0x800) u[0] = (uint8_t)(0xC0 | cp >> 6), u[1] = (uint8_t)(0x80 | (cp & 63)), k = 2;
-    else if (cp < 0x10000)
-        u[0] = (uint8_t)(0xE0 | cp >> 12), u[1] = (uint8_t)(0x80 | (cp >> 6 & 63)), u[2] = (uint8_t)(0x80 | (cp & 63)),
-        k = 3;
-    else
-        u[0] = (uint8_t)(0xF0 | cp >> 18), u[1] = (uint8_t)(0x80 | (cp >> 12 & 63)),
-        u[2] = (uint8_t)(0x80 | (cp >> 6 & 63)), u[3] = (uint8_t)(0x80 | (cp & 63)), k = 4;
-    return tk_bytes_append(o, u, k);
+    return tk_bytes_append(o, u, mc_utf8_put(u, cp));
 }
 
 enum { JS_NUL = 1, JS_LONE = 2, JS_ESC = 4 };
@@ -193,7 +152,7 @@ static int jstring(jrd *r, tk_bytes *out, unsigned *flags) {
             return jfail(r, TK_ERR_FORMAT, "a control byte inside a string (JSON needs it escaped)");
         }
         if (c >= 0x80) {
-            size_t l = utf8_seq(s + i, r->n - i);
+            size_t l = mc_utf8_seq(s + i, r->n - i); /* Python's strict decoder takes the same */
             if (!l) {
                 r->i = i;
                 return jfail(r, TK_ERR_FORMAT, "invalid UTF-8 inside a string");
@@ -227,21 +186,14 @@ static int jstring(jrd *r, tk_bytes *out, unsigned *flags) {
             run = i;
             continue;
         }
-        uint32_t cp, lo;
-        if (i + 6 > r->n || hex4(s + i + 2, &cp)) {
+        uint32_t cp;
+        size_t k = mc_json_u_escape(s + i, r->n - i, &cp); /* a surrogate pair in two escapes is one character */
+        if (!k) {
             r->i = i;
             return jfail(r, TK_ERR_FORMAT, "a bad \\u escape inside a string");
         }
-        i += 6;
-        /* a surrogate pair in two escapes is one character; Python keeps a
-         * lone surrogate as it is */
-        if (cp >= 0xD800 && cp < 0xDC00 && i + 6 <= r->n && s[i] == '\\' && s[i + 1] == 'u' && !hex4(s + i + 2, &lo) &&
-            lo >= 0xDC00 && lo < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            i += 6;
-        } else if (cp >= 0xD800 && cp < 0xE000) {
-            *flags |= JS_LONE;
-        }
+        i += k;
+        if (cp >= 0xD800 && cp < 0xE000) *flags |= JS_LONE; /* Python keeps a lone surrogate as it is */
         if (cp == 0) *flags |= JS_NUL;
         if (out && !(*flags & JS_LONE) && put_cp(out, cp)) return jfail(r, TK_ERR_NOMEM, "out of memory");
         run = i;
@@ -266,38 +218,20 @@ static int jnumber(jrd *r, int64_t *ival, bool *is_int) {
             return TK_OK;
         }
     }
-    bool neg = i < n && s[i] == '-';
-    if (neg) i++;
-    if (i >= n || s[i] < '0' || s[i] > '9') return jfail(r, TK_ERR_FORMAT, "a number expected");
+    mc_jnum nm; /* the grammar is mc_json.h's; the value and NaN / Infinity Python's */
+    int g = mc_json_number(s + i, s + n, &nm);
+    if (g == MC_JNUM_NONE) return jfail(r, TK_ERR_FORMAT, "a number expected");
+    if (g == MC_JNUM_BAD) {
+        r->i = (size_t)(nm.end - s);
+        return jfail(r, TK_ERR_FORMAT, "a bad number");
+    }
     uint64_t v = 0;
-    bool big = false;
-    if (s[i] == '0') i++;
-    else
-        while (i < n && s[i] >= '0' && s[i] <= '9') {
-            if (v > (UINT64_C(1) << 62) / 10) big = true;
-            v = v * 10 + (uint64_t)(s[i] - '0');
-            i++;
-        }
-    bool integral = true;
-    if (i < n && s[i] == '.') {
-        integral = false;
-        i++;
-        if (i >= n || s[i] < '0' || s[i] > '9') {
-            r->i = i;
-            return jfail(r, TK_ERR_FORMAT, "a bad number");
-        }
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    bool big = false, neg = nm.neg, integral = !nm.real;
+    for (size_t k = 0; k < nm.n_digits; k++) {
+        if (v > (UINT64_C(1) << 62) / 10) big = true;
+        v = v * 10 + (uint64_t)(nm.digits[k] - '0');
     }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        integral = false;
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-        if (i >= n || s[i] < '0' || s[i] > '9') {
-            r->i = i;
-            return jfail(r, TK_ERR_FORMAT, "a bad number");
-        }
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-    }
+    i = (size_t)(nm.end - s);
     r->i = i;
     if (integral && !big) {
         *is_int = true;

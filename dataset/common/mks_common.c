@@ -92,31 +92,6 @@ int mc_env_first_uint(const char *name, uint64_t max, uint64_t *v) {
 
 /* ------------------------------------------------------------------ UTF-8 */
 
-size_t mc_utf8_seq(const uint8_t *p, size_t n) {
-    if (!n) return 0;
-    uint8_t c = p[0];
-    if (c < 0x80) return 1;
-    size_t k;
-    uint8_t lo = 0x80, hi = 0xBF; /* the second byte's range (Unicode table 3-7) */
-    if (c >= 0xC2 && c <= 0xDF) {
-        k = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        k = 3;
-        if (c == 0xE0) lo = 0xA0; /* overlong */
-        if (c == 0xED) hi = 0x9F; /* surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 4;
-        if (c == 0xF0) lo = 0x90; /* overlong */
-        if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
-    } else {
-        return 0; /* continuation byte, C0/C1 (overlong), F5..FF */
-    }
-    if (n < k || p[1] < lo || p[1] > hi) return 0;
-    for (size_t j = 2; j < k; j++)
-        if ((p[j] & 0xC0) != 0x80) return 0;
-    return k;
-}
-
 size_t mc_utf8_valid_prefix(const uint8_t *p, size_t n) {
     size_t i = 0;
     while (i < n) {

@@ -70,8 +70,28 @@ size_t mc_utf8_valid_prefix(const uint8_t *p, size_t n);
 /* 1 when all of p[0..n) is valid UTF-8, else 0. */
 int mc_utf8_valid(const uint8_t *p, size_t n);
 /* Length of the one valid UTF-8 sequence at p[0..n) (1-4 bytes), 0 if the
- * bytes there are not one (or n is 0). */
-size_t mc_utf8_seq(const uint8_t *p, size_t n);
+ * bytes there are not one (or n is 0). Inline: the JSON scanners (mc_json.h)
+ * call it once per non-ASCII character. */
+static inline size_t mc_utf8_seq(const uint8_t *p, size_t n) {
+    if (!n) return 0;
+    uint8_t c = p[0];
+    if (c < 0x80) return 1;
+    /* the second byte's range is narrower after E0 / ED / F0 / F4 (Unicode table 3-7) */
+    if (c >= 0xC2 && c <= 0xDF) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && p[1] > 0x9F) return 0; /* surrogates */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && p[1] > 0x8F) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0; /* a continuation byte, C0/C1 (overlong), F5..FF */
+}
 /* Writes code point cp (a scalar value: <= U+10FFFF, no surrogate; the
  * caller checks) as 1-4 UTF-8 bytes at o, which has room for 4; returns how
  * many. Inline: the JSON string decoders call it once per \u escape. */
