@@ -22,26 +22,21 @@
  *     bytes' <0xNN> when all of them exist, else unk_id.
  *
  * The entries are held in a double-array trie (base/check) built at load
- * from the sorted strings: one array read per byte of a walk. Its size is
- * bounded by the entries' bytes (which the file holds) plus 256 slots. */
+ * from the sorted strings by key_trie.c (unigram.c's builder too): one
+ * array read per byte of a walk. Its size is bounded by the entries' bytes
+ * (which the file holds). */
 #include "hf_internal.h"
 
 #include <math.h>
 
-#define FREE_SLOT UINT32_MAX
-#define TERMINAL 0x80000000u /* base's flag: an entry ends at this slot; bases stay below 2^31 */
-#define UNK_PENALTY 10.0     /* model.rs K_UNK_PENALTY */
-
-typedef struct {
-    uint32_t check; /* parent slot, FREE_SLOT if free */
-    uint32_t base;  /* children at (base & ~TERMINAL) + byte; | TERMINAL when an entry ends here */
-} du_slot;
+#define UNK_PENALTY 10.0 /* model.rs K_UNK_PENALTY */
 
 struct tk_hf_uni {
-    du_slot *slot;
-    uint32_t *term; /* by slot: the id of the entry ending there (read only under TERMINAL); 4 bytes a
+    /* the entries' double array (key_trie.c); TK_DA_TERMINAL: an entry ends at the slot */
+    tk_da_slot *slot;
+    uint32_t *term; /* by slot: the id of the entry ending there (read only under TK_DA_TERMINAL); 4 bytes a
                      * slot (id and score side by side, 16, made a 250k-piece load fault 24 MB more) */
-    size_t size, cap;
+    size_t size;
     double *score; /* by id */
     uint32_t n;    /* vocab entries */
     double min_score, unk_score;
@@ -65,131 +60,32 @@ static const uint8_t *key_bytes(const void *owner, uint32_t id) {
     return (const uint8_t *)((const char *const *)owner)[id];
 }
 
-static int du_grow(struct tk_hf_uni *u, uint32_t **nf, size_t need) {
-    if (need + 256 <= u->cap) return TK_OK;
-    size_t cap = u->cap ? u->cap : 1024;
-    while (cap < need + 256) cap *= 2;
-    if (cap > INT32_MAX) return TK_ERR_LIMIT;
-    du_slot *s = realloc(u->slot, cap * sizeof *s);
-    if (s) u->slot = s;
-    uint32_t *t = realloc(u->term, cap * sizeof *t);
-    if (t) u->term = t;
-    uint32_t *f = realloc(*nf, cap * sizeof *f);
-    if (f) *nf = f;
-    if (!s || !t || !f) return TK_ERR_NOMEM;
-    for (size_t i = u->cap; i < cap; i++) {
-        s[i] = (du_slot){FREE_SLOT, 0};
-        t[i] = 0;
-        f[i] = (uint32_t)i;
-    }
-    u->cap = cap;
-    return TK_OK;
-}
-
-/* The first free slot >= i (taken slots point onwards; paths compressed). */
-static size_t du_next_free(uint32_t *nf, size_t i) {
-    size_t r = i;
-    while (nf[r] != r) r = nf[r];
-    while (nf[i] != r) {
-        size_t nx = nf[i];
-        nf[i] = (uint32_t)r;
-        i = nx;
-    }
-    return r;
-}
-
-typedef struct {
-    uint32_t node, lo, hi, depth;
-} du_pending;
-
-/* Places the children of every node breadth first; ent[0, n) sorted, one
- * per distinct string. The strings are copied in sorted order first: every
- * depth scans them all, and reading them in id order was a cache miss per
- * string and depth (as unigram.c found). */
+/* The double array of ent[0, n) (one per distinct string) and the id
+ * where each ends. */
 static int du_build(struct tk_hf_uni *u, const char *const *key, const tk_key_ent *ent, uint32_t n) {
-    size_t total = 1;
-    for (uint32_t i = 0; i < n; i++) total += ent[i].len;
-    du_pending *q = malloc(total * sizeof *q); /* at most one per node */
-    uint8_t *buf = malloc(total);
-    size_t *off = malloc(((size_t)n + 1) * sizeof *off);
-    uint32_t *nf = NULL;
-    int rc = TK_ERR_NOMEM;
-    if (!q || !buf || !off) goto out;
-    off[0] = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        memcpy(buf + off[i], key[ent[i].id], ent[i].len);
-        off[i + 1] = off[i] + ent[i].len;
+    uint32_t *at = malloc(((size_t)n + 1) * sizeof *at);
+    if (!at) return TK_ERR_NOMEM;
+    int rc = tk_da_build(ent, n, key, key_bytes, &u->slot, &u->size, at);
+    if (!rc && !(u->term = malloc((u->size + 1) * sizeof *u->term))) rc = TK_ERR_NOMEM;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        u->slot[at[i]].base |= TK_DA_TERMINAL;
+        u->term[at[i]] = ent[i].id;
     }
-    if ((rc = du_grow(u, &nf, total + total / 8 + 512))) goto out;
-    u->slot[0].check = FREE_SLOT - 1; /* the root: taken, nobody's child */
-    nf[0] = 1;
-    u->size = 1;
-    size_t qh = 0, qt = 0, next_check = 1;
-    if (n) q[qt++] = (du_pending){0, 0, n, 0};
-    uint8_t label[256];
-    uint32_t from[257];
-    while (qh < qt) {
-        du_pending p = q[qh++];
-        uint32_t lo = p.lo;
-        if (ent[lo].len == p.depth) { /* distinct strings: only the first can end here */
-            u->slot[p.node].base |= TERMINAL;
-            u->term[p.node] = ent[lo].id;
-            lo++;
-        }
-        int nl = 0;
-        for (uint32_t i = lo; i < p.hi; i++) {
-            uint8_t c = buf[off[i] + p.depth];
-            if (!nl || c != label[nl - 1]) {
-                label[nl] = c;
-                from[nl++] = i;
-            }
-        }
-        from[nl] = p.hi;
-        if (!nl) continue;
-        next_check = du_next_free(nf, next_check);
-        size_t pos = du_next_free(nf, next_check > (size_t)label[0] + 1 ? next_check : (size_t)label[0] + 1);
-        for (size_t tries = 0;; tries++) {
-            /* a wide node in fragmented space: past everything used (free
-             * there) while the array stays within 4 slots per node */
-            if (tries == 8 && u->size + 256 < 4 * total + 1024)
-                pos = u->size + label[0] > pos ? u->size + label[0] : pos;
-            if (pos + 512 > u->cap && (rc = du_grow(u, &nf, pos + 512))) goto out;
-            size_t bs = pos - label[0];
-            int k = 1;
-            while (k < nl && u->slot[bs + label[k]].check == FREE_SLOT) k++;
-            if (k == nl) break;
-            pos = du_next_free(nf, pos + 1);
-        }
-        size_t bs = pos - label[0];
-        u->slot[p.node].base |= (uint32_t)bs;
-        for (int k = 0; k < nl; k++) {
-            size_t t = bs + label[k];
-            u->slot[t].check = p.node;
-            nf[t] = (uint32_t)(t + 1);
-            if (t + 1 > u->size) u->size = t + 1;
-            q[qt++] = (du_pending){(uint32_t)t, from[k], from[k + 1], p.depth + 1};
-        }
-    }
-    rc = TK_OK;
-out:
-    free(q);
-    free(buf);
-    free(off);
-    free(nf);
+    free(at);
     return rc;
 }
 
 /* The id of the entry whose string is exactly p[0, n), TK_NO_RANK if none. */
 static uint32_t du_lookup(const struct tk_hf_uni *u, const uint8_t *p, size_t n) {
-    uint32_t node = 0, base = u->slot[0].base & ~TERMINAL;
+    uint32_t node = 0, base = u->slot[0].base & ~TK_DA_TERMINAL;
     if (!n) return TK_NO_RANK;
     for (size_t k = 0; k < n; k++) {
         uint32_t nx = base + p[k];
         if (u->slot[nx].check != node) return TK_NO_RANK;
         node = nx;
-        base = u->slot[nx].base & ~TERMINAL;
+        base = u->slot[nx].base & ~TK_DA_TERMINAL;
     }
-    return u->slot[node].base & TERMINAL ? u->term[node] : TK_NO_RANK;
+    return u->slot[node].base & TK_DA_TERMINAL ? u->term[node] : TK_NO_RANK;
 }
 
 int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *score, uint32_t n, uint32_t unk_id,
@@ -285,7 +181,7 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
     hf_uni_node *restrict best = w->best;
     /* all zero: score 0.0 (HF's default), start1 0 = no path yet */
     memset(best, 0, (tn + 1) * sizeof *best);
-    const du_slot *restrict sl = u->slot;
+    const tk_da_slot *restrict sl = u->slot;
     const uint32_t *restrict term = u->term;
     const double *restrict score = u->score;
     for (size_t s = 0; s < tn;) {
@@ -293,14 +189,14 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
         size_t mb = one_char_len(t[s]);
         if (mb > tn - s) mb = tn - s;
         bool single = false;
-        uint32_t node = 0, base = sl[0].base & ~TERMINAL;
+        uint32_t node = 0, base = sl[0].base & ~TK_DA_TERMINAL;
         for (size_t k = s; k < tn; k++) {
             uint32_t nx = base + t[k];
             if (sl[nx].check != node) break;
             node = nx;
             base = sl[nx].base;
-            if (!(base & TERMINAL)) continue;
-            base &= ~TERMINAL;
+            if (!(base & TK_DA_TERMINAL)) continue;
+            base &= ~TK_DA_TERMINAL;
             uint32_t id = term[node];
             double cand = score[id] + till;
             hf_uni_node *tg = &best[k + 1];

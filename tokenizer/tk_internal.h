@@ -494,4 +494,22 @@ uint64_t tk_key_head(const uint8_t *s, uint32_t len);
 int tk_key_sort(tk_key_ent *ent, uint32_t n, const void *owner,
                 const uint8_t *(*bytes)(const void *owner, uint32_t id));
 
+/* The double array of a Unigram trie (key_trie.c): the child of slot s by
+ * byte c is (base & ~TK_DA_TERMINAL) + c where its check is s. TERMINAL is
+ * the caller's flag (a string it keeps ends there; bases stay below 2^31).
+ * tk_da_build lays out ent[0, n) (sorted by tk_key_sort, distinct strings)
+ * into *slot (*size slots used, 256 more allocated and free, so base + c
+ * needs no bound check; free: check TK_DA_FREE) and sets at[i] to the slot
+ * where ent[i]'s string ends (the root for an empty one); the callers keep
+ * their payloads by slot, as wide as they need. Slots are placed depth
+ * first, within about 4 per string byte (the bound of the placement).
+ * TK_OK, TK_ERR_NOMEM or TK_ERR_LIMIT (over 2^31 slots). */
+typedef struct {
+    uint32_t check, base;
+} tk_da_slot;
+#define TK_DA_FREE UINT32_MAX
+#define TK_DA_TERMINAL 0x80000000u
+int tk_da_build(const tk_key_ent *ent, uint32_t n, const void *owner,
+                const uint8_t *(*bytes)(const void *owner, uint32_t id), tk_da_slot **slot, size_t *size, uint32_t *at);
+
 #endif

@@ -32,8 +32,9 @@
  * and USER_DEFINED pieces scored l * max_score - 0.1.
  *
  * The pieces are held in a double-array trie (base/check, as Darts, which
- * sentencepiece uses) built at load from the sorted pieces; its size is
- * bounded by the pieces' bytes (which the file holds), plus 256 slots. */
+ * sentencepiece uses) built at load from the sorted pieces by key_trie.c
+ * (hf_unigram.c's builder too); its size is bounded by the pieces' bytes
+ * (which the file holds). */
 #include "spm_internal.h"
 #include "tk_engine.h"
 
@@ -45,18 +46,8 @@
 #include <string.h>
 
 #define SPM_OF(t) ((const tk_spm *)(t)->engine_state)
-#define FREE_SLOT UINT32_MAX
 #define UNK_PENALTY 10.0f     /* unigram::kUnkPenalty */
 #define SCORE_RESET 100000.0f /* EncodeOptimized's kScoreResetThreshold */
-
-/* One slot of the double array: what every step of a trie walk reads, 8
- * bytes (eight a cache line), so a 32k-piece model's walk array stays in L2;
- * the piece ending at a slot, read only when TERMINAL is set, is in term[]. */
-typedef struct {
-    uint32_t check; /* its parent node, FREE_SLOT if none */
-    uint32_t base;  /* its children's base (child of byte c: (base & ~TERMINAL) + c) | TERMINAL */
-} uni_slot;
-#define TERMINAL 0x80000000u /* base's flag: a piece (not UNUSED) ends here; bases stay below 2^31 */
 
 typedef struct {
     int32_t id;  /* the piece ending at the slot */
@@ -64,8 +55,10 @@ typedef struct {
 } uni_term;
 
 struct tk_uni {
-    uni_slot *slot;
-    uni_term *term; /* by slot, as slot */
+    /* the pieces' double array (key_trie.c; 8-byte slots, eight a cache
+     * line); TK_DA_TERMINAL: a piece (not UNUSED) ends at the slot */
+    tk_da_slot *slot;
+    uni_term *term; /* by slot, read only where TK_DA_TERMINAL is set */
     size_t size;    /* slots used; 256 more are allocated, free, so base + c needs no bound check */
     float min_score, unk_score;
     uint32_t n_trie; /* pieces in the trie */
@@ -81,149 +74,27 @@ void tk_unigram_free(struct tk_uni *u) {
     free(u);
 }
 
-/* ---- building the double array ------------------------------------------- */
+/* ---- building the trie ---------------------------------------------------- */
 
-typedef struct {
-    const tk_spm *m;
-    struct tk_uni *u;
-    size_t cap;        /* allocated slots */
-    size_t next_check; /* slots below are all taken */
-    uint32_t *nf;      /* union-find: nf[i] leads to the first free slot >= i */
-} builder;
-
-static int grow(builder *b, size_t need) {
-    if (need + 256 <= b->cap) return TK_OK;
-    size_t cap = b->cap ? b->cap : need + 256; /* the first call sizes it */
-    while (cap < need + 256) {
-        if (cap > SIZE_MAX / 2 / sizeof(int32_t) / 4) return TK_ERR_NOMEM;
-        cap *= 2;
-    }
-    if (cap > INT32_MAX) return TK_ERR_LIMIT;
-    struct tk_uni *u = b->u;
-    uni_slot *sl = realloc(u->slot, cap * sizeof *sl);
-    if (sl) u->slot = sl;
-    uni_term *tm = realloc(u->term, cap * sizeof *tm);
-    if (tm) u->term = tm;
-    uint32_t *nf = realloc(b->nf, cap * sizeof *nf);
-    if (nf) b->nf = nf;
-    if (!sl || !tm || !nf) return TK_ERR_NOMEM;
-    for (size_t i = b->cap; i < cap; i++) { /* term[i] is read only where base has TERMINAL: left as is */
-        sl[i] = (uni_slot){FREE_SLOT, 0};
-        nf[i] = (uint32_t)i;
-    }
-    b->cap = cap;
-    return TK_OK;
-}
-
-/* A piece's bytes, for tk_key_sort. */
+/* A piece's bytes, for tk_key_sort and tk_da_build. */
 static const uint8_t *piece_bytes(const void *owner, uint32_t id) { return ((const tk_spm *)owner)->piece[id]; }
 
-typedef struct {
-    uint32_t node, lo, hi, depth;
-} pending;
-
-/* The first free slot >= i (taken slots link onwards; paths compressed),
- * so a search for a base visits free slots only. i < b->cap - 256. */
-static size_t next_free(builder *b, size_t i) {
-    uint32_t *nf = b->nf;
-    size_t r = i;
-    while (nf[r] != r) r = nf[r];
-    while (nf[i] != r) {
-        size_t nx = nf[i];
-        nf[i] = (uint32_t)r;
-        i = nx;
+/* The double array of ent[0, n) and each kept piece's id and lattice score
+ * where it ends. */
+static int build_trie(const tk_spm *m, struct tk_uni *u, const tk_key_ent *ent, uint32_t n) {
+    uint32_t *at = malloc(((size_t)n + 1) * sizeof *at);
+    if (!at) return TK_ERR_NOMEM;
+    int rc = tk_da_build(ent, n, m, piece_bytes, &u->slot, &u->size, at);
+    if (!rc && !(u->term = malloc((u->size + 1) * sizeof *u->term))) rc = TK_ERR_NOMEM;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t id = ent[i].id;
+        if (m->type[id] == SP_UNUSED) continue; /* in the trie, skipped by EncodeOptimized */
+        u->slot[at[i]].base |= TK_DA_TERMINAL;
+        /* GetUserDefinedScore: 0.1 * (length - 1), a float */
+        u->term[at[i]] =
+            (uni_term){(int32_t)id, m->type[id] == SP_USER ? (float)(0.1 * (double)(ent[i].len - 1)) : m->score[id]};
     }
-    return r;
-}
-
-static void take(builder *b, size_t t, uint32_t parent) {
-    b->u->slot[t].check = parent;
-    b->nf[t] = (uint32_t)(t + 1); /* t + 1 < cap: a slot is taken only below cap - 256 */
-}
-
-/* Place the children of every node, breadth first: a node covering the
- * sorted pieces [lo, hi) that share their first depth bytes. The pieces
- * are copied in sorted order into one buffer first: every depth scans them
- * all, and reading them where the file has them (in id order) was a cache
- * miss per piece and depth (250k pieces: 350 ms of a 545 ms load). */
-static int build_trie(builder *b, const tk_key_ent *ent, uint32_t n) {
-    const tk_spm *m = b->m;
-    struct tk_uni *u = b->u;
-    size_t total = 1;
-    for (uint32_t i = 0; i < n; i++) total += ent[i].len;
-    pending *q = malloc(total * sizeof *q); /* at most one entry per node */
-    uint8_t *buf = malloc(total);
-    size_t *off = malloc(((size_t)n + 1) * sizeof *off);
-    int rc = TK_ERR_NOMEM;
-    if (!q || !buf || !off) goto out;
-    off[0] = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        memcpy(buf + off[i], m->piece[ent[i].id], ent[i].len);
-        off[i + 1] = off[i] + ent[i].len;
-    }
-    /* sized once for what a double array of the pieces' nodes usually needs
-     * (one slot per node, some gaps), so growing rarely copies it */
-    rc = grow(b, total + total / 8);
-    if (rc) goto out;
-    take(b, 0, FREE_SLOT - 1); /* the root: taken, and no node's child */
-    u->size = 1;
-    b->next_check = 1;
-    size_t qh = 0, qt = 0;
-    if (n) q[qt++] = (pending){0, 0, n, 0};
-    uint8_t label[256];
-    uint32_t from[257];
-    while (qh < qt) {
-        pending p = q[qh++];
-        uint32_t lo = p.lo;
-        if (ent[lo].len == p.depth) { /* unique: duplicates were refused */
-            uint32_t id = ent[lo++].id;
-            if (m->type[id] != SP_UNUSED) { /* EncodeOptimized skips UNUSED pieces */
-                u->slot[p.node].base |= TERMINAL;
-                u->term[p.node].id = (int32_t)id;
-                /* GetUserDefinedScore: 0.1 * (length - 1), a float */
-                u->term[p.node].score = m->type[id] == SP_USER ? (float)(0.1 * (double)(p.depth - 1)) : m->score[id];
-            }
-        }
-        int nl = 0;
-        for (uint32_t i = lo; i < p.hi; i++) {
-            uint8_t c = buf[off[i] + p.depth];
-            if (!nl || c != label[nl - 1]) {
-                label[nl] = c;
-                from[nl++] = i;
-            }
-        }
-        from[nl] = p.hi;
-        if (!nl) continue;
-        /* first base whose slots base + label[k] are all free: label[0]'s
-         * slot runs over the free slots only */
-        b->next_check = next_free(b, b->next_check);
-        size_t pos = next_free(b, b->next_check > (size_t)label[0] + 1 ? b->next_check : (size_t)label[0] + 1);
-        for (size_t tries = 0;; tries++) {
-            /* a wide node in fragmented space: place it past everything
-             * used (all free there), while the array stays within 4 slots
-             * per node, so memory stays bounded by the file */
-            if (tries == 8 && u->size + 256 < 4 * total + 1024)
-                pos = u->size + label[0] > pos ? u->size + label[0] : pos;
-            if (pos + 512 > b->cap && (rc = grow(b, pos + 512))) goto out; /* base + any label < cap - 256 */
-            size_t bs = pos - label[0];
-            int k = 1;
-            while (k < nl && u->slot[bs + label[k]].check == FREE_SLOT) k++;
-            if (k == nl) break;
-            pos = next_free(b, pos + 1);
-        }
-        size_t bs = pos - label[0];
-        u->slot[p.node].base |= (uint32_t)bs; /* bs < cap <= INT32_MAX: clear of TERMINAL */
-        for (int k = 0; k < nl; k++) {
-            size_t t = bs + label[k];
-            take(b, t, p.node);
-            if (t + 1 > u->size) u->size = t + 1;
-            q[qt++] = (pending){(uint32_t)t, from[k], from[k + 1], p.depth + 1};
-        }
-    }
-out:
-    free(q);
-    free(buf);
-    free(off);
+    free(at);
     return rc;
 }
 
@@ -263,10 +134,7 @@ int tk_unigram_build(tk_spm *m, char *err, size_t errlen, const char *path) {
     }
     u->n_trie = n;
     if ((rc = tk_key_sort(ent, n, m, piece_bytes))) goto fail;
-    builder b = {.m = m, .u = u};
-    rc = build_trie(&b, ent, n);
-    free(b.nf);
-    if (rc) goto fail;
+    if ((rc = build_trie(m, u, ent, n))) goto fail;
     free(ent);
     m->uni = u;
     return TK_OK;
@@ -385,7 +253,7 @@ static inline __attribute__((always_inline)) void walk(const tk_spm *m, const st
         d->bs[0] = 0.0;
         d->wmax = 0.0;
     }
-    const uni_slot *sl = u->slot;
+    const tk_da_slot *sl = u->slot;
     size_t frontier = 0; /* the furthest end any piece has reached */
 #define PROPOSE_D(end, cid, csc)                                                                                       \
     do {                                                                                                               \
@@ -416,14 +284,14 @@ static inline __attribute__((always_inline)) void walk(const tk_spm *m, const st
         if (mb > tn - s) mb = tn - s;
         bool single = false;
         uint32_t node = 0;
-        uint32_t base = sl[0].base & ~TERMINAL;
+        uint32_t base = sl[0].base & ~TK_DA_TERMINAL;
         for (size_t k = s; k < tn; k++) {
             uint32_t nx = base + t[k];
             if (sl[nx].check != node) break;
             node = nx;
             base = sl[nx].base;
-            if (!(base & TERMINAL)) continue;
-            base &= ~TERMINAL;
+            if (!(base & TK_DA_TERMINAL)) continue;
+            base &= ~TK_DA_TERMINAL;
             int32_t id = u->term[node].id;
             size_t len = k + 1 - s;
             frontier = k + 1 > frontier ? k + 1 : frontier;
