@@ -143,8 +143,82 @@ static int add_content(ds_chat *c, const ds_jtape *t, long content, size_t idx, 
     return DS_OK;
 }
 
-static int add_messages(ds_chat *c, const ds_jtape *t, long list, int completion, const char *what, char *why,
-                        size_t whylen) {
+/* The bytes in LINE of tape node V, a number or literal: the tape keeps no
+ * position for them, so the (valid) line is walked counting nodes in the
+ * tape's order, one per value and per key. Only reached for a reasoning that
+ * is not a string, which no real record has. */
+static const uint8_t *scalar_bytes(const uint8_t *p, const uint8_t *e, long v, size_t *len) {
+    long k = -1;
+    while (p < e) {
+        uint8_t ch = *p;
+        if (ch == '"') {
+            k++;
+            for (p++; p < e && *p != '"'; p++)
+                if (*p == '\\') p++;
+            p++;
+        } else if (ch == '{' || ch == '[') {
+            k++;
+            p++;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9') || ch == 't' || ch == 'f' || ch == 'n') {
+            const uint8_t *a = p;
+            while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+                p++;
+            if (++k == v) {
+                *len = (size_t)(p - a);
+                return a;
+            }
+        } else {
+            p++;
+        }
+    }
+    *len = 0;
+    return p;
+}
+
+/* Python's truth of a JSON value that is neither a string nor null. */
+static int tape_truthy(const ds_jtape *t, long v, const uint8_t *line, size_t n) {
+    const ds_jnode *nd = &t->n[v];
+    if (nd->type == DS_JSCAN_T_ARRAY || nd->type == DS_JSCAN_T_OBJECT) return nd->end > (uint32_t)v + 1;
+    size_t len;
+    const uint8_t *s = scalar_bytes(line, line + n, v, &len);
+    if (nd->type == DS_JSCAN_T_BOOLEAN) return len && s[0] == 't';
+    /* a number is false when json.loads makes it 0 or 0.0: -0, 0e5, and 1e-400
+     * too (underflow to 0.0, as strtod) */
+    char buf[64], *z = len < sizeof buf ? buf : malloc(len + 1);
+    if (!z) return 1;
+    memcpy(z, s, len);
+    z[len] = 0;
+    int truthy = strtod(z, NULL) != 0;
+    if (z != buf) free(z);
+    return truthy;
+}
+
+/* The message's reasoning: the first of reasoning_content, thinking and
+ * reasoning that is present and not null (transformers' apply_chat_template
+ * copies that one into reasoning_content before rendering). */
+static int add_reasoning(ds_chat *c, const ds_jtape *t, size_t m, const uint8_t *line, size_t n) {
+    static const char *const keys[] = {"reasoning_content", "thinking", "reasoning"};
+    ds_chat_msg *msg = &c->msgs[c->n - 1];
+    for (size_t k = 0; k < N_OF(keys); k++) {
+        long v = ds_jtape_get(t, m, keys[k]);
+        if (v < 0 || t->n[v].type == DS_JSCAN_T_NULL) continue;
+        if (t->n[v].type != DS_JSCAN_T_STRING) {
+            msg->reason = tape_truthy(t, v, line, n) ? DS_REASON_OTHER_TRUE : DS_REASON_OTHER_FALSE;
+            return DS_OK;
+        }
+        size_t off = c->buf_len;
+        if (tape_append(c, t, v)) return DS_ERR_NOMEM;
+        msg = &c->msgs[c->n - 1];
+        msg->reason = DS_REASON_STRING;
+        msg->r_off = off;
+        msg->r_len = c->buf_len - off;
+        return DS_OK;
+    }
+    return DS_OK;
+}
+
+static int add_messages(ds_chat *c, const ds_jtape *t, const uint8_t *line, size_t n, long list, int completion,
+                        const char *what, char *why, size_t whylen) {
     if (!tape_is(t, list, DS_JSCAN_T_ARRAY)) return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s is not a list", what);
     for (size_t m = (size_t)list + 1; m < t->n[list].end; m = t->n[m].end) {
         if (!tape_is(t, (long)m, DS_JSCAN_T_OBJECT))
@@ -165,7 +239,7 @@ static int add_messages(ds_chat *c, const ds_jtape *t, long list, int completion
         size_t off = c->buf_len;
         int rc = add_content(c, t, ds_jtape_get(t, m, "content"), c->n, why, whylen);
         if (rc) return rc;
-        if (msg_push(c, (ds_role)r, off, completion)) return DS_ERR_NOMEM;
+        if (msg_push(c, (ds_role)r, off, completion) || add_reasoning(c, t, m, line, n)) return DS_ERR_NOMEM;
     }
     return DS_OK;
 }
@@ -232,7 +306,7 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     }
     if (f == DS_FMT_CHAT) {
         if (msgs < 0) return set_why(why, whylen, DS_CHAT_NO_MESSAGES, "no field '%s'", mf);
-        return add_messages(c, t, msgs, 0, mf, why, whylen);
+        return add_messages(c, t, line, len, msgs, 0, mf, why, whylen);
     }
     /* prompt-completion: two strings, or two message lists (TRL's conversational form) */
     if (prompt < 0 || compl < 0)
@@ -247,8 +321,8 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
         return DS_OK;
     }
     if (tape_is(t, prompt, DS_JSCAN_T_ARRAY) && tape_is(t, compl, DS_JSCAN_T_ARRAY)) {
-        if ((rc = add_messages(c, t, prompt, 0, "prompt", why, whylen))) return rc;
-        return add_messages(c, t, compl, 1, "completion", why, whylen);
+        if ((rc = add_messages(c, t, line, len, prompt, 0, "prompt", why, whylen))) return rc;
+        return add_messages(c, t, line, len, compl, 1, "completion", why, whylen);
     }
     return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "%s",
                    "prompt and completion must both be strings or both be message lists");

@@ -245,6 +245,127 @@ static int r_qwen25(rd *d, char *why, size_t whylen) {
     return DS_CHAT_OK;
 }
 
+/* Qwen3 (Qwen/Qwen3-0.6B's published template, the whole Qwen3 family):
+ * ChatML without a default system message; an assistant message's reasoning
+ * (reasoning_content, or what content holds before '</think>') is rendered as
+ * '<think>\n' + reasoning + '\n</think>\n\n' + content only on assistant
+ * turns after the last real user query (a user message that is not wholly a
+ * '<tool_response>...</tool_response>'), and there only when the message is
+ * the last one or its reasoning is not empty; elsewhere the content without
+ * its reasoning. enable_thinking only changes the generation prompt, which a
+ * training rendering does not have. The loss span of an assistant message
+ * runs from after its 'assistant\n' header through <|im_end|>: the think
+ * block where the template renders one is part of what the model is trained
+ * to produce after that header (docs/chat.md). */
+static const char *find_bytes(const char *s, size_t n, const char *pat, size_t pn) {
+    for (size_t i = 0; pn <= n && i + pn <= n; i++)
+        if (s[i] == pat[0] && !memcmp(s + i, pat, pn)) return s + i;
+    return NULL;
+}
+static const char *rfind_bytes(const char *s, size_t n, const char *pat, size_t pn) {
+    for (size_t i = n >= pn ? n - pn + 1 : 0; i-- > 0;)
+        if (!memcmp(s + i, pat, pn)) return s + i;
+    return NULL;
+}
+static void lstrip_nl(const char **s, size_t *n) {
+    while (*n && **s == '\n') (*s)++, (*n)--;
+}
+static void rstrip_nl(const char *s, size_t *n) {
+    (void)s;
+    while (*n && s[*n - 1] == '\n') (*n)--;
+}
+static int qwen3_tool_response(const char *s, size_t n) { /* startswith and endswith, as the template tests it */
+    static const char a[] = "<tool_response>", b[] = "</tool_response>";
+    return n >= sizeof a - 1 && !memcmp(s, a, sizeof a - 1) && n >= sizeof b - 1 &&
+           !memcmp(s + n - (sizeof b - 1), b, sizeof b - 1);
+}
+static int r_qwen3(rd *d, char *why, size_t whylen) {
+    const ds_chat *c = d->c;
+    size_t n = c->n;
+    if (!n) return refuse(why, whylen, "list object has no element 0"); /* messages[0].role */
+    if (role(d, 0) == DS_ROLE_SYSTEM) {
+        special(d, "<|im_start|>");
+        text(d, "system\n");
+        msg_text(d, 0);
+        special(d, "<|im_end|>");
+        text(d, "\n");
+    }
+    size_t last_query = n ? n - 1 : 0;
+    for (size_t i = n; i-- > 0;) {
+        size_t len;
+        const char *s = content(d, i, &len);
+        if (role(d, i) == DS_ROLE_USER && !qwen3_tool_response(s, len)) {
+            last_query = i;
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        ds_role r = role(d, i);
+        if (r == DS_ROLE_USER || (r == DS_ROLE_SYSTEM && i > 0)) {
+            special(d, "<|im_start|>");
+            text(d, rname(d, i));
+            text(d, "\n");
+            msg_text(d, i);
+            special(d, "<|im_end|>");
+            text(d, "\n");
+        } else if (r == DS_ROLE_ASSISTANT) {
+            const ds_chat_msg *m = &c->msgs[i];
+            size_t cn, rn = 0;
+            const char *cs = content(d, i, &cn), *rs = "";
+            static const char close[] = "</think>", open[] = "<think>";
+            if (m->reason == DS_REASON_STRING) {
+                rs = (const char *)c->buf + m->r_off;
+                rn = m->r_len;
+            } else if (m->reason == DS_REASON_NONE && find_bytes(cs, cn, close, sizeof close - 1)) {
+                /* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+                const char *first = find_bytes(cs, cn, close, sizeof close - 1);
+                rs = cs;
+                rn = (size_t)(first - cs);
+                rstrip_nl(rs, &rn);
+                const char *o = rfind_bytes(rs, rn, open, sizeof open - 1);
+                if (o) rn -= (size_t)(o + sizeof open - 1 - rs), rs = o + sizeof open - 1;
+                lstrip_nl(&rs, &rn);
+                /* content.split('</think>')[-1].lstrip('\n') */
+                const char *last = rfind_bytes(cs, cn, close, sizeof close - 1) + sizeof close - 1;
+                cn -= (size_t)(last - cs);
+                cs = last;
+                lstrip_nl(&cs, &cn);
+            }
+            int truthy = m->reason == DS_REASON_OTHER_TRUE || rn > 0; /* `reasoning_content` in an if */
+            special(d, "<|im_start|>");
+            text(d, "assistant\n");
+            span_open(d, i);
+            if (i > last_query && (i + 1 == n || truthy)) {
+                if (m->reason == DS_REASON_OTHER_TRUE || m->reason == DS_REASON_OTHER_FALSE)
+                    return refuse(why, whylen, "reasoning_content is not a string (the template calls .strip on it)");
+                text(d, "<think>\n");
+                while (rn && *rs == '\n') rs++, rn--; /* .strip('\n') */
+                rstrip_nl(rs, &rn);
+                put(d, rs, rn, 0);
+                text(d, "\n</think>\n\n");
+                lstrip_nl(&cs, &cn);
+            }
+            put(d, cs, cn, 0);
+            special(d, "<|im_end|>");
+            span_close(d);
+            text(d, "\n");
+        } else if (r == DS_ROLE_TOOL) {
+            if (i == 0 || role(d, i - 1) != DS_ROLE_TOOL) {
+                special(d, "<|im_start|>");
+                text(d, "user");
+            }
+            text(d, "\n<tool_response>\n");
+            msg_text(d, i);
+            text(d, "\n</tool_response>");
+            if (i + 1 == n || role(d, i + 1) != DS_ROLE_TOOL) {
+                special(d, "<|im_end|>");
+                text(d, "\n");
+            }
+        }
+    }
+    return DS_CHAT_OK;
+}
+
 /* Llama 3 Instruct: bos, then each message's header and trimmed content. */
 static int r_llama3(rd *d, char *why, size_t whylen) {
     (void)why, (void)whylen;
@@ -514,6 +635,51 @@ static const ds_chat_template templates[] = {
      "  {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- "
      "endif %}\n",
      r_qwen25},
+    {"qwen3",
+     "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0].role == 'system' %}\n   "
+     "     {{- messages[0].content + '\\n\\n' }}\n    {%- endif %}\n    {{- \"# Tools\\n\\nYou may call on"
+     "e or more functions to assist with the user query.\\n\\nYou are provided with function signatures wi"
+     "thin <tools></tools> XML tags:\\n<tools>\" }}\n    {%- for tool in tools %}\n        {{- \"\\n\" }}"
+     "\n        {{- tool | tojson }}\n    {%- endfor %}\n    {{- \"\\n</tools>\\n\\nFor each function call"
+     ", return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<"
+     "tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|"
+     "im_end|>\\n\" }}\n{%- else %}\n    {%- if messages[0].role == 'system' %}\n        {{- '<|im_start|>"
+     "system\\n' + messages[0].content + '<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n{%- set ns = "
+     "namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n{%- for message in message"
+     "s[::-1] %}\n    {%- set index = (messages|length - 1) - loop.index0 %}\n    {%- if ns.multi_step_too"
+     "l and message.role == \"user\" and not(message.content.startswith('<tool_response>') and message.con"
+     "tent.endswith('</tool_response>')) %}\n        {%- set ns.multi_step_tool = false %}\n        {%- se"
+     "t ns.last_query_index = index %}\n    {%- endif %}\n{%- endfor %}\n{%- for message in messages %}\n "
+     "   {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n        "
+     "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    {%- elif "
+     "message.role == \"assistant\" %}\n        {%- set content = message.content %}\n        {%- set reas"
+     "oning_content = '' %}\n        {%- if message.reasoning_content is defined and message.reasoning_con"
+     "tent is not none %}\n            {%- set reasoning_content = message.reasoning_content %}\n        {"
+     "%- else %}\n            {%- if '</think>' in message.content %}\n                {%- set content = m"
+     "essage.content.split('</think>')[-1].lstrip('\\n') %}\n                {%- set reasoning_content = m"
+     "essage.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n           "
+     " {%- endif %}\n        {%- endif %}\n        {%- if loop.index0 > ns.last_query_index %}\n          "
+     "  {%- if loop.last or (not loop.last and reasoning_content) %}\n                {{- '<|im_start|>' +"
+     " message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lst"
+     "rip('\\n') }}\n            {%- else %}\n                {{- '<|im_start|>' + message.role + '\\n' + "
+     "content }}\n            {%- endif %}\n        {%- else %}\n            {{- '<|im_start|>' + message."
+     "role + '\\n' + content }}\n        {%- endif %}\n        {%- if message.tool_calls %}\n            {"
+     "%- for tool_call in message.tool_calls %}\n                {%- if (loop.first and content) or (not l"
+     "oop.first) %}\n                    {{- '\\n' }}\n                {%- endif %}\n                {%- i"
+     "f tool_call.function %}\n                    {%- set tool_call = tool_call.function %}\n            "
+     "    {%- endif %}\n                {{- '<tool_call>\\n{\"name\": \"' }}\n                {{- tool_cal"
+     "l.name }}\n                {{- '\", \"arguments\": ' }}\n                {%- if tool_call.arguments "
+     "is string %}\n                    {{- tool_call.arguments }}\n                {%- else %}\n         "
+     "           {{- tool_call.arguments | tojson }}\n                {%- endif %}\n                {{- '}"
+     "\\n</tool_call>' }}\n            {%- endfor %}\n        {%- endif %}\n        {{- '<|im_end|>\\n' }}"
+     "\n    {%- elif message.role == \"tool\" %}\n        {%- if loop.first or (messages[loop.index0 - 1]."
+     "role != \"tool\") %}\n            {{- '<|im_start|>user' }}\n        {%- endif %}\n        {{- '\\n<"
+     "tool_response>\\n' }}\n        {{- message.content }}\n        {{- '\\n</tool_response>' }}\n       "
+     " {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n            {{- '<|im_end|>\\n"
+     "' }}\n        {%- endif %}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{"
+     "- '<|im_start|>assistant\\n' }}\n    {%- if enable_thinking is defined and enable_thinking is false "
+     "%}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}",
+     r_qwen3},
     {"llama3",
      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
      "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "

@@ -39,11 +39,24 @@ int ds_loss_on_parse(const char *name, ds_loss_on *out); /* 0, or -1 */
 typedef enum { DS_ROLE_SYSTEM = 0, DS_ROLE_USER = 1, DS_ROLE_ASSISTANT = 2, DS_ROLE_TOOL = 3 } ds_role;
 const char *ds_role_name(int v); /* "system", "user", "assistant", "tool" */
 
+/* A message's reasoning (the first of reasoning_content, thinking, reasoning
+ * that is not null, as transformers' apply_chat_template aliases them; only
+ * templates that read it render it: qwen3). Not a string: the template
+ * raises where it uses it, so its Python truth is kept to know where. */
+typedef enum {
+    DS_REASON_NONE = 0,   /* absent or null */
+    DS_REASON_STRING = 1, /* r_off/r_len */
+    DS_REASON_OTHER_TRUE, /* a number, bool, list or object Python finds true */
+    DS_REASON_OTHER_FALSE /* false, 0, [], {} */
+} ds_reason_kind;
+
 /* One message: role and content (bytes in the conversation's buffer). */
 typedef struct {
     ds_role role;
-    size_t off, len; /* content in ds_chat.buf */
-    int completion;  /* prompt-completion: 1 for a message of the completion */
+    size_t off, len;       /* content in ds_chat.buf */
+    int completion;        /* prompt-completion: 1 for a message of the completion */
+    ds_reason_kind reason; /* reasoning (assistant messages) */
+    size_t r_off, r_len;   /* DS_REASON_STRING: the reasoning in ds_chat.buf */
 } ds_chat_msg;
 
 /* A parsed record; reuse one per thread (ds_chat_parse resets it). */
@@ -94,7 +107,7 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
 
 /* ---- templates (chat_template.c) */
 typedef struct ds_chat_template ds_chat_template;
-/* Built-in templates by name ("chatml", "qwen2", "qwen2.5", "llama3", "llama2",
+/* Built-in templates by name ("chatml", "qwen2", "qwen2.5", "qwen3", "llama3", "llama2",
  * "mistral", "mistral-v1", "mistral-v3", "mistral-tekken", "gemma", "phi3", "deepseek"); NULL when unknown. */
 const ds_chat_template *ds_chat_template_find(const char *name);
 const char *ds_chat_template_name(const ds_chat_template *t);

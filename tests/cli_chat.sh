@@ -96,7 +96,7 @@ expect_rc "unknown --format" 64
 expect_err "--format lists the names" "text, chat, prompt-completion or auto"
 run "$MKS" encode -t "$Q" --format chat --chat-template vicuna "$TMP/pc.jsonl" -o "$TMP/x.ids"
 expect_rc "unknown template name" 64
-expect_err "unknown template lists the built-ins" "chatml, qwen2, qwen2.5, llama3"
+expect_err "unknown template lists the built-ins" "chatml, qwen2, qwen2.5, qwen3, llama3"
 run "$MKS" encode -t "$Q" --format chat --loss-on prompt "$TMP/pc.jsonl" -o "$TMP/x.ids"
 expect_rc "unknown --loss-on" 64
 run "$MKS" encode -t "$Q" --format chat "$TMP/pc.jsonl" -o "$TMP/x.ids"

@@ -248,6 +248,45 @@ static void loss_cases(const char *shared) {
     ds_chat_ids_free(&v);
 }
 
+/* Qwen3: a reasoning that is not a string, on an assistant turn after the
+ * last query that is not the last message, is rendered (and the template
+ * raises on its .strip) exactly when Python finds it true; the spellings of a
+ * JSON number json.loads makes 0 or 0.0 are false (the fixtures' records go
+ * through json.dumps, which never writes these). */
+static void qwen3_reasoning_cases(void) {
+    const ds_chat_template *t = ds_chat_template_find("qwen3");
+    CHECK(t, "no qwen3");
+    if (!t) return;
+    struct {
+        const char *value;
+        int raises; /* bool(json.loads(value)) */
+    } cases[] = {{"-0", 0},    {"0e5", 0}, {"1e-400", 0}, {"-0.0e-0", 0}, {"0.5", 1},       {"true", 1},
+                 {"false", 0}, {"[]", 0},  {"[0]", 1},    {"{}", 0},      {"{\"a\":1}", 1}, {"null", 0}};
+    ds_chat c = {0};
+    ds_chat_rendered r = {0};
+    ds_chat_parse_opts po = {.format = DS_FMT_CHAT};
+    ds_chat_render_opts ro = {.loss_on = DS_LOSS_DEFAULT};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char line[400], why[200];
+        snprintf(line, sizeof line,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":"
+                 "\"a</think>b\",\"reasoning_content\" : %s },{\"role\":\"tool\",\"content\":\"t\"},"
+                 "{\"role\":\"assistant\",\"content\":\"c\"}]}",
+                 cases[i].value);
+        int rc = ds_chat_parse((const uint8_t *)line, strlen(line), &po, &c, why, sizeof why);
+        CHECK(rc == DS_CHAT_OK, "qwen3 reasoning %s: parse %d %s", cases[i].value, rc, why);
+        rc = ds_chat_render(t, &c, &ro, &r, why, sizeof why);
+        CHECK(rc == (cases[i].raises ? DS_CHAT_TEMPLATE : DS_CHAT_OK), "qwen3 reasoning %s: render %d (%s)",
+              cases[i].value, rc, why);
+        /* not rendered: the content stays whole ('</think>' is split off only without a reasoning) */
+        if (rc == DS_CHAT_OK && strcmp(cases[i].value, "null"))
+            CHECK(strstr((const char *)r.text, "assistant\na</think>b"), "qwen3 reasoning %s: %s", cases[i].value,
+                  r.text);
+    }
+    ds_chat_free(&c);
+    ds_chat_rendered_free(&r);
+}
+
 /* auto: tokenizer_config.json's chat_template recognised up to layout, else refused with the names. */
 static void auto_cases(void) {
     char dir[] = "/tmp/test_chat_XXXXXX";
@@ -370,6 +409,7 @@ int main(int argc, char **argv) {
     auto_cases();
     published_cases();
     loss_cases(shared);
+    qwen3_reasoning_cases();
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;

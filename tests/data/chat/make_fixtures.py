@@ -238,6 +238,11 @@ T["mistral-tekken"] = ("{%- if messages[0][\"role\"] == \"system\" %}\n    {%- s
     "user and assistant roles are supported, with the exception of an initial optional system message!\")"
     " }}\n    {%- endif %}\n{%- endfor %}\n")
 
+# Qwen3 (Qwen/Qwen3-0.6B, the family's template): the published copy in published/ (make_published.py takes it
+# from the llama-cpp-python 0.3.36 sdist, as its MANIFEST says), so the built-in is the published text itself.
+with open(os.path.join(HERE, "published", "Qwen-Qwen3-0.6B.jinja"), encoding="utf-8") as _f:
+    T["qwen3"] = _f.read()
+
 # template -> (tokenizer folder or None: text only, bos, eos, the template's special tokens,
 #              end-of-turn string after an assistant message, contents stripped by the template)
 L3_BOS, L3_EOS = "<|begin_of_text|>", "<|end_of_text|>"
@@ -245,6 +250,7 @@ SETUP = {
     "chatml": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
     "qwen2": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
     "qwen2.5": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
+    "qwen3": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
     "llama3": ("llama3", L3_BOS, L3_EOS, [L3_BOS, "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
                "<|eot_id|>", True),
     "llama2": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], " " + L3_EOS, True),
@@ -299,6 +305,90 @@ def conversations(rng):
     return out
 
 
+def qwen3_conversations(rng):
+    """Records for what only Qwen3's template reads: reasoning (reasoning_content, or its aliases thinking /
+    reasoning, or '<think>...</think>' inside content), the last real user query (turns after it keep their
+    reasoning), tool responses as tool messages or as a user message wholly '<tool_response>...</tool_response>',
+    and what the template raises on. A separate generator, so the other templates' cases stay as they were."""
+    def s(k=8, special=False):
+        return sentence(rng, k, special)
+    out = []
+    for i in range(40):
+        msgs = []
+        if i % 4 == 0:
+            msgs.append({"role": "system", "content": s()})
+        turns = rng.randint(1, 3)
+        for t in range(turns):
+            msgs.append({"role": "user", "content": s(10, i % 9 == 8 and t == 0)})
+            if i % 5 == 1 and t == turns - 1:  # a tool round inside the last turn
+                msgs.append({"role": "assistant", "content": s(4)})
+                for _ in range(rng.randint(1, 2)):
+                    msgs.append({"role": "tool", "content": s(5)})
+            a = {"role": "assistant", "content": s(10, i % 9 == 8 and t == 1)}
+            kind = (i + t) % 8
+            if kind == 1:
+                a["reasoning_content"] = s(6)
+            elif kind == 2:
+                a["content"] = "<think>\n" + s(6) + "\n</think>\n\n" + a["content"]
+            elif kind == 3:  # no <think>, several </think>, newlines to strip
+                a["content"] = "\n" + s(3) + "\n\n</think>" + s(2) + "</think>\n\n" + a["content"]
+            elif kind == 4:
+                a["thinking"] = "\n\n" + s(4) + "\n"
+            elif kind == 5:
+                a["reasoning"] = s(4)
+                a["reasoning_content"] = None  # null: the next name is taken
+            elif kind == 6:
+                a["reasoning_content"] = ""  # empty: the think block only on the last message
+                a["content"] = "\n\n" + a["content"]
+            elif kind == 7:  # reasoning_content wins over '</think>' in content, which then stays
+                a["reasoning_content"] = "\n" + s(3) + "\n"
+                a["content"] = "<think>x</think>" + a["content"]
+            msgs.append(a)
+        if i % 7 == 3:
+            msgs.insert(len(msgs) - 1, {"role": "system", "content": s(3)})  # a system message not first
+        if i % 6 == 5:  # a tool response given as a user message: not a query
+            msgs.append({"role": "user", "content": "<tool_response>\n" + s(4) + "\n</tool_response>"})
+            msgs.append({"role": "assistant", "content": s(5), "reasoning_content": s(3)})
+        if i % 10 == 9:
+            msgs.pop()  # ending with the user's turn
+        out.append({"messages": msgs})
+    # what the template raises on: no message; a reasoning that is not a string where it is rendered
+    out.append({"messages": []})
+    for bad in (5, 0, [], True, {"a": 1}):
+        out.append({"messages": [{"role": "user", "content": "q #95"},
+                                 {"role": "assistant", "content": "a #96", "reasoning_content": bad}]})
+    # ... and where it is not rendered (before the last query), so no error
+    out.append({"messages": [{"role": "user", "content": "q #97"},
+                             {"role": "assistant", "content": "a #98", "reasoning_content": 7},
+                             {"role": "user", "content": "q #99"}, {"role": "assistant", "content": "b #100"}]})
+    # a falsy non-string reasoning on a non-last message after the query: not rendered either
+    out.append({"messages": [{"role": "user", "content": "q #101"},
+                             {"role": "assistant", "content": "a #102", "reasoning_content": 0},
+                             {"role": "tool", "content": "r #103"},
+                             {"role": "assistant", "content": "b #104", "reasoning_content": "why #105"}]})
+    out.append({"messages": [{"role": "assistant", "content": "<think>\nonly #106\n</think>\n\nx #107"}]})
+    return out
+
+
+# Qwen3 with {% generation %} around what mkshards marks: from after an assistant message's
+# '<|im_start|>assistant\n' through its <|im_end|> (think block, content). Used only for the mask's reference
+# spans (transformers' return_assistant_tokens_mask indices); its text must equal the published template's.
+def qwen3_tagged(j):
+    reps = [
+        ("{%- if loop.index0 > ns.last_query_index %}",
+         "{{- '<|im_start|>' + message.role + '\\n' }}{% generation %}{%- if loop.index0 > ns.last_query_index %}"),
+        ("{{- '<|im_start|>' + message.role + '\\n<think>\\n' + ", "{{- '<think>\\n' + "),
+        ("{{- '<|im_start|>' + message.role + '\\n' + content }}", "{{- content }}"),
+    ]
+    for a, b in reps:
+        assert a in j, a
+        j = j.replace(a, b)
+    k = j.index("{%- if message.tool_calls %}")
+    end = "{{- '<|im_end|>\\n' }}"
+    e = j.index(end, k)
+    return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
+
+
 def joined(m):
     c = m["content"]
     return c if isinstance(c, str) else "\n".join(p["text"] for p in c if p.get("type") == "text")
@@ -342,11 +432,15 @@ def main():
         tk = PreTrainedTokenizerFast(tokenizer_file=os.path.join(SHARED, "vocab", "hf", name, "tokenizer.json"))
         tk.backend_tokenizer.encode_special_tokens = True
         tks[name] = tk
+    qconvs = qwen3_conversations(random.Random(2803))
     rows = []
     for tname, jinja in T.items():
         folder, bos, eos, specials, eot, stripped = SETUP[tname]
-        for ci, conv in enumerate(convs):
-            msgs = [{"role": m["role"], "content": joined(m)} for m in conv["messages"]]
+        for ci, conv in enumerate(convs + (qconvs if tname == "qwen3" else [])):
+            if tname == "qwen3":  # the reasoning fields too
+                msgs = [dict(m, content=joined(m)) for m in conv["messages"]]
+            else:
+                msgs = [{"role": m["role"], "content": joined(m)} for m in conv["messages"]]
             row = {"template": tname, "tokenizer": folder, "bos": bos, "eos": eos, "record": conv}
             try:
                 text = transformers.utils.chat_template_utils.render_jinja_template(
@@ -359,11 +453,21 @@ def main():
             # where each rendered message's content is
             spans, cur, targets = [], 0, []
             order = list(enumerate(msgs))
+            if tname == "qwen3":  # an assistant message's rendering is not its content: the tagged template's spans
+                tagged, gen = transformers.utils.chat_template_utils.render_jinja_template(
+                    conversations=[msgs], chat_template=qwen3_tagged(jinja), return_assistant_tokens_mask=True)
+                assert tagged[0] == text, (ci, tagged[0], text)
+                targets = [tuple(g) for g in gen[0]]
+                assert len(targets) == sum(m["role"] == "assistant" for m in msgs), ci
+                spans = [(a, b - len(eot)) for a, b in targets]
+                order = [(k, m) for k, m in order if m["role"] != "assistant"]
             if tname in ("mistral-v3", "mistral-tekken") and msgs[0]["role"] == "system" and \
                     msgs[-1]["role"] == "user":  # these render the system message inside the last user turn
                 order = order[1:-1] + [order[0], order[-1]]
             for k, m in order:
                 c = m["content"]
+                if tname == "qwen3" and m["role"] == "system" and k == 0:
+                    cur = 0
                 if stripped and not (tname == "llama2" and k == 0 and m["role"] == "system"):
                     c = c.strip()
                 at = text.find(c, cur) if c else -1

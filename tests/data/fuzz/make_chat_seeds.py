@@ -23,6 +23,16 @@ seeds = [
     {"prompt": [{"role": "user", "content": "q"}], "completion": [{"role": "assistant", "content": "a"}]},
     {"prompt": "q", "completion": []},
     {"text": "plain"},
+    # reasoning (qwen3): reasoning_content / thinking / reasoning, '<think>' in content, a tool round after the
+    # last query, a user message that is a tool response, a reasoning that is not a string
+    {"messages": [{"role": "user", "content": "q"},
+                  {"role": "assistant", "content": "\n<think>\nr\n</think>\n\na</think>b", "reasoning_content": None},
+                  {"role": "tool", "content": "t"}, {"role": "assistant", "content": "c", "thinking": "\n\nr2\n"}]},
+    {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "<tool_response>x</tool_response>"},
+                  {"role": "assistant", "content": "</think>", "reasoning": ""}, {"role": "system", "content": "s2"},
+                  {"role": "assistant", "content": "a", "reasoning_content": [1]}]},
+    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": 0.0}]},
+    {"messages": []},
 ]
 os.makedirs(OUT, exist_ok=True)
 for i, s in enumerate(seeds):

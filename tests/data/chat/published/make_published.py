@@ -31,6 +31,7 @@ FROM_LLAMA_CPP = {  # file in models/templates -> built-in it must be recognised
     "microsoft-Phi-3.5-mini-instruct.jinja": "phi3",
     "Qwen-Qwen2.5-7B-Instruct.jinja": "qwen2.5",
     "mistralai-Mistral-Nemo-Instruct-2407.jinja": "mistral-tekken",
+    "Qwen-Qwen3-0.6B.jinja": "qwen3",
 }
 FROM_TGI = {
     "meta-llama-Llama-2-13b-chat-hf.jinja": ("llama2",
