@@ -67,6 +67,7 @@
 #include "tk_internal.h"
 #include "rank_pretok.h"
 
+#include "regex_sets.h"
 #include "regex_ucd.h"
 #include "ucd_categories.h"
 
@@ -158,6 +159,7 @@ typedef struct {
     uint32_t mx;  /* the largest stretch of the current branch */
     uint32_t sum; /* the branches before this one since the last callout at a branch start */
     bool behind;  /* inside a lookbehind: no (*FAIL) branch, it would make the length vary */
+    bool icase;   /* (?i) in force (tiktoken's dialect refuses the sets regex_sets.c computes under it) */
 } xframe;
 
 typedef struct {
@@ -196,7 +198,8 @@ static void before_atom(xlat *t) { before_item(t, true); }
 static int open_group(xlat *t, bool lookbehind) {
     if (t->depth >= XLAT_MAX_DEPTH) return refuse(t->err, t->errlen, "groups nested deeper than 250", t->i);
     bool behind = lookbehind || t->fr[t->depth].behind;
-    t->fr[++t->depth] = (xframe){0, 0, 0, behind};
+    t->fr[t->depth + 1] = (xframe){0, 0, 0, behind, t->fr[t->depth].icase};
+    t->depth++;
     return TK_OK;
 }
 
@@ -364,6 +367,25 @@ static int tr_hex_escape(xlat *t, char e) {
     const char *re = t->re;
     size_t n = t->n, i = t->i;
     char tmp[16];
+    if ((e == 'u' || e == 'U') && t->rust && i + 2 < n && re[i + 2] == '{') {
+        /* Rust's \u{H..} / \U{H..}: \x{H..} (at most 8 digits; PCRE2 refuses values beyond U+10FFFF) */
+        size_t j = i + 3;
+        while (j < n && is_hex(re[j])) j++;
+        if (j >= n || re[j] != '}' || j == i + 3 || j - (i + 3) > 8) return xrefuse(t, "malformed \\u{...}");
+        sb_puts(&t->b, "\\x{");
+        sb_put(&t->b, re + i + 3, j + 1 - (i + 3));
+        t->i = j + 1;
+        return TK_OK;
+    }
+    if (e == 'U' && t->rust) {
+        /* Rust's \UHHHHHHHH */
+        for (size_t k = 2; k < 10; k++)
+            if (i + k >= n || !is_hex(re[i + k])) return xrefuse(t, "\\U not followed by 8 hex digits");
+        snprintf(tmp, sizeof tmp, "\\x{%.8s}", re + i + 2);
+        sb_puts(&t->b, tmp);
+        t->i = i + 10;
+        return TK_OK;
+    }
     if (e == 'u') {
         if (i + 6 > n || !is_hex(re[i + 2]) || !is_hex(re[i + 3]) || !is_hex(re[i + 4]) || !is_hex(re[i + 5]))
             return xrefuse(t, "\\u not followed by 4 hex digits");
@@ -389,6 +411,22 @@ static int tr_hex_escape(xlat *t, char e) {
         return TK_OK;
     }
     return xrefuse(t, "\\x without hex digits");
+}
+
+/* tiktoken's dialect: a class or \p{..} at t->i that regex_sets.c evaluates
+ * (scripts, nested classes, && -- ~~: Unicode 16.0, Rust's set semantics)
+ * written as one item; 1 when it is left to the plain translation. */
+static int rust_set(xlat *t) {
+    bool plain;
+    char *item;
+    size_t at = t->i;
+    int rc = tk_rx_rust_set(t->re, t->n, &at, t->fr[t->depth].icase, &plain, &item, t->err, t->errlen);
+    if (rc) return rc;
+    if (plain) return 1;
+    sb_puts(&t->b, item);
+    free(item);
+    t->i = at;
+    return TK_OK;
 }
 
 /* Whether PCRE2 knows name[0..n) as a script (\p{sc:NAME} compiles). */
@@ -461,8 +499,16 @@ static int tr_escape(xlat *t) {
         return TK_OK;
     case 'u':
     case 'x': return tr_hex_escape(t, e);
+    case 'U':
+        if (t->rust) return tr_hex_escape(t, e);
+        return xrefuse(t, "\\U");
     case 'p':
-    case 'P': return tr_property(t);
+    case 'P':
+        if (t->rust && !t->in_class) {
+            int rc = rust_set(t);
+            if (rc != 1) return rc;
+        }
+        return tr_property(t);
     case 'n':
     case 'r':
     case 't':
@@ -525,11 +571,20 @@ static int tr_group(xlat *t) {
     }
     /* inline options: only i and -i */
     size_t k = j;
-    while (k < n && (re[k] == 'i' || re[k] == '-')) k++;
+    bool on = false, off = false, dash = false;
+    while (k < n && (re[k] == 'i' || re[k] == '-')) {
+        if (re[k] == '-') dash = true;
+        else if (dash) off = true;
+        else on = true;
+        k++;
+    }
     if (k > j && k < n && (re[k] == ':' || re[k] == ')')) {
         sb_put(&t->b, re + i, k + 1 - i);
         t->i = k + 1;
-        return re[k] == ':' ? open_group(t, false) : TK_OK; /* (?i: opens a group, (?i) sets the option */
+        /* (?i: opens a group, (?i) sets the option up to the end of the enclosing one */
+        int rc = re[k] == ':' ? open_group(t, false) : TK_OK;
+        if (rc == TK_OK) t->fr[t->depth].icase = (t->fr[t->depth].icase || on) && !off;
+        return rc;
     }
     return xrefuse(t, "group (?...) other than (?: (?= (?! (?<= (?<! (?> (?i");
 }
@@ -577,6 +632,10 @@ static int tr_plain(xlat *t, char c) {
     switch (c) {
     case '[':
         before_atom(t);
+        if (t->rust) {
+            int rc = rust_set(t);
+            if (rc != 1) return rc;
+        }
         t->in_class = true;
         sb_put(&t->b, "[", 1);
         i++;

@@ -49,6 +49,18 @@ POSSESSIVE = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,2}+| 
 DOLLAR = r"""\w+$|\w|\s+"""
 # letters and digits only: everything else is text no match covers (dropped)
 GAPS = r"""\p{L}+| ?\p{N}+"""
+# Kimi K2's pat_str (tokenization_kimi.py): scripts, class intersection (&&) and nested classes. Its own
+# tiktoken.model is not in ../shared; cl100k_base's and o200k_base's ranks stand in (ids = f(ranks, regex))
+KIMI = "|".join([
+    r"""[\p{Han}]+""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
 
 SPECIALS = {
     "cl100k_base.tiktoken": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
@@ -61,12 +73,18 @@ CONFIGS = [
     ("possessive_nfkc", "o200k_base.tiktoken", POSSESSIVE, "nfkc"),
     ("dollar", "gpt2.tiktoken", DOLLAR, "none"),
     ("gaps_nfc", "gpt2.tiktoken", GAPS, "nfc"),
+    ("kimi_cl100k", "cl100k_base.tiktoken", KIMI, "none"),
+    ("kimi_o200k", "o200k_base.tiktoken", KIMI, "none"),
 ]
 EXTRA = [
     "Cafe\u0301 cafe\u0301\ncafe\u0301", "x \n", "end  ", "line one\nline two", "a.\n", "$x$ ^y^",
     "\u1100\u1161\u11a8 \uac00\u11a8 \u0041\u030a\u212b", "ﬁnal ｆｕｌｌ ²³ ① ㍿", "IT'S IT'S it'ſ",
     "123456789 1234567 12", "<|endoftext|>e\u0301<|endofprompt|>", "\u0301\u0301 ́x",
     "\uff1c|endoftext|\uff1e x \uff1c|endofprompt|\uff1e",  # NFKC makes these the specials' text
+    # Han (Unicode 15.0 / 15.1 Ext. H, I too) against the letters around it; Lm / Nl / Mc of the Han script
+    "\u4e2d\u6587English\u6df7\u5408123 \U00031350\U0002EBF0\U0002B740x Ab\u4e2dCD",
+    "\u3005\u3007\u303b \u3041\u30ab\u30fc\uac00\U00016FF0\U00016FF1 \u2e80\u2f00 DON'T\u4e2d's",
+    "\ua7cb\ua7cc\ua7cd\ua7da \U0001DF25\U0001E5D0 \u01c5ungla \u0391\u03b2\u0393 \u0416\u0436 \u0627\u0628",
 ]
 
 

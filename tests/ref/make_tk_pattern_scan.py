@@ -20,6 +20,17 @@ import sys
 import tiktoken
 
 BLOCK = 4096
+# Kimi K2's pat_str (tokenization_kimi.py)
+KIMI = "|".join([
+    r"""[\p{Han}]+""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
 # name -> (regex, probes): what a real pattern uses - Qwen's / Llama 3's / o200k's (?i:...) contractions, ASCII
 # letters under (?i), the general categories and classes of every tiktoken-style pattern, and scripts (Kimi K2's
 # tiktoken pattern starts with [\p{Han}]+)
@@ -36,6 +47,22 @@ CONSTRUCTS = {
     "digit": (r"""\d""", ["{c}"]),
     "han": (r"""\p{Han}""", ["{c}"]),
     "latin": (r"""\p{Latin}""", ["{c}"]),
+    # scripts: computed from Unicode 16.0's Scripts.txt (tokenizer/ucd_scripts.c), not PCRE2's tables
+    "hiragana": (r"""\p{Hiragana}""", ["{c}"]),
+    "katakana": (r"""\p{Katakana}""", ["{c}"]),
+    "hangul": (r"""\p{Hangul}""", ["{c}"]),
+    "cyrillic": (r"""\p{Cyrillic}""", ["{c}"]),
+    "arabic": (r"""\p{Arabic}""", ["{c}"]),
+    "greek": (r"""\p{Greek}""", ["{c}"]),
+    "common": (r"""\p{Common}""", ["{c}"]),
+    "inherited": (r"""\p{Zinh}""", ["{c}"]),
+    "not_han": (r"""\P{Han}""", ["{c}"]),
+    # class set operations and nested classes (Kimi K2's pattern: its two letter classes, and the pattern whole)
+    "kimi_upper": (r"""[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]""", ["{c}"]),
+    "kimi_lower": (r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]""", ["{c}"]),
+    "minus_sym": (r"""[\p{L}--\p{Latin}]|[\p{Greek}~~\p{Lu}]""", ["{c}"]),
+    "nested_not": (r"""[^\p{N}[\p{Cyrillic}&&\p{Ll}]\S--\p{Cn}]""", ["{c}"]),
+    "kimi": (KIMI, ["x{c}{c}'s {c}1 A{c}a {c}A"]),
 }
 
 
