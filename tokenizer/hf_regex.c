@@ -34,6 +34,10 @@
  *   ^   the start of the text -> \A
  *   X{n,m}+ possessive, as in PCRE2 (tiktoken's own cl100k \p{N}{1,3}+)
  *   \Z  refused (not proven equal)
+ *   \p{Script} and a [...] holding a script, a nested class, && -- ~~, \S \W
+ *       \D or Any / ASCII / Assigned: evaluated as Rust's sets by Unicode
+ *       16.0 and written as one item (regex_sets.c)
+ *   \u{H..} \UHHHHHHHH -> \x{...}
  * and the classes above (\s White_Space, \w UTS #18 word, \d \p{Nd}, \h hex
  * digit) are the regex crate's too.
  *

@@ -9,6 +9,11 @@ import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tk_pattern")
 QWEN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+# Kimi K2's pat_str (tokenization_kimi.py)
+KIMI = (r"""[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"""
+        r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"""
+        r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+        r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
 SEEDS = {
     "qwen_nfc": (1, QWEN, "Hello world's 12345 cafe\u0301 IT'S \n\n  x<|endoftext|>y"),
     "possessive_nfkc": (2, r"""'(?i:[sdmt]|ll|ve|re)|\p{N}{1,2}+| ?[^\s\p{L}\p{N}]++|\p{L}++|\s++$|\s+""",
@@ -17,7 +22,16 @@ SEEDS = {
     "han_script": (0, r"""[\p{Han}]+|\p{L}+|\s+""", "\u4e2d\u6587English\u6df7\u5408 \U0002ebf0"),
     "backtrack": (0, r"""(?:a+a+)+b|.""", "a" * 3000),
     "refused_b": (0, r"""\bx\b|.""", "x y"),
-    "refused_class_ops": (0, r"""[\p{L}&&[^\p{Han}]]+""", "abc"),
+    # a binary property beside && is refused (regex_sets.c evaluates categories and scripts only)
+    "refused_class_ops": (0, r"""[\p{L}&&\p{Alphabetic}]+""", "abc"),
+    # Rust's class set operations, nested and ASCII classes, scripts by Unicode 16.0 (regex_sets.c)
+    "kimi": (0, KIMI, "\u4e2d\u6587English\u6df7\u5408123 \U00031350x Ab\u4e2dCD \u3005\u3007 DON'T's\n\n  \u0391\u03b2"),
+    "class_sets": (0, r"""[a-z&&[^aeiou]]+|[\p{L}--\p{Latin}]+|[\p{Greek}~~\p{Lu}]|[[:alpha:][:^digit:]]+|[-]a-]|.""",
+                   "hello world \u03b1\u0391 \u0416 12 -]a"),
+    "script_neg": (2, r"""\P{Han}+|[^\p{Latin}\p{Common}]+|[\p{Assigned}--\p{L}]|[\p{ASCII}&&\S]""",
+                   "a\u00e9\u6f22 1 \u03b2\U000e0000!"),
+    "nested_deep": (0, "[" * 33 + "a" + "]" * 33 + "|.", "ab"),
+    "icase_script": (0, r"""(?i)[\p{Han}a]|.""", "aA\u4e2d"),
     "lookaround": (1, r"""\s+(?!\S)|\s+|(?<=a)b|[^\s]+""", "a b  c\u00a0\u2028d"),
     "invalid_utf8": (0, r"""\p{L}+|.""", "ab\xff\xfe".encode("latin-1").decode("latin-1")),
     "empty_matches": (3, r"""x*|a""", "aaxa"),
