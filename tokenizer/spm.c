@@ -205,14 +205,35 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
     if (!nz->ws_suffix && sp->add_dummy_prefix && (rc = put(out, ws, wsl))) return rc;
     bool prev_space = sp->remove_extra_ws;
     while (n) {
-        /* what norm_prefix would copy one by one: plain ASCII, letters no
-         * combining sequence follows, characters no key starts */
+        /* what norm_prefix would copy one by one (plain ASCII, letters no
+         * combining sequence follows, characters no key starts) and plain
+         * spaces, written straight into out: no step writes more than 3
+         * bytes a byte read, so 3 n + 3 bytes of room hold the run; the cap
+         * is checked after it (the text is refused all the same) */
+        if (out->cap - out->len < 3 * n + 3) {
+            size_t l = out->len;
+            if (tk_bytes_append(out, NULL, 3 * n + 3)) return TK_ERR_NOMEM;
+            out->len = l;
+        }
+        uint8_t *o = out->data + out->len;
+        const uint8_t *const o0 = o;
         size_t r = 0;
         while (r < n) {
             uint8_t b = s[r];
             if (b < 0x80) {
                 if (nz->plain[b] ||
                     (nz->plain_unless[b] && (r + 1 == n || !((nz->cont[b][s[r + 1] >> 6] >> (s[r + 1] & 63)) & 1)))) {
+                    *o++ = b;
+                    r++;
+                    prev_space = false;
+                    continue;
+                }
+                if (b == ' ' && nz->plain_space) {
+                    if (!prev_space) {
+                        memcpy(o, ws, wsl);
+                        o += wsl;
+                    }
+                    prev_space = sp->remove_extra_ws;
                     r++;
                     continue;
                 }
@@ -225,27 +246,20 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
                                   ? (uint32_t)(b & 0x1f) << 6 | (s[r + 1] & 0x3f)
                                   : (uint32_t)(b & 0x0f) << 12 | (uint32_t)(s[r + 1] & 0x3f) << 6 | (s[r + 2] & 0x3f);
                 if (!((nz->ident[cp >> 6] >> (cp & 63)) & 1)) break;
+                memcpy(o, s + r, cl);
+                o += cl;
                 r += cl;
+                prev_space = false;
                 continue;
             }
             break;
         }
-        if (r) {
-            if ((rc = put(out, s, r))) return rc;
-            s += r;
-            n -= r;
-            prev_space = false;
-            continue;
-        }
-        if (s[0] == ' ' && nz->plain_space) {
-            if (!prev_space && (rc = put(out, ws, wsl))) return rc;
-            prev_space = sp->remove_extra_ws;
-            s++;
-            n--;
-            continue;
-        } else {
-            q = norm_prefix(m, nz, s, n, &len, &used);
-        }
+        out->len += (size_t)(o - o0);
+        if (out->len > cap) return TK_ERR_DOC_EXPAND;
+        s += r;
+        n -= r;
+        if (!n) break;
+        q = norm_prefix(m, nz, s, n, &len, &used);
         while (prev_space && len && q[0] == ' ') {
             q++;
             len--;

@@ -493,25 +493,29 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
     }
     const uint32_t tag = (uint32_t)m->serial + 1;
     float till = 0.0f; /* the path score at p, as the Viterbi holds it */
-    word_key nx;
-    word_at(t, 0, tn, &nx);
-    for (size_t p = 0; p < tn;) {
+    /* two keys used in turn (the next word's is made while this one's is
+     * looked up); copying one into the other stalled on store forwarding */
+    word_key keys[2];
+    unsigned cur = 0;
+    word_at(t, 0, tn, &keys[0]);
+    for (size_t p = 0; p < tn; cur ^= 1) {
         /* the next word's set is fetched while this one is looked up */
-        const word_key wk = nx;
-        if (wk.q < tn) {
-            word_at(t, wk.q, tn, &nx);
-            if (nx.q - wk.q <= KEY_MAX) {
-                __builtin_prefetch(&w->cache[nx.set]);
-                __builtin_prefetch(&w->cache[nx.set + 1]);
+        const word_key *wk = &keys[cur];
+        if (wk->q < tn) {
+            word_key *nx = &keys[cur ^ 1];
+            word_at(t, wk->q, tn, nx);
+            if (nx->q - wk->q <= KEY_MAX) {
+                __builtin_prefetch(&w->cache[nx->set]);
+                __builtin_prefetch(&w->cache[nx->set + 1]);
             }
         }
-        size_t q = wk.q, nc = wk.nc, len = q - p;
-        const uint64_t *k = wk.k;
+        size_t q = wk->q, nc = wk->nc, len = q - p;
+        const uint64_t *k = wk->k;
         if (till < -SCORE_RESET || till > SCORE_RESET) till = 0.0f; /* the Viterbi rebases at p */
         if (len <= KEY_MAX) {
             /* two ways a set, least recently used out: a word met once
              * does not push out one met all the time */
-            uni_entry *e = &w->cache[wk.set];
+            uni_entry *e = &w->cache[wk->set];
             uint8_t *mru = &e->pad[0];
             bool hit = same_key(e, tag, k, len);
             if (!hit && same_key(e + 1, tag, k, len)) {
