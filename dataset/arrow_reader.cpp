@@ -5,10 +5,13 @@
 //
 // Hostile files: Arrow's readers parse the footer / flatbuffer metadata with
 // their own checks and limits (thrift string and container limits set below,
-// flatbuffer verification, max_recursion_depth); every piece is then checked
-// with ValidateFull before a row is read, and every buffer Arrow allocates for
-// the file comes from a pool capped at mem_limit. Any exception is caught here:
-// nothing C++ crosses the C boundary.
+// flatbuffer verification, max_recursion_depth); a Parquet string field's
+// values come from Parquet's decoders, which check every length and
+// dictionary index against the page, and its levels are checked against its
+// values here (next_parquet_direct); every other piece is checked with
+// ValidateFull before a row is read. Every buffer Arrow allocates for the file
+// comes from a pool capped at mem_limit. Any exception is caught here: nothing
+// C++ crosses the C boundary.
 #include "arrow_reader.h"
 
 #include <arrow/api.h>
@@ -18,9 +21,11 @@
 #include <arrow/ipc/reader.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
+#include <parquet/column_reader.h>
 #include <parquet/file_reader.h>
 #include <parquet/properties.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,15 +65,18 @@ class CappedPool : public arrow::MemoryPool {
         int64_t grow = new_size - old_size;
         if (grow > 0 && !reserve(grow)) return over(grow);
         arrow::Status st;
-        int64_t oc = size_class(old_size), nc = size_class(new_size);
-        if (oc < kCacheMin && nc < kCacheMin) {
+        bool ob = big(old_size, alignment), nb = big(new_size, alignment);
+        if (!ob && !nb) {
             st = base_->Reallocate(old_size, new_size, alignment, ptr);
-        } else if (oc != nc) { // another block (the same class: the block already holds new_size)
+        } else if (ob && nb) {
+            st = big_resize(ptr, new_size);
+        } else { // across the threshold: the other kind of block (less than kBig bytes copied)
             uint8_t *q = nullptr;
-            st = raw_alloc(new_size, alignment, &q);
+            st = nb ? big_alloc(new_size, alignment, &q) : base_->Allocate(new_size, alignment, &q);
             if (st.ok()) {
                 memcpy(q, *ptr, (size_t)std::min(old_size, new_size));
-                raw_free(*ptr, old_size, alignment);
+                if (ob) big_free(*ptr);
+                else base_->Free(*ptr, old_size, alignment);
                 *ptr = q;
             }
         }
@@ -80,7 +88,8 @@ class CappedPool : public arrow::MemoryPool {
         return st;
     }
     void Free(uint8_t *buffer, int64_t size, int64_t alignment) override {
-        raw_free(buffer, size, alignment);
+        if (big(size, alignment)) big_free(buffer);
+        else base_->Free(buffer, size, alignment);
         cur_ -= size;
     }
     ~CappedPool() override { drop_cache(); }
@@ -93,63 +102,109 @@ class CappedPool : public arrow::MemoryPool {
     int64_t piece_peak() const { return piece_peak_; }
 
   private:
-    // Blocks of kCacheMin bytes and more (the column's data and offsets,
-    // decompressed pages) are kept when freed, in power-of-two size classes,
-    // up to kCacheMax bytes, and handed out again: the next batch of a row
-    // group needs the same sizes, and glibc would return such blocks to the
-    // kernel (munmap, heap trim) and fault every page of them in again - the
-    // page faults that made Parquet input slower than JSONL (docs/reader.md).
-    static constexpr int64_t kCacheMin = 64 << 10, kCacheMax = 64 << 20;
-    static int64_t size_class(int64_t n) {
-        if (n < kCacheMin || n > ((int64_t)1 << 40)) return n;
-        int64_t c = kCacheMin;
-        while (c < n) c <<= 1;
-        return c;
-    }
-    struct Cached {
-        uint8_t *p;
-        int64_t cls, alignment;
+    // Blocks of kBig bytes and more (a column's values and offsets, a
+    // decompressed page, a compressed page read whole) are mappings of their
+    // own, not malloc's: Arrow grows its builders and page buffers by
+    // reallocation, which mremap does without copying and without touching
+    // the pages again, and a freed block is kept (up to kCacheMax bytes) for
+    // the next batch, whose buffers then reuse pages already faulted in.
+    // Fresh pages (first touch, zeroed by the kernel) and the copies of
+    // grow-by-doubling were what made Parquet input cost more CPU than the
+    // same documents as JSONL (docs/reader.md). A block is big by its size
+    // alone (Arrow passes the size to Free), so a reallocation across kBig
+    // moves it to the other kind.
+    static constexpr int64_t kBig = 1 << 20, kCacheMax = 64 << 20;
+    static constexpr size_t kPage = 4096;
+    struct Head { // at the mapping's start; the block starts head bytes after it (64, or the alignment asked)
+        size_t map_len;
+        size_t head;
     };
-    uint8_t *take_cached(int64_t cls, int64_t alignment) {
-        std::lock_guard<std::mutex> lk(cache_mu_);
-        for (size_t i = 0; i < cache_.size(); i++)
-            if (cache_[i].cls == cls && cache_[i].alignment == alignment) {
-                uint8_t *p = cache_[i].p;
-                cached_ -= cls;
-                cache_[i] = cache_.back();
-                cache_.pop_back();
-                return p;
-            }
-        return nullptr;
+    static bool big(int64_t size, int64_t alignment) {
+        return size >= kBig && alignment > 0 && alignment <= (int64_t)kPage && (alignment & (alignment - 1)) == 0;
     }
-    arrow::Status raw_alloc(int64_t size, int64_t alignment, uint8_t **out) {
-        int64_t c = size_class(size);
-        if (c >= kCacheMin && (*out = take_cached(c, alignment))) return arrow::Status::OK();
-        return base_->Allocate(c, alignment, out);
+    static size_t head_size(int64_t alignment) { return std::max<size_t>((size_t)alignment, 64); }
+    static Head *head_of(uint8_t *p) {
+        // the head sits at the page start below the block (head_size <= kPage)
+        return reinterpret_cast<Head *>(reinterpret_cast<uintptr_t>(p - 1) & ~(uintptr_t)(kPage - 1));
     }
-
-    void raw_free(uint8_t *p, int64_t size, int64_t alignment) {
-        int64_t c = size_class(size);
-        if (c >= kCacheMin) {
+    static size_t map_len_for(size_t head, int64_t size) { return (head + (size_t)size + kPage - 1) & ~(kPage - 1); }
+    arrow::Status big_map(int64_t size, int64_t alignment, uint8_t **out) {
+        size_t head = head_size(alignment), len = map_len_for(head, size);
+        void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return arrow::Status::OutOfMemory("cannot map ", len, " bytes");
+        Head *h = static_cast<Head *>(m);
+        h->map_len = len;
+        h->head = head;
+        *out = static_cast<uint8_t *>(m) + head;
+        return arrow::Status::OK();
+    }
+    arrow::Status big_alloc(int64_t size, int64_t alignment, uint8_t **out) {
+        size_t head = head_size(alignment), need = map_len_for(head, size);
+        {
+            // the smallest cached block that holds it; else the largest, grown
             std::lock_guard<std::mutex> lk(cache_mu_);
-            if (cached_ + c <= kCacheMax) {
+            size_t best = cache_.size(), fit = cache_.size();
+            for (size_t i = 0; i < cache_.size(); i++) {
+                size_t len = head_of(cache_[i])->map_len;
+                if (len >= need && (fit == cache_.size() || len < head_of(cache_[fit])->map_len)) fit = i;
+                if (best == cache_.size() || len > head_of(cache_[best])->map_len) best = i;
+            }
+            if (fit < cache_.size()) best = fit;
+            if (best < cache_.size()) {
+                uint8_t *p = cache_[best];
+                Head *h = head_of(p);
+                cached_ -= (int64_t)h->map_len;
+                cache_[best] = cache_.back();
+                cache_.pop_back();
+                if (h->head == head) {
+                    *out = p;
+                    if (h->map_len >= need) return arrow::Status::OK();
+                    arrow::Status st = big_resize(out, size);
+                    if (!st.ok()) munmap(h, h->map_len);
+                    return st;
+                }
+                munmap(h, h->map_len);
+            }
+        }
+        return big_map(size, alignment, out);
+    }
+    arrow::Status big_resize(uint8_t **ptr, int64_t new_size) {
+        Head *h = head_of(*ptr);
+        size_t head = h->head, need = map_len_for(head, new_size);
+        if (need <= h->map_len) return arrow::Status::OK(); // shrinking: the pages stay (the block is kept whole)
+        void *m = mremap(h, h->map_len, need, MREMAP_MAYMOVE);
+        if (m == MAP_FAILED) return arrow::Status::OutOfMemory("cannot grow a mapping to ", need, " bytes");
+        h = static_cast<Head *>(m);
+        h->map_len = need;
+        *ptr = static_cast<uint8_t *>(m) + head;
+        return arrow::Status::OK();
+    }
+    void big_free(uint8_t *p) {
+        Head *h = head_of(p);
+        {
+            std::lock_guard<std::mutex> lk(cache_mu_);
+            if (cached_ + (int64_t)h->map_len <= kCacheMax) {
                 try {
-                    cache_.push_back({p, c, alignment});
-                    cached_ += c;
+                    cache_.push_back(p);
+                    cached_ += (int64_t)h->map_len;
                     return;
                 } catch (...) {}
             }
         }
-        base_->Free(p, c, alignment);
+        munmap(h, h->map_len);
+    }
+    arrow::Status raw_alloc(int64_t size, int64_t alignment, uint8_t **out) {
+        if (big(size, alignment)) return big_alloc(size, alignment, out);
+        return base_->Allocate(size, alignment, out);
     }
     void drop_cache() {
         std::lock_guard<std::mutex> lk(cache_mu_);
-        for (const Cached &b : cache_) base_->Free(b.p, b.cls, b.alignment);
+        for (uint8_t *p : cache_) munmap(head_of(p), head_of(p)->map_len);
         cache_.clear();
         cached_ = 0;
     }
     std::mutex cache_mu_;
-    std::vector<Cached> cache_;
+    std::vector<uint8_t *> cache_;
     int64_t cached_ = 0;
 
     bool reserve(int64_t size) {
@@ -302,6 +357,8 @@ std::shared_ptr<arrow::ArrayData> deep_binary_data(const std::shared_ptr<arrow::
     return c;
 }
 
+constexpr int64_t kDirectRows = 1024; // rows per piece on the direct path (one ReadBatch)
+
 // One chunk of the text column: the arrays along the field's path.
 struct Chunk {
     int64_t start = 0, length = 0;                   // rows of the piece it covers
@@ -317,6 +374,8 @@ struct ds_arrow {
         release_c();
         chunks.clear();
         rg_rows.reset();
+        pq_col.reset();
+        pq_rg.reset();
         pq.reset();
         ipc_file.reset();
         ipc_stream.reset();
@@ -338,6 +397,21 @@ struct ds_arrow {
     int group = -1;                                    // the row group being read
     int64_t group_rows = 0, group_done = 0;            // its rows, and those read so far
     std::unique_ptr<arrow::RecordBatchReader> rg_rows; // its batches (the field's column only)
+    // A string field (the common case) is read with Parquet's column reader
+    // instead: a piece is one ReadBatch of up to kDirectRows rows from one
+    // page, and each row's text is the decoder's view into that page (or the
+    // column chunk's dictionary), valid until the next ReadBatch. No Arrow
+    // array is built, so the values are copied once (into the pipeline's
+    // batch, as JSONL text is) instead of three times, and no builder's
+    // memory is touched (docs/reader.md, Speed).
+    bool pq_direct = false;
+    int16_t pq_max_def = 0; // the leaf's max definition level: a row below it is null on the path
+    std::shared_ptr<parquet::RowGroupReader> pq_rg;
+    std::shared_ptr<parquet::ByteArrayReader> pq_col;
+    std::vector<int16_t> pq_def;
+    std::vector<parquet::ByteArray> pq_vals;
+    int64_t pq_nvals = 0;                   // values in pq_vals for the loaded piece
+    int64_t pq_cur_row = 0, pq_cur_val = 0; // ds_arrow_row's cursor: row pq_cur_row's value is pq_cur_val
     // IPC
     std::shared_ptr<arrow::ipc::RecordBatchFileReader> ipc_file;
     std::shared_ptr<arrow::RecordBatchReader> ipc_stream;
@@ -540,6 +614,19 @@ int open_parquet(ds_arrow *a, char *err, size_t errlen) {
     }
     a->pq_leaf = f->column_index;
     a->pq_type = clean(f->field->type()->ToString(), 80);
+    // the direct path: a BYTE_ARRAY leaf that Arrow reads as a string (the
+    // file's Arrow schema included: dictionary<string> too), outside any list
+    const parquet::ColumnDescriptor *d = a->pq->parquet_reader()->metadata()->schema()->Column(f->column_index);
+    const auto &ft = f->field->type();
+    bool stringish = is_string_type(ft->id()) ||
+                     (ft->id() == arrow::Type::DICTIONARY &&
+                      is_string_type(static_cast<const arrow::DictionaryType &>(*ft).value_type()->id()));
+    if (d->physical_type() == parquet::Type::BYTE_ARRAY && d->max_repetition_level() == 0 && stringish) {
+        a->pq_direct = true;
+        a->pq_max_def = d->max_definition_level();
+        a->pq_def.resize(kDirectRows);
+        a->pq_vals.resize(kDirectRows);
+    }
     return 0;
 }
 
@@ -609,7 +696,75 @@ int open_ipc(ds_arrow *a, char *err, size_t errlen) {
     return 0;
 }
 
+// The next piece of a direct-path file (ds_arrow::pq_direct): one
+// ReadBatch of the leaf's column reader. Levels and values are checked
+// against each other here, whatever the decoder let through: a row is a
+// value exactly when its definition level is the maximum, and there are
+// exactly as many values as such rows.
+int next_parquet_direct(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
+    for (;;) {
+        if (a->pq_col) {
+            std::string where = "row group " + std::to_string(a->group) + ": ";
+            int64_t n = 0, nv = 0;
+            if (a->pq_col->HasNext())
+                n = a->pq_col->ReadBatch(kDirectRows, a->pq_max_def > 0 ? a->pq_def.data() : nullptr, nullptr,
+                                         a->pq_vals.data(), &nv);
+            if (n > 0) {
+                int64_t want = n;
+                if (a->pq_max_def > 0) {
+                    want = 0;
+                    for (int64_t i = 0; i < n; i++) want += a->pq_def[i] == a->pq_max_def;
+                }
+                if (n > kDirectRows || nv != want) {
+                    set_err(err, errlen,
+                            where + "the column's levels say " + std::to_string(want) + " values, its reader read " +
+                                std::to_string(nv));
+                    return DS_ARROW_DAMAGED;
+                }
+                a->piece = a->group;
+                a->row0 = a->group_done;
+                a->rows = n;
+                a->pq_nvals = nv;
+                a->pq_cur_row = a->pq_cur_val = 0;
+                a->group_done += n;
+                if (a->group_done > a->group_rows) {
+                    set_err(err, errlen,
+                            where + "the column has more rows than the row group's " + std::to_string(a->group_rows));
+                    return DS_ARROW_DAMAGED;
+                }
+                *rows = n;
+                return 1;
+            }
+            a->pq_col.reset();
+            a->pq_rg.reset();
+            if (a->group_done != a->group_rows) {
+                set_err(err, errlen,
+                        where + "the column has " + std::to_string(a->group_done) + " rows, the row group " +
+                            std::to_string(a->group_rows));
+                return DS_ARROW_DAMAGED;
+            }
+        }
+        if (a->next >= a->n_groups) return 0;
+        int g = (int)a->next++;
+        a->group = g;
+        a->group_done = 0;
+        a->group_rows = a->pq->parquet_reader()->metadata()->RowGroup(g)->num_rows();
+        if (a->group_rows < 0) {
+            set_err(err, errlen, "row group " + std::to_string(g) + ": negative row count");
+            return DS_ARROW_DAMAGED;
+        }
+        if (a->group_rows == 0) continue;
+        a->pq_rg = a->pq->parquet_reader()->RowGroup(g);
+        a->pq_col = std::dynamic_pointer_cast<parquet::ByteArrayReader>(a->pq_rg->Column(a->pq_leaf));
+        if (!a->pq_col) {
+            set_err(err, errlen, "row group " + std::to_string(g) + ": the column is not BYTE_ARRAY");
+            return DS_ARROW_DAMAGED;
+        }
+    }
+}
+
 int next_parquet(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
+    if (a->pq_direct) return next_parquet_direct(a, rows, err, errlen);
     for (;;) {
         if (a->group >= 0 && a->rg_rows) {
             std::string where = "row group " + std::to_string(a->group) + ": ";
@@ -833,6 +988,26 @@ int ds_arrow_row(ds_arrow *a, int64_t i, const uint8_t **text, size_t *len, cons
             *detail = a->detail.c_str();
             return a->pq_kind == 3 ? DS_ARROW_ROW_NOT_STRING : DS_ARROW_ROW_MISSING;
         }
+        if (a->pq_direct) {
+            if (i < 0 || i >= a->rows) {
+                a->detail = "row out of range";
+                *detail = a->detail.c_str();
+                return DS_ARROW_ROW_MISSING;
+            }
+            // rows are asked for in order: the cursor moves forward
+            if (i < a->pq_cur_row) a->pq_cur_row = a->pq_cur_val = 0;
+            for (; a->pq_cur_row < i; a->pq_cur_row++)
+                a->pq_cur_val += a->pq_max_def == 0 || a->pq_def[a->pq_cur_row] == a->pq_max_def;
+            if ((a->pq_max_def > 0 && a->pq_def[i] != a->pq_max_def) || a->pq_cur_val >= a->pq_nvals) {
+                a->detail = "field '" + clean(a->name, 120) + "' is null";
+                *detail = a->detail.c_str();
+                return DS_ARROW_ROW_MISSING;
+            }
+            const parquet::ByteArray &v = a->pq_vals[a->pq_cur_val];
+            *text = v.ptr;
+            *len = v.len;
+            return DS_ARROW_ROW_TEXT;
+        }
         if (a->format == DS_ARROW_FMT_IPC && a->ipc_top < 0) {
             a->detail = "no field '" + clean(a->name, 120) + "'";
             *detail = a->detail.c_str();
@@ -915,6 +1090,8 @@ void ds_arrow_close(ds_arrow *a) {
         a->release_c();
         a->chunks.clear();
         a->rg_rows.reset();
+        a->pq_col.reset();
+        a->pq_rg.reset();
         a->pq.reset();
         a->ipc_file.reset();
         a->ipc_stream.reset();

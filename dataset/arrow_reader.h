@@ -6,10 +6,15 @@
  *
  * A file is read piece by piece: up to 1024 rows of a Parquet row group
  * (only the column that holds the text field, decoded page by page) or an
- * IPC record batch. Every piece is checked with Arrow's validation (ValidateFull) before
- * a row is looked at, and every allocation Arrow makes for the file goes
- * through a pool capped at mem_limit bytes, so a crafted file is an error
- * message, not a crash or unbounded memory. */
+ * IPC record batch. A Parquet string field is read with Parquet's own
+ * column reader (ReadBatch): each row's text is a view into the decoded
+ * page or dictionary, bounds-checked by Parquet's decoders, and its
+ * definition levels are checked against the values here. Every other
+ * piece (IPC batches, a field that is not a string, chat formats' columns)
+ * is checked with Arrow's validation (ValidateFull) before a row is looked
+ * at. Every allocation Arrow makes for the file goes through a pool capped
+ * at mem_limit bytes, so a crafted file is an error message, not a crash
+ * or unbounded memory. */
 #ifndef MKS_ARROW_READER_H
 #define MKS_ARROW_READER_H
 
