@@ -18,6 +18,7 @@
 #include "test_corpus.h"
 #include "test_tk_ids.h"
 #include "tk.h"
+#include "tk_internal.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -433,11 +434,93 @@ static void scan(void) {
     json_decref(root);
 }
 
+typedef struct {
+    const uint8_t *text;
+    uint32_t *ids;
+    size_t n;
+} onig_matches;
+
+static int keep_match(void *u, size_t a, size_t b) {
+    onig_matches *m = u;
+    for (size_t k = a; k < b; k++) m->ids[m->n++] = m->text[k];
+    return 0;
+}
+
+/* The same scan for a tokenizer.json Split regex (hf_regex.c's Oniguruma
+ * dialect) against HF tokenizers' Oniguruma: the bytes each match holds
+ * (scan.json "oniguruma", from Split(behavior="removed", invert=True)).
+ * Scripts there are Unicode 16.0's Script property: on PCRE2 10.42's tables
+ * (Script_Extensions, 14.0) \p{Han} differed in 5 blocks. */
+static void scan_onig(void) {
+    size_t jn;
+    char *js = test_read_file(MKS_TEST_DATA "/tk_pattern/scan.json", &jn);
+    json_error_t je;
+    json_t *root = js ? json_loads(js, 0, &je) : NULL;
+    free(js);
+    json_t *onig = root ? json_object_get(root, "oniguruma") : NULL;
+    CHECK(onig != NULL, "no \"oniguruma\" in tests/data/tk_pattern/scan.json");
+    if (!onig) {
+        json_decref(root);
+        return;
+    }
+    const char *name;
+    json_t *c;
+    uint8_t *text = malloc(4096 * 6 * 6);
+    uint32_t *ids = malloc(sizeof *ids * 4096 * 6 * 6);
+    json_object_foreach(onig, name, c) {
+        const char *pat = json_string_value(json_object_get(c, "pat"));
+        tk_regex *r = NULL;
+        char err[512] = "";
+        if (tk_regex_compile(pat, strlen(pat), false, &r, err, sizeof err) != TK_OK) {
+            CHECK(0, "oniguruma scan %s: %s", name, err);
+            continue;
+        }
+        json_t *probes = json_object_get(c, "probes"), *dg = json_object_get(c, "digests");
+        int differ = 0;
+        char first[96] = "";
+        for (uint32_t b = 0; b < 0x110000 / 4096; b++) {
+            size_t n = 0;
+            for (size_t k = 0; k < json_array_size(probes); k++) {
+                const char *pr = json_string_value(json_array_get(probes, k));
+                for (uint32_t cp = b * 4096; cp < (b + 1) * 4096; cp++) {
+                    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+                    for (const char *q = pr; *q; q++) {
+                        if (q[0] == '{' && q[1] == 'c' && q[2] == '}') {
+                            n += put_utf8(text + n, cp);
+                            q += 2;
+                        } else {
+                            text[n++] = (uint8_t)*q;
+                        }
+                    }
+                }
+            }
+            onig_matches m = {text, ids, 0};
+            tk_re_budget bud;
+            tk_re_budget_init(&bud, n);
+            int rc = tk_regex_find_all(r, text, n, &bud, keep_match, &m);
+            tk_ids v = {m.ids, m.n, m.n};
+            char sha[17];
+            test_ids_sha(&v, sha);
+            if (rc || strcmp(sha, json_string_value(json_array_get(dg, b))) != 0) {
+                if (!differ++) snprintf(first, sizeof first, "U+%04X..U+%04X (rc %d)", b * 4096, b * 4096 + 4095, rc);
+            }
+        }
+        tk_regex_free(r);
+        printf("oniguruma scan %-22s %-34.34s %d block(s) differ from HF tokenizers%s%s\n", name, pat, differ,
+               differ ? ", first " : "", first);
+        CHECK(differ == 0, "oniguruma scan %s: %d blocks differ", name, differ);
+    }
+    free(text);
+    free(ids);
+    json_decref(root);
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : "../shared";
     units();
     rust_classes();
     scan();
+    scan_onig();
     bool have = true;
     for (int c = 0; c < 4 && have; c++)
         have = test_corpus_docs(shared, CATS[c], PER_CAT, test_doc_keep, &(test_doc_slots){texts[c], lens[c]}) >= 0;

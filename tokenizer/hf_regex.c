@@ -466,6 +466,23 @@ static int tr_property(xlat *t) {
         if (rc == TK_OK) t->i = j + 1;
         return rc;
     }
+    if (!t->rust) {
+        /* Oniguruma (HF tokenizers 0.23) reads \p{Han} as the Script
+         * property of Unicode 16.0; PCRE2 10.42 as Script_Extensions of 14.0
+         * (U+3001 in it, CJK Ext. H / I not): the script's code points as
+         * ranges instead */
+        char *body;
+        int rc = tk_rx_script_class(re + i + 3, j - (i + 3), re[i + 1] == 'P', &body);
+        if (rc == TK_ERR_NOMEM) return rc;
+        if (rc == 0) {
+            if (!t->in_class) sb_puts(&t->b, "[");
+            sb_puts(&t->b, body);
+            if (!t->in_class) sb_puts(&t->b, "]");
+            free(body);
+            t->i = j + 1;
+            return TK_OK;
+        }
+    }
     if (t->rust && is_script(re + i + 3, j - (i + 3))) {
         /* Rust's \p{Han} is the Script property; PCRE2's (10.40 on) is
          * Script_Extensions (U+3001 is Han there): \p{sc:Han} is the former */

@@ -384,6 +384,8 @@ static int parse_property(sp *p, cset *s, bool in_class) {
         if (p->eval)
             for (uint32_t r = tk_ucd_script_first[sc]; r < tk_ucd_script_first[sc + 1]; r++)
                 cs_push(&t, tk_ucd_script_ranges[r][0], tk_ucd_script_ranges[r][1]);
+    } else if (!strcmp(k, "unknown") || !strcmp(k, "zzzz") || !strcmp(k, "hrkt") || !strcmp(k, "katakanaorhiragana")) {
+        return sp_refuse(p, at, "\\p{%.*s} (regex-syntax has no such script)", (int)(len < 40 ? len : 40), name);
     } else {
         /* a binary property or a name we do not know: left to PCRE2 where
          * the plain translation keeps it, refused beside what we evaluate */
@@ -736,6 +738,49 @@ static int emit(const cset *s, char **out) {
     }
     *out = b.s;
     return TK_OK;
+}
+
+int tk_rx_script_class(const char *name, size_t len, bool negated, char **out) {
+    *out = NULL;
+    char k[64];
+    size_t m = 0;
+    /* Oniguruma's loose names: case, ' ', '_' and '-' ignored (no "is" prefix) */
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (c == ' ' || c == '_' || c == '-') continue;
+        if (m + 1 >= sizeof k) return 1;
+        k[m++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    k[m] = 0;
+    cset t = {0};
+    int sc = script_of(k);
+    if (sc >= 0) {
+        for (uint32_t r = tk_ucd_script_first[sc]; r < tk_ucd_script_first[sc + 1]; r++)
+            cs_push(&t, tk_ucd_script_ranges[r][0], tk_ucd_script_ranges[r][1]);
+    } else if (!strcmp(k, "unknown") || !strcmp(k, "zzzz")) {
+        /* Oniguruma knows Unknown: the code points no script has */
+        for (int s = 0; s < tk_ucd_nscripts; s++)
+            for (uint32_t r = tk_ucd_script_first[s]; r < tk_ucd_script_first[s + 1]; r++)
+                cs_add(&t, tk_ucd_script_ranges[r][0], tk_ucd_script_ranges[r][1]);
+        negated = !negated;
+    } else {
+        return 1;
+    }
+    if (negated) cs_complement(&t);
+    cset surr = {0};
+    cs_push(&surr, 0xD800, 0xDFFF);
+    cs_apply(&t, &surr, OP_DIFF);
+    cs_free(&surr);
+    obuf b = {0};
+    ob_ranges(&b, &t);
+    bool oom = t.oom || b.oom || !b.s;
+    cs_free(&t);
+    if (oom) {
+        free(b.s);
+        return TK_ERR_NOMEM;
+    }
+    *out = b.s;
+    return 0;
 }
 
 static int run(sp *p, bool in_class, cset *s) { return in_class ? parse_class(p, s) : parse_property(p, s, false); }

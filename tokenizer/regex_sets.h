@@ -21,4 +21,10 @@
 int tk_rx_rust_set(const char *re, size_t n, size_t *pos, bool icase, bool *plain, char **out, char *err,
                    size_t errlen);
 
+/* Oniguruma's \p{NAME} (or \P{NAME}: negated) when NAME is a script (or
+ * Unknown): its code points by Unicode 16.0's Script property, as the body of
+ * a PCRE2 class ("\x{2E80}-\x{2E99}..."; *out malloc'd). 0; 1 when NAME is
+ * no script (nothing written); TK_ERR_NOMEM. */
+int tk_rx_script_class(const char *name, size_t len, bool negated, char **out);
+
 #endif

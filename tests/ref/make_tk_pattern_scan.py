@@ -64,6 +64,17 @@ CONSTRUCTS = {
     "nested_not": (r"""[^\p{N}[\p{Cyrillic}&&\p{Ll}]\S--\p{Cn}]""", ["{c}"]),
     "kimi": (KIMI, ["x{c}{c}'s {c}1 A{c}a {c}A"]),
 }
+# The same digests for a tokenizer.json Split regex (HF tokenizers' Oniguruma, Unicode 16.0; mkshards: hf_regex.c's
+# Oniguruma dialect): the bytes each regex matches, from Split(behavior="removed", invert=True), which keeps the
+# matches and drops the rest. Scripts are the Script property there too (U+3001 is not \p{Han}).
+ONIG = {
+    "han": (r"""\p{Han}""", ["{c}"]),
+    "latin": (r"""\p{Latin}+""", ["{c}"]),
+    "hiragana_katakana": (r"""[\p{Hiragana}\p{Katakana}]""", ["{c}"]),
+    "not_han": (r"""\P{Han}""", ["{c}"]),
+    "not_han_class": (r"""[^\p{Han}\p{Common}]""", ["{c}"]),
+    "greek_cyrillic_arabic": (r"""\p{Greek}|\p{Cyrillic}|\p{Arabic}|\p{Hangul}""", ["{c}"]),
+}
 
 
 def main():
@@ -80,6 +91,20 @@ def main():
             digests.append(hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16])
         out["constructs"][name] = {"pat": pat, "probes": probes, "digests": digests}
         print(name, file=sys.stderr)
+    import tokenizers
+    from tokenizers import Regex, pre_tokenizers
+    out["tokenizers"] = tokenizers.__version__
+    out["oniguruma"] = {}
+    for name, (pat, probes) in ONIG.items():
+        split = pre_tokenizers.Split(Regex(pat), behavior="removed", invert=True)
+        digests = []
+        for b in range(0x110000 // BLOCK):
+            text = "".join(p.format(c=chr(c)) for p in probes for c in range(b * BLOCK, (b + 1) * BLOCK)
+                           if not 0xD800 <= c <= 0xDFFF)
+            ids = [x for piece, _ in split.pre_tokenize_str(text) for x in piece.encode("utf-8")]
+            digests.append(hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16])
+        out["oniguruma"][name] = {"pat": pat, "probes": probes, "digests": digests}
+        print("oniguruma", name, file=sys.stderr)
     del cps
     json.dump(out, sys.stdout, indent=0)
     sys.stdout.write("\n")
