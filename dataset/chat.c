@@ -2,6 +2,7 @@
  * rendered conversation -> ids + loss mask (ds_chat.h, docs/chat.md). The
  * templates themselves are in chat_template.c. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,44 +144,72 @@ static int add_content(ds_chat *c, const ds_jtape *t, long content, size_t idx, 
     return DS_OK;
 }
 
-/* The bytes in LINE of tape node V, a number or literal: the tape keeps no
- * position for them, so the (valid) line is walked counting nodes in the
- * tape's order, one per value and per key. Only reached for a reasoning that
- * is not a string, which no real record has. */
-static const uint8_t *scalar_bytes(const uint8_t *p, const uint8_t *e, long v, size_t *len) {
-    long k = -1;
-    while (p < e) {
+/* The parser's reused state (ds_chat.impl): the tape, and where each of its
+ * nodes starts in the line, found by one walk on the first need (numbers and
+ * literals keep no bytes in the tape; only records with tool calls, tools or
+ * a reasoning that is not a string need them): 4 bytes per node, so at most
+ * 4x the line (DS_CHAT_MAX_RECORD) on top of the tape's 17x. */
+typedef struct {
+    ds_jtape tape;
+    const uint8_t *line;
+    size_t n;
+    uint32_t *pos;
+    size_t pos_cap;
+    int pos_ok;
+} chat_impl;
+
+static int node_positions(chat_impl *im) {
+    if (im->pos_ok) return DS_OK;
+    if (im->tape.len > im->pos_cap) {
+        uint32_t *p = realloc(im->pos, im->tape.len * sizeof *p);
+        if (!p) return DS_ERR_NOMEM;
+        im->pos = p;
+        im->pos_cap = im->tape.len;
+    }
+    const uint8_t *p = im->line, *e = im->line + im->n;
+    size_t k = 0;
+    while (p < e && k < im->tape.len) { /* the line is valid JSON: one node per value and per key */
         uint8_t ch = *p;
         if (ch == '"') {
-            k++;
+            im->pos[k++] = (uint32_t)(p - im->line);
             for (p++; p < e && *p != '"'; p++)
                 if (*p == '\\') p++;
             p++;
-        } else if (ch == '{' || ch == '[') {
-            k++;
+        } else if (ch == '{' || ch == '[' || ch == '-' || (ch >= '0' && ch <= '9') || ch == 't' || ch == 'f' ||
+                   ch == 'n') {
+            im->pos[k++] = (uint32_t)(p - im->line);
             p++;
-        } else if (ch == '-' || (ch >= '0' && ch <= '9') || ch == 't' || ch == 'f' || ch == 'n') {
-            const uint8_t *a = p;
-            while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-                p++;
-            if (++k == v) {
-                *len = (size_t)(p - a);
-                return a;
-            }
+            if (ch != '{' && ch != '[')
+                while (p < e && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' ||
+                                 *p == '-' || (*p >= 'a' && *p <= 'z')))
+                    p++;
         } else {
             p++;
         }
     }
-    *len = 0;
-    return p;
+    if (k != im->tape.len) return DS_ERR_FORMAT; /* cannot happen on a line the tape took */
+    im->pos_ok = 1;
+    return DS_OK;
 }
 
-/* Python's truth of a JSON value that is neither a string nor null. */
-static int tape_truthy(const ds_jtape *t, long v, const uint8_t *line, size_t n) {
+/* The bytes of scalar node V (a number or literal) in the line. */
+static const uint8_t *scalar_bytes(chat_impl *im, long v, size_t *len) {
+    const uint8_t *s = im->line + im->pos[v], *p = s, *e = im->line + im->n;
+    while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') p++;
+    *len = (size_t)(p - s);
+    return s;
+}
+
+/* Python's truth of a JSON value (json.loads, then bool). */
+static int tape_truthy(chat_impl *im, long v) {
+    const ds_jtape *t = &im->tape;
     const ds_jnode *nd = &t->n[v];
+    if (nd->type == DS_JSCAN_T_STRING) return nd->len > 0;
+    if (nd->type == DS_JSCAN_T_NULL) return 0;
     if (nd->type == DS_JSCAN_T_ARRAY || nd->type == DS_JSCAN_T_OBJECT) return nd->end > (uint32_t)v + 1;
+    if (node_positions(im)) return 1;
     size_t len;
-    const uint8_t *s = scalar_bytes(line, line + n, v, &len);
+    const uint8_t *s = scalar_bytes(im, v, &len);
     if (nd->type == DS_JSCAN_T_BOOLEAN) return len && s[0] == 't';
     /* a number is false when json.loads makes it 0 or 0.0: -0, 0e5, and 1e-400
      * too (underflow to 0.0, as strtod) */
@@ -193,17 +222,236 @@ static int tape_truthy(const ds_jtape *t, long v, const uint8_t *line, size_t n)
     return truthy;
 }
 
+/* ---- transformers' tojson filter: json.dumps(x, ensure_ascii=False) with
+ * the default separators ", " and ": ", keys in the record's order (a key
+ * that repeats: its first place, its last value, as a Python dict built by
+ * json.loads), numbers as json.loads makes them and Python prints them. */
+
+static int put_json_string(ds_chat *c, const uint8_t *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    if (buf_append(c, "\"", 1)) return DS_ERR_NOMEM;
+    size_t a = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t ch = s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        if (buf_append(c, s + a, i - a)) return DS_ERR_NOMEM;
+        char e[7] = {'\\', 0};
+        size_t el = 2;
+        switch (ch) {
+        case '"': e[1] = '"'; break;
+        case '\\': e[1] = '\\'; break;
+        case '\n': e[1] = 'n'; break;
+        case '\r': e[1] = 'r'; break;
+        case '\t': e[1] = 't'; break;
+        case '\b': e[1] = 'b'; break;
+        case '\f': e[1] = 'f'; break;
+        default:
+            memcpy(e + 1, "u00", 3);
+            e[4] = hex[ch >> 4];
+            e[5] = hex[ch & 15];
+            el = 6;
+        }
+        if (buf_append(c, e, el)) return DS_ERR_NOMEM;
+        a = i + 1;
+    }
+    if (buf_append(c, s + a, n - a) || buf_append(c, "\"", 1)) return DS_ERR_NOMEM;
+    return DS_OK;
+}
+
+/* Python's repr of the double json.loads makes of a JSON number with a
+ * fraction or exponent: the shortest digits that read back the same, in
+ * fixed notation for 1e-4 <= |x| < 1e16 (always with a '.'), else d.ddde+XX. */
+static size_t py_float_repr(const uint8_t *s, size_t len, char *out, size_t cap) {
+    char num[400], e[40];
+    if (len >= sizeof num) len = sizeof num - 1; /* a JSON number that long still reads as its first 399 bytes */
+    memcpy(num, s, len);
+    num[len] = 0;
+    double x = strtod(num, NULL);
+    if (isnan(x)) return (size_t)snprintf(out, cap, "NaN");
+    if (isinf(x)) return (size_t)snprintf(out, cap, "%s", x > 0 ? "Infinity" : "-Infinity");
+    if (x == 0) return (size_t)snprintf(out, cap, "%s", signbit(x) ? "-0.0" : "0.0");
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    snprintf(e, sizeof e, "%.*e", prec - 1, x);
+    /* e: [-]d[.ddd]e[+-]XX */
+    char digits[20];
+    size_t nd = 0;
+    int neg = e[0] == '-';
+    const char *q = e + neg;
+    for (; *q && *q != 'e'; q++)
+        if (*q != '.') digits[nd++] = *q;
+    int exp10 = atoi(q + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    size_t o = 0;
+    char buf[64];
+    if (neg) buf[o++] = '-';
+    if (exp10 >= -4 && exp10 < 16) {
+        if (exp10 < 0) {
+            buf[o++] = '0';
+            buf[o++] = '.';
+            for (int k = -1; k > exp10; k--) buf[o++] = '0';
+            for (size_t k = 0; k < nd; k++) buf[o++] = digits[k];
+        } else {
+            for (int k = 0; k <= exp10; k++) buf[o++] = (size_t)k < nd ? digits[k] : '0';
+            buf[o++] = '.';
+            if ((size_t)exp10 + 1 < nd)
+                for (size_t k = (size_t)exp10 + 1; k < nd; k++) buf[o++] = digits[k];
+            else buf[o++] = '0';
+        }
+    } else {
+        buf[o++] = digits[0];
+        if (nd > 1) {
+            buf[o++] = '.';
+            for (size_t k = 1; k < nd; k++) buf[o++] = digits[k];
+        }
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    }
+    buf[o] = 0;
+    return (size_t)snprintf(out, cap, "%s", buf);
+}
+
+/* A JSON number as Python prints what json.loads makes of it: an integer's
+ * digits ("-0" is 0), a real's repr. */
+static int put_number(ds_chat *c, chat_impl *im, long v) {
+    if (node_positions(im)) return DS_ERR_NOMEM;
+    size_t len;
+    const uint8_t *s = scalar_bytes(im, v, &len);
+    int real = 0;
+    for (size_t i = 0; i < len; i++) real |= s[i] == '.' || s[i] == 'e' || s[i] == 'E';
+    if (!real) {
+        if (len == 2 && s[0] == '-' && s[1] == '0') return buf_append(c, "0", 1);
+        return buf_append(c, s, len);
+    }
+    char out[64];
+    size_t n = py_float_repr(s, len, out, sizeof out);
+    return buf_append(c, out, n);
+}
+
+static int key_cmp(const ds_jtape *t, uint32_t a, uint32_t b) {
+    const ds_jnode *x = &t->n[a], *y = &t->n[b];
+    size_t n = x->len < y->len ? x->len : y->len;
+    int r = memcmp(t->text + x->off, t->text + y->off, n);
+    if (r) return r;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+/* qsort has no context argument: the tape being sorted, per thread */
+static _Thread_local const ds_jtape *tl_sort_tape;
+static int key_order(const void *pa, const void *pb) {
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    int r = key_cmp(tl_sort_tape, a, b);
+    return r ? r : (a > b) - (a < b);
+}
+
+static int tojson(ds_chat *c, chat_impl *im, long v, int depth);
+
+/* An object: each key at its first place with the value of its last. Small
+ * objects compare keys pairwise; larger ones sort key indices (n log n), so
+ * a hostile object of a million keys, equal or not, costs no more than its
+ * sort. */
+static int tojson_object(ds_chat *c, chat_impl *im, long v, int depth) {
+    const ds_jtape *t = &im->tape;
+    size_t nk = 0;
+    for (size_t k = (size_t)v + 1; k < t->n[v].end; k = t->n[k + 1].end) nk++;
+    if (buf_append(c, "{", 1)) return DS_ERR_NOMEM;
+    uint32_t *keys = NULL, *sorted = NULL, *val = NULL; /* doc order; by (key, place); value to write or 0 */
+    if (nk > 16) {
+        keys = malloc(nk * sizeof *keys);
+        sorted = malloc(nk * sizeof *sorted);
+        val = malloc(nk * sizeof *val);
+        if (!keys || !sorted || !val) {
+            free(keys);
+            free(sorted);
+            free(val);
+            return DS_ERR_NOMEM;
+        }
+        size_t i = 0;
+        for (size_t k = (size_t)v + 1; k < t->n[v].end; k = t->n[k + 1].end) keys[i] = sorted[i] = (uint32_t)k, i++;
+        tl_sort_tape = t;
+        qsort(sorted, nk, sizeof *sorted, key_order);
+        for (size_t a = 0, b; a < nk; a = b + 1) {
+            for (b = a; b + 1 < nk && !key_cmp(t, sorted[b + 1], sorted[a]);) b++;
+            for (size_t j = a; j <= b; j++) {
+                size_t lo = 0, hi = nk; /* keys[] ascends: the place of sorted[j] */
+                while (lo < hi) {
+                    size_t mid = (lo + hi) / 2;
+                    if (keys[mid] < sorted[j]) lo = mid + 1;
+                    else hi = mid;
+                }
+                val[lo] = j == a ? sorted[b] + 1 : 0;
+            }
+        }
+    }
+    int rc = DS_OK, first = 1;
+    size_t i = 0;
+    for (size_t k = (size_t)v + 1; k < t->n[v].end && rc == DS_OK; k = t->n[k + 1].end, i++) {
+        size_t vv = k + 1;
+        if (val) {
+            if (!val[i]) continue;
+            vv = val[i];
+        } else {
+            int dup = 0;
+            for (size_t j = (size_t)v + 1; j < t->n[v].end; j = t->n[j + 1].end) {
+                if (j == k || key_cmp(t, (uint32_t)j, (uint32_t)k)) continue;
+                if (j < k) dup = 1;
+                else vv = j + 1;
+            }
+            if (dup) continue;
+        }
+        if (!first && buf_append(c, ", ", 2)) rc = DS_ERR_NOMEM;
+        first = 0;
+        if (rc == DS_OK) rc = put_json_string(c, t->text + t->n[k].off, t->n[k].len);
+        if (rc == DS_OK && buf_append(c, ": ", 2)) rc = DS_ERR_NOMEM;
+        if (rc == DS_OK) rc = tojson(c, im, (long)vv, depth + 1);
+    }
+    free(keys);
+    free(sorted);
+    free(val);
+    if (rc == DS_OK && buf_append(c, "}", 1)) rc = DS_ERR_NOMEM;
+    return rc;
+}
+
+static int tojson(ds_chat *c, chat_impl *im, long v, int depth) {
+    const ds_jtape *t = &im->tape;
+    const ds_jnode *nd = &t->n[v];
+    (void)depth; /* the tape's nesting is bounded by the scanner (JS_MAX_DEPTH) */
+    switch (nd->type) {
+    case DS_JSCAN_T_STRING: return put_json_string(c, t->text + nd->off, nd->len);
+    case DS_JSCAN_T_NULL: return buf_append(c, "null", 4);
+    case DS_JSCAN_T_BOOLEAN: {
+        if (node_positions(im)) return DS_ERR_NOMEM;
+        size_t len;
+        const uint8_t *s = scalar_bytes(im, v, &len);
+        return s[0] == 't' ? buf_append(c, "true", 4) : buf_append(c, "false", 5);
+    }
+    case DS_JSCAN_T_NUMBER: return put_number(c, im, v);
+    case DS_JSCAN_T_ARRAY: {
+        if (buf_append(c, "[", 1)) return DS_ERR_NOMEM;
+        for (size_t k = (size_t)v + 1; k < nd->end; k = t->n[k].end) {
+            if (k > (size_t)v + 1 && buf_append(c, ", ", 2)) return DS_ERR_NOMEM;
+            int rc = tojson(c, im, (long)k, depth + 1);
+            if (rc) return rc;
+        }
+        return buf_append(c, "]", 1);
+    }
+    default: return tojson_object(c, im, v, depth);
+    }
+}
+
 /* The message's reasoning: the first of reasoning_content, thinking and
  * reasoning that is present and not null (transformers' apply_chat_template
  * copies that one into reasoning_content before rendering). */
-static int add_reasoning(ds_chat *c, const ds_jtape *t, size_t m, const uint8_t *line, size_t n) {
+static int add_reasoning(ds_chat *c, chat_impl *im, size_t m) {
     static const char *const keys[] = {"reasoning_content", "thinking", "reasoning"};
+    const ds_jtape *t = &im->tape;
     ds_chat_msg *msg = &c->msgs[c->n - 1];
     for (size_t k = 0; k < N_OF(keys); k++) {
         long v = ds_jtape_get(t, m, keys[k]);
         if (v < 0 || t->n[v].type == DS_JSCAN_T_NULL) continue;
         if (t->n[v].type != DS_JSCAN_T_STRING) {
-            msg->reason = tape_truthy(t, v, line, n) ? DS_REASON_OTHER_TRUE : DS_REASON_OTHER_FALSE;
+            msg->reason = tape_truthy(im, v) ? DS_REASON_OTHER_TRUE : DS_REASON_OTHER_FALSE;
             return DS_OK;
         }
         size_t off = c->buf_len;
@@ -217,8 +465,98 @@ static int add_reasoning(ds_chat *c, const ds_jtape *t, size_t m, const uint8_t 
     return DS_OK;
 }
 
-static int add_messages(ds_chat *c, const ds_jtape *t, const uint8_t *line, size_t n, long list, int completion,
-                        const char *what, char *why, size_t whylen) {
+/* name / arguments of object OBJ (not an object: both absent) as the
+ * templates print them: a name through str() ({{ name }}), arguments as the
+ * string itself or through tojson. */
+static int callview(ds_chat *c, chat_impl *im, long obj, ds_chat_callview *cv) {
+    const ds_jtape *t = &im->tape;
+    memset(cv, 0, sizeof *cv);
+    if (!tape_is(t, obj, DS_JSCAN_T_OBJECT)) return DS_OK;
+    long nm = ds_jtape_get(t, (size_t)obj, "name"), ar = ds_jtape_get(t, (size_t)obj, "arguments");
+    int rc = DS_OK;
+    if (nm >= 0) {
+        size_t off = c->buf_len;
+        int ty = t->n[nm].type;
+        cv->name_kind = ty == DS_JSCAN_T_STRING                             ? DS_TC_STRING
+                        : ty == DS_JSCAN_T_ARRAY || ty == DS_JSCAN_T_OBJECT ? DS_TC_BAD
+                                                                            : DS_TC_JSON;
+        if (ty == DS_JSCAN_T_STRING) rc = tape_append(c, t, nm);
+        else if (ty == DS_JSCAN_T_NUMBER) rc = put_number(c, im, nm);
+        else if (ty == DS_JSCAN_T_NULL) rc = buf_append(c, "None", 4);
+        else if (ty == DS_JSCAN_T_BOOLEAN)
+            rc = tape_truthy(im, nm) ? buf_append(c, "True", 4) : buf_append(c, "False", 5);
+        cv->name_off = off;
+        cv->name_len = c->buf_len - off;
+    }
+    if (rc == DS_OK && ar >= 0) {
+        size_t off = c->buf_len;
+        cv->args_kind = t->n[ar].type == DS_JSCAN_T_STRING ? DS_TC_STRING : DS_TC_JSON;
+        rc = cv->args_kind == DS_TC_STRING ? tape_append(c, t, ar) : tojson(c, im, ar, 0);
+        cv->args_off = off;
+        cv->args_len = c->buf_len - off;
+    }
+    return rc;
+}
+
+/* The message's tool_calls (a non-empty list: each element's views). */
+static int add_calls(ds_chat *c, chat_impl *im, long list) {
+    const ds_jtape *t = &im->tape;
+    for (size_t e = (size_t)list + 1; e < t->n[list].end; e = t->n[e].end) {
+        if (c->n_calls == c->calls_cap) {
+            size_t nc = c->calls_cap ? 2 * c->calls_cap : 8;
+            ds_chat_call *p = realloc(c->calls, nc * sizeof *p);
+            if (!p) return DS_ERR_NOMEM;
+            c->calls = p;
+            c->calls_cap = nc;
+        }
+        ds_chat_call call = {0};
+        int rc = callview(c, im, (long)e, &call.call);
+        long fn = tape_is(t, (long)e, DS_JSCAN_T_OBJECT) ? ds_jtape_get(t, e, "function") : -1;
+        if (rc == DS_OK && fn >= 0) {
+            if (tape_is(t, fn, DS_JSCAN_T_OBJECT)) {
+                call.fn_state = tape_truthy(im, fn) ? DS_FN_OBJECT : DS_FN_EMPTY;
+                rc = callview(c, im, fn, &call.fn);
+            } else {
+                call.fn_state = tape_truthy(im, fn) ? DS_FN_TRUTHY : DS_FN_FALSY;
+            }
+        }
+        if (rc) return rc;
+        c->calls[c->n_calls++] = call;
+        c->msgs[c->n - 1].n_calls++;
+    }
+    return DS_OK;
+}
+
+/* The record's tools: each element's tojson. */
+static int add_tools(ds_chat *c, chat_impl *im, long tools) {
+    const ds_jtape *t = &im->tape;
+    c->tools_state = 0;
+    if (tools < 0 || !tape_truthy(im, tools)) return DS_OK;
+    if (!tape_is(t, tools, DS_JSCAN_T_ARRAY)) {
+        c->tools_state = 2;
+        return DS_OK;
+    }
+    c->tools_state = 1;
+    for (size_t e = (size_t)tools + 1; e < t->n[tools].end; e = t->n[e].end) {
+        if (c->n_tools == c->tools_cap) {
+            size_t nc = c->tools_cap ? 2 * c->tools_cap : 8;
+            struct ds_chat_tool *p = realloc(c->tools, nc * sizeof *p);
+            if (!p) return DS_ERR_NOMEM;
+            c->tools = p;
+            c->tools_cap = nc;
+        }
+        size_t off = c->buf_len;
+        int rc = tojson(c, im, (long)e, 0);
+        if (rc) return rc;
+        c->tools[c->n_tools].off = off;
+        c->tools[c->n_tools++].len = c->buf_len - off;
+    }
+    return DS_OK;
+}
+
+static int add_messages(ds_chat *c, chat_impl *im, long list, int completion, const char *what, char *why,
+                        size_t whylen) {
+    const ds_jtape *t = &im->tape;
     if (!tape_is(t, list, DS_JSCAN_T_ARRAY)) return set_why(why, whylen, DS_CHAT_NOT_LIST, "%s is not a list", what);
     for (size_t m = (size_t)list + 1; m < t->n[list].end; m = t->n[m].end) {
         if (!tape_is(t, (long)m, DS_JSCAN_T_OBJECT))
@@ -236,10 +574,22 @@ static int add_messages(ds_chat *c, const ds_jtape *t, const uint8_t *line, size
             name[nl] = 0;
             return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "unknown role '%s'", name);
         }
+        /* tool_calls: a non-empty list, another true value, or nothing */
+        long tc = r == DS_ROLE_ASSISTANT ? ds_jtape_get(t, m, "tool_calls") : -1;
+        uint8_t calls = tc < 0 || !tape_truthy(im, tc) ? 0 : tape_is(t, tc, DS_JSCAN_T_ARRAY) ? 1 : 2;
         size_t off = c->buf_len;
-        int rc = add_content(c, t, ds_jtape_get(t, m, "content"), c->n, why, whylen);
-        if (rc) return rc;
-        if (msg_push(c, (ds_role)r, off, completion) || add_reasoning(c, t, m, line, n)) return DS_ERR_NOMEM;
+        long content = ds_jtape_get(t, m, "content");
+        int null_content = (content < 0 || t->n[content].type == DS_JSCAN_T_NULL) && calls;
+        if (!null_content) {
+            int rc = add_content(c, t, content, c->n, why, whylen);
+            if (rc) return rc;
+        }
+        if (msg_push(c, (ds_role)r, off, completion) || add_reasoning(c, im, m)) return DS_ERR_NOMEM;
+        ds_chat_msg *msg = &c->msgs[c->n - 1];
+        msg->content_null = null_content;
+        msg->calls_state = calls;
+        msg->call0 = c->n_calls;
+        if (calls == 1 && add_calls(c, im, tc)) return DS_ERR_NOMEM;
     }
     return DS_OK;
 }
@@ -248,8 +598,14 @@ void ds_chat_free(ds_chat *c) {
     if (!c) return;
     free(c->msgs);
     free(c->buf);
-    if (c->impl) ds_jtape_free(c->impl);
-    free(c->impl);
+    free(c->calls);
+    free(c->tools);
+    chat_impl *im = c->impl;
+    if (im) {
+        ds_jtape_free(&im->tape);
+        free(im->pos);
+        free(im);
+    }
     memset(c, 0, sizeof *c);
 }
 
@@ -270,6 +626,8 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     c->buf_len = 0;
     c->pc_strings = 0;
     c->other_parts = 0;
+    c->n_calls = c->n_tools = 0;
+    c->tools_state = 0;
     if (why && whylen) why[0] = 0;
     if (len > DS_CHAT_MAX_RECORD) {
         if (why && whylen)
@@ -277,8 +635,12 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
                      DS_CHAT_MAX_RECORD >> 20);
         return DS_CHAT_TOO_LARGE;
     }
-    if (!c->impl && !(c->impl = calloc(1, sizeof(ds_jtape)))) return DS_ERR_NOMEM;
-    ds_jtape *t = c->impl;
+    if (!c->impl && !(c->impl = calloc(1, sizeof(chat_impl)))) return DS_ERR_NOMEM;
+    chat_impl *im = c->impl;
+    ds_jtape *t = &im->tape;
+    im->line = line;
+    im->n = len;
+    im->pos_ok = 0;
     int lone = 0;
     ds_jscan_status st = ds_json_tape(line, len, t, &lone);
     if (st == DS_JSCAN_NOMEM) return DS_ERR_NOMEM;
@@ -306,7 +668,8 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     }
     if (f == DS_FMT_CHAT) {
         if (msgs < 0) return set_why(why, whylen, DS_CHAT_NO_MESSAGES, "no field '%s'", mf);
-        return add_messages(c, t, line, len, msgs, 0, mf, why, whylen);
+        if (add_tools(c, im, ds_jtape_get(t, 0, "tools"))) return DS_ERR_NOMEM;
+        return add_messages(c, im, msgs, 0, mf, why, whylen);
     }
     /* prompt-completion: two strings, or two message lists (TRL's conversational form) */
     if (prompt < 0 || compl < 0)
@@ -321,8 +684,9 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
         return DS_OK;
     }
     if (tape_is(t, prompt, DS_JSCAN_T_ARRAY) && tape_is(t, compl, DS_JSCAN_T_ARRAY)) {
-        if ((rc = add_messages(c, t, line, len, prompt, 0, "prompt", why, whylen))) return rc;
-        return add_messages(c, t, line, len, compl, 1, "completion", why, whylen);
+        if (add_tools(c, im, ds_jtape_get(t, 0, "tools"))) return DS_ERR_NOMEM;
+        if ((rc = add_messages(c, im, prompt, 0, "prompt", why, whylen))) return rc;
+        return add_messages(c, im, compl, 1, "completion", why, whylen);
     }
     return set_why(why, whylen, DS_CHAT_BAD_CONTENT, "%s",
                    "prompt and completion must both be strings or both be message lists");

@@ -206,25 +206,131 @@ static int r_qwen2(rd *d, char *why, size_t whylen) {
     return chatml_common(d, "You are a helpful assistant.");
 }
 
-/* Qwen2.5 (no `tools` passed, no tool_calls): its own default system
- * message, consecutive tool messages in one user turn as <tool_response>. */
-static int r_qwen25(rd *d, char *why, size_t whylen) {
-    (void)why, (void)whylen;
-    size_t n = d->c->n;
-    special(d, "<|im_start|>");
-    text(d, "system\n");
-    if (n && role(d, 0) == DS_ROLE_SYSTEM) msg_text(d, 0);
-    else text(d, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+/* ---- ChatML tool calling (Qwen2.5, Qwen3): the record's `tools` in the
+ * system turn, an assistant message's tool_calls as <tool_call> blocks. */
+
+/* json.dumps of a str (ensure_ascii=False): what tojson makes of string arguments. */
+static void put_json_str(rd *d, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    text(d, "\"");
+    size_t a = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        put(d, s + a, i - a, 0);
+        char e[7] = {'\\', 0, 0, 0, 0, 0, 0};
+        e[1] = ch == '"'    ? '"'
+               : ch == '\\' ? '\\'
+               : ch == '\n' ? 'n'
+               : ch == '\r' ? 'r'
+               : ch == '\t' ? 't'
+               : ch == '\b' ? 'b'
+               : ch == '\f' ? 'f'
+                            : 0;
+        if (!e[1]) e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[ch >> 4], e[5] = hex[ch & 15];
+        text(d, e);
+        a = i + 1;
+    }
+    put(d, s + a, n - a, 0);
+    text(d, "\"");
+}
+static void put_buf(rd *d, size_t off, size_t len) { put(d, (const char *)d->c->buf + off, len, 0); }
+
+#define QWEN_TOOLS_HEAD                                                                                                \
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "  \
+    "signatures within <tools></tools> XML tags:\n<tools>"
+#define QWEN_TOOLS_TAIL                                                                                                \
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "              \
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "                      \
+    "<args-json-object>}\n</tool_call>"
+#define NOT_SERIALIZABLE "Object of type Undefined is not JSON serializable"
+
+/* `tools` as both templates list them, after the system header they write. */
+static int qwen_tools(rd *d, char *why, size_t whylen) {
+    const ds_chat *c = d->c;
+    if (c->tools_state == 2) return refuse(why, whylen, "tools is not a list");
+    text(d, QWEN_TOOLS_HEAD);
+    for (size_t i = 0; i < c->n_tools; i++) {
+        text(d, "\n");
+        put_buf(d, c->tools[i].off, c->tools[i].len);
+    }
+    text(d, QWEN_TOOLS_TAIL);
     special(d, "<|im_end|>");
     text(d, "\n");
+    return DS_CHAT_OK;
+}
+
+/* The view a template reads of tool call k: Qwen2.5 takes `function` when it
+ * is defined, Qwen3 when it is true; a function that is not an object has
+ * no name or arguments. */
+static const ds_chat_callview *call_view(const ds_chat_call *k, int qwen3) {
+    static const ds_chat_callview none = {0};
+    if (!qwen3) return k->fn_state == DS_FN_ABSENT ? &k->call : k->fn_state <= DS_FN_EMPTY ? &k->fn : &none;
+    return k->fn_state == DS_FN_OBJECT ? &k->fn : k->fn_state == DS_FN_TRUTHY ? &none : &k->call;
+}
+
+/* One '<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>' (the
+ * newline before it is the caller's). */
+static int qwen_call(rd *d, const ds_chat_call *k, int qwen3, char *why, size_t whylen) {
+    const ds_chat_callview *v = call_view(k, qwen3);
+    if (v->name_kind == DS_TC_BAD)
+        return refuse(why, whylen, "a tool call name that is a list or an object (its Python repr is not rendered)");
+    if (v->args_kind == DS_TC_ABSENT) return refuse(why, whylen, NOT_SERIALIZABLE);
+    text(d, "<tool_call>\n{\"name\": \"");
+    put_buf(d, v->name_off, v->name_len);
+    text(d, "\", \"arguments\": ");
+    if (v->args_kind == DS_TC_STRING && !qwen3)
+        put_json_str(d, (const char *)d->c->buf + v->args_off, v->args_len); /* tojson of a str */
+    else put_buf(d, v->args_off, v->args_len); /* Qwen3: a string as it is; else its tojson */
+    text(d, "}\n</tool_call>");
+    return DS_CHAT_OK;
+}
+
+/* Qwen2.5: its own default system message (or the `tools` system turn),
+ * consecutive tool messages in one user turn as <tool_response>, an
+ * assistant message with tool_calls as '<|im_start|>assistant', '\n' +
+ * content when there is content, '\n<tool_call>...' per call, '<|im_end|>'. */
+static int r_qwen25(rd *d, char *why, size_t whylen) {
+    size_t n = d->c->n;
+    if (d->c->tools_state) {
+        special(d, "<|im_start|>");
+        text(d, "system\n");
+        if (n && role(d, 0) == DS_ROLE_SYSTEM) msg_text(d, 0);
+        else text(d, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+        text(d, "\n\n");
+        int rc = qwen_tools(d, why, whylen);
+        if (rc) return rc;
+    } else {
+        special(d, "<|im_start|>");
+        text(d, "system\n");
+        if (n && role(d, 0) == DS_ROLE_SYSTEM) msg_text(d, 0);
+        else text(d, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+        special(d, "<|im_end|>");
+        text(d, "\n");
+    }
     for (size_t i = 0; i < n; i++) {
         ds_role r = role(d, i);
-        if (r == DS_ROLE_USER || (r == DS_ROLE_SYSTEM && i > 0) || r == DS_ROLE_ASSISTANT) {
+        const ds_chat_msg *m = &d->c->msgs[i];
+        if (r == DS_ROLE_USER || (r == DS_ROLE_SYSTEM && i > 0) || (r == DS_ROLE_ASSISTANT && !m->calls_state)) {
             special(d, "<|im_start|>");
             text(d, rname(d, i));
             text(d, "\n");
             span_open(d, i);
             msg_text(d, i);
+            special(d, "<|im_end|>");
+            span_close(d);
+            text(d, "\n");
+        } else if (r == DS_ROLE_ASSISTANT) {
+            if (m->calls_state == 2) return refuse(why, whylen, NOT_SERIALIZABLE); /* iterating a str or dict */
+            special(d, "<|im_start|>");
+            text(d, "assistant\n"); /* the '\n' of '\n' + content or of the first '\n<tool_call>' */
+            span_open(d, i);
+            if (m->len) msg_text(d, i);
+            for (size_t k = 0; k < m->n_calls; k++) {
+                if (k || m->len) text(d, "\n");
+                int rc = qwen_call(d, &d->c->calls[m->call0 + k], 0, why, whylen);
+                if (rc) return rc;
+            }
             special(d, "<|im_end|>");
             span_close(d);
             text(d, "\n");
@@ -283,7 +389,16 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
     const ds_chat *c = d->c;
     size_t n = c->n;
     if (!n) return refuse(why, whylen, "list object has no element 0"); /* messages[0].role */
-    if (role(d, 0) == DS_ROLE_SYSTEM) {
+    if (c->tools_state) {
+        special(d, "<|im_start|>");
+        text(d, "system\n");
+        if (role(d, 0) == DS_ROLE_SYSTEM) {
+            msg_text(d, 0);
+            text(d, "\n\n");
+        }
+        int rc = qwen_tools(d, why, whylen);
+        if (rc) return rc;
+    } else if (role(d, 0) == DS_ROLE_SYSTEM) {
         special(d, "<|im_start|>");
         text(d, "system\n");
         msg_text(d, 0);
@@ -310,6 +425,7 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
             text(d, "\n");
         } else if (r == DS_ROLE_ASSISTANT) {
             const ds_chat_msg *m = &c->msgs[i];
+            if (m->content_null) return refuse(why, whylen, "argument of type 'NoneType' is not iterable");
             size_t cn, rn = 0;
             const char *cs = content(d, i, &cn), *rs = "";
             static const char close[] = "</think>", open[] = "<think>";
@@ -332,6 +448,7 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
                 lstrip_nl(&cs, &cn);
             }
             int truthy = m->reason == DS_REASON_OTHER_TRUE || rn > 0; /* `reasoning_content` in an if */
+            int content_set = cn > 0;                                 /* `content` in an if (before its lstrip) */
             special(d, "<|im_start|>");
             text(d, "assistant\n");
             span_open(d, i);
@@ -346,6 +463,12 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
                 lstrip_nl(&cs, &cn);
             }
             put(d, cs, cn, 0);
+            if (m->calls_state == 2) return refuse(why, whylen, NOT_SERIALIZABLE);
+            for (size_t k = 0; k < m->n_calls; k++) {
+                if (k || content_set) text(d, "\n"); /* (loop.first and content) or not loop.first */
+                int rc = qwen_call(d, &c->calls[m->call0 + k], 1, why, whylen);
+                if (rc) return rc;
+            }
             special(d, "<|im_end|>");
             span_close(d);
             text(d, "\n");
@@ -917,7 +1040,20 @@ int ds_chat_render(const ds_chat_template *t, const ds_chat *c, const ds_chat_re
         }
         rc = DS_CHAT_OK;
     } else {
-        rc = t->render(&d, why, whylen);
+        rc = DS_CHAT_OK;
+        /* a null content (accepted beside tool_calls) reaches only the
+         * templates that render tool calls: the others raise on it (they add
+         * it to a string) or print "None" (Llama 3 and Gemma's `| trim`),
+         * which is refused too */
+        for (size_t i = 0; i < c->n && t->render != r_qwen25 && t->render != r_qwen3; i++)
+            if (c->msgs[i].content_null) {
+                if (why && whylen)
+                    snprintf(why, whylen, "message %zu: content is null and template %s renders no tool_calls", i,
+                             t->name);
+                rc = DS_CHAT_TEMPLATE;
+                break;
+            }
+        if (rc == DS_CHAT_OK) rc = t->render(&d, why, whylen);
     }
     if (d.nomem) return DS_ERR_NOMEM;
     if (rc != DS_CHAT_OK) return rc;

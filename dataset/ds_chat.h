@@ -50,6 +50,34 @@ typedef enum {
     DS_REASON_OTHER_FALSE /* false, 0, [], {} */
 } ds_reason_kind;
 
+/* A tool call's name or arguments as the templates see them (bytes in ds_chat.buf). */
+typedef enum {
+    DS_TC_ABSENT = 0, /* not there: a name prints as "", arguments make tojson raise */
+    DS_TC_STRING,     /* a string: the bytes */
+    DS_TC_JSON,       /* anything else: arguments hold its tojson (json.dumps as transformers' filter),
+                       * a name Python's str() of a number, bool or null */
+    DS_TC_BAD         /* a name that is a list or an object (its Python repr is not rendered: refused) */
+} ds_tc_kind;
+typedef struct {
+    uint8_t name_kind, args_kind; /* ds_tc_kind */
+    size_t name_off, name_len, args_off, args_len;
+} ds_chat_callview;
+/* One element of an assistant message's tool_calls: the element's own
+ * name/arguments and those of its `function` (templates differ in which
+ * they read: Qwen2.5 takes function when it is defined, Qwen3 when it is
+ * true). An element that is not an object has neither (arguments absent). */
+typedef enum {
+    DS_FN_ABSENT = 0,
+    DS_FN_OBJECT, /* a non-empty object: fn */
+    DS_FN_EMPTY,  /* {} */
+    DS_FN_FALSY,  /* null, false, 0, "", [] */
+    DS_FN_TRUTHY  /* another true value that is not an object */
+} ds_fn_state;
+typedef struct {
+    ds_chat_callview call, fn;
+    uint8_t fn_state; /* ds_fn_state */
+} ds_chat_call;
+
 /* One message: role and content (bytes in the conversation's buffer). */
 typedef struct {
     ds_role role;
@@ -57,6 +85,12 @@ typedef struct {
     int completion;        /* prompt-completion: 1 for a message of the completion */
     ds_reason_kind reason; /* reasoning (assistant messages) */
     size_t r_off, r_len;   /* DS_REASON_STRING: the reasoning in ds_chat.buf */
+    int content_null;      /* content is null (accepted only beside a non-empty tool_calls list; len 0) */
+    /* tool_calls: 0 absent or false (null, [], {}, "", 0, false), 1 a non-empty
+     * list (ds_chat.calls[call0 .. call0 + n_calls)), 2 another true value
+     * (every template that renders tool calls raises on it) */
+    uint8_t calls_state;
+    size_t call0, n_calls;
 } ds_chat_msg;
 
 /* A parsed record; reuse one per thread (ds_chat_parse resets it). */
@@ -65,10 +99,20 @@ typedef struct {
     size_t n, cap;
     uint8_t *buf; /* the contents, one after another */
     size_t buf_len, buf_cap;
-    ds_format format;   /* CHAT or PROMPT_COMPLETION (TEXT: buf holds the text, n == 0) */
-    int pc_strings;     /* prompt-completion given as two strings (rendered as plain text, no template) */
-    size_t other_parts; /* list-of-parts content: parts that are not text (left out) */
-    void *impl;         /* the parser's reused JSON tape (ds_chat_free frees it) */
+    ds_format format;    /* CHAT or PROMPT_COMPLETION (TEXT: buf holds the text, n == 0) */
+    int pc_strings;      /* prompt-completion given as two strings (rendered as plain text, no template) */
+    size_t other_parts;  /* list-of-parts content: parts that are not text (left out) */
+    ds_chat_call *calls; /* the messages' tool calls */
+    size_t n_calls, calls_cap;
+    /* the record's `tools` (function schemas), as apply_chat_template(tools=)
+     * takes them: 0 absent or false, 1 a non-empty list (tools[i]: the
+     * tojson of each element, in buf), 2 another true value (refused) */
+    uint8_t tools_state;
+    struct ds_chat_tool {
+        size_t off, len;
+    } * tools;
+    size_t n_tools, tools_cap;
+    void *impl; /* the parser's reused JSON tape (ds_chat_free frees it) */
 } ds_chat;
 void ds_chat_free(ds_chat *c);
 

@@ -55,7 +55,9 @@ static void run_case(const char *shared, json_t *row, ds_chat *c, ds_chat_render
     const ds_chat_template *t = ds_chat_template_find(tname);
     CHECK(t, "no built-in template %s", tname);
     if (!t) return;
-    char *line = json_dumps(json_object_get(row, "record"), JSON_COMPACT);
+    /* a raw line where the record holds what jansson's dump would change (a repeated key) */
+    json_t *raw = json_object_get(row, "line");
+    char *line = raw ? strdup(json_string_value(raw)) : json_dumps(json_object_get(row, "record"), JSON_COMPACT);
     ds_chat_parse_opts po = {.format = DS_FMT_AUTO};
     char why[300];
     int rc = ds_chat_parse((const uint8_t *)line, strlen(line), &po, c, why, sizeof why);
@@ -287,6 +289,64 @@ static void qwen3_reasoning_cases(void) {
     ds_chat_rendered_free(&r);
 }
 
+/* Tool calling records where mkshards refuses what Jinja would print
+ * through Python's repr (a tool call name that is a list or object; tools
+ * that is a true non-list, which Jinja iterates as keys or characters), and
+ * a null content beside tool_calls under a template that renders no tool
+ * calls; the same records' parse keeps the rest. */
+static void tool_refusal_cases(void) {
+    struct {
+        const char *tmpl, *line;
+        int want;
+    } cases[] = {
+        {"qwen2.5",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"\","
+         "\"tool_calls\":[{\"function\":{\"name\":[1],\"arguments\":{}}}]}]}",
+         DS_CHAT_TEMPLATE},
+        {"qwen3",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"\","
+         "\"tool_calls\":[{\"name\":{\"a\":1},\"arguments\":\"{}\"}]}]}",
+         DS_CHAT_TEMPLATE},
+        {"qwen3",
+         "{\"tools\":{\"a\":1},\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+         "\"content\":\"a\"}]}",
+         DS_CHAT_TEMPLATE},
+        {"qwen2.5",
+         "{\"tools\":\"ab\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+         "\"content\":\"a\"}]}",
+         DS_CHAT_TEMPLATE},
+        {"qwen2.5",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,"
+         "\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{\"x\":[1.0,2e400]}}}]}]}",
+         DS_CHAT_BAD_JSON}, /* 2e400 is Infinity to json.loads; jansson refuses it, as every record parse does */
+        {"llama3",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,"
+         "\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+         DS_CHAT_TEMPLATE},
+        {"chatml",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\","
+         "\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+         DS_CHAT_OK}, /* a template that reads no tool_calls renders the content */
+        {"chatml", "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]}]}",
+         DS_CHAT_BAD_CONTENT}, /* no tool call: a null content is bad content, as before */
+        {"chatml", "{\"messages\":[{\"role\":\"user\",\"content\":null,\"tool_calls\":[{}]}]}",
+         DS_CHAT_BAD_CONTENT}, /* only an assistant message carries tool calls */
+    };
+    ds_chat c = {0};
+    ds_chat_rendered r = {0};
+    ds_chat_parse_opts po = {.format = DS_FMT_CHAT};
+    ds_chat_render_opts ro = {.loss_on = DS_LOSS_DEFAULT};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char why[300] = "";
+        int rc = ds_chat_parse((const uint8_t *)cases[i].line, strlen(cases[i].line), &po, &c, why, sizeof why);
+        if (rc == DS_CHAT_OK) rc = ds_chat_render(ds_chat_template_find(cases[i].tmpl), &c, &ro, &r, why, sizeof why);
+        CHECK(rc == cases[i].want, "tool case %zu (%s): %d (%s), want %d", i, cases[i].tmpl, rc, why, cases[i].want);
+        CHECK(rc == DS_CHAT_OK || why[0], "tool case %zu: no reason", i);
+    }
+    ds_chat_free(&c);
+    ds_chat_rendered_free(&r);
+}
+
 /* auto: tokenizer_config.json's chat_template recognised up to layout, else refused with the names. */
 static void auto_cases(void) {
     char dir[] = "/tmp/test_chat_XXXXXX";
@@ -410,6 +470,7 @@ int main(int argc, char **argv) {
     published_cases();
     loss_cases(shared);
     qwen3_reasoning_cases();
+    tool_refusal_cases();
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;

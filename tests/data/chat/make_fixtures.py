@@ -389,6 +389,149 @@ def qwen3_tagged(j):
     return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
 
 
+def tool_conversations(rng):
+    """Tool calling for the templates that render it (qwen2.5, qwen3): the record's `tools` (function schemas),
+    assistant tool_calls (arguments as an object and as a string, calls with and without the `function` wrapper,
+    parallel calls, null / empty / present content) and tool results with tool_call_id / name; numbers, escapes
+    and unicode for tojson; and what the templates raise on. Each case is (record, raw line or None): a raw line
+    holds what a Python dict cannot (a repeated key, number spellings), parsed by json.loads here as mkshards
+    parses it."""
+    def s(k=6):
+        return sentence(rng, k)
+    nums = [0, -7, 9007199254740993, 0.1, 1e-05, 1e16, 123456789012345678.0, 5e-324, 1.7976931348623157e308, -0.0,
+            0.0001, 100.0, 1.5e300, 2.5e-5, 1 / 3]
+    texts = ["q\"uote", "back\\slash", "new\nline", "ctl\u0001\u001f\u007f", "sep\u2028\u2029", "東京 👍🏽", "tab\t",
+             "</tool_call>", "{\"json\": 1}"]
+
+    def value(depth=0):
+        k = rng.randint(0, 6 if depth < 2 else 3)
+        if k == 0:
+            return rng.choice(nums)
+        if k == 1:
+            return rng.choice(texts) + " " + s(2)
+        if k == 2:
+            return rng.choice([True, False, None])
+        if k == 3:
+            return rng.randint(-1000, 1000)
+        if k == 4:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["a", "b", "ключ", "x y", "z\"q"]) + str(j): value(depth + 1)
+                for j in range(rng.randint(0, 3))}
+
+    def tool(j):
+        return {"type": "function", "function": {
+            "name": "fn_%d" % j, "description": s(5) + " " + rng.choice(texts),
+            "parameters": {"type": "object", "properties": {"p%d" % k: {"type": "number", "default": value()}
+                                                            for k in range(rng.randint(1, 3))},
+                           "required": ["p0"]}}}
+
+    out = []
+    for i in range(36):
+        rec = {"messages": []}
+        msgs = rec["messages"]
+        if i % 3 == 0:
+            rec["tools"] = [tool(j) for j in range(rng.randint(1, 3))]
+        elif i % 9 == 4:
+            rec["tools"] = []  # false: no tools turn
+        if i % 4 == 0:
+            msgs.append({"role": "system", "content": s()})
+        for t in range(rng.randint(1, 2)):
+            msgs.append({"role": "user", "content": s(8)})
+            calls = []
+            for k in range(rng.randint(1, 3)):
+                args = {"p%d" % q: value() for q in range(rng.randint(0, 3))}
+                form = (i + k) % 4
+                if form == 1:
+                    args = json.dumps(args)  # arguments as a string
+                elif form == 2:
+                    args = json.dumps(args, ensure_ascii=True, separators=(",", ":"))
+                name = "fn_%d" % k
+                call = {"id": "call%05d" % rng.randint(0, 99999), "type": "function",
+                        "function": {"name": name, "arguments": args}}
+                if (i + k) % 5 == 3:  # no function wrapper
+                    call = {"id": call["id"], "name": name, "arguments": args}
+                calls.append(call)
+            a = {"role": "assistant", "tool_calls": calls}
+            c = (i + t) % 3
+            a["content"] = None if c == 0 else "" if c == 1 else s(5)
+            if i % 7 == 2:
+                a["reasoning_content"] = s(4)
+            msgs.append(a)
+            for call in calls:
+                msgs.append({"role": "tool", "content": json.dumps(value(), ensure_ascii=False),
+                             "tool_call_id": call["id"], "name": call.get("function", call)["name"]})
+            msgs.append({"role": "assistant", "content": s(6)})
+        out.append((rec, None))
+
+    def one(call, content="x #201", **extra):
+        a = {"role": "assistant", "content": content, "tool_calls": [call] if not isinstance(call, list) else call}
+        a.update(extra)
+        return {"messages": [{"role": "user", "content": "q #200"}, a,
+                             {"role": "tool", "content": "r #202"}, {"role": "assistant", "content": "done #203"}]}
+    # names that are not strings (printed through str()), a missing name, a missing arguments (tojson raises)
+    for name in (7, 2.5, True, None):
+        out.append((one({"function": {"name": name, "arguments": {"a": 1}}}), None))
+    out.append((one({"function": {"arguments": {"a": 1}}}), None))
+    out.append((one({"function": {"name": "f"}}), None))
+    # function that is empty / null / not an object: Qwen2.5 reads it (and raises), Qwen3 reads the call itself
+    for fn in ({}, None, "x", 0):
+        out.append((one({"function": fn, "name": "g", "arguments": "{\"b\": 2}"}), None))
+    # tool_calls that are false (rendered as a plain message) or true but not a list, or hold a non-object
+    out.append((one([], "plain #204"), None))
+    rec = one([], "plain #205")
+    rec["messages"][1]["tool_calls"] = {}
+    out.append((rec, None))
+    rec = one([], "plain #206")
+    rec["messages"][1]["tool_calls"] = "ab"
+    out.append((rec, None))
+    out.append((one([5]), None))
+    # arguments null / a list / a number
+    for args in (None, [1, "two", 3.0], 42):
+        out.append((one({"function": {"name": "h", "arguments": args}}), None))
+    # raw lines: repeated keys (first place, last value), number spellings json.loads turns into other text
+    raw = [
+        '{"messages":[{"role":"user","content":"q #210"},{"role":"assistant","content":null,"tool_calls":[{"function":'
+        '{"name":"f","arguments":{"a":1,"b":2,"a":3,"c":{"d":1,"d":[1E2,-0,0.50,1e-7,12345678901234567890e-10]}}}}]},'
+        '{"role":"tool","content":"r #211"},{"role":"assistant","content":"ok #212"}]}',
+        '{"tools":[{"x":1,"y":2,"x":{"z":-0.0}}],"messages":[{"role":"user","content":"q #213"},'
+        '{"role":"assistant","content":"ok #214"}]}',
+    ]
+    big = {"k%d" % (j % 23): j for j in range(40)}  # over 16 keys, many repeated: the sorted path
+    raw.append(json.dumps({"messages": [{"role": "user", "content": "q #215"},
+                                        {"role": "assistant", "content": "", "tool_calls": [
+                                            {"function": {"name": "big", "arguments": {}}}]}]})
+               .replace('"arguments": {}', '"arguments": {' + ", ".join('"k%d": %d' % (j % 23, j)
+                                                                         for j in range(40)) + "}"))
+    assert len(big) == 23
+    for line in raw:
+        out.append((json.loads(line), line))
+    return out
+
+
+# Qwen2.5 with {% generation %} around what mkshards marks (as qwen3_tagged): after 'assistant\n' through
+# <|im_end|>, for plain assistant messages and those with tool_calls.
+def qwen25_tagged(j):
+    reps = [
+        ("{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}",
+         "{{- '<|im_start|>' + message.role + '\\n' }}{%- if message.role == \"assistant\" %}{% generation %}"
+         "{{- message.content + '<|im_end|>' }}{% endgeneration %}{%- else %}{{- message.content + '<|im_end|>' }}"
+         "{%- endif %}{{- '\\n' }}"),
+        ("{{- '<|im_start|>' + message.role }}\n        {%- if message.content %}\n            "
+         "{{- '\\n' + message.content }}\n        {%- endif %}",
+         "{{- '<|im_start|>' + message.role + '\\n' }}{% generation %}{%- if message.content %}"
+         "{{- message.content }}{%- endif %}"),
+        ("{{- '\\n<tool_call>\\n{\"name\": \"' }}",
+         "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}{{- '<tool_call>\\n{\"name\": \"' }}"),
+    ]
+    for a, b in reps:
+        assert a in j, a
+        j = j.replace(a, b)
+    k = j.index("{%- for tool_call in message.tool_calls %}")
+    end = "{{- '<|im_end|>\\n' }}"
+    e = j.index(end, k)
+    return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
+
+
 def joined(m):
     c = m["content"]
     return c if isinstance(c, str) else "\n".join(p["text"] for p in c if p.get("type") == "text")
@@ -433,68 +576,87 @@ def main():
         tk.backend_tokenizer.encode_special_tokens = True
         tks[name] = tk
     qconvs = qwen3_conversations(random.Random(2803))
+    tconvs = tool_conversations(random.Random(2804))
     rows = []
-    for tname, jinja in T.items():
+
+    def case(tname, jinja, ci, conv, line=None):
         folder, bos, eos, specials, eot, stripped = SETUP[tname]
-        for ci, conv in enumerate(convs + (qconvs if tname == "qwen3" else [])):
-            if tname == "qwen3":  # the reasoning fields too
-                msgs = [dict(m, content=joined(m)) for m in conv["messages"]]
-            else:
-                msgs = [{"role": m["role"], "content": joined(m)} for m in conv["messages"]]
-            row = {"template": tname, "tokenizer": folder, "bos": bos, "eos": eos, "record": conv}
-            try:
-                text = transformers.utils.chat_template_utils.render_jinja_template(
-                    conversations=[msgs], chat_template=jinja, bos_token=bos, eos_token=eos)[0][0]
-            except Exception as e:  # the template's raise_exception
-                row["error"] = str(e)
-                rows.append(row)
-                continue
-            row["text"] = text
-            # where each rendered message's content is
-            spans, cur, targets = [], 0, []
-            order = list(enumerate(msgs))
-            if tname == "qwen3":  # an assistant message's rendering is not its content: the tagged template's spans
-                tagged, gen = transformers.utils.chat_template_utils.render_jinja_template(
-                    conversations=[msgs], chat_template=qwen3_tagged(jinja), return_assistant_tokens_mask=True)
-                assert tagged[0] == text, (ci, tagged[0], text)
-                targets = [tuple(g) for g in gen[0]]
-                assert len(targets) == sum(m["role"] == "assistant" for m in msgs), ci
-                spans = [(a, b - len(eot)) for a, b in targets]
-                order = [(k, m) for k, m in order if m["role"] != "assistant"]
-            if tname in ("mistral-v3", "mistral-tekken") and msgs[0]["role"] == "system" and \
-                    msgs[-1]["role"] == "user":  # these render the system message inside the last user turn
-                order = order[1:-1] + [order[0], order[-1]]
-            for k, m in order:
-                c = m["content"]
-                if tname == "qwen3" and m["role"] == "system" and k == 0:
-                    cur = 0
-                if stripped and not (tname == "llama2" and k == 0 and m["role"] == "system"):
-                    c = c.strip()
-                at = text.find(c, cur) if c else -1
-                if at < 0:
-                    continue  # not rendered (a role the template leaves out) or empty
-                spans.append((at, at + len(c)))
-                cur = at + len(c)
-                if m["role"] == "assistant":
-                    assert text.startswith(eot, cur), (tname, ci, text[cur:cur + 20])
-                    targets.append((at, cur + len(eot)))
-            if folder:
-                tk = tks[folder]
-                ids, offs = split_encode(tk, text, specials, spans)
-                has_special = any(s in m["content"] for m in msgs for s in list(tk.get_added_vocab()) + specials)
-                tk.backend_tokenizer.encode_special_tokens = False
-                hf = tk.apply_chat_template(msgs, chat_template=jinja, tokenize=True, bos_token=bos,
-                                            eos_token=eos, return_dict=False)
-                tk.backend_tokenizer.encode_special_tokens = True
-                if hasattr(hf, "keys"):
-                    hf = hf["input_ids"]
-                if not has_special:
-                    assert ids == list(hf), (tname, ci)
-                else:
-                    row["hf_ids_differ"] = ids != list(hf)
-                row["ids"] = ids
-                row["mask"] = [int(any(a < e and s < b for s, e in targets)) for a, b in offs]
+        tools = conv.get("tools") if line is not None or "tools" in conv else None
+        if line is not None or tools is not None or any("tool_calls" in m for m in conv["messages"]):
+            msgs = [dict(m) for m in conv["messages"]]  # tool calling: every field as it is
+        elif tname == "qwen3":  # the reasoning fields too
+            msgs = [dict(m, content=joined(m)) for m in conv["messages"]]
+        else:
+            msgs = [{"role": m["role"], "content": joined(m)} for m in conv["messages"]]
+        row = {"template": tname, "tokenizer": folder, "bos": bos, "eos": eos, "record": conv}
+        if line is not None:
+            row["line"] = line
+        try:
+            text = transformers.utils.chat_template_utils.render_jinja_template(
+                conversations=[msgs], tools=tools, chat_template=jinja, bos_token=bos, eos_token=eos)[0][0]
+        except Exception as e:  # the template's raise_exception
+            row["error"] = str(e)
             rows.append(row)
+            return
+        row["text"] = text
+        # where each rendered message's content is
+        spans, cur, targets = [], 0, []
+        order = list(enumerate(msgs))
+        tagged_of = {"qwen3": qwen3_tagged, "qwen2.5": qwen25_tagged}
+        if tname == "qwen3" or (tname == "qwen2.5" and (tools is not None or line is not None or
+                                                        any("tool_calls" in m for m in msgs))):
+            # an assistant message's rendering is not its content: the tagged template's spans
+            tagged, gen = transformers.utils.chat_template_utils.render_jinja_template(
+                conversations=[msgs], tools=tools, chat_template=tagged_of[tname](jinja),
+                return_assistant_tokens_mask=True)
+            assert tagged[0] == text, (ci, tagged[0], text)
+            targets = [tuple(g) for g in gen[0]]
+            assert len(targets) == sum(m["role"] == "assistant" for m in msgs), ci
+            spans = [(a, b - len(eot)) for a, b in targets]
+            order = [(k, m) for k, m in order if m["role"] != "assistant"]
+        if tname in ("mistral-v3", "mistral-tekken") and msgs[0]["role"] == "system" and \
+                msgs[-1]["role"] == "user":  # these render the system message inside the last user turn
+            order = order[1:-1] + [order[0], order[-1]]
+        for k, m in order:
+            c = m["content"]
+            if tname in ("qwen3", "qwen2.5") and m["role"] == "system" and k == 0:
+                cur = 0
+            if stripped and not (tname == "llama2" and k == 0 and m["role"] == "system"):
+                c = c.strip()
+            at = text.find(c, cur) if c else -1
+            if at < 0:
+                continue  # not rendered (a role the template leaves out) or empty
+            spans.append((at, at + len(c)))
+            cur = at + len(c)
+            if m["role"] == "assistant":
+                assert text.startswith(eot, cur), (tname, ci, text[cur:cur + 20])
+                targets.append((at, cur + len(eot)))
+        if folder:
+            tk = tks[folder]
+            ids, offs = split_encode(tk, text, specials, spans)
+            has_special = any(s in (m.get("content") or "") for m in msgs
+                              for s in list(tk.get_added_vocab()) + specials)
+            tk.backend_tokenizer.encode_special_tokens = False
+            hf = tk.apply_chat_template(msgs, tools=tools, chat_template=jinja, tokenize=True, bos_token=bos,
+                                        eos_token=eos, return_dict=False)
+            tk.backend_tokenizer.encode_special_tokens = True
+            if hasattr(hf, "keys"):
+                hf = hf["input_ids"]
+            if not has_special:
+                assert ids == list(hf), (tname, ci)
+            else:
+                row["hf_ids_differ"] = ids != list(hf)
+            row["ids"] = ids
+            row["mask"] = [int(any(a < e and s < b for s, e in targets)) for a, b in offs]
+        rows.append(row)
+
+    for tname, jinja in T.items():
+        for ci, conv in enumerate(convs + (qconvs if tname == "qwen3" else [])):
+            case(tname, jinja, ci, conv)
+    # tool calling, after every other case (so those rows keep their places)
+    for tname in ("qwen2.5", "qwen3"):
+        for ci, (conv, line) in enumerate(tconvs):
+            case(tname, T[tname], 1000 + ci, conv, line)
     with open(os.path.join(HERE, "fixtures.jsonl"), "w", encoding="utf-8") as f:
         f.write(json.dumps({"jinja": T, "transformers": transformers.__version__}, ensure_ascii=False) + "\n")
         for r in rows:

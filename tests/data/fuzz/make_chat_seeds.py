@@ -33,6 +33,16 @@ seeds = [
                   {"role": "assistant", "content": "a", "reasoning_content": [1]}]},
     {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": 0.0}]},
     {"messages": []},
+    # tool calling (qwen2.5, qwen3): tools, tool_calls with object / string arguments, with and without the
+    # function wrapper, a null content, names that are not strings, tool results with tool_call_id / name
+    {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"a": [1.5, -0.0, 1e-07, None, True]}}}],
+     "messages": [{"role": "user", "content": "q"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "c1", "function": {"name": "f", "arguments": {"x": "\u2028\"", "y": {"z": []}}}},
+                      {"name": 7, "arguments": "{\"raw\": 1}"}, {"function": {}, "name": "g"}]},
+                  {"role": "tool", "content": "r", "tool_call_id": "c1", "name": "f"},
+                  {"role": "assistant", "content": "a"}]},
+    {"tools": "ab", "messages": [{"role": "assistant", "content": "", "tool_calls": "ab"}]},
 ]
 os.makedirs(OUT, exist_ok=True)
 for i, s in enumerate(seeds):
@@ -40,6 +50,9 @@ for i, s in enumerate(seeds):
         f.write(json.dumps(s, ensure_ascii=False))
 raw = [b'{"messages":[{"role":"user","content":"\\ud800"}]}', b'{"messages":[', b"\xff\xfe{}", b"[1,2]",
        b'{"messages":[{"role":"user","content":"a\\u0000b"}]}']
+# repeated keys in tool arguments (json.loads keeps the first place, the last value), over 16 of them
+raw.append(b'{"messages":[{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{'
+           + b",".join(b'"k%d":%d' % (j % 5, j) for j in range(40)) + b',"k1":{"a":1,"a":[0.1e1,-0]}}}}]}]}')
 for i, b in enumerate(raw):
     with open(os.path.join(OUT, "raw%02d.jsonl" % i), "wb") as f:
         f.write(b)
