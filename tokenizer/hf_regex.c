@@ -17,6 +17,8 @@
  *       \w lacks \p{M}, \p{Pc}, Nl, Join_Control);
  *       \W -> negation (refused inside [...])
  *   \d  \p{Nd} (with the Unicode 16 correction, as every \p{category})
+ *   \p{Script} Oniguruma: the Script property of Unicode 16.0 (PCRE2 10.42:
+ *       Script_Extensions of 14.0) -> the script's ranges (regex_sets.c)
  *   \h  Oniguruma: hex digit (PCRE2: horizontal space) -> [0-9A-Fa-f]
  *   \v  Oniguruma: U+000B (PCRE2: vertical space class) -> \x{0B}
  *   \uHHHH -> \x{HHHH}

@@ -83,13 +83,13 @@ static void cs_push(cset *s, uint32_t lo, uint32_t hi) {
 
 enum { OP_UNION, OP_AND, OP_DIFF, OP_SYM };
 
-/* out = a OP b, one sweep over both lists' boundaries */
-static void cs_combine(const cset *a, const cset *b, int op, cset *out) {
-    *out = (cset){0};
-    out->oom = a->oom || b->oom;
-    size_t i = 0, j = 0;
+/* a OP b, one sweep over both lists' boundaries: into out, or (out NULL)
+ * only the number of ranges it has */
+static size_t cs_sweep(const cset *a, const cset *b, int op, cset *out) {
+    size_t i = 0, j = 0, count = 0;
+    bool was_in = false;
     uint64_t x = 0;
-    while (x <= CP_MAX && !out->oom) {
+    while (x <= CP_MAX && !(out && out->oom)) {
         while (i < a->n && a->r[i].hi < x) i++;
         while (j < b->n && b->r[j].hi < x) j++;
         bool ia = i < a->n && a->r[i].lo <= x, ib = j < b->n && b->r[j].lo <= x;
@@ -97,9 +97,19 @@ static void cs_combine(const cset *a, const cset *b, int op, cset *out) {
         uint64_t nb = ib ? (uint64_t)b->r[j].hi + 1 : (j < b->n ? b->r[j].lo : CP_MAX + 1);
         uint64_t nx = na < nb ? na : nb;
         bool in = op == OP_UNION ? (ia || ib) : op == OP_AND ? (ia && ib) : op == OP_DIFF ? (ia && !ib) : (ia != ib);
-        if (in) cs_push(out, (uint32_t)x, (uint32_t)(nx - 1));
+        if (in && out) cs_push(out, (uint32_t)x, (uint32_t)(nx - 1));
+        count += in && !was_in; /* the sweep's segments are contiguous: only an out-in step starts a range */
+        was_in = in;
         x = nx;
     }
+    return count;
+}
+
+/* out = a OP b */
+static void cs_combine(const cset *a, const cset *b, int op, cset *out) {
+    *out = (cset){0};
+    out->oom = a->oom || b->oom;
+    cs_sweep(a, b, op, out);
 }
 
 /* a = a OP b */
@@ -127,21 +137,40 @@ static void cs_complement(cset *a) {
     *a = o;
 }
 
-/* ranges of a ∩ b (op OP_AND) or a − b (OP_DIFF), counted without building them */
-static size_t cs_count(const cset *a, const cset *b, int op) {
-    cset o;
-    cs_combine(a, b, op, &o);
-    size_t n = o.oom ? SIZE_MAX : o.n;
-    cs_free(&o);
-    return n;
-}
-
-/* Per general category: its code points by our tables (Unicode 16.0) and by
- * PCRE2's (ours, corrected by the differences regex_ucd.c measured). Built
- * once per process, on the first class that needs them. */
-static cset g_ours[TK_UCD_NCAT], g_pcre[TK_UCD_NCAT];
+/* The code space cut into runs of one general category, by our tables
+ * (Unicode 16.0) and by PCRE2's (ours, corrected by the differences
+ * regex_ucd.c measured): run k covers [r[k].lo, r[k + 1].lo). Built once per
+ * process, on the first class that needs them (~3,300 runs each). */
+typedef struct {
+    uint32_t lo;
+    uint8_t cat;
+} prun;
+typedef struct {
+    prun *r;
+    size_t n, cap;
+    bool oom;
+} part;
+static part g_opart, g_ppart;
 static int g_cat_state; /* 0 ok, -1 no memory */
 static pthread_once_t g_cat_once = PTHREAD_ONCE_INIT;
+
+/* a run from lo on (ascending; one of the same category as the last joins it) */
+static void part_push(part *p, uint32_t lo, int cat) {
+    if (p->oom || (p->n && p->r[p->n - 1].cat == cat)) return;
+    if (p->n == p->cap) {
+        size_t c = p->cap ? p->cap * 2 : 1024;
+        prun *q = realloc(p->r, c * sizeof *q);
+        if (!q) {
+            p->oom = true;
+            return;
+        }
+        p->r = q;
+        p->cap = c;
+    }
+    p->r[p->n++] = (prun){lo, (uint8_t)cat};
+}
+
+static uint32_t run_end(const part *p, size_t k) { return k + 1 < p->n ? p->r[k + 1].lo - 1 : CP_MAX; }
 
 static void build_cats(void) {
     const tk_ucd_diff *d;
@@ -150,26 +179,24 @@ static void build_cats(void) {
         g_cat_state = -1;
         return;
     }
-    uint32_t start = 0;
-    int cur = tk_ucd_category(0);
-    for (uint32_t cp = 1; cp <= CP_MAX + 1; cp++) {
-        int c = cp <= CP_MAX ? tk_ucd_category(cp) : -1;
-        if (c == cur) continue;
-        cs_push(&g_ours[cur], start, cp - 1);
-        start = cp;
-        cur = c;
+    for (uint32_t cp = 0; cp <= CP_MAX; cp++) part_push(&g_opart, cp, tk_ucd_category(cp));
+    /* PCRE2's: each measured difference (sorted by code point) cuts our run */
+    for (size_t r = 0; r < g_opart.n && !g_opart.oom; r++) {
+        uint32_t x = g_opart.r[r].lo, hi = run_end(&g_opart, r);
+        for (; k < nd && d[k].cp <= hi; k++) {
+            if (d[k].cp > x) part_push(&g_ppart, x, g_opart.r[r].cat);
+            part_push(&g_ppart, d[k].cp, d[k].pcre_cat);
+            x = d[k].cp + 1;
+        }
+        if (x <= hi) part_push(&g_ppart, x, g_opart.r[r].cat);
     }
-    /* PCRE2's: ours with each measured difference moved to PCRE2's category */
-    for (int c = 0; c < TK_UCD_NCAT; c++) {
-        cset moved = {0};
-        for (k = 0; k < nd; k++)
-            if (d[k].our_cat == c) cs_push(&moved, d[k].cp, d[k].cp);
-        cs_combine(&g_ours[c], &moved, OP_DIFF, &g_pcre[c]);
-        cs_free(&moved);
-    }
-    for (k = 0; k < nd; k++) cs_add(&g_pcre[d[k].pcre_cat], d[k].cp, d[k].cp);
-    for (int c = 0; c < TK_UCD_NCAT; c++)
-        if (g_ours[c].oom || g_pcre[c].oom) g_cat_state = -1;
+    if (g_opart.oom || g_ppart.oom) g_cat_state = -1;
+}
+
+/* the code points of the categories in mask, by p's runs, into s */
+static void part_mask(const part *p, uint32_t mask, cset *s) {
+    for (size_t k = 0; k < p->n; k++)
+        if (mask >> p->r[k].cat & 1) cs_push(s, p->r[k].lo, run_end(p, k));
 }
 
 /* utf8proc's UTF8PROC_CATEGORY_* order, as tk_ucd_category returns them */
@@ -271,8 +298,10 @@ static void put_range_set(sp *p, cset *s, uint32_t lo, uint32_t hi) {
 
 /* the union of categories in mask (ours), into s */
 static void put_cats(cset *s, uint32_t mask) {
-    for (int c = 0; c < TK_UCD_NCAT; c++)
-        if (mask >> c & 1) cs_apply(s, &g_ours[c], OP_UNION);
+    cset t = {0};
+    part_mask(&g_opart, mask, &t);
+    cs_apply(s, &t, OP_UNION);
+    cs_free(&t);
 }
 
 static const uint32_t WS[][2] = {{0x09, 0x0D},     {0x20, 0x20},     {0x85, 0x85},     {0xA0, 0xA0},
@@ -658,15 +687,29 @@ static void plan_free(plan *pl) {
  * than listing what it holds of T; exact either way. */
 static void make_plan(const cset *t, const cset *surr, plan *pl) {
     *pl = (plan){0};
-    cset pos = {0};
-    for (int c = 0; c < TK_UCD_NCAT; c++) {
-        if (c == CAT_CS || !g_pcre[c].n) continue;
-        size_t in = cs_count(&g_pcre[c], t, OP_AND), out = cs_count(&g_pcre[c], t, OP_DIFF);
-        if (in && in > out) {
-            pl->mask |= 1u << c;
-            cs_apply(&pos, &g_pcre[c], OP_UNION);
-        }
+    /* per PCRE2 category c: the ranges of c ∩ T (in) and of c − T (out), one
+     * sweep over PCRE2's runs and T's ranges: a range starts wherever
+     * (category, in T) changes */
+    size_t in[TK_UCD_NCAT] = {0}, out[TK_UCD_NCAT] = {0}, r = 0, j = 0;
+    int prev_c = -1;
+    bool prev_in = false;
+    uint64_t x = 0;
+    while (x <= CP_MAX) {
+        while (run_end(&g_ppart, r) < x) r++;
+        while (j < t->n && t->r[j].hi < x) j++;
+        bool it = j < t->n && t->r[j].lo <= x;
+        uint64_t nt = it ? (uint64_t)t->r[j].hi + 1 : (j < t->n ? t->r[j].lo : CP_MAX + 1);
+        uint64_t nr = (uint64_t)run_end(&g_ppart, r) + 1;
+        int c = g_ppart.r[r].cat;
+        if (c != prev_c || it != prev_in) (it ? in : out)[c]++;
+        prev_c = c;
+        prev_in = it;
+        x = nt < nr ? nt : nr;
     }
+    for (int c = 0; c < TK_UCD_NCAT; c++)
+        if (c != CAT_CS && in[c] && in[c] > out[c]) pl->mask |= 1u << c;
+    cset pos = {0};
+    part_mask(&g_ppart, pl->mask, &pos);
     cs_combine(t, &pos, OP_DIFF, &pl->add);
     cs_combine(&pos, t, OP_DIFF, &pl->rem);
     /* surrogates never occur in text and PCRE2 refuses them in a UTF pattern */
