@@ -1085,14 +1085,8 @@ static int cmp_file_id(const void *a, const void *b) {
     return (p->ino > q->ino) - (p->ino < q->ino);
 }
 
-int ds_shardset_open(const char *dir, int flags, ds_shardset **out, char *err, size_t errlen) {
+int ds_shardset_open_files(const char *dir, int flags, ds_shardset **out, char *err, size_t errlen) {
     *out = NULL;
-    struct stat dst; /* ds_verify would take a file for one shard: ds_manifest_load refuses a non-folder */
-    if ((flags & DS_SHARD_OPEN_FULL) && stat(dir, &dst) == 0 && S_ISDIR(dst.st_mode)) {
-        int vrc = ds_verify(dir, NULL, err, errlen);
-        if (vrc != DS_OK) return vrc;
-        flags &= ~DS_SHARD_OPEN_VERIFY; /* every file was hashed against the manifest */
-    }
     ds_manifest man;
     int rc = ds_manifest_load(dir, &man, err, errlen);
     if (rc != DS_OK) return rc;

@@ -44,6 +44,11 @@ void ds_shard_image_free(ds_shard_image *img);
  * file already exists with identical bytes it is left alone (*skipped = 1). */
 int ds_write_file_atomic(const char *path, const void *data, size_t len, int *skipped, char *err, size_t errlen);
 
+/* ds_shardset_open without DS_SHARD_OPEN_FULL (shard.c): the manifest, the
+ * shards, the set-level checks and DS_SHARD_OPEN_VERIFY's hashes.
+ * ds_shardset_open (verify.c) runs ds_verify first when asked, then this. */
+int ds_shardset_open_files(const char *dir, int flags, ds_shardset **out, char *err, size_t errlen);
+
 /* Document starts of one row (at most row_len entries). */
 int ds_shard_row_starts(const ds_shard *s, uint64_t row, uint32_t *starts, uint32_t *n_starts);
 

@@ -17,3 +17,9 @@ set_tests_properties(env_names PROPERTIES LABELS "cpu")
 # to other work and fails when one of them is gone.
 add_test(NAME tk_layering COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tk_layering.py ${CMAKE_NM} $<TARGET_FILE:tk>)
 set_tests_properties(tk_layering PROPERTIES LABELS "cpu")
+# lib_layering: the same for dataset/ and train/ (libds, libtr_plan, libtr as
+# one graph, lowest first): no call circle but the known ones the script
+# lists, and no library calling up into a later one.
+add_test(NAME lib_layering COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tk_layering.py ${CMAKE_NM} $<TARGET_FILE:ds>
+                                   $<TARGET_FILE:tr_plan> $<TARGET_FILE:tr>)
+set_tests_properties(lib_layering PROPERTIES LABELS "cpu")
