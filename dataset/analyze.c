@@ -17,8 +17,12 @@
 /* ------------------------------------------------------------ rule table */
 
 static const ds_rule_info k_rules[DS_RULE_COUNT] = {
-    [DS_RULE_ZSTD] = {"zstd-corrupt", DS_SEV_ERROR, "truncated or corrupt zstd stream; the rest of the file is lost",
-                      "re-download or re-compress the file (zstd -t FILE shows the damage)"},
+    /* one id for every damaged container (it predates gzip and Parquet input; manifests' reject_reasons use it) */
+    [DS_RULE_ZSTD] = {"zstd-corrupt", DS_SEV_ERROR,
+                      "damaged input file (truncated or corrupt zstd / gzip stream, or unreadable Parquet / Arrow IPC "
+                      "data); the rest of the file is lost",
+                      "re-download or re-write the file (zstd -t / gzip -t FILE shows stream damage; for Parquet / "
+                      "Arrow the detail quotes Arrow's message)"},
     [DS_RULE_JSON] = {"json-malformed", DS_SEV_ERROR, "line is not valid JSON",
                       "fix the writer; look for unescaped quotes/newlines or a cut line"},
     [DS_RULE_FIELD_MISSING] = {"field-missing", DS_SEV_ERROR, "the text field is absent (or the line is not an object)",

@@ -28,6 +28,12 @@ typedef struct {
 } ds_columnar_stats;
 void ds_columnar_stats_get(ds_columnar_stats *out);
 
+/* 1 when the file r reads next (or is reading) is Parquet / Arrow IPC:
+ * the pipeline fills its first batches smaller for such input (pipeline.c,
+ * batch_cap). */
+typedef struct ds_reader ds_reader;
+int ds_reader_columnar(const ds_reader *r);
+
 #ifdef __cplusplus
 }
 #endif

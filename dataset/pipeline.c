@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "pipeline_internal.h"
+#include "ds_columnar.h"
 #include "mks_common.h"
 
 /* ------------------------------------------------------------ handoff */
@@ -107,6 +108,23 @@ static int skip_records(ds_pipeline *pl, ds_batch *b) {
     return 0;
 }
 
+/* The text bytes batch number pl->n_filled may hold. Parquet / Arrow IPC
+ * input fills its first four batches smaller (2, 4, 8, 16 MiB, then
+ * max_bytes): such a reader decodes a whole page or record batch at once,
+ * and a file's first pages can hold tens of MB, so a full first batch kept
+ * every worker idle while the reader alone decoded ~32 MB (0.1 s of CPU on
+ * the shared corpus, 0.3 s of wall on a loaded machine; docs/reader.md,
+ * Speed). Output never depends on where batches end. */
+static uint64_t batch_cap(ds_pipeline *pl) {
+    uint64_t cap = pl->max_bytes;
+    if (pl->n_filled < 4 && pl->rd && ds_reader_columnar(pl->rd)) {
+        uint64_t ramp = ((uint64_t)2 << 20) << pl->n_filled;
+        if (ramp < cap) cap = ramp;
+    }
+    pl->n_filled++;
+    return cap;
+}
+
 static void fill_batch(ds_pipeline *pl, ds_batch *b) {
     b->n = 0;
     b->used = 0;
@@ -119,7 +137,8 @@ static void fill_batch(ds_pipeline *pl, ds_batch *b) {
         return;
     }
     if (skip_records(pl, b)) return;
-    while (b->n < pl->max_docs && b->used < pl->max_bytes) {
+    uint64_t cap = batch_cap(pl);
+    while (b->n < pl->max_docs && b->used < cap) {
         ds_record rec;
         b->errmsg[0] = 0;
         int r = next_record(pl, &rec, b->errmsg, sizeof b->errmsg);

@@ -88,6 +88,7 @@ typedef struct {
     int started, inited;
     unsigned k;
     uint64_t src_index; /* src: items pulled so far */
+    unsigned n_filled;  /* batches filled so far (batch_cap) */
 } ds_pipeline;
 
 /* Start the reader thread. DS_OK or DS_ERR_INTERNAL ("cannot start the reader thread"). */

@@ -1747,6 +1747,12 @@ const char *ds_columnar_support(void) {
 #endif
 }
 
+int ds_reader_columnar(const ds_reader *r) {
+    if (!r || r->cur >= r->files.n) return 0;
+    in_kind k = r->files.v[r->cur].kind;
+    return k == KIND_PARQUET || k == KIND_ARROW;
+}
+
 void ds_columnar_stats_get(ds_columnar_stats *out) {
     pthread_mutex_lock(&g_columnar_mu);
     *out = g_columnar;

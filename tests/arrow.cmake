@@ -9,6 +9,9 @@ set_tests_properties(cli_arrow PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT
 if(MKS_HAVE_ARROW)
   # the wrapper with Arrow's checks on (seeds: tests/data/fuzz/make_arrow_seeds.py)
   mks_add_fuzz(arrow SOURCE fuzz_arrow.c LIBS ds CORPUS data/fuzz/arrow)
+  # the pipeline's first batches on columnar input (run by cli_arrow.sh on a fixture it writes)
+  add_executable(test_arrow_pipeline test_arrow_pipeline.c)
+  target_link_libraries(test_arrow_pipeline PRIVATE ds)
 endif()
 # Chat / prompt-completion records from Parquet / Arrow IPC columns (list<struct<role, content>>, ...):
 # the same shards, accounting, rejects, lint findings, histogram and ids as the same rows in JSONL

@@ -54,8 +54,9 @@ if grep -q "MKS_ENABLE_ARROW" "$T/out"; then
     done
     finish
 fi
-if [ $rc = 2 ] && grep -q "zstd-corrupt" "$T/out" && grep -q "x.parquet:1 @0 .*parquet: not a readable Parquet file" "$T/out"; then
-    ok "a file that is not Parquet: exit 2, zstd-corrupt finding at x.parquet:1"
+if [ $rc = 2 ] && grep -q "zstd-corrupt" "$T/out" && grep -q "x.parquet:1 @0 .*parquet: not a readable Parquet file" "$T/out" &&
+    grep -qE "^zstd-corrupt .*Parquet / Arrow IPC" "$T/out"; then
+    ok "a file that is not Parquet: exit 2, zstd-corrupt finding at x.parquet:1, its meaning names Parquet"
 else
     bad "not-Parquet file: exit $rc: $(head -12 "$T/out")"
 fi
@@ -124,6 +125,23 @@ if grep -qE "mkshards lint: 1 Parquet/Arrow file\(s\), [0-9]+ row group\(s\)/bat
     ok "lint reports the largest row group's memory"
 else
     bad "lint: no memory line: $(cat "$T/lint_err")"
+fi
+# a string field is read as views into the decoded page: for one 4.9 MB
+# plain page Arrow holds the page (and the read buffer), not the page plus a
+# copy of every value (10.3 MiB before, 5.7 MiB now)
+"$MKS" lint "$FX/onepage.parquet" > /dev/null 2> "$T/lint_err"
+held=$(grep -oE "Arrow held at most [0-9.]+ MiB" "$T/lint_err" | grep -oE "[0-9.]+")
+if [ -n "$held" ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) * 1048576 < 1.5 * int(sys.argv[2]) else 1)" \
+    "$held" "$(cat "$FX/onepage.bytes")"; then
+    ok "one 4.9 MB page: Arrow held $held MiB (< 1.5x the text)"
+else
+    bad "one 4.9 MB page: Arrow held ${held:-?} MiB for $(cat "$FX/onepage.bytes") bytes of text: $(cat "$T/lint_err")"
+fi
+# the pipeline's first batches on columnar input are small (pipeline.c, batch_cap)
+if "$BUILD/test_arrow_pipeline" "$FX/onepage.parquet" > "$T/out" 2>&1; then
+    ok "columnar input: first batch $(grep -m1 -oE "batch 0: [0-9]+ records, [0-9]+ bytes" "$T/out")"
+else
+    bad "test_arrow_pipeline onepage.parquet: $(tail -4 "$T/out")"
 fi
 "$MKS" hist -t gpt2 "$IN" > "$T/hist_plain" 2> /dev/null
 if "$MKS" hist -t gpt2 "$FX/ipc/stream.arrow" > "$T/hist_pq" 2> /dev/null && cmp -s "$T/hist_plain" "$T/hist_pq"; then

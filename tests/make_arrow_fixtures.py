@@ -86,6 +86,20 @@ def main():
                    os.path.join(out, "types", "string_view.parquet"), row_group_size=5)
     pq.write_table(pa.table({"text": pa.array(docs).dictionary_encode()}),
                    os.path.join(out, "types", "dict.parquet"), row_group_size=4)
+    # the other BYTE_ARRAY encodings and data page v2 with pages of a few
+    # rows (the string-field reader reads one page at a time)
+    for enc in ("DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY"):
+        pq.write_table(pa.table({"text": text}), os.path.join(out, "types", enc.lower() + ".parquet"),
+                       use_dictionary=False, column_encoding={"text": enc}, row_group_size=9)
+    pq.write_table(table, os.path.join(out, "types", "page_v2.parquet"), data_page_version="2.0",
+                   data_page_size=2048, write_batch_size=3, compression="zstd", row_group_size=11)
+    # one row group, one uncompressed plain page of about 4 MB, fewer rows
+    # than a batch: the memory Arrow holds for it is the page, not the page
+    # and a copy of every value (cli_arrow checks the lint line's figure)
+    one = [(docs[i % n] + " ") * (1 + 8000 // (len(docs[i % n]) + 1)) for i in range(500)]
+    pq.write_table(pa.table({"text": pa.array(one, pa.string())}), os.path.join(out, "onepage.parquet"),
+                   compression="none", use_dictionary=False, data_page_size=1 << 26, row_group_size=500)
+    open(os.path.join(out, "onepage.bytes"), "w").write("%d\n" % sum(len(x.encode()) for x in one))
     cut = [0, n // 3, 2 * n // 3, n]
     for k in range(3):
         pq.write_table(table.slice(cut[k], cut[k + 1] - cut[k]), os.path.join(out, "folder", "part-%d.parquet" % k),
