@@ -22,11 +22,21 @@
 #define RTOL 1e-5
 #define FLOOR_FRAC 0.1
 /* Parameters after 10 AdamW steps are ill-conditioned: Adam divides every
- * gradient element by its own magnitude, so elements whose gradient is
- * ~0 move by amounts set by rounding noise (torch fp32 vs fp64 differs by
- * 5e-4 here).  They get a looser bound, and the key biases (gradient exactly
- * 0 in exact arithmetic: softmax is shift invariant) are only reported. */
-#define RTOL_FINAL 1e-3
+ * gradient element by its own running magnitude, so a few elements' paths
+ * amplify rounding noise, and the key biases (gradient exactly 0 in exact
+ * arithmetic: softmax is shift invariant) move by noise alone and are only
+ * reported.  The bound is set by what correct fp32 implementations do
+ * (tests/ref/final_params_noise.py): torch fp32 itself, at 1 or 2 threads,
+ * lands 1.29e-3 from the fp64 reference on one element (qkvw 4570, layer 0
+ * k row 7, a median-sized gradient), and only 3 of its elements are over
+ * 1e-4; this model measured 8.9e-4 (matmul without FMA) and 1.21e-3 (FMA)
+ * on that element, 3 or fewer over 1e-4.  So the check is the one torch
+ * passes with a margin: every element within RTOL_FINAL (1.5x torch's
+ * worst), and at most FINAL_BULK_MAX (3x torch's count) elements over
+ * RTOL_BULK: the bulk of the parameters still tracks fp64 to 1e-4. */
+#define RTOL_FINAL 2e-3
+#define RTOL_BULK 1e-4
+#define FINAL_BULK_MAX 9
 
 typedef struct {
     char name[64];
@@ -125,6 +135,20 @@ static double compare_tol(const char *what, const float *a, const float *r, size
            what, worst, maxabs, wi, a[wr * sa + wc], r[wr * sr + wc]);
     if (bad) failures++;
     return worst;
+}
+
+/* elements of a (n) with |a - r| / max(|a|, |r|, FLOOR_FRAC * max|r|) > rtol:
+ * compare_tol's criterion, counted */
+static size_t count_over(const float *a, const float *r, size_t n, double rtol) {
+    double maxref = 0.0;
+    for (size_t i = 0; i < n; i++) maxref = fmax(maxref, fabs((double)r[i]));
+    double floor_ = fmax(FLOOR_FRAC * maxref, 1e-30);
+    size_t over = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - r[i]), den = fmax(fmax(fabs((double)a[i]), fabs((double)r[i])), floor_);
+        over += !(d <= rtol * den);
+    }
+    return over;
 }
 
 static double compare(const char *what, const float *a, const float *r, size_t rows, size_t cols, size_t sa,
@@ -227,6 +251,7 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
                tnorms[s]);
     if (!use_doc) {
         const float *fp = FX("train_final_params", P)->data;
+        size_t bulk = 0;
         off = 0;
         for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
             snprintf(what, sizeof what, "%s final %s", tag, tr_model_param_name(i));
@@ -238,12 +263,18 @@ static int run_case(tr_model *m, const char *tag, int use_doc, const float *para
                         size_t o = off + (size_t)l * 3 * C + (size_t)part * C;
                         snprintf(what, sizeof what, "%s final qkvb L%d %c", tag, l, "qkv"[part]);
                         compare_tol(what, tr_model_params(m) + o, fp + o, 1, (size_t)C, 0, 0, RTOL_FINAL, part != 1);
+                        if (part != 1) bulk += count_over(tr_model_params(m) + o, fp + o, (size_t)C, RTOL_BULK);
                     }
             } else {
                 compare_tol(what, tr_model_params(m) + off, fp + off, 1, sizes[i], 0, 0, RTOL_FINAL, 1);
+                bulk += count_over(tr_model_params(m) + off, fp + off, sizes[i], RTOL_BULK);
             }
             off += sizes[i];
         }
+        int bad = bulk > FINAL_BULK_MAX;
+        printf("%-4s %s final: %zu elements over %.0e (at most %d)\n", bad ? "FAIL" : "ok", tag, bulk, RTOL_BULK,
+               FINAL_BULK_MAX);
+        if (bad) failures++;
     }
 #undef FX
     return 0;
