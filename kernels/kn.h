@@ -72,12 +72,21 @@ int kn_layernorm_backward_ref(float *dinp, float *dweight, float *dbias, const f
 int kn_matmul_forward_ref(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
 int kn_matmul_backward_ref(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                            const float *weight, int N, int C, int OC);
-/* The micro-kernel the matmuls use: AUTO picks AVX-512 where the CPU has it
- * (x86-64; MKS_MATMUL_ISA=portable in the environment forces the portable
- * one). Both give bit-identical results (same operations, same order), so
- * this only changes speed. Returns the kernel now in use, or KN_EINVAL (AVX512
- * asked for on a CPU without it). Not thread-safe: call between matmuls. */
-enum { KN_MATMUL_ISA_AUTO = -1, KN_MATMUL_ISA_PORTABLE = 0, KN_MATMUL_ISA_AVX512 = 1 };
+/* The micro-kernel the matmuls use. Two numerics: PORTABLE and AVX512 do a
+ * rounded multiply then a rounded add (no FMA) and agree bitwise; AVX2_FMA
+ * and AVX512_FMA do a fused multiply-add and agree bitwise with each other,
+ * not with the first two (last bits). AUTO picks the fastest the CPU has
+ * (AVX-512 FMA, AVX2 FMA, portable), or the one MKS_MATMUL_ISA names
+ * (portable, avx512, avx2-fma, avx512-fma) when the CPU has it. Returns the
+ * kernel now in use, or KN_EINVAL (one this CPU cannot run). Not
+ * thread-safe: call between matmuls. */
+enum {
+    KN_MATMUL_ISA_AUTO = -1,
+    KN_MATMUL_ISA_PORTABLE = 0,
+    KN_MATMUL_ISA_AVX512 = 1,
+    KN_MATMUL_ISA_AVX2_FMA = 2,
+    KN_MATMUL_ISA_AVX512_FMA = 3
+};
 int kn_matmul_set_isa(int isa);
 
 /* ---- causal multi-head self-attention --------------------------------------

@@ -6,12 +6,22 @@
  * tasks handed to threads; for each task the K dimension is walked in KC
  * blocks: the B block is packed once into NR-column micro-panels, then each
  * MC-row A block into MR-row micro-panels (zero padded), and a micro-kernel
- * keeps an MR x NR tile in registers: 8 x 32 on 16-float AVX-512 vectors
- * where the CPU has them (picked at run time, so portable builds use it),
- * else 4 x 16 on 8-float vectors.  Each output element is computed by one
- * thread in a fixed order (k ascending within a KC block, rounded multiply
- * then rounded add, blocks added into C in k order) whatever the kernel or
- * the thread count, so results depend on neither.
+ * keeps an MR x NR tile in registers.
+ *
+ * Two numerics, each with kernels that agree bit for bit whatever the tile,
+ * the ISA or the thread count (each output element is computed by one thread
+ * in a fixed order: k ascending within a KC block, blocks added into C in k
+ * order):
+ *  - exact (no FMA): a rounded multiply then a rounded add, as the C standard
+ *    mode compiles it anywhere: the portable 4 x 16 kernel on 8-float vectors
+ *    and the AVX-512 8 x 32 one.  MKS_MATMUL_ISA=portable pins it; the golden
+ *    records are made with it, so they are the same on every CPU.
+ *  - FMA: acc = fma(a, b, acc), one rounding per multiply-add: the AVX-512
+ *    8 x 32 kernel and the AVX2 6 x 16 one.  Half the vector uops of the
+ *    exact kernels (the multiply-add is 2 uops there), so about twice their
+ *    peak; the default where the CPU has FMA.  Results differ from the
+ *    exact kernels in the last bits (tests/test_kn_ops.c bounds it; the
+ *    model tests against PyTorch pass at their bounds with either).
  */
 #include "kn.h"
 #include "kn_internal.h"
@@ -32,7 +42,6 @@
 /* KC is part of the numerics (each element sums k in KC blocks, then adds the
  * block into C): every micro-kernel uses the same KC, so they agree bitwise. */
 #define KC 256
-#define NB 256 /* columns of a thread task / packed B block, multiple of every NR */
 
 typedef kn_v8f v8f;
 
@@ -47,7 +56,6 @@ typedef void (*micro_fn)(int kc, const float *ap, const float *bp, float *c, ptr
 typedef struct {
     int mr, nr; /* register tile */
     int mc;     /* rows of a packed A block, multiple of mr */
-    int mb;     /* rows of a thread task, multiple of mc */
     micro_fn kernel;
     void (*pack_a)(float *dst, view A, int i0, int mc, int k0, int kc, int MR);
     void (*pack_b)(float *dst, view B, int k0, int kc, int j0, int nc, int NR);
@@ -126,7 +134,7 @@ static void micro_portable(int kc, const float *ap, const float *bp, float *c, p
     }
 }
 
-static const gemm_kernel k_portable = {P_MR, P_NR, 64, 256, micro_portable, pack_a, pack_b};
+static const gemm_kernel k_portable = {P_MR, P_NR, 64, micro_portable, pack_a, pack_b};
 
 #ifdef KN_HAVE_AVX512
 /* AVX-512 X_MR x 32 tile: 2 x X_MR zmm accumulators. Per element the same
@@ -243,30 +251,123 @@ AVX512_FN static void pack_b_avx512(float *dst, view B, int k0, int kc, int j0, 
     if (full < nc) pack_b(dst + (size_t)full * kc, B, k0, kc, j0 + full, nc - full, NR);
 }
 
-static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, 256, micro_avx512, pack_a_avx512, pack_b_avx512};
+static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, micro_avx512, pack_a_avx512, pack_b_avx512};
+
+/* AVX-512 FMA X_MR x 32 tile: micro_avx512 with acc = fma(a, b, acc). Per
+ * element the same operations in the same order as micro_avx2_fma, so the
+ * two FMA kernels agree bitwise. */
+#define AVX512_FMA_FN __attribute__((target("avx512f,fma")))
+AVX512_FMA_FN static void micro_avx512_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
+                                           int nr, int first) {
+    __m512 acc0[X_MR], acc1[X_MR];
+    _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(bp + (size_t)k * X_NR), b1 = _mm512_loadu_ps(bp + (size_t)k * X_NR + 16);
+        const float *a = ap + (size_t)k * X_MR;
+        _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
+            __m512 av = _mm512_set1_ps(a[r]);
+            acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+            acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+        }
+    }
+    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
+        if (r >= mr) break;
+        float *cr = c + r * ldc;
+        __m512 v0 = acc0[r], v1 = acc1[r];
+        if (!first) {
+            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), v0);
+            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
+        }
+        _mm512_mask_storeu_ps(cr, m0, v0);
+        _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    }
+}
+
+static const gemm_kernel k_avx512_fma = {X_MR, X_NR, 64, micro_avx512_fma, pack_a_avx512, pack_b_avx512};
+
+/* AVX2 FMA 6 x 16 tile (12 ymm accumulators: enough independent FMAs to
+ * cover their latency on two ports), for FMA CPUs without AVX-512. */
+#define F_MR 6
+#define F_NR 16
+#define AVX2_FMA_FN __attribute__((target("avx2,fma")))
+AVX2_FMA_FN static void micro_avx2_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
+                                       int nr, int first) {
+    __m256 acc0[F_MR], acc1[F_MR];
+    _Pragma("GCC unroll 8") for (int r = 0; r < F_MR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(bp + (size_t)k * F_NR), b1 = _mm256_loadu_ps(bp + (size_t)k * F_NR + 8);
+        const float *a = ap + (size_t)k * F_MR;
+        _Pragma("GCC unroll 8") for (int r = 0; r < F_MR; r++) {
+            __m256 av = _mm256_broadcast_ss(a + r);
+            acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+        }
+    }
+    float tmp[F_MR][F_NR];
+    _Pragma("GCC unroll 8") for (int r = 0; r < F_MR; r++) {
+        _mm256_storeu_ps(tmp[r], acc0[r]);
+        _mm256_storeu_ps(tmp[r] + 8, acc1[r]);
+    }
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + r * ldc;
+        if (first)
+            for (int j = 0; j < nr; j++) cr[j] = tmp[r][j];
+        else
+            for (int j = 0; j < nr; j++) cr[j] += tmp[r][j];
+    }
+}
+
+static const gemm_kernel k_avx2_fma = {F_MR, F_NR, 48, micro_avx2_fma, pack_a, pack_b};
 #endif
 
 /* KN_MATMUL_ISA_*: -1 until the first gemm (or kn_matmul_set_isa) decides. */
 static int g_isa = -1;
 
-static int cpu_has_avx512(void) {
+static int cpu_has(int isa) {
 #ifdef KN_HAVE_AVX512
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
+    switch (isa) {
+    case KN_MATMUL_ISA_PORTABLE: return 1;
+    case KN_MATMUL_ISA_AVX512: return __builtin_cpu_supports("avx512f");
+    case KN_MATMUL_ISA_AVX512_FMA: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case KN_MATMUL_ISA_AVX2_FMA: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default: return 0;
+    }
 #else
-    return 0;
+    return isa == KN_MATMUL_ISA_PORTABLE;
 #endif
 }
 
+/* MKS_MATMUL_ISA names a kernel (portable, avx512, avx2-fma, avx512-fma). A
+ * named kernel this CPU cannot run gives way to one of the same numerics
+ * (avx512 to portable, avx512-fma to avx2-fma) where there is one; else, or
+ * with no name, the fastest it can run: AVX-512 FMA, AVX2 FMA, portable. */
 static int isa_auto(void) {
+    static const struct {
+        const char *name;
+        int isa;
+    } names[] = {{"portable", KN_MATMUL_ISA_PORTABLE},
+                 {"avx512", KN_MATMUL_ISA_AVX512},
+                 {"avx2-fma", KN_MATMUL_ISA_AVX2_FMA},
+                 {"avx512-fma", KN_MATMUL_ISA_AVX512_FMA}};
     const char *e = getenv("MKS_MATMUL_ISA");
-    if (e && !strcmp(e, "portable")) return KN_MATMUL_ISA_PORTABLE;
-    return cpu_has_avx512() ? KN_MATMUL_ISA_AVX512 : KN_MATMUL_ISA_PORTABLE;
+    for (size_t i = 0; e && i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(e, names[i].name)) continue;
+        int isa = names[i].isa;
+        if (!cpu_has(isa)) isa = isa == KN_MATMUL_ISA_AVX512 ? KN_MATMUL_ISA_PORTABLE : KN_MATMUL_ISA_AVX2_FMA;
+        if (cpu_has(isa)) return isa;
+        break;
+    }
+    if (cpu_has(KN_MATMUL_ISA_AVX512_FMA)) return KN_MATMUL_ISA_AVX512_FMA;
+    if (cpu_has(KN_MATMUL_ISA_AVX2_FMA)) return KN_MATMUL_ISA_AVX2_FMA;
+    return KN_MATMUL_ISA_PORTABLE;
 }
 
 int kn_matmul_set_isa(int isa) {
     if (isa == KN_MATMUL_ISA_AUTO) isa = isa_auto();
-    else if (isa != KN_MATMUL_ISA_PORTABLE && !(isa == KN_MATMUL_ISA_AVX512 && cpu_has_avx512())) return KN_EINVAL;
+    else if (!cpu_has(isa)) return KN_EINVAL;
     __atomic_store_n(&g_isa, isa, __ATOMIC_RELAXED);
     return isa;
 }
@@ -280,16 +381,46 @@ static const gemm_kernel *pick_kernel(void) {
         __atomic_store_n(&g_isa, isa, __ATOMIC_RELAXED);
     }
 #ifdef KN_HAVE_AVX512
-    if (isa == KN_MATMUL_ISA_AVX512) return &k_avx512;
+    switch (isa) {
+    case KN_MATMUL_ISA_AVX512: return &k_avx512;
+    case KN_MATMUL_ISA_AVX512_FMA: return &k_avx512_fma;
+    case KN_MATMUL_ISA_AVX2_FMA: return &k_avx2_fma;
+    default: break;
+    }
 #endif
     return &k_portable;
 }
 
+/* Tasks: the output split into mt x nt blocks of up to TASK_M x TASK_N
+ * (inside one, each KC x NB B block is packed once and each MC-row A block
+ * once per B block, so packing costs ~1/MB + 1/NB of the multiply-adds; NB
+ * is capped so the B buffer stays the 256 KiB per thread the memory planner
+ * counts, train/plan.c), made smaller until there are enough to keep every
+ * thread busy: a count that is a multiple of the threads, or at least 4 per
+ * thread. */
+#define TASK_M 1024
+#define TASK_N 256
+static void plan_tasks(int M, int N, const gemm_kernel *kd, int *MB, int *NB) {
+    int nth = 1;
+#ifdef _OPENMP
+    nth = omp_in_parallel() ? 1 : omp_get_max_threads();
+#endif
+    int mt = (M + TASK_M - 1) / TASK_M, nt = (N + TASK_N - 1) / TASK_N;
+    while (mt * nt % nth && mt * nt < 4 * nth && (mt < M / kd->mr || nt < N / kd->nr)) {
+        if ((M / mt >= N / nt && mt < M / kd->mr) || nt >= N / kd->nr) mt++;
+        else nt++;
+    }
+    int mb = (M + mt - 1) / mt, nb = (N + nt - 1) / nt;
+    *MB = (mb + kd->mc - 1) / kd->mc * kd->mc;
+    *NB = (nb + kd->nr - 1) / kd->nr * kd->nr;
+    if (*NB > TASK_N) *NB = TASK_N; /* TASK_N is a multiple of every NR */
+}
+
 static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc, int accumulate) {
-    /* task = MB x NB output block; inside it each KC x NB B panel is packed
-     * once and reused by MB/MC packed A panels (packing ~2/256 of the work) */
     const gemm_kernel *kd = pick_kernel();
-    const int MR = kd->mr, NR = kd->nr, MC = kd->mc, MB = kd->mb;
+    const int MR = kd->mr, NR = kd->nr, MC = kd->mc;
+    int MB, NB;
+    plan_tasks(M, N, kd, &MB, &NB);
     int mt = (M + MB - 1) / MB, nt = (N + NB - 1) / NB;
     long ntiles = (long)mt * nt;
     int err = 0;

@@ -60,6 +60,12 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -90,7 +96,7 @@ int main(int argc, char **argv) {
     uint32_t *x = malloc((size_t)B * T * sizeof *x);
     int32_t *y = malloc((size_t)B * T * sizeof *y);
     for (int i = 0; i < B * T; i++) x[i] = (uint32_t)(rand() % c.vocab), y[i] = rand() % c.vocab;
-    double *t = malloc((size_t)steps * sizeof *t), loss = 0;
+    double *t = malloc((size_t)steps * sizeof *t), *tc = malloc((size_t)steps * sizeof *tc), loss = 0;
     tr_llama_mem mem;
     if (tr_llama_memory(&c, B, T, &mem) || tr_llama_reserve(m, B, T)) {
         fprintf(stderr, "batch too large for memory\n");
@@ -98,21 +104,27 @@ int main(int argc, char **argv) {
     }
     if (tr_llama_fwd_bwd(m, B, T, x, y, NULL, NULL, NULL, &loss)) return 2; /* warm-up */
     for (int s = 0; s < steps; s++) {
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         tr_llama_fwd_bwd(m, B, T, x, y, NULL, NULL, NULL, &loss);
         t[s] = now() - t0;
+        tc[s] = cpu_now() - c0;
     }
     qsort(t, (size_t)steps, sizeof *t, cmp);
+    qsort(tc, (size_t)steps, sizeof *tc, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     /* the planner's figure (params + grads + acts + scratch) next to the
      * peak RSS, which adds the tokens, the tensor table, code and libraries */
-    printf("{\"params\": %zu, \"B\": %d, \"T\": %d, \"step_s_median\": %.4f, \"loss\": %.4f, "
+    /* step_cpu_s_median: CPU time (user + sys, all threads) of a step, which
+     * other processes on a shared machine disturb less than the wall time */
+    printf("{\"params\": %zu, \"B\": %d, \"T\": %d, \"step_s_median\": %.4f, \"step_cpu_s_median\": %.4f, "
+           "\"loss\": %.4f, "
            "\"memory_total_bytes\": %zu, \"peak_rss_bytes\": %ld}\n",
-           tr_llama_param_count(&c), B, T, t[steps / 2], loss, mem.total, ru.ru_maxrss * 1024L);
+           tr_llama_param_count(&c), B, T, t[steps / 2], tc[steps / 2], loss, mem.total, ru.ru_maxrss * 1024L);
     tr_llama_free(m);
     free(x);
     free(y);
     free(t);
+    free(tc);
     return 0;
 }

@@ -6,6 +6,10 @@ mks_add_test(test_kn_llama SOURCES test_kn_llama.c LIBS kn PkgConfig::JANSSON LA
 # loss and every gradient vs transformers (tests/data/hf/llama_model.json,
 # tests/hf/make_llama_model_fixture.py)
 mks_add_test(test_llama_model SOURCES test_llama_model.c LIBS tr kn PkgConfig::JANSSON LABELS cpu TIMEOUT 120)
+# transformers parity with the matmul's exact numerics too (the default is FMA)
+add_test(NAME test_llama_model_portable_matmul COMMAND test_llama_model)
+set_tests_properties(test_llama_model_portable_matmul PROPERTIES LABELS cpu TIMEOUT 120
+                                                                 ENVIRONMENT MKS_MATMUL_ISA=portable)
 # the family's configurations (train/llama_config.c): preset parameter
 # counts, config.json of Llama / Qwen2 / Mistral, refusals
 mks_add_test(test_llama_config SOURCES test_llama_config.c LIBS tr PkgConfig::JANSSON LABELS cpu TIMEOUT 30)

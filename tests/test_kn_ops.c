@@ -244,33 +244,42 @@ static int matmul_run(int isa, float *out, float *dinp, float *dw, const float *
     return rc == KN_OK;
 }
 
-/* The AVX-512 kernel does the portable kernel's operations in its order, so
- * the two must agree to the bit, on shapes that are not multiples of either
- * tile (4x16, 8x32), of the 64-row A blocks or 256-column B blocks, with K
- * across several 256-deep blocks (the forward's B is a transposed view, the
- * dinp's a plain one, the dweight's A a transposed one, accumulating). */
+/* Kernels of one numerics do the same operations in the same order, so they
+ * must agree to the bit: the AVX-512 kernel with the portable one (rounded
+ * multiply, rounded add), the AVX2 FMA kernel (6 x 16 tile) with the AVX-512
+ * FMA one (8 x 32), on shapes that are not multiples of any tile, of the
+ * 48/64-row A blocks or of the task blocks, with K across several 256-deep
+ * blocks (the forward's B is a transposed view, the dinp's a plain one, the
+ * dweight's A a transposed one, accumulating). */
 static void test_matmul_isa_bitwise(void) {
     int shapes[][3] = {{1, 1, 1}, {7, 9, 33}, {37, 70, 45}, {300, 530, 290}, {65, 769, 17}, {263, 33, 515}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
-        float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
-        float *dout = rnd((size_t)N * OC, 1), *o[2], *di[2], *dw[2];
-        for (int r = 0; r < 2; r++)
-            o[r] = zeros((size_t)N * OC), di[r] = zeros((size_t)N * C), dw[r] = zeros((size_t)OC * C);
-        char what[96];
-        if (!matmul_run(KN_MATMUL_ISA_PORTABLE, o[0], di[0], dw[0], inp, w, b, dout, N, C, OC)) {
-            check(0, "matmul portable kernel runs", 0, 0);
-        } else if (!matmul_run(KN_MATMUL_ISA_AVX512, o[1], di[1], dw[1], inp, w, b, dout, N, C, OC)) {
-            printf("info no AVX-512 on this CPU: portable kernel only\n");
-        } else {
-            snprintf(what, sizeof what, "matmul avx512 == portable bitwise %dx%d->%d", N, C, OC);
-            check(!memcmp(o[0], o[1], sizeof(float) * N * OC) && !memcmp(di[0], di[1], sizeof(float) * N * C) &&
-                      !memcmp(dw[0], dw[1], sizeof(float) * OC * C),
-                  what, 0, 0);
+    const struct {
+        int a, b;
+        const char *what;
+    } pairs[] = {{KN_MATMUL_ISA_PORTABLE, KN_MATMUL_ISA_AVX512, "avx512 == portable"},
+                 {KN_MATMUL_ISA_AVX2_FMA, KN_MATMUL_ISA_AVX512_FMA, "avx512-fma == avx2-fma"}};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+            float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
+            float *dout = rnd((size_t)N * OC, 1), *o[2], *di[2], *dw[2];
+            for (int r = 0; r < 2; r++)
+                o[r] = zeros((size_t)N * OC), di[r] = zeros((size_t)N * C), dw[r] = zeros((size_t)OC * C);
+            char what[96];
+            if (!matmul_run(pairs[p].a, o[0], di[0], dw[0], inp, w, b, dout, N, C, OC)) {
+                if (pairs[p].a == KN_MATMUL_ISA_PORTABLE) check(0, "matmul portable kernel runs", 0, 0);
+                else if (s == 0) printf("info no AVX2 FMA on this CPU: %s not checked\n", pairs[p].what);
+            } else if (!matmul_run(pairs[p].b, o[1], di[1], dw[1], inp, w, b, dout, N, C, OC)) {
+                if (s == 0) printf("info no AVX-512 on this CPU: %s not checked\n", pairs[p].what);
+            } else {
+                snprintf(what, sizeof what, "matmul %s bitwise %dx%d->%d", pairs[p].what, N, C, OC);
+                check(!memcmp(o[0], o[1], sizeof(float) * N * OC) && !memcmp(di[0], di[1], sizeof(float) * N * C) &&
+                          !memcmp(dw[0], dw[1], sizeof(float) * OC * C),
+                      what, 0, 0);
+            }
+            for (int r = 0; r < 2; r++) free(o[r]), free(di[r]), free(dw[r]);
+            free(inp), free(w), free(b), free(dout);
         }
-        for (int r = 0; r < 2; r++) free(o[r]), free(di[r]), free(dw[r]);
-        free(inp), free(w), free(b), free(dout);
-    }
     kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
 }
 
@@ -279,8 +288,11 @@ static void test_matmul(void) {
     const struct {
         int isa;
         const char *name;
-    } isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"}, {KN_MATMUL_ISA_AVX512, "avx512"}};
-    for (size_t k = 0; k < 2; k++) {
+    } isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"},
+                {KN_MATMUL_ISA_AVX512, "avx512"},
+                {KN_MATMUL_ISA_AVX2_FMA, "avx2-fma"},
+                {KN_MATMUL_ISA_AVX512_FMA, "avx512-fma"}};
+    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
         if (kn_matmul_set_isa(isas[k].isa) != isas[k].isa) continue;
         mm_isa = isas[k].name;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

@@ -24,13 +24,22 @@ mks_allow_skip(test_trainer_rss_small "peak RSS is meaningless under AddressSani
 # split): per-step losses and the final checkpoint bit-identical for plain,
 # --doc-mask, accumulation and stopped/killed/resumed runs. Not registered
 # with MKS_NATIVE (-march=native may change the floating-point results).
+# The record is of the matmul's exact numerics (no FMA), the same on any CPU:
+# golden_train runs it with the AVX-512 exact kernel (the portable one where
+# the CPU lacks AVX-512), golden_train_portable_matmul with the portable one.
+# golden_train_fma checks the default FMA kernels (kernels/matmul_ref.c):
+# AVX-512 FMA = AVX2 FMA bitwise, resume bit-exact, values within 1e-5 of
+# the record (check.sh --fma; skips without FMA).
 if(NOT MKS_NATIVE)
   add_test(NAME golden_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/golden_train/check.sh $<TARGET_FILE:llmtrain>)
-  set_tests_properties(golden_train PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
-  # the same goldens with the portable matmul micro-kernel forced (golden_train
-  # itself uses the AVX-512 one where the CPU has it): the two must agree
+  set_tests_properties(golden_train PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600
+                                               ENVIRONMENT MKS_MATMUL_ISA=avx512)
   add_test(NAME golden_train_portable_matmul COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/golden_train/check.sh
                                                      $<TARGET_FILE:llmtrain>)
   set_tests_properties(golden_train_portable_matmul PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600
                                                                ENVIRONMENT MKS_MATMUL_ISA=portable)
+  add_test(NAME golden_train_fma COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/golden_train/check.sh $<TARGET_FILE:llmtrain>
+                                         --fma)
+  set_tests_properties(golden_train_fma PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+  mks_allow_skip(golden_train_fma "a CPU without FMA has no FMA matmul kernel to check (golden_train covers it)")
 endif()

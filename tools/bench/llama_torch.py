@@ -24,8 +24,8 @@ CPU comparison (issue 30 item 5): --vs-c BUILD/tests/bench_llama_cpu_step times 
 autocast, no compile, torch.set_num_threads(--threads)) and of the C model at the same threads
 (OMP_NUM_THREADS), same shape (--layers --heads --kv-heads --dim --ffn --vocab, tied), batch and
 sequence length, in --rounds alternating rounds of --steps timed steps each (so both see the same
-machine load), and prints one JSON line with each round's medians and the median ratio C / torch
-(below 1: the C model is faster).
+machine load), and prints one JSON line with each round's medians (wall and CPU time, user + sys of
+all threads) and the median ratio C / torch with its range (below 1: the C model is faster).
 
   python3 tools/bench/llama_torch.py --vs-c build/tests/bench_llama_cpu_step --threads 2 \
       --batch 2 --seq-len 256 --steps 3 --rounds 3
@@ -112,11 +112,12 @@ def vs_c(args):
     y = torch.randint(0, V, (B, T), dtype=torch.int64)
 
     def torch_step():
-        t = time.perf_counter()
+        """(wall s, CPU s of this process: user + sys over all its threads)"""
+        t, c = time.perf_counter(), time.process_time()
         logits = model(input_ids=x).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
         loss.backward()  # gradients accumulate, as the C bench's do
-        return time.perf_counter() - t
+        return time.perf_counter() - t, time.process_time() - c
 
     torch_step()  # warm-up (allocations, oneDNN primitives)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -126,9 +127,13 @@ def vs_c(args):
     for r in range(args.rounds):
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         c = json.loads(out.strip().splitlines()[-1])
-        tt = statistics.median(torch_step() for _ in range(args.steps))
-        rounds.append({"c_s": c["step_s_median"], "torch_s": tt, "ratio": c["step_s_median"] / tt})
-        log(f"round {r + 1}: C {c['step_s_median']:.3f} s, torch {tt:.3f} s, ratio {rounds[-1]['ratio']:.3f}")
+        ts = [torch_step() for _ in range(args.steps)]
+        tt = statistics.median(w for w, _ in ts)
+        tc = statistics.median(c_ for _, c_ in ts)
+        rounds.append({"c_s": c["step_s_median"], "torch_s": tt, "ratio": c["step_s_median"] / tt,
+                       "c_cpu_s": c["step_cpu_s_median"], "torch_cpu_s": tc, "cpu_ratio": c["step_cpu_s_median"] / tc})
+        log(f"round {r + 1}: C {c['step_s_median']:.3f} s (CPU {c['step_cpu_s_median']:.3f}), torch {tt:.3f} s "
+            f"(CPU {tc:.3f}), ratio wall {rounds[-1]['ratio']:.3f} CPU {rounds[-1]['cpu_ratio']:.3f}")
         if c["params"] != n_params:
             log(f"parameter counts differ: C {c['params']}, torch {n_params}")
             return 2
@@ -136,7 +141,10 @@ def vs_c(args):
            "seq_len": T, "params": n_params, "steps_per_round": args.steps, "rounds": rounds,
            "c_step_s_median": statistics.median(r["c_s"] for r in rounds),
            "torch_step_s_median": statistics.median(r["torch_s"] for r in rounds),
-           "ratio_median": statistics.median(r["ratio"] for r in rounds)}
+           "ratio_median": statistics.median(r["ratio"] for r in rounds),
+           "cpu_ratio_median": statistics.median(r["cpu_ratio"] for r in rounds),
+           "ratio_range": [min(r["ratio"] for r in rounds), max(r["ratio"] for r in rounds)],
+           "cpu_ratio_range": [min(r["cpu_ratio"] for r in rounds), max(r["cpu_ratio"] for r in rounds)]}
     print(json.dumps(out), flush=True)
     return 0
 
