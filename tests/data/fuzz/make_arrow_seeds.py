@@ -48,6 +48,14 @@ seeds["pq_large"] = (0, parquet(pa.table({"text": pa.array(DOCS, pa.large_string
 seeds["pq_view"] = (0, parquet(pa.table({"text": pa.array(DOCS, pa.string_view())})))
 seeds["pq_dict"] = (0, parquet(pa.table({"text": pa.array(DOCS).dictionary_encode()})))
 seeds["pq_crc"] = (0, parquet(TABLE, write_page_checksum=True, compression="none"))
+# the string-field reader's decoders (ByteArrayReader::ReadBatch): delta
+# encodings, data page v2 with a page per write batch, nulls in a plain column
+for enc in ("DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY"):
+    seeds["pq_" + enc.lower()] = (0, parquet(TABLE, use_dictionary=False, column_encoding={"text": enc}))
+seeds["pq_page_v2"] = (0, parquet(TABLE, data_page_version="2.0", data_page_size=64, write_batch_size=2,
+                                  use_dictionary=False, compression="snappy"))
+seeds["pq_nulls"] = (0, parquet(pa.table({"text": pa.array(["a", None, "b\u00e9", None], pa.string())}),
+                                use_dictionary=False))
 seeds["ipc_file"] = (1, ipc_bytes(TABLE, False))
 seeds["ipc_stream"] = (1, ipc_bytes(TABLE, True))
 seeds["ipc_zstd"] = (1, ipc_bytes(TABLE, False, "zstd"))
