@@ -347,15 +347,17 @@ static int key_order(const void *pa, const void *pb) {
 
 static int tojson(ds_chat *c, chat_impl *im, long v, int depth);
 
-/* An object: each key at its first place with the value of its last. Small
- * objects compare keys pairwise; larger ones sort key indices (n log n), so
- * a hostile object of a million keys, equal or not, costs no more than its
- * sort. */
-static int tojson_object(ds_chat *c, chat_impl *im, long v, int depth) {
-    const ds_jtape *t = &im->tape;
+/* The entries of object V as the dict json.loads builds: each key at its
+ * first place with the value of its last. kv[2i], kv[2i+1]: key and value
+ * nodes (malloc'd, *n entries). Small objects compare keys pairwise; larger
+ * ones sort key indices (n log n), so a hostile object of a million keys,
+ * equal or not, costs no more than its sort. */
+static int dict_entries(const ds_jtape *t, long v, uint32_t **kv, size_t *n) {
     size_t nk = 0;
     for (size_t k = (size_t)v + 1; k < t->n[v].end; k = t->n[k + 1].end) nk++;
-    if (buf_append(c, "{", 1)) return DS_ERR_NOMEM;
+    *n = 0;
+    *kv = malloc((nk ? nk : 1) * 2 * sizeof **kv);
+    if (!*kv) return DS_ERR_NOMEM;
     uint32_t *keys = NULL, *sorted = NULL, *val = NULL; /* doc order; by (key, place); value to write or 0 */
     if (nk > 16) {
         keys = malloc(nk * sizeof *keys);
@@ -365,6 +367,8 @@ static int tojson_object(ds_chat *c, chat_impl *im, long v, int depth) {
             free(keys);
             free(sorted);
             free(val);
+            free(*kv);
+            *kv = NULL;
             return DS_ERR_NOMEM;
         }
         size_t i = 0;
@@ -384,9 +388,8 @@ static int tojson_object(ds_chat *c, chat_impl *im, long v, int depth) {
             }
         }
     }
-    int rc = DS_OK, first = 1;
     size_t i = 0;
-    for (size_t k = (size_t)v + 1; k < t->n[v].end && rc == DS_OK; k = t->n[k + 1].end, i++) {
+    for (size_t k = (size_t)v + 1; k < t->n[v].end; k = t->n[k + 1].end, i++) {
         size_t vv = k + 1;
         if (val) {
             if (!val[i]) continue;
@@ -400,15 +403,32 @@ static int tojson_object(ds_chat *c, chat_impl *im, long v, int depth) {
             }
             if (dup) continue;
         }
-        if (!first && buf_append(c, ", ", 2)) rc = DS_ERR_NOMEM;
-        first = 0;
-        if (rc == DS_OK) rc = put_json_string(c, t->text + t->n[k].off, t->n[k].len);
-        if (rc == DS_OK && buf_append(c, ": ", 2)) rc = DS_ERR_NOMEM;
-        if (rc == DS_OK) rc = tojson(c, im, (long)vv, depth + 1);
+        (*kv)[2 * *n] = (uint32_t)k;
+        (*kv)[2 * *n + 1] = (uint32_t)vv;
+        (*n)++;
     }
     free(keys);
     free(sorted);
     free(val);
+    return DS_OK;
+}
+
+static int tojson_object(ds_chat *c, chat_impl *im, long v, int depth) {
+    const ds_jtape *t = &im->tape;
+    uint32_t *kv;
+    size_t n;
+    if (dict_entries(t, v, &kv, &n) || buf_append(c, "{", 1)) {
+        free(kv);
+        return DS_ERR_NOMEM;
+    }
+    int rc = DS_OK;
+    for (size_t i = 0; i < n && rc == DS_OK; i++) {
+        if (i && buf_append(c, ", ", 2)) rc = DS_ERR_NOMEM;
+        if (rc == DS_OK) rc = put_json_string(c, t->text + t->n[kv[2 * i]].off, t->n[kv[2 * i]].len);
+        if (rc == DS_OK && buf_append(c, ": ", 2)) rc = DS_ERR_NOMEM;
+        if (rc == DS_OK) rc = tojson(c, im, (long)kv[2 * i + 1], depth + 1);
+    }
+    free(kv);
     if (rc == DS_OK && buf_append(c, "}", 1)) rc = DS_ERR_NOMEM;
     return rc;
 }
@@ -465,6 +485,12 @@ static int add_reasoning(ds_chat *c, chat_impl *im, size_t m) {
     return DS_OK;
 }
 
+static size_t utf8_chars(const uint8_t *s, size_t n) { /* Python's len() of a str */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += (s[i] & 0xc0) != 0x80;
+    return k;
+}
+
 /* name / arguments of object OBJ (not an object: both absent) as the
  * templates print them: a name through str() ({{ name }}), arguments as the
  * string itself or through tojson. */
@@ -512,6 +538,22 @@ static int add_calls(ds_chat *c, chat_impl *im, long list) {
         ds_chat_call call = {0};
         int rc = callview(c, im, (long)e, &call.call);
         long fn = tape_is(t, (long)e, DS_JSCAN_T_OBJECT) ? ds_jtape_get(t, e, "function") : -1;
+        if (rc == DS_OK && fn >= 0) { /* Mistral: function | tojson */
+            call.fn_json_kind = DS_TC_JSON;
+            call.fn_json_off = c->buf_len;
+            rc = tojson(c, im, fn, 0);
+            call.fn_json_len = c->buf_len - call.fn_json_off;
+        }
+        long id = tape_is(t, (long)e, DS_JSCAN_T_OBJECT) ? ds_jtape_get(t, e, "id") : -1;
+        if (rc == DS_OK && id >= 0) {
+            call.id_kind = tape_is(t, id, DS_JSCAN_T_STRING) ? DS_TC_STRING : DS_TC_JSON;
+            if (call.id_kind == DS_TC_STRING) {
+                call.id_off = c->buf_len;
+                rc = tape_append(c, t, id);
+                call.id_len = c->buf_len - call.id_off;
+                call.id_chars = utf8_chars(c->buf + call.id_off, call.id_len);
+            }
+        }
         if (rc == DS_OK && fn >= 0) {
             if (tape_is(t, fn, DS_JSCAN_T_OBJECT)) {
                 call.fn_state = tape_truthy(im, fn) ? DS_FN_OBJECT : DS_FN_EMPTY;
@@ -531,6 +573,12 @@ static int add_calls(ds_chat *c, chat_impl *im, long list) {
 static int add_tools(ds_chat *c, chat_impl *im, long tools) {
     const ds_jtape *t = &im->tape;
     c->tools_state = 0;
+    c->tools_defined = tools >= 0 && t->n[tools].type != DS_JSCAN_T_NULL;
+    if (tools >= 0 && !tape_truthy(im, tools) &&
+        (t->n[tools].type == DS_JSCAN_T_NUMBER || t->n[tools].type == DS_JSCAN_T_BOOLEAN)) {
+        c->tools_state = 3; /* 0 / false: no tools to `if tools`, not iterable to `for tool in tools` */
+        return DS_OK;
+    }
     if (tools < 0 || !tape_truthy(im, tools)) return DS_OK;
     if (!tape_is(t, tools, DS_JSCAN_T_ARRAY)) {
         c->tools_state = 2;
@@ -540,16 +588,42 @@ static int add_tools(ds_chat *c, chat_impl *im, long tools) {
     for (size_t e = (size_t)tools + 1; e < t->n[tools].end; e = t->n[e].end) {
         if (c->n_tools == c->tools_cap) {
             size_t nc = c->tools_cap ? 2 * c->tools_cap : 8;
-            struct ds_chat_tool *p = realloc(c->tools, nc * sizeof *p);
+            ds_chat_tool *p = realloc(c->tools, nc * sizeof *p);
             if (!p) return DS_ERR_NOMEM;
             c->tools = p;
             c->tools_cap = nc;
         }
-        size_t off = c->buf_len;
+        ds_chat_tool tool = {.off = c->buf_len};
         int rc = tojson(c, im, (long)e, 0);
         if (rc) return rc;
-        c->tools[c->n_tools].off = off;
-        c->tools[c->n_tools++].len = c->buf_len - off;
+        tool.len = c->buf_len - tool.off;
+        long fn = tape_is(t, (long)e, DS_JSCAN_T_OBJECT) ? ds_jtape_get(t, e, "function") : -1;
+        if (tape_is(t, fn, DS_JSCAN_T_OBJECT)) { /* Mistral's items: '"key": "str"' raw, else '"key": ' + tojson */
+            uint32_t *kv;
+            size_t n;
+            if (dict_entries(t, fn, &kv, &n)) return DS_ERR_NOMEM;
+            tool.items_ok = 1;
+            tool.items_off = c->buf_len;
+            int first = 1;
+            for (size_t i = 0; i < n && rc == DS_OK; i++) {
+                const ds_jnode *k = &t->n[kv[2 * i]], *v = &t->n[kv[2 * i + 1]];
+                if (k->len == 6 && !memcmp(t->text + k->off, "return", 6)) continue;
+                if (!first && buf_append(c, ", ", 2)) rc = DS_ERR_NOMEM;
+                first = 0;
+                if (rc == DS_OK && (buf_append(c, "\"", 1) || buf_append(c, t->text + k->off, k->len)))
+                    rc = DS_ERR_NOMEM;
+                if (rc == DS_OK && v->type == DS_JSCAN_T_STRING) {
+                    if (buf_append(c, "\": \"", 4) || buf_append(c, t->text + v->off, v->len) || buf_append(c, "\"", 1))
+                        rc = DS_ERR_NOMEM;
+                } else if (rc == DS_OK) {
+                    rc = buf_append(c, "\": ", 3) ? DS_ERR_NOMEM : tojson(c, im, (long)kv[2 * i + 1], 0);
+                }
+            }
+            free(kv);
+            if (rc) return rc;
+            tool.items_len = c->buf_len - tool.items_off;
+        }
+        c->tools[c->n_tools++] = tool;
     }
     return DS_OK;
 }
@@ -575,11 +649,14 @@ static int add_messages(ds_chat *c, chat_impl *im, long list, int completion, co
             return set_why(why, whylen, DS_CHAT_UNKNOWN_ROLE, "unknown role '%s'", name);
         }
         /* tool_calls: a non-empty list, another true value, or nothing */
-        long tc = r == DS_ROLE_ASSISTANT ? ds_jtape_get(t, m, "tool_calls") : -1;
+        long tc = ds_jtape_get(t, m, "tool_calls");
+        int calls_defined = tc >= 0 && t->n[tc].type != DS_JSCAN_T_NULL;
+        if (r != DS_ROLE_ASSISTANT) tc = -1;
         uint8_t calls = tc < 0 || !tape_truthy(im, tc) ? 0 : tape_is(t, tc, DS_JSCAN_T_ARRAY) ? 1 : 2;
         size_t off = c->buf_len;
         long content = ds_jtape_get(t, m, "content");
-        int null_content = (content < 0 || t->n[content].type == DS_JSCAN_T_NULL) && calls;
+        int null_content =
+            (content < 0 || t->n[content].type == DS_JSCAN_T_NULL) && r == DS_ROLE_ASSISTANT && calls_defined;
         if (!null_content) {
             int rc = add_content(c, t, content, c->n, why, whylen);
             if (rc) return rc;
@@ -588,10 +665,89 @@ static int add_messages(ds_chat *c, chat_impl *im, long list, int completion, co
         ds_chat_msg *msg = &c->msgs[c->n - 1];
         msg->content_null = null_content;
         msg->calls_state = calls;
+        msg->calls_defined = (uint8_t)calls_defined;
         msg->call0 = c->n_calls;
+        msg->node = (uint32_t)m;
+        long id = ds_jtape_get(t, m, "tool_call_id");
+        if (id >= 0) {
+            msg->tcid_kind = tape_is(t, id, DS_JSCAN_T_STRING) ? DS_TC_STRING : DS_TC_JSON;
+            if (msg->tcid_kind == DS_TC_STRING) {
+                msg->tcid_off = c->buf_len;
+                if (tape_append(c, t, id)) return DS_ERR_NOMEM;
+                msg = &c->msgs[c->n - 1];
+                msg->tcid_len = c->buf_len - msg->tcid_off;
+                msg->tcid_chars = utf8_chars(c->buf + msg->tcid_off, msg->tcid_len);
+            }
+        }
         if (calls == 1 && add_calls(c, im, tc)) return DS_ERR_NOMEM;
     }
     return DS_OK;
+}
+
+/* Python's == of two JSON values as json.loads makes them. */
+static int num_value(chat_impl *im, long v, double *d, const uint8_t **s, size_t *len, int *is_int) {
+    const ds_jnode *nd = &im->tape.n[v];
+    if (node_positions(im)) return -1;
+    *s = scalar_bytes(im, v, len);
+    if (nd->type == DS_JSCAN_T_BOOLEAN) {
+        *d = (*s)[0] == 't';
+        *is_int = 1;
+        *s = (const uint8_t *)((*s)[0] == 't' ? "1" : "0");
+        *len = 1;
+        return 0;
+    }
+    char buf[400];
+    size_t n = *len < sizeof buf - 1 ? *len : sizeof buf - 1;
+    memcpy(buf, *s, n);
+    buf[n] = 0;
+    *d = strtod(buf, NULL);
+    *is_int = !memchr(*s, '.', *len) && !memchr(*s, 'e', *len) && !memchr(*s, 'E', *len);
+    if (*is_int && *len == 2 && !memcmp(*s, "-0", 2)) *s = (const uint8_t *)"0", *len = 1;
+    return 0;
+}
+static int tape_py_equal(chat_impl *im, long a, long b) {
+    const ds_jtape *t = &im->tape;
+    int ta = t->n[a].type, tb = t->n[b].type;
+    int na = ta == DS_JSCAN_T_NUMBER || ta == DS_JSCAN_T_BOOLEAN,
+        nb = tb == DS_JSCAN_T_NUMBER || tb == DS_JSCAN_T_BOOLEAN;
+    if (na && nb) { /* True == 1 == 1.0; two integers exactly, by their digits */
+        double x, y;
+        const uint8_t *sa, *sb;
+        size_t la, lb;
+        int ia, ib;
+        if (num_value(im, a, &x, &sa, &la, &ia) || num_value(im, b, &y, &sb, &lb, &ib)) return 0;
+        if (ia && ib) return la == lb && !memcmp(sa, sb, la);
+        return x == y;
+    }
+    if (ta != tb) return 0;
+    if (ta == DS_JSCAN_T_NULL) return 1;
+    if (ta == DS_JSCAN_T_STRING)
+        return t->n[a].len == t->n[b].len && !memcmp(t->text + t->n[a].off, t->text + t->n[b].off, t->n[a].len);
+    if (ta == DS_JSCAN_T_ARRAY) {
+        size_t i = (size_t)a + 1, j = (size_t)b + 1;
+        for (; i < t->n[a].end && j < t->n[b].end; i = t->n[i].end, j = t->n[j].end)
+            if (!tape_py_equal(im, (long)i, (long)j)) return 0;
+        return i >= t->n[a].end && j >= t->n[b].end;
+    }
+    uint32_t *ka = NULL, *kb = NULL;
+    size_t n1 = 0, n2 = 0;
+    int eq = !dict_entries(t, a, &ka, &n1) && !dict_entries(t, b, &kb, &n2) && n1 == n2;
+    if (eq) { /* both entry lists by key (keys are unique now), then side by side: n log n */
+        tl_sort_tape = t;
+        qsort(ka, n1, 2 * sizeof *ka, key_order);
+        qsort(kb, n2, 2 * sizeof *kb, key_order);
+    }
+    for (size_t i = 0; eq && i < n1; i++)
+        eq = !key_cmp(t, ka[2 * i], kb[2 * i]) && tape_py_equal(im, (long)ka[2 * i + 1], (long)kb[2 * i + 1]);
+    free(ka);
+    free(kb);
+    return eq;
+}
+int ds_chat_msg_equal(const ds_chat *c, size_t i, size_t j) {
+    if (i == j) return 1;
+    chat_impl *im = c->impl;
+    if (!im || i >= c->n || j >= c->n) return 0;
+    return tape_py_equal(im, (long)c->msgs[i].node, (long)c->msgs[j].node);
 }
 
 void ds_chat_free(ds_chat *c) {

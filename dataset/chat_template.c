@@ -292,7 +292,7 @@ static int qwen_call(rd *d, const ds_chat_call *k, int qwen3, char *why, size_t 
  * content when there is content, '\n<tool_call>...' per call, '<|im_end|>'. */
 static int r_qwen25(rd *d, char *why, size_t whylen) {
     size_t n = d->c->n;
-    if (d->c->tools_state) {
+    if (d->c->tools_state == 1 || d->c->tools_state == 2) {
         special(d, "<|im_start|>");
         text(d, "system\n");
         if (n && role(d, 0) == DS_ROLE_SYSTEM) msg_text(d, 0);
@@ -312,6 +312,7 @@ static int r_qwen25(rd *d, char *why, size_t whylen) {
         ds_role r = role(d, i);
         const ds_chat_msg *m = &d->c->msgs[i];
         if (r == DS_ROLE_USER || (r == DS_ROLE_SYSTEM && i > 0) || (r == DS_ROLE_ASSISTANT && !m->calls_state)) {
+            if (m->content_null) return refuse(why, whylen, "can only concatenate str (not \"NoneType\") to str");
             special(d, "<|im_start|>");
             text(d, rname(d, i));
             text(d, "\n");
@@ -389,7 +390,7 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
     const ds_chat *c = d->c;
     size_t n = c->n;
     if (!n) return refuse(why, whylen, "list object has no element 0"); /* messages[0].role */
-    if (c->tools_state) {
+    if (c->tools_state == 1 || c->tools_state == 2) {
         special(d, "<|im_start|>");
         text(d, "system\n");
         if (role(d, 0) == DS_ROLE_SYSTEM) {
@@ -612,23 +613,61 @@ static int r_mistral_v1(rd *d, char *why, size_t whylen) {
  * tool_call_id, which records here never carry (refused as the template
  * refuses them). v3: '[INST] ' + content + '[/INST]', ' ' + trimmed
  * content + eos; tekken: no spaces, the content untrimmed. */
+#define TOOL_ID_9 "Tool call IDs should be alphanumeric strings with length 9!"
 static int mistral_v3_common(rd *d, int tekken, char *why, size_t whylen) {
-    size_t first = d->c->n && role(d, 0) == DS_ROLE_SYSTEM ? 1 : 0, idx = 0;
-    for (size_t i = first; i < d->c->n; i++) { /* the alternation check skips tool messages */
-        if (role(d, i) == DS_ROLE_TOOL) continue;
+    const ds_chat *c = d->c;
+    size_t first = c->n && role(d, 0) == DS_ROLE_SYSTEM ? 1 : 0, idx = 0, last_user = SIZE_MAX;
+    for (size_t i = first; i < c->n; i++) { /* the alternation check skips tool messages and tool calls */
+        if (role(d, i) == DS_ROLE_USER) last_user = i;
+        if (role(d, i) == DS_ROLE_TOOL || c->msgs[i].calls_defined) continue;
         if ((role(d, i) == DS_ROLE_USER) != (idx % 2 == 0)) return refuse(why, whylen, ALTERNATE_AFTER_SYS);
         idx++;
     }
     tok_opt(d, d->o->bos_token);
-    for (size_t i = first; i < d->c->n; i++) {
+    for (size_t i = first; i < c->n; i++) {
+        const ds_chat_msg *m = &c->msgs[i];
         if (role(d, i) == DS_ROLE_USER) {
+            /* the tools before every user message equal to the last one (Python ==) */
+            if (c->tools_defined && ds_chat_msg_equal(c, i, last_user)) {
+                if (c->tools_state == 2 || c->tools_state == 3) return refuse(why, whylen, "tools is not a list");
+                text(d, tekken ? "[AVAILABLE_TOOLS][" : "[AVAILABLE_TOOLS] [");
+                for (size_t k = 0; k < c->n_tools; k++) {
+                    if (!c->tools[k].items_ok) return refuse(why, whylen, "tool.function is not a mapping");
+                    text(d, "{\"type\": \"function\", \"function\": {");
+                    put_buf(d, c->tools[k].items_off, c->tools[k].items_len);
+                    text(d, "}}");
+                    text(d, k + 1 < c->n_tools ? ", " : "]");
+                }
+                text(d, "[/AVAILABLE_TOOLS]");
+            }
             text(d, tekken ? "[INST]" : "[INST] ");
-            if (i + 1 == d->c->n && first) {
+            if (i + 1 == c->n && first) {
                 msg_text(d, 0);
                 text(d, "\n\n");
             }
             msg_text(d, i);
             text(d, "[/INST]");
+        } else if (m->calls_defined) {
+            if (role(d, i) != DS_ROLE_ASSISTANT)
+                return refuse(why, whylen, "tool_calls on a message that is not the assistant's (not rendered)");
+            if (m->calls_state == 2) return refuse(why, whylen, NOT_SERIALIZABLE);
+            span_open(d, i);
+            text(d, tekken ? "[TOOL_CALLS][" : "[TOOL_CALLS] [");
+            for (size_t k = 0; k < m->n_calls; k++) {
+                const ds_chat_call *call = &c->calls[m->call0 + k];
+                if (call->fn_json_kind != DS_TC_JSON) return refuse(why, whylen, NOT_SERIALIZABLE);
+                put_buf(d, call->fn_json_off, call->fn_json_len ? call->fn_json_len - 1 : 0); /* out[:-1] */
+                if (call->id_kind != DS_TC_STRING || call->id_chars != 9) return refuse(why, whylen, TOOL_ID_9);
+                text(d, ", \"id\": \"");
+                put_buf(d, call->id_off, call->id_len);
+                text(d, "\"}");
+                if (k + 1 < m->n_calls) text(d, ", ");
+                else {
+                    text(d, "]");
+                    tok_opt(d, d->o->eos_token);
+                }
+            }
+            span_close(d);
         } else if (role(d, i) == DS_ROLE_ASSISTANT) {
             if (!tekken) text(d, " ");
             span_open(d, i);
@@ -637,7 +676,13 @@ static int mistral_v3_common(rd *d, int tekken, char *why, size_t whylen) {
             tok_opt(d, d->o->eos_token);
             span_close(d);
         } else if (role(d, i) == DS_ROLE_TOOL) {
-            return refuse(why, whylen, "Tool call IDs should be alphanumeric strings with length 9!");
+            text(d, tekken ? "[TOOL_RESULTS]{\"content\": " : "[TOOL_RESULTS] {\"content\": ");
+            msg_text(d, i); /* content|string: a str as it is */
+            text(d, ", ");
+            if (m->tcid_kind != DS_TC_STRING || m->tcid_chars != 9) return refuse(why, whylen, TOOL_ID_9);
+            text(d, "\"call_id\": \"");
+            put_buf(d, m->tcid_off, m->tcid_len);
+            text(d, "\"}[/TOOL_RESULTS]");
         } else {
             return refuse(why, whylen, ONLY_USER_ASSISTANT);
         }
@@ -1045,7 +1090,9 @@ int ds_chat_render(const ds_chat_template *t, const ds_chat *c, const ds_chat_re
          * templates that render tool calls: the others raise on it (they add
          * it to a string) or print "None" (Llama 3 and Gemma's `| trim`),
          * which is refused too */
-        for (size_t i = 0; i < c->n && t->render != r_qwen25 && t->render != r_qwen3; i++)
+        for (size_t i = 0; i < c->n && t->render != r_qwen25 && t->render != r_qwen3 && t->render != r_mistral_v3 &&
+                           t->render != r_mistral_tekken;
+             i++)
             if (c->msgs[i].content_null) {
                 if (why && whylen)
                     snprintf(why, whylen, "message %zu: content is null and template %s renders no tool_calls", i,

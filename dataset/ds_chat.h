@@ -76,7 +76,22 @@ typedef enum {
 typedef struct {
     ds_chat_callview call, fn;
     uint8_t fn_state; /* ds_fn_state */
+    /* Mistral: `function | tojson` (fn_json_kind DS_TC_JSON; ABSENT: no
+     * function) and the call's id (DS_TC_STRING with id_chars code points;
+     * ABSENT or JSON: not a string) */
+    uint8_t fn_json_kind, id_kind;
+    size_t fn_json_off, fn_json_len, id_off, id_len, id_chars;
 } ds_chat_call;
+
+/* One element of a record's tools. */
+typedef struct {
+    size_t off, len; /* tool | tojson (in ds_chat.buf) */
+    /* Mistral's [AVAILABLE_TOOLS] entry: tool.function's items but "return",
+     * '"key": "str"' raw or '"key": ' + tojson, joined ", " (items_ok 0:
+     * tool.function is not an object, the template raises) */
+    size_t items_off, items_len;
+    int items_ok;
+} ds_chat_tool;
 
 /* One message: role and content (bytes in the conversation's buffer). */
 typedef struct {
@@ -91,6 +106,11 @@ typedef struct {
      * (every template that renders tool calls raises on it) */
     uint8_t calls_state;
     size_t call0, n_calls;
+    uint8_t calls_defined; /* tool_calls present and not null (Mistral's test; [] included) */
+    /* tool_call_id (tool messages): ds_tc_kind, its bytes and code points */
+    uint8_t tcid_kind;
+    size_t tcid_off, tcid_len, tcid_chars;
+    uint32_t node; /* the message's object in the parser's tape (ds_chat_msg_equal) */
 } ds_chat_msg;
 
 /* A parsed record; reuse one per thread (ds_chat_parse resets it). */
@@ -106,11 +126,11 @@ typedef struct {
     size_t n_calls, calls_cap;
     /* the record's `tools` (function schemas), as apply_chat_template(tools=)
      * takes them: 0 absent or false, 1 a non-empty list (tools[i]: the
-     * tojson of each element, in buf), 2 another true value (refused) */
+     * tojson of each element, in buf), 2 another true value (refused), 3 a
+     * false number or bool (no tools to `if tools`; Mistral's loop raises) */
     uint8_t tools_state;
-    struct ds_chat_tool {
-        size_t off, len;
-    } * tools;
+    uint8_t tools_defined; /* tools present and not null (Mistral's `tools is not none`; [] included) */
+    ds_chat_tool *tools;
     size_t n_tools, tools_cap;
     void *impl; /* the parser's reused JSON tape (ds_chat_free frees it) */
 } ds_chat;
@@ -148,6 +168,11 @@ typedef struct {
  * (and auto on a record without messages/prompt) c->format is DS_FMT_TEXT
  * and buf holds the text field. */
 int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, ds_chat *c, char *why, size_t whylen);
+
+/* Python's == of messages i and j of the last ds_chat_parse (dicts compared
+ * by keys and values, 1 == 1.0 == true): Mistral's templates list the tools
+ * before every user message equal to the last one. */
+int ds_chat_msg_equal(const ds_chat *c, size_t i, size_t j);
 
 /* ---- templates (chat_template.c) */
 typedef struct ds_chat_template ds_chat_template;

@@ -508,6 +508,42 @@ def tool_conversations(rng):
     return out
 
 
+def mistral_tool_conversations():
+    """What only Mistral's tool rendering reads: tool call ids of 9 characters (and not), tool results'
+    tool_call_id, tools before every user message equal to the last one, tools [] (defined: an empty list is
+    still rendered), tool_calls [] (an unclosed '[TOOL_CALLS]['), a function that is not an object, a 'return'
+    key left out of the tools list."""
+    fn = {"name": "f", "description": "d \"q\" \u00e9", "parameters": {"type": "object"}, "return": {"x": 1},
+          "n": 2.5}
+    tools = [{"type": "function", "function": fn}]
+    def call(i, **kw):
+        c = {"id": i, "function": {"name": "f", "arguments": {"a": 1, "b": [True, None]}}}
+        c.update(kw)
+        return c
+    u1, a1 = {"role": "user", "content": "same #300"}, {"role": "assistant", "content": "a #301"}
+    out = []
+    conv = [u1, a1, dict(u1), {"role": "assistant", "content": None, "tool_calls": [call("abcdefghi"), call("東京東京東京東京東")]},
+            {"role": "tool", "content": "{\"r\": 1}", "tool_call_id": "abcdefghi"},
+            {"role": "tool", "content": "plain #302", "tool_call_id": "東京東京東京東京東"},
+            {"role": "assistant", "content": "done #303"}]
+    out.append(({"tools": tools, "messages": conv}, None))  # user 0 == user 2: the tools before both
+    out.append(({"tools": [], "messages": [u1, a1]}, None))
+    out.append(({"messages": [u1, {"role": "assistant", "content": None, "tool_calls": []}]}, None))
+    out.append(({"messages": [u1, {"role": "assistant", "content": "", "tool_calls": [call("short")]}]}, None))
+    out.append(({"messages": [u1, {"role": "assistant", "content": "", "tool_calls": [call(123456789)]}]}, None))
+    out.append(({"messages": [u1, {"role": "assistant", "content": "", "tool_calls": [call("abcdefghi", function="s")]}]},
+                None))
+    out.append(({"messages": [u1, {"role": "assistant", "content": "", "tool_calls": [{"id": "abcdefghi"}]}]}, None))
+    out.append(({"tools": [{"type": "function"}], "messages": [u1, a1]}, None))
+    out.append(({"tools": [{"function": "x"}], "messages": [u1, a1]}, None))
+    out.append(({"messages": [u1, {"role": "tool", "content": "r #304", "tool_call_id": "123456789"},
+                              {"role": "assistant", "content": "a #305"}]}, None))
+    out.append(({"messages": [u1, {"role": "tool", "content": "r #306"}]}, None))
+    out.append(({"tools": tools, "messages": [{"role": "system", "content": "sys #307"}, u1, a1,
+                                              {"role": "user", "content": "last #308"}]}, None))
+    return out
+
+
 # Qwen2.5 with {% generation %} around what mkshards marks (as qwen3_tagged): after 'assistant\n' through
 # <|im_end|>, for plain assistant messages and those with tool_calls.
 def qwen25_tagged(j):
@@ -530,6 +566,21 @@ def qwen25_tagged(j):
     end = "{{- '<|im_end|>\\n' }}"
     e = j.index(end, k)
     return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
+
+
+# Mistral v3 / tekken with {% generation %} around what mkshards marks: an assistant message's content + eos
+# (v3: after its ' '), a tool-call message's '[TOOL_CALLS]...' + eos.
+def mistral_tagged(j):
+    tekken = "[TOOL_CALLS][" in j
+    calls = '{{- "[TOOL_CALLS][" }}' if tekken else '{{- "[TOOL_CALLS] [" }}'
+    plain = ('{{- message["content"] + eos_token}}' if tekken else '{{- " " + message["content"]|trim + eos_token}}')
+    tagged = ('{% generation %}{{- message["content"] + eos_token}}{% endgeneration %}' if tekken else
+              '{{- " " }}{% generation %}{{- message["content"]|trim + eos_token}}{% endgeneration %}')
+    assert j.count(calls) == 1 and j.count(plain) == 1
+    k = j.index(calls)
+    e = j.index("{%- endfor %}", k) + len("{%- endfor %}")
+    j = j[:k] + "{% generation %}" + j[k:e] + "{% endgeneration %}" + j[e:]
+    return j.replace(plain, tagged)
 
 
 def joined(m):
@@ -579,10 +630,10 @@ def main():
     tconvs = tool_conversations(random.Random(2804))
     rows = []
 
-    def case(tname, jinja, ci, conv, line=None):
+    def case(tname, jinja, ci, conv, line=None, full=False):
         folder, bos, eos, specials, eot, stripped = SETUP[tname]
         tools = conv.get("tools") if line is not None or "tools" in conv else None
-        if line is not None or tools is not None or any("tool_calls" in m for m in conv["messages"]):
+        if full:
             msgs = [dict(m) for m in conv["messages"]]  # tool calling: every field as it is
         elif tname == "qwen3":  # the reasoning fields too
             msgs = [dict(m, content=joined(m)) for m in conv["messages"]]
@@ -602,13 +653,13 @@ def main():
         # where each rendered message's content is
         spans, cur, targets = [], 0, []
         order = list(enumerate(msgs))
-        tagged_of = {"qwen3": qwen3_tagged, "qwen2.5": qwen25_tagged}
-        if tname == "qwen3" or (tname == "qwen2.5" and (tools is not None or line is not None or
-                                                        any("tool_calls" in m for m in msgs))):
+        tagged_of = {"qwen3": qwen3_tagged, "qwen2.5": qwen25_tagged, "mistral-v3": mistral_tagged,
+                     "mistral-tekken": mistral_tagged}
+        if tname == "qwen3" or (tname in tagged_of and full):
             # an assistant message's rendering is not its content: the tagged template's spans
             tagged, gen = transformers.utils.chat_template_utils.render_jinja_template(
-                conversations=[msgs], tools=tools, chat_template=tagged_of[tname](jinja),
-                return_assistant_tokens_mask=True)
+                conversations=[msgs], tools=tools, chat_template=tagged_of[tname](jinja), bos_token=bos,
+                eos_token=eos, return_assistant_tokens_mask=True)
             assert tagged[0] == text, (ci, tagged[0], text)
             targets = [tuple(g) for g in gen[0]]
             assert len(targets) == sum(m["role"] == "assistant" for m in msgs), ci
@@ -656,7 +707,11 @@ def main():
     # tool calling, after every other case (so those rows keep their places)
     for tname in ("qwen2.5", "qwen3"):
         for ci, (conv, line) in enumerate(tconvs):
-            case(tname, T[tname], 1000 + ci, conv, line)
+            case(tname, T[tname], 1000 + ci, conv, line, True)
+    # ... and Mistral v3 / tekken (after the Qwen rows, so those keep their places)
+    for tname in ("mistral-v3", "mistral-tekken"):
+        for ci, (conv, line) in enumerate(tconvs + mistral_tool_conversations()):
+            case(tname, T[tname], 2000 + ci, conv, line, True)
     with open(os.path.join(HERE, "fixtures.jsonl"), "w", encoding="utf-8") as f:
         f.write(json.dumps({"jinja": T, "transformers": transformers.__version__}, ensure_ascii=False) + "\n")
         for r in rows:

@@ -43,6 +43,12 @@ seeds = [
                   {"role": "tool", "content": "r", "tool_call_id": "c1", "name": "f"},
                   {"role": "assistant", "content": "a"}]},
     {"tools": "ab", "messages": [{"role": "assistant", "content": "", "tool_calls": "ab"}]},
+    # Mistral v3 / tekken: 9-character ids, tool results, tools [] before the last user message, tool_calls []
+    {"tools": [], "messages": [{"role": "user", "content": "u"},
+                               {"role": "assistant", "content": None, "tool_calls": [
+                                   {"id": "abcdefghi", "function": {"name": "f", "arguments": {}}}]},
+                               {"role": "tool", "content": "r", "tool_call_id": "abcdefghi"},
+                               {"role": "assistant", "content": None, "tool_calls": []}]},
 ]
 os.makedirs(OUT, exist_ok=True)
 for i, s in enumerate(seeds):
