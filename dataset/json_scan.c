@@ -17,6 +17,7 @@
  *     is UNSURE.
  * See tests/test_json_scan.c for the differential test against jansson. */
 #include "ds_internal.h"
+#include "mc_json.h"
 #include "mks_common.h"
 #include "mks_env.h"
 
@@ -49,40 +50,6 @@ static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 static inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *e) {
     while (p < e && is_ws(*p)) p++;
     return p;
-}
-
-static inline int hex4(const uint8_t *p, unsigned *v) {
-    unsigned x = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned c = p[k], d;
-        if (c - '0' < 10) d = c - '0';
-        else if ((c | 0x20) - 'a' < 6) d = (c | 0x20) - 'a' + 10;
-        else return 0;
-        x = x * 16 + d;
-    }
-    *v = x;
-    return 1;
-}
-
-/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), 0 if invalid
- * (the rules of jansson's utf8_check_first/utf8_check_full). */
-static inline size_t utf8_seq(const uint8_t *p, const uint8_t *e) {
-    uint8_t c = p[0];
-    size_t left = (size_t)(e - p);
-    if (c >= 0xC2 && c <= 0xDF) return left >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && p[1] > 0x9F) return 0; /* UTF-16 surrogate */
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-        if (c == 0xF0 && p[1] < 0x90) return 0; /* overlong */
-        if (c == 0xF4 && p[1] > 0x8F) return 0; /* > U+10FFFF */
-        return 4;
-    }
-    return 0;
 }
 
 #if defined(__x86_64__)
@@ -249,7 +216,7 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
                 }
             }
 #endif
-            size_t k = utf8_seq(p, e);
+            size_t k = mc_utf8_seq(p, (size_t)(e - p));
             if (!k) return 0;
             if (decode) memcpy(out + o, p, k);
             o += k;
@@ -270,19 +237,12 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
         case 'r': ch = '\r'; break;
         case 't': ch = '\t'; break;
         case 'u': {
-            unsigned v, w;
-            if (e - p < 6 || !hex4(p + 2, &v)) return 0;
-            p += 6;
-            if (v >= 0xD800 && v <= 0xDBFF) {
-                if (e - p >= 6 && p[0] == '\\' && p[1] == 'u' && hex4(p + 2, &w) && w >= 0xDC00 && w <= 0xDFFF) {
-                    v = 0x10000 + ((v - 0xD800) << 10) + (w - 0xDC00);
-                    p += 6;
-                } else {
-                    v = 0xFFFD; /* as ds_fix_lone_surrogates */
-                    *lone = 1;
-                }
-            } else if (v >= 0xDC00 && v <= 0xDFFF) {
-                v = 0xFFFD;
+            uint32_t v;
+            size_t k = mc_json_u_escape(p, (size_t)(e - p), &v);
+            if (!k) return 0;
+            p += k;
+            if (v >= 0xD800 && v <= 0xDFFF) {
+                v = 0xFFFD; /* a lone surrogate: as ds_fix_lone_surrogates */
                 *lone = 1;
             } else if (v == 0) {
                 *fl |= STR_NUL;
@@ -300,57 +260,24 @@ static inline __attribute__((always_inline)) int scan_string(const uint8_t **pp,
 }
 
 /* Number at *pp (first byte '-' or a digit). 1: valid, 0: invalid (as
- * jansson), 2: valid grammar but maybe a double overflow (jansson decides). */
+ * jansson), 2: valid grammar but maybe a double overflow (jansson decides).
+ * The grammar is mc_json_number's (mc_json.h); the range rules are jansson's. */
 static int scan_number(const uint8_t **pp, const uint8_t *e) {
-    const uint8_t *p = *pp;
-    int neg = 0, real = 0;
-    if (*p == '-') {
-        neg = 1;
-        p++;
-    }
-    const uint8_t *ds = p;
-    if (p >= e) return 0;
-    if (*p == '0') {
-        p++;
-        if (p < e && is_digit(*p)) return 0;
-    } else if (is_digit(*p)) {
-        while (p < e && is_digit(*p)) p++;
-    } else {
-        return 0;
-    }
-    size_t nd = (size_t)(p - ds);
-    if (p < e && *p == '.') {
-        p++;
-        if (p >= e || !is_digit(*p)) return 0;
-        while (p < e && is_digit(*p)) p++;
-        real = 1;
-    }
-    long ex = 0;
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        int eneg = 0;
-        if (p < e && (*p == '+' || *p == '-')) {
-            eneg = *p == '-';
-            p++;
-        }
-        if (p >= e || !is_digit(*p)) return 0;
-        while (p < e && is_digit(*p)) {
-            if (ex < 100000000L) ex = ex * 10 + (*p - '0');
-            p++;
-        }
-        if (eneg) ex = -ex;
-        real = 1;
-    }
-    *pp = p;
-    if (!real) { /* strtoll range */
+    mc_jnum nm;
+    if (mc_json_number(*pp, e, &nm) != MC_JNUM_OK) return 0;
+    const uint8_t *ds = nm.digits;
+    size_t nd = nm.n_digits;
+    if (ds[0] == '0' && nm.end < e && is_digit(*nm.end)) return 0; /* a leading zero */
+    *pp = nm.end;
+    if (!nm.real) { /* strtoll range */
         if (nd > 19) return 0;
-        if (nd == 19 && memcmp(ds, neg ? "9223372036854775808" : "9223372036854775807", 19) > 0) return 0;
+        if (nd == 19 && memcmp(ds, nm.neg ? "9223372036854775808" : "9223372036854775807", 19) > 0) return 0;
         return 1;
     }
     /* value < 10^(integer digits + exponent); below 10^308 strtod cannot overflow */
     size_t lead = ds[0] == '0' ? 0 : nd;
     if (lead > 100000000u) return 2;
-    return (long)lead + ex > 308 ? 2 : 1;
+    return (long)lead + nm.exp > 308 ? 2 : 1;
 }
 
 static int grow(uint8_t **b, size_t *cap, size_t need) {

@@ -4,6 +4,7 @@
  * regular-file read (over-cap, FIFO, device, folder, missing), and the atomic
  * write (content, no temporary left behind on any failure, a planted link
  * as the temporary not written through). */
+#include "mc_json.h"
 #include "mks_common.h"
 #include "test_check.h"
 
@@ -279,6 +280,53 @@ static void test_env(void) {
     unsetenv("MC_TEST_ENV");
 }
 
+/* mc_json.h: the pieces the three JSON scanners share. The scanners' own
+ * tests (test_json_scan against jansson, test_tk_tekken, test_tk_hf) hold
+ * their acceptance; these hold the pieces' contract at its edges. */
+static void test_json(void) {
+    uint32_t v = 0, cp = 0;
+    CHECK(mc_json_hex4((const uint8_t *)"00aF", &v) == 1 && v == 0xAF);
+    CHECK(mc_json_hex4((const uint8_t *)"12g4", &v) == 0);
+    const uint8_t *pair = (const uint8_t *)"\\ud83d\\ude00x";
+    CHECK(mc_json_u_escape(pair, 13, &cp) == 12 && cp == 0x1F600);
+    CHECK(mc_json_u_escape(pair, 11, &cp) == 6 && cp == 0xD83D); /* the low half cut: lone, for the caller */
+    CHECK(mc_json_u_escape((const uint8_t *)"\\ude00", 6, &cp) == 6 && cp == 0xDE00);
+    CHECK(mc_json_u_escape((const uint8_t *)"\\ud83d\\u0041", 12, &cp) == 6 && cp == 0xD83D);
+    CHECK(mc_json_u_escape((const uint8_t *)"\\u00e9", 6, &cp) == 6 && cp == 0xE9);
+    CHECK(mc_json_u_escape((const uint8_t *)"\\u00e", 5, &cp) == 0);
+    CHECK(mc_json_u_escape((const uint8_t *)"\\u00eZ", 6, &cp) == 0);
+    static const struct {
+        const char *in;
+        int rc;
+        size_t len, n_digits; /* len: bytes taken (OK) or where it failed */
+        int neg, real;
+        long exp;
+    } nums[] = {
+        {"0", MC_JNUM_OK, 1, 1, 0, 0, 0},
+        {"-12.5e+3,", MC_JNUM_OK, 8, 2, 1, 1, 3},
+        {"01", MC_JNUM_OK, 1, 1, 0, 0, 0},
+        {"7E-2]", MC_JNUM_OK, 4, 1, 0, 1, -2},
+        {"-", MC_JNUM_NONE, 1, 0, 1, 0, 0},
+        {"-x", MC_JNUM_NONE, 1, 0, 1, 0, 0},
+        {"1.", MC_JNUM_BAD, 2, 1, 0, 1, 0},
+        {"1.e5", MC_JNUM_BAD, 2, 1, 0, 1, 0},
+        {"2e+", MC_JNUM_BAD, 3, 1, 0, 1, 0},
+        {"2e999999999999", MC_JNUM_OK, 14, 1, 0, 1, 1000000000L - 1},
+        {"123456789012345678901", MC_JNUM_OK, 21, 21, 0, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
+        const uint8_t *p = (const uint8_t *)nums[k].in;
+        mc_jnum nm;
+        int rc = mc_json_number(p, p + strlen(nums[k].in), &nm);
+        int ok = rc == nums[k].rc && (size_t)(nm.end - p) == nums[k].len && nm.neg == nums[k].neg &&
+                 (rc == MC_JNUM_NONE || (nm.n_digits == nums[k].n_digits && nm.real == nums[k].real)) &&
+                 (rc != MC_JNUM_OK || nm.exp == nums[k].exp);
+        if (!ok)
+            fprintf(stderr, "mc_json_number(\"%s\"): rc %d, end %td, exp %ld\n", nums[k].in, rc, nm.end - p, nm.exp);
+        CHECK(ok);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s/test_common.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) {
@@ -288,6 +336,7 @@ int main(void) {
     test_misc();
     test_env();
     test_utf8();
+    test_json();
     test_read();
     test_atomic();
     char cmd[400];
