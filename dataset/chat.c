@@ -574,6 +574,11 @@ static int add_tools(ds_chat *c, chat_impl *im, long tools) {
     const ds_jtape *t = &im->tape;
     c->tools_state = 0;
     c->tools_defined = tools >= 0 && t->n[tools].type != DS_JSCAN_T_NULL;
+    if (c->tools_defined) { /* Mistral v7 writes the whole value through tojson */
+        c->tools_json_off = c->buf_len;
+        if (tojson(c, im, tools, 0)) return DS_ERR_NOMEM;
+        c->tools_json_len = c->buf_len - c->tools_json_off;
+    }
     if (tools >= 0 && !tape_truthy(im, tools) &&
         (t->n[tools].type == DS_JSCAN_T_NUMBER || t->n[tools].type == DS_JSCAN_T_BOOLEAN)) {
         c->tools_state = 3; /* 0 / false: no tools to `if tools`, not iterable to `for tool in tools` */
@@ -668,6 +673,7 @@ static int add_messages(ds_chat *c, chat_impl *im, long list, int completion, co
         msg->calls_defined = (uint8_t)calls_defined;
         msg->call0 = c->n_calls;
         msg->node = (uint32_t)m;
+        msg->parts = tape_is(t, content, DS_JSCAN_T_ARRAY);
         long id = ds_jtape_get(t, m, "tool_call_id");
         if (id >= 0) {
             msg->tcid_kind = tape_is(t, id, DS_JSCAN_T_STRING) ? DS_TC_STRING : DS_TC_JSON;

@@ -692,6 +692,93 @@ static int mistral_v3_common(rd *d, int tekken, char *why, size_t whylen) {
 static int r_mistral_v3(rd *d, char *why, size_t whylen) { return mistral_v3_common(d, 0, why, whylen); }
 static int r_mistral_tekken(rd *d, char *why, size_t whylen) { return mistral_v3_common(d, 1, why, whylen); }
 
+/* Mistral v7 (Mistral-Small-3.2-24B-Instruct-2506's published template):
+ * [SYSTEM_PROMPT], [INST], [AVAILABLE_TOOLS], [TOOL_CALLS], [CALL_ID],
+ * [ARGS], [TOOL_RESULTS], [TOOL_CONTENT] are control tokens of its Tekken
+ * vocabulary, so they are special pieces here (a message's text holding
+ * them stays text). Its default system prompt holds the day the template is
+ * rendered (strftime_now("%Y-%m-%d")): shards must not depend on the day
+ * they were built, so a record without its own system message is refused,
+ * naming why (docs/chat.md). List-of-parts content, which this template
+ * concatenates without separators (and a system message's first part
+ * only), is refused rather than rendered with the parser's "\n" joins. */
+static int r_mistral_v7(rd *d, char *why, size_t whylen) {
+    const ds_chat *c = d->c;
+    if (!c->n || role(d, 0) != DS_ROLE_SYSTEM)
+        return refuse(why, whylen,
+                      "mistral-v7's default system prompt holds the current date (strftime_now): give the record "
+                      "its own system message");
+    size_t idx = 0, last_user = SIZE_MAX;
+    for (size_t i = 1; i < c->n; i++) { /* the alternation check skips tool messages and true tool_calls */
+        if (c->msgs[i].parts)
+            return refuse(why, whylen, "list-of-parts content (mistral-v7 joins parts its own way): give a string");
+        if (role(d, i) == DS_ROLE_USER) last_user = i;
+        if (role(d, i) == DS_ROLE_TOOL || c->msgs[i].calls_state) continue;
+        if ((role(d, i) == DS_ROLE_USER) != (idx % 2 == 0)) return refuse(why, whylen, ALTERNATE_AFTER_SYS);
+        idx++;
+    }
+    if (c->msgs[0].parts)
+        return refuse(why, whylen, "list-of-parts content (mistral-v7 joins parts its own way): give a string");
+    tok_opt(d, d->o->bos_token);
+    special(d, "[SYSTEM_PROMPT]");
+    msg_text(d, 0);
+    special(d, "[/SYSTEM_PROMPT]");
+    for (size_t i = 1; i < c->n; i++) {
+        const ds_chat_msg *m = &c->msgs[i];
+        if (role(d, i) == DS_ROLE_SYSTEM) {
+            special(d, "[SYSTEM_PROMPT]");
+            msg_text(d, i);
+            special(d, "[/SYSTEM_PROMPT]");
+        } else if (role(d, i) == DS_ROLE_USER) {
+            if (c->tools_defined && ds_chat_msg_equal(c, i, last_user)) {
+                special(d, "[AVAILABLE_TOOLS]");
+                put_buf(d, c->tools_json_off, c->tools_json_len);
+                special(d, "[/AVAILABLE_TOOLS]");
+            }
+            special(d, "[INST]");
+            msg_text(d, i);
+            special(d, "[/INST]");
+        } else if (role(d, i) == DS_ROLE_ASSISTANT && m->calls_state) {
+            if (m->calls_state == 2) return refuse(why, whylen, NOT_SERIALIZABLE);
+            span_open(d, i);
+            for (size_t k = 0; k < m->n_calls; k++) {
+                const ds_chat_call *call = &c->calls[m->call0 + k];
+                /* '[TOOL_CALLS]' + tool_call.function.name: a str, or the template raises */
+                if (call->fn_state != DS_FN_OBJECT || call->fn.name_kind != DS_TC_STRING)
+                    return refuse(why, whylen, "tool_call.function.name is not a string");
+                special(d, "[TOOL_CALLS]");
+                put_buf(d, call->fn.name_off, call->fn.name_len);
+                if (call->id_kind != DS_TC_STRING || call->id_chars != 9) return refuse(why, whylen, TOOL_ID_9);
+                special(d, "[CALL_ID]");
+                put_buf(d, call->id_off, call->id_len);
+                if (call->fn.args_kind == DS_TC_ABSENT) return refuse(why, whylen, NOT_SERIALIZABLE);
+                special(d, "[ARGS]");
+                if (call->fn.args_kind == DS_TC_STRING)
+                    put_json_str(d, (const char *)c->buf + call->fn.args_off, call->fn.args_len);
+                else put_buf(d, call->fn.args_off, call->fn.args_len);
+            }
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        } else if (role(d, i) == DS_ROLE_ASSISTANT) {
+            if (m->content_null) return refuse(why, whylen, "'NoneType' object is not iterable");
+            span_open(d, i);
+            msg_text(d, i);
+            tok_opt(d, d->o->eos_token);
+            span_close(d);
+        } else if (role(d, i) == DS_ROLE_TOOL) {
+            if (m->tcid_kind != DS_TC_STRING || m->tcid_chars != 9) return refuse(why, whylen, TOOL_ID_9);
+            special(d, "[TOOL_RESULTS]");
+            put_buf(d, m->tcid_off, m->tcid_len);
+            special(d, "[TOOL_CONTENT]");
+            msg_text(d, i);
+            special(d, "[/TOOL_RESULTS]");
+        } else {
+            return refuse(why, whylen, "Only system, user, assistant, and tool roles are supported!");
+        }
+    }
+    return DS_CHAT_OK;
+}
+
 /* Gemma: no system role, alternating turns, assistant is "model". */
 static int r_gemma(rd *d, char *why, size_t whylen) {
     tok_opt(d, d->o->bos_token);
@@ -972,6 +1059,77 @@ static const ds_chat_template templates[] = {
      "user and assistant roles are supported, with the exception of an initial optional system message!\")"
      " }}\n    {%- endif %}\n{%- endfor %}\n",
      r_mistral_tekken},
+    {"mistral-v7",
+     "{%- set today = strftime_now(\"%Y-%m-%d\") %}\n{%- set default_system_message = \"You are Mistral Sm"
+     "all 3, a Large Language Model (LLM) created by Mistral AI, a French startup headquartered in Paris."
+     "\\nYour knowledge base was last updated on 2023-10-01. The current date is \" + today + \".\\n\\nWhe"
+     "n you're not sure about some information or when the user's request requires up-to-date or specific "
+     "data, you must use the available tools to fetch the information. Do not hesitate to use tools whenev"
+     "er they can provide a more accurate or complete response. If no relevant tools are available, then c"
+     "learly state that you don't have the information and avoid making up anything.\n\nIf the user's ques"
+     "tion is not clear, ambiguous, or does not provide enough context for you to accurately answer the qu"
+     "estion, you do not try to answer it right away and you rather ask the user to clarify their request "
+     "(e.g. \\\"What are some good restaurants around me?\\\" => \\\"Where are you?\\\" or \\\"When is the"
+     " next flight to Tokyo\\\" => \\\"Where do you travel from?\\\").\nYou are always very attentive to d"
+     "ates, and when asked about information at specific dates, you discard information that is at another"
+     " date.\nYou follow these instructions in all languages, and always respond to the user in the langua"
+     "ge they use or request.\nNext sections describe the capabilities that you have.\n\n# WEB BROWSING IN"
+     "STRUCTIONS\n\nYou cannot perform any web search or access internet to open URLs, links etc. If it se"
+     "ems like the user is expecting you to do so, you clarify the situation and ask the user to copy past"
+     "e the text directly in the chat.\n\n# MULTI-MODAL INSTRUCTIONS\n\nYou have the ability to read image"
+     "s, but you cannot generate images. You also cannot transcribe audio files or videos.\nYou cannot rea"
+     "d nor transcribe audio files or videos.\n\n# TOOL CALLING INSTRUCTIONS\n\nYou may have access to too"
+     "ls that you can use to fetch information or perform actions. You must use these tools in the followi"
+     "ng situations:\n\n1. When the request requires up-to-date information.\n2. When the request requires"
+     " specific data that you do not have in your knowledge base.\n3. When the request involves actions th"
+     "at you cannot perform without tools.\n\nAlways prioritize using tools to provide the most accurate a"
+     "nd helpful response. If tools are not available, inform the user that you cannot perform the request"
+     "ed action at the moment.\" %}\n\n{{- bos_token }}\n\n{%- set system_prompt = default_system_message "
+     "%}\n{%- set loop_messages = messages %}\n\n{%- if not tools is defined %}\n    {%- set tools = none "
+     "%}\n{%- endif %}\n\n{%- if messages|length > 0 and messages[0]['role'] == 'system' %}\n    {%- if me"
+     "ssages[0]['content'] is string %}\n        {%- set system_prompt = messages[0]['content'] %}\n    {%"
+     "- else %}\n        {%- set system_prompt = messages[0]['content'][0]['text'] %}\n    {%- endif %}\n "
+     "   {%- set loop_messages = messages[1:] %}\n{%- endif %}\n\n{%- set user_messages = loop_messages | "
+     "selectattr(\"role\", \"equalto\", \"user\") | list %}\n\n{%- set ns = namespace(index=0) %}\n{%- for"
+     " message in loop_messages %}\n    {%- if not (message.role == \"tool\" or (message.get('tool_calls')"
+     ")) %}\n        {%- if (message[\"role\"] == \"user\") != (ns.index % 2 == 0) %}\n            {{- rai"
+     "se_exception(\"After the optional system message, conversation roles must alternate user/assistant/u"
+     "ser/assistant/...\") }}\n        {%- endif %}\n        {%- set ns.index = ns.index + 1 %}\n    {%- e"
+     "ndif %}\n{%- endfor %}\n\n{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}\n\n{%- for m"
+     "essage in loop_messages %}\n    {%- if message['role'] == 'system' %}\n        {%- if message['conte"
+     "nt'] is string %}\n            {{- '[SYSTEM_PROMPT]' + message['content'] + '[/SYSTEM_PROMPT]' }}\n "
+     "       {%- else %}\n            {{- '[SYSTEM_PROMPT]' + message['content'][0]['text'] + '[/SYSTEM_PR"
+     "OMPT]' }}\n        {%- endif %}\n    {%- elif message['role'] == 'user' %}\n        {%- if tools is "
+     "not none and (message == user_messages[-1]) %}\n            {{- '[AVAILABLE_TOOLS]' + tools|tojson +"
+     " '[/AVAILABLE_TOOLS]' }}\n        {%- endif %}\n        {{- '[INST]' }}\n        {%- if message['con"
+     "tent'] is string %}\n            {{- message['content'] }}\n        {%- else %}\n            {%- for"
+     " block in message['content'] %}\n                {%- if block['type'] == 'text' %}\n                "
+     "    {{- block['text'] }}\n                {%- elif block['type'] in ['image', 'image_url'] %}\n     "
+     "               {{- '[IMG]' }}\n                {%- else %}\n                    {{- raise_exception("
+     "'Only text and image blocks are supported in message content!') }}\n                {%- endif %}\n  "
+     "          {%- endfor %}\n        {%- endif %}\n        {{- '[/INST]' }}\n    {%- elif message['role'"
+     "] == 'assistant' %}\n        {%- if message.get('tool_calls') %}\n            {%- for tool_call in m"
+     "essage.tool_calls %}\n                {{- '[TOOL_CALLS]' + tool_call.function.name }}\n             "
+     "   {%- if not tool_call.id is defined or tool_call.id is not string or tool_call.id|length != 9 %}\n"
+     "                    {{- raise_exception(\"Tool call IDs should be alphanumeric strings with length 9"
+     "!\") }}\n                {%- endif %}\n                {{- '[CALL_ID]' + tool_call.id }}\n          "
+     "      {{- '[ARGS]' + tool_call['function']['arguments']|tojson }}\n            {%- endfor %}\n      "
+     "      {{- eos_token }}\n        {%- elif message['content'] is string %}\n            {{- message['c"
+     "ontent'] + eos_token }}\n        {%- else %}\n            {%- for block in message['content'] %}\n  "
+     "              {%- if block['type'] == 'text' %}\n                    {{- block['text'] }}\n         "
+     "       {%- elif block['type'] in ['image', 'image_url'] %}\n                    {{- '[IMG]' }}\n    "
+     "            {%- else %}\n                    {{- raise_exception('Only text and image blocks are sup"
+     "ported in assistant content!') }}\n                {%- endif %}\n            {%- endfor %}\n        "
+     "    {{- eos_token }}\n        {%- endif %}\n    {%- elif message['role'] == 'tool_results' or messag"
+     "e['role'] == 'tool' %}\n        {%- if message.content is defined and message.content.content is def"
+     "ined %}\n            {%- set content = message.content.content %}\n        {%- else %}\n            "
+     "{%- set content = message.content %}\n        {%- endif %}\n        {%- if not message.tool_call_id "
+     "is defined or message.tool_call_id is not string or message['tool_call_id']|length != 9 %}\n        "
+     "    {{- raise_exception(\"Tool call IDs should be alphanumeric strings with length 9!\") }}\n       "
+     " {%- endif %}\n        {{- '[TOOL_RESULTS]' + message.tool_call_id + '[TOOL_CONTENT]' + content|stri"
+     "ng + '[/TOOL_RESULTS]' }}\n    {%- else %}\n        {{- raise_exception('Only system, user, assistan"
+     "t, and tool roles are supported!') }}\n    {%- endif %}\n{%- endfor %}\n",
+     r_mistral_v7},
     {"gemma",
      "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% "
      "endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ "
@@ -1091,7 +1249,7 @@ int ds_chat_render(const ds_chat_template *t, const ds_chat *c, const ds_chat_re
          * it to a string) or print "None" (Llama 3 and Gemma's `| trim`),
          * which is refused too */
         for (size_t i = 0; i < c->n && t->render != r_qwen25 && t->render != r_qwen3 && t->render != r_mistral_v3 &&
-                           t->render != r_mistral_tekken;
+                           t->render != r_mistral_tekken && t->render != r_mistral_v7;
              i++)
             if (c->msgs[i].content_null) {
                 if (why && whylen)

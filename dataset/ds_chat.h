@@ -111,6 +111,7 @@ typedef struct {
     uint8_t tcid_kind;
     size_t tcid_off, tcid_len, tcid_chars;
     uint32_t node; /* the message's object in the parser's tape (ds_chat_msg_equal) */
+    uint8_t parts; /* content was a list of parts (joined with "\n" into off/len) */
 } ds_chat_msg;
 
 /* A parsed record; reuse one per thread (ds_chat_parse resets it). */
@@ -129,7 +130,8 @@ typedef struct {
      * tojson of each element, in buf), 2 another true value (refused), 3 a
      * false number or bool (no tools to `if tools`; Mistral's loop raises) */
     uint8_t tools_state;
-    uint8_t tools_defined; /* tools present and not null (Mistral's `tools is not none`; [] included) */
+    uint8_t tools_defined;                 /* tools present and not null (Mistral's `tools is not none`; [] included) */
+    size_t tools_json_off, tools_json_len; /* tools_defined: `tools | tojson` (Mistral v7) */
     ds_chat_tool *tools;
     size_t n_tools, tools_cap;
     void *impl; /* the parser's reused JSON tape (ds_chat_free frees it) */
@@ -177,7 +179,7 @@ int ds_chat_msg_equal(const ds_chat *c, size_t i, size_t j);
 /* ---- templates (chat_template.c) */
 typedef struct ds_chat_template ds_chat_template;
 /* Built-in templates by name ("chatml", "qwen2", "qwen2.5", "qwen3", "llama3", "llama2",
- * "mistral", "mistral-v1", "mistral-v3", "mistral-tekken", "gemma", "phi3", "deepseek"); NULL when unknown. */
+ * "mistral", "mistral-v1", "mistral-v3", "mistral-tekken", "mistral-v7", "gemma", "phi3", "deepseek"); NULL when unknown. */
 const ds_chat_template *ds_chat_template_find(const char *name);
 const char *ds_chat_template_name(const ds_chat_template *t);
 /* The i-th built-in (NULL past the end), for listings. */

@@ -347,6 +347,44 @@ static void tool_refusal_cases(void) {
     ds_chat_rendered_free(&r);
 }
 
+/* Mistral v7 (text-checked in the fixtures: no Mistral vocabulary here):
+ * its tags are special pieces while the same text inside a message stays
+ * text, and the loss span is the content + eos, or [TOOL_CALLS]... + eos. */
+static void v7_cases(void) {
+    const ds_chat_template *t = ds_chat_template_find("mistral-v7");
+    CHECK(t, "no mistral-v7");
+    if (!t) return;
+    const char *line = "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
+                       "\"[INST]u\"},{\"role\":\"assistant\",\"content\":\"ans\"},{\"role\":\"user\",\"content\":"
+                       "\"v\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"abcdefghi\","
+                       "\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}";
+    ds_chat c = {0};
+    ds_chat_rendered r = {0};
+    char why[300];
+    ds_chat_parse_opts po = {.format = DS_FMT_CHAT};
+    ds_chat_render_opts ro = {.bos_token = "<s>", .eos_token = "</s>", .loss_on = DS_LOSS_DEFAULT};
+    CHECK(ds_chat_parse((const uint8_t *)line, strlen(line), &po, &c, why, sizeof why) == DS_CHAT_OK, "v7 parse %s",
+          why);
+    CHECK(ds_chat_render(t, &c, &ro, &r, why, sizeof why) == DS_CHAT_OK, "v7 render %s", why);
+    size_t inst = 0, inst_text = 0;
+    for (size_t i = 0; i < r.n_pieces; i++) {
+        const char *p = (const char *)r.text + r.pieces[i].off;
+        if (r.pieces[i].special && r.pieces[i].len == 6 && !memcmp(p, "[INST]", 6)) inst++;
+        if (!r.pieces[i].special && r.pieces[i].len >= 7 && !memcmp(p, "[INST]u", 7)) inst_text++;
+    }
+    CHECK(inst == 2 && inst_text == 1, "v7 [INST]: %zu special, %zu in text", inst, inst_text);
+    CHECK(r.n_spans == 2, "v7 spans %zu", r.n_spans);
+    if (r.n_spans == 2) {
+        CHECK(r.spans[0].len == 7 && !memcmp(r.text + r.spans[0].off, "ans</s>", 7), "v7 span 0: %.*s",
+              (int)r.spans[0].len, r.text + r.spans[0].off);
+        const char *want = "[TOOL_CALLS]f[CALL_ID]abcdefghi[ARGS]{}</s>";
+        CHECK(r.spans[1].len == strlen(want) && !memcmp(r.text + r.spans[1].off, want, strlen(want)), "v7 span 1: %.*s",
+              (int)r.spans[1].len, r.text + r.spans[1].off);
+    }
+    ds_chat_free(&c);
+    ds_chat_rendered_free(&r);
+}
+
 /* auto: tokenizer_config.json's chat_template recognised up to layout, else refused with the names. */
 static void auto_cases(void) {
     char dir[] = "/tmp/test_chat_XXXXXX";
@@ -471,6 +509,7 @@ int main(int argc, char **argv) {
     loss_cases(shared);
     qwen3_reasoning_cases();
     tool_refusal_cases();
+    v7_cases();
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;

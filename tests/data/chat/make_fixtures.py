@@ -243,6 +243,13 @@ T["mistral-tekken"] = ("{%- if messages[0][\"role\"] == \"system\" %}\n    {%- s
 with open(os.path.join(HERE, "published", "Qwen-Qwen3-0.6B.jinja"), encoding="utf-8") as _f:
     T["qwen3"] = _f.read()
 
+# Mistral v7 (mistralai/Mistral-Small-3.2-24B-Instruct-2506): the published copy, as for Qwen3. No Mistral
+# vocabulary is in ../shared: its cases check the text and the refusals. Its default system prompt holds
+# strftime_now's date, so mkshards refuses a record without a system message (V7_NO_SYSTEM).
+with open(os.path.join(HERE, "published", "Mistral-Small-3.2-24B-Instruct-2506.jinja"), encoding="utf-8") as _f:
+    T["mistral-v7"] = _f.read()
+V7_NO_SYSTEM = "mkshards: the default system prompt holds the current date (not reproducible): refused"
+
 # template -> (tokenizer folder or None: text only, bos, eos, the template's special tokens,
 #              end-of-turn string after an assistant message, contents stripped by the template)
 L3_BOS, L3_EOS = "<|begin_of_text|>", "<|end_of_text|>"
@@ -251,6 +258,7 @@ SETUP = {
     "qwen2": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
     "qwen2.5": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
     "qwen3": ("qwen2", "", "", ["<|im_start|>", "<|im_end|>"], "<|im_end|>", False),
+    "mistral-v7": (None, "<s>", "</s>", [], "</s>", False),
     "llama3": ("llama3", L3_BOS, L3_EOS, [L3_BOS, "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
                "<|eot_id|>", True),
     "llama2": ("llama3", L3_BOS, L3_EOS, [L3_BOS, L3_EOS], " " + L3_EOS, True),
@@ -544,6 +552,38 @@ def mistral_tool_conversations():
     return out
 
 
+def v7_conversations():
+    """Mistral v7 with a system message (its default one is refused): multi-turn, a later system message,
+    tool calls with string and object arguments, a non-string name, tools with equal user messages, what it
+    raises on (tool_calls not a list, a missing function, a bad id, a role it has no branch for)."""
+    s0 = {"role": "system", "content": "You are terse. #400"}
+    u = lambda k: {"role": "user", "content": "q #%d" % k}
+    a = lambda k: {"role": "assistant", "content": "a #%d" % k}
+    def call(i, name="f", args=None):
+        return {"id": i, "type": "function", "function": {"name": name, "arguments": {"x": [1, 2.5, None]}
+                                                          if args is None else args}}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "n": 1e-05}}]
+    out = []
+    out.append(({"messages": [s0, u(401), a(402), {"role": "system", "content": "later #403"}, u(404), a(405)]}, None))
+    out.append(({"tools": tools, "messages": [s0, u(406), {"role": "assistant", "content": None, "tool_calls": [
+        call("abcdefghi"), call("bcdefghij", "g", "{\"raw\": \"str\"}")]},
+        {"role": "tool", "content": "r1 #407", "tool_call_id": "abcdefghi"},
+        {"role": "tool", "content": "r2 #408", "tool_call_id": "bcdefghij"}, a(409), u(406), a(410)]}, None))
+    out.append(({"tools": [], "messages": [s0, u(411), a(412)]}, None))
+    out.append(({"messages": [s0, u(413), {"role": "assistant", "content": "x", "tool_calls": [call("abcdefghi", 5)]}]},
+                None))
+    out.append(({"messages": [s0, u(414), {"role": "assistant", "content": "x", "tool_calls": "ab"}]}, None))
+    out.append(({"messages": [s0, u(415), {"role": "assistant", "content": "x", "tool_calls": [{"id": "abcdefghi"}]}]},
+                None))
+    out.append(({"messages": [s0, u(416), {"role": "assistant", "content": "", "tool_calls": [call("abc")]}]}, None))
+    out.append(({"messages": [s0, u(417), {"role": "assistant", "content": "", "tool_calls": []}]}, None))
+    out.append(({"messages": [s0, u(418), a(419), a(420)]}, None))
+    out.append(({"messages": [s0, {"role": "tool", "content": "r #421", "tool_call_id": "abcdefghi"}, u(422), a(423)]},
+                None))
+    out.append(({"messages": [s0, u(424), {"role": "assistant", "content": "[INST]x[/INST] #425"}]}, None))
+    return out
+
+
 # Qwen2.5 with {% generation %} around what mkshards marks (as qwen3_tagged): after 'assistant\n' through
 # <|im_end|>, for plain assistant messages and those with tool_calls.
 def qwen25_tagged(j):
@@ -642,6 +682,10 @@ def main():
         row = {"template": tname, "tokenizer": folder, "bos": bos, "eos": eos, "record": conv}
         if line is not None:
             row["line"] = line
+        if tname == "mistral-v7" and (not msgs or msgs[0]["role"] != "system"):
+            row["error"] = V7_NO_SYSTEM  # where transformers would render today's date
+            rows.append(row)
+            return
         try:
             text = transformers.utils.chat_template_utils.render_jinja_template(
                 conversations=[msgs], tools=tools, chat_template=jinja, bos_token=bos, eos_token=eos)[0][0]
@@ -702,6 +746,8 @@ def main():
         rows.append(row)
 
     for tname, jinja in T.items():
+        if tname == "mistral-v7":
+            continue  # after the tool calling rows (below), so those keep their places
         for ci, conv in enumerate(convs + (qconvs if tname == "qwen3" else [])):
             case(tname, jinja, ci, conv)
     # tool calling, after every other case (so those rows keep their places)
@@ -712,6 +758,11 @@ def main():
     for tname in ("mistral-v3", "mistral-tekken"):
         for ci, (conv, line) in enumerate(tconvs + mistral_tool_conversations()):
             case(tname, T[tname], 2000 + ci, conv, line, True)
+    # Mistral v7: the shared conversations, then the tool records
+    for ci, conv in enumerate(convs):
+        case("mistral-v7", T["mistral-v7"], ci, conv)
+    for ci, (conv, line) in enumerate(tconvs + mistral_tool_conversations() + v7_conversations()):
+        case("mistral-v7", T["mistral-v7"], 3000 + ci, conv, line, True)
     with open(os.path.join(HERE, "fixtures.jsonl"), "w", encoding="utf-8") as f:
         f.write(json.dumps({"jinja": T, "transformers": transformers.__version__}, ensure_ascii=False) + "\n")
         for r in rows:

@@ -32,6 +32,7 @@ FROM_LLAMA_CPP = {  # file in models/templates -> built-in it must be recognised
     "Qwen-Qwen2.5-7B-Instruct.jinja": "qwen2.5",
     "mistralai-Mistral-Nemo-Instruct-2407.jinja": "mistral-tekken",
     "Qwen-Qwen3-0.6B.jinja": "qwen3",
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "mistral-v7",
 }
 FROM_TGI = {
     "meta-llama-Llama-2-13b-chat-hf.jinja": ("llama2",
