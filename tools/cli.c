@@ -281,12 +281,6 @@ int cli_ncpus(void) {
 
 double cli_now(void) { return mc_now_s(); }
 
-double cli_thread_cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "cli_digits3_* are laid out for little-endian words (the digits first in memory, the count last)"
 #endif

@@ -133,8 +133,7 @@ int cli_frame_token(const char *cmd, const char *opt, const tk_tokenizer *tok, c
 /* Number of online CPUs (>= 1). */
 int cli_ncpus(void);
 /* Monotonic seconds. */
-double cli_now(void);        /* monotonic wall clock, seconds */
-double cli_thread_cpu(void); /* CPU time of the calling thread, seconds */
+double cli_now(void); /* monotonic wall clock, seconds */
 
 /* For v < 1000: its digits without leading zeros in the low bytes of a
  * 4-byte word with their count in the top byte (cli_digits3_lead), and with
