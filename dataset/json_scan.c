@@ -15,7 +15,11 @@
  *   - nesting: a value deeper than 2048 is invalid (JSON_PARSER_MAX_DEPTH);
  *   - a raw NUL byte right after a number or literal (which jansson drops)
  *     is UNSURE.
- * See tests/test_json_scan.c for the differential test against jansson. */
+ * See tests/test_json_scan.c for the differential test against jansson.
+ * The grammar pieces it shares with load_tekken.c (tekken.json, Python's
+ * rules) and hf_json.c are in dataset/common/mc_json.h; jansson's rules
+ * above and the SIMD loops stay here (the rules differ where noted in
+ * mc_json.h, and this loop is the JSONL hot path). */
 #include "ds_internal.h"
 #include "mc_json.h"
 #include "mks_common.h"

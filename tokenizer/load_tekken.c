@@ -30,7 +30,15 @@
  * jansson refuses NUL in strings and takes 3x the time): a vocab entry is
  * recorded as its rank and where its token_bytes string lies, and only the
  * entries mistral_common keeps are decoded. Memory is bounded by the file:
- * 12 bytes per recorded entry, each entry at least 3 bytes of JSON. */
+ * 12 bytes per recorded entry, each entry at least 3 bytes of JSON.
+ * What it shares with the other two JSON scanners (json_scan.c, hf_json.c)
+ * is in dataset/common/mc_json.h: hex digits, \u escapes and their surrogate
+ * pairs, the number grammar, strict UTF-8. What stays here is Python's
+ * acceptance where jansson's differs (lone surrogates kept, NaN / Infinity,
+ * integers of any size, \u0000 in keys) and the streaming loop that decodes
+ * only the entries kept (json_scan.c decodes one field of a line into a
+ * reused buffer, with SSE2 / SIMD UTF-8 loops): one loop for both would
+ * carry both rule sets and both decode strategies on the JSONL hot path. */
 #include "load_internal.h"
 #include "mc_json.h"
 #include "mks_common.h"
