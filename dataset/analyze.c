@@ -430,7 +430,8 @@ static int chat_item(analyzer *a, int thread, const uint8_t *line, size_t n, doc
         for (size_t i = 0; i < c->n; i++) {
             const ds_chat_msg *m = &c->msgs[i];
             assistant |= m->role == DS_ROLE_ASSISTANT;
-            if (is_blank(c->buf + m->off, m->len)) HIT(res, DS_RULE_CHAT_EMPTY, 0, i);
+            /* an assistant message that makes tool calls has no content to give */
+            if (is_blank(c->buf + m->off, m->len) && !m->calls_state) HIT(res, DS_RULE_CHAT_EMPTY, 0, i);
             if (m->role == DS_ROLE_SYSTEM && i > 0) HIT(res, DS_RULE_CHAT_SYSTEM_NOT_FIRST, 0, i);
         }
         if (!assistant) HIT(res, DS_RULE_CHAT_NO_ASSISTANT, 0, c->n);

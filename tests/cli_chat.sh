@@ -186,5 +186,20 @@ expect_rc "hist --format chat" 0
 expect_err_out "hist: loss tokens" "target tokens"
 expect_err_out "hist: drop-turns policy line" "drop-turns"
 
+# --- tool calling (qwen2.5): a call without arguments is the template's refusal (lint error, one build
+# reject); a tool-call message with null content is not an empty-content warning; the other record builds
+printf '%s\n' '{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f"}}]}]}' \
+    '{"tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":{"a":1.5}}}]},{"role":"tool","content":"r"},{"role":"assistant","content":"done"}]}' \
+    >"$TMP/tools.jsonl"
+run "$MKS" lint -t "$Q" --format chat --chat-template qwen2.5 "$TMP/tools.jsonl"
+expect_rc "lint: tool call without arguments is an error" 2
+expect_err_out "lint: the template's message, file:line" "tools.jsonl:1 @0  Object of type Undefined is not JSON serializable"
+if grep -qF chat-empty-content "$TMP/out"; then fail "lint: null content beside tool_calls flagged empty"; else
+    pass "lint: null content beside tool_calls is not empty content"; fi
+run "$MKS" build -t "$Q" --format chat --chat-template qwen2.5 -L 256 -o "$TMP/tools_out" "$TMP/tools.jsonl"
+if [ "$rc" -le 1 ] && grep -q '"chat-template-refused' "$TMP/tools_out/rejects.jsonl" 2>/dev/null &&
+    [ "$(wc -l <"$TMP/tools_out/rejects.jsonl")" -eq 1 ]; then pass "build: one reject for the refused record (exit $rc)"
+else fail "build with a refused tool record: exit $rc; $err; $(cat "$TMP/tools_out/rejects.jsonl" 2>/dev/null)"; fi
+
 echo "cli_chat: $fails failure(s)"
 [ "$fails" -eq 0 ]
