@@ -993,6 +993,12 @@ out:
     return ret;
 }
 
+/* _core.analyze(inputs, ...): mkshards lint / hist from Python. Long (~125
+ * lines) but flat: 22 keyword arguments (the kwlist alone is 23 lines, one
+ * per name as clang-format lays it out), each mapped once onto the reader
+ * and analyze options in the CLI's order, then one background run and one
+ * clean-up path; split, the options would travel through a struct built for
+ * nothing else. */
 static PyObject *py_analyze(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *kwl[] = {"inputs",
