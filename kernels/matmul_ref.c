@@ -224,28 +224,28 @@ AVX512_FN static void pack_a_avx512(float *dst, view A, int i0, int mc, int k0, 
     if (full < mc) pack_a(dst + (size_t)full * kc, A, i0 + full, mc - full, k0, kc, MR);
 }
 
-/* pack_b for NR == 32: full column panels of a row-major B (dinp's weight,
- * dweight's activations) by 32-float copies, of a column-major B (the
- * forward's weight^T) by 8 x 8 transposes; the rest as pack_b. */
+/* pack_b for NR a multiple of 16 (32 or 48): full column panels of a
+ * row-major B (dinp's weight, dweight's activations) by 16-float copies, of a
+ * column-major B (the forward's weight^T) by 8 x 8 transposes; the rest as
+ * pack_b. */
 AVX512_FN static void pack_b_avx512(float *dst, view B, int k0, int kc, int j0, int nc, int NR) {
-    int full = nc / X_NR * X_NR;
-    for (int jp = 0; jp < full; jp += X_NR) {
+    int full = nc / NR * NR;
+    for (int jp = 0; jp < full; jp += NR) {
         float *d = dst + (size_t)jp * kc;
         if (B.cs == 1) {
             for (int k = 0; k < kc; k++) {
                 const float *s = B.p + (ptrdiff_t)(k0 + k) * B.rs + j0 + jp;
-                _mm512_storeu_ps(d + (size_t)k * X_NR, _mm512_loadu_ps(s));
-                _mm512_storeu_ps(d + (size_t)k * X_NR + 16, _mm512_loadu_ps(s + 16));
+                for (int c = 0; c < NR; c += 16) _mm512_storeu_ps(d + (size_t)k * NR + c, _mm512_loadu_ps(s + c));
             }
         } else if (B.rs == 1) {
             const float *s = B.p + (ptrdiff_t)(j0 + jp) * B.cs + k0;
             int k = 0;
             for (; k + 8 <= kc; k += 8)
-                for (int c = 0; c < X_NR; c += 8) transpose8(d + (size_t)k * X_NR + c, X_NR, s + c * B.cs + k, B.cs);
+                for (int c = 0; c < NR; c += 8) transpose8(d + (size_t)k * NR + c, NR, s + c * B.cs + k, B.cs);
             for (; k < kc; k++)
-                for (int c = 0; c < X_NR; c++) d[k * X_NR + c] = s[c * B.cs + k];
+                for (int c = 0; c < NR; c++) d[k * NR + c] = s[c * B.cs + k];
         } else {
-            pack_b(d, B, k0, kc, j0 + jp, X_NR, NR);
+            pack_b(d, B, k0, kc, j0 + jp, NR, NR);
         }
     }
     if (full < nc) pack_b(dst + (size_t)full * kc, B, k0, kc, j0 + full, nc - full, NR);
@@ -253,39 +253,49 @@ AVX512_FN static void pack_b_avx512(float *dst, view B, int k0, int kc, int j0, 
 
 static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, micro_avx512, pack_a_avx512, pack_b_avx512};
 
-/* AVX-512 FMA X_MR x 32 tile: micro_avx512 with acc = fma(a, b, acc). Per
- * element the same operations in the same order as micro_avx2_fma, so the
- * two FMA kernels agree bitwise. */
+/* AVX-512 FMA X_MR x 48 tile: 24 zmm accumulators (3 per row), so a k step
+ * is 24 FMAs for 3 vector loads and 8 broadcasts (the 8 x 32 tile: 16 for 2
+ * and 8). Per element acc = fma(a, b, acc) for k = 0..kc-1, then C = acc or
+ * C = C + acc: the same operations in the same order as micro_avx2_fma, so
+ * the two FMA kernels agree bitwise. */
+#define XF_NR 48
 #define AVX512_FMA_FN __attribute__((target("avx512f,fma")))
 AVX512_FMA_FN static void micro_avx512_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
                                            int nr, int first) {
-    __m512 acc0[X_MR], acc1[X_MR];
-    _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    __m512 acc0[X_MR], acc1[X_MR], acc2[X_MR];
+    _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = acc2[r] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(bp + (size_t)k * X_NR), b1 = _mm512_loadu_ps(bp + (size_t)k * X_NR + 16);
+        const float *b = bp + (size_t)k * XF_NR;
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
         const float *a = ap + (size_t)k * X_MR;
         _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
             __m512 av = _mm512_set1_ps(a[r]);
             acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+            acc2[r] = _mm512_fmadd_ps(av, b2, acc2[r]);
         }
     }
-    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    __mmask16 m[3];
+    for (int v = 0; v < 3; v++) {
+        int n = nr - 16 * v;
+        m[v] = n >= 16 ? 0xFFFF : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+    }
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
         if (r >= mr) break;
         float *cr = c + r * ldc;
-        __m512 v0 = acc0[r], v1 = acc1[r];
+        __m512 v0 = acc0[r], v1 = acc1[r], v2 = acc2[r];
         if (!first) {
-            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), v0);
-            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
+            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m[0], cr), v0);
+            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m[1], cr + 16), v1);
+            v2 = _mm512_add_ps(_mm512_maskz_loadu_ps(m[2], cr + 32), v2);
         }
-        _mm512_mask_storeu_ps(cr, m0, v0);
-        _mm512_mask_storeu_ps(cr + 16, m1, v1);
+        _mm512_mask_storeu_ps(cr, m[0], v0);
+        _mm512_mask_storeu_ps(cr + 16, m[1], v1);
+        _mm512_mask_storeu_ps(cr + 32, m[2], v2);
     }
 }
 
-static const gemm_kernel k_avx512_fma = {X_MR, X_NR, 64, micro_avx512_fma, pack_a_avx512, pack_b_avx512};
+static const gemm_kernel k_avx512_fma = {X_MR, XF_NR, 64, micro_avx512_fma, pack_a_avx512, pack_b_avx512};
 
 /* AVX2 FMA 6 x 16 tile (12 ymm accumulators: enough independent FMAs to
  * cover their latency on two ports), for FMA CPUs without AVX-512. */
@@ -413,7 +423,7 @@ static void plan_tasks(int M, int N, const gemm_kernel *kd, int *MB, int *NB) {
     int mb = (M + mt - 1) / mt, nb = (N + nt - 1) / nt;
     *MB = (mb + kd->mc - 1) / kd->mc * kd->mc;
     *NB = (nb + kd->nr - 1) / kd->nr * kd->nr;
-    if (*NB > TASK_N) *NB = TASK_N; /* TASK_N is a multiple of every NR */
+    if (*NB > TASK_N) *NB = TASK_N / kd->nr * kd->nr;
 }
 
 static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc, int accumulate) {
