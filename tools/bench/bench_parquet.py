@@ -162,6 +162,12 @@ def main():
             print("    runs: %s" % " ".join("%.3f" % t for t in wall[k]))
         print("parquet/jsonl throughput: median %.3f, best %.3f (requirement >= 0.90); shards identical: %s" %
               (mj / mp, bj / bp, same))
+        # each alternating pair ran under the same background load: its ratio is the steadier figure
+        pw = sorted(j / p for j, p in zip(wall["jsonl"], wall["parquet"]))
+        pc = sorted(j / p for j, p in zip(cpu["jsonl"], cpu["parquet"]))
+        print("per pair (jsonl/parquet): wall median %.3f [%.3f .. %.3f], CPU median %.3f [%.3f .. %.3f]; "
+              "load average %.1f" % (statistics.median(pw), pw[0], pw[-1], statistics.median(pc), pc[0], pc[-1],
+                                     os.getloadavg()[0]))
         if a.hf:
             hw, n = hf_pipeline(parquet, vocab, tmp, 2)
             print("datasets.load_dataset + map(GPT2TokenizerFast, batched, num_proc=2) + save_to_disk: %.3f s "
