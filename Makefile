@@ -4,7 +4,7 @@
 #   make build         configure + build build/ (Release; CUDA off unless CUDA=1)
 #   make test          build, then run the fast tests (ctest -LE slow)
 #   make test-all      build, then run every test including the slow ones
-#   make asan          build-asan/ with ASan+UBSan (Debug), run the fast tests
+#   make asan          build-asan/ with ASan+UBSan (Debug), run the fast tests but the kernel twins
 #   make cuda-compile  build-cuda/ with MKS_ENABLE_CUDA=ON: nvcc compiles every .cu
 #   make demo          build, then run samples/demo.sh
 #   make clean         remove build/, build-asan/, build-cuda/
@@ -80,7 +80,7 @@ asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMKS_SANITIZE=ON -DMKS_ENABLE_CUDA=OFF
 	cmake --build build-asan -j$(NPROC)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  bash tests/ctest_report.sh --test-dir build-asan --output-on-failure -LE slow -j$(CTEST_JOBS)
+	  bash tests/ctest_report.sh --test-dir build-asan --output-on-failure -LE 'slow|kernel-twin' -j$(CTEST_JOBS)
 
 cuda-compile: deps
 	@if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then \

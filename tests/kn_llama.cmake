@@ -8,7 +8,8 @@ mks_add_test(test_kn_llama SOURCES test_kn_llama.c LIBS kn PkgConfig::JANSSON LA
 mks_add_test(test_llama_model SOURCES test_llama_model.c LIBS tr kn PkgConfig::JANSSON LABELS cpu TIMEOUT 120)
 # transformers parity with the matmul's exact numerics too (the default is FMA)
 add_test(NAME test_llama_model_portable_matmul COMMAND test_llama_model)
-set_tests_properties(test_llama_model_portable_matmul PROPERTIES LABELS cpu TIMEOUT 120
+# (kernel-twin: make asan leaves it out, test_kn_ops runs that kernel under ASan)
+set_tests_properties(test_llama_model_portable_matmul PROPERTIES LABELS "cpu;kernel-twin" TIMEOUT 120
                                                                  ENVIRONMENT MKS_MATMUL_ISA=portable)
 # the family's configurations (train/llama_config.c): preset parameter
 # counts, config.json of Llama / Qwen2 / Mistral, refusals
