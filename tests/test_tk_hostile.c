@@ -1310,6 +1310,86 @@ static void test_bytes_append_wrap(void) {
     tk_bytes_free(&b);
 }
 
+/* The Unigram tries' shared double array (key_trie.c), on strings made to
+ * be hard to place: every byte 1-255 alone, wide nodes (a byte then any
+ * of 255 bytes), a deep chain (one 1000-byte string and its prefixes every
+ * 7 bytes) and random strings that share prefixes. Every string's walk
+ * from the root ends at the slot tk_da_build gave it, distinct slots, and
+ * the array stays within 4 slots per string byte (+ 1280). */
+static const uint8_t *da_key(const void *owner, uint32_t id) { return ((uint8_t *const *)owner)[id]; }
+
+static void test_key_trie(void) {
+    enum { N = 255 + 3 * 255 + 143 + 4000 };
+    uint8_t **key = calloc(N, sizeof *key);
+    tk_key_ent *ent = calloc(N, sizeof *ent);
+    uint32_t *at = calloc(N, sizeof *at), n = 0;
+    uint8_t *chain = malloc(1000);
+    if (!key || !ent || !at || !chain) {
+        CHECK(0, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < 1000; i++) chain[i] = (uint8_t)(0x80 | (i * 37 % 64));
+    uint64_t r = 12345;
+#define ADD(p, l)                                                                                                      \
+    do {                                                                                                               \
+        key[n] = malloc((l) ? (l) : 1);                                                                                \
+        memcpy(key[n], (p), (l));                                                                                      \
+        ent[n] = (tk_key_ent){tk_key_head(key[n], (l)), n, (l)};                                                       \
+        n++;                                                                                                           \
+    } while (0)
+    for (int b = 1; b < 256; b++) {
+        uint8_t k = (uint8_t)b;
+        ADD(&k, 1);
+    }
+    for (int a = 0; a < 3; a++)
+        for (int b = 1; b < 256; b++) {
+            uint8_t k[2] = {(uint8_t)(0x41 + a), (uint8_t)b};
+            ADD(k, 2);
+        }
+    for (int l = 7; l <= 1000; l += 7) ADD(chain, (uint32_t)l);
+    while (n < N) {
+        uint8_t k[12];
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t l = 1 + (uint32_t)(r >> 60) % 12;
+        for (uint32_t j = 0; j < l; j++) k[j] = (uint8_t)(j < 3 ? 0x61 + (r >> (8 * j)) % 3 : (r >> (5 * j)) & 0xff);
+        for (uint32_t j = 0; j < l; j++) k[j] = k[j] ? k[j] : 1;
+        ADD(k, l);
+    }
+#undef ADD
+    CHECK(tk_key_sort(ent, n, key, da_key) == TK_OK, "sort");
+    uint32_t w = 0; /* distinct strings, as both callers hand them over */
+    for (uint32_t i = 0; i < n; i++)
+        if (!w || ent[w - 1].len != ent[i].len || memcmp(key[ent[w - 1].id], key[ent[i].id], ent[i].len))
+            ent[w++] = ent[i];
+    tk_da_slot *sl = NULL;
+    size_t size = 0, total = 0;
+    CHECK(tk_da_build(ent, w, key, da_key, &sl, &size, at) == TK_OK, "tk_da_build");
+    for (uint32_t i = 0; i < w; i++) total += ent[i].len;
+    CHECK(sl && size <= 4 * total + 1280, "%zu slots for %zu string bytes", size, total);
+    for (uint32_t i = 0; sl && i < w; i++) {
+        const uint8_t *p = key[ent[i].id];
+        uint32_t node = 0;
+        bool ok = true;
+        for (uint32_t j = 0; j < ent[i].len && ok; j++) {
+            uint32_t nx = (sl[node].base & ~TK_DA_TERMINAL) + p[j];
+            ok = nx < size && sl[nx].check == node;
+            node = nx;
+        }
+        CHECK(ok && node == at[i] && node != 0, "string %u (%u bytes): walk ends at %u, built at %u", i, ent[i].len,
+              node, at[i]);
+        CHECK(i == 0 || at[i] != at[i - 1], "strings %u and %u end at one slot", i - 1, i);
+        if (failures > 20) break;
+    }
+    for (size_t i = size; sl && i < size + 256; i++) CHECK(sl[i].check == TK_DA_FREE, "slot %zu past the end taken", i);
+    free(sl);
+out:
+    for (uint32_t i = 0; i < n; i++) free(key[i]);
+    free(key);
+    free(ent);
+    free(at);
+    free(chain);
+}
+
 int main(void) {
     const char *td = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/tk_hostile.XXXXXX", td && *td ? td : "/tmp");
@@ -1329,6 +1409,7 @@ int main(void) {
     test_callouts_neutral();
     test_regex_unicode_version();
     test_bytes_append_wrap();
+    test_key_trie();
     cleanup();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
