@@ -45,7 +45,21 @@
  *    multiply-add on the 2 vector ports, ~100 GFLOP/s a core measured, so
  *    the ~307 GFLOP take >= ~1.5 s on 2 cores. The same kernel with FMA
  *    (results change in the last bits: every golden would be re-recorded)
- *    ran 1.48/1.41/1.52 s in the same rounds. */
+ *    ran 1.48/1.41/1.52 s in the same rounds.
+ *  - FMA kernels (kernels/matmul_ref.c: AVX-512 8x48 / AVX2 6x16, now the
+ *    default; the exact kernels stay for the goldens), this shared 2-core
+ *    machine at load average 17-25, llama_torch.py --vs-c, 3 rounds of 3
+ *    steps, transformers fp32 SDPA on torch CPU:
+ *    2 threads (both with their OpenMP defaults): C 17.0/13.0/14.7 s wall,
+ *    5.04/4.57/4.98 s CPU vs torch 28.4/28.4/29.3 s wall, 10.5/9.9/9.8 s
+ *    CPU: ratio C/torch wall 0.46-0.60 (median 0.50), CPU 0.46-0.51 (torch
+ *    loses more than C to the load: its threads spin-wait for each other);
+ *    1 thread (no waiting between threads, so CPU time is the work):
+ *    C 3.15/3.11/3.15 s CPU vs torch 2.89/2.96/2.97 s: ratio 1.05-1.09
+ *    (median 1.06): per unit of work torch is still ~6% ahead. The
+ *    matmuls run at 126-170 GFLOP per CPU-second against oneDNN's 131-171
+ *    on the same shapes (one thread); the rest is attention (~11% of the
+ *    samples) and packing (~15% at one thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
