@@ -574,7 +574,9 @@ static int add_tools(ds_chat *c, chat_impl *im, long tools) {
     const ds_jtape *t = &im->tape;
     c->tools_state = 0;
     c->tools_defined = tools >= 0 && t->n[tools].type != DS_JSCAN_T_NULL;
-    if (c->tools_defined) { /* Mistral v7 writes the whole value through tojson */
+    c->tools_json_off = c->tools_json_len = 0;
+    if (c->tools_defined && !tape_is(t, tools, DS_JSCAN_T_ARRAY)) {
+        /* Mistral v7 writes the whole value through tojson (a list: its elements' below, joined) */
         c->tools_json_off = c->buf_len;
         if (tojson(c, im, tools, 0)) return DS_ERR_NOMEM;
         c->tools_json_len = c->buf_len - c->tools_json_off;
@@ -789,7 +791,8 @@ int ds_chat_parse(const uint8_t *line, size_t len, const ds_chat_parse_opts *o, 
     c->pc_strings = 0;
     c->other_parts = 0;
     c->n_calls = c->n_tools = 0;
-    c->tools_state = 0;
+    c->tools_state = c->tools_defined = 0;
+    c->tools_json_len = 0;
     if (why && whylen) why[0] = 0;
     if (len > DS_CHAT_MAX_RECORD) {
         if (why && whylen)

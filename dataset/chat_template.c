@@ -732,7 +732,16 @@ static int r_mistral_v7(rd *d, char *why, size_t whylen) {
         } else if (role(d, i) == DS_ROLE_USER) {
             if (c->tools_defined && ds_chat_msg_equal(c, i, last_user)) {
                 special(d, "[AVAILABLE_TOOLS]");
-                put_buf(d, c->tools_json_off, c->tools_json_len);
+                if (c->tools_state == 1 || (c->tools_defined && !c->tools_json_len)) { /* a list: tojson joined */
+                    text(d, "[");
+                    for (size_t k = 0; k < c->n_tools; k++) {
+                        if (k) text(d, ", ");
+                        put_buf(d, c->tools[k].off, c->tools[k].len);
+                    }
+                    text(d, "]");
+                } else {
+                    put_buf(d, c->tools_json_off, c->tools_json_len);
+                }
                 special(d, "[/AVAILABLE_TOOLS]");
             }
             special(d, "[INST]");

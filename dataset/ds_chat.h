@@ -131,7 +131,7 @@ typedef struct {
      * false number or bool (no tools to `if tools`; Mistral's loop raises) */
     uint8_t tools_state;
     uint8_t tools_defined;                 /* tools present and not null (Mistral's `tools is not none`; [] included) */
-    size_t tools_json_off, tools_json_len; /* tools_defined: `tools | tojson` (Mistral v7) */
+    size_t tools_json_off, tools_json_len; /* tools defined, not a list: `tools | tojson` (Mistral v7) */
     ds_chat_tool *tools;
     size_t n_tools, tools_cap;
     void *impl; /* the parser's reused JSON tape (ds_chat_free frees it) */
