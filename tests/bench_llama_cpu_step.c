@@ -59,7 +59,12 @@
  *    (median 1.06): per unit of work torch is still ~6% ahead. The
  *    matmuls run at 126-170 GFLOP per CPU-second against oneDNN's 131-171
  *    on the same shapes (one thread); the rest is attention (~11% of the
- *    samples) and packing (~15% at one thread). */
+ *    samples) and packing (~15% at one thread).
+ *    QUIET (load 1.3-2.4, 23:39 UTC), 2 threads, 3 rounds of 3 steps:
+ *    C 1.526/1.563/1.612 s (CPU 3.03/3.10/3.21) vs torch 1.354/1.358/
+ *    1.364 s (CPU 2.66/2.68/2.70): ratio wall 1.13-1.18 (median 1.15), CPU
+ *    1.14-1.19 - still SLOWER than torch by ~15%; the same minutes, exact
+ *    kernel (MKS_MATMUL_ISA=avx512) 2.27/2.22 s vs FMA 1.58/1.62 s (1.40x). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
