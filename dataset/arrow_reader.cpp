@@ -696,6 +696,30 @@ int open_ipc(ds_arrow *a, char *err, size_t errlen) {
     return 0;
 }
 
+// A row group read to its end must have held the rows its metadata says.
+static bool group_rows_match(const ds_arrow *a, const std::string &where, char *err, size_t errlen) {
+    if (a->group_done == a->group_rows) return true;
+    set_err(err, errlen,
+            where + "the column has " + std::to_string(a->group_done) + " rows, the row group " +
+                std::to_string(a->group_rows));
+    return false;
+}
+
+// Moves to the next row group (its index in *g): 1, or 0 when none is left,
+// or DS_ARROW_DAMAGED for a negative row count in the metadata.
+static int group_begin(ds_arrow *a, int *g, char *err, size_t errlen) {
+    if (a->next >= a->n_groups) return 0;
+    *g = (int)a->next++;
+    a->group = *g;
+    a->group_done = 0;
+    a->group_rows = a->pq->parquet_reader()->metadata()->RowGroup(*g)->num_rows();
+    if (a->group_rows < 0) {
+        set_err(err, errlen, "row group " + std::to_string(*g) + ": negative row count");
+        return DS_ARROW_DAMAGED;
+    }
+    return 1;
+}
+
 // The next piece of a direct-path file (ds_arrow::pq_direct): one
 // ReadBatch of the leaf's column reader. Levels and values are checked
 // against each other here, whatever the decoder let through: a row is a
@@ -737,22 +761,10 @@ int next_parquet_direct(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
             }
             a->pq_col.reset();
             a->pq_rg.reset();
-            if (a->group_done != a->group_rows) {
-                set_err(err, errlen,
-                        where + "the column has " + std::to_string(a->group_done) + " rows, the row group " +
-                            std::to_string(a->group_rows));
-                return DS_ARROW_DAMAGED;
-            }
+            if (!group_rows_match(a, where, err, errlen)) return DS_ARROW_DAMAGED;
         }
-        if (a->next >= a->n_groups) return 0;
-        int g = (int)a->next++;
-        a->group = g;
-        a->group_done = 0;
-        a->group_rows = a->pq->parquet_reader()->metadata()->RowGroup(g)->num_rows();
-        if (a->group_rows < 0) {
-            set_err(err, errlen, "row group " + std::to_string(g) + ": negative row count");
-            return DS_ARROW_DAMAGED;
-        }
+        int g = 0, st = group_begin(a, &g, err, errlen);
+        if (st <= 0) return st;
         if (a->group_rows == 0) continue;
         a->pq_rg = a->pq->parquet_reader()->RowGroup(g);
         a->pq_col = std::dynamic_pointer_cast<parquet::ByteArrayReader>(a->pq_rg->Column(a->pq_leaf));
@@ -787,22 +799,10 @@ int next_parquet(ds_arrow *a, int64_t *rows, char *err, size_t errlen) {
                 return load_chunks(a, col, err, errlen, where);
             }
             a->rg_rows.reset();
-            if (a->group_done != a->group_rows) {
-                set_err(err, errlen,
-                        where + "the column has " + std::to_string(a->group_done) + " rows, the row group " +
-                            std::to_string(a->group_rows));
-                return DS_ARROW_DAMAGED;
-            }
+            if (!group_rows_match(a, where, err, errlen)) return DS_ARROW_DAMAGED;
         }
-        if (a->next >= a->n_groups) return 0;
-        int g = (int)a->next++;
-        a->group = g;
-        a->group_done = 0;
-        a->group_rows = a->pq->parquet_reader()->metadata()->RowGroup(g)->num_rows();
-        if (a->group_rows < 0) {
-            set_err(err, errlen, "row group " + std::to_string(g) + ": negative row count");
-            return DS_ARROW_DAMAGED;
-        }
+        int g = 0, st = group_begin(a, &g, err, errlen);
+        if (st <= 0) return st;
         if (a->pq_leaf < 0) { // every row reports the missing / non-leaf field; nothing to read
             a->piece = g;
             a->row0 = 0;

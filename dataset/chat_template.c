@@ -269,6 +269,22 @@ static const ds_chat_callview *call_view(const ds_chat_call *k, int qwen3) {
     return k->fn_state == DS_FN_OBJECT ? &k->fn : k->fn_state == DS_FN_TRUTHY ? &none : &k->call;
 }
 
+/* A tool result, as Qwen2.5 and Qwen3 write it: consecutive tool messages
+ * share one user turn, each in its own <tool_response> block. */
+static void qwen_tool_response(rd *d, size_t i, size_t n) {
+    if (i == 0 || role(d, i - 1) != DS_ROLE_TOOL) {
+        special(d, "<|im_start|>");
+        text(d, "user");
+    }
+    text(d, "\n<tool_response>\n");
+    msg_text(d, i);
+    text(d, "\n</tool_response>");
+    if (i + 1 == n || role(d, i + 1) != DS_ROLE_TOOL) {
+        special(d, "<|im_end|>");
+        text(d, "\n");
+    }
+}
+
 /* One '<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>' (the
  * newline before it is the caller's). */
 static int qwen_call(rd *d, const ds_chat_call *k, int qwen3, char *why, size_t whylen) {
@@ -336,17 +352,7 @@ static int r_qwen25(rd *d, char *why, size_t whylen) {
             span_close(d);
             text(d, "\n");
         } else if (r == DS_ROLE_TOOL) {
-            if (i == 0 || role(d, i - 1) != DS_ROLE_TOOL) {
-                special(d, "<|im_start|>");
-                text(d, "user");
-            }
-            text(d, "\n<tool_response>\n");
-            msg_text(d, i);
-            text(d, "\n</tool_response>");
-            if (i + 1 == n || role(d, i + 1) != DS_ROLE_TOOL) {
-                special(d, "<|im_end|>");
-                text(d, "\n");
-            }
+            qwen_tool_response(d, i, n);
         }
     }
     return DS_CHAT_OK;
@@ -474,17 +480,7 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
             span_close(d);
             text(d, "\n");
         } else if (r == DS_ROLE_TOOL) {
-            if (i == 0 || role(d, i - 1) != DS_ROLE_TOOL) {
-                special(d, "<|im_start|>");
-                text(d, "user");
-            }
-            text(d, "\n<tool_response>\n");
-            msg_text(d, i);
-            text(d, "\n</tool_response>");
-            if (i + 1 == n || role(d, i + 1) != DS_ROLE_TOOL) {
-                special(d, "<|im_end|>");
-                text(d, "\n");
-            }
+            qwen_tool_response(d, i, n);
         }
     }
     return DS_CHAT_OK;
