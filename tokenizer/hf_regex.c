@@ -769,10 +769,6 @@ int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t e
     return translate(re, n, false, false, out, err, errlen);
 }
 
-int tk_regex_translate_counted(const char *re, size_t n, char **out, char *err, size_t errlen) {
-    return translate(re, n, true, false, out, err, errlen);
-}
-
 static int compile(const char *re, size_t n, bool literal, bool rust, tk_regex **out, char *err, size_t errlen) {
     *out = NULL;
     char *pat = NULL;

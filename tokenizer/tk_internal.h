@@ -422,9 +422,8 @@ int tk_hfj_resolve_merges(const tk_hfj *j, int32_t (*out)[3]);
 void tk_hfj_free(tk_hfj *j);
 
 /* Oniguruma-compatible regexes on PCRE2 (hf_regex.c). tk_regex_translate:
- * the PCRE2 pattern with Oniguruma's meaning; tk_regex_translate_counted:
- * the same with the work-budget callouts, as tk_regex_compile compiles it
- * (tests compare the two). */
+ * the PCRE2 pattern with Oniguruma's meaning (tk_regex_compile adds the
+ * work-budget callouts to the same translation). */
 typedef struct tk_regex tk_regex;
 int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen);
 int tk_regex_translate_counted(const char *re, size_t n, char **out, char *err, size_t errlen);

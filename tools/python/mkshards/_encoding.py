@@ -376,6 +376,13 @@ def _find_rank_file(files, url, sha256):
     import tempfile
     places = []
     vd = os.environ.get("MKS_VOCAB_DIR")
+    old = os.environ.get("MKSHARDS_VOCAB_DIR")
+    if old:  # the old name, read for one release as the C side reads it (tokenizer/mks_env.c)
+        import warnings
+        warnings.warn("environment variable MKSHARDS_VOCAB_DIR is " +
+                      ("ignored: MKS_VOCAB_DIR is set" if vd else "deprecated: set MKS_VOCAB_DIR instead") +
+                      " (old names are dropped in the next release)", DeprecationWarning, stacklevel=3)
+        vd = vd or old
     if vd:
         places.append(os.path.join(vd, files))
     cd = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or \
