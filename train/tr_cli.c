@@ -90,6 +90,17 @@ int tr_cli_uerr(const char *prog, const char *fmt, const char *a) {
     return X_USAGE;
 }
 
+int tr_cli_export_dtype(const char *prog, const char *option, const char *arg, int *bf16) {
+    tr_precision p;
+    if (tr_precision_parse(arg, &p) == 0 && (p == TR_FP32 || p == TR_BF16)) {
+        *bf16 = p == TR_BF16;
+        return 0;
+    }
+    char fmt[96];
+    snprintf(fmt, sizeof fmt, "%s takes fp32 or bf16, not '%%s'", option);
+    return tr_cli_uerr(prog, fmt, arg);
+}
+
 /* Strict numbers: the whole string, digits only for integers (no sign,
  * space, hex or exponent surprises), no ERANGE, finite floats, and each
  * option's documented range; a refusal names the option and the value. */
@@ -272,10 +283,7 @@ static int set_option(const char *prog, cli_args *a, int c, int argc, char **arg
     case O_INIT: o->init_from = optarg; break;
     case O_EXP: o->export_dir = optarg; break;
     case O_EXPE: r = pu64(prog, "--export-every", optarg, 0, TR_MAX_STEPS, &o->export_every); break;
-    case O_EXPD:
-        if (!strcmp(optarg, "bf16") || !strcmp(optarg, "fp32")) o->export_bf16 = optarg[0] == 'b';
-        else r = tr_cli_uerr(prog, "--export-dtype takes fp32 or bf16, not '%s'", optarg);
-        break;
+    case O_EXPD: r = tr_cli_export_dtype(prog, "--export-dtype", optarg, &o->export_bf16); break;
     case O_LOG: o->log_path = optarg; break;
     case O_CKD: o->ckpt_dir = optarg; break;
     case O_CKE: r = pu64(prog, "--ckpt-every", optarg, 0, TR_MAX_STEPS, &o->ckpt_every); break;

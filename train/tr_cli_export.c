@@ -45,9 +45,7 @@ int tr_cli_export(const char *prog, int argc, char **argv) {
         case 'D': o.data_dir = optarg; break;
         case 't': o.tokenizer = optarg; break;
         case 'd':
-            if (!strcmp(optarg, "bf16")) o.bf16 = 1;
-            else if (strcmp(optarg, "fp32"))
-                return tr_cli_uerr(prog, "export --dtype takes fp32 or bf16, not '%s'", optarg);
+            if (tr_cli_export_dtype(prog, "export --dtype", optarg, &o.bf16)) return X_USAGE;
             break;
         case 'h': printf(usage_export, prog); return X_OK;
         default:

@@ -19,6 +19,10 @@ typedef struct {
 
 /* "PROG: " + fmt (one %s: a) on stderr; returns X_USAGE. */
 int tr_cli_uerr(const char *prog, const char *fmt, const char *a);
+/* An exported model's dtype (--export-dtype, export --dtype): fp32 or bf16
+ * by the precision names' one table (tr_precision_parse); fp16 and anything
+ * else is a usage error naming the option. 0 with *bf16 set, or X_USAGE. */
+int tr_cli_export_dtype(const char *prog, const char *option, const char *arg, int *bf16);
 /* -1: go on with a; otherwise the exit status (help printed: 0). */
 int tr_cli_parse(const char *prog, int argc, char **argv, int plan_only, cli_args *a);
 /* --device cuda's budget for --plan: lowers (or, when 0, sets) *budget to
