@@ -23,12 +23,9 @@ import sys
 # Circles left for their own files' work, with the symbols (tokenizer/: none
 # left: spm<->unigram went with load_spm.c, load_tiktoken/tk_engine/tk_image
 # with tk_image.c reading the tokenizer's engine pointer; dataset/:
-# shard<->verify went with ds_shardset_open moving to verify.c):
+# shard<->verify went with ds_shardset_open moving to verify.c, chat<->
+# chat_template with ds_chat_fit moving to chat_fit.c):
 KNOWN = [
-    # chat.c calls ds_chat_render (chat_template.c), which calls back
-    # ds_chat_parse / ds_chat_free / ds_role_name (chat.c): the record parser
-    # and the template renderer want a third file for what both use.
-    {"chat", "chat_template"},
     # model_config.c is both GPT-2's configuration and the tr_model_*
     # dispatcher over families (tr_family_of, family.c), whose table names
     # tr_family_gpt2 (family_gpt2.c), whose ops call back the tr_model_*
