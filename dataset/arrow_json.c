@@ -78,18 +78,22 @@ nomem:
     return NULL;
 }
 
-size_t ds_ajson_format_paths(int fmt, const char *messages_field, const char *text_field, const char *out[4]) {
+size_t ds_ajson_format_paths(int fmt, const char *messages_field, const char *text_field,
+                             const char *out[DS_AJSON_MAX_PATHS]) {
     const char *mf = messages_field ? messages_field : "messages";
     const char *tf = text_field ? text_field : "text";
     size_t n = 0;
     if (fmt == DS_FMT_CHAT || fmt == DS_FMT_AUTO) out[n++] = mf;
     if (fmt == DS_FMT_PROMPT_COMPLETION || fmt == DS_FMT_AUTO) out[n++] = "prompt", out[n++] = "completion";
+    /* the record's top-level tools (ds_chat_parse reads them beside the
+     * messages or the conversational prompt / completion) */
+    if (fmt == DS_FMT_CHAT || fmt == DS_FMT_PROMPT_COMPLETION || fmt == DS_FMT_AUTO) out[n++] = "tools";
     if (fmt == DS_FMT_AUTO || fmt == DS_FMT_TEXT) out[n++] = tf;
     return n;
 }
 
 ds_ajson *ds_ajson_for_format(int fmt, const char *messages_field, const char *text_field) {
-    const char *paths[4];
+    const char *paths[DS_AJSON_MAX_PATHS];
     size_t n = ds_ajson_format_paths(fmt, messages_field, text_field, paths);
     return ds_ajson_new(paths, n);
 }
@@ -220,7 +224,10 @@ static int put_struct(wctx *w, const struct ArrowSchema *sc, const struct ArrowA
         const struct ArrowArray *ca = a->children[c];
         if (!cs || !ca || !cs->format) return bad(w, "struct", "a NULL child");
         const char *name = cs->name ? cs->name : "";
-        int cf = -1;
+        /* the child's own filter: every child of it (-2) unless a filter
+         * node says otherwise (a struct inside a list element or a whole
+         * field must not be filtered by the root's names, nor read p) */
+        int cf = -2;
         if (filt != -2) { /* -2: every child */
             int g = find_node(p, filt, name, strlen(name));
             if (g < 0) continue;

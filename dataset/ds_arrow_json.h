@@ -71,11 +71,15 @@ ds_ajson *ds_ajson_new(const char *const *paths, size_t n_paths);
 void ds_ajson_free(ds_ajson *p);
 
 /* The fields a chat format reads (ds_chat_parse): format chat: the
- * messages field; prompt-completion: prompt, completion; auto: all of
+ * messages field and the record's tools; prompt-completion: prompt,
+ * completion, tools (TRL's conversational form with tools); auto: all of
  * these and the text field. fmt is a ds_format; NULL names default. */
 ds_ajson *ds_ajson_for_format(int fmt, const char *messages_field, const char *text_field);
-/* Those fields' paths (out: room for 4; the strings are the arguments or literals). Returns how many. */
-size_t ds_ajson_format_paths(int fmt, const char *messages_field, const char *text_field, const char *out[4]);
+/* Those fields' paths (out: room for DS_AJSON_MAX_PATHS; the strings are the arguments or literals). Returns how
+ * many. */
+#define DS_AJSON_MAX_PATHS 6
+size_t ds_ajson_format_paths(int fmt, const char *messages_field, const char *text_field,
+                             const char *out[DS_AJSON_MAX_PATHS]);
 
 typedef struct {
     uint8_t *p;

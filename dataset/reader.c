@@ -1610,7 +1610,7 @@ static int open_arrow(ds_reader *r, char *err, size_t errlen) {
     int afmt = f->kind == KIND_PARQUET ? DS_ARROW_FMT_PARQUET : DS_ARROW_FMT_IPC;
     int rc;
     if (r->opts.row_format != DS_FMT_TEXT) { /* chat formats: whole rows of the fields the format reads */
-        const char *paths[4];
+        const char *paths[DS_AJSON_MAX_PATHS];
         size_t np = ds_ajson_format_paths(r->opts.row_format, r->opts.messages_field, r->opts.field, paths);
         if (!r->ajson && !(r->ajson = ds_ajson_new(paths, np))) {
             close(fd);

@@ -105,6 +105,7 @@ INPUTS="" check pc auto
 INPUTS="" check pc_conv prompt-completion
 INPUTS="" check nested chat --messages-field conv.messages
 INPUTS="" check role_int chat --pack bfd --over-long drop-turns
+INPUTS="" check tools chat -L 512 --shard-tokens 4K
 
 # the rejects the JSONL path gives, one record each
 R=$T/b_chat_parquet_chat/rejects.jsonl

@@ -21,10 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Chat formats: whole rows as JSON objects, each byte of them read (ASan). */
 static int rows_mode(int fd, uint8_t cfg, int f) {
-    static const char *const chat[] = {"messages", "prompt", "completion", "text"};
+    static const char *const chat[] = {"messages", "prompt", "completion", "tools", "text"};
     static const char *const nested[] = {"conv.messages"};
     const char *const *paths = f == 1 ? nested : chat;
-    size_t np = f == 1 ? 1 : f == 2 ? 1 : 4;
+    size_t np = f == 1 ? 1 : f == 2 ? 1 : 5;
     char err[256], why[160];
     ds_arrow *a = NULL;
     if (ds_arrow_open_rows(fd, (cfg & 1) ? DS_ARROW_FMT_IPC : DS_ARROW_FMT_PARQUET, paths, np, (uint64_t)64 << 20, &a,

@@ -20,6 +20,11 @@ accounting and reject lines as NAME.jsonl (tests/cli_arrow_chat.sh).
   pc.*         prompt / completion strings (one completion null)
   pc_conv.*    TRL's conversational prompt / completion: both message lists
   nested.*     the messages under a struct column: --messages-field conv.messages
+  tools.*      tool calling as HF datasets store it: messages with tool_calls =
+               list<struct<id, type, function: struct<name, arguments>>> (a
+               struct inside a list element inside a list element: it made
+               mkshards crash before arrow_json.c's fix), tool results, and
+               a tools column of function schemas (nested structs)
 """
 import json
 import os
@@ -155,6 +160,33 @@ def main():
 
     nested = pa.array([{"messages": c} for c in conv[:40]], pa.struct([("messages", pa.list_(MSG))]))
     write(pa.table({"conv": nested}), out, "nested")
+
+    fn = pa.struct([("name", pa.string()), ("arguments", pa.string())])
+    call = pa.struct([("id", pa.string()), ("type", pa.string()), ("function", fn)])
+    tmsg = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)),
+                      ("tool_call_id", pa.string())])
+    props = pa.struct([("city", pa.struct([("type", pa.string()), ("description", pa.string())]))])
+    tool = pa.struct([("type", pa.string()), ("function", pa.struct([
+        ("name", pa.string()), ("description", pa.string()),
+        ("parameters", pa.struct([("type", pa.string()), ("properties", props)]))]))])
+    trows, tools = [], []
+    for i in range(24):
+        calls = [{"id": f"call{i:05d}", "type": "function",
+                  "function": {"name": "weather", "arguments": json.dumps({"city": f"Zürich {i}"}, ensure_ascii=False)}}]
+        if i % 3 == 0:  # parallel calls
+            calls.append({"id": f"call{i:05d}b", "type": "function",
+                          "function": {"name": "weather", "arguments": json.dumps({"city": "東京"}, ensure_ascii=False)}})
+        msgs = [{"role": "user", "content": f"weather {i}?", "tool_calls": None, "tool_call_id": None},
+                {"role": "assistant", "content": "", "tool_calls": calls, "tool_call_id": None}]
+        msgs += [{"role": "tool", "content": f"{20 + i} C", "tool_calls": None, "tool_call_id": c["id"]}
+                 for c in calls]
+        msgs.append({"role": "assistant", "content": f"It is {20 + i} C.", "tool_calls": None, "tool_call_id": None})
+        trows.append(msgs)
+        tools.append([{"type": "function", "function": {"name": "weather", "description": "the weather \"now\"",
+                                                        "parameters": {"type": "object", "properties": {
+                                                            "city": {"type": "string", "description": "a city"}}}}}])
+    write(pa.table({"messages": pa.array(trows, pa.list_(tmsg)), "tools": pa.array(tools, pa.list_(tool))}), out,
+          "tools")
 
 
 if __name__ == "__main__":
