@@ -20,18 +20,14 @@ lib_layering on libds.a + libtr_plan.a + libtr.a."""
 import subprocess
 import sys
 
-# Circles left for their own files' work, with the symbols (tokenizer/: none
-# left: spm<->unigram went with load_spm.c, load_tiktoken/tk_engine/tk_image
-# with tk_image.c reading the tokenizer's engine pointer; dataset/:
+# Circles left for their own files' work, with the symbols (none left.
+# tokenizer/: spm<->unigram went with load_spm.c, load_tiktoken/tk_engine/
+# tk_image with tk_image.c reading the tokenizer's engine pointer; dataset/:
 # shard<->verify went with ds_shardset_open moving to verify.c, chat<->
-# chat_template with ds_chat_fit moving to chat_fit.c):
-KNOWN = [
-    # model_config.c is both GPT-2's configuration and the tr_model_*
-    # dispatcher over families (tr_family_of, family.c), whose table names
-    # tr_family_gpt2 (family_gpt2.c), whose ops call back the tr_model_*
-    # functions for their GPT-2 branch: the dispatch belongs in family.c.
-    {"family", "family_gpt2", "model_config"},
-]
+# chat_template with ds_chat_fit moving to chat_fit.c; train/: family ->
+# family_gpt2 -> model_config -> family went with the tr_model_* dispatch
+# moving from model_config.c into family.c):
+KNOWN = []
 
 
 def graph(nm, libs):

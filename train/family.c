@@ -1,4 +1,6 @@
-/* family.c - the table of model families (train/family.h), --model's
+/* family.c - the table of model families (train/family.h), the tr_model_*
+ * functions that serve every family (model.h: config check, parameter count,
+ * tensor table, readiness groups, memory) dispatched through it, --model's
  * name-or-config.json lookup, and a configuration as checkpoint text. */
 #include "family.h"
 
@@ -22,6 +24,52 @@ const tr_family_ops *tr_family_of(const tr_model_config *c) {
     for (int i = 0; c && tr_family_table[i]; i++)
         if (tr_family_table[i]->id == c->family) return tr_family_table[i];
     return NULL;
+}
+
+/* ---- the tr_model_* functions that serve any family (model.h) ------------
+ * Each asks the configuration's family; GPT-2's entry (family_gpt2.c) is
+ * model_config.c's tr_gpt2_* functions, so a family is its own file plus its
+ * line in the table above and nothing here names one. */
+
+int tr_model_config_check(const tr_model_config *c) {
+    const tr_family_ops *f = tr_family_of(c);
+    return f ? f->check(c) : TR_MODEL_EINVAL;
+}
+
+size_t tr_model_param_count(const tr_model_config *c) {
+    return tr_model_config_check(c) ? 0 : tr_family_of(c)->param_count(c);
+}
+
+int tr_model_n_tensors(const tr_model_config *c) {
+    const tr_family_ops *f = tr_family_of(c);
+    return f ? f->n_tensors(c) : 0;
+}
+
+/* tensor i of the table (zeroed when i is out of range or the family unknown) */
+static tr_tensor_info tensor_of(const tr_model_config *c, int i) {
+    tr_tensor_info t;
+    memset(&t, 0, sizeof t);
+    if (i >= 0 && i < tr_model_n_tensors(c)) tr_family_of(c)->tensor(c, i, &t);
+    return t;
+}
+
+size_t tr_model_tensor_size(const tr_model_config *c, int i) { return tensor_of(c, i).size; }
+int tr_model_tensor_decay(const tr_model_config *c, int i) { return tensor_of(c, i).decay; }
+int tr_model_param_layers(const tr_model_config *c, int i) { return tensor_of(c, i).layers; }
+
+int tr_model_grad_groups(const tr_model_config *c) {
+    const tr_family_ops *f = tr_family_of(c);
+    return f ? f->grad_groups(c) : 0;
+}
+
+int tr_model_grad_group_of(const tr_model_config *c, int i, int l) {
+    const tr_family_ops *f = tr_family_of(c);
+    return f ? f->grad_group_of(c, i, l) : -1;
+}
+
+int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
+    if (!out || tr_model_config_check(c) || B <= 0 || T <= 0) return TR_MODEL_EINVAL;
+    return tr_family_of(c)->memory(c, B, T, out);
 }
 
 #define CONFIG_MAX (1u << 20) /* a config.json is a few KiB; bound what an input may cost */

@@ -1,5 +1,6 @@
 /* family_gpt2.c - GPT-2 as a model family (train/family.h): its presets,
- * tensor table and memory from model.h. Its instance is model.c's own
+ * tensor table and memory from model_config.c's GPT-2 functions (tr_gpt2_*,
+ * model.h), never the tr_model_* ones that dispatch back through family.c. Its instance is model.c's own
  * tr_model (the host model every family shares), so the instance ops are
  * NULL: model.c computes GPT-2 directly, bit for bit as before families.
  * Compiled into tr_plan (layout) and into tr, where a CUDA build names its
@@ -18,20 +19,17 @@ static int gpt2_preset(const char *name, int vocab, int max_seq, tr_model_config
 static const char *gpt2_preset_name(int i) {
     return i >= 0 && (size_t)i < sizeof names / sizeof names[0] ? names[i] : NULL;
 }
-static int gpt2_check(const tr_model_config *c) { return tr_model_config_check(c); }
-static size_t gpt2_param_count(const tr_model_config *c) { return tr_model_param_count(c); }
 static int gpt2_n_tensors(const tr_model_config *c) {
     (void)c;
     return TR_NUM_PARAM_TENSORS;
 }
 static void gpt2_tensor(const tr_model_config *c, int i, tr_tensor_info *t) {
+    size_t s[TR_NUM_PARAM_TENSORS];
+    tr_model_param_sizes(c, s);
     snprintf(t->name, sizeof t->name, "%s", tr_model_param_name(i));
-    t->size = tr_model_tensor_size(c, i);
+    t->size = s[i];
     t->decay = tr_model_param_decay(i);
-    t->layers = tr_model_param_layers(c, i);
-}
-static int gpt2_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
-    return tr_model_memory(c, B, T, out);
+    t->layers = tr_gpt2_param_layers(c, i);
 }
 
 const tr_family_ops tr_family_gpt2 = {
@@ -40,13 +38,13 @@ const tr_family_ops tr_family_gpt2 = {
     .preset = gpt2_preset,
     .preset_name = gpt2_preset_name,
     .from_json = NULL, /* --init-from reads GPT-2 folders (hf_import.c) */
-    .check = gpt2_check,
-    .param_count = gpt2_param_count,
+    .check = tr_gpt2_config_check,
+    .param_count = tr_gpt2_param_count,
     .n_tensors = gpt2_n_tensors,
     .tensor = gpt2_tensor,
-    .grad_groups = tr_model_grad_groups,
-    .grad_group_of = tr_model_grad_group_of,
-    .memory = gpt2_memory,
+    .grad_groups = tr_gpt2_grad_groups,
+    .grad_group_of = tr_gpt2_grad_group_of,
+    .memory = tr_gpt2_memory,
     .gpu_plan = NULL, /* plan.c's own GPU rows */
 #ifdef TR_HAVE_CUDA
     .gpu = &tr_gpu_model_gpt2,

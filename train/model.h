@@ -50,8 +50,20 @@ enum { TR_FAMILY_GPT2 = 0, TR_FAMILY_LLAMA = 1 };
 int tr_model_config_preset(const char *name, int vocab, int max_seq, tr_model_config *out);
 /* Explicit shape; fills vocab_padded.  Validates like tr_model_config_check. */
 int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq, int vocab, tr_model_config *out);
-/* Positive sizes, d_model % n_head == 0, vocab_padded == pad128(vocab). */
+/* Any family (family.c asks the configuration's family); GPT-2: positive
+ * sizes, d_model % n_head == 0, vocab_padded == pad128(vocab). */
 int tr_model_config_check(const tr_model_config *c);
+
+/* GPT-2's own entries of the family table (model_config.c; family_gpt2.c
+ * names them): tr_model_config_check, tr_model_param_count,
+ * tr_model_grad_groups, tr_model_param_layers, tr_model_grad_group_of and
+ * tr_model_memory below for a GPT-2 configuration only (family 0: any other
+ * is TR_MODEL_EINVAL / 0). Callers use the tr_model_* ones. */
+int tr_gpt2_config_check(const tr_model_config *c);
+size_t tr_gpt2_param_count(const tr_model_config *c);
+int tr_gpt2_grad_groups(const tr_model_config *c);
+int tr_gpt2_param_layers(const tr_model_config *c, int i);
+int tr_gpt2_grad_group_of(const tr_model_config *c, int i, int l);
 
 /* ---- parameter layout ---------------------------------------------------
  * One contiguous fp32 buffer, tensors in this order (llm.c ParameterTensors
@@ -126,6 +138,7 @@ typedef struct {
     size_t params, grads, adam, acts, grad_acts, total;
 } tr_model_mem;
 int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out);
+int tr_gpt2_memory(const tr_model_config *c, int B, int T, tr_model_mem *out);
 
 /* The GPU model's kernel scratch for micro-batches up to (B, T) (one arena
  * piece, reused by every op; train/gpu_model.cu carves it, train/plan.c

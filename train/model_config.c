@@ -1,9 +1,11 @@
 /* model_config.c - GPT-2's configuration, parameter layout and memory sizes
  * (see model.h): apart from model.c so that what only sizes a model (the
  * memory planner, `mkshards plan`) links neither the model's compute nor the
- * reference kernels and their OpenMP runtime. */
+ * reference kernels and their OpenMP runtime. GPT-2 only: the tr_model_*
+ * functions that serve any family dispatch in family.c, whose GPT-2 entry
+ * (family_gpt2.c) calls the tr_gpt2_* ones here - nothing here calls back
+ * into the dispatcher (lib_layering holds the three files out of a circle). */
 #include "model.h"
-#include "family.h"
 
 #include "kn.h"
 #include "kn_cuda_size.h"
@@ -12,13 +14,9 @@
 
 /* ---- config ---------------------------------------------------------------- */
 
-int tr_model_config_check(const tr_model_config *c) {
-    if (c && c->family != TR_FAMILY_GPT2) {
-        const tr_family_ops *f = tr_family_of(c);
-        return f ? f->check(c) : TR_MODEL_EINVAL;
-    }
-    if (!c || c->n_layer <= 0 || c->n_head <= 0 || c->d_model <= 0 || c->max_seq <= 0 || c->vocab <= 0 ||
-        c->d_model % c->n_head)
+int tr_gpt2_config_check(const tr_model_config *c) {
+    if (!c || c->family != TR_FAMILY_GPT2 || c->n_layer <= 0 || c->n_head <= 0 || c->d_model <= 0 || c->max_seq <= 0 ||
+        c->vocab <= 0 || c->d_model % c->n_head)
         return TR_MODEL_EINVAL;
     if (c->vocab_padded != kn_pad_vocab(c->vocab)) return TR_MODEL_EINVAL;
     return TR_MODEL_OK;
@@ -30,7 +28,7 @@ int tr_model_config_make(int n_layer, int n_head, int d_model, int max_seq, int 
     memset(&c, 0, sizeof c); /* family 0: GPT-2 */
     c.n_layer = n_layer, c.n_head = n_head, c.d_model = d_model, c.max_seq = max_seq, c.vocab = vocab;
     c.vocab_padded = vocab > 0 ? kn_pad_vocab(vocab) : 0;
-    if (tr_model_config_check(&c)) return TR_MODEL_EINVAL;
+    if (tr_gpt2_config_check(&c)) return TR_MODEL_EINVAL;
     *out = c;
     return TR_MODEL_OK;
 }
@@ -89,10 +87,9 @@ int tr_model_param_decay(int i) {
     }
 }
 
-size_t tr_model_param_count(const tr_model_config *c) {
+size_t tr_gpt2_param_count(const tr_model_config *c) {
     size_t s[TR_NUM_PARAM_TENSORS], n = 0;
-    if (tr_model_config_check(c)) return 0;
-    if (c->family != TR_FAMILY_GPT2) return tr_family_of(c)->param_count(c);
+    if (tr_gpt2_config_check(c)) return 0;
     tr_model_param_sizes(c, s);
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) n += s[i];
     return n;
@@ -108,35 +105,25 @@ static size_t acts_floats(const tr_model_config *c, size_t B, size_t T) {
 static size_t grad_acts_floats(const tr_model_config *c, size_t B, size_t T) { return B * T * 6 * (size_t)c->d_model; }
 
 size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T) {
-    if (tr_model_config_check(c)) return 0;
+    if (tr_gpt2_config_check(c)) return 0;
     size_t N = B * T, C = (size_t)c->d_model;
     size_t s = kn_encoder_backward_scratch_bytes(N), x;
     if ((x = kn_layernorm_backward_scratch_bytes(N, C)) > s) s = x;
     /* bias gradients: qkv 3C, attention projection C, fc 4C, fc projection C */
     if ((x = kn_matmul_backward_scratch_bytes(N, 4 * C)) > s) s = x;
     if ((x = kn_attention_backward_scratch_bytes(B, T, (size_t)c->n_head)) > s) s = x;
-    if ((x = kn_sumsq_scratch_bytes(tr_model_param_count(c))) > s) s = x;
+    if ((x = kn_sumsq_scratch_bytes(tr_gpt2_param_count(c))) > s) s = x;
     return s;
 }
 
-int tr_model_grad_groups(const tr_model_config *c) {
-    if (c && c->family != TR_FAMILY_GPT2) return tr_family_of(c) ? tr_family_of(c)->grad_groups(c) : 0;
-    return c ? c->n_layer + 2 : 0;
-}
+int tr_gpt2_grad_groups(const tr_model_config *c) { return c ? c->n_layer + 2 : 0; }
 
-int tr_model_param_layers(const tr_model_config *c, int i) {
-    if (!c) return 0;
-    if (c->family != TR_FAMILY_GPT2) {
-        if (i < 0 || i >= tr_model_n_tensors(c)) return 0;
-        tr_tensor_info t;
-        tr_family_of(c)->tensor(c, i, &t);
-        return t.layers;
-    }
+int tr_gpt2_param_layers(const tr_model_config *c, int i) {
+    if (!c || i < 0 || i >= TR_NUM_PARAM_TENSORS) return 0;
     return i >= TR_P_LN1W && i <= TR_P_FCPROJB ? c->n_layer : 1;
 }
 
-int tr_model_grad_group_of(const tr_model_config *c, int i, int l) {
-    if (c && c->family != TR_FAMILY_GPT2) return tr_family_of(c) ? tr_family_of(c)->grad_group_of(c, i, l) : -1;
+int tr_gpt2_grad_group_of(const tr_model_config *c, int i, int l) {
     if (!c || i < 0 || i >= TR_NUM_PARAM_TENSORS) return -1;
     if (i == TR_P_LNFW || i == TR_P_LNFB) return 0;
     if (i == TR_P_WTE || i == TR_P_WPE) return c->n_layer + 1;
@@ -144,37 +131,9 @@ int tr_model_grad_group_of(const tr_model_config *c, int i, int l) {
     return c->n_layer - l;
 }
 
-int tr_model_n_tensors(const tr_model_config *c) {
-    if (!c) return 0;
-    if (c->family == TR_FAMILY_GPT2) return TR_NUM_PARAM_TENSORS;
-    const tr_family_ops *f = tr_family_of(c);
-    return f ? f->n_tensors(c) : 0;
-}
-
-size_t tr_model_tensor_size(const tr_model_config *c, int i) {
-    if (!c || i < 0 || i >= tr_model_n_tensors(c)) return 0;
-    if (c->family == TR_FAMILY_GPT2) {
-        size_t s[TR_NUM_PARAM_TENSORS];
-        tr_model_param_sizes(c, s);
-        return s[i];
-    }
-    tr_tensor_info t;
-    tr_family_of(c)->tensor(c, i, &t);
-    return t.size;
-}
-
-int tr_model_tensor_decay(const tr_model_config *c, int i) {
-    if (!c || i < 0 || i >= tr_model_n_tensors(c)) return 0;
-    if (c->family == TR_FAMILY_GPT2) return tr_model_param_decay(i);
-    tr_tensor_info t;
-    tr_family_of(c)->tensor(c, i, &t);
-    return t.decay;
-}
-
-int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
-    if (!out || tr_model_config_check(c) || B <= 0 || T <= 0) return TR_MODEL_EINVAL;
-    if (c->family != TR_FAMILY_GPT2) return tr_family_of(c)->memory(c, B, T, out);
-    size_t P = tr_model_param_count(c);
+int tr_gpt2_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
+    if (!out || tr_gpt2_config_check(c) || B <= 0 || T <= 0) return TR_MODEL_EINVAL;
+    size_t P = tr_gpt2_param_count(c);
     out->params = 4 * P;
     out->grads = 4 * P;
     out->adam = 8 * P;
