@@ -17,7 +17,7 @@
  *    and the AVX-512 8 x 32 one.  MKS_MATMUL_ISA=portable pins it; the golden
  *    records are made with it, so they are the same on every CPU.
  *  - FMA: acc = fma(a, b, acc), one rounding per multiply-add: the AVX-512
- *    8 x 32 kernel and the AVX2 6 x 16 one.  Half the vector uops of the
+ *    8 x 48 kernel and the AVX2 6 x 16 one.  Half the vector uops of the
  *    exact kernels (the multiply-add is 2 uops there), so about twice their
  *    peak; the default where the CPU has FMA.  Results differ from the
  *    exact kernels in the last bits (tests/test_kn_ops.c bounds it; the
@@ -60,6 +60,31 @@ typedef struct {
     void (*pack_a)(float *dst, view A, int i0, int mc, int k0, int kc, int MR);
     void (*pack_b)(float *dst, view B, int k0, int kc, int j0, int nc, int NR);
 } gemm_kernel;
+
+/* C[mr x nr] (first ? = : +=) the accumulator tile (row r at tile + r * tld),
+ * mr <= MR, nr <= NR of the kernel that filled it: every micro-kernel's
+ * write-back, full or edge tile. One rounded add per element (or a copy), so
+ * where the tile comes from and how it is stored cannot change the bits.
+ * Inlined into each kernel, so it is compiled for the kernel's ISA: 8-float
+ * vectors where a row has them, then the row's tail element by element. */
+static inline __attribute__((always_inline)) void store_tile(float *c, ptrdiff_t ldc, const float *tile, int tld,
+                                                             int mr, int nr, int first) {
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + r * ldc;
+        const float *t = tile + (ptrdiff_t)r * tld;
+        int j = 0;
+        for (; j + 8 <= nr; j += 8) {
+            v8f a, b;
+            memcpy(&a, t + j, sizeof a);
+            if (!first) {
+                memcpy(&b, cr + j, sizeof b);
+                a = b + a;
+            }
+            memcpy(cr + j, &a, sizeof a);
+        }
+        for (; j < nr; j++) cr[j] = first ? t[j] : cr[j] + t[j];
+    }
+}
 
 static void pack_a(float *dst, view A, int i0, int mc, int k0, int kc, int MR) {
     for (int ip = 0; ip < mc; ip += MR) {
@@ -125,13 +150,7 @@ static void micro_portable(int kc, const float *ap, const float *bp, float *c, p
     }
     float tmp[P_MR][P_NR];
     memcpy(tmp, acc, sizeof tmp);
-    for (int r = 0; r < mr; r++) {
-        float *cr = c + r * ldc;
-        if (first)
-            for (int j = 0; j < nr; j++) cr[j] = tmp[r][j];
-        else
-            for (int j = 0; j < nr; j++) cr[j] += tmp[r][j];
-    }
+    store_tile(c, ldc, &tmp[0][0], P_NR, mr, nr, first);
 }
 
 static const gemm_kernel k_portable = {P_MR, P_NR, 64, micro_portable, pack_a, pack_b};
@@ -157,19 +176,12 @@ AVX512_FN static void micro_avx512(int kc, const float *ap, const float *bp, flo
             acc1[r] = _mm512_add_ps(acc1[r], _mm512_mul_ps(av, b1));
         }
     }
-    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    float tmp[X_MR][X_NR] __attribute__((aligned(64)));
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
-        if (r >= mr) break;
-        float *cr = c + r * ldc;
-        __m512 v0 = acc0[r], v1 = acc1[r];
-        if (!first) {
-            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), v0);
-            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
-        }
-        _mm512_mask_storeu_ps(cr, m0, v0);
-        _mm512_mask_storeu_ps(cr + 16, m1, v1);
+        _mm512_store_ps(tmp[r], acc0[r]);
+        _mm512_store_ps(tmp[r] + 16, acc1[r]);
     }
+    store_tile(c, ldc, &tmp[0][0], X_NR, mr, nr, first);
 }
 
 /* The packs only move values (so they cannot change results); the ones that
@@ -275,24 +287,13 @@ AVX512_FMA_FN static void micro_avx512_fma(int kc, const float *ap, const float 
             acc2[r] = _mm512_fmadd_ps(av, b2, acc2[r]);
         }
     }
-    __mmask16 m[3];
-    for (int v = 0; v < 3; v++) {
-        int n = nr - 16 * v;
-        m[v] = n >= 16 ? 0xFFFF : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
-    }
+    float tmp[X_MR][XF_NR] __attribute__((aligned(64)));
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
-        if (r >= mr) break;
-        float *cr = c + r * ldc;
-        __m512 v0 = acc0[r], v1 = acc1[r], v2 = acc2[r];
-        if (!first) {
-            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m[0], cr), v0);
-            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m[1], cr + 16), v1);
-            v2 = _mm512_add_ps(_mm512_maskz_loadu_ps(m[2], cr + 32), v2);
-        }
-        _mm512_mask_storeu_ps(cr, m[0], v0);
-        _mm512_mask_storeu_ps(cr + 16, m[1], v1);
-        _mm512_mask_storeu_ps(cr + 32, m[2], v2);
+        _mm512_store_ps(tmp[r], acc0[r]);
+        _mm512_store_ps(tmp[r] + 16, acc1[r]);
+        _mm512_store_ps(tmp[r] + 32, acc2[r]);
     }
+    store_tile(c, ldc, &tmp[0][0], XF_NR, mr, nr, first);
 }
 
 static const gemm_kernel k_avx512_fma = {X_MR, XF_NR, 64, micro_avx512_fma, pack_a_avx512, pack_b_avx512};
@@ -320,13 +321,7 @@ AVX2_FMA_FN static void micro_avx2_fma(int kc, const float *ap, const float *bp,
         _mm256_storeu_ps(tmp[r], acc0[r]);
         _mm256_storeu_ps(tmp[r] + 8, acc1[r]);
     }
-    for (int r = 0; r < mr; r++) {
-        float *cr = c + r * ldc;
-        if (first)
-            for (int j = 0; j < nr; j++) cr[j] = tmp[r][j];
-        else
-            for (int j = 0; j < nr; j++) cr[j] += tmp[r][j];
-    }
+    store_tile(c, ldc, &tmp[0][0], F_NR, mr, nr, first);
 }
 
 static const gemm_kernel k_avx2_fma = {F_MR, F_NR, 48, micro_avx2_fma, pack_a, pack_b};
