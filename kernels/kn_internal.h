@@ -50,4 +50,14 @@ static inline int kn_attn_visible(const int32_t *docrow, int t, int t2) { return
 void kn_attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, size_t RS, size_t qo,
                      size_t ko, size_t vo, int hs, float scale);
 
+/* 1 when the matmul runs its FMA numerics (kn_matmul_set_isa /
+ * MKS_MATMUL_ISA), found from one product's bits (llama_attn_fma_ref.c). */
+int kn_matmul_is_fma(void);
+/* The GQA attention on the FMA numerics (llama_attn_fma_ref.c), arguments
+ * as kn_gqa_attention_*_cpu (kn_llama.h), already checked by them. */
+int kn_gqa_attention_forward_fma(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
+                                 int NKV, int HS);
+int kn_gqa_attention_backward_fma(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
+                                  const int32_t *doc, int B, int T, int NH, int NKV, int HS);
+
 #endif

@@ -80,7 +80,12 @@ int kn_gqa_attention_backward_ref(float *dqkv, const float *dout, const float *q
  *   (B, T, (NH + 2 NKV) HS) without expanding K/V per query head; the
  *   backward sums a KV head's dK/dV over its query heads in one buffer (a
  *   different association than the reference's per-head copies) and
- *   allocates T floats per thread (KN_ENOMEM).
+ *   allocates T floats per thread (KN_ENOMEM). The backward also takes the
+ *   forward's out. On the matmul's exact numerics (MKS_MATMUL_ISA portable
+ *   / avx512) they are the row loops above; on its FMA numerics (the
+ *   default) blocked matmuls (kernels/llama_attn_fma_ref.c: FMA chains,
+ *   last bits differ from the reference; per-thread workspace of HS x 128
+ *   floats forward, 3 HS x 128 + 24 x 128 backward, KN_ENOMEM).
  * kn_swiglu_packed_*_cpu: gu (N, 2F) = [gate | up] per row (one matmul of
  *   the adjacent gate_proj and up_proj weights); out (N, F); the backward
  *   writes dgu (N, 2F) (=).
@@ -89,7 +94,7 @@ int kn_rope_cos_sin_cpu(float *cs, const int32_t *pos, const float *inv_freq, in
 int kn_rope_rows_cpu(float *x, size_t row_stride, const float *cs, int N, int n_heads, int head_dim, int inverse);
 int kn_gqa_attention_forward_cpu(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
                                  int NKV, int HS);
-int kn_gqa_attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, const float *att,
+int kn_gqa_attention_backward_cpu(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS);
 int kn_swiglu_packed_forward_cpu(float *out, const float *gu, int N, int F);
 int kn_swiglu_packed_backward_cpu(float *dgu, const float *dout, const float *gu, int N, int F);

@@ -61,6 +61,8 @@ static int gqa_ok(int B, int T, int NH, int NKV, int HS) {
 int kn_gqa_attention_forward_cpu(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
                                  int NKV, int HS) {
     if (!out || !att || !qkv || !gqa_ok(B, T, NH, NKV, HS)) return KN_EINVAL;
+    /* the matmul's FMA numerics: attention as blocked matmuls on them too */
+    if (kn_matmul_is_fma()) return kn_gqa_attention_forward_fma(out, att, qkv, doc, B, T, NH, NKV, HS);
     size_t C = (size_t)NH * HS, KVd = (size_t)NKV * HS, RS = C + 2 * KVd;
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
@@ -114,9 +116,10 @@ static void gqa_head_bwd(float *dbase, const float *dout_b, const float *base, c
     }
 }
 
-int kn_gqa_attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, const float *att,
+int kn_gqa_attention_backward_cpu(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS) {
-    if (!dqkv || !dout || !qkv || !att || !gqa_ok(B, T, NH, NKV, HS)) return KN_EINVAL;
+    if (!dqkv || !dout || !out || !qkv || !att || !gqa_ok(B, T, NH, NKV, HS)) return KN_EINVAL;
+    if (kn_matmul_is_fma()) return kn_gqa_attention_backward_fma(dqkv, dout, out, qkv, att, doc, B, T, NH, NKV, HS);
     size_t C = (size_t)NH * HS, KVd = (size_t)NKV * HS, RS = C + 2 * KVd;
     int rep = NH / NKV, err = 0;
     float scale = 1.0f / sqrtf((float)HS);

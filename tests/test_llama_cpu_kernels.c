@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "kn.h"
 #include "kn_llama.h"
 
@@ -83,6 +87,8 @@ static void test_rope(void) {
     free(cs), free(x), free(y), free(q), free(k);
 }
 
+/* the matmul's exact numerics: the row loops, the reference's bits (dK/dV
+ * summed in another order) */
 static void test_attention(int with_doc) {
     enum { B = 2, T = 29, NH = 6, NKV = 2, HS = 8 };
     const size_t C = NH * HS, RS = C + 2 * NKV * HS, N = (size_t)B * T, NA = (size_t)B * NH * T * T;
@@ -92,6 +98,7 @@ static void test_attention(int with_doc) {
     int32_t doc[B * T];
     for (int i = 0; i < B * T; i++) doc[i] = (i % T) / 9 + (i / T);
     const int32_t *dm = with_doc ? doc : NULL;
+    CHECK(kn_matmul_set_isa(KN_MATMUL_ISA_PORTABLE) == KN_MATMUL_ISA_PORTABLE, "portable matmul");
     memset(a2, 0xff, NA * 4); /* NaN garbage: every entry must be written */
     memset(d2, 0xff, N * RS * 4);
     CHECK(kn_gqa_attention_forward_ref(o1, a1, qkv, dm, B, T, NH, NKV, HS) == KN_OK, "ref fwd");
@@ -99,15 +106,81 @@ static void test_attention(int with_doc) {
     CHECK(!memcmp(o1, o2, N * C * 4) && !memcmp(a1, a2, NA * 4), "doc %d: attention out/probabilities differ",
           with_doc);
     CHECK(kn_gqa_attention_backward_ref(d1, dout, qkv, a1, dm, B, T, NH, NKV, HS) == KN_OK, "ref bwd");
-    CHECK(kn_gqa_attention_backward_cpu(d2, dout, qkv, a2, dm, B, T, NH, NKV, HS) == KN_OK, "cpu bwd");
+    CHECK(kn_gqa_attention_backward_cpu(d2, dout, o2, qkv, a2, dm, B, T, NH, NKV, HS) == KN_OK, "cpu bwd");
     int dq_same = 1;
     for (size_t n = 0; n < N; n++) dq_same &= !memcmp(d1 + n * RS, d2 + n * RS, C * 4);
     double w = worst_rel(d2, d1, N * RS);
     CHECK(dq_same, "doc %d: dQ differs", with_doc);
     CHECK(w <= 1e-6, "doc %d: dQKV worst rel %.3g > 1e-6", with_doc, w);
-    printf("gqa attention (doc mask %d): out, probabilities, dQ bitwise; dK/dV worst rel %.2g\n", with_doc, w);
+    printf("gqa attention, exact numerics (doc mask %d): out, probabilities, dQ bitwise; dK/dV worst rel %.2g\n",
+           with_doc, w);
     CHECK(kn_gqa_attention_forward_cpu(o2, a2, qkv, dm, B, T, NH, 4, HS) == KN_EINVAL, "NKV not dividing NH");
+    CHECK(kn_gqa_attention_backward_cpu(d2, dout, NULL, qkv, a2, dm, B, T, NH, NKV, HS) == KN_EINVAL, "no out");
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
     free(qkv), free(dout), free(o1), free(o2), free(a1), free(a2), free(d1), free(d2);
+}
+
+/* the matmul's FMA numerics: the blocked-matmul attention
+ * (llama_attn_fma_ref.c) against the plain C reference within 1e-5 of each
+ * tensor's largest value (one rounding per multiply-add instead of two, and
+ * other sums); bit for bit the same on the AVX2 and AVX-512 FMA settings and
+ * at 1 or more threads. Shapes: sizes that are no multiple of the tiles
+ * (24 query rows x 128 keys, 6 x 16 register tiles), T over one key block,
+ * MHA (NKV = NH), GQA and MQA (NKV = 1), with and without a document mask. */
+static void test_attention_fma(int B, int T, int NH, int NKV, int HS, int with_doc) {
+    const int isas[2] = {KN_MATMUL_ISA_AVX2_FMA, KN_MATMUL_ISA_AVX512_FMA};
+    const size_t C = (size_t)NH * HS, RS = C + 2 * (size_t)NKV * HS, N = (size_t)B * T, NA = (size_t)B * NH * T * T;
+    float *qkv = rnd(N * RS), *dout = rnd(N * C);
+    for (size_t i = 0; i < N * RS; i++) qkv[i] *= 2.0f; /* scores up to ~4 HS / sqrt(HS): peaked rows too */
+    float *o1 = malloc(N * C * 4), *a1 = malloc(NA * 4), *d1 = malloc(N * RS * 4);
+    float *o2 = malloc(N * C * 4), *a2 = malloc(NA * 4), *d2 = malloc(N * RS * 4);
+    float *o3 = malloc(N * C * 4), *a3 = malloc(NA * 4), *d3 = malloc(N * RS * 4);
+    int32_t *doc = malloc(N * sizeof *doc);
+    for (size_t i = 0; i < N; i++) doc[i] = (int32_t)((i % T) * (i % T) / 700 + i / T); /* uneven documents */
+    const int32_t *dm = with_doc ? doc : NULL;
+    CHECK(kn_gqa_attention_forward_ref(o1, a1, qkv, dm, B, T, NH, NKV, HS) == KN_OK, "ref fwd");
+    CHECK(kn_gqa_attention_backward_ref(d1, dout, qkv, a1, dm, B, T, NH, NKV, HS) == KN_OK, "ref bwd");
+    int ran = 0;
+    for (int k = 0; k < 2; k++) {
+        if (kn_matmul_set_isa(isas[k]) != isas[k]) continue;
+        for (int th = 0; th < 2; th++) {
+#ifdef _OPENMP
+            int nth = omp_get_max_threads();
+            if (th) omp_set_num_threads(1);
+#else
+            if (th) continue;
+#endif
+            memset(a2, 0xff, NA * 4); /* NaN garbage: every entry must be written */
+            memset(d2, 0xff, N * RS * 4);
+            memset(o2, 0xff, N * C * 4);
+            CHECK(kn_gqa_attention_forward_cpu(o2, a2, qkv, dm, B, T, NH, NKV, HS) == KN_OK, "fma fwd");
+            CHECK(kn_gqa_attention_backward_cpu(d2, dout, o2, qkv, a2, dm, B, T, NH, NKV, HS) == KN_OK, "fma bwd");
+#ifdef _OPENMP
+            omp_set_num_threads(nth);
+#endif
+            double wo = worst_rel(o2, o1, N * C), wa = worst_rel(a2, a1, NA), wd = worst_rel(d2, d1, N * RS);
+            CHECK(wo <= 1e-5 && wa <= 1e-5 && wd <= 1e-5,
+                  "B%d T%d NH%d NKV%d HS%d doc %d isa %d: worst rel out %.3g att %.3g dqkv %.3g > 1e-5", B, T, NH, NKV,
+                  HS, with_doc, isas[k], wo, wa, wd);
+            int masked_zero = 1; /* future and other-document entries exactly 0 */
+            for (size_t i = 0; i < NA; i++) masked_zero &= a1[i] != 0.0f || a2[i] == 0.0f;
+            CHECK(masked_zero, "B%d T%d doc %d: a hidden entry of att is not 0", B, T, with_doc);
+            if (!ran++) {
+                memcpy(o3, o2, N * C * 4), memcpy(a3, a2, NA * 4), memcpy(d3, d2, N * RS * 4);
+                printf("gqa attention, FMA numerics B%d T%d NH%d NKV%d HS%d doc %d: worst rel out %.2g att %.2g "
+                       "dqkv %.2g\n",
+                       B, T, NH, NKV, HS, with_doc, wo, wa, wd);
+            } else {
+                CHECK(!memcmp(o3, o2, N * C * 4) && !memcmp(a3, a2, NA * 4) && !memcmp(d3, d2, N * RS * 4),
+                      "B%d T%d doc %d: isa %d / threads %d not bitwise the first run", B, T, with_doc, isas[k],
+                      th ? 1 : 0);
+            }
+        }
+    }
+    if (!ran) printf("gqa attention, FMA numerics: no FMA kernel on this CPU, skipped\n");
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
+    free(qkv), free(dout), free(o1), free(a1), free(d1), free(o2), free(a2), free(d2), free(o3), free(a3), free(d3);
+    free(doc);
 }
 
 static void test_swiglu_rmsnorm(void) {
@@ -145,6 +218,12 @@ int main(void) {
     test_rope();
     test_attention(0);
     test_attention(1);
+    for (int with_doc = 0; with_doc <= 1; with_doc++) {
+        test_attention_fma(2, 29, 6, 2, 8, with_doc);
+        test_attention_fma(1, 150, 6, 2, 20, with_doc);
+        test_attention_fma(2, 131, 4, 4, 16, with_doc);
+        test_attention_fma(1, 257, 3, 1, 64, with_doc);
+    }
     test_swiglu_rmsnorm();
     if (fails) return 1;
     printf("test_llama_cpu_kernels: all checks passed\n");

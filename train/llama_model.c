@@ -220,7 +220,7 @@ static int layer_backward(const llama_pass *P, int l) {
     CK(kn_rmsnorm_backward_cpu(dx, GW(m, l, LT_NORM2), dh, XMID(P, l), PW(m, l, LT_NORM2), R2(P, l), N, C));
     /* dx: the gradient of xmid = xin + o_proj(ao) */
     CK(kn_matmul_backward_ref(dtmp, GW(m, l, LT_O), NULL, dx, AO(P, l), PW(m, l, LT_O), N, C, C));
-    CK(kn_gqa_attention_backward_cpu(dqkv, dtmp, QKV(P, l), ATT(P, l), P->doc, P->B, P->T, H, KV, hd));
+    CK(kn_gqa_attention_backward_cpu(dqkv, dtmp, AO(P, l), QKV(P, l), ATT(P, l), P->doc, P->B, P->T, H, KV, hd));
     CK(kn_rope_rows_cpu(dqkv, (size_t)Q, P->cs, N, H + KV, hd, 1));
     if (!c->qkv_bias) {
         CK(kn_matmul_backward_ref(dh, GW(m, l, LT_Q), NULL, dqkv, H1(P, l), PW(m, l, LT_Q), N, C, Q));

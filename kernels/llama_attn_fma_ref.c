@@ -1,0 +1,308 @@
+/* llama_attn_fma_ref.c - the CPU model's grouped-query attention as blocked
+ * matmuls on the FMA numerics (what kn_gqa_attention_*_cpu run when the
+ * matmul runs its FMA kernels: kn_matmul_is_fma).
+ *
+ * Per (batch row, head) the forward is S = Q K^T in tiles of RB query rows x
+ * KB keys (K^T packed per key block; tiles wholly above the diagonal are
+ * skipped), the softmax in place in att, then O = P V over the keys up to
+ * the tile's last row. The backward, per (batch row, KV head) and key block:
+ * dP = dO V^T, dS = P (dP - D) / sqrt(hs) with D = rowsum(dO * O) (which is
+ * rowsum(P * dP), so a tile needs no other tile's dP), dQ += dS K, and the
+ * group's query heads summed into dK^T += Q^T dS and dV^T += dO^T P, the
+ * group's q heads being K steps of one wider matmul.
+ *
+ * Numerics: every output element is one chain of fused multiply-adds in k
+ * order (keys ascending for S, O, dQ; query head, then query row ascending
+ * for dK, dV), whatever the tile, vector width or thread count, so results
+ * are deterministic and the same on AVX2 and AVX-512 machines (the kernel
+ * uses 8-float AVX2 FMA vectors on both). Entries that the causal or
+ * document mask hides are exact zeros in P and dS, so a tile that covers
+ * some of them adds 0 products. Against the exact references
+ * (kn_gqa_attention_*_ref) the results differ in the last bits
+ * (tests/test_llama_cpu_kernels.c bounds them).
+ *
+ * Workspace: malloc'd per thread, bounded by the head size and the tile
+ * sizes, not by T: forward HS x KB floats, backward 3 HS x KB + RB x KB. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn.h"
+#include "kn_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FMA_OK 1
+#define FMA_TARGET __attribute__((target("avx2,fma")))
+#else
+#define FMA_OK 0
+#define FMA_TARGET
+#endif
+
+enum { RB = 24, KB = 128 }; /* query rows and keys of a tile */
+
+int kn_matmul_is_fma(void) {
+    /* The matmul's numerics decide: one product whose FMA and rounded
+     * multiply-then-add results differ. (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24
+     * rounds to 1 + 2^-11, so after the first term (-1) a rounded multiply
+     * leaves 2^-11 and a fused one 2^-11 + 2^-24. */
+    const float x = 1.0f + 0x1p-12f, inp[2] = {1.0f, x}, w[2] = {-1.0f, x};
+    float out = 0.0f;
+    if (kn_matmul_forward_ref(&out, inp, w, NULL, 1, 2, 1) != KN_OK) return 0;
+    return out != 0x1p-11f;
+}
+
+#if FMA_OK
+/* C (mr x 8 nv) (= or +=) A B, A(i, k) = a[i ars + k aks], B rows ldb apart;
+ * the last vector's lanes >= nlast (when nlast < 8) are neither read nor
+ * written. Inlined with constant mr, nv so the accumulators stay in
+ * registers. */
+FMA_TARGET static inline __attribute__((always_inline)) void tile(int mr, int nv, int nlast, int K, const float *a,
+                                                                  ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                                                                  ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    __m256 cc[6][2];
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(nlast), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    int tail = nlast < 8;
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) {
+            const float *p = c + r * ldc + 8 * v;
+            if (!acc) cc[r][v] = _mm256_setzero_ps();
+            else if (tail && v == nv - 1) cc[r][v] = _mm256_maskload_ps(p, mask);
+            else cc[r][v] = _mm256_loadu_ps(p);
+        }
+    for (int k = 0; k < K; k++) {
+        const float *bk = b + k * ldb, *ak = a + k * aks;
+        __m256 bv[2];
+        for (int v = 0; v < nv; v++)
+            bv[v] = tail && v == nv - 1 ? _mm256_maskload_ps(bk + 8 * v, mask) : _mm256_loadu_ps(bk + 8 * v);
+        for (int r = 0; r < mr; r++) {
+            __m256 av = _mm256_broadcast_ss(ak + r * ars);
+            for (int v = 0; v < nv; v++) cc[r][v] = _mm256_fmadd_ps(av, bv[v], cc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) {
+            float *p = c + r * ldc + 8 * v;
+            if (tail && v == nv - 1) _mm256_maskstore_ps(p, mask, cc[r][v]);
+            else _mm256_storeu_ps(p, cc[r][v]);
+        }
+}
+
+/* one 16-column (or narrower) panel, rows in tiles of 6, 4, 2, 1 */
+#define ROWS(MR, NV, NL)                                                                                               \
+    for (; i + MR <= M; i += MR) tile(MR, NV, NL, K, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc)
+FMA_TARGET static void panel16(int M, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                               ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    int i = 0;
+    ROWS(6, 2, 8);
+    ROWS(4, 2, 8);
+    ROWS(2, 2, 8);
+    ROWS(1, 2, 8);
+}
+FMA_TARGET static void panel_n(int M, int n, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                               ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    int i = 0;
+    if (n > 8) {
+        ROWS(6, 2, n - 8);
+        ROWS(4, 2, n - 8);
+        ROWS(2, 2, n - 8);
+        ROWS(1, 2, n - 8);
+    } else {
+        ROWS(6, 1, n);
+        ROWS(4, 1, n);
+        ROWS(2, 1, n);
+        ROWS(1, 1, n);
+    }
+}
+#undef ROWS
+
+/* C (M x N) (= or +=) A (M x K) B (K x N): each element one FMA chain in k
+ * order. 16-column panels outermost, so a panel of B stays in L1 while
+ * the rows go by. */
+FMA_TARGET static void gemm_fma(int M, int N, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                                ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { /* an empty sum: 0, or C unchanged */
+        if (!acc)
+            for (int i = 0; i < M; i++) memset(c + i * ldc, 0, sizeof(float) * (size_t)N);
+        return;
+    }
+    int j = 0;
+    for (; j + 16 <= N; j += 16) panel16(M, K, a, ars, aks, b + j, ldb, c + j, ldc, acc);
+    if (j < N) panel_n(M, N - j, K, a, ars, aks, b + j, ldb, c + j, ldc, acc);
+}
+
+/* dst (hs x n) = src^T, src rows rs apart */
+static void transpose_in(float *dst, const float *src, ptrdiff_t rs, int n, int hs) {
+    for (int t = 0; t < n; t++)
+        for (int d = 0; d < hs; d++) dst[(size_t)d * n + t] = src[t * rs + d];
+}
+
+/* softmax of row t of att in place: the scaled visible scores, 0 elsewhere */
+FMA_TARGET static void softmax_row(float *a, const int32_t *docrow, int t, int T, float scale) {
+    float mx = -INFINITY;
+    for (int t2 = 0; t2 <= t; t2++) {
+        if (!kn_attn_visible(docrow, t, t2)) {
+            a[t2] = 0.0f;
+            continue;
+        }
+        float s = a[t2] * scale;
+        a[t2] = s;
+        if (s > mx) mx = s;
+    }
+    double sum = 0.0;
+    for (int t2 = 0; t2 <= t; t2++) {
+        if (!kn_attn_visible(docrow, t, t2)) continue;
+        float e = expf(a[t2] - mx);
+        a[t2] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+    for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+}
+
+/* query head h of batch row b: att rows and out rows */
+FMA_TARGET static void head_fwd(float *out_b, float *att_bh, const float *base, const int32_t *docrow, float *kt, int T,
+                                size_t RS, size_t C, size_t qo, size_t ko, size_t vo, int hs, float scale) {
+    for (int k0 = 0; k0 < T; k0 += KB) {
+        int kw = T - k0 < KB ? T - k0 : KB;
+        transpose_in(kt, base + (size_t)k0 * RS + ko, (ptrdiff_t)RS, kw, hs);
+        /* row tiles holding a row >= k0: the first one is k0's */
+        for (int t0 = k0 / RB * RB; t0 < T; t0 += RB) {
+            int rows = T - t0 < RB ? T - t0 : RB, t1 = t0 + rows - 1;
+            int n = t1 + 1 - k0 < kw ? t1 + 1 - k0 : kw;
+            gemm_fma(rows, n, hs, base + (size_t)t0 * RS + qo, (ptrdiff_t)RS, 1, kt, kw, att_bh + (size_t)t0 * T + k0,
+                     T, 0);
+        }
+    }
+    for (int t = 0; t < T; t++) softmax_row(att_bh + (size_t)t * T, docrow, t, T, scale);
+    for (int t0 = 0; t0 < T; t0 += RB) {
+        int rows = T - t0 < RB ? T - t0 : RB;
+        gemm_fma(rows, hs, t0 + rows, att_bh + (size_t)t0 * T, T, 1, base + vo, (ptrdiff_t)RS, out_b + t0 * C + qo,
+                 (ptrdiff_t)C, 0);
+    }
+}
+#endif
+
+int kn_gqa_attention_forward_fma(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
+                                 int NKV, int HS) {
+#if FMA_OK
+    size_t C = (size_t)NH * HS, KVd = (size_t)NKV * HS, RS = C + 2 * KVd;
+    int rep = NH / NKV, err = 0;
+    float scale = 1.0f / sqrtf((float)HS);
+    long pairs = (long)B * NH;
+    KN_OMP(parallel) {
+        float *kt = malloc(sizeof(float) * (size_t)HS * KB);
+        if (!kt) {
+            KN_OMP(atomic write)
+            err = 1;
+        }
+        KN_OMP(for schedule(dynamic, 1))
+        for (long bh = 0; bh < pairs; bh++) {
+            if (!kt) continue;
+            int b = (int)(bh / NH), h = (int)(bh % NH);
+            size_t g = (size_t)(h / rep);
+            head_fwd(out + (size_t)b * T * C, att + (size_t)bh * T * T, qkv + (size_t)b * T * RS,
+                     doc ? doc + (size_t)b * T : NULL, kt, T, RS, C, (size_t)h * HS, C + g * HS, C + KVd + g * HS, HS,
+                     scale);
+        }
+        free(kt);
+    }
+    return err ? KN_ENOMEM : KN_OK;
+#else
+    (void)out, (void)att, (void)qkv, (void)doc, (void)B, (void)T, (void)NH, (void)NKV, (void)HS;
+    return KN_EINVAL;
+#endif
+}
+
+#if FMA_OK
+typedef struct {
+    float *vt, *dkt, *dvt, *ds; /* V^T, dK^T, dV^T of a key block; a dS tile */
+} bwd_ws;
+
+/* KV head of batch row b: every query head of the group, key block by key
+ * block; dq of the group's heads accumulated across key blocks (the first
+ * writes), dK/dV of the key block written at its end. */
+FMA_TARGET static void group_bwd(float *db, const float *dout_b, const float *out_b, const float *base,
+                                 const float *att_b, const int32_t *docrow, const bwd_ws *w, int T, size_t RS, size_t C,
+                                 int h_first, int rep, size_t ko, size_t vo, int hs, float scale) {
+    for (int k0 = 0; k0 < T; k0 += KB) {
+        int kw = T - k0 < KB ? T - k0 : KB;
+        transpose_in(w->vt, base + (size_t)k0 * RS + vo, (ptrdiff_t)RS, kw, hs);
+        memset(w->dkt, 0, sizeof(float) * (size_t)hs * kw);
+        memset(w->dvt, 0, sizeof(float) * (size_t)hs * kw);
+        for (int h = h_first; h < h_first + rep; h++) {
+            size_t qo = (size_t)h * hs;
+            const float *att_bh = att_b + (size_t)h * T * T;
+            for (int t0 = k0 / RB * RB; t0 < T; t0 += RB) {
+                int rows = T - t0 < RB ? T - t0 : RB, t1 = t0 + rows - 1;
+                int n = t1 + 1 - k0 < kw ? t1 + 1 - k0 : kw;
+                const float *dO = dout_b + (size_t)t0 * C + qo, *P = att_bh + (size_t)t0 * T + k0;
+                /* dP = dO V^T into the dS tile (rows x n, kw apart) */
+                gemm_fma(rows, n, hs, dO, (ptrdiff_t)C, 1, w->vt, kw, w->ds, kw, 0);
+                for (int r = 0; r < rows; r++) {
+                    int t = t0 + r;
+                    /* D = rowsum(dO * O) (hs products: cheap beside the tile, so
+                     * formed again for each key block) */
+                    const float *o = out_b + (size_t)t * C + qo, *g = dO + (size_t)r * C;
+                    double s = 0.0;
+                    for (int i = 0; i < hs; i++) s += (double)g[i] * o[i];
+                    float D = (float)s;
+                    float *ds = w->ds + (size_t)r * kw;
+                    const float *p = P + (size_t)r * T;
+                    for (int j = 0; j < n; j++) {
+                        int t2 = k0 + j;
+                        ds[j] = t2 <= t && kn_attn_visible(docrow, t, t2) ? p[j] * (ds[j] - D) * scale : 0.0f;
+                    }
+                }
+                /* dQ (rows x hs) += dS K over this key block: q slots of db */
+                gemm_fma(rows, hs, n, w->ds, kw, 1, base + (size_t)k0 * RS + ko, (ptrdiff_t)RS,
+                         db + (size_t)t0 * RS + qo, (ptrdiff_t)RS, k0 > 0);
+                /* dK^T (hs x n) += Q^T dS, dV^T += dO^T P: K = the tile's rows */
+                gemm_fma(hs, n, rows, base + (size_t)t0 * RS + qo, 1, (ptrdiff_t)RS, w->ds, kw, w->dkt, kw, 1);
+                gemm_fma(hs, n, rows, dO, 1, (ptrdiff_t)C, P, T, w->dvt, kw, 1);
+            }
+        }
+        for (int j = 0; j < kw; j++) {
+            float *dk = db + (size_t)(k0 + j) * RS + ko, *dv = db + (size_t)(k0 + j) * RS + vo;
+            for (int d = 0; d < hs; d++) {
+                dk[d] = w->dkt[(size_t)d * kw + j];
+                dv[d] = w->dvt[(size_t)d * kw + j];
+            }
+        }
+    }
+}
+#endif
+
+int kn_gqa_attention_backward_fma(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
+                                  const int32_t *doc, int B, int T, int NH, int NKV, int HS) {
+#if FMA_OK
+    size_t C = (size_t)NH * HS, KVd = (size_t)NKV * HS, RS = C + 2 * KVd;
+    int rep = NH / NKV, err = 0;
+    float scale = 1.0f / sqrtf((float)HS);
+    long groups = (long)B * NKV;
+    KN_OMP(parallel) {
+        size_t hk = (size_t)HS * KB;
+        float *buf = malloc(sizeof(float) * (3 * hk + (size_t)RB * KB));
+        bwd_ws w = {buf, buf + hk, buf + 2 * hk, buf + 3 * hk};
+        if (!buf) {
+            KN_OMP(atomic write)
+            err = 1;
+        }
+        KN_OMP(for schedule(dynamic, 1))
+        for (long bg = 0; bg < groups; bg++) {
+            if (!buf) continue;
+            int b = (int)(bg / NKV), g = (int)(bg % NKV);
+            group_bwd(dqkv + (size_t)b * T * RS, dout + (size_t)b * T * C, out + (size_t)b * T * C,
+                      qkv + (size_t)b * T * RS, att + (size_t)b * NH * T * T, doc ? doc + (size_t)b * T : NULL, &w, T,
+                      RS, C, g * rep, rep, C + (size_t)g * HS, C + KVd + (size_t)g * HS, HS, scale);
+        }
+        free(buf);
+    }
+    return err ? KN_ENOMEM : KN_OK;
+#else
+    (void)dqkv, (void)dout, (void)out, (void)qkv, (void)att, (void)doc, (void)B, (void)T, (void)NH, (void)NKV, (void)HS;
+    return KN_EINVAL;
+#endif
+}
