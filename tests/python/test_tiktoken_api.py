@@ -205,6 +205,32 @@ def test_constructor_any_pat_str(shared, tiktoken_mod):
         mkshards.Encoding(name="n", pat_str=None, mergeable_ranks=t._mergeable_ranks, special_tokens={})
 
 
+def test_builtin_pat_str_runs_the_builtin(tiktoken_mod, monkeypatch):
+    """tiktoken's own pat_str of every encoding it ships, the original GPT-2 and Llama 3 forms and the C library's
+    spellings run the built-in scanner: Encoding hands pat_str to the C library, whose table of spellings
+    (tokenizer/pattern.c) is the only one; any other regex runs as itself (the general engine)."""
+    import tiktoken_ext.openai_public as pub
+    monkeypatch.setattr(pub, "load_tiktoken_bpe", lambda *a, **k: {})  # the patterns only: no rank files
+    monkeypatch.setattr(pub, "data_gym_to_mergeable_bpe_ranks", lambda *a, **k: {})
+    want = {"gpt2": "gpt2", "r50k_base": "gpt2", "p50k_base": "gpt2", "p50k_edit": "gpt2",
+            "cl100k_base": "cl100k", "o200k_base": "o200k", "o200k_harmony": "o200k"}
+    ranks = {bytes([i]): i for i in range(256)}
+
+    def core(pat):
+        return mkshards.Encoding(name="p", pat_str=pat, mergeable_ranks=ranks, special_tokens={})._core
+
+    builtin = {b: core(b).pat_str for b in ("gpt2", "cl100k", "o200k")}  # a name: the built-in's own regex
+    forms = [(pub.ENCODING_CONSTRUCTORS[n]()["pat_str"], b) for n, b in want.items()]
+    forms += [(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""", "gpt2"),
+              (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+               r"""\s*[\r\n]+|\s+(?!\S)|\s+""", "cl100k")]
+    forms += [(pat, b) for b, pat in builtin.items()]
+    for pat, b in forms:
+        c = core(pat)
+        assert (c.pattern, c.pat_str) == (b, builtin[b]), pat
+    assert core(QWEN_PAT).pat_str == QWEN_PAT  # not a built-in's spelling: the regex itself runs
+
+
 def test_rank_file_pattern_and_normalize(shared, tiktoken_mod):
     """Encoding.from_file(rank file, pattern=REGEX, normalize="nfc") = Qwen v1's tokenizer: tiktoken with its
     PAT_STR on unicodedata.normalize("NFC", text); the fingerprint tells it from the file's own."""

@@ -66,25 +66,10 @@ MODEL_TO_ENCODING = {
     "gpt2": "gpt2", "gpt-2": "gpt2",
 }
 
-# Regexes (pat_str) the C built-in pre-tokenizers implement exactly: tiktoken's spellings, the C library's own
-# (tk_pattern_regex) and the original GPT-2 / Llama 3 forms. Any other pattern runs through the C library's general
-# regex engine with tiktoken's meaning (tk_set_pretokenizer; unsupported constructs are refused by name).
-_R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
-_PATTERN_FORMS = {
-    _R50K_PAT: "gpt2",
-    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""": "gpt2",
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""": "cl100k",
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""": "cl100k",
-    "|".join([
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
-    ]): "o200k",
-}
-
-
-def _pattern_name(pat_str):
-    return _PATTERN_FORMS.get(pat_str)
+# A pat_str goes to the C library as given: tk_pattern_spec (tokenizer/pattern.c's one table of spellings:
+# tiktoken's, the C library's own tk_pattern_regex and the original GPT-2 / Llama 3 forms) runs a built-in
+# pre-tokenizer's exact spelling with the built-in scanner, and any other regex through the general regex engine
+# with tiktoken's meaning (tk_set_pretokenizer; unsupported constructs are refused by name).
 
 
 def _np():
@@ -132,7 +117,7 @@ class Encoding:
             raise TypeError("Encoding(name=...): a str")
         if not isinstance(pat_str, str):
             raise TypeError(f"Encoding {name!r}: pat_str must be a str, not {type(pat_str).__name__}")
-        pattern = _pattern_name(pat_str) or pat_str
+        pattern = pat_str
         n = len(mergeable_ranks)
         tokens = [None] * n
         for tok, rank in mergeable_ranks.items():
