@@ -57,6 +57,10 @@ int kn_matmul_is_fma(void);
  * as kn_gqa_attention_*_cpu (kn_llama.h), already checked by them. */
 int kn_gqa_attention_forward_fma(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
                                  int NKV, int HS);
+/* The vector lanes of its tiles: 16 (AVX-512F) or 8 (AVX2), the same bits
+ * either way; 0 picks the widest the CPU has. Returns the lanes in use or
+ * KN_EINVAL (not on this CPU). Not thread-safe: call between kernels. */
+int kn_gqa_attention_fma_lanes(int lanes);
 int kn_gqa_attention_backward_fma(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS);
 

@@ -14,8 +14,9 @@
  * Numerics: every output element is one chain of fused multiply-adds in k
  * order (keys ascending for S, O, dQ; query head, then query row ascending
  * for dK, dV), whatever the tile, vector width or thread count, so results
- * are deterministic and the same on AVX2 and AVX-512 machines (the kernel
- * uses 8-float AVX2 FMA vectors on both). Entries that the causal or
+ * are deterministic and the same on AVX2 and AVX-512 machines (16-float
+ * AVX-512 tiles where the CPU has them, else 8-float AVX2 ones:
+ * kn_gqa_attention_fma_lanes). Entries that the causal or
  * document mask hides are exact zeros in P and dS, so a tile that covers
  * some of them adds 0 products. Against the exact references
  * (kn_gqa_attention_*_ref) the results differ in the last bits
@@ -116,9 +117,70 @@ FMA_TARGET static void panel_n(int M, int n, int K, const float *a, ptrdiff_t ar
 }
 #undef ROWS
 
+/* The same tiles on 16-float AVX-512 vectors (twice the multiply-adds per
+ * instruction; the same FMA chain per element, so the same bits): C (mr x
+ * 16 nv), lanes >= nlast of the last vector masked off. */
+#define T512 __attribute__((target("avx512f,avx2,fma")))
+T512 static inline __attribute__((always_inline)) void tile512(int mr, int nv, int nlast, int K, const float *a,
+                                                               ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                                                               ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    __m512 cc[6][2];
+    const __mmask16 full = 0xFFFF, last = nlast >= 16 ? full : (__mmask16)((1u << nlast) - 1u);
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++)
+            cc[r][v] =
+                acc ? _mm512_maskz_loadu_ps(v == nv - 1 ? last : full, c + r * ldc + 16 * v) : _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        const float *bk = b + k * ldb, *ak = a + k * aks;
+        __m512 bv[2];
+        for (int v = 0; v < nv; v++) bv[v] = _mm512_maskz_loadu_ps(v == nv - 1 ? last : full, bk + 16 * v);
+        for (int r = 0; r < mr; r++) {
+            __m512 av = _mm512_set1_ps(ak[r * ars]);
+            for (int v = 0; v < nv; v++) cc[r][v] = _mm512_fmadd_ps(av, bv[v], cc[r][v]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, v == nv - 1 ? last : full, cc[r][v]);
+}
+#define ROWS(MR, NV, NL)                                                                                               \
+    for (; i + MR <= M; i += MR) tile512(MR, NV, NL, K, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc)
+T512 static void panel32(int M, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b, ptrdiff_t ldb,
+                         float *c, ptrdiff_t ldc, int acc) {
+    int i = 0;
+    ROWS(6, 2, 16);
+    ROWS(4, 2, 16);
+    ROWS(2, 2, 16);
+    ROWS(1, 2, 16);
+}
+T512 static void panel512_n(int M, int n, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                            ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    int i = 0;
+    if (n > 16) {
+        ROWS(6, 2, n - 16);
+        ROWS(4, 2, n - 16);
+        ROWS(2, 2, n - 16);
+        ROWS(1, 2, n - 16);
+    } else {
+        ROWS(6, 1, n);
+        ROWS(4, 1, n);
+        ROWS(2, 1, n);
+        ROWS(1, 1, n);
+    }
+}
+#undef ROWS
+T512 static void cols512(int M, int N, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
+                         ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
+    int j = 0;
+    for (; j + 32 <= N; j += 32) panel32(M, K, a, ars, aks, b + j, ldb, c + j, ldc, acc);
+    if (j < N) panel512_n(M, N - j, K, a, ars, aks, b + j, ldb, c + j, ldc, acc);
+}
+
+/* vector lanes of the tiles: 16 (AVX-512F) or 8 (AVX2); 0 until chosen */
+static int g_lanes;
+
 /* C (M x N) (= or +=) A (M x K) B (K x N): each element one FMA chain in k
- * order. 16-column panels outermost, so a panel of B stays in L1 while
- * the rows go by. */
+ * order. Column panels outermost, so a panel of B stays in L1 while the
+ * rows go by. */
 FMA_TARGET static void gemm_fma(int M, int N, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
                                 ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
     if (M <= 0 || N <= 0) return;
@@ -127,10 +189,29 @@ FMA_TARGET static void gemm_fma(int M, int N, int K, const float *a, ptrdiff_t a
             for (int i = 0; i < M; i++) memset(c + i * ldc, 0, sizeof(float) * (size_t)N);
         return;
     }
+    if (__atomic_load_n(&g_lanes, __ATOMIC_RELAXED) == 16) {
+        cols512(M, N, K, a, ars, aks, b, ldb, c, ldc, acc);
+        return;
+    }
     int j = 0;
     for (; j + 16 <= N; j += 16) panel16(M, K, a, ars, aks, b + j, ldb, c + j, ldc, acc);
     if (j < N) panel_n(M, N - j, K, a, ars, aks, b + j, ldb, c + j, ldc, acc);
 }
+#endif
+
+int kn_gqa_attention_fma_lanes(int lanes) {
+#if FMA_OK
+    int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    if (lanes == 0) lanes = has512 ? 16 : 8;
+    else if (!(lanes == 8 || (lanes == 16 && has512))) return KN_EINVAL;
+    __atomic_store_n(&g_lanes, lanes, __ATOMIC_RELAXED);
+    return lanes;
+#else
+    return lanes == 0 ? 0 : KN_EINVAL;
+#endif
+}
+
+#if FMA_OK
 
 /* dst (hs x n) = src^T, src rows rs apart */
 static void transpose_in(float *dst, const float *src, ptrdiff_t rs, int n, int hs) {
@@ -138,28 +219,90 @@ static void transpose_in(float *dst, const float *src, ptrdiff_t rs, int n, int 
         for (int d = 0; d < hs; d++) dst[(size_t)d * n + t] = src[t * rs + d];
 }
 
-/* softmax of row t of att in place: the scaled visible scores, 0 elsewhere */
+/* lanes j + l < n of an 8-float vector */
+FMA_TARGET static inline __m256i lanes_below(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* expf on 8 lanes: Cephes' range reduction (x = n ln2 + r, ln2 in two parts)
+ * and degree-6 polynomial (within ~2 ulp of expf); 0 below -87.3 (where
+ * expf is subnormal or 0), so the -inf of hidden entries gives 0. */
+FMA_TARGET static inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.37f)), lo);
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
+}
+
+/* which of the 8 keys t2 = j.. (lanes below n) row t sees: same document */
+FMA_TARGET static inline __m256 visible8(const int32_t *docrow, int t, int j, __m256i in) {
+    if (!docrow) return _mm256_castsi256_ps(in);
+    __m256i d = _mm256_maskload_epi32((const int *)docrow + j, in);
+    return _mm256_castsi256_ps(_mm256_and_si256(in, _mm256_cmpeq_epi32(d, _mm256_set1_epi32(docrow[t]))));
+}
+
+/* sum of x[i] y[i]: 8 FMA chains, added in double in a fixed order */
+FMA_TARGET static inline float dot8(const float *x, const float *y, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        __m256i in = lanes_below(n - i);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(x + i, in), _mm256_maskload_ps(y + i, in), acc);
+    }
+    __m256d s =
+        _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(acc)), _mm256_cvtps_pd(_mm256_extractf128_ps(acc, 1)));
+    double d4[4];
+    _mm256_storeu_pd(d4, s);
+    return (float)((d4[0] + d4[1]) + (d4[2] + d4[3]));
+}
+
+/* softmax of row t of att in place: the scaled visible scores t2 <= t, 0
+ * for hidden and future entries; 8 lanes at a time, the sum of the
+ * exponentials in double in a fixed order */
 FMA_TARGET static void softmax_row(float *a, const int32_t *docrow, int t, int T, float scale) {
-    float mx = -INFINITY;
-    for (int t2 = 0; t2 <= t; t2++) {
-        if (!kn_attn_visible(docrow, t, t2)) {
-            a[t2] = 0.0f;
-            continue;
-        }
-        float s = a[t2] * scale;
-        a[t2] = s;
-        if (s > mx) mx = s;
+    const int n = t + 1;
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), vs = _mm256_set1_ps(scale);
+    __m256 vmx = ninf;
+    for (int j = 0; j < n; j += 8) {
+        __m256i in = lanes_below(n - j);
+        __m256 x = _mm256_mul_ps(_mm256_maskload_ps(a + j, in), vs);
+        x = _mm256_blendv_ps(ninf, x, visible8(docrow, t, j, in));
+        _mm256_maskstore_ps(a + j, in, x);
+        vmx = _mm256_max_ps(vmx, x);
     }
-    double sum = 0.0;
-    for (int t2 = 0; t2 <= t; t2++) {
-        if (!kn_attn_visible(docrow, t, t2)) continue;
-        float e = expf(a[t2] - mx);
-        a[t2] = e;
-        sum += e;
+    float m8[8];
+    _mm256_storeu_ps(m8, vmx);
+    float mx = m8[0];
+    for (int l = 1; l < 8; l++) mx = m8[l] > mx ? m8[l] : mx;
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (int j = 0; j < n; j += 8) {
+        __m256i in = lanes_below(n - j);
+        /* hidden lanes hold -inf (exp 0); lanes past n load 0 and are masked */
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(a + j, in), vm)), _mm256_castsi256_ps(in));
+        _mm256_maskstore_ps(a + j, in, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
-    float inv = (float)(1.0 / sum);
-    for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-    for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+    double d8[4];
+    _mm256_storeu_pd(d8, _mm256_add_pd(s0, s1));
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / ((d8[0] + d8[1]) + (d8[2] + d8[3]))));
+    for (int j = 0; j < n; j += 8) {
+        __m256i in = lanes_below(n - j);
+        _mm256_maskstore_ps(a + j, in, _mm256_mul_ps(_mm256_maskload_ps(a + j, in), inv));
+    }
+    memset(a + n, 0, sizeof(float) * (size_t)(T - n));
 }
 
 /* query head h of batch row b: att rows and out rows */
@@ -188,6 +331,7 @@ FMA_TARGET static void head_fwd(float *out_b, float *att_bh, const float *base, 
 int kn_gqa_attention_forward_fma(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
                                  int NKV, int HS) {
 #if FMA_OK
+    if (!__atomic_load_n(&g_lanes, __ATOMIC_RELAXED)) kn_gqa_attention_fma_lanes(0);
     size_t C = (size_t)NH * HS, KVd = (size_t)NKV * HS, RS = C + 2 * KVd;
     int rep = NH / NKV, err = 0;
     float scale = 1.0f / sqrtf((float)HS);
@@ -245,16 +389,21 @@ FMA_TARGET static void group_bwd(float *db, const float *dout_b, const float *ou
                     int t = t0 + r;
                     /* D = rowsum(dO * O) (hs products: cheap beside the tile, so
                      * formed again for each key block) */
-                    const float *o = out_b + (size_t)t * C + qo, *g = dO + (size_t)r * C;
-                    double s = 0.0;
-                    for (int i = 0; i < hs; i++) s += (double)g[i] * o[i];
-                    float D = (float)s;
+                    float D = dot8(dO + (size_t)r * C, out_b + (size_t)t * C + qo, hs);
                     float *ds = w->ds + (size_t)r * kw;
                     const float *p = P + (size_t)r * T;
-                    for (int j = 0; j < n; j++) {
-                        int t2 = k0 + j;
-                        ds[j] = t2 <= t && kn_attn_visible(docrow, t, t2) ? p[j] * (ds[j] - D) * scale : 0.0f;
+                    const __m256 vD = _mm256_set1_ps(D), vsc = _mm256_set1_ps(scale);
+                    int nv = t + 1 - k0 < n ? t + 1 - k0 : n; /* keys t2 <= t; the rest of the row 0 */
+                    for (int j = 0; j < nv; j += 8) {
+                        __m256i in = lanes_below(nv - j);
+                        __m256 d = _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(p + j, in),
+                                                               _mm256_sub_ps(_mm256_maskload_ps(ds + j, in), vD)),
+                                                 vsc);
+                        d = _mm256_and_ps(d, visible8(docrow ? docrow + k0 : NULL, t - k0, j, in));
+                        _mm256_maskstore_ps(ds + j, in, d);
                     }
+                    if (nv < 0) nv = 0;
+                    memset(ds + nv, 0, sizeof(float) * (size_t)(n - nv));
                 }
                 /* dQ (rows x hs) += dS K over this key block: q slots of db */
                 gemm_fma(rows, hs, n, w->ds, kw, 1, base + (size_t)k0 * RS + ko, (ptrdiff_t)RS,
@@ -278,6 +427,7 @@ FMA_TARGET static void group_bwd(float *db, const float *dout_b, const float *ou
 int kn_gqa_attention_backward_fma(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS) {
 #if FMA_OK
+    if (!__atomic_load_n(&g_lanes, __ATOMIC_RELAXED)) kn_gqa_attention_fma_lanes(0);
     size_t C = (size_t)NH * HS, KVd = (size_t)NKV * HS, RS = C + 2 * KVd;
     int rep = NH / NKV, err = 0;
     float scale = 1.0f / sqrtf((float)HS);

@@ -18,6 +18,7 @@
 #endif
 
 #include "kn.h"
+#include "kn_internal.h" /* kn_gqa_attention_fma_lanes */
 #include "kn_llama.h"
 
 static int fails;
@@ -123,8 +124,8 @@ static void test_attention(int with_doc) {
 /* the matmul's FMA numerics: the blocked-matmul attention
  * (llama_attn_fma_ref.c) against the plain C reference within 1e-5 of each
  * tensor's largest value (one rounding per multiply-add instead of two, and
- * other sums); bit for bit the same on the AVX2 and AVX-512 FMA settings and
- * at 1 or more threads. Shapes: sizes that are no multiple of the tiles
+ * other sums); bit for bit the same with 8-lane (AVX2) and 16-lane (AVX-512)
+ * tiles and at 1 or more threads. Shapes: sizes that are no multiple of the tiles
  * (24 query rows x 128 keys, 6 x 16 register tiles), T over one key block,
  * MHA (NKV = NH), GQA and MQA (NKV = 1), with and without a document mask. */
 static void test_attention_fma(int B, int T, int NH, int NKV, int HS, int with_doc) {
@@ -143,6 +144,9 @@ static void test_attention_fma(int B, int T, int NH, int NKV, int HS, int with_d
     int ran = 0;
     for (int k = 0; k < 2; k++) {
         if (kn_matmul_set_isa(isas[k]) != isas[k]) continue;
+        /* the attention's own tiles: 8 lanes with the AVX2 kernel, 16 with
+         * the AVX-512 one (where the CPU has them) */
+        if (kn_gqa_attention_fma_lanes(k ? 16 : 8) != (k ? 16 : 8)) continue;
         for (int th = 0; th < 2; th++) {
 #ifdef _OPENMP
             int nth = omp_get_max_threads();
@@ -172,13 +176,14 @@ static void test_attention_fma(int B, int T, int NH, int NKV, int HS, int with_d
                        B, T, NH, NKV, HS, with_doc, wo, wa, wd);
             } else {
                 CHECK(!memcmp(o3, o2, N * C * 4) && !memcmp(a3, a2, NA * 4) && !memcmp(d3, d2, N * RS * 4),
-                      "B%d T%d doc %d: isa %d / threads %d not bitwise the first run", B, T, with_doc, isas[k],
-                      th ? 1 : 0);
+                      "B%d T%d doc %d: isa %d (lanes %d) / threads %d not bitwise the first run", B, T, with_doc,
+                      isas[k], k ? 16 : 8, th ? 1 : 0);
             }
         }
     }
     if (!ran) printf("gqa attention, FMA numerics: no FMA kernel on this CPU, skipped\n");
     kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
+    kn_gqa_attention_fma_lanes(0);
     free(qkv), free(dout), free(o1), free(a1), free(d1), free(o2), free(a2), free(d2), free(o3), free(a3), free(d3);
     free(doc);
 }
