@@ -24,6 +24,9 @@
 #include "tk_engine.h"
 
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <nettle/sha2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -219,6 +222,27 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
         const uint8_t *const o0 = o;
         size_t r = 0;
         while (r < n) {
+#ifdef __SSE2__
+            /* 16 bytes at a time while they are printable ASCII other than
+             * ' ' (a word of plain text): stored whole, kept up to the
+             * first other byte (the room holds 16: 3 (n - r) + 3 >= 16);
+             * a byte >= 0x80 after the run may continue its last byte's
+             * key, so that byte is left to the steps below */
+            if (nz->graphic_plain && n - r >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(s + r));
+                unsigned in = (unsigned)_mm_movemask_epi8(
+                    _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(0x20)), _mm_cmplt_epi8(v, _mm_set1_epi8(0x7f))));
+                unsigned k = (unsigned)__builtin_ctz(~in | 0x10000u);
+                if (k && r + k < n && s[r + k] >= 0x80) k--;
+                if (k) {
+                    _mm_storeu_si128((__m128i *)o, v);
+                    o += k;
+                    r += k;
+                    prev_space = false;
+                    continue;
+                }
+            }
+#endif
             uint8_t b = s[r];
             if (b < 0x80) {
                 if (nz->plain[b] ||
@@ -230,8 +254,12 @@ static int normalize(const tk_spm *m, const spm_norm *nz, const uint8_t *s, size
                 }
                 if (b == ' ' && nz->plain_space) {
                     if (!prev_space) {
-                        memcpy(o, ws, wsl);
-                        o += wsl;
+                        if (sp->escape_ws) {
+                            memcpy(o, SPACE_SYM, 3);
+                            o += 3;
+                        } else {
+                            *o++ = ' ';
+                        }
                     }
                     prev_space = sp->remove_extra_ws;
                     r++;
@@ -1158,6 +1186,9 @@ static void plain_ascii(spm_norm *nz, const tk_spm *m) {
                 if (cmap_step(c, nb, (uint8_t)x, &l2) != UINT32_MAX) nz->cont[b][x >> 6] |= 1ull << (x & 63);
             }
     }
+    nz->graphic_plain = true;
+    for (uint32_t b = 0x21; b < 0x7f; b++)
+        if (!nz->plain[b] && !(nz->plain_unless[b] && !nz->cont[b][0] && !nz->cont[b][1])) nz->graphic_plain = false;
     memset(nz->ident, 0, sizeof nz->ident);
     for (uint32_t cp = 0x80; cp < 0x10000; cp++) {
         if (cp >= 0xd800 && cp < 0xe000) continue;

@@ -40,6 +40,10 @@ typedef struct {
      * of the trie from b's node) */
     bool plain_unless[128];
     uint64_t cont[128][4];
+    /* every byte 0x21-0x7e is plain, or plain_unless with no ASCII byte in
+     * its cont: a run of them copies as it is, but for its last byte when
+     * a byte >= 0x80 follows (normalize's 16-byte steps) */
+    bool graphic_plain;
     /* code points U+0080-U+FFFF (valid 2- and 3-byte characters) that no
      * key prefixes, whatever follows (the trie walk leaves before the
      * character's end with no key ended), and whose lead byte starts no

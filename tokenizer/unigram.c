@@ -228,47 +228,22 @@ static inline size_t one_char_len(uint8_t b) {
     return t[b >> 4];
 }
 
-/* The double-precision side of a word's Viterbi (entry_of): from 0, the
- * runner-up of every end and the largest magnitude any candidate reaches. */
+/* A word's lattice in double from 0 (viterbi_entry): the best score of
+ * every end, its runner-up, the largest magnitude any candidate reaches. */
 typedef struct {
     double bs[KEY_MAX + 1], sec[KEY_MAX + 1], wmax;
     int32_t st[KEY_MAX + 1], id[KEY_MAX + 1];
     float sc[KEY_MAX + 1];
 } local_path;
 
-/* EncodeOptimized over t[0, tn) from a path score t0 at 0: fills best; and
- * with d (tn <= KEY_MAX), the same lattice in double from 0 into d, in the
- * same walk (the walk's loads are the cost, not the sums). */
-static inline __attribute__((always_inline)) void walk(const tk_spm *m, const struct tk_uni *u, const uint8_t *t,
-                                                       size_t tn, float t0, best_node *best, local_path *d) {
+/* EncodeOptimized over t[0, tn) from a path score t0 at 0, into best. */
+static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, float t0, best_node *best) {
     /* -inf: the first proposal always wins (scores are finite), as
      * sentencepiece's starts_at == -1 test has it, without a branch */
     for (size_t i = 0; i <= tn; i++) best[i] = (best_node){-INFINITY, -1, -1};
     best[0].score = t0;
-    if (d) {
-        for (size_t i = 0; i <= tn; i++) {
-            d->bs[i] = d->sec[i] = -INFINITY;
-            d->st[i] = -1;
-        }
-        d->bs[0] = 0.0;
-        d->wmax = 0.0;
-    }
     const tk_da_slot *sl = u->slot;
     size_t frontier = 0; /* the furthest end any piece has reached */
-#define PROPOSE_D(end, cid, csc)                                                                                       \
-    do {                                                                                                               \
-        double c_ = d->bs[s] + (double)(csc);                                                                          \
-        d->wmax = fabs(c_) > d->wmax ? fabs(c_) : d->wmax;                                                             \
-        if (c_ > d->bs[end]) {                                                                                         \
-            d->sec[end] = d->bs[end];                                                                                  \
-            d->bs[end] = c_;                                                                                           \
-            d->st[end] = (int32_t)s;                                                                                   \
-            d->id[end] = (cid);                                                                                        \
-            d->sc[end] = (csc);                                                                                        \
-        } else if (c_ > d->sec[end]) {                                                                                 \
-            d->sec[end] = c_;                                                                                          \
-        }                                                                                                              \
-    } while (0)
     for (size_t s = 0; s < tn;) {
         float till = best[s].score;
         if (till < -SCORE_RESET || till > SCORE_RESET) {
@@ -302,7 +277,6 @@ static inline __attribute__((always_inline)) void walk(const tk_spm *m, const st
             tg->start = win ? (int32_t)s : tg->start;
             tg->id = win ? id : tg->id;
             single |= len == mb;
-            if (d) PROPOSE_D(k + 1, id, u->term[node].score);
         }
         if (!single) {
             if (s + mb > frontier) frontier = s + mb;
@@ -313,26 +287,71 @@ static inline __attribute__((always_inline)) void walk(const tk_spm *m, const st
                 tg->start = (int32_t)s;
                 tg->id = (int32_t)m->unk_id;
             }
-            if (d) PROPOSE_D(s + mb, (int32_t)m->unk_id, u->unk_score);
         }
         s += mb;
     }
+}
+
+/* The same lattice over a word t[0, tn) (tn <= KEY_MAX) in double from 0,
+ * with every end's runner-up: what a cache entry is made of. No rebasing
+ * (viterbi_entry keeps only words whose scores stay below it). The float
+ * lattice is not walked here: where the entry's proof covers the path
+ * score the word starts at, its pieces are the float Viterbi's. */
+static void walk_double(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, local_path *d) {
+    for (size_t i = 0; i <= tn; i++) {
+        d->bs[i] = d->sec[i] = -INFINITY;
+        d->st[i] = -1;
+    }
+    d->bs[0] = 0.0;
+    double wmax = 0.0;
+    const tk_da_slot *sl = u->slot;
+#define PROPOSE_D(end, cid, csc)                                                                                       \
+    do {                                                                                                               \
+        double c_ = from + (double)(csc);                                                                              \
+        wmax = fabs(c_) > wmax ? fabs(c_) : wmax;                                                                      \
+        if (c_ > d->bs[end]) {                                                                                         \
+            d->sec[end] = d->bs[end];                                                                                  \
+            d->bs[end] = c_;                                                                                           \
+            d->st[end] = (int32_t)s;                                                                                   \
+            d->id[end] = (cid);                                                                                        \
+            d->sc[end] = (csc);                                                                                        \
+        } else if (c_ > d->sec[end]) {                                                                                 \
+            d->sec[end] = c_;                                                                                          \
+        }                                                                                                              \
+    } while (0)
+    for (size_t s = 0; s < tn;) {
+        const double from = d->bs[s];
+        size_t mb = one_char_len(t[s]);
+        if (mb > tn - s) mb = tn - s;
+        bool single = false;
+        uint32_t node = 0;
+        uint32_t base = sl[0].base & ~TK_DA_TERMINAL;
+        for (size_t k = s; k < tn; k++) {
+            uint32_t nx = base + t[k];
+            if (sl[nx].check != node) break;
+            node = nx;
+            base = sl[nx].base;
+            if (!(base & TK_DA_TERMINAL)) continue;
+            base &= ~TK_DA_TERMINAL;
+            single |= k + 1 - s == mb;
+            PROPOSE_D(k + 1, u->term[node].id, u->term[node].score);
+        }
+        if (!single) PROPOSE_D(s + mb, (int32_t)m->unk_id, u->unk_score);
+        s += mb;
+    }
+    d->wmax = wmax;
 #undef PROPOSE_D
 }
 
-static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, float t0, best_node *best) {
-    walk(m, u, t, tn, t0, best, NULL);
-}
-
-/* The Viterbi of the word t[0, n) (n <= KEY_MAX, nc characters) from t0,
- * and its cache entry: the path found in double from 0 (exact for these
- * sums: float scores, a few additions), the margin of every decision on it
- * over the runner-up (0 on a tie: the proposal order decides, which
- * rounding can change), and from those tmax. */
-static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t n, size_t nc, float t0,
-                          best_node *best, uni_entry *e) {
+/* The cache entry of the word t[0, n) (n <= KEY_MAX, nc characters): the
+ * path found in double from 0 (exact for these sums: float scores, a few
+ * additions), the margin of every decision on it over the runner-up (0 on
+ * a tie: the proposal order decides, which rounding can change), and from
+ * those tmax (-1 with no pieces: unk on the path or more than ENT_MAX). */
+static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t n, size_t nc,
+                          uni_entry *e) {
     local_path d;
-    walk(m, u, t, n, t0, best, &d);
+    walk_double(m, u, t, n, &d);
     e->klen = (uint8_t)n;
     e->np = 0;
     e->tmax = -1.0f;
@@ -524,26 +543,25 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
             }
             if (hit) {
                 *mru = (uint8_t)(e - w->cache) & 1;
-                if (fabsf(till) <= e->tmax) {
-                    if (tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
-                    for (int j = 0; j < e->np; j++) {
-                        out->ids[out->len++] = (uint32_t)e->pc[j].id;
-                        till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
-                    }
-                    prev_unk = false;
-                    p = q;
-                    continue;
-                }
-                if (best_reserve(w, len)) return TK_ERR_NOMEM;
-                viterbi(m, u, t + p, len, till, w->best);
             } else {
                 e += !*mru;
                 *mru = (uint8_t)(e - w->cache) & 1;
                 memcpy(e->key, k, sizeof e->key);
                 e->tag = tag;
-                if (best_reserve(w, len)) return TK_ERR_NOMEM;
-                viterbi_entry(m, u, t + p, len, nc, till, w->best, e);
+                viterbi_entry(m, u, t + p, len, nc, e);
             }
+            if (fabsf(till) <= e->tmax) {
+                if (tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
+                for (int j = 0; j < e->np; j++) {
+                    out->ids[out->len++] = (uint32_t)e->pc[j].id;
+                    till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
+                }
+                prev_unk = false;
+                p = q;
+                continue;
+            }
+            if (best_reserve(w, len)) return TK_ERR_NOMEM;
+            viterbi(m, u, t + p, len, till, w->best);
         } else {
             if (best_reserve(w, len)) return TK_ERR_NOMEM;
             viterbi(m, u, t + p, len, till, w->best);
