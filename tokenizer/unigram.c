@@ -44,6 +44,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define SPM_OF(t) ((const tk_spm *)(t)->engine_state)
 #define UNK_PENALTY 10.0f     /* unigram::kUnkPenalty */
@@ -433,13 +436,24 @@ static int best_reserve(uni_scratch *w, size_t n) {
 
 /* The end of the word starting at p (the next '▁' at a character start,
  * by lead bytes as the Viterbi steps) and its characters in *nc. The text
- * has 3 readable bytes past tn. */
+ * has KEY_MAX readable bytes past tn. */
 static inline size_t word_end(const uint8_t *t, size_t p, size_t tn, size_t *nc) {
     size_t s = p + one_char_len(t[p]), c = 1;
     while (s < tn) {
         uint8_t b = t[s];
         if (b < 0x80) {
+#ifdef __SSE2__
+            /* the ASCII run from s (one character a byte) in one step;
+             * the 16 bytes read lie within the 32 readable past tn */
+            unsigned hi = (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(t + s)));
+            size_t k = (size_t)__builtin_ctz(hi | 0x10000u);
+            if (k > tn - s) k = tn - s;
+            s += k;
+            c += k;
+            continue;
+#else
             s++;
+#endif
         } else {
             if (b == 0xe2 && t[s + 1] == 0x96 && t[s + 2] == 0x81) break;
             s += one_char_len(b);
@@ -472,10 +486,22 @@ static inline void word_at(const uint8_t *t, size_t p, size_t tn, word_key *wk) 
     wk->q = word_end(t, p, tn, &wk->nc);
     size_t len = wk->q - p;
     if (len > KEY_MAX) return;
+#ifdef __SSE2__
+    /* the 32 bytes from p (readable: KEY_MAX past tn), those from len on
+     * zeroed by comparing their index with len */
+    const __m128i n16 = _mm_set1_epi8((char)len);
+    __m128i lo = _mm_loadu_si128((const __m128i *)(t + p)), hi = _mm_loadu_si128((const __m128i *)(t + p + 16));
+    lo = _mm_and_si128(lo, _mm_cmplt_epi8(_mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), n16));
+    hi = _mm_and_si128(
+        hi, _mm_cmplt_epi8(_mm_setr_epi8(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31), n16));
+    _mm_storeu_si128((__m128i *)wk->k, lo);
+    _mm_storeu_si128((__m128i *)(wk->k + 2), hi);
+#else
     for (size_t j = 0; j < KEY_MAX / 8; j++) {
         size_t left = len > 8 * j ? len - 8 * j : 0;
         wk->k[j] = left >= 8 ? load64(t + p + 8 * j) : left ? load64(t + p + 8 * j) & ((1ull << (8 * left)) - 1) : 0;
     }
+#endif
     uint64_t h = (wk->k[0] * 0x9e3779b97f4a7c15ull) ^ (wk->k[1] * 0xc2b2ae3d27d4eb4full) ^
                  (wk->k[2] * 0x165667b19e3779f9ull) ^ (wk->k[3] * 0x27d4eb2f165667c5ull) ^ len;
     h ^= h >> 29;
@@ -551,7 +577,7 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
                 viterbi_entry(m, u, t + p, len, nc, e);
             }
             if (fabsf(till) <= e->tmax) {
-                if (tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
+                if (out->cap - out->len < e->np && tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
                 for (int j = 0; j < e->np; j++) {
                     out->ids[out->len++] = (uint32_t)e->pc[j].id;
                     till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
