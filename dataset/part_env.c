@@ -61,6 +61,23 @@ int ds_part_from_env(uint32_t *part_k, uint32_t *part_n, char *src, size_t srcle
             snprintf(who, sizeof who, "%s=%llu of %s=%llu", ranks[i][0], r, ranks[i][1], s);
         }
     }
+    /* PMIx (prterun, srun --mpi=pmix) puts the rank in PMIX_RANK but the job
+     * size in no variable (a PMIx_Get query), so it gives no part alone; its
+     * launchers that also export a size are read above (mpirun:
+     * OMPI_COMM_WORLD_*, srun: SLURM_PROCID/SLURM_STEP_NUM_TASKS). A rank
+     * without one must not fall through to a job array or to "no launcher"
+     * unnamed: beside an array every rank would build the same part. */
+    unsigned long long pr = 0;
+    if (!found && env_u64("PMIX_RANK", &pr) != 0) {
+        const char *v = getenv("PMIX_RANK");
+        char shown[64];
+        snprintf(err, errlen,
+                 "--part auto: PMIX_RANK=%s is a rank without a size (PMIx exports none; mpirun's "
+                 "OMPI_COMM_WORLD_RANK/SIZE or srun's SLURM_PROCID/SLURM_STEP_NUM_TASKS are read when set): "
+                 "give --part K/N",
+                 mc_escape_text(v, strlen(v), shown, sizeof shown));
+        return DS_ERR_ARG;
+    }
     /* a Slurm job array: tasks MIN .. MIN + COUNT - 1, step 1 */
     unsigned long long id = 0, mn = 0, st = 1;
     int fi = env_u64("SLURM_ARRAY_TASK_ID", &id), fc = env_u64("SLURM_ARRAY_TASK_COUNT", &c);

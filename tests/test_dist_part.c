@@ -19,6 +19,7 @@ static const char *const vars[] = {"OMPI_COMM_WORLD_RANK",
                                    "SLURM_ARRAY_TASK_MIN",
                                    "SLURM_ARRAY_TASK_COUNT",
                                    "SLURM_ARRAY_TASK_STEP",
+                                   "PMIX_RANK",
                                    NULL};
 
 /* env: "NAME=V NAME=V"; want_k 0: expect DS_ERR_ARG */
@@ -64,6 +65,14 @@ int main(void) {
     t("PMI_RANK=0 PMI_SIZE=2000000", 0, 0);
     t("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=2000 SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1000", 0, 0);
     t("PMI_RANK=99999999999999999999 PMI_SIZE=2", 0, 0);
+    /* PMIx: its rank with the size of the launcher that set it (OpenMPI, srun --mpi=pmix); alone, no size:
+     * refused, also beside a job array (each rank would build the array task's same part) */
+    t("PMIX_RANK=1 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2", 2, 2);
+    t("PMIX_RANK=2 SLURM_PROCID=2 SLURM_STEP_NUM_TASKS=4", 3, 4);
+    t("PMIX_RANK=1", 0, 0);
+    t("PMIX_RANK=1 SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=2", 0, 0);
+    t("PMIX_RANK=1 SLURM_PROCID=1", 0, 0);
+    t("PMIX_RANK=x\033[31m SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=2", 0, 0);
     printf("test_dist_part: %s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }
