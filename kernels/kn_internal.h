@@ -50,6 +50,11 @@ static inline int kn_attn_visible(const int32_t *docrow, int t, int t2) { return
 void kn_attn_row_fwd(float *a, float *o, const float *base, const int32_t *docrow, int t, int T, size_t RS, size_t qo,
                      size_t ko, size_t vo, int hs, float scale);
 
+/* 1 (the default): the matmul's micro-kernels read full panels of a
+ * row-major A in place; 0: every A panel is packed first, as before
+ * (test_kn_ops checks both give the same bits). Returns the previous
+ * setting. Not thread-safe: call between matmuls. */
+int kn_matmul_set_a_in_place(int on);
 /* 1 when the matmul runs its FMA numerics (kn_matmul_set_isa /
  * MKS_MATMUL_ISA), found from one product's bits (llama_attn_fma_ref.c). */
 int kn_matmul_is_fma(void);
@@ -61,6 +66,10 @@ int kn_gqa_attention_forward_fma(float *out, float *att, const float *qkv, const
  * either way; 0 picks the widest the CPU has. Returns the lanes in use or
  * KN_EINVAL (not on this CPU). Not thread-safe: call between kernels. */
 int kn_gqa_attention_fma_lanes(int lanes);
+/* SwiGLU on packed [gate | up] rows on the FMA numerics (the same file):
+ * as kn_swiglu_packed_*_cpu with a vectorized exponential. */
+int kn_swiglu_packed_forward_fma(float *out, const float *gu, int N, int F);
+int kn_swiglu_packed_backward_fma(float *dgu, const float *dout, const float *gu, int N, int F);
 int kn_gqa_attention_backward_fma(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS);
 

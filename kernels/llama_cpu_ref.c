@@ -158,6 +158,7 @@ static void swiglu_row_fwd(float *o, const float *g, const float *u, int F) {
 
 int kn_swiglu_packed_forward_cpu(float *out, const float *gu, int N, int F) {
     if (!out || !gu || N <= 0 || F <= 0) return KN_EINVAL;
+    if (kn_matmul_is_fma()) return kn_swiglu_packed_forward_fma(out, gu, N, F);
     KN_OMP(parallel for schedule(static))
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F;
@@ -177,6 +178,7 @@ static void swiglu_row_bwd(float *dg, float *du, const float *dy, const float *g
 
 int kn_swiglu_packed_backward_cpu(float *dgu, const float *dout, const float *gu, int N, int F) {
     if (!dgu || !dout || !gu || N <= 0 || F <= 0) return KN_EINVAL;
+    if (kn_matmul_is_fma()) return kn_swiglu_packed_backward_fma(dgu, dout, gu, N, F);
     KN_OMP(parallel for schedule(static))
     for (int n = 0; n < N; n++) {
         const float *g = gu + (size_t)n * 2 * F;

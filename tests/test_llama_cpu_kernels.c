@@ -48,7 +48,11 @@ static float *rnd(size_t n) {
 static double worst_rel(const float *a, const float *b, size_t n) {
     double mx = 0, w = 0;
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i]));
-    for (size_t i = 0; i < n; i++) w = fmax(w, fabs((double)a[i] - b[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d != d) return INFINITY; /* a NaN (an entry never written) fails */
+        w = fmax(w, d);
+    }
     return mx > 0 ? w / mx : w;
 }
 
@@ -198,15 +202,41 @@ static void test_swiglu_rmsnorm(void) {
         memcpy(u + n * F, gu + (size_t)n * 2 * F + F, F * 4);
     }
     kn_swiglu_forward_ref(o1, g, u, (size_t)N * F);
+    kn_swiglu_backward_ref(dg, du, dy, g, u, (size_t)N * F);
+    /* exact numerics: the reference's bits */
+    CHECK(kn_matmul_set_isa(KN_MATMUL_ISA_PORTABLE) == KN_MATMUL_ISA_PORTABLE, "portable matmul");
     CHECK(kn_swiglu_packed_forward_cpu(o2, gu, N, F) == KN_OK, "swiglu fwd");
     CHECK(!memcmp(o1, o2, N * F * 4), "swiglu forward differs");
-    kn_swiglu_backward_ref(dg, du, dy, g, u, (size_t)N * F);
     CHECK(kn_swiglu_packed_backward_cpu(dgu, dy, gu, N, F) == KN_OK, "swiglu bwd");
     int same = 1;
     for (int n = 0; n < N; n++)
         same &= !memcmp(dg + n * F, dgu + (size_t)n * 2 * F, F * 4) &&
                 !memcmp(du + n * F, dgu + (size_t)n * 2 * F + F, F * 4);
     CHECK(same, "swiglu backward differs");
+    /* FMA numerics: the vectorized exponential, within 1e-6 of each output's
+     * largest value, gates from -100 to 100 (the exponential's clamps) */
+    if (kn_matmul_set_isa(KN_MATMUL_ISA_AUTO) >= KN_MATMUL_ISA_AVX2_FMA) {
+        float *gw = malloc((size_t)N * 2 * F * 4), *gg = malloc(N * F * 4);
+        for (int i = 0; i < N * 2 * F; i++) gw[i] = gu[i] * 12.0f;
+        for (int n = 0; n < N; n++) gw[(size_t)n * 2 * F + n % F] = n % 2 ? 100.0f : -100.0f;
+        for (int n = 0; n < N; n++)
+            memcpy(gg + n * F, gw + (size_t)n * 2 * F, F * 4), memcpy(u + n * F, gw + (size_t)n * 2 * F + F, F * 4);
+        kn_swiglu_forward_ref(o1, gg, u, (size_t)N * F);
+        kn_swiglu_backward_ref(dg, du, dy, gg, u, (size_t)N * F);
+        CHECK(kn_swiglu_packed_forward_cpu(o2, gw, N, F) == KN_OK, "swiglu fwd fma");
+        double wf = worst_rel(o2, o1, (size_t)N * F);
+        CHECK(kn_swiglu_packed_backward_cpu(dgu, dy, gw, N, F) == KN_OK, "swiglu bwd fma");
+        float *dg2 = malloc(N * F * 4), *du2 = malloc(N * F * 4);
+        for (int n = 0; n < N; n++)
+            memcpy(dg2 + n * F, dgu + (size_t)n * 2 * F, F * 4),
+                memcpy(du2 + n * F, dgu + (size_t)n * 2 * F + F, F * 4);
+        double wg = worst_rel(dg2, dg, (size_t)N * F), wu = worst_rel(du2, du, (size_t)N * F);
+        CHECK(wf <= 1e-6 && wg <= 1e-6 && wu <= 1e-6,
+              "swiglu FMA numerics: worst rel out %.3g dgate %.3g dup %.3g > 1e-6", wf, wg, wu);
+        printf("swiglu, FMA numerics: worst rel out %.2g dgate %.2g dup %.2g\n", wf, wg, wu);
+        free(gw), free(gg), free(dg2), free(du2);
+    }
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
 
     float *x = rnd((size_t)N * C), *w = rnd(C), *dout = rnd((size_t)N * C), *h = malloc(N * C * 4), r[N];
     float *dx1 = rnd((size_t)N * C), *dx2 = malloc(N * C * 4), *dw1 = rnd(C), *dw2 = malloc(C * 4);
