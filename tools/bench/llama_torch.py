@@ -8,8 +8,9 @@ bf16 autocast over fp32 weights (as llmtrain's bf16: fp32 master weights, bf16 c
 torch.compile, fused AdamW (betas 0.9/0.95, weight decay 0.1 on matrices), gradient clipping
 at 1.0, the same micro-batch (rows x seq-len) and number of timed steps.
 
-Data: as tools/bench/nanogpt_torch.py (the shard set through tools/python's reader when
---data is given and usable, else random tokens; throughput does not depend on the values).
+Data, device set-up, optimizer, timed loop and the JSON line's common fields: tools/bench/torch_bench_common.py,
+shared with nanogpt_torch.py (the shard set through tools/python's reader when --data is given and usable,
+else random tokens; throughput does not depend on the values).
 
 Output: one JSON line on stdout (everything else on stderr), with tokens_per_s, step_ms_median,
 params, flops_per_token (6 N + 6 L T d: the matmul FLOPs of forward + backward, N without
@@ -37,9 +38,8 @@ import statistics
 import sys
 import time
 
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+import torch_bench_common as tbc  # what this baseline shares with nanogpt_torch.py
+from torch_bench_common import log
 
 
 # The tiny config of --check: GQA (4 heads over 2 KV heads), untied, Llama 3 rope scaling.
@@ -82,13 +82,12 @@ def parse_args(argv=None):
 
 
 def flops_per_token(cfg, n_params, T):
-    """6 N + 6 L T d (PaLM appendix B), N = parameters less a tied embedding (its lookup is not a matmul;
-    the logits matmul through the tied matrix is counted once, as lm_head)."""
-    L, d = cfg["num_hidden_layers"], cfg["hidden_size"]
+    """6 N + 6 L T d (torch_bench_common.flops_per_token), N = parameters less an untied input embedding
+    (its lookup is not a matmul; the logits matmul through a tied matrix is counted once, as lm_head)."""
     n = n_params
     if not cfg.get("tie_word_embeddings", True):
-        n -= cfg["vocab_size"] * d  # the input embedding is a lookup; lm_head stays
-    return 6 * n + 6 * L * T * d
+        n -= cfg["vocab_size"] * cfg["hidden_size"]  # the input embedding is a lookup; lm_head stays
+    return tbc.flops_per_token(n, cfg["num_hidden_layers"], T, cfg["hidden_size"])
 
 
 def vs_c(args):
@@ -167,14 +166,9 @@ def main(argv=None):
         print(json.dumps({"impl": "torch-llama", "error": f"import failed: {e}"}))
         return 2
     cfg = dict(TINY) if args.check else json.load(open(args.config))
-    dev = torch.device(args.device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        print(json.dumps({"impl": "torch-llama", "error": "no CUDA device visible to torch"}))
+    dev = tbc.device(torch, args.device, args.seed, "torch-llama")
+    if dev is None:
         return 2
-    torch.manual_seed(args.seed)
-    if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
     T, B = args.seq_len, args.batch
     conf = LlamaConfig(attn_implementation="sdpa",
                        **{k: v for k, v in cfg.items() if k not in ("architectures", "model_type")})
@@ -182,47 +176,11 @@ def main(argv=None):
     model.train()
     n_params = sum(p.numel() for p in model.parameters())  # tied: counted once
     V = conf.vocab_size
-    decay = [p for _, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for _, p in model.named_parameters() if p.dim() < 2]
-    opt_kw = {"lr": args.lr, "betas": (0.9, 0.95), "eps": 1e-8}
-    if dev.type == "cuda":
-        opt_kw["fused"] = True
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            **opt_kw)
+    opt = tbc.adamw(torch, model, args.lr, dev)
     step_model = model if args.no_compile else torch.compile(model)
 
-    rows, data_desc = None, "random: no --data"
-    if args.data:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from nanogpt_torch import _open_reader  # the same reader the GPT-2 baseline uses
-
-        rows, data_desc = _open_reader(args.data, T)
-    cursor = [0]
-
-    def next_batch():
-        if rows is None:
-            x = torch.randint(0, V, (B, T + 1), dtype=torch.int64)
-            xb, yb = x[:, :-1], x[:, 1:].clone()
-        else:
-            xs, ys = [], []
-            for i in range(B):
-                r = rows[(cursor[0] + i) % len(rows)]
-                tok, mask = (r[0], r[1]) if isinstance(r, tuple) else (r, None)
-                tok = np.asarray(tok[: T + 1], dtype=np.int64)
-                y = np.full(T, -100, dtype=np.int64)  # no loss beyond the row (transformers' ignore index)
-                y[: len(tok) - 1] = tok[1:T + 1]
-                if mask is not None:
-                    m = np.asarray(mask[1:T + 1])
-                    y[: len(m)][m == 0] = -100
-                xs.append(np.pad(tok[:T], (0, T - len(tok[:T]))))
-                ys.append(y)
-            cursor[0] += B
-            xb, yb = torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
-        if dev.type == "cuda":
-            xb = xb.pin_memory().to(dev, non_blocking=True)
-            yb = yb.pin_memory().to(dev, non_blocking=True)
-        return xb, yb
-
+    rows, data_desc = tbc.open_reader(args.data, T)
+    next_batch = tbc.batches(torch, np, rows, B, T, V, dev, ignore=-100)  # transformers' ignore index
     amp = torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=True)
 
     def one_step():
@@ -237,39 +195,21 @@ def main(argv=None):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    t0 = time.perf_counter()
-    for _ in range(args.warmup):
-        one_step()
-    sync()
-    warm_s = time.perf_counter() - t0
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    times, losses = [], []
-    for _ in range(args.steps):
-        t = time.perf_counter()
-        loss = one_step()
-        lv = float(loss.item())  # a sync: the step is over
-        times.append(time.perf_counter() - t)
-        losses.append(lv)
-    med = statistics.median(times)
+    times, losses, warm_s = tbc.timed(torch, dev, one_step, args.warmup, args.steps, cuda_events=False)
     fpt = flops_per_token(cfg, n_params, T)
-    tps = B * T / med
-    out = {
+    head = {
         "impl": "torch-llama", "torch": torch.__version__, "layers": conf.num_hidden_layers,
         "heads": conf.num_attention_heads, "kv_heads": conf.num_key_value_heads, "dim": conf.hidden_size,
         "ffn": conf.intermediate_size, "vocab": V, "tied": bool(conf.tie_word_embeddings), "seq_len": T, "batch": B,
         "params": n_params, "steps": args.steps, "attn": "sdpa", "compile": not args.no_compile,
-        "device": str(dev), "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "",
-        "step_ms_median": med * 1e3, "tokens_per_s": tps, "flops_per_token": fpt,
-        "mfu": tps * fpt / (args.peak_tflops * 1e12) if dev.type == "cuda" else None,
-        "peak_mem_bytes": int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else 0,
-        "warmup_s": warm_s, "loss_first": losses[0] if losses else None,
-        "loss_last": losses[-1] if losses else None, "data": data_desc,
     }
-    print(json.dumps(out), flush=True)
-    return 0
 
+    def mfu(tps):  # against --peak-tflops, on the GPU only
+        return {"flops_per_token": fpt,
+                "mfu": tps * fpt / (args.peak_tflops * 1e12) if dev.type == "cuda" else None}
+
+    print(json.dumps(tbc.result(torch, head, dev, B, T, times, losses, warm_s, data_desc, mfu)), flush=True)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
