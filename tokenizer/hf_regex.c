@@ -75,6 +75,7 @@
 
 #include "regex_sets.h"
 #include "regex_ucd.h"
+#include "strbuf.h"
 #include "ucd_categories.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -99,40 +100,11 @@ struct tk_regex {
     size_t lit_len;
 };
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    bool oom;       /* no memory, or too_large */
-    bool too_large; /* over XLAT_MAX_OUT */
-} sbuf;
-
 /* The longest translation: each general category carries its Unicode
  * correction (up to ~1.2 KB for \p{C} on PCRE2 10.42), so a pattern made of
  * thousands of them would cost ~170x its size; real patterns translate to a
  * few KB (PCRE2's own compiled-size limit is near 64 KB anyway). */
 #define XLAT_MAX_OUT ((size_t)1 << 20)
-
-static void sb_put(sbuf *b, const char *p, size_t n) {
-    if (b->oom || !n) return; /* an empty correction has p == NULL: memcpy may not take it */
-    if (n > XLAT_MAX_OUT - b->len) {
-        b->oom = b->too_large = true;
-        return;
-    }
-    if (n > b->cap - b->len) {
-        size_t c = b->cap ? b->cap * 2 : 256;
-        while (c - b->len < n + 1) c *= 2;
-        char *q = realloc(b->s, c);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->s = q;
-        b->cap = c;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-}
-static void sb_puts(sbuf *b, const char *p) { sb_put(b, p, strlen(p)); }
 
 static int refuse(char *err, size_t errlen, const char *what, size_t at) {
     tk_set_err(err, errlen,
@@ -171,7 +143,7 @@ typedef struct {
 typedef struct {
     const char *re;
     size_t n, i;
-    sbuf b;
+    tk_strbuf b;
     bool in_class;
     size_t class_start; /* index just after '[' or '[^' */
     char *err;
@@ -185,7 +157,7 @@ typedef struct {
 /* A callout that ends the current stretch (one is enough where one was just written). */
 static void put_callout(xlat *t) {
     if (!t->callouts) return;
-    if (!(t->b.len >= 4 && !t->b.oom && memcmp(t->b.s + t->b.len - 4, "(?C)", 4) == 0)) sb_puts(&t->b, "(?C)");
+    if (!(t->b.len >= 4 && !t->b.oom && memcmp(t->b.s + t->b.len - 4, "(?C)", 4) == 0)) tk_sb_puts(&t->b, "(?C)");
     xframe *f = &t->fr[t->depth];
     if (f->cur > f->mx) f->mx = f->cur;
     f->cur = 0;
@@ -216,11 +188,11 @@ static void branch_sep(xlat *t) {
     xframe *f = &t->fr[t->depth];
     uint32_t fail = f->cur > f->mx ? f->cur : f->mx;
     if (t->depth > 0) put_callout(t);
-    sb_put(&t->b, "|", 1);
+    tk_sb_put(&t->b, "|", 1);
     f->sum += fail;
     f->cur = f->mx = 0;
     if (t->callouts && f->sum >= XLAT_FAIL) {
-        sb_puts(&t->b, "(?C)");
+        tk_sb_puts(&t->b, "(?C)");
         f->sum = 0;
     }
 }
@@ -234,22 +206,15 @@ static void close_group(xlat *t) {
     put_callout(t);
     if (t->callouts && fail > XLAT_FAIL && !f->behind) {
         /* (a lookbehind's branches have fixed lengths: what it tests is bounded by them) */
-        sb_puts(&t->b, "|(?C)(*FAIL)");
+        tk_sb_puts(&t->b, "|(?C)(*FAIL)");
         fail = 0;
     }
-    sb_put(&t->b, ")", 1);
+    tk_sb_put(&t->b, ")", 1);
     t->depth--;
     if (t->callouts) t->fr[t->depth].cur += fail;
 }
 
 static int xrefuse(xlat *t, const char *what) { return refuse(t->err, t->errlen, what, t->i); }
-
-static void put_cp_range(sbuf *b, uint32_t lo, uint32_t hi) {
-    char tmp[32];
-    if (lo == hi) snprintf(tmp, sizeof tmp, "\\x{%X}", (unsigned)lo);
-    else snprintf(tmp, sizeof tmp, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)hi);
-    sb_puts(b, tmp);
-}
 
 /* A general-category property (\p{X}: mask = X's categories; \P{X}: negated)
  * with the references' Unicode (16.0) on a PCRE2 that knows another: the
@@ -266,8 +231,8 @@ static int put_category(xlat *t, const char *orig, size_t olen, uint32_t mask, b
         tk_set_err(t->err, t->errlen, "out of memory measuring PCRE2's Unicode tables against the reference's");
         return TK_ERR_NOMEM;
     }
-    sbuf add = {0}, rem = {0};
-    sbuf *out[2] = {&add, &rem};
+    tk_strbuf add = {.max = XLAT_MAX_OUT}, rem = {.max = XLAT_MAX_OUT};
+    tk_strbuf *out[2] = {&add, &rem};
     uint32_t lo[2] = {0, 0}, hi[2] = {0, 0};
     bool open[2] = {false, false};
     for (size_t k = 0; k < nd; k++) {
@@ -278,12 +243,12 @@ static int put_category(xlat *t, const char *orig, size_t olen, uint32_t mask, b
             hi[w] = d[k].cp;
             continue;
         }
-        if (open[w]) put_cp_range(out[w], lo[w], hi[w]);
+        if (open[w]) tk_sb_cp_range(out[w], lo[w], hi[w]);
         lo[w] = hi[w] = d[k].cp;
         open[w] = true;
     }
     for (int w = 0; w < 2; w++)
-        if (open[w]) put_cp_range(out[w], lo[w], hi[w]);
+        if (open[w]) tk_sb_cp_range(out[w], lo[w], hi[w]);
     int rc = TK_OK;
     if (add.oom || rem.oom) rc = TK_ERR_NOMEM;
     else if (rem.len && t->in_class) {
@@ -292,21 +257,21 @@ static int put_category(xlat *t, const char *orig, size_t olen, uint32_t mask, b
                  (int)(olen < 24 ? olen : 24), orig, pv, tk_ucd_version);
         rc = xrefuse(t, what);
     } else if (!add.len && !rem.len) {
-        sb_put(&t->b, orig, olen);
+        tk_sb_put(&t->b, orig, olen);
     } else if (t->in_class) {
-        sb_put(&t->b, orig, olen);
-        sb_put(&t->b, add.s, add.len);
+        tk_sb_put(&t->b, orig, olen);
+        tk_sb_put(&t->b, add.s, add.len);
     } else {
         if (rem.len) {
-            sb_puts(&t->b, "(?:(?![");
-            sb_put(&t->b, rem.s, rem.len);
-            sb_puts(&t->b, "])");
+            tk_sb_puts(&t->b, "(?:(?![");
+            tk_sb_put(&t->b, rem.s, rem.len);
+            tk_sb_puts(&t->b, "])");
         }
-        sb_puts(&t->b, "[");
-        sb_put(&t->b, orig, olen);
-        sb_put(&t->b, add.s, add.len);
-        sb_puts(&t->b, "]");
-        if (rem.len) sb_puts(&t->b, ")");
+        tk_sb_puts(&t->b, "[");
+        tk_sb_put(&t->b, orig, olen);
+        tk_sb_put(&t->b, add.s, add.len);
+        tk_sb_puts(&t->b, "]");
+        if (rem.len) tk_sb_puts(&t->b, ")");
     }
     free(add.s);
     free(rem.s);
@@ -317,7 +282,7 @@ static int put_category(xlat *t, const char *orig, size_t olen, uint32_t mask, b
 static int put_word_class(xlat *t, bool negated) {
     static const char *const cats[] = {W_CLASS_CATEGORIES};
     bool was_in = t->in_class;
-    if (!was_in) sb_puts(&t->b, negated ? "[^" : "[");
+    if (!was_in) tk_sb_puts(&t->b, negated ? "[^" : "[");
     t->in_class = true;
     int rc = TK_OK;
     for (size_t k = 0; k < sizeof cats / sizeof cats[0] && rc == TK_OK; k++) {
@@ -329,8 +294,8 @@ static int put_word_class(xlat *t, bool negated) {
     }
     t->in_class = was_in;
     if (rc) return rc;
-    sb_puts(&t->b, W_CLASS_REST);
-    if (!was_in) sb_puts(&t->b, "]");
+    tk_sb_puts(&t->b, W_CLASS_REST);
+    if (!was_in) tk_sb_puts(&t->b, "]");
     t->i += 2;
     return TK_OK;
 }
@@ -363,7 +328,7 @@ static int tr_shorthand(xlat *t, char e) {
         put = "[^0-9A-Fa-f]";
         break;
     }
-    sb_puts(&t->b, put);
+    tk_sb_puts(&t->b, put);
     t->i += 2;
     return TK_OK;
 }
@@ -378,8 +343,8 @@ static int tr_hex_escape(xlat *t, char e) {
         size_t j = i + 3;
         while (j < n && is_hex(re[j])) j++;
         if (j >= n || re[j] != '}' || j == i + 3 || j - (i + 3) > 8) return xrefuse(t, "malformed \\u{...}");
-        sb_puts(&t->b, "\\x{");
-        sb_put(&t->b, re + i + 3, j + 1 - (i + 3));
+        tk_sb_puts(&t->b, "\\x{");
+        tk_sb_put(&t->b, re + i + 3, j + 1 - (i + 3));
         t->i = j + 1;
         return TK_OK;
     }
@@ -388,7 +353,7 @@ static int tr_hex_escape(xlat *t, char e) {
         for (size_t k = 2; k < 10; k++)
             if (i + k >= n || !is_hex(re[i + k])) return xrefuse(t, "\\U not followed by 8 hex digits");
         snprintf(tmp, sizeof tmp, "\\x{%.8s}", re + i + 2);
-        sb_puts(&t->b, tmp);
+        tk_sb_puts(&t->b, tmp);
         t->i = i + 10;
         return TK_OK;
     }
@@ -396,7 +361,7 @@ static int tr_hex_escape(xlat *t, char e) {
         if (i + 6 > n || !is_hex(re[i + 2]) || !is_hex(re[i + 3]) || !is_hex(re[i + 4]) || !is_hex(re[i + 5]))
             return xrefuse(t, "\\u not followed by 4 hex digits");
         snprintf(tmp, sizeof tmp, "\\x{%.4s}", re + i + 2);
-        sb_puts(&t->b, tmp);
+        tk_sb_puts(&t->b, tmp);
         t->i = i + 6;
         return TK_OK;
     }
@@ -404,7 +369,7 @@ static int tr_hex_escape(xlat *t, char e) {
         size_t j = i + 3;
         while (j < n && is_hex(re[j])) j++;
         if (j >= n || re[j] != '}' || j == i + 3) return xrefuse(t, "malformed \\x{...}");
-        sb_put(&t->b, re + i, j + 1 - i);
+        tk_sb_put(&t->b, re + i, j + 1 - i);
         t->i = j + 1;
         return TK_OK;
     }
@@ -412,7 +377,7 @@ static int tr_hex_escape(xlat *t, char e) {
         size_t j = i + 2;
         while (j < n && j < i + 4 && is_hex(re[j])) j++;
         snprintf(tmp, sizeof tmp, "\\x{%.*s}", (int)(j - i - 2), re + i + 2);
-        sb_puts(&t->b, tmp);
+        tk_sb_puts(&t->b, tmp);
         t->i = j;
         return TK_OK;
     }
@@ -429,7 +394,7 @@ static int rust_set(xlat *t) {
     int rc = tk_rx_rust_set(t->re, t->n, &at, t->fr[t->depth].icase, &plain, &item, t->err, t->errlen);
     if (rc) return rc;
     if (plain) return 1;
-    sb_puts(&t->b, item);
+    tk_sb_puts(&t->b, item);
     free(item);
     t->i = at;
     return TK_OK;
@@ -477,9 +442,9 @@ static int tr_property(xlat *t) {
         int rc = tk_rx_script_class(re + i + 3, j - (i + 3), re[i + 1] == 'P', &body);
         if (rc == TK_ERR_NOMEM) return rc;
         if (rc == 0) {
-            if (!t->in_class) sb_puts(&t->b, "[");
-            sb_puts(&t->b, body);
-            if (!t->in_class) sb_puts(&t->b, "]");
+            if (!t->in_class) tk_sb_puts(&t->b, "[");
+            tk_sb_puts(&t->b, body);
+            if (!t->in_class) tk_sb_puts(&t->b, "]");
             free(body);
             t->i = j + 1;
             return TK_OK;
@@ -488,13 +453,13 @@ static int tr_property(xlat *t) {
     if (t->rust && is_script(re + i + 3, j - (i + 3))) {
         /* Rust's \p{Han} is the Script property; PCRE2's (10.40 on) is
          * Script_Extensions (U+3001 is Han there): \p{sc:Han} is the former */
-        sb_put(&t->b, re + i, 3);
-        sb_puts(&t->b, "sc:");
-        sb_put(&t->b, re + i + 3, j + 1 - (i + 3));
+        tk_sb_put(&t->b, re + i, 3);
+        tk_sb_puts(&t->b, "sc:");
+        tk_sb_put(&t->b, re + i + 3, j + 1 - (i + 3));
         t->i = j + 1;
         return TK_OK;
     }
-    sb_put(&t->b, re + i, j + 1 - i);
+    tk_sb_put(&t->b, re + i, j + 1 - i);
     t->i = j + 1;
     return TK_OK;
 }
@@ -517,7 +482,7 @@ static int tr_escape(xlat *t) {
     case 'h':
     case 'H': return tr_shorthand(t, e);
     case 'v':
-        sb_puts(&t->b, "\\x{0B}");
+        tk_sb_puts(&t->b, "\\x{0B}");
         t->i += 2;
         return TK_OK;
     case 'u':
@@ -553,7 +518,7 @@ static int tr_escape(xlat *t) {
         /* an escaped punctuation or non-ASCII byte: literal in both */
         break;
     }
-    sb_put(&t->b, t->re + t->i, 2);
+    tk_sb_put(&t->b, t->re + t->i, 2);
     t->i += 2;
     return TK_OK;
 }
@@ -562,13 +527,13 @@ static int tr_escape(xlat *t) {
 static int tr_class_char(xlat *t, char c) {
     if (c == ']' && t->i > t->class_start) {
         t->in_class = false;
-        sb_put(&t->b, "]", 1);
+        tk_sb_put(&t->b, "]", 1);
         t->i++;
         return TK_OK;
     }
     if (c == '[') return xrefuse(t, "'[' inside [...] (nested class or POSIX class)");
     if (c == '&' && t->i + 1 < t->n && t->re[t->i + 1] == '&') return xrefuse(t, "&& inside [...]");
-    sb_put(&t->b, &c, 1);
+    tk_sb_put(&t->b, &c, 1);
     t->i++;
     return TK_OK;
 }
@@ -578,12 +543,12 @@ static int tr_group(xlat *t) {
     const char *re = t->re;
     size_t n = t->n, i = t->i, j = i + 2;
     if (j < n && (re[j] == ':' || re[j] == '=' || re[j] == '!' || re[j] == '>')) {
-        sb_put(&t->b, re + i, 3);
+        tk_sb_put(&t->b, re + i, 3);
         t->i = i + 3;
         return open_group(t, false);
     }
     if (j < n && re[j] == '<' && j + 1 < n && (re[j + 1] == '=' || re[j + 1] == '!')) {
-        sb_put(&t->b, re + i, 4);
+        tk_sb_put(&t->b, re + i, 4);
         t->i = i + 4;
         return open_group(t, true);
     }
@@ -602,7 +567,7 @@ static int tr_group(xlat *t) {
         k++;
     }
     if (k > j && k < n && (re[k] == ':' || re[k] == ')')) {
-        sb_put(&t->b, re + i, k + 1 - i);
+        tk_sb_put(&t->b, re + i, k + 1 - i);
         t->i = k + 1;
         /* (?i: opens a group, (?i) sets the option up to the end of the enclosing one */
         int rc = re[k] == ':' ? open_group(t, false) : TK_OK;
@@ -642,7 +607,7 @@ static int tr_quantifier(xlat *t, size_t q) {
         if (re[i] == '+' && re[t->i] == '{' && !t->rust) return xrefuse(t, "{n,m}+");
         i++;
     }
-    sb_put(&t->b, re + t->i, i - t->i);
+    tk_sb_put(&t->b, re + t->i, i - t->i);
     t->i = i;
     put_callout(t);
     return TK_OK;
@@ -660,10 +625,10 @@ static int tr_plain(xlat *t, char c) {
             if (rc != 1) return rc;
         }
         t->in_class = true;
-        sb_put(&t->b, "[", 1);
+        tk_sb_put(&t->b, "[", 1);
         i++;
         if (i < n && re[i] == '^') {
-            sb_put(&t->b, "^", 1);
+            tk_sb_put(&t->b, "^", 1);
             i++;
         }
         t->i = i;
@@ -672,12 +637,12 @@ static int tr_plain(xlat *t, char c) {
         return TK_OK;
     case '$':
         before_atom(t);
-        sb_puts(&t->b, t->rust ? "\\z" : "(?![^\\n])");
+        tk_sb_puts(&t->b, t->rust ? "\\z" : "(?![^\\n])");
         t->i++;
         return TK_OK;
     case '^':
         before_atom(t);
-        sb_puts(&t->b, t->rust ? "\\A" : "(?<![^\\n])");
+        tk_sb_puts(&t->b, t->rust ? "\\A" : "(?<![^\\n])");
         t->i++;
         return TK_OK;
     case '*':
@@ -708,12 +673,12 @@ static int tr_plain(xlat *t, char c) {
     case '(':
         before_item(t, false);
         if (i + 1 < n && re[i + 1] == '?') return tr_group(t);
-        sb_put(&t->b, "(", 1);
+        tk_sb_put(&t->b, "(", 1);
         t->i++;
         return open_group(t, false);
     case ')':
         if (t->depth > 0) close_group(t);
-        else sb_put(&t->b, ")", 1); /* unbalanced: PCRE2 refuses it */
+        else tk_sb_put(&t->b, ")", 1); /* unbalanced: PCRE2 refuses it */
         t->i++;
         return TK_OK;
     case '|':
@@ -723,7 +688,7 @@ static int tr_plain(xlat *t, char c) {
     default: break;
     }
     before_atom(t);
-    sb_put(&t->b, &c, 1);
+    tk_sb_put(&t->b, &c, 1);
     t->i++;
     return TK_OK;
 }
@@ -731,7 +696,8 @@ static int tr_plain(xlat *t, char c) {
 /* Oniguruma (Ruby syntax) pattern -> PCRE2 pattern with the same matches;
  * callouts: with the work-budget callouts (see the top of this file). */
 static int translate(const char *re, size_t n, bool callouts, bool rust, char **out, char *err, size_t errlen) {
-    xlat t = {.re = re, .n = n, .err = err, .errlen = errlen, .callouts = callouts, .rust = rust};
+    xlat t = {
+        .re = re, .n = n, .b = {.max = XLAT_MAX_OUT}, .err = err, .errlen = errlen, .callouts = callouts, .rust = rust};
     int rc = TK_OK;
     while (t.i < n && rc == TK_OK) {
         char c = re[t.i];
@@ -756,7 +722,7 @@ static int translate(const char *re, size_t n, bool callouts, bool rust, char **
         free(t.b.s);
         return rc;
     }
-    sb_put(&t.b, "", 1);
+    tk_sb_put(&t.b, "", 1);
     if (t.b.oom) {
         free(t.b.s);
         return TK_ERR_NOMEM;

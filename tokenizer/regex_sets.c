@@ -30,6 +30,7 @@
  * fold by its own. */
 #include "regex_sets.h"
 #include "regex_ucd.h"
+#include "strbuf.h"
 #include "tk_internal.h"
 #include "ucd_categories.h"
 #include "ucd_scripts.h"
@@ -637,38 +638,8 @@ static int parse_class(sp *p, cset *out) {
 
 /* ---- writing a set for PCRE2 ---- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} obuf;
-
-static void ob_put(obuf *b, const char *p, size_t n) {
-    if (b->oom) return;
-    if (n + 1 > b->cap - b->len) {
-        size_t c = b->cap ? b->cap * 2 : 256;
-        while (c - b->len < n + 1) c *= 2;
-        char *q = realloc(b->s, c);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->s = q;
-        b->cap = c;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-static void ob_puts(obuf *b, const char *p) { ob_put(b, p, strlen(p)); }
-
-static void ob_ranges(obuf *b, const cset *s) {
-    char tmp[32];
-    for (size_t k = 0; k < s->n; k++) {
-        if (s->r[k].lo == s->r[k].hi) snprintf(tmp, sizeof tmp, "\\x{%X}", (unsigned)s->r[k].lo);
-        else snprintf(tmp, sizeof tmp, "\\x{%X}-\\x{%X}", (unsigned)s->r[k].lo, (unsigned)s->r[k].hi);
-        ob_puts(b, tmp);
-    }
+static void put_ranges(tk_strbuf *b, const cset *s) {
+    for (size_t k = 0; k < s->n; k++) tk_sb_cp_range(b, s->r[k].lo, s->r[k].hi);
 }
 
 /* How T is written: PCRE2's categories in pos_mask, plus add, minus rem. */
@@ -722,16 +693,16 @@ static void make_plan(const cset *t, const cset *surr, plan *pl) {
     cs_free(&pos);
 }
 
-static void put_class(obuf *b, const plan *pl, bool neg) {
-    ob_puts(b, neg ? "[^" : "[");
+static void put_class(tk_strbuf *b, const plan *pl, bool neg) {
+    tk_sb_puts(b, neg ? "[^" : "[");
     for (int c = 0; c < TK_UCD_NCAT; c++)
         if (pl->mask >> c & 1) {
-            ob_puts(b, "\\p{");
-            ob_puts(b, CAT_NAME[c]);
-            ob_puts(b, "}");
+            tk_sb_puts(b, "\\p{");
+            tk_sb_puts(b, CAT_NAME[c]);
+            tk_sb_puts(b, "}");
         }
-    ob_ranges(b, &pl->add);
-    ob_puts(b, "]");
+    put_ranges(b, &pl->add);
+    tk_sb_puts(b, "]");
 }
 
 /* s as one PCRE2 code-point item */
@@ -741,9 +712,9 @@ static int emit(const cset *s, char **out) {
     cs_combine(s, &surr, OP_DIFF, &t);
     cs_combine(&t, &surr, OP_UNION, &comp);
     cs_complement(&comp);
-    obuf b = {0};
-    if (!t.n) ob_puts(&b, "[^\\x{0}-\\x{10FFFF}]");
-    else if (!comp.n) ob_puts(&b, "[\\x{0}-\\x{10FFFF}]");
+    tk_strbuf b = {0};
+    if (!t.n) tk_sb_puts(&b, "[^\\x{0}-\\x{10FFFF}]");
+    else if (!comp.n) tk_sb_puts(&b, "[\\x{0}-\\x{10FFFF}]");
     else {
         plan a, c;
         make_plan(&t, &surr, &a);
@@ -752,20 +723,20 @@ static int emit(const cset *s, char **out) {
         else if (a.cost <= c.cost) {
             /* (?:(?![rem])[pos add]) */
             if (a.rem.n) {
-                ob_puts(&b, "(?:(?![");
-                ob_ranges(&b, &a.rem);
-                ob_puts(&b, "])");
+                tk_sb_puts(&b, "(?:(?![");
+                put_ranges(&b, &a.rem);
+                tk_sb_puts(&b, "])");
             }
             put_class(&b, &a, false);
-            if (a.rem.n) ob_puts(&b, ")");
+            if (a.rem.n) tk_sb_puts(&b, ")");
         } else {
             /* s is the complement of (pos add) − rem: [^pos add] or rem */
-            if (c.rem.n) ob_puts(&b, "(?:");
+            if (c.rem.n) tk_sb_puts(&b, "(?:");
             put_class(&b, &c, true);
             if (c.rem.n) {
-                ob_puts(&b, "|[");
-                ob_ranges(&b, &c.rem);
-                ob_puts(&b, "])");
+                tk_sb_puts(&b, "|[");
+                put_ranges(&b, &c.rem);
+                tk_sb_puts(&b, "])");
             }
         }
         plan_free(&a);
@@ -814,8 +785,8 @@ int tk_rx_script_class(const char *name, size_t len, bool negated, char **out) {
     cs_push(&surr, 0xD800, 0xDFFF);
     cs_apply(&t, &surr, OP_DIFF);
     cs_free(&surr);
-    obuf b = {0};
-    ob_ranges(&b, &t);
+    tk_strbuf b = {0};
+    put_ranges(&b, &t);
     bool oom = t.oom || b.oom || !b.s;
     cs_free(&t);
     if (oom) {
