@@ -302,6 +302,22 @@ static int qwen_call(rd *d, const ds_chat_call *k, int qwen3, char *why, size_t 
     return DS_CHAT_OK;
 }
 
+/* An assistant message's tool calls and the end of its turn, as both
+ * templates write them: a '\n' before each call but a first one that follows
+ * no content ((loop.first and content) or not loop.first), then <|im_end|>,
+ * which closes the message's loss span, and '\n'. */
+static int qwen_calls_end(rd *d, const ds_chat_msg *m, int content_set, int qwen3, char *why, size_t whylen) {
+    for (size_t k = 0; k < m->n_calls; k++) {
+        if (k || content_set) text(d, "\n");
+        int rc = qwen_call(d, &d->c->calls[m->call0 + k], qwen3, why, whylen);
+        if (rc) return rc;
+    }
+    special(d, "<|im_end|>");
+    span_close(d);
+    text(d, "\n");
+    return DS_CHAT_OK;
+}
+
 /* Qwen2.5: its own default system message (or the `tools` system turn),
  * consecutive tool messages in one user turn as <tool_response>, an
  * assistant message with tool_calls as '<|im_start|>assistant', '\n' +
@@ -343,14 +359,8 @@ static int r_qwen25(rd *d, char *why, size_t whylen) {
             text(d, "assistant\n"); /* the '\n' of '\n' + content or of the first '\n<tool_call>' */
             span_open(d, i);
             if (m->len) msg_text(d, i);
-            for (size_t k = 0; k < m->n_calls; k++) {
-                if (k || m->len) text(d, "\n");
-                int rc = qwen_call(d, &d->c->calls[m->call0 + k], 0, why, whylen);
-                if (rc) return rc;
-            }
-            special(d, "<|im_end|>");
-            span_close(d);
-            text(d, "\n");
+            int rc = qwen_calls_end(d, m, m->len > 0, 0, why, whylen);
+            if (rc) return rc;
         } else if (r == DS_ROLE_TOOL) {
             qwen_tool_response(d, i, n);
         }
@@ -471,14 +481,8 @@ static int r_qwen3(rd *d, char *why, size_t whylen) {
             }
             put(d, cs, cn, 0);
             if (m->calls_state == 2) return refuse(why, whylen, NOT_SERIALIZABLE);
-            for (size_t k = 0; k < m->n_calls; k++) {
-                if (k || content_set) text(d, "\n"); /* (loop.first and content) or not loop.first */
-                int rc = qwen_call(d, &c->calls[m->call0 + k], 1, why, whylen);
-                if (rc) return rc;
-            }
-            special(d, "<|im_end|>");
-            span_close(d);
-            text(d, "\n");
+            int rc = qwen_calls_end(d, m, content_set, 1, why, whylen);
+            if (rc) return rc;
         } else if (r == DS_ROLE_TOOL) {
             qwen_tool_response(d, i, n);
         }
