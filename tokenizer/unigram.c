@@ -379,8 +379,9 @@ static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t
      * addition errs by at most 2^(b-25), and the decisions hold while
      * margin > 2 nc 2^(b-25). No rebasing inside: |T| + wmax + 1 <= 100000. */
     for (int b = 17; b > 0; b--) {
-        if (!(margin > 2.0 * (double)nc * ldexp(1.0, b - 25) + 1e-9)) continue; /* 1e-9: the double sums' rounding */
-        double lim = ldexp(1.0, b) - d.wmax - 1.0;
+        const double pb = (double)(1u << b); /* 2^b, 2^(b-25) exactly, without ldexp's call */
+        if (!(margin > 2.0 * (double)nc * (pb / 33554432.0) + 1e-9)) continue; /* 1e-9: the double sums' rounding */
+        double lim = pb - d.wmax - 1.0;
         if (lim > (double)SCORE_RESET - d.wmax - 1.0) lim = (double)SCORE_RESET - d.wmax - 1.0;
         if (lim >= 0.0) e->tmax = (float)lim * (1.0f - 1e-6f); /* float(lim) may round up */
         return;
