@@ -370,6 +370,30 @@ static const struct {
     int blocks;
 } SCAN_KNOWN[] = {{"han", SCAN_HAN_BLOCKS}, {"latin", SCAN_LATIN_BLOCKS}};
 
+/* Block b's text as the scan's scripts build it: each probe in turn, written
+ * once per code point of the 4,096 (surrogates skipped) with {c} replaced by
+ * that code point; its length. text holds SCAN_TEXT_MAX bytes: a
+ * construct's probes take up to 36 bytes per code point together. */
+#define SCAN_TEXT_MAX (4096 * 6 * 6)
+static size_t scan_block_text(json_t *probes, uint32_t b, uint8_t *text) {
+    size_t n = 0;
+    for (size_t k = 0; k < json_array_size(probes); k++) {
+        const char *pr = json_string_value(json_array_get(probes, k));
+        for (uint32_t cp = b * 4096; cp < (b + 1) * 4096; cp++) {
+            if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+            for (const char *q = pr; *q; q++) {
+                if (q[0] == '{' && q[1] == 'c' && q[2] == '}') {
+                    n += put_utf8(text + n, cp);
+                    q += 2;
+                } else {
+                    text[n++] = (uint8_t)*q;
+                }
+            }
+        }
+    }
+    return n;
+}
+
 /* Every code point in each construct's probes (tests/data/tk_pattern/scan.json,
  * tests/ref/make_tk_pattern_scan.py): the bytes the regex matches, one
  * digest per block, equal to tiktoken's. */
@@ -383,7 +407,7 @@ static void scan(void) {
     if (!root) return;
     const char *name;
     json_t *c;
-    uint8_t *text = malloc(4096 * 6 * 6);
+    uint8_t *text = malloc(SCAN_TEXT_MAX);
     json_object_foreach(json_object_get(root, "constructs"), name, c) {
         tk_tokenizer *t = bytes_vocab();
         char err[512] = "";
@@ -398,21 +422,7 @@ static void scan(void) {
         char first[96] = "";
         tk_ids v = {0};
         for (uint32_t b = 0; b < 0x110000 / 4096; b++) {
-            size_t n = 0;
-            for (size_t k = 0; k < json_array_size(probes); k++) {
-                const char *pr = json_string_value(json_array_get(probes, k));
-                for (uint32_t cp = b * 4096; cp < (b + 1) * 4096; cp++) {
-                    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-                    for (const char *q = pr; *q; q++) {
-                        if (q[0] == '{' && q[1] == 'c' && q[2] == '}') {
-                            n += put_utf8(text + n, cp);
-                            q += 2;
-                        } else {
-                            text[n++] = (uint8_t)*q;
-                        }
-                    }
-                }
-            }
+            size_t n = scan_block_text(probes, b, text);
             v.len = 0;
             int rc = tk_encode(t, text, n, &v);
             char sha[17];
@@ -465,8 +475,8 @@ static void scan_onig(void) {
     }
     const char *name;
     json_t *c;
-    uint8_t *text = malloc(4096 * 6 * 6);
-    uint32_t *ids = malloc(sizeof *ids * 4096 * 6 * 6);
+    uint8_t *text = malloc(SCAN_TEXT_MAX);
+    uint32_t *ids = malloc(sizeof *ids * SCAN_TEXT_MAX);
     json_object_foreach(onig, name, c) {
         const char *pat = json_string_value(json_object_get(c, "pat"));
         tk_regex *r = NULL;
@@ -479,21 +489,7 @@ static void scan_onig(void) {
         int differ = 0;
         char first[96] = "";
         for (uint32_t b = 0; b < 0x110000 / 4096; b++) {
-            size_t n = 0;
-            for (size_t k = 0; k < json_array_size(probes); k++) {
-                const char *pr = json_string_value(json_array_get(probes, k));
-                for (uint32_t cp = b * 4096; cp < (b + 1) * 4096; cp++) {
-                    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-                    for (const char *q = pr; *q; q++) {
-                        if (q[0] == '{' && q[1] == 'c' && q[2] == '}') {
-                            n += put_utf8(text + n, cp);
-                            q += 2;
-                        } else {
-                            text[n++] = (uint8_t)*q;
-                        }
-                    }
-                }
-            }
+            size_t n = scan_block_text(probes, b, text);
             onig_matches m = {text, ids, 0};
             tk_re_budget bud;
             tk_re_budget_init(&bud, n);
