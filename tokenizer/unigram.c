@@ -179,9 +179,10 @@ typedef struct {
     uint32_t tag;              /* the model's serial + 1 (below 2^32); 0: empty */
     float tmax;                /* usable while |T| <= tmax; -1: never (the Viterbi runs) */
     uint8_t klen, np;
-    uint8_t pad[2]; /* pad[0] of a set's first way: which way was used last */
+    uint8_t pad; /* of a set's first way: which way was used last */
+    uint8_t unk; /* an unk piece is on the path */
     struct {
-        int32_t id;
+        int32_t id;  /* an unk piece: -(its bytes) */
         float score; /* its lattice score */
     } pc[ENT_MAX];   /* the pieces: up to 2 in the entry's first cache line */
     uint8_t pad2[4];
@@ -357,18 +358,25 @@ static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t
     walk_double(m, u, t, n, &d);
     e->klen = (uint8_t)n;
     e->np = 0;
+    e->unk = 0;
     e->tmax = -1.0f;
     int32_t rid[KEY_MAX];
     float rsc[KEY_MAX];
     double margin = INFINITY;
     size_t np = 0;
+    bool unk = false;
     for (size_t x = n; x > 0; x = (size_t)d.st[x]) {
-        if (d.st[x] < 0 || d.id[x] == (int32_t)m->unk_id) return; /* unk: its bytes or a fused run, the Viterbi's way */
+        if (d.st[x] < 0) return;
         if (d.bs[x] - d.sec[x] < margin) margin = d.bs[x] - d.sec[x];
-        rid[np] = d.id[x];
+        /* unk: one character, emitted by the hit as its bytes' pieces or
+         * as part of a fused run, as emit_path does */
+        bool k = d.id[x] == (int32_t)m->unk_id;
+        unk |= k;
+        rid[np] = k ? -(int32_t)(x - (size_t)d.st[x]) : d.id[x];
         rsc[np++] = d.sc[x];
     }
     if (np > ENT_MAX) return;
+    e->unk = unk;
     for (size_t k = 0; k < np; k++) {
         e->pc[k].id = rid[np - 1 - k];
         e->pc[k].score = rsc[np - 1 - k];
@@ -562,7 +570,7 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
             /* two ways a set, least recently used out: a word met once
              * does not push out one met all the time */
             uni_entry *e = &w->cache[wk->set];
-            uint8_t *mru = &e->pad[0];
+            uint8_t *mru = &e->pad;
             bool hit = same_key(e, tag, k, len);
             if (!hit && same_key(e + 1, tag, k, len)) {
                 hit = true;
@@ -578,12 +586,35 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
                 viterbi_entry(m, u, t + p, len, nc, e);
             }
             if (fabsf(till) <= e->tmax) {
-                if (out->cap - out->len < e->np && tk_ids_reserve(out, e->np)) return TK_ERR_NOMEM;
-                for (int j = 0; j < e->np; j++) {
-                    out->ids[out->len++] = (uint32_t)e->pc[j].id;
-                    till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
+                /* an unk character: up to 4 byte pieces */
+                size_t room = e->unk ? 4 * (size_t)e->np : e->np;
+                if (out->cap - out->len < room && tk_ids_reserve(out, room)) return TK_ERR_NOMEM;
+                if (!e->unk) {
+                    for (int j = 0; j < e->np; j++) {
+                        out->ids[out->len++] = (uint32_t)e->pc[j].id;
+                        till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
+                    }
+                    prev_unk = false;
+                } else {
+                    /* emit_path's rules: byte fallback, else a run of unk
+                     * pieces (across words too) as one */
+                    size_t off = p;
+                    for (int j = 0; j < e->np; j++) {
+                        int32_t id = e->pc[j].id;
+                        till += e->pc[j].score;
+                        if (id >= 0) {
+                            out->ids[out->len++] = (uint32_t)id;
+                            prev_unk = false;
+                            off += m->plen[id];
+                        } else if (m->byte_fallback) {
+                            for (int32_t b = 0; b < -id; b++) out->ids[out->len++] = m->byte_id[t[off++]];
+                        } else {
+                            if (!prev_unk) out->ids[out->len++] = m->unk_id;
+                            prev_unk = true;
+                            off += (size_t)-id;
+                        }
+                    }
                 }
-                prev_unk = false;
                 p = q;
                 continue;
             }
