@@ -378,6 +378,19 @@ def qwen3_conversations(rng):
     return out
 
 
+def chatml_tagged(j, reps, calls):
+    """A ChatML template's Jinja j with {% generation %} opened by reps (each (published text, tagged text); the
+    published text must be there) and closed at the assistant turn's '<|im_end|>\\n' (the first after `calls`, the
+    template's tool-call branch): '<|im_end|>' {% endgeneration %} '\\n', so the span ends with <|im_end|>."""
+    for a, b in reps:
+        assert a in j, a
+        j = j.replace(a, b)
+    k = j.index(calls)
+    end = "{{- '<|im_end|>\\n' }}"
+    e = j.index(end, k)
+    return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
+
+
 # Qwen3 with {% generation %} around what mkshards marks: from after an assistant message's
 # '<|im_start|>assistant\n' through its <|im_end|> (think block, content). Used only for the mask's reference
 # spans (transformers' return_assistant_tokens_mask indices); its text must equal the published template's.
@@ -388,13 +401,7 @@ def qwen3_tagged(j):
         ("{{- '<|im_start|>' + message.role + '\\n<think>\\n' + ", "{{- '<think>\\n' + "),
         ("{{- '<|im_start|>' + message.role + '\\n' + content }}", "{{- content }}"),
     ]
-    for a, b in reps:
-        assert a in j, a
-        j = j.replace(a, b)
-    k = j.index("{%- if message.tool_calls %}")
-    end = "{{- '<|im_end|>\\n' }}"
-    e = j.index(end, k)
-    return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
+    return chatml_tagged(j, reps, "{%- if message.tool_calls %}")
 
 
 def tool_conversations(rng):
@@ -599,13 +606,7 @@ def qwen25_tagged(j):
         ("{{- '\\n<tool_call>\\n{\"name\": \"' }}",
          "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}{{- '<tool_call>\\n{\"name\": \"' }}"),
     ]
-    for a, b in reps:
-        assert a in j, a
-        j = j.replace(a, b)
-    k = j.index("{%- for tool_call in message.tool_calls %}")
-    end = "{{- '<|im_end|>\\n' }}"
-    e = j.index(end, k)
-    return j[:e] + "{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}" + j[e + len(end):]
+    return chatml_tagged(j, reps, "{%- for tool_call in message.tool_calls %}")
 
 
 # Mistral v3 / tekken with {% generation %} around what mkshards marks: an assistant message's content + eos
