@@ -70,6 +70,9 @@ int kn_gqa_attention_fma_lanes(int lanes);
  * as kn_swiglu_packed_*_cpu with a vectorized exponential. */
 int kn_swiglu_packed_forward_fma(float *out, const float *gu, int N, int F);
 int kn_swiglu_packed_backward_fma(float *dgu, const float *dout, const float *gu, int N, int F);
+/* kn_softmax_xent_forward_ref with Vp == V on the FMA numerics (the same
+ * file), arguments checked by kn_softmax_xent_forward_cpu. */
+int kn_softmax_xent_forward_fma(float *losses, float *probs, const float *logits, const int32_t *targets, int N, int V);
 int kn_gqa_attention_backward_fma(float *dqkv, const float *dout, const float *out, const float *qkv, const float *att,
                                   const int32_t *doc, int B, int T, int NH, int NKV, int HS);
 

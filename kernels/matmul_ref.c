@@ -44,6 +44,7 @@
 #define KC 256
 
 typedef kn_v8f v8f;
+typedef float v16f __attribute__((vector_size(64))); /* a zmm under AVX-512, else 2 or 4 vectors */
 
 typedef struct {
     const float *p;
@@ -52,6 +53,10 @@ typedef struct {
 
 /* C[mr x nr] (first ? = : +=) Ap(MR x kc) * Bp(kc x NR), MR x NR the kernel's tile */
 typedef void (*micro_fn)(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr, int nr, int first);
+/* the same on an A read in place: element (r, k) of the MR x kc panel at
+ * ap[r * ars + k * aks] */
+typedef void (*micro_strided_fn)(int kc, const float *ap, ptrdiff_t ars, ptrdiff_t aks, const float *bp, float *c,
+                                 ptrdiff_t ldc, int mr, int nr, int first);
 
 typedef struct {
     int mr, nr; /* register tile */
@@ -59,20 +64,31 @@ typedef struct {
     micro_fn kernel;
     void (*pack_a)(float *dst, view A, int i0, int mc, int k0, int kc, int MR);
     void (*pack_b)(float *dst, view B, int k0, int kc, int j0, int nc, int NR);
+    micro_strided_fn kernel_strided; /* NULL: A is always packed */
 } gemm_kernel;
 
 /* C[mr x nr] (first ? = : +=) the accumulator tile (row r at tile + r * tld),
  * mr <= MR, nr <= NR of the kernel that filled it: every micro-kernel's
  * write-back, full or edge tile. One rounded add per element (or a copy), so
  * where the tile comes from and how it is stored cannot change the bits.
- * Inlined into each kernel, so it is compiled for the kernel's ISA: 8-float
- * vectors where a row has them, then the row's tail element by element. */
+ * Inlined into each kernel, so it is compiled for the kernel's ISA: 16- then
+ * 8-float vectors where a row has them, then the row's tail element by
+ * element. */
 static inline __attribute__((always_inline)) void store_tile(float *c, ptrdiff_t ldc, const float *tile, int tld,
                                                              int mr, int nr, int first) {
     for (int r = 0; r < mr; r++) {
         float *cr = c + r * ldc;
         const float *t = tile + (ptrdiff_t)r * tld;
         int j = 0;
+        for (; j + 16 <= nr; j += 16) {
+            v16f a, b;
+            memcpy(&a, t + j, sizeof a);
+            if (!first) {
+                memcpy(&b, cr + j, sizeof b);
+                a = b + a;
+            }
+            memcpy(cr + j, &a, sizeof a);
+        }
         for (; j + 8 <= nr; j += 8) {
             v8f a, b;
             memcpy(&a, t + j, sizeof a);
@@ -153,7 +169,7 @@ static void micro_portable(int kc, const float *ap, const float *bp, float *c, p
     store_tile(c, ldc, &tmp[0][0], P_NR, mr, nr, first);
 }
 
-static const gemm_kernel k_portable = {P_MR, P_NR, 64, micro_portable, pack_a, pack_b};
+static const gemm_kernel k_portable = {P_MR, P_NR, 64, micro_portable, pack_a, pack_b, NULL};
 
 #ifdef KN_HAVE_AVX512
 /* AVX-512 X_MR x 32 tile: 2 x X_MR zmm accumulators. Per element the same
@@ -163,15 +179,17 @@ static const gemm_kernel k_portable = {P_MR, P_NR, 64, micro_portable, pack_a, p
 #define X_MR 8
 #define X_NR 32
 #define AVX512_FN __attribute__((target("avx512f")))
-AVX512_FN static void micro_avx512(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr, int nr,
-                                   int first) {
+AVX512_FN static inline __attribute__((always_inline)) void micro_avx512_body(int kc, const float *ap, ptrdiff_t ars,
+                                                                              ptrdiff_t aks, const float *bp, float *c,
+                                                                              ptrdiff_t ldc, int mr, int nr,
+                                                                              int first) {
     __m512 acc0[X_MR], acc1[X_MR];
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(bp + (size_t)k * X_NR), b1 = _mm512_loadu_ps(bp + (size_t)k * X_NR + 16);
-        const float *a = ap + (size_t)k * X_MR;
+        const float *a = ap + k * aks;
         _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
-            __m512 av = _mm512_set1_ps(a[r]);
+            __m512 av = _mm512_set1_ps(a[r * ars]);
             acc0[r] = _mm512_add_ps(acc0[r], _mm512_mul_ps(av, b0));
             acc1[r] = _mm512_add_ps(acc1[r], _mm512_mul_ps(av, b1));
         }
@@ -182,6 +200,16 @@ AVX512_FN static void micro_avx512(int kc, const float *ap, const float *bp, flo
         _mm512_store_ps(tmp[r] + 16, acc1[r]);
     }
     store_tile(c, ldc, &tmp[0][0], X_NR, mr, nr, first);
+}
+
+AVX512_FN static void micro_avx512(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr, int nr,
+                                   int first) {
+    micro_avx512_body(kc, ap, 1, X_MR, bp, c, ldc, mr, nr, first);
+}
+
+AVX512_FN static void micro_avx512_strided(int kc, const float *ap, ptrdiff_t ars, ptrdiff_t aks, const float *bp,
+                                           float *c, ptrdiff_t ldc, int mr, int nr, int first) {
+    micro_avx512_body(kc, ap, ars, aks, bp, c, ldc, mr, nr, first);
 }
 
 /* The packs only move values (so they cannot change results); the ones that
@@ -263,7 +291,7 @@ AVX512_FN static void pack_b_avx512(float *dst, view B, int k0, int kc, int j0, 
     if (full < nc) pack_b(dst + (size_t)full * kc, B, k0, kc, j0 + full, nc - full, NR);
 }
 
-static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, micro_avx512, pack_a_avx512, pack_b_avx512};
+static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, micro_avx512, pack_a_avx512, pack_b_avx512, micro_avx512_strided};
 
 /* AVX-512 FMA X_MR x 48 tile: 24 zmm accumulators (3 per row), so a k step
  * is 24 FMAs for 3 vector loads and 8 broadcasts (the 8 x 32 tile: 16 for 2
@@ -272,16 +300,19 @@ static const gemm_kernel k_avx512 = {X_MR, X_NR, 64, micro_avx512, pack_a_avx512
  * the two FMA kernels agree bitwise. */
 #define XF_NR 48
 #define AVX512_FMA_FN __attribute__((target("avx512f,fma")))
-AVX512_FMA_FN static void micro_avx512_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
-                                           int nr, int first) {
+AVX512_FMA_FN static inline __attribute__((always_inline)) void micro_avx512_fma_body(int kc, const float *ap,
+                                                                                      ptrdiff_t ars, ptrdiff_t aks,
+                                                                                      const float *bp, float *c,
+                                                                                      ptrdiff_t ldc, int mr, int nr,
+                                                                                      int first) {
     __m512 acc0[X_MR], acc1[X_MR], acc2[X_MR];
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = acc2[r] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
         const float *b = bp + (size_t)k * XF_NR;
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
-        const float *a = ap + (size_t)k * X_MR;
+        const float *a = ap + k * aks;
         _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) {
-            __m512 av = _mm512_set1_ps(a[r]);
+            __m512 av = _mm512_set1_ps(a[r * ars]);
             acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
             acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
             acc2[r] = _mm512_fmadd_ps(av, b2, acc2[r]);
@@ -296,22 +327,37 @@ AVX512_FMA_FN static void micro_avx512_fma(int kc, const float *ap, const float 
     store_tile(c, ldc, &tmp[0][0], XF_NR, mr, nr, first);
 }
 
-static const gemm_kernel k_avx512_fma = {X_MR, XF_NR, 64, micro_avx512_fma, pack_a_avx512, pack_b_avx512};
+AVX512_FMA_FN static void micro_avx512_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
+                                           int nr, int first) {
+    micro_avx512_fma_body(kc, ap, 1, X_MR, bp, c, ldc, mr, nr, first);
+}
+
+AVX512_FMA_FN static void micro_avx512_fma_strided(int kc, const float *ap, ptrdiff_t ars, ptrdiff_t aks,
+                                                   const float *bp, float *c, ptrdiff_t ldc, int mr, int nr,
+                                                   int first) {
+    micro_avx512_fma_body(kc, ap, ars, aks, bp, c, ldc, mr, nr, first);
+}
+
+static const gemm_kernel k_avx512_fma = {
+    X_MR, XF_NR, 64, micro_avx512_fma, pack_a_avx512, pack_b_avx512, micro_avx512_fma_strided};
 
 /* AVX2 FMA 6 x 16 tile (12 ymm accumulators: enough independent FMAs to
  * cover their latency on two ports), for FMA CPUs without AVX-512. */
 #define F_MR 6
 #define F_NR 16
 #define AVX2_FMA_FN __attribute__((target("avx2,fma")))
-AVX2_FMA_FN static void micro_avx2_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
-                                       int nr, int first) {
+AVX2_FMA_FN static inline __attribute__((always_inline)) void micro_avx2_fma_body(int kc, const float *ap,
+                                                                                  ptrdiff_t ars, ptrdiff_t aks,
+                                                                                  const float *bp, float *c,
+                                                                                  ptrdiff_t ldc, int mr, int nr,
+                                                                                  int first) {
     __m256 acc0[F_MR], acc1[F_MR];
     _Pragma("GCC unroll 8") for (int r = 0; r < F_MR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(bp + (size_t)k * F_NR), b1 = _mm256_loadu_ps(bp + (size_t)k * F_NR + 8);
-        const float *a = ap + (size_t)k * F_MR;
+        const float *a = ap + k * aks;
         _Pragma("GCC unroll 8") for (int r = 0; r < F_MR; r++) {
-            __m256 av = _mm256_broadcast_ss(a + r);
+            __m256 av = _mm256_broadcast_ss(a + r * ars);
             acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
         }
@@ -324,11 +370,25 @@ AVX2_FMA_FN static void micro_avx2_fma(int kc, const float *ap, const float *bp,
     store_tile(c, ldc, &tmp[0][0], F_NR, mr, nr, first);
 }
 
-static const gemm_kernel k_avx2_fma = {F_MR, F_NR, 48, micro_avx2_fma, pack_a, pack_b};
+AVX2_FMA_FN static void micro_avx2_fma(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc, int mr,
+                                       int nr, int first) {
+    micro_avx2_fma_body(kc, ap, 1, F_MR, bp, c, ldc, mr, nr, first);
+}
+
+AVX2_FMA_FN static void micro_avx2_fma_strided(int kc, const float *ap, ptrdiff_t ars, ptrdiff_t aks, const float *bp,
+                                               float *c, ptrdiff_t ldc, int mr, int nr, int first) {
+    micro_avx2_fma_body(kc, ap, ars, aks, bp, c, ldc, mr, nr, first);
+}
+
+static const gemm_kernel k_avx2_fma = {F_MR, F_NR, 48, micro_avx2_fma, pack_a, pack_b, micro_avx2_fma_strided};
 #endif
 
 /* KN_MATMUL_ISA_*: -1 until the first gemm (or kn_matmul_set_isa) decides. */
 static int g_isa = -1;
+/* 0: every A panel packed (kn_matmul_set_a_in_place, for the tests) */
+static int g_a_in_place = 1;
+
+int kn_matmul_set_a_in_place(int on) { return __atomic_exchange_n(&g_a_in_place, on != 0, __ATOMIC_RELAXED); }
 
 static int cpu_has(int isa) {
 #ifdef KN_HAVE_AVX512
@@ -428,6 +488,13 @@ static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc, in
     plan_tasks(M, N, kd, &MB, &NB);
     int mt = (M + MB - 1) / MB, nt = (N + NB - 1) / NB;
     long ntiles = (long)mt * nt;
+    /* A row-major (the forward's activations, dinp's dout): the kernel reads
+     * full panels in place, 8 rows at a time, instead of a transposed copy
+     * per B block (pack_a was ~14% of the matmul's samples, one thread, on
+     * the 100M Llama shapes). A column-major (dweight's dout^T) stays
+     * packed: read in place, a k step is a row of dout OC floats away, a
+     * new page per step on the logits' 32000 (measured 10-20% slower). */
+    int strided = kd->kernel_strided && A.cs == 1 && __atomic_load_n(&g_a_in_place, __ATOMIC_RELAXED);
     int err = 0;
     KN_OMP(parallel) {
         float *abuf = aligned_alloc(64, sizeof(float) * MC * KC);
@@ -448,12 +515,22 @@ static int gemm(int M, int N, int K, view A, view B, float *C, ptrdiff_t ldc, in
                 kd->pack_b(bbuf, B, k0, kc, j0, nb, NR);
                 for (int ic = 0; ic < mb; ic += MC) {
                     int mc = mb - ic < MC ? mb - ic : MC;
-                    kd->pack_a(abuf, A, i0 + ic, mc, k0, kc, MR);
+                    /* full MR-row panels read in place; the packed buffer
+                     * holds the rest (the zero-padded last panel) */
+                    int direct = strided ? mc / MR * MR : 0;
+                    if (direct < mc)
+                        kd->pack_a(abuf + (size_t)direct * kc, A, i0 + ic + direct, mc - direct, k0, kc, MR);
                     for (int jp = 0; jp < nb; jp += NR)
-                        for (int ip = 0; ip < mc; ip += MR)
-                            kd->kernel(kc, abuf + (size_t)ip * kc, bbuf + (size_t)jp * kc,
-                                       C + (ptrdiff_t)(i0 + ic + ip) * ldc + j0 + jp, ldc, mc - ip < MR ? mc - ip : MR,
-                                       nb - jp < NR ? nb - jp : NR, first);
+                        for (int ip = 0; ip < mc; ip += MR) {
+                            float *cp = C + (ptrdiff_t)(i0 + ic + ip) * ldc + j0 + jp;
+                            int nr = nb - jp < NR ? nb - jp : NR;
+                            if (ip < direct)
+                                kd->kernel_strided(kc, A.p + (ptrdiff_t)(i0 + ic + ip) * A.rs + (ptrdiff_t)k0 * A.cs,
+                                                   A.rs, A.cs, bbuf + (size_t)jp * kc, cp, ldc, MR, nr, first);
+                            else
+                                kd->kernel(kc, abuf + (size_t)ip * kc, bbuf + (size_t)jp * kc, cp, ldc,
+                                           mc - ip < MR ? mc - ip : MR, nr, first);
+                        }
                 }
             }
         }

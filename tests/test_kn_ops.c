@@ -12,6 +12,7 @@
  * A check passes only if err <= tol (NaN fails).  Prints a matmul GFLOP/s
  * figure (informational). */
 #include "kn.h"
+#include "kn_internal.h" /* kn_matmul_set_a_in_place */
 
 #include <math.h>
 #include <stdio.h>
@@ -283,6 +284,46 @@ static void test_matmul_isa_bitwise(void) {
     kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
 }
 
+/* The micro-kernels read full MR-row panels of a row-major A (the forward's
+ * inp, dinp's dout) in place and pack only the zero-padded last panel; that
+ * must give the bits every panel packed gives, for each kernel, on shapes
+ * with an edge panel, several 64/48-row A blocks, K across 256-deep blocks,
+ * and with fewer rows than one panel (nothing read in place). */
+static void test_matmul_a_in_place(void) {
+    int shapes[][3] = {{5, 9, 33}, {7, 9, 33}, {37, 70, 45}, {300, 530, 290}, {65, 769, 17}, {263, 33, 515}};
+    const struct {
+        int isa;
+        const char *name;
+    } isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"},
+                {KN_MATMUL_ISA_AVX512, "avx512"},
+                {KN_MATMUL_ISA_AVX2_FMA, "avx2-fma"},
+                {KN_MATMUL_ISA_AVX512_FMA, "avx512-fma"}};
+    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+            float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
+            float *dout = rnd((size_t)N * OC, 1), *o[2], *di[2], *dw[2];
+            int ran = 1;
+            for (int r = 0; r < 2; r++) {
+                o[r] = zeros((size_t)N * OC), di[r] = zeros((size_t)N * C), dw[r] = zeros((size_t)OC * C);
+                int prev = kn_matmul_set_a_in_place(r == 0);
+                ran &= matmul_run(isas[k].isa, o[r], di[r], dw[r], inp, w, b, dout, N, C, OC);
+                kn_matmul_set_a_in_place(prev);
+            }
+            if (ran) {
+                char what[96];
+                snprintf(what, sizeof what, "matmul %s A in place == packed, bitwise %dx%d->%d", isas[k].name, N, C,
+                         OC);
+                check(!memcmp(o[0], o[1], sizeof(float) * N * OC) && !memcmp(di[0], di[1], sizeof(float) * N * C) &&
+                          !memcmp(dw[0], dw[1], sizeof(float) * OC * C),
+                      what, 0, 0);
+            }
+            for (int r = 0; r < 2; r++) free(o[r]), free(di[r]), free(dw[r]);
+            free(inp), free(w), free(b), free(dout);
+        }
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
+}
+
 static void test_matmul(void) {
     int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 70, 45}, {130, 300, 270}, {65, 257, 17}, {300, 530, 290}};
     const struct {
@@ -301,6 +342,7 @@ static void test_matmul(void) {
     kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
     mm_isa = "auto";
     test_matmul_isa_bitwise();
+    test_matmul_a_in_place();
     mm_ctx c = {0};
     c.N = 6, c.C = 9, c.OC = 5;
     c.out = zeros(30), c.inp = rnd(54, 1), c.wt = rnd(45, 1), c.b = rnd(5, 1), c.w = rnd(30, 1);
