@@ -426,7 +426,6 @@ void tk_hfj_free(tk_hfj *j);
  * work-budget callouts to the same translation). */
 typedef struct tk_regex tk_regex;
 int tk_regex_translate(const char *re, size_t n, char **out, char *err, size_t errlen);
-int tk_regex_translate_counted(const char *re, size_t n, char **out, char *err, size_t errlen);
 int tk_regex_compile(const char *re, size_t n, bool literal, tk_regex **out, char *err, size_t errlen);
 void tk_regex_free(tk_regex *r);
 /* The regex work one document may cost (docs/tokenizer.md, "Hostile
