@@ -89,7 +89,10 @@ int kn_gqa_attention_backward_ref(float *dqkv, const float *dout, const float *q
  * kn_swiglu_packed_*_cpu: gu (N, 2F) = [gate | up] per row (one matmul of
  *   the adjacent gate_proj and up_proj weights); out (N, F); the backward
  *   writes dgu (N, 2F) (=).
- * kn_rmsnorm_backward_cpu: kn_rmsnorm_backward_ref's result bit for bit. */
+ * kn_rmsnorm_backward_cpu: kn_rmsnorm_backward_ref's result bit for bit.
+ * kn_softmax_xent_forward_cpu: kn_softmax_xent_forward_ref with Vp = V; on
+ *   the matmul's FMA numerics with vectorized exponentials and sums (last
+ *   bits differ), on the exact ones the reference itself. */
 int kn_rope_cos_sin_cpu(float *cs, const int32_t *pos, const float *inv_freq, int N, int head_dim);
 int kn_rope_rows_cpu(float *x, size_t row_stride, const float *cs, int N, int n_heads, int head_dim, int inverse);
 int kn_gqa_attention_forward_cpu(float *out, float *att, const float *qkv, const int32_t *doc, int B, int T, int NH,
@@ -100,6 +103,7 @@ int kn_swiglu_packed_forward_cpu(float *out, const float *gu, int N, int F);
 int kn_swiglu_packed_backward_cpu(float *dgu, const float *dout, const float *gu, int N, int F);
 int kn_rmsnorm_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                             const float *rstd, int N, int C);
+int kn_softmax_xent_forward_cpu(float *losses, float *probs, const float *logits, const int32_t *targets, int N, int V);
 
 #ifdef __cplusplus
 }

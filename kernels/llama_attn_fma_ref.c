@@ -512,3 +512,57 @@ int kn_swiglu_packed_backward_fma(float *dgu, const float *dout, const float *gu
     return KN_EINVAL;
 #endif
 }
+
+/* Softmax + cross-entropy over the vocabulary on the FMA numerics, as
+ * kn_softmax_xent_forward_ref with V == Vp (the Llama model's logits):
+ * max, exponentials (exp8) and their sum (8 lanes into two double vectors,
+ * a fixed order) vectorized; the ref's serial double sum of libm expf was
+ * latency bound. probs may alias logits; the target's logit is read first. */
+#if FMA_OK
+FMA_TARGET static void xent_row(float *loss, float *p, const float *l, int t, int V) {
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    for (int v = 0; v < V; v += 8) {
+        __m256i in = lanes_below(V - v);
+        vmx = _mm256_max_ps(vmx, _mm256_blendv_ps(vmx, _mm256_maskload_ps(l + v, in), _mm256_castsi256_ps(in)));
+    }
+    float m8[8];
+    _mm256_storeu_ps(m8, vmx);
+    float mx = m8[0];
+    for (int i = 1; i < 8; i++) mx = m8[i] > mx ? m8[i] : mx;
+    float lt = t >= 0 ? l[t] : 0.0f;
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (int v = 0; v < V; v += 8) {
+        __m256i in = lanes_below(V - v);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(l + v, in), vm)), _mm256_castsi256_ps(in));
+        if (p) _mm256_maskstore_ps(p + v, in, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double d4[4];
+    _mm256_storeu_pd(d4, _mm256_add_pd(s0, s1));
+    double s = (d4[0] + d4[1]) + (d4[2] + d4[3]);
+    if (p) {
+        const __m256 inv = _mm256_set1_ps((float)(1.0 / s));
+        for (int v = 0; v < V; v += 8) {
+            __m256i in = lanes_below(V - v);
+            _mm256_maskstore_ps(p + v, in, _mm256_mul_ps(_mm256_maskload_ps(p + v, in), inv));
+        }
+    }
+    if (loss) *loss = t < 0 ? 0.0f : (float)(log(s) + mx - lt);
+}
+#endif
+
+int kn_softmax_xent_forward_fma(float *losses, float *probs, const float *logits, const int32_t *targets, int N,
+                                int V) {
+#if FMA_OK
+    KN_OMP(parallel for schedule(static))
+    for (int n = 0; n < N; n++)
+        xent_row(losses ? losses + n : NULL, probs ? probs + (size_t)n * V : NULL, logits + (size_t)n * V,
+                 targets ? targets[n] : -1, V);
+    return KN_OK;
+#else
+    (void)losses, (void)probs, (void)logits, (void)targets, (void)N, (void)V;
+    return KN_EINVAL;
+#endif
+}

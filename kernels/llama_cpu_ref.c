@@ -217,3 +217,13 @@ int kn_rmsnorm_backward_cpu(float *dinp, float *dweight, const float *dout, cons
     }
     return KN_OK;
 }
+
+int kn_softmax_xent_forward_cpu(float *losses, float *probs, const float *logits, const int32_t *targets, int N,
+                                int V) {
+    if (!kn_matmul_is_fma()) return kn_softmax_xent_forward_ref(losses, probs, logits, targets, N, V, V);
+    if (!logits || N <= 0 || V <= 0 || (losses && !targets)) return KN_EINVAL;
+    if (targets)
+        for (int n = 0; n < N; n++)
+            if (targets[n] >= V) return KN_EINVAL;
+    return kn_softmax_xent_forward_fma(losses, probs, logits, targets, N, V);
+}

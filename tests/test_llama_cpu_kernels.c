@@ -249,6 +249,39 @@ static void test_swiglu_rmsnorm(void) {
     free(x), free(w), free(dout), free(h), free(dx1), free(dx2), free(dw1), free(dw2);
 }
 
+/* softmax + cross-entropy of the Llama model's logits (V = Vp, probabilities
+ * in place): the reference's bits on the exact numerics, within 1e-6 of it
+ * on the FMA ones (losses relative to the largest loss, probabilities to
+ * the largest probability), V no multiple of the 8 lanes, ignored targets */
+static void test_xent(void) {
+    enum { N = 9, V = 1003 };
+    float *lg = rnd((size_t)N * V), *p1 = malloc((size_t)N * V * 4), *p2 = malloc((size_t)N * V * 4);
+    float l1[N], l2[N];
+    int32_t tg[N];
+    for (int i = 0; i < N * V; i++) lg[i] *= 9.0f;
+    for (int n = 0; n < N; n++) tg[n] = n == 4 ? -1 : (int32_t)((n * 389) % V);
+    CHECK(kn_softmax_xent_forward_ref(l1, p1, lg, tg, N, V, V) == KN_OK, "xent ref");
+    for (int fma = 0; fma <= 1; fma++) {
+        if (fma ? kn_matmul_set_isa(KN_MATMUL_ISA_AUTO) < KN_MATMUL_ISA_AVX2_FMA
+                : kn_matmul_set_isa(KN_MATMUL_ISA_PORTABLE) != KN_MATMUL_ISA_PORTABLE)
+            continue;
+        memcpy(p2, lg, (size_t)N * V * 4); /* in place, as the model runs it */
+        CHECK(kn_softmax_xent_forward_cpu(l2, p2, p2, tg, N, V) == KN_OK, "xent cpu");
+        if (!fma) {
+            CHECK(!memcmp(l1, l2, sizeof l1) && !memcmp(p1, p2, (size_t)N * V * 4), "xent exact: not the ref's bits");
+        } else {
+            double wl = worst_rel(l2, l1, N), wp = worst_rel(p2, p1, (size_t)N * V);
+            CHECK(wl <= 1e-6 && wp <= 1e-6 && l2[4] == 0.0f, "xent FMA: worst rel loss %.3g probs %.3g > 1e-6", wl, wp);
+            printf("softmax-xent, FMA numerics: worst rel loss %.2g probs %.2g\n", wl, wp);
+        }
+        tg[0] = V;
+        CHECK(kn_softmax_xent_forward_cpu(l2, p2, p2, tg, N, V) == KN_EINVAL, "target >= V accepted");
+        tg[0] = 0;
+    }
+    kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
+    free(lg), free(p1), free(p2);
+}
+
 int main(void) {
     test_rope();
     test_attention(0);
@@ -260,6 +293,7 @@ int main(void) {
         test_attention_fma(1, 257, 3, 1, 64, with_doc);
     }
     test_swiglu_rmsnorm();
+    test_xent();
     if (fails) return 1;
     printf("test_llama_cpu_kernels: all checks passed\n");
     return 0;

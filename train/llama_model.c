@@ -298,7 +298,7 @@ static int fwd_bwd(tr_llama *m, int B, int T, const uint32_t *inputs, const int3
     CK(kn_rmsnorm_forward_ref(HF, RF, XL, m->p + m->off[ih], (int)N, C, c->norm_eps));
     CK(kn_matmul_forward_ref(LOG, HF, W, NULL, (int)N, C, V));
     if (logits_out) memcpy(logits_out, LOG, N * (size_t)V * sizeof *LOG);
-    CK(kn_softmax_xent_forward_ref(losses, LOG, LOG, targets, (int)N, V, V)); /* probabilities in place */
+    CK(kn_softmax_xent_forward_cpu(losses, LOG, LOG, targets, (int)N, V)); /* probabilities in place */
     double sum = 0;
     size_t cnt = 0;
     for (size_t n = 0; n < N; n++)
