@@ -351,7 +351,7 @@ static void walk_double(const tk_spm *m, const struct tk_uni *u, const uint8_t *
  * path found in double from 0 (exact for these sums: float scores, a few
  * additions), the margin of every decision on it over the runner-up (0 on
  * a tie: the proposal order decides, which rounding can change), and from
- * those tmax (-1 with no pieces: unk on the path or more than ENT_MAX). */
+ * those tmax (-1 with no pieces: more than ENT_MAX, or no path). */
 static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t n, size_t nc,
                           uni_entry *e) {
     local_path d;
