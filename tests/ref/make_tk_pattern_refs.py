@@ -19,10 +19,8 @@ SHA = first 16 hex digits of sha256 over the ids as little-endian uint32 (as mak
 text as text (encode_ordinary, the mkshards default); special = allowed_special="all" (--allow-special all), the
 specials being the rank file's own (tiktoken's definitions of cl100k_base / o200k_base / gpt2).
 """
-import hashlib
 import json
 import os
-import struct
 import sys
 import unicodedata
 
@@ -38,6 +36,7 @@ PER_CAT = 200
 
 sys.path.insert(0, HERE)
 from make_tk_hf_refs import edge_cases  # noqa: E402  (the common edge cases)
+from tk_pattern_common import KIMI, ids_sha  # noqa: E402
 
 # Qwen (v1) tokenization_qwen.py's PAT_STR
 QWEN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -49,18 +48,6 @@ POSSESSIVE = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,2}+| 
 DOLLAR = r"""\w+$|\w|\s+"""
 # letters and digits only: everything else is text no match covers (dropped)
 GAPS = r"""\p{L}+| ?\p{N}+"""
-# Kimi K2's pat_str (tokenization_kimi.py): scripts, class intersection (&&) and nested classes. Its own
-# tiktoken.model is not in ../shared; cl100k_base's and o200k_base's ranks stand in (ids = f(ranks, regex))
-KIMI = "|".join([
-    r"""[\p{Han}]+""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
 
 SPECIALS = {
     "cl100k_base.tiktoken": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
@@ -73,6 +60,8 @@ CONFIGS = [
     ("possessive_nfkc", "o200k_base.tiktoken", POSSESSIVE, "nfkc"),
     ("dollar", "gpt2.tiktoken", DOLLAR, "none"),
     ("gaps_nfc", "gpt2.tiktoken", GAPS, "nfc"),
+    # Kimi K2's pat_str (tk_pattern_common.py): its own tiktoken.model is not in ../shared; cl100k_base's and
+    # o200k_base's ranks stand in (ids = f(ranks, regex))
     ("kimi_cl100k", "cl100k_base.tiktoken", KIMI, "none"),
     ("kimi_o200k", "o200k_base.tiktoken", KIMI, "none"),
 ]
@@ -86,10 +75,6 @@ EXTRA = [
     "\u3005\u3007\u303b \u3041\u30ab\u30fc\uac00\U00016FF0\U00016FF1 \u2e80\u2f00 DON'T\u4e2d's",
     "\ua7cb\ua7cc\ua7cd\ua7da \U0001DF25\U0001E5D0 \u01c5ungla \u0391\u03b2\u0393 \u0416\u0436 \u0627\u0628",
 ]
-
-
-def ids_sha(ids):
-    return hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16]
 
 
 def corpus():

@@ -12,25 +12,14 @@ as little-endian uint32).
     pip install tiktoken          # 0.14.0
     python3 tests/ref/make_tk_pattern_scan.py > tests/data/tk_pattern/scan.json
 """
-import hashlib
 import json
-import struct
 import sys
 
 import tiktoken
 
+from tk_pattern_common import KIMI, ids_sha
+
 BLOCK = 4096
-# Kimi K2's pat_str (tokenization_kimi.py)
-KIMI = "|".join([
-    r"""[\p{Han}]+""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
 # name -> (regex, probes): what a real pattern uses - Qwen's / Llama 3's / o200k's (?i:...) contractions, ASCII
 # letters under (?i), the general categories and classes of every tiktoken-style pattern, and scripts (Kimi K2's
 # tiktoken pattern starts with [\p{Han}]+)
@@ -77,18 +66,23 @@ ONIG = {
 }
 
 
+def block_text(probes, b):
+    """Block b's text: each probe in turn, once per code point of the block (surrogates skipped) with {c} that code
+    point."""
+    return "".join(p.format(c=chr(c)) for p in probes for c in range(b * BLOCK, (b + 1) * BLOCK)
+                   if not 0xD800 <= c <= 0xDFFF)
+
+
 def main():
     ranks = {bytes([b]): b for b in range(256)}
-    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     out = {"block": BLOCK, "tiktoken": tiktoken.__version__, "constructs": {}}
     for name, (pat, probes) in CONSTRUCTS.items():
         enc = tiktoken.Encoding(name, pat_str=pat, mergeable_ranks=ranks, special_tokens={})
         digests = []
         for b in range(0x110000 // BLOCK):
-            text = "".join(p.format(c=chr(c)) for p in probes for c in range(b * BLOCK, (b + 1) * BLOCK)
-                           if not 0xD800 <= c <= 0xDFFF)
+            text = block_text(probes, b)
             ids = enc.encode_ordinary(text)
-            digests.append(hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16])
+            digests.append(ids_sha(ids))
         out["constructs"][name] = {"pat": pat, "probes": probes, "digests": digests}
         print(name, file=sys.stderr)
     import tokenizers
@@ -99,13 +93,11 @@ def main():
         split = pre_tokenizers.Split(Regex(pat), behavior="removed", invert=True)
         digests = []
         for b in range(0x110000 // BLOCK):
-            text = "".join(p.format(c=chr(c)) for p in probes for c in range(b * BLOCK, (b + 1) * BLOCK)
-                           if not 0xD800 <= c <= 0xDFFF)
+            text = block_text(probes, b)
             ids = [x for piece, _ in split.pre_tokenize_str(text) for x in piece.encode("utf-8")]
-            digests.append(hashlib.sha256(struct.pack("<%dI" % len(ids), *ids)).hexdigest()[:16])
+            digests.append(ids_sha(ids))
         out["oniguruma"][name] = {"pat": pat, "probes": probes, "digests": digests}
         print("oniguruma", name, file=sys.stderr)
-    del cps
     json.dump(out, sys.stdout, indent=0)
     sys.stdout.write("\n")
 
