@@ -102,6 +102,18 @@ static inline __attribute__((always_inline)) void store_tile(float *c, ptrdiff_t
     }
 }
 
+/* Ask for the C tile's lines at a micro-kernel's start, so they arrive while
+ * its kc steps run instead of stalling the write-back (dweight's += on a
+ * gradient of megabytes missed on every tile: 18% of the kernel's samples
+ * on the C load, 768 x 4096 dweight, one thread). */
+static inline __attribute__((always_inline)) void prefetch_tile(const float *c, ptrdiff_t ldc, int mr, int nr) {
+    for (int r = 0; r < mr; r++) {
+        const float *cr = c + r * ldc;
+        for (int j = 0; j < nr; j += 16) __builtin_prefetch(cr + j, 1, 3);
+        __builtin_prefetch(cr + nr - 1, 1, 3);
+    }
+}
+
 static void pack_a(float *dst, view A, int i0, int mc, int k0, int kc, int MR) {
     for (int ip = 0; ip < mc; ip += MR) {
         float *d = dst + (size_t)ip * kc;
@@ -154,6 +166,7 @@ static void micro_portable(int kc, const float *ap, const float *bp, float *c, p
                            int first) {
     v8f acc[P_MR][2];
     memset(acc, 0, sizeof acc);
+    prefetch_tile(c, ldc, mr, nr);
     for (int k = 0; k < kc; k++) {
         v8f b0, b1;
         memcpy(&b0, bp + k * P_NR, sizeof b0);
@@ -185,6 +198,7 @@ AVX512_FN static inline __attribute__((always_inline)) void micro_avx512_body(in
                                                                               int first) {
     __m512 acc0[X_MR], acc1[X_MR];
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    prefetch_tile(c, ldc, mr, nr);
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(bp + (size_t)k * X_NR), b1 = _mm512_loadu_ps(bp + (size_t)k * X_NR + 16);
         const float *a = ap + k * aks;
@@ -307,6 +321,7 @@ AVX512_FMA_FN static inline __attribute__((always_inline)) void micro_avx512_fma
                                                                                       int first) {
     __m512 acc0[X_MR], acc1[X_MR], acc2[X_MR];
     _Pragma("GCC unroll 16") for (int r = 0; r < X_MR; r++) acc0[r] = acc1[r] = acc2[r] = _mm512_setzero_ps();
+    prefetch_tile(c, ldc, mr, nr);
     for (int k = 0; k < kc; k++) {
         const float *b = bp + (size_t)k * XF_NR;
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
@@ -353,6 +368,7 @@ AVX2_FMA_FN static inline __attribute__((always_inline)) void micro_avx2_fma_bod
                                                                                   int first) {
     __m256 acc0[F_MR], acc1[F_MR];
     _Pragma("GCC unroll 8") for (int r = 0; r < F_MR; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    prefetch_tile(c, ldc, mr, nr);
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(bp + (size_t)k * F_NR), b1 = _mm256_loadu_ps(bp + (size_t)k * F_NR + 8);
         const float *a = ap + k * aks;
