@@ -4,7 +4,11 @@
  * A family is one architecture: GPT-2 (train/model.c, family "gpt2") or
  * the Llama family (train/llama_model.c: Llama, Qwen2, Mistral shapes,
  * family "llama"). Each is a const tr_family_ops tr_family_<name> in
- * train/family_<name>.c plus one line in train/family.c's table.
+ * train/family_<name>.c plus one line in train/family.c's table and its
+ * TR_FAMILY_* id in model.h (the id checkpoints and plans record);
+ * train/CMakeLists.txt compiles family_*.c into tr and tr_plan by name.
+ * family.c also answers the tr_model_* functions that serve any family
+ * (config check, tensor table, readiness groups, memory) through the table.
  *
  * What keeps the rest of the trainer family-agnostic: every family holds
  * its parameters in ONE contiguous fp32 buffer (and its gradients in a
