@@ -64,7 +64,17 @@
  *    C 1.526/1.563/1.612 s (CPU 3.03/3.10/3.21) vs torch 1.354/1.358/
  *    1.364 s (CPU 2.66/2.68/2.70): ratio wall 1.13-1.18 (median 1.15), CPU
  *    1.14-1.19 - still SLOWER than torch by ~15%; the same minutes, exact
- *    kernel (MKS_MATMUL_ISA=avx512) 2.27/2.22 s vs FMA 1.58/1.62 s (1.40x). */
+ *    kernel (MKS_MATMUL_ISA=avx512) 2.27/2.22 s vs FMA 1.58/1.62 s (1.40x).
+ *  - attention as blocked FMA matmuls, SwiGLU and softmax-xent on 8-lane
+ *    exponentials (kernels/llama_attn_fma_ref.c; docs/model.md "CPU speed
+ *    of the Llama model"), load average 10-16, CPU s per step: against
+ *    the same tree without them, alternating, 1 thread 2.97-3.08 ->
+ *    2.50-2.63 (pairs 0.82-0.88), 2 threads 4.88-5.37 -> 4.21-5.10 (pairs
+ *    0.86-0.98); llama_torch.py --vs-c, 3 rounds of 3 steps: 1 thread C
+ *    2.61/2.94/2.71 vs torch 2.93/3.17/3.00 CPU s (ratio 0.89-0.93, median
+ *    0.90; wall 0.72/2.26/0.93, one round disturbed), 2 threads CPU ratio
+ *    0.49-0.51, wall 0.40-0.59 (torch spin-waits under the load). The
+ *    quiet-machine 2-thread ratio is still to be measured. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
