@@ -201,21 +201,23 @@ static const uint8_t *scalar_bytes(chat_impl *im, long v, size_t *len) {
     return s;
 }
 
-/* Python's truth of a JSON value (json.loads, then bool). */
+/* Python's truth of a JSON value (json.loads, then bool): 1 or 0, or
+ * DS_ERR_NOMEM when the scalar's position or copy cannot be allocated (a
+ * guess there would render the record as if the value were true). */
 static int tape_truthy(chat_impl *im, long v) {
     const ds_jtape *t = &im->tape;
     const ds_jnode *nd = &t->n[v];
     if (nd->type == DS_JSCAN_T_STRING) return nd->len > 0;
     if (nd->type == DS_JSCAN_T_NULL) return 0;
     if (nd->type == DS_JSCAN_T_ARRAY || nd->type == DS_JSCAN_T_OBJECT) return nd->end > (uint32_t)v + 1;
-    if (node_positions(im)) return 1;
+    if (node_positions(im)) return DS_ERR_NOMEM;
     size_t len;
     const uint8_t *s = scalar_bytes(im, v, &len);
     if (nd->type == DS_JSCAN_T_BOOLEAN) return len && s[0] == 't';
     /* a number is false when json.loads makes it 0 or 0.0: -0, 0e5, and 1e-400
      * too (underflow to 0.0, as strtod) */
     char buf[64], *z = len < sizeof buf ? buf : malloc(len + 1);
-    if (!z) return 1;
+    if (!z) return DS_ERR_NOMEM;
     memcpy(z, s, len);
     z[len] = 0;
     int truthy = strtod(z, NULL) != 0;
@@ -472,7 +474,9 @@ static int add_reasoning(ds_chat *c, chat_impl *im, size_t m) {
         long v = ds_jtape_get(t, m, keys[k]);
         if (v < 0 || t->n[v].type == DS_JSCAN_T_NULL) continue;
         if (t->n[v].type != DS_JSCAN_T_STRING) {
-            msg->reason = tape_truthy(im, v) ? DS_REASON_OTHER_TRUE : DS_REASON_OTHER_FALSE;
+            int truthy = tape_truthy(im, v);
+            if (truthy < 0) return truthy;
+            msg->reason = truthy ? DS_REASON_OTHER_TRUE : DS_REASON_OTHER_FALSE;
             return DS_OK;
         }
         size_t off = c->buf_len;
@@ -510,8 +514,10 @@ static int callview(ds_chat *c, chat_impl *im, long obj, ds_chat_callview *cv) {
         if (ty == DS_JSCAN_T_STRING) rc = tape_append(c, t, nm);
         else if (ty == DS_JSCAN_T_NUMBER) rc = put_number(c, im, nm);
         else if (ty == DS_JSCAN_T_NULL) rc = buf_append(c, "None", 4);
-        else if (ty == DS_JSCAN_T_BOOLEAN)
-            rc = tape_truthy(im, nm) ? buf_append(c, "True", 4) : buf_append(c, "False", 5);
+        else if (ty == DS_JSCAN_T_BOOLEAN) {
+            int truthy = tape_truthy(im, nm);
+            rc = truthy < 0 ? truthy : truthy ? buf_append(c, "True", 4) : buf_append(c, "False", 5);
+        }
         cv->name_off = off;
         cv->name_len = c->buf_len - off;
     }
@@ -555,12 +561,14 @@ static int add_calls(ds_chat *c, chat_impl *im, long list) {
                 call.id_chars = utf8_chars(c->buf + call.id_off, call.id_len);
             }
         }
-        if (rc == DS_OK && fn >= 0) {
+        int fn_truthy = rc == DS_OK && fn >= 0 ? tape_truthy(im, fn) : 0;
+        if (fn_truthy < 0) rc = fn_truthy;
+        else if (rc == DS_OK && fn >= 0) {
             if (tape_is(t, fn, DS_JSCAN_T_OBJECT)) {
-                call.fn_state = tape_truthy(im, fn) ? DS_FN_OBJECT : DS_FN_EMPTY;
+                call.fn_state = fn_truthy ? DS_FN_OBJECT : DS_FN_EMPTY;
                 rc = callview(c, im, fn, &call.fn);
             } else {
-                call.fn_state = tape_truthy(im, fn) ? DS_FN_TRUTHY : DS_FN_FALSY;
+                call.fn_state = fn_truthy ? DS_FN_TRUTHY : DS_FN_FALSY;
             }
         }
         if (rc) return rc;
@@ -582,12 +590,14 @@ static int add_tools(ds_chat *c, chat_impl *im, long tools) {
         if (tojson(c, im, tools, 0)) return DS_ERR_NOMEM;
         c->tools_json_len = c->buf_len - c->tools_json_off;
     }
-    if (tools >= 0 && !tape_truthy(im, tools) &&
+    int tools_truthy = tools >= 0 ? tape_truthy(im, tools) : 0;
+    if (tools_truthy < 0) return tools_truthy;
+    if (tools >= 0 && !tools_truthy &&
         (t->n[tools].type == DS_JSCAN_T_NUMBER || t->n[tools].type == DS_JSCAN_T_BOOLEAN)) {
         c->tools_state = 3; /* 0 / false: no tools to `if tools`, not iterable to `for tool in tools` */
         return DS_OK;
     }
-    if (tools < 0 || !tape_truthy(im, tools)) return DS_OK;
+    if (tools < 0 || !tools_truthy) return DS_OK;
     if (!tape_is(t, tools, DS_JSCAN_T_ARRAY)) {
         c->tools_state = 2;
         return DS_OK;
@@ -660,7 +670,9 @@ static int add_messages(ds_chat *c, chat_impl *im, long list, int completion, co
         long tc = ds_jtape_get(t, m, "tool_calls");
         int calls_defined = tc >= 0 && t->n[tc].type != DS_JSCAN_T_NULL;
         if (r != DS_ROLE_ASSISTANT) tc = -1;
-        uint8_t calls = tc < 0 || !tape_truthy(im, tc) ? 0 : tape_is(t, tc, DS_JSCAN_T_ARRAY) ? 1 : 2;
+        int tc_truthy = tc < 0 ? 0 : tape_truthy(im, tc);
+        if (tc_truthy < 0) return tc_truthy;
+        uint8_t calls = !tc_truthy ? 0 : tape_is(t, tc, DS_JSCAN_T_ARRAY) ? 1 : 2;
         size_t off = c->buf_len;
         long content = ds_jtape_get(t, m, "content");
         int null_content =
