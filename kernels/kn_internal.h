@@ -56,7 +56,8 @@ void kn_attn_row_fwd(float *a, float *o, const float *base, const int32_t *docro
  * setting. Not thread-safe: call between matmuls. */
 int kn_matmul_set_a_in_place(int on);
 /* 1 when the matmul runs its FMA numerics (kn_matmul_set_isa /
- * MKS_MATMUL_ISA), found from one product's bits (llama_attn_fma_ref.c). */
+ * MKS_MATMUL_ISA): the kernel matmul_ref.c has picked (picking it on first
+ * use), so the Llama kernels' FMA paths follow the matmul's numerics. */
 int kn_matmul_is_fma(void);
 /* The GQA attention on the FMA numerics (llama_attn_fma_ref.c), arguments
  * as kn_gqa_attention_*_cpu (kn_llama.h), already checked by them. */

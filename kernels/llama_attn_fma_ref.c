@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "kn.h"
+#include "kn_cpu_size.h"
 #include "kn_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -40,28 +41,10 @@
 #define FMA_TARGET
 #endif
 
-enum { RB = 24, KB = 128 }; /* query rows and keys of a tile */
-
-int kn_matmul_is_fma(void) {
-    /* The matmul's numerics decide: one product whose FMA and rounded
-     * multiply-then-add results differ. (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24
-     * rounds to 1 + 2^-11, so after the first term (-1) a rounded multiply
-     * leaves 2^-11 and a fused one 2^-11 + 2^-24. */
-    const float x = 1.0f + 0x1p-12f, inp[2] = {1.0f, x}, w[2] = {-1.0f, x};
-    float out = 0.0f;
-    /* on this thread alone: a parallel region per probe cost 5.7 ms at 2
-     * threads on a loaded machine (0.7 us alone); the thread count is this
-     * thread's own setting, put back after */
-#ifdef _OPENMP
-    int nth = omp_get_max_threads();
-    omp_set_num_threads(1);
-#endif
-    int rc = kn_matmul_forward_ref(&out, inp, w, NULL, 1, 2, 1);
-#ifdef _OPENMP
-    omp_set_num_threads(nth);
-#endif
-    return rc == KN_OK && out != 0x1p-11f;
-}
+enum {
+    RB = KN_CPU_ATT_RB,
+    KB = KN_CPU_ATT_KB
+}; /* query rows and keys of a tile (the planner counts their buffers: kn_cpu_size.h) */
 
 #if FMA_OK
 /* C (mr x 8 nv) (= or +=) A B, A(i, k) = a[i ars + k aks], B rows ldb apart;

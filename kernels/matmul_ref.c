@@ -28,6 +28,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "kn_cpu_size.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KN_HAVE_AVX512 1
@@ -41,7 +42,7 @@
 
 /* KC is part of the numerics (each element sums k in KC blocks, then adds the
  * block into C): every micro-kernel uses the same KC, so they agree bitwise. */
-#define KC 256
+#define KC KN_CPU_MM_KC
 
 typedef kn_v8f v8f;
 typedef float v16f __attribute__((vector_size(64))); /* a zmm under AVX-512, else 2 or 4 vectors */
@@ -182,6 +183,9 @@ static void micro_portable(int kc, const float *ap, const float *bp, float *c, p
     store_tile(c, ldc, &tmp[0][0], P_NR, mr, nr, first);
 }
 
+/* each kernel's mc (third field) is at most KN_CPU_MM_MC_MAX: the A buffer
+ * the planner counts (kn_cpu_size.h) */
+_Static_assert(64 <= KN_CPU_MM_MC_MAX && 48 <= KN_CPU_MM_MC_MAX, "an A block over the planned buffer");
 static const gemm_kernel k_portable = {P_MR, P_NR, 64, micro_portable, pack_a, pack_b, NULL};
 
 #ifdef KN_HAVE_AVX512
@@ -453,14 +457,29 @@ int kn_matmul_set_isa(int isa) {
     return isa;
 }
 
-static const gemm_kernel *pick_kernel(void) {
-    /* atomic: matmuls may run on several user threads at once (each decides
-     * the same value) */
+/* the kernel in use, deciding it on first use (atomic: matmuls may run on
+ * several user threads at once, each deciding the same value) */
+static int current_isa(void) {
     int isa = __atomic_load_n(&g_isa, __ATOMIC_RELAXED);
     if (isa < 0) {
         isa = isa_auto();
         __atomic_store_n(&g_isa, isa, __ATOMIC_RELAXED);
     }
+    return isa;
+}
+
+int kn_matmul_is_fma(void) {
+    int isa = current_isa();
+#ifdef KN_HAVE_AVX512
+    return isa == KN_MATMUL_ISA_AVX512_FMA || isa == KN_MATMUL_ISA_AVX2_FMA;
+#else
+    (void)isa;
+    return 0; /* pick_kernel runs the portable kernel whatever was asked */
+#endif
+}
+
+static const gemm_kernel *pick_kernel(void) {
+    int isa = current_isa();
 #ifdef KN_HAVE_AVX512
     switch (isa) {
     case KN_MATMUL_ISA_AVX512: return &k_avx512;
@@ -480,7 +499,7 @@ static const gemm_kernel *pick_kernel(void) {
  * thread busy: a count that is a multiple of the threads, or at least 4 per
  * thread. */
 #define TASK_M 1024
-#define TASK_N 256
+#define TASK_N KN_CPU_MM_NB_MAX
 static void plan_tasks(int M, int N, const gemm_kernel *kd, int *MB, int *NB) {
     int nth = 1;
 #ifdef _OPENMP

@@ -1,8 +1,10 @@
 /* test_llama_reserve.c - the CPU Llama model's memory (train/llama_model.h):
  * tr_llama_memory's figures are what tr_llama_reserve allocates (one block
  * of acts + scratch bytes, seen by a malloc hook), a forward/backward after
- * the reserve allocates nothing large (the kernels' per-thread workspace is
- * at most 256 KiB a piece), a block left dirty by an earlier, larger batch
+ * the reserve allocates nothing large, every allocation of a forward +
+ * backward after it is a kernel's per-thread workspace no larger than the
+ * planner counts (kernels/kn_cpu_size.h: the matmul's panels, the
+ * attention's buffer), a block left dirty by an earlier, larger batch
  * gives the bitwise result of a fresh model (nothing relies on zeroed
  * memory), and sizes that overflow are refused. The hook replaces glibc's
  * malloc family in this executable, so it is compiled out under ASan (which
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kn_cpu_size.h"
 #include "llama_model.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -34,6 +37,7 @@
 #define BIG ((size_t)512 << 10)
 static volatile int counting;
 static volatile size_t n_big, max_big;
+static size_t max_any; /* the largest allocation of any size (threads race: atomic max) */
 
 #if HOOK
 extern void *__libc_malloc(size_t);
@@ -42,6 +46,10 @@ extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
 static void note(size_t n) {
+    if (counting) {
+        size_t m = __atomic_load_n(&max_any, __ATOMIC_RELAXED);
+        while (n > m && !__atomic_compare_exchange_n(&max_any, &m, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    }
     if (counting && n >= BIG) {
         __atomic_add_fetch(&n_big, 1, __ATOMIC_RELAXED);
         if (n > max_big) max_big = n;
@@ -124,11 +132,21 @@ static void run_config(const tr_llama_config *c, const char *what) {
     for (int i = 0; i < B * T; i++) x[i] ^= 1u;
     memset(tr_llama_grads(m), 0, 4 * P);
     n_big = 0;
+    max_any = 0;
     counting = 1;
     rc = tr_llama_fwd_bwd(m, B, T / 2, x, y, NULL, NULL, NULL, &loss); /* smaller: the same block */
     counting = 0;
     CHECK(rc == 0, "%s: fwd_bwd", what);
     if (HOOK) CHECK(n_big == 0, "%s: fwd_bwd after reserve made %zu allocation(s) >= 512 KiB", what, (size_t)n_big);
+    /* a piece of the per-thread workspace the planner counts: the matmul's
+     * panels (A + B) or the attention's buffer, whichever numerics run */
+    size_t ws_mm = kn_cpu_matmul_workspace_bytes(),
+           ws_att = kn_cpu_gqa_attention_workspace_bytes(T / 2, (size_t)(c->d_model / c->n_head));
+    if (HOOK)
+        CHECK(max_any <= (ws_mm > ws_att ? ws_mm : ws_att),
+              "%s: fwd_bwd allocated %zu bytes at once; the planned kernel workspace is %zu (matmul) and %zu "
+              "(attention) per thread",
+              what, max_any, ws_mm, ws_att);
     CHECK(tr_llama_fwd_bwd(fresh, B, T / 2, x, y, NULL, NULL, NULL, &loss2) == 0, "%s: fresh fwd_bwd", what);
     CHECK(loss == loss2, "%s: loss %.9g on a reused block, %.9g fresh", what, loss, loss2);
     CHECK(!memcmp(tr_llama_grads(m), tr_llama_grads(fresh), 4 * P),
@@ -145,6 +163,11 @@ int main(void) {
     tr_llama_config q = c;
     q.qkv_bias = 1, q.tied = 0, q.n_kv_head = 1;
     run_config(&q, "qwen2 bias untied");
+    /* head size 256 (Gemma-class): the FMA attention's backward tiles
+     * (3 x 256 x 128 + 24 x 128 floats, 396 KiB) outgrow the matmul's panels */
+    tr_llama_config h = c;
+    h.n_head = 1, h.n_kv_head = 1, h.d_model = 256, h.d_ff = 256;
+    run_config(&h, "head size 256");
 
     /* refusals: no block sized from a product that wrapped */
     tr_llama_mem mem;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gpu_llama.h"
+#include "kn_cpu_size.h"
 #include "optim.h"
 #include "tr.h"
 #if defined(TR_HAVE_CUDA) && !defined(TR_FAMILY_LAYOUT_ONLY)
@@ -154,6 +155,8 @@ static int ll_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) 
     out->acts = lm.acts;
     out->grad_acts = lm.scratch;
     out->total = out->params + out->grads + out->adam + out->acts + out->grad_acts;
+    out->kernel_ws = kn_cpu_matmul_workspace_bytes() +
+                     kn_cpu_gqa_attention_workspace_bytes((size_t)T, (size_t)(c->llama.d_model / c->llama.n_head));
     return TR_MODEL_OK;
 }
 

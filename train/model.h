@@ -130,12 +130,14 @@ int tr_model_tensor_decay(const tr_model_config *c, int i);
  *   grad_acts  backward scratch = 4 * B*T*6C (dresidual, dln, d 4C)
  *   total      = sum of the above
  * tr_model_reserve(m, B, T) allocates acts + grad_acts as one block of
- * exactly that size (unless a larger block is already held).  Not included:
- * transient kernel workspace malloc'd per call and thread, freed on return
- * (kn matmul: (64*256 + 256*256) floats = 320 KiB per thread; attention
- * backward: T floats per thread). */
+ * exactly that size (unless a larger block is already held).
+ *   kernel_ws  per kernel thread, not in total: the transient workspace the
+ *              CPU kernels malloc per call and free on return (the matmul's
+ *              panels plus the attention's buffer, kernels/kn_cpu_size.h);
+ *              the planner counts it once per thread */
 typedef struct {
     size_t params, grads, adam, acts, grad_acts, total;
+    size_t kernel_ws;
 } tr_model_mem;
 int tr_model_memory(const tr_model_config *c, int B, int T, tr_model_mem *out);
 int tr_gpt2_memory(const tr_model_config *c, int B, int T, tr_model_mem *out);

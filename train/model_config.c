@@ -8,6 +8,7 @@
 #include "model.h"
 
 #include "kn.h"
+#include "kn_cpu_size.h"
 #include "kn_cuda_size.h"
 
 #include <string.h>
@@ -140,5 +141,6 @@ int tr_gpt2_memory(const tr_model_config *c, int B, int T, tr_model_mem *out) {
     out->acts = 4 * acts_floats(c, (size_t)B, (size_t)T);
     out->grad_acts = 4 * grad_acts_floats(c, (size_t)B, (size_t)T);
     out->total = out->params + out->grads + out->adam + out->acts + out->grad_acts;
+    out->kernel_ws = kn_cpu_matmul_workspace_bytes() + kn_cpu_attention_workspace_bytes((size_t)T);
     return TR_MODEL_OK;
 }

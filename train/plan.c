@@ -18,10 +18,8 @@
 #include "model.h"
 #include "optim.h"
 
-/* Fixed CPU-side costs that are not model tensors (see docs/memory-plan.md).
- * Kernel workspaces: kn_matmul packs an A panel (64x256 floats) and a B panel
- * (256x256 floats) per thread, attention keeps a T-float row per thread. */
-#define TR_PLAN_CPU_KN_WS (4u * (64u * 256u + 256u * 256u))
+/* Fixed CPU-side costs that are not model tensors (see docs/memory-plan.md);
+ * the kernels' per-thread workspace is the family's (tr_model_mem.kernel_ws). */
 /* Process runtime that appears after the trainer starts allocating, per
  * kernel thread: thread stack pages, malloc arena headroom and code pages
  * first touched by the kernels. Calibrated against VmHWM
@@ -126,8 +124,8 @@ static uint64_t eval_cpu(const tr_plan_in *in, const tr_model_config *mc, const 
     }
     item(o, "loader buffers", d->lbB * (uint64_t)d->nbuf, 0, B, "host");
     item(o, "loader row scratch + val batch", 9 * (T + 1) + d->lbB, 0, B, "host");
-    item(o, "kernel workspaces (per thread: matmul panels, att row)",
-         (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * (TR_PLAN_CPU_KN_WS + 4 * T), 0, B, "host");
+    item(o, "kernel workspaces (per thread: matmul panels, attention)",
+         (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * mm.kernel_ws, 0, B, "host");
     item(o, "runtime (per thread: stack, malloc arena, code pages)",
          (uint64_t)(in->cpu_threads > 0 ? in->cpu_threads : 1) * TR_PLAN_CPU_RUNTIME_PER_THREAD, 0, B, "host");
     if (world_of(in) > 1) item(o, "communication buffer (all-reduce bucket)", TR_PLAN_COMM_BUCKET_BYTES, 0, B, "host");
