@@ -6,10 +6,11 @@
  * frees them before it returns, so at most one kernel's workspace is live
  * per thread; the memory planner (train/plan.c) counts the matmul's panels
  * plus the attention's buffer per thread, an upper bound of that. The
- * layout constants are the ones the kernels allocate with (matmul_ref.c,
- * attention_ref.c, llama_cpu_ref.c, llama_attn_fma_ref.c include this
- * header), so a kernel and its size cannot drift apart; test_llama_reserve
- * holds every allocation of a Llama forward + backward to them. */
+ * layout constants below are the ones matmul_ref.c and llama_attn_fma_ref.c
+ * allocate with (they include this header); the row paths of
+ * attention_ref.c and llama_cpu_ref.c allocate a T-float row. So a kernel
+ * and its size cannot drift apart unnoticed: test_llama_reserve holds every
+ * allocation of a Llama forward + backward to these functions. */
 #ifndef KN_CPU_SIZE_H
 #define KN_CPU_SIZE_H
 
