@@ -77,15 +77,12 @@ static int du_build(struct tk_hf_uni *u, const char *const *key, const tk_key_en
 
 /* The id of the entry whose string is exactly p[0, n), TK_NO_RANK if none. */
 static uint32_t du_lookup(const struct tk_hf_uni *u, const uint8_t *p, size_t n) {
-    uint32_t node = 0, base = u->slot[0].base & ~TK_DA_TERMINAL;
     if (!n) return TK_NO_RANK;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t nx = base + p[k];
-        if (u->slot[nx].check != node) return TK_NO_RANK;
-        node = nx;
-        base = u->slot[nx].base & ~TK_DA_TERMINAL;
-    }
-    return u->slot[node].base & TK_DA_TERMINAL ? u->term[node] : TK_NO_RANK;
+    tk_da_walk w = tk_da_walk_root(u->slot);
+    int at = 0;
+    for (size_t k = 0; k < n; k++)
+        if ((at = tk_da_walk_step(u->slot, &w, p[k])) < 0) return TK_NO_RANK;
+    return at ? u->term[w.node] : TK_NO_RANK;
 }
 
 int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *score, uint32_t n, uint32_t unk_id,
@@ -189,15 +186,12 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
         size_t mb = one_char_len(t[s]);
         if (mb > tn - s) mb = tn - s;
         bool single = false;
-        uint32_t node = 0, base = sl[0].base & ~TK_DA_TERMINAL;
+        tk_da_walk w = tk_da_walk_root(sl);
         for (size_t k = s; k < tn; k++) {
-            uint32_t nx = base + t[k];
-            if (sl[nx].check != node) break;
-            node = nx;
-            base = sl[nx].base;
-            if (!(base & TK_DA_TERMINAL)) continue;
-            base &= ~TK_DA_TERMINAL;
-            uint32_t id = term[node];
+            int at = tk_da_walk_step(sl, &w, t[k]);
+            if (at < 0) break;
+            if (!at) continue;
+            uint32_t id = term[w.node];
             double cand = score[id] + till;
             hf_uni_node *tg = &best[k + 1];
             bool win = !tg->start1 | (cand > tg->score); /* a select, not a branch: which wins is data */

@@ -510,4 +510,22 @@ typedef struct {
 int tk_da_build(const tk_key_ent *ent, uint32_t n, const void *owner,
                 const uint8_t *(*bytes)(const void *owner, uint32_t id), tk_da_slot **slot, size_t *size, uint32_t *at);
 
+/* The walk of a common-prefix search down the double array, one byte at a
+ * time (the Unigram lattices' inner loop, so inlined): from the root
+ * (tk_da_walk_root), tk_da_walk_step moves to the child by byte c and
+ * returns -1 where there is none (the search ends), 1 where a string the
+ * caller marked TK_DA_TERMINAL ends at the new slot (w->node), else 0. */
+typedef struct {
+    uint32_t node, base; /* the slot reached, its base without the flag */
+} tk_da_walk;
+static inline tk_da_walk tk_da_walk_root(const tk_da_slot *sl) { return (tk_da_walk){0, sl[0].base & ~TK_DA_TERMINAL}; }
+static inline __attribute__((always_inline)) int tk_da_walk_step(const tk_da_slot *sl, tk_da_walk *w, uint8_t c) {
+    uint32_t nx = w->base + c;
+    if (sl[nx].check != w->node) return -1;
+    uint32_t b = sl[nx].base;
+    w->node = nx;
+    w->base = b & ~TK_DA_TERMINAL;
+    return (b & TK_DA_TERMINAL) != 0;
+}
+
 #endif

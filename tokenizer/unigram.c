@@ -262,15 +262,12 @@ static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, s
         size_t mb = one_char_len(t[s]);
         if (mb > tn - s) mb = tn - s;
         bool single = false;
-        uint32_t node = 0;
-        uint32_t base = sl[0].base & ~TK_DA_TERMINAL;
+        tk_da_walk w = tk_da_walk_root(sl);
         for (size_t k = s; k < tn; k++) {
-            uint32_t nx = base + t[k];
-            if (sl[nx].check != node) break;
-            node = nx;
-            base = sl[nx].base;
-            if (!(base & TK_DA_TERMINAL)) continue;
-            base &= ~TK_DA_TERMINAL;
+            int at = tk_da_walk_step(sl, &w, t[k]);
+            if (at < 0) break;
+            if (!at) continue;
+            const uint32_t node = w.node;
             int32_t id = u->term[node].id;
             size_t len = k + 1 - s;
             frontier = k + 1 > frontier ? k + 1 : frontier;
@@ -328,17 +325,13 @@ static void walk_double(const tk_spm *m, const struct tk_uni *u, const uint8_t *
         size_t mb = one_char_len(t[s]);
         if (mb > tn - s) mb = tn - s;
         bool single = false;
-        uint32_t node = 0;
-        uint32_t base = sl[0].base & ~TK_DA_TERMINAL;
+        tk_da_walk w = tk_da_walk_root(sl);
         for (size_t k = s; k < tn; k++) {
-            uint32_t nx = base + t[k];
-            if (sl[nx].check != node) break;
-            node = nx;
-            base = sl[nx].base;
-            if (!(base & TK_DA_TERMINAL)) continue;
-            base &= ~TK_DA_TERMINAL;
+            int at = tk_da_walk_step(sl, &w, t[k]);
+            if (at < 0) break;
+            if (!at) continue;
             single |= k + 1 - s == mb;
-            PROPOSE_D(k + 1, u->term[node].id, u->term[node].score);
+            PROPOSE_D(k + 1, u->term[w.node].id, u->term[w.node].score);
         }
         if (!single) PROPOSE_D(s + mb, (int32_t)m->unk_id, u->unk_score);
         s += mb;
