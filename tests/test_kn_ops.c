@@ -245,6 +245,45 @@ static int matmul_run(int isa, float *out, float *dinp, float *dw, const float *
     return rc == KN_OK;
 }
 
+/* Two runs of one matmul shape (forward out, dinp, dweight each), to be
+ * compared bitwise, and its inputs. */
+typedef struct {
+    int N, C, OC;
+    float *inp, *w, *b, *dout, *o[2], *di[2], *dw[2];
+} mm_pair;
+static void mm_pair_init(mm_pair *m, int N, int C, int OC) {
+    m->N = N, m->C = C, m->OC = OC;
+    /* one at a time: the generator's order is the inputs' values */
+    m->inp = rnd((size_t)N * C, 1);
+    m->w = rnd((size_t)OC * C, 1);
+    m->b = rnd(OC, 1);
+    m->dout = rnd((size_t)N * OC, 1);
+    for (int r = 0; r < 2; r++)
+        m->o[r] = zeros((size_t)N * OC), m->di[r] = zeros((size_t)N * C), m->dw[r] = zeros((size_t)OC * C);
+}
+/* run r of the pair on kernel ISA (0 when this CPU lacks it) */
+static int mm_pair_run(mm_pair *m, int r, int isa) {
+    return matmul_run(isa, m->o[r], m->di[r], m->dw[r], m->inp, m->w, m->b, m->dout, m->N, m->C, m->OC);
+}
+static int mm_pair_same(const mm_pair *m) {
+    return !memcmp(m->o[0], m->o[1], sizeof(float) * m->N * m->OC) &&
+           !memcmp(m->di[0], m->di[1], sizeof(float) * m->N * m->C) &&
+           !memcmp(m->dw[0], m->dw[1], sizeof(float) * m->OC * m->C);
+}
+static void mm_pair_free(mm_pair *m) {
+    for (int r = 0; r < 2; r++) free(m->o[r]), free(m->di[r]), free(m->dw[r]);
+    free(m->inp), free(m->w), free(m->b), free(m->dout);
+}
+
+/* every matmul kernel, by name */
+static const struct {
+    int isa;
+    const char *name;
+} mm_isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"},
+               {KN_MATMUL_ISA_AVX512, "avx512"},
+               {KN_MATMUL_ISA_AVX2_FMA, "avx2-fma"},
+               {KN_MATMUL_ISA_AVX512_FMA, "avx512-fma"}};
+
 /* Kernels of one numerics do the same operations in the same order, so they
  * must agree to the bit: the AVX-512 kernel with the portable one (rounded
  * multiply, rounded add), the AVX2 FMA kernel (6 x 16 tile) with the AVX-512
@@ -262,24 +301,19 @@ static void test_matmul_isa_bitwise(void) {
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
-            float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
-            float *dout = rnd((size_t)N * OC, 1), *o[2], *di[2], *dw[2];
-            for (int r = 0; r < 2; r++)
-                o[r] = zeros((size_t)N * OC), di[r] = zeros((size_t)N * C), dw[r] = zeros((size_t)OC * C);
+            mm_pair m;
+            mm_pair_init(&m, N, C, OC);
             char what[96];
-            if (!matmul_run(pairs[p].a, o[0], di[0], dw[0], inp, w, b, dout, N, C, OC)) {
+            if (!mm_pair_run(&m, 0, pairs[p].a)) {
                 if (pairs[p].a == KN_MATMUL_ISA_PORTABLE) check(0, "matmul portable kernel runs", 0, 0);
                 else if (s == 0) printf("info no AVX2 FMA on this CPU: %s not checked\n", pairs[p].what);
-            } else if (!matmul_run(pairs[p].b, o[1], di[1], dw[1], inp, w, b, dout, N, C, OC)) {
+            } else if (!mm_pair_run(&m, 1, pairs[p].b)) {
                 if (s == 0) printf("info no AVX-512 on this CPU: %s not checked\n", pairs[p].what);
             } else {
                 snprintf(what, sizeof what, "matmul %s bitwise %dx%d->%d", pairs[p].what, N, C, OC);
-                check(!memcmp(o[0], o[1], sizeof(float) * N * OC) && !memcmp(di[0], di[1], sizeof(float) * N * C) &&
-                          !memcmp(dw[0], dw[1], sizeof(float) * OC * C),
-                      what, 0, 0);
+                check(mm_pair_same(&m), what, 0, 0);
             }
-            for (int r = 0; r < 2; r++) free(o[r]), free(di[r]), free(dw[r]);
-            free(inp), free(w), free(b), free(dout);
+            mm_pair_free(&m);
         }
     kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
 }
@@ -291,51 +325,33 @@ static void test_matmul_isa_bitwise(void) {
  * and with fewer rows than one panel (nothing read in place). */
 static void test_matmul_a_in_place(void) {
     int shapes[][3] = {{5, 9, 33}, {7, 9, 33}, {37, 70, 45}, {300, 530, 290}, {65, 769, 17}, {263, 33, 515}};
-    const struct {
-        int isa;
-        const char *name;
-    } isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"},
-                {KN_MATMUL_ISA_AVX512, "avx512"},
-                {KN_MATMUL_ISA_AVX2_FMA, "avx2-fma"},
-                {KN_MATMUL_ISA_AVX512_FMA, "avx512-fma"}};
-    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++)
+    for (size_t k = 0; k < sizeof mm_isas / sizeof mm_isas[0]; k++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
-            float *inp = rnd((size_t)N * C, 1), *w = rnd((size_t)OC * C, 1), *b = rnd(OC, 1);
-            float *dout = rnd((size_t)N * OC, 1), *o[2], *di[2], *dw[2];
+            mm_pair m;
+            mm_pair_init(&m, N, C, OC);
             int ran = 1;
             for (int r = 0; r < 2; r++) {
-                o[r] = zeros((size_t)N * OC), di[r] = zeros((size_t)N * C), dw[r] = zeros((size_t)OC * C);
                 int prev = kn_matmul_set_a_in_place(r == 0);
-                ran &= matmul_run(isas[k].isa, o[r], di[r], dw[r], inp, w, b, dout, N, C, OC);
+                ran &= mm_pair_run(&m, r, mm_isas[k].isa);
                 kn_matmul_set_a_in_place(prev);
             }
             if (ran) {
                 char what[96];
-                snprintf(what, sizeof what, "matmul %s A in place == packed, bitwise %dx%d->%d", isas[k].name, N, C,
+                snprintf(what, sizeof what, "matmul %s A in place == packed, bitwise %dx%d->%d", mm_isas[k].name, N, C,
                          OC);
-                check(!memcmp(o[0], o[1], sizeof(float) * N * OC) && !memcmp(di[0], di[1], sizeof(float) * N * C) &&
-                          !memcmp(dw[0], dw[1], sizeof(float) * OC * C),
-                      what, 0, 0);
+                check(mm_pair_same(&m), what, 0, 0);
             }
-            for (int r = 0; r < 2; r++) free(o[r]), free(di[r]), free(dw[r]);
-            free(inp), free(w), free(b), free(dout);
+            mm_pair_free(&m);
         }
     kn_matmul_set_isa(KN_MATMUL_ISA_AUTO);
 }
 
 static void test_matmul(void) {
     int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {37, 70, 45}, {130, 300, 270}, {65, 257, 17}, {300, 530, 290}};
-    const struct {
-        int isa;
-        const char *name;
-    } isas[] = {{KN_MATMUL_ISA_PORTABLE, "portable"},
-                {KN_MATMUL_ISA_AVX512, "avx512"},
-                {KN_MATMUL_ISA_AVX2_FMA, "avx2-fma"},
-                {KN_MATMUL_ISA_AVX512_FMA, "avx512-fma"}};
-    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
-        if (kn_matmul_set_isa(isas[k].isa) != isas[k].isa) continue;
-        mm_isa = isas[k].name;
+    for (size_t k = 0; k < sizeof mm_isas / sizeof mm_isas[0]; k++) {
+        if (kn_matmul_set_isa(mm_isas[k].isa) != mm_isas[k].isa) continue;
+        mm_isa = mm_isas[k].name;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             test_matmul_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
     }
