@@ -15,20 +15,7 @@
 #include "ds.h"
 #include "ds_chat.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HOOK 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HOOK 0
-#endif
-#endif
-#ifndef HOOK
-#if defined(__GLIBC__)
-#define HOOK 1
-#else
-#define HOOK 0
-#endif
-#endif
+#include "malloc_hook.h"
 
 #if HOOK
 /* armed > 0: the armed-th allocation from now fails (and only that one) */

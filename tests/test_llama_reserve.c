@@ -17,20 +17,7 @@
 #include "kn_cpu_size.h"
 #include "llama_model.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HOOK 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HOOK 0
-#endif
-#endif
-#ifndef HOOK
-#if defined(__GLIBC__)
-#define HOOK 1
-#else
-#define HOOK 0
-#endif
-#endif
+#include "malloc_hook.h"
 
 /* allocations of at least BIG bytes while counting: their number and the
  * largest size */
