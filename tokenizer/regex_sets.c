@@ -153,7 +153,11 @@ typedef struct {
 } part;
 static part g_opart, g_ppart;
 static int g_cat_state; /* 0 ok, -1 no memory */
-static pthread_once_t g_cat_once = PTHREAD_ONCE_INIT;
+/* built once, under the lock; a try that ran out of memory is undone, so a
+ * long-running process (the Python package) builds again on its next call
+ * instead of refusing every such class from then on */
+static pthread_mutex_t g_cat_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_cat_built; /* 1: the parts are final (read with acquire, set with release) */
 
 /* a run from lo on (ascending; one of the same category as the last joins it) */
 static void part_push(part *p, uint32_t lo, int cat) {
@@ -192,6 +196,27 @@ static void build_cats(void) {
         if (x <= hi) part_push(&g_ppart, x, g_opart.r[r].cat);
     }
     if (g_opart.oom || g_ppart.oom) g_cat_state = -1;
+}
+
+/* 0 once the category parts are built (building them now if no try has
+ * succeeded yet), -1 out of memory */
+static int cats_ready(void) {
+    if (__atomic_load_n(&g_cat_built, __ATOMIC_ACQUIRE)) return 0;
+    pthread_mutex_lock(&g_cat_lock);
+    if (!g_cat_built) {
+        g_cat_state = 0;
+        build_cats();
+        if (g_cat_state) {
+            free(g_opart.r);
+            free(g_ppart.r);
+            g_opart = g_ppart = (part){0};
+        } else {
+            __atomic_store_n(&g_cat_built, 1, __ATOMIC_RELEASE);
+        }
+    }
+    int rc = g_cat_built ? 0 : -1;
+    pthread_mutex_unlock(&g_cat_lock);
+    return rc;
 }
 
 /* the code points of the categories in mask, by p's runs, into s */
@@ -821,8 +846,7 @@ int tk_rx_rust_set(const char *re, size_t n, size_t *pos, bool icase, bool *plai
     if (icase)
         return sp_refuse(&p, *pos, "%s under (?i) (Rust folds it by its own Unicode 16.0 case tables)",
                          in_class ? "a class with a script, a nested class or && / -- / ~~" : "a script property");
-    pthread_once(&g_cat_once, build_cats);
-    if (g_cat_state) {
+    if (cats_ready()) {
         tk_set_err(err, errlen, "out of memory building the Unicode category sets of a regex class");
         return TK_ERR_NOMEM;
     }

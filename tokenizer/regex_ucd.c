@@ -39,7 +39,11 @@ static tk_ucd_diff *g_diff;
 static size_t g_ndiff;
 static int g_state; /* 0: versions equal, 1: differences found, -1: could not be measured */
 static char g_pcre_version[32];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* measured once, under the lock; a try that ran out of memory is not kept,
+ * so a long-running process (the Python package) measures again on its
+ * next call instead of refusing every script class from then on */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_done; /* 1: g_state final (read with acquire, set with release) */
 
 static uint32_t get_utf8(const uint8_t *p) {
     if (p[0] < 0x80) return p[0];
@@ -144,8 +148,9 @@ static int measure(void) {
     return rc;
 }
 
-static void init_once(void) {
+static void init_locked(void) {
     if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, g_pcre_version) < 0) g_pcre_version[0] = 0;
+    g_state = 0;
     if (strcmp(g_pcre_version, tk_ucd_version) == 0) return;
     if (measure()) {
         free(g_diff);
@@ -158,7 +163,14 @@ static void init_once(void) {
 }
 
 int tk_ucd_pcre2_diff(const tk_ucd_diff **diff, size_t *n, const char **pcre_version) {
-    pthread_once(&g_once, init_once);
+    if (!__atomic_load_n(&g_done, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&g_lock);
+        if (!g_done) {
+            init_locked();
+            if (g_state >= 0) __atomic_store_n(&g_done, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
     *diff = g_diff;
     *n = g_ndiff;
     if (pcre_version) *pcre_version = g_pcre_version;
