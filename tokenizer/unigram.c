@@ -389,10 +389,23 @@ static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t
     }
 }
 
+/* Appends the piece id covering bytes[0, len) as SentencePieceProcessor::
+ * Encode does: an unk piece as its bytes' pieces with byte fallback, else a
+ * run of unk pieces (across pieces and words: *prev_unk) as one. The caller
+ * has reserved room for len ids (1 for a piece that is not unk). */
+static inline void put_piece(const tk_spm *m, uint32_t id, const uint8_t *bytes, size_t len, bool *prev_unk,
+                             tk_ids *out) {
+    bool unk = id == m->unk_id;
+    if (unk && m->byte_fallback) {
+        for (size_t j = 0; j < len; j++) out->ids[out->len++] = m->byte_id[bytes[j]];
+        return;
+    }
+    if (!(unk && *prev_unk)) out->ids[out->len++] = id;
+    *prev_unk = unk;
+}
+
 /* Backtracks best over t[0, tn) (positions from off in the text) and
- * appends the ids as SentencePieceProcessor::Encode does: unk as its bytes'
- * pieces with byte fallback, else a run of unk pieces (across calls:
- * *prev_unk) as one. */
+ * appends the ids (put_piece). */
 static int emit_path(const tk_spm *m, uni_scratch *w, const uint8_t *t, size_t tn, bool *prev_unk, tk_ids *out) {
     size_t np = 0;
     for (size_t e = tn; e > 0; e = (size_t)w->best[e].start) {
@@ -412,17 +425,9 @@ static int emit_path(const tk_spm *m, uni_scratch *w, const uint8_t *t, size_t t
     if (tk_ids_reserve(out, np)) return TK_ERR_NOMEM;
     for (size_t k = np; k-- > 0;) {
         uint32_t id = w->path[3 * k], off = w->path[3 * k + 1], len = w->path[3 * k + 2];
-        bool unk = id == m->unk_id;
-        if (unk && m->byte_fallback) {
-            if (tk_ids_reserve(out, len)) return TK_ERR_NOMEM;
-            for (uint32_t j = 0; j < len; j++) out->ids[out->len++] = m->byte_id[t[off + j]];
-            continue;
-        }
-        if (!(unk && *prev_unk)) {
-            if (out->len == out->cap && tk_ids_reserve(out, 1)) return TK_ERR_NOMEM; /* byte pieces took the room */
-            out->ids[out->len++] = id;
-        }
-        *prev_unk = unk;
+        size_t room = id == m->unk_id && m->byte_fallback ? len : 1; /* byte pieces may have taken the room */
+        if (out->cap - out->len < room && tk_ids_reserve(out, room)) return TK_ERR_NOMEM;
+        put_piece(m, id, t + off, len, prev_unk, out);
     }
     return TK_OK;
 }
@@ -589,23 +594,13 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
                     }
                     prev_unk = false;
                 } else {
-                    /* emit_path's rules: byte fallback, else a run of unk
-                     * pieces (across words too) as one */
                     size_t off = p;
                     for (int j = 0; j < e->np; j++) {
-                        int32_t id = e->pc[j].id;
+                        int32_t id = e->pc[j].id; /* an unk piece: -(its bytes) */
+                        size_t n = id >= 0 ? m->plen[id] : (size_t)-id;
                         till += e->pc[j].score;
-                        if (id >= 0) {
-                            out->ids[out->len++] = (uint32_t)id;
-                            prev_unk = false;
-                            off += m->plen[id];
-                        } else if (m->byte_fallback) {
-                            for (int32_t b = 0; b < -id; b++) out->ids[out->len++] = m->byte_id[t[off++]];
-                        } else {
-                            if (!prev_unk) out->ids[out->len++] = m->unk_id;
-                            prev_unk = true;
-                            off += (size_t)-id;
-                        }
+                        put_piece(m, id >= 0 ? (uint32_t)id : m->unk_id, t + off, n, &prev_unk, out);
+                        off += n;
                     }
                 }
                 p = q;
