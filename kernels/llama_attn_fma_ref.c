@@ -173,7 +173,10 @@ static int g_lanes;
 
 /* C (M x N) (= or +=) A (M x K) B (K x N): each element one FMA chain in k
  * order. Column panels outermost, so a panel of B stays in L1 while the
- * rows go by. */
+ * rows go by. Not kn_matmul (matmul_ref.c): that is the layer product
+ * (packed panels, sums in KC blocks added into C, its own parallel region),
+ * while these are small tiles on strided views of the qkv rows, called
+ * inside a parallel region over heads, with one chain over the whole K. */
 FMA_TARGET static void gemm_fma(int M, int N, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *b,
                                 ptrdiff_t ldb, float *c, ptrdiff_t ldc, int acc) {
     if (M <= 0 || N <= 0) return;
