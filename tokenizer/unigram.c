@@ -174,17 +174,19 @@ typedef struct {
 #define KEY_MAX 32 /* bytes of a cached word */
 #define ENT_MAX 10 /* pieces of a cached word (an entry: 128 bytes) */
 #define CACHE_BITS 14
+#define KEY_RING 4 /* the words keyed ahead, + 1 */
+typedef struct {
+    int32_t id;  /* an unk piece: -(its bytes) */
+    float score; /* its lattice score */
+} uni_piece;
 typedef struct {
     uint64_t key[KEY_MAX / 8]; /* the word's bytes, zero padded */
     uint32_t tag;              /* the model's serial + 1 (below 2^32); 0: empty */
     float tmax;                /* usable while |T| <= tmax; -1: never (the Viterbi runs) */
     uint8_t klen, np;
-    uint8_t pad; /* of a set's first way: which way was used last */
-    uint8_t unk; /* an unk piece is on the path */
-    struct {
-        int32_t id;  /* an unk piece: -(its bytes) */
-        float score; /* its lattice score */
-    } pc[ENT_MAX];   /* the pieces: up to 2 in the entry's first cache line */
+    uint8_t pad;           /* of a set's first way: which way was used last */
+    uint8_t unk;           /* an unk piece is on the path */
+    uni_piece pc[ENT_MAX]; /* the pieces: up to 2 in the entry's first cache line */
     uint8_t pad2[4];
 } uni_entry;
 _Static_assert(sizeof(uni_entry) == 128, "an entry is two cache lines");
@@ -232,7 +234,7 @@ static inline size_t one_char_len(uint8_t b) {
     return t[b >> 4];
 }
 
-/* A word's lattice in double from 0 (viterbi_entry): the best score of
+/* A word's lattice in double from 0 (word_viterbi): the best score of
  * every end, its runner-up, the largest magnitude any candidate reaches. */
 typedef struct {
     double bs[KEY_MAX + 1], sec[KEY_MAX + 1], wmax;
@@ -295,7 +297,7 @@ static void viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, s
 
 /* The same lattice over a word t[0, tn) (tn <= KEY_MAX) in double from 0,
  * with every end's runner-up: what a cache entry is made of. No rebasing
- * (viterbi_entry keeps only words whose scores stay below it). The float
+ * (word_viterbi proves only words whose scores stay below it). The float
  * lattice is not walked here: where the entry's proof covers the path
  * score the word starts at, its pieces are the float Viterbi's. */
 static void walk_double(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t tn, local_path *d) {
@@ -306,19 +308,20 @@ static void walk_double(const tk_spm *m, const struct tk_uni *u, const uint8_t *
     d->bs[0] = 0.0;
     double wmax = 0.0;
     const tk_da_slot *sl = u->slot;
+    /* select, not branch: which candidate wins is data (a mispredicted
+     * branch per proposal cost more than the selects); the runner-up is
+     * max(sec, min(best, c)): the old best when c wins, else c if above it */
 #define PROPOSE_D(end, cid, csc)                                                                                       \
     do {                                                                                                               \
-        double c_ = from + (double)(csc);                                                                              \
+        const size_t e_ = (end);                                                                                       \
+        const double c_ = from + (double)(csc), b_ = d->bs[e_], s_ = d->sec[e_], m_ = c_ < b_ ? c_ : b_;               \
+        const bool win_ = c_ > b_;                                                                                     \
         wmax = fabs(c_) > wmax ? fabs(c_) : wmax;                                                                      \
-        if (c_ > d->bs[end]) {                                                                                         \
-            d->sec[end] = d->bs[end];                                                                                  \
-            d->bs[end] = c_;                                                                                           \
-            d->st[end] = (int32_t)s;                                                                                   \
-            d->id[end] = (cid);                                                                                        \
-            d->sc[end] = (csc);                                                                                        \
-        } else if (c_ > d->sec[end]) {                                                                                 \
-            d->sec[end] = c_;                                                                                          \
-        }                                                                                                              \
+        d->sec[e_] = m_ > s_ ? m_ : s_;                                                                                \
+        d->bs[e_] = win_ ? c_ : b_;                                                                                    \
+        d->st[e_] = win_ ? (int32_t)s : d->st[e_];                                                                     \
+        d->id[e_] = win_ ? (cid) : d->id[e_];                                                                          \
+        d->sc[e_] = win_ ? (csc) : d->sc[e_];                                                                          \
     } while (0)
     for (size_t s = 0; s < tn;) {
         const double from = d->bs[s];
@@ -340,19 +343,27 @@ static void walk_double(const tk_spm *m, const struct tk_uni *u, const uint8_t *
 #undef PROPOSE_D
 }
 
-/* The cache entry of the word t[0, n) (n <= KEY_MAX, nc characters): the
- * path found in double from 0 (exact for these sums: float scores, a few
- * additions), the margin of every decision on it over the runner-up (0 on
- * a tie: the proposal order decides, which rounding can change), and from
- * those tmax (-1 with no pieces: more than ENT_MAX, or no path). */
-static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t n, size_t nc,
-                          uni_entry *e) {
+/* A word's best path (what a cache entry holds, for any number of pieces):
+ * its pieces in order, whether one is unk, and tmax (-1: never usable). */
+typedef struct {
+    uni_piece pc[KEY_MAX];
+    size_t np;
+    bool unk;
+    float tmax;
+} word_path;
+
+/* The path of the word t[0, n) (n <= KEY_MAX, nc characters) found in
+ * double from 0 (exact for these sums: float scores, a few additions), the
+ * margin of every decision on it over the runner-up (0 on a tie: the
+ * proposal order decides, which rounding can change), and from those tmax
+ * (-1 with no path). */
+static void word_viterbi(const tk_spm *m, const struct tk_uni *u, const uint8_t *t, size_t n, size_t nc,
+                         word_path *wp) {
     local_path d;
     walk_double(m, u, t, n, &d);
-    e->klen = (uint8_t)n;
-    e->np = 0;
-    e->unk = 0;
-    e->tmax = -1.0f;
+    wp->np = 0;
+    wp->unk = false;
+    wp->tmax = -1.0f;
     int32_t rid[KEY_MAX];
     float rsc[KEY_MAX];
     double margin = INFINITY;
@@ -361,20 +372,16 @@ static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t
     for (size_t x = n; x > 0; x = (size_t)d.st[x]) {
         if (d.st[x] < 0) return;
         if (d.bs[x] - d.sec[x] < margin) margin = d.bs[x] - d.sec[x];
-        /* unk: one character, emitted by the hit as its bytes' pieces or
-         * as part of a fused run, as emit_path does */
+        /* unk: one character, emitted as its bytes' pieces or as part of a
+         * fused run, as emit_path does */
         bool k = d.id[x] == (int32_t)m->unk_id;
         unk |= k;
         rid[np] = k ? -(int32_t)(x - (size_t)d.st[x]) : d.id[x];
         rsc[np++] = d.sc[x];
     }
-    if (np > ENT_MAX) return;
-    e->unk = unk;
-    for (size_t k = 0; k < np; k++) {
-        e->pc[k].id = rid[np - 1 - k];
-        e->pc[k].score = rsc[np - 1 - k];
-    }
-    e->np = (uint8_t)np;
+    wp->unk = unk;
+    for (size_t k = 0; k < np; k++) wp->pc[k] = (uni_piece){rid[np - 1 - k], rsc[np - 1 - k]};
+    wp->np = np;
     /* candidates' magnitudes stay below 2^b when |T| + wmax + 1 < 2^b (the
      * 1 covers the rounding, nc half-ulps of at most 2^-8); there a float
      * addition errs by at most 2^(b-25), and the decisions hold while
@@ -384,7 +391,7 @@ static void viterbi_entry(const tk_spm *m, const struct tk_uni *u, const uint8_t
         if (!(margin > 2.0 * (double)nc * (pb / 33554432.0) + 1e-9)) continue; /* 1e-9: the double sums' rounding */
         double lim = pb - d.wmax - 1.0;
         if (lim > (double)SCORE_RESET - d.wmax - 1.0) lim = (double)SCORE_RESET - d.wmax - 1.0;
-        if (lim >= 0.0) e->tmax = (float)lim * (1.0f - 1e-6f); /* float(lim) may round up */
+        if (lim >= 0.0) wp->tmax = (float)lim * (1.0f - 1e-6f); /* float(lim) may round up */
         return;
     }
 }
@@ -547,20 +554,26 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
     float till = 0.0f; /* the path score at p, as the Viterbi holds it */
     /* two keys used in turn (the next word's is made while this one's is
      * looked up); copying one into the other stalled on store forwarding */
-    word_key keys[2];
-    unsigned cur = 0;
+    /* a ring of keys: the sets of the next words are fetched while this
+     * one is looked up (a word's lookup is shorter than a fetch from L3);
+     * copying keys instead stalled on store forwarding */
+    word_key keys[KEY_RING];
+    unsigned head = 0, ready = 1; /* keys[head, head + ready) (mod KEY_RING): the words from p on */
+    word_path wp;                 /* a word not in the cache */
     word_at(t, 0, tn, &keys[0]);
-    for (size_t p = 0; p < tn; cur ^= 1) {
-        /* the next word's set is fetched while this one is looked up */
-        const word_key *wk = &keys[cur];
-        if (wk->q < tn) {
-            word_key *nx = &keys[cur ^ 1];
-            word_at(t, wk->q, tn, nx);
-            if (nx->q - wk->q <= KEY_MAX) {
+    size_t next = keys[0].q; /* where the first word not keyed yet starts */
+    for (size_t p = 0; p < tn; head = (head + 1) % KEY_RING, ready--) {
+        while (ready < KEY_RING && next < tn) {
+            word_key *nx = &keys[(head + ready) % KEY_RING];
+            word_at(t, next, tn, nx);
+            if (nx->q - next <= KEY_MAX) {
                 __builtin_prefetch(&w->cache[nx->set]);
                 __builtin_prefetch(&w->cache[nx->set + 1]);
             }
+            next = nx->q;
+            ready++;
         }
+        const word_key *wk = &keys[head];
         size_t q = wk->q, nc = wk->nc, len = q - p;
         const uint64_t *k = wk->k;
         if (till < -SCORE_RESET || till > SCORE_RESET) till = 0.0f; /* the Viterbi rebases at p */
@@ -574,31 +587,48 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
                 hit = true;
                 e++;
             }
+            const uni_piece *pc;
+            size_t np;
+            bool unk;
+            float tmax;
             if (hit) {
                 *mru = (uint8_t)(e - w->cache) & 1;
+                pc = e->pc, np = e->np, unk = e->unk, tmax = e->tmax;
             } else {
-                e += !*mru;
-                *mru = (uint8_t)(e - w->cache) & 1;
-                memcpy(e->key, k, sizeof e->key);
-                e->tag = tag;
-                viterbi_entry(m, u, t + p, len, nc, e);
+                word_viterbi(m, u, t + p, len, nc, &wp);
+                pc = wp.pc, np = wp.np, unk = wp.unk, tmax = wp.tmax;
+                if (np <= ENT_MAX) {
+                    /* cached (a word with no usable proof too: its next
+                     * occurrence goes straight to the Viterbi); a word of
+                     * more pieces is used this once and leaves the set as
+                     * it was */
+                    e += !*mru;
+                    *mru = (uint8_t)(e - w->cache) & 1;
+                    memcpy(e->key, k, sizeof e->key);
+                    e->tag = tag;
+                    e->klen = (uint8_t)len;
+                    e->np = (uint8_t)np;
+                    e->unk = unk;
+                    e->tmax = tmax;
+                    memcpy(e->pc, wp.pc, np * sizeof *wp.pc);
+                }
             }
-            if (fabsf(till) <= e->tmax) {
+            if (fabsf(till) <= tmax) {
                 /* an unk character: up to 4 byte pieces */
-                size_t room = e->unk ? 4 * (size_t)e->np : e->np;
+                size_t room = unk ? 4 * np : np;
                 if (out->cap - out->len < room && tk_ids_reserve(out, room)) return TK_ERR_NOMEM;
-                if (!e->unk) {
-                    for (int j = 0; j < e->np; j++) {
-                        out->ids[out->len++] = (uint32_t)e->pc[j].id;
-                        till += e->pc[j].score; /* the Viterbi's float sum, piece by piece */
+                if (!unk) {
+                    for (size_t j = 0; j < np; j++) {
+                        out->ids[out->len++] = (uint32_t)pc[j].id;
+                        till += pc[j].score; /* the Viterbi's float sum, piece by piece */
                     }
                     prev_unk = false;
                 } else {
                     size_t off = p;
-                    for (int j = 0; j < e->np; j++) {
-                        int32_t id = e->pc[j].id; /* an unk piece: -(its bytes) */
+                    for (size_t j = 0; j < np; j++) {
+                        int32_t id = pc[j].id; /* an unk piece: -(its bytes) */
                         size_t n = id >= 0 ? m->plen[id] : (size_t)-id;
-                        till += e->pc[j].score;
+                        till += pc[j].score;
                         put_piece(m, id >= 0 ? (uint32_t)id : m->unk_id, t + off, n, &prev_unk, out);
                         off += n;
                     }
