@@ -169,8 +169,11 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
         const uint8_t *cs;
         size_t cn;
         if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
-        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, NULL, err, errlen))) return rc;
+        json_t *pat = json_object_get(n, "pattern");
+        if ((rc = parse_pattern(pat, file, path, &st->re, NULL, err, errlen))) return rc;
         h->n_nm++; /* owns st->re from here */
+        json_t *ps = json_object_get(pat, "String"), *pv = ps ? ps : json_object_get(pat, "Regex");
+        if ((rc = tk_hf_replace_fast(st, json_string_value(pv), json_string_length(pv), ps != NULL))) return rc;
         return dup_bytes(cs, cn, &st->b, &st->blen);
     } else if (!strcmp(ty, "Prepend")) {
         static const char *const keys[] = {"prepend", NULL};

@@ -339,20 +339,28 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
         m->len = 0;
         bool starts = n >= st->repl_len && memcmp(p, st->repl, st->repl_len) == 0;
         if (p[0] == ' ') starts = true; /* replaced below */
-        if (!starts && (st->scheme == MS_ALWAYS || (st->scheme == MS_FIRST && at_start)))
-            if ((rc = bput(m, st->repl, st->repl_len))) return rc;
-        for (size_t i = 0; i < n; i++) {
-            size_t j = i;
-            while (j < n && p[j] != ' ') j++;
-            if ((rc = bput(m, p + i, j - i))) return rc;
-            if (j < n && (rc = bput(m, st->repl, st->repl_len))) return rc;
-            i = j;
+        bool prepend = !starts && (st->scheme == MS_ALWAYS || (st->scheme == MS_FIRST && at_start));
+        const uint8_t *sp = memchr(p, ' ', n);
+        const uint8_t *q = p; /* the text as this step leaves it: p itself when nothing changes (SentencePiece
+                               * converters' normalizers put the replacement in already: a whole-document copy saved) */
+        size_t qn = n;
+        if (prepend || sp) {
+            if (prepend && (rc = bput(m, st->repl, st->repl_len))) return rc;
+            for (size_t i = 0; i < n; i++) {
+                const uint8_t *f = memchr(p + i, ' ', n - i);
+                size_t j = f ? (size_t)(f - p) : n;
+                if ((rc = bput(m, p + i, j - i))) return rc;
+                if (j < n && (rc = bput(m, st->repl, st->repl_len))) return rc;
+                i = j;
+            }
+            q = m->data;
+            qn = m->len;
         }
-        if (!st->split) return run_pre(c, k + 1, m->data, m->len, at_start);
+        if (!st->split) return run_pre(c, k + 1, q, qn, at_start);
         v->n = 0;
-        if ((rc = char_matches(v, m->data, m->len, NULL, st->repl, st->repl_len))) return rc;
+        if ((rc = char_matches(v, q, qn, NULL, st->repl, st->repl_len))) return rc;
         fold(v, B_MERGED_NEXT, false);
-        return emit_spans(c, k, m->data, at_start);
+        return emit_spans(c, k, q, at_start);
     }
     }
     return TK_ERR_ARG;

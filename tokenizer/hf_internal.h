@@ -34,9 +34,12 @@ typedef struct {
     bool left, right; /* Strip */
     uint8_t *a, *b;   /* Replace: content (b); Prepend: a */
     size_t alen, blen;
-    tk_regex *re;    /* Replace pattern */
-    tk_cmap cmap;    /* Precompiled: the charsmap of a (decoded once, at load) */
-    bool plain[128]; /* Precompiled: ASCII bytes the charsmap leaves as they are */
+    tk_regex *re;     /* Replace pattern */
+    uint8_t rep;      /* Replace: REP_* (hf_normalize.c), how its pattern is matched */
+    uint8_t run_byte; /* Replace REP_RUN: the byte of the run */
+    uint32_t run_min; /* Replace REP_RUN: its least length */
+    tk_cmap cmap;     /* Precompiled: the charsmap of a (decoded once, at load) */
+    bool plain[256];  /* Precompiled: ASCII bytes but CR the charsmap leaves as they are */
 } nm_step;
 
 typedef struct {
@@ -207,18 +210,22 @@ static inline const mslot *merge_get(const tk_hf *h, uint32_t a, uint32_t b) {
     }
 }
 
-/* hf_unigram.c's per-thread scratch (in the encode context). */
+/* hf_unigram.c's per-thread scratch (in the encode context): the lattice
+ * of a word, a node per byte, and the best path scores of its last `ring`
+ * positions only (a start proposes at most its longest entry ahead;
+ * hf_unigram.c says why the scores are kept apart). */
 typedef struct {
-    double score;    /* best path score ending here */
-    uint32_t start1; /* where its last piece starts + 1; 0: no path yet */
+    uint32_t start1; /* where the best path's last piece starts + 1; 0: no path yet */
     uint32_t id;     /* its last piece */
 } hf_uni_node;
 
 typedef struct {
     hf_uni_node *best;
     size_t best_cap;
-    uint32_t *path;
-    size_t path_cap;
+    double *score;   /* best path score ending at position p: score[p & (ring - 1)] */
+    size_t ring;     /* a power of 2 above the farthest a start proposes */
+    uint32_t *path;  /* the best path's (end, id) pairs, last first */
+    size_t path_cap; /* uint32_t's */
 } hf_uni_scratch;
 
 /* ---- between the files ---------------------------------------------------- */
@@ -237,6 +244,12 @@ int tk_hf_lossless(const tk_tokenizer *t);
  * and b; *res, *rn: the result (s itself when there are no steps). */
 int tk_hf_normalize(const tk_hf *h, const uint8_t *s, size_t n, tk_bytes *a, tk_bytes *b, const uint8_t **res,
                     size_t *rn, tk_re_budget *budget, bool *lead_dropped);
+/* hf_normalize.c: a Replace step's pattern (pat[0, len), a String pattern
+ * when literal; st->re compiled) checked for a form matched without the
+ * regex engine (st->rep; a literal copied into st->a). TK_OK or
+ * TK_ERR_NOMEM. */
+enum { REP_REGEX, REP_LITERAL, REP_RUN, REP_TRIM };
+int tk_hf_replace_fast(nm_step *st, const char *pat, size_t len, bool literal);
 /* hf_normalize.c: st->plain of a Precompiled step (its cmap set). */
 void tk_hf_precompiled_plain(nm_step *st);
 /* tk_regex_find_all callback of a Replace step (a repl_ctx); the decoder's

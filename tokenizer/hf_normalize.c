@@ -99,6 +99,11 @@ static int precompiled_slow(const tk_cmap *m, const uint8_t *s, size_t n, tk_byt
         if (brk && i > g) {
             bool done = false;
             if (i - g < 6 && (rc = put_key(m, s + g, i - g, out, cap, &done))) break;
+            if (!done && i - g < 6 && tk_spm_valid_char(s + g, i - g) == i - g) {
+                /* a one-character cluster (most are): its character's lookup is the one just made */
+                rc = tk_bytes_put_capped(out, s + g, i - g, cap);
+                done = true;
+            }
             for (size_t k = g; !done && k < i && !rc;) {
                 size_t cl = tk_spm_valid_char(s + k, i - k);
                 if (!cl) cl = 1;
@@ -117,13 +122,21 @@ static int precompiled_slow(const tk_cmap *m, const uint8_t *s, size_t n, tk_byt
 }
 
 void tk_hf_precompiled_plain(nm_step *st) {
-    for (int c = 0; c < 128; c++) {
+    for (int c = 0; c < 256; c++) {
         uint8_t b = (uint8_t)c;
         uint32_t v = 0;
         size_t l = 0;
-        const uint8_t *p = tk_cmap_shortest(&st->cmap, &b, 1, &v) ? tk_cmap_string(&st->cmap, v, &l) : NULL;
-        st->plain[c] = !p || (l == 1 && p[0] == b);
+        const uint8_t *p = c < 128 && tk_cmap_shortest(&st->cmap, &b, 1, &v) ? tk_cmap_string(&st->cmap, v, &l) : NULL;
+        /* CR is left to the cluster walk (CR LF is one cluster), so a plain
+         * byte followed by an ASCII one always ends its cluster */
+        st->plain[c] = c < 128 && c != '\r' && (!p || (l == 1 && p[0] == b));
     }
+}
+
+/* The high bit of each zero byte of w (exact: no borrow from byte to byte). */
+static inline uint64_t zero_bytes(uint64_t w) {
+    const uint64_t lo = 0x7F7F7F7F7F7F7F7Full;
+    return ~(((w & lo) + lo) | w | lo);
 }
 
 /* A break lies between s[i - 1] and s[i] when both are ASCII, but CR LF. */
@@ -138,7 +151,8 @@ static int nm_precompiled(const nm_step *st, const uint8_t *s, size_t n, tk_byte
     while (i < n) {
         /* s[i] starts a cluster here: plain ASCII bytes each followed by a break */
         size_t a = i;
-        while (i < n && s[i] < 0x80 && st->plain[s[i]] && (i + 1 == n || ascii_break(s, i + 1))) i++;
+        while (i + 1 < n && st->plain[s[i]] && s[i + 1] < 0x80) i++;
+        if (i + 1 == n && st->plain[s[i]]) i++;
         if (i > a && (rc = tk_bytes_put_capped(out, s + a, i - a, cap))) return rc;
         if (i == n) break;
         size_t j = i + 1; /* to the next break between two ASCII characters */
@@ -147,6 +161,191 @@ static int nm_precompiled(const nm_step *st, const uint8_t *s, size_t n, tk_byte
         i = j;
     }
     return TK_OK;
+}
+
+/* ---- Replace without the regex engine ------------------------------------
+ * transformers' SentencePiece converters write the same few Replace
+ * patterns into every tokenizer.json: a String (" " -> "\u2581", "``" ->
+ * "\""), a run of one character (" {2,}" -> " "), the text's leading and
+ * trailing spaces ("\A +| +\z" -> ""). Through PCRE2 the run and the
+ * trim cost a match attempt (and a budget callout) per position: a fifth
+ * of spm_nmt_first.json's whole encode (perf), as much as half its Unigram
+ * lattice. Recognised at load by their exact pattern text, they are
+ * scanned here 8 bytes at a time (or by memchr / memmem), with the output
+ * written as the input is read, and give the matches Rust's find_iter gives
+ * (leftmost, non-overlapping, greedy); the rest keep the regex engine. These
+ * scans are linear and take no regex budget (the budget bounds PCRE2's
+ * backtracking, which they do not do). */
+
+int tk_hf_replace_fast(nm_step *st, const char *pat, size_t len, bool literal) {
+    st->rep = REP_REGEX;
+    if (!pat || !len) return TK_OK;
+    if (literal) {
+        if (!(st->a = malloc(len))) return TK_ERR_NOMEM;
+        memcpy(st->a, pat, len);
+        st->alen = len;
+        st->rep = REP_LITERAL;
+        return TK_OK;
+    }
+    if (len == 9 && !memcmp(pat, "\\A +| +\\z", 9)) {
+        st->rep = REP_TRIM;
+        return TK_OK;
+    }
+    /* C{n,} or C+, C a space, letter or digit (no regex meaning, one byte) */
+    uint8_t c = (uint8_t)pat[0];
+    if (c != ' ' && !(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z')) return TK_OK;
+    uint32_t m = 0;
+    if (len == 2 && pat[1] == '+') m = 1;
+    else if (len >= 5 && len <= 10 && pat[1] == '{' && pat[len - 2] == ',' && pat[len - 1] == '}') {
+        for (size_t k = 2; k < len - 2; k++) {
+            if (pat[k] < '0' || pat[k] > '9') return TK_OK;
+            m = m * 10 + (uint32_t)(pat[k] - '0');
+        }
+    }
+    if (m) { /* m == 0 ("C{0,}"): empty matches, left to PCRE2 */
+        st->rep = REP_RUN;
+        st->run_byte = c;
+        st->run_min = m;
+    }
+    return TK_OK;
+}
+
+/* Append within cap; the common case (room left) without a call. */
+static inline int put(tk_bytes *out, const uint8_t *p, size_t n, size_t cap) {
+    if (n <= out->cap - out->len && n <= cap && out->len <= cap - n) {
+        memcpy(out->data + out->len, p, n);
+        out->len += n;
+        return TK_OK;
+    }
+    return tk_bytes_put_capped(out, p, n, cap);
+}
+
+/* The first i >= from with s[i] == s[i + 1] == c, n if none; 8 pairs a
+ * step (a zero byte of (w ^ c) | (w' ^ c), w' the word a byte on: both
+ * bytes are c; the exact per-byte test, no carries between bytes). */
+static size_t find_pair(const uint8_t *s, size_t n, size_t i, uint8_t c) {
+    const uint64_t cc = 0x0101010101010101ull * c;
+    for (; i + 9 <= n; i += 8) {
+        uint64_t w, w1;
+        memcpy(&w, s + i, 8);
+        memcpy(&w1, s + i + 1, 8);
+        uint64_t m = zero_bytes((w ^ cc) | (w1 ^ cc));
+        if (m) return i + ((size_t)__builtin_ctzll(m) >> 3); /* little-endian: the lowest byte is s[i] */
+    }
+    for (; i + 1 < n; i++)
+        if (s[i] == c && s[i + 1] == c) return i;
+    return n;
+}
+
+/* A one-byte String replaced by at most 4 bytes (" " -> "\u2581"): its
+ * count sizes the output once, then every byte is written as 4 bytes (the
+ * replacement, or itself) and the end moves by 1 or blen - a select, where
+ * a branch on each space mispredicted about once a word. */
+static int replace_byte(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
+    const uint8_t c = st->a[0];
+    const uint64_t cc = 0x0101010101010101ull * c;
+    size_t hits = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        hits += (size_t)(((zero_bytes(w ^ cc) >> 7) * 0x0101010101010101ull) >> 56); /* its flags summed */
+    }
+    for (; i < n; i++) hits += s[i] == c;
+    size_t keep = n - hits;
+    if (keep > cap || (hits && st->blen > (cap - keep) / hits)) return TK_ERR_DOC_EXPAND; /* as put's refusal */
+    size_t need = keep + hits * st->blen;
+    if (out->len > cap - need) return TK_ERR_DOC_EXPAND;
+    /* room for the 8-byte stores: 7 bytes of slack past the end */
+    if (tk_bytes_append(out, NULL, need + 7)) return TK_ERR_NOMEM;
+    out->len -= need + 7;
+    uint8_t rb[4] = {0};
+    if (st->blen) memcpy(rb, st->b, st->blen);
+    uint32_t rep;
+    memcpy(&rep, rb, 4);
+    uint8_t *o = out->data + out->len;
+    for (i = 0; i + 8 <= n;) { /* 8 bytes copied, then the first hit in them (if any) expanded */
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        uint64_t m = zero_bytes(w ^ cc);
+        if (!m) {
+            memcpy(o, &w, 8);
+            o += 8;
+            i += 8;
+            continue;
+        }
+        size_t k = (size_t)__builtin_ctzll(m) >> 3; /* little-endian: the lowest byte is s[i] */
+        memcpy(o, &w, 8);
+        memcpy(o + k, &rep, 4);
+        o += k + st->blen;
+        i += k + 1;
+    }
+    for (; i < n; i++) {
+        uint32_t v = s[i]; /* little-endian: s[i] is the first byte stored */
+        bool hit = s[i] == c;
+        v = hit ? rep : v;
+        memcpy(o, &v, 4);
+        o += hit ? st->blen : 1;
+    }
+    out->len += need;
+    return TK_OK;
+}
+
+static int nm_replace_fast(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
+    size_t pos = 0; /* s[pos, ...) not yet written */
+    int rc;
+    switch (st->rep) {
+    case REP_LITERAL:
+        if (st->alen == 1 && st->blen <= 4) return replace_byte(st, s, n, out, cap);
+        for (size_t i = 0; i + st->alen <= n;) {
+            const uint8_t *f = st->alen == 1 ? memchr(s + i, st->a[0], n - i) : memmem(s + i, n - i, st->a, st->alen);
+            if (!f) break;
+            size_t at = (size_t)(f - s);
+            if ((rc = put(out, s + pos, at - pos, cap)) || (rc = put(out, st->b, st->blen, cap))) return rc;
+            pos = i = at + st->alen;
+        }
+        break;
+    case REP_RUN:
+        for (size_t i = 0; i < n;) {
+            /* a run of 2 or more starts at the first pair (a single byte is
+             * no match then): most texts have single spaces only */
+            size_t a = st->run_min > 1 ? find_pair(s, n, i, st->run_byte) : i;
+            const uint8_t *f = a < n ? memchr(s + a, st->run_byte, n - a) : NULL;
+            if (!f) break;
+            a = (size_t)(f - s);
+            size_t e = a + 1;
+            while (e < n && s[e] == st->run_byte) e++;
+            if (e - a >= st->run_min) { /* the leftmost place the pattern matches: a maximal run, taken whole */
+                if ((rc = put(out, s + pos, a - pos, cap)) || (rc = put(out, st->b, st->blen, cap))) return rc;
+                pos = e;
+            }
+            i = e;
+        }
+        break;
+    case REP_TRIM: {
+        size_t a = 0, e = n;
+        while (a < n && s[a] == ' ') a++;
+        while (e > a && s[e - 1] == ' ') e--;
+        /* matches: [0, a) when a > 0 (the whole text when it is all spaces), [e, n) when e < n */
+        if (a && (rc = put(out, st->b, st->blen, cap))) return rc;
+        if ((rc = put(out, s + a, e - a, cap))) return rc;
+        if (e < n && (rc = put(out, st->b, st->blen, cap))) return rc;
+        return TK_OK;
+    }
+    }
+    return put(out, s + pos, n - pos, cap);
+}
+
+/* Does the Replace step's first match start at 0 and take something? */
+static bool replace_fast_at0(const nm_step *st, const uint8_t *s, size_t n) {
+    switch (st->rep) {
+    case REP_LITERAL: return n >= st->alen && memcmp(s, st->a, st->alen) == 0;
+    case REP_RUN: {
+        size_t e = 0;
+        while (e < n && e < st->run_min && s[e] == st->run_byte) e++;
+        return e >= st->run_min;
+    }
+    default: return n && s[0] == ' '; /* REP_TRIM */
+    }
 }
 
 int tk_hf_repl_cb(void *u, size_t a, size_t b) {
@@ -188,6 +387,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
         return tk_bytes_put_capped(out, s + a, b - a, cap);
     }
     case NM_REPLACE: {
+        if (st->rep != REP_REGEX) return nm_replace_fast(st, s, n, out, cap);
         repl_ctx c = {s, out, 0, st->b, st->blen, cap};
         int rc = tk_regex_find_all(st->re, s, n, budget, tk_hf_repl_cb, &c);
         if (rc) return rc;
@@ -228,6 +428,10 @@ static int drops_lead(const nm_step *st, const uint8_t *s, size_t n, tk_re_budge
     }
     case NM_REPLACE: {
         if (st->blen) return TK_OK;
+        if (st->rep != REP_REGEX) {
+            *drop = replace_fast_at0(st, s, n);
+            return TK_OK;
+        }
         size_t m[2] = {1, 0};
         int rc = tk_regex_find_all(st->re, s, n, budget, first_match_cb, m);
         *drop = m[0] == 0 && m[1] > 0; /* the first match starts at 0 and takes something */

@@ -24,7 +24,24 @@
  * The entries are held in a double-array trie (base/check) built at load
  * from the sorted strings by key_trie.c (unigram.c's builder too): one
  * array read per byte of a walk. Its size is bounded by the entries' bytes
- * (which the file holds). */
+ * (which the file holds).
+ *
+ * The lattice: a pre-tokenizer with Metaspace split=false (the generic
+ * converter's files) hands over a whole document as one word, so a word's
+ * lattice can be megabytes. A node per byte holds only (start + 1, id), 8
+ * bytes; the path scores live in a ring of a power of 2 above the longest
+ * entry (a start proposes no farther), read back once, as the start they
+ * end at is reached. With 16-byte nodes, a 1.2 MB document's lattice was 19 MB
+ * written out to memory, faulted in, then read back (spm_nmt_first.json:
+ * 11,800 page faults on 9.3 MB of text, half of them the lattice); the
+ * backtrack copies (end, id) pairs out so the emitting pass reads those
+ * alone. Tried and dropped (spm_nmt_first.json, 2000 pieces, perf, same
+ * run): walking 4 starts in lockstep (the walks are independent; only the
+ * proposals are ordered) took 33-43% more CPU for the whole process: with a
+ * trie this small every step is an L1 hit, a lane's walk is 1-3 bytes
+ * mostly, so the lanes did 1.6x the steps waiting for the longest one and
+ * the per-lane proposal loops kept a mispredicted exit per start; scores
+ * kept by slot (no id -> score load) changed nothing measurable. */
 #include "hf_internal.h"
 
 #include <math.h>
@@ -37,8 +54,9 @@ struct tk_hf_uni {
     uint32_t *term; /* by slot: the id of the entry ending there (read only under TK_DA_TERMINAL); 4 bytes a
                      * slot (id and score side by side, 16, made a 250k-piece load fault 24 MB more) */
     size_t size;
-    double *score; /* by id */
-    uint32_t n;    /* vocab entries */
+    double *score;  /* by id */
+    uint32_t n;     /* vocab entries */
+    uint32_t reach; /* the farthest a start proposes: the longest entry's bytes, 4 at least (an unk character) */
     double min_score, unk_score;
     uint32_t unk_id; /* TK_NO_RANK: none */
     bool byte_fallback;
@@ -101,9 +119,11 @@ int tk_hf_uni_build(const char *const *key, const uint32_t *len, const double *s
         u->score[i] = score[i];
         if (score[i] < u->min_score) u->min_score = score[i];
         if (!len[i]) continue; /* "" never matches (the trie's walk yields prefixes of 1 byte or more) */
+        if (len[i] > u->reach) u->reach = len[i];
         ent[m++] = (tk_key_ent){tk_key_head((const uint8_t *)key[i], len[i]), i, len[i]};
     }
     u->unk_score = u->min_score - UNK_PENALTY;
+    if (u->reach < 4) u->reach = 4;
     if ((rc = tk_key_sort(ent, m, key, key_bytes))) goto fail;
     /* equal strings: the last id (the map's last insert) is the entry */
     uint32_t w = 0;
@@ -134,6 +154,7 @@ double tk_hf_uni_unk_score(const struct tk_hf_uni *u) { return u->unk_score; }
 
 void tk_hf_uni_scratch_free(hf_uni_scratch *w) {
     free(w->best);
+    free(w->score);
     free(w->path);
     memset(w, 0, sizeof *w);
 }
@@ -175,14 +196,30 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
         w->best = b;
         w->best_cap = tn + 1;
     }
+    size_t ring = 8, far = u->reach < tn ? u->reach : tn; /* no proposal goes past the word */
+    while (ring <= far) ring *= 2;
+    if (w->ring < ring) {
+        double *r = realloc(w->score, ring * sizeof *r);
+        if (!r) return TK_ERR_NOMEM;
+        w->score = r;
+        w->ring = ring;
+    }
     hf_uni_node *restrict best = w->best;
-    /* all zero: score 0.0 (HF's default), start1 0 = no path yet */
+    double *restrict sc = w->score;
+    const size_t mask = ring - 1;
+    /* start1 0: no path yet (zeroing the nodes a block at a time just
+     * ahead of the starts instead measured the same) */
     memset(best, 0, (tn + 1) * sizeof *best);
+    sc[0] = 0.0; /* the empty path's score, HF's default */
     const tk_da_slot *restrict sl = u->slot;
     const uint32_t *restrict term = u->term;
     const double *restrict score = u->score;
     for (size_t s = 0; s < tn;) {
-        double till = best[s].score;
+        /* s is reached (a proposal from the start before it ended here, or
+         * it is 0) and nothing proposes into it now: its score is final, and
+         * its ring place is free for position s + ring (proposed into from
+         * starts after s + ring - reach > s only) */
+        double till = sc[s & mask];
         size_t mb = one_char_len(t[s]);
         if (mb > tn - s) mb = tn - s;
         bool single = false;
@@ -194,42 +231,48 @@ int tk_hf_uni_word(const struct tk_hf_uni *u, hf_uni_scratch *w, const uint8_t *
             uint32_t id = term[w.node];
             double cand = score[id] + till;
             hf_uni_node *tg = &best[k + 1];
-            bool win = !tg->start1 | (cand > tg->score); /* a select, not a branch: which wins is data */
-            tg->score = win ? cand : tg->score;
+            double *ts = &sc[(k + 1) & mask];
+            bool win = !tg->start1 | (cand > *ts); /* a select, not a branch: which wins is data */
+            *ts = win ? cand : *ts;
             tg->start1 = win ? (uint32_t)s + 1 : tg->start1;
             tg->id = win ? id : tg->id;
             single |= k + 1 - s == mb;
         }
         if (!single) {
             hf_uni_node *tg = &best[s + mb];
+            double *ts = &sc[(s + mb) & mask];
             double cand = u->unk_score + till;
-            if (!tg->start1 || cand > tg->score) {
+            if (!tg->start1 || cand > *ts) {
                 if (u->unk_id == TK_NO_RANK) return TK_ERR_DOC_UNK; /* HF: MissingUnkId */
-                tg->score = cand;
+                *ts = cand;
                 tg->start1 = (uint32_t)s + 1;
                 tg->id = u->unk_id;
             }
         }
         s += mb;
     }
-    /* backtrack: the pieces' ends, last first */
+    /* backtrack: the pieces' (end, id), last first; read back from this
+     * array alone (a piece starts where the one before it ends), not from
+     * the lattice, which for a long word is out of the cache by now */
     size_t np = 0;
     for (size_t e = tn; e > 0; e = best[e].start1 - 1) {
         if (!best[e].start1) return TK_ERR_ARG; /* every character end is reached: never */
-        if (np == w->path_cap) {
-            size_t cap = w->path_cap ? w->path_cap * 2 : 256;
+        if (2 * np == w->path_cap) {
+            size_t cap = w->path_cap ? w->path_cap * 2 : 512;
             uint32_t *p = realloc(w->path, cap * sizeof *p);
             if (!p) return TK_ERR_NOMEM;
             w->path = p;
             w->path_cap = cap;
         }
-        w->path[np++] = (uint32_t)e;
+        w->path[2 * np] = (uint32_t)e;
+        w->path[2 * np + 1] = best[e].id;
+        np++;
     }
     int rc;
     size_t run = SIZE_MAX; /* start of the unk run in progress */
     for (size_t k = np; k-- > 0;) {
-        size_t e = w->path[k], s = best[e].start1 - 1;
-        uint32_t id = best[e].id;
+        size_t s = k + 1 < np ? w->path[2 * k + 2] : 0;
+        uint32_t id = w->path[2 * k + 1];
         if (id == u->unk_id) { /* unk_id set: fused with its neighbours */
             if (run == SIZE_MAX) run = s;
             continue;
