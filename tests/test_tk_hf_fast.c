@@ -1,6 +1,10 @@
 /* The HF engine's fast paths against what they stand for, on crafted
  * tokenizer.json files written at test time (no reference library needed):
  *
+ *   - the Whitespace pre-tokenizer's ASCII scan (hf_encode.c ws_split)
+ *     against the same regex as a Split PCRE2 runs, on random texts of
+ *     ASCII and non-ASCII words, symbols, controls and spaces, under a
+ *     model where a pair is cheaper than its characters (a cut shows);
  *   - Replace patterns matched without the regex engine (hf_normalize.c:
  *     a String, "C{n,}" / "C+", "\A +| +\z"), each against the same
  *     Replace written as a regex the engine runs ("[ ]{2,}", ...), on
@@ -150,6 +154,75 @@ static void replace_pairs(void) {
             tk_free(fast);
             tk_free(slow);
         }
+}
+
+/* ---- Whitespace: the ASCII scan against the regex -------------------------- */
+
+/* Characters of each kind around the ASCII cut: ASCII words, punctuation,
+ * controls (not \s: 0x1C), \s; non-ASCII letters, symbols, spaces. */
+static const char *const WS_CH[] = {"a", "B",   "_",   ".",       ",",       "-",       "7",       "\\u001c",
+                                    " ", "\\t", "\\n", "\\u00e9", "\\u20ac", "\\u00a0", "\\u3000", "\\u0301"};
+static const char *const WS_RAW[] = {"a",
+                                     "B",
+                                     "_",
+                                     ".",
+                                     ",",
+                                     "-",
+                                     "7",
+                                     "\x1c",
+                                     " ",
+                                     "\t",
+                                     "\n",
+                                     "\xC3\xA9",
+                                     "\xE2\x82\xAC",
+                                     "\xC2\xA0",
+                                     "\xE3\x80\x80",
+                                     "\xCC\x81"};
+#define N_WS (sizeof WS_CH / sizeof WS_CH[0])
+
+/* A Unigram model where a pair is cheaper than its two characters: where a
+ * word is cut changes the ids. */
+static char *ws_json(const char *pre) {
+    static char buf[65536];
+    size_t o = (size_t)snprintf(buf, sizeof buf,
+                                "{\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":%s,\"decoder\":null,"
+                                "\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"byte_fallback\":false,"
+                                "\"vocab\":[[\"<unk>\",-20]",
+                                pre);
+    for (size_t a = 0; a < N_WS; a++) {
+        o += (size_t)snprintf(buf + o, sizeof buf - o, ",[\"%s\",-10]", WS_CH[a]);
+        for (size_t b = 0; b < N_WS; b++)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, ",[\"%s%s\",-1]", WS_CH[a], WS_CH[b]);
+    }
+    snprintf(buf + o, sizeof buf - o, "]}}");
+    return buf;
+}
+
+static void whitespace_scan(void) {
+    tk_tokenizer *fast = load_json(ws_json("{\"type\":\"Whitespace\"}"));
+    tk_tokenizer *slow = load_json(ws_json("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\w+|[^\\\\w\\\\s]+\"},"
+                                           "\"behavior\":\"Removed\",\"invert\":true}"));
+    int bad = 0;
+    char text[256];
+    for (int k = 0; fast && slow && k < 20000 && bad < 3; k++) {
+        size_t n = 0;
+        for (uint32_t m = 1 + rnd(20); m-- > 0;) {
+            const char *q = WS_RAW[rnd(N_WS)];
+            memcpy(text + n, q, strlen(q));
+            n += strlen(q);
+        }
+        tk_ids a = {0}, b = {0};
+        int ra = tk_encode(fast, (const uint8_t *)text, n, &a), rb = tk_encode(slow, (const uint8_t *)text, n, &b);
+        if (ra != rb || !same_ids(&a, &b)) {
+            CHECK(0, "Whitespace on \"%.*s\": rc %d, %zu ids; as its regex: rc %d, %zu ids", (int)n, text, ra, a.len,
+                  rb, b.len);
+            bad++;
+        }
+        tk_ids_free(&a);
+        tk_ids_free(&b);
+    }
+    tk_free(fast);
+    tk_free(slow);
 }
 
 /* ---- Unigram: the lattice against a plain Viterbi ------------------------- */
@@ -310,11 +383,13 @@ static void unigram_lattice(void) {
 
 int main(void) {
     replace_pairs();
+    whitespace_scan();
     unigram_lattice();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;
     }
-    printf("HF fast paths: Replace forms and the Unigram lattice agree with their plain counterparts\n");
+    printf("HF fast paths: Replace forms, the Whitespace scan and the Unigram lattice agree with their plain "
+           "counterparts\n");
     return 0;
 }

@@ -302,6 +302,7 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
         st->kind = PT_SPLIT;
         st->beh = B_REMOVED;
         st->invert = true;
+        st->ws_scan = true; /* hf_encode.c ws_split */
         char e2[200] = "";
         static const char re[] = "\\w+|[^\\w\\s]+";
         if ((rc = tk_regex_compile(re, sizeof re - 1, false, &st->re, e2, sizeof e2))) {

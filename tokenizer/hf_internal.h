@@ -48,6 +48,7 @@ typedef struct {
     bool invert;
     tk_regex *re;                 /* Split (regex engine) */
     tk_pattern fast;              /* Split whose regex is a built-in scanner's */
+    bool ws_scan;                 /* the Whitespace pre-tokenizer (re: \w+|[^\w\s]+): ASCII stretches scanned */
     bool prefix_space, use_regex; /* ByteLevel */
     uint8_t repl[8];              /* Metaspace replacement (UTF-8) */
     size_t repl_len;

@@ -1,24 +1,20 @@
-#!/ usr / bin / env python3
-""
-        "HF tokenizer.json benchmark: `mkshards encode` vs HF `tokenizers`, 1 thread.
+#!/usr/bin/env python3
+"""HF tokenizer.json benchmark: `mkshards encode` vs HF `tokenizers`, 1 thread.
 
-        python3 tools /
-        bench /
-        bench_hf.py[--mkshards build / tools / mkshards][--shared../ shared][--limit - mb 20]
-                   [--tokenizers llama3, qwen2][--files A.json, B.json][--rounds R][--baseline OLD / mkshards]
+    python3 tools/bench/bench_hf.py [--mkshards build/tools/mkshards] [--shared ../shared]
+                                    [--limit-mb 20] [--tokenizers llama3,qwen2] [--files A.json,B.json]
+                                    [--rounds R] [--baseline OLD/mkshards]
 
-        For each tokenizer of SHARED /
-        vocab /
-        hf : HF tokenizers(RAYON_NUM_THREADS = 1, encode_special_tokens = True, add_special_tokens = False,
-                           one document at a time, in - process, load excluded) against `mkshards encode
-    - j 1` as a whole process(load, read, encode, write ids included) on the same documents
-    : the first LIMIT MB of every corpus category,
-    round - robin.Also the load time of the tokenizer.json(`mkshards encode` of an empty input, best of 5) and
-        HF's Tokenizer.from_file
-            .The ids of every document are compared with HF's ("ids equal N/M";
-                                                               a document HF fails, e.g.MissingUnkId,
-                                                               counts as equal when mkshards refuses it too)
-            .--rounds R measures HF and mkshards R times(a line per round, then the median and range of the CPU ratio); --baseline
+For each tokenizer of SHARED/vocab/hf: HF tokenizers (RAYON_NUM_THREADS=1,
+encode_special_tokens=True, add_special_tokens=False, one document at a time,
+in-process, load excluded) against `mkshards encode -j 1` as a whole process
+(load, read, encode, write ids included) on the same documents: the first
+LIMIT MB of every corpus category, round-robin. Also the load time of the
+tokenizer.json (`mkshards encode` of an empty input, best of 5) and HF's
+Tokenizer.from_file. The ids of every document are compared with HF's
+("ids equal N/M"; a document HF fails, e.g. MissingUnkId, counts as equal
+when mkshards refuses it too). --rounds R measures HF and mkshards R times
+(a line per round, then the median and range of the CPU ratio); --baseline
 runs another mkshards build right after each mkshards run, on the same
 input, for a paired old/new figure on a noisy machine.
 Needs: pip install tokenizers; the zstd CLI.
@@ -85,8 +81,8 @@ def main():
                 f.write(json.dumps({"text": d}) + "\n")
         empty = os.path.join(td, "empty.jsonl")
         open(empty, "w").close()
-#wall figures as before; CPU figures(HF in - process CPU time, mkshards' whole process from
-#RUSAGE_CHILDREN) hold on a shared, loaded machine where wall time does not
+        # wall figures as before; CPU figures (HF in-process CPU time, mkshards' whole process from
+        # RUSAGE_CHILDREN) hold on a shared, loaded machine where wall time does not
         print(f"{'tokenizer':14} {'HF MB/s':>8} {'mkshards MB/s':>14} {'ratio':>6} {'CPU ratio':>9} {'load ms':>8} "
               f"{'load CPU ms':>11} {'HF load ms':>10}")
         paths = [(n, os.path.join(a.shared, "vocab", "hf", n, "tokenizer.json")) for n in a.tokenizers.split(",") if n]
@@ -135,8 +131,8 @@ def main():
                 if rnd == 0:
                     load_cpu = []
                     load = best(lambda: run(cmd_of(a.mkshards, empty), load_cpu), 5)
-# `mkshards encode` skips a document the tokenizer refuses(no line) : HF's ids of the
-#documents it encodes, in order, against the lines; a refusal of a text HF fails is equal
+                    # `mkshards encode` skips a document the tokenizer refuses (no line): HF's ids of the
+                    # documents it encodes, in order, against the lines; a refusal of a text HF fails is equal
                     ok = [r for r in ref if r is not None]
                     equal = sum(1 for x, y in zip(ok, got) if x == y)
                     if rc == 0 and len(got) == len(ok):
