@@ -36,6 +36,9 @@ B=(-t "$T/tok.tiktoken" -L 33 --val-fraction 0.05 --shard-tokens 2000 -q)
     { bad "build parts"; exit 1; }
 "$MKS" build -t "$T/tok.tiktoken" -L 17 --val-fraction 0.05 --shard-tokens 2000 -q -o "$T/l17" "$T/in" || { bad "build L17"; exit 1; }
 run 0 "valid set verifies" -- "$MKS" verify "$T/set"
+# DIR/ as typed (README: inspect shards/): the shard is DIR/NAME, no double slash
+"$MKS" inspect "$T/set/" >"$T/insp" 2>&1 && grep -qxF "header of $T/set/train-00000.mks:" "$T/insp" &&
+    ok "inspect DIR/: header of DIR/train-00000.mks" || bad "inspect DIR/: $(grep 'header of' "$T/insp")"
 run 64 "inspect --split: the names from the library's table" "--split expects train or val, got 'test'" -- "$MKS" inspect --split test "$T/set"
 run 0 "merge of valid parts" -- "$MKS" merge -q --out "$T/merged" "$T/p1" "$T/p2"
 cmp -s "$T/merged/manifest.json" "$T/set/manifest.json" && ok "merge == single build" || bad "merge differs from a single build"

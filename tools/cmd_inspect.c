@@ -277,7 +277,12 @@ static int inspect_set(const char *cmd, const char *target, ds_manifest_info *ma
     if (man->n_shards) {
         char p0[4200];
         ds_shard *one = NULL;
-        snprintf(p0, sizeof p0, "%s/%s", target, man->shards[0].file);
+        /* `inspect shards/` (as typed with tab completion) names the shard
+         * shards/train-00000.mks, not shards//train-00000.mks; "/" stays "/". */
+        size_t tn = strlen(target);
+        while (tn > 1 && target[tn - 1] == '/') tn--;
+        const char *sep = tn > 0 && target[tn - 1] == '/' ? "" : "/";
+        snprintf(p0, sizeof p0, "%.*s%s%s", (int)tn, target, sep, man->shards[0].file);
         if (ds_shard_open(p0, 0, &one, err, sizeof err) != DS_OK) {
             cli_error(cmd, "%s", err);
             return EXIT_BAD_INPUT;
