@@ -82,10 +82,12 @@ static int refusals(void) {
          "\"\\\\p{N}{1,3}+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
          "\"add_prefix_space\":false,\"use_regex\":false}]}",
          "pretokenizers[0].pattern", "{n,m}+"},
+        /* steps after ByteLevel split its characters (bl_after_bytelevel); a second one would map them again */
         {"pre_tokenizer",
          "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
-         "\"use_regex\":false},{\"type\":\"Digits\",\"individual_digits\":true}]}",
-         "pre_tokenizer.pretokenizers[1]", "after ByteLevel"},
+         "\"use_regex\":false},{\"type\":\"Digits\",\"individual_digits\":true},{\"type\":\"ByteLevel\","
+         "\"add_prefix_space\":false,\"use_regex\":true}]}",
+         "pre_tokenizer.pretokenizers[2]", "ByteLevel after ByteLevel"},
         {"pre_tokenizer", "{\"type\":\"BertPreTokenizer\"}", "pre_tokenizer:", "BertPreTokenizer"},
         {"pre_tokenizer",
          "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\","
@@ -415,6 +417,41 @@ static int hostile_unigram(void) {
     return fails;
 }
 
+/* A vocab entry "" (Whisper's tokenizer.json, id 50256): HF loads it as an
+ * id no text encodes to (the refs check that) and that decodes to nothing;
+ * bl_empty_entry has it last. */
+static int empty_entry(void) {
+    tk_tokenizer *t = NULL;
+    char err[512] = "";
+    int fails = 0;
+    if (tk_load_hf_json(MKS_TEST_DATA "/tk_hf/bl_empty_entry.json", TK_PAT_NONE, &t, err, sizeof err)) {
+        fprintf(stderr, "FAIL empty entry: load: %s\n", err);
+        return 1;
+    }
+    uint32_t e = tk_vocab_size(t) - 1, ids[3];
+    const uint8_t *b;
+    size_t bl = 1;
+    tk_ids a = {0}, c = {0};
+    tk_bytes out = {0};
+    if (tk_token_bytes(t, e, &b, &bl) || bl != 0 || tk_encode(t, (const uint8_t *)"a", 1, &a) || a.len != 1 ||
+        tk_encode(t, (const uint8_t *)"b", 1, &c) || c.len != 1) {
+        fprintf(stderr, "FAIL empty entry: id %u is not an empty token (%zu bytes) or a/b not one token\n", e, bl);
+        fails++;
+    } else {
+        ids[0] = a.ids[0], ids[1] = e, ids[2] = c.ids[0];
+        if (tk_decode(t, ids, 3, &out) || out.len != 2 || memcmp(out.data, "ab", 2) != 0) {
+            fprintf(stderr, "FAIL empty entry: decode [a, %u, b] is not \"ab\" (HF's)\n", e);
+            fails++;
+        }
+    }
+    tk_ids_free(&a);
+    tk_ids_free(&c);
+    tk_bytes_free(&out);
+    tk_free(t);
+    printf("empty entry: %s\n", fails ? "FAIL" : "ok");
+    return fails;
+}
+
 int main(int argc, char **argv) {
     const char *shared = argc > 1 ? argv[1] : MKS_SHARED_DIR;
     const char *only = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
@@ -429,8 +466,8 @@ int main(int argc, char **argv) {
     }
     bool have_corpus = load_corpus(shared) == 0;
     if (!have_corpus) fprintf(stderr, "note: no corpus under %s: corpus checks skipped\n", shared);
-    int fails = refusals() + framing() + (strcmp(dir, "tk_hf_uni") == 0 ? hostile_unigram() : 0), checked = 0,
-        skipped = 0;
+    int fails = refusals() + framing() + (strcmp(dir, "tk_hf_uni") == 0 ? hostile_unigram() : empty_entry()),
+        checked = 0, skipped = 0;
     char cur[128] = "";
     tk_tokenizer *tok = NULL;
     bool bytelevel = true;

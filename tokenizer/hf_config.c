@@ -240,8 +240,12 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
         return TK_ERR_FORMAT;
     }
     int rc;
-    if (h->n_pt && h->pt[h->n_pt - 1].kind == PT_BYTELEVEL)
-        REFUSE(path, "%.40s after ByteLevel is not supported (ByteLevel must be the last pre-tokenizer)", ty);
+    /* Steps after ByteLevel (Falcon: Digits, then a Split of [0-9]{3}) split
+     * the byte-mapped text it leaves (hf_encode.c); a second ByteLevel or a
+     * Metaspace there would change that text: not supported */
+    for (size_t k = 0; k < h->n_pt; k++)
+        if (h->pt[k].kind == PT_BYTELEVEL && (!strcmp(ty, "ByteLevel") || !strcmp(ty, "Metaspace")))
+            REFUSE(path, "%.40s after ByteLevel is not supported", ty);
     if (strcmp(ty, "Sequence") == 0) {
         json_t *l = json_object_get(n, "pretokenizers");
         if (!json_is_array(l)) {
@@ -658,11 +662,13 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     }
     if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
     if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
-    if (!h->n_pt || h->pt[h->n_pt - 1].kind != PT_BYTELEVEL) {
+    size_t bl_at = 0;
+    while (bl_at < h->n_pt && h->pt[bl_at].kind != PT_BYTELEVEL) bl_at++;
+    if (bl_at == h->n_pt) {
         tk_set_err(err, errlen,
-                   "%s: pre_tokenizer: a byte-level vocabulary needs a ByteLevel pre-tokenizer last "
-                   "(this one has %s)",
-                   file, h->n_pt ? "another last" : "none");
+                   "%s: pre_tokenizer: a byte-level vocabulary needs a ByteLevel pre-tokenizer (this one "
+                   "has none)",
+                   file);
         rc = TK_ERR_UNSUPPORTED;
         goto fail;
     }
@@ -688,8 +694,8 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
     for (size_t k = 0; k < h->n_added; k++) any_nonspecial |= !h->added[k].special;
     /* the tiktoken engine alone does exactly this pipeline? */
     tk_pattern pat = TK_PAT_NONE;
-    if (h->n_nm == 0 && !any_nonspecial) {
-        const pt_step *bl = &h->pt[h->n_pt - 1];
+    if (h->n_nm == 0 && !any_nonspecial && bl_at == h->n_pt - 1) {
+        const pt_step *bl = &h->pt[bl_at];
         if (!bl->prefix_space) {
             if (h->n_pt == 1 && bl->use_regex) pat = TK_PAT_GPT2;
             if (h->n_pt == 2 && !bl->use_regex && h->pt[0].kind == PT_SPLIT && h->pt[0].fast != TK_PAT_NONE &&

@@ -131,7 +131,9 @@ typedef struct {
     tk_bytes nbuf[2];
     tk_bytes mod[HF_MAX_STEPS];
     spanv sp[HF_MAX_STEPS];
-    tk_re_budget budget; /* the document's regex work (tk_hf_encode sets it) */
+    tk_bytes blmap, blraw; /* steps after ByteLevel: its piece as characters, and a piece of them as bytes again */
+    bool mapped;           /* run_pre is below ByteLevel on blmap's text */
+    tk_re_budget budget;   /* the document's regex work (tk_hf_encode sets it) */
 } hf_ctx;
 
 static int sv_push(spanv *v, size_t a, size_t b, bool m) {
@@ -272,6 +274,48 @@ static int emit_spans(hf_ctx *c, size_t k, const uint8_t *p, bool at_start) {
     return TK_OK;
 }
 
+/* A piece of ByteLevel's characters (each U+0021..U+0143, one per byte:
+ * run_mapped wrote them) as the bytes they stand for, for the model. */
+static int model_unmapped(hf_ctx *c, const uint8_t *p, size_t n) {
+    tk_bytes *r = &c->blraw;
+    r->len = 0;
+    if (tk_bytes_append(r, NULL, n)) return TK_ERR_NOMEM; /* room for n bytes */
+    r->len = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = p[i] < 0x80 ? p[i] : (uint32_t)(p[i] & 0x1F) << 6 | (p[i + 1] & 0x3F);
+        i += p[i] < 0x80 ? 1 : 2;
+        r->data[r->len++] = (uint8_t)tk_cp_to_byte(cp);
+    }
+    return model(c, r->data, r->len);
+}
+
+static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start);
+
+/* HF's ByteLevel hands on its pieces with every byte replaced by its
+ * character ('Ġ' for a space, '²' for 0xB2 ...): pre-tokenizers after it
+ * (Falcon's Digits and Split) split that text, so a digit test sees '²'
+ * (numeric) where the piece holds "\xC2\xB2". Step k + 1 on gets the
+ * characters and the model each piece's bytes (model_unmapped). */
+static int run_mapped(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start) {
+    tk_bytes *m = &c->blmap;
+    m->len = 0;
+    if (n > SIZE_MAX / 2 || tk_bytes_append(m, NULL, 2 * n)) return TK_ERR_NOMEM; /* room for 2n bytes */
+    m->len = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t cp = tk_byte_to_cp(p[i]); /* < 0x800: one or two UTF-8 bytes */
+        if (cp < 0x80) {
+            m->data[m->len++] = (uint8_t)cp;
+        } else {
+            m->data[m->len++] = (uint8_t)(0xC0 | cp >> 6);
+            m->data[m->len++] = (uint8_t)(0x80 | (cp & 0x3F));
+        }
+    }
+    c->mapped = true; /* one ByteLevel at most (hf_config.c): no nesting */
+    int rc = run_pre(c, k + 1, m->data, m->len, at_start);
+    c->mapped = false;
+    return rc;
+}
+
 /* A match of the Whitespace pre-tokenizer's regex in a stretch at off. */
 typedef struct {
     spanv *v;
@@ -326,7 +370,7 @@ static int ws_split(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_sta
 
 static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start) {
     if (!n) return TK_OK;
-    if (k == c->h->n_pt) return model(c, p, n);
+    if (k == c->h->n_pt) return c->mapped ? model_unmapped(c, p, n) : model(c, p, n);
     const pt_step *st = &c->h->pt[k];
     spanv *v = &c->sp[k];
     int rc;
@@ -379,10 +423,13 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
             q = m->data;
             qn = m->len;
         }
-        if (!st->use_regex) return run_pre(c, k + 1, q, qn, at_start);
+        bool after = k + 1 < c->h->n_pt; /* steps after it: they see its characters */
+        if (!st->use_regex) return after ? run_mapped(c, k, q, qn, at_start) : run_pre(c, k + 1, q, qn, at_start);
         for (size_t i = 0; i < qn;) {
             size_t e = tk_pretok_next(TK_PAT_GPT2, q, qn, i);
-            if ((rc = run_pre(c, k + 1, q + i, e - i, at_start && i == 0))) return rc;
+            bool first = at_start && i == 0;
+            if ((rc = after ? run_mapped(c, k, q + i, e - i, first) : run_pre(c, k + 1, q + i, e - i, first)))
+                return rc;
             i = e;
         }
         return TK_OK;
@@ -451,6 +498,8 @@ static void ctx_free(hf_ctx *c) {
     tk_hf_uni_scratch_free(&c->us);
     tk_bytes_free(&c->nbuf[0]);
     tk_bytes_free(&c->nbuf[1]);
+    tk_bytes_free(&c->blmap);
+    tk_bytes_free(&c->blraw);
     for (size_t k = 0; k < HF_MAX_STEPS; k++) {
         tk_bytes_free(&c->mod[k]);
         free(c->sp[k].v);

@@ -2,6 +2,7 @@
  * Lowercase, Strip, StripAccents, Replace, Prepend, Precompiled) run in
  * order. */
 #include "hf_internal.h"
+#include "hf_ucd.h"
 
 /* ---- normalizers ---------------------------------------------------------- */
 
@@ -28,7 +29,7 @@ static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
             rc = tk_bytes_put_capped(out, "i\xCC\x87", 3, cap);
         } else {
             uint8_t buf[4];
-            utf8proc_ssize_t bl = utf8proc_encode_char(utf8proc_tolower(cp), buf);
+            utf8proc_ssize_t bl = utf8proc_encode_char(tk_hf_tolower(cp), buf); /* Rust's tables (hf_ucd.h) */
             rc = tk_bytes_put_capped(out, buf, (size_t)bl, cap);
         }
         if (rc) return rc;
@@ -50,7 +51,7 @@ static int nm_strip_accents(const uint8_t *s, size_t n, tk_bytes *out, size_t ca
         }
         int32_t cp;
         size_t l = u8_len(s, n, i, &cp);
-        int c = cp < 0 ? 0 : utf8proc_category(cp);
+        int c = cp < 0 ? 0 : tk_hf_nf_category(cp); /* Unicode 9.0 marks: hf_ucd.h */
         if (c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME) {
             if ((rc = tk_bytes_put_capped(out, s + kept, i - kept, cap))) return rc;
             kept = i + l;
@@ -363,7 +364,7 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
     case NM_NFC:
     case NM_NFD:
     case NM_NFKC:
-    case NM_NFKD: return tk_nm_unicode(TK_NF_C + (st->kind - NM_NFC), s, n, out, cap); /* normalize.c */
+    case NM_NFKD: return tk_hf_nm_unicode(TK_NF_C + (st->kind - NM_NFC), s, n, out, cap); /* Unicode 9.0: hf_ucd.h */
     case NM_LOWER: return nm_lower(s, n, out, cap);
     case NM_STRIP_ACCENTS: return nm_strip_accents(s, n, out, cap);
     case NM_STRIP: {
@@ -422,7 +423,7 @@ static int drops_lead(const nm_step *st, const uint8_t *s, size_t n, tk_re_budge
     switch (st->kind) {
     case NM_STRIP: *drop = st->left && is_ws(cp); return TK_OK;
     case NM_STRIP_ACCENTS: {
-        int c = cp < 0 ? 0 : utf8proc_category(cp);
+        int c = cp < 0 ? 0 : tk_hf_nf_category(cp); /* Unicode 9.0 marks: hf_ucd.h */
         *drop = c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
         return TK_OK;
     }

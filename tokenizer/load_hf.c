@@ -357,14 +357,35 @@ static int hf_model_uni(hf_load *L) {
 
 /* Phase 2: the model section: type, vocab and merges, ids of vocab and
  * added tokens, merge count. */
+/* The model's kind. Files written by tokenizers before 0.9 (roberta-base's
+ * and t5-small's on the hub, among many) have no model.type: HF reads such
+ * a model untagged, trying BPE (a vocab object and merges), WordPiece,
+ * WordLevel, then Unigram (a vocab list), so the kind follows from the
+ * vocab's shape. The fast readers leave {} / [] in the vocab's place, so the
+ * shape survives them. NULL: WordPiece or WordLevel (no merges). */
+static const char *hf_model_type(json_t *model) {
+    json_t *t = json_object_get(model, "type");
+    if (t) return json_string_value(t);
+    json_t *v = json_object_get(model, "vocab");
+    if (json_is_object(v) && json_is_array(json_object_get(model, "merges"))) return "BPE";
+    if (json_is_array(v)) return "Unigram";
+    return NULL;
+}
+
 static int hf_model(hf_load *L) {
     int rc;
     L->model = json_object_get(L->root, "model");
-    const char *type = json_string_value(json_object_get(L->model, "type"));
+    const char *type = hf_model_type(L->model);
     if (type && strcmp(type, "Unigram") == 0) return hf_model_uni(L);
     if (!type || strcmp(type, "BPE") != 0) {
-        tk_set_err(L->err, L->errlen, "%s: model.type: model \"%s\" is not supported (only BPE and Unigram)", L->path,
-                   type ? tk_ld_shown(type, L->sb) : "?");
+        if (json_is_object(L->model) && !json_object_get(L->model, "type"))
+            tk_set_err(L->err, L->errlen,
+                       "%s: model: a model without \"type\" and without merges (WordPiece or WordLevel) is not "
+                       "supported (only BPE and Unigram)",
+                       L->path);
+        else
+            tk_set_err(L->err, L->errlen, "%s: model.type: model \"%s\" is not supported (only BPE and Unigram)",
+                       L->path, type ? tk_ld_shown(type, L->sb) : "?");
         return TK_ERR_UNSUPPORTED;
     }
     L->vocab = json_object_get(L->model, "vocab");
@@ -449,15 +470,19 @@ static int hf_first_ranks(hf_load *L) {
                 return l == 0 ? TK_ERR_FORMAT : TK_ERR_LIMIT;
             }
         } else if ((l = tk_ld_bytelevel_decode(k, buf, sizeof buf)) <= 0) { /* pass 1: single bytes */
-            if (l < 0 && !is_bytelevel(k)) {
+            /* "" (Whisper's tokenizer.json: id 50256): HF keeps it as an id
+             * that no word can produce and that decodes to nothing, as
+             * tiktoken keeps Whisper's "= 50256"; ranked in pass 3 */
+            if (l == 0) continue;
+            if (!is_bytelevel(k)) {
                 if (!L->raw && !(L->raw = malloc(L->nv * sizeof *L->raw))) return TK_ERR_NOMEM;
                 L->raw[L->n_raw++] = e;
                 L->rank_of_id[id] = RAW_ID;
                 continue;
             }
-            tk_set_err(L->err, L->errlen, "%s: model.vocab entry \"%s\" is %s", L->path, tk_ld_shown(k, L->sb),
-                       l == 0 ? "empty" : "longer than 1024 bytes");
-            return l == 0 ? TK_ERR_FORMAT : TK_ERR_LIMIT;
+            tk_set_err(L->err, L->errlen, "%s: model.vocab entry \"%s\" is longer than 1024 bytes", L->path,
+                       tk_ld_shown(k, L->sb));
+            return TK_ERR_LIMIT;
         }
         if (!L->sp_mode && l == 1) L->n_single++;
         if ((L->sp_mode || l == 1) && (rc = hf_give_rank(L, id, buf, (size_t)l))) return rc;
@@ -572,8 +597,8 @@ static int hf_rest_ranks(hf_load *L) {
         uint32_t id = L->J.vid[e];
         if (L->rank_of_id[id] != TK_NO_RANK) continue;
         uint8_t buf[TK_MAX_TOKEN_BYTES];
-        long l = tk_ld_bytelevel_decode(L->J.vkey[e], buf, sizeof buf); /* decoded in pass 1 */
-        if (l <= 0) return TK_ERR_UNSUPPORTED;
+        long l = tk_ld_bytelevel_decode(L->J.vkey[e], buf, sizeof buf); /* decoded in pass 1; 0: "" */
+        if (l < 0) return TK_ERR_UNSUPPORTED;
         if ((rc = hf_give_rank(L, id, buf, (size_t)l))) return rc;
     }
     L->v.n = L->next_rank;

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "format.sh: clang-format not found (apt-get install clang-format)" >&2; exit 2; }
-generated='^tokenizer/(ucd_categories\.[ch]|ucd_scripts\.c)$'
+generated='^tokenizer/(ucd_categories\.[ch]|ucd_scripts\.c|hf_ucd_data\.c)$'
 check=0
 if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 if [ $# -gt 0 ]; then files=("$@"); else

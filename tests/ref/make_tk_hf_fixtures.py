@@ -325,6 +325,61 @@ def clip_fixtures(docs):
     return res
 
 
+def audit_fixtures(base):
+    """Constructs of published files that an audit of real files against HF found unsupported
+    (docs/tokenizer.md, "Real files checked"): bl_after_bytelevel, Falcon's pre-tokenizer (Punctuation,
+    ByteLevel, then Digits and a Split of three digits, which split ByteLevel's characters: '²' of
+    byte 0xB2 is a digit to them); bl_after_bytelevel_split, a letter Split after a ByteLevel without
+    regex (its 'Ġ' for a space is a letter); bl_empty_entry, a vocab entry "" (Whisper's
+    tokenizer.json: id 50256); bl_untyped and uni_untyped, models without "type" (tokenizers < 0.9
+    wrote none: roberta-base's and t5-small's files), which HF reads by the vocab's shape."""
+    res = {}
+    dec = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    d = copy.deepcopy(base)
+    d["pre_tokenizer"] = seq({"type": "Punctuation", "behavior": "Contiguous"}, bytelevel(regex=True),
+                             {"type": "Digits", "individual_digits": False}, split("[0-9][0-9][0-9]"))
+    d["decoder"] = dec
+    res["bl_after_bytelevel"] = d
+    d = copy.deepcopy(base)
+    d["pre_tokenizer"] = seq(bytelevel(prefix=True), split("\\p{L}+|\\p{N}+"), {"type": "WhitespaceSplit"})
+    d["decoder"] = dec
+    res["bl_after_bytelevel_split"] = d
+    d = copy.deepcopy(base)
+    d["model"]["vocab"][""] = len(d["model"]["vocab"])
+    d["pre_tokenizer"], d["decoder"] = bytelevel(regex=True), dec
+    res["bl_empty_entry"] = d
+    d = copy.deepcopy(base)
+    del d["model"]["type"]
+    d["pre_tokenizer"], d["decoder"] = bytelevel(regex=True), dec
+    res["bl_untyped"] = d
+    with open(os.path.join(HERE, "..", "data", "tk_hf_uni", "hf_ws_nfkc.json")) as f:
+        d = json.load(f)
+    del d["model"]["type"]
+    res["uni_untyped"] = d
+    return {k: json.dumps(v, ensure_ascii=False) for k, v in res.items()}
+
+
+def normalizer_fixtures():
+    """One tokenizer.json per HF normalizer whose Unicode version is not utf8proc's (hf_ucd.h): no
+    pre-tokenizer, a BPE of the 256 <0xNN> byte tokens alone with byte_fallback, so the ids spell out the
+    normalized text byte by byte. make_tk_hf_refs.py gives them the code points where the versions part."""
+    vocab = {"<unk>": 0}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = b + 1
+    res = {}
+    for name, norm in [("nm_nfc", {"type": "NFC"}), ("nm_nfd", {"type": "NFD"}), ("nm_nfkc", {"type": "NFKC"}),
+                       ("nm_nfkd", {"type": "NFKD"}), ("nm_lower", {"type": "Lowercase"}),
+                       ("nm_strip_accents", nseq({"type": "NFD"}, {"type": "StripAccents"}))]:
+        d = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": norm,
+             "pre_tokenizer": None, "post_processor": None,
+             "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]},
+             "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                       "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                       "vocab": vocab, "merges": []}}
+        res[name] = json.dumps(d, ensure_ascii=False)
+    return res
+
+
 def write_fixture(name, s):
     """DATA/NAME.json = s, once HF accepts it (skipped when --only names other fixtures)."""
     if ONLY and name not in ONLY:
@@ -367,6 +422,10 @@ def main():
     for name, s in missing_fixtures(base).items():
         write_fixture(name, s)
     for name, s in clip_fixtures(texts()).items():
+        write_fixture(name, s)
+    for name, s in audit_fixtures(base).items():
+        write_fixture(name, s)
+    for name, s in normalizer_fixtures().items():
         write_fixture(name, s)
 
 

@@ -86,6 +86,45 @@ MISSING_EXTRA = ["a\x03b", "t\x03he \x03\x03x x\x03\x03", "\x03", "\x01\x02\x03\
 for _n in ["bl_missing_drop", "bl_missing_drop_gpt2", "bl_missing_unk", "bl_missing_unk_vocab", "bl_missing_fallback",
            "bl_raw_entries", "bl_clip", "bl_clip_prefix"]:
     EXTRA[_n] = MISSING_EXTRA
+# steps after ByteLevel split its characters: Latin-1 digits and signs are bytes 0xB2 0xB3 0xB9 0xBC-0xBE
+# behind a 0xC2 (its 'Â'), a space is 'Ġ'
+AFTER_BL = ["world²³ x¹ ½¾ 12345678 1²3", "٣٤٥6789 ²²² 10³m ¼x", "a...b!!! ¿¡ «x» §1 ·2", " hello  world\u00a0x \t9",
+            "\x7f\x80 1\u00ad2 ÿ3", "price: 1234567.89€ — 2½"]
+for _n in ["bl_after_bytelevel", "bl_after_bytelevel_split"]:
+    EXTRA[_n] = AFTER_BL
+
+
+def unicode_probes():
+    """Edge cases for the nm_* fixtures: every code point where HF's normalizers (NFC/NFD/NFKC/NFKD and
+    StripAccents: Unicode 9.0; Lowercase: Rust's, 17.0) and utf8proc 2.8 (15.0) can part - the ones assigned
+    after 9.0 that decompose, have a combining class or are marks, each in "a c U+0345 c b c U+0301" (a class
+    below 240 moves it before U+0345), the decomposed forms of the composites among them (NFC would compose
+    them), the three whose category changed since 9.0, and the case blocks of 16.0/17.0 - 60 to a line.
+    Needs unicodedataplus 16.0.0.post1 (the UCD's Age)."""
+    import unicodedataplus as ucd
+    cps = []
+    for cp in range(0x80, 0x110000):
+        ch = chr(cp)
+        if 0xD800 <= cp < 0xE000 or not ucd.age(ch)[:1].isdigit():
+            continue
+        if tuple(int(x) for x in ucd.age(ch).split(".")) <= (9, 0):
+            continue
+        if ucd.decomposition(ch) or ucd.combining(ch) or ucd.category(ch)[0] == "M":
+            cps.append(cp)
+    cps += [0x1CF2, 0x1CF3, 0x111C9, 0x1C89, 0x1C8A] + list(range(0xA7C0, 0xA7E0)) + list(range(0x10D50, 0x10D66))
+    cps += list(range(0x16EA0, 0x16EB9))
+    out = []
+    for k in range(0, len(cps), 60):
+        t = ""
+        for cp in cps[k:k + 60]:
+            c = chr(cp)
+            t += "a" + c + "\u0345" + c + "b" + c + "\u0301 " + ucd.normalize("NFD", c) + " "
+        out.append(t)
+    return out
+
+
+for _n in ["nm_nfc", "nm_nfd", "nm_nfkc", "nm_nfkd", "nm_lower", "nm_strip_accents"]:
+    EXTRA[_n] = unicode_probes
 # fixtures checked on every corpus document (not a third): their constructs are rare per document
 FULL = ("bl_missing", "bl_raw", "bl_clip")
 
@@ -118,7 +157,8 @@ def main():
         tk = Tokenizer.from_file(path)
         for mode in ["plain", "special"]:
             tk.encode_special_tokens = mode == "plain"
-            for text in edge_cases() + EXTRA.get(name, []):
+            extra = EXTRA.get(name, [])
+            for text in edge_cases() + (extra() if callable(extra) else extra):
                 ids = tk.encode(text, add_special_tokens=False).ids
                 rec = {"tok": name, "mode": mode, "text": text, "ids": ids}
                 if name.startswith("sp_") and mode == "plain":
