@@ -32,7 +32,7 @@ run() { # CMD... : sets $rc and $err (stderr); stdout to $TMP/out
 }
 expect() { # NAME WANT_RC SUBSTRING (searched in stderr and stdout; "" = any)
     if [ "$rc" -ne "$2" ]; then fail "$1: exit $rc, want $2; stderr: $err"
-    elif [ -n "$3" ] && ! cat "$TMP/err" "$TMP/out" | grep -qF -- "$3"; then fail "$1: output lacks '$3': $err"
+    elif [ -n "$3" ] && ! grep -qF -- "$3" "$TMP/err" "$TMP/out"; then fail "$1: output lacks '$3': $err"
     else pass "$1 (exit $rc)"; fi
 }
 sum() { md5sum "$1" | cut -d' ' -f1; }
