@@ -5,6 +5,10 @@
  *     against the same regex as a Split PCRE2 runs, on random texts of
  *     ASCII and non-ASCII words, symbols, controls and spaces, under a
  *     model where a pair is cheaper than its characters (a cut shows);
+ *   - cl100k's older spelling (Llama 3's tokenizer.json) and Qwen's (one
+ *     digit a piece) taken by the cl100k scanner with Oniguruma's
+ *     whitespace branches (pretok.c), against the same regexes wrapped in
+ *     (?:...), which PCRE2 runs, on the same texts and model;
  *   - Replace patterns matched without the regex engine (hf_normalize.c:
  *     a String, "C{n,}" / "C+", "\A +| +\z"), each against the same
  *     Replace written as a regex the engine runs ("[ ]{2,}", ...), on
@@ -225,6 +229,56 @@ static void whitespace_scan(void) {
     tk_free(slow);
 }
 
+/* ---- cl100k's older spelling and Qwen's: the scanner against the regex ---- */
+
+/* Each regex as a Split (the cl100k scanner with Oniguruma's whitespace
+ * branches: a final whitespace run is cut after its last newline) and the
+ * same regex wrapped in (?:...), which no scanner claims (PCRE2), under the
+ * pair model: a different cut gives other ids. */
+static void cl100k_forms(void) {
+    static const char *const RE[] = {
+        /* Llama 3's tokenizer.json */
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
+        "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+        /* Qwen2's */
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "
+        "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"};
+    for (size_t r = 0; r < 2; r++) {
+        char pre[1024];
+        snprintf(pre, sizeof pre, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"%s\"},\"behavior\":\"Isolated\"}",
+                 RE[r]);
+        tk_tokenizer *fast = load_json(ws_json(pre));
+        snprintf(pre, sizeof pre, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(?:%s)\"},\"behavior\":\"Isolated\"}",
+                 RE[r]);
+        tk_tokenizer *slow = load_json(ws_json(pre));
+        char desc[512] = "";
+        if (fast) tk_describe(fast, desc, sizeof desc);
+        CHECK(fast && strstr(desc, r ? "Split(qwen" : "Split(cl100k"), "regex %zu not taken by the scanner: %s", r,
+              desc);
+        int bad = 0;
+        char text[256];
+        for (int k = 0; fast && slow && k < 20000 && bad < 3; k++) {
+            size_t n = 0;
+            for (uint32_t m = 1 + rnd(12); m-- > 0;) {
+                const char *q = WS_RAW[rnd(N_WS)];
+                memcpy(text + n, q, strlen(q));
+                n += strlen(q);
+            }
+            tk_ids a = {0}, b = {0};
+            int ra = tk_encode(fast, (const uint8_t *)text, n, &a), rb = tk_encode(slow, (const uint8_t *)text, n, &b);
+            if (ra != rb || !same_ids(&a, &b)) {
+                CHECK(0, "regex %zu on \"%.*s\": scanner rc %d, %zu ids; PCRE2 rc %d, %zu ids", r, (int)n, text, ra,
+                      a.len, rb, b.len);
+                bad++;
+            }
+            tk_ids_free(&a);
+            tk_ids_free(&b);
+        }
+        tk_free(fast);
+        tk_free(slow);
+    }
+}
+
 /* ---- Unigram: the lattice against a plain Viterbi ------------------------- */
 
 #define V_MAX 96
@@ -384,12 +438,13 @@ static void unigram_lattice(void) {
 int main(void) {
     replace_pairs();
     whitespace_scan();
+    cl100k_forms();
     unigram_lattice();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;
     }
-    printf("HF fast paths: Replace forms, the Whitespace scan and the Unigram lattice agree with their plain "
-           "counterparts\n");
+    printf("HF fast paths: Replace forms, the Whitespace scan, the cl100k / Qwen scanner and the Unigram lattice agree "
+           "with their plain counterparts\n");
     return 0;
 }

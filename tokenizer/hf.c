@@ -32,8 +32,11 @@ void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
     for (size_t k = 0; k < h->n_pt; k++) {
         const pt_step *st = &h->pt[k];
         if (st->kind == PT_SPLIT)
-            PUT(" Split(%s, %s%s)", st->fast != TK_PAT_NONE ? tk_pattern_name(st->fast) : "regex", bh[st->beh],
-                st->invert ? ", invert" : "");
+            PUT(" Split(%s, %s%s)",
+                st->cl100k_hf == 2        ? "qwen"
+                : st->fast != TK_PAT_NONE ? tk_pattern_name(st->fast)
+                                          : "regex",
+                bh[st->beh], st->invert ? ", invert" : "");
         else PUT(" %s", pt[st->kind]);
     }
     if (!h->n_pt) PUT(" (no pre-tokenizer)");

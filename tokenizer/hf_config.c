@@ -97,8 +97,8 @@ static int dup_bytes(const uint8_t *s, size_t n, uint8_t **out, size_t *on) {
 }
 
 /* pattern: {"Regex": "..."} or {"String": "..."} */
-static int parse_pattern(json_t *pat, const char *file, const char *path, tk_regex **re, tk_pattern *fast, char *err,
-                         size_t errlen) {
+static int parse_pattern(json_t *pat, const char *file, const char *path, tk_regex **re, tk_pattern *fast,
+                         int *cl100k_hf, char *err, size_t errlen) {
     json_t *rx = json_object_get(pat, "Regex"), *st = json_object_get(pat, "String");
     if (!json_is_object(pat) || json_object_size(pat) != 1 || (!json_is_string(rx) && !json_is_string(st))) {
         tk_set_err(err, errlen, "%s: %s.pattern is not {\"Regex\": ...} or {\"String\": ...}", file, path);
@@ -108,7 +108,11 @@ static int parse_pattern(json_t *pat, const char *file, const char *path, tk_reg
     if (!json_string_length(v)) REFUSE(path, "an empty pattern is not supported");
     if (fast) {
         *fast = TK_PAT_NONE;
-        if (rx) *fast = tk_pattern_from_regex(json_string_value(rx));
+        /* cl100k's older spelling and Qwen's first: scanned with Oniguruma's
+         * reading of their whitespace branches */
+        *cl100k_hf = rx ? tk_regex_cl100k_hf(json_string_value(rx)) : 0;
+        if (*cl100k_hf) *fast = TK_PAT_CL100K;
+        else if (rx) *fast = tk_pattern_from_regex(json_string_value(rx));
         if (*fast != TK_PAT_NONE) return TK_OK;
     }
     char e2[200] = "";
@@ -170,7 +174,7 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
         size_t cn;
         if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
         json_t *pat = json_object_get(n, "pattern");
-        if ((rc = parse_pattern(pat, file, path, &st->re, NULL, err, errlen))) return rc;
+        if ((rc = parse_pattern(pat, file, path, &st->re, NULL, NULL, err, errlen))) return rc;
         h->n_nm++; /* owns st->re from here */
         json_t *ps = json_object_get(pat, "String"), *pv = ps ? ps : json_object_get(pat, "Regex");
         if ((rc = tk_hf_replace_fast(st, json_string_value(pv), json_string_length(pv), ps != NULL))) return rc;
@@ -274,7 +278,9 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
         if ((rc = parse_behavior(n, file, path, B_ISOLATED, &st->beh, err, errlen)) ||
             (rc = get_bool(n, "invert", false, &st->invert, file, path, err, errlen)))
             return rc;
-        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, &st->fast, err, errlen))) return rc;
+        if ((rc = parse_pattern(json_object_get(n, "pattern"), file, path, &st->re, &st->fast, &st->cl100k_hf, err,
+                                errlen)))
+            return rc;
     } else if (!strcmp(ty, "ByteLevel")) {
         static const char *const keys[] = {"add_prefix_space", "trim_offsets", "use_regex", NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
@@ -699,6 +705,7 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
         if (!bl->prefix_space) {
             if (h->n_pt == 1 && bl->use_regex) pat = TK_PAT_GPT2;
             if (h->n_pt == 2 && !bl->use_regex && h->pt[0].kind == PT_SPLIT && h->pt[0].fast != TK_PAT_NONE &&
+                h->pt[0].cl100k_hf != 2 && !(h->pt[0].cl100k_hf == 1 && tk_vocab_joins_nl_ws(t)) &&
                 h->pt[0].beh == B_ISOLATED && !h->pt[0].invert)
                 pat = h->pt[0].fast;
         }
@@ -768,7 +775,7 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
         if ((rc = get_str(n, "content", &cs, &cn, file, path, err, errlen))) return rc;
         d->kind = D_REPLACE;
         if (!json_is_string(st)) { /* {"Regex": ...}: the pattern's matches (onig find_iter), as the normalizer */
-            if ((rc = parse_pattern(pat, file, path, &d->re, NULL, err, errlen))) return rc;
+            if ((rc = parse_pattern(pat, file, path, &d->re, NULL, NULL, err, errlen))) return rc;
             h->n_dec++; /* owns d->re from here */
             return dup_bytes(cs, cn, &d->b, &d->blen);
         }

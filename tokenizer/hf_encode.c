@@ -379,7 +379,8 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
         if (st->ws_scan) return ws_split(c, k, p, n, at_start);
         if (st->fast != TK_PAT_NONE && st->beh == B_ISOLATED && !st->invert) {
             for (size_t i = 0; i < n;) {
-                size_t e = tk_pretok_next(st->fast, p, n, i);
+                size_t e = st->cl100k_hf ? tk_pretok_cl100k_hf_next(p, n, i, st->cl100k_hf == 2)
+                                         : tk_pretok_next(st->fast, p, n, i);
                 if ((rc = run_pre(c, k + 1, p + i, e - i, at_start && i == 0))) return rc;
                 i = e;
             }
@@ -388,7 +389,8 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
         v->n = 0;
         if (st->fast != TK_PAT_NONE) {
             for (size_t i = 0; i < n;) {
-                size_t e = tk_pretok_next(st->fast, p, n, i);
+                size_t e = st->cl100k_hf ? tk_pretok_cl100k_hf_next(p, n, i, st->cl100k_hf == 2)
+                                         : tk_pretok_next(st->fast, p, n, i);
                 if ((rc = sv_push(v, i, e, true))) return rc;
                 i = e;
             }

@@ -18,6 +18,8 @@
 #include <utf8proc.h>
 
 size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
+/* pretok.c: cl100k's older spelling, with one digit a piece if digits1 (Qwen's) */
+size_t tk_pretok_cl100k_hf_next(const uint8_t *s, size_t n, size_t i, bool digits1);
 
 /* This engine's state of t (tk_engine.h). */
 #define HF_OF(t) ((tk_hf *)(t)->engine_state)
@@ -48,6 +50,7 @@ typedef struct {
     bool invert;
     tk_regex *re;                 /* Split (regex engine) */
     tk_pattern fast;              /* Split whose regex is a built-in scanner's */
+    int cl100k_hf;                /* 1: the regex is cl100k's older spelling, 2: Qwen's (\p{N} for \p{N}{1,3}) */
     bool ws_scan;                 /* the Whitespace pre-tokenizer (re: \w+|[^\w\s]+): ASCII stretches scanned */
     bool prefix_space, use_regex; /* ByteLevel */
     uint8_t repl[8];              /* Metaspace replacement (UTF-8) */

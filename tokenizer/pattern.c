@@ -4,6 +4,36 @@
 
 #include <string.h>
 
+#define CL100K_OLD_HEAD "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+#define CL100K_OLD_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+int tk_regex_cl100k_hf(const char *re) {
+    /* the older cl100k spelling (Llama 3's tokenizer.json), and Qwen2's
+     * (and Qwen v1's tokenization_qwen.py PAT_STR): the same with \p{N} */
+    if (strcmp(re, CL100K_OLD_HEAD "\\p{N}{1,3}" CL100K_OLD_TAIL) == 0) return 1;
+    if (strcmp(re, CL100K_OLD_HEAD "\\p{N}" CL100K_OLD_TAIL) == 0) return 2;
+    return 0;
+}
+
+bool tk_vocab_joins_nl_ws(const tk_tokenizer *t) {
+    /* Where the two spellings differ, the text ends with A B: A up to the
+     * run's last newline, B whitespace without one. A token across the
+     * cut holds a newline followed, to its end, by such whitespace: its
+     * last \r or \n is not its last byte and only whitespace follows (any
+     * byte >= 0x80 counted as whitespace: a superset). */
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        const uint8_t *p = t->arena + t->tok_off[r], *e = t->arena + t->tok_off[r + 1], *nl = NULL;
+        for (const uint8_t *x = p; x < e; x++)
+            if (*x == '\n' || *x == '\r') nl = x;
+        if (!nl || nl + 1 == e) continue;
+        bool ws = true;
+        for (const uint8_t *x = nl + 1; x < e && ws; x++)
+            ws = *x == ' ' || *x == '\t' || *x == 0x0b || *x == 0x0c || (*x >= 0x1c && *x <= 0x1f) || *x >= 0x80;
+        if (ws) return true;
+    }
+    return false;
+}
+
 tk_pattern tk_pattern_from_regex(const char *re) {
     /* exact matches with our exports, the README forms and Python's forms */
     static const struct {

@@ -266,8 +266,15 @@ static size_t scan_gpt2(const uint8_t *s, size_t n, size_t i) {
 }
 
 /* ---- cl100k_base (current Python tiktoken form):
- * '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s */
-static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) {
+ * '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
+ * and, with hf_tail, its older spelling (tiktoken before 0.7, Llama 3's
+ * tokenizer.json and tokenizer.model) whose whitespace branches are
+ * \s*[\r\n]+|\s+(?!\S)|\s+: it differs in one place, a whitespace run
+ * that ends the text and holds a newline, which \s++$ takes whole and the
+ * older form cuts after its last newline (" \n " -> " \n", " "). With
+ * digits1 too, \p{N} for \p{N}{1,3}: Qwen's pattern (Qwen2 / Qwen2.5 /
+ * Qwen3 tokenizer.json; tk_regex_cl100k_hf). */
+static inline size_t scan_cl100k_like(const uint8_t *s, size_t n, size_t i, bool digits1, bool hf_tail) {
     size_t e, l, l2;
     if (s[i] == '\'' && (e = contraction(s, n, i, true))) return e;
     uint8_t c = cls_at(s, n, i, &l);
@@ -276,14 +283,21 @@ static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) {
         uint8_t c2 = cls_at(s, n, i + l, &l2);
         if (c2 & TKC_L) return run_any(s, n, i + l + l2, TKC_L);
     }
-    if (c & TKC_N) return digits3(s, n, i + l);
+    if (c & TKC_N) return digits1 ? i + l : digits3(s, n, i + l);
     if ((e = punct_run(s, n, i, c, false))) return e;
     size_t last, an;
     e = ws_run(s, n, i, &last, &an);
-    if (e == n) return e; /* \s++$ */
-    if (an) return an;    /* \s*[\r\n] */
+    if (hf_tail && an) return an; /* \s*[\r\n]+ first */
+    if (e == n) return e;         /* \s++$ */
+    if (an) return an;            /* \s*[\r\n] */
     if (last > i) return last;
     return e;
+}
+
+static size_t scan_cl100k(const uint8_t *s, size_t n, size_t i) { return scan_cl100k_like(s, n, i, false, false); }
+
+size_t tk_pretok_cl100k_hf_next(const uint8_t *s, size_t n, size_t i, bool digits1) {
+    return digits1 ? scan_cl100k_like(s, n, i, true, true) : scan_cl100k_like(s, n, i, false, true);
 }
 
 /* o200k letter branches. alt1: U*W+ with backtracking; alt2: U+W*.

@@ -199,6 +199,9 @@ int tk_set_pretokenizer(tk_tokenizer *t, const char *regex, tk_norm norm, char *
     }
     /* a built-in pattern spelled out is that pattern (its fast scanner, its fingerprint) */
     tk_pattern same = regex ? tk_pattern_from_regex(regex) : TK_PAT_NONE;
+    /* cl100k's older spelling is cl100k's scanner only where no token
+     * tells their cut of a final whitespace run apart; else the regex */
+    if (same == TK_PAT_CL100K && tk_regex_cl100k_hf(regex) == 1 && tk_vocab_joins_nl_ws(t)) same = TK_PAT_NONE;
     if (same != TK_PAT_NONE) {
         regex = NULL;
         if (t->pattern != same) {

@@ -387,6 +387,14 @@ enum { TK_PP_NONE = 0, TK_PP_TEMPLATE = 1, TK_PP_UNUSABLE = 2, TK_PP_ABSENT = 3 
 void tk_hf_post_processor(tk_tokenizer *t, struct json_t *root);
 /* The built-in pattern a regex is (exactly, in one of its known spellings), or TK_PAT_NONE. */
 tk_pattern tk_pattern_from_regex(const char *re);
+/* 1: re is exactly cl100k's older spelling (Llama 3's tokenizer.json), 2:
+ * Qwen's (the same with \p{N} for \p{N}{1,3}), else 0 (pattern.c). The
+ * older spelling cuts a whitespace run that ends the text after its last
+ * newline; tiktoken's current one does not: the two give the same ids
+ * unless a token ends in a newline and whitespace after it
+ * (tk_vocab_joins_nl_ws: true when one may). */
+int tk_regex_cl100k_hf(const char *re);
+bool tk_vocab_joins_nl_ws(const tk_tokenizer *t);
 
 /* model.vocab and model.merges of a tokenizer.json as flat arrays
  * (hf_json.c). Strings are NUL-terminated, in file order. */
