@@ -7,6 +7,7 @@
 #ifndef MKS_HF_INTERNAL_H
 #define MKS_HF_INTERNAL_H
 
+#include "hf_ucd.h"
 #include "normalize.h"
 #include "tk_engine.h"
 
@@ -187,7 +188,7 @@ static inline bool is_punct(int32_t cp) { /* ASCII punctuation or Unicode P* */
         return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
                (cp >= 0x7B && cp <= 0x7E);
     int c = utf8proc_category(cp);
-    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+    return (c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO) != tk_hf_punct_flip(cp); /* HF's tables: hf_ucd.h */
 }
 
 static inline int bput(tk_bytes *b, const void *p, size_t n) { return n ? tk_bytes_append(b, p, n) : TK_OK; }

@@ -47,6 +47,17 @@ int tk_hf_nf_category(int32_t cp) {
     return c;
 }
 
+bool tk_hf_punct_flip(int32_t cp) {
+    if (cp < (int32_t)tk_hf_punct_flips[0] || cp > (int32_t)tk_hf_punct_flips[tk_hf_n_punct_flips - 1]) return false;
+    size_t lo = 0, hi = tk_hf_n_punct_flips;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (tk_hf_punct_flips[mid] < (uint32_t)cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < tk_hf_n_punct_flips && tk_hf_punct_flips[lo] == (uint32_t)cp;
+}
+
 int32_t tk_hf_tolower(int32_t cp) {
     size_t lo = 0, hi = tk_hf_n_lower_pairs;
     while (lo < hi) {

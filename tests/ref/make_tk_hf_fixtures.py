@@ -352,6 +352,9 @@ def audit_fixtures(base):
     del d["model"]["type"]
     d["pre_tokenizer"], d["decoder"] = bytelevel(regex=True), dec
     res["bl_untyped"] = d
+    d = copy.deepcopy(base)
+    d["pre_tokenizer"], d["decoder"] = seq({"type": "Punctuation", "behavior": "Removed"}, bytelevel()), dec
+    res["bl_punct_unicode"] = d  # HF's punctuation table is older than utf8proc's (hf_ucd.h)
     with open(os.path.join(HERE, "..", "data", "tk_hf_uni", "hf_ws_nfkc.json")) as f:
         d = json.load(f)
     del d["model"]["type"]

@@ -125,6 +125,20 @@ def unicode_probes():
 
 for _n in ["nm_nfc", "nm_nfd", "nm_nfkc", "nm_nfkd", "nm_lower", "nm_strip_accents"]:
     EXTRA[_n] = unicode_probes
+
+
+def punct_probes():
+    """Edge cases for bl_punct_unicode: every code point that is punctuation to the UCD 16.0 (P*) or to HF's
+    Punctuation pre-tokenizer (older tables), each in "a c b", 60 to a line. Needs unicodedataplus."""
+    import unicodedataplus as ucd
+    from tokenizers.pre_tokenizers import Punctuation
+    pt = Punctuation()
+    cps = [cp for cp in range(0x80, 0x110000) if not 0xD800 <= cp < 0xE000 and
+           (ucd.category(chr(cp))[0] == "P" or len(pt.pre_tokenize_str("a" + chr(cp) + "b")) == 3)]
+    return ["".join("a" + chr(cp) + "b " for cp in cps[k:k + 60]) for k in range(0, len(cps), 60)]
+
+
+EXTRA["bl_punct_unicode"] = punct_probes
 # fixtures checked on every corpus document (not a third): their constructs are rare per document
 FULL = ("bl_missing", "bl_raw", "bl_clip")
 
