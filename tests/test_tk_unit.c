@@ -379,6 +379,13 @@ static void test_rank_file_named_model(void) {
     if (t) same_ids(t, enc[0], "rank file named .model vs gpt2");
     tk_free(t);
     printf("rank file named .model ok\n");
+    /* RWKV World's vocabulary is named, not reported as bad base64 */
+    snprintf(p, sizeof p, "%s/rwkv_vocab_v20230424.txt", tmpdir);
+    write_file(p, "1 '\\x00' 1\n2 '\\x01' 1\n257 b'\\xe4' 1\n");
+    t = NULL;
+    rc = tk_load(p, TK_PAT_NONE, &t, err, sizeof err);
+    CHECK(rc == TK_ERR_UNSUPPORTED && strstr(err, "RWKV World vocabulary"), "RWKV vocabulary: got %d (%s)", rc, err);
+    tk_free(t);
 }
 
 static void same_ids(tk_tokenizer *a, tk_tokenizer *b, const char *what) {

@@ -131,6 +131,18 @@ static int parse_rank(const uint8_t *s, size_t n, uint32_t *rank) {
     return TK_OK;
 }
 
+/* The first line is "<digits> <Python str or bytes literal> <digits>", as
+ * RWKV World's vocabulary has it (a rank file's first field is base64,
+ * which has no quote, and its line two fields). */
+static bool rwkv_line(const uint8_t *d, size_t n) {
+    size_t i = 0;
+    while (i < n && d[i] >= '0' && d[i] <= '9') i++;
+    if (i == 0 || i + 2 >= n || d[i] != ' ') return false;
+    i++;
+    if (d[i] == 'b') i++;
+    return i < n && (d[i] == '\'' || d[i] == '"');
+}
+
 /* One pass over the rank lines; a blank line is skipped. Each entry needs
  * at least 7 bytes ("AA== 0\n"), so the tables are bounded by the file. */
 static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_tokvec *v, char *err, size_t errlen) {
@@ -146,6 +158,15 @@ static int tiktoken_lines(const char *path, const uint8_t *data, size_t len, tk_
             entries++;
         }
         i = e + 1;
+    }
+    /* RWKV World's rwkv_vocab_*.txt ("1 '\\x00' 1": id, a Python literal,
+     * its length) is no rank file: named, not reported as bad base64 */
+    if (rwkv_line(data, len)) {
+        tk_set_err(err, errlen,
+                   "%s: an RWKV World vocabulary (rwkv_vocab_*.txt: id, Python literal, length a line), not a tiktoken "
+                   "rank file: not supported (RWKV's tokenizer is a longest-match trie, not BPE)",
+                   path);
+        return TK_ERR_UNSUPPORTED;
     }
     int rc = tk_ld_tv_init(v, entries);
     if (rc) return rc;
