@@ -522,6 +522,49 @@ static inline void word_at(const uint8_t *t, size_t p, size_t tn, word_key *wk) 
     wk->set = ((h * 0xff51afd7ed558ccdull) >> (64 - CACHE_BITS)) & ~(size_t)1;
 }
 
+/* A word's pieces from its cache entry or word_viterbi: their ids (an unk
+ * piece as put_piece has it) appended to out, and the path score at the
+ * word's end in *till, summed in float piece by piece as the Viterbi does.
+ * TK_ERR_NOMEM or TK_OK. */
+static inline int emit_word(const tk_spm *m, const uni_piece *pc, size_t np, bool unk, const uint8_t *t, float *till,
+                            bool *prev_unk, tk_ids *out) {
+    size_t room = unk ? 4 * np : np; /* an unk character: up to 4 byte pieces */
+    if (out->cap - out->len < room && tk_ids_reserve(out, room)) return TK_ERR_NOMEM;
+    float sc = *till;
+    if (!unk) {
+        for (size_t j = 0; j < np; j++) {
+            out->ids[out->len++] = (uint32_t)pc[j].id;
+            sc += pc[j].score;
+        }
+        *prev_unk = false;
+    } else {
+        size_t off = 0;
+        for (size_t j = 0; j < np; j++) {
+            int32_t id = pc[j].id; /* an unk piece: -(its bytes) */
+            size_t n = id >= 0 ? m->plen[id] : (size_t)-id;
+            sc += pc[j].score;
+            put_piece(m, id >= 0 ? (uint32_t)id : m->unk_id, t + off, n, prev_unk, out);
+            off += n;
+        }
+    }
+    *till = sc;
+    return TK_OK;
+}
+
+/* The word wp (its key k, len bytes) into entry e of the set whose first
+ * way holds the recently-used mark *mru. */
+static inline void cache_put(uni_entry *e, uint8_t *mru, const uni_entry *cache, uint32_t tag, const uint64_t *k,
+                             size_t len, const word_path *wp) {
+    *mru = (uint8_t)(e - cache) & 1;
+    memcpy(e->key, k, sizeof e->key);
+    e->tag = tag;
+    e->klen = (uint8_t)len;
+    e->np = (uint8_t)wp->np;
+    e->unk = wp->unk;
+    e->tmax = wp->tmax;
+    memcpy(e->pc, wp->pc, wp->np * sizeof *wp->pc);
+}
+
 static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, tk_ids *out) {
     const tk_spm *m = SPM_OF(tok);
     const struct tk_uni *u = m->uni;
@@ -597,42 +640,13 @@ static int unigram_encode(const tk_tokenizer *tok, const uint8_t *s, size_t n, t
             } else {
                 word_viterbi(m, u, t + p, len, nc, &wp);
                 pc = wp.pc, np = wp.np, unk = wp.unk, tmax = wp.tmax;
-                if (np <= ENT_MAX) {
-                    /* cached (a word with no usable proof too: its next
-                     * occurrence goes straight to the Viterbi); a word of
-                     * more pieces is used this once and leaves the set as
-                     * it was */
-                    e += !*mru;
-                    *mru = (uint8_t)(e - w->cache) & 1;
-                    memcpy(e->key, k, sizeof e->key);
-                    e->tag = tag;
-                    e->klen = (uint8_t)len;
-                    e->np = (uint8_t)np;
-                    e->unk = unk;
-                    e->tmax = tmax;
-                    memcpy(e->pc, wp.pc, np * sizeof *wp.pc);
-                }
+                /* cached (a word with no usable proof too: its next
+                 * occurrence goes straight to the Viterbi); a word of more
+                 * pieces is used this once and leaves the set as it was */
+                if (np <= ENT_MAX) cache_put(e + !*mru, mru, w->cache, tag, k, len, &wp);
             }
             if (fabsf(till) <= tmax) {
-                /* an unk character: up to 4 byte pieces */
-                size_t room = unk ? 4 * np : np;
-                if (out->cap - out->len < room && tk_ids_reserve(out, room)) return TK_ERR_NOMEM;
-                if (!unk) {
-                    for (size_t j = 0; j < np; j++) {
-                        out->ids[out->len++] = (uint32_t)pc[j].id;
-                        till += pc[j].score; /* the Viterbi's float sum, piece by piece */
-                    }
-                    prev_unk = false;
-                } else {
-                    size_t off = p;
-                    for (size_t j = 0; j < np; j++) {
-                        int32_t id = pc[j].id; /* an unk piece: -(its bytes) */
-                        size_t n = id >= 0 ? m->plen[id] : (size_t)-id;
-                        till += pc[j].score;
-                        put_piece(m, id >= 0 ? (uint32_t)id : m->unk_id, t + off, n, &prev_unk, out);
-                        off += n;
-                    }
-                }
+                if (emit_word(m, pc, np, unk, t + p, &till, &prev_unk, out)) return TK_ERR_NOMEM;
                 p = q;
                 continue;
             }
