@@ -236,6 +236,10 @@ static int parse_behavior(json_t *o, const char *file, const char *path, int dfl
     REFUSE(path, "behavior is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
 }
 
+/* One pre-tokenizer (a Sequence recursively) into h->pt. Over 120 lines
+ * because it is one flat branch per HF type, each a few key checks: split
+ * up, the types would each need the same seven parameters and nothing
+ * would be shared. */
 static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path, char *err, size_t errlen) {
     if (!n || json_is_null(n)) return TK_OK;
     const char *ty = type_of(n);
