@@ -213,6 +213,7 @@ int tk_hf_replace_fast(nm_step *st, const char *pat, size_t len, bool literal) {
 
 /* Append within cap; the common case (room left) without a call. */
 static inline int put(tk_bytes *out, const uint8_t *p, size_t n, size_t cap) {
+    if (!n) return TK_OK; /* memcpy with a NULL buffer (nothing written yet) is undefined even for 0 bytes */
     if (n <= out->cap - out->len && n <= cap && out->len <= cap - n) {
         memcpy(out->data + out->len, p, n);
         out->len += n;
