@@ -464,6 +464,13 @@ static int hf_first_ranks(hf_load *L) {
         uint8_t buf[TK_MAX_TOKEN_BYTES];
         long l;
         if (L->sp_mode) {
+            /* "" in a SentencePiece-style BPE vocabulary: HF loads it as an
+             * id no word produces and that decodes to nothing (as the
+             * byte-level case below) */
+            if (!k[0] && !L->uni) {
+                if ((rc = hf_give_rank(L, id, buf, 0))) return rc;
+                continue;
+            }
             if ((l = sp_display(k, bfb, buf, sizeof buf)) <= 0) {
                 tk_set_err(L->err, L->errlen, "%s: model.vocab entry \"%s\" is %s", L->path, tk_ld_shown(k, L->sb),
                            l == 0 ? "empty" : "longer than 1024 bytes");

@@ -331,7 +331,8 @@ def audit_fixtures(base):
     ByteLevel, then Digits and a Split of three digits, which split ByteLevel's characters: '²' of
     byte 0xB2 is a digit to them); bl_after_bytelevel_split, a letter Split after a ByteLevel without
     regex (its 'Ġ' for a space is a letter); bl_empty_entry, a vocab entry "" (Whisper's
-    tokenizer.json: id 50256); bl_untyped and uni_untyped, models without "type" (tokenizers < 0.9
+    tokenizer.json: id 50256), and sp_empty_entry the same in a SentencePiece-style BPE;
+    bl_untyped and uni_untyped, models without "type" (tokenizers < 0.9
     wrote none: roberta-base's and t5-small's files), which HF reads by the vocab's shape."""
     res = {}
     dec = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
@@ -359,6 +360,11 @@ def audit_fixtures(base):
         d = json.load(f)
     del d["model"]["type"]
     res["uni_untyped"] = d
+    # sp_empty_entry: a vocab entry "" in a SentencePiece-style BPE (no ByteLevel), which HF loads too
+    with open(os.path.join(DATA, "sp_metaspace.json")) as f:
+        d = json.load(f)
+    d["model"]["vocab"][""] = 1 + max(list(d["model"]["vocab"].values()) + [a["id"] for a in d["added_tokens"]])
+    res["sp_empty_entry"] = d
     return {k: json.dumps(v, ensure_ascii=False) for k, v in res.items()}
 
 
