@@ -368,6 +368,11 @@ static int ws_split(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_sta
     return emit_spans(c, k, p, at_start);
 }
 
+/* The end of the piece at i by a Split's built-in scanner (st->fast). */
+static inline size_t fast_next(const pt_step *st, const uint8_t *p, size_t n, size_t i) {
+    return st->cl100k_hf ? tk_pretok_cl100k_hf_next(p, n, i, st->cl100k_hf == 2) : tk_pretok_next(st->fast, p, n, i);
+}
+
 static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_start) {
     if (!n) return TK_OK;
     if (k == c->h->n_pt) return c->mapped ? model_unmapped(c, p, n) : model(c, p, n);
@@ -379,8 +384,7 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
         if (st->ws_scan) return ws_split(c, k, p, n, at_start);
         if (st->fast != TK_PAT_NONE && st->beh == B_ISOLATED && !st->invert) {
             for (size_t i = 0; i < n;) {
-                size_t e = st->cl100k_hf ? tk_pretok_cl100k_hf_next(p, n, i, st->cl100k_hf == 2)
-                                         : tk_pretok_next(st->fast, p, n, i);
+                size_t e = fast_next(st, p, n, i);
                 if ((rc = run_pre(c, k + 1, p + i, e - i, at_start && i == 0))) return rc;
                 i = e;
             }
@@ -389,8 +393,7 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
         v->n = 0;
         if (st->fast != TK_PAT_NONE) {
             for (size_t i = 0; i < n;) {
-                size_t e = st->cl100k_hf ? tk_pretok_cl100k_hf_next(p, n, i, st->cl100k_hf == 2)
-                                         : tk_pretok_next(st->fast, p, n, i);
+                size_t e = fast_next(st, p, n, i);
                 if ((rc = sv_push(v, i, e, true))) return rc;
                 i = e;
             }

@@ -15,21 +15,20 @@ int tk_regex_cl100k_hf(const char *re) {
     return 0;
 }
 
+/* A byte a White_Space character other than \r and \n may hold (any byte
+ * >= 0x80 counted: a superset). */
+static bool ws_byte(uint8_t b) {
+    return b == ' ' || b == '\t' || b == 0x0b || b == 0x0c || (b >= 0x1c && b <= 0x1f) || b >= 0x80;
+}
+
 bool tk_vocab_joins_nl_ws(const tk_tokenizer *t) {
     /* Where the two spellings differ, the text ends with A B: A up to the
-     * run's last newline, B whitespace without one. A token across the
-     * cut holds a newline followed, to its end, by such whitespace: its
-     * last \r or \n is not its last byte and only whitespace follows (any
-     * byte >= 0x80 counted as whitespace: a superset). */
+     * run's last newline, B whitespace without one. A token across the cut
+     * ends in such whitespace right after a \r or \n. */
     for (uint32_t r = 0; r < t->n_ranks; r++) {
-        const uint8_t *p = t->arena + t->tok_off[r], *e = t->arena + t->tok_off[r + 1], *nl = NULL;
-        for (const uint8_t *x = p; x < e; x++)
-            if (*x == '\n' || *x == '\r') nl = x;
-        if (!nl || nl + 1 == e) continue;
-        bool ws = true;
-        for (const uint8_t *x = nl + 1; x < e && ws; x++)
-            ws = *x == ' ' || *x == '\t' || *x == 0x0b || *x == 0x0c || (*x >= 0x1c && *x <= 0x1f) || *x >= 0x80;
-        if (ws) return true;
+        const uint8_t *p = t->arena + t->tok_off[r], *e = t->arena + t->tok_off[r + 1], *x = e;
+        while (x > p && ws_byte(x[-1])) x--;
+        if (x < e && x > p && (x[-1] == '\n' || x[-1] == '\r')) return true;
     }
     return false;
 }
@@ -42,9 +41,7 @@ tk_pattern tk_pattern_from_regex(const char *re) {
     } forms[] = {
         {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", TK_PAT_GPT2},
         {"'(?:[sdmt]|ll|ve|re)| ?\\p{L}++| ?\\p{N}++| ?[^\\s\\p{L}\\p{N}]++|\\s++$|\\s+(?!\\S)|\\s", TK_PAT_GPT2},
-        {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*["
-         "\\r\\n]+|\\s+(?!\\S)|\\s+",
-         TK_PAT_CL100K},
+        {CL100K_OLD_HEAD "\\p{N}{1,3}" CL100K_OLD_TAIL, TK_PAT_CL100K}, /* the older spelling (tk_regex_cl100k_hf) */
         {"'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|"
          "\\s*[\\r\\n]|\\s+(?!\\S)|\\s",
          TK_PAT_CL100K},
