@@ -20,18 +20,10 @@ template <int HS> struct att_gpt2_cfg {
     static constexpr bool FAST_CORR = true, DO_SHARED = true;
 };
 
-/* the row [q | k | v] of 3C: every head its own K/V head, k at C, v at 2C */
-static kn_att_geo gpt2_geo(int T, int C, int NH) {
-    kn_att_geo g;
-    g.Tn = T, g.NH = NH, g.NKV = NH, g.rep = 1;
-    g.RS = 3 * (size_t)C, g.OS = (size_t)C, g.koff = (size_t)C, g.voff = 2 * (size_t)C;
-    return g;
-}
-
 template <int HS, typename T>
 static int att_fwd_launch(T *out, float *lse, const T *qkv, const int32_t *doc, int B, int Tn, int C, int NH,
                           cudaStream_t s) {
-    return kn_att_fwd_launch<HS, att_gpt2_cfg<HS>, T>(out, lse, qkv, doc, B, gpt2_geo(Tn, C, NH), s,
+    return kn_att_fwd_launch<HS, att_gpt2_cfg<HS>, T>(out, lse, qkv, doc, B, kn_att_geo_gpt2(Tn, C, NH), s,
                                                       "attention_forward");
 }
 
@@ -50,8 +42,8 @@ extern "C" int kn_attention_forward_cuda(void *out, float *lse, const void *qkv,
 template <int HS, typename T>
 static int att_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse, const int32_t *doc,
                           int B, int Tn, int C, int NH, float *Dsum, cudaStream_t s) {
-    return kn_att_bwd_launch<HS, att_gpt2_cfg<HS>, T>(dqkv, dout, qkv, out, lse, doc, B, gpt2_geo(Tn, C, NH), Dsum, s,
-                                                      "attention_backward");
+    return kn_att_bwd_launch<HS, att_gpt2_cfg<HS>, T>(dqkv, dout, qkv, out, lse, doc, B, kn_att_geo_gpt2(Tn, C, NH),
+                                                      Dsum, s, "attention_backward");
 }
 
 extern "C" int kn_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,

@@ -18,15 +18,8 @@
 
 #include <math.h>
 
+#include "kn_attention_geo.cuh"
 #include "kn_cuda_common.cuh"
-
-/* Row geometry of a packed q/k/v row. */
-struct kn_att_geo {
-    int Tn, NH, NKV, rep; /* rep = NH / NKV query heads per KV head */
-    size_t RS;            /* elements per token row of qkv */
-    size_t OS;            /* elements per token row of out / dout: NH HS */
-    size_t koff, voff;    /* where the k and v heads start in a row */
-};
 
 static __device__ __forceinline__ bool kn_att_ok(int tq, int tk, const int32_t *drow, int dq, int dk) {
     return tk <= tq && (!drow || dq == dk);

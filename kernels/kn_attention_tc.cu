@@ -197,7 +197,8 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
     }
     dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
     const int variant = tc_variant();
-    if (variant >= 2) kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, T, C, NH, s);
+    if (variant >= 2)
+        kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, kn_att_geo_gpt2(T, C, NH), s);
     else if (variant == 1)
         att_fwd_tc_kernel<true>
             <<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH, 1.0f / sqrtf((float)TC_HS));
@@ -439,8 +440,8 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
                                                                 C, NH);
     KN_CUDA_LAUNCHED("attention_backward_tc dsum");
     if (variant >= 2) {
-        kn_att_pipe_backward((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc, B, T, C, NH,
-                             variant == 3 ? 3 : 2, s);
+        kn_att_pipe_backward((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc, B,
+                             kn_att_geo_gpt2(T, C, NH), variant == 3 ? 3 : 2, s);
         KN_CUDA_LAUNCHED("attention_backward_tc dq, dkdv (pipelined)");
         return KN_OK;
     }
@@ -459,5 +460,61 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
         att_dkdv_tc_kernel<false><<<grid, 128, 0, s>>>((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv,
                                                        lse, Dsum, doc, T, C, NH, scale);
     KN_CUDA_LAUNCHED("attention_backward_tc dkdv");
+    return KN_OK;
+}
+
+/* ================================ grouped-query attention ==================================
+ * The pipelined kernels on the Llama family's row [q (NH HS) | k (NKV HS) |
+ * v (NKV HS)] (kn_cuda.h).  The "copy" and "ldsm" variants exist for GPT-2's
+ * row only, so the pipelined kernels run whatever MKS_ATTN_TC says, with
+ * pipe3's register cap for dk/dv when it says pipe3. */
+static int gqa_tc_check(const char *what, int B, int T, int NH, int NKV, int HS, kn_dtype dt) {
+    if (B <= 0 || T <= 0 || NH <= 0 || NKV <= 0 || NH % NKV) return KN_EINVAL;
+    if (dt != KN_BF16 || HS != TC_HS || B > 65535 || NH > 65535) {
+        kn_cuda_set_error("%s: bf16 with head size 64 only (got %s, hs %d)", what, dt == KN_BF16 ? "bf16" : "not bf16",
+                          HS);
+        return KN_EINVAL;
+    }
+    if ((size_t)(NH + 2 * NKV) * HS > (size_t)INT32_MAX) return KN_EINVAL;
+    return KN_OK;
+}
+
+extern "C" int kn_gqa_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B,
+                                                int T, int NH, int NKV, int HS, kn_dtype dt, kn_stream s) {
+    if (!out || !lse || !qkv) return KN_EINVAL;
+    int rc = gqa_tc_check("gqa_attention_forward_tc", B, T, NH, NKV, HS, dt);
+    if (rc != KN_OK) return rc;
+    /* cp.async reads 16 bytes at a time (every row offset is a multiple of 64 elements); the
+     * output is written as bf16 pairs */
+    if (((uintptr_t)qkv % 16) || ((uintptr_t)out % 4)) {
+        kn_cuda_set_error("gqa_attention_forward_tc: qkv must be 16-byte aligned");
+        return KN_EINVAL;
+    }
+    kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, kn_att_geo_gqa(T, NH, NKV, HS), s);
+    KN_CUDA_LAUNCHED("gqa_attention_forward_tc");
+    return KN_OK;
+}
+
+extern "C" int kn_gqa_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
+                                                 const float *lse, const int32_t *doc, int B, int T, int NH, int NKV,
+                                                 int HS, void *scratch, size_t scratch_bytes, kn_dtype dt,
+                                                 kn_stream s) {
+    if (!dqkv || !dout || !qkv || !out || !lse) return KN_EINVAL;
+    int rc = gqa_tc_check("gqa_attention_backward_tc", B, T, NH, NKV, HS, dt);
+    if (rc != KN_OK) return rc;
+    if (((uintptr_t)qkv % 16) || ((uintptr_t)dout % 16) || ((uintptr_t)out % 16) || ((uintptr_t)dqkv % 4)) {
+        kn_cuda_set_error("gqa_attention_backward_tc: qkv, out and dout must be 16-byte aligned");
+        return KN_EINVAL;
+    }
+    if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
+    float *Dsum = (float *)scratch;
+    size_t rows = (size_t)B * NH * T;
+    /* D = rowsum(dout * out): the out / dout row is NH HS wide, the kernel's C */
+    att_dsum_vec_kernel<<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B,
+                                                                 T, NH * HS, NH);
+    KN_CUDA_LAUNCHED("gqa_attention_backward_tc dsum");
+    kn_att_pipe_backward((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc, B,
+                         kn_att_geo_gqa(T, NH, NKV, HS), tc_variant() == 3 ? 3 : 2, s);
+    KN_CUDA_LAUNCHED("gqa_attention_backward_tc dq, dkdv (pipelined)");
     return KN_OK;
 }

@@ -8,6 +8,7 @@
 #ifndef KN_ATTENTION_TC_CUH
 #define KN_ATTENTION_TC_CUH
 
+#include "kn_attention_geo.cuh"
 #include "kn_cuda_common.cuh"
 
 #define TC_BQ 64
@@ -132,10 +133,12 @@ static __device__ __forceinline__ void scale_cfrag(float acc[8][4], float c0, fl
 
 /* The pipelined variant (kn_attention_tc_pipe.cu): same contracts as
  * kn_attention_forward_tc_cuda / the backward's dq and dk/dv kernels, whose
- * launchers have checked the arguments; Dsum = rowsum(dout * out) computed. */
-void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, int T, int C, int NH,
+ * launchers have checked the arguments; Dsum = rowsum(dout * out) computed.
+ * Rows by the geometry G: GPT-2's (kn_att_geo_gpt2) or the grouped-query
+ * one (kn_att_geo_gqa, kn_gqa_attention_*_tc_cuda). */
+void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, const kn_att_geo &G,
                          cudaStream_t s);
 void kn_att_pipe_backward(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
-                          const int32_t *doc, int B, int T, int C, int NH, int dkdv_min_blocks, cudaStream_t s);
+                          const int32_t *doc, int B, const kn_att_geo &G, int dkdv_min_blocks, cudaStream_t s);
 
 #endif

@@ -100,35 +100,37 @@ static __device__ __forceinline__ void mma_rows_ldsm(float acc[8][4], const uint
  * gridDim.x - 1 - x (longest first).  Softmax statistics in raw-score units:
  * p = 2^(s * sl2 - m * sl2) with sl2 = scale * log2(e). */
 template <bool DOC>
-__global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *lse, const kn_bf16 *qkv,
-                                                           const int32_t *doc, int Tn, int C, int NH, float scale) {
+__global__ void __launch_bounds__(128)
+    att_fwd_pipe_kernel(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, kn_att_geo G, float scale) {
     __shared__ __align__(16) kn_bf16 Ks[2][TC_BK][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vs[2][TC_BK][TC_PAD];
     __shared__ int Dk[2][TC_BK];
     const int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const size_t C3 = 3 * (size_t)C;
+    const int Tn = G.Tn, NH = G.NH;
+    const size_t RS = G.RS; /* the qkv row */
     const float sl2 = scale * LOG2E_F;
     const int32_t *drow = DOC ? doc + (size_t)b * Tn : nullptr;
     const int rw = q0 + warp * 16, r0 = rw + g, r1 = r0 + 8;
     const int dq0 = (DOC && r0 < Tn) ? drow[r0] : 0, dq1 = (DOC && r1 < Tn) ? drow[r1] : 0;
-    const kn_bf16 *qb = qkv + (size_t)b * Tn * C3 + h * TC_HS, *kb = qb + C, *vb = qb + 2 * C;
+    const kn_bf16 *rows = qkv + (size_t)b * Tn * RS, *qb = rows + h * TC_HS;
+    const kn_bf16 *kb = rows + G.koff + (h / G.rep) * TC_HS, *vb = rows + G.voff + (h / G.rep) * TC_HS;
     uint32_t qa[4][4];
-    load_a_frags(qa, qb, C3, r0, Tn, t4);
+    load_a_frags(qa, qb, RS, r0, Tn, t4);
     float o[8][4];
     zero8x4(o);
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     const int last = min(q0 + TC_BQ, Tn) - 1, warp_last = min(rw + 15, Tn - 1);
     const int ntiles = last / TC_BK + 1;
 
-    tiles_async(Ks[0], kb, C3, Vs[0], vb, C3, 0, Tn);
+    tiles_async(Ks[0], kb, RS, Vs[0], vb, RS, 0, Tn);
     cp_async_commit();
     if (DOC && threadIdx.x < TC_BK) Dk[0][threadIdx.x] = (int)threadIdx.x < Tn ? drow[threadIdx.x] : 0;
     for (int it = 0; it < ntiles; it++) {
         const int buf = it & 1, k0 = it * TC_BK;
         int dnext = 0; /* the next tile's document id of key threadIdx.x, stored after this tile's work */
         if (it + 1 < ntiles) {
-            tiles_async(Ks[buf ^ 1], kb, C3, Vs[buf ^ 1], vb, C3, k0 + TC_BK, Tn);
+            tiles_async(Ks[buf ^ 1], kb, RS, Vs[buf ^ 1], vb, RS, k0 + TC_BK, Tn);
             if (DOC && threadIdx.x < TC_BK && k0 + TC_BK + (int)threadIdx.x < Tn)
                 dnext = drow[k0 + TC_BK + threadIdx.x];
         }
@@ -184,7 +186,7 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
     }
     const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
     scale_cfrag(o, inv0, inv1);
-    store_cfrag(out + (size_t)b * Tn * C + h * TC_HS, C, o, r0, Tn, t4, 1.0f);
+    store_cfrag(out + (size_t)b * Tn * G.OS + h * TC_HS, G.OS, o, r0, Tn, t4, 1.0f);
     if (t4 == 0) {
         if (r0 < Tn) lse[((size_t)b * NH + h) * Tn + r0] = m0 * scale + logf(l0);
         if (r1 < Tn) lse[((size_t)b * NH + h) * Tn + r1] = m1 * scale + logf(l1);
@@ -196,13 +198,14 @@ __global__ void __launch_bounds__(128) att_fwd_pipe_kernel(kn_bf16 *out, float *
 template <bool DOC>
 __global__ void __launch_bounds__(128)
     att_dq_pipe_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
-                       const int32_t *doc, int Tn, int C, int NH, float scale) {
+                       const int32_t *doc, kn_att_geo G, float scale) {
     __shared__ __align__(16) kn_bf16 Ks[2][64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Vs[2][64][TC_PAD];
     __shared__ int Dk[2][64];
     const int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * 64;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const size_t C3 = 3 * (size_t)C;
+    const int Tn = G.Tn, NH = G.NH;
+    const size_t RS = G.RS, OS = G.OS; /* the qkv row, the out / dout row */
     const float sl2 = scale * LOG2E_F;
     const int32_t *drow = DOC ? doc + (size_t)b * Tn : nullptr;
     const int rw = q0 + warp * 16, r0 = rw + g, r1 = r0 + 8;
@@ -210,23 +213,24 @@ __global__ void __launch_bounds__(128)
     const float *lrow = lse + ((size_t)b * NH + h) * Tn, *drw = Dsum + ((size_t)b * NH + h) * Tn;
     const float L0 = r0 < Tn ? lrow[r0] * LOG2E_F : 0.0f, L1 = r1 < Tn ? lrow[r1] * LOG2E_F : 0.0f;
     const float D0 = r0 < Tn ? drw[r0] : 0.0f, D1 = r1 < Tn ? drw[r1] : 0.0f;
-    const kn_bf16 *qb = qkv + (size_t)b * Tn * C3 + h * TC_HS, *kb = qb + C, *vb = qb + 2 * C;
+    const kn_bf16 *rows = qkv + (size_t)b * Tn * RS, *qb = rows + h * TC_HS;
+    const kn_bf16 *kb = rows + G.koff + (h / G.rep) * TC_HS, *vb = rows + G.voff + (h / G.rep) * TC_HS;
     uint32_t qa[4][4], da[4][4];
-    load_a_frags(qa, qb, C3, r0, Tn, t4);
-    load_a_frags(da, dout + (size_t)b * Tn * C + h * TC_HS, C, r0, Tn, t4);
+    load_a_frags(qa, qb, RS, r0, Tn, t4);
+    load_a_frags(da, dout + (size_t)b * Tn * OS + h * TC_HS, OS, r0, Tn, t4);
     float dq[8][4];
     zero8x4(dq);
     const int last = min(q0 + 64, Tn) - 1, warp_last = min(rw + 15, Tn - 1);
     const int ntiles = last / 64 + 1;
 
-    tiles_async(Ks[0], kb, C3, Vs[0], vb, C3, 0, Tn);
+    tiles_async(Ks[0], kb, RS, Vs[0], vb, RS, 0, Tn);
     cp_async_commit();
     if (DOC && threadIdx.x < 64) Dk[0][threadIdx.x] = (int)threadIdx.x < Tn ? drow[threadIdx.x] : 0;
     for (int it = 0; it < ntiles; it++) {
         const int buf = it & 1, k0 = it * 64;
         int dnext = 0;
         if (it + 1 < ntiles) {
-            tiles_async(Ks[buf ^ 1], kb, C3, Vs[buf ^ 1], vb, C3, k0 + 64, Tn);
+            tiles_async(Ks[buf ^ 1], kb, RS, Vs[buf ^ 1], vb, RS, k0 + 64, Tn);
             if (DOC && threadIdx.x < 64 && k0 + 64 + (int)threadIdx.x < Tn) dnext = drow[k0 + 64 + threadIdx.x];
         }
         tiles_ready();
@@ -260,56 +264,67 @@ __global__ void __launch_bounds__(128)
         if (DOC && threadIdx.x < 64 && it + 1 < ntiles) Dk[buf ^ 1][threadIdx.x] = dnext;
         __syncthreads();
     }
-    store_cfrag(dqkv + (size_t)b * Tn * C3 + h * TC_HS, C3, dq, r0, Tn, t4, 1.0f);
+    store_cfrag(dqkv + (size_t)b * Tn * RS + h * TC_HS, RS, dq, r0, Tn, t4, 1.0f);
 }
 
-/* dk, dv: grid (ceil(T/64), NH, B), block 128, rows are keys; block x takes
- * keys x*64.. (the lowest keys see the most queries and start first); Q and
- * dO tiles double-buffered, with their lse (base 2), D and document ids.
+/* dk, dv: grid (ceil(T/64), NKV, B), block 128, rows are keys of KV head
+ * blockIdx.y; block x takes keys x*64.. (the lowest keys see the most queries
+ * and start first).  It walks the query tiles of each of the KV head's rep
+ * query heads in turn (one head, rep = 1, in GPT-2's row), so a KV head's
+ * dK/dV sum over its query heads in a fixed order in registers: no atomics,
+ * no second pass.  Q and dO tiles double-buffered across that whole walk,
+ * with their lse (base 2), D and document ids.
  * It needs ~245 registers, which allows 2 blocks (8 warps) per SM; MINB 3
  * caps it at 168 and spills ~200 bytes to L1 (variant 3: which is faster is
  * for the GPU to say). */
 template <bool DOC, int MINB>
 __global__ void __launch_bounds__(128, MINB)
     att_dkdv_pipe_kernel(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
-                         const int32_t *doc, int Tn, int C, int NH, float scale) {
+                         const int32_t *doc, kn_att_geo G, float scale) {
     __shared__ __align__(16) kn_bf16 Qs[2][64][TC_PAD];
     __shared__ __align__(16) kn_bf16 Os[2][64][TC_PAD]; /* dout rows */
     __shared__ float Ls[2][64], Dd[2][64];
     __shared__ int Dq[2][64];
-    const int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * 64;
+    const int b = blockIdx.z, hk = blockIdx.y, k0 = blockIdx.x * 64;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const size_t C3 = 3 * (size_t)C;
+    const int Tn = G.Tn, NH = G.NH, rep = G.rep;
+    const size_t RS = G.RS, OS = G.OS; /* the qkv row, the out / dout row */
     const float sl2 = scale * LOG2E_F;
     const int32_t *drow = DOC ? doc + (size_t)b * Tn : nullptr;
     const int kw = k0 + warp * 16, kr0 = kw + g, kr1 = kr0 + 8;
     const int dk0 = (DOC && kr0 < Tn) ? drow[kr0] : 0, dk1 = (DOC && kr1 < Tn) ? drow[kr1] : 0;
-    const float *lrow = lse + ((size_t)b * NH + h) * Tn, *drw = Dsum + ((size_t)b * NH + h) * Tn;
-    const kn_bf16 *qb = qkv + (size_t)b * Tn * C3 + h * TC_HS, *ob = dout + (size_t)b * Tn * C + h * TC_HS;
+    const kn_bf16 *rows = qkv + (size_t)b * Tn * RS, *orows = dout + (size_t)b * Tn * OS;
     uint32_t ka[4][4], va[4][4];
-    load_a_frags(ka, qb + C, C3, kr0, Tn, t4);
-    load_a_frags(va, qb + 2 * C, C3, kr0, Tn, t4);
+    load_a_frags(ka, rows + G.koff + hk * TC_HS, RS, kr0, Tn, t4);
+    load_a_frags(va, rows + G.voff + hk * TC_HS, RS, kr0, Tn, t4);
     float dk[8][4], dv[8][4];
     zero8x4(dk);
     zero8x4(dv);
-    const int ntiles = (Tn - k0 + 63) / 64;
+    /* step it = (query head hk * rep + it / qtiles, query tile it % qtiles) */
+    const int qtiles = (Tn - k0 + 63) / 64, nsteps = qtiles * rep;
     const int tq = threadIdx.x; /* threads 0..63 carry the per-query scalars */
 
-    tiles_async(Qs[0], qb, C3, Os[0], ob, C, k0, Tn);
-    cp_async_commit();
-    if (tq < 64) {
-        int q = k0 + tq;
-        Ls[0][tq] = q < Tn ? lrow[q] * LOG2E_F : 0.0f;
-        Dd[0][tq] = q < Tn ? drw[q] : 0.0f;
-        Dq[0][tq] = (DOC && q < Tn) ? drow[q] : 0;
+    {
+        const int h = hk * rep;
+        const float *lrow = lse + ((size_t)b * NH + h) * Tn, *drw = Dsum + ((size_t)b * NH + h) * Tn;
+        tiles_async(Qs[0], rows + h * TC_HS, RS, Os[0], orows + h * TC_HS, OS, k0, Tn);
+        cp_async_commit();
+        if (tq < 64) {
+            int q = k0 + tq;
+            Ls[0][tq] = q < Tn ? lrow[q] * LOG2E_F : 0.0f;
+            Dd[0][tq] = q < Tn ? drw[q] : 0.0f;
+            Dq[0][tq] = (DOC && q < Tn) ? drow[q] : 0;
+        }
     }
-    for (int it = 0; it < ntiles; it++) {
-        const int buf = it & 1, q0 = k0 + it * 64;
+    for (int it = 0; it < nsteps; it++) {
+        const int buf = it & 1, q0 = k0 + (it % qtiles) * 64;
         float nl = 0.0f, nd = 0.0f;
         int ndoc = 0;
-        if (it + 1 < ntiles) {
-            tiles_async(Qs[buf ^ 1], qb, C3, Os[buf ^ 1], ob, C, q0 + 64, Tn);
-            int q = q0 + 64 + tq;
+        if (it + 1 < nsteps) {
+            const int h = hk * rep + (it + 1) / qtiles, nq0 = k0 + ((it + 1) % qtiles) * 64;
+            const float *lrow = lse + ((size_t)b * NH + h) * Tn, *drw = Dsum + ((size_t)b * NH + h) * Tn;
+            tiles_async(Qs[buf ^ 1], rows + h * TC_HS, RS, Os[buf ^ 1], orows + h * TC_HS, OS, nq0, Tn);
+            int q = nq0 + tq;
             if (tq < 64 && q < Tn) {
                 nl = lrow[q] * LOG2E_F;
                 nd = drw[q];
@@ -348,42 +363,43 @@ __global__ void __launch_bounds__(128, MINB)
             mma_cfrag_kn(dv, s, Os[buf], lane);  /* dV += P^T dO */
             mma_cfrag_kn(dk, dp, Qs[buf], lane); /* dK += dS^T Q */
         }
-        if (tq < 64 && it + 1 < ntiles) {
+        if (tq < 64 && it + 1 < nsteps) {
             Ls[buf ^ 1][tq] = nl;
             Dd[buf ^ 1][tq] = nd;
             Dq[buf ^ 1][tq] = ndoc;
         }
         __syncthreads();
     }
-    kn_bf16 *base = dqkv + (size_t)b * Tn * C3 + h * TC_HS;
-    store_cfrag(base + C, C3, dk, kr0, Tn, t4, 1.0f);
-    store_cfrag(base + 2 * C, C3, dv, kr0, Tn, t4, 1.0f);
+    kn_bf16 *base = dqkv + (size_t)b * Tn * RS + hk * TC_HS;
+    store_cfrag(base + G.koff, RS, dk, kr0, Tn, t4, 1.0f);
+    store_cfrag(base + G.voff, RS, dv, kr0, Tn, t4, 1.0f);
 }
 
-void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, int T, int C, int NH,
+void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, const kn_att_geo &G,
                          cudaStream_t s) {
-    dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
+    dim3 grid((unsigned)((G.Tn + TC_BQ - 1) / TC_BQ), (unsigned)G.NH, (unsigned)B);
     const float scale = 1.0f / sqrtf((float)TC_HS);
-    if (doc) att_fwd_pipe_kernel<true><<<grid, 128, 0, s>>>(out, lse, qkv, doc, T, C, NH, scale);
-    else att_fwd_pipe_kernel<false><<<grid, 128, 0, s>>>(out, lse, qkv, nullptr, T, C, NH, scale);
+    if (doc) att_fwd_pipe_kernel<true><<<grid, 128, 0, s>>>(out, lse, qkv, doc, G, scale);
+    else att_fwd_pipe_kernel<false><<<grid, 128, 0, s>>>(out, lse, qkv, nullptr, G, scale);
 }
 
 template <bool DOC>
 static void dkdv_launch(dim3 grid, int minb, kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse,
-                        const float *Dsum, const int32_t *doc, int T, int C, int NH, float scale, cudaStream_t s) {
-    if (minb >= 3) att_dkdv_pipe_kernel<DOC, 3><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
-    else att_dkdv_pipe_kernel<DOC, 1><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
+                        const float *Dsum, const int32_t *doc, const kn_att_geo &G, float scale, cudaStream_t s) {
+    if (minb >= 3) att_dkdv_pipe_kernel<DOC, 3><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, G, scale);
+    else att_dkdv_pipe_kernel<DOC, 1><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, G, scale);
 }
 
 void kn_att_pipe_backward(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv, const float *lse, const float *Dsum,
-                          const int32_t *doc, int B, int T, int C, int NH, int dkdv_min_blocks, cudaStream_t s) {
-    dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
+                          const int32_t *doc, int B, const kn_att_geo &G, int dkdv_min_blocks, cudaStream_t s) {
+    dim3 qgrid((unsigned)((G.Tn + 63) / 64), (unsigned)G.NH, (unsigned)B);
+    dim3 kgrid((unsigned)((G.Tn + 63) / 64), (unsigned)G.NKV, (unsigned)B);
     const float scale = 1.0f / sqrtf((float)TC_HS);
     if (doc) {
-        att_dq_pipe_kernel<true><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale);
-        dkdv_launch<true>(grid, dkdv_min_blocks, dqkv, dout, qkv, lse, Dsum, doc, T, C, NH, scale, s);
+        att_dq_pipe_kernel<true><<<qgrid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, doc, G, scale);
+        dkdv_launch<true>(kgrid, dkdv_min_blocks, dqkv, dout, qkv, lse, Dsum, doc, G, scale, s);
     } else {
-        att_dq_pipe_kernel<false><<<grid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, nullptr, T, C, NH, scale);
-        dkdv_launch<false>(grid, dkdv_min_blocks, dqkv, dout, qkv, lse, Dsum, nullptr, T, C, NH, scale, s);
+        att_dq_pipe_kernel<false><<<qgrid, 128, 0, s>>>(dqkv, dout, qkv, lse, Dsum, nullptr, G, scale);
+        dkdv_launch<false>(kgrid, dkdv_min_blocks, dqkv, dout, qkv, lse, Dsum, nullptr, G, scale, s);
     }
 }

@@ -240,6 +240,17 @@ int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *qkv, const 
 int kn_gqa_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
                                    const int32_t *doc, int B, int T, int NH, int NKV, int HS, void *scratch,
                                    size_t scratch_bytes, kn_dtype dt, kn_stream s);
+/* The same on the tensor cores: GPT-2's pipelined kernels (kn_attention_tc_pipe.cu)
+ * reading the grouped-query row; bf16 and HS 64 only (KN_EINVAL otherwise),
+ * qkv / out / dout 16-byte aligned.  Each KV head's dK/dV is summed over its
+ * query heads in registers by one block per 64 keys, walking the heads in
+ * order (deterministic, no atomics).  The GPU Llama model's attention for
+ * bf16 heads of 64 (MKS_CUDA_ATTENTION=simt: the SIMT kernels above). */
+int kn_gqa_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int NH,
+                                     int NKV, int HS, kn_dtype dt, kn_stream s);
+int kn_gqa_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
+                                      const int32_t *doc, int B, int T, int NH, int NKV, int HS, void *scratch,
+                                      size_t scratch_bytes, kn_dtype dt, kn_stream s);
 
 #ifdef __cplusplus
 }

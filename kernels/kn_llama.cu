@@ -7,8 +7,9 @@
  * GQA runs GPT-2's SIMT attention kernels (kn_attention_simt.cuh: one set
  * for any packed row by strides and offsets) on the Llama row [q (NH HS) |
  * k (NKV HS) | v (NKV HS)], head size 16 to 128, the dK/dV of a KV head
- * summed over its query heads in a fixed order; a tensor-core version is the
- * next step. */
+ * summed over its query heads in a fixed order.  For bf16 heads of 64 the
+ * GPU model runs GPT-2's pipelined tensor-core kernels on the same row
+ * instead (kn_gqa_attention_*_tc_cuda, kn_attention_tc.cu). */
 #include <math.h>
 
 #include "kn_attention_simt.cuh" /* the SIMT attention kernels, shared with GPT-2's (kn_attention.cu) */
@@ -242,11 +243,7 @@ static int gqa_setup(gqa_geo *g, int B, int T, int NH, int NKV, int HS) {
     }
     /* row widths are int-sized for the callers' matmuls; the products below are size_t */
     if ((size_t)(NH + 2 * NKV) * HS > (size_t)INT32_MAX) return KN_EINVAL;
-    g->Tn = T, g->NH = NH, g->NKV = NKV, g->rep = NH / NKV;
-    g->RS = (size_t)(NH + 2 * NKV) * HS;
-    g->OS = (size_t)NH * HS;
-    g->koff = (size_t)NH * HS;
-    g->voff = (size_t)(NH + NKV) * HS;
+    *g = kn_att_geo_gqa(T, NH, NKV, HS);
     return KN_OK;
 }
 

@@ -11,6 +11,8 @@
  * reference runs on the rounded values.  The GQA backward also runs twice
  * and must repeat bit for bit (no atomics).
  *
+ * The tensor-core GQA kernels (bf16, head_dim 64) run the same rows.
+ *
  * Shapes: head_dim 16, 32, 64 and 128, odd sequence lengths (77, 131, 333), NKV = 1,
  * NKV = NH (plain MHA) and groups in between, document masks, rotary
  * positions restarting per document and position ids NULL, Llama 3
@@ -275,9 +277,10 @@ static void t_swiglu(kn_dtype dt, size_t n) {
     check("swiglu_backward (in place)", dt, shape, d_dy.get(), dg);
 }
 
-static void t_gqa(kn_dtype dt, int B, int T, int NH, int NKV, int HS, bool docs) {
+/* tc: the tensor-core kernels (kn_gqa_attention_*_tc_cuda; bf16, HS 64), else the SIMT ones */
+static void t_gqa(kn_dtype dt, int B, int T, int NH, int NKV, int HS, bool docs, bool tc = false) {
     char shape[64];
-    snprintf(shape, sizeof shape, "B%d T%d H%d KV%d hs%d%s", B, T, NH, NKV, HS, docs ? " doc" : "");
+    snprintf(shape, sizeof shape, "B%d T%d H%d KV%d hs%d%s%s", B, T, NH, NKV, HS, docs ? " doc" : "", tc ? " tc" : "");
     size_t RS = (size_t)(NH + 2 * NKV) * HS, OS = (size_t)NH * HS, N = (size_t)B * T;
     vf qkv = randn(N * RS);
     round_to(qkv, dt);
@@ -287,7 +290,8 @@ static void t_gqa(kn_dtype dt, int B, int T, int NH, int NKV, int HS, bool docs)
     const int32_t *dd = docs ? d_doc : nullptr;
     dbuf d_qkv(N * RS, dt), d_out(N * OS, dt), d_lse((size_t)B * NH * T, KN_F32);
     d_qkv.put(qkv);
-    KN(kn_gqa_attention_forward_cuda(d_out.p, d_lse.f(), d_qkv.p, dd, B, T, NH, NKV, HS, dt, nullptr));
+    if (tc) KN(kn_gqa_attention_forward_tc_cuda(d_out.p, d_lse.f(), d_qkv.p, dd, B, T, NH, NKV, HS, dt, nullptr));
+    else KN(kn_gqa_attention_forward_cuda(d_out.p, d_lse.f(), d_qkv.p, dd, B, T, NH, NKV, HS, dt, nullptr));
     vf out(N * OS), att((size_t)B * NH * T * T);
     REF(kn_gqa_attention_forward_ref(out.data(), att.data(), qkv.data(), docs ? doc.data() : nullptr, B, T, NH, NKV,
                                      HS));
@@ -299,15 +303,23 @@ static void t_gqa(kn_dtype dt, int B, int T, int NH, int NKV, int HS, bool docs)
     g_dout.put(dout);
     size_t sb = kn_attention_backward_scratch_bytes(B, T, NH);
     dbuf scratch((sb + 3) / 4, KN_F32);
-    KN(kn_gqa_attention_backward_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, NH, NKV, HS, scratch.p,
-                                      scratch.bytes(), dt, nullptr));
+    if (tc)
+        KN(kn_gqa_attention_backward_tc_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, NH, NKV, HS,
+                                             scratch.p, scratch.bytes(), dt, nullptr));
+    else
+        KN(kn_gqa_attention_backward_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, NH, NKV, HS,
+                                          scratch.p, scratch.bytes(), dt, nullptr));
     REF(kn_gqa_attention_backward_ref(dqkv.data(), dout.data(), qkv.data(), att.data(), docs ? doc.data() : nullptr, B,
                                       T, NH, NKV, HS));
     vf first = g_dqkv.get();
     check("gqa_attention_backward dqkv", dt, shape, first, dqkv);
     g_dqkv.poison();
-    KN(kn_gqa_attention_backward_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, NH, NKV, HS, scratch.p,
-                                      scratch.bytes(), dt, nullptr));
+    if (tc)
+        KN(kn_gqa_attention_backward_tc_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, NH, NKV, HS,
+                                             scratch.p, scratch.bytes(), dt, nullptr));
+    else
+        KN(kn_gqa_attention_backward_cuda(g_dqkv.p, g_dout.p, d_qkv.p, d_out.p, d_lse.f(), dd, B, T, NH, NKV, HS,
+                                          scratch.p, scratch.bytes(), dt, nullptr));
     vf again = g_dqkv.get();
     char what[160];
     snprintf(what, sizeof what, "gqa backward repeats bit for bit (%s %s)", dtn(dt), shape);
@@ -325,6 +337,14 @@ static void t_refusals(void) {
                kn_rmsnorm_backward_cuda(a.p, a.f(), a.p, a.p, a.f(), a.f(), 100, 8, a.p, 4, KN_F32, nullptr) ==
                    KN_EINVAL,
            "cuda: NH % NKV, head size 96, small scratch, ld < heads, refused");
+    expect(kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 2, 64, KN_F32, nullptr) == KN_EINVAL &&
+               kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 2, 128, KN_BF16, nullptr) ==
+                   KN_EINVAL &&
+               kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 3, 64, KN_BF16, nullptr) ==
+                   KN_EINVAL &&
+               kn_gqa_attention_backward_tc_cuda(a.p, a.p, a.p, a.p, a.f(), nullptr, 1, 4, 4, 2, 64, a.p, 4, KN_BF16,
+                                                 nullptr) == KN_EINVAL,
+           "cuda: tensor-core GQA refuses fp32, head size 128, NH % NKV, small scratch");
 }
 
 static void cpu_checks(void) {
@@ -387,6 +407,12 @@ int main(int argc, char **argv) {
         t_gqa(dt, 2, 77, 4, 2, 16, true);    /* llama-tiny's heads of 16 (llmtrain --device cuda) */
         t_gqa(dt, 1, 70, 4, 1, 32, false);   /* heads of 32 */
     }
+    /* the tensor-core kernels on the grouped-query row (bf16, heads of 64): GPT-2's pipelined
+     * kernels with a KV head per rep query heads; odd T (partial tiles), doc masks */
+    t_gqa(KN_BF16, 2, 77, 4, 1, 64, true, true);    /* multi-query: one KV head for 4 */
+    t_gqa(KN_BF16, 1, 333, 6, 3, 64, true, true);   /* groups of 2, 6 tiles */
+    t_gqa(KN_BF16, 1, 200, 16, 4, 64, false, true); /* groups of 4 (Llama 3.2 1B's 32 / 8), unmasked */
+    t_gqa(KN_BF16, 2, 130, 4, 4, 64, false, true);  /* NKV = NH: GPT-2's arithmetic on the Llama row */
     printf("\n%d of %d checks failed\n", g_fail, g_checks);
     return g_fail ? 1 : 0;
 }

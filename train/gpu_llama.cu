@@ -42,6 +42,7 @@ struct tr_cuda_llama {
     float *rope; /* (max_seq, hd/2, 2) cos/sin */
     float *inv_freq;
     void *cublas_ws;
+    int attn_tc; /* 1: the tensor-core GQA attention (bf16, heads of 64; not with MKS_CUDA_ATTENTION=simt) */
 };
 
 typedef tr_gpu_carver ll_carver;
@@ -234,6 +235,13 @@ extern "C" int tr_cuda_llama_create(tr_cuda_llama **out, const tr_llama_config *
         return TR_ERR_NOMEM; /* a->last_error names the piece */
     }
     m->p.s = (cudaStream_t)s;
+    {
+        /* bf16 with heads of 64 (Llama 3.2 1B, SmolLM, TinyLlama, Qwen2 0.5B): GPT-2's pipelined
+         * tensor-core kernels on the grouped-query row, as GPT-2 runs them; MKS_CUDA_ATTENTION=simt
+         * keeps the SIMT kernels (every dtype and head size). */
+        const char *att = getenv("MKS_CUDA_ATTENTION");
+        m->attn_tc = !(att && !strcmp(att, "simt")) && dt == KN_BF16 && m->hd == 64;
+    }
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free_host(m);
         return TR_ERR_NODEVICE;
@@ -388,7 +396,8 @@ static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
                                   ly[LW_QKVB] == (size_t)-1 ? nullptr : W(ly[LW_QKVB]), N, C, RS, dt));
         /* q and k heads of each packed row, in place: the attention and its backward see the rotated q, k */
         KC(kn_rope_forward_cuda(qkv, qkv, x->pos, m->rope, N, T, H + KV, hd, RS, m->c.max_seq, dt, s));
-        KC(kn_gqa_attention_forward_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
+        if (m->attn_tc) KC(kn_gqa_attention_forward_tc_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
+        else KC(kn_gqa_attention_forward_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
         KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, ao, W(ly[LW_O]), nullptr, N, C, C, dt));
         KC(kn_rmsnorm_forward_cuda(h2, r2, xmid, xin, m->proj, WF(ly[LW_N2]), N, C, eps, dt, s));
         KC(kn_matmul_forward_cuda(m->ctx, gt, nullptr, h2, W(ly[LW_GATE]), nullptr, N, C, F, dt));
@@ -435,7 +444,10 @@ static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
         /* dres: d(xmid) = d(xin + o_proj(ao)) */
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_O]), nullptr, m->dres, ao, W(ly[LW_O]), N, C, C, sc, sb,
                                    dt)); /* dbuf = dao */
-        KC(kn_gqa_attention_backward_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt, s));
+        if (m->attn_tc)
+            KC(kn_gqa_attention_backward_tc_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt,
+                                                 s));
+        else KC(kn_gqa_attention_backward_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt, s));
         KC(kn_rope_backward_cuda(m->dqkv, m->dqkv, x->pos, m->rope, N, T, H + KV, hd, RS, m->c.max_seq, dt, s));
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_QKV]), ly[LW_QKVB] == (size_t)-1 ? nullptr : G(ly[LW_QKVB]),
                                    m->dqkv, h1, W(ly[LW_QKV]), N, C, RS, sc, sb, dt));

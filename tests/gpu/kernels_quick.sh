@@ -4,8 +4,8 @@
 # also trains, compares with PyTorch and sweeps; about six minutes).
 #   - builds kernels/*.cu (sm_90, in parallel), their C references, test_kernels_gpu
 #     and bench_kernels_gpu with nvcc and gcc only: no C dependencies, no CMake;
-#   - runs test_kernels_gpu (every kernel against its C reference, all variants) and
-#     bench_kernels_gpu at d12 B16 T1024;
+#   - runs test_kernels_gpu (every kernel against its C reference, all variants),
+#     test_kn_llama_gpu (the Llama family's kernels) and bench_kernels_gpu at d12 B16 T1024;
 #   - prints the failed rows, then the kernel timings, and exits non-zero when a
 #     row failed or a step did not run.  Logs go to $OUT (or QUICK_OUT).
 #
@@ -34,6 +34,7 @@ for p in "${pids[@]}"; do wait "$p" || rc=1; done
 cat "$B"/*.log >"$OUTD/build.log" 2>/dev/null
 "${NV[@]}" tests/test_kernels_gpu.cu "$B"/*.o -lcublasLt -lm -o "$B/test_kernels_gpu" >>"$OUTD/build.log" 2>&1 || rc=1
 "${NV[@]}" tests/bench_kernels_gpu.cu "$B"/*.o -lcublasLt -lm -o "$B/bench_kernels_gpu" >>"$OUTD/build.log" 2>&1 || rc=1
+"${NV[@]}" tests/test_kn_llama_gpu.cu "$B"/*.o -lcublasLt -lm -o "$B/test_kn_llama_gpu" >>"$OUTD/build.log" 2>&1 || rc=1
 nw=$(grep -ci 'warning' "$OUTD/build.log")
 say "build: status $rc, $nw warning lines"
 if [ "$rc" != 0 ]; then
@@ -48,6 +49,14 @@ say "test_kernels_gpu: exit $trc, $(grep -c '| PASS' "$OUTD/test_kernels_gpu.txt
 grep -E '\| FAIL|FAULT|error' "$OUTD/test_kernels_gpu.txt" | head -40
 grep -E '(attention_(forward|backward) \(tc pipe\)|dgelu|layernorm_f).*\| bf16 ' "$OUTD/test_kernels_gpu.txt" | head -16
 [ "$trc" = 0 ] || rc=1
+
+# the Llama family's kernels, the tensor-core GQA rows (" tc") among them
+say "test_kn_llama_gpu"
+timeout -k 5 120 "$B/test_kn_llama_gpu" >"$OUTD/test_kn_llama_gpu.txt" 2>&1
+lrc=$?
+say "test_kn_llama_gpu: exit $lrc, $(grep -c '| PASS' "$OUTD/test_kn_llama_gpu.txt") rows passed, $(grep -c '| FAIL' "$OUTD/test_kn_llama_gpu.txt") failed"
+grep -E '\| FAIL|FAULT|error' "$OUTD/test_kn_llama_gpu.txt" | head -20
+[ "$lrc" = 0 ] || rc=1
 
 say "bench_kernels_gpu d12 B16 T1024"
 timeout -k 5 120 "$B/bench_kernels_gpu" --model d12 --B 16 --T 1024 >"$OUTD/bench_kernels_gpu.txt" 2>&1
