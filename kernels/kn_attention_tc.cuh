@@ -16,12 +16,17 @@
 #define TC_HS 64
 #define TC_PAD 72 /* bf16 per shared row: 144 bytes, conflict-free fragment reads */
 
+/* The PTX wrappers (mma.sync, ldmatrix, cp.async, ex2) are the only device
+ * assembly of the tensor-core kernels: under KN_EMU (tests/emu/kn_emu.h, the
+ * CPU run of these kernels in test_attn_tc_emu) the emulator defines them. */
+#ifndef KN_EMU
 static __device__ __forceinline__ void mma_bf16(float *d, const uint32_t *a, const uint32_t *b) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+#endif
 
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x (lower half) = lo */
@@ -46,12 +51,14 @@ static __device__ __forceinline__ void pfrag_a(uint32_t pa[4], float p[8][4], in
  * that mma_cfrag reads, and halves the backward kernels' shared memory.
  * Variant "ldsm" (MKS_ATTN_TC=ldsm); the pipelined kernels read all their
  * B operands this way. */
+#ifndef KN_EMU
 static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const kn_bf16 *row) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
+#endif
 
 static __device__ __forceinline__ void mma_cfrag_kn(float acc[8][4], float p[8][4], kn_bf16 (*M)[TC_PAD], int lane) {
 #pragma unroll

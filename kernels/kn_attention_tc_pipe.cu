@@ -24,6 +24,7 @@
 
 #define LOG2E_F 1.4426950408889634f
 
+#ifndef KN_EMU /* tests/emu/kn_emu.h defines these for the CPU run */
 static __device__ __forceinline__ float ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -39,6 +40,7 @@ static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, 
 static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 /* wait until at most one committed group (the tile just requested) is in flight */
 static __device__ __forceinline__ void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;\n" ::); }
+#endif
 
 /* rows first .. first + 63 (row stride ld, 64 bf16 each) into a shared tile,
  * zeros past T; 128 threads, 4 x 16 bytes each */
@@ -70,12 +72,14 @@ static __device__ __forceinline__ void tiles_ready(void) {
     __syncthreads();
 }
 
+#ifndef KN_EMU
 static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const kn_bf16 *row) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
+#endif
 
 /* acc (16 x 64) += A (16 x 64, fragments) . B where B[k][n] = M[n][k], M a
  * row-major shared 64 x 64 tile: B fragments by ldmatrix (no .trans), two
@@ -375,6 +379,7 @@ __global__ void __launch_bounds__(128, MINB)
     store_cfrag(base + G.voff, RS, dv, kr0, Tn, t4, 1.0f);
 }
 
+#ifndef KN_EMU /* the CPU run (test_attn_tc_emu) launches the kernels itself */
 void kn_att_pipe_forward(kn_bf16 *out, float *lse, const kn_bf16 *qkv, const int32_t *doc, int B, const kn_att_geo &G,
                          cudaStream_t s) {
     dim3 grid((unsigned)((G.Tn + TC_BQ - 1) / TC_BQ), (unsigned)G.NH, (unsigned)B);
@@ -403,3 +408,4 @@ void kn_att_pipe_backward(kn_bf16 *dqkv, const kn_bf16 *dout, const kn_bf16 *qkv
         dkdv_launch<false>(kgrid, dkdv_min_blocks, dqkv, dout, qkv, lse, Dsum, nullptr, G, scale, s);
     }
 }
+#endif

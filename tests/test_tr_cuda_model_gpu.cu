@@ -2,7 +2,11 @@
  * the CPU reference model (train/model.h) on the tiny config: loss, every
  * parameter gradient, the gradient norm and the parameters after one clipped
  * AdamW step; plain and with document masking; fp32 (tight), bf16 and fp16
- * (loss scaling through tr_cuda_model_step_scaled).
+ * (loss scaling through tr_cuda_model_step_scaled).  Every mode also
+ * evaluates (grad_scale 0: forward only) and requires the training call's
+ * loss bit for bit and the gradients untouched; the " chunk40" modes run
+ * the lm head in chunks of 40 rows (MKS_LMHEAD_CHUNK=40: 144 rows are
+ * 40 + 40 + 40 + 24, the last chunk short).
  * Label gpu; exit 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -152,6 +156,24 @@ static void run(kn_dtype dt, bool docmask, bool hs64 = false, int tc_variant = -
         if (!same) g_fails++;
         printf("| %-22s | %-12s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0",
                same ? "PASS" : "FAIL");
+        /* evaluation (tr_gpu_eval's call, grad_scale 0): forward only, the training call's loss and
+         * target count, the gradients untouched */
+        {
+            double eloss = -1;
+            uint64_t en = 0;
+            std::vector<float> kept(P);
+            int erc = tr_cuda_model_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, 0.0f,
+                                            &eloss, &en);
+            tr_cuda_model_get(g, NULL, kept.data(), NULL);
+            bool eok = erc == TR_OK && eloss == gloss && en == gn && !memcmp(kept.data(), again.data(), P * 4);
+            if (!eok) {
+                printf("eval: rc %d, loss %.9g vs %.9g, targets %llu vs %llu\n", erc, eloss, gloss,
+                       (unsigned long long)en, (unsigned long long)gn);
+                g_fails++;
+            }
+            printf("| %-22s | %-12s | %9s | %9s | %7s | %s |\n", "eval: loss, grads kept", mode, "-", "-", "0",
+                   eok ? "PASS" : "FAIL");
+        }
         float lc = (float)(closs / cn), lg = (float)(gloss / (gn ? gn : 1));
         double l2 = 0, rel = relerr(&lg, &lc, 1, &l2);
         row("loss (mean)", mode, rel, l2, lowp ? 1e-2 : 1e-5);
@@ -237,6 +259,22 @@ int main(void) {
     run(KN_BF16, true, true);
     run(KN_F16, false);
     g_recompute = 0;
+    g_mode_extra = "";
+    /* the lm head in row chunks (MKS_LMHEAD_CHUNK, read when a model is created; written without a
+     * GPU: these rows are its first check): 40 rows, so N = 144 is 40 + 40 + 40 + 24 and the last
+     * chunk is short; each chunk's backward (dwte, dlnf rows) runs right after its softmax-xent */
+    setenv("MKS_LMHEAD_CHUNK", "40", 1);
+    g_mode_extra = " chunk40";
+    run(KN_F32, false);
+    run(KN_F32, true);
+    run(KN_BF16, false);
+    run(KN_BF16, true, true);
+    run(KN_F16, false);
+    g_recompute = 1;
+    g_mode_extra = " rc1 chunk40";
+    run(KN_BF16, true, true);
+    g_recompute = 0;
+    unsetenv("MKS_LMHEAD_CHUNK");
     g_mode_extra = "";
     kn_attention_tc_variant(-1);
     printf("test_tr_cuda_model_gpu: %s\n", g_fails ? "FAILED" : "ok");

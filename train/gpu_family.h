@@ -50,7 +50,8 @@ typedef struct tr_gpu_model_ops {
     /* NULL: the model has no readiness hook (the data-parallel reduce then
      * waits for the whole backward) */
     void (*set_grad_hook)(void *m, tr_model_grad_hook fn, void *ctx);
-    /* as tr_cuda_model_fwd_bwd: DEVICE batch arrays, summed loss times grad_scale */
+    /* as tr_cuda_model_fwd_bwd: DEVICE batch arrays, summed loss times grad_scale;
+     * grad_scale 0: forward only (tr_gpu_eval), gradients untouched */
     int (*fwd_bwd)(void *m, int B, int T, const uint32_t *inputs, const int32_t *targets, const int32_t *pos,
                    const int32_t *doc, float grad_scale, double *loss_sum, uint64_t *n_targets);
     /* as tr_cuda_model_step_scaled */

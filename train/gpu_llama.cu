@@ -12,6 +12,7 @@ extern "C" {
 #include "gpu_llama.h"
 }
 #include "gpu_common.cuh" /* the parameter block, carver, error macros and step every GPU model shares */
+#include "gpu_lmhead.cuh" /* the lm head + softmax-xent, whole or in row chunks (MKS_LMHEAD_CHUNK) */
 
 #define LL_NAME 96
 
@@ -27,6 +28,7 @@ enum { LW_QKV, LW_QKVB, LW_O, LW_GATE, LW_UP, LW_DOWN, LW_N1, LW_N2, LW_COUNT };
 struct tr_cuda_llama {
     tr_llama_config c;
     int Bmax, Tmax, C, H, KV, hd, KVd, RS, F, V, L;
+    size_t lm_rows;  /* rows of the logits buffer (gpu_lmhead.h): Bmax*Tmax, or the chunk's */
     tr_gpu_params p; /* P, dtype, stream, optimizer, master/grads/state/compute copy, scratch, step buffers */
     kn_cuda_ctx *ctx;
     int nt;
@@ -136,7 +138,7 @@ static void carve(tr_cuda_llama *m, ll_carver *cv) {
     m->hf = cv->take(N * C * e, "final norm");
     m->rf = (float *)cv->take(N * 4, "final rstd");
     m->proj = cv->take(N * C * e, "projection");
-    m->logits = cv->take(N * V * e, "logits / dlogits");
+    m->logits = cv->take(m->lm_rows * V * e, "logits / dlogits");
     m->losses = (float *)cv->take(N * 4, "losses");
     m->dres = cv->take(N * C * e, "dresidual");
     m->dbuf = cv->take(N * C * e, "dnorm");
@@ -169,6 +171,8 @@ static int init_shape(tr_cuda_llama *m, const tr_llama_config *c, int B, int T, 
     m->Bmax = B, m->Tmax = T;
     m->C = c->d_model, m->H = c->n_head, m->KV = c->n_kv_head, m->hd = hd, m->KVd = m->KV * hd;
     m->RS = m->C + 2 * m->KVd, m->F = c->d_ff, m->V = c->vocab, m->L = c->n_layer;
+    /* MKS_LMHEAD_CHUNK, read once here: arena_bytes and create carve alike (and the planner's rows) */
+    m->lm_rows = tr_lmhead_chunk_rows(tr_lmhead_chunk_request(), (size_t)B * T, (size_t)m->C);
     return build_table(m);
 }
 
@@ -364,6 +368,8 @@ typedef struct {
     const uint32_t *inputs;
     const int32_t *targets, *pos, *doc;
     float grad_scale;
+    int fwd_only; /* grad_scale 0: evaluation, no backward */
+    int chunked;  /* the head runs in chunks of m->lm_rows < N rows, each chunk's backward in the forward's tail */
 } ll_batch;
 
 /* layer l's slice of a per-layer activation of `width` elements a row */
@@ -407,8 +413,16 @@ static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
     }
     KC(kn_rmsnorm_forward_cuda(m->hf, m->rf, m->xl, ACT(xmid, m->L - 1, C), m->proj, WF(m->off_norm), N, C, eps, dt,
                                s));
-    KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->hf, W(m->off_head), nullptr, N, C, V, dt));
-    KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, x->targets, nullptr, x->grad_scale, N, V, V, dt, s));
+    /* the logits, the loss and dlogits in place: whole, the dlogits left for backward_pass; or in
+     * chunks, each chunk's dW_head += dlogits^T hf and dbuf rows = dlogits W_head at once (tied: the
+     * embedding's gradient, completed by the embedding backward) */
+    tr_lmhead h;
+    h.ctx = m->ctx, h.s = s, h.dt = dt;
+    h.x = m->hf, h.w = W(m->off_head), h.dw = G(m->off_head), h.dx = m->dbuf;
+    h.logits = m->logits, h.rows = m->lm_rows, h.losses = m->losses, h.targets = x->targets;
+    h.dloss = x->grad_scale, h.N = N, h.C = C, h.V = V, h.Vp = V;
+    h.scratch = m->p.scratch, h.scratch_bytes = m->p.scratch_bytes;
+    KC(tr_lmhead_pass(&h, x->chunked && !x->fwd_only ? TR_LMHEAD_FUSED : TR_LMHEAD_FORWARD));
     return tr_gpu_params_loss_sum(&m->p, m->losses, x->targets, N);
 }
 
@@ -419,9 +433,11 @@ static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
     cudaStream_t s = m->p.s;
     void *sc = m->p.scratch;
     size_t sb = m->p.scratch_bytes;
-    /* the head: dhf = dlogits @ W, dW += dlogits^T hf (the embedding when tied) */
-    KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(m->off_head), nullptr, m->logits, m->hf, W(m->off_head), N, C, V, sc,
-                               sb, dt));
+    /* the head: dhf = dlogits @ W, dW += dlogits^T hf (the embedding when tied); chunked: done in the
+     * forward's tail (gpu_lmhead.cuh), dbuf holds dhf */
+    if (!x->chunked)
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(m->off_head), nullptr, m->logits, m->hf, W(m->off_head), N, C, V,
+                                   sc, sb, dt));
     CU(cudaMemsetAsync(m->dres, 0, NC * m->p.esz, s));
     KC(kn_rmsnorm_backward_cuda(m->dres, G(m->off_norm), m->dbuf, m->xl, WF(m->off_norm), m->rf, N, C, sc, sb, dt, s));
     for (int l = m->L - 1; l >= 0; l--) {
@@ -471,9 +487,10 @@ extern "C" int tr_cuda_llama_fwd_bwd(tr_cuda_llama *m, int B, int T, const uint3
     if (n_targets) *n_targets = 0;
     if (!m || !inputs || !targets || B <= 0 || T <= 0 || T > m->Tmax || (size_t)B * T > (size_t)m->Bmax * m->Tmax)
         return TR_ERR_ARG;
-    ll_batch x = {B, T, B * T, (size_t)m->Bmax * m->Tmax, inputs, targets, pos, doc, grad_scale};
+    ll_batch x = {B, T, B * T, (size_t)m->Bmax * m->Tmax, inputs, targets, pos, doc, grad_scale, grad_scale == 0.0f, 0};
+    x.chunked = m->lm_rows < (size_t)x.N;
     int rc = forward_pass(m, &x);
-    if (rc == TR_OK) rc = backward_pass(m, &x);
+    if (rc == TR_OK && !x.fwd_only) rc = backward_pass(m, &x); /* evaluation: gradients untouched */
     if (rc != TR_OK) return rc;
     return tr_gpu_params_read_loss(&m->p, loss_sum, n_targets);
 }

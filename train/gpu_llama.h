@@ -78,7 +78,9 @@ int tr_cuda_llama_zero_grad(tr_cuda_llama *m);
 /* As tr_llama_fwd_bwd, on DEVICE batch arrays (pos/doc may be NULL), with
  * the loss gradient scale grad_scale (1 / targets for the mean loss);
  * gradients accumulate. *loss_sum / *n_targets (host, may be NULL) wait for
- * the step. */
+ * the step. grad_scale 0: forward only (evaluation), gradients untouched.
+ * The lm head runs whole or in row chunks (MKS_LMHEAD_CHUNK, read at
+ * create: train/gpu_lmhead.h). */
 int tr_cuda_llama_fwd_bwd(tr_cuda_llama *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
                           const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
                           uint64_t *n_targets);

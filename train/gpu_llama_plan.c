@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "gpu_llama.h"
+#include "gpu_lmhead.h"
 #include "kn_cuda_size.h"
 
 /* the shape checks of gpu_llama.cu's init_shape */
@@ -64,7 +65,15 @@ int tr_llama_gpu_plan_rows(const tr_llama_config *c, int B, int T, int esz, cons
      * (RS), gate, up, swiglu (3F) in the compute dtype; two rstd and H lse values in fp32 */
     ROW("activations: layers (residuals, norms, qkv, attn out, gate/up/swiglu; rstd, lse)", 0,
         t * L * ((5 * C + RS + 3 * F) * e + (2 + H) * 4), 12);
-    ROW("activations: final norm (+rstd), projection, logits / dlogits (V), losses", 0, t * ((3 * C + V) * e + 8), 6);
+    /* the logits buffer: every row's, or one chunk's (MKS_LMHEAD_CHUNK; the carve's own function) */
+    const uint64_t lm = tr_lmhead_chunk_rows(tr_lmhead_chunk_request(), (size_t)B * (size_t)T, (size_t)C);
+    if (lm >= (uint64_t)B * t) {
+        ROW("activations: final norm (+rstd), projection, logits / dlogits (V), losses", 0, t * ((3 * C + V) * e + 8),
+            6);
+    } else {
+        ROW("activations: final norm (+rstd), projection, losses", 0, t * (3 * C * e + 8), 5);
+        ROW("logits / dlogits (V): one chunk (MKS_LMHEAD_CHUNK)", lm * V * e, 0, 1);
+    }
     ROW("backward buffers (dresidual, dnorm x2, dgate, dup, dqkv)", 0, t * (3 * C + 2 * F + RS) * e, 6);
     ROW("rotary cos/sin table + inverse frequencies", (uint64_t)c->max_seq * hd * 4 + hd / 2 * 4, 0, 2);
     ROW("kernel scratch (largest backward op)", tr_llama_gpu_scratch_bytes(c, (size_t)B, (size_t)T), 0, 1);

@@ -11,6 +11,7 @@ extern "C" {
 #include "gpu_model.h"
 }
 #include "gpu_common.cuh" /* the parameter block, carver, error macros and step every GPU model shares */
+#include "gpu_lmhead.cuh" /* the lm head + softmax-xent, whole or in row chunks (MKS_LMHEAD_CHUNK) */
 
 struct tr_cuda_model {
     tr_model_config c;
@@ -19,6 +20,7 @@ struct tr_cuda_model {
     int gelu_epi;    /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
     int dgelu_epi;   /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
     int recompute;   /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
+    size_t lm_rows;  /* rows of the logits buffer (gpu_lmhead.h): Bmax*Tmax, or the chunk's */
     tr_gpu_params p; /* P, dtype, stream, optimizer, master/grads/state/compute copy, scratch, step buffers */
     kn_cuda_ctx *ctx;
     size_t sizes[TR_NUM_PARAM_TENSORS], offs[TR_NUM_PARAM_TENSORS];
@@ -57,7 +59,7 @@ static void carve(tr_cuda_model *m, carver *cv) {
     m->lnf = cv->take(N * C * e, "lnf");
     m->lnfm = (float *)cv->take(N * 4, "lnf mean");
     m->lnfr = (float *)cv->take(N * 4, "lnf rstd");
-    m->logits = cv->take(N * (size_t)c->vocab_padded * e, "logits / dlogits");
+    m->logits = cv->take(m->lm_rows * (size_t)c->vocab_padded * e, "logits / dlogits");
     m->losses = (float *)cv->take(N * 4, "losses");
     m->dres = cv->take(N * C * e, "dresidual");
     m->dbuf = cv->take(N * C * e, "dln");
@@ -80,6 +82,8 @@ static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, 
     m->c = *c;
     m->Bmax = B;
     m->Tmax = T;
+    /* MKS_LMHEAD_CHUNK, read once here: arena_bytes and create carve alike */
+    m->lm_rows = tr_lmhead_chunk_rows(tr_lmhead_chunk_request(), (size_t)B * T, (size_t)c->d_model);
     tr_model_param_sizes(c, m->sizes);
     size_t off = 0;
     for (int i = 0; i < TR_NUM_PARAM_TENSORS; i++) {
@@ -233,6 +237,8 @@ typedef struct {
     const uint32_t *inputs;
     const int32_t *targets, *pos, *doc;
     float grad_scale;
+    int fwd_only; /* grad_scale 0: evaluation, no backward */
+    int chunked;  /* the head runs in chunks of m->lm_rows < N rows, each chunk's backward in the forward's tail */
 } fb_ctx;
 
 /* Layer l's stored activations (slices of the arena at capacity stride). */
@@ -263,7 +269,9 @@ static layer_acts acts_of(const tr_cuda_model *m, const fb_ctx *x, int l) {
     return a;
 }
 
-/* Forward through lnf and the logits, then the loss and dlogits in place. */
+/* Forward through lnf and the logits, then the loss and dlogits in place;
+ * with the head in chunks (x->chunked, training) also its backward, into
+ * dbuf and wte's gradient (gpu_lmhead.cuh). */
 static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
     const tr_model_config *c = &m->c;
     int B = x->B, T = x->T, L = x->L, C = x->C, NH = x->NH, N = x->N, V = x->V, Vp = x->Vp;
@@ -304,10 +312,16 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
     /* residual3[L-1] = residual2[L-1] + proj, fused into lnf */
     KC(kn_layernorm_forward_cuda(m->lnf, m->lnfm, m->lnfr, LAYER(res3, L - 1, 1), LAYER(res2, L - 1, 1), m->proj,
                                  Wf[TR_P_LNFW], Wf[TR_P_LNFB], N, C, dt, s));
-    KC(kn_matmul_forward_cuda(m->ctx, m->logits, nullptr, m->lnf, W[TR_P_WTE], nullptr, N, C, Vp, dt));
-    /* loss and dlogits in place (no probability tensor) */
-    KC(kn_softmax_xent_fused_cuda(m->losses, m->logits, m->logits, x->targets, nullptr, x->grad_scale, N, V, Vp, dt,
-                                  s));
+    /* the logits, the loss and dlogits in place (no probability tensor): whole, the dlogits left for
+     * backward_pass; or in chunks, each chunk's dwte += dlogits^T lnf and dbuf rows = dlogits wte at once
+     * (wte's gradient is completed by the encoder backward, where the hook hears it) */
+    tr_lmhead h;
+    h.ctx = m->ctx, h.s = s, h.dt = dt;
+    h.x = m->lnf, h.w = W[TR_P_WTE], h.dw = x->G[TR_P_WTE], h.dx = m->dbuf;
+    h.logits = m->logits, h.rows = m->lm_rows, h.losses = m->losses, h.targets = x->targets;
+    h.dloss = x->grad_scale, h.N = N, h.C = C, h.V = V, h.Vp = Vp;
+    h.scratch = m->p.scratch, h.scratch_bytes = m->p.scratch_bytes;
+    KC(tr_lmhead_pass(&h, x->chunked && !x->fwd_only ? TR_LMHEAD_FUSED : TR_LMHEAD_FORWARD));
     return tr_gpu_params_loss_sum(&m->p, m->losses, x->targets, N);
 }
 
@@ -322,8 +336,9 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
     void *const *W = x->W;
     float *const *G = x->G;
     const float *const *Wf = x->Wf;
-    KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
-                               m->p.scratch, m->p.scratch_bytes, dt));
+    if (!x->chunked) /* whole: the head's backward from the dlogits the forward left (chunked: dbuf is done) */
+        KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
+                                   m->p.scratch, m->p.scratch_bytes, dt));
     CU(cudaMemsetAsync(m->dres, 0, BTC * e, s));
     KC(kn_layernorm_backward_cuda(m->dres, G[TR_P_LNFW], G[TR_P_LNFB], m->dbuf, LAYER(res3, L - 1, 1), Wf[TR_P_LNFW],
                                   m->lnfm, m->lnfr, N, C, m->p.scratch, m->p.scratch_bytes, dt, s));
@@ -407,8 +422,10 @@ extern "C" int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint3
     x.pos = pos;
     x.doc = doc;
     x.grad_scale = grad_scale;
+    x.fwd_only = grad_scale == 0.0f;
+    x.chunked = m->lm_rows < (size_t)x.N;
     int rc = forward_pass(m, &x);
-    if (rc == TR_OK) rc = backward_pass(m, &x);
+    if (rc == TR_OK && !x.fwd_only) rc = backward_pass(m, &x); /* evaluation: gradients untouched */
     if (rc != TR_OK) return rc;
     return tr_gpu_params_read_loss(&m->p, loss_sum, n_targets);
 }

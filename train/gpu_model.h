@@ -78,7 +78,12 @@ float *tr_cuda_model_grads(tr_cuda_model *m, size_t *n);
 void tr_cuda_model_set_grad_hook(tr_cuda_model *m, tr_model_grad_hook fn, void *ctx);
 /* As tr_model_fwd_bwd; the batch arrays are DEVICE pointers (tr_cuda_batch);
  * pos/doc may be NULL.  *loss_sum / *n_targets (host, may be NULL) make
- * this call wait for the step; pass NULL to stay asynchronous. */
+ * this call wait for the step; pass NULL to stay asynchronous.  grad_scale
+ * 0: forward only (evaluation, as tr_llama_fwd_bwd): no backward kernel, the
+ * gradients untouched, no hook call; the loss is the one a training call
+ * on the same batch computes (the same kernels up to the loss).  The lm
+ * head runs whole or in row chunks (MKS_LMHEAD_CHUNK, read at create:
+ * train/gpu_lmhead.h). */
 int tr_cuda_model_fwd_bwd(tr_cuda_model *m, int B, int T, const uint32_t *inputs, const int32_t *targets,
                           const int32_t *pos, const int32_t *doc, float grad_scale, double *loss_sum,
                           uint64_t *n_targets);

@@ -14,6 +14,7 @@
 #include "comm.h"
 #include "dp.h"
 #include "family.h"
+#include "gpu_lmhead.h"
 #include "kn_cuda_size.h"
 #include "model.h"
 #include "optim.h"
@@ -193,7 +194,11 @@ static void gpt2_gpu_items(const tr_plan_in *in, const tr_model_config *mc, cons
     item(o, zero ? opt->plan_row_shard : opt->plan_row, tr_optim_state_bytes(opt, shard_of(in, P)), 0, B, "device");
     gpu_activation_items(in, d, ab, B, o);
     item(o, "activations: embed, projection, lnf (+stats)", 0, T * (3 * C * ab + 8), B, "device");
-    item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
+    /* the logits buffer: every row's, or one chunk's (MKS_LMHEAD_CHUNK; the carve's own function,
+     * train/gpu_lmhead.h): then a fixed size, min(chunk, B x T) rows */
+    uint64_t lm = tr_lmhead_chunk_rows(tr_lmhead_chunk_request(), (size_t)B * (size_t)T, (size_t)C);
+    if (lm >= (uint64_t)B * T) item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
+    else item(o, "logits (Vp) + dlogits in place: one chunk (MKS_LMHEAD_CHUNK)", lm * Vp * ab, 0, B, "device");
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
     item(o, "backward scratch (dresidual, dln, d4C)", 0, T * 6 * C * ab, B, "device");
     item(o, "device input batch (ids, targets, pos, doc)", 0, T * 16, B, "device");
