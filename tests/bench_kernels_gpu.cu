@@ -26,6 +26,8 @@
 extern "C" {
 #include "kn_cuda.h"
 }
+#include "../train/gpu_lmhead.cuh" /* the models' lm head + softmax-xent, whole or in row chunks (a path: run.sh's
+                                      * fallback build compiles this file with -Ikernels alone) */
 
 #define CK(call)                                                                                                       \
     do {                                                                                                               \
@@ -307,6 +309,39 @@ int main(int argc, char **argv) {
     snprintf(sh, sizeof sh, "%dx%d->%d", N, C, Vp);
     bench("matmul_bwd lm head", sh, 4.0 * N * C * Vp, a2 * ((double)N * Vp + nC) + 6.0 * Vp * C, 0,
           [&] { return kn_matmul_backward_cuda(ctx, dx, gwte, nullptr, logits, ln, wte, N, C, Vp, scratch, sb, bf); });
+    /* the head as the models run it (train/gpu_lmhead.cuh): whole (forward + xent, then the
+     * backward: the three rows above in one) against row chunks (MKS_LMHEAD_CHUNK), each chunk's
+     * backward at once; "auto" is the switch's size, 256 rows the L2-sized chunk the arithmetic
+     * in train/gpu_lmhead.h advises against.  Alternatives (not in the step's sum): the line
+     * after the projection puts them next to it. */
+    tr_lmhead lh;
+    memset(&lh, 0, sizeof lh);
+    lh.ctx = ctx, lh.s = nullptr, lh.dt = bf, lh.x = ln, lh.w = wte, lh.dw = gwte, lh.dx = dx;
+    lh.logits = logits, lh.losses = losses, lh.targets = tg, lh.dloss = 1.0f / N;
+    lh.N = N, lh.C = C, lh.V = V, lh.Vp = Vp, lh.scratch = scratch, lh.scratch_bytes = sb;
+    const double lm_flops = 6.0 * N * C * Vp;
+    snprintf(sh, sizeof sh, "%dx%d->%d whole", N, C, Vp);
+    bench("lm head+xent+bwd (whole)", sh, lm_flops, a2 * (3.0 * nC + 5.0 * N * Vp + 2.0 * Vp * C) + 8.0 * Vp * C, -1,
+          [&] {
+              lh.rows = (size_t)N;
+              int r = tr_lmhead_pass(&lh, TR_LMHEAD_FORWARD);
+              return r ? r
+                       : kn_matmul_backward_cuda(ctx, dx, gwte, nullptr, logits, ln, wte, N, C, Vp, scratch, sb, bf);
+          });
+    const size_t lm_auto = tr_lmhead_chunk_rows(TR_LMHEAD_AUTO, (size_t)N, (size_t)C);
+    const size_t lm_try[3] = {lm_auto, 1024, 256};
+    static char lm_names[3][48];
+    for (int k = 0; k < 3; k++) {
+        size_t R = lm_try[k] < (size_t)N ? lm_try[k] : (size_t)N;
+        double nch = (double)tr_lmhead_chunk_count((size_t)N, R);
+        snprintf(lm_names[k], sizeof lm_names[k], "lm head+xent+bwd (%zu rows%s)", R, k == 0 ? ", auto" : "");
+        snprintf(sh, sizeof sh, "%dx%d->%d x%.0f chunks", N, C, Vp, nch);
+        bench(lm_names[k], sh, lm_flops, a2 * (3.0 * nC + 5.0 * N * Vp + 2.0 * nch * Vp * C) + nch * 8.0 * Vp * C, -1,
+              [&] {
+                  lh.rows = R;
+                  return tr_lmhead_pass(&lh, TR_LMHEAD_FUSED);
+              });
+    }
     snprintf(sh, sizeof sh, "N%d C%d", N, C);
     bench("encoder_backward", sh, 0, a2 * nC + 8.0 * nC, 0, [&] {
         return kn_encoder_backward_cuda(gwte, gwpe, dout, ids, nullptr, B, T, C, V, T, scratch, sb, bf, nullptr);
@@ -389,6 +424,18 @@ int main(int argc, char **argv) {
     if (simt_tps > 0)
         printf("  with the SIMT attention instead (MKS_CUDA_ATTENTION=simt): %.2f ms -> %.0f tokens/s\n", simt_step,
                simt_tps);
+    /* the head whole vs in chunks (MKS_LMHEAD_CHUNK): the step above with the chunked head instead */
+    double lm_whole = -1, lm_chunk = -1;
+    for (auto &r : g_rows) {
+        if (r.failed) continue;
+        if (!strcmp(r.op, "lm head+xent+bwd (whole)")) lm_whole = r.ms;
+        if (!strcmp(r.op, lm_names[0])) lm_chunk = r.ms;
+    }
+    if (lm_whole > 0 && lm_chunk > 0)
+        printf("  lm head + xent + backward: whole %.3f ms, in chunks of %zu rows (MKS_LMHEAD_CHUNK=auto) %.3f ms: "
+               "step %.2f ms -> %.0f tokens/s; logits buffer %.1f -> %.1f MiB\n",
+               lm_whole, lm_auto, lm_chunk, step_ms - lm_whole + lm_chunk, N / ((step_ms - lm_whole + lm_chunk) / 1e3),
+               (double)N * Vp * 2 / 1048576.0, (double)lm_auto * Vp * 2 / 1048576.0);
     printf(
         "PROJECTION tokens_per_s=%.0f mfu=%.4f step_ms=%.3f attn_ms=%.3f matmul_ms=%.3f simt_attention_tokens_per_s=%.0f\n",
         tps, tps * fpt / PEAK_FLOPS, step_ms, attn_ms, mm_ms, simt_tps);

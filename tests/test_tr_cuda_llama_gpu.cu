@@ -10,7 +10,11 @@
  * and Llama 3 rope_scaling; head size 128 (2 heads, 2 KV heads). Each in
  * fp32 (loss 1e-5, gradients 1e-4, parameters 1e-5) and bf16 (1e-2, 1e-1,
  * 1e-2: the GPT-2 model test's bars), with and without a document mask
- * (positions restarting per document). Label gpu; exit 77 without a GPU. */
+ * (positions restarting per document). Every mode also evaluates
+ * (grad_scale 0: forward only) and requires the training call's loss bit
+ * for bit and the gradients untouched; the " chunk40" modes run the lm head
+ * in chunks of 40 rows (MKS_LMHEAD_CHUNK=40: 135 rows are 40 + 40 + 40 + 15,
+ * the last chunk short). Label gpu; exit 77 without a GPU. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -37,9 +41,11 @@ static float urnd(void) {
     return (float)((g_s >> 40) * (1.0 / 16777216.0));
 }
 
+static const char *g_extra = ""; /* " chunk40" while MKS_LMHEAD_CHUNK=40 is set */
+
 static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask) {
     char mode[64];
-    snprintf(mode, sizeof mode, "%s %s%s", name, dt == KN_BF16 ? "bf16" : "fp32", docmask ? " doc" : "");
+    snprintf(mode, sizeof mode, "%s %s%s%s", name, dt == KN_BF16 ? "bf16" : "fp32", docmask ? " doc" : "", g_extra);
     const bool lowp = dt != KN_F32;
     tr_llama *cpu = NULL;
     if (tr_llama_create(&cfg, &cpu) != 0) {
@@ -155,6 +161,24 @@ static void run(const char *name, tr_llama_config cfg, kn_dtype dt, bool docmask
         if (!same) g_fails++;
         printf("| %-52s | %-22s | %9s | %9s | %7s | %s |\n", "bit-exact repeat", mode, "-", "-", "0",
                same ? "PASS" : "FAIL");
+        /* evaluation (tr_gpu_eval's call, grad_scale 0): forward only, the training call's loss and
+         * target count, the gradients untouched */
+        {
+            double eloss = -1;
+            uint64_t en = 0;
+            std::vector<float> kept(P);
+            int erc = tr_cuda_llama_fwd_bwd(g, B, T, d_in, d_tg, docmask ? d_pos : NULL, docmask ? d_doc : NULL, 0.0f,
+                                            &eloss, &en);
+            tr_cuda_llama_get(g, NULL, kept.data());
+            bool eok = erc == TR_OK && eloss == gloss && en == gn && !memcmp(kept.data(), again.data(), P * 4);
+            if (!eok) {
+                printf("eval (%s): rc %d, loss %.9g vs %.9g, targets %llu vs %llu\n", mode, erc, eloss, gloss,
+                       (unsigned long long)en, (unsigned long long)gn);
+                g_fails++;
+            }
+            printf("| %-52s | %-22s | %9s | %9s | %7s | %s |\n", "eval: loss, grads kept", mode, "-", "-", "0",
+                   eok ? "PASS" : "FAIL");
+        }
         float lc = (float)closs, lg = (float)(gloss / (gn ? gn : 1));
         double l2 = 0, rel = relerr(&lg, &lc, 1, &l2);
         row("loss (mean)", mode, rel, l2, lowp ? 1e-2 : 1e-5);
@@ -221,6 +245,17 @@ int main(void) {
         run("mqa+bias tied l3", qwen, dts[i], true);
         run("hd128", hd128, dts[i], true);
     }
+    /* the lm head in row chunks (MKS_LMHEAD_CHUNK, read when a model is created; written without a
+     * GPU: these rows are its first check): 40 rows of N = 135, the last chunk 15; untied (the head's
+     * own gradient) and tied (the embedding's, completed by the embedding backward) */
+    setenv("MKS_LMHEAD_CHUNK", "40", 1);
+    g_extra = " chunk40";
+    for (int i = 0; i < 2; i++) {
+        run("gqa", gqa, dts[i], false);
+        run("mqa+bias tied l3", qwen, dts[i], true);
+    }
+    unsetenv("MKS_LMHEAD_CHUNK");
+    g_extra = "";
     printf("\n%s (%d failed)\n", g_fails ? "FAIL" : "PASS", g_fails);
     return g_fails ? 1 : 0;
 }
