@@ -198,7 +198,7 @@ static void gpt2_gpu_items(const tr_plan_in *in, const tr_model_config *mc, cons
      * train/gpu_lmhead.h): then a fixed size, min(chunk, B x T) rows */
     uint64_t lm = tr_lmhead_chunk_rows(tr_lmhead_chunk_request(), (size_t)B * (size_t)T, (size_t)C);
     if (lm >= (uint64_t)B * T) item(o, "logits (Vp) + dlogits in place", 0, T * Vp * ab, B, "device");
-    else item(o, "logits (Vp) + dlogits in place: one chunk (MKS_LMHEAD_CHUNK)", lm * Vp * ab, 0, B, "device");
+    else item(o, "logits (Vp) + dlogits in place, one chunk", lm * Vp * ab, 0, B, "device");
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
     item(o, "backward scratch (dresidual, dln, d4C)", 0, T * 6 * C * ab, B, "device");
     item(o, "device input batch (ids, targets, pos, doc)", 0, T * 16, B, "device");
