@@ -2,6 +2,7 @@
  * normalizer, pre-tokenizers, then the model stage (model(): the dispatch on
  * the model kind), with a per-thread context and piece cache. */
 #include "hf_internal.h"
+#include "ucd_categories.h"
 
 #include <pthread.h>
 
@@ -25,14 +26,19 @@ static bool active(const hf_added *a, const active_set *as) {
 
 /* Rust regex's Unicode \w (HF's single_word test): Alphabetic (letters, Nl,
  * Other_Alphabetic: marks and the circled / squared Latin letters), M, Nd,
- * Pc, Join_Control. Invalid UTF-8 (cp < 0): not a word character. */
+ * Pc, Join_Control. Invalid UTF-8 (cp < 0): not a word character. The
+ * categories are Unicode 16.0's (tk_ucd_category), as regex-syntax 0.8 in
+ * HF tokenizers 0.23 has them: with utf8proc's 15.0, the 5,055 code points
+ * assigned since (U+0897, U+1C89, U+A7CB, Todhri, Garay, CJK Extension I
+ * ...) were not word characters, so a single_word token next to one
+ * matched where HF's does not (tests/python/test_unicode_scan.py). */
 static bool is_word(int32_t cp) {
     if (cp < 0) return false;
     if (cp < 128) return (cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || cp == '_';
     if (cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
         (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189))
         return true;
-    int c = utf8proc_category(cp);
+    int c = tk_ucd_category((uint32_t)cp);
     return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
            (c >= UTF8PROC_CATEGORY_MN && c <= UTF8PROC_CATEGORY_ME) || c == UTF8PROC_CATEGORY_ND ||
            c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_PC;

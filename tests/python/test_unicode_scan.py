@@ -1,6 +1,7 @@
 """Full-range Unicode scan (issue 27): every code point in the probe of make_unicode_scan.py gives the reference
 libraries' ids (tiktoken 0.14 for gpt2 / cl100k_base / o200k_base; HF tokenizers 0.23 for two byte-level
-tokenizer.json files, one on the hand scanners and one on PCRE2). The references are digests per 4,096 code
+tokenizer.json files, one on the hand scanners and one on PCRE2, and for a single_word added token next to each
+code point: HF's word class, Rust regex's Unicode 16.0 \w). The references are digests per 4,096 code
 points in tests/data/unicode_scan.json, made by tests/unicode/make_unicode_scan.py."""
 import importlib.util
 import json
@@ -36,14 +37,21 @@ def _encoding(name, fx, tmp_path):
     return mkshards.get_encoding(name)
 
 
-@pytest.mark.parametrize("name", ["gpt2", "cl100k_base", "o200k_base", "hf_llama3_split", "hf_pcre2_split"])
+@pytest.mark.parametrize("name", ["gpt2", "cl100k_base", "o200k_base", "hf_llama3_split", "hf_pcre2_split",
+                                  "hf_single_word"])
 def test_full_range_scan(shared, scan, name, tmp_path):
     fx, maker = scan
     global _make
     _make = maker
-    enc = _encoding(name, fx, tmp_path)
+    probe = maker.PROBE
+    if name == "hf_single_word":  # a single_word added token next to each code point: HF's word class (Rust \w)
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(maker.hf_single_word_json(VOCAB)), encoding="utf-8")
+        enc, probe = mkshards.Encoding.from_file(p), fx["single_word_probe"]
+    else:
+        enc = _encoding(name, fx, tmp_path)
     cps, _ = maker.probes()
-    got = maker.digests(cps, lambda t: enc.encode_ordinary_batch(t, num_threads=0))
+    got = maker.digests(cps, lambda t: enc.encode_ordinary_batch(t, num_threads=0), probe)
     want = fx["digests"][name]
     bad = [f"U+{b * fx['block']:04X}" for b, (g, w) in enumerate(zip(got, want)) if g != w]
     assert not bad, f"{name}: {len(bad)} blocks of {fx['block']} code points differ from the reference: {bad[:20]}"

@@ -6,10 +6,15 @@ tokenizer (tests/data/unicode_scan.json), which tests/python/test_unicode_scan.p
 
 References: tiktoken 0.14.0 (gpt2 = r50k_base, cl100k_base, o200k_base; Rust regex, Unicode 16.0) and HF
 tokenizers 0.23 (Oniguruma, Unicode 16.0) on two byte-level tokenizer.json files made here from gpt2's ranks:
-one whose Split regex mkshards recognises (Llama 3's form: hand scanners) and one it does not (PCRE2 path).
+one whose Split regex mkshards recognises (Llama 3's form: hand scanners) and one it does not (PCRE2 path);
+and the first of them with a single_word added token "zqz" (not in gpt2's vocabulary), probed with
+SW_PROBE = c + "zqz zqz" + c: HF drops the match where c is a word character (Rust regex's Unicode \w, of
+Unicode 16.0 in tokenizers 0.23), so every code point's class shows in the ids.
 
 Usage (the vocabulary files of ../shared/vocab in tiktoken's cache or $TIKTOKEN_CACHE_DIR):
     python3 tests/unicode/make_unicode_scan.py ../shared/vocab > tests/data/unicode_scan.json
+    python3 tests/unicode/make_unicode_scan.py ../shared/vocab --only=hf_single_word > new.json
+(--only=NAME,...: recompute these entries, keep the others of tests/data/unicode_scan.json as they are)
 """
 import hashlib
 import json
@@ -20,6 +25,8 @@ import numpy as np
 
 BLOCK = 4096
 PROBE = "x{c}{c}'s {c}1 A{c}a {c}A"
+SW_PROBE = "{c}zqz zqz{c}"
+SW_TOKEN = "zqz"
 # Split regexes of the two tokenizer.json files: Llama 3's (a form mkshards runs with its hand scanners) and
 # one no built-in pattern equals (mkshards runs it through PCRE2)
 HF_REGEXES = {
@@ -33,7 +40,7 @@ def probes():
     return cps, [PROBE.format(c=chr(c)) for c in cps]
 
 
-def digests(cps, ids_of):
+def digests(cps, ids_of, probe=PROBE):
     """ids_of(list of str) -> list of id lists; one digest per BLOCK code points (by code point value)."""
     out = []
     i = 0
@@ -41,7 +48,7 @@ def digests(cps, ids_of):
         j = i
         while j < len(cps) and cps[j] < (b + 1) * BLOCK:
             j += 1
-        ids = ids_of([PROBE.format(c=chr(c)) for c in cps[i:j]])
+        ids = ids_of([probe.format(c=chr(c)) for c in cps[i:j]])
         lens = np.array([len(x) for x in ids], dtype="<u4")
         flat = np.array([t for x in ids for t in x], dtype="<u4")
         out.append(hashlib.sha256(lens.tobytes() + flat.tobytes()).hexdigest()[:16])
@@ -66,19 +73,40 @@ def hf_json(vocab_dir, regex):
     }
 
 
+def hf_single_word_json(vocab_dir):
+    """hf_json with Llama 3's Split and SW_TOKEN as a single_word, non-special added token (a new id)."""
+    j = hf_json(vocab_dir, HF_REGEXES["hf_llama3_split"])
+    j["added_tokens"] = [{"id": len(j["model"]["vocab"]), "content": SW_TOKEN, "single_word": True, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": False}]
+    return j
+
+
 def main():
     import tiktoken
     import tokenizers
-    vocab_dir = sys.argv[1]
+    args = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+    only = [n for a in sys.argv[1:] if a.startswith("--only=") for n in a[7:].split(",")]
+    vocab_dir = args[0]
     cps, _ = probes()
     refs = {}
+    if only:
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "data", "unicode_scan.json"), encoding="utf-8") as f:
+            refs = {k: v for k, v in json.load(f)["digests"].items() if k not in only}
+    todo = lambda name: not only or name in only
     for name in ("gpt2", "cl100k_base", "o200k_base"):
-        e = tiktoken.get_encoding(name)
-        refs[name] = digests(cps, lambda t: e.encode_ordinary_batch(t, num_threads=8))
+        if todo(name):
+            e = tiktoken.get_encoding(name)
+            refs[name] = digests(cps, lambda t: e.encode_ordinary_batch(t, num_threads=8))
     for name, regex in HF_REGEXES.items():
-        tok = tokenizers.Tokenizer.from_str(json.dumps(hf_json(vocab_dir, regex)))
-        refs[name] = digests(cps, lambda t: [x.ids for x in tok.encode_batch(t, add_special_tokens=False)])
-    json.dump({"probe": PROBE, "block": BLOCK, "hf_regexes": HF_REGEXES,
+        if todo(name):
+            tok = tokenizers.Tokenizer.from_str(json.dumps(hf_json(vocab_dir, regex)))
+            refs[name] = digests(cps, lambda t: [x.ids for x in tok.encode_batch(t, add_special_tokens=False)])
+    if todo("hf_single_word"):
+        tok = tokenizers.Tokenizer.from_str(json.dumps(hf_single_word_json(vocab_dir)))
+        refs["hf_single_word"] = digests(cps, lambda t: [x.ids for x in tok.encode_batch(t, add_special_tokens=False)],
+                                         SW_PROBE)
+    json.dump({"probe": PROBE, "single_word_probe": SW_PROBE, "block": BLOCK, "hf_regexes": HF_REGEXES,
                "references": {"tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
                               "unicode": "16.0.0"},
                "digests": refs}, sys.stdout, indent=0)
