@@ -8,8 +8,9 @@
 
 /* ---- added tokens --------------------------------------------------------- */
 
-/* Leftmost-longest match of an active added token in s[i..n); returns its
- * index or -1, with its start in *at. */
+/* The first added token of s[i..n) that is used: the leftmost-longest match
+ * of all of them, skipping the ones dropped (below); returns its index or
+ * -1, with its start in *at. */
 typedef struct {
     const char *const *allowed;
     size_t n_allowed;
@@ -64,21 +65,28 @@ static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, boo
         for (size_t k = 0; k < h->n_added; k++) {
             const hf_added *a = &h->added[k];
             if (a->normalized != normalized || a->len > n - i || a->len <= blen) continue;
-            if (a->text[0] != s[i] || memcmp(a->text, s + i, a->len) != 0 || !active(a, as)) continue;
+            if (a->text[0] != s[i] || memcmp(a->text, s + i, a->len) != 0) continue;
             best = (long)k;
             blen = a->len;
         }
         if (best >= 0) {
             const hf_added *a = &h->added[best];
             size_t st = i, e = i + a->len;
-            if (a->single_word) { /* HF: a match inside a word is dropped, and its text is not searched again */
+            /* HF finds the leftmost-longest of all added tokens, inactive
+             * specials included, then drops a match it does not use: a
+             * special one taken as text, a single_word one inside a word.
+             * A dropped match's text is not searched again, so a shorter
+             * active token inside an inactive special is text too. */
+            bool drop = !active(a, as);
+            if (!drop && a->single_word) {
                 int32_t cp = -1;
                 bool before = st == 0 || !is_word(char_before(s, st));
                 bool after = e == n || (u8_len(s, n, e, &cp), !is_word(cp));
-                if (!before || !after) {
-                    i = e - 1;
-                    continue;
-                }
+                drop = !before || !after;
+            }
+            if (drop) {
+                i = e - 1;
+                continue;
             }
             if (a->lstrip) /* back over whitespace, not into the text before from */
                 while (st > from) {

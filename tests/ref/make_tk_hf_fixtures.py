@@ -103,6 +103,14 @@ def variants():
                                       ("<tag>", False, False, True, True, True), ("the", False, False, False, False, True),
                                       ("xyz", False, False, False, False, True), ("yz", False, False, False, False, False),
                                       ("<|endoftext|>", True, False, False, False, True)], added_not_in_vocab=True)
+    # non-special added tokens inside or across special ones: HF matches the leftmost-longest of all added
+    # tokens and, specials being text (mkshards' default), drops a special match without searching its text
+    # again, so "<|end" inside "<|endoftext|>" stays text; an earlier-starting "xq<|" still wins.
+    v["bl_added_overlap"] = dict(pre_tokenizer=bytelevel(regex=True),
+                                 added=[("<|endoftext|>", True, False), ("<|end", False, False),
+                                        ("oftext|>", False, False), ("<|im_start|>", True, False),
+                                        ("im_st", False, False), ("xq<|", False, False),
+                                        ("<|im", False, False, False, False, True)], added_not_in_vocab=True)
     return v
 
 

@@ -75,6 +75,13 @@ EXTRA = {
         "the theme other the. (the) the_x the1 x_the", "axyz yz xyz xyz. yzxyz", "ERROR ERRORS xERROR (ERROR) _ERROR ERROR_",
         "World world worlds WORLD-world", "<tag>x <tag> x<tag> a <tag> b", "é<tag> ⓐERROR ERROR\u200d ERROR\u0301",
         "١ERROR٢ ٣ ERROR ٤", "ⅫERROR ERROR½ ²ERROR", "xyz\u00a0xyz\u3000the", "<|endoftext|>the<|endoftext|> the",
+        # letters and marks of Unicode 15.1/16.0 (word characters to HF's Rust regex, unassigned to utf8proc 2.8)
+        "\u0897ERROR ERROR\u1c89 \ua7cbthe the\U000105c0 \U0002ebf0xyz xyz\U0001e5d0 ERROR\u0897 ERROR",
+    ],
+    "bl_added_overlap": [
+        "a<|endoftext|>b", "x<|end<|endoftext|>oftext|>", "<|im_start|>user\nhi", "xq<|im_start|>y", "<|im<|im_start|>",
+        "oftext|> <|end <|endoftext <|endoftext|>", "<|im_st <|im_start <|im x<|im <|im_startx", "xq<|endoftext|>",
+        "<|endoftext|><|im_start|><|endoftext|>", "<|end|> <|endo",
     ],
 }
 
