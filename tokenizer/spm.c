@@ -885,7 +885,7 @@ static int map_build(tk_spm *m, bool reserved, uint32_t *dup) {
     size_t cnt = 0;
     for (uint32_t i = 0; i < m->n; i++) {
         bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
-        cnt += normal != reserved;
+        cnt += normal != reserved && m->type[i] != SP_DROPPED;
     }
     size_t cap = 16;
     while (cap < cnt * 2) cap *= 2;
@@ -894,7 +894,7 @@ static int map_build(tk_spm *m, bool reserved, uint32_t *dup) {
     size_t mask = cap - 1;
     for (uint32_t i = 0; i < m->n; i++) {
         bool normal = m->type[i] == SP_NORMAL || m->type[i] == SP_USER || m->type[i] == SP_UNUSED;
-        if (normal == reserved) continue;
+        if (normal == reserved || m->type[i] == SP_DROPPED) continue;
         uint64_t h = h64(m->piece[i], m->plen[i]);
         size_t k = h & mask;
         for (;; k = (k + 1) & mask) {
@@ -1082,7 +1082,15 @@ static int load_pieces(tk_spm *m, const spm_load *L) {
             }
         }
         if (!pn) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: empty piece", path, i);
-        if (memchr(ps, 0, pn)) FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: piece contains a NUL byte", path, i);
+        if (memchr(ps, 0, pn)) {
+            /* sentencepiece 0.2.3 loads a piece that is one NUL byte when the
+             * model has byte fallback (it is made UNUSED: conversion scripts
+             * wrote "\0" beside <0x00>, InternLM's V7_sft.model has one) or
+             * is UNUSED already, and leaves it out of its piece maps; any
+             * other NUL it refuses */
+            if (pn == 1 && (L->tr.byte_fallback || ty == SP_UNUSED)) ty = SP_DROPPED;
+            else FAIL(TK_ERR_FORMAT, "%s: pieces[%zu]: piece contains a NUL byte", path, i);
+        }
         if (pn >= SPM_MAX_PIECE)
             FAIL(TK_ERR_LIMIT, "%s: pieces[%zu]: piece of %zu bytes (sentencepiece's limit: %d)", path, i, pn,
                  SPM_MAX_PIECE - 1);

@@ -13,7 +13,10 @@
 
 struct tk_uni;
 
-enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6 };
+/* SP_DROPPED is ours, not the protobuf's: a piece sentencepiece leaves out of
+ * its piece maps (load_pieces: a one-byte "\0" piece); its id stays, and
+ * decodes as sentencepiece's Decode does (the piece is looked up again). */
+enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER = 4, SP_UNUSED = 5, SP_BYTE = 6, SP_DROPPED = 7 };
 enum { MT_UNIGRAM = 1, MT_BPE = 2, MT_WORD = 3, MT_CHAR = 4 };
 #define SPM_MAX_PIECE 8000                              /* sentencepiece refuses pieces of 8000 bytes or more */
 #define SPM_NORM_RESULTS 32                             /* Normalizer::kMaxTrieResultsSize */
