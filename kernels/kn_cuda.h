@@ -181,6 +181,15 @@ int kn_softmax_xent_fused_cuda(float *losses, void *dlogits, const void *logits,
 int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, int decay, int t,
                        const float *grad_scale, kn_stream s);
+/* The same update over nt tensors of one parameter block in one launch
+ * (blocks = bstart[nt]): tab/bstart the DEVICE copy of
+ * kn_adamw_multi_layout's table (kn_cuda_size.h); params, params_lp, grads,
+ * m, v the bases of the whole block (tensor k at element tab[k].off), decay
+ * per tensor from the table.  Per element the same expression as
+ * kn_adamw_step_cuda, so the result is bit-identical to one call per tensor. */
+int kn_adamw_multi_cuda(const kn_adamw_tensor *tab, const uint32_t *bstart, int nt, unsigned blocks, float *params,
+                        void *params_lp, kn_dtype lp_dt, const float *grads, float *m, float *v, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, int t, const float *grad_scale, kn_stream s);
 
 /* ---- global gradient norm ---------------------------------------------------------
  * kn_sumsq_cuda: *out (device double) = sum g^2, in double over fixed

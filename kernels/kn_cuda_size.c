@@ -27,3 +27,22 @@ size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC) {
 size_t kn_attention_backward_scratch_bytes(size_t B, size_t T, size_t NH) { return B * NH * T * sizeof(float); }
 
 size_t kn_sumsq_scratch_bytes(size_t n) { return ((n + KN_SUMSQ_CHUNK - 1) / KN_SUMSQ_CHUNK) * sizeof(double); }
+
+size_t kn_adamw_multi_table_bytes(size_t nt) { return nt * sizeof(kn_adamw_tensor) + (nt + 1) * sizeof(uint32_t); }
+
+size_t kn_adamw_multi_layout(int nt, const size_t *off, const size_t *n, const int *decay, kn_adamw_tensor *tab,
+                             uint32_t *bstart) {
+    if (nt < 0 || (nt > 0 && (!off || !n || !decay || !tab || !bstart))) return (size_t)-1;
+    uint64_t blocks = 0;
+    if (bstart) bstart[0] = 0;
+    for (int k = 0; k < nt; k++) {
+        tab[k].off = off[k];
+        tab[k].n = n[k];
+        tab[k].decay = decay[k] ? 1u : 0u;
+        tab[k].pad_ = 0;
+        blocks += (n[k] + KN_ADAMW_MULTI_ELEMS - 1) / KN_ADAMW_MULTI_ELEMS;
+        if (blocks > (uint64_t)INT32_MAX) return (size_t)-1; /* gridDim.x's limit; bstart stays in uint32 */
+        bstart[k + 1] = (uint32_t)blocks;
+    }
+    return (size_t)blocks;
+}

@@ -16,6 +16,7 @@
 #define KN_CUDA_SIZE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,6 +56,58 @@ size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC);
 size_t kn_attention_backward_scratch_bytes(size_t B, size_t T, size_t NH);
 /* kn_sumsq_cuda over n floats: one double per KN_SUMSQ_CHUNK elements. */
 size_t kn_sumsq_scratch_bytes(size_t n);
+
+/* ---- multi-tensor AdamW (kn_adamw_multi_cuda): one launch over a table of tensors ----
+ * Each tensor k (n elements at element offset off of the parameter block)
+ * is cut into blocks of KN_ADAMW_MULTI_ELEMS elements (the last one short);
+ * the grid is the sum of the blocks, and block b works on the tensor whose
+ * half-open range [bstart[k], bstart[k+1]) holds b: bstart is the prefix sum
+ * of the block counts, bstart[0] = 0, bstart[nt] = the grid.  An empty
+ * tensor has no block (bstart[k] == bstart[k+1]).  The layout is computed
+ * on the host (kn_adamw_multi_layout) and uploaded once; the search and the
+ * element range below are the ones the kernel runs, so the CPU test
+ * (tests/test_adamw_multi_layout.c) checks the device's mapping. */
+#define KN_ADAMW_MULTI_ELEMS 4096 /* 256 threads x 16 elements */
+typedef struct {
+    uint64_t off;   /* first element in the parameter block */
+    uint64_t n;     /* elements (0: skipped) */
+    uint32_t decay; /* weight decay applies (tr_model_param_decay) */
+    uint32_t pad_;
+} kn_adamw_tensor;
+/* Bytes of the device table for nt tensors: nt entries, then nt + 1 block
+ * starts (uint32); one arena piece. */
+size_t kn_adamw_multi_table_bytes(size_t nt);
+/* Fills tab[0..nt) and bstart[0..nt] (host arrays) from off/n/decay and
+ * returns the grid (bstart[nt]); 0 with nothing to do; (size_t)-1 when the
+ * grid would not fit a launch (over 2^31 - 1 blocks) or nt < 0. */
+size_t kn_adamw_multi_layout(int nt, const size_t *off, const size_t *n, const int *decay, kn_adamw_tensor *tab,
+                             uint32_t *bstart);
+
+#if defined(__CUDACC__)
+#define KN_HD __host__ __device__ __forceinline__
+#else
+#define KN_HD static inline
+#endif
+/* The tensor of block b (b < bstart[nt]): the last k with bstart[k] <= b,
+ * by binary search; never an empty tensor (its successor starts at the same
+ * block, so it is not the last). */
+KN_HD int kn_adamw_multi_find(const uint32_t *bstart, int nt, uint32_t b) {
+    int lo = 0, hi = nt; /* invariant: bstart[lo] <= b < bstart[hi] */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (bstart[mid] <= b) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+/* The elements [*j0, *j1) of tensor k that block b covers (j relative to
+ * the tensor's offset). */
+KN_HD void kn_adamw_multi_range(const uint32_t *bstart, const kn_adamw_tensor *tab, int k, uint32_t b, uint64_t *j0,
+                                uint64_t *j1) {
+    uint64_t a = (uint64_t)(b - bstart[k]) * KN_ADAMW_MULTI_ELEMS, e = a + KN_ADAMW_MULTI_ELEMS;
+    *j0 = a;
+    *j1 = e < tab[k].n ? e : tab[k].n;
+}
 
 #ifdef __cplusplus
 }

@@ -102,22 +102,47 @@ extern "C" int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *do
 }
 
 /* ---- AdamW ---------------------------------------------------------------------------- */
+/* One element's update: the per-tensor and the multi-tensor kernel both
+ * call this, so their arithmetic (and its contraction into FMAs) is one
+ * expression and their results are bit-identical. */
+template <typename LP>
+__device__ __forceinline__ void adamw_elem(float *p, LP *plp, const float *g, float *m, float *v, size_t i, float lr,
+                                           float b1, float b2, float eps, float wd, int decay, float bc1, float bc2,
+                                           const float *gscale, float sc) {
+    float gi = gscale ? g[i] * sc : g[i];
+    float mi = b1 * m[i] + (1.0f - b1) * gi;
+    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    float pi = p[i];
+    if (decay) pi = pi - lr * wd * pi;
+    pi = pi - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    if (plp) kn_st(plp + i, pi);
+}
+
 template <typename LP>
 __global__ void adamw_kernel(float *p, LP *plp, const float *g, float *m, float *v, size_t n, float lr, float b1,
                              float b2, float eps, float wd, int decay, float bc1, float bc2, const float *gscale) {
     float sc = gscale ? *gscale : 1.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = gscale ? g[i] * sc : g[i];
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        float pi = p[i];
-        if (decay) pi = pi - lr * wd * pi;
-        pi = pi - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi;
-        if (plp) kn_st(plp + i, pi);
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        adamw_elem(p, plp, g, m, v, i, lr, b1, b2, eps, wd, decay, bc1, bc2, gscale, sc);
+}
+
+/* Block b: tensor k = kn_adamw_multi_find (kn_cuda_size.h), its elements
+ * [j0, j1) at offset tab[k].off of the whole block's p/plp/g/m/v. */
+template <typename LP>
+__global__ void adamw_multi_kernel(const kn_adamw_tensor *tab, const uint32_t *bstart, int nt, float *p, LP *plp,
+                                   const float *g, float *m, float *v, float lr, float b1, float b2, float eps,
+                                   float wd, float bc1, float bc2, const float *gscale) {
+    float sc = gscale ? *gscale : 1.0f;
+    int k = kn_adamw_multi_find(bstart, nt, blockIdx.x);
+    uint64_t j0, j1;
+    kn_adamw_multi_range(bstart, tab, k, blockIdx.x, &j0, &j1);
+    const size_t off = (size_t)tab[k].off;
+    const int decay = (int)tab[k].decay;
+    for (uint64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+        adamw_elem(p, plp, g, m, v, off + (size_t)j, lr, b1, b2, eps, wd, decay, bc1, bc2, gscale, sc);
 }
 
 extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads, float *m,
@@ -137,6 +162,28 @@ extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt
         adamw_kernel<<<g, 256, 0, s>>>(params, (float *)params_lp, grads, m, v, n, lr, beta1, beta2, eps, weight_decay,
                                        decay, bc1, bc2, grad_scale);
     KN_CUDA_LAUNCHED("adamw");
+    return KN_OK;
+}
+
+extern "C" int kn_adamw_multi_cuda(const kn_adamw_tensor *tab, const uint32_t *bstart, int nt, unsigned blocks,
+                                   float *params, void *params_lp, kn_dtype lp_dt, const float *grads, float *m,
+                                   float *v, float lr, float beta1, float beta2, float eps, float weight_decay, int t,
+                                   const float *grad_scale, kn_stream s) {
+    if (!tab || !bstart || nt < 1 || !params || !grads || !m || !v || t < 1 || blocks > (unsigned)INT32_MAX)
+        return KN_EINVAL;
+    if (blocks == 0) return KN_OK;
+    /* the same bias corrections, computed the same way, as kn_adamw_step_cuda */
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    if (lp_dt == KN_BF16)
+        adamw_multi_kernel<<<blocks, 256, 0, s>>>(tab, bstart, nt, params, (kn_bf16 *)params_lp, grads, m, v, lr, beta1,
+                                                  beta2, eps, weight_decay, bc1, bc2, grad_scale);
+    else if (lp_dt == KN_F16)
+        adamw_multi_kernel<<<blocks, 256, 0, s>>>(tab, bstart, nt, params, (kn_f16 *)params_lp, grads, m, v, lr, beta1,
+                                                  beta2, eps, weight_decay, bc1, bc2, grad_scale);
+    else
+        adamw_multi_kernel<<<blocks, 256, 0, s>>>(tab, bstart, nt, params, (float *)params_lp, grads, m, v, lr, beta1,
+                                                  beta2, eps, weight_decay, bc1, bc2, grad_scale);
+    KN_CUDA_LAUNCHED("adamw_multi");
     return KN_OK;
 }
 

@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     ao.items[0].bytes = tr_cuda_model_arena_bytes(&cfg, B, T, dt, 0, NULL);
     ao.items[0].where = "device";
     ao.items[1].name = "device input batch";
-    ao.items[1].bytes = (uint64_t)B * T * 16 + 4 * TR_CUDA_ALIGN;
+    ao.items[1].bytes = tr_cuda_input_arena_bytes(B, T);
     ao.items[1].where = "device";
     tr_cuda_arena arena;
     int rc = tr_cuda_arena_create(&arena, &ao);

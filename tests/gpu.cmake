@@ -41,3 +41,10 @@ endif()
 if(MKS_ENABLE_CUDA)
   mks_add_test(test_family_gpu SOURCES test_family_gpu.c LIBS tr LABELS cpu TIMEOUT 30)
 endif()
+# The GPU step as a whole (issue 31 item 3): device-summed loss, multi-tensor AdamW and CUDA graphs bit for bit
+# against the eager per-tensor path, GPT-2 and Llama, through the GPU session.
+if(MKS_ENABLE_CUDA)
+  mks_add_test(test_tr_cuda_step_gpu SOURCES test_tr_cuda_step_gpu.cu LIBS tr_cuda LABELS gpu TIMEOUT 300)
+  set_target_properties(test_tr_cuda_step_gpu PROPERTIES COMPILE_OPTIONS "" CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  target_compile_options(test_tr_cuda_step_gpu PRIVATE -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets)
+endif()

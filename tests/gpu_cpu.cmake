@@ -6,3 +6,7 @@
 #    kernels: 100 training steps of a small model, no step skipped.
 mks_add_test(test_cuda_msg SOURCES test_cuda_msg.c LIBS kn Threads::Threads LABELS cpu TIMEOUT 60)
 mks_add_test(test_fp16_scale SOURCES test_fp16_scale.c LIBS tr kn LABELS cpu TIMEOUT 300)
+# test_gpu_step: the host logic of the GPU step (train/gpu_step.h: switches,
+# target count, graph keys; kernels/kn_cuda_size.h: the multi-tensor AdamW
+# layout, every element covered once by the kernel's own block mapping).
+mks_add_test(test_gpu_step SOURCES test_gpu_step.c LIBS tr LABELS cpu TIMEOUT 60)

@@ -65,7 +65,7 @@ int main(void) {
     EXPECT(tr_cuda_arena_take(&a, 16, "after seal") == NULL);
     printf("sealed: %s\n", a.last_error);
 
-    /* two uploads through pinned buffers; the second reuses the device batch */
+    /* two uploads through pinned buffers, one into each device batch slot */
     tr_batch hb;
     memset(&hb, 0, sizeof hb);
     size_t n = (size_t)B * T;

@@ -42,6 +42,7 @@ extern "C" {
 #include "dist.h"
 #include "dp.h"
 #include "gpu_session.h"
+#include "gpu_step.h"
 #include "model.h"
 #include "tr.h"
 }
@@ -67,6 +68,7 @@ struct tr_backend {
     tr_dp_bucket *bk;
     int nbk, released, ovl_rc;
     char ovl_err[512];
+    int step_sync; /* MKS_GPU_STEP_SYNC=1 (train/gpu_step.h) */
 };
 
 /* Enqueue buckets [released, upto) on the NCCL stream, each after the
@@ -251,6 +253,7 @@ static int cuda_create(const tr_backend_args *a, tr_backend **out, char *err, si
         return TR_ERR_NOMEM;
     }
     b->mem.source = "cudaMemGetInfo";
+    b->step_sync = tr_gpu_step_sync_wanted();
     /* the family's GPU model (train/family.h gpu), at this recompute level */
     int crc = tr_gpu_model_check(a->mc, a->opts->recompute, err, errlen);
     if (crc) {
@@ -310,17 +313,30 @@ static int cuda_micro(tr_backend *b, tr_loader *ld, const tr_batch *bt, int doc_
     int j = bt->micro, n = bt->n_micro;
     int arm = b->nc && b->ovl_on && tr_dp_last_of_rank(j, n, b->W);
     if (arm) tr_gpu_set_grad_hook(b->g, on_ready, b);
-    /* upload, hand the buffer back, forward + backward (summed loss) */
-    int rc = tr_gpu_micro(b->g, ld, bt, doc_mask, loss_sum, n_targets, wait_s, err, errlen);
+    /* upload, hand the buffer back, forward + backward (summed loss). One
+     * GPU: the loss stays on the device (no wait here: the host queues the
+     * next micro-step while this one runs), reduce reads the step's sum once;
+     * data parallel: each micro-batch's loss is read (the exact fold of
+     * tr_dp_reduce_loss needs them one by one) */
+    int defer = !b->nc && !b->step_sync; /* MKS_GPU_STEP_SYNC=1: read each (the switch back) */
+    if (defer) *loss_sum = 0;
+    int rc = tr_gpu_micro(b->g, ld, bt, doc_mask, defer ? NULL : loss_sum, n_targets, wait_s, err, errlen);
     if (arm) tr_gpu_set_grad_hook(b->g, NULL, NULL);
     if (!rc && b->mloss && bt->micro >= 0 && bt->micro < b->nmloss) b->mloss[bt->micro] = *loss_sum;
     return rc;
 }
 
-/* Data parallel: gradient sums over NCCL, then the loss sums and target
- * counts over the host communicator (identical on every rank). */
+/* One GPU: the step's loss sum, summed on the device, read once (the
+ * target count was the host batches'). Data parallel: gradient sums over
+ * NCCL, then the loss sums and target counts over the host communicator
+ * (identical on every rank). */
 static int cuda_reduce(tr_backend *b, double *loss_sum, uint64_t *n_targets, char *err, size_t errlen) {
-    if (!b->nc) return TR_OK; /* one GPU */
+    if (!b->nc) {
+        if (b->step_sync) return TR_OK; /* each micro-batch's was read */
+        int rc = tr_gpu_step_loss(b->g, loss_sum, NULL);
+        if (rc) snprintf(err, errlen, "GPU forward/backward failed: %s", tr_gpu_last_error());
+        return rc;
+    }
     double t0 = mc_now_s();
     float *dg = NULL;
     size_t n = 0;
@@ -401,7 +417,7 @@ static tr_backend_ops make_ops(void) {
     o.set_state = cuda_set_state;
     o.zero_grad = cuda_zero_grad;
     o.micro = cuda_micro;
-    o.reduce = cuda_reduce; /* a no-op on one GPU; data parallel: NCCL all-reduce */
+    o.reduce = cuda_reduce; /* one GPU: the step's loss read once; data parallel: NCCL all-reduce */
     o.step = cuda_step;
     o.eval = cuda_eval;
     o.get_state = cuda_get_state;

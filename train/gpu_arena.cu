@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "gpu_arena.h"
+#include "gpu_step.h"
 }
 #include "kn_cuda_check.h" /* KN_CU_CHECK: call text, file:line, error name and text */
 
@@ -125,14 +126,36 @@ extern "C" void tr_cuda_pinned_free(void *p, void *user) {
 }
 
 /* ---- input upload ------------------------------------------------------------------------- */
+/* TR_CUDA_INPUT_SLOTS device batches used in turn: batch k+1 is copied into
+ * the other slot while the compute stream still reads batch k, so neither
+ * the copy nor the host's wait for it (before the pinned buffer goes back to
+ * the loader) waits for batch k's forward + backward. */
 struct tr_cuda_input {
     cudaStream_t copy, compute;
-    cudaEvent_t copied;   /* recorded on copy after the H2D copies */
-    cudaEvent_t consumed; /* recorded on compute after the batch's last use */
-    int consumed_recorded;
+    cudaEvent_t copied[TR_CUDA_INPUT_SLOTS];   /* recorded on copy after the slot's H2D copies */
+    cudaEvent_t consumed[TR_CUDA_INPUT_SLOTS]; /* recorded on compute after the slot's last use */
+    int consumed_recorded[TR_CUDA_INPUT_SLOTS];
+    int n_events; /* events created (destroy: only those) */
+    int nslots;   /* slots in use: TR_CUDA_INPUT_SLOTS, 1 with MKS_GPU_STEP_SYNC=1 (carved either way) */
+    int next;     /* slot of the next upload */
+    int last;     /* slot of the last upload (-1: none yet) */
     int max_rows, T;
-    tr_cuda_batch dev;
+    tr_cuda_batch dev[TR_CUDA_INPUT_SLOTS];
 };
+
+extern "C" size_t tr_cuda_input_arena_bytes(int max_rows, int T) {
+    if (max_rows <= 0 || T <= 0) return 0;
+    return (size_t)TR_CUDA_INPUT_SLOTS * ((size_t)max_rows * (size_t)T * 16 + 4 * TR_CUDA_ALIGN);
+}
+
+static void input_free(tr_cuda_input *in) {
+    for (int k = 0; k < in->n_events; k++) {
+        cudaEventDestroy(in->copied[k]);
+        cudaEventDestroy(in->consumed[k]);
+    }
+    if (in->copy) cudaStreamDestroy(in->copy);
+    free(in);
+}
 
 extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int max_rows, int T,
                                     tr_cuda_stream compute) {
@@ -140,20 +163,31 @@ extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int m
     tr_cuda_input *in = (tr_cuda_input *)calloc(1, sizeof *in);
     if (!in) return TR_ERR_NOMEM;
     size_t n = (size_t)max_rows * T;
-    in->dev.inputs = (uint32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: inputs");
-    in->dev.targets = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: targets");
-    in->dev.pos = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: pos");
-    in->dev.seg = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: seg");
-    if (!in->dev.inputs || !in->dev.targets || !in->dev.pos || !in->dev.seg) {
-        free(in);
-        return TR_ERR_NOMEM;
+    for (int k = 0; k < TR_CUDA_INPUT_SLOTS; k++) {
+        tr_cuda_batch *d = &in->dev[k];
+        d->inputs = (uint32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: inputs");
+        d->targets = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: targets");
+        d->pos = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: pos");
+        d->seg = (int32_t *)tr_cuda_arena_take(a, n * 4, "device input batch: seg");
+        d->slot = k;
+        if (!d->inputs || !d->targets || !d->pos || !d->seg) {
+            free(in);
+            return TR_ERR_NOMEM;
+        }
     }
     KN_CU_CHECK(cudaStreamCreateWithFlags(&in->copy, cudaStreamNonBlocking), free(in); return TR_ERR_NODEVICE);
-    KN_CU_CHECK(cudaEventCreateWithFlags(&in->copied, cudaEventDisableTiming), free(in); return TR_ERR_NODEVICE);
-    KN_CU_CHECK(cudaEventCreateWithFlags(&in->consumed, cudaEventDisableTiming), free(in); return TR_ERR_NODEVICE);
+    for (int k = 0; k < TR_CUDA_INPUT_SLOTS; k++) {
+        KN_CU_CHECK(cudaEventCreateWithFlags(&in->copied[k], cudaEventDisableTiming), input_free(in);
+                    return TR_ERR_NODEVICE);
+        KN_CU_CHECK(cudaEventCreateWithFlags(&in->consumed[k], cudaEventDisableTiming), cudaEventDestroy(in->copied[k]);
+                    input_free(in); return TR_ERR_NODEVICE);
+        in->n_events = k + 1;
+    }
     in->compute = (cudaStream_t)compute;
     in->max_rows = max_rows;
     in->T = T;
+    in->last = -1;
+    in->nslots = tr_gpu_step_sync_wanted() ? 1 : TR_CUDA_INPUT_SLOTS;
     *out = in;
     return TR_OK;
 }
@@ -161,17 +195,22 @@ extern "C" int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int m
 extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cuda_batch *dev) {
     if (!in || !b || b->rows <= 0 || b->rows > in->max_rows || b->T != in->T) return TR_ERR_ARG;
     size_t bytes = (size_t)b->rows * b->T * 4;
-    /* the device batch is reused: wait until compute released the previous one */
-    if (in->consumed_recorded) CUR(cudaStreamWaitEvent(in->copy, in->consumed, 0), TR_ERR_NODEVICE);
-    CUR(cudaMemcpyAsync(in->dev.inputs, b->inputs, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
-    CUR(cudaMemcpyAsync(in->dev.targets, b->targets, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
-    CUR(cudaMemcpyAsync(in->dev.pos, b->pos, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
-    CUR(cudaMemcpyAsync(in->dev.seg, b->seg, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
-    CUR(cudaEventRecord(in->copied, in->copy), TR_ERR_NODEVICE);
-    CUR(cudaStreamWaitEvent(in->compute, in->copied, 0), TR_ERR_NODEVICE);
-    in->consumed_recorded = 0;
+    int k = in->next;
+    const tr_cuda_batch *d = &in->dev[k];
+    /* the slot is reused: wait until compute released the batch it held
+     * (two uploads ago; the last one's is in the other slot) */
+    if (in->consumed_recorded[k]) CUR(cudaStreamWaitEvent(in->copy, in->consumed[k], 0), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(d->inputs, b->inputs, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(d->targets, b->targets, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(d->pos, b->pos, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaMemcpyAsync(d->seg, b->seg, bytes, cudaMemcpyHostToDevice, in->copy), TR_ERR_NODEVICE);
+    CUR(cudaEventRecord(in->copied[k], in->copy), TR_ERR_NODEVICE);
+    CUR(cudaStreamWaitEvent(in->compute, in->copied[k], 0), TR_ERR_NODEVICE);
+    in->consumed_recorded[k] = 0;
+    in->last = k;
+    in->next = (k + 1) % in->nslots;
     if (dev) {
-        *dev = in->dev;
+        *dev = *d;
         dev->rows = b->rows;
         dev->T = b->T;
     }
@@ -179,9 +218,9 @@ extern "C" int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cud
 }
 
 extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s) {
-    if (!in) return TR_ERR_ARG;
+    if (!in || in->last < 0) return TR_ERR_ARG;
     double t0 = mc_now_s();
-    cudaError_t e = cudaEventSynchronize(in->copied);
+    cudaError_t e = cudaEventSynchronize(in->copied[in->last]);
     if (wait_s) *wait_s = mc_now_s() - t0;
     if (e != cudaSuccess) {
         kn_cuda_record("CUDA", "cudaEventSynchronize(in->copied)", __FILE__, __LINE__, (int)e, cudaGetErrorName(e),
@@ -193,17 +232,14 @@ extern "C" int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s) {
 }
 
 extern "C" int tr_cuda_input_consumed(tr_cuda_input *in) {
-    if (!in) return TR_ERR_ARG;
-    CUR(cudaEventRecord(in->consumed, in->compute), TR_ERR_NODEVICE);
-    in->consumed_recorded = 1;
+    if (!in || in->last < 0) return TR_ERR_ARG;
+    CUR(cudaEventRecord(in->consumed[in->last], in->compute), TR_ERR_NODEVICE);
+    in->consumed_recorded[in->last] = 1;
     return TR_OK;
 }
 
 extern "C" void tr_cuda_input_destroy(tr_cuda_input *in) {
     if (!in) return;
     cudaStreamSynchronize(in->copy);
-    cudaEventDestroy(in->copied);
-    cudaEventDestroy(in->consumed);
-    cudaStreamDestroy(in->copy);
-    free(in);
+    input_free(in);
 }

@@ -74,22 +74,33 @@ typedef struct {
     int32_t *pos;     /* [rows*T] */
     int32_t *seg;     /* [rows*T] document ids (attention mask) */
     int rows, T;
+    int slot; /* which of the TR_CUDA_INPUT_SLOTS device batches */
 } tr_cuda_batch;
 
 typedef struct tr_cuda_input tr_cuda_input;
-/* The device batch (rows*T*16 bytes, the plan's "device input batch" line)
- * is taken from the arena; the copy stream and events are created here
- * (before the arena is sealed; they hold no arena memory). */
+/* Device batches used in turn (double buffering): the next batch's copy
+ * overlaps the current batch's compute. */
+#define TR_CUDA_INPUT_SLOTS 2
+/* Arena bytes the uploader takes for micro-batches up to max_rows x T:
+ * TR_CUDA_INPUT_SLOTS x (rows*T*16 + four pieces' alignment); the plan's
+ * "device input batch" line counts the same 32 bytes per token. */
+size_t tr_cuda_input_arena_bytes(int max_rows, int T);
+/* The device batches (tr_cuda_input_arena_bytes) are taken from the arena;
+ * the copy stream and events are created here (before the arena is sealed;
+ * they hold no arena memory). */
 int tr_cuda_input_create(tr_cuda_input **out, tr_cuda_arena *a, int max_rows, int T, tr_cuda_stream compute);
-/* Enqueue the copy of host batch b (pinned) into the device batch: the copy
- * stream first waits until the compute stream has released the previous
- * batch (tr_cuda_input_consumed), then copies, then the compute stream is
- * made to wait for the copy.  Returns at once (nothing synchronised). */
+/* Enqueue the copy of host batch b (pinned) into the next device batch
+ * slot: the copy stream first waits until the compute stream has released
+ * what that slot held (tr_cuda_input_consumed, two uploads ago), then
+ * copies, then the compute stream is made to wait for the copy.  Returns at
+ * once (nothing synchronised). */
 int tr_cuda_input_upload(tr_cuda_input *in, const tr_batch *b, tr_cuda_batch *dev);
 /* Blocks until the last upload's copy has completed: then its host buffer
- * may go back to the loader (tr_loader_release).  *wait_s: seconds waited. */
+ * may go back to the loader (tr_loader_release).  *wait_s: seconds waited.
+ * The copy waits only for the compute two uploads back, so this does not
+ * wait for the micro-step still running. */
 int tr_cuda_input_host_done(tr_cuda_input *in, double *wait_s);
-/* Recorded on the compute stream after the step's last use of the batch. */
+/* Recorded on the compute stream after the last use of the last upload's batch. */
 int tr_cuda_input_consumed(tr_cuda_input *in);
 void tr_cuda_input_destroy(tr_cuda_input *in);
 

@@ -4,7 +4,8 @@
  * error macros, the parameter block (fp32 master weights, fp32 gradients, the
  * optimizer's state, the 16-bit compute copy and the step's small buffers)
  * with its zeroing, init fill, loss read-back and the clipped, loss-scaled
- * optimizer step over a tensor table.  Internal to library tr_cuda
+ * optimizer step over a tensor table (one launch per tensor, or one launch
+ * over the table: MKS_ADAMW_MULTI=1, train/gpu_step.h).  Internal to library tr_cuda
  * (included by .cu files only); every function keeps the arithmetic the
  * GPT-2 model had before the split (same kernels, same order). */
 #ifndef TR_GPU_COMMON_CUH
@@ -14,9 +15,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "gpu_arena.h"
+#include "gpu_step.h"
 #include "kn_cuda.h"
 #include "optim.h"
 #include "tr.h"
@@ -68,9 +71,17 @@ struct tr_gpu_params {
     void *wc;                        /* compute weights: == master (fp32) or the 16-bit copy */
     void *scratch;                   /* the model's kernel scratch (sumsq uses it too) */
     size_t scratch_bytes;
-    double *lossacc; /* [0] loss sum, [1] target count (as double) */
+    /* [0] loss sum, [1] target count (as double) of the last forward; [2],
+     * [3] the same summed over the micro-batches since zero_grad (the step's
+     * logged loss, read once per optimizer step: tr_gpu_params_read_step_loss) */
+    double *lossacc;
     double *sumsq;
     float *clip_scale, *gnorm;
+    int nt;             /* tensors the optimizer step walks (set by the model before carving) */
+    int multi;          /* 1: one launch over mt_table (opt->step_cuda_multi; MKS_ADAMW_MULTI=1) */
+    void *mt_table;     /* kn_adamw_multi_table_bytes(nt): the step's tensor table, device */
+    unsigned mt_blocks; /* its grid */
+    int mt_ready;       /* uploaded (once, at the first multi step) */
 };
 
 /* The optimizer and dtype checks every model's init_shape starts with. */
@@ -80,6 +91,7 @@ static inline int tr_gpu_params_init(tr_gpu_params *p, kn_dtype dt, const tr_opt
     if (dt != KN_F32 && dt != KN_BF16 && dt != KN_F16) return TR_ERR_ARG;
     p->dt = dt;
     p->esz = kn_dtype_size(dt);
+    p->multi = p->opt->step_cuda_multi && tr_gpu_adamw_multi_wanted();
     return TR_OK;
 }
 
@@ -97,18 +109,24 @@ static inline void tr_gpu_params_carve(tr_gpu_params *p, tr_gpu_carver *cv) {
 }
 
 /* The last pieces of every model's carve: scratch (bytes set), cuBLASLt
- * workspace (*ws), the loss and norm accumulators. */
+ * workspace (*ws), the loss and norm accumulators, the optimizer's tensor
+ * table (nt set; carved whatever the switch says, so the plan does not
+ * depend on the environment). The planners count these pieces with
+ * tr_gpu_tail_small_bytes / TR_GPU_TAIL_SMALL_PIECES (gpu_step.h). */
 static inline void tr_gpu_params_carve_tail(tr_gpu_params *p, tr_gpu_carver *cv, void **ws) {
     p->scratch = cv->take(p->scratch_bytes, "kernel scratch");
     *ws = cv->take(KN_CUBLASLT_WORKSPACE, "cuBLASLt workspace");
-    p->lossacc = (double *)cv->take(2 * sizeof(double), "loss sum");
+    p->lossacc = (double *)cv->take(4 * sizeof(double), "loss sums (forward, step)");
     p->sumsq = (double *)cv->take(sizeof(double), "grad sumsq");
     p->clip_scale = (float *)cv->take(sizeof(float), "clip scale");
     p->gnorm = (float *)cv->take(sizeof(float), "grad norm");
+    p->mt_table = cv->take(kn_adamw_multi_table_bytes((size_t)(p->nt > 0 ? p->nt : 0)), "optimizer tensor table");
 }
 
+/* Zero the gradients and the step's loss sums ([2], [3]). */
 static inline int tr_gpu_params_zero_grad(tr_gpu_params *p) {
     CU(cudaMemsetAsync(p->grads, 0, p->P * 4, p->s));
+    CU(cudaMemsetAsync(p->lossacc + 2, 0, 2 * sizeof(double), p->s));
     return TR_OK;
 }
 
@@ -117,6 +135,7 @@ static inline int tr_gpu_params_zero_grad(tr_gpu_params *p) {
 static inline int tr_gpu_params_reset(tr_gpu_params *p) {
     if (p->dt != KN_F32) KC(kn_cast_cuda(p->wc, p->dt, p->master, KN_F32, p->P, p->s));
     CU(cudaMemsetAsync(p->grads, 0, p->P * 4, p->s));
+    CU(cudaMemsetAsync(p->lossacc, 0, 4 * sizeof(double), p->s));
     for (int k = 0; k < p->opt->n_state; k++)
         CU(cudaMemsetAsync(p->state[k], 0, p->P * (size_t)p->opt->state_bytes, p->s));
     CU(cudaStreamSynchronize(p->s));
@@ -138,7 +157,10 @@ static __global__ void tr_gpu_fill_kernel(float *p, size_t n, uint64_t seed, flo
     }
 }
 
-/* loss sum over target tokens, fixed order (one block of 1024) */
+/* loss sum over target tokens, fixed order (one block of 1024): out[0], [1]
+ * this forward's; added to out[2], [3], the step's (zeroed by zero_grad), so
+ * the step's sum is 0 + l0 + l1 + ... in micro-batch order, the same double
+ * additions the trainer made on the host when it read each micro-batch */
 static __global__ void tr_gpu_loss_sum_kernel(double *out, const float *losses, const int32_t *targets, int N) {
     __shared__ double s[1024], k[1024];
     double a = 0, n = 0;
@@ -160,6 +182,8 @@ static __global__ void tr_gpu_loss_sum_kernel(double *out, const float *losses, 
     if (threadIdx.x == 0) {
         out[0] = s[0];
         out[1] = k[0];
+        out[2] += s[0];
+        out[3] += k[0];
     }
 }
 
@@ -169,7 +193,7 @@ static inline int tr_gpu_params_loss_sum(tr_gpu_params *p, const float *losses, 
     return TR_OK;
 }
 
-/* The micro-batch's loss sum and target count (host, either may be NULL:
+/* The last forward's loss sum and target count (host, either may be NULL:
  * then nothing waits). */
 static inline int tr_gpu_params_read_loss(tr_gpu_params *p, double *loss_sum, uint64_t *n_targets) {
     if (!loss_sum && !n_targets) return TR_OK;
@@ -181,7 +205,21 @@ static inline int tr_gpu_params_read_loss(tr_gpu_params *p, double *loss_sum, ui
     return TR_OK;
 }
 
-/* factor = clip(unscaled norm) / loss_scale; norm = unscaled norm */
+/* The loss sum and target count of every forward since zero_grad (one wait
+ * for the device; either may be NULL). */
+static inline int tr_gpu_params_read_step_loss(tr_gpu_params *p, double *loss_sum, uint64_t *n_targets) {
+    if (!loss_sum && !n_targets) return TR_OK;
+    double h[2];
+    CU(cudaMemcpyAsync(h, p->lossacc + 2, sizeof h, cudaMemcpyDeviceToHost, p->s));
+    CU(cudaStreamSynchronize(p->s));
+    if (loss_sum) *loss_sum = h[0];
+    if (n_targets) *n_targets = (uint64_t)h[1];
+    return TR_OK;
+}
+
+/* factor = clip(unscaled norm) / loss_scale; norm = unscaled norm.
+ * tr_gpu_params_step_scaled computes the same norm on the host from the
+ * sumsq it reads (tr_gpu_scaled_norm): keep the two expressions equal. */
 static __global__ void tr_gpu_scaled_clip_kernel(float *factor, float *norm_out, const double *sumsq, float max_norm,
                                                  float inv_ls) {
     float norm = (float)(sqrt(*sumsq) * (double)inv_ls);
@@ -190,11 +228,60 @@ static __global__ void tr_gpu_scaled_clip_kernel(float *factor, float *norm_out,
     *factor = clip * inv_ls;
 }
 
+/* The unscaled norm exactly as tr_gpu_scaled_clip_kernel computes it (IEEE
+ * double sqrt and product on both sides, then one rounding to float). */
+static inline float tr_gpu_scaled_norm(double sumsq, float inv_ls) { return (float)(sqrt(sumsq) * (double)inv_ls); }
+
+/* The multi-tensor step's table from the model's tensor(): built on the
+ * host (kn_adamw_multi_layout, plain C) and copied into the arena piece
+ * once. The copy is ordered on p->s before the step's launch. */
+template <typename F> static int tr_gpu_params_mt_upload(tr_gpu_params *p, int nt, F tensor) {
+    if (nt != p->nt || nt < 1) {
+        kn_cuda_set_error("multi-tensor step: %d tensors, the table was carved for %d", nt, p->nt);
+        return TR_ERR_INTERNAL;
+    }
+    /* one host buffer: the table as uploaded (bytes), then, 8-aligned, the
+     * tensors' offsets and counts (size_t) and decay flags (int) */
+    size_t bytes = kn_adamw_multi_table_bytes((size_t)nt), at = (bytes + 7) & ~(size_t)7;
+    char *host = (char *)malloc(at + (size_t)nt * (2 * sizeof(size_t) + sizeof(int)));
+    if (!host) return TR_ERR_NOMEM;
+    kn_adamw_tensor *tab = (kn_adamw_tensor *)(void *)host;
+    uint32_t *bstart = (uint32_t *)(void *)(tab + nt);
+    size_t *offs = (size_t *)(void *)(host + at), *ns = offs + nt;
+    int *decay = (int *)(void *)(ns + nt);
+    for (int i = 0; i < nt; i++) tensor(i, &offs[i], &ns[i], &decay[i]);
+    size_t blocks = kn_adamw_multi_layout(nt, offs, ns, decay, tab, bstart);
+    int rc = TR_OK;
+    if (blocks == (size_t)-1) {
+        kn_cuda_set_error("multi-tensor step: %d tensors need more blocks than one launch has", nt);
+        rc = TR_ERR_ARG;
+    } else {
+        /* pageable source: cudaMemcpyAsync returns once it is staged, so
+         * the buffer may be freed right after */
+        KN_CU_CHECK(cudaMemcpyAsync(p->mt_table, host, bytes, cudaMemcpyHostToDevice, p->s), rc = TR_ERR_NODEVICE);
+    }
+    free(host);
+    if (rc != TR_OK) return rc;
+    p->mt_blocks = (unsigned)blocks;
+    p->mt_ready = 1;
+    return TR_OK;
+}
+
 /* The optimizer's GPU step over tensor i = 0 .. nt-1 of the device layout,
  * where tensor(i, &off, &n, &decay) says where each lives (n 0: skipped),
- * the gradient scaled by the factor in p->clip_scale. */
+ * the gradient scaled by the factor in p->clip_scale: one launch over the
+ * table (p->multi) or one per tensor. */
 template <typename F>
 static int tr_gpu_params_optim(tr_gpu_params *p, const tr_optim_hparams *h, int t, int nt, F tensor) {
+    if (p->multi) {
+        if (!p->mt_ready) {
+            int rc = tr_gpu_params_mt_upload(p, nt, tensor);
+            if (rc != TR_OK) return rc;
+        }
+        KC(p->opt->step_cuda_multi(h, t, p->mt_table, nt, p->mt_blocks, p->master, p->dt == KN_F32 ? nullptr : p->wc,
+                                   (int)p->dt, p->grads, p->state, p->clip_scale, (void *)p->s));
+        return TR_OK;
+    }
     for (int i = 0; i < nt; i++) {
         size_t off = 0, n = 0;
         int decay = 0;
@@ -234,10 +321,15 @@ static int tr_gpu_params_step_scaled(tr_gpu_params *p, const tr_optim_hparams *h
         if (norm_out) *norm_out = NAN;
         return TR_OK; /* no update: parameters and optimizer state untouched */
     }
-    tr_gpu_scaled_clip_kernel<<<1, 1, 0, p->s>>>(p->clip_scale, p->gnorm, p->sumsq, max_norm, 1.0f / loss_scale);
+    const float inv_ls = 1.0f / loss_scale;
+    tr_gpu_scaled_clip_kernel<<<1, 1, 0, p->s>>>(p->clip_scale, p->gnorm, p->sumsq, max_norm, inv_ls);
     LAUNCHED("scaled_clip");
     int rc = tr_gpu_params_optim(p, h, t, nt, tensor);
-    return rc == TR_OK ? tr_gpu_params_norm_out(p, norm_out) : rc;
+    /* the norm from the sumsq already read, the kernel's expression: no
+     * second wait, so the update runs while the host goes on to the next
+     * step (the logged scalars are the one read per optimizer step) */
+    if (rc == TR_OK && norm_out) *norm_out = tr_gpu_scaled_norm(ss, inv_ls);
+    return rc;
 }
 
 /* Clip (max_norm > 0) then step, gradients of the loss itself. */

@@ -57,6 +57,11 @@ typedef struct tr_gpu_model_ops {
     /* as tr_cuda_model_step_scaled */
     int (*step_scaled)(void *m, const tr_optim_hparams *h, int t, float max_norm, float loss_scale, float *norm_out,
                        int *skipped);
+    /* The loss sum and target count of every fwd_bwd since zero_grad
+     * (waits for the device): the session reads the step's logged loss once
+     * per optimizer step instead of once per micro-batch. NULL: the session
+     * reads each micro-batch's (fwd_bwd's loss_sum). */
+    int (*step_loss)(void *m, double *loss_sum, uint64_t *n_targets);
 } tr_gpu_model_ops;
 
 extern const tr_gpu_model_ops tr_gpu_model_gpt2, tr_gpu_model_llama;

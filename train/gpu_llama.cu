@@ -114,6 +114,7 @@ static int build_table(tr_cuda_llama *m) {
     }
 #undef T_ADD
     m->nt = k;
+    m->p.nt = k; /* the optimizer's tensor table (gpu_common.cuh) */
     m->p.P = dev;
     return cpu == dev ? TR_OK : TR_ERR_ARG; /* the same parameters in either order */
 }
@@ -551,8 +552,12 @@ static int ll_step_scaled(void *m, const tr_optim_hparams *h, int t, float max_n
     return tr_cuda_llama_step_scaled((tr_cuda_llama *)m, h, t, max_norm, loss_scale, norm_out, skipped);
 }
 
+static int ll_step_loss(void *m, double *loss_sum, uint64_t *n_targets) {
+    return tr_gpu_params_read_step_loss(&((tr_cuda_llama *)m)->p, loss_sum, n_targets);
+}
+
 /* one readiness group (family_llama.c): no hook, the reduce waits for the backward */
 extern "C" const tr_gpu_model_ops tr_gpu_model_llama = {
     "llama",      0,        ll_arena_bytes, ll_create,  ll_destroy,     ll_set_state, ll_get,
-    ll_zero_grad, ll_grads, NULL,           ll_fwd_bwd, ll_step_scaled,
+    ll_zero_grad, ll_grads, NULL,           ll_fwd_bwd, ll_step_scaled, ll_step_loss,
 };

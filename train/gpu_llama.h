@@ -110,6 +110,8 @@ int tr_llama_gpu_plan_rows(const tr_llama_config *c, int B, int T, int esz, cons
 /* Parameters of the config (tr_llama's count) and the kernel scratch the
  * model carves for (B, T): the largest backward op's, from kn_cuda_size.h. */
 size_t tr_llama_gpu_param_count(const tr_llama_config *c);
+/* Tensors of the GPU model's table (the optimizer's step walks them). */
+size_t tr_llama_gpu_tensor_count(const tr_llama_config *c);
 size_t tr_llama_gpu_scratch_bytes(const tr_llama_config *c, size_t B, size_t T);
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "gpu_llama.h"
+#include "gpu_step.h"
 #include "gpu_lmhead.h"
 #include "kn_cuda_size.h"
 
@@ -30,6 +31,11 @@ size_t tr_llama_gpu_param_count(const tr_llama_config *c) {
            V = (size_t)c->vocab, RS = C + 2 * KVd;
     size_t layer = RS * C + (c->qkv_bias ? RS : 0) + C * C + 3 * F * C + 2 * C;
     return V * C * (c->tied ? 1 : 2) + (size_t)c->n_layer * layer + C;
+}
+
+size_t tr_llama_gpu_tensor_count(const tr_llama_config *c) {
+    /* embeddings; per layer q, k, v (+ their biases), o, gate, up, down, two norms; the final norm; an untied head */
+    return 1 + (size_t)c->n_layer * (c->qkv_bias ? 12 : 9) + 1 + (c->tied ? 0 : 1);
 }
 
 size_t tr_llama_gpu_scratch_bytes(const tr_llama_config *c, size_t B, size_t T) {
@@ -78,8 +84,9 @@ int tr_llama_gpu_plan_rows(const tr_llama_config *c, int B, int T, int esz, cons
     ROW("rotary cos/sin table + inverse frequencies", (uint64_t)c->max_seq * hd * 4 + hd / 2 * 4, 0, 2);
     ROW("kernel scratch (largest backward op)", tr_llama_gpu_scratch_bytes(c, (size_t)B, (size_t)T), 0, 1);
     ROW("cuBLAS workspace", KN_CUBLASLT_WORKSPACE, 0, 1);
-    pieces += 4; /* loss sum (2 doubles), grad sumsq (double), clip scale, grad norm (floats) */
-    ROW("small buffers + arena alignment", 2 * 8 + 8 + 4 + 4 + (uint64_t)pieces * TR_CUDA_ALIGN, 0, 0);
+    pieces += TR_GPU_TAIL_SMALL_PIECES; /* loss sums, grad sumsq, clip scale, grad norm, optimizer tensor table */
+    ROW("small buffers + arena alignment",
+        tr_gpu_tail_small_bytes(tr_llama_gpu_tensor_count(c)) + (uint64_t)pieces * TR_CUDA_ALIGN, 0, 0);
 #undef ROW
     return n;
 }

@@ -91,6 +91,7 @@ static int init_shape(tr_cuda_model *m, const tr_model_config *c, int B, int T, 
         off += m->sizes[i];
     }
     m->p.P = off;
+    m->p.nt = TR_NUM_PARAM_TENSORS; /* the optimizer's tensor table (gpu_common.cuh) */
     return TR_OK;
 }
 
@@ -483,7 +484,11 @@ static int g2_step_scaled(void *m, const tr_optim_hparams *h, int t, float max_n
     return tr_cuda_model_step_scaled((tr_cuda_model *)m, h, t, max_norm, loss_scale, norm_out, skipped);
 }
 
+static int g2_step_loss(void *m, double *loss_sum, uint64_t *n_targets) {
+    return tr_gpu_params_read_step_loss(&((tr_cuda_model *)m)->p, loss_sum, n_targets);
+}
+
 extern "C" const tr_gpu_model_ops tr_gpu_model_gpt2 = {
-    "gpt2", TR_GPU_RECOMPUTE_MAX, g2_arena_bytes, g2_create,        g2_destroy, g2_set_state,
-    g2_get, g2_zero_grad,         g2_grads,       g2_set_grad_hook, g2_fwd_bwd, g2_step_scaled,
+    "gpt2",   TR_GPU_RECOMPUTE_MAX, g2_arena_bytes, g2_create,      g2_destroy,   g2_set_state, g2_get, g2_zero_grad,
+    g2_grads, g2_set_grad_hook,     g2_fwd_bwd,     g2_step_scaled, g2_step_loss,
 };

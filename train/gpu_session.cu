@@ -2,7 +2,15 @@
  * tests/bench_train_gpu.cu behind a small C interface, which the CUDA
  * backend (train/backend_cuda.cu) adapts to train/backend.h.  The model is
  * the configuration's family's GPU model (train/family.h gpu, a
- * train/gpu_family.h table): nothing here knows a family. */
+ * train/gpu_family.h table): nothing here knows a family.
+ *
+ * The micro-step (issue 31 item 3): no host wait for the device in it (the
+ * step's loss is summed on the device and read once per optimizer step,
+ * tr_gpu_step_loss; the target count comes from the host batch), the next
+ * batch's copy overlaps the current compute (two device batches,
+ * gpu_arena.h), and with MKS_CUDA_GRAPH=1 the forward + backward is a CUDA
+ * graph captured once per (rows, T, doc mask, device batch, dloss factor)
+ * and replayed (train/gpu_step.h). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +24,7 @@ extern "C" {
 #include "gpu_family.h"
 #include "gpu_model.h"
 #include "gpu_session.h"
+#include "gpu_step.h"
 }
 #include "kn_cuda_check.h" /* KN_CU_CHECK, kn_cuda_err.h */
 
@@ -31,6 +40,17 @@ struct tr_gpu {
     int micro_tokens; /* B x T: the fp16 dloss divisor (gpu_model.h) */
     tr_loss_scaler scaler;
     uint64_t opt_step; /* optimiser steps taken (t of the next step - 1) */
+    /* the step's loss when the model cannot sum it on the device
+     * (mo->step_loss NULL): each micro-batch's, read and added here */
+    double host_loss;
+    uint64_t host_targets;
+    int hook_armed; /* a gradient hook is set: no graphs (host callbacks mid-backward) */
+    /* MKS_CUDA_GRAPH=1: captured micro-steps, keyed by what they depend on */
+    int graph_on;
+    int n_graphs, graph_evict;
+    tr_gpu_graph_key gkey[TR_GPU_GRAPHS];
+    cudaGraphExec_t gexec[TR_GPU_GRAPHS];
+    uint64_t gcount[3]; /* captures, replays, in-place updates */
 };
 
 static kn_dtype dtype_of(tr_precision p) { return p == TR_FP32 ? KN_F32 : (p == TR_FP16 ? KN_F16 : KN_BF16); }
@@ -98,7 +118,7 @@ extern "C" int tr_gpu_select(int device, char *why, size_t why_len) {
     return TR_OK;
 }
 
-static uint64_t input_bytes(int B, int T) { return (uint64_t)B * (uint64_t)T * 16 + 4 * TR_CUDA_ALIGN; }
+static uint64_t input_bytes(int B, int T) { return (uint64_t)tr_cuda_input_arena_bytes(B, T); }
 
 /* The GPU model of c's family; NULL (why says so) when it has none. */
 static const tr_gpu_model_ops *model_ops(const tr_model_config *c, char *why, size_t whylen) {
@@ -128,9 +148,16 @@ extern "C" uint64_t tr_gpu_arena_need(const tr_model_config *c, int B, int T, tr
     return mb ? (uint64_t)mb + input_bytes(B, T) : 0;
 }
 
+static void graphs_drop(tr_gpu *g) {
+    for (int i = 0; i < g->n_graphs; i++)
+        if (g->gexec[i]) cudaGraphExecDestroy(g->gexec[i]);
+    g->n_graphs = 0;
+}
+
 extern "C" void tr_gpu_close(tr_gpu *g) {
     if (!g) return;
     if (g->s) cudaStreamSynchronize(g->s);
+    graphs_drop(g);
     if (g->in) tr_cuda_input_destroy(g->in);
     if (g->m) g->mo->destroy(g->m);
     if (g->arena_ok) tr_cuda_arena_destroy(&g->arena);
@@ -205,6 +232,7 @@ extern "C" int tr_gpu_open(tr_gpu **out, const tr_model_config *c, int B, int T,
         return rc;
     }
     tr_cuda_arena_seal(&g->arena); /* nothing is allocated on the device after this */
+    g->graph_on = tr_gpu_graph_wanted(kn_cuda_sync_debug(), 0) && mo->step_loss;
     if (host_params && (rc = mo->set_state(g->m, host_params, NULL)) != TR_OK) {
         snprintf(err, errlen, "cannot copy the parameters to the GPU: %s", cuda_msg());
         tr_gpu_close(g);
@@ -222,6 +250,8 @@ extern "C" void tr_gpu_loader_hooks(tr_loader_opts *lo) {
 
 extern "C" int tr_gpu_zero_grad(tr_gpu *g) {
     kn_cuda_clear_error();
+    g->host_loss = 0;
+    g->host_targets = 0;
     return g->mo->zero_grad(g->m);
 }
 
@@ -232,6 +262,108 @@ static float dloss_factor(const tr_gpu *g) {
     return g->dt == KN_F16 ? tr_loss_scaler_dloss(&g->scaler, g->micro_tokens) : 1.0f;
 }
 
+/* A failed capture: leave capture mode, drop what it recorded, clear the
+ * errors it raised; graphs stay off for the session (one warning). */
+static void graph_give_up(tr_gpu *g, const char *why) {
+    char msg[KN_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", cuda_msg()); /* the first error recorded, before it is cleared */
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(g->s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t junk = NULL;
+        if (cudaStreamEndCapture(g->s, &junk) == cudaSuccess && junk) cudaGraphDestroy(junk);
+    }
+    (void)cudaGetLastError();
+    kn_cuda_clear_error();
+    fprintf(stderr,
+            "warning: MKS_CUDA_GRAPH: capturing the micro-step failed (%s: %s); running it eagerly from now on\n", why,
+            msg);
+    g->graph_on = 0;
+}
+
+/* The micro-step's forward + backward as a graph: replay the one captured
+ * for this key, or capture it (a new entry; or, when only the dloss factor
+ * changed, the entry of the same shape updated in place). TR_OK when the
+ * graph was launched; 1 when graphs are off now (the caller runs it
+ * eagerly); a negative tr_err when the launch itself failed. */
+static int micro_graph(tr_gpu *g, int rows, int T, const tr_cuda_batch *dev, const int32_t *doc, float factor) {
+    tr_gpu_graph_key k;
+    memset(&k, 0, sizeof k);
+    k.rows = rows;
+    k.T = T;
+    k.doc = doc != NULL;
+    k.inputs = dev->inputs;
+    memcpy(&k.factor_bits, &factor, sizeof factor);
+    int exact = 0, i = tr_gpu_graph_find(g->gkey, g->n_graphs, &k, &exact);
+    if (i < 0 || !exact) {
+        cudaGraph_t gr = NULL;
+        cudaError_t e = cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal);
+        if (e != cudaSuccess) {
+            graph_give_up(g, "cudaStreamBeginCapture");
+            return 1;
+        }
+        /* loss pointers NULL: nothing is read back (a wait is illegal while capturing) */
+        int rc = g->mo->fwd_bwd(g->m, rows, T, dev->inputs, dev->targets, dev->pos, doc, factor, NULL, NULL);
+        if (rc != TR_OK) {
+            graph_give_up(g, "the model's forward/backward under capture");
+            return 1;
+        }
+        e = cudaStreamEndCapture(g->s, &gr);
+        if (e != cudaSuccess || !gr) {
+            if (gr) cudaGraphDestroy(gr);
+            graph_give_up(g, "cudaStreamEndCapture");
+            return 1;
+        }
+        int done = 0;
+        if (i >= 0) { /* same kernels and pointers, another factor: update the executable graph */
+#if CUDART_VERSION >= 12000
+            cudaGraphExecUpdateResultInfo info;
+            e = cudaGraphExecUpdate(g->gexec[i], gr, &info);
+#else
+            cudaGraphNode_t bad = NULL;
+            cudaGraphExecUpdateResult res;
+            e = cudaGraphExecUpdate(g->gexec[i], gr, &bad, &res);
+#endif
+            if (e == cudaSuccess) {
+                done = 1;
+                g->gcount[2]++;
+            } else {
+                (void)cudaGetLastError(); /* not updatable: instantiate it afresh below */
+                cudaGraphExecDestroy(g->gexec[i]);
+                g->gexec[i] = NULL;
+            }
+        } else if (g->n_graphs < TR_GPU_GRAPHS) {
+            i = g->n_graphs++;
+            g->gexec[i] = NULL;
+        } else { /* full: replace the entries in turn */
+            i = g->graph_evict;
+            g->graph_evict = (g->graph_evict + 1) % TR_GPU_GRAPHS;
+            cudaGraphExecDestroy(g->gexec[i]);
+            g->gexec[i] = NULL;
+        }
+        if (!done) {
+            e = cudaGraphInstantiateWithFlags(&g->gexec[i], gr, 0);
+            if (e != cudaSuccess) {
+                g->gexec[i] = NULL;
+                cudaGraphDestroy(gr);
+                /* the entry is unusable: keep the table dense */
+                g->gkey[i] = g->gkey[g->n_graphs - 1];
+                g->gexec[i] = g->gexec[g->n_graphs - 1];
+                g->n_graphs--;
+                g->graph_evict = 0;
+                graph_give_up(g, "cudaGraphInstantiate");
+                return 1;
+            }
+        }
+        cudaGraphDestroy(gr);
+        g->gkey[i] = k;
+        g->gcount[0]++;
+    } else {
+        g->gcount[1]++;
+    }
+    KN_CU_CHECK(cudaGraphLaunch(g->gexec[i], g->s), return TR_ERR_NODEVICE);
+    return TR_OK;
+}
+
 extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum,
                             uint64_t *n_targets, double *wait_s, char *err, size_t errlen) {
     tr_cuda_batch dev;
@@ -240,19 +372,55 @@ extern "C" int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc
     int rc = tr_cuda_input_upload(g->in, b, &dev);
     if (rc == TR_OK) rc = tr_cuda_input_host_done(g->in, &w);
     int rows = b->rows, T = b->T;
-    tr_loader_release(ld); /* the copy is done: the host buffer goes back */
+    /* deferred: the step's loss stays on the device; the target count is
+     * the host batch's, counted before the buffer goes back */
+    int deferred = loss_sum == NULL;
+    uint64_t host_k = deferred ? tr_gpu_count_targets(b->targets, (size_t)rows * (size_t)T) : 0;
+    if (ld) tr_loader_release(ld); /* the copy is done: the host buffer goes back */
     if (wait_s) *wait_s += w;
     if (rc != TR_OK) {
         snprintf(err, errlen, "input upload failed: %s", cuda_msg());
         return rc;
     }
-    rc = g->mo->fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc_mask ? dev.seg : NULL, dloss_factor(g),
-                        loss_sum, n_targets);
+    const int32_t *doc = doc_mask ? dev.seg : NULL;
+    float f = dloss_factor(g);
+    if (deferred && !g->mo->step_loss) { /* the model cannot sum the step's loss: read this one */
+        double l = 0;
+        uint64_t k = 0;
+        rc = g->mo->fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc, f, &l, &k);
+        g->host_loss += l;
+        g->host_targets += k;
+    } else if (deferred && g->graph_on && !g->hook_armed) {
+        rc = micro_graph(g, rows, T, &dev, doc, f);
+        if (rc == 1) rc = g->mo->fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc, f, NULL, NULL);
+    } else {
+        rc = g->mo->fwd_bwd(g->m, rows, T, dev.inputs, dev.targets, dev.pos, doc, f, loss_sum,
+                            deferred ? NULL : n_targets);
+    }
+    if (deferred && n_targets) *n_targets = host_k;
     int rc2 = tr_cuda_input_consumed(g->in);
     if (rc == TR_OK) rc = rc2;
     if (rc != TR_OK) snprintf(err, errlen, "GPU forward/backward failed: %s", cuda_msg());
     return rc;
 }
+
+extern "C" int tr_gpu_step_loss(tr_gpu *g, double *loss_sum, uint64_t *n_targets) {
+    if (!g->mo->step_loss) {
+        if (loss_sum) *loss_sum = g->host_loss;
+        if (n_targets) *n_targets = g->host_targets;
+        return TR_OK;
+    }
+    kn_cuda_clear_error();
+    return g->mo->step_loss(g->m, loss_sum, n_targets);
+}
+
+extern "C" void tr_gpu_graph_counts(const tr_gpu *g, uint64_t out[3]) {
+    out[0] = g->gcount[0];
+    out[1] = g->gcount[1];
+    out[2] = g->gcount[2];
+}
+
+extern "C" int tr_gpu_graph_active(const tr_gpu *g) { return g->graph_on; }
 
 extern "C" int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,
                            size_t errlen) {
@@ -303,6 +471,7 @@ extern "C" float *tr_gpu_grads_nowait(tr_gpu *g, size_t *n) { return g->mo->grad
 extern "C" void *tr_gpu_stream(tr_gpu *g) { return (void *)g->s; }
 extern "C" int tr_gpu_has_grad_hook(const tr_gpu *g) { return g->mo->set_grad_hook != NULL; }
 extern "C" void tr_gpu_set_grad_hook(tr_gpu *g, tr_model_grad_hook fn, void *ctx) {
+    g->hook_armed = fn != NULL;
     if (g->mo->set_grad_hook) g->mo->set_grad_hook(g->m, fn, ctx);
 }
 

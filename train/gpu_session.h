@@ -66,14 +66,29 @@ void tr_gpu_close(tr_gpu *g);
 void tr_gpu_loader_hooks(tr_loader_opts *lo);
 
 int tr_gpu_zero_grad(tr_gpu *g);
-/* One micro-batch: upload b, wait for the copy (*wait_s += that), release
- * b to the loader, forward + backward (summed loss; fp16: times
- * scale / (B x T), the scale on the per-token mean loss, so no dlogit can
- * overflow - train/gpu_model.h).  *loss_sum / *n_targets: as
- * tr_model_fwd_bwd (waits for the device).  On failure err holds the first
- * CUDA error: call, file:line, name, text (kernels/kn_cuda_err.h). */
+/* One micro-batch: upload b into the next device batch, wait for the copy
+ * (*wait_s += that; the copy does not wait for the micro-step still
+ * running), release b to the loader (ld NULL: the caller keeps b), forward +
+ * backward (summed loss; fp16: times scale / (B x T), the scale on the
+ * per-token mean loss, so no dlogit can overflow - train/gpu_model.h).
+ * loss_sum non-NULL: *loss_sum / *n_targets as tr_model_fwd_bwd (waits for
+ * the device). loss_sum NULL: nothing waits; the loss stays on the device,
+ * summed over the step (tr_gpu_step_loss), *n_targets (may be NULL) is the
+ * batch's target count from the host arrays, and with MKS_CUDA_GRAPH=1 the
+ * forward + backward runs as a CUDA graph (train/gpu_step.h). On failure
+ * err holds the first CUDA error: call, file:line, name, text
+ * (kernels/kn_cuda_err.h). */
 int tr_gpu_micro(tr_gpu *g, tr_loader *ld, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets,
                  double *wait_s, char *err, size_t errlen);
+/* The loss sum and target count of the micro-batches since
+ * tr_gpu_zero_grad (the deferred ones: loss_sum NULL above); waits for the
+ * device once. The same double additions in the same order as summing each
+ * micro-batch's on the host, so the logged loss is bit for bit the same. */
+int tr_gpu_step_loss(tr_gpu *g, double *loss_sum, uint64_t *n_targets);
+/* MKS_CUDA_GRAPH: 1 while graphs are in use (0: off, or a capture failed);
+ * out: captures, replays, in-place updates (cudaGraphExecUpdate) so far. */
+int tr_gpu_graph_active(const tr_gpu *g);
+void tr_gpu_graph_counts(const tr_gpu *g, uint64_t out[3]);
 /* Forward (loss only) of a host batch (validation; not pinned); leaves
  * zero-weighted gradients that the next tr_gpu_zero_grad clears. */
 int tr_gpu_eval(tr_gpu *g, const tr_batch *b, int doc_mask, double *loss_sum, uint64_t *n_targets, char *err,

@@ -62,6 +62,17 @@ typedef struct tr_optim_ops {
      * the loss scale folded together) or NULL. NULL outside CUDA builds. */
     int (*step_cuda)(const tr_optim_hparams *h, int t, int decay, float *params, void *params_lp, int lp_dtype,
                      const float *grads, void *const state[], size_t n, const float *grad_scale, void *stream);
+    /* Optional (NULL: the GPU step calls step_cuda once per tensor): the
+     * same step over every tensor of the parameter block in one launch.
+     * table: the DEVICE copy of kn_adamw_multi_layout's table for the nt
+     * tensors (kn_cuda_size.h: entries, then nt + 1 uint32 block starts; a
+     * tensor's offset, count and decay), blocks its grid; params, params_lp,
+     * grads and state[k] the bases of the whole block. Must give exactly
+     * what step_cuda gives tensor by tensor (bit for bit). Used only with
+     * MKS_ADAMW_MULTI=1 (train/gpu_step.h). */
+    int (*step_cuda_multi)(const tr_optim_hparams *h, int t, const void *table, int nt, unsigned blocks, float *params,
+                           void *params_lp, int lp_dtype, const float *grads, void *const state[],
+                           const float *grad_scale, void *stream);
 } tr_optim_ops;
 
 #ifdef TR_OPTIM_LAYOUT_ONLY

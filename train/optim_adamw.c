@@ -22,6 +22,17 @@ static inline int adamw_cuda(const tr_optim_hparams *h, int t, int decay, float 
                               (kn_stream)stream);
 }
 
+/* One launch over the table (kn_cuda_size.h layout: entries, then the block starts). */
+static inline int adamw_cuda_multi(const tr_optim_hparams *h, int t, const void *table, int nt, unsigned blocks,
+                                   float *params, void *params_lp, int lp_dtype, const float *grads,
+                                   void *const state[], const float *grad_scale, void *stream) {
+    const kn_adamw_tensor *tab = (const kn_adamw_tensor *)table;
+    const uint32_t *bstart = (const uint32_t *)(const void *)(tab + nt);
+    return kn_adamw_multi_cuda(tab, bstart, nt, blocks, params, params_lp, (kn_dtype)lp_dtype, grads, (float *)state[0],
+                               (float *)state[1], h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, t, grad_scale,
+                               (kn_stream)stream);
+}
+
 TR_OPTIM(adamw) = {
     .name = "adamw",
     .n_state = 2,
@@ -31,4 +42,5 @@ TR_OPTIM(adamw) = {
     .plan_row_shard = "AdamW m+v (fp32, 1/N shard: ZeRO-1)",
     .step_cpu = TR_OPTIM_CPU(adamw_cpu),
     .step_cuda = TR_OPTIM_CUDA(adamw_cuda),
+    .step_cuda_multi = TR_OPTIM_CUDA(adamw_cuda_multi),
 };

@@ -28,6 +28,7 @@
 #define TR_PLAN_CPU_RUNTIME_PER_THREAD (448u * 1024u)
 #define TR_PLAN_CUDA_CTX (512ull << 20) /* CUDA context + kernels image, outside the arena */
 #define TR_PLAN_GIB (1024ull * 1024 * 1024)
+#define TR_PLAN_INPUT_SLOTS 2            /* gpu_arena.h TR_CUDA_INPUT_SLOTS: two device batches */
 #define TR_PLAN_CUDA_LATE (256ull << 20) /* mapped after the probe + margin (tr_plan_device_capacity) */
 
 uint64_t tr_plan_device_capacity(uint64_t free_bytes) {
@@ -201,7 +202,8 @@ static void gpt2_gpu_items(const tr_plan_in *in, const tr_model_config *mc, cons
     else item(o, "logits (Vp) + dlogits in place, one chunk", lm * Vp * ab, 0, B, "device");
     item(o, "loss workspace (fp32 per token)", 0, T * 4 * 2, B, "device");
     item(o, "backward scratch (dresidual, dln, d4C)", 0, T * 6 * C * ab, B, "device");
-    item(o, "device input batch (ids, targets, pos, doc)", 0, T * 16, B, "device");
+    /* two device batches (gpu_arena.h TR_CUDA_INPUT_SLOTS: the next copy overlaps the compute) */
+    item(o, "device input batch x2 (ids, targets, pos, doc)", 0, T * 16 * TR_PLAN_INPUT_SLOTS, B, "device");
     /* the largest backward op's scratch, the GPU model's own figure from
      * the kernels' size functions (tr_model_gpu_scratch_bytes) */
     item(o, "kernel scratch (largest backward op)", tr_model_gpu_scratch_bytes(mc, (size_t)B, (size_t)in->seq_len), 0,
@@ -229,7 +231,7 @@ static uint64_t eval_gpu(const tr_plan_in *in, const tr_model_config *mc, const 
             return UINT64_MAX;
         }
         for (int i = 0; i < n; i++) item(o, rows[i].name, rows[i].fixed, rows[i].per_row, B, "device");
-        item(o, "device input batch (ids, targets, pos, doc)", 0, d->T * 16, B, "device");
+        item(o, "device input batch x2 (ids, targets, pos, doc)", 0, d->T * 16 * TR_PLAN_INPUT_SLOTS, B, "device");
     } else {
         gpt2_gpu_items(in, mc, d, B, o);
     }

@@ -20,7 +20,8 @@
 # `timeout` with min(its own cap, what is left - SUMMARY_RESERVE); a step that runs out is
 # reported as TIMEOUT, one that cannot start as NOTRUN (budget), and the summary is always
 # printed (EXIT trap). Steps in order of importance: build; shards; ctest -L gpu;
-# compute-sanitizer memcheck + racecheck (small kernel tests); llmtrain d12 bf16; the same
+# compute-sanitizer memcheck + racecheck (small kernel tests); llmtrain d12 bf16; the same with
+# MKS_CUDA_GRAPH=1 MKS_ADAMW_MULTI=1 (losses equal, its tokens/s); the same
 # over the NCCL engine at world 1 (losses equal); fp16 100 steps (no step may be skipped);
 # multi-GPU scaling (mpirun -np 2/4/8, only with more than one GPU and an mpirun); memory edge (d24 bf16 planned at >= 95% of the device,
 # plan vs measured within 5%, no OOM); PyTorch baseline (peak memory like with like:
@@ -35,7 +36,7 @@
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
 # TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1, SKIP_LLAMA=1,
 # LLAMA_BATCH (8), LLAMA_STEPS (10), LLAMA_FORCE_BENCH=1 (step 10b times bench_llama_gpu, not llmtrain --device cuda),
-# SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, NCCL_STEPS (5), DP_STEPS (5), DP_BATCH (524288),
+# SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, NCCL_STEPS (5), GRAPH_STEPS (STEPS), DP_STEPS (5), DP_BATCH (524288),
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
 # all), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab).
@@ -540,6 +541,70 @@ if [ -n "$LLMTRAIN" ] && [ "$SHARDS_OK" = 1 ]; then
     fi
 else
     check train_d12 FAIL "not run: $([ -z "$LLMTRAIN" ] && echo 'no llmtrain built' || echo 'no shards')"
+fi
+
+# ---- 7a. the same run with CUDA graphs + the multi-tensor AdamW (issue 31 item 3) ------------------
+# MKS_CUDA_GRAPH=1 (each micro-step's forward + backward a replayed CUDA graph) and MKS_ADAMW_MULTI=1
+# (one AdamW launch over the tensor table), both opt-in and bit-identical by construction: step 7's
+# arguments again, its own row (tokens/s against step 7's, same machine, back to back) and every
+# step's loss and grad norm must EQUAL step 7's. When it fails, each switch runs alone (a few steps)
+# to name the one at fault; step 7's run and everything after it are unaffected (both stay opt-in).
+GRAPH_STEPS=${GRAPH_STEPS:-$STEPS}
+[ "$GRAPH_STEPS" -gt "$STEPS" ] && GRAPH_STEPS=$STEPS
+cmp_runs() { # cmp_runs A.jsonl B.jsonl N: "equal ..." or "DIFFER ..." (loss + grad norm, steps 1..N), tokens/s
+    "$PY" - "$1" "$2" "$3" <<'EOF3'
+import json, statistics, sys
+def rows(p):
+    out = {}
+    try:
+        for l in open(p):
+            try: j = json.loads(l)
+            except ValueError: continue
+            if "step" in j: out[j["step"]] = j
+    except OSError: pass
+    return out
+a, b, n = rows(sys.argv[1]), rows(sys.argv[2]), int(sys.argv[3])
+def tps(r):
+    v = [r[s]["tok_per_s"] for s in sorted(r)[len(r) // 4:] if isinstance(r[s].get("tok_per_s"), (int, float))]
+    return statistics.median(v) if v else 0.0
+bad = [s for s in range(1, n + 1) if s not in a or s not in b or
+       (a[s].get("loss"), a[s].get("grad_norm")) != (b[s].get("loss"), b[s].get("grad_norm"))]
+ta, tb = tps(a), tps(b)
+r = f"{tb / ta:.3f}x" if ta and tb else "n/a"
+if bad:
+    s = bad[0]
+    pa = (a[s].get("loss"), a[s].get("grad_norm")) if s in a else None
+    pb = (b[s].get("loss"), b[s].get("grad_norm")) if s in b else None
+    print(f"DIFFER at step {s}: eager {pa} vs switched {pb} ({len(bad)} of {n} steps differ)")
+else:
+    print(f"equal: {n} steps, loss + grad norm; {tb:.0f} vs eager {ta:.0f} tok/s ({r})")
+EOF3
+}
+if [ -z "$LLMTRAIN" ] || [ "$SHARDS_OK" = 0 ] || [ ! -s "$LOGS/ours_d12.jsonl" ] || ! grep -q '^train_d12|PASS' "$CHECKS"; then
+    check graph_multi_d12 SKIP "not run: needs step 7's llmtrain run (train_d12) to compare with"
+else
+    say "7a. step 7 again with MKS_CUDA_GRAPH=1 MKS_ADAMW_MULTI=1 ($GRAPH_STEPS steps): losses equal to step 7's"
+    MKS_CUDA_GRAPH=1 MKS_ADAMW_MULTI=1 run_t 90 "$LOGS/graph_d12.txt" "$LLMTRAIN" "${TRAIN[@]}" --steps "$STEPS" \
+        --stop-after "$GRAPH_STEPS" --log "$LOGS/graph_d12.jsonl"
+    gw=$(grep -m1 'MKS_CUDA_GRAPH' "$LOGS/graph_d12.txt" | cut -c1-90)
+    if [ "$RC" = 0 ]; then cmpg=$(cmp_runs "$LOGS/ours_d12.jsonl" "$LOGS/graph_d12.jsonl" "$GRAPH_STEPS"); else
+        cmpg="exit $RC: $(last_line "$LOGS/graph_d12.txt")"; fi
+    case "$cmpg" in
+        equal*) check graph_multi_d12 PASS "$cmpg${gw:+ (graphs fell back: $gw)}" ;;
+        *)  # which switch: each alone, a few steps
+            st=$RC
+            alone=""
+            for sw in MKS_CUDA_GRAPH MKS_ADAMW_MULTI; do
+                export "$sw=1"
+                run_t 45 "$LOGS/graph_$sw.txt" "$LLMTRAIN" "${TRAIN[@]}" --steps "$STEPS" --stop-after 5 \
+                    --log "$LOGS/graph_$sw.jsonl"
+                unset "$sw"
+                if [ "$RC" = 0 ]; then c=$(cmp_runs "$LOGS/ours_d12.jsonl" "$LOGS/graph_$sw.jsonl" 5); else c="exit $RC"; fi
+                alone="$alone $sw=1 alone: ${c%%;*};"
+            done
+            [ "$st" = 124 ] && check graph_multi_d12 TIMEOUT "$cmpg;$alone" ||
+                check graph_multi_d12 FAIL "$cmpg;$alone" ;;
+    esac
 fi
 
 # ---- 7b. the NCCL engine at world size 1 -------------------------------------------------------
