@@ -251,6 +251,20 @@ __global__ void __launch_bounds__(Cfg::KB)
     }
 }
 
+/* The Llama family's tiling (kn_llama.cu): forward / dq blocks of BQ query
+ * rows walking keys in tiles of BK in shared memory (K and V: 2 BK HS floats,
+ * 16 KiB at HS 64, 32 KiB at 128); dk/dv blocks of KB key rows walking query
+ * tiles of QB rows.  At HS 128 the dk/dv block is halved to stay under the
+ * 48 KiB of static shared memory; dq keeps its dout row in registers. */
+template <int HS> struct kn_att_gqa_cfg {
+    static constexpr int BQ = 64;
+    static constexpr int BK = 32;
+    static constexpr int KB = HS >= 128 ? 32 : 64;
+    static constexpr int QB = HS >= 128 ? 8 : 16;
+    static constexpr bool FAST_CORR = false, DO_SHARED = false;
+};
+
+#ifndef KN_EMU /* the CPU run (test_attn_tc_emu) launches the kernels itself */
 /* The launches: forward; backward (Dsum in the caller's scratch, then dq and
  * dk/dv).  what: the op's name in launch errors. */
 template <int HS, typename Cfg, typename T>
@@ -277,5 +291,7 @@ static int kn_att_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out,
     KN_CUDA_LAUNCHED(what);
     return KN_OK;
 }
+
+#endif /* KN_EMU */
 
 #endif /* KN_ATTENTION_SIMT_CUH */

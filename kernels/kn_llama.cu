@@ -218,19 +218,8 @@ extern "C" int kn_swiglu_backward_cuda(void *dgate, void *dup, const void *dout,
 }
 
 /* ---- grouped-query attention ------------------------------------------------------------------ */
-/* The kernels of kn_attention_simt.cuh on the packed GQA row.  Tiles:
- * forward / dq blocks of BQ query rows walking keys in tiles of BK in shared
- * memory (K and V: 2 BK HS floats, 16 KiB at HS 64, 32 KiB at 128); dk/dv
- * blocks of KB key rows walking query tiles of QB rows.  At HS 128 the dk/dv
- * block is halved to stay under the 48 KiB of static shared memory; dq keeps
- * its dout row in registers. */
-template <int HS> struct gqa_cfg {
-    static constexpr int BQ = 64;
-    static constexpr int BK = 32;
-    static constexpr int KB = HS >= 128 ? 32 : 64;
-    static constexpr int QB = HS >= 128 ? 8 : 16;
-    static constexpr bool FAST_CORR = false, DO_SHARED = false;
-};
+/* The kernels of kn_attention_simt.cuh on the packed GQA row, tiled by
+ * kn_att_gqa_cfg (there, so that test_attn_tc_emu runs the same tiling). */
 typedef kn_att_geo gqa_geo;
 
 /* Shape checks shared by forward and backward; fills the geometry. */
@@ -250,7 +239,7 @@ static int gqa_setup(gqa_geo *g, int B, int T, int NH, int NKV, int HS) {
 template <int HS, typename T>
 static int gqa_fwd_launch(T *out, float *lse, const T *qkv, const int32_t *doc, int B, const gqa_geo &g,
                           cudaStream_t s) {
-    return kn_att_fwd_launch<HS, gqa_cfg<HS>, T>(out, lse, qkv, doc, B, g, s, "gqa_attention_forward");
+    return kn_att_fwd_launch<HS, kn_att_gqa_cfg<HS>, T>(out, lse, qkv, doc, B, g, s, "gqa_attention_forward");
 }
 
 extern "C" int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
@@ -270,8 +259,8 @@ extern "C" int kn_gqa_attention_forward_cuda(void *out, float *lse, const void *
 template <int HS, typename T>
 static int gqa_bwd_launch(T *dqkv, const T *dout, const T *qkv, const T *out, const float *lse, const int32_t *doc,
                           int B, const gqa_geo &g, float *Dsum, cudaStream_t s) {
-    return kn_att_bwd_launch<HS, gqa_cfg<HS>, T>(dqkv, dout, qkv, out, lse, doc, B, g, Dsum, s,
-                                                 "gqa_attention_backward");
+    return kn_att_bwd_launch<HS, kn_att_gqa_cfg<HS>, T>(dqkv, dout, qkv, out, lse, doc, B, g, Dsum, s,
+                                                        "gqa_attention_backward");
 }
 
 extern "C" int kn_gqa_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
