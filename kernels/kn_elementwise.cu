@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 
+#include "kn_adamw.cuh"
 #include "kn_cuda_common.cuh"
 
 /* error recording: kernels/kn_cuda_err.c (plain C, tested without a GPU) */
@@ -102,49 +103,8 @@ extern "C" int kn_gelu_backward_cuda(void *dinp, const void *inp, const void *do
 }
 
 /* ---- AdamW ---------------------------------------------------------------------------- */
-/* One element's update: the per-tensor and the multi-tensor kernel both
- * call this, so their arithmetic (and its contraction into FMAs) is one
- * expression and their results are bit-identical. */
-template <typename LP>
-__device__ __forceinline__ void adamw_elem(float *p, LP *plp, const float *g, float *m, float *v, size_t i, float lr,
-                                           float b1, float b2, float eps, float wd, int decay, float bc1, float bc2,
-                                           const float *gscale, float sc) {
-    float gi = gscale ? g[i] * sc : g[i];
-    float mi = b1 * m[i] + (1.0f - b1) * gi;
-    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-    float pi = p[i];
-    if (decay) pi = pi - lr * wd * pi;
-    pi = pi - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi;
-    if (plp) kn_st(plp + i, pi);
-}
-
-template <typename LP>
-__global__ void adamw_kernel(float *p, LP *plp, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                             float b2, float eps, float wd, int decay, float bc1, float bc2, const float *gscale) {
-    float sc = gscale ? *gscale : 1.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        adamw_elem(p, plp, g, m, v, i, lr, b1, b2, eps, wd, decay, bc1, bc2, gscale, sc);
-}
-
-/* Block b: tensor k = kn_adamw_multi_find (kn_cuda_size.h), its elements
- * [j0, j1) at offset tab[k].off of the whole block's p/plp/g/m/v. */
-template <typename LP>
-__global__ void adamw_multi_kernel(const kn_adamw_tensor *tab, const uint32_t *bstart, int nt, float *p, LP *plp,
-                                   const float *g, float *m, float *v, float lr, float b1, float b2, float eps,
-                                   float wd, float bc1, float bc2, const float *gscale) {
-    float sc = gscale ? *gscale : 1.0f;
-    int k = kn_adamw_multi_find(bstart, nt, blockIdx.x);
-    uint64_t j0, j1;
-    kn_adamw_multi_range(bstart, tab, k, blockIdx.x, &j0, &j1);
-    const size_t off = (size_t)tab[k].off;
-    const int decay = (int)tab[k].decay;
-    for (uint64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x)
-        adamw_elem(p, plp, g, m, v, off + (size_t)j, lr, b1, b2, eps, wd, decay, bc1, bc2, gscale, sc);
-}
-
+/* adamw_elem, adamw_kernel, adamw_multi_kernel: kn_adamw.cuh (also run on
+ * the CPU by tests/test_adamw_emu.cpp) */
 extern "C" int kn_adamw_step_cuda(float *params, void *params_lp, kn_dtype lp_dt, const float *grads, float *m,
                                   float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                                   int decay, int t, const float *grad_scale, kn_stream s) {
