@@ -468,6 +468,14 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
         LLAMA_ATT=simt
         fb="$fb (Llama: MKS_CUDA_ATTENTION=simt)"
     fi
+    # the device-summed loss and the double-buffered input (the default since issue 31 item 3,
+    # written without a GPU): test_tr_cuda_step_gpu's "eager vs read" row (against the old
+    # per-micro-step read) failed, or the test did: the training steps read each loss as before
+    if grep -qE 'eager vs read .*\| FAIL|test_tr_cuda_step_gpu: FAILED|test_tr_cuda_step_gpu \.+\*+(Failed|Exception)' \
+        "$LOGS/ctest_gpu.log"; then
+        export MKS_GPU_STEP_SYNC=1
+        fb="$fb MKS_GPU_STEP_SYNC=1"
+    fi
     if [ -n "$fb" ]; then
         res meta fallbacks "training with$fb (a default kernel failed its rows)"
         say "kernel rows failed: training with$fb"
