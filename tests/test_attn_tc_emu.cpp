@@ -35,26 +35,7 @@
 extern "C" {
 #include "kn_llama.h"
 }
-
-static int g_checks, g_fail;
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd64(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static float randn(void) {
-    double u1 = ((rnd64() >> 11) + 1.0) / 9007199254740993.0, u2 = (rnd64() >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-static void expect(bool ok, const char *what) {
-    g_checks++;
-    if (!ok) g_fail++;
-    printf("| %-72s | %s |\n", what, ok ? "PASS" : "FAIL");
-}
+#include "emu/emu_check.h"
 
 static void compare(const char *what, const char *shape, const std::vector<float> &got, const std::vector<float> &ref,
                     double tol) {
