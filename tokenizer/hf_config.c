@@ -15,6 +15,7 @@ void tk_hf_free(tk_hf *h) {
     }
     for (size_t k = 0; k < h->n_pt; k++) tk_regex_free(h->pt[k].re);
     for (size_t k = 0; k < h->n_added; k++) free(h->added[k].text);
+    free(h->trie);
     for (size_t k = 0; k < h->n_dec; k++) {
         free(h->dec[k].a);
         free(h->dec[k].b);
@@ -488,6 +489,38 @@ static void fold_fingerprint(tk_tokenizer *t, json_t *root) {
     sha256_digest(&c, 32, t->fingerprint);
 }
 
+/* The trie of the added tokens' texts (tk_hf.trie): at most one node per
+ * text byte, plus the root. */
+static int build_added_trie(tk_hf *h) {
+    size_t total = 1;
+    for (size_t k = 0; k < h->n_added; k++) {
+        if (h->added[k].len > SIZE_MAX - total) return TK_ERR_NOMEM;
+        total += h->added[k].len;
+    }
+    if (total > UINT32_MAX) return TK_ERR_LIMIT; /* node numbers are 32-bit; a JSON file that size is refused before */
+    h->trie = malloc(total * sizeof *h->trie);
+    if (!h->trie) return TK_ERR_NOMEM;
+    h->trie[0] = (struct hf_tnode){0, 0, {-1, -1}, 0};
+    h->n_trie = 1;
+    for (size_t k = 0; k < h->n_added; k++) {
+        const hf_added *a = &h->added[k];
+        uint32_t node = 0;
+        for (size_t j = 0; j < a->len; j++) {
+            uint32_t c = h->trie[node].child;
+            while (c && h->trie[c].byte != a->text[j]) c = h->trie[c].next;
+            if (!c) {
+                c = (uint32_t)h->n_trie++;
+                h->trie[c] = (struct hf_tnode){0, h->trie[node].child, {-1, -1}, a->text[j]};
+                h->trie[node].child = c;
+            }
+            node = c;
+        }
+        int32_t *t = &h->trie[node].term[a->normalized];
+        if (*t < 0) *t = (int32_t)k; /* equal texts: the first wins, as in a scan in index order */
+    }
+    return TK_OK;
+}
+
 static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, size_t errlen) {
     size_t na = json_array_size(added);
     h->added = calloc(na ? na : 1, sizeof *h->added);
@@ -537,7 +570,7 @@ static int parse_added(tk_hf *h, json_t *added, const char *file, char *err, siz
         h->first_byte[d->text[0] >> 3] |= (uint8_t)(1u << (d->text[0] & 7));
         h->n_added++;
     }
-    return TK_OK;
+    return build_added_trie(h);
 }
 
 /* The symbol (bl_word) of vocabulary string k[0..kl): its rank, BL_ID | id,

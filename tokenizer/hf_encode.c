@@ -60,14 +60,15 @@ static long find_added(const tk_hf *h, const uint8_t *s, size_t n, size_t i, boo
     size_t from = i;
     for (; i < n; i++) {
         if (!(h->first_byte[s[i] >> 3] >> (s[i] & 7) & 1)) continue;
+        /* the longest added text at i: the deepest terminal on the walk down the trie */
         long best = -1;
-        size_t blen = 0;
-        for (size_t k = 0; k < h->n_added; k++) {
-            const hf_added *a = &h->added[k];
-            if (a->normalized != normalized || a->len > n - i || a->len <= blen) continue;
-            if (a->text[0] != s[i] || memcmp(a->text, s + i, a->len) != 0) continue;
-            best = (long)k;
-            blen = a->len;
+        uint32_t node = 0;
+        for (size_t j = i; j < n; j++) {
+            uint32_t c = h->trie[node].child;
+            while (c && h->trie[c].byte != s[j]) c = h->trie[c].next;
+            if (!c) break;
+            node = c;
+            if (h->trie[node].term[normalized] >= 0) best = h->trie[node].term[normalized];
         }
         if (best >= 0) {
             const hf_added *a = &h->added[best];
