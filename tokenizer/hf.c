@@ -33,7 +33,8 @@ void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
         const pt_step *st = &h->pt[k];
         if (st->kind == PT_SPLIT)
             PUT(" Split(%s, %s%s)",
-                st->cl100k_hf == 2        ? "qwen"
+                st->cl100k_hf == 3        ? "deepseek"
+                : st->cl100k_hf == 2      ? "qwen"
                 : st->fast != TK_PAT_NONE ? tk_pattern_name(st->fast)
                                           : "regex",
                 bh[st->beh], st->invert ? ", invert" : "");

@@ -97,6 +97,18 @@ static int dup_bytes(const uint8_t *s, size_t n, uint8_t **out, size_t *on) {
     return TK_OK;
 }
 
+/* DeepSeek V3's third Split regex, in either spelling of its \r\n */
+static bool is_deepseek_re(const char *re) {
+    static const char *const nl[2] = {"\r\n", "\\r\\n"};
+    for (int k = 0; k < 2; k++) {
+        char b[512];
+        int len = snprintf(b, sizeof b, "%s%s%s%s%s%s%s", HF_DEEPSEEK_HEAD, nl[k], HF_DEEPSEEK_MID, nl[k],
+                           HF_DEEPSEEK_MID2, nl[k], HF_DEEPSEEK_TAIL);
+        if (len > 0 && (size_t)len < sizeof b && strcmp(re, b) == 0) return true;
+    }
+    return false;
+}
+
 /* pattern: {"Regex": "..."} or {"String": "..."} */
 static int parse_pattern(json_t *pat, const char *file, const char *path, tk_regex **re, tk_pattern *fast,
                          int *cl100k_hf, char *err, size_t errlen) {
@@ -115,6 +127,11 @@ static int parse_pattern(json_t *pat, const char *file, const char *path, tk_reg
         if (*cl100k_hf) *fast = TK_PAT_CL100K;
         else if (rx) *fast = tk_pattern_from_regex(json_string_value(rx));
         if (*fast != TK_PAT_NONE) return TK_OK;
+        if (rx && is_deepseek_re(json_string_value(rx))) {
+            /* scanned when Isolated (run_pre); compiled below for any other behaviour */
+            *cl100k_hf = 3;
+            *fast = TK_PAT_CL100K;
+        }
     }
     char e2[200] = "";
     int rc = tk_regex_compile(json_string_value(v), json_string_length(v), st != NULL, re, e2, sizeof e2);
@@ -742,7 +759,7 @@ int tk_hf_setup(tk_tokenizer *t, json_t *root, const char *file, const uint32_t 
         if (!bl->prefix_space) {
             if (h->n_pt == 1 && bl->use_regex) pat = TK_PAT_GPT2;
             if (h->n_pt == 2 && !bl->use_regex && h->pt[0].kind == PT_SPLIT && h->pt[0].fast != TK_PAT_NONE &&
-                h->pt[0].cl100k_hf != 2 && !(h->pt[0].cl100k_hf == 1 && tk_vocab_joins_nl_ws(t)) &&
+                (h->pt[0].cl100k_hf == 0 || (h->pt[0].cl100k_hf == 1 && !tk_vocab_joins_nl_ws(t))) &&
                 h->pt[0].beh == B_ISOLATED && !h->pt[0].invert)
                 pat = h->pt[0].fast;
         }

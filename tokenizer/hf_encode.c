@@ -385,6 +385,7 @@ static int ws_split(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_sta
 
 /* The end of the piece at i by a Split's built-in scanner (st->fast). */
 static inline size_t fast_next(const pt_step *st, const uint8_t *p, size_t n, size_t i) {
+    if (st->cl100k_hf == 3) return tk_pretok_deepseek_next(p, n, i);
     return st->cl100k_hf ? tk_pretok_cl100k_hf_next(p, n, i, st->cl100k_hf == 2) : tk_pretok_next(st->fast, p, n, i);
 }
 
@@ -406,7 +407,7 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
             return TK_OK;
         }
         v->n = 0;
-        if (st->fast != TK_PAT_NONE) {
+        if (st->fast != TK_PAT_NONE && st->cl100k_hf != 3) { /* DeepSeek's pieces include text between matches */
             for (size_t i = 0; i < n;) {
                 size_t e = fast_next(st, p, n, i);
                 if ((rc = sv_push(v, i, e, true))) return rc;

@@ -21,6 +21,15 @@
 size_t tk_pretok_next(tk_pattern pat, const uint8_t *s, size_t n, size_t i);
 /* pretok.c: cl100k's older spelling, with one digit a piece if digits1 (Qwen's) */
 size_t tk_pretok_cl100k_hf_next(const uint8_t *s, size_t n, size_t i, bool digits1);
+/* DeepSeek V3's third Split regex (pretok.c): the end of the match at i, or
+ * of the text up to the next match.  tokenizer.json writes the regex as
+ * HEAD nl MID nl MID2 nl TAIL, nl being "\r\n" as characters (DeepSeek's
+ * file) or as the escapes \r\n (tk_hf_is_deepseek_re takes both). */
+size_t tk_pretok_deepseek_next(const uint8_t *s, size_t n, size_t i);
+#define HF_DEEPSEEK_HEAD "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^"
+#define HF_DEEPSEEK_MID "\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+["
+#define HF_DEEPSEEK_MID2 "]*|\\s*["
+#define HF_DEEPSEEK_TAIL "]+|\\s+(?!\\S)|\\s+"
 
 /* This engine's state of t (tk_engine.h). */
 #define HF_OF(t) ((tk_hf *)(t)->engine_state)
@@ -49,10 +58,11 @@ typedef struct {
     int kind;
     int beh;
     bool invert;
-    tk_regex *re;                 /* Split (regex engine) */
-    tk_pattern fast;              /* Split whose regex is a built-in scanner's */
-    int cl100k_hf;                /* 1: the regex is cl100k's older spelling, 2: Qwen's (\p{N} for \p{N}{1,3}) */
-    bool ws_scan;                 /* the Whitespace pre-tokenizer (re: \w+|[^\w\s]+): ASCII stretches scanned */
+    tk_regex *re;    /* Split (regex engine) */
+    tk_pattern fast; /* Split whose regex is a built-in scanner's */
+    int cl100k_hf;   /* 1: the regex is cl100k's older spelling, 2: Qwen's (\p{N} for \p{N}{1,3}), 3: DeepSeek V3's
+                    * third Split (tk_pretok_deepseek_next; Isolated only, re compiled for the rest) */
+    bool ws_scan;    /* the Whitespace pre-tokenizer (re: \w+|[^\w\s]+): ASCII stretches scanned */
     bool prefix_space, use_regex; /* ByteLevel */
     uint8_t repl[8];              /* Metaspace replacement (UTF-8) */
     size_t repl_len;

@@ -17,6 +17,8 @@ enum {
     TKC_M = 1u << 3,  /* \p{M} */
     TKC_UP = 1u << 4, /* o200k's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
     TKC_LO = 1u << 5, /* o200k's [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+    TKC_P = 1u << 6,  /* \p{P} (DeepSeek's regex) */
+    TKC_SY = 1u << 7, /* \p{S} */
 };
 
 /* Class of the character at s[i] (n = end); *len receives its byte length.
