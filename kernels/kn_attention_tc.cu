@@ -469,14 +469,12 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
  * row only, so the pipelined kernels run whatever MKS_ATTN_TC says, with
  * pipe3's register cap for dk/dv when it says pipe3. */
 static int gqa_tc_check(const char *what, int B, int T, int NH, int NKV, int HS, kn_dtype dt) {
-    if (B <= 0 || T <= 0 || NH <= 0 || NKV <= 0 || NH % NKV) return KN_EINVAL;
-    if (dt != KN_BF16 || HS != TC_HS || B > 65535 || NH > 65535) {
+    if (dt != KN_BF16 || HS != TC_HS) {
         kn_cuda_set_error("%s: bf16 with head size 64 only (got %s, hs %d)", what, dt == KN_BF16 ? "bf16" : "not bf16",
                           HS);
         return KN_EINVAL;
     }
-    if ((size_t)(NH + 2 * NKV) * HS > (size_t)INT32_MAX) return KN_EINVAL;
-    return KN_OK;
+    return kn_att_gqa_shape_ok(B, T, NH, NKV, HS) ? KN_OK : KN_EINVAL;
 }
 
 extern "C" int kn_gqa_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B,

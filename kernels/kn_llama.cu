@@ -224,14 +224,11 @@ typedef kn_att_geo gqa_geo;
 
 /* Shape checks shared by forward and backward; fills the geometry. */
 static int gqa_setup(gqa_geo *g, int B, int T, int NH, int NKV, int HS) {
-    if (B <= 0 || T <= 0 || NH <= 0 || NKV <= 0 || NH % NKV) return KN_EINVAL;
-    if (B > 65535 || NH > 65535) return KN_EINVAL; /* grid.z / grid.y limits */
     if (HS != 16 && HS != 32 && HS != 64 && HS != 128) {
         kn_cuda_set_error("gqa attention: head size %d not supported (16, 32, 64 or 128)", HS);
         return KN_EINVAL;
     }
-    /* row widths are int-sized for the callers' matmuls; the products below are size_t */
-    if ((size_t)(NH + 2 * NKV) * HS > (size_t)INT32_MAX) return KN_EINVAL;
+    if (!kn_att_gqa_shape_ok(B, T, NH, NKV, HS)) return KN_EINVAL;
     *g = kn_att_geo_gqa(T, NH, NKV, HS);
     return KN_OK;
 }

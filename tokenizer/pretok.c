@@ -528,14 +528,13 @@ static size_t ds_match(const uint8_t *s, size_t n, size_t i) {
     }
     if (j > i || (c0 & (TKC_L | TKC_M))) /* ASCII letters 16 at a time first */
         return run_any(s, n, ascii_run(s, n, j, TKC_L), TKC_L | TKC_M);
-    /* C */
+    /* C: the optional space, then a run of P|S (at i itself, c0 says) */
     j = i;
     if (s[i] == ' ' && i + 1 < n) {
         size_t l1;
         if (cls_at(s, n, i + 1, &l1) & (TKC_P | TKC_SY)) j = i + 1;
     }
-    size_t l;
-    if (cls_at(s, n, j, &l) & (TKC_P | TKC_SY)) {
+    if (j > i || (c0 & (TKC_P | TKC_SY))) {
         size_t e = run_any(s, n, j, TKC_P | TKC_SY);
         while (e < n && is_nl(s[e])) e++;
         return e;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "gpu_arena.h"
@@ -25,6 +26,14 @@ extern "C" {
 #include "tr.h"
 }
 #include "kn_cuda_check.h" /* KN_CU_CHECK, KN_LAUNCH_CHECK (kernels/kn_cuda_err.h) */
+
+/* Both families' choice of attention kernels: the tensor-core ones
+ * (kernels/kn_attention_tc*.cu) for bf16 with heads of 64, unless
+ * MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
+static inline int tr_gpu_attention_tc(kn_dtype dt, int head_size) {
+    const char *att = getenv("MKS_CUDA_ATTENTION");
+    return !(att && !strcmp(att, "simt")) && dt == KN_BF16 && head_size == 64;
+}
 
 /* A CUDA call: on failure the call text, file:line, error name and text are
  * recorded (kernels/kn_cuda_err.h; tr_gpu_last_error() reports them). */

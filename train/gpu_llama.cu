@@ -240,13 +240,9 @@ extern "C" int tr_cuda_llama_create(tr_cuda_llama **out, const tr_llama_config *
         return TR_ERR_NOMEM; /* a->last_error names the piece */
     }
     m->p.s = (cudaStream_t)s;
-    {
-        /* bf16 with heads of 64 (Llama 3.2 1B, SmolLM, TinyLlama, Qwen2 0.5B): GPT-2's pipelined
-         * tensor-core kernels on the grouped-query row, as GPT-2 runs them; MKS_CUDA_ATTENTION=simt
-         * keeps the SIMT kernels (every dtype and head size). */
-        const char *att = getenv("MKS_CUDA_ATTENTION");
-        m->attn_tc = !(att && !strcmp(att, "simt")) && dt == KN_BF16 && m->hd == 64;
-    }
+    /* bf16 with heads of 64 (Llama 3.2 1B, SmolLM, TinyLlama, Qwen2 0.5B): GPT-2's pipelined
+     * tensor-core kernels on the grouped-query row, chosen as GPT-2 chooses them */
+    m->attn_tc = tr_gpu_attention_tc(dt, m->hd);
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free_host(m);
         return TR_ERR_NODEVICE;

@@ -130,10 +130,8 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
         /* bf16 with heads of 64: the tensor-core attention (mma.sync), 6.6x the SIMT kernels' forward
          * and 5.5x their backward at d12 B16 T1024 on the H200 (docs/gpu-results.md, 2026-12-04),
          * in its pipelined variant another 2.5x / 3.3x (kernels/kn_attention_tc.cu picks the variant,
-         * MKS_ATTN_TC); MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
-        const char *att = getenv("MKS_CUDA_ATTENTION");
-        m->attn_tc =
-            !(att && !strcmp(att, "simt")) && dt == KN_BF16 && c->d_model / c->n_head == 64 && c->d_model % 8 == 0;
+         * MKS_ATTN_TC); MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (tr_gpu_attention_tc). */
+        m->attn_tc = tr_gpu_attention_tc(dt, c->d_model / c->n_head) && c->d_model % 8 == 0;
         /* GELU fused into cuBLASLt's epilogues, 16-bit runs: the fc forward's GELU_AUX (the
          * pre-activation written beside the output for the backward) and the fc projection's
          * DGELU backward replace the two GELU passes: 0.30 -> 0.19 ms forward and 0.46 ->
