@@ -92,6 +92,8 @@ cuda-compile: deps
 	    python3 -m zipfile -e build-cuda/_nccl/nvidia_nccl_cu13-*.whl build-cuda/_nccl && rm -f build-cuda/_nccl/*.whl || \
 	    echo "cuda-compile: cannot fetch the nvidia-nccl-cu13 wheel: NCCL code compiles only where CMake finds NCCL"; \
 	  fi; \
+	  bash tools/fetch_cudnn_frontend.sh || \
+	    echo "cuda-compile: no cudnn-frontend headers: the cuDNN attention compiles to its KN_ENOTSUP stubs"; \
 	  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DMKS_ENABLE_CUDA=ON && \
 	  cmake --build build-cuda -j$(NPROC); \
 	fi

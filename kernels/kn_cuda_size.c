@@ -26,6 +26,10 @@ size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC) {
 
 size_t kn_attention_backward_scratch_bytes(size_t B, size_t T, size_t NH) { return B * NH * T * sizeof(float); }
 
+size_t kn_cudnn_attention_scratch_bytes(size_t B, size_t T, size_t NH, size_t HS) {
+    return B * NH * T * (HS + 4) * sizeof(float) + ((size_t)4 << 20);
+}
+
 size_t kn_sumsq_scratch_bytes(size_t n) { return ((n + KN_SUMSQ_CHUNK - 1) / KN_SUMSQ_CHUNK) * sizeof(double); }
 
 size_t kn_adamw_multi_table_bytes(size_t nt) { return nt * sizeof(kn_adamw_tensor) + (nt + 1) * sizeof(uint32_t); }

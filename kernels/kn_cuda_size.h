@@ -54,6 +54,13 @@ size_t kn_rmsnorm_backward_scratch_bytes(size_t N, size_t C);
 size_t kn_matmul_backward_scratch_bytes(size_t N, size_t OC);
 /* kn_attention_backward_cuda / _tc_cuda: one fp32 row sum per (b, head, t). */
 size_t kn_attention_backward_scratch_bytes(size_t B, size_t T, size_t NH);
+/* The workspace cuDNN's fused attention may take (kernels/kn_attention_cudnn.cu,
+ * when MKS_CUDA_ATTENTION=cudnn asks for it): plans needing more are not
+ * chosen.  What flash-attention backward kernels keep: an fp32 dQ accumulator
+ * (B NH T HS floats) and per-row statistics (4 floats a row), plus 4 MiB for
+ * the library's small tables.  A bound chosen before any GPU run; the first
+ * lent run prints the sizes cuDNN asked for (docs/gpu-notes.md). */
+size_t kn_cudnn_attention_scratch_bytes(size_t B, size_t T, size_t NH, size_t HS);
 /* kn_sumsq_cuda over n floats: one double per KN_SUMSQ_CHUNK elements. */
 size_t kn_sumsq_scratch_bytes(size_t n);
 

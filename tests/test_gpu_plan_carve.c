@@ -3,7 +3,8 @@
  * whole (unset, 0, a chunk no smaller than B x T) and chunked (a chunk that
  * does not divide B x T, "auto").  The carves are host code (the counting
  * pass of tr_cuda_model_arena_bytes / tr_cuda_llama_arena_bytes): no GPU
- * needed, label cpu, CUDA builds only.
+ * needed, label cpu, CUDA builds only.  Also with MKS_CUDA_ATTENTION=cudnn,
+ * which grows the kernel scratch (cuDNN's attention workspace) on both sides.
  *  - Llama family: every row of tr_llama_gpu_plan_rows summed equals the
  *    carve to the byte, in each setting;
  *  - GPT-2: the plan's "logits (Vp) + dlogits in place" row moves with the
@@ -116,6 +117,35 @@ int main(void) {
         llama_one(envs[k], &l3, 16, 1024, KN_BF16);
         gpt2_one(envs[k], 12, 12, 768, 50257, 1024, 16, KN_BF16, 0);
         cases += 2;
+    }
+    /* MKS_CUDA_ATTENTION=cudnn: the kernel scratch grows to cuDNN's workspace bound
+     * (gpu_attention.h) in the plan and the carve alike: every check above again with it set,
+     * and the growth the same on both sides at d12 and the Llama 1B shape */
+    {
+        uint64_t lg = 0, p0 = 0, p1 = 0;
+        tr_model_config d12c;
+        CHECK(tr_model_config_make(12, 12, 768, 1024, 50257, &d12c) == TR_MODEL_OK);
+        size_t g0 = tr_cuda_model_arena_bytes(&d12c, 16, 1024, KN_BF16, 0, NULL);
+        size_t l0 = tr_cuda_llama_arena_bytes(&l3, 16, 1024, KN_BF16, NULL);
+        CHECK(gpt2_plan(NULL, 12, 12, 768, 50257, 1024, 16, TR_BF16, 0, &lg, &p0), "d12 plan");
+        setenv("MKS_CUDA_ATTENTION", "cudnn", 1);
+        for (int d = 0; d < 3; d++) {
+            llama_one(NULL, &gqa, 3, 45, (kn_dtype)d);
+            llama_one("7", &tied, 3, 45, (kn_dtype)d);
+            gpt2_one(NULL, 2, 2, 64, 300, 48, 3, (kn_dtype)d, 0);
+            gpt2_one("40", 3, 3, 96, 1000, 63, 2, (kn_dtype)d, 1);
+            cases += 4;
+        }
+        llama_one(NULL, &l3, 16, 1024, KN_BF16);
+        size_t g1 = tr_cuda_model_arena_bytes(&d12c, 16, 1024, KN_BF16, 0, NULL);
+        size_t l1 = tr_cuda_llama_arena_bytes(&l3, 16, 1024, KN_BF16, NULL);
+        CHECK(gpt2_plan(NULL, 12, 12, 768, 50257, 1024, 16, TR_BF16, 0, &lg, &p1), "d12 plan (cudnn)");
+        unsetenv("MKS_CUDA_ATTENTION");
+        CHECK(g1 > g0 && p1 - p0 == g1 - g0, "d12 with cuDNN attention: carve +%zu, plan +%" PRIu64, g1 - g0, p1 - p0);
+        CHECK(l1 > l0, "Llama 1B shape with cuDNN attention: carve %zu -> %zu", l0, l1);
+        printf("  MKS_CUDA_ATTENTION=cudnn: kernel scratch to cuDNN's workspace bound: d12 B16 T1024 bf16 arena +%.1f "
+               "MiB; Llama 3.2 1B shape B16 T1024 +%.1f MiB\n",
+               (g1 - g0) / 1048576.0, (l1 - l0) / 1048576.0);
     }
     /* the saving at d12 B16 T1024 and a Llama 3 vocabulary (1B shape) at the same batch, bf16: docs/memory-plan.md */
     tr_model_config d12;

@@ -45,6 +45,7 @@ struct tr_cuda_llama {
     float *inv_freq;
     void *cublas_ws;
     int attn_tc; /* 1: the tensor-core GQA attention (bf16, heads of 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_cudnn; /* 1: cuDNN's fused attention for Bmax x Tmax rows without a document mask (MKS_CUDA_ATTENTION=cudnn) */
 };
 
 typedef tr_gpu_carver ll_carver;
@@ -243,6 +244,7 @@ extern "C" int tr_cuda_llama_create(tr_cuda_llama **out, const tr_llama_config *
     /* bf16 with heads of 64 (Llama 3.2 1B, SmolLM, TinyLlama, Qwen2 0.5B): GPT-2's pipelined
      * tensor-core kernels on the grouped-query row, chosen as GPT-2 chooses them */
     m->attn_tc = tr_gpu_attention_tc(dt, m->hd);
+    m->attn_cudnn = tr_gpu_attention_cudnn_setup(m->Bmax, m->Tmax, m->H, m->KV, m->hd, dt, m->p.scratch_bytes);
     if (kn_cuda_ctx_create(&m->ctx, s, m->cublas_ws, KN_CUBLASLT_WORKSPACE) != KN_OK) {
         free_host(m);
         return TR_ERR_NODEVICE;
@@ -377,6 +379,7 @@ typedef struct {
 
 static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
     const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
+    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* the prepared shape */
     const size_t NF = (size_t)N * F;
     const kn_dtype dt = m->p.dt;
     cudaStream_t s = m->p.s;
@@ -399,7 +402,9 @@ static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
                                   ly[LW_QKVB] == (size_t)-1 ? nullptr : W(ly[LW_QKVB]), N, C, RS, dt));
         /* q and k heads of each packed row, in place: the attention and its backward see the rotated q, k */
         KC(kn_rope_forward_cuda(qkv, qkv, x->pos, m->rope, N, T, H + KV, hd, RS, m->c.max_seq, dt, s));
-        if (m->attn_tc) KC(kn_gqa_attention_forward_tc_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
+        if (cudnn_att)
+            KC(kn_cudnn_attention_forward(ao, lse, qkv, B, T, H, KV, hd, m->p.scratch, m->p.scratch_bytes, dt, s));
+        else if (m->attn_tc) KC(kn_gqa_attention_forward_tc_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
         else KC(kn_gqa_attention_forward_cuda(ao, lse, qkv, x->doc, B, T, H, KV, hd, dt, s));
         KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, ao, W(ly[LW_O]), nullptr, N, C, C, dt));
         KC(kn_rmsnorm_forward_cuda(h2, r2, xmid, xin, m->proj, WF(ly[LW_N2]), N, C, eps, dt, s));
@@ -425,6 +430,7 @@ static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
 
 static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
     const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
+    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* the prepared shape */
     const size_t NC = (size_t)N * C, NF = (size_t)N * F;
     const kn_dtype dt = m->p.dt;
     cudaStream_t s = m->p.s;
@@ -457,7 +463,8 @@ static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
         /* dres: d(xmid) = d(xin + o_proj(ao)) */
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_O]), nullptr, m->dres, ao, W(ly[LW_O]), N, C, C, sc, sb,
                                    dt)); /* dbuf = dao */
-        if (m->attn_tc)
+        if (cudnn_att) KC(kn_cudnn_attention_backward(m->dqkv, m->dbuf, qkv, ao, lse, B, T, H, KV, hd, sc, sb, dt, s));
+        else if (m->attn_tc)
             KC(kn_gqa_attention_backward_tc_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt,
                                                  s));
         else KC(kn_gqa_attention_backward_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt, s));

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_attention.h"
 #include "gpu_llama.h"
 #include "gpu_step.h"
 #include "gpu_lmhead.h"
@@ -42,7 +43,7 @@ size_t tr_llama_gpu_scratch_bytes(const tr_llama_config *c, size_t B, size_t T) 
     size_t N = B * T, C = (size_t)c->d_model, hd = C / (size_t)c->n_head, RS = C + 2 * (size_t)c->n_kv_head * hd, s, x;
     s = kn_matmul_backward_scratch_bytes(N, RS); /* the q/k/v bias gradient (Qwen2) */
     if ((x = kn_rmsnorm_backward_scratch_bytes(N, C)) > s) s = x;
-    if ((x = kn_attention_backward_scratch_bytes(B, T, (size_t)c->n_head)) > s) s = x;
+    if ((x = tr_gpu_attention_scratch_bytes(B, T, (size_t)c->n_head, hd)) > s) s = x; /* + cuDNN's workspace if asked */
     if ((x = kn_encoder_backward_scratch_bytes(N)) > s) s = x;
     if ((x = kn_sumsq_scratch_bytes(tr_llama_gpu_param_count(c))) > s) s = x;
     return s;

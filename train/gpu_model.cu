@@ -16,7 +16,8 @@ extern "C" {
 struct tr_cuda_model {
     tr_model_config c;
     int Bmax, Tmax;
-    int attn_tc;     /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_tc; /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_cudnn; /* 1: cuDNN's fused attention for Bmax x Tmax rows without a document mask (MKS_CUDA_ATTENTION=cudnn) */
     int gelu_epi;    /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
     int dgelu_epi;   /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
     int recompute;   /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
@@ -132,6 +133,8 @@ extern "C" int tr_cuda_model_create(tr_cuda_model **out, const tr_model_config *
          * in its pipelined variant another 2.5x / 3.3x (kernels/kn_attention_tc.cu picks the variant,
          * MKS_ATTN_TC); MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (tr_gpu_attention_tc). */
         m->attn_tc = tr_gpu_attention_tc(dt, c->d_model / c->n_head) && c->d_model % 8 == 0;
+        m->attn_cudnn = tr_gpu_attention_cudnn_setup(m->Bmax, m->Tmax, c->n_head, c->n_head, c->d_model / c->n_head, dt,
+                                                     m->p.scratch_bytes);
         /* GELU fused into cuBLASLt's epilogues, 16-bit runs: the fc forward's GELU_AUX (the
          * pre-activation written beside the output for the backward) and the fc projection's
          * DGELU backward replace the two GELU passes: 0.30 -> 0.19 ms forward and 0.46 ->
@@ -279,6 +282,7 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
     cudaStream_t s = x->s;
     void *const *W = x->W;
     const float *const *Wf = x->Wf;
+    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* the prepared shape */
     KC(kn_encoder_forward_cuda(m->encoded, x->inputs, x->pos, W[TR_P_WTE], W[TR_P_WPE], B, T, C, V, c->max_seq, dt, s));
     for (int l = 0; l < L; l++) {
         layer_acts a = acts_of(m, x, l);
@@ -291,7 +295,10 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
         }
         KC(kn_matmul_forward_cuda(m->ctx, a.qkv, nullptr, a.ln1, ep(W[TR_P_QKVW], (size_t)l * 3 * C2, e),
                                   ep(W[TR_P_QKVB], (size_t)l * 3 * C, e), N, C, 3 * C, dt));
-        if (m->attn_tc) KC(kn_attention_forward_tc_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
+        if (cudnn_att)
+            KC(kn_cudnn_attention_forward(a.atty, a.lse, a.qkv, B, T, NH, NH, C / NH, m->p.scratch, m->p.scratch_bytes,
+                                          dt, s));
+        else if (m->attn_tc) KC(kn_attention_forward_tc_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
         else KC(kn_attention_forward_cuda(a.atty, a.lse, a.qkv, x->doc, B, T, C, NH, dt, s));
         KC(kn_matmul_forward_cuda(m->ctx, m->proj, nullptr, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e),
                                   ep(W[TR_P_ATTPROJB], (size_t)l * C, e), N, C, C, dt));
@@ -335,6 +342,7 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
     void *const *W = x->W;
     float *const *G = x->G;
     const float *const *Wf = x->Wf;
+    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* as in the forward */
     if (!x->chunked) /* whole: the head's backward from the dlogits the forward left (chunked: dbuf is done) */
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
                                    m->p.scratch, m->p.scratch_bytes, dt));
@@ -367,7 +375,10 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_ATTPROJW] + (size_t)l * C2, G[TR_P_ATTPROJB] + (size_t)l * C,
                                    m->dres, a.atty, ep(W[TR_P_ATTPROJW], (size_t)l * C2, e), N, C, C, m->p.scratch,
                                    m->p.scratch_bytes, dt));
-        if (m->attn_tc)
+        if (cudnn_att)
+            KC(kn_cudnn_attention_backward(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, B, T, NH, NH, C / NH, m->p.scratch,
+                                           m->p.scratch_bytes, dt, s));
+        else if (m->attn_tc)
             KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->p.scratch,
                                              m->p.scratch_bytes, dt, s));
         else

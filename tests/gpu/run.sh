@@ -36,7 +36,7 @@
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
 # TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1, SKIP_LLAMA=1,
 # LLAMA_BATCH (8), LLAMA_STEPS (10), LLAMA_FORCE_BENCH=1 (step 10b times bench_llama_gpu, not llmtrain --device cuda),
-# SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, NCCL_STEPS (5), GRAPH_STEPS (STEPS), DP_STEPS (5), DP_BATCH (524288),
+# SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, SKIP_CUDNN=1, CUDNN_STEPS (GRAPH_STEPS), NCCL_STEPS (5), GRAPH_STEPS (STEPS), DP_STEPS (5), DP_BATCH (524288),
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
 # all), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab).
@@ -280,6 +280,36 @@ else
     cfg=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DMKS_ENABLE_CUDA=$CUDA" -DMKS_ENABLE_ARROW=OFF)
     [ "$CUDA" = ON ] && cfg+=(-DCMAKE_CUDA_ARCHITECTURES=90)
     have pkg-config && cfg+=(-DPKG_CONFIG_EXECUTABLE="$(command -v pkg-config)")
+    # cuDNN for the optional fused attention (MKS_CUDA_ATTENTION=cudnn, step 10a): the machine's
+    # libcudnn (the system's or the nvidia-cudnn wheel PyTorch brings), its cudnn.h (beside it, the
+    # system's, or packed by pack_deps.sh) and the cudnn-frontend headers packed by pack_deps.sh.
+    # AUTO, not ON: a miss builds without it (step 10a says why), never fails the build.
+    CUDNN_LIBDIRS=""
+    if [ "$CUDA" = ON ] && [ "$REHEARSE" = 0 ]; then
+        sp=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+        # shellcheck disable=SC2086
+        cudnn_lib=$(find $sp /usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64 -maxdepth 4 -name 'libcudnn.so.9' \
+            2>/dev/null | head -1)
+        cudnn_inc=""
+        for d in "$(dirname "$(dirname "${cudnn_lib:-/x/x}")")/include" /usr/include /usr/local/cuda/include \
+            "$DEPS_DIR/cudnn/include"; do
+            [ -f "$d/cudnn.h" ] && cudnn_inc=$d && break
+        done
+        cudnn_fe="$DEPS_DIR/cudnn-frontend/include"
+        if [ -n "$cudnn_lib" ] && [ -n "$cudnn_inc" ] && [ -f "$cudnn_fe/cudnn_frontend.h" ]; then
+            cfg+=(-DMKS_CUDNN=AUTO "-DMKS_CUDNN_INCLUDE=$cudnn_inc" "-DMKS_CUDNN_LIBRARY=$cudnn_lib"
+                  "-DMKS_CUDNN_FRONTEND_DIR=$cudnn_fe")
+            # libcudnn loads its runtime-compiled engines' NVRTC by name: PyTorch's wheel, on the path
+            # of the cuDNN steps only
+            # shellcheck disable=SC2086
+            nvrtc=$(find $sp -maxdepth 4 -name 'libnvrtc.so.1[0-9]*' 2>/dev/null | head -1)
+            CUDNN_LIBDIRS=$(dirname "$cudnn_lib")${nvrtc:+:$(dirname "$nvrtc")}
+            res build cudnn "lib $cudnn_lib; cudnn.h in $cudnn_inc; frontend $cudnn_fe"
+        else
+            cfg+=(-DMKS_CUDNN=OFF)
+            res build cudnn "not built: lib '$cudnn_lib', cudnn.h '$cudnn_inc', frontend '$cudnn_fe'"
+        fi
+    fi
     if [ -f "$BUILD_DIR/CMakeCache.txt" ] && ! grep -q 'CMAKE_GENERATOR:INTERNAL=Ninja' "$BUILD_DIR/CMakeCache.txt"; then
         rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles" # another generator's cache
     fi
@@ -308,6 +338,14 @@ else
     tgt=()
     for t in ${BUILD_TARGETS:-}; do tgt+=(--target "$t"); done
     run_t 300 "$LOGS/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" "${tgt[@]}"
+    if [ "$RC" != 0 ] && [ -n "$CUDNN_LIBDIRS" ]; then # the optional cuDNN part must not cost the run
+        say "2. build failed with cuDNN: again without it (step 10a skipped)"
+        mv "$LOGS/build.log" "$LOGS/build_cudnn.log"
+        CUDNN_LIBDIRS=""
+        res build cudnn "build failed with it: $(grep -m1 -E 'error|FAILED' "$LOGS/build_cudnn.log" | cut -c1-120)"
+        run_t 60 "$LOGS/cmake_nocudnn.log" cmake "${cfg[@]}" -DMKS_CUDNN=OFF
+        run_t 300 "$LOGS/build.log" cmake --build "$BUILD_DIR" -j "$JOBS" "${tgt[@]}"
+    fi
     nwarn=$(grep -c -i 'warning' "$LOGS/build.log")
     if [ "$RC" = 0 ]; then
         check build PASS "cuda $CUDA, $nwarn warning lines, deps: $DEPS"
@@ -421,7 +459,7 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
     if [ "$FALLBACK" = 1 ]; then
         run_t 120 "$LOGS/ctest_gpu.log" "$BUILD_DIR/tests/test_kernels_gpu"
     else
-        run_t 150 "$LOGS/ctest_gpu.log" ctest --test-dir "$BUILD_DIR" -L gpu -V --timeout 100
+        run_t 150 "$LOGS/ctest_gpu.log" ctest --test-dir "$BUILD_DIR" -L gpu -E '^test_kn_cudnn_gpu$' -V --timeout 100
     fi
     sed -E 's/^[0-9]+: //' "$LOGS/ctest_gpu.log" | grep -E '^\|' >"$LOGS/kernel_table.txt" || true
     check ctest_gpu "$(status_of $RC)" "$(grep -E 'tests passed|tests failed|checks passed' "$LOGS/ctest_gpu.log" | tail -1 | sed 's/^ *//')"
@@ -942,6 +980,82 @@ else
         "$LOGS/torch_d12.json" "$PY" tests/gpu/torch_mem.py --model d12 --seq-len "$SEQ" --batch "$BATCH" \
         --steps "$STEPS" --vocab-size "$VOCAB_N" "${DATA_ARG[@]}"
     check torch "$(status_of $RC)" "exit $RC: $(tail -c 150 "$LOGS/torch_d12.json" | tr -d '\n')"
+fi
+
+# ---- 10a. cuDNN's fused attention (MKS_CUDA_ATTENTION=cudnn, opt-in; issue 31 item 3) -----------
+# test_kn_cudnn_gpu (cuDNN against the C reference and the own kernels), then step 7's run with
+# cuDNN's attention: its tokens/s next to step 7's and PyTorch's (same batch, back to back), losses
+# close to step 7's (other kernels: not the same bits; within 2% relative at every step). The
+# default stays the own kernels until this row passes and is faster. SKIP_CUDNN=1 skips it.
+if [ -n "${SKIP_CUDNN:-}" ]; then
+    check cudnn_attention SKIP "SKIP_CUDNN set"
+elif [ "$REHEARSE" = 1 ] || [ "$GPU_OK" = 0 ]; then
+    check cudnn_attention SKIP "not run: no GPU (rehearsal)"
+elif [ -z "${CUDNN_LIBDIRS:-}" ]; then
+    check cudnn_attention SKIP "not run: no cuDNN build ($(grep -m1 '^build|cudnn|' "$RESULTS" | cut -d'|' -f3 | cut -c1-120))"
+elif [ ! -x "$BUILD_DIR/tests/test_kn_cudnn_gpu" ]; then
+    check cudnn_attention FAIL "test_kn_cudnn_gpu not built"
+else
+    say "10a. cuDNN attention: test_kn_cudnn_gpu, then step 7's run with MKS_CUDA_ATTENTION=cudnn"
+    CUDNN_LDP="$CUDNN_LIBDIRS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    LD_LIBRARY_PATH=$CUDNN_LDP run_t 90 "$LOGS/cudnn_test.txt" "$BUILD_DIR/tests/test_kn_cudnn_gpu"
+    trc=$RC
+    tline=$(grep -E 'checks failed|skip' "$LOGS/cudnn_test.txt" | tail -1 | cut -c1-100)
+    res cudnn version "$(grep -m1 'cuDNN [0-9]' "$LOGS/cudnn_test.txt" | cut -c1-100)"
+    res cudnn kernels "$(grep -m1 'timing d12' "$LOGS/cudnn_test.txt" | sed 's/^ *//' | cut -c1-230)"
+    if [ "$trc" != 0 ]; then
+        check cudnn_attention "$(status_of $trc)" "test_kn_cudnn_gpu exit $trc: ${tline:-$(last_line "$LOGS/cudnn_test.txt")}"
+    elif [ -z "$LLMTRAIN" ] || [ ! -s "$LOGS/ours_d12.jsonl" ]; then
+        check cudnn_attention PASS "test_kn_cudnn_gpu: $tline (no step 7 run to train against)"
+    else
+        CUDNN_STEPS=${CUDNN_STEPS:-$GRAPH_STEPS}
+        MKS_CUDA_ATTENTION=cudnn LD_LIBRARY_PATH=$CUDNN_LDP run_t 90 "$LOGS/cudnn_d12.txt" "$LLMTRAIN" "${TRAIN[@]}" \
+            --steps "$STEPS" --stop-after "$CUDNN_STEPS" --log "$LOGS/cudnn_d12.jsonl"
+        crc=$RC
+        taken=$(grep -m1 '^attention:' "$LOGS/cudnn_d12.txt" | cut -c1-170)
+        res cudnn attention "${taken:-no attention line}"
+        cmpc=$("$PY" - "$LOGS/ours_d12.jsonl" "$LOGS/cudnn_d12.jsonl" "$CUDNN_STEPS" "$LOGS/torch_d12.json" <<'EOF4'
+import json, statistics, sys
+def rows(p):
+    out = {}
+    try:
+        for l in open(p):
+            try: j = json.loads(l)
+            except ValueError: continue
+            if "step" in j: out[j["step"]] = j
+    except OSError: pass
+    return out
+a, b, n = rows(sys.argv[1]), rows(sys.argv[2]), int(sys.argv[3])
+def tps(r):
+    v = [r[s]["tok_per_s"] for s in sorted(r)[len(r) // 4:] if isinstance(r[s].get("tok_per_s"), (int, float))]
+    return statistics.median(v) if v else 0.0
+torch = 0.0
+try:
+    t = json.loads(open(sys.argv[4]).read().strip().splitlines()[-1])
+    torch = float(t.get("tok_per_s") or t.get("tokens_per_s") or 0)
+except Exception: pass
+steps = [s for s in range(1, n + 1) if s in a and s in b]
+worst = max((abs(b[s]["loss"] - a[s]["loss"]) / abs(a[s]["loss"]) for s in steps), default=None)
+ta, tb = tps(a), tps(b)
+vs = f", {tb / torch:.3f}x PyTorch's {torch:.0f}" if torch and tb else ""
+ok = len(steps) == n and worst is not None and worst <= 0.02
+print(f"{'close' if ok else 'DIFFER'}: {len(steps)} of {n} steps, worst loss difference "
+      f"{worst if worst is not None else float('nan'):.2e}; cuDNN {tb:.0f} vs own {ta:.0f} tok/s "
+      f"({tb / ta if ta else 0:.3f}x){vs}")
+EOF4
+)
+        res cudnn d12 "$cmpc"
+        if [ "$crc" != 0 ]; then
+            check cudnn_attention "$(status_of $crc)" "test: $tline; llmtrain exit $crc: $(last_line "$LOGS/cudnn_d12.txt")"
+        elif [ -z "$taken" ] || ! printf '%s' "$taken" | grep -q 'cuDNN [0-9]'; then
+            check cudnn_attention FAIL "test: $tline; llmtrain ran the own kernels: ${taken:-no attention line}"
+        else
+            case "$cmpc" in
+                close*) check cudnn_attention PASS "$cmpc" ;;
+                *) check cudnn_attention FAIL "$cmpc" ;;
+            esac
+        fi
+    fi
 fi
 
 # ---- 10b. Llama-shape ~1B bf16: ours vs transformers (issue 30 item 5) -------------------------
