@@ -20,8 +20,16 @@
  * lse (B,NH,T) fp32 is cuDNN's softmax statistics, the natural-log
  * log-sum-exp of the scaled scores, which is what the own kernels store too.
  * dqkv is overwritten whole (its q, k and v parts), as by the own backward.
- * The backward asks for cuDNN's deterministic algorithm: training runs and
- * resumes stay bit-reproducible.
+ *
+ * Determinism: cuDNN's default backward on Hopper sums dQ with atomics (not
+ * bit-reproducible); its deterministic algorithm either keeps dP, a T x T
+ * matrix per head (b h T^2 bf16: what this project never allocates), or,
+ * from cuDNN 9.25, orders the dQ sums with a workspace linear in T - chosen
+ * by the frontend only when CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT is below
+ * dP's size, so it is set (to the caller's bound) while such a graph is
+ * built.  `deterministic` asks for the latter: with an older cuDNN the
+ * T x T plans exceed the bound and prepare says so (KN_ENOTSUP); 0 takes
+ * the atomics (runs and resumes then differ in the last bits).
  *
  * Memory: a graph's workspace comes from the caller (the models' kernel
  * scratch, a plan row); plans needing more than the caller's bound are
@@ -30,6 +38,7 @@
  * process (one device per process in this trainer). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kn_cuda_common.cuh"
@@ -50,11 +59,11 @@ namespace fe = cudnn_frontend;
 enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV };
 
 struct att_key {
-    int bwd, B, T, NH, NKV, HS, dt;
+    int bwd, B, T, NH, NKV, HS, dt, det; /* det: the deterministic backward (always 0 for forward graphs) */
     long long ws_cap;
     bool operator==(const att_key &o) const {
         return bwd == o.bwd && B == o.B && T == o.T && NH == o.NH && NKV == o.NKV && HS == o.HS && dt == o.dt &&
-               ws_cap == o.ws_cap;
+               det == o.det && ws_cap == o.ws_cap;
     }
 };
 
@@ -128,7 +137,7 @@ static std::shared_ptr<fe::graph::Graph> build_graph(const att_key &k, int64_t *
         auto opt = fe::graph::SDPA_backward_attributes()
                        .set_name("attention_backward")
                        .set_attn_scale(scale)
-                       .set_deterministic_algorithm(true);
+                       .set_deterministic_algorithm(k.det != 0);
         opt.set_causal_mask(true);
         auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opt);
         dQ->set_output(true).set_uid(UID_DQ).set_dim({B, NH, T, HS}).set_stride({T * RS, HS, RS, 1});
@@ -145,6 +154,20 @@ static std::shared_ptr<fe::graph::Graph> build_graph(const att_key &k, int64_t *
         step = name;                                                                                                   \
         fe::error_t r_ = (call);                                                                                       \
         if (!r_.is_good()) msg = r_.get_message().empty() ? std::string("failed") : r_.get_message();                  \
+    }
+    /* the deterministic backward with linear workspace (cuDNN >= 9.25): the frontend takes it when the
+     * dP limit is below dP's size; the user's own setting wins */
+    struct env_guard { /* unset again however the build ends (the frontend may throw) */
+        const char *name = "CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT";
+        bool set = false;
+        ~env_guard() {
+            if (set) unsetenv(name);
+        }
+    } dp;
+    if (k.bwd && k.det && !getenv(dp.name)) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", k.ws_cap);
+        dp.set = setenv(dp.name, v, 1) == 0;
     }
     KN_CUDNN_STEP("validate", g->validate());
     KN_CUDNN_STEP("build_operation_graph", g->build_operation_graph(g_handle));
@@ -234,7 +257,7 @@ static int run_graph(const att_key &k, std::unordered_map<int64_t, void *> &pack
 extern "C" int kn_cudnn_attention_version(void) { return (int)cudnnGetVersion(); }
 
 extern "C" int kn_cudnn_attention_prepare(size_t *fwd_ws, size_t *bwd_ws, int B, int T, int NH, int NKV, int HS,
-                                          size_t ws_cap, kn_dtype dt, char *why, size_t whylen) {
+                                          size_t ws_cap, int deterministic, kn_dtype dt, char *why, size_t whylen) {
     if (why && whylen) why[0] = 0;
     if (!shape_ok(B, T, NH, NKV, HS, dt)) {
         if (why && whylen) snprintf(why, whylen, "cuDNN attention: 16-bit rows with HS a multiple of 8, <= 256");
@@ -243,7 +266,7 @@ extern "C" int kn_cudnn_attention_prepare(size_t *fwd_ws, size_t *bwd_ws, int B,
     std::lock_guard<std::mutex> lock(g_mu);
     char buf[512] = "";
     for (int bwd = 0; bwd < 2; bwd++) {
-        att_key k = {bwd, B, T, NH, NKV, HS, (int)dt, (long long)ws_cap};
+        att_key k = {bwd, B, T, NH, NKV, HS, (int)dt, bwd && deterministic, (long long)ws_cap};
         const att_graph *e = graph_for(k, buf, sizeof buf);
         if (!e) {
             if (why && whylen) snprintf(why, whylen, "%s", buf);
@@ -265,20 +288,20 @@ extern "C" int kn_cudnn_attention_forward(void *out, float *lse, const void *qkv
                                                 {UID_V, q + (size_t)(NH + NKV) * HS * e},
                                                 {UID_O, out},
                                                 {UID_STATS, lse}};
-    att_key k = {0, B, T, NH, NKV, HS, (int)dt, (long long)ws_bytes};
+    att_key k = {0, B, T, NH, NKV, HS, (int)dt, 0, (long long)ws_bytes};
     return run_graph(k, pack, ws, s);
 }
 
 extern "C" int kn_cudnn_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out,
                                            const float *lse, int B, int T, int NH, int NKV, int HS, void *ws,
-                                           size_t ws_bytes, kn_dtype dt, kn_stream s) {
+                                           size_t ws_bytes, int deterministic, kn_dtype dt, kn_stream s) {
     if (!dqkv || !dout || !qkv || !out || !lse || !shape_ok(B, T, NH, NKV, HS, dt)) return KN_EINVAL;
     const size_t e = 2, ko = (size_t)NH * HS * e, vo = (size_t)(NH + NKV) * HS * e;
     char *q = (char *)qkv, *dq = (char *)dqkv;
     std::unordered_map<int64_t, void *> pack = {{UID_Q, q},           {UID_K, q + ko},        {UID_V, q + vo},
                                                 {UID_O, (void *)out}, {UID_DO, (void *)dout}, {UID_STATS, (void *)lse},
                                                 {UID_DQ, dq},         {UID_DK, dq + ko},      {UID_DV, dq + vo}};
-    att_key k = {1, B, T, NH, NKV, HS, (int)dt, (long long)ws_bytes};
+    att_key k = {1, B, T, NH, NKV, HS, (int)dt, deterministic != 0, (long long)ws_bytes};
     return run_graph(k, pack, ws, s);
 }
 
@@ -294,8 +317,8 @@ static int no_cudnn(char *why, size_t whylen) {
 
 extern "C" int kn_cudnn_attention_version(void) { return 0; }
 
-extern "C" int kn_cudnn_attention_prepare(size_t *fwd_ws, size_t *bwd_ws, int, int, int, int, int, size_t, kn_dtype,
-                                          char *why, size_t whylen) {
+extern "C" int kn_cudnn_attention_prepare(size_t *fwd_ws, size_t *bwd_ws, int, int, int, int, int, size_t, int,
+                                          kn_dtype, char *why, size_t whylen) {
     if (fwd_ws) *fwd_ws = 0;
     if (bwd_ws) *bwd_ws = 0;
     return no_cudnn(why, whylen);
@@ -308,7 +331,7 @@ extern "C" int kn_cudnn_attention_forward(void *, float *, const void *, int, in
 }
 
 extern "C" int kn_cudnn_attention_backward(void *, const void *, const void *, const void *, const float *, int, int,
-                                           int, int, int, void *, size_t, kn_dtype, kn_stream) {
+                                           int, int, int, void *, size_t, int, kn_dtype, kn_stream) {
     kn_cuda_set_error("attention_cudnn: %s", "this build has no cuDNN");
     return KN_ENOTSUP;
 }

@@ -269,12 +269,15 @@ int kn_gqa_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *
  * (GPT-2's rows are NKV = NH): causal, no document mask, bf16 or fp16, HS a
  * multiple of 8 up to 256; out and lse as kn_gqa_attention_forward_cuda
  * (lse: natural-log log-sum-exp of the scaled scores); the backward
- * overwrites dqkv whole and runs cuDNN's deterministic algorithm.  Its
+ * overwrites dqkv whole.  deterministic != 0: cuDNN's bit-reproducible
+ * backward with a workspace linear in T (cuDNN >= 9.25; older ones would
+ * need a T x T workspace, beyond any bound given here: KN_ENOTSUP);
+ * 0: its default, dQ summed with atomics (not bit-reproducible).  Its
  * workspace is the caller's (ws, ws_bytes): plans that need more than
  * ws_bytes are never chosen.  Built only when CMake finds cuDNN and the
  * cudnn-frontend headers (MKS_CUDNN); otherwise every call answers
  * KN_ENOTSUP.  The own kernels stay the default until it has run on a GPU
- * (MKS_CUDA_ATTENTION=cudnn asks for it: train/gpu_attention.h). */
+ * (MKS_CUDA_ATTENTION=cudnn or cudnn-fast asks for it: train/gpu_attention.h). */
 /* cudnnGetVersion() of the library loaded (e.g. 91900), 0 when built without cuDNN. */
 int kn_cudnn_attention_version(void);
 /* Build (and cache) the forward and backward graphs of one shape, with at
@@ -282,11 +285,12 @@ int kn_cudnn_attention_version(void);
  * *bwd_ws.  KN_ENOTSUP with the reason in why when cuDNN cannot run it
  * (nothing recorded as a CUDA error: the caller falls back). */
 int kn_cudnn_attention_prepare(size_t *fwd_ws, size_t *bwd_ws, int B, int T, int NH, int NKV, int HS, size_t ws_cap,
-                               kn_dtype dt, char *why, size_t whylen);
+                               int deterministic, kn_dtype dt, char *why, size_t whylen);
 int kn_cudnn_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int NH, int NKV, int HS, void *ws,
                                size_t ws_bytes, kn_dtype dt, kn_stream s);
 int kn_cudnn_attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse, int B,
-                                int T, int NH, int NKV, int HS, void *ws, size_t ws_bytes, kn_dtype dt, kn_stream s);
+                                int T, int NH, int NKV, int HS, void *ws, size_t ws_bytes, int deterministic,
+                                kn_dtype dt, kn_stream s);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
 
 int tr_gpu_attention_cudnn_wanted(void) {
     const char *v = getenv("MKS_CUDA_ATTENTION");
-    return v && !strcmp(v, "cudnn");
+    if (!v) return 0;
+    return !strcmp(v, "cudnn") ? TR_GPU_CUDNN_DETERMINISTIC : !strcmp(v, "cudnn-fast") ? TR_GPU_CUDNN_FAST : 0;
 }
 
 size_t tr_gpu_attention_scratch_bytes(size_t B, size_t T, size_t NH, size_t HS) {

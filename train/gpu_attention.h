@@ -5,10 +5,15 @@
  *
  *   MKS_CUDA_ATTENTION=cudnn  cuDNN's fused flash attention
  *                             (kernels/kn_attention_cudnn.cu) for 16-bit
- *                             micro-batches without a document mask; the
- *                             own kernels for the rest and whenever cuDNN is
- *                             absent or refuses the shape (one line says why).
- *                             Opt-in until a lent GPU has run it.
+ *                             micro-batches without a document mask, with its
+ *                             deterministic backward (bit-reproducible runs;
+ *                             cuDNN >= 9.25); the own kernels for the rest and
+ *                             whenever cuDNN is absent or refuses the shape
+ *                             (one line says why).  Opt-in until a lent GPU
+ *                             has run it.
+ *   MKS_CUDA_ATTENTION=cudnn-fast  the same with cuDNN's default backward
+ *                             (dQ summed with atomics: runs and resumes differ
+ *                             in the last bits; any cuDNN 9).
  *   MKS_CUDA_ATTENTION=simt   the SIMT kernels (train/gpu_common.cuh)
  *   unset                     the own tensor-core kernels where they apply. */
 #ifndef TR_GPU_ATTENTION_H
@@ -20,7 +25,9 @@
 extern "C" {
 #endif
 
-/* 1 when MKS_CUDA_ATTENTION is "cudnn". */
+/* MKS_CUDA_ATTENTION: "cudnn" 1 (deterministic backward), "cudnn-fast" 2, else 0. */
+#define TR_GPU_CUDNN_DETERMINISTIC 1
+#define TR_GPU_CUDNN_FAST 2
 int tr_gpu_attention_cudnn_wanted(void);
 /* The attention's share of the models' kernel scratch for B x T rows of NH
  * heads of HS: the own backward's row sums, or with cuDNN asked for, the

@@ -36,25 +36,30 @@ static inline int tr_gpu_attention_tc(kn_dtype dt, int head_size) {
     return !(att && !strcmp(att, "simt")) && dt == KN_BF16 && head_size == 64;
 }
 
-/* MKS_CUDA_ATTENTION=cudnn (gpu_attention.h): cuDNN's fused attention for
- * the micro-batch shape B x T, prepared once when a model is created: 1 when
- * cuDNN builds both graphs within the model's kernel scratch (its
- * workspace), else 0 with one line saying why (the own kernels run).  Only
- * calls of exactly this shape without a document mask take it. */
+/* MKS_CUDA_ATTENTION=cudnn / cudnn-fast (gpu_attention.h): cuDNN's fused
+ * attention for the micro-batch shape B x T, prepared once when a model is
+ * created: its mode (TR_GPU_CUDNN_*) when cuDNN builds both graphs within
+ * the model's kernel scratch (its workspace), else 0 with one line saying
+ * why (the own kernels run).  Only calls of exactly this shape without a
+ * document mask take it. */
 static inline int tr_gpu_attention_cudnn_setup(int B, int T, int NH, int NKV, int HS, kn_dtype dt,
                                                size_t scratch_bytes) {
-    if (!tr_gpu_attention_cudnn_wanted()) return 0;
+    int mode = tr_gpu_attention_cudnn_wanted();
+    if (!mode) return 0;
+    const int det = mode == TR_GPU_CUDNN_DETERMINISTIC;
+    const char *name = det ? "cudnn" : "cudnn-fast";
     char why[512];
     size_t fw = 0, bw = 0;
-    if (kn_cudnn_attention_prepare(&fw, &bw, B, T, NH, NKV, HS, scratch_bytes, dt, why, sizeof why) != KN_OK) {
-        fprintf(stderr, "attention: MKS_CUDA_ATTENTION=cudnn not taken: %s; the own kernels run\n", why);
+    if (kn_cudnn_attention_prepare(&fw, &bw, B, T, NH, NKV, HS, scratch_bytes, det, dt, why, sizeof why) != KN_OK) {
+        fprintf(stderr, "attention: MKS_CUDA_ATTENTION=%s not taken: %s; the own kernels run\n", name, why);
         return 0;
     }
     fprintf(stderr,
-            "attention: cuDNN %d fused attention (B %d T %d NH %d NKV %d HS %d; workspace forward %.2f MiB, "
-            "backward %.2f MiB, of the %.2f MiB kernel scratch)\n",
-            kn_cudnn_attention_version(), B, T, NH, NKV, HS, fw / 1048576.0, bw / 1048576.0, scratch_bytes / 1048576.0);
-    return 1;
+            "attention: cuDNN %d fused attention, %s backward (B %d T %d NH %d NKV %d HS %d; workspace forward "
+            "%.2f MiB, backward %.2f MiB, of the %.2f MiB kernel scratch)\n",
+            kn_cudnn_attention_version(), det ? "deterministic" : "atomic (not bit-reproducible)", B, T, NH, NKV, HS,
+            fw / 1048576.0, bw / 1048576.0, scratch_bytes / 1048576.0);
+    return mode;
 }
 
 /* A CUDA call: on failure the call text, file:line, error name and text are

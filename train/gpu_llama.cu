@@ -44,8 +44,8 @@ struct tr_cuda_llama {
     float *rope; /* (max_seq, hd/2, 2) cos/sin */
     float *inv_freq;
     void *cublas_ws;
-    int attn_tc; /* 1: the tensor-core GQA attention (bf16, heads of 64; not with MKS_CUDA_ATTENTION=simt) */
-    int attn_cudnn; /* 1: cuDNN's fused attention for Bmax x Tmax rows without a document mask (MKS_CUDA_ATTENTION=cudnn) */
+    int attn_tc;    /* 1: the tensor-core GQA attention (bf16, heads of 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_cudnn; /* TR_GPU_CUDNN_*: cuDNN's attention for Bmax x Tmax rows without a document mask; 0: own */
 };
 
 typedef tr_gpu_carver ll_carver;
@@ -463,7 +463,9 @@ static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
         /* dres: d(xmid) = d(xin + o_proj(ao)) */
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G(ly[LW_O]), nullptr, m->dres, ao, W(ly[LW_O]), N, C, C, sc, sb,
                                    dt)); /* dbuf = dao */
-        if (cudnn_att) KC(kn_cudnn_attention_backward(m->dqkv, m->dbuf, qkv, ao, lse, B, T, H, KV, hd, sc, sb, dt, s));
+        if (cudnn_att)
+            KC(kn_cudnn_attention_backward(m->dqkv, m->dbuf, qkv, ao, lse, B, T, H, KV, hd, sc, sb,
+                                           m->attn_cudnn == TR_GPU_CUDNN_DETERMINISTIC, dt, s));
         else if (m->attn_tc)
             KC(kn_gqa_attention_backward_tc_cuda(m->dqkv, m->dbuf, qkv, ao, lse, x->doc, B, T, H, KV, hd, sc, sb, dt,
                                                  s));

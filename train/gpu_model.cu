@@ -16,8 +16,8 @@ extern "C" {
 struct tr_cuda_model {
     tr_model_config c;
     int Bmax, Tmax;
-    int attn_tc; /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
-    int attn_cudnn; /* 1: cuDNN's fused attention for Bmax x Tmax rows without a document mask (MKS_CUDA_ATTENTION=cudnn) */
+    int attn_tc;     /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_cudnn;  /* TR_GPU_CUDNN_*: cuDNN's attention for Bmax x Tmax rows without a document mask; 0: own */
     int gelu_epi;    /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
     int dgelu_epi;   /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
     int recompute;   /* 0, or 1: fchg is one layer's buffer, refilled from fch in backward */
@@ -377,7 +377,7 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
                                    m->p.scratch_bytes, dt));
         if (cudnn_att)
             KC(kn_cudnn_attention_backward(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, B, T, NH, NH, C / NH, m->p.scratch,
-                                           m->p.scratch_bytes, dt, s));
+                                           m->p.scratch_bytes, m->attn_cudnn == TR_GPU_CUDNN_DETERMINISTIC, dt, s));
         else if (m->attn_tc)
             KC(kn_attention_backward_tc_cuda(m->dbig, m->dbuf, a.qkv, a.atty, a.lse, x->doc, B, T, C, NH, m->p.scratch,
                                              m->p.scratch_bytes, dt, s));
