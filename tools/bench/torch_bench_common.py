@@ -58,8 +58,10 @@ def open_reader(data_dir, seq_len):
                         return self.n
 
                     def __getitem__(self, i):
+                        # (tokens, loss mask, positions, document ids): the last two are the document
+                        # boundaries llmtrain --doc-mask reads (positions restart, segments differ)
                         r = self.ds.row(i, split="train")
-                        return (r["tokens"], r.get("loss_mask"))
+                        return (r["tokens"], r.get("loss_mask"), r.get("pos_ids"), r.get("doc_ids"))
 
                 wrapped = _Rows(obj)
                 if len(wrapped) == 0:
@@ -113,16 +115,53 @@ def adamw(torch, model, lr, dev):
                              **kw)
 
 
-def batches(torch, np, rows, B, T, V, dev, ignore):
+RANDOM_DOCS = "documents of random lengths, uniform in 1..T/4 tokens, drawn per row (seeded)"
+
+
+def random_docs(np, rng, T):
+    """(positions, document ids) of one row of T tokens cut into documents of random lengths (RANDOM_DOCS):
+    positions restart at 0 where a document starts, ids count the documents from 0."""
+    pos = np.empty(T, dtype=np.int64)
+    doc = np.empty(T, dtype=np.int64)
+    j = d = 0
+    while j < T:
+        n = min(int(rng.integers(1, max(1, T // 4) + 1)), T - j)
+        pos[j:j + n] = np.arange(n)
+        doc[j:j + n] = d
+        j, d = j + n, d + 1
+    return pos, doc
+
+
+def doc_ids_from_pos(np, pos):
+    """llmtrain's rule (train/loader.c fill_one): a new document where the position is 0, except at the first
+    token. The reader's doc_ids make the same partition; deriving it here keeps one definition for both."""
+    pos = np.asarray(pos)
+    mark = pos == 0
+    mark[0] = False
+    return np.cumsum(mark, dtype=np.int64)
+
+
+def batches(torch, np, rows, B, T, V, dev, ignore, doc_mask=False, seed=0):
     """A next_batch() -> (inputs, targets), each (B, T) int64 on dev: random tokens below V when rows is None,
     else the next B rows in order (wrapping), targets shifted by one; a target beyond the row or where the
-    row's loss mask is 0 is `ignore` (the loss's ignore index), a short row is padded with token 0."""
+    row's loss mask is 0 is `ignore` (the loss's ignore index), a short row is padded with token 0.
+
+    doc_mask: next_batch() -> (inputs, targets, positions, document ids), the last two (B, T) int64 as
+    llmtrain --doc-mask builds them: from the shard rows' positions (restarting at each document and at the
+    padding), else from random documents (random_docs). The inputs and targets are the ones above."""
     cursor = [0]
+    rng = np.random.default_rng(seed)
 
     def next_batch():
+        ps, ds = [], []
         if rows is None:
             x = torch.randint(0, V, (B, T + 1), dtype=torch.int64)
             xb, yb = x[:, :-1], x[:, 1:].clone()
+            if doc_mask:
+                for _ in range(B):
+                    p, d = random_docs(np, rng, T)
+                    ps.append(p)
+                    ds.append(d)
         else:
             xs, ys = [], []
             for i in range(B):
@@ -136,12 +175,26 @@ def batches(torch, np, rows, B, T, V, dev, ignore):
                     y[: len(m)][m == 0] = ignore
                 xs.append(np.pad(tok[:T], (0, T - len(tok[:T]))))
                 ys.append(y)
+                if doc_mask:
+                    pos = r[2] if isinstance(r, tuple) and len(r) > 2 and r[2] is not None else None
+                    if pos is None:  # rows without boundaries: one document each
+                        p = np.arange(T, dtype=np.int64)
+                    else:
+                        p = np.zeros(T, dtype=np.int64)
+                        n = min(T, len(pos))
+                        p[:n] = np.asarray(pos[:n], dtype=np.int64)
+                        # a short row's padding (never in mkshards rows) is one more document
+                        p[n:] = np.arange(T - n)
+                    ps.append(p)
+                    ds.append(doc_ids_from_pos(np, p))
             cursor[0] += B
             xb, yb = torch.from_numpy(np.stack(xs)), torch.from_numpy(np.stack(ys))
+        out = [xb, yb]
+        if doc_mask:
+            out += [torch.from_numpy(np.stack(ps)), torch.from_numpy(np.stack(ds))]
         if dev.type == "cuda":
-            xb = xb.pin_memory().to(dev, non_blocking=True)
-            yb = yb.pin_memory().to(dev, non_blocking=True)
-        return xb, yb
+            out = [t.pin_memory().to(dev, non_blocking=True) for t in out]
+        return tuple(out)
 
     return next_batch
 
