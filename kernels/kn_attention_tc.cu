@@ -12,7 +12,8 @@
 #include "kn_attention_tc.cuh"
 
 /* acc (16 x 64) += P (16 x 64, C-fragment floats) . B where B[k][n] = Mt[n][k] */
-static __device__ __forceinline__ void mma_cfrag(float acc[8][4], float p[8][4], kn_bf16 (*Mt)[TC_PAD], int g, int t4) {
+static __device__ __forceinline__ void mma_cfrag(float (&acc)[8][4], float (&p)[8][4], kn_bf16 (*Mt)[TC_PAD], int g,
+                                                 int t4) {
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         uint32_t pa[4];
@@ -186,9 +187,10 @@ extern "C" void kn_attention_tc_variant(int v) { g_tc_variant = v < 0 ? -1 : v >
 extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T,
                                             int C, int NH, kn_dtype dt, kn_stream s) {
     if (!out || !lse || !qkv || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
-    if (dt != KN_BF16 || C / NH != TC_HS || C % 8 || B > 65535 || NH > 65535) {
-        kn_cuda_set_error("attention_forward_tc: bf16 with head size 64 only (got %s, hs %d)",
-                          dt == KN_BF16 ? "bf16" : "fp32", C / NH);
+    const int HS = C / NH;
+    if (dt != KN_BF16 || (HS != 64 && HS != 128) || C % 8 || B > 65535 || NH > 65535) {
+        kn_cuda_set_error("attention_forward_tc: bf16 with heads of 64 or 128 only (got %s, hs %d)",
+                          dt == KN_BF16 ? "bf16" : "fp32", HS);
         return KN_EINVAL;
     }
     if (((uintptr_t)qkv % 16) || ((uintptr_t)out % 4)) {
@@ -197,8 +199,8 @@ extern "C" int kn_attention_forward_tc_cuda(void *out, float *lse, const void *q
     }
     dim3 grid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
     const int variant = tc_variant();
-    if (variant >= 2)
-        kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, kn_att_geo_gpt2(T, C, NH), s);
+    if (variant >= 2 || HS == 128) /* heads of 128: the pipelined kernels only */
+        kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, kn_att_geo_gpt2(T, C, NH), HS, s);
     else if (variant == 1)
         att_fwd_tc_kernel<true>
             <<<grid, 128, 0, s>>>((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, T, C, NH, 1.0f / sqrtf((float)TC_HS));
@@ -259,43 +261,6 @@ __global__ void att_dsum_tc_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf
     }
 }
 
-/* The same with 8 lanes per row, one 16-byte load of each operand per lane,
- * rows ordered (b, t, h) so that a warp reads 4 heads' 512 contiguous bytes:
- * the one above walks its 64 elements 2 bytes at a time at a 1.5 KB stride
- * between lanes, inside the tensor-core backward's 1.47 ms at d12 B16 T1024.
- * With the ldmatrix variant (opt-in until a GPU has run it). */
-__global__ void att_dsum_vec_kernel(float *Dsum, const kn_bf16 *dout, const kn_bf16 *out, int B, int Tn, int C,
-                                    int NH) {
-    size_t rows = (size_t)B * Tn * NH, step = ((size_t)gridDim.x * blockDim.x) >> 3;
-    int sub = threadIdx.x & 7;
-    /* i0 is the warp's first row (the same in all its lanes: the shuffles below need every lane) */
-    for (size_t i0 = ((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 3) & ~(size_t)3; i0 < rows; i0 += step) {
-        size_t i = i0 + ((threadIdx.x >> 3) & 3);
-        bool live = i < rows;
-        int h = (int)(i % NH);
-        size_t bt = i / NH;
-        float acc = 0.0f;
-        if (live) {
-            size_t base = bt * C + (size_t)h * TC_HS + sub * 8;
-            uint4 a = *reinterpret_cast<const uint4 *>(dout + base), o = *reinterpret_cast<const uint4 *>(out + base);
-            const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
-            const __nv_bfloat162 *o2 = reinterpret_cast<const __nv_bfloat162 *>(&o);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                float2 x = __bfloat1622float2(a2[k]), y = __bfloat1622float2(o2[k]);
-                acc += x.x * y.x + x.y * y.y;
-            }
-        }
-        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-        acc += __shfl_xor_sync(0xffffffffu, acc, 4);
-        if (live && sub == 0) {
-            int b = (int)(bt / Tn), t = (int)(bt % Tn);
-            Dsum[((size_t)b * NH + h) * Tn + t] = acc;
-        }
-    }
-}
-
 /* dq: grid (ceil(T/64), NH, B), block 128 */
 template <bool LDSM>
 __global__ void __launch_bounds__(128)
@@ -318,7 +283,7 @@ __global__ void __launch_bounds__(128)
     load_a_frags(qa, qkv + (size_t)b * Tn * C3 + h * TC_HS, C3, rw + g, Tn, t4);
     load_a_frags(da, dout + (size_t)b * Tn * C + h * TC_HS, C, rw + g, Tn, t4);
     float dq[8][4];
-    zero8x4(dq);
+    zero_cfrag(dq);
     const int last = min(q0 + 64, Tn) - 1, warp_last = min(rw + 15, Tn - 1);
     for (int k0 = 0; k0 <= last; k0 += 64) {
         __syncthreads();
@@ -329,8 +294,8 @@ __global__ void __launch_bounds__(128)
         __syncthreads();
         if (k0 > warp_last) continue;
         float s[8][4], dp[8][4];
-        zero8x4(s);
-        zero8x4(dp);
+        zero_cfrag(s);
+        zero_cfrag(dp);
         mma_rows(s, qa, Ks, g, t4);
         mma_rows(dp, da, Vs, g, t4);
 #pragma unroll
@@ -371,8 +336,8 @@ __global__ void __launch_bounds__(128)
     load_a_frags(ka, qb + C, C3, kw + g, Tn, t4);
     load_a_frags(va, qb + 2 * C, C3, kw + g, Tn, t4);
     float dk[8][4], dv[8][4];
-    zero8x4(dk);
-    zero8x4(dv);
+    zero_cfrag(dk);
+    zero_cfrag(dv);
     const kn_bf16 *ob = dout + (size_t)b * Tn * C + h * TC_HS;
     for (int q0 = k0; q0 < Tn; q0 += 64) {
         __syncthreads();
@@ -387,8 +352,8 @@ __global__ void __launch_bounds__(128)
         __syncthreads();
         if (q0 + 63 < kw) continue; /* every query of this tile is before every key of this warp */
         float s[8][4], dp[8][4];
-        zero8x4(s);
-        zero8x4(dp);
+        zero_cfrag(s);
+        zero_cfrag(dp);
         mma_rows(s, ka, Qs, g, t4);  /* S^T: keys x queries */
         mma_rows(dp, va, Os, g, t4); /* dP^T = V dO^T */
 #pragma unroll
@@ -418,11 +383,12 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
                                              const float *lse, const int32_t *doc, int B, int T, int C, int NH,
                                              void *scratch, size_t scratch_bytes, kn_dtype dt, kn_stream s) {
     if (!dqkv || !dout || !qkv || !out || !lse || B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH) return KN_EINVAL;
-    if (dt != KN_BF16 || C / NH != TC_HS || C % 8 || B > 65535 || NH > 65535) {
-        kn_cuda_set_error("attention_backward_tc: bf16 with head size 64 only");
+    const int HS = C / NH;
+    if (dt != KN_BF16 || (HS != 64 && HS != 128) || C % 8 || B > 65535 || NH > 65535) {
+        kn_cuda_set_error("attention_backward_tc: bf16 with heads of 64 or 128 only");
         return KN_EINVAL;
     }
-    const int variant = tc_variant();
+    const int variant = HS == 128 ? 2 : tc_variant(); /* heads of 128: the pipelined kernels only (pipe3 is pipe) */
     const bool ldsm = variant >= 1; /* the 16-byte D = rowsum(dout * out) goes with both opt-in variants */
     if (((uintptr_t)qkv % 16) || ((uintptr_t)dout % 16) || (ldsm && (uintptr_t)out % 16) || ((uintptr_t)dqkv % 4)) {
         kn_cuda_set_error("attention_backward_tc: qkv and dout (and out, but with MKS_ATTN_TC=copy) must be 16-byte "
@@ -432,16 +398,19 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
     if (!scratch || scratch_bytes < kn_attention_backward_scratch_bytes(B, T, NH)) return KN_EINVAL;
     float *Dsum = (float *)scratch, scale = 1.0f / sqrtf((float)TC_HS);
     size_t rows = (size_t)B * NH * T;
-    if (ldsm)
-        att_dsum_vec_kernel<<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out,
-                                                                     B, T, C, NH);
+    if (HS == 128)
+        att_dsum_vec_kernel<128>
+            <<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T, C, NH);
+    else if (ldsm)
+        att_dsum_vec_kernel<64>
+            <<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T, C, NH);
     else
         att_dsum_tc_kernel<<<kn_blocks(rows, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B, T,
                                                                 C, NH);
     KN_CUDA_LAUNCHED("attention_backward_tc dsum");
     if (variant >= 2) {
         kn_att_pipe_backward((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc, B,
-                             kn_att_geo_gpt2(T, C, NH), variant == 3 ? 3 : 2, s);
+                             kn_att_geo_gpt2(T, C, NH), HS, variant == 3 ? 3 : 2, s);
         KN_CUDA_LAUNCHED("attention_backward_tc dq, dkdv (pipelined)");
         return KN_OK;
     }
@@ -469,9 +438,9 @@ extern "C" int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const
  * row only, so the pipelined kernels run whatever MKS_ATTN_TC says, with
  * pipe3's register cap for dk/dv when it says pipe3. */
 static int gqa_tc_check(const char *what, int B, int T, int NH, int NKV, int HS, kn_dtype dt) {
-    if (dt != KN_BF16 || HS != TC_HS) {
-        kn_cuda_set_error("%s: bf16 with head size 64 only (got %s, hs %d)", what, dt == KN_BF16 ? "bf16" : "not bf16",
-                          HS);
+    if (dt != KN_BF16 || (HS != 64 && HS != 128)) {
+        kn_cuda_set_error("%s: bf16 with heads of 64 or 128 only (got %s, hs %d)", what,
+                          dt == KN_BF16 ? "bf16" : "not bf16", HS);
         return KN_EINVAL;
     }
     return kn_att_gqa_shape_ok(B, T, NH, NKV, HS) ? KN_OK : KN_EINVAL;
@@ -488,7 +457,7 @@ extern "C" int kn_gqa_attention_forward_tc_cuda(void *out, float *lse, const voi
         kn_cuda_set_error("gqa_attention_forward_tc: qkv must be 16-byte aligned");
         return KN_EINVAL;
     }
-    kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, kn_att_geo_gqa(T, NH, NKV, HS), s);
+    kn_att_pipe_forward((kn_bf16 *)out, lse, (const kn_bf16 *)qkv, doc, B, kn_att_geo_gqa(T, NH, NKV, HS), HS, s);
     KN_CUDA_LAUNCHED("gqa_attention_forward_tc");
     return KN_OK;
 }
@@ -508,11 +477,15 @@ extern "C" int kn_gqa_attention_backward_tc_cuda(void *dqkv, const void *dout, c
     float *Dsum = (float *)scratch;
     size_t rows = (size_t)B * NH * T;
     /* D = rowsum(dout * out): the out / dout row is NH HS wide, the kernel's C */
-    att_dsum_vec_kernel<<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout, (const kn_bf16 *)out, B,
-                                                                 T, NH * HS, NH);
+    if (HS == 128)
+        att_dsum_vec_kernel<128><<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout,
+                                                                          (const kn_bf16 *)out, B, T, NH * HS, NH);
+    else
+        att_dsum_vec_kernel<64><<<kn_blocks(rows * 8, 256), 256, 0, s>>>(Dsum, (const kn_bf16 *)dout,
+                                                                         (const kn_bf16 *)out, B, T, NH * HS, NH);
     KN_CUDA_LAUNCHED("gqa_attention_backward_tc dsum");
     kn_att_pipe_backward((kn_bf16 *)dqkv, (const kn_bf16 *)dout, (const kn_bf16 *)qkv, lse, Dsum, doc, B,
-                         kn_att_geo_gqa(T, NH, NKV, HS), tc_variant() == 3 ? 3 : 2, s);
+                         kn_att_geo_gqa(T, NH, NKV, HS), HS, tc_variant() == 3 ? 3 : 2, s);
     KN_CUDA_LAUNCHED("gqa_attention_backward_tc dq, dkdv (pipelined)");
     return KN_OK;
 }

@@ -130,9 +130,10 @@ int kn_matmul_backward_cuda(kn_cuda_ctx *ctx, void *dinp, float *dweight, float 
 int kn_attention_forward_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C, int NH,
                               kn_dtype dt, kn_stream s);
 /* The same forward on the tensor cores (mma.sync bf16, flash-attention-2
- * layout): bf16 and head size 64 only (KN_EINVAL otherwise), qkv 16-byte
- * aligned.  The trainer's default for bf16 with heads of 64 since it passed
- * on an H200 (2026-12-04). */
+ * layout): bf16 and heads of 64 or 128 only (KN_EINVAL otherwise), qkv
+ * 16-byte aligned.  The trainer's default for bf16 with heads of 64 since it
+ * passed on an H200 (2026-12-04); heads of 128 (the pipelined kernels
+ * whatever the variant) checked on the CPU emulator only so far. */
 int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int C,
                                  int NH, kn_dtype dt, kn_stream s);
 /* Which tensor-core kernels run: 0 "copy" (B operands that need a transpose
@@ -145,7 +146,7 @@ int kn_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const i
  * against running kernels' launches. */
 void kn_attention_tc_variant(int variant);
 /* Backward on the tensor cores, same contract as kn_attention_backward_cuda
- * (bf16, head size 64, qkv/dout/out 16-byte aligned). */
+ * (bf16, heads of 64 or 128, qkv/dout/out 16-byte aligned). */
 int kn_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
                                   const int32_t *doc, int B, int T, int C, int NH, void *scratch, size_t scratch_bytes,
                                   kn_dtype dt, kn_stream s);
@@ -253,11 +254,12 @@ int kn_gqa_attention_backward_cuda(void *dqkv, const void *dout, const void *qkv
                                    const int32_t *doc, int B, int T, int NH, int NKV, int HS, void *scratch,
                                    size_t scratch_bytes, kn_dtype dt, kn_stream s);
 /* The same on the tensor cores: GPT-2's pipelined kernels (kn_attention_tc_pipe.cu)
- * reading the grouped-query row; bf16 and HS 64 only (KN_EINVAL otherwise),
- * qkv / out / dout 16-byte aligned.  Each KV head's dK/dV is summed over its
- * query heads in registers by one block per 64 keys, walking the heads in
- * order (deterministic, no atomics).  The GPU Llama model's attention for
- * bf16 heads of 64 (MKS_CUDA_ATTENTION=simt: the SIMT kernels above). */
+ * reading the grouped-query row; bf16 and HS 64 or 128 only (KN_EINVAL
+ * otherwise), qkv / out / dout 16-byte aligned.  Each KV head's dK/dV is
+ * summed over its query heads in registers by one block per 64 keys, walking
+ * the heads in order (deterministic, no atomics).  The GPU Llama model's
+ * attention for bf16 heads of 64 and 128 (MKS_CUDA_ATTENTION=simt: the SIMT
+ * kernels above); 128 checked on the CPU emulator, not yet on a GPU. */
 int kn_gqa_attention_forward_tc_cuda(void *out, float *lse, const void *qkv, const int32_t *doc, int B, int T, int NH,
                                      int NKV, int HS, kn_dtype dt, kn_stream s);
 int kn_gqa_attention_backward_tc_cuda(void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,

@@ -380,6 +380,35 @@ int main(int argc, char **argv) {
         });
     }
     kn_attention_tc_variant(-1);
+    /* heads of 128 at a Llama 3.2 3B-like shape (B4 T1024, 24 query heads on 8 KV heads): the
+     * grouped-query tensor-core kernels (32-key / 16-query tiles) against the SIMT ones the
+     * Llama model took before them; not in the step's sum (GPT-2's shape) */
+    {
+        const int gB = 4, gT = 1024, gH = 24, gKV = 8, gHS = 128;
+        const size_t gN = (size_t)gB * gT, gRS = (size_t)(gH + 2 * gKV) * gHS, gOS = (size_t)gH * gHS;
+        void *gqkv = dalloc_bf16(gN * gRS), *gout = dalloc_bf16(gN * gOS), *gdout = dalloc_bf16(gN * gOS);
+        void *gdqkv = dalloc_bf16(gN * gRS);
+        float *glse = (float *)dalloc_f32((size_t)gB * gH * gT);
+        const size_t gsb = kn_attention_backward_scratch_bytes(gB, gT, gH);
+        void *gscr = dalloc_f32(gsb / 4 + 1);
+        const double gf = 2.0 * 2.0 * gB * gH * (double)gT * gT / 2.0 * gHS; /* causal: QK^T + PV */
+        const double gfb = a2 * gN * (gRS + gOS), gbb = a2 * gN * (2.0 * gRS + 3.0 * gOS);
+        snprintf(sh, sizeof sh, "B%d T%d NH%d KV%d hs%d", gB, gT, gH, gKV, gHS);
+        bench("gqa_attn_fwd hs128 (simt)", sh, gf, gfb, -1, [&] {
+            return kn_gqa_attention_forward_cuda(gout, glse, gqkv, nullptr, gB, gT, gH, gKV, gHS, bf, nullptr);
+        });
+        bench("gqa_attn_bwd hs128 (simt)", sh, 2.5 * gf, gbb, -1, [&] {
+            return kn_gqa_attention_backward_cuda(gdqkv, gdout, gqkv, gout, glse, nullptr, gB, gT, gH, gKV, gHS, gscr,
+                                                  gsb, bf, nullptr);
+        });
+        bench("gqa_attn_fwd hs128 (tc)", sh, gf, gfb, -1, [&] {
+            return kn_gqa_attention_forward_tc_cuda(gout, glse, gqkv, nullptr, gB, gT, gH, gKV, gHS, bf, nullptr);
+        });
+        bench("gqa_attn_bwd hs128 (tc)", sh, 2.5 * gf, gbb, -1, [&] {
+            return kn_gqa_attention_backward_tc_cuda(gdqkv, gdout, gqkv, gout, glse, nullptr, gB, gT, gH, gKV, gHS,
+                                                     gscr, gsb, bf, nullptr);
+        });
+    }
     printf("| %-30s | %-26s | %9s | %9s | %8s | %6s | %8s | %6s |\n", "op", "shape", "ms", "TFLOP/s", "%peak", "GB/s",
            "%bw", "x/step");
     printf("|--------------------------------|----------------------------|-----------|-----------|----------|--------|"

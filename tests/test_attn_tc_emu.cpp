@@ -7,7 +7,9 @@
  * What it shows: the kernels' indexing, masking, pipelining order and mma /
  * ldmatrix fragment use give the reference's numbers for GPT-2's row and the
  * grouped-query row (multi-query, groups, NKV = NH), odd sequence lengths
- * (partial tiles), document masks.  That the emulator's fragment layouts are
+ * (partial tiles), document masks, for heads of 64 and of 128 (the 32-key /
+ * 16-query tiles of kn_attention_tc_pipe.cu's tc_tiles<128>, which no GPU has
+ * run yet: here is where their indexing is checked).  That the emulator's fragment layouts are
  * the hardware's is shown by the same kernels for GPT-2's row, which passed
  * every row on an H200 (docs/gpu-results.md, 2026-12-04): a layout the
  * emulator got wrong would fail them here.
@@ -124,10 +126,9 @@ static void compare_qkv(const char *shape, const std::vector<float> &got, const 
     }
 }
 
-static void run_case(int B, int T, int NH, int NKV, bool docs) {
-    const int HS = TC_HS;
+template <int HS> static void run_case(int B, int T, int NH, int NKV, bool docs) {
     char shape[96];
-    snprintf(shape, sizeof shape, "B%d T%d H%d KV%d%s", B, T, NH, NKV, docs ? " doc" : "");
+    snprintf(shape, sizeof shape, "B%d T%d H%d KV%d%s%s", B, T, NH, NKV, HS == 64 ? "" : " hs128", docs ? " doc" : "");
     kn_att_geo G = kn_att_geo_gqa(T, NH, NKV, HS);
     size_t N = (size_t)B * T, RS = G.RS, OS = G.OS;
     std::vector<kn_bf16> qkv(N * RS), out(N * OS), dout(N * OS), dqkv(N * RS);
@@ -143,8 +144,8 @@ static void run_case(int B, int T, int NH, int NKV, bool docs) {
     /* forward */
     dim3 fgrid((unsigned)((T + TC_BQ - 1) / TC_BQ), (unsigned)NH, (unsigned)B);
     int rc = kn_emu_launch(fgrid, 128, [&] {
-        if (docs) att_fwd_pipe_kernel<true>(out.data(), lse.data(), qkv.data(), dd, G, scale);
-        else att_fwd_pipe_kernel<false>(out.data(), lse.data(), qkv.data(), nullptr, G, scale);
+        if (docs) att_fwd_pipe_kernel<HS, true>(out.data(), lse.data(), qkv.data(), dd, G, scale);
+        else att_fwd_pipe_kernel<HS, false>(out.data(), lse.data(), qkv.data(), nullptr, G, scale);
     });
     expect(rc == 0, "forward ran to completion (no barrier deadlock)");
     std::vector<float> oref(N * OS), att((size_t)B * NH * T * T);
@@ -167,19 +168,31 @@ static void run_case(int B, int T, int NH, int NKV, bool docs) {
                 }
                 Dsum[((size_t)b * NH + h) * T + t] = acc;
             }
+    { /* the GPU's D kernel (8 lanes a row, 16-byte loads, HS / 64 of them) against that sum; 2
+       * blocks, so that its grid-stride loop walks the rows (and the emulator makes 512 fibers, not
+       * one per row's lane) */
+        std::vector<float> Dk(Dsum.size(), NAN);
+        int r2 = kn_emu_launch(dim3(2), 256,
+                               [&] { att_dsum_vec_kernel<HS>(Dk.data(), dout.data(), out.data(), B, T, (int)OS, NH); });
+        expect(r2 == 0, "dsum ran to completion");
+        compare("backward D (dsum)", shape, Dk, Dsum, 1e-5);
+    }
     dim3 qgrid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
     dim3 kgrid((unsigned)((T + 63) / 64), (unsigned)NKV, (unsigned)B);
     rc = kn_emu_launch(qgrid, 128, [&] {
-        if (docs) att_dq_pipe_kernel<true>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), dd, G, scale);
+        if (docs)
+            att_dq_pipe_kernel<HS, true>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), dd, G, scale);
         else
-            att_dq_pipe_kernel<false>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), nullptr, G, scale);
+            att_dq_pipe_kernel<HS, false>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), nullptr, G,
+                                          scale);
     });
     rc |= kn_emu_launch(kgrid, 128, [&] {
         if (docs)
-            att_dkdv_pipe_kernel<true, 1>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), dd, G, scale);
+            att_dkdv_pipe_kernel<HS, true, 1>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), dd, G,
+                                              scale);
         else
-            att_dkdv_pipe_kernel<false, 1>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), nullptr, G,
-                                           scale);
+            att_dkdv_pipe_kernel<HS, false, 1>(dqkv.data(), dout.data(), qkv.data(), lse.data(), Dsum.data(), nullptr,
+                                               G, scale);
     });
     expect(rc == 0, "backward ran to completion (no barrier deadlock)");
     std::vector<float> dref(N * RS);
@@ -250,18 +263,27 @@ int main(void) {
     expect(a.RS == b.RS && a.OS == b.OS && a.koff == b.koff && a.voff == b.voff && a.rep == 1 && b.rep == 1 &&
                a.NKV == b.NKV,
            "GPT-2's row is the grouped-query row with NKV = NH");
-    run_case(1, 130, 2, 2, false); /* GPT-2's row: 3 tiles, the last of 2 rows */
-    run_case(1, 130, 2, 2, true);
-    run_case(1, 64, 2, 2, false);                /* one full tile */
-    run_case(1, 77, 4, 1, true);                 /* multi-query */
-    run_case(2, 100, 4, 2, false);               /* groups of 2, two sequences */
-    run_case(1, 200, 4, 2, true);                /* groups of 2, 4 tiles, documents */
+    run_case<64>(1, 130, 2, 2, false); /* GPT-2's row: 3 tiles, the last of 2 rows */
+    run_case<64>(1, 130, 2, 2, true);
+    run_case<64>(1, 64, 2, 2, false);            /* one full tile */
+    run_case<64>(1, 77, 4, 1, true);             /* multi-query */
+    run_case<64>(2, 100, 4, 2, false);           /* groups of 2, two sequences */
+    run_case<64>(1, 200, 4, 2, true);            /* groups of 2, 4 tiles, documents */
     run_simt_case<64, float>(1, 77, 4, 1, true); /* multi-query */
     run_simt_case<64, kn_bf16>(2, 70, 4, 2, false);
     run_simt_case<128, float>(1, 100, 4, 2, true); /* the dk/dv block halved (KB 32, QB 8) */
     run_simt_case<128, kn_bf16>(1, 45, 8, 2, false);
     run_simt_case<16, float>(2, 77, 4, 2, true);  /* llama-tiny's heads of 16 */
     run_simt_case<32, float>(1, 70, 4, 4, false); /* NKV = NH */
+    /* heads of 128 (Llama 3 / Qwen2.5 / Mistral): 32-key tiles forward and dq, 16-query tiles dk/dv;
+     * last, so that the rows above draw the inputs they drew before */
+    run_case<128>(1, 130, 2, 2, false); /* NKV = NH (GPT-2's row): 5 key tiles, the last of 2 rows */
+    run_case<128>(1, 130, 2, 2, true);
+    run_case<128>(1, 77, 4, 1, true);   /* multi-query, documents, odd T */
+    run_case<128>(2, 100, 4, 2, false); /* groups of 2, two sequences */
+    run_case<128>(1, 150, 8, 2, true);  /* groups of 4, documents */
+    run_case<128>(1, 21, 4, 2, false);  /* T under one tile (16-query, 32-key and 64-row blocks) */
+    run_case<128>(1, 64, 4, 4, false);  /* exact 64-row block, every skip path taken */
     printf("\n%d of %d checks failed\n", g_fail, g_checks);
     return g_fail ? 1 : 0;
 }

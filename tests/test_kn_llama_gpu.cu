@@ -277,7 +277,7 @@ static void t_swiglu(kn_dtype dt, size_t n) {
     check("swiglu_backward (in place)", dt, shape, d_dy.get(), dg);
 }
 
-/* tc: the tensor-core kernels (kn_gqa_attention_*_tc_cuda; bf16, HS 64), else the SIMT ones */
+/* tc: the tensor-core kernels (kn_gqa_attention_*_tc_cuda; bf16, HS 64 or 128), else the SIMT ones */
 static void t_gqa(kn_dtype dt, int B, int T, int NH, int NKV, int HS, bool docs, bool tc = false) {
     char shape[64];
     snprintf(shape, sizeof shape, "B%d T%d H%d KV%d hs%d%s%s", B, T, NH, NKV, HS, docs ? " doc" : "", tc ? " tc" : "");
@@ -337,14 +337,13 @@ static void t_refusals(void) {
                kn_rmsnorm_backward_cuda(a.p, a.f(), a.p, a.p, a.f(), a.f(), 100, 8, a.p, 4, KN_F32, nullptr) ==
                    KN_EINVAL,
            "cuda: NH % NKV, head size 96, small scratch, ld < heads, refused");
-    expect(kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 2, 64, KN_F32, nullptr) == KN_EINVAL &&
-               kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 2, 128, KN_BF16, nullptr) ==
-                   KN_EINVAL &&
-               kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 3, 64, KN_BF16, nullptr) ==
-                   KN_EINVAL &&
-               kn_gqa_attention_backward_tc_cuda(a.p, a.p, a.p, a.p, a.f(), nullptr, 1, 4, 4, 2, 64, a.p, 4, KN_BF16,
-                                                 nullptr) == KN_EINVAL,
-           "cuda: tensor-core GQA refuses fp32, head size 128, NH % NKV, small scratch");
+    expect(
+        kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 2, 64, KN_F32, nullptr) == KN_EINVAL &&
+            kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 2, 96, KN_BF16, nullptr) == KN_EINVAL &&
+            kn_gqa_attention_forward_tc_cuda(a.p, a.f(), a.p, nullptr, 1, 4, 4, 3, 64, KN_BF16, nullptr) == KN_EINVAL &&
+            kn_gqa_attention_backward_tc_cuda(a.p, a.p, a.p, a.p, a.f(), nullptr, 1, 4, 4, 2, 64, a.p, 4, KN_BF16,
+                                              nullptr) == KN_EINVAL,
+        "cuda: tensor-core GQA refuses fp32, head size 96, NH % NKV, small scratch");
 }
 
 static void cpu_checks(void) {
@@ -413,6 +412,13 @@ int main(int argc, char **argv) {
     t_gqa(KN_BF16, 1, 333, 6, 3, 64, true, true);   /* groups of 2, 6 tiles */
     t_gqa(KN_BF16, 1, 200, 16, 4, 64, false, true); /* groups of 4 (Llama 3.2 1B's 32 / 8), unmasked */
     t_gqa(KN_BF16, 2, 130, 4, 4, 64, false, true);  /* NKV = NH: GPT-2's arithmetic on the Llama row */
+    /* heads of 128 (Llama 3, Qwen2.5 1.5B+, Mistral): 32-key tiles forward and dq, 16-query tiles
+     * dk/dv (kn_attention_tc_pipe.cu); checked on the CPU emulator (test_attn_tc_emu) before any GPU */
+    t_gqa(KN_BF16, 2, 77, 4, 1, 128, true, true);    /* multi-query, odd T, doc mask */
+    t_gqa(KN_BF16, 1, 333, 6, 3, 128, true, true);   /* groups of 2, 11 key tiles */
+    t_gqa(KN_BF16, 1, 200, 24, 8, 128, false, true); /* groups of 3 (Llama 3.2 3B's 24 / 8), unmasked */
+    t_gqa(KN_BF16, 2, 130, 4, 4, 128, false, true);  /* NKV = NH */
+    t_gqa(KN_BF16, 1, 21, 4, 2, 128, false, true);   /* T under one tile */
     printf("\n%d of %d checks failed\n", g_fail, g_checks);
     return g_fail ? 1 : 0;
 }

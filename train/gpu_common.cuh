@@ -29,11 +29,13 @@ extern "C" {
 #include "kn_cuda_check.h" /* KN_CU_CHECK, KN_LAUNCH_CHECK (kernels/kn_cuda_err.h) */
 
 /* Both families' choice of attention kernels: the tensor-core ones
- * (kernels/kn_attention_tc*.cu) for bf16 with heads of 64, unless
- * MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every dtype and head size). */
+ * (kernels/kn_attention_tc*.cu) for bf16 with heads of 64 or 128 (128: Llama 3,
+ * Qwen2.5 1.5B+, Mistral; checked on the CPU emulator, test_attn_tc_emu, not
+ * yet on a GPU), unless MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every
+ * dtype and head size). */
 static inline int tr_gpu_attention_tc(kn_dtype dt, int head_size) {
     const char *att = getenv("MKS_CUDA_ATTENTION");
-    return !(att && !strcmp(att, "simt")) && dt == KN_BF16 && head_size == 64;
+    return !(att && !strcmp(att, "simt")) && dt == KN_BF16 && (head_size == 64 || head_size == 128);
 }
 
 /* MKS_CUDA_ATTENTION=cudnn / cudnn-fast (gpu_attention.h): cuDNN's fused

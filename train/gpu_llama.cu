@@ -44,7 +44,7 @@ struct tr_cuda_llama {
     float *rope; /* (max_seq, hd/2, 2) cos/sin */
     float *inv_freq;
     void *cublas_ws;
-    int attn_tc;    /* 1: the tensor-core GQA attention (bf16, heads of 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_tc;    /* 1: the tensor-core GQA attention (bf16, heads of 64 or 128; not with MKS_CUDA_ATTENTION=simt) */
     int attn_cudnn; /* TR_GPU_CUDNN_*: cuDNN's attention for Bmax x Tmax rows without a document mask; 0: own */
 };
 

@@ -16,7 +16,7 @@ extern "C" {
 struct tr_cuda_model {
     tr_model_config c;
     int Bmax, Tmax;
-    int attn_tc;     /* 1: tensor-core attention (bf16, hs 64; not with MKS_CUDA_ATTENTION=simt) */
+    int attn_tc;     /* 1: tensor-core attention (bf16, hs 64 or 128; not with MKS_CUDA_ATTENTION=simt) */
     int attn_cudnn;  /* TR_GPU_CUDNN_*: cuDNN's attention for Bmax x Tmax rows without a document mask; 0: own */
     int gelu_epi;    /* 1: GELU in the fc matmul's epilogue (GELU_AUX; not with MKS_GELU_UNFUSED=1) */
     int dgelu_epi;   /* 1: GELU backward in the fc projection's dinp matmul (DGELU; same switch) */
