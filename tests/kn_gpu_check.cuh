@@ -1,8 +1,9 @@
 /* kn_gpu_check.cuh - what the kernel GPU tests share (test_kernels_gpu.cu,
- * test_kn_llama_gpu.cu): the seeded generator, the CK/KN/REF call macros, a
- * device buffer of any kn_dtype, and check(), which compares a kernel's
- * output with its C reference (max and L2 relative error against a
- * tolerance) and prints one table row. A test that defines
+ * test_kn_llama_gpu.cu, test_kn_cudnn_gpu.cu): the seeded generator, the
+ * CK/KN/REF call macros, a device buffer of any kn_dtype, check(), which
+ * compares a kernel's output with its C reference (max and L2 relative
+ * error against a tolerance) and prints one table row, and expect(), a
+ * yes-or-no row. A test that defines
  * KN_CHECK_SHAPE_FIRST before including it prints the shape column before
  * the dtype. Included once per test program, after the CUDA headers,
  * <vector>, kn.h and kn_cuda.h. */
@@ -165,6 +166,13 @@ static void check(const char *op, kn_dtype dt, const char *shape, const vf &got,
     if (bad) printf(" (%zu non-finite, first at %zu: got %g ref %g)", bad, first_bad, got[first_bad], ref[first_bad]);
     printf(" |\n");
     fflush(stdout);
+}
+
+/* A check that is a yes or no (bit-for-bit repeats, refusals): one counted row. */
+static inline void expect(bool ok, const char *what) {
+    g_checks++;
+    if (!ok) g_fail++;
+    printf("| %-63s | %s |\n", what, ok ? "PASS" : "FAIL");
 }
 
 #endif

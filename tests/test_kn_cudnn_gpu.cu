@@ -44,12 +44,6 @@ extern "C" {
 #define KN_CHECK_SHAPE_FIRST
 #include "kn_gpu_check.cuh"
 
-static void expect(bool ok, const char *what) {
-    g_checks++;
-    if (!ok) g_fail++;
-    printf("| %-63s | %s |\n", what, ok ? "PASS" : "FAIL");
-}
-
 static int g_det_ok = 1; /* every deterministic row ran and repeated */
 
 static void t_cudnn(kn_dtype dt, int B, int T, int NH, int NKV, int HS, int det) {

@@ -48,12 +48,6 @@ extern "C" {
 #define KN_CHECK_SHAPE_FIRST
 #include "kn_gpu_check.cuh"
 
-static void expect(bool ok, const char *what) {
-    g_checks++;
-    if (!ok) g_fail++;
-    printf("| %-63s | %s |\n", what, ok ? "PASS" : "FAIL");
-}
-
 /* document ids (B,T): a new document every ~1/p positions; positions restart
  * at each document (what --doc-mask feeds the rotary embedding) */
 static void make_docs(std::vector<int32_t> &doc, std::vector<int32_t> &pos, int B, int T, int p) {
