@@ -14,7 +14,11 @@
 #   4. INJECT_FAIL=train_d12: exit non-zero, the verdict names train_d12;
 #   5. a step longer than the budget (a million training steps in 40 s): it is cut and
 #      reported TIMEOUT, the later ones NOTRUN, the summary is still printed (headline in
-#      the last 3,000 characters), exit non-zero naming it.
+#      the last 3,000 characters), exit non-zero naming it;
+#   6. SPEED=1 (the speed table): both shard sets, the five rows as CPU twins (ours; PyTorch
+#      skipped with the reason when not installed), the speed table in the headline; the last
+#      row's need set past the budget (SPEED_NEED_d36_t1024): NOTRUN, named for a second call,
+#      and the only check the verdict names.
 # Exit 0 when all pass.  REHEARSE_DIR (build-rehearse), REHEARSE_CUDA=1 (build the .cu
 # too: slower), REHEARSE_JOBS (2).
 set -uo pipefail
@@ -134,6 +138,20 @@ if [ "$RC" != 0 ] && tail_has "| train_d12 | TIMEOUT |" && tail_has "failed chec
 else
     bad "budget: exit $RC, no TIMEOUT/NOTRUN reported"
     tail -20 "$RDIR/run_budget.log"
+fi
+
+# 6: the speed table's flow (SPEED=1)
+run speed SPEED=1 SPEED_NEED_d36_t1024=100000
+[ "$NFILES" -le 7 ] && ok "speed: $NFILES files in \$OUT (<= 7)" || bad "speed: $NFILES files in \$OUT (> 7)"
+[ -f "$RDIR/out_speed/logs.tar.gz" ] && ok "speed: logs.tar.gz in \$OUT" || bad "speed: no logs.tar.gz in \$OUT"
+npass=$(printf '%s' "$TAIL" | grep -cE '^\| d[0-9]+ T[0-9]+[a-z -]*\(CPU twin: tiny\) \|.*\| PASS \|$')
+if [ "$RC" != 0 ] && tail_has "== HEADLINE (tests/gpu/run.sh) ==" && tail_has "| row | rows x T | ours tok/s (MFU) |" &&
+    [ "$npass" = 4 ] && tail_has "| speed_d36_t1024 | NOTRUN |" && tail_has "SPEED_ROWS='d36_t1024'" &&
+    tail_has "RESULT: FAIL (exit 1) - failed checks: speed_d36_t1024" && grep -q 'check shards_long: PASS' "$RDIR/run_speed.log"; then
+    ok "speed: long shards, 4 rows PASS in the headline's table, d36_t1024 NOTRUN (budget) named for a second call and in the verdict"
+else
+    bad "speed: exit $RC, $npass rows PASS (want 4 and d36_t1024 NOTRUN, named)"
+    tail -30 "$RDIR/run_speed.log"
 fi
 
 say "rehearsal: $fails failed check(s) in $(($(date +%s) - T0)) s (logs: $RDIR/run_*.log)"

@@ -6,6 +6,8 @@
 #   bash tests/gpu/run.sh --rehearse  anywhere without a GPU: the same flow, each GPU step
 #                                     replaced by its CPU twin or skipped with the reason
 #                                     (tests/gpu/rehearse.sh drives this in CI)
+#   SPEED=1 bash tests/gpu/run.sh     the speed table instead (issue 31 item 2): build, shards
+#                                     (T=1024 and T=4096), then ours vs PyTorch row by row (below)
 #
 # Needs bash, coreutils, cmake and ninja (pip's are found through python3 too), python3
 # (stdlib only), nvcc (not with --rehearse). Does NOT need make, git or pkg-config: the C
@@ -33,13 +35,28 @@
 # The headline table is printed LAST (under 3,000 characters), ending with the verdict.
 # Exit: 0 every check passed; 1 a check failed or timed out (the verdict names each).
 #
+# SPEED=1: after the build, the shards (samples/ at SEQ and at SPEED_LONG_SEQ 4096: packed documents,
+# so --doc-mask has boundaries) and the device, only the speed table; steps 5-12 do not run. Rows,
+# in order of importance (SPEED_ROWS picks some, e.g. SPEED_ROWS=d36_t1024 for a second call):
+#   d12_t1024 (32 rows, bar: ours/PyTorch tokens/s >= 1.2), d24_t1024 (32 rows, bar: ours' MFU >= 50%),
+#   d12_t4096 (8 rows, >= 1.0x), d12_t4096_doc (8 rows, --doc-mask; PyTorch: flex attention, >= 1.0x),
+#   d36_t1024 (16 rows, MFU >= 50%). Each: llmtrain --device cuda (SPEED_STEPS 20 steps, JSONL log;
+# the first quarter excluded), then nanogpt_torch.py through torch_mem.py (torch.compile, fused
+# AdamW, bf16 autocast, same rows x T and shards; SPEED_WARMUP 5 untimed steps, then the other 15).
+# A row starts only when the budget left covers its estimated need (compile included), else it is
+# NOTRUN and names the second call. A missed bar is a FAIL row saying so; the script goes on.
+# Batches fit both sides on an 80 GB H100 (docs/gpu-notes.md: llmtrain --plan at 80 GiB; PyTorch
+# estimated from its d12 peak measured on the H200).
+#
 # Knobs: STEPS (30), BATCH (32), SEQ (1024), JOBS (nproc), BUILD_DIR (build-gpu),
 # TOTAL_BUDGET (540), SUMMARY_RESERVE (15), SKIP_TORCH=1, SKIP_SWEEP=1, SKIP_SANITIZER=1, SKIP_LLAMA=1,
 # LLAMA_BATCH (8), LLAMA_STEPS (10), LLAMA_FORCE_BENCH=1 (step 10b times bench_llama_gpu, not llmtrain --device cuda),
 # SKIP_CTEST=1, SKIP_FP16=1, SKIP_DP=1, SKIP_CUDNN=1, CUDNN_STEPS (GRAPH_STEPS), NCCL_STEPS (5), GRAPH_STEPS (STEPS), DP_STEPS (5), DP_BATCH (524288),
 # INJECT_FAIL=<check> (forces that check to FAIL: tests the exit path), REHEARSE_CUDA=1
 # (--rehearse: build the CUDA code too; default a CPU-only build), BUILD_TARGETS (default
-# all), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab).
+# all; SPEED=1: mkshards llmtrain), GPU_DEPS (tmp/gpu-deps), GPU_VOCAB (tmp/vocab), SPEED=1,
+# SPEED_ROWS (all five), SPEED_STEPS (20), SPEED_WARMUP (5), SPEED_LONG_SEQ (4096), SPEED_NEED_<row>
+# (seconds a row needs to start; 0 starts it whatever is left).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -56,6 +73,8 @@ for a in "$@"; do
 done
 
 STEPS=${STEPS:-30}
+SPEED=${SPEED:-0}
+[ "$SPEED" = 1 ] && [ -z "${BUILD_TARGETS+x}" ] && BUILD_TARGETS="mkshards llmtrain" # what the table runs
 BATCH=${BATCH:-32}
 SEQ=${SEQ:-1024}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
@@ -130,6 +149,7 @@ finish() {
     if [ -f docs/gpu-results.md ]; then cp docs/gpu-results.md "$gr"; else : >"$gr"; fi
     local sumrc=0 rh=()
     [ "$REHEARSE" = 1 ] && rh=(--rehearse)
+    [ "$SPEED" = 1 ] && rh+=(--speed)
     "$PY" tests/gpu/summarize.py --results "$RESULTS" --checks "$CHECKS" --logdir "$LOGS" --seq "$SEQ" \
         --batch "$BATCH" --append "$gr" --full "$WORK/results.md" --json "$WORK/summary.json" \
         --headline "$WORK/headline.txt" "${rh[@]}" >"$LOGS/summarize.log" 2>&1 ||
@@ -390,6 +410,16 @@ if [ "$FALLBACK" = 0 ]; then
         check shards "$(status_of $RC)" "mkshards build: $(last_line "$LOGS/shards.log")"
     fi
     res data vocab_size "$VOCAB_N"
+    # SPEED=1: the long-context set, built the same way: samples/'s 200 documents packed into rows of
+    # SPEED_LONG_SEQ tokens, so rows hold several documents and --doc-mask has boundaries to keep
+    if [ "$SPEED" = 1 ] && [ "$SHARDS_OK" = 1 ]; then
+        LSEQ=${SPEED_LONG_SEQ:-4096}
+        [ "$REHEARSE" = 1 ] && LSEQ=$((2 * TSEQ))
+        rm -rf "$WORK/shards_long"
+        run_t 60 "$LOGS/shards_long.log" "$MKS" build --tokenizer "$VOCAB" --seq-len "$LSEQ" --out "$WORK/shards_long" \
+            samples/tiny.jsonl
+        check shards_long "$(status_of $RC)" "samples/tiny.jsonl, seq-len $LSEQ: $(grep -o '[0-9]* rows' "$LOGS/shards_long.log" | head -1)"
+    fi
 fi
 DEV_BYTES=$((143771 * 1048576)) # an H200 as nvidia-smi reports it; replaced by the real one below
 GPU_OK=0
@@ -407,6 +437,98 @@ if [ "$REHEARSE" = 0 ]; then
     fi
 else
     res meta gpu "none (rehearsal on $(uname -m), $(nproc) CPUs)"
+fi
+
+# ---- S. the speed table (SPEED=1; issue 31 item 2) ----------------------------------------------
+# Per row, back to back on one machine: ours (llmtrain --device cuda, its JSONL log), then the
+# PyTorch baseline (tools/bench/nanogpt_torch.py through tests/gpu/torch_mem.py: torch.compile,
+# fused AdamW, bf16 autocast, flash SDPA or, with --doc-mask, flex attention; the same rows x T, the
+# same shards, one optimizer step per micro-batch like ours). summarize.py --speed-row turns the logs
+# into the row (tokens/s, MFU, ratio, bar) and its check speed_<row>. Batches (docs/gpu-notes.md):
+# llmtrain --plan at 80 GiB gives 15.1 / 34.2 / 38.0 / 15.2 GiB for the d12 / d24 / d36 (16 rows) /
+# T4096 rows; PyTorch's, scaled from its d12 peak measured on the H200 (18.2 GiB at d12 32 x 1024),
+# about 19 / 35 / 40 / 19 GiB: both fit an 80 GB H100. The estimated need of each row (compile
+# included) decides whether it starts: a row that would not finish is NOTRUN and named for a second call.
+if [ "$SPEED" = 1 ]; then
+    SPEED_STEPS=${SPEED_STEPS:-$([ "$REHEARSE" = 1 ] && echo 4 || echo 20)}
+    SPEED_WARMUP=${SPEED_WARMUP:-$([ "$REHEARSE" = 1 ] && echo 1 || echo 5)}
+    LSEQ=${LSEQ:-${SPEED_LONG_SEQ:-4096}}
+    # id|label|model|T|rows|doc mask|bar|ours cap s|PyTorch cap s|estimated need s (both, compile included)
+    SPEED_SPECS=(
+        "d12_t1024|d12 T$SEQ|d12|$SEQ|32|0|ratio>=1.2|60|200|110"
+        "d24_t1024|d24 T$SEQ|d24|$SEQ|32|0|mfu>=50|60|240|140"
+        "d12_t4096|d12 T$LSEQ|d12|$LSEQ|8|0|ratio>=1.0|60|200|100"
+        "d12_t4096_doc|d12 T$LSEQ doc-mask|d12|$LSEQ|8|1|ratio>=1.0|60|240|120"
+        "d36_t1024|d36 T$SEQ|d36|$SEQ|16|0|mfu>=50|90|300|170"
+    )
+    want=" ${SPEED_ROWS:-d12_t1024 d24_t1024 d12_t4096 d12_t4096_doc d36_t1024} "
+    srh=()
+    [ "$REHEARSE" = 1 ] && srh=(--rehearse)
+    speed_next=""
+    # speed_rec ours-rc torch-rc torch-note [--skip STATUS --why TEXT]: the row's record + check
+    speed_rec() {
+        local line st det rec dflag=()
+        [ "$doc" = 1 ] && dflag=(--doc)
+        line=$("$PY" tests/gpu/summarize.py --speed-row "$id" --logdir "$LOGS" --label "$label" --model "$m" \
+            --seq "$T" --rows "$rows" "${dflag[@]}" --bar "$bar" --vocab "$VOCAB_N" --ours-rc "$1" --torch-rc "$2" \
+            --torch-note "$3" "${@:4}" "${srh[@]}" 2>>"$LOGS/summarize_rows.log")
+        IFS=$'\t' read -r st det rec <<<"$line"
+        [ -z "$rec" ] && rec="{\"row\": \"$id\", \"status\": \"FAIL\"}"
+        res speed "$id" "$rec"
+        check "speed_$id" "${st:-FAIL}" "${det:-summarize.py --speed-row failed (logs/summarize_rows.log)}"
+    }
+    for spec in "${SPEED_SPECS[@]}"; do
+        IFS='|' read -r id label m T rows doc bar ocap tcap need <<<"$spec"
+        case "$want" in *" $id "*) ;; *) continue ;; esac
+        shd=$SHARDS
+        [ "$T" != "$SEQ" ] && shd=$WORK/shards_long
+        if [ "$REHEARSE" = 1 ]; then # the CPU twin: the tiny model on short rows, fp32, the flow only
+            if [ "$T" = "$SEQ" ]; then T=$TSEQ rows=4; else T=$LSEQ rows=2; fi
+            label="$label (CPU twin: tiny)" m=tiny ocap=60 tcap=120 need=5
+        fi
+        nv="SPEED_NEED_$id" # SPEED_NEED_<row>=S: that row's estimated need instead (0: always start it)
+        [ -n "${!nv:-}" ] && need=${!nv}
+        if [ -z "$LLMTRAIN" ] || [ "$SHARDS_OK" = 0 ] || { [ "$shd" != "$SHARDS" ] && ! grep -q '^shards_long|PASS' "$CHECKS"; }; then
+            speed_rec 125 125 "" --skip FAIL --why "not run: $([ -z "$LLMTRAIN" ] && echo 'no llmtrain built' || echo "no shards ($shd)")"
+            continue
+        fi
+        if [ "$(left)" -lt "$need" ]; then
+            speed_rec 125 125 "" --skip NOTRUN --why "budget: about $need s needed (compile included), $(left) s left"
+            speed_next="$speed_next $id"
+            continue
+        fi
+        tb=$((rows * T))
+        oargs=(--data "$shd" --model "$m" --seq-len "$T" --token-budget "$tb" --batch-tokens "$tb" --seed 1)
+        if [ "$REHEARSE" = 1 ]; then oargs+=(--device cpu); else
+            oargs+=(--precision bf16 --device cuda --mem-budget "$DEV_BYTES"); fi
+        [ "$doc" = 1 ] && oargs+=(--doc-mask)
+        "$LLMTRAIN" --plan "${oargs[@]}" >"$LOGS/speed_${id}_plan.txt" 2>&1
+        say "S. $label, $rows x $T: ours (llmtrain, $SPEED_STEPS steps)"
+        run_t "$ocap" "$LOGS/speed_${id}_ours.txt" "$LLMTRAIN" "${oargs[@]}" --steps "$SPEED_STEPS" \
+            --log "$LOGS/speed_${id}_ours.jsonl"
+        orc=$RC
+        trc=125 tnote=""
+        if [ "$orc" != 0 ]; then tnote="not run: ours failed (its budget kept for the next rows)"
+        elif [ -n "${SKIP_TORCH:-}" ]; then tnote="SKIP_TORCH set"
+        elif [ "$TORCH_OK" = 0 ]; then tnote="torch not installed here"
+        else
+            targs=(--model "$m" --seq-len "$T" --batch "$rows" --warmup "$SPEED_WARMUP"
+                   --steps $((SPEED_STEPS - SPEED_WARMUP)) --vocab-size "$VOCAB_N" --data "$shd")
+            [ "$doc" = 1 ] && targs+=(--doc-mask)
+            if [ "$REHEARSE" = 1 ]; then
+                targs+=(--device cpu --no-compile --precision fp32)
+                [ "$doc" = 1 ] && targs+=(--attn sdpa-mask) # torch refuses flex's backward on the CPU
+            fi
+            say "S. $label: PyTorch (nanogpt_torch.py, $SPEED_WARMUP warm-up + $((SPEED_STEPS - SPEED_WARMUP)) timed steps)"
+            run_t "$tcap" "$LOGS/speed_${id}_torch.err" bash -c 'TORCH_MEM_OUT="$1" "${@:3}" >"$2"' _ \
+                "$LOGS/speed_${id}_torch_mem.json" "$LOGS/speed_${id}_torch.json" "$PY" tests/gpu/torch_mem.py "${targs[@]}"
+            trc=$RC
+        fi
+        speed_rec "$orc" "$trc" "$tnote"
+    done
+    [ -n "$speed_next" ] && res meta speed_next "rows left for a second call: SPEED=1 SPEED_ROWS='${speed_next# }' bash tests/gpu/run.sh"
+    say "done (speed table): $(($(date +%s) - T_START)) s"
+    exit 0
 fi
 
 # The tensor-core attention's variants (MKS_ATTN_TC): test/bench label | model-test suffix | value.
