@@ -305,9 +305,12 @@ else
     # system's, or packed by pack_deps.sh) and the cudnn-frontend headers packed by pack_deps.sh.
     # AUTO, not ON: a miss builds without it (step 10a says why), never fails the build.
     CUDNN_LIBDIRS=""
-    if [ "$SPEED" = 1 ] && [ -z "${SPEED_ATTENTION:-}" ]; then # the table's rows run the own kernels
+    if [ "$SPEED" = 1 ] && [ -z "${SPEED_ATTENTION:-}" ] && [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+        # a fresh build for the table, whose rows run the own kernels: without cuDNN (its one file is
+        # the slowest to compile). After a full run.sh on the same machine the build dir keeps its
+        # setting instead: flipping it would rebuild every CUDA target.
         cfg+=(-DMKS_CUDNN=OFF)
-        res build cudnn "not built: SPEED=1 without SPEED_ATTENTION"
+        res build cudnn "not built: SPEED=1 without SPEED_ATTENTION, fresh build dir"
     elif [ "$CUDA" = ON ] && [ "$REHEARSE" = 0 ]; then
         sp=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
         # shellcheck disable=SC2086
