@@ -51,13 +51,19 @@ static void show(const char *what, const tk_ids *v, json_t *ids, int at) {
     fprintf(stderr, "\n");
 }
 
+typedef struct {
+    const char *at, *json, *want1, *want2;
+} refusal_case;
+
+static int refuse_each(const char *fixture, const refusal_case *cases, size_t n_cases);
+
 /* Unsupported components are refused at load, naming the JSON path and the
  * component: never loaded with other ids. Each case edits a fixture. */
 static int refusals(void) {
-    static const struct {
-        const char *at, *json, *want1, *want2;
-    } cases[] = {
-        {"normalizer", "{\"type\":\"BertNormalizer\",\"clean_text\":true}", "normalizer:", "BertNormalizer"},
+    static const refusal_case cases[] = {
+        /* HF needs clean_text, handle_chinese_chars and lowercase (serde: missing field) */
+        {"normalizer", "{\"type\":\"BertNormalizer\",\"clean_text\":true}", "normalizer.handle_chinese_chars",
+         "HF needs it"},
         {"normalizer",
          "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Precompiled\","
          "\"precompiled_charsmap\":\"\"}]}",
@@ -88,24 +94,61 @@ static int refusals(void) {
          "\"use_regex\":false},{\"type\":\"Digits\",\"individual_digits\":true},{\"type\":\"ByteLevel\","
          "\"add_prefix_space\":false,\"use_regex\":true}]}",
          "pre_tokenizer.pretokenizers[2]", "ByteLevel after ByteLevel"},
-        {"pre_tokenizer", "{\"type\":\"BertPreTokenizer\"}", "pre_tokenizer:", "BertPreTokenizer"},
+        {"pre_tokenizer", "{\"type\":\"BertPreTokenizer\",\"x\":1}", "pre_tokenizer:", "\"x\""},
         {"pre_tokenizer",
          "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\","
          "\"invert\":false,\"extra\":1}",
          "pre_tokenizer:", "\"extra\""},
         {"decoder", "{\"type\":\"WordPiece\",\"prefix\":\"##\"}", "decoder", "ByteLevel"},
-        {"model.type", "\"WordPiece\"", "model.type", "WordPiece"},
-        {"model.type", "\"WordLevel\"", "model.type", "WordLevel"},
+        /* a word model on a byte-level file: its pieces are characters, not ByteLevel's bytes */
+        {"model.type", "\"WordPiece\"", "WordPiece model", "ByteLevel"},
+        {"model.type", "\"WordLevel\"", "WordLevel model", "ByteLevel"},
+        {"model.type", "\"CharLevel\"", "model.type", "CharLevel"},
         /* a BPE file marked Unigram: its vocab is an object, not [piece, score] pairs */
         {"model.type", "\"Unigram\"", "model.vocab", "Unigram"},
         {"model.dropout", "0.1", "model.dropout", "dropout"},
         /* with a prefix, HF's merge result is a + b[len(prefix):]: a part shorter than it cannot be */
         {"model.continuing_subword_prefix", "\"##\"", "merge", "shorter than continuing_subword_prefix"},
     };
+    /* WordPiece / WordLevel files: the model's fields are bounded and typed */
+    static const refusal_case wcases[] = {
+        {"model.max_input_chars_per_word", "-1", "max_input_chars_per_word", "integer >= 0"},
+        {"model.max_input_chars_per_word", "\"100\"", "max_input_chars_per_word", "integer >= 0"},
+        {"model.max_input_chars_per_word", "1.5", "max_input_chars_per_word", "integer >= 0"},
+        {"model.unk_token", "5", "model.unk_token", "string"},
+        {"model.unk_token", "null", "model.unk_token", "string"},
+        {"model.continuing_subword_prefix", "\"0123456789012345678901234567890123456789012345678901234567890123X\"",
+         "continuing_subword_prefix", "at most 64 bytes"},
+        {"model.continuing_subword_prefix", "null", "continuing_subword_prefix", "string"},
+        {"model.vocab", "[[\"a\", 0.0]]", "model.vocab", "not an object"},
+        {"model.vocab", "{\"a\": -1}", "model.vocab entry", "a"},
+        {"model.vocab", "{\"a\": 0, \"b\": 0}", "model.vocab entry", "also the id"},
+        {"model.vocab", "{\"a\": 9000000}", "id 9000000", "unused"},
+        {"normalizer",
+         "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+         "\"strip_accents\":null,\"lowercase\":\"yes\"}",
+         "normalizer.lowercase", "boolean"},
+        {"normalizer",
+         "{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+         "\"strip_accents\":1,\"lowercase\":true}",
+         "normalizer.strip_accents", "boolean"},
+        {"decoder", "{\"type\":\"WordPiece\",\"prefix\":\"##\"}", "decoder.cleanup", "boolean"},
+        {"decoder", "{\"type\":\"WordPiece\",\"cleanup\":true}", "decoder.prefix", "string"},
+        {"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":false}", "WordPiece model", "ByteLevel"},
+    };
+    int fails = refuse_each(MKS_TEST_DATA "/tk_hf/bl_wssplit.json", cases, sizeof cases / sizeof cases[0]);
+    fails += refuse_each(MKS_TEST_DATA "/tk_hf_wp/wp_options.json", wcases, sizeof wcases / sizeof wcases[0]);
+    printf("refusals: %zu cases\n", sizeof cases / sizeof cases[0] + sizeof wcases / sizeof wcases[0]);
+    return fails;
+}
+
+/* Each case: the fixture with one value replaced must fail to load, its
+ * message holding want1 and want2. */
+static int refuse_each(const char *fixture, const refusal_case *cases, size_t n_cases) {
     json_error_t je;
-    json_t *base = json_load_file(MKS_TEST_DATA "/tk_hf/bl_wssplit.json", 0, &je);
+    json_t *base = json_load_file(fixture, 0, &je);
     if (!base) {
-        fprintf(stderr, "FAIL refusals: no fixture\n");
+        fprintf(stderr, "FAIL refusals: no fixture %s\n", fixture);
         return 1;
     }
     int fails = 0;
@@ -113,7 +156,7 @@ static int refusals(void) {
     int fd = mkstemp(tmp);
     if (fd < 0) return 1;
     close(fd);
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    for (size_t k = 0; k < n_cases; k++) {
         json_t *d = json_deep_copy(base), *v = json_loads(cases[k].json, JSON_DECODE_ANY, &je);
         if (!v) {
             fprintf(stderr, "FAIL refusal case %zu: bad JSON in the test: %s\n", k, je.text);
@@ -138,7 +181,6 @@ static int refusals(void) {
     }
     unlink(tmp);
     json_decref(base);
-    printf("refusals: %zu cases\n", sizeof cases / sizeof cases[0]);
     return fails;
 }
 

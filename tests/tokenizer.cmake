@@ -10,6 +10,10 @@ mks_add_test(test_tk_hf SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::
 # tests/data/tk_hf_uni, fixtures and refs from tests/ref/make_tk_hf_uni_fixtures.py.
 mks_add_test(test_tk_hf_uni SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu
              TIMEOUT 600 ARGS ${MKS_SHARED_DIR} - tk_hf_uni)
+# HF tokenizer.json with a WordPiece or WordLevel model (BERT files cut down, HF-trained
+# WordLevel): tests/data/tk_hf_wp, fixtures and refs from tests/ref/make_tk_hf_wp_fixtures.py.
+mks_add_test(test_tk_hf_wp SOURCES test_tk_hf.c LIBS tk PkgConfig::ZSTD PkgConfig::JANSSON PkgConfig::NETTLE LABELS cpu
+             TIMEOUT 600 ARGS ${MKS_SHARED_DIR} - tk_hf_wp)
 # The HF engine's fast paths (Replace without the regex engine, the Unigram lattice's
 # score ring) against their plain counterparts, on tokenizer.json files written at test time.
 mks_add_test(test_tk_hf_fast SOURCES test_tk_hf_fast.c LIBS tk LABELS cpu TIMEOUT 300)

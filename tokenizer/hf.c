@@ -16,9 +16,21 @@
 #include "hf_internal.h"
 
 void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
-    static const char *const nm[] = {"NFC",   "NFD",     "NFKC",    "NFKD",        "Lowercase",
-                                     "Strip", "Replace", "Prepend", "Precompiled", "StripAccents"};
-    static const char *const pt[] = {"Split", "ByteLevel", "Digits", "Punctuation", "WhitespaceSplit", "Metaspace"};
+    static const char *const nm[] = {"NFC",
+                                     "NFD",
+                                     "NFKC",
+                                     "NFKD",
+                                     "Lowercase",
+                                     "Strip",
+                                     "Replace",
+                                     "Prepend",
+                                     "Precompiled",
+                                     "StripAccents",
+                                     "Bert(clean_text)",
+                                     "Bert(handle_chinese_chars)",
+                                     "Bert(strip nonspacing marks)"};
+    static const char *const pt[] = {"Split",           "ByteLevel", "Digits",          "Punctuation",
+                                     "WhitespaceSplit", "Metaspace", "BertPreTokenizer"};
     static const char *const bh[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     const tk_hf *h = HF_OF(t);
     size_t o = 0;
@@ -41,6 +53,11 @@ void tk_hf_describe(const tk_tokenizer *t, char *buf, size_t len) {
         else PUT(" %s", pt[st->kind]);
     }
     if (!h->n_pt) PUT(" (no pre-tokenizer)");
+    if (h->wm) {
+        PUT(" | ");
+        if (o < len) h->wm->describe(h, buf + o, len - o);
+        return;
+    }
     if (h->uni) {
         PUT(" | Unigram (Viterbi over %u pieces, unk score %g%s%s)", tk_hf_uni_size(h->uni),
             tk_hf_uni_unk_score(h->uni), h->unk == TK_NO_RANK ? ", no unk" : "",

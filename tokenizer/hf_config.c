@@ -28,12 +28,13 @@ void tk_hf_free(tk_hf *h) {
     free(h->m1);
     tk_chartab_free(h->chartab);
     tk_hf_uni_free(h->uni);
+    if (h->wm) h->wm->free(h->wm_state);
     free(h);
 }
 
 #define REFUSE(path, ...)                                                                                              \
     do {                                                                                                               \
-        char _m[200];                                                                                                  \
+        char _m[320];                                                                                                  \
         snprintf(_m, sizeof _m, __VA_ARGS__);                                                                          \
         tk_set_err(err, errlen, "%s: %s: %s", file, path, _m);                                                         \
         return TK_ERR_UNSUPPORTED;                                                                                     \
@@ -206,6 +207,31 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
         if ((rc = get_str(n, "prepend", &cs, &cn, file, path, err, errlen))) return rc;
         h->n_nm++;
         return dup_bytes(cs, cn, &st->a, &st->alen);
+    } else if (!strcmp(ty, "BertNormalizer")) {
+        /* HF's order: clean_text, handle_chinese_chars, strip_accents (NFD,
+         * then nonspacing marks dropped; null: as lowercase), lowercase;
+         * steps of their own (hf_bert.c) so the chain runs them */
+        static const char *const keys[] = {"clean_text", "handle_chinese_chars", "strip_accents", "lowercase", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        static const char *const req[] = {"clean_text", "handle_chinese_chars", "lowercase"};
+        for (size_t k = 0; k < 3; k++)
+            if (!json_is_boolean(json_object_get(n, req[k]))) {
+                tk_set_err(err, errlen, "%s: %s.%s is not a boolean (HF needs it)", file, path, req[k]);
+                return TK_ERR_FORMAT;
+            }
+        bool lower = json_is_true(json_object_get(n, "lowercase")), strip;
+        if ((rc = get_bool(n, "strip_accents", lower, &strip, file, path, err, errlen))) return rc;
+        int kinds[5], nk = 0;
+        if (json_is_true(json_object_get(n, "clean_text"))) kinds[nk++] = NM_BERT_CLEAN;
+        if (json_is_true(json_object_get(n, "handle_chinese_chars"))) kinds[nk++] = NM_BERT_CJK;
+        if (strip) kinds[nk++] = NM_NFD, kinds[nk++] = NM_BERT_MN;
+        if (lower) kinds[nk++] = NM_LOWER;
+        if (h->n_nm + (size_t)nk > HF_MAX_STEPS) REFUSE(path, "more than %d normalizers", HF_MAX_STEPS);
+        for (int k = 0; k < nk; k++) {
+            memset(&h->nm[h->n_nm], 0, sizeof h->nm[h->n_nm]);
+            h->nm[h->n_nm++].kind = kinds[k];
+        }
+        return TK_OK;
     } else if (!strcmp(ty, "Precompiled")) { /* SentencePiece's charsmap (spm.c) */
         static const char *const keys[] = {"precompiled_charsmap", NULL};
         if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
@@ -224,7 +250,7 @@ static int parse_normalizer(tk_hf *h, json_t *n, const char *file, const char *p
             if ((unsigned char)*q < 0x20) *q = '?';
         REFUSE(path,
                "normalizer \"%s\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
-               "StripAccents, Replace, Prepend, Precompiled, Sequence)",
+               "StripAccents, Replace, Prepend, Precompiled, BertNormalizer, Sequence)",
                sb);
     }
     h->n_nm++;
@@ -327,6 +353,13 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
         if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
         st->kind = PT_WSSPLIT;
         st->beh = B_REMOVED;
+    } else if (!strcmp(ty, "BertPreTokenizer")) {
+        /* HF: split on White_Space (Removed), then on punctuation (ASCII or
+         * its is_punctuation: Punctuation's test) Isolated; one scan
+         * (hf_encode.c) */
+        static const char *const none[] = {NULL};
+        if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
+        st->kind = PT_BERT;
     } else if (!strcmp(ty, "Whitespace")) {
         static const char *const none[] = {NULL};
         if ((rc = only_keys(n, file, path, ty, none, err, errlen))) return rc;
@@ -375,7 +408,7 @@ static int parse_pretok(tk_hf *h, json_t *n, const char *file, const char *path,
             if ((unsigned char)*q < 0x20) *q = '?';
         REFUSE(path,
                "pre-tokenizer \"%s\" is not supported (supported: ByteLevel, Split, Digits, Punctuation, "
-               "WhitespaceSplit, Whitespace, Metaspace, Sequence)",
+               "WhitespaceSplit, Whitespace, BertPreTokenizer, Metaspace, Sequence)",
                sb);
     }
     h->n_pt++;
@@ -853,6 +886,20 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
         d->start = (uint32_t)json_integer_value(a);
         d->stop = (uint32_t)json_integer_value(b);
         if ((rc = dup_bytes(cs, cn, &d->a, &d->alen))) return rc;
+    } else if (!strcmp(ty, "WordPiece")) {
+        static const char *const keys[] = {"prefix", "cleanup", NULL};
+        if ((rc = only_keys(n, file, path, ty, keys, err, errlen))) return rc;
+        const uint8_t *pf;
+        size_t pn;
+        if ((rc = get_str(n, "prefix", &pf, &pn, file, path, err, errlen))) return rc;
+        if (!json_is_boolean(json_object_get(n, "cleanup"))) {
+            tk_set_err(err, errlen, "%s: %s.cleanup is not a boolean (HF needs it)", file, path);
+            return TK_ERR_FORMAT;
+        }
+        if (pn > HF_AFFIX_MAX) REFUSE(path, "WordPiece decoder: prefix longer than %d bytes", HF_AFFIX_MAX);
+        d->kind = D_WORDPIECE;
+        d->scheme = json_is_true(json_object_get(n, "cleanup"));
+        if ((rc = dup_bytes(pf, pn, &d->a, &d->alen))) return rc;
     } else if (!strcmp(ty, "Metaspace")) {
         static const char *const keys[] = {"replacement",      "prepend_scheme", "split",
                                            "add_prefix_space", "str_rep",        NULL};
@@ -873,7 +920,7 @@ static int parse_decoder(tk_hf *h, json_t *n, const char *file, const char *path
             if ((unsigned char)*q < 0x20) *q = '?';
         REFUSE(path,
                "decoder \"%s\" is not supported with a SentencePiece-style vocabulary (supported: Replace, "
-               "ByteFallback, Fuse, Strip, Metaspace, Sequence)",
+               "ByteFallback, Fuse, Strip, Metaspace, WordPiece, Sequence)",
                sb);
     }
     h->n_dec++;
@@ -1045,6 +1092,34 @@ int tk_hf_setup_uni(tk_tokenizer *t, json_t *root, const char *file, const tk_hf
     if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
     fold_fingerprint(t, root);
     fold_unigram(t, score, n, unk_id, byte_fallback);
+    t->pattern = TK_PAT_NONE;
+    *out = h;
+    return TK_OK;
+fail:
+    tk_hf_free(h);
+    return rc;
+}
+
+/* ---- WordPiece, WordLevel (hf_models.def): setup ---------------------------- */
+
+int tk_hf_setup_word(tk_tokenizer *t, json_t *root, const char *file, const tk_hfj *J, const tk_hf_model_ops *ops,
+                     tk_hf **out, char *err, size_t errlen) {
+    *out = NULL;
+    tk_hf *h = calloc(1, sizeof *h);
+    if (!h) return TK_ERR_NOMEM;
+    h->sp = true; /* characters, not byte-level: decoder chain, no lossless claim */
+    h->wm = ops;
+    h->unk = TK_NO_RANK;
+    for (int b = 0; b < 256; b++) h->byte_id[b] = TK_NO_RANK;
+    int rc = voc_copy(h, J);
+    if (!rc && (rc = tk_hfj_index(&h->voc))) rc = rc < 0 ? rc : TK_ERR_FORMAT;
+    if (rc) goto fail;
+    if ((rc = parse_normalizer(h, json_object_get(root, "normalizer"), file, "normalizer", err, errlen))) goto fail;
+    if ((rc = parse_pretok(h, json_object_get(root, "pre_tokenizer"), file, "pre_tokenizer", err, errlen))) goto fail;
+    if ((rc = parse_decoder(h, json_object_get(root, "decoder"), file, "decoder", err, errlen))) goto fail;
+    if ((rc = parse_added(h, json_object_get(root, "added_tokens"), file, err, errlen))) goto fail;
+    fold_fingerprint(t, root);
+    if ((rc = ops->setup(t, h, json_object_get(root, "model"), file, err, errlen))) goto fail;
     t->pattern = TK_PAT_NONE;
     *out = h;
     return TK_OK;

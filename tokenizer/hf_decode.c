@@ -47,6 +47,7 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
         size_t len = in->off[in->n] - in->off[0];
         return sv_add(out, len ? in->b.data + in->off[0] : (const uint8_t *)"", len, cap);
     }
+    tk_bytes wx = {0}, wy = {0}; /* WordPiece's scratch, kept across the tokens */
     for (size_t k = 0; k < in->n && !rc; k++) {
         const uint8_t *p = in->b.data ? in->b.data + in->off[k] : (const uint8_t *)"";
         size_t n = in->off[k + 1] - in->off[k];
@@ -109,6 +110,13 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
             rc = sv_add(out, p + a, b - a, cap);
             break;
         }
+        case D_WORDPIECE: {
+            const uint8_t *r;
+            size_t rn;
+            rc = tk_hf_dec_wordpiece(d->a, d->alen, d->scheme != 0, k == 0 && first, p, n, &wx, &wy, &r, &rn);
+            if (!rc) rc = sv_add(out, r, rn, cap);
+            break;
+        }
         case D_METASPACE: {
             /* HF: in the first token every replacement character is dropped
              * (not only a leading one) unless prepend_scheme is never */
@@ -130,6 +138,8 @@ static int dec_apply(const struct dec_step *d, const strv *in, strv *out, bool f
         }
         }
     }
+    tk_bytes_free(&wx);
+    tk_bytes_free(&wy);
     return rc;
 }
 

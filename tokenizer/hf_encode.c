@@ -260,7 +260,8 @@ static int model(hf_ctx *c, const uint8_t *p, size_t n) {
         }
     }
     bool ids = c->h->sp || (!c->h->fast_bpe && tk_hf_bl_needs_word(c->h, p, n));
-    if (c->h->uni) rc = tk_hf_uni_word(c->h->uni, &c->us, p, n, out);
+    if (c->h->wm) rc = c->h->wm->word(c->h, p, n, out);
+    else if (c->h->uni) rc = tk_hf_uni_word(c->h->uni, &c->us, p, n, out);
     else if (c->h->sp) rc = tk_hf_sp_word(c->h, &c->bs, p, n, out);
     else if (ids) rc = tk_hf_bl_word(t, c->h, &c->bs, p, n, out);
     else if (c->h->fast_bpe) rc = tk_bpe_piece(t, p, n, TK_NO_RANK, out);
@@ -455,6 +456,25 @@ static int run_pre(hf_ctx *c, size_t k, const uint8_t *p, size_t n, bool at_star
         }
         return TK_OK;
     }
+    case PT_BERT: /* WhitespaceSplit then Punctuation (Isolated) in one pass: no span vectors */
+        for (size_t i = 0, a = 0; i <= n;) {
+            int32_t cp = -1;
+            size_t l = 1;
+            bool cut = i == n, punct = false;
+            if (!cut) {
+                if (p[i] < 0x80) cp = p[i];
+                else l = u8_len(p, n, i, &cp);
+                punct = is_punct(cp);
+                cut = punct || is_ws(cp);
+            }
+            if (cut) {
+                if (a < i && (rc = run_pre(c, k + 1, p + a, i - a, at_start && a == 0))) return rc;
+                if (punct && (rc = run_pre(c, k + 1, p + i, l, at_start && i == 0))) return rc;
+                a = i + l;
+            }
+            i += l;
+        }
+        return TK_OK;
     case PT_METASPACE: {
         tk_bytes *m = &c->mod[k];
         m->len = 0;
@@ -591,7 +611,8 @@ int tk_hf_lossless(const tk_tokenizer *t) {
     for (size_t k = 0; k < h->n_pt; k++) {
         const pt_step *st = &h->pt[k];
         if ((st->kind == PT_SPLIT || st->kind == PT_PUNCT) && st->beh == B_REMOVED) return 0;
-        if (st->kind == PT_WSSPLIT || st->kind == PT_METASPACE || (st->kind == PT_BYTELEVEL && st->prefix_space))
+        if (st->kind == PT_WSSPLIT || st->kind == PT_BERT || st->kind == PT_METASPACE ||
+            (st->kind == PT_BYTELEVEL && st->prefix_space))
             return 0;
     }
     return 1;

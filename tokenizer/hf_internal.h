@@ -34,8 +34,22 @@ size_t tk_pretok_deepseek_next(const uint8_t *s, size_t n, size_t i);
 /* This engine's state of t (tk_engine.h). */
 #define HF_OF(t) ((tk_hf *)(t)->engine_state)
 
-enum { NM_NFC, NM_NFD, NM_NFKC, NM_NFKD, NM_LOWER, NM_STRIP, NM_REPLACE, NM_PREPEND, NM_PRECOMPILED, NM_STRIP_ACCENTS };
-enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE };
+enum {
+    NM_NFC,
+    NM_NFD,
+    NM_NFKC,
+    NM_NFKD,
+    NM_LOWER,
+    NM_STRIP,
+    NM_REPLACE,
+    NM_PREPEND,
+    NM_PRECOMPILED,
+    NM_STRIP_ACCENTS,
+    NM_BERT_CLEAN, /* BertNormalizer's steps (hf_bert.c) */
+    NM_BERT_CJK,
+    NM_BERT_MN
+};
+enum { PT_SPLIT, PT_BYTELEVEL, PT_DIGITS, PT_PUNCT, PT_WSSPLIT, PT_METASPACE, PT_BERT };
 enum { B_REMOVED, B_ISOLATED, B_MERGED_PREV, B_MERGED_NEXT, B_CONTIGUOUS };
 enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
 
@@ -145,8 +159,10 @@ struct tk_hf {
         uint8_t byte;
     } * trie;
     size_t n_trie;
-    struct tk_hf_uni *uni; /* model "Unigram" (hf_unigram.c); NULL: BPE */
-    bool first_scheme;     /* a Metaspace with prepend_scheme "first": encode tracks where the text starts */
+    struct tk_hf_uni *uni;            /* model "Unigram" (hf_unigram.c); NULL: BPE */
+    const struct tk_hf_model_ops *wm; /* a model of hf_models.def (WordPiece, WordLevel); NULL: BPE or Unigram */
+    void *wm_state;                   /* its state (freed by tk_hf_free) */
+    bool first_scheme;                /* a Metaspace with prepend_scheme "first": encode tracks where the text starts */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -160,7 +176,7 @@ struct tk_hf {
 #define BL_ID 0x80000000u
 #define BL_NONE UINT32_MAX
 
-enum { D_REPLACE, D_BYTEFB, D_FUSE, D_STRIP, D_METASPACE };
+enum { D_REPLACE, D_BYTEFB, D_FUSE, D_STRIP, D_METASPACE, D_WORDPIECE };
 
 /* The merge loop's heap entries and per-word scratch (hf_model.c; the
  * encode context and hf_config.c's proof hold one). */
@@ -254,6 +270,33 @@ typedef struct {
     size_t path_cap; /* uint32_t's */
 } hf_uni_scratch;
 
+/* A model that looks words up in the vocabulary h->voc (hf_wordpiece.c:
+ * WordPiece, WordLevel). Each is one `const tk_hf_model_ops
+ * tk_hf_model_<name>` and one HF_MODEL(<name>) line in hf_models.def, in
+ * the order HF's untagged read tries them; load_hf.c picks one by
+ * model.type (or untagged), hf_config.c calls setup once the vocabulary is
+ * in h->voc, hf_encode.c calls word on each pre-tokenized word. */
+typedef struct tk_hf_model_ops {
+    const char *type;                /* model.type */
+    bool (*untagged)(json_t *model); /* a model without "type" is this one (HF's untagged order) */
+    /* model's options into h->wm_state (freed by free); folds them into t->fingerprint */
+    int (*setup)(tk_tokenizer *t, tk_hf *h, json_t *model, const char *file, char *err, size_t errlen);
+    /* the ids of one word p[0..n), appended to out; TK_ERR_DOC_UNK where HF fails the text */
+    int (*word)(const tk_hf *h, const uint8_t *p, size_t n, tk_ids *out);
+    void (*describe)(const tk_hf *h, char *buf, size_t len);
+    void (*free)(void *state);
+} tk_hf_model_ops;
+
+/* hf_bert.c: BertNormalizer's steps (s[0..n) into out, at most cap bytes);
+ * does step kind drop the character cp; one token through the WordPiece
+ * decoder (lead: the text's first token) with a and b as scratch. */
+int tk_hf_nm_bert_clean(const uint8_t *s, size_t n, tk_bytes *out, size_t cap);
+int tk_hf_nm_bert_cjk(const uint8_t *s, size_t n, tk_bytes *out, size_t cap);
+int tk_hf_nm_bert_mn(const uint8_t *s, size_t n, tk_bytes *out, size_t cap);
+bool tk_hf_bert_drops(int kind, int32_t cp);
+int tk_hf_dec_wordpiece(const uint8_t *pfx, size_t plen, bool cleanup, bool lead, const uint8_t *p, size_t n,
+                        tk_bytes *a, tk_bytes *b, const uint8_t **res, size_t *rn);
+
 /* ---- between the files ---------------------------------------------------- */
 
 /* hf.c: the engine ops load_hf.c's tk_engine_hf names. */
@@ -311,6 +354,11 @@ void tk_hf_uni_scratch_free(hf_uni_scratch *w);
  * normalizer, pre-tokenizer, decoder and added tokens as tk_hf_setup_sp's. */
 int tk_hf_setup_uni(tk_tokenizer *t, json_t *root, const char *file, const tk_hfj *J, const double *score,
                     uint32_t unk_id, bool byte_fallback, tk_hf **out, char *err, size_t errlen);
+/* hf_config.c: a tokenizer.json whose model is one of hf_models.def's (ops):
+ * the vocab entries of J, then the model's own options (ops->setup), the
+ * normalizer, pre-tokenizer, decoder and added tokens as tk_hf_setup_sp's. */
+int tk_hf_setup_word(tk_tokenizer *t, json_t *root, const char *file, const tk_hfj *J, const tk_hf_model_ops *ops,
+                     tk_hf **out, char *err, size_t errlen);
 
 /* hf_json.c: a Unigram model.vocab read from the raw file: pieces (NUL
  * terminated, in arena), their scores as HF reads them (serde_json), and

@@ -396,6 +396,9 @@ static int nm_apply(const nm_step *st, const uint8_t *s, size_t n, tk_bytes *out
         return tk_bytes_put_capped(out, s + c.pos, n - c.pos, cap);
     }
     case NM_PRECOMPILED: return nm_precompiled(st, s, n, out, cap);
+    case NM_BERT_CLEAN: return tk_hf_nm_bert_clean(s, n, out, cap);
+    case NM_BERT_CJK: return tk_hf_nm_bert_cjk(s, n, out, cap);
+    case NM_BERT_MN: return tk_hf_nm_bert_mn(s, n, out, cap);
     case NM_PREPEND: {
         if (!n) return TK_OK;
         int rc = tk_bytes_put_capped(out, st->a, st->alen, cap);
@@ -423,6 +426,8 @@ static int drops_lead(const nm_step *st, const uint8_t *s, size_t n, tk_re_budge
     *drop = false;
     switch (st->kind) {
     case NM_STRIP: *drop = st->left && is_ws(cp); return TK_OK;
+    case NM_BERT_CLEAN:
+    case NM_BERT_MN: *drop = tk_hf_bert_drops(st->kind, cp); return TK_OK;
     case NM_STRIP_ACCENTS: {
         int c = cp < 0 ? 0 : tk_hf_nf_category(cp); /* Unicode 9.0 marks: hf_ucd.h */
         *drop = c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;

@@ -14,6 +14,16 @@
 #include <unistd.h>
 /* ---- HF tokenizer.json ----------------------------------------------------- */
 
+/* The word-lookup models (hf_models.def), in HF's untagged order. */
+#define HF_MODEL(n) extern const tk_hf_model_ops tk_hf_model_##n;
+#include "hf_models.def"
+#undef HF_MODEL
+static const tk_hf_model_ops *const k_word_models[] = {
+#define HF_MODEL(n) &tk_hf_model_##n,
+#include "hf_models.def"
+#undef HF_MODEL
+};
+
 #define SPECIAL_ID (TK_NO_RANK - 1)
 /* rank_of_id of a model.vocab entry outside the byte map (raw text such as
  * Command-R's): no merge of byte-level pieces can make it, so it is kept for
@@ -191,6 +201,7 @@ typedef struct {
     double *score;   /* jansson's reading (not uni_fast) */
     uint32_t unk_id; /* TK_NO_RANK: none */
     bool uni_bfb;
+    const tk_hf_model_ops *wm; /* a word-lookup model (hf_models.def); NULL: BPE or Unigram */
     char sb[160];
 } hf_load;
 
@@ -355,6 +366,27 @@ static int hf_model_uni(hf_load *L) {
     return TK_OK;
 }
 
+/* Phase 2 of a word-lookup model (WordPiece, WordLevel): vocab {token: id}
+ * and no merges; the model's own options are read by its setup. */
+static int hf_model_word(hf_load *L) {
+    int rc;
+    L->vocab = json_object_get(L->model, "vocab");
+    L->merges = NULL;
+    L->added = json_object_get(L->root, "added_tokens");
+    if (!json_is_object(L->vocab)) {
+        tk_set_err(L->err, L->errlen, "%s: model.vocab: a %s model's vocab is %s, not an object {token: id}", L->path,
+                   L->wm->type, tk_ld_json_kind(L->vocab));
+        return TK_ERR_FORMAT;
+    }
+    L->nv = L->fast ? L->J.nv : json_object_size(L->vocab);
+    L->n_merges = 0;
+    L->max_id = L->fast ? L->J.max_id : 0;
+    if ((rc = hf_check_ids(L->path, L->vocab, L->nv, L->added, &L->max_id, L->err, L->errlen))) return rc;
+    if (!L->fast && (rc = hf_flatten(L))) return rc;
+    L->J.nm = 0; /* HF's WordPiece / WordLevel ignore keys they do not read (merges too) */
+    return TK_OK;
+}
+
 /* Phase 2: the model section: type, vocab and merges, ids of vocab and
  * added tokens, merge count. */
 /* The model's kind. Files written by tokenizers before 0.9 (roberta-base's
@@ -368,6 +400,8 @@ static const char *hf_model_type(json_t *model) {
     if (t) return json_string_value(t);
     json_t *v = json_object_get(model, "vocab");
     if (json_is_object(v) && json_is_array(json_object_get(model, "merges"))) return "BPE";
+    for (size_t k = 0; k < sizeof k_word_models / sizeof k_word_models[0]; k++)
+        if (k_word_models[k]->untagged(model)) return k_word_models[k]->type;
     if (json_is_array(v)) return "Unigram";
     return NULL;
 }
@@ -377,14 +411,21 @@ static int hf_model(hf_load *L) {
     L->model = json_object_get(L->root, "model");
     const char *type = hf_model_type(L->model);
     if (type && strcmp(type, "Unigram") == 0) return hf_model_uni(L);
+    for (size_t k = 0; type && k < sizeof k_word_models / sizeof k_word_models[0]; k++)
+        if (strcmp(type, k_word_models[k]->type) == 0) {
+            L->wm = k_word_models[k];
+            return hf_model_word(L);
+        }
     if (!type || strcmp(type, "BPE") != 0) {
         if (json_is_object(L->model) && !json_object_get(L->model, "type"))
             tk_set_err(L->err, L->errlen,
-                       "%s: model: a model without \"type\" and without merges (WordPiece or WordLevel) is not "
-                       "supported (only BPE and Unigram)",
+                       "%s: model: a model without \"type\" whose fields are no model's HF reads (BPE: vocab and "
+                       "merges; WordPiece: vocab, unk_token, continuing_subword_prefix, max_input_chars_per_word; "
+                       "WordLevel: vocab, unk_token; Unigram: a vocab list)",
                        L->path);
         else
-            tk_set_err(L->err, L->errlen, "%s: model.type: model \"%s\" is not supported (only BPE and Unigram)",
+            tk_set_err(L->err, L->errlen,
+                       "%s: model.type: model \"%s\" is not supported (only BPE, Unigram, WordPiece and WordLevel)",
                        L->path, type ? tk_ld_shown(type, L->sb) : "?");
         return TK_ERR_UNSUPPORTED;
     }
@@ -452,11 +493,13 @@ static int hf_first_ranks(hf_load *L) {
     L->sp_mode = !has_type(json_object_get(L->root, "pre_tokenizer"), "ByteLevel", 0) &&
                  !has_type(json_object_get(L->root, "decoder"), "ByteLevel", 0) &&
                  !has_type(json_object_get(L->root, "normalizer"), "ByteLevel", 0);
-    if (L->uni && !L->sp_mode) {
-        tk_set_err(L->err, L->errlen, "%s: a Unigram model with a ByteLevel component is not supported", L->path);
+    if ((L->uni || L->wm) && !L->sp_mode) {
+        tk_set_err(L->err, L->errlen, "%s: a %s model with a ByteLevel component is not supported", L->path,
+                   L->wm ? L->wm->type : "Unigram");
         return TK_ERR_UNSUPPORTED;
     }
-    bool bfb = L->sp_mode && json_is_true(json_object_get(L->model, "byte_fallback"));
+    bool bfb =
+        L->sp_mode && !L->wm && json_is_true(json_object_get(L->model, "byte_fallback")); /* word models: no such key */
     for (size_t e = 0; e < L->nv; e++) {
         uint32_t id = L->J.vid[e];
         const char *k = L->J.vkey[e];
@@ -680,6 +723,8 @@ static int hf_build(hf_load *L, tk_pattern pat, tk_tokenizer **out) {
         tk_set_err(L->err, L->errlen, "%s: --pattern cannot replace this tokenizer's own pre-tokenizer: leave it out",
                    L->path);
         rc = TK_ERR_PATTERN;
+    } else if (L->wm) {
+        rc = tk_hf_setup_word(t, L->root, L->path, &L->J, L->wm, &h, L->err, L->errlen);
     } else if (L->uni) {
         rc = tk_hf_setup_uni(t, L->root, L->path, &L->J, L->score, L->unk_id, L->uni_bfb, &h, L->err, L->errlen);
     } else if (L->sp_mode) {

@@ -11,6 +11,12 @@ and the first of them with a single_word added token "zqz" (not in gpt2's vocabu
 SW_PROBE = c + "zqz zqz" + c: HF drops the match where c is a word character (Rust regex's Unicode \w, of
 Unicode 16.0 in tokenizers 0.23), so every code point's class shows in the ids.
 
+BertNormalizer + BertPreTokenizer (hf_bert_uncased: lowercase, accents stripped; hf_bert_cased: neither) are
+scanned with BERT_PROBE through a character-level BPE whose vocabulary is the 256 byte tokens <0xNN> (byte
+fallback, no merges) and whose end_of_word_suffix "</w>" closes every pre-token: the ids spell the normalized
+text byte by byte with each word's end marked, so every drop, space, split, decomposition and case mapping
+shows (HF's unicode_categories tables are Unicode 8.0, its NFD 9.0, its lowercase Rust's).
+
 Usage (the vocabulary files of ../shared/vocab in tiktoken's cache or $TIKTOKEN_CACHE_DIR):
     python3 tests/unicode/make_unicode_scan.py ../shared/vocab > tests/data/unicode_scan.json
     python3 tests/unicode/make_unicode_scan.py ../shared/vocab --only=hf_single_word > new.json
@@ -29,6 +35,8 @@ SW_PROBE = "{c}zqz zqz{c}"
 SW_TOKEN = "zqz"
 # Split regexes of the two tokenizer.json files: Llama 3's (a form mkshards runs with its hand scanners) and
 # one no built-in pattern equals (mkshards runs it through PCRE2)
+BERT_PROBE = "x{c}{c}'s {c}1 A{c}a {c}\u00c9\t{c}\u4e2d{c}\u0301"
+HF_BERT = {"hf_bert_uncased": [True, None], "hf_bert_cased": [False, None]}  # [lowercase, strip_accents]
 HF_REGEXES = {
     "hf_llama3_split": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "hf_pcre2_split": r"'s|\p{Lu}\p{Ll}*|\p{L}+|\p{N}|\p{M}+|[^\s\p{L}\p{N}\p{M}]+|\s+",
@@ -73,6 +81,19 @@ def hf_json(vocab_dir, regex):
     }
 
 
+def hf_bert_json(lowercase, strip_accents):
+    """BertNormalizer(lowercase, strip_accents) + BertPreTokenizer over <0x00>..<0xFF> with "</w>" after words."""
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": strip_accents, "lowercase": lowercase},
+        "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": "</w>", "fuse_unk": False, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": {"<0x%02X>" % b: b for b in range(256)}, "merges": []},
+    }
+
+
 def hf_single_word_json(vocab_dir):
     """hf_json with Llama 3's Split and SW_TOKEN as a single_word, non-special added token (a new id)."""
     j = hf_json(vocab_dir, HF_REGEXES["hf_llama3_split"])
@@ -106,7 +127,13 @@ def main():
         tok = tokenizers.Tokenizer.from_str(json.dumps(hf_single_word_json(vocab_dir)))
         refs["hf_single_word"] = digests(cps, lambda t: [x.ids for x in tok.encode_batch(t, add_special_tokens=False)],
                                          SW_PROBE)
-    json.dump({"probe": PROBE, "single_word_probe": SW_PROBE, "block": BLOCK, "hf_regexes": HF_REGEXES,
+    for name, (lower, strip) in HF_BERT.items():
+        if todo(name):
+            tok = tokenizers.Tokenizer.from_str(json.dumps(hf_bert_json(lower, strip)))
+            refs[name] = digests(cps, lambda t: [x.ids for x in tok.encode_batch(t, add_special_tokens=False)],
+                                 BERT_PROBE)
+    json.dump({"probe": PROBE, "single_word_probe": SW_PROBE, "bert_probe": BERT_PROBE, "hf_bert": HF_BERT,
+               "block": BLOCK, "hf_regexes": HF_REGEXES,
                "references": {"tiktoken": tiktoken.__version__, "tokenizers": tokenizers.__version__,
                               "unicode": "16.0.0"},
                "digests": refs}, sys.stdout, indent=0)

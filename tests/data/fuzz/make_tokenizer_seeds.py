@@ -108,6 +108,57 @@ def unigram(vocab=None, unk_id=0, byte_fallback=False, normalizer=None, pre=None
     return s.encode()
 
 
+def wordpiece(model=None, **over):
+    """A small BERT-like tokenizer.json: BertNormalizer, BertPreTokenizer, WordPiece (or another model), the
+    WordPiece decoder, TemplateProcessing with [CLS] / [SEP]."""
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "hello", "world", "##s", "##ing", "##ed", ".", ",",
+            "\u4e2d", "e\u0301"] + letters + ["##" + c for c in letters]
+    vocab = {t: i for i, t in enumerate(toks)}
+    d = {"version": "1.0", "truncation": None, "padding": None,
+         "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                           "normalized": False, "special": True} for i, t in enumerate(toks[:5])],
+         "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                        "strip_accents": None, "lowercase": True},
+         "pre_tokenizer": {"type": "BertPreTokenizer"},
+         "post_processor": {"type": "TemplateProcessing",
+                            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                                       {"Sequence": {"id": "A", "type_id": 0}},
+                                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                            "pair": [], "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                                           "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
+         "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+         "model": model or {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                            "max_input_chars_per_word": 100, "vocab": vocab}}
+    d.update(over)
+    return json.dumps(d).encode()
+
+
+def wordpiece_seeds():
+    """WordPiece / WordLevel models (hf_wordpiece.c), BertNormalizer, BertPreTokenizer, the WordPiece decoder."""
+    w = {}
+    base = json.loads(wordpiece())["model"]
+    vocab = base["vocab"]
+    w["ok"] = wordpiece()
+    untyped = dict(base)
+    del untyped["type"]
+    w["untyped"] = wordpiece(untyped)
+    w["max0"] = wordpiece(dict(base, max_input_chars_per_word=0))
+    w["max_huge"] = wordpiece(dict(base, max_input_chars_per_word=2 ** 62))
+    w["max_negative"] = wordpiece(dict(base, max_input_chars_per_word=-1))
+    w["no_unk"] = wordpiece(dict(base, unk_token="[NOPE]"))
+    w["empty_prefix"] = wordpiece(dict(base, continuing_subword_prefix=""))
+    w["long_prefix"] = wordpiece(dict(base, continuing_subword_prefix="#" * 70))
+    w["cased"] = wordpiece(normalizer={"type": "BertNormalizer", "clean_text": False, "handle_chinese_chars": False,
+                                       "strip_accents": True, "lowercase": False})
+    w["wordlevel"] = wordpiece({"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+                               pre_tokenizer={"type": "Whitespace"}, decoder=None)
+    w["wordlevel_untyped"] = wordpiece({"vocab": vocab, "unk_token": "[UNK]"})
+    w["wordlevel_no_unk"] = wordpiece({"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"})
+    w["empty_vocab"] = wordpiece(dict(base, vocab={}))
+    return w
+
+
 def unigram_seeds():
     u = {}
     u["ok"] = unigram()
@@ -179,6 +230,8 @@ def seeds():
     # Unigram models (hf_unigram.c, the serde_json score reader in hf_json.c)
     for k, v in unigram_seeds().items():
         h["uni_" + k] = pack(v)
+    for k, v in wordpiece_seeds().items():
+        h["wp_" + k] = pack(v)
 
     e = {}
     e["ok"] = pack(encoder(), bpe())
