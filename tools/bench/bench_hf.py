@@ -6,7 +6,8 @@
                                     [--rounds R] [--baseline OLD/mkshards]
 
 For each tokenizer of SHARED/vocab/hf: HF tokenizers (RAYON_NUM_THREADS=1,
-encode_special_tokens=True, add_special_tokens=False, one document at a time,
+encode_special_tokens=True, add_special_tokens=False, the file's truncation and
+padding off, one document at a time,
 in-process, load excluded) against `mkshards encode -j 1` as a whole process
 (load, read, encode, write ids included) on the same documents: the first
 LIMIT MB of every corpus category, round-robin. Also the load time of the
@@ -91,6 +92,8 @@ def main():
             hf_load = best(lambda: Tokenizer.from_file(path), 3)
             tk = Tokenizer.from_file(path)
             tk.encode_special_tokens = True
+            tk.no_truncation()  # a file's truncation / padding (MiniLM: 256) is not encode's: mkshards never cuts
+            tk.no_padding()
 
             def hf_ids(d):
                 try:
