@@ -27,7 +27,9 @@ const char *tk_strerror(int err) {
     case TK_ERR_LIMIT: return "beyond a tokenizer size limit";
     case TK_ERR_DOC_REGEX: return "the document exceeds the tokenizer's regex work budget";
     case TK_ERR_DOC_EXPAND: return "a normalizer or decoder step would expand the document more than 16x";
-    case TK_ERR_DOC_UNK: return "the document has a character that no token covers and the tokenizer has no unk token";
+    case TK_ERR_DOC_UNK:
+        return "the document has a character (WordPiece / WordLevel: a word) that no token covers and the tokenizer "
+               "has no unk token";
     default: return "unknown error";
     }
 }
