@@ -111,23 +111,10 @@ int tk_hf_nm_bert_cjk(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
 }
 
 /* strip_accents after NFD: nonspacing marks dropped. */
+static bool drops_mn(int32_t cp) { return cp >= 0 && bert_mn(cp); }
+
 int tk_hf_nm_bert_mn(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
-    size_t i = 0, kept = 0;
-    int rc;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int32_t cp;
-        size_t l = u8_len(s, n, i, &cp);
-        if (cp >= 0 && bert_mn(cp)) {
-            if ((rc = tk_bytes_put_capped(out, s + kept, i - kept, cap))) return rc;
-            kept = i + l;
-        }
-        i += l;
-    }
-    return tk_bytes_put_capped(out, s + kept, n - kept, cap);
+    return tk_hf_drop_chars(s, n, drops_mn, out, cap);
 }
 
 /* ---- the WordPiece decoder ------------------------------------------------ */

@@ -205,6 +205,29 @@ static inline size_t u8_len(const uint8_t *s, size_t n, size_t i, int32_t *cp) {
     return (size_t)l;
 }
 
+/* s[0, n) into out (capped) without the characters drop(cp) says yes to
+ * (cp -1 for an invalid byte, which is given to drop too): the normalizers
+ * that remove marks (StripAccents, BertNormalizer's strip_accents).  ASCII
+ * is never dropped; runs between dropped characters are copied whole. */
+static inline int tk_hf_drop_chars(const uint8_t *s, size_t n, bool (*drop)(int32_t cp), tk_bytes *out, size_t cap) {
+    size_t i = 0, kept = 0; /* s[kept, i) is copied as one run */
+    int rc;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        int32_t cp;
+        size_t l = u8_len(s, n, i, &cp);
+        if (drop(cp)) {
+            if ((rc = tk_bytes_put_capped(out, s + kept, i - kept, cap))) return rc;
+            kept = i + l;
+        }
+        i += l;
+    }
+    return tk_bytes_put_capped(out, s + kept, n - kept, cap);
+}
+
 static inline int hexd(uint8_t c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
 
 static inline bool is_ws(int32_t cp) {

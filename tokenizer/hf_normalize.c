@@ -41,24 +41,13 @@ static int nm_lower(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
 /* StripAccents (ALBERT, XLNet, RemBERT after NFKD): HF drops every
  * character of general category M (Mn, Mc, Me: unicode-normalization's
  * is_combining_mark); invalid bytes stay. */
+static bool is_mark(int32_t cp) {
+    int c = cp < 0 ? 0 : tk_hf_nf_category(cp); /* Unicode 9.0 marks: hf_ucd.h */
+    return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
+}
+
 static int nm_strip_accents(const uint8_t *s, size_t n, tk_bytes *out, size_t cap) {
-    size_t i = 0, kept = 0; /* s[kept, i) is copied as one run */
-    int rc;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int32_t cp;
-        size_t l = u8_len(s, n, i, &cp);
-        int c = cp < 0 ? 0 : tk_hf_nf_category(cp); /* Unicode 9.0 marks: hf_ucd.h */
-        if (c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME) {
-            if ((rc = tk_bytes_put_capped(out, s + kept, i - kept, cap))) return rc;
-            kept = i + l;
-        }
-        i += l;
-    }
-    return tk_bytes_put_capped(out, s + kept, n - kept, cap);
+    return tk_hf_drop_chars(s, n, is_mark, out, cap);
 }
 
 /* ---- Precompiled: SentencePiece's charsmap walked as HF does --------------
