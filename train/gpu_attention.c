@@ -6,10 +6,17 @@
 
 #include "kn_cuda_size.h"
 
-int tr_gpu_attention_cudnn_wanted(void) {
+int tr_gpu_attention_request(void) {
     const char *v = getenv("MKS_CUDA_ATTENTION");
     if (!v) return 0;
-    return !strcmp(v, "cudnn") ? TR_GPU_CUDNN_DETERMINISTIC : !strcmp(v, "cudnn-fast") ? TR_GPU_CUDNN_FAST : 0;
+    if (!strcmp(v, "cudnn")) return TR_GPU_CUDNN_DETERMINISTIC;
+    if (!strcmp(v, "cudnn-fast")) return TR_GPU_CUDNN_FAST;
+    return !strcmp(v, "simt") ? TR_GPU_ATT_SIMT : 0;
+}
+
+int tr_gpu_attention_cudnn_wanted(void) {
+    int r = tr_gpu_attention_request();
+    return r == TR_GPU_CUDNN_DETERMINISTIC || r == TR_GPU_CUDNN_FAST ? r : 0;
 }
 
 size_t tr_gpu_attention_scratch_bytes(size_t B, size_t T, size_t NH, size_t HS) {

@@ -25,9 +25,14 @@
 extern "C" {
 #endif
 
-/* MKS_CUDA_ATTENTION: "cudnn" 1 (deterministic backward), "cudnn-fast" 2, else 0. */
+/* MKS_CUDA_ATTENTION, read in this one place: "cudnn" TR_GPU_CUDNN_DETERMINISTIC,
+ * "cudnn-fast" TR_GPU_CUDNN_FAST, "simt" TR_GPU_ATT_SIMT, anything else 0 (the
+ * defaults). */
 #define TR_GPU_CUDNN_DETERMINISTIC 1
 #define TR_GPU_CUDNN_FAST 2
+#define TR_GPU_ATT_SIMT 3
+int tr_gpu_attention_request(void);
+/* The cuDNN mode asked for (TR_GPU_CUDNN_*), 0 when none. */
 int tr_gpu_attention_cudnn_wanted(void);
 /* The attention's share of the models' kernel scratch for B x T rows of NH
  * heads of HS: the own backward's row sums, or with cuDNN asked for, the

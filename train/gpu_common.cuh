@@ -34,8 +34,7 @@ extern "C" {
  * yet on a GPU), unless MKS_CUDA_ATTENTION=simt keeps the SIMT kernels (every
  * dtype and head size). */
 static inline int tr_gpu_attention_tc(kn_dtype dt, int head_size) {
-    const char *att = getenv("MKS_CUDA_ATTENTION");
-    return !(att && !strcmp(att, "simt")) && dt == KN_BF16 && (head_size == 64 || head_size == 128);
+    return tr_gpu_attention_request() != TR_GPU_ATT_SIMT && dt == KN_BF16 && (head_size == 64 || head_size == 128);
 }
 
 /* MKS_CUDA_ATTENTION=cudnn / cudnn-fast (gpu_attention.h): cuDNN's fused
@@ -62,6 +61,13 @@ static inline int tr_gpu_attention_cudnn_setup(int B, int T, int NH, int NKV, in
             kn_cudnn_attention_version(), det ? "deterministic" : "atomic (not bit-reproducible)", B, T, NH, NKV, HS,
             fw / 1048576.0, bw / 1048576.0, scratch_bytes / 1048576.0);
     return mode;
+}
+
+/* Whether one attention call takes cuDNN's engine (mode: the model's
+ * tr_gpu_attention_cudnn_setup result): the shape it was prepared for, no
+ * document mask. */
+static inline bool tr_gpu_cudnn_call(int mode, const void *doc, int B, int T, int Bmax, int Tmax) {
+    return mode && !doc && B == Bmax && T == Tmax;
 }
 
 /* A CUDA call: on failure the call text, file:line, error name and text are

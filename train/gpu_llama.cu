@@ -379,7 +379,7 @@ typedef struct {
 
 static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
     const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
-    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* the prepared shape */
+    const bool cudnn_att = tr_gpu_cudnn_call(m->attn_cudnn, x->doc, B, T, m->Bmax, m->Tmax);
     const size_t NF = (size_t)N * F;
     const kn_dtype dt = m->p.dt;
     cudaStream_t s = m->p.s;
@@ -430,7 +430,7 @@ static int forward_pass(tr_cuda_llama *m, const ll_batch *x) {
 
 static int backward_pass(tr_cuda_llama *m, const ll_batch *x) {
     const int B = x->B, T = x->T, N = x->N, C = m->C, H = m->H, KV = m->KV, hd = m->hd, RS = m->RS, F = m->F, V = m->V;
-    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* the prepared shape */
+    const bool cudnn_att = tr_gpu_cudnn_call(m->attn_cudnn, x->doc, B, T, m->Bmax, m->Tmax);
     const size_t NC = (size_t)N * C, NF = (size_t)N * F;
     const kn_dtype dt = m->p.dt;
     cudaStream_t s = m->p.s;

@@ -282,7 +282,7 @@ static int forward_pass(tr_cuda_model *m, const fb_ctx *x) {
     cudaStream_t s = x->s;
     void *const *W = x->W;
     const float *const *Wf = x->Wf;
-    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* the prepared shape */
+    const bool cudnn_att = tr_gpu_cudnn_call(m->attn_cudnn, x->doc, B, T, m->Bmax, m->Tmax);
     KC(kn_encoder_forward_cuda(m->encoded, x->inputs, x->pos, W[TR_P_WTE], W[TR_P_WPE], B, T, C, V, c->max_seq, dt, s));
     for (int l = 0; l < L; l++) {
         layer_acts a = acts_of(m, x, l);
@@ -342,7 +342,7 @@ static int backward_pass(tr_cuda_model *m, const fb_ctx *x) {
     void *const *W = x->W;
     float *const *G = x->G;
     const float *const *Wf = x->Wf;
-    const int cudnn_att = m->attn_cudnn && !x->doc && B == m->Bmax && T == m->Tmax; /* as in the forward */
+    const bool cudnn_att = tr_gpu_cudnn_call(m->attn_cudnn, x->doc, B, T, m->Bmax, m->Tmax);
     if (!x->chunked) /* whole: the head's backward from the dlogits the forward left (chunked: dbuf is done) */
         KC(kn_matmul_backward_cuda(m->ctx, m->dbuf, G[TR_P_WTE], nullptr, m->logits, m->lnf, W[TR_P_WTE], N, C, Vp,
                                    m->p.scratch, m->p.scratch_bytes, dt));
