@@ -636,9 +636,10 @@ elif [ "$REHEARSE" = 0 ] && [ "$GPU_OK" = 1 ]; then
         fb="$fb MKS_LN_BWD_SCALAR=1"
     fi
     # the tensor-core GQA attention at heads of 64 (the shape of step 10b's ~1B model; rows "hs64 ... tc"
-    # of test_kn_llama_gpu) failed: step 10b's Llama run takes the SIMT kernels. A failing heads-of-128
+    # of test_kn_llama_gpu) failed, or a tensor-core call returned an error (its row holds the call's
+    # text, not the shape): step 10b's Llama run takes the SIMT kernels. A failing heads-of-128 check
     # row shows in ctest_gpu and does not move this run.
-    if grep -qE '^\|.*gqa.*hs64[^|)]* tc.*\| FAIL' "$LOGS/kernel_table.txt"; then
+    if grep -qE '^\|.*gqa.*(hs64[^|)]* tc|_tc_cuda\().*\| FAIL' "$LOGS/kernel_table.txt"; then
         LLAMA_ATT=simt
         fb="$fb (Llama: MKS_CUDA_ATTENTION=simt)"
     fi
